@@ -1,0 +1,98 @@
+"""`omni-npu-port` dispatch, catalog, profile and tour, called as a user would."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from omni_npu_port.catalog import CATALOG, FAMILIES
+from omni_npu_port.cli import COMMANDS, catalog_main, main, profile_main
+
+
+def test_console_script_runs():
+    from importlib.metadata import entry_points
+    eps = [e for e in entry_points(group="console_scripts") if e.name == "omni-npu-port"]
+    assert eps and eps[0].value == "omni_npu_port.cli:main"
+    exe = __import__("shutil").which("omni-npu-port", path=str(__import__("pathlib").Path(sys.executable).parent))
+    r = subprocess.run([exe, "catalog", "--json", "--family", "attention"], capture_output=True, text=True)
+    assert r.returncode == 0 and {x["id"] for x in json.loads(r.stdout)} == {p.id for p in CATALOG.select(family="attention")}
+
+
+def test_help_lists_every_command(capsys):
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert all(c in out for c in COMMANDS)
+    assert main([]) == 2
+
+
+def test_unknown_command(capsys):
+    assert main(["translat"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown command 'translat'" in err and "catalog" in err
+
+
+def test_every_command_target_is_importable():
+    import importlib
+    for name, (target, _) in COMMANDS.items():
+        mod, fn = target.split(":")
+        assert callable(getattr(importlib.import_module(mod), fn)), name
+
+
+def test_catalog_json_all_fields(capsys):
+    assert main(["catalog", "--json"]) == 0
+    recs = json.loads(capsys.readouterr().out)
+    assert [r["id"] for r in recs] == [p.id for p in CATALOG]
+    for key in ("id", "family", "title", "gpu", "npu", "kind", "since", "until", "notes"):
+        assert key in recs[0]
+
+
+@pytest.mark.parametrize("target", ["vllm-ascend==0.18.0", "vllm-ascend==0.23.0.post1", "vllm==0.34.0"])
+def test_catalog_target_filters(capsys, target):
+    assert catalog_main(["--json", "--target", target]) == 0
+    ids = {r["id"] for r in json.loads(capsys.readouterr().out)}
+    pkg, ver = target.split("==")
+    assert ids == {p.id for p in CATALOG if p.holds_for(**{pkg.replace("-", "_"): ver})}
+    assert ids != {p.id for p in CATALOG}
+
+
+@pytest.mark.parametrize("args,expect", [
+    (["--family", "graph"], "choose one of: " + ", ".join(FAMILIES)),
+    (["--target", "vllm-ascend==0.99"], "known versions:"),
+    (["--target", "0.18.0"], "must look like vllm-ascend==X"),
+])
+def test_catalog_bad_input_exits_2_with_choices(capsys, args, expect):
+    assert catalog_main(args) == 2
+    err = capsys.readouterr().err
+    assert expect in err and "Traceback" not in err
+
+
+def test_catalog_table_shows_every_id_of_a_family(capsys):
+    assert catalog_main(["--family", "device-ops"]) == 0
+    out = capsys.readouterr().out
+    for p in CATALOG.select(family="device-ops"):
+        assert p.id in out
+
+
+def test_profile_json_and_env(capsys, monkeypatch):
+    monkeypatch.setenv("OMNI_NPU_PORT_RUNTIME_BACKEND", "cpu")
+    assert profile_main(["--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["values"]["runtime.backend"] == "cpu" and d["origins"]["runtime.backend"] == "$OMNI_NPU_PORT_RUNTIME_BACKEND"
+
+
+def test_profile_bad_env_exits_2(capsys, monkeypatch):
+    monkeypatch.setenv("OMNI_NPU_PORT_BENCH_DTYPE", "fp4")
+    assert profile_main([]) == 2
+    assert "dtype" in capsys.readouterr().err
+
+
+def test_tour_runs_every_step_on_cpu(tmp_path):
+    env = {**__import__("os").environ, "OMNI_NPU_PORT_RUNTIME_BACKEND": "cpu", "COLUMNS": "200"}
+    r = subprocess.run([sys.executable, "-c", "import sys; from omni_npu_port.cli import main; sys.exit(main(['tour']))"],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = r.stdout
+    assert "backend: cpu" in out
+    assert f"catalog: {len(CATALOG)} patterns" in out
+    assert "docs site:" in out
+    assert "every step ran" in out

@@ -1,0 +1,81 @@
+"""The porting profile: settings.ini, environment overrides, clear errors."""
+import configparser
+from pathlib import Path
+
+import pytest
+
+from omni_npu_port.profile import SCHEMA, ProfileError, find_profile, load_profile
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def write(tmp_path, text):
+    f = tmp_path / "settings.ini"
+    f.write_text(text)
+    return f
+
+
+def test_project_profile_equals_the_builtin_defaults():
+    cp = configparser.ConfigParser(interpolation=None)
+    cp.read(ROOT / "settings.ini")
+    assert {(s, k): cp[s][k] for s in cp.sections() for k in cp[s]} == {sk: d for sk, (d, _, _) in SCHEMA.items()}
+    p = load_profile(ROOT / "settings.ini", env={})
+    assert p.backend == "auto" and p.batch_sizes == (1, 2, 4, 8, 16, 32) and p.dtype == "bfloat16"
+
+
+def test_no_file_gives_defaults(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert find_profile(env={}) is None
+    p = load_profile(env={})
+    assert p.path is None and all(v == "default" for v in p.origins.values())
+    assert p.vllm_ascend == SCHEMA["stack", "vllm_ascend"][0]
+
+
+def test_find_walks_up_and_skips_foreign_settings(tmp_path):
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    prof = write(tmp_path, "[runtime]\nbackend = cpu\n")
+    (tmp_path / "a" / "settings.ini").write_text("[DEFAULT]\nlib_name = old_nbdev_project\n")
+    assert find_profile(tmp_path / "a" / "b", env={}) == prof
+
+
+def test_env_var_settings_path(tmp_path):
+    f = write(tmp_path, "[bench]\niters = 7\n")
+    assert load_profile(env={"OMNI_NPU_PORT_SETTINGS": str(f)}).iters == 7
+    with pytest.raises(ProfileError, match="not a file"):
+        find_profile(env={"OMNI_NPU_PORT_SETTINGS": str(tmp_path / "missing.ini")})
+
+
+def test_env_overrides_file_and_origins(tmp_path):
+    f = write(tmp_path, "[runtime]\nbackend = cuda\n[bench]\nwarmup = 2\n")
+    p = load_profile(f, env={"OMNI_NPU_PORT_RUNTIME_BACKEND": "cpu"})
+    assert p.backend == "cpu" and p.origins["runtime.backend"] == "$OMNI_NPU_PORT_RUNTIME_BACKEND"
+    assert p.warmup == 2 and p.origins["bench.warmup"] == f"{f}:4"
+    assert p.origins["bench.iters"] == "default"
+
+
+@pytest.mark.parametrize("text,expect", [
+    ("[runtime]\nbackend = tpu\n", r"\[runtime\] backend = 'tpu' is not valid; allowed: one of auto, npu, cuda, cpu"),
+    ("[bench]\nbatch_sizes = 8,4\n", r"batch_sizes.*increasing order"),
+    ("[bench]\nbatch_sizes = 1,0\n", r"batch_sizes"),
+    ("[bench]\niters = many\n", r"iters = 'many'.*integer"),
+    ("[bench]\ndtype = fp8\n", r"dtype.*bfloat16"),
+    ("[stack]\nvllm_ascend = 0.99.0\n", r"vllm_ascend.*one of 0.13.0"),
+    ("[bench]\nitres = 3\n", r"unknown key 'itres' in \[bench\]; allowed keys: batch_sizes, warmup, iters, dtype"),
+    ("[stak]\nvllm = 0.18.0\n", r"unknown section \[stak\]"),
+    ("[runtime\nbackend = cpu\n", r"cannot read the porting profile"),
+])
+def test_bad_values_name_file_section_key_and_allowed(tmp_path, text, expect):
+    f = write(tmp_path, text)
+    with pytest.raises(ProfileError, match=expect) as ei:
+        load_profile(f, env={})
+    assert str(f) in str(ei.value)
+
+
+def test_bad_env_value_names_the_variable(tmp_path):
+    f = write(tmp_path, "[runtime]\nbackend = cpu\n")
+    with pytest.raises(ProfileError, match=r"\$OMNI_NPU_PORT_BENCH_WARMUP: \[bench\] warmup = '-1'"):
+        load_profile(f, env={"OMNI_NPU_PORT_BENCH_WARMUP": "-1"})
+
+
+def test_target_string():
+    assert load_profile(None, env={"OMNI_NPU_PORT_STACK_VLLM_ASCEND": "v0.23.0"}).target == "vllm-ascend==0.23.0"
