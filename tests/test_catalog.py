@@ -122,7 +122,8 @@ def test_beyond_card_patterns_are_recorded():
     ("sp.enable-sp", "0.25.1rc1", "main"),
     ("sp.enable-sp-config", "main", "0.25.1rc1"),
     ("batch.kv-cache-groups", "0.20.2rc1", "0.18.0"),
-    ("sig.dummy-run-profile", "0.18.0", "0.17.0rc1"),
+    ("sig.dummy-run-profile-seq-lens", "0.18.0", "0.17.0rc1"),
+    ("sig.dummy-run-profile-cpp", "0.19.1rc1", "0.18.0"),
 ])
 def test_version_ranges(pid, holds, fails):
     assert CATALOG[pid].holds_for(vllm_ascend=holds)
