@@ -260,11 +260,14 @@ GRAPHS = [
        notes="CUDAGraphMode gained __bool__ in vllm 0.18.0; compare explicitly. has_full_cudagraphs() is a method."),
     _P("graph.talker-mtp-uniform-decode", "graphs", "force_uniform_decode=True when capturing the talker MTP",
        "manual",
-       "batch_desc = self._make_batch_descriptor(num_tokens)  # GPU",
-       "batch_desc = self._make_batch_descriptor(num_tokens, force_uniform_decode=True)  # talker-MTP capture",
+       "mode, batch_desc, *_ = self._determine_batch_execution_and_padding(num_tokens=..., num_reqs=..., ...)",
+       "mode, batch_desc, *_ = self._determine_batch_execution_and_padding(num_tokens=..., num_reqs=..., ...,\n"
+       "    force_uniform_decode=True)  # talker-MTP capture",
        source="beyond-card",
-       notes="Without it the captured graph's batch descriptor misses the wrapper's cache at run time (fixed in "
-             "vLLM-Omni, Sept 2026)."),
+       npu_symbol="vllm_ascend.worker.model_runner_v1.NPUModelRunner._determine_batch_execution_and_padding",
+       params=("force_uniform_decode",),
+       notes="Without it the talker-MTP graph is captured under a batch descriptor that the wrapper never sees at "
+             "run time, so every step misses the cache and runs eager (fixed in vLLM-Omni, Sept 2026)."),
     _P("graph.platform-hook", "graphs", "Graph-wrapper class through the omni platform hook", "manual",
        "CUDAGraphWrapper(talker_mtp, ...)",
        "current_omni_platform.get_graph_wrapper_cls()(talker_mtp, ...)  # vLLM-Omni >= 0.22",
@@ -449,7 +452,8 @@ GRAPH_PARAMS = [
        "if (forward_context.cudagraph_runtime_mode == CUDAGraphMode.FULL\n"
        "        and not forward_context.capturing and not self.use_sparse):\n"
        "    update_full_graph_params(self.attn_backend, self.update_stream, forward_context,\n"
-       "        num_tokens_padded, self.vllm_config, self.speculative_config, positions.shape[0])",
+       "        num_tokens_padded, self.vllm_config, speculative_config=self.speculative_config,\n"
+       "        num_dcp_pcp_tokens=positions.shape[0])",
        card_section="Graph Parameter Updates / Full Graph Params Update (NPU-specific)", until="0.25.1rc1",
        npu_symbol="vllm_ascend.compilation.acl_graph.update_full_graph_params",
        params=(*_UFGP, "num_dcp_pcp_tokens", "draft_attn_metadatas"),
