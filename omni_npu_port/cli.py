@@ -1,4 +1,4 @@
-"""`omni-npu-port`: one entry point for the catalog, the tour, the profile, the docs, the doctor and the benchmarks
+"""`omni-npu-port`: one entry point for the catalog, the tour, the profile, the docs, the doctor, the benchmarks, the translator, the porter and the auditor
 
 Docs: https://omni-npu-port.github.io/omni-npu-port/cli.html.md"""
 
@@ -27,6 +27,9 @@ COMMANDS = {
     "doctor": ("omni_npu_port.doctor:main", "backend, versions and static conformance against vllm / vllm-ascend sources"),
     "kernel": ("omni_npu_port.doctor:kernel_main", "install a Jupyter kernel with the backend (and CANN environment) preset"),
     "bench": ("omni_npu_port.bench:main", "eager vs graph-replay benchmark of a talker-MTP step per batch bucket"),
+    "translate": ("omni_npu_port.translate:main", "GPU runner source → NPU source, with coded diagnostics and reports"),
+    "port": ("omni_npu_port.port:main", "three-way port of omni methods onto vllm-ascend's NPUModelRunner"),
+    "audit": ("omni_npu_port.port:audit_main", "drift between GPU and NPU copies of the omni runners"),
 }
 
 def _usage() -> str:

@@ -1,0 +1,207 @@
+"""Forward-context, graph and graph-param adapters: translation logic, backend dispatch, and binding to the
+real vllm-ascend signatures (read with ast from the PyPI releases, never imported)."""
+import inspect
+import types
+from contextlib import contextmanager
+
+import pytest
+import torch
+
+from omni_npu_port import platform as platform_mod
+from omni_npu_port.catalog import CATALOG
+from omni_npu_port.conformance import fetch_package, open_source, signature
+from omni_npu_port.forward_context import (ascend_forward_context_call, forward_context, get_forward_context,
+                                           light_forward_context)
+from omni_npu_port.graph_params import (capture_seq_lens, paged_attention_seq_lens, should_update_full_graph_params,
+                                        update_full_graph_params, update_full_graph_params_kwargs,
+                                        using_paged_attention_kwargs)
+from omni_npu_port.graphs import (GraphMode, LightGraphWrapper, batch_execution_kwargs, graph_capture,
+                                  graph_wrapper_cls, is_full_mode, is_graph_wrapped, wrap_full)
+
+# The releases the issue names, plus the one where update_full_graph_params changed arity.
+RELEASES = ["0.18.0", "0.23.0.post1", "0.25.1rc1"]
+GPU_CALL = dict(num_tokens=64, num_tokens_across_dp=None, cudagraph_runtime_mode="FULL", batch_descriptor="bd",
+                ubatch_slices=None, slot_mapping=None, is_padding=False)
+
+
+@pytest.fixture(scope="module", params=RELEASES)
+def release(request):
+    return request.param, open_source(fetch_package(f"vllm-ascend=={request.param}"))
+
+
+def _real(tree, record_id):
+    sig = signature(tree, CATALOG[record_id].npu_symbol)
+    assert sig is not None, f"{CATALOG[record_id].npu_symbol} not found in {tree}"
+    return sig
+
+
+# --- binding to the real signatures -------------------------------------------------------------------------
+@pytest.mark.parametrize("call_site,extra", [("dummy_run", {}), ("execute_model", {"scheduled_tokens": 37})])
+def test_forward_context_kwargs_bind_to_the_real_signature(release, call_site, extra):
+    version, tree = release
+    call = ascend_forward_context_call("md", "cfg", vllm_ascend=version, call_site=call_site, model="m", **GPU_CALL, **extra)
+    bound = _real(tree, "fc.import").bind(*call.args, **call.kwargs)
+    assert bound.arguments["aclgraph_runtime_mode"] == "FULL"
+    assert bound.arguments["num_actual_tokens"] == (64 if call_site == "dummy_run" else 37)
+    assert bound.arguments["model_instance"] == "m"
+    assert ("virtual_engine" in bound.arguments) == ("virtual_engine" in _real(tree, "fc.import").parameters)
+
+
+def test_update_full_graph_params_kwargs_bind(release):
+    version, tree = release
+    sig = _real(tree, "gparams.update-full")
+    kw = dict(attn_backend="b", update_stream="s", forward_context="fc", num_tokens=8, vllm_config="c", speculative_config=None)
+    if "num_dcp_pcp_tokens" in sig.parameters:
+        sig.bind(**update_full_graph_params_kwargs(version, num_dcp_pcp_tokens=8, **kw))
+    else:
+        with pytest.raises(TypeError, match=f"vllm-ascend {version} has no parameter 'num_dcp_pcp_tokens'"):
+            update_full_graph_params_kwargs(version, num_dcp_pcp_tokens=8, **kw)
+        bound = sig.bind(**update_full_graph_params_kwargs(version, **kw))
+        assert "draft_attn_metadatas" not in bound.arguments  # nothing slips into the new last parameter
+
+
+def test_using_paged_attention_kwargs_bind(release):
+    version, tree = release
+    sig = _real(tree, "pa.using-paged-attention")
+    sig.bind(**using_paged_attention_kwargs(version, 8, "cfg"))
+    if "head_size" in sig.parameters:
+        sig.bind(**using_paged_attention_kwargs(version, 8, "cfg", head_size=128))
+    else:
+        with pytest.raises(TypeError, match="head_size"): using_paged_attention_kwargs(version, 8, "cfg", head_size=128)
+
+
+def test_graph_wrapper_and_capture_calls_bind(release):
+    _, tree = release
+    init = signature(tree, CATALOG["graph.wrapper-construct"].npu_symbol)  # the class: its __init__ without self
+    assert init is not None and list(init.parameters)[:3] == ["runnable", "vllm_config", "runtime_mode"]
+    # wrap_full's call shape: (module, vllm_config, runtime_mode=FULL)
+    assert init.bind("module", "cfg", runtime_mode="FULL").arguments["runtime_mode"] == "FULL"
+    _real(tree, "graph.capture").bind("device")
+    assert "force_uniform_decode" in signature(tree, CATALOG["graph.talker-mtp-uniform-decode"].npu_symbol).parameters
+
+
+# --- NPU dispatch through doubles that carry the real signatures -------------------------------------------
+def _double_from(sig, name, body):
+    """A function named `<name>_double` with exactly `sig`'s parameters, calling body(bound_arguments)."""
+    def double(*args, **kwargs):
+        return body(sig.bind(*args, **kwargs).arguments)
+    double.__signature__, double.__name__ = sig, f"{name}_double"
+    return double
+
+
+class NpuPlatformDouble:
+    name, supports_graphs = "npu", True
+    device = torch.device("cpu")
+
+
+@pytest.fixture
+def npu_symbols(monkeypatch, release):
+    """Point resolve_symbol at doubles of this release's vllm-ascend functions, recording the calls."""
+    version, tree = release
+    calls = []
+
+    @contextmanager
+    def _ctx(args):
+        calls.append(("set_ascend_forward_context", dict(args)))
+        yield types.SimpleNamespace(**args)
+
+    symbols = {
+        CATALOG["fc.import"].npu_symbol: _double_from(_real(tree, "fc.import"), "set_ascend_forward_context", _ctx),
+        CATALOG["gparams.update-full"].npu_symbol: _double_from(
+            _real(tree, "gparams.update-full"), "update_full_graph_params", lambda a: calls.append(("update", dict(a)))),
+        CATALOG["pa.using-paged-attention"].npu_symbol: _double_from(
+            _real(tree, "pa.using-paged-attention"), "using_paged_attention", lambda a: True),
+        CATALOG["pa.seq-len-constant"].npu_symbol: 6144,
+    }
+    monkeypatch.setattr(platform_mod, "resolve_symbol", lambda dotted: symbols[dotted])
+    monkeypatch.setenv("OMNI_NPU_PORT_STACK_VLLM_ASCEND", version.replace(".post1", ""))
+    return version, calls
+
+
+def test_forward_context_on_npu_calls_set_ascend_forward_context(npu_symbols):
+    version, calls = npu_symbols
+    with forward_context("md", "cfg", call_site="dummy_run", model="m", platform=NpuPlatformDouble(), **GPU_CALL) as ctx:
+        assert ctx.aclgraph_runtime_mode == "FULL"
+    (name, args), = calls
+    assert args["num_actual_tokens"] == 64 and args["model_instance"] == "m"
+
+
+def test_update_full_graph_params_on_npu_follows_the_rule(npu_symbols):
+    version, calls = npu_symbols
+    fc = types.SimpleNamespace(cudagraph_runtime_mode=GraphMode.FULL, capturing=False)
+    kw = dict(attn_backend="b", update_stream="s", num_tokens=8, vllm_config="c")
+    assert update_full_graph_params(fc, platform=NpuPlatformDouble(), vllm_ascend=version, **kw)
+    assert not update_full_graph_params(fc, use_sparse=True, platform=NpuPlatformDouble(), vllm_ascend=version, **kw)
+    capturing = types.SimpleNamespace(cudagraph_runtime_mode=GraphMode.FULL, capturing=True)
+    assert not update_full_graph_params(capturing, platform=NpuPlatformDouble(), vllm_ascend=version, **kw)
+    assert [c[1]["num_tokens"] for c in calls] == [8]
+
+
+def test_paged_attention_seq_lens_on_npu(npu_symbols):
+    version, _ = npu_symbols
+    p = NpuPlatformDouble()
+    assert paged_attention_seq_lens(17, 8, "cfg", is_graph_capturing=True, platform=p, vllm_ascend=version) == 6144
+    assert paged_attention_seq_lens(17, 8, "cfg", is_graph_capturing=False, platform=p, vllm_ascend=version) == 17
+
+
+# --- translation logic -----------------------------------------------------------------------------------
+def test_forward_context_translation_rules():
+    c = ascend_forward_context_call("md", "cfg", vllm_ascend="0.18.0", call_site="dummy_run", **GPU_CALL)
+    assert c.renamed == {"cudagraph_runtime_mode": "aclgraph_runtime_mode"}
+    assert set(c.dropped) == {"ubatch_slices", "slot_mapping", "is_padding"}
+    assert c.kwargs["virtual_engine"] == 0 and "model_instance" not in c.kwargs
+    c = ascend_forward_context_call("md", "cfg", vllm_ascend="0.18.0", call_site="dummy_run", virtual_engine=1, num_tokens=2)
+    assert c.kwargs["virtual_engine"] == 1
+    c = ascend_forward_context_call("md", "cfg", vllm_ascend="0.23.0", call_site="dummy_run", virtual_engine=1, num_tokens=2)
+    assert "virtual_engine" not in c.kwargs and c.dropped == ("virtual_engine",)
+
+
+@pytest.mark.parametrize("kwargs,err", [
+    (dict(call_site="prefill", num_tokens=1), "use 'dummy_run' or 'execute_model'"),
+    (dict(call_site="execute_model", num_tokens=1), "scheduler_output.total_num_scheduled_tokens"),
+    (dict(call_site="dummy_run"), "num_tokens=num_tokens_padded"),
+    (dict(call_site="dummy_run", num_tokens=1, num_tokenz=2), "keyword 'num_tokenz'"),
+])
+def test_forward_context_bad_calls(kwargs, err):
+    with pytest.raises((ValueError, TypeError), match=err):
+        ascend_forward_context_call("md", "cfg", vllm_ascend="0.23.0", **kwargs)
+
+
+def test_light_forward_context_nests_and_resets():
+    with light_forward_context("a", "cfg", num_tokens=4):
+        with light_forward_context("b", "cfg", num_tokens=8, capturing=True):
+            assert get_forward_context().attn_metadata == "b" and get_forward_context().capturing
+        assert get_forward_context().num_tokens == 4
+    with pytest.raises(RuntimeError, match="no forward context"): get_forward_context()
+
+
+def test_cpu_dispatch_is_light():
+    cpu = platform_mod.get_platform("cpu")
+    with forward_context("md", "cfg", call_site="dummy_run", platform=cpu, num_tokens=3) as ctx:
+        assert ctx is get_forward_context() and ctx.num_tokens == 3
+    assert graph_wrapper_cls(cpu) is LightGraphWrapper
+    m = torch.nn.Linear(4, 4)
+    w = wrap_full(m, platform=cpu)
+    assert is_graph_wrapped(w, cpu) and w.runtime_mode.name == "FULL" and w.unwrap() is m
+    assert torch.equal(w(torch.ones(1, 4)), m(torch.ones(1, 4))) and w.calls == 1
+    assert w.weight is m.weight
+    with graph_capture(platform=cpu) as cap:
+        assert cap.stream is not None
+
+
+def test_full_graph_rule_without_bool():
+    fc = types.SimpleNamespace(cudagraph_runtime_mode=GraphMode.FULL, capturing=False)
+    assert should_update_full_graph_params(fc)
+    assert not should_update_full_graph_params(types.SimpleNamespace(cudagraph_runtime_mode=GraphMode.NONE, capturing=False))
+    assert not should_update_full_graph_params(types.SimpleNamespace(cudagraph_runtime_mode=GraphMode.PIECEWISE, capturing=False))
+    assert not is_full_mode(None) and GraphMode.FULL_DECODE_ONLY.has_full_cudagraphs()
+    assert not should_update_full_graph_params(fc, use_compress=True) and should_update_full_graph_params(fc, use_compress=False)
+    assert capture_seq_lens(5, True, True) == CATALOG["pa.seq-len-constant"].value
+    assert capture_seq_lens(5, True, False) == 5
+
+
+def test_batch_execution_kwargs_force_uniform_decode_at_talker_capture():
+    assert batch_execution_kwargs(True, num_tokens=2)["force_uniform_decode"] is True
+    assert batch_execution_kwargs(False, num_tokens=2) == {"num_tokens": 2}
+    with pytest.raises(ValueError, match="force_uniform_decode=True"):
+        batch_execution_kwargs(True, force_uniform_decode=False)
