@@ -40,7 +40,8 @@ def is_full_mode(mode) -> bool:
 
 # %% auto #0
 __all__ = ['GraphMode', 'graph_mode_cls', 'is_full_mode', 'LightGraphWrapper', 'graph_wrapper_cls', 'wrap_full',
-           'is_graph_wrapped', 'LightCaptureContext', 'graph_capture', 'batch_execution_kwargs']
+           'is_graph_wrapped', 'LightCaptureContext', 'graph_capture', 'batch_execution_kwargs', 'load_talker_mtp',
+           'talker_mtp_runtime_mode', 'run_talker_mtp', 'capture_talker_mtp']
 
 # %% ../nbs/graphs.ipynb #9e1c0c9e
 class LightGraphWrapper:
@@ -108,3 +109,35 @@ def batch_execution_kwargs(talker_mtp_capture: bool, **kwargs) -> dict:
         if kwargs.get(key) is False: raise ValueError(f"talker-MTP capture needs {key}=True (pattern graph.talker-mtp-uniform-decode)")
         kwargs[key] = True
     return kwargs
+
+# %% ../nbs/graphs.ipynb #12f64783
+def load_talker_mtp(talker_mtp, vllm_config=None, cudagraph_mode=None, platform=None):
+    "Load time: wrap the talker MTP in a FULL graph when the runner's mode captures full graphs."
+    if cudagraph_mode is not None and cudagraph_mode.has_full_cudagraphs():
+        return wrap_full(talker_mtp, vllm_config, platform=platform)
+    return talker_mtp
+
+def talker_mtp_runtime_mode(talker_mtp, cudagraph_mode, platform=None):
+    "The mode to run it in: the runner's mode when it is wrapped, NONE otherwise (the card's isinstance check)."
+    return cudagraph_mode if is_graph_wrapped(talker_mtp, platform) else graph_mode_cls().NONE
+
+def run_talker_mtp(talker_mtp, *inputs, num_tokens_padded: int, cudagraph_mode=None, batch_descriptor=None,
+                   attn_metadata=None, vllm_config=None, platform=None):
+    "The forward step: the talker MTP inside the backend's forward context, padded token count as in a dummy run."
+    from omni_npu_port.forward_context import forward_context
+    mode = talker_mtp_runtime_mode(talker_mtp, cudagraph_mode, platform)
+    with forward_context(attn_metadata, vllm_config, call_site="dummy_run", num_tokens=num_tokens_padded,
+                         cudagraph_runtime_mode=mode, batch_descriptor=batch_descriptor, platform=platform):
+        return talker_mtp(*inputs)
+
+def capture_talker_mtp(talker_mtp, make_inputs, buckets, cudagraph_mode=None, vllm_config=None, platform=None,
+                       batch_descriptor_for=None) -> list:
+    "Capture time: one run per bucket, largest first, inside the capture context, uniform decode forced."
+    done = []
+    with graph_capture(platform=platform):
+        for b in sorted(buckets, reverse=True):
+            desc = batch_descriptor_for(**batch_execution_kwargs(True, num_tokens=b)) if batch_descriptor_for else None
+            run_talker_mtp(talker_mtp, *make_inputs(b), num_tokens_padded=b, cudagraph_mode=cudagraph_mode,
+                           batch_descriptor=desc, vllm_config=vllm_config, platform=platform)
+            done.append(b)
+    return done

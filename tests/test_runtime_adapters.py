@@ -112,6 +112,7 @@ def npu_symbols(monkeypatch, release):
         CATALOG["pa.using-paged-attention"].npu_symbol: _double_from(
             _real(tree, "pa.using-paged-attention"), "using_paged_attention", lambda a: True),
         CATALOG["pa.seq-len-constant"].npu_symbol: 6144,
+        CATALOG["graph.wrapper-import"].npu_symbol: type("ACLGraphWrapper_double", (), {}),
     }
     monkeypatch.setattr(platform_mod, "resolve_symbol", lambda dotted: symbols[dotted])
     monkeypatch.setenv("OMNI_NPU_PORT_STACK_VLLM_ASCEND", version.replace(".post1", ""))
@@ -205,3 +206,34 @@ def test_batch_execution_kwargs_force_uniform_decode_at_talker_capture():
     assert batch_execution_kwargs(False, num_tokens=2) == {"num_tokens": 2}
     with pytest.raises(ValueError, match="force_uniform_decode=True"):
         batch_execution_kwargs(True, force_uniform_decode=False)
+
+
+# --- the talker-MTP path written once ----------------------------------------------------------------------
+def test_talker_mtp_path_on_cpu_matches_the_module():
+    from omni_npu_port.graphs import capture_talker_mtp, load_talker_mtp, run_talker_mtp, talker_mtp_runtime_mode
+    from omni_npu_port.talker_mtp import TalkerMTP, TalkerMTPConfig
+    cpu = platform_mod.get_platform("cpu")
+    mtp = TalkerMTP(TalkerMTPConfig.small(), max_batch=4)
+    assert load_talker_mtp(mtp, cudagraph_mode=GraphMode.NONE, platform=cpu) is mtp
+    assert talker_mtp_runtime_mode(mtp, GraphMode.FULL, cpu) is GraphMode.NONE
+    talker = load_talker_mtp(mtp, cudagraph_mode=GraphMode.FULL, platform=cpu)
+    assert is_graph_wrapped(talker, cpu) and talker_mtp_runtime_mode(talker, GraphMode.FULL, cpu) is GraphMode.FULL
+    seen = []
+    assert capture_talker_mtp(talker, mtp.example_inputs, (2, 1, 4), GraphMode.FULL, platform=cpu,
+                              batch_descriptor_for=lambda **kw: seen.append(kw) or kw) == [4, 2, 1]
+    assert all(kw["force_uniform_decode"] is True for kw in seen) and [kw["num_tokens"] for kw in seen] == [4, 2, 1]
+    inputs = mtp.example_inputs(3, seed=5)
+    codes, logits = run_talker_mtp(talker, *inputs, num_tokens_padded=4, cudagraph_mode=GraphMode.FULL, platform=cpu)
+    ref_codes, ref_logits = mtp(*inputs)
+    assert torch.equal(codes, ref_codes) and torch.allclose(logits, ref_logits)
+
+
+def test_talker_mtp_forward_context_on_npu(npu_symbols):
+    from omni_npu_port.graphs import run_talker_mtp
+    version, calls = npu_symbols
+    out = run_talker_mtp(lambda x: x * 2, torch.ones(2), num_tokens_padded=2, cudagraph_mode=GraphMode.FULL,
+                         platform=NpuPlatformDouble())
+    assert torch.equal(out, torch.full((2,), 2.0))
+    (_, args), = calls
+    # not wrapped (a plain function) → the card's isinstance check demotes the mode to NONE
+    assert args["aclgraph_runtime_mode"] is GraphMode.NONE and args["num_actual_tokens"] == 2
