@@ -114,7 +114,10 @@ def npu_symbols(monkeypatch, release):
         CATALOG["pa.seq-len-constant"].npu_symbol: 6144,
         CATALOG["graph.wrapper-import"].npu_symbol: type("ACLGraphWrapper_double", (), {}),
     }
-    monkeypatch.setattr(platform_mod, "resolve_symbol", lambda dotted: symbols[dotted])
+    def resolve_double(dotted):
+        if dotted not in symbols: raise platform_mod.UnresolvedSymbol(f"cannot resolve {dotted!r} (not installed here)")
+        return symbols[dotted]
+    monkeypatch.setattr(platform_mod, "resolve_symbol", resolve_double)
     monkeypatch.setenv("OMNI_NPU_PORT_STACK_VLLM_ASCEND", version.replace(".post1", ""))
     return version, calls
 
