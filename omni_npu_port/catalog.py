@@ -170,10 +170,12 @@ FORWARD_CONTEXT = [
     _P("fc.virtual-engine", "forward-context", "virtual_engine is the 3rd positional parameter", "signature-change",
        "set_forward_context(attn_metadata, vllm_config, virtual_engine=0, ...)",
        "set_ascend_forward_context(attn_metadata, vllm_config, virtual_engine=0, " + _FC_KW + ")",
-       source="beyond-card", until="0.19.1rc1", vllm_until="0.19.1",
+       source="beyond-card", since="0.16.0rc1", until="0.19.1rc1", vllm_until="0.19.1",
        npu_symbol="vllm_ascend.ascend_forward_context.set_ascend_forward_context",
        params=("attn_metadata", "vllm_config", "virtual_engine", *_FC_KW.split(", ")),
-       notes="Removed in vllm-ascend v0.19.1rc1 (vllm 0.19.1): pass everything after vllm_config by keyword."),
+       notes="Removed in vllm-ascend v0.19.1rc1 (vllm 0.19.1): pass everything after vllm_config by keyword. "
+             "v0.13.0 has virtual_engine third too, but another tail (is_multimodal_model; no skip_compiled, "
+             "max_tokens_across_pcp, draft_attn_metadatas)."),
     _P("fc.signature", "forward-context", "set_ascend_forward_context without virtual_engine", "signature-change",
        "set_forward_context(attn_metadata, vllm_config, num_tokens=..., ...)",
        "set_ascend_forward_context(attn_metadata, vllm_config, " + _FC_KW + ")",
@@ -253,17 +255,27 @@ GRAPHS = [
        npu_symbol="vllm_ascend.worker.model_runner_v1.graph_capture",
        params=("device",),
        notes="vllm's gains `graph_capture_context=` (0.27.1) and `stream=` (0.34.0); vllm-ascend's keeps (device)."),
+    _P("graph.capture-reexport", "graphs", "graph_capture imported from vllm.distributed", "import",
+       "from vllm.distributed import graph_capture",
+       "from vllm_ascend.worker.model_runner_v1 import graph_capture",
+       source="correction", card_section="Context Manager Translations / Graph Capture Context",
+       correction="The card's GPU import names vllm.compilation.cuda_graph; GPU code imports graph_capture from "
+                  "vllm.distributed.parallel_state or from its re-export in vllm.distributed.",
+       gpu_symbol="vllm.distributed.graph_capture",
+       npu_symbol="vllm_ascend.worker.model_runner_v1.graph_capture",
+       notes="vllm/distributed/__init__.py re-exports parallel_state with `from .parallel_state import *`; "
+             "the translator needs this second GPU name to resolve `from vllm.distributed import graph_capture`."),
     _P("graph.mode-bool", "graphs", "bool(CUDAGraphMode.NONE) is False from vllm 0.18", "manual",
        "if cudagraph_mode:  # truthy for every member before vllm 0.18",
        "if cudagraph_mode != CUDAGraphMode.NONE:  # explicit, right in every version",
-       source="beyond-card", vllm_since="0.18.0", gpu_symbol="vllm.config.CUDAGraphMode",
+       source="beyond-card", vllm_since="0.18.0", gpu_symbol="vllm.config.CUDAGraphMode", value={"methods": ("__bool__",)},
        notes="CUDAGraphMode gained __bool__ in vllm 0.18.0; compare explicitly. has_full_cudagraphs() is a method."),
     _P("graph.talker-mtp-uniform-decode", "graphs", "force_uniform_decode=True when capturing the talker MTP",
        "manual",
        "mode, batch_desc, *_ = self._determine_batch_execution_and_padding(num_tokens=..., num_reqs=..., ...)",
        "mode, batch_desc, *_ = self._determine_batch_execution_and_padding(num_tokens=..., num_reqs=..., ...,\n"
        "    force_uniform_decode=True)  # talker-MTP capture",
-       source="beyond-card",
+       source="beyond-card", since="0.16.0rc1",
        npu_symbol="vllm_ascend.worker.model_runner_v1.NPUModelRunner._determine_batch_execution_and_padding",
        params=("force_uniform_decode",),
        notes="Without it the talker-MTP graph is captured under a batch descriptor that the wrapper never sees at "
@@ -368,14 +380,22 @@ ATTENTION = [
        "    ubatch_slices=ubatch_slices_attn, logits_indices=logits_indices, use_spec_decode=use_spec_decode,\n"
        "    num_scheduled_tokens=scheduler_output.num_scheduled_tokens,\n"
        "    num_scheduled_tokens_np=num_scheduled_tokens_np, cascade_attn_prefix_lens=cascade_attn_prefix_lens)",
-       card_section="Attention Metadata / Building Attention Metadata",
+       card_section="Attention Metadata / Building Attention Metadata", since="0.16.0rc1", vllm_until="0.34.0",
        gpu_symbol="vllm.v1.worker.gpu_model_runner.GPUModelRunner._build_attention_metadata",
        npu_symbol="vllm_ascend.worker.model_runner_v1.NPUModelRunner._build_attention_metadata",
-       params=("num_tokens", "num_tokens_padded", "num_reqs", "num_reqs_padded", "max_query_len", "ubatch_slices",
-               "logits_indices", "use_spec_decode", "num_scheduled_tokens", "num_scheduled_tokens_np",
-               "cascade_attn_prefix_lens"),
-       notes="Call by keyword; the parameter set is the card's (v0.17 era) and is checked per version by the "
-             "conformance layer."),
+       params=("num_tokens", "num_reqs", "max_query_len", "num_tokens_padded", "num_reqs_padded", "ubatch_slices",
+               "logits_indices", "use_spec_decode", "for_cudagraph_capture", "num_scheduled_tokens",
+               "num_scheduled_tokens_np", "cascade_attn_prefix_lens"),
+       notes="Call by keyword. The parameters in the real order (v0.16.0rc1 … v0.25.1rc1; the card lists them in "
+             "another order); v0.13.0's NPUModelRunner has no _build_attention_metadata of its own."),
+    _P("attn.build-metadata-capture", "attention", "_build_attention_metadata(for_cudagraph_capture=...)",
+       "signature-change", "# see attn.build-metadata",
+       "self._build_attention_metadata(..., for_cudagraph_capture=is_graph_capturing)  # in _dummy_run",
+       source="beyond-card", since="0.16.0rc1",
+       npu_symbol="vllm_ascend.worker.model_runner_v1.NPUModelRunner._build_attention_metadata",
+       params=("for_cudagraph_capture",),
+       notes="Present from v0.16.0rc1, the first release whose NPUModelRunner defines _build_attention_metadata "
+             "(v0.13.0's has none; read from the PyPI sdists and wheels)."),
 ]
 
 # %% ../nbs/catalog.ipynb #2c316ce4
@@ -392,7 +412,7 @@ ROTARY_SP = [
     _P("sp.enable-sp-config", "rotary-sp", "Sequence parallelism check (config-driven)", "signature-change",
        "# vllm distributed utilities", "from vllm_ascend.utils import enable_sp\nif enable_sp(vllm_config):\n    ...",
        source="beyond-card", since="main",
-       npu_symbol="vllm_ascend.utils.enable_sp", params=("vllm_config",),
+       npu_symbol="vllm_ascend.utils.enable_sp", params=("vllm_config",), drop=("enable_shared_expert_dp",),
        notes="On main (Aug 2026) enable_sp reads parallel_config.use_sequence_parallel_moe; "
              "enable_shared_expert_dp is gone."),
     _P("util.lmhead-tp-enable", "rotary-sp", "LM-head tensor parallel check", "npu-only-insertion",
@@ -414,12 +434,14 @@ SAMPLER_BATCH = [
        "signature-change", "# none", "self.sampler.set_q_event(...); self.sampler.do_async_exponential(...)",
        source="beyond-card", until="0.25.1rc1",
        npu_symbol="vllm_ascend.sample.sampler.AscendSampler", value={"methods": ("set_q_event", "do_async_exponential")},
-       notes="Removed in v0.25.1rc1, where apply_penalties, prepare_sampling and greedy_sample arrive."),
+       notes="Present from v0.13.0 through v0.23.0.post1; removed in v0.25.1rc1."),
     _P("sample.ascend-sampler-v025", "sampler-batch", "AscendSampler.apply_penalties / prepare_sampling / greedy_sample",
        "signature-change", "# vllm Sampler methods", "self.sampler.prepare_sampling(...)",
-       source="beyond-card", since="0.25.1rc1",
+       source="beyond-card", since="0.20.2rc1",
        npu_symbol="vllm_ascend.sample.sampler.AscendSampler",
-       value={"methods": ("apply_penalties", "prepare_sampling", "greedy_sample")}),
+       value={"methods": ("apply_penalties", "prepare_sampling", "greedy_sample")},
+       notes="apply_penalties from v0.18.0, prepare_sampling and greedy_sample from v0.20.2rc1; through v0.23.0.post1 "
+             "they coexist with set_q_event / do_async_exponential (sample.ascend-sampler-async)."),
     _P("batch.input-batch", "sampler-batch", "InputBatch → NPUInputBatch (inherited from NPUModelRunner)", "class-swap",
        "from vllm.v1.worker.gpu_input_batch import InputBatch",
        "from vllm_ascend.worker.npu_input_batch import NPUInputBatch",
@@ -454,8 +476,8 @@ GRAPH_PARAMS = [
        "    update_full_graph_params(self.attn_backend, self.update_stream, forward_context,\n"
        "        num_tokens_padded, self.vllm_config, speculative_config=self.speculative_config,\n"
        "        num_dcp_pcp_tokens=positions.shape[0])",
-       card_section="Graph Parameter Updates / Full Graph Params Update (NPU-specific)", until="0.25.1rc1",
-       npu_symbol="vllm_ascend.compilation.acl_graph.update_full_graph_params",
+       card_section="Graph Parameter Updates / Full Graph Params Update (NPU-specific)", since="0.16.0rc1",
+       until="0.25.1rc1", npu_symbol="vllm_ascend.compilation.acl_graph.update_full_graph_params",
        params=(*_UFGP, "num_dcp_pcp_tokens", "draft_attn_metadatas"),
        notes="Pass by keyword (num_dcp_pcp_tokens=positions.shape[0]). From v0.18 runners call the inherited "
              "_update_full_graph_params_if_needed (gparams.if-needed)."),
@@ -476,8 +498,16 @@ GRAPH_PARAMS = [
        card_section="Graph Parameter Updates / Full Graph Params Update (NPU-specific)",
        correction="The card calls update_full_graph_params directly with 7 positional arguments; from v0.18 the "
                   "runner's inherited helper does it and the direct call's arity changed in v0.25.1rc1.",
+       until="0.25.1rc1",
        npu_symbol="vllm_ascend.worker.model_runner_v1.NPUModelRunner._update_full_graph_params_if_needed",
        params=("forward_context", "num_tokens_padded", "positions")),
+    _P("gparams.if-needed-v025", "graph-params", "_update_full_graph_params_if_needed without positions",
+       "signature-change", "# not needed on GPU",
+       "self._update_full_graph_params_if_needed(forward_context, num_tokens_padded)",
+       source="beyond-card", since="0.25.1rc1",
+       npu_symbol="vllm_ascend.worker.model_runner_v1.NPUModelRunner._update_full_graph_params_if_needed",
+       params=("forward_context", "num_tokens_padded"), drop=("positions",),
+       notes="v0.25.1rc1 removes the positions parameter (it went with num_dcp_pcp_tokens)."),
     _P("pa.using-paged-attention", "graph-params", "Paged-attention check when capturing", "npu-only-insertion",
        "# not needed on GPU",
        "from vllm_ascend.attention.utils import using_paged_attention\n"
@@ -511,12 +541,13 @@ SIGNATURES = [
     _P("sig.dummy-run-gpu", "signatures", "GPU _dummy_run parameters (vllm 0.17)", "signature-change",
        "def _dummy_run(self, " + ", ".join(_DR_GPU) + ")", "# see sig.dummy-run",
        card_section="Common Method Signature Differences / _dummy_run Parameters", vllm_since="0.17.0",
+       vllm_until="0.34.0",
        gpu_symbol="vllm.v1.worker.gpu_model_runner.GPUModelRunner._dummy_run", params=_DR_GPU),
     _P("sig.dummy-run", "signatures", "NPU _dummy_run: with_prefill, different order, call by keyword",
        "signature-change", "self._dummy_run(num_tokens, cudagraph_runtime_mode=mode, ...)",
        "self._dummy_run(num_tokens=num_tokens, with_prefill=False, cudagraph_runtime_mode=mode, ...)",
        source="correction", card_section="Common Method Signature Differences / _dummy_run Parameters",
-       since="0.17.0rc1",
+       since="0.16.0rc1",
        correction="The card lists `activate_lora` on the NPU side; it left NPUModelRunner._dummy_run in "
                   "v0.16.0rc1 and both sides use num_active_loras since. Positional order differs: call by keyword.",
        npu_symbol="vllm_ascend.worker.model_runner_v1.NPUModelRunner._dummy_run", params=_DR_NPU,
@@ -534,8 +565,8 @@ SIGNATURES = [
        "def _model_forward(self, input_ids=None, positions=None, intermediate_tensors=None, inputs_embeds=None, **model_kwargs)",
        "def _model_forward(self, num_tokens_padded, input_ids=None, positions=None, intermediate_tensors=None,\n"
        "                   inputs_embeds=None, **model_kwargs)",
-       card_section="Common Method Signature Differences / _model_forward Parameters",
-       gpu_symbol="vllm.v1.worker.gpu_model_runner.GPUModelRunner._model_forward",
+       card_section="Common Method Signature Differences / _model_forward Parameters", since="0.16.0rc1",
+       vllm_until="0.34.0", gpu_symbol="vllm.v1.worker.gpu_model_runner.GPUModelRunner._model_forward",
        npu_symbol="vllm_ascend.worker.model_runner_v1.NPUModelRunner._model_forward",
        params=("num_tokens_padded", *_MF)),
     _P("sig.explicit-base-call", "signatures", "Call the base explicitly instead of super()", "manual",

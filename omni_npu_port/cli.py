@@ -122,10 +122,11 @@ def profile_main(argv: list[str] | None = None) -> int:
 
 # %% ../nbs/cli.ipynb #48689576
 def _tour_backend(con):
+    from rich.markup import escape
     from omni_npu_port.platform import current_platform
     d = current_platform().describe()
     con.print(f"backend: [bold]{d.get('backend')}[/bold] on {d.get('device')}  (graphs: {'yes' if d.get('supports_graphs') else 'no'})")
-    for name, why in (d.get("not_chosen") or {}).items(): con.print(f"  {name}: {why}")
+    for name, why in (d.get("not_chosen") or {}).items(): con.print(f"  {name}: {escape(why)}")
 
 def _tour_profile(con):
     from omni_npu_port.profile import load_profile
@@ -137,7 +138,7 @@ def _tour_catalog(con, target: str):
     from rich.table import Table
     valid = {p.id for p in select_target(target)}
     t = Table(title=f"catalog: {len(CATALOG)} patterns, {len(valid)} hold for {target}")
-    for col in ("family", "patterns", f"hold for target", "corrections", "beyond card", "notebook"): t.add_column(col)
+    for col in ("family", "patterns", "hold for target", "corrections", "beyond card", "notebook"): t.add_column(col, overflow="fold")
     for fam, (title, nb) in FAMILIES.items():
         recs = CATALOG.select(family=fam)
         c = Counter(p.source for p in recs)

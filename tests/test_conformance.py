@@ -1,0 +1,328 @@
+"""Static conformance: sources read with ast (never imported), symbols resolved, signatures rebuilt, and the
+catalog's records and version ranges checked against real vllm-ascend and vllm releases from PyPI."""
+import dataclasses
+import hashlib
+import inspect
+import json
+import sys
+import textwrap
+import zipfile
+
+import pytest
+
+from omni_npu_port.catalog import CATALOG, VLLM_ASCEND_VERSIONS, VLLM_VERSIONS, parse_version
+from omni_npu_port.conformance import (CHANGED, MISSING, NA, OK, FetchError, SourceError, check_call, check_record,
+                                       conformance, fetch_package, open_source, signature_from_ast,
+                                       write_source_double)
+
+KEY_VA = ("0.18.0", "0.23.0.post1")          # the two releases stack-facts §3 is mostly about
+ALL_VA = tuple(v for v in VLLM_ASCEND_VERSIONS if v != "main")
+
+
+def va(release_source, v):
+    return release_source(f"vllm-ascend=={v}")
+
+
+def results(tree, gpu_tree=None):
+    return {r.id: r for r in conformance(tree, gpu_tree=gpu_tree)}
+
+
+# --- opening sources -------------------------------------------------------------------------------------------
+def test_wheel_and_sdist_open_with_versions(release_source):
+    w, s = va(release_source, "0.18.0"), va(release_source, "0.23.0.post1")
+    assert (w.package, w.version, w.kind) == ("vllm_ascend", "0.18.0", "wheel")
+    assert (s.package, s.version, s.kind) == ("vllm_ascend", "0.23.0.post1", "sdist")
+    for t in (w, s):
+        assert "SEQ_LEN_WITH_MAX_PA_WORKSPACE" in t.module_source("vllm_ascend.worker.model_runner_v1")
+        assert t.module_source("vllm_ascend.worker.no_such_module") is None
+    assert "vllm_ascend" not in sys.modules and "torch_npu" not in sys.modules
+
+
+def test_directory_source_from_an_unpacked_wheel(release_source, tmp_path):
+    w = va(release_source, "0.18.0")
+    with zipfile.ZipFile(w.origin) as zf:
+        for n in zf.namelist():
+            if n.endswith((".py", "METADATA")) and (n.startswith("vllm_ascend/") or ".dist-info/" in n): zf.extract(n, tmp_path)
+    d = open_source(tmp_path)
+    assert (d.package, d.version, d.kind) == ("vllm_ascend", "0.18.0", "directory")
+    assert [r.status for r in conformance(d)] == [r.status for r in conformance(w)]
+    assert open_source(tmp_path / "vllm_ascend").package == "vllm_ascend"     # the package directory itself
+
+
+def test_installed_package_is_found_without_importing_it(tmp_path, monkeypatch):
+    site = tmp_path / "site"
+    write_source_double(site, version="0.18.0")
+    (site / "vllm_ascend" / "__init__.py").write_text("raise RuntimeError('vllm_ascend was imported')\n")
+    monkeypatch.syspath_prepend(str(site))
+    t = open_source("vllm-ascend")
+    assert (t.package, t.version, t.kind) == ("vllm_ascend", "0.18.0", "installed")
+    assert check_record(t, "pa.seq-len-constant").status == OK
+    assert "vllm_ascend" not in sys.modules
+
+
+def test_bad_sources_say_what_is_wrong(tmp_path):
+    (tmp_path / "notes.txt").write_text("hi")
+    with pytest.raises(SourceError, match="not a wheel"): open_source(tmp_path / "notes.txt")
+    (tmp_path / "broken.whl").write_text("not a zip")
+    with pytest.raises(SourceError, match="bad zip"): open_source(tmp_path / "broken.whl")
+    with pytest.raises(SourceError, match="is not a vllm"): open_source(tmp_path)
+    with pytest.raises(SourceError, match="no such file"): open_source(tmp_path / "x" / "vllm.whl")
+
+
+# --- resolution and signatures ---------------------------------------------------------------------------------
+def _write(root, files):
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(textwrap.dedent(text))
+
+
+def test_resolution_follows_reexports_bases_and_conditionals(tmp_path):
+    _write(tmp_path, {
+        "vllm/__init__.py": "from vllm.config import Config as PublicConfig\n",
+        "vllm/config/__init__.py": "from .compilation import CUDAGraphMode, Config\nfrom . import compilation\n",
+        "vllm/config/compilation.py": """
+            import enum
+            from vllm.base import Base
+            class CUDAGraphMode(enum.Enum):
+                NONE = 0
+                def __bool__(self): return self != CUDAGraphMode.NONE
+            class Config(Base):
+                level: int = 3
+            try:
+                from fast import helper
+            except ImportError:
+                def helper(x, *, y=1): pass
+            """,
+        "vllm/distributed/__init__.py": "from .parallel_state import *\n",
+        "vllm/distributed/parallel_state.py": "__all__ = ['graph_capture']\ndef graph_capture(device): pass\ndef hidden(): pass\n",
+        "vllm/base.py": """
+            import torch
+            class Base:
+                def describe(self, verbose=False): pass
+                @staticmethod
+                def make(a, b=2): pass
+                @classmethod
+                def build(cls, n): pass
+            """,
+    })
+    t = open_source(tmp_path)
+    r = t.resolve("vllm.config.CUDAGraphMode.__bool__")
+    assert (r.module, r.path, r.kind) == ("vllm.config.compilation", "CUDAGraphMode.__bool__", "method")
+    assert r.hops == ("vllm.config.CUDAGraphMode -> vllm.config.compilation.CUDAGraphMode",)
+    r = t.resolve("vllm.PublicConfig.describe")                 # two re-export hops, then an in-source base
+    assert (r.qualname, r.module, r.path) == ("vllm.PublicConfig.describe", "vllm.base", "Base.describe")
+    assert r.hops[:3] == ("vllm.PublicConfig -> vllm.config.Config", "vllm.config.Config -> vllm.config.compilation.Config",
+                          "vllm.config.compilation.Config -> base vllm.base.Base")
+    assert t.resolve("vllm.config.compilation.Config.level").kind == "attribute"
+    assert str(t.signature("vllm.config.compilation.helper")) == "(x, *, y=1)"      # defined in the except branch
+    assert str(t.signature("vllm.base.Base.make")) == "(a, b=2)"                    # staticmethod keeps its first
+    assert str(t.signature("vllm.base.Base.build")) == "(n)"                        # classmethod drops cls
+    assert t.resolve("vllm.config.compilation").kind == "module"
+    assert str(t.signature("vllm.distributed.graph_capture")) == "(device)"          # through `import *`
+    assert not t.resolve("vllm.distributed.hidden")                                   # not in __all__
+    miss = t.resolve("vllm.base.torch.cuda")
+    assert not miss and "outside vllm" in miss.reason
+    assert "no top-level 'Nope'" in t.resolve("vllm.config.compilation.Nope").reason
+    assert "has no attribute 'clear_graphs'" in t.resolve("vllm.config.Config.clear_graphs").reason
+
+
+DEFS = """
+def a(x, y=1, *args, z, w=None, **kw): pass
+def b(p, q, /, r=(1, 2), *, s="s"): pass
+def c(): pass
+def d(*, only): pass
+def e(x=-1, y=[1, 2], z={"k": 0}): pass
+"""
+
+
+def test_signature_from_ast_matches_inspect_on_the_same_code():
+    import ast
+    ns = {}
+    exec(DEFS, ns)
+    for node in ast.parse(DEFS).body:
+        assert str(signature_from_ast(node)) == str(inspect.signature(ns[node.name])), node.name
+
+
+@pytest.mark.parametrize("nargs,kws", [(2, ()), (3, ()), (2, ("y",)), (1, ("x", "z")), (0, ("z",)), (3, ("z", "zz")),
+                                       (2, ("z", "extra")), (5, ("z",)), (1, ("y", "y2"))])
+def test_check_call_agrees_with_signature_bind(tmp_path, nargs, kws):
+    _write(tmp_path, {"vllm/__init__.py": "", "vllm/m.py": "def f(a, b, y=1, *, z=2, **kw): pass\ndef g(a, b, y=1, *, z=2): pass\n"})
+    t = open_source(tmp_path)
+    ns = {}
+    exec("def f(a, b, y=1, *, z=2, **kw): pass\ndef g(a, b, y=1, *, z=2): pass", ns)
+    for fn in ("f", "g"):
+        try:
+            inspect.signature(ns[fn]).bind(*range(nargs), **{k: 0 for k in kws})
+            expect = True
+        except TypeError: expect = False
+        b = check_call(t, f"vllm.m.{fn}", nargs, kws)
+        assert b.ok is expect, (fn, nargs, kws, b.error)
+        if b.ok and fn == "f": assert set(b.absorbed) == set(kws) - {"a", "b", "y", "z"}
+
+
+def test_check_call_on_the_real_update_full_graph_params(release_source):
+    sym = CATALOG["gparams.update-full"].npu_symbol
+    old = check_call(va(release_source, "0.23.0.post1"), sym, 7)         # the card's 7-positional call
+    assert old and old.arguments["num_dcp_pcp_tokens"] == "positional 6"
+    new = check_call(va(release_source, "0.25.1rc1"), sym, 7)             # same call after the parameter left
+    assert new and new.arguments["draft_attn_metadatas"] == "positional 6" and "num_dcp_pcp_tokens" not in new.arguments
+    assert not check_call(va(release_source, "0.25.1rc1"), sym, 6, ["num_dcp_pcp_tokens"])
+
+
+def test_check_call_forward_context_keywords(release_source):
+    fc = CATALOG["fc.import"].npu_symbol
+    for v in KEY_VA:
+        t = va(release_source, v)
+        assert check_call(t, fc, 2, ["num_tokens", "aclgraph_runtime_mode", "num_actual_tokens", "model_instance"])
+        for gpu_only in ("cudagraph_runtime_mode", "ubatch_slices", "slot_mapping", "is_padding"):
+            b = check_call(t, fc, 2, [gpu_only])
+            assert not b and f"'{gpu_only}'" in b.error
+    assert check_call(va(release_source, "0.23.0.post1"), fc, 2, ["has_sinks", "eplb_heat_collection_status"])
+    assert not check_call(va(release_source, "0.18.0"), fc, 2, ["has_sinks"])
+    assert check_call(va(release_source, "0.18.0"), fc, 3).arguments["virtual_engine"] == "positional 2"
+    assert check_call(va(release_source, "0.23.0.post1"), fc, 3).arguments["num_tokens"] == "positional 2"
+
+
+# --- the drift of stack-facts §3 on the two key releases --------------------------------------------------------
+EXPECTED = {  # record id: (status on 0.18.0, status on 0.23.0.post1)
+    "fc.virtual-engine": (OK, NA), "fc.signature": (NA, OK), "fc.has-sinks": (NA, OK), "fc.eplb-heat": (NA, OK),
+    "pa.head-size": (NA, OK), "pa.using-paged-attention": (OK, OK), "pa.seq-len-constant": (OK, OK),
+    "graph.wrapper-kwonly": (OK, OK), "graph.wrapper-construct": (OK, OK), "graph.clear-graphs": (OK, OK),
+    "graph.capture": (OK, OK), "attn.state-values": (OK, OK), "sig.dummy-run": (OK, OK),
+    "sig.dummy-run-profile-seq-lens": (OK, OK), "sig.dummy-run-profile-cpp": (NA, OK), "sig.model-forward": (OK, OK),
+    "gparams.update-full": (OK, OK), "gparams.update-full-v025": (NA, NA), "gparams.if-needed": (OK, OK),
+    "sample.ascend-sampler-async": (OK, OK), "sample.ascend-sampler-v025": (NA, OK),
+    "batch.kv-cache-groups": (NA, OK), "dev.synchronize": (NA, NA),
+}
+
+
+def test_stack_facts_drift_on_the_key_releases(release_source):
+    r18, r23 = results(va(release_source, "0.18.0")), results(va(release_source, "0.23.0.post1"))
+    got = {rid: (r18[rid].status, r23[rid].status) for rid in EXPECTED}
+    assert got == EXPECTED
+    # what the source says outside the range, and why
+    assert r23["fc.virtual-engine"].check == CHANGED and "missing parameters: virtual_engine" in r23["fc.virtual-engine"].details[0]
+    for rid in ("fc.has-sinks", "fc.eplb-heat", "pa.head-size", "sig.dummy-run-profile-cpp"):
+        assert r18[rid].check in (CHANGED, MISSING) and "missing parameters" in r18[rid].details[0], rid
+    assert r23["gparams.update-full-v025"].check == CHANGED      # num_dcp_pcp_tokens still there in 0.23
+    assert r18["dev.synchronize"].check is None                   # torch symbols are out of scope here
+
+
+def test_constants_and_enums_checked_by_value(release_source, tmp_path):
+    for v in KEY_VA:
+        t = va(release_source, v)
+        assert check_record(t, "pa.seq-len-constant").details == []
+        assert check_record(t, "attn.state-values").details == []
+    root = write_source_double(tmp_path)
+    p = root / "vllm_ascend/worker/model_runner_v1.py"
+    p.write_text(p.read_text().replace("6144", "4096"))
+    p = root / "vllm_ascend/attention/attention_v1.py"
+    p.write_text(p.read_text().replace("DecodeOnly = 2", "DecodeOnly = 7"))
+    t = open_source(root)
+    assert check_record(t, "pa.seq-len-constant").details == ["value 4096, expected 6144"]
+    assert check_record(t, "attn.state-values").details == ["member DecodeOnly: expected 2, found 7"]
+
+
+def test_positional_hazards_gpu_order_against_npu(release_source):
+    t18 = va(release_source, "0.18.0")
+    r = check_record(t18, "sig.dummy-run")
+    assert r.status == OK and "positional 1: cudagraph_runtime_mode would bind to with_prefill" in r.hazards
+    gpu = release_source("vllm==0.18.0")
+    real = check_record(t18, "sig.dummy-run", gpu_tree=gpu)        # the real GPU order instead of the catalog's
+    gpu_params = [n for n in gpu.signature(CATALOG["sig.dummy-run-gpu"].gpu_symbol).parameters]
+    assert real.hazards and real.hazards[0].startswith(f"positional 1: {gpu_params[1]} would bind to with_prefill")
+    assert check_record(t18, "sig.model-forward").hazards == []    # no GPU order known from the catalog
+
+
+def test_dropped_and_renamed_keywords(release_source):
+    for v in KEY_VA:
+        t = va(release_source, v)
+        assert check_record(t, "fc.drop-gpu-kwargs").status == OK
+        assert check_record(t, "fc.runtime-mode-kwarg").status == OK
+    gpu = release_source("vllm==0.18.0")
+    r = check_record(gpu, "fc.runtime-mode-kwarg")                # GPU side: the renamed-from keyword exists
+    assert r.status == OK and r.symbol == CATALOG["fc.runtime-mode-kwarg"].gpu_symbol
+
+
+# --- catalog ranges agree with the sources ---------------------------------------------------------------------
+def disagreements(trees: dict, catalog=CATALOG) -> list[str]:
+    """Records that hold for a source must be ok there; at the nearest source outside each range boundary a
+    ranged record must not be ok (so the range is not looser or tighter than the code)."""
+    out = []
+    by_version = sorted(trees, key=parse_version)
+    for rec in catalog:
+        res = {v: check_record(trees[v], rec) for v in by_version}
+        if all(r.check is None for r in res.values()): continue
+        pkg = next(iter(trees.values())).package
+        lo, hi = (rec.since, rec.until) if pkg == "vllm_ascend" else (rec.vllm_since, rec.vllm_until)
+        for v, r in res.items():
+            if r.holds and r.check != OK: out.append(f"{rec.id} holds for {v} but the source says {r.check}: {r.details}")
+        outside = []
+        if lo is not None:
+            before = [v for v in by_version if parse_version(v) < parse_version(lo)]
+            if before: outside.append(before[-1])
+        if hi is not None:
+            after = [v for v in by_version if parse_version(v) >= parse_version(hi)]
+            if after: outside.append(after[0])
+        for v in outside:
+            if res[v].check == OK and not res[v].holds:
+                out.append(f"{rec.id} [{lo}, {hi}) does not hold for {v}, yet the source there agrees with it")
+    return out
+
+
+def test_catalog_ranges_agree_with_the_key_releases(release_source):
+    assert disagreements({v: va(release_source, v) for v in KEY_VA}) == []
+
+
+def test_agreement_check_catches_a_wrong_range(release_source):
+    trees = {v: va(release_source, v) for v in KEY_VA}
+    wrong = [dataclasses.replace(CATALOG["fc.has-sinks"], since="0.18.0"),          # too early
+             dataclasses.replace(CATALOG["fc.virtual-engine"], until="0.18.0"),      # too early an end
+             dataclasses.replace(CATALOG["pa.head-size"], since="0.23.0.post1", id="pa.late")]
+    found = disagreements(trees, wrong)
+    assert any(f.startswith("fc.has-sinks holds for 0.18.0") for f in found)
+    assert "fc.virtual-engine [0.16.0rc1, 0.18.0) does not hold for 0.18.0, yet the source there agrees with it" in found
+    assert not any("pa.late" in f for f in found)   # 0.18.0 is before it and is not ok: no disagreement
+    late = [dataclasses.replace(CATALOG["pa.head-size"], since="0.25.1rc1")]  # 0.23.0.post1 is ok but outside
+    assert disagreements(trees, late) == ["pa.head-size [0.25.1rc1, None) does not hold for 0.23.0.post1, yet the "
+                                         "source there agrees with it"]
+
+
+@pytest.mark.slow
+def test_catalog_ranges_agree_with_every_vllm_ascend_release(release_source):
+    assert disagreements({v: va(release_source, v) for v in ALL_VA}) == []
+
+
+@pytest.mark.slow
+def test_catalog_ranges_agree_with_vllm_releases(release_source):
+    trees = {v: release_source(f"vllm=={v}") for v in ("0.17.0", "0.18.0", "0.34.0")}
+    assert disagreements(trees) == []
+    r = results(trees["0.34.0"])
+    assert r["vllm.v1-runner-removed"].status == OK and r["sig.dummy-run-gpu"].status == NA
+    assert results(trees["0.17.0"])["graph.clear-graphs"].check == MISSING
+
+
+# --- fetching --------------------------------------------------------------------------------------------------
+def _fake_index(tmp_path, payload: bytes, sha: str):
+    idx = tmp_path / "index"
+    (idx / "vllm-ascend" / "9.9.9").mkdir(parents=True)
+    (tmp_path / "files").mkdir()
+    (tmp_path / "files" / "vllm_ascend-9.9.9.tar.gz").write_bytes(payload)
+    doc = {"urls": [{"filename": "vllm_ascend-9.9.9.tar.gz", "url": "../../../files/vllm_ascend-9.9.9.tar.gz",
+                     "size": len(payload), "digests": {"sha256": sha}, "packagetype": "sdist"}]}
+    (idx / "vllm-ascend" / "9.9.9" / "json").write_text(json.dumps(doc))
+    return "file://" + str(idx)
+
+
+def test_fetch_verifies_sha256_and_caches(tmp_path):
+    payload = b"not really a tarball"
+    cache = tmp_path / "cache"
+    with pytest.raises(FetchError, match="sha256"):
+        fetch_package("vllm-ascend==9.9.9", cache, index=_fake_index(tmp_path / "bad", payload, "0" * 64))
+    assert not list(cache.iterdir())
+    good = _fake_index(tmp_path / "good", payload, hashlib.sha256(payload).hexdigest())
+    p = fetch_package("vllm-ascend==9.9.9", cache, index=good)
+    assert p.read_bytes() == payload and p.parent == cache
+    assert fetch_package("vllm-ascend==9.9.9", cache, index="file:///nowhere") == p      # served from the cache
+    with pytest.raises(FetchError, match="name==version"): fetch_package("vllm-ascend", cache)
+    with pytest.raises(FetchError, match="no files"): fetch_package("vllm-ascend==9.9.8", cache, index=good)

@@ -1,0 +1,167 @@
+"""`omni-npu-port doctor` and `omni-npu-port kernel install`, called as a user would."""
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from omni_npu_port import doctor
+from omni_npu_port.catalog import PAIRING
+from omni_npu_port.conformance import write_source_double
+from omni_npu_port.doctor import doctor_report, install_kernel, kernel_main, main
+
+
+def run(capsys, argv):
+    rc = main(argv)
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_json_report_for_a_matching_pair(capsys, release_source):
+    va, v = release_source("vllm-ascend==0.18.0"), release_source("vllm==0.18.0")
+    rc, out, err = run(capsys, ["--json", "--source", va.origin, "--source", v.origin])
+    rep = json.loads(out)
+    assert rc == 0 and not rep["pairing_mismatch"]
+    assert rep["platform"]["backend"] in ("cpu", "cuda", "npu")
+    assert set(rep["platform"]["versions"]) >= {"torch", "torch_npu", "CANN", "vllm", "vllm-ascend"}
+    src = {s["package"]: s for s in rep["sources"]}
+    assert (src["vllm-ascend"]["version"], src["vllm"]["version"]) == ("0.18.0", "0.18.0")
+    res = {r["id"]: r for r in src["vllm-ascend"]["results"]}
+    assert res["fc.virtual-engine"]["status"] == "ok" and res["fc.has-sinks"]["status"] == "n/a"
+    assert res["sig.dummy-run"]["hazards"]           # checked with the given vllm as the GPU reference
+    assert src["vllm-ascend"]["summary"]["changed"] == src["vllm-ascend"]["summary"]["missing"] == 0
+
+
+def test_mismatched_pair_warns_with_the_pairing_table(capsys, release_source):
+    va, v = release_source("vllm-ascend==0.23.0.post1"), release_source("vllm==0.18.0")
+    rc, out, _ = run(capsys, ["--source", va.origin, "--source", v.origin])
+    assert "vllm 0.18.0 does not pair with vllm-ascend 0.23.0.post1" in out
+    assert "pairing" in out and all(k in out for k in PAIRING)
+    assert "vllm-ascend 0.23.0.post1" in out and "fc.has-sinks" in out
+    rep = doctor_report([va.origin, v.origin])
+    assert rep["pairing_mismatch"] and any("built against vllm 0.23.0" in w for w in rep["warnings"])
+
+
+def test_a_source_of_another_package_is_refused(capsys, release_source):
+    omni = release_source("vllm-omni==0.16.0")
+    rc, out, err = run(capsys, ["--source", omni.origin])
+    assert rc == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and "vllm-omni source" in err and "vllm-ascend" in err
+
+
+def test_bad_paths_exit_2_with_one_line(capsys, tmp_path):
+    for argv in (["--source", str(tmp_path / "missing.whl")], ["--source", str(tmp_path)]):
+        rc, out, err = run(capsys, argv)
+        assert rc == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+
+
+def test_without_sources_reads_the_installed_packages(capsys):
+    import importlib.util
+    if importlib.util.find_spec("vllm_ascend") or importlib.util.find_spec("vllm"):
+        pytest.skip("vllm / vllm-ascend are installed here")
+    rc, out, _ = run(capsys, [])
+    assert rc == 0 and "no vllm or vllm-ascend is installed here" in out and "--source" in out
+
+
+def test_an_installed_package_is_checked(capsys, tmp_path, monkeypatch):
+    write_source_double(tmp_path, version="0.18.0")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    rc, out, _ = run(capsys, ["--json"])
+    rep = json.loads(out)
+    assert rc == 1                                   # the double has no NPUModelRunner: records that hold are missing
+    s = rep["sources"][0]
+    assert (s["package"], s["version"], s["kind"]) == ("vllm-ascend", "0.18.0", "installed")
+    res = {r["id"]: r["status"] for r in s["results"]}
+    assert res["pa.seq-len-constant"] == "ok" and res["sig.dummy-run"] == "missing"
+
+
+def test_drift_makes_exit_1_and_names_it(capsys, tmp_path):
+    root = write_source_double(tmp_path)
+    p = root / "vllm_ascend/worker/model_runner_v1.py"
+    p.write_text(p.read_text().replace("6144", "8192"))
+    rc, out, _ = run(capsys, ["--source", str(root)])
+    assert rc == 1 and "value 8192, expected 6144" in out
+
+
+def test_cann_environment_warning(capsys, monkeypatch, release_source):
+    fake = {"backend": "cpu", "device": "cpu", "versions": {"torch": "2.9.0", "torch_npu": "2.9.0", "CANN": None}}
+    monkeypatch.setattr(doctor, "platform_report", lambda: fake)
+    for var in ("ASCEND_TOOLKIT_HOME", "ASCEND_HOME_PATH"): monkeypatch.delenv(var, raising=False)
+    src = release_source("vllm-ascend==0.18.0").origin
+    rc, out, _ = run(capsys, ["--source", src])
+    assert "lacks CANN's environment" in out and "set_env.sh" in out and "kernel install" in out
+    monkeypatch.setenv("ASCEND_TOOLKIT_HOME", "/usr/local/Ascend/ascend-toolkit/latest")
+    rc, out, _ = run(capsys, ["--source", src])
+    assert "lacks CANN's environment" not in out
+
+
+def test_console_command_dispatches_to_the_doctor(capsys, tmp_path):
+    from omni_npu_port.cli import main as cli
+    root = write_source_double(tmp_path)
+    assert cli(["doctor", "--json", "--source", str(root)]) == 1
+    assert json.loads(capsys.readouterr().out)["sources"][0]["package"] == "vllm-ascend"
+
+
+# --- the Jupyter kernel ----------------------------------------------------------------------------------------
+def kernel_json(prefix, name):
+    return json.loads((Path(prefix) / "share/jupyter/kernels" / name / "kernel.json").read_text())
+
+
+def test_kernel_install_cpu_into_a_prefix(capsys, tmp_path):
+    assert kernel_main(["install", "--name", "onp-cpu", "--backend", "cpu", "--prefix", str(tmp_path)]) == 0
+    spec = kernel_json(tmp_path, "onp-cpu")
+    assert spec["argv"] == [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    assert spec["env"] == {"OMNI_NPU_PORT_RUNTIME_BACKEND": "cpu"} and spec["language"] == "python"
+    assert "installed kernel 'onp-cpu'" in capsys.readouterr().out
+
+
+def test_kernel_install_npu_wraps_cann_set_env(tmp_path):
+    set_env = tmp_path / "set_env.sh"
+    set_env.write_text("export ASCEND_TOOLKIT_HOME=/fake\n")
+    assert kernel_main(["install", "--name", "onp-npu", "--backend", "npu", "--cann-env", str(set_env),
+                        "--prefix", str(tmp_path)]) == 0
+    spec = kernel_json(tmp_path, "onp-npu")
+    assert spec["argv"][:2] == ["bash", "-c"]
+    assert spec["argv"][2].startswith(f"source {set_env} && exec {sys.executable} -m ipykernel_launcher -f")
+    assert "{connection_file}" in spec["argv"][2]
+    assert spec["env"]["OMNI_NPU_PORT_RUNTIME_BACKEND"] == "npu"
+
+
+def test_kernel_install_errors(capsys, tmp_path):
+    cases = [(["install", "--backend", "npu", "--cann-env", str(tmp_path / "nope.sh"), "--prefix", str(tmp_path)], "set_env.sh not found"),
+             (["install", "--backend", "cpu", "--cann-env", str(tmp_path), "--prefix", str(tmp_path)], "applies to --backend npu"),
+             (["install", "--name", "bad name!", "--prefix", str(tmp_path)], "--name 'bad name!'")]
+    if not Path("/usr/local/Ascend/ascend-toolkit/set_env.sh").exists():
+        cases.append((["install", "--backend", "npu", "--prefix", str(tmp_path)], "/usr/local/Ascend/ascend-toolkit/set_env.sh"))
+    for argv, msg in cases:
+        assert kernel_main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert msg in err and len(err.strip().splitlines()) == 1, err
+    with pytest.raises(SystemExit) as e: kernel_main(["install", "--backend", "tpu"])
+    assert e.value.code == 2
+
+
+@pytest.mark.slow
+def test_npu_kernel_starts_with_cann_environment_loaded(tmp_path, monkeypatch):
+    "Start the installed spec's argv through jupyter_client: the fake set_env.sh's export is visible in the kernel."
+    from jupyter_client.manager import start_new_kernel
+    set_env = tmp_path / "cann" / "set_env.sh"
+    set_env.parent.mkdir()
+    set_env.write_text("export ONP_FAKE_CANN=loaded-from-set-env\nexport ASCEND_TOOLKIT_HOME=/fake/ascend\n")
+    prefix = tmp_path / "prefix"
+    dest = install_kernel("onp-npu-start", "npu", str(set_env), prefix=str(prefix))
+    monkeypatch.setenv("JUPYTER_PATH", str(prefix / "share/jupyter"))
+    monkeypatch.delenv("ONP_FAKE_CANN", raising=False)
+    km, kc = start_new_kernel(kernel_name=dest.name, startup_timeout=60)
+    try:
+        out = []
+        code = ("import os; print(os.environ.get('ONP_FAKE_CANN'), os.environ.get('ASCEND_TOOLKIT_HOME'), "
+                "os.environ.get('OMNI_NPU_PORT_RUNTIME_BACKEND'))")
+        kc.execute_interactive(code, timeout=60,
+                               output_hook=lambda m: out.append(m["content"].get("text", "")) if m["msg_type"] == "stream" else None)
+        assert "".join(out).split() == ["loaded-from-set-env", "/fake/ascend", "npu"]
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+    assert "ONP_FAKE_CANN" not in os.environ          # only the kernel process got it
