@@ -15,22 +15,13 @@ def should_update_full_graph_params(forward_context, use_sparse: bool = False, u
     return (is_full_mode(getattr(forward_context, "cudagraph_runtime_mode", None))
             and not getattr(forward_context, "capturing", False) and not use_sparse and not use_compress)
 
-def _update_fn_params(vllm_ascend: str) -> tuple:
-    return CATALOG.params_for(CATALOG["gparams.update-full"].npu_symbol, vllm_ascend=vllm_ascend)
-
 def update_full_graph_params_kwargs(vllm_ascend: str, **kwargs) -> dict:
     "Keywords for update_full_graph_params at a vllm-ascend version; an error for a keyword it lacks."
-    params = _update_fn_params(vllm_ascend)
-    for k in kwargs:
-        if k not in params:
-            gone = [p.id for p in CATALOG.select(family="graph-params") if k in p.params and not p.holds_for(vllm_ascend)]
-            raise TypeError(f"update_full_graph_params of vllm-ascend {vllm_ascend} has no parameter {k!r}"
-                            + (f" (it holds only for {', '.join(gone)}; drop it — the runner's "
-                               f"_update_full_graph_params_if_needed computes it)" if gone else "")
-                            + f"; it takes: {', '.join(params)}")
-    missing = [p for p in params[:5] if p not in kwargs]
+    from omni_npu_port.signatures import bind_for_version
+    symbol = CATALOG["gparams.update-full"].npu_symbol
+    missing = [p for p in CATALOG.params_for(symbol, vllm_ascend=vllm_ascend)[:5] if p not in kwargs]
     if missing: raise TypeError(f"update_full_graph_params needs {', '.join(missing)}")
-    return kwargs
+    return bind_for_version(symbol, vllm_ascend, **kwargs)
 
 # %% auto #0
 __all__ = ['should_update_full_graph_params', 'update_full_graph_params_kwargs', 'update_full_graph_params',
@@ -52,13 +43,10 @@ def update_full_graph_params(forward_context, *, use_sparse: bool = False, use_c
 # %% ../nbs/graph_params.ipynb #eaa24dba
 def using_paged_attention_kwargs(vllm_ascend: str, runtime_shape: int, vllm_config, head_size: int | None = None) -> dict:
     "Keywords for using_paged_attention at a version (head_size only from v0.23.0)."
-    params = CATALOG.params_for(CATALOG["pa.using-paged-attention"].npu_symbol, vllm_ascend=vllm_ascend)
+    from omni_npu_port.signatures import bind_for_version
     kw = dict(runtime_shape=runtime_shape, vllm_config=vllm_config)
-    if head_size is not None:
-        if "head_size" not in params:
-            raise TypeError(f"using_paged_attention of vllm-ascend {vllm_ascend} takes no head_size (pattern pa.head-size: v0.23.0+)")
-        kw["head_size"] = head_size
-    return kw
+    if head_size is not None: kw["head_size"] = head_size
+    return bind_for_version(CATALOG["pa.using-paged-attention"].npu_symbol, vllm_ascend, **kw)
 
 def capture_seq_lens(seq_lens, is_graph_capturing: bool, uses_paged_attention: bool, max_workspace_seq_len: int | None = None):
     "The seq_lens to capture with: the max-workspace length when capturing paged attention."
