@@ -29,7 +29,7 @@ COMMANDS = {
     "bench": ("omni_npu_port.bench:main", "eager vs graph-replay benchmark of a talker-MTP step per batch bucket"),
     "translate": ("omni_npu_port.translate:main", "GPU runner source → NPU source, with coded diagnostics and reports"),
     "port": ("omni_npu_port.port:main", "three-way port of omni methods onto vllm-ascend's NPUModelRunner"),
-    "audit": ("omni_npu_port.port:audit_main", "drift between GPU and NPU copies of the omni runners"),
+    "audit": ("omni_npu_port.audit:main", "drift between GPU and NPU copies of the omni runners"),
 }
 
 def _usage() -> str:

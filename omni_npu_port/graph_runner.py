@@ -48,7 +48,7 @@ class BucketStatus:
 # %% ../nbs/graph_runner.ipynb #99be1c3b
 def _as_tuple(out): return tuple(out) if isinstance(out, (tuple, list)) else (out,)
 
-def device_capture(runner: GraphRunner, batch: int) -> CapturedBucket:
+def device_capture(runner, batch: int) -> CapturedBucket:
     "Capture `runner.fn` for one bucket with the platform's graph class, in the runner's shared pool."
     p = runner.platform
     static_in = tuple(x.to(p.device) for x in runner.example_inputs(batch))
@@ -71,7 +71,7 @@ def device_capture(runner: GraphRunner, batch: int) -> CapturedBucket:
                           max(p.max_memory_allocated() - before, 0), graph=g)
 
 # %% ../nbs/graph_runner.ipynb #2483ae11
-def eager_replay_capture(runner: GraphRunner, batch: int) -> CapturedBucket:
+def eager_replay_capture(runner, batch: int) -> CapturedBucket:
     "Test double of `device_capture`: static buffers, but `replay` runs the step eagerly (no graph)."
     static_in = tuple(x.to(runner.platform.device) for x in runner.example_inputs(batch))
     outs = tuple(o.clone() for o in _as_tuple(runner.fn(*static_in)))

@@ -1,0 +1,90 @@
+"""Build the docs site from a copy of the project and look at it in headless Chromium.
+
+Needs Debian's chromium (`apt-get install -y chromium`); .ci/run installs it. The screenshot goes to
+tests/artifacts/catalog.png.
+"""
+import re
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from omni_npu_port.catalog import CATALOG
+from omni_npu_port.docs import SIDEBAR, build_site, docs_location, find_root, nbdev_settings, notebooks, page_of
+
+ROOT = find_root(Path(__file__).parent)
+SETTINGS = nbdev_settings(ROOT)
+ARTIFACTS = Path(__file__).parent / "artifacts"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+COPIED = [SETTINGS["nbs_path"], SETTINGS["lib_path"], "pyproject.toml", "settings.ini", "_quarto.yml"]
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    "The site built from a copy of the project (the checkout's own nbs/ and _docs/ are left alone)."
+    work = tmp_path_factory.mktemp("project")
+    for name in COPIED:
+        src = ROOT / name
+        if src.is_dir():
+            shutil.copytree(src, work / name, symlinks=True, ignore=shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints"))
+        elif src.exists(): shutil.copy2(src, work / name)
+    t0 = time.monotonic()
+    out = build_site(work)
+    print(f"site built in {time.monotonic() - t0:.1f} s")
+    return work, out
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} not found: the docs-site test drives Debian's chromium; "
+                    "install it with `apt-get update && apt-get install -y chromium` (.ci/run does)")
+    from playwright.sync_api import sync_playwright
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try: yield b
+        finally: b.close()
+
+
+def test_every_notebook_is_a_page(site):
+    work, out = site
+    assert out == work / SETTINGS["doc_path"] and docs_location(work) == out / "index.html"
+    nbs = notebooks(work)
+    assert len(nbs) == len(notebooks(ROOT)) > 0
+    missing = [str(page_of(nb)) for nb in nbs if not (out / page_of(nb)).is_file()]
+    assert not missing, f"notebooks without a page in the built site: {missing}"
+
+
+def test_sidebar_links_every_page_in_order(site, browser):
+    work, out = site
+    page = browser.new_page()
+    page.goto((out / "catalog.html").as_uri())
+    hrefs = page.eval_on_selector_all("#quarto-sidebar a.sidebar-link[href]", "els => els.map(e => e.getAttribute('href'))")
+    page.close()
+    linked = [re.sub(r"^\./|\.html$", "", h) for h in hrefs]
+    have = {nb.with_suffix("").as_posix() for nb in notebooks(work)}
+    expected = [name for _, names in SIDEBAR for name in names if name in have]
+    assert [p for p in linked if p in expected] == expected, f"the sidebar's order is {linked}, expected {expected}"
+    unlinked = sorted(have - set(linked))
+    assert not unlinked, f"notebooks with a page but no sidebar entry: {unlinked}"
+
+
+def test_catalog_page_shows_every_pattern(site, browser):
+    work, out = site
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto((out / "catalog.html").as_uri())
+    text = page.inner_text("body")
+    missing = [p.id for p in CATALOG if p.id not in text]
+    assert not missing, f"pattern ids not visible on catalog.html: {missing}"
+    table = page.locator("table", has_text=CATALOG.patterns[-1].id).first
+    assert table.is_visible(), "the pattern table is not visible on catalog.html"
+    ARTIFACTS.mkdir(exist_ok=True)
+    table.evaluate("e => e.scrollIntoView({block: 'start', behavior: 'instant'})")  # the theme scrolls smoothly
+    page.evaluate("window.scrollBy({top: -80, behavior: 'instant'})")  # keep the header row clear of the navbar
+    page.screenshot(path=str(ARTIFACTS / "catalog.png"))
+    page.screenshot(path=str(ARTIFACTS / "catalog-full.png"), full_page=True)
+    assert (ARTIFACTS / "catalog.png").stat().st_size > 10_000
+    page.close()

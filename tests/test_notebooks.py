@@ -1,0 +1,48 @@
+"""Run every notebook in nbs/ under nbdev's rules, one pytest case per notebook.
+
+Cells flagged with a `tst_flags` directive from pyproject.toml (`#| npu`, `#| cuda`, `#| slow`, `#| notest`)
+are skipped, as `nbdev-test` skips them; set OMNI_NPU_PORT_NB_FLAGS="npu slow" (space-separated) to run them.
+"""
+import os
+import signal
+import sys
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from nbdev.test import test_nb as run_notebook  # imported under another name so pytest doesn't collect it
+
+from omni_npu_port.docs import find_root, nbdev_settings, notebooks
+
+ROOT = find_root(Path(__file__).parent)
+SETTINGS = nbdev_settings(ROOT)
+NBS = ROOT / SETTINGS["nbs_path"]
+NOTEBOOKS = notebooks(ROOT)
+FLAGS_VAR = "OMNI_NPU_PORT_NB_FLAGS"
+
+
+def skip_flags() -> list:
+    "The test flags pyproject.toml's [tool.nbdev] tst_flags marks as skipped (space-separated or a list)."
+    flags = SETTINGS.get("tst_flags", [])
+    return flags.split() if isinstance(flags, str) else list(flags)
+
+
+def test_notebooks_found():
+    assert NOTEBOOKS, f"no notebooks found in {NBS}: the notebook tests would pass without testing anything"
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=[str(n.with_suffix("")) for n in NOTEBOOKS])
+def test_notebook(nb):
+    force = os.environ.get(FLAGS_VAR, "").split()
+    unknown = set(force) - set(skip_flags())
+    assert not unknown, f"{FLAGS_VAR} names {sorted(unknown)}, which are not tst_flags in pyproject.toml ({skip_flags()})"
+    err, real_stderr, handler = StringIO(), sys.__stderr__, signal.getsignal(signal.SIGINT)
+    sys.__stderr__ = err  # test_nb writes the failing cell's traceback to sys.__stderr__
+    try:
+        ok, secs = run_notebook(NBS / nb, skip_flags=skip_flags(), force_flags=force, basepath=ROOT,
+                                cell_timeout=int(SETTINGS.get("cell_timeout", 600)))
+    finally:
+        sys.__stderr__ = real_stderr
+        signal.signal(signal.SIGINT, handler)  # test_nb installs its own Ctrl-C handler; give pytest its own back
+    assert ok, (f"nbs/{nb.as_posix()} failed under nbdev's rules (skipped flags: {' '.join(sorted(set(skip_flags()) - set(force)))})"
+                f"; the failing cell:\n{err.getvalue()}\nRun it alone: nbdev-test nbs/{nb.as_posix()}")

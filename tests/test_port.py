@@ -1,0 +1,244 @@
+"""`omni-npu-port port` and `omni-npu-port audit` on small GPU-base / omni-GPU / NPU-base triples (tests/fixtures/port)."""
+import ast
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from omni_npu_port import audit as A
+from omni_npu_port import port as P
+
+FIX = Path(__file__).parent / "fixtures" / "port"
+
+
+def triple(case: str, method: str):
+    f = FIX / f"{case}.py"
+    return [P.locate(f"{f}:{cls}.{method}") for cls in ("GPUModelRunner", "OmniGPUModelRunner", "NPUModelRunner")]
+
+
+def fenced_blocks(code: str):
+    "Lines between pairs of ----Omni-new---- fences."
+    return A.omni_blocks(code)
+
+
+def codes(res):
+    return [d.code for d in res.diagnostics]
+
+
+def test_clean_merge_keeps_npu_changes_and_fences_omni_additions():
+    res = P.port_method(*triple("clean", "_dummy_run"))
+    assert "ONP4001" not in codes(res)
+    ast.parse(res.code)
+    assert "with_prefill=False" in res.code.splitlines()[0]                # the NPU signature
+    assert "self.attn_state = AscendAttentionState.DecodeOnly" in res.code  # an NPU-only line
+    assert "set_ascend_forward_context(" in res.code and "set_forward_context(" not in res.code.replace("set_ascend_forward_context(", "")
+    blocks = ["\n".join(b) for _, b in fenced_blocks(res.code)]
+    assert any("self.talker_mtp(" in b for b in blocks)                     # omni block fenced...
+    assert any("extract_multimodal_outputs" in b for b in blocks)           # ...and the one-line addition marked
+    talker = next(l for l in res.code.splitlines() if "self.talker_mtp(" in l)
+    model = next(l for l in res.code.splitlines() if "outputs = self.model(" in l)
+    assert P._indent(talker) == P._indent(model) + 4                        # sits inside the `if`, inside the `with`
+
+
+def test_conflict_left_visible_with_code():
+    res = P.port_method(*triple("conflict", "_dummy_run"))
+    assert codes(res).count("ONP4001") == 1
+    lines = res.code.splitlines()
+    start = next(i for i, l in enumerate(lines) if l.startswith("<<<<<<<"))
+    mid = lines.index("=======", start)
+    end = next(i for i, l in enumerate(lines) if l.startswith(">>>>>>>"))
+    assert "ONP4001" in lines[start]
+    assert any("self._model_forward(num_tokens" in l for l in lines[start:mid])   # NPU side
+    assert any("self._omni_kwargs()" in l for l in lines[mid:end])               # omni side
+    d = next(d for d in res.diagnostics if d.code == "ONP4001")
+    assert d.line == start + 1 and d.severity == "error"
+
+
+def test_conflict_styles_that_keep_the_code_parseable():
+    for style in ("npu", "comment"):
+        res = P.port_method(*triple("conflict", "_dummy_run"), conflict_style=style)
+        ast.parse(res.code)
+        assert "ONP4001" in res.code and "ONP4001" in codes(res)
+        assert "outputs = self._model_forward(num_tokens, positions=positions)" in res.code
+
+
+def test_deleted_lines_stay_deleted_and_are_reported():
+    res = P.port_method(*triple("deleted", "execute_model"))
+    assert "self.debugger.step()" not in res.code
+    assert "update_cos_sin(self.positions)" in res.code
+    assert "ONP4002" in codes(res) and "ONP4001" not in codes(res)
+
+
+def test_moved_block_lands_after_the_npu_edit():
+    res = P.port_method(*triple("moved", "execute_model"))
+    lines = [l.strip() for l in res.code.splitlines()]
+    assert "ONP4001" not in codes(res)
+    assert lines.count('logger.debug("batch %s", batch)') == 1
+    assert lines.index("prepared = maybe_pad_for_npu(prepared)") < lines.index('logger.debug("batch %s", batch)')
+    assert lines.index("out = self._finish(out)") < lines.index('logger.debug("batch %s", batch)')
+
+
+def test_nested_function_addition_keeps_its_indentation():
+    res = P.port_method(*triple("nested", "_dummy_run"))
+    ast.parse(res.code)
+    line = next(l for l in res.code.splitlines() if "extract_multimodal_outputs" in l)
+    assert P._indent(line) == 8 and line.rstrip().endswith(P.INLINE_MARK)
+    assert "self._model_forward(num_tokens, self.input_ids[:num_tokens])" in res.code
+
+
+def test_super_extension_becomes_explicit_base_call():
+    res = P.port_method(*triple("super_ext", "load_model"))
+    assert res.style == "super-call"
+    assert "NPUModelRunner.load_model(self, *args, **kwargs)" in res.code and "super()" not in res.code
+    d = next(d for d in res.diagnostics if d.code == "ONP4003")
+    assert d.record == "sig.explicit-base-call"
+    from omni_npu_port.catalog import CATALOG
+    assert CATALOG[d.record].id == "sig.explicit-base-call"
+    assert "self.talker_mtp = CUDAGraphWrapper" in res.code or "ACLGraphWrapper" in res.code
+
+
+def test_super_extension_forced_call_passes_npu_only_parameters():
+    res = P.port_method(*triple("super_ext", "_model_forward"), super_style="call")
+    assert "NPUModelRunner._model_forward(self, num_tokens_padded=num_tokens_padded, input_ids=input_ids" in res.code
+    assert res.code.splitlines()[0].startswith("def _model_forward(self, num_tokens_padded")
+
+
+def test_super_extension_with_used_result_is_inlined():
+    res = P.port_method(*triple("super_ext", "_model_forward"))
+    assert res.style == "super-inline"
+    fn = ast.parse(res.code).body[0]
+    assert [a.arg for a in fn.args.args][:2] == ["self", "num_tokens_padded"]        # NPU signature adopted
+    src = res.code
+    assert "**extra" in src and not re.search(r"\bhidden_states\b", src)            # base result renamed to the omni name
+    assert src.index("self._all_gather_hidden_states_and_aux(model_output)") < src.index("self._omni_last_model_output")
+    assert src.index("extra = self._build_model_kwargs_extra()") < src.index("model_output = self.model(")
+
+
+def test_class_mode_writes_a_module_with_imports_and_ported_overrides(tmp_path):
+    f = FIX / "super_ext.py"
+    locs = [P.locate(f"{f}:{c}", need_method=False) for c in ("GPUModelRunner", "OmniGPUModelRunner", "NPUModelRunner")]
+    res = P.port_class(*locs)
+    mod = ast.parse(res.code)
+    cls = next(n for n in mod.body if isinstance(n, ast.ClassDef))
+    assert cls.name == "OmniNPUModelRunner" and [ast.unparse(b) for b in cls.bases] == ["OmniGPUModelRunner", "NPUModelRunner"]
+    names = {n.name for n in cls.body if isinstance(n, ast.FunctionDef)}
+    assert "_model_forward" in names                           # the omni signature cannot take NPU calls
+    imports = {ast.unparse(n) for n in mod.body if isinstance(n, (ast.Import, ast.ImportFrom))}
+    assert "from super_ext import NPUModelRunner" in imports and "from super_ext import OmniGPUModelRunner" in imports
+
+
+def run_port(args, capsys):
+    rc = P.main(args)
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def spec(case, cls, m):
+    return f"{FIX / case}.py:{cls}.{m}"
+
+
+def test_cli_errors_list_close_matches(capsys):
+    rc, _, err = run_port(["--gpu-base", spec("clean", "GPUModelRunner", "_dumy_run"), "--gpu-omni",
+                           spec("clean", "OmniGPUModelRunner", "_dummy_run"), "--npu-base",
+                           spec("clean", "NPUModelRunner", "_dummy_run")], capsys)
+    assert rc == 2 and "_dummy_run" in err and "close matches" in err and "Traceback" not in err
+    rc, _, err = run_port(["--gpu-base", spec("clean", "GPUModelRuner", "_dummy_run"), "--gpu-omni",
+                           spec("clean", "OmniGPUModelRunner", "_dummy_run"), "--npu-base",
+                           spec("clean", "NPUModelRunner", "_dummy_run")], capsys)
+    assert rc == 2 and "GPUModelRunner" in err and err.count("\n") == 1
+
+
+def test_cli_output_file_is_never_overwritten_without_force(tmp_path, capsys):
+    out = tmp_path / "ported.py"
+    args = ["--gpu-base", spec("clean", "GPUModelRunner", "_dummy_run"), "--gpu-omni",
+            spec("clean", "OmniGPUModelRunner", "_dummy_run"), "--npu-base", spec("clean", "NPUModelRunner", "_dummy_run"),
+            "-o", str(out)]
+    assert run_port(args, capsys)[0] == 0
+    first = out.read_text()
+    assert "Omni-new" in first
+    out.write_text("mine\n")
+    rc, _, err = run_port(args, capsys)
+    assert rc == 2 and "--force" in err and out.read_text() == "mine\n"
+    assert run_port(args + ["--force"], capsys)[0] == 0 and out.read_text() == first
+    assert not list(tmp_path.glob(".ported.py.*"))                     # no temporary file left behind
+
+
+def test_cli_conflicts_exit_1_and_json(capsys):
+    rc, out, _ = run_port(["--gpu-base", spec("conflict", "GPUModelRunner", "_dummy_run"), "--gpu-omni",
+                           spec("conflict", "OmniGPUModelRunner", "_dummy_run"), "--npu-base",
+                           spec("conflict", "NPUModelRunner", "_dummy_run"), "--json"], capsys)
+    data = json.loads(out)
+    assert rc == 1 and data["style"] == "merge" and any(d["code"] == "ONP4001" for d in data["diagnostics"])
+
+
+def _located(package, version):
+    cls = ast.parse("class X:\n    pass\n").body[0]
+    return P.Located("x", package, version, "m", "", cls)
+
+
+def test_pairing_warning_names_the_table():
+    assert P.pairing_check(_located("vllm", "0.18.0"), _located("vllm_ascend", "0.18.0")) == []
+    [d] = P.pairing_check(_located("vllm", "0.17.0"), _located("vllm_ascend", "0.18.0"))
+    assert d.code == "ONP4101" and "pairs with vllm 0.18.0" in d.message and "0.20.2rc1" in d.message
+
+
+def test_layout_only_differences_are_not_changes():
+    base = "def f(self):\n    x = (\n        a.b(1, 2)\n    )\n    return x\n"
+    other = "def f(self):\n    x = a.b(1, 2)\n    return x\n"
+    assert P.adopt_layout(base, other) == other
+    changed = "def f(self):\n    x = a.b(1, 3)\n    return x\n"
+    assert P.adopt_layout(base, changed) == base
+
+
+def test_edits_at_different_places_of_one_region_both_apply():
+    z = P._lines("a\nb\nc\nd\n")
+    omni = P._lines("a\nOMNI\nb\nc\nd\n")
+    npu = P._lines("a\nb\nc\nNPU\n")
+    hunks = P.refine_conflict(z, omni, npu, lambda xs: xs)
+    assert "conflict" not in [h.kind for h in hunks]
+    assert [l for h in hunks for l in h.lines] == ["a", "OMNI", "b", "c", "NPU"]
+
+
+# --- audit ------------------------------------------------------------------------------------------------
+def test_audit_clean_pair_exits_0(capsys):
+    assert A.main(["--gpu", str(FIX / "audit_gpu.py"), "--npu", str(FIX / "audit_npu_clean.py")]) == 0
+    assert "0 finding(s)" in capsys.readouterr().out
+
+
+def test_audit_finds_planted_drift(capsys):
+    rc = A.main(["--gpu", str(FIX / "audit_gpu.py"), "--npu", str(FIX / "audit_npu_drift.py"), "--json"])
+    found = json.loads(capsys.readouterr().out)
+    assert rc == 1
+    got = {(f["code"], f["method"]) for f in found}
+    assert got == {("ONP4201", "_dummy_run"), ("ONP4201", "load_model"), ("ONP4202", "sample_tokens"),
+                   ("ONP4203", "execute_model")}
+    dummy = next(f for f in found if f["method"] == "_dummy_run")
+    assert dummy["line"] and any("text_step" in d for d in dummy["detail"]) is False   # the NPU line that differs
+    assert any("self.talker_mtp(self.talker_ids[:num_tokens])" in d for d in dummy["detail"])
+    unt = next(f for f in found if f["code"] == "ONP4203")
+    assert "torch.cuda.synchronize" in unt["message"] and "dev.synchronize" in unt["message"]
+
+
+def test_audit_bad_input_exits_2(capsys):
+    assert A.main(["--gpu", str(FIX / "nope.py"), "--npu", str(FIX / "audit_npu_clean.py")]) == 2
+    err = capsys.readouterr().err
+    assert "nope.py" in err and err.count("\n") == 1
+
+
+# --- real sources (cached releases; the port-quality benchmark measures the same) ---------------------------
+CACHE = Path("~/.cache/omni-npu-port/pkgs").expanduser()
+
+
+@pytest.mark.slow
+def test_real_runner_class_port(release_source):
+    import time
+    vllm, ascend = release_source("vllm==0.16.0"), release_source("vllm-ascend==0.16.0rc1")
+    omni = release_source("vllm-omni==0.16.0")
+    t0 = time.perf_counter()
+    res = P.port_class(P.locate(f"{vllm.origin}:GPUModelRunner", False), P.locate(f"{omni.origin}:OmniGPUModelRunner", False),
+                       P.locate(f"{ascend.origin}:NPUModelRunner", False))
+    assert time.perf_counter() - t0 < 5
+    # the same overrides vLLM-Omni's hand-written OmniNPUModelRunner has
+    assert set(res.stats["styles"]) == {"load_model", "_dummy_run", "_model_forward", "_talker_mtp_forward"}
+    assert res.stats["styles"]["load_model"] == "super-call"
