@@ -671,13 +671,16 @@ def _cell(s) -> str:
 def _range(lo, hi) -> str:
     return "all" if lo is None and hi is None else f"{lo or '…'} – {'<' + hi if hi else '…'}"
 
+def _form(symbol, code) -> str:
+    return f"`{_cell(symbol or code.splitlines()[0])}`"
+
 def records_table(patterns: Iterable[Pattern]) -> str:
-    "A Markdown table of records: id, title, kind, GPU and NPU form, versions and source."
-    rows = ["| id | pattern | kind | GPU | NPU | vllm-ascend | vllm | source |",
-            "|---|---|---|---|---|---|---|---|"]
+    "A Markdown table of records: id, title, kind, GPU → NPU form, versions and source."
+    rows = ["| id | pattern | kind | GPU → NPU | vllm-ascend | vllm | source |",
+            "|---|---|---|---|---|---|---|"]
     for p in patterns:
-        rows.append("| " + " | ".join([f"`{p.id}`", _cell(p.title), p.kind, f"`{_cell(p.gpu_symbol or p.gpu.splitlines()[0])}`",
-                     f"`{_cell(p.npu_symbol or p.npu.splitlines()[0])}`", _range(p.since, p.until),
+        rows.append("| " + " | ".join([f"`{p.id}`", _cell(p.title), p.kind,
+                     f"{_form(p.gpu_symbol, p.gpu)} →<br>{_form(p.npu_symbol, p.npu)}", _range(p.since, p.until),
                      _range(p.vllm_since, p.vllm_until), p.source]) + " |")
     return "\n".join(rows)
 
