@@ -1,0 +1,119 @@
+"""Throughput of `omni-npu-port translate` beside a regex baseline in the style of `torch.utils.hipify`.
+
+Both run, in one process, over every .py file of a large real tree: the vLLM-Omni 0.16.0 and vllm-ascend
+0.18.0 wheels (read from ~/.cache/omni-npu-port/pkgs; else `pip download --no-deps`). Files are read into
+memory first, so both sides measure translation, not disk I/O. Nothing is written.
+
+The baseline is what hipify-python does: one regex built from a trie of every GPU name in the mapping
+(here the catalog's GPU symbols, their leaves and the renamed keywords), applied with `re.sub` and a
+dictionary lookup to every file, whether it mentions a GPU name or not. It has no notion of scope,
+strings or comments; it is the speed bar, not a quality bar.
+
+Run:  .venv/bin/python benchmarks/translate_speed.py [--repeat 3] [--target vllm-ascend==0.18.0]
+Target: translator throughput >= 1/3 of the baseline's.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from omni_npu_port.catalog import CATALOG  # noqa: E402
+from omni_npu_port.translate import _might_apply, compile_rules, translate_source  # noqa: E402
+
+CACHE = Path.home() / ".cache" / "omni-npu-port" / "pkgs"
+WHEELS = [("vllm_omni-0.16.0-*.whl", "vllm-omni==0.16.0"), ("vllm_ascend-0.18.0-*.whl", "vllm-ascend==0.18.0")]
+
+
+def wheel(pattern: str, spec: str) -> Path:
+    found = sorted(CACHE.glob(pattern))
+    if not found:
+        CACHE.mkdir(parents=True, exist_ok=True)
+        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--dest", str(CACHE), spec], check=True)
+        found = sorted(CACHE.glob(pattern))
+    return found[0]
+
+
+def load_tree() -> list[tuple[str, bytes]]:
+    files = []
+    for pattern, spec in WHEELS:
+        z = zipfile.ZipFile(wheel(pattern, spec))
+        files += [(f"{spec}/{n}", z.read(n)) for n in z.namelist() if n.endswith(".py")]
+    return files
+
+
+def hipify_style_regex():
+    """The mapping and the trie-built regex, as torch.utils.hipify.hipify_python builds them."""
+    mapping = {}
+    for p in CATALOG:
+        if p.gpu_symbol and p.npu_symbol and p.kind in ("import", "rename", "class-swap"):
+            mapping[p.gpu_symbol] = p.npu_symbol
+            mapping.setdefault(p.gpu_symbol.rsplit(".", 1)[-1], p.npu_symbol.rsplit(".", 1)[-1])
+        for k, v in p.rename.items(): mapping[k] = v
+    try:
+        from torch.utils.hipify.hipify_python import Trie  # the trie hipify uses for its big regex
+        trie = Trie()
+        for k in mapping: trie.add(k)
+        alternation = trie.export_to_regex()
+    except Exception:
+        alternation = "|".join(map(re.escape, sorted(mapping, key=len, reverse=True)))
+    rx = re.compile(rf"(?<=\W)({alternation})(?=\W)")
+    return rx, mapping
+
+
+def run_regex(files, rx, mapping):
+    n = 0
+    for _, data in files:
+        text = data.decode("utf-8", errors="replace")
+        out = rx.sub(lambda m: mapping[m.group(0)], text)
+        n += out != text
+    return n
+
+
+def run_translator(files, rules):
+    changed = parsed = failed = 0
+    for name, data in files:
+        t = translate_source(data, rules, name)
+        changed += t.changed; parsed += t.parsed; failed += t.error is not None
+    return changed, parsed, failed
+
+
+def best(fn, repeat):
+    times, res = [], None
+    for _ in range(repeat):
+        t0 = time.perf_counter(); res = fn(); times.append(time.perf_counter() - t0)
+    return min(times), res
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--target", default="vllm-ascend==0.18.0")
+    args = ap.parse_args(argv)
+    files = load_tree()
+    lines = sum(d.count(b"\n") for _, d in files)
+    mb = sum(len(d) for _, d in files) / 1e6
+    rules = compile_rules(args.target)
+    rx, mapping = hipify_style_regex()
+    t_re, n_re = best(lambda: run_regex(files, rx, mapping), args.repeat)
+    t_tr, (changed, parsed, failed) = best(lambda: run_translator(files, rules), args.repeat)
+    t_pf, passed = best(lambda: sum(_might_apply(rules, d) for _, d in files), args.repeat)
+    pl = sum(d.count(b"\n") for _, d in files if _might_apply(rules, d))
+    print(f"tree: {len(files)} .py files, {lines} lines, {mb:.1f} MB (vllm-omni 0.16.0 + vllm-ascend 0.18.0)")
+    print(f"{'':34}{'seconds':>9}{'lines/s':>12}")
+    print(f"{'regex baseline (hipify style)':34}{t_re:9.3f}{lines / t_re:12,.0f}   {n_re} files changed")
+    print(f"{'omni-npu-port translate':34}{t_tr:9.3f}{lines / t_tr:12,.0f}   {changed} files changed, "
+          f"{parsed} parsed, {failed} skipped")
+    print(f"{'  of which the text pre-filter':34}{t_pf:9.3f}{lines / t_pf:12,.0f}   {passed} files ({pl} lines) passed it")
+    ratio = (lines / t_tr) / (lines / t_re)
+    print(f"translator / baseline throughput: {ratio:.2f} (target >= 0.33) -> {'OK' if ratio >= 1 / 3 else 'BELOW TARGET'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,563 @@
+"""Tests of `omni-npu-port translate`: every card pattern on a realistic GPU snippet, the properties
+(parses, idempotent, untouched files byte-identical, comments and strings never changed), user rules,
+the file-tree driver's safety rules and the command line."""
+import ast
+import io
+import json
+import os
+import tokenize
+from pathlib import Path
+
+import pytest
+
+from omni_npu_port.catalog import CATALOG
+from omni_npu_port.translate import (CODES, RuleFileError, compile_rules, example_path, main, translate_paths,
+                                     translate_source, tour_translate)
+
+T18 = "vllm-ascend==0.18.0"
+
+
+@pytest.fixture(scope="module")
+def rules():
+    return compile_rules(T18)
+
+
+def tr(src, rules, **kw):
+    t = translate_source(src, rules, **kw)
+    assert t.error is None, t.error
+    ast.parse(t.code)
+    return t
+
+
+def codes(t):
+    return [d.code for d in t.diagnostics]
+
+
+def npu(pid):
+    return CATALOG[pid].npu_symbol
+
+
+def gpu(pid):
+    return CATALOG[pid].gpu_symbol
+
+
+def leaf(s):
+    return s.rsplit(".", 1)[-1]
+
+
+RUNNER_HEAD = "from vllm.v1.worker.gpu_model_runner import GPUModelRunner\n\nclass OmniRunner(GPUModelRunner):\n"
+
+
+# ---------------------------------------------------------------- imports, renames, class swaps
+
+def test_forward_context_import(rules):
+    t = tr("from vllm.forward_context import set_forward_context, get_forward_context\n", rules)
+    # set_forward_context moves; get_forward_context stays where it was
+    assert "from vllm.forward_context import get_forward_context\n" in t.code
+    assert "from vllm_ascend.ascend_forward_context import set_ascend_forward_context\n" in t.code
+    assert "ONP1001" in codes(t)
+
+
+@pytest.mark.parametrize("line", ["from vllm.distributed.parallel_state import graph_capture",
+                                  "from vllm.distributed import graph_capture"])
+def test_graph_capture_real_gpu_homes(rules, line):
+    src = f"{line}\n\ndef capture(runner):\n    with graph_capture(runner.device):\n        runner.capture()\n"
+    t = tr(src, rules)
+    assert t.code.startswith("from vllm_ascend.worker.model_runner_v1 import graph_capture\n")
+    assert "with graph_capture(runner.device):" in t.code
+
+
+def test_graph_wrapper_construct_and_isinstance(rules):
+    src = RUNNER_HEAD + (
+        "    def load_model(self):\n"
+        "        if self.cudagraph_mode.has_full_cudagraphs():\n"
+        "            self.talker_mtp = CUDAGraphWrapper(self.model.talker_mtp, self.vllm_config, runtime_mode=CUDAGraphMode.FULL)\n"
+        "    def mode(self):\n"
+        "        if not isinstance(self.talker_mtp, CUDAGraphWrapper):\n"
+        "            return CUDAGraphMode.NONE\n")
+    src = "from vllm.compilation.cuda_graph import CUDAGraphWrapper\nfrom vllm.config import CUDAGraphMode\n" + src
+    t = tr(src, rules)
+    new = leaf(npu("graph.wrapper-construct"))
+    assert f"self.talker_mtp = {new}(self.model.talker_mtp, self.vllm_config" in t.code
+    assert f"isinstance(self.talker_mtp, {new})" in t.code
+    assert leaf(gpu("graph.wrapper-construct")) not in t.code
+    recs = {d.record for d in t.diagnostics}
+    assert {"graph.wrapper-import", "graph.wrapper-construct", "graph.wrapper-isinstance"} <= recs
+
+
+def test_aliases_and_module_qualified_references(rules):
+    src = ("import torch as th\nfrom torch import cuda\nimport vllm.compilation.cuda_graph\n"
+           "from vllm.compilation.cuda_graph import CUDAGraphWrapper as Wrapper\n\n"
+           "def f(m, cfg):\n    th.cuda.synchronize()\n    s = cuda.Stream()\n"
+           "    a = Wrapper(m, cfg)\n    b = vllm.compilation.cuda_graph.CUDAGraphWrapper(m, cfg)\n    return s, a, b\n")
+    t = tr(src, rules)
+    assert "th.npu.synchronize()" in t.code
+    assert "s = npu.Stream()" in t.code and "from torch import npu" in t.code
+    assert "import ACLGraphWrapper as Wrapper" in t.code and "a = Wrapper(m, cfg)" in t.code
+    assert "b = vllm_ascend.compilation.acl_graph.ACLGraphWrapper(m, cfg)" in t.code
+    assert "import vllm_ascend.compilation.acl_graph" in t.code
+
+
+def test_device_ops_and_accelerator(rules):
+    src = ("import torch\n\ndef step(device, stream):\n    torch.accelerator.synchronize()\n"
+           "    s = torch.cuda.Stream(device=device)\n    with torch.cuda.stream(s):\n        pass\n"
+           "    torch.cuda.current_stream().wait_stream(s)\n    torch.cuda.synchronize()\n")
+    t = tr(src, rules)
+    assert "torch.cuda" not in t.code and "torch.accelerator" not in t.code
+    assert t.code.count("torch.npu.synchronize()") == 2
+    assert "import torch\nimport torch_npu" in t.code          # torch.npu exists only after import torch_npu
+    assert {"dev.accelerator-synchronize", "dev.synchronize", "dev.stream", "dev.current-stream"} <= {d.record for d in t.diagnostics}
+
+
+def test_unmapped_cuda_member_is_flagged_not_renamed(rules):
+    src = "import torch\n\ndef f():\n    torch.cuda.nvtx.range_push('x')\n    torch.cuda.set_per_process_memory_fraction(0.5)\n"
+    t = tr(src, rules)
+    code = "".join(l for l in t.code.splitlines(True) if not l.lstrip().startswith("#"))
+    assert code == src and "torch.npu" not in t.code
+    assert codes(t).count("ONP3001") == 2
+    assert "# ONP3001" in t.code
+
+
+def test_sampler_and_input_batch_with_card_correction(rules):
+    src = ("from vllm.v1.sample.sampler import Sampler\nfrom vllm.v1.worker.gpu_input_batch import InputBatch\n"
+           + RUNNER_HEAD + "    def __init__(self, cfg, device):\n        super().__init__(cfg, device)\n"
+           "        self.sampler = Sampler()\n        self.input_batch = InputBatch(max_num_reqs=8, device=device)\n")
+    t = tr(src, rules)
+    assert f"self.sampler = {leaf(npu('sample.sampler'))}()" in t.code
+    assert f"self.input_batch = {leaf(npu('batch.input-batch'))}(max_num_reqs=8" in t.code
+    notes = [d for d in t.diagnostics if d.code == "ONP1004"]
+    assert {d.record for d in notes} == {"sample.sampler", "batch.input-batch"}
+    assert t.code.count("# ONP1004") == 2                       # the correction is written into the code
+    assert "ONP2015" not in codes(t)                            # super().__init__ is not flagged
+
+
+# ---------------------------------------------------------------- forward context keywords
+
+FC = "from vllm.forward_context import set_forward_context\n"
+
+
+def test_forward_context_in_dummy_run_uses_the_calls_num_tokens(rules):
+    src = FC + RUNNER_HEAD + (
+        "    def _dummy_run(self, num_tokens, cudagraph_runtime_mode=None):\n"
+        "        padded = self.pad(num_tokens)\n"
+        "        with set_forward_context(\n            None,\n            self.vllm_config,\n"
+        "            num_tokens=padded,\n            cudagraph_runtime_mode=cudagraph_runtime_mode,\n"
+        "            ubatch_slices=None,\n            slot_mapping=None,\n        ):\n            return self.model()\n")
+    t = tr(src, rules)
+    call = t.code[t.code.index("set_ascend_forward_context("):]
+    assert "aclgraph_runtime_mode=cudagraph_runtime_mode," in call
+    assert "ubatch_slices" not in call and "slot_mapping" not in call
+    assert "            num_actual_tokens=padded,\n            model_instance=self.model,\n        ):" in call
+
+
+def test_forward_context_in_execute_model(rules):
+    src = FC + RUNNER_HEAD + (
+        "    def execute_model(self, scheduler_output, intermediate_tensors=None):\n"
+        "        with set_forward_context(self.attn_metadata, self.vllm_config, num_tokens=self.padded,"
+        " cudagraph_runtime_mode=self.mode, is_padding=False):\n            return self.model()\n")
+    t = tr(src, rules)
+    assert ("set_ascend_forward_context(self.attn_metadata, self.vllm_config, num_tokens=self.padded, "
+            "aclgraph_runtime_mode=self.mode, num_actual_tokens=scheduler_output.total_num_scheduled_tokens, "
+            "model_instance=self.model)") in t.code
+
+
+def test_forward_context_elsewhere_gets_a_diagnostic(rules):
+    src = FC + RUNNER_HEAD + ("    def _talker_mtp_forward(self, ids, mode, desc):\n"
+                              "        with set_forward_context(None, self.vllm_config, cudagraph_runtime_mode=mode, batch_descriptor=desc):\n"
+                              "            return self.talker_mtp(ids)\n")
+    t = tr(src, rules)
+    assert "num_actual_tokens=" not in t.code.replace("#     num_actual_tokens=...", "")
+    d = next(d for d in t.diagnostics if d.code == "ONP2001")
+    assert "num_actual_tokens" in d.message and "model_instance" in d.message
+    assert "# ONP2001" in t.code
+
+
+def test_forward_context_keyword_not_accepted_is_flagged(rules):
+    src = FC + "def f(cfg):\n    with set_forward_context(None, cfg, virtual_engine=0, made_up=1):\n        pass\n"
+    def rejected(r):
+        return {d.message.split("does not accept ")[1].split("=")[0] for d in tr(src, r).diagnostics if d.code == "ONP2002"}
+    assert rejected(rules) == {"made_up"}                        # virtual_engine is a parameter until v0.19.1rc1
+    assert rejected(compile_rules("vllm-ascend==0.23.0")) == {"made_up", "virtual_engine"}
+
+
+# ---------------------------------------------------------------- method signatures
+
+def test_model_forward_definition_and_calls(rules):
+    src = RUNNER_HEAD + (
+        "    def _model_forward(self, input_ids=None, positions=None, **model_kwargs):\n"
+        "        return super()._model_forward(input_ids=input_ids, positions=positions, **model_kwargs)\n\n"
+        "    def execute_model(self, scheduler_output):\n"
+        "        num_tokens_padded = self.pad(scheduler_output)\n"
+        "        return self._model_forward(self.input_ids, self.positions)\n\n"
+        "    def other(self):\n        return self._model_forward(input_ids=None)\n")
+    t = tr(src, rules)
+    assert "def _model_forward(self, num_tokens_padded, input_ids=None" in t.code
+    assert "super()._model_forward(num_tokens_padded=num_tokens_padded, input_ids=input_ids" in t.code
+    assert "self._model_forward(num_tokens_padded=num_tokens_padded, input_ids=self.input_ids, positions=self.positions)" in t.code
+    assert "ONP2005" in codes(t)                                 # `other` has no num_tokens_padded
+    assert "ONP2012" in codes(t)                                 # the full-graph params update is flagged
+
+
+def test_dummy_run_definition_gains_target_parameters_and_calls_go_by_keyword(rules):
+    src = RUNNER_HEAD + (
+        "    def _dummy_run(self, num_tokens, cudagraph_runtime_mode=None, force_attention=False,\n"
+        "                   uniform_decode=False, allow_microbatching=True, skip_eplb=False, is_profile=False,\n"
+        "                   create_mixed_batch=False, remove_lora=True, is_graph_capturing=False, num_active_loras=0):\n"
+        "        return num_tokens\n\n"
+        "    def capture_model(self):\n        for n in self.sizes:\n"
+        "            self._dummy_run(n, CUDAGraphMode.FULL, is_graph_capturing=True)\n")
+    t = tr(src, rules)
+    params = CATALOG.params_for(npu("sig.dummy-run"), vllm_ascend="0.18.0")
+    tree = ast.parse(t.code)
+    fn = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "_dummy_run")
+    assert set(params) <= {a.arg for a in fn.args.args}
+    assert "self._dummy_run(num_tokens=n, cudagraph_runtime_mode=CUDAGraphMode.FULL, is_graph_capturing=True)" in t.code
+    t17 = tr(src, compile_rules("vllm-ascend==0.17.0rc1"))
+    assert "profile_seq_lens" not in t17.code and "with_prefill" in t17.code
+
+
+def test_dummy_run_call_with_star_args_is_flagged(rules):
+    src = RUNNER_HEAD + "    def warm(self, args):\n        self._dummy_run(*args)\n"
+    t = tr(src, rules)
+    assert codes(t) == ["ONP2003"] and "self._dummy_run(*args)" in t.code
+
+
+# ---------------------------------------------------------------- manual work: flags at the right line
+
+DUMMY = FC + "from vllm.config import CUDAGraphMode\n" + RUNNER_HEAD + (
+    "    def _dummy_run(self, num_tokens, cudagraph_runtime_mode: CUDAGraphMode | None = None, is_graph_capturing=False):\n"
+    "        if not cudagraph_runtime_mode:\n            cudagraph_runtime_mode = CUDAGraphMode.NONE\n"
+    "        self.seq_lens.np[:8] = num_tokens\n"
+    "        attn_metadata, _ = self._build_attention_metadata(num_tokens=num_tokens, num_reqs=8, slot_mappings=None)\n"
+    "        positions = self.positions.gpu[:num_tokens]\n"
+    "        with set_forward_context(attn_metadata, self.vllm_config, num_tokens=num_tokens):\n"
+    "            return self.model(positions=positions)\n")
+
+
+def _line_before(code, marker, code_id):
+    "The ONP comment block right above the first line containing `marker` holds `code_id`."
+    lines = code.splitlines()
+    i = next(i for i, l in enumerate(lines) if marker in l and not l.lstrip().startswith("#"))
+    j = i - 1
+    while j >= 0 and lines[j].lstrip().startswith("#"):
+        if lines[j].lstrip().startswith(f"# {code_id}"): return True
+        j -= 1
+    return False
+
+
+@pytest.mark.parametrize("code_id,marker,record", [
+    ("ONP2010", "self._build_attention_metadata(", "attn.state-select"),
+    ("ONP2017", "self._build_attention_metadata(", "attn.build-metadata"),
+    ("ONP2013", "self.seq_lens.np[:8]", "pa.using-paged-attention"),
+    ("ONP2011", "with set_ascend_forward_context(", "rope.update-cos-sin"),
+    ("ONP2016", "if not cudagraph_runtime_mode:", "graph.mode-bool"),
+])
+def test_flags_in_dummy_run(rules, code_id, marker, record):
+    t = tr(DUMMY, rules)
+    assert _line_before(t.code, marker, code_id)
+    d = next(d for d in t.diagnostics if d.code == code_id)
+    assert d.record == record and d.line > 0
+    if CODES[code_id].records and CATALOG[record].kind != "signature-change" and code_id != "ONP2017":
+        assert d.snippet == CATALOG[record].npu                    # the snippet to insert is the record's NPU form
+
+
+def test_talker_mtp_uniform_decode_flag(rules):
+    src = "from vllm.compilation.cuda_graph import CUDAGraphWrapper\n" + RUNNER_HEAD + (
+        "    def _talker_mtp_forward(self, ids):\n"
+        "        mode, desc, *_ = self._determine_batch_execution_and_padding(num_tokens=len(ids), num_reqs=len(ids))\n"
+        "        if not isinstance(self.talker_mtp, CUDAGraphWrapper):\n            mode = None\n"
+        "        return self.talker_mtp(ids)\n\n"
+        "    def _dummy_run(self, num_tokens, uniform_decode=False):\n"
+        "        return self._determine_batch_execution_and_padding(num_tokens=num_tokens, force_uniform_decode=uniform_decode)\n")
+    t = tr(src, rules)
+    flagged = [d for d in t.diagnostics if d.code == "ONP2014"]
+    assert len(flagged) == 1 and flagged[0].line == 6            # only where the graph wrapper is used
+    fixed = src.replace("num_reqs=len(ids))", "num_reqs=len(ids), force_uniform_decode=True)")
+    assert "ONP2014" not in codes(tr(fixed, rules))
+
+
+def test_super_call_in_runner_method_is_flagged_with_explicit_base(rules):
+    src = RUNNER_HEAD + "    def load_model(self, *args, **kwargs):\n        super().load_model(*args, **kwargs)\n"
+    t = tr(src, rules)
+    d = next(d for d in t.diagnostics if d.code == "ONP2015")
+    assert d.snippet.endswith(".load_model(self, *args, **kwargs)") and d.line == 5
+    plain = "class NotARunner:\n    def load_model(self):\n        super().load_model()\n"
+    assert translate_source(plain, rules).diagnostics == []
+
+
+def test_clear_graphs_is_unsupported(rules):
+    src = "from vllm.compilation.cuda_graph import CUDAGraphWrapper\n\ndef drop(w):\n    w.clear_graphs()\n    CUDAGraphWrapper.clear_all_graphs()\n"
+    t = tr(src, rules)
+    assert codes(t).count("ONP3002") == 2
+    assert "w.clear_graphs()" in t.code                          # never removed silently
+
+
+def test_full_graph_params_flag_after_forward(rules):
+    src = RUNNER_HEAD + ("    def _model_forward(self, input_ids=None, positions=None):\n"
+                         "        out = self.model(input_ids=input_ids, positions=positions)\n        return out\n")
+    t = tr(src, rules)
+    assert _line_before(t.code, "out = self.model(", "ONP2012")
+
+
+def test_example_covers_every_card_pattern(rules):
+    t = tr(example_path().read_bytes(), rules)
+    recs = {d.record for d in t.diagnostics}
+    card = {"fc.import", "fc.runtime-mode-kwarg", "fc.num-actual-tokens", "fc.model-instance", "fc.drop-gpu-kwargs",
+            "graph.wrapper-import", "graph.wrapper-construct", "graph.wrapper-isinstance", "graph.capture",
+            "dev.synchronize", "dev.accelerator-synchronize", "dev.stream", "dev.current-stream", "attn.state-select",
+            "rope.update-cos-sin", "sample.sampler", "batch.input-batch", "gparams.if-needed", "pa.using-paged-attention",
+            "sig.dummy-run", "sig.model-forward", "sig.explicit-base-call", "graph.mode-bool",
+            "graph.talker-mtp-uniform-decode", "graph.clear-graphs"}
+    assert card <= recs, card - recs
+    assert "ONP3001" in codes(t)
+
+
+# ---------------------------------------------------------------- properties
+
+NEUTRAL = [
+    "x = 1\n", "def f(a, b=2):\n    return a + b\n", "class A:\n    '''torch.cuda.synchronize() in a docstring'''\n    y = 'cuda'\n",
+    "# set_forward_context(cudagraph_runtime_mode=1) in a comment\n", "s = 'torch.cuda.Stream()'\n",
+    "import os\n", "if True:\n    pass\n", "f'{1 + 1}'\n", "b = b'\\x00CUDAGraphWrapper'\n",
+]
+GPU = [
+    "import torch\ntorch.cuda.synchronize()\n", "import torch\nstream = torch.cuda.Stream()  # torch.cuda comment\n",
+    "from vllm.forward_context import set_forward_context\nwith set_forward_context(None, c, cudagraph_runtime_mode=m):\n    pass\n",
+    "from vllm.compilation.cuda_graph import CUDAGraphWrapper\nw = CUDAGraphWrapper(m, c, runtime_mode=FULL)\n",
+    "import torch\ntorch.cuda.mem_get_info()  # 'string' in comment\n", "import torch\ntorch.cuda.foo_bar()\n",
+    RUNNER_HEAD + "    def load_model(self):\n        super().load_model()\n",
+    FC + RUNNER_HEAD + "    def _dummy_run(self, num_tokens):\n        with set_forward_context(None, c, num_tokens=num_tokens, slot_mapping=s):\n            pass\n",
+]
+
+
+def _tokens(code, kind):
+    return [t.string for t in tokenize.generate_tokens(io.StringIO(code).readline) if t.type == kind]
+
+
+def _check_properties(src, rules):
+    t = translate_source(src, rules)
+    assert t.error is None
+    ast.parse(t.code)
+    assert _tokens(t.code, tokenize.STRING) == _tokens(src, tokenize.STRING)        # strings never touched
+    out_comments = _tokens(t.code, tokenize.COMMENT)
+    it = iter(out_comments)
+    assert all(any(c == o for o in it) for c in _tokens(src, tokenize.COMMENT))      # every comment kept, in order
+    assert translate_source(t.code, rules).code == t.code                           # idempotent
+    return t
+
+
+def test_properties_on_fixed_mixes(rules):
+    for i in range(len(GPU)):
+        _check_properties("".join(NEUTRAL[:i]) + GPU[i] + "".join(NEUTRAL[i:]), rules)
+
+
+def test_properties_hypothesis(rules):
+    hyp = pytest.importorskip("hypothesis")
+    st = hyp.strategies
+
+    @hyp.settings(max_examples=40, deadline=None, suppress_health_check=list(hyp.HealthCheck))
+    @hyp.given(st.lists(st.sampled_from(NEUTRAL + GPU), min_size=1, max_size=6))
+    def prop(parts):
+        _check_properties("".join(parts), rules)
+
+    @hyp.settings(max_examples=30, deadline=None)
+    @hyp.given(st.lists(st.sampled_from(NEUTRAL), min_size=1, max_size=6), st.sampled_from(["\n", "\r\n"]))
+    def untouched(parts, nl):
+        src = "".join(parts).replace("\n", nl).encode()
+        t = translate_source(src, rules)
+        assert t.output == src and t.diagnostics == []           # byte-identical
+
+    prop(); untouched()
+
+
+def test_real_file_without_patterns_is_byte_identical(rules):
+    import omni_npu_port.catalog as cat_mod
+    data = Path(cat_mod.__file__).read_bytes()
+    assert translate_source(data, rules).output == data
+
+
+# ---------------------------------------------------------------- bad input
+
+def test_bad_input_is_reported_not_raised(rules):
+    t = translate_source(b"import torch\ndef f(:\n    torch.cuda.synchronize()\n", rules)
+    assert t.error.code == "ONP9001" and t.error.line == 2 and t.error.column >= 1
+    assert translate_source(b"\x00\x01torch.cuda", rules).error.code == "ONP9002"
+    assert translate_source(b"import torch\ns = '\xff'\ntorch.cuda.synchronize()\n", rules).error.code == "ONP9002"
+    deep = "import torch\nx = " + "(" * 400 + "torch.cuda.synchronize()" + ")" * 400 + "\n"
+    assert translate_source(deep, rules).error is not None or True  # never raises
+
+
+# ---------------------------------------------------------------- user rules
+
+def test_user_rules_toml_and_yaml(tmp_path):
+    (tmp_path / "a.toml").write_text('[[rule]]\nid = "team.nvtx"\nfamily = "device-ops"\nkind = "rename"\n'
+                                     'gpu_symbol = "torch.cuda.nvtx.range_push"\nnpu_symbol = "mstx.range_push"\n')
+    (tmp_path / "b.yaml").write_text("rules:\n  - id: dev.synchronize\n    npu_symbol: torch.npu.current_stream\n")
+    r = compile_rules(T18, [tmp_path / "a.toml", tmp_path / "b.yaml"])
+    t = tr("import torch\ntorch.cuda.nvtx.range_push('x')\ntorch.cuda.synchronize()\n", r)
+    assert "mstx.range_push('x')" in t.code and "import mstx" in t.code
+    assert "torch.npu.current_stream()" in t.code                # the user's record overrides the catalog's
+
+
+def test_user_rule_with_same_gpu_symbol_replaces_catalog_record(tmp_path):
+    (tmp_path / "r.toml").write_text('[[rule]]\nid = "team.sync"\nfamily = "device-ops"\nkind = "rename"\n'
+                                     'gpu_symbol = "torch.cuda.synchronize"\nnpu_symbol = "torch.npu.synchronize_all"\n')
+    r = compile_rules(T18, [tmp_path / "r.toml"])
+    assert "torch.npu.synchronize_all()" in tr("import torch\ntorch.cuda.synchronize()\n", r).code
+
+
+@pytest.mark.parametrize("text,suffix,needle", [
+    ('[[rule]]\nid = "x.y"\nfamily = "device-ops"\nkind = "renam"\n', ".toml", "rule 1 (id 'x.y'): field 'kind'"),
+    ("- id: a.b\n  family: device-ops\n  kind: rename\n  gpu_symbol: 'torch..cuda'\n", ".yaml", "field 'gpu_symbol'"),
+    ("- id: a.b\n  kind: rename\n", ".yml", "field 'family'"),
+    ("- family: device-ops\n", ".yaml", "field 'id'"),
+    ("- id: a.b\n  colour: red\n", ".yaml", "field 'colour': unknown field"),
+    ("[[rule]\n", ".toml", "not valid TOML"),
+])
+def test_invalid_rule_files_name_file_entry_and_field(tmp_path, text, suffix, needle, capsys):
+    f = tmp_path / f"rules{suffix}"
+    f.write_text(text)
+    with pytest.raises(RuleFileError) as e: compile_rules(T18, [f])
+    assert str(f) in str(e.value) and needle in str(e.value)
+    src = tmp_path / "src.py"; src.write_text("import torch\ntorch.cuda.synchronize()\n")
+    assert main([str(src), "--check", "--rules", str(f)]) == 2
+    err = capsys.readouterr().err
+    assert str(f) in err and len(err.strip().splitlines()) == 1
+
+
+# ---------------------------------------------------------------- the file-tree driver and the command
+
+def _tree(root: Path):
+    (root / "pkg" / "sub").mkdir(parents=True)
+    (root / "pkg" / "runner.py").write_text("import torch\n\ndef f():\n    torch.cuda.synchronize()\n")
+    (root / "pkg" / "sub" / "plain.py").write_bytes(b"# no GPU here\r\nx = 'torch.cuda'\r\n")
+    (root / "pkg" / "sub" / "broken.py").write_text("import torch\ndef f(:\n    torch.cuda.synchronize()\n")
+    (root / "pkg" / "notes.txt").write_text("not python")
+    return root / "pkg"
+
+
+def test_out_of_tree_mirrors_paths_and_reports(tmp_path, capsys):
+    src = _tree(tmp_path / "in")
+    out = tmp_path / "out"
+    rc = main([str(src), "-o", str(out), "--report", str(tmp_path / "r.json"), "--summary", str(tmp_path / "s.md")])
+    assert rc == 3                                               # one file failed, the rest were processed
+    assert "torch.npu.synchronize()" in (out / "runner.py").read_text()
+    assert (out / "sub" / "plain.py").read_bytes() == (src / "sub" / "plain.py").read_bytes()
+    assert not (out / "sub" / "broken.py").exists() and not (out / "notes.txt").exists()
+    assert (src / "runner.py").read_text().count("torch.cuda") == 1   # the input is untouched
+    rep = json.loads((tmp_path / "r.json").read_text())
+    by = {Path(f["path"]).name: f for f in rep["files"]}
+    assert by["broken.py"]["status"] == "skipped" and by["broken.py"]["diagnostics"][0]["code"] == "ONP9001"
+    assert by["broken.py"]["diagnostics"][0]["line"] == 2
+    assert by["runner.py"]["rewritten"] >= 1 and rep["totals"]["failed"] == 1
+    assert "broken.py:2:" in capsys.readouterr().err
+    md = (tmp_path / "s.md").read_text()
+    assert "| TOTAL |" in md and "ONP1002" in md
+    assert main([str(src), "--check", "--summary", str(tmp_path / "s.csv"), "-q"]) == 1
+    assert (tmp_path / "s.csv").read_text().splitlines()[0].startswith("file,status,lines,sites,rewritten,flagged")
+
+
+def test_refuses_to_overwrite_and_to_write_outside(tmp_path):
+    src = _tree(tmp_path / "in")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "runner.py").write_text("my own file\n")
+    outside = tmp_path / "elsewhere"; outside.mkdir()
+    os.symlink(outside, out / "sub")                            # a link inside OUTDIR pointing out of it
+    run = translate_paths([src], compile_rules(T18), outdir=out)
+    st = {Path(f.path).name: f for f in run.files}
+    assert st["runner.py"].status == "refused" and (out / "runner.py").read_text() == "my own file\n"
+    assert st["plain.py"].status == "refused" and not any(outside.iterdir())
+    run = translate_paths([src], compile_rules(T18), outdir=out, force=True)
+    assert "torch.npu" in (out / "runner.py").read_text()
+    assert not any(outside.iterdir())                            # --force never writes outside OUTDIR
+
+
+def test_output_folder_inside_source_is_not_translated_again(tmp_path):
+    src = _tree(tmp_path / "in")
+    assert main([str(src), "-o", str(src / "npu"), "-q"]) == 3
+    assert main([str(src), "-o", str(src / "npu"), "-q"]) == 3   # second run: outputs identical, nothing nested
+    assert not (src / "npu" / "npu").exists()
+
+
+def test_in_place_is_atomic_with_backup(tmp_path):
+    f = tmp_path / "runner.py"
+    f.write_text("import torch\ntorch.cuda.synchronize()\n")
+    os.chmod(f, 0o640)
+    assert main([str(f), "--in-place", "-q"]) == 0
+    assert "torch.npu.synchronize()" in f.read_text() and (f.stat().st_mode & 0o777) == 0o640
+    assert (tmp_path / "runner.py.orig").read_text() == "import torch\ntorch.cuda.synchronize()\n"
+    f.write_text("import torch\ntorch.cuda.empty_cache()\n")
+    assert main([str(f), "--in-place", "-q"]) == 3              # backup exists: refused
+    assert "torch.cuda.empty_cache()" in f.read_text()
+    assert main([str(f), "--in-place", "--force", "-q"]) == 0
+    assert "torch.npu.empty_cache()" in f.read_text()
+    assert "synchronize" in (tmp_path / "runner.py.orig").read_text()   # the older backup is kept
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runner.py", "runner.py.orig"]   # no temp files left
+
+
+def test_diff_and_check_modes(tmp_path, capsys):
+    f = tmp_path / "runner.py"
+    f.write_text("import torch\ntorch.cuda.synchronize()\n")
+    assert main([str(f), "--diff", "-q"]) == 0
+    out = capsys.readouterr().out
+    assert "-torch.cuda.synchronize()" in out and "+torch.npu.synchronize()" in out
+    assert f.read_text() == "import torch\ntorch.cuda.synchronize()\n"
+    assert main([str(f), "--check", "-q"]) == 1
+    o = tmp_path / "o"
+    main([str(f), "-o", str(o), "-q"])
+    assert main([str(o / "runner.py"), "--check", "-q"]) == 0       # a translated file passes the port's CI
+    g = tmp_path / "flagged.py"
+    g.write_text("import torch\ntorch.cuda.nvtx.range_pop()\n")
+    assert main([str(g), "--check", "-q"]) == 1
+    main([str(g), "--in-place", "-q"])
+    assert main([str(g), "--check", "-q"]) == 0                     # acknowledged by its ONP3001 comment
+
+
+def test_no_comments(tmp_path):
+    f = tmp_path / "a.py"
+    f.write_text("import torch\ntorch.cuda.nvtx.range_pop()\ntorch.cuda.synchronize()\n")
+    main([str(f), "-o", str(tmp_path / "o"), "--no-comments", "-q"])
+    assert "# ONP" not in (tmp_path / "o" / "a.py").read_text()
+
+
+def test_unreadable_binary_non_utf8_and_symlink_loops(tmp_path):
+    d = tmp_path / "src"; d.mkdir()
+    (d / "bin.py").write_bytes(b"\x00\x01\x02torch.cuda")
+    (d / "latin.py").write_bytes(b"import torch\nx = '\xe9'\ntorch.cuda.synchronize()\n")
+    (d / "latin_ok.py").write_bytes(b"# -*- coding: latin-1 -*-\nimport torch\nx = '\xe9'\ntorch.cuda.synchronize()\n")
+    os.symlink(d / "loop.py", d / "loop.py")
+    os.symlink(d, d / "again")                                   # a folder link: not followed
+    (d / "locked.py").write_text("import torch\n")
+    os.chmod(d / "locked.py", 0)
+    run = translate_paths([d], compile_rules(T18), outdir=tmp_path / "o")
+    st = {Path(f.path).name: (f.status, f.diagnostics[0].code if f.diagnostics else None) for f in run.files}
+    assert st["bin.py"] == ("skipped", "ONP9002") and st["latin.py"] == ("skipped", "ONP9002")
+    assert st["latin_ok.py"][0] == "translated"
+    assert "x = '\xe9'".encode("latin-1") in (tmp_path / "o" / "latin_ok.py").read_bytes()
+    assert st["loop.py"] == ("skipped", "ONP9004") and st["again"][1] == "ONP9004"
+    if os.geteuid() != 0:
+        assert st["locked.py"] == ("skipped", "ONP9003")
+
+
+def test_cli_usage_errors(tmp_path, capsys):
+    f = tmp_path / "a.py"; f.write_text("x = 1\n")
+    assert main([str(f)]) == 2
+    assert main([str(f), "--check", "--in-place"]) == 2
+    assert main([str(f), "--check", "--target", "vllm-ascend==9.9"]) == 2
+    assert main([str(f), "--check", "--summary", str(tmp_path / "s.txt")]) == 2
+    errs = [l for l in capsys.readouterr().err.splitlines() if l]
+    assert len(errs) == 4 and all(e.startswith("omni-npu-port translate: error:") for e in errs)
+
+
+def test_default_target_is_the_profile(monkeypatch):
+    monkeypatch.setenv("OMNI_NPU_PORT_STACK_VLLM_ASCEND", "0.17.0rc1")
+    assert compile_rules().vllm_ascend == "0.17.0rc1"
+
+
+def test_tour_translate_shows_diff_and_summary():
+    from rich.console import Console
+    con = Console(file=io.StringIO(), width=120)
+    run = tour_translate(con, T18)
+    text = con.file.getvalue()
+    assert "set_ascend_forward_context" in text and "ONP2011" in text
+    assert run.totals()["rewritten"] > 0 and run.totals()["flagged"] > 0
