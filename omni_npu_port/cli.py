@@ -20,7 +20,7 @@ __all__ = ['COMMANDS', 'TOUR_STEPS', 'fail', 'main', 'catalog_main', 'profile_ma
 
 # %% ../nbs/cli.ipynb #b508c3c4
 COMMANDS = {
-    "tour": ("omni_npu_port.cli:tour_main", "a first run: backend, profile, catalog summary, docs, a short benchmark"),
+    "tour": ("omni_npu_port.cli:tour_main", "a first run: backend, profile, catalog, a translation, docs, a short benchmark"),
     "catalog": ("omni_npu_port.cli:catalog_main", "the pattern catalog as a table or JSON, by family or target version"),
     "profile": ("omni_npu_port.cli:profile_main", "the effective porting profile (settings.ini + environment)"),
     "docs": ("omni_npu_port.docs:main", "build README.md and the docs site into _docs/"),
@@ -152,16 +152,20 @@ def _tour_docs(con):
     loc = docs_location()
     con.print(f"docs site: {loc}" if loc else "docs site: not built yet — `omni-npu-port docs` builds it into _docs/")
 
+def _tour_translate(con, target: str):
+    from omni_npu_port.translate import tour_translate
+    tour_translate(con, target=target)
+
 def _tour_bench(con):
     from omni_npu_port.bench import short_bench
     short_bench(console=con)
 
-TOUR_STEPS = [("backend", _tour_backend), ("profile", _tour_profile), ("catalog", None), ("docs", _tour_docs),
-              ("benchmark", _tour_bench)]
+TOUR_STEPS = [("backend", _tour_backend), ("profile", _tour_profile), ("catalog", None), ("translate", None),
+              ("docs", _tour_docs), ("benchmark", _tour_bench)]
 
 def tour_main(argv: list[str] | None = None) -> int:
     "`omni-npu-port tour [--skip STEP ...]`: a newcomer's first run through the package."
-    ap = _parser("tour", "A first run: backend, profile, catalog summary, docs site, short benchmark.")
+    ap = _parser("tour", "A first run: backend, profile, catalog summary, a translation, docs site, short benchmark.")
     ap.add_argument("--skip", action="append", default=[], choices=[s for s, _ in TOUR_STEPS], help="skip a step")
     args = ap.parse_args(argv)
     from rich.console import Console
@@ -173,6 +177,7 @@ def tour_main(argv: list[str] | None = None) -> int:
         try:
             if name == "profile": target = step(con).target
             elif name == "catalog": _tour_catalog(con, target or "vllm-ascend==0.18.0")
+            elif name == "translate": _tour_translate(con, target or "vllm-ascend==0.18.0")
             else: step(con)
         except Exception as e:  # a step that cannot run here says why; the tour goes on
             failed.append(name)
