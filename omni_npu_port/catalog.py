@@ -15,25 +15,26 @@ from typing import Iterable
 from packaging.version import InvalidVersion, Version
 
 # %% auto #0
-__all__ = ['VLLM_ASCEND_VERSIONS', 'VLLM_VERSIONS', 'PAIRING', 'FAMILIES', 'KINDS', 'SOURCES', 'FORWARD_CONTEXT', 'GRAPHS',
-           'DEVICE_OPS', 'ATTENTION', 'ROTARY_SP', 'SAMPLER_BATCH', 'GRAPH_PARAMS', 'SIGNATURES', 'CATALOG',
-           'parse_version', 'version_str', 'Pattern', 'Catalog', 'check_choice', 'parse_target', 'select_target',
-           'records_table', 'show_records', 'show_pattern']
+__all__ = ['VLLM_ASCEND_VERSIONS', 'VLLM_VERSIONS', 'TORCH_NPU_PINS', 'PAIRING', 'FAMILIES', 'KINDS', 'SOURCES',
+           'FORWARD_CONTEXT', 'GRAPHS', 'DEVICE_OPS', 'ATTENTION', 'ROTARY_SP', 'SAMPLER_BATCH', 'GRAPH_PARAMS',
+           'SIGNATURES', 'CATALOG', 'parse_version', 'version_str', 'Pattern', 'Catalog', 'check_choice',
+           'parse_target', 'select_target', 'records_table', 'show_records', 'show_pattern']
 
 # %% ../nbs/catalog.ipynb #4e862511
 VLLM_ASCEND_VERSIONS = ("0.13.0", "0.16.0rc1", "0.17.0rc1", "0.18.0", "0.19.1rc1", "0.20.2rc1", "0.23.0",
                         "0.23.0.post1", "0.25.1rc1", "main")
 VLLM_VERSIONS = ("0.17.0", "0.18.0", "0.19.1", "0.20.2", "0.23.0", "0.27.1", "0.34.0")
 
-# vllm-ascend release -> (vllm release, torch / torch_npu release or None where the sources don't say)
-PAIRING = {
-    "0.17.0rc1": ("0.17.0", "2.9.0"),
-    "0.18.0": ("0.18.0", None),
-    "0.20.2rc1": ("0.20.2", "2.10.0"),
-    "0.23.0": ("0.23.0", None),
-    "0.23.0.post1": ("0.23.0", None),
-    "main": ("0.27.1", None),
+# The torch-npu each vllm-ascend release pins (its wheel's Requires-Dist or its sdist's requirements.txt).
+TORCH_NPU_PINS = {
+    "0.13.0": "2.8.0.post2", "0.16.0rc1": "2.9.0", "0.17.0rc1": "2.9.0", "0.18.0": "2.9.0", "0.19.1rc1": "2.9.0",
+    "0.20.2rc1": "2.10.0", "0.23.0": "2.10.0.post4", "0.23.0.post1": "2.10.0.post4", "0.25.1rc1": "2.10.0.post2",
 }
+
+# vllm-ascend release -> (the vllm release it pairs with, the torch_npu it pins; None where unknown)
+PAIRING = {va: (vllm, TORCH_NPU_PINS.get(va)) for va, vllm in {
+    "0.17.0rc1": "0.17.0", "0.18.0": "0.18.0", "0.20.2rc1": "0.20.2", "0.23.0": "0.23.0",
+    "0.23.0.post1": "0.23.0", "main": "0.27.1"}.items()}
 
 _MAIN = Version("9999")
 

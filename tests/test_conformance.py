@@ -326,3 +326,25 @@ def test_fetch_verifies_sha256_and_caches(tmp_path):
     assert fetch_package("vllm-ascend==9.9.9", cache, index="file:///nowhere") == p      # served from the cache
     with pytest.raises(FetchError, match="name==version"): fetch_package("vllm-ascend", cache)
     with pytest.raises(FetchError, match="no files"): fetch_package("vllm-ascend==9.9.8", cache, index=good)
+
+
+def _torch_npu_pin(path):
+    """The torch-npu pin of a vllm-ascend wheel (METADATA) or sdist (requirements.txt), read from the archive."""
+    import re, tarfile, zipfile
+    if str(path).endswith(".whl"):
+        with zipfile.ZipFile(path) as z:
+            text = z.read(next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))).decode()
+    else:
+        with tarfile.open(path) as t:
+            m = min((m for m in t.getmembers() if m.name.endswith("/requirements.txt")), key=lambda m: m.name.count("/"))
+            text = t.extractfile(m).read().decode()
+    found = re.search(r"^(?:Requires-Dist:\s*)?torch[-_]npu\s*==\s*([\w.]+)", text, re.M | re.I)
+    return found and found.group(1)
+
+
+@pytest.mark.parametrize("version", ALL_VA)
+def test_torch_npu_pins_agree_with_the_releases(version):
+    from omni_npu_port.catalog import PAIRING, TORCH_NPU_PINS
+    from omni_npu_port.conformance import fetch_package
+    assert TORCH_NPU_PINS[version] == _torch_npu_pin(fetch_package(f"vllm-ascend=={version}"))
+    if version in PAIRING: assert PAIRING[version][1] == TORCH_NPU_PINS[version]
