@@ -15,14 +15,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .catalog import PAIRING, parse_version
+from .catalog import PAIRING, TORCH_NPU_PINS, parse_version
 from .conformance import (CHANGED, MISSING, NA, PACKAGES, SourceError, SourceTree, conformance,
                                        conformance_table, open_source, summary)
 
 # %% auto #0
-__all__ = ['KERNEL_BACKENDS', 'platform_report', 'cann_env_warning', 'pairing_warning', 'pairing_table', 'DoctorError',
-           'doctor_sources', 'doctor_report', 'report_failed', 'print_report', 'main', 'kernel_spec', 'install_kernel',
-           'kernel_main']
+__all__ = ['KERNEL_BACKENDS', 'platform_report', 'cann_env_warning', 'pairing_warning', 'torch_npu_warning', 'pairing_table',
+           'DoctorError', 'doctor_sources', 'doctor_report', 'report_failed', 'print_report', 'main', 'kernel_spec',
+           'install_kernel', 'kernel_main']
 
 # %% ../nbs/doctor.ipynb #8285431a
 def platform_report() -> dict:
@@ -53,6 +53,12 @@ def pairing_warning(vllm_ascend: str | None, vllm: str | None) -> str | None:
         pair = PAIRING[known[0]]
     if parse_version(pair[0]) == parse_version(vllm): return None
     return f"vllm {vllm} does not pair with vllm-ascend {vllm_ascend}, which is built against vllm {pair[0]}"
+
+def torch_npu_warning(vllm_ascend: str | None, torch_npu: str | None) -> str | None:
+    "A warning when the installed torch_npu is not the one the installed vllm-ascend pins."
+    pin = TORCH_NPU_PINS.get(vllm_ascend or "")
+    if not pin or not torch_npu or parse_version(torch_npu.split("+")[0]) == parse_version(pin): return None
+    return f"torch_npu {torch_npu} is installed, but vllm-ascend {vllm_ascend} pins torch-npu=={pin}"
 
 def pairing_table():
     "The PAIRING table as a rich Table."
@@ -95,6 +101,9 @@ def doctor_report(paths=None, platform: dict | None = None) -> dict:
     gpu = next((t for t in trees if t.package == "vllm"), None)
     pw = pairing_warning(va.version if va else None, gpu.version if gpu else None)
     if pw: warnings.append(pw)
+    if not paths:  # the installed stack: does its torch_npu match what its vllm-ascend pins?
+        tw = torch_npu_warning(versions.get("vllm-ascend"), versions.get("torch_npu"))
+        if tw: warnings.append(tw)
     sources = []
     for t in trees:
         res = conformance(t, gpu_tree=gpu if t.package == "vllm_ascend" else None)

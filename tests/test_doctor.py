@@ -165,3 +165,14 @@ def test_npu_kernel_starts_with_cann_environment_loaded(tmp_path, monkeypatch):
         kc.stop_channels()
         km.shutdown_kernel(now=True)
     assert "ONP_FAKE_CANN" not in os.environ          # only the kernel process got it
+
+
+def test_installed_torch_npu_that_vllm_ascend_does_not_pin_is_a_warning(capsys, tmp_path, monkeypatch):
+    from omni_npu_port.catalog import TORCH_NPU_PINS
+    write_source_double(tmp_path, version="0.18.0")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for torch_npu, warned in ((TORCH_NPU_PINS["0.18.0"], False), ("2.10.0", True)):
+        fake = {"backend": "cpu", "device": "cpu", "versions": {"torch_npu": torch_npu, "vllm-ascend": "0.18.0"}}
+        monkeypatch.setattr(doctor, "platform_report", lambda: fake)
+        rep = doctor.doctor_report()
+        assert any(f"pins torch-npu=={TORCH_NPU_PINS['0.18.0']}" in w for w in rep["warnings"]) == warned
