@@ -181,7 +181,8 @@ def tour_main(argv: list[str] | None = None) -> int:
             else: step(con)
         except Exception as e:  # a step that cannot run here says why; the tour goes on
             failed.append(name)
-            con.print(f"[red]{name} step failed:[/red] {type(e).__name__}: {e}")
+            from rich.markup import escape
+            con.print(f"[red]{name} step failed:[/red] {type(e).__name__}: {escape(str(e))}")
     con.print(Rule())
     con.print(f"tour finished; {'steps failed: ' + ', '.join(failed) if failed else 'every step ran'}")
     return 1 if failed else 0

@@ -113,8 +113,9 @@ def doctor_report(paths=None, platform: dict | None = None) -> dict:
             "sources": sources, "installed": not paths}
 
 def report_failed(report: dict) -> bool:
-    "Whether any record that holds for a checked source is changed or missing there."
-    return any(s["summary"][CHANGED] or s["summary"][MISSING] for s in report["sources"])
+    "Whether the backend asked for is unavailable, or a record that holds for a checked source is changed or missing."
+    return bool(report["platform"].get("error")) or \
+        any(s["summary"][CHANGED] or s["summary"][MISSING] for s in report["sources"])
 
 # %% ../nbs/doctor.ipynb #cd54056f
 def print_report(report: dict, console=None, show_na: bool = False):

@@ -176,3 +176,18 @@ def test_installed_torch_npu_that_vllm_ascend_does_not_pin_is_a_warning(capsys, 
         monkeypatch.setattr(doctor, "platform_report", lambda: fake)
         rep = doctor.doctor_report()
         assert any(f"pins torch-npu=={TORCH_NPU_PINS['0.18.0']}" in w for w in rep["warnings"]) == warned
+
+
+def test_asking_for_an_npu_without_torch_npu_is_one_message_and_exit_1(capsys, monkeypatch):
+    import importlib.util
+    if importlib.util.find_spec("torch_npu"): pytest.skip("torch_npu is installed here")
+    from omni_npu_port.platform import reset_platform
+    monkeypatch.setenv("OMNI_NPU_PORT_RUNTIME_BACKEND", "npu")
+    reset_platform()
+    try:
+        rc, out, err = run(capsys, [])
+    finally:
+        monkeypatch.delenv("OMNI_NPU_PORT_RUNTIME_BACKEND")
+        reset_platform()
+    assert rc == 1 and "Traceback" not in out + err
+    assert "torch_npu is not importable" in out and "pip install 'omni-npu-port[npu]'" in out
