@@ -19,7 +19,8 @@ from pathlib import Path
 from .catalog import CATALOG
 from .conformance import SourceTree, resolve
 from .port import (CODES, FENCE_RE, INLINE_MARK, Diagnostic, PortError, _Matcher, _own_methods, _super_calls,
-                   _top_classes, method_text, open_tree, translate_code, _translator, gpu_patterns, untranslated)
+                   _top_classes, method_text, open_tree, rules_for, translate_code, translator_check)
+from .translate import RuleSet
 
 # %% auto #0
 __all__ = ['RUNNER_PAIRS', 'FENCE_CLOSE_RE', 'Side', 'runner_pairs', 'gpu_to_npu_names', 'omni_blocks', 'Finding', 'drift',
@@ -43,14 +44,15 @@ class Side:
     text: str
     tree: SourceTree | None = None
 
-    def method(self, name: str) -> tuple[str, str] | None:
-        "(source, owner class) of `name` as this class sees it: own, or inherited inside the same source."
+    def method(self, name: str) -> tuple[str, str, str] | None:
+        "(source, owner class, owner module text) of `name` as this class sees it: own, or inherited in the source."
         own = _own_methods(self.cls).get(name)
-        if own is not None: return method_text(self.text, own), self.cls.name
+        if own is not None: return method_text(self.text, own), self.cls.name, self.text
         if self.tree is None: return None
         sym = resolve(self.tree, f"{self.module}.{self.cls.name}.{name}")
         if not sym or sym.kind != "method": return None
-        return method_text(self.tree.module_source(sym.module), sym.node), sym.path.split(".")[0]
+        text = self.tree.module_source(sym.module)
+        return method_text(text, sym.node), sym.path.split(".")[0], text
 
 def _file_sides(path: Path) -> dict[str, Side]:
     text = path.read_text()
@@ -99,9 +101,9 @@ def _key(line: str, names: dict[str, str]) -> str:
 def _code_lines(src: str) -> list[str]:
     return [l for l in src.splitlines() if l.strip() and not l.strip().startswith("#")]
 
-def _normalised_gpu(src: str) -> str:
-    "The GPU method as the translator would write it for the NPU (untouched when there is no translator)."
-    return translate_code(src, None)[0] if _translator() else src
+def _normalised_gpu(src: str, module_text: str, rules: RuleSet) -> str:
+    "The GPU method as the translator writes it for the NPU."
+    return translate_code(src, rules, module_text)[0]
 
 # %% ../nbs/audit.ipynb #f2cf191e
 FENCE_CLOSE_RE = re.compile(r"^\s*#\s*-{10,}\s*$")
@@ -139,10 +141,11 @@ def _missing(lines: list[str], against: list[str], names) -> list[str]:
     matched = {i + k for i, j, n in sm.get_matching_blocks() for k in range(n)}
     return [lines[i] for i in range(len(lines)) if i not in matched and kl[i].strip()]
 
-def drift(gsrc: str, nsrc: str, names) -> list[tuple[int | None, str, list[str]]]:
+def drift(gsrc: str, nsrc: str, names, rules: RuleSet | None = None, gpu_module: str = "") -> list[tuple[int | None, str, list[str]]]:
     "Omni logic of the GPU method that the NPU override lacks or changed: (line, message, diff lines)."
     out = []
-    g = _code_lines(_normalised_gpu(gsrc))
+    gsrc = _normalised_gpu(gsrc, gpu_module, rules_for(rules))
+    g = _code_lines(gsrc)
     blocks = omni_blocks(nsrc)
     if blocks:
         for line, blk in blocks:
@@ -170,24 +173,30 @@ def drift(gsrc: str, nsrc: str, names) -> list[tuple[int | None, str, list[str]]
     return out
 
 # %% ../nbs/audit.ipynb #cf7a3f41
-def audit(gpu: str, npu: str, npu_base: str | None = None) -> list[Finding]:
+def _check_note(d: Diagnostic) -> str:
+    return f"translator {d.code}" + (f" [{d.record}]" if d.record else "") + f": {d.message}"
+
+def audit(gpu: str, npu: str, npu_base: str | None = None, target: str | None = None) -> list[Finding]:
     "Drift, omissions and untranslated GPU patterns between the GPU and NPU runners of vllm-omni."
     names = gpu_to_npu_names()
     base_tree = open_tree(npu_base) if npu_base else None
+    if target is None and base_tree is not None and base_tree.package == "vllm_ascend" and base_tree.version:
+        target = f"vllm-ascend=={base_tree.version}"
+    rules = rules_for(target)
     findings = []
     for g, n in runner_pairs(gpu, npu):
         gname, nname = g.cls.name, n.cls.name
         for m, node in _own_methods(n.cls).items():
             nsrc = method_text(n.text, node)
-            for line, pat, rec in untranslated(nsrc):
-                findings.append(Finding("ONP4203", nname, m, f"GPU pattern {pat} in NPU code (catalog {rec})", line))
+            for d in translator_check(nsrc, n.text, rules):
+                findings.append(Finding("ONP4203", nname, m, f"{CODES['ONP4203']}: {_check_note(d)}", d.line))
             gm = g.method(m)
             if gm is None:
-                if m not in ("__init__",) and not any(_own_methods(c).get(m) for c in []):
+                if m != "__init__":
                     findings.append(Finding("ONP4204", nname, m, f"{gname} (and its bases in this source) has no {m}: "
                                             "the NPU override may be dead or the GPU side renamed it"))
                 continue
-            for line, msg, det in drift(gm[0], nsrc, names):
+            for line, msg, det in drift(gm[0], nsrc, names, rules, gm[2]):
                 findings.append(Finding("ONP4201", nname, m, f"drift from {gm[1]}.{m}: {msg}", line, det))
         for m, node in _own_methods(g.cls).items():
             if m in _own_methods(n.cls): continue
@@ -197,10 +206,12 @@ def audit(gpu: str, npu: str, npu_base: str | None = None) -> list[Finding]:
                 where = f"{nname} gets {seen[1]}.{m} instead" if seen else f"{nname} has no {m} at all"
                 findings.append(Finding("ONP4202", nname, m, f"{gname}.{m} has no NPU counterpart: {where}"))
                 continue
-            pats = untranslated(gsrc)
-            if pats:
-                findings.append(Finding("ONP4202", nname, m, f"{nname} inherits {gname}.{m}, which uses GPU patterns "
-                                        + ", ".join(f"{p} ({r})" for _, p, r in pats)))
+            # inheriting is what makes super() reach vllm-ascend's method: ONP2015 is no finding here
+            left = [d for d in translator_check(gsrc, g.text, rules, npu_code=False) if d.record != "sig.explicit-base-call"]
+            if left:
+                findings.append(Finding("ONP4202", nname, m, f"{nname} inherits {gname}.{m}, which the translator would "
+                                        "still change: " + "; ".join(_check_note(d) for d in left),
+                                        detail=[str(d) for d in left]))
             elif base_tree is not None:
                 sym = resolve(base_tree, f"vllm_ascend.worker.model_runner_v1.NPUModelRunner.{m}")
                 if sym and sym.kind == "method" and sym.path.split(".")[0] == "NPUModelRunner":
@@ -217,9 +228,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gpu", required=True, help="vllm-omni source for the GPU runners (package, wheel, sdist, dir, or a .py file)")
     ap.add_argument("--npu", required=True, help="vllm-omni source for the NPU runners (may be another release)")
     ap.add_argument("--npu-base", help="vllm-ascend source: also flag inherited omni methods that shadow NPUModelRunner's own")
+    ap.add_argument("--target", help="translator target for the checks, e.g. vllm-ascend==0.18.0 "
+                    "(default: the --npu-base version, else the profile's)")
     ap.add_argument("--json", action="store_true", help="print the findings as JSON")
     args = ap.parse_args(argv)
-    try: found = audit(args.gpu, args.npu, args.npu_base)
+    try: found = audit(args.gpu, args.npu, args.npu_base, args.target)
     except PortError as e:
         print(f"omni-npu-port: error: {e}", file=sys.stderr)
         return 2

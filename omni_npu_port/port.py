@@ -12,7 +12,6 @@ import ast
 import builtins
 import difflib
 import functools
-import importlib
 import io
 import json
 import os
@@ -27,15 +26,18 @@ from pathlib import Path
 
 import merge3
 
-from .catalog import CATALOG, PAIRING
+from .catalog import CATALOG, PAIRING, VLLM_ASCEND_VERSIONS, parse_version
 from .conformance import PACKAGES, SourceError, SourceTree, open_source, resolve
+from .translate import RuleSet, compile_rules, translate_source
 
 # %% auto #0
-__all__ = ['FENCE_TEXT', 'FENCE_RE', 'INLINE_MARK', 'CODES', 'Diagnostic', 'PortError', 'MethodSpec', 'parse_spec', 'Located',
-           'method_text', 'open_tree', 'locate', 'translate_code', 'target_of', 'gpu_patterns', 'untranslated',
-           'pairing_check', 'code_tokens', 'logical_units', 'adopt_layout', 'Hunk', 'merge_hunks', 'refine_conflict',
-           'render', 'extends_by_super', 'port_super_call', 'port_super_inline', 'PortResult', 'port_method',
-           'ClassPlan', 'needs_translation', 'accepts_npu_calls', 'plan_class', 'port_class', 'write_atomic', 'main']
+__all__ = ['FENCE_TEXT', 'FENCE_RE', 'INLINE_MARK', 'CODES', 'SCRATCH', 'PREFER', 'Diagnostic', 'PortError', 'MethodSpec',
+           'parse_spec', 'Located', 'method_text', 'open_tree', 'locate', 'rules_for', 'known_ascend', 'target_of',
+           'target_check', 'from_translator', 'translate_methods', 'translate_located', 'translate_code',
+           'translator_check', 'pairing_check', 'code_tokens', 'logical_units', 'adopt_layout', 'Hunk', 'merge_hunks',
+           'refine_conflict', 'render', 'extends_by_super', 'port_super_call', 'port_super_inline', 'PortResult',
+           'port_method', 'ClassPlan', 'needs_translation', 'accepts_npu_calls', 'plan_class', 'port_class',
+           'write_atomic', 'main']
 
 # %% ../nbs/port.ipynb #20e85044
 FENCE_TEXT = "# ---------------------------------------Omni-new----------------------------------------------"
@@ -50,9 +52,12 @@ CODES = {
     "ONP4005": "the NPU base signature is adopted (the omni method kept the GPU base signature)",
     "ONP4006": "the ported method does not parse (unresolved conflict markers or a fence inside a string)",
     "ONP4007": "omni-only method: the translated omni GPU method is the port",
+    "ONP4008": "conflict resolved by the --prefer policy: one side kept, the other dropped",
+    "ONP4009": "omni steps after super() placed before the NPU base's own post-processing",
+    "ONP4010": "both sides insert at the same place: the omni lines are placed first, then the NPU base's",
     "ONP4101": "the source versions do not pair (catalog PAIRING)",
-    "ONP4102": "the translator (omni_npu_port.translate) is not available: the omni delta is copied untranslated",
-    "ONP4103": "translator diagnostic inside the omni delta",
+    "ONP4102": "the translator failed on this method's module: the code is copied untranslated",
+    "ONP4104": "the catalog does not know this vllm-ascend release: translated with the nearest newer release's rules",
     "ONP4201": "drift: an omni block on the NPU side differs from its GPU counterpart",
     "ONP4202": "possible omission: a GPU omni method has no NPU override although the NPU side differs",
     "ONP4203": "untranslated GPU pattern inside NPU code",
@@ -135,6 +140,11 @@ class Located:
     def method_source(self) -> str:
         "The method's text (decorators included), dedented to column 0."
         return method_text(self.owner_text or self.module_text, self.method_node)
+
+    @property
+    def context_text(self) -> str:
+        "The text of the module that defines the method (its imports are the translator's context)."
+        return self.owner_text or self.module_text
 
     def label(self) -> str:
         v = f" {self.version}" if self.version else ""
@@ -246,59 +256,135 @@ def locate(spec: str | MethodSpec, need_method: bool = True) -> Located:
     return loc
 
 # %% ../nbs/port.ipynb #4ad96851
-_TRANSLATOR_MISSING = object()
+_RULES: dict = {}
 
-def _translator():
-    try: t = importlib.import_module("omni_npu_port.translate")
-    except ModuleNotFoundError as e:
-        if e.name != "omni_npu_port.translate": raise   # a broken translator must not pass for a missing one
-        return None
-    return getattr(t, "translate_source", None)
+def rules_for(target: str | RuleSet | None = None) -> RuleSet:
+    "The translator's rule set for `vllm-ascend==X` (None: the profile's target), compiled once per target."
+    if isinstance(target, RuleSet): return target
+    if target not in _RULES:
+        try: _RULES[target] = compile_rules(target)
+        except (ValueError, KeyError) as e: raise PortError(f"translator target {target!r}: {e}") from None
+    return _RULES[target]
 
-def translate_code(code: str, target: str | None) -> tuple[str, list[Diagnostic]]:
-    "Run the GPU→NPU translator over one method; without it, the code comes back unchanged with ONP4102."
-    fn = _translator()
-    if fn is None:
-        return code, [Diagnostic("ONP4102", CODES["ONP4102"], severity="info")]
-    try: res = fn(code, target) if target else fn(code)
-    except TypeError: res = fn(code)
-    new, diags = (res if isinstance(res, tuple) else (getattr(res, "code", res), getattr(res, "diagnostics", [])))
-    out = []
-    for d in diags or []:
-        code_ = getattr(d, "code", None) or (d.get("code") if isinstance(d, dict) else None) or "ONP9000"
-        msg = getattr(d, "message", None) or (d.get("message") if isinstance(d, dict) else str(d))
-        line = getattr(d, "line", None) or (d.get("line") if isinstance(d, dict) else None)
-        rec = getattr(d, "record", None) or getattr(d, "pattern", None) or (d.get("record") if isinstance(d, dict) else None)
-        out.append(Diagnostic(str(code_), str(msg), line, getattr(d, "severity", "warning"), record=rec))
-    return new, out
+def known_ascend(version: str) -> str:
+    "The catalog's vllm-ascend version for a release: itself, else the nearest newer one it knows, else the newest."
+    known = [k for k in VLLM_ASCEND_VERSIONS if k != "main"]
+    if version in VLLM_ASCEND_VERSIONS: return version
+    up = sorted((k for k in known if parse_version(k) > parse_version(version)), key=parse_version)
+    return up[0] if up else max(known, key=parse_version)
 
 def target_of(npu: Located) -> str | None:
-    "The translator target for an NPU base source: `vllm-ascend==X` when its version is known."
-    return f"vllm-ascend=={npu.version}" if npu.package == "vllm_ascend" and npu.version else None
+    "The translator target for an NPU base source: `vllm-ascend==X` for its version (as the catalog knows it)."
+    return f"vllm-ascend=={known_ascend(npu.version)}" if npu.package == "vllm_ascend" and npu.version else None
 
-# %% ../nbs/port.ipynb #e25545bf
-def gpu_patterns() -> dict[str, str]:
-    "GPU-only dotted names or identifiers (from the catalog) → the record id that translates them."
-    out = {}
-    for p in CATALOG:
-        if not p.gpu_symbol or p.kind in ("manual", "unsupported", "signature-change"): continue
-        if p.npu_symbol and p.gpu_symbol.split(".")[-1] == p.npu_symbol.split(".")[-1] and not p.gpu_symbol.startswith("torch."):
-            continue
-        key = p.gpu_symbol if p.gpu_symbol.startswith("torch.") else p.gpu_symbol.split(".")[-1]
-        out.setdefault(key, p.id)
+def target_check(npu: Located, rules: RuleSet) -> list[Diagnostic]:
+    "ONP4104 when the NPU base's vllm-ascend release is not one the catalog knows and a neighbour's rules are used."
+    if npu.package != "vllm_ascend" or not npu.version or npu.version == rules.vllm_ascend: return []
+    if f"vllm-ascend=={known_ascend(npu.version)}" != rules.target: return []
+    return [Diagnostic("ONP4104", f"{CODES['ONP4104']}: vllm-ascend {npu.version} → rules of {rules.vllm_ascend}", None, "info")]
+
+_SEVERITY = {"rewrite": "info", "manual": "warning", "unsupported": "error", "error": "error"}
+
+def from_translator(d, line: int | None = None) -> Diagnostic:
+    "A translator diagnostic as a port `Diagnostic`: same code, message and record; severity rewrite→info, manual→warning."
+    return Diagnostic(d.code, d.message, line if line is not None else (d.line or None),
+                      _SEVERITY.get(d.severity, "warning"), record=d.record)
+
+def _module_imports(text: str) -> list[str]:
+    "The import statements of a module (top level, or inside top-level `if`/`try` blocks), each dedented."
+    lines, out = text.splitlines(), []
+    def walk(body):
+        for st in body:
+            if isinstance(st, (ast.Import, ast.ImportFrom)) and not getattr(st, "level", 0):
+                out.append(textwrap.dedent("\n".join(lines[st.lineno - 1: st.end_lineno])))
+            elif isinstance(st, (ast.If, ast.Try)):
+                for b in (st.body, st.orelse, getattr(st, "finalbody", []), *[h.body for h in getattr(st, "handlers", [])]):
+                    walk(b)
+    try: walk(ast.parse(text).body)
+    except SyntaxError: pass
     return out
 
-def untranslated(src: str) -> list[tuple[int, str, str]]:
-    "GPU patterns used in NPU code: (line, pattern, record id)."
-    pats, out = gpu_patterns(), []
-    try: tree = ast.parse(src)
-    except SyntaxError: return []
-    for n in ast.walk(tree):
-        if isinstance(n, ast.Attribute):
-            dotted = ast.unparse(n)
-            if dotted in pats: out.append((n.lineno, dotted, pats[dotted]))
-        elif isinstance(n, ast.Name) and n.id in pats: out.append((n.lineno, n.id, pats[n.id]))
-    return sorted(set(out))
+def _line_map(a: list[str], b: list[str]) -> list[int]:
+    "For each line of `a`, the index of the line of `b` it became (the nearest one where a region was rewritten)."
+    out = [0] * len(a)
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        for k in range(i1, i2): out[k] = min(j1 + (k - i1), max(j2 - 1, j1))
+    return out
+
+SCRATCH = "_OmniPortScratch"
+_TCACHE: dict = {}
+
+def translate_methods(items: list[tuple[str, str]], rules: RuleSet) -> list[tuple[str, list[Diagnostic]]]:
+    "Translate (method source, module text) pairs in their modules' import context: one translator run per module."
+    base = rules.runner_bases[0] if rules.runner_bases else "object"
+    out: dict[int, tuple[str, list[Diagnostic]]] = {}
+    groups: dict[str, list[int]] = {}
+    for i, (src, mod) in enumerate(items):
+        hit = _TCACHE.get((id(rules), mod, src))
+        if hit is not None: out[i] = (hit[1], [Diagnostic(**asdict(d)) for d in hit[2]])
+        else: groups.setdefault(mod, []).append(i)
+    for mod, idx in groups.items():
+        uniq = list(dict.fromkeys(items[i][0] for i in idx))
+        head = "\n".join(_module_imports(mod)) + "\n\n"
+        parts, starts = [head], []
+        line = head.count("\n") + 1
+        for k, src in enumerate(uniq):
+            parts.append(f"class {SCRATCH}{k}({base}):\n" + textwrap.indent(src, "    ", lambda l: True) + "\n")
+            starts.append(line + 1); line += 2 + src.count("\n")
+        scratch = "".join(parts)
+        t = translate_source(scratch, rules, path="<port scratch>", comments=False)
+        res = {}
+        if t.error is not None:
+            why = Diagnostic("ONP4102", f"{CODES['ONP4102']} ({t.error.code}: {t.error.message})", None, "error")
+            res = {src: (src, [why]) for src in uniq}
+        else:
+            classes = _top_classes(ast.parse(t.code))
+            for k, src in enumerate(uniq):
+                fn = classes[f"{SCRATCH}{k}"].body[0]
+                new = method_text(t.code, fn)
+                lmap = _line_map(src.splitlines(), new.splitlines())
+                n, diags = src.count("\n") or 1, []
+                for d in t.diagnostics:
+                    rel = d.line - starts[k]
+                    if 0 <= rel < n: diags.append(from_translator(d, lmap[rel] + 1))
+                res[src] = (new, diags)
+        for i in idx:
+            src = items[i][0]
+            _TCACHE[(id(rules), mod, src)] = (rules, *res[src])   # the rule set is kept alive with its key
+            out[i] = (res[src][0], [Diagnostic(**asdict(d)) for d in res[src][1]])
+    return [out[i] for i in range(len(items))]
+
+def translate_located(loc: Located, rules: RuleSet) -> tuple[str, list[Diagnostic]]:
+    "A located method, translated in its module's context."
+    return translate_methods([(loc.method_source, loc.context_text)], rules)[0]
+
+def translate_code(code: str, target: str | RuleSet | None = None, module_text: str = "") -> tuple[str, list[Diagnostic]]:
+    "Translate one method's text (imports taken from `module_text`) for a target: (code, diagnostics)."
+    return translate_methods([(code, module_text)], rules_for(target))[0]
+
+# %% ../nbs/port.ipynb #e25545bf
+def _satisfied(d: Diagnostic, method_src: str, rules: RuleSet) -> bool:
+    "Whether a manual reminder is already done: the method uses its record's NPU symbol off the flagged line."
+    rec = rules.rec(d.record) if d.record else None
+    if rec is None or not rec.npu_symbol: return False
+    leaf = rec.npu_symbol.rsplit(".", 1)[-1]
+    pat = re.compile(rf"\b{re.escape(leaf)}\b")
+    lines = method_src.splitlines()
+    try:
+        fn = ast.parse(method_src).body[0]
+        at = next((st for st in ast.walk(fn) if isinstance(st, ast.stmt) and not isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef))
+                   and st.lineno <= (d.line or 0) <= st.end_lineno and not hasattr(st, "body")), None)
+        skip = set(range(at.lineno, at.end_lineno + 1)) if at else {d.line}
+    except SyntaxError: skip = {d.line}
+    return any(pat.search(l.split("#")[0]) for i, l in enumerate(lines, 1) if i not in skip)
+
+def translator_check(method_src: str, module_text: str, rules: RuleSet, npu_code: bool = True) -> list[Diagnostic]:
+    "What the translator would still rewrite or flag in a method: rewrites, no-equivalents, manual steps not yet done."
+    [(_, diags)] = translate_methods([(method_src, module_text)], rules)
+    if npu_code:   # rules about GPU code moving under the NPU class do not apply to code written for it
+        diags = [d for d in diags if not (d.record and (r := rules.rec(d.record)) and
+                                          (r.kind == "signature-change" or r.id == "sig.explicit-base-call"))]
+    return [d for d in diags if d.code[3] in "1349" or (d.code[3] == "2" and not _satisfied(d, method_src, rules))]
 
 # %% ../nbs/port.ipynb #1d9d1ab4
 def pairing_check(gpu_base: Located, npu_base: Located) -> list[Diagnostic]:
@@ -318,8 +404,8 @@ def _indent(line: str) -> int:
 
 class _Line:
     "A source line compared by its whitespace-normalised text, so indentation changes still match."
-    __slots__ = ("text", "key")
-    def __init__(self, text: str): self.text, self.key = text, " ".join(text.split())
+    __slots__ = ("text", "key", "doc")
+    def __init__(self, text: str, doc: bool = False): self.text, self.key, self.doc = text, " ".join(text.split()), doc
     def __eq__(self, o): return isinstance(o, _Line) and o.key == self.key
     def __hash__(self): return hash(self.key)
     def __repr__(self): return repr(self.text)
@@ -329,7 +415,14 @@ class _Matcher(difflib.SequenceMatcher):
     def __init__(self, isjunk=None, a="", b=""): super().__init__(isjunk, a, b, autojunk=False)
 
 def _lines(code: str) -> list[_Line]:
-    return [_Line(l) for l in code.splitlines()]
+    "The lines of a method; those inside a docstring (a string statement) are marked `doc`."
+    doc = set()
+    try:
+        for n in ast.walk(ast.parse(textwrap.dedent(code))):
+            if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant) and isinstance(n.value.value, str):
+                doc.update(range(n.lineno - 1, n.end_lineno))
+    except SyntaxError: pass
+    return [_Line(l, i in doc) for i, l in enumerate(code.splitlines())]
 
 # %% ../nbs/port.ipynb #49d6ef75
 _TOKEN = re.compile(r"""[rbuf]*(?:'''[\s\S]*?'''|\"\"\"[\s\S]*?\"\"\"|'(?:\\.|[^'\\])*'|"(?:\\.|[^"\\])*")|\w+|\S""")
@@ -403,6 +496,7 @@ class Hunk:
     omni: list[str] = field(default_factory=list)
     npu: list[str] = field(default_factory=list)
     base: list[str] = field(default_factory=list)
+    note: str = ""                       # a merge decision the report should name (ONP4010)
 
 def _shift(lines: list[str], delta: int) -> list[str]:
     if delta == 0: return list(lines)
@@ -448,9 +542,42 @@ def merge_hunks(base: str, omni: str, npu: str) -> list[Hunk]:
         iz, ia, ib = zend, aend, bend
     return hunks
 
-def _edits(z: list[_Line], side: list[_Line]):
-    "The opcodes turning base lines `z` into `side`, and the non-equal ones as edits (i1, i2, j1, j2)."
+def _alike(x: _Line, y: _Line) -> bool:
+    "Two lines that are versions of each other (difflib ratio ≥ 0.6 of their normalised text)."
+    if not x.key or not y.key: return not x.key and not y.key
+    m = difflib.SequenceMatcher(None, x.key, y.key, autojunk=False)
+    return m.real_quick_ratio() >= 0.6 and m.quick_ratio() >= 0.6 and m.ratio() >= 0.6
+
+def _split_replace(z: list[_Line], side: list[_Line], i1, i2, j1, j2) -> list[tuple]:
+    "A replaced region as finer opcodes: lines alike in order are modifications, the rest insertions and deletions."
+    n, m = i2 - i1, j2 - j1
+    if n * m > 4000: return [("replace", i1, i2, j1, j2)]
+    L = [[0] * (m + 1) for _ in range(n + 1)]   # longest common subsequence under `_alike`
+    for i in range(n - 1, -1, -1):
+        for j in range(m - 1, -1, -1):
+            L[i][j] = L[i + 1][j + 1] + 1 if _alike(z[i1 + i], side[j1 + j]) else max(L[i + 1][j], L[i][j + 1])
+    pairs, i, j = [], 0, 0
+    while i < n and j < m:
+        if _alike(z[i1 + i], side[j1 + j]) and L[i][j] == L[i + 1][j + 1] + 1: pairs.append((i, j)); i += 1; j += 1
+        elif L[i + 1][j] >= L[i][j + 1]: i += 1
+        else: j += 1
+    out, pi, pj = [], 0, 0
+    def gap(ci, cj):   # unalike lines: an insertion (first), then a deletion
+        if cj > pj: out.append(("insert", i1 + pi, i1 + pi, j1 + pj, j1 + cj))
+        if ci > pi: out.append(("delete", i1 + pi, i1 + ci, j1 + cj, j1 + cj))
+    for a, b in pairs:
+        gap(a, b)
+        if out and out[-1][0] == "modify" and out[-1][2] == i1 + a and out[-1][4] == j1 + b:
+            out[-1] = ("modify", out[-1][1], i1 + a + 1, out[-1][3], j1 + b + 1)
+        else: out.append(("modify", i1 + a, i1 + a + 1, j1 + b, j1 + b + 1))
+        pi, pj = a + 1, b + 1
+    gap(n, m)
+    return [("replace", *o[1:]) if o[0] == "modify" else o for o in out]
+
+def _edits(z: list[_Line], side: list[_Line], split: bool = False):
+    "The opcodes turning base lines `z` into `side` (replaced regions split finely if asked), and the non-equal ones as edits."
     ops = _Matcher(None, z, side).get_opcodes()
+    if split: ops = [o for op in ops for o in (_split_replace(z, side, *op[1:]) if op[0] == "replace" else [op])]
     return ops, [(i1, i2, j1, j2) for op, i1, i2, j1, j2 in ops if op != "equal"]
 
 def _overlap(e, f) -> bool:
@@ -472,15 +599,36 @@ def _side_lines(ops, edits, c1: int, c2: int) -> list[int]:
 
 def _prose(lines) -> bool:
     "Lines that are only comments, blank lines or docstring text (no code)."
-    return all(not l.key or l.key.startswith("#") or l.key.startswith(('"""', "'''")) or not code_tokens(l.text)
+    return all(l.doc or not l.key or l.key.startswith("#") or l.key.startswith(('"""', "'''")) or not code_tokens(l.text)
                or all(t.startswith(('"', "'")) for t in code_tokens(l.text)) for l in lines)
+
+def _sibling_code(ins: list[_Line], before: list[_Line]) -> bool:
+    "Inserted lines that are whole statements, no deeper than the code line before them (not inside its block)."
+    code = [l.text for l in ins if l.key]
+    if not code: return False
+    try: ast.parse(textwrap.dedent("\n".join(l.text for l in ins)))
+    except SyntaxError: return False
+    prev = next((l for l in reversed(before) if l.key and not l.key.startswith("#")), None)
+    return prev is None or (_indent(code[0]) <= _indent(prev.text) and not prev.key.endswith(":"))
+
+def _split_deletions(bed: list[tuple], inserts: list[tuple], z: list[_Line]) -> list[tuple]:
+    "NPU deletions cut where omni inserts whole sibling statements, so those insertions stand on their own."
+    out = []
+    for f in bed:
+        cuts = sorted({e[0] for e in inserts if f[2] == f[3] and f[0] < e[0] < f[1]})
+        if not cuts: out.append(f); continue
+        for lo, hi in zip([f[0], *cuts], [*cuts, f[1]]): out.append((lo, hi, f[2], f[3]))
+    return out
 
 def refine_conflict(z: list[_Line], a: list[_Line], b: list[_Line], shift) -> list[Hunk]:
     "Split a merge3 conflict: edits of the two sides that touch different base lines both apply; only overlaps conflict."
-    aops, aed = _edits(z, a)
+    aops, aed = _edits(z, a, split=True)    # omni lines inserted next to lines it modified are insertions
     bops, bed = _edits(z, b)
     # an omni edit of comments / docstring text that the NPU side also edited or deleted yields to the NPU side
     aed = [e for e in aed if not (_prose(z[e[0]:e[1]] + a[e[2]:e[3]]) and any(_overlap(e, f) for f in bed))]
+    aed = [e for e in aed if any(l.key for l in z[e[0]:e[1]] + a[e[2]:e[3]])]   # blank lines alone are layout
+    aops = [o for o in aops if o[0] == "equal" or o[1:] in aed]
+    bed = _split_deletions(bed, [e for e in aed if e[0] == e[1] and _sibling_code(a[e[2]:e[3]], z[:e[0]])], z)
     edits = sorted([(*e, "a") for e in aed] + [(*e, "b") for e in bed], key=lambda e: (e[0], e[1]))
     clusters = []
     for e in edits:
@@ -502,6 +650,11 @@ def refine_conflict(z: list[_Line], a: list[_Line], b: list[_Line], shift) -> li
         bl = [b[j].text for j in _side_lines(bops, be, c1, c2)]
         al = [a[j] for j in _side_lines(aops, ae, c1, c2)]
         if sides == {"b"}: out.append(Hunk("npu", bl))
+        elif c1 == c2 and sides == {"a", "b"}:   # both sides only insert here: omni lines first (they follow the base line as on GPU), then NPU's
+            lines = shift([l.text for l in al])
+            out.append(Hunk("omni", lines, omni=lines, note=f"{CODES['ONP4010']}: {lines[0].strip()!r}… before "
+                                                            f"{bl[0].strip()!r}…"))
+            out.append(Hunk("npu", bl))
         elif sides == {"a"}:
             lines = shift([l.text for l in al])
             out.append(Hunk("omni" if lines else "omni-delete", lines, omni=lines, base=[l.text for l in z[c1:c2]]))
@@ -529,53 +682,65 @@ def _conflict(z, a, b, omni_l) -> list[Hunk]:
     return out
 
 # %% ../nbs/port.ipynb #c5d013d1
+PREFER = ("markers", "npu", "omni", "comment")
+
 def _fence_at(lines: list[str]) -> str:
     ind = next((_indent(l) for l in lines if l.strip()), 0)
     return " " * max(ind, 0) + FENCE_TEXT
 
-def render(hunks: list[Hunk], labels=("NPU base", "omni GPU (translated)"), fence: bool = True, conflict_style: str = "git") -> tuple[list[str], list[Diagnostic]]:
-    "The ported lines: omni hunks fenced by `----Omni-new----`, conflicts between git-style markers with ONP4001."
-    out, diags = [], []
+def _fenced(body: list[str], fence: bool) -> list[tuple[str, str]]:
+    "An omni hunk's lines with their fences (or a trailing `# Omni-new` on a lone one-line change)."
+    if not fence: return [(l, "omni") for l in body]
+    if len([l for l in body if l.strip()]) == 1 and not body[-1].rstrip().endswith(":") and "#" not in body[0] and len(body) == 1:
+        return [(body[0].rstrip() + "  " + INLINE_MARK, "omni")]
+    lead = next((i for i, l in enumerate(body) if l.strip()), len(body))
+    end = max((i for i, l in enumerate(body) if l.strip()), default=lead - 1) + 1
+    core = body[lead:end]
+    return [(l, "omni") for l in body[:lead]] + [(_fence_at(core), "port")] + [(l, "omni") for l in core] + \
+           [(_fence_at(core), "port")] + [("", "omni") for _ in body[end:]]
+
+def render(hunks: list[Hunk], labels=("NPU base", "omni GPU (translated)"), fence: bool = True,
+           prefer: str = "markers", origins: list | None = None) -> tuple[list[str], list[Diagnostic]]:
+    "The ported lines: omni hunks fenced by `----Omni-new----`; conflicts by the `prefer` policy (markers: ONP4001)."
+    if prefer == "git": prefer = "markers"
+    if prefer not in PREFER: raise PortError(f"prefer={prefer!r}: choose one of {', '.join(PREFER)}")
+    rows, diags = [], []
     for h in hunks:
-        if h.kind in ("unchanged", "same", "npu"): out += h.lines
+        if h.kind in ("unchanged", "same", "npu"): rows += [(l, "npu") for l in h.lines]
         elif h.kind == "omni":
-            body = h.lines
-            if fence and len([l for l in body if l.strip()]) == 1 and not body[-1].rstrip().endswith(":") \
-                    and "#" not in body[0] and len(body) == 1:
-                out.append(body[0].rstrip() + "  " + INLINE_MARK)     # one changed line: a trailing mark
-            elif fence:
-                lead = len(body) - len(list(__import__("itertools").dropwhile(lambda l: not l.strip(), body)))
-                core = body[lead:]
-                trail = len(core) - len(list(__import__("itertools").dropwhile(lambda l: not l.strip(), reversed(core))))
-                core = core[: len(core) - trail] if trail else core
-                out += body[:lead] + [_fence_at(core), *core, _fence_at(core)] + [""] * trail
-            else: out += body
+            if h.note: diags.append(Diagnostic("ONP4010", h.note, len(rows) + 1, "warning"))
+            rows += _fenced(h.lines, fence)
         elif h.kind == "omni-delete":
             ind = next((_indent(l) for l in h.base if l.strip()), 0)
-            out.append(" " * ind + f"{INLINE_MARK}: the omni GPU method removes {len(h.base)} line(s) of the base here")
-            diags.append(Diagnostic("ONP4002", f"{CODES['ONP4002']}: {h.base[0].strip()!r}…", len(out), "info"))
+            rows.append((" " * ind + f"{INLINE_MARK}: the omni GPU method removes {len(h.base)} line(s) of the base here", "port"))
+            diags.append(Diagnostic("ONP4002", f"{CODES['ONP4002']}: {h.base[0].strip()!r}…", len(rows), "info"))
         elif h.kind == "conflict":
+            ind = " " * min([_indent(l) for l in h.npu + h.omni if l.strip()] or [0])
+            if prefer in ("npu", "omni"):
+                keep, drop = (h.npu, h.omni) if prefer == "npu" else (h.omni, h.npu)
+                other = "omni GPU method" if prefer == "npu" else "NPU base"
+                note = (f"conflict resolved by --prefer {prefer}: kept {len(keep)} line(s) of the "
+                        f"{'NPU base' if prefer == 'npu' else 'omni GPU method'}, dropped {len(drop)} of the {other}")
+                rows.append((f"{ind}# ONP4008: {note}", "port"))
+                diags.append(Diagnostic("ONP4008", note + (f": {drop[0].strip()!r}…" if drop else ""), len(rows), "warning"))
+                rows += [(l, "npu") for l in keep] if prefer == "npu" else _fenced(keep, fence)
+                continue
             diags.append(Diagnostic("ONP4001", f"{CODES['ONP4001']}; keep one side, then delete the markers",
-                                    len(out) + 1, "error"))
-            if conflict_style == "npu":       # NPU side kept; the omni side only named in a comment and the report
-                ind = " " * min([_indent(l) for l in h.npu + h.omni if l.strip()] or [0])
-                out.append(f"{ind}# ONP4001: conflict resolved to the NPU base; the omni GPU method has {len(h.omni)} other line(s) here")
-                out += h.npu
+                                    len(rows) + 1, "error"))
+            if prefer == "comment":   # NPU side live, omni side as comments: the code still parses
+                rows.append((f"{ind}# <<<<<<< ONP4001 conflict: {labels[0]} (kept)", "port"))
+                rows += [(l, "npu") for l in h.npu]
+                rows.append((f"{ind}# ======= {labels[1]} (commented out)", "port"))
+                rows += [(f"{ind}# {l[len(ind):]}" if l.strip() else "", "omni") for l in h.omni]
+                rows.append((f"{ind}# >>>>>>>", "port"))
                 continue
-            if conflict_style == "comment":   # NPU side live, omni side as comments: the code still parses
-                ind = " " * min([_indent(l) for l in h.npu + h.omni if l.strip()] or [0])
-                out.append(f"{ind}# <<<<<<< ONP4001 conflict: {labels[0]} (kept)")
-                out += h.npu
-                out.append(f"{ind}# ======= {labels[1]} (commented out)")
-                out += [f"{ind}# {l[len(ind):]}" if l.strip() else "" for l in h.omni]
-                out.append(f"{ind}# >>>>>>>")
-                continue
-            out.append(f"<<<<<<< {labels[0]}  (ONP4001 conflict)")
-            out += h.npu
-            out.append("=======")
-            out += h.omni
-            out.append(f">>>>>>> {labels[1]}")
-    return out, diags
+            rows.append((f"<<<<<<< {labels[0]}  (ONP4001 conflict)", "port"))
+            rows += [(l, "npu") for l in h.npu]
+            rows.append(("=======", "port"))
+            rows += [(l, "omni") for l in h.omni]
+            rows.append((f">>>>>>> {labels[1]}", "port"))
+    if origins is not None: origins[:] = [o for _, o in rows]
+    return [l for l, _ in rows], diags
 
 # %% ../nbs/port.ipynb #899ba2e8
 def _super_calls(fn: ast.FunctionDef) -> list[ast.Call]:
@@ -629,8 +794,8 @@ def _call_args(call: ast.Call, lines) -> list[str]:
     return out
 
 def _signature_choice(gpu_fn, omni_fn, npu_fn) -> str:
-    "`npu` when the omni method kept the GPU base's parameters (so the NPU callers' signature wins), else `omni`."
-    return "npu" if _params(gpu_fn) == _params(omni_fn) and _params(npu_fn) != _params(omni_fn) else "omni"
+    "`npu` when the omni method kept the GPU base's parameters (so the NPU base's signature, as written, wins), else `omni`."
+    return "npu" if _params(gpu_fn) == _params(omni_fn) and ast.dump(npu_fn.args) != ast.dump(omni_fn.args) else "omni"
 
 def _replace_span(lines: list[str], node, new: str) -> list[str]:
     "Replace a node's source span in `lines` by `new` (may be several lines)."
@@ -694,7 +859,7 @@ def _rename_name(lines: list[str], fn, old: str, new: str) -> list[str]:
         lines[n.lineno - 1] = l[: n.col_offset] + new + l[n.end_col_offset:]
     return lines
 
-def port_super_inline(omni: str, npu: str, gpu: str) -> tuple[list[str], list[Diagnostic]] | None:
+def port_super_inline(omni: str, npu: str, gpu: str, origins: list | None = None) -> tuple[list[str], list[Diagnostic]] | None:
     "Port a super()-extension by inlining the NPU base body where the omni method calls `super()`; None if it cannot."
     ofn, nfn, gfn = (ast.parse(c).body[0] for c in (omni, npu, gpu))
     stmt = _inlinable(ofn, nfn)
@@ -763,14 +928,47 @@ def port_super_inline(omni: str, npu: str, gpu: str) -> tuple[list[str], list[Di
         doc, pre = pre[:n], pre[n:]
     def fenced(xs):
         while xs and not xs[-1].strip(): xs = xs[:-1]
-        return [ind + FENCE_TEXT, *xs, ind + FENCE_TEXT] if any(x.strip() for x in xs) else []
+        return [(ind + FENCE_TEXT, "port"), *[(x, "omni") for x in xs], (ind + FENCE_TEXT, "port")] if any(x.strip() for x in xs) else []
     sig = _signature_choice(gfn, ofn, nfn)
-    head = _header(nl, nfn) if sig == "npu" else _header(ol, ofn)
-    lines = head + doc + fenced(pre + [ind + b for b in binds]) + body + tail_ret + fenced(post)
+    head = [(l, "npu") for l in _header(nl, nfn)] if sig == "npu" else [(l, "omni") for l in _header(ol, ofn)]
+    npu_rows = lambda xs: [(x, "npu") for x in xs]
     diags = [Diagnostic("ONP4004", f"{CODES['ONP4004']} ({'return value renamed to ' + target if target else 'returned'})",
                         None, "info")]
+    core = _core(gfn, nfn2, target) if target and not tail_ret else None
+    last = next((st for st in reversed(ofn.body)), None)
+    if core is not None and isinstance(last, ast.Return) and isinstance(last.value, ast.Name) and last.value.id == target \
+            and last.lineno > stmt.end_lineno and core.end_lineno < ret.lineno - 1 and any(
+                st.lineno > core.end_lineno for st in nfn2.body[:-1]):
+        # omni steps see what the GPU base returns; the NPU base's own post-processing comes after them
+        cut = core.end_lineno - _body_start(nfn2)
+        omni_post = ol[stmt.end_lineno: last.lineno - 1]
+        rows = head + [(l, "omni") for l in doc] + fenced(pre + [ind + b for b in binds]) + npu_rows(body[:cut]) + \
+               fenced(omni_post) + npu_rows(body[cut:]) + npu_rows(rl)
+        diags.append(Diagnostic("ONP4009", f"{CODES['ONP4009']}: the omni steps after super() see {target} as the GPU base "
+                                f"returns it; the NPU base's {sum(st.lineno > core.end_lineno for st in nfn2.body[:-1])} "
+                                "statement(s) after that follow them", None, "info"))
+    else:
+        rows = head + [(l, "omni") for l in doc] + fenced(pre + [ind + b for b in binds]) + npu_rows(body) + \
+               npu_rows(tail_ret) + fenced(post)
     if sig == "npu": diags.append(Diagnostic("ONP4005", CODES["ONP4005"], 1, "info"))
-    return lines, diags
+    if origins is not None: origins[:] = [o for _, o in rows]
+    return [l for l, _ in rows], diags
+
+def _result_expr(fn) -> ast.expr | None:
+    "The expression a method returns, when it ends in its only `return E`."
+    rets = [n for n in _walk_no_nested(fn) if isinstance(n, ast.Return)]
+    if len(rets) != 1 or rets[0] is not fn.body[-1] or rets[0].value is None: return None
+    return rets[0].value
+
+def _core(gpu_fn, npu_fn, var: str) -> ast.stmt | None:
+    "The NPU base's one top-level `var = E` where E is what the GPU base returns (the same expression or callee)."
+    e = _result_expr(gpu_fn)
+    if e is None: return None
+    same = lambda v: ast.dump(v) == ast.dump(e) or (isinstance(v, ast.Call) and isinstance(e, ast.Call)
+                                                    and ast.dump(v.func) == ast.dump(e.func))
+    hits = [st for st in npu_fn.body[:-1] if isinstance(st, ast.Assign) and len(st.targets) == 1
+            and isinstance(st.targets[0], ast.Name) and st.targets[0].id == var and same(st.value)]
+    return hits[0] if len(hits) == 1 else None
 
 # %% ../nbs/port.ipynb #c8de38e7
 @dataclass
@@ -791,48 +989,60 @@ def _parse_check(code: str, name: str) -> list[Diagnostic]:
         return [Diagnostic("ONP4006", f"{CODES['ONP4006']}: {e.msg}", e.lineno, "error", where=name)]
     return []
 
-def _delta_diags(tdiags: list[Diagnostic], omni_lines: list[str], out_lines: list[str]) -> list[Diagnostic]:
-    "Translator diagnostics of the omni method, kept when their line reached the port (re-numbered to it)."
-    keep = []
+def _delta_diags(tdiags: list[Diagnostic], omni_lines: list[str], out_lines: list[str], origins: list[str],
+                 skip: set = frozenset()) -> list[Diagnostic]:
+    "Translator diagnostics of the omni method, kept when their line reached the port as an omni line (re-numbered)."
+    keep, used = [], set()
     for d in tdiags:
         if d.code == "ONP4102": keep.append(d); continue
-        if d.line and 0 < d.line <= len(omni_lines):
-            key = " ".join(omni_lines[d.line - 1].split())
-            hit = next((i + 1 for i, l in enumerate(out_lines) if " ".join(l.split()) == key), None)
-            if hit is None: continue
-            d.line = hit
+        if not d.line or not 0 < d.line <= len(omni_lines) or d.line in skip: continue
+        key = " ".join(omni_lines[d.line - 1].split())
+        hits = [i + 1 for i, l in enumerate(out_lines) if origins[i] == "omni" and " ".join(l.split()) == key]
+        if not hits: continue
+        d.line = next((h for h in hits if h not in used), hits[0]); used.add(d.line)
         keep.append(d)
     return keep
 
+def _super_spans(code: str) -> set:
+    "The lines of the statements that hold a `super().<method>(...)` call (a port replaces or inlines them)."
+    fn = ast.parse(code).body[0]
+    calls, out = _super_calls(fn), set()
+    for st in _walk_no_nested(fn):
+        if isinstance(st, ast.stmt) and not hasattr(st, "body") and any(n is c for n in ast.walk(st) for c in calls):
+            out |= set(range(st.lineno, st.end_lineno + 1))
+    return out
+
 def port_method(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_style: str = "auto",
-                target: str | None = None, fence: bool = True, conflict_style: str = "git") -> PortResult:
+                target: str | RuleSet | None = None, fence: bool = True, prefer: str = "markers") -> PortResult:
     "Port one omni method onto the NPU base: three-way merge, or a super()-extension port."
     name = gpu_omni.method_node.name
-    target = target or target_of(npu_base)
+    rules = rules_for(target or target_of(npu_base))
     npu_cls = npu_base.owner or npu_base.cls_node.name
-    base_t, _ = translate_code(gpu_base.method_source, target)
-    omni_t, tdiags = translate_code(gpu_omni.method_source, target)
+    (base_t, bdiags), (omni_t, tdiags) = translate_methods(
+        [(gpu_base.method_source, gpu_base.context_text), (gpu_omni.method_source, gpu_omni.context_text)], rules)
     npu = npu_base.method_source
-    diags = pairing_check(gpu_base, npu_base)
-    style = "merge"
+    diags = pairing_check(gpu_base, npu_base) + target_check(npu_base, rules) + [d for d in bdiags if d.code == "ONP4102"]
+    style, origins, skip = "merge", [], set()
     if extends_by_super(omni_t):
-        res = None
+        res, skip = None, _super_spans(omni_t)
         if super_style in ("auto", "inline"):
             ofn, nfn = ast.parse(omni_t).body[0], ast.parse(npu).body[0]
             if super_style == "inline" or _inlinable(ofn, nfn) is not None:
-                res = port_super_inline(omni_t, npu, base_t)
+                res = port_super_inline(omni_t, npu, base_t, origins)
                 style = "super-inline"
         if res is None:
             res = port_super_call(omni_t, npu, base_t, npu_cls)
             style = "super-call"
+            origins = ["omni"] * len(res[0])
         lines, d2 = res
     else:
         hunks = merge_hunks(base_t, omni_t, npu)
-        lines, d2 = render(hunks, (f"NPU base: {npu_base.label()}", f"omni GPU: {gpu_omni.label()} (translated)"), fence, conflict_style)
+        lines, d2 = render(hunks, (f"NPU base: {npu_base.label()}", f"omni GPU: {gpu_omni.label()} (translated)"),
+                           fence, prefer, origins)
     diags += d2
-    diags += _delta_diags(tdiags, omni_t.splitlines(), lines)
+    diags += _delta_diags(tdiags, omni_t.splitlines(), lines, origins, skip)
     code = "\n".join(lines) + "\n"
-    if not (conflict_style == "git" and any(d.code == "ONP4001" for d in diags)):   # markers explain themselves
+    if not (prefer in ("markers", "git") and any(d.code == "ONP4001" for d in diags)):   # markers explain themselves
         diags += _parse_check(code, name)
     for d in diags: d.where = d.where or name
     return PortResult(code, diags, style, name, {"lines": len(lines)})
@@ -859,10 +1069,9 @@ class ClassPlan:
     translate: list[str]
     inherit: list[str]
 
-def needs_translation(src: str, target: str | None) -> bool:
-    "Whether a GPU method changes under translation (without the translator: whether it uses a catalog GPU pattern)."
-    if _translator() is None: return bool(untranslated(src))
-    new, d = translate_code(src, target)
+def needs_translation(src: str, target: str | RuleSet | None, module_text: str = "") -> bool:
+    "Whether the translator changes or flags a GPU method (read in its module's import context)."
+    new, d = translate_code(src, target, module_text)
     return new != src or bool(d)
 
 def accepts_npu_calls(omni_fn, npu_fn) -> bool:
@@ -872,18 +1081,23 @@ def accepts_npu_calls(omni_fn, npu_fn) -> bool:
     op, np_ = [p for p in o if not p.startswith("*")], [p for p in n if not p.startswith("*")]
     return op[: len(np_)] == np_ and (not any(p.startswith("**") for p in n) or any(p.startswith("**") for p in o))
 
-def plan_class(gpu_base: Located, gpu_omni: Located, npu_base: Located, target: str | None = None) -> ClassPlan:
+def plan_class(gpu_base: Located, gpu_omni: Located, npu_base: Located, target: str | RuleSet | None = None) -> ClassPlan:
     "Sort the omni class's own methods into three-way ports, translated copies and inherited ones."
+    rules = rules_for(target or target_of(npu_base))
+    names = list(_own_methods(gpu_omni.cls_node))
+    omni = {n: _method_located(gpu_omni, n) for n in names}
+    done = translate_methods([(omni[n].method_source, omni[n].context_text) for n in names], rules)   # one run
     port, trans, inherit = [], [], []
-    for name in _own_methods(gpu_omni.cls_node):
+    for name, (new, d) in zip(names, done):
         nb, gb = _method_located(npu_base, name), _method_located(gpu_base, name)
-        omni = _method_located(gpu_omni, name).method_source
-        translate = needs_translation(omni, target)
+        src = omni[name].method_source
+        # super() reaching vllm-ascend's method matters only where the NPU base defines it: that is decided below
+        translate = new != src or any(x.record != "sig.explicit-base-call" for x in d)
         npu_defines = nb is not None and (nb.owner == npu_base.cls_node.name if nb.tree is None
                                           else (nb.owner_module or "").split(".")[0] != gpu_base.package)
         if gb is not None and npu_defines:
             # through the MRO, super() inside the omni method already lands on the NPU base's method
-            mro_ok = extends_by_super(omni) and accepts_npu_calls(ast.parse(omni).body[0], ast.parse(nb.method_source).body[0])
+            mro_ok = extends_by_super(src) and accepts_npu_calls(ast.parse(src).body[0], ast.parse(nb.method_source).body[0])
             (inherit if (mro_ok and not translate) else port).append(name)
         elif translate: trans.append(name)
         else: inherit.append(name)
@@ -930,22 +1144,27 @@ def _bindings(module: str, text: str) -> dict[str, str]:
 def _binding_import(module: str, text: str, name: str) -> str | None:
     return _bindings(module, text).get(name)
 
+def _translated_imports(loc: Located, rules: RuleSet) -> str:
+    "The import statements of a module as the translator writes them (where translated names are bound)."
+    head = "\n".join(_module_imports(loc.context_text)) + "\n"
+    t = translate_source(head, rules, path="<port imports>", comments=False)
+    return t.code if t.error is None else head
+
 def port_class(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_style: str = "auto",
-               target: str | None = None, class_name: str | None = None) -> PortResult:
+               target: str | RuleSet | None = None, class_name: str | None = None, prefer: str = "markers") -> PortResult:
     "Port every omni override of a class; returns a module with its imports."
     t0 = time.perf_counter()
-    target = target or target_of(npu_base)
-    plan = plan_class(gpu_base, gpu_omni, npu_base, target)
-    diags = pairing_check(gpu_base, npu_base)
+    rules = rules_for(target or target_of(npu_base))       # compiled once for the whole class
+    plan = plan_class(gpu_base, gpu_omni, npu_base, rules)
+    diags = pairing_check(gpu_base, npu_base) + target_check(npu_base, rules)
     bodies, styles = [], {}
     for name in plan.port:
         r = port_method(_method_located(gpu_base, name), _method_located(gpu_omni, name),
-                        _method_located(npu_base, name), super_style, target)
-        diags += [d for d in r.diagnostics if d.code != "ONP4101"]
+                        _method_located(npu_base, name), super_style, rules, prefer=prefer)
+        diags += [d for d in r.diagnostics if d.code not in ("ONP4101", "ONP4104")]
         bodies.append(r.code); styles[name] = r.style
     for name in plan.translate:
-        src = _method_located(gpu_omni, name).method_source
-        new, d = translate_code(src, target)
+        new, d = translate_located(_method_located(gpu_omni, name), rules)
         diags += [Diagnostic("ONP4007", CODES["ONP4007"], None, "info", where=name)] + \
                  [Diagnostic(x.code, x.message, x.line, x.severity, name, x.record) for x in d]
         bodies.append(new); styles[name] = "omni-only"
@@ -955,16 +1174,15 @@ def port_class(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_st
     inherited = ", ".join(plan.inherit)
     cls_code = f"class {cname}({omni_cls}, {npu_cls}):\n" + \
                (f'    "Ported by omni-npu-port; inherited from {omni_cls} unchanged: {inherited}."\n\n' if inherited else "") + methods
-    omni_mod_t, _ = translate_code(gpu_omni.module_text, target) if _translator() else (gpu_omni.module_text, [])
     sources = [(npu_base.module, npu_base.module_text, npu_base.package),
-               (gpu_omni.module, omni_mod_t, gpu_omni.package),
+               (gpu_omni.module, _translated_imports(gpu_omni, rules), gpu_omni.package),
                (gpu_omni.module, gpu_omni.module_text, gpu_omni.package)]
     imports = _imports_for(cls_code, sources, set())
     imports += [f"from {gpu_omni.module} import {omni_cls}", f"from {npu_base.module} import {npu_cls}"]
     imports = list(dict.fromkeys(sorted(i for i in imports if i.startswith("import ")) +
                                  sorted(i for i in imports if i.startswith("from "))))
     header = (f'"""{cname}: {omni_cls} ported onto {npu_base.label()} by `omni-npu-port port --class`.\n\n'
-              f"Sources: GPU base {gpu_base.label()}; omni GPU {gpu_omni.label()}.\n"
+              f"Sources: GPU base {gpu_base.label()}; omni GPU {gpu_omni.label()}; translator target {rules.target}.\n"
               f"Ported methods: {', '.join(f'{k} ({v})' for k, v in styles.items()) or 'none'}.\n"
               'Omni additions are fenced by `----Omni-new----` comments; `<<<<<<<` marks an unresolved conflict."""\n')
     code = header + "\n" + "\n".join(imports) + "\n\n\n" + cls_code
@@ -992,11 +1210,9 @@ def _fail(msg: str, code: int = 2) -> int:
     print(f"omni-npu-port: error: {msg}", file=sys.stderr)
     return code
 
-def _report(res: PortResult, stream=sys.stderr, as_json: bool = False):
+def _report(res: PortResult, stream=None, as_json: bool = False):
     if as_json: return
-    for d in res.diagnostics:
-        if d.code == "ONP4102" and d.where != res.name and any(x.code == "ONP4102" and x is not d for x in res.diagnostics[:res.diagnostics.index(d)]): continue
-        print(f"omni-npu-port: {d}", file=stream)
+    for d in res.diagnostics: print(f"omni-npu-port: {d}", file=stream or sys.stderr)
 
 def main(argv: list[str] | None = None) -> int:
     "`omni-npu-port port --gpu-base SPEC --gpu-omni SPEC --npu-base SPEC [--class] [-o FILE]`"
@@ -1010,6 +1226,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="specs name classes (SOURCE:Class): port every omni override and write a module")
     ap.add_argument("--super", dest="super_style", choices=("auto", "call", "inline"), default="auto",
                     help="how to port methods that extend their base through super() (default: auto)")
+    ap.add_argument("--prefer", choices=("markers", "npu", "omni"), default="markers",
+                    help="conflicts: leave git-style markers (default), or keep the NPU base's / the omni GPU method's "
+                         "side, noted by an ONP4008 comment and diagnostic")
     ap.add_argument("--target", help="translator target, e.g. vllm-ascend==0.18.0 (default: the NPU source's version)")
     ap.add_argument("--class-name", help="name of the ported class (--class; default: GPU→NPU in the omni name)")
     ap.add_argument("-o", "--output", help="write here instead of stdout (atomically)")
@@ -1024,8 +1243,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.whole_class:
             if any(parse_spec(s, False).method for s in (args.gpu_base, args.gpu_omni, args.npu_base)):
                 raise PortError("--class takes SOURCE:Class specs, without a method")
-            res = port_class(*locs, super_style=args.super_style, target=args.target, class_name=args.class_name)
-        else: res = port_method(*locs, super_style=args.super_style, target=args.target)
+            res = port_class(*locs, super_style=args.super_style, target=args.target, class_name=args.class_name,
+                             prefer=args.prefer)
+        else: res = port_method(*locs, super_style=args.super_style, target=args.target, prefer=args.prefer)
         if args.json:
             text = json.dumps({"name": res.name, "style": res.style, "code": res.code,
                                "diagnostics": [asdict(d) for d in res.diagnostics], "stats": res.stats}, indent=2)

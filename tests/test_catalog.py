@@ -33,7 +33,9 @@ CARD_TABLE = [
     ("Attention state", "N/A", "AscendAttentionState"),
     ("RoPE update", "N/A", "update_cos_sin()"),
 ]
-CARD = Path(__file__).resolve().parents[2] / "shared" / "reference" / "translation-card.md"
+# The team's shared folder sits beside the checkout (or above a CI copy of it); the first one found is used.
+CARD = next((d / "shared" / "reference" / "translation-card.md" for d in Path(__file__).resolve().parents
+             if (d / "shared" / "reference" / "translation-card.md").exists()), Path("/nonexistent/translation-card.md"))
 
 
 def _card_headings(text):

@@ -55,12 +55,34 @@ def test_conflict_left_visible_with_code():
     assert d.line == start + 1 and d.severity == "error"
 
 
-def test_conflict_styles_that_keep_the_code_parseable():
-    for style in ("npu", "comment"):
-        res = P.port_method(*triple("conflict", "_dummy_run"), conflict_style=style)
-        ast.parse(res.code)
-        assert "ONP4001" in res.code and "ONP4001" in codes(res)
-        assert "outputs = self._model_forward(num_tokens, positions=positions)" in res.code
+def test_conflict_comment_style_keeps_the_code_parseable():
+    res = P.port_method(*triple("conflict", "_dummy_run"), prefer="comment")
+    ast.parse(res.code)
+    assert "ONP4001" in res.code and "ONP4001" in codes(res)
+    assert "outputs = self._model_forward(num_tokens, positions=positions)" in res.code
+    assert "    # outputs = self.model(positions=positions, **self._omni_kwargs())" in res.code.splitlines()
+
+
+@pytest.mark.parametrize("prefer, kept, dropped", [
+    ("npu", "outputs = self._model_forward(num_tokens, positions=positions)", "self._omni_kwargs()"),
+    ("omni", "self._omni_kwargs()", "self._model_forward(num_tokens, positions=positions)"),
+])
+def test_prefer_policy_resolves_conflicts_and_says_so(prefer, kept, dropped):
+    res = P.port_method(*triple("conflict", "_dummy_run"), prefer=prefer)
+    ast.parse(res.code)                                                     # no markers left
+    assert "ONP4001" not in codes(res) and res.conflicts == 0
+    assert kept in res.code and dropped not in res.code
+    [d] = [d for d in res.diagnostics if d.code == "ONP4008"]
+    assert f"--prefer {prefer}" in d.message and d.severity == "warning"
+    note = res.code.splitlines()[d.line - 1]
+    assert note.strip().startswith("# ONP4008") and f"--prefer {prefer}" in note
+    if prefer == "omni":                                                     # the omni side is fenced as omni code
+        assert any(kept in "\n".join(b) for _, b in fenced_blocks(res.code))
+
+
+def test_prefer_rejects_unknown_policy():
+    with pytest.raises(P.PortError, match="markers, npu, omni"):
+        P.port_method(*triple("conflict", "_dummy_run"), prefer="theirs")
 
 
 def test_deleted_lines_stay_deleted_and_are_reported():
@@ -95,7 +117,11 @@ def test_super_extension_becomes_explicit_base_call():
     assert d.record == "sig.explicit-base-call"
     from omni_npu_port.catalog import CATALOG
     assert CATALOG[d.record].id == "sig.explicit-base-call"
-    assert "self.talker_mtp = CUDAGraphWrapper" in res.code or "ACLGraphWrapper" in res.code
+    # the translator ran in the module's import context: the omni step is in NPU form, its diagnostic points at it
+    assert "self.talker_mtp = ACLGraphWrapper(talker_mtp, self.vllm_config)" in res.code and "CUDAGraphWrapper" not in res.code
+    d = next(d for d in res.diagnostics if d.code == "ONP1003")
+    assert d.record == "graph.wrapper-construct" and "ACLGraphWrapper(" in res.code.splitlines()[d.line - 1]
+    assert "ONP2015" not in codes(res)                     # super() is replaced by the explicit call (ONP4003)
 
 
 def test_super_extension_forced_call_passes_npu_only_parameters():
@@ -111,8 +137,22 @@ def test_super_extension_with_used_result_is_inlined():
     assert [a.arg for a in fn.args.args][:2] == ["self", "num_tokens_padded"]        # NPU signature adopted
     src = res.code
     assert "**extra" in src and not re.search(r"\bhidden_states\b", src)            # base result renamed to the omni name
-    assert src.index("self._all_gather_hidden_states_and_aux(model_output)") < src.index("self._omni_last_model_output")
     assert src.index("extra = self._build_model_kwargs_extra()") < src.index("model_output = self.model(")
+    # the omni step sees what the GPU base returns; the NPU base's post-processing (all-gather) comes after it
+    assert src.index("model_output = self.model(") < src.index("self._omni_last_model_output") \
+        < src.index("self._all_gather_hidden_states_and_aux(model_output)") < src.index("return model_output")
+    assert src.count("return model_output") == 1
+    assert "ONP4009" in codes(res)
+
+
+def test_super_extension_without_a_gpu_result_statement_keeps_super_order():
+    # when the NPU base has no statement computing what the GPU base returns, omni steps follow the whole base
+    gb, go, nb = triple("super_ext", "_model_forward")
+    npu = nb.method_source.replace("hidden_states = self.model(", "hidden_states = self.other_model(")
+    lines, diags = P.port_super_inline(go.method_source, npu, gb.method_source)
+    src = "\n".join(lines)
+    assert src.index("self._all_gather_hidden_states_and_aux(model_output)") < src.index("self._omni_last_model_output")
+    assert "ONP4009" not in [d.code for d in diags]
 
 
 def test_class_mode_writes_a_module_with_imports_and_ported_overrides(tmp_path):
@@ -126,6 +166,63 @@ def test_class_mode_writes_a_module_with_imports_and_ported_overrides(tmp_path):
     assert "_model_forward" in names                           # the omni signature cannot take NPU calls
     imports = {ast.unparse(n) for n in mod.body if isinstance(n, (ast.Import, ast.ImportFrom))}
     assert "from super_ext import NPUModelRunner" in imports and "from super_ext import OmniGPUModelRunner" in imports
+
+
+def test_translation_needs_the_module_imports():
+    src = "def sync(self):\n    torch.cuda.synchronize()\n"
+    assert P.translate_code(src, "vllm-ascend==0.18.0", "import torch\n")[0] == "def sync(self):\n    torch.npu.synchronize()\n"
+    assert P.translate_code(src, "vllm-ascend==0.18.0", "")[0] == src    # `torch` unresolved: nothing to rewrite
+    new, [d] = P.translate_code(src, "vllm-ascend==0.18.0", "import torch\n")
+    assert (d.code, d.line, d.record, d.severity) == ("ONP1002", 2, "dev.synchronize", "info")
+
+
+def test_unknown_ascend_release_uses_the_nearest_newer_rules():
+    assert P.known_ascend("0.18.0") == "0.18.0"
+    assert P.known_ascend("0.15.0rc1") == "0.16.0rc1"
+    loc = _located("vllm_ascend", "0.15.0rc1")
+    assert P.target_of(loc) == "vllm-ascend==0.16.0rc1"
+    [d] = P.target_check(loc, P.rules_for(P.target_of(loc)))
+    assert d.code == "ONP4104" and "0.15.0rc1" in d.message
+    assert P.target_check(_located("vllm_ascend", "0.18.0"), P.rules_for("vllm-ascend==0.18.0")) == []
+
+
+def test_insertions_at_the_same_place_put_omni_first():
+    z = P._lines("a\nb\n")
+    hunks = P.refine_conflict(z, P._lines("a\nOMNI\nb\n"), P._lines("a\nNPU\nb\n"), lambda xs: xs)
+    assert [l for h in hunks for l in h.lines] == ["a", "OMNI", "NPU", "b"]
+    lines, diags = P.render(hunks)
+    [d] = diags
+    assert d.code == "ONP4010" and d.severity == "warning" and lines[d.line - 1] == "OMNI  " + P.INLINE_MARK
+
+
+def test_omni_statement_inside_an_npu_deletion_still_applies():
+    base = 'def f(self):\n    """Doc.\n\n    x: the x.\n    """\n    y = 1\n    return y\n'
+    omni = 'def f(self):\n    """Doc.\n\n    x: the x.\n    z: the z.\n    """\n    z = 2\n    y = 1\n    return y\n'
+    npu = 'def f(self):\n    return y\n'           # deletes the docstring and `y = 1`, writes nothing there
+    z, a, b = (P._lines(c) for c in (base, omni, npu))
+    hunks = P.refine_conflict(z, a, b, lambda xs: xs)
+    assert "conflict" not in [h.kind for h in hunks]     # the docstring edit yields to the NPU deletion
+    out = [l for h in hunks for l in h.lines]
+    assert out == ["def f(self):", "    z = 2", "    return y"]
+
+
+def test_a_modified_region_splits_into_insertions_and_modifications():
+    z = P._lines("x = compute(a)\n")
+    side = P._lines("extra = prepare()\nx = compute(a, b)\n")
+    ops = P._split_replace(z, side, 0, 1, 0, 2)
+    assert ops == [("insert", 0, 0, 0, 1), ("replace", 0, 1, 1, 2)]
+
+
+def test_translator_check_keeps_only_reminders_not_yet_done():
+    mod = "from vllm_ascend.compilation.acl_graph import ACLGraphWrapper\n"
+    src = ("def _talker_mtp_forward(self, n):\n"
+           "    mode, desc, *_ = self._determine_batch_execution_and_padding(num_tokens=n, num_reqs=n)\n"
+           "    if isinstance(self.talker_mtp, ACLGraphWrapper):\n        return self.talker_mtp(desc)\n")
+    rules = P.rules_for("vllm-ascend==0.18.0")
+    [d] = P.translator_check(src, mod, rules)
+    assert d.code == "ONP2014" and d.line == 2
+    fixed = src.replace("num_reqs=n)", "num_reqs=n, force_uniform_decode=True)")
+    assert P.translator_check(fixed, mod, rules) == []
 
 
 def run_port(args, capsys):
@@ -170,6 +267,16 @@ def test_cli_conflicts_exit_1_and_json(capsys):
                            spec("conflict", "NPUModelRunner", "_dummy_run"), "--json"], capsys)
     data = json.loads(out)
     assert rc == 1 and data["style"] == "merge" and any(d["code"] == "ONP4001" for d in data["diagnostics"])
+
+
+def test_cli_prefer_resolves_and_reports(capsys):
+    args = ["--gpu-base", spec("conflict", "GPUModelRunner", "_dummy_run"), "--gpu-omni",
+            spec("conflict", "OmniGPUModelRunner", "_dummy_run"), "--npu-base", spec("conflict", "NPUModelRunner", "_dummy_run")]
+    rc, out, err = run_port(args + ["--prefer", "npu"], capsys)
+    assert rc == 0 and "<<<<<<<" not in out and "ONP4008" in out and "ONP4008 warning" in err
+    with pytest.raises(SystemExit) as e:                      # argparse: usage and the choices, exit 2
+        P.main(args + ["--prefer", "theirs"])
+    assert e.value.code == 2 and "markers" in capsys.readouterr().err
 
 
 def _located(package, version):

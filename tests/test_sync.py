@@ -37,7 +37,8 @@ def nbdev(tool: str, cwd: Path):
 
 def changed_files(a: Path, b: Path, pattern: str) -> list:
     "Files matching `pattern` under `a` and `b` that differ byte for byte, or exist on one side only."
-    rel = lambda d: {p.relative_to(d) for p in d.rglob(pattern) if "__pycache__" not in p.parts and ".ipynb_checkpoints" not in p.parts}
+    rel = lambda d: {p.relative_to(d) for p in d.rglob(pattern)
+                     if p.is_file() and "__pycache__" not in p.parts and ".ipynb_checkpoints" not in p.parts}
     ra, rb = rel(a), rel(b)
     out = [f"{p} (new)" for p in sorted(rb - ra)] + [f"{p} (would be deleted)" for p in sorted(ra - rb)]
     return out + [f"{p} (differs)" for p in sorted(ra & rb) if not filecmp.cmp(a / p, b / p, shallow=False)]
