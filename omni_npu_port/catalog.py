@@ -21,19 +21,20 @@ __all__ = ['VLLM_ASCEND_VERSIONS', 'VLLM_VERSIONS', 'TORCH_NPU_PINS', 'PAIRING',
            'parse_target', 'select_target', 'records_table', 'show_records', 'show_pattern']
 
 # %% ../nbs/catalog.ipynb #4e862511
-VLLM_ASCEND_VERSIONS = ("0.13.0", "0.16.0rc1", "0.17.0rc1", "0.18.0", "0.19.1rc1", "0.20.2rc1", "0.23.0",
+VLLM_ASCEND_VERSIONS = ("0.13.0", "0.14.0rc1", "0.15.0rc1", "0.16.0rc1", "0.17.0rc1", "0.18.0", "0.19.1rc1", "0.20.2rc1", "0.23.0",
                         "0.23.0.post1", "0.25.1rc1", "main")
-VLLM_VERSIONS = ("0.17.0", "0.18.0", "0.19.1", "0.20.2", "0.23.0", "0.27.1", "0.34.0")
+VLLM_VERSIONS = ("0.14.1", "0.15.0", "0.16.0", "0.17.0", "0.18.0", "0.19.1", "0.20.2", "0.23.0", "0.27.1", "0.34.0")
 
 # The torch-npu each vllm-ascend release pins (its wheel's Requires-Dist or its sdist's requirements.txt).
 TORCH_NPU_PINS = {
-    "0.13.0": "2.8.0.post2", "0.16.0rc1": "2.9.0", "0.17.0rc1": "2.9.0", "0.18.0": "2.9.0", "0.19.1rc1": "2.9.0",
+    "0.13.0": "2.8.0.post2", "0.14.0rc1": "2.9.0", "0.15.0rc1": "2.9.0", "0.16.0rc1": "2.9.0", "0.17.0rc1": "2.9.0", "0.18.0": "2.9.0", "0.19.1rc1": "2.9.0",
     "0.20.2rc1": "2.10.0", "0.23.0": "2.10.0.post4", "0.23.0.post1": "2.10.0.post4", "0.25.1rc1": "2.10.0.post2",
 }
 
-# vllm-ascend release -> (the vllm release it pairs with, the torch_npu it pins; None where unknown)
+# vllm-ascend release -> (the vllm release it pairs with, the torch_npu it pins; None where unknown).
+# The rc pairings up to 0.19.1rc1 are the `pip_vllm_version` of each sdist's docs/source/conf.py.
 PAIRING = {va: (vllm, TORCH_NPU_PINS.get(va)) for va, vllm in {
-    "0.17.0rc1": "0.17.0", "0.18.0": "0.18.0", "0.20.2rc1": "0.20.2", "0.23.0": "0.23.0",
+    "0.14.0rc1": "0.14.1", "0.15.0rc1": "0.15.0", "0.16.0rc1": "0.16.0", "0.17.0rc1": "0.17.0", "0.19.1rc1": "0.19.1", "0.18.0": "0.18.0", "0.20.2rc1": "0.20.2", "0.23.0": "0.23.0",
     "0.23.0.post1": "0.23.0", "main": "0.27.1"}.items()}
 
 _MAIN = Version("9999")
@@ -276,7 +277,7 @@ GRAPHS = [
        "mode, batch_desc, *_ = self._determine_batch_execution_and_padding(num_tokens=..., num_reqs=..., ...)",
        "mode, batch_desc, *_ = self._determine_batch_execution_and_padding(num_tokens=..., num_reqs=..., ...,\n"
        "    force_uniform_decode=True)  # talker-MTP capture",
-       source="beyond-card", since="0.16.0rc1",
+       source="beyond-card", since="0.15.0rc1",
        npu_symbol="vllm_ascend.worker.model_runner_v1.NPUModelRunner._determine_batch_execution_and_padding",
        params=("force_uniform_decode",),
        notes="Without it the talker-MTP graph is captured under a batch descriptor that the wrapper never sees at "
@@ -381,7 +382,7 @@ ATTENTION = [
        "    ubatch_slices=ubatch_slices_attn, logits_indices=logits_indices, use_spec_decode=use_spec_decode,\n"
        "    num_scheduled_tokens=scheduler_output.num_scheduled_tokens,\n"
        "    num_scheduled_tokens_np=num_scheduled_tokens_np, cascade_attn_prefix_lens=cascade_attn_prefix_lens)",
-       card_section="Attention Metadata / Building Attention Metadata", since="0.16.0rc1", vllm_until="0.34.0",
+       card_section="Attention Metadata / Building Attention Metadata", since="0.15.0rc1", vllm_until="0.34.0",
        gpu_symbol="vllm.v1.worker.gpu_model_runner.GPUModelRunner._build_attention_metadata",
        npu_symbol="vllm_ascend.worker.model_runner_v1.NPUModelRunner._build_attention_metadata",
        params=("num_tokens", "num_reqs", "max_query_len", "num_tokens_padded", "num_reqs_padded", "ubatch_slices",
@@ -392,7 +393,7 @@ ATTENTION = [
     _P("attn.build-metadata-capture", "attention", "_build_attention_metadata(for_cudagraph_capture=...)",
        "signature-change", "# see attn.build-metadata",
        "self._build_attention_metadata(..., for_cudagraph_capture=is_graph_capturing)  # in _dummy_run",
-       source="beyond-card", since="0.16.0rc1",
+       source="beyond-card", since="0.15.0rc1",
        npu_symbol="vllm_ascend.worker.model_runner_v1.NPUModelRunner._build_attention_metadata",
        params=("for_cudagraph_capture",),
        notes="Present from v0.16.0rc1, the first release whose NPUModelRunner defines _build_attention_metadata "
@@ -477,7 +478,7 @@ GRAPH_PARAMS = [
        "    update_full_graph_params(self.attn_backend, self.update_stream, forward_context,\n"
        "        num_tokens_padded, self.vllm_config, speculative_config=self.speculative_config,\n"
        "        num_dcp_pcp_tokens=positions.shape[0])",
-       card_section="Graph Parameter Updates / Full Graph Params Update (NPU-specific)", since="0.16.0rc1",
+       card_section="Graph Parameter Updates / Full Graph Params Update (NPU-specific)", since="0.15.0rc1",
        until="0.25.1rc1", npu_symbol="vllm_ascend.compilation.acl_graph.update_full_graph_params",
        params=(*_UFGP, "num_dcp_pcp_tokens", "draft_attn_metadatas"),
        notes="Pass by keyword (num_dcp_pcp_tokens=positions.shape[0]). From v0.18 runners call the inherited "
@@ -566,7 +567,7 @@ SIGNATURES = [
        "def _model_forward(self, input_ids=None, positions=None, intermediate_tensors=None, inputs_embeds=None, **model_kwargs)",
        "def _model_forward(self, num_tokens_padded, input_ids=None, positions=None, intermediate_tensors=None,\n"
        "                   inputs_embeds=None, **model_kwargs)",
-       card_section="Common Method Signature Differences / _model_forward Parameters", since="0.16.0rc1",
+       card_section="Common Method Signature Differences / _model_forward Parameters", since="0.15.0rc1",
        vllm_until="0.34.0", gpu_symbol="vllm.v1.worker.gpu_model_runner.GPUModelRunner._model_forward",
        npu_symbol="vllm_ascend.worker.model_runner_v1.NPUModelRunner._model_forward",
        params=("num_tokens_padded", *_MF)),

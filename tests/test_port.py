@@ -178,11 +178,11 @@ def test_translation_needs_the_module_imports():
 
 def test_unknown_ascend_release_uses_the_nearest_newer_rules():
     assert P.known_ascend("0.18.0") == "0.18.0"
-    assert P.known_ascend("0.15.0rc1") == "0.16.0rc1"
-    loc = _located("vllm_ascend", "0.15.0rc1")
+    assert P.known_ascend("0.15.5") == "0.16.0rc1"
+    loc = _located("vllm_ascend", "0.15.5")
     assert P.target_of(loc) == "vllm-ascend==0.16.0rc1"
     [d] = P.target_check(loc, P.rules_for(P.target_of(loc)))
-    assert d.code == "ONP4104" and "0.15.0rc1" in d.message
+    assert d.code == "ONP4104" and "0.15.5" in d.message
     assert P.target_check(_located("vllm_ascend", "0.18.0"), P.rules_for("vllm-ascend==0.18.0")) == []
 
 
