@@ -16,7 +16,7 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .catalog import CATALOG
+from .catalog import CATALOG, OMNI_RUNNERS
 from .conformance import SourceTree, resolve
 from .port import (CODES, FENCE_RE, INLINE_MARK, Diagnostic, PortError, _Matcher, _own_methods, _super_calls,
                    _top_classes, method_text, open_tree, rules_for, translate_code, translator_check)
@@ -27,14 +27,7 @@ __all__ = ['RUNNER_PAIRS', 'FENCE_CLOSE_RE', 'Side', 'runner_pairs', 'gpu_to_npu
            'audit', 'main']
 
 # %% ../nbs/audit.ipynb #00eb5a70
-RUNNER_PAIRS = [  # (GPU module, GPU class, NPU module, NPU class): stack-facts §1
-    ("vllm_omni.worker.gpu_model_runner", "OmniGPUModelRunner",
-     "vllm_omni.platforms.npu.worker.npu_model_runner", "OmniNPUModelRunner"),
-    ("vllm_omni.worker.gpu_ar_model_runner", "GPUARModelRunner",
-     "vllm_omni.platforms.npu.worker.npu_ar_model_runner", "NPUARModelRunner"),
-    ("vllm_omni.worker.gpu_generation_model_runner", "GPUGenerationModelRunner",
-     "vllm_omni.platforms.npu.worker.npu_generation_model_runner", "NPUGenerationModelRunner"),
-]
+RUNNER_PAIRS = OMNI_RUNNERS  # (GPU module, GPU class, NPU module, NPU class), from the catalog
 
 @dataclass
 class Side:
@@ -213,8 +206,9 @@ def audit(gpu: str, npu: str, npu_base: str | None = None, target: str | None = 
                                         "still change: " + "; ".join(_check_note(d) for d in left),
                                         detail=[str(d) for d in left]))
             elif base_tree is not None:
-                sym = resolve(base_tree, f"vllm_ascend.worker.model_runner_v1.NPUModelRunner.{m}")
-                if sym and sym.kind == "method" and sym.path.split(".")[0] == "NPUModelRunner":
+                runner = CATALOG["sig.dummy-run"].npu_symbol.rsplit(".", 1)[0]  # vllm-ascend's NPUModelRunner
+                sym = resolve(base_tree, f"{runner}.{m}")
+                if sym and sym.kind == "method" and sym.path.split(".")[0] == runner.rsplit(".", 1)[-1]:
                     findings.append(Finding("ONP4202", nname, m, f"{nname} inherits {gname}.{m}, which shadows "
                                             f"vllm-ascend's own NPUModelRunner.{m} ({base_tree.version})"))
     return findings

@@ -15,7 +15,7 @@ from typing import Iterable
 from packaging.version import InvalidVersion, Version
 
 # %% auto #0
-__all__ = ['VLLM_ASCEND_VERSIONS', 'VLLM_VERSIONS', 'TORCH_NPU_PINS', 'PAIRING', 'FAMILIES', 'KINDS', 'SOURCES',
+__all__ = ['VLLM_ASCEND_VERSIONS', 'VLLM_VERSIONS', 'TORCH_NPU_PINS', 'PAIRING', 'OMNI_RUNNERS', 'FAMILIES', 'KINDS', 'SOURCES',
            'FORWARD_CONTEXT', 'GRAPHS', 'DEVICE_OPS', 'ATTENTION', 'ROTARY_SP', 'SAMPLER_BATCH', 'GRAPH_PARAMS',
            'SIGNATURES', 'CATALOG', 'parse_version', 'version_str', 'Pattern', 'Catalog', 'check_choice',
            'parse_target', 'select_target', 'records_table', 'show_records', 'show_pattern']
@@ -36,6 +36,16 @@ TORCH_NPU_PINS = {
 PAIRING = {va: (vllm, TORCH_NPU_PINS.get(va)) for va, vllm in {
     "0.14.0rc1": "0.14.1", "0.15.0rc1": "0.15.0", "0.16.0rc1": "0.16.0", "0.17.0rc1": "0.17.0", "0.19.1rc1": "0.19.1", "0.18.0": "0.18.0", "0.20.2rc1": "0.20.2", "0.23.0": "0.23.0",
     "0.23.0.post1": "0.23.0", "main": "0.27.1"}.items()}
+
+# Where vLLM-Omni keeps its runners (stack-facts §1): (GPU module, GPU class, NPU module, NPU class).
+OMNI_RUNNERS = (
+    ("vllm_omni.worker.gpu_model_runner", "OmniGPUModelRunner",
+     "vllm_omni.platforms.npu.worker.npu_model_runner", "OmniNPUModelRunner"),
+    ("vllm_omni.worker.gpu_ar_model_runner", "GPUARModelRunner",
+     "vllm_omni.platforms.npu.worker.npu_ar_model_runner", "NPUARModelRunner"),
+    ("vllm_omni.worker.gpu_generation_model_runner", "GPUGenerationModelRunner",
+     "vllm_omni.platforms.npu.worker.npu_generation_model_runner", "NPUGenerationModelRunner"),
+)
 
 _MAIN = Version("9999")
 
