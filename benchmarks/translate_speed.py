@@ -9,7 +9,11 @@ The baseline is what hipify-python does: one regex built from a trie of every GP
 dictionary lookup to every file, whether it mentions a GPU name or not. It has no notion of scope,
 strings or comments; it is the speed bar, not a quality bar.
 
-Run:  .venv/bin/python benchmarks/translate_speed.py [--repeat 3] [--target vllm-ascend==0.18.0]
+The headline is one process. `--jobs N` adds a row for N processes (`translate -j N`); `--whole` adds a
+row for translating every pre-filtered file whole (`translate_source(..., chunks=False)`, the path taken
+before statement chunking; slow).
+
+Run:  .venv/bin/python benchmarks/translate_speed.py [--repeat 3] [--target vllm-ascend==0.18.0] [--jobs 2] [--whole]
 Target: translator throughput >= 1/3 of the baseline's.
 """
 from __future__ import annotations
@@ -24,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from omni_npu_port.catalog import CATALOG  # noqa: E402
-from omni_npu_port.translate import _might_apply, compile_rules, translate_source  # noqa: E402
+from omni_npu_port.translate import _might_apply, _translate_many, compile_rules, translate_source  # noqa: E402
 
 CACHE = Path.home() / ".cache" / "omni-npu-port" / "pkgs"
 WHEELS = [("vllm_omni-0.16.0-*.whl", "vllm-omni==0.16.0"), ("vllm_ascend-0.18.0-*.whl", "vllm-ascend==0.18.0")]
@@ -75,12 +79,17 @@ def run_regex(files, rx, mapping):
     return n
 
 
-def run_translator(files, rules):
+def run_translator(files, rules, **kw):
     changed = parsed = failed = 0
     for name, data in files:
-        t = translate_source(data, rules, name)
+        t = translate_source(data, rules, name, **kw)
         changed += t.changed; parsed += t.parsed; failed += t.error is not None
     return changed, parsed, failed
+
+
+def run_pool(files, rules, jobs):
+    ts = _translate_many([(d, n) for n, d in files], rules, jobs=jobs)
+    return sum(t.changed for t in ts), sum(t.parsed for t in ts), sum(t.error is not None for t in ts)
 
 
 def best(fn, repeat):
@@ -94,6 +103,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--target", default="vllm-ascend==0.18.0")
+    ap.add_argument("--jobs", type=int, default=1, help="also time N processes")
+    ap.add_argument("--whole", action="store_true", help="also time whole-file translation (no chunks; slow)")
     args = ap.parse_args(argv)
     files = load_tree()
     lines = sum(d.count(b"\n") for _, d in files)
@@ -110,6 +121,14 @@ def main(argv=None):
     print(f"{'omni-npu-port translate':34}{t_tr:9.3f}{lines / t_tr:12,.0f}   {changed} files changed, "
           f"{parsed} parsed, {failed} skipped")
     print(f"{'  of which the text pre-filter':34}{t_pf:9.3f}{lines / t_pf:12,.0f}   {passed} files ({pl} lines) passed it")
+    if args.jobs > 1:
+        t_j, (changed_j, _, failed_j) = best(lambda: run_pool(files, rules, args.jobs), args.repeat)
+        print(f"{f'  same, {args.jobs} processes':34}{t_j:9.3f}{lines / t_j:12,.0f}   {changed_j} files changed, {failed_j} skipped"
+              f"   (ratio {t_re / t_j:.2f})")
+    if args.whole:
+        t_w, (changed_w, parsed_w, _) = best(lambda: run_translator(files, rules, chunks=False), 1)
+        print(f"{'  whole files (chunks=False)':34}{t_w:9.3f}{lines / t_w:12,.0f}   {changed_w} files changed, "
+              f"{parsed_w} parsed   (ratio {t_re / t_w:.2f})")
     ratio = (lines / t_tr) / (lines / t_re)
     print(f"translator / baseline throughput: {ratio:.2f} (target >= 0.33) -> {'OK' if ratio >= 1 / 3 else 'BELOW TARGET'}")
     return 0

@@ -8,6 +8,8 @@ Docs: https://omni-npu-port.github.io/omni-npu-port/translate.html.md"""
 from __future__ import annotations
 
 import argparse
+import bisect
+import builtins
 import csv
 import dataclasses
 import difflib
@@ -17,11 +19,12 @@ import os
 import re
 import sys
 import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider, QualifiedNameProvider, ScopeProvider
+from libcst._nodes.internal import CodegenState as _CodegenState   # for _positions (libcst keeps no public name)
 
 from .catalog import CATALOG, FAMILIES, KINDS, PAIRING, Catalog, Pattern, parse_target, parse_version
 
@@ -456,8 +459,22 @@ class _Ctx:
         self.npu_roots: set = set()                          # root packages of the NPU symbols written
         self.runner_classes: set = set()
         self.defs = _method_defs(module, rules)
+        self.names = _Names(module)                          # where each name is bound (see below)
+        self.locals: list = []                               # enclosing comprehensions and lambdas
+        self.unscoped: set = set()                           # ids of Names that are no reference (attr, keyword)
+        self.zones: set = set()                              # ids of subtrees evaluated in the enclosing scope
+        self.outside = 0                                     # depth inside such subtrees
+        self.dirty: set = set()                              # ids of the statements around edits and notes
+        self.up: dict = {}                                   # id(statement) -> enclosing statement
 
-    def edit(self, node, fn): self.edits.setdefault(id(node), []).append(fn)
+    def edit(self, node, fn):
+        self.edits.setdefault(id(node), []).append(fn)
+        self.dirty.update(map(id, self.stmts))
+
+    def _mark(self, stmt):
+        "Mark a statement and the statements around it as having something to apply."
+        while stmt is not None and id(stmt) not in self.dirty:
+            self.dirty.add(id(stmt)); stmt = self.up.get(id(stmt))
 
     def diag(self, code: str, message: str, node, record: str | None = None, snippet: str = "", stmt=None):
         "Record a diagnostic at `node`, written above its statement."
@@ -466,6 +483,7 @@ class _Ctx:
         if stmt is not None and CODES[code].comment:
             d.acknowledged = _has_comment(stmt, code)
             self.notes.setdefault(id(stmt), []).append(d)
+            self._mark(stmt)
         self.nodes[id(d)] = node
         self.diagnostics.append(d)
         return d
@@ -480,9 +498,8 @@ class _Ctx:
         return None
 
     def scope_has(self, name: str, node) -> bool:
-        "Whether `name` is bound where `node` is (parameters, locals, globals)."
-        scope = self.rule.get_metadata(ScopeProvider, node, None)
-        return scope is not None and name in scope
+        "Whether `name` is bound where `node` is (parameters, locals, globals, builtins)."
+        return self.names.has(name, self)
 
 def _has_comment(stmt, code: str) -> bool:
     lines = getattr(stmt, "leading_lines", ())
@@ -514,16 +531,18 @@ def _is_super_call(node) -> bool:
 
 # %% ../nbs/translate.ipynb #547a8745
 _COMPOUND = (cst.FunctionDef, cst.ClassDef, cst.If, cst.For, cst.While, cst.With, cst.Try, cst.TryStar, cst.Match)
+_STMT_TYPES = frozenset((cst.SimpleStatementLine, *_COMPOUND))   # node classes are final: exact-type checks
+_LOCAL_SCOPES = frozenset((cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp, cst.Lambda))
 
 class _Rule(cst.BatchableCSTVisitor):
     "Base of the rule visitors: shares the file's context."
-    METADATA_DEPENDENCIES = (QualifiedNameProvider, ScopeProvider)
     def __init__(self, ctx: _Ctx):
         super().__init__()
         self.ctx, self.rules = ctx, ctx.rules
 
     def qnames(self, node) -> set:
-        try: return {q.name for q in self.get_metadata(QualifiedNameProvider, node, set())}
+        "The qualified names `node` may refer to where it is (libcst's QualifiedNameProvider semantics)."
+        try: return self.ctx.names.qnames(node, self.ctx)
         except Exception: return set()
 
 class _Tracker:
@@ -532,29 +551,223 @@ class _Tracker:
         self.ctx, self.rule = ctx, rule
 
     def before_visit(self, node) -> None:
-        c = self.ctx
-        if isinstance(node, (cst.SimpleStatementLine, *_COMPOUND)): c.stmts.append(node)
-        if isinstance(node, cst.ClassDef):
+        c, t = self.ctx, type(node)
+        if t in _STMT_TYPES:
+            if c.stmts: c.up[id(node)] = c.stmts[-1]
+            c.stmts.append(node)
+        if t is cst.Attribute: c.unscoped.add(id(node.attr))
+        elif t is cst.Name: pass
+        elif t is cst.Call:
+            c.call_funcs.add(id(node.func))
+            if type(node.func) is cst.Name and node.func.value == "isinstance" and len(node.args) == 2:
+                c.isinstance_args.add(id(node.args[1].value))
+        elif t is cst.Arg:
+            if node.keyword is not None: c.unscoped.add(id(node.keyword))
+        elif t is cst.ClassDef:
             runner = any(_leaf(q).endswith(b) or q in c.runner_classes for arg in node.bases
                          for q in (self.rule.qnames(arg.value) | {".".join(_dotted(arg.value) or [""])})
                          for b in c.rules.runner_bases)
             if runner: c.runner_classes.add(node.name.value)
             c.classes.append((node, runner)); c.scopes.append(("c", node))
-        elif isinstance(node, cst.FunctionDef): c.funcs.append(node); c.scopes.append(("f", node))
-        elif isinstance(node, cst.FormattedString): c.fstring += 1
-        elif isinstance(node, (cst.Import, cst.ImportFrom)): c.imports += 1
-        elif isinstance(node, cst.Call):
-            c.call_funcs.add(id(node.func))
-            if isinstance(node.func, cst.Name) and node.func.value == "isinstance" and len(node.args) == 2:
-                c.isinstance_args.add(id(node.args[1].value))
+            c.zones.update(id(x) for x in [*node.decorators, *node.bases, *node.keywords])
+        elif t is cst.FunctionDef:
+            c.funcs.append(node); c.scopes.append(("f", node))
+            ps = node.params
+            c.zones.update(id(x) for x in [*node.decorators, node.returns] if x is not None)
+            c.zones.update(id(x) for p in [*ps.posonly_params, *ps.params, *ps.kwonly_params, ps.star_arg, ps.star_kwarg]
+                           if type(p) is cst.Param for x in (p.default, p.annotation) if x is not None)
+        elif t is cst.FormattedString: c.fstring += 1
+        elif t is cst.Import or t is cst.ImportFrom: c.imports += 1
+        elif t in _LOCAL_SCOPES: c.locals.append(node)
+        elif t is cst.Global or t is cst.Nonlocal: c.unscoped.update(id(n.name) for n in node.names)
+        if c.zones and id(node) in c.zones: c.outside += 1
 
     def after_leave(self, node) -> None:
-        c = self.ctx
-        if isinstance(node, (cst.SimpleStatementLine, *_COMPOUND)): c.stmts.pop()
-        if isinstance(node, cst.ClassDef): c.classes.pop(); c.scopes.pop()
-        elif isinstance(node, cst.FunctionDef): c.funcs.pop(); c.scopes.pop()
-        elif isinstance(node, cst.FormattedString): c.fstring -= 1
-        elif isinstance(node, (cst.Import, cst.ImportFrom)): c.imports -= 1
+        c, t = self.ctx, type(node)
+        if t in _STMT_TYPES: c.stmts.pop()
+        if t is cst.ClassDef: c.classes.pop(); c.scopes.pop()
+        elif t is cst.FunctionDef: c.funcs.pop(); c.scopes.pop()
+        elif t is cst.FormattedString: c.fstring -= 1
+        elif t is cst.Import or t is cst.ImportFrom: c.imports -= 1
+        elif t in _LOCAL_SCOPES: c.locals.pop()
+        if c.zones and id(node) in c.zones: c.outside -= 1
+
+_METHODS: dict = {}
+
+class _Batch(cst.CSTVisitor):
+    "One traversal for all rule visitors; their visit_/leave_ tables are read once per class, not per file."
+    def __init__(self, visitors, before, after):
+        super().__init__()
+        self.on, self.off = {}, {}
+        for v in visitors:
+            names = _METHODS.get(type(v))
+            if names is None:
+                names = _METHODS[type(v)] = [n for n in dir(type(v)) if n.startswith(("visit_", "leave_")) and n.count("_") == 1
+                                             and not getattr(getattr(type(v), n), "_is_no_op", False)]
+            for n in names: (self.on if n[0] == "v" else self.off).setdefault(n[6:], []).append(getattr(v, n))
+        self.before, self.after = before, after
+
+    def on_visit(self, node) -> bool:
+        self.before(node)
+        for f in self.on.get(type(node).__name__, ()): f(node)
+        return True
+
+    def on_leave(self, node) -> None:
+        for f in self.off.get(type(node).__name__, ()): f(node)
+        self.after(node)
+
+    def on_visit_attribute(self, node, attribute) -> None: pass
+    def on_leave_attribute(self, node, attribute) -> None: pass
+
+# %% ../nbs/translate.ipynb #28697c90
+_BUILTINS = frozenset(dir(builtins))
+
+class _Scope:
+    "The names one module, class or function body binds: name -> [qualified prefix]."
+    __slots__ = ("kind", "parent", "prefix", "names", "globals", "nonlocals")
+    def __init__(self, kind: str, parent, prefix: str):
+        self.kind, self.parent, self.prefix = kind, parent, prefix
+        self.names, self.globals, self.nonlocals = {}, set(), set()
+
+    def local(self, name: str) -> str: return f"{self.prefix}.{name}" if self.prefix else name
+
+def _full_name(node) -> str | None:
+    "The dotted name of a Name, Attribute, Call (its callee) or Subscript (its value), as libcst spells it."
+    t = type(node)
+    if t is cst.Name: return node.value
+    if t is cst.Attribute: return f"{_full_name(node.value)}.{node.attr.value}"
+    if t is cst.Call: return _full_name(node.func)
+    if t is cst.Subscript: return _full_name(node.value)
+    return None
+
+class _Names:
+    "Where each name of a module is bound, by scope: imports give dotted origins, other bindings local names."
+    def __init__(self, module: cst.Module):
+        self.top = _Scope("m", None, "")
+        self.scopes, self.own, self.outer, self._local = {}, {}, {}, {}
+        self._body(module.body, self.top)
+
+    def _bind(self, scope, name: str, value: str | None = None, node=None):
+        if name in scope.globals: scope = self.top
+        value = scope.local(name) if value is None else value
+        scope.names.setdefault(name, []).append(value)
+        if node is not None: self.own[id(node)] = value   # an assignment target names only itself
+
+    def _targets(self, t, scope):
+        if type(t) is cst.Name: self._bind(scope, t.value, None, t)
+        elif type(t) in (cst.Tuple, cst.List):
+            for e in t.elements: self._targets(e.value, scope)
+        elif type(t) is cst.StarredElement: self._targets(t.value, scope)
+
+    def _body(self, body, scope):
+        for st in body:
+            if type(st) is cst.SimpleStatementLine: self._small(st.body, scope)
+            else: self._compound(st, scope)
+
+    def _block(self, b, scope):
+        if type(b) is cst.IndentedBlock: self._body(b.body, scope)
+        else: self._small(b.body, scope)
+
+    def _small(self, smalls, scope):
+        for s in smalls:
+            t = type(s)
+            if t is cst.Assign:
+                for x in s.targets: self._targets(x.target, scope)
+            elif t is cst.AnnAssign or t is cst.AugAssign: self._targets(s.target, scope)
+            elif t is cst.Import:
+                for a in s.names:
+                    full = _full_name(a.name)
+                    if a.asname is not None and type(a.asname.name) is cst.Name: self._bind(scope, a.asname.name.value, full)
+                    else: root = full.split(".", 1)[0]; self._bind(scope, root, root)
+            elif t is cst.ImportFrom and type(s.names) is not cst.ImportStar:
+                mod = "." * len(s.relative) + ((_full_name(s.module) or "") if s.module is not None else "")
+                for a in s.names:
+                    n = _full_name(a.name)
+                    real = f"{mod}{n}" if mod.endswith(".") else f"{mod}.{n}" if mod else n
+                    local = a.asname.name.value if a.asname is not None and type(a.asname.name) is cst.Name else n
+                    self._bind(scope, local, real)
+            elif t is cst.Global: scope.globals.update(n.name.value for n in s.names)
+            elif t is cst.Nonlocal: scope.nonlocals.update(n.name.value for n in s.names)
+
+    def _compound(self, st, scope):
+        t = type(st)
+        if t is cst.FunctionDef or t is cst.ClassDef:
+            name = st.name.value
+            self._bind(scope, name); self.outer[id(st.name)] = scope
+            if t is cst.FunctionDef:
+                inner = _Scope("f", scope, scope.local(name) + ".<locals>")
+                ps = st.params
+                for p in [*ps.posonly_params, *ps.params, *ps.kwonly_params, ps.star_arg, ps.star_kwarg]:
+                    if type(p) is cst.Param: self._bind(inner, p.name.value)
+            else: inner = _Scope("c", scope, scope.local(name))
+            self.scopes[id(st)] = inner
+            self._block(st.body, inner)
+            return
+        if t is cst.For: self._targets(st.target, scope)
+        elif t is cst.With:
+            for it in st.items:
+                if it.asname is not None: self._targets(it.asname.name, scope)
+        if hasattr(st, "body"): self._block(st.body, scope)
+        for h in getattr(st, "handlers", ()):
+            if h.name is not None: self._targets(h.name.name, scope)
+            self._block(h.body, scope)
+        for k in ("orelse", "finalbody"):
+            o = getattr(st, k, None)
+            if o is None: continue
+            if type(o) is cst.If: self._compound(o, scope)
+            else: self._block(o.body, scope)
+        for case in getattr(st, "cases", ()): self._block(case.body, scope)
+
+    def lookup(self, root: str, scope) -> list | None:
+        "The bindings of `root` seen from `scope`, or None."
+        s, first = scope, True
+        while s is not None:
+            if s.kind == "f" and root in s.globals: s, first = self.top, False; continue
+            if (first or s.kind != "c") and root in s.names and root not in s.nonlocals: return s.names[root]
+            first, s = False, s.parent
+        return None
+
+    def local_names(self, node) -> set:
+        "The names a comprehension's targets or a lambda's parameters bind."
+        k = id(node)
+        if k not in self._local:
+            if type(node) is cst.Lambda:
+                ps = node.params
+                out = {p.name.value for p in [*ps.posonly_params, *ps.params, *ps.kwonly_params, ps.star_arg, ps.star_kwarg]
+                       if type(p) is cst.Param}
+            else:
+                out, f = set(), node.for_in
+                while f is not None:
+                    out.update(n.value for n in _walk(f.target) if type(n) is cst.Name)
+                    f = f.inner_for_in
+            self._local[k] = out
+        return self._local[k]
+
+    def scope_of(self, ctx, node=None):
+        "The scope `node` is evaluated in, from the traversal's stacks."
+        if node is not None and id(node) in self.outer: return self.outer[id(node)]
+        s = self.scopes[id(ctx.scopes[-1][1])] if ctx.scopes else self.top
+        return s.parent if ctx.outside and s.parent is not None else s
+
+    def qnames(self, node, ctx) -> set:
+        "The qualified names `node` may refer to."
+        if ctx.imports or id(node) in ctx.unscoped: return set()
+        full = _full_name(node)
+        if full is None: return set()
+        own = self.own.get(id(node))
+        if own is not None: return {own}
+        root = full.split(".", 1)[0]
+        for loc in reversed(ctx.locals):
+            if root in self.local_names(loc): return {"<local>." + full}
+        b = self.lookup(root, self.scope_of(ctx, node))
+        if b is None: return {f"builtins.{root}"} if root in _BUILTINS else set()
+        rest = full[len(root):]
+        return {r + rest for r in b}
+
+    def has(self, name: str, ctx) -> bool:
+        "Whether `name` is bound where the traversal is (parameters, locals, globals, builtins)."
+        if any(name in self.local_names(loc) for loc in ctx.locals): return True
+        return self.lookup(name, self.scope_of(ctx)) is not None or name in _BUILTINS
 
 # %% ../nbs/translate.ipynb #ff479ff5
 def _rename_chain(node, new: list[str]):
@@ -1046,6 +1259,13 @@ class _Apply(cst.CSTTransformer):
         super().__init__()
         self.ctx, self.comments = ctx, comments
 
+    def on_visit(self, node) -> bool:
+        "Statements without edits or notes inside are kept as they are, unvisited."
+        return not (type(node) in _STMT_TYPES and id(node) not in self.ctx.dirty)
+
+    def on_visit_attribute(self, node, attribute) -> None: pass
+    def on_leave_attribute(self, node, attribute) -> None: pass
+
     def on_leave(self, original_node, updated_node):
         for fn in self.ctx.edits.get(id(original_node), ()): updated_node = fn(updated_node)
         notes = self.ctx.notes.get(id(original_node)) if self.comments else None
@@ -1079,6 +1299,13 @@ def _imported(module: cst.Module) -> set:
                            if isinstance(a.name, cst.Name) and not a.asname)
     return out
 
+def _code(module: cst.Module, st) -> str:
+    "A statement's code, stripped, without the sentinel lines of a chunked translation (below)."
+    lines = getattr(st, "leading_lines", ())
+    if any(l.comment is not None and l.comment.value.startswith(_SENTINEL.decode()) for l in lines):
+        st = st.with_changes(leading_lines=[l for l in lines if not (l.comment and l.comment.value.startswith(_SENTINEL.decode()))])
+    return module.code_for_node(st).strip()
+
 def _add_imports(module: cst.Module, ctx: _Ctx) -> cst.Module:
     "The module with the imports the rewritten code needs (and torch_npu where torch.npu is now used)."
     have, body = _imported(module), list(module.body)
@@ -1099,10 +1326,10 @@ def _add_imports(module: cst.Module, ctx: _Ctx) -> cst.Module:
         root = anchor.split()[-1].split(".")[0]
         extra = [l for l in p.npu.splitlines() if l.strip() and l.strip() != anchor]
         if root in ctx.npu_roots and f"import {p.npu_symbol}" not in have and extra:
-            idx = next((i + 1 for i in tops if module.code_for_node(body[i]).strip() == anchor), at)
+            idx = next((i + 1 for i in tops if _code(module, body[i]) == anchor), at)
             body[idx:idx] = [cst.parse_statement(l.strip() + "\n") for l in extra]
             if idx <= at: at += len(extra)
-            where = next((st for st in ctx.module.body if ctx.module.code_for_node(st).strip() == anchor), None)
+            where = next((st for st in ctx.module.body if _code(ctx.module, st) == anchor), None)
             ctx.diag("ONP1011", f"added `{extra[0].split('#')[0].strip()}` ({p.title})", where, p.id, stmt=False)
     body[at:at] = new
     return module.with_changes(body=body)
@@ -1144,13 +1371,21 @@ def _might_apply(rules: RuleSet, data) -> bool:
         reqs = [frozenset(x for x in s.split(".") if x) for s in [*rules.symbols, *rules.unsupported, *rules.keywords,
                 *rules.namespaces, _graph_mode_symbol(rules) or ""] if s]
         reqs += [frozenset([w]) for w in _method_words(rules) - set(rules.methods)]
-        rules._prefilter = (re.compile(pat), re.compile(pat.encode()), reqs, [b.encode() for b in rules.runner_bases])
-    rx, rxb, reqs, bases = rules._prefilter
+        # a cheap necessary condition first: each requirement's key word (the one most requirements share,
+        # not a package root) must occur as a substring; a dozen substring searches beat one regex scan
+        roots = {s.split(".")[0] for s in [*rules.symbols, *rules.unsupported, *rules.keywords, *rules.namespaces]}
+        share = {w: sum(w in r for r in reqs) for r in reqs for w in r}
+        keys = {max(sorted(r - roots or r), key=lambda w: (share[w], len(w))) for r in reqs}
+        rules._prefilter = (re.compile(pat), re.compile(pat.encode()), reqs, [b.encode() for b in rules.runner_bases],
+                            sorted(keys, key=len, reverse=True), sorted((k.encode() for k in keys), key=len, reverse=True))
+    rx, rxb, reqs, bases, keys, keysb = rules._prefilter
     if isinstance(data, bytes):
         if any(b in data for b in bases): return True
+        if not any(k in data for k in keysb): return False
         found = {w.decode() for w in set(rxb.findall(data))}
     else:
         if any(b.decode() in data for b in bases): return True
+        if not any(k in data for k in keys): return False
         found = set(rx.findall(data))
     return any(r <= found for r in reqs)
 
@@ -1167,20 +1402,30 @@ def _syntax_error(source, e) -> Diagnostic:
     return Diagnostic("ONP9001", f"syntax error: {e.message}", line=e.raw_line, column=e.raw_column + 1)
 
 def translate_source(source: bytes | str, rules: RuleSet | None = None, path: str = "<string>",
-                     comments: bool = True) -> Translation:
+                     comments: bool = True, chunks: bool = True) -> Translation:
     "Translate one file's text (bytes keep their encoding and line endings); errors come back as ONP9xxx."
     rules = rules or compile_rules()
     t = Translation(path, source, source)
     if isinstance(source, bytes) and b"\0" in source:
         t.error = Diagnostic("ONP9002", "binary file (NUL bytes): skipped"); return t
     if not _might_apply(rules, source): return t
+    if chunks:   # only the statements a rule can act on (below); None: the whole file
+        data = source if isinstance(source, bytes) else source.encode("utf-8", "surrogatepass")
+        try: done = _chunked(data, rules, comments)
+        except (RecursionError, UnicodeError): done = None
+        except Exception as e:  # a rule bug must not stop a tree-wide run
+            t.error = Diagnostic("ONP9006", f"internal error in a rule: {type(e).__name__}: {e}"); return t
+        if done is not None:
+            out, t.diagnostics, t.parsed = done
+            if out != data: t.output = out if isinstance(source, bytes) else out.decode("utf-8", "surrogatepass")
+            return t
     try: module = cst.parse_module(source)
     except cst.ParserSyntaxError as e:
         t.error = _syntax_error(source, e); return t
     except (SyntaxError, UnicodeDecodeError, LookupError) as e:
         t.error = Diagnostic("ONP9002", f"cannot decode the file: {e}"); return t
     t.parsed, t.encoding = True, module.encoding
-    try: new, t.diagnostics = _translate_module(module, rules, comments)
+    try: new, t.diagnostics, _ = _translate_module(module, rules, comments)
     except RecursionError:
         t.error = Diagnostic("ONP9006", "the file nests too deeply for the translator: skipped"); return t
     except Exception as e:  # a rule bug must not stop a tree-wide run
@@ -1190,22 +1435,327 @@ def translate_source(source: bytes | str, rules: RuleSet | None = None, path: st
     return t
 
 def _translate_module(module: cst.Module, rules: RuleSet, comments: bool):
-    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    "(new module, diagnostics sorted by position, context) for a parsed module."
     ctx = _Ctx(rules, module)
-    visitors = [cls(ctx) for cls in RULE_VISITORS]
+    visitors = ctx.visitors = [cls(ctx) for cls in RULE_VISITORS]
     ctx.rule = visitors[0]
     tracker = _Tracker(ctx, visitors[0])
-    wrapper.visit_batched(visitors, before_visit=tracker.before_visit, after_leave=tracker.after_leave)
+    module.visit(_Batch(visitors, tracker.before_visit, tracker.after_leave))
     writes = comments and any(not d.acknowledged for ds in ctx.notes.values() for d in ds)
     new = module
     if ctx.edits or ctx.required or ctx.npu_roots or writes:
-        new = _add_imports(wrapper.module.visit(_Apply(ctx, comments)), ctx)
+        new = _add_imports(_apply(module, ctx, comments), ctx)
     if ctx.diagnostics:
-        pos = wrapper.resolve(PositionProvider)
+        pos = _positions(module, [ctx.nodes.get(id(d)) for d in ctx.diagnostics])
         for d in ctx.diagnostics:
-            r = pos.get(ctx.nodes.get(id(d)))
-            if r is not None: d.line, d.column = r.start.line, r.start.column + 1
-    return new, sorted(ctx.diagnostics, key=lambda d: (d.line, d.column, d.code))
+            r = pos.get(id(ctx.nodes.get(id(d))))
+            if r is not None: d.line, d.column = r[0], r[1] + 1
+    return new, sorted(ctx.diagnostics, key=lambda d: (d.line, d.column, d.code)), ctx
+
+def _apply(module: cst.Module, ctx: _Ctx, comments: bool) -> cst.Module:
+    "The module with the edits applied and the notes written (only statements with some inside are visited)."
+    return module.visit(_Apply(ctx, comments))
+
+class _PosState(_CodegenState):
+    "Code generation that notes where the wanted nodes start (token index), as PositionProvider would."
+    def __init__(self, module: cst.Module, want: set):
+        super().__init__(default_indent=module.default_indent, default_newline=module.default_newline)
+        self.want, self.pre, self.syn, self.done = want, {}, {}, set()
+    def before_codegen(self, node):
+        if id(node) in self.want and id(node) not in self.pre: self.pre[id(node)] = len(self.tokens)
+    def after_codegen(self, node):
+        if id(node) in self.want:
+            self.done.add(id(node))
+            if len(self.done) == len(self.want): raise _AllPlaced
+    @contextmanager
+    def record_syntactic_position(self, node, *, start_node=None, end_node=None):
+        if id(node) in self.want and id(node) not in self.syn: self.syn[id(node)] = len(self.tokens)
+        yield
+
+class _AllPlaced(Exception): "Every wanted node has been generated: the rest of the code is not needed."
+
+_NEWLINE = re.compile(r"\r\n?|\n")
+
+def _positions(module: cst.Module, nodes) -> dict:
+    "id(node) -> (line, 0-based column) where libcst's PositionProvider starts these nodes; one code generation."
+    want = {id(n) for n in nodes if n is not None}
+    if not want: return {}
+    st = _PosState(module, want)
+    try: module._codegen(st)
+    except _AllPlaced: pass
+    idx = {k: st.syn.get(k, st.pre.get(k)) for k in want if k in st.syn or k in st.pre}
+    out, line, col, prev = {}, 1, 0, 0
+    for k, i in sorted(idx.items(), key=lambda x: x[1]):
+        text = "".join(st.tokens[prev:i]); prev = i
+        nls = list(_NEWLINE.finditer(text))
+        if nls: line, col = line + len(nls), len(text) - nls[-1].end()
+        else: col += len(text)
+        out[k] = (line, col)
+    return out
+
+# %% ../nbs/translate.ipynb #7ca6e7af
+_STRINGS = re.compile(
+    rb'#[^\r\n]*'
+    rb'|"""[^"\\]*(?:(?:\\[\s\S]|"(?!""))[^"\\]*)*"""'
+    rb"|'''[^'\\]*(?:(?:\\[\s\S]|'(?!''))[^'\\]*)*'''"
+    rb'|"[^"\\\r\n]*(?:\\[\s\S][^"\\\r\n]*)*"'
+    rb"|'[^'\\\r\n]*(?:\\[\s\S][^'\\\r\n]*)*'")
+_CONT_LINE = bytes(c if c in (10, 13) else 1 for c in range(256))
+_COL0 = re.compile(rb"^[^\s#\x01]", re.M)
+_INDENTED = re.compile(rb"^([ \t]+)[^\s#\x01]", re.M)
+_CODE_LINE = re.compile(rb"^[ \t]*[^\s#\x01]", re.M)
+_WORD = re.compile(rb"\w+")
+_CLAUSES = (b"else", b"elif", b"except", b"finally")
+_AT_INDENT: dict = {}
+
+def _mask(data: bytes):
+    "(masked text, spans of f-strings): strings → `_` (continuation lines `\\x01`), comments → `#` + spaces."
+    fspans = []
+    def sub(m):
+        s = m.group()
+        if s[0] == 35: return b"#" + b" " * (len(s) - 1)
+        st = m.start()
+        pre = data[max(st - 2, 0):st]
+        if pre[-1:] in (b"f", b"F") or (pre[-1:] in (b"r", b"R") and pre[:1] in (b"f", b"F")): fspans.append((st, m.end()))
+        i = s.find(b"\n")
+        return b"_" * len(s) if i < 0 else b"_" * i + s[i:].translate(_CONT_LINE)
+    return _STRINGS.sub(sub, data), fspans
+
+def _depth(m: bytes, a: int, b: int) -> int:
+    return (m.count(b"(", a, b) + m.count(b"[", a, b) + m.count(b"{", a, b)
+            - m.count(b")", a, b) - m.count(b"]", a, b) - m.count(b"}", a, b))
+
+def _continued(m: bytes, o: int) -> bool:
+    "Whether the line before offset `o` ends in a backslash."
+    j = o - 2
+    if j >= 0 and m[j] == 13: j -= 1
+    return j >= 0 and m[j] == 92
+
+def _starts(m: bytes, offsets, base: int, ind: int = 0):
+    "[[statement start, keyword line start]] among code-line offsets at one indentation; None if brackets do not balance."
+    out, depth, prev, deco = [], 0, base, False
+    for o in offsets:
+        depth += _depth(m, prev, o); prev = o
+        if depth < 0: return None
+        if depth or _continued(m, o): continue
+        c = m[o + ind:o + ind + 9]
+        kw = next((k for k in _CLAUSES if c.startswith(k)), None)
+        if kw is not None and not (c[len(kw):len(kw) + 1].isalnum() or c[len(kw):len(kw) + 1] == b"_"): continue
+        at = m[o + ind] == 64
+        if deco:
+            if not at: out[-1][1] = o; deco = False
+            continue
+        out.append([o, o]); deco = at
+    return out
+
+def _ext(m: bytes, o: int, indent: int, floor: int) -> int:
+    "Statement start `o` moved up over blank lines and comments indented at most `indent`."
+    while o > floor:
+        p = m.rfind(b"\n", floor, o - 1)
+        p = floor if p < 0 else p + 1
+        line = m[p:o]
+        s = line.lstrip(b" \t\f")
+        if not s.strip() or (s[:1] == b"#" and len(line) - len(s) <= indent): o = p; continue
+        break
+    return o
+
+def _members(m: bytes, key: int, end: int):
+    "[(start, end)] of the members of the class whose `class` line starts at `key`; [] without a block; None if unbalanced."
+    depth, prev, pos = 0, key, key
+    while True:
+        x = _INDENTED.search(m, pos, end)
+        if x is None: return []
+        depth += _depth(m, prev, x.start()); prev = x.start()
+        if depth < 0: return None
+        if depth == 0 and not _continued(m, x.start()): break
+        pos = x.end()
+    ind = x.group(1)
+    rx = _AT_INDENT.get(ind)
+    if rx is None: rx = _AT_INDENT[ind] = re.compile(rb"^" + re.escape(ind) + rb"[^\s#\x01]", re.M)
+    starts = _starts(m, [y.start() for y in rx.finditer(m, x.start(), end)], x.start(), len(ind))
+    if not starts: return None
+    exts = [_ext(m, starts[0][0], len(ind), key)] + [_ext(m, starts[i][0], len(ind), starts[i - 1][0])
+                                                      for i in range(1, len(starts))]
+    return list(zip(exts, exts[1:] + [end]))
+
+# %% ../nbs/translate.ipynb #1463c4ed
+class _Plan:
+    "What the scanner needs from a rule set: the anchor regex and the classes of its words."
+    def __init__(self, rules: RuleSet):
+        self.rules = r = rules
+        self.always = set(_method_words(r)) | set(r.methods)          # method names: anchors wherever they occur
+        self.parents: dict = {}                                        # symbol's last part -> its parent's last parts
+        for s in [*r.symbols, *r.unsupported, *r.keywords, *r.namespaces, _graph_mode_symbol(r) or ""]:
+            if "." in s: self.parents.setdefault(_leaf(s), set()).add(_leaf(_parent(s)))
+        self.bases = tuple(r.runner_bases)
+        alt = b"|".join(re.escape(w.encode()) for w in sorted({*self.always, *self.parents}, key=len, reverse=True))
+        base = b"|".join(re.escape(b.encode()) for b in self.bases) or b"(?!)"
+        self.rx = re.compile(rb"\b(?:" + alt + rb"|super)\b|(?:" + base + rb")\b")
+        scope = set()                                                  # names the rules ask scope_has about
+        for kr in r.keywords.values():
+            for spec in kr.add.values():
+                scope.update(h.group() for e in spec.values() if (h := re.match(r"[A-Za-z_]\w*", e)))
+        for mr in r.methods.values(): scope.update(mr.required)
+        if (p := r.rec("rope.update-cos-sin")) is not None: scope.update(p.params)
+        self.top_rx = re.compile(rb"\b(?:" + b"|".join(re.escape(w.encode()) for w in ["import", *sorted(scope)]) + rb")\b")
+        self.imports = re.compile(rb"^[ \t]*(?:from|import)\b[^\n]*", re.M)
+        self.alias = re.compile(rb"(\w+)\s+as\s+(\w+)")
+
+def _plan(rules: RuleSet) -> _Plan:
+    if getattr(rules, "_plan", None) is None: rules._plan = _Plan(rules)
+    return rules._plan
+
+def _word_before_dot(m: bytes, i: int):
+    "For the name at offset i: (whether a dot precedes it, the name before that dot or None)."
+    j = i - 1
+    while j >= 0 and m[j] in b" \t\r\n\\": j -= 1
+    if j < 0 or m[j] != 46: return False, None
+    j -= 1
+    while j >= 0 and m[j] in b" \t\r\n\\": j -= 1
+    if j >= 0 and m[j] == 41:                       # `(a.b).c` is a chain, `f().c` is not
+        d, k = 0, j
+        while k >= 0:
+            d += (m[k] == 41) - (m[k] == 40)
+            if d == 0: break
+            k -= 1
+        return True, (b"" if k > 0 and (chr(m[k - 1]).isalnum() or m[k - 1] in b"_)]") else b"(")
+    e = j + 1
+    while j >= 0 and (m[j] == 95 or 48 <= m[j] <= 57 or 65 <= m[j] <= 90 or 97 <= m[j] <= 122): j -= 1
+    return True, m[j + 1:e]
+
+def _any_in(offsets: list, a: int, b: int) -> bool:
+    k = bisect.bisect_left(offsets, a)
+    return k < len(offsets) and offsets[k] < b
+
+def _select(data: bytes, plan: _Plan, extra: frozenset = frozenset()):
+    "[(start, end, filler)] of the statements to translate (filler: a `pass` keeping a class body), or None."
+    m, fspans = _mask(data)
+    heads = []
+    for im in plan.imports.finditer(m):
+        s, e = im.span()
+        if b"(" in im.group() and b")" not in im.group():
+            e = m.find(b")", e); e = len(m) if e < 0 else e
+        heads.append(m[s:e])
+    itext = b"\n".join(heads)
+    imported = {w.decode() for w in _WORD.findall(itext)}
+    aliases = set(extra)
+    for a in plan.alias.finditer(itext):
+        left = a.group(1).decode()
+        if left in plan.rules.words or left.endswith(plan.bases): aliases.add(a.group(2).decode())
+    hits, sup, runnerish = [], [], []
+    for h in plan.rx.finditer(m):
+        w, i = h.group().decode(), h.start()
+        if w == "super": sup.append(i)
+        elif w in plan.always: hits.append(i)
+        elif w.endswith(plan.bases) and w not in plan.parents: runnerish.append(i)
+        else:
+            dot, before = _word_before_dot(m, i)
+            if dot:
+                if before == b"(" or (before and (before.decode() in plan.parents.get(w, ()) or before.decode() in imported)):
+                    hits.append(i)
+            elif w in imported: hits.append(i)
+    arx = None
+    if aliases:
+        arx = re.compile(rb"\b(?:" + b"|".join(re.escape(a.encode()) for a in sorted(aliases)) + rb")\b")
+        found = [h.start() for h in arx.finditer(m)]
+        hits += found; runnerish += found
+    hits += [s for s, e in fspans if plan.rx.search(data, s, e) or (arx is not None and arx.search(data, s, e))]
+    hits.sort(); runnerish.sort()
+    tops = _starts(m, [x.start() for x in _COL0.finditer(m)], 0)
+    if tops is None: return None
+    exts = [0] + [_ext(m, tops[i][0], 0, tops[i - 1][0]) for i in range(1, len(tops))]
+    ends = exts[1:] + [len(m)]
+    segs, runner_names, has_imports = [], set(), False
+    for i, (_, key) in enumerate(tops):
+        a, b = exts[i], ends[i]
+        kw = m[key:key + 6]
+        is_class = kw.startswith(b"class") and kw[5:6] in (b" ", b"\t")
+        if not (is_class or kw.startswith((b"def ", b"def\t", b"async "))):
+            has_imports = has_imports or kw.startswith((b"import", b"from ", b"from\t"))
+            if _any_in(hits, a, b) or plan.top_rx.search(m, a, b) or (_any_in(sup, a, b) and _any_in(runnerish, a, b)):
+                segs.append((a, b, None))
+            continue
+        members, runner = [], False
+        if is_class:
+            members = _members(m, key, b)
+            if members is None: return None
+            head = m[key:members[0][0] if members else b]
+            words = {w.decode() for w in _WORD.findall(head)}
+            runner = any(w.endswith(plan.bases) or w in runner_names or w in aliases for w in words)
+            if runner and (cn := re.match(rb"class\s+(\w+)", head)): runner_names.add(cn.group(1).decode())
+        if not members:
+            if _any_in(hits, a, b) or (_any_in(sup, a, b) and (runner or _any_in(runnerish, a, b))): segs.append((a, b, None))
+            continue
+        h = members[0][0]
+        chosen = [(x, y, None) for x, y in members
+                  if _any_in(hits, x, y) or (_any_in(sup, x, y) and (runner or _any_in(runnerish, x, y)))]
+        if chosen or runner or _any_in(hits, a, h):
+            segs.append((a, h, None))
+            if chosen: segs += chosen
+            else:
+                c = _CODE_LINE.search(m, h, b)
+                segs.append((h, h, re.match(rb"[ \t]*", m[c.start():c.end()]).group() + b"pass"))
+    if not has_imports: return None
+    out = []
+    for a, b, f in segs:   # adjacent ranges become one
+        if out and f is None and out[-1][2] is None and out[-1][1] == a: out[-1] = (out[-1][0], b, None)
+        else: out.append((a, b, f))
+    return out
+
+# %% ../nbs/translate.ipynb #8a1fee58
+_SENTINEL = b"#~onp-chunk~"
+_SENTINEL_LINE = re.compile(rb"^[ \t]*#~onp-chunk~(\d+)~\r?\n", re.M)
+_COOKIE = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
+
+def _chunked(data: bytes, rules: RuleSet, comments: bool):
+    "(output, diagnostics, parsed) from translating only the statements a rule can act on; None: do the whole file."
+    if data.startswith(b"\xef\xbb\xbf") or _SENTINEL in data: return None
+    first = data.find(b"\n")
+    nl = b"\r\n" if first > 0 and data[first - 1] == 13 else b"\n"
+    if (nl == b"\n" and b"\r" in data) or (nl == b"\r\n" and data.count(b"\n") != data.count(b"\r\n")): return None
+    for line in data.split(b"\n", 2)[:2]:
+        c = _COOKIE.match(line)
+        if c and c.group(1).lower().replace(b"_", b"-") not in (b"utf-8", b"utf8"): return None
+    try: data.decode("utf-8")            # undecodable text anywhere: the whole-file path reports ONP9002
+    except UnicodeDecodeError: return None
+    plan, extra = _plan(rules), frozenset()
+    for _ in range(3):   # again if module-level names hold a graph mode (their truth tests are anchors too)
+        segs = _select(data, plan, extra)
+        if segs is None: return None
+        if not segs: return data, [], False
+        parts, table, sline, oline, prev = [], [], 1, 1, 0
+        for k, (a, b, f) in enumerate(segs):
+            parts.append(_SENTINEL + str(k).encode() + b"~" + nl); sline += 1
+            oline += data.count(b"\n", prev, a); prev = a
+            text = data[a:b] if f is None else f + nl
+            if k < len(segs) - 1 and not text.endswith(b"\n"): return None
+            table.append((sline, oline if f is None else None)); parts.append(text); sline += text.count(b"\n")
+        try: module = cst.parse_module(b"".join(parts))
+        except Exception: return None
+        new, diags, ctx = _translate_module(module, rules, comments)
+        typed = next((set(v.typed.get(None, ())) for v in ctx.visitors if isinstance(v, GraphModeTruthFlag)), set())
+        if typed <= extra: break
+        extra = extra | frozenset(typed)
+    starts = [s for s, _ in table]
+    for d in diags:
+        if d.line:
+            k = bisect.bisect_right(starts, d.line) - 1
+            if k < 0 or table[k][1] is None: return None
+            d.line = table[k][1] + d.line - table[k][0]
+    diags.sort(key=lambda d: (d.line, d.column, d.code))
+    if new is module: return data, diags, True
+    out = new.bytes
+    ms = list(_SENTINEL_LINE.finditer(out))
+    if [int(x.group(1)) for x in ms] != list(range(len(segs))): return None
+    pieces, pos = [], 0
+    for k, (a, b, f) in enumerate(segs):
+        piece = out[ms[k].end():ms[k + 1].start() if k + 1 < len(ms) else len(out)]
+        if f is not None:
+            if piece != f + nl: return None
+            continue
+        pieces += [data[pos:a], piece]; pos = b
+    pieces.append(data[pos:])
+    return b"".join(pieces), diags, True
 
 # %% ../nbs/translate.ipynb #0252b0cf
 @dataclass
@@ -1332,8 +1882,26 @@ def _atomic_write(path: Path, data: bytes, mode: int | None = None):
         raise
 
 # %% ../nbs/translate.ipynb #ed4d8e23
+_POOL_RULES = None
+
+def _pool_init(rules: RuleSet):
+    global _POOL_RULES
+    _POOL_RULES = rules
+
+def _pool_translate(item) -> Translation:
+    data, path, comments = item
+    return translate_source(data, _POOL_RULES, path, comments=comments)
+
+def _translate_many(items, rules: RuleSet, comments: bool = True, jobs: int = 1) -> list:
+    "Translations of [(data, path)] in order; `jobs` > 1 spreads the files over that many processes."
+    items = [(d, p, comments) for d, p in items]
+    if jobs <= 1 or len(items) < 2: return [translate_source(d, rules, p, comments=c) for d, p, c in items]
+    from concurrent.futures import ProcessPoolExecutor
+    with ProcessPoolExecutor(min(jobs, len(items)), initializer=_pool_init, initargs=(rules,)) as ex:
+        return list(ex.map(_pool_translate, items, chunksize=max(1, len(items) // (8 * jobs))))
+
 def translate_paths(srcs, rules: RuleSet | None = None, outdir=None, in_place: bool = False, check: bool = False,
-                    force: bool = False, comments: bool = True, diff=None) -> Run:
+                    force: bool = False, comments: bool = True, diff=None, jobs: int = 1) -> Run:
     "Translate files and folders: out of tree into `outdir`, `in_place`, or `check` only; `diff` is a stream for a unified diff."
     rules = rules or compile_rules()
     mode = "check" if check else "in-place" if in_place else "out-of-tree" if outdir is not None else "diff"
@@ -1343,15 +1911,21 @@ def translate_paths(srcs, rules: RuleSet | None = None, outdir=None, in_place: b
     listing = list(_walk_sources(srcs, out_root))
     inputs = {_resolved(p) for p, _, prob in listing if prob is None}
     many = len(srcs) > 1
-    for path, base, problem in listing:
+    read, done = {}, {}
+    if jobs > 1:   # read everything, translate in a pool; one at a time otherwise (nothing held in memory)
+        read = {i: _read(path) for i, (path, _, problem) in enumerate(listing) if problem is None}
+        todo = [i for i, d in read.items() if not isinstance(d, Diagnostic)]
+        done = dict(zip(todo, _translate_many([(read[i], str(listing[i][0])) for i in todo], rules,
+                                              comments and not check, jobs)))
+    for i, (path, base, problem) in enumerate(listing):
         rep = FileReport(str(path), None, "skipped", analysed_only=check, comments=comments)
         run.files.append(rep)
         if problem is not None:
             rep.status = "not-followed" if "not followed" in problem.message else "skipped"
             rep.diagnostics = [problem]; continue
-        data = _read(path)
+        data = read.pop(i) if i in read else _read(path)
         if isinstance(data, Diagnostic): rep.diagnostics = [data]; continue
-        t = translate_source(data, rules, str(path), comments=comments and not check)
+        t = done.pop(i) if i in done else translate_source(data, rules, str(path), comments=comments and not check)
         rep.lines = t.lines
         if t.error is not None: rep.diagnostics = [t.error]; continue
         rep.diagnostics, rep.status = t.diagnostics, "checked" if check else "unchanged"
@@ -1471,6 +2045,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--report", metavar="FILE.json", help="write the JSON report")
     ap.add_argument("--summary", metavar="FILE.md|FILE.csv", help="write the human summary (Markdown or CSV)")
     ap.add_argument("-q", "--quiet", action="store_true", help="no summary on stderr")
+    ap.add_argument("-j", "--jobs", type=int, default=1, metavar="N",
+                    help="translate in N processes (0: one per CPU); output and reports are the same")
     args = ap.parse_args(argv)
     modes = [m for m, on in (("-o", args.output is not None), ("--in-place", args.in_place), ("--check", args.check)) if on]
     if len(modes) > 1: return _fail(f"choose one of -o OUTDIR, --in-place, --check (got {' and '.join(modes)})")
@@ -1483,8 +2059,10 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e: return _fail(str(e))   # RuleFileError, ProfileError and bad targets are ValueErrors
     if args.output is not None and Path(args.output).exists() and not Path(args.output).is_dir():
         return _fail(f"-o {args.output}: exists and is not a folder")
+    if args.jobs < 0: return _fail(f"--jobs {args.jobs}: give a number of processes >= 1, or 0 for one per CPU")
     run = translate_paths(args.src, rules, outdir=args.output, in_place=args.in_place, check=args.check,
-                          force=args.force, comments=not args.no_comments, diff=sys.stdout if args.diff else None)
+                          force=args.force, comments=not args.no_comments, diff=sys.stdout if args.diff else None,
+                          jobs=args.jobs or os.cpu_count() or 1)
     write_report(run, args.report, args.summary)
     t = run.totals()
     if not args.quiet:

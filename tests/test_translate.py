@@ -561,3 +561,137 @@ def test_tour_translate_shows_diff_and_summary():
     text = con.file.getvalue()
     assert "set_ascend_forward_context" in text and "ONP2011" in text
     assert run.totals()["rewritten"] > 0 and run.totals()["flagged"] > 0
+
+
+# ---------------------------------------------------------------- statement chunks (speed) and name resolution
+
+def _both(src, rules, **kw):
+    "The chunked and the whole-file translation, which must agree."
+    a, b = translate_source(src, rules, **kw), translate_source(src, rules, chunks=False, **kw)
+    key = lambda t: (t.output, [(d.code, d.line, d.column, d.message, d.record, d.acknowledged) for d in t.diagnostics],
+                     t.error and (t.error.code, t.error.line))
+    assert key(a) == key(b)
+    return a
+
+
+CHUNKY = (
+    "# SPDX header\n\"\"\"Docstring mentioning torch.cuda.synchronize().\"\"\"\nimport os\n"
+    "import torch\nfrom torch.cuda import synchronize as sync\nfrom vllm.v1.worker.gpu_model_runner import GPUModelRunner\n\n"
+    "CONST = {'a': (1,\n2)}\n\n\nclass Helper:\n    def h(self):\n        return os.getcwd()\n\n\n"
+    "class OmniRunner(GPUModelRunner):\n"
+    "    '''Runner.'''\n\n"
+    "    # a comment about load_model\n"
+    "    @staticmethod\n"
+    "    # between decorators\n"
+    "    @torch.inference_mode()\n"
+    "    def load_model(self, *args):\n"
+    "        super().load_model(*args)\n\n"
+    "    def untouched(self, x):\n"
+    "        s = '''\nclass Fake(GPUModelRunner):\n    torch.cuda.synchronize()\n'''\n"
+    "        return x  # torch.cuda.synchronize()\n\n"
+    "    def waits(self):\n"
+    "        sync()\n\n"
+    "    # about the dummy run\n"
+    "    @torch.inference_mode()\n"
+    "    def _dummy_run(self, num_tokens):\n"
+    "        return num_tokens\n\n\n"
+    "def tail():\n    return [i for i in range(3)]\n")
+
+
+def test_chunked_untouched_statements_are_byte_identical(rules):
+    t = _both(CHUNKY, rules)
+    out = t.code
+    for piece in ["# SPDX header\n\"\"\"Docstring mentioning torch.cuda.synchronize().\"\"\"\n",
+                  "CONST = {'a': (1,\n2)}\n", "class Helper:\n    def h(self):\n        return os.getcwd()\n",
+                  "    def untouched(self, x):\n        s = '''\nclass Fake(GPUModelRunner):\n    torch.cuda.synchronize()\n'''\n"
+                  "        return x  # torch.cuda.synchronize()\n", "def tail():\n    return [i for i in range(3)]\n"]:
+        assert piece in out
+    assert "ONP2015" in codes(t)                                  # super() in the runner class
+    assert "from torch.npu import synchronize as sync" in out and "        sync()\n" in out
+
+
+def test_chunked_alias_imported_at_the_top_is_found(rules):
+    src = ("import torch.cuda as tc\nfrom torch.cuda import Stream as S\n\nX = 1\n\n\n"
+           "def far_away():\n    s = S()\n    tc.nvtx.range_push('x')\n    return s\n")
+    t = _both(src, rules)
+    assert {"ONP1001", "ONP3001"} <= set(codes(t))
+    assert "from torch.npu import Stream as S" in t.code and "s = S()" in t.code
+
+
+def test_chunked_diagnostic_lines_are_the_files_own(rules):
+    t = _both(CHUNKY, rules)
+    lines = CHUNKY.splitlines()
+    d = next(d for d in t.diagnostics if d.code == "ONP2015")
+    assert lines[d.line - 1].strip().startswith("super().load_model(") and d.column == 9
+    d = next(d for d in t.diagnostics if d.record == "dev.synchronize" and d.code == "ONP1001")
+    assert "import synchronize as sync" in lines[d.line - 1]
+
+
+def test_chunk_boundary_inside_class_with_decorators_and_comments(rules):
+    t = _both(CHUNKY, rules)
+    out = t.code
+    assert ("    # a comment about load_model\n    @staticmethod\n    # between decorators\n"
+            "    @torch.inference_mode()\n    def load_model(self, *args):\n") in out
+    assert _line_before(out, "super().load_model(", "ONP2015")
+    block = out[out.index("    # about the dummy run"):out.index("    def _dummy_run")]   # the def's comment goes
+    assert block.index("# about the dummy run") < block.index("# ONP1008") < block.index("@torch.inference_mode()")
+    assert _both(out, rules).code == out                          # idempotent through the chunks
+    crlf = _both(CHUNKY.replace("\n", "\r\n").encode(), rules)   # CRLF bytes: same pieces, same endings
+    assert crlf.output == out.replace("\n", "\r\n").encode()
+
+
+def test_chunked_flag_in_a_nested_statement_is_written(rules):
+    src = FC + RUNNER_HEAD + ("    def _dummy_run(self, num_tokens):\n        if num_tokens:\n"
+                              "            for i in range(2):\n                self.seq_lens.np[:8] = num_tokens\n")
+    t = _both(src, rules)
+    assert _line_before(t.code, "self.seq_lens.np[:8]", "ONP2013")
+
+
+MODULE_MODE = ("from vllm.config import CUDAGraphMode\nMODE = CUDAGraphMode.FULL\n\n\ndef other():\n    pass\n\n\n"
+               "if MODE:\n    pass\n")
+RUNNER_CHAIN = ("from vllm.v1.worker.gpu_model_runner import GPUModelRunner as Base\n\n\nclass A(Base):\n    pass\n\n\n"
+                "class B(A):\n    def load_model(self):\n        super().load_model()\n")
+
+
+@pytest.mark.parametrize("src", [*NEUTRAL, *GPU, DUMMY, CHUNKY, MODULE_MODE, RUNNER_CHAIN])
+def test_chunked_and_whole_file_agree(rules, src):
+    _both(src, rules)
+    _both("".join(NEUTRAL) + src + "".join(reversed(GPU)), rules)
+
+
+def test_chunked_context_beyond_the_anchors(rules):
+    assert "ONP2016" in codes(_both(MODULE_MODE, rules))             # a module-level mode name, tested later
+    assert "ONP2015" in codes(_both(RUNNER_CHAIN, rules))            # a runner through a runner defined above
+
+
+def test_chunked_errors_still_reported(rules):
+    t = translate_source(b"import torch\n\n\ndef f(:\n    torch.cuda.synchronize()\n", rules)
+    assert t.error.code == "ONP9001" and t.error.line == 4
+    bad = b"import torch\n\n\ndef g():\n    return '\xff'\n\n\ndef f():\n    torch.cuda.synchronize()\n"
+    assert translate_source(bad, rules).error.code == "ONP9002"
+
+
+def test_names_shadowing_and_scopes(rules):
+    src = ("import torch\nfrom torch.cuda import stream\n\n"
+           "def param(torch):\n    torch.cuda.synchronize()\n\n"
+           "def local():\n    torch = make()\n    torch.cuda.synchronize()\n\n"
+           "def comp(xs):\n    return [torch.cuda.Event() for torch in xs]\n\n"
+           "class A:\n    torch = None\n    def m(self):\n        torch.cuda.synchronize()\n\n"
+           "def kw(f, s):\n    f(stream=s)\n    return s.stream\n\n"
+           "def glob():\n    global torch\n    torch.cuda.empty_cache()\n")
+    t = _both(src, rules)
+    body = t.code.split("def param", 1)[1]
+    assert body.count("torch.cuda.synchronize()") == 2 and body.count("torch.npu.synchronize()") == 1   # only A.m
+    assert "torch.cuda.Event() for torch in xs" in body and "torch.npu.empty_cache()" in body
+    assert "f(stream=s)" in body and "return s.stream" in body    # keyword and attribute names are no references
+
+
+def test_jobs_give_the_same_run(tmp_path):
+    for i, src in enumerate([DUMMY, CHUNKY, "x = 1\n", GPU[0]]):
+        (tmp_path / "src" / f"m{i}.py").parent.mkdir(exist_ok=True)
+        (tmp_path / "src" / f"m{i}.py").write_text(src)
+    r = compile_rules(T18)
+    one = translate_paths([tmp_path / "src"], r, check=True).to_dict()
+    two = translate_paths([tmp_path / "src"], r, check=True, jobs=2).to_dict()
+    assert one["files"] == two["files"] and one["totals"]["sites"] > 0
+    assert main([str(tmp_path / "src"), "--check", "-q", "--jobs", "-1"]) == 2
