@@ -13,6 +13,7 @@ import importlib.metadata
 import importlib.util
 import inspect
 import json
+import os
 import re
 import tarfile
 import textwrap
@@ -27,7 +28,7 @@ from pathlib import Path
 from .catalog import CATALOG, Pattern, parse_version
 
 # %% auto #0
-__all__ = ['PACKAGES', 'OK', 'CHANGED', 'MISSING', 'NA', 'PYPI', 'CACHE_DIR', 'SourceError', 'SourceTree', 'open_source',
+__all__ = ['PACKAGES', 'OK', 'CHANGED', 'MISSING', 'NA', 'PYPI', 'CACHE_DIR', 'KINDS', 'SourceError', 'SourceTree', 'open_source',
            'write_source_double', 'Symbol', 'Unresolved', 'resolve', 'SourceExpr', 'signature_from_ast',
            'symbol_signature', 'signature', 'Binding', 'check_call', 'Conformance', 'record_symbol', 'record_holds',
            'record_methods', 'positional_hazards', 'gpu_order', 'check_record', 'conformance', 'summary',
@@ -662,16 +663,18 @@ def conformance_table(results: list[Conformance], title: str | None = None, show
 
 # %% ../nbs/conformance.ipynb #b799b5c0
 PYPI = "https://pypi.org/pypi"
-CACHE_DIR = Path("~/.cache/omni-npu-port/pkgs")
+CACHE_DIR = Path(os.environ.get("OMNI_NPU_PORT_CACHE") or "~/.cache/omni-npu-port/pkgs")  # downloaded releases
 
 class FetchError(RuntimeError):
     "A release that could not be downloaded: the message says which, from where, and why."
 
-def _cached(cache: Path, dist: str, version: str) -> Path | None:
+KINDS = {"wheel": (".whl",), "sdist": (".tar.gz",), None: (".whl", ".tar.gz")}
+
+def _cached(cache: Path, dist: str, version: str, kind: str | None = None) -> Path | None:
     stem = _norm_dist(dist)
     for f in sorted(cache.glob(f"{stem}-{version}*"), key=lambda f: f.stat().st_size):
-        if f.name.endswith(".whl") and f.name.split("-")[1] == version: return f
-        if f.name == f"{stem}-{version}.tar.gz": return f
+        if f.name.endswith(".whl") and f.name.split("-")[1] == version and kind in (None, "wheel"): return f
+        if f.name == f"{stem}-{version}.tar.gz" and kind in (None, "sdist"): return f
     return None
 
 def release_files(dist: str, version: str, index: str = PYPI) -> list[dict]:
@@ -691,17 +694,17 @@ def release_files(dist: str, version: str, index: str = PYPI) -> list[dict]:
     raise FetchError(f"{dist}=={version}: no files from {index} ({last or 'release not found'}); check the version and "
                      "the network (tests that read real releases need PyPI)")
 
-def fetch_package(spec: str, cache_dir: Path | str = CACHE_DIR, index: str = PYPI) -> Path:
-    "Download `name==version` (smallest sdist or wheel holding the sources) into the cache, sha256-checked; return its path."
+def fetch_package(spec: str, cache_dir: Path | str = CACHE_DIR, index: str = PYPI, kind: str | None = None) -> Path:
+    "Download `name==version` (the smallest sdist or wheel, or of `kind`) into the cache, sha256-checked; return its path."
     name, sep, version = spec.replace(" ", "").partition("==")
     if not sep or not version: raise FetchError(f"{spec!r}: give name==version, e.g. vllm-ascend==0.23.0.post1")
+    if kind not in KINDS: raise FetchError(f"kind={kind!r}: use 'wheel', 'sdist' or None (either, the smaller)")
     cache = Path(cache_dir).expanduser()
     cache.mkdir(parents=True, exist_ok=True)
-    hit = _cached(cache, name, version)
+    hit = _cached(cache, name, version, kind)
     if hit: return hit
-    files = [f for f in release_files(name, version, index)
-             if f["filename"].endswith((".whl", ".tar.gz"))]
-    if not files: raise FetchError(f"{spec}: the release has no wheel or sdist")
+    files = [f for f in release_files(name, version, index) if f["filename"].endswith(KINDS[kind])]
+    if not files: raise FetchError(f"{spec}: the release has no {kind or 'wheel or sdist'} on {index}")
     f = min(files, key=lambda f: f["size"])
     dest = cache / f["filename"]
     tmp = dest.with_suffix(dest.suffix + ".part")

@@ -5,18 +5,20 @@ import pytest
 # --- real vllm / vllm-ascend releases, read statically (omni_npu_port.conformance) -------------------------
 @pytest.fixture(scope="session")
 def release_source():
-    """`release_source("vllm-ascend==0.23.0.post1")` -> a SourceTree of that release, downloaded once into
-    ~/.cache/omni-npu-port/pkgs (never into the repository) and opened once per session."""
+    """`release_source("vllm-ascend==0.23.0.post1", kind=None)` -> a SourceTree of that release (of `kind`
+    "wheel" or "sdist" when given, else the smaller file), downloaded once into ~/.cache/omni-npu-port/pkgs
+    ($OMNI_NPU_PORT_CACHE; never into the repository) and opened once per session."""
     from omni_npu_port.conformance import FetchError, fetch_package, open_source
     trees = {}
 
-    def get(spec: str):
-        if spec not in trees:
-            try: path = fetch_package(spec)
+    def get(spec: str, kind: str | None = None):
+        key = (spec, kind)
+        if key not in trees:
+            try: path = fetch_package(spec, kind=kind)
             except FetchError as e:
                 pytest.fail(f"cannot download {spec} for the conformance tests: {e}. These tests read real releases "
                             "from PyPI (CI has network); on an offline machine put the wheel or sdist into "
                             "~/.cache/omni-npu-port/pkgs first.", pytrace=False)
-            trees[spec] = open_source(path)
-        return trees[spec]
+            trees[key] = open_source(path)
+        return trees[key]
     return get

@@ -19,8 +19,12 @@ KEY_VA = ("0.18.0", "0.23.0.post1")          # the two releases stack-facts §3 
 ALL_VA = tuple(v for v in VLLM_ASCEND_VERSIONS if v != "main")
 
 
+# The two key releases are read as a wheel (0.18.0) and as an sdist (0.23.0.post1, which has no wheel).
+KIND = {"0.18.0": "wheel", "0.23.0.post1": "sdist"}
+
+
 def va(release_source, v):
-    return release_source(f"vllm-ascend=={v}")
+    return release_source(f"vllm-ascend=={v}", kind=KIND.get(v))
 
 
 def results(tree, gpu_tree=None):
@@ -326,6 +330,10 @@ def test_fetch_verifies_sha256_and_caches(tmp_path):
     assert fetch_package("vllm-ascend==9.9.9", cache, index="file:///nowhere") == p      # served from the cache
     with pytest.raises(FetchError, match="name==version"): fetch_package("vllm-ascend", cache)
     with pytest.raises(FetchError, match="no files"): fetch_package("vllm-ascend==9.9.8", cache, index=good)
+    # a kind the release does not have: the sdist in the cache is not taken for a wheel, and the index has none
+    with pytest.raises(FetchError, match="has no wheel"): fetch_package("vllm-ascend==9.9.9", cache, index=good, kind="wheel")
+    assert fetch_package("vllm-ascend==9.9.9", cache, index="file:///nowhere", kind="sdist") == p
+    with pytest.raises(FetchError, match="kind="): fetch_package("vllm-ascend==9.9.9", cache, kind="egg")
 
 
 def _torch_npu_pin(path):
@@ -346,5 +354,5 @@ def _torch_npu_pin(path):
 def test_torch_npu_pins_agree_with_the_releases(version):
     from omni_npu_port.catalog import PAIRING, TORCH_NPU_PINS
     from omni_npu_port.conformance import fetch_package
-    assert TORCH_NPU_PINS[version] == _torch_npu_pin(fetch_package(f"vllm-ascend=={version}"))
+    assert TORCH_NPU_PINS[version] == _torch_npu_pin(fetch_package(f"vllm-ascend=={version}", kind=KIND.get(version)))
     if version in PAIRING: assert PAIRING[version][1] == TORCH_NPU_PINS[version]
