@@ -8,6 +8,7 @@ Docs: https://omni-npu-port.github.io/omni-npu-port/translate.html.md"""
 from __future__ import annotations
 
 import argparse
+import ast
 import bisect
 import builtins
 import csv
@@ -1600,6 +1601,20 @@ class _Plan:
         self.top_rx = re.compile(rb"\b(?:" + b"|".join(re.escape(w.encode()) for w in ["import", *sorted(scope)]) + rb")\b")
         self.imports = re.compile(rb"^[ \t]*(?:from|import)\b[^\n]*", re.M)
         self.alias = re.compile(rb"(\w+)\s+as\s+(\w+)")
+        # inside a method, statements the rules read besides the anchors: imports, scope declarations, the
+        # graph wrapper (either side's name), the paged-attention target, the model the forward calls
+        self.scope = frozenset(w.encode() for w in scope)
+        g = _graph_mode_symbol(r)
+        self.mode = _leaf(g).encode() if g else None
+        words = {"import", "global", "nonlocal", *([_leaf(g)] if g else [])}
+        if (w := r.rec("graph.wrapper-construct")) is not None:
+            words.update(_leaf(x) for x in (w.gpu_symbol, w.npu_symbol) if x)
+        if (p := r.rec("pa.using-paged-attention")) is not None and (tree := _snippet_tree(p.npu)) is not None:
+            words.update(_dotted(t.target)[-1] for i in _walk(tree) if isinstance(i, cst.If) for n in _walk(i.body)
+                         if isinstance(n, cst.Assign) for t in n.targets if _dotted(t.target))
+        exprs = [e for p in (r.rec("fc.model-instance"),) if p for e in map(str, p.add.values())]
+        self.body_rx = re.compile(rb"\b(?:" + b"|".join(re.escape(w.encode()) for w in sorted(words)) + rb")\b"
+                                  + b"".join(rb"|(?<![\w.])" + re.escape(e.encode()) + rb"(?!\w)" for e in exprs))
 
 def _plan(rules: RuleSet) -> _Plan:
     if getattr(rules, "_plan", None) is None: rules._plan = _Plan(rules)
@@ -1626,6 +1641,94 @@ def _word_before_dot(m: bytes, i: int):
 def _any_in(offsets: list, a: int, b: int) -> bool:
     k = bisect.bisect_left(offsets, a)
     return k < len(offsets) and offsets[k] < b
+
+_DEF_LINE = re.compile(rb"^([ \t]*)(?:async[ \t]+)?def\b", re.M)
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+def _block(m: bytes, key: int, end: int):
+    "[(start, end)] of the statements in the block of the `def` whose line starts at `key`; None if it has none."
+    ind0 = len(m[key:end]) - len(m[key:end].lstrip(b" \t"))
+    depth, prev, pos = 0, key, m.find(b"\n", key, end) + 1
+    if pos == 0: return None
+    while True:
+        x = _INDENTED.search(m, pos, end)
+        if x is None: return None
+        depth += _depth(m, prev, x.start()); prev = x.start()
+        if depth < 0: return None
+        if depth == 0 and not _continued(m, x.start()): break
+        pos = x.end()
+    ind = x.group(1)
+    if len(ind) <= ind0: return None
+    rx = _AT_INDENT.get(ind)
+    if rx is None: rx = _AT_INDENT[ind] = re.compile(rb"^" + re.escape(ind) + rb"[^\s#\x01]", re.M)
+    starts = _starts(m, [y.start() for y in rx.finditer(m, x.start(), end)], x.start(), len(ind))
+    if not starts: return None
+    exts = [_ext(m, starts[0][0], len(ind), key)] + [_ext(m, starts[i][0], len(ind), starts[i - 1][0])
+                                                      for i in range(1, len(starts))]
+    return list(zip(exts, exts[1:] + [end])), ind
+
+def _bound(node) -> set:
+    "The names a statement binds in its function's scope (a superset: comprehension targets too)."
+    out, todo = set(), [node]
+    while todo:
+        n = todo.pop(); t = type(n)
+        if t in _SCOPES:
+            out.add(n.name)
+            todo += n.decorator_list
+            if t is ast.ClassDef: todo += [*n.bases, *n.keywords]
+            else: todo += [*n.args.defaults, *(d for d in n.args.kw_defaults if d is not None)]
+            continue
+        if t is ast.Lambda: todo += [*n.args.defaults, *(d for d in n.args.kw_defaults if d is not None)]; continue
+        if t is ast.Name:
+            if type(n.ctx) is not ast.Load: out.add(n.id)
+            continue
+        if t is ast.Import or t is ast.ImportFrom: out.update(a.asname or a.name.split(".")[0] for a in n.names)
+        elif t is ast.Global or t is ast.Nonlocal: out.update(n.names)
+        elif t is ast.ExceptHandler or t is ast.MatchAs or t is ast.MatchStar:
+            if n.name: out.add(n.name)
+        elif t is ast.MatchMapping and n.rest: out.add(n.rest)
+        todo += ast.iter_child_nodes(n)
+    return {x.encode() for x in out}
+
+def _cut(data: bytes, m: bytes, x: int, y: int, hits: list, sup: list, plan: _Plan):
+    "The method member [x, y) cut to its header and the body statements the rules need; None: keep it whole."
+    d = _DEF_LINE.search(m, x, y)
+    c = _CODE_LINE.search(m, x, y)
+    if d is None or c is None or len(d.group(1)) != c.end() - 1 - c.start(): return None
+    got = _block(m, d.start(), y)
+    if got is None: return None
+    body, ind = got
+    keep = [_any_in(hits, s, e) or _any_in(sup, s, e) or plan.body_rx.search(m, s, e) is not None for s, e in body]
+    if all(keep): return None
+    try: tree = ast.parse("if 1:\n" + data[x:y].decode("utf-8"))
+    except (SyntaxError, ValueError, RecursionError, MemoryError): return None
+    fn = tree.body[0].body
+    if len(fn) != 1 or type(fn[0]) not in _SCOPES[:2]: return None
+    lines = [data.count(b"\n", x, s) + 2 for s, _ in body]
+    binds = [set() for _ in body]
+    for st in fn[0].body:
+        i = bisect.bisect_right(lines, min([st.lineno, *(q.lineno for q in getattr(st, "decorator_list", ()))])) - 1
+        if i < 0: return None
+        binds[i] |= _bound(st)
+    words = [set(_WORD.findall(data, s, e)) for s, e in body]
+    seen = set(_WORD.findall(data, x, body[0][0])) | plan.scope   # names looked up in what is kept
+    typed = set()                                                   # names that may hold a graph mode
+    if plan.mode is not None and plan.mode in seen:
+        a = fn[0].args
+        typed = {p.arg.encode() for p in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg]
+                 if p is not None and p.annotation is not None and any(
+                     getattr(q, "id", getattr(q, "attr", None)) == plan.mode.decode() for q in ast.walk(p.annotation))}
+    todo = [i for i, k in enumerate(keep) if k]
+    while todo:
+        for i in todo:
+            seen |= words[i]
+            if plan.mode in words[i]: typed |= binds[i]
+        todo = [i for i, k in enumerate(keep) if not k and (binds[i] & seen or words[i] & typed)]
+        for i in todo: keep[i] = True
+    if all(keep): return None
+    segs = [(x, body[0][0], None)] + [(s, e, None) for (s, e), k in zip(body, keep) if k]
+    if len(segs) == 1: segs.append((body[0][0], body[0][0], ind + b"pass"))
+    return segs
 
 def _select(data: bytes, plan: _Plan, extra: frozenset = frozenset()):
     "[(start, end, filler)] of the statements to translate (filler: a `pass` keeping a class body), or None."
@@ -1689,6 +1792,7 @@ def _select(data: bytes, plan: _Plan, extra: frozenset = frozenset()):
         h = members[0][0]
         chosen = [(x, y, None) for x, y in members
                   if _any_in(hits, x, y) or (_any_in(sup, x, y) and (runner or _any_in(runnerish, x, y)))]
+        chosen = [seg for x, y, _ in chosen for seg in (_cut(data, m, x, y, hits, sup, plan) or [(x, y, None)])]
         if chosen or runner or _any_in(hits, a, h):
             segs.append((a, h, None))
             if chosen: segs += chosen

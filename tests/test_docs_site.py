@@ -88,3 +88,16 @@ def test_catalog_page_shows_every_pattern(site, browser):
     page.screenshot(path=str(ARTIFACTS / "catalog-full.png"), full_page=True)
     assert (ARTIFACTS / "catalog.png").stat().st_size > 10_000
     page.close()
+
+
+def test_every_family_page_shows_its_records(site, browser):
+    "Each family notebook's page shows the records of its family (its show_records table)."
+    from omni_npu_port.catalog import FAMILIES
+    work, out = site
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    for fam, (_, nb) in FAMILIES.items():
+        page.goto((out / nb.replace(".ipynb", ".html")).as_uri())
+        text = page.inner_text("body")
+        missing = [p.id for p in CATALOG.select(family=fam) if p.id not in text]
+        assert not missing, f"{nb}: records of family {fam} not visible on its page: {missing}"
+    page.close()

@@ -104,3 +104,21 @@ def test_sync_check_catches_a_hand_edit(tmp_path):
     shutil.copytree(work / SETTINGS["lib_path"], before)
     nbdev("nbdev_export", work)
     assert changed_files(before, work / SETTINGS["lib_path"], "*") == [f"{edited.name} (differs)"]
+
+
+def test_saved_catalog_tables_are_current():
+    "Family pages show saved outputs of show_records/show_pattern cells: they must match the catalog as it is."
+    import json
+    from omni_npu_port.catalog import show_pattern, show_records
+    calls = {"show_records": show_records, "show_pattern": show_pattern}
+    stale = []
+    for nb in sorted((ROOT / SETTINGS["nbs_path"]).glob("*.ipynb")):
+        for i, cell in enumerate(json.loads(nb.read_text(encoding="utf-8"))["cells"]):
+            src = "".join(cell["source"]).strip()
+            m = re.fullmatch(r'(show_records|show_pattern)\((?:"([^"]*)")?\)', src)
+            if cell["cell_type"] != "code" or not m: continue
+            want = calls[m.group(1)](*([m.group(2)] if m.group(2) else [])).data
+            got = ["".join(o.get("data", {}).get("text/markdown", [])) for o in cell.get("outputs", [])]
+            if got != [want]: stale.append(f"{nb.name} cell {i}: {src}")
+    assert not stale, ("saved outputs that the docs site shows are missing or stale (run `nbdev-test NB --save` "
+                       "then `nbdev-clean`): " + "; ".join(stale))
