@@ -1644,6 +1644,7 @@ def _any_in(offsets: list, a: int, b: int) -> bool:
 
 _DEF_LINE = re.compile(rb"^([ \t]*)(?:async[ \t]+)?def\b", re.M)
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+_ROOT = re.compile(rb"(?<![.\w])[A-Za-z_]\w*")   # a name not right after a dot: one a lookup may start from
 
 def _block(m: bytes, key: int, end: int):
     "[(start, end)] of the statements in the block of the `def` whose line starts at `key`; None if it has none."
@@ -1710,8 +1711,8 @@ def _cut(data: bytes, m: bytes, x: int, y: int, hits: list, sup: list, plan: _Pl
         i = bisect.bisect_right(lines, min([st.lineno, *(q.lineno for q in getattr(st, "decorator_list", ()))])) - 1
         if i < 0: return None
         binds[i] |= _bound(st)
-    words = [set(_WORD.findall(data, s, e)) for s, e in body]
-    seen = set(_WORD.findall(data, x, body[0][0])) | plan.scope   # names looked up in what is kept
+    words = [set(_ROOT.findall(data, s, e)) for s, e in body]
+    seen = set(_ROOT.findall(data, x, body[0][0])) | plan.scope   # names looked up in what is kept
     typed = set()                                                   # names that may hold a graph mode
     if plan.mode is not None and plan.mode in seen:
         a = fn[0].args

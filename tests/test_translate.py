@@ -375,6 +375,39 @@ def test_real_file_without_patterns_is_byte_identical(rules):
     assert translate_source(data, rules).output == data
 
 
+# ---------------------------------------------------------------- methods cut to what the rules read
+
+CUT_CASES = {   # body of execute_model after an unrelated first statement -> (code that must be there, code that must not)
+    "local rebinding of the module": ("        torch = self.fake_torch\n        x = 1\n        torch.cuda.synchronize()\n",
+                                      None, "ONP1002"),
+    "binding in a nested block": ("        if self.ok:\n            torch = self.fake_torch\n        y = 2\n"
+                                  "        torch.cuda.synchronize()\n", None, "ONP1002"),
+    "graph mode assigned, then tested": ("        m = CUDAGraphMode.FULL\n        z = 3\n        if m:\n            pass\n",
+                                         "ONP2016", None),
+    "name a rule's scope check asks about": ("        positions = self.p\n        w = 4\n"
+                                             "        with set_forward_context(None, self.cfg):\n            pass\n", "ONP2011", None),
+}
+
+
+@pytest.mark.parametrize("case", CUT_CASES, ids=list(CUT_CASES))
+def test_cut_methods_agree_with_whole_files(rules, case):
+    from omni_npu_port.translate import _plan, _select
+    body, present, absent = CUT_CASES[case]
+    src = ("import torch\nfrom vllm.config import CUDAGraphMode\nfrom vllm.forward_context import set_forward_context\n"
+           + RUNNER_HEAD + "    def other(self):\n        return 0\n\n"
+           "    def execute_model(self, scheduler_output):\n        unrelated = 0\n" + body)
+    data = src.encode()
+    kept = b"".join(data[a:b] for a, b, f in _select(data, _plan(rules)) if f is None)
+    assert b"unrelated = 0" not in kept and b"def execute_model" in kept     # the method was cut, not dropped
+    t, w = tr(src, rules), tr(src, rules, chunks=False)
+    assert t.output == w.output
+    assert [d.to_dict() for d in t.diagnostics] == [d.to_dict() for d in w.diagnostics]
+    if present: assert present in codes(t)
+    if absent: assert absent not in codes(t)
+    if case == "name a rule's scope check asks about":
+        assert "no positions variable" not in next(d.message for d in t.diagnostics if d.code == "ONP2011")
+
+
 # ---------------------------------------------------------------- bad input
 
 def test_bad_input_is_reported_not_raised(rules):
