@@ -295,9 +295,9 @@ class _Parser(argparse.ArgumentParser):
 
 DEVICES = ("auto", "cpu", "cuda", "npu")
 
-def _fail(msg: str, code: int = 2) -> int:
-    print(f"omni-npu-port bench: error: {msg}", file=sys.stderr)
-    return code
+from .cli import fail
+import functools
+_fail = functools.partial(fail, prog="omni-npu-port bench")
 
 def _parser() -> argparse.ArgumentParser:
     ap = _Parser(prog="omni-npu-port bench", description="Eager vs graph-replay latency of a talker-MTP step per batch bucket.")

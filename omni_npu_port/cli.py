@@ -39,9 +39,9 @@ def _usage() -> str:
     lines += ["", "`omni-npu-port COMMAND --help` describes a command's options."]
     return "\n".join(lines)
 
-def fail(msg: str, code: int = 2) -> int:
-    "Print a one-line error on stderr and return the exit code."
-    print(f"omni-npu-port: error: {msg}", file=sys.stderr)
+def fail(msg: str, code: int = 2, prog: str = "omni-npu-port") -> int:
+    "Print a one-line error on stderr and return the exit code (every command's error path)."
+    print(f"{prog}: error: {msg}", file=sys.stderr)
     return code
 
 # %% ../nbs/cli.ipynb #3d0a7d44

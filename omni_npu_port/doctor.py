@@ -145,9 +145,8 @@ def print_report(report: dict, console=None, show_na: bool = False):
                                     show_na=show_na))
 
 # %% ../nbs/doctor.ipynb #8f0cece6
-def _fail(msg: str) -> int:
-    print(f"omni-npu-port: error: {msg}", file=sys.stderr)
-    return 2
+from .cli import fail
+_fail = fail
 
 def main(argv: list[str] | None = None) -> int:
     "`omni-npu-port doctor [--json] [--all] [--source PATH ...]`"

@@ -1206,9 +1206,8 @@ def write_atomic(path: Path | str, text: str, force: bool = False) -> Path:
     return path
 
 # %% ../nbs/port.ipynb #8b16f407
-def _fail(msg: str, code: int = 2) -> int:
-    print(f"omni-npu-port: error: {msg}", file=sys.stderr)
-    return code
+from .cli import fail
+_fail = fail
 
 def _report(res: PortResult, stream=None, as_json: bool = False):
     if as_json: return

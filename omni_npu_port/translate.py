@@ -2129,9 +2129,9 @@ def examine_table(run: Run):
     return tab
 
 # %% ../nbs/translate.ipynb #4a5124c5
-def _fail(msg: str, code: int = 2) -> int:
-    print(f"omni-npu-port translate: error: {msg}", file=sys.stderr)
-    return code
+from .cli import fail
+import functools
+_fail = functools.partial(fail, prog="omni-npu-port translate")
 
 def main(argv: list[str] | None = None) -> int:
     "`omni-npu-port translate`: translate GPU runner code to NPU code (see --help)."
