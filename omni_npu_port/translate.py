@@ -13,6 +13,7 @@ import bisect
 import builtins
 import csv
 import dataclasses
+import functools
 import difflib
 import io
 import json
@@ -185,6 +186,7 @@ def _paired_vllm(vllm_ascend: str) -> str | None:
     paired = sorted((parse_version(a), b[0]) for a, b in PAIRING.items() if parse_version(a) <= v)
     return paired[-1][1] if paired else None
 
+@functools.lru_cache(maxsize=512)   # trees are immutable: the rules read the same records' code for every file
 def _snippet_tree(code: str):
     "Parse a record's code form (a statement list; `...` standing for more arguments is dropped); None for prose."
     for text in (code, re.sub(r",\s*\.\.\.\s*(?=[,)])", "", code)):
@@ -467,6 +469,7 @@ class _Ctx:
         self.outside = 0                                     # depth inside such subtrees
         self.dirty: set = set()                              # ids of the statements around edits and notes
         self.up: dict = {}                                   # id(statement) -> enclosing statement
+        self.tops: dict = {}                                 # id(Diagnostic) -> top-level statement around it
 
     def edit(self, node, fn):
         self.edits.setdefault(id(node), []).append(fn)
@@ -486,6 +489,7 @@ class _Ctx:
             self.notes.setdefault(id(stmt), []).append(d)
             self._mark(stmt)
         self.nodes[id(d)] = node
+        if self.stmts: self.tops[id(d)] = self.stmts[0]
         self.diagnostics.append(d)
         return d
 
@@ -619,6 +623,47 @@ class _Batch(cst.CSTVisitor):
 
     def on_visit_attribute(self, node, attribute) -> None: pass
     def on_leave_attribute(self, node, attribute) -> None: pass
+
+    def run(self, module: cst.Module) -> None:
+        "Visit `module` as `module.visit(self)` would, without rebuilding every node (see below)."
+        on, off, before, after, fields = self.on, self.off, self.before, self.after, _FIELDS
+        skip = frozenset() if {*on, *off} & _TOKEN_NAMES else _TOKENS
+        def walk(node):
+            t = type(node)
+            before(node)
+            for f in on.get(t.__name__, ()): f(node)
+            names = fields.get(t) or _fields(node)
+            for n in names:
+                v = getattr(node, n)
+                if type(v) is tuple or type(v) is list:
+                    for c in v:
+                        if type(c) not in skip: walk(c)
+                elif type(v) not in skip and isinstance(v, cst.CSTNode): walk(v)
+            for f in off.get(t.__name__, ()): f(node)
+            after(node)
+        walk(module)
+
+class _FieldOrder(cst.CSTVisitor):
+    "Records the fields one node's `_visit_and_replace_children` visits, in order, without descending."
+    def __init__(self): super().__init__(); self.names = []
+    def on_visit(self, node) -> bool: return False
+    def on_visit_attribute(self, node, attribute) -> None: self.names.append(attribute)
+
+_FIELDS: dict = {}   # node class -> the fields libcst's traversal visits, in its order (read once per class)
+
+def _fields(node) -> tuple:
+    rec = _FieldOrder(); node._visit_and_replace_children(rec)
+    _FIELDS[type(node)] = names = tuple(rec.names)
+    return names
+
+def _node_classes(base=cst.CSTNode):
+    for c in base.__subclasses__(): yield c; yield from _node_classes(c)
+
+# whitespace, operators and brackets: nothing a rule or the tracker looks at is ever inside them
+_TOKENS = frozenset(c for c in _node_classes() if c.__module__ in ("libcst._nodes.whitespace", "libcst._nodes.op")
+                    or c in (cst.Asynchronous, cst.LeftParen, cst.RightParen, cst.LeftSquareBracket,
+                             cst.RightSquareBracket, cst.LeftCurlyBrace, cst.RightCurlyBrace))
+_TOKEN_NAMES = frozenset(c.__name__ for c in _TOKENS)
 
 # %% ../nbs/translate.ipynb #28697c90
 _BUILTINS = frozenset(dir(builtins))
@@ -1435,19 +1480,21 @@ def translate_source(source: bytes | str, rules: RuleSet | None = None, path: st
         t.output = new.bytes if isinstance(source, bytes) else new.code
     return t
 
-def _translate_module(module: cst.Module, rules: RuleSet, comments: bool):
-    "(new module, diagnostics sorted by position, context) for a parsed module."
+def _translate_module(module: cst.Module, rules: RuleSet, comments: bool, where=None):
+    "(new module, diagnostics sorted by position, context) for a parsed module; `where(ctx, nodes)`: positions or None."
     ctx = _Ctx(rules, module)
     visitors = ctx.visitors = [cls(ctx) for cls in RULE_VISITORS]
     ctx.rule = visitors[0]
     tracker = _Tracker(ctx, visitors[0])
-    module.visit(_Batch(visitors, tracker.before_visit, tracker.after_leave))
+    _Batch(visitors, tracker.before_visit, tracker.after_leave).run(module)
     writes = comments and any(not d.acknowledged for ds in ctx.notes.values() for d in ds)
     new = module
     if ctx.edits or ctx.required or ctx.npu_roots or writes:
         new = _add_imports(_apply(module, ctx, comments), ctx)
     if ctx.diagnostics:
-        pos = _positions(module, [ctx.nodes.get(id(d)) for d in ctx.diagnostics])
+        nodes = [ctx.nodes.get(id(d)) for d in ctx.diagnostics]
+        pos = where(ctx, nodes) if where is not None else None
+        if pos is None: pos = _positions(module, nodes)
         for d in ctx.diagnostics:
             r = pos.get(id(ctx.nodes.get(id(d))))
             if r is not None: d.line, d.column = r[0], r[1] + 1
@@ -1477,15 +1524,16 @@ class _AllPlaced(Exception): "Every wanted node has been generated: the rest of 
 
 _NEWLINE = re.compile(r"\r\n?|\n")
 
-def _positions(module: cst.Module, nodes) -> dict:
+def _positions(module: cst.Module, nodes, roots=None, line: int = 1) -> dict:
     "id(node) -> (line, 0-based column) where libcst's PositionProvider starts these nodes; one code generation."
     want = {id(n) for n in nodes if n is not None}
     if not want: return {}
     st = _PosState(module, want)
-    try: module._codegen(st)
+    try:   # the module, or only the top-level statements `roots`, the first starting a line `line`
+        for r in ([module] if roots is None else roots): r._codegen(st)
     except _AllPlaced: pass
     idx = {k: st.syn.get(k, st.pre.get(k)) for k in want if k in st.syn or k in st.pre}
-    out, line, col, prev = {}, 1, 0, 0
+    out, col, prev = {}, 0, 0
     for k, i in sorted(idx.items(), key=lambda x: x[1]):
         text = "".join(st.tokens[prev:i]); prev = i
         nls = list(_NEWLINE.finditer(text))
@@ -1812,6 +1860,102 @@ _SENTINEL = b"#~onp-chunk~"
 _SENTINEL_LINE = re.compile(rb"^[ \t]*#~onp-chunk~(\d+)~\r?\n", re.M)
 _COOKIE = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
 
+class _Layout:
+    "Where the top-level statements of a parsed chunk text start: at the sentinel line each group begins with."
+    def __init__(self, module: cst.Module, src: bytes, sentinels: list):
+        self.module, self.src, self.sentinels = module, src, sentinels
+        h, f = self.code(module.header), self.code(module.footer)
+        self.head, self.tail = len(h), len(src) - len(f)
+        self.ok = (module.has_trailing_newline and module.encoding == "utf-8" and bool(module.body)
+                   and src.startswith(h) and src.endswith(f))
+        self.firsts, self.offs = [0], [self.head]      # first statement of each group, where its text starts
+        for j, st in enumerate(module.body):
+            ll = st.leading_lines
+            c = ll[0].comment if ll else None
+            if c is None or ll[0].whitespace.value or not (x := _SENTINEL_LINE.match(c.value.encode() + b"\n")): continue
+            o = sentinels[int(x.group(1))]
+            if j == 0: self.ok = self.ok and o == self.head; continue
+            self.firsts.append(j); self.offs.append(o)
+        self.ok = self.ok and all(a < b for a, b in zip(self.offs, self.offs[1:])) and self.offs[-1] <= self.tail
+        self.firsts.append(len(module.body)); self.offs.append(self.tail)
+        self.group = {f: g for g, f in enumerate(self.firsts[:-1])}
+
+    def code(self, nodes) -> bytes:
+        "The code of these nodes, as the module's code generation writes them at the top level."
+        st = _CodegenState(default_indent=self.module.default_indent, default_newline=self.module.default_newline)
+        for n in nodes: n._codegen(st)
+        return "".join(st.tokens).encode("utf-8")
+
+    def positions(self, ctx: _Ctx, nodes):
+        "`_positions` for the diagnostics' nodes, generating only the groups they are in; None: not sure."
+        body, wanted = self.module.body, {}
+        index = {id(st): j for j, st in enumerate(body)}
+        for d, n in zip(ctx.diagnostics, nodes):
+            if n is None: continue
+            j = index.get(id(ctx.tops.get(id(d))))
+            if j is None: return None
+            wanted.setdefault(bisect.bisect_right(self.firsts, j) - 1, []).append(n)
+        out = {}
+        for g, ns in wanted.items():
+            a, b = self.firsts[g], self.firsts[g + 1]
+            got = _positions(self.module, ns, body[a:b], 1 + self.src.count(b"\n", 0, self.offs[g]))
+            if len(got) != len({id(n) for n in ns}): return None    # a node outside its statement: all of it
+            out.update(got)
+        return out
+
+    def start(self, st, top: bool):
+        "Where statement `st` starts in the text if it begins with a sentinel line, else None."
+        ll = st.leading_lines
+        c = ll[0].comment if ll else None
+        if c is None or ll[0].whitespace.value or (ll[0].indent and not top): return None
+        x = _SENTINEL_LINE.match(c.value.encode() + b"\n")
+        return self.sentinels[int(x.group(1))] if x else None
+
+    def splice(self, new: list, old: list, starts: list, end) -> list:
+        "`new` (the statements that replace `old`) with each unchanged run of `old` from a sentinel on as verbatim text."
+        stops = [next((s for s in starts[j + 1:j + 2] if s is not None), None) if j + 1 < len(old) else end
+                 for j in range(len(old))]
+        index = {id(st): j for j, st in enumerate(old)}
+        out, i, j = [], 0, 0
+        while i < len(new):
+            k = index.get(id(new[i]))
+            if k is not None:
+                j = k
+                if starts[j] is not None:
+                    e = next((x for x in range(j + 1, len(old)) if starts[x] is not None), len(old))
+                    stop = stops[e - 1]
+                    if stop is not None and len(new) - i >= e - j and all(new[i + t] is old[j + t] for t in range(e - j)):
+                        out.append(_Verbatim(self.src[starts[j]:stop].decode("utf-8"))); i += e - j; j = e; continue
+                out.append(new[i]); i += 1; j += 1; continue
+            st, o = new[i], old[j] if j < len(old) and len(new) - i == len(old) - j else None
+            if (o is not None and type(st) is type(o) and type(st) in (cst.ClassDef, cst.FunctionDef)
+                    and type(st.body) is cst.IndentedBlock and type(o.body) is cst.IndentedBlock
+                    and st.body.indent == o.body.indent and not o.body.footer):
+                inner = [self.start(x, False) for x in o.body.body]
+                if any(x is not None for x in inner):
+                    st = st.with_changes(body=st.body.with_changes(body=self.splice(st.body.body, o.body.body, inner, stops[j])))
+            out.append(st); i += 1; j += 1 if o is not None else 0
+        return out
+
+    def output(self, new: cst.Module) -> bytes | None:
+        "`new.bytes`, with the text of the statements left unchanged copied, not generated; None: not sure."
+        m, src = self.module, self.src
+        if not (new.has_trailing_newline and new.encoding == "utf-8" and new.default_newline == m.default_newline
+                and new.default_indent == m.default_indent): return None
+        same = lambda x, y: len(x) == len(y) and all(a is b for a, b in zip(x, y))
+        starts = [self.start(st, True) for st in m.body]
+        starts[0] = self.head
+        body = self.splice(new.body, m.body, starts, self.tail)
+        return b"".join([src[:self.head] if same(new.header, m.header) else self.code(new.header), self.code(body),
+                         src[self.tail:] if same(new.footer, m.footer) else self.code(new.footer)])
+
+@dataclasses.dataclass(frozen=True)
+class _Verbatim(cst.CSTNode):
+    "Statements copied from the parsed text, written back as they were (see `_Layout.splice`)."
+    text: str
+    def _visit_and_replace_children(self, visitor): return self
+    def _codegen_impl(self, state) -> None: state.add_token(self.text)
+
 def _chunked(data: bytes, rules: RuleSet, comments: bool):
     "(output, diagnostics, parsed) from translating only the statements a rule can act on; None: do the whole file."
     if data.startswith(b"\xef\xbb\xbf") or _SENTINEL in data: return None
@@ -1828,16 +1972,20 @@ def _chunked(data: bytes, rules: RuleSet, comments: bool):
         segs = _select(data, plan, extra)
         if segs is None: return None
         if not segs: return data, [], False
-        parts, table, sline, oline, prev = [], [], 1, 1, 0
+        parts, table, sline, oline, prev, sent, size = [], [], 1, 1, 0, [], 0
         for k, (a, b, f) in enumerate(segs):
             parts.append(_SENTINEL + str(k).encode() + b"~" + nl); sline += 1
+            sent.append(size); size += len(parts[-1])
             oline += data.count(b"\n", prev, a); prev = a
             text = data[a:b] if f is None else f + nl
             if k < len(segs) - 1 and not text.endswith(b"\n"): return None
             table.append((sline, oline if f is None else None)); parts.append(text); sline += text.count(b"\n")
-        try: module = cst.parse_module(b"".join(parts))
+            size += len(text)
+        src = b"".join(parts)
+        try: module = cst.parse_module(src)
         except Exception: return None
-        new, diags, ctx = _translate_module(module, rules, comments)
+        layout = _Layout(module, src, sent)
+        new, diags, ctx = _translate_module(module, rules, comments, layout.positions if layout.ok else None)
         typed = next((set(v.typed.get(None, ())) for v in ctx.visitors if isinstance(v, GraphModeTruthFlag)), set())
         if typed <= extra: break
         extra = extra | frozenset(typed)
@@ -1849,7 +1997,7 @@ def _chunked(data: bytes, rules: RuleSet, comments: bool):
             d.line = table[k][1] + d.line - table[k][0]
     diags.sort(key=lambda d: (d.line, d.column, d.code))
     if new is module: return data, diags, True
-    out = new.bytes
+    out = (layout.output(new) if layout.ok else None) or new.bytes
     ms = list(_SENTINEL_LINE.finditer(out))
     if [int(x.group(1)) for x in ms] != list(range(len(segs))): return None
     pieces, pos = [], 0

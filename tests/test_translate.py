@@ -692,6 +692,39 @@ def test_chunked_and_whole_file_agree(rules, src):
     _both("".join(NEUTRAL) + src + "".join(reversed(GPU)), rules)
 
 
+def test_batched_traversal_visits_what_libcst_visits():
+    import libcst as cst
+    from omni_npu_port.translate import _TOKENS, _Batch
+    class Seen(cst.CSTVisitor):
+        def __init__(self): super().__init__(); self.seen = []
+        def on_visit(self, node): self.seen.append(node); return True
+    for src in [CHUNKY, DUMMY, example_path().read_text()]:
+        module = cst.parse_module(src)
+        full, fast, left = Seen(), [], []
+        module.visit(full)
+        _Batch([], fast.append, left.append).run(module)
+        kept = [n for n in full.seen if type(n) not in _TOKENS]
+        assert len(kept) == len(fast) == len(left) > 100 and all(a is b for a, b in zip(kept, fast))
+
+
+COPIED = ("import torch\nfrom vllm.v1.worker.gpu_model_runner import GPUModelRunner\n\n\nclass R(GPUModelRunner):\n"
+          "    def other(self):\n        return 1\n\n"
+          "    def __init__(self, vllm_config, device):\n        super().__init__(vllm_config, device)\n\n"
+          "    def other2(self):\n        return 2\n\n    def sync(self):\n        torch.cuda.synchronize()\n")  # __init__: copied
+
+
+@pytest.mark.parametrize("src", [COPIED, CHUNKY, DUMMY, MODULE_MODE, RUNNER_CHAIN, "example"])
+def test_copied_text_and_group_positions_equal_full_generation(rules, src, monkeypatch):
+    from omni_npu_port import translate as tr_mod
+    data = example_path().read_bytes() if src == "example" else src.encode()
+    fast = translate_source(data, rules)
+    monkeypatch.setattr(tr_mod._Layout, "output", lambda self, new: None)        # every byte generated
+    monkeypatch.setattr(tr_mod._Layout, "positions", lambda self, ctx, nodes: None)
+    slow = translate_source(data, rules)
+    assert fast.changed and fast.output == slow.output
+    assert [d.to_dict() for d in fast.diagnostics] == [d.to_dict() for d in slow.diagnostics]
+
+
 def test_chunked_context_beyond_the_anchors(rules):
     assert "ONP2016" in codes(_both(MODULE_MODE, rules))             # a module-level mode name, tested later
     assert "ONP2015" in codes(_both(RUNNER_CHAIN, rules))            # a runner through a runner defined above
