@@ -266,7 +266,8 @@ GRAPHS = [
        gpu_symbol="vllm.distributed.parallel_state.graph_capture",
        npu_symbol="vllm_ascend.worker.model_runner_v1.graph_capture",
        params=("device",),
-       notes="vllm's gains `graph_capture_context=` (0.27.1) and `stream=` (0.34.0); vllm-ascend's keeps (device)."),
+       notes="vllm's gains `graph_capture_context=` in 0.27.1 (stack-facts); the 0.34.0 source reads "
+             "`(device, stream)`, without it. vllm-ascend's keeps `(device)`."),
     _P("graph.capture-reexport", "graphs", "graph_capture imported from vllm.distributed", "import",
        "from vllm.distributed import graph_capture",
        "from vllm_ascend.worker.model_runner_v1 import graph_capture",
