@@ -1,52 +1,108 @@
-"""Port quality on real sources: how close `omni-npu-port port` gets to vLLM-Omni's hand-written NPU runner.
+"""Port quality on real sources: how close `omni-npu-port port` gets to vLLM-Omni's hand-written NPU runner, per release.
 
-For each ported method of `OmniNPUModelRunner` (vllm-omni 0.16.0), the difflib ratio (over lines) against the
-hand-written NPU method of
+For each vLLM-Omni release in RELEASES and each method the hand-written `OmniNPUModelRunner` overrides (and the omni
+GPU runner defines), the difflib ratio (over lines) against the hand-written NPU method of
   - the port with conflicts left as git markers (`--prefer markers`, the default; markers count as lines),
-  - the port with conflicts resolved by policy: `--prefer npu` (keep the NPU base's side) and `--prefer omni`
-    (keep the omni GPU method's side); each resolution adds a one-line `# ONP4008` note,
+  - the port with conflicts resolved by policy: `--prefer npu` / `--prefer omni` (each adds a `# ONP4008` line),
   - baseline 1: vllm-ascend's `NPUModelRunner.<method>` alone,
   - baseline 2: the omni GPU method alone, translated (in its module's import context, same target),
-plus the wall time of a whole-class port (`port_class`, translator on). Every port runs the translator
-(`omni_npu_port.translate`) for the target `vllm-ascend==<the NPU base version>`.
+plus the wall time of a whole-class port (`port_class`, translator on). Every port runs the translator for the
+target `vllm-ascend==<the NPU base version>` (the catalog's nearest release when it does not list that one).
 
-Sources are read from ~/.cache/omni-npu-port/pkgs and downloaded there (PyPI) when missing.
-Usage: python benchmarks/port_quality.py [--vllm 0.15.0 0.16.0 ...] [--vllm-ascend 0.15.0rc1 0.16.0rc1 ...] [--json]
+The vllm / vllm-ascend releases are the ones each vLLM-Omni release declares (RELEASES says where that is written).
+Where the release pins an unreleased vllm-ascend commit, both PyPI neighbours of that commit are measured. Each
+port also gets the older vllm releases the omni copy may lag behind (`history`: the previous omni release's vllm
+and the vllm each NPU base pairs with), so a stale omni side resolves to the NPU base (ONP4012).
+
+Target (issue 6): port ≥ 0.90 on `_dummy_run` and `_model_forward` and above both baselines; `load_model` above
+both baselines. Sources come from ~/.cache/omni-npu-port/pkgs and are downloaded there (PyPI) when missing.
+Usage: python benchmarks/port_quality.py [--releases 0.16.0 0.18.0 ...] [--vllm X --vllm-ascend Y ...] [--json]
 """
 from __future__ import annotations
 
 import argparse
+import ast
 import difflib
 import json
 import sys
 import time
 
+from omni_npu_port.catalog import PAIRING, parse_version
 from omni_npu_port.conformance import fetch_package
-from omni_npu_port.port import known_ascend, locate, port_class, port_method, rules_for, translate_located
+from omni_npu_port.port import (PortError, known_ascend, locate, open_tree, port_class, port_method, rules_for,
+                                translate_located)
 
-METHODS = ("_dummy_run", "_model_forward", "load_model", "_talker_mtp_forward")
+# vLLM-Omni release -> (vllm, [vllm-ascend ...], where the pairing is written). "docs" = the sdist's
+# docs/getting_started (quickstart.md / installation/gpu/cuda.inc.md for vllm, installation/npu/npu.inc.md and
+# docker/Dockerfile.npu for vllm-ascend). Releases from 0.22.0 on ship only a wheel: their README (the wheel's
+# METADATA) says which vllm line a release is aligned with; no vllm-ascend is named, so the vllm-ascend release
+# of that line is used.
+RELEASES = {
+    "0.14.0": ("0.14.1", ["0.14.0rc1"],
+               "sdist has no docs; README of later releases: 'a stable release aligned with every even-numbered upstream "
+               "vLLM minor version' -> vllm 0.14.x; vllm-ascend 0.14.0rc1 is the release for vllm 0.14.1 (0.16.0 docs still use its image)"),
+    "0.16.0": ("0.16.0", ["0.15.0rc1", "0.16.0rc1"],
+               "docs: vllm==0.16.0; vllm-ascend pinned at commit e2175d9 on the v0.14.0rc1 image, 'because vllm-ascend will "
+               "release v0.16.0rc1 after vllm-omni 0.16.0' (not on PyPI: both neighbours measured)"),
+    "0.18.0": ("0.18.0", ["0.18.0rc1", "0.18.0"],
+               "docs: vllm==0.18.0; vllm-ascend pinned at commit d781902 of releases/v0.18.0 (docker/Dockerfile.ci), image "
+               "v0.17.0rc1 (not on PyPI: the releases of that branch measured)"),
+    "0.20.0": ("0.20.0", ["0.18.0rc1"],
+               "docs: vllm==0.20.0 (GPU); the NPU page builds vllm v0.18.0 + vllm-ascend v0.18.0rc1 (image v0.18.0rc1)"),
+    "0.22.0": ("0.22.0", ["0.22.1rc1"], "wheel README: 'aligned with vLLM 0.22'; vllm-ascend of that line: 0.22.1rc1"),
+    "0.24.0": ("0.24.0", ["0.24.0rc1"], "wheel README: 'aligned with the vLLM 0.24 release line'; vllm-ascend 0.24.0rc1"),
+    "0.26.0": ("0.26.0", ["0.26.0rc1"], "wheel README: 'aligned with the vLLM 0.26 release line'; vllm-ascend 0.26.0rc1"),
+    "0.28.0": ("0.28.0", ["0.28.0rc1"], "wheel README: even-minor cadence -> vllm 0.28; vllm-ascend 0.28.0rc1"),
+    "0.30.0": ("0.30.0", ["0.30.0rc1"], "wheel README: even-minor cadence -> vllm 0.30; vllm-ascend 0.30.0rc1"),
+}
+GPU_FILE = "vllm/v1/worker/gpu_model_runner.py"
+TARGETS = {"_dummy_run": 0.90, "_model_forward": 0.90, "load_model": None}   # None: above both baselines only
 POLICIES = ("markers", "npu", "omni")
 
 def ratio(a: str, b: str) -> float:
     "difflib similarity of two texts, line by line."
     return difflib.SequenceMatcher(None, a.splitlines(), b.splitlines(), autojunk=False).ratio()
 
-def run(vllm: str, ascend: str, omni: str) -> dict:
+# one vllm release per minor line (the one already in the package cache where there is one), for `history`
+VLLM_LINE = ("0.14.1", "0.15.0", "0.16.0", "0.17.0", "0.18.0", "0.19.1", "0.20.0", "0.21.0", "0.22.0", "0.23.0",
+             "0.24.0", "0.25.0", "0.26.0", "0.27.1", "0.28.0", "0.29.0", "0.30.0")
+
+def history_for(omni: str, vllm: str, ascend: str) -> list[str]:
+    "Older vllm releases the omni copy may lag behind: from the previous omni release's vllm up to the declared one."
+    keys = sorted(RELEASES, key=parse_version)
+    prev = [RELEASES[k][0] for k in keys if parse_version(k) < parse_version(omni)][-1:]
+    lo = parse_version(prev[0]) if prev else parse_version(vllm)
+    paired = [PAIRING[ascend][0]] if ascend in PAIRING else []
+    cands = [h for h in VLLM_LINE if lo <= parse_version(h) < parse_version(vllm)] + paired
+    return sorted({h for h in cands if parse_version(h) < parse_version(vllm)}, key=parse_version, reverse=True)
+
+def hand_methods(o: str) -> list[str]:
+    "The methods the hand-written OmniNPUModelRunner defines itself that the omni GPU runner also defines."
+    hand, gpu = locate(f"{o}:OmniNPUModelRunner", False), locate(f"{o}:OmniGPUModelRunner", False)
+    own = lambda c: [n.name for n in c.cls_node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    return [m for m in own(hand) if m in set(own(gpu)) and m != "__init__"]
+
+def run(vllm: str, ascend: str, omni: str, hist=()) -> dict:
     v, a, o = (str(fetch_package(s)) for s in (f"vllm=={vllm}", f"vllm-ascend=={ascend}", f"vllm-omni=={omni}"))
+    hs = [str(fetch_package(f"vllm=={h}")) for h in hist]
+    rules = rules_for(f"vllm-ascend=={known_ascend(ascend)}")   # what the port itself uses (target_of)
     rows = []
-    for m in METHODS:
+    for m in hand_methods(o):
         go = locate(f"{o}:OmniGPUModelRunner.{m}")
         hand = locate(f"{o}:OmniNPUModelRunner.{m}").method_source
         try: nb = locate(f"{a}:NPUModelRunner.{m}")
-        except ValueError: nb = None
-        try: gb = locate(f"{v}/vllm/v1/worker/gpu_model_runner.py:GPUModelRunner.{m}")
-        except ValueError: gb = None
-        rules = rules_for(f"vllm-ascend=={known_ascend(ascend)}")   # what the port itself uses (target_of)
+        except PortError: nb = None
+        try: gb = locate(f"{v}/{GPU_FILE}:GPUModelRunner.{m}")
+        except PortError: gb = None
+        history = []
+        for h in hs:
+            try: history.append(locate(f"{h}/{GPU_FILE}:GPUModelRunner.{m}"))
+            except PortError: pass
         omni_t = translate_located(go, rules)[0]
         row = {"method": m, "npu_base": ratio(nb.method_source, hand) if nb else None, "omni_translated": ratio(omni_t, hand)}
         if nb and gb:
             for pol in POLICIES:
-                r = port_method(gb, go, nb, target=rules, prefer=pol)
+                r = port_method(gb, go, nb, target=rules, prefer=pol, history=history)
                 row[f"port_{pol}"] = ratio(r.code, hand)
                 if pol == "markers": row.update(style=r.style, conflicts=r.conflicts)
                 if pol == "npu": row["resolved"] = sum(d.code == "ONP4008" for d in r.diagnostics)
@@ -55,32 +111,57 @@ def run(vllm: str, ascend: str, omni: str) -> dict:
         rows.append(row)
     t0 = time.perf_counter()
     cls = port_class(locate(f"{v}:GPUModelRunner", False), locate(f"{o}:OmniGPUModelRunner", False),
-                     locate(f"{a}:NPUModelRunner", False))
-    return {"vllm": vllm, "vllm_ascend": ascend, "vllm_omni": omni, "rows": rows,
+                     locate(f"{a}:NPUModelRunner", False), history=[locate(f"{h}:GPUModelRunner", False) for h in hs])
+    return {"vllm": vllm, "vllm_ascend": ascend, "vllm_omni": omni, "history": list(hist), "rows": rows,
             "class_port_seconds": time.perf_counter() - t0, "class_ported": cls.stats["styles"]}
+
+def meets(row: dict) -> bool | None:
+    "Whether a row meets issue 6's target for its method (None: the method has no target)."
+    if row["method"] not in TARGETS: return None
+    floor, p = TARGETS[row["method"]], row["port_markers"]
+    return (floor is None or p >= floor) and all(p > (b or 0) for b in (row["npu_base"], row["omni_translated"]))
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--vllm", nargs="+", default=["0.15.0", "0.16.0"], help="GPU base release(s) (vllm sdists/wheels)")
-    ap.add_argument("--vllm-ascend", nargs="+", default=["0.15.0rc1", "0.16.0rc1"],
-                    help="NPU base release(s); vllm-omni 0.16.0 was written against vllm 0.15.0 + vllm-ascend 0.15.0rc1")
-    ap.add_argument("--vllm-omni", default="0.16.0")
+    ap.add_argument("--releases", nargs="+", default=list(RELEASES), help="vLLM-Omni releases (keys of RELEASES)")
+    ap.add_argument("--vllm", help="override: one GPU base release for every chosen omni release")
+    ap.add_argument("--vllm-ascend", nargs="+", help="override: NPU base release(s) for every chosen omni release")
+    ap.add_argument("--history", nargs="*", help="override: older vllm releases given to the port (default: history_for)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
-    results = [run(v, asc, args.vllm_omni) for v in args.vllm for asc in args.vllm_ascend]
+    bad = [r for r in args.releases if r not in RELEASES and not (args.vllm and args.vllm_ascend)]
+    if bad: ap.error(f"no pairing recorded for vllm-omni {', '.join(bad)}; give --vllm and --vllm-ascend")
+    results = []
+    for omni in args.releases:
+        vllm, ascends, _ = RELEASES.get(omni, (None, [], ""))
+        vllm = args.vllm or vllm
+        for asc in args.vllm_ascend or ascends:
+            hist = args.history if args.history is not None else history_for(omni, vllm, asc)
+            results.append(run(vllm, asc, omni, hist))
+    for res in results:
+        for r in res["rows"]: r["meets_target"] = meets(r)
     if args.json:
         print(json.dumps(results, indent=2)); return 0
     f = lambda x: "  n/a" if x is None else f"{x:.3f}"
     for res in results:
-        print(f"\nvllm {res['vllm']} + vllm-ascend {res['vllm_ascend']} → vllm-omni {res['vllm_omni']} OmniNPUModelRunner"
-              " (translator on)")
-        print(f"{'method':<22}{'style':<14}{'confl':>6}{'markers':>9}{'npu':>8}{'omni':>8}{'NPU base':>10}{'omni tr.':>10}")
+        print(f"\nvllm-omni {res['vllm_omni']}: vllm {res['vllm']} + vllm-ascend {res['vllm_ascend']}"
+              f" (history: {', '.join(res['history']) or 'none'}; translator on)")
+        print(f"{'method':<38}{'style':<14}{'confl':>6}{'markers':>9}{'npu':>8}{'omni':>8}{'NPU base':>10}{'omni tr.':>10}  target")
         for r in res["rows"]:
-            print(f"{r['method']:<22}{r['style']:<14}{r['conflicts']:>6}{f(r['port_markers']):>9}{f(r['port_npu']):>8}"
-                  f"{f(r['port_omni']):>8}{f(r['npu_base']):>10}{f(r['omni_translated']):>10}")
-        print(f"markers / npu / omni = the port with --prefer markers (conflicts left as markers) / npu / omni. "
-              f"Whole-class port: {res['class_port_seconds']:.2f} s, ported "
+            t = {True: "met", False: "NOT met", None: ""}[r["meets_target"]]
+            print(f"{r['method']:<38}{r['style']:<14}{r['conflicts']:>6}{f(r['port_markers']):>9}{f(r['port_npu']):>8}"
+                  f"{f(r['port_omni']):>8}{f(r['npu_base']):>10}{f(r['omni_translated']):>10}  {t}")
+        print(f"whole-class port: {res['class_port_seconds']:.2f} s, ported "
               f"{', '.join(f'{k} ({v})' for k, v in res['class_ported'].items())}")
+    print("\nmarkers / npu / omni = the port with --prefer markers (conflicts left as markers) / npu / omni; "
+          "target: markers ≥ 0.90 (_dummy_run, _model_forward) and above both baselines.")
+    print("\nsummary (pairings meeting the target / pairings measured):")
+    for m in TARGETS:
+        rs = [(res, r) for res in results for r in res["rows"] if r["method"] == m]
+        ok = [f"{res['vllm_omni']}/{res['vllm_ascend']}" for res, r in rs if r["meets_target"]]
+        print(f"  {m:<16} {len(ok)}/{len(rs)}" + (f"  (met: {', '.join(ok)})" if ok else ""))
+    slow = max((res["class_port_seconds"] for res in results), default=0)
+    print(f"  whole-class port ≤ {slow:.2f} s on every pairing (target < 5 s)")
     return 0
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import ast
 import builtins
+import collections
 import difflib
 import functools
 import io
@@ -55,6 +56,8 @@ CODES = {
     "ONP4008": "conflict resolved by the --prefer policy: one side kept, the other dropped",
     "ONP4009": "omni steps after super() placed before the NPU base's own post-processing",
     "ONP4010": "both sides insert at the same place: the omni lines are placed first, then the NPU base's",
+    "ONP4011": "a line both sides add at different places is kept once, where the NPU base has it",
+    "ONP4012": "the omni side repeats an older vllm's text here (omni has not followed the base change): the NPU side is kept",
     "ONP4101": "the source versions do not pair (catalog PAIRING)",
     "ONP4102": "the translator failed on this method's module: the code is copied untranslated",
     "ONP4104": "the catalog does not know this vllm-ascend release: translated with the nearest newer release's rules",
@@ -496,7 +499,8 @@ class Hunk:
     omni: list[str] = field(default_factory=list)
     npu: list[str] = field(default_factory=list)
     base: list[str] = field(default_factory=list)
-    note: str = ""                       # a merge decision the report should name (ONP4010)
+    note: str = ""                       # a merge decision the report should name (ONP4010, ONP4011, ONP4012)
+    code: str = "ONP4010"                # the diagnostic code of `note`
 
 def _shift(lines: list[str], delta: int) -> list[str]:
     if delta == 0: return list(lines)
@@ -512,8 +516,8 @@ def _delta(anchor_a: list[_Line], anchor_b: list[_Line]) -> int:
         if la.text.strip(): return _indent(lb.text) - _indent(la.text)
     return 0
 
-def merge_hunks(base: str, omni: str, npu: str) -> list[Hunk]:
-    "Three-way merge (merge3) of the GPU base, the omni GPU method and the NPU base, as hunks."
+def merge_hunks(base: str, omni: str, npu: str, history: tuple[str, ...] | list[str] = ()) -> list[Hunk]:
+    "Three-way merge (merge3) of the GPU base, the omni GPU method and the NPU base (older GPU bases: `history`), as hunks."
     base = adopt_layout(base, npu)      # layout-only differences are no change: base takes the NPU layout,
     omni = adopt_layout(omni, base)     # then the omni method takes the base's where only layout differs
     B, A, N = _lines(base), _lines(omni), _lines(npu)
@@ -540,7 +544,53 @@ def merge_hunks(base: str, omni: str, npu: str) -> list[Hunk]:
             hunks.append(Hunk("unchanged", [l.text for l in seg]))
             prev = (A[amatch:aend], N[bmatch:bend])
         iz, ia, ib = zend, aend, bend
-    return hunks
+    return _stale_to_npu(_drop_shared_additions(hunks, B, A, N), history)
+
+def _tokens_in(part: list[str], whole: str) -> bool:
+    "Whether the code tokens of `part` occur, in a row, among those of `whole` (layout and comments ignored)."
+    tp, tw = code_tokens("\n".join(part)), code_tokens(whole)
+    return bool(tp) and f"\x00{chr(0).join(tp)}\x00" in f"\x00{chr(0).join(tw)}\x00"
+
+def _stale(omni: list[str], base: list[str], older: str) -> bool:
+    "The omni side is an older vllm's text where the GPU base has since changed: omni did not edit, it lags behind."
+    if len(code_tokens("\n".join(omni))) < 5 and not (base and not omni): return False
+    if omni and not _tokens_in(omni, older): return False
+    if base and _tokens_in(base, older): return False          # the GPU base did not change here since `older`
+    return bool(omni) or bool(code_tokens("\n".join(base)))
+
+def _stale_to_npu(hunks: list[Hunk], history) -> list[Hunk]:
+    "Omni edits and conflicts whose omni side repeats an older GPU base (see `_stale`) take the NPU side (ONP4012)."
+    if not history: return hunks
+    out = []
+    for h in hunks:
+        if h.kind in ("omni", "omni-delete", "conflict") and any(_stale(h.omni, h.base, old) for old in history):
+            keep = h.npu if h.kind == "conflict" else h.base
+            what = (h.omni or h.base or [""])[0].strip()
+            out.append(Hunk("npu", keep, npu=keep, base=h.base, code="ONP4012", note=f"{CODES['ONP4012']}: {what!r}…"))
+        else: out.append(h)
+    return out
+
+def _shared_additions(B: list[_Line], A: list[_Line], N: list[_Line]) -> set[str]:
+    "Code lines both sides add, once each, at different places (absent from the base): one addition, made twice."
+    cb, ca, cn = (collections.Counter(l.key for l in X if not l.doc) for X in (B, A, N))
+    return {k for k, n in ca.items() if n == 1 and cn[k] == 1 and not cb[k] and not k.startswith("#")
+            and len(code_tokens(k)) >= 3}
+
+def _drop_shared_additions(hunks: list[Hunk], B, A, N) -> list[Hunk]:
+    "Omni lines that the NPU base also adds elsewhere are kept once, where the NPU base has them (ONP4011)."
+    shared = _shared_additions(B, A, N)
+    kept = {" ".join(l.split()) for h in hunks if h.kind in ("unchanged", "same", "npu") for l in h.lines}
+    shared &= kept
+    if not shared: return hunks
+    out = []
+    for h in hunks:
+        if h.kind != "omni" or not any(" ".join(l.split()) in shared for l in h.lines): out.append(h); continue
+        gone = [l.strip() for l in h.lines if " ".join(l.split()) in shared]
+        rest = [l for l in h.lines if " ".join(l.split()) not in shared]
+        note = f"{CODES['ONP4011']}: {gone[0]!r}" + (f" (+{len(gone) - 1})" if len(gone) > 1 else "")
+        if any(l.strip() for l in rest): out.append(Hunk("omni", rest, omni=rest, base=h.base, note=note, code="ONP4011"))
+        else: out.append(Hunk("npu", [], note=note, code="ONP4011"))
+    return out
 
 def _alike(x: _Line, y: _Line) -> bool:
     "Two lines that are versions of each other (difflib ratio ≥ 0.6 of their normalised text)."
@@ -688,10 +738,20 @@ def _fence_at(lines: list[str]) -> str:
     ind = next((_indent(l) for l in lines if l.strip()), 0)
     return " " * max(ind, 0) + FENCE_TEXT
 
-def _fenced(body: list[str], fence: bool) -> list[tuple[str, str]]:
-    "An omni hunk's lines with their fences (or a trailing `# Omni-new` on a lone one-line change)."
+def _depth(lines: list[str], start: int = 0) -> int:
+    "How many brackets are open after the lines (strings and comments skipped), starting from `start`."
+    d = start
+    for l in lines:
+        for t in _TOKEN.findall(l):
+            if t.startswith("#"): break
+            if t in ("(", "[", "{"): d += 1
+            elif t in (")", "]", "}"): d = max(d - 1, 0)
+    return d
+
+def _fenced(body: list[str], fence: bool, inside: bool = False) -> list[tuple[str, str]]:
+    "An omni hunk's lines with their fences (a lone line inside brackets gets a trailing `# Omni-new` instead)."
     if not fence: return [(l, "omni") for l in body]
-    if len([l for l in body if l.strip()]) == 1 and not body[-1].rstrip().endswith(":") and "#" not in body[0] and len(body) == 1:
+    if inside and len(body) == 1 and body[0].strip() and not body[0].rstrip().endswith(":") and "#" not in body[0]:
         return [(body[0].rstrip() + "  " + INLINE_MARK, "omni")]
     lead = next((i for i, l in enumerate(body) if l.strip()), len(body))
     end = max((i for i, l in enumerate(body) if l.strip()), default=lead - 1) + 1
@@ -704,12 +764,12 @@ def render(hunks: list[Hunk], labels=("NPU base", "omni GPU (translated)"), fenc
     "The ported lines: omni hunks fenced by `----Omni-new----`; conflicts by the `prefer` policy (markers: ONP4001)."
     if prefer == "git": prefer = "markers"
     if prefer not in PREFER: raise PortError(f"prefer={prefer!r}: choose one of {', '.join(PREFER)}")
-    rows, diags = [], []
+    rows, diags, depth, seen = [], [], 0, 0
     for h in hunks:
+        depth, seen = _depth([l for l, _ in rows[seen:]], depth), len(rows)   # brackets open where the hunk starts
+        if h.note: diags.append(Diagnostic(h.code, h.note, len(rows) + 1, "warning" if h.code == "ONP4010" else "info"))
         if h.kind in ("unchanged", "same", "npu"): rows += [(l, "npu") for l in h.lines]
-        elif h.kind == "omni":
-            if h.note: diags.append(Diagnostic("ONP4010", h.note, len(rows) + 1, "warning"))
-            rows += _fenced(h.lines, fence)
+        elif h.kind == "omni": rows += _fenced(h.lines, fence, depth > 0)
         elif h.kind == "omni-delete":
             ind = next((_indent(l) for l in h.base if l.strip()), 0)
             rows.append((" " * ind + f"{INLINE_MARK}: the omni GPU method removes {len(h.base)} line(s) of the base here", "port"))
@@ -723,7 +783,7 @@ def render(hunks: list[Hunk], labels=("NPU base", "omni GPU (translated)"), fenc
                         f"{'NPU base' if prefer == 'npu' else 'omni GPU method'}, dropped {len(drop)} of the {other}")
                 rows.append((f"{ind}# ONP4008: {note}", "port"))
                 diags.append(Diagnostic("ONP4008", note + (f": {drop[0].strip()!r}…" if drop else ""), len(rows), "warning"))
-                rows += [(l, "npu") for l in keep] if prefer == "npu" else _fenced(keep, fence)
+                rows += [(l, "npu") for l in keep] if prefer == "npu" else _fenced(keep, fence, depth > 0)
                 continue
             diags.append(Diagnostic("ONP4001", f"{CODES['ONP4001']}; keep one side, then delete the markers",
                                     len(rows) + 1, "error"))
@@ -1013,8 +1073,9 @@ def _super_spans(code: str) -> set:
     return out
 
 def port_method(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_style: str = "auto",
-                target: str | RuleSet | None = None, fence: bool = True, prefer: str = "markers") -> PortResult:
-    "Port one omni method onto the NPU base: three-way merge, or a super()-extension port."
+                target: str | RuleSet | None = None, fence: bool = True, prefer: str = "markers",
+                history: list[Located] = ()) -> PortResult:
+    "Port one omni method onto the NPU base: three-way merge, or a super()-extension port (`history`: older GPU bases)."
     name = gpu_omni.method_node.name
     rules = rules_for(target or target_of(npu_base))
     npu_cls = npu_base.owner or npu_base.cls_node.name
@@ -1036,7 +1097,8 @@ def port_method(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_s
             origins = ["omni"] * len(res[0])
         lines, d2 = res
     else:
-        hunks = merge_hunks(base_t, omni_t, npu)
+        older = [t for t, _ in translate_methods([(h.method_source, h.context_text) for h in history if h], rules)]
+        hunks = merge_hunks(base_t, omni_t, npu, older)
         lines, d2 = render(hunks, (f"NPU base: {npu_base.label()}", f"omni GPU: {gpu_omni.label()} (translated)"),
                            fence, prefer, origins)
     diags += d2
@@ -1151,8 +1213,9 @@ def _translated_imports(loc: Located, rules: RuleSet) -> str:
     return t.code if t.error is None else head
 
 def port_class(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_style: str = "auto",
-               target: str | RuleSet | None = None, class_name: str | None = None, prefer: str = "markers") -> PortResult:
-    "Port every omni override of a class; returns a module with its imports."
+               target: str | RuleSet | None = None, class_name: str | None = None, prefer: str = "markers",
+               history: list[Located] = ()) -> PortResult:
+    "Port every omni override of a class; returns a module with its imports (`history`: older GPU base classes)."
     t0 = time.perf_counter()
     rules = rules_for(target or target_of(npu_base))       # compiled once for the whole class
     plan = plan_class(gpu_base, gpu_omni, npu_base, rules)
@@ -1160,7 +1223,8 @@ def port_class(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_st
     bodies, styles = [], {}
     for name in plan.port:
         r = port_method(_method_located(gpu_base, name), _method_located(gpu_omni, name),
-                        _method_located(npu_base, name), super_style, rules, prefer=prefer)
+                        _method_located(npu_base, name), super_style, rules, prefer=prefer,
+                        history=[m for h in history if (m := _method_located(h, name))])
         diags += [d for d in r.diagnostics if d.code not in ("ONP4101", "ONP4104")]
         bodies.append(r.code); styles[name] = r.style
     for name in plan.translate:
@@ -1228,6 +1292,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--prefer", choices=("markers", "npu", "omni"), default="markers",
                     help="conflicts: leave git-style markers (default), or keep the NPU base's / the omni GPU method's "
                          "side, noted by an ONP4008 comment and diagnostic")
+    ap.add_argument("--gpu-history", nargs="+", default=[], metavar="SPEC",
+                    help="older vllm releases' same method (or class, with --class): where the omni side repeats one "
+                         "of them and the GPU base has since changed, omni lags behind and the NPU side is kept (ONP4012)")
     ap.add_argument("--target", help="translator target, e.g. vllm-ascend==0.18.0 (default: the NPU source's version)")
     ap.add_argument("--class-name", help="name of the ported class (--class; default: GPU→NPU in the omni name)")
     ap.add_argument("-o", "--output", help="write here instead of stdout (atomically)")
@@ -1239,12 +1306,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         need = not args.whole_class
         locs = [locate(s, need) for s in (args.gpu_base, args.gpu_omni, args.npu_base)]
+        history = [locate(s, need) for s in args.gpu_history]
         if args.whole_class:
-            if any(parse_spec(s, False).method for s in (args.gpu_base, args.gpu_omni, args.npu_base)):
+            if any(parse_spec(s, False).method for s in (args.gpu_base, args.gpu_omni, args.npu_base, *args.gpu_history)):
                 raise PortError("--class takes SOURCE:Class specs, without a method")
             res = port_class(*locs, super_style=args.super_style, target=args.target, class_name=args.class_name,
-                             prefer=args.prefer)
-        else: res = port_method(*locs, super_style=args.super_style, target=args.target, prefer=args.prefer)
+                             prefer=args.prefer, history=history)
+        else: res = port_method(*locs, super_style=args.super_style, target=args.target, prefer=args.prefer,
+                                history=history)
         if args.json:
             text = json.dumps({"name": res.name, "style": res.style, "code": res.code,
                                "diagnostics": [asdict(d) for d in res.diagnostics], "stats": res.stats}, indent=2)

@@ -104,8 +104,10 @@ def test_moved_block_lands_after_the_npu_edit():
 def test_nested_function_addition_keeps_its_indentation():
     res = P.port_method(*triple("nested", "_dummy_run"))
     ast.parse(res.code)
-    line = next(l for l in res.code.splitlines() if "extract_multimodal_outputs" in l)
-    assert P._indent(line) == 8 and line.rstrip().endswith(P.INLINE_MARK)
+    lines = res.code.splitlines()
+    i = next(i for i, l in enumerate(lines) if "extract_multimodal_outputs" in l)
+    assert P._indent(lines[i]) == 8 and not lines[i].rstrip().endswith(P.INLINE_MARK)   # a whole statement: fenced
+    assert P.FENCE_RE.match(lines[i - 1]) and P.FENCE_RE.match(lines[i + 1]) and P._indent(lines[i - 1]) == 8
     assert "self._model_forward(num_tokens, self.input_ids[:num_tokens])" in res.code
 
 
@@ -192,7 +194,8 @@ def test_insertions_at_the_same_place_put_omni_first():
     assert [l for h in hunks for l in h.lines] == ["a", "OMNI", "NPU", "b"]
     lines, diags = P.render(hunks)
     [d] = diags
-    assert d.code == "ONP4010" and d.severity == "warning" and lines[d.line - 1] == "OMNI  " + P.INLINE_MARK
+    assert d.code == "ONP4010" and d.severity == "warning"
+    assert P.FENCE_RE.match(lines[d.line - 1]) and lines[d.line] == "OMNI"     # a lone statement is fenced
 
 
 def test_omni_statement_inside_an_npu_deletion_still_applies():
@@ -349,3 +352,56 @@ def test_real_runner_class_port(release_source):
     # the same overrides vLLM-Omni's hand-written OmniNPUModelRunner has
     assert set(res.stats["styles"]) == {"load_model", "_dummy_run", "_model_forward", "_talker_mtp_forward"}
     assert res.stats["styles"]["load_model"] == "super-call"
+
+
+def test_lone_line_inside_brackets_is_marked_inline_a_lone_statement_is_fenced():
+    res = P.port_method(*triple("marks", "_model_forward"))
+    ast.parse(res.code)
+    lines = res.code.splitlines()
+    arg = next(l for l in lines if "**self._extra_kwargs()" in l)
+    assert arg.rstrip().endswith(P.INLINE_MARK)                              # a fragment of the call: inline mark
+    i = next(i for i, l in enumerate(lines) if "self._last_output = model_output" in l)
+    assert not lines[i].rstrip().endswith(P.INLINE_MARK)
+    assert P.FENCE_RE.match(lines[i - 1]) and P.FENCE_RE.match(lines[i + 1])  # a whole statement: fenced
+
+
+def test_a_line_both_sides_add_at_different_places_is_kept_once():
+    res = P.port_method(*triple("shared_add", "_dummy_run"))
+    ast.parse(res.code)                                                      # no duplicate parameter
+    lines = [l.strip() for l in res.code.splitlines()]
+    assert lines.count("num_loras: int = 0,") == 1
+    assert lines.index("num_loras: int = 0,") > lines.index("is_capturing: bool = False,")   # the NPU base's place
+    assert any(l.startswith("use_lora: bool | None = None,") for l in lines)                  # the omni change applies
+    assert "ONP4011" in codes(res) and "ONP4001" not in codes(res)
+
+
+def test_stale_omni_side_takes_the_npu_side_given_the_older_base():
+    args = triple("stale", "_dummy_run")
+    assert "ONP4001" in codes(P.port_method(*args))                          # without history: a conflict
+    old = P.locate(f"{FIX / 'stale_old.py'}:GPUModelRunner._dummy_run")
+    res = P.port_method(*args, history=[old])
+    ast.parse(res.code)
+    assert "ONP4001" not in codes(res) and "ONP4012" in codes(res)
+    assert "if self.drafter:" in res.code and "use_eagle()" not in res.code  # the NPU side is kept...
+    blocks = ["\n".join(b) for _, b in fenced_blocks(res.code)]
+    assert any("extract_multimodal_outputs" in b for b in blocks)           # ...and omni's real step still applies
+    # an older base that does not hold the omni side changes nothing
+    other = P.locate(f"{FIX / 'clean.py'}:GPUModelRunner._dummy_run")
+    assert "ONP4001" in codes(P.port_method(*args, history=[other]))
+
+
+def test_cli_gpu_history(capsys):
+    f, old = FIX / "stale.py", FIX / "stale_old.py"
+    rc = P.main(["--gpu-base", f"{f}:GPUModelRunner._dummy_run", "--gpu-omni", f"{f}:OmniGPUModelRunner._dummy_run",
+                 "--npu-base", f"{f}:NPUModelRunner._dummy_run", "--gpu-history", f"{old}:GPUModelRunner._dummy_run"])
+    out, err = capsys.readouterr()
+    assert rc == 0 and "<<<<<<<" not in out and "ONP4012" in err
+
+
+def test_class_mode_passes_history_to_each_method():
+    cls = lambda f, c: P.locate(f"{FIX / f}:{c}", False)
+    args = (cls("stale.py", "GPUModelRunner"), cls("stale.py", "OmniGPUModelRunner"), cls("stale.py", "NPUModelRunner"))
+    assert "ONP4001" in codes(P.port_class(*args))
+    res = P.port_class(*args, history=[cls("stale_old.py", "GPUModelRunner")])
+    assert "ONP4001" not in codes(res) and "ONP4012" in codes(res)
+    ast.parse(res.code)
