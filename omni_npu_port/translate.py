@@ -178,6 +178,11 @@ def docs_url(code: str) -> str:
 
 # %% ../nbs/translate.ipynb #b0b37527
 def _leaf(symbol: str) -> str: return symbol.rsplit(".", 1)[-1]
+def _once(rules, key: str, make):
+    "What `make()` derives from a rule set's records, computed once per rule set."
+    memo = rules.__dict__.setdefault("_memo", {})
+    if key not in memo: memo[key] = make()
+    return memo[key]
 def _parent(symbol: str) -> str: return symbol.rsplit(".", 1)[0]
 
 def _paired_vllm(vllm_ascend: str) -> str | None:
@@ -241,6 +246,7 @@ class RuleSet:
     runner_bases: tuple = ()                         # GPU runner class names (omni runners derive from them)
     words: frozenset = frozenset()                   # every identifier a rule can match on
     _prefilter: object = None
+    _memo: dict = field(default_factory=dict, compare=False, repr=False)  # what rules derive from the records, computed once (`_once`)
 
     def rec(self, pid: str) -> Pattern | None:
         "The record `pid` if it holds for the target."
@@ -1164,14 +1170,17 @@ class PagedAttentionFlag(_Rule):
     def __init__(self, ctx):
         super().__init__(ctx)
         self.stack = []
+        self.target, self.methods, self.record = _once(self.rules, "pa", self._setup)
+
+    def _setup(self):
+        "(the attribute the snippet assigns, the methods whose parameters its test reads, the record): once per rule set."
         p = self.rules.rec("pa.using-paged-attention")
         tree = _snippet_tree(p.npu) if p else None
         ifs = [n for n in _walk(tree) if isinstance(n, cst.If)] if tree else []
         names = {n.value for i in ifs for n in _walk(i.test) if isinstance(n, cst.Name)}
-        self.target = next((_dotted(t.target)[-1] for i in ifs for n in _walk(i.body) if isinstance(n, cst.Assign)
-                            for t in n.targets if _dotted(t.target)), None)
-        self.methods = {m.name for m in self.rules.methods.values() if names & set(m.gpu_params)}
-        self.record = p
+        target = next((_dotted(t.target)[-1] for i in ifs for n in _walk(i.body) if isinstance(n, cst.Assign)
+                       for t in n.targets if _dotted(t.target)), None)
+        return target, {m.name for m in self.rules.methods.values() if names & set(m.gpu_params)}, p
 
     def visit_FunctionDef(self, node):
         if node.name.value in self.methods and self.ctx.in_runner(): self.stack.append([node, None, None])
@@ -1288,8 +1297,8 @@ class ClearGraphsFlag(_Rule):
     "graph.clear-graphs: clearing captured graphs has no NPU equivalent."
     def __init__(self, ctx):
         super().__init__(ctx)
-        self.p = self.rules.rec("graph.clear-graphs")
-        self.names = (_called_attrs(self.p.gpu) | {_leaf(self.p.gpu_symbol)}) if self.p else set()
+        self.p = p = self.rules.rec("graph.clear-graphs")
+        self.names = _once(self.rules, "clear", lambda: (_called_attrs(p.gpu) | {_leaf(p.gpu_symbol)}) if p else set())
 
     def visit_Call(self, node):
         if isinstance(node.func, cst.Attribute) and node.func.attr.value in self.names:
@@ -1333,15 +1342,24 @@ def _top_imports(module: cst.Module) -> list[int]:
     return [i for i, st in enumerate(module.body) if isinstance(st, cst.SimpleStatementLine)
             and all(isinstance(s, (cst.Import, cst.ImportFrom)) for s in st.body)]
 
+def _name_code(module: cst.Module, node) -> str:
+    "The code of a dotted import name: joined directly when no dot has whitespace around it (no code generation)."
+    parts, n = [], node
+    while type(n) is cst.Attribute:
+        ws = (n.dot.whitespace_before, n.dot.whitespace_after)
+        if not all(type(w) is cst.SimpleWhitespace and not w.value for w in ws): return module.code_for_node(node)
+        parts.append(n.attr.value); n = n.value
+    return ".".join([n.value, *reversed(parts)]) if type(n) is cst.Name else module.code_for_node(node)
+
 def _imported(module: cst.Module) -> set:
     "Normalised `import X` / `from M import N` statements at the top level of a module."
     out = set()
     for i in _top_imports(module):
         for s in module.body[i].body:
             if isinstance(s, cst.Import):
-                out.update(f"import {module.code_for_node(a.name)}" for a in s.names if not a.asname)
+                out.update(f"import {_name_code(module, a.name)}" for a in s.names if not a.asname)
             elif not s.relative and s.module is not None and not isinstance(s.names, cst.ImportStar):
-                out.update(f"from {module.code_for_node(s.module)} import {a.name.value}" for a in s.names
+                out.update(f"from {_name_code(module, s.module)} import {a.name.value}" for a in s.names
                            if isinstance(a.name, cst.Name) and not a.asname)
     return out
 
@@ -1418,10 +1436,11 @@ def _might_apply(rules: RuleSet, data) -> bool:
                 *rules.namespaces, _graph_mode_symbol(rules) or ""] if s]
         reqs += [frozenset([w]) for w in _method_words(rules) - set(rules.methods)]
         # a cheap necessary condition first: each requirement's key word (the one most requirements share,
-        # not a package root) must occur as a substring; a dozen substring searches beat one regex scan
+        # not a package root, not a word of two letters that half a tree contains) must occur as a substring;
+        # a dozen substring searches beat one regex scan, and the regex then runs only where they pass
         roots = {s.split(".")[0] for s in [*rules.symbols, *rules.unsupported, *rules.keywords, *rules.namespaces]}
         share = {w: sum(w in r for r in reqs) for r in reqs for w in r}
-        keys = {max(sorted(r - roots or r), key=lambda w: (share[w], len(w))) for r in reqs}
+        keys = {max(sorted(r - roots or r), key=lambda w: (len(w) > 2, share[w], len(w))) for r in reqs}
         rules._prefilter = (re.compile(pat), re.compile(pat.encode()), reqs, [b.encode() for b in rules.runner_bases],
                             sorted(keys, key=len, reverse=True), sorted((k.encode() for k in keys), key=len, reverse=True))
     rx, rxb, reqs, bases, keys, keysb = rules._prefilter
@@ -1648,6 +1667,12 @@ class _Plan:
         if (p := r.rec("rope.update-cos-sin")) is not None: scope.update(p.params)
         self.top_rx = re.compile(rb"\b(?:" + b"|".join(re.escape(w.encode()) for w in ["import", *sorted(scope)]) + rb")\b")
         self.imports = re.compile(rb"^[ \t]*(?:from|import)\b[^\n]*", re.M)
+        # top-level imports a chunk keeps even when nothing kept reads what they bind: those of the packages the
+        # NPU side writes (the translator must see them to not add them twice), and the torch-npu anchor
+        roots = {p.npu_symbol.split(".")[0] for p in r.records.values() if p.npu_symbol}
+        self.npu_rx = re.compile(rb"\b(?:" + b"|".join(re.escape(w.encode()) for w in sorted(roots)) + rb")\b") if roots else None
+        t = r.rec("dev.torch-npu-import")
+        self.anchor = t.gpu.strip().encode() if t is not None else None
         self.alias = re.compile(rb"(\w+)\s+as\s+(\w+)")
         # inside a method, statements the rules read besides the anchors: imports, scope declarations, the
         # graph wrapper (either side's name), the paged-attention target, the model the forward calls
@@ -1739,45 +1764,206 @@ def _bound(node) -> set:
         todo += ast.iter_child_nodes(n)
     return {x.encode() for x in out}
 
-def _cut(data: bytes, m: bytes, x: int, y: int, hits: list, sup: list, plan: _Plan):
-    "The method member [x, y) cut to its header and the body statements the rules need; None: keep it whole."
+def _local_binds(stmts) -> set | None:
+    "The names `_Names` binds for these statements in their function's scope (exactly, from `ast`); None: they declare scopes."
+    out, todo = set(), list(stmts)
+    def targets(t):
+        k = type(t)
+        if k is ast.Name: out.add(t.id)
+        elif k is ast.Tuple or k is ast.List:
+            for e in t.elts: targets(e)
+        elif k is ast.Starred: targets(t.value)
+    while todo:
+        st = todo.pop(); k = type(st)
+        if k is ast.Assign:
+            for t in st.targets: targets(t)
+        elif k is ast.AnnAssign or k is ast.AugAssign: targets(st.target)
+        elif k is ast.Import: out.update(a.asname or a.name.split(".")[0] for a in st.names)
+        elif k is ast.ImportFrom: out.update(a.asname or a.name for a in st.names if a.name != "*")
+        elif k is ast.Global or k is ast.Nonlocal: return None
+        elif k in _SCOPES: out.add(st.name)
+        else:
+            if k in (ast.For, ast.AsyncFor): targets(st.target)
+            elif k in (ast.With, ast.AsyncWith): [targets(i.optional_vars) for i in st.items if i.optional_vars is not None]
+            for f in ("body", "orelse", "finalbody"): todo += getattr(st, f, None) or []
+            for h in getattr(st, "handlers", None) or []:
+                if h.name: out.add(h.name)
+                todo += h.body
+            for c in getattr(st, "cases", None) or []: todo += c.body
+    return out
+
+_SCOPE_DECL = re.compile(rb"\b(?:global|nonlocal)\b")
+_KEYS = {b"else": 4, b"elif": 4, b"except": 6, b"finally": 7}
+
+def _clause_lines(m: bytes, c: int, e: int, ind: bytes):
+    "[(offset, keyword)] of the clause lines (`else`, `elif`, `except`, `finally`) of the statement whose first line starts at c; None: not sure."
+    rx = _AT_INDENT.get(ind)
+    if rx is None: rx = _AT_INDENT[ind] = re.compile(rb"^" + re.escape(ind) + rb"[^\s#\x01]", re.M)
+    out, depth, prev = [], 0, c
+    for y in rx.finditer(m, m.find(b"\n", c, e) + 1 or e, e):
+        o = y.start()
+        depth += _depth(m, prev, o); prev = o
+        if depth < 0: return None
+        if depth or _continued(m, o): continue
+        w = _WORD.match(m, o + len(ind))
+        if w is None or w.group() not in _KEYS: return None
+        out.append((o, w.group()))
+    return out
+
+def _clauses(st, kws: list):
+    "[(header parts, statements)] of each clause of a compound statement, given its clause keywords; None: not one we cut."
+    t = type(st)
+    if t in (ast.With, ast.AsyncWith): out = [([st.items], st.body)]
+    elif t in (ast.For, ast.AsyncFor): out = [([st.target, st.iter], st.body)] + ([([], st.orelse)] if st.orelse else [])
+    elif t is ast.While: out = [([st.test], st.body)] + ([([], st.orelse)] if st.orelse else [])
+    elif t is ast.If:
+        out, cur = [([st.test], st.body)], st
+        for k in kws:
+            if k == b"elif" and len(cur.orelse) == 1 and type(cur.orelse[0]) is ast.If:
+                cur = cur.orelse[0]; out.append(([cur.test], cur.body))
+            elif k == b"else" and cur.orelse: out.append(([], cur.orelse)); cur = None; break
+            else: return None
+        if cur is not None and cur.orelse: return None
+    elif t is ast.Try or t.__name__ == "TryStar":
+        out = [([], st.body)] + [([h.type, h.name], h.body) for h in st.handlers]
+        out += ([([], st.orelse)] if st.orelse else []) + ([([], st.finalbody)] if st.finalbody else [])
+    else: return None
+    return out if len(out) == len(kws) + 1 else None
+
+def _cut(data: bytes, m: bytes, x: int, y: int, hits: list, sup: list, plan: _Plan, fspans: list = ()):
+    "The function [x, y) (a method, or a function at the top) cut to its header and the statements the rules need, at any depth; None: keep it whole."
     d = _DEF_LINE.search(m, x, y)
     c = _CODE_LINE.search(m, x, y)
     if d is None or c is None or len(d.group(1)) != c.end() - 1 - c.start(): return None
     got = _block(m, d.start(), y)
     if got is None: return None
-    body, ind = got
-    keep = [_any_in(hits, s, e) or _any_in(sup, s, e) or plan.body_rx.search(m, s, e) is not None for s, e in body]
-    if all(keep): return None
-    try: tree = ast.parse("if 1:\n" + data[x:y].decode("utf-8"))
+    lead = 2 if d.group(1) else 1     # the line of [x, y)'s first line in the parsed text
+    try: tree = ast.parse(("if 1:\n" if d.group(1) else "") + data[x:y].decode("utf-8"))
     except (SyntaxError, ValueError, RecursionError, MemoryError): return None
-    fn = tree.body[0].body
+    fn = tree.body[0].body if d.group(1) else tree.body
     if len(fn) != 1 or type(fn[0]) not in _SCOPES[:2]: return None
-    lines = [data.count(b"\n", x, s) + 2 for s, _ in body]
-    binds = [set() for _ in body]
-    for st in fn[0].body:
-        i = bisect.bisect_right(lines, min([st.lineno, *(q.lineno for q in getattr(st, "decorator_list", ()))])) - 1
-        if i < 0: return None
-        binds[i] |= _bound(st)
-    words = [set(_ROOT.findall(data, s, e)) for s, e in body]
-    seen = set(_ROOT.findall(data, x, body[0][0])) | plan.scope   # names looked up in what is kept
-    typed = set()                                                   # names that may hold a graph mode
+    # units: the statements of the body, and inside a one-block statement (`with`, `for`, `while`, `if` without
+    # else) its header and the statements of its block, recursively; scopes do not change inside them
+    span, parent, nodes, heads = [], [], [], []   # heads[u]: None (a simple unit) or its clauses
+    def expand(ranges, stmts, up) -> list | None:
+        "The units of a block (the statements `stmts` at the text ranges `ranges`), recursively."
+        lines = [data.count(b"\n", x, s) + lead for s, _ in ranges]
+        groups = [[] for _ in ranges]
+        for st in stmts:
+            i = bisect.bisect_right(lines, min([st.lineno, *(q.lineno for q in getattr(st, "decorator_list", ()))])) - 1
+            if i < 0: return None
+            groups[i].append(st)
+        mine = []
+        for (s, e), sts in zip(ranges, groups):
+            u = len(span); mine.append(u)
+            span.append((s, e)); parent.append(up); heads.append(None); nodes.append(sts)
+            if len(sts) != 1 or type(sts[0]) in _SCOPES or not (c := _CODE_LINE.search(m, s, e)): continue
+            ind = m[c.start():c.end() - 1]
+            cl = _clause_lines(m, c.start(), e, ind)
+            parts = _clauses(sts[0], [k for _, k in cl]) if cl is not None else None
+            if parts is None: continue
+            starts = [c.start()] + [o for o, _ in cl]
+            exts = [s] + [_ext(m, starts[k], len(ind), starts[k - 1]) for k in range(1, len(starts))]
+            ends = exts[1:] + [e]
+            blocks = [_block(m, starts[k], ends[k]) for k in range(len(starts))]
+            if any(bl is None for bl in blocks): continue
+            clauses = []
+            for k, ((ranges_k, ind_k), (_, body_k)) in enumerate(zip(blocks, parts)):
+                ks = expand(ranges_k, body_k, u)
+                if ks is None: return None
+                clauses.append((exts[k], ranges_k[0][0], ind_k, ks))
+            heads[u], nodes[u] = clauses, [q for hp, _ in parts for q in hp if q is not None]
+        return mine
+    top = expand(got[0], fn[0].body, None)
+    if top is None: return None
+    n = len(span)
+    own = [[(s, e)] if heads[u] is None else [(a, b) for a, b, _, _ in heads[u]] for u, (s, e) in enumerate(span)]
+    keep = [False] * n
+    hit = [any(_any_in(hits, s, e) or _any_in(sup, s, e) or plan.body_rx.search(m, s, e) is not None for s, e in o)
+           for o in own]
+    binds = [None] * n
+    def bound(u):   # on demand: a unit binds only names among its words, so most never need the walk
+        if binds[u] is None:
+            qs = [q for v in nodes[u] for q in (v if isinstance(v, list) else [v])]
+            binds[u] = set().union(*(_bound(q) if isinstance(q, ast.AST) else {q.encode()} for q in qs))
+        return binds[u]
+    def names(s, e):   # the names a unit's code reads or binds: not those in strings and comments, but f-strings'
+        out = set(_ROOT.findall(m, s, e))
+        for a, b in fspans[bisect.bisect_left(fspans, (s, -1)):]:
+            if a >= e: break
+            out.update(_ROOT.findall(data, a, b))
+        return out
+    words = [set().union(*(names(s, e) for s, e in o)) for o in own]
+    seen = set(_ROOT.findall(data, x, span[top[0]][0])) | plan.scope   # names looked up in what is kept
+    typed = set()                                                        # names that may hold a graph mode
     if plan.mode is not None and plan.mode in seen:
         a = fn[0].args
         typed = {p.arg.encode() for p in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg]
                  if p is not None and p.annotation is not None and any(
                      getattr(q, "id", getattr(q, "attr", None)) == plan.mode.decode() for q in ast.walk(p.annotation))}
-    todo = [i for i, k in enumerate(keep) if k]
-    while todo:
-        for i in todo:
-            seen |= words[i]
-            if plan.mode in words[i]: typed |= binds[i]
-        todo = [i for i, k in enumerate(keep) if not k and (binds[i] & seen or words[i] & typed)]
-        for i in todo: keep[i] = True
+    # kept: a unit with an anchor, a unit reading a name that may hold a graph mode, the headers around a kept
+    # unit, and a unit binding a name one of those reads. Bindings give local names, not values (`_Names`), so a
+    # unit kept only for what it binds is read by no rule: its own names need not resolve, and are not followed;
+    # and where no `global`/`nonlocal` makes the order matter, one stub line at the top of the body binds them all
+    active, marked, stub = [False] * n, [False] * n, {}
+    stubs_ok = _SCOPE_DECL.search(m, x, y) is None
+    def take(u):   # keep u and the headers around it
+        while u is not None and not keep[u]:
+            keep[u] = True; u = parent[u]
+    for u in range(n):
+        if hit[u]: take(u)
+    changed = True
+    while changed:
+        changed = False
+        for u in range(n):
+            if not keep[u]:
+                if words[u] & typed: take(u); changed = True
+                elif u not in stub and words[u] & seen and bound(u) & seen:
+                    lb = _local_binds(nodes[u]) if stubs_ok and heads[u] is None and plan.mode not in words[u] else None
+                    if lb is None: take(u); changed = True
+                    else: stub[u] = lb
+                continue
+            if not marked[u] and plan.mode in words[u]:
+                marked[u] = True; typed |= bound(u); changed = True
+            if not active[u] and (hit[u] or heads[u] is not None or words[u] & typed):
+                active[u] = True; seen |= words[u]; changed = True
     if all(keep): return None
-    segs = [(x, body[0][0], None)] + [(s, e, None) for (s, e), k in zip(body, keep) if k]
-    if len(segs) == 1: segs.append((body[0][0], body[0][0], ind + b"pass"))
+    segs = [(x, span[top[0]][0], None)]
+    names = sorted(set().union(*stub.values()))
+    if names: segs.append((span[top[0]][0], span[top[0]][0], got[1] + " = ".join([*names, "None"]).encode("utf-8")))
+    def emit(block, at, ind):
+        if not any(keep[u] for u in block):
+            segs.append((at, at, ind + b"pass")); return
+        for u in block:
+            if not keep[u]: continue
+            if heads[u] is None: segs.append((*span[u], None)); continue
+            for a, b, ind_k, ks in heads[u]:
+                segs.append((a, b, None))
+                emit(ks, b, ind_k)
+    emit(top, span[top[0]][0], got[1])
     return segs
+
+_IMPORT = re.compile(rb"\s*import\s+(.*)\Z", re.S)
+_FROM = re.compile(rb"\s*from\s+[\w.]+\s+import\s+(.*)\Z", re.S)
+_IDENT = re.compile(rb"[A-Za-z_]\w*")
+
+def _import_binds(m: bytes, a: int, b: int, plan: _Plan) -> set | None:
+    "The names a top-level import statement [a, b) binds, or None: keep it whatever reads it (see `_Plan`)."
+    t = re.sub(rb"#[^\n]*", b"", m[a:b]).replace(b"\\\r\n", b" ").replace(b"\\\n", b" ")
+    if b";" in t or (plan.npu_rx is not None and plan.npu_rx.search(t)) or t.strip() == plan.anchor: return None
+    x = _IMPORT.match(t)
+    frm = x is None
+    if frm and (x := _FROM.match(t.replace(b"(", b" ").replace(b")", b" "))) is None: return None
+    out = set()
+    for item in x.group(1).split(b","):
+        p = item.split()
+        if len(p) == 3 and p[1] == b"as": name = p[2]
+        elif len(p) == 1: name = p[0] if frm else p[0].split(b".")[0]
+        elif not p and frm: continue          # a trailing comma in brackets
+        else: return None
+        if not _IDENT.fullmatch(name): return None
+        out.add(name)
+    return out or None
 
 def _select(data: bytes, plan: _Plan, extra: frozenset = frozenset()):
     "[(start, end, filler)] of the statements to translate (filler: a `pass` keeping a class body), or None."
@@ -1818,14 +2004,19 @@ def _select(data: bytes, plan: _Plan, extra: frozenset = frozenset()):
     exts = [0] + [_ext(m, tops[i][0], 0, tops[i - 1][0]) for i in range(1, len(tops))]
     ends = exts[1:] + [len(m)]
     segs, runner_names, has_imports = [], set(), False
+    deferred, last = [], None     # imports kept only if what they bind is read (or they are the last import)
     for i, (_, key) in enumerate(tops):
         a, b = exts[i], ends[i]
         kw = m[key:key + 6]
         is_class = kw.startswith(b"class") and kw[5:6] in (b" ", b"\t")
         if not (is_class or kw.startswith((b"def ", b"def\t", b"async "))):
-            has_imports = has_imports or kw.startswith((b"import", b"from ", b"from\t"))
-            if _any_in(hits, a, b) or plan.top_rx.search(m, a, b) or (_any_in(sup, a, b) and _any_in(runnerish, a, b)):
+            if kw.startswith((b"import", b"from ", b"from\t")): has_imports = True; last = a
+            if _any_in(hits, a, b) or (_any_in(sup, a, b) and _any_in(runnerish, a, b)):
                 segs.append((a, b, None))
+            elif plan.top_rx.search(m, a, b):
+                binds = _import_binds(m, a, b, plan) if last == a else None
+                if binds is None: segs.append((a, b, None))
+                else: deferred.append((a, b, binds))
             continue
         members, runner = [], False
         if is_class:
@@ -1836,12 +2027,13 @@ def _select(data: bytes, plan: _Plan, extra: frozenset = frozenset()):
             runner = any(w.endswith(plan.bases) or w in runner_names or w in aliases for w in words)
             if runner and (cn := re.match(rb"class\s+(\w+)", head)): runner_names.add(cn.group(1).decode())
         if not members:
-            if _any_in(hits, a, b) or (_any_in(sup, a, b) and (runner or _any_in(runnerish, a, b))): segs.append((a, b, None))
+            if _any_in(hits, a, b) or (_any_in(sup, a, b) and (runner or _any_in(runnerish, a, b))):
+                segs += (not is_class and _cut(data, m, a, b, hits, sup, plan, fspans)) or [(a, b, None)]
             continue
         h = members[0][0]
         chosen = [(x, y, None) for x, y in members
                   if _any_in(hits, x, y) or (_any_in(sup, x, y) and (runner or _any_in(runnerish, x, y)))]
-        chosen = [seg for x, y, _ in chosen for seg in (_cut(data, m, x, y, hits, sup, plan) or [(x, y, None)])]
+        chosen = [seg for x, y, _ in chosen for seg in (_cut(data, m, x, y, hits, sup, plan, fspans) or [(x, y, None)])]
         if chosen or runner or _any_in(hits, a, h):
             segs.append((a, h, None))
             if chosen: segs += chosen
@@ -1849,6 +2041,13 @@ def _select(data: bytes, plan: _Plan, extra: frozenset = frozenset()):
                 c = _CODE_LINE.search(m, h, b)
                 segs.append((h, h, re.match(rb"[ \t]*", m[c.start():c.end()]).group() + b"pass"))
     if not has_imports: return None
+    if deferred:   # new imports go after the last import, so it stays; the rest if something kept reads them
+        read = set(plan.scope)
+        for a, b, f in segs:
+            if f is None: read.update(_ROOT.findall(m, a, b))
+        for a, b in fspans: read.update(_ROOT.findall(data, a, b))
+        segs += [(a, b, None) for a, b, binds in deferred if a == last or binds & read]
+        segs.sort(key=lambda s: (s[0], s[1]))
     out = []
     for a, b, f in segs:   # adjacent ranges become one
         if out and f is None and out[-1][2] is None and out[-1][1] == a: out[-1] = (out[-1][0], b, None)
