@@ -476,6 +476,12 @@ class _Ctx:
         self.dirty: set = set()                              # ids of the statements around edits and notes
         self.up: dict = {}                                   # id(statement) -> enclosing statement
         self.tops: dict = {}                                 # id(Diagnostic) -> top-level statement around it
+        self.req_tops: dict = {}                             # id(node needing an import) -> its top-level statement
+
+    def require(self, text: str, node):
+        "Note that the rewritten code at `node` needs the import `text`."
+        self.required.append((text, node))
+        if self.stmts: self.req_tops[id(node)] = self.stmts[0]
 
     def edit(self, node, fn):
         self.edits.setdefault(id(node), []).append(fn)
@@ -893,7 +899,7 @@ class SymbolRewrite(_Rule):
             c.edit(stmt, split)
         else:
             for m, al in groups.items():
-                for a in al: c.required.append((f"from {m} import {a.name.value}", node))
+                for a in al: c.require(f"from {m} import {a.name.value}", node)
 
     def visit_Name(self, node):
         c = self.ctx
@@ -932,9 +938,9 @@ class SymbolRewrite(_Rule):
         if k == 0 and head in c.rebind: new = [c.rebind[head]]
         elif len(N) >= h and N[:h] == G[:h]: new = [head, *N[h:]]
         elif h >= 2 and len(N) >= h:
-            new = N[h - 1:]; c.required.append((f"from {'.'.join(N[:h - 1])} import {N[h - 1]}", node))
+            new = N[h - 1:]; c.require(f"from {'.'.join(N[:h - 1])} import {N[h - 1]}", node)
         else:
-            new = N; c.required.append((f"import {'.'.join(N[:-1])}", node))
+            new = N; c.require(f"import {'.'.join(N[:-1])}", node)
         c.npu_roots.add(N[0])
         rec = self._pick(q, node)
         if new != parts:
@@ -1383,7 +1389,8 @@ def _add_imports(module: cst.Module, ctx: _Ctx) -> cst.Module:
     for text, node in ctx.required:
         if text in have: continue
         have.add(text); new.append(cst.parse_statement(text + "\n"))
-        ctx.diag("ONP1011", f"added `{text}`", node, stmt=False)
+        d = ctx.diag("ONP1011", f"added `{text}`", node, stmt=False)
+        if id(node) in ctx.req_tops: ctx.tops[id(d)] = ctx.req_tops[id(node)]
     p = ctx.rules.rec("dev.torch-npu-import")
     if p is not None:
         anchor = p.gpu.strip()
@@ -1394,7 +1401,8 @@ def _add_imports(module: cst.Module, ctx: _Ctx) -> cst.Module:
             body[idx:idx] = [cst.parse_statement(l.strip() + "\n") for l in extra]
             if idx <= at: at += len(extra)
             where = next((st for st in ctx.module.body if _code(ctx.module, st) == anchor), None)
-            ctx.diag("ONP1011", f"added `{extra[0].split('#')[0].strip()}` ({p.title})", where, p.id, stmt=False)
+            d = ctx.diag("ONP1011", f"added `{extra[0].split('#')[0].strip()}` ({p.title})", where, p.id, stmt=False)
+            if where is not None: ctx.tops[id(d)] = where
     body[at:at] = new
     return module.with_changes(body=body)
 
@@ -1430,29 +1438,37 @@ class Translation:
 def _might_apply(rules: RuleSet, data) -> bool:
     "The text pre-filter: could any rule match in this file?"
     if rules._prefilter is None:
-        words = sorted(rules.words, key=len, reverse=True)
-        pat = r"\b(?:" + "|".join(map(re.escape, words)) + r")\b"
         reqs = [frozenset(x for x in s.split(".") if x) for s in [*rules.symbols, *rules.unsupported, *rules.keywords,
                 *rules.namespaces, _graph_mode_symbol(rules) or ""] if s]
         reqs += [frozenset([w]) for w in _method_words(rules) - set(rules.methods)]
         # a cheap necessary condition first: each requirement's key word (the one most requirements share,
         # not a package root, not a word of two letters that half a tree contains) must occur as a substring;
-        # a dozen substring searches beat one regex scan, and the regex then runs only where they pass
+        # a dozen substring searches beat one regex scan. Then each requirement whose words all occur as
+        # substrings is checked word by word as whole words (a regex that starts with the word itself is
+        # fast; one that starts with `\b` is not, so the character before is checked by hand)
         roots = {s.split(".")[0] for s in [*rules.symbols, *rules.unsupported, *rules.keywords, *rules.namespaces]}
         share = {w: sum(w in r for r in reqs) for r in reqs for w in r}
         keys = {max(sorted(r - roots or r), key=lambda w: (len(w) > 2, share[w], len(w))) for r in reqs}
-        rules._prefilter = (re.compile(pat), re.compile(pat.encode()), reqs, [b.encode() for b in rules.runner_bases],
-                            sorted(keys, key=len, reverse=True), sorted((k.encode() for k in keys), key=len, reverse=True))
-    rx, rxb, reqs, bases, keys, keysb = rules._prefilter
-    if isinstance(data, bytes):
-        if any(b in data for b in bases): return True
-        if not any(k in data for k in keysb): return False
-        found = {w.decode() for w in set(rxb.findall(data))}
-    else:
-        if any(b.decode() in data for b in bases): return True
-        if not any(k in data for k in keys): return False
-        found = set(rx.findall(data))
-    return any(r <= found for r in reqs)
+        order = lambda r: sorted(r, key=lambda w: (-len(w), w))
+        rules._prefilter = {
+            str: (sorted(keys, key=len, reverse=True), list(rules.runner_bases), [order(r) for r in reqs],
+                  {w: re.compile(re.escape(w) + r"(?!\w)") for w in rules.words | set().union(*reqs)}),
+            bytes: (sorted((k.encode() for k in keys), key=len, reverse=True), [b.encode() for b in rules.runner_bases],
+                    [[w.encode() for w in order(r)] for r in reqs],
+                    {w.encode(): re.compile(re.escape(w.encode()) + rb"(?!\w)") for w in rules.words | set().union(*reqs)})}
+    keys, bases, reqs, words = rules._prefilter[bytes if isinstance(data, bytes) else str]
+    if any(b in data for b in bases): return True
+    if not any(k in data for k in keys): return False
+    memo = {}
+    def whole(w):   # w occurs as a whole word
+        if w not in memo:
+            memo[w] = False
+            for x in words[w].finditer(data):
+                i = x.start()
+                c = data[i - 1:i]
+                if not i or not (c.isalnum() or c in (b"_", "_")): memo[w] = True; break
+        return memo[w]
+    return any(all(w in data for w in r) and all(whole(w) for w in r) for r in reqs)
 
 def _syntax_error(source, e) -> Diagnostic:
     "ONP9001 at Python's own line and column for the error (libcst's parser reports where it gave up)."
@@ -1680,14 +1696,19 @@ class _Plan:
         g = _graph_mode_symbol(r)
         self.mode = _leaf(g).encode() if g else None
         words = {"import", "global", "nonlocal", *([_leaf(g)] if g else [])}
+        words.update(_leaf(x) for x in _fc_symbols(r))        # the forward context, either side's name (`RotaryFlag`)
         if (w := r.rec("graph.wrapper-construct")) is not None:
             words.update(_leaf(x) for x in (w.gpu_symbol, w.npu_symbol) if x)
         if (p := r.rec("pa.using-paged-attention")) is not None and (tree := _snippet_tree(p.npu)) is not None:
             words.update(_dotted(t.target)[-1] for i in _walk(tree) if isinstance(i, cst.If) for n in _walk(i.body)
                          if isinstance(n, cst.Assign) for t in n.targets if _dotted(t.target))
+        self.body_rx = re.compile(rb"\b(?:" + b"|".join(re.escape(w.encode()) for w in sorted(words)) + rb")\b")
+        # the model the forward calls matters only inside the model-forward method (`FullGraphParamsFlag`)
         exprs = [e for p in (r.rec("fc.model-instance"),) if p for e in map(str, p.add.values())]
-        self.body_rx = re.compile(rb"\b(?:" + b"|".join(re.escape(w.encode()) for w in sorted(words)) + rb")\b"
-                                  + b"".join(rb"|(?<![\w.])" + re.escape(e.encode()) + rb"(?!\w)" for e in exprs))
+        f = r.rec("sig.model-forward")
+        self.forward = _leaf(f.npu_symbol) if f is not None and f.npu_symbol else None
+        self.forward_rx = re.compile(rb"\b(?:" + b"|".join(re.escape(w.encode()) for w in sorted(words)) + rb")\b"
+                                     + b"".join(rb"|(?<![\w.])" + re.escape(e.encode()) + rb"(?!\w)" for e in exprs))
 
 def _plan(rules: RuleSet) -> _Plan:
     if getattr(rules, "_plan", None) is None: rules._plan = _Plan(rules)
@@ -1719,60 +1740,27 @@ _DEF_LINE = re.compile(rb"^([ \t]*)(?:async[ \t]+)?def\b", re.M)
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _ROOT = re.compile(rb"(?<![.\w])[A-Za-z_]\w*")   # a name not right after a dot: one a lookup may start from
 
-def _block(m: bytes, key: int, end: int):
-    "[(start, end)] of the statements in the block of the `def` whose line starts at `key`; None if it has none."
-    ind0 = len(m[key:end]) - len(m[key:end].lstrip(b" \t"))
-    depth, prev, pos = 0, key, m.find(b"\n", key, end) + 1
-    if pos == 0: return None
-    while True:
-        x = _INDENTED.search(m, pos, end)
-        if x is None: return None
-        depth += _depth(m, prev, x.start()); prev = x.start()
-        if depth < 0: return None
-        if depth == 0 and not _continued(m, x.start()): break
-        pos = x.end()
-    ind = x.group(1)
-    if len(ind) <= ind0: return None
-    rx = _AT_INDENT.get(ind)
-    if rx is None: rx = _AT_INDENT[ind] = re.compile(rb"^" + re.escape(ind) + rb"[^\s#\x01]", re.M)
-    starts = _starts(m, [y.start() for y in rx.finditer(m, x.start(), end)], x.start(), len(ind))
-    if not starts: return None
-    exts = [_ext(m, starts[0][0], len(ind), key)] + [_ext(m, starts[i][0], len(ind), starts[i - 1][0])
-                                                      for i in range(1, len(starts))]
-    return list(zip(exts, exts[1:] + [end])), ind
+def _targets(t, out: set) -> None:
+    "The names an assignment target binds (as `_Names` reads targets: names, tuples, lists, starred)."
+    k = type(t)
+    if k is ast.Name: out.add(t.id)
+    elif k is ast.Tuple or k is ast.List:
+        for e in t.elts: _targets(e, out)
+    elif k is ast.Starred: _targets(t.value, out)
 
-def _bound(node) -> set:
-    "The names a statement binds in its function's scope (a superset: comprehension targets too)."
-    out, todo = set(), [node]
-    while todo:
-        n = todo.pop(); t = type(n)
-        if t in _SCOPES:
-            out.add(n.name)
-            todo += n.decorator_list
-            if t is ast.ClassDef: todo += [*n.bases, *n.keywords]
-            else: todo += [*n.args.defaults, *(d for d in n.args.kw_defaults if d is not None)]
-            continue
-        if t is ast.Lambda: todo += [*n.args.defaults, *(d for d in n.args.kw_defaults if d is not None)]; continue
-        if t is ast.Name:
-            if type(n.ctx) is not ast.Load: out.add(n.id)
-            continue
-        if t is ast.Import or t is ast.ImportFrom: out.update(a.asname or a.name.split(".")[0] for a in n.names)
-        elif t is ast.Global or t is ast.Nonlocal: out.update(n.names)
-        elif t is ast.ExceptHandler or t is ast.MatchAs or t is ast.MatchStar:
-            if n.name: out.add(n.name)
-        elif t is ast.MatchMapping and n.rest: out.add(n.rest)
-        todo += ast.iter_child_nodes(n)
-    return {x.encode() for x in out}
+def _head_binds(parts) -> set:
+    "What a compound statement's headers may bind (`for` targets, `with ... as`, `except ... as`; a superset)."
+    out = set()
+    for q in parts:
+        if isinstance(q, str): out.add(q)
+        elif isinstance(q, list): [_targets(i.optional_vars, out) for i in q if i.optional_vars is not None]
+        else: _targets(q, out)
+    return out
 
 def _local_binds(stmts) -> set | None:
     "The names `_Names` binds for these statements in their function's scope (exactly, from `ast`); None: they declare scopes."
     out, todo = set(), list(stmts)
-    def targets(t):
-        k = type(t)
-        if k is ast.Name: out.add(t.id)
-        elif k is ast.Tuple or k is ast.List:
-            for e in t.elts: targets(e)
-        elif k is ast.Starred: targets(t.value)
+    targets = lambda t: _targets(t, out)
     while todo:
         st = todo.pop(); k = type(st)
         if k is ast.Assign:
@@ -1792,100 +1780,106 @@ def _local_binds(stmts) -> set | None:
             for c in getattr(st, "cases", None) or []: todo += c.body
     return out
 
+_NL = re.compile(rb"\n")
+_AT_KW: dict = {}
 _SCOPE_DECL = re.compile(rb"\b(?:global|nonlocal)\b")
-_KEYS = {b"else": 4, b"elif": 4, b"except": 6, b"finally": 7}
-
-def _clause_lines(m: bytes, c: int, e: int, ind: bytes):
-    "[(offset, keyword)] of the clause lines (`else`, `elif`, `except`, `finally`) of the statement whose first line starts at c; None: not sure."
-    rx = _AT_INDENT.get(ind)
-    if rx is None: rx = _AT_INDENT[ind] = re.compile(rb"^" + re.escape(ind) + rb"[^\s#\x01]", re.M)
-    out, depth, prev = [], 0, c
-    for y in rx.finditer(m, m.find(b"\n", c, e) + 1 or e, e):
-        o = y.start()
-        depth += _depth(m, prev, o); prev = o
-        if depth < 0: return None
-        if depth or _continued(m, o): continue
-        w = _WORD.match(m, o + len(ind))
-        if w is None or w.group() not in _KEYS: return None
-        out.append((o, w.group()))
-    return out
-
-def _clauses(st, kws: list):
-    "[(header parts, statements)] of each clause of a compound statement, given its clause keywords; None: not one we cut."
-    t = type(st)
-    if t in (ast.With, ast.AsyncWith): out = [([st.items], st.body)]
-    elif t in (ast.For, ast.AsyncFor): out = [([st.target, st.iter], st.body)] + ([([], st.orelse)] if st.orelse else [])
-    elif t is ast.While: out = [([st.test], st.body)] + ([([], st.orelse)] if st.orelse else [])
-    elif t is ast.If:
-        out, cur = [([st.test], st.body)], st
-        for k in kws:
-            if k == b"elif" and len(cur.orelse) == 1 and type(cur.orelse[0]) is ast.If:
-                cur = cur.orelse[0]; out.append(([cur.test], cur.body))
-            elif k == b"else" and cur.orelse: out.append(([], cur.orelse)); cur = None; break
-            else: return None
-        if cur is not None and cur.orelse: return None
-    elif t is ast.Try or t.__name__ == "TryStar":
-        out = [([], st.body)] + [([h.type, h.name], h.body) for h in st.handlers]
-        out += ([([], st.orelse)] if st.orelse else []) + ([([], st.finalbody)] if st.finalbody else [])
-    else: return None
-    return out if len(out) == len(kws) + 1 else None
 
 def _cut(data: bytes, m: bytes, x: int, y: int, hits: list, sup: list, plan: _Plan, fspans: list = ()):
     "The function [x, y) (a method, or a function at the top) cut to its header and the statements the rules need, at any depth; None: keep it whole."
     d = _DEF_LINE.search(m, x, y)
     c = _CODE_LINE.search(m, x, y)
     if d is None or c is None or len(d.group(1)) != c.end() - 1 - c.start(): return None
-    got = _block(m, d.start(), y)
-    if got is None: return None
     lead = 2 if d.group(1) else 1     # the line of [x, y)'s first line in the parsed text
     try: tree = ast.parse(("if 1:\n" if d.group(1) else "") + data[x:y].decode("utf-8"))
     except (SyntaxError, ValueError, RecursionError, MemoryError): return None
     fn = tree.body[0].body if d.group(1) else tree.body
     if len(fn) != 1 or type(fn[0]) not in _SCOPES[:2]: return None
-    # units: the statements of the body, and inside a one-block statement (`with`, `for`, `while`, `if` without
-    # else) its header and the statements of its block, recursively; scopes do not change inside them
+    # units: the statements of the body, and inside a compound statement (`with`, `for`, `while`, `if`, `try`, with
+    # all their clauses) its headers and the statements of its blocks, recursively; scopes do not change inside
+    # them. Where each statement and clause starts comes from `ast`; comments above one go with it (`_ext`)
     span, parent, nodes, heads = [], [], [], []   # heads[u]: None (a simple unit) or its clauses
-    def expand(ranges, stmts, up) -> list | None:
-        "The units of a block (the statements `stmts` at the text ranges `ranges`), recursively."
-        lines = [data.count(b"\n", x, s) + lead for s, _ in ranges]
-        groups = [[] for _ in ranges]
+    nls = [q.start() for q in _NL.finditer(data, x, y)]
+    def line(n):   # where the parsed text's line n starts in data
+        k = n - lead
+        return x if k == 0 else nls[k - 1] + 1 if 0 < k <= len(nls) else None
+    first = lambda st: min([st.lineno, *(q.lineno for q in getattr(st, "decorator_list", ()))])
+    def block(stmts, key, end):
+        "[(start, end, [statements])] of a block's statements (those on one line together), and its indentation; None: not sure."
+        offs, groups = [], []
         for st in stmts:
-            i = bisect.bisect_right(lines, min([st.lineno, *(q.lineno for q in getattr(st, "decorator_list", ()))])) - 1
-            if i < 0: return None
-            groups[i].append(st)
+            o = line(first(st))
+            if o is None or o <= key: return None
+            if offs and o == offs[-1]: groups[-1].append(st); continue
+            offs.append(o); groups.append([st])
+        ind = m[offs[0]:offs[0] + stmts[0].col_offset]
+        if ind.strip(b" \t") or any(st.col_offset != stmts[0].col_offset for st in stmts): return None
+        exts = [_ext(m, offs[0], len(ind), key)] + [_ext(m, offs[i], len(ind), offs[i - 1]) for i in range(1, len(offs))]
+        return list(zip(exts, exts[1:] + [end], groups)), ind
+    def clauses(st):
+        "[(where the clause's line starts, its header parts, its statements)]; None: not a compound statement we go into."
+        t, at = type(st), line(st.lineno)
+        ind = m[at:at + st.col_offset]
+        if ind.strip(b" \t"): return None
+        def kw(word, prev, body):   # the line of `else:` / `finally:` between the previous clause and its block
+            a, b = line(prev[-1].end_lineno), line(first(body[0]))
+            if a is None or b is None: return None
+            rx = _AT_KW.get((ind, word))
+            if rx is None: rx = _AT_KW[ind, word] = re.compile(rb"^" + re.escape(ind) + word + rb"\b", re.M)
+            found = [q.start() for q in rx.finditer(m, a, b)]
+            return (found[-1], [], body) if found else None
+        if t in (ast.With, ast.AsyncWith): out = [(at, [st.items], st.body)]
+        elif t in (ast.For, ast.AsyncFor, ast.While):
+            out = [(at, [st.target, st.iter] if t is not ast.While else [st.test], st.body)]
+            if st.orelse: out.append(kw(b"else", st.body, st.orelse))
+        elif t is ast.If:
+            out, cur = [(at, [st.test], st.body)], st
+            while cur.orelse:
+                o = cur.orelse
+                if len(o) == 1 and type(o[0]) is ast.If and o[0].col_offset == st.col_offset:
+                    el = line(o[0].lineno)
+                    if el is None or not m.startswith(b"elif", el + len(ind)): return None
+                    out.append((el, [o[0].test], o[0].body)); cur = o[0]
+                else: out.append(kw(b"else", cur.body, o)); break
+        elif t is ast.Try or t.__name__ == "TryStar":
+            out, prev = [(at, [], st.body)], st.body
+            for h in st.handlers:
+                hl = line(h.lineno)
+                if hl is None or not m.startswith(b"except", hl + len(ind)): return None
+                out.append((hl, [h.type, h.name], h.body)); prev = h.body
+            if st.orelse: out.append(kw(b"else", prev, st.orelse)); prev = st.orelse
+            if st.finalbody: out.append(kw(b"finally", prev, st.finalbody))
+        else: return None
+        return None if any(c is None for c in out) else out
+    def expand(ranges, up) -> list:
+        "The units of a block, recursively."
         mine = []
-        for (s, e), sts in zip(ranges, groups):
+        for s, e, sts in ranges:
             u = len(span); mine.append(u)
             span.append((s, e)); parent.append(up); heads.append(None); nodes.append(sts)
-            if len(sts) != 1 or type(sts[0]) in _SCOPES or not (c := _CODE_LINE.search(m, s, e)): continue
-            ind = m[c.start():c.end() - 1]
-            cl = _clause_lines(m, c.start(), e, ind)
-            parts = _clauses(sts[0], [k for _, k in cl]) if cl is not None else None
-            if parts is None: continue
-            starts = [c.start()] + [o for o, _ in cl]
-            exts = [s] + [_ext(m, starts[k], len(ind), starts[k - 1]) for k in range(1, len(starts))]
+            if len(sts) != 1 or type(sts[0]) in _SCOPES or (parts := clauses(sts[0])) is None: continue
+            starts = [o for o, _, _ in parts]
+            exts = [s] + [_ext(m, starts[k], len(m[starts[0]:starts[0] + sts[0].col_offset]), starts[k - 1])
+                          for k in range(1, len(starts))]
             ends = exts[1:] + [e]
-            blocks = [_block(m, starts[k], ends[k]) for k in range(len(starts))]
+            blocks = [block(body, starts[k], ends[k]) for k, (_, _, body) in enumerate(parts)]
             if any(bl is None for bl in blocks): continue
-            clauses = []
-            for k, ((ranges_k, ind_k), (_, body_k)) in enumerate(zip(blocks, parts)):
-                ks = expand(ranges_k, body_k, u)
-                if ks is None: return None
-                clauses.append((exts[k], ranges_k[0][0], ind_k, ks))
-            heads[u], nodes[u] = clauses, [q for hp, _ in parts for q in hp if q is not None]
+            heads[u] = [(exts[k], bl[0][0][0], bl[1], expand(bl[0], u)) for k, bl in enumerate(blocks)]
+            nodes[u] = [q for _, hp, _ in parts for q in hp if q is not None]
         return mine
-    top = expand(got[0], fn[0].body, None)
-    if top is None: return None
+    got = block(fn[0].body, d.start(), y)
+    if got is None: return None
+    top = expand(got[0], None)
     n = len(span)
     own = [[(s, e)] if heads[u] is None else [(a, b) for a, b, _, _ in heads[u]] for u, (s, e) in enumerate(span)]
     keep = [False] * n
-    hit = [any(_any_in(hits, s, e) or _any_in(sup, s, e) or plan.body_rx.search(m, s, e) is not None for s, e in o)
+    body_rx = plan.forward_rx if fn[0].name == plan.forward else plan.body_rx
+    hit = [any(_any_in(hits, s, e) or _any_in(sup, s, e) or body_rx.search(m, s, e) is not None for s, e in o)
            for o in own]
     binds = [None] * n
-    def bound(u):   # on demand: a unit binds only names among its words, so most never need the walk
+    def bound(u):   # what a unit binds as `_Names` sees it (a unit binds only names among its words)
         if binds[u] is None:
-            qs = [q for v in nodes[u] for q in (v if isinstance(v, list) else [v])]
-            binds[u] = set().union(*(_bound(q) if isinstance(q, ast.AST) else {q.encode()} for q in qs))
+            lb = _local_binds(nodes[u]) if heads[u] is None else _head_binds(nodes[u])
+            binds[u] = words[u] if lb is None else {w.encode("utf-8") for w in lb}
         return binds[u]
     def names(s, e):   # the names a unit's code reads or binds: not those in strings and comments, but f-strings'
         out = set(_ROOT.findall(m, s, e))
@@ -2001,7 +1995,8 @@ def _select(data: bytes, plan: _Plan, extra: frozenset = frozenset()):
     hits.sort(); runnerish.sort()
     tops = _starts(m, [x.start() for x in _COL0.finditer(m)], 0)
     if tops is None: return None
-    exts = [0] + [_ext(m, tops[i][0], 0, tops[i - 1][0]) for i in range(1, len(tops))]
+    # the comments above the first statement are the module's header to libcst, which no rule reads: not sent
+    exts = [tops[0][0] if tops else 0] + [_ext(m, tops[i][0], 0, tops[i - 1][0]) for i in range(1, len(tops))]
     ends = exts[1:] + [len(m)]
     segs, runner_names, has_imports = [], set(), False
     deferred, last = [], None     # imports kept only if what they bind is read (or they are the last import)
@@ -2048,11 +2043,19 @@ def _select(data: bytes, plan: _Plan, extra: frozenset = frozenset()):
         for a, b in fspans: read.update(_ROOT.findall(data, a, b))
         segs += [(a, b, None) for a, b, binds in deferred if a == last or binds & read]
         segs.sort(key=lambda s: (s[0], s[1]))
+    # a range may start at its first code line: the blank lines and comments above it then stay where they are
+    # (the translator writes its notes right above a statement, and reads only ONP comments among those lines);
+    # done where they are three lines or more (a range of its own costs a sentinel line), and where ranges join
+    def trim(a, b, least):
+        c = _CODE_LINE.search(m, a, b)
+        if c is None or c.start() == a or b"# ONP" in data[a:c.start()] or data.count(b"\n", a, c.start()) < least: return a
+        return c.start()
     out = []
     for a, b, f in segs:   # adjacent ranges become one
+        if f is None: a = trim(a, b, 3)
         if out and f is None and out[-1][2] is None and out[-1][1] == a: out[-1] = (out[-1][0], b, None)
         else: out.append((a, b, f))
-    return out
+    return [(trim(a, b, 1), b, None) if f is None else (a, b, f) for a, b, f in out]
 
 # %% ../nbs/translate.ipynb #8a1fee58
 _SENTINEL = b"#~onp-chunk~"
@@ -2340,17 +2343,32 @@ def _pool_init(rules: RuleSet):
     global _POOL_RULES
     _POOL_RULES = rules
 
-def _pool_translate(item) -> Translation:
+def _pool_translate(item):
+    "In a worker: what the parent needs back (the output only if it differs; the parent has the source)."
     data, path, comments = item
-    return translate_source(data, _POOL_RULES, path, comments=comments)
+    t = translate_source(data, _POOL_RULES, path, comments=comments)
+    return (t.output if t.changed else None), t.diagnostics, t.error, t.parsed, t.encoding
+
+_POOL_MIN = 256 * 1024   # below this many bytes of candidate files a pool costs more than it saves
 
 def _translate_many(items, rules: RuleSet, comments: bool = True, jobs: int = 1) -> list:
-    "Translations of [(data, path)] in order; `jobs` > 1 spreads the files over that many processes."
+    "Translations of [(data, path)] in order; `jobs` > 1 spreads the files a rule may act on over that many processes."
     items = [(d, p, comments) for d, p in items]
-    if jobs <= 1 or len(items) < 2: return [translate_source(d, rules, p, comments=c) for d, p, c in items]
+    # the pre-filter runs here: only files that pass it are worth sending to a process, largest first
+    work = [i for i, (d, _, _) in enumerate(items) if not (isinstance(d, bytes) and b"\0" in d) and _might_apply(rules, d)]
+    if jobs <= 1 or len(work) < 2 or sum(len(items[i][0]) for i in work) < _POOL_MIN:
+        return [translate_source(d, rules, p, comments=c) for d, p, c in items]
+    work.sort(key=lambda i: -len(items[i][0]))
     from concurrent.futures import ProcessPoolExecutor
-    with ProcessPoolExecutor(min(jobs, len(items)), initializer=_pool_init, initargs=(rules,)) as ex:
-        return list(ex.map(_pool_translate, items, chunksize=max(1, len(items) // (8 * jobs))))
+    with ProcessPoolExecutor(min(jobs, len(work)), initializer=_pool_init, initargs=(rules,)) as ex:
+        done = dict(zip(work, ex.map(_pool_translate, [items[i] for i in work])))
+    out = []
+    for i, (d, p, c) in enumerate(items):
+        if i not in done: out.append(translate_source(d, rules, p, comments=c)); continue
+        o, diags, err, parsed, enc = done.pop(i)
+        t = Translation(p, d, d if o is None else o, diags, err, parsed); t.encoding = enc
+        out.append(t)
+    return out
 
 def translate_paths(srcs, rules: RuleSet | None = None, outdir=None, in_place: bool = False, check: bool = False,
                     force: bool = False, comments: bool = True, diff=None, jobs: int = 1) -> Run:
