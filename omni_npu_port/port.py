@@ -58,6 +58,7 @@ CODES = {
     "ONP4010": "both sides insert at the same place: the omni lines are placed first, then the NPU base's",
     "ONP4011": "a line both sides add at different places is kept once, where the NPU base has it",
     "ONP4012": "the omni side repeats an older vllm's text here (omni has not followed the base change): the NPU side is kept",
+    "ONP4013": "the omni side edits a statement the NPU base deleted, and nothing kept uses what it binds: the deletion stands",
     "ONP4101": "the source versions do not pair (catalog PAIRING)",
     "ONP4102": "the translator failed on this method's module: the code is copied untranslated",
     "ONP4104": "the catalog does not know this vllm-ascend release: translated with the nearest newer release's rules",
@@ -463,15 +464,16 @@ def logical_units(code: str) -> list[tuple[int, int]]:
     return units
 
 def _unit_key(text: str) -> str:
-    "What a logical line means: its syntax tree where it parses alone, else its tokens (no comments, no layout)."
+    "What a logical line means: its syntax tree where it parses alone, else its tokens; a comment line, its words."
     src = textwrap.dedent(text)
+    if src.lstrip().startswith("#"): return "#" + " ".join(src.lstrip("# \t\n").split())   # every comment parses to nothing
     for cand in (src, src.rstrip() + "\n    pass"):
         try: return ast.dump(ast.parse(cand))
         except SyntaxError: continue
     return " ".join(code_tokens(text))
 
 def adopt_layout(src: str, like: str) -> str:
-    "`src` with every statement that means the same as one of `like`'s written in `like`'s layout."
+    "`src` with every statement that means the same as one of `like`'s written in `like`'s layout (at `src`'s indentation)."
     S, L = src.splitlines(), like.splitlines()
     us, ul = logical_units(src), logical_units(like)
     if not us or not ul: return src
@@ -482,9 +484,11 @@ def adopt_layout(src: str, like: str) -> str:
         for k in range(i1, i2):
             a, b = us[k]
             out += S[pos:a]                     # blank lines between units
-            if op == "equal":
+            if op == "equal":                   # re-indented to src's depth: src must still parse
                 c, d = ul[j1 + k - i1]
-                out += L[c:d]
+                delta = (len(S[a]) - len(S[a].lstrip())) - (len(L[c]) - len(L[c].lstrip()))
+                out += [(" " * delta + l if delta > 0 else l[min(-delta, len(l) - len(l.lstrip())):]) if l.strip() else l
+                        for l in L[c:d]]
             else: out += S[a:b]
             pos = b
     out += S[pos:]
@@ -510,11 +514,20 @@ def _shift(lines: list[str], delta: int) -> list[str]:
         out.append(" " * delta + l if delta > 0 else l[min(-delta, _indent(l)):])
     return out
 
-def _delta(anchor_a: list[_Line], anchor_b: list[_Line]) -> int:
-    "Indentation to add to omni lines so they sit where the NPU base's matching anchor lines sit."
+def _delta(anchor_a: list[_Line], anchor_b: list[_Line], at: int | None = None) -> int | None:
+    "Indentation to add to omni lines so they sit where the NPU base's matching anchor lines sit (last anchor first)."
     for la, lb in zip(reversed(anchor_a), reversed(anchor_b)):
-        if la.text.strip(): return _indent(lb.text) - _indent(la.text)
-    return 0
+        if la.text.strip() and (at is None or _indent(la.text) <= at): return _indent(lb.text) - _indent(la.text)
+    return None if at is not None else 0
+
+def _hunk_delta(prev, nxt, a: list[_Line]) -> int:
+    "The shift of an omni region: from the nearest anchor line at its depth or outside it (a sibling or an enclosing line)."
+    at = next((_indent(l.text) for l in a if l.text.strip()), None)
+    if at == 0: return 0                       # the `def` line: both methods are dedented to column 0
+    back, ahead = prev, (list(reversed(nxt[0])), list(reversed(nxt[1])))
+    for cand in ((*back, at), (*ahead, at)):   # a deeper anchor may sit in a block the NPU base re-nested
+        if at is not None and (d := _delta(*cand)) is not None: return d
+    return _delta(*back) if any(l.text.strip() for l in prev[0]) else _delta(*ahead)
 
 def merge_hunks(base: str, omni: str, npu: str, history: tuple[str, ...] | list[str] = ()) -> list[Hunk]:
     "Three-way merge (merge3) of the GPU base, the omni GPU method and the NPU base (older GPU bases: `history`), as hunks."
@@ -532,7 +545,7 @@ def merge_hunks(base: str, omni: str, npu: str, history: tuple[str, ...] | list[
             if a == b: hunks.append(Hunk("same", [l.text for l in b], npu=[l.text for l in b]))
             elif a == z: hunks.append(Hunk("npu", [l.text for l in b], npu=[l.text for l in b], base=[l.text for l in z]))
             else:
-                d = _delta(*prev) if any(l.text.strip() for l in prev[0]) else _delta(list(reversed(nxt[0])), list(reversed(nxt[1])))
+                d = _hunk_delta(prev, nxt, a)
                 shift = lambda xs, d=d: _shift(xs, d)
                 omni_l = shift([l.text for l in a])
                 if b == z:
@@ -544,7 +557,73 @@ def merge_hunks(base: str, omni: str, npu: str, history: tuple[str, ...] | list[
             hunks.append(Hunk("unchanged", [l.text for l in seg]))
             prev = (A[amatch:aend], N[bmatch:bend])
         iz, ia, ib = zend, aend, bend
-    return _stale_to_npu(_drop_shared_additions(hunks, B, A, N), history)
+    return _moot_to_npu(_stale_to_npu(_drop_shared_additions(_slide_insertions(hunks), B, A, N), history))
+
+def _bound_names(lines: list[str]) -> set[str] | None:
+    "The names a run of plain assignments binds (None unless every statement is `name = ...` / `name: T = ...`)."
+    try: body = ast.parse(textwrap.dedent("\n".join(lines))).body
+    except SyntaxError: return None
+    names = set()
+    for st in body:
+        targets = st.targets if isinstance(st, ast.Assign) else [st.target] if isinstance(st, ast.AnnAssign) else None
+        if not targets or not all(isinstance(t, ast.Name) for t in targets): return None
+        names |= {t.id for t in targets}
+    return names or None
+
+def _moot_to_npu(hunks: list[Hunk]) -> list[Hunk]:
+    "A conflict where the NPU base deleted base assignments that omni edited, and no kept line reads their names: the NPU side (ONP4013)."
+    out = []
+    for i, h in enumerate(hunks):
+        names = _bound_names(h.omni) if h.kind == "conflict" and not any(l.strip() for l in h.npu) else None
+        if names and names <= set(code_tokens("\n".join(h.base))):   # it edits base statements, not new ones
+            others = [l for k, g in enumerate(hunks) if k != i for l in g.lines + (g.npu + g.omni if g.kind == "conflict" else [])]
+            if not names & set(code_tokens("\n".join(others))):
+                what = h.omni[0].strip()
+                out.append(Hunk("npu", [], base=h.base, code="ONP4013", note=f"{CODES['ONP4013']}: {what!r}…"))
+                continue
+        out.append(h)
+    return out
+
+def _balanced(lines: list[str]) -> bool:
+    "Whether the lines close every bracket they open, never closing one they did not open (strings, comments skipped)."
+    d = 0
+    for l in lines:
+        for t in _TOKEN.findall(l):
+            if t.startswith("#"): break
+            if t in ("(", "[", "{"): d += 1
+            elif t in (")", "]", "}"):
+                d -= 1
+                if d < 0: return False
+    return d == 0
+
+def _slide_insertions(hunks: list[Hunk]) -> list[Hunk]:
+    "An omni insertion that opens or closes brackets it does not match slides over equal lines next to it until it is whole."
+    hs = [Hunk(**{**h.__dict__, "lines": list(h.lines)}) for h in hunks]
+    key = lambda l: " ".join(l.split())
+    i = 0
+    while i < len(hs):
+        h = hs[i]
+        if h.kind == "omni" and not h.base and h.lines and not _balanced(h.lines):
+            for step in (-1, 1):               # up over the lines before it, else down over the lines after it
+                j = i + step
+                while 0 <= j < len(hs) and hs[j].kind in ("unchanged", "same", "npu") and not hs[j].lines: j += step
+                if not (0 <= j < len(hs) and hs[j].kind in ("unchanged", "same", "npu")): continue
+                ctx, n, m = hs[j].lines, len(h.lines), 0
+                # slide m lines: the equal context lines and the omni lines at the far end swap (a rotation)
+                while m < min(n, len(ctx)):
+                    edge, far = (ctx[-1 - m], h.lines[n - 1 - m]) if step < 0 else (ctx[m], h.lines[m])
+                    if key(edge) != key(far): break
+                    m += 1
+                    rot = h.lines[n - m:] + h.lines[: n - m] if step < 0 else h.lines[m:] + h.lines[:m]
+                    if _balanced(rot): break
+                if not m or not _balanced(rot): continue
+                moved = ctx[len(ctx) - m:] if step < 0 else ctx[:m]
+                hs[j].lines = ctx[: len(ctx) - m] if step < 0 else ctx[m:]
+                h.lines = h.omni = rot
+                hs.insert(i + 1 if step < 0 else i, Hunk("unchanged", moved))
+                break
+        i += 1
+    return hs
 
 def _tokens_in(part: list[str], whole: str) -> bool:
     "Whether the code tokens of `part` occur, in a row, among those of `whole` (layout and comments ignored)."
@@ -670,10 +749,27 @@ def _split_deletions(bed: list[tuple], inserts: list[tuple], z: list[_Line]) -> 
         for lo, hi in zip([f[0], *cuts], [*cuts, f[1]]): out.append((lo, hi, f[2], f[3]))
     return out
 
+def _done_by_npu(aed: list[tuple], bed: list[tuple], a: list[_Line], b: list[_Line]) -> list[tuple]:
+    "Omni edits the NPU side made too: a run of adjacent omni edits whose new code lines the NPU edits over the same base lines also write."
+    runs = []
+    for e in aed:
+        if runs and runs[-1][-1][1] == e[0] and runs[-1][-1][3] == e[2]: runs[-1].append(e)
+        else: runs.append([e])
+    done = set()
+    for run in runs:
+        i1, i2, j1, j2 = run[0][0], run[-1][1], run[0][2], run[-1][3]
+        new = [l.key for l in a[j1:j2] if l.key]
+        over = [f for f in bed if _overlap((i1, i2), f)]
+        if not new or not over or min(f[0] for f in over) > i1 or max(f[1] for f in over) < i2: continue
+        theirs = [l.key for f in over for l in b[f[2]:f[3]] if l.key]
+        if any(theirs[k: k + len(new)] == new for k in range(len(theirs) - len(new) + 1)): done.update(run)
+    return [e for e in aed if e not in done]
+
 def refine_conflict(z: list[_Line], a: list[_Line], b: list[_Line], shift) -> list[Hunk]:
     "Split a merge3 conflict: edits of the two sides that touch different base lines both apply; only overlaps conflict."
     aops, aed = _edits(z, a, split=True)    # omni lines inserted next to lines it modified are insertions
-    bops, bed = _edits(z, b)
+    aed = _done_by_npu(aed, _edits(z, b)[1], a, b)   # the same change made on both sides is no conflict
+    bops, bed = _edits(z, b, split=True)    # an NPU rewrite as insertions and deletions, so rule 4 can cut it
     # an omni edit of comments / docstring text that the NPU side also edited or deleted yields to the NPU side
     aed = [e for e in aed if not (_prose(z[e[0]:e[1]] + a[e[2]:e[3]]) and any(_overlap(e, f) for f in bed))]
     aed = [e for e in aed if any(l.key for l in z[e[0]:e[1]] + a[e[2]:e[3]])]   # blank lines alone are layout
@@ -919,6 +1015,24 @@ def _rename_name(lines: list[str], fn, old: str, new: str) -> list[str]:
         lines[n.lineno - 1] = l[: n.col_offset] + new + l[n.end_col_offset:]
     return lines
 
+def _kwargs_sites(fn, kwvar: str, lines: list[str]) -> list[tuple[int, int, int, bool]]:
+    "Where a method forwards its `**kwvar`: `f(**kwvar)` call arguments and `{**kwvar}` dict entries, last first."
+    sites = []
+    for n in _walk_no_nested(fn):
+        if isinstance(n, ast.Call):
+            sites += [(kw.col_offset, kw.end_lineno, kw.end_col_offset, False) for kw in n.keywords
+                      if kw.arg is None and isinstance(kw.value, ast.Name) and kw.value.id == kwvar]
+        elif isinstance(n, ast.Dict):   # `**kwvar` inside a dict display: the `**` sits just before the name
+            sites += [(lines[v.lineno - 1].rfind("**", 0, v.col_offset), v.end_lineno, v.end_col_offset, True)
+                      for k, v in zip(n.keys, n.values) if k is None and isinstance(v, ast.Name) and v.id == kwvar]
+    return sorted(sites, key=lambda s: (s[1], s[2]), reverse=True)
+
+def _dict_item(arg: str) -> str:
+    "A call's extra keyword argument as a dict display entry: `k=v` → `\"k\": v`, `**m` stays."
+    if arg.startswith("**"): return arg
+    k, _, v = arg.partition("=")
+    return f'"{k}": {v}'
+
 def port_super_inline(omni: str, npu: str, gpu: str, origins: list | None = None) -> tuple[list[str], list[Diagnostic]] | None:
     "Port a super()-extension by inlining the NPU base body where the omni method calls `super()`; None if it cannot."
     ofn, nfn, gfn = (ast.parse(c).body[0] for c in (omni, npu, gpu))
@@ -949,19 +1063,18 @@ def port_super_inline(omni: str, npu: str, gpu: str, origins: list | None = None
     work = list(nl)
     # extra keyword arguments go wherever the base forwards its own **kwargs
     if extra:
-        sites = sorted((kw for n in _walk_no_nested(nfn) if isinstance(n, ast.Call) for kw in n.keywords
-                        if kw.arg is None and isinstance(kw.value, ast.Name) and kw.value.id == kwvar),
-                       key=lambda k: (k.lineno, k.col_offset), reverse=True)
+        sites = _kwargs_sites(nfn, kwvar, work)
         if not sites: return None
-        for kw in sites:
-            l = work[kw.end_lineno - 1]
-            rest = l[kw.end_col_offset:]
+        for col, end_line, end_col, in_dict in sites:
+            items = [_dict_item(e) for e in extra] if in_dict else extra
+            l = work[end_line - 1]
+            rest = l[end_col:]
             if rest.strip() in (",", ""):   # one argument per line: add the extras on their own lines
-                ind = " " * kw.col_offset
-                work[kw.end_lineno - 1] = l[: kw.end_col_offset] + ","
-                work[kw.end_lineno: kw.end_lineno] = [f"{ind}{e},  {INLINE_MARK}" for e in extra]
+                ind = " " * col
+                work[end_line - 1] = l[: end_col] + ","
+                work[end_line: end_line] = [f"{ind}{e},  {INLINE_MARK}" for e in items]
             else:
-                work[kw.end_lineno - 1] = l[: kw.end_col_offset] + "".join(", " + e for e in extra) + rest
+                work[end_line - 1] = l[: end_col] + "".join(", " + e for e in items) + rest
         nfn2 = ast.parse("\n".join(work)).body[0]
     else: nfn2 = nfn
     ret = nfn2.body[-1]
@@ -1008,8 +1121,12 @@ def port_super_inline(omni: str, npu: str, gpu: str, origins: list | None = None
                                 f"returns it; the NPU base's {sum(st.lineno > core.end_lineno for st in nfn2.body[:-1])} "
                                 "statement(s) after that follow them", None, "info"))
     else:
+        ret_out = []   # the NPU base's `return var` became the omni `return target`: both return it, so it is no omni line
+        if target and not tail_ret and isinstance(last, ast.Return) and isinstance(last.value, ast.Name) \
+                and last.value.id == target and last.lineno == last.end_lineno and last.lineno > stmt.end_lineno:
+            post, ret_out = ol[stmt.end_lineno: last.lineno - 1] + ol[last.end_lineno:], [ol[last.lineno - 1]]
         rows = head + [(l, "omni") for l in doc] + fenced(pre + [ind + b for b in binds]) + npu_rows(body) + \
-               npu_rows(tail_ret) + fenced(post)
+               npu_rows(tail_ret) + fenced(post) + npu_rows(ret_out)
     if sig == "npu": diags.append(Diagnostic("ONP4005", CODES["ONP4005"], 1, "info"))
     if origins is not None: origins[:] = [o for _, o in rows]
     return [l for l, _ in rows], diags
@@ -1021,14 +1138,28 @@ def _result_expr(fn) -> ast.expr | None:
     return rets[0].value
 
 def _core(gpu_fn, npu_fn, var: str) -> ast.stmt | None:
-    "The NPU base's one top-level `var = E` where E is what the GPU base returns (the same expression or callee)."
+    "The NPU base's top-level `var = E` where E is what the GPU base returns (same expression or callee), else its first statement computing `var` by that callee."
     e = _result_expr(gpu_fn)
     if e is None: return None
     same = lambda v: ast.dump(v) == ast.dump(e) or (isinstance(v, ast.Call) and isinstance(e, ast.Call)
                                                     and ast.dump(v.func) == ast.dump(e.func))
     hits = [st for st in npu_fn.body[:-1] if isinstance(st, ast.Assign) and len(st.targets) == 1
             and isinstance(st.targets[0], ast.Name) and st.targets[0].id == var and same(st.value)]
-    return hits[0] if len(hits) == 1 else None
+    if len(hits) == 1: return hits[0]
+    if hits: return None
+    if not isinstance(e, ast.Call): return None
+    # else: the first top-level statement that computes `var`, where every binding of it inside calls the GPU base's
+    # callee or a local alias of it (`run_model = partial(self.model, ...)`; `var = run_model()` in each branch of an `if`)
+    callee = ast.dump(e.func)
+    aliases = {t.id for st in npu_fn.body if isinstance(st, ast.Assign) and any(ast.dump(n) == callee for n in ast.walk(st.value))
+               for t in st.targets if isinstance(t, ast.Name)}
+    calls_it = lambda v: isinstance(v, ast.Call) and (ast.dump(v.func) == callee or
+                                                      (isinstance(v.func, ast.Name) and v.func.id in aliases))
+    for st in npu_fn.body[:-1]:
+        binds = [n for n in _walk_no_nested(ast.Module([st], [])) if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign))
+                 and any(isinstance(t, ast.Name) and t.id == var for t in (n.targets if isinstance(n, ast.Assign) else [n.target]))]
+        if binds: return st if all(isinstance(n, ast.Assign) and calls_it(n.value) for n in binds) else None
+    return None
 
 # %% ../nbs/port.ipynb #c8de38e7
 @dataclass

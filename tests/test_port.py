@@ -405,3 +405,133 @@ def test_class_mode_passes_history_to_each_method():
     res = P.port_class(*args, history=[cls("stale_old.py", "GPUModelRunner")])
     assert "ONP4001" not in codes(res) and "ONP4012" in codes(res)
     ast.parse(res.code)
+
+
+# --- port-quality gaps found on vLLM-Omni 0.18.0+ ------------------------------------------------------------------
+
+def test_a_comment_is_laid_out_only_as_the_same_comment():
+    # every comment parses to nothing: compared by its words, one comment never takes another's text
+    src = "def f():\n    # keep this\n    x = 1\n"
+    assert P.adopt_layout(src, "def f():\n    # other words\n    x = 1\n") == src
+    assert P.adopt_layout(src, "def f():\n    #   keep   this\n    x = 1\n") == "def f():\n    #   keep   this\n    x = 1\n"
+
+
+def test_adopted_layout_keeps_the_statement_depth_so_the_result_parses():
+    deep = "def f(self):\n    with g():\n        x = (\n            a.b(1, 2)\n        )\n    return x\n"
+    flat = "def f(self):\n    x = a.b(1, 2)\n    return x\n"
+    out = P.adopt_layout(deep, flat)
+    assert out == "def f(self):\n    with g():\n        x = a.b(1, 2)\n    return x\n"
+    ast.parse(out)
+    assert P.logical_units(out)                     # a second adoption (omni onto this base) can still read it
+
+
+def test_the_same_change_on_both_sides_is_no_conflict():
+    res = P.port_method(*triple("same_change", "_dummy_run"))
+    assert res.conflicts == 0 and "ONP4006" not in codes(res)
+    ast.parse(res.code)
+    lines = [l.strip() for l in res.code.splitlines()]
+    assert lines.count("assert mode is None or mode.valid_modes()") == 1         # written once, not as omni
+    blocks = ["\n".join(b) for _, b in fenced_blocks(res.code)]
+    assert not any("valid_modes" in b for b in blocks)
+    assert any("lora = self.num_loras > 0" in b for b in blocks)                # the omni statement survives the NPU rewrite
+    assert any("lora=lora" in b for b in blocks)
+    # the base comment the omni copy kept is not an omni edit, and the NPU base's unwrapped statement is not either
+    assert "# The dummy run covers the LM only." not in res.code
+    assert not any("self.profile_len" in b for b in blocks)
+    assert "with self.input_prep()" not in res.code
+    # omni lines sit at the depth of the code around them in the NPU base
+    assert next(l for l in res.code.splitlines() if "lora = " in l).startswith("    lora")
+    assert next(l for l in res.code.splitlines() if "lora=lora" in l).startswith("    hidden_states")
+
+
+def test_an_npu_rewrite_is_cut_around_an_omni_statement():
+    z = P._lines('"""Doc."""\nif c:\n    return None\nassert old()\n')
+    omni = P._lines('"""Doc."""\nz = 2\nif c:\n    return None\nassert old()\n')
+    npu = P._lines("# npu note\nassert new()\n")                             # replaces everything, writes its own lines
+    hunks = P.refine_conflict(z, omni, npu, lambda xs: xs)
+    assert "conflict" not in [h.kind for h in hunks]
+    out = [l for h in hunks for l in h.lines]
+    assert "z = 2" in out and "assert new()" in out and "assert old()" not in out
+
+
+def test_super_extension_inlines_a_base_that_forwards_kwargs_through_a_dict():
+    res = P.port_method(*triple("super_dict", "_model_forward"))
+    assert res.style == "super-inline"
+    src = res.code
+    ast.parse(src)
+    fn = ast.parse(src).body[0]
+    d = next(n for n in ast.walk(fn) if isinstance(n, ast.Dict))
+    assert [ast.unparse(v) for k, v in zip(d.keys, d.values) if k is None] == ["model_kwargs", "extra"]
+    assert {ast.unparse(k): ast.unparse(v) for k, v in zip(d.keys, d.values) if k is not None}["'step'"] == "1"
+    assert "**extra,  # Omni-new" in src
+    # the result is computed in both branches of an `if` through an alias of the model: the omni step follows
+    # that statement, before the NPU base's all-gather; the shared `return` stays outside the fence
+    assert src.index("model_output = run_model()") < src.index("self._omni_last_model_output") \
+        < src.index("self._all_gather(model_output)")
+    assert "ONP4009" in codes(res)
+    assert src.rstrip().splitlines()[-1].strip() == "return model_output"
+    assert all("return" not in "\n".join(b) for _, b in fenced_blocks(src))
+
+
+def test_result_computed_by_another_callee_keeps_super_order():
+    gb, go, nb = triple("super_dict", "_model_forward")
+    npu = nb.method_source.replace("partial(self.model,", "partial(self.other_model,")
+    lines, diags = P.port_super_inline(go.method_source, npu, gb.method_source)
+    src = "\n".join(lines)
+    assert src.index("self._all_gather(model_output)") < src.index("self._omni_last_model_output")
+    assert "ONP4009" not in [d.code for d in diags]
+
+
+def test_an_omni_edit_the_npu_rewrite_also_made_is_no_conflict():
+    z = P._lines("doc()\nassert (\n    m.is_valid()\n)\n")
+    omni = P._lines("doc()\nassert m.valid()\n")
+    npu = P._lines("# note\nassert m.valid()\n")                             # rewrote all four lines, the assert as omni did
+    hunks = P.refine_conflict(z, omni, npu, lambda xs: xs)
+    assert {h.kind for h in hunks} <= {"npu", "unchanged"}
+    assert [l for h in hunks for l in h.lines] == ["# note", "assert m.valid()"]
+    # an omni edit the NPU side did not make still conflicts
+    other = P.refine_conflict(z, P._lines("doc()\nassert m.other()\n"), npu, lambda xs: xs)
+    assert "conflict" in [h.kind for h in other]
+
+
+def test_an_omni_call_added_after_a_like_call_is_fenced_whole():
+    # difflib may align the inserted call one line off (`a,` / `)` / `h(`): the insertion slides until it is whole
+    base = "def f(self):\n    x = g(\n        a,\n    )\n    y = 1\n    z = 2\n    return x\n"
+    omni = "def f(self):\n    x = g(\n        a,\n    )\n    h(\n        a,\n    )\n    y = 1\n    z = 2\n    return x\n"
+    npu = base.replace("return x", "return x + 1")
+    hunks = P.merge_hunks(base, omni, npu)
+    [ins] = [h for h in hunks if h.kind == "omni"]
+    assert [l.strip() for l in ins.lines] == ["h(", "a,", ")"]
+    assert [l for h in hunks for l in h.lines] == omni.replace("return x", "return x + 1").splitlines()
+    lines, _ = P.render(hunks)
+    ast.parse("\n".join(lines))
+
+
+def test_an_omni_edit_of_an_assignment_the_npu_base_deleted_is_moot_when_nothing_reads_it():
+    base = "def f(self):\n    h = self.run()\n    idx = pick(h).to(self.device)\n    return h, h[idx]\n"
+    omni = "def f(self):\n    h = self.run()\n    idx = pick(h).to(h.device)\n    return h, h[idx]\n"
+    npu = "def f(self):\n    h = self.run()\n    self.finish()\n    return h, h\n"
+    res = P.merge_hunks(base, omni, npu)
+    assert "conflict" not in [h.kind for h in res]
+    assert [h.code for h in res if h.note] == ["ONP4013"]
+    assert [l for h in res for l in h.lines] == npu.splitlines()
+    # the same edit stays a conflict when a kept line still reads the name
+    npu2 = "def f(self):\n    h = self.run()\n    self.finish(idx)\n    return h, h\n"
+    assert "conflict" in [h.kind for h in P.merge_hunks(base, omni, npu2)]
+
+
+def test_real_runner_0_18_merges_dummy_run_and_inlines_model_forward(release_source):
+    # vLLM-Omni 0.18.0 declares vllm 0.18.0 with vllm-ascend's releases/v0.18.0 branch
+    vllm, ascend = release_source("vllm==0.18.0"), release_source("vllm-ascend==0.18.0")
+    omni = release_source("vllm-omni==0.18.0")
+    spec = lambda t, c, m: P.locate(f"{t.origin}{'/vllm/v1/worker/gpu_model_runner.py' if t is vllm else ''}:{c}.{m}")
+    trip = lambda m: (spec(vllm, "GPUModelRunner", m), spec(omni, "OmniGPUModelRunner", m), spec(ascend, "NPUModelRunner", m))
+    dr = P.port_method(*trip("_dummy_run"))
+    assert dr.conflicts == 0
+    ast.parse(dr.code)
+    blocks = ["\n".join(b) for _, b in fenced_blocks(dr.code)]
+    assert any("extract_multimodal_outputs" in b for b in blocks)
+    assert not any("valid_runtime_modes" in b for b in blocks)           # the change both sides made is not omni's
+    mf = P.port_method(*trip("_model_forward"))
+    assert mf.style == "super-inline" and "ONP4009" in codes(mf)
+    assert mf.code.index("self._omni_last_model_output") < mf.code.index("self._all_gather_hidden_states_and_aux")
