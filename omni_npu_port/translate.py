@@ -477,6 +477,7 @@ class _Ctx:
         self.up: dict = {}                                   # id(statement) -> enclosing statement
         self.tops: dict = {}                                 # id(Diagnostic) -> top-level statement around it
         self.req_tops: dict = {}                             # id(node needing an import) -> its top-level statement
+        self.paths: dict = {}                                # id(Diagnostic) -> the statements around it, outermost first
 
     def require(self, text: str, node):
         "Note that the rewritten code at `node` needs the import `text`."
@@ -501,7 +502,7 @@ class _Ctx:
             self.notes.setdefault(id(stmt), []).append(d)
             self._mark(stmt)
         self.nodes[id(d)] = node
-        if self.stmts: self.tops[id(d)] = self.stmts[0]
+        if self.stmts: self.tops[id(d)] = self.stmts[0]; self.paths[id(d)] = tuple(self.stmts)
         self.diagnostics.append(d)
         return d
 
@@ -1559,11 +1560,12 @@ class _AllPlaced(Exception): "Every wanted node has been generated: the rest of 
 
 _NEWLINE = re.compile(r"\r\n?|\n")
 
-def _positions(module: cst.Module, nodes, roots=None, line: int = 1) -> dict:
+def _positions(module: cst.Module, nodes, roots=None, line: int = 1, indent: str = "") -> dict:
     "id(node) -> (line, 0-based column) where libcst's PositionProvider starts these nodes; one code generation."
     want = {id(n) for n in nodes if n is not None}
     if not want: return {}
     st = _PosState(module, want)
+    if indent: st.indent_tokens.append(indent)   # `roots` inside a block: the indentation of that block
     try:   # the module, or only the top-level statements `roots`, the first starting a line `line`
         for r in ([module] if roots is None else roots): r._codegen(st)
     except _AllPlaced: pass
@@ -2089,15 +2091,28 @@ class _Layout:
         return "".join(st.tokens).encode("utf-8")
 
     def positions(self, ctx: _Ctx, nodes):
-        "`_positions` for the diagnostics' nodes, generating only the groups they are in; None: not sure."
-        body, wanted = self.module.body, {}
+        "`_positions` for the diagnostics' nodes, generating only the innermost statements from a sentinel on (else the groups) they are in; None: not sure."
+        body, wanted, inner = self.module.body, {}, {}
         index = {id(st): j for j, st in enumerate(body)}
         for d, n in zip(ctx.diagnostics, nodes):
             if n is None: continue
+            path = ctx.paths.get(id(d), ())
+            st = next((q for q in reversed(path) if self.start(q, q is path[0]) is not None), None)
+            if st is not None: inner.setdefault(id(st), (st, st is path[0], d, []))[3].append(n); continue
             j = index.get(id(ctx.tops.get(id(d))))
             if j is None: return None
             wanted.setdefault(bisect.bisect_right(self.firsts, j) - 1, []).append(n)
         out = {}
+        for st, top, d, ns in inner.values():
+            o = self.start(st, top)
+            code = self.src[self.src.index(b"\n", o) + 1:]
+            while code.lstrip(b" \t\f").startswith((b"#", b"\n", b"\r")): code = code[code.index(b"\n") + 1:]
+            ind = code[:len(code) - len(code.lstrip(b" \t\f"))].decode("utf-8")
+            got = _positions(self.module, ns, [st], 1 + self.src.count(b"\n", 0, o), ind)
+            if len(got) == len({id(n) for n in ns}): out.update(got); continue
+            j = index.get(id(ctx.tops.get(id(d))))    # a node outside its statement: the group
+            if j is None: return None
+            wanted.setdefault(bisect.bisect_right(self.firsts, j) - 1, []).extend(ns)
         for g, ns in wanted.items():
             a, b = self.firsts[g], self.firsts[g + 1]
             got = _positions(self.module, ns, body[a:b], 1 + self.src.count(b"\n", 0, self.offs[g]))
