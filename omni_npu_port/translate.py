@@ -1881,7 +1881,7 @@ def _cut(data: bytes, m: bytes, x: int, y: int, hits: list, sup: list, plan: _Pl
     def bound(u):   # what a unit binds as `_Names` sees it (a unit binds only names among its words)
         if binds[u] is None:
             lb = _local_binds(nodes[u]) if heads[u] is None else _head_binds(nodes[u])
-            binds[u] = words[u] if lb is None else {w.encode("utf-8") for w in lb}
+            binds[u] = W(u) if lb is None else {w.encode("utf-8") for w in lb}
         return binds[u]
     def names(s, e):   # the names a unit's code reads or binds: not those in strings and comments, but f-strings'
         out = set(_ROOT.findall(m, s, e))
@@ -1889,7 +1889,10 @@ def _cut(data: bytes, m: bytes, x: int, y: int, hits: list, sup: list, plan: _Pl
             if a >= e: break
             out.update(_ROOT.findall(data, a, b))
         return out
-    words = [set().union(*(names(s, e) for s, e in o)) for o in own]
+    words = [None] * n
+    def W(u):   # on demand: most units are never read
+        if words[u] is None: words[u] = set().union(*(names(s, e) for s, e in own[u]))
+        return words[u]
     seen = set(_ROOT.findall(data, x, span[top[0]][0])) | plan.scope   # names looked up in what is kept
     typed = set()                                                        # names that may hold a graph mode
     if plan.mode is not None and plan.mode in seen:
@@ -1901,30 +1904,54 @@ def _cut(data: bytes, m: bytes, x: int, y: int, hits: list, sup: list, plan: _Pl
     # unit, and a unit binding a name one of those reads. Bindings give local names, not values (`_Names`), so a
     # unit kept only for what it binds is read by no rule: its own names need not resolve, and are not followed;
     # and where no `global`/`nonlocal` makes the order matter, one stub line at the top of the body binds them all
-    active, marked, stub = [False] * n, [False] * n, {}
+    active, marked, stub, queue = [False] * n, [False] * n, {}, []
     stubs_ok = _SCOPE_DECL.search(m, x, y) is None
+    by_name = {}                                  # name -> the units binding it
+    for u in range(n):
+        for w in bound(u): by_name.setdefault(w, []).append(u)
     def take(u):   # keep u and the headers around it
         while u is not None and not keep[u]:
-            keep[u] = True; u = parent[u]
+            keep[u] = True; queue.append(u); u = parent[u]
+    def learn(ws):   # names read by what is kept: the units binding them are kept (or stubbed)
+        for w in ws - seen:
+            seen.add(w)
+            for v in by_name.get(w, ()):
+                if keep[v] or v in stub: continue
+                lb = _local_binds(nodes[v]) if stubs_ok and heads[v] is None and plan.mode not in W(v) else None
+                if lb is None: take(v)
+                else: stub[v] = lb
+    def activate(u):
+        if not active[u]: active[u] = True; learn(W(u))
+    def typed_more(new):   # names that may hold a graph mode: the units reading them are kept and read
+        typed.update(new)
+        for v in range(n):
+            if W(v) & new:
+                if keep[v]: activate(v)
+                else: take(v)
     for u in range(n):
         if hit[u]: take(u)
-    changed = True
-    while changed:
-        changed = False
-        for u in range(n):
-            if not keep[u]:
-                if words[u] & typed: take(u); changed = True
-                elif u not in stub and words[u] & seen and bound(u) & seen:
-                    lb = _local_binds(nodes[u]) if stubs_ok and heads[u] is None and plan.mode not in words[u] else None
-                    if lb is None: take(u); changed = True
-                    else: stub[u] = lb
-                continue
-            if not marked[u] and plan.mode in words[u]:
-                marked[u] = True; typed |= bound(u); changed = True
-            if not active[u] and (hit[u] or heads[u] is not None or words[u] & typed):
-                active[u] = True; seen |= words[u]; changed = True
+    start, seen = seen, set()
+    learn(start)
+    if typed: typed_more(set(typed))
+    while queue:
+        u = queue.pop()
+        if not marked[u] and plan.mode in W(u):
+            marked[u] = True
+            if bound(u) - typed: typed_more(bound(u) - typed)
+        if hit[u] or heads[u] is not None or W(u) & typed: activate(u)
     if all(keep): return None
-    segs = [(x, span[top[0]][0], None)]
+    # the header: where no rule reads it (no anchor, no graph mode), a stub binding the same parameters stands in
+    # for it (decorators, annotations and defaults are not needed); the original text stays in the output
+    hx, f = span[top[0]][0], fn[0]
+    if (_any_in(hits, x, hx) or _any_in(sup, x, hx) or body_rx.search(m, x, hx) is not None
+            or (plan.mode is not None and plan.mode in m[x:hx])):
+        segs = [(x, hx, None)]
+    else:
+        a = f.args
+        ps = [p.arg for p in [*a.posonlyargs, *a.args]] + (["*" + a.vararg.arg] if a.vararg else ["*"] if a.kwonlyargs else [])
+        ps += [p.arg for p in a.kwonlyargs] + (["**" + a.kwarg.arg] if a.kwarg else [])
+        stub_def = f"{'async ' if type(f) is ast.AsyncFunctionDef else ''}def {f.name}({', '.join(ps)}):"
+        segs = [(x, hx, d.group(1) + stub_def.encode("utf-8"))]
     names = sorted(set().union(*stub.values()))
     if names: segs.append((span[top[0]][0], span[top[0]][0], got[1] + " = ".join([*names, "None"]).encode("utf-8")))
     def emit(block, at, ind):
@@ -2000,7 +2027,7 @@ def _select(data: bytes, plan: _Plan, extra: frozenset = frozenset()):
     # the comments above the first statement are the module's header to libcst, which no rule reads: not sent
     exts = [tops[0][0] if tops else 0] + [_ext(m, tops[i][0], 0, tops[i - 1][0]) for i in range(1, len(tops))]
     ends = exts[1:] + [len(m)]
-    segs, runner_names, has_imports = [], set(), False
+    segs, runner_names, has_imports, acted = [], set(), False, False
     deferred, last = [], None     # imports kept only if what they bind is read (or they are the last import)
     for i, (_, key) in enumerate(tops):
         a, b = exts[i], ends[i]
@@ -2009,7 +2036,7 @@ def _select(data: bytes, plan: _Plan, extra: frozenset = frozenset()):
         if not (is_class or kw.startswith((b"def ", b"def\t", b"async "))):
             if kw.startswith((b"import", b"from ", b"from\t")): has_imports = True; last = a
             if _any_in(hits, a, b) or (_any_in(sup, a, b) and _any_in(runnerish, a, b)):
-                segs.append((a, b, None))
+                segs.append((a, b, None)); acted = True
             elif plan.top_rx.search(m, a, b):
                 binds = _import_binds(m, a, b, plan) if last == a else None
                 if binds is None: segs.append((a, b, None))
@@ -2025,19 +2052,20 @@ def _select(data: bytes, plan: _Plan, extra: frozenset = frozenset()):
             if runner and (cn := re.match(rb"class\s+(\w+)", head)): runner_names.add(cn.group(1).decode())
         if not members:
             if _any_in(hits, a, b) or (_any_in(sup, a, b) and (runner or _any_in(runnerish, a, b))):
-                segs += (not is_class and _cut(data, m, a, b, hits, sup, plan, fspans)) or [(a, b, None)]
+                segs += (not is_class and _cut(data, m, a, b, hits, sup, plan, fspans)) or [(a, b, None)]; acted = True
             continue
         h = members[0][0]
         chosen = [(x, y, None) for x, y in members
                   if _any_in(hits, x, y) or (_any_in(sup, x, y) and (runner or _any_in(runnerish, x, y)))]
         chosen = [seg for x, y, _ in chosen for seg in (_cut(data, m, x, y, hits, sup, plan, fspans) or [(x, y, None)])]
         if chosen or runner or _any_in(hits, a, h):
-            segs.append((a, h, None))
+            segs.append((a, h, None)); acted = True
             if chosen: segs += chosen
             else:
                 c = _CODE_LINE.search(m, h, b)
                 segs.append((h, h, re.match(rb"[ \t]*", m[c.start():c.end()]).group() + b"pass"))
     if not has_imports: return None
+    if not acted: return []   # imports alone, and nothing a rule acts on: nothing to translate
     if deferred:   # new imports go after the last import, so it stays; the rest if something kept reads them
         read = set(plan.scope)
         for a, b, f in segs:
