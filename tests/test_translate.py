@@ -386,6 +386,18 @@ CUT_CASES = {   # body of execute_model after an unrelated first statement -> (c
                                          "ONP2016", None),
     "name a rule's scope check asks about": ("        positions = self.p\n        w = 4\n"
                                              "        with set_forward_context(None, self.cfg):\n            pass\n", "ONP2011", None),
+    "anchor in an else clause": ("        if self.a:\n            p = 1\n        elif self.b:\n            q = 2\n"
+                                 "        else:\n            torch.cuda.synchronize()\n", "ONP1002", None),
+    "anchor in an except clause": ("        try:\n            v = 1\n        except Exception as e:\n"
+                                   "            torch.cuda.synchronize()\n        finally:\n            w = 2\n", "ONP1002", None),
+    "rebinding in a try clause": ("        try:\n            torch = self.fake_torch\n        except Exception:\n            pass\n"
+                                  "        torch.cuda.synchronize()\n", None, "ONP1002"),
+    "rebinding by a for target": ("        for torch in self.mods:\n            pass\n        torch.cuda.synchronize()\n", None, "ONP1002"),
+    "rebinding by with ... as": ("        with self.ctx() as torch:\n            pass\n        torch.cuda.synchronize()\n", None, "ONP1002"),
+    "rebinding after a global declaration": ("        global torch\n        torch = self.fake_torch\n"
+                                             "        torch.cuda.synchronize()\n", None, None),
+    "graph mode tested in an elif": ("        m = CUDAGraphMode.FULL\n        if self.a:\n            pass\n        elif m:\n"
+                                     "            pass\n", "ONP2016", None),
 }
 
 
@@ -397,8 +409,8 @@ def test_cut_methods_agree_with_whole_files(rules, case):
            + RUNNER_HEAD + "    def other(self):\n        return 0\n\n"
            "    def execute_model(self, scheduler_output):\n        unrelated = 0\n" + body)
     data = src.encode()
-    kept = b"".join(data[a:b] for a, b, f in _select(data, _plan(rules)) if f is None)
-    assert b"unrelated = 0" not in kept and b"def execute_model" in kept     # the method was cut, not dropped
+    kept = b"".join(data[a:b] if f is None else f for a, b, f in _select(data, _plan(rules)))   # what libcst parses
+    assert b"unrelated = 0" not in kept and b"def execute_model(" in kept    # the method was cut, not dropped
     t, w = tr(src, rules), tr(src, rules, chunks=False)
     assert t.output == w.output
     assert [d.to_dict() for d in t.diagnostics] == [d.to_dict() for d in w.diagnostics]
@@ -761,3 +773,34 @@ def test_jobs_give_the_same_run(tmp_path):
     two = translate_paths([tmp_path / "src"], r, check=True, jobs=2).to_dict()
     assert one["files"] == two["files"] and one["totals"]["sites"] > 0
     assert main([str(tmp_path / "src"), "--check", "-q", "--jobs", "-1"]) == 2
+
+
+def test_chunk_stubs_stand_in_for_what_no_rule_reads(rules):
+    "Headers, bindings and imports no rule reads go to libcst as short stubs or not at all; the output is the whole-file one."
+    from omni_npu_port.translate import _plan, _select
+    src = ("# Copyright line one\n# line two\n# line three\n\nimport os\nimport torch\nimport json as unused_json\n"
+           + RUNNER_HEAD +
+           "    @staticmethod\n    def helper(a: int = 3, *, b: str = 'x') -> int:\n"
+           "        data = os.environ.get('X')\n        lines = json_lines(data)\n"
+           "        # a comment block\n        # of three\n        # lines\n"
+           "        torch.cuda.synchronize(lines)\n        return 0\n")
+    data = src.encode()
+    segs = _select(data, _plan(rules))
+    parsed = b"".join(data[a:b] if f is None else f for a, b, f in segs)
+    assert b"def helper(a, *, b):" in parsed and b"@staticmethod" not in parsed        # header stub
+    assert b"lines = None" in parsed and b"json_lines" not in parsed                   # binding stub
+    assert b"unused_json" not in parsed and b"Copyright" not in parsed and b"of three" not in parsed
+    t, w = tr(src, rules), tr(src, rules, chunks=False)
+    assert t.output == w.output and "ONP1002" in codes(t)
+    assert [d.to_dict() for d in t.diagnostics] == [d.to_dict() for d in w.diagnostics]
+    assert b"@staticmethod\n    def helper(a: int = 3, *, b: str = 'x') -> int:" in t.output.encode()
+
+
+def test_only_imports_match_nothing_is_parsed(rules):
+    "A file whose only matches are imports (no rule acts on them) is not handed to libcst at all."
+    from omni_npu_port.translate import _might_apply
+    src = b"import torch\n\nHELP = 'call torch.cuda.synchronize() first'\n"
+    assert _might_apply(rules, src)                       # the text pre-filter lets it through (it reads no syntax)
+    t = translate_source(src, rules)
+    assert not t.parsed and not t.changed and t.diagnostics == []
+    assert translate_source(src + b"torch.cuda.synchronize()\n", rules).parsed
