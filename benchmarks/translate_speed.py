@@ -11,9 +11,11 @@ strings or comments; it is the speed bar, not a quality bar.
 
 The headline is one process. `--jobs N` adds a row for N processes (`translate -j N`); `--whole` adds a
 row for translating every pre-filtered file whole (`translate_source(..., chunks=False)`, the path taken
-before statement chunking; slow).
+before statement chunking; slow). `--verify` checks, before timing, that chunked and whole-file translation
+agree byte for byte (output and every diagnostic) on every pre-filtered file of the tree plus vllm 0.15.0's
+wheel, for three targets (about a minute).
 
-Run:  .venv/bin/python benchmarks/translate_speed.py [--repeat 3] [--target vllm-ascend==0.18.0] [--jobs 2] [--whole]
+Run:  .venv/bin/python benchmarks/translate_speed.py [--repeat 3] [--target vllm-ascend==0.18.0] [--jobs 2] [--whole] [--verify]
 Target: translator throughput >= 1/3 of the baseline's.
 """
 from __future__ import annotations
@@ -49,6 +51,32 @@ def load_tree() -> list[tuple[str, bytes]]:
         z = zipfile.ZipFile(wheel(pattern, spec))
         files += [(f"{spec}/{n}", z.read(n)) for n in z.namelist() if n.endswith(".py")]
     return files
+
+
+def verify(files) -> int:
+    "Chunked vs whole-file translation on every pre-filtered file (plus vllm 0.15.0), three targets: the number that differ."
+    from omni_npu_port.conformance import fetch_package
+    path = fetch_package("vllm==0.15.0")           # the smallest archive PyPI has, cached
+    if path.suffix == ".whl":
+        z = zipfile.ZipFile(path)
+        files = files + [(f"vllm==0.15.0/{n}", z.read(n)) for n in z.namelist() if n.endswith(".py")]
+    else:
+        import tarfile
+        with tarfile.open(path) as t:
+            files = files + [(f"vllm==0.15.0/{m.name}", t.extractfile(m).read()) for m in t.getmembers()
+                             if m.isfile() and m.name.endswith(".py")]
+    bad = 0
+    for target in ("vllm-ascend==0.18.0", "vllm-ascend==0.13.0", "vllm-ascend==main"):
+        rules = compile_rules(target)
+        cand = [(n, d) for n, d in files if _might_apply(rules, d)]
+        for name, data in cand:
+            a, b = translate_source(data, rules, name), translate_source(data, rules, name, chunks=False)
+            if (a.output, [d.to_dict() for d in a.diagnostics], a.error is None) != \
+               (b.output, [d.to_dict() for d in b.diagnostics], b.error is None):
+                bad += 1; print(f"  differs: {target} {name}")
+        print(f"verify {target}: {len(cand)} pre-filtered files, chunked and whole-file translation agree on "
+              f"{len(cand) - bad}")
+    return bad
 
 
 def hipify_style_regex():
@@ -105,8 +133,10 @@ def main(argv=None):
     ap.add_argument("--target", default="vllm-ascend==0.18.0")
     ap.add_argument("--jobs", type=int, default=1, help="also time N processes")
     ap.add_argument("--whole", action="store_true", help="also time whole-file translation (no chunks; slow)")
+    ap.add_argument("--verify", action="store_true", help="first check chunked == whole-file translation (about a minute)")
     args = ap.parse_args(argv)
     files = load_tree()
+    if args.verify and verify(files): return 1
     lines = sum(d.count(b"\n") for _, d in files)
     mb = sum(len(d) for _, d in files) / 1e6
     rules = compile_rules(args.target)
