@@ -478,6 +478,8 @@ class _Ctx:
         self.tops: dict = {}                                 # id(Diagnostic) -> top-level statement around it
         self.req_tops: dict = {}                             # id(node needing an import) -> its top-level statement
         self.paths: dict = {}                                # id(Diagnostic) -> the statements around it, outermost first
+        self.path: list = []                                 # the nodes around the traversal, outermost first
+        self.reach: set = set()                              # ids of the nodes on the way to an edit
 
     def require(self, text: str, node):
         "Note that the rewritten code at `node` needs the import `text`."
@@ -487,6 +489,7 @@ class _Ctx:
     def edit(self, node, fn):
         self.edits.setdefault(id(node), []).append(fn)
         self.dirty.update(map(id, self.stmts))
+        self.reach.update(map(id, self.path)); self.reach.add(id(node))
 
     def _mark(self, stmt):
         "Mark a statement and the statements around it as having something to apply."
@@ -550,6 +553,8 @@ def _is_super_call(node) -> bool:
 # %% ../nbs/translate.ipynb #547a8745
 _COMPOUND = (cst.FunctionDef, cst.ClassDef, cst.If, cst.For, cst.While, cst.With, cst.Try, cst.TryStar, cst.Match)
 _STMT_TYPES = frozenset((cst.SimpleStatementLine, *_COMPOUND))   # node classes are final: exact-type checks
+_BLOCKS = frozenset(getattr(cst, n) for n in ("Module", "IndentedBlock", "SimpleStatementSuite", "Else", "ExceptHandler",
+                                              "ExceptStarHandler", "Finally", "MatchCase") if hasattr(cst, n))
 _LOCAL_SCOPES = frozenset((cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp, cst.Lambda))
 
 class _Rule(cst.BatchableCSTVisitor):
@@ -570,6 +575,7 @@ class _Tracker:
 
     def before_visit(self, node) -> None:
         c, t = self.ctx, type(node)
+        c.path.append(node)
         if t in _STMT_TYPES:
             if c.stmts: c.up[id(node)] = c.stmts[-1]
             c.stmts.append(node)
@@ -602,6 +608,7 @@ class _Tracker:
 
     def after_leave(self, node) -> None:
         c, t = self.ctx, type(node)
+        c.path.pop()
         if t in _STMT_TYPES: c.stmts.pop()
         if t is cst.ClassDef: c.classes.pop(); c.scopes.pop()
         elif t is cst.FunctionDef: c.funcs.pop(); c.scopes.pop()
@@ -1322,8 +1329,10 @@ class _Apply(cst.CSTTransformer):
         self.ctx, self.comments = ctx, comments
 
     def on_visit(self, node) -> bool:
-        "Statements without edits or notes inside are kept as they are, unvisited."
-        return not (type(node) in _STMT_TYPES and id(node) not in self.ctx.dirty)
+        "Statements without edits or notes inside are kept as they are, unvisited; so are expressions without edits."
+        t = type(node)
+        if t in _STMT_TYPES: return id(node) in self.ctx.dirty
+        return t in _BLOCKS or id(node) in self.ctx.reach
 
     def on_visit_attribute(self, node, attribute) -> None: pass
     def on_leave_attribute(self, node, attribute) -> None: pass
