@@ -15,6 +15,7 @@ import csv
 import dataclasses
 import functools
 import difflib
+import gc
 import io
 import json
 import os
@@ -1500,6 +1501,17 @@ def translate_source(source: bytes | str, rules: RuleSet | None = None, path: st
     if isinstance(source, bytes) and b"\0" in source:
         t.error = Diagnostic("ONP9002", "binary file (NUL bytes): skipped"); return t
     if not _might_apply(rules, source): return t
+    # the cyclic garbage collector would walk libcst's trees again and again while they are built (about a
+    # tenth of the time); they hold no cycles, so it waits until the file is done (and runs as usual after)
+    paused = gc.isenabled()
+    gc.disable()
+    try: return _translate(t, rules, comments, chunks)
+    finally:
+        if paused: gc.enable()
+
+def _translate(t: Translation, rules: RuleSet, comments: bool, chunks: bool) -> Translation:
+    "`translate_source` past the pre-filter: fills in `t`."
+    source = t.source
     if chunks:   # only the statements a rule can act on (below); None: the whole file
         data = source if isinstance(source, bytes) else source.encode("utf-8", "surrogatepass")
         try: done = _chunked(data, rules, comments)
@@ -2098,6 +2110,7 @@ def _select(data: bytes, plan: _Plan, extra: frozenset = frozenset()):
 
 # %% ../nbs/translate.ipynb #8a1fee58
 _SENTINEL = b"#~onp-chunk~"
+_SPLICED = (cst.ClassDef, cst.FunctionDef, cst.With, cst.For, cst.While, cst.If, cst.Try, *((cst.TryStar,) if hasattr(cst, "TryStar") else ()))
 _SENTINEL_LINE = re.compile(rb"^[ \t]*#~onp-chunk~(\d+)~\r?\n", re.M)
 _COOKIE = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
 
@@ -2182,12 +2195,15 @@ class _Layout:
                         out.append(_Verbatim(self.src[starts[j]:stop].decode("utf-8"))); i += e - j; j = e; continue
                 out.append(new[i]); i += 1; j += 1; continue
             st, o = new[i], old[j] if j < len(old) and len(new) - i == len(old) - j else None
-            if (o is not None and type(st) is type(o) and type(st) in (cst.ClassDef, cst.FunctionDef)
+            if (o is not None and type(st) is type(o) and type(st) in _SPLICED
                     and type(st.body) is cst.IndentedBlock and type(o.body) is cst.IndentedBlock
                     and st.body.indent == o.body.indent and not o.body.footer):
+                nxt = [c for c in (getattr(o, "orelse", None), *getattr(o, "handlers", ()), getattr(o, "finalbody", None))
+                       if c is not None]     # the clause after the block: the block's text ends where it starts
+                stop = stops[j] if not nxt else self.start(nxt[0], False)
                 inner = [self.start(x, False) for x in o.body.body]
-                if any(x is not None for x in inner):
-                    st = st.with_changes(body=st.body.with_changes(body=self.splice(st.body.body, o.body.body, inner, stops[j])))
+                if stop is not None and any(x is not None for x in inner):
+                    st = st.with_changes(body=st.body.with_changes(body=self.splice(st.body.body, o.body.body, inner, stop)))
             out.append(st); i += 1; j += 1 if o is not None else 0
         return out
 
