@@ -1698,6 +1698,7 @@ class _Plan:
         alt = b"|".join(re.escape(w.encode()) for w in sorted({*self.always, *self.parents}, key=len, reverse=True))
         base = b"|".join(re.escape(b.encode()) for b in self.bases) or b"(?!)"
         self.rx = re.compile(rb"\b(?:" + alt + rb"|super)\b|(?:" + base + rb")\b")
+        self.anchor_words = sorted(w.encode() for w in {*self.always, *self.parents, "super"})   # for `_anchors`
         scope = set()                                                  # names the rules ask scope_has about
         for kr in r.keywords.values():
             for spec in kr.add.values():
@@ -2009,6 +2010,26 @@ def _import_binds(m: bytes, a: int, b: int, plan: _Plan) -> set | None:
         out.add(name)
     return out or None
 
+def _word_byte(c: int) -> bool: return c == 95 or 48 <= c <= 57 or 65 <= c <= 90 or 97 <= c <= 122
+
+def _anchors(m: bytes, plan: _Plan) -> list:
+    "[(offset, word)] of `plan.rx`'s matches in order, found with `bytes.find` (a regex led by `\\b` cannot skip ahead)."
+    out, n, words = [], len(m), plan.anchor_words
+    for w in words:
+        k, i = len(w), m.find(w)
+        while i >= 0:
+            if (i == 0 or not _word_byte(m[i - 1])) and (i + k >= n or not _word_byte(m[i + k])): out.append((i, w))
+            i = m.find(w, i + k)
+    for b in plan.bases:   # a runner base: also as the end of a longer name
+        b = b.encode()
+        k, i = len(b), m.find(b)
+        while i >= 0:
+            if (i + k >= n or not _word_byte(m[i + k])) and ((i > 0 and _word_byte(m[i - 1])) or b not in words):
+                out.append((i, b))
+            i = m.find(b, i + k)
+    out.sort()
+    return out
+
 def _select(data: bytes, plan: _Plan, extra: frozenset = frozenset()):
     "[(start, end, filler)] of the statements to translate (filler: a `pass` keeping a class body), or None."
     m, fspans = _mask(data)
@@ -2025,8 +2046,8 @@ def _select(data: bytes, plan: _Plan, extra: frozenset = frozenset()):
         left = a.group(1).decode()
         if left in plan.rules.words or left.endswith(plan.bases): aliases.add(a.group(2).decode())
     hits, sup, runnerish = [], [], []
-    for h in plan.rx.finditer(m):
-        w, i = h.group().decode(), h.start()
+    for i, w in _anchors(m, plan):
+        w = w.decode()
         if w == "super": sup.append(i)
         elif w in plan.always: hits.append(i)
         elif w.endswith(plan.bases) and w not in plan.parents: runnerish.append(i)

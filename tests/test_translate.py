@@ -804,3 +804,14 @@ def test_only_imports_match_nothing_is_parsed(rules):
     t = translate_source(src, rules)
     assert not t.parsed and not t.changed and t.diagnostics == []
     assert translate_source(src + b"torch.cuda.synchronize()\n", rules).parsed
+
+
+def test_anchor_scan_matches_the_anchor_regex(rules):
+    "`_anchors` (bytes.find) finds exactly what the anchor regex finds, in order, on tricky text and a real example."
+    from omni_npu_port.translate import _anchors, _mask, _plan, example_path
+    plan = _plan(rules)
+    texts = [b"GPUModelRunner\n", b"class A(GPUModelRunner): super().x\n", b"OmniGPUModelRunner torch.cuda.synchronize()\n",
+             b"xsuper super_ cuda_ _cuda cuda\ncuda", b"current_stream stream.current_stream()", b"",
+             _mask(example_path().read_bytes())[0]]
+    for m in texts:
+        assert _anchors(m, plan) == [(h.start(), h.group()) for h in plan.rx.finditer(m)]
