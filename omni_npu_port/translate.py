@@ -1880,7 +1880,10 @@ def _cut(data: bytes, m: bytes, x: int, y: int, hits: list, sup: list, plan: _Pl
         for s, e, sts in ranges:
             u = len(span); mine.append(u)
             span.append((s, e)); parent.append(up); heads.append(None); nodes.append(sts)
-            if len(sts) != 1 or type(sts[0]) in _SCOPES or (parts := clauses(sts[0])) is None: continue
+            if len(sts) != 1 or type(sts[0]) in _SCOPES: continue
+            # a compound statement with no anchor inside stays one unit: it can only bind (stubbed) or be read
+            if not (_any_in(hits, s, e) or _any_in(sup, s, e) or body_rx.search(m, s, e)): continue
+            if (parts := clauses(sts[0])) is None: continue
             starts = [o for o, _, _ in parts]
             exts = [s] + [_ext(m, starts[k], len(m[starts[0]:starts[0] + sts[0].col_offset]), starts[k - 1])
                           for k in range(1, len(starts))]
@@ -1890,13 +1893,13 @@ def _cut(data: bytes, m: bytes, x: int, y: int, hits: list, sup: list, plan: _Pl
             heads[u] = [(exts[k], bl[0][0][0], bl[1], expand(bl[0], u)) for k, bl in enumerate(blocks)]
             nodes[u] = [q for _, hp, _ in parts for q in hp if q is not None]
         return mine
+    body_rx = plan.forward_rx if fn[0].name == plan.forward else plan.body_rx
     got = block(fn[0].body, d.start(), y)
     if got is None: return None
     top = expand(got[0], None)
     n = len(span)
     own = [[(s, e)] if heads[u] is None else [(a, b) for a, b, _, _ in heads[u]] for u, (s, e) in enumerate(span)]
     keep = [False] * n
-    body_rx = plan.forward_rx if fn[0].name == plan.forward else plan.body_rx
     hit = [any(_any_in(hits, s, e) or _any_in(sup, s, e) or body_rx.search(m, s, e) is not None for s, e in o)
            for o in own]
     binds = [None] * n
@@ -2117,14 +2120,14 @@ def _select(data: bytes, plan: _Plan, extra: frozenset = frozenset()):
         segs.sort(key=lambda s: (s[0], s[1]))
     # a range may start at its first code line: the blank lines and comments above it then stay where they are
     # (the translator writes its notes right above a statement, and reads only ONP comments among those lines);
-    # done where they are three lines or more (a range of its own costs a sentinel line), and where ranges join
+    # done where they are two lines or more (a range of its own costs a sentinel line), and where ranges join
     def trim(a, b, least):
         c = _CODE_LINE.search(m, a, b)
         if c is None or c.start() == a or b"# ONP" in data[a:c.start()] or data.count(b"\n", a, c.start()) < least: return a
         return c.start()
     out = []
     for a, b, f in segs:   # adjacent ranges become one
-        if f is None: a = trim(a, b, 3)
+        if f is None: a = trim(a, b, 2)
         if out and f is None and out[-1][2] is None and out[-1][1] == a: out[-1] = (out[-1][0], b, None)
         else: out.append((a, b, f))
     return [(trim(a, b, 1), b, None) if f is None else (a, b, f) for a, b, f in out]
