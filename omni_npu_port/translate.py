@@ -2109,8 +2109,8 @@ def _select(data: bytes, plan: _Plan, extra: frozenset = frozenset()):
             else:
                 c = _CODE_LINE.search(m, h, b)
                 segs.append((h, h, re.match(rb"[ \t]*", m[c.start():c.end()]).group() + b"pass"))
+    if not acted: return []   # imports alone (or nothing), and nothing a rule acts on: nothing to translate
     if not has_imports: return None
-    if not acted: return []   # imports alone, and nothing a rule acts on: nothing to translate
     if deferred:   # new imports go after the last import, so it stays; the rest if something kept reads them
         read = set(plan.scope)
         for a, b, f in segs:
