@@ -1709,8 +1709,8 @@ class _Plan:
         self.imports = re.compile(rb"^[ \t]*(?:from|import)\b[^\n]*", re.M)
         # top-level imports a chunk keeps even when nothing kept reads what they bind: those of the packages the
         # NPU side writes (the translator must see them to not add them twice), and the torch-npu anchor
-        roots = {p.npu_symbol.split(".")[0] for p in r.records.values() if p.npu_symbol}
-        self.npu_rx = re.compile(rb"\b(?:" + b"|".join(re.escape(w.encode()) for w in sorted(roots)) + rb")\b") if roots else None
+        self.npu_paths = {".".join(p.npu_symbol.split(".")[:k]).encode() for p in r.records.values() if p.npu_symbol
+                          for k in range(1, p.npu_symbol.count(".") + 2)}   # what an import the translator adds may import
         t = r.rec("dev.torch-npu-import")
         self.anchor = t.gpu.strip().encode() if t is not None else None
         self.alias = re.compile(rb"(\w+)\s+as\s+(\w+)")
@@ -1992,21 +1992,25 @@ def _cut(data: bytes, m: bytes, x: int, y: int, hits: list, sup: list, plan: _Pl
     return segs
 
 _IMPORT = re.compile(rb"\s*import\s+(.*)\Z", re.S)
-_FROM = re.compile(rb"\s*from\s+[\w.]+\s+import\s+(.*)\Z", re.S)
+_FROM = re.compile(rb"\s*from\s+([\w.]+)\s+import\s+(.*)\Z", re.S)
 _IDENT = re.compile(rb"[A-Za-z_]\w*")
 
 def _import_binds(m: bytes, a: int, b: int, plan: _Plan) -> set | None:
     "The names a top-level import statement [a, b) binds, or None: keep it whatever reads it (see `_Plan`)."
     t = re.sub(rb"#[^\n]*", b"", m[a:b]).replace(b"\\\r\n", b" ").replace(b"\\\n", b" ")
-    if b";" in t or (plan.npu_rx is not None and plan.npu_rx.search(t)) or t.strip() == plan.anchor: return None
+    if b";" in t or t.strip() == plan.anchor: return None
     x = _IMPORT.match(t)
     frm = x is None
     if frm and (x := _FROM.match(t.replace(b"(", b" ").replace(b")", b" "))) is None: return None
     out = set()
-    for item in x.group(1).split(b","):
+    for item in x.group(x.lastindex).split(b","):
         p = item.split()
         if len(p) == 3 and p[1] == b"as": name = p[2]
-        elif len(p) == 1: name = p[0] if frm else p[0].split(b".")[0]
+        elif len(p) == 1:
+            name = p[0] if frm else p[0].split(b".")[0]
+            # what the translator may add (`import P`, `from M import N` with M.N a path of an NPU symbol)
+            # must be seen in the chunk, or it would be added twice
+            if (x.group(1) + b"." + p[0] if frm else p[0]) in plan.npu_paths: return None
         elif not p and frm: continue          # a trailing comma in brackets
         else: return None
         if not _IDENT.fullmatch(name): return None
@@ -2032,6 +2036,18 @@ def _anchors(m: bytes, plan: _Plan) -> list:
             i = m.find(b, i + k)
     out.sort()
     return out
+
+def _import_stub(data: bytes, a: int, b: int, read: set) -> bytes | None:
+    "The import statement [a, b) as one line importing only the names in `read` (bytes), or None: keep it as it is."
+    try: body = ast.parse(data[a:b].decode("utf-8")).body
+    except (SyntaxError, ValueError, RecursionError, MemoryError): return None
+    if len(body) != 1 or type(body[0]) not in (ast.Import, ast.ImportFrom): return None
+    st, frm = body[0], type(body[0]) is ast.ImportFrom
+    names = [f"{al.name} as {al.asname}" if al.asname else al.name for al in st.names
+             if (al.asname or (al.name if frm else al.name.split(".")[0])).encode("utf-8") in read]
+    if not names or any(al.name == "*" for al in st.names): return None
+    head = f"from {'.' * st.level}{st.module or ''} import " if frm else "import "
+    return (head + ", ".join(names)).encode("utf-8")
 
 def _select(data: bytes, plan: _Plan, extra: frozenset = frozenset()):
     "[(start, end, filler)] of the statements to translate (filler: a `pass` keeping a class body), or None."
@@ -2116,7 +2132,10 @@ def _select(data: bytes, plan: _Plan, extra: frozenset = frozenset()):
         for a, b, f in segs:
             if f is None: read.update(_ROOT.findall(m, a, b))
         for a, b in fspans: read.update(_ROOT.findall(data, a, b))
-        segs += [(a, b, None) for a, b, binds in deferred if a == last or binds & read]
+        # one kept only for what it binds goes in as a one-line stub importing just the names read (`_Names`
+        # gives an import's names their origin, so the stub binds them exactly as the statement does)
+        segs += [(a, b, None if a == last else _import_stub(data, a, b, read)) for a, b, binds in deferred
+                 if a == last or binds & read]
         segs.sort(key=lambda s: (s[0], s[1]))
     # a range may start at its first code line: the blank lines and comments above it then stay where they are
     # (the translator writes its notes right above a statement, and reads only ONP comments among those lines);
@@ -2125,10 +2144,13 @@ def _select(data: bytes, plan: _Plan, extra: frozenset = frozenset()):
         c = _CODE_LINE.search(m, a, b)
         if c is None or c.start() == a or b"# ONP" in data[a:c.start()] or data.count(b"\n", a, c.start()) < least: return a
         return c.start()
+    first = data.find(b"\n")
+    nl = b"\r\n" if first > 0 and data[first - 1] == 13 else b"\n"
     out = []
-    for a, b, f in segs:   # adjacent ranges become one
+    for a, b, f in segs:   # adjacent ranges become one, and so do adjacent stubs
         if f is None: a = trim(a, b, 2)
         if out and f is None and out[-1][2] is None and out[-1][1] == a: out[-1] = (out[-1][0], b, None)
+        elif out and f is not None and out[-1][2] is not None and out[-1][1] == a: out[-1] = (out[-1][0], b, out[-1][2] + nl + f)
         else: out.append((a, b, f))
     return [(trim(a, b, 1), b, None) if f is None else (a, b, f) for a, b, f in out]
 
