@@ -1995,14 +1995,14 @@ _IMPORT = re.compile(rb"\s*import\s+(.*)\Z", re.S)
 _FROM = re.compile(rb"\s*from\s+([\w.]+)\s+import\s+(.*)\Z", re.S)
 _IDENT = re.compile(rb"[A-Za-z_]\w*")
 
-def _import_binds(m: bytes, a: int, b: int, plan: _Plan) -> set | None:
-    "The names a top-level import statement [a, b) binds, or None: keep it whatever reads it (see `_Plan`)."
+def _import_binds(m: bytes, a: int, b: int, plan: _Plan) -> dict | None:
+    "{name bound: its item} of a top-level import statement [a, b), with its head under None; None: keep it whatever reads it."
     t = re.sub(rb"#[^\n]*", b"", m[a:b]).replace(b"\\\r\n", b" ").replace(b"\\\n", b" ")
     if b";" in t or t.strip() == plan.anchor: return None
     x = _IMPORT.match(t)
     frm = x is None
     if frm and (x := _FROM.match(t.replace(b"(", b" ").replace(b")", b" "))) is None: return None
-    out = set()
+    out = {None: b"from " + x.group(1) + b" import " if frm else b"import "}
     for item in x.group(x.lastindex).split(b","):
         p = item.split()
         if len(p) == 3 and p[1] == b"as": name = p[2]
@@ -2014,8 +2014,8 @@ def _import_binds(m: bytes, a: int, b: int, plan: _Plan) -> set | None:
         elif not p and frm: continue          # a trailing comma in brackets
         else: return None
         if not _IDENT.fullmatch(name): return None
-        out.add(name)
-    return out or None
+        out[name] = b" ".join(p)
+    return out if len(out) > 1 else None
 
 def _word_byte(c: int) -> bool: return c == 95 or 48 <= c <= 57 or 65 <= c <= 90 or 97 <= c <= 122
 
@@ -2037,17 +2037,9 @@ def _anchors(m: bytes, plan: _Plan) -> list:
     out.sort()
     return out
 
-def _import_stub(data: bytes, a: int, b: int, read: set) -> bytes | None:
-    "The import statement [a, b) as one line importing only the names in `read` (bytes), or None: keep it as it is."
-    try: body = ast.parse(data[a:b].decode("utf-8")).body
-    except (SyntaxError, ValueError, RecursionError, MemoryError): return None
-    if len(body) != 1 or type(body[0]) not in (ast.Import, ast.ImportFrom): return None
-    st, frm = body[0], type(body[0]) is ast.ImportFrom
-    names = [f"{al.name} as {al.asname}" if al.asname else al.name for al in st.names
-             if (al.asname or (al.name if frm else al.name.split(".")[0])).encode("utf-8") in read]
-    if not names or any(al.name == "*" for al in st.names): return None
-    head = f"from {'.' * st.level}{st.module or ''} import " if frm else "import "
-    return (head + ", ".join(names)).encode("utf-8")
+def _import_stub(binds: dict, read: set) -> bytes:
+    "An import statement (`_import_binds`) as one line importing only the names in `read`."
+    return binds[None] + b", ".join(item for name, item in binds.items() if name is not None and name in read)
 
 def _select(data: bytes, plan: _Plan, extra: frozenset = frozenset()):
     "[(start, end, filler)] of the statements to translate (filler: a `pass` keeping a class body), or None."
@@ -2134,8 +2126,8 @@ def _select(data: bytes, plan: _Plan, extra: frozenset = frozenset()):
         for a, b in fspans: read.update(_ROOT.findall(data, a, b))
         # one kept only for what it binds goes in as a one-line stub importing just the names read (`_Names`
         # gives an import's names their origin, so the stub binds them exactly as the statement does)
-        segs += [(a, b, None if a == last else _import_stub(data, a, b, read)) for a, b, binds in deferred
-                 if a == last or binds & read]
+        segs += [(a, b, None if a == last else _import_stub(binds, read)) for a, b, binds in deferred
+                 if a == last or read.intersection(binds)]
         segs.sort(key=lambda s: (s[0], s[1]))
     # a range may start at its first code line: the blank lines and comments above it then stay where they are
     # (the translator writes its notes right above a statement, and reads only ONP comments among those lines);
