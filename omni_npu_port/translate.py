@@ -1699,6 +1699,7 @@ class _Plan:
         base = b"|".join(re.escape(b.encode()) for b in self.bases) or b"(?!)"
         self.rx = re.compile(rb"\b(?:" + alt + rb"|super)\b|(?:" + base + rb")\b")
         self.anchor_words = sorted(w.encode() for w in {*self.always, *self.parents, "super"})   # for `_anchors`
+        self.ns_leaves = {_leaf(n) for n in r.namespaces}
         scope = set()                                                  # names the rules ask scope_has about
         for kr in r.keywords.values():
             for spec in kr.add.values():
@@ -2053,9 +2054,10 @@ def _select(data: bytes, plan: _Plan, extra: frozenset = frozenset()):
     itext = b"\n".join(heads)
     imported = {w.decode() for w in _WORD.findall(itext)}
     aliases = set(extra)
-    for a in plan.alias.finditer(itext):
-        left = a.group(1).decode()
-        if left in plan.rules.words or left.endswith(plan.bases): aliases.add(a.group(2).decode())
+    for a in plan.alias.finditer(itext):   # `... X as Y`: every Y is an anchor if X is a symbol or a GPU namespace
+        left = a.group(1).decode()          # (a module holding symbols: `Y.<symbol>` is an anchor anyway, below)
+        if left in plan.always or left in plan.parents or left in plan.ns_leaves or left.endswith(plan.bases):
+            aliases.add(a.group(2).decode())
     hits, sup, runnerish = [], [], []
     for i, w in _anchors(m, plan):
         w = w.decode()
@@ -2465,8 +2467,12 @@ def _translate_many(items, rules: RuleSet, comments: bool = True, jobs: int = 1)
     if jobs <= 1 or len(work) < 2 or sum(len(items[i][0]) for i in work) < _POOL_MIN:
         return [translate_source(d, rules, p, comments=c) for d, p, c in items]
     work.sort(key=lambda i: -len(items[i][0]))
+    import multiprocessing, threading
     from concurrent.futures import ProcessPoolExecutor
-    with ProcessPoolExecutor(min(jobs, len(work)), initializer=_pool_init, initargs=(rules,)) as ex:
+    # fork is cheap, but not safe from a process with threads (a Jupyter kernel): spawn there
+    fork = threading.active_count() == 1 and "fork" in multiprocessing.get_all_start_methods()
+    with ProcessPoolExecutor(min(jobs, len(work)), multiprocessing.get_context("fork" if fork else "spawn"),
+                             initializer=_pool_init, initargs=(rules,)) as ex:
         done = dict(zip(work, ex.map(_pool_translate, [items[i] for i in work])))
     out = []
     for i, (d, p, c) in enumerate(items):
@@ -2621,8 +2627,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--report", metavar="FILE.json", help="write the JSON report")
     ap.add_argument("--summary", metavar="FILE.md|FILE.csv", help="write the human summary (Markdown or CSV)")
     ap.add_argument("-q", "--quiet", action="store_true", help="no summary on stderr")
-    ap.add_argument("-j", "--jobs", type=int, default=1, metavar="N",
-                    help="translate in N processes (0: one per CPU); output and reports are the same")
+    ap.add_argument("-j", "--jobs", type=int, default=0, metavar="N",
+                    help="translate in N processes (default 0: one per CPU, once the files a rule may act on "
+                         "come to 256 KB); output and reports are the same")
     args = ap.parse_args(argv)
     modes = [m for m, on in (("-o", args.output is not None), ("--in-place", args.in_place), ("--check", args.check)) if on]
     if len(modes) > 1: return _fail(f"choose one of -o OUTDIR, --in-place, --check (got {' and '.join(modes)})")

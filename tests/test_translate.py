@@ -764,14 +764,28 @@ def test_names_shadowing_and_scopes(rules):
     assert "f(stream=s)" in body and "return s.stream" in body    # keyword and attribute names are no references
 
 
-def test_jobs_give_the_same_run(tmp_path):
+@pytest.mark.parametrize("start", ["fork", "spawn"])
+def test_jobs_give_the_same_run(tmp_path, monkeypatch, start):
+    import threading
+    import omni_npu_port.translate as tmod
     for i, src in enumerate([DUMMY, CHUNKY, "x = 1\n", GPU[0]]):
         (tmp_path / "src" / f"m{i}.py").parent.mkdir(exist_ok=True)
         (tmp_path / "src" / f"m{i}.py").write_text(src)
     r = compile_rules(T18)
     one = translate_paths([tmp_path / "src"], r, check=True).to_dict()
-    two = translate_paths([tmp_path / "src"], r, check=True, jobs=2).to_dict()
+    monkeypatch.setattr(tmod, "_POOL_MIN", 0)          # a pool even for these small files
+    import multiprocessing
+    used, real = [], multiprocessing.get_context
+    monkeypatch.setattr(multiprocessing, "get_context", lambda method=None: (used.append(method), real(method))[1])
+    done, other = threading.Event(), None
+    if start == "spawn":    # a second thread (as in a Jupyter kernel): the pool must not fork
+        other = threading.Thread(target=done.wait); other.start()
+    try: two = translate_paths([tmp_path / "src"], r, check=True, jobs=2).to_dict()
+    finally:
+        done.set()
+        if other: other.join()
     assert one["files"] == two["files"] and one["totals"]["sites"] > 0
+    assert used == [start] or (start == "fork" and used == ["spawn"] and threading.active_count() > 1)
     assert main([str(tmp_path / "src"), "--check", "-q", "--jobs", "-1"]) == 2
 
 
