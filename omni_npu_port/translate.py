@@ -1883,7 +1883,7 @@ def _cut(data: bytes, m: bytes, x: int, y: int, hits: list, sup: list, plan: _Pl
             span.append((s, e)); parent.append(up); heads.append(None); nodes.append(sts)
             if len(sts) != 1 or type(sts[0]) in _SCOPES: continue
             # a compound statement with no anchor inside stays one unit: it can only bind (stubbed) or be read
-            if not (_any_in(hits, s, e) or _any_in(sup, s, e) or body_rx.search(m, s, e)): continue
+            if not (_any_in(hits, s, e) or _any_in(sup, s, e) or _any_in(body, s, e)): continue
             if (parts := clauses(sts[0])) is None: continue
             starts = [o for o, _, _ in parts]
             exts = [s] + [_ext(m, starts[k], len(m[starts[0]:starts[0] + sts[0].col_offset]), starts[k - 1])
@@ -1895,13 +1895,14 @@ def _cut(data: bytes, m: bytes, x: int, y: int, hits: list, sup: list, plan: _Pl
             nodes[u] = [q for _, hp, _ in parts for q in hp if q is not None]
         return mine
     body_rx = plan.forward_rx if fn[0].name == plan.forward else plan.body_rx
+    body = [q.start() for q in body_rx.finditer(m, x, y)]   # where the words the rules read besides anchors are
     got = block(fn[0].body, d.start(), y)
     if got is None: return None
     top = expand(got[0], None)
     n = len(span)
     own = [[(s, e)] if heads[u] is None else [(a, b) for a, b, _, _ in heads[u]] for u, (s, e) in enumerate(span)]
     keep = [False] * n
-    hit = [any(_any_in(hits, s, e) or _any_in(sup, s, e) or body_rx.search(m, s, e) is not None for s, e in o)
+    hit = [any(_any_in(hits, s, e) or _any_in(sup, s, e) or _any_in(body, s, e) for s, e in o)
            for o in own]
     binds = [None] * n
     def bound(u):   # what a unit binds as `_Names` sees it (a unit binds only names among its words)
@@ -1969,7 +1970,7 @@ def _cut(data: bytes, m: bytes, x: int, y: int, hits: list, sup: list, plan: _Pl
     # the header: where no rule reads it (no anchor, no graph mode), a stub binding the same parameters stands in
     # for it (decorators, annotations and defaults are not needed); the original text stays in the output
     hx, f = span[top[0]][0], fn[0]
-    if (_any_in(hits, x, hx) or _any_in(sup, x, hx) or body_rx.search(m, x, hx) is not None
+    if (_any_in(hits, x, hx) or _any_in(sup, x, hx) or _any_in(body, x, hx)
             or (plan.mode is not None and plan.mode in m[x:hx])):
         segs = [(x, hx, None)]
     else:
