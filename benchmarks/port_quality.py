@@ -6,13 +6,14 @@ GPU runner defines), the difflib ratio (over lines) against the hand-written NPU
   - the port with conflicts resolved by policy: `--prefer npu` / `--prefer omni` (each adds a `# ONP4008` line),
   - baseline 1: vllm-ascend's `NPUModelRunner.<method>` alone,
   - baseline 2: the omni GPU method alone, translated (in its module's import context, same target),
-plus the wall time of a whole-class port (`port_class`, translator on). Every port runs the translator for the
+each once more formatted by `ruff format` (`--format ruff`, the omni source's line length, else 120; the baselines
+formatted the same way for that comparison), plus the wall time of a whole-class port (`port_class`, translator on). Every port runs the translator for the
 target `vllm-ascend==<the NPU base version>` (the catalog's nearest release when it does not list that one).
 
 The vllm / vllm-ascend releases are the ones each vLLM-Omni release declares (RELEASES says where that is written).
 Where the release pins an unreleased vllm-ascend commit, both PyPI neighbours of that commit are measured. Each
 port also gets the older vllm releases the omni copy may lag behind (`history`: the previous omni release's vllm
-and the vllm each NPU base pairs with), so a stale omni side resolves to the NPU base (ONP4012).
+(from three omni releases back) and the vllm each NPU base pairs with), so a stale omni side resolves to the NPU base (ONP4012).
 
 Target (issue 6): port ≥ 0.90 on `_dummy_run` and `_model_forward` and above both baselines; `load_model` above
 both baselines. Sources come from ~/.cache/omni-npu-port/pkgs and are downloaded there (PyPI) when missing.
@@ -29,8 +30,8 @@ import time
 
 from omni_npu_port.catalog import PAIRING, parse_version
 from omni_npu_port.conformance import fetch_package
-from omni_npu_port.port import (PortError, known_ascend, locate, open_tree, port_class, port_method, rules_for,
-                                translate_located)
+from omni_npu_port.port import (PortError, format_code, format_options, known_ascend, locate, open_tree, port_class,
+                                port_method, rules_for, translate_located)
 
 # vLLM-Omni release -> (vllm, [vllm-ascend ...], where the pairing is written). "docs" = the sdist's
 # docs/getting_started (quickstart.md / installation/gpu/cuda.inc.md for vllm, installation/npu/npu.inc.md and
@@ -67,10 +68,12 @@ def ratio(a: str, b: str) -> float:
 VLLM_LINE = ("0.14.1", "0.15.0", "0.16.0", "0.17.0", "0.18.0", "0.19.1", "0.20.0", "0.21.0", "0.22.0", "0.23.0",
              "0.24.0", "0.25.0", "0.26.0", "0.27.1", "0.28.0", "0.29.0", "0.30.0")
 
+LAG = 3   # omni releases back: vLLM-Omni 0.30.0's `_dummy_run` still holds vllm 0.25's `create_mixed_batch` block
+
 def history_for(omni: str, vllm: str, ascend: str) -> list[str]:
-    "Older vllm releases the omni copy may lag behind: from the previous omni release's vllm up to the declared one."
+    "Older vllm releases the omni copy may lag behind: from the vllm of the omni release LAG releases back up to the declared one."
     keys = sorted(RELEASES, key=parse_version)
-    prev = [RELEASES[k][0] for k in keys if parse_version(k) < parse_version(omni)][-1:]
+    prev = [RELEASES[k][0] for k in keys if parse_version(k) < parse_version(omni)][-LAG:][:1]
     lo = parse_version(prev[0]) if prev else parse_version(vllm)
     paired = [PAIRING[ascend][0]] if ascend in PAIRING else []
     cands = [h for h in VLLM_LINE if lo <= parse_version(h) < parse_version(vllm)] + paired
@@ -99,15 +102,22 @@ def run(vllm: str, ascend: str, omni: str, hist=()) -> dict:
             try: history.append(locate(f"{h}/{GPU_FILE}:GPUModelRunner.{m}"))
             except PortError: pass
         omni_t = translate_located(go, rules)[0]
-        row = {"method": m, "npu_base": ratio(nb.method_source, hand) if nb else None, "omni_translated": ratio(omni_t, hand)}
+        ll, settings = format_options(go)
+        fmt = lambda code: format_code(code, "ruff", ll, settings)[0]
+        row = {"method": m, "npu_base": ratio(nb.method_source, hand) if nb else None, "omni_translated": ratio(omni_t, hand),
+               "npu_base_ruff": ratio(fmt(nb.method_source), hand) if nb else None,
+               "omni_translated_ruff": ratio(fmt(omni_t), hand), "line_length": ll}
         if nb and gb:
             for pol in POLICIES:
                 r = port_method(gb, go, nb, target=rules, prefer=pol, history=history)
                 row[f"port_{pol}"] = ratio(r.code, hand)
                 if pol == "markers": row.update(style=r.style, conflicts=r.conflicts)
                 if pol == "npu": row["resolved"] = sum(d.code == "ONP4008" for d in r.diagnostics)
+            r = port_method(gb, go, nb, target=rules, history=history, format="ruff")
+            row.update(port_ruff=ratio(r.code, hand), ruff_kept=[d.message for d in r.diagnostics if d.code == "ONP4014"])
         else:   # omni-only method: the translated omni method is the port
-            row.update(style="omni-only", conflicts=0, resolved=0, **{f"port_{p}": row["omni_translated"] for p in POLICIES})
+            row.update(style="omni-only", conflicts=0, resolved=0, port_ruff=row["omni_translated_ruff"], ruff_kept=[],
+                       **{f"port_{p}": row["omni_translated"] for p in POLICIES})
         rows.append(row)
     t0 = time.perf_counter()
     cls = port_class(locate(f"{v}:GPUModelRunner", False), locate(f"{o}:OmniGPUModelRunner", False),
@@ -115,11 +125,11 @@ def run(vllm: str, ascend: str, omni: str, hist=()) -> dict:
     return {"vllm": vllm, "vllm_ascend": ascend, "vllm_omni": omni, "history": list(hist), "rows": rows,
             "class_port_seconds": time.perf_counter() - t0, "class_ported": cls.stats["styles"]}
 
-def meets(row: dict) -> bool | None:
-    "Whether a row meets issue 6's target for its method (None: the method has no target)."
+def meets(row: dict, fmt: str = "") -> bool | None:
+    "Whether a row meets issue 6's target for its method (None: no target); fmt='_ruff': formatted port against formatted baselines."
     if row["method"] not in TARGETS: return None
-    floor, p = TARGETS[row["method"]], row["port_markers"]
-    return (floor is None or p >= floor) and all(p > (b or 0) for b in (row["npu_base"], row["omni_translated"]))
+    floor, p = TARGETS[row["method"]], row["port_ruff" if fmt else "port_markers"]
+    return (floor is None or p >= floor) and all(p > (b or 0) for b in (row["npu_base" + fmt], row["omni_translated" + fmt]))
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -139,27 +149,33 @@ def main(argv=None) -> int:
             hist = args.history if args.history is not None else history_for(omni, vllm, asc)
             results.append(run(vllm, asc, omni, hist))
     for res in results:
-        for r in res["rows"]: r["meets_target"] = meets(r)
+        for r in res["rows"]: r["meets_target"], r["meets_target_ruff"] = meets(r), meets(r, "_ruff")
     if args.json:
         print(json.dumps(results, indent=2)); return 0
     f = lambda x: "  n/a" if x is None else f"{x:.3f}"
     for res in results:
         print(f"\nvllm-omni {res['vllm_omni']}: vllm {res['vllm']} + vllm-ascend {res['vllm_ascend']}"
               f" (history: {', '.join(res['history']) or 'none'}; translator on)")
-        print(f"{'method':<38}{'style':<14}{'confl':>6}{'markers':>9}{'npu':>8}{'omni':>8}{'NPU base':>10}{'omni tr.':>10}  target")
+        print(f"{'method':<38}{'style':<14}{'confl':>6}{'markers':>9}{'npu':>8}{'omni':>8}{'NPU base':>10}{'omni tr.':>10}  "
+              f"{'target':<9}{'ruff':>7}{'NPU b.':>8}{'omni t.':>8}  target")
         for r in res["rows"]:
             t = {True: "met", False: "NOT met", None: ""}[r["meets_target"]]
-            print(f"{r['method']:<38}{r['style']:<14}{r['conflicts']:>6}{f(r['port_markers']):>9}{f(r['port_npu']):>8}"
-                  f"{f(r['port_omni']):>8}{f(r['npu_base']):>10}{f(r['omni_translated']):>10}  {t}")
+            tr = {True: "met", False: "NOT met", None: ""}[r["meets_target_ruff"]] + (" (kept unformatted)" if r["ruff_kept"] else "")
+            print(f"{r['method'][:37]:<38}{r['style']:<14}{r['conflicts']:>6}{f(r['port_markers']):>9}{f(r['port_npu']):>8}"
+                  f"{f(r['port_omni']):>8}{f(r['npu_base']):>10}{f(r['omni_translated']):>10}  {t:<9}"
+                  f"{f(r['port_ruff']):>7}{f(r['npu_base_ruff']):>8}{f(r['omni_translated_ruff']):>8}  {tr}")
         print(f"whole-class port: {res['class_port_seconds']:.2f} s, ported "
               f"{', '.join(f'{k} ({v})' for k, v in res['class_ported'].items())}")
     print("\nmarkers / npu / omni = the port with --prefer markers (conflicts left as markers) / npu / omni; "
-          "target: markers ≥ 0.90 (_dummy_run, _model_forward) and above both baselines.")
-    print("\nsummary (pairings meeting the target / pairings measured):")
-    for m in TARGETS:
-        rs = [(res, r) for res in results for r in res["rows"] if r["method"] == m]
-        ok = [f"{res['vllm_omni']}/{res['vllm_ascend']}" for res, r in rs if r["meets_target"]]
-        print(f"  {m:<16} {len(ok)}/{len(rs)}" + (f"  (met: {', '.join(ok)})" if ok else ""))
+          "target: markers ≥ 0.90 (_dummy_run, _model_forward) and above both baselines.\n"
+          "ruff = the markers port with --format ruff; NPU b. / omni t. = the two baselines formatted the same way "
+          "(its target compares the formatted port with those).")
+    for key, what in (("meets_target", "unformatted"), ("meets_target_ruff", "--format ruff")):
+        print(f"\nsummary, {what} (pairings meeting the target / pairings measured):")
+        for m in TARGETS:
+            rs = [(res, r) for res in results for r in res["rows"] if r["method"] == m]
+            ok = [f"{res['vllm_omni']}/{res['vllm_ascend']}" for res, r in rs if r[key]]
+            print(f"  {m:<16} {len(ok)}/{len(rs)}" + (f"  (met: {', '.join(ok)})" if ok else ""))
     slow = max((res["class_port_seconds"] for res in results), default=0)
     print(f"  whole-class port ≤ {slow:.2f} s on every pairing (target < 5 s)")
     return 0

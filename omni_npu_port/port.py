@@ -17,7 +17,10 @@ import io
 import json
 import os
 import re
+import shutil
+import subprocess
 import sys
+import tarfile
 import tempfile
 import textwrap
 import time
@@ -27,18 +30,22 @@ from pathlib import Path
 
 import merge3
 
+try: import tomllib
+except ModuleNotFoundError: import tomli as tomllib   # Python 3.10
+
 from .catalog import CATALOG, PAIRING, VLLM_ASCEND_VERSIONS, parse_version
 from .conformance import PACKAGES, SourceError, SourceTree, open_source, resolve
 from .translate import RuleSet, compile_rules, translate_source
 
 # %% auto #0
-__all__ = ['FENCE_TEXT', 'FENCE_RE', 'INLINE_MARK', 'CODES', 'SCRATCH', 'PREFER', 'Diagnostic', 'PortError', 'MethodSpec',
-           'parse_spec', 'Located', 'method_text', 'open_tree', 'locate', 'rules_for', 'known_ascend', 'target_of',
-           'target_check', 'from_translator', 'translate_methods', 'translate_located', 'translate_code',
-           'translator_check', 'pairing_check', 'code_tokens', 'logical_units', 'adopt_layout', 'Hunk', 'merge_hunks',
-           'refine_conflict', 'render', 'extends_by_super', 'port_super_call', 'port_super_inline', 'PortResult',
-           'port_method', 'ClassPlan', 'needs_translation', 'accepts_npu_calls', 'plan_class', 'port_class',
-           'write_atomic', 'main']
+__all__ = ['FENCE_TEXT', 'FENCE_RE', 'INLINE_MARK', 'CODES', 'SCRATCH', 'PREFER', 'RUFF_LINE_LENGTH', 'FORMATTERS', 'Diagnostic',
+           'PortError', 'MethodSpec', 'parse_spec', 'Located', 'method_text', 'open_tree', 'locate', 'rules_for',
+           'known_ascend', 'target_of', 'target_check', 'from_translator', 'translate_methods', 'translate_located',
+           'translate_code', 'translator_check', 'pairing_check', 'code_tokens', 'logical_units', 'adopt_layout',
+           'Hunk', 'merge_hunks', 'refine_conflict', 'render', 'extends_by_super', 'port_super_call',
+           'port_super_inline', 'ruff_bin', 'ruff_settings', 'format_options', 'format_code', 'override_calls',
+           'override_calls_in_base', 'PortResult', 'port_method', 'ClassPlan', 'needs_translation', 'accepts_npu_calls',
+           'plan_class', 'port_class', 'write_atomic', 'main']
 
 # %% ../nbs/port.ipynb #20e85044
 FENCE_TEXT = "# ---------------------------------------Omni-new----------------------------------------------"
@@ -59,6 +66,8 @@ CODES = {
     "ONP4011": "a line both sides add at different places is kept once, where the NPU base has it",
     "ONP4012": "the omni side repeats an older vllm's text here (omni has not followed the base change): the NPU side is kept",
     "ONP4013": "the omni side edits a statement the NPU base deleted, and nothing kept uses what it binds: the deletion stands",
+    "ONP4014": "not formatted: the unformatted port is kept",
+    "ONP4015": "the NPU base calls a method the omni class overrides: in the port that call runs the omni method",
     "ONP4101": "the source versions do not pair (catalog PAIRING)",
     "ONP4102": "the translator failed on this method's module: the code is copied untranslated",
     "ONP4104": "the catalog does not know this vllm-ascend release: translated with the nearest newer release's rules",
@@ -550,6 +559,11 @@ def merge_hunks(base: str, omni: str, npu: str, history: tuple[str, ...] | list[
                 omni_l = shift([l.text for l in a])
                 if b == z:
                     hunks.append(Hunk("omni" if a else "omni-delete", omni_l, omni=omni_l, base=[l.text for l in z]))
+                elif history and any(_stale([l.text for l in a], [l.text for l in z], old) for old in history):
+                    # the whole region, before it is split: omni repeats an older vllm where both sides moved on
+                    what = (a or z)[0].text.strip()
+                    hunks.append(Hunk("npu", [l.text for l in b], npu=[l.text for l in b], base=[l.text for l in z],
+                                      code="ONP4012", note=f"{CODES['ONP4012']}: {what!r}…"))
                 else:
                     hunks.extend(refine_conflict(z, a, b, shift))
         if zend > zmatch:
@@ -628,6 +642,7 @@ def _slide_insertions(hunks: list[Hunk]) -> list[Hunk]:
 def _tokens_in(part: list[str], whole: str) -> bool:
     "Whether the code tokens of `part` occur, in a row, among those of `whole` (layout and comments ignored)."
     tp, tw = code_tokens("\n".join(part)), code_tokens(whole)
+    if tp and tp[-1] == ",": tp = tp[:-1]     # a part cut before its closing bracket keeps a comma `whole` drops
     return bool(tp) and f"\x00{chr(0).join(tp)}\x00" in f"\x00{chr(0).join(tw)}\x00"
 
 def _stale(omni: list[str], base: list[str], older: str) -> bool:
@@ -1161,6 +1176,248 @@ def _core(gpu_fn, npu_fn, var: str) -> ast.stmt | None:
         if binds: return st if all(isinstance(n, ast.Assign) and calls_it(n.value) for n in binds) else None
     return None
 
+# %% ../nbs/port.ipynb #bf123837
+RUFF_LINE_LENGTH = 120
+FORMATTERS = ("ruff",)
+_MASK = "# ONP-MASK "
+_MARKERS = ("<<<<<<<", "=======", ">>>>>>>")
+
+def ruff_bin() -> str:
+    "The ruff executable (the `ruff` package's, else `ruff` on PATH); PortError naming `pip install ruff` if there is none."
+    try:
+        from ruff.__main__ import find_ruff_bin
+        return os.fsdecode(find_ruff_bin())
+    except (ImportError, FileNotFoundError): pass
+    exe = shutil.which("ruff")
+    if exe: return exe
+    raise PortError("--format ruff needs ruff, which is not installed: pip install ruff")
+
+def _toml(text: str) -> dict:
+    try: return tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError): return {}
+
+def _ruff_table(name: str, text: str) -> dict | None:
+    "The ruff settings of one config file's text (None when it has none): ruff.toml is all ruff, pyproject its [tool.ruff]."
+    data = _toml(text)
+    if name == "pyproject.toml": return data.get("tool", {}).get("ruff")
+    return data
+
+_RUFF_FILES = (".ruff.toml", "ruff.toml", "pyproject.toml")   # ruff's precedence within one directory
+
+@functools.lru_cache(maxsize=64)
+def _ruff_settings_at(origin: str, kind: str | None) -> dict:
+    p = Path(origin)
+    if kind == "sdist":
+        with tarfile.open(p) as tf:
+            found = {}
+            for m in tf:
+                top, _, rel = m.name.partition("/")
+                if m.isfile() and rel in _RUFF_FILES: found[rel] = tf.extractfile(m).read().decode("utf-8", "replace")
+        dirs = [lambda n: found.get(n)]
+    elif kind in ("directory", None):
+        start = p.resolve() if kind else p.resolve().parent
+        dirs = [lambda n, d=d: (d / n).read_text() if (d / n).is_file() else None for d in [start, *start.parents]]
+    else: return {}                                          # a wheel or an installed package ships no config
+    for read in dirs:
+        for name in _RUFF_FILES:
+            text = read(name)
+            table = _ruff_table(name, text) if text is not None else None
+            if table is not None: return table
+    return {}
+
+def ruff_settings(loc: "Located") -> dict:
+    "The ruff settings a method's source declares ({} when it has none): `line-length`, `indent-width`, `format`, …"
+    if loc.tree is None: return _ruff_settings_at(str(loc.origin), None)
+    root = getattr(loc.tree.reader, "root", None)
+    if loc.tree.kind == "directory" and root is not None: return _ruff_settings_at(str(root), "directory")
+    return _ruff_settings_at(str(loc.tree.origin), loc.tree.kind)
+
+def format_options(omni: "Located", line_length: int | None = None) -> tuple[int, dict]:
+    "The line length (given, else the omni source's, else 120) and the ruff settings a port of `omni` is formatted with."
+    settings = ruff_settings(omni)
+    ll = line_length or settings.get("line-length")
+    return (ll if isinstance(ll, int) and ll > 0 else RUFF_LINE_LENGTH), settings
+
+def _ruff_args(settings: dict, line_length: int) -> list[str]:
+    "Command-line settings for `ruff format --isolated`: the line length, the indent width and the `format` table's scalars."
+    args = ["--line-length", str(line_length)]
+    if isinstance(settings.get("indent-width"), int): args += ["--config", f"indent-width = {settings['indent-width']}"]
+    for k, v in (settings.get("format") or {}).items():
+        if isinstance(v, bool): args += ["--config", f"format.{k} = {'true' if v else 'false'}"]
+        elif isinstance(v, (int, str)): args += ["--config", f"format.{k} = {json.dumps(v)}"]
+    return args
+
+# %% ../nbs/port.ipynb #a3952f61
+def _mask_conflicts(lines: list[str]) -> tuple[list[str], dict[int, str]]:
+    "Conflict markers and each conflict's omni side as placeholder comments at the NPU side's indentation (which stays code)."
+    out, masked, i = [], {}, 0
+    while i < len(lines):
+        at = lambda k, m: lines[k].lstrip().startswith(m)          # class mode indents the markers with the method
+        if not at(i, "<<<<<<<"): out.append(lines[i]); i += 1; continue
+        mid = next((k for k in range(i + 1, len(lines)) if at(k, "=======")), None)
+        end = next((k for k in range(mid + 1, len(lines)) if at(k, ">>>>>>>")), None) if mid else None
+        if end is None: out.append(lines[i]); i += 1; continue      # not a conflict block: left for the parser
+        npu = [l for l in lines[i + 1: mid] if l.strip()]
+        prev = next((l for l in reversed(out) if l.strip() and not l.lstrip().startswith("#")), "")
+        ind = " " * (min(map(_indent, npu)) if npu else max(_indent(prev), 0) + 4 * prev.rstrip().endswith(":"))
+        for k in range(i, end + 1):
+            if i < k < mid: out.append(lines[k]); continue
+            out.append(f"{ind}{_MASK}{len(masked)}"); masked[len(masked)] = lines[k]
+        i = end + 1
+    return out, masked
+
+def _unmask(lines: list[str], masked: dict[int, str]) -> list[str]:
+    pat = re.compile(rf"^\s*{re.escape(_MASK)}(\d+)\s*$")
+    return [masked[int(m.group(1))] if (m := pat.match(l)) else l for l in lines]
+
+def _comments(code: str) -> list[tuple[int, str]]:
+    "(line, words) of every comment of parseable code."
+    out = []
+    for tok in tokenize.generate_tokens(io.StringIO(code).readline):
+        if tok.type == tokenize.COMMENT: out.append((tok.start[0], " ".join(tok.string.lstrip("#").split())))
+    return out
+
+def _format_line_map(old: str, new: str) -> dict[int, int]:
+    "Old line → new line, through the two syntax trees (equal node for node) and the comments (equal one for one)."
+    m: dict[int, int] = {}
+    for a, b in zip(ast.walk(ast.parse(old)), ast.walk(ast.parse(new))):
+        if hasattr(a, "lineno") and hasattr(b, "lineno"): m[a.lineno] = min(m.get(a.lineno, b.lineno), b.lineno)
+    for (la, _), (lb, _) in zip(_comments(old), _comments(new)): m.setdefault(la, lb)
+    return m
+
+def format_code(code: str, formatter: str = "ruff", line_length: int = RUFF_LINE_LENGTH, settings: dict | None = None,
+                diagnostics: list[Diagnostic] = (), indent: int | None = None) -> tuple[str, list[Diagnostic]]:
+    "Ported code formatted by ruff when its syntax tree and comments stay the same (else unchanged, ONP4014); diagnostics moved along."
+    if formatter not in FORMATTERS: raise PortError(f"--format {formatter}: choose one of {', '.join(FORMATTERS)}")
+    exe = ruff_bin()
+    keep = lambda why: (code, [*diagnostics, Diagnostic("ONP4014", f"{CODES['ONP4014']}: {why}", None, "warning")])
+    lines, masked = _mask_conflicts(code.splitlines())
+    if indent is None:   # a lone method is formatted inside a class, where it will live
+        indent = 4 if lines and re.match(r"(@|def |async def )", lines[0]) else 0
+    head = ["class _OmniPortFormat:"] if indent else []
+    src = "\n".join(head + [(" " * indent + l) if l.strip() else "" for l in lines]) + "\n"
+    try: before = ast.dump(ast.parse(src)); cb = [w for _, w in _comments(src)]
+    except (SyntaxError, tokenize.TokenError) as e: return keep(f"it does not parse with its conflicts masked ({getattr(e, 'msg', e)})")
+    p = subprocess.run([exe, "format", "--isolated", *_ruff_args(settings or {}, line_length), "--stdin-filename",
+                        "ported.py", "-"], input=src, capture_output=True, text=True)
+    if p.returncode: return keep(f"ruff format failed ({(p.stderr.strip().splitlines() or ['?'])[0]})")
+    out = p.stdout
+    try: after = ast.dump(ast.parse(out)); ca = [w for _, w in _comments(out)]
+    except (SyntaxError, tokenize.TokenError) as e: return keep(f"ruff's output does not parse ({getattr(e, 'msg', e)})")
+    if after != before: return keep("ruff would change the syntax tree")
+    if ca != cb: return keep("ruff would change the comments (fences, marks or notes)")
+    lmap = _format_line_map(src, out)
+    new = out.splitlines()[len(head):]
+    if indent: new = [l[indent:] if l.startswith(" " * indent) else l for l in new]
+    new = _unmask(new, masked)
+    moved = []
+    for d in diagnostics:
+        d = Diagnostic(**asdict(d))
+        if d.line:
+            k = d.line + len(head)
+            while k not in lmap and k < len(lines) + len(head): k += 1     # a blank line: the next mapped one
+            d.line = lmap[k] - len(head) if k in lmap else d.line
+        moved.append(d)
+    return "\n".join(new) + "\n", moved
+
+# %% ../nbs/port.ipynb #5327476c
+def _omni_methods(gpu_omni: Located, gpu_base: Located | None = None) -> dict[str, ast.FunctionDef]:
+    "The methods the omni class defines, itself or through its bases defined in the same module (never the GPU base's): name → def."
+    stop = {gpu_base.cls_node.name, gpu_base.owner} if gpu_base is not None else set()
+    mod = gpu_omni.tree.module_ast(gpu_omni.module) if gpu_omni.tree is not None else ast.parse(gpu_omni.module_text)
+    classes, todo, seen, out = _top_classes(mod), [gpu_omni.cls_node], set(), {}
+    while todo:                     # breadth first, so a class's own method wins over its bases' (as in the MRO)
+        c = todo.pop(0)
+        if c.name in seen or c.name in stop: continue
+        seen.add(c.name)
+        for n, fn in _own_methods(c).items(): out.setdefault(n, fn)
+        todo += [classes[x.id] for x in c.bases if isinstance(x, ast.Name) and x.id in classes]
+    return out
+
+def _self_calls(line: str) -> list[str]:
+    "Names `m` of the `self.m(` calls on a line (strings and comments skipped)."
+    toks = []
+    for t in _TOKEN.findall(line):
+        if t.startswith("#"): break
+        toks.append(t)
+    return [toks[i + 2] for i in range(len(toks) - 3)
+            if toks[i] == "self" and toks[i + 1] == "." and toks[i + 3] == "(" and (i == 0 or toks[i - 1] != ".")]
+
+def _fits(call: ast.Call | None, fn: ast.FunctionDef) -> bool | None:
+    "Whether a call's arguments bind to a method's parameters (None: the call could not be read)."
+    if call is None: return None
+    a = fn.args
+    pos = [p.arg for p in a.posonlyargs + a.args][1:]
+    if any(isinstance(x, ast.Starred) for x in call.args) or any(k.arg is None for k in call.keywords): return None
+    if len(call.args) > len(pos) and not a.vararg: return False
+    taken = set(pos[: len(call.args)])
+    names = set(pos) | {p.arg for p in a.kwonlyargs}
+    for k in call.keywords:
+        if k.arg in taken or (k.arg not in names and not a.kwarg): return False
+        taken.add(k.arg)
+    required = pos[: len(pos) - len(a.defaults)] + [p.arg for p, d in zip(a.kwonlyargs, a.kw_defaults) if d is None]
+    return all(r in taken for r in required)
+
+def _call_at(code_lines: list[str], line: int, name: str) -> ast.Call | None:
+    "The `self.<name>(...)` call that starts on a line of the port (the statement around it parsed alone)."
+    for end in range(line, min(line + 40, len(code_lines)) + 1):
+        try: tree = ast.parse(textwrap.dedent("\n".join(code_lines[line - 1: end])))
+        except SyntaxError: continue
+        return next((n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                     and n.func.attr == name and isinstance(n.func.value, ast.Name) and n.func.value.id == "self"), None)
+    return None
+
+def _override_note(name: str, omni_cls: str, fits: bool | None, ported: bool = False) -> str:
+    how = {True: "its arguments fit that method's parameters", False: "its arguments do NOT fit that method's parameters",
+           None: "check that its arguments fit that method's parameters"}[fits]
+    what = f"{omni_cls}.{name} (ported or translated in this module)" if ported else f"{omni_cls}.{name}"
+    return f"{CODES['ONP4015']}: self.{name}(...) now runs {what}, not vllm-ascend's; {how}"
+
+def override_calls(lines: list[str], origins: list[str], omni: dict[str, ast.FunctionDef], omni_cls: str,
+                   this: str) -> list[Diagnostic]:
+    "ONP4015 at every NPU line of a port that calls `self.m(...)` where the omni class overrides `m` (not the ported method)."
+    out = []
+    for i, (l, o) in enumerate(zip(lines, origins), 1):
+        if o != "npu": continue
+        for name in dict.fromkeys(_self_calls(l)):
+            if name in omni and name != this:
+                out.append(Diagnostic("ONP4015", _override_note(name, omni_cls, _fits(_call_at(lines, i, name), omni[name])), i))
+    return out
+
+def _refit_overrides(diags: list[Diagnostic], bodies: dict[str, str], npu_srcs: dict[str, str],
+                     omni: dict[str, ast.FunctionDef], cname: str) -> list[Diagnostic]:
+    "Class mode: ONP4015 judged against the methods the ported class really has (ported or translated), not the omni GPU ones."
+    final = dict(omni)
+    for n, b in bodies.items():
+        try: final[n] = ast.parse(textwrap.dedent(b)).body[0]
+        except SyntaxError: pass                          # unresolved conflict markers: the omni method stands in
+    out, done = [], set()
+    for d in diags:
+        m = re.search(r"self\.(\w+)\(\.\.\.\) now runs", d.message) if d.code == "ONP4015" else None
+        if not m or m.group(1) not in bodies: out.append(d); continue
+        callee, lines = m.group(1), bodies.get(d.where, "").splitlines()
+        if d.where in npu_srcs:                           # an explicit base call: the calls inside the NPU method
+            if d.where in done: continue
+            done.add(d.where)
+            out += [Diagnostic("ONP4015", n, d.line, d.severity, d.where)
+                    for n in override_calls_in_base(npu_srcs[d.where], final, cname, d.where, set(bodies))]
+            continue
+        fits = _fits(_call_at(lines, d.line, callee), final[callee]) if d.line and d.line <= len(lines) else None
+        out.append(Diagnostic("ONP4015", _override_note(callee, cname, fits, True), d.line, d.severity, d.where))
+    return out
+
+def override_calls_in_base(npu_src: str, omni: dict[str, ast.FunctionDef], omni_cls: str, this: str,
+                           ported: set = frozenset()) -> list[str]:
+    "The notes for the `self.m(...)` calls inside an NPU base method that the omni class overrides (an explicit base call runs them)."
+    fn = ast.parse(npu_src).body[0]
+    notes = {}
+    for n in _walk_no_nested(fn):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name) \
+                and n.func.value.id == "self" and n.func.attr in omni and n.func.attr != this:
+            notes.setdefault(n.func.attr, _override_note(n.func.attr, omni_cls, _fits(n, omni[n.func.attr]),
+                                                         n.func.attr in ported))
+    return list(notes.values())
+
 # %% ../nbs/port.ipynb #c8de38e7
 @dataclass
 class PortResult:
@@ -1205,8 +1462,9 @@ def _super_spans(code: str) -> set:
 
 def port_method(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_style: str = "auto",
                 target: str | RuleSet | None = None, fence: bool = True, prefer: str = "markers",
-                history: list[Located] = ()) -> PortResult:
-    "Port one omni method onto the NPU base: three-way merge, or a super()-extension port (`history`: older GPU bases)."
+                history: list[Located] = (), format: str | None = None, line_length: int | None = None) -> PortResult:
+    "Port one omni method onto the NPU base: three-way merge, or a super()-extension port (`history`: older GPU bases; `format`: ruff)."
+    if format: ruff_bin()                 # no ruff: say so before the work
     name = gpu_omni.method_node.name
     rules = rules_for(target or target_of(npu_base))
     npu_cls = npu_base.owner or npu_base.cls_node.name
@@ -1234,11 +1492,20 @@ def port_method(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_s
                            fence, prefer, origins)
     diags += d2
     diags += _delta_diags(tdiags, omni_t.splitlines(), lines, origins, skip)
+    omni_defs, omni_cls = _omni_methods(gpu_omni, gpu_base), gpu_omni.cls_node.name
+    if style == "super-call":   # the explicit base call runs the NPU method, whose own self-calls reach omni overrides
+        at = next((i for i, l in enumerate(lines, 1) if f"{npu_cls}.{name}(self" in l), None)
+        diags += [Diagnostic("ONP4015", n, at) for n in override_calls_in_base(npu, omni_defs, omni_cls, name)]
+    else: diags += override_calls(lines, origins, omni_defs, omni_cls, name)
     code = "\n".join(lines) + "\n"
     if not (prefer in ("markers", "git") and any(d.code == "ONP4001" for d in diags)):   # markers explain themselves
         diags += _parse_check(code, name)
     for d in diags: d.where = d.where or name
-    return PortResult(code, diags, style, name, {"lines": len(lines)})
+    if format:
+        ll, settings = format_options(gpu_omni, line_length)
+        code, diags = format_code(code, format, ll, settings, diags)
+        for d in diags: d.where = d.where or name
+    return PortResult(code, diags, style, name, {"lines": code.count("\n")})
 
 # %% ../nbs/port.ipynb #6c445e90
 def _class_label(omni_cls: str) -> str:
@@ -1345,26 +1612,33 @@ def _translated_imports(loc: Located, rules: RuleSet) -> str:
 
 def port_class(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_style: str = "auto",
                target: str | RuleSet | None = None, class_name: str | None = None, prefer: str = "markers",
-               history: list[Located] = ()) -> PortResult:
-    "Port every omni override of a class; returns a module with its imports (`history`: older GPU base classes)."
+               history: list[Located] = (), format: str | None = None, line_length: int | None = None) -> PortResult:
+    "Port every omni override of a class; returns a module with its imports (`history`: older GPU base classes; `format`: ruff)."
+    if format: ruff_bin()
     t0 = time.perf_counter()
+    ll, settings = format_options(gpu_omni, line_length) if format else (None, {})
     rules = rules_for(target or target_of(npu_base))       # compiled once for the whole class
     plan = plan_class(gpu_base, gpu_omni, npu_base, rules)
     diags = pairing_check(gpu_base, npu_base) + target_check(npu_base, rules)
-    bodies, styles = [], {}
+    bodies, styles, npu_srcs = [], {}, {}
     for name in plan.port:
         r = port_method(_method_located(gpu_base, name), _method_located(gpu_omni, name),
                         _method_located(npu_base, name), super_style, rules, prefer=prefer,
-                        history=[m for h in history if (m := _method_located(h, name))])
+                        history=[m for h in history if (m := _method_located(h, name))], format=format, line_length=ll)
         diags += [d for d in r.diagnostics if d.code not in ("ONP4101", "ONP4104")]
         bodies.append(r.code); styles[name] = r.style
+        if r.style == "super-call": npu_srcs[name] = _method_located(npu_base, name).method_source
     for name in plan.translate:
         new, d = translate_located(_method_located(gpu_omni, name), rules)
+        d = [Diagnostic(x.code, x.message, x.line, x.severity, name, x.record) for x in d]
+        if format: new, d = format_code(new, format, ll, settings, d)
         diags += [Diagnostic("ONP4007", CODES["ONP4007"], None, "info", where=name)] + \
-                 [Diagnostic(x.code, x.message, x.line, x.severity, name, x.record) for x in d]
+                 [Diagnostic(**{**asdict(x), "where": x.where or name}) for x in d]
         bodies.append(new); styles[name] = "omni-only"
     omni_cls, npu_cls = gpu_omni.cls_node.name, npu_base.cls_node.name
     cname = class_name or _class_label(omni_cls)
+    diags = _refit_overrides(diags, dict(zip(plan.port + plan.translate, bodies)), npu_srcs,
+                             _omni_methods(gpu_omni, gpu_base), cname)
     methods = "\n".join(textwrap.indent(b, "    ") for b in bodies) or "    pass\n"
     inherited = ", ".join(plan.inherit)
     cls_code = f"class {cname}({omni_cls}, {npu_cls}):\n" + \
@@ -1382,6 +1656,9 @@ def port_class(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_st
               'Omni additions are fenced by `----Omni-new----` comments; `<<<<<<<` marks an unresolved conflict."""\n')
     code = header + "\n" + "\n".join(imports) + "\n\n\n" + cls_code
     if not any(d.code == "ONP4001" for d in diags): diags += _parse_check(code, cname)
+    if format:   # the methods are formatted already (their diagnostics count their own lines): now the imports
+        code, d = format_code(code, format, ll, settings, indent=0)
+        diags += [Diagnostic(**{**asdict(x), "where": cname}) for x in d]
     return PortResult(code, diags, "class", cname, {"seconds": time.perf_counter() - t0, "styles": styles,
                                                     "inherited": plan.inherit})
 
@@ -1409,7 +1686,7 @@ def _report(res: PortResult, stream=None, as_json: bool = False):
     for d in res.diagnostics: print(f"omni-npu-port: {d}", file=stream or sys.stderr)
 
 def main(argv: list[str] | None = None) -> int:
-    "`omni-npu-port port --gpu-base SPEC --gpu-omni SPEC --npu-base SPEC [--class] [-o FILE]`"
+    "`omni-npu-port port --gpu-base SPEC --gpu-omni SPEC --npu-base SPEC [--class] [--format ruff] [-o FILE]`"
     ap = argparse.ArgumentParser(prog="omni-npu-port port", description=
         "Port an omni GPU method (or every omni override of a class) onto vllm-ascend's NPU runner by a three-way "
         "merge: NPU base + (omni GPU − GPU base), translated, fenced by ----Omni-new---- comments.")
@@ -1426,6 +1703,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gpu-history", nargs="+", default=[], metavar="SPEC",
                     help="older vllm releases' same method (or class, with --class): where the omni side repeats one "
                          "of them and the GPU base has since changed, omni lags behind and the NPU side is kept (ONP4012)")
+    ap.add_argument("--format", choices=FORMATTERS, help="format the ported code (ruff: `ruff format`, as vLLM-Omni does; "
+                    "kept unformatted, with ONP4014, if that would change its syntax tree or comments)")
+    ap.add_argument("--line-length", type=int, metavar="N", help="--format line length (default: the omni source's ruff "
+                    f"setting where it has one, else {RUFF_LINE_LENGTH})")
     ap.add_argument("--target", help="translator target, e.g. vllm-ascend==0.18.0 (default: the NPU source's version)")
     ap.add_argument("--class-name", help="name of the ported class (--class; default: GPU→NPU in the omni name)")
     ap.add_argument("-o", "--output", help="write here instead of stdout (atomically)")
@@ -1434,6 +1715,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.output and Path(args.output).exists() and not args.force:
         return _fail(f"{args.output} exists; pass --force to overwrite it")
+    if args.line_length is not None and (args.line_length <= 0 or not args.format):
+        return _fail(f"--line-length {args.line_length}: give a positive length, with --format ruff")
     try:
         need = not args.whole_class
         locs = [locate(s, need) for s in (args.gpu_base, args.gpu_omni, args.npu_base)]
@@ -1442,9 +1725,9 @@ def main(argv: list[str] | None = None) -> int:
             if any(parse_spec(s, False).method for s in (args.gpu_base, args.gpu_omni, args.npu_base, *args.gpu_history)):
                 raise PortError("--class takes SOURCE:Class specs, without a method")
             res = port_class(*locs, super_style=args.super_style, target=args.target, class_name=args.class_name,
-                             prefer=args.prefer, history=history)
+                             prefer=args.prefer, history=history, format=args.format, line_length=args.line_length)
         else: res = port_method(*locs, super_style=args.super_style, target=args.target, prefer=args.prefer,
-                                history=history)
+                                history=history, format=args.format, line_length=args.line_length)
         if args.json:
             text = json.dumps({"name": res.name, "style": res.style, "code": res.code,
                                "diagnostics": [asdict(d) for d in res.diagnostics], "stats": res.stats}, indent=2)

@@ -2,6 +2,7 @@
 import ast
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -535,3 +536,177 @@ def test_real_runner_0_18_merges_dummy_run_and_inlines_model_forward(release_sou
     mf = P.port_method(*trip("_model_forward"))
     assert mf.style == "super-inline" and "ONP4009" in codes(mf)
     assert mf.code.index("self._omni_last_model_output") < mf.code.index("self._all_gather_hidden_states_and_aux")
+
+
+# --- --format ruff -----------------------------------------------------------------------------------------------
+
+RUFFCFG = FIX / "ruffcfg" / "runner.py"
+
+
+def ruff_triple(method="_dummy_run"):
+    return [P.locate(f"{RUFFCFG}:{cls}.{method}") for cls in ("GPUModelRunner", "OmniGPUModelRunner", "NPUModelRunner")]
+
+
+def test_format_reads_the_line_length_and_format_table_of_the_source(tmp_path):
+    ll, settings = P.format_options(ruff_triple()[1])
+    assert ll == 60 and settings["format"]["quote-style"] == "single"
+    assert P.format_options(ruff_triple()[1], 100)[0] == 100                  # --line-length wins
+    # an sdist: its top-level pyproject.toml; a wheel has none -> 120
+    import io, tarfile
+    sdist = tmp_path / "vllm_omni-9.9.tar.gz"
+    with tarfile.open(sdist, "w:gz") as tf:
+        for name, text in [("vllm_omni-9.9/pyproject.toml", "[tool.ruff]\nline-length = 99\n"),
+                           ("vllm_omni-9.9/vllm_omni/__init__.py", "")]:
+            data = text.encode(); ti = tarfile.TarInfo(name); ti.size = len(data); tf.addfile(ti, io.BytesIO(data))
+    assert P._ruff_settings_at(str(sdist), "sdist") == {"line-length": 99}
+    assert P._ruff_settings_at(str(sdist), "wheel") == {}
+
+
+def test_format_ruff_rewraps_keeps_meaning_fences_and_marks():
+    plain = P.port_method(*ruff_triple())
+    res = P.port_method(*ruff_triple(), format="ruff")
+    assert res.code != plain.code and "ONP4014" not in codes(res)
+    assert ast.dump(ast.parse(res.code)) == ast.dump(ast.parse(plain.code))     # same meaning
+    assert res.code.count(P.FENCE_TEXT) == plain.code.count(P.FENCE_TEXT) == 2
+    # formatted as a class member: every line fits in 60 columns once indented by the class (comments aside)
+    assert all(len(l) + 4 <= 60 for l in res.code.splitlines() if not l.lstrip().startswith("#"))
+    assert "'talker'" in res.code                                               # the source's quote style
+    wide = P.port_method(*ruff_triple(), format="ruff", line_length=120)
+    assert "num_reqs = min(num_tokens, self.max_num_reqs)" in wide.code and len(wide.code.splitlines()) < len(res.code.splitlines())
+
+
+def test_format_keeps_conflict_markers_and_moves_diagnostics_along():
+    plain = P.port_method(*triple("conflict", "_dummy_run"))
+    res = P.port_method(*triple("conflict", "_dummy_run"), format="ruff", line_length=30)
+    assert "ONP4014" not in codes(res) and res.code != plain.code
+    start = lambda code: next(l for l in code.splitlines() if l.startswith("<<<<<<<"))
+    assert start(res.code) == start(plain.code)
+    side = lambda code: code.split("=======\n")[1].split(">>>>>>>")[0]
+    assert side(res.code) == side(plain.code)                                   # the omni side comes back as it was
+    d = next(d for d in res.diagnostics if d.code == "ONP4001")
+    assert res.code.splitlines()[d.line - 1].startswith("<<<<<<<")
+    for d0, d1 in zip(plain.diagnostics, res.diagnostics):                     # every diagnostic still on its statement
+        if d0.line and d0.code.startswith("ONP1"):
+            key = lambda l: re.sub(r"\W", "", l)
+            assert key(plain.code.splitlines()[d0.line - 1])[:12] in key("".join(res.code.splitlines()[d1.line - 1: d1.line + 3]))
+
+
+def _fake_ruff(tmp_path, body: str) -> str:
+    "A test double for the ruff executable: a script reading stdin and printing `body`'s transformation of it."
+    exe = tmp_path / "ruff"
+    exe.write_text(f"#!{sys.executable}\nimport sys\nsrc = sys.stdin.read()\n{body}\n")
+    exe.chmod(0o755)
+    return str(exe)
+
+
+@pytest.mark.parametrize("body, why", [
+    ("sys.stdout.write(src.replace('outputs', 'outs'))", "syntax tree"),
+    ("sys.stdout.write(src.replace('Omni-new', 'Omni-old'))", "comments"),
+    ("sys.exit(2)", "ruff format failed"),
+])
+def test_format_that_would_change_the_code_is_not_applied(tmp_path, monkeypatch, body, why):
+    monkeypatch.setattr(P, "ruff_bin", lambda: _fake_ruff(tmp_path, body))
+    plain = P.port_method(*ruff_triple())
+    res = P.port_method(*ruff_triple(), format="ruff")
+    assert res.code == plain.code
+    [d] = [d for d in res.diagnostics if d.code == "ONP4014"]
+    assert why in d.message and d.severity == "warning"
+
+
+def test_format_without_ruff_is_a_one_line_error(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "ruff.__main__", None)                  # the ruff package is not importable
+    monkeypatch.setattr(P.shutil, "which", lambda *a, **k: None)              # and nothing on PATH
+    with pytest.raises(P.PortError, match="pip install ruff"):
+        P.port_method(*ruff_triple(), format="ruff")
+    t = [f"{RUFFCFG}:{c}._dummy_run" for c in ("GPUModelRunner", "OmniGPUModelRunner", "NPUModelRunner")]
+    rc = P.main(["--gpu-base", t[0], "--gpu-omni", t[1], "--npu-base", t[2], "--format", "ruff"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and "pip install ruff" in err and len(err.splitlines()) == 1
+
+
+def test_cli_format_and_line_length(capsys):
+    t = [f"{RUFFCFG}:{c}._dummy_run" for c in ("GPUModelRunner", "OmniGPUModelRunner", "NPUModelRunner")]
+    args = ["--gpu-base", t[0], "--gpu-omni", t[1], "--npu-base", t[2]]
+    assert P.main(args + ["--format", "ruff", "--line-length", "120"]) == 0
+    out = capsys.readouterr().out
+    assert "num_reqs = min(num_tokens, self.max_num_reqs)" in out and "'talker'" in out
+    assert P.main(args + ["--line-length", "80"]) == 2                         # only with --format
+    assert "--format ruff" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        P.main(args + ["--format", "black"])
+
+
+def test_format_class_mode_formats_methods_and_imports():
+    f = FIX / "super_ext.py"
+    locs = [P.locate(f"{f}:{c}", False) for c in ("GPUModelRunner", "OmniGPUModelRunner", "NPUModelRunner")]
+    plain = P.port_class(*locs)
+    res = P.port_class(*locs, format="ruff", line_length=40)
+    assert "ONP4014" not in codes(res) and res.code != plain.code
+    assert ast.dump(ast.parse(res.code)) == ast.dump(ast.parse(plain.code))
+    assert res.code.count(P.FENCE_TEXT) == plain.code.count(P.FENCE_TEXT)
+    d = next(d for d in res.diagnostics if d.code == "ONP1003")              # method-relative line, moved with the method
+    meth = next(r for r in [P.port_method(*triple("super_ext", d.where), format="ruff", line_length=40)])
+    assert "ACLGraphWrapper" in "".join(meth.code.splitlines()[d.line - 1: d.line + 2])
+
+
+# --- ONP4015: NPU calls that now reach an omni override ------------------------------------------------------------
+
+def test_override_warning_at_npu_calls_of_omni_overrides():
+    res = P.port_method(*triple("override", "_dummy_run"))
+    lines = res.code.splitlines()
+    found = {re.search(r"self\.(\w+)\(", d.message).group(1): d for d in res.diagnostics if d.code == "ONP4015"}
+    assert set(found) == {"_model_forward", "_prepare"}          # not self._sync() (not overridden), not omni's self._talker()
+    for name, d in found.items():
+        assert d.severity == "warning" and f"self.{name}(" in lines[d.line - 1]
+    assert "do NOT fit" in found["_model_forward"].message        # NPU arguments, GPU-signature omni override
+    assert "do NOT fit" not in found["_prepare"].message and "fit" in found["_prepare"].message   # via the omni mixin
+    assert "ONP4015" in P.CODES
+
+
+def test_override_warning_on_an_explicit_base_call():
+    res = P.port_method(*triple("override", "load_model"))
+    assert res.style == "super-call"
+    ds = [d for d in res.diagnostics if d.code == "ONP4015"]
+    assert {re.search(r"self\.(\w+)\(", d.message).group(1) for d in ds} == {"_model_forward", "_prepare"}
+    assert all("NPUModelRunner.load_model(self" in res.code.splitlines()[d.line - 1] for d in ds)
+
+
+def test_override_warning_absent_without_overrides():
+    assert "ONP4015" not in codes(P.port_method(*triple("clean", "_dummy_run")))
+
+
+def test_override_warning_in_class_mode_judges_the_ported_method():
+    locs = [P.locate(f"{FIX / 'override.py'}:{c}", False) for c in ("GPUModelRunner", "OmniGPUModelRunner", "NPUModelRunner")]
+    res = P.port_class(*locs)
+    cls = next(n for n in ast.parse(res.code).body if isinstance(n, ast.ClassDef))
+    assert "_model_forward" in {f.name for f in cls.body if isinstance(f, ast.FunctionDef)}   # translated: NPU signature
+    d = next(d for d in res.diagnostics if d.code == "ONP4015" and "_model_forward" in d.message)
+    assert d.where == "_dummy_run" and "ported or translated" in d.message and "do NOT fit" not in d.message
+    body = P.port_method(*triple("override", "_dummy_run")).code.splitlines()
+    assert "self._model_forward(" in body[d.line - 1]                  # method-relative line, as every class-mode one
+
+
+def test_override_warning_follows_formatting():
+    res = P.port_method(*triple("override", "_dummy_run"), format="ruff", line_length=40)
+    d = next(d for d in res.diagnostics if d.code == "ONP4015" and "_model_forward" in d.message)
+    assert "self._model_forward(" in res.code.splitlines()[d.line - 1]
+
+
+def test_stale_region_yields_before_it_is_split():
+    # the whole conflicting region repeats the older base; split into pieces, one piece (`elif mixed:`) is too short to
+    # be recognised as stale and stayed a conflict against the NPU side's `else:`
+    args = triple("stale_split", "_dummy_run")
+    old = P.locate(f"{FIX / 'stale_split_old.py'}:GPUModelRunner._dummy_run")
+    assert P.port_method(*args).conflicts == 1                               # without history: a conflict
+    res = P.port_method(*args, history=[old])
+    assert res.conflicts == 0 and "ONP4012" in codes(res)
+    ast.parse(res.code)
+    assert "seq_lens = pad_for_paged_attention(n, self.vllm_config)" in res.code and "elif mixed" not in res.code
+    assert "torch.tensor(" not in res.code and 'raise NotImplementedError("mixed batches' in res.code
+    assert any("extract_multimodal_outputs" in "\n".join(b) for _, b in fenced_blocks(res.code))   # the real omni step
+
+
+def test_a_region_cut_before_its_closing_bracket_still_matches_the_older_text():
+    older = "x = torch.tensor(\n    [1] * n,\n    dtype=torch.int,\n)\n"
+    assert P._tokens_in(["x = torch.tensor(", "    [1] * n,", "    dtype=torch.int,"], older)   # cut before `)`
+    assert not P._tokens_in(["x = torch.tensor(", "    [2] * n,"], older)
