@@ -148,13 +148,19 @@ def test_super_extension_with_used_result_is_inlined():
     assert "ONP4009" in codes(res)
 
 
-def test_super_extension_without_a_gpu_result_statement_keeps_super_order():
-    # when the NPU base has no statement computing what the GPU base returns, omni steps follow the whole base
-    gb, go, nb = triple("super_ext", "_model_forward")
-    npu = nb.method_source.replace("hidden_states = self.model(", "hidden_states = self.other_model(")
+@pytest.mark.parametrize("fixture, old, new, gather", [
+    ("super_ext", "hidden_states = self.model(", "hidden_states = self.other_model(", "self._all_gather_hidden_states_and_aux(model_output)"),
+    ("super_dict", "partial(self.model,", "partial(self.other_model,", "self._all_gather(model_output)")],
+    ids=["no GPU result statement", "result computed by another callee"])
+def test_super_extension_without_the_gpu_result_statement_keeps_super_order(fixture, old, new, gather):
+    # when the NPU base has no statement computing what the GPU base returns (through the GPU base's callee),
+    # omni steps follow the whole base
+    gb, go, nb = triple(fixture, "_model_forward")
+    npu = nb.method_source.replace(old, new)
+    assert npu != nb.method_source
     lines, diags = P.port_super_inline(go.method_source, npu, gb.method_source)
     src = "\n".join(lines)
-    assert src.index("self._all_gather_hidden_states_and_aux(model_output)") < src.index("self._omni_last_model_output")
+    assert src.index(gather) < src.index("self._omni_last_model_output")
     assert "ONP4009" not in [d.code for d in diags]
 
 
@@ -472,15 +478,6 @@ def test_super_extension_inlines_a_base_that_forwards_kwargs_through_a_dict():
     assert "ONP4009" in codes(res)
     assert src.rstrip().splitlines()[-1].strip() == "return model_output"
     assert all("return" not in "\n".join(b) for _, b in fenced_blocks(src))
-
-
-def test_result_computed_by_another_callee_keeps_super_order():
-    gb, go, nb = triple("super_dict", "_model_forward")
-    npu = nb.method_source.replace("partial(self.model,", "partial(self.other_model,")
-    lines, diags = P.port_super_inline(go.method_source, npu, gb.method_source)
-    src = "\n".join(lines)
-    assert src.index("self._all_gather(model_output)") < src.index("self._omni_last_model_output")
-    assert "ONP4009" not in [d.code for d in diags]
 
 
 def test_an_omni_edit_the_npu_rewrite_also_made_is_no_conflict():
