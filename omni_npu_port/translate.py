@@ -1810,7 +1810,7 @@ _AT_KW: dict = {}
 _SCOPE_DECL = re.compile(rb"\b(?:global|nonlocal)\b")
 
 def _cut(data: bytes, m: bytes, x: int, y: int, hits: list, sup: list, plan: _Plan, fspans: list = ()):
-    "The function [x, y) (a method, or a function at the top) cut to its header and the statements the rules need, at any depth; None: keep it whole."
+    "The function [x, y) (a method or a top-level function) cut to what the rules read, at any depth; None: keep it whole."
     d = _DEF_LINE.search(m, x, y)
     c = _CODE_LINE.search(m, x, y)
     if d is None or c is None or len(d.group(1)) != c.end() - 1 - c.start(): return None
@@ -1829,7 +1829,7 @@ def _cut(data: bytes, m: bytes, x: int, y: int, hits: list, sup: list, plan: _Pl
         return x if k == 0 else nls[k - 1] + 1 if 0 < k <= len(nls) else None
     first = lambda st: min([st.lineno, *(q.lineno for q in getattr(st, "decorator_list", ()))])
     def block(stmts, key, end):
-        "[(start, end, [statements])] of a block's statements (those on one line together), and its indentation; None: not sure."
+        "[(start, end, [statements on that line])] of a block, and its indentation; None: not sure."
         offs, groups = [], []
         for st in stmts:
             o = line(first(st))
@@ -2151,7 +2151,8 @@ def _select(data: bytes, plan: _Plan, extra: frozenset = frozenset()):
 
 # %% ../nbs/translate.ipynb #8a1fee58
 _SENTINEL = b"#~onp-chunk~"
-_SPLICED = (cst.ClassDef, cst.FunctionDef, cst.With, cst.For, cst.While, cst.If, cst.Try, *((cst.TryStar,) if hasattr(cst, "TryStar") else ()))
+_SPLICED = (cst.ClassDef, cst.FunctionDef, cst.With, cst.For, cst.While, cst.If, cst.Try,
+            *((cst.TryStar,) if hasattr(cst, "TryStar") else ()))
 _SENTINEL_LINE = re.compile(rb"^[ \t]*#~onp-chunk~(\d+)~\r?\n", re.M)
 _COOKIE = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
 
@@ -2182,7 +2183,7 @@ class _Layout:
         return "".join(st.tokens).encode("utf-8")
 
     def positions(self, ctx: _Ctx, nodes):
-        "`_positions` for the diagnostics' nodes, generating only the innermost statements from a sentinel on (else the groups) they are in; None: not sure."
+        "`_positions` for the diagnostics' nodes, printing only the innermost sentinel statements (else groups) around them."
         body, wanted, inner = self.module.body, {}, {}
         index = {id(st): j for j, st in enumerate(body)}
         for d, n in zip(ctx.diagnostics, nodes):
