@@ -15,9 +15,15 @@ Where the release pins an unreleased vllm-ascend commit, both PyPI neighbours of
 port also gets the older vllm releases the omni copy may lag behind (`history`: the previous omni release's vllm
 (from three omni releases back) and the vllm each NPU base pairs with), so a stale omni side resolves to the NPU base (ONP4012).
 
+Update (`port --update`): for consecutive releases N-1 -> N that both ship OmniNPUModelRunner, each method both hand
+runners and both omni GPU runners define is predicted from N-1's hand-written method (base = N-1's omni GPU method,
+ours = N-1's NPU method, theirs = N's omni GPU method) and compared with N's hand-written method, beside the "do nothing"
+baseline (N-1's NPU method unchanged) and the three-way port of N; variants: conflicts kept as markers (default), with
+--prefer npu, with --fence, and with vllm-ascend's own change (N-1's -> N's first NPU base) folded in.
+
 Target (issue 6): port ≥ 0.90 on `_dummy_run` and `_model_forward` and above both baselines; `load_model` above
 both baselines. Sources come from ~/.cache/omni-npu-port/pkgs and are downloaded there (PyPI) when missing.
-Usage: python benchmarks/port_quality.py [--releases 0.16.0 0.18.0 ...] [--vllm X --vllm-ascend Y ...] [--json]
+Usage: python benchmarks/port_quality.py [--releases 0.16.0 0.18.0 ...] [--vllm X --vllm-ascend Y ...] [--no-update] [--json]
 """
 from __future__ import annotations
 
@@ -31,7 +37,7 @@ import time
 from omni_npu_port.catalog import PAIRING, parse_version
 from omni_npu_port.conformance import fetch_package
 from omni_npu_port.port import (PortError, format_code, format_options, known_ascend, locate, open_tree, port_class,
-                                port_method, rules_for, translate_located)
+                                port_method, rules_for, translate_located, update_method)
 
 # vLLM-Omni release -> (vllm, [vllm-ascend ...], where the pairing is written). "docs" = the sdist's
 # docs/getting_started (quickstart.md / installation/gpu/cuda.inc.md for vllm, installation/npu/npu.inc.md and
@@ -125,6 +131,34 @@ def run(vllm: str, ascend: str, omni: str, hist=()) -> dict:
     return {"vllm": vllm, "vllm_ascend": ascend, "vllm_omni": omni, "history": list(hist), "rows": rows,
             "class_port_seconds": time.perf_counter() - t0, "class_ported": cls.stats["styles"]}
 
+UPDATE_VARIANTS = {"update": {}, "update_npu": {"prefer": "npu"}, "update_fence": {"fence": True}}
+
+def run_update(prev: str, new: str, ports: dict | None = None) -> dict:
+    "Predict vllm-omni `new`'s hand-written NPU methods from `prev`'s by `update_method`; ratios against `new`'s hand copies."
+    ascend = lambda o: RELEASES[o][1][0]
+    po, no = (str(fetch_package(f"vllm-omni=={o}")) for o in (prev, new))
+    pa, na = (str(fetch_package(f"vllm-ascend=={ascend(o)}")) for o in (prev, new))
+    rules = rules_for(f"vllm-ascend=={known_ascend(ascend(new))}")
+    own = lambda c: [n.name for n in c.cls_node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    hp, hn = (locate(f"{o}:OmniNPUModelRunner", False) for o in (po, no))
+    gp, gn = (locate(f"{o}:OmniGPUModelRunner", False) for o in (po, no))
+    rows = []
+    for m in [m for m in own(hn) if m in own(hp) and m in own(gp) and m in own(gn) and m != "__init__"]:
+        pg, pn, go = locate(f"{po}:OmniGPUModelRunner.{m}"), locate(f"{po}:OmniNPUModelRunner.{m}"), locate(f"{no}:OmniGPUModelRunner.{m}")
+        hand = locate(f"{no}:OmniNPUModelRunner.{m}").method_source
+        row = {"method": m, "nothing": ratio(pn.method_source, hand), "gpu_changed": None,
+               "port": (ports or {}).get(m)}
+        for key, kw in UPDATE_VARIANTS.items():
+            r = update_method(pg, pn, go, target=rules, **kw)
+            row[key] = ratio(r.code, hand)
+            if key == "update":
+                row.update(conflicts=r.conflicts, gpu_changed=not any(d.code == "ONP4017" for d in r.diagnostics))
+        try: nbo, nbn = locate(f"{pa}:NPUModelRunner.{m}"), locate(f"{na}:NPUModelRunner.{m}")
+        except PortError: nbo = nbn = None
+        row["update_ascend"] = ratio(update_method(pg, pn, go, nbo, nbn, target=rules).code, hand) if nbo else None
+        rows.append(row)
+    return {"prev": prev, "new": new, "vllm_ascend": [ascend(prev), ascend(new)], "rows": rows}
+
 def meets(row: dict, fmt: str = "") -> bool | None:
     "Whether a row meets issue 6's target for its method (None: no target); fmt='_ruff': formatted port against formatted baselines."
     if row["method"] not in TARGETS: return None
@@ -137,6 +171,7 @@ def main(argv=None) -> int:
     ap.add_argument("--vllm", help="override: one GPU base release for every chosen omni release")
     ap.add_argument("--vllm-ascend", nargs="+", help="override: NPU base release(s) for every chosen omni release")
     ap.add_argument("--history", nargs="*", help="override: older vllm releases given to the port (default: history_for)")
+    ap.add_argument("--no-update", action="store_true", help="skip the update table (release pairs N-1 -> N)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     bad = [r for r in args.releases if r not in RELEASES and not (args.vllm and args.vllm_ascend)]
@@ -150,8 +185,15 @@ def main(argv=None) -> int:
             results.append(run(vllm, asc, omni, hist))
     for res in results:
         for r in res["rows"]: r["meets_target"], r["meets_target_ruff"] = meets(r), meets(r, "_ruff")
+    updates = []
+    if not args.no_update and not args.vllm:
+        chosen = sorted(args.releases, key=parse_version)
+        for prev, new in zip(chosen, chosen[1:]):
+            first = next((res for res in results if res["vllm_omni"] == new), None)   # the port of N, first pairing
+            ports = {r["method"]: r["port_markers"] for r in first["rows"]} if first else {}
+            updates.append(run_update(prev, new, ports))
     if args.json:
-        print(json.dumps(results, indent=2)); return 0
+        print(json.dumps({"port": results, "update": updates} if updates else results, indent=2)); return 0
     f = lambda x: "  n/a" if x is None else f"{x:.3f}"
     for res in results:
         print(f"\nvllm-omni {res['vllm_omni']}: vllm {res['vllm']} + vllm-ascend {res['vllm_ascend']}"
@@ -178,7 +220,26 @@ def main(argv=None) -> int:
             print(f"  {m:<16} {len(ok)}/{len(rs)}" + (f"  (met: {', '.join(ok)})" if ok else ""))
     slow = max((res["class_port_seconds"] for res in results), default=0)
     print(f"  whole-class port ≤ {slow:.2f} s on every pairing (target < 5 s)")
+    if updates: print_updates(updates)
     return 0
+
+def print_updates(updates: list[dict]):
+    "The update table: per release pair and method, the update's ratio beside 'do nothing' and the port of N."
+    f = lambda x: "  n/a" if x is None else f"{x:.3f}"
+    print("\nupdate (port --update): N's hand-written method predicted from N-1's; ratio against N's hand-written method")
+    print(f"{'N-1 -> N':<17}{'method':<38}{'GPU chg':>8}{'confl':>6}{'update':>8}{'nothing':>9}{'port':>7}"
+          f"{'--prefer npu':>13}{'--fence':>9}{'+ascend':>9}  vs nothing")
+    wins = losses = ties = 0
+    for u in updates:
+        for r in u["rows"]:
+            d = r["update"] - r["nothing"]
+            verdict = "beats" if d > 1e-9 else "loses" if d < -1e-9 else "same"
+            wins, losses, ties = wins + (verdict == "beats"), losses + (verdict == "loses"), ties + (verdict == "same")
+            print(f"{u['prev'] + ' -> ' + u['new']:<17}{r['method'][:37]:<38}{'yes' if r['gpu_changed'] else 'no':>8}"
+                  f"{r['conflicts']:>6}{f(r['update']):>8}{f(r['nothing']):>9}{f(r['port']):>7}{f(r['update_npu']):>13}"
+                  f"{f(r['update_fence']):>9}{f(r['update_ascend']):>9}  {verdict} ({d:+.3f})")
+    print(f"update against 'do nothing': beats {wins}, same {ties}, loses {losses} (conflict markers count as lines; "
+          "port = the three-way port of N with its first vllm-ascend pairing)")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -45,7 +45,7 @@ __all__ = ['FENCE_TEXT', 'FENCE_RE', 'INLINE_MARK', 'CODES', 'SCRATCH', 'PREFER'
            'Hunk', 'merge_hunks', 'refine_conflict', 'render', 'extends_by_super', 'port_super_call',
            'port_super_inline', 'ruff_bin', 'ruff_settings', 'format_options', 'format_code', 'override_calls',
            'override_calls_in_base', 'PortResult', 'port_method', 'ClassPlan', 'needs_translation', 'accepts_npu_calls',
-           'plan_class', 'port_class', 'write_atomic', 'main']
+           'plan_class', 'port_class', 'fold_npu_change', 'update_method', 'update_class', 'write_atomic', 'main']
 
 # %% ../nbs/port.ipynb #20e85044
 FENCE_TEXT = "# ---------------------------------------Omni-new----------------------------------------------"
@@ -1662,6 +1662,118 @@ def port_class(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_st
     return PortResult(code, diags, "class", cname, {"seconds": time.perf_counter() - t0, "styles": styles,
                                                     "inherited": plan.inherit})
 
+# %% ../nbs/port.ipynb #d99b3739
+CODES.update({
+    "ONP4016": "update: vllm-ascend changed lines the previous NPU method had rewritten: the previous NPU method's lines are kept",
+    "ONP4017": "update: the omni GPU method did not change since the previous release: the previous NPU method is carried over unchanged",
+})
+
+def fold_npu_change(npu_old: str, npu_new: str, prev_npu: str) -> tuple[str, list[Diagnostic]]:
+    "vllm-ascend's change (old → new NPU base method) merged into the previous NPU method; its conflicts keep the previous lines (ONP4016)."
+    out, diags = [], []
+    for h in merge_hunks(npu_old, npu_new, prev_npu):
+        if h.kind in ("unchanged", "same", "npu", "omni"): out += h.lines
+        elif h.kind == "conflict":
+            what = (h.base or h.omni or [""])[0].strip()   # the base line vllm-ascend changed (its side may be cut away)
+            diags.append(Diagnostic("ONP4016", f"{CODES['ONP4016']}: {what!r}…", len(out) + 1 if h.npu else max(len(out), 1),
+                                    "info"))
+            out += h.npu
+    return "\n".join(out) + "\n", diags     # an `omni-delete` (vllm-ascend removed base lines) writes nothing
+
+def _drop_inner_fences(lines: list[str], origins: list[str]) -> list[int]:
+    "Indices of the lines to keep: the port's own fences go where they fall inside a block the previous NPU method fences."
+    keep, inside = [], False
+    for i, (l, o) in enumerate(zip(lines, origins)):
+        if FENCE_RE.match(l):
+            if o == "npu": inside = not inside
+            elif inside: continue
+        keep.append(i)
+    return keep
+
+def update_method(prev_gpu: Located, prev_npu: Located, gpu_omni: Located, npu_base_old: Located | None = None,
+                  npu_base: Located | None = None, target: str | RuleSet | None = None, fence: bool = False,
+                  prefer: str = "markers", format: str | None = None, line_length: int | None = None) -> PortResult:
+    "Carry the previous release's NPU method forward: merge the omni GPU method's change since then into it (optionally vllm-ascend's too)."
+    if format: ruff_bin()
+    if (npu_base_old is None) != (npu_base is None):
+        raise PortError("fold in vllm-ascend's change with both the old and the new NPU base method, or neither")
+    name = gpu_omni.method_node.name
+    rules = rules_for(target or (target_of(npu_base) if npu_base else None))
+    (base_t, bdiags), (omni_t, tdiags) = translate_methods(
+        [(prev_gpu.method_source, prev_gpu.context_text), (gpu_omni.method_source, gpu_omni.context_text)], rules)
+    ours = prev_npu.method_source
+    diags = ([] if npu_base is None else target_check(npu_base, rules)) + [d for d in bdiags if d.code == "ONP4102"]
+    if npu_base is not None:
+        ours, d = fold_npu_change(npu_base_old.method_source, npu_base.method_source, ours)
+        diags += d
+    if base_t == omni_t and npu_base is None:
+        diags.append(Diagnostic("ONP4017", CODES["ONP4017"], None, "info", name))
+        code, style = ours, "update"
+    else:
+        hunks = [Hunk("npu", [], base=h.base, code="ONP4002", note=f"the omni GPU method removed {len(h.base)} line(s) "
+                      f"here since the previous release: {(h.base or [''])[0].strip()!r}…") if h.kind == "omni-delete" else h
+                 for h in merge_hunks(base_t, omni_t, ours)]
+        rows: list[str] = []
+        lines, d2 = render(hunks, (f"previous NPU port: {prev_npu.label()}", f"omni GPU: {gpu_omni.label()} (translated)"),
+                           fence, prefer, rows)
+        for d in d2:
+            if d.code == "ONP4001":
+                d.message = ("conflict: the omni GPU method changed lines the previous NPU method had rewritten; "
+                             "keep one side, then delete the markers")
+        keep = _drop_inner_fences(lines, rows)
+        new_no = {i + 1: k + 1 for k, i in enumerate(keep)}
+        for d in d2:    # line numbers follow the dropped fences (a note on a dropped fence: the next kept line)
+            if d.line: d.line = next((new_no[j] for j in range(d.line, len(lines) + 1) if j in new_no), len(keep))
+        lines, rows = [lines[i] for i in keep], [rows[i] for i in keep]
+        diags += d2
+        diags += _delta_diags(tdiags, omni_t.splitlines(), lines, rows)
+        while lines and not lines[-1].strip(): lines.pop()
+        code, style = "\n".join(lines) + "\n", "update"
+        if not (prefer in ("markers", "git") and any(d.code == "ONP4001" for d in diags)): diags += _parse_check(code, name)
+    for d in diags: d.where = d.where or name
+    if format:
+        ll, settings = format_options(gpu_omni, line_length)
+        code, diags = format_code(code, format, ll, settings, diags)
+        for d in diags: d.where = d.where or name
+    return PortResult(code, diags, style, name, {"lines": code.count("\n")})
+
+# %% ../nbs/port.ipynb #586eae98
+CODES["ONP4018"] = "update: the omni GPU runner has a method the previous release did not have; the update does not port it (see port --class)"
+
+def update_class(prev_gpu: Located, prev_npu: Located, gpu_omni: Located, npu_base_old: Located | None = None,
+                 npu_base: Located | None = None, target: str | RuleSet | None = None, fence: bool = False,
+                 prefer: str = "markers", format: str | None = None, line_length: int | None = None) -> PortResult:
+    "The previous NPU runner's module with each method of its class carried forward by `update_method`."
+    if format: ruff_bin()
+    if (npu_base_old is None) != (npu_base is None):
+        raise PortError("fold in vllm-ascend's change with both the old and the new NPU base class, or neither")
+    rules = rules_for(target or (target_of(npu_base) if npu_base else None))
+    cname, lines = prev_npu.cls_node.name, prev_npu.module_text.splitlines()
+    own = _own_methods(prev_npu.cls_node)
+    diags, styles, edits = [], {}, []
+    for name, node in own.items():
+        pg, go = _method_located(prev_gpu, name), _method_located(gpu_omni, name)
+        if pg is None or go is None:
+            which = " and ".join(w for w, x in (("previous", pg), ("new", go)) if x is None)
+            diags.append(Diagnostic("ONP4017", f"update: the previous NPU method is carried over unchanged: the {which} "
+                                    f"omni GPU runner has no {name}", None, "info", name))
+            styles[name] = "kept"; continue
+        old_nb, new_nb = (_method_located(npu_base_old, name), _method_located(npu_base, name)) if npu_base else (None, None)
+        if (old_nb is None) != (new_nb is None): old_nb = new_nb = None
+        r = update_method(pg, _method_located(prev_npu, name), go, old_nb, new_nb, rules, fence, prefer, format,
+                          line_length)
+        diags += r.diagnostics; styles[name] = r.style
+        start = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
+        edits.append((start, node.end_lineno, textwrap.indent(r.code, " " * node.col_offset).rstrip("\n").split("\n")))
+    for start, end, new in sorted(edits, reverse=True): lines[start:end] = new
+    prev_names = set(_own_methods(prev_gpu.cls_node))
+    for name in _own_methods(gpu_omni.cls_node):
+        if name not in prev_names and name not in own:
+            diags.append(Diagnostic("ONP4018", f"{CODES['ONP4018']}: {gpu_omni.cls_node.name}.{name}", None, "info", name))
+    code = "\n".join(lines) + "\n"
+    if not any(d.code == "ONP4001" for d in diags): diags += _parse_check(code, cname)
+    return PortResult(code, diags, "class-update", cname, {"styles": styles})
+
 # %% ../nbs/port.ipynb #59a4ee71
 def write_atomic(path: Path | str, text: str, force: bool = False) -> Path:
     "Write `text` to `path` through a temporary file and a rename; refuse to replace a file unless `force`."
@@ -1686,13 +1798,25 @@ def _report(res: PortResult, stream=None, as_json: bool = False):
     for d in res.diagnostics: print(f"omni-npu-port: {d}", file=stream or sys.stderr)
 
 def main(argv: list[str] | None = None) -> int:
-    "`omni-npu-port port --gpu-base SPEC --gpu-omni SPEC --npu-base SPEC [--class] [--format ruff] [-o FILE]`"
+    "`omni-npu-port port --gpu-base SPEC --gpu-omni SPEC --npu-base SPEC [--class] [--format ruff] [-o FILE]`; `--update --prev-gpu SPEC --prev-npu SPEC --gpu-omni SPEC`"
     ap = argparse.ArgumentParser(prog="omni-npu-port port", description=
         "Port an omni GPU method (or every omni override of a class) onto vllm-ascend's NPU runner by a three-way "
-        "merge: NPU base + (omni GPU − GPU base), translated, fenced by ----Omni-new---- comments.")
-    ap.add_argument("--gpu-base", required=True, metavar="SPEC", help="vllm's method: SOURCE:GPUModelRunner.m")
+        "merge: NPU base + (omni GPU − GPU base), translated, fenced by ----Omni-new---- comments. With --update: carry "
+        "the previous release's NPU method forward instead: previous NPU method + (omni GPU − previous omni GPU).")
+    ap.add_argument("--gpu-base", metavar="SPEC", help="vllm's method: SOURCE:GPUModelRunner.m")
     ap.add_argument("--gpu-omni", required=True, metavar="SPEC", help="the omni GPU method: SOURCE:OmniGPUModelRunner.m")
-    ap.add_argument("--npu-base", required=True, metavar="SPEC", help="vllm-ascend's method: SOURCE:NPUModelRunner.m")
+    ap.add_argument("--npu-base", metavar="SPEC", help="vllm-ascend's method: SOURCE:NPUModelRunner.m (with --update: "
+                    "the new release's, optional, with --npu-base-old)")
+    ap.add_argument("--update", action="store_true", help="carry a previous NPU port forward: merge the omni GPU "
+                    "method's change since --prev-gpu into --prev-npu")
+    ap.add_argument("--prev-gpu", metavar="SPEC", help="--update: the previous release's omni GPU method "
+                    "(SOURCE:OmniGPUModelRunner.m)")
+    ap.add_argument("--prev-npu", metavar="SPEC", help="--update: the previous release's NPU method "
+                    "(SOURCE:OmniNPUModelRunner.m)")
+    ap.add_argument("--npu-base-old", metavar="SPEC", help="--update: the vllm-ascend method the previous NPU method was "
+                    "written on; with --npu-base, vllm-ascend's change is folded in too")
+    ap.add_argument("--fence", action="store_true", help="--update: fence the GPU side's additions by ----Omni-new---- "
+                    "comments (outside blocks the previous NPU method fences already); the hand-made runners do not")
     ap.add_argument("--class", dest="whole_class", action="store_true",
                     help="specs name classes (SOURCE:Class): port every omni override and write a module")
     ap.add_argument("--super", dest="super_style", choices=("auto", "call", "inline"), default="auto",
@@ -1717,8 +1841,32 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(f"{args.output} exists; pass --force to overwrite it")
     if args.line_length is not None and (args.line_length <= 0 or not args.format):
         return _fail(f"--line-length {args.line_length}: give a positive length, with --format ruff")
+    if args.update:
+        missing = [o for o, v in (("--prev-gpu", args.prev_gpu), ("--prev-npu", args.prev_npu)) if not v]
+        if missing: return _fail(f"--update needs {' and '.join(missing)} (the previous release's omni GPU and NPU methods)")
+        if args.gpu_base or args.gpu_history:
+            return _fail("--update does not use --gpu-base or --gpu-history; give --prev-gpu, --prev-npu and --gpu-omni")
+        if bool(args.npu_base_old) != bool(args.npu_base):
+            return _fail("--update: give --npu-base-old and --npu-base together (vllm-ascend's old and new method), or neither")
+    else:
+        extra = [o for o, v in (("--prev-gpu", args.prev_gpu), ("--prev-npu", args.prev_npu),
+                                ("--npu-base-old", args.npu_base_old)) if v]
+        if args.fence: extra.append("--fence")
+        if extra: return _fail(f"{', '.join(extra)} only go with --update")
+        missing = [o for o, v in (("--gpu-base", args.gpu_base), ("--npu-base", args.npu_base)) if not v]
+        if missing: return _fail(f"give {' and '.join(missing)} (or --update with --prev-gpu and --prev-npu)")
     try:
         need = not args.whole_class
+        if args.update:
+            specs = [s for s in (args.prev_gpu, args.prev_npu, args.gpu_omni, args.npu_base_old, args.npu_base) if s]
+            if args.whole_class and any(parse_spec(s, False).method for s in specs):
+                raise PortError("--class takes SOURCE:Class specs, without a method")
+            pg, pn, go = (locate(s, need) for s in (args.prev_gpu, args.prev_npu, args.gpu_omni))
+            nbo, nb = ((locate(args.npu_base_old, need), locate(args.npu_base, need)) if args.npu_base else (None, None))
+            fn = update_class if args.whole_class else update_method
+            res = fn(pg, pn, go, nbo, nb, target=args.target, fence=args.fence, prefer=args.prefer, format=args.format,
+                     line_length=args.line_length)
+            return _emit(res, args)
         locs = [locate(s, need) for s in (args.gpu_base, args.gpu_omni, args.npu_base)]
         history = [locate(s, need) for s in args.gpu_history]
         if args.whole_class:
@@ -1728,6 +1876,12 @@ def main(argv: list[str] | None = None) -> int:
                              prefer=args.prefer, history=history, format=args.format, line_length=args.line_length)
         else: res = port_method(*locs, super_style=args.super_style, target=args.target, prefer=args.prefer,
                                 history=history, format=args.format, line_length=args.line_length)
+    except PortError as e: return _fail(str(e))
+    return _emit(res, args)
+
+def _emit(res: PortResult, args) -> int:
+    "Write a port's code (or JSON) and report its diagnostics: exit 1 when conflicts remain or it does not parse."
+    try:
         if args.json:
             text = json.dumps({"name": res.name, "style": res.style, "code": res.code,
                                "diagnostics": [asdict(d) for d in res.diagnostics], "stats": res.stats}, indent=2)

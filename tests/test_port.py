@@ -707,3 +707,139 @@ def test_a_region_cut_before_its_closing_bracket_still_matches_the_older_text():
     older = "x = torch.tensor(\n    [1] * n,\n    dtype=torch.int,\n)\n"
     assert P._tokens_in(["x = torch.tensor(", "    [1] * n,", "    dtype=torch.int,"], older)   # cut before `)`
     assert not P._tokens_in(["x = torch.tensor(", "    [2] * n,"], older)
+
+
+# --- port --update: carry the previous release's NPU method forward (fixtures update_prev.py / update_new.py) ---
+
+UPD_TARGET = "vllm-ascend==0.18.0"
+
+
+def upd_specs(m, npu=False):
+    "prev omni GPU, prev NPU, new omni GPU (and vllm-ascend old / new) specs of one method."
+    s = [spec("update_prev", "OmniGPUModelRunner", m), spec("update_prev", "OmniNPUModelRunner", m),
+         spec("update_new", "OmniGPUModelRunner", m)]
+    return s + ([spec("update_prev", "NPUModelRunner", m), spec("update_new", "NPUModelRunner", m)] if npu else [])
+
+
+def update(m, npu=False, **kw):
+    return P.update_method(*[P.locate(s) for s in upd_specs(m, npu)], target=UPD_TARGET, **kw)
+
+
+def test_update_keeps_hand_made_lines_and_brings_in_the_gpu_change():
+    res = update("_dummy_run")
+    prev = P.locate(spec("update_prev", "OmniNPUModelRunner", "_dummy_run")).method_source
+    assert res.style == "update" and res.conflicts == 0
+    ast.parse(res.code)
+    for hand in ('"""Hand-written: warm the NPU graphs with a dummy batch."""',
+                 "# NPU-specific: call the model directly, not _model_forward", "outputs = self.model(positions=positions)"):
+        assert hand in res.code                                                # nothing hand-made is lost
+    assert "torch.npu.synchronize()" in res.code and "torch.cuda" not in res.code   # the new GPU line, translated
+    assert "self.talker_mtp(outputs, num_tokens)" in res.code and "self.talker_mtp(outputs)\n" not in res.code
+    assert res.code.count(P.FENCE_TEXT) == prev.count(P.FENCE_TEXT)          # no fences by default
+    [d] = [d for d in res.diagnostics if d.code == "ONP1002"]                 # the translator's diagnostic, on its line
+    assert "torch.npu.synchronize()" in res.code.splitlines()[d.line - 1]
+
+
+def test_update_fences_only_outside_blocks_the_previous_method_fences():
+    res = update("_dummy_run", fence=True)
+    lines = res.code.splitlines()
+    sync = next(i for i, l in enumerate(lines) if "torch.npu.synchronize()" in l)
+    assert P.FENCE_RE.match(lines[sync - 1]) and P.FENCE_RE.match(lines[sync + 1])   # new line outside: fenced
+    prev = P.locate(spec("update_prev", "OmniNPUModelRunner", "_dummy_run")).method_source
+    assert res.code.count(P.FENCE_TEXT) == prev.count(P.FENCE_TEXT) + 2      # the changed talker line: no second fence
+    assert [b for _, b in fenced_blocks(res.code) if any("self.talker_mtp(" in l for l in b)]   # still in its block
+    ast.parse(res.code)
+
+
+def test_update_conflict_names_both_sides_and_prefer_resolves_it():
+    res = update("load_model")
+    assert res.conflicts == 1 and "self.code2wav = self.model.code2wav" in res.code
+    lines = res.code.splitlines()
+    start = next(i for i, l in enumerate(lines) if l.startswith("<<<<<<<"))
+    assert "previous NPU port" in lines[start] and 'device="npu"' in lines[start + 1]
+    assert "lora_config=self.lora_config" in lines[start + 3]
+    d = next(d for d in res.diagnostics if d.code == "ONP4001")
+    assert d.line == start + 1 and "previous NPU method" in d.message
+    kept = update("load_model", prefer="npu")
+    ast.parse(kept.code)
+    assert kept.conflicts == 0 and 'device="npu"' in kept.code and "lora_config" not in kept.code
+    assert "self.code2wav = self.model.code2wav" in kept.code
+
+
+def test_update_of_an_unchanged_gpu_method_is_the_previous_npu_method():
+    res = update("talker_steps")
+    prev = P.locate(spec("update_prev", "OmniNPUModelRunner", "talker_steps")).method_source
+    assert res.code == prev and [d.code for d in res.diagnostics] == ["ONP4017"]
+
+
+def test_update_folds_in_the_vllm_ascend_change():
+    res = update("_dummy_run", npu=True)
+    assert "self.maybe_setup_kv_connector(num_tokens)" in res.code           # vllm-ascend's new line
+    assert "outputs = self.model(positions=positions)" in res.code and "_model_forward" not in res.code.replace(
+        "not _model_forward", "")                                            # the hand-made call stays
+    assert "torch.npu.synchronize()" in res.code and res.conflicts == 0
+    ast.parse(res.code)
+    with pytest.raises(P.PortError, match="both"):
+        P.update_method(*[P.locate(s) for s in upd_specs("_dummy_run", True)[:4]], target=UPD_TARGET)
+
+
+def test_fold_keeps_the_previous_lines_where_vllm_ascend_changed_what_it_rewrote():
+    old = "def f(self):\n    x = a(1)\n    return x\n"
+    new = "def f(self):\n    x = a(2)\n    return x\n"
+    prev = "def f(self):\n    x = a(1, npu=True)  # hand\n    return x\n"
+    code, d = P.fold_npu_change(old, new, prev)
+    assert code == prev and [x.code for x in d] == ["ONP4016"] and d[0].line == 2
+    code, d = P.fold_npu_change(old, new, "def f(self):\n    x = a(1)\n    y = 3\n    return x\n")
+    assert "x = a(2)" in code and "y = 3" in code and not d
+
+
+def test_update_class_rewrites_only_the_class_methods_of_the_previous_module():
+    C = lambda f, c: P.locate(f"{FIX / f}.py:{c}", False)
+    res = P.update_class(C("update_prev", "OmniGPUModelRunner"), C("update_prev", "OmniNPUModelRunner"),
+                         C("update_new", "OmniGPUModelRunner"), target=UPD_TARGET, prefer="npu")
+    ast.parse(res.code)
+    prev = (FIX / "update_prev.py").read_text()
+    head = prev[: prev.index("class OmniNPUModelRunner")]
+    assert res.code.startswith(head)                                         # imports and other classes unchanged
+    npu = P._top_classes(ast.parse(res.code))["OmniNPUModelRunner"]
+    assert list(P._own_methods(npu)) == ["_dummy_run", "load_model", "talker_steps", "npu_only"]
+    assert "torch.npu.synchronize()" in res.code and 'return "hand-made"' in res.code
+    assert res.stats["styles"]["npu_only"] == "kept"
+    assert {d.where for d in res.diagnostics if d.code == "ONP4017"} == {"talker_steps", "npu_only"}
+    assert [d.where for d in res.diagnostics if d.code == "ONP4018"] == ["brand_new"]
+
+
+def test_cli_update(tmp_path, capsys):
+    pg, pn, go, nbo, nb = upd_specs("_dummy_run", True)
+    out = tmp_path / "dummy.py"
+    rc, _, err = run_port(["--update", "--prev-gpu", pg, "--prev-npu", pn, "--gpu-omni", go, "--npu-base-old", nbo,
+                           "--npu-base", nb, "--target", UPD_TARGET, "-o", str(out)], capsys)
+    assert rc == 0 and "maybe_setup_kv_connector" in out.read_text() and "ONP1002" in err
+    pg, pn, go = upd_specs("load_model")
+    rc, text, _ = run_port(["--update", "--prev-gpu", pg, "--prev-npu", pn, "--gpu-omni", go, "--target", UPD_TARGET,
+                            "--json"], capsys)
+    assert rc == 1 and json.loads(text)["style"] == "update"                  # a conflict remains: exit 1
+    C = lambda f, c: f"{FIX / f}.py:{c}"
+    rc, text, _ = run_port(["--update", "--class", "--prev-gpu", C("update_prev", "OmniGPUModelRunner"), "--prev-npu",
+                            C("update_prev", "OmniNPUModelRunner"), "--gpu-omni", C("update_new", "OmniGPUModelRunner"),
+                            "--target", UPD_TARGET, "--prefer", "npu"], capsys)
+    assert rc == 0 and "class OmniNPUModelRunner" in text
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--prev-gpu", "P"], "--prev-npu"),                                    # --update without the previous NPU method
+    (["--prev-npu", "N", "--prev-gpu", "P", "--gpu-base", "B"], "--gpu-base"),
+    (["--prev-npu", "N", "--prev-gpu", "P", "--npu-base", "B"], "--npu-base-old"),
+])
+def test_cli_update_bad_combinations_exit_2(args, says, capsys):
+    rc, _, err = run_port(["--update", "--gpu-omni", "G", *args], capsys)
+    assert rc == 2 and says in err and err.count("\n") == 1
+
+
+def test_cli_update_options_need_update_and_names_are_checked(capsys):
+    rc, _, err = run_port(["--gpu-base", "B", "--gpu-omni", "G", "--npu-base", "N", "--prev-npu", "X"], capsys)
+    assert rc == 2 and "--prev-npu" in err and "--update" in err
+    pg, pn, go = upd_specs("_dummy_run")
+    rc, _, err = run_port(["--update", "--prev-gpu", pg, "--prev-npu", pn.replace("_dummy_run", "_dumy_run"),
+                           "--gpu-omni", go], capsys)
+    assert rc == 2 and "close matches: _dummy_run" in err and "Traceback" not in err
