@@ -1690,15 +1690,19 @@ def _drop_inner_fences(lines: list[str], origins: list[str]) -> list[int]:
         keep.append(i)
     return keep
 
+def _update_rules(format, npu_base_old, npu_base, target, what: str) -> RuleSet:
+    "Check an update's options (ruff present, both NPU bases or neither) and compile its rules."
+    if format: ruff_bin()
+    if (npu_base_old is None) != (npu_base is None):
+        raise PortError(f"fold in vllm-ascend's change with both the old and the new NPU base {what}, or neither")
+    return rules_for(target or (target_of(npu_base) if npu_base else None))
+
 def update_method(prev_gpu: Located, prev_npu: Located, gpu_omni: Located, npu_base_old: Located | None = None,
                   npu_base: Located | None = None, target: str | RuleSet | None = None, fence: bool = False,
                   prefer: str = "markers", format: str | None = None, line_length: int | None = None) -> PortResult:
     "Carry the previous release's NPU method forward: merge the omni GPU method's change since then into it (optionally vllm-ascend's too)."
-    if format: ruff_bin()
-    if (npu_base_old is None) != (npu_base is None):
-        raise PortError("fold in vllm-ascend's change with both the old and the new NPU base method, or neither")
+    rules = _update_rules(format, npu_base_old, npu_base, target, "method")
     name = gpu_omni.method_node.name
-    rules = rules_for(target or (target_of(npu_base) if npu_base else None))
     (base_t, bdiags), (omni_t, tdiags) = translate_methods(
         [(prev_gpu.method_source, prev_gpu.context_text), (gpu_omni.method_source, gpu_omni.context_text)], rules)
     ours = prev_npu.method_source
@@ -1744,10 +1748,7 @@ def update_class(prev_gpu: Located, prev_npu: Located, gpu_omni: Located, npu_ba
                  npu_base: Located | None = None, target: str | RuleSet | None = None, fence: bool = False,
                  prefer: str = "markers", format: str | None = None, line_length: int | None = None) -> PortResult:
     "The previous NPU runner's module with each method of its class carried forward by `update_method`."
-    if format: ruff_bin()
-    if (npu_base_old is None) != (npu_base is None):
-        raise PortError("fold in vllm-ascend's change with both the old and the new NPU base class, or neither")
-    rules = rules_for(target or (target_of(npu_base) if npu_base else None))
+    rules = _update_rules(format, npu_base_old, npu_base, target, "class")
     cname, lines = prev_npu.cls_node.name, prev_npu.module_text.splitlines()
     own = _own_methods(prev_npu.cls_node)
     diags, styles, edits = [], {}, []
