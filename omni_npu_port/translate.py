@@ -36,7 +36,7 @@ __all__ = ['SEVERITIES', 'CODES', 'DOCS_BASE', 'RULE_VISITORS', 'Code', 'code_in
            'MethodRule', 'RuleSet', 'compile_rules', 'RuleFileError', 'load_rule_file', 'merge_rules', 'SymbolRewrite',
            'KeywordChange', 'SignatureChange', 'AttentionFlags', 'RotaryFlag', 'FullGraphParamsFlag',
            'PagedAttentionFlag', 'UniformDecodeFlag', 'ExplicitBaseFlag', 'GraphModeTruthFlag', 'ClearGraphsFlag',
-           'Translation', 'translate_source', 'FileReport', 'Run', 'translate_paths', 'summary_rows',
+           'PatchByNameFlag', 'Translation', 'translate_source', 'FileReport', 'Run', 'translate_paths', 'summary_rows',
            'summary_markdown', 'summary_csv', 'write_report', 'examine_table', 'main', 'example_path', 'tour_translate',
            'codes_markdown']
 
@@ -122,6 +122,10 @@ CODES = {c.code: c for c in [
        ("graph.mode-bool",)),
     _C("ONP2017", "attention-metadata-keywords", "attention-metadata keywords the NPU runner does not take",
        "", True, ("attn.build-metadata",)),
+    _C("ONP2018", "patched-by-name", "a GPU class is replaced by name on an object the translator cannot resolve",
+       "Code that patches vllm's modules by name (`module.CUDAGraphWrapper = MyWrapper`) keeps patching the GPU "
+       "class; vllm-ascend's runner uses the NPU one, so patch that name where vllm-ascend looks it up.", True,
+       ("graph.wrapper-construct",)),
     _C("ONP3001", "no-npu-equivalent", "a member of a GPU device namespace with no NPU equivalent in the catalog",
        "Never renamed blindly: find an equivalent (and add a rule with `--rules`) or remove it.", True,
        ("dev.synchronize",)),
@@ -1319,8 +1323,35 @@ class ClearGraphsFlag(_Rule):
         if isinstance(node.func, cst.Attribute) and node.func.attr.value in self.names:
             self.ctx.diag("ONP3002", f"{node.func.attr.value}(): {self.p.title}", node, self.p.id, self.p.npu)
 
+def _patched_classes(rules: RuleSet) -> dict:
+    "Leaf -> GPU symbol, for the GPU classes (capitalised leaves) the catalog gives another NPU symbol."
+    return {_leaf(g): g for g in sorted(rules.symbols) if _leaf(g)[:1].isupper() and rules.npu_symbol(g) != g}
+
+class PatchByNameFlag(_Rule):
+    "A GPU class assigned by name onto an object no import resolves (`mod.CUDAGraphWrapper = X`): a patch of vllm."
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.classes = _once(self.rules, "patched", lambda: _patched_classes(self.rules))
+        self.roots = _once(self.rules, "roots", lambda: {s.split(".")[0] for g in self.rules.symbols
+                                                           for s in (g, self.rules.npu_symbol(g)) if s})
+
+    def visit_Assign(self, node):
+        for t in node.targets:
+            e = t.target
+            if not isinstance(e, cst.Attribute) or e.attr.value not in self.classes: continue
+            root = (_dotted(e.value) or [""])[0]
+            gpu = self.classes[e.attr.value]
+            if root in ("self", "cls") or gpu in self.qnames(e): continue    # resolved: SymbolRewrite's
+            # an attribute of a module the file imports from a known package is that module's own name
+            # (`torch.Event = ...` is not torch.cuda.Event); a module object held in a variable may be any
+            if any(q.split(".")[0] in self.roots for q in self.qnames(e.value)): continue
+            p = self.rules.symbols[gpu][0]
+            self.ctx.diag("ONP2018", f"{e.attr.value} replaced by name on `{self.ctx.module.code_for_node(e.value)}`: "
+                          f"vllm-ascend uses {self.rules.npu_symbol(gpu)}", node, p.id)
+
 RULE_VISITORS = (SymbolRewrite, KeywordChange, SignatureChange, AttentionFlags, RotaryFlag, FullGraphParamsFlag,
-                 PagedAttentionFlag, UniformDecodeFlag, ExplicitBaseFlag, GraphModeTruthFlag, ClearGraphsFlag)
+                 PagedAttentionFlag, UniformDecodeFlag, ExplicitBaseFlag, GraphModeTruthFlag, ClearGraphsFlag,
+                 PatchByNameFlag)
 
 # %% ../nbs/translate.ipynb #6b04d959
 class _Apply(cst.CSTTransformer):
@@ -1700,6 +1731,7 @@ class _Plan:
         self.rx = re.compile(rb"\b(?:" + alt + rb"|super)\b|(?:" + base + rb")\b")
         self.anchor_words = sorted(w.encode() for w in {*self.always, *self.parents, "super"})   # for `_anchors`
         self.ns_leaves = {_leaf(n) for n in r.namespaces}
+        self.patched = set(_patched_classes(r))
         scope = set()                                                  # names the rules ask scope_has about
         for kr in r.keywords.values():
             for spec in kr.add.values():
@@ -2019,6 +2051,8 @@ def _import_binds(m: bytes, a: int, b: int, plan: _Plan) -> dict | None:
         out[name] = b" ".join(p)
     return out if len(out) > 1 else None
 
+_ASSIGNED = re.compile(rb"[ \t]*=(?!=)")
+
 def _word_byte(c: int) -> bool: return c == 95 or 48 <= c <= 57 or 65 <= c <= 90 or 97 <= c <= 122
 
 def _anchors(m: bytes, plan: _Plan) -> list:
@@ -2070,6 +2104,7 @@ def _select(data: bytes, plan: _Plan, extra: frozenset = frozenset()):
             if dot:
                 if before == b"(" or (before and (before.decode() in plan.parents.get(w, ()) or before.decode() in imported)):
                     hits.append(i)
+                elif w in plan.patched and _ASSIGNED.match(m, i + len(w)): hits.append(i)   # `PatchByNameFlag`
             elif w in imported: hits.append(i)
     arx = None
     if aliases:

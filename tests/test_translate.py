@@ -829,3 +829,19 @@ def test_anchor_scan_matches_the_anchor_regex(rules):
              _mask(example_path().read_bytes())[0]]
     for m in texts:
         assert _anchors(m, plan) == [(h.start(), h.group()) for h in plan.rx.finditer(m)]
+
+
+def test_gpu_class_patched_by_name_is_flagged_not_module_names(rules):
+    "ONP2018 where a GPU class is assigned by name onto a run-time module object; not on an imported module's own name."
+    src = ("import sys\nimport torch\nfrom vllm.compilation.cuda_graph import CUDAGraphWrapper as _Orig\n\n\n"
+           "class CUDAGraphWrapper(_Orig):\n    pass\n\n\n"
+           "def patch():\n    for _name, mod in sys.modules.items():\n        mod.CUDAGraphWrapper = CUDAGraphWrapper\n"
+           "    torch.Event = object\n    self_like = mod\n    self_like.Sampler = None\n")
+    t = tr(src, rules)
+    flagged = [(d.line, d.message.split()[0]) for d in t.diagnostics if d.code == "ONP2018"]
+    assert flagged == [(12, "CUDAGraphWrapper"), (15, "Sampler")]          # not torch.Event (torch's own name)
+    assert "# ONP2018" in t.code and "ACLGraphWrapper as _Orig" in t.code
+    w = tr(src, rules, chunks=False)
+    assert t.output == w.output and [d.to_dict() for d in t.diagnostics] == [d.to_dict() for d in w.diagnostics]
+    again = translate_source(t.code, rules)
+    assert again.code == t.code and all(d.acknowledged for d in again.diagnostics if d.code == "ONP2018")
