@@ -1837,6 +1837,20 @@ def _local_binds(stmts) -> set | None:
             for c in getattr(st, "cases", None) or []: todo += c.body
     return out
 
+def _truth_tested(nodes) -> set:
+    "Names whose truth value these nodes test directly: what `GraphModeTruthFlag` can flag."
+    out = set()
+    for top in nodes:
+        for q in ast.walk(top):
+            t = type(q)
+            if t in (ast.If, ast.While, ast.IfExp, ast.Assert): es = [q.test]
+            elif t is ast.UnaryOp and type(q.op) is ast.Not: es = [q.operand]
+            elif t is ast.BoolOp: es = q.values
+            elif t is ast.Call and type(q.func) is ast.Name and q.func.id == "bool" and len(q.args) == 1: es = q.args
+            else: continue
+            out.update(e.id for e in es if type(e) is ast.Name)
+    return out
+
 _NL = re.compile(rb"\n")
 _AT_KW: dict = {}
 _SCOPE_DECL = re.compile(rb"\b(?:global|nonlocal)\b")
@@ -1981,10 +1995,18 @@ def _cut(data: bytes, m: bytes, x: int, y: int, hits: list, sup: list, plan: _Pl
                 else: stub[v] = lb
     def activate(u):
         if not active[u]: active[u] = True; learn(W(u))
-    def typed_more(new):   # names that may hold a graph mode: the units reading them are kept and read
+    truth = [None] * n
+    def tested(u):   # the names a unit tests for truth directly (`if x`, `not x`, `x and y`, `bool(x)`, ...)
+        if truth[u] is None:
+            qs = [q for v in nodes[u] for q in (v if isinstance(v, list) else [v]) if isinstance(q, ast.AST)]
+            if heads[u] is not None:   # a clause header's own test (`if x:`, `elif x:`, `while x:`)
+                qs += [ast.If(test=q, body=[], orelse=[]) for q in qs if isinstance(q, ast.expr)]
+            truth[u] = {w.encode("utf-8") for w in _truth_tested(qs)}
+        return truth[u]
+    def typed_more(new):   # names that may hold a graph mode: the units testing them are kept and read
         typed.update(new)
         for v in range(n):
-            if W(v) & new:
+            if tested(v) & new:
                 if keep[v]: activate(v)
                 else: take(v)
     for u in range(n):
@@ -1997,7 +2019,7 @@ def _cut(data: bytes, m: bytes, x: int, y: int, hits: list, sup: list, plan: _Pl
         if not marked[u] and plan.mode in W(u):
             marked[u] = True
             if bound(u) - typed: typed_more(bound(u) - typed)
-        if hit[u] or heads[u] is not None or W(u) & typed: activate(u)
+        if hit[u] or heads[u] is not None or tested(u) & typed: activate(u)
     if all(keep): return None
     # the header: where no rule reads it (no anchor, no graph mode), a stub binding the same parameters stands in
     # for it (decorators, annotations and defaults are not needed); the original text stays in the output
