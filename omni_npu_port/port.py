@@ -1497,8 +1497,11 @@ def port_method(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_s
         at = next((i for i, l in enumerate(lines, 1) if f"{npu_cls}.{name}(self" in l), None)
         diags += [Diagnostic("ONP4015", n, at) for n in override_calls_in_base(npu, omni_defs, omni_cls, name)]
     else: diags += override_calls(lines, origins, omni_defs, omni_cls, name)
-    code = "\n".join(lines) + "\n"
-    if not (prefer in ("markers", "git") and any(d.code == "ONP4001" for d in diags)):   # markers explain themselves
+    return _finish("\n".join(lines) + "\n", diags, style, name, gpu_omni, prefer, format, line_length)
+
+def _finish(code: str, diags: list, style: str, name: str, gpu_omni: Located, prefer: str, format, line_length) -> PortResult:
+    "A ported method's result: parse-checked (unless conflict markers explain themselves), placed, formatted if asked."
+    if not (prefer in ("markers", "git") and any(d.code == "ONP4001" for d in diags)):
         diags += _parse_check(code, name)
     for d in diags: d.where = d.where or name
     if format:
@@ -1733,13 +1736,7 @@ def update_method(prev_gpu: Located, prev_npu: Located, gpu_omni: Located, npu_b
         diags += _delta_diags(tdiags, omni_t.splitlines(), lines, rows)
         while lines and not lines[-1].strip(): lines.pop()
         code, style = "\n".join(lines) + "\n", "update"
-        if not (prefer in ("markers", "git") and any(d.code == "ONP4001" for d in diags)): diags += _parse_check(code, name)
-    for d in diags: d.where = d.where or name
-    if format:
-        ll, settings = format_options(gpu_omni, line_length)
-        code, diags = format_code(code, format, ll, settings, diags)
-        for d in diags: d.where = d.where or name
-    return PortResult(code, diags, style, name, {"lines": code.count("\n")})
+    return _finish(code, diags, style, name, gpu_omni, prefer, format, line_length)
 
 # %% ../nbs/port.ipynb #586eae98
 CODES["ONP4018"] = "update: the omni GPU runner has a method the previous release did not have; the update does not port it (see port --class)"
