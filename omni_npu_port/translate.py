@@ -36,9 +36,9 @@ __all__ = ['SEVERITIES', 'CODES', 'DOCS_BASE', 'RULE_VISITORS', 'Code', 'code_in
            'MethodRule', 'RuleSet', 'compile_rules', 'RuleFileError', 'load_rule_file', 'merge_rules', 'SymbolRewrite',
            'KeywordChange', 'SignatureChange', 'AttentionFlags', 'RotaryFlag', 'FullGraphParamsFlag',
            'PagedAttentionFlag', 'UniformDecodeFlag', 'ExplicitBaseFlag', 'GraphModeTruthFlag', 'ClearGraphsFlag',
-           'PatchByNameFlag', 'Translation', 'translate_source', 'FileReport', 'Run', 'translate_paths', 'summary_rows',
-           'summary_markdown', 'summary_csv', 'write_report', 'examine_table', 'main', 'example_path', 'tour_translate',
-           'codes_markdown']
+           'PatchByNameFlag', 'LocalSubclassFlag', 'Translation', 'translate_source', 'FileReport', 'Run',
+           'translate_paths', 'summary_rows', 'summary_markdown', 'summary_csv', 'write_report', 'examine_table',
+           'main', 'example_path', 'tour_translate', 'codes_markdown']
 
 # %% ../nbs/translate.ipynb #4b04c001
 SEVERITIES = {"1": "rewrite", "2": "manual", "3": "unsupported", "9": "error"}
@@ -125,6 +125,10 @@ CODES = {c.code: c for c in [
     _C("ONP2018", "patched-by-name", "a GPU class is replaced by name on an object the translator cannot resolve",
        "Code that patches vllm's modules by name (`module.CUDAGraphWrapper = MyWrapper`) keeps patching the GPU "
        "class; vllm-ascend's runner uses the NPU one, so patch that name where vllm-ascend looks it up.", True,
+       ("graph.wrapper-construct",)),
+    _C("ONP2019", "local-gpu-subclass", "a class this file derives from a GPU class is constructed or checked here",
+       "Once its base is translated the subclass derives from the NPU class, but what it overrides was written for "
+       "the GPU one; check the overrides, or use the NPU class directly (as vLLM-Omni's NPU runners do).", True,
        ("graph.wrapper-construct",)),
     _C("ONP3001", "no-npu-equivalent", "a member of a GPU device namespace with no NPU equivalent in the catalog",
        "Never renamed blindly: find an equivalent (and add a rule with `--rules`) or remove it.", True,
@@ -1349,9 +1353,38 @@ class PatchByNameFlag(_Rule):
             self.ctx.diag("ONP2018", f"{e.attr.value} replaced by name on `{self.ctx.module.code_for_node(e.value)}`: "
                           f"vllm-ascend uses {self.rules.npu_symbol(gpu)}", node, p.id)
 
+class LocalSubclassFlag(_Rule):
+    "Construction and isinstance of a class this file derives from a GPU class the catalog maps (its base turns NPU)."
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.gpu = _once(self.rules, "patched-symbols", lambda: set(_patched_classes(self.rules).values()))
+        self.local: dict = {}     # qualified names of the file's subclass -> the GPU class it derives from
+
+    def visit_ClassDef(self, node):
+        gpu = next((q for b in node.bases for q in self.qnames(b.value) if q in self.gpu), None)
+        if gpu: self.local.update(dict.fromkeys(self.qnames(node.name), gpu))
+
+    def visit_Call(self, node):
+        f, args = node.func, node.args
+        if isinstance(f, cst.Name) and f.value == "isinstance" and len(args) == 2:
+            v = args[1].value
+            for e in (v.elements if isinstance(v, cst.Tuple) else ()): self._use(e.value, node)
+            if not isinstance(v, cst.Tuple): self._use(v, node)
+        else: self._use(f, node)
+
+    def _use(self, expr, node):
+        if not self.local or not isinstance(expr, (cst.Name, cst.Attribute)): return
+        q = next((x for x in self.qnames(expr) if x in self.local), None)
+        if q is None: return
+        gpu = self.local[q]
+        p = next((r for r in self.rules.symbols[gpu] if r.kind == "class-swap"), self.rules.symbols[gpu][0])
+        npu = self.rules.npu_symbol(gpu)
+        self.ctx.diag("ONP2019", f"{q.rsplit('.', 1)[-1]} is this file's subclass of {gpu}: on NPU it derives from {npu}; "
+                      f"check what it overrides, or use {_leaf(npu)} as vllm-ascend's runner does", node, p.id)
+
 RULE_VISITORS = (SymbolRewrite, KeywordChange, SignatureChange, AttentionFlags, RotaryFlag, FullGraphParamsFlag,
                  PagedAttentionFlag, UniformDecodeFlag, ExplicitBaseFlag, GraphModeTruthFlag, ClearGraphsFlag,
-                 PatchByNameFlag)
+                 PatchByNameFlag, LocalSubclassFlag)
 
 # %% ../nbs/translate.ipynb #6b04d959
 class _Apply(cst.CSTTransformer):

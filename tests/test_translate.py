@@ -845,3 +845,21 @@ def test_gpu_class_patched_by_name_is_flagged_not_module_names(rules):
     assert t.output == w.output and [d.to_dict() for d in t.diagnostics] == [d.to_dict() for d in w.diagnostics]
     again = translate_source(t.code, rules)
     assert again.code == t.code and all(d.acknowledged for d in again.diagnostics if d.code == "ONP2018")
+
+
+def test_local_subclass_of_a_gpu_class_is_flagged_where_used(rules):
+    "ONP2019 at construction and isinstance of the file's own subclass of a GPU class; nothing for other classes."
+    src = ("from vllm.compilation.cuda_graph import CUDAGraphWrapper as _Orig\n" + RUNNER_HEAD +
+           "    def load_model(self):\n        self.m = CUDAGraphWrapper(self.m, self.vllm_config)\n"
+           "        self.n = Other(self.m)\n\n"
+           "    def f(self):\n        return isinstance(self.m, (CUDAGraphWrapper, int))\n\n\n"
+           "class CUDAGraphWrapper(_Orig):\n    pass\n\n\nclass Other:\n    pass\n")
+    t = tr(src, rules)
+    assert [d.code for d in t.diagnostics if d.code == "ONP2019"] == []        # used before it is defined: unknown
+    src = src.replace(RUNNER_HEAD, "class CUDAGraphWrapper(_Orig):\n    pass\n\n\n" + RUNNER_HEAD, 1)
+    t = tr(src, rules)
+    flagged = [(d.line, d.record) for d in t.diagnostics if d.code == "ONP2019"]
+    assert flagged == [(10, "graph.wrapper-construct"), (14, "graph.wrapper-construct")]
+    assert "ACLGraphWrapper as _Orig" in t.code
+    w = tr(src, rules, chunks=False)
+    assert t.output == w.output and [d.to_dict() for d in t.diagnostics] == [d.to_dict() for d in w.diagnostics]
