@@ -34,7 +34,7 @@ try: import tomllib
 except ModuleNotFoundError: import tomli as tomllib   # Python 3.10
 
 from .catalog import CATALOG, PAIRING, VLLM_ASCEND_VERSIONS, parse_version
-from .conformance import PACKAGES, SourceError, SourceTree, open_source, resolve
+from .conformance import PACKAGES, SourceError, SourceTree, _binds, _top_level, open_source, resolve
 from .translate import RuleSet, compile_rules, translate_source
 
 # %% auto #0
@@ -571,7 +571,37 @@ def merge_hunks(base: str, omni: str, npu: str, history: tuple[str, ...] | list[
             hunks.append(Hunk("unchanged", [l.text for l in seg]))
             prev = (A[amatch:aend], N[bmatch:bend])
         iz, ia, ib = zend, aend, bend
-    return _moot_to_npu(_stale_to_npu(_drop_shared_additions(_slide_insertions(hunks), B, A, N), history))
+    return _headers_keep_bodies(_moot_to_npu(_stale_to_npu(_drop_shared_additions(_slide_insertions(hunks), B, A, N),
+                                                           history)))
+
+def _opener_at(lines: list[str]) -> int | None:
+    "Where the block header that ends `lines` starts (None unless their last code line opens a block: `...:`)."
+    code = [i for i, l in enumerate(lines) if code_tokens(l)]
+    if not code or code_tokens(lines[code[-1]])[-1] != ":": return None
+    for k in reversed(code):
+        head = lines[k: code[-1] + 1]
+        if _balanced(head):
+            try: ast.parse(textwrap.dedent("\n".join(head)).rstrip() + "\n    pass"); return k
+            except SyntaxError: return None
+    return None
+
+def _headers_keep_bodies(hunks: list[Hunk]) -> list[Hunk]:
+    "An omni insertion that would land between an NPU block header and its body, not inside it, goes before that header."
+    hs, i = list(hunks), 0
+    blank = lambda h: h.kind in ("unchanged", "same", "npu") and not any(l.strip() for l in h.lines)
+    while i < len(hs):
+        h, j = hs[i], i - 1
+        first = next((l for l in h.lines if l.strip()), None)
+        while j >= 0 and blank(hs[j]): j -= 1
+        if h.kind == "omni" and not h.base and first is not None and j >= 0 and hs[j].kind == "npu" \
+                and (k := _opener_at(hs[j].lines)) is not None and _indent(first) <= _indent(hs[j].lines[k]):
+            g = hs[j]
+            head = [Hunk(**{**g.__dict__, "lines": g.lines[:k], "npu": g.lines[:k]})] if k else []
+            tail = Hunk("npu", g.lines[k:], npu=g.lines[k:], note="" if k else g.note, code=g.code)
+            hs[j: i + 1] = head + [h, tail] + hs[j + 1: i]
+            i = j + len(head)          # the omni hunk may climb further over headers before it
+        i += 1
+    return hs
 
 def _bound_names(lines: list[str]) -> set[str] | None:
     "The names a run of plain assignments binds (None unless every statement is `name = ...` / `name: T = ...`)."
@@ -809,7 +839,8 @@ def refine_conflict(z: list[_Line], a: list[_Line], b: list[_Line], shift) -> li
         ae = {e[:4] for e in cl if e[4] == "a"}
         be = {e[:4] for e in cl if e[4] == "b"}
         bl = [b[j].text for j in _side_lines(bops, be, c1, c2)]
-        al = [a[j] for j in _side_lines(aops, ae, c1, c2)]
+        aj = _side_lines(aops, ae, c1, c2)
+        al = [a[j] for j in aj]
         if sides == {"b"}: out.append(Hunk("npu", bl))
         elif c1 == c2 and sides == {"a", "b"}:   # both sides only insert here: omni lines first (they follow the base line as on GPU), then NPU's
             lines = shift([l.text for l in al])
@@ -820,13 +851,35 @@ def refine_conflict(z: list[_Line], a: list[_Line], b: list[_Line], shift) -> li
             lines = shift([l.text for l in al])
             out.append(Hunk("omni" if lines else "omni-delete", lines, omni=lines, base=[l.text for l in z[c1:c2]]))
         else:
-            out += _conflict(z[c1:c2], al, [b[j] for j in _side_lines(bops, be, c1, c2)], shift([l.text for l in al]))
+            mine = {j for e in ae for j in range(e[2], e[3])}   # omni's own lines; the rest it kept from the base
+            out += _conflict(z[c1:c2], al, [b[j] for j in _side_lines(bops, be, c1, c2)], shift([l.text for l in al]),
+                             [j in mine for j in aj])
         p = max(p, c2)
     keep(len(z))
     return out
 
-def _conflict(z, a, b, omni_l) -> list[Hunk]:
-    "A conflict with the lines both sides share at its start and end taken out of it."
+def _whole(lines: list[str]) -> bool:
+    "Lines that are whole statements: they parse on their own (dedented), so cutting them out cuts no statement."
+    if not any(l.strip() for l in lines): return True
+    try: ast.parse(textwrap.dedent("\n".join(lines))); return True
+    except SyntaxError: return False
+
+def _own_statements(lines: list[str], own: list[bool]) -> list[str]:
+    "A side's lines without those it kept from the base, so long as that leaves its brackets balanced; else without the kept runs that are whole statements; else all."
+    mine = [l for l, o in zip(lines, own) if o]
+    if _balanced(mine): return mine
+    out, run = [], []
+    def flush():
+        if not _whole(run): out.extend(run)
+        run.clear()
+    for l, o in zip(lines, own):
+        if o: flush(); out.append(l)
+        else: run.append(l)
+    flush()
+    return out if _balanced(out) else list(lines)
+
+def _conflict(z, a, b, omni_l, own: list[bool] | None = None) -> list[Hunk]:
+    "A conflict with the lines both sides share at its start and end taken out of it (`own`: which omni lines omni wrote)."
     at, bt = [l.text for l in a], [l.text for l in b]
     p = 0
     while p < min(len(a), len(b)) and a[p] == b[p]: p += 1
@@ -837,7 +890,8 @@ def _conflict(z, a, b, omni_l) -> list[Hunk]:
     mid_o, mid_n = omni_l[p: len(a) - s], bt[p: len(b) - s]
     if not mid_n:   # the NPU side deleted these base lines: the omni side shows only what omni itself wrote
         zk = {l.key for l in z}
-        mid_o = [o for o, l in zip(mid_o, a[p: len(a) - s]) if l.key not in zk]
+        own = own[p: len(a) - s] if own is not None else [l.key not in zk for l in a[p: len(a) - s]]
+        mid_o = _own_statements(mid_o, own)
     if mid_o or mid_n: out.append(Hunk("conflict", [], omni=mid_o, npu=mid_n, base=[l.text for l in z]))
     if s: out.append(Hunk("same", bt[len(b) - s:], npu=bt[len(b) - s:]))
     return out
@@ -1321,18 +1375,45 @@ def format_code(code: str, formatter: str = "ruff", line_length: int = RUFF_LINE
     return "\n".join(new) + "\n", moved
 
 # %% ../nbs/port.ipynb #5327476c
-def _omni_methods(gpu_omni: Located, gpu_base: Located | None = None) -> dict[str, ast.FunctionDef]:
-    "The methods the omni class defines, itself or through its bases defined in the same module (never the GPU base's): name → def."
+def _located_bases(c: Located) -> list[Located]:
+    "The bases of a class found in the same source, read, never imported: the same module, another module of its tree (imports and re-exports followed), or for a lone file a sibling file it imports from."
+    out = []
+    for x in c.cls_node.bases:
+        dotted = ast.unparse(x.value if isinstance(x, ast.Subscript) else x)   # Generic[T] -> Generic
+        if c.tree is not None:
+            sym = resolve(c.tree, f"{c.module}.{dotted}")
+            if sym and sym.kind == "class":
+                out.append(Located(c.origin, c.package, c.version, sym.module, c.tree.module_source(sym.module),
+                                   sym.node, tree=c.tree))
+            continue
+        mod = ast.parse(c.module_text)
+        if dotted in (top := _top_classes(mod)): out.append(Located(c.origin, None, None, c.module, c.module_text, top[dotted])); continue
+        for st in _top_level(mod.body):        # `from sibling import Base` next to a lone file
+            b = _binds(st, dotted)
+            if b and b[0] == "from" and b[3] <= 1 and b[1] and "." not in b[1]:
+                f = Path(c.origin).parent / f"{b[1]}.py"
+                try: out.append(locate(f"{f}:{b[2]}", False)) if f.is_file() else None
+                except PortError: pass
+                break
+    return out
+
+def _omni_defs(gpu_omni: Located, gpu_base: Located | None = None) -> dict[str, tuple[str, ast.FunctionDef]]:
+    "The methods the omni class defines, itself or through its bases found in the same source (never the GPU base's): name → (defining class, def)."
     stop = {gpu_base.cls_node.name, gpu_base.owner} if gpu_base is not None else set()
-    mod = gpu_omni.tree.module_ast(gpu_omni.module) if gpu_omni.tree is not None else ast.parse(gpu_omni.module_text)
-    classes, todo, seen, out = _top_classes(mod), [gpu_omni.cls_node], set(), {}
+    todo, seen, out = [gpu_omni], set(), {}
     while todo:                     # breadth first, so a class's own method wins over its bases' (as in the MRO)
         c = todo.pop(0)
-        if c.name in seen or c.name in stop: continue
-        seen.add(c.name)
-        for n, fn in _own_methods(c).items(): out.setdefault(n, fn)
-        todo += [classes[x.id] for x in c.bases if isinstance(x, ast.Name) and x.id in classes]
+        key = (c.module, c.cls_node.name)
+        if key in seen or c.cls_node.name in stop: continue
+        seen.add(key)
+        owner = c.cls_node.name if c.module == gpu_omni.module else f"{c.module}.{c.cls_node.name}"
+        for n, fn in _own_methods(c.cls_node).items(): out.setdefault(n, (owner, fn))
+        todo += _located_bases(c)
     return out
+
+def _omni_methods(gpu_omni: Located, gpu_base: Located | None = None) -> dict[str, ast.FunctionDef]:
+    "The methods the omni class defines, itself or through its bases found in the same source: name → def."
+    return {n: fn for n, (_, fn) in _omni_defs(gpu_omni, gpu_base).items()}
 
 def _self_calls(line: str) -> list[str]:
     "Names `m` of the `self.m(` calls on a line (strings and comments skipped)."
@@ -1367,25 +1448,27 @@ def _call_at(code_lines: list[str], line: int, name: str) -> ast.Call | None:
                      and n.func.attr == name and isinstance(n.func.value, ast.Name) and n.func.value.id == "self"), None)
     return None
 
-def _override_note(name: str, omni_cls: str, fits: bool | None, ported: bool = False) -> str:
+def _override_note(name: str, owner: str, fits: bool | None, ported: bool = False) -> str:
+    "The ONP4015 message for a call of `self.<name>(...)` that now runs `owner`'s method (the class that defines it)."
     how = {True: "its arguments fit that method's parameters", False: "its arguments do NOT fit that method's parameters",
            None: "check that its arguments fit that method's parameters"}[fits]
-    what = f"{omni_cls}.{name} (ported or translated in this module)" if ported else f"{omni_cls}.{name}"
+    what = f"{owner}.{name} (ported or translated in this module)" if ported else f"{owner}.{name}"
     return f"{CODES['ONP4015']}: self.{name}(...) now runs {what}, not vllm-ascend's; {how}"
 
 def override_calls(lines: list[str], origins: list[str], omni: dict[str, ast.FunctionDef], omni_cls: str,
-                   this: str) -> list[Diagnostic]:
-    "ONP4015 at every NPU line of a port that calls `self.m(...)` where the omni class overrides `m` (not the ported method)."
+                   this: str, owners: dict[str, str] | None = None) -> list[Diagnostic]:
+    "ONP4015 at every NPU line of a port that calls `self.m(...)` where the omni class overrides `m` (`owners`: m → the class defining it, default `omni_cls`)."
     out = []
     for i, (l, o) in enumerate(zip(lines, origins), 1):
         if o != "npu": continue
         for name in dict.fromkeys(_self_calls(l)):
             if name in omni and name != this:
-                out.append(Diagnostic("ONP4015", _override_note(name, omni_cls, _fits(_call_at(lines, i, name), omni[name])), i))
+                owner = (owners or {}).get(name, omni_cls)
+                out.append(Diagnostic("ONP4015", _override_note(name, owner, _fits(_call_at(lines, i, name), omni[name])), i))
     return out
 
 def _refit_overrides(diags: list[Diagnostic], bodies: dict[str, str], npu_srcs: dict[str, str],
-                     omni: dict[str, ast.FunctionDef], cname: str) -> list[Diagnostic]:
+                     omni: dict[str, ast.FunctionDef], cname: str, owners: dict[str, str] | None = None) -> list[Diagnostic]:
     "Class mode: ONP4015 judged against the methods the ported class really has (ported or translated), not the omni GPU ones."
     final = dict(omni)
     for n, b in bodies.items():
@@ -1400,22 +1483,23 @@ def _refit_overrides(diags: list[Diagnostic], bodies: dict[str, str], npu_srcs: 
             if d.where in done: continue
             done.add(d.where)
             out += [Diagnostic("ONP4015", n, d.line, d.severity, d.where)
-                    for n in override_calls_in_base(npu_srcs[d.where], final, cname, d.where, set(bodies))]
+                    for n in override_calls_in_base(npu_srcs[d.where], final, cname, d.where, set(bodies), owners)]
             continue
         fits = _fits(_call_at(lines, d.line, callee), final[callee]) if d.line and d.line <= len(lines) else None
         out.append(Diagnostic("ONP4015", _override_note(callee, cname, fits, True), d.line, d.severity, d.where))
     return out
 
 def override_calls_in_base(npu_src: str, omni: dict[str, ast.FunctionDef], omni_cls: str, this: str,
-                           ported: set = frozenset()) -> list[str]:
+                           ported: set = frozenset(), owners: dict[str, str] | None = None) -> list[str]:
     "The notes for the `self.m(...)` calls inside an NPU base method that the omni class overrides (an explicit base call runs them)."
     fn = ast.parse(npu_src).body[0]
     notes = {}
     for n in _walk_no_nested(fn):
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name) \
                 and n.func.value.id == "self" and n.func.attr in omni and n.func.attr != this:
-            notes.setdefault(n.func.attr, _override_note(n.func.attr, omni_cls, _fits(n, omni[n.func.attr]),
-                                                         n.func.attr in ported))
+            m = n.func.attr
+            owner = omni_cls if m in ported else (owners or {}).get(m, omni_cls)
+            notes.setdefault(m, _override_note(m, owner, _fits(n, omni[m]), m in ported))
     return list(notes.values())
 
 # %% ../nbs/port.ipynb #c8de38e7
@@ -1492,11 +1576,12 @@ def port_method(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_s
                            fence, prefer, origins)
     diags += d2
     diags += _delta_diags(tdiags, omni_t.splitlines(), lines, origins, skip)
-    omni_defs, omni_cls = _omni_methods(gpu_omni, gpu_base), gpu_omni.cls_node.name
+    defs, omni_cls = _omni_defs(gpu_omni, gpu_base), gpu_omni.cls_node.name
+    omni_defs, owners = {n: fn for n, (_, fn) in defs.items()}, {n: o for n, (o, _) in defs.items()}
     if style == "super-call":   # the explicit base call runs the NPU method, whose own self-calls reach omni overrides
         at = next((i for i, l in enumerate(lines, 1) if f"{npu_cls}.{name}(self" in l), None)
-        diags += [Diagnostic("ONP4015", n, at) for n in override_calls_in_base(npu, omni_defs, omni_cls, name)]
-    else: diags += override_calls(lines, origins, omni_defs, omni_cls, name)
+        diags += [Diagnostic("ONP4015", n, at) for n in override_calls_in_base(npu, omni_defs, omni_cls, name, owners=owners)]
+    else: diags += override_calls(lines, origins, omni_defs, omni_cls, name, owners)
     return _finish("\n".join(lines) + "\n", diags, style, name, gpu_omni, prefer, format, line_length)
 
 def _finish(code: str, diags: list, style: str, name: str, gpu_omni: Located, prefer: str, format, line_length) -> PortResult:
@@ -1640,8 +1725,9 @@ def port_class(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_st
         bodies.append(new); styles[name] = "omni-only"
     omni_cls, npu_cls = gpu_omni.cls_node.name, npu_base.cls_node.name
     cname = class_name or _class_label(omni_cls)
+    defs = _omni_defs(gpu_omni, gpu_base)
     diags = _refit_overrides(diags, dict(zip(plan.port + plan.translate, bodies)), npu_srcs,
-                             _omni_methods(gpu_omni, gpu_base), cname)
+                             {n: fn for n, (_, fn) in defs.items()}, cname, {n: o for n, (o, _) in defs.items()})
     methods = "\n".join(textwrap.indent(b, "    ") for b in bodies) or "    pass\n"
     inherited = ", ".join(plan.inherit)
     cls_code = f"class {cname}({omni_cls}, {npu_cls}):\n" + \

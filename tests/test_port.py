@@ -3,6 +3,7 @@ import ast
 import json
 import re
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -657,7 +658,31 @@ def test_override_warning_at_npu_calls_of_omni_overrides():
         assert d.severity == "warning" and f"self.{name}(" in lines[d.line - 1]
     assert "do NOT fit" in found["_model_forward"].message        # NPU arguments, GPU-signature omni override
     assert "do NOT fit" not in found["_prepare"].message and "fit" in found["_prepare"].message   # via the omni mixin
+    assert "now runs OmniMixin._prepare," in found["_prepare"].message                          # the class defining it
+    assert "now runs OmniGPUModelRunner._model_forward," in found["_model_forward"].message
     assert "ONP4015" in P.CODES
+
+
+def test_override_warning_follows_bases_into_other_modules_of_the_source():
+    # the omni runner's mixin is imported through a package re-export; that mixin's own base sits in a sibling module
+    # (relative import); the GPU base comes from vllm, outside the source: read, never imported
+    gb, nb = (P.locate(f"{FIX / 'override.py'}:{c}._dummy_run") for c in ("GPUModelRunner", "NPUModelRunner"))
+    go = P.locate(f"{FIX / 'override_tree'}:OmniGPUModelRunner._dummy_run")
+    res = P.port_method(gb, go, nb)
+    found = {re.search(r"self\.(\w+)\(", d.message).group(1): d for d in res.diagnostics if d.code == "ONP4015"}
+    assert set(found) == {"_model_forward", "_prepare", "_sync"}
+    assert "now runs OmniGPUModelRunner._model_forward," in found["_model_forward"].message
+    assert "now runs vllm_omni.worker.mixins.OmniMixin._prepare," in found["_prepare"].message
+    assert "now runs vllm_omni.worker.talker.TalkerMixin._sync," in found["_sync"].message
+    assert "do NOT fit" in found["_sync"].message                  # `_sync(self, stream)` called with no argument
+    assert "vllm" not in sys.modules and "vllm_omni" not in sys.modules
+
+
+def test_override_warning_follows_a_lone_files_base_into_a_sibling_file():
+    gb, nb = (P.locate(f"{FIX / 'override.py'}:{c}._dummy_run") for c in ("GPUModelRunner", "NPUModelRunner"))
+    res = P.port_method(gb, P.locate(f"{FIX / 'override_split.py'}:OmniGPUModelRunner._dummy_run"), nb)
+    [d] = [d for d in res.diagnostics if d.code == "ONP4015"]    # the GPU base's file is absent: nothing from it
+    assert "self._prepare(...) now runs override_mixins.SplitMixin._prepare," in d.message
 
 
 def test_override_warning_on_an_explicit_base_call():
@@ -687,6 +712,28 @@ def test_override_warning_follows_formatting():
     res = P.port_method(*triple("override", "_dummy_run"), format="ruff", line_length=40)
     d = next(d for d in res.diagnostics if d.code == "ONP4015" and "_model_forward" in d.message)
     assert "self._model_forward(" in res.code.splitlines()[d.line - 1]
+
+
+def test_conflict_omni_side_is_whole_and_no_omni_line_splits_a_header_from_its_body():
+    # the NPU base rewrote the `with` (header and body) that omni wrote a block into: the conflict's omni side keeps that
+    # block whole, down to the `)` closing its call, though `)` alone is also a base line; and the omni statement written
+    # where the NPU base put its own `if self.drafter:` goes before that header, not between it and its body
+    res = P.port_method(*triple("cut_call", "_dummy_run"))
+    assert res.conflicts == 1
+    lines = res.code.splitlines()
+    mid, end = lines.index("======="), next(i for i, l in enumerate(lines) if l.startswith(">>>>>>>"))
+    omni_side = lines[mid + 1: end]
+    ast.parse(textwrap.dedent("\n".join(omni_side)))                        # whole statements
+    assert omni_side[-1].strip() == "self.compilation_config.cache_dir = None"
+    assert not any("self.model(" in l for l in omni_side)                   # base lines the NPU side deleted stay out
+    masked, _ = P._mask_conflicts(lines)
+    ast.parse("\n".join(masked))                                             # conflict markers aside, the port parses
+    extract = next(i for i, l in enumerate(lines) if "extract_multimodal_outputs" in l)
+    header = next(i for i, l in enumerate(lines) if l.strip() == "if self.drafter:")
+    assert extract < header and P._indent(lines[extract]) == P._indent(lines[header])
+    assert lines[header + 1].strip() == "self.drafter.dummy_run("
+    for prefer in ("npu", "omni", "comment"):
+        ast.parse(P.port_method(*triple("cut_call", "_dummy_run"), prefer=prefer).code)
 
 
 def test_stale_region_yields_before_it_is_split():
