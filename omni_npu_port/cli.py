@@ -8,6 +8,7 @@ Docs: https://omni-npu-port.github.io/omni-npu-port/cli.html.md"""
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import sys
 from collections import Counter
@@ -16,7 +17,7 @@ from . import __version__
 from .catalog import CATALOG, FAMILIES, KINDS, check_choice, select_target
 
 # %% auto #0
-__all__ = ['COMMANDS', 'TOUR_STEPS', 'fail', 'main', 'catalog_main', 'profile_main', 'tour_main']
+__all__ = ['COMMANDS', 'TOUR_STEPS', 'fail', 'main', 'entry', 'catalog_main', 'profile_main', 'tour_main']
 
 # %% ../nbs/cli.ipynb #b508c3c4
 COMMANDS = {
@@ -61,6 +62,13 @@ def main(argv: list[str] | None = None) -> int:
     try: return int(getattr(importlib.import_module(mod), fn)(rest) or 0)
     except KeyboardInterrupt: return fail("interrupted", 130)
     except SystemExit as e: return e.code if isinstance(e.code, int) else fail(str(e.code))
+
+# %% ../nbs/cli.ipynb #5c90b65b
+def entry() -> int:
+    "The `omni-npu-port` console script: `main`, then no exit-time walk of what the command built (the process ends)."
+    rc = main()
+    gc.freeze()
+    return rc
 
 # %% ../nbs/cli.ipynb #4fbd0c7f
 def _parser(cmd: str, description: str) -> argparse.ArgumentParser:

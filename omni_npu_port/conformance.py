@@ -8,6 +8,7 @@ Docs: https://omni-npu-port.github.io/omni-npu-port/conformance.html.md"""
 from __future__ import annotations
 
 import ast
+import gzip
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -16,10 +17,12 @@ import json
 import os
 import re
 import tarfile
+import tempfile
 import textwrap
 import urllib.parse
 import urllib.request
 import zipfile
+import zlib
 from dataclasses import dataclass, field, replace
 from email.parser import HeaderParser
 from functools import lru_cache
@@ -28,11 +31,12 @@ from pathlib import Path
 from .catalog import CATALOG, Pattern, parse_version
 
 # %% auto #0
-__all__ = ['PACKAGES', 'OK', 'CHANGED', 'MISSING', 'NA', 'PYPI', 'CACHE_DIR', 'KINDS', 'SourceError', 'SourceTree', 'open_source',
-           'write_source_double', 'Symbol', 'Unresolved', 'resolve', 'SourceExpr', 'signature_from_ast',
-           'symbol_signature', 'signature', 'Binding', 'check_call', 'Conformance', 'record_symbol', 'record_holds',
-           'record_methods', 'positional_hazards', 'gpu_order', 'check_record', 'conformance', 'summary',
-           'conformance_table', 'FetchError', 'release_files', 'fetch_package']
+__all__ = ['PACKAGES', 'SDIST_CACHE_ENV', 'OK', 'CHANGED', 'MISSING', 'NA', 'PYPI', 'CACHE_DIR', 'KINDS', 'SourceError',
+           'tar_files', 'sdist_cache_dir', 'parse_source', 'SourceTree', 'open_source', 'write_source_double', 'Symbol',
+           'Unresolved', 'resolve', 'SourceExpr', 'signature_from_ast', 'symbol_signature', 'signature', 'Binding',
+           'check_call', 'Conformance', 'record_symbol', 'record_holds', 'record_methods', 'positional_hazards',
+           'gpu_order', 'check_record', 'conformance', 'summary', 'conformance_table', 'FetchError', 'release_files',
+           'fetch_package']
 
 # %% ../nbs/conformance.ipynb #65f12a1c
 PACKAGES = {"vllm_ascend": "vllm-ascend", "vllm": "vllm", "vllm_omni": "vllm-omni"}  # import name -> distribution
@@ -67,20 +71,103 @@ class _ZipReader:
         return self.zf.read(rel) if rel in self._names else None
     def names(self) -> list[str]: return sorted(self._names)
 
-class _TarReader:
-    "The `.py` files and PKG-INFO of an sdist, read in one pass (gzip cannot seek backwards cheaply)."
-    def __init__(self, path: Path):
-        self.files: dict[str, bytes] = {}
+# %% ../nbs/conformance.ipynb #ce35aeaf
+SDIST_CACHE_ENV = "OMNI_NPU_PORT_SDIST_CACHE"
+_SDIST_CACHE_FORMAT = "omni-npu-port sdist cache 1"
+
+def _wanted(rel: str) -> bool:
+    "What a SourceTree reads from an sdist (path below `<name>-<version>/`): the packages' `.py` files and PKG-INFO."
+    return (rel.endswith(".py") and rel.split("/")[0] in PACKAGES) or rel == "PKG-INFO"
+
+def _octal(field: bytes) -> int:
+    if field[:1] in (b"\x80", b"\xff"): raise ValueError("base-256 number")
+    f = field.strip(b" \x00")
+    return int(f, 8) if f else 0
+
+def _pax_records(data: bytes) -> dict[bytes, bytes]:
+    "A pax extended header's `LEN key=value\\n` records."
+    out, i = {}, 0
+    while i < len(data) and data[i:i + 1] != b"\x00":
+        sp = data.index(b" ", i)
+        n = int(data[i:sp])
+        k, _, v = data[sp + 1:i + n - 1].partition(b"=")
+        out[k], i = v, i + n
+    return out
+
+def _tar_members(buf: bytes):
+    "(name, data) of every regular file of an uncompressed tar: ustar prefixes, GNU long names, pax paths."
+    pos, n, long_name, pax = 0, len(buf), None, {}
+    while True:
+        if pos + 512 > n: raise ValueError("no end-of-archive block: truncated")
+        h = buf[pos:pos + 512]
+        if not h.strip(b"\x00"): return                                   # the end-of-archive blocks
+        if _octal(h[148:156]) != sum(h[:148]) + 256 + sum(h[156:]): raise ValueError(f"header checksum at byte {pos}")
+        size, typ, start = _octal(h[124:136]), h[156:157], pos + 512
+        if b"size" in pax: size = int(pax[b"size"])
+        pos = start + (size + 511) // 512 * 512
+        if typ == b"x": pax = _pax_records(buf[start:start + size]); continue
+        if typ == b"L": long_name = buf[start:start + size].rstrip(b"\x00"); continue
+        if typ == b"g": continue
+        name = h[:100].split(b"\x00", 1)[0]
+        if h[257:262] == b"ustar" and (prefix := h[345:500].split(b"\x00", 1)[0]): name = prefix + b"/" + name
+        name = pax.get(b"path") or long_name or name
+        long_name, pax = None, {}
+        if typ in (b"0", b"\x00", b"7"): yield name.decode("utf-8", "surrogateescape"), buf[start:start + size]
+
+def tar_files(path: Path, keep=_wanted) -> dict[str, bytes]:
+    "The files of a (gzipped) tar whose path below the top directory `keep` accepts: {that path: bytes}."
+    raw = Path(path).read_bytes()
+    try:
+        buf = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw   # every gzip member, in C
+        return {rel: bytes(d) for name, d in _tar_members(buf) if keep(rel := name.partition("/")[2])}
+    except (ValueError, IndexError, OSError, EOFError, zlib.error):       # what the walk does not know: tarfile
         with tarfile.open(path) as tf:
-            for m in tf:
-                if not m.isfile(): continue
-                _, _, rel = m.name.partition("/")  # sdists hold <name>-<version>/...
-                if (rel.endswith(".py") and rel.split("/")[0] in PACKAGES) or rel == "PKG-INFO":
-                    self.files[rel] = tf.extractfile(m).read()
-    def read(self, rel: str) -> bytes | None: return self.files.get(rel)
-    def names(self) -> list[str]: return sorted(self.files)
+            return {rel: tf.extractfile(m).read() for m in tf if m.isfile() and keep(rel := m.name.partition("/")[2])}
+
+def sdist_cache_dir() -> Path | None:
+    "Where unpacked sdists are kept (None: `$OMNI_NPU_PORT_SDIST_CACHE` is `off`)."
+    v = os.environ.get(SDIST_CACHE_ENV, "~/.cache/omni-npu-port/sdist-py")
+    return None if v.strip().lower() in ("", "off", "0", "no", "none") else Path(v).expanduser()
+
+def _write_zip(target: Path, files: dict[str, bytes]) -> None:
+    "Write `files` to the zip `target` through a temporary file and a rename (best effort: a cache)."
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f, zipfile.ZipFile(f, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as z:
+                z.writestr("__format__", _SDIST_CACHE_FORMAT)
+                for rel, data in files.items(): z.writestr(rel, data)
+            os.replace(tmp, target)
+        finally: Path(tmp).unlink(missing_ok=True)
+    except OSError: pass
+
+class _TarReader:
+    "The `.py` files and PKG-INFO of an sdist: unpacked once (`tar_files`) into the sdist cache, read from there after."
+    def __init__(self, path: Path):
+        st, cache = path.stat(), sdist_cache_dir()
+        self.cached = cache / f"{path.name}.{st.st_size}.{st.st_mtime_ns}.zip" if cache else None
+        self.zf, self.files = None, None
+        if self.cached is not None and self.cached.is_file():
+            try:
+                zf = zipfile.ZipFile(self.cached)
+                if zf.read("__format__").decode() == _SDIST_CACHE_FORMAT:
+                    self.zf, self._names = zf, set(zf.namelist()) - {"__format__"}
+            except (OSError, KeyError, zipfile.BadZipFile): pass
+        if self.zf is None:
+            self.files = tar_files(path)
+            if self.cached is not None: _write_zip(self.cached, self.files)
+    def read(self, rel: str) -> bytes | None:
+        if self.files is not None: return self.files.get(rel)
+        return self.zf.read(rel) if rel in self._names else None
+    def names(self) -> list[str]: return sorted(self.files if self.files is not None else self._names)
 
 # %% ../nbs/conformance.ipynb #e06535d0
+@lru_cache(maxsize=16)
+def parse_source(text: str) -> ast.Module:
+    "`ast.parse` of a module's text, once per text and process (the trees are read, never changed)."
+    return ast.parse(text)
+
 class SourceTree:
     "The `.py` files of one package (vllm_ascend, vllm or vllm_omni), parsed lazily with `ast`, never imported."
     def __init__(self, reader, package: str, version: str | None, origin: str, kind: str):
@@ -112,7 +199,8 @@ class SourceTree:
         "The parsed module, cached; None if absent."
         if module not in self._ast:
             src = self.module_source(module)
-            self._ast[module] = None if src is None else ast.parse(src, filename=module)
+            try: self._ast[module] = None if src is None else parse_source(src)
+            except SyntaxError: ast.parse(src, filename=module); raise     # the error again, naming the module
         return self._ast[module]
 
 # %% ../nbs/conformance.ipynb #ba692f47

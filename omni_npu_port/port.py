@@ -13,6 +13,7 @@ import builtins
 import collections
 import difflib
 import functools
+import gc
 import io
 import json
 import os
@@ -34,18 +35,32 @@ try: import tomllib
 except ModuleNotFoundError: import tomli as tomllib   # Python 3.10
 
 from .catalog import CATALOG, PAIRING, VLLM_ASCEND_VERSIONS, parse_version
-from .conformance import PACKAGES, SourceError, SourceTree, _binds, _top_level, open_source, resolve
+from .conformance import PACKAGES, SourceError, SourceTree, _binds, _top_level, open_source, parse_source, resolve
 from .translate import RuleSet, compile_rules, translate_source
 
 # %% auto #0
-__all__ = ['FENCE_TEXT', 'FENCE_RE', 'INLINE_MARK', 'CODES', 'SCRATCH', 'PREFER', 'RUFF_LINE_LENGTH', 'FORMATTERS', 'Diagnostic',
-           'PortError', 'MethodSpec', 'parse_spec', 'Located', 'method_text', 'open_tree', 'locate', 'rules_for',
-           'known_ascend', 'target_of', 'target_check', 'from_translator', 'translate_methods', 'translate_located',
-           'translate_code', 'translator_check', 'pairing_check', 'code_tokens', 'logical_units', 'adopt_layout',
-           'Hunk', 'merge_hunks', 'refine_conflict', 'render', 'extends_by_super', 'port_super_call',
+__all__ = ['FENCE_TEXT', 'FENCE_RE', 'INLINE_MARK', 'CODES', 'SCRATCH', 'PREFER', 'RUFF_LINE_LENGTH', 'FORMATTERS', 'TOOL_PROSE',
+           'gc_paused', 'Diagnostic', 'PortError', 'MethodSpec', 'parse_spec', 'Located', 'method_text', 'open_tree',
+           'locate', 'rules_for', 'known_ascend', 'target_of', 'target_check', 'from_translator', 'translate_methods',
+           'translate_located', 'translate_code', 'translator_check', 'pairing_check', 'code_tokens', 'logical_units',
+           'adopt_layout', 'Hunk', 'merge_hunks', 'refine_conflict', 'render', 'extends_by_super', 'port_super_call',
            'port_super_inline', 'ruff_bin', 'ruff_settings', 'format_options', 'format_code', 'override_calls',
            'override_calls_in_base', 'PortResult', 'port_method', 'ClassPlan', 'needs_translation', 'accepts_npu_calls',
-           'plan_class', 'port_class', 'fold_npu_change', 'update_method', 'update_class', 'write_atomic', 'main']
+           'plan_class', 'port_class', 'fold_npu_change', 'update_method', 'update_class', 'similarity', 'split_prose',
+           'code_only', 'invented_prose', 'prose_ceiling', 'Score', 'score_against', 'score_result', 'write_atomic',
+           'main']
+
+# %% ../nbs/port.ipynb #8456ec4a
+def gc_paused(fn):
+    "Run `fn` with the cyclic garbage collector paused (restored as it was after, also on errors)."
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        was = gc.isenabled()
+        gc.disable()
+        try: return fn(*args, **kwargs)
+        finally:
+            if was: gc.enable()
+    return run
 
 # %% ../nbs/port.ipynb #20e85044
 FENCE_TEXT = "# ---------------------------------------Omni-new----------------------------------------------"
@@ -228,6 +243,7 @@ def open_tree(source: str) -> SourceTree:
         except SourceError as e: raise PortError(str(e)) from None
     return _TREES[key]
 
+@gc_paused
 def locate(spec: str | MethodSpec, need_method: bool = True) -> Located:
     "Find the class (and method) a spec names; errors list close matches."
     s = parse_spec(spec, need_method) if isinstance(spec, str) else spec
@@ -305,6 +321,11 @@ def from_translator(d, line: int | None = None) -> Diagnostic:
 
 def _module_imports(text: str) -> list[str]:
     "The import statements of a module (top level, or inside top-level `if`/`try` blocks), each dedented."
+    return list(_imports_of(text))
+
+@functools.lru_cache(maxsize=32)
+def _imports_of(text: str) -> tuple[str, ...]:
+    "`_module_imports` once per module text (a class port asks again and again); the parse is the source trees' own."
     lines, out = text.splitlines(), []
     def walk(body):
         for st in body:
@@ -313,9 +334,9 @@ def _module_imports(text: str) -> list[str]:
             elif isinstance(st, (ast.If, ast.Try)):
                 for b in (st.body, st.orelse, getattr(st, "finalbody", []), *[h.body for h in getattr(st, "handlers", [])]):
                     walk(b)
-    try: walk(ast.parse(text).body)
+    try: walk(parse_source(text).body)
     except SyntaxError: pass
-    return out
+    return tuple(out)
 
 def _line_map(a: list[str], b: list[str]) -> list[int]:
     "For each line of `a`, the index of the line of `b` it became (the nearest one where a region was rewritten)."
@@ -669,11 +690,16 @@ def _slide_insertions(hunks: list[Hunk]) -> list[Hunk]:
         i += 1
     return hs
 
+@functools.lru_cache(maxsize=64)
+def _joined_tokens(text: str) -> str:
+    "`code_tokens` of a text, NUL-joined and -framed for a substring test (the older texts are asked many times)."
+    return f"\x00{chr(0).join(code_tokens(text))}\x00"
+
 def _tokens_in(part: list[str], whole: str) -> bool:
     "Whether the code tokens of `part` occur, in a row, among those of `whole` (layout and comments ignored)."
-    tp, tw = code_tokens("\n".join(part)), code_tokens(whole)
+    tp = code_tokens("\n".join(part))
     if tp and tp[-1] == ",": tp = tp[:-1]     # a part cut before its closing bracket keeps a comma `whole` drops
-    return bool(tp) and f"\x00{chr(0).join(tp)}\x00" in f"\x00{chr(0).join(tw)}\x00"
+    return bool(tp) and f"\x00{chr(0).join(tp)}\x00" in _joined_tokens(whole)
 
 def _stale(omni: list[str], base: list[str], older: str) -> bool:
     "The omni side is an older vllm's text where the GPU base has since changed: omni did not edit, it lags behind."
@@ -1544,6 +1570,7 @@ def _super_spans(code: str) -> set:
             out |= set(range(st.lineno, st.end_lineno + 1))
     return out
 
+@gc_paused
 def port_method(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_style: str = "auto",
                 target: str | RuleSet | None = None, fence: bool = True, prefer: str = "markers",
                 history: list[Located] = (), format: str | None = None, line_length: int | None = None) -> PortResult:
@@ -1698,6 +1725,7 @@ def _translated_imports(loc: Located, rules: RuleSet) -> str:
     t = translate_source(head, rules, path="<port imports>", comments=False)
     return t.code if t.error is None else head
 
+@gc_paused
 def port_class(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_style: str = "auto",
                target: str | RuleSet | None = None, class_name: str | None = None, prefer: str = "markers",
                history: list[Located] = (), format: str | None = None, line_length: int | None = None) -> PortResult:
@@ -1786,6 +1814,7 @@ def _update_rules(format, npu_base_old, npu_base, target, what: str) -> RuleSet:
         raise PortError(f"fold in vllm-ascend's change with both the old and the new NPU base {what}, or neither")
     return rules_for(target or (target_of(npu_base) if npu_base else None))
 
+@gc_paused
 def update_method(prev_gpu: Located, prev_npu: Located, gpu_omni: Located, npu_base_old: Located | None = None,
                   npu_base: Located | None = None, target: str | RuleSet | None = None, fence: bool = False,
                   prefer: str = "markers", format: str | None = None, line_length: int | None = None) -> PortResult:
@@ -1827,6 +1856,7 @@ def update_method(prev_gpu: Located, prev_npu: Located, gpu_omni: Located, npu_b
 # %% ../nbs/port.ipynb #586eae98
 CODES["ONP4018"] = "update: the omni GPU runner has a method the previous release did not have; the update does not port it (see port --class)"
 
+@gc_paused
 def update_class(prev_gpu: Located, prev_npu: Located, gpu_omni: Located, npu_base_old: Located | None = None,
                  npu_base: Located | None = None, target: str | RuleSet | None = None, fence: bool = False,
                  prefer: str = "markers", format: str | None = None, line_length: int | None = None) -> PortResult:
@@ -1858,6 +1888,109 @@ def update_class(prev_gpu: Located, prev_npu: Located, gpu_omni: Located, npu_ba
     if not any(d.code == "ONP4001" for d in diags): diags += _parse_check(code, cname)
     return PortResult(code, diags, "class-update", cname, {"styles": styles})
 
+# %% ../nbs/port.ipynb #61978e36
+def similarity(a: str, b: str) -> float:
+    "difflib's ratio of two texts compared line by line (no junk heuristic): the port benchmark's number."
+    return difflib.SequenceMatcher(None, a.splitlines(), b.splitlines(), autojunk=False).ratio()
+
+def _docstring_lines(tree: ast.AST) -> set[int]:
+    "0-based lines of every module, class and function docstring."
+    out = set()
+    for n in ast.walk(tree):
+        body = getattr(n, "body", None)
+        if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body and \
+           isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+            out.update(range(body[0].lineno - 1, body[0].end_lineno))
+    return out
+
+def _cut_comment(line: str) -> tuple[str, str]:
+    "One line as (code, comment words), by the tokenizer on the line alone (all code where it does not tokenize)."
+    if "#" not in line: return line.rstrip(), ""
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(line.strip() + "\n").readline):
+            if tok.type == tokenize.COMMENT:
+                at = len(line) - len(line.lstrip()) + tok.start[1]
+                return line[:at].rstrip(), " ".join(tok.string.lstrip("#").split())
+    except (tokenize.TokenError, IndentationError, SyntaxError): pass
+    return line.rstrip(), ""
+
+def _comment_columns(text: str) -> dict[int, int] | None:
+    "0-based line → column of its comment, tokenizing the whole text (None where it does not tokenize)."
+    try: return {t.start[0] - 1: t.start[1] for t in tokenize.generate_tokens(io.StringIO(text + "\n").readline)
+                 if t.type == tokenize.COMMENT}
+    except (tokenize.TokenError, IndentationError, SyntaxError): return None
+
+def split_prose(code: str) -> list[tuple[str, str]]:
+    "Each line of `code` (dedented) as (code, prose): comments and docstring lines are prose; conflict markers are code."
+    lines = textwrap.dedent(code).splitlines()
+    masked, _ = _mask_conflicts(lines)          # one line out per line in: the numbers stay
+    held = {i for i, (a, b) in enumerate(zip(lines, masked)) if a != b}   # markers and a conflict's omni side
+    try: doc = _docstring_lines(ast.parse("\n".join(masked)))
+    except SyntaxError: doc = set()
+    cols = _comment_columns("\n".join(masked))
+    out = []
+    for i, l in enumerate(lines):
+        if i in doc: out.append(("", " ".join(l.split())))
+        elif not l.strip() or (i in held and l.lstrip().startswith(_MARKERS)): out.append((l.rstrip(), ""))
+        elif i in held or cols is None: out.append(_cut_comment(l))      # a line on its own
+        elif i in cols: out.append((l[:cols[i]].rstrip(), " ".join(l[cols[i]:].lstrip("#").split())))
+        else: out.append((l.rstrip(), ""))
+    return out
+
+def code_only(code: str) -> str:
+    "The code of `code`, line by line: comments, docstrings and blank lines left out."
+    return "".join(c + "\n" for c, _ in split_prose(code) if c.strip())
+
+# %% ../nbs/port.ipynb #b4b293fd
+TOOL_PROSE = re.compile(r"^(-+\s*Omni-new\s*-+|Omni-new|ONP\d{4}\b.*)$")   # prose the port writes itself
+
+def invented_prose(hand: str, inputs=()) -> list[int]:
+    "1-based lines of `hand` holding comment or docstring text that none of `inputs` has (and the tool never writes)."
+    known = {p for src in inputs for _, p in split_prose(src) if p}
+    return [i + 1 for i, (_, p) in enumerate(split_prose(hand)) if p and p not in known and not TOOL_PROSE.match(p)]
+
+def prose_ceiling(hand: str, inputs=()) -> float:
+    "The highest `similarity` to `hand` that code taking its prose only from `inputs` can reach: 2R / (R + H)."
+    h = len(hand.splitlines())
+    r = h - len(invented_prose(hand, inputs))
+    return 2 * r / (r + h) if h else 1.0
+
+@dataclass
+class Score:
+    "How close a port comes to a hand-written copy of the same method."
+    ratio: float        # `similarity` of the two texts as they are
+    code_ratio: float   # `similarity` of their `code_only` lines
+    ceiling: float      # `prose_ceiling` of the hand copy given the port's inputs
+    invented: int       # hand-written lines of prose that none of the inputs holds
+
+def score_against(port: str, hand: str, inputs=()) -> Score:
+    "Score a port against the hand-written method: as text, as code, and the ceiling its inputs' prose sets."
+    return Score(similarity(port, hand), similarity(code_only(port), code_only(hand)), prose_ceiling(hand, inputs),
+                 len(invented_prose(hand, inputs)))
+
+def _class_methods(code: str, cls: str) -> dict[str, str]:
+    "The methods of class `cls` in module text `code`, dedented, conflicts and all ({} where it does not parse)."
+    masked, _ = _mask_conflicts(code.splitlines())
+    try: tree = ast.parse("\n".join(masked))
+    except SyntaxError: return {}
+    node = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls), None)
+    return {} if node is None else {n: method_text(code, f) for n, f in _own_methods(node).items()}
+
+def score_result(res: PortResult, hand: Located, inputs: list[Located] = ()) -> dict[str, Score]:
+    "Score a port (method, class or update) against `hand`: a method, or a class and the methods it defines itself."
+    if hand.method_node is not None:
+        hands, ported = {hand.method_node.name: hand.method_source}, {hand.method_node.name: res.code}
+    else:
+        hands = {n: method_text(hand.module_text, f) for n, f in _own_methods(hand.cls_node).items()}
+        ported = _class_methods(res.code, res.name)
+    out = {}
+    for name, code in ported.items():
+        if name not in hands: continue
+        ins = [m.method_source for loc in inputs if loc is not None
+               and (m := loc if loc.method_node is not None else _method_located(loc, name)) is not None]
+        out[name] = score_against(code, hands[name], ins)
+    return out
+
 # %% ../nbs/port.ipynb #59a4ee71
 def write_atomic(path: Path | str, text: str, force: bool = False) -> Path:
     "Write `text` to `path` through a temporary file and a rename; refuse to replace a file unless `force`."
@@ -1881,6 +2014,7 @@ def _report(res: PortResult, stream=None, as_json: bool = False):
     if as_json: return
     for d in res.diagnostics: print(f"omni-npu-port: {d}", file=stream or sys.stderr)
 
+@gc_paused
 def main(argv: list[str] | None = None) -> int:
     "`omni-npu-port port --gpu-base SPEC --gpu-omni SPEC --npu-base SPEC [--class] [--format ruff] [-o FILE]`; `--update --prev-gpu SPEC --prev-npu SPEC --gpu-omni SPEC`"
     ap = argparse.ArgumentParser(prog="omni-npu-port port", description=
@@ -1920,6 +2054,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-o", "--output", help="write here instead of stdout (atomically)")
     ap.add_argument("--force", action="store_true", help="overwrite an existing -o file")
     ap.add_argument("--json", action="store_true", help="print {code, diagnostics, style} as JSON")
+    ap.add_argument("--against", metavar="SPEC", help="score the port against a hand-written NPU method "
+                    "(SOURCE:OmniNPUModelRunner.m; with --class, a class: each method it defines): similarity as text "
+                    "and as code, and the ceiling the inputs' prose sets")
     args = ap.parse_args(argv)
     if args.output and Path(args.output).exists() and not args.force:
         return _fail(f"{args.output} exists; pass --force to overwrite it")
@@ -1941,6 +2078,9 @@ def main(argv: list[str] | None = None) -> int:
         if missing: return _fail(f"give {' and '.join(missing)} (or --update with --prev-gpu and --prev-npu)")
     try:
         need = not args.whole_class
+        if args.against and args.whole_class and parse_spec(args.against, False).method:
+            raise PortError("--class takes SOURCE:Class specs, without a method (--against too)")
+        hand = locate(args.against, need) if args.against else None
         if args.update:
             specs = [s for s in (args.prev_gpu, args.prev_npu, args.gpu_omni, args.npu_base_old, args.npu_base) if s]
             if args.whole_class and any(parse_spec(s, False).method for s in specs):
@@ -1950,7 +2090,7 @@ def main(argv: list[str] | None = None) -> int:
             fn = update_class if args.whole_class else update_method
             res = fn(pg, pn, go, nbo, nb, target=args.target, fence=args.fence, prefer=args.prefer, format=args.format,
                      line_length=args.line_length)
-            return _emit(res, args)
+            return _emit(res, args, (hand, score_result(res, hand, [pg, pn, go])) if hand else None)
         locs = [locate(s, need) for s in (args.gpu_base, args.gpu_omni, args.npu_base)]
         history = [locate(s, need) for s in args.gpu_history]
         if args.whole_class:
@@ -1960,18 +2100,31 @@ def main(argv: list[str] | None = None) -> int:
                              prefer=args.prefer, history=history, format=args.format, line_length=args.line_length)
         else: res = port_method(*locs, super_style=args.super_style, target=args.target, prefer=args.prefer,
                                 history=history, format=args.format, line_length=args.line_length)
+        scored = (hand, score_result(res, hand, locs)) if hand else None
     except PortError as e: return _fail(str(e))
-    return _emit(res, args)
+    return _emit(res, args, scored)
 
-def _emit(res: PortResult, args) -> int:
-    "Write a port's code (or JSON) and report its diagnostics: exit 1 when conflicts remain or it does not parse."
+def _score_lines(hand: Located, scores: dict[str, Score]) -> list[str]:
+    "One line per scored method; a line saying why when nothing could be scored."
+    if not scores:
+        return [f"against {hand.label()}: no method of the port to score (the hand-written side defines none of them, "
+                "or the ported module does not parse)"]
+    return [f"against {hand.label()}: {name}: similarity {s.ratio:.3f} (ceiling {s.ceiling:.3f}: {s.invented} "
+            f"hand-written line(s) of prose in none of the inputs), code only {s.code_ratio:.3f}" for name, s in scores.items()]
+
+def _emit(res: PortResult, args, scored: tuple[Located, dict[str, Score]] | None = None) -> int:
+    "Write a port's code (or JSON) and report its diagnostics (and scores): exit 1 when conflicts remain or it does not parse."
     try:
         if args.json:
-            text = json.dumps({"name": res.name, "style": res.style, "code": res.code,
-                               "diagnostics": [asdict(d) for d in res.diagnostics], "stats": res.stats}, indent=2)
+            doc = {"name": res.name, "style": res.style, "code": res.code,
+                   "diagnostics": [asdict(d) for d in res.diagnostics], "stats": res.stats}
+            if scored: doc["against"] = {"hand": scored[0].label(), "scores": {k: asdict(s) for k, s in scored[1].items()}}
+            text = json.dumps(doc, indent=2)
         else: text = res.code
         if args.output: write_atomic(args.output, text, args.force)
         else: sys.stdout.write(text if text.endswith("\n") else text + "\n")
     except PortError as e: return _fail(str(e))
     _report(res, as_json=args.json)
+    if scored and not args.json:
+        for line in _score_lines(*scored): print(f"omni-npu-port: {line}", file=sys.stderr)
     return 1 if res.conflicts or any(d.code == "ONP4006" for d in res.diagnostics) else 0

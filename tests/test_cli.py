@@ -12,10 +12,20 @@ from omni_npu_port.cli import COMMANDS, catalog_main, main, profile_main
 def test_console_script_runs():
     from importlib.metadata import entry_points
     eps = [e for e in entry_points(group="console_scripts") if e.name == "omni-npu-port"]
-    assert eps and eps[0].value == "omni_npu_port.cli:main"
+    assert eps and eps[0].value == "omni_npu_port.cli:entry"
     exe = __import__("shutil").which("omni-npu-port", path=str(__import__("pathlib").Path(sys.executable).parent))
     r = subprocess.run([exe, "catalog", "--json", "--family", "attention"], capture_output=True, text=True)
     assert r.returncode == 0 and {x["id"] for x in json.loads(r.stdout)} == {p.id for p in CATALOG.select(family="attention")}
+    r = subprocess.run([exe, "nonsense"], capture_output=True, text=True)     # the exit code comes through entry
+    assert r.returncode == 2 and "unknown command" in r.stderr
+
+
+def test_main_leaves_the_garbage_collector_alone_and_entry_freezes_only_at_the_end():
+    import gc
+    assert main(["--version"]) == 0 and gc.isenabled() and gc.get_freeze_count() == 0
+    r = subprocess.run([sys.executable, "-c", "import gc, sys; from omni_npu_port import cli; sys.argv = ['x', '--version'];"
+                        " rc = cli.entry(); print(rc, gc.isenabled(), gc.get_freeze_count() > 0)"], capture_output=True, text=True)
+    assert r.stdout.split()[-3:] == ["0", "True", "True"]
 
 
 def test_help_lists_every_command(capsys):

@@ -42,6 +42,75 @@ def test_wheel_and_sdist_open_with_versions(release_source):
     assert "vllm_ascend" not in sys.modules and "torch_npu" not in sys.modules
 
 
+def _sdist(path, files: dict, fmt=None, top="vllm_ascend-9.9.9"):
+    "Write a gzipped sdist holding `files` ({path below the top directory: text}) in a tarfile format."
+    import io
+    import tarfile
+    with tarfile.open(path, "w:gz", format=fmt or tarfile.PAX_FORMAT) as tf:
+        for rel, text in files.items():
+            data = text.encode()
+            ti = tarfile.TarInfo(f"{top}/{rel}"); ti.size = len(data)
+            tf.addfile(ti, io.BytesIO(data))
+    return path
+
+
+SDIST_FILES = {"PKG-INFO": "Metadata-Version: 2.1\nName: vllm-ascend\nVersion: 9.9.9\n",
+               "vllm_ascend/__init__.py": "", "vllm_ascend/worker/model_runner_v1.py": "X = 1\n",
+               "vllm_ascend/" + "d/" * 60 + "deep.py": "# deep\n",        # a path past ustar's 255 characters
+               "vllm_ascend/ü.py": "# ü\n", "csrc/kernel.cpp": "int x;\n", "tests/test_x.py": "pass\n"}
+
+
+@pytest.mark.parametrize("fmt", ["PAX_FORMAT", "GNU_FORMAT"])
+def test_tar_files_reads_what_tarfile_reads(tmp_path, fmt):
+    import tarfile
+    from omni_npu_port.conformance import _wanted, tar_files
+    p = _sdist(tmp_path / "vllm_ascend-9.9.9.tar.gz", SDIST_FILES, getattr(tarfile, fmt))
+    with tarfile.open(p) as tf:
+        want = {m.name.partition("/")[2]: tf.extractfile(m).read() for m in tf
+                if m.isfile() and _wanted(m.name.partition("/")[2])}
+    got = tar_files(p)
+    assert got == want and "csrc/kernel.cpp" not in got and "tests/test_x.py" not in got
+    assert got["vllm_ascend/" + "d/" * 60 + "deep.py"] == b"# deep\n"
+
+
+def test_tar_files_equals_tarfile_on_a_real_sdist(release_source):
+    import tarfile
+    from omni_npu_port.conformance import _wanted, fetch_package, tar_files
+    p = fetch_package("vllm-ascend==0.23.0.post1", kind="sdist")
+    with tarfile.open(p) as tf:
+        want = {m.name.partition("/")[2]: tf.extractfile(m).read() for m in tf
+                if m.isfile() and _wanted(m.name.partition("/")[2])}
+    assert len(want) > 300 and tar_files(p) == want
+
+
+def test_sdist_is_unpacked_once_into_the_cache(tmp_path, monkeypatch):
+    from omni_npu_port import conformance as C
+    cache = tmp_path / "cache"
+    monkeypatch.setenv(C.SDIST_CACHE_ENV, str(cache))
+    p = _sdist(tmp_path / "vllm_ascend-9.9.9.tar.gz", SDIST_FILES)
+    first = C._TarReader(p)
+    assert first.files is not None and [z.name for z in cache.iterdir()] == [f"{p.name}.{p.stat().st_size}.{p.stat().st_mtime_ns}.zip"]
+    again = C._TarReader(p)
+    assert again.files is None and again.zf is not None                  # read from the cache's zip
+    assert again.names() == first.names() and all(again.read(n) == first.read(n) for n in first.names())
+    assert again.read("vllm_ascend/nothing.py") is None
+    C._open_file.cache_clear()
+    t = C.open_source(p)
+    assert (t.version, t.module_source("vllm_ascend.worker.model_runner_v1")) == ("9.9.9", "X = 1\n")
+    next(cache.iterdir()).write_bytes(b"not a zip")                         # a broken cache file: unpacked again
+    assert C._TarReader(p).files is not None and C._TarReader(p).zf is not None
+
+
+def test_sdist_cache_off_or_unwritable_still_reads(tmp_path, monkeypatch):
+    from omni_npu_port import conformance as C
+    p = _sdist(tmp_path / "vllm_ascend-9.9.9.tar.gz", SDIST_FILES)
+    monkeypatch.setenv(C.SDIST_CACHE_ENV, "off")
+    assert C.sdist_cache_dir() is None and C._TarReader(p).read("vllm_ascend/__init__.py") == b""
+    blocker = tmp_path / "file"; blocker.write_text("x")                   # a cache "directory" that is a file
+    monkeypatch.setenv(C.SDIST_CACHE_ENV, str(blocker / "sub"))
+    assert C._TarReader(p).read("vllm_ascend/worker/model_runner_v1.py") == b"X = 1\n"
+
+
 def test_directory_source_from_an_unpacked_wheel(release_source, tmp_path):
     w = va(release_source, "0.18.0")
     with zipfile.ZipFile(w.origin) as zf:

@@ -890,3 +890,108 @@ def test_cli_update_options_need_update_and_names_are_checked(capsys):
     rc, _, err = run_port(["--update", "--prev-gpu", pg, "--prev-npu", pn.replace("_dummy_run", "_dumy_run"),
                            "--gpu-omni", go], capsys)
     assert rc == 2 and "close matches: _dummy_run" in err and "Traceback" not in err
+
+
+# --- scoring a port against a hand-written copy (`--against`, benchmarks/port_quality.py) --------------------------
+
+HAND = FIX / "hand.py"
+
+
+def test_split_prose_separates_comments_docstrings_and_keeps_strings_and_markers_as_code():
+    src = ('def f(self):\n    """Doc\n    more."""\n    # own line\n    x = "a # b"  # trailing\n\n'
+           '<<<<<<< NPU base\n    y = 1\n=======\n    y = 2  # omni side\n>>>>>>> omni GPU\n    return x\n')
+    rows = P.split_prose(src)
+    assert [p for _, p in rows if p] == ['"""Doc', 'more."""', "own line", "trailing", "omni side"]
+    assert P.code_only(src).splitlines() == ["def f(self):", '    x = "a # b"', "<<<<<<< NPU base", "    y = 1",
+                                             "=======", "    y = 2", ">>>>>>> omni GPU", "    return x"]
+    # the whole text is tokenized: a comment after an open bracket is prose, a "#" inside a multi-line string is code
+    src = 'def g():\n    z = f(  # why\n        1)\n    s = """\n    # kept\n    """\n    # note\n'
+    assert P.code_only(src) == 'def g():\n    z = f(\n        1)\n    s = """\n    # kept\n    """\n'
+    # where the whole does not tokenize (an unclosed bracket), each line is split on its own
+    assert P.split_prose("def h():\n    z = f(  # why\n    # note\n") == [("def h():", ""), ("    z = f(", "why"), ("", "note")]
+
+
+def test_invented_prose_skips_what_the_inputs_hold_and_what_the_tool_writes():
+    inputs = ['def f(self):\n    "Omni doc."\n    # from the omni side\n    x = 1\n']
+    hand = ('def f(self):\n    "Omni doc."\n    # from the omni side\n    # ---------Omni-new---------\n'
+            '    x = 1  # Omni-new\n    # ONP4008 kept the NPU side\n    # my own words\n    y = 2  # mine too\n')
+    assert P.invented_prose(hand, inputs) == [7, 8]
+    assert P.invented_prose(hand) == [2, 3, 7, 8]                     # with no inputs their prose is invented too
+
+
+def test_prose_ceiling_is_reached_by_the_hand_copy_without_its_invented_lines():
+    ins = [l.method_source for l in triple("super_ext", "_model_forward")]
+    hand = P.locate(f"{HAND}:OmniNPUModelRunner._model_forward").method_source
+    bad = P.invented_prose(hand, ins)
+    lines = hand.splitlines()
+    r, h = len(lines) - len(bad), len(lines)
+    assert bad and P.prose_ceiling(hand, ins) == pytest.approx(2 * r / (r + h))
+    best = "\n".join(l for i, l in enumerate(lines, 1) if i not in bad)
+    assert P.similarity(best, hand) == pytest.approx(P.prose_ceiling(hand, ins))
+    assert P.prose_ceiling("", ins) == 1.0
+
+
+def test_no_code_without_the_invented_lines_beats_the_prose_ceiling():
+    hyp = pytest.importorskip("hypothesis")
+    st = hyp.strategies
+    ins = [l.method_source for l in triple("super_ext", "_model_forward")]
+    hand = P.locate(f"{HAND}:OmniNPUModelRunner._model_forward").method_source
+    lines, bad = hand.splitlines(), set(P.invented_prose(hand, ins))
+    ceiling = P.prose_ceiling(hand, ins)
+    allowed = [l for i, l in enumerate(lines, 1) if i not in bad] + ["    # other words", "    pass", ""]
+
+    @hyp.settings(max_examples=150, deadline=None)
+    @hyp.given(st.lists(st.sampled_from(allowed), max_size=2 * len(lines)))
+    def bounded(port_lines):
+        assert P.similarity("\n".join(port_lines), hand) <= ceiling + 1e-12
+
+    bounded()
+
+
+def test_score_against_the_hand_copy_of_an_inlined_super_extension():
+    r = P.port_method(*triple("super_ext", "_model_forward"))
+    hand = P.locate(f"{HAND}:OmniNPUModelRunner._model_forward")
+    s = P.score_result(r, hand, triple("super_ext", "_model_forward"))["_model_forward"]
+    assert s.code_ratio == 1.0                                         # the same code, line for line
+    assert s.ratio < s.ceiling < 1 and s.invented == 7
+    assert s.ratio == pytest.approx(P.similarity(r.code, hand.method_source))
+
+
+def test_score_result_of_a_class_port_scores_the_methods_both_define():
+    C = lambda c: P.locate(f"{FIX / 'super_ext'}.py:{c}", False)
+    res = P.port_class(C("GPUModelRunner"), C("OmniGPUModelRunner"), C("NPUModelRunner"))
+    scores = P.score_result(res, P.locate(f"{HAND}:OmniNPUModelRunner", False),
+                            [C("GPUModelRunner"), C("OmniGPUModelRunner"), C("NPUModelRunner")])
+    assert set(scores) == {"load_model", "_model_forward"}             # npu_only: the port has no such method
+    assert scores["load_model"].ratio == 1.0 and scores["_model_forward"].code_ratio == 1.0
+
+
+def test_cli_against_prints_scores_and_json_carries_them(capsys):
+    args = ["--gpu-base", spec("super_ext", "GPUModelRunner", "_model_forward"),
+            "--gpu-omni", spec("super_ext", "OmniGPUModelRunner", "_model_forward"),
+            "--npu-base", spec("super_ext", "NPUModelRunner", "_model_forward")]
+    rc, _, err = run_port(args + ["--against", f"{HAND}:OmniNPUModelRunner._model_forward"], capsys)
+    line = next(l for l in err.splitlines() if "against" in l)
+    assert rc == 0 and "_model_forward: similarity 0.513 (ceiling 0.811: 7 " in line and "code only 1.000" in line
+    rc, text, _ = run_port(args + ["--against", f"{HAND}:OmniNPUModelRunner._model_forward", "--json"], capsys)
+    got = json.loads(text)["against"]
+    assert got["hand"].endswith("OmniNPUModelRunner._model_forward") and got["scores"]["_model_forward"]["invented"] == 7
+    rc, _, err = run_port(args + ["--against", f"{HAND}:OmniNPUModelRunner._model_forwad"], capsys)
+    assert rc == 2 and "close matches: _model_forward" in err and "Traceback" not in err
+
+
+def test_cli_against_in_class_and_update_modes(capsys):
+    C = lambda f, c: f"{FIX / f}.py:{c}"
+    cls = ["--class", "--gpu-base", C("super_ext", "GPUModelRunner"), "--gpu-omni", C("super_ext", "OmniGPUModelRunner"),
+           "--npu-base", C("super_ext", "NPUModelRunner")]
+    rc, _, err = run_port(cls + ["--against", C("hand", "OmniNPUModelRunner")], capsys)
+    assert rc == 0 and sum("against" in l for l in err.splitlines()) == 2
+    rc, _, err = run_port(cls + ["--against", C("hand", "OmniNPUModelRunner") + ".load_model"], capsys)
+    assert rc == 2 and "--against too" in err
+    rc, _, err = run_port(cls + ["--against", C("update_prev", "NPUModelRunner")], capsys)
+    assert rc == 0 and "no method of the port to score" in err
+    pg, pn, go = upd_specs("_dummy_run")
+    rc, text, _ = run_port(["--update", "--prev-gpu", pg, "--prev-npu", pn, "--gpu-omni", go, "--target", UPD_TARGET,
+                            "--against", pn, "--json"], capsys)
+    s = json.loads(text)["against"]["scores"]["_dummy_run"]
+    assert s["invented"] == 0 and s["ceiling"] == 1.0 and 0 < s["ratio"] < 1   # the previous copy is an input
