@@ -25,7 +25,8 @@ Update (`port --update`): for consecutive releases N-1 -> N that both ship OmniN
 runners and both omni GPU runners define is predicted from N-1's hand-written method (base = N-1's omni GPU method,
 ours = N-1's NPU method, theirs = N's omni GPU method) and compared with N's hand-written method, beside the "do nothing"
 baseline (N-1's NPU method unchanged) and the three-way port of N; variants: conflicts kept as markers (default), with
---prefer npu, with --fence, and with vllm-ascend's own change (N-1's -> N's first NPU base) folded in.
+--prefer npu, with --fence, with vllm-ascend's own change (N-1's -> N's first NPU base) folded in, and with vllm's own
+change (N-1's -> N's vllm GPUModelRunner method) taken out of the GPU side's (`--gpu-base-old` / `--gpu-base`).
 
 Target (issue 6): port ≥ 0.90 on `_dummy_run` and `_model_forward` and above both baselines; `load_model` above
 both baselines. Reported as text (the issue's measure), as code only, and formatted. Sources come from
@@ -177,6 +178,7 @@ def cli_class_port(v: str, o: str, a: str, hs: list[str], cold: bool = False) ->
     return took
 
 UPDATE_VARIANTS = {"update": {}, "update_npu": {"prefer": "npu"}, "update_fence": {"fence": True}}
+GPU_FILE_OF = lambda o: f"{fetch_package(f'vllm=={RELEASES[o][0]}')}/{GPU_FILE}"   # vllm's runner file of an omni release
 
 def run_update(prev: str, new: str, ports: dict | None = None) -> dict:
     "Predict vllm-omni `new`'s hand-written NPU methods from `prev`'s by `update_method`; ratios against `new`'s hand copies."
@@ -201,6 +203,12 @@ def run_update(prev: str, new: str, ports: dict | None = None) -> dict:
         try: nbo, nbn = locate(f"{pa}:NPUModelRunner.{m}"), locate(f"{na}:NPUModelRunner.{m}")
         except PortError: nbo = nbn = None
         row["update_ascend"] = ratio(update_method(pg, pn, go, nbo, nbn, target=rules).code, hand) if nbo else None
+        try: gbo, gbn = (locate(f"{GPU_FILE_OF(o)}:GPUModelRunner.{m}") for o in (prev, new))
+        except PortError: gbo = gbn = None
+        if gbo:   # vllm's own change taken out of the GPU side's (--gpu-base-old / --gpu-base)
+            r = update_method(pg, pn, go, target=rules, gpu_base_old=gbo, gpu_base=gbn)
+            row.update(update_vllm=ratio(r.code, hand), conflicts_vllm=r.conflicts)
+        else: row.update(update_vllm=None, conflicts_vllm=None)
         rows.append(row)
     return {"prev": prev, "new": new, "vllm_ascend": [ascend(prev), ascend(new)], "rows": rows}
 
@@ -299,7 +307,7 @@ def print_updates(updates: list[dict]):
     f = lambda x: "  n/a" if x is None else f"{x:.3f}"
     print("\nupdate (port --update): N's hand-written method predicted from N-1's; ratio against N's hand-written method")
     print(f"{'N-1 -> N':<17}{'method':<38}{'GPU chg':>8}{'confl':>6}{'update':>8}{'nothing':>9}{'port':>7}"
-          f"{'--prefer npu':>13}{'--fence':>9}{'+ascend':>9}  vs nothing")
+          f"{'--prefer npu':>13}{'--fence':>9}{'+ascend':>9}{'-vllm':>7}{'confl':>6}  vs nothing")
     wins = losses = ties = 0
     for u in updates:
         for r in u["rows"]:
@@ -308,9 +316,17 @@ def print_updates(updates: list[dict]):
             wins, losses, ties = wins + (verdict == "beats"), losses + (verdict == "loses"), ties + (verdict == "same")
             print(f"{u['prev'] + ' -> ' + u['new']:<17}{r['method'][:37]:<38}{'yes' if r['gpu_changed'] else 'no':>8}"
                   f"{r['conflicts']:>6}{f(r['update']):>8}{f(r['nothing']):>9}{f(r['port']):>7}{f(r['update_npu']):>13}"
-                  f"{f(r['update_fence']):>9}{f(r['update_ascend']):>9}  {verdict} ({d:+.3f})")
+                  f"{f(r['update_fence']):>9}{f(r['update_ascend']):>9}{f(r['update_vllm']):>7}"
+                  f"{'' if r['conflicts_vllm'] is None else r['conflicts_vllm']:>6}  {verdict} ({d:+.3f})")
     print(f"update against 'do nothing': beats {wins}, same {ties}, loses {losses} (conflict markers count as lines; "
           "port = the three-way port of N with its first vllm-ascend pairing)")
+    rows = [r for u in updates for r in u["rows"] if r["update_vllm"] is not None]
+    better = sum(r["update_vllm"] > r["update"] + 1e-9 for r in rows); worse = sum(r["update_vllm"] < r["update"] - 1e-9 for r in rows)
+    vs = [(r["update_vllm"] > r["nothing"] + 1e-9) - (r["update_vllm"] < r["nothing"] - 1e-9) for r in rows]
+    print(f"-vllm (vllm's own change taken out, --gpu-base-old/--gpu-base) against the plain update: better {better}, "
+          f"worse {worse}, same {len(rows) - better - worse} of {len(rows)}; against 'do nothing': beats {vs.count(1)}, "
+          f"same {vs.count(0)}, loses {vs.count(-1)}; conflicts {sum(r['conflicts'] for r in rows)} -> "
+          f"{sum(r['conflicts_vllm'] for r in rows)}")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -46,9 +46,9 @@ __all__ = ['FENCE_TEXT', 'FENCE_RE', 'INLINE_MARK', 'CODES', 'SCRATCH', 'PREFER'
            'adopt_layout', 'Hunk', 'merge_hunks', 'refine_conflict', 'render', 'extends_by_super', 'port_super_call',
            'port_super_inline', 'ruff_bin', 'ruff_settings', 'format_options', 'format_code', 'override_calls',
            'override_calls_in_base', 'PortResult', 'port_method', 'ClassPlan', 'needs_translation', 'accepts_npu_calls',
-           'plan_class', 'port_class', 'fold_npu_change', 'update_method', 'update_class', 'similarity', 'split_prose',
-           'code_only', 'invented_prose', 'prose_ceiling', 'Score', 'score_against', 'score_result', 'write_atomic',
-           'main']
+           'plan_class', 'port_class', 'fold_npu_change', 'rebase_gpu_side', 'update_method', 'update_class',
+           'similarity', 'split_prose', 'code_only', 'invented_prose', 'prose_ceiling', 'Score', 'score_against',
+           'score_result', 'write_atomic', 'main']
 
 # %% ../nbs/port.ipynb #8456ec4a
 def gc_paused(fn):
@@ -1783,19 +1783,29 @@ def port_class(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_st
 CODES.update({
     "ONP4016": "update: vllm-ascend changed lines the previous NPU method had rewritten: the previous NPU method's lines are kept",
     "ONP4017": "update: the omni GPU method did not change since the previous release: the previous NPU method is carried over unchanged",
+    "ONP4019": "update: vllm changed lines the previous omni GPU method had rewritten: the previous omni lines stay in the update's base",
 })
+
+def _fold(old: str, new: str, into: str, code: str, keep=None) -> tuple[str, list[Diagnostic]]:
+    "The change old → new merged into `into` (only its hunks `keep` accepts); where it meets lines `into` rewrote, `into`'s are kept (`code`)."
+    out, diags = [], []
+    for h in merge_hunks(old, new, into):
+        if h.kind in ("omni", "omni-delete") and keep is not None and not keep(h): out += h.base   # left as `into` has it
+        elif h.kind in ("unchanged", "same", "npu", "omni"): out += h.lines
+        elif h.kind == "conflict":
+            what = (h.base or h.omni or [""])[0].strip()   # the base line the change touched (its side may be cut away)
+            diags.append(Diagnostic(code, f"{CODES[code]}: {what!r}…", len(out) + 1 if h.npu else max(len(out), 1), "info"))
+            out += h.npu
+    return "\n".join(out) + "\n", diags     # an `omni-delete` (the change removed base lines) writes nothing
 
 def fold_npu_change(npu_old: str, npu_new: str, prev_npu: str) -> tuple[str, list[Diagnostic]]:
     "vllm-ascend's change (old → new NPU base method) merged into the previous NPU method; its conflicts keep the previous lines (ONP4016)."
-    out, diags = [], []
-    for h in merge_hunks(npu_old, npu_new, prev_npu):
-        if h.kind in ("unchanged", "same", "npu", "omni"): out += h.lines
-        elif h.kind == "conflict":
-            what = (h.base or h.omni or [""])[0].strip()   # the base line vllm-ascend changed (its side may be cut away)
-            diags.append(Diagnostic("ONP4016", f"{CODES['ONP4016']}: {what!r}…", len(out) + 1 if h.npu else max(len(out), 1),
-                                    "info"))
-            out += h.npu
-    return "\n".join(out) + "\n", diags     # an `omni-delete` (vllm-ascend removed base lines) writes nothing
+    return _fold(npu_old, npu_new, prev_npu, "ONP4016")
+
+def rebase_gpu_side(gpu_old: str, gpu_new: str, prev_omni: str, new_omni: str) -> tuple[str, list[Diagnostic]]:
+    "The previous omni GPU method with those edits of vllm's own change (old → new `GPUModelRunner` method) that the new omni method took: the update's base (ONP4019)."
+    took = lambda h: _tokens_in(h.omni, new_omni) if h.omni else not _tokens_in(h.base, new_omni)
+    return _fold(gpu_old, gpu_new, prev_omni, "ONP4019", took)
 
 def _drop_inner_fences(lines: list[str], origins: list[str]) -> list[int]:
     "Indices of the lines to keep: the port's own fences go where they fall inside a block the previous NPU method fences."
@@ -1807,29 +1817,39 @@ def _drop_inner_fences(lines: list[str], origins: list[str]) -> list[int]:
         keep.append(i)
     return keep
 
-def _update_rules(format, npu_base_old, npu_base, target, what: str) -> RuleSet:
-    "Check an update's options (ruff present, both NPU bases or neither) and compile its rules."
+def _update_rules(format, npu_base_old, npu_base, target, what: str, gpu_base_old=None, gpu_base=None) -> RuleSet:
+    "Check an update's options (ruff present, both NPU bases or neither, both GPU bases or neither) and compile its rules."
     if format: ruff_bin()
     if (npu_base_old is None) != (npu_base is None):
         raise PortError(f"fold in vllm-ascend's change with both the old and the new NPU base {what}, or neither")
+    if (gpu_base_old is None) != (gpu_base is None):
+        raise PortError(f"take vllm's change out with both the old and the new GPU base {what}, or neither")
     return rules_for(target or (target_of(npu_base) if npu_base else None))
 
 @gc_paused
 def update_method(prev_gpu: Located, prev_npu: Located, gpu_omni: Located, npu_base_old: Located | None = None,
                   npu_base: Located | None = None, target: str | RuleSet | None = None, fence: bool = False,
-                  prefer: str = "markers", format: str | None = None, line_length: int | None = None) -> PortResult:
-    "Carry the previous release's NPU method forward: merge the omni GPU method's change since then into it (optionally vllm-ascend's too)."
-    rules = _update_rules(format, npu_base_old, npu_base, target, "method")
+                  prefer: str = "markers", format: str | None = None, line_length: int | None = None,
+                  gpu_base_old: Located | None = None, gpu_base: Located | None = None) -> PortResult:
+    "Carry the previous release's NPU method forward: merge the omni GPU method's change since then into it (optionally vllm-ascend's too, without vllm's)."
+    rules = _update_rules(format, npu_base_old, npu_base, target, "method", gpu_base_old, gpu_base)
     name = gpu_omni.method_node.name
+    prev_src, rdiags = prev_gpu.method_source, []
+    if gpu_base is not None:
+        prev_src, rdiags = rebase_gpu_side(gpu_base_old.method_source, gpu_base.method_source, prev_src,
+                                           gpu_omni.method_source)
     (base_t, bdiags), (omni_t, tdiags) = translate_methods(
-        [(prev_gpu.method_source, prev_gpu.context_text), (gpu_omni.method_source, gpu_omni.context_text)], rules)
+        [(prev_src, prev_gpu.context_text), (gpu_omni.method_source, gpu_omni.context_text)], rules)
     ours = prev_npu.method_source
     diags = ([] if npu_base is None else target_check(npu_base, rules)) + [d for d in bdiags if d.code == "ONP4102"]
+    diags += [Diagnostic(**{**asdict(d), "line": None, "where": name}) for d in rdiags]   # lines of the base, not the port
     if npu_base is not None:
         ours, d = fold_npu_change(npu_base_old.method_source, npu_base.method_source, ours)
         diags += d
     if base_t == omni_t and npu_base is None:
-        diags.append(Diagnostic("ONP4017", CODES["ONP4017"], None, "info", name))
+        why = CODES["ONP4017"] if gpu_base is None else ("update: the omni GPU method changed only as vllm's own method "
+              "did (taken out: the hand copies take it through vllm-ascend): the previous NPU method is carried over unchanged")
+        diags.append(Diagnostic("ONP4017", why, None, "info", name))
         code, style = ours, "update"
     else:
         hunks = [Hunk("npu", [], base=h.base, code="ONP4002", note=f"the omni GPU method removed {len(h.base)} line(s) "
@@ -1859,9 +1879,10 @@ CODES["ONP4018"] = "update: the omni GPU runner has a method the previous releas
 @gc_paused
 def update_class(prev_gpu: Located, prev_npu: Located, gpu_omni: Located, npu_base_old: Located | None = None,
                  npu_base: Located | None = None, target: str | RuleSet | None = None, fence: bool = False,
-                 prefer: str = "markers", format: str | None = None, line_length: int | None = None) -> PortResult:
+                 prefer: str = "markers", format: str | None = None, line_length: int | None = None,
+                 gpu_base_old: Located | None = None, gpu_base: Located | None = None) -> PortResult:
     "The previous NPU runner's module with each method of its class carried forward by `update_method`."
-    rules = _update_rules(format, npu_base_old, npu_base, target, "class")
+    rules = _update_rules(format, npu_base_old, npu_base, target, "class", gpu_base_old, gpu_base)
     cname, lines = prev_npu.cls_node.name, prev_npu.module_text.splitlines()
     own = _own_methods(prev_npu.cls_node)
     diags, styles, edits = [], {}, []
@@ -1874,8 +1895,10 @@ def update_class(prev_gpu: Located, prev_npu: Located, gpu_omni: Located, npu_ba
             styles[name] = "kept"; continue
         old_nb, new_nb = (_method_located(npu_base_old, name), _method_located(npu_base, name)) if npu_base else (None, None)
         if (old_nb is None) != (new_nb is None): old_nb = new_nb = None
+        old_gb, new_gb = (_method_located(gpu_base_old, name), _method_located(gpu_base, name)) if gpu_base else (None, None)
+        if old_gb is None or new_gb is None: old_gb = new_gb = None       # vllm lacks it on a side: nothing to take out
         r = update_method(pg, _method_located(prev_npu, name), go, old_nb, new_nb, rules, fence, prefer, format,
-                          line_length)
+                          line_length, old_gb, new_gb)
         diags += r.diagnostics; styles[name] = r.style
         start = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
         edits.append((start, node.end_lineno, textwrap.indent(r.code, " " * node.col_offset).rstrip("\n").split("\n")))
@@ -2021,7 +2044,8 @@ def main(argv: list[str] | None = None) -> int:
         "Port an omni GPU method (or every omni override of a class) onto vllm-ascend's NPU runner by a three-way "
         "merge: NPU base + (omni GPU − GPU base), translated, fenced by ----Omni-new---- comments. With --update: carry "
         "the previous release's NPU method forward instead: previous NPU method + (omni GPU − previous omni GPU).")
-    ap.add_argument("--gpu-base", metavar="SPEC", help="vllm's method: SOURCE:GPUModelRunner.m")
+    ap.add_argument("--gpu-base", metavar="SPEC", help="vllm's method: SOURCE:GPUModelRunner.m (with --update: the new "
+                    "release's, optional, with --gpu-base-old)")
     ap.add_argument("--gpu-omni", required=True, metavar="SPEC", help="the omni GPU method: SOURCE:OmniGPUModelRunner.m")
     ap.add_argument("--npu-base", metavar="SPEC", help="vllm-ascend's method: SOURCE:NPUModelRunner.m (with --update: "
                     "the new release's, optional, with --npu-base-old)")
@@ -2031,6 +2055,8 @@ def main(argv: list[str] | None = None) -> int:
                     "(SOURCE:OmniGPUModelRunner.m)")
     ap.add_argument("--prev-npu", metavar="SPEC", help="--update: the previous release's NPU method "
                     "(SOURCE:OmniNPUModelRunner.m)")
+    ap.add_argument("--gpu-base-old", metavar="SPEC", help="--update: vllm's GPUModelRunner.m of the previous release; with "
+                    "--gpu-base (the new release's), vllm's own change is taken out of the GPU side's change")
     ap.add_argument("--npu-base-old", metavar="SPEC", help="--update: the vllm-ascend method the previous NPU method was "
                     "written on; with --npu-base, vllm-ascend's change is folded in too")
     ap.add_argument("--fence", action="store_true", help="--update: fence the GPU side's additions by ----Omni-new---- "
@@ -2065,13 +2091,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.update:
         missing = [o for o, v in (("--prev-gpu", args.prev_gpu), ("--prev-npu", args.prev_npu)) if not v]
         if missing: return _fail(f"--update needs {' and '.join(missing)} (the previous release's omni GPU and NPU methods)")
-        if args.gpu_base or args.gpu_history:
-            return _fail("--update does not use --gpu-base or --gpu-history; give --prev-gpu, --prev-npu and --gpu-omni")
+        if args.gpu_history:
+            return _fail("--update does not use --gpu-history; give --prev-gpu, --prev-npu and --gpu-omni")
+        if bool(args.gpu_base_old) != bool(args.gpu_base):
+            return _fail("--update: give --gpu-base-old and --gpu-base together (vllm's old and new GPUModelRunner method), "
+                         "or neither")
         if bool(args.npu_base_old) != bool(args.npu_base):
             return _fail("--update: give --npu-base-old and --npu-base together (vllm-ascend's old and new method), or neither")
     else:
         extra = [o for o, v in (("--prev-gpu", args.prev_gpu), ("--prev-npu", args.prev_npu),
-                                ("--npu-base-old", args.npu_base_old)) if v]
+                                ("--npu-base-old", args.npu_base_old), ("--gpu-base-old", args.gpu_base_old)) if v]
         if args.fence: extra.append("--fence")
         if extra: return _fail(f"{', '.join(extra)} only go with --update")
         missing = [o for o, v in (("--gpu-base", args.gpu_base), ("--npu-base", args.npu_base)) if not v]
@@ -2082,14 +2111,16 @@ def main(argv: list[str] | None = None) -> int:
             raise PortError("--class takes SOURCE:Class specs, without a method (--against too)")
         hand = locate(args.against, need) if args.against else None
         if args.update:
-            specs = [s for s in (args.prev_gpu, args.prev_npu, args.gpu_omni, args.npu_base_old, args.npu_base) if s]
+            specs = [s for s in (args.prev_gpu, args.prev_npu, args.gpu_omni, args.npu_base_old, args.npu_base,
+                                 args.gpu_base_old, args.gpu_base) if s]
             if args.whole_class and any(parse_spec(s, False).method for s in specs):
                 raise PortError("--class takes SOURCE:Class specs, without a method")
             pg, pn, go = (locate(s, need) for s in (args.prev_gpu, args.prev_npu, args.gpu_omni))
             nbo, nb = ((locate(args.npu_base_old, need), locate(args.npu_base, need)) if args.npu_base else (None, None))
+            gbo, gb = ((locate(args.gpu_base_old, need), locate(args.gpu_base, need)) if args.gpu_base else (None, None))
             fn = update_class if args.whole_class else update_method
             res = fn(pg, pn, go, nbo, nb, target=args.target, fence=args.fence, prefer=args.prefer, format=args.format,
-                     line_length=args.line_length)
+                     line_length=args.line_length, gpu_base_old=gbo, gpu_base=gb)
             return _emit(res, args, (hand, score_result(res, hand, [pg, pn, go])) if hand else None)
         locs = [locate(s, need) for s in (args.gpu_base, args.gpu_omni, args.npu_base)]
         history = [locate(s, need) for s in args.gpu_history]

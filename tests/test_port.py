@@ -995,3 +995,62 @@ def test_cli_against_in_class_and_update_modes(capsys):
                             "--against", pn, "--json"], capsys)
     s = json.loads(text)["against"]["scores"]["_dummy_run"]
     assert s["invented"] == 0 and s["ceiling"] == 1.0 and 0 < s["ratio"] < 1   # the previous copy is an input
+
+
+# --- update with vllm's own change taken out (--gpu-base-old / --gpu-base) ------------------------------------------
+
+UV = FIX / "update_vllm.py"
+
+
+def uv(cls, m="_dummy_run"):
+    return P.locate(f"{UV}:{cls}.{m}")
+
+
+def test_update_takes_vllms_own_change_out_of_the_gpu_side():
+    args = (uv("OmniGPUModelRunnerOld"), uv("OmniNPUModelRunnerOld"), uv("OmniGPUModelRunnerNew"))
+    plain = P.update_method(*args, target=UPD_TARGET)
+    assert plain.conflicts == 1 and "pad=True" in plain.code        # vllm's keyword meets the NPU rewrite of that line
+    r = P.update_method(*args, target=UPD_TARGET, gpu_base_old=uv("GPUModelRunnerOld"), gpu_base=uv("GPUModelRunnerNew"))
+    assert r.conflicts == 0 and "x = self.prepare_npu(num_tokens)" in r.code and "pad=True" not in r.code
+    assert "self.log(talk)" in r.code                                # the omni side's own change still comes in
+    assert "self.sync()" not in r.code                               # vllm's edit the omni method never took: not brought in
+    ast.parse(r.code)
+
+
+def test_rebase_applies_only_the_vllm_edits_the_new_omni_method_took():
+    old, new = uv("GPUModelRunnerOld").method_source, uv("GPUModelRunnerNew").method_source
+    prev, now = uv("OmniGPUModelRunnerOld").method_source, uv("OmniGPUModelRunnerNew").method_source
+    base, diags = P.rebase_gpu_side(old, new, prev, now)
+    assert "self.prepare(num_tokens, pad=True)" in base and "self.sync()" not in base and "self.talker(out)" in base
+    assert diags == []
+    base, _ = P.rebase_gpu_side(old, new, prev, prev)                # the omni method took nothing: the base is unchanged
+    assert base == prev
+
+
+def test_update_of_an_omni_method_that_changed_only_as_vllm_did_is_the_previous_npu_method():
+    r = P.update_method(uv("OmniGPUModelRunnerOld"), uv("OmniNPUModelRunnerOld"), uv("OmniGPUModelRunnerVllmOnly"),
+                        target=UPD_TARGET, gpu_base_old=uv("GPUModelRunnerOld"), gpu_base=uv("GPUModelRunnerNew"))
+    assert r.code == uv("OmniNPUModelRunnerOld").method_source
+    assert any(d.code == "ONP4017" and "only as vllm's own method did" in d.message for d in r.diagnostics)
+
+
+def test_update_class_takes_vllms_change_out_per_method():
+    C = lambda c: P.locate(f"{UV}:{c}", False)
+    r = P.update_class(C("OmniGPUModelRunnerOld"), C("OmniNPUModelRunnerOld"), C("OmniGPUModelRunnerNew"),
+                       target=UPD_TARGET, gpu_base_old=C("GPUModelRunnerOld"), gpu_base=C("GPUModelRunnerNew"))
+    assert r.conflicts == 0 and "self.prepare_npu(num_tokens)" in r.code and "self.log(talk)" in r.code
+    with pytest.raises(P.PortError, match="both the old and the new GPU base"):
+        P.update_class(C("OmniGPUModelRunnerOld"), C("OmniNPUModelRunnerOld"), C("OmniGPUModelRunnerNew"),
+                       target=UPD_TARGET, gpu_base=C("GPUModelRunnerNew"))
+
+
+def test_cli_update_with_the_vllm_bases(capsys):
+    s = lambda c: f"{UV}:{c}._dummy_run"
+    base = ["--update", "--prev-gpu", s("OmniGPUModelRunnerOld"), "--prev-npu", s("OmniNPUModelRunnerOld"),
+            "--gpu-omni", s("OmniGPUModelRunnerNew"), "--target", UPD_TARGET]
+    rc, text, _ = run_port(base + ["--gpu-base-old", s("GPUModelRunnerOld"), "--gpu-base", s("GPUModelRunnerNew")], capsys)
+    assert rc == 0 and "prepare_npu" in text and "<<<<<<<" not in text
+    rc, _, err = run_port(base + ["--gpu-base", s("GPUModelRunnerNew")], capsys)
+    assert rc == 2 and "--gpu-base-old and --gpu-base together" in err and err.count("\n") == 1
+    rc, _, err = run_port(["--gpu-base", "B", "--gpu-omni", "G", "--npu-base", "N", "--gpu-base-old", "X"], capsys)
+    assert rc == 2 and "--gpu-base-old" in err and "--update" in err
