@@ -44,10 +44,10 @@ import sys
 import tempfile
 import time
 
-from omni_npu_port.audit import audit
-from omni_npu_port.catalog import PAIRING, parse_version
-from omni_npu_port.conformance import fetch_package
-from omni_npu_port.port import (PortError, code_only, format_code, format_options, invented_prose, known_ascend, locate,
+from omni_npu_port.port.audit import audit
+from omni_npu_port.core.catalog import PAIRING, parse_version
+from omni_npu_port.sources.conformance import fetch_package
+from omni_npu_port.port.merge import (PortError, code_only, format_code, format_options, invented_prose, known_ascend, locate,
                                 open_tree, port_class, port_method, prose_ceiling, rules_for, similarity,
                                 translate_located, update_method)
 
@@ -80,7 +80,7 @@ GPU_FILE = "vllm/v1/worker/gpu_model_runner.py"
 TARGETS = {"_dummy_run": 0.90, "_model_forward": 0.90, "load_model": None}   # None: above both baselines only
 POLICIES = ("markers", "npu", "omni")
 
-ratio = similarity                     # difflib over lines, no junk heuristic (omni_npu_port.port.similarity)
+ratio = similarity                     # difflib over lines, no junk heuristic (omni_npu_port.port.merge.similarity)
 
 def code_ratio(a: str, b: str) -> float:
     "similarity of the code lines only (comments, docstrings, blank lines left out on both sides)."
@@ -166,7 +166,7 @@ def run(vllm: str, ascend: str, omni: str, hist=(), cold: bool = False) -> dict:
 
 def cli_class_port(v: str, o: str, a: str, hs: list[str], cold: bool = False) -> float:
     "Wall time of `omni-npu-port port --class` in a fresh process (start-up, reading the sources, the port, writing)."
-    cmd = [sys.executable, "-c", "import sys; from omni_npu_port.cli import entry; sys.exit(entry())", "port", "--class",
+    cmd = [sys.executable, "-c", "import sys; from omni_npu_port.cli.main import entry; sys.exit(entry())", "port", "--class",
            "--gpu-base", f"{v}:GPUModelRunner", "--gpu-omni", f"{o}:OmniGPUModelRunner", "--npu-base", f"{a}:NPUModelRunner"]
     if hs: cmd += ["--gpu-history", *[f"{h}:GPUModelRunner" for h in hs]]
     with tempfile.TemporaryDirectory() as d:

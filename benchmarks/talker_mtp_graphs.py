@@ -4,7 +4,7 @@
     python benchmarks/talker_mtp_graphs.py [--json FILE] [any `omni-npu-port bench` option ...]
 
 It runs `omni-npu-port bench` on the profile's backend (or `--device`), writes the result JSON (default:
-talker_mtp_graphs-<backend>.json in the system temp folder) and checks `omni_npu_port.bench.check_targets`:
+talker_mtp_graphs-<backend>.json in the system temp folder) and checks `omni_npu_port.bench.harness.check_targets`:
 harness overhead < 2%; replay agrees with eager; on CUDA with the full shapes, batch-1 replay >= 3x eager and
 replay <= 1.2x the kernel time summed over the captured graph (`--profile-kernels` is added automatically there).
 Exit status: 0 when every target that applies holds, 1 when one fails, 2 for bad input (as the command).
@@ -19,8 +19,8 @@ from pathlib import Path
 
 def _backend(argv: list[str]) -> str | None:
     "The backend the bench will run on, or None when it cannot be resolved (the bench then reports why)."
-    from omni_npu_port.platform import current_platform, get_platform
-    from omni_npu_port.profile import load_profile
+    from omni_npu_port.runtime.platform import current_platform, get_platform
+    from omni_npu_port.core.profile import load_profile
     try:
         dev = argv[argv.index("--device") + 1] if "--device" in argv else load_profile().backend
         return (current_platform() if dev == "auto" else get_platform(dev)).name
@@ -32,8 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from omni_npu_port.bench import check_targets
-    from omni_npu_port.bench import main as bench_main
+    from omni_npu_port.bench.harness import check_targets
+    from omni_npu_port.bench.harness import main as bench_main
     argv = list(sys.argv[1:] if argv is None else argv)
     backend = _backend(argv)
     if "--json" not in argv:

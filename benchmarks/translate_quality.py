@@ -25,8 +25,8 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider, QualifiedNameProvider
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from omni_npu_port.catalog import CATALOG  # noqa: E402
-from omni_npu_port.translate import compile_rules, translate_source  # noqa: E402
+from omni_npu_port.core.catalog import CATALOG  # noqa: E402
+from omni_npu_port.translate.engine import compile_rules, translate_source  # noqa: E402
 
 PAIRS = [("vllm_omni/worker/gpu_model_runner.py", "vllm_omni/platforms/npu/worker/npu_model_runner.py"),
          ("vllm_omni/worker/gpu_ar_model_runner.py", "vllm_omni/platforms/npu/worker/npu_ar_model_runner.py"),

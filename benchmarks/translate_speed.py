@@ -31,8 +31,8 @@ import zipfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from omni_npu_port.catalog import CATALOG  # noqa: E402
-from omni_npu_port.translate import _might_apply, _translate_many, compile_rules, translate_source  # noqa: E402
+from omni_npu_port.core.catalog import CATALOG  # noqa: E402
+from omni_npu_port.translate.engine import _might_apply, _translate_many, compile_rules, translate_source  # noqa: E402
 
 CACHE = Path.home() / ".cache" / "omni-npu-port" / "pkgs"
 WHEELS = [("vllm_omni-0.16.0-*.whl", "vllm-omni==0.16.0"), ("vllm_ascend-0.18.0-*.whl", "vllm-ascend==0.18.0")]
@@ -57,7 +57,7 @@ def load_tree() -> list[tuple[str, bytes]]:
 
 def verify(files) -> int:
     "Chunked vs whole-file translation on every pre-filtered file (plus vllm 0.15.0), three targets: the number that differ."
-    from omni_npu_port.conformance import fetch_package
+    from omni_npu_port.sources.conformance import fetch_package
     path = fetch_package("vllm==0.15.0")           # the smallest archive PyPI has, cached
     if path.suffix == ".whl":
         z = zipfile.ZipFile(path)

@@ -6,11 +6,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from omni_npu_port import bench
-from omni_npu_port.bench import (RESULT_FIELDS, SCHEMA_VERSION, TOLERANCES, compare_outputs, latency_stats, main,
+from omni_npu_port.bench import harness as bench
+from omni_npu_port.bench.harness import (RESULT_FIELDS, SCHEMA_VERSION, TOLERANCES, compare_outputs, latency_stats, main,
                                  results_table, run_bench, schema_markdown, short_bench, time_steps, validate_result)
-from omni_npu_port.graph_runner import eager_replay_capture
-from omni_npu_port.platform import get_platform
+from omni_npu_port.bench.graph_runner import eager_replay_capture
+from omni_npu_port.runtime.platform import get_platform
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -80,9 +80,9 @@ def test_validate_result_finds_missing_null_and_mistyped_fields(cpu_result):
 
 
 def test_schema_table_in_the_notebook_is_generated_from_the_fields():
-    nb = json.loads((ROOT / "nbs" / "bench.ipynb").read_text())
+    nb = json.loads((ROOT / "nbs" / "bench" / "harness.ipynb").read_text())
     md = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown"]
-    assert schema_markdown().strip() in [m.strip() for m in md], "regenerate the table in nbs/bench.ipynb from schema_markdown()"
+    assert schema_markdown().strip() in [m.strip() for m in md], "regenerate the table in nbs/bench/harness.ipynb from schema_markdown()"
     assert len(schema_markdown().splitlines()) == len(RESULT_FIELDS) + 2
 
 

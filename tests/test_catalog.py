@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from omni_npu_port.catalog import (CATALOG, FAMILIES, KINDS, PAIRING, VLLM_ASCEND_VERSIONS, VLLM_VERSIONS, Catalog,
+from omni_npu_port.core.catalog import (CATALOG, FAMILIES, KINDS, PAIRING, VLLM_ASCEND_VERSIONS, VLLM_VERSIONS, Catalog,
                                    Pattern, parse_target, parse_version, select_target)
 
 # The card's section headings ("## Section / ### Subsection"), as of the card this project grew from.

@@ -5,14 +5,14 @@ import sys
 
 import pytest
 
-from omni_npu_port.catalog import CATALOG, FAMILIES
-from omni_npu_port.cli import COMMANDS, catalog_main, main, profile_main
+from omni_npu_port.core.catalog import CATALOG, FAMILIES
+from omni_npu_port.cli.main import COMMANDS, catalog_main, main, profile_main
 
 
 def test_console_script_runs():
     from importlib.metadata import entry_points
     eps = [e for e in entry_points(group="console_scripts") if e.name == "omni-npu-port"]
-    assert eps and eps[0].value == "omni_npu_port.cli:entry"
+    assert eps and eps[0].value == "omni_npu_port.cli.main:entry"
     exe = __import__("shutil").which("omni-npu-port", path=str(__import__("pathlib").Path(sys.executable).parent))
     r = subprocess.run([exe, "catalog", "--json", "--family", "attention"], capture_output=True, text=True)
     assert r.returncode == 0 and {x["id"] for x in json.loads(r.stdout)} == {p.id for p in CATALOG.select(family="attention")}
@@ -23,7 +23,7 @@ def test_console_script_runs():
 def test_main_leaves_the_garbage_collector_alone_and_entry_freezes_only_at_the_end():
     import gc
     assert main(["--version"]) == 0 and gc.isenabled() and gc.get_freeze_count() == 0
-    r = subprocess.run([sys.executable, "-c", "import gc, sys; from omni_npu_port import cli; sys.argv = ['x', '--version'];"
+    r = subprocess.run([sys.executable, "-c", "import gc, sys; from omni_npu_port.cli import main as cli; sys.argv = ['x', '--version'];"
                         " rc = cli.entry(); print(rc, gc.isenabled(), gc.get_freeze_count() > 0)"], capture_output=True, text=True)
     assert r.stdout.split()[-3:] == ["0", "True", "True"]
 
@@ -98,7 +98,7 @@ def test_profile_bad_env_exits_2(capsys, monkeypatch):
 
 def test_tour_runs_every_step_on_cpu(tmp_path):
     env = {**__import__("os").environ, "OMNI_NPU_PORT_RUNTIME_BACKEND": "cpu", "COLUMNS": "200"}
-    r = subprocess.run([sys.executable, "-c", "import sys; from omni_npu_port.cli import main; sys.exit(main(['tour']))"],
+    r = subprocess.run([sys.executable, "-c", "import sys; from omni_npu_port.cli.main import main; sys.exit(main(['tour']))"],
                        capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     out = r.stdout
@@ -112,7 +112,7 @@ def test_tour_runs_every_step_on_cpu(tmp_path):
 def test_tour_on_a_missing_npu_says_how_to_install_and_goes_on():
     import os
     env = {**os.environ, "OMNI_NPU_PORT_RUNTIME_BACKEND": "npu", "COLUMNS": "400"}
-    r = subprocess.run([sys.executable, "-c", "import sys; from omni_npu_port.cli import main; "
+    r = subprocess.run([sys.executable, "-c", "import sys; from omni_npu_port.cli.main import main; "
                         "sys.exit(main(['tour', '--skip', 'benchmark', '--skip', 'translate']))"],
                        capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 1 and "Traceback" not in r.stdout + r.stderr

@@ -10,8 +10,8 @@ import zipfile
 
 import pytest
 
-from omni_npu_port.catalog import CATALOG, VLLM_ASCEND_VERSIONS, VLLM_VERSIONS, parse_version
-from omni_npu_port.conformance import (CHANGED, MISSING, NA, OK, FetchError, SourceError, check_call, check_record,
+from omni_npu_port.core.catalog import CATALOG, VLLM_ASCEND_VERSIONS, VLLM_VERSIONS, parse_version
+from omni_npu_port.sources.conformance import (CHANGED, MISSING, NA, OK, FetchError, SourceError, check_call, check_record,
                                        conformance, fetch_package, open_source, signature_from_ast,
                                        write_source_double)
 
@@ -63,7 +63,7 @@ SDIST_FILES = {"PKG-INFO": "Metadata-Version: 2.1\nName: vllm-ascend\nVersion: 9
 @pytest.mark.parametrize("fmt", ["PAX_FORMAT", "GNU_FORMAT"])
 def test_tar_files_reads_what_tarfile_reads(tmp_path, fmt):
     import tarfile
-    from omni_npu_port.conformance import _wanted, tar_files
+    from omni_npu_port.sources.conformance import _wanted, tar_files
     p = _sdist(tmp_path / "vllm_ascend-9.9.9.tar.gz", SDIST_FILES, getattr(tarfile, fmt))
     with tarfile.open(p) as tf:
         want = {m.name.partition("/")[2]: tf.extractfile(m).read() for m in tf
@@ -75,7 +75,7 @@ def test_tar_files_reads_what_tarfile_reads(tmp_path, fmt):
 
 def test_tar_files_equals_tarfile_on_a_real_sdist(release_source):
     import tarfile
-    from omni_npu_port.conformance import _wanted, fetch_package, tar_files
+    from omni_npu_port.sources.conformance import _wanted, fetch_package, tar_files
     p = fetch_package("vllm-ascend==0.23.0.post1", kind="sdist")
     with tarfile.open(p) as tf:
         want = {m.name.partition("/")[2]: tf.extractfile(m).read() for m in tf
@@ -84,7 +84,7 @@ def test_tar_files_equals_tarfile_on_a_real_sdist(release_source):
 
 
 def test_sdist_is_unpacked_once_into_the_cache(tmp_path, monkeypatch):
-    from omni_npu_port import conformance as C
+    from omni_npu_port.sources import conformance as C
     cache = tmp_path / "cache"
     monkeypatch.setenv(C.SDIST_CACHE_ENV, str(cache))
     p = _sdist(tmp_path / "vllm_ascend-9.9.9.tar.gz", SDIST_FILES)
@@ -102,7 +102,7 @@ def test_sdist_is_unpacked_once_into_the_cache(tmp_path, monkeypatch):
 
 
 def test_sdist_cache_off_or_unwritable_still_reads(tmp_path, monkeypatch):
-    from omni_npu_port import conformance as C
+    from omni_npu_port.sources import conformance as C
     p = _sdist(tmp_path / "vllm_ascend-9.9.9.tar.gz", SDIST_FILES)
     monkeypatch.setenv(C.SDIST_CACHE_ENV, "off")
     assert C.sdist_cache_dir() is None and C._TarReader(p).read("vllm_ascend/__init__.py") == b""
@@ -421,7 +421,7 @@ def _torch_npu_pin(path):
 
 @pytest.mark.parametrize("version", ALL_VA)
 def test_torch_npu_pins_agree_with_the_releases(version):
-    from omni_npu_port.catalog import PAIRING, TORCH_NPU_PINS
-    from omni_npu_port.conformance import fetch_package
+    from omni_npu_port.core.catalog import PAIRING, TORCH_NPU_PINS
+    from omni_npu_port.sources.conformance import fetch_package
     assert TORCH_NPU_PINS[version] == _torch_npu_pin(fetch_package(f"vllm-ascend=={version}", kind=KIND.get(version)))
     if version in PAIRING: assert PAIRING[version][1] == TORCH_NPU_PINS[version]

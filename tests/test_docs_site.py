@@ -3,6 +3,7 @@
 Needs Debian's chromium (`apt-get install -y chromium`); .ci/run installs it. The screenshot goes to
 tests/artifacts/catalog.png.
 """
+import posixpath
 import re
 import shutil
 import time
@@ -10,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from omni_npu_port.catalog import CATALOG
-from omni_npu_port.docs import SIDEBAR, build_site, docs_location, find_root, nbdev_settings, notebooks, page_of
+from omni_npu_port.core.catalog import CATALOG
+from omni_npu_port.docs.site import SIDEBAR, build_site, docs_location, find_root, nbdev_settings, notebooks, page_of
 
 ROOT = find_root(Path(__file__).parent)
 SETTINGS = nbdev_settings(ROOT)
@@ -61,10 +62,10 @@ def test_every_notebook_is_a_page(site):
 def test_sidebar_links_every_page_in_order(site, browser):
     work, out = site
     page = browser.new_page()
-    page.goto((out / "catalog.html").as_uri())
+    page.goto((out / "core" / "catalog.html").as_uri())
     hrefs = page.eval_on_selector_all("#quarto-sidebar a.sidebar-link[href]", "els => els.map(e => e.getAttribute('href'))")
     page.close()
-    linked = [re.sub(r"^\./|\.html$", "", h) for h in hrefs]
+    linked = [re.sub(r"\.html$", "", posixpath.normpath(posixpath.join("core", h))) for h in hrefs]  # relative to core/
     have = {nb.with_suffix("").as_posix() for nb in notebooks(work)}
     expected = [name for _, names in SIDEBAR for name in names if name in have]
     assert [p for p in linked if p in expected] == expected, f"the sidebar's order is {linked}, expected {expected}"
@@ -75,7 +76,7 @@ def test_sidebar_links_every_page_in_order(site, browser):
 def test_catalog_page_shows_every_pattern(site, browser):
     work, out = site
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    page.goto((out / "catalog.html").as_uri())
+    page.goto((out / "core" / "catalog.html").as_uri())
     text = page.inner_text("body")
     missing = [p.id for p in CATALOG if p.id not in text]
     assert not missing, f"pattern ids not visible on catalog.html: {missing}"
@@ -92,7 +93,7 @@ def test_catalog_page_shows_every_pattern(site, browser):
 
 def test_every_family_page_shows_its_records(site, browser):
     "Each family notebook's page shows the records of its family (its show_records table)."
-    from omni_npu_port.catalog import FAMILIES
+    from omni_npu_port.core.catalog import FAMILIES
     work, out = site
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     for fam, (_, nb) in FAMILIES.items():

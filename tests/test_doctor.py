@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from omni_npu_port import doctor
-from omni_npu_port.catalog import PAIRING
-from omni_npu_port.conformance import write_source_double
-from omni_npu_port.doctor import doctor_report, install_kernel, kernel_main, main
+from omni_npu_port.sources import doctor
+from omni_npu_port.core.catalog import PAIRING
+from omni_npu_port.sources.conformance import write_source_double
+from omni_npu_port.sources.doctor import doctor_report, install_kernel, kernel_main, main
 
 
 def run(capsys, argv):
@@ -97,7 +97,7 @@ def test_cann_environment_warning(capsys, monkeypatch, release_source):
 
 
 def test_console_command_dispatches_to_the_doctor(capsys, tmp_path):
-    from omni_npu_port.cli import main as cli
+    from omni_npu_port.cli.main import main as cli
     root = write_source_double(tmp_path)
     assert cli(["doctor", "--json", "--source", str(root)]) == 1
     assert json.loads(capsys.readouterr().out)["sources"][0]["package"] == "vllm-ascend"
@@ -168,7 +168,7 @@ def test_npu_kernel_starts_with_cann_environment_loaded(tmp_path, monkeypatch):
 
 
 def test_installed_torch_npu_that_vllm_ascend_does_not_pin_is_a_warning(capsys, tmp_path, monkeypatch):
-    from omni_npu_port.catalog import TORCH_NPU_PINS
+    from omni_npu_port.core.catalog import TORCH_NPU_PINS
     write_source_double(tmp_path, version="0.18.0")
     monkeypatch.syspath_prepend(str(tmp_path))
     for torch_npu, warned in ((TORCH_NPU_PINS["0.18.0"], False), ("2.10.0", True)):
@@ -181,7 +181,7 @@ def test_installed_torch_npu_that_vllm_ascend_does_not_pin_is_a_warning(capsys, 
 def test_asking_for_an_npu_without_torch_npu_is_one_message_and_exit_1(capsys, monkeypatch):
     import importlib.util
     if importlib.util.find_spec("torch_npu"): pytest.skip("torch_npu is installed here")
-    from omni_npu_port.platform import reset_platform
+    from omni_npu_port.runtime.platform import reset_platform
     monkeypatch.setenv("OMNI_NPU_PORT_RUNTIME_BACKEND", "npu")
     reset_platform()
     try:

@@ -1,7 +1,7 @@
 """The catalog notebook runs in a real Jupyter server, as it does in JupyterLab.
 
 Starts `python -m jupyter_server` on 127.0.0.1 with a random free port and a token, starts a kernel over the
-REST API, runs the code cells of nbs/catalog.ipynb through the kernel's websocket channel, and shuts
+REST API, runs the code cells of nbs/core/catalog.ipynb through the kernel's websocket channel, and shuts
 everything down with bounded waits.
 """
 import asyncio
@@ -21,11 +21,11 @@ from pathlib import Path
 import pytest
 from tornado.websocket import websocket_connect
 
-from omni_npu_port.docs import cell_directives, find_root, nbdev_settings
+from omni_npu_port.docs.site import cell_directives, find_root, nbdev_settings
 
 ROOT = find_root(Path(__file__).parent)
 SETTINGS = nbdev_settings(ROOT)
-NOTEBOOK = ROOT / SETTINGS["nbs_path"] / "catalog.ipynb"
+NOTEBOOK = ROOT / SETTINGS["nbs_path"] / "core" / "catalog.ipynb"
 CELL_TIMEOUT = 120
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from nbdev.test import test_nb as run_notebook  # imported under another name so pytest doesn't collect it
 
-from omni_npu_port.docs import find_root, nbdev_settings, notebooks
+from omni_npu_port.docs.site import find_root, nbdev_settings, notebooks
 
 ROOT = find_root(Path(__file__).parent)
 SETTINGS = nbdev_settings(ROOT)

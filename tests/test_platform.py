@@ -1,4 +1,4 @@
-"Tests for omni_npu_port.platform: selection, catalog-driven symbols, real CPU device ops, versions."
+"Tests for omni_npu_port.runtime.platform: selection, catalog-driven symbols, real CPU device ops, versions."
 from __future__ import annotations
 
 import ast
@@ -13,9 +13,9 @@ import types
 import pytest
 import torch
 
-import omni_npu_port.platform as plat
-from omni_npu_port.catalog import CATALOG
-from omni_npu_port.platform import (DEVICE_OPS, CpuPlatform, CudaPlatform, GraphsUnsupported, NpuPlatform,
+import omni_npu_port.runtime.platform as plat
+from omni_npu_port.core.catalog import CATALOG
+from omni_npu_port.runtime.platform import (DEVICE_OPS, CpuPlatform, CudaPlatform, GraphsUnsupported, NpuPlatform,
                                     PlatformUnavailable, UnresolvedSymbol, capture_replay, cann_version,
                                     check_device_ops, current_platform, get_platform, npu_import_hint,
                                     package_version, reset_platform, resolve_symbol, versions)
@@ -79,7 +79,7 @@ def npu_present(monkeypatch):
 # --- importing stays light -------------------------------------------------------------------------------
 
 def test_import_and_cpu_use_do_not_load_torch_npu_or_vllm():
-    code = ("import sys, omni_npu_port.platform as m; p = m.get_platform('auto'); m.check_device_ops(m.get_platform('cpu')); "
+    code = ("import sys, omni_npu_port.runtime.platform as m; p = m.get_platform('auto'); m.check_device_ops(m.get_platform('cpu')); "
             "m.versions(); p.describe(); "
             "print(sorted(x for x in ('torch_npu', 'vllm', 'vllm_ascend', 'vllm_omni') if x in sys.modules))")
     env = {k: v for k, v in os.environ.items() if not k.startswith("OMNI_NPU_PORT_")}

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from omni_npu_port import audit as A
-from omni_npu_port import port as P
+from omni_npu_port.port import audit as A
+from omni_npu_port.port import merge as P
 
 FIX = Path(__file__).parent / "fixtures" / "port"
 
@@ -119,7 +119,7 @@ def test_super_extension_becomes_explicit_base_call():
     assert "NPUModelRunner.load_model(self, *args, **kwargs)" in res.code and "super()" not in res.code
     d = next(d for d in res.diagnostics if d.code == "ONP4003")
     assert d.record == "sig.explicit-base-call"
-    from omni_npu_port.catalog import CATALOG
+    from omni_npu_port.core.catalog import CATALOG
     assert CATALOG[d.record].id == "sig.explicit-base-call"
     # the translator ran in the module's import context: the omni step is in NPU form, its diagnostic points at it
     assert "self.talker_mtp = ACLGraphWrapper(talker_mtp, self.vllm_config)" in res.code and "CUDAGraphWrapper" not in res.code

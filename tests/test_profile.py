@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from omni_npu_port.profile import SCHEMA, ProfileError, find_profile, load_profile
+from omni_npu_port.core.profile import SCHEMA, ProfileError, find_profile, load_profile
 
 ROOT = Path(__file__).resolve().parents[1]
 

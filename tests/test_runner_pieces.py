@@ -2,7 +2,7 @@
 classes, and the `_dummy_run` / `_model_forward` call adapters.
 
 No vllm or vllm-ascend can run here, so the NPU path is driven by a platform stand-in (`*_platform_double`,
-an object with only `.name`) and by pointing `omni_npu_port.platform.resolve_symbol` at test doubles. The
+an object with only `.name`) and by pointing `omni_npu_port.runtime.platform.resolve_symbol` at test doubles. The
 doubles carry the real parameter lists of vllm-ascend 0.18.0, and `test_doubles_carry_real_signatures` checks
 that against the wheel in ~/.cache/omni-npu-port/pkgs (read with `ast`; nothing from it is imported).
 """
@@ -19,15 +19,15 @@ from pathlib import Path
 
 import pytest
 
-import omni_npu_port.platform as plat
-from omni_npu_port.attention import (AttentionState, attention_state_cls, attn_state_for,
+import omni_npu_port.runtime.platform as plat
+from omni_npu_port.runtime.attention import (AttentionState, attention_state_cls, attn_state_for,
                                      build_attention_metadata_kwargs, call_build_attention_metadata)
-from omni_npu_port.catalog import CATALOG, VLLM_ASCEND_VERSIONS, parse_version
-from omni_npu_port.rotary_sp import enable_sp, lmhead_tp_enable, update_cos_sin
-from omni_npu_port.sampler_batch import RunnerClassUnavailable, input_batch_cls, sampler_cls
-from omni_npu_port.signatures import (UnsupportedKeyword, UnsupportedVersion, bind_for_version, call_dummy_run,
+from omni_npu_port.core.catalog import CATALOG, VLLM_ASCEND_VERSIONS, parse_version
+from omni_npu_port.runtime.rotary_sp import enable_sp, lmhead_tp_enable, update_cos_sin
+from omni_npu_port.runtime.sampler_batch import RunnerClassUnavailable, input_batch_cls, sampler_cls
+from omni_npu_port.runtime.signatures import (UnsupportedKeyword, UnsupportedVersion, bind_for_version, call_dummy_run,
                                       call_model_forward, dummy_run_kwargs, model_forward_kwargs, target_version)
-import omni_npu_port.sampler_batch as sampler_batch
+import omni_npu_port.runtime.sampler_batch as sampler_batch
 
 PKGS = Path(os.environ.get("OMNI_NPU_PORT_PKGS", Path.home() / ".cache" / "omni-npu-port" / "pkgs"))
 WHEEL_VERSION = "0.18.0"

@@ -7,15 +7,15 @@ from contextlib import contextmanager
 import pytest
 import torch
 
-from omni_npu_port import platform as platform_mod
-from omni_npu_port.catalog import CATALOG
-from omni_npu_port.conformance import fetch_package, open_source, signature
-from omni_npu_port.forward_context import (ascend_forward_context_call, forward_context, get_forward_context,
+from omni_npu_port.runtime import platform as platform_mod
+from omni_npu_port.core.catalog import CATALOG
+from omni_npu_port.sources.conformance import fetch_package, open_source, signature
+from omni_npu_port.runtime.forward_context import (ascend_forward_context_call, forward_context, get_forward_context,
                                            light_forward_context)
-from omni_npu_port.graph_params import (capture_seq_lens, paged_attention_seq_lens, should_update_full_graph_params,
+from omni_npu_port.runtime.graph_params import (capture_seq_lens, paged_attention_seq_lens, should_update_full_graph_params,
                                         update_full_graph_params, update_full_graph_params_kwargs,
                                         using_paged_attention_kwargs)
-from omni_npu_port.graphs import (GraphMode, LightGraphWrapper, batch_execution_kwargs, graph_capture,
+from omni_npu_port.runtime.graphs import (GraphMode, LightGraphWrapper, batch_execution_kwargs, graph_capture,
                                   graph_wrapper_cls, is_full_mode, is_graph_wrapped, wrap_full)
 
 # The releases the issue names, plus the one where update_full_graph_params changed arity.
@@ -213,8 +213,8 @@ def test_batch_execution_kwargs_force_uniform_decode_at_talker_capture():
 
 # --- the talker-MTP path written once ----------------------------------------------------------------------
 def test_talker_mtp_path_on_cpu_matches_the_module():
-    from omni_npu_port.graphs import capture_talker_mtp, load_talker_mtp, run_talker_mtp, talker_mtp_runtime_mode
-    from omni_npu_port.talker_mtp import TalkerMTP, TalkerMTPConfig
+    from omni_npu_port.runtime.graphs import capture_talker_mtp, load_talker_mtp, run_talker_mtp, talker_mtp_runtime_mode
+    from omni_npu_port.bench.talker_mtp import TalkerMTP, TalkerMTPConfig
     cpu = platform_mod.get_platform("cpu")
     mtp = TalkerMTP(TalkerMTPConfig.small(), max_batch=4)
     assert load_talker_mtp(mtp, cudagraph_mode=GraphMode.NONE, platform=cpu) is mtp
@@ -232,7 +232,7 @@ def test_talker_mtp_path_on_cpu_matches_the_module():
 
 
 def test_talker_mtp_forward_context_on_npu(npu_symbols):
-    from omni_npu_port.graphs import run_talker_mtp
+    from omni_npu_port.runtime.graphs import run_talker_mtp
     version, calls = npu_symbols
     out = run_talker_mtp(lambda x: x * 2, torch.ones(2), num_tokens_padded=2, cudagraph_mode=GraphMode.FULL,
                          platform=NpuPlatformDouble())

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from omni_npu_port.docs import find_root, nbdev_settings, notebooks, write_readme, write_sidebar
+from omni_npu_port.docs.site import find_root, nbdev_settings, notebooks, write_readme, write_sidebar
 
 ROOT = find_root(Path(__file__).parent)
 SETTINGS = nbdev_settings(ROOT)
@@ -98,21 +98,21 @@ def test_sync_check_catches_a_hand_edit(tmp_path):
     "The export check is not vacuous: a hand edit to an exported module is found."
     work = copy_project(tmp_path / "work")
     nbdev("nbdev_export", work)  # in sync first, whatever the state of the checkout
-    edited = next(p for p in sorted((work / SETTINGS["lib_path"]).glob("*.py")) if source_notebook(p) and source_notebook(p).exists())
+    edited = next(p for p in sorted((work / SETTINGS["lib_path"]).rglob("*.py")) if source_notebook(p) and source_notebook(p).exists())
     edited.write_text(edited.read_text() + "\n# hand edit\n")
     before = tmp_path / "before"
     shutil.copytree(work / SETTINGS["lib_path"], before)
     nbdev("nbdev_export", work)
-    assert changed_files(before, work / SETTINGS["lib_path"], "*") == [f"{edited.name} (differs)"]
+    assert changed_files(before, work / SETTINGS["lib_path"], "*") == [f"{edited.relative_to(work / SETTINGS['lib_path'])} (differs)"]
 
 
 def test_saved_catalog_tables_are_current():
     "Family pages show saved outputs of show_records/show_pattern cells: they must match the catalog as it is."
     import json
-    from omni_npu_port.catalog import show_pattern, show_records
+    from omni_npu_port.core.catalog import show_pattern, show_records
     calls = {"show_records": show_records, "show_pattern": show_pattern}
     stale = []
-    for nb in sorted((ROOT / SETTINGS["nbs_path"]).glob("*.ipynb")):
+    for nb in sorted((ROOT / SETTINGS["nbs_path"]).rglob("*.ipynb")):
         for i, cell in enumerate(json.loads(nb.read_text(encoding="utf-8"))["cells"]):
             src = "".join(cell["source"]).strip()
             m = re.fullmatch(r'(show_records|show_pattern)\((?:"([^"]*)")?\)', src)

@@ -4,10 +4,10 @@ import warnings
 import pytest
 import torch
 
-from omni_npu_port.graph_runner import (BucketStatus, CapturedBucket, Dispatch, GraphRunner, bucket_for,
+from omni_npu_port.bench.graph_runner import (BucketStatus, CapturedBucket, Dispatch, GraphRunner, bucket_for,
                                         device_capture, eager_replay_capture, is_oom)
-from omni_npu_port.platform import get_platform
-from omni_npu_port.talker_mtp import TalkerMTP, TalkerMTPConfig, parameter_count, reference_forward, repeat_kv
+from omni_npu_port.runtime.platform import get_platform
+from omni_npu_port.bench.talker_mtp import TalkerMTP, TalkerMTPConfig, parameter_count, reference_forward, repeat_kv
 
 SMALL = TalkerMTPConfig.small()
 
