@@ -1,0 +1,32 @@
+"""The package's layers hold: import-linter's contracts in pyproject.toml, and no cycles between packages."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def lint_imports(cwd: Path):
+    exe = Path(sys.executable).parent / "lint-imports"
+    if not exe.exists(): pytest.fail(f"{exe} not found: install the dev extras (`pip install -e '.[dev]'`)")
+    return subprocess.run([str(exe), "--no-cache"], cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
+def test_layer_contracts_hold():
+    r = lint_imports(ROOT)
+    assert r.returncode == 0, f"a layer rule is broken (pyproject.toml [tool.importlinter]):\n{r.stdout[-4000:]}{r.stderr}"
+    assert "BROKEN" not in r.stdout and "kept" in r.stdout
+
+
+def test_a_library_import_of_the_cli_is_caught(tmp_path):
+    "The contract is not vacuous: a core module that imports the CLI breaks it."
+    import shutil
+    shutil.copytree(ROOT / "omni_npu_port", tmp_path / "omni_npu_port", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy2(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    (tmp_path / "omni_npu_port" / "core" / "bad.py").write_text("from omni_npu_port.cli.main import main\n")
+    r = subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, '.'); from importlinter.cli import lint_imports_command; "
+                        "sys.argv = ['lint-imports', '--no-cache']; lint_imports_command()"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert r.returncode != 0 and "omni_npu_port.core.bad -> omni_npu_port.cli.main" in r.stdout, r.stdout[-3000:] + r.stderr
