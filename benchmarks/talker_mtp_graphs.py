@@ -33,13 +33,13 @@ def main(argv: list[str] | None = None) -> int:
     from rich.table import Table
 
     from omni_npu_port.bench.harness import check_targets
-    from omni_npu_port.bench.harness import main as bench_main
+    from omni_npu_port.cli.main import main as cli_main
     argv = list(sys.argv[1:] if argv is None else argv)
     backend = _backend(argv)
     if "--json" not in argv:
         argv += ["--json", str(Path(tempfile.gettempdir()) / f"talker_mtp_graphs-{backend or 'unknown'}.json")]
     if backend == "cuda" and "--small" not in argv and "--profile-kernels" not in argv: argv.append("--profile-kernels")
-    rc = bench_main(argv)
+    rc = cli_main(["bench", *argv])
     if rc: return rc
     path = Path(argv[argv.index("--json") + 1]).expanduser()
     result = json.loads(path.read_text(encoding="utf-8"))

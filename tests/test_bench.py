@@ -7,9 +7,10 @@ import pytest
 import torch
 
 from omni_npu_port.bench import harness as bench
-from omni_npu_port.bench.harness import (RESULT_FIELDS, SCHEMA_VERSION, TOLERANCES, compare_outputs, latency_stats, main,
+from omni_npu_port.bench.harness import (RESULT_FIELDS, SCHEMA_VERSION, TOLERANCES, compare_outputs, latency_stats,
                                  results_table, run_bench, schema_markdown, short_bench, time_steps, validate_result)
 from omni_npu_port.bench.graph_runner import eager_replay_capture
+from omni_npu_port.cli.main import main
 from omni_npu_port.runtime.platform import get_platform
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -113,7 +114,7 @@ def test_cli_end_to_end_writes_valid_json_and_plot(tmp_path, capsys, monkeypatch
     monkeypatch.setenv("OMNI_NPU_PORT_BENCH_WARMUP", "1")
     monkeypatch.setenv("OMNI_NPU_PORT_BENCH_DTYPE", "bfloat16")
     out, png = tmp_path / "r.json", tmp_path / "r.png"
-    assert main(["--device", "cpu", "--small", "--iters", "3", "--json", str(out), "--plot", str(png)]) == 0
+    assert main(["bench", "--device", "cpu", "--small", "--iters", "3", "--json", str(out), "--plot", str(png)]) == 0
     r = json.loads(out.read_text())
     assert validate_result(r) == [] and r["settings"]["iters"] == 3 and r["shapes"]["preset"] == "small"
     assert r["settings"]["batch_sizes"] == [1, 2] and r["settings"]["warmup"] == 1
@@ -124,7 +125,8 @@ def test_cli_end_to_end_writes_valid_json_and_plot(tmp_path, capsys, monkeypatch
 
 
 def _one_line_error(capsys, argv, *needles):
-    assert main(argv) == 2
+    "`omni-npu-port bench ARGV` fails with exit 2 and one line on stderr naming each of `needles`."
+    assert main(["bench", *argv]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "Traceback" not in err, err
     for n in needles: assert n in err, err

@@ -7,13 +7,13 @@ Docs: https://omni-npu-port.github.io/omni-npu-port/bench/harness.html.md"""
 # %% ../../nbs/bench/harness.ipynb #46837f57
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import datetime as _dt
-import json
 import platform as _pyplatform
-import sys
 import time
-from pathlib import Path
+import types
+import typing
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -23,9 +23,10 @@ from ..core.profile import DTYPES, SCHEMA, ProfileError, load_profile
 from .talker_mtp import TalkerMTP, TalkerMTPConfig
 
 # %% auto #0
-__all__ = ['TOLERANCES', 'SCHEMA_VERSION', 'RESULT_FIELDS', 'DEVICES', 'time_steps', 'latency_stats', 'compare_outputs',
-           'device_time_ms', 'validate_result', 'schema_markdown', 'run_bench', 'results_table', 'plot_results', 'main',
-           'short_bench', 'check_targets']
+__all__ = ['TOLERANCES', 'SCHEMA_VERSION', 'STATS', 'RESULT_FIELDS', 'DEVICES', 'time_steps', 'latency_stats', 'compare_outputs',
+           'device_time_ms', 'described', 'DeviceInfo', 'Shapes', 'Settings', 'HarnessOverhead', 'BucketResult',
+           'BenchResult', 'SchemaField', 'schema_fields', 'validate_result', 'schema_markdown', 'platform_for',
+           'run_bench', 'results_table', 'plot_results', 'short_bench', 'check_targets']
 
 # %% ../../nbs/bench/harness.ipynb #3bba6bb1
 def time_steps(step, synchronize, iters: int, warmup: int) -> list[float]:
@@ -79,88 +80,159 @@ def device_time_ms(step, synchronize, n: int = 10) -> float | None:
 
 # %% ../../nbs/bench/harness.ipynb #c26b9e9f
 SCHEMA_VERSION = 1
-_STATS = "object: p50, p90, p99, mean (ms), n"
-RESULT_FIELDS = [
-    # (path, types, may be null, description)
-    ("schema_version", (int,), False, f"version of this layout ({SCHEMA_VERSION})"),
-    ("tool", (str,), False, '"omni-npu-port bench"'),
-    ("date", (str,), False, "when the run finished, ISO 8601 in UTC"),
-    ("device.backend", (str,), False, '"npu", "cuda" or "cpu" — the backend the numbers come from'),
-    ("device.device", (str,), False, "the torch device"),
-    ("device.supports_graphs", (bool,), False, "whether the backend has device graphs; false means every number is eager"),
-    ("device.description", (str,), True, "what the platform says about the device"),
-    ("versions", (dict,), False, "python, torch, torch_npu, CANN, vllm, vllm-ascend, omni_npu_port (null where absent)"),
-    ("shapes.preset", (str,), False, '"full" (stack-facts §5) or "small"'),
-    ("shapes.config", (dict,), False, "every TalkerMTPConfig field"),
-    ("shapes.dtype", (str,), False, "float32, float16 or bfloat16"),
-    ("shapes.parameters", (int,), False, "parameter count of the module"),
-    ("settings.batch_sizes", (list,), False, "the buckets"),
-    ("settings.iters", (int,), False, "timed runs per measurement"),
-    ("settings.warmup", (int,), False, "untimed runs before them"),
-    ("settings.profile", (str,), True, "the settings.ini the defaults came from"),
-    ("settings.profile_kernels", (bool,), False, "whether kernel time was profiled"),
-    ("settings.cpu_threads", (int,), False, "torch's intra-op CPU threads (CPU figures depend on it and on other load)"),
-    ("harness.empty_step_us", (float,), False, "p50 of an empty step through the timing harness (µs)"),
-    ("harness.eager_step_us", (float,), False, "p50 of the eager step at the smallest bucket (µs)"),
-    ("harness.overhead_fraction", (float,), False, "empty_step_us / eager_step_us"),
-    ("harness.target_fraction", (float,), False, "0.02"),
-    ("harness.ok", (bool,), False, "overhead_fraction < target_fraction"),
-    ("results", (list,), False, "one object per bucket, in batch order:"),
-    ("results[].batch", (int,), False, "the bucket's batch size"),
-    ("results[].mode", (str,), False, '"graph" (captured), "eager" (backend without graphs) or "failed" (capture ran out of memory)'),
-    ("results[].reason", (str,), False, "why not graph; empty for graph"),
-    ("results[].capture_s", (float,), True, "seconds to capture this bucket's graph"),
-    ("results[].graph_pool_bytes", (int,), True, "peak device memory the capture took, held by the shared graph pool"),
-    ("results[].eager_ms", (dict,), False, _STATS),
-    ("results[].replay_ms", (dict,), True, _STATS + "; includes copying inputs in and outputs out"),
-    ("results[].speedup", (float,), True, "eager_ms.p50 / replay_ms.p50"),
-    ("results[].parity", (dict,), True, "object: max_abs_diff, tolerance, codes_equal, ok — replay against eager"),
-    ("results[].kernel_ms", (float,), True, "summed device time of one replay (profile_kernels, CUDA only)"),
-    ("results[].kernel_source", (str,), True, '"graph" or "eager": which run the kernel time was summed from'),
-    ("results[].replay_over_kernel", (float,), True, "replay_ms.p50 / kernel_ms"),
-    ("notes", (list,), False, "sentences a reader of the numbers needs (graphs unavailable, failed buckets, ...)"),
-]
+STATS = "object: p50, p90, p99, mean (ms), n"
+
+def described(doc: str, choices: tuple | None = None, **kw):
+    "A dataclass field with its schema description and, optionally, the only values it may take."
+    return field(metadata={"doc": doc, "choices": choices}, **kw)
+
+@dataclass
+class DeviceInfo:
+    "Which backend and device the numbers come from."
+    backend: str = described('"npu", "cuda" or "cpu" — the backend the numbers come from')
+    device: str = described("the torch device")
+    supports_graphs: bool = described("whether the backend has device graphs; false means every number is eager")
+    description: str | None = described("what the platform says about the device")
+
+@dataclass
+class Shapes:
+    "The module measured."
+    preset: str = described('"full" (stack-facts §5) or "small"')
+    config: dict = described("every TalkerMTPConfig field")
+    dtype: str = described("float32, float16 or bfloat16")
+    parameters: int = described("parameter count of the module")
+
+@dataclass
+class Settings:
+    "How it was measured."
+    batch_sizes: list = described("the buckets")
+    iters: int = described("timed runs per measurement")
+    warmup: int = described("untimed runs before them")
+    profile: str | None = described("the settings.ini the defaults came from")
+    profile_kernels: bool = described("whether kernel time was profiled")
+    cpu_threads: int = described("torch's intra-op CPU threads (CPU figures depend on it and on other load)")
+
+@dataclass
+class HarnessOverhead:
+    "What the timing harness itself costs, against the eager step."
+    empty_step_us: float = described("p50 of an empty step through the timing harness (µs)")
+    eager_step_us: float = described("p50 of the eager step at the smallest bucket (µs)")
+    overhead_fraction: float = described("empty_step_us / eager_step_us")
+    target_fraction: float = described("0.02")
+    ok: bool = described("overhead_fraction < target_fraction")
+
+# %% ../../nbs/bench/harness.ipynb #6d6e46da
+@dataclass
+class BucketResult:
+    "One bucket's measurements."
+    batch: int = described("the bucket's batch size")
+    mode: str = described('"graph" (captured), "eager" (backend without graphs) or "failed" (capture ran out of memory)',
+                          choices=("graph", "eager", "failed"))
+    reason: str = described("why not graph; empty for graph")
+    capture_s: float | None = described("seconds to capture this bucket's graph")
+    graph_pool_bytes: int | None = described("peak device memory the capture took, held by the shared graph pool")
+    eager_ms: dict = described(STATS)
+    replay_ms: dict | None = described(STATS + "; includes copying inputs in and outputs out", default=None)
+    speedup: float | None = described("eager_ms.p50 / replay_ms.p50", default=None)
+    parity: dict | None = described("object: max_abs_diff, tolerance, codes_equal, ok — replay against eager", default=None)
+    kernel_ms: float | None = described("summed device time of one replay (profile_kernels, CUDA only)", default=None)
+    kernel_source: str | None = described('"graph" or "eager": which run the kernel time was summed from', default=None)
+    replay_over_kernel: float | None = described("replay_ms.p50 / kernel_ms", default=None)
+
+@dataclass
+class BenchResult:
+    "A benchmark run: what `run_bench` returns (as a dict) and `--json` writes."
+    schema_version: int = described(f"version of this layout ({SCHEMA_VERSION})")
+    tool: str = described('"omni-npu-port bench"')
+    date: str = described("when the run finished, ISO 8601 in UTC")
+    device: DeviceInfo = described("the backend")
+    versions: dict = described("python, torch, torch_npu, CANN, vllm, vllm-ascend, omni_npu_port (null where absent)")
+    shapes: Shapes = described("the module")
+    settings: Settings = described("the settings")
+    harness: HarnessOverhead = described("the harness overhead")
+    results: list[BucketResult] = described("one object per bucket, in batch order:")
+    notes: list = described("sentences a reader of the numbers needs (graphs unavailable, failed buckets, ...)")
+
+    def to_dict(self) -> dict:
+        "The result as JSON-ready dicts and lists, keys in field order."
+        return dataclasses.asdict(self)
 
 # %% ../../nbs/bench/harness.ipynb #90ed7892
-def _get(d, path):
-    for k in path.split("."):
-        if not isinstance(d, dict) or k not in d: raise KeyError(path)
-        d = d[k]
-    return d
+class SchemaField(typing.NamedTuple):
+    "One row of the result schema: a dotted path (`results[].` for the rows of a list), its JSON type, and more."
+    path: str
+    types: tuple
+    nullable: bool
+    doc: str
+    choices: tuple | None = None
 
-def _check(obj, path, types, nullable, where, problems):
-    try: v = _get(obj, path)
-    except KeyError: return problems.append(f"{where}{path}: missing")
-    if v is None:
-        if not nullable: problems.append(f"{where}{path}: null")
-    elif float in types and isinstance(v, int) and not isinstance(v, bool): pass
-    elif not isinstance(v, types) or (bool not in types and isinstance(v, bool)):
-        problems.append(f"{where}{path}: {type(v).__name__}, expected {'/'.join(t.__name__ for t in types)}")
+def _unpack(hint) -> tuple[type, bool, type | None]:
+    "A field's annotation as (its JSON type, whether it may be null, the dataclass of the object or list items)."
+    nullable = typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in typing.get_args(hint)
+    if nullable: hint = next(a for a in typing.get_args(hint) if a is not type(None))
+    if dataclasses.is_dataclass(hint): return dict, nullable, hint
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) is list and args and dataclasses.is_dataclass(args[0]): return list, nullable, args[0]
+    return typing.get_origin(hint) or hint, nullable, None
+
+def schema_fields(cls=None, prefix: str = "") -> list[SchemaField]:
+    "Every field of the result (default `BenchResult`) as a `SchemaField`; a nested object's fields stand for it."
+    cls, out = cls or BenchResult, []
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        base, nullable, inner = _unpack(hints[f.name])
+        if base is dict and inner: out += schema_fields(inner, f"{prefix}{f.name}."); continue
+        out.append(SchemaField(prefix + f.name, (base,), nullable, f.metadata["doc"], f.metadata["choices"]))
+        if inner: out += schema_fields(inner, f"{prefix}{f.name}[].")
+    return out
+
+RESULT_FIELDS = schema_fields()
+
+# %% ../../nbs/bench/harness.ipynb #0145c61a
+_MISSING = object()
+
+def _is_a(v, t: type) -> bool:
+    "JSON's view of types: an int is a number, a bool is neither."
+    if isinstance(v, bool): return t is bool
+    return isinstance(v, (int, float)) if t is float else isinstance(v, t)
+
+def _problems(obj, cls, where: str = "") -> list[str]:
+    "What is wrong with `obj` (loaded from JSON) as a `cls`, each problem prefixed with its path."
+    out, hints = [], typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        base, nullable, inner = _unpack(hints[f.name])
+        path, v = where + f.name, obj.get(f.name, _MISSING) if isinstance(obj, dict) else _MISSING
+        if base is dict and inner: out += _problems(v if isinstance(v, dict) else {}, inner, path + "."); continue
+        choices = f.metadata["choices"]
+        if v is _MISSING: out.append(f"{path}: missing")
+        elif v is None: out += [] if nullable else [f"{path}: null"]
+        elif not _is_a(v, base): out.append(f"{path}: {type(v).__name__}, expected {base.__name__}")
+        elif choices and v not in choices: out.append(f"{path}: {v!r}, expected {', '.join(choices[:-1])} or {choices[-1]}")
+        elif inner: out += [p for k, row in enumerate(v) for p in _problems(row, inner, f"{path}[{k}].")]
+    return out
 
 def validate_result(result: dict) -> list[str]:
-    "Problems with a benchmark result against `RESULT_FIELDS` (empty when it is valid)."
-    problems = []
-    for path, types, nullable, _ in RESULT_FIELDS:
-        if "[]." not in path: _check(result, path, types, nullable, "", problems)
+    "Problems with a benchmark result against the `BenchResult` dataclasses (empty when it is valid)."
+    problems = _problems(result, BenchResult)
     if result.get("schema_version") not in (None, SCHEMA_VERSION):
         problems.append(f"schema_version: {result['schema_version']}, this reader knows {SCHEMA_VERSION}")
-    for i, row in enumerate(result.get("results") or []):
-        for path, types, nullable, _ in RESULT_FIELDS:
-            if path.startswith("results[]."): _check(row, path[10:], types, nullable, f"results[{i}].", problems)
-        if isinstance(row, dict) and row.get("mode") not in ("graph", "eager", "failed"):
-            problems.append(f"results[{i}].mode: {row.get('mode')!r}, expected graph, eager or failed")
     return problems
+
+_JSON_TYPES = {dict: "object", list: "array", str: "string", float: "number", int: "integer", bool: "boolean"}
 
 def schema_markdown() -> str:
     "The result schema as a markdown table."
     rows = ["| field | type | description |", "|---|---|---|"]
-    for path, types, nullable, desc in RESULT_FIELDS:
-        t = "/".join({"dict": "object", "list": "array", "str": "string", "float": "number", "int": "integer", "bool": "boolean"}[x.__name__] for x in types)
-        rows.append(f"| `{path}` | {t}{' or null' if nullable else ''} | {desc} |")
+    for f in RESULT_FIELDS:
+        t = "/".join(_JSON_TYPES[x] for x in f.types)
+        rows.append(f"| `{f.path}` | {t}{' or null' if f.nullable else ''} | {f.doc} |")
     return "\n".join(rows)
 
 # %% ../../nbs/bench/harness.ipynb #2ac7c59b
-def _platform_for(device: str):
+DEVICES = ("auto", "cpu", "cuda", "npu")
+
+def platform_for(device: str):
+    "The runtime platform for a device name of `DEVICES` (`auto`: the one the runtime selects)."
     from omni_npu_port.runtime.platform import current_platform, get_platform
     return current_platform() if device == "auto" else get_platform(device)
 
@@ -184,7 +256,7 @@ def run_bench(device: str = "auto", batch_sizes=None, iters: int | None = None, 
     iters = prof.iters if iters is None else iters
     warmup = prof.warmup if warmup is None else warmup
     dtype = dtype or prof.dtype
-    p = platform if platform is not None else _platform_for(device)
+    p = platform if platform is not None else platform_for(device)
     if profile_kernels and p.name != "cuda":
         raise ValueError(f"--profile-kernels needs a CUDA device (torch.profiler's CUDA activity); this run is on {p.name}")
     tick = progress or (lambda desc, advance=1: None)
@@ -202,42 +274,32 @@ def run_bench(device: str = "auto", batch_sizes=None, iters: int | None = None, 
         st, inputs = status[b], model.example_inputs(b, seed=b)
         tick(f"batch {b}: eager", 0)
         eager = latency_stats(time_steps(lambda: model(*inputs), p.synchronize, iters, warmup))
-        row = {"batch": b, "mode": st.mode, "reason": st.reason, "capture_s": st.capture_s,
-               "graph_pool_bytes": st.pool_bytes, "eager_ms": eager, "replay_ms": None, "speedup": None,
-               "parity": None, "kernel_ms": None, "kernel_source": None, "replay_over_kernel": None}
+        row = BucketResult(b, st.mode, st.reason, st.capture_s, st.pool_bytes, eager)
         tick(f"batch {b}: replay", 1)
         if st.mode == "graph":
-            row["parity"] = compare_outputs(model(*inputs), runner(*inputs), dtype)
-            replay = latency_stats(time_steps(lambda: runner(*inputs), p.synchronize, iters, warmup))
-            row["replay_ms"] = replay
-            if replay["p50"]: row["speedup"] = eager["p50"] / replay["p50"]
+            row.parity = compare_outputs(model(*inputs), runner(*inputs), dtype)
+            row.replay_ms = replay = latency_stats(time_steps(lambda: runner(*inputs), p.synchronize, iters, warmup))
+            if replay["p50"]: row.speedup = eager["p50"] / replay["p50"]
             if profile_kernels:
                 k, src = device_time_ms(lambda: runner(*inputs), p.synchronize), "graph"
                 if k is None: k, src = device_time_ms(lambda: model(*inputs), p.synchronize), "eager"
-                row["kernel_ms"], row["kernel_source"] = k, (src if k is not None else None)
-                if k and replay["p50"]: row["replay_over_kernel"] = replay["p50"] / k
-            if not row["parity"]["ok"]: notes.append(f"batch {b}: replay differs from eager beyond tolerance: {row['parity']}")
+                row.kernel_ms, row.kernel_source = k, (src if k is not None else None)
+                if k and replay["p50"]: row.replay_over_kernel = replay["p50"] / k
+            if not row.parity["ok"]: notes.append(f"batch {b}: replay differs from eager beyond tolerance: {row.parity}")
         elif st.mode == "failed": notes.append(f"batch {b}: {st.reason}")
         tick(f"batch {b}: done", 1)
         rows.append(row)
     smallest = model.example_inputs(batch_sizes[0], seed=0)
     empty = latency_stats(time_steps(lambda: None, p.synchronize, max(iters, 20), 2))["p50"] * 1e3
-    step = rows[0]["eager_ms"]["p50"]
+    step = rows[0].eager_ms["p50"]
     step = step * 1e3 if step is not None else latency_stats(time_steps(lambda: model(*smallest), p.synchronize, 5, 1))["p50"] * 1e3
-    return {
-        "schema_version": SCHEMA_VERSION, "tool": "omni-npu-port bench",
-        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "device": {"backend": p.name, "device": str(p.device), "supports_graphs": bool(p.supports_graphs), "description": _describe(p)},
-        "versions": _versions(p),
-        "shapes": {"preset": "small" if small else "full", "config": cfg.to_dict(), "dtype": dtype,
-                   "parameters": sum(x.numel() for x in model.parameters())},
-        "settings": {"batch_sizes": list(batch_sizes), "iters": iters, "warmup": warmup,
-                     "profile": str(prof.path) if prof.path else None, "profile_kernels": profile_kernels,
-                     "cpu_threads": torch.get_num_threads()},
-        "harness": {"empty_step_us": empty, "eager_step_us": step, "overhead_fraction": empty / step,
-                    "target_fraction": 0.02, "ok": empty / step < 0.02},
-        "results": rows, "notes": notes,
-    }
+    return BenchResult(
+        SCHEMA_VERSION, "omni-npu-port bench", _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        DeviceInfo(p.name, str(p.device), bool(p.supports_graphs), _describe(p)), _versions(p),
+        Shapes("small" if small else "full", cfg.to_dict(), dtype, sum(x.numel() for x in model.parameters())),
+        Settings(list(batch_sizes), iters, warmup, str(prof.path) if prof.path else None, profile_kernels, torch.get_num_threads()),
+        HarnessOverhead(empty, step, empty / step, 0.02, empty / step < 0.02),
+        rows, notes).to_dict()
 
 # %% ../../nbs/bench/harness.ipynb #20cdfc80
 def _fmt(v, spec=".3f"): return "—" if v is None else format(v, spec)
@@ -286,77 +348,6 @@ def plot_results(result: dict, path=None):
     ax.legend()
     if path is not None: fig.savefig(path)
     return fig
-
-# %% ../../nbs/bench/harness.ipynb #6b597e9e
-class _UsageError(Exception): pass
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message): raise _UsageError(message)
-
-DEVICES = ("auto", "cpu", "cuda", "npu")
-
-from ..cli.main import fail
-import functools
-_fail = functools.partial(fail, prog="omni-npu-port bench")
-
-def _parser() -> argparse.ArgumentParser:
-    ap = _Parser(prog="omni-npu-port bench", description="Eager vs graph-replay latency of a talker-MTP step per batch bucket.")
-    ap.add_argument("--device", help=f"one of {', '.join(DEVICES)} (default: the profile's runtime.backend)")
-    ap.add_argument("--batch-sizes", help="comma-separated buckets, e.g. 1,2,4,8 (default: the profile's bench.batch_sizes)")
-    ap.add_argument("--iters", type=int, help="timed runs per measurement (default: bench.iters)")
-    ap.add_argument("--warmup", type=int, help="untimed runs first (default: bench.warmup)")
-    ap.add_argument("--small", action="store_true", help="small shapes instead of the real predictor's")
-    ap.add_argument("--dtype", help=f"one of {', '.join(DTYPES)} (default: bench.dtype)")
-    ap.add_argument("--json", metavar="FILE", help="write the result as JSON")
-    ap.add_argument("--plot", metavar="FILE.png", help="write a latency-vs-batch plot")
-    ap.add_argument("--profile-kernels", action="store_true", help="sum kernel time of the graphs with torch.profiler (CUDA only)")
-    ap.add_argument("--quiet", action="store_true", help="no progress bar or table")
-    return ap
-
-def _progress_bar(console, total):
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=console, transient=True)
-
-# %% ../../nbs/bench/harness.ipynb #9db92c3c
-def main(argv: list[str] | None = None) -> int:
-    "`omni-npu-port bench [--device D] [--batch-sizes 1,2,4] [--iters N] [--warmup N] [--small] [--dtype T] [--json F] [--plot F]`"
-    try: args = _parser().parse_args(argv)
-    except _UsageError as e: return _fail(str(e))
-    from omni_npu_port.runtime.platform import PlatformUnavailable
-    try: prof = load_profile()
-    except ProfileError as e: return _fail(str(e))
-    device = (args.device or prof.backend).strip().lower()
-    if device not in DEVICES: return _fail(f"--device {args.device!r} is not a device; choose one of {', '.join(DEVICES)}")
-    batch_sizes = None
-    if args.batch_sizes is not None:
-        _, parse, allowed = SCHEMA[("bench", "batch_sizes")]
-        try: batch_sizes = parse(args.batch_sizes)
-        except ValueError: return _fail(f"--batch-sizes {args.batch_sizes!r} is not valid; allowed: {allowed}")
-    for name in ("iters", "warmup"):
-        if getattr(args, name) is not None and getattr(args, name) < (1 if name == "iters" else 0):
-            return _fail(f"--{name} {getattr(args, name)} is not valid; allowed: an integer >= {1 if name == 'iters' else 0}")
-    if args.dtype is not None and args.dtype not in DTYPES: return _fail(f"--dtype {args.dtype!r} is not valid; allowed: one of {', '.join(DTYPES)}")
-    for opt in ("json", "plot"):
-        f = getattr(args, opt)
-        if f and not Path(f).expanduser().resolve().parent.is_dir(): return _fail(f"--{opt} {f}: the folder {Path(f).parent} does not exist")
-    try: p = _platform_for(device)
-    except PlatformUnavailable as e: return _fail(str(e).splitlines()[0])
-    if args.profile_kernels and p.name != "cuda": return _fail(f"--profile-kernels needs a CUDA device; this run is on {p.name}")
-    from rich.console import Console
-    con = Console(width=max(Console().width, 150))
-    n = len(batch_sizes or prof.batch_sizes)
-    kw = dict(batch_sizes=batch_sizes, iters=args.iters, warmup=args.warmup, small=args.small, dtype=args.dtype,
-              profile_kernels=args.profile_kernels, platform=p)
-    if args.quiet: result = run_bench(**kw)
-    else:
-        with _progress_bar(con, 1 + 2 * n) as bar:
-            task = bar.add_task("starting", total=1 + 2 * n)
-            result = run_bench(**kw, progress=lambda desc, advance=1: bar.update(task, description=desc, advance=advance))
-        con.print(results_table(result))
-    if args.json: Path(args.json).expanduser().write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    if args.plot: plot_results(result, Path(args.plot).expanduser())
-    return 0
 
 # %% ../../nbs/bench/harness.ipynb #019ded22
 def short_bench(console=None) -> dict:
