@@ -47,9 +47,13 @@ import time
 from omni_npu_port.port.audit import audit
 from omni_npu_port.core.catalog import PAIRING, parse_version
 from omni_npu_port.sources.conformance import fetch_package
-from omni_npu_port.port.merge import (PortError, code_only, format_code, format_options, invented_prose, known_ascend, locate,
-                                open_tree, port_class, port_method, prose_ceiling, rules_for, similarity,
-                                translate_located, update_method)
+from omni_npu_port.port.classes import port_class
+from omni_npu_port.port.formatting import format_code, format_options
+from omni_npu_port.port.locate import PortError, locate
+from omni_npu_port.port.method import port_method
+from omni_npu_port.port.score import code_only, invented_prose, prose_ceiling, similarity
+from omni_npu_port.port.translation import known_ascend, rules_for, translate_located
+from omni_npu_port.port.update import update_method
 
 # vLLM-Omni release -> (vllm, [vllm-ascend ...], where the pairing is written). "docs" = the sdist's
 # docs/getting_started (quickstart.md / installation/gpu/cuda.inc.md for vllm, installation/npu/npu.inc.md and

@@ -8,15 +8,26 @@ from pathlib import Path
 
 import pytest
 
+from omni_npu_port.cli.main import main
+from omni_npu_port.core.diagnostics import REGISTRY
 from omni_npu_port.port import audit as A
-from omni_npu_port.port import merge as P
+from omni_npu_port.port import locate as L
+from omni_npu_port.port import translation as T
+from omni_npu_port.port import merge as M
+from omni_npu_port.port import supercalls as S
+from omni_npu_port.port import formatting as F
+from omni_npu_port.port import overrides as O
+from omni_npu_port.port import method as P
+from omni_npu_port.port import classes as K
+from omni_npu_port.port import update as U
+from omni_npu_port.port import score as Q
 
 FIX = Path(__file__).parent / "fixtures" / "port"
 
 
 def triple(case: str, method: str):
     f = FIX / f"{case}.py"
-    return [P.locate(f"{f}:{cls}.{method}") for cls in ("GPUModelRunner", "OmniGPUModelRunner", "NPUModelRunner")]
+    return [L.locate(f"{f}:{cls}.{method}") for cls in ("GPUModelRunner", "OmniGPUModelRunner", "NPUModelRunner")]
 
 
 def fenced_blocks(code: str):
@@ -40,7 +51,7 @@ def test_clean_merge_keeps_npu_changes_and_fences_omni_additions():
     assert any("extract_multimodal_outputs" in b for b in blocks)           # ...and the one-line addition marked
     talker = next(l for l in res.code.splitlines() if "self.talker_mtp(" in l)
     model = next(l for l in res.code.splitlines() if "outputs = self.model(" in l)
-    assert P._indent(talker) == P._indent(model) + 4                        # sits inside the `if`, inside the `with`
+    assert M.indent_of(talker) == M.indent_of(model) + 4                        # sits inside the `if`, inside the `with`
 
 
 def test_conflict_left_visible_with_code():
@@ -83,7 +94,7 @@ def test_prefer_policy_resolves_conflicts_and_says_so(prefer, kept, dropped):
 
 
 def test_prefer_rejects_unknown_policy():
-    with pytest.raises(P.PortError, match="markers, npu, omni"):
+    with pytest.raises(L.PortError, match="markers, npu, omni"):
         P.port_method(*triple("conflict", "_dummy_run"), prefer="theirs")
 
 
@@ -108,8 +119,8 @@ def test_nested_function_addition_keeps_its_indentation():
     ast.parse(res.code)
     lines = res.code.splitlines()
     i = next(i for i, l in enumerate(lines) if "extract_multimodal_outputs" in l)
-    assert P._indent(lines[i]) == 8 and not lines[i].rstrip().endswith(P.INLINE_MARK)   # a whole statement: fenced
-    assert P.FENCE_RE.match(lines[i - 1]) and P.FENCE_RE.match(lines[i + 1]) and P._indent(lines[i - 1]) == 8
+    assert M.indent_of(lines[i]) == 8 and not lines[i].rstrip().endswith(M.INLINE_MARK)   # a whole statement: fenced
+    assert M.FENCE_RE.match(lines[i - 1]) and M.FENCE_RE.match(lines[i + 1]) and M.indent_of(lines[i - 1]) == 8
     assert "self._model_forward(num_tokens, self.input_ids[:num_tokens])" in res.code
 
 
@@ -159,7 +170,7 @@ def test_super_extension_without_the_gpu_result_statement_keeps_super_order(fixt
     gb, go, nb = triple(fixture, "_model_forward")
     npu = nb.method_source.replace(old, new)
     assert npu != nb.method_source
-    lines, diags = P.port_super_inline(go.method_source, npu, gb.method_source)
+    lines, diags = S.port_super_inline(go.method_source, npu, gb.method_source)
     src = "\n".join(lines)
     assert src.index(gather) < src.index("self._omni_last_model_output")
     assert "ONP4009" not in [d.code for d in diags]
@@ -167,8 +178,8 @@ def test_super_extension_without_the_gpu_result_statement_keeps_super_order(fixt
 
 def test_class_mode_writes_a_module_with_imports_and_ported_overrides(tmp_path):
     f = FIX / "super_ext.py"
-    locs = [P.locate(f"{f}:{c}", need_method=False) for c in ("GPUModelRunner", "OmniGPUModelRunner", "NPUModelRunner")]
-    res = P.port_class(*locs)
+    locs = [L.locate(f"{f}:{c}", need_method=False) for c in ("GPUModelRunner", "OmniGPUModelRunner", "NPUModelRunner")]
+    res = K.port_class(*locs)
     mod = ast.parse(res.code)
     cls = next(n for n in mod.body if isinstance(n, ast.ClassDef))
     assert cls.name == "OmniNPUModelRunner" and [ast.unparse(b) for b in cls.bases] == ["OmniGPUModelRunner", "NPUModelRunner"]
@@ -180,47 +191,47 @@ def test_class_mode_writes_a_module_with_imports_and_ported_overrides(tmp_path):
 
 def test_translation_needs_the_module_imports():
     src = "def sync(self):\n    torch.cuda.synchronize()\n"
-    assert P.translate_code(src, "vllm-ascend==0.18.0", "import torch\n")[0] == "def sync(self):\n    torch.npu.synchronize()\n"
-    assert P.translate_code(src, "vllm-ascend==0.18.0", "")[0] == src    # `torch` unresolved: nothing to rewrite
-    new, [d] = P.translate_code(src, "vllm-ascend==0.18.0", "import torch\n")
+    assert T.translate_code(src, "vllm-ascend==0.18.0", "import torch\n")[0] == "def sync(self):\n    torch.npu.synchronize()\n"
+    assert T.translate_code(src, "vllm-ascend==0.18.0", "")[0] == src    # `torch` unresolved: nothing to rewrite
+    new, [d] = T.translate_code(src, "vllm-ascend==0.18.0", "import torch\n")
     assert (d.code, d.line, d.record, d.severity) == ("ONP1002", 2, "dev.synchronize", "info")
 
 
 def test_unknown_ascend_release_uses_the_nearest_newer_rules():
-    assert P.known_ascend("0.18.0") == "0.18.0"
-    assert P.known_ascend("0.15.5") == "0.16.0rc1"
+    assert T.known_ascend("0.18.0") == "0.18.0"
+    assert T.known_ascend("0.15.5") == "0.16.0rc1"
     loc = _located("vllm_ascend", "0.15.5")
-    assert P.target_of(loc) == "vllm-ascend==0.16.0rc1"
-    [d] = P.target_check(loc, P.rules_for(P.target_of(loc)))
+    assert T.target_of(loc) == "vllm-ascend==0.16.0rc1"
+    [d] = T.target_check(loc, T.rules_for(T.target_of(loc)))
     assert d.code == "ONP4104" and "0.15.5" in d.message
-    assert P.target_check(_located("vllm_ascend", "0.18.0"), P.rules_for("vllm-ascend==0.18.0")) == []
+    assert T.target_check(_located("vllm_ascend", "0.18.0"), T.rules_for("vllm-ascend==0.18.0")) == []
 
 
 def test_insertions_at_the_same_place_put_omni_first():
-    z = P._lines("a\nb\n")
-    hunks = P.refine_conflict(z, P._lines("a\nOMNI\nb\n"), P._lines("a\nNPU\nb\n"), lambda xs: xs)
+    z = M.lines_of("a\nb\n")
+    hunks = M.refine_conflict(z, M.lines_of("a\nOMNI\nb\n"), M.lines_of("a\nNPU\nb\n"), lambda xs: xs)
     assert [l for h in hunks for l in h.lines] == ["a", "OMNI", "NPU", "b"]
-    lines, diags = P.render(hunks)
+    lines, diags = M.render(hunks)
     [d] = diags
     assert d.code == "ONP4010" and d.severity == "warning"
-    assert P.FENCE_RE.match(lines[d.line - 1]) and lines[d.line] == "OMNI"     # a lone statement is fenced
+    assert M.FENCE_RE.match(lines[d.line - 1]) and lines[d.line] == "OMNI"     # a lone statement is fenced
 
 
 def test_omni_statement_inside_an_npu_deletion_still_applies():
     base = 'def f(self):\n    """Doc.\n\n    x: the x.\n    """\n    y = 1\n    return y\n'
     omni = 'def f(self):\n    """Doc.\n\n    x: the x.\n    z: the z.\n    """\n    z = 2\n    y = 1\n    return y\n'
     npu = 'def f(self):\n    return y\n'           # deletes the docstring and `y = 1`, writes nothing there
-    z, a, b = (P._lines(c) for c in (base, omni, npu))
-    hunks = P.refine_conflict(z, a, b, lambda xs: xs)
+    z, a, b = (M.lines_of(c) for c in (base, omni, npu))
+    hunks = M.refine_conflict(z, a, b, lambda xs: xs)
     assert "conflict" not in [h.kind for h in hunks]     # the docstring edit yields to the NPU deletion
     out = [l for h in hunks for l in h.lines]
     assert out == ["def f(self):", "    z = 2", "    return y"]
 
 
 def test_a_modified_region_splits_into_insertions_and_modifications():
-    z = P._lines("x = compute(a)\n")
-    side = P._lines("extra = prepare()\nx = compute(a, b)\n")
-    ops = P._split_replace(z, side, 0, 1, 0, 2)
+    z = M.lines_of("x = compute(a)\n")
+    side = M.lines_of("extra = prepare()\nx = compute(a, b)\n")
+    ops = M._split_replace(z, side, 0, 1, 0, 2)
     assert ops == [("insert", 0, 0, 0, 1), ("replace", 0, 1, 1, 2)]
 
 
@@ -229,15 +240,15 @@ def test_translator_check_keeps_only_reminders_not_yet_done():
     src = ("def _talker_mtp_forward(self, n):\n"
            "    mode, desc, *_ = self._determine_batch_execution_and_padding(num_tokens=n, num_reqs=n)\n"
            "    if isinstance(self.talker_mtp, ACLGraphWrapper):\n        return self.talker_mtp(desc)\n")
-    rules = P.rules_for("vllm-ascend==0.18.0")
-    [d] = P.translator_check(src, mod, rules)
+    rules = T.rules_for("vllm-ascend==0.18.0")
+    [d] = T.translator_check(src, mod, rules)
     assert d.code == "ONP2014" and d.line == 2
     fixed = src.replace("num_reqs=n)", "num_reqs=n, force_uniform_decode=True)")
-    assert P.translator_check(fixed, mod, rules) == []
+    assert T.translator_check(fixed, mod, rules) == []
 
 
 def run_port(args, capsys):
-    rc = P.main(args)
+    rc = main(["port", *args])
     out = capsys.readouterr()
     return rc, out.out, out.err
 
@@ -285,47 +296,46 @@ def test_cli_prefer_resolves_and_reports(capsys):
             spec("conflict", "OmniGPUModelRunner", "_dummy_run"), "--npu-base", spec("conflict", "NPUModelRunner", "_dummy_run")]
     rc, out, err = run_port(args + ["--prefer", "npu"], capsys)
     assert rc == 0 and "<<<<<<<" not in out and "ONP4008" in out and "ONP4008 warning" in err
-    with pytest.raises(SystemExit) as e:                      # argparse: usage and the choices, exit 2
-        P.main(args + ["--prefer", "theirs"])
-    assert e.value.code == 2 and "markers" in capsys.readouterr().err
+    rc = main(["port", *args, "--prefer", "theirs"])          # argparse: usage and the choices, exit 2
+    assert rc == 2 and "markers" in capsys.readouterr().err
 
 
 def _located(package, version):
     cls = ast.parse("class X:\n    pass\n").body[0]
-    return P.Located("x", package, version, "m", "", cls)
+    return L.Located("x", package, version, "m", "", cls)
 
 
 def test_pairing_warning_names_the_table():
-    assert P.pairing_check(_located("vllm", "0.18.0"), _located("vllm_ascend", "0.18.0")) == []
-    [d] = P.pairing_check(_located("vllm", "0.17.0"), _located("vllm_ascend", "0.18.0"))
+    assert T.pairing_check(_located("vllm", "0.18.0"), _located("vllm_ascend", "0.18.0")) == []
+    [d] = T.pairing_check(_located("vllm", "0.17.0"), _located("vllm_ascend", "0.18.0"))
     assert d.code == "ONP4101" and "pairs with vllm 0.18.0" in d.message and "0.20.2rc1" in d.message
 
 
 def test_layout_only_differences_are_not_changes():
     base = "def f(self):\n    x = (\n        a.b(1, 2)\n    )\n    return x\n"
     other = "def f(self):\n    x = a.b(1, 2)\n    return x\n"
-    assert P.adopt_layout(base, other) == other
+    assert M.adopt_layout(base, other) == other
     changed = "def f(self):\n    x = a.b(1, 3)\n    return x\n"
-    assert P.adopt_layout(base, changed) == base
+    assert M.adopt_layout(base, changed) == base
 
 
 def test_edits_at_different_places_of_one_region_both_apply():
-    z = P._lines("a\nb\nc\nd\n")
-    omni = P._lines("a\nOMNI\nb\nc\nd\n")
-    npu = P._lines("a\nb\nc\nNPU\n")
-    hunks = P.refine_conflict(z, omni, npu, lambda xs: xs)
+    z = M.lines_of("a\nb\nc\nd\n")
+    omni = M.lines_of("a\nOMNI\nb\nc\nd\n")
+    npu = M.lines_of("a\nb\nc\nNPU\n")
+    hunks = M.refine_conflict(z, omni, npu, lambda xs: xs)
     assert "conflict" not in [h.kind for h in hunks]
     assert [l for h in hunks for l in h.lines] == ["a", "OMNI", "b", "c", "NPU"]
 
 
 # --- audit ------------------------------------------------------------------------------------------------
 def test_audit_clean_pair_exits_0(capsys):
-    assert A.main(["--gpu", str(FIX / "audit_gpu.py"), "--npu", str(FIX / "audit_npu_clean.py")]) == 0
+    assert main(["audit", "--gpu", str(FIX / "audit_gpu.py"), "--npu", str(FIX / "audit_npu_clean.py")]) == 0
     assert "0 finding(s)" in capsys.readouterr().out
 
 
 def test_audit_finds_planted_drift(capsys):
-    rc = A.main(["--gpu", str(FIX / "audit_gpu.py"), "--npu", str(FIX / "audit_npu_drift.py"), "--json"])
+    rc = main(["audit", "--gpu", str(FIX / "audit_gpu.py"), "--npu", str(FIX / "audit_npu_drift.py"), "--json"])
     found = json.loads(capsys.readouterr().out)
     assert rc == 1
     got = {(f["code"], f["method"]) for f in found}
@@ -339,7 +349,7 @@ def test_audit_finds_planted_drift(capsys):
 
 
 def test_audit_bad_input_exits_2(capsys):
-    assert A.main(["--gpu", str(FIX / "nope.py"), "--npu", str(FIX / "audit_npu_clean.py")]) == 2
+    assert main(["audit", "--gpu", str(FIX / "nope.py"), "--npu", str(FIX / "audit_npu_clean.py")]) == 2
     err = capsys.readouterr().err
     assert "nope.py" in err and err.count("\n") == 1
 
@@ -354,8 +364,8 @@ def test_real_runner_class_port(release_source):
     vllm, ascend = release_source("vllm==0.16.0"), release_source("vllm-ascend==0.16.0rc1")
     omni = release_source("vllm-omni==0.16.0")
     t0 = time.perf_counter()
-    res = P.port_class(P.locate(f"{vllm.origin}:GPUModelRunner", False), P.locate(f"{omni.origin}:OmniGPUModelRunner", False),
-                       P.locate(f"{ascend.origin}:NPUModelRunner", False))
+    res = K.port_class(L.locate(f"{vllm.origin}:GPUModelRunner", False), L.locate(f"{omni.origin}:OmniGPUModelRunner", False),
+                       L.locate(f"{ascend.origin}:NPUModelRunner", False))
     assert time.perf_counter() - t0 < 5
     # the same overrides vLLM-Omni's hand-written OmniNPUModelRunner has
     assert set(res.stats["styles"]) == {"load_model", "_dummy_run", "_model_forward", "_talker_mtp_forward"}
@@ -367,10 +377,10 @@ def test_lone_line_inside_brackets_is_marked_inline_a_lone_statement_is_fenced()
     ast.parse(res.code)
     lines = res.code.splitlines()
     arg = next(l for l in lines if "**self._extra_kwargs()" in l)
-    assert arg.rstrip().endswith(P.INLINE_MARK)                              # a fragment of the call: inline mark
+    assert arg.rstrip().endswith(M.INLINE_MARK)                              # a fragment of the call: inline mark
     i = next(i for i, l in enumerate(lines) if "self._last_output = model_output" in l)
-    assert not lines[i].rstrip().endswith(P.INLINE_MARK)
-    assert P.FENCE_RE.match(lines[i - 1]) and P.FENCE_RE.match(lines[i + 1])  # a whole statement: fenced
+    assert not lines[i].rstrip().endswith(M.INLINE_MARK)
+    assert M.FENCE_RE.match(lines[i - 1]) and M.FENCE_RE.match(lines[i + 1])  # a whole statement: fenced
 
 
 def test_a_line_both_sides_add_at_different_places_is_kept_once():
@@ -386,7 +396,7 @@ def test_a_line_both_sides_add_at_different_places_is_kept_once():
 def test_stale_omni_side_takes_the_npu_side_given_the_older_base():
     args = triple("stale", "_dummy_run")
     assert "ONP4001" in codes(P.port_method(*args))                          # without history: a conflict
-    old = P.locate(f"{FIX / 'stale_old.py'}:GPUModelRunner._dummy_run")
+    old = L.locate(f"{FIX / 'stale_old.py'}:GPUModelRunner._dummy_run")
     res = P.port_method(*args, history=[old])
     ast.parse(res.code)
     assert "ONP4001" not in codes(res) and "ONP4012" in codes(res)
@@ -394,23 +404,23 @@ def test_stale_omni_side_takes_the_npu_side_given_the_older_base():
     blocks = ["\n".join(b) for _, b in fenced_blocks(res.code)]
     assert any("extract_multimodal_outputs" in b for b in blocks)           # ...and omni's real step still applies
     # an older base that does not hold the omni side changes nothing
-    other = P.locate(f"{FIX / 'clean.py'}:GPUModelRunner._dummy_run")
+    other = L.locate(f"{FIX / 'clean.py'}:GPUModelRunner._dummy_run")
     assert "ONP4001" in codes(P.port_method(*args, history=[other]))
 
 
 def test_cli_gpu_history(capsys):
     f, old = FIX / "stale.py", FIX / "stale_old.py"
-    rc = P.main(["--gpu-base", f"{f}:GPUModelRunner._dummy_run", "--gpu-omni", f"{f}:OmniGPUModelRunner._dummy_run",
+    rc = main(["port"] + ["--gpu-base", f"{f}:GPUModelRunner._dummy_run", "--gpu-omni", f"{f}:OmniGPUModelRunner._dummy_run",
                  "--npu-base", f"{f}:NPUModelRunner._dummy_run", "--gpu-history", f"{old}:GPUModelRunner._dummy_run"])
     out, err = capsys.readouterr()
     assert rc == 0 and "<<<<<<<" not in out and "ONP4012" in err
 
 
 def test_class_mode_passes_history_to_each_method():
-    cls = lambda f, c: P.locate(f"{FIX / f}:{c}", False)
+    cls = lambda f, c: L.locate(f"{FIX / f}:{c}", False)
     args = (cls("stale.py", "GPUModelRunner"), cls("stale.py", "OmniGPUModelRunner"), cls("stale.py", "NPUModelRunner"))
-    assert "ONP4001" in codes(P.port_class(*args))
-    res = P.port_class(*args, history=[cls("stale_old.py", "GPUModelRunner")])
+    assert "ONP4001" in codes(K.port_class(*args))
+    res = K.port_class(*args, history=[cls("stale_old.py", "GPUModelRunner")])
     assert "ONP4001" not in codes(res) and "ONP4012" in codes(res)
     ast.parse(res.code)
 
@@ -420,17 +430,17 @@ def test_class_mode_passes_history_to_each_method():
 def test_a_comment_is_laid_out_only_as_the_same_comment():
     # every comment parses to nothing: compared by its words, one comment never takes another's text
     src = "def f():\n    # keep this\n    x = 1\n"
-    assert P.adopt_layout(src, "def f():\n    # other words\n    x = 1\n") == src
-    assert P.adopt_layout(src, "def f():\n    #   keep   this\n    x = 1\n") == "def f():\n    #   keep   this\n    x = 1\n"
+    assert M.adopt_layout(src, "def f():\n    # other words\n    x = 1\n") == src
+    assert M.adopt_layout(src, "def f():\n    #   keep   this\n    x = 1\n") == "def f():\n    #   keep   this\n    x = 1\n"
 
 
 def test_adopted_layout_keeps_the_statement_depth_so_the_result_parses():
     deep = "def f(self):\n    with g():\n        x = (\n            a.b(1, 2)\n        )\n    return x\n"
     flat = "def f(self):\n    x = a.b(1, 2)\n    return x\n"
-    out = P.adopt_layout(deep, flat)
+    out = M.adopt_layout(deep, flat)
     assert out == "def f(self):\n    with g():\n        x = a.b(1, 2)\n    return x\n"
     ast.parse(out)
-    assert P.logical_units(out)                     # a second adoption (omni onto this base) can still read it
+    assert M.logical_units(out)                     # a second adoption (omni onto this base) can still read it
 
 
 def test_the_same_change_on_both_sides_is_no_conflict():
@@ -453,10 +463,10 @@ def test_the_same_change_on_both_sides_is_no_conflict():
 
 
 def test_an_npu_rewrite_is_cut_around_an_omni_statement():
-    z = P._lines('"""Doc."""\nif c:\n    return None\nassert old()\n')
-    omni = P._lines('"""Doc."""\nz = 2\nif c:\n    return None\nassert old()\n')
-    npu = P._lines("# npu note\nassert new()\n")                             # replaces everything, writes its own lines
-    hunks = P.refine_conflict(z, omni, npu, lambda xs: xs)
+    z = M.lines_of('"""Doc."""\nif c:\n    return None\nassert old()\n')
+    omni = M.lines_of('"""Doc."""\nz = 2\nif c:\n    return None\nassert old()\n')
+    npu = M.lines_of("# npu note\nassert new()\n")                             # replaces everything, writes its own lines
+    hunks = M.refine_conflict(z, omni, npu, lambda xs: xs)
     assert "conflict" not in [h.kind for h in hunks]
     out = [l for h in hunks for l in h.lines]
     assert "z = 2" in out and "assert new()" in out and "assert old()" not in out
@@ -482,14 +492,14 @@ def test_super_extension_inlines_a_base_that_forwards_kwargs_through_a_dict():
 
 
 def test_an_omni_edit_the_npu_rewrite_also_made_is_no_conflict():
-    z = P._lines("doc()\nassert (\n    m.is_valid()\n)\n")
-    omni = P._lines("doc()\nassert m.valid()\n")
-    npu = P._lines("# note\nassert m.valid()\n")                             # rewrote all four lines, the assert as omni did
-    hunks = P.refine_conflict(z, omni, npu, lambda xs: xs)
+    z = M.lines_of("doc()\nassert (\n    m.is_valid()\n)\n")
+    omni = M.lines_of("doc()\nassert m.valid()\n")
+    npu = M.lines_of("# note\nassert m.valid()\n")                             # rewrote all four lines, the assert as omni did
+    hunks = M.refine_conflict(z, omni, npu, lambda xs: xs)
     assert {h.kind for h in hunks} <= {"npu", "unchanged"}
     assert [l for h in hunks for l in h.lines] == ["# note", "assert m.valid()"]
     # an omni edit the NPU side did not make still conflicts
-    other = P.refine_conflict(z, P._lines("doc()\nassert m.other()\n"), npu, lambda xs: xs)
+    other = M.refine_conflict(z, M.lines_of("doc()\nassert m.other()\n"), npu, lambda xs: xs)
     assert "conflict" in [h.kind for h in other]
 
 
@@ -498,11 +508,11 @@ def test_an_omni_call_added_after_a_like_call_is_fenced_whole():
     base = "def f(self):\n    x = g(\n        a,\n    )\n    y = 1\n    z = 2\n    return x\n"
     omni = "def f(self):\n    x = g(\n        a,\n    )\n    h(\n        a,\n    )\n    y = 1\n    z = 2\n    return x\n"
     npu = base.replace("return x", "return x + 1")
-    hunks = P.merge_hunks(base, omni, npu)
+    hunks = M.merge_hunks(base, omni, npu)
     [ins] = [h for h in hunks if h.kind == "omni"]
     assert [l.strip() for l in ins.lines] == ["h(", "a,", ")"]
     assert [l for h in hunks for l in h.lines] == omni.replace("return x", "return x + 1").splitlines()
-    lines, _ = P.render(hunks)
+    lines, _ = M.render(hunks)
     ast.parse("\n".join(lines))
 
 
@@ -510,20 +520,20 @@ def test_an_omni_edit_of_an_assignment_the_npu_base_deleted_is_moot_when_nothing
     base = "def f(self):\n    h = self.run()\n    idx = pick(h).to(self.device)\n    return h, h[idx]\n"
     omni = "def f(self):\n    h = self.run()\n    idx = pick(h).to(h.device)\n    return h, h[idx]\n"
     npu = "def f(self):\n    h = self.run()\n    self.finish()\n    return h, h\n"
-    res = P.merge_hunks(base, omni, npu)
+    res = M.merge_hunks(base, omni, npu)
     assert "conflict" not in [h.kind for h in res]
     assert [h.code for h in res if h.note] == ["ONP4013"]
     assert [l for h in res for l in h.lines] == npu.splitlines()
     # the same edit stays a conflict when a kept line still reads the name
     npu2 = "def f(self):\n    h = self.run()\n    self.finish(idx)\n    return h, h\n"
-    assert "conflict" in [h.kind for h in P.merge_hunks(base, omni, npu2)]
+    assert "conflict" in [h.kind for h in M.merge_hunks(base, omni, npu2)]
 
 
 def test_real_runner_0_18_merges_dummy_run_and_inlines_model_forward(release_source):
     # vLLM-Omni 0.18.0 declares vllm 0.18.0 with vllm-ascend's releases/v0.18.0 branch
     vllm, ascend = release_source("vllm==0.18.0"), release_source("vllm-ascend==0.18.0")
     omni = release_source("vllm-omni==0.18.0")
-    spec = lambda t, c, m: P.locate(f"{t.origin}{'/vllm/v1/worker/gpu_model_runner.py' if t is vllm else ''}:{c}.{m}")
+    spec = lambda t, c, m: L.locate(f"{t.origin}{'/vllm/v1/worker/gpu_model_runner.py' if t is vllm else ''}:{c}.{m}")
     trip = lambda m: (spec(vllm, "GPUModelRunner", m), spec(omni, "OmniGPUModelRunner", m), spec(ascend, "NPUModelRunner", m))
     dr = P.port_method(*trip("_dummy_run"))
     assert dr.conflicts == 0
@@ -542,13 +552,13 @@ RUFFCFG = FIX / "ruffcfg" / "runner.py"
 
 
 def ruff_triple(method="_dummy_run"):
-    return [P.locate(f"{RUFFCFG}:{cls}.{method}") for cls in ("GPUModelRunner", "OmniGPUModelRunner", "NPUModelRunner")]
+    return [L.locate(f"{RUFFCFG}:{cls}.{method}") for cls in ("GPUModelRunner", "OmniGPUModelRunner", "NPUModelRunner")]
 
 
 def test_format_reads_the_line_length_and_format_table_of_the_source(tmp_path):
-    ll, settings = P.format_options(ruff_triple()[1])
+    ll, settings = F.format_options(ruff_triple()[1])
     assert ll == 60 and settings["format"]["quote-style"] == "single"
-    assert P.format_options(ruff_triple()[1], 100)[0] == 100                  # --line-length wins
+    assert F.format_options(ruff_triple()[1], 100)[0] == 100                  # --line-length wins
     # an sdist: its top-level pyproject.toml; a wheel has none -> 120
     import io, tarfile
     sdist = tmp_path / "vllm_omni-9.9.tar.gz"
@@ -556,8 +566,8 @@ def test_format_reads_the_line_length_and_format_table_of_the_source(tmp_path):
         for name, text in [("vllm_omni-9.9/pyproject.toml", "[tool.ruff]\nline-length = 99\n"),
                            ("vllm_omni-9.9/vllm_omni/__init__.py", "")]:
             data = text.encode(); ti = tarfile.TarInfo(name); ti.size = len(data); tf.addfile(ti, io.BytesIO(data))
-    assert P._ruff_settings_at(str(sdist), "sdist") == {"line-length": 99}
-    assert P._ruff_settings_at(str(sdist), "wheel") == {}
+    assert F._ruff_settings_at(str(sdist), "sdist") == {"line-length": 99}
+    assert F._ruff_settings_at(str(sdist), "wheel") == {}
 
 
 def test_format_ruff_rewraps_keeps_meaning_fences_and_marks():
@@ -565,7 +575,7 @@ def test_format_ruff_rewraps_keeps_meaning_fences_and_marks():
     res = P.port_method(*ruff_triple(), format="ruff")
     assert res.code != plain.code and "ONP4014" not in codes(res)
     assert ast.dump(ast.parse(res.code)) == ast.dump(ast.parse(plain.code))     # same meaning
-    assert res.code.count(P.FENCE_TEXT) == plain.code.count(P.FENCE_TEXT) == 2
+    assert res.code.count(M.FENCE_TEXT) == plain.code.count(M.FENCE_TEXT) == 2
     # formatted as a class member: every line fits in 60 columns once indented by the class (comments aside)
     assert all(len(l) + 4 <= 60 for l in res.code.splitlines() if not l.lstrip().startswith("#"))
     assert "'talker'" in res.code                                               # the source's quote style
@@ -603,7 +613,7 @@ def _fake_ruff(tmp_path, body: str) -> str:
     ("sys.exit(2)", "ruff format failed"),
 ])
 def test_format_that_would_change_the_code_is_not_applied(tmp_path, monkeypatch, body, why):
-    monkeypatch.setattr(P, "ruff_bin", lambda: _fake_ruff(tmp_path, body))
+    monkeypatch.setattr(F, "ruff_bin", lambda: _fake_ruff(tmp_path, body))
     plain = P.port_method(*ruff_triple())
     res = P.port_method(*ruff_triple(), format="ruff")
     assert res.code == plain.code
@@ -613,11 +623,11 @@ def test_format_that_would_change_the_code_is_not_applied(tmp_path, monkeypatch,
 
 def test_format_without_ruff_is_a_one_line_error(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "ruff.__main__", None)                  # the ruff package is not importable
-    monkeypatch.setattr(P.shutil, "which", lambda *a, **k: None)              # and nothing on PATH
-    with pytest.raises(P.PortError, match="pip install ruff"):
+    monkeypatch.setattr(F.shutil, "which", lambda *a, **k: None)              # and nothing on PATH
+    with pytest.raises(L.PortError, match="pip install ruff"):
         P.port_method(*ruff_triple(), format="ruff")
     t = [f"{RUFFCFG}:{c}._dummy_run" for c in ("GPUModelRunner", "OmniGPUModelRunner", "NPUModelRunner")]
-    rc = P.main(["--gpu-base", t[0], "--gpu-omni", t[1], "--npu-base", t[2], "--format", "ruff"])
+    rc = main(["port"] + ["--gpu-base", t[0], "--gpu-omni", t[1], "--npu-base", t[2], "--format", "ruff"])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and "pip install ruff" in err and len(err.splitlines()) == 1
 
@@ -625,23 +635,22 @@ def test_format_without_ruff_is_a_one_line_error(monkeypatch, capsys):
 def test_cli_format_and_line_length(capsys):
     t = [f"{RUFFCFG}:{c}._dummy_run" for c in ("GPUModelRunner", "OmniGPUModelRunner", "NPUModelRunner")]
     args = ["--gpu-base", t[0], "--gpu-omni", t[1], "--npu-base", t[2]]
-    assert P.main(args + ["--format", "ruff", "--line-length", "120"]) == 0
+    assert main(["port"] + args + ["--format", "ruff", "--line-length", "120"]) == 0
     out = capsys.readouterr().out
     assert "num_reqs = min(num_tokens, self.max_num_reqs)" in out and "'talker'" in out
-    assert P.main(args + ["--line-length", "80"]) == 2                         # only with --format
+    assert main(["port"] + args + ["--line-length", "80"]) == 2                         # only with --format
     assert "--format ruff" in capsys.readouterr().err
-    with pytest.raises(SystemExit):
-        P.main(args + ["--format", "black"])
+    assert main(["port"] + args + ["--format", "black"]) == 2                # argparse: not a formatter
 
 
 def test_format_class_mode_formats_methods_and_imports():
     f = FIX / "super_ext.py"
-    locs = [P.locate(f"{f}:{c}", False) for c in ("GPUModelRunner", "OmniGPUModelRunner", "NPUModelRunner")]
-    plain = P.port_class(*locs)
-    res = P.port_class(*locs, format="ruff", line_length=40)
+    locs = [L.locate(f"{f}:{c}", False) for c in ("GPUModelRunner", "OmniGPUModelRunner", "NPUModelRunner")]
+    plain = K.port_class(*locs)
+    res = K.port_class(*locs, format="ruff", line_length=40)
     assert "ONP4014" not in codes(res) and res.code != plain.code
     assert ast.dump(ast.parse(res.code)) == ast.dump(ast.parse(plain.code))
-    assert res.code.count(P.FENCE_TEXT) == plain.code.count(P.FENCE_TEXT)
+    assert res.code.count(M.FENCE_TEXT) == plain.code.count(M.FENCE_TEXT)
     d = next(d for d in res.diagnostics if d.code == "ONP1003")              # method-relative line, moved with the method
     meth = next(r for r in [P.port_method(*triple("super_ext", d.where), format="ruff", line_length=40)])
     assert "ACLGraphWrapper" in "".join(meth.code.splitlines()[d.line - 1: d.line + 2])
@@ -660,14 +669,14 @@ def test_override_warning_at_npu_calls_of_omni_overrides():
     assert "do NOT fit" not in found["_prepare"].message and "fit" in found["_prepare"].message   # via the omni mixin
     assert "now runs OmniMixin._prepare," in found["_prepare"].message                          # the class defining it
     assert "now runs OmniGPUModelRunner._model_forward," in found["_model_forward"].message
-    assert "ONP4015" in P.CODES
+    assert "ONP4015" in REGISTRY and REGISTRY["ONP4015"].tool == "port"
 
 
 def test_override_warning_follows_bases_into_other_modules_of_the_source():
     # the omni runner's mixin is imported through a package re-export; that mixin's own base sits in a sibling module
     # (relative import); the GPU base comes from vllm, outside the source: read, never imported
-    gb, nb = (P.locate(f"{FIX / 'override.py'}:{c}._dummy_run") for c in ("GPUModelRunner", "NPUModelRunner"))
-    go = P.locate(f"{FIX / 'override_tree'}:OmniGPUModelRunner._dummy_run")
+    gb, nb = (L.locate(f"{FIX / 'override.py'}:{c}._dummy_run") for c in ("GPUModelRunner", "NPUModelRunner"))
+    go = L.locate(f"{FIX / 'override_tree'}:OmniGPUModelRunner._dummy_run")
     res = P.port_method(gb, go, nb)
     found = {re.search(r"self\.(\w+)\(", d.message).group(1): d for d in res.diagnostics if d.code == "ONP4015"}
     assert set(found) == {"_model_forward", "_prepare", "_sync"}
@@ -679,8 +688,8 @@ def test_override_warning_follows_bases_into_other_modules_of_the_source():
 
 
 def test_override_warning_follows_a_lone_files_base_into_a_sibling_file():
-    gb, nb = (P.locate(f"{FIX / 'override.py'}:{c}._dummy_run") for c in ("GPUModelRunner", "NPUModelRunner"))
-    res = P.port_method(gb, P.locate(f"{FIX / 'override_split.py'}:OmniGPUModelRunner._dummy_run"), nb)
+    gb, nb = (L.locate(f"{FIX / 'override.py'}:{c}._dummy_run") for c in ("GPUModelRunner", "NPUModelRunner"))
+    res = P.port_method(gb, L.locate(f"{FIX / 'override_split.py'}:OmniGPUModelRunner._dummy_run"), nb)
     [d] = [d for d in res.diagnostics if d.code == "ONP4015"]    # the GPU base's file is absent: nothing from it
     assert "self._prepare(...) now runs override_mixins.SplitMixin._prepare," in d.message
 
@@ -698,8 +707,8 @@ def test_override_warning_absent_without_overrides():
 
 
 def test_override_warning_in_class_mode_judges_the_ported_method():
-    locs = [P.locate(f"{FIX / 'override.py'}:{c}", False) for c in ("GPUModelRunner", "OmniGPUModelRunner", "NPUModelRunner")]
-    res = P.port_class(*locs)
+    locs = [L.locate(f"{FIX / 'override.py'}:{c}", False) for c in ("GPUModelRunner", "OmniGPUModelRunner", "NPUModelRunner")]
+    res = K.port_class(*locs)
     cls = next(n for n in ast.parse(res.code).body if isinstance(n, ast.ClassDef))
     assert "_model_forward" in {f.name for f in cls.body if isinstance(f, ast.FunctionDef)}   # translated: NPU signature
     d = next(d for d in res.diagnostics if d.code == "ONP4015" and "_model_forward" in d.message)
@@ -726,11 +735,11 @@ def test_conflict_omni_side_is_whole_and_no_omni_line_splits_a_header_from_its_b
     ast.parse(textwrap.dedent("\n".join(omni_side)))                        # whole statements
     assert omni_side[-1].strip() == "self.compilation_config.cache_dir = None"
     assert not any("self.model(" in l for l in omni_side)                   # base lines the NPU side deleted stay out
-    masked, _ = P._mask_conflicts(lines)
+    masked, _ = F.mask_conflicts(lines)
     ast.parse("\n".join(masked))                                             # conflict markers aside, the port parses
     extract = next(i for i, l in enumerate(lines) if "extract_multimodal_outputs" in l)
     header = next(i for i, l in enumerate(lines) if l.strip() == "if self.drafter:")
-    assert extract < header and P._indent(lines[extract]) == P._indent(lines[header])
+    assert extract < header and M.indent_of(lines[extract]) == M.indent_of(lines[header])
     assert lines[header + 1].strip() == "self.drafter.dummy_run("
     for prefer in ("npu", "omni", "comment"):
         ast.parse(P.port_method(*triple("cut_call", "_dummy_run"), prefer=prefer).code)
@@ -740,7 +749,7 @@ def test_stale_region_yields_before_it_is_split():
     # the whole conflicting region repeats the older base; split into pieces, one piece (`elif mixed:`) is too short to
     # be recognised as stale and stayed a conflict against the NPU side's `else:`
     args = triple("stale_split", "_dummy_run")
-    old = P.locate(f"{FIX / 'stale_split_old.py'}:GPUModelRunner._dummy_run")
+    old = L.locate(f"{FIX / 'stale_split_old.py'}:GPUModelRunner._dummy_run")
     assert P.port_method(*args).conflicts == 1                               # without history: a conflict
     res = P.port_method(*args, history=[old])
     assert res.conflicts == 0 and "ONP4012" in codes(res)
@@ -752,8 +761,8 @@ def test_stale_region_yields_before_it_is_split():
 
 def test_a_region_cut_before_its_closing_bracket_still_matches_the_older_text():
     older = "x = torch.tensor(\n    [1] * n,\n    dtype=torch.int,\n)\n"
-    assert P._tokens_in(["x = torch.tensor(", "    [1] * n,", "    dtype=torch.int,"], older)   # cut before `)`
-    assert not P._tokens_in(["x = torch.tensor(", "    [2] * n,"], older)
+    assert M.tokens_in(["x = torch.tensor(", "    [1] * n,", "    dtype=torch.int,"], older)   # cut before `)`
+    assert not M.tokens_in(["x = torch.tensor(", "    [2] * n,"], older)
 
 
 # --- port --update: carry the previous release's NPU method forward (fixtures update_prev.py / update_new.py) ---
@@ -769,12 +778,12 @@ def upd_specs(m, npu=False):
 
 
 def update(m, npu=False, **kw):
-    return P.update_method(*[P.locate(s) for s in upd_specs(m, npu)], target=UPD_TARGET, **kw)
+    return U.update_method(*[L.locate(s) for s in upd_specs(m, npu)], target=UPD_TARGET, **kw)
 
 
 def test_update_keeps_hand_made_lines_and_brings_in_the_gpu_change():
     res = update("_dummy_run")
-    prev = P.locate(spec("update_prev", "OmniNPUModelRunner", "_dummy_run")).method_source
+    prev = L.locate(spec("update_prev", "OmniNPUModelRunner", "_dummy_run")).method_source
     assert res.style == "update" and res.conflicts == 0
     ast.parse(res.code)
     for hand in ('"""Hand-written: warm the NPU graphs with a dummy batch."""',
@@ -782,7 +791,7 @@ def test_update_keeps_hand_made_lines_and_brings_in_the_gpu_change():
         assert hand in res.code                                                # nothing hand-made is lost
     assert "torch.npu.synchronize()" in res.code and "torch.cuda" not in res.code   # the new GPU line, translated
     assert "self.talker_mtp(outputs, num_tokens)" in res.code and "self.talker_mtp(outputs)\n" not in res.code
-    assert res.code.count(P.FENCE_TEXT) == prev.count(P.FENCE_TEXT)          # no fences by default
+    assert res.code.count(M.FENCE_TEXT) == prev.count(M.FENCE_TEXT)          # no fences by default
     [d] = [d for d in res.diagnostics if d.code == "ONP1002"]                 # the translator's diagnostic, on its line
     assert "torch.npu.synchronize()" in res.code.splitlines()[d.line - 1]
 
@@ -791,9 +800,9 @@ def test_update_fences_only_outside_blocks_the_previous_method_fences():
     res = update("_dummy_run", fence=True)
     lines = res.code.splitlines()
     sync = next(i for i, l in enumerate(lines) if "torch.npu.synchronize()" in l)
-    assert P.FENCE_RE.match(lines[sync - 1]) and P.FENCE_RE.match(lines[sync + 1])   # new line outside: fenced
-    prev = P.locate(spec("update_prev", "OmniNPUModelRunner", "_dummy_run")).method_source
-    assert res.code.count(P.FENCE_TEXT) == prev.count(P.FENCE_TEXT) + 2      # the changed talker line: no second fence
+    assert M.FENCE_RE.match(lines[sync - 1]) and M.FENCE_RE.match(lines[sync + 1])   # new line outside: fenced
+    prev = L.locate(spec("update_prev", "OmniNPUModelRunner", "_dummy_run")).method_source
+    assert res.code.count(M.FENCE_TEXT) == prev.count(M.FENCE_TEXT) + 2      # the changed talker line: no second fence
     assert [b for _, b in fenced_blocks(res.code) if any("self.talker_mtp(" in l for l in b)]   # still in its block
     ast.parse(res.code)
 
@@ -815,7 +824,7 @@ def test_update_conflict_names_both_sides_and_prefer_resolves_it():
 
 def test_update_of_an_unchanged_gpu_method_is_the_previous_npu_method():
     res = update("talker_steps")
-    prev = P.locate(spec("update_prev", "OmniNPUModelRunner", "talker_steps")).method_source
+    prev = L.locate(spec("update_prev", "OmniNPUModelRunner", "talker_steps")).method_source
     assert res.code == prev and [d.code for d in res.diagnostics] == ["ONP4017"]
 
 
@@ -826,30 +835,30 @@ def test_update_folds_in_the_vllm_ascend_change():
         "not _model_forward", "")                                            # the hand-made call stays
     assert "torch.npu.synchronize()" in res.code and res.conflicts == 0
     ast.parse(res.code)
-    with pytest.raises(P.PortError, match="both"):
-        P.update_method(*[P.locate(s) for s in upd_specs("_dummy_run", True)[:4]], target=UPD_TARGET)
+    with pytest.raises(L.PortError, match="both"):
+        U.update_method(*[L.locate(s) for s in upd_specs("_dummy_run", True)[:4]], target=UPD_TARGET)
 
 
 def test_fold_keeps_the_previous_lines_where_vllm_ascend_changed_what_it_rewrote():
     old = "def f(self):\n    x = a(1)\n    return x\n"
     new = "def f(self):\n    x = a(2)\n    return x\n"
     prev = "def f(self):\n    x = a(1, npu=True)  # hand\n    return x\n"
-    code, d = P.fold_npu_change(old, new, prev)
+    code, d = U.fold_npu_change(old, new, prev)
     assert code == prev and [x.code for x in d] == ["ONP4016"] and d[0].line == 2
-    code, d = P.fold_npu_change(old, new, "def f(self):\n    x = a(1)\n    y = 3\n    return x\n")
+    code, d = U.fold_npu_change(old, new, "def f(self):\n    x = a(1)\n    y = 3\n    return x\n")
     assert "x = a(2)" in code and "y = 3" in code and not d
 
 
 def test_update_class_rewrites_only_the_class_methods_of_the_previous_module():
-    C = lambda f, c: P.locate(f"{FIX / f}.py:{c}", False)
-    res = P.update_class(C("update_prev", "OmniGPUModelRunner"), C("update_prev", "OmniNPUModelRunner"),
+    C = lambda f, c: L.locate(f"{FIX / f}.py:{c}", False)
+    res = U.update_class(C("update_prev", "OmniGPUModelRunner"), C("update_prev", "OmniNPUModelRunner"),
                          C("update_new", "OmniGPUModelRunner"), target=UPD_TARGET, prefer="npu")
     ast.parse(res.code)
     prev = (FIX / "update_prev.py").read_text()
     head = prev[: prev.index("class OmniNPUModelRunner")]
     assert res.code.startswith(head)                                         # imports and other classes unchanged
-    npu = P._top_classes(ast.parse(res.code))["OmniNPUModelRunner"]
-    assert list(P._own_methods(npu)) == ["_dummy_run", "load_model", "talker_steps", "npu_only"]
+    npu = L.top_classes(ast.parse(res.code))["OmniNPUModelRunner"]
+    assert list(L.own_methods(npu)) == ["_dummy_run", "load_model", "talker_steps", "npu_only"]
     assert "torch.npu.synchronize()" in res.code and 'return "hand-made"' in res.code
     assert res.stats["styles"]["npu_only"] == "kept"
     assert {d.where for d in res.diagnostics if d.code == "ONP4017"} == {"talker_steps", "npu_only"}
@@ -900,67 +909,67 @@ HAND = FIX / "hand.py"
 def test_split_prose_separates_comments_docstrings_and_keeps_strings_and_markers_as_code():
     src = ('def f(self):\n    """Doc\n    more."""\n    # own line\n    x = "a # b"  # trailing\n\n'
            '<<<<<<< NPU base\n    y = 1\n=======\n    y = 2  # omni side\n>>>>>>> omni GPU\n    return x\n')
-    rows = P.split_prose(src)
+    rows = Q.split_prose(src)
     assert [p for _, p in rows if p] == ['"""Doc', 'more."""', "own line", "trailing", "omni side"]
-    assert P.code_only(src).splitlines() == ["def f(self):", '    x = "a # b"', "<<<<<<< NPU base", "    y = 1",
+    assert Q.code_only(src).splitlines() == ["def f(self):", '    x = "a # b"', "<<<<<<< NPU base", "    y = 1",
                                              "=======", "    y = 2", ">>>>>>> omni GPU", "    return x"]
     # the whole text is tokenized: a comment after an open bracket is prose, a "#" inside a multi-line string is code
     src = 'def g():\n    z = f(  # why\n        1)\n    s = """\n    # kept\n    """\n    # note\n'
-    assert P.code_only(src) == 'def g():\n    z = f(\n        1)\n    s = """\n    # kept\n    """\n'
+    assert Q.code_only(src) == 'def g():\n    z = f(\n        1)\n    s = """\n    # kept\n    """\n'
     # where the whole does not tokenize (an unclosed bracket), each line is split on its own
-    assert P.split_prose("def h():\n    z = f(  # why\n    # note\n") == [("def h():", ""), ("    z = f(", "why"), ("", "note")]
+    assert Q.split_prose("def h():\n    z = f(  # why\n    # note\n") == [("def h():", ""), ("    z = f(", "why"), ("", "note")]
 
 
 def test_invented_prose_skips_what_the_inputs_hold_and_what_the_tool_writes():
     inputs = ['def f(self):\n    "Omni doc."\n    # from the omni side\n    x = 1\n']
     hand = ('def f(self):\n    "Omni doc."\n    # from the omni side\n    # ---------Omni-new---------\n'
             '    x = 1  # Omni-new\n    # ONP4008 kept the NPU side\n    # my own words\n    y = 2  # mine too\n')
-    assert P.invented_prose(hand, inputs) == [7, 8]
-    assert P.invented_prose(hand) == [2, 3, 7, 8]                     # with no inputs their prose is invented too
+    assert Q.invented_prose(hand, inputs) == [7, 8]
+    assert Q.invented_prose(hand) == [2, 3, 7, 8]                     # with no inputs their prose is invented too
 
 
 def test_prose_ceiling_is_reached_by_the_hand_copy_without_its_invented_lines():
     ins = [l.method_source for l in triple("super_ext", "_model_forward")]
-    hand = P.locate(f"{HAND}:OmniNPUModelRunner._model_forward").method_source
-    bad = P.invented_prose(hand, ins)
+    hand = L.locate(f"{HAND}:OmniNPUModelRunner._model_forward").method_source
+    bad = Q.invented_prose(hand, ins)
     lines = hand.splitlines()
     r, h = len(lines) - len(bad), len(lines)
-    assert bad and P.prose_ceiling(hand, ins) == pytest.approx(2 * r / (r + h))
+    assert bad and Q.prose_ceiling(hand, ins) == pytest.approx(2 * r / (r + h))
     best = "\n".join(l for i, l in enumerate(lines, 1) if i not in bad)
-    assert P.similarity(best, hand) == pytest.approx(P.prose_ceiling(hand, ins))
-    assert P.prose_ceiling("", ins) == 1.0
+    assert Q.similarity(best, hand) == pytest.approx(Q.prose_ceiling(hand, ins))
+    assert Q.prose_ceiling("", ins) == 1.0
 
 
 def test_no_code_without_the_invented_lines_beats_the_prose_ceiling():
     hyp = pytest.importorskip("hypothesis")
     st = hyp.strategies
     ins = [l.method_source for l in triple("super_ext", "_model_forward")]
-    hand = P.locate(f"{HAND}:OmniNPUModelRunner._model_forward").method_source
-    lines, bad = hand.splitlines(), set(P.invented_prose(hand, ins))
-    ceiling = P.prose_ceiling(hand, ins)
+    hand = L.locate(f"{HAND}:OmniNPUModelRunner._model_forward").method_source
+    lines, bad = hand.splitlines(), set(Q.invented_prose(hand, ins))
+    ceiling = Q.prose_ceiling(hand, ins)
     allowed = [l for i, l in enumerate(lines, 1) if i not in bad] + ["    # other words", "    pass", ""]
 
     @hyp.settings(max_examples=150, deadline=None)
     @hyp.given(st.lists(st.sampled_from(allowed), max_size=2 * len(lines)))
     def bounded(port_lines):
-        assert P.similarity("\n".join(port_lines), hand) <= ceiling + 1e-12
+        assert Q.similarity("\n".join(port_lines), hand) <= ceiling + 1e-12
 
     bounded()
 
 
 def test_score_against_the_hand_copy_of_an_inlined_super_extension():
     r = P.port_method(*triple("super_ext", "_model_forward"))
-    hand = P.locate(f"{HAND}:OmniNPUModelRunner._model_forward")
-    s = P.score_result(r, hand, triple("super_ext", "_model_forward"))["_model_forward"]
+    hand = L.locate(f"{HAND}:OmniNPUModelRunner._model_forward")
+    s = Q.score_result(r, hand, triple("super_ext", "_model_forward"))["_model_forward"]
     assert s.code_ratio == 1.0                                         # the same code, line for line
     assert s.ratio < s.ceiling < 1 and s.invented == 7
-    assert s.ratio == pytest.approx(P.similarity(r.code, hand.method_source))
+    assert s.ratio == pytest.approx(Q.similarity(r.code, hand.method_source))
 
 
 def test_score_result_of_a_class_port_scores_the_methods_both_define():
-    C = lambda c: P.locate(f"{FIX / 'super_ext'}.py:{c}", False)
-    res = P.port_class(C("GPUModelRunner"), C("OmniGPUModelRunner"), C("NPUModelRunner"))
-    scores = P.score_result(res, P.locate(f"{HAND}:OmniNPUModelRunner", False),
+    C = lambda c: L.locate(f"{FIX / 'super_ext'}.py:{c}", False)
+    res = K.port_class(C("GPUModelRunner"), C("OmniGPUModelRunner"), C("NPUModelRunner"))
+    scores = Q.score_result(res, L.locate(f"{HAND}:OmniNPUModelRunner", False),
                             [C("GPUModelRunner"), C("OmniGPUModelRunner"), C("NPUModelRunner")])
     assert set(scores) == {"load_model", "_model_forward"}             # npu_only: the port has no such method
     assert scores["load_model"].ratio == 1.0 and scores["_model_forward"].code_ratio == 1.0
@@ -1003,14 +1012,14 @@ UV = FIX / "update_vllm.py"
 
 
 def uv(cls, m="_dummy_run"):
-    return P.locate(f"{UV}:{cls}.{m}")
+    return L.locate(f"{UV}:{cls}.{m}")
 
 
 def test_update_takes_vllms_own_change_out_of_the_gpu_side():
     args = (uv("OmniGPUModelRunnerOld"), uv("OmniNPUModelRunnerOld"), uv("OmniGPUModelRunnerNew"))
-    plain = P.update_method(*args, target=UPD_TARGET)
+    plain = U.update_method(*args, target=UPD_TARGET)
     assert plain.conflicts == 1 and "pad=True" in plain.code        # vllm's keyword meets the NPU rewrite of that line
-    r = P.update_method(*args, target=UPD_TARGET, gpu_base_old=uv("GPUModelRunnerOld"), gpu_base=uv("GPUModelRunnerNew"))
+    r = U.update_method(*args, target=UPD_TARGET, gpu_base_old=uv("GPUModelRunnerOld"), gpu_base=uv("GPUModelRunnerNew"))
     assert r.conflicts == 0 and "x = self.prepare_npu(num_tokens)" in r.code and "pad=True" not in r.code
     assert "self.log(talk)" in r.code                                # the omni side's own change still comes in
     assert "self.sync()" not in r.code                               # vllm's edit the omni method never took: not brought in
@@ -1020,27 +1029,27 @@ def test_update_takes_vllms_own_change_out_of_the_gpu_side():
 def test_rebase_applies_only_the_vllm_edits_the_new_omni_method_took():
     old, new = uv("GPUModelRunnerOld").method_source, uv("GPUModelRunnerNew").method_source
     prev, now = uv("OmniGPUModelRunnerOld").method_source, uv("OmniGPUModelRunnerNew").method_source
-    base, diags = P.rebase_gpu_side(old, new, prev, now)
+    base, diags = U.rebase_gpu_side(old, new, prev, now)
     assert "self.prepare(num_tokens, pad=True)" in base and "self.sync()" not in base and "self.talker(out)" in base
     assert diags == []
-    base, _ = P.rebase_gpu_side(old, new, prev, prev)                # the omni method took nothing: the base is unchanged
+    base, _ = U.rebase_gpu_side(old, new, prev, prev)                # the omni method took nothing: the base is unchanged
     assert base == prev
 
 
 def test_update_of_an_omni_method_that_changed_only_as_vllm_did_is_the_previous_npu_method():
-    r = P.update_method(uv("OmniGPUModelRunnerOld"), uv("OmniNPUModelRunnerOld"), uv("OmniGPUModelRunnerVllmOnly"),
+    r = U.update_method(uv("OmniGPUModelRunnerOld"), uv("OmniNPUModelRunnerOld"), uv("OmniGPUModelRunnerVllmOnly"),
                         target=UPD_TARGET, gpu_base_old=uv("GPUModelRunnerOld"), gpu_base=uv("GPUModelRunnerNew"))
     assert r.code == uv("OmniNPUModelRunnerOld").method_source
     assert any(d.code == "ONP4017" and "only as vllm's own method did" in d.message for d in r.diagnostics)
 
 
 def test_update_class_takes_vllms_change_out_per_method():
-    C = lambda c: P.locate(f"{UV}:{c}", False)
-    r = P.update_class(C("OmniGPUModelRunnerOld"), C("OmniNPUModelRunnerOld"), C("OmniGPUModelRunnerNew"),
+    C = lambda c: L.locate(f"{UV}:{c}", False)
+    r = U.update_class(C("OmniGPUModelRunnerOld"), C("OmniNPUModelRunnerOld"), C("OmniGPUModelRunnerNew"),
                        target=UPD_TARGET, gpu_base_old=C("GPUModelRunnerOld"), gpu_base=C("GPUModelRunnerNew"))
     assert r.conflicts == 0 and "self.prepare_npu(num_tokens)" in r.code and "self.log(talk)" in r.code
-    with pytest.raises(P.PortError, match="both the old and the new GPU base"):
-        P.update_class(C("OmniGPUModelRunnerOld"), C("OmniNPUModelRunnerOld"), C("OmniGPUModelRunnerNew"),
+    with pytest.raises(L.PortError, match="both the old and the new GPU base"):
+        U.update_class(C("OmniGPUModelRunnerOld"), C("OmniNPUModelRunnerOld"), C("OmniGPUModelRunnerNew"),
                        target=UPD_TARGET, gpu_base=C("GPUModelRunnerNew"))
 
 
