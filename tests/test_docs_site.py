@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from omni_npu_port.core.catalog import CATALOG
-from omni_npu_port.docs.site import SIDEBAR, build_site, docs_location, find_root, nbdev_settings, notebooks, page_of
+from omni_npu_port.docs.site import (SIDEBAR, build_site, docs_location, find_root, nbdev_settings, notebooks, page_of,
+                                     sidebar_sections)
 
 ROOT = find_root(Path(__file__).parent)
 SETTINGS = nbdev_settings(ROOT)
@@ -69,6 +70,8 @@ def test_sidebar_links_every_page_in_order(site, browser):
     have = {nb.with_suffix("").as_posix() for nb in notebooks(work)}
     expected = [name for _, names in SIDEBAR for name in names if name in have]
     assert [p for p in linked if p in expected] == expected, f"the sidebar's order is {linked}, expected {expected}"
+    by_layer = [name for _, names in sidebar_sections(notebooks(work)) for name in names]  # `folder/*` entries expanded
+    assert [p for p in linked if p in by_layer] == by_layer, f"the sidebar's order is {linked}, expected {by_layer}"
     unlinked = sorted(have - set(linked))
     assert not unlinked, f"notebooks with a page but no sidebar entry: {unlinked}"
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 import torch
@@ -51,6 +51,7 @@ def _as_tuple(out): return tuple(out) if isinstance(out, (tuple, list)) else (ou
 def device_capture(runner, batch: int) -> CapturedBucket:
     "Capture `runner.fn` for one bucket with the platform's graph class, in the runner's shared pool."
     p = runner.platform
+    if not p.supports_graphs: p.graph(None)   # raises GraphsUnsupported, saying why
     static_in = tuple(x.to(p.device) for x in runner.example_inputs(batch))
     p.synchronize()
     side = p.Stream()

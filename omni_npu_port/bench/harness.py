@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from .graph_runner import GraphRunner
-from ..core.profile import DTYPES, SCHEMA, ProfileError, load_profile
+from ..core.profile import load_profile
 from .talker_mtp import TalkerMTP, TalkerMTPConfig
 
 # %% auto #0

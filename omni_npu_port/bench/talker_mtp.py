@@ -7,7 +7,6 @@ Docs: https://omni-npu-port.github.io/omni-npu-port/bench/talker_mtp.html.md"""
 # %% ../../nbs/bench/talker_mtp.ipynb #7e5da941
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
 
 import torch

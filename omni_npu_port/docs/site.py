@@ -7,44 +7,44 @@ Docs: https://omni-npu-port.github.io/omni-npu-port/docs/site.html.md"""
 # %% ../../nbs/docs/site.ipynb #f5d85d3a
 from __future__ import annotations
 
-import argparse
 import json
 import os
+import posixpath
 import re
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-try: import tomllib
-except ModuleNotFoundError: import tomli as tomllib  # Python 3.10
+from ..core.errors import InputError
+from ..core.io import load_toml, write_atomic
 
 # %% auto #0
-__all__ = ['SIDEBAR', 'RENDERERS', 'DocsError', 'find_root', 'nbdev_settings', 'notebooks', 'page_of', 'sidebar_yaml',
-           'write_sidebar', 'cell_directives', 'rebase_links', 'readme_markdown', 'readme_notebook', 'write_readme',
-           'pick_renderer', 'site_dir', 'build_site', 'docs_location', 'main']
+__all__ = ['SIDEBAR', 'RENDERERS', 'DocsError', 'find_root', 'nbdev_settings', 'notebooks', 'page_of', 'sidebar_sections',
+           'sidebar_yaml', 'write_sidebar', 'cell_directives', 'rebase_links', 'readme_markdown', 'readme_notebook',
+           'write_readme', 'pick_renderer', 'site_dir', 'build_site', 'docs_location']
 
 # %% ../../nbs/docs/site.ipynb #744f4a2c
-class DocsError(RuntimeError):
-    "The docs site or the README could not be built; the message says why and what to do."
+class DocsError(InputError, RuntimeError):
+    "The docs site or the README could not be built; the message says why and what to do (exit 3)."
 
-def _toml(path: Path) -> dict:
-    try: return tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as e: raise DocsError(f"{path}: not valid TOML ({e}); fix the file") from e
+def _pyproject(path: Path) -> dict:
+    "A pyproject.toml read with `core.io.load_toml`; a bad one is a DocsError with load_toml's message."
+    try: return load_toml(path)
+    except InputError as e: raise DocsError(str(e)) from e
 
 def find_root(start=None) -> Path:
     "The folder of the nearest pyproject.toml with a [tool.nbdev] table, at or above `start` (default: cwd)."
     here = Path(start if start is not None else Path.cwd()).resolve()
     for d in (here, *here.parents):
         f = d / "pyproject.toml"
-        if f.is_file() and "nbdev" in _toml(f).get("tool", {}): return d
+        if f.is_file() and "nbdev" in _pyproject(f).get("tool", {}): return d
     raise DocsError(f"no pyproject.toml with a [tool.nbdev] table at or above {here}: "
                     "run this inside the omni-npu-port checkout, or pass its folder as root")
 
 def nbdev_settings(root) -> dict:
     "The project's `[tool.nbdev]` table, with nbdev's defaults for the paths this module uses."
-    cfg = _toml(Path(root) / "pyproject.toml").get("tool", {}).get("nbdev", {})
+    cfg = _pyproject(Path(root) / "pyproject.toml").get("tool", {}).get("nbdev", {})
     return {"nbs_path": "nbs", "lib_path": None, "doc_path": "_docs", "readme_nb": "index.ipynb", **cfg}
 
 # %% ../../nbs/docs/site.ipynb #a3563c21
@@ -61,46 +61,52 @@ def page_of(nb: Path) -> Path:
 # %% ../../nbs/docs/site.ipynb #35207660
 SIDEBAR = (
     ("", ("index",)),
-    ("core: catalog, profile, diagnostics", ("core/catalog", "core/profile", "core/diagnostics", "core/errors", "core/io")),
+    ("core: catalog, profile, diagnostics", ("core/catalog", "core/profile", "core/diagnostics", "core/errors", "core/io",
+                                             "core/*")),
     ("runtime: the pattern families", ("runtime/forward_context", "runtime/graphs", "runtime/device_ops", "runtime/attention",
                                        "runtime/rotary_sp", "runtime/sampler_batch", "runtime/graph_params",
-                                       "runtime/method_signatures", "runtime/platform")),
-    ("sources: reading real releases", ("sources/conformance", "sources/doctor")),
-    ("translate: GPU code to NPU code", ("translate/translate",)),
-    ("port: whole methods, and drift", ("port/port", "port/audit")),
-    ("bench: graphs measured", ("bench/talker_mtp", "bench/graph_runner", "bench/harness")),
-    ("cli and docs", ("cli/main", "docs/site")),
+                                       "runtime/method_signatures", "runtime/platform", "runtime/*")),
+    ("sources: reading real releases", ("sources/conformance", "sources/doctor", "sources/*")),
+    ("translate: GPU code to NPU code", ("translate/translate", "translate/*")),
+    ("port: whole methods, and drift", ("port/port", "port/audit", "port/*")),
+    ("bench: graphs measured", ("bench/talker_mtp", "bench/graph_runner", "bench/harness", "bench/*")),
+    ("results", ("results/*",)),
+    ("cli and docs", ("cli/main", "cli/options", "cli/*", "docs/site", "docs/codes", "docs/*")),
 )
 
-def sidebar_yaml(nbs) -> str:
-    "The text of sidebar.yml for these notebooks: SIDEBAR's order, then any notebook it doesn't list."
-    have = [Path(n).as_posix() for n in nbs]
-    listed = {f"{name}.ipynb" for _, names in SIDEBAR for name in names}
-    out = ["website:", "  sidebar:", "    contents:"]
+def sidebar_sections(nbs) -> list[tuple[str, list[str]]]:
+    "SIDEBAR's sections with the notebooks (names without .ipynb) of `nbs` each takes, `folder/*` expanded."
+    have = sorted(Path(n).with_suffix("").as_posix() for n in nbs)
+    named = {name for _, names in SIDEBAR for name in names if not name.endswith("/*")}
+    out, taken = [], set()
     for section, names in SIDEBAR:
-        entries = [f"{n}.ipynb" for n in names if f"{n}.ipynb" in have]
+        entries = []
+        for name in names:
+            found = ([n for n in have if posixpath.dirname(n) == name[:-2] and n not in named] if name.endswith("/*")
+                     else [name] if name in have else [])
+            entries += [n for n in found if n not in taken]
+            taken.update(found)
+        out.append((section, entries))
+    return out
+
+def sidebar_yaml(nbs) -> str:
+    "The text of sidebar.yml for these notebooks: SIDEBAR's sections, then any notebook none of them takes."
+    out, taken = ["website:", "  sidebar:", "    contents:"], set()
+    for section, entries in sidebar_sections(nbs):
+        taken.update(entries)
         if not entries: continue
         if section:
             out += [f"      - section: {json.dumps(section)}", "        contents:"]
-            out += [f"          - {e}" for e in entries]
-        else: out += [f"      - {e}" for e in entries]
-    out += [f"      - {n}" for n in have if n not in listed]
+            out += [f"          - {e}.ipynb" for e in entries]
+        else: out += [f"      - {e}.ipynb" for e in entries]
+    out += [f"      - {Path(n).as_posix()}" for n in nbs if Path(n).with_suffix("").as_posix() not in taken]
     return "\n".join(out) + "\n"
 
 # %% ../../nbs/docs/site.ipynb #7c390605
-def _write_atomic(path: Path, text: str):
-    "Write `text` to `path` through a temporary file and a rename, so readers never see a partial file."
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8", newline="\n")
-        os.replace(tmp, path)
-    finally: tmp.unlink(missing_ok=True)
-
 def _sync_file(path: Path, text: str, check: bool) -> bool:
     "Whether `path` already holds `text`; unless `check`, write it when it doesn't."
     same = path.is_file() and path.read_text(encoding="utf-8") == text
-    if not same and not check: _write_atomic(path, text)
+    if not same and not check: write_atomic(path, text)
     return same
 
 def write_sidebar(root=None, check=False) -> bool:
@@ -181,6 +187,12 @@ def _outputs(cell, asis: bool) -> list[str]:
 # %% ../../nbs/docs/site.ipynb #f33e1050
 _LINK = re.compile(r"(\]\()(?![a-zA-Z][\w+.-]*:|/|#)([^)\s]+)")
 
+def _rebased(prefix: str, target: str) -> str:
+    "`target` (a relative link, perhaps with an #anchor) as seen from one folder up: `prefix/target`, normalised."
+    path, hash_, anchor = target.partition("#")
+    joined = posixpath.normpath(posixpath.join(prefix, path)) + ("/" if path.endswith("/") else "")
+    return joined + hash_ + anchor
+
 def rebase_links(md: str, prefix: str) -> str:
     "Prefix the relative targets of Markdown links and images in `md` with `prefix/`, outside code."
     if not prefix or prefix == ".": return md
@@ -190,7 +202,7 @@ def rebase_links(md: str, prefix: str) -> str:
             fence = None if fence and m.group(1).startswith(fence) else (fence or m.group(1))
         elif fence is None:
             parts = re.split(r"(`+[^`]*`+)", line)  # leave inline code alone
-            line = "".join(p if i % 2 else _LINK.sub(lambda m: f"{m.group(1)}{prefix}/{m.group(2)}", p)
+            line = "".join(p if i % 2 else _LINK.sub(lambda m: m.group(1) + _rebased(prefix, m.group(2)), p)
                            for i, p in enumerate(parts))
         out.append(line)
     return "\n".join(out)
@@ -347,55 +359,3 @@ def docs_location(root=None) -> Path | None:
     d = root / nbdev_settings(root)["doc_path"]
     if (d / "index.html").is_file(): return d / "index.html"
     return d if d.is_dir() and any(d.glob("*.html")) else None
-
-# %% ../../nbs/docs/site.ipynb #79c4866f
-class _Parser(argparse.ArgumentParser):
-    "An ArgumentParser whose errors are one line and exit 2."
-    def error(self, message):
-        print(f"{self.prog}: error: {message}", file=sys.stderr)
-        raise SystemExit(2)
-
-def _parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="omni-npu-port docs",
-                description="Write README.md from nbs/index.ipynb and build the docs site from the notebooks.")
-    p.add_argument("--renderer", choices=RENDERERS, default="auto",
-                   help="quarto (nbdev-docs), smalldocs, or auto: quarto when it is on PATH (default: auto)")
-    p.add_argument("--out", metavar="DIR", help="where the site goes, relative to the current folder "
-                                                "(default: [tool.nbdev] doc_path in the project, _docs)")
-    p.add_argument("--readme-only", action="store_true", help="write README.md and stop")
-    p.add_argument("--check-readme", action="store_true",
-                   help="only check that README.md is up to date with nbs/index.ipynb (exit 1 if not)")
-    p.add_argument("--root", metavar="DIR", help="the project folder (default: found from the current folder)")
-    return p
-
-def _rel(p: Path) -> str:
-    try: return str(p.resolve().relative_to(Path.cwd().resolve()))
-    except ValueError: return str(p)
-
-def main(argv=None) -> int:
-    "Run `omni-npu-port docs`: write README.md, build the site, and print where it is."
-    p = _parser()
-    try: args = p.parse_args(argv)
-    except SystemExit as e: return int(e.code or 0)
-    fail = lambda msg, code: (print(f"{p.prog}: error: {msg}", file=sys.stderr), code)[1]
-    try:
-        root = find_root(args.root)
-        out = Path(args.out).resolve() if args.out else None
-        if not (args.check_readme or args.readme_only):  # check the site's arguments before writing anything
-            try: renderer, _ = pick_renderer(args.renderer), site_dir(root, out)
-            except DocsError as e: return fail(str(e), 2)
-        if args.check_readme:
-            if write_readme(root, check=True): print("README.md is up to date with nbs/index.ipynb"); return 0
-            return fail("README.md is out of date with nbs/index.ipynb: run `omni-npu-port docs --readme-only`", 1)
-        try: print("README.md:", "up to date" if write_readme(root) else "written from nbs/index.ipynb")
-        except DocsError as e:
-            if args.readme_only: raise
-            print(f"README.md: not written: {e}", file=sys.stderr)
-        if args.readme_only: return 0
-        t0 = time.monotonic()
-        site = build_site(root, out=out, renderer=renderer)
-    except DocsError as e: return fail(str(e), 1)
-    index = site / "index.html"
-    print(f"site: {_rel(index if index.is_file() else site)} ({renderer}, {len(notebooks(root))} pages, "
-          f"{time.monotonic() - t0:.1f} s); to serve it: python -m http.server -d {_rel(site)}")
-    return 0
