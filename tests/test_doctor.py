@@ -9,7 +9,18 @@ import pytest
 from omni_npu_port.sources import doctor
 from omni_npu_port.core.catalog import PAIRING
 from omni_npu_port.sources.conformance import write_source_double
-from omni_npu_port.sources.doctor import doctor_report, install_kernel, kernel_main, main
+from omni_npu_port.sources.doctor import doctor_report, install_kernel
+from omni_npu_port.cli.main import main as cli
+
+
+def main(argv):
+    "`omni-npu-port doctor ARGV`."
+    return cli(["doctor", *argv])
+
+
+def kernel_main(argv):
+    "`omni-npu-port kernel ARGV`."
+    return cli(["kernel", *argv])
 
 
 def run(capsys, argv):
@@ -46,14 +57,14 @@ def test_mismatched_pair_warns_with_the_pairing_table(capsys, release_source):
 def test_a_source_of_another_package_is_refused(capsys, release_source):
     omni = release_source("vllm-omni==0.16.0")
     rc, out, err = run(capsys, ["--source", omni.origin])
-    assert rc == 2 and out == ""
+    assert rc == 3 and out == ""
     assert len(err.strip().splitlines()) == 1 and "vllm-omni source" in err and "vllm-ascend" in err
 
 
-def test_bad_paths_exit_2_with_one_line(capsys, tmp_path):
+def test_bad_paths_exit_3_with_one_line(capsys, tmp_path):
     for argv in (["--source", str(tmp_path / "missing.whl")], ["--source", str(tmp_path)]):
         rc, out, err = run(capsys, argv)
-        assert rc == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+        assert rc == 3 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
 
 
 def test_without_sources_reads_the_installed_packages(capsys):
@@ -129,17 +140,17 @@ def test_kernel_install_npu_wraps_cann_set_env(tmp_path):
 
 
 def test_kernel_install_errors(capsys, tmp_path):
-    cases = [(["install", "--backend", "npu", "--cann-env", str(tmp_path / "nope.sh"), "--prefix", str(tmp_path)], "set_env.sh not found"),
-             (["install", "--backend", "cpu", "--cann-env", str(tmp_path), "--prefix", str(tmp_path)], "applies to --backend npu"),
-             (["install", "--name", "bad name!", "--prefix", str(tmp_path)], "--name 'bad name!'")]
+    "Contradicting or invalid options exit 2 (usage); a missing set_env.sh exits 3 (environment); one line each."
+    cases = [(["install", "--backend", "npu", "--cann-env", str(tmp_path / "nope.sh"), "--prefix", str(tmp_path)], "set_env.sh not found", 3),
+             (["install", "--backend", "cpu", "--cann-env", str(tmp_path), "--prefix", str(tmp_path)], "applies to --backend npu", 2),
+             (["install", "--name", "bad name!", "--prefix", str(tmp_path)], "--name 'bad name!'", 2),
+             (["install", "--backend", "tpu"], "invalid choice: 'tpu'", 2)]
     if not Path("/usr/local/Ascend/ascend-toolkit/set_env.sh").exists():
-        cases.append((["install", "--backend", "npu", "--prefix", str(tmp_path)], "/usr/local/Ascend/ascend-toolkit/set_env.sh"))
-    for argv, msg in cases:
-        assert kernel_main(argv) == 2, argv
+        cases.append((["install", "--backend", "npu", "--prefix", str(tmp_path)], "/usr/local/Ascend/ascend-toolkit/set_env.sh", 3))
+    for argv, msg, code in cases:
+        assert kernel_main(argv) == code, argv
         err = capsys.readouterr().err
         assert msg in err and len(err.strip().splitlines()) == 1, err
-    with pytest.raises(SystemExit) as e: kernel_main(["install", "--backend", "tpu"])
-    assert e.value.code == 2
 
 
 @pytest.mark.slow
