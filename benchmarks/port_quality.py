@@ -84,7 +84,7 @@ GPU_FILE = "vllm/v1/worker/gpu_model_runner.py"
 TARGETS = {"_dummy_run": 0.90, "_model_forward": 0.90, "load_model": None}   # None: above both baselines only
 POLICIES = ("markers", "npu", "omni")
 
-ratio = similarity                     # difflib over lines, no junk heuristic (omni_npu_port.port.merge.similarity)
+ratio = similarity                     # difflib over lines, no junk heuristic (omni_npu_port.port.score.similarity)
 
 def code_ratio(a: str, b: str) -> float:
     "similarity of the code lines only (comments, docstrings, blank lines left out on both sides)."
