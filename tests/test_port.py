@@ -1063,3 +1063,17 @@ def test_cli_update_with_the_vllm_bases(capsys):
     assert rc == 2 and "--gpu-base-old and --gpu-base together" in err and err.count("\n") == 1
     rc, _, err = run_port(["--gpu-base", "B", "--gpu-omni", "G", "--npu-base", "N", "--gpu-base-old", "X"], capsys)
     assert rc == 2 and "--gpu-base-old" in err and "--update" in err
+
+
+def test_every_port_and_audit_code_is_registered_with_its_notebook():
+    "Each ONP4xxx code the port or audit modules raise is in core.diagnostics' registry, with what to do and where it is explained."
+    import importlib
+    import pkgutil
+    import omni_npu_port.port as pkg
+    mods = [importlib.import_module(f"omni_npu_port.port.{m.name}") for m in pkgutil.iter_modules(pkg.__path__)]
+    used = {c for m in mods for c in re.findall(r"ONP4\d{3}", Path(m.__file__).read_text())}
+    nbs = Path(__file__).parent.parent / "nbs"
+    assert len(used) >= 26
+    for c in sorted(used):
+        info = REGISTRY[c]
+        assert info.tool in ("port", "audit") and info.title and info.action and (nbs / info.notebook).is_file(), c
