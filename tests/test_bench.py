@@ -1,4 +1,4 @@
-"The benchmark: harness, parity, schema, run_bench with a failing bucket, and `omni-npu-port bench` end to end."
+"The benchmark: harness, parity, the result schema (bench.result), run_bench with a failing bucket, and `omni-npu-port bench` end to end."
 import json
 import time
 from pathlib import Path
@@ -7,8 +7,9 @@ import pytest
 import torch
 
 from omni_npu_port.bench import harness as bench
-from omni_npu_port.bench.harness import (RESULT_FIELDS, SCHEMA_VERSION, TOLERANCES, compare_outputs, latency_stats,
-                                 results_table, run_bench, schema_markdown, short_bench, time_steps, validate_result)
+from omni_npu_port.bench.harness import (TOLERANCES, compare_outputs, latency_stats, results_table, run_bench, short_bench,
+                                         time_steps)
+from omni_npu_port.bench.result import RESULT_FIELDS, SCHEMA_VERSION, schema_markdown, validate_result
 from omni_npu_port.bench.graph_runner import eager_replay_capture
 from omni_npu_port.cli.main import main
 from omni_npu_port.runtime.platform import get_platform
@@ -81,9 +82,9 @@ def test_validate_result_finds_missing_null_and_mistyped_fields(cpu_result):
 
 
 def test_schema_table_in_the_notebook_is_generated_from_the_fields():
-    nb = json.loads((ROOT / "nbs" / "bench" / "harness.ipynb").read_text())
+    nb = json.loads((ROOT / "nbs" / "bench" / "result.ipynb").read_text())
     md = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown"]
-    assert schema_markdown().strip() in [m.strip() for m in md], "regenerate the table in nbs/bench/harness.ipynb from schema_markdown()"
+    assert schema_markdown().strip() in [m.strip() for m in md], "regenerate the table in nbs/bench/result.ipynb from schema_markdown()"
     assert len(schema_markdown().splitlines()) == len(RESULT_FIELDS) + 2
 
 

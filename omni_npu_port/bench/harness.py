@@ -7,25 +7,21 @@ Docs: https://omni-npu-port.github.io/omni-npu-port/bench/harness.html.md"""
 # %% ../../nbs/bench/harness.ipynb #46837f57
 from __future__ import annotations
 
-import dataclasses
 import datetime as _dt
 import platform as _pyplatform
 import time
-import types
-import typing
-from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
 from .graph_runner import GraphRunner
+from .result import (SCHEMA_VERSION, BenchResult, BucketResult, DeviceInfo, HarnessOverhead, Settings,
+                                        Shapes)
 from ..core.profile import load_profile
 from .talker_mtp import TalkerMTP, TalkerMTPConfig
 
 # %% auto #0
-__all__ = ['TOLERANCES', 'SCHEMA_VERSION', 'STATS', 'RESULT_FIELDS', 'DEVICES', 'time_steps', 'latency_stats', 'compare_outputs',
-           'device_time_ms', 'described', 'DeviceInfo', 'Shapes', 'Settings', 'HarnessOverhead', 'BucketResult',
-           'BenchResult', 'SchemaField', 'schema_fields', 'validate_result', 'schema_markdown', 'platform_for',
+__all__ = ['TOLERANCES', 'DEVICES', 'time_steps', 'latency_stats', 'compare_outputs', 'device_time_ms', 'platform_for',
            'run_bench', 'results_table', 'plot_results', 'short_bench', 'check_targets']
 
 # %% ../../nbs/bench/harness.ipynb #3bba6bb1
@@ -77,156 +73,6 @@ def device_time_ms(step, synchronize, n: int = 10) -> float | None:
         if e.device_type == DeviceType.CUDA:
             total_us += getattr(e, "self_device_time_total", None) or getattr(e, "self_cuda_time_total", 0.0)
     return total_us / 1e3 / n if total_us > 0 else None
-
-# %% ../../nbs/bench/harness.ipynb #c26b9e9f
-SCHEMA_VERSION = 1
-STATS = "object: p50, p90, p99, mean (ms), n"
-
-def described(doc: str, choices: tuple | None = None, **kw):
-    "A dataclass field with its schema description and, optionally, the only values it may take."
-    return field(metadata={"doc": doc, "choices": choices}, **kw)
-
-@dataclass
-class DeviceInfo:
-    "Which backend and device the numbers come from."
-    backend: str = described('"npu", "cuda" or "cpu" — the backend the numbers come from')
-    device: str = described("the torch device")
-    supports_graphs: bool = described("whether the backend has device graphs; false means every number is eager")
-    description: str | None = described("what the platform says about the device")
-
-@dataclass
-class Shapes:
-    "The module measured."
-    preset: str = described('"full" (stack-facts §5) or "small"')
-    config: dict = described("every TalkerMTPConfig field")
-    dtype: str = described("float32, float16 or bfloat16")
-    parameters: int = described("parameter count of the module")
-
-@dataclass
-class Settings:
-    "How it was measured."
-    batch_sizes: list = described("the buckets")
-    iters: int = described("timed runs per measurement")
-    warmup: int = described("untimed runs before them")
-    profile: str | None = described("the settings.ini the defaults came from")
-    profile_kernels: bool = described("whether kernel time was profiled")
-    cpu_threads: int = described("torch's intra-op CPU threads (CPU figures depend on it and on other load)")
-
-@dataclass
-class HarnessOverhead:
-    "What the timing harness itself costs, against the eager step."
-    empty_step_us: float = described("p50 of an empty step through the timing harness (µs)")
-    eager_step_us: float = described("p50 of the eager step at the smallest bucket (µs)")
-    overhead_fraction: float = described("empty_step_us / eager_step_us")
-    target_fraction: float = described("0.02")
-    ok: bool = described("overhead_fraction < target_fraction")
-
-# %% ../../nbs/bench/harness.ipynb #6d6e46da
-@dataclass
-class BucketResult:
-    "One bucket's measurements."
-    batch: int = described("the bucket's batch size")
-    mode: str = described('"graph" (captured), "eager" (backend without graphs) or "failed" (capture ran out of memory)',
-                          choices=("graph", "eager", "failed"))
-    reason: str = described("why not graph; empty for graph")
-    capture_s: float | None = described("seconds to capture this bucket's graph")
-    graph_pool_bytes: int | None = described("peak device memory the capture took, held by the shared graph pool")
-    eager_ms: dict = described(STATS)
-    replay_ms: dict | None = described(STATS + "; includes copying inputs in and outputs out", default=None)
-    speedup: float | None = described("eager_ms.p50 / replay_ms.p50", default=None)
-    parity: dict | None = described("object: max_abs_diff, tolerance, codes_equal, ok — replay against eager", default=None)
-    kernel_ms: float | None = described("summed device time of one replay (profile_kernels, CUDA only)", default=None)
-    kernel_source: str | None = described('"graph" or "eager": which run the kernel time was summed from', default=None)
-    replay_over_kernel: float | None = described("replay_ms.p50 / kernel_ms", default=None)
-
-@dataclass
-class BenchResult:
-    "A benchmark run: what `run_bench` returns (as a dict) and `--json` writes."
-    schema_version: int = described(f"version of this layout ({SCHEMA_VERSION})")
-    tool: str = described('"omni-npu-port bench"')
-    date: str = described("when the run finished, ISO 8601 in UTC")
-    device: DeviceInfo = described("the backend")
-    versions: dict = described("python, torch, torch_npu, CANN, vllm, vllm-ascend, omni_npu_port (null where absent)")
-    shapes: Shapes = described("the module")
-    settings: Settings = described("the settings")
-    harness: HarnessOverhead = described("the harness overhead")
-    results: list[BucketResult] = described("one object per bucket, in batch order:")
-    notes: list = described("sentences a reader of the numbers needs (graphs unavailable, failed buckets, ...)")
-
-    def to_dict(self) -> dict:
-        "The result as JSON-ready dicts and lists, keys in field order."
-        return dataclasses.asdict(self)
-
-# %% ../../nbs/bench/harness.ipynb #90ed7892
-class SchemaField(typing.NamedTuple):
-    "One row of the result schema: a dotted path (`results[].` for the rows of a list), its JSON type, and more."
-    path: str
-    types: tuple
-    nullable: bool
-    doc: str
-    choices: tuple | None = None
-
-def _unpack(hint) -> tuple[type, bool, type | None]:
-    "A field's annotation as (its JSON type, whether it may be null, the dataclass of the object or list items)."
-    nullable = typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in typing.get_args(hint)
-    if nullable: hint = next(a for a in typing.get_args(hint) if a is not type(None))
-    if dataclasses.is_dataclass(hint): return dict, nullable, hint
-    args = typing.get_args(hint)
-    if typing.get_origin(hint) is list and args and dataclasses.is_dataclass(args[0]): return list, nullable, args[0]
-    return typing.get_origin(hint) or hint, nullable, None
-
-def schema_fields(cls=None, prefix: str = "") -> list[SchemaField]:
-    "Every field of the result (default `BenchResult`) as a `SchemaField`; a nested object's fields stand for it."
-    cls, out = cls or BenchResult, []
-    hints = typing.get_type_hints(cls)
-    for f in dataclasses.fields(cls):
-        base, nullable, inner = _unpack(hints[f.name])
-        if base is dict and inner: out += schema_fields(inner, f"{prefix}{f.name}."); continue
-        out.append(SchemaField(prefix + f.name, (base,), nullable, f.metadata["doc"], f.metadata["choices"]))
-        if inner: out += schema_fields(inner, f"{prefix}{f.name}[].")
-    return out
-
-RESULT_FIELDS = schema_fields()
-
-# %% ../../nbs/bench/harness.ipynb #0145c61a
-_MISSING = object()
-
-def _is_a(v, t: type) -> bool:
-    "JSON's view of types: an int is a number, a bool is neither."
-    if isinstance(v, bool): return t is bool
-    return isinstance(v, (int, float)) if t is float else isinstance(v, t)
-
-def _problems(obj, cls, where: str = "") -> list[str]:
-    "What is wrong with `obj` (loaded from JSON) as a `cls`, each problem prefixed with its path."
-    out, hints = [], typing.get_type_hints(cls)
-    for f in dataclasses.fields(cls):
-        base, nullable, inner = _unpack(hints[f.name])
-        path, v = where + f.name, obj.get(f.name, _MISSING) if isinstance(obj, dict) else _MISSING
-        if base is dict and inner: out += _problems(v if isinstance(v, dict) else {}, inner, path + "."); continue
-        choices = f.metadata["choices"]
-        if v is _MISSING: out.append(f"{path}: missing")
-        elif v is None: out += [] if nullable else [f"{path}: null"]
-        elif not _is_a(v, base): out.append(f"{path}: {type(v).__name__}, expected {base.__name__}")
-        elif choices and v not in choices: out.append(f"{path}: {v!r}, expected {', '.join(choices[:-1])} or {choices[-1]}")
-        elif inner: out += [p for k, row in enumerate(v) for p in _problems(row, inner, f"{path}[{k}].")]
-    return out
-
-def validate_result(result: dict) -> list[str]:
-    "Problems with a benchmark result against the `BenchResult` dataclasses (empty when it is valid)."
-    problems = _problems(result, BenchResult)
-    if result.get("schema_version") not in (None, SCHEMA_VERSION):
-        problems.append(f"schema_version: {result['schema_version']}, this reader knows {SCHEMA_VERSION}")
-    return problems
-
-_JSON_TYPES = {dict: "object", list: "array", str: "string", float: "number", int: "integer", bool: "boolean"}
-
-def schema_markdown() -> str:
-    "The result schema as a markdown table."
-    rows = ["| field | type | description |", "|---|---|---|"]
-    for f in RESULT_FIELDS:
-        t = "/".join(_JSON_TYPES[x] for x in f.types)
-        rows.append(f"| `{f.path}` | {t}{' or null' if f.nullable else ''} | {f.doc} |")
-    return "\n".join(rows)
 
 # %% ../../nbs/bench/harness.ipynb #2ac7c59b
 DEVICES = ("auto", "cpu", "cuda", "npu")

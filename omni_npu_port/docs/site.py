@@ -69,7 +69,7 @@ SIDEBAR = (
     ("sources: reading real releases", ("sources/conformance", "sources/doctor", "sources/*")),
     ("translate: GPU code to NPU code", ("translate/translate", "translate/*")),
     ("port: whole methods, and drift", ("port/port", "port/audit", "port/*")),
-    ("bench: graphs measured", ("bench/talker_mtp", "bench/graph_runner", "bench/harness", "bench/*")),
+    ("bench: graphs measured", ("bench/talker_mtp", "bench/graph_runner", "bench/harness", "bench/result", "bench/*")),
     ("results", ("results/*",)),
     ("cli and docs", ("cli/main", "cli/options", "cli/*", "docs/site", "docs/codes", "docs/*")),
 )
