@@ -2,13 +2,14 @@
 import pytest
 
 
-# --- real vllm / vllm-ascend releases, read statically (omni_npu_port.sources.conformance) -------------------------
+# --- real vllm / vllm-ascend releases, read statically (omni_npu_port.sources.fetch and .readers) -------------------------
 @pytest.fixture(scope="session")
 def release_source():
     """`release_source("vllm-ascend==0.23.0.post1", kind=None)` -> a SourceTree of that release (of `kind`
     "wheel" or "sdist" when given, else the smaller file), downloaded once into ~/.cache/omni-npu-port/pkgs
     ($OMNI_NPU_PORT_CACHE; never into the repository) and opened once per session."""
-    from omni_npu_port.sources.conformance import FetchError, fetch_package, open_source
+    from omni_npu_port.sources.fetch import FetchError, fetch_package
+    from omni_npu_port.sources.readers import open_source
     trees = {}
 
     def get(spec: str, kind: str | None = None):

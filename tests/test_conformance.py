@@ -11,9 +11,10 @@ import zipfile
 import pytest
 
 from omni_npu_port.core.catalog import CATALOG, VLLM_ASCEND_VERSIONS, VLLM_VERSIONS, parse_version
-from omni_npu_port.sources.conformance import (CHANGED, MISSING, NA, OK, FetchError, SourceError, check_call, check_record,
-                                       conformance, fetch_package, open_source, signature_from_ast,
-                                       write_source_double)
+from omni_npu_port.sources.conformance import CHANGED, MISSING, NA, OK, check_record, conformance
+from omni_npu_port.sources.fetch import FetchError, fetch_package
+from omni_npu_port.sources.readers import SourceError, open_source, write_source_double
+from omni_npu_port.sources.symbols import check_call, signature_from_ast
 
 KEY_VA = ("0.18.0", "0.23.0.post1")          # the two releases stack-facts §3 is mostly about
 ALL_VA = tuple(v for v in VLLM_ASCEND_VERSIONS if v != "main")
@@ -63,7 +64,7 @@ SDIST_FILES = {"PKG-INFO": "Metadata-Version: 2.1\nName: vllm-ascend\nVersion: 9
 @pytest.mark.parametrize("fmt", ["PAX_FORMAT", "GNU_FORMAT"])
 def test_tar_files_reads_what_tarfile_reads(tmp_path, fmt):
     import tarfile
-    from omni_npu_port.sources.conformance import _wanted, tar_files
+    from omni_npu_port.sources.readers import is_source_member as _wanted, tar_files
     p = _sdist(tmp_path / "vllm_ascend-9.9.9.tar.gz", SDIST_FILES, getattr(tarfile, fmt))
     with tarfile.open(p) as tf:
         want = {m.name.partition("/")[2]: tf.extractfile(m).read() for m in tf
@@ -75,7 +76,7 @@ def test_tar_files_reads_what_tarfile_reads(tmp_path, fmt):
 
 def test_tar_files_equals_tarfile_on_a_real_sdist(release_source):
     import tarfile
-    from omni_npu_port.sources.conformance import _wanted, fetch_package, tar_files
+    from omni_npu_port.sources.readers import is_source_member as _wanted, tar_files
     p = fetch_package("vllm-ascend==0.23.0.post1", kind="sdist")
     with tarfile.open(p) as tf:
         want = {m.name.partition("/")[2]: tf.extractfile(m).read() for m in tf
@@ -84,13 +85,13 @@ def test_tar_files_equals_tarfile_on_a_real_sdist(release_source):
 
 
 def test_sdist_is_unpacked_once_into_the_cache(tmp_path, monkeypatch):
-    from omni_npu_port.sources import conformance as C
+    from omni_npu_port.sources import readers as C
     cache = tmp_path / "cache"
     monkeypatch.setenv(C.SDIST_CACHE_ENV, str(cache))
     p = _sdist(tmp_path / "vllm_ascend-9.9.9.tar.gz", SDIST_FILES)
-    first = C._TarReader(p)
+    first = C.SdistReader(p)
     assert first.files is not None and [z.name for z in cache.iterdir()] == [f"{p.name}.{p.stat().st_size}.{p.stat().st_mtime_ns}.zip"]
-    again = C._TarReader(p)
+    again = C.SdistReader(p)
     assert again.files is None and again.zf is not None                  # read from the cache's zip
     assert again.names() == first.names() and all(again.read(n) == first.read(n) for n in first.names())
     assert again.read("vllm_ascend/nothing.py") is None
@@ -98,17 +99,17 @@ def test_sdist_is_unpacked_once_into_the_cache(tmp_path, monkeypatch):
     t = C.open_source(p)
     assert (t.version, t.module_source("vllm_ascend.worker.model_runner_v1")) == ("9.9.9", "X = 1\n")
     next(cache.iterdir()).write_bytes(b"not a zip")                         # a broken cache file: unpacked again
-    assert C._TarReader(p).files is not None and C._TarReader(p).zf is not None
+    assert C.SdistReader(p).files is not None and C.SdistReader(p).zf is not None
 
 
 def test_sdist_cache_off_or_unwritable_still_reads(tmp_path, monkeypatch):
-    from omni_npu_port.sources import conformance as C
+    from omni_npu_port.sources import readers as C
     p = _sdist(tmp_path / "vllm_ascend-9.9.9.tar.gz", SDIST_FILES)
     monkeypatch.setenv(C.SDIST_CACHE_ENV, "off")
-    assert C.sdist_cache_dir() is None and C._TarReader(p).read("vllm_ascend/__init__.py") == b""
+    assert C.sdist_cache_dir() is None and C.SdistReader(p).read("vllm_ascend/__init__.py") == b""
     blocker = tmp_path / "file"; blocker.write_text("x")                   # a cache "directory" that is a file
     monkeypatch.setenv(C.SDIST_CACHE_ENV, str(blocker / "sub"))
-    assert C._TarReader(p).read("vllm_ascend/worker/model_runner_v1.py") == b"X = 1\n"
+    assert C.SdistReader(p).read("vllm_ascend/worker/model_runner_v1.py") == b"X = 1\n"
 
 
 def test_directory_source_from_an_unpacked_wheel(release_source, tmp_path):
@@ -422,6 +423,5 @@ def _torch_npu_pin(path):
 @pytest.mark.parametrize("version", ALL_VA)
 def test_torch_npu_pins_agree_with_the_releases(version):
     from omni_npu_port.core.catalog import PAIRING, TORCH_NPU_PINS
-    from omni_npu_port.sources.conformance import fetch_package
     assert TORCH_NPU_PINS[version] == _torch_npu_pin(fetch_package(f"vllm-ascend=={version}", kind=KIND.get(version)))
     if version in PAIRING: assert PAIRING[version][1] == TORCH_NPU_PINS[version]

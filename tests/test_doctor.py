@@ -8,7 +8,7 @@ import pytest
 
 from omni_npu_port.sources import doctor
 from omni_npu_port.core.catalog import PAIRING
-from omni_npu_port.sources.conformance import write_source_double
+from omni_npu_port.sources.readers import write_source_double
 from omni_npu_port.sources.doctor import doctor_report, install_kernel
 from omni_npu_port.cli.main import main as cli
 

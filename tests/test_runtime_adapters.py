@@ -9,7 +9,9 @@ import torch
 
 from omni_npu_port.runtime import platform as platform_mod
 from omni_npu_port.core.catalog import CATALOG
-from omni_npu_port.sources.conformance import fetch_package, open_source, signature
+from omni_npu_port.sources.fetch import fetch_package
+from omni_npu_port.sources.readers import open_source
+from omni_npu_port.sources.symbols import signature
 from omni_npu_port.runtime.forward_context import (ascend_forward_context_call, forward_context, get_forward_context,
                                            light_forward_context)
 from omni_npu_port.runtime.graph_params import (capture_seq_lens, paged_attention_seq_lens, should_update_full_graph_params,

@@ -13,12 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .catalog import VLLM_ASCEND_VERSIONS, VLLM_VERSIONS, parse_version
+from .errors import InputError
 
 # %% auto #0
 __all__ = ['BACKENDS', 'DTYPES', 'ENV_PREFIX', 'SCHEMA', 'ProfileError', 'Profile', 'find_profile', 'load_profile']
 
 # %% ../../nbs/core/profile.ipynb #c9e1cd78
-class ProfileError(ValueError):
+class ProfileError(InputError, ValueError):
     "A bad porting profile: the message names the file, section, key and what is allowed."
 
 BACKENDS = ("auto", "npu", "cuda", "cpu")

@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 
 from ..core.catalog import CATALOG
+from ..core.errors import InputError
 from ..core.profile import load_profile
 
 # %% auto #0
@@ -29,13 +30,13 @@ __all__ = ['DEVICE_OPS', 'CANN_SET_ENV', 'CANN_ENV_VARS', 'PLATFORMS', 'PLATFORM
            'cann_version', 'versions', 'check_device_ops', 'capture_replay']
 
 # %% ../../nbs/runtime/platform.ipynb #452ca9d3
-class PlatformUnavailable(RuntimeError):
+class PlatformUnavailable(InputError, RuntimeError):
     "The requested backend cannot run here; the one-line message says what is missing and how to fix it."
 
-class GraphsUnsupported(RuntimeError):
+class GraphsUnsupported(InputError, RuntimeError):
     "Device graphs were requested on a platform that has none (the CPU)."
 
-class UnresolvedSymbol(ImportError):
+class UnresolvedSymbol(InputError, ImportError):
     "A catalog symbol name that does not resolve to an object in this environment."
 
 def _import(name: str):

@@ -8,13 +8,14 @@ Docs: https://omni-npu-port.github.io/omni-npu-port/runtime/sampler_batch.html.m
 from __future__ import annotations
 
 from ..core.catalog import CATALOG
+from ..core.errors import InputError
 from .signatures import platform_or_current, short_name
 
 # %% auto #0
 __all__ = ['RunnerClassUnavailable', 'sampler_cls', 'input_batch_cls']
 
 # %% ../../nbs/runtime/sampler_batch.ipynb #5efd1d7c
-class RunnerClassUnavailable(ImportError):
+class RunnerClassUnavailable(InputError, ImportError):
     "The sampler or input-batch class of this backend cannot be imported; the message says what to install."
 
 def _installed_vllm() -> str | None:

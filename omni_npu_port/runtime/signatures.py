@@ -10,17 +10,18 @@ from __future__ import annotations
 import difflib
 
 from ..core.catalog import CATALOG
+from ..core.errors import InputError, UsageError
 
 # %% auto #0
 __all__ = ['UnsupportedKeyword', 'UnsupportedVersion', 'short_name', 'bind_for_version', 'platform_or_current', 'target_version',
            'dummy_run_kwargs', 'model_forward_kwargs', 'call_dummy_run', 'call_model_forward']
 
 # %% ../../nbs/runtime/method_signatures.ipynb #5a4ee298
-class UnsupportedKeyword(TypeError):
-    "A keyword the target vllm-ascend version's callable does not take; the message says why and what replaced it."
+class UnsupportedKeyword(UsageError, TypeError):
+    "A keyword the target vllm-ascend version's callable does not take (a usage error); the message says why and what replaced it."
 
-class UnsupportedVersion(LookupError):
-    "The target vllm-ascend version has no such callable (or the catalog gives no parameter list for it there)."
+class UnsupportedVersion(InputError, LookupError):
+    "The target vllm-ascend version has no such callable, or the catalog gives no parameter list for it there (an input error: the profile's target)."
 
 def short_name(symbol: str) -> str:
     "`Class.method` or `function` from a dotted catalog symbol."

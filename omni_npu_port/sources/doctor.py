@@ -16,8 +16,8 @@ from pathlib import Path
 
 from ..core.catalog import PAIRING, TORCH_NPU_PINS, parse_version
 from ..core.errors import InputError, UsageError
-from .conformance import (CHANGED, MISSING, NA, PACKAGES, SourceError, SourceTree, conformance,
-                                       conformance_table, open_source, summary)
+from .conformance import CHANGED, MISSING, Conformance, conformance, conformance_table, summary
+from .readers import PACKAGES, SourceError, SourceTree, open_source
 
 # %% auto #0
 __all__ = ['KERNEL_BACKENDS', 'platform_report', 'cann_env_warning', 'pairing_warning', 'torch_npu_warning', 'pairing_table',
@@ -125,7 +125,6 @@ def print_report(report: dict, console=None, show_na: bool = False):
     "Render a doctor report with rich."
     from rich.console import Console
     from rich.markup import escape as e
-    from omni_npu_port.sources.conformance import Conformance
     con = console or Console()
     p = report["platform"]
     if p.get("error"): con.print(f"[red]backend unavailable:[/red] {e(p['error'])}")
