@@ -32,7 +32,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from omni_npu_port.core.catalog import CATALOG  # noqa: E402
-from omni_npu_port.translate.engine import _might_apply, _translate_many, compile_rules, translate_source  # noqa: E402
+from omni_npu_port.translate.engine import compile_rules, might_apply, translate_source  # noqa: E402
+from omni_npu_port.translate.run import translate_many  # noqa: E402
 
 CACHE = Path.home() / ".cache" / "omni-npu-port" / "pkgs"
 WHEELS = [("vllm_omni-0.16.0-*.whl", "vllm-omni==0.16.0"), ("vllm_ascend-0.18.0-*.whl", "vllm-ascend==0.18.0")]
@@ -70,7 +71,7 @@ def verify(files) -> int:
     bad = 0
     for target in ("vllm-ascend==0.18.0", "vllm-ascend==0.13.0", "vllm-ascend==main"):
         rules = compile_rules(target)
-        cand = [(n, d) for n, d in files if _might_apply(rules, d)]
+        cand = [(n, d) for n, d in files if might_apply(rules, d)]
         for name, data in cand:
             a, b = translate_source(data, rules, name), translate_source(data, rules, name, chunks=False)
             if (a.output, [d.to_dict() for d in a.diagnostics], a.error is None) != \
@@ -118,7 +119,7 @@ def run_translator(files, rules, **kw):
 
 
 def run_pool(files, rules, jobs):
-    ts = _translate_many([(d, n) for n, d in files], rules, jobs=jobs)
+    ts = translate_many([(d, n) for n, d in files], rules, jobs=jobs)
     return sum(t.changed for t in ts), sum(t.parsed for t in ts), sum(t.error is not None for t in ts)
 
 
@@ -145,8 +146,8 @@ def main(argv=None):
     rx, mapping = hipify_style_regex()
     t_re, n_re = best(lambda: run_regex(files, rx, mapping), args.repeat)
     t_tr, (changed, parsed, failed) = best(lambda: run_translator(files, rules), args.repeat)
-    t_pf, passed = best(lambda: sum(_might_apply(rules, d) for _, d in files), args.repeat)
-    pl = sum(d.count(b"\n") for _, d in files if _might_apply(rules, d))
+    t_pf, passed = best(lambda: sum(might_apply(rules, d) for _, d in files), args.repeat)
+    pl = sum(d.count(b"\n") for _, d in files if might_apply(rules, d))
     print(f"tree: {len(files)} .py files, {lines} lines, {mb:.1f} MB (vllm-omni 0.16.0 + vllm-ascend 0.18.0)")
     print(f"{'':34}{'seconds':>9}{'lines/s':>12}")
     print(f"{'regex baseline (hipify style)':34}{t_re:9.3f}{lines / t_re:12,.0f}   {n_re} files changed")

@@ -11,8 +11,15 @@ from pathlib import Path
 import pytest
 
 from omni_npu_port.core.catalog import CATALOG
-from omni_npu_port.translate.engine import (CODES, RuleFileError, compile_rules, example_path, main, translate_paths,
-                                     translate_source, tour_translate)
+from omni_npu_port.cli.main import main as cli_main
+from omni_npu_port.translate.engine import compile_rules, translate_source
+from omni_npu_port.translate.rules import RuleFileError
+from omni_npu_port.translate.run import CODES, example_path, tour_translate, translate_paths
+
+
+def main(argv):
+    "`omni-npu-port translate ARGV` through the dispatcher: the exit code."
+    return cli_main(["translate", *argv])
 
 T18 = "vllm-ascend==0.18.0"
 
@@ -403,7 +410,7 @@ CUT_CASES = {   # body of execute_model after an unrelated first statement -> (c
 
 @pytest.mark.parametrize("case", CUT_CASES, ids=list(CUT_CASES))
 def test_cut_methods_agree_with_whole_files(rules, case):
-    from omni_npu_port.translate.engine import _plan, _select
+    from omni_npu_port.translate.chunking import chunk_plan as _plan, select_statements as _select
     body, present, absent = CUT_CASES[case]
     src = ("import torch\nfrom vllm.config import CUDAGraphMode\nfrom vllm.forward_context import set_forward_context\n"
            + RUNNER_HEAD + "    def other(self):\n        return 0\n\n"
@@ -706,7 +713,7 @@ def test_chunked_and_whole_file_agree(rules, src):
 
 def test_batched_traversal_visits_what_libcst_visits():
     import libcst as cst
-    from omni_npu_port.translate.engine import _TOKENS, _Batch
+    from omni_npu_port.translate.cst_fast import TOKENS as _TOKENS, BatchVisitor as _Batch
     class Seen(cst.CSTVisitor):
         def __init__(self): super().__init__(); self.seen = []
         def on_visit(self, node): self.seen.append(node); return True
@@ -727,11 +734,11 @@ COPIED = ("import torch\nfrom vllm.v1.worker.gpu_model_runner import GPUModelRun
 
 @pytest.mark.parametrize("src", [COPIED, CHUNKY, DUMMY, MODULE_MODE, RUNNER_CHAIN, "example"])
 def test_copied_text_and_group_positions_equal_full_generation(rules, src, monkeypatch):
-    from omni_npu_port.translate import engine as tr_mod
+    from omni_npu_port.translate import chunking as tr_mod
     data = example_path().read_bytes() if src == "example" else src.encode()
     fast = translate_source(data, rules)
-    monkeypatch.setattr(tr_mod._Layout, "output", lambda self, new: None)        # every byte generated
-    monkeypatch.setattr(tr_mod._Layout, "positions", lambda self, ctx, nodes: None)
+    monkeypatch.setattr(tr_mod.ChunkLayout, "output", lambda self, new: None)        # every byte generated
+    monkeypatch.setattr(tr_mod.ChunkLayout, "positions", lambda self, ctx, nodes: None)
     slow = translate_source(data, rules)
     assert fast.changed and fast.output == slow.output
     assert [d.to_dict() for d in fast.diagnostics] == [d.to_dict() for d in slow.diagnostics]
@@ -767,7 +774,7 @@ def test_names_shadowing_and_scopes(rules):
 @pytest.mark.parametrize("start", ["fork", "spawn"])
 def test_jobs_give_the_same_run(tmp_path, monkeypatch, start):
     import threading
-    import omni_npu_port.translate.engine as tmod
+    import omni_npu_port.translate.run as tmod
     for i, src in enumerate([DUMMY, CHUNKY, "x = 1\n", GPU[0]]):
         (tmp_path / "src" / f"m{i}.py").parent.mkdir(exist_ok=True)
         (tmp_path / "src" / f"m{i}.py").write_text(src)
@@ -791,7 +798,7 @@ def test_jobs_give_the_same_run(tmp_path, monkeypatch, start):
 
 def test_chunk_stubs_stand_in_for_what_no_rule_reads(rules):
     "Headers, bindings and imports no rule reads go to libcst as short stubs or not at all; the output is the whole-file one."
-    from omni_npu_port.translate.engine import _plan, _select
+    from omni_npu_port.translate.chunking import chunk_plan as _plan, select_statements as _select
     src = ("# Copyright line one\n# line two\n# line three\n\nimport os\nimport torch\nimport json as unused_json\n"
            + RUNNER_HEAD +
            "    @staticmethod\n    def helper(a: int = 3, *, b: str = 'x') -> int:\n"
@@ -812,7 +819,7 @@ def test_chunk_stubs_stand_in_for_what_no_rule_reads(rules):
 
 def test_only_imports_match_nothing_is_parsed(rules):
     "A file whose only matches are imports (no rule acts on them) is not handed to libcst at all."
-    from omni_npu_port.translate.engine import _might_apply
+    from omni_npu_port.translate.engine import might_apply as _might_apply
     src = b"import torch\n\nHELP = 'call torch.cuda.synchronize() first'\n"
     assert _might_apply(rules, src)                       # the text pre-filter lets it through (it reads no syntax)
     t = translate_source(src, rules)
@@ -822,7 +829,8 @@ def test_only_imports_match_nothing_is_parsed(rules):
 
 def test_anchor_scan_matches_the_anchor_regex(rules):
     "`_anchors` (bytes.find) finds exactly what the anchor regex finds, in order, on tricky text and a real example."
-    from omni_npu_port.translate.engine import _anchors, _mask, _plan, example_path
+    from omni_npu_port.translate.chunking import chunk_plan as _plan, find_anchors as _anchors, mask_strings as _mask
+    from omni_npu_port.translate.run import example_path
     plan = _plan(rules)
     texts = [b"GPUModelRunner\n", b"class A(GPUModelRunner): super().x\n", b"OmniGPUModelRunner torch.cuda.synchronize()\n",
              b"xsuper super_ cuda_ _cuda cuda\ncuda", b"current_stream stream.current_stream()", b"",
@@ -863,3 +871,13 @@ def test_local_subclass_of_a_gpu_class_is_flagged_where_used(rules):
     assert "ACLGraphWrapper as _Orig" in t.code
     w = tr(src, rules, chunks=False)
     assert t.output == w.output and [d.to_dict() for d in t.diagnostics] == [d.to_dict() for d in w.diagnostics]
+
+
+def test_installed_libcst_is_in_the_tested_range():
+    "The speed paths use libcst internals (`cst_fast.PRIVATE_APIS`); a libcst outside the tested range may have changed them."
+    import importlib.metadata
+    from omni_npu_port.translate.cst_fast import PRIVATE_APIS, TESTED_LIBCST
+    installed = tuple(int(x) for x in importlib.metadata.version("libcst").split(".")[:2])
+    assert TESTED_LIBCST[0] <= installed < TESTED_LIBCST[1], (
+        f"libcst {installed} is outside the tested range {TESTED_LIBCST}: check the private APIs "
+        f"omni_npu_port.translate.cst_fast uses ({', '.join(PRIVATE_APIS)}) and the chunked == whole-file tests")
