@@ -25,15 +25,55 @@ class ForwardContextCall:
     added: dict = field(default_factory=dict)
 
 # %% auto #0
-__all__ = ['CALL_SITES', 'ForwardContextCall', 'ascend_forward_context_call', 'LightForwardContext', 'get_forward_context',
-           'light_forward_context', 'target_vllm_ascend', 'forward_context']
+__all__ = ['CALL_SITES', 'ForwardContextCall', 'KeywordRule', 'call_sites', 'keyword_rule', 'forward_context_rule',
+           'ascend_forward_context_call', 'LightForwardContext', 'get_forward_context', 'light_forward_context',
+           'target_vllm_ascend', 'forward_context']
+
+# %% ../../nbs/runtime/forward_context.ipynb #c6eab0ec
+@dataclass
+class KeywordRule:
+    "What happens to a call's keywords on the NPU side, compiled from the callable's kwargs-change records."
+    gpu_symbol: str
+    npu_symbol: str
+    rename: dict
+    drop: set
+    add: dict                 # keyword -> {method or None: expression}
+    accepted: tuple | None    # the NPU parameters at the target (None: unknown)
+    positional: int           # positional arguments both sides share
+    records: dict             # keyword -> record id (for attribution)
+
+def call_sites(spec: str) -> dict:
+    "`EXPR in METHOD; EXPR in METHOD` from a record's `add` value → {METHOD: EXPR}; a bare EXPR → {None: EXPR}."
+    out = {}
+    for part in spec.split(";"):
+        expr, sep, where = part.strip().partition(" in ")
+        out[where.strip() if sep else None] = expr.strip()
+    return out
+
+def keyword_rule(gpu: str, npu: str, records, catalog=CATALOG, vllm_ascend: str | None = None,
+                 positional: int = 0) -> KeywordRule:
+    "The `KeywordRule` of GPU callable `gpu` (NPU `npu`) from its kwargs-change `records`, in order, at a vllm-ascend version."
+    try: accepted = catalog.params_for(npu, vllm_ascend=vllm_ascend)
+    except KeyError: accepted = None
+    rule = KeywordRule(gpu, npu, {}, set(), {}, accepted, positional, {})
+    for p in records:
+        rule.rename.update(p.rename); rule.drop.update(p.drop)
+        for k in [*p.rename, *p.drop, *p.add]: rule.records[k] = p.id
+        for k, spec in p.add.items(): rule.add[k] = call_sites(str(spec))
+    return rule
+
+def forward_context_rule(vllm_ascend: str, catalog=CATALOG) -> KeywordRule:
+    "The keyword rule of `set_forward_context` → `set_ascend_forward_context` at a vllm-ascend version."
+    fc = catalog["fc.import"]
+    recs = catalog.select(family="forward-context", kind="kwargs-change", vllm_ascend=vllm_ascend)
+    return keyword_rule(fc.gpu_symbol, fc.npu_symbol, recs, catalog, vllm_ascend)
 
 # %% ../../nbs/runtime/forward_context.ipynb #036a84fb
 def _fc_rules(vllm_ascend: str):
-    recs = CATALOG.select(family="forward-context", kind="kwargs-change", vllm_ascend=vllm_ascend)
-    rename = {k: v for p in recs for k, v in p.rename.items()}
-    drop = {d for p in recs for d in p.drop}
-    return rename, drop, CATALOG.params_for(CATALOG["fc.import"].npu_symbol, vllm_ascend=vllm_ascend)
+    "(rename, drop, accepted) of the forward-context keyword rule at a vllm-ascend version (KeyError: version unknown)."
+    rule = forward_context_rule(vllm_ascend)
+    accepted = rule.accepted if rule.accepted is not None else CATALOG.params_for(rule.npu_symbol, vllm_ascend=vllm_ascend)
+    return rule.rename, rule.drop, accepted
 
 def ascend_forward_context_call(attn_metadata, vllm_config, *, vllm_ascend: str, call_site: str,
                                 scheduled_tokens: int | None = None, model=None, **gpu_kwargs) -> ForwardContextCall:
