@@ -17,7 +17,7 @@ from packaging.version import InvalidVersion, Version
 # %% auto #0
 __all__ = ['VLLM_ASCEND_VERSIONS', 'VLLM_VERSIONS', 'TORCH_NPU_PINS', 'PAIRING', 'OMNI_RUNNERS', 'FAMILIES', 'KINDS', 'SOURCES',
            'FORWARD_CONTEXT', 'GRAPHS', 'DEVICE_OPS', 'ATTENTION', 'ROTARY_SP', 'SAMPLER_BATCH', 'GRAPH_PARAMS',
-           'SIGNATURES', 'CATALOG', 'parse_version', 'version_str', 'Pattern', 'Catalog', 'check_choice',
+           'SIGNATURES', 'CATALOG', 'parse_version', 'version_str', 'Pattern', 'Symbol', 'Catalog', 'check_choice',
            'parse_target', 'select_target', 'records_table', 'show_records', 'show_pattern']
 
 # %% ../../nbs/core/catalog.ipynb #4e862511
@@ -115,6 +115,16 @@ class Pattern:
     value: object = None         # constant records: the value the port relies on
 
     @property
+    def gpu_sym(self) -> Symbol | None:
+        "`gpu_symbol` split into module, owner class and leaf (None when the record names no GPU symbol)."
+        return Symbol.parse(self.gpu_symbol) if self.gpu_symbol else None
+
+    @property
+    def npu_sym(self) -> Symbol | None:
+        "`npu_symbol` split into module, owner class and leaf (None when the record names no NPU symbol)."
+        return Symbol.parse(self.npu_symbol) if self.npu_symbol else None
+
+    @property
     def notebook(self) -> str:
         "The notebook (docs page) that documents this pattern."
         return FAMILIES[self.family][1]
@@ -134,6 +144,44 @@ def _in_range(v, since, until) -> bool:
     if v is None: return True
     pv = parse_version(v)
     return (since is None or parse_version(since) <= pv) and (until is None or pv < parse_version(until))
+
+# %% ../../nbs/core/catalog.ipynb #c50f3534
+@dataclass(frozen=True)
+class Symbol:
+    "A dotted catalog name split into its module, the class that owns it (or None) and its leaf name."
+    module: str                  # the module ("" for a bare top-level name such as `torch_npu`)
+    owner: str | None            # the class the leaf belongs to, e.g. `NPUModelRunner`; None for module-level names
+    leaf: str                    # the last part: the method, function, class, constant or module name
+
+    @classmethod
+    def parse(cls, dotted: str) -> Symbol:
+        "Split `dotted`: the part before the leaf is its owner class when CamelCase, else part of the module."
+        *head, leaf = dotted.split(".")
+        if not leaf or any(not p for p in head): raise ValueError(f"{dotted!r} is not a dotted name")
+        owner = head.pop() if len(head) > 1 and head[-1][:1].isupper() else None
+        return cls(".".join(head), owner, leaf)
+
+    @property
+    def dotted(self) -> str:
+        "The full dotted name again."
+        return ".".join(p for p in (self.module, self.owner, self.leaf) if p)
+
+    @property
+    def package(self) -> str:
+        "The top-level package (`vllm_ascend`, `vllm`, `torch`)."
+        return self.dotted.split(".", 1)[0]
+
+    @property
+    def parent(self) -> str:
+        "The dotted name without the leaf: the owner class's (for a method) or the module's."
+        return ".".join(p for p in (self.module, self.owner) if p)
+
+    @property
+    def short(self) -> str:
+        "`Class.method` for a member of a class, else the leaf alone."
+        return f"{self.owner}.{self.leaf}" if self.owner else self.leaf
+
+    def __str__(self) -> str: return self.dotted
 
 # %% ../../nbs/core/catalog.ipynb #64fb1a3c
 _P = Pattern

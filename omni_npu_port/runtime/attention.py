@@ -46,5 +46,5 @@ def call_build_attention_metadata(runner, platform=None, vllm_ascend: str | None
     rec = CATALOG["attn.build-metadata"]
     if platform_or_current(platform).name == "npu":
         kwargs = build_attention_metadata_kwargs(target_version(vllm_ascend), **kwargs)
-        return getattr(runner, rec.npu_symbol.rsplit(".", 1)[1])(**kwargs)
-    return getattr(runner, rec.gpu_symbol.rsplit(".", 1)[1])(**kwargs)
+        return getattr(runner, rec.npu_sym.leaf)(**kwargs)
+    return getattr(runner, rec.gpu_sym.leaf)(**kwargs)

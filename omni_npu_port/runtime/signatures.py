@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import difflib
 
-from ..core.catalog import CATALOG
+from ..core.catalog import CATALOG, Symbol
 from ..core.errors import InputError, UsageError
 
 # %% auto #0
@@ -25,8 +25,7 @@ class UnsupportedVersion(InputError, LookupError):
 
 def short_name(symbol: str) -> str:
     "`Class.method` or `function` from a dotted catalog symbol."
-    parts = symbol.split(".")
-    return ".".join(parts[-2:]) if len(parts) > 1 and parts[-2][:1].isupper() else parts[-1]
+    return Symbol.parse(symbol).short
 
 def _span(since, until) -> str:
     if since and until: return f"from {since} until {until}"
@@ -85,8 +84,8 @@ def _bind_positional(names: tuple, args: tuple, kwargs: dict, what: str) -> dict
 def dummy_run_kwargs(*args, vllm_ascend: str, **kwargs) -> dict:
     "A GPU-style `_dummy_run(*args, **kwargs)` call as keywords for vllm-ascend `vllm_ascend`'s `_dummy_run`."
     gpu, npu = CATALOG["sig.dummy-run-gpu"], CATALOG["sig.dummy-run"]
-    named = _bind_positional(gpu.params, args, kwargs, short_name(gpu.gpu_symbol))
-    if gpu.params[0] not in named: raise TypeError(f"{short_name(gpu.gpu_symbol)} needs {gpu.params[0]}")
+    named = _bind_positional(gpu.params, args, kwargs, gpu.gpu_sym.short)
+    if gpu.params[0] not in named: raise TypeError(f"{gpu.gpu_sym.short} needs {gpu.params[0]}")
     if "with_prefill" in CATALOG.params_for(npu.npu_symbol, vllm_ascend=vllm_ascend): named.setdefault("with_prefill", False)
     return bind_for_version(npu.npu_symbol, vllm_ascend, **named)
 
@@ -94,24 +93,22 @@ def dummy_run_kwargs(*args, vllm_ascend: str, **kwargs) -> dict:
 def model_forward_kwargs(num_tokens_padded, *args, **kwargs) -> dict:
     "A GPU-style `_model_forward(*args, **kwargs)` call as keywords for vllm-ascend's, with `num_tokens_padded`."
     rec = CATALOG["sig.model-forward"]
-    named = _bind_positional(rec.params[1:], args, kwargs, short_name(rec.gpu_symbol))
+    named = _bind_positional(rec.params[1:], args, kwargs, rec.gpu_sym.short)
     if rec.params[0] in named: raise TypeError(f"{rec.params[0]} is given twice")
     return {rec.params[0]: num_tokens_padded, **named}
 
 # %% ../../nbs/runtime/method_signatures.ipynb #c1e90bc5
-def _method(symbol: str) -> str: return symbol.rsplit(".", 1)[1]
-
 def call_dummy_run(runner, *args, platform=None, vllm_ascend: str | None = None, **kwargs):
     "Call `runner._dummy_run` from a GPU-style call: by keyword in the NPU signature on NPU, unchanged elsewhere."
     if platform_or_current(platform).name == "npu":
         rec = CATALOG["sig.dummy-run"]
         kw = dummy_run_kwargs(*args, vllm_ascend=target_version(vllm_ascend), **kwargs)
-        return getattr(runner, _method(rec.npu_symbol))(**kw)
-    return getattr(runner, _method(CATALOG["sig.dummy-run-gpu"].gpu_symbol))(*args, **kwargs)
+        return getattr(runner, rec.npu_sym.leaf)(**kw)
+    return getattr(runner, CATALOG["sig.dummy-run-gpu"].gpu_sym.leaf)(*args, **kwargs)
 
 def call_model_forward(runner, num_tokens_padded, *args, platform=None, **kwargs):
     "Call `runner._model_forward`: with `num_tokens_padded` first, by keyword, on NPU; the GPU signature elsewhere."
     rec = CATALOG["sig.model-forward"]
     if platform_or_current(platform).name == "npu":
-        return getattr(runner, _method(rec.npu_symbol))(**model_forward_kwargs(num_tokens_padded, *args, **kwargs))
-    return getattr(runner, _method(rec.gpu_symbol))(*args, **kwargs)
+        return getattr(runner, rec.npu_sym.leaf)(**model_forward_kwargs(num_tokens_padded, *args, **kwargs))
+    return getattr(runner, rec.gpu_sym.leaf)(*args, **kwargs)

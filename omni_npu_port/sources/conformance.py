@@ -11,7 +11,7 @@ import ast
 import inspect
 from dataclasses import dataclass, field
 
-from ..core.catalog import CATALOG, Pattern
+from ..core.catalog import CATALOG, Pattern, Symbol
 from .readers import SourceTree
 from .symbols import (ResolvedSymbol, SourceExpr, class_attr, resolve, symbol_signature,
                                            top_level)
@@ -54,7 +54,7 @@ def record_symbol(record: Pattern, tree: SourceTree) -> str | None:
     "The record's symbol in the tree's package (npu_symbol for vllm-ascend, gpu_symbol for vllm), if any."
     side = _side(tree)
     sym = record.npu_symbol if side == "npu" else record.gpu_symbol if side == "gpu" else None
-    return sym if sym and sym.split(".")[0] == tree.package else None
+    return sym if sym and Symbol.parse(sym).package == tree.package else None
 
 def record_holds(record: Pattern, tree: SourceTree) -> bool:
     "Whether the record's version range includes the tree's version (True when the version is unknown)."
@@ -130,9 +130,9 @@ def positional_hazards(order, sig: inspect.Signature) -> list[str]:
 def gpu_order(record: Pattern, gpu_tree: SourceTree | None = None) -> tuple | None:
     "The GPU parameter order of the method a record's NPU symbol ports: the real one if a vllm source is given, else the catalog's."
     if record.npu_symbol is None: return None
-    tail = record.npu_symbol.rsplit(".", 1)[-1]
+    leaf = record.npu_sym.leaf
     for r in CATALOG:
-        if r.gpu_symbol and r.gpu_symbol.rsplit(".", 1)[-1] == tail and r.gpu_symbol.split(".")[0] == "vllm":
+        if r.gpu_symbol and r.gpu_sym.leaf == leaf and r.gpu_sym.package == "vllm":
             if gpu_tree is not None and gpu_tree.package == "vllm":
                 sig = gpu_tree.signature(r.gpu_symbol)
                 if sig is not None:
@@ -145,7 +145,7 @@ def _shape_details(tree: SourceTree, record: Pattern, sym: ResolvedSymbol, side:
     "What a record's claims about members, methods and values find wrong in a resolved symbol."
     details = []
     if record.kind == "unsupported" and side == "npu" and record.gpu_symbol and sym.kind == "class":
-        member = record.gpu_symbol.rsplit(".", 1)[-1]
+        member = record.gpu_sym.leaf
         if member[0].islower() and class_attr(tree, sym, member, 0):
             details.append(f"{sym.path} now has {member}: the pattern may be obsolete")
     methods = record_methods(record)
