@@ -16,7 +16,8 @@ from .catalog import VLLM_ASCEND_VERSIONS, VLLM_VERSIONS, parse_version
 from .errors import InputError
 
 # %% auto #0
-__all__ = ['BACKENDS', 'DTYPES', 'ENV_PREFIX', 'SCHEMA', 'ProfileError', 'Profile', 'find_profile', 'load_profile']
+__all__ = ['BACKENDS', 'DTYPES', 'ENV_PREFIX', 'SCHEMA', 'ProfileError', 'Profile', 'find_profile', 'load_profile',
+           'target_release']
 
 # %% ../../nbs/core/profile.ipynb #c9e1cd78
 class ProfileError(InputError, ValueError):
@@ -146,3 +147,15 @@ def load_profile(path: Path | str | None = None, env=None) -> Profile:
         except (ValueError, TypeError):
             raise ProfileError(f"{origins[f'{sec}.{key}']}: [{sec}] {key} = {text!r} is not valid; allowed: {allowed}") from None
     return Profile(**values, path=path, origins=origins)
+
+# %% ../../nbs/core/profile.ipynb #2754098f
+def target_release(explicit: str | None = None, source_version: str | None = None, installed: str | None = None,
+                   profile: Profile | None = None) -> str:
+    "The vllm-ascend version targeted: `explicit` (`X` or `vllm-ascend==X`), else the source's, else the installed one, else the profile's."
+    for v in (explicit, source_version, installed):
+        if v:
+            pkg, sep, ver = v.replace(" ", "").rpartition("==")
+            if sep and pkg.lower().replace("_", "-") != "vllm-ascend":
+                raise ProfileError(f"target {v!r}: a vllm-ascend release is needed (vllm-ascend==X)")
+            return ver
+    return (profile or load_profile()).vllm_ascend

@@ -25,10 +25,10 @@ def _installed_vllm() -> str | None:
 def _runner_class(record_id: str, platform=None):
     "The class a record names for this backend: its NPU symbol on NPU, its GPU symbol (vllm < 0.34) elsewhere."
     from omni_npu_port.runtime.platform import resolve_symbol
-    from omni_npu_port.core.profile import load_profile
+    from omni_npu_port.core.profile import target_release
     rec, p = CATALOG[record_id], platform_or_current(platform)
     if p.name == "npu":
-        symbol, how = rec.npu_symbol, f"install vllm-ascend=={load_profile().vllm_ascend} (the profile's target)"
+        symbol, how = rec.npu_symbol, f"install vllm-ascend=={target_release()} (the profile's target)"
     else:
         symbol, vllm = rec.gpu_symbol, _installed_vllm()
         removed = CATALOG["vllm.v1-runner-removed"]

@@ -66,10 +66,11 @@ def platform_or_current(platform=None):
     return get_platform(platform) if isinstance(platform, str) else platform
 
 def target_version(vllm_ascend: str | None = None) -> str:
-    "`vllm_ascend` if given, else the installed vllm-ascend, else the profile's target."
+    "`vllm_ascend` if given, else the installed vllm-ascend, else the profile's target (`core.profile.target_release`)."
     if vllm_ascend is not None: return vllm_ascend
-    from omni_npu_port.runtime.forward_context import target_vllm_ascend
-    return target_vllm_ascend()
+    from omni_npu_port.core.profile import target_release
+    from omni_npu_port.runtime.platform import package_version
+    return target_release(installed=package_version("vllm-ascend"))
 
 # %% ../../nbs/runtime/method_signatures.ipynb #98e4641c
 def _bind_positional(names: tuple, args: tuple, kwargs: dict, what: str) -> dict:
