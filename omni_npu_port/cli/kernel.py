@@ -10,13 +10,14 @@ from __future__ import annotations
 import json
 import shlex
 
+from ..core.errors import UsageError
 from ..sources.doctor import KERNEL_BACKENDS, install_kernel
 
 DESCRIPTION = "Manage omni-npu-port Jupyter kernels: `install` one with the backend (and CANN's environment) preset."
 
 def configure(ap):
     "The `install` action and its options."
-    sub = ap.add_subparsers(dest="action", required=True)
+    sub = ap.add_subparsers(dest="action", metavar="ACTION")   # checked in run: an unknown option is reported first
     ins = sub.add_parser("install", help="register a kernel with the backend (and CANN's environment) preset")
     ins.add_argument("--name", help="kernel name (default omni-npu-port-BACKEND)")
     ins.add_argument("--display-name", help="the name Jupyter shows")
@@ -33,6 +34,7 @@ __all__ = ['DESCRIPTION', 'configure', 'run']
 # %% ../../nbs/cli/kernel.ipynb #1f8c11e8
 def run(args) -> int:
     "Install the kernel spec and print where, with its command line."
+    if args.action != "install": raise UsageError("name an action: `omni-npu-port kernel install [options]`")
     dest = install_kernel(args.name, args.backend, args.cann_env, args.user, args.prefix, args.display_name)
     spec = json.loads((dest / "kernel.json").read_text())
     print(f"installed kernel {dest.name!r} ({spec['display_name']}) in {dest}")
