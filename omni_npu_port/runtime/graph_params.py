@@ -31,12 +31,12 @@ __all__ = ['should_update_full_graph_params', 'update_full_graph_params_kwargs',
 def update_full_graph_params(forward_context, *, use_sparse: bool = False, use_compress: bool | None = None,
                              platform=None, vllm_ascend: str | None = None, **kwargs) -> bool:
     "Run vllm-ascend's update_full_graph_params when the rule says so (NPU only); return whether it ran."
-    from omni_npu_port.runtime.forward_context import target_vllm_ascend
+    from omni_npu_port.runtime.signatures import target_version
     from omni_npu_port.runtime.platform import current_platform, resolve_symbol
     platform = platform or current_platform()
     if platform.name != "npu" or not should_update_full_graph_params(forward_context, use_sparse, use_compress):
         return False
-    kw = update_full_graph_params_kwargs(vllm_ascend or target_vllm_ascend(), forward_context=forward_context, **kwargs)
+    kw = update_full_graph_params_kwargs(target_version(vllm_ascend), forward_context=forward_context, **kwargs)
     resolve_symbol(CATALOG["gparams.update-full"].npu_symbol)(**kw)
     return True
 
@@ -56,10 +56,10 @@ def capture_seq_lens(seq_lens, is_graph_capturing: bool, uses_paged_attention: b
 def paged_attention_seq_lens(seq_lens, num_tokens: int, vllm_config, is_graph_capturing: bool, head_size=None,
                              platform=None, vllm_ascend: str | None = None):
     "The card's paged-attention check on NPU (real vllm-ascend functions); unchanged seq_lens elsewhere."
-    from omni_npu_port.runtime.forward_context import target_vllm_ascend
+    from omni_npu_port.runtime.signatures import target_version
     from omni_npu_port.runtime.platform import current_platform, resolve_symbol
     platform = platform or current_platform()
     if platform.name != "npu" or not is_graph_capturing: return seq_lens
-    kw = using_paged_attention_kwargs(vllm_ascend or target_vllm_ascend(), num_tokens, vllm_config, head_size)
+    kw = using_paged_attention_kwargs(target_version(vllm_ascend), num_tokens, vllm_config, head_size)
     uses = resolve_symbol(CATALOG["pa.using-paged-attention"].npu_symbol)(**kw)
     return capture_seq_lens(seq_lens, True, uses, resolve_symbol(CATALOG["pa.seq-len-constant"].npu_symbol))
