@@ -203,3 +203,17 @@ def test_to_json_round_trip():
     recs = json.loads(CATALOG.to_json())
     assert [r["id"] for r in recs] == [p.id for p in CATALOG]
     assert all(r["notebook"] == FAMILIES[r["family"]][1] for r in recs)
+
+
+def test_symbols_split_into_module_owner_and_leaf():
+    from omni_npu_port.core.catalog import Symbol
+    s = CATALOG["sig.dummy-run"].npu_sym
+    assert (s.module, s.owner, s.leaf) == ("vllm_ascend.worker.model_runner_v1", "NPUModelRunner", "_dummy_run")
+    assert (s.package, s.short, str(s)) == ("vllm_ascend", "NPUModelRunner._dummy_run", CATALOG["sig.dummy-run"].npu_symbol)
+    assert Symbol.parse("vllm_ascend.compilation.acl_graph.ACLGraphWrapper").owner is None
+    assert Symbol.parse("torch_npu") == Symbol("", None, "torch_npu")
+    for p in CATALOG:                                    # every name the catalog holds splits and joins back
+        for name, sym in ((p.gpu_symbol, p.gpu_sym), (p.npu_symbol, p.npu_sym)):
+            assert (sym is None) == (name is None) and (sym is None or sym.dotted == name == str(sym)), p.id
+            if sym is not None: assert sym.leaf == name.rsplit(".", 1)[-1]
+    with pytest.raises(ValueError, match="not a dotted name"): Symbol.parse("vllm..x")

@@ -425,3 +425,29 @@ def test_torch_npu_pins_agree_with_the_releases(version):
     from omni_npu_port.core.catalog import PAIRING, TORCH_NPU_PINS
     assert TORCH_NPU_PINS[version] == _torch_npu_pin(fetch_package(f"vllm-ascend=={version}", kind=KIND.get(version)))
     if version in PAIRING: assert PAIRING[version][1] == TORCH_NPU_PINS[version]
+
+
+# --- limits and error kinds ------------------------------------------------------------------------------------
+def test_tar_files_refuses_members_and_totals_past_the_limits(tmp_path, monkeypatch):
+    from omni_npu_port.sources import readers as R
+    p = _sdist(tmp_path / "vllm_ascend-9.9.9.tar.gz", {**SDIST_FILES, "vllm_ascend/big.py": "x = 1\n" * 100})
+    monkeypatch.setattr(R, "MAX_MEMBER_BYTES", 500)
+    with pytest.raises(SourceError, match="big.py is 600 bytes"): R.tar_files(p)
+    monkeypatch.setattr(R, "MAX_MEMBER_BYTES", 1 << 20)
+    monkeypatch.setattr(R, "MAX_SOURCE_BYTES", 100)
+    with pytest.raises(SourceError, match="more than 100 bytes"): R.tar_files(p)
+
+
+def test_a_corrupt_sdist_is_a_source_error(tmp_path, monkeypatch):
+    from omni_npu_port.sources import readers as R
+    monkeypatch.setenv(R.SDIST_CACHE_ENV, "off")
+    p = tmp_path / "vllm_ascend-9.9.9.tar.gz"
+    p.write_bytes(_sdist(tmp_path / "ok.tar.gz", SDIST_FILES).read_bytes()[:300])     # cut short
+    with pytest.raises(SourceError, match="not a readable sdist"): open_source(p)
+
+
+def test_source_and_fetch_errors_are_input_errors_with_their_old_bases():
+    from omni_npu_port.core.errors import InputError, exit_code_of
+    for err in (SourceError("x"), FetchError("x")):
+        assert isinstance(err, InputError) and exit_code_of(err) == 3
+    assert isinstance(SourceError("x"), ValueError) and isinstance(FetchError("x"), RuntimeError)

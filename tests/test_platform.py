@@ -348,3 +348,16 @@ def test_cuda_ops_and_graph_parity():
     assert isinstance(g, torch.cuda.CUDAGraph)
     with torch.no_grad():
         torch.testing.assert_close(y, mlp(new_x))
+
+
+def test_runtime_errors_carry_exit_codes_and_keep_their_builtin_bases():
+    from omni_npu_port.core.errors import InputError, UsageError, exit_code_of
+    from omni_npu_port.runtime.platform import GraphsUnsupported, PlatformUnavailable, UnresolvedSymbol
+    from omni_npu_port.runtime.sampler_batch import RunnerClassUnavailable
+    from omni_npu_port.runtime.signatures import UnsupportedKeyword, UnsupportedVersion
+    for cls, base, code in ((PlatformUnavailable, RuntimeError, 3), (GraphsUnsupported, RuntimeError, 3),
+                            (UnresolvedSymbol, ImportError, 3), (RunnerClassUnavailable, ImportError, 3),
+                            (UnsupportedVersion, LookupError, 3), (UnsupportedKeyword, TypeError, 2)):
+        err = cls("x")
+        assert isinstance(err, base) and isinstance(err, UsageError if code == 2 else InputError), cls
+        assert exit_code_of(err) == code, cls

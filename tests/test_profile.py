@@ -79,3 +79,20 @@ def test_bad_env_value_names_the_variable(tmp_path):
 
 def test_target_string():
     assert load_profile(None, env={"OMNI_NPU_PORT_STACK_VLLM_ASCEND": "v0.23.0"}).target == "vllm-ascend==0.23.0"
+
+
+def test_target_release_order_explicit_source_installed_profile():
+    from omni_npu_port.core.profile import target_release
+    prof = load_profile(None, env={"OMNI_NPU_PORT_STACK_VLLM_ASCEND": "0.23.0.post1"})
+    assert target_release(profile=prof) == "0.23.0.post1"
+    assert target_release(installed="0.18.0", profile=prof) == "0.18.0"
+    assert target_release(source_version="0.20.2rc1", installed="0.18.0", profile=prof) == "0.20.2rc1"
+    assert target_release("vllm-ascend==0.25.1rc1", "0.20.2rc1", "0.18.0", prof) == "0.25.1rc1"
+    with pytest.raises(ProfileError, match="vllm-ascend==X"):
+        target_release("vllm==0.18.0")
+
+
+def test_profile_error_is_an_input_error_and_a_value_error():
+    from omni_npu_port.core.errors import InputError, exit_code_of
+    err = ProfileError("x")
+    assert isinstance(err, InputError) and isinstance(err, ValueError) and exit_code_of(err) == 3
