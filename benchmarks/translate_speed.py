@@ -58,7 +58,7 @@ def load_tree() -> list[tuple[str, bytes]]:
 
 def verify(files) -> int:
     "Chunked vs whole-file translation on every pre-filtered file (plus vllm 0.15.0), three targets: the number that differ."
-    from omni_npu_port.sources.conformance import fetch_package
+    from omni_npu_port.sources.fetch import fetch_package
     path = fetch_package("vllm==0.15.0")           # the smallest archive PyPI has, cached
     if path.suffix == ".whl":
         z = zipfile.ZipFile(path)
