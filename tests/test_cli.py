@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from omni_npu_port.core.catalog import CATALOG, FAMILIES
-from omni_npu_port.cli.main import COMMANDS, LEGACY, build_parser, command_module, main
+from omni_npu_port.cli.main import COMMANDS, build_parser, command_module, main
 
 
 def catalog_main(args):
@@ -49,22 +49,18 @@ def test_unknown_command(capsys):
     assert "unknown command 'translat'" in err and "catalog" in err
 
 
-def test_every_command_target_is_importable():
-    import importlib
+def test_every_command_is_a_cli_module():
+    "Each command is a module omni_npu_port.cli.<name> with DESCRIPTION, configure and run, and its options build."
     for name in COMMANDS:
         mod = command_module(name)
-        if mod is None:   # not yet moved into omni_npu_port.cli.<name>
-            modname, fn = LEGACY[name].split(":")
-            assert callable(getattr(importlib.import_module(modname), fn)), name
-        else:
-            assert callable(mod.configure) and callable(mod.run) and mod.DESCRIPTION, name
-            assert name in build_parser(configure_only=name).format_help(), name
+        assert mod.__name__ == f"omni_npu_port.cli.{name}"
+        assert callable(mod.configure) and callable(mod.run) and mod.DESCRIPTION, name
+        assert name in build_parser(configure_only=name).format_help(), name
 
 
 def test_usage_errors_look_the_same_in_every_command(capsys):
     "An unknown option is one line `omni-npu-port CMD: error: ...` and exit 2, whichever command it is."
     for name in COMMANDS:
-        if command_module(name) is None: continue
         assert main([name, "--no-such-option"]) == 2, name
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith(f"omni-npu-port {name}: error: unrecognized arguments"), (name, err)

@@ -749,6 +749,21 @@ def test_chunked_context_beyond_the_anchors(rules):
     assert "ONP2015" in codes(_both(RUNNER_CHAIN, rules))            # a runner through a runner defined above
 
 
+def test_a_rule_class_defined_again_keeps_chunked_and_whole_file_agreeing(rules):
+    "A notebook re-running a rule's cell registers a new class of the same name: the chunker must not depend on the old one."
+    import inspect
+    from omni_npu_port.translate import flags
+    from omni_npu_port.translate.context import RULE_VISITORS
+    saved = list(RULE_VISITORS)
+    try:   # the class's cell run again, as in a notebook: a new class of the same name, registered in its place
+        ns = dict(vars(flags))
+        exec(inspect.getsource(flags.GraphModeTruthFlag), ns)
+        assert ns["GraphModeTruthFlag"] in RULE_VISITORS and flags.GraphModeTruthFlag not in RULE_VISITORS
+        assert "ONP2016" in codes(_both(MODULE_MODE, rules))
+    finally:
+        RULE_VISITORS[:] = saved
+
+
 def test_chunked_errors_still_reported(rules):
     t = translate_source(b"import torch\n\n\ndef f(:\n    torch.cuda.synchronize()\n", rules)
     assert t.error.code == "ONP9001" and t.error.line == 4

@@ -14,6 +14,8 @@ from typing import Callable
 
 import torch
 
+from ..runtime.platform import capture_graph, warm_up_on_side_stream
+
 # %% auto #0
 __all__ = ['bucket_for', 'CapturedBucket', 'BucketStatus', 'device_capture', 'eager_replay_capture', 'is_oom', 'Dispatch',
            'GraphRunner']
@@ -54,19 +56,11 @@ def device_capture(runner, batch: int) -> CapturedBucket:
     if not p.supports_graphs: p.graph(None)   # raises GraphsUnsupported, saying why
     static_in = tuple(x.to(p.device) for x in runner.example_inputs(batch))
     p.synchronize()
-    side = p.Stream()
-    side.wait_stream(p.current_stream())
-    with p.stream(side):
-        for _ in range(runner.warmup): runner.fn(*static_in)
-    p.current_stream().wait_stream(side)
-    p.synchronize()
+    warm_up_on_side_stream(p, runner.fn, *static_in, n=runner.warmup)
     before = p.memory_allocated()
     p.reset_peak_memory_stats()
-    g = p.graph_cls()
     t0 = time.perf_counter()
-    with p.graph(g, pool=runner.pool):
-        out = runner.fn(*static_in)
-    p.synchronize()
+    g, out = capture_graph(p, runner.fn, *static_in, pool=runner.pool)
     capture_s = time.perf_counter() - t0
     return CapturedBucket(batch, static_in, _as_tuple(out), g.replay, capture_s,
                           max(p.max_memory_allocated() - before, 0), graph=g)

@@ -11,15 +11,13 @@ import argparse
 import difflib
 import gc
 import importlib
-import importlib.util
 import sys
 
 from .. import __version__
 from ..core.errors import PortingError, UsageError, error_line, exit_code_of, INPUT, INTERRUPTED, USAGE
 
 # %% auto #0
-__all__ = ['DESCRIPTIONS', 'COMMANDS', 'LEGACY', 'fail', 'command_module', 'CommandParser', 'build_parser', 'run_command', 'main',
-           'entry']
+__all__ = ['DESCRIPTIONS', 'COMMANDS', 'command_module', 'CommandParser', 'build_parser', 'run_command', 'main', 'entry']
 
 # %% ../../nbs/cli/main.ipynb #414b0ad9
 DESCRIPTIONS = {
@@ -35,22 +33,10 @@ DESCRIPTIONS = {
     "audit": "drift between GPU and NPU copies of the omni runners",
 }
 COMMANDS = tuple(DESCRIPTIONS)
-LEGACY = {
-    "docs": "omni_npu_port.docs.site:main", "doctor": "omni_npu_port.sources.doctor:main",
-    "kernel": "omni_npu_port.sources.doctor:kernel_main", "bench": "omni_npu_port.bench.harness:main",
-    "translate": "omni_npu_port.translate.engine:main", "port": "omni_npu_port.port.merge:main",
-    "audit": "omni_npu_port.port.audit:main",
-}
-
-def fail(msg: str, code: int = 2, prog: str = "omni-npu-port") -> int:
-    "Legacy commands' error path (removed once every command is a cli module)."
-    print(error_line(msg, prog), file=sys.stderr)
-    return code
 
 def command_module(name: str):
-    "The module `omni_npu_port.cli.<name>` of a command, imported; None for a command still in `LEGACY`."
-    modname = f"omni_npu_port.cli.{name}"
-    return importlib.import_module(modname) if importlib.util.find_spec(modname) else None
+    "The module `omni_npu_port.cli.<name>` of a command, imported (only when that command runs)."
+    return importlib.import_module(f"omni_npu_port.cli.{name}")
 
 # %% ../../nbs/cli/main.ipynb #de6aaa43
 class CommandParser(argparse.ArgumentParser):
@@ -85,9 +71,6 @@ def run_command(cmd: str, args: list[str]) -> int:
     "Parse `args` for command `cmd` and run it; errors propagate."
     if cmd not in COMMANDS: raise _unknown(cmd)
     mod = command_module(cmd)
-    if mod is None:
-        modname, fn = LEGACY[cmd].split(":")
-        return int(getattr(importlib.import_module(modname), fn)(args) or 0)
     ns = build_parser(configure_only=cmd).commands[cmd].parse_args(args)
     ns.command = cmd
     return int(mod.run(ns) or 0)

@@ -53,7 +53,7 @@ def tour_catalog(con, state):
 # %% ../../nbs/cli/tour.ipynb #8ac36895
 def tour_translate(con, state):
     "The translation of the GPU runner example that ships with the package: diff and report."
-    from omni_npu_port.translate.engine import tour_translate as show
+    from omni_npu_port.translate.run import tour_translate as show
     show(con, target=state.get("target") or DEFAULT_TARGET)
 
 def tour_docs(con, state):

@@ -94,7 +94,7 @@ def gpu_to_npu_names() -> dict[str, str]:
     out = {}
     for p in CATALOG:
         if p.gpu_symbol and p.npu_symbol:
-            g, n = p.gpu_symbol.split(".")[-1], p.npu_symbol.split(".")[-1]
+            g, n = p.gpu_sym.leaf, p.npu_sym.leaf
             if g != n and p.kind in ("import", "rename", "class-swap", "kwargs-change"): out.setdefault(g, n)
         for k, v in (p.rename or {}).items(): out.setdefault(k, v)
     return out
@@ -218,9 +218,9 @@ def audit(gpu: str, npu: str, npu_base: str | None = None, target: str | None = 
                                         "still change: " + "; ".join(_check_note(d) for d in left),
                                         detail=[str(d) for d in left]))
             elif base_tree is not None:
-                runner = CATALOG["sig.dummy-run"].npu_symbol.rsplit(".", 1)[0]  # vllm-ascend's NPUModelRunner
-                sym = resolve(base_tree, f"{runner}.{m}")
-                if sym and sym.kind == "method" and sym.path.split(".")[0] == runner.rsplit(".", 1)[-1]:
+                runner = CATALOG["sig.dummy-run"].npu_sym  # vllm-ascend's NPUModelRunner._dummy_run
+                sym = resolve(base_tree, f"{runner.parent}.{m}")
+                if sym and sym.kind == "method" and sym.path.split(".")[0] == runner.owner:
                     findings.append(Finding("ONP4202", nname, m, f"{nname} inherits {gname}.{m}, which shadows "
                                             f"vllm-ascend's own NPUModelRunner.{m} ({base_tree.version})"))
     return findings

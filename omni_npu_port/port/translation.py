@@ -156,7 +156,7 @@ def _satisfied(d: Diagnostic, method_src: str, rules: RuleSet) -> bool:
     "Whether a manual reminder is already done: the method uses its record's NPU symbol off the flagged line."
     rec = rules.rec(d.record) if d.record else None
     if rec is None or not rec.npu_symbol: return False
-    leaf = rec.npu_symbol.rsplit(".", 1)[-1]
+    leaf = rec.npu_sym.leaf
     pat = re.compile(rf"\b{re.escape(leaf)}\b")
     lines = method_src.splitlines()
     try:

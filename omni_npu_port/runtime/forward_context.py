@@ -145,8 +145,8 @@ def light_forward_context(attn_metadata, vllm_config, *, capturing: bool = False
 def target_vllm_ascend() -> str:
     "The vllm-ascend version to translate for: the installed one, else the profile's target."
     from omni_npu_port.runtime.platform import package_version
-    from omni_npu_port.core.profile import load_profile
-    return package_version("vllm-ascend") or load_profile().vllm_ascend
+    from omni_npu_port.core.profile import target_release
+    return target_release(installed=package_version("vllm-ascend"))
 
 def _vllm_forward_context():
     from omni_npu_port.runtime.platform import resolve_symbol

@@ -27,7 +27,7 @@ __all__ = ['DEVICE_OPS', 'CANN_SET_ENV', 'CANN_ENV_VARS', 'PLATFORMS', 'PLATFORM
            'PlatformUnavailable', 'GraphsUnsupported', 'UnresolvedSymbol', 'resolve_symbol', 'Platform',
            'DevicePlatform', 'CudaPlatform', 'npu_import_hint', 'import_torch_npu', 'NpuPlatform', 'NullStream',
            'CpuEvent', 'CpuPlatform', 'get_platform', 'current_platform', 'reset_platform', 'package_version',
-           'cann_version', 'versions', 'check_device_ops', 'capture_replay']
+           'cann_version', 'versions', 'check_device_ops', 'warm_up_on_side_stream', 'capture_graph', 'capture_replay']
 
 # %% ../../nbs/runtime/platform.ipynb #452ca9d3
 class PlatformUnavailable(InputError, RuntimeError):
@@ -435,18 +435,33 @@ def check_device_ops(p: Platform, n: int = 256) -> dict:
             "memory_allocated": p.memory_allocated(), "max_memory_allocated": p.max_memory_allocated(),
             "mem_free": free, "mem_total": total, "supports_graphs": p.supports_graphs}
 
+# %% ../../nbs/runtime/platform.ipynb #9396fa4f
+def warm_up_on_side_stream(p: Platform, fn, *args, n: int = 3):
+    "Run `fn(*args)` `n` times on a side stream of `p`, joined back to the current stream; return the last output."
+    out, side = None, p.Stream()
+    side.wait_stream(p.current_stream())
+    with p.stream(side):
+        for _ in range(n): out = fn(*args)
+    p.current_stream().wait_stream(side)
+    p.synchronize()
+    return out
+
+def capture_graph(p: Platform, fn, *args, pool=None):
+    "Capture one run of `fn(*args)` into a new `p.graph_cls()` in `pool`; return (graph, output). Warm up first."
+    if not p.supports_graphs: p.graph(None)  # raises GraphsUnsupported, saying why
+    g = p.graph_cls()
+    with p.graph(g, pool=pool):
+        out = fn(*args)
+    p.synchronize()
+    return g, out
+
 def capture_replay(p: Platform, fn, x: torch.Tensor, new_x: torch.Tensor, warmup: int = 3):
     "Capture `fn(x)` into a device graph on `p`, replay it on `new_x`; return (graph, output)."
-    if not p.supports_graphs: p.graph(None)  # raises GraphsUnsupported with the reason
+    if not p.supports_graphs: p.graph(None)
     static_x = x.clone()
-    s = p.Stream()
-    s.wait_stream(p.current_stream())
-    with p.stream(s), torch.no_grad():
-        for _ in range(warmup): fn(static_x)
-    p.current_stream().wait_stream(s)
-    g = p.graph_cls()
-    with torch.no_grad(), p.graph(g, pool=p.graph_pool_handle()):
-        static_y = fn(static_x)
+    with torch.no_grad():
+        warm_up_on_side_stream(p, fn, static_x, n=warmup)
+        g, static_y = capture_graph(p, fn, static_x, pool=p.graph_pool_handle())
     static_x.copy_(new_x)
     g.replay()
     p.synchronize()

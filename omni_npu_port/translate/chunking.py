@@ -787,7 +787,7 @@ def translate_chunks(data: bytes, rules: RuleSet, comments: bool):
         except Exception: return None
         layout = ChunkLayout(module, src, sent)
         new, diags, ctx = translate_module(module, rules, comments, layout.positions if layout.ok else None)
-        typed = next((set(v.typed.get(None, ())) for v in ctx.visitors if isinstance(v, GraphModeTruthFlag)), set())
+        typed = set().union(*(v.module_anchors() for v in ctx.visitors if hasattr(v, "module_anchors")))
         if typed <= extra: break
         extra = extra | frozenset(typed)
     starts = [s for s, _ in table]

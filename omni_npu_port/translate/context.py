@@ -159,6 +159,11 @@ class Rule(cst.BatchableCSTVisitor):
         "Names the rule reads inside a method besides its anchors: the chunker keeps the statements using them."
         return set()
 
+    def module_anchors(self) -> set:
+        "Module-level names this file bound that the rule acts on wherever they are read (after a visit): the"
+        " chunker translates again with the statements reading them kept."
+        return set()
+
 # %% ../../nbs/translate/context.ipynb #ee62e9ef
 _COMPOUND = (cst.FunctionDef, cst.ClassDef, cst.If, cst.For, cst.While, cst.With, cst.Try, cst.TryStar, cst.Match)
 STMT_TYPES = frozenset((cst.SimpleStatementLine, *_COMPOUND))   # node classes are final: exact-type checks

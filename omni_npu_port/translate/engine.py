@@ -157,11 +157,3 @@ def _translate(t: Translation, rules: RuleSet, comments: bool, chunks: bool) -> 
     if new is not module:
         t.output = new.bytes if isinstance(source, bytes) else new.code
     return t
-
-# %% ../../nbs/translate/engine.ipynb #4555efff
-def __getattr__(name: str):
-    "Names that moved to `translate.run` (the tree driver), for callers that still import them from here."
-    if name in ("tour_translate", "example_path", "translate_paths", "Run", "FileReport"):
-        from omni_npu_port.translate import run
-        return getattr(run, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

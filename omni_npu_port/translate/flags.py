@@ -317,6 +317,7 @@ class GraphModeTruthFlag(Rule):
         self.typed = {}
 
     def _key(self): return id(self.ctx.funcs[-1]) if self.ctx.funcs else None
+    def module_anchors(self) -> set: return set(self.typed.get(None, ()))   # module-level names holding a mode
     def _is_mode(self, expr) -> bool:
         leaf = leaf_name(self.sym)
         for n in walk_nodes(expr):
