@@ -46,7 +46,7 @@ import time
 
 from omni_npu_port.port.audit import audit
 from omni_npu_port.core.catalog import PAIRING, parse_version
-from omni_npu_port.sources.conformance import fetch_package
+from omni_npu_port.sources.fetch import fetch_package
 from omni_npu_port.port.classes import port_class
 from omni_npu_port.port.formatting import format_code, format_options
 from omni_npu_port.port.locate import PortError, locate

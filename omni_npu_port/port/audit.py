@@ -14,7 +14,8 @@ from pathlib import Path
 
 from ..core.catalog import CATALOG, OMNI_RUNNERS
 from ..core.diagnostics import Code, Diagnostic, code_info, register
-from ..sources.conformance import SourceTree, resolve
+from ..sources.readers import SourceTree
+from ..sources.symbols import resolve
 from ..translate.engine import RuleSet
 from .locate import PortError, method_text, open_tree, own_methods, top_classes
 from .merge import FENCE_RE, INLINE_MARK, LineMatcher

@@ -18,7 +18,8 @@ from ..core.catalog import CATALOG
 from ..core.diagnostics import Diagnostic
 from ..core.errors import UsageError
 from ..core.io import gc_paused
-from ..sources.conformance import PACKAGES, SourceError, SourceTree, open_source, resolve
+from ..sources.readers import PACKAGES, SourceError, SourceTree, open_source
+from ..sources.symbols import resolve
 
 # %% auto #0
 __all__ = ['PortError', 'port_diagnostic', 'MethodSpec', 'parse_spec', 'Located', 'method_text', 'close_matches', 'own_methods',
@@ -163,7 +164,7 @@ def _find_class_module(tree: SourceTree, cls: str) -> str | None:
 _TREES: dict[str, SourceTree] = {}
 
 def open_tree(source: str) -> SourceTree:
-    "`conformance.open_source`, cached per process (a port reads the same archive several times)."
+    "`sources.readers.open_source`, cached per process (a port reads the same archive several times)."
     key = str(source)
     if key not in _TREES:
         try: _TREES[key] = open_source(source)

@@ -13,7 +13,7 @@ import textwrap
 from pathlib import Path
 
 from ..core.diagnostics import Code, Diagnostic, code_info, register
-from ..sources.conformance import _binds, _top_level, resolve
+from ..sources.symbols import binds, resolve, top_level
 from .locate import Located, PortError, locate, own_methods, port_diagnostic, top_classes
 from .merge import TOKEN_RE
 from .supercalls import walk_no_nested
@@ -42,8 +42,8 @@ def _located_bases(c: Located) -> list[Located]:
             continue
         mod = ast.parse(c.module_text)
         if dotted in (top := top_classes(mod)): out.append(Located(c.origin, None, None, c.module, c.module_text, top[dotted])); continue
-        for st in _top_level(mod.body):        # `from sibling import Base` next to a lone file
-            b = _binds(st, dotted)
+        for st in top_level(mod.body):        # `from sibling import Base` next to a lone file
+            b = binds(st, dotted)
             if b and b[0] == "from" and b[3] <= 1 and b[1] and "." not in b[1]:
                 f = Path(c.origin).parent / f"{b[1]}.py"
                 try: out.append(locate(f"{f}:{b[2]}", False)) if f.is_file() else None

@@ -16,7 +16,7 @@ import textwrap
 
 from ..core.catalog import PAIRING, VLLM_ASCEND_VERSIONS, parse_version
 from ..core.diagnostics import Code, Diagnostic, code_info, register
-from ..sources.conformance import parse_source
+from ..sources.readers import parse_source
 from ..translate.engine import RuleSet, compile_rules, translate_source
 from .locate import Located, PortError, method_text, port_diagnostic, top_classes
 

@@ -20,10 +20,6 @@ from .symbols import (ResolvedSymbol, SourceExpr, class_attr, resolve, symbol_si
 __all__ = ['OK', 'CHANGED', 'MISSING', 'NA', 'Conformance', 'record_symbol', 'record_holds', 'record_methods',
            'positional_hazards', 'gpu_order', 'check_record', 'conformance', 'summary', 'conformance_table']
 
-# %% ../../nbs/sources/conformance.ipynb #c5285c0e
-from .readers import PACKAGES, SourceError, open_source, parse_source  # noqa: F401
-from .symbols import binds as _binds, top_level as _top_level  # noqa: F401
-
 # %% ../../nbs/sources/conformance.ipynb #0e01dc33
 OK, CHANGED, MISSING, NA = "ok", "changed", "missing", "n/a"
 
