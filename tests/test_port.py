@@ -1077,3 +1077,113 @@ def test_every_port_and_audit_code_is_registered_with_its_notebook():
     for c in sorted(used):
         info = REGISTRY[c]
         assert info.tool in ("port", "audit") and info.title and info.action and (nbs / info.notebook).is_file(), c
+
+
+# ---- issue 13 part 4: never emit code that cannot parse without saying so --------------------------------------
+
+MARK = re.compile(r"^(<<<<<<<|=======|>>>>>>>)")
+
+
+def conflict_sides(code: str) -> list[tuple[list[str], list[str]]]:
+    "The (NPU, omni) sides of each git-style conflict in a ported method."
+    out, side, cur = [], None, None
+    for line in code.splitlines():
+        if line.startswith("<<<<<<<"): cur, side = ([], []), 0
+        elif line.startswith("=======") and cur is not None: side = 1
+        elif line.startswith(">>>>>>>") and cur is not None: out.append(cur); cur = None
+        elif cur is not None: cur[side].append(line)
+    return out
+
+
+def whole(lines: list[str]) -> bool:
+    try: ast.parse(textwrap.dedent("\n".join(lines) + "\n")); return True
+    except SyntaxError: return False
+
+
+def assert_port_parses(inputs, name=""):
+    "Every conflict side whole statements; --prefer npu and --prefer omni outputs parse."
+    res = P.port_method(*inputs)
+    for npu, omni in conflict_sides(res.code):
+        assert whole(npu) and whole(omni), (name, npu, omni)
+    for prefer in ("npu", "omni"):
+        r = P.port_method(*inputs, prefer=prefer)
+        ast.parse(r.code)
+        assert "ONP4006" not in codes(r), (name, prefer)
+    return res
+
+
+def test_conflicts_widen_to_whole_statements():
+    res = assert_port_parses(triple("widen", "execute"))
+    sides = conflict_sides(res.code)
+    assert sides and "ONP4020" in codes(res)
+    call = [l.strip() for l in sides[0][0]]
+    assert call[0] == "out = self.model(" and call[-1] == ")" and "scale=0.5," in call   # the whole call, not its argument line
+    for prefer, kept in (("npu", "scale=0.5"), ("omni", "talker=True")):
+        assert kept in P.port_method(*triple("widen", "execute"), prefer=prefer).code
+
+
+def fixture_triples():
+    "(case, method) for every fixture triple whose three classes define a method of the same name."
+    for f in sorted(FIX.glob("*.py")):
+        if f.name.startswith("audit_"): continue
+        try: classes = L.top_classes(ast.parse(f.read_text()))
+        except SyntaxError: continue
+        if not {"GPUModelRunner", "OmniGPUModelRunner", "NPUModelRunner"} <= set(classes): continue
+        names = [set(L.own_methods(classes[c])) for c in ("GPUModelRunner", "OmniGPUModelRunner", "NPUModelRunner")]
+        for m in sorted(set.intersection(*names)): yield f.stem, m
+
+
+@pytest.mark.parametrize("case, method", list(fixture_triples()))
+def test_every_fixture_port_parses_either_way(case, method):
+    assert_port_parses(triple(case, method), f"{case}:{method}")
+
+
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+# statements of a small method, each with variants: one-line, a call over several lines, blocks with branches
+UNITS = [
+    ["    a = f(1)", "    a = f(2)", "    a = g(1)"],
+    ["    r = self.model(\n        x,\n        k=1,\n    )", "    r = self.model(\n        x,\n        k=2,\n        extra=True,\n    )",
+     "    r = self.model(\n        y,\n        k=1,\n    )"],
+    ["    if a:\n        b = 1\n    else:\n        b = 2", "    if a:\n        b = 1\n    elif c:\n        b = 3",
+     "    if a:\n        b = 1\n    else:\n        b = 4\n        c = 5"],
+    ["    with ctx(a):\n        y = h(\n            a,\n        )", "    with ctx(a, b=1):\n        y = h(\n            a,\n        )",
+     "    with ctx(a):\n        y = h(\n            a,\n            npu=1,\n        )"],
+    ["    out = [\n        v\n        for v in a\n    ]", "    out = [\n        v + 1\n        for v in a\n    ]"],
+    ["    try:\n        z = 1\n    except ValueError:\n        z = 2", "    try:\n        z = 3\n    except ValueError:\n        z = 2",
+     "    try:\n        z = 1\n    finally:\n        z = 0"],
+]
+
+
+@st.composite
+def method_triple(draw):
+    "A base method from a few units, and an omni and an NPU variant: each unit kept, swapped for a variant, or dropped."
+    units = draw(st.lists(st.sampled_from(range(len(UNITS))), min_size=1, max_size=6))
+    def variant():
+        body = []
+        for u in units:
+            pick = draw(st.sampled_from(["base", "variant", "drop", "insert"]))
+            if pick == "drop": continue
+            if pick == "insert": body.append(draw(st.sampled_from(UNITS))[0] + "  # new")
+            body.append(UNITS[u][draw(st.integers(1, len(UNITS[u]) - 1))] if pick == "variant" else UNITS[u][0])
+        return "def m(self, x, a, b, c, y):\n" + ("\n".join(body) or "    pass") + "\n    return a\n"
+    base = "def m(self, x, a, b, c, y):\n" + "\n".join(UNITS[u][0] for u in units) + "\n    return a\n"
+    return base, variant(), variant()
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(method_triple())
+def test_generated_conflicts_are_whole_statements(t):
+    base, omni, npu = t
+    hunks = M.merge_hunks(base, omni, npu)
+    for side in (0, 1):
+        lines, owner = M.side_text(hunks, side)
+        tree = ast.parse("\n".join(lines) + "\n")             # keeping either side parses
+        for k, h in enumerate(hunks):
+            if h.kind != "conflict": continue
+            assert whole(h.npu) and whole(h.omni)
+            at = [i + 1 for i, o in enumerate(owner) if o == k and lines[i].strip() and not lines[i].lstrip().startswith("#")]
+            assert not at or M.statement_cut(tree, at[0], at[-1]) is None   # no statement cut in its context
+    for prefer in ("npu", "omni"):
+        lines, _ = M.render(hunks, prefer=prefer)
+        ast.parse("\n".join(lines) + "\n")

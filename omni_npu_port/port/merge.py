@@ -24,8 +24,8 @@ from .locate import PortError, port_diagnostic
 
 # %% auto #0
 __all__ = ['FENCE_TEXT', 'FENCE_RE', 'INLINE_MARK', 'TOKEN_RE', 'PREFER', 'indent_of', 'CodeLine', 'LineMatcher', 'lines_of',
-           'code_tokens', 'logical_units', 'adopt_layout', 'Hunk', 'tokens_in', 'refine_conflict', 'merge_hunks',
-           'render']
+           'code_tokens', 'logical_units', 'adopt_layout', 'Hunk', 'tokens_in', 'refine_conflict', 'hunk_sides',
+           'side_text', 'statement_cut', 'whole_conflicts', 'merge_hunks', 'render']
 
 # %% ../../nbs/port/merge.ipynb #c933b968
 FENCE_TEXT = "# ---------------------------------------Omni-new----------------------------------------------"
@@ -516,6 +516,90 @@ def _conflict(z, a, b, omni_l, own: list[bool] | None = None) -> list[Hunk]:
     if s: out.append(Hunk("same", bt[len(b) - s:], npu=bt[len(b) - s:]))
     return out
 
+# %% ../../nbs/port/merge.ipynb #92d33dab
+register(
+    Code("ONP4020", "conflict-widened", "a conflict widened to whole statements, so that keeping either side parses",
+         "info", "read the whole region between the markers: lines both sides share are inside it", "port/merge.ipynb", "port"),
+)
+
+def hunk_sides(h: Hunk) -> tuple[list[str], list[str]]:
+    "What a hunk writes when the NPU side / the omni side of the conflicts is kept (a conflict: its two sides; else both alike)."
+    if h.kind == "conflict": return list(h.npu), list(h.omni)
+    if h.kind == "omni-delete": return [], []
+    return list(h.lines), list(h.lines)
+
+def side_text(hs: list[Hunk], side: int) -> tuple[list[str], list[int]]:
+    "The method with every conflict's `side` kept (0 NPU, 1 omni), and for each line the index of the hunk it comes from."
+    lines, owner = [], []
+    for k, h in enumerate(hs):
+        part = hunk_sides(h)[side]
+        lines += part; owner += [k] * len(part)
+    return lines, owner
+
+def _blocks(n: ast.stmt) -> list[list[ast.stmt]]:
+    "The statement blocks of a compound statement (body, else, finally, each handler's and case's body)."
+    out = [b for b in (getattr(n, f, None) for f in ("body", "orelse", "finalbody")) if isinstance(b, list) and b
+           and isinstance(b[0], ast.stmt)]
+    return out + [h.body for h in getattr(n, "handlers", [])] + [c.body for c in getattr(n, "cases", [])]
+
+def statement_cut(tree: ast.Module, lo: int, hi: int) -> str | None:
+    "None when lines lo..hi (1-based) are whole statements of `tree`; else `prev` / `next`: where a statement they cut goes on."
+    for n in ast.walk(tree):
+        if not isinstance(n, ast.stmt): continue
+        s = min([n.lineno] + [d.lineno for d in getattr(n, "decorator_list", [])])
+        if n.end_lineno < lo or s > hi or (lo <= s and n.end_lineno <= hi): continue
+        blocks = _blocks(n)
+        if any(b[0].lineno <= lo and hi <= b[-1].end_lineno for b in blocks): continue
+        if n in tree.body and isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and lo <= s and hi >= n.body[0].lineno - 1:
+            continue   # the method's own header (a signature conflict) with whole statements of its body
+        return "prev" if s < lo else "next"
+    return None
+
+# %% ../../nbs/port/merge.ipynb #5ff627dd
+def _broken(hs: list[Hunk]) -> tuple[int, str] | None:
+    "The first conflict (index, way to widen) whose side cuts a statement or leaves code that does not parse; None if none."
+    for side in (0, 1):
+        lines, owner = side_text(hs, side)
+        try: tree = ast.parse(textwrap.dedent("\n".join(lines) + "\n"))
+        except SyntaxError as e:
+            conflicts = [k for k, h in enumerate(hs) if h.kind == "conflict"]
+            if not conflicts or not owner: return (-1, "")
+            bad = owner[min(max((e.lineno or 1) - 1, 0), len(owner) - 1)]
+            c = min(conflicts, key=lambda k: (abs(k - bad), k > bad))   # the conflict nearest the error, the one before it first
+            return c, "next" if bad > c else "prev"
+        for k, h in enumerate(hs):
+            if h.kind != "conflict": continue
+            at = [i + 1 for i, o in enumerate(owner) if o == k and code_tokens(lines[i])]
+            if at and (way := statement_cut(tree, at[0], at[-1])): return k, way
+    return None
+
+def whole_conflicts(hunks: list[Hunk], npu: str, omni: str) -> list[Hunk]:
+    "Conflicts widened until each side is whole statements and keeping either side parses; else one conflict of both methods."
+    hs = [Hunk(**{**h.__dict__}) for h in hunks]
+    for _ in range(sum(len(h.lines) + len(h.npu) + len(h.omni) + 2 for h in hs)):
+        bad = _broken(hs)
+        if bad is None: return hs
+        i, way = bad
+        if i < 0 or len(hs) == 1: break
+        j = i + 1 if way == "next" else i - 1
+        if not 0 <= j < len(hs): j = i - 1 if way == "next" else i + 1
+        _absorb(hs, i, j)
+    return [Hunk("conflict", [], omni=omni.splitlines(), npu=npu.splitlines(), code="ONP4020",
+                 note=f"{code_info('ONP4020').title}: the whole method (no narrower region parses on both sides)")]
+
+def _absorb(hs: list[Hunk], i: int, j: int) -> None:
+    "Conflict `hs[i]` widened over the nearest line of its neighbour `hs[j]` (a whole neighbouring conflict): each side takes what the neighbour writes there."
+    c, o, first = hs[i], hs[j], j < i
+    on, oo = hunk_sides(o)
+    split = o.kind != "conflict" and on == oo and len(on) > 1   # one line at a time: the rest stays what it was
+    if split: (on, rest) = (on[-1:], on[:-1]) if first else (on[:1], on[1:]); oo = on
+    w = Hunk("conflict", [], omni=oo + c.omni if first else c.omni + oo, npu=on + c.npu if first else c.npu + on,
+             base=c.base + (o.base if o.kind == "conflict" else []), code="ONP4020")
+    w.note = f"{code_info('ONP4020').title}: {len(w.npu)} NPU / {len(w.omni)} omni line(s)"
+    if split:
+        hs[i], hs[j] = w, Hunk(**{**o.__dict__, "lines": rest, "omni": rest if o.kind == "omni" else o.omni})
+    else: hs[min(i, j): min(i, j) + 2] = [w]
+
 # %% ../../nbs/port/merge.ipynb #7bfe1b88
 def merge_hunks(base: str, omni: str, npu: str, history: tuple[str, ...] | list[str] = ()) -> list[Hunk]:
     "Three-way merge (merge3) of the GPU base, the omni GPU method and the NPU base (older GPU bases: `history`), as hunks."
@@ -550,8 +634,9 @@ def merge_hunks(base: str, omni: str, npu: str, history: tuple[str, ...] | list[
             hunks.append(Hunk("unchanged", [l.text for l in seg]))
             prev = (A[amatch:aend], N[bmatch:bend])
         iz, ia, ib = zend, aend, bend
-    return _headers_keep_bodies(_moot_to_npu(_stale_to_npu(_drop_shared_additions(_slide_insertions(hunks), B, A, N),
-                                                           history)))
+    hunks = _headers_keep_bodies(_moot_to_npu(_stale_to_npu(_drop_shared_additions(_slide_insertions(hunks), B, A, N),
+                                                            history)))
+    return whole_conflicts(hunks, npu, omni)   # every conflict's sides whole statements: either side parses
 
 # %% ../../nbs/port/merge.ipynb #15e7c4cb
 PREFER = ("markers", "npu", "omni", "comment")
