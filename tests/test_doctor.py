@@ -202,3 +202,96 @@ def test_asking_for_an_npu_without_torch_npu_is_one_message_and_exit_1(capsys, m
         reset_platform()
     assert rc == 1 and "Traceback" not in out + err
     assert "torch_npu is not importable" in out and "pip install 'omni-npu-port[npu]'" in out
+
+
+# --- versions: stated, given (PATH@VERSION), fetched (NAME==VERSION), inferred ---------------------------------
+FIX = Path(__file__).parent / "fixtures" / "sources"
+
+
+def versionless_copy(tree, dest: Path) -> Path:
+    "The package's .py files of a release, written under `dest` as a checkout would hold them: no metadata, no version file."
+    pkg = tree.package
+    for rel in tree.reader.names():
+        if rel.startswith(f"{pkg}/") and rel.endswith(".py") and not rel.endswith(("/_version.py", "/version.py")):
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            (dest / rel).write_bytes(tree.reader.read(rel))
+    return dest
+
+
+def test_vllm_chained_version_assignment_is_read(capsys):
+    "vllm's `_version.py` says `__version__ = version = '0.30.0'` (setuptools-scm); the fixture writes that form."
+    rc, out, _ = run(capsys, ["--json", "--source", str(FIX / "vllm_src")])
+    s = json.loads(out)["sources"][0]
+    assert (s["package"], s["version"]) == ("vllm", "0.30.0")
+    assert s["version_from"] == "source"
+
+
+def test_a_version_given_for_a_checkout(capsys, tmp_path):
+    root = write_source_double(tmp_path, version="0.18.0")
+    for meta in root.glob("*.dist-info/METADATA"): meta.unlink()
+    rc, out, _ = run(capsys, ["--json", "--source", f"{root}@0.18.0"])
+    s = json.loads(out)["sources"][0]
+    assert (s["version"], s["version_from"], s["version_found"], s["inferred"]) == ("0.18.0", "given", None, None)
+    assert {r["id"]: r["status"] for r in s["results"]}["fc.has-sinks"] == "n/a"      # range checked at 0.18.0
+
+
+def test_a_given_version_that_differs_from_the_stated_one_is_a_warning(capsys, tmp_path):
+    root = write_source_double(tmp_path, version="0.18.0")
+    rep = doctor_report([f"{root}@0.23.0"])
+    assert rep["sources"][0]["version"] == "0.23.0" and rep["sources"][0]["version_found"] == "0.18.0"
+    assert any("states version 0.18.0; checked as 0.23.0 as given" in w for w in rep["warnings"])
+
+
+def test_a_versionless_checkout_is_inferred_not_all_in_range(capsys, tmp_path, release_source):
+    "A checkout of 0.18.0 (its files, no version anywhere): inferred, and as clean as the release with its version."
+    src = versionless_copy(release_source("vllm-ascend==0.18.0"), tmp_path)
+    rc, out, _ = run(capsys, ["--json", "--source", str(src)])
+    s = json.loads(out)["sources"][0]
+    assert s["version_from"] == "inferred" and "0.18.0" in s["inferred"]["candidates"]
+    assert s["version"] == s["inferred"]["version"] and s["summary"]["changed"] == s["summary"]["missing"] == 0
+    assert rc == 0 and not json.loads(out)["pairing_mismatch"]
+    rc, out, _ = run(capsys, ["--source", str(src)])
+    assert "(inferred: " in out and "give PATH@VERSION" in out
+
+
+def test_inferred_version_of_every_release(release_source):
+    """Every vllm-ascend release the catalog knows, its version removed. Where the catalog is right about the
+    release (its stated version reports nothing changed or missing), the inferred version reports nothing either,
+    and it is the release or a neighbour no range tells apart."""
+    import copy
+    from omni_npu_port.core.catalog import VLLM_ASCEND_VERSIONS
+    from omni_npu_port.sources.doctor import source_report
+    known, clean = list(VLLM_ASCEND_VERSIONS), 0
+    for v in (v for v in known if v != "main"):
+        tree = release_source(f"vllm-ascend=={v}")
+        bare = copy.copy(tree); bare.version = bare.version_from = None
+        stated, inferred = source_report(tree), source_report(bare)
+        assert inferred["version_from"] == "inferred" and inferred["version"] in known
+        if stated["summary"]["changed"] or stated["summary"]["missing"]: continue
+        clean += 1
+        assert inferred["summary"]["changed"] == inferred["summary"]["missing"] == 0, (v, inferred["inferred"])
+        assert min(abs(known.index(c) - known.index(v)) for c in inferred["inferred"]["candidates"]) <= 1, (v, inferred["inferred"])
+    assert clean >= len(known) // 2, clean
+
+
+def test_a_release_spec_reads_the_package_cache(capsys, release_source):
+    release_source("vllm-ascend==0.18.0"), release_source("vllm==0.18.0")          # in the cache (the tests fill it)
+    rc, out, _ = run(capsys, ["--json", "--source", "vllm-ascend==0.18.0", "--source", "vllm==0.18.0"])
+    rep = json.loads(out)
+    src = {s["package"]: s for s in rep["sources"]}
+    assert rc == 0 and (src["vllm-ascend"]["version"], src["vllm"]["version"]) == ("0.18.0", "0.18.0")
+    assert src["vllm-ascend"]["version_from"] == "source" and "omni-npu-port" in src["vllm-ascend"]["origin"]
+    assert {"package", "version", "origin", "kind", "summary", "results"} <= set(src["vllm"])   # the fields it always had
+
+
+def test_bad_source_specs_say_what_to_write(capsys, tmp_path):
+    root = write_source_double(tmp_path / "d")
+    cases = [(["--source", "vllm-ascend==banana"], "'banana' is not a version", 2),
+             (["--source", f"{root}@"], "no version after @", 2),
+             (["--source", "torch==2.9.0"], "'torch' is not one of", 2),
+             (["--source", "vllm-ascend==main"], "main is a branch", 2),
+             (["--source", str(root), "--source", f"{root}@0.18.0"], "a second vllm-ascend source", 2),
+             (["--source", f"{tmp_path}/missing@0.18.0"], "no such file or directory", 3)]
+    for argv, msg, code in cases:
+        rc, out, err = run(capsys, argv)
+        assert rc == code and msg in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err, (argv, err)

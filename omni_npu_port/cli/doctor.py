@@ -17,11 +17,14 @@ DESCRIPTION = ("Backend, versions, CANN environment, vllm/vllm-ascend pairing an
                "against vllm / vllm-ascend sources.")
 
 def configure(ap):
-    "`--json`, `--all`, `--source PATH` (repeatable)."
+    "`--json`, `--all`, `--source SPEC` (repeatable: PATH, PATH@VERSION, NAME==VERSION)."
     add_json(ap, "the report")
     ap.add_argument("--all", action="store_true", help="also list records that do not apply (n/a)")
-    ap.add_argument("--source", action="append", metavar="PATH",
-                    help="a vllm or vllm-ascend wheel, sdist or directory (repeatable); default: the installed packages")
+    ap.add_argument("--source", action="append", metavar="SPEC",
+                    help="a vllm or vllm-ascend source (repeatable; one of each): a wheel, sdist or directory PATH; "
+                         "PATH@VERSION for a source that states no version (a git checkout) or to check it as VERSION; "
+                         "NAME==VERSION (vllm-ascend==0.18.0) fetched from PyPI into the package cache; "
+                         "default: the installed packages")
 
 # %% auto #0
 __all__ = ['DESCRIPTION', 'configure', 'run']

@@ -12,17 +12,20 @@ import os
 import shlex
 import sys
 import tempfile
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..core.catalog import PAIRING, TORCH_NPU_PINS, parse_version
+from ..core.catalog import CATALOG, PAIRING, TORCH_NPU_PINS, VLLM_ASCEND_VERSIONS, VLLM_VERSIONS, parse_version
 from ..core.errors import InputError, UsageError
-from .conformance import CHANGED, MISSING, Conformance, conformance, conformance_table, summary
-from .readers import PACKAGES, SourceError, SourceTree, open_source
+from .conformance import CHANGED, MISSING, NA, OK, Conformance, conformance, conformance_table, summary
+from .fetch import FetchError
+from .readers import PACKAGES, SourceError, SourceSpecError, SourceTree, open_source, open_source_spec
 
 # %% auto #0
 __all__ = ['KERNEL_BACKENDS', 'platform_report', 'cann_env_warning', 'pairing_warning', 'torch_npu_warning', 'pairing_table',
-           'DoctorError', 'DoctorUsageError', 'doctor_sources', 'doctor_report', 'report_failed', 'print_report',
-           'kernel_spec', 'install_kernel']
+           'DoctorError', 'DoctorUsageError', 'doctor_sources', 'InferredVersion', 'is_ranged', 'infer_version',
+           'at_version', 'source_report', 'version_warnings', 'doctor_report', 'report_failed', 'version_text',
+           'print_report', 'kernel_spec', 'install_kernel']
 
 # %% ../../nbs/sources/doctor.ipynb #3f0106b0
 def platform_report() -> dict:
@@ -75,16 +78,23 @@ class DoctorError(InputError, ValueError):
 class DoctorUsageError(UsageError, DoctorError):
     "Options that contradict each other or name something invalid (exit 2); still a `DoctorError`."
 
+def _open_spec(spec) -> SourceTree:
+    "One `--source` spec opened; a malformed spec is a usage error, an unreadable or unfetchable one an input error."
+    try: return open_source_spec(str(spec))
+    except SourceSpecError as e: raise DoctorUsageError(f"--source {e}") from None
+    except (SourceError, FetchError) as e: raise DoctorError(f"--source {e}") from None
+
 def doctor_sources(paths=None) -> list[SourceTree]:
-    "The sources to check: the given paths (vllm / vllm-ascend only) or the installed packages."
+    "The sources to check: the given specs (PATH, PATH@VERSION, NAME==VERSION; vllm / vllm-ascend only) or the installed packages."
     if paths:
         trees = []
         for p in paths:
-            try: t = open_source(p)
-            except SourceError as e: raise DoctorError(f"--source {e}") from None
+            t = _open_spec(p)
             if t.package not in ("vllm_ascend", "vllm"):
                 raise DoctorError(f"--source {p} is a {PACKAGES[t.package]} source; the doctor checks vllm and "
-                                  "vllm-ascend sources (wheel, sdist or directory)")
+                                  "vllm-ascend sources (wheel, sdist, directory or NAME==VERSION)")
+            if any(o.package == t.package for o in trees):
+                raise DoctorUsageError(f"--source {p}: a second {t.distribution} source; give one vllm-ascend and one vllm")
             trees.append(t)
         return trees
     trees = []
@@ -93,27 +103,81 @@ def doctor_sources(paths=None) -> list[SourceTree]:
         except SourceError: pass
     return trees
 
+# %% ../../nbs/sources/doctor.ipynb #8679dd1e
+@dataclass
+class InferredVersion:
+    "The release a versionless source most likely is, from which version-ranged records hold against it."
+    version: str | None        # the release used for the in-range check: the newest of the best fits
+    candidates: tuple          # every known release that fits as well, oldest first
+    agree: int                 # ranged records whose range agrees with what the source says, at `version`
+    ranged: int                # ranged records that name a symbol of this package
+
+    @property
+    def span(self) -> str:
+        "`0.20.2rc1–0.23.0.post1`, or the one candidate."
+        return "—" if not self.candidates else self.candidates[0] if len(self.candidates) == 1 else \
+            f"{self.candidates[0]}–{self.candidates[-1]}"
+
+    def to_dict(self) -> dict:
+        "JSON-ready."
+        return {"version": self.version, "candidates": list(self.candidates), "agree": self.agree, "ranged": self.ranged}
+
+def _key(package: str) -> str: return "vllm_ascend" if package == "vllm_ascend" else "vllm"
+
+def is_ranged(record, package: str) -> bool:
+    "Whether a record's range for `package` (vllm_ascend: since/until; vllm: vllm_since/vllm_until) is bounded."
+    return bool(record.since or record.until) if package == "vllm_ascend" else bool(record.vllm_since or record.vllm_until)
+
+def infer_version(tree: SourceTree, results: list[Conformance]) -> InferredVersion:
+    "The known releases whose ranges agree best with what the source says (each result's `check`, read out of range)."
+    known = VLLM_ASCEND_VERSIONS if tree.package == "vllm_ascend" else VLLM_VERSIONS
+    evidence = [(CATALOG[r.id], r.check == OK) for r in results if r.check is not None and is_ranged(CATALOG[r.id], tree.package)]
+    if not evidence: return InferredVersion(None, (), 0, 0)
+    score = {v: sum(rec.holds_for(**{_key(tree.package): v}) == ok for rec, ok in evidence) for v in known}
+    best = max(score.values())
+    cands = tuple(v for v in known if score[v] == best)
+    return InferredVersion(cands[-1], cands, best, len(evidence))
+
+def at_version(results: list[Conformance], package: str, version: str) -> list[Conformance]:
+    "The results with the in-range check redone at `version` (what the source says, `check`, is unchanged)."
+    out = []
+    for r in results:
+        holds = CATALOG[r.id].holds_for(**{_key(package): version})
+        out.append(replace(r, version=version, holds=holds, status=(r.check or NA) if holds else NA))
+    return out
+
 # %% ../../nbs/sources/doctor.ipynb #82f7f885
+def source_report(t: SourceTree, gpu: SourceTree | None = None) -> dict:
+    "One source checked: its version (stated, given or inferred), the conformance results and their summary."
+    res = conformance(t, gpu_tree=gpu if t.package == "vllm_ascend" else None)
+    inferred = infer_version(t, res) if t.version is None else None
+    if inferred and inferred.version: res = at_version(res, t.package, inferred.version)
+    version_from = "inferred" if inferred and inferred.version else t.version_from
+    return {"package": t.distribution, "version": t.version or (inferred.version if inferred else None),
+            "version_from": version_from, "version_found": t.version_found,
+            "inferred": inferred.to_dict() | {"span": inferred.span} if inferred else None,
+            "origin": t.origin, "kind": t.kind, "summary": summary(res), "results": [r.to_dict() for r in res]}
+
+def version_warnings(trees: list[SourceTree]) -> list[str]:
+    "A warning for each source checked as another version than the one it states."
+    return [f"{t.distribution} at {t.origin} states version {t.version_found}; checked as {t.version} as given"
+            for t in trees if t.version_from == "given" and t.version_found and parse_version(t.version_found) != parse_version(t.version)]
+
 def doctor_report(paths=None, platform: dict | None = None) -> dict:
     "Platform, versions, warnings and conformance results as JSON-ready data."
     plat = platform_report() if platform is None else platform
     versions = plat.get("versions") or {}
     trees = doctor_sources(paths)
-    warnings = [w for w in [cann_env_warning(versions)] if w]
+    warnings = [w for w in [cann_env_warning(versions)] if w] + version_warnings(trees)
     va = next((t for t in trees if t.package == "vllm_ascend"), None)
     gpu = next((t for t in trees if t.package == "vllm"), None)
-    pw = pairing_warning(va.version if va else None, gpu.version if gpu else None)
+    pw = pairing_warning(va.version if va else None, gpu.version if gpu else None)   # stated or given, never inferred
     if pw: warnings.append(pw)
     if not paths:  # the installed stack: does its torch_npu match what its vllm-ascend pins?
         tw = torch_npu_warning(versions.get("vllm-ascend"), versions.get("torch_npu"))
         if tw: warnings.append(tw)
-    sources = []
-    for t in trees:
-        res = conformance(t, gpu_tree=gpu if t.package == "vllm_ascend" else None)
-        sources.append({"package": t.distribution, "version": t.version, "origin": t.origin, "kind": t.kind,
-                        "summary": summary(res), "results": [r.to_dict() for r in res]})
     return {"platform": plat, "warnings": warnings, "pairing_mismatch": pw is not None,
-            "sources": sources, "installed": not paths}
+            "sources": [source_report(t, gpu) for t in trees], "installed": not paths}
 
 def report_failed(report: dict) -> bool:
     "Whether the backend asked for is unavailable, or a record that holds for a checked source is changed or missing."
@@ -121,6 +185,15 @@ def report_failed(report: dict) -> bool:
         any(s["summary"][CHANGED] or s["summary"][MISSING] for s in report["sources"])
 
 # %% ../../nbs/sources/doctor.ipynb #00d06947
+def version_text(s: dict) -> str:
+    "How a report's source version reads: `0.18.0`, `0.23.0 (given)`, `0.23.0 (inferred: …)`, `? (unknown: …)`."
+    how, inf = s.get("version_from"), s.get("inferred") or {}
+    if how == "inferred":
+        return (f"{s['version']} (inferred: {inf.get('span')} fit {inf.get('agree')} of {inf.get('ranged')} version-ranged records; "
+                "give PATH@VERSION to say)")
+    if how == "given": return f"{s['version']} (given)"
+    return s["version"] or "? (unknown: the source states no version; give PATH@VERSION)"
+
 def print_report(report: dict, console=None, show_na: bool = False):
     "Render a doctor report with rich."
     from rich.console import Console
@@ -143,7 +216,7 @@ def print_report(report: dict, console=None, show_na: bool = False):
     for s in report["sources"]:
         res = [Conformance(**r) for r in s["results"]]
         counts = ", ".join(f"{v} {k}" for k, v in s["summary"].items())
-        con.print(conformance_table(res, title=f"{s['package']} {s['version'] or '?'} ({s['kind']}: {s['origin']}) — {counts}",
+        con.print(conformance_table(res, title=f"{s['package']} {version_text(s)} ({s['kind']}: {s['origin']}) — {counts}",
                                     show_na=show_na))
 
 # %% ../../nbs/sources/doctor.ipynb #ba43d6d4

@@ -8,6 +8,7 @@ Docs: https://omni-npu-port.github.io/omni-npu-port/sources/readers.html.md"""
 from __future__ import annotations
 
 import ast
+import copy
 import importlib.metadata
 import importlib.util
 import io
@@ -23,15 +24,18 @@ from pathlib import Path
 
 from packaging.utils import (InvalidSdistFilename, InvalidWheelFilename, canonicalize_name, parse_sdist_filename,
                              parse_wheel_filename)
+from packaging.version import InvalidVersion, Version
 
-from ..core.errors import InputError
+from ..core.catalog import parse_version
+from ..core.errors import InputError, UsageError
 from ..core.io import OutputError, write_atomic
 
 # %% auto #0
 __all__ = ['PACKAGES', 'SDIST_CACHE_ENV', 'SDIST_CACHE_FORMAT', 'MAX_MEMBER_BYTES', 'MAX_SOURCE_BYTES', 'SOURCE_DOUBLE',
            'SourceError', 'metadata_name_version', 'same_distribution', 'DirReader', 'WheelReader', 'is_source_member',
            'tar_files', 'sdist_cache_dir', 'write_cache_zip', 'SdistReader', 'parse_source', 'SourceTree',
-           'open_source', 'write_source_double']
+           'version_in_text', 'open_source', 'SourceSpecError', 'parse_source_spec', 'open_source_spec',
+           'write_source_double']
 
 # %% ../../nbs/sources/readers.ipynb #205fd5c9
 PACKAGES = {"vllm_ascend": "vllm-ascend", "vllm": "vllm", "vllm_omni": "vllm-omni"}  # import name -> distribution
@@ -139,10 +143,18 @@ class SourceTree:
     "The `.py` files of one package (vllm_ascend, vllm or vllm_omni), parsed lazily with `ast`, never imported."
     def __init__(self, reader, package: str, version: str | None, origin: str, kind: str):
         self.reader, self.package, self.version, self.origin, self.kind = reader, package, version, origin, kind
+        self.version_from = "source" if version else None   # source (its metadata or version file), given, inferred
+        self.version_found = version                        # what the source itself says
         self._src: dict[str, str | None] = {}
         self._ast: dict[str, ast.Module | None] = {}
 
     def __repr__(self): return f"SourceTree({self.package} {self.version or '?'}, {self.kind}: {self.origin})"
+
+    def with_version(self, version: str, how: str) -> SourceTree:
+        "A copy (sharing the parsed modules) whose version is `version`, stated `how`: `given` or `inferred`."
+        t = copy.copy(self)
+        t.version, t.version_from = version, how
+        return t
 
     @property
     def distribution(self) -> str:
@@ -190,6 +202,19 @@ def _detect_package(names, hint: str | None, where: str) -> str:
                           "vllm_omni/ package inside; pass a wheel, an sdist, a source directory or an installed package name")
     raise SourceError(f"{where} holds several packages ({', '.join(found)}); pass package= to choose one")
 
+def version_in_text(text: str) -> str | None:
+    "The version a `_version.py` / `version.py` assigns: `__version__ = version = '0.30.0'`, `version: str = '…'`, …"
+    try: body = ast.parse(text).body
+    except SyntaxError: return None
+    for st in body:   # top level only: a `__version__ = "dev"` fallback inside `except` is no version
+        targets = st.targets if isinstance(st, ast.Assign) else [st.target] if isinstance(st, ast.AnnAssign) else []
+        names = {t.id for t in targets if isinstance(t, ast.Name)}
+        v = getattr(st, "value", None)
+        if names & {"__version__", "version"} and isinstance(v, ast.Constant) and isinstance(v.value, str):
+            try: return str(Version(v.value))
+            except InvalidVersion: continue
+    return None
+
 def _version_in_dir(root: Path, package: str) -> str | None:
     for meta in [*root.glob("*.dist-info/METADATA"), root / "PKG-INFO", *root.glob("*.egg-info/PKG-INFO")]:
         if meta.is_file():
@@ -198,8 +223,8 @@ def _version_in_dir(root: Path, package: str) -> str | None:
     for f in ("_version.py", "version.py"):
         p = root / package / f
         if p.is_file():
-            m = re.search(r"""^(?:__version__|version)\s*(?::\s*\w+\s*)?=\s*['"]([^'"]+)['"]""", p.read_text(errors="replace"), re.M)
-            if m: return m.group(1)
+            v = version_in_text(p.read_text(errors="replace"))
+            if v: return v
     return None
 
 def _open_installed(name: str, package: str | None) -> SourceTree:
@@ -257,6 +282,51 @@ def _open_file(p: Path, mtime_ns: int, size: int, package: str | None) -> Source
         version = metadata_name_version(info.decode(errors="replace"))[1] if info else None
         return SourceTree(r, pkg, version or _filename_version(p.name), str(p), "sdist")
     raise SourceError(f"{p}: not a wheel (.whl), sdist (.tar.gz) or directory")
+
+# %% ../../nbs/sources/readers.ipynb #25a8f1af
+class SourceSpecError(UsageError, SourceError):
+    "A `--source` spec that is not well formed (exit 2): the message says which part and what to write."
+
+def _spec_version(spec: str, version: str, where: str) -> str:
+    "`version` checked as a release (`0.18.0`, `0.23.0.post1`) or `main`."
+    try: parse_version(version)
+    except ValueError:
+        raise SourceSpecError(f"{where} {spec!r}: {version!r} is not a version; write a release such as 0.18.0 or "
+                              "0.23.0.post1, or main for a checkout of the main branch") from None
+    return version.strip().lower().lstrip("v")
+
+def parse_source_spec(spec: str) -> tuple[str, str | None, str]:
+    "(`path` / `package` / `release`, version or None, what to open) of `PATH`, `PATH@VERSION`, `NAME==VERSION` or `NAME`."
+    s = str(spec).strip()
+    if not s: raise SourceSpecError("an empty source: give a wheel, sdist or directory (PATH[@VERSION]) or NAME==VERSION")
+    if Path(s).expanduser().exists(): return "path", None, s
+    if "==" in s:
+        name, _, version = s.partition("==")
+        if canonicalize_name(name) not in {canonicalize_name(d) for d in PACKAGES.values()}:
+            raise SourceSpecError(f"source {s!r}: {name!r} is not one of {', '.join(PACKAGES.values())}; "
+                                  "NAME==VERSION fetches a release of one of them from PyPI")
+        if not version: raise SourceSpecError(f"source {s!r}: no version after ==; write e.g. {name}==0.18.0")
+        return "release", _spec_version(s, version, "source"), name
+    head, at, version = s.rpartition("@")
+    if at:
+        if not version: raise SourceSpecError(f"source {s!r}: no version after @; write PATH@0.18.0 (or PATH@main)")
+        return ("path" if Path(head).expanduser().exists() or "/" in head else "package"), _spec_version(s, version, "source"), head
+    return ("path" if "/" in s or s.endswith((".whl", ".tar.gz", ".zip")) else "package"), None, s
+
+# %% ../../nbs/sources/readers.ipynb #10af1f86
+def open_source_spec(spec: str, package: str | None = None, cache_dir=None) -> SourceTree:
+    "Open `PATH`, `PATH@VERSION`, `NAME@VERSION` (installed) or `NAME==VERSION` (fetched into the package cache)."
+    kind, version, what = parse_source_spec(spec)
+    if kind == "release":
+        if version == "main":
+            raise SourceSpecError(f"source {spec!r}: main is a branch, not a release on PyPI; give a checkout as PATH@main")
+        from omni_npu_port.sources.fetch import CACHE_DIR, fetch_package
+        tree = open_source(fetch_package(f"{what}=={version}", CACHE_DIR if cache_dir is None else cache_dir), package)
+        if not same_distribution(tree.distribution, what):
+            raise SourceError(f"source {spec!r}: the fetched file holds {tree.distribution}, not {what}")
+        return tree
+    tree = open_source(what, package)
+    return tree if version is None else tree.with_version(version, "given")
 
 # %% ../../nbs/sources/readers.ipynb #343bf626
 SOURCE_DOUBLE = {
