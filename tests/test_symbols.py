@@ -209,3 +209,25 @@ def test_single_tree_callers_keep_their_answers():
     own = resolve(t, "vllm_ascend.worker.NPUModelRunner._dummy_run")
     assert own.path == "NPUModelRunner._dummy_run" and own.source.startswith("vllm_ascend ? (directory")
     assert class_attr(t, resolve(t, "vllm_ascend.worker.NPUModelRunner"), "_dummy_run").kind == "method"
+
+
+def test_members_through_the_mro_and_derived_classes_wherever_they_live(index, tmp_path):
+    members = index.members(f"{NPU}.npu_ar_model_runner.NPUARModelRunner")
+    want = python_says(f"""
+        import json, inspect
+        from {NPU}.npu_ar_model_runner import NPUARModelRunner as C
+        print(json.dumps({{n: v.__qualname__ for n, v in inspect.getmembers(C, inspect.isfunction)}}))""")
+    assert {n: m.path for n, m in members.items() if m.kind == "method"} == want
+    gpu = "vllm.v1.worker.gpu_model_runner.GPUModelRunner"
+    found = [c.dotted for c in index.derived(gpu)]
+    assert found == ["vllm_ascend.worker.model_runner_v1.NPUModelRunner", f"{NPU}.npu_ar_model_runner.NPUARModelRunner",
+                     f"{NPU}.npu_model_runner.OmniNPUModelRunner", f"{NPU}.outside.PluginARRunner"]
+    alone = SymbolIndex.open(ROOTS["vllm_omni"])                      # vllm-ascend not at hand: matched by the import's path
+    assert [c.path for c in alone.derived("vllm_ascend.worker.NPUModelRunner")] == ["NPUARModelRunner", "OmniNPUModelRunner", "PluginARRunner"]
+    broken = tmp_path / "broken"
+    for rel, text in {"vllm_omni/__init__.py": "", "vllm_omni/ok.py": "from vllm_ascend.worker import NPUModelRunner\nclass R(NPUModelRunner): pass\n",
+                      "vllm_omni/bad.py": "class (:\n"}.items():
+        (broken / rel).parent.mkdir(parents=True, exist_ok=True); (broken / rel).write_text(text)
+    ix = SymbolIndex.open(broken)
+    assert [c.dotted for c in ix.derived("vllm_ascend.worker.NPUModelRunner")] == ["vllm_omni.ok.R"]
+    assert list(ix.unreadable) == ["vllm_omni.bad"]

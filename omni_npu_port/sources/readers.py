@@ -174,6 +174,13 @@ class SourceTree:
         "Whether `module` is a package (a directory with `__init__.py`)."
         return self.reader.read(module.replace(".", "/") + "/__init__.py") is not None
 
+    def modules(self) -> list[str]:
+        "Every module of the package, dotted (a package by its name), sorted."
+        if isinstance(self.reader, DirReader):
+            rels = [p.relative_to(self.reader.root).as_posix() for p in (self.reader.root / self.package).rglob("*.py")]
+        else: rels = [n for n in self.reader.names() if n.startswith(self.package + "/") and n.endswith(".py")]
+        return sorted({r[:-3].replace("/", ".").removesuffix(".__init__") for r in rels})
+
     def module_ast(self, module: str) -> ast.Module | None:
         "The parsed module, cached; None if absent."
         if module not in self._ast:
