@@ -1,0 +1,71 @@
+"""benchmarks/generalize.py: its GPU-ism finder and MRO checks on small inputs, and its fixture part run quickly.
+
+The benchmark's numbers (silent GPU-isms, refusals, unparsable outputs) are the benchmark's job; here: that it finds
+what it claims to find, that its report has the structure it documents, and that every fixture class is exercised."""
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FIX = ROOT / "tests" / "fixtures" / "generalize"
+
+
+@pytest.fixture(scope="module")
+def gen():
+    spec = importlib.util.spec_from_file_location("generalize", ROOT / "benchmarks" / "generalize.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_finder_resolves_imports_the_way_python_binds_them(gen):
+    found = lambda name: {(h["symbol"].rsplit(".", 1)[1], h["via"]) for h in gen.find_gpuisms((FIX / "reexport" / name).read_text())}
+    assert {("set_forward_context", "import"), ("set_forward_context", "name"), ("graph_capture", "name")} <= found("via_runner_module.py")
+    assert {("set_forward_context", "attribute"), ("synchronize", "attribute"), ("Stream", "attribute"),
+            ("graph_capture", "attribute"), ("current_stream", "attribute")} == found("module_alias.py")
+    assert {("graph_capture", "star"), ("set_forward_context", "star"), ("CUDAGraphWrapper", "star")} == found("star_all.py")
+    assert found("local_shadow.py") == {("synchronize", "attribute")}          # the module's own namesakes are not GPU-isms
+    assert gen.find_gpuisms("import torch\n# torch.cuda.synchronize()\nx = 'torch.cuda.synchronize'\n") == []
+
+
+def test_silent_means_no_diagnostic_and_no_comment_at_the_statement(gen):
+    src = "import torch\n\n\ndef f():\n    torch.cuda.synchronize()\n"
+    hits, silent = gen.silent_gpuisms(src, src, [])
+    assert len(hits) == len(silent) == 1 and silent[0]["line"] == 5
+    assert gen.silent_gpuisms(src, src, [{"line": 5, "code": "ONP9999"}])[1] == []      # a diagnostic on its line
+    out = "import torch\n\n\ndef f():\n    # ONP2999 [x]: a person must act\n    #   here\n    torch.cuda.synchronize()\n"
+    assert gen.silent_gpuisms(src, out, [])[1] == []                                    # an ONP comment right above
+    far = "import torch\n# ONP2999 [x]\n\ndef f():\n    torch.cuda.synchronize()\n"
+    assert len(gen.silent_gpuisms(src, far, [])[1]) == 1                                # not above its statement
+
+
+def test_super_skips_follow_the_omni_mro(gen):
+    idx = gen.class_index(FIX / "stack" / "vllm", FIX / "stack" / "vllm_ascend", FIX / "stack" / "omni_new")
+    assert gen.next_definer("GPUDiffusionModelRunner", "_model_forward", idx) == "GPUGenerationModelRunner"
+    assert gen.next_definer("GPUARModelRunner", "__init__", idx) == "OmniGPUModelRunner"
+    bad = "class NPUARModelRunner(GPUARModelRunner, NPUModelRunner):\n    def __init__(self, c, d):\n        NPUModelRunner.__init__(self, c, d)\n"
+    assert gen.super_skips(bad, "GPUARModelRunner", idx) == ["__init__: NPUModelRunner.__init__(self, ...) skips OmniGPUModelRunner.__init__"]
+    assert gen.super_skips(bad.replace("NPUModelRunner.__init__(self, c, d)", "super().__init__(c, d)"), "GPUARModelRunner", idx) == []
+
+
+def test_conflicts_and_parse_checks(gen):
+    code = "def a(self):\n<<<<<<< NPU\n    x = 1\n=======\n    x = 2\n>>>>>>> omni\n\ndef b(self):\n    return 1\n"
+    assert gen.conflicts_per_method(code) == {"a": 1, "b": 0}
+    assert not gen.parses(code) and gen.parses("    def a(self):\n        return 1\n")
+
+
+def test_fixture_part_report_covers_every_class(gen, tmp_path):
+    out = tmp_path / "report.json"
+    assert gen.main(["--fixtures", "--quick", "-j", "2", "--json", str(out)]) == 0
+    fx = json.loads(out.read_text())["fixtures"]
+    assert set(fx["per_class"]) == set(gen.CLASSES) and all(row["jobs"] >= 1 for row in fx["per_class"].values())
+    kinds = {(r["class"], r["kind"]) for r in fx["results"]}
+    assert {("reexport", "translate"), ("inherited", "port"), ("omni_only", "port"), ("hierarchy", "port --class"),
+            ("hierarchy", "audit"), ("old_layout", "audit"), ("old_layout", "port --class"), ("versionless", "doctor")} <= kinds
+    for key in ("silent_gpuisms", "refusals", "unparsable", "conflicts_per_method", "super_skips", "false_orphans"):
+        assert key in fx["overall"]
+    for key in ("silent_gpuisms", "refusals", "unparsable"):
+        assert fx["overall"][key] == sum(row[key] for row in fx["per_class"].values())
+    assert all(r["refusals"] >= 0 and "errors" in r for r in fx["results"])
