@@ -562,7 +562,7 @@ def test_diff_and_check_modes(tmp_path, capsys):
     g.write_text("import torch\ntorch.cuda.nvtx.range_pop()\n")
     assert main([str(g), "--check", "-q"]) == 1
     main([str(g), "--in-place", "-q"])
-    assert main([str(g), "--check", "-q"]) == 0                     # acknowledged by its ONP3001 comment
+    assert main([str(g), "--check", "-q"]) == 1                     # the GPU symbol is still there, comment or not
 
 
 def test_no_comments(tmp_path):
@@ -896,3 +896,96 @@ def test_installed_libcst_is_in_the_tested_range():
     assert TESTED_LIBCST[0] <= installed < TESTED_LIBCST[1], (
         f"libcst {installed} is outside the tested range {TESTED_LIBCST}: check the private APIs "
         f"omni_npu_port.translate.cst_fast uses ({', '.join(PRIVATE_APIS)}) and the chunked == whole-file tests")
+
+
+# ---------------------------------------------------------------- never silent (issue 13)
+
+FIX = Path(__file__).parent / "fixtures" / "translate"
+
+
+def test_reexported_gpu_symbol_is_flagged_never_silent(rules):
+    "A catalog GPU symbol imported through another vllm module (or a star import of its module) is flagged ONP2020."
+    src = (FIX / "reexported_forward_context.py").read_text()
+    t = _both(src, rules)
+    fc = gpu("fc.import")
+    flagged = [(d.line, d.message) for d in t.diagnostics if d.code == "ONP2020"]
+    assert [line for line, _ in flagged] == [2, 4, 14]        # the import, the star import, module_alias.name
+    assert all(fc in m for _, m in flagged)
+    # device-generic torch names and the NPU side's own names are not GPU symbols re-exported
+    assert not any(d.line in (5, 6) for d in t.diagnostics)
+    code_lines = lambda text: [l for l in text.splitlines() if not l.lstrip().startswith("#")]
+    assert "# ONP2020" in t.code and code_lines(t.code) == code_lines(src)      # flagged, not changed
+
+
+def test_check_prints_one_line_per_finding_and_fails(tmp_path, capsys):
+    "--check: exit 1 on a re-exported GPU symbol; `path:line:col: CODE message` lines on stdout, as many as pending."
+    f = FIX / "reexported_forward_context.py"
+    rep = tmp_path / "r.json"
+    assert main([str(f), "--check", "--target", T18, "-q", "--report", str(rep)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out and all(l.startswith(f"{f}:") and l.split(": ", 1)[1].startswith("ONP") for l in out)
+    assert [l.split(":")[1] for l in out] == ["2", "4", "14"]
+    assert json.loads(rep.read_text())["totals"]["pending"] == len(out)
+
+
+def test_check_counts_flagged_gpu_symbols_even_with_their_comment(tmp_path, capsys, rules):
+    "A translated file that keeps a flagged GPU symbol (its `# ONP2020` comment written) still fails --check."
+    out = translate_source((FIX / "reexported_forward_context.py").read_text(), rules).code
+    f = tmp_path / "done.py"; f.write_text(out)
+    assert main([str(f), "--check", "--target", T18, "-q"]) == 1
+    assert "ONP2020" in capsys.readouterr().out
+    clean = tmp_path / "clean.py"; clean.write_text("import os\n\nprint(os.sep)\n")
+    assert main([str(clean), "--check", "--target", T18, "-q"]) == 0
+    assert capsys.readouterr().out == ""
+
+
+def test_self_check_reports_a_gpu_symbol_no_rule_handled(rules):
+    "A GPU symbol inside an f-string (where no rule acts) is reported by the translator about itself (ONP9007)."
+    src = "import torch\n\n\ndef f():\n    x = f\"{torch.cuda.synchronize()}\"\n    torch.cuda.synchronize()\n    return x\n"
+    t = _both(src, rules)
+    gap = [d for d in t.diagnostics if d.code == "ONP9007"]
+    assert [(d.line, d.record) for d in gap] == [(5, "dev.synchronize")] and gap[0].severity == "error"
+    assert "translator gap" in gap[0].message
+    assert "ONP9007" not in codes(_both(CHUNKY, rules))            # handled references are not reported
+    assert "ONP9007" not in codes(tr(example_path().read_text(), rules))
+
+
+def test_dummy_run_parameter_renamed_where_the_npu_runner_uses_another_name():
+    "cudagraph_runtime_mode → aclgraph_runtime_mode in an override, its body and its calls, only where the target's NPU signature says so."
+    src = (FIX / "dummy_run_override.py").read_text()
+    user = [FIX / "acl_dummy_run.toml"]
+    old = _both(src, compile_rules("vllm-ascend==0.15.0rc1", user))
+    assert "def _dummy_run(self, num_tokens, with_prefill=False, aclgraph_runtime_mode=None" in old.code
+    assert "mode = aclgraph_runtime_mode\n        if aclgraph_runtime_mode is not None:" in old.code
+    assert "[cudagraph_runtime_mode for cudagraph_runtime_mode in (mode,)]" in old.code      # its own scope
+    assert "def inner(cudagraph_runtime_mode):\n            return cudagraph_runtime_mode" in old.code
+    assert '"cudagraph_runtime_mode"' in old.code and "aclgraph_runtime_mode=mode)" in old.code
+    assert codes(old).count("ONP1012") == 2
+    ast.parse(old.code)
+    new = _both(src, compile_rules(T18, user))                   # 0.18.0's NPU _dummy_run takes cudagraph_runtime_mode
+    assert "aclgraph_runtime_mode" not in new.code and "ONP1012" not in codes(new)
+
+
+def test_empty_parameter_list_means_unknown_never_accepts_nothing():
+    "Where the records hold no parameter list for the NPU callable, ONP2002 never says it takes nothing."
+    src = (RUNNER_HEAD.replace("GPUModelRunner\n", "GPUModelRunner\nfrom vllm.forward_context import set_forward_context\n", 1)
+           + "    def _dummy_run(self, num_tokens, mode=None):\n"
+             "        with set_forward_context(None, self.vllm_config, num_tokens=num_tokens, cudagraph_runtime_mode=mode):\n"
+             "            pass\n")
+    for target in ("vllm-ascend==0.13.0", "vllm-ascend==0.14.0rc1", "vllm-ascend==0.15.0rc1", T18):
+        t = _both(src, compile_rules(target))
+        assert not any(d.code == "ONP2002" and d.message.rstrip().endswith("it takes:") for d in t.diagnostics), target
+        assert "aclgraph_runtime_mode=mode" in t.code
+
+
+def test_method_rules_only_where_the_target_has_the_method():
+    "_model_forward gains num_tokens_padded only at targets whose NPU runner's record for it holds."
+    src = RUNNER_HEAD + ("    def _model_forward(self, input_ids=None, positions=None, **kw):\n        return self.model(input_ids)\n\n"
+                         "    def execute_model(self, num_tokens_padded, input_ids):\n        return self._model_forward(input_ids)\n")
+    name = leaf(npu("sig.model-forward"))
+    for target in ("vllm-ascend==0.14.0rc1", "vllm-ascend==0.15.0rc1"):
+        has = any(p.npu_symbol and leaf(p.npu_symbol) == name and p.kind == "signature-change"
+                  for p in CATALOG.select(vllm_ascend=target.split("==")[1]))
+        t = _both(src, compile_rules(target))
+        assert ("num_tokens_padded=num_tokens_padded" in t.code) == has, target
+        assert ("ONP1008" in codes(t)) == has, target

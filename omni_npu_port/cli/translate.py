@@ -14,13 +14,13 @@ from pathlib import Path
 from .options import add_output, add_target
 from ..core.errors import InputError, PortingError, UsageError
 from ..translate.rules import compile_rules
-from ..translate.run import examine_table, percent, translate_paths, write_report
+from ..translate.run import FILE_ERRORS, examine_table, percent, translate_paths, write_report
 
 DESCRIPTION = ("Translate GPU (vllm) runner code to NPU (vllm-ascend) code with rules from the catalog; mark what "
                "needs a person with ONPxxxx diagnostics.")
 
 # %% auto #0
-__all__ = ['DESCRIPTION', 'configure', 'check_arguments', 'rules_for', 'print_summary', 'run']
+__all__ = ['DESCRIPTION', 'configure', 'check_arguments', 'rules_for', 'print_findings', 'print_summary', 'run']
 
 # %% ../../nbs/cli/translate.ipynb #3ca90c4e
 def configure(ap):
@@ -32,7 +32,7 @@ def configure(ap):
             a.help = "overwrite existing different outputs / translate despite an existing FILE.orig"
     ap.add_argument("--in-place", action="store_true", help="rewrite changed files atomically, keeping FILE.orig")
     ap.add_argument("--diff", action="store_true", help="print a unified diff to stdout")
-    ap.add_argument("--check", action="store_true", help="analyse only; exit 1 if GPU-isms remain unflagged")
+    ap.add_argument("--check", action="store_true", help="analyse only: print path:line:col: CODE message for each GPU-ism left, converted-or-flagged or not; exit 1 if any")
     add_target(ap)
     ap.add_argument("--rules", action="append", default=[], metavar="FILE", help="user rules, TOML or YAML (repeatable; later wins)")
     ap.add_argument("--no-comments", action="store_true", help="do not write # ONPxxxx comments into the output")
@@ -62,12 +62,18 @@ def rules_for(args):
     except ValueError as e: raise UsageError(str(e)) from None   # ProfileError and bad targets are ValueErrors
 
 # %% ../../nbs/cli/translate.ipynb #588149f1
+def print_findings(run) -> None:
+    "With --check: one `path:line:col: CODE message` line per finding on stdout (the style of ruff and mypy)."
+    for f in run.files:
+        for d in f.findings(): print(f"{f.path}:{d.line}:{d.column}: {d.code} {d.message}")
+
 def print_summary(run, args) -> None:
-    "Error diagnostics and the `--examine` table (with --check) or a one-line summary, on stderr."
+    "Error diagnostics (those not printed as findings) and the `--examine` table (with --check) or a one-line summary, on stderr."
     t = run.totals()
     for f in run.files:
         for d in f.diagnostics:
-            if d.severity == "error": print(f"{f.path}:{d.line}:{d.column}: {d.code} {d.message}", file=sys.stderr)
+            if d.severity == "error" and not (args.check and d.code not in FILE_ERRORS):
+                print(f"{f.path}:{d.line}:{d.column}: {d.code} {d.message}", file=sys.stderr)
     if args.check:
         from rich.console import Console
         Console(stderr=True).print(examine_table(run))
@@ -87,6 +93,7 @@ def run(args) -> int:
                              force=args.force, comments=not args.no_comments, diff=sys.stdout if args.diff else None,
                              jobs=args.jobs or os.cpu_count() or 1)
     write_report(result, args.report, args.summary)
+    if args.check: print_findings(result)
     if not args.quiet: print_summary(result, args)
     t = result.totals()
     if args.check and t["pending"]: return 1

@@ -152,6 +152,8 @@ def translate_module(module: cst.Module, rules: RuleSet, comments: bool, where=N
     ctx.rule = visitors[0]
     tracker = Tracker(ctx, visitors[0])
     BatchVisitor(visitors, tracker.before_visit, tracker.after_leave).run(module)
+    for v in visitors:
+        if hasattr(v, "finish"): v.finish()   # rules that judge the whole file (the self-check last)
     writes = comments and any(not d.acknowledged for ds in ctx.notes.values() for d in ds)
     new = module
     if ctx.edits or ctx.required or ctx.npu_roots or writes:

@@ -49,6 +49,9 @@ class FileContext:
         self.paths: dict = {}                                # id(TranslateDiagnostic) -> the statements around it, outermost first
         self.path: list = []                                 # the nodes around the traversal, outermost first
         self.reach: set = set()                              # ids of the nodes on the way to an edit
+        self.at: set = set()                                 # ids of the nodes a diagnostic was raised at
+        self.handled: set = set()                            # ids of GPU-symbol references a rule resolved and acted on
+        self.qcache: dict = {}                               # id(node) -> its qualified names (rules ask again and again)
 
 # %% ../../nbs/translate/context.ipynb #2774fe08
 @patch
@@ -79,6 +82,7 @@ def diag(self: FileContext, code: str, message: str, node, record: str | None = 
         self.notes.setdefault(id(stmt), []).append(d)
         self._mark(stmt)
     self.nodes[id(d)] = node
+    self.at.add(id(node))
     if self.stmts: self.tops[id(d)] = self.stmts[0]; self.paths[id(d)] = tuple(self.stmts)
     self.diagnostics.append(d)
     return d
@@ -136,8 +140,12 @@ class Rule(cst.BatchableCSTVisitor):
 
     def qnames(self, node) -> set:
         "The qualified names `node` may refer to where it is (libcst's QualifiedNameProvider semantics)."
-        try: return self.ctx.names.qnames(node, self.ctx)
-        except Exception: return set()
+        c = self.ctx   # the answer depends on where the traversal is: the key says where
+        k, cache = (id(node), len(c.scopes), c.outside > 0, len(c.locals), c.imports > 0), c.qcache
+        if k not in cache:
+            try: cache[k] = c.names.qnames(node, c)
+            except Exception: cache[k] = set()
+        return cache[k]
 
     @classmethod
     def symbols(cls, rules: RuleSet) -> list:
@@ -163,6 +171,9 @@ class Rule(cst.BatchableCSTVisitor):
         "Module-level names this file bound that the rule acts on wherever they are read (after a visit): the"
         " chunker translates again with the statements reading them kept."
         return set()
+
+    def finish(self) -> None:
+        "After the traversal, before the edits are applied: a rule that judges the whole file raises its diagnostics here."
 
 # %% ../../nbs/translate/context.ipynb #ee62e9ef
 _COMPOUND = (cst.FunctionDef, cst.ClassDef, cst.If, cst.For, cst.While, cst.With, cst.Try, cst.TryStar, cst.Match)

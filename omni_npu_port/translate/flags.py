@@ -8,16 +8,18 @@ Docs: https://omni-npu-port.github.io/omni-npu-port/translate/flags.html.md"""
 from __future__ import annotations
 
 import libcst as cst
+from fastcore.basics import patch
 
+from ..core.catalog import Symbol
 from ..core.diagnostics import Code, register
 from .context import Rule, register_rule
-from .rules import RuleSet, called_attrs, leaf_name, once_per_rules, snippet_tree, walk_nodes
+from .rules import RuleSet, called_attrs, leaf_name, once_per_rules, parent_name, snippet_tree, walk_nodes
 from .scope import dotted_parts, is_super_call
 
 # %% auto #0
 __all__ = ['AttentionFlags', 'forward_context_symbols', 'RotaryFlag', 'FullGraphParamsFlag', 'PagedAttentionFlag',
            'UniformDecodeFlag', 'ExplicitBaseFlag', 'GraphModeTruthFlag', 'ClearGraphsFlag', 'patched_classes',
-           'PatchByNameFlag', 'LocalSubclassFlag']
+           'PatchByNameFlag', 'LocalSubclassFlag', 'replaced_symbols', 'reexport_table', 'ReexportFlag', 'SelfCheck']
 
 # %% ../../nbs/translate/flags.ipynb #e7039e19
 _NB = "translate/flags.ipynb"
@@ -86,6 +88,7 @@ class AttentionFlags(Rule):
             self.ctx.diag("ONP2010", s.title + " (before this call)", node, s.id, s.npu)
         try: accepted = self.rules.catalog.params_for(p.npu_symbol, vllm_ascend=self.rules.vllm_ascend)
         except KeyError: return
+        if not accepted: return   # no parameter list at this version: unknown, not "takes none"
         extra = [a.keyword.value for a in node.args if a.keyword and a.keyword.value not in accepted]
         if extra:
             self.ctx.diag("ONP2017", f"{leaf_name(p.npu_symbol)} at vllm-ascend {self.rules.vllm_ascend} takes no "
@@ -437,3 +440,127 @@ class LocalSubclassFlag(Rule):
         npu = self.rules.npu_symbol(gpu)
         self.ctx.diag("ONP2019", f"{q.rsplit('.', 1)[-1]} is this file's subclass of {gpu}: on NPU it derives from {npu}; "
                       f"check what it overrides, or use {leaf_name(npu)} as vllm-ascend's runner does", node, p.id)
+
+# %% ../../nbs/translate/flags.ipynb #1f455588
+register(
+    Code("ONP2020", "reexported-gpu-symbol", "a name imported from another vllm/torch module may be a catalog GPU "
+         "symbol re-exported there: not translated", "warning",
+         action="Check whether it is the GPU symbol the message names. If it is, import it from that symbol's own "
+                "module (the translator then rewrites it) or give translate the re-export (a symbol index, or a "
+                "--rules entry for this name); if it is not, keep a `# ONP2020` comment above it.",
+         notebook=_NB, tool="translate", comment=True, records=("fc.import",)),
+    Code("ONP9007", "translator-gap", "a catalog GPU symbol is left in the code with no rewrite and no diagnostic: "
+         "a gap in the translator", "error",
+         action="Port this reference by hand (the message names the record) and report the file: the translator "
+                "should have rewritten or flagged it.", notebook=_NB, tool="translate", comment=True),
+)
+
+def replaced_symbols(rules: RuleSet) -> dict:
+    "GPU qualified name -> record, for the catalog GPU symbols the NPU side replaces (mapped elsewhere, or unsupported)."
+    out = {g: ps[0] for g, ps in rules.symbols.items() if rules.npu_symbol(g) != g}
+    out.update(rules.unsupported)
+    return out
+
+def reexport_table(rules: RuleSet) -> dict:
+    "Leaf -> [(GPU symbol, the package or device namespace a re-export of it must come from)], module-level symbols."
+    out = {}
+    for g in sorted(replaced_symbols(rules)):
+        s = Symbol.parse(g)
+        if s.owner is not None or not s.module: continue
+        home = next((n for n in sorted(rules.namespaces, key=len, reverse=True) if g.startswith(n + ".")), s.package)
+        out.setdefault(s.leaf, []).append((g, home))
+    return out
+
+
+# %% ../../nbs/translate/flags.ipynb #b0e9c56e
+@register_rule
+class ReexportFlag(Rule):
+    "A name whose leaf is a catalog GPU symbol's, imported from another module of its package: ONP2020."
+    records = ("import", "rename", "class-swap", "unsupported")      # record kinds: the GPU symbols they name
+    codes = ("ONP2020",)
+
+    @classmethod
+    def symbols(cls, rules) -> list:   # the package (or namespace) and the leaf: what a re-export's text must hold
+        return sorted({f"{home}.{leaf}" for leaf, gs in once_per_rules(rules, "reexports", lambda: reexport_table(rules)).items()
+                       for _, home in gs})
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.table = once_per_rules(self.rules, "reexports", lambda: reexport_table(self.rules))
+        self.known = once_per_rules(self.rules, "replaced", lambda: replaced_symbols(self.rules))
+        self.npu = once_per_rules(self.rules, "npu-modules", lambda: {m for p in self.rules.records.values() if p.npu_symbol
+                                                                     for m in (parent_name(p.npu_symbol), p.npu_symbol)})
+
+    def _candidates(self, q: str) -> list:
+        "The catalog symbols `q` may be a re-export of (empty when it is one, or not of their package)."
+        if q in self.known or q in self.rules.symbols: return []
+        mod, _, leaf = q.rpartition(".")
+        if mod in self.npu: return []   # the NPU side
+        return [g for g, home in self.table.get(leaf, ()) if mod == home or mod.startswith(home + ".")]
+
+    def _flag(self, q: str, gs: list, node):
+        p = self.known[gs[0]]
+        self.ctx.diag("ONP2020", f"{q} may be {' or '.join(gs)} re-exported (not translated): import it from "
+                      f"{gs[0].rpartition('.')[0]} to have it rewritten, or confirm it is another object", node, p.id)
+
+
+# %% ../../nbs/translate/flags.ipynb #6b6fa0fa
+@patch
+def visit_ImportFrom(self: ReexportFlag, node):
+    if node.relative or node.module is None: return
+    c, mod = self.ctx, ".".join(dotted_parts(node.module) or [])
+    if isinstance(node.names, cst.ImportStar):
+        gs = [g for g in self.known if g.rpartition(".")[0] == mod]
+        if gs:
+            p = self.known[sorted(gs)[0]]
+            c.diag("ONP2020", f"`from {mod} import *` brings catalog GPU symbols ({', '.join(sorted(gs))}) that are not "
+                   f"translated: import them by name", node, p.id)
+        return
+    for a in node.names:
+        if not isinstance(a.name, cst.Name) or id(a) in c.at: continue
+        q = f"{mod}.{a.name.value}"
+        if gs := self._candidates(q): self._flag(q, gs, a)
+
+@patch
+def visit_Attribute(self: ReexportFlag, node):
+    c = self.ctx
+    if node.attr.value not in self.table or c.imports or id(node) in c.at or id(node) in c.handled: return
+    if id(node.value) in c.claimed: return
+    for q in self.qnames(node):
+        if gs := self._candidates(q): self._flag(q, gs, node); return
+
+
+# %% ../../nbs/translate/flags.ipynb #5860f169
+@register_rule
+class SelfCheck(Rule):
+    "After the traversal: catalog GPU symbols referenced in code with no rewrite and no diagnostic around them (ONP9007)."
+    records = ("import", "rename", "class-swap", "unsupported")      # record kinds: the GPU symbols they name
+    codes = ("ONP9007",)
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.known = once_per_rules(self.rules, "replaced", lambda: replaced_symbols(self.rules))
+        self.leaves = once_per_rules(self.rules, "replaced-leaves", lambda: {leaf_name(g) for g in self.known})
+        self.seen = []   # (node, symbol, ids of the nodes from its statement down to it, the statements around it)
+
+    def _ref(self, node, leaf: str):
+        c = self.ctx
+        if leaf not in self.leaves or c.imports: return
+        q = next((q for q in self.qnames(node) if q in self.known), None)
+        if q is None: return
+        ids = [id(n) for n in c.path]
+        k = ids.index(id(c.stmts[-1])) if c.stmts and id(c.stmts[-1]) in ids else 0
+        self.seen.append((node, q, ids[k:], tuple(c.stmts)))
+
+    def visit_Name(self, node): self._ref(node, node.value)
+    def visit_Attribute(self, node): self._ref(node, node.attr.value)
+
+    def finish(self):
+        c = self.ctx
+        for node, q, ids, stmts in self.seen:
+            if any(i in c.at or i in c.edits or i in c.handled for i in ids): continue
+            p = self.known[q]
+            d = c.diag("ONP9007", f"{q} is left as it is with no diagnostic: a translator gap; port it by hand "
+                       f"(record {p.id}) and report the file", node, p.id, stmt=stmts[-1] if stmts else None)
+            if stmts: c.tops[id(d)], c.paths[id(d)] = stmts[0], stmts
+

@@ -207,6 +207,7 @@ def _rewrite(self: SymbolRewrite, node, parts: list, q: str):
     k = len(parts) - 1
     h = len(G) - k
     if h < 1: return
+    c.handled.add(id(node))   # resolved and acted on (a name following its rewritten import needs no diagnostic)
     head = parts[0]
     if k == 0 and head in c.rebind: new = [c.rebind[head]]
     elif len(N) >= h and N[:h] == G[:h]: new = [head, *N[h:]]
@@ -289,7 +290,7 @@ def visit_Call(self: KeywordChange, node):
     for k, k2 in rename.items(): c.diag("ONP1005", f"{k}= → {k2}=", node, r.records[k])
     for k in sorted(drop): c.diag("ONP1006", f"{k}= dropped: {leaf_name(r.npu_symbol)} never accepts it", node, r.records[k])
     final = {rename.get(k, k) for k in present if k not in drop}
-    if r.accepted is not None:
+    if r.accepted:   # None or empty: the records hold no parameter list at this version, so it is unknown (never "none")
         for k in sorted(final - set(r.accepted)):
             c.diag("ONP2002", f"{leaf_name(r.npu_symbol)} at vllm-ascend {self.rules.vllm_ascend} does not accept {k}=; "
                    f"it takes: {', '.join(r.accepted)}", node)
@@ -299,7 +300,7 @@ def visit_Call(self: KeywordChange, node):
                f"(their positions differ between versions)", node)
     site, adds, missing = c.method(), [], []
     for k, spec in r.add.items():
-        if k in final or (r.accepted is not None and k not in r.accepted): continue
+        if k in final or (r.accepted and k not in r.accepted): continue
         expr = spec.get(site) if site in spec else spec.get(None) if site in self.sites else None
         value = self._value(node, expr, r.records[k]) if expr else None
         if value: adds.append((k, value)); c.diag("ONP1007", f"{k}={value} (in {site})", node, r.records[k])
@@ -334,10 +335,18 @@ def _value(self: KeywordChange, call, expr: str, record: str) -> str | None:
 class SignatureChange(Rule):
     "Kind signature-change on runner methods: NPU parameters in definitions; calls by keyword."
     records = ("signature-change",)      # record kind
-    codes = ("ONP1008", "ONP1009", "ONP1010", "ONP2003", "ONP2005")
+    codes = ("ONP1008", "ONP1009", "ONP1010", "ONP1012", "ONP2003", "ONP2005")
 
     @classmethod
     def words(cls, rules) -> set: return set(rules.methods)
+
+    @classmethod
+    def body_words(cls, rules) -> set: return {g for mr in rules.methods.values() for g in mr.renames}
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.gpu_names = {g for mr in self.rules.methods.values() for g in mr.renames}
+        self.renamed: dict = {}   # qualified name of a renamed parameter -> its NPU name
 
     @classmethod
     def scope_names(cls, rules) -> set: return {p for mr in rules.methods.values() for p in mr.required}
@@ -350,6 +359,13 @@ def visit_FunctionDef(self: SignatureChange, node):
     ps = list(node.params.params)
     have = {p.name.value for p in [*ps, *node.params.kwonly_params, *node.params.posonly_params]}
     if node.params.star_kwarg: have.add(node.params.star_kwarg.name.value)
+    renamed = {g: n for g, n in m.renames.items() if g in have and n not in have}
+    if renamed:   # the parameter and every reference to it in the body (`visit_Name` below) take the NPU name
+        scope = c.names.scopes[id(node)]
+        self.renamed.update({scope.local(g): n for g, n in renamed.items()})
+        c.diag("ONP1012", f"{name}: parameter {', '.join(f'{g} → {n}' for g, n in renamed.items())} (the NPU runner "
+               f"calls it so at vllm-ascend {self.rules.vllm_ascend})", node, m.record, stmt=node)
+        have = {renamed.get(h, h) for h in have}
     missing = [p for p in m.npu_params if p not in have]
     if not missing: return
     plan, defaulted = [], []
@@ -388,7 +404,10 @@ def visit_Call(self: SignatureChange, node):
     if any(a.star == "*" for a in node.args) or len(pos) > len(order) or set(order[:len(pos)]) & present:
         c.diag("ONP2003", f"{name}: name every argument (the GPU and NPU parameter orders differ)", node, m.record)
         return
-    named = dict(zip(pos, order))
+    named = {i: m.renames.get(n, n) for i, n in zip(pos, order)}
+    rename = {k: m.renames[k] for k in present if k in m.renames and m.renames[k] not in present}
+    if rename: c.diag("ONP1012", f"{name} called with " + ", ".join(f"{g}= → {n}=" for g, n in rename.items()), node, m.record)
+    present = {rename.get(k, k) for k in present}
     if named: c.diag("ONP1010", f"{name} called by keyword: " + ", ".join(f"{n}=" for n in named.values()), node, m.record)
     adds = []
     for p in m.required:
@@ -397,10 +416,25 @@ def visit_Call(self: SignatureChange, node):
             adds.append(p); c.diag("ONP1009", f"{name}({p}={p}, ...)", node, m.record)
         else:
             c.diag("ONP2005", f"{name} on NPU needs {p}= first; there is no {p} here", node, m.record, f"{p}=...,")
-    if named or adds:
-        def fn(u, named=named, adds=adds):
+    if named or adds or rename:
+        def fn(u, named=named, adds=adds, rename=rename):
             args = [a.with_changes(keyword=cst.Name(named[i]), equal=cst.AssignEqual(
                 whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")))
-                if i in named else a for i, a in enumerate(u.args)]
+                if i in named else a.with_changes(keyword=cst.Name(rename[a.keyword.value]))
+                if a.keyword and a.keyword.value in rename else a for i, a in enumerate(u.args)]
             return u.with_changes(args=_with_inserted(args, 0, [_arg(p, p) for p in adds]))
         c.edit(node, fn)
+
+# %% ../../nbs/translate/rewrites.ipynb #011a29ed
+register(Code("ONP1012", "parameter-renamed", "a runner method's parameter takes the name the NPU runner uses, in its "
+              "definition, body and calls", "rewrite",
+              action="Review the diff: a record's `rename` table names the pair and the NPU signature records take "
+                     "only the new name at the target.", notebook=_NB, tool="translate", records=("fc.runtime-mode-kwarg",)))
+
+@patch
+def visit_Name(self: SignatureChange, node):
+    "A reference to a parameter `visit_FunctionDef` renamed (the parameter itself included) takes its NPU name."
+    if node.value not in self.gpu_names or not self.renamed or id(node) in self.ctx.unscoped: return
+    new = next((self.renamed[q] for q in self.qnames(node) if q in self.renamed), None)
+    if new is not None: self.ctx.edit(node, lambda u, new=new: u.with_changes(value=new))
+

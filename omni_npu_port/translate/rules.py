@@ -63,6 +63,7 @@ class MethodRule:
     required: tuple           # NPU parameters without a default in the record's NPU definition
     defaults: dict            # NPU parameter -> default code from the record's NPU definition
     record: str
+    renames: dict = field(default_factory=dict)   # GPU parameter -> the NPU parameter a record's `rename` table names
 
 @dataclass
 class RuleSet:
@@ -142,7 +143,9 @@ def method_rules(records: list, catalog: Catalog, vllm_ascend: str) -> dict:
         gpu_params = gpu_def[0] if gpu_def else next((p.params for p in gpu_recs if not p.npu_symbol), None)
         if gpu_params is None: continue
         required = tuple(k for k in (npu_def[0] if npu_def else ()) if k not in npu_def[1] and k not in gpu_params)
-        out[name] = MethodRule(name, npu_params, gpu_params, required, npu_def[1] if npu_def else {}, main.id)
+        # a parameter the NPU method takes under another name: any record that holds renames it (the runtime-mode keyword)
+        renames = {g: n for p in records for g, n in p.rename.items() if g not in npu_params and n in npu_params}
+        out[name] = MethodRule(name, npu_params, gpu_params, required, npu_def[1] if npu_def else {}, main.id, renames)
     return out
 
 # %% ../../nbs/translate/rules.ipynb #f8530ea1
@@ -235,6 +238,12 @@ def _check_entry(path, i: int, e) -> dict:
         if t is not object and not isinstance(v, t): raise bad(k, f"expected {t.__name__}, got {type(v).__name__}")
         if k in ("gpu_symbol", "npu_symbol") and not _SYMBOL.match(v): raise bad(k, f"{v!r} is not a dotted name")
         if k in ("params", "drop") and not all(isinstance(x, str) for x in v): raise bad(k, "expected a list of names")
+        if k == "gaps":
+            if not all(isinstance(g, list) and len(g) == 2 and all(isinstance(x, str) for x in g) for g in v):
+                raise bad(k, "expected a list of [from, to] version pairs")
+            for x in (x for g in v for x in g):
+                try: parse_version(x)
+                except ValueError as err: raise bad(k, str(err)) from None
         if k in ("rename", "add") and not all(isinstance(a, str) and isinstance(b, str) for a, b in v.items()):
             raise bad(k, "expected a table of name = text")
         if k in ("since", "until", "vllm_since", "vllm_until"):
@@ -252,7 +261,7 @@ def merge_rules(catalog: Catalog, entries: list[dict], origin: str = "rules") ->
     out = dict(by_id)
     for i, e in enumerate(entries, 1):
         where = f"{origin}: rule {i} (id {e['id']!r})"
-        e = {k: (tuple(v) if k in _TUPLE_FIELDS else v) for k, v in e.items()}
+        e = {k: (tuple(map(tuple, v)) if k == "gaps" else tuple(v) if k in _TUPLE_FIELDS else v) for k, v in e.items()}
         if e["id"] in by_id: new = dataclasses.replace(by_id[e["id"]], **e)
         else:
             for k in ("family", "kind"):

@@ -25,8 +25,8 @@ from .engine import Translation, might_apply, translate_source
 from .rules import RuleSet, compile_rules
 
 # %% auto #0
-__all__ = ['CODES', 'FileReport', 'Run', 'translate_many', 'translate_paths', 'summary_rows', 'percent', 'summary_markdown',
-           'summary_csv', 'write_report', 'examine_table', 'example_path', 'tour_translate']
+__all__ = ['FILE_ERRORS', 'CODES', 'FileReport', 'Run', 'translate_many', 'translate_paths', 'summary_rows', 'percent',
+           'summary_markdown', 'summary_csv', 'write_report', 'examine_table', 'example_path', 'tour_translate']
 
 # %% ../../nbs/translate/run.ipynb #9b97ce00
 _NB = "translate/run.ipynb"
@@ -40,6 +40,7 @@ register(
          action="Choose another output folder, move the existing file or backup away, or pass --force.",
          notebook=_NB, tool="translate"),
 )
+FILE_ERRORS = frozenset({"ONP9001", "ONP9002", "ONP9003", "ONP9004", "ONP9005", "ONP9006"})   # about a file, not a site
 CODES = MappingProxyType({c: k for c, k in sorted(REGISTRY.items()) if k.tool == "translate"})   # every translate code, read-only
 
 # %% ../../nbs/translate/run.ipynb #56e552ff
@@ -54,18 +55,25 @@ class FileReport:
     analysed_only: bool = True   # check mode (or a skipped file): nothing was rewritten or commented
     comments: bool = True
 
-    def count(self, severity: str) -> int: return sum(d.severity == severity for d in self.diagnostics)
+    def count(self, severity: str) -> int:
+        return sum(d.severity == severity and d.code not in FILE_ERRORS for d in self.diagnostics)
     @property
     def rewritten(self) -> int: return self.count("rewrite")
     @property
-    def flagged(self) -> int: return self.count("manual") + self.count("unsupported")
+    def flagged(self) -> int: return sum(self.count(s) for s in ("manual", "unsupported", "warning", "error"))
     @property
     def sites(self) -> int: return self.rewritten + self.flagged
+    def findings(self) -> list:
+        "The GPU-isms left in the result: rewrites not made and sites without their comment; sites that keep a GPU symbol, always."
+        flags = ("manual", "unsupported", "warning", "error")
+        todo = ("rewrite", *flags) if self.analysed_only else () if self.comments else flags
+        keep = ("unsupported", "warning", "error") if self.analysed_only else ()
+        return [d for d in self.diagnostics if d.code not in FILE_ERRORS and
+                ((d.severity in todo and not d.acknowledged) or d.severity in keep)]
     @property
     def pending(self) -> int:
-        "GPU-isms left unhandled in the result: rewrites not made, manual/unsupported sites without their comment."
-        todo = ("rewrite", "manual", "unsupported") if self.analysed_only else () if self.comments else ("manual", "unsupported")
-        return sum(d.severity in todo and not d.acknowledged for d in self.diagnostics)
+        "How many findings: GPU-isms left unhandled in the result."
+        return len(self.findings())
     @property
     def failed(self) -> bool: return self.status in ("skipped", "refused")
 
