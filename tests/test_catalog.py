@@ -5,7 +5,8 @@ from pathlib import Path
 import pytest
 
 from omni_npu_port.core.catalog import (CATALOG, FAMILIES, KINDS, PAIRING, VLLM_ASCEND_VERSIONS, VLLM_VERSIONS, Catalog,
-                                   Pattern, parse_target, parse_version, select_target)
+                                   Pattern, Release, parse_target, parse_version, resolve_release, resolve_target,
+                                   select_target)
 
 # The card's section headings ("## Section / ### Subsection"), as of the card this project grew from.
 CARD_SECTIONS = [
@@ -126,6 +127,13 @@ def test_beyond_card_patterns_are_recorded():
     ("batch.kv-cache-groups", "0.20.2rc1", "0.18.0"),
     ("sig.dummy-run-profile-seq-lens", "0.18.0", "0.17.0rc1"),
     ("sig.dummy-run-profile-cpp", "0.19.1rc1", "0.18.0"),
+    ("fc.has-sinks", "0.26.0rc1", "0.27.1rc1"),
+    ("fc.input-ids-removed", "0.27.1rc1", "0.26.0rc1"),
+    ("graph.clear-graphs", "0.20.2rc1", "0.21.0rc1"),
+    ("graph.clear-graphs", "0.23.0rc1", "0.22.1rc1"),
+    ("batch.kv-cache-groups", "0.13.0", "0.14.0rc1"),
+    ("fc.signature-v013", "0.13.0rc2", "0.14.0rc1"),
+    ("fc.signature-v015", "0.15.0rc1", "0.16.0rc1"),
 ])
 def test_version_ranges(pid, holds, fails):
     assert CATALOG[pid].holds_for(vllm_ascend=holds)
@@ -186,7 +194,7 @@ def test_validation_rejects_bad_records():
 def test_lookup_and_select_errors():
     with pytest.raises(KeyError, match="dev.synchronize"): CATALOG["dev.synchronise"]
     with pytest.raises(ValueError, match="choose one of: forward-context"): CATALOG.select(family="graph")
-    with pytest.raises(ValueError, match="known versions: 0.13.0"): parse_target("vllm-ascend==0.99.0")
+    with pytest.raises(ValueError, match="is not a version; known versions: 0.13.0rc2"): parse_target("vllm-ascend==0.nine")
     with pytest.raises(ValueError, match="must look like"): parse_target("torch==2.9.0")
 
 
@@ -217,3 +225,54 @@ def test_symbols_split_into_module_owner_and_leaf():
             assert (sym is None) == (name is None) and (sym is None or sym.dotted == name == str(sym)), p.id
             if sym is not None: assert sym.leaf == name.rsplit(".", 1)[-1]
     with pytest.raises(ValueError, match="not a dotted name"): Symbol.parse("vllm..x")
+
+
+def test_every_release_pairs_and_pins():
+    for v in VLLM_ASCEND_VERSIONS:
+        assert v in PAIRING, v
+        assert v == "main" or PAIRING[v][1], v
+
+
+def test_gaps_split_the_range():
+    p = CATALOG["graph.clear-graphs"]
+    assert p.ranges == [(None, "0.21.0rc1"), ("0.23.0rc1", None)]
+    assert [v for v in VLLM_ASCEND_VERSIONS if not p.holds_for(vllm_ascend=v)] == ["0.21.0rc1", "0.22.1rc1"]
+    assert p.holds_for() and p.holds_for(vllm="0.18.0") and not p.holds_for(vllm="0.17.0")
+    assert CATALOG["fc.import"].ranges == [(None, None)]
+    good = dict(id="x.y", family="graphs", title="t", kind="manual", gpu="a", npu="b", source="beyond-card")
+    for gaps in [(("0.18.0", "0.16.0rc1"),), (("0.16.0rc1", None),), (("0.13.0rc2", "0.30.0rc2"),)]:
+        with pytest.raises(ValueError, match="gap|empty"): Catalog([Pattern(**good, since="0.14.0rc1", until="0.25.1rc1", gaps=gaps)])
+    assert '0.21.0rc1' in CATALOG.to_json([p]) and "| … – <0.21.0rc1, 0.23.0rc1 – … |" in __import__(
+        "omni_npu_port.core.catalog", fromlist=["records_table"]).records_table([p])
+
+
+def test_targets_take_any_version():
+    assert parse_target("vllm-ascend==0.11.0rc2") == ("vllm-ascend", "0.11.0rc2")
+    assert parse_target("vllm-ascend==0.26.0rc1") == ("vllm-ascend", "0.26.0rc1")
+    assert parse_target("vllm==0.31.0") == ("vllm", "0.31.0")
+    with pytest.raises(ValueError, match="not a version"): parse_target("vllm-ascend==latest")
+
+
+@pytest.mark.parametrize("asked,used,says", [
+    ("0.23.0.post1", "0.23.0.post1", None),
+    ("main", "main", None),
+    ("0.11.0rc2", VLLM_ASCEND_VERSIONS[0], "older than the catalog's first release " + VLLM_ASCEND_VERSIONS[0]),
+    ("0.30.0rc3", "0.30.0rc2", "nearest release of the same series"),
+    ("0.23.0.post2", "0.23.0.post1", "nearest release of the same series"),
+    ("0.28.0.dev3", "0.28.0rc1", "nearest release of the same series"),
+    ("0.25.0", "0.24.0rc1", "nearest older release"),
+    ("0.99.0", "0.30.0rc2", "nearest older release"),
+])
+def test_resolve_release_names_every_substitution(asked, used, says):
+    got = resolve_release(asked)
+    assert got.used == used and got.used in VLLM_ASCEND_VERSIONS
+    if says is None: assert got.warning is None
+    else: assert says in got.warning and asked in got.warning and used in got.warning
+
+
+def test_unknown_targets_select_the_release_that_serves_them():
+    assert {p.id for p in select_target("vllm-ascend==0.11.0rc2")} == {p.id for p in select_target(f"vllm-ascend=={VLLM_ASCEND_VERSIONS[0]}")}
+    assert {p.id for p in select_target("vllm-ascend==0.30.0rc3")} == {p.id for p in select_target("vllm-ascend==0.30.0rc2")}
+    pkg, rel = resolve_target("vllm==0.12.0")
+    assert pkg == "vllm" and rel.used == VLLM_VERSIONS[0] and "older than" in rel.warning
+    assert resolve_target("vllm-ascend==0.18.0") == ("vllm-ascend", Release("0.18.0", None))

@@ -319,28 +319,41 @@ def test_dropped_and_renamed_keywords(release_source):
 
 
 # --- catalog ranges agree with the sources ---------------------------------------------------------------------
+def _claims(rec):
+    from omni_npu_port.sources.conformance import record_methods
+    return rec.npu_symbol, set(rec.params), set(record_methods(rec))
+
+
+def _implied(rec, tree, catalog) -> bool:
+    """Whether another record holding for the tree says everything `rec` says (same symbol, its params and methods
+    among the other's), so `rec` agreeing with the source outside its own range is no sign of a wrong range."""
+    sym, params, methods = _claims(rec)
+    if sym is None or not (params or methods) or rec.drop or rec.rename or rec.add: return False
+    for other in catalog:
+        if other is rec or other.npu_symbol != sym: continue
+        if check_record(tree, other).holds and params <= set(other.params) and methods <= _claims(other)[2]: return True
+    return False
+
+
+def _span(rec, pkg):
+    if pkg == "vllm": return f"[{rec.vllm_since}, {rec.vllm_until})"
+    return " ∪ ".join(f"[{lo}, {hi})" for lo, hi in rec.ranges)
+
+
 def disagreements(trees: dict, catalog=CATALOG) -> list[str]:
-    """Records that hold for a source must be ok there; at the nearest source outside each range boundary a
-    ranged record must not be ok (so the range is not looser or tighter than the code)."""
+    """Every release, every record: a record that holds must be ok in the source, and a record that does not hold
+    must not be ok there (unless a record that holds there says as much), so a range that is looser, tighter or
+    missing a gap shows at the first release it gets wrong."""
     out = []
     by_version = sorted(trees, key=parse_version)
+    pkg = next(iter(trees.values())).package
     for rec in catalog:
         res = {v: check_record(trees[v], rec) for v in by_version}
         if all(r.check is None for r in res.values()): continue
-        pkg = next(iter(trees.values())).package
-        lo, hi = (rec.since, rec.until) if pkg == "vllm_ascend" else (rec.vllm_since, rec.vllm_until)
         for v, r in res.items():
             if r.holds and r.check != OK: out.append(f"{rec.id} holds for {v} but the source says {r.check}: {r.details}")
-        outside = []
-        if lo is not None:
-            before = [v for v in by_version if parse_version(v) < parse_version(lo)]
-            if before: outside.append(before[-1])
-        if hi is not None:
-            after = [v for v in by_version if parse_version(v) >= parse_version(hi)]
-            if after: outside.append(after[0])
-        for v in outside:
-            if res[v].check == OK and not res[v].holds:
-                out.append(f"{rec.id} [{lo}, {hi}) does not hold for {v}, yet the source there agrees with it")
+            elif not r.holds and r.check == OK and not _implied(rec, trees[v], catalog):
+                out.append(f"{rec.id} {_span(rec, pkg)} does not hold for {v}, yet the source there agrees with it")
     return out
 
 
@@ -360,6 +373,47 @@ def test_agreement_check_catches_a_wrong_range(release_source):
     late = [dataclasses.replace(CATALOG["pa.head-size"], since="0.25.1rc1")]  # 0.23.0.post1 is ok but outside
     assert disagreements(trees, late) == ["pa.head-size [0.25.1rc1, None) does not hold for 0.23.0.post1, yet the "
                                          "source there agrees with it"]
+    hole = [dataclasses.replace(CATALOG["pa.head-size"], gaps=(("0.23.0", "0.25.1rc1"),))]   # a wrong gap
+    assert disagreements(trees, hole) == ["pa.head-size [0.23.0rc1, 0.23.0) ∪ [0.25.1rc1, None) does not hold for "
+                                         "0.23.0.post1, yet the source there agrees with it"]
+
+
+def test_gapped_ranges_against_the_releases_they_skip(release_source):
+    """graph.clear-graphs: ACLGraphWrapper had clear_graphs / clear_all_graphs in 0.21.0rc1 and 0.22.1rc1 only;
+    fc.has-sinks: input_ids left set_ascend_forward_context in 0.27.1rc1 (fc.input-ids-removed from there)."""
+    trees = {v: va(release_source, v) for v in ("0.20.2rc1", "0.21.0rc1", "0.22.1rc1", "0.23.0rc1", "0.26.0rc1", "0.27.1rc1")}
+    assert disagreements(trees) == []
+    clear = {v: check_record(t, "graph.clear-graphs") for v, t in trees.items()}
+    assert [v for v, r in clear.items() if not r.holds] == ["0.21.0rc1", "0.22.1rc1"]
+    assert all("now has clear_graphs" in clear[v].details[0] for v in ("0.21.0rc1", "0.22.1rc1"))
+    contiguous = dataclasses.replace(CATALOG["graph.clear-graphs"], gaps=())       # the old, gapless range
+    assert [f.split(" holds for ")[1].split()[0] for f in disagreements(trees, [contiguous])] == ["0.21.0rc1", "0.22.1rc1"]
+    old_sinks = dataclasses.replace(CATALOG["fc.has-sinks"], until=None)           # input_ids claimed for ever
+    assert any(f.startswith("fc.has-sinks holds for 0.27.1rc1") for f in disagreements(trees, [old_sinks]))
+
+
+def test_the_first_release_is_the_oldest_where_the_card_holds(release_source):
+    """Every card record that holds from the start is ok in the catalog's first release; the release just before
+    it (0.13.0rc1) lacks at least one of them, so the catalog does not start later or earlier than the card."""
+    first = VLLM_ASCEND_VERSIONS[0]
+    card = [r for r in CATALOG if r.source != "beyond-card" and r.since is None]
+    at_first = {r.id: check_record(va(release_source, first), r) for r in card}
+    assert all(c.check in (OK, None) for c in at_first.values()), {k: c.details for k, c in at_first.items() if c.check not in (OK, None)}
+    before = {r.id: check_record(va(release_source, "0.13.0rc1"), r) for r in card}
+    assert [k for k, c in before.items() if c.check not in (OK, None)] == ["pa.seq-len-constant"]
+
+
+def test_forward_context_params_on_the_0_13_to_0_15_releases(release_source):
+    """The releases 0.13.0–0.15.0rc1 accept aclgraph_runtime_mode=; the catalog's parameter list there says so
+    (it was empty, and translate reported "it takes:" with nothing after it)."""
+    from omni_npu_port.sources.symbols import check_call
+    fc = CATALOG["fc.import"].npu_symbol
+    for v in ("0.13.0", "0.14.0rc1", "0.15.0rc1"):
+        t = va(release_source, v)
+        params = CATALOG.params_for(fc, vllm_ascend=v)
+        real = [n for n in t.signature(fc).parameters]
+        assert list(params) == real, v
+        assert "aclgraph_runtime_mode" in params and check_call(t, fc, 2, ["aclgraph_runtime_mode"])
 
 
 @pytest.mark.slow
@@ -425,6 +479,26 @@ def test_torch_npu_pins_agree_with_the_releases(version):
     from omni_npu_port.core.catalog import PAIRING, TORCH_NPU_PINS
     assert TORCH_NPU_PINS[version] == _torch_npu_pin(fetch_package(f"vllm-ascend=={version}", kind=KIND.get(version)))
     if version in PAIRING: assert PAIRING[version][1] == TORCH_NPU_PINS[version]
+
+
+def _paired_vllm(path, version):
+    """The vllm a vllm-ascend sdist pairs with: its own row of docs/source/community/versioning_policy.md's
+    compatibility table, else its Dockerfile's VLLM_TAG (conf.py's pip_vllm_version is stale or a placeholder)."""
+    import re, tarfile
+    with tarfile.open(path) as t:
+        def text(suffix):
+            m = next((m for m in t.getmembers() if m.name.partition("/")[2] == suffix), None)
+            return t.extractfile(m).read().decode() if m else ""
+        row = re.search(rf"^\|\s*v{re.escape(version)}\s*\|\s*v([\w.]+)\s*\|", text("docs/source/community/versioning_policy.md"), re.M)
+        if row: return row.group(1)
+        tag = re.search(r"VLLM_TAG=v([\w.]+)", text("Dockerfile"))
+        return tag and tag.group(1)
+
+
+@pytest.mark.parametrize("version", ALL_VA)
+def test_vllm_pairings_agree_with_the_releases(version):
+    from omni_npu_port.core.catalog import PAIRING
+    assert PAIRING[version][0] == _paired_vllm(fetch_package(f"vllm-ascend=={version}", kind="sdist"), version)
 
 
 # --- limits and error kinds ------------------------------------------------------------------------------------

@@ -59,7 +59,7 @@ def test_env_overrides_file_and_origins(tmp_path):
     ("[bench]\nbatch_sizes = 1,0\n", r"batch_sizes"),
     ("[bench]\niters = many\n", r"iters = 'many'.*integer"),
     ("[bench]\ndtype = fp8\n", r"dtype.*bfloat16"),
-    ("[stack]\nvllm_ascend = 0.99.0\n", r"vllm_ascend.*one of 0.13.0"),
+    ("[stack]\nvllm_ascend = latest\n", r"vllm_ascend = 'latest' is not valid; allowed: a vllm-ascend version.*0.13.0rc2"),
     ("[bench]\nitres = 3\n", r"unknown key 'itres' in \[bench\]; allowed keys: batch_sizes, warmup, iters, dtype"),
     ("[stak]\nvllm = 0.18.0\n", r"unknown section \[stak\]"),
     ("[runtime\nbackend = cpu\n", r"cannot read the porting profile"),
@@ -96,3 +96,22 @@ def test_profile_error_is_an_input_error_and_a_value_error():
     from omni_npu_port.core.errors import InputError, exit_code_of
     err = ProfileError("x")
     assert isinstance(err, InputError) and isinstance(err, ValueError) and exit_code_of(err) == 3
+
+
+@pytest.mark.parametrize("version", ["0.11.0rc2", "0.26.0rc1", "0.99.0", "main"])
+def test_profile_takes_any_vllm_ascend_version(tmp_path, version):
+    f = write(tmp_path, f"[stack]\nvllm_ascend = {version}\n")
+    assert load_profile(f, env={}).target == f"vllm-ascend=={version}"
+
+
+def test_resolve_target_names_the_release_used_and_any_substitution():
+    from omni_npu_port.core.catalog import VLLM_ASCEND_VERSIONS
+    from omni_npu_port.core.profile import resolve_target
+    prof = load_profile(None, env={"OMNI_NPU_PORT_STACK_VLLM_ASCEND": "0.11.0rc2"})
+    first = VLLM_ASCEND_VERSIONS[0]
+    used, warning = resolve_target(profile=prof)
+    assert used == first and f"0.11.0rc2 is older than the catalog's first release {first}" in warning
+    assert resolve_target("vllm-ascend==0.26.0rc1", profile=prof) == ("0.26.0rc1", None)
+    used, warning = resolve_target(source_version="0.30.0rc3", profile=prof)
+    assert used == "0.30.0rc2" and "0.30.0rc3" in warning
+    with pytest.raises(ProfileError, match="not a version"): resolve_target("vllm-ascend==nine")

@@ -17,7 +17,7 @@ __all__ = ['parse_target_arg', 'add_json', 'add_target', 'add_output']
 
 # %% ../../nbs/cli/options.ipynb #166b4345
 def parse_target_arg(text: str, packages=("vllm-ascend",)) -> str:
-    "`--target`'s value as `package==version`, checked against the catalog's known releases; a UsageError if not."
+    "`--target`'s value as `package==version` for any PEP 440 version; a UsageError for anything else."
     try: pkg, ver = parse_target(text)
     except ValueError as e: raise UsageError(f"--target: {e}") from None
     if pkg not in packages: raise UsageError(f"--target: this command takes {' or '.join(p + '==X' for p in packages)}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Iterable
+from typing import Iterable, NamedTuple
 
 from packaging.version import InvalidVersion, Version
 
@@ -18,24 +18,35 @@ from packaging.version import InvalidVersion, Version
 __all__ = ['VLLM_ASCEND_VERSIONS', 'VLLM_VERSIONS', 'TORCH_NPU_PINS', 'PAIRING', 'OMNI_RUNNERS', 'FAMILIES', 'KINDS', 'SOURCES',
            'FORWARD_CONTEXT', 'GRAPHS', 'DEVICE_OPS', 'ATTENTION', 'ROTARY_SP', 'SAMPLER_BATCH', 'GRAPH_PARAMS',
            'SIGNATURES', 'CATALOG', 'parse_version', 'version_str', 'Pattern', 'Symbol', 'Catalog', 'check_choice',
-           'parse_target', 'select_target', 'records_table', 'show_records', 'show_pattern']
+           'Release', 'resolve_release', 'parse_target', 'resolve_target', 'select_target', 'records_table',
+           'show_records', 'show_pattern']
 
 # %% ../../nbs/core/catalog.ipynb #4e862511
-VLLM_ASCEND_VERSIONS = ("0.13.0", "0.14.0rc1", "0.15.0rc1", "0.16.0rc1", "0.17.0rc1", "0.18.0", "0.19.1rc1", "0.20.2rc1", "0.23.0",
-                        "0.23.0.post1", "0.25.1rc1", "main")
-VLLM_VERSIONS = ("0.14.1", "0.15.0", "0.16.0", "0.17.0", "0.18.0", "0.19.1", "0.20.2", "0.23.0", "0.27.1", "0.34.0")
+VLLM_ASCEND_VERSIONS = ("0.13.0rc2", "0.13.0rc3", "0.13.0", "0.14.0rc1", "0.15.0rc1", "0.16.0rc1", "0.17.0rc1", "0.18.0rc1",
+                        "0.18.0", "0.19.1rc1", "0.20.2rc1", "0.21.0rc1", "0.22.1rc1", "0.23.0rc1", "0.23.0", "0.23.0.post1",
+                        "0.24.0rc1", "0.25.1rc1", "0.26.0rc1", "0.27.1rc1", "0.28.0rc1", "0.29.0rc1", "0.30.0rc1",
+                        "0.30.0rc2", "main")
+VLLM_VERSIONS = ("0.13.0", "0.14.1", "0.15.0", "0.16.0", "0.17.0", "0.18.0", "0.19.1", "0.20.2", "0.21.0", "0.22.1", "0.23.0",
+                 "0.24.0", "0.25.1", "0.26.0", "0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.34.0")
 
 # The torch-npu each vllm-ascend release pins (its wheel's Requires-Dist or its sdist's requirements.txt).
 TORCH_NPU_PINS = {
-    "0.13.0": "2.8.0.post2", "0.14.0rc1": "2.9.0", "0.15.0rc1": "2.9.0", "0.16.0rc1": "2.9.0", "0.17.0rc1": "2.9.0", "0.18.0": "2.9.0", "0.19.1rc1": "2.9.0",
-    "0.20.2rc1": "2.10.0", "0.23.0": "2.10.0.post4", "0.23.0.post1": "2.10.0.post4", "0.25.1rc1": "2.10.0.post2",
+    "0.13.0rc2": "2.8.0", "0.13.0rc3": "2.8.0.post2", "0.13.0": "2.8.0.post2", "0.14.0rc1": "2.9.0", "0.15.0rc1": "2.9.0",
+    "0.16.0rc1": "2.9.0", "0.17.0rc1": "2.9.0", "0.18.0rc1": "2.9.0", "0.18.0": "2.9.0", "0.19.1rc1": "2.9.0",
+    "0.20.2rc1": "2.10.0", "0.21.0rc1": "2.10.0", "0.22.1rc1": "2.10.0", "0.23.0rc1": "2.10.0.post2", "0.23.0": "2.10.0.post4",
+    "0.23.0.post1": "2.10.0.post4", "0.24.0rc1": "2.10.0.post2", "0.25.1rc1": "2.10.0.post2", "0.26.0rc1": "2.10.0.post4",
+    "0.27.1rc1": "2.10.0.post4", "0.28.0rc1": "2.10.0.post4", "0.29.0rc1": "2.10.0.post4", "0.30.0rc1": "2.10.0.post4",
+    "0.30.0rc2": "2.10.0.post4",
 }
 
 # vllm-ascend release -> (the vllm release it pairs with, the torch_npu it pins; None where unknown).
-# The rc pairings up to 0.19.1rc1 are the `pip_vllm_version` of each sdist's docs/source/conf.py.
+# vllm: the release's own row of its versioning_policy.md compatibility table, else its Dockerfile's VLLM_TAG.
 PAIRING = {va: (vllm, TORCH_NPU_PINS.get(va)) for va, vllm in {
-    "0.14.0rc1": "0.14.1", "0.15.0rc1": "0.15.0", "0.16.0rc1": "0.16.0", "0.17.0rc1": "0.17.0", "0.19.1rc1": "0.19.1", "0.18.0": "0.18.0", "0.20.2rc1": "0.20.2", "0.23.0": "0.23.0",
-    "0.23.0.post1": "0.23.0", "main": "0.27.1"}.items()}
+    "0.13.0rc2": "0.13.0", "0.13.0rc3": "0.13.0", "0.13.0": "0.13.0", "0.14.0rc1": "0.14.1", "0.15.0rc1": "0.15.0",
+    "0.16.0rc1": "0.16.0", "0.17.0rc1": "0.17.0", "0.18.0rc1": "0.18.0", "0.18.0": "0.18.0", "0.19.1rc1": "0.19.1",
+    "0.20.2rc1": "0.20.2", "0.21.0rc1": "0.21.0", "0.22.1rc1": "0.22.1", "0.23.0rc1": "0.23.0", "0.23.0": "0.23.0",
+    "0.23.0.post1": "0.23.0", "0.24.0rc1": "0.24.0", "0.25.1rc1": "0.25.1", "0.26.0rc1": "0.26.0", "0.27.1rc1": "0.27.1",
+    "0.28.0rc1": "0.28.0", "0.29.0rc1": "0.29.0", "0.30.0rc1": "0.30.0", "0.30.0rc2": "0.30.0", "main": "0.27.1"}.items()}
 
 # Where vLLM-Omni keeps its runners (stack-facts §1): (GPU module, GPU class, NPU module, NPU class).
 OMNI_RUNNERS = (
@@ -104,6 +115,7 @@ class Pattern:
     correction: str = ""         # what the card claims that the real code contradicts
     since: str | None = None     # first vllm-ascend version where it holds (inclusive)
     until: str | None = None     # first vllm-ascend version where it no longer holds (exclusive)
+    gaps: tuple = ()             # ((from, to), ...): vllm-ascend sub-ranges of [since, until) where it does not hold
     vllm_since: str | None = None
     vllm_until: str | None = None
     gpu_symbol: str | None = None  # dotted qualified name on the GPU side
@@ -132,12 +144,22 @@ class Pattern:
     def holds_for(self, vllm_ascend: str | None = None, vllm: str | None = None) -> bool:
         "Whether the record holds for the given vllm-ascend and/or vllm version."
         return (_in_range(vllm_ascend, self.since, self.until)
+                and not (vllm_ascend is not None and any(_in_range(vllm_ascend, lo, hi) for lo, hi in self.gaps))
                 and _in_range(vllm, self.vllm_since, self.vllm_until))
+
+    @property
+    def ranges(self) -> list[tuple]:
+        "The vllm-ascend ranges where the record holds: [since, until) less its gaps, as (since, until) pairs."
+        out, lo = [], self.since
+        for g_lo, g_hi in sorted(self.gaps, key=lambda g: parse_version(g[0])):
+            out.append((lo, g_lo)); lo = g_hi
+        return out + [(lo, self.until)]
 
     def to_dict(self) -> dict:
         "A JSON-ready dict of the record, with its notebook."
         d = asdict(self)
         d["params"], d["drop"], d["notebook"] = list(self.params), list(self.drop), self.notebook
+        d["gaps"] = [list(g) for g in self.gaps]
         return d
 
 def _in_range(v, since, until) -> bool:
@@ -186,6 +208,7 @@ class Symbol:
 # %% ../../nbs/core/catalog.ipynb #64fb1a3c
 _P = Pattern
 _FC_KW = "num_tokens, num_tokens_across_dp, in_profile_run, num_actual_tokens, aclgraph_runtime_mode, batch_descriptor, model_instance, is_draft_model, skip_compiled, max_tokens_across_pcp, draft_attn_metadatas"
+_FC_V013 = ("attn_metadata", "vllm_config", "virtual_engine", *_FC_KW.split(", ")[:8])   # ... model_instance, is_draft_model
 
 FORWARD_CONTEXT = [
     _P("fc.import", "forward-context", "Forward-context import", "import",
@@ -227,6 +250,31 @@ FORWARD_CONTEXT = [
        drop=("ubatch_slices", "slot_mapping", "is_padding"),
        notes="set_ascend_forward_context never accepts them; passing them raises TypeError. vllm adds "
              "`is_padding` by 0.27.1."),
+    _P("fc.signature-v013", "forward-context", "set_ascend_forward_context of the 0.13 releases", "signature-change",
+       "set_forward_context(attn_metadata, vllm_config, virtual_engine=0, ...)",
+       "set_ascend_forward_context(attn_metadata, vllm_config, virtual_engine=0, num_tokens=0, ..., model_instance=None,\n"
+       "    is_draft_model=False, is_multimodal_model=False)",
+       source="beyond-card", until="0.14.0rc1",
+       npu_symbol="vllm_ascend.ascend_forward_context.set_ascend_forward_context",
+       params=(*_FC_V013, "is_multimodal_model"), drop=("skip_compiled", "max_tokens_across_pcp", "draft_attn_metadatas"),
+       notes="v0.13.0rc2 … v0.13.0; v0.13.0rc3 adds input_ids last. No skip_compiled, max_tokens_across_pcp or "
+             "draft_attn_metadatas yet: pass everything after vllm_config by keyword."),
+    _P("fc.signature-v014", "forward-context", "set_ascend_forward_context of v0.14.0rc1", "signature-change",
+       "set_forward_context(attn_metadata, vllm_config, virtual_engine=0, ...)",
+       "set_ascend_forward_context(attn_metadata, vllm_config, virtual_engine=0, num_tokens=0, ..., model_instance=None,\n"
+       "    is_draft_model=False)",
+       source="beyond-card", since="0.14.0rc1", until="0.15.0rc1",
+       npu_symbol="vllm_ascend.ascend_forward_context.set_ascend_forward_context",
+       params=_FC_V013, drop=("is_multimodal_model", "skip_compiled", "max_tokens_across_pcp", "draft_attn_metadatas"),
+       notes="is_multimodal_model is gone (it stays on the 0.13 branch); skip_compiled arrives in v0.15.0rc1."),
+    _P("fc.signature-v015", "forward-context", "set_ascend_forward_context of v0.15.0rc1", "signature-change",
+       "set_forward_context(attn_metadata, vllm_config, virtual_engine=0, ...)",
+       "set_ascend_forward_context(attn_metadata, vllm_config, virtual_engine=0, num_tokens=0, ..., is_draft_model=False,\n"
+       "    skip_compiled=False, draft_attn_metadatas=None)",
+       source="beyond-card", since="0.15.0rc1", until="0.16.0rc1",
+       npu_symbol="vllm_ascend.ascend_forward_context.set_ascend_forward_context",
+       params=(*_FC_V013, "skip_compiled", "draft_attn_metadatas"), drop=("max_tokens_across_pcp",),
+       notes="max_tokens_across_pcp arrives in v0.16.0rc1, between skip_compiled and draft_attn_metadatas (fc.virtual-engine)."),
     _P("fc.virtual-engine", "forward-context", "virtual_engine is the 3rd positional parameter", "signature-change",
        "set_forward_context(attn_metadata, vllm_config, virtual_engine=0, ...)",
        "set_ascend_forward_context(attn_metadata, vllm_config, virtual_engine=0, " + _FC_KW + ")",
@@ -234,8 +282,7 @@ FORWARD_CONTEXT = [
        npu_symbol="vllm_ascend.ascend_forward_context.set_ascend_forward_context",
        params=("attn_metadata", "vllm_config", "virtual_engine", *_FC_KW.split(", ")),
        notes="Removed in vllm-ascend v0.19.1rc1 (vllm 0.19.1): pass everything after vllm_config by keyword. "
-             "v0.13.0 has virtual_engine third too, but another tail (is_multimodal_model; no skip_compiled, "
-             "max_tokens_across_pcp, draft_attn_metadatas)."),
+             "Earlier releases have virtual_engine third too, with other tails (fc.signature-v013, -v014, -v015)."),
     _P("fc.signature", "forward-context", "set_ascend_forward_context without virtual_engine", "signature-change",
        "set_forward_context(attn_metadata, vllm_config, num_tokens=..., ...)",
        "set_ascend_forward_context(attn_metadata, vllm_config, " + _FC_KW + ")",
@@ -246,19 +293,21 @@ FORWARD_CONTEXT = [
     _P("fc.has-sinks", "forward-context", "has_sinks and input_ids keywords", "signature-change",
        "set_forward_context(...)",
        "set_ascend_forward_context(..., has_sinks=..., input_ids=...)",
-       source="beyond-card", since="0.20.2rc1",
+       source="beyond-card", since="0.20.2rc1", until="0.27.1rc1",
        npu_symbol="vllm_ascend.ascend_forward_context.set_ascend_forward_context",
        params=("has_sinks", "input_ids"),
-       notes="Added in v0.20.2rc1; `eplb_heat_collection_status` joins in v0.23.0 (fc.eplb-heat); `input_ids` "
-             "is removed again on main (August 2026)."),
+       notes="Added in v0.20.2rc1; `eplb_heat_collection_status` joins in v0.23.0rc1 (fc.eplb-heat); `input_ids` "
+             "is removed again in v0.27.1rc1 (fc.input-ids-removed)."),
     _P("fc.input-ids-removed", "forward-context", "input_ids removed again", "signature-change",
        "set_forward_context(...)", "set_ascend_forward_context(..., has_sinks=...)  # no input_ids",
-       source="beyond-card", since="main",
-       npu_symbol="vllm_ascend.ascend_forward_context.set_ascend_forward_context", drop=("input_ids",),
-       notes="vllm-ascend main (August 2026) removed the input_ids keyword that v0.20.2rc1 added."),
+       source="beyond-card", since="0.27.1rc1",
+       npu_symbol="vllm_ascend.ascend_forward_context.set_ascend_forward_context", params=("has_sinks",),
+       drop=("input_ids",),
+       notes="vllm-ascend main removed the input_ids keyword that v0.20.2rc1 added (August 2026); the first "
+             "release without it is v0.27.1rc1 (v0.26.0rc1, cut later, still has it). has_sinks stays."),
     _P("fc.eplb-heat", "forward-context", "eplb_heat_collection_status keyword", "signature-change",
        "set_forward_context(...)", "set_ascend_forward_context(..., eplb_heat_collection_status=...)",
-       source="beyond-card", since="0.23.0",
+       source="beyond-card", since="0.23.0rc1",
        npu_symbol="vllm_ascend.ascend_forward_context.set_ascend_forward_context",
        params=("eplb_heat_collection_status",)),
     _P("fc.platform-hook", "forward-context", "Forward context through the omni platform hook", "manual",
@@ -301,10 +350,11 @@ GRAPHS = [
     _P("graph.clear-graphs", "graphs", "clear_graphs / clear_all_graphs have no NPU equivalent", "unsupported",
        "CUDAGraphWrapper.clear_all_graphs()  # or wrapper.clear_graphs()",
        "# ACLGraphWrapper has neither: drop the wrapper and rebuild it",
-       source="beyond-card", vllm_since="0.18.0",
+       source="beyond-card", vllm_since="0.18.0", gaps=(("0.21.0rc1", "0.23.0rc1"),),
        gpu_symbol="vllm.compilation.cuda_graph.CUDAGraphWrapper.clear_graphs",
        npu_symbol="vllm_ascend.compilation.acl_graph.ACLGraphWrapper",
-       notes="vllm ≥0.18 has them; no vllm-ascend tag does."),
+       notes="vllm ≥0.18 has them. vllm-ascend's ACLGraphWrapper had clear_graphs / clear_all_graphs in v0.21.0rc1 "
+             "and v0.22.1rc1 only (added, then reverted before v0.23.0rc1): there the GPU calls port as they are."),
     _P("graph.capture", "graphs", "graph_capture context: its real GPU home", "import",
        "from vllm.distributed.parallel_state import graph_capture\nwith graph_capture(self.device):\n    ...",
        "from vllm_ascend.worker.model_runner_v1 import graph_capture\nwith graph_capture(self.device):\n    ...",
@@ -447,8 +497,18 @@ ATTENTION = [
        params=("num_tokens", "num_reqs", "max_query_len", "num_tokens_padded", "num_reqs_padded", "ubatch_slices",
                "logits_indices", "use_spec_decode", "for_cudagraph_capture", "num_scheduled_tokens",
                "num_scheduled_tokens_np", "cascade_attn_prefix_lens"),
-       notes="Call by keyword. The parameters in the real order (v0.16.0rc1 … v0.25.1rc1; the card lists them in "
+       until="0.27.1rc1",
+       notes="Call by keyword. The parameters in the real order (v0.15.0rc1 … v0.26.0rc1; the card lists them in "
              "another order); v0.13.0's NPUModelRunner has no _build_attention_metadata of its own."),
+    _P("attn.build-metadata-dcp", "attention", "_build_attention_metadata gains dcp_dummy_metadata", "signature-change",
+       "# see attn.build-metadata", "self._build_attention_metadata(..., dcp_dummy_metadata=None, ...)",
+       source="beyond-card", since="0.27.1rc1",
+       npu_symbol="vllm_ascend.worker.model_runner_v1.NPUModelRunner._build_attention_metadata",
+       params=("num_tokens", "num_reqs", "max_query_len", "num_tokens_padded", "num_reqs_padded", "ubatch_slices",
+               "logits_indices", "use_spec_decode", "for_cudagraph_capture", "num_scheduled_tokens",
+               "num_scheduled_tokens_np", "dcp_dummy_metadata", "cascade_attn_prefix_lens"),
+       notes="v0.27.1rc1 inserts dcp_dummy_metadata before cascade_attn_prefix_lens (and appends "
+             "cudagraph_runtime_mode, batch_descriptor): a positional call past num_scheduled_tokens_np binds wrong."),
     _P("attn.build-metadata-capture", "attention", "_build_attention_metadata(for_cudagraph_capture=...)",
        "signature-change", "# see attn.build-metadata",
        "self._build_attention_metadata(..., for_cudagraph_capture=is_graph_capturing)  # in _dummy_run",
@@ -467,14 +527,14 @@ ROTARY_SP = [
        npu_symbol="vllm_ascend.ops.rotary_embedding.update_cos_sin", params=("positions",)),
     _P("sp.enable-sp", "rotary-sp", "Sequence parallelism check (env-driven)", "npu-only-insertion",
        "# vllm distributed utilities", "from vllm_ascend.utils import enable_sp\nif enable_sp():\n    ...",
-       card_section="Sequence Parallelism / Enable SP Check", until="main",
+       card_section="Sequence Parallelism / Enable SP Check", until="0.27.1rc1",
        npu_symbol="vllm_ascend.utils.enable_sp", params=("vllm_config", "enable_shared_expert_dp"),
        notes="`(vllm_config=None, enable_shared_expert_dp=False)`, driven by environment variables."),
     _P("sp.enable-sp-config", "rotary-sp", "Sequence parallelism check (config-driven)", "signature-change",
        "# vllm distributed utilities", "from vllm_ascend.utils import enable_sp\nif enable_sp(vllm_config):\n    ...",
-       source="beyond-card", since="main",
+       source="beyond-card", since="0.27.1rc1",
        npu_symbol="vllm_ascend.utils.enable_sp", params=("vllm_config",), drop=("enable_shared_expert_dp",),
-       notes="On main (Aug 2026) enable_sp reads parallel_config.use_sequence_parallel_moe; "
+       notes="From v0.27.1rc1 (main since Aug 2026) enable_sp reads parallel_config.use_sequence_parallel_moe; "
              "enable_shared_expert_dp is gone."),
     _P("util.lmhead-tp-enable", "rotary-sp", "LM-head tensor parallel check", "npu-only-insertion",
        "# none", "from vllm_ascend.utils import lmhead_tp_enable\nif lmhead_tp_enable():\n    ...",
@@ -498,11 +558,16 @@ SAMPLER_BATCH = [
        notes="Present from v0.13.0 through v0.23.0.post1; removed in v0.25.1rc1."),
     _P("sample.ascend-sampler-v025", "sampler-batch", "AscendSampler.apply_penalties / prepare_sampling / greedy_sample",
        "signature-change", "# vllm Sampler methods", "self.sampler.prepare_sampling(...)",
-       source="beyond-card", since="0.20.2rc1",
+       source="beyond-card", since="0.20.2rc1", until="0.30.0rc1",
        npu_symbol="vllm_ascend.sample.sampler.AscendSampler",
        value={"methods": ("apply_penalties", "prepare_sampling", "greedy_sample")},
-       notes="apply_penalties from v0.18.0, prepare_sampling and greedy_sample from v0.20.2rc1; through v0.23.0.post1 "
+       notes="apply_penalties from v0.18.0, prepare_sampling and greedy_sample from v0.20.2rc1; through v0.24.0rc1 "
              "they coexist with set_q_event / do_async_exponential (sample.ascend-sampler-async)."),
+    _P("sample.ascend-sampler-v030", "sampler-batch", "AscendSampler without prepare_sampling", "signature-change",
+       "# vllm Sampler methods", "self.sampler.greedy_sample(...)",
+       source="beyond-card", since="0.30.0rc1",
+       npu_symbol="vllm_ascend.sample.sampler.AscendSampler", value={"methods": ("apply_penalties", "greedy_sample")},
+       notes="v0.30.0rc1 removes AscendSampler.prepare_sampling; apply_penalties and greedy_sample stay."),
     _P("batch.input-batch", "sampler-batch", "InputBatch → NPUInputBatch (inherited from NPUModelRunner)", "class-swap",
        "from vllm.v1.worker.gpu_input_batch import InputBatch",
        "from vllm_ascend.worker.npu_input_batch import NPUInputBatch",
@@ -513,9 +578,10 @@ SAMPLER_BATCH = [
        npu_symbol="vllm_ascend.worker.npu_input_batch.NPUInputBatch"),
     _P("batch.kv-cache-groups", "sampler-batch", "NPUInputBatch(kv_cache_groups=...)", "signature-change",
        "InputBatch(...)", "NPUInputBatch(..., kv_cache_groups=...)",
-       source="beyond-card", since="0.20.2rc1",
+       source="beyond-card", since="0.13.0rc3", gaps=(("0.14.0rc1", "0.20.2rc1"),),
        npu_symbol="vllm_ascend.worker.npu_input_batch.NPUInputBatch", params=("kv_cache_groups",),
-       notes="main adds reasoning_config, use_replayssm, slot_mapping_modes."),
+       notes="From v0.20.2rc1, and in the 0.13 branch's later releases (v0.13.0rc3, v0.13.0, published after "
+             "v0.14.0rc1). main adds reasoning_config, use_replayssm, slot_mapping_modes."),
     _P("vllm.v1-runner-removed", "sampler-batch", "vllm 0.34 deletes the V1 GPU runner, input batch and sampler",
        "unsupported", "from vllm.v1.worker.gpu_model_runner import GPUModelRunner",
        "# no base class left: NPUModelRunner, NPUInputBatch and AscendSampler need vllm < 0.34",
@@ -580,7 +646,7 @@ GRAPH_PARAMS = [
        notes="`head_size=None` added in v0.23.0 (pa.head-size)."),
     _P("pa.head-size", "graph-params", "using_paged_attention(head_size=...)", "signature-change",
        "# none", "using_paged_attention(runtime_shape, vllm_config, head_size=None)",
-       source="beyond-card", since="0.23.0",
+       source="beyond-card", since="0.23.0rc1",
        npu_symbol="vllm_ascend.attention.utils.using_paged_attention", params=("head_size",)),
     _P("pa.seq-len-constant", "graph-params", "SEQ_LEN_WITH_MAX_PA_WORKSPACE lives in model_runner_v1", "constant",
        "# none", "from vllm_ascend.worker.model_runner_v1 import SEQ_LEN_WITH_MAX_PA_WORKSPACE  # 6144",
@@ -616,7 +682,7 @@ SIGNATURES = [
        notes="v0.18.0 adds profile_seq_lens, v0.19.1rc1 profile_cpp (sig.dummy-run-profile-seq-lens, -cpp)."),
     _P("sig.dummy-run-profile-seq-lens", "signatures", "NPU _dummy_run gains profile_seq_lens", "signature-change",
        "# none", "self._dummy_run(..., profile_seq_lens=...)",
-       source="beyond-card", since="0.18.0",
+       source="beyond-card", since="0.18.0rc1",
        npu_symbol="vllm_ascend.worker.model_runner_v1.NPUModelRunner._dummy_run", params=("profile_seq_lens",)),
     _P("sig.dummy-run-profile-cpp", "signatures", "NPU _dummy_run gains profile_cpp", "signature-change",
        "# none", "self._dummy_run(..., profile_cpp=...)",
@@ -699,31 +765,66 @@ def _validate(patterns: list[Pattern]):
         check_choice(f"source of {where}", p.source, SOURCES)
         if p.source == "correction" and not p.correction: raise ValueError(f"{where}: a correction must say what the card got wrong")
         if p.source != "beyond-card" and not p.card_section: raise ValueError(f"{where}: card records name their card section")
-        for lo, hi in ((p.since, p.until), (p.vllm_since, p.vllm_until)):
+        for lo, hi in ((p.since, p.until), (p.vllm_since, p.vllm_until), *p.gaps):
             if lo is not None and hi is not None and parse_version(lo) >= parse_version(hi):
                 raise ValueError(f"{where}: empty version range [{lo}, {hi})")
+        for g in p.gaps:
+            if len(g) != 2 or None in g or not (_in_range(g[0], p.since, p.until) and _in_range(g[1], p.since, p.until)):
+                raise ValueError(f"{where}: gap {tuple(g)} must be (from, to) versions strictly inside [{p.since}, {p.until})")
 
 CATALOG = Catalog(FORWARD_CONTEXT + GRAPHS + DEVICE_OPS + ATTENTION + ROTARY_SP + SAMPLER_BATCH + GRAPH_PARAMS + SIGNATURES)
 
 # %% ../../nbs/core/catalog.ipynb #4753743c
+class Release(NamedTuple):
+    "The catalog release that serves a version, and a warning naming the substitution (None when it is the version itself)."
+    used: str
+    warning: str | None
+
+def resolve_release(version: str, package: str = "vllm-ascend") -> Release:
+    "The known `package` release whose records and pairing serve `version`, and a warning when it is another one."
+    known = {"vllm-ascend": VLLM_ASCEND_VERSIONS, "vllm": VLLM_VERSIONS}[package]
+    v = parse_version(version)
+    by_version = {parse_version(k): k for k in known}
+    if v in by_version: return Release(by_version[v], None)
+    numbered = sorted(k for k in by_version if k != _MAIN)
+    same = [k for k in numbered if k.release == v.release]
+    below = [k for k in (same or numbered) if k <= v]
+    if below: used = by_version[below[-1]]
+    elif same: used = by_version[same[0]]
+    else:
+        first = by_version[numbered[0]]
+        what = "the card's patterns were not found in releases that old" if package == "vllm-ascend" else "its records may not apply"
+        return Release(first, f"{package} {version} is older than the catalog's first release {first}: using {first}'s "
+                              f"records and pairing ({what}); check the result against {version}'s own code")
+    how = "the nearest release of the same series" if same else "the nearest older release"
+    return Release(used, f"{package} {version} is not a release the catalog knows: using {used}'s records and pairing "
+                         f"({how}); check the result against {version}'s own code")
+
 def parse_target(target: str) -> tuple[str, str]:
-    "Parse `vllm-ascend==X` or `vllm==X` into (package, version), checking X is a known version."
+    "Parse `vllm-ascend==X` or `vllm==X` into (package, version); X may be any PEP 440 version or `main`."
     pkg, sep, ver = target.replace(" ", "").partition("==")
     pkg = pkg.replace("_", "-").lower()
-    known = {"vllm-ascend": VLLM_ASCEND_VERSIONS, "vllm": VLLM_VERSIONS}
-    if not sep or pkg not in known:
+    if not sep or pkg not in ("vllm-ascend", "vllm"):
         raise ValueError(f"target {target!r} must look like vllm-ascend==X or vllm==X")
     ver = ver.lower().lstrip("v")
-    if ver not in known[pkg]:
-        raise ValueError(f"unknown {pkg} version {ver!r}; known versions: {', '.join(known[pkg])}")
+    try: parse_version(ver)
+    except ValueError:
+        known = VLLM_ASCEND_VERSIONS if pkg == "vllm-ascend" else VLLM_VERSIONS
+        raise ValueError(f"{pkg} version {ver!r} is not a version; known versions: {', '.join(known)}") from None
     return pkg, ver
 
+def resolve_target(target: str) -> tuple[str, Release]:
+    "(package, the release that serves it with a warning or None) for a `--target` string."
+    pkg, ver = parse_target(target)
+    return pkg, resolve_release(ver, pkg)
+
 def select_target(target: str | None, catalog: Catalog | None = None, family: str | None = None) -> list[Pattern]:
-    "Records valid for a `--target` string (all records when None), optionally of one family."
+    "Records valid for a `--target` string (all records when None), optionally of one family, at the release that serves it."
     catalog = catalog or CATALOG
     if target is None: return catalog.select(family=family)
-    pkg, ver = parse_target(target)
-    return catalog.select(family=family, **{pkg.replace("-", "_"): ver})
+    pkg, (used, _) = resolve_target(target)
+    return catalog.select(family=family, **{pkg.replace("-", "_"): used})
+
 
 # %% ../../nbs/core/catalog.ipynb #bb78282b
 def _cell(s) -> str:
@@ -731,6 +832,9 @@ def _cell(s) -> str:
 
 def _range(lo, hi) -> str:
     return "all" if lo is None and hi is None else f"{lo or '…'} – {'<' + hi if hi else '…'}"
+
+def _ascend_range(p: Pattern) -> str:
+    return ", ".join(_range(lo, hi) for lo, hi in p.ranges)
 
 def _form(symbol, code) -> str:
     return f"`{_cell(symbol or code.splitlines()[0])}`"
@@ -741,7 +845,7 @@ def records_table(patterns: Iterable[Pattern]) -> str:
             "|---|---|---|---|---|---|---|"]
     for p in patterns:
         rows.append("| " + " | ".join([f"`{p.id}`", _cell(p.title), p.kind,
-                     f"{_form(p.gpu_symbol, p.gpu)} →<br>{_form(p.npu_symbol, p.npu)}", _range(p.since, p.until),
+                     f"{_form(p.gpu_symbol, p.gpu)} →<br>{_form(p.npu_symbol, p.npu)}", _ascend_range(p),
                      _range(p.vllm_since, p.vllm_until), p.source]) + " |")
     return "\n".join(rows)
 
@@ -754,7 +858,7 @@ def show_pattern(pid: str, catalog: Catalog | None = None):
     "Display one record: GPU and NPU code side by side with versions and notes."
     from IPython.display import Markdown
     p = (catalog or CATALOG)[pid]
-    md = [f"**`{p.id}`** — {p.title} (*{p.kind}*; vllm-ascend {_range(p.since, p.until)}, "
+    md = [f"**`{p.id}`** — {p.title} (*{p.kind}*; vllm-ascend {_ascend_range(p)}, "
           f"vllm {_range(p.vllm_since, p.vllm_until)})", "", "GPU:", "```python", p.gpu, "```", "NPU:", "```python", p.npu, "```"]
     if p.correction: md += ["", f"*Card correction:* {p.correction}"]
     if p.notes: md += ["", p.notes]

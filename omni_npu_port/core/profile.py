@@ -12,12 +12,12 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .catalog import VLLM_ASCEND_VERSIONS, VLLM_VERSIONS, parse_version
+from .catalog import VLLM_ASCEND_VERSIONS, VLLM_VERSIONS, Release, parse_version, resolve_release
 from .errors import InputError
 
 # %% auto #0
 __all__ = ['BACKENDS', 'DTYPES', 'ENV_PREFIX', 'SCHEMA', 'ProfileError', 'Profile', 'find_profile', 'load_profile',
-           'target_release']
+           'target_release', 'resolve_target']
 
 # %% ../../nbs/core/profile.ipynb #c9e1cd78
 class ProfileError(InputError, ValueError):
@@ -35,12 +35,10 @@ def _choice(choices):
         return s
     return parse
 
-def _known_version(known):
-    def parse(s):
-        s = s.strip().lower().lstrip("v")
-        if s not in known: raise ValueError
-        return s
-    return parse
+def _release(s):
+    s = s.strip().lower().lstrip("v")
+    parse_version(s)
+    return s
 
 def _any_version(s):
     s = s.strip()
@@ -58,8 +56,9 @@ def _batch_sizes(s):
     return sizes
 
 SCHEMA = {
-    ("stack", "vllm"): ("0.18.0", _known_version(VLLM_VERSIONS), "one of " + ", ".join(VLLM_VERSIONS)),
-    ("stack", "vllm_ascend"): ("0.18.0", _known_version(VLLM_ASCEND_VERSIONS), "one of " + ", ".join(VLLM_ASCEND_VERSIONS)),
+    ("stack", "vllm"): ("0.18.0", _release, "a vllm version such as 0.18.0 (the catalog knows " + ", ".join(VLLM_VERSIONS) + ")"),
+    ("stack", "vllm_ascend"): ("0.18.0", _release, "a vllm-ascend version such as 0.18.0 or main (the catalog knows "
+                               + ", ".join(VLLM_ASCEND_VERSIONS) + ")"),
     ("stack", "torch_npu"): ("2.9.0", _any_version, "a version such as 2.9.0, or empty for any"),
     ("runtime", "backend"): ("auto", _choice(BACKENDS), "one of " + ", ".join(BACKENDS)),
     ("bench", "batch_sizes"): ("1,2,4,8,16,32", _batch_sizes, "comma-separated positive integers in increasing order, e.g. 1,2,4,8"),
@@ -159,3 +158,10 @@ def target_release(explicit: str | None = None, source_version: str | None = Non
                 raise ProfileError(f"target {v!r}: a vllm-ascend release is needed (vllm-ascend==X)")
             return ver
     return (profile or load_profile()).vllm_ascend
+
+def resolve_target(explicit: str | None = None, source_version: str | None = None, installed: str | None = None,
+                   profile: Profile | None = None) -> Release:
+    "The catalog release serving `target_release(...)`, with a warning when it is not that version (an unknown version is a ProfileError)."
+    asked = target_release(explicit, source_version, installed, profile)
+    try: return resolve_release(asked)
+    except ValueError as e: raise ProfileError(f"target {asked!r}: {e}") from None
