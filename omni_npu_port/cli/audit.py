@@ -20,12 +20,13 @@ DESCRIPTION = "drift between GPU and NPU copies of the omni runners"
 def configure(ap: argparse.ArgumentParser) -> None:
     "The options of `omni-npu-port audit`."
     ap.description = ("Report drift between vLLM-Omni's GPU runners and their NPU copies: changed omni blocks, GPU methods "
-                      "without an NPU counterpart, GPU patterns left in NPU code. Exit 0 clean, 1 findings, 2 bad input.")
-    ap.add_argument("--gpu", help="vllm-omni source for the GPU runners (package, wheel, sdist, dir, or a .py file; required)")
-    ap.add_argument("--npu", help="vllm-omni source for the NPU runners (may be another release; required)")
+                      "without an NPU counterpart, GPU patterns left in NPU code, runners without a counterpart. Exit 0 clean (notes only), 1 findings, 2 bad input.")
+    ap.add_argument("--gpu", help="vllm-omni source for the GPU runners (package, wheel, sdist, dir, a module or subpackage in one, "
+                    "or lone .py files; required)")
+    ap.add_argument("--npu", help="vllm-omni source for the NPU runners (may be another release and layout; required)")
     ap.add_argument("--npu-base", help="vllm-ascend source: also flag inherited omni methods that shadow NPUModelRunner's own")
-    ap.add_argument("--target", help="translator target for the checks, e.g. vllm-ascend==0.18.0 "
-                    "(default: the --npu-base version, else the profile's)")
+    ap.add_argument("--target", help="translator target for the checks, e.g. vllm-ascend==0.18.0 or 0.18.0 "
+                    "(default: the --npu-base version, else the profile's; a release the catalog lacks: its nearest, with a note)")
     add_json(ap, "the findings")
 
 # %% auto #0
@@ -37,11 +38,14 @@ def run(args: argparse.Namespace) -> int:
     missing = [o for o, v in (("--gpu", args.gpu), ("--npu", args.npu)) if not v]
     if missing: raise UsageError(f"the following arguments are required: {', '.join(missing)}")
     found = audit(args.gpu, args.npu, args.npu_base, args.target)
+    failing = [f for f in found if f.severity != "info"]
     if args.json: print(json.dumps([asdict(f) for f in found], indent=2))
     else:
         for f in found:
-            print(f)
+            print(f"{f}{' (note)' if f.severity == 'info' else ''}")
             for d in f.detail[:12]: print(f"    {d}")
-        print(f"{len(found)} finding(s)" + (": " + ", ".join(f"{c} ×{sum(f.code == c for f in found)}"
-                                                           for c in sorted({f.code for f in found})) if found else ""))
-    return 1 if found else 0
+        notes = len(found) - len(failing)
+        print(f"{len(failing)} finding(s)" + (": " + ", ".join(f"{c} ×{sum(f.code == c for f in failing)}"
+                                                             for c in sorted({f.code for f in failing})) if failing else "")
+              + (f"; {notes} note(s)" if notes else ""))
+    return 1 if failing else 0
