@@ -1096,7 +1096,11 @@ def conflict_sides(code: str) -> list[tuple[list[str], list[str]]]:
 
 
 def whole(lines: list[str]) -> bool:
-    try: ast.parse(textwrap.dedent("\n".join(lines) + "\n")); return True
+    "Whether lines are whole statements at the indentation of their first code line (lines inside brackets may sit left of it)."
+    first = next((l for l in lines if l.strip()), "")
+    ind = len(first) - len(first.lstrip())
+    text = "\n".join(l[ind:] if not l[:ind].strip() else l.lstrip() for l in lines)
+    try: ast.parse(text + "\n"); return True
     except SyntaxError: return False
 
 

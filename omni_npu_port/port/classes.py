@@ -30,12 +30,6 @@ from .method import PortResult, parse_check, port_method
 # %% auto #0
 __all__ = ['ported_class_name', 'ClassPlan', 'needs_translation', 'accepts_npu_calls', 'plan_class', 'port_class']
 
-# %% ../../nbs/port/classes.ipynb #41331932
-register(
-    Code("ONP4007", "omni-only", "omni-only method: the translated omni GPU method is the port", "info",
-         "review the translated method like any translation", "port/classes.ipynb", "port"),
-)
-
 # %% ../../nbs/port/classes.ipynb #f70dcdde
 def ported_class_name(omni_cls: str) -> str:
     "The ported class's default name: GPU → NPU in the omni class's name (else NPU in front)."

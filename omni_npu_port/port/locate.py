@@ -19,11 +19,12 @@ from ..core.diagnostics import Diagnostic
 from ..core.errors import UsageError
 from ..core.io import gc_paused
 from ..sources.readers import PACKAGES, SourceError, SourceTree, open_source
-from ..sources.symbols import resolve
+from ..sources.symbols import SymbolIndex, mro, resolve
 
 # %% auto #0
 __all__ = ['PortError', 'port_diagnostic', 'MethodSpec', 'parse_spec', 'Located', 'method_text', 'close_matches', 'own_methods',
-           'top_classes', 'open_tree', 'locate', 'method_located']
+           'top_classes', 'MroClass', 'source_index', 'open_extra', 'class_mro', 'class_methods', 'method_located',
+           'missing_method', 'open_tree', 'locate']
 
 # %% ../../nbs/port/locate.ipynb #108d3b9b
 class PortError(UsageError, ValueError):
@@ -83,6 +84,7 @@ class Located:
     owner_module: str | None = None
     owner_text: str | None = None
     tree: SourceTree | None = None
+    extra: tuple = ()           # more sources its bases may come from (`locate(extra=...)`)
 
     @property
     def qualname(self) -> str:
@@ -160,6 +162,92 @@ def _find_class_module(tree: SourceTree, cls: str) -> str | None:
         if src and pat.search(src): return m
     return None
 
+# %% ../../nbs/port/locate.ipynb #6dce338f
+@dataclass
+class MroClass:
+    "One class of a located class's MRO: its node and the module (and source) that define it (node None: no source holds it)."
+    name: str
+    node: ast.ClassDef | None
+    module: str = ""
+    text: str = ""
+    package: str | None = None
+
+def _c3(seqs: list[list[str]]) -> list[str]:
+    "Python's C3 merge of name sequences (depth-first where no consistent order exists)."
+    seqs, out = [list(s) for s in seqs if s], []
+    while seqs:
+        head = next((s[0] for s in seqs if not any(s[0] in t[1:] for t in seqs)), None)
+        if head is None: return out + [x for x in dict.fromkeys(x for s in seqs for x in s) if x not in out]
+        out.append(head)
+        seqs = [t for t in ([x for x in s if x != head] if s[0] == head else s for s in seqs) if t]
+    return out
+
+def _lone_mro(name: str, files: list[tuple[str, str, dict]], found: dict, stack: tuple = ()) -> list[str]:
+    "The MRO (names) of a class of lone files, bases found by name in the files in order; `found` fills name → MroClass."
+    hit = next(((m, t, c[name]) for m, t, c in files if name in c), None)
+    if hit is None or name in stack:
+        found.setdefault(name, MroClass(name, None)); return [name]
+    found[name] = MroClass(name, hit[2], hit[0], hit[1], None)
+    bases = [ast.unparse(b.value if isinstance(b, ast.Subscript) else b).split(".")[-1] for b in hit[2].bases]
+    bases = [b for b in bases if b not in ("object", "ABC", "Generic", "Protocol")]
+    return [name] + _c3([_lone_mro(b, files, found, stack + (name,)) for b in bases] + [bases])
+
+_INDEXES: dict = {}
+
+def source_index(loc: Located) -> SymbolIndex:
+    "The symbol index of a located class's source and its extra sources (one per package, the class's own first)."
+    trees = [loc.tree] + [e for e in (open_extra(x) for x in loc.extra) if isinstance(e, SourceTree)]
+    key = tuple(id(t) for t in trees)
+    if key not in _INDEXES:
+        one = {}
+        for t in trees: one.setdefault(t.package, t)
+        _INDEXES[key] = SymbolIndex(one.values())
+    return _INDEXES[key]
+
+# %% ../../nbs/port/locate.ipynb #fc0aae23
+def open_extra(source) -> SourceTree | Path:
+    "An extra source: a lone `.py` file stays a path; anything else is opened as a source tree."
+    p = Path(str(source)).expanduser()
+    return p if p.suffix == ".py" and p.is_file() else open_tree(source) if not isinstance(source, SourceTree) else source
+
+def class_mro(loc: Located) -> list[MroClass]:
+    "The located class's MRO across its source and extra sources, in Python's order (a base no source holds: node None)."
+    if loc.tree is None:
+        files = [(loc.module, loc.module_text, top_classes(ast.parse(loc.module_text)))]
+        for e in map(open_extra, loc.extra):
+            if isinstance(e, Path): text = e.read_text(); files.append((e.stem, text, top_classes(ast.parse(text))))
+        found: dict = {}
+        files[0][2][loc.cls_node.name] = loc.cls_node
+        return [found[n] for n in _lone_mro(loc.cls_node.name, files, found)]
+    ix = source_index(loc)
+    sym = resolve(ix, f"{loc.module}.{loc.cls_node.name}")
+    order = mro(ix, sym) if sym and sym.kind == "class" else None
+    if not order: return [MroClass(loc.cls_node.name, loc.cls_node, loc.module, loc.module_text, loc.package)]
+    return [MroClass(e.path, e.node, e.module, ix.module_source(e.module), e.module.split(".")[0]) if e
+            else MroClass((e.target or e.qualname).split(".")[-1], None) for e in order.entries]
+
+def class_methods(loc: Located) -> list[str]:
+    "Every method a located class has, its own first, then inherited ones in MRO order."
+    return list(dict.fromkeys(n for c in class_mro(loc) if c.node is not None for n in own_methods(c.node)))
+
+# %% ../../nbs/port/locate.ipynb #26192fb2
+def method_located(cls_loc: Located, name: str) -> Located | None:
+    "The same Located with a method chosen: from the nearest class of its MRO (across its extra sources) that defines it; None if none."
+    for c in class_mro(cls_loc):
+        m = own_methods(c.node).get(name) if c.node is not None else None
+        if m is not None:
+            return Located(**{**cls_loc.__dict__, "method_node": m, "owner": c.name, "owner_module": c.module,
+                              "owner_text": c.text})
+    return None
+
+def missing_method(loc: Located, name: str) -> str:
+    "The error for a method a class does not have: close matches, the methods it has, and bases no source holds."
+    have, lost = class_methods(loc), [c.name for c in class_mro(loc) if c.node is None]
+    where = loc.origin if loc.tree is None else f"{loc.tree.origin}: {loc.module}."
+    return (f"{where}{':' if loc.tree is None else ''} class {loc.cls_node.name} has no method {name}"
+            f"{close_matches(name, have)}; its methods: {', '.join(have[:40]) or 'none'}{' …' if len(have) > 40 else ''}"
+            + (f"; bases outside the sources given: {', '.join(lost)} (add their sources: port --source)" if lost else ""))
+
 # %% ../../nbs/port/locate.ipynb #0d629886
 _TREES: dict[str, SourceTree] = {}
 
@@ -172,8 +260,8 @@ def open_tree(source: str) -> SourceTree:
     return _TREES[key]
 
 @gc_paused()
-def locate(spec: str | MethodSpec, need_method: bool = True) -> Located:
-    "Find the class (and method) a spec names; errors list close matches."
+def locate(spec: str | MethodSpec, need_method: bool = True, extra=()) -> Located:
+    "Find the class (and method) a spec names, its bases across `extra` sources too; errors list close matches and what exists."
     s = parse_spec(spec, need_method) if isinstance(spec, str) else spec
     p = Path(s.source).expanduser()
     if p.is_file() and p.suffix == ".py":   # a lone file
@@ -182,13 +270,8 @@ def locate(spec: str | MethodSpec, need_method: bool = True) -> Located:
         except SyntaxError as e: raise PortError(f"{p}:{e.lineno}: does not parse ({e.msg})") from None
         classes = top_classes(mod)
         if s.cls not in classes: raise PortError(f"{p}: no class {s.cls}{close_matches(s.cls, classes)}")
-        loc = Located(str(p), None, None, p.stem, text, classes[s.cls])
-        if s.method:
-            meths = own_methods(loc.cls_node)
-            if s.method not in meths:
-                raise PortError(f"{p}: class {s.cls} has no method {s.method}{close_matches(s.method, meths)}")
-            loc.method_node, loc.owner, loc.owner_module = meths[s.method], s.cls, loc.module
-        return loc
+        loc = Located(str(p), None, None, p.stem, text, classes[s.cls], extra=tuple(extra))
+        return _with_method(loc, s.method)
     tree = open_tree(s.source)
     module = s.module or _find_class_module(tree, s.cls)
     if module is None or tree.module_source(module) is None:
@@ -201,25 +284,12 @@ def locate(spec: str | MethodSpec, need_method: bool = True) -> Located:
     classes = top_classes(tree.module_ast(module))
     if s.cls not in classes:
         raise PortError(f"{tree.origin}: {module} has no class {s.cls}{close_matches(s.cls, classes)}")
-    loc = Located(s.source, tree.package, tree.version, module, text, classes[s.cls], tree=tree)
-    if s.method:
-        sym = resolve(tree, f"{module}.{s.cls}.{s.method}")
-        if not sym or sym.kind != "method":
-            meths = own_methods(loc.cls_node)
-            raise PortError(f"{tree.origin}: {module}.{s.cls} has no method {s.method}{close_matches(s.method, meths)}"
-                            + (f" ({sym.reason})" if not sym else ""))
-        loc.method_node, loc.owner, loc.owner_module = sym.node, sym.path.split(".")[0], sym.module
-        loc.owner_text = tree.module_source(sym.module)
-    return loc
+    loc = Located(s.source, tree.package, tree.version, module, text, classes[s.cls], tree=tree, extra=tuple(extra))
+    return _with_method(loc, s.method)
 
-# %% ../../nbs/port/locate.ipynb #26192fb2
-def method_located(cls_loc: Located, name: str) -> Located | None:
-    "The same Located with a method chosen (resolved through in-source bases); None if absent."
-    if cls_loc.tree is None:
-        m = own_methods(cls_loc.cls_node).get(name)
-        if m is None: return None
-        return Located(**{**cls_loc.__dict__, "method_node": m, "owner": cls_loc.cls_node.name, "owner_module": cls_loc.module})
-    sym = resolve(cls_loc.tree, f"{cls_loc.module}.{cls_loc.cls_node.name}.{name}")
-    if not sym or sym.kind != "method": return None
-    return Located(**{**cls_loc.__dict__, "method_node": sym.node, "owner": sym.path.split(".")[0],
-                      "owner_module": sym.module, "owner_text": cls_loc.tree.module_source(sym.module)})
+def _with_method(loc: Located, name: str | None) -> Located:
+    "The located class with its method `name` chosen (none asked: the class); an error listing the methods it has."
+    if not name: return loc
+    found = method_located(loc, name)
+    if found is None: raise PortError(missing_method(loc, name))
+    return found

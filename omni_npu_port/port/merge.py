@@ -537,9 +537,10 @@ def side_text(hs: list[Hunk], side: int) -> tuple[list[str], list[int]]:
     return lines, owner
 
 def _blocks(n: ast.stmt) -> list[list[ast.stmt]]:
-    "The statement blocks of a compound statement (body, else, finally, each handler's and case's body)."
+    "The statement blocks of a compound statement (body, else, finally, each handler's and case's body; not an `elif` chain)."
+    elif_ = isinstance(n, ast.If) and len(n.orelse) == 1 and isinstance(n.orelse[0], ast.If) and n.orelse[0].col_offset == n.col_offset
     out = [b for b in (getattr(n, f, None) for f in ("body", "orelse", "finalbody")) if isinstance(b, list) and b
-           and isinstance(b[0], ast.stmt)]
+           and isinstance(b[0], ast.stmt) and not (elif_ and b is n.orelse)]   # an `elif` clause is no statement of its own
     return out + [h.body for h in getattr(n, "handlers", [])] + [c.body for c in getattr(n, "cases", [])]
 
 def statement_cut(tree: ast.Module, lo: int, hi: int) -> str | None:

@@ -14,16 +14,16 @@ from dataclasses import dataclass, field
 from ..core.diagnostics import Code, Diagnostic, code_info, register
 from ..core.io import gc_paused
 from ..translate.engine import RuleSet
-from .locate import Located, port_diagnostic
+from .locate import Located, class_mro, port_diagnostic
 from .translation import pairing_check, rules_for, target_check, target_of, translate_methods
 from .merge import merge_hunks, render
 from .supercalls import extends_by_super, inlinable_call, port_super_call, port_super_inline
-from .supercalls import super_calls, walk_no_nested
+from .supercalls import super_calls, super_kept, super_target, walk_no_nested
 from .formatting import format_code, format_options, ruff_bin
 from .overrides import omni_definitions, override_calls, override_calls_in_base
 
 # %% auto #0
-__all__ = ['PortResult', 'parse_check', 'kept_omni_diagnostics', 'port_method', 'finish_port']
+__all__ = ['PortResult', 'parse_check', 'kept_omni_diagnostics', 'gpu_side_owner', 'port_omni_only', 'port_method', 'finish_port']
 
 # %% ../../nbs/port/port.ipynb #c7910ad8
 register(
@@ -74,24 +74,86 @@ def _super_spans(code: str) -> set:
             out |= set(range(st.lineno, st.end_lineno + 1))
     return out
 
+# %% ../../nbs/port/port.ipynb #f4a3e614
+register(
+    Code("ONP4007", "omni-only", "omni-only method: the translated omni GPU method is the port", "info",
+         "review the translated method like any translation", "port/port.ipynb", "port"),
+    Code("ONP4022", "inherited-npu-base", "the NPU base inherits this method from a class of the GPU side: ported onto "
+         "that method, translated", "info", "check the port against the NPU class's real method if a base no "
+         "source holds defines it", "port/port.ipynb", "port"),
+)
+
+def gpu_side_owner(npu_base: Located, gpu_base: Located | None) -> bool:
+    "Whether the NPU base's method comes from a class outside the NPU package (vllm's side), not from vllm-ascend."
+    if npu_base.method_node is None: return False
+    if npu_base.tree is not None: return (npu_base.owner_module or "").split(".")[0] != npu_base.package
+    return gpu_base is not None and npu_base.owner != npu_base.cls_node.name and \
+        npu_base.owner in {c.name for c in class_mro(gpu_base) if c.node is not None}
+
+def port_omni_only(gpu_omni: Located, rules: RuleSet, why: str, prefer: str, format, line_length,
+                   diags: list | None = None) -> PortResult:
+    "The translated omni method as the port, with ONP4007 saying why nothing was merged."
+    name = gpu_omni.method_node.name
+    new, d = translate_methods([(gpu_omni.method_source, gpu_omni.context_text)], rules)[0]
+    diags = list(diags or []) + [port_diagnostic("ONP4007", f"{code_info('ONP4007').title}: {why}", None, "info")] + d
+    return finish_port(new, diags, "omni-only", name, gpu_omni, prefer, format, line_length)
+
+def _no_base(gpu_base: Located | None, npu_base: Located | None) -> str | None:
+    "Why there is nothing to merge against (None: both bases define the method)."
+    if gpu_base is None or gpu_base.method_node is None:
+        g = gpu_base.cls_node.name if gpu_base else "the GPU base"
+        return f"{g} and its bases do not define it (omni's own method)"
+    if npu_base is None: return "no NPU base given"
+    return None
+
+# %% ../../nbs/port/port.ipynb #818f6a89
+def _npu_side(gpu_base: Located, npu_base: Located, name: str) -> tuple[Located, bool, list]:
+    "The NPU base method to merge onto: its own, one inherited from the GPU side (translated), or the GPU base's where no source holds it."
+    if npu_base.method_node is None:    # the NPU class's MRO reaches no source that defines it: the GPU base stands for it
+        lost = [c.name for c in class_mro(npu_base) if c.node is None]
+        msg = (f"{code_info('ONP4022').title}: {npu_base.cls_node.name} has no {name} in the sources given"
+               + (f" (bases no source holds: {', '.join(lost)}; give their source with --source)" if lost else "")
+               + f"; {gpu_base.label()} stands for it")
+        took = {k: getattr(gpu_base, k) for k in ("method_node", "owner", "owner_module", "owner_text")}
+        return Located(**{**npu_base.__dict__, **took}), True, [port_diagnostic("ONP4022", msg, None, "warning")]
+    if not gpu_side_owner(npu_base, gpu_base): return npu_base, False, []
+    msg = (f"{code_info('ONP4022').title}: {npu_base.cls_node.name} inherits {name} from {npu_base.owner}"
+           f" ({npu_base.owner_module})")
+    return npu_base, True, [port_diagnostic("ONP4022", msg, None, "info")]
+
+def _landing(into: Located, gpu_omni: Located, npu_base: Located, name: str):
+    "What super().name reaches in the class the port lands in, and what it should (the omni GPU side is what the NPU MRO lacks)."
+    gpu_side = {c.name for c in class_mro(gpu_omni)} - {c.name for c in class_mro(npu_base)}
+    return super_target(class_mro(into), name, gpu_side)
+
 # %% ../../nbs/port/port.ipynb #6fc63360
 @gc_paused()
 def port_method(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_style: str = "auto",
                 target: str | RuleSet | None = None, fence: bool = True, prefer: str = "markers",
-                history: list[Located] = (), format: str | None = None, line_length: int | None = None) -> PortResult:
-    "Port one omni method onto the NPU base: three-way merge, or a super()-extension port (`history`: older GPU bases; `format`: ruff)."
+                history: list[Located] = (), format: str | None = None, line_length: int | None = None,
+                into: Located | None = None) -> PortResult:
+    "Port one omni method onto the NPU base: three-way merge, super()-extension port, or translation alone (`into`: the class the port lands in)."
     if format: ruff_bin()                 # no ruff: say so before the work
     name = gpu_omni.method_node.name
-    rules = rules_for(target or target_of(npu_base))
-    npu_cls = npu_base.owner or npu_base.cls_node.name
-    (base_t, bdiags), (omni_t, tdiags) = translate_methods(
-        [(gpu_base.method_source, gpu_base.context_text), (gpu_omni.method_source, gpu_omni.context_text)], rules)
-    npu = npu_base.method_source
-    diags = pairing_check(gpu_base, npu_base) + target_check(npu_base, rules) + [d for d in bdiags if d.code == "ONP4102"]
+    rules = rules_for(target or (target_of(npu_base) if npu_base else None))
+    if why := _no_base(gpu_base, npu_base):
+        return port_omni_only(gpu_omni, rules, why, prefer, format, line_length, target_check(npu_base, rules) if npu_base else [])
+    npu_base, inherited, diags = _npu_side(gpu_base, npu_base, name)
+    npu_cls = npu_base.cls_node.name
+    items = [(gpu_base.method_source, gpu_base.context_text), (gpu_omni.method_source, gpu_omni.context_text)]
+    done = translate_methods(items + ([(npu_base.method_source, npu_base.context_text)] if inherited else []), rules)
+    (base_t, bdiags), (omni_t, tdiags) = done[:2]
+    npu = done[2][0] if inherited else npu_base.method_source   # a method of the GPU side is GPU code: translated
+    diags += pairing_check(gpu_base, npu_base) + target_check(npu_base, rules) + [d for d in bdiags if d.code == "ONP4102"]
     style, origins, skip = "merge", [], set()
-    if extends_by_super(omni_t):
+    reach = _landing(into, gpu_omni, npu_base, name) if into is not None else None
+    if extends_by_super(omni_t) and reach is not None and reach.keep:
+        (lines, d2), style = super_kept(omni_t, reach, into.cls_node.name), "super-kept"
+        origins = ["omni"] * len(lines)
+    elif extends_by_super(omni_t):
         res, skip = None, _super_spans(omni_t)
-        if super_style in ("auto", "inline"):
+        if reach is not None and reach.wanted: npu_cls = reach.wanted       # the NPU side's nearest definer, never past it
+        if super_style in ("auto", "inline") and npu_cls == npu_base.cls_node.name:
             ofn, nfn = ast.parse(omni_t).body[0], ast.parse(npu).body[0]
             if super_style == "inline" or inlinable_call(ofn, nfn) is not None:
                 res = port_super_inline(omni_t, npu, base_t, origins)

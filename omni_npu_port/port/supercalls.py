@@ -8,6 +8,8 @@ Docs: https://omni-npu-port.github.io/omni-npu-port/port/supercalls.html.md"""
 from __future__ import annotations
 
 import ast
+from dataclasses import dataclass, field
+from pathlib import Path
 
 from ..core.diagnostics import Code, Diagnostic, code_info, register
 from .locate import port_diagnostic
@@ -15,7 +17,8 @@ from .merge import FENCE_TEXT, INLINE_MARK, indent_of
 
 # %% auto #0
 __all__ = ['super_calls', 'extends_by_super', 'param_names', 'body_start', 'node_text', 'signature_choice', 'def_header',
-           'port_super_call', 'inlinable_call', 'walk_no_nested', 'port_super_inline', 'base_result_statement']
+           'port_super_call', 'inlinable_call', 'walk_no_nested', 'port_super_inline', 'base_result_statement',
+           'SuperTarget', 'super_target', 'super_kept']
 
 # %% ../../nbs/port/supercalls.ipynb #80acdad9
 register(
@@ -314,3 +317,40 @@ def base_result_statement(gpu_fn, npu_fn, var: str) -> ast.stmt | None:
                  and any(isinstance(t, ast.Name) and t.id == var for t in (n.targets if isinstance(n, ast.Assign) else [n.target]))]
         if binds: return st if all(isinstance(n, ast.Assign) and calls_it(n.value) for n in binds) else None
     return None
+
+# %% ../../nbs/port/supercalls.ipynb #1942cd1f
+register(
+    Code("ONP4021", "super-kept", "super() kept: in the class the port lands in it already reaches the NPU side's method",
+         "info", "nothing; if a base the message names (no source given holds it) defines the method, check it",
+         "port/supercalls.ipynb", "port"),
+)
+
+@dataclass
+class SuperTarget:
+    "What `super().<name>` reaches in the class a port lands in, and what it should reach."
+    reached: str | None      # the first class after the landing class in its MRO that defines the method
+    wanted: str | None       # the first such class not on the omni GPU side
+    unknown: list = field(default_factory=list)   # bases before the answer that no source holds
+
+    @property
+    def keep(self) -> bool: return self.wanted is not None and self.reached == self.wanted
+
+def super_target(landing: list, name: str, gpu_side: set) -> SuperTarget:
+    "From the landing class's MRO (`locate.class_mro`, the class first): the class super().name reaches, and the one it should."
+    reached = wanted = None
+    unknown = []
+    for c in landing[1:]:
+        if c.node is None:
+            if wanted is None: unknown.append(c.name)
+            continue
+        if not any(isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == name for s in c.node.body): continue
+        reached = reached or c.name
+        if c.name not in gpu_side: wanted = c.name; break
+    return SuperTarget(reached, wanted, unknown)
+
+def super_kept(omni: str, target: SuperTarget, landing: str) -> tuple[list[str], list[Diagnostic]]:
+    "The translated omni method with its super() calls as they are: in `landing` they reach the NPU side's method."
+    fn = ast.parse(omni).body[0]
+    note = f"{code_info('ONP4021').title}: in {landing}, super().{fn.name} reaches {target.wanted}.{fn.name}"
+    if target.unknown: note += f" (bases no source holds come first: {', '.join(target.unknown)})"
+    return omni.splitlines(), [port_diagnostic("ONP4021", note, None, "warning" if target.unknown else "info")]
