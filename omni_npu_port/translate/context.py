@@ -12,7 +12,7 @@ from fastcore.basics import patch
 
 from ..core.diagnostics import code_info
 from .diagnostics import TranslateDiagnostic
-from .rules import RuleSet, leaf_name
+from .rules import RuleSet, leaf_name, reexport_of
 from .scope import Names, dotted_parts
 
 # %% auto #0
@@ -145,6 +145,8 @@ class Rule(cst.BatchableCSTVisitor):
         if k not in cache:
             try: cache[k] = c.names.qnames(node, c)
             except Exception: cache[k] = set()
+            if self.rules.resolve is not None and cache[k]:   # a re-export the sources show is a catalog symbol names it too
+                cache[k] = cache[k] | {g for q in cache[k] if (g := reexport_of(self.rules, q)[0])}
         return cache[k]
 
     @classmethod

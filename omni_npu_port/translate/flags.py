@@ -13,7 +13,8 @@ from fastcore.basics import patch
 from ..core.catalog import Symbol
 from ..core.diagnostics import Code, register
 from .context import Rule, register_rule
-from .rules import RuleSet, called_attrs, leaf_name, once_per_rules, parent_name, snippet_tree, walk_nodes
+from .rules import (RuleSet, called_attrs, leaf_name, once_per_rules, parent_name, reexport_of,
+                                          snippet_tree, walk_nodes)
 from .scope import dotted_parts, is_super_call
 
 # %% auto #0
@@ -491,11 +492,15 @@ class ReexportFlag(Rule):
         self.npu = once_per_rules(self.rules, "npu-modules", lambda: {m for p in self.rules.records.values() if p.npu_symbol
                                                                      for m in (parent_name(p.npu_symbol), p.npu_symbol)})
 
+        self.devices = once_per_rules(self.rules, "device-parents", lambda: {parent_name(n) for g, n in self.rules.namespaces.items()
+                                                                           for n in (g, n) if "." in n})
+
     def _candidates(self, q: str) -> list:
         "The catalog symbols `q` may be a re-export of (empty when it is one, or not of their package)."
-        if q in self.known or q in self.rules.symbols: return []
+        if q in self.known or q in self.rules.symbols or reexport_of(self.rules, q)[1]: return []   # the sources: another object
         mod, _, leaf = q.rpartition(".")
         if mod in self.npu: return []   # the NPU side
+        if parent_name(mod) in self.devices: return []   # a sibling of the device namespaces: another device's API
         return [g for g, home in self.table.get(leaf, ()) if mod == home or mod.startswith(home + ".")]
 
     def _flag(self, q: str, gs: list, node):
@@ -525,7 +530,7 @@ def visit_ImportFrom(self: ReexportFlag, node):
 def visit_Attribute(self: ReexportFlag, node):
     c = self.ctx
     if node.attr.value not in self.table or c.imports or id(node) in c.at or id(node) in c.handled: return
-    if id(node.value) in c.claimed: return
+    if id(node.value) in c.claimed or dotted_parts(node) is None: return   # a plain chain (`mod.name`), not `f().name`
     for q in self.qnames(node):
         if gs := self._candidates(q): self._flag(q, gs, node); return
 

@@ -15,7 +15,7 @@ from fastcore.basics import patch
 from ..core.catalog import Pattern
 from ..core.diagnostics import Code, register
 from .context import FileContext, Rule, register_rule
-from .rules import leaf_name, parent_name, snippet_tree, walk_nodes
+from .rules import leaf_name, parent_name, reexport_of, snippet_tree, walk_nodes
 from .scope import chain_expr, dotted_parts
 
 # %% auto #0
@@ -132,6 +132,7 @@ def visit_ImportFrom(self: SymbolRewrite, node):
     mapped, kept = [], []
     for a in node.names:
         full = f"{mod}.{a.name.value}" if isinstance(a.name, cst.Name) else ""
+        if full and full not in self.rules.symbols: full = reexport_of(self.rules, full)[0] or full   # a known re-export
         local = a.asname.name.value if a.asname else a.name.value if isinstance(a.name, cst.Name) else ""
         if full in self.rules.symbols: mapped.append((a, full)); continue
         kept.append(a)

@@ -23,7 +23,7 @@ from ..runtime.forward_context import keyword_rule
 # %% auto #0
 __all__ = ['FIELD_TYPES', 'leaf_name', 'once_per_rules', 'parent_name', 'paired_vllm', 'snippet_tree', 'MethodRule', 'RuleSet',
            'def_params', 'positional_count', 'walk_nodes', 'keyword_rules', 'method_rules', 'compile_rules',
-           'called_attrs', 'RuleFileError', 'record_schema', 'load_rule_file', 'merge_rules']
+           'called_attrs', 'reexport_of', 'RuleFileError', 'record_schema', 'load_rule_file', 'merge_rules']
 
 # %% ../../nbs/translate/rules.ipynb #a7113fc8
 def leaf_name(symbol: str) -> str:
@@ -80,6 +80,7 @@ class RuleSet:
     unsupported: dict = field(default_factory=dict)  # gpu qualified name -> record
     runner_bases: tuple = ()                         # GPU runner class names (omni runners derive from them)
     _prefilter: object = None
+    resolve: object = field(default=None, compare=False, repr=False)  # optional: dotted name -> where it is defined (`reexport_of`)
     _memo: dict = field(default_factory=dict, compare=False, repr=False)  # what rules derive from the records, computed once (`once_per_rules`)
 
     def rec(self, pid: str) -> Pattern | None:
@@ -151,8 +152,9 @@ def method_rules(records: list, catalog: Catalog, vllm_ascend: str) -> dict:
 # %% ../../nbs/translate/rules.ipynb #f8530ea1
 _MAPPING_KINDS = ("import", "rename", "class-swap")
 
-def compile_rules(target: str | None = None, rules: list | tuple = (), catalog: Catalog | None = None) -> RuleSet:
-    "The rule set for `--target vllm-ascend==X` (default: the profile's), with user rule files merged in."
+def compile_rules(target: str | None = None, rules: list | tuple = (), catalog: Catalog | None = None,
+                  resolve=None) -> RuleSet:
+    "The rule set for `--target vllm-ascend==X` (default: the profile's), with user rule files merged in; `resolve`: see `reexport_of`."
     if target is None:
         from omni_npu_port.core.profile import load_profile
         target = load_profile().target
@@ -162,7 +164,7 @@ def compile_rules(target: str | None = None, rules: list | tuple = (), catalog: 
     for path in rules: cat = merge_rules(cat, load_rule_file(path), str(path))
     vllm = paired_vllm(ver)
     records = cat.select(vllm_ascend=ver, vllm=vllm)
-    rs = RuleSet(target, ver, vllm, cat, {p.id: p for p in records})
+    rs = RuleSet(target, ver, vllm, cat, {p.id: p for p in records}, resolve=resolve)
     for p in records:
         if p.kind in _MAPPING_KINDS and p.gpu_symbol and p.npu_symbol:
             rs.symbols.setdefault(p.gpu_symbol, []).append(p)
@@ -183,6 +185,33 @@ def called_attrs(code: str) -> set:
     "Names of the methods called in a record's code form (`x.clear_graphs()` → clear_graphs)."
     tree = snippet_tree(code)
     return {n.func.attr.value for n in walk_nodes(tree) if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute)} if tree else set()
+
+# %% ../../nbs/translate/rules.ipynb #e72b41f1
+def _defined_as(resolve, name: str) -> str | None:
+    "Where `resolve` says `name` is defined (its `dotted`), or None when it cannot say."
+    try: r = resolve(name)
+    except Exception: return None
+    return getattr(r, "dotted", None) if r else None
+
+def reexport_of(rules: RuleSet, q: str) -> tuple:
+    "(the catalog GPU symbol `q` re-exports, or None; whether the sources show `q` is another object): `rules.resolve`'s answer."
+    if rules.resolve is None: return None, False
+    memo = rules._memo.setdefault("reexport-of", {})
+    if q not in memo:
+        leaves = once_per_rules(rules, "gpu-by-leaf", lambda: _by_leaf([*rules.symbols, *rules.unsupported, *rules.keywords]))
+        found, other = None, False
+        at = _defined_as(rules.resolve, q) if leaves.get(leaf_name(q)) and q not in leaves[leaf_name(q)] else None
+        for g in (leaves.get(leaf_name(q), ()) if at else ()):
+            if _defined_as(rules.resolve, g) == at: found = g; break
+            other = True
+        memo[q] = (found, other and found is None)
+    return memo[q]
+
+def _by_leaf(symbols) -> dict:
+    out = {}
+    for s in symbols: out.setdefault(leaf_name(s), set()).add(s)
+    return out
+
 
 # %% ../../nbs/translate/rules.ipynb #49452e46
 class RuleFileError(UsageError, ValueError):
