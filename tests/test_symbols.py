@@ -226,7 +226,7 @@ def test_members_through_the_mro_and_derived_classes_wherever_they_live(index, t
     assert [c.path for c in alone.derived("vllm_ascend.worker.NPUModelRunner")] == ["NPUARModelRunner", "OmniNPUModelRunner", "PluginARRunner"]
     broken = tmp_path / "broken"
     for rel, text in {"vllm_omni/__init__.py": "", "vllm_omni/ok.py": "from vllm_ascend.worker import NPUModelRunner\nclass R(NPUModelRunner): pass\n",
-                      "vllm_omni/bad.py": "class (:\n"}.items():
+                      "vllm_omni/bad.py": "class Broken(NPUModelRunner:\n    pass\n"}.items():
         (broken / rel).parent.mkdir(parents=True, exist_ok=True); (broken / rel).write_text(text)
     ix = SymbolIndex.open(broken)
     assert [c.dotted for c in ix.derived("vllm_ascend.worker.NPUModelRunner")] == ["vllm_omni.ok.R"]
