@@ -1,6 +1,7 @@
 """Static conformance: sources read with ast (never imported), symbols resolved, signatures rebuilt, and the
 catalog's records and version ranges checked against real vllm-ascend and vllm releases from PyPI."""
 import dataclasses
+import functools
 import hashlib
 import inspect
 import json
@@ -460,16 +461,32 @@ def test_fetch_verifies_sha256_and_caches(tmp_path):
     with pytest.raises(FetchError, match="kind="): fetch_package("vllm-ascend==9.9.9", cache, kind="egg")
 
 
+_METADATA_FILES = ("requirements.txt", "Dockerfile", "docs/source/community/versioning_policy.md")
+
+
+@functools.lru_cache(maxsize=None)
+def _sdist_texts(path) -> dict:
+    """The sdist's top-level requirements.txt and Dockerfile and its versioning policy, read in one streaming pass
+    that stops once all three are found (an sdist is a gzip stream: no member can be read without the ones before)."""
+    import tarfile
+    out = {}
+    with tarfile.open(path, "r|gz") as t:
+        for m in t:
+            rel = m.name.partition("/")[2]
+            if rel in _METADATA_FILES and m.isfile():
+                out[rel] = t.extractfile(m).read().decode()
+                if len(out) == len(_METADATA_FILES): break
+    return out
+
+
 def _torch_npu_pin(path):
     """The torch-npu pin of a vllm-ascend wheel (METADATA) or sdist (requirements.txt), read from the archive."""
-    import re, tarfile, zipfile
+    import re, zipfile
     if str(path).endswith(".whl"):
         with zipfile.ZipFile(path) as z:
             text = z.read(next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))).decode()
     else:
-        with tarfile.open(path) as t:
-            m = min((m for m in t.getmembers() if m.name.endswith("/requirements.txt")), key=lambda m: m.name.count("/"))
-            text = t.extractfile(m).read().decode()
+        text = _sdist_texts(path)["requirements.txt"]
     found = re.search(r"^(?:Requires-Dist:\s*)?torch[-_]npu\s*==\s*([\w.]+)", text, re.M | re.I)
     return found and found.group(1)
 
@@ -484,15 +501,13 @@ def test_torch_npu_pins_agree_with_the_releases(version):
 def _paired_vllm(path, version):
     """The vllm a vllm-ascend sdist pairs with: its own row of docs/source/community/versioning_policy.md's
     compatibility table, else its Dockerfile's VLLM_TAG (conf.py's pip_vllm_version is stale or a placeholder)."""
-    import re, tarfile
-    with tarfile.open(path) as t:
-        def text(suffix):
-            m = next((m for m in t.getmembers() if m.name.partition("/")[2] == suffix), None)
-            return t.extractfile(m).read().decode() if m else ""
-        row = re.search(rf"^\|\s*v{re.escape(version)}\s*\|\s*v([\w.]+)\s*\|", text("docs/source/community/versioning_policy.md"), re.M)
-        if row: return row.group(1)
-        tag = re.search(r"VLLM_TAG=v([\w.]+)", text("Dockerfile"))
-        return tag and tag.group(1)
+    import re
+    texts = _sdist_texts(path)
+    row = re.search(rf"^\|\s*v{re.escape(version)}\s*\|\s*v([\w.]+)\s*\|",
+                    texts.get("docs/source/community/versioning_policy.md", ""), re.M)
+    if row: return row.group(1)
+    tag = re.search(r"VLLM_TAG=v([\w.]+)", texts.get("Dockerfile", ""))
+    return tag and tag.group(1)
 
 
 @pytest.mark.parametrize("version", ALL_VA)
