@@ -30,7 +30,8 @@ OmniNPUModelRunner and the omni GPU runner both define, the class port of each r
 OMNI_RUNNERS, and the port's similarity to the hand copies as port_quality measures it (its `run`, in-process).
 
 Targets (issue 13): silent GPU-isms 0, refusals 0, unparsable --prefer outputs 0, on the fixtures and every release.
-Run:  .venv/bin/python benchmarks/generalize.py [--fixtures] [--pypi [--releases 0.16.0 0.18.0]] [-j N] [--json F]
+Run:  .venv/bin/python benchmarks/generalize.py [--fixtures] [--pypi [--releases 0.16.0 0.18.0]] [-j N] [--library DIR] [--json F]
+(--library DIR: measure the tools of another commit, e.g. DIR from `git archive REV omni_npu_port | tar -x -C DIR`.)
 """
 from __future__ import annotations
 
@@ -70,11 +71,15 @@ def cli() -> list[str]:
     return [sys.executable, "-c", "import sys; from omni_npu_port.cli.main import entry; sys.exit(entry())"]
 
 
+LIBRARY: str | None = None                      # --library: the omni_npu_port package the commands run (its parent folder)
+
+
 def call(args: list[str], timeout: float = 600) -> dict:
     "Run `omni-npu-port ARGS`; rc, stdout, stderr, seconds, and whether it refused (exit ≥ 2 or a traceback)."
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [LIBRARY, os.environ.get("PYTHONPATH")]))} if LIBRARY else None
     t0 = time.perf_counter()
     try:
-        p = subprocess.run(cli() + args, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+        p = subprocess.run(cli() + args, capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env)
         rc, out, err = p.returncode, p.stdout, p.stderr
     except subprocess.TimeoutExpired:
         rc, out, err = 124, "", f"timed out after {timeout} s"
@@ -266,9 +271,11 @@ def parses(code: str) -> bool:
 
 def conflicts_per_method(code: str) -> dict[str, int]:
     "`<<<<<<<` markers under each `def` of a (possibly unparsable) port."
-    out, cur = {}, "<module>"
-    for line in code.splitlines():
-        if (m := re.match(r"\s*(?:async\s+)?def\s+(\w+)", line)): cur = m.group(1); out.setdefault(cur, 0)
+    out, cur, lines = {}, "<module>", code.splitlines()
+    defs = [re.match(r"(\s*)(?:async\s+)?def\s+\w+", l) for l in lines]
+    top = min((len(m.group(1)) for m in defs if m), default=0)      # the methods' own indentation: nested defs stay inside
+    for line in lines:
+        if (m := re.match(r"(\s*)(?:async\s+)?def\s+(\w+)", line)) and len(m.group(1)) == top: cur = m.group(2); out.setdefault(cur, 0)
         elif line.startswith("<<<<<<<") or line.lstrip().startswith("<<<<<<< "): out[cur] = out.get(cur, 0) + 1
     return out
 
@@ -408,17 +415,24 @@ def extract(archive: Path, dest: Path, top: str = "vllm_omni/") -> Path:
     return dest / min(roots, key=lambda p: len(p.parts)) if roots else dest
 
 
+def release_pairings() -> dict[str, tuple]:
+    "benchmarks/port_quality.py's RELEASES (vLLM-Omni -> (vllm, [vllm-ascend ...], where written)), read without importing it."
+    tree = ast.parse((ROOT / "benchmarks" / "port_quality.py").read_text())
+    node = next(n for n in tree.body if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "RELEASES")
+    return ast.literal_eval(node.value)
+
+
 def pypi_jobs(releases: list[str], tmp: Path) -> tuple[list[tuple], list[dict]]:
     "The jobs of every chosen vLLM-Omni release (with each vllm-ascend it pairs with), and the pairings."
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    import port_quality as pq
     from omni_npu_port.sources.fetch import fetch_package
     jobs, pairs = [], []
     for omni in releases:
-        vllm, ascends, _ = pq.RELEASES[omni]
+        vllm, ascends, _ = release_pairings()[omni]
         o_arch = fetch_package(f"vllm-omni=={omni}")
         o = extract(Path(o_arch), tmp / f"omni-{omni}")
         idx = class_index(o)
+        for name, pkg in ((GPU_BASE, "vllm"), (NPU_BASE, "vllm_ascend")):   # the bases, enough for super_skips
+            idx.setdefault(name, {"bases": [], "methods": [], "package": pkg, "file": ""})
         v = str(fetch_package(f"vllm=={vllm}"))
         for asc in ascends:
             a = str(fetch_package(f"vllm-ascend=={asc}"))
@@ -434,23 +448,24 @@ def pypi_jobs(releases: list[str], tmp: Path) -> tuple[list[tuple], list[dict]]:
             for _, g, _, n in OMNI_RUNNERS:
                 if g in idx:
                     jobs.append((port_job, (cls, f"{v}:{GPU_BASE}", f"{o_arch}:{g}", f"{a}:{NPU_BASE}",
-                                            f"{o_arch}:{n}" if n in idx else None, True, class_index(o), g, ("--class-name", n))))
+                                            f"{o_arch}:{n}" if n in idx else None, True, idx, g, ("--class-name", n))))
     return jobs, pairs
 
 
 def similarity_rows(pairs: list[dict]) -> list[dict]:
-    "port_quality's measure (its `run`, in-process): the markers port's text ratio to each hand method, per pairing."
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    import port_quality as pq
+    "port_quality's measure (benchmarks/port_quality.py --json, run with the same library): the markers port's text ratio to each hand method."
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [LIBRARY, os.environ.get("PYTHONPATH")]))} if LIBRARY else None
     out = []
     for p in pairs:
-        try:
-            res = pq.run(p["vllm"], p["vllm_ascend"], p["vllm_omni"], pq.history_for(p["vllm_omni"], p["vllm"], p["vllm_ascend"]))
-            out.append({**p, "rows": {r["method"]: {"port": r.get("port_markers"), "npu_base": r.get("npu_base"),
-                                                    "omni_translated": r.get("omni_translated"), "conflicts": r.get("conflicts")}
-                                      for r in res["rows"]}})
-        except Exception as e:   # the library's APIs may move; the CLI measures above do not depend on them
-            out.append({**p, "error": f"{type(e).__name__}: {e}"})
+        cmd = [sys.executable, str(ROOT / "benchmarks" / "port_quality.py"), "--releases", p["vllm_omni"],
+               "--vllm-ascend", p["vllm_ascend"], "--no-update", "--json"]
+        r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env)
+        res = load_json(r.stdout)
+        if r.returncode or not isinstance(res, list) or not res:
+            out.append({**p, "error": (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1]}); continue
+        out.append({**p, "rows": {x["method"]: {"port": x.get("port_markers"), "npu_base": x.get("npu_base"),
+                                                "omni_translated": x.get("omni_translated"), "conflicts": x.get("conflicts")}
+                                  for x in res[0]["rows"]}})
     return out
 
 
@@ -511,10 +526,17 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="--fixtures: the first job of each class and kind only (the test's)")
     ap.add_argument("--no-similarity", action="store_true", help="--pypi: skip port_quality's similarity measure")
     ap.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1, help="commands run at once (default: CPUs)")
+    ap.add_argument("--library", metavar="DIR", help="run the commands with the omni_npu_port package under DIR (e.g. "
+                    "`git archive REV omni_npu_port | tar -x -C DIR`: a commit's tools); default: this checkout's")
     ap.add_argument("--details", action="store_true", help="print every job's findings")
     ap.add_argument("--json", metavar="F", help="write the full report to F")
     args = ap.parse_args(argv)
-    report = {"target": TARGET, "gpu_symbols": sorted(gpu_symbols())}
+    global LIBRARY
+    if args.library:
+        LIBRARY = str(Path(args.library).resolve())
+        if not (Path(LIBRARY) / "omni_npu_port" / "cli" / "main.py").is_file():
+            ap.error(f"--library {args.library}: no omni_npu_port/cli/main.py under it")
+    report = {"target": TARGET, "library": LIBRARY or str(ROOT), "gpu_symbols": sorted(gpu_symbols())}
     t0 = time.perf_counter()
     if args.fixtures or not args.pypi:
         results = run_jobs(fixture_jobs(args.quick), args.jobs)
@@ -522,10 +544,9 @@ def main(argv=None) -> int:
         print_table("fixtures (tests/fixtures/generalize): targets silent 0, refused 0, unparsable 0", report["fixtures"])
         if args.details: print_details(results)
     if args.pypi:
-        sys.path.insert(0, str(ROOT / "benchmarks"))
-        import port_quality as pq
-        releases = args.releases or list(pq.RELEASES)
-        bad = [r for r in releases if r not in pq.RELEASES]
+        known = release_pairings()
+        releases = args.releases or list(known)
+        bad = [r for r in releases if r not in known]
         if bad: ap.error(f"no pairing recorded for vllm-omni {', '.join(bad)} (benchmarks/port_quality.py RELEASES)")
         with tempfile.TemporaryDirectory() as d:
             jobs, pairs = pypi_jobs(releases, Path(d))
