@@ -173,3 +173,26 @@ def test_a_module_that_does_not_parse_is_named_not_fatal(tmp_path):
     found = A.audit(str(root), str(root))
     assert [(f.code, f.severity) for f in found] == [("ONP4208", "info")]
     assert "vllm_omni.worker.npu.npu_broken" in found[0].message and "line 5" in found[0].message
+
+
+def test_a_base_imported_in_branches_is_read_in_every_branch(tmp_path):
+    "`if …: from … import NPUModelRunner310 as NPUModelRunner / else: from … import NPUModelRunner` (vLLM-Omni 0.30's form)."
+    root = copy_tree("old_layout", tmp_path)
+    npu = root / "vllm_omni/worker/npu/npu_model_runner.py"
+    npu.write_text(npu.read_text().replace(
+        "from vllm_ascend.worker.model_runner_v1 import NPUModelRunner\n",
+        "if is_small_chip():\n    from vllm_ascend.small.runner import NPUModelRunnerSmall as NPUModelRunner\n"
+        "else:\n    from vllm_ascend.worker.model_runner_v1 import NPUModelRunner\n"))
+    graph, r = runners_of(root)
+    assert {c.name for c in r.npu} == {"OmniNPUModelRunner", "NPUARModelRunner", "NPUTalkerModelRunner"}
+    assert A.audit(str(root), str(root)) == []
+
+
+def test_only_a_device_word_makes_another_devices_port(tmp_path):
+    "XPUARModelRunner(GPUARModelRunner) is another device's port; OmniARModelRunner(OmniGPUModelRunner) is a GPU runner."
+    root = copy_tree("old_layout", tmp_path)
+    (root / "vllm_omni/worker/omni_ar.py").write_text(
+        "from vllm_omni.worker.gpu_model_runner import OmniGPUModelRunner\n\n\nclass OmniARModelRunner(OmniGPUModelRunner):\n    pass\n")
+    _, r = runners_of(root)
+    assert "OmniARModelRunner" in {c.name for c in r.gpu} and [c.name for c in r.other_devices] == ["XPUARModelRunner"]
+    assert ("ONP4206", "OmniARModelRunner", "") in codes(A.audit(str(root), str(root)))
