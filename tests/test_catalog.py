@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from omni_npu_port.core.catalog import (CATALOG, FAMILIES, KINDS, PAIRING, VLLM_ASCEND_VERSIONS, VLLM_VERSIONS, Catalog,
-                                   Pattern, Release, parse_target, parse_version, resolve_release, resolve_target,
+                                   Pattern, Release, parse_target, parse_version, resolve_release, resolve_target_spec,
                                    select_target)
 
 # The card's section headings ("## Section / ### Subsection"), as of the card this project grew from.
@@ -273,6 +273,6 @@ def test_resolve_release_names_every_substitution(asked, used, says):
 def test_unknown_targets_select_the_release_that_serves_them():
     assert {p.id for p in select_target("vllm-ascend==0.11.0rc2")} == {p.id for p in select_target(f"vllm-ascend=={VLLM_ASCEND_VERSIONS[0]}")}
     assert {p.id for p in select_target("vllm-ascend==0.30.0rc3")} == {p.id for p in select_target("vllm-ascend==0.30.0rc2")}
-    pkg, rel = resolve_target("vllm==0.12.0")
+    pkg, rel = resolve_target_spec("vllm==0.12.0")
     assert pkg == "vllm" and rel.used == VLLM_VERSIONS[0] and "older than" in rel.warning
-    assert resolve_target("vllm-ascend==0.18.0") == ("vllm-ascend", Release("0.18.0", None))
+    assert resolve_target_spec("vllm-ascend==0.18.0") == ("vllm-ascend", Release("0.18.0", None))

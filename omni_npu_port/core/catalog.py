@@ -18,7 +18,7 @@ from packaging.version import InvalidVersion, Version
 __all__ = ['VLLM_ASCEND_VERSIONS', 'VLLM_VERSIONS', 'TORCH_NPU_PINS', 'PAIRING', 'OMNI_RUNNERS', 'FAMILIES', 'KINDS', 'SOURCES',
            'FORWARD_CONTEXT', 'GRAPHS', 'DEVICE_OPS', 'ATTENTION', 'ROTARY_SP', 'SAMPLER_BATCH', 'GRAPH_PARAMS',
            'SIGNATURES', 'CATALOG', 'parse_version', 'version_str', 'Pattern', 'Symbol', 'Catalog', 'check_choice',
-           'Release', 'resolve_release', 'parse_target', 'resolve_target', 'select_target', 'records_table',
+           'Release', 'resolve_release', 'parse_target', 'resolve_target_spec', 'select_target', 'records_table',
            'show_records', 'show_pattern']
 
 # %% ../../nbs/core/catalog.ipynb #4e862511
@@ -813,7 +813,7 @@ def parse_target(target: str) -> tuple[str, str]:
         raise ValueError(f"{pkg} version {ver!r} is not a version; known versions: {', '.join(known)}") from None
     return pkg, ver
 
-def resolve_target(target: str) -> tuple[str, Release]:
+def resolve_target_spec(target: str) -> tuple[str, Release]:
     "(package, the release that serves it with a warning or None) for a `--target` string."
     pkg, ver = parse_target(target)
     return pkg, resolve_release(ver, pkg)
@@ -822,7 +822,7 @@ def select_target(target: str | None, catalog: Catalog | None = None, family: st
     "Records valid for a `--target` string (all records when None), optionally of one family, at the release that serves it."
     catalog = catalog or CATALOG
     if target is None: return catalog.select(family=family)
-    pkg, (used, _) = resolve_target(target)
+    pkg, (used, _) = resolve_target_spec(target)
     return catalog.select(family=family, **{pkg.replace("-", "_"): used})
 
 
