@@ -295,3 +295,15 @@ def test_bad_source_specs_say_what_to_write(capsys, tmp_path):
     for argv, msg, code in cases:
         rc, out, err = run(capsys, argv)
         assert rc == code and msg in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err, (argv, err)
+
+
+def test_a_release_that_cannot_be_fetched_is_an_input_error(capsys, monkeypatch):
+    "Offline, or a release PyPI lacks: exit 3, one line naming the release (never a traceback)."
+    from omni_npu_port.sources import fetch
+    def offline(dist, version, index=fetch.PYPI):
+        raise fetch.FetchError(f"{dist}=={version}: no files from {index} (network unreachable)")
+    monkeypatch.setattr(fetch, "release_files", offline)
+    rc, out, err = run(capsys, ["--source", "vllm-ascend==0.0.1"])
+    assert rc == 3 and "vllm-ascend==0.0.1" in err and "network unreachable" in err and len(err.strip().splitlines()) == 1
+    rc, out, err = run(capsys, ["--source", "/no/such/dir==0.18.0"])
+    assert rc == 3 and "no such file or directory" in err

@@ -307,7 +307,7 @@ def parse_source_spec(spec: str) -> tuple[str, str | None, str]:
     s = str(spec).strip()
     if not s: raise SourceSpecError("an empty source: give a wheel, sdist or directory (PATH[@VERSION]) or NAME==VERSION")
     if Path(s).expanduser().exists(): return "path", None, s
-    if "==" in s:
+    if "==" in s and "/" not in s.partition("==")[0]:
         name, _, version = s.partition("==")
         if canonicalize_name(name) not in {canonicalize_name(d) for d in PACKAGES.values()}:
             raise SourceSpecError(f"source {s!r}: {name!r} is not one of {', '.join(PACKAGES.values())}; "
