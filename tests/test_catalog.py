@@ -262,6 +262,7 @@ def test_targets_take_any_version():
     ("0.28.0.dev3", "0.28.0rc1", "nearest release of the same series"),
     ("0.25.0", "0.24.0rc1", "nearest older release"),
     ("0.99.0", "0.30.0rc2", "nearest older release"),
+    ("9999", "0.30.0rc2", "nearest older release"),          # the number main sorts as is not main
 ])
 def test_resolve_release_names_every_substitution(asked, used, says):
     got = resolve_release(asked)

@@ -785,7 +785,7 @@ def resolve_release(version: str, package: str = "vllm-ascend") -> Release:
     known = {"vllm-ascend": VLLM_ASCEND_VERSIONS, "vllm": VLLM_VERSIONS}[package]
     v = parse_version(version)
     by_version = {parse_version(k): k for k in known}
-    if v in by_version: return Release(by_version[v], None)
+    if v in by_version and (v != _MAIN or str(version).strip().lower() == "main"): return Release(by_version[v], None)
     numbered = sorted(k for k in by_version if k != _MAIN)
     same = [k for k in numbered if k.release == v.release]
     below = [k for k in (same or numbered) if k <= v]
