@@ -196,3 +196,23 @@ def test_only_a_device_word_makes_another_devices_port(tmp_path):
     _, r = runners_of(root)
     assert "OmniARModelRunner" in {c.name for c in r.gpu} and [c.name for c in r.other_devices] == ["XPUARModelRunner"]
     assert ("ONP4206", "OmniARModelRunner", "") in codes(A.audit(str(root), str(root)))
+
+
+def test_the_older_layout_as_a_wheel_and_an_sdist(tmp_path, monkeypatch):
+    "open_source's other kinds of source: the same runners found and paired in a wheel and an sdist."
+    monkeypatch.setenv("OMNI_NPU_PORT_SDIST_CACHE", "off")   # no cache entry for a test's sdist
+    import tarfile
+    import zipfile
+    root = AF / "old_layout"
+    files = [p for p in sorted(root.rglob("*.py"))]
+    whl = tmp_path / "vllm_omni-0.9.0-py3-none-any.whl"
+    with zipfile.ZipFile(whl, "w") as z:
+        for p in files: z.write(p, p.relative_to(root).as_posix())
+        z.writestr("vllm_omni-0.9.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: vllm-omni\nVersion: 0.9.0\n")
+    sdist = tmp_path / "vllm_omni-0.9.0.tar.gz"
+    with tarfile.open(sdist, "w:gz") as t:
+        for p in files: t.add(p, f"vllm_omni-0.9.0/{p.relative_to(root).as_posix()}")
+    for source in (whl, sdist):
+        assert A.audit(str(source), str(source)) == []
+        _, r = runners_of(source)
+        assert {c.name for c in r.npu} == {"OmniNPUModelRunner", "NPUARModelRunner", "NPUTalkerModelRunner"}, source
