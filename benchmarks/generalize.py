@@ -108,22 +108,22 @@ def gpu_symbols() -> set[str]:
     return out
 
 
-def bindings(tree: ast.AST) -> tuple[dict[str, str], list[str], set[str]]:
-    "Names bound by imports (name -> dotted), modules star-imported, names defined in the module itself."
-    bound, stars, local = {}, [], set()
+def bindings(tree: ast.AST) -> tuple[dict[str, str], list[str], set[str], dict[str, int]]:
+    "Names bound by imports (name -> dotted), modules star-imported, names defined in the module itself, import lines."
+    bound, stars, local, where = {}, [], set(), {}
     for n in ast.walk(tree):
         if isinstance(n, ast.Import):
             for a in n.names:
-                if a.asname: bound[a.asname] = a.name
-                else: bound[a.name.split(".")[0]] = a.name.split(".")[0]
+                name = a.asname or a.name.split(".")[0]
+                bound[name], where[name] = (a.name if a.asname else name), n.lineno
         elif isinstance(n, ast.ImportFrom) and not n.level and n.module:
             for a in n.names:
-                if a.name == "*": stars.append(n.module)
-                else: bound[a.asname or a.name] = f"{n.module}.{a.name}"
+                if a.name == "*": stars.append(n.module); where.setdefault(f"*{n.module.split('.')[0]}", n.lineno)
+                else: bound[a.asname or a.name] = f"{n.module}.{a.name}"; where[a.asname or a.name] = n.lineno
         elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)): local.add(n.name)
         elif isinstance(n, ast.Assign):
             local.update(t.id for t in n.targets if isinstance(t, ast.Name))
-    return bound, stars, local
+    return bound, stars, local, where
 
 
 def dotted(node: ast.AST, bound: dict[str, str]) -> str | None:
@@ -139,7 +139,7 @@ def find_gpuisms(code: str, symbols: set[str] | None = None) -> list[dict]:
     symbols = gpu_symbols() if symbols is None else symbols
     leaves = {s.rsplit(".", 1)[1]: s for s in symbols if s.startswith("vllm.")}
     tree = ast.parse(code)
-    bound, stars, local = bindings(tree)
+    bound, stars, local, where = bindings(tree)
     vstars = [m for m in stars if m.split(".")[0] == "vllm"]
     hits = []
 
@@ -154,11 +154,13 @@ def find_gpuisms(code: str, symbols: set[str] | None = None) -> list[dict]:
                 if a.name != "*" and (s := match(f"{n.module}.{a.name}")):
                     hits.append({"line": n.lineno, "col": n.col_offset, "symbol": s, "via": "import"})
         elif isinstance(n, (ast.Attribute, ast.Name)) and isinstance(getattr(n, "ctx", None), ast.Load):
-            d = dotted(n, bound)
+            d, root = dotted(n, bound), n
+            while isinstance(root, ast.Attribute): root = root.value
             if d and (s := match(d)):
-                hits.append({"line": n.lineno, "col": n.col_offset, "symbol": s, "via": "name" if isinstance(n, ast.Name) else "attribute"})
+                hits.append({"line": n.lineno, "col": n.col_offset, "symbol": s, "import_line": where.get(root.id),
+                             "via": "name" if isinstance(n, ast.Name) else "attribute"})
             elif isinstance(n, ast.Name) and n.id not in bound and n.id not in local and vstars and n.id in leaves:
-                hits.append({"line": n.lineno, "col": n.col_offset, "symbol": leaves[n.id], "via": "star"})
+                hits.append({"line": n.lineno, "col": n.col_offset, "symbol": leaves[n.id], "via": "star", "import_line": where.get("*vllm")})
     return sorted(hits, key=lambda h: (h["line"], h["col"]))
 
 
@@ -197,18 +199,16 @@ def silent_gpuisms(src: str, out: str, diagnostics: list[dict]) -> tuple[list[di
     tree, lines = ast.parse(out), out.splitlines()
     span, back = statement_lines(tree), out_to_in(src, out)
     diag_lines = {d.get("line") for d in diagnostics if d.get("line")}
-    silent = []
-    for h in hits:
-        first, last = span.get(h["line"], (h["line"], h["line"]))
-        if {back.get(l) for l in range(first, last + 1)} & diag_lines: continue
-        if any(ONP.search(lines[l - 1]) for l in range(first, last + 1)): continue
+    def flagged(line: int) -> bool:
+        first, last = span.get(line, (line, line))
+        if {back.get(l) for l in range(first, last + 1)} & diag_lines: return True
+        if any(ONP.search(lines[l - 1]) for l in range(first, last + 1)): return True
         k = first - 1                                              # the comment block right above the statement
         while k >= 1 and lines[k - 1].lstrip().startswith("#"):
-            if ONP.search(lines[k - 1]): break
+            if ONP.search(lines[k - 1]): return True
             k -= 1
-        else: k = 0
-        if k >= 1 and lines[k - 1].lstrip().startswith("#"): continue
-        silent.append(h)
+        return False
+    silent = [dict(h, import_flagged=bool(h.get("import_line")) and flagged(h["import_line"])) for h in hits if not flagged(h["line"])]
     return hits, silent
 
 
@@ -476,6 +476,7 @@ def summarize(results: list[dict], classes) -> dict:
         ports = [r for r in rs if r["kind"].startswith("port")]
         methods = sum(r.get("methods", 0) for r in ports)
         return {"jobs": len(rs), "silent_gpuisms": sum(len(r.get("silent", [])) for r in rs),
+                "silent_import_flagged": sum(h.get("import_flagged", False) for r in rs for h in r.get("silent", [])),
                 "gpuisms_left": sum(r.get("gpuisms", 0) for r in rs), "refusals": sum(r["refusals"] for r in rs),
                 "unparsable": sum(len(r.get("unparsable", [])) for r in rs),
                 "conflicts": sum(r.get("n_conflicts", 0) for r in ports), "ported_methods": methods,
@@ -489,9 +490,9 @@ def summarize(results: list[dict], classes) -> dict:
     return {"per_class": per, "overall": agg(results)}
 
 
-COLS = ("jobs", "silent_gpuisms", "refusals", "unparsable", "conflicts_per_method", "check_passed_with_gpuisms",
+COLS = ("jobs", "silent_gpuisms", "silent_import_flagged", "refusals", "unparsable", "conflicts_per_method", "check_passed_with_gpuisms",
         "super_skips", "false_orphans", "doctor_version_issues")
-HEAD = ("jobs", "silent", "refused", "unparsable", "confl/meth", "check 0", "super", "orphans", "version")
+HEAD = ("jobs", "silent", "(imp. fl.)", "refused", "unparsable", "confl/meth", "check 0", "super", "orphans", "version")
 
 
 def print_table(title: str, summary: dict):
@@ -504,7 +505,8 @@ def print_table(title: str, summary: dict):
 
 def print_details(results: list[dict]):
     for r in results:
-        notes = [f"silent {h['symbol']} at {Path(h['file']).name}:{h['line']} ({h['via']})" for h in r.get("silent", [])]
+        notes = [f"silent {h['symbol']} at {Path(h['file']).name}:{h['line']} ({h['via']}"
+             f"{', its import flagged' if h.get('import_flagged') else ''})" for h in r.get("silent", [])]
         notes += [f"unparsable --prefer {p}" for p in r.get("unparsable", [])] + r.get("errors", []) + r.get("super_skips", [])
         notes += [f"false orphan {x}" for x in r.get("false_orphans", [])]
         if r["kind"] == "doctor": notes.append(f"version {r['version']} ({r['version_from']}), expected {r['expected']}")
@@ -563,7 +565,8 @@ def main(argv=None) -> int:
                 cells = ", ".join(f"{m} {r['port']:.3f}" for m, r in s["rows"].items() if r["port"] is not None)
                 print(f"  {s['vllm_omni']}/{s['vllm_ascend']}: {cells}")
     report["seconds"] = round(time.perf_counter() - t0, 1)
-    print(f"\n{report['seconds']} s; silent = catalog GPU symbols left with no rewrite and no diagnostic; refused = a command "
+    print(f"\n{report['seconds']} s; silent = catalog GPU symbols left with no rewrite and no diagnostic at their statement (imp. fl.: of those, the ones whose "
+          "import is flagged); refused = a command "
           "that errored or answered nothing; unparsable = --prefer npu/omni outputs ast rejects; confl/meth = conflict "
           "markers per ported method; check 0 = `translate --check` exiting 0 with GPU-isms left; super = super() calls "
           "ported to a vllm-ascend base where the MRO reaches an omni class first; orphans = audit findings that a method "

@@ -39,6 +39,9 @@ def test_silent_means_no_diagnostic_and_no_comment_at_the_statement(gen):
     assert gen.silent_gpuisms(src, out, [])[1] == []                                    # an ONP comment right above
     far = "import torch\n# ONP2999 [x]\n\ndef f():\n    torch.cuda.synchronize()\n"
     assert len(gen.silent_gpuisms(src, far, [])[1]) == 1                                # not above its statement
+    via = "# ONP2020 [fc.import]: re-exported\nfrom vllm.v1.worker.gpu_model_runner import set_forward_context\n\nwith set_forward_context(None, c):\n    pass\n"
+    silent = gen.silent_gpuisms(via, via, [])[1]                                         # flagged at the import only
+    assert [(h["line"], h["import_flagged"]) for h in silent] == [(4, True)]
 
 
 def test_super_skips_follow_the_omni_mro(gen):
