@@ -1014,3 +1014,27 @@ def test_reexport_resolved_by_a_symbol_index_is_translated_as_the_symbol():
 
 def parent_name_(s):
     return s.rsplit(".", 1)[0]
+
+
+def test_npu_parameters_never_put_a_default_before_a_required_parameter(rules):
+    "An override with its own required parameter after the NPU ones' place still parses: they go after it (ONP1008 says so)."
+    src = RUNNER_HEAD + "    def _dummy_run(self, num_tokens, mode, extra=1):\n        return mode\n"
+    t = _both(src, rules)
+    assert t.error is None
+    ast.parse(t.code)
+    d = next(d for d in t.diagnostics if d.code == "ONP1008")
+    assert "placed after the parameters without a default" in d.message
+    assert "def _dummy_run(self, num_tokens, mode, " in t.code
+
+
+def test_records_of_newer_vllm_releases_do_not_apply_to_targets_older_than_every_pairing():
+    "A target older than every paired release: records that need a newer vllm (vllm_since) stay out; at 0.18.0 they apply."
+    newer = [p.id for p in CATALOG if p.vllm_since]
+    assert newer
+    try: old = compile_rules("vllm-ascend==0.12.0rc1")
+    except ValueError as e: pytest.skip(f"the catalog refuses the target: {e}")
+    assert old.vllm is None and not [pid for pid in newer if pid in old.records]
+    now = compile_rules(T18)
+    assert [pid for pid in newer if pid in now.records] == [pid for pid in newer if CATALOG[pid].holds_for("0.18.0", now.vllm)]
+    src = ("from vllm.config import CUDAGraphMode\n\n\ndef f(mode: CUDAGraphMode):\n    if mode:\n        return 1\n")
+    assert "ONP2016" not in codes(_both(src, old)) and "ONP2016" in codes(_both(src, now))

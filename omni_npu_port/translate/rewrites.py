@@ -369,7 +369,7 @@ def visit_FunctionDef(self: SignatureChange, node):
         have = {renamed.get(h, h) for h in have}
     missing = [p for p in m.npu_params if p not in have]
     if not missing: return
-    plan, defaulted = [], []
+    plan, defaulted, moved = [], [], []
     names, has_def = [p.name.value for p in ps], [p.default is not None for p in ps]
     for p in missing:
         before = m.npu_params[:m.npu_params.index(p)]
@@ -377,10 +377,13 @@ def visit_FunctionDef(self: SignatureChange, node):
         idx = names.index(pred) + 1 if pred else (1 if names[:1] == ["self"] else 0)
         default = m.defaults.get(p)
         if default is None and (p not in m.required or any(has_def[:idx])): default = "None"; defaulted.append(p)
+        floor = max((i + 1 for i, hd in enumerate(has_def) if not hd), default=0)   # no default may precede a required one
+        if default is not None and idx < floor: idx = floor; moved.append(p)
         plan.append((idx, p, default)); names.insert(idx, p); has_def.insert(idx, default is not None)
     c.diag("ONP1008", f"{name} gains the NPU parameters of vllm-ascend {self.rules.vllm_ascend}: {', '.join(missing)}"
            + (f"; {'they' if defaulted == missing else ', '.join(defaulted)} default to None here: check against "
-              f"vllm-ascend's defaults" if defaulted else ""),
+              f"vllm-ascend's defaults" if defaulted else "")
+           + (f"; {', '.join(moved)} placed after the parameters without a default (call by keyword)" if moved else ""),
            node, m.record, stmt=node)
     def fn(u, plan=plan):
         params = list(u.params.params)

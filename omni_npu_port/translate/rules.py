@@ -163,7 +163,9 @@ def compile_rules(target: str | None = None, rules: list | tuple = (), catalog: 
     cat = catalog or CATALOG
     for path in rules: cat = merge_rules(cat, load_rule_file(path), str(path))
     vllm = paired_vllm(ver)
-    records = cat.select(vllm_ascend=ver, vllm=vllm)
+    # older than every paired release: its vllm is older than every paired vllm, so a record that needs a vllm
+    # from some release on (vllm_since) cannot be shown to hold and is left out; one that ends (vllm_until) holds
+    records = cat.select(vllm_ascend=ver, vllm=vllm if vllm is not None else "0")
     rs = RuleSet(target, ver, vllm, cat, {p.id: p for p in records}, resolve=resolve)
     for p in records:
         if p.kind in _MAPPING_KINDS and p.gpu_symbol and p.npu_symbol:
