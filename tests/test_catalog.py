@@ -156,7 +156,7 @@ def test_versions_sort_and_pair():
 
 def test_range_bounds_are_known_versions():
     for p in CATALOG:
-        for v in (p.since, p.until):
+        for v in (p.since, p.until, *(b for g in p.gaps for b in g)):
             assert v is None or v in VLLM_ASCEND_VERSIONS, (p.id, v)
         for v in (p.vllm_since, p.vllm_until):
             assert v is None or v in VLLM_VERSIONS, (p.id, v)
