@@ -307,3 +307,16 @@ def test_a_release_that_cannot_be_fetched_is_an_input_error(capsys, monkeypatch)
     assert rc == 3 and "vllm-ascend==0.0.1" in err and "network unreachable" in err and len(err.strip().splitlines()) == 1
     rc, out, err = run(capsys, ["--source", "/no/such/dir==0.18.0"])
     assert rc == 3 and "no such file or directory" in err
+
+
+def test_versioned_gives_other_commands_the_same_version(tmp_path, release_source):
+    "`versioned` is the one rule: a stated or given version as it is, else the inferred one, marked."
+    from omni_npu_port.sources.doctor import versioned
+    from omni_npu_port.sources.readers import open_source, open_source_spec
+    stated = release_source("vllm-ascend==0.18.0")
+    assert versioned(stated) is stated
+    src = versionless_copy(stated, tmp_path)
+    t = versioned(open_source(src))
+    assert t.version_from == "inferred" and t.version == t.inferred.version and "0.18.0" in t.inferred.candidates
+    given = versioned(open_source_spec(f"{src}@0.23.0"))
+    assert (given.version, given.version_from, given.inferred) == ("0.23.0", "given", None)

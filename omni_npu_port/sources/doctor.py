@@ -24,8 +24,8 @@ from .readers import PACKAGES, SourceError, SourceSpecError, SourceTree, open_so
 # %% auto #0
 __all__ = ['KERNEL_BACKENDS', 'platform_report', 'cann_env_warning', 'pairing_warning', 'torch_npu_warning', 'pairing_table',
            'DoctorError', 'DoctorUsageError', 'doctor_sources', 'InferredVersion', 'is_ranged', 'infer_version',
-           'at_version', 'source_report', 'version_warnings', 'doctor_report', 'report_failed', 'version_text',
-           'print_report', 'kernel_spec', 'install_kernel']
+           'at_version', 'versioned', 'source_report', 'version_warnings', 'doctor_report', 'report_failed',
+           'version_text', 'print_report', 'kernel_spec', 'install_kernel']
 
 # %% ../../nbs/sources/doctor.ipynb #3f0106b0
 def platform_report() -> dict:
@@ -145,6 +145,16 @@ def at_version(results: list[Conformance], package: str, version: str) -> list[C
         holds = CATALOG[r.id].holds_for(**{_key(package): version})
         out.append(replace(r, version=version, holds=holds, status=(r.check or NA) if holds else NA))
     return out
+
+# %% ../../nbs/sources/doctor.ipynb #687eab23
+def versioned(tree: SourceTree, gpu_tree: SourceTree | None = None) -> SourceTree:
+    "The tree with a version to check against: its own or the given one, else the inferred one (`version_from='inferred'`)."
+    if tree.version is not None: return tree
+    inf = infer_version(tree, conformance(tree, gpu_tree=gpu_tree if tree.package == "vllm_ascend" else None))
+    if inf.version is None: return tree
+    t = tree.with_version(inf.version, "inferred")
+    t.inferred = inf
+    return t
 
 # %% ../../nbs/sources/doctor.ipynb #82f7f885
 def source_report(t: SourceTree, gpu: SourceTree | None = None) -> dict:

@@ -145,6 +145,7 @@ class SourceTree:
         self.reader, self.package, self.version, self.origin, self.kind = reader, package, version, origin, kind
         self.version_from = "source" if version else None   # source (its metadata or version file), given, inferred
         self.version_found = version                        # what the source itself says
+        self.inferred = None                                # for an inferred version: the evidence (doctor.InferredVersion)
         self._src: dict[str, str | None] = {}
         self._ast: dict[str, ast.Module | None] = {}
 
