@@ -20,7 +20,8 @@ from .scope import dotted_parts, is_super_call
 # %% auto #0
 __all__ = ['AttentionFlags', 'forward_context_symbols', 'RotaryFlag', 'FullGraphParamsFlag', 'PagedAttentionFlag',
            'UniformDecodeFlag', 'ExplicitBaseFlag', 'GraphModeTruthFlag', 'ClearGraphsFlag', 'patched_classes',
-           'PatchByNameFlag', 'LocalSubclassFlag', 'replaced_symbols', 'reexport_table', 'ReexportFlag', 'SelfCheck']
+           'PatchByNameFlag', 'LocalSubclassFlag', 'replaced_symbols', 'device_parents', 'reexport_table',
+           'ReexportFlag', 'SelfCheck']
 
 # %% ../../nbs/translate/flags.ipynb #e7039e19
 _NB = "translate/flags.ipynb"
@@ -462,13 +463,18 @@ def replaced_symbols(rules: RuleSet) -> dict:
     out.update(rules.unsupported)
     return out
 
+def device_parents(rules: RuleSet) -> set:
+    "The packages that hold the device namespaces (`torch` for torch.cuda and torch.npu): their other children are other devices."
+    return {parent_name(n) for g, npu in rules.namespaces.items() for n in (g, npu) if "." in n}
+
 def reexport_table(rules: RuleSet) -> dict:
     "Leaf -> [(GPU symbol, the package or device namespace a re-export of it must come from)], module-level symbols."
-    out = {}
+    out, devices = {}, device_parents(rules)
     for g in sorted(replaced_symbols(rules)):
         s = Symbol.parse(g)
         if s.owner is not None or not s.module: continue
         home = next((n for n in sorted(rules.namespaces, key=len, reverse=True) if g.startswith(n + ".")), s.package)
+        if home in devices: home = s.module   # beside the device namespaces: only its own module's subtree
         out.setdefault(s.leaf, []).append((g, home))
     return out
 
@@ -492,8 +498,7 @@ class ReexportFlag(Rule):
         self.npu = once_per_rules(self.rules, "npu-modules", lambda: {m for p in self.rules.records.values() if p.npu_symbol
                                                                      for m in (parent_name(p.npu_symbol), p.npu_symbol)})
 
-        self.devices = once_per_rules(self.rules, "device-parents", lambda: {parent_name(n) for g, n in self.rules.namespaces.items()
-                                                                           for n in (g, n) if "." in n})
+        self.devices = once_per_rules(self.rules, "device-parents", lambda: device_parents(self.rules))
 
     def _candidates(self, q: str) -> list:
         "The catalog symbols `q` may be a re-export of (empty when it is one, or not of their package)."
