@@ -231,3 +231,15 @@ def test_members_through_the_mro_and_derived_classes_wherever_they_live(index, t
     ix = SymbolIndex.open(broken)
     assert [c.dotted for c in ix.derived("vllm_ascend.worker.NPUModelRunner")] == ["vllm_omni.ok.R"]
     assert list(ix.unreadable) == ["vllm_omni.bad"]
+
+
+def test_the_index_opens_source_specs(release_source):
+    "`SymbolIndex.open` takes what `--source` takes: a release from the package cache, PATH@VERSION."
+    release_source("vllm-ascend==0.18.0")                                    # in the package cache
+    ix = SymbolIndex.open("vllm-ascend==0.18.0", f"{ROOTS['vllm_omni']}@0.18.0")
+    assert (ix.trees["vllm_ascend"].version, ix.trees["vllm_omni"].version_from) == ("0.18.0", "given")
+    r = ix.resolve(f"{NPU}.npu_model_runner.OmniNPUModelRunner.execute_model")
+    assert r.path == "OmniNPUModelRunner.execute_model" and r.source.startswith("vllm_omni 0.18.0 (directory")
+    m = ix.mro(f"{NPU}.npu_model_runner.OmniNPUModelRunner")    # the real 0.18.0 does not re-export its runner from vllm_ascend.worker
+    assert m.names()[2] == "vllm_ascend.worker.NPUModelRunner" and "vllm_ascend.worker has no top-level 'NPUModelRunner'" in m.missing[0].reason
+    assert "vllm_ascend 0.18.0" in str(m.missing[0])                      # and says which source it searched
