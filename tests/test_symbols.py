@@ -241,5 +241,5 @@ def test_the_index_opens_source_specs(release_source):
     r = ix.resolve(f"{NPU}.npu_model_runner.OmniNPUModelRunner.execute_model")
     assert r.path == "OmniNPUModelRunner.execute_model" and r.source.startswith("vllm_omni 0.18.0 (directory")
     m = ix.mro(f"{NPU}.npu_model_runner.OmniNPUModelRunner")    # the real 0.18.0 does not re-export its runner from vllm_ascend.worker
-    assert m.names()[2] == "vllm_ascend.worker.NPUModelRunner" and "vllm_ascend.worker has no top-level 'NPUModelRunner'" in m.missing[0].reason
+    assert m.names()[2] == "NPUModelRunner" and "vllm_ascend.worker has no top-level 'NPUModelRunner'" in m.missing[0].reason
     assert "vllm_ascend 0.18.0" in str(m.missing[0])                      # and says which source it searched
