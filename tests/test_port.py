@@ -1191,3 +1191,99 @@ def test_generated_conflicts_are_whole_statements(t):
     for prefer in ("npu", "omni"):
         lines, _ = M.render(hunks, prefer=prefer)
         ast.parse("\n".join(lines) + "\n")
+
+
+# ---- issue 13 part 3: every method gets an answer ---------------------------------------------------------------
+
+TREE = FIX / "inherit_tree"
+VLLM, ASCEND = str(TREE / "vllm_src"), str(TREE / "ascend_src")
+OMNI = str(TREE / "omni_src" / "vllm_omni" / "worker" / "gpu_model_runner.py")
+
+
+def tree_specs(m: str, omni_cls: str = "OmniGPUModelRunner", omni=OMNI):
+    return ["--gpu-base", f"{VLLM}:GPUModelRunner.{m}", "--gpu-omni", f"{omni}:{omni_cls}.{m}",
+            "--npu-base", f"{ASCEND}:NPUModelRunner.{m}"]
+
+
+def test_method_the_npu_base_inherits_comes_from_the_next_source(capsys):
+    with pytest.raises(L.PortError, match="bases outside the sources given: GPUModelRunner"):
+        L.locate(f"{ASCEND}:NPUModelRunner._prepare_inputs")           # alone, the NPU source cannot answer
+    nb = L.locate(f"{ASCEND}:NPUModelRunner._prepare_inputs", extra=[VLLM])
+    assert nb.owner == "GPUModelRunner" and nb.owner_module == "vllm.v1.worker.gpu_model_runner"
+    rc, out, err = run_port(tree_specs("_prepare_inputs"), capsys)
+    assert rc == 0 and "ONP4022" in err and "inherits _prepare_inputs from GPUModelRunner" in err
+    assert "self.talker_positions = positions.clone()" in out and "torch.npu.synchronize()" in out
+    assert "torch.cuda" not in out                                        # the inherited GPU method is translated too
+    ast.parse(out)
+
+
+def test_omni_only_method_is_ported_by_translation(capsys):
+    rc, out, err = run_port(tree_specs("_talker_step"), capsys)
+    assert rc == 0 and "ONP4007" in err and "omni's own method" in err
+    assert "torch.npu.current_stream()" in out
+    res = P.port_method(L.locate(f"{VLLM}:GPUModelRunner", False), L.locate(f"{OMNI}:OmniGPUModelRunner._talker_step"),
+                        L.locate(f"{ASCEND}:NPUModelRunner", False, [VLLM]))
+    assert res.style == "omni-only" and codes(res)[0] == "ONP4007"
+
+
+def test_a_method_no_side_has_is_an_error_listing_what_exists(capsys):
+    rc, _, err = run_port(tree_specs("_talker_stepp"), capsys)
+    assert rc == 2 and "has no method _talker_stepp" in err and "close matches: _talker_step" in err
+    assert "its methods: _prepare_inputs, _talker_step, __init__" in err   # its own first, then inherited, across sources
+    rc, _, err = run_port(tree_specs("_prepare_inputs")[:4] + ["--npu-base", f"{ASCEND}:NPUModelRunner._prepare_input"], capsys)
+    assert rc == 2 and "close matches: _prepare_inputs" in err          # a typo in a base's spec is no omni-only method
+
+
+def test_class_ports_every_omni_override_across_files_in_mro_order():
+    gb, nb = L.locate(f"{VLLM}:GPUModelRunner", False), L.locate(f"{ASCEND}:NPUModelRunner", False, [VLLM])
+    ar = L.locate(f"{TREE}/omni_src/vllm_omni/worker/gpu_ar_model_runner.py:GPUARModelRunner", False, [VLLM])
+    assert K.omni_overrides(ar, gb) == ["__init__", "execute_model", "_prepare_inputs", "_talker_step"]
+    res = K.port_class(gb, ar, nb)
+    mod = ast.parse(res.code)
+    assert set(res.stats["styles"]) == {"_prepare_inputs", "_talker_step"}       # OmniGPUModelRunner's, from another file
+    assert set(res.stats["inherited"]) == {"__init__", "execute_model"}          # super() reaches the NPU side already
+    assert "import torch" in {ast.unparse(n) for n in mod.body if isinstance(n, ast.Import)}  # the other module's imports
+
+
+# ---- issue 13 part 5: super() keeps its meaning -----------------------------------------------------------------
+
+def landing_inputs():
+    f = FIX / "super_landing.py"
+    return [L.locate(f"{f}:{c}.__init__") for c in ("GPUModelRunner", "GPUARModelRunner", "NPUModelRunner")]
+
+
+def test_super_stays_where_it_already_reaches_the_npu_side():
+    into = L.locate(f"{FIX / 'super_landing.py'}:NPUARModelRunner", False)
+    res = P.port_method(*landing_inputs(), into=into)
+    assert res.style == "super-kept" and "super().__init__(config, device)" in res.code
+    assert "NPUModelRunner.__init__" not in res.code                      # would skip OmniNPUModelRunner.__init__
+    assert "ONP4021" in codes(res) and "torch.npu.Stream()" in res.code
+
+
+def test_explicit_call_names_the_nearest_npu_side_class():
+    f = FIX / "super_landing.py"
+    assert "NPUModelRunner.__init__(self" in P.port_method(*landing_inputs()).code   # the default class: (omni, NPU base)
+    res = P.port_method(*landing_inputs(), into=L.locate(f"{f}:MixedNPUModelRunner", False))
+    assert "OmniNPUModelRunner.__init__(self, config, device)" in res.code and res.style == "super-call"
+    assert "    NPUModelRunner.__init__" not in res.code
+
+
+def test_cli_into(capsys):
+    f = FIX / "super_landing.py"
+    args = ["--gpu-base", f"{f}:GPUModelRunner.__init__", "--gpu-omni", f"{f}:GPUARModelRunner.__init__",
+            "--npu-base", f"{f}:NPUModelRunner.__init__", "--into", f"{f}:NPUARModelRunner"]
+    rc, out, err = run_port(args, capsys)
+    assert rc == 0 and "super().__init__(config, device)" in out and "ONP4021" in err
+
+
+# ---- issue 13: --against never silently returns no scores -------------------------------------------------------
+
+def test_against_says_why_a_method_is_not_scored(capsys):
+    C = lambda f, c: f"{FIX / f}.py:{c}"
+    cls = ["--class", "--gpu-base", C("super_ext", "GPUModelRunner"), "--gpu-omni", C("super_ext", "OmniGPUModelRunner"),
+           "--npu-base", C("super_ext", "NPUModelRunner")]
+    rc, text, _ = run_port(cls + ["--against", C("update_prev", "NPUModelRunner"), "--json"], capsys)
+    doc = json.loads(text)
+    gaps = [d["message"] for d in doc["diagnostics"] if d["code"] == "ONP4023"]
+    assert rc == 0 and not doc["against"]["scores"] and gaps                # no scores, and the JSON says why
+    assert any("does not define" in g for g in gaps)

@@ -17,11 +17,11 @@ from ..core.errors import UsageError
 from ..core.io import OutputExists, gc_paused, write_atomic
 from .options import add_json, add_output
 from ..port.formatting import FORMATTERS, RUFF_LINE_LENGTH
-from ..port.locate import Located, PortError, locate, parse_spec
+from ..port.locate import Located, PortError, locate, method_located, missing_method, parse_spec
 from ..port.method import PortResult, port_method
 from ..port.classes import port_class
 from ..port.update import update_class, update_method
-from ..port.score import Score, score_result
+from ..port.score import Score, score_gaps, score_result
 
 DESCRIPTION = "three-way port of omni methods onto vllm-ascend's NPUModelRunner"
 
@@ -75,6 +75,11 @@ def _add_how_options(ap: argparse.ArgumentParser):
                     f"setting where it has one, else {RUFF_LINE_LENGTH})")
     ap.add_argument("--target", help="translator target, e.g. vllm-ascend==0.18.0 (default: the NPU source's version)")
     ap.add_argument("--class-name", help="name of the ported class (--class; default: GPU→NPU in the omni name)")
+    ap.add_argument("--source", nargs="+", default=[], metavar="SRC", help="more sources the classes' bases come from "
+                    "(paths, wheels, sdists, directories, installed names); the GPU base's source is always one")
+    ap.add_argument("--into", metavar="SPEC", help="the class the port lands in (SOURCE:Class, e.g. a hand-written "
+                    "NPUARModelRunner): its MRO decides what super() reaches, so super() stays where it already "
+                    "reaches the NPU side's method and an explicit call never skips an intermediate class")
 
 def configure(ap: argparse.ArgumentParser) -> None:
     "The options of `omni-npu-port port`."
@@ -130,17 +135,35 @@ def run_update(args: argparse.Namespace, need: bool) -> tuple[PortResult, list[L
              line_length=args.line_length, gpu_base_old=gbo, gpu_base=gb)
     return res, [pg, pn, go]
 
+def _class_at(spec: str, extra: list[str]) -> Located:
+    "The class a spec names (its method, if any, left out), its bases resolved across `extra` sources too."
+    s = parse_spec(spec, False)
+    s.method = None
+    return locate(s, False, extra)
+
 def run_port(args: argparse.Namespace, need: bool) -> tuple[PortResult, list[Located]]:
-    "A port of a method (or, with --class, a class); its inputs, for scoring."
-    locs = [locate(s, need) for s in (args.gpu_base, args.gpu_omni, args.npu_base)]
+    "A port of a method (or, with --class, a class); its inputs, for scoring. Every method gets an answer."
+    extra = [parse_spec(args.gpu_base, False).source, *args.source]   # the GPU base's source: the next source of the MRO
     history = [locate(s, need) for s in args.gpu_history]
+    into = _class_at(args.into, extra) if args.into else None
     if args.whole_class:
-        _no_methods([args.gpu_base, args.gpu_omni, args.npu_base, *args.gpu_history])
+        _no_methods([args.gpu_base, args.gpu_omni, args.npu_base, *args.gpu_history, *([args.into] if args.into else [])])
+        locs = [locate(s, False, extra) for s in (args.gpu_base, args.gpu_omni, args.npu_base)]
         res = port_class(*locs, super_style=args.super_style, target=args.target, class_name=args.class_name,
                          prefer=args.prefer, history=history, format=args.format, line_length=args.line_length)
-    else: res = port_method(*locs, super_style=args.super_style, target=args.target, prefer=args.prefer,
-                            history=history, format=args.format, line_length=args.line_length)
+        return res, locs
+    go = locate(args.gpu_omni, True, extra)     # a method the omni class lacks: the error lists those it has
+    gb, nb = _class_at(args.gpu_base, args.source), _class_at(args.npu_base, extra)
+    def pick(cls: Located, spec: str) -> Located:   # the omni method's name missing: omni-only; another name: a typo
+        named = parse_spec(spec, False).method
+        m = method_located(cls, named or go.method_node.name)
+        if m is None and named and named != go.method_node.name: raise PortError(missing_method(cls, named))
+        return m or cls
+    locs = [pick(gb, args.gpu_base), go, pick(nb, args.npu_base)]
+    res = port_method(*locs, super_style=args.super_style, target=args.target, prefer=args.prefer,
+                      history=history, format=args.format, line_length=args.line_length, into=into)
     return res, locs
+
 
 # %% ../../nbs/cli/port.ipynb #107d012f
 @gc_paused()
@@ -151,7 +174,10 @@ def run(args: argparse.Namespace) -> int:
     if args.against and args.whole_class: _no_methods([args.against], " (--against too)")
     hand = locate(args.against, need) if args.against else None
     res, inputs = run_update(args, need) if args.update else run_port(args, need)
-    return write_result(res, args, (hand, score_result(res, hand, inputs)) if hand else None)
+    if hand is None: return write_result(res, args)
+    scores = score_result(res, hand, inputs)
+    res.diagnostics += score_gaps(res, hand, scores)   # no score is never silent: ONP4023 says why
+    return write_result(res, args, (hand, scores))
 
 # %% ../../nbs/cli/port.ipynb #17fbb220
 def diagnostic_json(d) -> dict:

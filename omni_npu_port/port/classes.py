@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from ..core.diagnostics import Code, code_info, register
 from ..core.io import gc_paused
 from ..translate.engine import RuleSet, translate_source
-from .locate import Located, method_located, own_methods, port_diagnostic
+from .locate import Located, class_mro, method_located, own_methods, port_diagnostic
 from .translation import module_imports, pairing_check, rules_for, target_check, target_of
 from .translation import translate_code, translate_located, translate_methods
 from .supercalls import extends_by_super, param_names
@@ -28,7 +28,8 @@ from .overrides import omni_definitions, refit_overrides
 from .method import PortResult, parse_check, port_method
 
 # %% auto #0
-__all__ = ['ported_class_name', 'ClassPlan', 'needs_translation', 'accepts_npu_calls', 'plan_class', 'port_class']
+__all__ = ['ported_class_name', 'ClassPlan', 'needs_translation', 'accepts_npu_calls', 'omni_overrides', 'plan_class',
+           'port_class']
 
 # %% ../../nbs/port/classes.ipynb #f70dcdde
 def ported_class_name(omni_cls: str) -> str:
@@ -54,10 +55,19 @@ def accepts_npu_calls(omni_fn, npu_fn) -> bool:
     op, np_ = [p for p in o if not p.startswith("*")], [p for p in n if not p.startswith("*")]
     return op[: len(np_)] == np_ and (not any(p.startswith("**") for p in n) or any(p.startswith("**") for p in o))
 
+def omni_overrides(gpu_omni: Located, gpu_base: Located) -> list[str]:
+    "Every method the omni class or an omni class of its MRO defines (never a class of the GPU base's side), in MRO order."
+    gpu_side = {c.name for c in class_mro(gpu_base)}
+    names = []
+    for c in class_mro(gpu_omni):
+        if c.node is None or c.name in gpu_side or (c.package and gpu_omni.package and c.package != gpu_omni.package): continue
+        names += [n for n in own_methods(c.node) if n not in names]
+    return names
+
 def plan_class(gpu_base: Located, gpu_omni: Located, npu_base: Located, target: str | RuleSet | None = None) -> ClassPlan:
     "Sort the omni class's own methods into three-way ports, translated copies and inherited ones."
     rules = rules_for(target or target_of(npu_base))
-    names = list(own_methods(gpu_omni.cls_node))
+    names = omni_overrides(gpu_omni, gpu_base)
     omni = {n: method_located(gpu_omni, n) for n in names}
     done = translate_methods([(omni[n].method_source, omni[n].context_text) for n in names], rules)   # one run
     port, trans, inherit = [], [], []
@@ -163,6 +173,10 @@ def port_class(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_st
     sources = [(npu_base.module, npu_base.module_text, npu_base.package),
                (gpu_omni.module, _translated_imports(gpu_omni, rules), gpu_omni.package),
                (gpu_omni.module, gpu_omni.module_text, gpu_omni.package)]
+    for name in plan.port + plan.translate:   # methods of omni bases in other modules: their modules' imports too
+        m = method_located(gpu_omni, name)
+        if m.owner_module and m.owner_module != gpu_omni.module and m.owner_text:
+            sources += [(m.owner_module, _translated_imports(m, rules), m.package), (m.owner_module, m.owner_text, m.package)]
     imports = _imports_for(cls_code, sources, set())
     imports += [f"from {gpu_omni.module} import {omni_cls}", f"from {npu_base.module} import {npu_cls}"]
     imports = list(dict.fromkeys(sorted(i for i in imports if i.startswith("import ")) +

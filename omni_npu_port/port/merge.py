@@ -25,7 +25,8 @@ from .locate import PortError, port_diagnostic
 # %% auto #0
 __all__ = ['FENCE_TEXT', 'FENCE_RE', 'INLINE_MARK', 'TOKEN_RE', 'PREFER', 'indent_of', 'CodeLine', 'LineMatcher', 'lines_of',
            'code_tokens', 'logical_units', 'adopt_layout', 'Hunk', 'tokens_in', 'refine_conflict', 'hunk_sides',
-           'side_text', 'statement_cut', 'whole_conflicts', 'merge_hunks', 'render']
+           'side_text', 'statement_cut', 'whole_conflicts', 'statement_units', 'statement_merge', 'merge_hunks',
+           'render']
 
 # %% ../../nbs/port/merge.ipynb #c933b968
 FENCE_TEXT = "# ---------------------------------------Omni-new----------------------------------------------"
@@ -157,6 +158,7 @@ class Hunk:
     base: list[str] = field(default_factory=list)
     note: str = ""                       # a merge decision the report should name (ONP4010, ONP4011, ONP4012)
     code: str = "ONP4010"                # the diagnostic code of `note`
+    omni_full: list[str] | None = None   # a conflict's omni side before it was cut to what omni wrote itself
 
 def _shift(lines: list[str], delta: int) -> list[str]:
     if delta == 0: return list(lines)
@@ -508,11 +510,13 @@ def _conflict(z, a, b, omni_l, own: list[bool] | None = None) -> list[Hunk]:
     out = []
     if p: out.append(Hunk("same", bt[:p], npu=bt[:p]))
     mid_o, mid_n = omni_l[p: len(a) - s], bt[p: len(b) - s]
+    full = None
     if not mid_n:   # the NPU side deleted these base lines: the omni side shows only what omni itself wrote
         zk = {l.key for l in z}
         own = own[p: len(a) - s] if own is not None else [l.key not in zk for l in a[p: len(a) - s]]
-        mid_o = _own_statements(mid_o, own)
-    if mid_o or mid_n: out.append(Hunk("conflict", [], omni=mid_o, npu=mid_n, base=[l.text for l in z]))
+        full, mid_o = mid_o, _own_statements(mid_o, own)
+    if mid_o or mid_n: out.append(Hunk("conflict", [], omni=mid_o, npu=mid_n, base=[l.text for l in z],
+                                       omni_full=full if full != mid_o else None))
     if s: out.append(Hunk("same", bt[len(b) - s:], npu=bt[len(b) - s:]))
     return out
 
@@ -543,7 +547,7 @@ def _blocks(n: ast.stmt) -> list[list[ast.stmt]]:
            and isinstance(b[0], ast.stmt) and not (elif_ and b is n.orelse)]   # an `elif` clause is no statement of its own
     return out + [h.body for h in getattr(n, "handlers", [])] + [c.body for c in getattr(n, "cases", [])]
 
-def statement_cut(tree: ast.Module, lo: int, hi: int) -> str | None:
+def statement_cut(tree: ast.Module, lo: int, hi: int, lines: list[str] | None = None) -> str | None:
     "None when lines lo..hi (1-based) are whole statements of `tree`; else `prev` / `next`: where a statement they cut goes on."
     for n in ast.walk(tree):
         if not isinstance(n, ast.stmt): continue
@@ -551,8 +555,9 @@ def statement_cut(tree: ast.Module, lo: int, hi: int) -> str | None:
         if n.end_lineno < lo or s > hi or (lo <= s and n.end_lineno <= hi): continue
         blocks = _blocks(n)
         if any(b[0].lineno <= lo and hi <= b[-1].end_lineno for b in blocks): continue
-        if n in tree.body and isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and lo <= s and hi >= n.body[0].lineno - 1:
-            continue   # the method's own header (a signature conflict) with whole statements of its body
+        if n in tree.body and isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and lo <= s and \
+                hi >= max((i for i in range(s, n.body[0].lineno) if lines is None or code_tokens(lines[i - 1])), default=s):
+            continue   # the method's own header (a signature conflict, its code lines) with whole statements of its body
         return "prev" if s < lo else "next"
     return None
 
@@ -564,42 +569,128 @@ def _broken(hs: list[Hunk]) -> tuple[int, str] | None:
         try: tree = ast.parse(textwrap.dedent("\n".join(lines) + "\n"))
         except SyntaxError as e:
             conflicts = [k for k, h in enumerate(hs) if h.kind == "conflict"]
-            if not conflicts or not owner: return (-1, "")
+            if not conflicts or not owner: return (-1, "", side)
             bad = owner[min(max((e.lineno or 1) - 1, 0), len(owner) - 1)]
             c = min(conflicts, key=lambda k: (abs(k - bad), k > bad))   # the conflict nearest the error, the one before it first
-            return c, "next" if bad > c else "prev"
+            if bad != c: return c, "next" if bad > c else "prev", side
+            part = hunk_sides(hs[c])[side]                 # the error is in the conflict: does it open what it leaves open?
+            code = [l for l in part if code_tokens(l)]
+            return c, "next" if _opened(part) > 0 or (code and code_tokens(code[-1])[-1] == ":") else "prev", side
         for k, h in enumerate(hs):
             if h.kind != "conflict": continue
             at = [i + 1 for i, o in enumerate(owner) if o == k and code_tokens(lines[i])]
-            if at and (way := statement_cut(tree, at[0], at[-1])): return k, way
+            if at and (way := statement_cut(tree, at[0], at[-1], lines)): return k, way, side
     return None
 
-def whole_conflicts(hunks: list[Hunk], npu: str, omni: str) -> list[Hunk]:
-    "Conflicts widened until each side is whole statements and keeping either side parses; else one conflict of both methods."
+def whole_conflicts(hunks: list[Hunk], npu: str, omni: str, base: str | None = None) -> list[Hunk]:
+    "Conflicts widened until each side is whole statements and either side parses; else a merge by statements; else one conflict."
     hs = [Hunk(**{**h.__dict__}) for h in hunks]
     for _ in range(sum(len(h.lines) + len(h.npu) + len(h.omni) + 2 for h in hs)):
         bad = _broken(hs)
         if bad is None: return hs
-        i, way = bad
+        i, way, side = bad
         if i < 0 or len(hs) == 1: break
+        if hs[i].omni_full is not None:   # cut to omni's own lines, it broke a statement: the lines omni kept come back
+            hs[i].omni, hs[i].omni_full = hs[i].omni_full, None; continue
         j = i + 1 if way == "next" else i - 1
-        if not 0 <= j < len(hs): j = i - 1 if way == "next" else i + 1
-        _absorb(hs, i, j)
+        if not 0 <= j < len(hs): break   # nothing left that way: the line merge cannot close it
+        _absorb(hs, i, j, _needed(hunk_sides(hs[i])[side], hunk_sides(hs[j])[side], j < i))
+    try: hs = statement_merge(base, omni, npu) if base else None
+    except (SyntaxError, IndexError, AttributeError): hs = None
+    if hs and _broken(hs) is None:
+        c = next((h for h in hs if h.kind == "conflict"), None) or hs[0]
+        c.code, c.note = "ONP4020", f"{code_info('ONP4020').title}: the line merge lost a side's lines; merged statement by statement"
+        return hs
     return [Hunk("conflict", [], omni=omni.splitlines(), npu=npu.splitlines(), code="ONP4020",
                  note=f"{code_info('ONP4020').title}: the whole method (no narrower region parses on both sides)")]
 
-def _absorb(hs: list[Hunk], i: int, j: int) -> None:
-    "Conflict `hs[i]` widened over the nearest line of its neighbour `hs[j]` (a whole neighbouring conflict): each side takes what the neighbour writes there."
+def _opened(lines: list[str]) -> int:
+    "Brackets the lines open, less those they close (strings and comments skipped)."
+    return sum((t in "([{") - (t in ")]}") for t in code_tokens("\n".join(lines)) if len(t) == 1)
+
+def _needed(side: list[str], nb: list[str], first: bool) -> int:
+    "How many lines of a neighbour a side takes: up to where its brackets close (after it) or open (before it); else one."
+    depth = _opened(side)
+    if (depth > 0 and not first) or (depth < 0 and first):
+        for k, l in enumerate(reversed(nb) if first else nb, 1):
+            depth += _opened([l])
+            if (depth <= 0 if not first else depth >= 0): return k
+        return len(nb)
+    return 1
+
+def _absorb(hs: list[Hunk], i: int, j: int, n: int = 1) -> None:
+    "Conflict `hs[i]` widened over the nearest `n` lines of its neighbour `hs[j]` (a whole neighbouring conflict): each side takes what the neighbour writes there."
     c, o, first = hs[i], hs[j], j < i
     on, oo = hunk_sides(o)
-    split = o.kind != "conflict" and on == oo and len(on) > 1   # one line at a time: the rest stays what it was
-    if split: (on, rest) = (on[-1:], on[:-1]) if first else (on[:1], on[1:]); oo = on
+    split = o.kind != "conflict" and on == oo and len(on) > n   # the lines it needs: the rest stays what it was
+    if split: (on, rest) = (on[-n:], on[:-n]) if first else (on[:n], on[n:]); oo = on
     w = Hunk("conflict", [], omni=oo + c.omni if first else c.omni + oo, npu=on + c.npu if first else c.npu + on,
              base=c.base + (o.base if o.kind == "conflict" else []), code="ONP4020")
     w.note = f"{code_info('ONP4020').title}: {len(w.npu)} NPU / {len(w.omni)} omni line(s)"
     if split:
         hs[i], hs[j] = w, Hunk(**{**o.__dict__, "lines": rest, "omni": rest if o.kind == "omni" else o.omni})
     else: hs[min(i, j): min(i, j) + 2] = [w]
+
+# %% ../../nbs/port/merge.ipynb #20422839
+def statement_units(code: str) -> list[tuple[str, list[str]]]:
+    "A method as (key, lines) units: its header, then each top-level statement of its body with the lines before it."
+    fn = ast.parse(code).body[0]
+    lines = code.splitlines()
+    head = lines[: fn.body[0].lineno - 1]
+    return [("header:" + " ".join(code_tokens("\n".join(head))), head)] + \
+           [(k, lines[s:e]) for k, s, e, _ in _units(fn.body, fn.body[0].lineno - 1, len(lines))]
+
+def _units(body: list[ast.stmt], start: int, end: int) -> list[tuple[str, int, int, ast.stmt]]:
+    "The statements of a block as (key, first line, end line, node), 0-based [first, end), comments before each with it."
+    out = []
+    for k, st in enumerate(body):
+        e = st.end_lineno if k < len(body) - 1 else end
+        out.append((ast.dump(st), start, e, st)); start = e
+    return out
+
+_ONE_BLOCK = (ast.With, ast.AsyncWith, ast.For, ast.AsyncFor, ast.While, ast.If)
+
+def _block_merge(z, a, b, texts, depth: int) -> list[Hunk] | None:
+    "Both sides changed one compound statement: merge its header, then its body statement by statement (None: not one plain block)."
+    nodes = [u[3] for u in (z, a, b)]
+    if depth > 6 or not all(isinstance(n, _ONE_BLOCK) and not getattr(n, "orelse", None) for n in nodes): return None
+    if len({type(n) for n in nodes}) != 1: return None
+    heads = [t[u[1]: u[3].body[0].lineno - 1] for u, t in zip((z, a, b), texts)]
+    hz, ha, hb = (" ".join(code_tokens("\n".join(h))) for h in heads)
+    if ha != hz and hb != hz and ha != hb: return None
+    head = Hunk("omni", heads[1], omni=heads[1], base=heads[0]) if hb == hz and ha != hz else Hunk("npu" if hb != hz else "unchanged", heads[2])
+    units = [_units(u[3].body, u[3].body[0].lineno - 1, u[2]) for u in (z, a, b)]
+    return [head] + _merge_units(*units, texts, depth + 1)
+
+def _merge_units(Z, A, N, texts, depth: int = 0) -> list[Hunk]:
+    "merge3 over statement units (Z base, A omni, N NPU); a statement both changed is merged inside where it is one plain block."
+    tz, ta, tn = texts
+    text = lambda us, t: [l for _, s, e, _n in us for l in t[s:e]]
+    key = lambda us: [k for k, *_ in us]
+    hunks, iz, ia, ib = [], 0, 0, 0
+    for zm, ze, am, ae, bm, be in merge3.Merge3(key(Z), key(A), key(N)).find_sync_regions():
+        a, b, z = A[ia:am], N[ib:bm], Z[iz:zm]
+        if (a or b) and key(a) == key(b): hunks.append(Hunk("same", text(b, tn), npu=text(b, tn)))
+        elif (a or b) and key(a) == key(z): hunks.append(Hunk("npu", text(b, tn), npu=text(b, tn)))
+        elif a and key(b) == key(z): hunks.append(Hunk("omni", text(a, ta), omni=text(a, ta), base=text(z, tz)))
+        elif a or b:
+            inner = _block_merge(z[0], a[0], b[0], texts, depth) if len(a) == len(b) == len(z) == 1 else None
+            hunks += inner or [Hunk("conflict", [], omni=text(a, ta), npu=text(b, tn), base=text(z, tz))]
+        if ze > zm: hunks.append(Hunk("unchanged", text(N[bm:be], tn)))
+        iz, ia, ib = ze, ae, be
+    return hunks
+
+def statement_merge(base: str, omni: str, npu: str) -> list[Hunk]:
+    "A three-way merge whose units are whole statements (header, then body statements, inside plain blocks both changed)."
+    fns = [ast.parse(t).body[0] for t in (base, omni, npu)]
+    texts = [t.splitlines() for t in (base, omni, npu)]
+    heads = [t[: f.body[0].lineno - 1] for t, f in zip(texts, fns)]
+    hz, ha, hb = (" ".join(code_tokens("\n".join(h))) for h in heads)
+    if ha == hb or ha == hz: head = [Hunk("npu", heads[2], npu=heads[2])]
+    elif hb == hz: head = [Hunk("omni", heads[1], omni=heads[1], base=heads[0])]
+    else: head = [Hunk("conflict", [], omni=heads[1], npu=heads[2], base=heads[0])]
+    units = [_units(f.body, f.body[0].lineno - 1, len(t)) for f, t in zip(fns, texts)]
+    return head + _merge_units(*units, texts)
 
 # %% ../../nbs/port/merge.ipynb #7bfe1b88
 def merge_hunks(base: str, omni: str, npu: str, history: tuple[str, ...] | list[str] = ()) -> list[Hunk]:
@@ -637,7 +728,7 @@ def merge_hunks(base: str, omni: str, npu: str, history: tuple[str, ...] | list[
         iz, ia, ib = zend, aend, bend
     hunks = _headers_keep_bodies(_moot_to_npu(_stale_to_npu(_drop_shared_additions(_slide_insertions(hunks), B, A, N),
                                                             history)))
-    return whole_conflicts(hunks, npu, omni)   # every conflict's sides whole statements: either side parses
+    return whole_conflicts(hunks, npu, omni, base)   # every conflict's sides whole statements: either side parses
 
 # %% ../../nbs/port/merge.ipynb #15e7c4cb
 PREFER = ("markers", "npu", "omni", "comment")

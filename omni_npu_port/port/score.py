@@ -15,13 +15,15 @@ import textwrap
 import tokenize
 from dataclasses import dataclass
 
-from .locate import Located, method_located, method_text, own_methods
+from ..core.diagnostics import Code, Diagnostic, code_info, register
+
+from .locate import Located, method_located, method_text, own_methods, port_diagnostic
 from .formatting import CONFLICT_MARKERS, mask_conflicts
 from .method import PortResult
 
 # %% auto #0
 __all__ = ['TOOL_PROSE', 'similarity', 'split_prose', 'code_only', 'invented_prose', 'prose_ceiling', 'Score', 'score_against',
-           'score_result']
+           'score_result', 'score_gaps']
 
 # %% ../../nbs/port/score.ipynb #bd214304
 def similarity(a: str, b: str) -> float:
@@ -125,4 +127,32 @@ def score_result(res: PortResult, hand: Located, inputs: list[Located] = ()) -> 
         ins = [m.method_source for loc in inputs if loc is not None
                and (m := loc if loc.method_node is not None else method_located(loc, name)) is not None]
         out[name] = score_against(code, hands[name], ins)
+    return out
+
+# %% ../../nbs/port/score.ipynb #7863982a
+register(
+    Code("ONP4023", "not-scored", "not scored: a method could not be held to the hand-written copy", "warning",
+         "read the reason: name the hand-written method or class that matches, or resolve the port's conflicts",
+         "port/score.ipynb", "port"),
+)
+
+def score_gaps(res: PortResult, hand: Located, scores: dict) -> list[Diagnostic]:
+    "ONP4023 for what `score_result` could not score, and why (nothing silent: no scores always has a reason)."
+    gap = lambda msg: port_diagnostic("ONP4023", f"{code_info('ONP4023').title}: {msg}", None, "warning", where=res.name)
+    if hand.method_node is not None:
+        return [] if scores else [gap(f"the port and {hand.label()} share no method name")]
+    masked, _ = mask_conflicts(res.code.splitlines())
+    try: tree = ast.parse("\n".join(masked))
+    except SyntaxError as e:
+        return [gap(f"the ported module does not parse at line {e.lineno} ({e.msg}), even with its conflicts masked")]
+    node = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == res.name), None)
+    if node is None: return [gap(f"the port has no class {res.name} to hold to {hand.label()}")]
+    ported, hands = list(own_methods(node)), list(own_methods(hand.cls_node))
+    out = []
+    if extra := [n for n in ported if n not in hands]:
+        out.append(gap(f"ported, but the hand-written {hand.cls_node.name} does not define: {', '.join(extra)}"))
+    if lost := [n for n in hands if n not in ported]:
+        out.append(gap(f"the hand-written {hand.cls_node.name} defines, the port does not write (inherited, or no "
+                       f"omni override): {', '.join(lost)}"))
+    if not scores and not out: out.append(gap("no method to score"))
     return out
