@@ -302,7 +302,7 @@ def translate_job(cls: str, srcs: list[Path], target: str = TARGET) -> dict:
     return {"class": cls, "kind": "translate", "what": ", ".join(s.name for s in srcs), "gpuisms": gpuisms,
             "silent": silent, "refusals": refusals, "check_rc": chk["rc"],
             "check_passed_with_gpuisms": int(chk["rc"] == 0 and gpuisms > 0),
-            "errors": [x["stderr"].strip().splitlines()[-1:] for x in (r, chk) if x["refused"]]}
+            "errors": [(x["stderr"].strip().splitlines() or [f"exit {x['rc']}"])[-1] for x in (r, chk) if x["refused"]]}
 
 
 def port_job(cls: str, gpu_base: str, gpu_omni: str, npu_base: str, against: str | None = None,
@@ -361,10 +361,6 @@ def doctor_job(cls: str, source: str, expect_version: str | None, package: str) 
             "summary": s.get("summary"), "errors": [(r["stderr"].strip().splitlines() or [""])[-1]] if r["refused"] else []}
 
 
-def own_methods(idx: dict, cls: str) -> list[str]:
-    return [m for m in idx[cls]["methods"]]
-
-
 def fixture_jobs(quick: bool = False) -> list[tuple]:
     "Every fixture job: (function, args); `quick`: the first job of each class and kind only."
     v, a = STACK / "vllm", STACK / "vllm_ascend"
@@ -374,7 +370,7 @@ def fixture_jobs(quick: bool = False) -> list[tuple]:
         idx = class_index(v, a, o)
         gpu_files = sorted(p for p in (o / "vllm_omni" / "worker").glob("gpu_*.py"))
         jobs.append((translate_job, (cls, gpu_files)))
-        for m in own_methods(idx, "OmniGPUModelRunner"):           # method ports of the omni runner
+        for m in idx["OmniGPUModelRunner"]["methods"]:             # method ports of the omni runner
             kind = ("inherited" if m in idx[GPU_BASE]["methods"] and m not in idx[NPU_BASE]["methods"] else
                     "omni_only" if m not in idx[GPU_BASE]["methods"] and m not in idx[NPU_BASE]["methods"] else None)
             if kind:
