@@ -243,3 +243,20 @@ def test_the_index_opens_source_specs(release_source):
     m = ix.mro(f"{NPU}.npu_model_runner.OmniNPUModelRunner")    # the real 0.18.0 does not re-export its runner from vllm_ascend.worker
     assert m.names()[2] == "NPUModelRunner" and "vllm_ascend.worker has no top-level 'NPUModelRunner'" in m.missing[0].reason
     assert "vllm_ascend 0.18.0" in str(m.missing[0])                      # and says which source it searched
+
+
+def test_a_conditional_import_falls_back_as_python_does(tmp_path):
+    "`try: from .new import X` / `except ImportError: from .old import X`: where the source lacks `new`, `old`'s X, as Python finds it."
+    root = tmp_path / "cond"
+    files = {"vllm_omni/__init__.py": "", "vllm_omni/old.py": "class Runner:\n    pass\n",
+             "vllm_omni/user.py": ("try:\n    from vllm_omni.new import Runner\nexcept ImportError:\n    from vllm_omni.old import Runner\n"
+                                   "try:\n    from vllm_omni.old import Gone\nexcept ImportError:\n    from vllm_omni.old import Runner as Gone\n"
+                                   "try:\n    from vllm.v99 import Outside\nexcept ImportError:\n    from vllm_omni.old import Runner as Outside\n")}
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True); (root / rel).write_text(text)
+    out = subprocess.run([sys.executable, "-c", "import json, vllm_omni.user as u; print(json.dumps([f'{c.__module__}.{c.__qualname__}' for c in (u.Runner, u.Gone)]))"],
+                         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(root)}, check=True)
+    t = open_source(root)
+    assert [resolve(t, f"vllm_omni.user.{n}").dotted for n in ("Runner", "Gone")] == json.loads(out.stdout)
+    outside = resolve(t, "vllm_omni.user.Outside")     # the first import leaves the sources: unknown, never guessed
+    assert not outside and outside.target == "vllm.v99.Outside"
