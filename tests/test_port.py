@@ -1100,8 +1100,11 @@ def whole(lines: list[str]) -> bool:
     first = next((l for l in lines if l.strip()), "")
     ind = len(first) - len(first.lstrip())
     text = "\n".join(l[ind:] if not l[:ind].strip() else l.lstrip() for l in lines)
-    try: ast.parse(text + "\n"); return True
-    except SyntaxError: return False
+    header = first.lstrip().startswith(("@", "def ", "async def "))   # the method's own signature (its body follows)
+    for cand in (text + "\n",) + ((text + "\n    pass\n",) if header else ()):
+        try: ast.parse(cand); return True
+        except SyntaxError: continue
+    return False
 
 
 def assert_port_parses(inputs, name=""):
@@ -1287,3 +1290,22 @@ def test_against_says_why_a_method_is_not_scored(capsys):
     gaps = [d["message"] for d in doc["diagnostics"] if d["code"] == "ONP4023"]
     assert rc == 0 and not doc["against"]["scores"] and gaps                # no scores, and the JSON says why
     assert any("does not define" in g for g in gaps)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("omni, vllm, ascend", [("0.16.0", "0.16.0", "0.15.0rc1"), ("0.16.0", "0.16.0", "0.16.0rc1"),
+                                               ("0.18.0", "0.18.0", "0.18.0rc1"), ("0.18.0", "0.18.0", "0.18.0")])
+def test_real_ports_parse_either_way(release_source, omni, vllm, ascend):
+    "Every conflict the port-quality pairings produce (no --gpu-history: the most conflicts): whole statements, both sides parse."
+    v, a, o = release_source(f"vllm=={vllm}"), release_source(f"vllm-ascend=={ascend}"), release_source(f"vllm-omni=={omni}")
+    gb, go = L.locate(f"{v.origin}:GPUModelRunner", False), L.locate(f"{o.origin}:OmniGPUModelRunner", False, [v.origin])
+    nb = L.locate(f"{a.origin}:NPUModelRunner", False, [v.origin])
+    for name in K.omni_overrides(go, gb):
+        ins = [L.method_located(gb, name) or gb, L.method_located(go, name), L.method_located(nb, name) or nb]
+        assert_port_parses(ins, f"{omni}/{ascend}:{name}")
+
+
+def test_cli_source_and_into_do_not_go_with_update(capsys):
+    pg, pn, go = upd_specs("_dummy_run")
+    rc, _, err = run_port(["--update", "--prev-gpu", pg, "--prev-npu", pn, "--gpu-omni", go, "--into", pn.rsplit(".", 1)[0]], capsys)
+    assert rc == 2 and "--into go with a port" in err

@@ -105,6 +105,7 @@ def check_options(args: argparse.Namespace) -> None:
         if missing: raise UsageError(f"--update needs {' and '.join(missing)} (the previous release's omni GPU and NPU methods)")
         if args.gpu_history:
             raise UsageError("--update does not use --gpu-history; give --prev-gpu, --prev-npu and --gpu-omni")
+        if args.source or args.into: raise UsageError("--source and --into go with a port, not with --update")
         if bool(args.gpu_base_old) != bool(args.gpu_base):
             raise UsageError("--update: give --gpu-base-old and --gpu-base together (vllm's old and new GPUModelRunner method), "
                              "or neither")
