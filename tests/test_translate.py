@@ -1038,3 +1038,14 @@ def test_records_of_newer_vllm_releases_do_not_apply_to_targets_older_than_every
     assert [pid for pid in newer if pid in now.records] == [pid for pid in newer if CATALOG[pid].holds_for("0.18.0", now.vllm)]
     src = ("from vllm.config import CUDAGraphMode\n\n\ndef f(mode: CUDAGraphMode):\n    if mode:\n        return 1\n")
     assert "ONP2016" not in codes(_both(src, old)) and "ONP2016" in codes(_both(src, now))
+
+
+def test_cli_source_tells_reexports_by_the_sources(tmp_path, capsys):
+    "translate --source DIR: a re-export the (stand-in) vllm source shows is the catalog symbol is translated, not flagged."
+    f, src = FIX / "reexported_forward_context.py", FIX / "reexport_src"
+    out = tmp_path / "out"
+    assert main([str(f), "-o", str(out), "--target", T18, "-q", "--source", str(src)]) == 0
+    code = (out / f.name).read_text()
+    assert f"import {leaf(npu('fc.import'))}" in code and "gpu_runner.set_forward_context" not in code
+    assert code.count("# ONP2020") == 1                                   # the star import only
+    assert main([str(f), "--check", "--target", T18, "-q", "--source", str(tmp_path / "missing")]) == 3

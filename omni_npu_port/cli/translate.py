@@ -35,6 +35,9 @@ def configure(ap):
     ap.add_argument("--check", action="store_true", help="analyse only: print path:line:col: CODE message for each GPU-ism left, converted-or-flagged or not; exit 1 if any")
     add_target(ap)
     ap.add_argument("--rules", action="append", default=[], metavar="FILE", help="user rules, TOML or YAML (repeatable; later wins)")
+    ap.add_argument("--source", action="append", default=[], metavar="SPEC",
+                    help="a vllm/torch source to tell re-exports by (PATH, PATH@VERSION or NAME==VERSION; repeatable): a "
+                         "name it shows is a catalog symbol is translated as it, instead of flagged ONP2020")
     ap.add_argument("--no-comments", action="store_true", help="do not write # ONPxxxx comments into the output")
     ap.add_argument("--report", metavar="FILE.json", help="write the JSON report")
     ap.add_argument("--summary", metavar="FILE.md|FILE.csv", help="write the human summary (Markdown or CSV)")
@@ -57,7 +60,11 @@ def check_arguments(args) -> None:
 
 def rules_for(args):
     "The rule set for `--target` and `--rules`; a UsageError for a bad target, rule file or profile value."
-    try: return compile_rules(args.target, args.rules)
+    resolve = None
+    if getattr(args, "source", None):   # a symbol index over the sources answers where names are defined
+        from omni_npu_port.sources.symbols import SymbolIndex
+        resolve = SymbolIndex.open(*args.source).resolve
+    try: return compile_rules(args.target, args.rules, resolve=resolve)
     except PortingError: raise
     except ValueError as e: raise UsageError(str(e)) from None   # ProfileError and bad targets are ValueErrors
 
@@ -91,7 +98,7 @@ def run(args) -> int:
     if args.jobs < 0: raise UsageError(f"--jobs {args.jobs}: give a number of processes >= 1, or 0 for one per CPU")
     result = translate_paths(args.src, rules, outdir=args.output, in_place=args.in_place, check=args.check,
                              force=args.force, comments=not args.no_comments, diff=sys.stdout if args.diff else None,
-                             jobs=args.jobs or os.cpu_count() or 1)
+                             jobs=1 if rules.resolve is not None else args.jobs or os.cpu_count() or 1)   # the index stays in this process
     write_report(result, args.report, args.summary)
     if args.check: print_findings(result)
     if not args.quiet: print_summary(result, args)
