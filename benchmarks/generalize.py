@@ -281,11 +281,11 @@ def conflicts_per_method(code: str) -> dict[str, int]:
 
 
 # ---------------------------------------------------------------------------------------------------- jobs
-def translate_job(cls: str, srcs: list[Path], target: str = TARGET) -> dict:
-    "translate SRCS -o OUT --report, and --check: GPU-isms left, silent ones, refusals, --check's exit."
+def translate_job(cls: str, srcs: list[Path], target: str = TARGET, sources=()) -> dict:
+    "translate SRCS -o OUT --report, and --check (with --source S for each of `sources`): GPU-isms left, silent ones, refusals, --check's exit."
     with tempfile.TemporaryDirectory() as d:
         rep, out = Path(d) / "r.json", Path(d) / "out"
-        common = [str(s) for s in srcs] + ["--target", target, "-q"]
+        common = [str(s) for s in srcs] + ["--target", target, "-q"] + [a for x in sources for a in ("--source", str(x))]
         r = call(["translate", *common, "-o", str(out), "--report", str(rep)])
         chk = call(["translate", *common, "--check", "--report", str(Path(d) / "c.json")])
         report = load_json(rep.read_text()) if rep.exists() else None
@@ -299,7 +299,7 @@ def translate_job(cls: str, srcs: list[Path], target: str = TARGET) -> dict:
             gpuisms += len(hits)
             silent += [dict(h, file=f["path"]) for h in quiet]
     refusals = int(r["refused"] or report is None) + int(chk["refused"]) + failed
-    return {"class": cls, "kind": "translate", "what": ", ".join(s.name for s in srcs), "gpuisms": gpuisms,
+    return {"class": cls, "kind": "translate --source" if sources else "translate", "what": ", ".join(s.name for s in srcs), "gpuisms": gpuisms,
             "silent": silent, "refusals": refusals, "check_rc": chk["rc"],
             "check_passed_with_gpuisms": int(chk["rc"] == 0 and gpuisms > 0),
             "errors": [(x["stderr"].strip().splitlines() or [f"exit {x['rc']}"])[-1] for x in (r, chk) if x["refused"]]}
@@ -311,7 +311,8 @@ def port_job(cls: str, gpu_base: str, gpu_omni: str, npu_base: str, against: str
     base = (["--class"] if klass else []) + ["--gpu-base", gpu_base, "--gpu-omni", gpu_omni, "--npu-base", npu_base, *extra, "--json"]
     runs = {p: call(["port", *base, "--prefer", p] + (["--against", against] if against and p == "markers" else []))
             for p in ("markers", "npu", "omni")}
-    res = {"class": cls, "kind": "port --class" if klass else "port", "what": gpu_omni.split(":", 1)[1],
+    kind = ("port --class" if klass else "port") + (" --into" if "--into" in extra else "")
+    res = {"class": cls, "kind": kind, "what": gpu_omni.split(":", 1)[1],
            "refusals": 0, "unparsable": [], "conflicts": {}, "errors": [], "super_skips": [], "against": None}
     for p, r in runs.items():
         j = load_json(r["stdout"])
@@ -364,7 +365,8 @@ def doctor_job(cls: str, source: str, expect_version: str | None, package: str) 
 def fixture_jobs(quick: bool = False) -> list[tuple]:
     "Every fixture job: (function, args); `quick`: the first job of each class and kind only."
     v, a = STACK / "vllm", STACK / "vllm_ascend"
-    jobs = [(translate_job, ("reexport", sorted((FIX / "reexport").glob("*.py"))))]
+    jobs = [(translate_job, ("reexport", sorted((FIX / "reexport").glob("*.py")))),
+            (translate_job, ("reexport", sorted((FIX / "reexport").glob("*.py")), TARGET, [v]))]   # the re-exporting source at hand
     for tree, cls in (("omni_new", "hierarchy"), ("omni_old", "old_layout")):
         o = STACK / tree
         idx = class_index(v, a, o)
@@ -381,6 +383,11 @@ def fixture_jobs(quick: bool = False) -> list[tuple]:
             n = "OmniNPUModelRunner" if g == "OmniGPUModelRunner" else g.replace("GPU", "NPU")
             jobs.append((port_job, (cls, f"{v}:{GPU_BASE}", f"{o}:{g}", f"{a}:{NPU_BASE}", f"{o}:{n}" if n in idx else None,
                                     True, idx, g, ("--class-name", n))))
+        deep = max(gpu_classes, key=lambda c: (len(mro(c, idx)), c))         # the class port landing in its NPU mirror
+        n = deep.replace("GPU", "NPU")
+        if n in idx:
+            jobs.append((port_job, (cls, f"{v}:{GPU_BASE}", f"{o}:{deep}", f"{a}:{NPU_BASE}", None, True, idx, deep,
+                                    ("--class-name", n, "--into", f"{o}:{n}"))))
         jobs.append((audit_job, (cls, o, o, idx)))                         # the tree, found by layout or by class
         npu_ar = next(f for f in o.rglob("npu_ar_model_runner.py"))
         jobs.append((audit_job, (cls, o / "vllm_omni" / "worker" / "gpu_ar_model_runner.py", npu_ar, idx)))   # files
@@ -390,7 +397,7 @@ def fixture_jobs(quick: bool = False) -> list[tuple]:
     if quick:
         seen, kept = set(), []
         for j in jobs:
-            key = (j[1][0], j[0].__name__, len(j[1]) > 5 and j[1][5])        # class, command, --class
+            key = (j[1][0], j[0].__name__, len(j[1]) > 5 and j[1][5], len(j[1]) > 3 and bool(j[1][3]))   # class, command, --class, --source
             if key not in seen: seen.add(key); kept.append(j)
         jobs = kept
     return jobs
