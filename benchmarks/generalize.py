@@ -246,7 +246,9 @@ def next_definer(cls: str, method: str, idx: dict) -> str | None:
 
 
 def super_skips(code: str, gpu_cls: str, idx: dict) -> list[str]:
-    "Explicit `Base.m(self, ...)` calls in a ported class that name a vllm / vllm-ascend class where the omni MRO reaches an omni class first."
+    """Explicit `Base.m(self, ...)` calls in a ported class that name a vllm / vllm-ascend class where the omni MRO reaches an omni class first.
+
+    A method ported from an omni ancestor (a class port takes every omni override in the MRO) is judged from that ancestor."""
     try: tree = ast.parse(code)
     except SyntaxError: return []
     skips = []
@@ -255,7 +257,8 @@ def super_skips(code: str, gpu_cls: str, idx: dict) -> list[str]:
             if (isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and isinstance(c.func.value, ast.Name)
                     and c.args and isinstance(c.args[0], ast.Name) and c.args[0].id == "self"):
                 named, m = c.func.value.id, c.func.attr
-                reach = next_definer(gpu_cls, m, idx) if fn.name == m else None
+                owner = next((c for c in mro(gpu_cls, idx) if m in idx.get(c, {}).get("methods", ())), gpu_cls)
+                reach = next_definer(owner, m, idx) if fn.name == m else None
                 if reach and idx[reach]["package"] not in PACKAGES and idx.get(named, {}).get("package") in PACKAGES:
                     skips.append(f"{fn.name}: {named}.{m}(self, ...) skips {reach}.{m}")
     return skips

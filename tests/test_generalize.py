@@ -51,6 +51,8 @@ def test_super_skips_follow_the_omni_mro(gen):
     bad = "class NPUARModelRunner(GPUARModelRunner, NPUModelRunner):\n    def __init__(self, c, d):\n        NPUModelRunner.__init__(self, c, d)\n"
     assert gen.super_skips(bad, "GPUARModelRunner", idx) == ["__init__: NPUModelRunner.__init__(self, ...) skips OmniGPUModelRunner.__init__"]
     assert gen.super_skips(bad.replace("NPUModelRunner.__init__(self, c, d)", "super().__init__(c, d)"), "GPUARModelRunner", idx) == []
+    inherited = "class NPUARModelRunner(GPUARModelRunner, NPUModelRunner):\n    def load_model(self):\n        NPUModelRunner.load_model(self)\n"
+    assert gen.super_skips(inherited, "GPUARModelRunner", idx) == []     # ported from OmniGPUModelRunner, whose super() is vllm's
 
 
 def test_conflicts_and_parse_checks(gen):
