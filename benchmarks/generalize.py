@@ -15,6 +15,8 @@ fresh process (so it keeps working while the library's APIs move), and measures,
 - conflicts per method: `<<<<<<<` markers in the default (`--prefer markers`) port, per ported method.
 - super skips: in a class port, an explicit `Base.method(self, ...)` that names a vllm / vllm-ascend class where
   Python's MRO of the omni class reaches an omni class first (e.g. `NPUModelRunner.__init__` inside the AR runner).
+- undefined names: names the module of a class port (`--prefer npu`) uses but never binds (ruff's F821), e.g. a
+  parameter renamed in the signature but not at its uses.
 - false orphans: audit findings that a method has no GPU counterpart where the GPU class inherits it (another file).
 - doctor: refusals, and whether a versionless checkout gets a version (given with `@X`, or inferred and said so),
   and vllm's version read from its `__version__ = version = '...'` form.
@@ -272,6 +274,16 @@ def parses(code: str) -> bool:
     return False
 
 
+def undefined_names(code: str) -> list[str] | None:
+    "Names a module uses but never binds (ruff's F821), as 'line: message'; None where ruff is not installed."
+    ruff = shutil.which("ruff") or str(ROOT / ".venv" / "bin" / "ruff")
+    if not Path(ruff).exists(): return None
+    p = subprocess.run([ruff, "check", "--isolated", "--select", "F821", "--output-format", "json", "--stdin-filename", "port.py", "-"],
+                       input=code, capture_output=True, text=True)
+    found = load_json(p.stdout)
+    return None if found is None else [f"{d['location']['row']}: {d['message']}" for d in found]
+
+
 def conflicts_per_method(code: str) -> dict[str, int]:
     "`<<<<<<<` markers under each `def` of a (possibly unparsable) port."
     out, cur, lines = {}, "<module>", code.splitlines()
@@ -331,6 +343,7 @@ def port_job(cls: str, gpu_base: str, gpu_omni: str, npu_base: str, against: str
                 if not scores: res["refusals"] += 1; res["errors"].append("--against: no scores")
         elif not parses(j["code"]): res["unparsable"].append(p)
         if p == "npu" and klass and idx and gpu_cls: res["super_skips"] = super_skips(j["code"], gpu_cls, idx)
+        if p == "npu" and klass: res["undefined"] = undefined_names(j["code"]) or []   # a module: its names must be bound
     res["n_conflicts"] = sum(res["conflicts"].values())
     return res
 
@@ -489,6 +502,7 @@ def summarize(results: list[dict], classes) -> dict:
                 "conflicts_per_method": round(sum(r.get("n_conflicts", 0) for r in ports) / methods, 3) if methods else None,
                 "check_passed_with_gpuisms": sum(r.get("check_passed_with_gpuisms", 0) for r in rs),
                 "super_skips": sum(len(r.get("super_skips", [])) for r in rs),
+                "undefined_names": sum(len(r.get("undefined", [])) for r in rs),
                 "false_orphans": sum(len(r.get("false_orphans", [])) for r in rs),
                 "doctor_wrong_version": sum(r.get("version_ok") is False for r in rs),
                 "doctor_version_issues": sum(r["kind"] == "doctor" and not r.get("version_said") for r in rs)}
@@ -497,8 +511,8 @@ def summarize(results: list[dict], classes) -> dict:
 
 
 COLS = ("jobs", "silent_gpuisms", "silent_import_flagged", "refusals", "unparsable", "conflicts_per_method", "check_passed_with_gpuisms",
-        "super_skips", "false_orphans", "doctor_version_issues")
-HEAD = ("jobs", "silent", "(imp. fl.)", "refused", "unparsable", "confl/meth", "check 0", "super", "orphans", "version")
+        "super_skips", "undefined_names", "false_orphans", "doctor_version_issues")
+HEAD = ("jobs", "silent", "(imp. fl.)", "refused", "unparsable", "confl/meth", "check 0", "super", "undefined", "orphans", "version")
 
 
 def print_table(title: str, summary: dict):
@@ -514,7 +528,7 @@ def print_details(results: list[dict]):
         notes = [f"silent {h['symbol']} at {Path(h['file']).name}:{h['line']} ({h['via']}"
              f"{', its import flagged' if h.get('import_flagged') else ''})" for h in r.get("silent", [])]
         notes += [f"unparsable --prefer {p}" for p in r.get("unparsable", [])] + r.get("errors", []) + r.get("super_skips", [])
-        notes += [f"false orphan {x}" for x in r.get("false_orphans", [])]
+        notes += [f"false orphan {x}" for x in r.get("false_orphans", [])] + [f"undefined {x}" for x in r.get("undefined", [])]
         if r["kind"] == "doctor": notes.append(f"version {r['version']} ({r['version_from']}), expected {r['expected']}")
         if r.get("n_conflicts"): notes.append(f"{r['n_conflicts']} conflict(s): {r['conflicts']}")
         for i, n in enumerate(notes or ["ok"]):
@@ -575,7 +589,8 @@ def main(argv=None) -> int:
           "import is flagged); refused = a command "
           "that errored or answered nothing; unparsable = --prefer npu/omni outputs ast rejects; confl/meth = conflict "
           "markers per ported method; check 0 = `translate --check` exiting 0 with GPU-isms left; super = super() calls "
-          "ported to a vllm-ascend base where the MRO reaches an omni class first; orphans = audit findings that a method "
+          "ported to a vllm-ascend base where the MRO reaches an omni class first; undefined = names a class port's module "
+          "(--prefer npu) uses but never binds (ruff F821); orphans = audit findings that a method "
           "has no GPU counterpart where the GPU class inherits it; version = doctor sources with no version, a wrong one, or a guess not called inferred")
     if args.json: Path(args.json).write_text(json.dumps(report, indent=2, default=str))
     return 0

@@ -59,6 +59,8 @@ def test_conflicts_and_parse_checks(gen):
     code = "def a(self):\n<<<<<<< NPU\n    x = 1\n=======\n    x = 2\n>>>>>>> omni\n\ndef b(self):\n    return 1\n"
     assert gen.conflicts_per_method(code) == {"a": 1, "b": 0}
     assert not gen.parses(code) and gen.parses("    def a(self):\n        return 1\n")
+    found = gen.undefined_names("import os\n\nclass A:\n    def f(self, n):\n        return os.sep * num_tokens\n")
+    assert found is None or found == ["5: Undefined name `num_tokens`"]        # None: no ruff on this machine
 
 
 def test_fixture_part_report_covers_every_class(gen, tmp_path):
