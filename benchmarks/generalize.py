@@ -11,7 +11,8 @@ fresh process (so it keeps working while the library's APIs move), and measures,
   comment sits on or right above the statement. Also: `translate --check` exiting 0 while GPU-isms remain.
 - refusals: a command that errors (exit 2/3, a traceback) or answers nothing (no code, no JSON, `--against`
   without scores) for an input it should handle.
-- unparsable: `port --prefer npu` / `--prefer omni` outputs that `ast.parse` rejects.
+- unparsable: `port --prefer npu` / `--prefer omni` outputs that do not compile (`compile()`: the parser, and the
+  checks after it such as a repeated keyword argument).
 - conflicts per method: `<<<<<<<` markers in the default (`--prefer markers`) port, per ported method.
 - super skips: in a class port, an explicit `Base.method(self, ...)` that names a vllm / vllm-ascend class where
   Python's MRO of the omni class reaches an omni class first (e.g. `NPUModelRunner.__init__` inside the AR runner).
@@ -267,10 +268,10 @@ def super_skips(code: str, gpu_cls: str, idx: dict) -> list[str]:
 
 
 def parses(code: str) -> bool:
-    "Whether a module, a class or a method (indented or not) parses."
+    "Whether a module, a class or a method (indented or not) compiles (ast.parse alone lets `f(a=1, a=2)` through)."
     for text in (code, textwrap.dedent(code), "class _C:\n" + textwrap.indent(textwrap.dedent(code), "    ")):
-        try: ast.parse(text); return True
-        except SyntaxError: pass
+        try: compile(text, "<port>", "exec", dont_inherit=True); return True
+        except (SyntaxError, ValueError): pass
     return False
 
 
@@ -587,7 +588,7 @@ def main(argv=None) -> int:
     report["seconds"] = round(time.perf_counter() - t0, 1)
     print(f"\n{report['seconds']} s; silent = catalog GPU symbols left with no rewrite and no diagnostic at their statement (imp. fl.: of those, the ones whose "
           "import is flagged); refused = a command "
-          "that errored or answered nothing; unparsable = --prefer npu/omni outputs ast rejects; confl/meth = conflict "
+          "that errored or answered nothing; unparsable = --prefer npu/omni outputs that do not compile; confl/meth = conflict "
           "markers per ported method; check 0 = `translate --check` exiting 0 with GPU-isms left; super = super() calls "
           "ported to a vllm-ascend base where the MRO reaches an omni class first; undefined = names a class port's module "
           "(--prefer npu) uses but never binds (ruff F821); orphans = audit findings that a method "

@@ -59,6 +59,7 @@ def test_conflicts_and_parse_checks(gen):
     code = "def a(self):\n<<<<<<< NPU\n    x = 1\n=======\n    x = 2\n>>>>>>> omni\n\ndef b(self):\n    return 1\n"
     assert gen.conflicts_per_method(code) == {"a": 1, "b": 0}
     assert not gen.parses(code) and gen.parses("    def a(self):\n        return 1\n")
+    assert not gen.parses("def a(self):\n    return f(x=1, x=2)\n")                   # parses, but does not compile
     found = gen.undefined_names("import os\n\nclass A:\n    def f(self, n):\n        return os.sep * num_tokens\n")
     assert found is None or found == ["5: Undefined name `num_tokens`"]        # None: no ruff on this machine
 
