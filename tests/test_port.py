@@ -197,13 +197,14 @@ def test_translation_needs_the_module_imports():
     assert (d.code, d.line, d.record, d.severity) == ("ONP1002", 2, "dev.synchronize", "info")
 
 
-def test_unknown_ascend_release_uses_the_nearest_newer_rules():
+def test_unknown_ascend_release_uses_the_release_the_resolver_names():
+    "One resolver (core.catalog.resolve_release): the nearest release of the same series, else the nearest older one; ONP4104 says so."
     assert T.known_ascend("0.18.0") == "0.18.0"
-    assert T.known_ascend("0.15.5") == "0.16.0rc1"
+    assert T.known_ascend("0.15.5") == "0.15.0rc1"
     loc = _located("vllm_ascend", "0.15.5")
-    assert T.target_of(loc) == "vllm-ascend==0.16.0rc1"
+    assert T.target_of(loc) == "vllm-ascend==0.15.0rc1"
     [d] = T.target_check(loc, T.rules_for(T.target_of(loc)))
-    assert d.code == "ONP4104" and "0.15.5" in d.message
+    assert d.code == "ONP4104" and "0.15.5" in d.message and "0.15.0rc1" in d.message
     assert T.target_check(_located("vllm_ascend", "0.18.0"), T.rules_for("vllm-ascend==0.18.0")) == []
 
 

@@ -1027,17 +1027,29 @@ def test_npu_parameters_never_put_a_default_before_a_required_parameter(rules):
     assert "def _dummy_run(self, num_tokens, mode, " in t.code
 
 
-def test_records_of_newer_vllm_releases_do_not_apply_to_targets_older_than_every_pairing():
-    "A target older than every paired release: records that need a newer vllm (vllm_since) stay out; at 0.18.0 they apply."
+def test_a_target_older_than_the_catalog_is_served_by_its_first_release_and_says_so():
+    "Older than the catalog's first release: that release's records and pairing (records needing a newer vllm stay out), with a warning."
+    from omni_npu_port.core.catalog import VLLM_ASCEND_VERSIONS, parse_version
+    first = min((v for v in VLLM_ASCEND_VERSIONS if v != "main"), key=parse_version)
     newer = [p.id for p in CATALOG if p.vllm_since]
     assert newer
-    try: old = compile_rules("vllm-ascend==0.12.0rc1")
-    except ValueError as e: pytest.skip(f"the catalog refuses the target: {e}")
-    assert old.vllm is None and not [pid for pid in newer if pid in old.records]
+    old = compile_rules("vllm-ascend==0.12.0rc1")
+    assert old.release == first and "older than the catalog's first release" in old.warning
+    assert sorted(old.records) == sorted(compile_rules(f"vllm-ascend=={first}").records)
+    assert [pid for pid in newer if pid in old.records] == [pid for pid in newer if CATALOG[pid].holds_for(first, old.vllm)]
     now = compile_rules(T18)
+    assert now.warning is None and now.release == "0.18.0"
     assert [pid for pid in newer if pid in now.records] == [pid for pid in newer if CATALOG[pid].holds_for("0.18.0", now.vllm)]
     src = ("from vllm.config import CUDAGraphMode\n\n\ndef f(mode: CUDAGraphMode):\n    if mode:\n        return 1\n")
     assert "ONP2016" not in codes(_both(src, old)) and "ONP2016" in codes(_both(src, now))
+
+
+def test_cli_warns_when_the_target_is_served_by_another_release(tmp_path, capsys):
+    src = tmp_path / "r.py"
+    src.write_text("import torch\n\n\ndef f():\n    torch.cuda.synchronize()\n")
+    assert cli_main(["translate", str(src), "-o", str(tmp_path / "out"), "--target", "vllm-ascend==0.99"]) == 0
+    err = capsys.readouterr().err
+    assert "omni-npu-port translate: warning: vllm-ascend 0.99 is not a release the catalog knows" in err
 
 
 def test_cli_source_tells_reexports_by_the_sources(tmp_path, capsys):

@@ -7,8 +7,10 @@ Docs: https://omni-npu-port.github.io/omni-npu-port/cli/catalog.html.md"""
 # %% ../../nbs/cli/catalog.ipynb #7089a37f
 from __future__ import annotations
 
-from ..core.catalog import CATALOG, FAMILIES, check_choice, select_target
-from ..core.errors import UsageError
+import sys
+
+from ..core.catalog import CATALOG, FAMILIES, check_choice, resolve_target_spec, select_target
+from ..core.errors import UsageError, warning_line
 from .options import add_json, add_target
 
 DESCRIPTION = "Print the GPU→NPU pattern catalog."
@@ -40,7 +42,9 @@ def run(args) -> int:
     try:
         if args.family is not None: check_choice("family", args.family, FAMILIES)
         records = select_target(args.target, family=args.family)
+        warning = resolve_target_spec(args.target)[1].warning if args.target else None
     except ValueError as e: raise UsageError(str(e)) from None
+    if warning: print(warning_line(warning, "omni-npu-port catalog"), file=sys.stderr)
     if args.json:
         print(CATALOG.to_json(records))
         return 0

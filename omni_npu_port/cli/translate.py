@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from .options import add_output, add_target
-from ..core.errors import InputError, PortingError, UsageError
+from ..core.errors import InputError, PortingError, UsageError, warning_line
 from ..translate.rules import compile_rules
 from ..translate.run import FILE_ERRORS, examine_table, percent, translate_paths, write_report
 
@@ -93,6 +93,7 @@ def run(args) -> int:
     "Translate the sources as `args` say; 1 if --check finds GPU-isms left; an InputError if files were skipped."
     check_arguments(args)
     rules = rules_for(args)
+    if rules.warning: print(warning_line(rules.warning, "omni-npu-port translate"), file=sys.stderr)
     if args.output is not None and Path(args.output).exists() and not Path(args.output).is_dir():
         raise UsageError(f"-o {args.output}: exists and is not a folder")
     if args.jobs < 0: raise UsageError(f"--jobs {args.jobs}: give a number of processes >= 1, or 0 for one per CPU")

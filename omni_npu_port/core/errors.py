@@ -9,7 +9,7 @@ from __future__ import annotations
 
 # %% auto #0
 __all__ = ['EXIT_CODES', 'OK', 'FINDINGS', 'USAGE', 'INPUT', 'INTERRUPTED', 'PortingError', 'UsageError', 'InputError',
-           'exit_code_of', 'error_line']
+           'exit_code_of', 'error_line', 'warning_line']
 
 # %% ../../nbs/core/errors.ipynb #a0fb4af0
 EXIT_CODES = {0: "ok", 1: "findings", 2: "usage", 3: "input or environment", 130: "interrupted"}
@@ -38,3 +38,7 @@ def error_line(err: BaseException | str, prog: str = "omni-npu-port") -> str:
     "The one line every command prints on stderr for an error: `PROG: error: MESSAGE`."
     msg = "interrupted" if isinstance(err, KeyboardInterrupt) else str(err)
     return f"{prog}: error: {msg}"
+
+def warning_line(msg: str, prog: str = "omni-npu-port") -> str:
+    "The line a command prints on stderr for what it did in the user's place and they should know: `PROG: warning: MESSAGE`."
+    return f"{prog}: warning: {msg}"

@@ -14,7 +14,7 @@ import functools
 import re
 import textwrap
 
-from ..core.catalog import PAIRING, VLLM_ASCEND_VERSIONS, parse_version
+from ..core.catalog import PAIRING, VLLM_ASCEND_VERSIONS, parse_version, resolve_release
 from ..core.diagnostics import Code, Diagnostic, code_info, register
 from ..sources.readers import parse_source
 from ..translate.engine import RuleSet, compile_rules, translate_source
@@ -48,11 +48,8 @@ def rules_for(target: str | RuleSet | None = None) -> RuleSet:
     return _RULES[target]
 
 def known_ascend(version: str) -> str:
-    "The catalog's vllm-ascend version for a release: itself, else the nearest newer one it knows, else the newest."
-    known = [k for k in VLLM_ASCEND_VERSIONS if k != "main"]
-    if version in VLLM_ASCEND_VERSIONS: return version
-    up = sorted((k for k in known if parse_version(k) > parse_version(version)), key=parse_version)
-    return up[0] if up else max(known, key=parse_version)
+    "The catalog release that serves a vllm-ascend release: the one resolver, `core.catalog.resolve_release`."
+    return resolve_release(version).used
 
 def target_of(npu: Located) -> str | None:
     "The translator target for an NPU base source: `vllm-ascend==X` for its version (as the catalog knows it)."
@@ -62,7 +59,8 @@ def target_check(npu: Located, rules: RuleSet) -> list[Diagnostic]:
     "ONP4104 when the NPU base's vllm-ascend release is not one the catalog knows and a neighbour's rules are used."
     if npu.package != "vllm_ascend" or not npu.version or npu.version == rules.vllm_ascend: return []
     if f"vllm-ascend=={known_ascend(npu.version)}" != rules.target: return []
-    return [port_diagnostic("ONP4104", f"{code_info('ONP4104').title}: vllm-ascend {npu.version} → rules of {rules.vllm_ascend}", None, "info")]
+    why = resolve_release(npu.version).warning or f"vllm-ascend {npu.version} → rules of {rules.vllm_ascend}"
+    return [port_diagnostic("ONP4104", f"{code_info('ONP4104').title}: {why}", None, "info")]
 
 # %% ../../nbs/port/translation.ipynb #edf6fd80
 _SEVERITY = {"rewrite": "info", "manual": "warning", "unsupported": "error", "error": "error"}
@@ -180,7 +178,7 @@ def pairing_check(gpu_base: Located, npu_base: Located) -> list[Diagnostic]:
     "A warning with the pairing table when the vllm and vllm-ascend sources are not a released pair."
     gv, nv = gpu_base.version, npu_base.version
     if gpu_base.package != "vllm" or npu_base.package != "vllm_ascend" or not gv or not nv: return []
-    paired = PAIRING.get(nv)
+    paired = PAIRING.get(resolve_release(nv).used)   # a release the catalog lacks: the one serving it (ONP4104 says so)
     if paired and paired[0] == gv: return []
     table = "; ".join(f"vllm-ascend {a} ↔ vllm {b}" for a, (b, _) in PAIRING.items())
     why = (f"vllm-ascend {nv} pairs with vllm {paired[0]}, not {gv}" if paired else

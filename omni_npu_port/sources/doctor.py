@@ -15,7 +15,8 @@ import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..core.catalog import CATALOG, PAIRING, TORCH_NPU_PINS, VLLM_ASCEND_VERSIONS, VLLM_VERSIONS, parse_version
+from ..core.catalog import (CATALOG, PAIRING, TORCH_NPU_PINS, VLLM_ASCEND_VERSIONS, VLLM_VERSIONS, parse_version,
+                                        resolve_release)
 from ..core.errors import InputError, UsageError
 from .conformance import CHANGED, MISSING, NA, OK, Conformance, conformance, conformance_table, summary
 from .fetch import FetchError
@@ -49,12 +50,11 @@ def cann_env_warning(versions: dict, env=None) -> str | None:
 def pairing_warning(vllm_ascend: str | None, vllm: str | None) -> str | None:
     "A warning when the vllm / vllm-ascend pair does not match the catalog's PAIRING table."
     if not vllm_ascend or not vllm: return None
-    pair = PAIRING.get(vllm_ascend)
-    if pair is None:
-        known = [k for k in PAIRING if parse_version(k).release == parse_version(vllm_ascend).release]
-        if not known: return f"vllm-ascend {vllm_ascend} is not in the pairing table; the catalog knows {', '.join(PAIRING)}"
-        pair = PAIRING[known[0]]
-    if parse_version(pair[0]) == parse_version(vllm): return None
+    served = resolve_release(vllm_ascend)   # the one resolver: a release the catalog lacks is served by a named one
+    pair = PAIRING.get(served.used)
+    if pair is not None and parse_version(pair[0]) == parse_version(vllm): return None
+    if pair is None or served.warning:
+        return f"vllm-ascend {vllm_ascend} is not in the pairing table: " + (served.warning or f"the catalog knows {', '.join(PAIRING)}")
     return f"vllm {vllm} does not pair with vllm-ascend {vllm_ascend}, which is built against vllm {pair[0]}"
 
 def torch_npu_warning(vllm_ascend: str | None, torch_npu: str | None) -> str | None:

@@ -88,7 +88,7 @@ class AttentionFlags(Rule):
         if p is None or not isinstance(f, cst.Attribute) or f.attr.value != leaf_name(p.npu_symbol) or not self.ctx.in_runner(): return
         if (s := self.rules.rec("attn.state-select")) is not None:
             self.ctx.diag("ONP2010", s.title + " (before this call)", node, s.id, s.npu)
-        try: accepted = self.rules.catalog.params_for(p.npu_symbol, vllm_ascend=self.rules.vllm_ascend)
+        try: accepted = self.rules.catalog.params_for(p.npu_symbol, vllm_ascend=self.rules.release or self.rules.vllm_ascend)
         except KeyError: return
         if not accepted: return   # no parameter list at this version: unknown, not "takes none"
         extra = [a.keyword.value for a in node.args if a.keyword and a.keyword.value not in accepted]

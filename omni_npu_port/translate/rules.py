@@ -15,7 +15,8 @@ from pathlib import Path
 
 import libcst as cst
 
-from ..core.catalog import CATALOG, FAMILIES, KINDS, PAIRING, Catalog, Pattern, parse_target, parse_version
+from ..core.catalog import (CATALOG, FAMILIES, KINDS, PAIRING, Catalog, Pattern, parse_target, parse_version,
+                                        resolve_release)
 from ..core.errors import InputError, UsageError
 from ..core.io import load_toml
 from ..runtime.forward_context import keyword_rule
@@ -40,10 +41,9 @@ def parent_name(symbol: str) -> str:
     return symbol.rsplit(".", 1)[0]
 
 def paired_vllm(vllm_ascend: str) -> str | None:
-    "The vllm release paired with a vllm-ascend version (the nearest paired release at or below it)."
-    v = parse_version(vllm_ascend)
-    paired = sorted((parse_version(a), b[0]) for a, b in PAIRING.items() if parse_version(a) <= v)
-    return paired[-1][1] if paired else None
+    "The vllm release paired with the catalog release that serves a vllm-ascend version (`resolve_release`)."
+    pair = PAIRING.get(resolve_release(vllm_ascend).used)
+    return pair[0] if pair else None
 
 @functools.lru_cache(maxsize=512)   # trees are immutable: the rules read the same records' code for every file
 def snippet_tree(code: str):
@@ -79,6 +79,8 @@ class RuleSet:
     methods: dict = field(default_factory=dict)      # method name -> MethodRule
     unsupported: dict = field(default_factory=dict)  # gpu qualified name -> record
     runner_bases: tuple = ()                         # GPU runner class names (omni runners derive from them)
+    release: str | None = None                       # the catalog release whose records serve the target
+    warning: str | None = None                       # why that release is not the target itself (None: it is)
     _prefilter: object = None
     resolve: object = field(default=None, compare=False, repr=False)  # optional: dotted name -> where it is defined (`reexport_of`)
     _memo: dict = field(default_factory=dict, compare=False, repr=False)  # what rules derive from the records, computed once (`once_per_rules`)
@@ -162,11 +164,13 @@ def compile_rules(target: str | None = None, rules: list | tuple = (), catalog: 
     if pkg != "vllm-ascend": raise ValueError(f"translate needs a vllm-ascend target (vllm-ascend==X), not {target!r}")
     cat = catalog or CATALOG
     for path in rules: cat = merge_rules(cat, load_rule_file(path), str(path))
-    vllm = paired_vllm(ver)
-    # older than every paired release: its vllm is older than every paired vllm, so a record that needs a vllm
-    # from some release on (vllm_since) cannot be shown to hold and is left out; one that ends (vllm_until) holds
-    records = cat.select(vllm_ascend=ver, vllm=vllm if vllm is not None else "0")
-    rs = RuleSet(target, ver, vllm, cat, {p.id: p for p in records}, resolve=resolve)
+    # a version the catalog does not know is served by the release `resolve_release` names, and says so
+    release, warning = resolve_release(ver)
+    vllm = paired_vllm(release)
+    # no pairing: a record that needs a vllm from some release on (vllm_since) cannot be shown to hold and is
+    # left out; one that ends (vllm_until) holds
+    records = cat.select(vllm_ascend=release, vllm=vllm if vllm is not None else "0")
+    rs = RuleSet(target, ver, vllm, cat, {p.id: p for p in records}, resolve=resolve, release=release, warning=warning)
     for p in records:
         if p.kind in _MAPPING_KINDS and p.gpu_symbol and p.npu_symbol:
             rs.symbols.setdefault(p.gpu_symbol, []).append(p)
@@ -177,8 +181,8 @@ def compile_rules(target: str | None = None, rules: list | tuple = (), catalog: 
         if ps[0].kind == "rename" and leaf_name(g) == leaf_name(n) and parent_name(g) != parent_name(n):
             per_ns.setdefault((parent_name(g), parent_name(n)), []).append(g)
     rs.namespaces = {g: n for (g, n), members in per_ns.items() if len(members) >= 2}
-    rs.keywords = keyword_rules(records, rs.symbols, cat, ver)
-    rs.methods = method_rules(records, cat, ver)
+    rs.keywords = keyword_rules(records, rs.symbols, cat, release)
+    rs.methods = method_rules(records, cat, release)
     rs.runner_bases = tuple(sorted({leaf_name(parent_name(p.gpu_symbol)) for p in records if p.kind == "signature-change"
                                     and p.gpu_symbol and leaf_name(p.gpu_symbol) in rs.methods}))
     return rs

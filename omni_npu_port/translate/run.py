@@ -112,7 +112,7 @@ class Run:
         "The JSON report."
         from omni_npu_port import __version__
         return {"tool": "omni-npu-port translate", "version": __version__, "target": self.rules.target,
-                "vllm": self.rules.vllm, "mode": self.mode, "totals": self.totals(), "codes": self.codes(),
+                "release": self.rules.release, "target_warning": self.rules.warning, "vllm": self.rules.vllm, "mode": self.mode, "totals": self.totals(), "codes": self.codes(),
                 "docs": DOCS_BASE, "files": [f.to_dict() for f in self.files]}
 
 # %% ../../nbs/translate/run.ipynb #4d13b160
