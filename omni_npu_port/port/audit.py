@@ -21,7 +21,7 @@ from ..core.diagnostics import Code, Diagnostic, code_info, register
 from ..core.errors import InputError
 from ..core.profile import target_release
 from ..sources.readers import PACKAGES, SourceTree
-from ..sources.symbols import IGNORED_BASES, SymbolIndex, absolute_module, binds, defined_in, resolve, top_level
+from ..sources.symbols import IGNORED_BASES, SymbolIndex, c3_merge, absolute_module, binds, defined_in, resolve, top_level
 from ..translate.engine import RuleSet
 from .locate import PortError, method_text, open_tree, own_methods
 from .merge import FENCE_RE, INLINE_MARK, LineMatcher
@@ -145,16 +145,6 @@ class RunnerClass:
     bases: list = field(default_factory=list)   # RunnerClass | str (where its import leads, else as written)
     def __repr__(self): return f"{self.module}.{self.name}"
 
-def _c3(seqs: list[list]) -> list | None:
-    "Python's C3 merge; None when no consistent order exists."
-    seqs, out = [list(s) for s in seqs if s], []
-    while seqs:
-        head = next((s[0] for s in seqs if not any(s[0] in t[1:] for t in seqs)), None)
-        if head is None: return None
-        out.append(head)
-        seqs = [t for t in ([x for x in s if x != head] for s in seqs) if t]
-    return out
-
 # %% ../../nbs/port/audit.ipynb #ed976802
 class ClassGraph:
     "The classes of one side: bases resolved as Python resolves them (imports, re-exports) across files and packages."
@@ -200,7 +190,7 @@ class ClassGraph:
         if c not in self._mro:
             self._mro[c] = [c]   # a cycle ends here
             seqs = [self.mro(b) if isinstance(b, RunnerClass) else [b] for b in c.bases]
-            merged = _c3(seqs + [list(c.bases)])
+            merged = c3_merge(seqs + [list(c.bases)])
             self._mro[c] = [c] + (merged if merged is not None else list(dict.fromkeys(x for s in seqs for x in s)))
         return self._mro[c]
 

@@ -20,7 +20,7 @@ from .readers import SourceError, SourceTree, open_source, open_source_spec
 
 # %% auto #0
 __all__ = ['IGNORED_BASES', 'ResolvedSymbol', 'Unresolved', 'top_level', 'binds', 'dunder_all', 'absolute_module', 'source_label',
-           'SymbolIndex', 'as_index', 'class_bases', 'Mro', 'mro', 'class_attr', 'resolve', 'defined_in',
+           'SymbolIndex', 'as_index', 'class_bases', 'Mro', 'c3_merge', 'mro', 'class_attr', 'resolve', 'defined_in',
            'class_member', 'class_members', 'module_classes', 'derived_classes', 'SourceExpr', 'signature_from_ast',
            'symbol_signature', 'signature', 'Binding', 'check_call']
 
@@ -305,8 +305,8 @@ class Mro:
 # %% ../../nbs/sources/symbols.ipynb #5affaaf2
 def _key(e) -> tuple: return ("class", e.module, e.path) if e else ("missing", e.target or e.qualname)
 
-def _c3(seqs: list[list]) -> list | None:
-    "Python's C3 merge of key sequences; None when no consistent order exists."
+def c3_merge(seqs: list[list]) -> list | None:
+    "Python's C3 merge of sequences (of any hashable keys): the MRO order; None when no consistent order exists."
     seqs, out = [list(s) for s in seqs if s], []
     while seqs:
         head = next((s[0] for s in seqs if not any(s[0] in t[1:] for t in seqs)), None)
@@ -325,7 +325,7 @@ def _linearize(ix: SymbolIndex, cls: ResolvedSymbol, stack: tuple, known: dict) 
         if b: lin, e = _linearize(ix, b, stack + (k,), known); err = err or e
         else: known[_key(b)] = b; lin = [_key(b)]
         seqs.append(lin)
-    merged = _c3(seqs + [[_key(b) for b in bases]])
+    merged = c3_merge(seqs + [[_key(b) for b in bases]])
     if merged is None:
         err = err or f"cannot create a consistent method resolution order for {cls.dotted} (bases {', '.join(_key(b)[-1] for b in bases)})"
         merged = list(dict.fromkeys(x for s in seqs for x in s))
