@@ -1264,12 +1264,15 @@ def test_super_stays_where_it_already_reaches_the_npu_side():
     assert "ONP4021" in codes(res) and "torch.npu.Stream()" in res.code
 
 
-def test_explicit_call_names_the_nearest_npu_side_class():
+def test_explicit_call_names_the_class_pythons_mro_reaches():
     f = FIX / "super_landing.py"
     assert "NPUModelRunner.__init__(self" in P.port_method(*landing_inputs()).code   # the default class: (omni, NPU base)
+    # in MixedNPUModelRunner(GPUARModelRunner, OmniNPUModelRunner) super() from GPUARModelRunner reaches
+    # OmniGPUModelRunner.__init__ first: the port calls it (ONP4024), never skipping it for an NPU-side class
     res = P.port_method(*landing_inputs(), into=L.locate(f"{f}:MixedNPUModelRunner", False))
-    assert "OmniNPUModelRunner.__init__(self, config, device)" in res.code and res.style == "super-call"
-    assert "    NPUModelRunner.__init__" not in res.code
+    assert "OmniGPUModelRunner.__init__(self, config, device)" in res.code and res.style == "super-call"
+    assert "NPUModelRunner.__init__" not in res.code.replace("OmniGPUModelRunner.__init__", "")
+    assert "ONP4024" in codes(res)
 
 
 def test_cli_into(capsys):
@@ -1310,3 +1313,59 @@ def test_cli_source_and_into_do_not_go_with_update(capsys):
     pg, pn, go = upd_specs("_dummy_run")
     rc, _, err = run_port(["--update", "--prev-gpu", pg, "--prev-npu", pn, "--gpu-omni", go, "--into", pn.rsplit(".", 1)[0]], capsys)
     assert rc == 2 and "--into go with a port" in err
+
+
+# ---- issue 13 (C3): super() never skips an intermediate omni class; bodies use the signature they get; compile()
+def _levels(name, method=None):
+    return L.locate(f"{FIX / 'super_levels.py'}:{name}" + (f".{method}" if method else ""), False)
+
+
+def _free_names(fn_code: str, module_names=("NPUModelRunner",)) -> set:
+    "Names a method loads that it neither takes nor binds (builtins, self and the module's classes aside)."
+    import builtins
+    fn = ast.parse(textwrap.dedent(fn_code)).body[0]
+    params = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
+    bound = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    used = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    return used - params - bound - set(dir(builtins)) - {"self", *module_names}
+
+
+def test_class_port_super_reaches_the_intermediate_omni_class():
+    res = K.port_class(_levels("GPUModelRunner"), _levels("GPUDiffModelRunner"), _levels("NPUModelRunner"), prefer="npu")
+    compile(res.code, "<port>", "exec")
+    fwd = next(n for n in ast.walk(ast.parse(res.code)) if isinstance(n, ast.FunctionDef) and n.name == "_model_forward")
+    called = {ast.unparse(c.func) for c in ast.walk(fwd) if isinstance(c, ast.Call)}
+    # Python's MRO of the ported class reaches GPUGenModelRunner._model_forward from GPUDiffModelRunner's: never skip it
+    assert "GPUGenModelRunner._model_forward" in called and "NPUModelRunner._model_forward" not in called
+    assert "ONP4024" in [d.code for d in res.diagnostics]
+
+
+def test_super_target_starts_after_the_class_the_method_comes_from():
+    K_mro = K.generated_mro("P", _levels("GPUDiffModelRunner"), _levels("NPUModelRunner"))
+    assert [c.name for c in K_mro] == ["P", "GPUDiffModelRunner", "GPUGenModelRunner", "OmniGPUModelRunner",
+                                       "NPUModelRunner", "GPUModelRunner"]
+    gpu_side = {"GPUDiffModelRunner", "GPUGenModelRunner", "OmniGPUModelRunner"}
+    t = S.super_target(K_mro, "_dummy_run", gpu_side, owner="OmniGPUModelRunner")
+    assert (t.reached, t.wanted, t.after, t.keep) == ("NPUModelRunner", "NPUModelRunner", "OmniGPUModelRunner", False)
+
+
+def test_adopted_npu_signature_renames_the_bodys_uses_of_renamed_parameters():
+    res = P.port_method(_levels("GPUModelRunner", "_dummy_run"), _levels("OmniGPUModelRunner", "_dummy_run"),
+                        _levels("NPUModelRunner", "_dummy_run"), super_style="call")
+    assert "aclgraph_runtime_mode" in res.code.splitlines()[0]
+    assert not _free_names(res.code), res.code
+    assert not re.search(r"(\w+)=.*\b\1=", res.code)         # no keyword argument twice in the base call
+    compile(textwrap.dedent(res.code), "<port>", "exec")
+
+
+def test_a_body_using_a_parameter_the_npu_signature_lacks_keeps_its_signature():
+    omni = "def _dummy_run(self, num_tokens, extra_flag=None):\n    return super()._dummy_run(num_tokens, extra_flag=extra_flag)\n"
+    npu = "def _dummy_run(self, num_tokens, with_prefill=False):\n    return num_tokens\n"
+    lines, d = S.port_super_call(omni, npu, omni, "NPUModelRunner")
+    assert not _free_names("\n".join(lines)) and "ONP4005" not in [x.code for x in d]
+
+
+def test_the_port_checks_by_compiling_a_repeated_keyword_is_an_error():
+    d = P.parse_check("def f(self):\n    return g(a=1, a=2)\n", "f")
+    assert [x.code for x in d] == ["ONP4006"] and d[0].severity == "error"
+    assert P.parse_check("def f(self):\n    return g(a=1, b=2)\n", "f") == []

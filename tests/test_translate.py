@@ -909,7 +909,7 @@ def test_reexported_gpu_symbol_is_flagged_never_silent(rules):
     t = _both(src, rules)
     fc = gpu("fc.import")
     flagged = [(d.line, d.message) for d in t.diagnostics if d.code == "ONP2020"]
-    assert [line for line, _ in flagged] == [2, 4, 14]        # the import, the star import, module_alias.name
+    assert [line for line, _ in flagged] == [2, 4, 12, 14]    # the import, the star import, its use, module_alias.name
     assert all(fc in m for _, m in flagged)
     # device-generic torch names and the NPU side's own names are not GPU symbols re-exported
     assert not any(d.line in (5, 6) for d in t.diagnostics)
@@ -924,7 +924,7 @@ def test_check_prints_one_line_per_finding_and_fails(tmp_path, capsys):
     assert main([str(f), "--check", "--target", T18, "-q", "--report", str(rep)]) == 1
     out = capsys.readouterr().out.splitlines()
     assert out and all(l.startswith(f"{f}:") and l.split(": ", 1)[1].startswith("ONP") for l in out)
-    assert [l.split(":")[1] for l in out] == ["2", "4", "14"]
+    assert [l.split(":")[1] for l in out] == ["2", "4", "12", "14"]
     assert json.loads(rep.read_text())["totals"]["pending"] == len(out)
 
 
@@ -1061,3 +1061,28 @@ def test_cli_source_tells_reexports_by_the_sources(tmp_path, capsys):
     assert f"import {leaf(npu('fc.import'))}" in code and "gpu_runner.set_forward_context" not in code
     assert code.count("# ONP2020") == 1                                   # the star import only
     assert main([str(f), "--check", "--target", T18, "-q", "--source", str(tmp_path / "missing")]) == 3
+
+
+def test_uses_of_names_a_star_import_of_another_vllm_module_may_bind_are_flagged(rules):
+    "No source at hand: each use of a catalog leaf a `from vllm.x import *` may bind is flagged where it is used."
+    src = (FIX / "star_reexport.py").read_text()
+    t = _both(src, rules)
+    flagged = {(d.line, d.message.split(" ", 1)[0]) for d in t.diagnostics if d.code == "ONP2020"}
+    lines = src.splitlines()
+    uses = {(i + 1, w) for i, l in enumerate(lines) for w in ("set_forward_context", "CUDAGraphWrapper")
+            if w + "(" in l or l.strip() == f"return {w}  # noqa: F405"}
+    assert flagged == uses and len(uses) == 3                  # the two calls and the bare use; not the string
+    assert not any("graph_capture" in d.message for d in t.diagnostics)   # a parameter of that name is local
+    code_lines = lambda text: [l for l in text.splitlines() if not l.lstrip().startswith("#")]
+    assert code_lines(t.code) == code_lines(src)
+
+
+def test_a_source_resolves_what_a_star_import_binds(tmp_path):
+    "With the re-exporting module's source: the catalog symbol it re-exports is rewritten, its own same-named class is not."
+    from omni_npu_port.sources.symbols import SymbolIndex
+    rs = compile_rules(T18, resolve=SymbolIndex.open(str(FIX / "star_src")).resolve)
+    t = tr((FIX / "star_reexport.py").read_text(), rs)
+    assert "ONP2020" not in codes(t) and "ONP9007" not in codes(t)
+    assert f"import {leaf(npu('fc.import'))}" in t.code and f"with {leaf(npu('fc.import'))}(" in t.code
+    assert "CUDAGraphWrapper(runner.model)" in t.code and f"return {leaf(npu('fc.import'))}" in t.code
+    assert '"set_forward_context"' in t.code                  # strings stay

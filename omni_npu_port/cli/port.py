@@ -151,7 +151,8 @@ def run_port(args: argparse.Namespace, need: bool) -> tuple[PortResult, list[Loc
         _no_methods([args.gpu_base, args.gpu_omni, args.npu_base, *args.gpu_history, *([args.into] if args.into else [])])
         locs = [locate(s, False, extra) for s in (args.gpu_base, args.gpu_omni, args.npu_base)]
         res = port_class(*locs, super_style=args.super_style, target=args.target, class_name=args.class_name,
-                         prefer=args.prefer, history=history, format=args.format, line_length=args.line_length)
+                         prefer=args.prefer, history=history, format=args.format, line_length=args.line_length,
+                         into=into)
         return res, locs
     go = locate(args.gpu_omni, True, extra)     # a method the omni class lacks: the error lists those it has
     gb, nb = _class_at(args.gpu_base, args.source), _class_at(args.npu_base, extra)

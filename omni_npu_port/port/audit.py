@@ -326,7 +326,7 @@ def pair_runners(gpu: Runners, npu: Runners) -> RunnerPairs:
 
 # %% ../../nbs/port/audit.ipynb #583b703d
 def audit_rules(target: str | None = None, npu_base: SourceTree | None = None) -> tuple[RuleSet, list[Diagnostic]]:
-    "The translator rules the checks use, chosen as port chooses them: `--target` (X or vllm-ascend==X), else the `--npu-base` release, else the profile's; a release the catalog lacks gets the nearest release's rules and says so (ONP4104)."
+    "The translator rules the checks use, chosen as port chooses them: `--target` (X or vllm-ascend==X), else the `--npu-base` release, else the profile's; a release the catalog lacks gets the rules of the release core.catalog.resolve_release names, and says so (ONP4104)."
     source = npu_base.version if npu_base is not None and npu_base.package == "vllm_ascend" else None
     try:
         version = target_release(target, source)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from ..core.diagnostics import Code, code_info, register
 from ..core.io import gc_paused
 from ..translate.engine import RuleSet, translate_source
-from .locate import Located, class_mro, method_located, own_methods, port_diagnostic
+from .locate import Located, MroClass, class_mro, mro_merge, method_located, own_methods, port_diagnostic
 from .translation import module_imports, pairing_check, rules_for, target_check, target_of
 from .translation import translate_code, translate_located, translate_methods
 from .supercalls import extends_by_super, param_names
@@ -29,7 +29,7 @@ from .method import PortResult, parse_check, port_method
 
 # %% auto #0
 __all__ = ['ported_class_name', 'ClassPlan', 'needs_translation', 'accepts_npu_calls', 'omni_overrides', 'plan_class',
-           'port_class']
+           'generated_mro', 'port_class']
 
 # %% ../../nbs/port/classes.ipynb #f70dcdde
 def ported_class_name(omni_cls: str) -> str:
@@ -134,12 +134,22 @@ def _translated_imports(loc: Located, rules: RuleSet) -> str:
     t = translate_source(head, rules, path="<port imports>", comments=False)
     return t.code if t.error is None else head
 
+# %% ../../nbs/port/classes.ipynb #8ef2bf71
+def generated_mro(cname: str, gpu_omni: Located, npu_base: Located) -> list[MroClass]:
+    "The MRO of the class a class port writes, `class cname(OmniX, NPUBase)`: Python's C3 merge of the two MROs."
+    a, b = class_mro(gpu_omni), class_mro(npu_base)
+    by = {c.name: c for c in b} | {c.name: c for c in a}
+    order = mro_merge([[c.name for c in a], [c.name for c in b], [a[0].name, b[0].name]])
+    return [MroClass(cname, None)] + [by[n] for n in order]
+
+
 # %% ../../nbs/port/classes.ipynb #557bec93
 @gc_paused()
 def port_class(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_style: str = "auto",
                target: str | RuleSet | None = None, class_name: str | None = None, prefer: str = "markers",
-               history: list[Located] = (), format: str | None = None, line_length: int | None = None) -> PortResult:
-    "Port every omni override of a class; returns a module with its imports (`history`: older GPU base classes; `format`: ruff)."
+               history: list[Located] = (), format: str | None = None, line_length: int | None = None,
+               into: Located | None = None) -> PortResult:
+    "Port every omni override of a class; returns a module with its imports (`history`: older GPU base classes; `format`: ruff; `into`: the class the methods land in instead of the generated one)."
     if format: ruff_bin()
     t0 = time.perf_counter()
     ll, settings = format_options(gpu_omni, line_length) if format else (None, {})
@@ -147,10 +157,13 @@ def port_class(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_st
     plan = plan_class(gpu_base, gpu_omni, npu_base, rules)
     diags = pairing_check(gpu_base, npu_base) + target_check(npu_base, rules)
     bodies, styles, npu_srcs = [], {}, {}
+    cname = class_name or ported_class_name(gpu_omni.cls_node.name)
+    landing = class_mro(into) if into is not None else generated_mro(cname, gpu_omni, npu_base)
     for name in plan.port:
         r = port_method(method_located(gpu_base, name), method_located(gpu_omni, name),
                         method_located(npu_base, name), super_style, rules, prefer=prefer,
-                        history=[m for h in history if (m := method_located(h, name))], format=format, line_length=ll)
+                        history=[m for h in history if (m := method_located(h, name))], format=format, line_length=ll,
+                        landing=landing)
         diags += [d for d in r.diagnostics if d.code not in ("ONP4101", "ONP4104")]
         bodies.append(r.code); styles[name] = r.style
         if r.style == "super-call": npu_srcs[name] = method_located(npu_base, name).method_source
@@ -162,7 +175,6 @@ def port_class(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_st
                  [dataclasses.replace(x, where=x.where or name) for x in d]
         bodies.append(new); styles[name] = "omni-only"
     omni_cls, npu_cls = gpu_omni.cls_node.name, npu_base.cls_node.name
-    cname = class_name or ported_class_name(omni_cls)
     defs = omni_definitions(gpu_omni, gpu_base)
     diags = refit_overrides(diags, dict(zip(plan.port + plan.translate, bodies)), npu_srcs,
                              {n: fn for n, (_, fn) in defs.items()}, cname, {n: o for n, (o, _) in defs.items()})

@@ -19,12 +19,12 @@ from ..core.diagnostics import Diagnostic
 from ..core.errors import UsageError
 from ..core.io import gc_paused
 from ..sources.readers import PACKAGES, SourceError, SourceTree, open_source
-from ..sources.symbols import SymbolIndex, mro, resolve
+from ..sources.symbols import SymbolIndex, c3_merge, mro, resolve
 
 # %% auto #0
 __all__ = ['PortError', 'port_diagnostic', 'MethodSpec', 'parse_spec', 'Located', 'method_text', 'close_matches', 'own_methods',
-           'top_classes', 'MroClass', 'source_index', 'open_extra', 'class_mro', 'class_methods', 'method_located',
-           'missing_method', 'open_tree', 'locate']
+           'top_classes', 'MroClass', 'mro_merge', 'source_index', 'open_extra', 'class_mro', 'class_methods',
+           'method_located', 'missing_method', 'open_tree', 'locate']
 
 # %% ../../nbs/port/locate.ipynb #108d3b9b
 class PortError(UsageError, ValueError):
@@ -172,15 +172,11 @@ class MroClass:
     text: str = ""
     package: str | None = None
 
-def _c3(seqs: list[list[str]]) -> list[str]:
-    "Python's C3 merge of name sequences (depth-first where no consistent order exists)."
-    seqs, out = [list(s) for s in seqs if s], []
-    while seqs:
-        head = next((s[0] for s in seqs if not any(s[0] in t[1:] for t in seqs)), None)
-        if head is None: return out + [x for x in dict.fromkeys(x for s in seqs for x in s) if x not in out]
-        out.append(head)
-        seqs = [t for t in ([x for x in s if x != head] if s[0] == head else s for s in seqs) if t]
-    return out
+def mro_merge(seqs: list[list[str]]) -> list[str]:
+    "Python's C3 merge of name sequences (`sources.symbols.c3_merge`); where no consistent order exists (Python would"
+    " refuse the class) the names in first-seen order, so a port still has an order to read."
+    merged = c3_merge(seqs)
+    return merged if merged is not None else list(dict.fromkeys(x for s in seqs for x in s))
 
 def _lone_mro(name: str, files: list[tuple[str, str, dict]], found: dict, stack: tuple = ()) -> list[str]:
     "The MRO (names) of a class of lone files, bases found by name in the files in order; `found` fills name → MroClass."
@@ -190,7 +186,7 @@ def _lone_mro(name: str, files: list[tuple[str, str, dict]], found: dict, stack:
     found[name] = MroClass(name, hit[2], hit[0], hit[1], None)
     bases = [ast.unparse(b.value if isinstance(b, ast.Subscript) else b).split(".")[-1] for b in hit[2].bases]
     bases = [b for b in bases if b not in ("object", "ABC", "Generic", "Protocol")]
-    return [name] + _c3([_lone_mro(b, files, found, stack + (name,)) for b in bases] + [bases])
+    return [name] + mro_merge([_lone_mro(b, files, found, stack + (name,)) for b in bases] + [bases])
 
 _INDEXES: dict = {}
 

@@ -27,7 +27,7 @@ __all__ = ['PortResult', 'parse_check', 'kept_omni_diagnostics', 'gpu_side_owner
 
 # %% ../../nbs/port/port.ipynb #c7910ad8
 register(
-    Code("ONP4006", "does-not-parse", "the ported method does not parse (unresolved conflict markers or a fence inside a string)",
+    Code("ONP4006", "does-not-parse", "the ported method does not compile (unresolved conflict markers, a fence inside a string, a repeated keyword argument)",
          "error", "fix the line the message names", "port/port.ipynb", "port"),
 )
 
@@ -45,10 +45,10 @@ class PortResult:
     def conflicts(self) -> int: return sum(d.code == "ONP4001" for d in self.diagnostics)
 
 def parse_check(code: str, name: str) -> list[Diagnostic]:
-    "ONP4006 (error) when the ported code does not parse; [] when it does."
-    try: ast.parse(textwrap.dedent(code))
-    except SyntaxError as e:
-        return [port_diagnostic("ONP4006", f"{code_info('ONP4006').title}: {e.msg}", e.lineno, "error", where=name)]
+    "ONP4006 (error) when the ported code does not compile (`compile()`: `f(a=1, a=2)` parses but does not); [] when it does."
+    try: compile(textwrap.dedent(code), "<port>", "exec", dont_inherit=True)
+    except (SyntaxError, ValueError) as e:
+        return [port_diagnostic("ONP4006", f"{code_info('ONP4006').title}: {getattr(e, 'msg', str(e))}", getattr(e, "lineno", None), "error", where=name)]
     return []
 
 def kept_omni_diagnostics(tdiags: list[Diagnostic], omni_lines: list[str], out_lines: list[str], origins: list[str],
@@ -121,18 +121,18 @@ def _npu_side(gpu_base: Located, npu_base: Located, name: str) -> tuple[Located,
            f" ({npu_base.owner_module})")
     return npu_base, True, [port_diagnostic("ONP4022", msg, None, "info")]
 
-def _landing(into: Located, gpu_omni: Located, npu_base: Located, name: str):
-    "What super().name reaches in the class the port lands in, and what it should (the omni GPU side is what the NPU MRO lacks)."
+def _landing(landing: list, gpu_omni: Located, npu_base: Located, name: str):
+    "What super().name reaches in the class the port lands in (its MRO), from the omni class the method comes from, and what it should (the omni GPU side is what the NPU MRO lacks)."
     gpu_side = {c.name for c in class_mro(gpu_omni)} - {c.name for c in class_mro(npu_base)}
-    return super_target(class_mro(into), name, gpu_side)
+    return super_target(landing, name, gpu_side, gpu_omni.owner)
 
 # %% ../../nbs/port/port.ipynb #6fc63360
 @gc_paused()
 def port_method(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_style: str = "auto",
                 target: str | RuleSet | None = None, fence: bool = True, prefer: str = "markers",
                 history: list[Located] = (), format: str | None = None, line_length: int | None = None,
-                into: Located | None = None) -> PortResult:
-    "Port one omni method onto the NPU base: three-way merge, super()-extension port, or translation alone (`into`: the class the port lands in)."
+                into: Located | None = None, landing: list | None = None) -> PortResult:
+    "Port one omni method onto the NPU base: three-way merge, super()-extension port, or translation alone (`into`: the class the port lands in; `landing`: its MRO, as a class port builds it)."
     if format: ruff_bin()                 # no ruff: say so before the work
     name = gpu_omni.method_node.name
     rules = rules_for(target or (target_of(npu_base) if npu_base else None))
@@ -146,10 +146,14 @@ def port_method(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_s
     npu = done[2][0] if inherited else npu_base.method_source   # a method of the GPU side is GPU code: translated
     diags += pairing_check(gpu_base, npu_base) + target_check(npu_base, rules) + [d for d in bdiags if d.code == "ONP4102"]
     style, origins, skip = "merge", [], set()
-    reach = _landing(into, gpu_omni, npu_base, name) if into is not None else None
+    if landing is None and into is not None: landing = class_mro(into)
+    reach = _landing(landing, gpu_omni, npu_base, name) if landing else None
     if extends_by_super(omni_t) and reach is not None and reach.keep:
-        (lines, d2), style = super_kept(omni_t, reach, into.cls_node.name), "super-kept"
+        (lines, d2), style = super_kept(omni_t, reach, landing[0].name), "super-kept"
         origins = ["omni"] * len(lines)
+    elif extends_by_super(omni_t) and reach is not None and reach.intermediate:   # an omni class comes first: call it
+        lines, d2 = port_super_call(omni_t, npu, base_t, reach.reached, adopt=False)
+        style, origins, skip = "super-call", ["omni"] * len(lines), _super_spans(omni_t)
     elif extends_by_super(omni_t):
         res, skip = None, _super_spans(omni_t)
         if reach is not None and reach.wanted: npu_cls = reach.wanted       # the NPU side's nearest definer, never past it

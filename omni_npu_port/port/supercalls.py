@@ -17,8 +17,8 @@ from .merge import FENCE_TEXT, INLINE_MARK, indent_of
 
 # %% auto #0
 __all__ = ['super_calls', 'extends_by_super', 'param_names', 'body_start', 'node_text', 'signature_choice', 'def_header',
-           'port_super_call', 'inlinable_call', 'walk_no_nested', 'port_super_inline', 'base_result_statement',
-           'SuperTarget', 'super_target', 'super_kept']
+           'param_renames', 'fit_to_signature', 'port_super_call', 'inlinable_call', 'walk_no_nested',
+           'port_super_inline', 'base_result_statement', 'SuperTarget', 'super_target', 'super_kept']
 
 # %% ../../nbs/port/supercalls.ipynb #80acdad9
 register(
@@ -98,14 +98,62 @@ def def_header(code_lines: list[str], fn) -> list[str]:
     "The decorators and `def ...:` lines of a dedented method."
     return code_lines[: body_start(fn)]
 
+# %% ../../nbs/port/supercalls.ipynb #f8d21aa2
+def _defaults(fn) -> dict[str, str | None]:
+    "Each plain parameter's default as an ast dump (None: no default)."
+    a = fn.args
+    pos = a.posonlyargs + a.args
+    out = {p.arg: None for p in pos + a.kwonlyargs}
+    for p, dv in zip(pos[len(pos) - len(a.defaults):], a.defaults): out[p.arg] = ast.dump(dv)
+    for p, dv in zip(a.kwonlyargs, a.kw_defaults): out[p.arg] = ast.dump(dv) if dv is not None else None
+    return out
+
+def param_renames(gpu_fn, npu_fn) -> dict[str, str]:
+    "GPU parameter → NPU parameter where the NPU base renamed it (same stretch of the aligned lists, the one with the same default)."
+    import difflib
+    g, n = _defaults(gpu_fn), _defaults(npu_fn)
+    gl, nl = [p for p in g if p != "self"], [p for p in n if p != "self"]
+    out = {}
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(a=gl, b=nl, autojunk=False).get_opcodes():
+        if op != "replace": continue
+        for p in gl[i1:i2]:
+            if p in n: continue
+            same = [q for q in nl[j1:j2] if q not in g and n[q] == g[p] and q not in out.values()]
+            if len(same) == 1: out[p] = same[0]
+    return out
+
+def fit_to_signature(omni: str, gpu_fn, npu_fn) -> str | None:
+    "The omni method with its body's uses of renamed parameters renamed to the NPU names; None where it uses a parameter the NPU signature lacks."
+    fn = ast.parse(omni).body[0]
+    ren = param_renames(gpu_fn, npu_fn)
+    spans = []
+    for n in walk_no_nested(fn):
+        if isinstance(n, ast.Name) and n.id in ren: spans.append((n.lineno, n.col_offset, n.end_col_offset, ren[n.id]))
+    for c in super_calls(fn):
+        spans += [(k.lineno, k.col_offset, k.col_offset + len(k.arg), ren[k.arg]) for k in c.keywords if k.arg in ren]
+    lines = omni.splitlines()
+    for ln, c0, c1, new in sorted(spans, reverse=True):
+        lines[ln - 1] = lines[ln - 1][:c0] + new + lines[ln - 1][c1:]
+    fitted = "\n".join(lines) + "\n"
+    fn2 = ast.parse(fitted).body[0]
+    lacking = {p.lstrip("*") for p in param_names(fn2)[1:]} - {p.lstrip("*") for p in param_names(npu_fn)[1:]}
+    used = {n.id for n in walk_no_nested(fn2) if isinstance(n, ast.Name)}
+    return None if used & lacking else fitted
+
+
 # %% ../../nbs/port/supercalls.ipynb #280f2abf
-def port_super_call(omni: str, npu: str, gpu: str, npu_class: str) -> tuple[list[str], list[Diagnostic]]:
-    "Port a super()-extension: the omni steps around an explicit `NPUBase.method(self, ...)` call."
+def port_super_call(omni: str, npu: str, gpu: str, npu_class: str, adopt: bool = True) -> tuple[list[str], list[Diagnostic]]:
+    "Port a super()-extension: the omni steps around an explicit `NPUBase.method(self, ...)` call (`adopt=False`: the callee is an omni class, the omni signature stays)."
     ofn, nfn, gfn = (ast.parse(c).body[0] for c in (omni, npu, gpu))
+    sig = signature_choice(gfn, ofn, nfn) if adopt else "omni"
+    if sig == "npu":     # the body must use the parameter names of the NPU signature it gets, or keep its own signature
+        fitted = fit_to_signature(omni, gfn, nfn)
+        if fitted is None: sig = "omni"
+        else: omni, ofn = fitted, ast.parse(fitted).body[0]
     ol, nl = omni.splitlines(), npu.splitlines()
     diags = [port_diagnostic("ONP4003", f"{code_info('ONP4003').title}: {npu_class}.{ofn.name}(self, ...)", None, "info",
-                        record="sig.explicit-base-call")]
-    sig = signature_choice(gfn, ofn, nfn)
+                        record="sig.explicit-base-call")] if adopt else \
+            [port_diagnostic("ONP4024", f"{code_info('ONP4024').title}: {npu_class}.{ofn.name}(self, ...)", None, "warning")]
     lines = list(ol)
     for call in sorted(super_calls(ofn), key=lambda c: (c.lineno, c.col_offset), reverse=True):
         args = _call_args(call, ol)
@@ -323,6 +371,10 @@ register(
     Code("ONP4021", "super-kept", "super() kept: in the class the port lands in it already reaches the NPU side's method",
          "info", "nothing; if a base the message names (no source given holds it) defines the method, check it",
          "port/supercalls.ipynb", "port"),
+    Code("ONP4024", "explicit-omni-call", "super() reaches an omni class's method first in the class the port lands in: "
+         "ported as an explicit call to it, never skipping it", "warning",
+         "that omni method runs as written (its own super() goes on along the MRO): port it too if it holds GPU code",
+         "port/supercalls.ipynb", "port"),
 )
 
 @dataclass
@@ -331,22 +383,29 @@ class SuperTarget:
     reached: str | None      # the first class after the landing class in its MRO that defines the method
     wanted: str | None       # the first such class not on the omni GPU side
     unknown: list = field(default_factory=list)   # bases before the answer that no source holds
+    after: str | None = None # the omni class the method comes from, where the landing MRO holds it (super() starts after it)
 
     @property
-    def keep(self) -> bool: return self.wanted is not None and self.reached == self.wanted
+    def keep(self) -> bool: return self.after is None and self.wanted is not None and self.reached == self.wanted
 
-def super_target(landing: list, name: str, gpu_side: set) -> SuperTarget:
-    "From the landing class's MRO (`locate.class_mro`, the class first): the class super().name reaches, and the one it should."
+    @property
+    def intermediate(self) -> bool:
+        "Whether super() reaches a class of the omni GPU side before the NPU side's method."
+        return self.reached is not None and self.reached != self.wanted
+
+def super_target(landing: list, name: str, gpu_side: set, owner: str | None = None) -> SuperTarget:
+    "From the landing class's MRO (`locate.class_mro`, the class first): the class super().name reaches from `owner` (the class the method comes from; the landing class where its MRO lacks it), and the one it should."
+    start = next((i for i, c in enumerate(landing) if i and owner and c.name == owner), 0)
     reached = wanted = None
     unknown = []
-    for c in landing[1:]:
+    for c in landing[start + 1:]:
         if c.node is None:
             if wanted is None: unknown.append(c.name)
             continue
         if not any(isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == name for s in c.node.body): continue
         reached = reached or c.name
         if c.name not in gpu_side: wanted = c.name; break
-    return SuperTarget(reached, wanted, unknown)
+    return SuperTarget(reached, wanted, unknown, landing[start].name if start else None)
 
 def super_kept(omni: str, target: SuperTarget, landing: str) -> tuple[list[str], list[Diagnostic]]:
     "The translated omni method with its super() calls as they are: in `landing` they reach the NPU side's method."

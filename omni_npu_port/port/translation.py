@@ -32,8 +32,8 @@ register(
     Code("ONP4102", "translator-failed", "the translator failed on this method's module: the code is copied untranslated",
          "error", "translate the copied lines by hand (the translator's own error is in the message)",
          "port/translation.ipynb", "port"),
-    Code("ONP4104", "neighbour-rules", "the catalog does not know this vllm-ascend release: translated with the nearest newer "
-         "release's rules", "info", "check the translated lines against the release you port to", "port/translation.ipynb", "port"),
+    Code("ONP4104", "neighbour-rules", "the catalog does not know this vllm-ascend release: translated with the rules of "
+         "the release that serves it (core.catalog.resolve_release)", "info", "check the translated lines against the release you port to", "port/translation.ipynb", "port"),
 )
 
 # %% ../../nbs/port/translation.ipynb #d2e42f85

@@ -522,6 +522,8 @@ def _import_stub(binds: dict, read: set) -> bytes:
     return binds[None] + b", ".join(item for name, item in binds.items() if name is not None and name in read)
 
 # %% ../../nbs/translate/chunking.ipynb #8aaab139
+_STAR = re.compile(rb"\bimport[ \t(]*\*")
+
 def _find_hits(data: bytes, plan: ChunkPlan, extra: frozenset):
     "(masked text, f-string spans, anchor offsets that act, `super` offsets, runner-ish offsets, aliases) of a file."
     m, fspans = mask_strings(data)
@@ -533,6 +535,7 @@ def _find_hits(data: bytes, plan: ChunkPlan, extra: frozenset):
         heads.append(m[s:e])
     itext = b"\n".join(heads)
     imported = {w.decode() for w in _WORD.findall(itext)}
+    if _STAR.search(itext): imported |= set(plan.parents)   # a star import may bind any symbol leaf: each use is an anchor
     aliases = set(extra)
     for a in plan.alias.finditer(itext):   # `... X as Y`: every Y is an anchor if X is a symbol or a GPU namespace
         left = a.group(1).decode()          # (a module holding symbols: `Y.<symbol>` is an anchor anyway, below)

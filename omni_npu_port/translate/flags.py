@@ -499,6 +499,7 @@ class ReexportFlag(Rule):
                                                                      for m in (parent_name(p.npu_symbol), p.npu_symbol)})
 
         self.devices = once_per_rules(self.rules, "device-parents", lambda: device_parents(self.rules))
+        self.bound: set = set()   # local names a flagged import binds: each use is flagged too
 
     def _candidates(self, q: str) -> list:
         "The catalog symbols `q` may be a re-export of (empty when it is one, or not of their package)."
@@ -508,9 +509,9 @@ class ReexportFlag(Rule):
         if parent_name(mod) in self.devices: return []   # a sibling of the device namespaces: another device's API
         return [g for g, home in self.table.get(leaf, ()) if mod == home or mod.startswith(home + ".")]
 
-    def _flag(self, q: str, gs: list, node):
+    def _flag(self, q: str, gs: list, node, how: str = ""):
         p = self.known[gs[0]]
-        self.ctx.diag("ONP2020", f"{q} may be {' or '.join(gs)} re-exported (not translated): import it from "
+        self.ctx.diag("ONP2020", f"{how}{q} may be {' or '.join(gs)} re-exported (not translated): import it from "
                       f"{gs[0].rpartition('.')[0]} to have it rewritten, or confirm it is another object", node, p.id)
 
 
@@ -529,7 +530,22 @@ def visit_ImportFrom(self: ReexportFlag, node):
     for a in node.names:
         if not isinstance(a.name, cst.Name) or id(a) in c.at: continue
         q = f"{mod}.{a.name.value}"
-        if gs := self._candidates(q): self._flag(q, gs, a)
+        if gs := self._candidates(q):
+            self._flag(q, gs, a)
+            self.bound.add(a.asname.name.value if a.asname is not None and isinstance(a.asname.name, cst.Name) else a.name.value)
+
+@patch
+def visit_Name(self: ReexportFlag, node):
+    "A use of a name a flagged import binds, or of a name a star import of another module may bind: flagged where it is used."
+    c, v = self.ctx, node.value
+    if (v not in self.table and v not in self.bound) or c.imports or id(node) in c.at or id(node) in c.handled: return
+    qs = self.qnames(node)
+    if any(q in self.known for q in qs): return   # the catalog symbol itself (the sources say so): the rewrites' business
+    for q in sorted(qs):
+        if gs := self._candidates(q):
+            star = v not in self.bound and not self.ctx.names.has(v, c)
+            how = f"{v} (from `from {q.rpartition('.')[0]} import *`): " if star else f"{v} (imported above): "
+            self._flag(q, gs, node, how); return
 
 @patch
 def visit_Attribute(self: ReexportFlag, node):

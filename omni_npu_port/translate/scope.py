@@ -44,6 +44,7 @@ class Names:
     def __init__(self, module: cst.Module):
         self.top = Scope("m", None, "")
         self.scopes, self.own, self.outer, self._local = {}, {}, {}, {}
+        self.stars: list = []   # modules of the file's `from M import *` (absolute): what an unbound name may come from
         self._body(module.body, self.top)
 
     def _bind(self, scope, name: str, value: str | None = None, node=None):
@@ -78,7 +79,10 @@ class Names:
                     full = full_name(a.name)
                     if a.asname is not None and type(a.asname.name) is cst.Name: self._bind(scope, a.asname.name.value, full)
                     else: root = full.split(".", 1)[0]; self._bind(scope, root, root)
-            elif t is cst.ImportFrom and type(s.names) is not cst.ImportStar:
+            elif t is cst.ImportFrom and type(s.names) is cst.ImportStar:
+                if not s.relative and s.module is not None and (m := full_name(s.module)) and m not in self.stars:
+                    self.stars.append(m)
+            elif t is cst.ImportFrom:
                 mod = "." * len(s.relative) + ((full_name(s.module) or "") if s.module is not None else "")
                 for a in s.names:
                     n = full_name(a.name)
@@ -166,7 +170,9 @@ def qnames(self: Names, node, ctx) -> set:
     for loc in reversed(ctx.locals):
         if root in self.local_names(loc): return {"<local>." + full}
     b = self.lookup(root, self.scope_of(ctx, node))
-    if b is None: return {f"builtins.{root}"} if root in _BUILTINS else set()
+    if b is None:
+        if root in _BUILTINS: return {f"builtins.{root}"}
+        return {f"{m}.{full}" for m in self.stars}   # bound nowhere in the file: a star import may bind it
     rest = full[len(root):]
     return {r + rest for r in b}
 
