@@ -1369,3 +1369,26 @@ def test_the_port_checks_by_compiling_a_repeated_keyword_is_an_error():
     d = P.parse_check("def f(self):\n    return g(a=1, a=2)\n", "f")
     assert [x.code for x in d] == ["ONP4006"] and d[0].severity == "error"
     assert P.parse_check("def f(self):\n    return g(a=1, b=2)\n", "f") == []
+
+
+# ---- issue 13: a widened conflict's sides are what each source wrote ---------------------------------------------
+_CALL_BASE = "def f(self):\n    x = 1\n    out = Out(\n        a=1,\n        b=[],\n        c=3,\n    )\n    return out\n"
+_CALL_OMNI = "def f(self):\n    x = 1\n    out = OmniOut(\n        a=1,\n        b=self.b,\n        c=3,\n    )\n    return out\n"
+_CALL_NPU = "def f(self):\n    x = 1\n    model_out = Out(\n        a=1,\n        c=3,\n        b=[],\n        d=4,\n    )\n    return model_out\n"
+
+
+def test_a_widened_conflict_takes_each_sides_own_lines():
+    "A one-sided change next to a conflict, pulled into it, goes to its own side only: neither side mixes the other's lines in."
+    hs = M.merge_hunks(_CALL_BASE, _CALL_OMNI, _CALL_NPU)
+    [c] = [h for h in hs if h.kind == "conflict"]
+    assert c.npu == _CALL_NPU.splitlines()[2:8] and c.omni == _CALL_OMNI.splitlines()[2:7]
+    for prefer in ("npu", "omni"):
+        compile(textwrap.dedent("\n".join(M.render(hs, prefer=prefer)[0])), "<port>", "exec")   # no keyword twice
+
+
+def test_a_shift_never_moves_a_region_out_of_the_method_body():
+    "An anchor matched at another depth would put omni's inserted block at column 0: it stays inside the body."
+    a = [M.CodeLine("    y = 2"), M.CodeLine("    z = 3")]
+    prev = ([M.CodeLine("        )")], [M.CodeLine(")")])        # a closing bracket matched at another depth
+    assert M._hunk_delta(prev, ([], []), a) == 0
+    assert M._hunk_delta(([M.CodeLine("        w = 1")], [M.CodeLine("    w = 1")]), ([], []), [M.CodeLine("        y = 2")]) == -4

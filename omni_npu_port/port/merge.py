@@ -25,8 +25,8 @@ from .locate import PortError, port_diagnostic
 # %% auto #0
 __all__ = ['FENCE_TEXT', 'FENCE_RE', 'INLINE_MARK', 'TOKEN_RE', 'PREFER', 'indent_of', 'CodeLine', 'LineMatcher', 'lines_of',
            'code_tokens', 'logical_units', 'adopt_layout', 'Hunk', 'tokens_in', 'refine_conflict', 'hunk_sides',
-           'side_text', 'statement_cut', 'whole_conflicts', 'statement_units', 'statement_merge', 'merge_hunks',
-           'render']
+           'side_text', 'statement_cut', 'whole_conflicts', 'own_sides', 'statement_units', 'statement_merge',
+           'merge_hunks', 'render']
 
 # %% ../../nbs/port/merge.ipynb #c933b968
 FENCE_TEXT = "# ---------------------------------------Omni-new----------------------------------------------"
@@ -159,6 +159,7 @@ class Hunk:
     note: str = ""                       # a merge decision the report should name (ONP4010, ONP4011, ONP4012)
     code: str = "ONP4010"                # the diagnostic code of `note`
     omni_full: list[str] | None = None   # a conflict's omni side before it was cut to what omni wrote itself
+    other: list[str] | None = None       # a one-sided change: what the other side wrote here (the base's lines)
 
 def _shift(lines: list[str], delta: int) -> list[str]:
     if delta == 0: return list(lines)
@@ -175,6 +176,13 @@ def _delta(anchor_a: list[CodeLine], anchor_b: list[CodeLine], at: int | None = 
     return None if at is not None else 0
 
 def _hunk_delta(prev, nxt, a: list[CodeLine]) -> int:
+    "The shift of an omni region (`_anchor_delta`), never out of the method body: a region inside it that a shift would"
+    " put at column 0 (an anchor matched at another depth) stays where omni has it."
+    d = _anchor_delta(prev, nxt, a)
+    low = min((indent_of(l.text) for l in a if l.text.strip()), default=0)
+    return d if low == 0 or low + d > 0 else 0
+
+def _anchor_delta(prev, nxt, a: list[CodeLine]) -> int:
     "The shift of an omni region: from the nearest anchor line at its depth or outside it (a sibling or an enclosing line)."
     at = next((indent_of(l.text) for l in a if l.text.strip()), None)
     if at == 0: return 0                       # the `def` line: both methods are dedented to column 0
@@ -462,15 +470,16 @@ def refine_conflict(z: list[CodeLine], a: list[CodeLine], b: list[CodeLine], shi
         bl = [b[j].text for j in _side_lines(bops, be, c1, c2)]
         aj = _side_lines(aops, ae, c1, c2)
         al = [a[j] for j in aj]
-        if sides == {"b"}: out.append(Hunk("npu", bl))
+        if sides == {"b"}: out.append(Hunk("npu", bl, other=[l.text for l in z[c1:c2]]))
         elif c1 == c2 and sides == {"a", "b"}:   # both sides only insert here: omni lines first (they follow the base line as on GPU), then NPU's
             lines = shift([l.text for l in al])
-            out.append(Hunk("omni", lines, omni=lines, note=f"{code_info('ONP4010').title}: {lines[0].strip()!r}… before "
-                                                            f"{bl[0].strip()!r}…"))
-            out.append(Hunk("npu", bl))
+            out.append(Hunk("omni", lines, omni=lines, other=[], note=f"{code_info('ONP4010').title}: {lines[0].strip()!r}… before "
+                                                                      f"{bl[0].strip()!r}…"))
+            out.append(Hunk("npu", bl, other=[]))
         elif sides == {"a"}:
             lines = shift([l.text for l in al])
-            out.append(Hunk("omni" if lines else "omni-delete", lines, omni=lines, base=[l.text for l in z[c1:c2]]))
+            out.append(Hunk("omni" if lines else "omni-delete", lines, omni=lines, base=[l.text for l in z[c1:c2]],
+                            other=[l.text for l in z[c1:c2]]))
         else:
             mine = {j for e in ae for j in range(e[2], e[3])}   # omni's own lines; the rest it kept from the base
             out += _conflict(z[c1:c2], al, [b[j] for j in _side_lines(bops, be, c1, c2)], shift([l.text for l in al]),
@@ -618,10 +627,23 @@ def _needed(side: list[str], nb: list[str], first: bool) -> int:
         return len(nb)
     return 1
 
+def own_sides(h: Hunk) -> tuple[list[str], list[str]]:
+    "What the NPU base and the omni method each wrote in a hunk (a one-sided change: the other side wrote the base's lines)."
+    if h.other is None or h.kind not in ("omni", "omni-delete", "npu"): return hunk_sides(h)
+    other = _at_indent(h.other, h.lines)
+    return (other, list(h.lines)) if h.kind != "npu" else (list(h.lines), other)
+
+def _at_indent(lines: list[str], like: list[str]) -> list[str]:
+    "`lines` shifted so that their least indented code line sits where `like`'s does (as they are when `like` has none)."
+    ind = lambda xs: min((indent_of(l) for l in xs if l.strip()), default=None)
+    a, b = ind(lines), ind(like)
+    return _shift(lines, b - a) if a is not None and b is not None else list(lines)
+
 def _absorb(hs: list[Hunk], i: int, j: int, n: int = 1) -> None:
-    "Conflict `hs[i]` widened over the nearest `n` lines of its neighbour `hs[j]` (a whole neighbouring conflict): each side takes what the neighbour writes there."
+    "Conflict `hs[i]` widened over the nearest `n` lines of its neighbour `hs[j]` (a whole neighbouring conflict): each"
+    " side takes what its own source wrote there (`own_sides`), never the other side's one-sided change."
     c, o, first = hs[i], hs[j], j < i
-    on, oo = hunk_sides(o)
+    on, oo = own_sides(o)
     split = o.kind != "conflict" and on == oo and len(on) > n   # the lines it needs: the rest stays what it was
     if split: (on, rest) = (on[-n:], on[:-n]) if first else (on[:n], on[n:]); oo = on
     w = Hunk("conflict", [], omni=oo + c.omni if first else c.omni + oo, npu=on + c.npu if first else c.npu + on,
@@ -707,13 +729,15 @@ def merge_hunks(base: str, omni: str, npu: str, history: tuple[str, ...] | list[
         if a or b:
             nxt = (A[amatch:aend], N[bmatch:bend])
             if a == b: hunks.append(Hunk("same", [l.text for l in b], npu=[l.text for l in b]))
-            elif a == z: hunks.append(Hunk("npu", [l.text for l in b], npu=[l.text for l in b], base=[l.text for l in z]))
+            elif a == z: hunks.append(Hunk("npu", [l.text for l in b], npu=[l.text for l in b], base=[l.text for l in z],
+                                           other=[l.text for l in z]))
             else:
                 d = _hunk_delta(prev, nxt, a)
                 shift = lambda xs, d=d: _shift(xs, d)
                 omni_l = shift([l.text for l in a])
                 if b == z:
-                    hunks.append(Hunk("omni" if a else "omni-delete", omni_l, omni=omni_l, base=[l.text for l in z]))
+                    hunks.append(Hunk("omni" if a else "omni-delete", omni_l, omni=omni_l, base=[l.text for l in z],
+                                      other=[l.text for l in z]))
                 elif history and any(_stale([l.text for l in a], [l.text for l in z], old) for old in history):
                     # the whole region, before it is split: omni repeats an older vllm where both sides moved on
                     what = (a or z)[0].text.strip()
