@@ -26,8 +26,8 @@ from ..port.score import Score, score_gaps, score_result
 DESCRIPTION = "three-way port of omni methods onto vllm-ascend's NPUModelRunner"
 
 # %% auto #0
-__all__ = ['DESCRIPTION', 'configure', 'check_options', 'run_update', 'run_port', 'run', 'diagnostic_json', 'score_lines',
-           'write_result']
+__all__ = ['DESCRIPTION', 'configure', 'check_options', 'check_output', 'run_update', 'run_port', 'run', 'diagnostic_json',
+           'score_lines', 'write_result']
 
 # %% ../../nbs/cli/port.ipynb #18c66c80
 def _add_port_specs(ap: argparse.ArgumentParser):
@@ -96,8 +96,7 @@ def configure(ap: argparse.ArgumentParser) -> None:
 def check_options(args: argparse.Namespace) -> None:
     "Raise a UsageError for options that do not go together (before any source is read)."
     if not args.gpu_omni: raise UsageError("the following arguments are required: --gpu-omni")
-    if args.output and Path(args.output).exists() and not args.force:
-        raise OutputExists(f"{args.output} exists; pass --force to overwrite it")
+    if args.output: check_output(args)
     if args.line_length is not None and (args.line_length <= 0 or not args.format):
         raise UsageError(f"--line-length {args.line_length}: give a positive length, with --format ruff")
     if args.update:
@@ -118,6 +117,27 @@ def check_options(args: argparse.Namespace) -> None:
         if extra: raise UsageError(f"{', '.join(extra)} only go with --update")
         missing = [o for o, v in (("--gpu-base", args.gpu_base), ("--npu-base", args.npu_base)) if not v]
         if missing: raise UsageError(f"give {' and '.join(missing)} (or --update with --prev-gpu and --prev-npu)")
+
+# %% ../../nbs/cli/port.ipynb #2f3b323e
+_SPEC_OPTIONS = ("gpu_base", "gpu_omni", "npu_base", "against", "prev_gpu", "prev_npu", "gpu_base_old", "npu_base_old", "into")
+
+def _inputs(args) -> list[tuple[str, Path]]:
+    "(option, local path) for every file or folder the port reads: each spec's SOURCE, --gpu-history's and --source."
+    specs = [(f"--{o.replace('_', '-')}", getattr(args, o, None)) for o in _SPEC_OPTIONS]
+    specs += [("--gpu-history", s) for s in getattr(args, "gpu_history", [])]
+    paths = [(o, s.rpartition(":")[0]) for o, s in specs if s] + [("--source", s) for s in getattr(args, "source", [])]
+    return [(o, Path(p)) for o, p in paths if p and Path(p).exists()]
+
+def check_output(args) -> None:
+    "A UsageError for an -o FILE that must not be written: not a regular file, or existing (an input or not) without --force."
+    out = Path(args.output)
+    if out.is_dir() or (out.exists() and not out.is_file()):
+        raise UsageError(f"-o {out}: exists and is not a regular file; give a file path")
+    if not out.exists() or args.force: return
+    real = out.resolve()
+    hit = next((o for o, p in _inputs(args) if real == p.resolve() or p.resolve() in real.parents), None)
+    if hit: raise OutputExists(f"-o {out} is an input of this port ({hit}): not overwritten; pass --force to replace it")
+    raise OutputExists(f"{args.output} exists; pass --force to overwrite it")
 
 # %% ../../nbs/cli/port.ipynb #13e01b75
 def _no_methods(specs, what: str = "") -> None:

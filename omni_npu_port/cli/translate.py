@@ -7,29 +7,30 @@ Docs: https://omni-npu-port.github.io/omni-npu-port/cli/translate.html.md"""
 # %% ../../nbs/cli/translate.ipynb #21cc49b5
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
 from .options import add_output, add_target
 from ..core.errors import InputError, PortingError, UsageError, warning_line
 from ..translate.rules import compile_rules
-from ..translate.run import FILE_ERRORS, examine_table, percent, translate_paths, write_report
+from ..translate.run import (FILE_ERRORS, examine_table, percent, report_refusal, translate_paths, usable_cpus,
+                                        write_report)
 
 DESCRIPTION = ("Translate GPU (vllm) runner code to NPU (vllm-ascend) code with rules from the catalog; mark what "
                "needs a person with ONPxxxx diagnostics.")
 
 # %% auto #0
-__all__ = ['DESCRIPTION', 'configure', 'check_arguments', 'rules_for', 'print_findings', 'print_summary', 'run']
+__all__ = ['DESCRIPTION', 'configure', 'check_arguments', 'rules_for', 'print_findings', 'print_summary', 'jobs_for', 'run']
 
 # %% ../../nbs/cli/translate.ipynb #3ca90c4e
 def configure(ap):
     "Sources, one output mode, target and rules, reports, and the number of processes."
     ap.add_argument("src", nargs="*", metavar="SRC", help="files or folders (folders recurse over .py files); at least one")
-    add_output(ap, "each translated file (at its path relative to its source)", metavar="OUTDIR")
+    add_output(ap, "each translated file (at its path below its source folder; with several sources, below their common folder)", metavar="OUTDIR")
     for a in ap._actions:
         if "--force" in a.option_strings:
-            a.help = "overwrite existing different outputs / translate despite an existing FILE.orig"
+            a.help = ("overwrite existing different outputs / translate despite an existing FILE.orig / replace a "
+                      "--report or --summary file this tool did not write (never an input)")
     ap.add_argument("--in-place", action="store_true", help="rewrite changed files atomically, keeping FILE.orig")
     ap.add_argument("--diff", action="store_true", help="print a unified diff to stdout")
     ap.add_argument("--check", action="store_true", help="analyse only: print path:line:col: CODE message for each GPU-ism left, converted-or-flagged or not; exit 1 if any")
@@ -39,12 +40,12 @@ def configure(ap):
                     help="a vllm/torch source to tell re-exports by (PATH, PATH@VERSION or NAME==VERSION; repeatable): a "
                          "name it shows is a catalog symbol is translated as it, instead of flagged ONP2020")
     ap.add_argument("--no-comments", action="store_true", help="do not write # ONPxxxx comments into the output")
-    ap.add_argument("--report", metavar="FILE.json", help="write the JSON report")
+    ap.add_argument("--report", metavar="FILE.json", help="write the JSON report (a new file, or one this tool wrote)")
     ap.add_argument("--summary", metavar="FILE.md|FILE.csv", help="write the human summary (Markdown or CSV)")
     ap.add_argument("-q", "--quiet", action="store_true", help="no summary on stderr")
     ap.add_argument("-j", "--jobs", type=int, default=0, metavar="N",
                     help="translate in N processes (default 0: one per CPU, once the files a rule may act on "
-                         "come to 256 KB); output and reports are the same")
+                         "come to 256 KB; capped at the CPU count); output and reports are the same")
 
 # %% ../../nbs/cli/translate.ipynb #0b2e1713
 def check_arguments(args) -> None:
@@ -53,8 +54,12 @@ def check_arguments(args) -> None:
     modes = [m for m, on in (("-o", args.output is not None), ("--in-place", args.in_place), ("--check", args.check)) if on]
     if len(modes) > 1: raise UsageError(f"choose one of -o OUTDIR, --in-place, --check (got {' and '.join(modes)})")
     if not modes and not args.diff: raise UsageError("say where the output goes: -o OUTDIR, --in-place, --diff or --check")
-    for p in (args.report, args.summary):
+    for opt, p in (("--report", args.report), ("--summary", args.summary)):
         if p and not Path(p).parent.exists(): raise UsageError(f"{p}: its folder does not exist")
+        why = p and report_refusal(p, args.src, args.output, args.force)
+        if why: raise UsageError(f"{opt} {why}")
+    if args.report and args.summary and Path(args.report).absolute() == Path(args.summary).absolute():
+        raise UsageError(f"--report and --summary name one file ({args.report}): give two paths")
     if args.summary and Path(args.summary).suffix.lower() not in (".md", ".csv"):
         raise UsageError(f"{args.summary}: the summary is .md (Markdown) or .csv")
 
@@ -89,24 +94,36 @@ def print_summary(run, args) -> None:
               f"{t['rewritten']} rewritten, {t['flagged']} flagged, conversion {percent(t['conversion_rate'])}"
               + (f"; output in {args.output}" if args.output else ""), file=sys.stderr)
 
+def jobs_for(args, rules) -> int:
+    "The number of processes: one while a symbol index is in use (it stays in this process), else -j capped at the CPUs."
+    if args.jobs < 0: raise UsageError(f"--jobs {args.jobs}: give a number of processes >= 1, or 0 for one per CPU")
+    if rules.resolve is not None: return 1
+    cpus = usable_cpus()
+    if args.jobs > cpus:
+        print(warning_line(f"--jobs {args.jobs}: this process may run on {cpus} CPUs; using {cpus} processes",
+                           "omni-npu-port translate"), file=sys.stderr)
+    return min(args.jobs or cpus, cpus)
+
 def run(args) -> int:
-    "Translate the sources as `args` say; 1 if --check finds GPU-isms left; an InputError if files were skipped."
+    "Translate the sources as `args` say; 1 if --check finds GPU-isms left; an InputError if files or reports failed."
     check_arguments(args)
     rules = rules_for(args)
     if rules.warning: print(warning_line(rules.warning, "omni-npu-port translate"), file=sys.stderr)
     if args.output is not None and Path(args.output).exists() and not Path(args.output).is_dir():
         raise UsageError(f"-o {args.output}: exists and is not a folder")
-    if args.jobs < 0: raise UsageError(f"--jobs {args.jobs}: give a number of processes >= 1, or 0 for one per CPU")
     result = translate_paths(args.src, rules, outdir=args.output, in_place=args.in_place, check=args.check,
                              force=args.force, comments=not args.no_comments, diff=sys.stdout if args.diff else None,
-                             jobs=1 if rules.resolve is not None else args.jobs or os.cpu_count() or 1)   # the index stays in this process
-    write_report(result, args.report, args.summary)
+                             jobs=jobs_for(args, rules))
+    unwritten = write_report(result, args.report, args.summary)
+    for _, text, _ in unwritten: sys.stderr.write(text)   # not lost: on stderr instead
     if args.check: print_findings(result)
     if not args.quiet: print_summary(result, args)
-    t = result.totals()
-    if args.check and t["pending"]: return 1
+    t, problems = result.totals(), []
     if t["failed"]:
         rest = "; the others were processed" if t["failed"] < t["files"] else ""
-        raise InputError(f"{t['failed']} of {t['files']} files could not be translated (skipped or refused: see their "
-                         f"ONP9xxx diagnostics{' above' if not args.quiet else ''}){rest}")
-    return 0
+        problems.append(f"{t['failed']} of {t['files']} files could not be {'checked' if args.check else 'translated'} (skipped, refused or not written: "
+                        f"see their ONP9xxx diagnostics{' above' if not args.quiet else ''}){rest}")
+    problems += [f"{e if e.strerror is None else f'{path}: could not be written ({e.strerror})'}; it was printed on stderr "
+                 "instead: give a writable path" for path, _, e in unwritten]
+    if problems: raise InputError("; ".join(problems))
+    return 1 if args.check and t["pending"] else 0

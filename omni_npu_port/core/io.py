@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -19,7 +20,7 @@ except ModuleNotFoundError: import tomli as tomllib  # Python 3.10
 from .errors import InputError, UsageError
 
 # %% auto #0
-__all__ = ['OutputExists', 'OutputError', 'write_atomic', 'load_toml', 'gc_paused']
+__all__ = ['OutputExists', 'OutputError', 'umask', 'write_atomic', 'leftover_temps', 'load_toml', 'gc_paused']
 
 # %% ../../nbs/core/io.ipynb #b9bedacf
 class OutputExists(UsageError, FileExistsError):
@@ -28,15 +29,20 @@ class OutputExists(UsageError, FileExistsError):
 class OutputError(InputError, OSError):
     "An output could not be written (no such folder, permissions, a read-only file system, a full disk)."
 
+def umask() -> int:
+    "The process umask (`os.umask` is the only way to read it: set, then restored at once)."
+    mask = os.umask(0o022); os.umask(mask)
+    return mask
+
 def _new_file_mode() -> int:
     "The mode a new regular file gets under the process umask."
-    mask = os.umask(0); os.umask(mask)
-    return 0o666 & ~mask
+    return 0o666 & ~umask()
 
 # %% ../../nbs/core/io.ipynb #2f1aae44
 def write_atomic(path: Path | str, data: str | bytes, force: bool = True, mode: int | None = None) -> Path:
     "Replace `path` with `data` whole or not at all (temp file, fsync, rename); refuse an existing file unless `force`."
     path = Path(path)
+    if path.exists() and not path.is_file(): raise OutputError(f"{path}: exists and is not a regular file; give a file path")
     if path.exists() and not force: raise OutputExists(f"{path} exists; pass --force to replace it")
     if not path.parent.is_dir(): raise OutputError(f"{path.parent}: no such directory; create it first")
     if mode is None: mode = path.stat().st_mode & 0o7777 if path.exists() else _new_file_mode()
@@ -52,7 +58,27 @@ def write_atomic(path: Path | str, data: str | bytes, force: bool = True, mode: 
         with contextlib.suppress(OSError): os.unlink(tmp)
         if isinstance(e, OSError): raise OutputError(f"{path}: could not be written ({e.strerror or e})") from e
         raise
+    _fsync_folder(path.parent)   # the rename itself reaches the disk too
     return path
+
+def _fsync_folder(folder: Path):
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try: os.fsync(fd)
+        finally: os.close(fd)
+
+# %% ../../nbs/core/io.ipynb #b979ea81
+_TEMP = re.compile(r"\.(.+)\.[a-z0-9_]{8}\.tmp")   # mkstemp(prefix=".NAME.", suffix=".tmp"): 8 random characters
+
+def leftover_temps(folder: Path | str) -> dict[str, list[Path]]:
+    "The temporary files `write_atomic` left in `folder` when its process was killed, by the name of the file each was for."
+    out = {}
+    try: names = sorted(os.listdir(folder))
+    except OSError: return out
+    for n in names:
+        m = _TEMP.fullmatch(n)
+        if m: out.setdefault(m.group(1), []).append(Path(folder) / n)
+    return out
 
 # %% ../../nbs/core/io.ipynb #cec1cd1a
 def load_toml(source: Path | str, text: str | None = None) -> dict:

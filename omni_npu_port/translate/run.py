@@ -12,6 +12,8 @@ import difflib
 import io
 import json
 import os
+import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -19,28 +21,35 @@ from types import MappingProxyType
 import omni_npu_port
 
 from ..core.diagnostics import REGISTRY, Code, code_info, register
-from ..core.io import write_atomic
+from ..core.io import OutputError, leftover_temps, umask, write_atomic
 from .diagnostics import DOCS_BASE, TranslateDiagnostic, docs_url
 from .engine import Translation, might_apply, translate_source
 from .rules import RuleSet, compile_rules
 
 # %% auto #0
-__all__ = ['FILE_ERRORS', 'CODES', 'FileReport', 'Run', 'translate_many', 'translate_paths', 'summary_rows', 'percent',
-           'summary_markdown', 'summary_csv', 'write_report', 'examine_table', 'example_path', 'tour_translate']
+__all__ = ['FILE_ERRORS', 'CODES', 'FileReport', 'Run', 'output_root', 'output_path', 'usable_cpus', 'translate_many',
+           'translate_paths', 'summary_rows', 'percent', 'summary_markdown', 'summary_csv', 'write_report',
+           'examine_table', 'is_own_output', 'report_refusal', 'example_path', 'tour_translate']
 
 # %% ../../nbs/translate/run.ipynb #9b97ce00
 _NB = "translate/run.ipynb"
 register(
-    Code("ONP9003", "unreadable", "the file could not be read (permissions, I/O): skipped", "error",
-         action="Fix the permissions or the disk error, then translate again.", notebook=_NB, tool="translate"),
+    Code("ONP9003", "unreadable", "the file could not be read (permissions, I/O) or is not a regular file (a FIFO, "
+         "a device): skipped", "error",
+         action="Fix the permissions or the disk error, or leave FIFOs and devices out of the sources, then translate again.",
+         notebook=_NB, tool="translate"),
     Code("ONP9004", "symlink", "a symbolic link loop or dangling link: skipped; linked folders are not followed", "error",
          action="Translate the file or folder the link points to, or fix the link.", notebook=_NB, tool="translate"),
     Code("ONP9005", "refused-write", "a write was refused: outside the output folder, onto an input file, over an "
-         "existing different file, or over an existing backup (use --force)", "error",
-         action="Choose another output folder, move the existing file or backup away, or pass --force.",
+         "existing different file, over an existing backup (use --force), or onto an output this run wrote already",
+         "error", action="Choose another output folder, move the existing file or backup away, or pass --force.",
          notebook=_NB, tool="translate"),
+    Code("ONP9008", "unwritable", "the output (or the in-place file or its backup) could not be written (permissions, "
+         "a read-only file system, a full disk): the file is left as it was, the run goes on", "error",
+         action="Make the folder writable or free space (or choose another -o folder), then translate again; an "
+                "--in-place rerun resumes where it stopped.", notebook=_NB, tool="translate"),
 )
-FILE_ERRORS = frozenset({"ONP9001", "ONP9002", "ONP9003", "ONP9004", "ONP9005", "ONP9006"})   # about a file, not a site
+FILE_ERRORS = frozenset({"ONP9001", "ONP9002", "ONP9003", "ONP9004", "ONP9005", "ONP9006", "ONP9008"})   # about a file, not a site
 CODES = MappingProxyType({c: k for c, k in sorted(REGISTRY.items()) if k.tool == "translate"})   # every translate code, read-only
 
 # %% ../../nbs/translate/run.ipynb #56e552ff
@@ -49,7 +58,7 @@ class FileReport:
     "What happened to one file: where it went, its counts and its diagnostics."
     path: str
     output: str | None
-    status: str        # translated | unchanged | checked | skipped | refused | not-followed
+    status: str        # translated | unchanged | checked | skipped | refused | failed (not written) | not-followed
     lines: int = 0
     diagnostics: list = field(default_factory=list)
     analysed_only: bool = True   # check mode (or a skipped file): nothing was rewritten or commented
@@ -75,7 +84,7 @@ class FileReport:
         "How many findings: GPU-isms left unhandled in the result."
         return len(self.findings())
     @property
-    def failed(self) -> bool: return self.status in ("skipped", "refused")
+    def failed(self) -> bool: return self.status in ("skipped", "refused", "failed")
 
     def to_dict(self) -> dict:
         "A JSON-ready dict."
@@ -119,49 +128,80 @@ class Run:
 _SKIP_DIRS = {"__pycache__", ".git", ".hg", ".svn", ".tox", ".venv", "node_modules"}
 
 def _walk_sources(srcs, exclude: Path | None):
-    "(file, base folder, problem) for every .py file under the sources; problems are Diagnostics."
+    "(file, base folder, problem) for every .py file under the sources, each file once; problems are Diagnostics."
+    seen = set()
+    for path, base, problem in _walk_all(srcs, exclude):
+        key = os.path.abspath(path)
+        if key not in seen: seen.add(key); yield path, base, problem
+
+def _walk_all(srcs, exclude: Path | None):
     for src in map(Path, srcs):
         if src.is_symlink() and not src.exists():
             yield src, src.parent, TranslateDiagnostic("ONP9004", "dangling or looping symbolic link: skipped"); continue
-        if src.is_dir():
-            stack = [src]
-            while stack:
-                d = stack.pop()
-                try: entries = sorted(os.scandir(d), key=lambda e: e.name)
-                except OSError as e:
-                    yield d, src, TranslateDiagnostic("ONP9003", f"cannot list the folder: {e.strerror or e}"); continue
-                subdirs = []
-                for e in entries:
-                    p = Path(e.path)
-                    if exclude is not None and _resolved(p) == exclude: continue
-                    try:
-                        if e.is_dir(follow_symlinks=False):
-                            if e.name not in _SKIP_DIRS: subdirs.append(p)
-                        elif e.is_symlink() and e.is_dir():
-                            yield p, src, TranslateDiagnostic("ONP9004", "symbolic link to a folder: not followed")
-                        elif e.name.endswith(".py"):
-                            yield p, src, None
-                    except OSError as err:
-                        if e.name.endswith(".py") or e.is_symlink():
-                            yield p, src, TranslateDiagnostic("ONP9004" if e.is_symlink() else "ONP9003", f"{err.strerror or err}")
-                stack.extend(reversed(subdirs))
-        elif src.exists():
-            yield src, None, None
-        else:
-            yield src, None, TranslateDiagnostic("ONP9003", "no such file or folder")
+        if not src.is_dir():
+            yield src, None, None if src.exists() else TranslateDiagnostic("ONP9003", "no such file or folder"); continue
+        stack = [src]
+        while stack:
+            d = stack.pop()
+            try: entries = sorted(os.scandir(d), key=lambda e: e.name)
+            except OSError as e:
+                yield d, src, TranslateDiagnostic("ONP9003", f"cannot list the folder: {e.strerror or e}"); continue
+            subdirs = []
+            for e in entries:
+                p = Path(e.path)
+                if exclude is not None and _resolved(p) == exclude: continue
+                try:
+                    if e.is_dir(follow_symlinks=False):
+                        if e.name not in _SKIP_DIRS: subdirs.append(p)
+                    elif e.is_symlink() and e.is_dir():
+                        yield p, src, TranslateDiagnostic("ONP9004", "symbolic link to a folder: not followed")
+                    elif e.name.endswith(".py"):   # links are read through (_read tells loops and dangling ones)
+                        yield p, src, None if e.is_symlink() or e.is_file(follow_symlinks=False) else _not_regular(p)
+                except OSError as err:
+                    if e.name.endswith(".py") or e.is_symlink():
+                        yield p, src, TranslateDiagnostic("ONP9004" if e.is_symlink() else "ONP9003", f"{err.strerror or err}")
+            stack.extend(reversed(subdirs))
 
 def _resolved(p: Path) -> Path:
     try: return p.resolve()
     except (OSError, RuntimeError): return p.absolute()
 
+# %% ../../nbs/translate/run.ipynb #62da9664
+_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder"))
+
+def _not_regular(path: Path, mode: int | None = None) -> TranslateDiagnostic:
+    "ONP9003 for a path that is not a regular file, naming what it is."
+    try: mode = os.stat(path).st_mode if mode is None else mode
+    except OSError: mode = 0
+    kind = next((k for test, k in _KINDS if test(mode)), "not a regular file")
+    return TranslateDiagnostic("ONP9003", f"{kind}, not a regular file: skipped (only regular .py files are read)")
+
 def _read(path: Path):
-    "The file's bytes, or a TranslateDiagnostic saying why not."
-    try: return path.read_bytes()
+    "The file's bytes, or a TranslateDiagnostic saying why not; only a regular file is read, and nothing blocks."
+    import errno
+    try:
+        mode = os.stat(path).st_mode
+        if not stat.S_ISREG(mode): return _not_regular(path, mode)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))   # a FIFO swapped in since: no waiting
+        with os.fdopen(fd, "rb") as f:
+            mode = os.fstat(f.fileno()).st_mode
+            return f.read() if stat.S_ISREG(mode) else _not_regular(path, mode)
     except OSError as e:
-        import errno
         if e.errno == errno.ELOOP: return TranslateDiagnostic("ONP9004", "symbolic link loop: skipped")
         if path.is_symlink() and not path.exists(): return TranslateDiagnostic("ONP9004", "dangling symbolic link: skipped")
-        return TranslateDiagnostic("ONP9003", f"cannot read: {e.strerror or e}")
+        return TranslateDiagnostic("ONP9003", f"cannot read: {e.strerror or e}; check its permissions and the disk")
+
+# %% ../../nbs/translate/run.ipynb #37012701
+def output_root(srcs) -> Path:
+    "The folder outputs are laid out relative to: a lone folder source, a lone file's folder, or the sources' deepest common folder."
+    paths = list(dict.fromkeys(Path(os.path.abspath(s)) for s in srcs))
+    root = paths[0] if len(paths) == 1 else Path(os.path.commonpath(paths))
+    return root if root.is_dir() else root.parent
+
+def output_path(path: Path, root: Path, out_root: Path) -> Path:
+    "Where the output of input `path` goes: its path below `root`, below `out_root`."
+    return out_root / Path(os.path.abspath(path)).relative_to(root)
 
 # %% ../../nbs/translate/run.ipynb #f0b252a8
 _POOL_RULES = None
@@ -176,6 +216,39 @@ def _pool_translate(item):
     t = translate_source(data, _POOL_RULES, path, comments=comments)
     return (t.output if t.changed else None), t.diagnostics, t.error, t.parsed, t.encoding
 
+def usable_cpus() -> int:
+    "How many CPUs this process may run on (its affinity mask, where the system has one)."
+    try: return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError): return os.cpu_count() or 1
+
+def _pool_results(items: list, work: list, rules: RuleSet, jobs: int) -> tuple[dict, dict]:
+    "({index: worker result}, {index: why it has none}) for the `work` items; a dead worker's files are tried again one by one."
+    import multiprocessing, threading
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+    # fork is cheap, but not safe from a process with threads (a Jupyter kernel): spawn there
+    fork = threading.active_count() == 1 and "fork" in multiprocessing.get_all_start_methods()
+    ctx = multiprocessing.get_context("fork" if fork else "spawn")
+    pool = lambda n: ProcessPoolExecutor(n, ctx, initializer=_pool_init, initargs=(rules,))
+    done, lost = {}, {}
+    with pool(min(jobs, len(work))) as ex:
+        futures = [(i, ex.submit(_pool_translate, items[i])) for i in work]
+        for i, f in futures:
+            try: done[i] = f.result()
+            except BrokenProcessPool: pass
+    ex = None
+    try:
+        for i in (i for i in work if i not in done):   # alone in a fresh process: a file that kills it again is named
+            ex = ex or pool(1)
+            try: done[i] = ex.submit(_pool_translate, items[i]).result()
+            except BrokenProcessPool:
+                lost[i] = ("the process translating this file died twice (killed, or out of memory): skipped; "
+                           "translate it alone with -j 1 to see why, and report it")
+                ex.shutdown(wait=True); ex = None
+    finally:
+        if ex is not None: ex.shutdown(wait=True)
+    return done, lost
+
 _POOL_MIN = 256 * 1024   # below this many bytes of candidate files a pool costs more than it saves
 
 def translate_many(items, rules: RuleSet, comments: bool = True, jobs: int = 1) -> list:
@@ -186,15 +259,10 @@ def translate_many(items, rules: RuleSet, comments: bool = True, jobs: int = 1) 
     if jobs <= 1 or len(work) < 2 or sum(len(items[i][0]) for i in work) < _POOL_MIN:
         return [translate_source(d, rules, p, comments=c) for d, p, c in items]
     work.sort(key=lambda i: -len(items[i][0]))
-    import multiprocessing, threading
-    from concurrent.futures import ProcessPoolExecutor
-    # fork is cheap, but not safe from a process with threads (a Jupyter kernel): spawn there
-    fork = threading.active_count() == 1 and "fork" in multiprocessing.get_all_start_methods()
-    with ProcessPoolExecutor(min(jobs, len(work)), multiprocessing.get_context("fork" if fork else "spawn"),
-                             initializer=_pool_init, initargs=(rules,)) as ex:
-        done = dict(zip(work, ex.map(_pool_translate, [items[i] for i in work])))
+    done, lost = _pool_results(items, work, rules, jobs)
     out = []
     for i, (d, p, c) in enumerate(items):
+        if i in lost: out.append(Translation(p, d, d, error=TranslateDiagnostic("ONP9006", lost[i]))); continue
         if i not in done: out.append(translate_source(d, rules, p, comments=c)); continue
         o, diags, err, parsed, enc = done.pop(i)
         t = Translation(p, d, d if o is None else o, diags, err, parsed); t.encoding = enc
@@ -212,7 +280,7 @@ def translate_paths(srcs, rules: RuleSet | None = None, outdir=None, in_place: b
     srcs = list(srcs)
     listing = list(_walk_sources(srcs, out_root))
     inputs = {_resolved(p) for p, _, prob in listing if prob is None}
-    many = len(srcs) > 1
+    writes = _Writes(out_root, output_root(srcs) if srcs else None, inputs, force)
     read, done = {}, {}
     if jobs > 1:   # read everything, translate in a pool; one at a time otherwise (nothing held in memory)
         read = {i: _read(path) for i, (path, _, problem) in enumerate(listing) if problem is None}
@@ -233,42 +301,83 @@ def translate_paths(srcs, rules: RuleSet | None = None, outdir=None, in_place: b
         rep.diagnostics, rep.status = t.diagnostics, "checked" if check else "unchanged"
         if diff is not None and t.changed: _write_diff(diff, path, t)
         if check: continue
-        if out_root is not None:
-            rel = path.name if base is None else path.relative_to(base)
-            dest = out_root / (base.name if many and base is not None else "") / rel
-            rep.output = str(dest)
-            why = _refuse_out(dest, out_root, inputs, t.output, force)
-            if why: rep.status, rep.analysed_only = "refused", True; rep.diagnostics.append(TranslateDiagnostic("ONP9005", why)); continue
-            if not (dest.exists() and dest.read_bytes() == t.output):
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                write_atomic(dest, t.output)
-            rep.status = "translated" if t.changed else "unchanged"
-        elif not in_place: rep.analysed_only = True   # --diff alone: nothing written
-        elif in_place and t.changed:
-            why = _refuse_in_place(path, force)
-            if why: rep.status, rep.analysed_only = "refused", True; rep.diagnostics.append(TranslateDiagnostic("ONP9005", why)); continue
-            backup = path.with_name(path.name + ".orig")
-            st = path.stat()
-            if not backup.exists(): write_atomic(backup, data, mode=st.st_mode & 0o7777)
-            write_atomic(path, t.output, mode=st.st_mode & 0o7777)
-            rep.output, rep.status = str(path), "translated"
+        if out_root is None and not in_place: rep.analysed_only = True; continue   # --diff alone: nothing written
+        if out_root is None and not t.changed: continue
+        code = "ONP9005"   # a refusal, or (an OSError) a failure
+        try: why = writes.out_of_tree(rep, path, t) if out_root is not None else writes.in_place(rep, path, data, t)
+        except OSError as e: why, code = _write_failure(e, rep.output or str(path), in_place), "ONP9008"
+        if why:
+            rep.status, rep.analysed_only = ("refused" if code == "ONP9005" else "failed"), True
+            rep.diagnostics.append(TranslateDiagnostic(code, why))
     return run
 
+def _write_failure(e: OSError, target: str, in_place: bool) -> str:
+    "ONP9008's message: what could not be written, why, and what to do."
+    what = str(e) if isinstance(e, OutputError) else f"cannot write {e.filename or target}: {e.strerror or e}"
+    rest = "rerun --in-place once it is writable: it resumes" if in_place else "make it writable or choose another -o folder"
+    return f"{what}; the file is left as it was: {rest}"
+
 # %% ../../nbs/translate/run.ipynb #73c1f500
-def _refuse_out(dest: Path, out_root: Path, inputs: set, data: bytes, force: bool) -> str | None:
+class _Writes:
+    "The writes of one run: where outputs go, what they must not overwrite, and the files written so far."
+    def __init__(self, out_root: Path | None, root: Path | None, inputs: set, force: bool):
+        self.out_root, self.root, self.inputs, self.force = out_root, root, inputs, force
+        self.written, self.swept, self.stale, self.umask = set(), set(), {}, umask()
+
+    def out_of_tree(self, rep: FileReport, path: Path, t: Translation) -> str | None:
+        "Write `t`'s output under the output folder (with the source's mode less the umask); why not, if refused."
+        dest = output_path(path, self.root, self.out_root)
+        rep.output = str(dest)
+        why = _refuse_out(dest, self.out_root, self.inputs, t.output, self.force, self.written)
+        if why: return why
+        if not (dest.exists() and dest.read_bytes() == t.output):
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            self._sweep(dest)
+            write_atomic(dest, t.output, mode=stat.S_IMODE(os.stat(path).st_mode) & 0o777 & ~self.umask)
+        st = dest.stat(); self.written.add((st.st_dev, st.st_ino))
+        rep.status = "translated" if t.changed else "unchanged"
+
+    def in_place(self, rep: FileReport, path: Path, data: bytes, t: Translation) -> str | None:
+        "Keep `path` as FILE.orig (unless it is there already), then replace it with `t`'s output; why not, if refused."
+        why = _refuse_in_place(path, data, self.force)
+        if why: return why
+        backup, mode = path.with_name(path.name + ".orig"), stat.S_IMODE(path.stat().st_mode)
+        self._sweep(path); self._sweep(backup)
+        if not backup.exists(): write_atomic(backup, data, mode=mode)
+        write_atomic(path, t.output, mode=mode)
+        rep.output, rep.status = str(path), "translated"
+
+    def _sweep(self, target: Path):
+        "Remove the temporary files a killed run left for `target` (the folder is listed once per run)."
+        folder = target.parent
+        if folder not in self.swept:
+            self.swept.add(folder)
+            self.stale.update({folder / name: temps for name, temps in leftover_temps(folder).items()})
+        for tmp in self.stale.pop(target, []):
+            try: tmp.unlink()
+            except OSError: pass
+
+def _refuse_out(dest: Path, out_root: Path, inputs: set, data: bytes, force: bool, written: set = frozenset()) -> str | None:
     real = _resolved(dest)
     if real != out_root and out_root not in real.parents:
         return f"{dest} resolves to {real}, outside the output folder {out_root}: not written"
     if dest.is_symlink(): return f"{dest} is a symbolic link: not written through"
     if real in inputs: return f"{dest} is an input file: use --in-place to translate in place"
-    if dest.exists() and not force and dest.read_bytes() != data:
+    if not dest.exists(): return None
+    if not dest.is_file(): return f"{dest} exists and is not a regular file: not replaced (move it away, or choose another -o folder)"
+    st = dest.stat()
+    if (st.st_dev, st.st_ino) in written:
+        return f"{dest} is the output of another file of this run already: not overwritten, even with --force (report it)"
+    if not force and dest.read_bytes() != data:
         return f"{dest} exists with other content: not overwritten (use --force, or another -o folder)"
     return None
 
-def _refuse_in_place(path: Path, force: bool) -> str | None:
+def _refuse_in_place(path: Path, data: bytes, force: bool) -> str | None:
     if path.is_symlink(): return f"{path} is a symbolic link: translate the file it points to"
     backup = path.with_name(path.name + ".orig")
-    if backup.exists() and not force:
+    if backup.is_symlink() or (backup.exists() and not backup.is_file()):
+        return f"backup {backup} exists and is not a regular file: move it away, then translate again"
+    if backup.exists() and not force and backup.read_bytes() != data:   # equal: a run stopped between the writes; resume
         return f"backup {backup} already exists: not overwritten (use --force to translate anyway and keep that backup)"
     return None
 
@@ -310,12 +419,16 @@ def summary_csv(run: Run) -> str:
     w.writeheader(); w.writerows(summary_rows(run))
     return buf.getvalue()
 
-def write_report(run: Run, report=None, summary=None):
-    "Write the JSON report and/or the summary (.md or .csv, chosen by suffix), each atomically."
-    if report: write_atomic(report, json.dumps(run.to_dict(), indent=2) + "\n")
-    if summary:
-        s = Path(summary)
-        write_atomic(s, summary_csv(run) if s.suffix.lower() == ".csv" else summary_markdown(run))
+def write_report(run: Run, report=None, summary=None) -> list[tuple[str, str, OSError]]:
+    "Write the JSON report and/or the summary (.md or .csv, by suffix), each atomically; [(path, text, error)] for those that failed."
+    texts = []
+    if report: texts.append((str(report), json.dumps(run.to_dict(), indent=2) + "\n"))
+    if summary: texts.append((str(summary), summary_csv(run) if Path(summary).suffix.lower() == ".csv" else summary_markdown(run)))
+    failed = []
+    for path, text in texts:
+        try: write_atomic(path, text)
+        except OSError as e: failed.append((path, text, e))
+    return failed
 
 def examine_table(run: Run):
     "A rich table of the run, per code, in the style of `hipify --examine`."
@@ -327,6 +440,29 @@ def examine_table(run: Run):
     for col in ("code", "kind", "count", "meaning"): tab.add_column(col)
     for c, n in run.codes().items(): tab.add_row(c, code_info(c).severity, str(n), code_info(c).title)
     return tab
+
+# %% ../../nbs/translate/run.ipynb #4ca2929e
+_OWN_HEADS = (re.compile(rb'\s*\{\s*"tool":\s*"omni-npu-port translate"'), re.compile(rb"# omni-npu-port translate: "),
+              re.compile(rb"file,status,lines,sites,rewritten,"))   # the report, the Markdown and the CSV summary
+
+def is_own_output(path: Path | str) -> bool:
+    "Whether the regular file `path` is empty or starts as a report or summary of this tool does (one it may replace)."
+    with open(path, "rb") as f: head = f.read(256)
+    return not head.strip() or any(h.match(head) for h in _OWN_HEADS)
+
+def report_refusal(path: Path | str, srcs, outdir=None, force: bool = False) -> str | None:
+    "Why a `--report`/`--summary` path must not be written: not a regular file, an input or output of the run, or (without `force`) a file this tool did not write."
+    p = Path(path)
+    if p.is_dir(): return f"{p} is a folder: give a file path"
+    if p.exists() and not p.is_file(): return f"{p} exists and is not a regular file: give a file path"
+    real = _resolved(p)
+    for s in [*srcs, *([outdir] if outdir is not None else [])]:
+        s = _resolved(Path(s))
+        if real == s or (real.suffix == ".py" and s in real.parents):
+            return f"{p} is an input or output of this run: give another path"
+    if p.exists() and not force and not is_own_output(p):
+        return f"{p} exists and is not a report or summary of omni-npu-port translate: not overwritten (give another path, or --force)"
+    return None
 
 # %% ../../nbs/translate/run.ipynb #61492201
 def example_path() -> Path:

@@ -1,0 +1,254 @@
+"""translate's and port -o's file handling under collisions, foreign files and faults (issue 14, parts 1-3, 6, 7).
+
+Every fault here is made so that it holds for root too (a file where a folder must go, a monkeypatched write that
+fails as a read-only file system does, a worker that SIGKILLs itself), so that the tests run the same in CI.
+"""
+import errno
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+import omni_npu_port.translate.run as tmod
+from omni_npu_port.cli.main import main as cli_main
+from omni_npu_port.core.io import OutputError
+from omni_npu_port.translate.rules import compile_rules
+from omni_npu_port.translate.run import translate_paths
+
+T18 = "vllm-ascend==0.18.0"
+GPU = "import torch\ntorch.cuda.synchronize()\n"
+ERROR = "omni-npu-port translate: error:"
+
+
+def main(argv):
+    "`omni-npu-port translate ARGV` through the dispatcher: the exit code."
+    return cli_main(["translate", *argv])
+
+
+def _release(root: Path, version: str) -> Path:
+    "A small vllm_omni tree of one release: two files whose text names the release."
+    pkg = root / version / "vllm_omni"
+    (pkg / "worker").mkdir(parents=True)
+    (pkg / "runner.py").write_text(GPU + f"RELEASE = '{version}'\n")
+    (pkg / "worker" / "plain.py").write_text(f"RELEASE = '{version}'\n")
+    return pkg
+
+
+def _statuses(run) -> dict:
+    return {f.path: (f.status, [d.code for d in f.diagnostics if d.code.startswith("ONP9")]) for f in run.files}
+
+
+# ---------------------------------------------------------------- 1. outputs that cannot collide
+
+@pytest.mark.parametrize("force", [False, True])
+def test_two_sources_with_one_folder_name_keep_their_own_outputs(tmp_path, capsys, force):
+    "a/0.30.0/vllm_omni and a/0.20.0/vllm_omni: each file goes to its own path, its own content, with or without --force."
+    new, old = _release(tmp_path / "a", "0.30.0"), _release(tmp_path / "a", "0.20.0")
+    out, rep = tmp_path / "out", tmp_path / "r.json"
+    assert main([str(new), str(old), "-o", str(out), "-q", "--report", str(rep), *(["--force"] if force else [])]) == 0
+    files = json.loads(rep.read_text())["files"]
+    outputs = [f["output"] for f in files]
+    assert len(files) == 4 and len(set(outputs)) == 4                      # one output path per input file
+    for f in files:
+        release = Path(f["path"]).relative_to(tmp_path / "a").parts[0]
+        assert Path(f["output"]).is_relative_to(out / release / "vllm_omni")   # the layout mirrors below the common folder
+        assert f"RELEASE = '{release}'" in Path(f["output"]).read_text()
+
+
+def test_each_file_once_and_no_path_written_twice(tmp_path, monkeypatch):
+    "A source given twice or inside another is read once; a layout that maps two files to one path writes it once."
+    a, b = tmp_path / "src" / "a", tmp_path / "src" / "b"
+    for d in (a, b): d.mkdir(parents=True); (d / "m.py").write_text(GPU + f"WHO = '{d.name}'\n")
+    run = translate_paths([tmp_path / "src", a, a / "m.py"], compile_rules(T18), outdir=tmp_path / "o1")
+    assert sorted(Path(f.path).name for f in run.files) == ["m.py", "m.py"] and run.totals()["failed"] == 0
+    # the guard under the layout: a layout that folds every file onto its name (a case-insensitive OUTDIR would)
+    monkeypatch.setattr(tmod, "output_path", lambda path, root, out_root: out_root / Path(path).name)
+    run = translate_paths([a, b], compile_rules(T18), outdir=tmp_path / "o2", force=True)
+    st = _statuses(run)
+    assert st[str(a / "m.py")] == ("translated", []) and st[str(b / "m.py")] == ("refused", ["ONP9005"])
+    assert "WHO = 'a'" in (tmp_path / "o2" / "m.py").read_text()            # the first output stands, --force or not
+
+
+# ---------------------------------------------------------------- 2. reports never clobber inputs or foreign files
+
+def test_report_refuses_an_input_and_a_foreign_file(tmp_path, capsys):
+    src = tmp_path / "runner.py"; src.write_text(GPU)
+    notes = tmp_path / "notes.json"; notes.write_text('{"mine": true}\n')
+    for argv in (["--report", str(src)], ["--report", str(src), "--force"], ["--summary", str(tmp_path / "x.md"), "--report", str(notes)],
+                 ["--report", str(tmp_path)], ["--summary", str(src.with_suffix(".md")), "--report", str(src.with_suffix(".md"))]):
+        assert main([str(src), "--check", "-q", *argv]) == 2, argv
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 5 and all(l.startswith(ERROR) for l in err)
+    assert "input" in err[0] and "input" in err[1] and "not a report" in err[2] and "folder" in err[3]
+    assert src.read_text() == GPU and notes.read_text() == '{"mine": true}\n' and not (tmp_path / "x.md").exists()
+    assert main([str(src), "--check", "-q", "--report", str(notes), "--force"]) == 1      # asked to: replaced
+    assert json.loads(notes.read_text())["tool"] == "omni-npu-port translate"
+    md = tmp_path / "s.md"
+    for _ in range(2):                                                     # its own report and summary: replaced
+        assert main([str(src), "--check", "-q", "--report", str(notes), "--summary", str(md)]) == 1
+
+
+def test_a_report_that_cannot_be_written_goes_to_stderr(tmp_path, monkeypatch, capsys):
+    src = tmp_path / "in"; src.mkdir(); (src / "runner.py").write_text(GPU)
+    rep, real = tmp_path / "r.json", tmod.write_atomic
+    def read_only(path, data, **kw):                                       # the report's file system turns read-only
+        if Path(path) == rep: raise OutputError(f"{path}: could not be written (Read-only file system)")
+        return real(path, data, **kw)
+    monkeypatch.setattr(tmod, "write_atomic", read_only)
+    assert main([str(src), "-o", str(tmp_path / "out"), "--report", str(rep), "-q"]) == 3
+    err = capsys.readouterr().err
+    assert "torch.npu" in (tmp_path / "out" / "runner.py").read_text()      # the outputs are there
+    assert json.loads(err[:err.index(ERROR)])["totals"]["files"] == 1       # the report on stderr, whole
+    assert err.count(ERROR) == 1 and "r.json" in err.splitlines()[-1] and "Traceback" not in err
+
+
+# ---------------------------------------------------------------- 3. per-file faults stay per file
+
+def test_an_unwritable_output_is_one_diagnostic_and_the_run_goes_on(tmp_path, capsys):
+    pkg = _release(tmp_path / "a", "0.30.0")
+    out = tmp_path / "out"; out.mkdir()
+    (out / "worker").write_text("a file where the output folder must go\n")
+    rep, summary = tmp_path / "r.json", tmp_path / "s.md"
+    assert main([str(pkg), "-o", str(out), "--report", str(rep), "--summary", str(summary)]) == 3
+    err = capsys.readouterr().err
+    by = {Path(f["path"]).name: f for f in json.loads(rep.read_text())["files"]}
+    assert by["plain.py"]["status"] == "failed" and by["plain.py"]["diagnostics"][-1]["code"] == "ONP9008"
+    assert by["runner.py"]["status"] == "translated" and "torch.npu" in (out / "runner.py").read_text()
+    assert "| TOTAL |" in summary.read_text() and "Traceback" not in err
+    line = next(l for l in err.splitlines() if "ONP9008" in l)
+    assert "plain.py" in line and "worker" in line and "choose another -o folder" in line
+    assert err.count(ERROR) == 1 and "not written" in err.splitlines()[-1]
+
+
+def test_in_place_write_failure_then_rerun_resumes(tmp_path, monkeypatch, capsys):
+    "A target that cannot be replaced (a read-only file system) fails alone; once writable, a plain rerun finishes it."
+    d = tmp_path / "src"; d.mkdir()
+    (d / "a.py").write_text(GPU); (d / "b.py").write_text(GPU)
+    real = tmod.write_atomic
+    def erofs(path, data, **kw):
+        if Path(path) == d / "a.py": raise OSError(errno.EROFS, "Read-only file system", str(path))
+        return real(path, data, **kw)
+    monkeypatch.setattr(tmod, "write_atomic", erofs)
+    assert main([str(d), "--in-place"]) == 3
+    assert (d / "a.py").read_text() == GPU and "torch.npu" in (d / "b.py").read_text()
+    assert (d / "a.py.orig").read_text() == GPU                           # the backup made before the failure
+    line = next(l for l in capsys.readouterr().err.splitlines() if "ONP9008" in l)
+    assert str(d / "a.py") in line and "Read-only file system" in line and "resumes" in line
+    monkeypatch.setattr(tmod, "write_atomic", real)
+    assert main([str(d), "--in-place", "-q"]) == 0                        # no --force needed
+    assert "torch.npu" in (d / "a.py").read_text() and (d / "a.py.orig").read_text() == GPU
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_read_only_output_folder(tmp_path):
+    src = tmp_path / "in"; src.mkdir(); (src / "a.py").write_text(GPU)
+    out = tmp_path / "out"; out.mkdir(); os.chmod(out, 0o555)
+    try: run = translate_paths([src], compile_rules(T18), outdir=out)
+    finally: os.chmod(out, 0o755)
+    assert _statuses(run)[str(src / "a.py")] == ("failed", ["ONP9008"])
+
+
+_REAL_POOL_TRANSLATE = tmod._pool_translate
+KILL = {"name": None, "marker": None}   # set by a test before the pool forks; read in the worker
+
+
+def _killing_pool_translate(item):
+    "A worker that SIGKILLs itself (as the out-of-memory killer would) on KILL['name'] — once, if KILL['marker'] is set."
+    path = item[1]
+    if path.endswith(KILL["name"]):
+        marker = KILL["marker"]
+        if marker is None or not os.path.exists(marker):
+            if marker: open(marker, "w").close()
+            os.kill(os.getpid(), signal.SIGKILL)
+    return _REAL_POOL_TRANSLATE(item)
+
+
+@pytest.mark.parametrize("once", [True, False])
+def test_a_dead_pool_worker_loses_only_its_file(tmp_path, monkeypatch, once):
+    if threading.active_count() > 1: pytest.skip("the pool spawns here; the killing worker needs fork")
+    d = tmp_path / "src"; d.mkdir()
+    for i in range(6): (d / f"m{i}.py").write_text(GPU + f"N = {i}\n")
+    rules = compile_rules(T18)
+    alone = translate_paths([d], rules, outdir=tmp_path / "one")
+    monkeypatch.setattr(tmod, "_POOL_MIN", 0)
+    monkeypatch.setattr(tmod, "_pool_translate", _killing_pool_translate)
+    monkeypatch.setitem(KILL, "name", "m3.py")
+    monkeypatch.setitem(KILL, "marker", str(tmp_path / "killed-once") if once else None)
+    run = translate_paths([d], rules, outdir=tmp_path / "pool", jobs=2)
+    st = _statuses(run)
+    if once:                                                              # killed once: tried again, nothing lost
+        assert st == _statuses(alone) and (tmp_path / "killed-once").exists()
+    else:                                                                 # kills its process every time: named, alone
+        assert st.pop(str(d / "m3.py")) == ("skipped", ["ONP9006"])
+        assert all(s == ("translated", []) for s in st.values()) and len(st) == 5
+        assert "died twice" in run.files[3].diagnostics[0].message
+    for f in run.files:
+        if f.status == "translated": assert Path(f.output).read_text() == (tmp_path / "one" / Path(f.path).name).read_text()
+
+
+# ---------------------------------------------------------------- 6. modes, atomic in-place writes, resuming
+
+def test_outputs_get_the_source_mode_less_the_umask(tmp_path):
+    src = tmp_path / "in"; src.mkdir()
+    for name, mode in (("tool.py", 0o755), ("secret.py", 0o600), ("plain.py", 0o644)):
+        (src / name).write_text(GPU); os.chmod(src / name, mode)
+    old = os.umask(0o027)
+    try: translate_paths([src], compile_rules(T18), outdir=tmp_path / "out")
+    finally: os.umask(old)
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in (tmp_path / "out").iterdir()}
+    assert modes == {"tool.py": 0o750, "secret.py": 0o600, "plain.py": 0o640}
+
+
+def test_in_place_rerun_after_a_kill_resumes(tmp_path):
+    "What a SIGKILL between the backup and the rename leaves: FILE.orig equal to FILE, a temp file; the rerun finishes."
+    f = tmp_path / "runner.py"; f.write_text(GPU); os.chmod(f, 0o640)
+    (tmp_path / "runner.py.orig").write_text(GPU)
+    (tmp_path / ".runner.py.k2_9abcd.tmp").write_bytes(b"")               # write_atomic's temp, never renamed
+    assert main([str(f), "--in-place", "-q"]) == 0
+    assert "torch.npu" in f.read_text() and stat.S_IMODE(f.stat().st_mode) == 0o640
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runner.py", "runner.py.orig"]
+
+
+# ---------------------------------------------------------------- 7. regular files only; -j capped
+
+def test_fifos_and_devices_are_skipped_never_read(tmp_path):
+    "A FIFO named *.py in a tree and /dev/zero as a source: one ONP9003 line each, exit 3, in seconds (no hang)."
+    d = tmp_path / "src"; d.mkdir(); (d / "ok.py").write_text(GPU)
+    os.mkfifo(d / "pipe.py")
+    code = ("import sys; from omni_npu_port.cli.main import main; "
+            f"sys.exit(main(['translate', {str(d)!r}, '/dev/zero', '-o', {str(tmp_path / 'out')!r}, '--target', {T18!r}]))")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 3, p.stderr
+    lines = [l for l in p.stderr.splitlines() if "ONP9003" in l]
+    assert len(lines) == 2 and "FIFO" in lines[0] and "pipe.py" in lines[0] and "character device" in lines[1]
+    assert "torch.npu" in (tmp_path / "out" / str(d).lstrip("/") / "ok.py").read_text()   # sources in two places: the whole path
+
+
+def test_jobs_above_the_cpus_are_capped_with_a_warning(tmp_path, capsys):
+    from omni_npu_port.cli.translate import jobs_for
+    import argparse
+    f = tmp_path / "a.py"; f.write_text(GPU)
+    assert main([str(f), "--check", "-q", "-j", "1000"]) == 1
+    warn = [l for l in capsys.readouterr().err.splitlines() if "warning" in l]
+    assert len(warn) == 1 and "--jobs 1000" in warn[0]
+    cpus = tmod.usable_cpus()
+    assert jobs_for(argparse.Namespace(jobs=1000), compile_rules(T18)) == cpus
+    assert jobs_for(argparse.Namespace(jobs=0), compile_rules(T18)) == cpus
+
+
+# ---------------------------------------------------------------- port -o
+
+def test_port_output_never_clobbers_an_input_or_a_folder(tmp_path, capsys):
+    omni = tmp_path / "omni.py"; omni.write_text("class A:\n    def f(self):\n        return 1\n")
+    specs = ["--gpu-base", f"{tmp_path / 'b.py'}:A.f", "--gpu-omni", f"{omni}:A.f", "--npu-base", f"{tmp_path / 'n.py'}:A.f"]
+    assert cli_main(["port", *specs, "-o", str(omni)]) == 2
+    assert cli_main(["port", *specs, "-o", str(tmp_path), "--force"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2 and "input of this port (--gpu-omni)" in err[0] and "not a regular file" in err[1]
+    assert omni.read_text() == "class A:\n    def f(self):\n        return 1\n"
