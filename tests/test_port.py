@@ -1392,3 +1392,28 @@ def test_a_shift_never_moves_a_region_out_of_the_method_body():
     prev = ([M.CodeLine("        )")], [M.CodeLine(")")])        # a closing bracket matched at another depth
     assert M._hunk_delta(prev, ([], []), a) == 0
     assert M._hunk_delta(([M.CodeLine("        w = 1")], [M.CodeLine("    w = 1")]), ([], []), [M.CodeLine("        y = 2")]) == -4
+
+
+def test_a_class_port_imports_what_string_annotations_name_for_type_checkers_only():
+    "A name read only in string annotations, which its module imports under `if TYPE_CHECKING:`, is imported the same way."
+    f = FIX / "typing_only.py"
+    res = K.port_class(*(L.locate(f"{f}:{c}", False) for c in ("GPUModelRunner", "OmniGPUModelRunner", "NPUModelRunner")),
+                       prefer="npu")
+    code = res.code
+    assert "if TYPE_CHECKING:\n    from vllm.v1.core.sched.output import SchedulerOutput" in code
+    assert "from typing import TYPE_CHECKING" in code
+    tree = ast.parse(code)
+    top = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    assert not any(a.name == "SchedulerOutput" for n in top for a in n.names)      # never imported at run time
+    assert K.annotation_names(tree) == {"SchedulerOutput"}
+    snippet = ast.parse('def f(a: "A", *b: "B | None", c: int = 1) -> "list[C]":\n    x: "D" = 1\n    return "E"\n')
+    assert K.annotation_names(snippet) == {"A", "B", "list", "C", "D"}          # not the returned string
+
+
+def test_a_rename_keeps_most_of_the_name():
+    "Aligned parameter lists: a renamed parameter has the same default and most of the old name; another parameter is no rename."
+    sig = lambda s: ast.parse(f"def f(self, {s}): pass").body[0]
+    npu = sig("num_tokens, with_prefill=False, aclgraph_runtime_mode=None, force_attention=False")
+    assert S.param_renames(sig("num_tokens, cudagraph_runtime_mode=None, force_attention=False"), npu) == \
+        {"cudagraph_runtime_mode": "aclgraph_runtime_mode"}
+    assert S.param_renames(sig("num_tokens, extra_flag=None"), npu) == {}

@@ -28,8 +28,8 @@ from .overrides import omni_definitions, refit_overrides
 from .method import PortResult, parse_check, port_method
 
 # %% auto #0
-__all__ = ['ported_class_name', 'ClassPlan', 'needs_translation', 'accepts_npu_calls', 'omni_overrides', 'plan_class',
-           'generated_mro', 'port_class']
+__all__ = ['TYPING_ONLY', 'ported_class_name', 'ClassPlan', 'needs_translation', 'accepts_npu_calls', 'omni_overrides',
+           'plan_class', 'annotation_names', 'generated_mro', 'port_class']
 
 # %% ../../nbs/port/classes.ipynb #f70dcdde
 def ported_class_name(omni_cls: str) -> str:
@@ -92,7 +92,7 @@ def _imports_for(code: str, modules: list[tuple[str, str, str | None]], exclude:
     plain = "\n".join(l for l in code.splitlines() if not l.startswith(("<<<<<<<", "=======", ">>>>>>>")))
     try:
         tree = ast.parse(plain)
-        used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+        used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | annotation_names(tree)
         bound = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
     except SyntaxError:   # both sides of a conflict together may not parse: fall back to identifiers
         used, bound = set(re.findall(r"(?<![.\w])[A-Za-z_]\w*", plain)), set()
@@ -106,19 +106,45 @@ def _imports_for(code: str, modules: list[tuple[str, str, str | None]], exclude:
                 break
     return out
 
+def annotation_names(tree: ast.AST) -> set[str]:
+    "Names read inside string annotations (`x: \"SchedulerOutput\"`, `-> \"list[Foo]\"`): a module must bind them too."
+    out = set()
+    for n in ast.walk(tree):
+        anns = [a.annotation for a in (n.args.posonlyargs + n.args.args + n.args.kwonlyargs + [n.args.vararg, n.args.kwarg])
+                if a is not None and a.annotation is not None] + [n.returns] if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+               else [n.annotation] if isinstance(n, ast.AnnAssign) else []
+        for s in (c for a in anns if a is not None for c in ast.walk(a)):
+            if isinstance(s, ast.Constant) and isinstance(s.value, str):
+                try: out |= {x.id for x in ast.walk(ast.parse(s.value.strip(), mode="eval")) if isinstance(x, ast.Name)}
+                except SyntaxError: pass
+    return out
+
+TYPING_ONLY = "if TYPE_CHECKING: "   # the prefix of an import line a module makes only for type checkers
+
+def _top_statements(body: list, typing_only: bool = False):
+    "A module's top-level statements, those inside top-level `if` / `try` blocks too, each with whether only type checkers run it."
+    for st in body:
+        if isinstance(st, ast.If):
+            tc = typing_only or "TYPE_CHECKING" in ast.unparse(st.test)
+            yield from _top_statements(st.body, tc); yield from _top_statements(st.orelse, typing_only)
+        elif isinstance(st, ast.Try):
+            for b in (st.body, st.orelse, st.finalbody, *[h.body for h in st.handlers]): yield from _top_statements(b, typing_only)
+        else: yield st, typing_only
+
 @functools.lru_cache(maxsize=32)
 def _bindings(module: str, text: str) -> dict[str, str]:
-    "Every top-level name a module binds → the import line that gives it to another module."
+    "Every top-level name a module binds → the import line that gives it to another module (`TYPING_ONLY`-prefixed where only type checkers import it)."
     out = {}
-    for st in ast.parse(text).body:
+    for st, tc in _top_statements(ast.parse(text).body):
+        pre = TYPING_ONLY if tc else ""
         if isinstance(st, ast.ImportFrom):
             src = st.module or ""
             if st.level: src = ".".join(module.split(".")[: -st.level] + ([st.module] if st.module else []))
             for a in st.names:
-                out.setdefault(a.asname or a.name, f"from {src} import {a.name}" + (f" as {a.asname}" if a.asname else ""))
+                out.setdefault(a.asname or a.name, pre + f"from {src} import {a.name}" + (f" as {a.asname}" if a.asname else ""))
         elif isinstance(st, ast.Import):
             for a in st.names:
-                out.setdefault(a.asname or a.name.split(".")[0], f"import {a.name}" + (f" as {a.asname}" if a.asname else ""))
+                out.setdefault(a.asname or a.name.split(".")[0], pre + f"import {a.name}" + (f" as {a.asname}" if a.asname else ""))
         elif isinstance(st, (ast.FunctionDef, ast.ClassDef)): out.setdefault(st.name, f"from {module} import {st.name}")
         elif isinstance(st, ast.Assign):
             for t in st.targets:
@@ -191,8 +217,13 @@ def port_class(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_st
             sources += [(m.owner_module, _translated_imports(m, rules), m.package), (m.owner_module, m.owner_text, m.package)]
     imports = _imports_for(cls_code, sources, set())
     imports += [f"from {gpu_omni.module} import {omni_cls}", f"from {npu_base.module} import {npu_cls}"]
+    typing_only = sorted({i[len(TYPING_ONLY):] for i in imports if i.startswith(TYPING_ONLY)})
+    imports = [i for i in imports if not i.startswith(TYPING_ONLY)]
+    typing_only = [i for i in typing_only if i not in imports]
+    if typing_only: imports.append("from typing import TYPE_CHECKING")
     imports = list(dict.fromkeys(sorted(i for i in imports if i.startswith("import ")) +
                                  sorted(i for i in imports if i.startswith("from "))))
+    if typing_only: imports += ["", "if TYPE_CHECKING:"] + [f"    {i}" for i in typing_only]
     header = (f'"""{cname}: {omni_cls} ported onto {npu_base.label()} by `omni-npu-port port --class`.\n\n'
               f"Sources: GPU base {gpu_base.label()}; omni GPU {gpu_omni.label()}; translator target {rules.target}.\n"
               f"Ported methods: {', '.join(f'{k} ({v})' for k, v in styles.items()) or 'none'}.\n"

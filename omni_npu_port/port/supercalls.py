@@ -109,7 +109,8 @@ def _defaults(fn) -> dict[str, str | None]:
     return out
 
 def param_renames(gpu_fn, npu_fn) -> dict[str, str]:
-    "GPU parameter → NPU parameter where the NPU base renamed it (same stretch of the aligned lists, the one with the same default)."
+    "GPU parameter → NPU parameter where the NPU base renamed it (same stretch of the aligned lists, the one with the same"
+    " default whose name keeps most of the old one: `cudagraph_runtime_mode` → `aclgraph_runtime_mode`, never `extra_flag` → it)."
     import difflib
     g, n = _defaults(gpu_fn), _defaults(npu_fn)
     gl, nl = [p for p in g if p != "self"], [p for p in n if p != "self"]
@@ -118,7 +119,8 @@ def param_renames(gpu_fn, npu_fn) -> dict[str, str]:
         if op != "replace": continue
         for p in gl[i1:i2]:
             if p in n: continue
-            same = [q for q in nl[j1:j2] if q not in g and n[q] == g[p] and q not in out.values()]
+            same = [q for q in nl[j1:j2] if q not in g and n[q] == g[p] and q not in out.values()
+                    and difflib.SequenceMatcher(None, p, q).ratio() >= 0.6]
             if len(same) == 1: out[p] = same[0]
     return out
 
