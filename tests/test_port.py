@@ -1417,3 +1417,15 @@ def test_a_rename_keeps_most_of_the_name():
     assert S.param_renames(sig("num_tokens, cudagraph_runtime_mode=None, force_attention=False"), npu) == \
         {"cudagraph_runtime_mode": "aclgraph_runtime_mode"}
     assert S.param_renames(sig("num_tokens, extra_flag=None"), npu) == {}
+
+
+def test_a_class_port_says_which_name_a_kept_line_reads_and_nothing_binds():
+    "--prefer npu keeps the NPU side's binding line; omni's next line reads `extra`, which only omni's side bound: ONP4025."
+    f = FIX / "dropped_binding.py"
+    locs = [L.locate(f"{f}:{c}", False) for c in ("GPUModelRunner", "OmniGPUModelRunner", "NPUModelRunner")]
+    res = K.port_class(*locs, prefer="npu")
+    compile(res.code, "<port>", "exec")
+    found = [d for d in res.diagnostics if d.code == "ONP4025"]
+    assert [d.message.rsplit(": ", 1)[1] for d in found] == ["`extra`"]
+    assert "self.cache = extra" in res.code.splitlines()[found[0].line - 1]
+    assert not [d for d in K.port_class(*locs, prefer="omni").diagnostics if d.code == "ONP4025"]

@@ -25,7 +25,7 @@ from .translation import translate_code, translate_located, translate_methods
 from .supercalls import extends_by_super, param_names
 from .formatting import format_code, format_options, ruff_bin
 from .overrides import omni_definitions, refit_overrides
-from .method import PortResult, parse_check, port_method
+from .method import PortResult, parse_check, port_method, undefined_names
 
 # %% auto #0
 __all__ = ['TYPING_ONLY', 'ported_class_name', 'ClassPlan', 'needs_translation', 'accepts_npu_calls', 'omni_overrides',
@@ -229,7 +229,9 @@ def port_class(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_st
               f"Ported methods: {', '.join(f'{k} ({v})' for k, v in styles.items()) or 'none'}.\n"
               'Omni additions are fenced by `----Omni-new----` comments; `<<<<<<<` marks an unresolved conflict."""\n')
     code = header + "\n" + "\n".join(imports) + "\n\n\n" + cls_code
-    if not any(d.code == "ONP4001" for d in diags): diags += parse_check(code, cname)
+    if not any(d.code == "ONP4001" for d in diags):
+        broken = parse_check(code, cname)
+        diags += broken or undefined_names(code, cname)   # it compiles: does it read a name nothing binds?
     if format:   # the methods are formatted already (their diagnostics count their own lines): now the imports
         code, d = format_code(code, format, ll, settings, indent=0)
         diags += [dataclasses.replace(x, where=cname) for x in d]

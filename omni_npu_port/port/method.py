@@ -23,7 +23,8 @@ from .formatting import format_code, format_options, ruff_bin
 from .overrides import omni_definitions, override_calls, override_calls_in_base
 
 # %% auto #0
-__all__ = ['PortResult', 'parse_check', 'kept_omni_diagnostics', 'gpu_side_owner', 'port_omni_only', 'port_method', 'finish_port']
+__all__ = ['PortResult', 'parse_check', 'kept_omni_diagnostics', 'undefined_names', 'gpu_side_owner', 'port_omni_only',
+           'port_method', 'finish_port']
 
 # %% ../../nbs/port/port.ipynb #c7910ad8
 register(
@@ -73,6 +74,34 @@ def _super_spans(code: str) -> set:
         if isinstance(st, ast.stmt) and not hasattr(st, "body") and any(n is c for n in ast.walk(st) for c in calls):
             out |= set(range(st.lineno, st.end_lineno + 1))
     return out
+
+# %% ../../nbs/port/port.ipynb #1a11fce3
+register(
+    Code("ONP4025", "undefined-name", "a name the ported module reads is bound nowhere in it", "warning",
+         "bind it (take the assignment from the conflict side that has it) or import it; the message names the first read",
+         "port/port.ipynb", "port"),
+)
+
+def _functions(t):
+    "The function scopes of a symbol table, nested ones included."
+    for c in t.get_children():
+        if c.get_type() == "function": yield c
+        yield from _functions(c)
+
+def undefined_names(code: str, where: str) -> list[Diagnostic]:
+    "ONP4025 for each name a function of `code` reads as a global that the module does not bind and builtins lack."
+    import builtins, symtable
+    try: top, tree = symtable.symtable(code, "<port>", "exec"), ast.parse(code)
+    except SyntaxError: return []
+    known = {s.get_name() for s in top.get_symbols() if s.is_assigned() or s.is_imported() or s.is_namespace()}
+    known |= set(dir(builtins)) | {"__class__"}
+    missing = sorted({s.get_name() for f in _functions(top) for s in f.get_symbols()
+                      if s.is_referenced() and s.is_global() and s.get_name() not in known})
+    first = {}
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Name) and n.id in missing and isinstance(n.ctx, ast.Load): first[n.id] = min(first.get(n.id, n.lineno), n.lineno)
+    return [port_diagnostic("ONP4025", f"{code_info('ONP4025').title}: `{m}`", first.get(m), "warning", where=where) for m in missing]
+
 
 # %% ../../nbs/port/port.ipynb #f4a3e614
 register(
