@@ -17,7 +17,7 @@ fresh process (so it keeps working while the library's APIs move), and measures,
 - super skips: in a class port, an explicit `Base.method(self, ...)` that names a vllm / vllm-ascend class where
   Python's MRO of the omni class reaches an omni class first (e.g. `NPUModelRunner.__init__` inside the AR runner).
 - undefined names: names the module of a class port (`--prefer npu`) uses but never binds (ruff's F821), e.g. a
-  parameter renamed in the signature but not at its uses.
+  parameter renamed in the signature but not at its uses; (unsaid): of those, the ones no ONP4025 of the port names.
 - false orphans: audit findings that a method has no GPU counterpart where the GPU class inherits it (another file).
 - doctor: refusals, and whether a versionless checkout gets a version (given with `@X`, or inferred and said so),
   and vllm's version read from its `__version__ = version = '...'` form.
@@ -344,7 +344,10 @@ def port_job(cls: str, gpu_base: str, gpu_omni: str, npu_base: str, against: str
                 if not scores: res["refusals"] += 1; res["errors"].append("--against: no scores")
         elif not parses(j["code"]): res["unparsable"].append(p)
         if p == "npu" and klass and idx and gpu_cls: res["super_skips"] = super_skips(j["code"], gpu_cls, idx)
-        if p == "npu" and klass: res["undefined"] = undefined_names(j["code"]) or []   # a module: its names must be bound
+        if p == "npu" and klass:   # a module: its names must be bound, or the port must say which are not (ONP4025)
+            res["undefined"] = undefined_names(j["code"]) or []
+            said = {d["message"].rsplit("`", 2)[-2] for d in j.get("diagnostics", []) if d.get("code") == "ONP4025" and "`" in d["message"]}
+            res["undefined_unsaid"] = [u for u in res["undefined"] if u.rsplit("`", 2)[-2] not in said]
     res["n_conflicts"] = sum(res["conflicts"].values())
     return res
 
@@ -504,6 +507,7 @@ def summarize(results: list[dict], classes) -> dict:
                 "check_passed_with_gpuisms": sum(r.get("check_passed_with_gpuisms", 0) for r in rs),
                 "super_skips": sum(len(r.get("super_skips", [])) for r in rs),
                 "undefined_names": sum(len(r.get("undefined", [])) for r in rs),
+                "undefined_unsaid": sum(len(r.get("undefined_unsaid", [])) for r in rs),
                 "false_orphans": sum(len(r.get("false_orphans", [])) for r in rs),
                 "doctor_wrong_version": sum(r.get("version_ok") is False for r in rs),
                 "doctor_version_issues": sum(r["kind"] == "doctor" and not r.get("version_said") for r in rs)}
@@ -512,8 +516,8 @@ def summarize(results: list[dict], classes) -> dict:
 
 
 COLS = ("jobs", "silent_gpuisms", "silent_import_flagged", "refusals", "unparsable", "conflicts_per_method", "check_passed_with_gpuisms",
-        "super_skips", "undefined_names", "false_orphans", "doctor_version_issues")
-HEAD = ("jobs", "silent", "(imp. fl.)", "refused", "unparsable", "confl/meth", "check 0", "super", "undefined", "orphans", "version")
+        "super_skips", "undefined_names", "undefined_unsaid", "false_orphans", "doctor_version_issues")
+HEAD = ("jobs", "silent", "(imp. fl.)", "refused", "unparsable", "confl/meth", "check 0", "super", "undefined", "(unsaid)", "orphans", "version")
 
 
 def print_table(title: str, summary: dict):
@@ -591,7 +595,7 @@ def main(argv=None) -> int:
           "that errored or answered nothing; unparsable = --prefer npu/omni outputs that do not compile; confl/meth = conflict "
           "markers per ported method; check 0 = `translate --check` exiting 0 with GPU-isms left; super = super() calls "
           "ported to a vllm-ascend base where the MRO reaches an omni class first; undefined = names a class port's module "
-          "(--prefer npu) uses but never binds (ruff F821); orphans = audit findings that a method "
+          "(--prefer npu) uses but never binds (ruff F821; unsaid: no ONP4025 names it); orphans = audit findings that a method "
           "has no GPU counterpart where the GPU class inherits it; version = doctor sources with no version, a wrong one, or a guess not called inferred")
     if args.json: Path(args.json).write_text(json.dumps(report, indent=2, default=str))
     return 0
