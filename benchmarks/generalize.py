@@ -13,7 +13,8 @@ fresh process (so it keeps working while the library's APIs move), and measures,
   without scores) for an input it should handle.
 - unparsable: `port --prefer npu` / `--prefer omni` outputs that do not compile (`compile()`: the parser, and the
   checks after it such as a repeated keyword argument).
-- conflicts per method: `<<<<<<<` markers in the default (`--prefer markers`) port, per ported method.
+- conflicts per method: `<<<<<<<` markers in the default (`--prefer markers`) port, per ported method; and the lines
+  inside them per ported method (two narrow conflicts are better than one that holds the whole method).
 - super skips: in a class port, an explicit `Base.method(self, ...)` that names a vllm / vllm-ascend class where
   Python's MRO of the omni class reaches an omni class first (e.g. `NPUModelRunner.__init__` inside the AR runner).
 - undefined names: names the module of a class port (`--prefer npu`) uses but never binds (ruff's F821), e.g. a
@@ -296,6 +297,17 @@ def conflicts_per_method(code: str) -> dict[str, int]:
     return out
 
 
+def conflict_lines(code: str) -> int:
+    "Lines between `<<<<<<<` and `>>>>>>>` markers (both sides): how much a reader must resolve, beside how many conflicts."
+    n, inside = 0, False
+    for line in code.splitlines():
+        s = line.lstrip()
+        if s.startswith("<<<<<<<"): inside = True
+        elif s.startswith(">>>>>>>"): inside = False
+        elif inside and not s.startswith("======="): n += 1
+    return n
+
+
 # ---------------------------------------------------------------------------------------------------- jobs
 def translate_job(cls: str, srcs: list[Path], target: str = TARGET, sources=()) -> dict:
     "translate SRCS -o OUT --report, and --check (with --source S for each of `sources`): GPU-isms left, silent ones, refusals, --check's exit."
@@ -337,6 +349,7 @@ def port_job(cls: str, gpu_base: str, gpu_omni: str, npu_base: str, against: str
             continue
         if p == "markers":
             res["conflicts"] = {m: n for m, n in conflicts_per_method(j["code"]).items() if m != "<module>"}
+            res["conflict_lines"] = conflict_lines(j["code"])
             res["methods"] = len((j.get("stats") or {}).get("styles") or {}) or max(len(res["conflicts"]), 1)
             if against:
                 scores = (j.get("against") or {}).get("scores") if klass else j.get("against")
@@ -504,6 +517,7 @@ def summarize(results: list[dict], classes) -> dict:
                 "unparsable": sum(len(r.get("unparsable", [])) for r in rs),
                 "conflicts": sum(r.get("n_conflicts", 0) for r in ports), "ported_methods": methods,
                 "conflicts_per_method": round(sum(r.get("n_conflicts", 0) for r in ports) / methods, 3) if methods else None,
+                "conflict_lines_per_method": round(sum(r.get("conflict_lines", 0) for r in ports) / methods, 1) if methods else None,
                 "check_passed_with_gpuisms": sum(r.get("check_passed_with_gpuisms", 0) for r in rs),
                 "super_skips": sum(len(r.get("super_skips", [])) for r in rs),
                 "undefined_names": sum(len(r.get("undefined", [])) for r in rs),
@@ -515,9 +529,10 @@ def summarize(results: list[dict], classes) -> dict:
     return {"per_class": per, "overall": agg(results)}
 
 
-COLS = ("jobs", "silent_gpuisms", "silent_import_flagged", "refusals", "unparsable", "conflicts_per_method", "check_passed_with_gpuisms",
+COLS = ("jobs", "silent_gpuisms", "silent_import_flagged", "refusals", "unparsable", "conflicts_per_method",
+        "conflict_lines_per_method", "check_passed_with_gpuisms",
         "super_skips", "undefined_names", "undefined_unsaid", "false_orphans", "doctor_version_issues")
-HEAD = ("jobs", "silent", "(imp. fl.)", "refused", "unparsable", "confl/meth", "check 0", "super", "undefined", "(unsaid)", "orphans", "version")
+HEAD = ("jobs", "silent", "(imp. fl.)", "refused", "unparsable", "confl/meth", "lines/meth", "check 0", "super", "undefined", "(unsaid)", "orphans", "version")
 
 
 def print_table(title: str, summary: dict):
@@ -593,7 +608,7 @@ def main(argv=None) -> int:
     print(f"\n{report['seconds']} s; silent = catalog GPU symbols left with no rewrite and no diagnostic at their statement (imp. fl.: of those, the ones whose "
           "import is flagged); refused = a command "
           "that errored or answered nothing; unparsable = --prefer npu/omni outputs that do not compile; confl/meth = conflict "
-          "markers per ported method; check 0 = `translate --check` exiting 0 with GPU-isms left; super = super() calls "
+          "markers per ported method; lines/meth = lines inside them per ported method; check 0 = `translate --check` exiting 0 with GPU-isms left; super = super() calls "
           "ported to a vllm-ascend base where the MRO reaches an omni class first; undefined = names a class port's module "
           "(--prefer npu) uses but never binds (ruff F821; unsaid: no ONP4025 names it); orphans = audit findings that a method "
           "has no GPU counterpart where the GPU class inherits it; version = doctor sources with no version, a wrong one, or a guess not called inferred")
