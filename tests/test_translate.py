@@ -1086,3 +1086,32 @@ def test_a_source_resolves_what_a_star_import_binds(tmp_path):
     assert f"import {leaf(npu('fc.import'))}" in t.code and f"with {leaf(npu('fc.import'))}(" in t.code
     assert "CUDAGraphWrapper(runner.model)" in t.code and f"return {leaf(npu('fc.import'))}" in t.code
     assert '"set_forward_context"' in t.code                  # strings stay
+
+
+@pytest.mark.parametrize("fmt", ["json", "sarif", "github"])
+def test_check_findings_in_ci_formats(fmt, capsys):
+    "--check --output-format: the same findings as the text lines, as JSON, SARIF 2.1.0 or GitHub annotations."
+    f = FIX / "reexported_forward_context.py"
+    assert main([str(f), "--check", "--target", T18, "-q"]) == 1
+    text = capsys.readouterr().out.splitlines()
+    assert main([str(f), "--check", "--target", T18, "-q", "--output-format", fmt]) == 1
+    out = capsys.readouterr().out
+    where = [(l.split(":")[1], l.split(": ", 1)[1].split()[0]) for l in text]          # (line, code) of each text line
+    if fmt == "json":
+        got = [(str(r["line"]), r["code"]) for r in json.loads(out)]
+    elif fmt == "sarif":
+        log = json.loads(out)
+        assert log["version"] == "2.1.0" and log["runs"][0]["tool"]["driver"]["name"] == "omni-npu-port translate"
+        res = log["runs"][0]["results"]
+        got = [(str(r["locations"][0]["physicalLocation"]["region"]["startLine"]), r["ruleId"]) for r in res]
+        assert {r["id"] for r in log["runs"][0]["tool"]["driver"]["rules"]} == {c for _, c in where}
+    else:
+        lines = out.splitlines()
+        assert all(l.startswith(("::warning file=", "::error file=", "::notice file=")) for l in lines)
+        got = [(l.split("line=")[1].split(",")[0], l.split("title=")[1].split("::")[0]) for l in lines]
+    assert got == where
+
+
+def test_output_format_goes_with_check(tmp_path, capsys):
+    assert main([str(FIX / "reexported_forward_context.py"), "-o", str(tmp_path / "o"), "--output-format", "json"]) == 2
+    assert "add --check" in capsys.readouterr().err

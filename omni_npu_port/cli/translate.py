@@ -12,6 +12,7 @@ from pathlib import Path
 
 from .options import add_output, add_target
 from ..core.errors import InputError, PortingError, UsageError, warning_line
+from ..core.findings import OUTPUT_FORMATS
 from ..translate.rules import compile_rules
 from ..translate.run import (FILE_ERRORS, examine_table, percent, report_refusal, translate_paths, usable_cpus,
                                         write_report)
@@ -34,6 +35,8 @@ def configure(ap):
     ap.add_argument("--in-place", action="store_true", help="rewrite changed files atomically, keeping FILE.orig")
     ap.add_argument("--diff", action="store_true", help="print a unified diff to stdout")
     ap.add_argument("--check", action="store_true", help="analyse only: print path:line:col: CODE message for each GPU-ism left, converted-or-flagged or not; exit 1 if any")
+    ap.add_argument("--output-format", default="text", choices=OUTPUT_FORMATS,
+                    help="with --check: the findings as text lines (default), json, sarif (SARIF 2.1.0) or github (Actions annotations)")
     add_target(ap)
     ap.add_argument("--rules", action="append", default=[], metavar="FILE", help="user rules, TOML or YAML (repeatable; later wins)")
     ap.add_argument("--source", action="append", default=[], metavar="SPEC",
@@ -51,6 +54,7 @@ def configure(ap):
 def check_arguments(args) -> None:
     "A UsageError for options that do not fit together or name places that cannot be written."
     if not args.src: raise UsageError("give the files or folders to translate (SRC...)")
+    if args.output_format != "text" and not args.check: raise UsageError("--output-format formats the findings of --check: add --check")
     modes = [m for m, on in (("-o", args.output is not None), ("--in-place", args.in_place), ("--check", args.check)) if on]
     if len(modes) > 1: raise UsageError(f"choose one of -o OUTDIR, --in-place, --check (got {' and '.join(modes)})")
     if not modes and not args.diff: raise UsageError("say where the output goes: -o OUTDIR, --in-place, --diff or --check")
@@ -74,10 +78,12 @@ def rules_for(args):
     except ValueError as e: raise UsageError(str(e)) from None   # ProfileError and bad targets are ValueErrors
 
 # %% ../../nbs/cli/translate.ipynb #588149f1
-def print_findings(run) -> None:
-    "With --check: one `path:line:col: CODE message` line per finding on stdout (the style of ruff and mypy)."
-    for f in run.files:
-        for d in f.findings(): print(f"{f.path}:{d.line}:{d.column}: {d.code} {d.message}")
+def print_findings(run, fmt: str = "text") -> None:
+    "With --check: the findings on stdout, as `path:line:col: CODE message` lines (the style of ruff and mypy), JSON, SARIF or GitHub annotations."
+    import dataclasses
+    from omni_npu_port.core.findings import format_findings
+    found = [dataclasses.replace(d, path=str(f.path)) for f in run.files for d in f.findings()]
+    sys.stdout.write(format_findings(found, fmt, "omni-npu-port translate"))
 
 def print_summary(run, args) -> None:
     "Error diagnostics (those not printed as findings) and the `--examine` table (with --check) or a one-line summary, on stderr."
@@ -116,7 +122,7 @@ def run(args) -> int:
                              jobs=jobs_for(args, rules))
     unwritten = write_report(result, args.report, args.summary)
     for _, text, _ in unwritten: sys.stderr.write(text)   # not lost: on stderr instead
-    if args.check: print_findings(result)
+    if args.check: print_findings(result, args.output_format)
     if not args.quiet: print_summary(result, args)
     t, problems = result.totals(), []
     if t["failed"]:
