@@ -45,3 +45,24 @@ def test_the_readme_has_no_unfilled_figure():
     "Figures in the README are measured and written in; a `{NAME}` left from a draft fails here."
     text = (ROOT / "README.md").read_text()
     assert not re.findall(r"\{[A-Z_]{3,}\}", text)
+
+
+def test_the_tour_translation_fits_80_columns_and_names_the_whole_diff(tmp_path):
+    "The tour shows counts explained and the first hunks, one row per diff line at 80 columns; the rest is in a file it names."
+    import io
+    from rich.console import Console
+    from omni_npu_port.translate.run import TOUR_HUNKS, hunks_of, tour_translate
+    buf = io.StringIO()
+    run = tour_translate(Console(file=buf, width=80, color_system=None), out_dir=tmp_path)
+    shown = buf.getvalue().splitlines()
+    diff = (tmp_path / "gpu_runner_example.diff").read_text()
+    head, hunks = hunks_of(diff)
+    assert len(hunks) > TOUR_HUNKS and f"… {len(hunks) - TOUR_HUNKS} more hunks" in buf.getvalue()
+    assert str(tmp_path / "gpu_runner_example.diff") in buf.getvalue().replace("\n", "")
+    rows = [l for l in shown if l.startswith(("+", "-", "@@", " "))]
+    expected = (head + "".join(hunks[:TOUR_HUNKS])).splitlines()
+    assert len(rows) == len(expected) and all(len(l) <= 80 for l in shown)
+    assert all(r[:1] == e[:1] for r, e in zip(rows, expected))               # every row keeps its + / - / space
+    t = run.totals()
+    assert f"{t['sites']} sites" in buf.getvalue() and f"{t['rewritten']} rewritten" in buf.getvalue()
+    assert (tmp_path / "gpu_runner_example.py").is_file()

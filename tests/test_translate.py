@@ -606,12 +606,12 @@ def test_default_target_is_the_profile(monkeypatch):
     assert compile_rules().vllm_ascend == "0.17.0rc1"
 
 
-def test_tour_translate_shows_diff_and_summary():
+def test_tour_translate_shows_diff_and_summary(tmp_path):
     from rich.console import Console
     con = Console(file=io.StringIO(), width=120)
-    run = tour_translate(con, T18)
-    text = con.file.getvalue()
-    assert "set_ascend_forward_context" in text and "ONP2011" in text
+    run = tour_translate(con, T18, out_dir=tmp_path)
+    text, whole = con.file.getvalue(), (tmp_path / "gpu_runner_example.diff").read_text()
+    assert "import torch_npu" in text and "set_ascend_forward_context" in whole and "ONP2011" in whole
     assert run.totals()["rewritten"] > 0 and run.totals()["flagged"] > 0
 
 

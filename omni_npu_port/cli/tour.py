@@ -15,8 +15,8 @@ DESCRIPTION = "A first run: backend, profile, catalog summary, a translation, do
 DEFAULT_TARGET = "vllm-ascend==0.18.0"
 
 # %% auto #0
-__all__ = ['DESCRIPTION', 'DEFAULT_TARGET', 'TOUR_STEPS', 'tour_backend', 'tour_profile', 'tour_catalog', 'tour_translate',
-           'tour_docs', 'tour_bench', 'configure', 'run']
+__all__ = ['DESCRIPTION', 'DEFAULT_TARGET', 'NEXT_STEPS', 'TOUR_STEPS', 'tour_backend', 'tour_profile', 'tour_catalog',
+           'tour_translate', 'tour_docs', 'tour_bench', 'configure', 'run']
 
 # %% ../../nbs/cli/tour.ipynb #63dac022
 def tour_backend(con, state):
@@ -67,6 +67,14 @@ def tour_bench(con, state):
     from omni_npu_port.bench.harness import short_bench
     short_bench(console=con)
 
+NEXT_STEPS = """next steps:
+  translate your runner:  omni-npu-port translate my_runner.py -o out/
+                          (--check lists its sites, one line each)
+  port a method or class: omni-npu-port port -h
+  port in a notebook:     omni-npu-port kernel install --backend auto
+                          jupyter lab nbs/          (as root: --allow-root)
+  run the tests:          .venv/bin/python -m pytest"""
+
 TOUR_STEPS = {"backend": tour_backend, "profile": tour_profile, "catalog": tour_catalog, "translate": tour_translate,
               "docs": tour_docs, "benchmark": tour_bench}
 
@@ -90,4 +98,5 @@ def run(args) -> int:
             con.print(f"[red]{name} step failed:[/red] {type(e).__name__}: {escape(str(e))}")
     con.print(Rule())
     con.print(f"tour finished; {'steps failed: ' + ', '.join(failed) if failed else 'every step ran'}")
+    con.print(NEXT_STEPS, highlight=False)
     return 1 if failed else 0

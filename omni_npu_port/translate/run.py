@@ -27,9 +27,10 @@ from .engine import Translation, might_apply, translate_source
 from .rules import RuleSet, compile_rules
 
 # %% auto #0
-__all__ = ['FILE_ERRORS', 'CODES', 'FileReport', 'Run', 'output_root', 'output_path', 'usable_cpus', 'translate_many',
-           'translate_paths', 'summary_rows', 'percent', 'summary_markdown', 'summary_csv', 'write_report',
-           'examine_table', 'is_own_output', 'report_refusal', 'example_path', 'tour_translate']
+__all__ = ['FILE_ERRORS', 'CODES', 'TOUR_HUNKS', 'FileReport', 'Run', 'output_root', 'output_path', 'usable_cpus',
+           'translate_many', 'translate_paths', 'summary_rows', 'percent', 'summary_markdown', 'summary_csv',
+           'write_report', 'examine_table', 'is_own_output', 'report_refusal', 'example_path', 'diff_rows', 'hunks_of',
+           'tour_translate']
 
 # %% ../../nbs/translate/run.ipynb #9b97ce00
 _NB = "translate/run.ipynb"
@@ -465,20 +466,52 @@ def report_refusal(path: Path | str, srcs, outdir=None, force: bool = False) -> 
     return None
 
 # %% ../../nbs/translate/run.ipynb #61492201
+TOUR_HUNKS = 2   # the diff hunks the tour shows; the rest is in the file it names
+
 def example_path() -> Path:
     "The GPU runner example that ships with the package."
     return Path(omni_npu_port.__file__).parent / "examples" / "gpu_runner_example.py"
 
-def tour_translate(console=None, target: str | None = None) -> Run:
-    "Translate the packaged GPU runner example; show the diff and the report summary on `console`."
+def diff_rows(con, text: str) -> None:
+    "Diff lines on `con`, one row each: cut with … at its width, never wrapped (every row keeps its + / -)."
+    from rich.text import Text
+    for line in text.splitlines():
+        style = ("bold" if line.startswith(("+++", "---")) else "green" if line.startswith("+") else
+                 "red" if line.startswith("-") else "cyan" if line.startswith("@@") else "")
+        con.print(Text(line, style=style), no_wrap=True, overflow="ellipsis", crop=True, highlight=False)
+
+def hunks_of(diff: str) -> tuple[str, list[str]]:
+    "A unified diff as its file header and its hunks (each from its `@@` line)."
+    head, hunks = [], []
+    for line in diff.splitlines(keepends=True):
+        if line.startswith("@@"): hunks.append(line)
+        elif hunks: hunks[-1] += line
+        else: head.append(line)
+    return "".join(head), hunks
+
+# %% ../../nbs/translate/run.ipynb #9c32e8d9
+def tour_translate(console=None, target: str | None = None, out_dir: Path | str | None = None) -> Run:
+    "Translate the packaged GPU runner example: counts explained, the first hunks, the whole diff and output in a named folder."
+    import tempfile
     from rich.console import Console
-    from rich.syntax import Syntax
     con = console or Console()
     rules = compile_rules(target)
+    out = Path(out_dir) if out_dir is not None else Path(tempfile.gettempdir()) / "omni-npu-port-tour"
     buf = io.StringIO()
-    run = translate_paths([example_path()], rules, diff=buf)
-    con.print(f"translating {example_path().name} for {rules.target} (rules from the catalog):")
-    con.print(Syntax(buf.getvalue(), "diff", word_wrap=True))
-    con.print(examine_table(run))
-    con.print("each code is explained at " + DOCS_BASE, highlight=False)
+    run = translate_paths([example_path()], rules, outdir=out, force=True, diff=buf)
+    diff_file = write_atomic(out / f"{example_path().stem}.diff", buf.getvalue())
+    t, kinds = run.totals(), {}
+    for f in run.files:
+        for dg in f.diagnostics:
+            if dg.code not in FILE_ERRORS: kinds[dg.severity] = kinds.get(dg.severity, 0) + 1
+    flagged = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()) if k != "rewrite")
+    con.print(f"{example_path().name} for {rules.target}: {t['sites']} sites (places that use a GPU-only API): "
+              f"{t['rewritten']} rewritten by the translator, {t['flagged']} flagged for you ({flagged}) — a "
+              "`# ONPxxxx` comment above each flagged line says what to do.", highlight=False)
+    head, hunks = hunks_of(buf.getvalue())
+    diff_rows(con, head + "".join(hunks[:TOUR_HUNKS]))
+    con.print(f"… {max(len(hunks) - TOUR_HUNKS, 0)} more hunks. The whole diff: {diff_file}; the translated file: "
+              f"{out / example_path().name}", highlight=False)
+    con.print(f"Each code is explained at {DOCS_BASE}; `omni-npu-port translate FILE --check` lists the sites of "
+              "your own file, one `path:line:col: CODE message` line each.", highlight=False)
     return run
