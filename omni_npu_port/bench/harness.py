@@ -8,6 +8,7 @@ Docs: https://omni-npu-port.github.io/omni-npu-port/bench/harness.html.md"""
 from __future__ import annotations
 
 import datetime as _dt
+import os
 import platform as _pyplatform
 import time
 
@@ -21,8 +22,9 @@ from ..core.profile import load_profile
 from .talker_mtp import TalkerMTP, TalkerMTPConfig
 
 # %% auto #0
-__all__ = ['TOLERANCES', 'DEVICES', 'time_steps', 'latency_stats', 'compare_outputs', 'device_time_ms', 'platform_for',
-           'run_bench', 'results_table', 'plot_results', 'short_bench', 'check_targets']
+__all__ = ['TOLERANCES', 'DEVICES', 'MAX_BATCH', 'time_steps', 'latency_stats', 'compare_outputs', 'device_time_ms',
+           'platform_for', 'row_bytes', 'memory_bytes', 'check_batch_sizes', 'check_counts', 'run_bench',
+           'results_table', 'plot_results', 'short_bench', 'check_targets']
 
 # %% ../../nbs/bench/harness.ipynb #3bba6bb1
 def time_steps(step, synchronize, iters: int, warmup: int) -> list[float]:
@@ -92,6 +94,44 @@ def _versions(p) -> dict:
     except Exception: v = {"torch": torch.__version__}
     return {**v, "python": _pyplatform.python_version(), "omni_npu_port": __version__}
 
+# %% ../../nbs/bench/harness.ipynb #33c92552
+MAX_BATCH = 1 << 16   # far above any serving batch (vLLM's max_num_seqs is 256-1024)
+
+def row_bytes(cfg: TalkerMTPConfig, dtype: str) -> int:
+    "A generous estimate of what one batch row costs: its KV-cache rows and every layer's activations a graph keeps."
+    esize = torch.empty((), dtype=getattr(torch, dtype)).element_size()
+    t, c = cfg.max_positions, cfg
+    cache = c.num_layers * 2 * c.num_kv_heads * t * c.head_dim
+    acts = c.num_layers * t * (6 * c.hidden_size + 3 * c.intermediate_size + 3 * c.num_heads * c.head_dim) \
+        + t * c.vocab_size * (c.num_code_groups - 1)
+    return esize * (cache + acts)
+
+def memory_bytes(platform) -> int | None:
+    "The memory a run on `platform` has: the device's total (the host's for cpu); None if unknown."
+    try: total = int(platform.mem_get_info()[1])
+    except Exception: total = 0
+    if total > 0: return total
+    try: return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError): return None
+
+def check_batch_sizes(batch_sizes, cfg: TalkerMTPConfig, dtype: str, platform) -> None:
+    "A ValueError, before anything is allocated, for buckets that are not positive and increasing, or that cannot fit in memory."
+    sizes = list(batch_sizes)
+    if not sizes or any(not isinstance(b, int) or b < 1 for b in sizes) or sizes != sorted(set(sizes)):
+        raise ValueError(f"batch sizes {sizes} are not valid: positive integers in increasing order, e.g. 1,2,4,8")
+    if sizes[-1] > MAX_BATCH: raise ValueError(f"batch size {sizes[-1]} is larger than {MAX_BATCH}, the largest bucket a benchmark takes")
+    need, have = row_bytes(cfg, dtype) * (2 * sizes[-1] + sum(sizes)), memory_bytes(platform)
+    if have and need > have:
+        fits = max((b for b in sizes if row_bytes(cfg, dtype) * (2 * b + sum(x for x in sizes if x <= b)) <= have), default=None)
+        raise ValueError(f"batch sizes up to {sizes[-1]} would need about {need / 2**30:.1f} GiB ({dtype}), more than the "
+                         f"{have / 2**30:.1f} GiB of {platform.name} memory; use smaller buckets"
+                         + (f" (up to {fits} fits)" if fits else "") + (" or --small" if cfg.hidden_size > 64 else ""))
+
+def check_counts(iters: int, warmup: int) -> None:
+    "A ValueError for fewer than 1 timed run or a negative warm-up."
+    if not (isinstance(iters, int) and iters >= 1): raise ValueError(f"iters {iters!r} is not valid: at least 1 timed run")
+    if not (isinstance(warmup, int) and warmup >= 0): raise ValueError(f"warmup {warmup!r} is not valid: an integer >= 0")
+
 # %% ../../nbs/bench/harness.ipynb #ea8c4daf
 def run_bench(device: str = "auto", batch_sizes=None, iters: int | None = None, warmup: int | None = None,
               small: bool = False, dtype: str | None = None, profile_kernels: bool = False,
@@ -107,6 +147,8 @@ def run_bench(device: str = "auto", batch_sizes=None, iters: int | None = None, 
         raise ValueError(f"--profile-kernels needs a CUDA device (torch.profiler's CUDA activity); this run is on {p.name}")
     tick = progress or (lambda desc, advance=1: None)
     cfg = TalkerMTPConfig.small() if small else TalkerMTPConfig.full()
+    check_counts(iters, warmup)
+    check_batch_sizes(batch_sizes, cfg, dtype, p)   # before anything is allocated
     model = TalkerMTP(cfg, max_batch=max(batch_sizes), device=p.device, dtype=getattr(torch, dtype))
     runner = GraphRunner(model, model.example_inputs, batch_sizes, platform=p, capture=capture, warmup=max(1, min(warmup, 3)))
     tick(f"capturing {len(batch_sizes)} buckets on {p.name}", 0)

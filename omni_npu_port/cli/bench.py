@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..bench.harness import DEVICES, platform_for, plot_results, results_table, run_bench
+from ..bench.harness import DEVICES, check_batch_sizes, platform_for, plot_results, results_table, run_bench
+from ..bench.talker_mtp import TalkerMTPConfig
 from ..core.errors import UsageError
 from ..core.io import write_atomic
 from ..core.profile import DTYPES, SCHEMA, ProfileError, load_profile
@@ -56,6 +57,11 @@ def bench_arguments(args, prof) -> dict:
     try: p = platform_for(device)
     except PlatformUnavailable as e: raise UsageError(str(e).splitlines()[0]) from None
     if args.profile_kernels and p.name != "cuda": raise UsageError(f"--profile-kernels needs a CUDA device; this run is on {p.name}")
+    sizes, cfg = batch_sizes or prof.batch_sizes, TalkerMTPConfig.small() if args.small else TalkerMTPConfig.full()
+    try: check_batch_sizes(sizes, cfg, args.dtype or prof.dtype, p)   # before anything is allocated
+    except ValueError as e:
+        where = "--batch-sizes" if batch_sizes else f"[bench] batch_sizes ({prof.origins.get('bench.batch_sizes', 'the profile')})"
+        raise UsageError(f"{where}: {e}") from None
     return dict(batch_sizes=batch_sizes, iters=args.iters, warmup=args.warmup, small=args.small, dtype=args.dtype,
                 profile_kernels=args.profile_kernels, platform=p)
 

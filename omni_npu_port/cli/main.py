@@ -11,13 +11,18 @@ import argparse
 import difflib
 import gc
 import importlib
+import os
+import shlex
 import sys
+import traceback
+from pathlib import Path
 
 from .. import __version__
 from ..core.errors import PortingError, UsageError, error_line, exit_code_of, INPUT, INTERRUPTED, USAGE
 
 # %% auto #0
-__all__ = ['DESCRIPTIONS', 'COMMANDS', 'command_module', 'CommandParser', 'build_parser', 'run_command', 'main', 'entry']
+__all__ = ['DESCRIPTIONS', 'COMMANDS', 'DEBUG_ENV', 'command_module', 'CommandParser', 'build_parser', 'run_command',
+           'unexpected_line', 'main', 'entry']
 
 # %% ../../nbs/cli/main.ipynb #414b0ad9
 DESCRIPTIONS = {
@@ -53,6 +58,8 @@ def build_parser(configure_only: str | None = None) -> CommandParser:
                         epilog="`omni-npu-port COMMAND --help` describes a command's options. Exit codes: "
                                "0 ok, 1 findings, 2 usage, 3 input or environment, 130 interrupted.")
     top.add_argument("--version", action="version", version=__version__)
+    top.add_argument("--debug", action="store_true", help="before COMMAND: print the traceback of an error too "
+                     f"(also ${DEBUG_ENV}=1)")
     sub = top.add_subparsers(dest="command", metavar="COMMAND", parser_class=CommandParser)
     for name in COMMANDS:
         mod = command_module(name) if name == configure_only else None
@@ -75,10 +82,32 @@ def run_command(cmd: str, args: list[str]) -> int:
     ns.command = cmd
     return int(mod.run(ns) or 0)
 
-# %% ../../nbs/cli/main.ipynb #642e9c63
+# %% ../../nbs/cli/main.ipynb #fa8af094
+DEBUG_ENV = "OMNI_NPU_PORT_DEBUG"
+
+def unexpected_line(err: BaseException, prog: str, args: list[str]) -> str:
+    "The one line for an exception no code expected: what, where in this package, the command's input, and a request to report it."
+    frames = traceback.extract_tb(err.__traceback__)
+    ours = [f for f in frames if "omni_npu_port" in f.filename.replace("\\", "/")]
+    at = f" at {'/'.join(Path(ours[-1].filename).parts[-2:])}:{ours[-1].lineno}" if ours else ""
+    what = " ".join(str(err).split())[:300]
+    given = " ".join(shlex.quote(a) for a in args)
+    given = given if len(given) <= 400 else given[:400] + " …"
+    return error_line(f"unexpected {type(err).__name__}{': ' + what if what else ''}{at}, on input: {given or '(none)'}; "
+                      "this is a bug of omni-npu-port: please report it with this line and the input "
+                      "(`omni-npu-port --debug ...` prints the traceback)", prog)
+
+def _split_debug(argv: list[str]) -> tuple[bool, list[str]]:
+    "Whether `--debug` comes before the command (or `$OMNI_NPU_PORT_DEBUG` is set), and argv without it."
+    head = 0
+    while head < len(argv) and argv[head] == "--debug": head += 1
+    env = os.environ.get(DEBUG_ENV, "").strip().lower() not in ("", "0", "no", "off", "false")
+    return bool(head) or env, argv[head:]
+
+# %% ../../nbs/cli/main.ipynb #f395cd25
 def main(argv: list[str] | None = None) -> int:
-    "`omni-npu-port COMMAND ARGS`: run the command; print any error as one line and return the exit code."
-    argv = list(sys.argv[1:] if argv is None else argv)
+    "`omni-npu-port [--debug] COMMAND ARGS`: run the command; print any error as one line and return the exit code."
+    debug, argv = _split_debug(list(sys.argv[1:] if argv is None else argv))
     if not argv or argv[0] in ("-h", "--help", "help"):
         build_parser().print_help()
         return 0 if argv else USAGE
@@ -87,14 +116,19 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     prog = f"omni-npu-port {argv[0]}" if argv[0] in COMMANDS else "omni-npu-port"
     try: return run_command(argv[0], argv[1:])
-    except (PortingError, KeyboardInterrupt) as e:
-        print(error_line(e, getattr(e, "prog", prog)), file=sys.stderr)
-        return exit_code_of(e)
-    except OSError as e:
-        print(error_line(f"{e.filename + ': ' if e.filename else ''}{e.strerror or e}", prog), file=sys.stderr)
-        return INPUT
     except SystemExit as e:   # --help and --version of a command
         return e.code if isinstance(e.code, int) else 0
+    except BaseException as e:
+        if not isinstance(e, Exception | KeyboardInterrupt): raise
+        if debug: traceback.print_exception(e, file=sys.stderr)
+        if isinstance(e, PortingError | KeyboardInterrupt):
+            print(error_line(e, getattr(e, "prog", prog)), file=sys.stderr)
+            return exit_code_of(e)
+        if isinstance(e, OSError):
+            print(error_line(f"{str(e.filename) + ': ' if e.filename else ''}{e.strerror or e}", prog), file=sys.stderr)
+            return INPUT
+        print(unexpected_line(e, prog, argv[1:]), file=sys.stderr)
+        return INPUT
 
 # %% ../../nbs/cli/main.ipynb #716322d8
 def entry() -> int:

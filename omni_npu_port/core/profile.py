@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import configparser
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,8 +17,8 @@ from .catalog import VLLM_ASCEND_VERSIONS, VLLM_VERSIONS, Release, parse_version
 from .errors import InputError
 
 # %% auto #0
-__all__ = ['BACKENDS', 'DTYPES', 'ENV_PREFIX', 'SCHEMA', 'ProfileError', 'Profile', 'find_profile', 'load_profile',
-           'target_release', 'resolve_target']
+__all__ = ['BACKENDS', 'DTYPES', 'ENV_PREFIX', 'SCHEMA', 'MAX_SETTINGS_BYTES', 'ProfileError', 'Profile', 'read_settings',
+           'find_profile', 'load_profile', 'target_release', 'resolve_target']
 
 # %% ../../nbs/core/profile.ipynb #c9e1cd78
 class ProfileError(InputError, ValueError):
@@ -50,6 +51,11 @@ def _positive_int(s):
     if v < 0: raise ValueError
     return v
 
+def _at_least_one(s):
+    v = int(s.strip())
+    if v < 1: raise ValueError
+    return v
+
 def _batch_sizes(s):
     sizes = tuple(int(x) for x in s.replace(" ", "").split(",") if x)
     if not sizes or any(b <= 0 for b in sizes) or list(sizes) != sorted(set(sizes)): raise ValueError
@@ -63,7 +69,7 @@ SCHEMA = {
     ("runtime", "backend"): ("auto", _choice(BACKENDS), "one of " + ", ".join(BACKENDS)),
     ("bench", "batch_sizes"): ("1,2,4,8,16,32", _batch_sizes, "comma-separated positive integers in increasing order, e.g. 1,2,4,8"),
     ("bench", "warmup"): ("5", _positive_int, "an integer >= 0"),
-    ("bench", "iters"): ("50", _positive_int, "an integer >= 0"),
+    ("bench", "iters"): ("50", _at_least_one, "an integer >= 1 (timed runs: 0 would measure nothing)"),
     ("bench", "dtype"): ("bfloat16", _choice(DTYPES), "one of " + ", ".join(DTYPES)),
 }
 
@@ -87,11 +93,30 @@ class Profile:
         "The catalog target string for this profile."
         return f"vllm-ascend=={self.vllm_ascend}"
 
+# %% ../../nbs/core/profile.ipynb #5b7cdcbb
+MAX_SETTINGS_BYTES = 1 << 20    # a porting profile is a few lines; anything larger is not one
+
+def read_settings(path: Path | str) -> str:
+    "The text of a settings.ini: a regular UTF-8 file of at most `MAX_SETTINGS_BYTES`; a `ProfileError` naming it otherwise."
+    data = b""
+    try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode): raise ProfileError(f"{path}: not a regular file; the porting profile is a settings.ini text file")
+        if st.st_size > MAX_SETTINGS_BYTES:
+            raise ProfileError(f"{path}: {st.st_size} bytes, more than a porting profile ({MAX_SETTINGS_BYTES}); is it the right file?")
+        with open(path, "rb") as f: data = f.read(MAX_SETTINGS_BYTES + 1)
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise ProfileError(f"{path}:{line}: byte 0x{data[e.start]:02x} is not UTF-8 text; "
+                           "save the porting profile as UTF-8") from None
+    except OSError as e: raise ProfileError(f"{path}: cannot read the porting profile ({e.strerror or e})") from None
+
 # %% ../../nbs/core/profile.ipynb #e0c767c3
 def _is_profile(path: Path) -> bool:
     cp = configparser.ConfigParser()
-    try: cp.read(path, encoding="utf-8")
-    except configparser.Error: return True  # let load_profile report the syntax error
+    try: cp.read_string(read_settings(path), source=str(path))
+    except (configparser.Error, UnicodeDecodeError, OSError, ProfileError): return True  # load_profile reports it, naming the file
     return bool({s for s, _ in SCHEMA} & set(cp.sections()))
 
 def find_profile(start: Path | str | None = None, env=None) -> Path | None:
@@ -108,9 +133,9 @@ def find_profile(start: Path | str | None = None, env=None) -> Path | None:
     return None
 
 # %% ../../nbs/core/profile.ipynb #5eef1342
-def _line_of(path: Path, section: str, key: str) -> int | None:
+def _line_of(text: str, section: str, key: str) -> int | None:
     cur = None
-    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for i, line in enumerate(text.splitlines(), 1):
         s = line.strip()
         if s.startswith("[") and s.endswith("]"): cur = s[1:-1].strip()
         elif cur == section and s.split("=", 1)[0].split(":", 1)[0].strip().lower() == key: return i
@@ -123,9 +148,10 @@ def load_profile(path: Path | str | None = None, env=None) -> Profile:
     raw, origins = {}, {}
     if path is not None:
         cp = configparser.ConfigParser(interpolation=None)
-        try: cp.read_string(path.read_text(encoding="utf-8"), source=str(path))
-        except (configparser.Error, UnicodeDecodeError, OSError) as e:
-            raise ProfileError(f"{path}: cannot read the porting profile: {e}") from None
+        text = read_settings(path)
+        try: cp.read_string(text, source=str(path))
+        except configparser.Error as e:
+            raise ProfileError(f"{path}: cannot read the porting profile: {' '.join(str(e).split())}") from None
         sections = {s for s, _ in SCHEMA}
         for sec in cp.sections():
             if sec not in sections:
@@ -134,7 +160,7 @@ def load_profile(path: Path | str | None = None, env=None) -> Profile:
                 if (sec, key) not in SCHEMA:
                     allowed = ", ".join(k for s, k in SCHEMA if s == sec)
                     raise ProfileError(f"{path}: unknown key {key!r} in [{sec}]; allowed keys: {allowed}")
-                raw[sec, key], origins[f"{sec}.{key}"] = val, f"{path}:{_line_of(path, sec, key)}"
+                raw[sec, key], origins[f"{sec}.{key}"] = val, f"{path}:{_line_of(text, sec, key)}"
     for (sec, key) in SCHEMA:
         var = f"{ENV_PREFIX}{sec}_{key}".upper()
         if env.get(var) is not None: raw[sec, key], origins[f"{sec}.{key}"] = env[var], f"${var}"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import itertools
 import os
 import re
 import weakref
@@ -20,7 +21,7 @@ from ..core.catalog import CATALOG, Symbol
 from ..core.diagnostics import Code, Diagnostic, code_info, register
 from ..core.errors import InputError
 from ..core.profile import target_release
-from ..sources.readers import PACKAGES, SourceTree
+from ..sources.readers import PACKAGES, SourceTree, check_size, read_regular
 from ..sources.symbols import IGNORED_BASES, SymbolIndex, c3_merge, absolute_module, binds, defined_in, resolve, top_level
 from ..translate.engine import RuleSet
 from .locate import PortError, method_text, open_tree, own_methods
@@ -29,10 +30,10 @@ from .supercalls import super_calls
 from .translation import known_ascend, rules_for, target_check, translate_code, translator_check
 
 # %% auto #0
-__all__ = ['FENCE_CLOSE_RE', 'runner_bases', 'device_markers', 'is_base', 'FilesReader', 'AuditSource', 'audit_source',
-           'lone_tree', 'RunnerClass', 'ClassGraph', 'deriving_modules', 'Runners', 'find_runners', 'RunnerPairs',
-           'pair_runners', 'audit_rules', 'gpu_to_npu_names', 'omni_blocks', 'Finding', 'drift', 'omni_outside',
-           'runner_findings', 'pair_findings', 'audit']
+__all__ = ['MAX_LONE_FILES', 'FENCE_CLOSE_RE', 'runner_bases', 'device_markers', 'is_base', 'FilesReader', 'AuditSource',
+           'audit_source', 'lone_tree', 'RunnerClass', 'ClassGraph', 'deriving_modules', 'Runners', 'find_runners',
+           'RunnerPairs', 'pair_runners', 'audit_rules', 'gpu_to_npu_names', 'omni_blocks', 'Finding', 'drift',
+           'omni_outside', 'runner_findings', 'pair_findings', 'audit']
 
 # %% ../../nbs/port/audit.ipynb #42c12468
 register(
@@ -82,10 +83,13 @@ def is_base(name: str, bases: tuple[Symbol, ...]) -> bool:
     return any(name == b.dotted or (leaf == b.leaf and ("." not in name or pkg == b.package)) for b in bases)
 
 # %% ../../nbs/port/audit.ipynb #992e636b
+MAX_LONE_FILES = 1000   # lone .py files read from one folder that holds no package
+
 class FilesReader:
     "Lone `.py` files read as the modules of one package (`vllm_omni.<stem>`): `--gpu a.py --npu b.py` read together."
-    def __init__(self, files: dict[str, bytes]): self.files = files
+    def __init__(self, files: dict[str, bytes], paths: dict[str, Path] | None = None): self.files, self.paths = files, paths or {}
     def read(self, rel: str) -> bytes | None: return self.files.get(rel)
+    def where(self, rel: str) -> str: return str(self.paths.get(rel, rel))   # the file given, for messages
     def names(self) -> list[str]: return sorted(self.files)
 
 @dataclass
@@ -111,7 +115,10 @@ def audit_source(arg: str) -> AuditSource:
         inside = _inside_package(p)
         if inside and (p.is_file() or "." in inside[1]): return AuditSource(arg, open_tree(str(inside[0])), (inside[1],))
         if p.is_dir() and not inside and not any((p / k / "__init__.py").is_file() for k in PACKAGES):
-            files = tuple(sorted(p.rglob("*.py")))
+            files = tuple(sorted(itertools.islice(p.rglob("*.py"), MAX_LONE_FILES + 1)))   # never a walk of a whole disk
+            if len(files) > MAX_LONE_FILES:
+                raise PortError(f"{p}: more than {MAX_LONE_FILES} .py files and no vllm_omni/ package inside; give the vllm-omni "
+                                "package (wheel, sdist, directory) or the runner .py files")
             if not files: raise PortError(f"{p}: no vllm_omni/ package and no .py files inside; give a vllm-omni source "
                                           "(wheel, sdist, directory, installed name) or the runner .py files")
             return AuditSource(arg, files=files)
@@ -123,16 +130,18 @@ def audit_source(arg: str) -> AuditSource:
 
 def lone_tree(sources: list[AuditSource]) -> SourceTree | None:
     "One tree of every lone file given (each its own module of `vllm_omni`, a file given twice once); sets each source's `within`."
-    files, mods = {"vllm_omni/__init__.py": b""}, {}
+    files, mods, paths = {"vllm_omni/__init__.py": b""}, {}, {}
     for s in sources:
         for f in s.files:
             if f.resolve() in mods: continue
             stem = re.sub(r"\W", "_", f.stem)
-            name = next(n for n in (stem, *(f"{stem}_{i}" for i in range(2, 999))) if f"vllm_omni/{n}.py" not in files)
-            files[f"vllm_omni/{name}.py"], mods[f.resolve()] = f.read_bytes(), f"vllm_omni.{name}"
+            name = next(n for n in itertools.chain([stem], (f"{stem}_{i}" for i in itertools.count(2))) if f"vllm_omni/{n}.py" not in files)
+            files[f"vllm_omni/{name}.py"], mods[f.resolve()] = read_regular(f), f"vllm_omni.{name}"   # never a FIFO, bounded
+            paths[f"vllm_omni/{name}.py"] = f
+            check_size(s.arg, sum(map(len, files.values())), "MAX_SOURCE_BYTES", "of .py files")
         if s.files: s.within = tuple(mods[f.resolve()] for f in s.files)
     if len(files) == 1: return None
-    return SourceTree(FilesReader(files), "vllm_omni", None, ", ".join(dict.fromkeys(str(f) for s in sources for f in s.files)), "files")
+    return SourceTree(FilesReader(files, paths), "vllm_omni", None, ", ".join(dict.fromkeys(str(f) for s in sources for f in s.files)), "files")
 
 # %% ../../nbs/port/audit.ipynb #417c45bc
 @dataclass(eq=False)

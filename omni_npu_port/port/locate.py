@@ -18,7 +18,7 @@ from ..core.catalog import CATALOG
 from ..core.diagnostics import Diagnostic
 from ..core.errors import UsageError
 from ..core.io import gc_paused
-from ..sources.readers import PACKAGES, SourceError, SourceTree, open_source
+from ..sources.readers import PACKAGES, SourceError, SourceTree, open_source, read_module_file
 from ..sources.symbols import SymbolIndex, c3_merge, mro, resolve
 
 # %% auto #0
@@ -211,7 +211,7 @@ def class_mro(loc: Located) -> list[MroClass]:
     if loc.tree is None:
         files = [(loc.module, loc.module_text, top_classes(ast.parse(loc.module_text)))]
         for e in map(open_extra, loc.extra):
-            if isinstance(e, Path): text = e.read_text(); files.append((e.stem, text, top_classes(ast.parse(text))))
+            if isinstance(e, Path): text, tree = read_module_file(e); files.append((e.stem, text, top_classes(tree)))
         found: dict = {}
         files[0][2][loc.cls_node.name] = loc.cls_node
         return [found[n] for n in _lone_mro(loc.cls_node.name, files, found)]
@@ -261,9 +261,7 @@ def locate(spec: str | MethodSpec, need_method: bool = True, extra=()) -> Locate
     s = parse_spec(spec, need_method) if isinstance(spec, str) else spec
     p = Path(s.source).expanduser()
     if p.is_file() and p.suffix == ".py":   # a lone file
-        text = p.read_text()
-        try: mod = ast.parse(text, filename=str(p))
-        except SyntaxError as e: raise PortError(f"{p}:{e.lineno}: does not parse ({e.msg})") from None
+        text, mod = read_module_file(p)   # regular, bounded, decoded as CPython does; else an input error naming it
         classes = top_classes(mod)
         if s.cls not in classes: raise PortError(f"{p}: no class {s.cls}{close_matches(s.cls, classes)}")
         loc = Located(str(p), None, None, p.stem, text, classes[s.cls], extra=tuple(extra))

@@ -18,14 +18,16 @@ from pathlib import Path
 from ..core.catalog import (CATALOG, PAIRING, TORCH_NPU_PINS, VLLM_ASCEND_VERSIONS, VLLM_VERSIONS, parse_version,
                                         resolve_release)
 from ..core.errors import InputError, UsageError
-from .conformance import CHANGED, MISSING, NA, OK, Conformance, conformance, conformance_table, summary
+from .conformance import (CHANGED, MISSING, NA, OK, Conformance, check_record, conformance,
+                                             conformance_table, record_holds, record_symbol, summary)
 from .fetch import FetchError
-from .readers import PACKAGES, SourceError, SourceSpecError, SourceTree, open_source, open_source_spec
+from .readers import (PACKAGES, SourceError, SourceSpecError, SourceSyntaxError, SourceTree, open_source,
+                                         open_source_spec)
 
 # %% auto #0
 __all__ = ['KERNEL_BACKENDS', 'platform_report', 'cann_env_warning', 'pairing_warning', 'torch_npu_warning', 'pairing_table',
            'DoctorError', 'DoctorUsageError', 'doctor_sources', 'InferredVersion', 'is_ranged', 'infer_version',
-           'at_version', 'versioned', 'source_report', 'version_warnings', 'doctor_report', 'report_failed',
+           'at_version', 'checked', 'versioned', 'source_report', 'version_warnings', 'doctor_report', 'report_failed',
            'version_text', 'print_report', 'kernel_spec', 'install_kernel']
 
 # %% ../../nbs/sources/doctor.ipynb #3f0106b0
@@ -146,11 +148,24 @@ def at_version(results: list[Conformance], package: str, version: str) -> list[C
         out.append(replace(r, version=version, holds=holds, status=(r.check or NA) if holds else NA))
     return out
 
+# %% ../../nbs/sources/doctor.ipynb #7a23cd17
+def checked(tree: SourceTree, gpu_tree: SourceTree | None = None) -> tuple[list[Conformance], list[str]]:
+    "`conformance(tree)` record by record: (results, the parse errors met); a record behind a module that does not parse is `changed`, the error its detail."
+    out, bad = [], {}
+    for rec in CATALOG:
+        try: out.append(check_record(tree, rec, gpu_tree))
+        except SourceSyntaxError as e:
+            bad.setdefault(str(e), None)
+            holds = record_holds(rec, tree)
+            out.append(Conformance(rec.id, tree.package, tree.version, record_symbol(rec, tree), CHANGED if holds else NA,
+                                   CHANGED, holds, [f"cannot be checked: {e}"]))
+    return out, list(bad)
+
 # %% ../../nbs/sources/doctor.ipynb #687eab23
 def versioned(tree: SourceTree, gpu_tree: SourceTree | None = None) -> SourceTree:
     "The tree with a version to check against: its own or the given one, else the inferred one (`version_from='inferred'`)."
     if tree.version is not None: return tree
-    inf = infer_version(tree, conformance(tree, gpu_tree=gpu_tree if tree.package == "vllm_ascend" else None))
+    inf = infer_version(tree, checked(tree, gpu_tree if tree.package == "vllm_ascend" else None)[0])
     if inf.version is None: return tree
     t = tree.with_version(inf.version, "inferred")
     t.inferred = inf
@@ -159,14 +174,15 @@ def versioned(tree: SourceTree, gpu_tree: SourceTree | None = None) -> SourceTre
 # %% ../../nbs/sources/doctor.ipynb #82f7f885
 def source_report(t: SourceTree, gpu: SourceTree | None = None) -> dict:
     "One source checked: its version (stated, given or inferred), the conformance results and their summary."
-    res = conformance(t, gpu_tree=gpu if t.package == "vllm_ascend" else None)
+    res, unreadable = checked(t, gpu if t.package == "vllm_ascend" else None)
     inferred = infer_version(t, res) if t.version is None else None
     if inferred and inferred.version: res = at_version(res, t.package, inferred.version)
     version_from = "inferred" if inferred and inferred.version else t.version_from
     return {"package": t.distribution, "version": t.version or (inferred.version if inferred else None),
             "version_from": version_from, "version_found": t.version_found,
             "inferred": inferred.to_dict() | {"span": inferred.span} if inferred else None,
-            "origin": t.origin, "kind": t.kind, "summary": summary(res), "results": [r.to_dict() for r in res]}
+            "origin": t.origin, "kind": t.kind, "summary": summary(res), "results": [r.to_dict() for r in res],
+            "unreadable": unreadable}
 
 def version_warnings(trees: list[SourceTree]) -> list[str]:
     "A warning for each source checked as another version than the one it states."
@@ -186,8 +202,14 @@ def doctor_report(paths=None, platform: dict | None = None) -> dict:
     if not paths:  # the installed stack: does its torch_npu match what its vllm-ascend pins?
         tw = torch_npu_warning(versions.get("vllm-ascend"), versions.get("torch_npu"))
         if tw: warnings.append(tw)
+    sources = [source_report(t, gpu) for t in trees]
+    for s in sources:
+        if s["unreadable"]:
+            n = sum(any(d.startswith("cannot be checked") for d in r["details"]) for r in s["results"])
+            warnings.append(f"{s['package']} at {s['origin']}: {len(s['unreadable'])} module(s) do not parse, so {n} record(s) "
+                            f"could not be checked (marked changed): {s['unreadable'][0]}")
     return {"platform": plat, "warnings": warnings, "pairing_mismatch": pw is not None,
-            "sources": [source_report(t, gpu) for t in trees], "installed": not paths}
+            "sources": sources, "installed": not paths}
 
 def report_failed(report: dict) -> bool:
     "Whether the backend asked for is unavailable, or a record that holds for a checked source is changed or missing."

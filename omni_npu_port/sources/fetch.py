@@ -66,10 +66,12 @@ def release_files(dist: str, version: str, index: str = PYPI) -> list[dict]:
 
 def _download(spec: str, f: dict, dest: Path) -> Path:
     "Stream `f['url']` to `dest` through a `.part` file, checking its sha256."
-    tmp, h = dest.with_suffix(dest.suffix + ".part"), hashlib.sha256()
+    tmp, h, got = dest.with_suffix(dest.suffix + ".part"), hashlib.sha256(), 0
     try:
         with urllib.request.urlopen(f["url"], timeout=600) as r, open(tmp, "wb") as out:
             while chunk := r.read(1 << 20):
+                got += len(chunk)
+                if got > f["size"]: raise ValueError(f"more than the {f['size']} bytes PyPI states")   # bounded: never past it
                 h.update(chunk); out.write(chunk)
     except Exception as e:
         tmp.unlink(missing_ok=True)

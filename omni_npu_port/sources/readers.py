@@ -14,10 +14,13 @@ import importlib.util
 import io
 import os
 import re
+import stat
 import sys
 import tarfile
 import textwrap
+import tokenize
 import zipfile
+import zlib
 from email.parser import HeaderParser
 from functools import lru_cache
 from pathlib import Path
@@ -31,13 +34,14 @@ from ..core.errors import InputError, UsageError
 from ..core.io import OutputError, write_atomic
 
 # %% auto #0
-__all__ = ['PACKAGES', 'SDIST_CACHE_ENV', 'SDIST_CACHE_FORMAT', 'MAX_MEMBER_BYTES', 'MAX_SOURCE_BYTES', 'SOURCE_DOUBLE',
-           'SourceError', 'metadata_name_version', 'same_distribution', 'DirReader', 'WheelReader', 'is_source_member',
-           'tar_files', 'sdist_cache_dir', 'write_cache_zip', 'SdistReader', 'parse_source', 'SourceTree',
-           'version_in_text', 'open_source', 'SourceSpecError', 'parse_source_spec', 'open_source_spec',
-           'write_source_double']
+__all__ = ['PACKAGES', 'MAX_MEMBER_BYTES', 'MAX_SOURCE_BYTES', 'MAX_ARCHIVE_BYTES', 'LIMIT_ENV', 'SDIST_CACHE_ENV',
+           'SDIST_CACHE_FORMAT', 'SOURCE_DOUBLE', 'SourceError', 'metadata_name_version', 'same_distribution',
+           'DirReader', 'WheelReader', 'UnreadableFile', 'read_limit', 'check_size', 'read_regular', 'is_source_member',
+           'tar_files', 'sdist_cache_dir', 'write_cache_zip', 'SdistReader', 'parse_source', 'SourceSyntaxError',
+           'decode_source', 'syntax_error', 'read_module_file', 'SourceTree', 'version_in_text', 'open_source',
+           'SourceSpecError', 'parse_source_spec', 'open_source_spec', 'write_source_double']
 
-# %% ../../nbs/sources/readers.ipynb #205fd5c9
+# %% ../../nbs/sources/readers.ipynb #452fadaa
 PACKAGES = {"vllm_ascend": "vllm-ascend", "vllm": "vllm", "vllm_omni": "vllm-omni"}  # import name -> distribution
 
 class SourceError(InputError, ValueError):
@@ -53,50 +57,106 @@ def same_distribution(a: str, b: str) -> bool:
     return canonicalize_name(a) == canonicalize_name(b)
 
 class DirReader:
-    "Files under a directory that holds the package directory."
+    "Files under a directory that holds the package directory (regular files only, each at most `MAX_MEMBER_BYTES`)."
     def __init__(self, root: Path): self.root = root
     def read(self, rel: str) -> bytes | None:
         p = self.root / rel
-        return p.read_bytes() if p.is_file() else None
+        return read_regular(p) if p.exists() else None
+    def where(self, rel: str) -> str: return str(self.root / rel)
     def names(self) -> list[str]:
         return [p.name + "/__init__.py" for p in self.root.iterdir() if (p / "__init__.py").is_file()]
 
 class WheelReader:
-    "Files inside a wheel (a zip)."
+    "Files inside a wheel (a zip), each read only when its stated size is within the limits."
     def __init__(self, path: Path):
-        self.zf = zipfile.ZipFile(path)
+        self.path, self.zf, self.read_bytes = path, zipfile.ZipFile(path), 0
         self._names = set(self.zf.namelist())
     def read(self, rel: str) -> bytes | None:
-        return self.zf.read(rel) if rel in self._names else None
+        if rel not in self._names: return None
+        info = self.zf.getinfo(rel)
+        check_size(self.where(rel), info.file_size, "MAX_MEMBER_BYTES", "uncompressed")
+        self.read_bytes += info.file_size
+        check_size(str(self.path), self.read_bytes, "MAX_SOURCE_BYTES", "read in all")
+        try: return self.zf.read(rel)   # zipfile stops at the stated size (and checks the CRC)
+        except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError) as e:
+            raise UnreadableFile(f"{self.where(rel)}: cannot be read from the archive ({e})") from None
+    def where(self, rel: str) -> str: return f"{self.path}/{rel}"
     def names(self) -> list[str]: return sorted(self._names)
 
-# %% ../../nbs/sources/readers.ipynb #5d4d9748
+# %% ../../nbs/sources/readers.ipynb #5b966155
+MAX_MEMBER_BYTES = 16 << 20     # one .py file larger than this is not a source file
+MAX_SOURCE_BYTES = 256 << 20    # all the files kept from one archive together
+MAX_ARCHIVE_BYTES = 4 << 30     # all an sdist's stream holds, skipped members and headers included
+LIMIT_ENV = {"MAX_MEMBER_BYTES": "OMNI_NPU_PORT_MAX_FILE_MB", "MAX_SOURCE_BYTES": "OMNI_NPU_PORT_MAX_SOURCE_MB",
+             "MAX_ARCHIVE_BYTES": "OMNI_NPU_PORT_MAX_ARCHIVE_MB"}
+
+class UnreadableFile(SourceError):
+    "A file that is not read: not a regular file, larger than a limit, or damaged inside its archive."
+
+def read_limit(name: str) -> int:
+    "A limit of `LIMIT_ENV` in bytes: its environment variable (in MB) when set, else the module's default."
+    env, v = LIMIT_ENV[name], os.environ.get(LIMIT_ENV[name], "").strip()
+    if not v: return globals()[name]
+    try: mb = float(v)
+    except ValueError: mb = -1
+    if not 0 < mb < 1 << 30: raise SourceError(f"${env}={v!r} is not a size; give a number of MB, e.g. {env}=64")
+    return int(mb * (1 << 20))
+
+def check_size(where: str, size: int, name: str, what: str = "") -> None:
+    "An `UnreadableFile` error when `size` bytes (`what`: uncompressed, in all…) are past limit `name`."
+    cap = read_limit(name)
+    if size > cap:
+        raise UnreadableFile(f"{where} is {size} bytes{' ' + what if what else ''}, more than {cap} bytes ({name}, the limit "
+                             f"of what this tool reads); set ${LIMIT_ENV[name]} to a larger number of MB to read it anyway")
+
+def read_regular(path: Path | str, name: str = "MAX_MEMBER_BYTES") -> bytes:
+    "The bytes of a regular file of at most limit `name`; an `UnreadableFile` error for a FIFO, device or directory."
+    p = Path(path)
+    try:
+        st = p.stat()
+        if not stat.S_ISREG(st.st_mode):
+            kind = "a FIFO" if stat.S_ISFIFO(st.st_mode) else "a directory" if stat.S_ISDIR(st.st_mode) else \
+                "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode) else "special"
+            raise UnreadableFile(f"{p}: {kind}, not a regular file; only regular files are read")
+        check_size(str(p), st.st_size, name)
+        with open(p, "rb") as f: data = f.read(min(st.st_size, read_limit(name)) + 1)   # a file that grows meanwhile: still bounded
+    except OSError as e: raise UnreadableFile(f"{p}: cannot be read ({e.strerror or e})") from None
+    check_size(str(p), len(data), name)
+    return data
+
+# %% ../../nbs/sources/readers.ipynb #9de3b061
 SDIST_CACHE_ENV = "OMNI_NPU_PORT_SDIST_CACHE"
 SDIST_CACHE_FORMAT = "omni-npu-port sdist cache 1"
-MAX_MEMBER_BYTES = 16 << 20     # one .py file larger than this is not a source file
-MAX_SOURCE_BYTES = 1 << 30      # all the kept files together
 
 def is_source_member(rel: str) -> bool:
     "What a SourceTree reads from an sdist (path below `<name>-<version>/`): the packages' `.py` files and PKG-INFO."
     return (rel.endswith(".py") and rel.split("/")[0] in PACKAGES) or rel == "PKG-INFO"
 
+_META_TYPES = (tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE, tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK)
+
+class _BoundedTarInfo(tarfile.TarInfo):
+    "A tar header whose pax / GNU long-name block (which tarfile reads whole) is refused past `MAX_MEMBER_BYTES`."
+    def _proc_member(self, tarfile_):
+        if self.type in _META_TYPES: check_size(f"{tarfile_.name}: the header of {self.name}", self.size, "MAX_MEMBER_BYTES")
+        return super()._proc_member(tarfile_)
+
 def tar_files(path: Path | str, keep=is_source_member) -> dict[str, bytes]:
-    "The files of a (gzipped) tar whose path below the top directory `keep` accepts: {that path: bytes}, in one pass."
-    files, total = {}, 0
-    with tarfile.open(path, mode="r|*") as tf:
-        for member in tf:
+    "The files of a (gzipped) tar whose path below the top directory `keep` accepts: {that path: bytes}, in one pass, every size bounded."
+    files, kept, seen = {}, 0, 0
+    with tarfile.open(path, mode="r|*", tarinfo=_BoundedTarInfo) as tf:
+        while (member := tf.next()) is not None:
+            tf.members.clear()                     # stream mode keeps every header otherwise
+            seen += member.size + tarfile.BLOCKSIZE
+            check_size(str(path), seen, "MAX_ARCHIVE_BYTES", "of members and headers (uncompressed)")
             rel = member.name.partition("/")[2]
             if not (member.isfile() and keep(rel)): continue
-            if member.size > MAX_MEMBER_BYTES:
-                raise SourceError(f"{path}: {member.name} is {member.size} bytes, more than a source file "
-                                  f"({MAX_MEMBER_BYTES}); not an sdist this tool reads")
-            total += member.size
-            if total > MAX_SOURCE_BYTES:
-                raise SourceError(f"{path}: more than {MAX_SOURCE_BYTES} bytes of .py files; not an sdist this tool reads")
+            check_size(f"{path}: {member.name}", member.size, "MAX_MEMBER_BYTES")
+            kept += member.size
+            check_size(str(path), kept, "MAX_SOURCE_BYTES", "of source files")
             files[rel] = tf.extractfile(member).read()
     return files
 
-# %% ../../nbs/sources/readers.ipynb #bea082e9
+# %% ../../nbs/sources/readers.ipynb #cbafd444
 def sdist_cache_dir() -> Path | None:
     "Where unpacked sdists are kept (None: `$OMNI_NPU_PORT_SDIST_CACHE` is `off`)."
     v = os.environ.get(SDIST_CACHE_ENV, "~/.cache/omni-npu-port/sdist-py")
@@ -117,28 +177,71 @@ class SdistReader:
     "The `.py` files and PKG-INFO of an sdist: unpacked once (`tar_files`) into the sdist cache, read from there after."
     def __init__(self, path: Path):
         st, cache = path.stat(), sdist_cache_dir()
-        self.cached = cache / f"{path.name}.{st.st_size}.{st.st_mtime_ns}.zip" if cache else None
+        self.path, self.cached = path, cache / f"{path.name}.{st.st_size}.{st.st_mtime_ns}.zip" if cache else None
         self.zf, self.files = None, None
         if self.cached is not None and self.cached.is_file():
             try:
-                zf = zipfile.ZipFile(self.cached)
-                if zf.read("__format__").decode() == SDIST_CACHE_FORMAT:
-                    self.zf, self._names = zf, set(zf.namelist()) - {"__format__"}
-            except (OSError, KeyError, zipfile.BadZipFile): pass
+                zf = WheelReader(self.cached)   # the same bounded reads as a wheel's
+                if zf.read("__format__") == SDIST_CACHE_FORMAT.encode():
+                    self.zf, self._names = zf, set(zf.names()) - {"__format__"}
+            except (OSError, KeyError, zipfile.BadZipFile, SourceError): pass
         if self.zf is None:
             self.files = tar_files(path)
             if self.cached is not None: write_cache_zip(self.cached, self.files)
     def read(self, rel: str) -> bytes | None:
         if self.files is not None: return self.files.get(rel)
         return self.zf.read(rel) if rel in self._names else None
+    def where(self, rel: str) -> str: return f"{self.path}/{rel}"
     def names(self) -> list[str]: return sorted(self.files if self.files is not None else self._names)
 
-# %% ../../nbs/sources/readers.ipynb #5646d17a
+# %% ../../nbs/sources/readers.ipynb #fd5e9d13
 @lru_cache(maxsize=16)
 def parse_source(text: str) -> ast.Module:
     "`ast.parse` of a module's text, once per text and process (the trees are read, never changed)."
     return ast.parse(text)
 
+class SourceSyntaxError(SyntaxError, SourceError):
+    "A module that cannot be parsed — a syntax error, NUL bytes, bytes its encoding rejects, a file not read — naming its file and line."
+    def __str__(self):
+        return (f"{self.filename}{f':{self.lineno}' if self.lineno else ''}: does not parse ({self.msg}); "
+                "fix the file, or give a source without it")
+
+def decode_source(data: bytes) -> str:
+    "The text of a `.py` file as CPython reads it: its BOM or coding line, else UTF-8; a `UnicodeDecodeError` or `SyntaxError` where CPython would refuse it."
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    return data.decode(encoding)
+
+def _decode_problem(data: bytes) -> tuple[str, str | None, int | None]:
+    "(text, why it cannot be parsed or None, line): the text decoded as CPython would, else with U+FFFD for bad bytes."
+    try: return decode_source(data), None, None
+    except UnicodeDecodeError as e:
+        return (data.decode("utf-8", errors="replace"), f"byte 0x{data[e.start]:02x} is not {e.encoding} text; save the file as "
+                "UTF-8 or declare its encoding (# -*- coding: … -*-)", data.count(b"\n", 0, e.start) + 1)
+    except (SyntaxError, LookupError) as e:   # a coding line naming no codec, or first lines no codec reads
+        try: data.decode("utf-8")
+        except UnicodeDecodeError as u: return data.decode("utf-8", errors="replace"), \
+            f"byte 0x{data[u.start]:02x} is not utf-8 text and no coding line declares another encoding; save the file as UTF-8", \
+            data.count(b"\n", 0, u.start) + 1
+        return data.decode("utf-8", errors="replace"), f"{getattr(e, 'msg', e)}", 1
+
+def syntax_error(where: str, text: str, err: BaseException | str, lineno: int | None = None) -> SourceSyntaxError:
+    "A `SourceSyntaxError` for `where` from a parse error (or a reason), with the line of a NUL byte when that is the cause."
+    if isinstance(err, RecursionError | MemoryError): msg = "nested too deeply for Python's parser"
+    else: msg = getattr(err, "msg", None) or str(err)
+    if "\0" in text and "null" in msg: lineno = text.count("\n", 0, text.index("\0")) + 1
+    lineno = lineno or getattr(err, "lineno", None)
+    return SourceSyntaxError(msg, (where, lineno, getattr(err, "offset", None), None, None, None))
+
+def read_module_file(path: Path | str) -> tuple[str, ast.Module]:
+    "A lone `.py` file read and parsed as CPython would: (text, a fresh tree); a `SourceSyntaxError` or `UnreadableFile` naming it otherwise."
+    data = read_regular(path)
+    text, why, line = _decode_problem(data)
+    if why: raise syntax_error(str(path), text, why, line)
+    try: return text, ast.parse(text, filename=str(path))
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as e: raise syntax_error(str(path), text, e) from None
+
+
+# %% ../../nbs/sources/readers.ipynb #a3e2b6a7
 class SourceTree:
     "The `.py` files of one package (vllm_ascend, vllm or vllm_omni), parsed lazily with `ast`, never imported."
     def __init__(self, reader, package: str, version: str | None, origin: str, kind: str):
@@ -148,6 +251,8 @@ class SourceTree:
         self.inferred = None                                # for an inferred version: the evidence (doctor.InferredVersion)
         self._src: dict[str, str | None] = {}
         self._ast: dict[str, ast.Module | None] = {}
+        self._rel: dict[str, str] = {}                      # module -> its file below the root
+        self._bad: dict[str, tuple[str, int | None]] = {}   # module -> (why it cannot be parsed, line)
 
     def __repr__(self): return f"SourceTree({self.package} {self.version or '?'}, {self.kind}: {self.origin})"
 
@@ -162,18 +267,37 @@ class SourceTree:
         "The PyPI name of the package (vllm-ascend, vllm, vllm-omni)."
         return PACKAGES[self.package]
 
+    def _read(self, rel: str) -> bytes | None:
+        "The reader's bytes of `rel`; a file it will not read (a FIFO, past a limit) is recorded as unreadable and reads as empty."
+        try: return self.reader.read(rel)
+        except UnreadableFile as e:
+            self._bad.setdefault(rel, (str(e), None))
+            return b""
+
     def module_source(self, module: str) -> str | None:
         "The text of a dotted module (`vllm_ascend.worker.model_runner_v1`), or None if the source lacks it."
         if module not in self._src:
             base = module.replace(".", "/")
-            data = self.reader.read(base + ".py")
-            if data is None: data = self.reader.read(base + "/__init__.py")
-            self._src[module] = None if data is None else data.decode("utf-8", errors="replace")
+            for rel in (base + ".py", base + "/__init__.py"):
+                if (data := self._read(rel)) is not None: break
+            if data is None: self._src[module] = None
+            else:
+                self._rel[module] = rel
+                text, why, line = _decode_problem(data)
+                if rel in self._bad: why, line = self._bad[rel]
+                if why: self._bad[module] = (why, line)
+                self._src[module] = text
         return self._src[module]
+
+    def file_of(self, module: str) -> str:
+        "Where a module's file is, for messages: a path, or ARCHIVE/path inside it."
+        rel = self._rel.get(module) or module.replace(".", "/") + ".py"
+        where = getattr(self.reader, "where", None)
+        return where(rel) if where else f"{self.origin}/{rel}"
 
     def is_package(self, module: str) -> bool:
         "Whether `module` is a package (a directory with `__init__.py`)."
-        return self.reader.read(module.replace(".", "/") + "/__init__.py") is not None
+        return self._read(module.replace(".", "/") + "/__init__.py") is not None
 
     def modules(self) -> list[str]:
         "Every module of the package, dotted (a package by its name), sorted."
@@ -183,11 +307,15 @@ class SourceTree:
         return sorted({r[:-3].replace("/", ".").removesuffix(".__init__") for r in rels})
 
     def module_ast(self, module: str) -> ast.Module | None:
-        "The parsed module, cached; None if absent."
+        "The parsed module, cached; None if absent; a `SourceSyntaxError` (a SyntaxError and an input error) naming its file if it cannot be parsed."
         if module not in self._ast:
             src = self.module_source(module)
+            if module in self._bad: raise syntax_error(self.file_of(module), src, *self._bad[module])
             try: self._ast[module] = None if src is None else parse_source(src)
-            except SyntaxError: ast.parse(src, filename=module); raise     # the error again, naming the module
+            except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
+                err = syntax_error(self.file_of(module), src, e)
+                self._bad[module] = (err.msg, err.lineno)     # parsed once: the error again on the next call
+                raise err from None
         return self._ast[module]
 
     def resolve(self, qualname: str):
@@ -226,12 +354,12 @@ def version_in_text(text: str) -> str | None:
 def _version_in_dir(root: Path, package: str) -> str | None:
     for meta in [*root.glob("*.dist-info/METADATA"), root / "PKG-INFO", *root.glob("*.egg-info/PKG-INFO")]:
         if meta.is_file():
-            name, ver = metadata_name_version(meta.read_text(errors="replace"))
+            name, ver = metadata_name_version(read_regular(meta).decode("utf-8", errors="replace"))
             if name and same_distribution(name, PACKAGES[package]): return ver
     for f in ("_version.py", "version.py"):
         p = root / package / f
         if p.is_file():
-            v = version_in_text(p.read_text(errors="replace"))
+            v = version_in_text(read_regular(p).decode("utf-8", errors="replace"))
             if v: return v
     return None
 
@@ -265,7 +393,8 @@ def open_source(source: str | Path, package: str | None = None) -> SourceTree:
     if p.is_file():
         st = p.stat()
         return _open_file(p.resolve(), st.st_mtime_ns, st.st_size, package)
-    raise SourceError(f"{p}: not a wheel (.whl), sdist (.tar.gz) or directory")
+    raise SourceError(f"{p}: not a regular file or directory (a FIFO, device or socket is never read); "
+                      "give a wheel (.whl), sdist (.tar.gz) or directory")
 
 def _filename_version(name: str) -> str | None:
     try: return str(parse_wheel_filename(name)[1] if name.endswith(".whl") else parse_sdist_filename(name)[1])
@@ -275,7 +404,8 @@ def _filename_version(name: str) -> str | None:
 def _open_file(p: Path, mtime_ns: int, size: int, package: str | None) -> SourceTree:
     if p.name.endswith(".whl"):
         try: r = WheelReader(p)
-        except zipfile.BadZipFile: raise SourceError(f"{p}: not a readable wheel (bad zip file)") from None
+        except (zipfile.BadZipFile, OSError, ValueError, EOFError) as e:
+            raise SourceError(f"{p}: not a readable wheel (bad zip file: {e})") from None
         pkg, version = _detect_package(r.names(), package, str(p)), None
         for n in r.names():
             if n.endswith(".dist-info/METADATA"):
@@ -284,7 +414,7 @@ def _open_file(p: Path, mtime_ns: int, size: int, package: str | None) -> Source
         return SourceTree(r, pkg, version or _filename_version(p.name), str(p), "wheel")
     if p.name.endswith((".tar.gz", ".tgz")):
         try: r = SdistReader(p)
-        except (tarfile.TarError, OSError, EOFError) as e: raise SourceError(f"{p}: not a readable sdist ({e})") from None
+        except (tarfile.TarError, OSError, EOFError, zlib.error) as e: raise SourceError(f"{p}: not a readable sdist ({e})") from None
         pkg = _detect_package(r.names(), package, str(p))
         info = r.read("PKG-INFO")
         version = metadata_name_version(info.decode(errors="replace"))[1] if info else None
