@@ -59,25 +59,20 @@ def page_of(nb: Path) -> Path:
     return Path(nb).with_suffix(".html")
 
 # %% ../../nbs/docs/site.ipynb #35207660
-SIDEBAR = (
-    ("", ("index", "facade")),
-    ("core: catalog, profile, diagnostics", ("core/catalog", "core/profile", "core/diagnostics", "core/errors", "core/io",
-                                             "core/*")),
-    ("runtime: the pattern families", ("runtime/forward_context", "runtime/graphs", "runtime/device_ops", "runtime/attention",
-                                       "runtime/rotary_sp", "runtime/sampler_batch", "runtime/graph_params",
-                                       "runtime/method_signatures", "runtime/platform", "runtime/*")),
-    ("sources: reading real releases", ("sources/readers", "sources/symbols", "sources/fetch", "sources/conformance",
-                                        "sources/doctor", "sources/*")),
-    ("translate: GPU code to NPU code", ("translate/engine", "translate/rules", "translate/rewrites", "translate/flags",
-                                         "translate/run", "translate/results", "translate/diagnostics",
-                                         "translate/context", "translate/scope", "translate/apply", "translate/chunking",
-                                         "translate/cst_fast", "translate/*")),
-    ("port: whole methods, and drift", ("port/port", "port/locate", "port/merge", "port/translation", "port/supercalls",
-                                        "port/overrides", "port/formatting", "port/classes", "port/update", "port/score",
-                                        "port/audit", "port/*")),
-    ("bench: graphs measured", ("bench/talker_mtp", "bench/graph_runner", "bench/harness", "bench/result", "bench/*")),
-    ("results", ("results/*",)),
-    ("cli and docs", ("cli/main", "cli/options", "cli/*", "docs/site", "docs/codes", "docs/*")),
+SIDEBAR = (   # the reader's groups: start here, the patterns, the device runtime, the tools, then the reference
+    ("Start", ("index", "workbook", "facade", "cli/tour")),
+    ("Patterns", ("core/catalog", "runtime/forward_context", "runtime/graphs", "runtime/device_ops", "runtime/attention",
+                  "runtime/rotary_sp", "runtime/sampler_batch", "runtime/graph_params", "runtime/method_signatures")),
+    ("Runtime", ("runtime/platform", "runtime/*", "bench/talker_mtp", "bench/graph_runner", "bench/harness", "bench/result",
+                 "bench/*", "cli/bench", "cli/kernel")),
+    ("Tools", ("translate/engine", "translate/run", "cli/translate", "port/port", "port/classes", "port/release",
+               "port/update", "cli/port", "port/audit", "cli/audit", "sources/doctor", "cli/doctor", "results/*")),
+    ("Reference", ("docs/codes", "core/diagnostics", "core/findings", "core/profile", "core/errors", "core/io", "core/*",
+                   "sources/readers", "sources/symbols", "sources/fetch", "sources/conformance", "sources/*",
+                   "translate/rules", "translate/rewrites", "translate/flags", "translate/results", "translate/diagnostics",
+                   "translate/context", "translate/scope", "translate/apply", "translate/chunking", "translate/cst_fast",
+                   "translate/*", "port/locate", "port/merge", "port/translation", "port/supercalls", "port/overrides",
+                   "port/formatting", "port/score", "port/*", "cli/main", "cli/options", "cli/*", "docs/site", "docs/*")),
 )
 
 def sidebar_sections(nbs) -> list[tuple[str, list[str]]]:
