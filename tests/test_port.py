@@ -1429,3 +1429,14 @@ def test_a_class_port_says_which_name_a_kept_line_reads_and_nothing_binds():
     assert [d.message.rsplit(": ", 1)[1] for d in found] == ["`extra`"]
     assert "self.cache = extra" in res.code.splitlines()[found[0].line - 1]
     assert not [d for d in K.port_class(*locs, prefer="omni").diagnostics if d.code == "ONP4025"]
+
+
+def test_a_class_no_module_defines_gets_close_matches_from_the_whole_tree(tmp_path):
+    "`NPUOmniModelRunner` where the tree has `OmniNPUModelRunner`: the error names it."
+    pkg = tmp_path / "vllm_omni" / "worker"
+    pkg.mkdir(parents=True)
+    (tmp_path / "vllm_omni" / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "npu_runner.py").write_text("class OmniNPUModelRunner:\n    def f(self):\n        return 1\n")
+    with pytest.raises(L.PortError, match="close matches: .*OmniNPUModelRunner"):
+        L.locate(f"{tmp_path / 'vllm_omni'}:NPUOmniModelRunner.f")

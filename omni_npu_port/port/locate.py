@@ -153,6 +153,12 @@ def _tree_modules(tree: SourceTree) -> list[str]:
         mods.append(m[: -len(".__init__")] if m.endswith(".__init__") else m)
     return sorted(mods)
 
+_CLASS_LINE = re.compile(r"^class\s+(\w+)", re.M)
+
+def _tree_class_names(tree: SourceTree) -> set[str]:
+    "Every top-level class name of a tree's modules (read by a regex: an error message's close matches, not a parse)."
+    return {n for m in _tree_modules(tree) for n in _CLASS_LINE.findall(tree.module_source(m) or "")}
+
 def _find_class_module(tree: SourceTree, cls: str) -> str | None:
     known = _catalog_class_modules().get(cls)
     if known and known.split(".")[0] == tree.package and tree.module_source(known) is not None: return known
@@ -270,8 +276,8 @@ def locate(spec: str | MethodSpec, need_method: bool = True, extra=()) -> Locate
     module = s.module or _find_class_module(tree, s.cls)
     if module is None or tree.module_source(module) is None:
         where = module or tree.package
-        cands = {st.name for m in ([module] if module and tree.module_source(module) else [])
-                 for st in tree.module_ast(m).body if isinstance(st, ast.ClassDef)}
+        cands = ({st.name for st in tree.module_ast(module).body if isinstance(st, ast.ClassDef)}
+                 if module and tree.module_source(module) else _tree_class_names(tree))   # nowhere: the whole tree's
         raise PortError(f"{tree.origin}: no class {s.cls} in {where}{close_matches(s.cls, cands)}; "
                         "name the module as SOURCE/pkg/module.py:Class.method")
     text = tree.module_source(module)
