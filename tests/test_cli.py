@@ -123,7 +123,8 @@ def test_tour_runs_every_step_on_cpu(tmp_path):
     out = r.stdout
     assert "backend: cpu" in out
     assert f"catalog: {len(CATALOG)} patterns" in out
-    assert "translating gpu_runner_example.py for vllm-ascend==" in out and "+from vllm_ascend" in out
+    assert "gpu_runner_example.py for vllm-ascend==" in out and "+from vllm_ascend" in out and "more hunks" in out
+    assert "next steps:" in out
     assert "docs site:" in out
     assert "every step ran" in out
 
