@@ -1440,3 +1440,15 @@ def test_a_class_no_module_defines_gets_close_matches_from_the_whole_tree(tmp_pa
     (pkg / "npu_runner.py").write_text("class OmniNPUModelRunner:\n    def f(self):\n        return 1\n")
     with pytest.raises(L.PortError, match="close matches: .*OmniNPUModelRunner"):
         L.locate(f"{tmp_path / 'vllm_omni'}:NPUOmniModelRunner.f")
+
+
+def test_a_source_that_exists_but_cannot_be_read_is_an_input_error(tmp_path, capsys):
+    "A FIFO named like a wheel: exit 3 (input), never a hang; a path that does not exist: exit 2 (usage)."
+    import os
+    fifo = tmp_path / "x.whl"
+    os.mkfifo(fifo)
+    spec = lambda c: f"{fifo}:{c}.f"
+    assert main(["port", "--gpu-base", spec("A"), "--gpu-omni", spec("B"), "--npu-base", spec("C")]) == 3
+    assert "not a regular file" in capsys.readouterr().err
+    gone = tmp_path / "missing"
+    assert main(["port", "--gpu-base", f"{gone}:A.f", "--gpu-omni", f"{gone}:B.f", "--npu-base", f"{gone}:C.f"]) == 2

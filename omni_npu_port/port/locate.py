@@ -258,7 +258,9 @@ def open_tree(source: str) -> SourceTree:
     key = str(source)
     if key not in _TREES:
         try: _TREES[key] = open_source(source)
-        except SourceError as e: raise PortError(str(e)) from None
+        except SourceError as e:   # a path that exists but cannot be read is an input error (exit 3); a wrong name, usage (2)
+            if Path(key).expanduser().exists(): raise
+            raise PortError(str(e)) from None
     return _TREES[key]
 
 @gc_paused()
