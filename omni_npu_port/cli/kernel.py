@@ -21,7 +21,8 @@ def configure(ap):
     ins = sub.add_parser("install", help="register a kernel with the backend (and CANN's environment) preset")
     ins.add_argument("--name", help="kernel name (default omni-npu-port-BACKEND)")
     ins.add_argument("--display-name", help="the name Jupyter shows")
-    ins.add_argument("--backend", default="cpu", choices=KERNEL_BACKENDS, help="OMNI_NPU_PORT_RUNTIME_BACKEND in the kernel")
+    ins.add_argument("--backend", default="auto", choices=KERNEL_BACKENDS,
+                     help="OMNI_NPU_PORT_RUNTIME_BACKEND in the kernel (auto, the default: the runtime chooses when it starts)")
     ins.add_argument("--cann-env", metavar="PATH", help="CANN's set_env.sh to source first (npu; default "
                      "/usr/local/Ascend/ascend-toolkit/set_env.sh)")
     where = ins.add_mutually_exclusive_group()

@@ -252,7 +252,7 @@ def print_report(report: dict, console=None, show_na: bool = False):
                                     show_na=show_na))
 
 # %% ../../nbs/sources/doctor.ipynb #ba43d6d4
-KERNEL_BACKENDS = ("npu", "cuda", "cpu")
+KERNEL_BACKENDS = ("auto", "npu", "cuda", "cpu")
 
 def kernel_spec(backend: str, cann_env: str | Path | None = None, python: str | None = None,
                 display_name: str | None = None) -> dict:
@@ -262,7 +262,9 @@ def kernel_spec(backend: str, cann_env: str | Path | None = None, python: str | 
     launch = [python, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
     if cann_env is not None:
         launch_sh = " ".join([shlex.quote(python), "-m", "ipykernel_launcher", "-f", '"{connection_file}"'])
-        argv = ["bash", "-c", f"source {shlex.quote(str(cann_env))} && exec {launch_sh}"]
+        env_sh = shlex.quote(str(cann_env))
+        source = f"{{ [ ! -f {env_sh} ] || . {env_sh}; }}" if backend == "auto" else f"source {env_sh}"   # auto: if it is there
+        argv = ["bash", "-c", f"{source} && exec {launch_sh}"]
     else: argv = launch
     return {"argv": argv, "display_name": display_name or f"Python 3 (omni-npu-port, {backend})", "language": "python",
             "env": {"OMNI_NPU_PORT_RUNTIME_BACKEND": backend},
@@ -271,8 +273,10 @@ def kernel_spec(backend: str, cann_env: str | Path | None = None, python: str | 
 
 def _cann_env_for(backend: str, cann_env: str | None) -> Path | None:
     from omni_npu_port.runtime.platform import CANN_SET_ENV
-    if backend != "npu":
-        if cann_env: raise DoctorUsageError(f"--cann-env applies to --backend npu, not {backend}")
+    if backend == "auto":   # CANN's environment where there is one: the given file must exist, the default may not
+        if cann_env is None: return Path(CANN_SET_ENV) if Path(CANN_SET_ENV).is_file() else None
+    elif backend != "npu":
+        if cann_env: raise DoctorUsageError(f"--cann-env applies to --backend npu or auto, not {backend}")
         return None
     path = Path(cann_env or CANN_SET_ENV).expanduser()
     if not path.is_file():
@@ -281,7 +285,7 @@ def _cann_env_for(backend: str, cann_env: str | None) -> Path | None:
     return path.resolve()
 
 # %% ../../nbs/sources/doctor.ipynb #4d7b69c5
-def install_kernel(name: str | None = None, backend: str = "cpu", cann_env: str | None = None, user: bool = False,
+def install_kernel(name: str | None = None, backend: str = "auto", cann_env: str | None = None, user: bool = False,
                    prefix: str | None = None, display_name: str | None = None) -> Path:
     "Install the kernel spec; return the directory holding its kernel.json."
     try:
