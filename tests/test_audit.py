@@ -216,3 +216,25 @@ def test_the_older_layout_as_a_wheel_and_an_sdist(tmp_path, monkeypatch):
         assert A.audit(str(source), str(source)) == []
         _, r = runners_of(source)
         assert {c.name for c in r.npu} == {"OmniNPUModelRunner", "NPUARModelRunner", "NPUTalkerModelRunner"}, source
+
+
+def test_findings_point_at_the_npu_runners_file_and_line_in_every_output_format(tmp_path, capsys):
+    "audit's findings as `path:line: CODE message` lines, SARIF and GitHub annotations: the line is the file's."
+    gpu, npu = tmp_path / "gpu_r.py", tmp_path / "npu_r.py"
+    gpu.write_text("from vllm.v1.worker.gpu_model_runner import GPUModelRunner\nimport torch\n\n\n"
+                   "class OmniGPUModelRunner(GPUModelRunner):\n    def step(self, x):\n        torch.cuda.synchronize()\n"
+                   "        return x * 2\n")
+    npu.write_text("from vllm_ascend.worker.model_runner_v1 import NPUModelRunner\nimport torch\n\n\n"
+                   "class OmniNPUModelRunner(NPUModelRunner):\n    @staticmethod\n    def helper():\n        return 1\n\n"
+                   "    def step(self, x):\n        torch.cuda.synchronize()\n        return x * 2\n")
+    lines = npu.read_text().splitlines()
+    assert main(["audit", "--gpu", str(gpu), "--npu", str(npu)]) == 1
+    text = [l for l in capsys.readouterr().out.splitlines() if l.startswith(f"{npu}:")]
+    at = {l.split(": ")[1].split()[0]: int(l.split(":")[1]) for l in text}
+    assert "torch.cuda.synchronize()" in lines[at["ONP4203"] - 1] and "def helper" in lines[at["ONP4204"] - 1]
+    assert all(l.startswith(f"{npu}:") for l in text)
+    assert main(["audit", "--gpu", str(gpu), "--npu", str(npu), "--output-format", "sarif"]) == 1
+    res = json.loads(capsys.readouterr().out)["runs"][0]["results"]
+    assert {r["ruleId"]: r["locations"][0]["physicalLocation"]["region"]["startLine"] for r in res} == at
+    assert main(["audit", "--gpu", str(gpu), "--npu", str(npu), "--output-format", "github"]) == 1
+    assert all(l.startswith("::warning file=") for l in capsys.readouterr().out.splitlines())

@@ -12,7 +12,10 @@ import json
 from dataclasses import asdict
 
 from .options import add_json
+import sys
+
 from ..core.errors import UsageError
+from ..core.findings import OUTPUT_FORMATS, format_findings
 from ..port.audit import audit
 
 DESCRIPTION = "drift between GPU and NPU copies of the omni runners"
@@ -28,6 +31,9 @@ def configure(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--target", help="translator target for the checks, e.g. vllm-ascend==0.18.0 or 0.18.0 "
                     "(default: the --npu-base version, else the profile's; a release the catalog lacks: its nearest, with a note)")
     add_json(ap, "the findings")
+    ap.add_argument("--output-format", default="text", choices=OUTPUT_FORMATS,
+                    help="the findings as text lines (`path:line: CODE message`, the default), json, sarif (SARIF 2.1.0) "
+                         "or github (Actions annotations)")
 
 # %% auto #0
 __all__ = ['DESCRIPTION', 'configure', 'run']
@@ -40,9 +46,13 @@ def run(args: argparse.Namespace) -> int:
     found = audit(args.gpu, args.npu, args.npu_base, args.target)
     failing = [f for f in found if f.severity != "info"]
     if args.json: print(json.dumps([asdict(f) for f in found], indent=2))
+    elif args.output_format != "text":
+        sys.stdout.write(format_findings([f.diagnostic() for f in found], args.output_format, "omni-npu-port audit"))
     else:
         for f in found:
-            print(f"{f}{' (note)' if f.severity == 'info' else ''}")
+            d = f.diagnostic()
+            print(f"{d.location()}: {f.code} {f.message}{' (note)' if f.severity == 'info' else ''}"
+                  + (f"  [{d.where}]" if d.path and d.where else ""))
             for d in f.detail[:12]: print(f"    {d}")
         notes = len(found) - len(failing)
         print(f"{len(failing)} finding(s)" + (": " + ", ".join(f"{c} ×{sum(f.code == c for f in failing)}"

@@ -33,7 +33,7 @@ from .translation import known_ascend, rules_for, target_check, translate_code, 
 __all__ = ['MAX_LONE_FILES', 'FENCE_CLOSE_RE', 'runner_bases', 'device_markers', 'is_base', 'FilesReader', 'AuditSource',
            'audit_source', 'lone_tree', 'RunnerClass', 'ClassGraph', 'deriving_modules', 'Runners', 'find_runners',
            'RunnerPairs', 'pair_runners', 'audit_rules', 'gpu_to_npu_names', 'omni_blocks', 'Finding', 'drift',
-           'omni_outside', 'runner_findings', 'pair_findings', 'audit']
+           'omni_outside', 'runner_findings', 'in_file', 'pair_findings', 'audit']
 
 # %% ../../nbs/port/audit.ipynb #42c12468
 register(
@@ -392,6 +392,12 @@ class Finding:
     line: int | None = None
     detail: list[str] = field(default_factory=list)
     severity: str = "warning"   # "info" findings are notes: they do not fail the CI gate
+    path: str | None = None     # the NPU runner's file (a path, or ARCHIVE/path inside it), `line` counted in it
+
+    def diagnostic(self) -> Diagnostic:
+        "The finding as a `Diagnostic` (for `core.findings`: text lines, JSON, SARIF, GitHub annotations)."
+        return Diagnostic(self.code, self.message, self.path, self.line, None,
+                          ".".join(x for x in (self.cls, self.method) if x) or None, level=self.severity)
 
     def __str__(self):
         where = ".".join(x for x in (self.cls, self.method) if x)
@@ -485,6 +491,18 @@ def _vendor_defines(graph: ClassGraph, n: RunnerClass, m: str) -> bool:
     return any(isinstance(k, RunnerClass) and k.module.split(".")[0] != n.module.split(".")[0] and m in own_methods(k.node)
                for k in graph.mro(n)[1:])
 
+def in_file(found: list[Finding], n: RunnerClass, tree) -> list[Finding]:
+    "A pair's findings with the NPU runner's file as their path and their lines counted in it (they come counted in the method)."
+    methods = own_methods(n.node)
+    try: path = tree.file_of(n.module)
+    except Exception: path = None   # a lone file's tree may not know the module: the class and method still say where
+    for f in found:
+        f.path = path
+        node = methods.get(f.method)
+        if f.line and node is not None: f.line += min([node.lineno, *(x.lineno for x in node.decorator_list)]) - 1
+        elif node is not None: f.line = node.lineno      # a finding on the whole method: its `def` line
+    return found
+
 def pair_findings(g: RunnerClass, n: RunnerClass, ggraph, ngraph, names, rules, base_tree) -> list[Finding]:
     "Drift (ONP4201), omissions (ONP4202), untranslated patterns (ONP4203) and orphan overrides (ONP4204) of one pair."
     out, gname, nname = [], g.name, n.name
@@ -542,5 +560,5 @@ def audit(gpu: str, npu: str, npu_base: str | None = None, target: str | None = 
     findings += runner_findings(gr, nr, pairs, ggraph, ngraph, gpu, npu)
     names = gpu_to_npu_names()
     for g, n, _ in sorted(pairs.pairs, key=lambda p: (len(ngraph.mro(p[1])), p[1].module, p[1].name)):   # bases first
-        findings += pair_findings(g, n, ggraph, ngraph, names, rules, base_tree)
+        findings += in_file(pair_findings(g, n, ggraph, ngraph, names, rules, base_tree), n, ntree)
     return findings
