@@ -67,11 +67,13 @@ def test_bad_paths_exit_3_with_one_line(capsys, tmp_path):
         assert rc == 3 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
 
 
-def test_without_sources_reads_the_installed_packages(capsys):
+def test_without_sources_reads_the_installed_packages(capsys, monkeypatch, tmp_path):
     import importlib.util
     if importlib.util.find_spec("vllm_ascend") or importlib.util.find_spec("vllm"):
         pytest.skip("vllm / vllm-ascend are installed here")
-    rc, out, _ = run(capsys, [])
+    empty = doctor.cached_sources
+    monkeypatch.setattr(doctor, "cached_sources", lambda cache=None: empty(tmp_path))
+    rc, out, _ = run(capsys, [])      # nothing installed, an empty cache: it says how to give a source
     assert rc == 0 and "no vllm or vllm-ascend is installed here" in out and "--source" in out
 
 
@@ -320,3 +322,22 @@ def test_versioned_gives_other_commands_the_same_version(tmp_path, release_sourc
     assert t.version_from == "inferred" and t.version == t.inferred.version and "0.18.0" in t.inferred.candidates
     given = versioned(open_source_spec(f"{src}@0.23.0"))
     assert (given.version, given.version_from, given.inferred) == ("0.23.0", "given", None)
+
+
+def test_with_nothing_installed_the_doctor_checks_the_package_caches_releases(tmp_path, monkeypatch, release_source):
+    "The profile's target vllm-ascend (if cached, else the newest cached) and its paired vllm, from the package cache."
+    cache = tmp_path / "pkgs"
+    cache.mkdir()
+    for spec in ("vllm-ascend==0.18.0", "vllm==0.18.0", "vllm-ascend==0.23.0.post1"):
+        f = Path(release_source(spec).origin)
+        (cache / f.name).symlink_to(f)
+    monkeypatch.setenv("OMNI_NPU_PORT_STACK_VLLM_ASCEND", "0.18.0")
+    trees = doctor.cached_sources(cache)
+    assert [(t.package, t.version) for t in trees] == [("vllm_ascend", "0.18.0"), ("vllm", "0.18.0")]
+    monkeypatch.setenv("OMNI_NPU_PORT_STACK_VLLM_ASCEND", "0.17.0rc1")           # not cached: the newest is
+    assert [(t.package, t.version) for t in doctor.cached_sources(cache)] == [("vllm_ascend", "0.23.0.post1")]
+    assert doctor.cached_sources(tmp_path / "empty") == []
+    monkeypatch.setattr(doctor, "cached_sources", lambda cache=None: trees)        # nothing installed here
+    monkeypatch.setattr(doctor, "open_source", lambda pkg: (_ for _ in ()).throw(doctor.SourceError(pkg)))
+    rep = doctor_report(None, {"backend": "cpu", "versions": {}})
+    assert rep["from_cache"] == [t.origin for t in trees] and not rep["installed"] and len(rep["sources"]) == 2

@@ -26,9 +26,9 @@ from .readers import (PACKAGES, SourceError, SourceSpecError, SourceSyntaxError,
 
 # %% auto #0
 __all__ = ['KERNEL_BACKENDS', 'platform_report', 'cann_env_warning', 'pairing_warning', 'torch_npu_warning', 'pairing_table',
-           'DoctorError', 'DoctorUsageError', 'doctor_sources', 'InferredVersion', 'is_ranged', 'infer_version',
-           'at_version', 'checked', 'versioned', 'source_report', 'version_warnings', 'doctor_report', 'report_failed',
-           'version_text', 'print_report', 'kernel_spec', 'install_kernel']
+           'DoctorError', 'DoctorUsageError', 'doctor_sources', 'cached_sources', 'InferredVersion', 'is_ranged',
+           'infer_version', 'at_version', 'checked', 'versioned', 'source_report', 'version_warnings', 'doctor_report',
+           'report_failed', 'version_text', 'print_report', 'kernel_spec', 'install_kernel']
 
 # %% ../../nbs/sources/doctor.ipynb #3f0106b0
 def platform_report() -> dict:
@@ -103,6 +103,26 @@ def doctor_sources(paths=None) -> list[SourceTree]:
     for pkg in ("vllm_ascend", "vllm"):
         try: trees.append(open_source(pkg))
         except SourceError: pass
+    return trees or cached_sources()
+
+def cached_sources(cache=None) -> list[SourceTree]:
+    "Where nothing is installed: the package cache's vllm-ascend release (the profile's target if cached, else the newest) and its paired vllm, if cached."
+    from omni_npu_port.core.profile import load_profile
+    from omni_npu_port.sources.fetch import CACHE_DIR, release_of
+    cache = Path(cache or CACHE_DIR).expanduser()
+    have: dict = {}
+    for f in (sorted(cache.iterdir()) if cache.is_dir() else []):
+        r = release_of(f.name)
+        if r and r[0] in ("vllm-ascend", "vllm"): have.setdefault(r[0], {}).setdefault(str(r[1]), []).append(f)
+    if "vllm-ascend" not in have: return []
+    try: target = load_profile().target.partition("==")[2]
+    except Exception: target = ""   # a broken profile is the profile command's to report
+    va = target if target in have["vllm-ascend"] else max(have["vllm-ascend"], key=parse_version)
+    pick = lambda files: min(files, key=lambda f: f.stat().st_size)   # the smaller of wheel and sdist: the same code
+    trees = [open_source(str(pick(have["vllm-ascend"][va])))]
+    paired = (PAIRING.get(va) or (None,))[0]
+    if paired in have.get("vllm", {}): trees.append(open_source(str(pick(have["vllm"][paired]))))
+    for t in trees: t.origin_kind = "cache"
     return trees
 
 # %% ../../nbs/sources/doctor.ipynb #8679dd1e
@@ -208,8 +228,9 @@ def doctor_report(paths=None, platform: dict | None = None) -> dict:
             n = sum(any(d.startswith("cannot be checked") for d in r["details"]) for r in s["results"])
             warnings.append(f"{s['package']} at {s['origin']}: {len(s['unreadable'])} module(s) do not parse, so {n} record(s) "
                             f"could not be checked (marked changed): {s['unreadable'][0]}")
+    cached = [t.origin for t in trees if getattr(t, "origin_kind", None) == "cache"]
     return {"platform": plat, "warnings": warnings, "pairing_mismatch": pw is not None,
-            "sources": sources, "installed": not paths}
+            "sources": sources, "installed": not paths and not cached, "from_cache": cached}
 
 def report_failed(report: dict) -> bool:
     "Whether the backend asked for is unavailable, or a record that holds for a checked source is changed or missing."
@@ -243,8 +264,12 @@ def print_report(report: dict, console=None, show_na: bool = False):
     for w in report["warnings"]: con.print(f"[yellow]warning:[/yellow] {e(w)}")
     if report["pairing_mismatch"]: con.print(pairing_table())
     if not report["sources"]:
-        con.print("conformance: no vllm or vllm-ascend is installed here; pass --source with a wheel, sdist or "
+        con.print("conformance: no vllm or vllm-ascend is installed here, and the package cache holds none; pass "
+                  "--source vllm-ascend==X (fetched into the cache), or a wheel, sdist or "
                   "directory (e.g. from `pip download --no-deps vllm-ascend==0.18.0`)")
+    if report.get("from_cache"):
+        con.print("conformance: nothing is installed here; checking the package cache's releases instead "
+                  "(--source picks others)")
     for s in report["sources"]:
         res = [Conformance(**r) for r in s["results"]]
         counts = ", ".join(f"{v} {k}" for k, v in s["summary"].items())
