@@ -203,3 +203,32 @@ def test_benchmark_script_runs_and_checks_targets(tmp_path, capsys):
     assert validate_result(json.loads(out.read_text())) == []
     assert "harness overhead" in capsys.readouterr().out
     assert script.main(["--device", "tpu"]) == 2
+
+
+def test_latency_stats_give_the_spread_and_an_interval_of_the_p50():
+    s = latency_stats([0.001 * x for x in range(1, 101)])          # 1..100 ms
+    assert s["p10"] < s["p50"] < s["p90"] and s["n"] == 100
+    lo, hi = s["p50_ci"]
+    assert lo <= s["p50"] <= hi and hi - lo < 20 and latency_stats([0.002] * 10)["p50_ci"] == [2.0, 2.0]
+
+
+def test_noise_notes_say_when_a_run_cannot_support_its_claims():
+    from omni_npu_port.bench.result import BucketResult
+    calm = latency_stats([0.010 + 0.0001 * (i % 3) for i in range(30)])
+    fast = latency_stats([0.002 + 0.0001 * (i % 3) for i in range(30)])
+    busy = latency_stats([0.010] * 10 + [0.050] * 10 + [0.004] * 10)
+    ok = BucketResult(1, "graph", "", 0.1, 0, calm, fast, calm["p50"] / fast["p50"])
+    h = {"overhead_fraction": 0.001, "eager_step_us": 10000.0, "target_fraction": 0.02, "spread_us": 5.0}
+    assert bench.noise_notes([ok], h) == []
+    overlap = BucketResult(2, "graph", "", 0.1, 0, busy, calm, busy["p50"] / calm["p50"])
+    notes = bench.noise_notes([overlap], {**h, "spread_us": 900.0})
+    assert any("batch 2: eager p10–p90" in n for n in notes) and any("within the noise" in n for n in notes)
+    assert any("cannot be told from the noise" in n for n in notes)
+
+
+def test_quiet_still_says_where_the_results_went(tmp_path, capsys):
+    out = tmp_path / "b.json"
+    assert main(["bench", "--device", "cpu", "--small", "--batch-sizes", "1", "--iters", "3", "--quiet", "--json", str(out)]) == 0
+    assert f"results: {out}" in capsys.readouterr().out and json.loads(out.read_text())["results"][0]["eager_ms"]["p50_ci"]
+    assert main(["bench", "--device", "cpu", "--small", "--batch-sizes", "1", "--iters", "3", "--quiet"]) == 0
+    assert "nothing written" in capsys.readouterr().out

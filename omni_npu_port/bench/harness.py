@@ -22,9 +22,9 @@ from ..core.profile import load_profile
 from .talker_mtp import TalkerMTP, TalkerMTPConfig
 
 # %% auto #0
-__all__ = ['TOLERANCES', 'DEVICES', 'MAX_BATCH', 'time_steps', 'latency_stats', 'compare_outputs', 'device_time_ms',
-           'platform_for', 'row_bytes', 'memory_bytes', 'check_batch_sizes', 'check_counts', 'run_bench',
-           'results_table', 'plot_results', 'short_bench', 'check_targets']
+__all__ = ['BOOTSTRAP', 'TOLERANCES', 'DEVICES', 'MAX_BATCH', 'time_steps', 'latency_stats', 'noise_notes', 'compare_outputs',
+           'device_time_ms', 'platform_for', 'row_bytes', 'memory_bytes', 'check_batch_sizes', 'check_counts',
+           'run_bench', 'results_table', 'plot_results', 'short_bench', 'check_targets']
 
 # %% ../../nbs/bench/harness.ipynb #3bba6bb1
 def time_steps(step, synchronize, iters: int, warmup: int) -> list[float]:
@@ -39,12 +39,35 @@ def time_steps(step, synchronize, iters: int, warmup: int) -> list[float]:
         samples.append(clock() - t0)
     return samples
 
+BOOTSTRAP = 400   # resamples for the p50's interval
+
 def latency_stats(samples: list[float]) -> dict:
-    "p50/p90/p99/mean in milliseconds and the sample count."
+    "p10/p50/p90/p99/mean in milliseconds, the sample count, and a 95 % bootstrap interval of the p50 (`p50_ci`)."
     a = np.asarray(samples, dtype=float) * 1e3
-    if a.size == 0: return {"p50": None, "p90": None, "p99": None, "mean": None, "n": 0}
-    p50, p90, p99 = np.percentile(a, [50, 90, 99])
-    return {"p50": float(p50), "p90": float(p90), "p99": float(p99), "mean": float(a.mean()), "n": int(a.size)}
+    if a.size == 0: return {"p10": None, "p50": None, "p90": None, "p99": None, "mean": None, "n": 0, "p50_ci": None}
+    p10, p50, p90, p99 = np.percentile(a, [10, 50, 90, 99])
+    rng = np.random.default_rng(0)   # the same samples give the same interval
+    boot = np.median(rng.choice(a, size=(BOOTSTRAP, a.size), replace=True), axis=1)
+    lo, hi = np.percentile(boot, [2.5, 97.5])
+    return {"p10": float(p10), "p50": float(p50), "p90": float(p90), "p99": float(p99), "mean": float(a.mean()),
+            "n": int(a.size), "p50_ci": [float(lo), float(hi)]}
+
+def noise_notes(rows, harness) -> list[str]:
+    "Warnings where the run is too noisy for its claims: a speed-up whose p50 intervals overlap, a spread past 2×, an overhead lost in the noise."
+    out = []
+    for r in rows:
+        e, g = r.eager_ms, r.replay_ms
+        if e.get("p10") and e["p90"] / e["p10"] > 2:
+            out.append(f"noise: batch {r.batch}: eager p10–p90 {e['p10']:.3f}–{e['p90']:.3f} ms ({e['p90'] / e['p10']:.1f}×): "
+                       "the machine is busy; rerun with more --iters on an idle machine before trusting these figures")
+        if g and g.get("p50_ci") and e.get("p50_ci") and r.speedup and g["p50_ci"][1] >= e["p50_ci"][0]:
+            out.append(f"noise: batch {r.batch}: the speed-up {r.speedup:.2f}× is within the noise (eager p50 95 % interval "
+                       f"{e['p50_ci'][0]:.3f}–{e['p50_ci'][1]:.3f} ms overlaps replay's {g['p50_ci'][0]:.3f}–{g['p50_ci'][1]:.3f} ms)")
+    if harness.get("spread_us") is not None and harness["spread_us"] > harness["eager_step_us"] * harness["target_fraction"]:
+        out.append(f"noise: the harness overhead ({harness['overhead_fraction']:.2%}) cannot be told from the noise here: "
+                   f"{harness['spread_us']:.1f} µs (the empty step's p10–p90 plus the eager p50's 95 % interval) is more than "
+                   f"the {harness['target_fraction']:.0%} target's {harness['eager_step_us'] * harness['target_fraction']:.1f} µs")
+    return out
 
 # %% ../../nbs/bench/harness.ipynb #054b6fd3
 TOLERANCES = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 6.25e-2}
@@ -178,7 +201,8 @@ def run_bench(device: str = "auto", batch_sizes=None, iters: int | None = None, 
         tick(f"batch {b}: done", 1)
         rows.append(row)
     smallest = model.example_inputs(batch_sizes[0], seed=0)
-    empty = latency_stats(time_steps(lambda: None, p.synchronize, max(iters, 20), 2))["p50"] * 1e3
+    empty_stats = latency_stats(time_steps(lambda: None, p.synchronize, max(iters, 20), 2))
+    empty = empty_stats["p50"] * 1e3
     step = rows[0].eager_ms["p50"]
     step = step * 1e3 if step is not None else latency_stats(time_steps(lambda: model(*smallest), p.synchronize, 5, 1))["p50"] * 1e3
     return BenchResult(
@@ -186,11 +210,22 @@ def run_bench(device: str = "auto", batch_sizes=None, iters: int | None = None, 
         DeviceInfo(p.name, str(p.device), bool(p.supports_graphs), _describe(p)), _versions(p),
         Shapes("small" if small else "full", cfg.to_dict(), dtype, sum(x.numel() for x in model.parameters())),
         Settings(list(batch_sizes), iters, warmup, str(prof.path) if prof.path else None, profile_kernels, torch.get_num_threads()),
-        HarnessOverhead(empty, step, empty / step, 0.02, empty / step < 0.02),
-        rows, notes).to_dict()
+        HarnessOverhead(empty, step, empty / step, 0.02, empty / step < 0.02,
+                        (empty_stats["p90"] - empty_stats["p10"]) * 1e3 + _ci_width_us(rows[0].eager_ms)),
+        rows, notes + noise_notes(rows, {"overhead_fraction": empty / step, "eager_step_us": step, "target_fraction": 0.02,
+                                         "spread_us": (empty_stats["p90"] - empty_stats["p10"]) * 1e3 + _ci_width_us(rows[0].eager_ms)})).to_dict()
+
+def _ci_width_us(stats: dict) -> float:
+    "The width of a p50's bootstrap interval, in µs (0 without one)."
+    ci = stats.get("p50_ci")
+    return (ci[1] - ci[0]) * 1e3 if ci else 0.0
 
 # %% ../../nbs/bench/harness.ipynb #20cdfc80
 def _fmt(v, spec=".3f"): return "—" if v is None else format(v, spec)
+
+def _span(lohi) -> str:
+    "`lo–hi` (ms), or — where either end is unknown."
+    return "—" if not lohi or None in lohi else f"{lohi[0]:.3f}–{lohi[1]:.3f}"
 
 def results_table(result: dict):
     "A rich Table of a benchmark result."
@@ -200,15 +235,16 @@ def results_table(result: dict):
     if not d["supports_graphs"]: title += f" — eager only: {d['backend']} has no device graphs"
     t = Table(title=title, min_width=min(len(title) + 4, 150))
     graphs = any(r["mode"] != "eager" for r in result["results"])
-    cols = ["batch", "mode", "eager p50 ms", "p90", "p99"]
-    if graphs: cols += ["capture s", "replay p50 ms", "p90", "p99", "speedup", "pool MiB", "max |Δ|", "parity"]
+    cols = ["batch", "mode", "eager p50 ms", "95 % CI", "p10–p90", "p99"]
+    if graphs: cols += ["capture s", "replay p50 ms", "95 % CI", "p10–p90", "p99", "speedup", "pool MiB", "max |Δ|", "parity"]
     for col in cols: t.add_column(col, justify="left" if col == "mode" else "right")
     for r in result["results"]:
         e, rp, par = r["eager_ms"], r["replay_ms"] or {}, r["parity"] or {}
-        row = [str(r["batch"]), r["mode"], _fmt(e["p50"]), _fmt(e["p90"]), _fmt(e["p99"])]
+        row = [str(r["batch"]), r["mode"], _fmt(e["p50"]), _span(e.get("p50_ci")), _span([e.get("p10"), e["p90"]]), _fmt(e["p99"])]
         if graphs:
             pool = r["graph_pool_bytes"] / 2**20 if r["graph_pool_bytes"] is not None else None
-            row += [_fmt(r["capture_s"], ".2f"), _fmt(rp.get("p50")), _fmt(rp.get("p90")), _fmt(rp.get("p99")),
+            row += [_fmt(r["capture_s"], ".2f"), _fmt(rp.get("p50")), _span(rp.get("p50_ci")), _span([rp.get("p10"), rp.get("p90")]),
+                    _fmt(rp.get("p99")),
                     _fmt(r["speedup"], ".2f") + ("×" if r["speedup"] else ""), _fmt(pool, ".1f"),
                     _fmt(par.get("max_abs_diff"), ".2e"), "—" if not par else ("ok" if par["ok"] else "FAIL")]
         t.add_row(*row)
@@ -226,9 +262,14 @@ def plot_results(result: dict, path=None):
     ax = fig.add_subplot()
     rows, d = result["results"], result["device"]
     xs = [r["batch"] for r in rows]
+    band = lambda rs, k: ([r[k].get("p10", r[k]["p50"]) for r in rs], [r[k]["p90"] for r in rs])
     ax.plot(xs, [r["eager_ms"]["p50"] for r in rows], "o-", label="eager p50")
+    ax.fill_between(xs, *band(rows, "eager_ms"), alpha=0.2, label="eager p10–p90")
     g = [r for r in rows if r["replay_ms"]]
-    if g: ax.plot([r["batch"] for r in g], [r["replay_ms"]["p50"] for r in g], "s-", label="graph replay p50")
+    if g:
+        gx = [r["batch"] for r in g]
+        ax.plot(gx, [r["replay_ms"]["p50"] for r in g], "s-", label="graph replay p50")
+        ax.fill_between(gx, *band(g, "replay_ms"), alpha=0.2, label="replay p10–p90")
     ax.set_xscale("log", base=2); ax.set_xticks(xs, [str(x) for x in xs])
     ax.set_xlabel("batch size (bucket)"); ax.set_ylabel("ms per talker-MTP step"); ax.grid(alpha=0.3)
     ax.set_title(f"{d['backend']} ({result['shapes']['preset']} shapes, {result['shapes']['dtype']})"
@@ -241,7 +282,7 @@ def plot_results(result: dict, path=None):
 def short_bench(console=None) -> dict:
     "A seconds-long CPU benchmark (small shapes, buckets 1 and 2) printed as a table; returns the result."
     from rich.console import Console
-    res = run_bench(device="cpu", batch_sizes=(1, 2), iters=5, warmup=2, small=True, dtype="float32")
+    res = run_bench(device="cpu", batch_sizes=(1, 2), iters=5, warmup=2, small=True)   # the profile's dtype, as `bench`
     (console or Console()).print(results_table(res))
     return res
 

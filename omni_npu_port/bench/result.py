@@ -18,7 +18,7 @@ __all__ = ['SCHEMA_VERSION', 'STATS', 'RESULT_FIELDS', 'described', 'DeviceInfo'
 
 # %% ../../nbs/bench/result.ipynb #c26b9e9f
 SCHEMA_VERSION = 1
-STATS = "object: p50, p90, p99, mean (ms), n"
+STATS = "object: p10, p50, p90, p99, mean (ms), n, p50_ci (95 % bootstrap interval of the p50, [lo, hi] ms)"
 
 def described(doc: str, choices: tuple | None = None, **kw):
     "A dataclass field with its schema description and, optionally, the only values it may take."
@@ -58,6 +58,8 @@ class HarnessOverhead:
     overhead_fraction: float = described("empty_step_us / eager_step_us")
     target_fraction: float = described("0.02")
     ok: bool = described("overhead_fraction < target_fraction")
+    spread_us: float | None = described("the empty step's p10–p90 spread plus the width of the eager p50's 95 % interval (µs): "
+                                        "an overhead under it cannot be told from zero", default=None)
 
 # %% ../../nbs/bench/result.ipynb #6d6e46da
 @dataclass
@@ -94,6 +96,7 @@ class BenchResult:
     def to_dict(self) -> dict:
         "The result as JSON-ready dicts and lists, keys in field order."
         return dataclasses.asdict(self)
+    def _repr_html_(self): from omni_npu_port.core.display import html_for; return html_for(self)   # Jupyter: docs.render draws it
 
 # %% ../../nbs/bench/result.ipynb #90ed7892
 class SchemaField(typing.NamedTuple):

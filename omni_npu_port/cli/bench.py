@@ -11,7 +11,9 @@ from pathlib import Path
 
 from ..bench.harness import DEVICES, check_batch_sizes, platform_for, plot_results, results_table, run_bench
 from ..bench.talker_mtp import TalkerMTPConfig
-from ..core.errors import UsageError
+import sys
+
+from ..core.errors import UsageError, warning_line
 from ..core.io import write_atomic
 from ..core.profile import DTYPES, SCHEMA, ProfileError, load_profile
 
@@ -79,7 +81,7 @@ def run(args) -> int:
     from rich.console import Console
     con = Console(width=max(Console().width, 150))
     n = len(kw["batch_sizes"] or prof.batch_sizes)
-    if args.quiet: result = run_bench(**kw)
+    if args.quiet: result = run_bench(**kw)   # no table: one line says where the results went, warnings still go to stderr
     else:
         with _progress_bar(con) as bar:
             task = bar.add_task("starting", total=1 + 2 * n)
@@ -89,4 +91,9 @@ def run(args) -> int:
         import json
         write_atomic(Path(args.json).expanduser(), json.dumps(result, indent=2) + "\n")
     if args.plot: plot_results(result, Path(args.plot).expanduser())
+    if args.quiet:
+        for n in result["notes"]:
+            if n.startswith("noise:"): print(warning_line(n, "omni-npu-port bench"), file=sys.stderr)
+        went = [f"results: {args.json}" for _ in [1] if args.json] + [f"plot: {args.plot}" for _ in [1] if args.plot]
+        print("omni-npu-port bench: " + ("; ".join(went) if went else "done; nothing written (--json FILE or --plot FILE keep the results)"))
     return 0
