@@ -1115,3 +1115,14 @@ def test_check_findings_in_ci_formats(fmt, capsys):
 def test_output_format_goes_with_check(tmp_path, capsys):
     assert main([str(FIX / "reexported_forward_context.py"), "-o", str(tmp_path / "o"), "--output-format", "json"]) == 2
     assert "add --check" in capsys.readouterr().err
+
+
+def test_check_mode_counts_what_would_change_and_translated_code_has_nothing_left(tmp_path, capsys):
+    src = tmp_path / "g.py"
+    src.write_text("import torch\n\n\ndef f():\n    torch.cuda.synchronize()\n")
+    assert main([str(src), "--check", "--target", T18]) == 1
+    err = " ".join(capsys.readouterr().err.split())
+    assert "2 sites would be rewritten" in err and "converted" not in err
+    assert main([str(src), "-o", str(tmp_path / "out"), "--target", T18, "-q"]) == 0
+    assert main([str(tmp_path / "out" / "g.py"), "--check", "--target", T18]) == 0
+    assert "no GPU-isms found" in " ".join(capsys.readouterr().err.split())

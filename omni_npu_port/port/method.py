@@ -44,6 +44,7 @@ class PortResult:
 
     @property
     def conflicts(self) -> int: return sum(d.code == "ONP4001" for d in self.diagnostics)
+    def _repr_html_(self): from omni_npu_port.core.display import html_for; return html_for(self)   # Jupyter: docs.render draws it
 
 def parse_check(code: str, name: str) -> list[Diagnostic]:
     "ONP4006 (error) when the ported code does not compile (`compile()`: `f(a=1, a=2)` parses but does not); [] when it does."
