@@ -23,6 +23,7 @@ ARTIFACTS = Path(__file__).parent / "artifacts"
 CHROMIUM = os.environ.get("OMNI_NPU_PORT_CHROMIUM", "/usr/bin/chromium")   # the browser to drive (a test points it elsewhere)
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
+STEPS: list = []   # what build_site said while it worked
 COPIED = [SETTINGS["nbs_path"], SETTINGS["lib_path"], "pyproject.toml", "settings.ini", "_quarto.yml"]
 
 
@@ -36,7 +37,7 @@ def site(tmp_path_factory):
             shutil.copytree(src, work / name, symlinks=True, ignore=shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints"))
         elif src.exists(): shutil.copy2(src, work / name)
     t0 = time.monotonic()
-    out = build_site(work)
+    out = build_site(work, progress=STEPS.append)
     print(f"site built in {time.monotonic() - t0:.1f} s")
     return work, out
 
@@ -53,6 +54,12 @@ def browser():
         b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try: yield b
         finally: b.close()
+
+
+def test_the_build_says_each_step_as_it_goes(site):
+    "No long silence: the sidebar, the renderer's steps and the move into place are each announced."
+    assert STEPS[0].endswith("writing the sidebar") and STEPS[-1].startswith("moving the site into")
+    assert any("render" in s for s in STEPS) and len(STEPS) >= 3
 
 
 def test_every_notebook_is_a_page(site):

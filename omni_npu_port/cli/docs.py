@@ -54,7 +54,8 @@ def run(args) -> int:
         print(f"README.md: not written: {e}", file=sys.stderr)
     if args.readme_only: return 0
     t0 = time.monotonic()
-    site = build_site(root, out=out, renderer=renderer)
+    step = lambda s: print(f"docs: {time.monotonic() - t0:5.1f} s  {s}", file=sys.stderr, flush=True)   # no 20 s of silence
+    site = build_site(root, out=out, renderer=renderer, progress=step)
     index = site / "index.html"
     print(f"site: {_rel(index if index.is_file() else site)} ({renderer}, {len(notebooks(root))} pages, "
           f"{time.monotonic() - t0:.1f} s); to serve it: python -m http.server -d {_rel(site)}")

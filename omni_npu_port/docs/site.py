@@ -302,14 +302,17 @@ def _run(args: list, root: Path, what: str, timeout: float = 1800) -> str:
     return r.stdout + r.stderr
 
 # %% ../../nbs/docs/site.ipynb #6951eb5c
-def _render_smalldocs(root: Path, site_name: str) -> Path:
+def _render_smalldocs(root: Path, site_name: str, say=lambda step: None) -> Path:
     "Process the notebooks with nbdev and render them with smalldocs; returns the rendered site folder."
+    say("processing the notebooks with nbdev (runs their import cells)")
     _run([sys.executable, "-c", _PROC], root, "nbdev's notebook processing (proc_nbs)")
+    say("rendering the pages with smalldocs")
     _run([sys.executable, "-c", _SMALLDOCS, "render", "-q", str(root / "_proc")], root, "smalldocs render")
     return root / "_proc" / site_name
 
-def _render_quarto(root: Path, site_name: str) -> Path:
+def _render_quarto(root: Path, site_name: str, say=lambda step: None) -> Path:
     "Build the site with nbdev-docs (Quarto); returns the rendered site folder."
+    say("rendering the site with nbdev-docs (Quarto)")
     _run([sys.executable, "-c", _NBDEV_DOCS], root, "nbdev-docs (Quarto)")
     return root / site_name
 
@@ -340,14 +343,17 @@ def _replace_dir(src: Path, dst: Path):
     shutil.rmtree(old, ignore_errors=True)
 
 # %% ../../nbs/docs/site.ipynb #ee6b6329
-def build_site(root=None, out="_docs", renderer="auto") -> Path:
-    "Build the docs site from the notebooks into `root/out` with Quarto or smalldocs; returns the site folder."
+def build_site(root=None, out="_docs", renderer="auto", progress=None) -> Path:
+    "Build the docs site from the notebooks into `root/out` with Quarto or smalldocs; returns the site folder (`progress`: called with each step)."
+    say = progress or (lambda step: None)
     root = find_root(root)
     renderer, dst = pick_renderer(renderer), site_dir(root, out)
+    say(f"{len(notebooks(root))} notebooks: writing the sidebar")
     write_sidebar(root)
     site_name = Path(nbdev_settings(root)["doc_path"]).name
-    site = (_render_quarto if renderer == "quarto" else _render_smalldocs)(root, site_name)
+    site = (_render_quarto if renderer == "quarto" else _render_smalldocs)(root, site_name, say)
     if not site.is_dir(): raise DocsError(f"{renderer} finished but wrote no site at {site}")
+    say(f"moving the site into {dst}")
     if site.resolve() != dst: _replace_dir(site, dst)
     missing = [str(page_of(nb)) for nb in notebooks(root) if not (dst / page_of(nb)).is_file()]
     if missing: raise DocsError(f"{renderer} built {dst} without pages for {', '.join(missing)}: see the notebooks' errors above")
