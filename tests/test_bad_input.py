@@ -315,3 +315,13 @@ def test_fuzzed_command_lines_end_in_one_line_or_a_result_never_a_traceback(bad,
     assert rc in (0, 1, 2, 3), (argv, rc)
     assert "Traceback" not in err and "unexpected" not in err, (argv, err)
     if rc in (2, 3): assert sum(": error: " in l for l in err.splitlines()) == 1, (argv, err)
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly():
+    "`omni-npu-port catalog --json | head -c 10`: no error line, exit 141 (128 + SIGPIPE), as a shell reports it."
+    import subprocess, sys
+    p = subprocess.Popen([sys.executable, "-c", "import sys; from omni_npu_port.cli.main import main; sys.exit(main(['catalog', '--json']))"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.read(10); p.stdout.close()
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=60) == 141 and "error" not in err, err

@@ -21,8 +21,8 @@ from .. import __version__
 from ..core.errors import PortingError, UsageError, error_line, exit_code_of, INPUT, INTERRUPTED, USAGE
 
 # %% auto #0
-__all__ = ['DESCRIPTIONS', 'COMMANDS', 'DEBUG_ENV', 'command_module', 'CommandParser', 'build_parser', 'run_command',
-           'unexpected_line', 'main', 'entry']
+__all__ = ['DESCRIPTIONS', 'COMMANDS', 'DEBUG_ENV', 'BROKEN_PIPE', 'command_module', 'CommandParser', 'build_parser',
+           'run_command', 'unexpected_line', 'main', 'entry']
 
 # %% ../../nbs/cli/main.ipynb #414b0ad9
 DESCRIPTIONS = {
@@ -105,6 +105,8 @@ def _split_debug(argv: list[str]) -> tuple[bool, list[str]]:
     return bool(head) or env, argv[head:]
 
 # %% ../../nbs/cli/main.ipynb #f395cd25
+BROKEN_PIPE = 141   # 128 + SIGPIPE: what a shell reports for a writer whose reader went away
+
 def main(argv: list[str] | None = None) -> int:
     "`omni-npu-port [--debug] COMMAND ARGS`: run the command; print any error as one line and return the exit code."
     debug, argv = _split_debug(list(sys.argv[1:] if argv is None else argv))
@@ -121,6 +123,10 @@ def main(argv: list[str] | None = None) -> int:
     except BaseException as e:
         if not isinstance(e, Exception | KeyboardInterrupt): raise
         if debug: traceback.print_exception(e, file=sys.stderr)
+        if isinstance(e, BrokenPipeError):   # `omni-npu-port catalog --json | head`: the reader left; say nothing more
+            try: os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # no second error when Python flushes
+            except (OSError, ValueError): pass
+            return BROKEN_PIPE
         if isinstance(e, PortingError | KeyboardInterrupt):
             print(error_line(e, getattr(e, "prog", prog)), file=sys.stderr)
             return exit_code_of(e)
