@@ -385,6 +385,7 @@ def omni_blocks(src: str) -> list[tuple[int, list[str]]]:
 @dataclass
 class Finding:
     "One audit finding: on a GPU/NPU pair's method, on a runner class, or on the whole audit."
+    def _repr_html_(self): from omni_npu_port.core.display import html_for; return html_for(self)   # Jupyter: docs.render draws it
     code: str
     cls: str
     method: str

@@ -26,6 +26,7 @@ OK, CHANGED, MISSING, NA = "ok", "changed", "missing", "n/a"
 @dataclass
 class Conformance:
     "One record checked against one source."
+    def _repr_html_(self): from omni_npu_port.core.display import html_for; return html_for(self)   # Jupyter: docs.render draws it
     id: str
     package: str
     version: str | None

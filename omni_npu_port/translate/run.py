@@ -100,6 +100,7 @@ def _rate(done: int, total: int): return round(done / total, 4) if total else No
 @dataclass
 class Run:
     "All files of one translate run, with totals."
+    def _repr_html_(self): from omni_npu_port.core.display import html_for; return html_for(self)   # Jupyter: docs.render draws it
     rules: RuleSet
     mode: str
     files: list = field(default_factory=list)
