@@ -28,7 +28,7 @@ reexport (re-exported imports), inherited (methods the NPU base inherits from vl
 neither vllm nor vllm-ascend has), hierarchy (runner classes three levels deep across files, NPU side mirrored),
 old_layout (NPU runners in vllm_omni/worker/npu/), versionless (a vllm-ascend checkout without a version file).
 
-`--pypi`: every vLLM-Omni release on PyPI with the vllm / vllm-ascend pairing benchmarks/port_quality.py records
+`--pypi`: every vLLM-Omni release on PyPI with the vllm / vllm-ascend pairing the catalog's OMNI_PAIRING records
 (`--releases` to limit): translate of the omni GPU runners, the method port of each method the hand-written
 OmniNPUModelRunner and the omni GPU runner both define, the class port of each runner pair in the catalog's
 OMNI_RUNNERS, and the port's similarity to the hand copies as port_quality measures it (its `run`, in-process).
@@ -58,7 +58,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from omni_npu_port.core.catalog import CATALOG, OMNI_RUNNERS  # noqa: E402
+from omni_npu_port.core.catalog import CATALOG, OMNI_PAIRING, OMNI_RUNNERS  # noqa: E402
 
 FIX = ROOT / "tests" / "fixtures" / "generalize"
 STACK = FIX / "stack"
@@ -452,10 +452,8 @@ def extract(archive: Path, dest: Path, top: str = "vllm_omni/") -> Path:
 
 
 def release_pairings() -> dict[str, tuple]:
-    "benchmarks/port_quality.py's RELEASES (vLLM-Omni -> (vllm, [vllm-ascend ...], where written)), read without importing it."
-    tree = ast.parse((ROOT / "benchmarks" / "port_quality.py").read_text())
-    node = next(n for n in tree.body if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "RELEASES")
-    return ast.literal_eval(node.value)
+    "The catalog's OMNI_PAIRING (vLLM-Omni -> (vllm, [vllm-ascend ...], where written)), as benchmarks/port_quality.py reads it."
+    return {omni: (vllm, list(ascends), ev) for omni, (vllm, ascends, ev) in OMNI_PAIRING.items()}
 
 
 def pypi_jobs(releases: list[str], tmp: Path) -> tuple[list[tuple], list[dict]]:
@@ -589,7 +587,7 @@ def main(argv=None) -> int:
         known = release_pairings()
         releases = args.releases or list(known)
         bad = [r for r in releases if r not in known]
-        if bad: ap.error(f"no pairing recorded for vllm-omni {', '.join(bad)} (benchmarks/port_quality.py RELEASES)")
+        if bad: ap.error(f"no pairing recorded for vllm-omni {', '.join(bad)} (the catalog's OMNI_PAIRING)")
         with tempfile.TemporaryDirectory() as d:
             jobs, pairs = pypi_jobs(releases, Path(d))
             results = run_jobs(jobs, args.jobs)

@@ -45,7 +45,7 @@ import tempfile
 import time
 
 from omni_npu_port.port.audit import audit
-from omni_npu_port.core.catalog import PAIRING, parse_version
+from omni_npu_port.core.catalog import OMNI_PAIRING, omni_history, parse_version
 from omni_npu_port.sources.fetch import fetch_package
 from omni_npu_port.port.classes import port_class
 from omni_npu_port.port.formatting import format_code, format_options
@@ -55,31 +55,9 @@ from omni_npu_port.port.score import code_only, invented_prose, prose_ceiling, s
 from omni_npu_port.port.translation import known_ascend, rules_for, translate_located
 from omni_npu_port.port.update import update_method
 
-# vLLM-Omni release -> (vllm, [vllm-ascend ...], where the pairing is written). "docs" = the sdist's
-# docs/getting_started (quickstart.md / installation/gpu/cuda.inc.md for vllm, installation/npu/npu.inc.md and
-# docker/Dockerfile.npu for vllm-ascend). Releases from 0.22.0 on ship only a wheel: their README (the wheel's
-# METADATA) says which vllm line a release is aligned with; no vllm-ascend is named, so the vllm-ascend release
-# of that line is used.
-RELEASES = {
-    "0.14.0": ("0.14.1", ["0.14.0rc1"],
-               "sdist has no docs; README of later releases: 'a stable release aligned with every even-numbered upstream "
-               "vLLM minor version' -> vllm 0.14.x; vllm-ascend 0.14.0rc1 is the release for vllm 0.14.1 (0.16.0 docs still use its image)"),
-    "0.16.0": ("0.16.0", ["0.15.0rc1", "0.16.0rc1"],
-               "docs: vllm==0.16.0; vllm-ascend pinned at commit e2175d9 on the v0.14.0rc1 image, 'because vllm-ascend will "
-               "release v0.16.0rc1 after vllm-omni 0.16.0' (not on PyPI: both neighbours measured)"),
-    "0.18.0": ("0.18.0", ["0.18.0rc1", "0.18.0"],
-               "docs: vllm==0.18.0; vllm-ascend pinned at commit d781902 of releases/v0.18.0 (docker/Dockerfile.ci), image "
-               "v0.17.0rc1 (not on PyPI: the releases of that branch measured)"),
-    "0.20.0": ("0.20.0", ["0.18.0rc1", "0.18.0"],
-               "docs: vllm==0.20.0 (GPU); the NPU page builds vllm v0.18.0 + vllm-ascend v0.18.0rc1 (image v0.18.0rc1); "
-               "but the hand-written _model_forward already holds vllm-ascend 0.18.0's `enable_enpu` branch, which "
-               "0.18.0rc1 lacks, so 0.18.0 is measured too"),
-    "0.22.0": ("0.22.0", ["0.22.1rc1"], "wheel README: 'aligned with vLLM 0.22'; vllm-ascend of that line: 0.22.1rc1"),
-    "0.24.0": ("0.24.0", ["0.24.0rc1"], "wheel README: 'aligned with the vLLM 0.24 release line'; vllm-ascend 0.24.0rc1"),
-    "0.26.0": ("0.26.0", ["0.26.0rc1"], "wheel README: 'aligned with the vLLM 0.26 release line'; vllm-ascend 0.26.0rc1"),
-    "0.28.0": ("0.28.0", ["0.28.0rc1"], "wheel README: even-minor cadence -> vllm 0.28; vllm-ascend 0.28.0rc1"),
-    "0.30.0": ("0.30.0", ["0.30.0rc1"], "wheel README: even-minor cadence -> vllm 0.30; vllm-ascend 0.30.0rc1"),
-}
+# vLLM-Omni release -> (vllm, [vllm-ascend ...], where the pairing is written): the catalog's OMNI_PAIRING
+# (omni_npu_port.core.catalog, "vLLM-Omni pairings"), which says where each pairing is written.
+RELEASES = {omni: (vllm, list(ascends), evidence) for omni, (vllm, ascends, evidence) in OMNI_PAIRING.items()}
 GPU_FILE = "vllm/v1/worker/gpu_model_runner.py"
 TARGETS = {"_dummy_run": 0.90, "_model_forward": 0.90, "load_model": None}   # None: above both baselines only
 POLICIES = ("markers", "npu", "omni")
@@ -90,20 +68,9 @@ def code_ratio(a: str, b: str) -> float:
     "similarity of the code lines only (comments, docstrings, blank lines left out on both sides)."
     return similarity(code_only(a), code_only(b))
 
-# one vllm release per minor line (the one already in the package cache where there is one), for `history`
-VLLM_LINE = ("0.14.1", "0.15.0", "0.16.0", "0.17.0", "0.18.0", "0.19.1", "0.20.0", "0.21.0", "0.22.0", "0.23.0",
-             "0.24.0", "0.25.0", "0.26.0", "0.27.1", "0.28.0", "0.29.0", "0.30.0")
-
-LAG = 3   # omni releases back: vLLM-Omni 0.30.0's `_dummy_run` still holds vllm 0.25's `create_mixed_batch` block
-
 def history_for(omni: str, vllm: str, ascend: str) -> list[str]:
-    "Older vllm releases the omni copy may lag behind: from the vllm of the omni release LAG releases back up to the declared one."
-    keys = sorted(RELEASES, key=parse_version)
-    prev = [RELEASES[k][0] for k in keys if parse_version(k) < parse_version(omni)][-LAG:][:1]
-    lo = parse_version(prev[0]) if prev else parse_version(vllm)
-    paired = [PAIRING[ascend][0]] if ascend in PAIRING else []
-    cands = [h for h in VLLM_LINE if lo <= parse_version(h) < parse_version(vllm)] + paired
-    return sorted({h for h in cands if parse_version(h) < parse_version(vllm)}, key=parse_version, reverse=True)
+    "Older vllm releases the omni copy may lag behind: the catalog's `omni_history` (VLLM_LINE from the vllm of the omni release OMNI_LAG back)."
+    return omni_history(omni, vllm, ascend)
 
 def audit_drift(o: str) -> dict[str, int]:
     "Per method of the hand-written OmniNPUModelRunner: the lines `omni-npu-port audit` reports as drift (ONP4201)."

@@ -20,14 +20,15 @@ from ..port.formatting import FORMATTERS, RUFF_LINE_LENGTH
 from ..port.locate import Located, PortError, locate, method_located, missing_method, parse_spec
 from ..port.method import PortResult, port_method
 from ..port.classes import port_class
+from ..port.release import REPORT_JSON, port_release, release_summary, write_release
 from ..port.update import update_class, update_method
 from ..port.score import Score, score_gaps, score_result
 
 DESCRIPTION = "three-way port of omni methods onto vllm-ascend's NPUModelRunner"
 
 # %% auto #0
-__all__ = ['DESCRIPTION', 'configure', 'check_options', 'check_output', 'run_update', 'run_port', 'run', 'diagnostic_json',
-           'score_lines', 'write_result']
+__all__ = ['DESCRIPTION', 'configure', 'check_options', 'check_release_options', 'check_output', 'run_update', 'run_port', 'run',
+           'run_release', 'diagnostic_json', 'score_lines', 'write_result']
 
 # %% ../../nbs/cli/port.ipynb #18c66c80
 def _add_port_specs(ap: argparse.ArgumentParser):
@@ -87,14 +88,27 @@ def configure(ap: argparse.ArgumentParser) -> None:
         "three-way merge: NPU base + (omni GPU − GPU base), translated, fenced by ----Omni-new---- comments. With --update: "
         "carry the previous release's NPU method forward instead: previous NPU method + (omni GPU − previous omni GPU).")
     _add_port_specs(ap)
+    _add_release_options(ap)
     _add_update_options(ap)
     _add_how_options(ap)
     add_output(ap, "the ported code (or the JSON)", "FILE")
     add_json(ap, "{name, style, code, diagnostics, stats}")
 
+# %% ../../nbs/cli/port.ipynb #ef44f838
+def _add_release_options(ap: argparse.ArgumentParser):
+    "`--release` and the options only it takes."
+    ap.add_argument("--release", metavar="OMNI", help="port every runner class of a vLLM-Omni release (a version, wheel, "
+                    "sdist or checkout) onto the vllm-ascend it pairs with; -o is then a folder (default npu-port-<version>)")
+    ap.add_argument("--history", nargs="*", metavar="VERSION", help="--release: older vllm releases the omni copy may lag "
+                    "behind (default: the catalog's choice; give none for no history)")
+    ap.add_argument("-j", "--jobs", type=int, default=1, metavar="N", help="--release: runners ported in N processes (default 1)")
+
 # %% ../../nbs/cli/port.ipynb #2e8aec44
 def check_options(args: argparse.Namespace) -> None:
     "Raise a UsageError for options that do not go together (before any source is read)."
+    if getattr(args, "release", None): return check_release_options(args)
+    if getattr(args, "history", None) is not None or getattr(args, "jobs", 1) != 1:
+        raise UsageError("--history and -j go with --release")
     if not args.gpu_omni: raise UsageError("the following arguments are required: --gpu-omni")
     if args.output: check_output(args)
     if args.line_length is not None and (args.line_length <= 0 or not args.format):
@@ -117,6 +131,21 @@ def check_options(args: argparse.Namespace) -> None:
         if extra: raise UsageError(f"{', '.join(extra)} only go with --update")
         missing = [o for o, v in (("--gpu-base", args.gpu_base), ("--npu-base", args.npu_base)) if not v]
         if missing: raise UsageError(f"give {' and '.join(missing)} (or --update with --prev-gpu and --prev-npu)")
+
+# %% ../../nbs/cli/port.ipynb #17faadaa
+_NOT_WITH_RELEASE = ("gpu_base", "gpu_omni", "npu_base", "against", "prev_gpu", "prev_npu", "gpu_base_old", "npu_base_old", "into",
+                     "class_name", "gpu_history", "whole_class", "update", "fence", "format", "line_length")
+
+def check_release_options(args: argparse.Namespace) -> None:
+    "A UsageError for options `--release` does not take, an `-o` that is not a folder, a report already there without --force."
+    bad = [f"--{o.replace('_', '-')}".replace("--whole-class", "--class") for o in _NOT_WITH_RELEASE if getattr(args, o, None)]
+    bad += [f"--{o} {getattr(args, o)}" for o, default in (("prefer", "markers"), ("super_style", "auto")) if getattr(args, o) != default]
+    if bad: raise UsageError(f"--release finds its inputs and ports every runner itself: {', '.join(bad)} do(es) not go with it")
+    if args.jobs < 1: raise UsageError(f"-j {args.jobs}: give 1 or more")
+    out = Path(args.output) if args.output else None
+    if out and out.exists() and not out.is_dir(): raise UsageError(f"-o {out}: exists and is not a folder; --release writes a folder")
+    if out and (out / REPORT_JSON).exists() and not args.force:
+        raise OutputExists(f"{out / REPORT_JSON} exists (an earlier port); pass --force to overwrite, or give another -o")
 
 # %% ../../nbs/cli/port.ipynb #2f3b323e
 _SPEC_OPTIONS = ("gpu_base", "gpu_omni", "npu_base", "against", "prev_gpu", "prev_npu", "gpu_base_old", "npu_base_old", "into")
@@ -192,6 +221,7 @@ def run_port(args: argparse.Namespace, need: bool) -> tuple[PortResult, list[Loc
 def run(args: argparse.Namespace) -> int:
     "`omni-npu-port port ...`: 0 a clean port, 1 conflicts remain or it does not parse; PortError / UsageError otherwise."
     check_options(args)
+    if getattr(args, "release", None): return run_release(args)
     need = not args.whole_class
     if args.against and args.whole_class: _no_methods([args.against], " (--against too)")
     hand = locate(args.against, need) if args.against else None
@@ -200,6 +230,18 @@ def run(args: argparse.Namespace) -> int:
     scores = score_result(res, hand, inputs)
     res.diagnostics += score_gaps(res, hand, scores)   # no score is never silent: ONP4023 says why
     return write_result(res, args, (hand, scores))
+
+# %% ../../nbs/cli/port.ipynb #86458e1c
+def run_release(args: argparse.Namespace) -> int:
+    "`port --release OMNI`: every runner class of the release ported and written with its report; 0 clean, 1 otherwise."
+    say = lambda s: print(f"omni-npu-port: {s}", file=sys.stderr)
+    res = port_release(args.release, target=args.target, history="auto" if args.history is None else args.history,
+                       sources=args.source, progress=say, workers=args.jobs)
+    written = write_release(res, args.output or f"npu-port-{res.omni}", force=args.force)
+    if args.json: print(json.dumps(res.to_json(), indent=2))
+    else: print("\n".join(release_summary(res) + [f"wrote {w}" for w in written]))
+    clean = not res.conflicts and not res.lost and all(r.compiles_npu_side for r in res.runners)
+    return 0 if clean else 1
 
 # %% ../../nbs/cli/port.ipynb #17fbb220
 def diagnostic_json(d) -> dict:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Iterable, NamedTuple
 
@@ -17,9 +18,10 @@ from packaging.version import InvalidVersion, Version
 # %% auto #0
 __all__ = ['VLLM_ASCEND_VERSIONS', 'VLLM_VERSIONS', 'TORCH_NPU_PINS', 'PAIRING', 'OMNI_RUNNERS', 'FAMILIES', 'KINDS', 'SOURCES',
            'FORWARD_CONTEXT', 'GRAPHS', 'DEVICE_OPS', 'ATTENTION', 'ROTARY_SP', 'SAMPLER_BATCH', 'GRAPH_PARAMS',
-           'SIGNATURES', 'CATALOG', 'parse_version', 'version_str', 'Pattern', 'Symbol', 'Catalog', 'check_choice',
-           'Release', 'resolve_release', 'parse_target', 'resolve_target_spec', 'select_target', 'records_table',
-           'show_records', 'show_pattern']
+           'SIGNATURES', 'CATALOG', 'OMNI_PAIRING', 'VLLM_LINE', 'OMNI_LAG', 'parse_version', 'version_str', 'Pattern',
+           'Symbol', 'Catalog', 'check_choice', 'Release', 'resolve_release', 'parse_target', 'resolve_target_spec',
+           'select_target', 'OmniPairing', 'ascend_of_line', 'vllm_of_line', 'infer_omni_vllm', 'omni_pairing',
+           'omni_history', 'records_table', 'show_records', 'show_pattern']
 
 # %% ../../nbs/core/catalog.ipynb #4e862511
 VLLM_ASCEND_VERSIONS = ("0.13.0rc2", "0.13.0rc3", "0.13.0", "0.14.0rc1", "0.15.0rc1", "0.16.0rc1", "0.17.0rc1", "0.18.0rc1",
@@ -824,6 +826,100 @@ def select_target(target: str | None, catalog: Catalog | None = None, family: st
     if target is None: return catalog.select(family=family)
     pkg, (used, _) = resolve_target_spec(target)
     return catalog.select(family=family, **{pkg.replace("-", "_"): used})
+
+
+# %% ../../nbs/core/catalog.ipynb #dfd44afe
+# vLLM-Omni release -> (the vllm it declares, the vllm-ascend release(s) of that line, where that is written).
+# "docs" = the sdist's docs/getting_started (quickstart.md / installation/gpu/cuda.inc.md for vllm,
+# installation/npu/npu.inc.md and docker/Dockerfile.npu for vllm-ascend). Releases from 0.22.0 on ship only a wheel:
+# their README (the wheel's METADATA) says which vllm line a release is aligned with; no vllm-ascend is named, so the
+# vllm-ascend release of that line is used. Where a release pins an unreleased vllm-ascend commit, both PyPI
+# neighbours of that commit are listed (the first is the default).
+OMNI_PAIRING = {
+    "0.14.0": ("0.14.1", ("0.14.0rc1",),
+               "sdist has no docs; README of later releases: 'a stable release aligned with every even-numbered upstream "
+               "vLLM minor version' -> vllm 0.14.x; vllm-ascend 0.14.0rc1 is the release for vllm 0.14.1 (0.16.0 docs still use its image)"),
+    "0.16.0": ("0.16.0", ("0.15.0rc1", "0.16.0rc1"),
+               "docs: vllm==0.16.0; vllm-ascend pinned at commit e2175d9 on the v0.14.0rc1 image, 'because vllm-ascend will "
+               "release v0.16.0rc1 after vllm-omni 0.16.0' (not on PyPI: both neighbours measured)"),
+    "0.18.0": ("0.18.0", ("0.18.0rc1", "0.18.0"),
+               "docs: vllm==0.18.0; vllm-ascend pinned at commit d781902 of releases/v0.18.0 (docker/Dockerfile.ci), image "
+               "v0.17.0rc1 (not on PyPI: the releases of that branch measured)"),
+    "0.20.0": ("0.20.0", ("0.18.0rc1", "0.18.0"),
+               "docs: vllm==0.20.0 (GPU); the NPU page builds vllm v0.18.0 + vllm-ascend v0.18.0rc1 (image v0.18.0rc1); "
+               "but the hand-written _model_forward already holds vllm-ascend 0.18.0's `enable_enpu` branch, which "
+               "0.18.0rc1 lacks, so 0.18.0 is measured too"),
+    "0.22.0": ("0.22.0", ("0.22.1rc1",), "wheel README: 'aligned with vLLM 0.22'; vllm-ascend of that line: 0.22.1rc1"),
+    "0.24.0": ("0.24.0", ("0.24.0rc1",), "wheel README: 'aligned with the vLLM 0.24 release line'; vllm-ascend 0.24.0rc1"),
+    "0.26.0": ("0.26.0", ("0.26.0rc1",), "wheel README: 'aligned with the vLLM 0.26 release line'; vllm-ascend 0.26.0rc1"),
+    "0.28.0": ("0.28.0", ("0.28.0rc1",), "wheel README: even-minor cadence -> vllm 0.28; vllm-ascend 0.28.0rc1"),
+    "0.30.0": ("0.30.0", ("0.30.0rc1",), "wheel README: even-minor cadence -> vllm 0.30; vllm-ascend 0.30.0rc1"),
+}
+
+# One vllm release per minor line (the one a port's history reads: the package cache holds these), and how many
+# vLLM-Omni releases back an omni copy may lag: vLLM-Omni 0.30.0's `_dummy_run` still holds vllm 0.25's
+# `create_mixed_batch` block.
+VLLM_LINE = ("0.14.1", "0.15.0", "0.16.0", "0.17.0", "0.18.0", "0.19.1", "0.20.0", "0.21.0", "0.22.0", "0.23.0",
+             "0.24.0", "0.25.0", "0.26.0", "0.27.1", "0.28.0", "0.29.0", "0.30.0")
+OMNI_LAG = 3
+
+
+# %% ../../nbs/core/catalog.ipynb #457d87db
+class OmniPairing(NamedTuple):
+    "The vllm a vLLM-Omni release declares, the vllm-ascend releases of that line, where that is written, and whether it was inferred."
+    omni: str
+    vllm: str
+    vllm_ascend: tuple
+    evidence: str
+    inferred: bool = False
+
+def _minor(v: str) -> tuple: return parse_version(v).release[:2]
+
+def ascend_of_line(vllm: str) -> tuple:
+    "The vllm-ascend releases that pair with a vllm of `vllm`'s minor line, earliest first (`main` never)."
+    hits = [a for a, (v, _) in PAIRING.items() if a != "main" and _minor(v) == _minor(vllm)]
+    return tuple(sorted(hits, key=parse_version))
+
+def vllm_of_line(line: str) -> str:
+    "The vllm release that stands for a minor line (`0.28` -> `0.28.0`): the one `VLLM_LINE` names, else `X.Y.0`."
+    return next((v for v in VLLM_LINE if _minor(v) == _minor(line + ".0" if line.count(".") == 1 else line)),
+                line + ".0" if line.count(".") == 1 else line)
+
+_PIN = re.compile(r"^(?:Requires-Dist:\s*)?vllm\s*==\s*([0-9][\w.]*)\s*(?:;|$)", re.M | re.I)
+_ALIGNED = re.compile(r"\b(\d+\.\d+\.\d+)\b[^\n]{0,160}?aligned with (?:the )?vLLM (\d+\.\d+(?:\.\d+)?)", re.I)
+_CADENCE = re.compile(r"aligned with every even-numbered upstream vLLM minor version", re.I)
+
+def infer_omni_vllm(version: str | None, texts) -> tuple[str, str] | None:
+    "(vllm, evidence) from a vLLM-Omni package's own texts: a `vllm==X` pin, else a README line on this release's alignment."
+    for t in texts:
+        if m := _PIN.search(t): return m[1], f"the package pins vllm=={m[1]}"
+    if version is None: return None
+    for t in texts:
+        for m in _ALIGNED.finditer(t):
+            if parse_version(m[1]) == parse_version(version):
+                return vllm_of_line(m[2]), f"the README says {version} is 'aligned with vLLM {m[2]}'"
+    v = parse_version(version).release
+    if len(v) > 1 and v[1] % 2 == 0 and any(_CADENCE.search(t) for t in texts):
+        line = f"{v[0]}.{v[1]}"
+        return vllm_of_line(line), f"the README's cadence: a release 'aligned with every even-numbered upstream vLLM minor version' -> vllm {line}"
+    return None
+
+def omni_pairing(version: str, texts=()) -> OmniPairing | None:
+    "The catalog's row for a vLLM-Omni release; else one inferred from its package's texts (marked inferred); None when neither says."
+    row = next((r for k, r in OMNI_PAIRING.items() if parse_version(k) == parse_version(version)), None)
+    if row: return OmniPairing(version, row[0], tuple(row[1]), row[2])
+    got = infer_omni_vllm(version, texts)
+    if got is None: return None
+    return OmniPairing(version, got[0], ascend_of_line(got[0]), f"inferred: {got[1]}; vllm-ascend of that line", True)
+
+def omni_history(omni: str, vllm: str, ascend: str | None = None) -> list[str]:
+    "Older vllm releases the omni copy may lag behind: `VLLM_LINE` from the vllm of the omni release `OMNI_LAG` back up to the declared one, and the vllm `ascend` pairs with; newest first."
+    prev = [r[0] for k, r in sorted(OMNI_PAIRING.items(), key=lambda kv: parse_version(kv[0]))
+            if parse_version(k) < parse_version(omni)][-OMNI_LAG:][:1]
+    lo, top = parse_version(prev[0] if prev else vllm), parse_version(vllm)
+    paired = [PAIRING[ascend][0]] if ascend in PAIRING else []
+    cands = [h for h in VLLM_LINE if lo <= parse_version(h) < top] + paired
+    return sorted({h for h in cands if parse_version(h) < top}, key=parse_version, reverse=True)
 
 
 # %% ../../nbs/core/catalog.ipynb #bb78282b

@@ -1,0 +1,188 @@
+"""`port --release`: a whole vLLM-Omni release ported, its inputs found by themselves (issue 17).
+
+Fast tests run on tests/fixtures/release/ (a tiny vllm 0.18.0, an older vllm 0.17.0, vllm-ascend 0.18.0rc1 and a
+vLLM-Omni 0.97.0 checkout, written for these tests); one slow test ports the real vLLM-Omni 0.30.0 from the cache."""
+import contextlib
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from omni_npu_port.cli.main import main
+from omni_npu_port.core.catalog import OMNI_PAIRING, OmniPairing, ascend_of_line, omni_history, omni_pairing
+from omni_npu_port.core.errors import UsageError
+from omni_npu_port.core.io import OutputExists
+from omni_npu_port.port.release import (DEFAULT_LAYOUT, REPORT_JSON, check_method, choose_inputs, fetch_release,
+                                        open_release, port_release, write_release)
+from omni_npu_port.sources.fetch import FetchError
+
+FIX = Path(__file__).parent / "fixtures" / "release"
+SOURCES = [FIX / "vllm", FIX / "vllm_ascend", FIX / "vllm_old"]
+UNREACHABLE = "http://127.0.0.1:9/pypi"   # nothing listens on the discard port: the network is "down"
+
+
+def fixture_port(omni=FIX / "omni", **kw):
+    return port_release(omni, sources=SOURCES, **{"history": ["0.17.0"], **kw})
+
+
+# ---------------------------------------------------------------------------------------------- pairing
+def test_pairing_comes_from_the_catalog_and_is_inferred_from_the_package_otherwise():
+    row = omni_pairing("0.30.0")
+    assert row == OmniPairing("0.30.0", OMNI_PAIRING["0.30.0"][0], OMNI_PAIRING["0.30.0"][1], OMNI_PAIRING["0.30.0"][2])
+    assert not row.inferred
+    pinned = omni_pairing("0.95.0", ["Name: vllm-omni\nRequires-Dist: vllm==0.26.0\nRequires-Dist: torch\n"])
+    assert pinned.inferred and pinned.vllm == "0.26.0" and pinned.vllm_ascend == ascend_of_line("0.26.0") and "pins" in pinned.evidence
+    # a README names several releases: only the line about this one counts
+    readme = "- [0.36.0](a) - aligned with the vLLM 0.36 release line\n- [0.34.0](b) - aligned with vLLM 0.34\n"
+    assert omni_pairing("0.34.0", [readme]).vllm.startswith("0.34") and omni_pairing("0.36.0", [readme]).vllm.startswith("0.36")
+    assert omni_pairing("0.93.0", ["no pairing said here"]) is None
+
+
+def test_history_reaches_back_three_omni_releases():
+    hist = omni_history("0.30.0", "0.30.0", "0.30.0rc1")
+    assert hist == sorted(hist, key=lambda v: tuple(map(int, v.split("."))), reverse=True)
+    assert hist[0] == "0.29.0" and hist[-1] == OMNI_PAIRING["0.24.0"][0]   # the vllm of vLLM-Omni 0.24.0
+    assert "0.30.0" not in hist
+
+
+def test_inputs_infer_the_pairing_and_take_the_target():
+    tree = open_release(FIX / "omni")
+    got = choose_inputs(tree)
+    assert (got.vllm, got.vllm_ascend, got.pairing.inferred) == ("0.18.0", "0.18.0rc1", True)
+    assert [d.code for d in got.diagnostics] == ["ONP4301"]
+    assert choose_inputs(tree, "vllm-ascend==0.18.0").vllm_ascend == "0.18.0"
+    assert choose_inputs(tree, history=[]).history == []
+    with pytest.raises(UsageError): choose_inputs(tree, "vllm==0.18.0")
+
+
+# ---------------------------------------------------------------------------------------------- the port
+def test_every_runner_is_ported_into_the_release_layout():
+    res = fixture_port()
+    assert [r.gpu.rsplit(".", 1)[1] for r in res.runners] == ["OmniGPUModelRunner", "GPUARModelRunner"]   # base first
+    assert [(r.cls, r.path) for r in res.runners] == [
+        ("OmniNPUModelRunner", "vllm_omni/worker/npu/npu_model_runner.py"),   # the hand-written runners' place and names
+        ("NPUARModelRunner", "vllm_omni/worker/npu/npu_ar_model_runner.py")]
+    assert res.layout == "vllm_omni.worker.npu" and res.runners[0].hand.endswith("OmniNPUModelRunner")
+    base = res.runners[0].code
+    assert "----Omni-new----" in base and "set_ascend_forward_context" in base and "torch.npu.current_stream" in base
+    assert "self.omni_warmup(num_tokens)" in base and "from vllm_ascend.worker.model_runner_v1 import NPUModelRunner" in base
+    assert res.compiles and res.lost == 0 and res.conflicts == 0
+    # the runner on vllm's other GPU runner class is named, not ported
+    assert [c.rsplit(".", 1)[1] for c, _ in res.skipped] == ["OmniV2ModelRunner"]
+    assert {"ONP4301", "ONP4302"} <= {d.code for d in res.diagnostics}
+    ar = {m.name: m for m in res.runners[1].methods}
+    assert set(ar) >= {"sample_tokens", "_dummy_run", "apply_talker_mask"} and ar["sample_tokens"].omni_added == 1
+
+
+def test_history_turns_a_stale_omni_line_into_the_npu_side():
+    without, with_history = fixture_port(history=[]), fixture_port()
+    assert without.conflicts > 0 == with_history.conflicts
+    assert any(d.code == "ONP4012" for r in with_history.runners for d in r.diagnostics)
+    assert not without.runners[0].compiles and without.runners[0].compiles_npu_side   # markers: resolved to a side, it compiles
+
+
+def test_a_release_without_npu_runners_gets_the_default_layout(tmp_path):
+    omni = shutil.copytree(FIX / "omni", tmp_path / "omni")
+    shutil.rmtree(omni / "vllm_omni" / "worker" / "npu")
+    res = fixture_port(omni)
+    assert res.layout == DEFAULT_LAYOUT and "default" in res.layout_from
+    assert [r.path for r in res.runners] == ["vllm_omni/platforms/npu/worker/npu_model_runner.py",
+                                             "vllm_omni/platforms/npu/worker/npu_ar_model_runner.py"]
+    assert [r.hand for r in res.runners] == [None, None]
+
+
+def test_the_report_renders_and_writes_without_clobbering(tmp_path):
+    res = fixture_port()
+    md, html = res._repr_markdown_(), res._repr_html_()
+    assert "NPUARModelRunner" in md and "ONP4302" in md and "<table>" in html and "0.97.0" in html
+    written = write_release(res, tmp_path)
+    report = json.loads((tmp_path / REPORT_JSON).read_text())
+    assert report["summary"] == {"runners": 2, "methods": res.methods, "conflicts": 0, "lost_lines": 0, "compiles": True}
+    assert report["pairing"]["inferred"] and report["runners"][1]["methods"][0]["name"]
+    for r in res.runners: compile((tmp_path / r.path).read_text(), r.path, "exec")
+    before = (tmp_path / res.runners[0].path).read_text()
+    (tmp_path / res.runners[0].path).write_text("# mine\n")
+    with pytest.raises(OutputExists): write_release(res, tmp_path)
+    assert (tmp_path / res.runners[0].path).read_text() == "# mine\n"
+    assert write_release(res, tmp_path, force=True) == written and (tmp_path / res.runners[0].path).read_text() == before
+
+
+# ---------------------------------------------------------------------------------------------- faithfulness
+def test_faithfulness_names_what_the_port_lost():
+    npu = "def f(self):\n    a = npu_setup()\n    b = run()\n    return b\n"
+    omni = "def f(self):\n    b = run()\n    log(b)\n    return b\n"
+    base = "def f(self):\n    b = run()\n    return b\n"
+    kept = "def f(self):\n    a = npu_setup()\n    b = run()\n    log(b)\n    return b\n"
+    m = check_method("f", "merge", kept, omni, omni, base, base, npu)
+    assert (m.npu_lines, m.npu_missing, m.omni_added, m.omni_missing, m.lost) == (4, 0, 1, 0, 0)
+    lost = check_method("f", "merge", "def f(self):\n    b = run()\n    return b\n", omni, omni, base, base, npu)
+    assert lost.unexplained == ["NPU base: a = npu_setup()", "omni: log(b)"]
+    # an explicit NPU base call reaches the NPU lines; a line omni deletes from vllm's is not lost
+    reached = check_method("f", "super-call", "def f(self):\n    b = NPU.f(self)\n    log(b)\n    return b\n", omni, omni, base, base, npu)
+    assert reached.npu_reached >= 1 and reached.lost == 0
+    deleting = check_method("f", "merge", "def f(self):\n    return run()\n", "def f(self):\n    return run()\n",
+                            "def f(self):\n    return run()\n", base, base, base)
+    assert deleting.omni_deleted == 2 and deleting.lost == 0
+    # layout, comments and split strings are not differences
+    wrapped = check_method("f", "merge", 'def f(self):\n    x = g(\n        "a" "b",  # c\n    )\n', 'def f(self):\n    x = g("ab")\n',
+                           'def f(self):\n    x = g("ab")\n')
+    assert wrapped.omni_missing == 0
+
+
+# ---------------------------------------------------------------------------------------------- offline, command line
+def test_offline_a_missing_release_is_one_line_naming_the_file(tmp_path):
+    with pytest.raises(FetchError) as e:
+        fetch_release("vllm-omni==0.0.1", cache_dir=tmp_path, index=UNREACHABLE)
+    msg = str(e.value)
+    assert "\n" not in msg and "vllm-omni==0.0.1" in msg and str(tmp_path) in msg and "pypi.org/project/vllm-omni/0.0.1" in msg
+
+
+def test_offline_from_the_command_line_no_traceback(tmp_path):
+    env = {**os.environ, "OMNI_NPU_PORT_CACHE": str(tmp_path), "https_proxy": "http://127.0.0.1:9",
+           "HTTPS_PROXY": "http://127.0.0.1:9", "no_proxy": "", "NO_PROXY": ""}
+    p = subprocess.run([sys.executable, "-c", "import sys; from omni_npu_port.cli.main import entry; sys.exit(entry())",
+                        "port", "--release", "0.0.1", "-o", str(tmp_path / "out")], env=env, capture_output=True, text=True, timeout=120)
+    err = [l for l in p.stderr.splitlines() if not l.startswith("omni-npu-port: fetching")]
+    assert p.returncode == 3 and len(err) == 1 and "Traceback" not in p.stderr, p.stderr
+    assert "vllm-omni==0.0.1" in err[0] and str(tmp_path) in err[0]
+
+
+def test_the_command_writes_the_modules_and_refuses_what_release_finds_itself(tmp_path):
+    args = ["port", "--release", str(FIX / "omni"), "--source", *map(str, SOURCES), "--history", "0.17.0", "-o", str(tmp_path)]
+    with contextlib.redirect_stdout(out := io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        assert main(args) == 0
+    assert "2 runner class(es)" in out.getvalue() and (tmp_path / "vllm_omni/worker/npu/npu_ar_model_runner.py").is_file()
+    for extra in (["--gpu-omni", "x.py:A"], ["--class"], ["--prefer", "npu"], ["-j", "0"]):
+        with contextlib.redirect_stderr(err := io.StringIO()):
+            assert main(args + ["--force"] + extra) == 2, extra
+        assert err.getvalue().count("\n") == 1
+    with contextlib.redirect_stderr(err := io.StringIO()):
+        assert main(args) == 2 and "--force" in err.getvalue()   # the report is there already
+    with contextlib.redirect_stderr(io.StringIO()):
+        assert main(["port", "--gpu-base", "a.py:A", "--gpu-omni", "b.py:B", "--npu-base", "c.py:C", "--history", "0.1.0"]) == 2
+
+
+# ---------------------------------------------------------------------------------------------- a real release
+@pytest.mark.slow
+def test_the_real_0_30_0_release(release_source):
+    tree = release_source("vllm-omni==0.30.0")
+    res = port_release(tree.origin)
+    assert res.history == omni_history("0.30.0", "0.30.0", "0.30.0rc1") and res.vllm_ascend == "0.30.0rc1"
+    assert {r.cls for r in res.runners} == {"OmniNPUModelRunner", "NPUARModelRunner", "NPUGenerationModelRunner"}
+    assert res.layout == "vllm_omni.platforms.npu.worker"
+    assert res.lost == 0 and all(r.compiles_npu_side for r in res.runners)
+    assert all(c.split(".")[1] == "worker_v2" for c, _ in res.skipped)
+
+
+def test_a_method_whose_header_sits_in_a_conflict_is_one_method():
+    "Both sides' `def` lines inside a conflict belong to one method (else its first part would be judged lost)."
+    from omni_npu_port.port.release import method_chunks
+    code = ("class A(B):\n    @deco\n    def f(self):\n        return 1\n    <<<<<<< NPU base\n    def f(self, x):\n"
+            "        return x\n    =======\n    >>>>>>> omni\n\n    def g(self):\n        pass\n")
+    chunks = method_chunks(code, "A")
+    assert list(chunks) == ["f", "g"] and "@deco" in chunks["f"] and "return 1" in chunks["f"] and "return x" in chunks["f"]
