@@ -116,3 +116,28 @@ def test_every_family_page_shows_its_records(browser, site):
         missing = [p.id for p in CATALOG.select(family=fam) if p.id not in text]
         assert not missing, f"{nb}: records of family {fam} not visible on its page: {missing}"
     page.close()
+
+
+def test_the_pattern_table_filters_in_a_browser_and_never_breaks_a_word(browser, tmp_path):
+    "docs.render's pattern table in Chromium: search and selectors hide rows; no code cell breaks mid-word."
+    from omni_npu_port.docs.render import html_pattern_table
+    f = tmp_path / "patterns.html"
+    f.write_text(f"<!doctype html><meta charset=utf-8><body>{html_pattern_table()}</body>")
+    page = browser.new_page(viewport={"width": 1000, "height": 800})
+    page.goto(f.as_uri())
+    shown = lambda: page.locator("tbody tr:visible").count()
+    assert shown() == len(CATALOG)
+    page.fill("input[name=q]", "set_forward_context")
+    assert 0 < shown() < len(CATALOG) and all("set_forward_context" in t for t in page.locator("tbody tr:visible").all_inner_texts())
+    page.fill("input[name=q]", "")
+    page.select_option("select[name=family]", CATALOG.patterns[0].family)
+    assert shown() == len(CATALOG.select(family=CATALOG.patterns[0].family))
+    page.select_option("select[name=family]", "")
+    page.select_option("select[name=holds]", "0.18.0")
+    assert shown() == len(CATALOG.select(vllm_ascend="0.18.0"))
+    # a code cell is one line tall: nothing inside a symbol wraps (the table scrolls sideways instead)
+    heights = page.eval_on_selector_all("td.nw", "els => els.map(e => { const r = document.createRange(); r.selectNodeContents(e); return new Set([...r.getClientRects()].map(x => Math.round(x.top))).size; })")
+    assert heights and max(heights) == 1
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "pattern-table.png"))
+    page.close()

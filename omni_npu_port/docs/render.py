@@ -22,7 +22,7 @@ from ..core.display import class_key, register_html
 __all__ = ['BIG_TABLE', 'STYLE', 'RENDERERS', 'Html', 'esc', 'wrap', 'badge', 'itables_available', 'table', 'key_values',
            'severity_of', 'diagnostic_line', 'diagnostics_table', 'severity_counts', 'diff_rows', 'folded',
            'side_by_side', 'html_translation', 'html_run', 'conflict_kinds', 'code_table', 'html_port', 'html_audit',
-           'html_platform', 'html_conformance', 'html_doctor', 'html_bench', 'render']
+           'html_platform', 'html_conformance', 'html_doctor', 'html_bench', 'render', 'html_pattern_table']
 
 # %% ../../nbs/docs/render.ipynb #f960bae3
 BIG_TABLE = 200   # rows above which a table becomes interactive (itables), where itables is installed
@@ -379,3 +379,42 @@ def render(obj) -> Html:
         if keys == {"omni_npu_port.sources.conformance.Conformance"}: return html_conformance(obj, show_na=True)
     if isinstance(obj, (list, tuple)) and not obj: return wrap("empty", "<p>nothing to show (empty)</p>")
     return wrap("repr", f"<pre>{esc(repr(obj))}</pre>")
+
+# %% ../../nbs/docs/render.ipynb #5ec55e82
+_FILTER_JS = """<script>(function(){const root=document.currentScript.closest('.onp-patterns');
+const q=root.querySelector('input[name=q]'),sel=[...root.querySelectorAll('select')],rows=[...root.querySelectorAll('tbody tr')],
+count=root.querySelector('.count');function go(){const t=q.value.toLowerCase();let n=0;for(const r of rows){let ok=!t||r.textContent.toLowerCase().includes(t);
+for(const s of sel){if(!ok||!s.value)continue;const v=r.dataset[s.name]||'';ok=s.name==='holds'?v.split(' ').includes(s.value):v===s.value;}
+r.style.display=ok?'':'none';if(ok)n++;}count.textContent=n+' of '+rows.length+' patterns';}
+q.addEventListener('input',go);sel.forEach(s=>s.addEventListener('change',go));go();})();</script>"""
+
+_PATTERN_CSS = """<style>.onp-patterns .tools{display:flex;gap:.6em;flex-wrap:wrap;align-items:center;margin:.4em 0}
+.onp-patterns td,.onp-patterns th{word-break:normal;overflow-wrap:normal;hyphens:none;vertical-align:top}
+.onp-patterns td code,.onp-patterns td.nw{white-space:nowrap}.onp-patterns td.prose{min-width:16em;max-width:32em}
+.onp-patterns .count{color:#666}</style>"""
+
+def _options(name: str, label: str, values) -> str:
+    opts = "".join(f'<option value="{esc(v)}">{esc(v)}</option>' for v in values)
+    return f'<label>{esc(label)} <select name="{esc(name)}"><option value="">all</option>{opts}</select></label>'
+
+def html_pattern_table(catalog=None, releases=None) -> Html:
+    "Every record of the catalog in one searchable, filterable table (search box; family, kind, holds-for selectors)."
+    from omni_npu_port.core.catalog import CATALOG, FAMILIES, KINDS, VLLM_ASCEND_VERSIONS
+    cat = catalog or CATALOG
+    releases = list(releases or VLLM_ASCEND_VERSIONS)
+    code_ = lambda s: Html(f"<code>{esc(s)}</code>") if s else None
+    rows = []
+    for p in cat:
+        holds = " ".join(v for v in releases if p.holds_for(v))
+        span = f"{p.since or 'all'} – {p.until or 'today'}" + (f" (not {', '.join(f'{a}–{b}' for a, b in p.gaps)})" if p.gaps else "")
+        cells = [code_(p.id), esc(p.family), esc(p.kind), code_(p.gpu_symbol or p.gpu.splitlines()[0] if p.gpu else None),
+                 code_(p.npu_symbol or p.npu.splitlines()[0] if p.npu else None), esc(span), esc(p.source),
+                 Html(f'<span>{esc(p.title)}</span>')]
+        tds = "".join(f'<td class={"prose" if i == 7 else "nw"}>{esc(c)}</td>' for i, c in enumerate(cells))
+        rows.append(f'<tr data-family="{esc(p.family)}" data-kind="{esc(p.kind)}" data-holds="{esc(holds)}">{tds}</tr>')
+    head = "".join(f"<th>{esc(c)}</th>" for c in ("id", "family", "kind", "GPU", "NPU", "holds for vllm-ascend", "source", "what"))
+    tools = ('<div class="tools"><label>search <input name="q" type="search" placeholder="symbol, id, word…"></label>'
+             + _options("family", "family", FAMILIES) + _options("kind", "kind", KINDS)
+             + _options("holds", "holds for vllm-ascend", reversed(releases)) + f'<span class="count">{len(rows)} patterns</span></div>')
+    body = f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
+    return wrap("patterns", _PATTERN_CSS + tools + body + _FILTER_JS)
