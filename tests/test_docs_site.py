@@ -141,3 +141,17 @@ def test_the_pattern_table_filters_in_a_browser_and_never_breaks_a_word(browser,
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "pattern-table.png"))
     page.close()
+
+
+def test_the_workbook_page_shows_its_steps(browser, site):
+    "The porting workbook is a page of the site, its steps in order; a screenshot of it goes to the artifacts."
+    work, out = site
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto((out / "workbook.html").as_uri())
+    text = page.inner_text("body")
+    steps = [w for w in ("doctor", "translate", "port", "audit", "bench") if w in text.lower()]
+    assert steps == ["doctor", "translate", "port", "audit", "bench"], steps
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "workbook.png"))
+    assert (ARTIFACTS / "workbook.png").stat().st_size > 10_000
+    page.close()
