@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         for f in found:
             d = f.diagnostic()
-            print(f"{d.location()}: {f.code} {f.message}{' (note)' if f.severity == 'info' else ''}"
+            print(f"{d.location() + ': ' if d.location() else ''}{f.code} {f.message}{' (note)' if f.severity == 'info' else ''}"
                   + (f"  [{d.where}]" if d.path and d.where else ""))
             for d in f.detail[:12]: print(f"    {d}")
         notes = len(found) - len(failing)
