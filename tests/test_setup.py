@@ -66,3 +66,11 @@ def test_the_tour_translation_fits_80_columns_and_names_the_whole_diff(tmp_path)
     t = run.totals()
     assert f"{t['sites']} sites" in buf.getvalue() and f"{t['rewritten']} rewritten" in buf.getvalue()
     assert (tmp_path / "gpu_runner_example.py").is_file()
+
+
+def test_every_notebook_names_its_kernel():
+    "Each notebook carries kernelspec metadata, so JupyterLab opens it with a Python kernel without asking."
+    import json
+    missing = [str(p.relative_to(ROOT)) for p in sorted((ROOT / "nbs").rglob("*.ipynb"))
+               if "kernelspec" not in json.loads(p.read_text()).get("metadata", {})]
+    assert not missing, f"notebooks without kernelspec metadata: {missing}"
