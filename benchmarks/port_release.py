@@ -9,7 +9,7 @@ declared pairing (the first vllm-ascend of the row) and the history the catalog 
   statements missing (explained, edited, lost), statements changed by translation only; lost = nothing explains it;
 - conflicts with the history, and without it (how many the history removes);
 - whether each module compiles as written (conflict markers do not), with its conflicts resolved to the NPU side, and
-  the names it then reads that nothing binds (ONP4025's check);
+  the names it then reads that nothing binds (ONP4025's check); and the same port with `--prefer npu`;
 - wall time of the command in a fresh process: cold (an empty sdist cache: every sdist unpacked anew) and warm (the
   sdist cache filled), and in-process with the sources already read (targets: < 10 s cold, < 3 s warm, 2 cores);
 - secondary, labelled: the text similarity (difflib over lines) of each ported method to the release's hand-written
@@ -88,6 +88,9 @@ def measure(omni: str, cold: bool = True, baseline: bool = True, jobs: int = 1) 
                omni_edited=sum(m.omni_edited for m in ms), translated=sum(m.translated for m in ms),
                classes=[r.cls for r in res.runners])
     if baseline: row["conflicts_no_history"] = port_release(omni, history=[]).conflicts
+    npu = port_release(omni, prefer="npu")             # --prefer npu: every conflict resolved to the NPU side (ONP4008)
+    row.update(prefer_npu_compiles=sum(r.compiles for r in npu.runners), prefer_npu_lost=npu.lost,
+               prefer_npu_undefined=sum(len(r.undefined) for r in npu.runners))
     sims = hand_similarity(res)
     row["hand_similarity"] = sum(sims.values()) / len(sims) if sims else None
     row["hand_methods"] = len(sims)
@@ -98,14 +101,14 @@ def print_table(rows: list[dict]):
     f = lambda x, w, p=2: f"{'n/a':>{w}}" if x is None else f"{x:>{w}.{p}f}" if isinstance(x, float) else f"{x:>{w}}"
     print(f"{'omni':<8}{'ascend':<11}{'hist':>5}{'run':>4}{'meth':>5}{'skip':>5}{'confl':>6}{'no-h':>6}{'lost':>5}"
           f"{'NPU st.':>8}{'reach/del/edit':>15}{'omni+':>6}{'expl/edit':>10}{'transl':>7}{'comp':>5}{'npu-s':>6}{'undef':>6}"
-          f"{'cold s':>8}{'warm s':>8}{'in-pr s':>8}  {'hand sim (secondary)':>20}")
+          f"{'npu:c/l':>8}{'cold s':>8}{'warm s':>8}{'in-pr s':>8}  {'hand sim (secondary)':>20}")
     for r in rows:
         print(f"{r['vllm_omni']:<8}{r['vllm_ascend']:<11}{len(r['history']):>5}{r['runners']:>4}{r['methods']:>5}{r['skipped']:>5}"
               f"{r['conflicts']:>6}{f(r.get('conflicts_no_history'), 6)}{r['lost']:>5}{r['npu_lines']:>8}"
               f"{str(r['npu_reached']) + '/' + str(r['omni_deleted']) + '/' + str(r['npu_edited']):>15}{r['omni_added']:>6}"
               f"{str(r['omni_explained']) + '/' + str(r['omni_edited']):>10}{r['translated']:>7}"
               f"{str(r['compiles']) + '/' + str(r['runners']):>5}{str(r['compiles_npu_side']) + '/' + str(r['runners']):>6}"
-              f"{r['undefined']:>6}{f(r.get('cold_s'), 8)}{f(r['warm_s'], 8)}{f(r['in_process_s'], 8)}  "
+              f"{r['undefined']:>6}{str(r['prefer_npu_compiles']) + '/' + str(r['prefer_npu_lost']):>8}{f(r.get('cold_s'), 8)}{f(r['warm_s'], 8)}{f(r['in_process_s'], 8)}  "
               f"{f(r['hand_similarity'], 12, 3)} ({r['hand_methods']} m.)")
     print("\nhist = older vllm releases given (the catalog's omni_history); run/meth = runner classes / methods ported; skip = runners "
           "left out (ONP4302);\nconfl / no-h = conflicts with / without the history; lost = statements of an input missing from the "
@@ -114,6 +117,7 @@ def print_table(rows: list[dict]):
           "omni+ = statements the omni methods add; expl/edit = of those missing: explained by a diagnostic or a replaced super() "
           "call, present edited; transl = port statements changed from omni by translation only;\ncomp / npu-s = modules that "
           "compile as written / with conflicts resolved to the NPU side; undef = names read that nothing binds (NPU side);\n"
+          "npu:c/l = with --prefer npu: modules that compile / statements lost;\n"
           "cold / warm = `port --release` in a fresh process, empty / filled sdist cache; in-pr = in-process with the sources "
           "read (targets < 10 s cold, < 3 s warm);\nhand sim = mean text similarity of the ported methods to the release's "
           "hand-written NPU methods (secondary: not a measure of faithfulness).")

@@ -86,6 +86,13 @@ def test_history_turns_a_stale_omni_line_into_the_npu_side():
     assert not without.runners[0].compiles and without.runners[0].compiles_npu_side   # markers: resolved to a side, it compiles
 
 
+def test_prefer_npu_writes_modules_that_compile_and_says_what_it_dropped():
+    res = fixture_port(history=[], prefer="npu")
+    assert res.conflicts == 0 and res.compiles and res.lost == 0
+    assert any(d.code == "ONP4008" for r in res.runners for d in r.diagnostics)
+    assert sum(m.omni_explained for r in res.runners for m in r.methods) >= 1   # the omni side dropped, said by ONP4008
+
+
 def test_a_release_without_npu_runners_gets_the_default_layout(tmp_path):
     omni = shutil.copytree(FIX / "omni", tmp_path / "omni")
     shutil.rmtree(omni / "vllm_omni" / "worker" / "npu")
@@ -157,7 +164,7 @@ def test_the_command_writes_the_modules_and_refuses_what_release_finds_itself(tm
     with contextlib.redirect_stdout(out := io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         assert main(args) == 0
     assert "2 runner class(es)" in out.getvalue() and (tmp_path / "vllm_omni/worker/npu/npu_ar_model_runner.py").is_file()
-    for extra in (["--gpu-omni", "x.py:A"], ["--class"], ["--prefer", "npu"], ["-j", "0"]):
+    for extra in (["--gpu-omni", "x.py:A"], ["--class"], ["--super", "call"], ["-j", "0"]):
         with contextlib.redirect_stderr(err := io.StringIO()):
             assert main(args + ["--force"] + extra) == 2, extra
         assert err.getvalue().count("\n") == 1

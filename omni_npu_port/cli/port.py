@@ -139,7 +139,7 @@ _NOT_WITH_RELEASE = ("gpu_base", "gpu_omni", "npu_base", "against", "prev_gpu", 
 def check_release_options(args: argparse.Namespace) -> None:
     "A UsageError for options `--release` does not take, an `-o` that is not a folder, a report already there without --force."
     bad = [f"--{o.replace('_', '-')}".replace("--whole-class", "--class") for o in _NOT_WITH_RELEASE if getattr(args, o, None)]
-    bad += [f"--{o} {getattr(args, o)}" for o, default in (("prefer", "markers"), ("super_style", "auto")) if getattr(args, o) != default]
+    bad += [f"--super {args.super_style}"] if args.super_style != "auto" else []
     if bad: raise UsageError(f"--release finds its inputs and ports every runner itself: {', '.join(bad)} do(es) not go with it")
     if args.jobs < 1: raise UsageError(f"-j {args.jobs}: give 1 or more")
     out = Path(args.output) if args.output else None
@@ -236,7 +236,7 @@ def run_release(args: argparse.Namespace) -> int:
     "`port --release OMNI`: every runner class of the release ported and written with its report; 0 clean, 1 otherwise."
     say = lambda s: print(f"omni-npu-port: {s}", file=sys.stderr)
     res = port_release(args.release, target=args.target, history="auto" if args.history is None else args.history,
-                       sources=args.source, progress=say, workers=args.jobs)
+                       sources=args.source, prefer=args.prefer, progress=say, workers=args.jobs)
     written = write_release(res, args.output or f"npu-port-{res.omni}", force=args.force)
     if args.json: print(json.dumps(res.to_json(), indent=2))
     else: print("\n".join(release_summary(res) + [f"wrote {w}" for w in written]))
