@@ -7,11 +7,13 @@ Docs: https://omni-npu-port.github.io/omni-npu-port/translate/apply.html.md"""
 # %% ../../nbs/translate/apply.ipynb #63265c64
 from __future__ import annotations
 
+import dataclasses
+
 import libcst as cst
 
 from ..core.diagnostics import Code, register
 from .context import BLOCKS, RULE_VISITORS, STMT_TYPES, FileContext, Tracker
-from .cst_fast import BatchVisitor, node_positions
+from .cst_fast import BatchVisitor, comments_in, node_positions
 from .rules import RuleSet
 from . import rewrites, flags   # noqa: F401  (their rule classes register themselves, rewrites first)
 
@@ -22,8 +24,8 @@ register(Code("ONP1011", "import-added", "an import the rewritten code needs was
               notebook="translate/apply.ipynb", tool="translate", records=("dev.torch-npu-import",)))
 
 # %% auto #0
-__all__ = ['SENTINEL', 'rule_symbols', 'rule_words', 'rule_scope_names', 'rule_body_words', 'ApplyEdits', 'import_anchor',
-           'translate_module']
+__all__ = ['SENTINEL', 'rule_symbols', 'rule_words', 'rule_scope_names', 'rule_body_words', 'lost_comments', 'ApplyEdits',
+           'import_anchor', 'translate_module']
 
 # %% ../../nbs/translate/apply.ipynb #d57922e8
 def rule_symbols(rules: RuleSet) -> list:
@@ -42,37 +44,65 @@ def rule_body_words(rules: RuleSet) -> set:
     "Every name a rule visitor reads inside a method besides its anchors."
     return set().union(*(cls.body_words(rules) for cls in RULE_VISITORS))
 
-# %% ../../nbs/translate/apply.ipynb #30e3c6db
+# %% ../../nbs/translate/apply.ipynb #84446147
+def _count(node, sign: int, out: dict) -> None:
+    "Add `sign` for each comment inside `node` (a node, a sentinel, a list of them) to `out`."
+    for c in comments_in(node): out[c.value] = out.get(c.value, 0) + sign
+
+def lost_comments(before, after) -> list:
+    "The comments in `before` that `after` (an edit's result) no longer has; children they share are not walked."
+    out: dict = {}
+    def pair(x, y):
+        if x is y: return
+        if type(x) is not type(y) or not isinstance(x, cst.CSTNode) or type(x) is cst.Comment:
+            _count(x, 1, out); _count(y, -1, out); return
+        for f in dataclasses.fields(x):
+            a, b = getattr(x, f.name), getattr(y, f.name)
+            if a is b: continue
+            if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)) and len(a) == len(b):
+                for p, q in zip(a, b): pair(p, q)
+            elif isinstance(a, (cst.CSTNode, list, tuple)) or isinstance(b, (cst.CSTNode, list, tuple)):
+                pair(a, b) if isinstance(a, cst.CSTNode) and isinstance(b, cst.CSTNode) else (_count(a, 1, out), _count(b, -1, out))
+    pair(before, after)
+    return [cst.Comment(v) for v, k in out.items() for _ in range(k)]
+
+# %% ../../nbs/translate/apply.ipynb #21030ece
 class ApplyEdits(cst.CSTTransformer):
-    "Apply the recorded edits bottom-up and write unacknowledged diagnostics as comments."
+    "Apply the recorded edits bottom-up and write unacknowledged diagnostics as comments; no comment is lost."
     def __init__(self, ctx: FileContext, comments: bool):
         super().__init__()
         self.ctx, self.comments = ctx, comments
+        self.lost: list = []   # per statement being visited: the comments its edits took out
 
     def on_visit(self, node) -> bool:
         "Statements without edits or notes inside are kept as they are, unvisited; so are expressions without edits."
         t = type(node)
-        if t in STMT_TYPES: return id(node) in self.ctx.dirty
+        if t in STMT_TYPES: self.lost.append([]); return id(node) in self.ctx.dirty
         return t in BLOCKS or id(node) in self.ctx.reach
 
     def on_visit_attribute(self, node, attribute) -> None: pass
     def on_leave_attribute(self, node, attribute) -> None: pass
 
     def on_leave(self, original_node, updated_node):
-        for fn in self.ctx.edits.get(id(original_node), ()): updated_node = fn(updated_node)
+        edits = self.ctx.edits.get(id(original_node), ())
+        if edits:
+            before = updated_node
+            for fn in edits: updated_node = fn(updated_node)
+            if self.lost: self.lost[-1] += lost_comments(before, updated_node)
+        lost = self.lost.pop() if type(original_node) in STMT_TYPES else ()
         notes = self.ctx.notes.get(id(original_node)) if self.comments else None
-        if notes:
-            lines, seen = [], set()
-            for d in notes:
-                if d.acknowledged or (d.code, d.message) in seen: continue
-                seen.add((d.code, d.message))
-                lines += [cst.EmptyLine(indent=True, comment=cst.Comment(t)) for t in d.comment_lines()]
-            if lines:
-                if isinstance(updated_node, cst.FlattenSentinel):
-                    first, *rest = updated_node.nodes
-                    updated_node = cst.FlattenSentinel([first.with_changes(leading_lines=[*first.leading_lines, *lines]), *rest])
-                else:
-                    updated_node = updated_node.with_changes(leading_lines=[*updated_node.leading_lines, *lines])
+        lines, seen = [cst.EmptyLine(indent=True, comment=c) for c in lost], set()   # a rule's edit lost them: above
+        for d in notes or ():
+            if d.acknowledged or (d.code, d.message) in seen: continue
+            seen.add((d.code, d.message))
+            lines += [cst.EmptyLine(indent=True, comment=cst.Comment(t)) for t in d.comment_lines()]
+        if lines:
+            if isinstance(updated_node, cst.FlattenSentinel):
+                first, *rest = updated_node.nodes
+                updated_node = cst.FlattenSentinel([first.with_changes(leading_lines=[*first.leading_lines, *lines]), *rest])
+            elif isinstance(updated_node, cst.RemovalSentinel): pass
+            else:
+                updated_node = updated_node.with_changes(leading_lines=[*updated_node.leading_lines, *lines])
         return updated_node
 
 # %% ../../nbs/translate/apply.ipynb #27a403ac

@@ -20,8 +20,8 @@ PRIVATE_APIS = ("libcst._nodes.internal.CodegenState", "CSTNode._visit_and_repla
                 "libcst._nodes.op")
 
 # %% auto #0
-__all__ = ['TESTED_LIBCST', 'PRIVATE_APIS', 'TOKENS', 'TOKEN_NAMES', 'BatchVisitor', 'PositionState', 'node_positions',
-           'Verbatim', 'codegen']
+__all__ = ['TESTED_LIBCST', 'PRIVATE_APIS', 'TOKENS', 'TOKEN_NAMES', 'BatchVisitor', 'comments_in', 'PositionState',
+           'node_positions', 'Verbatim', 'codegen']
 
 # %% ../../nbs/translate/cst_fast.ipynb #c3a3a408
 _METHODS: dict = {}
@@ -92,6 +92,25 @@ TOKENS = frozenset(c for c in _node_classes() if c.__module__ in ("libcst._nodes
                     or c in (cst.Asynchronous, cst.LeftParen, cst.RightParen, cst.LeftSquareBracket,
                              cst.RightSquareBracket, cst.LeftCurlyBrace, cst.RightCurlyBrace))
 TOKEN_NAMES = frozenset(c.__name__ for c in TOKENS)
+
+# %% ../../nbs/translate/cst_fast.ipynb #365803ca
+def comments_in(node) -> list:
+    "Every `Comment` under `node` (a node, a sentinel or a sequence of them), in the order of the code."
+    out, stack = [], [node]
+    while stack:
+        n = stack.pop()
+        t = type(n)
+        if t is tuple or t is list: stack.extend(reversed(n)); continue
+        if t is cst.FlattenSentinel: stack.extend(reversed(n.nodes)); continue
+        if not isinstance(n, cst.CSTNode): continue
+        if t is cst.Comment: out.append(n); continue
+        kids = []
+        for name in _FIELDS.get(t) or _fields(n):
+            v = getattr(n, name)
+            if type(v) is tuple or type(v) is list: kids.extend(v)
+            elif isinstance(v, cst.CSTNode): kids.append(v)
+        stack.extend(reversed(kids))
+    return out
 
 # %% ../../nbs/translate/cst_fast.ipynb #841e2b13
 class PositionState(CodegenState):

@@ -7,8 +7,17 @@ Docs: https://omni-npu-port.github.io/omni-npu-port/translate/engine.html.md"""
 # %% ../../nbs/translate/engine.ipynb #2865b84f
 from __future__ import annotations
 
+import ast
+import io
+import operator
 import re
+import symtable
+import sys
+import tokenize
+import warnings
+from collections import Counter
 from dataclasses import dataclass, field
+from itertools import accumulate, repeat
 
 import libcst as cst
 
@@ -20,7 +29,8 @@ from .diagnostics import TranslateDiagnostic
 from .rules import RuleSet, compile_rules
 
 # %% auto #0
-__all__ = ['Translation', 'might_apply', 'translate_source']
+__all__ = ['Translation', 'might_apply', 'nesting_suspect', 'nesting_check', 'eof_tail', 'translate_source', 'python_rejects',
+           'token_changes']
 
 # %% ../../nbs/translate/engine.ipynb #e80ac23d
 _NB = "translate/engine.ipynb"
@@ -31,8 +41,10 @@ register(
     Code("ONP9002", "not-text", "the file is binary or not valid text in its declared encoding: skipped", "error",
          action="Save it as text in its declared encoding (UTF-8 by default), or leave it out.", notebook=_NB,
          tool="translate"),
-    Code("ONP9006", "internal-error", "a rule failed on this file: skipped, the run goes on (please report it)", "error",
-         action="Report it with the file; the other files were translated.", notebook=_NB, tool="translate"),
+    Code("ONP9006", "internal-error", "a rule failed on this file, or it nests deeper than the translator follows: "
+         "skipped, the run goes on", "error",
+         action="A rule failure: report it with the file. Nesting (the message gives the depth and the line): split "
+                "the expression or the block; the other files were translated.", notebook=_NB, tool="translate"),
 )
 
 # %% ../../nbs/translate/engine.ipynb #0eba74ab
@@ -104,6 +116,61 @@ def might_apply(rules: RuleSet, data) -> bool:
         return memo[w]
     return any(all(w in data for w in r) and all(whole(w) for w in r) for r in reqs)
 
+# %% ../../nbs/translate/engine.ipynb #ee11c81b
+_PY = "Python " + ".".join(map(str, sys.version_info[:2]))   # the Python whose parser judges
+_STEP = bytes.maketrans(b"([{)]}", b"\x02\x02\x02\x00\x00\x00")      # an opening bracket 2, a closing one 0
+_NOT_BRACKET = bytes(c for c in range(256) if c not in b"()[]{}")
+_NOT_OP = bytes(c for c in range(256) if c not in b"+-*/%|&^@")
+_DEEP_INDENT = re.compile(rb"\n[ \t]{100}")
+# libcst levels per `ast` node (an argument, an element, a subscript's slice each add their own node)
+_WEIGHT = {ast.Call: 3, ast.Subscript: 4, ast.List: 3, ast.Tuple: 3, ast.Set: 3, ast.Dict: 3, ast.keyword: 2}
+
+def nesting_suspect(data: bytes) -> bool:
+    "Could `data` nest deeply? A scan at C speed for the shapes that do (False: no need to look closer)."
+    steps = data.translate(_STEP, _NOT_BRACKET)
+    if len(steps) >= 40:
+        depth = list(accumulate(map(operator.sub, steps, repeat(1)), initial=0))
+        if max(map(operator.sub, depth, accumulate(depth, min))) >= 40: return True   # brackets rise 40 levels
+    if _DEEP_INDENT.search(data) is not None: return True
+    if max(map(len, data.split(b"\n"))) >= 400: return True                     # a long line
+    # enough operators for a chain CPython rejects, or one libcst takes seconds on or crashes on (`a or b or ...`)
+    return len(data.translate(None, _NOT_OP)) + data.count(b" or ") + data.count(b" and ") >= 1500
+
+def _nesting(tree, limit: int):
+    "(depth, line) where `tree` nests deeper than `limit` libcst levels, else None (no recursion)."
+    stack = [(tree, 0)]
+    while stack:
+        node, d = stack.pop()
+        t = type(node)
+        d += len(node.values) - 1 if t is ast.BoolOp else _WEIGHT.get(t, 1)   # libcst nests `a or b or c`
+        if d > limit: return d, getattr(node, "lineno", 0)
+        for c in ast.iter_child_nodes(node):
+            end = getattr(c, "end_lineno", None)   # one line of n characters nests at most 2n + 1 levels
+            if end is not None and end == c.lineno and d + 2 * (c.end_col_offset - c.col_offset) + 1 <= limit: continue
+            stack.append((c, d))
+    return None
+
+def nesting_check(source: bytes | str, path: str = "<string>") -> TranslateDiagnostic | None:
+    "ONP9001 where CPython rejects deep nesting, ONP9006 where the translator cannot follow it; None: go on."
+    data = source if isinstance(source, bytes) else source.encode("utf-8", "surrogatepass")
+    if not nesting_suspect(data): return None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = ast.parse(source, path)
+    except SyntaxError as e:
+        if "unicode error" in (e.msg or "") or "encoding" in (e.msg or ""): return None   # ONP9002's to report
+        return TranslateDiagnostic("ONP9001", f"syntax error ({_PY}): {e.msg}", line=e.lineno or 0, column=e.offset or 1)
+    except (RecursionError, MemoryError) as e:
+        return TranslateDiagnostic("ONP9001", f"{_PY} rejects it: nested too deeply for its compiler ({type(e).__name__})")
+    except ValueError: return None
+    limit = sys.getrecursionlimit() // 4
+    deep = _nesting(tree, limit)
+    if deep is None: return None
+    return TranslateDiagnostic("ONP9006", f"nests more than {limit} levels deep (counted as libcst nests them), the "
+                               f"most the translator follows: skipped", line=deep[1], column=1)
+
+
 # %% ../../nbs/translate/engine.ipynb #57256bd1
 def _syntax_error(source, e) -> TranslateDiagnostic:
     "ONP9001 at Python's own line and column for the error (libcst's parser reports where it gave up)."
@@ -117,6 +184,17 @@ def _syntax_error(source, e) -> TranslateDiagnostic:
     except Exception: pass
     return TranslateDiagnostic("ONP9001", f"syntax error: {e.message}", line=e.raw_line, column=e.raw_column + 1)
 
+def eof_tail(text) -> int:
+    "Where the file's closing run of blank and comment-only lines starts (`len(text)`: there is none)."
+    nl, ws, mark = ("\n", " \t\f\r\n", "#") if isinstance(text, str) else (b"\n", b" \t\f\r\n", b"#")
+    at = len(text)
+    while at > 0:
+        start = text.rfind(nl, 0, at - 1 if text[at - 1:at] == nl else at) + 1
+        line = text[start:at].strip(ws)
+        if line and not line.startswith(mark): break
+        at = start
+    return at
+
 def translate_source(source: bytes | str, rules: RuleSet | None = None, path: str = "<string>",
                      comments: bool = True, chunks: bool = True) -> Translation:
     "Translate one file's text (bytes keep their encoding and line endings); errors come back as ONP9xxx."
@@ -125,22 +203,50 @@ def translate_source(source: bytes | str, rules: RuleSet | None = None, path: st
     if isinstance(source, bytes) and b"\0" in source:
         t.error = TranslateDiagnostic("ONP9002", "binary file (NUL bytes): skipped"); return t
     if not might_apply(rules, source): return t
+    if (deep := nesting_check(source, path)) is not None:   # before libcst, which would take minutes or crash
+        t.error = deep; return t
     # the cyclic garbage collector would walk libcst's trees again and again while they are built (about a
     # tenth of the time); they hold no cycles, so it waits until the file is done (and runs as usual after)
-    with gc_paused(): return _translate(t, rules, comments, chunks)
+    with gc_paused():
+        cut = eof_tail(source)
+        if cut == len(source): return _translate(t, rules, comments, chunks)
+        body = _translate(Translation(path, source[:cut], source[:cut]), rules, comments, chunks)   # libcst never sees the tail
+        t.diagnostics, t.error, t.parsed, t.encoding = body.diagnostics, body.error, body.parsed, body.encoding
+        if body.error is None and body.changed: t.output = body.output + source[cut:]
+        return t
 
 # %% ../../nbs/translate/engine.ipynb #c1514e22
+def python_rejects(data: bytes, path: str = "<string>") -> TranslateDiagnostic | None:
+    "ONP9001 where CPython's parser or symbol table rejects the file, at its line and column; None where it accepts it."
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            symtable.symtable(data, path, "exec")
+    except SyntaxError as e:
+        return TranslateDiagnostic("ONP9001", f"syntax error ({_PY}): {e.msg}", line=e.lineno or 0, column=e.offset or 1)
+    except (RecursionError, MemoryError) as e:
+        return TranslateDiagnostic("ONP9001", f"{_PY} rejects it: nested too deeply for its compiler ({type(e).__name__})")
+    except ValueError as e: return TranslateDiagnostic("ONP9001", f"{_PY} rejects it: {e}")
+    return None
+
+def _too_deep() -> TranslateDiagnostic:
+    return TranslateDiagnostic("ONP9006", "the file nests too deeply for the translator: skipped")
+
 def _translate(t: Translation, rules: RuleSet, comments: bool, chunks: bool) -> Translation:
     "`translate_source` past the pre-filter: fills in `t`."
     source = t.source
     if chunks:   # only the statements a rule can act on (below); None: the whole file
         data = source if isinstance(source, bytes) else source.encode("utf-8", "surrogatepass")
         try: done = translate_chunks(data, rules, comments)
-        except (RecursionError, UnicodeError): done = None
+        except UnicodeError: done = None
+        except (RecursionError, MemoryError):   # the whole file nests at least as deep: no second try
+            t.error = _too_deep(); return t
         except Exception as e:  # a rule bug must not stop a tree-wide run
             t.error = TranslateDiagnostic("ONP9006", f"internal error in a rule: {type(e).__name__}: {e}"); return t
         if done is not None:
             out, t.diagnostics, t.parsed = done
+            if (out != data or t.diagnostics) and (bad := python_rejects(data, t.path)) is not None:   # outside the chunks too
+                t.error, t.diagnostics = bad, []; return t
             if out != data: t.output = out if isinstance(source, bytes) else out.decode("utf-8", "surrogatepass")
             return t
     try: module = cst.parse_module(source)
@@ -150,10 +256,29 @@ def _translate(t: Translation, rules: RuleSet, comments: bool, chunks: bool) -> 
         t.error = TranslateDiagnostic("ONP9002", f"cannot decode the file: {e}"); return t
     t.parsed, t.encoding = True, module.encoding
     try: new, t.diagnostics, _ = translate_module(module, rules, comments)
-    except RecursionError:
-        t.error = TranslateDiagnostic("ONP9006", "the file nests too deeply for the translator: skipped"); return t
+    except (RecursionError, MemoryError):
+        t.error = _too_deep(); return t
     except Exception as e:  # a rule bug must not stop a tree-wide run
         t.error = TranslateDiagnostic("ONP9006", f"internal error in a rule: {type(e).__name__}: {e}"); return t
     if new is not module:
         t.output = new.bytes if isinstance(source, bytes) else new.code
     return t
+
+# %% ../../nbs/translate/engine.ipynb #4bd34312
+def _tokens(text) -> Counter | None:
+    "COMMENT and STRING tokens of `text` (bytes: in their declared encoding) as a multiset; None if it does not tokenize."
+    if isinstance(text, bytes): text = text.replace(b"\r\n", b"\n").replace(b"\r", b"\n")   # a lone CR ends a line for
+    else: text = text.replace("\r\n", "\n").replace("\r", "\n")              # CPython, not for `tokenize`
+    read = io.BytesIO(text).readline if isinstance(text, bytes) else io.StringIO(text).readline
+    out = Counter()
+    try:
+        for t in (tokenize.tokenize if isinstance(text, bytes) else tokenize.generate_tokens)(read):
+            if t.type == tokenize.COMMENT or t.type == tokenize.STRING: out[(tokenize.tok_name[t.type], t.string)] += 1
+    except (tokenize.TokenError, SyntaxError, UnicodeDecodeError, LookupError): return None
+    return out
+
+def token_changes(source, output) -> dict | None:
+    "The input's comments and strings that `output` lost or repeats, as {'lost': Counter, 'repeated': Counter}; None: no tokens."
+    a, b = _tokens(source), _tokens(output)
+    if a is None or b is None: return None
+    return {"lost": a - b, "repeated": Counter({k: b[k] - n for k, n in a.items() if b[k] > n})}

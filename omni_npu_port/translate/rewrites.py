@@ -234,27 +234,82 @@ def _arg(name: str, code: str) -> cst.Arg:
                    equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")))
 
 def _with_inserted(items: list, index: int, new: list) -> list:
-    "`items` (Args or Params) with `new` inserted at `index`, commas laid out like their neighbours."
+    "`items` (Args or Params) with `new` inserted at `index`, commas laid out like their neighbours (comments stay put)."
     items, default = list(items), cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
     if not new: return items
     if not items: return [*(n.with_changes(comma=default) for n in new[:-1]), new[-1]]
     def is_comma(x): return isinstance(x, cst.Comma)
+    def plain(c): return c.with_changes(whitespace_after=_uncommented(c.whitespace_after)) if is_comma(c) else c
     if index >= len(items):
         last = items[-1]
-        inner = items[-2].comma if len(items) >= 2 and is_comma(items[-2].comma) else default
-        trailing = last.comma
-        items[-1] = last.with_changes(comma=inner)
-        return items + [n.with_changes(comma=inner) for n in new[:-1]] + [new[-1].with_changes(comma=trailing)]
+        inner = plain(items[-2].comma) if len(items) >= 2 and is_comma(items[-2].comma) else default
+        own = _comments(last.comma.whitespace_after) if is_comma(last.comma) else []   # the last one's comment stays with it
+        items[-1] = last.with_changes(comma=inner.with_changes(
+            whitespace_after=_commented(inner.whitespace_after, own, _arg_indent(items))))
+        return items + [n.with_changes(comma=inner) for n in new[:-1]] + [new[-1].with_changes(comma=plain(last.comma))]
     ref = items[index - 1].comma if index > 0 and is_comma(items[index - 1].comma) else \
           items[index].comma if len(items) > index + 1 and is_comma(items[index].comma) else default
-    return items[:index] + [n.with_changes(comma=ref) for n in new] + items[index:]
+    return items[:index] + [n.with_changes(comma=plain(ref)) for n in new] + items[index:]
 
-def _without(items: list, drop: set) -> list:
-    "Args without the keywords in `drop`; the last one keeps the original trailing comma style."
-    kept = [a for a in items if not (a.keyword and a.keyword.value in drop)]
-    if kept and items and kept[-1] is not items[-1]:
-        kept[-1] = kept[-1].with_changes(comma=items[-1].comma)
-    return kept
+def _comments(node) -> list:
+    "Every comment inside `node` (an argument, a comma, whitespace), in order."
+    return [n for n in walk_nodes(node) if type(n) is cst.Comment]
+
+def _uncommented(ws):
+    "Whitespace `ws` with its comments (and their lines) taken out; its line breaks and indentation kept."
+    if type(ws) is not cst.ParenthesizedWhitespace: return ws
+    first = ws.first_line
+    if first.comment is not None: first = first.with_changes(whitespace=cst.SimpleWhitespace(""), comment=None)
+    return ws.with_changes(first_line=first, empty_lines=[l for l in ws.empty_lines if l.comment is None])
+
+def _commented(ws, comments: list, indent: str):
+    "Whitespace after a comma or an open bracket that also carries `comments`: the first ends its line, the rest own lines."
+    if not comments: return ws
+    rest, two = list(comments), cst.SimpleWhitespace("  ")
+    if type(ws) is cst.ParenthesizedWhitespace:
+        first = ws.first_line
+        if first.comment is None: first = first.with_changes(whitespace=two, comment=rest.pop(0))
+        own = [cst.EmptyLine(indent=ws.indent, whitespace=cst.SimpleWhitespace(indent), comment=c) for c in rest]
+        return ws.with_changes(first_line=first, empty_lines=[*ws.empty_lines, *own])
+    return cst.ParenthesizedWhitespace(   # one line so far: the comments end it, the next argument starts a line
+        first_line=cst.TrailingWhitespace(whitespace=two, comment=rest.pop(0)),
+        empty_lines=[cst.EmptyLine(indent=True, whitespace=cst.SimpleWhitespace(indent), comment=c) for c in rest],
+        indent=True, last_line=cst.SimpleWhitespace(indent))
+
+def _arg_indent(items: list) -> str:
+    "The indentation the arguments' lines take after the statement's (four spaces if they share one line)."
+    for a in items:
+        ws = a.comma.whitespace_after if type(a.comma) is cst.Comma else None
+        if type(ws) is cst.ParenthesizedWhitespace and ws.last_line.value: return ws.last_line.value
+    return "    "
+
+def _without(items: list, drop: set) -> tuple[list, list]:
+    "(args without the keywords in `drop`, comments for the open bracket): no comment of a dropped one is lost."
+    indent, kept, lead, pending = _arg_indent(items), [], [], []
+    for a in items:
+        if a.keyword and a.keyword.value in drop: pending += _comments(a); continue
+        if pending:   # the comments of the dropped arguments before this one go after the comma before it
+            if kept:
+                k = kept[-1]
+                kept[-1] = k.with_changes(comma=k.comma.with_changes(whitespace_after=_commented(k.comma.whitespace_after, pending, indent)))
+            else: lead += pending
+            pending = []
+        kept.append(a)
+    if not kept: return kept, lead + pending
+    last, end = kept[-1], items[-1]
+    if last is end: return kept, lead
+    # the tail was dropped: the last kept argument ends as the last one did (a trailing comma or not, the line
+    # break before the bracket), carrying its own comment and the dropped ones'
+    if type(end.comma) is cst.Comma:
+        own = _comments(last.comma.whitespace_after) if type(last.comma) is cst.Comma else []
+        before = last.comma.whitespace_before if type(last.comma) is cst.Comma else end.comma.whitespace_before
+        ws = _commented(_uncommented(end.comma.whitespace_after), own + pending, indent)
+        kept[-1] = last.with_changes(comma=end.comma.with_changes(whitespace_before=before, whitespace_after=ws))
+    else:
+        own = _comments(last.whitespace_after_arg) + (_comments(last.comma) if type(last.comma) is cst.Comma else [])
+        ws = _commented(_uncommented(end.whitespace_after_arg), own + pending, indent)
+        kept[-1] = last.with_changes(comma=cst.MaybeSentinel.DEFAULT, whitespace_after_arg=ws)
+    return kept, lead
 
 # %% ../../nbs/translate/rewrites.ipynb #18b84534
 @register_rule
@@ -315,7 +370,8 @@ def visit_Call(self: KeywordChange, node):
         def fn(u, rename=rename, drop=drop, adds=adds):
             args = [a.with_changes(keyword=cst.Name(rename[a.keyword.value])) if a.keyword and a.keyword.value in rename
                     else a for a in u.args]
-            args = _without(args, {rename.get(k, k) for k in drop})
+            args, lead = _without(args, {rename.get(k, k) for k in drop})
+            if lead: u = u.with_changes(whitespace_before_args=_commented(u.whitespace_before_args, lead, _arg_indent(u.args)))
             idx = next((i for i, a in enumerate(args) if a.star == "**"), len(args))
             return u.with_changes(args=_with_inserted(args, idx, [_arg(k, v) for k, v in adds]))
         c.edit(node, fn)
