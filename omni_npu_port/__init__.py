@@ -10,6 +10,9 @@ __all__ = ['CATALOG', 'current_platform', 'translate_source', 'port_method', 'po
 # %% ../nbs/facade.ipynb #2c0cacea
 __version__ = "0.1.0"
 
+from .core.display import HTML_PROVIDERS
+HTML_PROVIDERS.append("omni_npu_port.docs.render")   # result objects render as HTML in Jupyter, on first need
+
 _FACADE = {   # name -> the module that defines it
     "CATALOG": "omni_npu_port.core.catalog",
     "current_platform": "omni_npu_port.runtime.platform",

@@ -193,8 +193,9 @@ def test_port_of_a_generated_method(tmp_path_factory, program):
 SPLITLINES_ONLY = set("\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")   # line breaks to str.splitlines, not to Python
 
 
-@pytest.mark.xfail(strict=True, reason="port gap: the port reads methods with str.splitlines, which also breaks lines at "
-                   "\\x0c, \\x1c-\\x1e, \\x85, \\u2028/9 inside comments and strings; CPython does not (SyntaxError escapes)")
+@pytest.mark.xfail(strict=True, reason="port gap: the merge and translation steps split code with str.splitlines, which also "
+                   "breaks lines at \\x0c, \\x1c-\\x1e, \\x85, \\u2028/9 inside comments and strings, where CPython does not: "
+                   "such a comment comes out split (the port says so: ONP4006); locate.method_text reads lines as Python does")
 def test_port_of_a_method_whose_comment_holds_a_splitlines_break(tmp_path):
     from omni_npu_port.port import locate as L
     from omni_npu_port.port.method import port_method

@@ -22,9 +22,9 @@ from ..sources.readers import PACKAGES, SourceError, SourceTree, open_source, re
 from ..sources.symbols import SymbolIndex, c3_merge, mro, resolve
 
 # %% auto #0
-__all__ = ['PortError', 'port_diagnostic', 'MethodSpec', 'parse_spec', 'Located', 'method_text', 'close_matches', 'own_methods',
-           'top_classes', 'MroClass', 'mro_merge', 'source_index', 'open_extra', 'class_mro', 'class_methods',
-           'method_located', 'missing_method', 'open_tree', 'locate']
+__all__ = ['PortError', 'port_diagnostic', 'MethodSpec', 'parse_spec', 'Located', 'python_lines', 'method_text', 'close_matches',
+           'own_methods', 'top_classes', 'MroClass', 'mro_merge', 'source_index', 'open_extra', 'class_mro',
+           'class_methods', 'method_located', 'missing_method', 'open_tree', 'locate']
 
 # %% ../../nbs/port/locate.ipynb #108d3b9b
 class PortError(UsageError, ValueError):
@@ -105,9 +105,16 @@ class Located:
         return f"{self.package or Path(self.origin).name}{v} {self.owner or self.cls_node.name}" + \
                (f".{self.method_node.name}" if self.method_node else "")
 
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+def python_lines(text: str) -> list[str]:
+    "`text` split into lines where Python breaks them (\\n, \\r\\n, \\r) and nowhere else; no trailing empty line."
+    lines = _LINE_BREAK.split(text)
+    return lines[:-1] if lines and lines[-1] == "" else lines
+
 def method_text(module_text: str, node: ast.FunctionDef) -> str:
-    "The source lines of a def (decorators included), dedented."
-    lines = module_text.splitlines()
+    "The source lines of a def (decorators included), dedented (lines as Python counts them: `str.splitlines` would also break at \\x0c, \\x1c-\\x1e, \\x85, \\u2028 inside a comment)."
+    lines = python_lines(module_text)
     start = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
     return textwrap.dedent("\n".join(lines[start: node.end_lineno])) + "\n"
 

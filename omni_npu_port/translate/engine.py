@@ -51,6 +51,7 @@ register(
 @dataclass
 class Translation:
     "The result of translating one file: input and output text, diagnostics, and an error if it was skipped."
+    def _repr_html_(self): from omni_npu_port.core.display import html_for; return html_for(self)   # Jupyter: docs.render draws it
     path: str
     source: bytes | str
     output: bytes | str
