@@ -1452,3 +1452,15 @@ def test_a_source_that_exists_but_cannot_be_read_is_an_input_error(tmp_path, cap
     assert "not a regular file" in capsys.readouterr().err
     gone = tmp_path / "missing"
     assert main(["port", "--gpu-base", f"{gone}:A.f", "--gpu-omni", f"{gone}:B.f", "--npu-base", f"{gone}:C.f"]) == 2
+
+
+def test_a_parameter_both_sides_add_is_declared_once():
+    "ONP4026: one declaration at the NPU base's place, the omni text (its body relies on the None default); it compiles."
+    f = FIX / "param_twice.py"
+    res = P.port_method(*[L.locate(f"{f}:{c}._dummy_run") for c in ("GPUModelRunner", "OmniGPUModelRunner", "NPUModelRunner")],
+                        prefer="npu")
+    compile(textwrap.dedent(res.code), "<port>", "exec")
+    sig = ast.parse(textwrap.dedent(res.code)).body[0].args.args
+    assert [a.arg for a in sig] == ["self", "num_tokens", "lora", "warm"]
+    assert ast.unparse(ast.parse(textwrap.dedent(res.code)).body[0].args.defaults[0]) == "None"
+    assert [d.code for d in res.diagnostics if d.code in ("ONP4026", "ONP4006")] == ["ONP4026"]

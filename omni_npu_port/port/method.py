@@ -8,6 +8,7 @@ Docs: https://omni-npu-port.github.io/omni-npu-port/port/port.html.md"""
 from __future__ import annotations
 
 import ast
+import re
 import textwrap
 from dataclasses import dataclass, field
 
@@ -16,15 +17,15 @@ from ..core.io import gc_paused
 from ..translate.engine import RuleSet
 from .locate import Located, class_mro, port_diagnostic
 from .translation import pairing_check, rules_for, target_check, target_of, translate_methods
-from .merge import merge_hunks, render
+from .merge import INLINE_MARK, merge_hunks, render
 from .supercalls import extends_by_super, inlinable_call, port_super_call, port_super_inline
 from .supercalls import super_calls, super_kept, super_target, walk_no_nested
 from .formatting import format_code, format_options, ruff_bin
 from .overrides import omni_definitions, override_calls, override_calls_in_base
 
 # %% auto #0
-__all__ = ['PortResult', 'parse_check', 'kept_omni_diagnostics', 'undefined_names', 'gpu_side_owner', 'port_omni_only',
-           'port_method', 'finish_port']
+__all__ = ['PortResult', 'parse_check', 'kept_omni_diagnostics', 'one_declaration_per_parameter', 'undefined_names',
+           'gpu_side_owner', 'port_omni_only', 'port_method', 'finish_port']
 
 # %% ../../nbs/port/port.ipynb #c7910ad8
 register(
@@ -75,6 +76,43 @@ def _super_spans(code: str) -> set:
         if isinstance(st, ast.stmt) and not hasattr(st, "body") and any(n is c for n in ast.walk(st) for c in calls):
             out |= set(range(st.lineno, st.end_lineno + 1))
     return out
+
+# %% ../../nbs/port/port.ipynb #857dcf2b
+register(
+    Code("ONP4026", "parameter-kept-once", "both sides add a parameter of the same name: the signature keeps one", "warning",
+         "check the declaration it keeps (the message names both): the omni body's uses decide its default",
+         "port/port.ipynb", "port"),
+)
+_PARAM = re.compile(r"^(\s*)(\*{0,2}[A-Za-z_]\w*)\b(.*?),?\s*(#.*)?$")
+
+def _signature_end(lines: list[str], start: int) -> int | None:
+    "The index of the line that closes the `def` starting at `start` (the first prefix that parses with a body)."
+    for j in range(start, min(len(lines), start + 200)):
+        try: ast.parse(textwrap.dedent("\n".join(lines[start: j + 1])) + "\n    pass\n"); return j
+        except SyntaxError: continue
+    return None
+
+def one_declaration_per_parameter(code: str, name: str) -> tuple[str, list[Diagnostic]]:
+    "A merged `def name(...)` whose parameters stand one per line, a name declared twice: one declaration, at the first place, with the omni text."
+    lines = code.split("\n")
+    start = next((i for i, l in enumerate(lines) if re.match(rf"\s*(async\s+)?def\s+{re.escape(name)}\s*\(\s*$", l)), None)
+    end = _signature_end(lines, start) if start is not None else None
+    if end is None: return code, []
+    seen, drop, diags = {}, [], []
+    for i in range(start + 1, end):
+        m = _PARAM.match(lines[i])
+        if not m or not lines[i].strip() or lines[i].strip().startswith("#"): continue
+        if m.group(2) not in seen: seen[m.group(2)] = i; continue
+        first = seen[m.group(2)]
+        keep, other = (i, first) if INLINE_MARK in lines[i] or INLINE_MARK not in lines[first] else (first, i)
+        decl = lambda k: lines[k].split("#")[0].strip().rstrip(",")
+        same = decl(first) == decl(i)
+        diags.append(port_diagnostic("ONP4026", f"{code_info('ONP4026').title}: {m.group(2)}" +
+                                     ("" if same else f" (kept `{decl(keep)}`, dropped `{decl(other)}`)"), first + 1,
+                                     "info" if same else None, where=name))
+        lines[first] = _PARAM.match(lines[first]).group(1) + lines[keep].strip()
+        drop.append(i)
+    return "\n".join(l for k, l in enumerate(lines) if k not in drop), diags
 
 # %% ../../nbs/port/port.ipynb #1a11fce3
 register(
@@ -214,6 +252,8 @@ def port_method(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_s
 
 def finish_port(code: str, diags: list, style: str, name: str, gpu_omni: Located, prefer: str, format, line_length) -> PortResult:
     "A ported method's result: parse-checked (unless conflict markers explain themselves), placed, formatted if asked."
+    code, kept_once = one_declaration_per_parameter(code, name)   # a parameter both sides add is one parameter
+    diags += kept_once
     if not (prefer in ("markers", "git") and any(d.code == "ONP4001" for d in diags)):
         diags += parse_check(code, name)
     for d in diags: d.where = d.where or name
