@@ -23,3 +23,9 @@ def release_source():
             trees[key] = open_source(path)
         return trees[key]
     return get
+
+
+def pytest_unconfigure(config):
+    "The run is over: no exit-time walk of what the tests built and cached (libcst trees, whole releases' ast), as `cli.main.entry` does."
+    import gc
+    gc.freeze()

@@ -390,7 +390,10 @@ q.addEventListener('input',go);sel.forEach(s=>s.addEventListener('change',go));g
 
 _PATTERN_CSS = """<style>.onp-patterns .tools{display:flex;gap:.6em;flex-wrap:wrap;align-items:center;margin:.4em 0}
 .onp-patterns td,.onp-patterns th{word-break:normal;overflow-wrap:normal;hyphens:none;vertical-align:top}
-.onp-patterns td code,.onp-patterns td.nw{white-space:nowrap}.onp-patterns td.prose{min-width:16em;max-width:32em}
+.onp-patterns td code,.onp-patterns td.nw{white-space:nowrap}
+.onp-patterns .scroll{max-width:100%}
+.onp-patterns table{table-layout:auto!important;width:max-content!important;max-width:none!important}
+.onp-patterns th,.onp-patterns td{overflow:visible;width:auto!important}.onp-patterns td.prose{min-width:16em;max-width:32em}
 .onp-patterns .count{color:#666}</style>"""
 
 def _options(name: str, label: str, values) -> str:
