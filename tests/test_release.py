@@ -193,3 +193,18 @@ def test_a_method_whose_header_sits_in_a_conflict_is_one_method():
             "        return x\n    =======\n    >>>>>>> omni\n\n    def g(self):\n        pass\n")
     chunks = method_chunks(code, "A")
     assert list(chunks) == ["f", "g"] and "@deco" in chunks["f"] and "return 1" in chunks["f"] and "return x" in chunks["f"]
+
+
+def test_a_checkout_that_states_no_version_is_ported_and_said_so_or_told_its_version(tmp_path):
+    "A versionless checkout with --target: ported, with a note that no history was chosen; PATH@VERSION names its release."
+    from omni_npu_port.core.errors import UsageError
+    from omni_npu_port.port.release import port_release
+    stack = Path(__file__).parent / "fixtures" / "generalize" / "stack"
+    src = (str(stack / "vllm"), str(stack / "vllm_ascend"))
+    r = port_release(str(stack / "omni_new"), target="vllm-ascend==0.18.0", sources=src, out=tmp_path / "a", history="auto")
+    notes = [d.message for d in r.diagnostics if d.code == "ONP4301"]
+    assert any("states no version" in m for m in notes)
+    with pytest.raises(UsageError, match="is not a version"):
+        port_release(f"{stack / 'omni_new'}@banana", target="vllm-ascend==0.18.0", sources=src, out=tmp_path / "b")
+    r2 = port_release(f"{stack / 'omni_new'}@0.18.0", target="vllm-ascend==0.18.0", sources=src, out=tmp_path / "c", history=[])
+    assert not any("states no version" in d.message for d in r2.diagnostics)

@@ -74,7 +74,13 @@ def fetch_release(spec: str, progress=None, cache_dir: Path | str = CACHE_DIR, i
 
 # %% ../../nbs/port/release.ipynb #3008f779
 def open_release(omni: str, progress=None, cache_dir: Path | str = CACHE_DIR, index: str | None = None) -> SourceTree:
-    "A vLLM-Omni release: a version (the package cache, else PyPI), or a wheel, sdist or checkout path."
+    "A vLLM-Omni release: a version (the package cache, else PyPI), or a wheel, sdist or checkout path (`PATH@VERSION`: one that states no version)."
+    path, at, given = str(omni).rpartition("@")
+    if at and path and Path(path).expanduser().exists():   # a checkout that states no version, told which release it is
+        try: parse_version(given)
+        except ValueError: raise UsageError(f"--release {omni}: {given!r} is not a version; write PATH@0.30.0") from None
+        tree = open_release(path, progress, cache_dir, index)
+        return tree.with_version(given, "given")
     p = Path(str(omni)).expanduser()
     if not p.exists():
         try: parse_version(str(omni))
@@ -130,8 +136,12 @@ def choose_inputs(tree: SourceTree, target: str | None = None, history="auto") -
     if ascend is None:
         raise InputError(f"vllm-omni {pairing.omni} declares vllm {pairing.vllm}, and the catalog knows no vllm-ascend "
                          "release of that line; give --target vllm-ascend==X")
-    hist = omni_history(pairing.omni, pairing.vllm, ascend) if history == "auto" else list(history or [])
-    diags = [port_diagnostic("ONP4301", f"{code_info('ONP4301').title}: vllm-omni {pairing.omni} -> vllm {pairing.vllm}, "
+    known = tree.version is not None
+    hist = (omni_history(pairing.omni, pairing.vllm, ascend) if known else []) if history == "auto" else list(history or [])
+    diags = [] if known or history != "auto" else [port_diagnostic(
+        "ONP4301", f"{code_info('ONP4301').title}: the release states no version, so no vllm history was chosen; give it as "
+        "PATH@VERSION or pass --history", severity="info")]
+    diags += [port_diagnostic("ONP4301", f"{code_info('ONP4301').title}: vllm-omni {pairing.omni} -> vllm {pairing.vllm}, "
                              f"vllm-ascend {ascend} ({pairing.evidence})", severity="info")] if pairing.inferred else []
     return ReleaseInputs(tree, pairing, pairing.vllm, ascend, hist, diags)
 
