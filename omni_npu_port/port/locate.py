@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import functools
 import re
 import textwrap
 from pathlib import Path
@@ -109,8 +110,16 @@ _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 def python_lines(text: str) -> list[str]:
     "`text` split into lines where Python breaks them (\\n, \\r\\n, \\r) and nowhere else; no trailing empty line."
+    return list(_python_lines(text))
+
+_OTHER_BREAKS = re.compile("[\\r\\x0b\\x0c\\x1c\\x1d\\x1e\\x85\\u2028\\u2029]")
+
+@functools.lru_cache(maxsize=64)
+def _python_lines(text: str) -> tuple[str, ...]:
+    "`python_lines` once per module text (a class port reads every method of the same modules); `splitlines` where it agrees."
+    if not _OTHER_BREAKS.search(text): return tuple(text.splitlines())   # only \\n: str.splitlines (C) splits the same
     lines = _LINE_BREAK.split(text)
-    return lines[:-1] if lines and lines[-1] == "" else lines
+    return tuple(lines[:-1] if lines and lines[-1] == "" else lines)
 
 def method_text(module_text: str, node: ast.FunctionDef) -> str:
     "The source lines of a def (decorators included), dedented (lines as Python counts them: `str.splitlines` would also break at \\x0c, \\x1c-\\x1e, \\x85, \\u2028 inside a comment)."
