@@ -252,6 +252,10 @@ FORWARD_CONTEXT = [
        drop=("ubatch_slices", "slot_mapping", "is_padding"),
        notes="set_ascend_forward_context never accepts them; passing them raises TypeError. vllm adds "
              "`is_padding` by 0.27.1."),
+]
+
+# %% ../../nbs/core/catalog.ipynb #a9d4f47c
+FORWARD_CONTEXT += [
     _P("fc.signature-v013", "forward-context", "set_ascend_forward_context of the 0.13 releases", "signature-change",
        "set_forward_context(attn_metadata, vllm_config, virtual_engine=0, ...)",
        "set_ascend_forward_context(attn_metadata, vllm_config, virtual_engine=0, num_tokens=0, ..., model_instance=None,\n"
