@@ -35,7 +35,7 @@ class DeviceInfo:
 @dataclass
 class Shapes:
     "The module measured."
-    preset: str = described('"full" (stack-facts §5) or "small"')
+    preset: str = described('"full" (the published Qwen3-Omni talker config) or "small"')
     config: dict = described("every TalkerMTPConfig field")
     dtype: str = described("float32, float16 or bfloat16")
     parameters: int = described("parameter count of the module")

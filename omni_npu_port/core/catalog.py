@@ -50,7 +50,7 @@ PAIRING = {va: (vllm, TORCH_NPU_PINS.get(va)) for va, vllm in {
     "0.23.0.post1": "0.23.0", "0.24.0rc1": "0.24.0", "0.25.1rc1": "0.25.1", "0.26.0rc1": "0.26.0", "0.27.1rc1": "0.27.1",
     "0.28.0rc1": "0.28.0", "0.29.0rc1": "0.29.0", "0.30.0rc1": "0.30.0", "0.30.0rc2": "0.30.0", "main": "0.27.1"}.items()}
 
-# Where vLLM-Omni keeps its runners (stack-facts §1): (GPU module, GPU class, NPU module, NPU class).
+# Where vLLM-Omni keeps its runners: (GPU module, GPU class, NPU module, NPU class).
 OMNI_RUNNERS = (
     ("vllm_omni.worker.gpu_model_runner", "OmniGPUModelRunner",
      "vllm_omni.platforms.npu.worker.npu_model_runner", "OmniNPUModelRunner"),
@@ -370,7 +370,7 @@ GRAPHS = [
        gpu_symbol="vllm.distributed.parallel_state.graph_capture",
        npu_symbol="vllm_ascend.worker.model_runner_v1.graph_capture",
        params=("device",),
-       notes="vllm's gains `graph_capture_context=` in 0.27.1 (stack-facts); the 0.34.0 source reads "
+       notes="vllm's gains `graph_capture_context=` in 0.27.1; the 0.34.0 source reads "
              "`(device, stream)`, without it. vllm-ascend's keeps `(device)`."),
     _P("graph.capture-reexport", "graphs", "graph_capture imported from vllm.distributed", "import",
        "from vllm.distributed import graph_capture",

@@ -22,7 +22,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..core.catalog import (OmniPairing, PAIRING, omni_history, omni_pairing, parse_version, resolve_release,
+from ..core.catalog import (OMNI_RUNNERS, OmniPairing, PAIRING, omni_history, omni_pairing, parse_version, resolve_release,
                                         resolve_target_spec)
 from ..core.diagnostics import Code, Diagnostic, code_info, register
 from ..core.errors import InputError, UsageError
@@ -171,7 +171,7 @@ def release_runners(tree: SourceTree) -> ReleaseRunners:
     return ReleaseRunners(graph, gpu, found.npu, skipped)
 
 # %% ../../nbs/port/release.ipynb #28f71a0f
-DEFAULT_LAYOUT = "vllm_omni.platforms.npu.worker"   # where recent releases keep their NPU runners (stack-facts §1)
+DEFAULT_LAYOUT = OMNI_RUNNERS[0][2].rpartition(".")[0]   # where recent releases keep their NPU runners (the catalog's)
 
 @dataclass
 class Placement:
