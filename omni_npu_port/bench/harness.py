@@ -205,15 +205,14 @@ def run_bench(device: str = "auto", batch_sizes=None, iters: int | None = None, 
     empty = empty_stats["p50"] * 1e3
     step = rows[0].eager_ms["p50"]
     step = step * 1e3 if step is not None else latency_stats(time_steps(lambda: model(*smallest), p.synchronize, 5, 1))["p50"] * 1e3
+    spread = (empty_stats["p90"] - empty_stats["p10"]) * 1e3 + _ci_width_us(rows[0].eager_ms)
+    harness = HarnessOverhead(empty, step, empty / step, 0.02, empty / step < 0.02, spread)
     return BenchResult(
         SCHEMA_VERSION, "omni-npu-port bench", _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         DeviceInfo(p.name, str(p.device), bool(p.supports_graphs), _describe(p)), _versions(p),
         Shapes("small" if small else "full", cfg.to_dict(), dtype, sum(x.numel() for x in model.parameters())),
         Settings(list(batch_sizes), iters, warmup, str(prof.path) if prof.path else None, profile_kernels, torch.get_num_threads()),
-        HarnessOverhead(empty, step, empty / step, 0.02, empty / step < 0.02,
-                        (empty_stats["p90"] - empty_stats["p10"]) * 1e3 + _ci_width_us(rows[0].eager_ms)),
-        rows, notes + noise_notes(rows, {"overhead_fraction": empty / step, "eager_step_us": step, "target_fraction": 0.02,
-                                         "spread_us": (empty_stats["p90"] - empty_stats["p10"]) * 1e3 + _ci_width_us(rows[0].eager_ms)})).to_dict()
+        harness, rows, notes + noise_notes(rows, vars(harness))).to_dict()
 
 def _ci_width_us(stats: dict) -> float:
     "The width of a p50's bootstrap interval, in µs (0 without one)."
