@@ -17,6 +17,7 @@ from omni_npu_port.cli.main import main
 from omni_npu_port.core.catalog import OMNI_PAIRING, OmniPairing, ascend_of_line, omni_history, omni_pairing
 from omni_npu_port.core.errors import UsageError
 from omni_npu_port.core.io import OutputExists
+from omni_npu_port.port.merge import keep_side
 from omni_npu_port.port.release import (DEFAULT_LAYOUT, REPORT_JSON, check_method, choose_inputs, fetch_release,
                                         open_release, port_release, write_release)
 from omni_npu_port.sources.fetch import FetchError
@@ -83,7 +84,26 @@ def test_history_turns_a_stale_omni_line_into_the_npu_side():
     without, with_history = fixture_port(history=[]), fixture_port()
     assert without.conflicts > 0 == with_history.conflicts
     assert any(d.code == "ONP4012" for r in with_history.runners for d in r.diagnostics)
-    assert not without.runners[0].compiles and without.runners[0].compiles_npu_side   # markers: resolved to a side, it compiles
+    # by default a conflict keeps the NPU side live and comments the omni side out: the module compiles, the conflict
+    # is still counted, and the commented omni lines count as a side of it (not lost)
+    assert without.compiles and without.lost == 0 and "# <<<<<<< ONP4001" in without.runners[0].code
+    marked = fixture_port(history=[], prefer="markers")   # git-style markers: it compiles once resolved to a side
+    assert marked.conflicts == without.conflicts and marked.lost == 0
+    assert not marked.runners[0].compiles and marked.runners[0].compiles_npu_side
+    assert keep_side(marked.runners[0].code, 1) == keep_side(without.runners[0].code, 1) != keep_side(without.runners[0].code, 0)
+
+
+def test_a_commented_conflict_side_is_read_as_a_side_not_lost():
+    npu = "def f(self):\n    a = npu()\n    return a\n"
+    omni = "def f(self):\n    a = omni()\n    log(a)\n    return a\n"
+    base = "def f(self):\n    a = base()\n    return a\n"
+    port = ("def f(self):\n    # <<<<<<< ONP4001 conflict: NPU base (kept)\n    a = npu()\n    # ======= omni (commented out)\n"
+            "    # a = omni()\n    # log(a)\n    # >>>>>>>\n    return a\n")
+    compile(port, "<port>", "exec")
+    m = check_method("f", "merge", port, omni, omni, base, base, npu)
+    assert (m.omni_added, m.omni_missing, m.lost) == (2, 0, 0)
+    gone = check_method("f", "merge", port.replace("    # log(a)\n", ""), omni, omni, base, base, npu)
+    assert gone.unexplained == ["omni: log(a)"]   # a line missing from the commented side too is lost
 
 
 def test_prefer_npu_writes_modules_that_compile_and_says_what_it_dropped():

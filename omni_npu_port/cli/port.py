@@ -64,9 +64,10 @@ def _add_how_options(ap: argparse.ArgumentParser):
                     help="specs name classes (SOURCE:Class): port every omni override and write a module")
     ap.add_argument("--super", dest="super_style", choices=("auto", "call", "inline"), default="auto",
                     help="how to port methods that extend their base through super() (default: auto)")
-    ap.add_argument("--prefer", choices=("markers", "npu", "omni"), default="markers",
-                    help="conflicts: leave git-style markers (default), or keep the NPU base's / the omni GPU method's "
-                         "side, noted by an ONP4008 comment and diagnostic")
+    ap.add_argument("--prefer", choices=("markers", "comment", "npu", "omni"), default=None,
+                    help="conflicts: git-style markers (default; with --release `comment`), the NPU side live and the "
+                         "omni side commented out between marker comments (the code parses; still ONP4001), or keep the "
+                         "NPU base's / the omni GPU method's side, noted by an ONP4008 comment and diagnostic")
     ap.add_argument("--gpu-history", nargs="+", default=[], metavar="SPEC",
                     help="older vllm releases' same method (or class, with --class): where the omni side repeats one "
                          "of them and the GPU base has since changed, omni lags behind and the NPU side is kept (ONP4012)")
@@ -181,7 +182,7 @@ def run_update(args: argparse.Namespace, need: bool) -> tuple[PortResult, list[L
     nbo, nb = ((locate(args.npu_base_old, need), locate(args.npu_base, need)) if args.npu_base else (None, None))
     gbo, gb = ((locate(args.gpu_base_old, need), locate(args.gpu_base, need)) if args.gpu_base else (None, None))
     fn = update_class if args.whole_class else update_method
-    res = fn(pg, pn, go, nbo, nb, target=args.target, fence=args.fence, prefer=args.prefer, format=args.format,
+    res = fn(pg, pn, go, nbo, nb, target=args.target, fence=args.fence, prefer=args.prefer or "markers", format=args.format,
              line_length=args.line_length, gpu_base_old=gbo, gpu_base=gb)
     return res, [pg, pn, go]
 
@@ -200,7 +201,7 @@ def run_port(args: argparse.Namespace, need: bool) -> tuple[PortResult, list[Loc
         _no_methods([args.gpu_base, args.gpu_omni, args.npu_base, *args.gpu_history, *([args.into] if args.into else [])])
         locs = [locate(s, False, extra) for s in (args.gpu_base, args.gpu_omni, args.npu_base)]
         res = port_class(*locs, super_style=args.super_style, target=args.target, class_name=args.class_name,
-                         prefer=args.prefer, history=history, format=args.format, line_length=args.line_length,
+                         prefer=args.prefer or "markers", history=history, format=args.format, line_length=args.line_length,
                          into=into)
         return res, locs
     go = locate(args.gpu_omni, True, extra)     # a method the omni class lacks: the error lists those it has
@@ -211,7 +212,7 @@ def run_port(args: argparse.Namespace, need: bool) -> tuple[PortResult, list[Loc
         if m is None and named and named != go.method_node.name: raise PortError(missing_method(cls, named))
         return m or cls
     locs = [pick(gb, args.gpu_base), go, pick(nb, args.npu_base)]
-    res = port_method(*locs, super_style=args.super_style, target=args.target, prefer=args.prefer,
+    res = port_method(*locs, super_style=args.super_style, target=args.target, prefer=args.prefer or "markers",
                       history=history, format=args.format, line_length=args.line_length, into=into)
     return res, locs
 
@@ -236,7 +237,7 @@ def run_release(args: argparse.Namespace) -> int:
     "`port --release OMNI`: every runner class of the release ported and written with its report; 0 clean, 1 otherwise."
     say = lambda s: print(f"omni-npu-port: {s}", file=sys.stderr)
     res = port_release(args.release, target=args.target, history="auto" if args.history is None else args.history,
-                       sources=args.source, prefer=args.prefer, progress=say, workers=args.jobs)
+                       sources=args.source, prefer=args.prefer or "comment", progress=say, workers=args.jobs)
     written = write_release(res, args.output or f"npu-port-{res.omni}", force=args.force)
     if args.json: print(json.dumps(res.to_json(), indent=2))
     else: print("\n".join(release_summary(res) + [f"wrote {w}" for w in written]))

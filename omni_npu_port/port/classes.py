@@ -24,6 +24,7 @@ from .translation import module_imports, pairing_check, rules_for, target_check,
 from .translation import translate_code, translate_located, translate_methods
 from .supercalls import extends_by_super, param_names
 from .formatting import format_code, format_options, ruff_bin
+from .merge import keep_side
 from .overrides import omni_definitions, refit_overrides
 from .method import PortResult, parse_check, port_method, undefined_names
 
@@ -89,13 +90,15 @@ def plan_class(gpu_base: Located, gpu_omni: Located, npu_base: Located, target: 
 # %% ../../nbs/port/classes.ipynb #76c74fed
 def _imports_for(code: str, modules: list[tuple[str, str, str | None]], exclude: set[str]) -> list[str]:
     "Import lines for the free names of `code`, taken from the given (module, text, package) sources in order."
-    plain = "\n".join(l for l in code.splitlines() if not l.startswith(("<<<<<<<", "=======", ">>>>>>>")))
-    try:
-        tree = ast.parse(plain)
-        used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | annotation_names(tree)
-        bound = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
-    except SyntaxError:   # both sides of a conflict together may not parse: fall back to identifiers
-        used, bound = set(re.findall(r"(?<![.\w])[A-Za-z_]\w*", plain)), set()
+    used, bound = set(), set()
+    for side in ((0, 1) if "<<<<<<<" in code else (0,)):   # each side of every conflict (markers or commented) needs its names
+        plain = keep_side(code, side)
+        try:
+            tree = ast.parse(plain)
+            used |= {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | annotation_names(tree)
+            bound |= {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+        except SyntaxError:   # a side that does not parse: its identifiers
+            used |= set(re.findall(r"(?<![.\w])[A-Za-z_]\w*", plain))
     need = sorted(used - bound - exclude - set(dir(builtins)) - {"self"})
     out, done = [], set()
     for name in need:
@@ -229,7 +232,7 @@ def port_class(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_st
               f"Ported methods: {', '.join(f'{k} ({v})' for k, v in styles.items()) or 'none'}.\n"
               'Omni additions are fenced by `----Omni-new----` comments; `<<<<<<<` marks an unresolved conflict."""\n')
     code = header + "\n" + "\n".join(imports) + "\n\n\n" + cls_code
-    if not any(d.code == "ONP4001" for d in diags):
+    if prefer == "comment" or not any(d.code == "ONP4001" for d in diags):   # commented conflicts parse
         broken = parse_check(code, cname)
         diags += broken or undefined_names(code, cname)   # it compiles: does it read a name nothing binds?
     if format:   # the methods are formatted already (their diagnostics count their own lines): now the imports

@@ -26,7 +26,7 @@ from .locate import PortError, port_diagnostic
 __all__ = ['FENCE_TEXT', 'FENCE_RE', 'INLINE_MARK', 'TOKEN_RE', 'PREFER', 'indent_of', 'CodeLine', 'LineMatcher', 'lines_of',
            'code_tokens', 'logical_units', 'adopt_layout', 'Hunk', 'tokens_in', 'refine_conflict', 'hunk_sides',
            'side_text', 'statement_cut', 'whole_conflicts', 'own_sides', 'statement_units', 'statement_merge',
-           'merge_hunks', 'render']
+           'merge_hunks', 'render', 'uncomment_conflicts', 'keep_side']
 
 # %% ../../nbs/port/merge.ipynb #c933b968
 FENCE_TEXT = "# ---------------------------------------Omni-new----------------------------------------------"
@@ -825,3 +825,33 @@ def render(hunks: list[Hunk], labels=("NPU base", "omni GPU (translated)"), fenc
             rows.append((f">>>>>>> {labels[1]}", "port"))
     if origins is not None: origins[:] = [o for _, o in rows]
     return [l for l, _ in rows], diags
+
+# %% ../../nbs/port/merge.ipynb #eabc3ea6
+_COMMENT_OPEN, _COMMENT_SPLIT, _COMMENT_CLOSE = "# <<<<<<< ONP4001", "# =======", "# >>>>>>>"
+
+def uncomment_conflicts(code: str) -> str:
+    "The `prefer=\"comment\"` form of each conflict as git-style markers, its commented omni side uncommented (other code unchanged)."
+    if _COMMENT_OPEN not in code: return code
+    out, state, ind = [], None, ""   # state: None outside, 0 in the NPU side, 1 in the commented omni side
+    for l in code.splitlines():
+        s = l.lstrip()
+        if state is None and s.startswith(_COMMENT_OPEN):
+            state, ind = 0, l[: len(l) - len(s)]; out.append("<<<<<<<" + s[len("# <<<<<<<"):]); continue
+        if state == 0 and s.startswith(_COMMENT_SPLIT) and l.startswith(ind + "#"):
+            state = 1; out.append("=======" + s[len(_COMMENT_SPLIT):]); continue
+        if state == 1 and s.startswith(_COMMENT_CLOSE) and l.startswith(ind + "#"):
+            state = None; out.append(">>>>>>>" + s[len(_COMMENT_CLOSE):]); continue
+        if state == 1 and l.startswith(ind + "# "): l = ind + l[len(ind) + 2:]
+        out.append(l)
+    return "\n".join(out) + ("\n" if code.endswith("\n") else "")
+
+def keep_side(code: str, side: int = 0) -> str:
+    "The code with each conflict (markers, or the comment form) resolved to one side (0: the NPU base's; 1: the omni method's)."
+    out, at = [], None
+    for l in uncomment_conflicts(code).splitlines():
+        s = l.lstrip()
+        if s.startswith("<<<<<<<"): at = 0; continue
+        if s.startswith("=======") and at is not None: at = 1; continue
+        if s.startswith(">>>>>>>") and at is not None: at = None; continue
+        if at is None or at == side: out.append(l)
+    return "\n".join(out) + "\n"

@@ -33,14 +33,14 @@ from ..sources.symbols import SymbolIndex
 from .audit import ClassGraph, RunnerClass, Runners, device_markers, find_runners, pair_runners, runner_bases
 from .classes import port_class, ported_class_name
 from .locate import Located, MethodSpec, PortError, locate, method_located, open_tree, port_diagnostic
-from .merge import code_tokens, logical_units
+from .merge import code_tokens, keep_side, logical_units, uncomment_conflicts
 from .method import undefined_names
 from .translation import rules_for, target_of, translate_methods
 
 # %% auto #0
 __all__ = ['DEFAULT_LAYOUT', 'REACHED', 'EXPLAINS', 'REPORT_JSON', 'REPORT_MD', 'fetch_release', 'open_release', 'package_texts',
            'ReleaseInputs', 'choose_inputs', 'ReleaseRunners', 'release_runners', 'Placement', 'place_runners',
-           'line_keys', 'in_port', 'port_statements', 'edited', 'method_chunks', 'keep_side', 'compiles', 'MethodCheck',
+           'line_keys', 'in_port', 'port_statements', 'edited', 'method_chunks', 'compiles', 'MethodCheck',
            'check_method', 'RunnerPort', 'check_runner', 'port_runner', 'ReleasePort', 'release_summary',
            'release_markdown', 'release_html', 'write_release', 'run_ports', 'unpack_sdists', 'release_source',
            'port_release']
@@ -279,17 +279,6 @@ def method_chunks(code: str, cls: str) -> dict[str, str]:
         if n: out[n] = out.get(n, "") + "\n".join(ls).rstrip() + "\n"
     return out
 
-def keep_side(code: str, side: int = 0) -> str:
-    "The code with each conflict resolved to one side (0: the first, the NPU base's; 1: the omni method's)."
-    out, at = [], None
-    for l in code.splitlines():
-        s = l.lstrip()
-        if s.startswith("<<<<<<<"): at = 0; continue
-        if s.startswith("=======") and at is not None: at = 1; continue
-        if s.startswith(">>>>>>>") and at is not None: at = None; continue
-        if at is None or at == side: out.append(l)
-    return "\n".join(out) + "\n"
-
 def compiles(code: str) -> bool:
     "Whether a module compiles (`compile()`: the parser and the checks after it, such as a repeated keyword)."
     try: compile(code, "<port>", "exec", dont_inherit=True); return True
@@ -323,6 +312,7 @@ class MethodCheck:
 def check_method(name: str, style: str, port: str, omni: str, omni_t: str, base: str = "", base_t: str = "",
                  npu: str = "", older: tuple = (), diags: tuple = ()) -> MethodCheck:
     "Compare a ported method with its inputs statement by statement (by tokens): NPU base, omni-added, translated."
+    port = uncomment_conflicts(port)   # a commented conflict side is a side of the conflict, as with markers
     P, O, Ot, N = f" {_key(port)} ", line_keys(omni), line_keys(omni_t), line_keys(npu)
     B = {**line_keys(base), **line_keys(base_t)}
     for h in older: B.update(line_keys(h))
@@ -391,8 +381,8 @@ def check_runner(code: str, cls: str, styles: dict, diags: list, gpu_base: Locat
     return out
 
 def port_runner(g: RunnerClass, place: Placement, omni_src: str, gpu_base: Located, npu_base: Located,
-                history: list[Located], extra=(), prefer: str = "markers") -> RunnerPort:
-    "Port one GPU runner class onto vllm-ascend's runner, as the class `place` names (`prefer`: conflicts as markers, or one side kept); check each method; ONP4303 per lost line."
+                history: list[Located], extra=(), prefer: str = "comment") -> RunnerPort:
+    "Port one GPU runner class onto vllm-ascend's runner, as the class `place` names (`prefer`: conflicts commented out, as markers, or one side kept); check each method; ONP4303 per lost line."
     t0 = time.perf_counter()
     omni = locate(MethodSpec(omni_src, g.module, g.name), False, extra)
     res = port_class(gpu_base, omni, npu_base, history=history, class_name=place.cls, prefer=prefer)
@@ -572,7 +562,7 @@ def release_source(spec: str, sources=(), progress=None, cache_dir: Path | str =
 def _base(path: str, sym) -> Located: return locate(MethodSpec(path, sym.module, sym.leaf), False)
 
 def port_release(omni: str, target: str | None = None, out: Path | str | None = None, history="auto", sources=(),
-                 prefer: str = "markers", force: bool = False, progress=None, cache_dir: Path | str = CACHE_DIR,
+                 prefer: str = "comment", force: bool = False, progress=None, cache_dir: Path | str = CACHE_DIR,
                  index: str | None = None, workers: int = 1) -> ReleasePort:
     "Port every runner class of a vLLM-Omni release (version, wheel, sdist or checkout) onto the vllm-ascend it pairs with."
     t0 = time.perf_counter()
