@@ -2,6 +2,8 @@
 import ast
 import json
 import re
+import shutil
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -1464,3 +1466,25 @@ def test_a_parameter_both_sides_add_is_declared_once():
     assert [a.arg for a in sig] == ["self", "num_tokens", "lora", "warm"]
     assert ast.unparse(ast.parse(textwrap.dedent(res.code)).body[0].args.defaults[0]) == "None"
     assert [d.code for d in res.diagnostics if d.code in ("ONP4026", "ONP4006")] == ["ONP4026"]
+
+
+def test_copied_super_calls_reach_what_they_reached_in_their_own_class(tmp_path):
+    "`class NPUX(OmniGPUModelRunner, NPUModelRunner)`: the NPU base's `super().profile_run()` and the omni method's"
+    " `super().shutdown()` would both reach OmniGPUModelRunner's GPU method, the one the port replaces; the port"
+    " writes super(ThatClass, self) (ONP4027), and the ported class, run, calls what each line called in its own class."
+    loc = lambda c: L.locate(f"{FIX / 'super_rebind.py'}:{c}", False)
+    res = K.port_class(loc("GPUModelRunner"), loc("OmniGPUModelRunner"), loc("NPUModelRunner"))
+    assert "super(NPUModelRunner, self).profile_run()" in res.code and "super(OmniGPUModelRunner, self).shutdown()" in res.code
+    assert sum(d.code == "ONP4027" for d in res.diagnostics) == 2
+    (tmp_path / "ported.py").write_text(res.code)
+    shutil.copy(FIX / "super_rebind.py", tmp_path)
+    probe = ("import sys, types\n"
+             "calls = []\n"   # a torch whose CUDA namespace is gone: the GPU method the port replaces cannot run
+             "sys.modules['torch'] = types.SimpleNamespace(npu=types.SimpleNamespace(synchronize=lambda: calls.append('npu.sync')))\n"
+             f"sys.path.insert(0, {str(tmp_path)!r})\n"
+             "from ported import OmniNPUModelRunner as D\n"
+             "r = D(); r.profile_run(); r.shutdown(); print(' '.join(calls + r.calls))")
+    got = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert got.returncode == 0, got.stderr
+    assert got.stdout.split() == ["npu.sync", "omni.warmup", "prepare", "npu.warmup", "prepare", "gpu.dummy",
+                                  "omni.shutdown", "gpu.shutdown"]

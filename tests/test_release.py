@@ -77,7 +77,44 @@ def test_every_runner_is_ported_into_the_release_layout():
     assert [c.rsplit(".", 1)[1] for c, _ in res.skipped] == ["OmniV2ModelRunner"]
     assert {"ONP4301", "ONP4302"} <= {d.code for d in res.diagnostics}
     ar = {m.name: m for m in res.runners[1].methods}
-    assert set(ar) >= {"sample_tokens", "_dummy_run", "apply_talker_mask"} and ar["sample_tokens"].omni_added == 1
+    assert set(ar) == {"sample_tokens", "apply_talker_mask"} and ar["sample_tokens"].omni_added == 1
+
+
+def test_a_derived_runner_derives_from_its_base_runners_port(tmp_path):
+    "GPUARModelRunner(OmniGPUModelRunner): its port derives from the port of OmniGPUModelRunner and ports only its own"
+    " methods; written into a copy of the checkout, the modules import (fixture vllm / vllm-ascend, CPU torch) and the"
+    " derived class reaches the base port's methods through Python's own MRO."
+    omni = shutil.copytree(FIX / "omni", tmp_path / "omni")
+    res = fixture_port(omni)
+    base, ar = res.runners
+    assert (base.parent, ar.parent) == (None, "OmniNPUModelRunner")
+    assert "class NPUARModelRunner(GPUARModelRunner, OmniNPUModelRunner):" in ar.code
+    assert "from vllm_omni.worker.npu.npu_model_runner import OmniNPUModelRunner" in ar.code
+    assert "_dummy_run" in {m.name for m in base.methods} and "def _dummy_run" not in ar.code   # not ported twice
+    write_release(res, omni, force=True)
+    probe = (f"import sys; sys.path[:0] = {[str(omni), str(FIX / 'vllm'), str(FIX / 'vllm_ascend')]!r}\n"
+             "from vllm_omni.worker.npu.npu_ar_model_runner import NPUARModelRunner as A\n"
+             "from vllm_omni.worker.npu.npu_model_runner import OmniNPUModelRunner as B\n"
+             "print(' '.join(c.__name__ for c in A.__mro__), A._dummy_run is B._dummy_run, B._dummy_run.__module__)")
+    got = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert got.returncode == 0, got.stderr
+    assert got.stdout.split() == ["NPUARModelRunner", "GPUARModelRunner", "OmniNPUModelRunner", "OmniGPUModelRunner",
+                                  "NPUModelRunner", "GPUModelRunner", "object", "True", "vllm_omni.worker.npu.npu_model_runner"]
+
+
+def test_runners_wait_for_the_port_they_derive_from():
+    from omni_npu_port.port import release as R
+    seen = []
+    real = R.port_runner
+    def spy(*args, parent=None):
+        seen.append((args[1].cls, parent.cls if parent else None)); return real(*args, parent=parent)
+    R.port_runner = spy
+    try: res = fixture_port()
+    finally: R.port_runner = real
+    assert seen == [("OmniNPUModelRunner", None), ("NPUARModelRunner", "OmniNPUModelRunner")] and res.runners[1].parent
+    par = fixture_port(workers=2)   # forked per level: the derived runner's worker sees the base's port
+    assert [(r.parent, r.code) for r in par.runners] == [(r.parent, r.code) for r in res.runners]
+    with pytest.raises(ValueError, match="wait on each other"): R.run_ports([(), ()], after=[1, 0])
 
 
 def test_history_turns_a_stale_omni_line_into_the_npu_side():

@@ -22,7 +22,7 @@ from ..translate.engine import RuleSet, translate_source
 from .locate import Located, MroClass, class_mro, mro_merge, method_located, own_methods, port_diagnostic
 from .translation import module_imports, pairing_check, rules_for, target_check, target_of
 from .translation import translate_code, translate_located, translate_methods
-from .supercalls import extends_by_super, param_names
+from .supercalls import extends_by_super, param_names, rebind_supers
 from .formatting import format_code, format_options, ruff_bin
 from .merge import keep_side
 from .overrides import omni_definitions, refit_overrides
@@ -56,19 +56,20 @@ def accepts_npu_calls(omni_fn, npu_fn) -> bool:
     op, np_ = [p for p in o if not p.startswith("*")], [p for p in n if not p.startswith("*")]
     return op[: len(np_)] == np_ and (not any(p.startswith("**") for p in n) or any(p.startswith("**") for p in o))
 
-def omni_overrides(gpu_omni: Located, gpu_base: Located) -> list[str]:
-    "Every method the omni class or an omni class of its MRO defines (never a class of the GPU base's side), in MRO order."
-    gpu_side = {c.name for c in class_mro(gpu_base)}
+def omni_overrides(gpu_omni: Located, gpu_base: Located, exclude=()) -> list[str]:
+    "Every method the omni class or an omni class of its MRO defines (never a class of the GPU base's side, nor one of `exclude`), in MRO order."
+    gpu_side = {c.name for c in class_mro(gpu_base)} | set(exclude)
     names = []
     for c in class_mro(gpu_omni):
         if c.node is None or c.name in gpu_side or (c.package and gpu_omni.package and c.package != gpu_omni.package): continue
         names += [n for n in own_methods(c.node) if n not in names]
     return names
 
-def plan_class(gpu_base: Located, gpu_omni: Located, npu_base: Located, target: str | RuleSet | None = None) -> ClassPlan:
-    "Sort the omni class's own methods into three-way ports, translated copies and inherited ones."
+def plan_class(gpu_base: Located, gpu_omni: Located, npu_base: Located, target: str | RuleSet | None = None,
+               exclude=()) -> ClassPlan:
+    "Sort the omni class's own methods into three-way ports, translated copies and inherited ones (`exclude`: omni classes whose methods an NPU parent has)."
     rules = rules_for(target or target_of(npu_base))
-    names = omni_overrides(gpu_omni, gpu_base)
+    names = omni_overrides(gpu_omni, gpu_base, exclude)
     omni = {n: method_located(gpu_omni, n) for n in names}
     done = translate_methods([(omni[n].method_source, omni[n].context_text) for n in names], rules)   # one run
     port, trans, inherit = [], [], []
@@ -164,9 +165,9 @@ def _translated_imports(loc: Located, rules: RuleSet) -> str:
     return t.code if t.error is None else head
 
 # %% ../../nbs/port/classes.ipynb #8ef2bf71
-def generated_mro(cname: str, gpu_omni: Located, npu_base: Located) -> list[MroClass]:
-    "The MRO of the class a class port writes, `class cname(OmniX, NPUBase)`: Python's C3 merge of the two MROs."
-    a, b = class_mro(gpu_omni), class_mro(npu_base)
+def generated_mro(cname: str, gpu_omni: Located, npu_base: Located, parent: list[MroClass] | None = None) -> list[MroClass]:
+    "The MRO of the class a class port writes, `class cname(OmniX, NPUBase)` (or `(OmniX, Parent)`, `parent` its MRO): Python's C3 merge of the two MROs."
+    a, b = class_mro(gpu_omni), (parent or class_mro(npu_base))
     by = {c.name: c for c in b} | {c.name: c for c in a}
     order = mro_merge([[c.name for c in a], [c.name for c in b], [a[0].name, b[0].name]])
     return [MroClass(cname, None)] + [by[n] for n in order]
@@ -177,17 +178,19 @@ def generated_mro(cname: str, gpu_omni: Located, npu_base: Located) -> list[MroC
 def port_class(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_style: str = "auto",
                target: str | RuleSet | None = None, class_name: str | None = None, prefer: str = "markers",
                history: list[Located] = (), format: str | None = None, line_length: int | None = None,
-               into: Located | None = None) -> PortResult:
-    "Port every omni override of a class; returns a module with its imports (`history`: older GPU base classes; `format`: ruff; `into`: the class the methods land in instead of the generated one)."
+               into: Located | None = None, parent: list[MroClass] | None = None) -> PortResult:
+    "Port every omni override of a class; returns a module with its imports (`history`: older GPU base classes; `format`: ruff;"
+    " `into`: the class the methods land in instead of the generated one; `parent`: the MRO of an NPU class ported already"
+    " for an omni base of this one, which the port derives from: the methods it has are not ported again)."
     if format: ruff_bin()
     t0 = time.perf_counter()
     ll, settings = format_options(gpu_omni, line_length) if format else (None, {})
     rules = rules_for(target or target_of(npu_base))       # compiled once for the whole class
-    plan = plan_class(gpu_base, gpu_omni, npu_base, rules)
+    plan = plan_class(gpu_base, gpu_omni, npu_base, rules, exclude={c.name for c in parent or []})
     diags = pairing_check(gpu_base, npu_base) + target_check(npu_base, rules)
     bodies, styles, npu_srcs = [], {}, {}
     cname = class_name or ported_class_name(gpu_omni.cls_node.name)
-    landing = class_mro(into) if into is not None else generated_mro(cname, gpu_omni, npu_base)
+    landing = class_mro(into) if into is not None else generated_mro(cname, gpu_omni, npu_base, parent)
     for name in plan.port:
         r = port_method(method_located(gpu_base, name), method_located(gpu_omni, name),
                         method_located(npu_base, name), super_style, rules, prefer=prefer,
@@ -197,13 +200,17 @@ def port_class(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_st
         bodies.append(r.code); styles[name] = r.style
         if r.style == "super-call": npu_srcs[name] = method_located(npu_base, name).method_source
     for name in plan.translate:
-        new, d = translate_located(method_located(gpu_omni, name), rules)
+        own = method_located(gpu_omni, name)
+        new, d = translate_located(own, rules)
+        rebound, d4 = rebind_supers(new.splitlines(), ["omni"] * new.count("\n"), landing, {"omni": own.owner},
+                                    (param_names(own.method_node) or ["self"])[0])
+        new, d = "\n".join(rebound) + "\n", list(d) + d4   # its super() calls reach what they did in its own class
         d = [dataclasses.replace(x, where=name) for x in d]
         if format: new, d = format_code(new, format, ll, settings, d)
         diags += [port_diagnostic("ONP4007", code_info('ONP4007').title, None, "info", where=name)] + \
                  [dataclasses.replace(x, where=x.where or name) for x in d]
         bodies.append(new); styles[name] = "omni-only"
-    omni_cls, npu_cls = gpu_omni.cls_node.name, npu_base.cls_node.name
+    omni_cls, npu_cls = gpu_omni.cls_node.name, (parent[0].name if parent else npu_base.cls_node.name)
     defs = omni_definitions(gpu_omni, gpu_base)
     diags = refit_overrides(diags, dict(zip(plan.port + plan.translate, bodies)), npu_srcs,
                              {n: fn for n, (_, fn) in defs.items()}, cname, {n: o for n, (o, _) in defs.items()})
@@ -219,7 +226,7 @@ def port_class(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_st
         if m.owner_module and m.owner_module != gpu_omni.module and m.owner_text:
             sources += [(m.owner_module, _translated_imports(m, rules), m.package), (m.owner_module, m.owner_text, m.package)]
     imports = _imports_for(cls_code, sources, set())
-    imports += [f"from {gpu_omni.module} import {omni_cls}", f"from {npu_base.module} import {npu_cls}"]
+    imports += [f"from {gpu_omni.module} import {omni_cls}", f"from {parent[0].module if parent else npu_base.module} import {npu_cls}"]
     typing_only = sorted({i[len(TYPING_ONLY):] for i in imports if i.startswith(TYPING_ONLY)})
     imports = [i for i in imports if not i.startswith(TYPING_ONLY)]
     typing_only = [i for i in typing_only if i not in imports]
@@ -227,7 +234,8 @@ def port_class(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_st
     imports = list(dict.fromkeys(sorted(i for i in imports if i.startswith("import ")) +
                                  sorted(i for i in imports if i.startswith("from "))))
     if typing_only: imports += ["", "if TYPE_CHECKING:"] + [f"    {i}" for i in typing_only]
-    header = (f'"""{cname}: {omni_cls} ported onto {npu_base.label()} by `omni-npu-port port --class`.\n\n'
+    below = f" (below {npu_cls}, ported already: the methods it has are not ported again)" if parent else ""
+    header = (f'"""{cname}: {omni_cls} ported onto {npu_base.label()}{below} by `omni-npu-port port --class`.\n\n'
               f"Sources: GPU base {gpu_base.label()}; omni GPU {gpu_omni.label()}; translator target {rules.target}.\n"
               f"Ported methods: {', '.join(f'{k} ({v})' for k, v in styles.items()) or 'none'}.\n"
               'Omni additions are fenced by `----Omni-new----` comments; `<<<<<<<` marks an unresolved conflict."""\n')

@@ -556,39 +556,60 @@ def _blocks(n: ast.stmt) -> list[list[ast.stmt]]:
            and isinstance(b[0], ast.stmt) and not (elif_ and b is n.orelse)]   # an `elif` clause is no statement of its own
     return out + [h.body for h in getattr(n, "handlers", [])] + [c.body for c in getattr(n, "cases", [])]
 
-def statement_cut(tree: ast.Module, lo: int, hi: int, lines: list[str] | None = None) -> str | None:
-    "None when lines lo..hi (1-based) are whole statements of `tree`; else `prev` / `next`: where a statement they cut goes on."
-    for n in ast.walk(tree):
-        if not isinstance(n, ast.stmt): continue
-        s = min([n.lineno] + [d.lineno for d in getattr(n, "decorator_list", [])])
-        if n.end_lineno < lo or s > hi or (lo <= s and n.end_lineno <= hi): continue
-        blocks = _blocks(n)
+def _spans(tree: ast.Module) -> list[tuple]:
+    "Every statement of a tree with its first line (decorators included), last line and blocks: read once per parse."
+    return [(n, min([n.lineno] + [d.lineno for d in getattr(n, "decorator_list", [])]), n.end_lineno, _blocks(n))
+            for n in ast.walk(tree) if isinstance(n, ast.stmt)]
+
+def _cut(tree: ast.Module, spans: list[tuple], lo: int, hi: int, lines: list[str] | None) -> tuple[str, int, int] | None:
+    "The first statement lines lo..hi cut: (`prev` / `next`, its first line, its last line); None when they cut none."
+    for n, s, e, blocks in spans:
+        if e < lo or s > hi or (lo <= s and e <= hi): continue
         if any(b[0].lineno <= lo and hi <= b[-1].end_lineno for b in blocks): continue
-        if n in tree.body and isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and lo <= s and \
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and lo <= s and any(n is t for t in tree.body) and \
                 hi >= max((i for i in range(s, n.body[0].lineno) if lines is None or code_tokens(lines[i - 1])), default=s):
             continue   # the method's own header (a signature conflict, its code lines) with whole statements of its body
-        return "prev" if s < lo else "next"
+        return ("prev" if s < lo else "next"), s, e
     return None
 
+def statement_cut(tree: ast.Module, lo: int, hi: int, lines: list[str] | None = None) -> str | None:
+    "None when lines lo..hi (1-based) are whole statements of `tree`; else `prev` / `next`: where a statement they cut goes on."
+    cut = _cut(tree, _spans(tree), lo, hi, lines)
+    return cut[0] if cut else None
+
 # %% ../../nbs/port/merge.ipynb #5ff627dd
-def _broken(hs: list[Hunk]) -> tuple[int, str] | None:
-    "The first conflict (index, way to widen) whose side cuts a statement or leaves code that does not parse; None if none."
+@functools.lru_cache(maxsize=16)
+def _parsed(text: str) -> tuple[ast.Module | None, list, SyntaxError | None]:
+    "A side's tree and statement spans, or its syntax error: widening a conflict over lines both sides share keeps each"
+    " side's text, so most rounds of `whole_conflicts` read a text parsed already."
+    try: tree = ast.parse(text)
+    except SyntaxError as e: return None, [], e
+    return tree, _spans(tree), None
+
+def _broken(hs: list[Hunk]) -> tuple[int, str, int, int | None] | None:
+    "The first conflict (index, way to widen, side, lines of its neighbours the cut statement spans, where known) whose side"
+    " cuts a statement or leaves code that does not parse; None if none."
     for side in (0, 1):
         lines, owner = side_text(hs, side)
-        try: tree = ast.parse(textwrap.dedent("\n".join(lines) + "\n"))
-        except SyntaxError as e:
+        tree, spans, e = _parsed(textwrap.dedent("\n".join(lines) + "\n"))
+        if e is not None:
             conflicts = [k for k, h in enumerate(hs) if h.kind == "conflict"]
-            if not conflicts or not owner: return (-1, "", side)
+            if not conflicts or not owner: return (-1, "", side, None)
             bad = owner[min(max((e.lineno or 1) - 1, 0), len(owner) - 1)]
             c = min(conflicts, key=lambda k: (abs(k - bad), k > bad))   # the conflict nearest the error, the one before it first
-            if bad != c: return c, "next" if bad > c else "prev", side
+            if bad != c:   # widening keeps the text: the error stays where it is until the conflict takes its line in
+                ix, mine = min(max((e.lineno or 1) - 1, 0), len(owner) - 1), [i for i, o in enumerate(owner) if o == c]
+                return c, "next" if bad > c else "prev", side, (max(ix - mine[-1] if bad > c else mine[0] - ix, 1) if mine else None)
             part = hunk_sides(hs[c])[side]                 # the error is in the conflict: does it open what it leaves open?
             code = [l for l in part if code_tokens(l)]
-            return c, "next" if _opened(part) > 0 or (code and code_tokens(code[-1])[-1] == ":") else "prev", side
+            return c, "next" if _opened(part) > 0 or (code and code_tokens(code[-1])[-1] == ":") else "prev", side, None
         for k, h in enumerate(hs):
             if h.kind != "conflict": continue
-            at = [i + 1 for i, o in enumerate(owner) if o == k and code_tokens(lines[i])]
-            if at and (way := statement_cut(tree, at[0], at[-1], lines)): return k, way, side
+            mine = [i for i, o in enumerate(owner) if o == k]
+            at = [i + 1 for i in mine if code_tokens(lines[i])]
+            if at and (cut := _cut(tree, spans, at[0], at[-1], lines)):
+                way, s, e = cut   # widening changes no side's text, only which hunk owns a line: go to the statement's edge at once
+                return k, way, side, max(mine[0] + 1 - s if way == "prev" else e - (mine[-1] + 1), 1)
     return None
 
 def whole_conflicts(hunks: list[Hunk], npu: str, omni: str, base: str | None = None) -> list[Hunk]:
@@ -597,13 +618,13 @@ def whole_conflicts(hunks: list[Hunk], npu: str, omni: str, base: str | None = N
     for _ in range(sum(len(h.lines) + len(h.npu) + len(h.omni) + 2 for h in hs)):
         bad = _broken(hs)
         if bad is None: return hs
-        i, way, side = bad
+        i, way, side, need = bad
         if i < 0 or len(hs) == 1: break
         if hs[i].omni_full is not None:   # cut to omni's own lines, it broke a statement: the lines omni kept come back
             hs[i].omni, hs[i].omni_full = hs[i].omni_full, None; continue
         j = i + 1 if way == "next" else i - 1
         if not 0 <= j < len(hs): break   # nothing left that way: the line merge cannot close it
-        _absorb(hs, i, j, _needed(hunk_sides(hs[i])[side], hunk_sides(hs[j])[side], j < i))
+        _absorb(hs, i, j, need or _needed(hunk_sides(hs[i])[side], hunk_sides(hs[j])[side], j < i))
     try: hs = statement_merge(base, omni, npu) if base else None
     except (SyntaxError, IndexError, AttributeError): hs = None
     if hs and _broken(hs) is None:

@@ -19,7 +19,7 @@ from .locate import Located, class_mro, port_diagnostic
 from .translation import pairing_check, rules_for, target_check, target_of, translate_methods
 from .merge import INLINE_MARK, merge_hunks, render
 from .supercalls import extends_by_super, inlinable_call, port_super_call, port_super_inline
-from .supercalls import super_calls, super_kept, super_target, walk_no_nested
+from .supercalls import param_names, rebind_supers, super_calls, super_kept, super_target, walk_no_nested
 from .formatting import format_code, format_options, ruff_bin
 from .overrides import omni_definitions, override_calls, override_calls_in_base
 
@@ -240,6 +240,11 @@ def port_method(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_s
         hunks = merge_hunks(base_t, omni_t, npu, older)
         lines, d2 = render(hunks, (f"NPU base: {npu_base.label()}", f"omni GPU: {gpu_omni.label()} (translated)"),
                            fence, prefer, origins)
+    if landing:   # each copied line's super() reaches what it reached in the class it was copied from (ONP4027)
+        first = (param_names(ast.parse(omni_t).body[0]) or ["self"])[0]
+        lines, d3 = rebind_supers(lines, origins, landing, {"omni": gpu_omni.owner or gpu_omni.cls_node.name,
+                                                            "npu": npu_base.owner or npu_base.cls_node.name}, first)
+        d2 = list(d2) + d3
     diags += d2
     diags += kept_omni_diagnostics(tdiags, omni_t.splitlines(), lines, origins, skip)
     defs, omni_cls = omni_definitions(gpu_omni, gpu_base), gpu_omni.cls_node.name

@@ -31,8 +31,8 @@ from ..sources.fetch import CACHE_DIR, FetchError, cached_release, fetch_package
 from ..sources.readers import SourceTree, open_source
 from ..sources.symbols import SymbolIndex
 from .audit import ClassGraph, RunnerClass, Runners, device_markers, find_runners, pair_runners, runner_bases
-from .classes import port_class, ported_class_name
-from .locate import Located, MethodSpec, PortError, locate, method_located, open_tree, port_diagnostic
+from .classes import generated_mro, port_class, ported_class_name
+from .locate import Located, MethodSpec, MroClass, PortError, locate, method_located, open_tree, port_diagnostic, top_classes
 from .merge import code_tokens, keep_side, logical_units, uncomment_conflicts
 from .method import undefined_names
 from .translation import rules_for, target_of, translate_methods
@@ -41,7 +41,7 @@ from .translation import rules_for, target_of, translate_methods
 __all__ = ['DEFAULT_LAYOUT', 'REACHED', 'EXPLAINS', 'REPORT_JSON', 'REPORT_MD', 'fetch_release', 'open_release', 'package_texts',
            'ReleaseInputs', 'choose_inputs', 'ReleaseRunners', 'release_runners', 'Placement', 'place_runners',
            'line_keys', 'in_port', 'port_statements', 'edited', 'method_chunks', 'compiles', 'MethodCheck',
-           'check_method', 'RunnerPort', 'check_runner', 'port_runner', 'ReleasePort', 'release_summary',
+           'check_method', 'RunnerPort', 'check_runner', 'parent_mro', 'port_runner', 'ReleasePort', 'release_summary',
            'release_markdown', 'release_html', 'write_release', 'run_ports', 'unpack_sdists', 'release_source',
            'port_release']
 
@@ -52,6 +52,9 @@ register(
          "info", "check the pairing the report names; give --target vllm-ascend==X to choose another", "port/release.ipynb", "port"),
     Code("ONP4302", "runner-not-ported", "a runner class derives from a GPU runner the catalog has no NPU base for: not ported",
          "warning", "port it by hand, or add its vllm base and vllm-ascend counterpart to the catalog", "port/release.ipynb", "port"),
+    Code("ONP4304", "parent-not-derived", "the port of the runner's omni base does not parse on its NPU side, so this "
+         "runner was ported onto the NPU base with every omni method instead of deriving from that port", "info",
+         "resolve the base runner's port (its conflicts, ONP4006) and port again", "port/release.ipynb", "port"),
     Code("ONP4303", "line-lost", "a line of the NPU base or an omni-added line is missing from the port and no "
          "diagnostic explains why", "warning", "compare the method with its inputs (the line is named) and restore it "
          "or record why it goes", "port/release.ipynb", "port"),
@@ -349,6 +352,7 @@ class RunnerPort:
     methods: list                 # MethodCheck per ported method
     inherited: list
     seconds: float
+    parent: str | None = None     # the NPU class ported already for an omni base of this runner, which this one derives from
 
     @property
     def path(self) -> str: return self.module.replace(".", "/") + ".py"
@@ -356,11 +360,11 @@ class RunnerPort:
     def conflicts(self) -> int: return sum(d.code == "ONP4001" for d in self.diagnostics)
     @property
     def lost(self) -> int: return sum(m.lost for m in self.methods)
-    @property
+    @functools.cached_property   # the code is what the port wrote: each check runs once, however often the report asks
     def compiles(self) -> bool: return compiles(self.code)
-    @property
+    @functools.cached_property
     def compiles_npu_side(self) -> bool: return compiles(keep_side(self.code))
-    @property
+    @functools.cached_property
     def undefined(self) -> list[str]:
         return [d.message.rsplit("`", 2)[-2] for d in undefined_names(keep_side(self.code), self.cls)]
 
@@ -380,17 +384,32 @@ def check_runner(code: str, cls: str, styles: dict, diags: list, gpu_base: Locat
                                 tuple(d for d in diags if d.where == name)))
     return out
 
+def parent_mro(p: RunnerPort, parent_omni: Located, npu_base: Located) -> list[MroClass] | None:
+    "The MRO of a ported runner class, `class P(OmniX, NPUBase)` (its NPU side: conflicts resolved to it), for a derived runner's port to derive from; None when that does not parse."
+    text = keep_side(p.code, 0)
+    try: node = top_classes(ast.parse(text)).get(p.cls)
+    except SyntaxError: node = None
+    if node is None: return None
+    return [MroClass(p.cls, node, p.module, text, parent_omni.package)] + generated_mro(p.cls, parent_omni, npu_base)[1:]
+
 def port_runner(g: RunnerClass, place: Placement, omni_src: str, gpu_base: Located, npu_base: Located,
-                history: list[Located], extra=(), prefer: str = "comment") -> RunnerPort:
-    "Port one GPU runner class onto vllm-ascend's runner, as the class `place` names (`prefer`: conflicts commented out, as markers, or one side kept); check each method; ONP4303 per lost line."
+                history: list[Located], extra=(), prefer: str = "comment", parent: RunnerPort | None = None) -> RunnerPort:
+    "Port one GPU runner class onto vllm-ascend's runner, as the class `place` names (`prefer`: conflicts commented out, as markers,"
+    " or one side kept; `parent`: the port of an omni base, which this one derives from); check each method; ONP4303 per lost line."
     t0 = time.perf_counter()
     omni = locate(MethodSpec(omni_src, g.module, g.name), False, extra)
-    res = port_class(gpu_base, omni, npu_base, history=history, class_name=place.cls, prefer=prefer)
+    pm, diags = None, []
+    if parent is not None:
+        mod, _, cls = parent.gpu.rpartition(".")
+        pm = parent_mro(parent, locate(MethodSpec(omni_src, mod, cls), False, extra), npu_base)
+        if pm is None: diags.append(port_diagnostic("ONP4304", f"{code_info('ONP4304').title}: {parent.cls} ({parent.module})",
+                                                    where=place.cls))
+    res = port_class(gpu_base, omni, npu_base, history=history, class_name=place.cls, prefer=prefer, parent=pm)
     checks = check_runner(res.code, place.cls, res.stats["styles"], res.diagnostics, gpu_base, omni, npu_base, history)
-    diags = list(res.diagnostics) + [port_diagnostic("ONP4303", f"{code_info('ONP4303').title}: {line}", where=m.name)
-                                     for m in checks for line in m.unexplained]
+    diags += list(res.diagnostics) + [port_diagnostic("ONP4303", f"{code_info('ONP4303').title}: {line}", where=m.name)
+                                      for m in checks for line in m.unexplained]
     return RunnerPort(_dotted(g), place.module, place.cls, place.hand, res.code, diags, checks,
-                      res.stats.get("inherited", []), time.perf_counter() - t0)
+                      res.stats.get("inherited", []), time.perf_counter() - t0, pm[0].name if pm else None)
 
 # %% ../../nbs/port/release.ipynb #9df77cee
 @dataclass
@@ -430,7 +449,7 @@ class ReleasePort:
                             "lost_lines": self.lost, "compiles": self.compiles},
                 "diagnostics": [diag(d) for d in self.diagnostics],
                 "skipped": [{"class": c, "why": w} for c, w in self.skipped],
-                "runners": [{"gpu": r.gpu, "module": r.module, "class": r.cls, "path": r.path, "hand_written": r.hand,
+                "runners": [{"gpu": r.gpu, "module": r.module, "class": r.cls, "derives_from": r.parent, "path": r.path, "hand_written": r.hand,
                              "conflicts": r.conflicts, "lost_lines": r.lost, "compiles": r.compiles,
                              "compiles_npu_side": r.compiles_npu_side, "undefined": r.undefined, "inherited": r.inherited,
                              "seconds": round(r.seconds, 3), "methods": [{**asdict(m), "lost": m.lost} for m in r.methods],
@@ -446,13 +465,13 @@ def _html_table(head: list[str], rows: list[list]) -> str:
     trs = "".join("<tr>" + "".join(f"<td>{html.escape(str(x))}</td>" for x in r) + "</tr>" for r in rows)
     return f"<table><thead><tr>{th}</tr></thead><tbody>{trs}</tbody></table>"
 
-_RUNNER_HEAD = ["runner (GPU)", "NPU class", "module", "methods", "conflicts", "lost lines", "compiles", "compiles, NPU side", "undefined names"]
+_RUNNER_HEAD = ["runner (GPU)", "NPU class", "derives from", "module", "methods", "conflicts", "lost lines", "compiles", "compiles, NPU side", "undefined names"]
 _METHOD_HEAD = ["method", "style", "conflicts", "NPU base statements", "missing: reached / omni deletes / edited / lost",
                 "omni-added statements", "missing: explained / edited / lost", "translated"]
 
 def _tables(p: ReleasePort) -> tuple[list, list]:
     yes = lambda b: "yes" if b else "no"
-    runners = [[r.gpu, r.cls, r.path, len(r.methods), r.conflicts, r.lost, yes(r.compiles), yes(r.compiles_npu_side),
+    runners = [[r.gpu, r.cls, r.parent or "the NPU base", r.path, len(r.methods), r.conflicts, r.lost, yes(r.compiles), yes(r.compiles_npu_side),
                 ", ".join(r.undefined) or "none"] for r in p.runners]
     methods = [[f"{r.cls}.{m.name}", m.style, m.conflicts, m.npu_lines,
                 f"{m.npu_missing}: {m.npu_reached} / {m.omni_deleted} / {m.npu_edited} / "
@@ -519,19 +538,32 @@ def _can_fork() -> bool:
     "Forking is safe here: the platform has it, and no other thread runs (a thread's locks would be copied held)."
     return "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1
 
-def _port_job(i: int) -> RunnerPort: return port_runner(*_JOBS[i])
+def _port_job(i: int) -> RunnerPort:
+    k = _AFTER[i]
+    return port_runner(*_JOBS[i], parent=None if k is None else _DONE[k])
 
 _JOBS: list = []
+_AFTER: list = []
+_DONE: dict = {}
 
-def run_ports(jobs: list, workers: int | None = None) -> list[RunnerPort]:
-    "Port the runners: one after another, or in `workers` forked processes that share the sources already read (Linux)."
-    n = min(workers or 1, len(jobs))
-    if n <= 1 or not _can_fork(): return [port_runner(*j) for j in jobs]
-    global _JOBS
-    _JOBS = jobs
+def run_ports(jobs: list, workers: int | None = None, after: list | None = None) -> list[RunnerPort]:
+    "Port the runners (`port_runner` arguments each), a runner after the one it derives from (`after`: that job's index, or"
+    " None): level by level, each level one after another or in `workers` forked processes that share the sources read (Linux)."
+    global _JOBS, _AFTER, _DONE
+    _JOBS, _AFTER, _DONE = jobs, list(after) if after is not None else [None] * len(jobs), {}
     try:
-        with multiprocessing.get_context("fork").Pool(n) as pool: return pool.map(_port_job, range(len(jobs)), chunksize=1)
-    finally: _JOBS = []
+        todo = list(range(len(jobs)))
+        while todo:
+            level = [i for i in todo if _AFTER[i] is None or _AFTER[i] in _DONE]
+            if not level: raise ValueError(f"run_ports: the runners {todo} wait on each other")
+            n = min(workers or 1, len(level))
+            if n <= 1 or not _can_fork(): got = [_port_job(i) for i in level]
+            else:   # forked after the level before it ended: each worker sees the ports it derives from
+                with multiprocessing.get_context("fork").Pool(n) as pool: got = pool.map(_port_job, level, chunksize=1)
+            _DONE.update(zip(level, got))
+            todo = [i for i in todo if i not in _DONE]
+        return [_DONE[i] for i in range(len(jobs))]
+    finally: _JOBS, _AFTER, _DONE = [], [], {}
 
 # %% ../../nbs/port/release.ipynb #43cfffc4
 def _unpack(path: str) -> None:
@@ -579,7 +611,9 @@ def port_release(omni: str, target: str | None = None, out: Path | str | None = 
         raise PortError(f"--release {omni}: no runner class derives from {gsym.dotted} in {tree.origin}")
     places, layout, how = place_runners(runners)
     jobs = [(g, places[id(g)], str(tree.origin), gpu_base, npu_base, hist, (v,), prefer) for g in runners.gpu]
-    ports = run_ports(jobs, workers)
+    at = {_dotted(g): i for i, g in enumerate(runners.gpu)}   # a runner derives from the port of its nearest ported omni base
+    after = [next((at[_dotted(k)] for k in runners.graph.mro(g)[1:] if _dotted(k) in at), None) for g in runners.gpu]
+    ports = run_ports(jobs, workers, after)
     diags = inputs.diagnostics + [port_diagnostic("ONP4302", f"{code_info('ONP4302').title}: {_dotted(c)} {why}", where=c.name)
                                   for c, why in runners.skipped]
     res = ReleasePort(tree.version or "?", str(tree.origin), inputs.vllm, inputs.vllm_ascend, inputs.pairing, inputs.history,

@@ -8,6 +8,7 @@ Docs: https://omni-npu-port.github.io/omni-npu-port/port/supercalls.html.md"""
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from .merge import FENCE_TEXT, INLINE_MARK, indent_of
 # %% auto #0
 __all__ = ['super_calls', 'extends_by_super', 'param_names', 'body_start', 'node_text', 'signature_choice', 'def_header',
            'param_renames', 'fit_to_signature', 'port_super_call', 'inlinable_call', 'walk_no_nested',
-           'port_super_inline', 'base_result_statement', 'SuperTarget', 'super_target', 'super_kept']
+           'port_super_inline', 'base_result_statement', 'SuperTarget', 'super_target', 'super_kept', 'rebind_supers']
 
 # %% ../../nbs/port/supercalls.ipynb #80acdad9
 register(
@@ -415,3 +416,35 @@ def super_kept(omni: str, target: SuperTarget, landing: str) -> tuple[list[str],
     note = f"{code_info('ONP4021').title}: in {landing}, super().{fn.name} reaches {target.wanted}.{fn.name}"
     if target.unknown: note += f" (bases no source holds come first: {', '.join(target.unknown)})"
     return omni.splitlines(), [port_diagnostic("ONP4021", note, None, "warning" if target.unknown else "info")]
+
+# %% ../../nbs/port/supercalls.ipynb #6e924a5a
+register(
+    Code("ONP4027", "super-rebound", "a copied line's super() would reach another class's method in the class the port "
+         "lands in than in the class it was copied from: written super(ThatClass, self)", "info",
+         "nothing: the call reaches what it reached in its own class, along the port's MRO", "port/supercalls.ipynb", "port"),
+)
+
+_ZERO_SUPER = re.compile(r"\bsuper\(\)\s*\.\s*(\w+)")
+
+def _definer_after(landing: list, at: int, name: str) -> str | None:
+    "The first class after `landing[at]` that defines `name` (a class no source holds: not known to)."
+    return next((c.name for c in landing[at + 1:] if c.node is not None and name in {
+        s.name for s in c.node.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}), None)
+
+def rebind_supers(lines: list[str], origins: list[str], landing: list, sources: dict, first: str = "self"
+                  ) -> tuple[list[str], list[Diagnostic]]:
+    "Each line's `super().name` as `super(C, first).name` where, in the landing MRO, it reaches another method from the landing"
+    " class than from C, the class it was copied from (`sources`: origin `npu` / `omni` -> that class's name)."
+    names = [c.name for c in landing]
+    out, diags = [], []
+    for k, line in enumerate(lines):
+        src = sources.get(origins[k] if k < len(origins) else None)
+        if src not in names[1:] or "super()" not in line or line.lstrip().startswith("#"): out.append(line); continue
+        def bind(m, src=src, k=k):
+            want, got = _definer_after(landing, names.index(src), m[1]), _definer_after(landing, 0, m[1])
+            if want is None or want == got: return m[0]
+            diags.append(port_diagnostic("ONP4027", f"{code_info('ONP4027').title}: super().{m[1]} in {names[0]} would reach "
+                                         f"{got}.{m[1]}; from {src} it reaches {want}.{m[1]}", k + 1))
+            return f"super({src}, {first}).{m[1]}"
+        out.append(_ZERO_SUPER.sub(bind, line))
+    return out, diags
