@@ -8,10 +8,11 @@ declared pairing (the first vllm-ascend of the row) and the history the catalog 
   port (reached through an explicit base call or super(), deleted by the omni method, present edited, lost), omni-added
   statements missing (explained, edited, lost), statements changed by translation only; lost = nothing explains it;
 - conflicts with the history, and without it (how many the history removes);
-- whether each module compiles as written (conflict markers do not), with its conflicts resolved to the NPU side, and
-  the names it then reads that nothing binds (ONP4025's check); and the same port with `--prefer npu`;
+- whether each module compiles as written (conflicts commented out, the default `--prefer comment`), with its conflicts
+  resolved to the NPU side, and the names it then reads that nothing binds (ONP4025's check); and with `--prefer npu`;
 - wall time of the command in a fresh process: cold (an empty sdist cache: every sdist unpacked anew) and warm (the
-  sdist cache filled), and in-process with the sources already read (targets: < 10 s cold, < 3 s warm, 2 cores);
+  sdist cache filled), both as the command runs by default (`-j`: one process per CPU) and warm with `-j 1`, and
+  in-process with the sources already read (targets: < 10 s cold, < 3 s warm, 2 cores);
 - secondary, labelled: the text similarity (difflib over lines) of each ported method to the release's hand-written
   NPU method of the same runner and name, where the release has one (a hand copy is no yardstick of faithfulness:
   the 0.30.0 hand-written `_model_forward` lacks lines of both inputs).
@@ -40,12 +41,12 @@ from omni_npu_port.port.score import similarity  # noqa: E402
 CLI = [sys.executable, "-c", "import sys; from omni_npu_port.cli.main import entry; sys.exit(entry())"]
 
 
-def cli_seconds(omni: str, cold: bool, jobs: int = 1) -> tuple[float, int]:
+def cli_seconds(omni: str, cold: bool, jobs: int | None = None) -> tuple[float, int]:
     "Wall time and exit code of `port --release OMNI -o TMP` in a fresh process (cold: an empty sdist cache)."
     with tempfile.TemporaryDirectory() as d:
         env = {**os.environ, **({"OMNI_NPU_PORT_SDIST_CACHE": str(Path(d) / "sdist")} if cold else {})}
         t0 = time.perf_counter()
-        p = subprocess.run(CLI + ["port", "--release", omni, "-o", str(Path(d) / "out"), "-j", str(jobs)], env=env,
+        p = subprocess.run(CLI + ["port", "--release", omni, "-o", str(Path(d) / "out")] + (["-j", str(jobs)] if jobs else []), env=env,
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         took = time.perf_counter() - t0
     if p.returncode not in (0, 1): raise SystemExit(f"port --release {omni} failed (exit {p.returncode}): {p.stderr.strip()}")
@@ -66,14 +67,15 @@ def hand_similarity(res) -> dict[str, float]:
     return out
 
 
-def measure(omni: str, cold: bool = True, baseline: bool = True, jobs: int = 1) -> dict:
+def measure(omni: str, cold: bool = True, baseline: bool = True, jobs: int | None = None) -> dict:
     "Every figure of one release."
     row = {"vllm_omni": omni}
     if cold: row["cold_s"], _ = cli_seconds(omni, True, jobs)
     row["warm_s"], row["rc"] = cli_seconds(omni, False, jobs)
+    row["warm_j1_s"], _ = cli_seconds(omni, False, 1)
     port_release(omni)                                   # sources read in this process
     t0 = time.perf_counter()
-    res = port_release(omni, workers=jobs)
+    res = port_release(omni, workers=jobs or os.cpu_count() or 1)
     row["in_process_s"] = time.perf_counter() - t0
     ms = [m for r in res.runners for m in r.methods]
     row.update(vllm=res.vllm, vllm_ascend=res.vllm_ascend, history=res.history, inferred=res.pairing.inferred,
@@ -101,14 +103,14 @@ def print_table(rows: list[dict]):
     f = lambda x, w, p=2: f"{'n/a':>{w}}" if x is None else f"{x:>{w}.{p}f}" if isinstance(x, float) else f"{x:>{w}}"
     print(f"{'omni':<8}{'ascend':<11}{'hist':>5}{'run':>4}{'meth':>5}{'skip':>5}{'confl':>6}{'no-h':>6}{'lost':>5}"
           f"{'NPU st.':>8}{'reach/del/edit':>15}{'omni+':>6}{'expl/edit':>10}{'transl':>7}{'comp':>5}{'npu-s':>6}{'undef':>6}"
-          f"{'npu:c/l':>8}{'cold s':>8}{'warm s':>8}{'in-pr s':>8}  {'hand sim (secondary)':>20}")
+          f"{'npu:c/l':>8}{'cold s':>8}{'warm s':>8}{'-j1 s':>7}{'in-pr s':>8}  {'hand sim (secondary)':>20}")
     for r in rows:
         print(f"{r['vllm_omni']:<8}{r['vllm_ascend']:<11}{len(r['history']):>5}{r['runners']:>4}{r['methods']:>5}{r['skipped']:>5}"
               f"{r['conflicts']:>6}{f(r.get('conflicts_no_history'), 6)}{r['lost']:>5}{r['npu_lines']:>8}"
               f"{str(r['npu_reached']) + '/' + str(r['omni_deleted']) + '/' + str(r['npu_edited']):>15}{r['omni_added']:>6}"
               f"{str(r['omni_explained']) + '/' + str(r['omni_edited']):>10}{r['translated']:>7}"
               f"{str(r['compiles']) + '/' + str(r['runners']):>5}{str(r['compiles_npu_side']) + '/' + str(r['runners']):>6}"
-              f"{r['undefined']:>6}{str(r['prefer_npu_compiles']) + '/' + str(r['prefer_npu_lost']):>8}{f(r.get('cold_s'), 8)}{f(r['warm_s'], 8)}{f(r['in_process_s'], 8)}  "
+              f"{r['undefined']:>6}{str(r['prefer_npu_compiles']) + '/' + str(r['prefer_npu_lost']):>8}{f(r.get('cold_s'), 8)}{f(r['warm_s'], 8)}{f(r['warm_j1_s'], 7)}{f(r['in_process_s'], 8)}  "
               f"{f(r['hand_similarity'], 12, 3)} ({r['hand_methods']} m.)")
     print("\nhist = older vllm releases given (the catalog's omni_history); run/meth = runner classes / methods ported; skip = runners "
           "left out (ONP4302);\nconfl / no-h = conflicts with / without the history; lost = statements of an input missing from the "
@@ -118,7 +120,8 @@ def print_table(rows: list[dict]):
           "call, present edited; transl = port statements changed from omni by translation only;\ncomp / npu-s = modules that "
           "compile as written / with conflicts resolved to the NPU side; undef = names read that nothing binds (NPU side);\n"
           "npu:c/l = with --prefer npu: modules that compile / statements lost;\n"
-          "cold / warm = `port --release` in a fresh process, empty / filled sdist cache; in-pr = in-process with the sources "
+          "cold / warm = `port --release` in a fresh process, empty / filled sdist cache (-j: one process per CPU); -j1 = warm, one "
+          "process; in-pr = in-process with the sources "
           "read (targets < 10 s cold, < 3 s warm);\nhand sim = mean text similarity of the ported methods to the release's "
           "hand-written NPU methods (secondary: not a measure of faithfulness).")
     worst = max((r.get("cold_s") or 0) for r in rows), max(r["warm_s"] for r in rows), max(r["in_process_s"] for r in rows)
@@ -132,7 +135,7 @@ def main(argv=None) -> int:
     ap.add_argument("--releases", nargs="+", default=sorted(OMNI_PAIRING, key=parse_version))
     ap.add_argument("--no-cold", action="store_true", help="skip the cold fresh-process run")
     ap.add_argument("--no-baseline", action="store_true", help="skip the port without history")
-    ap.add_argument("-j", "--jobs", type=int, default=1, help="runners ported in N processes")
+    ap.add_argument("-j", "--jobs", type=int, default=None, help="runners ported in N processes (default: as the command, one per CPU)")
     ap.add_argument("--json", metavar="F", help="write the rows as JSON")
     args = ap.parse_args(argv)
     rows = []

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -102,13 +103,14 @@ def _add_release_options(ap: argparse.ArgumentParser):
                     "sdist or checkout) onto the vllm-ascend it pairs with; -o is then a folder (default npu-port-<version>)")
     ap.add_argument("--history", nargs="*", metavar="VERSION", help="--release: older vllm releases the omni copy may lag "
                     "behind (default: the catalog's choice; give none for no history)")
-    ap.add_argument("-j", "--jobs", type=int, default=1, metavar="N", help="--release: runners ported in N processes (default 1)")
+    ap.add_argument("-j", "--jobs", type=int, default=None, metavar="N", help="--release: runners ported in N processes "
+                    "(default: one per CPU; a runner waits for the port it derives from)")
 
 # %% ../../nbs/cli/port.ipynb #2e8aec44
 def check_options(args: argparse.Namespace) -> None:
     "Raise a UsageError for options that do not go together (before any source is read)."
     if getattr(args, "release", None): return check_release_options(args)
-    if getattr(args, "history", None) is not None or getattr(args, "jobs", 1) != 1:
+    if getattr(args, "history", None) is not None or getattr(args, "jobs", None) is not None:
         raise UsageError("--history and -j go with --release")
     if not args.gpu_omni: raise UsageError("the following arguments are required: --gpu-omni")
     if args.output: check_output(args)
@@ -142,7 +144,7 @@ def check_release_options(args: argparse.Namespace) -> None:
     bad = [f"--{o.replace('_', '-')}".replace("--whole-class", "--class") for o in _NOT_WITH_RELEASE if getattr(args, o, None)]
     bad += [f"--super {args.super_style}"] if args.super_style != "auto" else []
     if bad: raise UsageError(f"--release finds its inputs and ports every runner itself: {', '.join(bad)} do(es) not go with it")
-    if args.jobs < 1: raise UsageError(f"-j {args.jobs}: give 1 or more")
+    if args.jobs is not None and args.jobs < 1: raise UsageError(f"-j {args.jobs}: give 1 or more")
     out = Path(args.output) if args.output else None
     if out and out.exists() and not out.is_dir(): raise UsageError(f"-o {out}: exists and is not a folder; --release writes a folder")
     if out and (out / REPORT_JSON).exists() and not args.force:
@@ -237,7 +239,8 @@ def run_release(args: argparse.Namespace) -> int:
     "`port --release OMNI`: every runner class of the release ported and written with its report; 0 clean, 1 otherwise."
     say = lambda s: print(f"omni-npu-port: {s}", file=sys.stderr)
     res = port_release(args.release, target=args.target, history="auto" if args.history is None else args.history,
-                       sources=args.source, prefer=args.prefer or "comment", progress=say, workers=args.jobs)
+                       sources=args.source, prefer=args.prefer or "comment", progress=say,
+                       workers=args.jobs or os.cpu_count() or 1)
     written = write_release(res, args.output or f"npu-port-{res.omni}", force=args.force)
     if args.json: print(json.dumps(res.to_json(), indent=2))
     else: print("\n".join(release_summary(res) + [f"wrote {w}" for w in written]))
