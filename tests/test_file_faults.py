@@ -252,3 +252,38 @@ def test_port_output_never_clobbers_an_input_or_a_folder(tmp_path, capsys):
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 2 and "input of this port (--gpu-omni)" in err[0] and "not a regular file" in err[1]
     assert omni.read_text() == "class A:\n    def f(self):\n        return 1\n"
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_forked_processes_read_one_open_archive_without_mixing_their_reads(tmp_path):
+    "A wheel opened before a fork (as `port --release -j N` does) is read by each child through its own handle: the"
+    " children share the parent's file offset otherwise, and their reads interleave (`Bad magic number`)."
+    import multiprocessing
+    import zipfile
+    from omni_npu_port.sources.readers import WheelReader
+    members = {f"pkg/m{i}.py": f"# module {i}\nx = {os.urandom(150_000).hex()!r}\n".encode() for i in range(16)}   # ~75 chunks each
+    whl = tmp_path / "pkg-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(whl, "w", zipfile.ZIP_DEFLATED) as z:
+        for n, data in members.items(): z.writestr(n, data)
+    reader = WheelReader(whl)
+    reader.read("pkg/m0.py")   # the parent reads first: its handle is open when the children fork
+    global _SHARED
+    _SHARED = (reader, members)   # handed to the children by the fork itself (an open archive does not pickle)
+    try:
+        with multiprocessing.get_context("fork").Pool(2) as pool: bad = sum(pool.map(_read_all, range(8), chunksize=1))
+    finally: _SHARED = None
+    assert bad == 0
+    assert reader.read("pkg/m3.py") == members["pkg/m3.py"]   # the parent's own handle still reads right
+
+
+_SHARED = None
+
+
+def _read_all(_) -> int:
+    reader, members = _SHARED
+    bad = 0
+    for _ in range(3):
+        for n, data in members.items():
+            try: bad += reader.read(n) != data
+            except Exception: bad += 1
+    return bad

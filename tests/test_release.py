@@ -18,8 +18,8 @@ from omni_npu_port.core.catalog import OMNI_PAIRING, OmniPairing, ascend_of_line
 from omni_npu_port.core.errors import UsageError
 from omni_npu_port.core.io import OutputExists
 from omni_npu_port.port.merge import keep_side
-from omni_npu_port.port.release import (DEFAULT_LAYOUT, REPORT_JSON, check_method, choose_inputs, fetch_release,
-                                        open_release, port_release, write_release)
+from omni_npu_port.port.release import (DEFAULT_LAYOUT, REPORT_JSON, check_method, choose_inputs, download_bar,
+                                        fetch_release, open_release, port_release, write_release)
 from omni_npu_port.sources.fetch import FetchError
 
 FIX = Path(__file__).parent / "fixtures" / "release"
@@ -102,19 +102,35 @@ def test_a_derived_runner_derives_from_its_base_runners_port(tmp_path):
                                   "NPUModelRunner", "GPUModelRunner", "object", "True", "vllm_omni.worker.npu.npu_model_runner"]
 
 
-def test_runners_wait_for_the_port_they_derive_from():
+def test_a_derived_runner_needs_its_bases_plan_not_its_port():
+    "The AR runner ported alone (its base's port never made) is the AR runner of the whole release port; so is a port in"
+    " two processes at once."
     from omni_npu_port.port import release as R
-    seen = []
-    real = R.port_runner
-    def spy(*args, parent=None):
-        seen.append((args[1].cls, parent.cls if parent else None)); return real(*args, parent=parent)
+    seen, real = [], R.port_runner
+    def spy(*args):
+        seen.append((args[1].cls, [p[0] for p in args[8]])); return real(*args)
     R.port_runner = spy
     try: res = fixture_port()
     finally: R.port_runner = real
-    assert seen == [("OmniNPUModelRunner", None), ("NPUARModelRunner", "OmniNPUModelRunner")] and res.runners[1].parent
-    par = fixture_port(workers=2)   # forked per level: the derived runner's worker sees the base's port
+    assert seen == [("OmniNPUModelRunner", []), ("NPUARModelRunner", ["OmniNPUModelRunner"])]
+    base, ar = res.runners
+    g = R.release_runners(R.open_release(FIX / "omni")).gpu[1]
+    alone = R.port_runner(g, R.Placement(ar.module, ar.cls), str(FIX / "omni"), *_bases(), [R._base(str(FIX / "vllm_old"), _gsym())],
+                          (str(FIX / "vllm"),), "comment", [(base.cls, base.module, base.gpu)])
+    assert alone.code == ar.code and alone.parent == "OmniNPUModelRunner"
+    par = fixture_port(workers=2)
     assert [(r.parent, r.code) for r in par.runners] == [(r.parent, r.code) for r in res.runners]
-    with pytest.raises(ValueError, match="wait on each other"): R.run_ports([(), ()], after=[1, 0])
+
+
+def _gsym():
+    from omni_npu_port.port.audit import runner_bases
+    return runner_bases()[0][0]
+
+
+def _bases():
+    from omni_npu_port.port import release as R
+    from omni_npu_port.port.audit import runner_bases
+    return R._base(str(FIX / "vllm"), runner_bases()[0][0]), R._base(str(FIX / "vllm_ascend"), runner_bases()[1][0])
 
 
 def test_history_turns_a_stale_omni_line_into_the_npu_side():
@@ -265,3 +281,27 @@ def test_a_checkout_that_states_no_version_is_ported_and_said_so_or_told_its_ver
         port_release(f"{stack / 'omni_new'}@banana", target="vllm-ascend==0.18.0", sources=src, out=tmp_path / "b")
     r2 = port_release(f"{stack / 'omni_new'}@0.18.0", target="vllm-ascend==0.18.0", sources=src, out=tmp_path / "c", history=[])
     assert not any("states no version" in d.message for d in r2.diagnostics)
+
+
+def test_a_download_says_what_it_fetches_and_draws_a_byte_bar_on_a_terminal(tmp_path):
+    import hashlib
+    payload = os.urandom(3 << 20)   # three 1 MiB chunks
+    idx, files = tmp_path / "index" / "vllm-ascend" / "9.9.9", tmp_path / "files"
+    idx.mkdir(parents=True); files.mkdir()
+    (files / "vllm_ascend-9.9.9.tar.gz").write_bytes(payload)
+    (idx / "json").write_text(json.dumps({"urls": [{"filename": "vllm_ascend-9.9.9.tar.gz", "url": f"file://{files}/vllm_ascend-9.9.9.tar.gz",
+                                                    "size": len(payload), "digests": {"sha256": hashlib.sha256(payload).hexdigest()},
+                                                    "packagetype": "sdist"}]}))
+    said = []
+    got = fetch_release("vllm-ascend==9.9.9", said.append, tmp_path / "cache", index=f"file://{tmp_path / 'index'}")
+    assert got.read_bytes() == payload
+    assert said[0].startswith("fetching vllm-ascend==9.9.9") and said[1].startswith("fetched vllm_ascend-9.9.9.tar.gz (3.0 MiB) in")
+    assert fetch_release("vllm-ascend==9.9.9", said.append, tmp_path / "cache") == got and len(said) == 2   # cached: silent
+
+    class Terminal(io.StringIO):
+        def isatty(self): return True
+    tty, pipe = Terminal(), io.StringIO()
+    for out in (tty, pipe):
+        bar = download_bar("vllm-ascend==9.9.9", out)
+        for k in (1, 2, 3): bar(k << 20, 3 << 20)
+    assert "vllm-ascend==9.9.9" in tty.getvalue() and "3.1/3.1 MB" in tty.getvalue() and pipe.getvalue() == ""

@@ -104,7 +104,7 @@ def _add_release_options(ap: argparse.ArgumentParser):
     ap.add_argument("--history", nargs="*", metavar="VERSION", help="--release: older vllm releases the omni copy may lag "
                     "behind (default: the catalog's choice; give none for no history)")
     ap.add_argument("-j", "--jobs", type=int, default=None, metavar="N", help="--release: runners ported in N processes "
-                    "(default: one per CPU; a runner waits for the port it derives from)")
+                    "(default: one per CPU)")
 
 # %% ../../nbs/cli/port.ipynb #2e8aec44
 def check_options(args: argparse.Namespace) -> None:

@@ -85,12 +85,17 @@ TOKEN_RE = re.compile(r"""[rbuf]*(?:'''[\s\S]*?'''|\"\"\"[\s\S]*?\"\"\"|'(?:\\.|
 
 def code_tokens(text: str) -> list[str]:
     "The tokens of a code fragment without comments, layout or trailing commas (fragments need not parse)."
+    return list(_code_tokens(text))
+
+@functools.lru_cache(maxsize=1 << 16)
+def _code_tokens(text: str) -> tuple[str, ...]:
+    "`code_tokens` once per text: a merge asks again and again about the same lines."
     toks = []
     for line in text.splitlines():
         for t in TOKEN_RE.findall(line):
             if t.startswith("#"): break
             toks.append(t)
-    return [t for i, t in enumerate(toks) if not (t == "," and i + 1 < len(toks) and toks[i + 1] in ")]}")]
+    return tuple(t for i, t in enumerate(toks) if not (t == "," and i + 1 < len(toks) and toks[i + 1] in ")]}"))
 
 def _same_code(a: list[str], b: list[str]) -> bool:
     "Whether two line ranges differ only in layout, comments, trailing commas or redundant parentheses."
@@ -580,9 +585,9 @@ def statement_cut(tree: ast.Module, lo: int, hi: int, lines: list[str] | None = 
 # %% ../../nbs/port/merge.ipynb #5ff627dd
 @functools.lru_cache(maxsize=16)
 def _parsed(text: str) -> tuple[ast.Module | None, list, SyntaxError | None]:
-    "A side's tree and statement spans, or its syntax error: widening a conflict over lines both sides share keeps each"
-    " side's text, so most rounds of `whole_conflicts` read a text parsed already."
-    try: tree = ast.parse(text)
+    "A side's tree (dedented) and statement spans, or its syntax error: widening a conflict over lines both sides share"
+    " keeps each side's text, so most rounds of `whole_conflicts` read a text parsed already."
+    try: tree = ast.parse(textwrap.dedent(text))
     except SyntaxError as e: return None, [], e
     return tree, _spans(tree), None
 
@@ -591,7 +596,7 @@ def _broken(hs: list[Hunk]) -> tuple[int, str, int, int | None] | None:
     " cuts a statement or leaves code that does not parse; None if none."
     for side in (0, 1):
         lines, owner = side_text(hs, side)
-        tree, spans, e = _parsed(textwrap.dedent("\n".join(lines) + "\n"))
+        tree, spans, e = _parsed("\n".join(lines) + "\n")
         if e is not None:
             conflicts = [k for k, h in enumerate(hs) if h.kind == "conflict"]
             if not conflicts or not owner: return (-1, "", side, None)

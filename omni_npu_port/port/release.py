@@ -18,6 +18,7 @@ import os
 import re
 import textwrap
 import threading
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -31,19 +32,19 @@ from ..sources.fetch import CACHE_DIR, FetchError, cached_release, fetch_package
 from ..sources.readers import SourceTree, open_source
 from ..sources.symbols import SymbolIndex
 from .audit import ClassGraph, RunnerClass, Runners, device_markers, find_runners, pair_runners, runner_bases
-from .classes import generated_mro, port_class, ported_class_name
-from .locate import Located, MethodSpec, MroClass, PortError, locate, method_located, open_tree, port_diagnostic, top_classes
+from .classes import generated_mro, plan_class, port_class, ported_class_name
+from .locate import Located, MethodSpec, MroClass, PortError, locate, method_located, open_tree, port_diagnostic
 from .merge import code_tokens, keep_side, logical_units, uncomment_conflicts
 from .method import undefined_names
 from .translation import rules_for, target_of, translate_methods
 
 # %% auto #0
-__all__ = ['DEFAULT_LAYOUT', 'REACHED', 'EXPLAINS', 'REPORT_JSON', 'REPORT_MD', 'fetch_release', 'open_release', 'package_texts',
-           'ReleaseInputs', 'choose_inputs', 'ReleaseRunners', 'release_runners', 'Placement', 'place_runners',
-           'line_keys', 'in_port', 'port_statements', 'edited', 'method_chunks', 'compiles', 'MethodCheck',
-           'check_method', 'RunnerPort', 'check_runner', 'parent_mro', 'port_runner', 'ReleasePort', 'release_summary',
-           'release_markdown', 'release_html', 'write_release', 'run_ports', 'unpack_sdists', 'release_source',
-           'port_release']
+__all__ = ['DEFAULT_LAYOUT', 'REACHED', 'EXPLAINS', 'REPORT_JSON', 'REPORT_MD', 'download_bar', 'fetch_release', 'open_release',
+           'package_texts', 'ReleaseInputs', 'choose_inputs', 'ReleaseRunners', 'release_runners', 'Placement',
+           'place_runners', 'line_keys', 'in_port', 'port_statements', 'edited', 'method_chunks', 'compiles',
+           'MethodCheck', 'check_method', 'RunnerPort', 'check_runner', 'ported_mro', 'port_runner', 'ReleasePort',
+           'release_summary', 'release_markdown', 'release_html', 'write_release', 'run_ports', 'unpack_sdists',
+           'release_source', 'port_release']
 
 # %% ../../nbs/port/release.ipynb #5b1f7dcc
 register(
@@ -52,28 +53,51 @@ register(
          "info", "check the pairing the report names; give --target vllm-ascend==X to choose another", "port/release.ipynb", "port"),
     Code("ONP4302", "runner-not-ported", "a runner class derives from a GPU runner the catalog has no NPU base for: not ported",
          "warning", "port it by hand, or add its vllm base and vllm-ascend counterpart to the catalog", "port/release.ipynb", "port"),
-    Code("ONP4304", "parent-not-derived", "the port of the runner's omni base does not parse on its NPU side, so this "
-         "runner was ported onto the NPU base with every omni method instead of deriving from that port", "info",
-         "resolve the base runner's port (its conflicts, ONP4006) and port again", "port/release.ipynb", "port"),
     Code("ONP4303", "line-lost", "a line of the NPU base or an omni-added line is missing from the port and no "
          "diagnostic explains why", "warning", "compare the method with its inputs (the line is named) and restore it "
          "or record why it goes", "port/release.ipynb", "port"),
 )
 
 # %% ../../nbs/port/release.ipynb #cddffe9b
+class download_bar:
+    "A byte progress bar for `fetch_package` on a terminal's stderr (rich); elsewhere nothing (the lines before and after say it)."
+    def __init__(self, label: str, stream=None):
+        self.label, self.stream, self.bar, self.task = label, stream or sys.stderr, None, None
+        self.live = bool(getattr(self.stream, "isatty", lambda: False)())
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self.live: return
+        if self.bar is None:
+            from rich.console import Console
+            from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
+            self.bar = Progress("{task.description}", BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn(),
+                                console=Console(file=self.stream), transient=True)
+            self.bar.start(); self.task = self.bar.add_task(self.label, total=total)
+        self.bar.update(self.task, completed=done)
+        if done >= total: self.close()
+
+    def close(self) -> None:
+        if self.bar is not None: self.bar.stop()
+
 def fetch_release(spec: str, progress=None, cache_dir: Path | str = CACHE_DIR, index: str | None = None) -> Path:
     "`name==version` from the package cache, else from PyPI (after a progress line); unreachable: one line naming the file and how to fetch it."
     name, _, version = spec.partition("==")
     cache = Path(cache_dir).expanduser()
     if cache.is_dir() and (hit := cached_release(cache, name, version)): return hit
     if progress: progress(f"fetching {spec} from PyPI into {cache} …")
-    try: return fetch_package(spec, cache, **({"index": index} if index else {}))
+    bar, t0 = download_bar(spec) if progress else None, time.perf_counter()
+    try:
+        got = fetch_package(spec, cache, **({"index": index} if index else {}), progress=bar)
+        if progress: progress(f"fetched {got.name} ({got.stat().st_size / 2**20:.1f} MiB) in {time.perf_counter() - t0:.1f} s")
+        return got
     except FetchError as e:
         why = str(e).split(" (", 1)[-1].split(")")[0] if " (" in str(e) else str(e)
         raise FetchError(f"{spec} is not in the package cache {cache} and cannot be downloaded ({why}): on a machine with "
                          f"network, download its wheel or sdist from https://pypi.org/project/{name}/{version}/#files "
                          f"and put it into {cache} (or run `python -c \"from omni_npu_port.sources.fetch import "
                          f"fetch_package; fetch_package('{spec}')\"` there and copy the file)") from None
+    finally:
+        if bar is not None: bar.close()   # a download cut short leaves no bar running
 
 # %% ../../nbs/port/release.ipynb #3008f779
 def open_release(omni: str, progress=None, cache_dir: Path | str = CACHE_DIR, index: str | None = None) -> SourceTree:
@@ -384,32 +408,39 @@ def check_runner(code: str, cls: str, styles: dict, diags: list, gpu_base: Locat
                                 tuple(d for d in diags if d.where == name)))
     return out
 
-def parent_mro(p: RunnerPort, parent_omni: Located, npu_base: Located) -> list[MroClass] | None:
-    "The MRO of a ported runner class, `class P(OmniX, NPUBase)` (its NPU side: conflicts resolved to it), for a derived runner's port to derive from; None when that does not parse."
-    text = keep_side(p.code, 0)
-    try: node = top_classes(ast.parse(text)).get(p.cls)
-    except SyntaxError: node = None
-    if node is None: return None
-    return [MroClass(p.cls, node, p.module, text, parent_omni.package)] + generated_mro(p.cls, parent_omni, npu_base)[1:]
+def ported_mro(chain: list, omni_src: str, gpu_base: Located, npu_base: Located, extra=()) -> list[MroClass] | None:
+    "The MRO of the port of `chain[0]` — (NPU class, its module, the GPU runner dotted) of a runner, then of each ported"
+    " omni base above it — as Python will build it: each ported class stands for the methods its port writes (its plan)."
+    if not chain: return None
+    key = (tuple(chain), omni_src, id(gpu_base), id(npu_base), tuple(map(str, extra)))
+    if key in _PORTED: return _PORTED[key][0]
+    (cls, module, gpu), above = chain[0], ported_mro(chain[1:], omni_src, gpu_base, npu_base, extra)
+    mod, _, name = gpu.rpartition(".")
+    omni = locate(MethodSpec(omni_src, mod, name), False, extra)
+    plan = plan_class(gpu_base, omni, npu_base, exclude={c.name for c in above or []})
+    text = f"class {cls}:\n" + ("".join(f"    def {n}(self): ...\n" for n in plan.port + plan.translate) or "    pass\n")
+    out = [MroClass(cls, ast.parse(text).body[0], module, text, omni.package)] + generated_mro(cls, omni, npu_base, above)[1:]
+    _PORTED[key] = (out, gpu_base, npu_base)   # the bases kept alive with their ids
+    return out
+
+_PORTED: dict = {}
 
 def port_runner(g: RunnerClass, place: Placement, omni_src: str, gpu_base: Located, npu_base: Located,
-                history: list[Located], extra=(), prefer: str = "comment", parent: RunnerPort | None = None) -> RunnerPort:
+                history: list[Located], extra=(), prefer: str = "comment", parents: list = ()) -> RunnerPort:
     "Port one GPU runner class onto vllm-ascend's runner, as the class `place` names (`prefer`: conflicts commented out, as markers,"
-    " or one side kept; `parent`: the port of an omni base, which this one derives from); check each method; ONP4303 per lost line."
+    " or one side kept; `parents`: the ported omni bases it derives from, nearest first, `ported_mro`'s chain); check each"
+    " method; ONP4303 per lost line."
     t0 = time.perf_counter()
     omni = locate(MethodSpec(omni_src, g.module, g.name), False, extra)
-    pm, diags = None, []
-    if parent is not None:
-        mod, _, cls = parent.gpu.rpartition(".")
-        pm = parent_mro(parent, locate(MethodSpec(omni_src, mod, cls), False, extra), npu_base)
-        if pm is None: diags.append(port_diagnostic("ONP4304", f"{code_info('ONP4304').title}: {parent.cls} ({parent.module})",
-                                                    where=place.cls))
+    pm = ported_mro(list(parents), omni_src, gpu_base, npu_base, extra)
     res = port_class(gpu_base, omni, npu_base, history=history, class_name=place.cls, prefer=prefer, parent=pm)
     checks = check_runner(res.code, place.cls, res.stats["styles"], res.diagnostics, gpu_base, omni, npu_base, history)
-    diags += list(res.diagnostics) + [port_diagnostic("ONP4303", f"{code_info('ONP4303').title}: {line}", where=m.name)
-                                      for m in checks for line in m.unexplained]
-    return RunnerPort(_dotted(g), place.module, place.cls, place.hand, res.code, diags, checks,
-                      res.stats.get("inherited", []), time.perf_counter() - t0, pm[0].name if pm else None)
+    diags = list(res.diagnostics) + [port_diagnostic("ONP4303", f"{code_info('ONP4303').title}: {line}", where=m.name)
+                                     for m in checks for line in m.unexplained]
+    out = RunnerPort(_dotted(g), place.module, place.cls, place.hand, res.code, diags, checks,
+                     res.stats.get("inherited", []), time.perf_counter() - t0, pm[0].name if pm else None)
+    out.compiles, out.compiles_npu_side, out.undefined   # the report's checks, run here (a worker runs them in parallel)
+    return out
 
 # %% ../../nbs/port/release.ipynb #9df77cee
 @dataclass
@@ -538,32 +569,20 @@ def _can_fork() -> bool:
     "Forking is safe here: the platform has it, and no other thread runs (a thread's locks would be copied held)."
     return "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1
 
-def _port_job(i: int) -> RunnerPort:
-    k = _AFTER[i]
-    return port_runner(*_JOBS[i], parent=None if k is None else _DONE[k])
+def _port_job(i: int) -> RunnerPort: return port_runner(*_JOBS[i])
 
 _JOBS: list = []
-_AFTER: list = []
-_DONE: dict = {}
 
-def run_ports(jobs: list, workers: int | None = None, after: list | None = None) -> list[RunnerPort]:
-    "Port the runners (`port_runner` arguments each), a runner after the one it derives from (`after`: that job's index, or"
-    " None): level by level, each level one after another or in `workers` forked processes that share the sources read (Linux)."
-    global _JOBS, _AFTER, _DONE
-    _JOBS, _AFTER, _DONE = jobs, list(after) if after is not None else [None] * len(jobs), {}
+def run_ports(jobs: list, workers: int | None = None) -> list[RunnerPort]:
+    "Port the runners (`port_runner` arguments each): one after another, or in `workers` forked processes that share the"
+    " sources already read (Linux). A derived runner needs only its bases' plans, never their ports: no runner waits."
+    n = min(workers or 1, len(jobs))
+    if n <= 1 or not _can_fork(): return [port_runner(*j) for j in jobs]
+    global _JOBS
+    _JOBS = jobs
     try:
-        todo = list(range(len(jobs)))
-        while todo:
-            level = [i for i in todo if _AFTER[i] is None or _AFTER[i] in _DONE]
-            if not level: raise ValueError(f"run_ports: the runners {todo} wait on each other")
-            n = min(workers or 1, len(level))
-            if n <= 1 or not _can_fork(): got = [_port_job(i) for i in level]
-            else:   # forked after the level before it ended: each worker sees the ports it derives from
-                with multiprocessing.get_context("fork").Pool(n) as pool: got = pool.map(_port_job, level, chunksize=1)
-            _DONE.update(zip(level, got))
-            todo = [i for i in todo if i not in _DONE]
-        return [_DONE[i] for i in range(len(jobs))]
-    finally: _JOBS, _AFTER, _DONE = [], [], {}
+        with multiprocessing.get_context("fork").Pool(n) as pool: return pool.map(_port_job, range(len(jobs)), chunksize=1)
+    finally: _JOBS = []
 
 # %% ../../nbs/port/release.ipynb #43cfffc4
 def _unpack(path: str) -> None:
@@ -610,10 +629,12 @@ def port_release(omni: str, target: str | None = None, out: Path | str | None = 
     if not runners.gpu:
         raise PortError(f"--release {omni}: no runner class derives from {gsym.dotted} in {tree.origin}")
     places, layout, how = place_runners(runners)
-    jobs = [(g, places[id(g)], str(tree.origin), gpu_base, npu_base, hist, (v,), prefer) for g in runners.gpu]
-    at = {_dotted(g): i for i, g in enumerate(runners.gpu)}   # a runner derives from the port of its nearest ported omni base
-    after = [next((at[_dotted(k)] for k in runners.graph.mro(g)[1:] if _dotted(k) in at), None) for g in runners.gpu]
-    ports = run_ports(jobs, workers, after)
+    ported = {_dotted(g): g for g in runners.gpu}
+    def parents(g) -> list:   # a runner derives from the ports of its ported omni bases: the nearest, then that one's, …
+        up = next((ported[x] for x in map(_dotted, runners.graph.mro(g)[1:]) if x in ported), None)
+        return [] if up is None else [(places[id(up)].cls, places[id(up)].module, _dotted(up))] + parents(up)
+    jobs = [(g, places[id(g)], str(tree.origin), gpu_base, npu_base, hist, (v,), prefer, parents(g)) for g in runners.gpu]
+    ports = run_ports(jobs, workers)
     diags = inputs.diagnostics + [port_diagnostic("ONP4302", f"{code_info('ONP4302').title}: {_dotted(c)} {why}", where=c.name)
                                   for c, why in runners.skipped]
     res = ReleasePort(tree.version or "?", str(tree.origin), inputs.vllm, inputs.vllm_ascend, inputs.pairing, inputs.history,

@@ -64,8 +64,8 @@ def release_files(dist: str, version: str, index: str = PYPI) -> list[dict]:
     raise FetchError(f"{dist}=={version}: no files from {index} ({last or 'release not found'}); check the version and "
                      "the network (tests that read real releases need PyPI)")
 
-def _download(spec: str, f: dict, dest: Path) -> Path:
-    "Stream `f['url']` to `dest` through a `.part` file, checking its sha256."
+def _download(spec: str, f: dict, dest: Path, progress=None) -> Path:
+    "Stream `f['url']` to `dest` through a `.part` file, checking its sha256 (`progress(bytes_done, bytes_total)` after each MiB)."
     tmp, h, got = dest.with_suffix(dest.suffix + ".part"), hashlib.sha256(), 0
     try:
         with urllib.request.urlopen(f["url"], timeout=600) as r, open(tmp, "wb") as out:
@@ -73,6 +73,7 @@ def _download(spec: str, f: dict, dest: Path) -> Path:
                 got += len(chunk)
                 if got > f["size"]: raise ValueError(f"more than the {f['size']} bytes PyPI states")   # bounded: never past it
                 h.update(chunk); out.write(chunk)
+                if progress: progress(got, f["size"])
     except Exception as e:
         tmp.unlink(missing_ok=True)
         raise FetchError(f"{spec}: download of {f['url']} failed ({e})") from None
@@ -81,8 +82,10 @@ def _download(spec: str, f: dict, dest: Path) -> Path:
         raise FetchError(f"{spec}: sha256 of {f['filename']} is {h.hexdigest()}, PyPI says {f['sha256']}")
     return tmp.replace(dest)
 
-def fetch_package(spec: str, cache_dir: Path | str = CACHE_DIR, index: str = PYPI, kind: str | None = None) -> Path:
-    "Download `name==version` (the smallest sdist or wheel, or of `kind`) into the cache, sha256-checked; return its path."
+def fetch_package(spec: str, cache_dir: Path | str = CACHE_DIR, index: str = PYPI, kind: str | None = None,
+                  progress=None) -> Path:
+    "Download `name==version` (the smallest sdist or wheel, or of `kind`) into the cache, sha256-checked; return its path"
+    " (`progress(bytes_done, bytes_total)`: called as it downloads)."
     name, sep, version = spec.replace(" ", "").partition("==")
     if not sep or not version: raise FetchError(f"{spec!r}: give name==version, e.g. vllm-ascend==0.23.0.post1")
     try: Version(version)
@@ -95,4 +98,4 @@ def fetch_package(spec: str, cache_dir: Path | str = CACHE_DIR, index: str = PYP
     files = [f for f in release_files(name, version, index) if f["filename"].endswith(KINDS[kind])]
     if not files: raise FetchError(f"{spec}: the release has no {kind or 'wheel or sdist'} on {index}")
     f = min(files, key=lambda f: f["size"])
-    return _download(spec, f, cache / f["filename"])
+    return _download(spec, f, cache / f["filename"], progress)

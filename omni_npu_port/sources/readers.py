@@ -67,12 +67,14 @@ class DirReader:
         return [p.name + "/__init__.py" for p in self.root.iterdir() if (p / "__init__.py").is_file()]
 
 class WheelReader:
-    "Files inside a wheel (a zip), each read only when its stated size is within the limits."
+    "Files inside a wheel (a zip), each read only when its stated size is within the limits; a forked process opens its own."
     def __init__(self, path: Path):
-        self.path, self.zf, self.read_bytes = path, zipfile.ZipFile(path), 0
+        self.path, self.zf, self.read_bytes, self._pid = path, zipfile.ZipFile(path), 0, os.getpid()
         self._names = set(self.zf.namelist())
     def read(self, rel: str) -> bytes | None:
         if rel not in self._names: return None
+        if self._pid != os.getpid():   # a forked child shares the parent's file offset: reads of two processes would interleave
+            self.zf, self._pid = zipfile.ZipFile(self.path), os.getpid()
         info = self.zf.getinfo(rel)
         check_size(self.where(rel), info.file_size, "MAX_MEMBER_BYTES", "uncompressed")
         self.read_bytes += info.file_size
