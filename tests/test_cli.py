@@ -2,6 +2,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -34,6 +35,19 @@ def test_main_leaves_the_garbage_collector_alone_and_entry_freezes_only_at_the_e
     r = subprocess.run([sys.executable, "-c", "import gc, sys; from omni_npu_port.cli import main as cli; sys.argv = ['x', '--version'];"
                         " rc = cli.entry(); print(rc, gc.isenabled(), gc.get_freeze_count() > 0)"], capture_output=True, text=True)
     assert r.stdout.split()[-3:] == ["0", "True", "True"]
+
+
+def test_entry_runs_port_without_the_cyclic_collector(tmp_path):
+    "A `port` command's objects live until the process ends: the console script runs it with no collection at all."
+    fix = Path(__file__).parent / "fixtures" / "release"
+    probe = ("import gc, sys; from omni_npu_port.cli import main as cli\n"
+             "n = []; gc.callbacks.append(lambda phase, info: n.append(phase))\n"
+             f"sys.argv = ['omni-npu-port', 'port', '--release', {str(fix / 'omni')!r}, '--source', {str(fix / 'vllm')!r},"
+             f" {str(fix / 'vllm_ascend')!r}, {str(fix / 'vllm_old')!r}, '--history', '0.17.0', '-o', {str(tmp_path / 'out')!r}]\n"
+             "rc = cli.entry(); print(rc, len(n), gc.isenabled())")
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert r.stdout.split()[-3:] == ["0", "0", "False"], r.stderr
+    assert (tmp_path / "out" / "port-report.json").is_file()
 
 
 def test_help_lists_every_command(capsys):

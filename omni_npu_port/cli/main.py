@@ -21,7 +21,7 @@ from .. import __version__
 from ..core.errors import PortingError, UsageError, error_line, exit_code_of, INPUT, INTERRUPTED, USAGE
 
 # %% auto #0
-__all__ = ['DESCRIPTIONS', 'COMMANDS', 'DEBUG_ENV', 'BROKEN_PIPE', 'command_module', 'CommandParser', 'build_parser',
+__all__ = ['DESCRIPTIONS', 'COMMANDS', 'DEBUG_ENV', 'BROKEN_PIPE', 'BOUNDED', 'command_module', 'CommandParser', 'build_parser',
            'run_command', 'unexpected_line', 'main', 'entry']
 
 # %% ../../nbs/cli/main.ipynb #414b0ad9
@@ -137,8 +137,11 @@ def main(argv: list[str] | None = None) -> int:
         return INPUT
 
 # %% ../../nbs/cli/main.ipynb #716322d8
+BOUNDED = ("port",)   # commands whose objects live until the process ends: no cyclic collection while they run
+
 def entry() -> int:
-    "The `omni-npu-port` console script: `main`, then no exit-time walk of what the command built (the process ends)."
+    "The `omni-npu-port` console script: `main` (a `BOUNDED` command without the cyclic collector), then no exit-time walk of what the command built (the process ends)."
+    if len(sys.argv) > 1 and sys.argv[1] in BOUNDED: gc.disable()
     rc = main()
     gc.freeze()
     return rc
