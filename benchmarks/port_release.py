@@ -10,8 +10,8 @@ declared pairing (the first vllm-ascend of the row) and the history the catalog 
 - conflicts with the history, and without it (how many the history removes);
 - whether each module compiles as written (conflicts commented out, the default `--prefer comment`), with its conflicts
   resolved to the NPU side, and the names it then reads that nothing binds (ONP4025's check); and with `--prefer npu`;
-- wall time of the command in a fresh process: cold (an empty sdist cache: every sdist unpacked anew) and warm (the
-  sdist cache filled), both as the command runs by default (`-j`: one process per CPU) and warm with `-j 1`, and
+- wall time of the command in a fresh process: cold (empty sdist and translation caches: every sdist unpacked and
+  every method translated anew) and warm (both filled: a second run), both as the command runs by default (`-j`: one process per CPU) and warm with `-j 1`, and
   in-process with the sources already read (targets: < 10 s cold, < 3 s warm, 2 cores);
 - secondary, labelled: the text similarity (difflib over lines) of each ported method to the release's hand-written
   NPU method of the same runner and name, where the release has one (a hand copy is no yardstick of faithfulness:
@@ -42,9 +42,10 @@ CLI = [sys.executable, "-c", "import sys; from omni_npu_port.cli.main import ent
 
 
 def cli_seconds(omni: str, cold: bool, jobs: int | None = None) -> tuple[float, int]:
-    "Wall time and exit code of `port --release OMNI -o TMP` in a fresh process (cold: an empty sdist cache)."
+    "Wall time and exit code of `port --release OMNI -o TMP` in a fresh process (cold: empty sdist and translation caches)."
     with tempfile.TemporaryDirectory() as d:
-        env = {**os.environ, **({"OMNI_NPU_PORT_SDIST_CACHE": str(Path(d) / "sdist")} if cold else {})}
+        env = {**os.environ, **({"OMNI_NPU_PORT_SDIST_CACHE": str(Path(d) / "sdist"),
+                                 "OMNI_NPU_PORT_TRANSLATION_CACHE": str(Path(d) / "translations")} if cold else {})}
         t0 = time.perf_counter()
         p = subprocess.run(CLI + ["port", "--release", omni, "-o", str(Path(d) / "out")] + (["-j", str(jobs)] if jobs else []), env=env,
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -71,9 +72,9 @@ def measure(omni: str, cold: bool = True, baseline: bool = True, jobs: int | Non
     "Every figure of one release."
     row = {"vllm_omni": omni}
     if cold: row["cold_s"], _ = cli_seconds(omni, True, jobs)
+    port_release(omni)                                   # sources read in this process; its translations kept on disk
     row["warm_s"], row["rc"] = cli_seconds(omni, False, jobs)
     row["warm_j1_s"], _ = cli_seconds(omni, False, 1)
-    port_release(omni)                                   # sources read in this process
     t0 = time.perf_counter()
     res = port_release(omni, workers=jobs or os.cpu_count() or 1)
     row["in_process_s"] = time.perf_counter() - t0
@@ -120,7 +121,7 @@ def print_table(rows: list[dict]):
           "call, present edited; transl = port statements changed from omni by translation only;\ncomp / npu-s = modules that "
           "compile as written / with conflicts resolved to the NPU side; undef = names read that nothing binds (NPU side);\n"
           "npu:c/l = with --prefer npu: modules that compile / statements lost;\n"
-          "cold / warm = `port --release` in a fresh process, empty / filled sdist cache (-j: one process per CPU); -j1 = warm, one "
+          "cold / warm = `port --release` in a fresh process, empty / filled sdist and translation caches (-j: one process per CPU); -j1 = warm, one "
           "process; in-pr = in-process with the sources "
           "read (targets < 10 s cold, < 3 s warm);\nhand sim = mean text similarity of the ported methods to the release's "
           "hand-written NPU methods (secondary: not a measure of faithfulness).")

@@ -1,5 +1,13 @@
 """Shared pytest fixtures. Add fixtures below; do not replace this file (several areas share it)."""
+import os
+import tempfile
+
 import pytest
+
+
+def pytest_configure(config):
+    "Translations a test makes are kept in a folder of this run (and its subprocesses), never in the user's cache."
+    os.environ.setdefault("OMNI_NPU_PORT_TRANSLATION_CACHE", tempfile.mkdtemp(prefix="onp-translations-"))
 
 
 # --- real vllm / vllm-ascend releases, read statically (omni_npu_port.sources.fetch and .readers) -------------------------

@@ -1,6 +1,7 @@
 """`omni-npu-port port` and `omni-npu-port audit` on small GPU-base / omni-GPU / NPU-base triples (tests/fixtures/port)."""
 import ast
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -1488,3 +1489,37 @@ def test_copied_super_calls_reach_what_they_reached_in_their_own_class(tmp_path)
     assert got.returncode == 0, got.stderr
     assert got.stdout.split() == ["npu.sync", "omni.warmup", "prepare", "npu.warmup", "prepare", "gpu.dummy",
                                   "omni.shutdown", "gpu.shutdown"]
+
+
+def test_translations_are_kept_between_runs_and_answer_only_their_own_question(tmp_path, monkeypatch):
+    monkeypatch.setenv(T.TCACHE_ENV, str(tmp_path / "kept"))
+    src, mod = "def sync(self):\n    torch.cuda.synchronize()\n", "import torch\n"
+    for age, old in enumerate(("c", "b", "a")):                          # older tool versions' folders: the newest two stay
+        (tmp_path / "kept" / old).mkdir(parents=True); os.utime(tmp_path / "kept" / old, (1e9 - age, 1e9 - age))
+    monkeypatch.setattr(T, "_TCACHE", {})
+    first = T.translate_code(src, "vllm-ascend==0.18.0", mod)
+    assert "torch.npu.synchronize()" in first[0] and len(list((tmp_path / "kept").rglob("*.pkl"))) == 1
+    assert sorted(p.name for p in (tmp_path / "kept").iterdir()) == sorted(["b", "c", T.code_fingerprint()])
+    real = T.translate_source
+    def no_translator(*a, **k): raise AssertionError("translated again")
+    monkeypatch.setattr(T, "translate_source", no_translator)
+    monkeypatch.setattr(T, "_TCACHE", {})                       # a new process: only the disk remembers
+    again = T.translate_code(src, "vllm-ascend==0.18.0", mod)
+    assert again[0] == first[0] and [str(d) for d in again[1]] == [str(d) for d in first[1]]
+    for other in ((src, "vllm-ascend==0.18.0", mod + "import os\n"),          # another module text: a miss
+                  (src + "    return 1\n", "vllm-ascend==0.18.0", mod),       # another method
+                  (src, "vllm-ascend==0.16.0rc1", mod)):                      # another target
+        with pytest.raises(AssertionError, match="translated again"): T.translate_code(*other)
+    rules = T.rules_for("vllm-ascend==0.18.0")                               # a record changed at run time: a miss
+    monkeypatch.setitem(rules._memo, "digest", "changed")
+    monkeypatch.setattr(T, "_TCACHE", {})
+    with pytest.raises(AssertionError, match="translated again"): T.translate_code(src, "vllm-ascend==0.18.0", mod)
+    monkeypatch.delitem(rules._memo, "digest")
+    monkeypatch.setattr(T, "translate_source", real)
+    for f in (tmp_path / "kept").rglob("*.pkl"): f.write_bytes(b"not a pickle")   # damaged: translated anew
+    monkeypatch.setattr(T, "_TCACHE", {})
+    assert T.translate_code(src, "vllm-ascend==0.18.0", mod)[0] == first[0]
+    monkeypatch.setenv(T.TCACHE_ENV, "off")                                  # off: nothing kept
+    monkeypatch.setattr(T, "_TCACHE", {})
+    T.translate_code(src + "    return 2\n", "vllm-ascend==0.18.0", mod)
+    assert not list(tmp_path.glob("off*")) and T.translation_cache() is None

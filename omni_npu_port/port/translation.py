@@ -11,18 +11,26 @@ import ast
 import dataclasses
 import difflib
 import functools
+import hashlib
+import os
+import pickle
 import re
+import shutil
+import sys
 import textwrap
+from pathlib import Path
 
 from ..core.catalog import PAIRING, VLLM_ASCEND_VERSIONS, parse_version, resolve_release
 from ..core.diagnostics import Code, Diagnostic, code_info, register
+from ..sources.fetch import CACHE_DIR
 from ..sources.readers import parse_source
 from ..translate.engine import RuleSet, compile_rules, translate_source
 from .locate import Located, PortError, method_text, port_diagnostic, top_classes
 
 # %% auto #0
-__all__ = ['SCRATCH', 'rules_for', 'known_ascend', 'target_of', 'target_check', 'from_translator', 'module_imports',
-           'translate_methods', 'translate_located', 'translate_code', 'translator_check', 'pairing_check']
+__all__ = ['TCACHE_ENV', 'SCRATCH', 'rules_for', 'known_ascend', 'target_of', 'target_check', 'from_translator', 'module_imports',
+           'code_fingerprint', 'translation_cache', 'rules_digest', 'translate_methods', 'translate_located',
+           'translate_code', 'translator_check', 'pairing_check']
 
 # %% ../../nbs/port/translation.ipynb #8e7f35e9
 register(
@@ -43,7 +51,7 @@ def rules_for(target: str | RuleSet | None = None) -> RuleSet:
     "The translator's rule set for `vllm-ascend==X` (None: the profile's target), compiled once per target."
     if isinstance(target, RuleSet): return target
     if target not in _RULES:
-        try: _RULES[target] = compile_rules(target)
+        try: _RULES[target] = compile_rules(target)   # the catalog's rules for a target only: their translations are kept
         except (ValueError, KeyError) as e: raise PortError(f"translator target {target!r}: {e}") from None
     return _RULES[target]
 
@@ -96,6 +104,57 @@ def _line_map(a: list[str], b: list[str]) -> list[int]:
         for k in range(i1, i2): out[k] = min(j1 + (k - i1), max(j2 - 1, j1))
     return out
 
+# %% ../../nbs/port/translation.ipynb #4608bf3c
+TCACHE_ENV = "OMNI_NPU_PORT_TRANSLATION_CACHE"   # a folder for translations kept between runs, or `off`
+
+@functools.lru_cache(maxsize=1)
+def code_fingerprint() -> str:
+    "What a translation depends on besides its inputs: this package's code (every .py file) and Python's version."
+    import omni_npu_port   # its folder (in a notebook too, where this module has no __file__)
+    h, root = hashlib.sha256(sys.version.encode()), Path(omni_npu_port.__file__).resolve().parent
+    for p in sorted(root.rglob("*.py")):
+        h.update(p.relative_to(root).as_posix().encode() + b"\0" + p.read_bytes() + b"\0")
+    return h.hexdigest()[:20]
+
+def translation_cache() -> Path | None:
+    "The folder of this code's kept translations (`$OMNI_NPU_PORT_TRANSLATION_CACHE`; None: off)."
+    v = os.environ.get(TCACHE_ENV, "").strip()
+    if v.lower() in ("off", "0", "no", "false"): return None
+    base = Path(v).expanduser() if v else Path(CACHE_DIR).expanduser().parent / "translations"
+    return base / code_fingerprint()
+
+def rules_digest(rules: RuleSet) -> str:
+    "What a rule set holds — its target and every record as it stands (a catalog changed at run time too) — as a digest."
+    if "digest" not in rules._memo:
+        recs = repr(sorted((k, repr(v)) for k, v in rules.records.items()))
+        rules._memo["digest"] = hashlib.sha256(f"{rules.target}\0{rules.runner_bases}\0{recs}".encode()).hexdigest()
+    return rules._memo["digest"]
+
+def _entry(folder: Path, rules: RuleSet, mod: str, src: str) -> Path:
+    return folder / (hashlib.sha256("\0".join((rules_digest(rules), mod, src)).encode()).hexdigest() + ".pkl")
+
+def _kept(folder: Path | None, rules: RuleSet, mod: str, src: str):
+    "A kept translation (code, diagnostics), or None: none kept, or one that cannot be read."
+    if folder is None: return None
+    try:
+        with open(_entry(folder, rules, mod, src), "rb") as f: got = pickle.load(f)
+        return got if isinstance(got, tuple) and len(got) == 2 and isinstance(got[0], str) else None
+    except Exception: return None
+
+def _keep(folder: Path | None, rules: RuleSet, mod: str, src: str, res: tuple) -> None:
+    "Keep a translation (atomically: a reader sees all of it or none); a folder that cannot be written keeps nothing."
+    if folder is None: return
+    try:
+        if not folder.is_dir():
+            folder.mkdir(parents=True, exist_ok=True)
+            olds = sorted((p for p in folder.parent.iterdir() if p.is_dir() and p != folder), key=lambda p: p.stat().st_mtime)
+            for p in olds[:-2]: shutil.rmtree(p, ignore_errors=True)   # the three newest fingerprints stay
+        dest = _entry(folder, rules, mod, src)
+        tmp = dest.with_suffix(f".{os.getpid()}.tmp")
+        with open(tmp, "wb") as f: pickle.dump(res, f, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, dest)
+    except Exception: pass
+
 # %% ../../nbs/port/translation.ipynb #d1b0ecc2
 SCRATCH = "_OmniPortScratch"
 
@@ -104,10 +163,13 @@ _TCACHE: dict = {}
 def translate_methods(items: list[tuple[str, str]], rules: RuleSet) -> list[tuple[str, list[Diagnostic]]]:
     "Translate (method source, module text) pairs in their modules' import context: one translator run per module."
     base = rules.runner_bases[0] if rules.runner_bases else "object"
+    disk = translation_cache() if any(r is rules for r in _RULES.values()) else None   # kept between runs: `rules_for`'s only
     out: dict[int, tuple[str, list[Diagnostic]]] = {}
     groups: dict[str, list[int]] = {}
     for i, (src, mod) in enumerate(items):
         hit = _TCACHE.get((id(rules), mod, src))
+        if hit is None and (kept := _kept(disk, rules, mod, src)) is not None:
+            hit = _TCACHE[(id(rules), mod, src)] = (rules, *kept)
         if hit is not None: out[i] = (hit[1], [dataclasses.replace(d) for d in hit[2]])
         else: groups.setdefault(mod, []).append(i)
     for mod, idx in groups.items():
@@ -135,6 +197,7 @@ def translate_methods(items: list[tuple[str, str]], rules: RuleSet) -> list[tupl
                     rel = d.line - starts[k]
                     if 0 <= rel < n: diags.append(from_translator(d, lmap[rel] + 1))
                 res[src] = (new, diags)
+                _keep(disk, rules, mod, src, res[src])
         for i in idx:
             src = items[i][0]
             _TCACHE[(id(rules), mod, src)] = (rules, *res[src])   # the rule set is kept alive with its key
