@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core.diagnostics import Code, Diagnostic, code_info, register
-from .locate import port_diagnostic
+from .locate import own_methods, port_diagnostic
 from .merge import FENCE_TEXT, INLINE_MARK, indent_of
 
 # %% auto #0
@@ -428,8 +428,7 @@ _ZERO_SUPER = re.compile(r"\bsuper\(\)\s*\.\s*(\w+)")
 
 def _definer_after(landing: list, at: int, name: str) -> str | None:
     "The first class after `landing[at]` that defines `name` (a class no source holds: not known to)."
-    return next((c.name for c in landing[at + 1:] if c.node is not None and name in {
-        s.name for s in c.node.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}), None)
+    return next((c.name for c in landing[at + 1:] if c.node is not None and name in own_methods(c.node)), None)
 
 def rebind_supers(lines: list[str], origins: list[str], landing: list, sources: dict, first: str = "self"
                   ) -> tuple[list[str], list[Diagnostic]]:
