@@ -376,6 +376,12 @@ def reset_platform() -> None:
     global _CURRENT
     _CURRENT = None
 
+# %% ../../nbs/runtime/platform.ipynb #22fba1c6
+Platform.compute_ops = "native"     # the reference math (vLLM-Omni's `forward_native`)
+CpuPlatform.compute_ops = "torch"   # torch's own fused CPU kernels where it has them, else native
+CudaPlatform.compute_ops = "cuda"   # torch's fused CUDA kernels; compiled native where torch has none
+NpuPlatform.compute_ops = "npu"     # torch_npu's fused ops, named by the catalog's `ops` records
+
 # %% ../../nbs/runtime/platform.ipynb #b0883a68
 VERSION_PACKAGES = {"torch": "torch", "torch_npu": "torch-npu", "vllm": "vllm", "vllm-ascend": "vllm-ascend",
                     "vllm-omni": "vllm-omni"}
