@@ -25,6 +25,9 @@ def configure(ap):
                          "PATH@VERSION for a source that states no version (a git checkout) or to check it as VERSION; "
                          "NAME==VERSION (vllm-ascend==0.18.0) fetched from PyPI into the package cache; "
                          "default: the installed packages")
+    ap.add_argument("--ops", action="store_true",
+                    help="also check the catalog's fused-op (`ops`) records against the torch-npu wheel the vllm-ascend "
+                         "release pins (fetched into the package cache; default release: the profile's stack.vllm_ascend)")
 
 # %% auto #0
 __all__ = ['DESCRIPTION', 'configure', 'run']
@@ -33,8 +36,20 @@ __all__ = ['DESCRIPTION', 'configure', 'run']
 def run(args) -> int:
     "Print the doctor's report (a table, or JSON with `--json`); 1 when a record or the backend fails."
     report = doctor.doctor_report(args.source)
+    if getattr(args, "ops", False): report["ops"] = _ops_report(report)
     if args.json: print(json.dumps(report, indent=2, default=str))
     else:
         from rich.console import Console
         doctor.print_report(report, Console(width=max(Console().width, 160)), show_na=args.all)
-    return FINDINGS if doctor.report_failed(report) else OK
+        if report.get("ops"):
+            from omni_npu_port.sources.op_schemas import ops_table
+            Console().print(ops_table(report["ops"]))
+    from omni_npu_port.sources.op_schemas import ops_failed
+    return FINDINGS if doctor.report_failed(report) or (report.get("ops") and ops_failed(report["ops"])) else OK
+
+def _ops_report(report: dict) -> dict:
+    "`check_ops` for the vllm-ascend checked (or the profile's), fetching its torch-npu wheel."
+    from omni_npu_port.core.profile import load_profile
+    from omni_npu_port.sources.op_schemas import check_ops
+    va = next((s.get("version") for s in report["sources"] if s.get("package") in ("vllm-ascend", "vllm_ascend") and s.get("version")), None)
+    return check_ops(va or load_profile().vllm_ascend)

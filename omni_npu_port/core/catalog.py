@@ -18,10 +18,10 @@ from packaging.version import InvalidVersion, Version
 # %% auto #0
 __all__ = ['VLLM_ASCEND_VERSIONS', 'VLLM_VERSIONS', 'TORCH_NPU_PINS', 'PAIRING', 'OMNI_RUNNERS', 'FAMILIES', 'KINDS', 'SOURCES',
            'FORWARD_CONTEXT', 'GRAPHS', 'DEVICE_OPS', 'ATTENTION', 'ROTARY_SP', 'SAMPLER_BATCH', 'GRAPH_PARAMS',
-           'SIGNATURES', 'CATALOG', 'OMNI_PAIRING', 'VLLM_LINE', 'OMNI_LAG', 'parse_version', 'version_str', 'Pattern',
-           'Symbol', 'Catalog', 'check_choice', 'Release', 'resolve_release', 'parse_target', 'resolve_target_spec',
-           'select_target', 'OmniPairing', 'ascend_of_line', 'vllm_of_line', 'infer_omni_vllm', 'omni_pairing',
-           'omni_history', 'records_table', 'show_records', 'show_pattern']
+           'SIGNATURES', 'CATALOG', 'OPS', 'OMNI_PAIRING', 'VLLM_LINE', 'OMNI_LAG', 'parse_version', 'version_str',
+           'Pattern', 'Symbol', 'Catalog', 'check_choice', 'op_schema', 'Release', 'resolve_release', 'parse_target',
+           'resolve_target_spec', 'select_target', 'OmniPairing', 'ascend_of_line', 'vllm_of_line', 'infer_omni_vllm',
+           'omni_pairing', 'omni_history', 'records_table', 'show_records', 'show_pattern']
 
 # %% ../../nbs/core/catalog.ipynb #4e862511
 VLLM_ASCEND_VERSIONS = ("0.13.0rc2", "0.13.0rc3", "0.13.0", "0.14.0rc1", "0.15.0rc1", "0.16.0rc1", "0.17.0rc1", "0.18.0rc1",
@@ -779,6 +779,52 @@ def _validate(patterns: list[Pattern]):
                 raise ValueError(f"{where}: gap {tuple(g)} must be (from, to) versions strictly inside [{p.since}, {p.until})")
 
 CATALOG = Catalog(FORWARD_CONTEXT + GRAPHS + DEVICE_OPS + ATTENTION + ROTARY_SP + SAMPLER_BATCH + GRAPH_PARAMS + SIGNATURES)
+
+# %% ../../nbs/core/catalog.ipynb #9dde84bd
+FAMILIES["ops"] = ("Fused compute ops: RMSNorm, rotary, attention, SwiGLU", "runtime/ops.ipynb")
+
+def _op(rid, title, gpu, npu, symbol, params, schemas, notes):
+    return Pattern(rid, "ops", title, "manual", gpu, npu, notes, source="beyond-card", npu_symbol=symbol,
+                   params=params, value=schemas)
+
+OPS = [
+    _op("ops.rms-norm", "RMSNorm as one fused kernel",
+        "h = x.float(); h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps); y = w * h.to(x.dtype)",
+        "y, _ = torch_npu.npu_rms_norm(x, w, epsilon=eps)", "torch_npu.npu_rms_norm", ("self", "gamma", "epsilon"),
+        (("2.8.0", "npu_rms_norm(Tensor self, Tensor gamma, float epsilon=1e-06) -> (Tensor, Tensor)"),),
+        "vLLM-Omni _RMSNorm.forward_npu (forward_native on CPU/CUDA); output [0] is y, [1] the inverse rms."),
+    _op("ops.add-rms-norm", "Residual add and RMSNorm as one fused kernel",
+        "h = h + residual; residual = h; h = post_attention_layernorm(h)",
+        "h, _, residual = torch_npu.npu_add_rms_norm(h, residual, w, epsilon=eps)", "torch_npu.npu_add_rms_norm",
+        ("x1", "x2", "gamma", "epsilon"),
+        (("2.8.0", "npu_add_rms_norm(Tensor x1, Tensor x2, Tensor gamma, float epsilon=1e-06) -> (Tensor, Tensor, Tensor)"),),
+        "vLLM-Omni CodePredictorDecoderLayer on NPU; outputs (y, rstd, x1 + x2)."),
+    _op("ops.rotary-mul", "Rotate-half rotary embedding as one fused kernel",
+        "q = q * cos + rotate_half(q) * sin", "q = torch_npu.npu_rotary_mul(q, cos, sin)", "torch_npu.npu_rotary_mul",
+        ("self", "r1", "r2"),
+        (("2.8.0", "npu_rotary_mul(Tensor self, Tensor r1, Tensor r2, str rotary_mode='half') -> Tensor"),
+         ("2.10.0", "npu_rotary_mul(Tensor self, Tensor r1, Tensor r2, str rotary_mode='half', Tensor? rotate=None) -> Tensor")),
+        "Layouts BNSD/BSND/SBND; tables 1S1D or BS1D for BSND input; `rotate` added in torch-npu 2.10.0."),
+    _op("ops.fusion-attention", "Causal GQA attention as one fused kernel (no repeated K/V)",
+        "F.scaled_dot_product_attention(q, k, v, scale=s, is_causal=True, enable_gqa=True)",
+        'torch_npu.npu_fusion_attention(q, k, v, n_heads, "BSND", atten_mask=triu_2048, scale=s, sparse_mode=2)[0]',
+        "torch_npu.npu_fusion_attention",
+        ("query", "key", "value", "head_num", "input_layout", "atten_mask", "scale", "sparse_mode"),
+        (("2.8.0", 'npu_fusion_attention(Tensor query, Tensor key, Tensor value, int head_num, str input_layout, Tensor? pse=None, Tensor? padding_mask=None, Tensor? atten_mask=None, float scale=1., float keep_prob=1., int pre_tockens=2147483647, int next_tockens=2147483647, int inner_precise=0, int[]? prefix=None, int[]? actual_seq_qlen=None, int[]? actual_seq_kvlen=None, int sparse_mode=0, bool gen_mask_parallel=True, bool sync=False, str softmax_layout="", Tensor? sink=None) -> (Tensor, Tensor, Tensor, Tensor, int, int, int)'), ("2.10.0", 'npu_fusion_attention(Tensor query, Tensor key, Tensor value, int head_num, str input_layout, Tensor? pse=None, Tensor? padding_mask=None, Tensor? atten_mask=None, float scale=1., float keep_prob=1., int pre_tockens=2147483647, int next_tockens=2147483647, int inner_precise=0, int[]? prefix=None, int[]? actual_seq_qlen=None, int[]? actual_seq_kvlen=None, int sparse_mode=0, bool gen_mask_parallel=True, bool sync=False, str softmax_layout="", Tensor? sink=None, Tensor? dropout_mask=None, int seed=0, int offset=0) -> (Tensor, Tensor, Tensor, Tensor, int, int, int)')),
+        "GQA when query heads are a multiple of key/value heads; sparse_mode=2 takes the compressed 2048x2048 causal mask."),
+    _op("ops.swiglu", "SiLU-gated MLP activation as one fused kernel", "F.silu(gate) * up",
+        "torch_npu.npu_swiglu(gate_up, dim=-1)", "torch_npu.npu_swiglu", ("self", "dim"),
+        (("2.8.0", "npu_swiglu(Tensor self, int dim=-1) -> Tensor"),),
+        "vllm-ascend's SiluAndMul; the packed gate/up projection's output, gate first."),
+]
+CATALOG = Catalog([*CATALOG, *OPS])
+
+# %% ../../nbs/core/catalog.ipynb #584e6855
+def op_schema(record: Pattern, torch_npu: str) -> str | None:
+    "The schema an `ops` record states for a torch-npu release (None before its first entry)."
+    v = parse_version(torch_npu)
+    held = [s for since, s in record.value if parse_version(since) <= v]
+    return held[-1] if held else None
 
 # %% ../../nbs/core/catalog.ipynb #4753743c
 class Release(NamedTuple):

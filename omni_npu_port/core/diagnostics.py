@@ -105,3 +105,17 @@ def codes_markdown(codes=None, link_base: str = "") -> str:
         if c.notebook: out += ["", f"Explained in [{c.notebook}]({link_base}{c.notebook})."]
         out.append("")
     return "\n".join(out)
+
+# %% ../../nbs/core/diagnostics.ipynb #ff04e035
+register(
+    Code("ONP5101", "op-schema-drift", "a fused NPU op's schema in the torch-npu wheel differs from the one its `ops` record "
+         "states for that release", "warning",
+         action="Read the wheel's schema in the report; if the parameters the port passes still bind, add a (release, schema) "
+                "entry to the record's `value` in nbs/core/catalog.ipynb; otherwise change the call in nbs/runtime/ops.ipynb.",
+         notebook="sources/op_schemas.ipynb", tool="doctor"),
+    Code("ONP5102", "op-call-breaks", "a fused NPU op the port calls is missing from the torch-npu release, or a parameter "
+         "it passes is not in the op's schema (or not at the position it is passed at)", "error",
+         action="Do not run the NPU fast path on that torch-npu: pin the torch-npu the vllm-ascend release names, or fix the "
+                "call (nbs/runtime/ops.ipynb) and the record's `params`.",
+         notebook="sources/op_schemas.ipynb", tool="doctor"),
+)
