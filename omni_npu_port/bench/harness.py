@@ -278,10 +278,10 @@ def plot_results(result: dict, path=None):
     return fig
 
 # %% ../../nbs/bench/harness.ipynb #019ded22
-def short_bench(console=None) -> dict:
-    "A seconds-long CPU benchmark (small shapes, buckets 1 and 2) printed as a table; returns the result."
+def short_bench(console=None, device: str = "cpu") -> dict:
+    "A seconds-long benchmark (small shapes, buckets 1 and 2) on `device` (`auto`: the one the runtime chose), printed as a table."
     from rich.console import Console
-    res = run_bench(device="cpu", batch_sizes=(1, 2), iters=5, warmup=2, small=True)   # the profile's dtype, as `bench`
+    res = run_bench(device=device, batch_sizes=(1, 2), iters=5, warmup=2, small=True)   # the profile's dtype, as `bench`
     (console or Console()).print(results_table(res))
     return res
 

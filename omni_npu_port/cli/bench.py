@@ -20,7 +20,7 @@ from ..core.profile import DTYPES, SCHEMA, ProfileError, load_profile
 DESCRIPTION = "Eager vs graph-replay latency of a talker-MTP step per batch bucket."
 
 # %% auto #0
-__all__ = ['DESCRIPTION', 'configure', 'bench_arguments', 'run']
+__all__ = ['DESCRIPTION', 'configure', 'bench_arguments', 'run', 'modes_arguments', 'run_modes_cli']
 
 # %% ../../nbs/cli/bench.ipynb #465ca5ba
 def configure(ap):
@@ -36,6 +36,10 @@ def configure(ap):
     ap.add_argument("--plot", metavar="FILE.png", help="write a latency-vs-batch plot")
     ap.add_argument("--profile-kernels", action="store_true", help="sum kernel time of the graphs with torch.profiler (CUDA only)")
     ap.add_argument("--quiet", action="store_true", help="no progress bar or table")
+    ap.add_argument("--mode", help="modes side by side, comma-separated or `all`: eager, graph, compiled, compiled+graph "
+                                   "(the talker-MTP subjects of bench.modes; without --mode: eager vs graph of the static-KV module)")
+    ap.add_argument("--subject", default="code-predictor",
+                    help="with --mode: code-predictor (vLLM-Omni's structure), static-kv, or both (comma-separated)")
 
 # %% ../../nbs/cli/bench.ipynb #bcef8ca1
 def bench_arguments(args, prof) -> dict:
@@ -78,6 +82,7 @@ def run(args) -> int:
     try: prof = load_profile()
     except ProfileError as e: raise UsageError(str(e)) from None
     kw = bench_arguments(args, prof)
+    if getattr(args, "mode", None): return run_modes_cli(args, kw, prof)
     from rich.console import Console
     con = Console(width=max(Console().width, 150))
     n = len(kw["batch_sizes"] or prof.batch_sizes)
@@ -96,4 +101,29 @@ def run(args) -> int:
             if n.startswith("noise:"): print(warning_line(n, "omni-npu-port bench"), file=sys.stderr)
         went = [f"results: {args.json}" for _ in [1] if args.json] + [f"plot: {args.plot}" for _ in [1] if args.plot]
         print("omni-npu-port bench: " + ("; ".join(went) if went else "done; nothing written (--json FILE or --plot FILE keep the results)"))
+    return 0
+
+# %% ../../nbs/cli/bench.ipynb #bdc3d1e4
+def modes_arguments(args) -> tuple:
+    "(modes, subjects) from `--mode` and `--subject`; a UsageError naming the bad value."
+    from omni_npu_port.bench.modes import MODES, SUBJECTS
+    modes = MODES if args.mode.strip() == "all" else tuple(m.strip() for m in args.mode.split(",") if m.strip())
+    subjects = SUBJECTS if args.subject.strip() == "both" else tuple(s.strip() for s in args.subject.split(",") if s.strip())
+    if not modes or any(m not in MODES for m in modes): raise UsageError(f"--mode {args.mode!r}: choose from {', '.join(MODES)} or all")
+    if not subjects or any(s not in SUBJECTS for s in subjects):
+        raise UsageError(f"--subject {args.subject!r}: choose from {', '.join(SUBJECTS)} or both")
+    return modes, subjects
+
+def run_modes_cli(args, kw: dict, prof) -> int:
+    "`bench --mode ...`: every mode per bucket, a table, `--json` and `--plot`."
+    import json
+    from rich.console import Console
+    from omni_npu_port.bench.modes import modes_table, plot_modes, run_modes
+    modes, subjects = modes_arguments(args)
+    res = run_modes(subjects=subjects, modes=modes, batch_sizes=kw["batch_sizes"] or prof.batch_sizes, iters=kw["iters"],
+                    warmup=kw["warmup"], small=kw["small"], dtype=kw["dtype"], platform=kw["platform"])
+    if not args.quiet: Console(width=max(Console().width, 200)).print(modes_table(res))
+    if args.json: write_atomic(Path(args.json).expanduser(), json.dumps(res, indent=2) + "\n")
+    if args.plot: plot_modes(res, Path(args.plot).expanduser())
+    if args.quiet: print("omni-npu-port bench: " + (f"results: {args.json}" if args.json else "done"))
     return 0

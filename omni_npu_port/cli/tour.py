@@ -63,9 +63,9 @@ def tour_docs(con, state):
     con.print(f"docs site: {loc}" if loc else "docs site: not built yet — `omni-npu-port docs` builds it into _docs/")
 
 def tour_bench(con, state):
-    "A short eager-vs-graph benchmark on the detected device."
+    "A short eager-vs-graph benchmark (small shapes) on the device `auto` chose."
     from omni_npu_port.bench.harness import short_bench
-    short_bench(console=con)
+    short_bench(console=con, device="auto")
 
 NEXT_STEPS = """next steps:
   translate your runner:  omni-npu-port translate my_runner.py -o out/

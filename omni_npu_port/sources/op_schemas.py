@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import re
+import warnings
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +33,10 @@ class SchemaError(FetchError):
 def _docs_schemas(text: str) -> dict[str, str]:
     "Op name → the call line of its docstring in `_op_plugin_docs.py` (`torch_npu.NAME(...) -> ...`)."
     out = {}
-    for node in ast.walk(ast.parse(text)):
+    with warnings.catch_warnings():   # the docs hold invalid escapes
+        warnings.simplefilter("ignore", SyntaxWarning); warnings.simplefilter("ignore", DeprecationWarning)
+        tree = ast.parse(text)
+    for node in ast.walk(tree):
         if isinstance(node, ast.Call) and len(node.args) == 2 and all(isinstance(a, ast.Constant) for a in node.args):
             name, doc = node.args[0].value, node.args[1].value
             line = next((l.strip() for l in str(doc).splitlines() if f"torch_npu.{name}(" in l), None)
