@@ -144,3 +144,12 @@ def test_cuda_modes_side_by_side():
     except Exception as e: pytest.skip(str(e))
     r = run_modes("cuda", subjects=("code-predictor",), modes=MODES, batch_sizes=(1,), iters=5, warmup=2, small=True)
     assert all(x["status"] == "ok" and x["parity"]["ok"] for x in r["rows"])
+
+
+@pytest.mark.slow
+def test_cuda_op_set_compiles_and_agrees_with_native_on_any_device():
+    "The CUDA set's compiled ops are torch.compile of the native math: they run (slowly to compile) on CPU tensors too."
+    ops = rops.cuda_ops()
+    d = rops.parity(ops, torch.float32)
+    assert all(v <= rops.PARITY_TOL[torch.float32] for v in d.values()), d
+    assert all(getattr(f, "state", {}).get("why") is None for f in (ops.add_rms_norm, ops.rotary, ops.swiglu))
