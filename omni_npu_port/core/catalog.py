@@ -789,12 +789,12 @@ def _op(rid, title, gpu, npu, symbol, params, schemas, notes):
 
 OPS = [
     _op("ops.rms-norm", "RMSNorm as one fused kernel",
-        "h = x.float(); h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps); y = w * h.to(x.dtype)",
+        "y = w * (x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)",
         "y, _ = torch_npu.npu_rms_norm(x, w, epsilon=eps)", "torch_npu.npu_rms_norm", ("self", "gamma", "epsilon"),
         (("2.8.0", "npu_rms_norm(Tensor self, Tensor gamma, float epsilon=1e-06) -> (Tensor, Tensor)"),),
         "vLLM-Omni _RMSNorm.forward_npu (forward_native on CPU/CUDA); output [0] is y, [1] the inverse rms."),
     _op("ops.add-rms-norm", "Residual add and RMSNorm as one fused kernel",
-        "h = h + residual; residual = h; h = post_attention_layernorm(h)",
+        "h = post_attention_layernorm(residual := h + residual)",
         "h, _, residual = torch_npu.npu_add_rms_norm(h, residual, w, epsilon=eps)", "torch_npu.npu_add_rms_norm",
         ("x1", "x2", "gamma", "epsilon"),
         (("2.8.0", "npu_add_rms_norm(Tensor x1, Tensor x2, Tensor gamma, float epsilon=1e-06) -> (Tensor, Tensor, Tensor)"),),
