@@ -9,7 +9,7 @@
 # (torch with CUDA must already be installed there). The script installs only what does not import, into a private
 # folder, then runs: the CUDA-marked tests and the benchmark's tests with a GPU present, the modes side by side
 # (eager, device graph, compiled, compiled + device graph) for both subjects at full shapes, bf16, batch 1 and 8,
-# and the eager-vs-graph targets script. Results: benchmarks/results/gpu-<date>.json with GPU, driver, torch, date
+# and the eager-vs-graph targets script; the modes' targets (bench.modes.check_mode_targets) are printed. Results: benchmarks/results/gpu-<date>.json with GPU, driver, torch, date
 # and the commands; logs and the plot beside it. Every step has its own time limit.
 set -u
 WHEELS=${1:-wheels}
@@ -67,6 +67,11 @@ except OSError: modes = None
 res = {"gpu": name, "gpu_memory": mem, "driver": driver, "torch": torch.__version__, "cuda": torch.version.cuda,
        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "command": cmd,
        "script": "benchmarks/gpu_check.sh", "modes": modes}
+if modes:
+    from omni_npu_port.bench.modes import check_mode_targets
+    res["targets"] = check_mode_targets(modes)
+    for t in res["targets"]:
+        print(("pass" if t["ok"] else "FAIL") if t["applies"] else "n/a ", t["target"], "-", t["detail"])
 json.dump(res, open(f"{out}/gpu-{stamp}.json", "w"), indent=2)
 print(f"wrote {out}/gpu-{stamp}.json")
 PY

@@ -23,7 +23,7 @@ from ..runtime.ops import ops_for
 
 # %% auto #0
 __all__ = ['VIEW_OPS', 'MODES', 'SUBJECTS', 'OpCounter', 'count_ops', 'build_subject', 'copy_bandwidth', 'kernel_stats',
-           'measure_subject', 'run_modes', 'modes_table', 'plot_modes']
+           'measure_subject', 'run_modes', 'modes_table', 'plot_modes', 'check_mode_targets']
 
 # %% ../../nbs/bench/modes.ipynb #a3eb8e1a
 VIEW_OPS = frozenset({"aten._unsafe_view.default", "aten._reshape_alias.default"})
@@ -176,3 +176,29 @@ def plot_modes(result: dict, path=None):
     ax.grid(alpha=0.3); ax.legend(fontsize=8)
     if path is not None: fig.savefig(path)
     return fig
+
+# %% ../../nbs/bench/modes.ipynb #4374f719
+def check_mode_targets(result: dict, max_vs_anchor: float = 1.25, max_kernels: int = 1000, max_over_kernel: float = 1.2) -> list[dict]:
+    "The targets for a `run_modes` result: one dict per target with `applies`, `ok` and a `detail` sentence."
+    rows, d = result["rows"], result["device"]
+    gpu = d["backend"] == "cuda" and result["shapes"] == "full"
+    why = f"needs CUDA and the full shapes; this run: {d['backend']}, {result['shapes']}"
+    get = lambda m, b: next((r for r in rows if (r["subject"], r["mode"], r["batch"]) == ("code-predictor", m, b) and r["status"] == "ok"), None)
+    buckets = sorted({r["batch"] for r in rows if r["subject"] == "code-predictor"})
+    pairs = {b: (get("graph", b), get("compiled+graph", b)) for b in buckets}
+    have = gpu and buckets and all(g and a for g, a in pairs.values())
+    vs = {b: g["p50_ms"] / a["p50_ms"] for b, (g, a) in pairs.items()} if have else {}
+    ks = {b: g["kernels_per_call"] for b, (g, _) in pairs.items() if g and g["kernels_per_call"] is not None} if have else {}
+    graphs = [r for r in rows if r["mode"].endswith("graph") and r["status"] == "ok" and r["kernel_ms"]]
+    ran = [r for r in rows if r["status"] == "ok"]
+    return [
+        {"target": f"graph path <= {max_vs_anchor:g}x compiled+graph (code predictor)", "applies": gpu, "ok": bool(vs) and all(v <= max_vs_anchor for v in vs.values()),
+         "detail": (", ".join(f"b{b}: {v:.2f}x" for b, v in vs.items()) or "graph or compiled+graph missing") if gpu else why},
+        {"target": f"kernels per call on the graph path <= {max_kernels}", "applies": gpu, "ok": bool(ks) and all(v <= max_kernels for v in ks.values()),
+         "detail": (", ".join(f"b{b}: {v:.0f}" for b, v in ks.items()) or "no kernel counts") if gpu else why},
+        {"target": f"graph p50 <= {max_over_kernel:g}x summed kernel time", "applies": gpu,
+         "ok": bool(graphs) and all(r["p50_ms"] <= max_over_kernel * r["kernel_ms"] for r in graphs),
+         "detail": (", ".join(f"{r['subject']}/{r['mode']}/b{r['batch']}: {r['p50_ms'] / r['kernel_ms']:.2f}x" for r in graphs) or "no kernel time") if gpu else why},
+        {"target": "ratio to the HBM roofline on every row that ran", "applies": True,
+         "ok": bool(ran) and all(r["over_roofline"] is not None for r in ran),
+         "detail": ", ".join(f"{r['subject']}/{r['mode']}/b{r['batch']}: {r['over_roofline']:.1f}x" for r in ran)}]
