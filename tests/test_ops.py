@@ -153,3 +153,14 @@ def test_cuda_op_set_compiles_and_agrees_with_native_on_any_device():
     d = rops.parity(ops, torch.float32)
     assert all(v <= rops.PARITY_TOL[torch.float32] for v in d.values()), d
     assert all(getattr(f, "state", {}).get("why") is None for f in (ops.add_rms_norm, ops.rotary, ops.swiglu))
+
+
+@pytest.mark.parametrize("torch_npu", ["2.9.0", "2.10.0.post4"])
+def test_the_torch_npu_double_carries_the_wheels_signatures(torch_npu):
+    "Every parameter of each double is in the real op's schema, the leading ones at the same positions."
+    import dataclasses
+    schemas = read_op_schemas(check_ops(torch_npu=torch_npu)["wheel"])
+    for rid, op in torch_npu_double.RECORD_OPS.items():
+        names = tuple(a.name for a in op._opoverload._schema.arguments)
+        r = check_op_record(dataclasses.replace(CATALOG[rid], params=names), schemas, torch_npu)
+        assert r.status != "breaks", (rid, r.details)
