@@ -164,3 +164,13 @@ def test_the_torch_npu_double_carries_the_wheels_signatures(torch_npu):
         names = tuple(a.name for a in op._opoverload._schema.arguments)
         r = check_op_record(dataclasses.replace(CATALOG[rid], params=names), schemas, torch_npu)
         assert r.status != "breaks", (rid, r.details)
+
+
+def test_a_release_without_a_torch_npu_pin_is_a_clear_error(tmp_path):
+    from omni_npu_port.sources.op_schemas import SchemaError
+    with pytest.raises(SchemaError, match="vllm-ascend main: no torch-npu pin is known.*--source vllm-ascend==X"):
+        check_ops("main", cache=tmp_path)
+    bad = tmp_path / "torch_npu-1.0.0-py3-none-any.whl"
+    bad.write_bytes(b"not a zip")
+    with pytest.raises(SchemaError, match="not a readable wheel"):
+        read_op_schemas(bad)

@@ -138,7 +138,8 @@ def check_ops(vllm_ascend: str | None = None, torch_npu: str | None = None, cach
     pin = torch_npu or TORCH_NPU_PINS.get(str(vllm_ascend))
     if pin is None:
         known = ", ".join(TORCH_NPU_PINS)
-        raise SchemaError(f"vllm-ascend {vllm_ascend}: no torch-npu pin is known; give one of {known}, or torch_npu=")
+        raise SchemaError(f"vllm-ascend {vllm_ascend}: no torch-npu pin is known (known for {known}); check a release "
+                          "that pins one (doctor --ops --source vllm-ascend==X), or pass torch_npu= to check_ops")
     wheel = torch_npu_wheel(pin, cache, fetch)
     if wheel is None:
         return {"vllm_ascend": vllm_ascend, "torch_npu": pin, "wheel": None, "results": [],
