@@ -62,7 +62,7 @@ def page_of(nb: Path) -> Path:
 SIDEBAR = (   # the reader's groups: start here, the patterns, the device runtime, the tools, then the reference
     ("Start", ("index", "workbook", "facade", "cli/tour")),
     ("Patterns", ("core/catalog", "runtime/forward_context", "runtime/graphs", "runtime/device_ops", "runtime/attention",
-                  "runtime/rotary_sp", "runtime/sampler_batch", "runtime/graph_params", "runtime/method_signatures")),
+                  "runtime/rotary_sp", "runtime/sampler_batch", "runtime/graph_params", "runtime/method_signatures", "runtime/ops")),
     ("Runtime", ("runtime/platform", "runtime/*", "bench/talker_mtp", "bench/graph_runner", "bench/harness", "bench/result",
                  "bench/*", "cli/bench", "cli/kernel")),
     ("Tools", ("translate/engine", "translate/run", "cli/translate", "port/port", "port/classes", "port/release",
