@@ -9,7 +9,7 @@
 # (torch with CUDA must already be installed there). The script installs only what does not import, into a private
 # folder, then runs: the CUDA-marked tests and the benchmark's tests with a GPU present, the modes side by side
 # (eager, device graph, compiled, compiled + device graph) for both subjects at full shapes, bf16, batch 1 and 8,
-# and the eager-vs-graph targets script; the modes' targets (bench.modes.check_mode_targets) are printed. Results: benchmarks/results/gpu-<date>.json with GPU, driver, torch, date
+# with their targets (benchmarks/code_predictor_modes.py), and the eager-vs-graph targets script. Results: benchmarks/results/gpu-<date>.json with GPU, driver, torch, date
 # and the commands; logs and the plot beside it. Every step has its own time limit.
 set -u
 WHEELS=${1:-wheels}
@@ -47,10 +47,9 @@ timeout 300 $PY -m pytest -p no:cacheprovider -q -rfEs tests/test_bench.py tests
   tests/test_platform.py -m "not slow" -k "not torch_npu_each_release and not schema_drift and not doctor_ops" 2>&1 | tail -25
 
 step modes-side-by-side
-CMD="omni-npu-port bench --device cuda --mode all --subject both --batch-sizes 1,8 --iters 50 --warmup 5 --dtype bfloat16"
-timeout 900 $PY -c "import sys; from omni_npu_port.cli.main import main; sys.exit(main(sys.argv[1:]))" \
-  bench --device cuda --mode all --subject both --batch-sizes 1,8 --iters 50 --warmup 5 --dtype bfloat16 \
-  --json "$OUT/modes-$STAMP.raw.json" --plot "$OUT/modes-$STAMP.png"
+CMD="python benchmarks/code_predictor_modes.py --device cuda --mode all --subject both --batch-sizes 1,8 --iters 50 --warmup 5 --dtype bfloat16"
+timeout 900 $PY benchmarks/code_predictor_modes.py --device cuda --mode all --subject both --batch-sizes 1,8 --iters 50 \
+  --warmup 5 --dtype bfloat16 --json "$OUT/modes-$STAMP.raw.json" --plot "$OUT/modes-$STAMP.png"
 
 step targets-script
 timeout 300 $PY benchmarks/talker_mtp_graphs.py --device cuda --batch-sizes 1,2,4,8 --json "$OUT/targets-$STAMP.json"

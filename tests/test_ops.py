@@ -174,3 +174,19 @@ def test_a_release_without_a_torch_npu_pin_is_a_clear_error(tmp_path):
     bad.write_bytes(b"not a zip")
     with pytest.raises(SchemaError, match="not a readable wheel"):
         read_op_schemas(bad)
+
+
+def test_modes_benchmark_script_runs_and_checks_targets(tmp_path, capsys):
+    import importlib.util
+    from pathlib import Path
+    spec = importlib.util.spec_from_file_location("code_predictor_modes", Path(__file__).resolve().parents[1] / "benchmarks" / "code_predictor_modes.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    out = tmp_path / "m.json"
+    assert script.main(["--device", "cpu", "--small", "--mode", "eager,graph", "--batch-sizes", "1", "--iters", "2",
+                        "--warmup", "1", "--dtype", "float32", "--json", str(out), "--quiet"]) == 0
+    r = json.loads(out.read_text())
+    assert {x["subject"] for x in r["rows"]} == {"code-predictor", "static-kv"}
+    printed = capsys.readouterr().out
+    assert "ratio to the HBM roofline" in printed and "n/a" in printed
+    assert script.main(["--device", "tpu"]) == 2
