@@ -35,15 +35,16 @@ print(" ".join(d for m, d in mods.items() if importlib.util.find_spec(m) is None
 PY
 )
 if [ -n "$missing" ]; then
-  echo "missing: $missing (installing from $WHEELS, no index)"
-  $PY -m pip install -q --no-index --find-links "$WHEELS" --no-deps --target /tmp/onp-site $missing || exit 3
+  echo "missing: $missing (installing every wheel of $WHEELS into /tmp/onp-site, no index, no network)"
+  ls "$WHEELS"/*.whl >/dev/null 2>&1 || { echo "no wheels in $WHEELS: prepare them first (see the top of this script)"; exit 3; }
+  $PY -m pip install -q --no-index --no-deps --no-compile --target /tmp/onp-site "$WHEELS"/*.whl || exit 3
   export PYTHONPATH=/tmp/onp-site:${PYTHONPATH:-}
 fi
 export PYTHONPATH=$PWD:${PYTHONPATH:-}
 $PY -c "import omni_npu_port; print('omni_npu_port', omni_npu_port.__version__, omni_npu_port.__file__)" || exit 3
 
 step tests-with-a-gpu-present
-timeout 300 $PY -m pytest -p no:cacheprovider -q -rfEs tests/test_bench.py tests/test_ops.py tests/test_talker_mtp.py \
+timeout 600 $PY -m pytest -p no:cacheprovider -q -rfEs tests/test_bench.py tests/test_ops.py tests/test_talker_mtp.py \
   tests/test_platform.py -m "not slow" -k "not torch_npu_each_release and not schema_drift and not doctor_ops" 2>&1 | tail -25
 
 step modes-side-by-side
