@@ -30,6 +30,7 @@ from packaging.utils import (InvalidSdistFilename, InvalidWheelFilename, canonic
 from packaging.version import InvalidVersion, Version
 
 from ..core.catalog import parse_version
+from ..core.releases import RELEASE_FILES
 from ..core.errors import InputError, UsageError
 from ..core.io import OutputError, write_atomic
 
@@ -128,11 +129,12 @@ def read_regular(path: Path | str, name: str = "MAX_MEMBER_BYTES") -> bytes:
 
 # %% ../../nbs/sources/readers.ipynb #9de3b061
 SDIST_CACHE_ENV = "OMNI_NPU_PORT_SDIST_CACHE"
-SDIST_CACHE_FORMAT = "omni-npu-port sdist cache 1"
+SDIST_CACHE_FORMAT = "omni-npu-port sdist cache 2"   # 2: the release files (core.releases.RELEASE_FILES) kept too
+_TOP_FILES = {"PKG-INFO", *RELEASE_FILES}
 
 def is_source_member(rel: str) -> bool:
-    "What a SourceTree reads from an sdist (path below `<name>-<version>/`): the packages' `.py` files and PKG-INFO."
-    return (rel.endswith(".py") and rel.split("/")[0] in PACKAGES) or rel == "PKG-INFO"
+    "What a SourceTree reads from an sdist (path below `<name>-<version>/`): the packages' `.py` files, PKG-INFO and the files naming its pairing."
+    return (rel.endswith(".py") and rel.split("/")[0] in PACKAGES) or rel in _TOP_FILES
 
 _META_TYPES = (tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE, tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK)
 
