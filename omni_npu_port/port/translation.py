@@ -21,6 +21,7 @@ import textwrap
 from pathlib import Path
 
 from ..core.catalog import PAIRING, VLLM_ASCEND_VERSIONS, parse_version, resolve_release
+from ..core.profile import resolve_target
 from ..core.releases import Target, target_for
 from ..sources.stated import tree_target
 from ..core.diagnostics import Code, Diagnostic, code_info, register
@@ -32,7 +33,7 @@ from .locate import Located, PortError, method_text, port_diagnostic, top_classe
 # %% auto #0
 __all__ = ['TCACHE_ENV', 'SCRATCH', 'rules_for', 'known_ascend', 'target_of', 'target_check', 'from_translator', 'module_imports',
            'code_fingerprint', 'translation_cache', 'rules_digest', 'translate_methods', 'translate_located',
-           'translate_code', 'translator_check', 'npu_target', 'pairing_check']
+           'translate_code', 'translator_check', 'npu_target', 'port_target', 'pairing_check']
 
 # %% ../../nbs/port/translation.ipynb #8e7f35e9
 register(
@@ -244,6 +245,12 @@ def npu_target(npu_base: Located) -> Target:
     "The NPU base's `Target`: its pairing from the releases table, else from its own files (Dockerfile, versioning policy, metadata)."
     t = tree_target(npu_base.tree, f"the NPU base {npu_base.origin}") if npu_base.tree is not None else None
     return t or target_for(npu_base.version, f"the NPU base {npu_base.origin}")
+
+def port_target(target: str | None, npu_base: Located | None) -> Target:
+    "The one `Target` a port uses: `--target`, else the NPU base's release (`npu_target`), else the profile's."
+    if target: return resolve_target(target)
+    if npu_base is not None and npu_base.package == "vllm_ascend" and npu_base.version: return npu_target(npu_base)
+    return resolve_target()
 
 def pairing_check(gpu_base: Located, npu_base: Located) -> list[Diagnostic]:
     "A warning with the pairing table when the vllm and vllm-ascend sources are not a released pair (the pairing as the NPU release itself states it)."

@@ -84,10 +84,11 @@ def omni_target(tree: SourceTree) -> Target | None:
 
 # %% ../../nbs/sources/stated.ipynb #cdcb8a19
 def stated_target(paths) -> Target | None:
-    "The target the sources state (a vllm-ascend tree, or a vLLM-Omni release's pairing); None when none states one; a UsageError when they disagree."
+    "The target the sources state (paths, wheels or sdists: a vllm-ascend tree, or a vLLM-Omni release's pairing); None when none states one; a UsageError when they disagree."
     found = {}
     for p in paths:
-        root = _root_of(Path(p).expanduser())
+        p = Path(p).expanduser()
+        root = p if p.is_file() and p.name.endswith((".whl", ".tar.gz", ".tgz")) else _root_of(p)
         if root is None or str(root) in found: continue
         try: tree = open_source(root)
         except SourceError: continue
