@@ -8,6 +8,7 @@ Docs: https://omni-npu-port.github.io/omni-npu-port/core/releases.html.md"""
 from __future__ import annotations
 
 import datetime
+import functools
 import importlib.resources
 import re
 from dataclasses import dataclass, fields
@@ -160,6 +161,7 @@ class Release(NamedTuple):
     used: str
     warning: str | None
 
+@functools.lru_cache(maxsize=256)   # pure: the table is loaded once
 def resolve_release(version: str, package: str = "vllm-ascend") -> Release:
     "The known `package` release whose records and pairing serve `version`, and a warning when it is another one."
     known = {"vllm-ascend": VLLM_ASCEND_VERSIONS, "vllm": VLLM_VERSIONS}[package]

@@ -11,6 +11,8 @@ import enum
 
 from ..core.catalog import CATALOG
 from .signatures import bind_for_version, platform_or_current, short_name, target_version
+from . import platform as _platform
+
 
 # %% auto #0
 __all__ = ['AttentionState', 'attention_state_cls', 'attn_state_for', 'build_attention_metadata_kwargs',
@@ -23,8 +25,7 @@ AttentionState.__doc__ = "AscendAttentionState's members and values, for backend
 def attention_state_cls(platform=None):
     "vllm-ascend's AscendAttentionState on NPU, the `AttentionState` mirror elsewhere."
     if platform_or_current(platform).name == "npu":
-        from omni_npu_port.runtime.platform import resolve_symbol
-        return resolve_symbol(CATALOG["attn.state-import"].npu_symbol)
+        return _platform.resolve_symbol(CATALOG["attn.state-import"].npu_symbol)
     return AttentionState
 
 # %% ../../nbs/runtime/attention.ipynb #7206b4ff

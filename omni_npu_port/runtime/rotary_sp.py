@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from ..core.catalog import CATALOG
 from .signatures import bind_for_version, platform_or_current, target_version
+from . import platform as _platform
+
 
 # %% auto #0
 __all__ = ['update_cos_sin', 'enable_sp', 'lmhead_tp_enable']
@@ -16,8 +18,7 @@ __all__ = ['update_cos_sin', 'enable_sp', 'lmhead_tp_enable']
 # %% ../../nbs/runtime/rotary_sp.ipynb #a97db4e6
 def _npu_call(record_id: str, **kwargs):
     "Call the vllm-ascend function of a catalog record with keywords."
-    from omni_npu_port.runtime.platform import resolve_symbol
-    return resolve_symbol(CATALOG[record_id].npu_symbol)(**kwargs)
+    return _platform.resolve_symbol(CATALOG[record_id].npu_symbol)(**kwargs)
 
 def update_cos_sin(positions, platform=None) -> bool:
     "Refresh vllm-ascend's rotary cos/sin buffer from `positions` on NPU; a no-op elsewhere. True if it ran."

@@ -19,7 +19,7 @@ from ..core.catalog import CATALOG, FAMILIES, KINDS, Catalog, Pattern, parse_tar
 from ..core.releases import Target, check_fields, field_types, target_for
 from ..core.errors import InputError, UsageError
 from ..core.io import load_toml
-from ..runtime.forward_context import keyword_rule
+from ..core.keywords import call_sites, keyword_rule
 
 # %% auto #0
 __all__ = ['FIELD_TYPES', 'leaf_name', 'once_per_rules', 'parent_name', 'paired_vllm', 'snippet_tree', 'MethodRule', 'RuleSet',
@@ -119,7 +119,7 @@ def walk_nodes(node):
     for c in node.children: yield from walk_nodes(c)
 
 def keyword_rules(records: list, symbols: dict, catalog: Catalog, vllm_ascend: str) -> dict:
-    "GPU callable -> its `KeywordRule` (`runtime.forward_context.keyword_rule`) from the kwargs-change records naming it."
+    "GPU callable -> its `KeywordRule` (`core.keywords.keyword_rule`) from the kwargs-change records naming it."
     npu_to_gpu = {rs[0].npu_symbol: g for g, rs in symbols.items()}
     groups = {}
     for p in records:
