@@ -91,8 +91,12 @@ def _double_from(sig, name, body):
     return double
 
 
-class NpuPlatformDouble:
-    name, supports_graphs = "npu", True
+from omni_npu_port.runtime.platform import NpuPlatform  # noqa: E402
+
+
+class NpuPlatformDouble(NpuPlatform):
+    "The NPU platform's hooks on a machine without an NPU: tensors on the CPU."
+    supports_graphs = True
     device = torch.device("cpu")
 
 

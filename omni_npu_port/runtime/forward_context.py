@@ -113,22 +113,18 @@ def light_forward_context(attn_metadata, vllm_config, *, capturing: bool = False
     finally: _LIGHT_CONTEXT.reset(token)
 
 # %% ../../nbs/runtime/forward_context.ipynb #8b4df90d
-def _vllm_forward_context():
-    try: return _platform.resolve_symbol(CATALOG["fc.import"].gpu_symbol)
-    except ImportError: return None
-
 @contextlib.contextmanager
 def forward_context(attn_metadata, vllm_config, *, call_site: str, scheduled_tokens: int | None = None, model=None,
                     platform=None, **gpu_kwargs):
     "Enter the backend's forward context from a GPU-style (vllm) keyword set."
     platform = platform or _platform.current_platform()
-    if platform.name == "npu":
+    if platform.runs_vllm_ascend:
         call = ascend_forward_context_call(attn_metadata, vllm_config, vllm_ascend=target_version(),
                                            call_site=call_site, scheduled_tokens=scheduled_tokens, model=model, **gpu_kwargs)
         with _platform.resolve_symbol(CATALOG["fc.import"].npu_symbol)(*call.args, **call.kwargs) as ctx: yield ctx
         return
     if call_site not in CALL_SITES: raise ValueError(f"call_site={call_site!r}: use 'dummy_run' or 'execute_model'")
-    vllm_fc = _vllm_forward_context() if platform.name == "cuda" else None
+    vllm_fc = platform.runner_symbol(CATALOG["fc.import"])   # vllm's, where it imports
     if vllm_fc is not None:
         with vllm_fc(attn_metadata, vllm_config, **gpu_kwargs) as ctx: yield ctx
     else:

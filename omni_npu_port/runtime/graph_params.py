@@ -35,7 +35,7 @@ def update_full_graph_params(forward_context, *, use_sparse: bool = False, use_c
                              platform=None, vllm_ascend: str | None = None, **kwargs) -> bool:
     "Run vllm-ascend's update_full_graph_params when the rule says so (NPU only); return whether it ran."
     platform = platform or _platform.current_platform()
-    if platform.name != "npu" or not should_update_full_graph_params(forward_context, use_sparse, use_compress):
+    if not platform.runs_vllm_ascend or not should_update_full_graph_params(forward_context, use_sparse, use_compress):
         return False
     kw = update_full_graph_params_kwargs(target_version(vllm_ascend), forward_context=forward_context, **kwargs)
     _platform.resolve_symbol(CATALOG["gparams.update-full"].npu_symbol)(**kw)
@@ -57,7 +57,7 @@ def paged_attention_seq_lens(seq_lens, num_tokens: int, vllm_config, is_graph_ca
                              platform=None, vllm_ascend: str | None = None):
     "The card's paged-attention check on NPU (real vllm-ascend functions); unchanged seq_lens elsewhere."
     platform = platform or _platform.current_platform()
-    if platform.name != "npu" or not is_graph_capturing: return seq_lens
+    if not platform.runs_vllm_ascend or not is_graph_capturing: return seq_lens
     kw = using_paged_attention_kwargs(target_version(vllm_ascend), num_tokens, vllm_config, head_size)
     uses = _platform.resolve_symbol(CATALOG["pa.using-paged-attention"].npu_symbol)(**kw)
     return capture_seq_lens(seq_lens, True, uses, _platform.resolve_symbol(CATALOG["pa.seq-len-constant"].npu_symbol))

@@ -27,10 +27,9 @@ class GraphMode(enum.Enum):
         return self.name.startswith("FULL")
 
 def _optional(dotted: str | None):
-    from omni_npu_port.runtime.platform import UnresolvedSymbol, resolve_symbol
     if not dotted: return None
-    try: return resolve_symbol(dotted)
-    except (UnresolvedSymbol, ImportError, AttributeError): return None
+    try: return _platform.resolve_symbol(dotted)
+    except (_platform.UnresolvedSymbol, ImportError, AttributeError): return None
 
 def graph_mode_cls():
     "vllm's CUDAGraphMode when vllm is installed, else `GraphMode`."
@@ -70,8 +69,7 @@ def graph_wrapper_cls(platform=None):
     "The graph-wrapper class for the backend: ACLGraphWrapper, CUDAGraphWrapper, or `LightGraphWrapper`."
     platform = platform or _platform.current_platform()
     rec = CATALOG["graph.wrapper-import"]
-    if platform.name == "npu": return _platform.resolve_symbol(rec.npu_symbol)
-    return (_optional(rec.gpu_symbol) if platform.name == "cuda" else None) or LightGraphWrapper
+    return platform.runner_symbol(rec, LightGraphWrapper)
 
 def wrap_full(module, vllm_config=None, platform=None, **kwargs):
     "Wrap a module (the talker MTP) in the backend's graph wrapper, FULL mode."
@@ -93,8 +91,7 @@ def graph_capture(device=None, platform=None):
     platform = platform or _platform.current_platform()
     device = device if device is not None else platform.device
     rec = CATALOG["graph.capture"]
-    fn = _platform.resolve_symbol(rec.npu_symbol) if platform.name == "npu" else \
-        (_optional(rec.gpu_symbol) if platform.name == "cuda" else None)
+    fn = platform.runner_symbol(rec)
     if fn is not None:
         with fn(device) as ctx: yield ctx
         return

@@ -27,7 +27,7 @@ def _installed_vllm() -> str | None:
 def _runner_class(record_id: str, platform=None):
     "The class a record names for this backend: its NPU symbol on NPU, its GPU symbol (vllm < 0.34) elsewhere."
     rec, p = CATALOG[record_id], platform_or_current(platform)
-    if p.name == "npu":
+    if p.runs_vllm_ascend:
         symbol, how = rec.npu_symbol, f"install vllm-ascend=={target_release()} (the profile's target)"
     else:
         symbol, vllm = rec.gpu_symbol, _installed_vllm()

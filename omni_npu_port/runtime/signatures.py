@@ -113,7 +113,7 @@ def model_forward_kwargs(num_tokens_padded, *args, **kwargs) -> dict:
 # %% ../../nbs/runtime/method_signatures.ipynb #c1e90bc5
 def call_dummy_run(runner, *args, platform=None, vllm_ascend: str | None = None, **kwargs):
     "Call `runner._dummy_run` from a GPU-style call: by keyword in the NPU signature on NPU, unchanged elsewhere."
-    if platform_or_current(platform).name == "npu":
+    if platform_or_current(platform).runs_vllm_ascend:
         rec = CATALOG["sig.dummy-run"]
         kw = dummy_run_kwargs(*args, vllm_ascend=target_version(vllm_ascend), **kwargs)
         return getattr(runner, rec.npu_sym.leaf)(**kw)
@@ -122,6 +122,6 @@ def call_dummy_run(runner, *args, platform=None, vllm_ascend: str | None = None,
 def call_model_forward(runner, num_tokens_padded, *args, platform=None, **kwargs):
     "Call `runner._model_forward`: with `num_tokens_padded` first, by keyword, on NPU; the GPU signature elsewhere."
     rec = CATALOG["sig.model-forward"]
-    if platform_or_current(platform).name == "npu":
+    if platform_or_current(platform).runs_vllm_ascend:
         return getattr(runner, rec.npu_sym.leaf)(**model_forward_kwargs(num_tokens_padded, *args, **kwargs))
     return getattr(runner, rec.gpu_sym.leaf)(*args, **kwargs)
