@@ -115,7 +115,7 @@ def test_resolve_target_names_the_release_used_and_any_substitution():
     assert t.origin == "the profile: $OMNI_NPU_PORT_STACK_VLLM_ASCEND"
     t = resolve_target("vllm-ascend==0.26.0rc1", profile=prof)
     assert (t.release, t.warning, t.origin) == ("0.26.0rc1", None, "--target")
-    t = resolve_target(source_version="0.30.0rc3", profile=prof)
-    latest = RELEASES.latest
-    assert t.release == latest and "0.30.0rc3" in t.warning and t.origin == "inferred from the source"
+    latest = RELEASES.latest                      # from the releases table, never a literal
+    t = resolve_target(source_version=f"{latest}.post99", profile=prof)
+    assert t.release == latest and f"{latest}.post99" in t.warning and t.origin == "inferred from the source"
     with pytest.raises(ProfileError, match="not a version"): resolve_target("vllm-ascend==nine")
