@@ -125,14 +125,15 @@ def load_releases(path: Path | str | None = None) -> Releases:
     except InputError as e: raise ReleasesError(str(e)) from None
     extra = sorted(set(data) - {"vllm_ascend", "vllm", "vllm_omni"})
     if extra: raise ReleasesError(f"{path}: unknown table {extra[0]!r}; the file has [[vllm_ascend]], [vllm] and [[vllm_omni]]")
-    ascend = {}
+    ascend, order = {}, []
     for i, e in enumerate(data.get("vllm_ascend", []), 1):
         where = f"{path}: vllm_ascend row {i}" + (f" ({e.get('version')!r})" if isinstance(e, dict) else "")
         r = _row(AscendRelease, where, e, ("version", "vllm", "torch_npu"))
         _check_ascend(where, r)
         ascend[r.version] = r
+        order.append(r.version)
     if not ascend: raise ReleasesError(f"{path}: no [[vllm_ascend]] rows")
-    _ordered(f"{path}: vllm_ascend", list(ascend))
+    _ordered(f"{path}: vllm_ascend", order)
     vllm = check_fields(f"{path}: [vllm]", data.get("vllm", {}), {"records": list, "line": list}, ReleasesError)
     for k in ("records", "line"):
         for v in vllm.get(k, []): check_fields(f"{path}: [vllm] {k}", {k: v}, {k: str}, ReleasesError, (k,))

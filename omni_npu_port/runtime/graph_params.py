@@ -19,7 +19,6 @@ def should_update_full_graph_params(forward_context, use_sparse: bool = False, u
 
 def update_full_graph_params_kwargs(vllm_ascend: str, **kwargs) -> dict:
     "Keywords for update_full_graph_params at a vllm-ascend version; an error for a keyword it lacks."
-    from omni_npu_port.runtime.signatures import bind_for_version
     symbol = CATALOG["gparams.update-full"].npu_symbol
     missing = [p for p in CATALOG.params_for(symbol, vllm_ascend=vllm_ascend)[:5] if p not in kwargs]
     if missing: raise TypeError(f"update_full_graph_params needs {', '.join(missing)}")
