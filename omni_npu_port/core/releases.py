@@ -25,7 +25,8 @@ from .io import load_toml
 __all__ = ['RELEASES_FILE', 'RELEASES', 'VLLM_ASCEND_VERSIONS', 'VLLM_VERSIONS', 'TORCH_NPU_PINS', 'PAIRING', 'VLLM_LINE',
            'OMNI_PAIRING', 'POLICY_DOC', 'RELEASE_FILES', 'parse_version', 'version_str', 'check_fields', 'field_types',
            'ReleasesError', 'AscendRelease', 'OmniRelease', 'Releases', 'load_releases', 'Release', 'resolve_release',
-           'parse_target', 'split_spec', 'Pairing', 'pairing_from_files', 'vllm_of_line', 'Target', 'target_for']
+           'parse_target', 'split_pin', 'split_spec', 'Pairing', 'pairing_from_files', 'vllm_of_line', 'Target',
+           'target_for']
 
 # %% ../../nbs/core/releases.ipynb #50e88c8a
 _MAIN = Version("9999")
@@ -196,6 +197,11 @@ def parse_target(target: str) -> tuple[str, str]:
         known = VLLM_ASCEND_VERSIONS if pkg == "vllm-ascend" else VLLM_VERSIONS
         raise ValueError(f"{pkg} version {ver!r} is not a version; known versions: {', '.join(known)}") from None
     return pkg, ver
+
+def split_pin(spec: str) -> tuple[str, str]:
+    "(name, version) of a `name==version` pin, spaces dropped; an empty version where there is none: the one place a pin is taken apart."
+    name, _, version = str(spec).replace(" ", "").partition("==")
+    return name, version
 
 def split_spec(text: str, package: str = "vllm-ascend") -> str:
     "The version of `X` or `package==X` (any spelling of the name); a ValueError for another package."

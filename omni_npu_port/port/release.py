@@ -29,7 +29,7 @@ from ..core.diagnostics import Code, Diagnostic, code_info, register
 from ..core.errors import InputError, UsageError
 from ..core.io import OutputExists, write_atomic
 from ..sources.fetch import CACHE_DIR, FetchError, cached_release, fetch_package
-from ..core.releases import RELEASES, target_for
+from ..core.releases import RELEASES, parse_target, split_pin, target_for
 from ..sources.readers import SourceTree, open_source
 from ..sources.stated import checkout_facts, missing_facts_line, package_texts, release_files
 from ..sources.symbols import SymbolIndex
@@ -83,7 +83,7 @@ class download_bar:
 
 def fetch_release(spec: str, progress=None, cache_dir: Path | str = CACHE_DIR, index: str | None = None) -> Path:
     "`name==version` from the package cache, else from PyPI (after a progress line); unreachable: one line naming the file and how to fetch it."
-    name, _, version = spec.partition("==")
+    name, version = split_pin(spec)
     cache = Path(cache_dir).expanduser()
     if cache.is_dir() and (hit := cached_release(cache, name, version)): return hit
     if progress: progress(f"fetching {spec} from PyPI into {cache} …")
@@ -151,9 +151,9 @@ def choose_inputs(tree: SourceTree, target: str | None = None, history="auto", a
     "The vllm the release declares (catalog, else its package or checkout files), the vllm-ascend of that line (or --target's), and the history; `ascend_files(X)`: a vllm-ascend release's own files, read when the table lacks it; `gpu_base`: (vllm version, where) the user named."
     ascend, how = None, "--target"
     if target:
-        pkg, _ = resolve_target_spec(target)
+        try: pkg, ascend = parse_target(target)
+        except ValueError as e: raise UsageError(f"--target {target}: {e}") from None
         if pkg != "vllm-ascend": raise UsageError(f"--target {target}: give the NPU release as vllm-ascend==X")
-        ascend = target.partition("==")[2].strip()
     facts = {} if tree.version else checkout_facts(tree)
     version = tree.version or facts.get("version", (None,))[0]
     pairing = omni_pairing(version, package_texts(tree)) if version else None
@@ -611,7 +611,7 @@ def unpack_sdists(paths: list[str], then):
 # %% ../../nbs/port/release.ipynb #f04b909d
 def release_source(spec: str, sources=(), progress=None, cache_dir: Path | str = CACHE_DIR, index: str | None = None) -> str:
     "A release's source: one of `sources` (paths) of that package and version, else the package cache, else PyPI."
-    name, _, version = spec.partition("==")
+    name, version = split_pin(spec)
     for s in sources:
         t = open_tree(str(s))
         if t.distribution == name and t.version and parse_version(t.version) == parse_version(version): return str(s)

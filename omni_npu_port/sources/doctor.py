@@ -118,7 +118,7 @@ def cached_sources(cache=None) -> list[SourceTree]:
         r = release_of(f.name)
         if r and r[0] in ("vllm-ascend", "vllm"): have.setdefault(r[0], {}).setdefault(str(r[1]), []).append(f)
     if "vllm-ascend" not in have: return []
-    try: target = load_profile().target.partition("==")[2]
+    try: target = load_profile().vllm_ascend
     except Exception: target = ""   # a broken profile is the profile command's to report
     va = target if target in have["vllm-ascend"] else max(have["vllm-ascend"], key=parse_version)
     pick = lambda files: min(files, key=lambda f: f.stat().st_size)   # the smaller of wheel and sdist: the same code
