@@ -274,3 +274,13 @@ def test_runner_pieces_import_at_the_top_and_never_branch_on_the_device(mod):
         assert not (any(isinstance(x, ast.Attribute) and x.attr == "name" for x in names)
                     and any(isinstance(x, ast.Constant) and x.value in ("npu", "cuda", "cpu") for x in names)), \
             f"{mod}:{cmp.lineno} branches on the device name: use a Platform hook"
+
+
+def test_a_vllm_source_passed_with_source_names_the_gpu_base(tmp_path):
+    from omni_npu_port.port.release import named_gpu_base
+    root = tmp_path / "vllm-src"
+    (root / "vllm").mkdir(parents=True)
+    (root / "vllm" / "__init__.py").write_text("")
+    (root / "vllm" / "_version.py").write_text("__version__ = version = '0.12.0'\n")
+    assert named_gpu_base([str(_ascend_dir(tmp_path)), str(root)]) == ("0.12.0", f"--source {root}")
+    assert named_gpu_base([str(_ascend_dir(tmp_path / "x"))]) is None
