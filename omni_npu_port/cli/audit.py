@@ -14,7 +14,7 @@ from dataclasses import asdict
 from .options import add_json
 import sys
 
-from ..core.errors import UsageError
+from ..core.errors import FINDINGS, OK, UsageError
 from ..core.findings import OUTPUT_FORMATS, format_findings
 from ..port.audit import audit, audit_target
 from ..port.locate import open_tree
@@ -61,4 +61,4 @@ def run(args: argparse.Namespace) -> int:
         print(f"{len(failing)} finding(s)" + (": " + ", ".join(f"{c} ×{sum(f.code == c for f in failing)}"
                                                              for c in sorted({f.code for f in failing})) if failing else "")
               + (f"; {notes} note(s)" if notes else ""))
-    return 1 if failing else 0
+    return FINDINGS if failing else OK

@@ -11,7 +11,7 @@ import sys
 
 from ..core.catalog import CATALOG, FAMILIES, check_choice, parse_target, select_target
 from ..core.releases import target_for
-from ..core.errors import UsageError, warning_line
+from ..core.errors import OK, UsageError, warning_line
 from .options import add_json, add_target
 
 DESCRIPTION = "Print the GPU→NPU pattern catalog."
@@ -50,9 +50,9 @@ def run(args) -> int:
     if target and target.warning: print(warning_line(target.warning, "omni-npu-port catalog"), file=sys.stderr)
     if args.json:
         print(CATALOG.to_json(records))
-        return 0
+        return OK
     from rich.console import Console
     title = f"{len(records)} of {len(CATALOG)} patterns" + (f", family {args.family}" if args.family else "") + \
             (f", target {args.target}" if args.target else "")
     Console(width=max(Console().width, 160)).print(records_table(records, title))
-    return 0
+    return OK

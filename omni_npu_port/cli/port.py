@@ -14,7 +14,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from ..core.errors import UsageError
+from ..core.errors import FINDINGS, OK, UsageError
 from ..core.io import OutputExists, gc_paused, write_atomic
 from .options import add_json, add_output
 from ..port.formatting import FORMATTERS, RUFF_LINE_LENGTH
@@ -253,7 +253,7 @@ def run_release(args: argparse.Namespace) -> int:
     if args.json: print(json.dumps(res.to_json(), indent=2))
     else: print("\n".join(release_summary(res) + [f"wrote {w}" for w in written]))
     clean = not res.conflicts and not res.lost and all(r.compiles_npu_side for r in res.runners)
-    return 0 if clean else 1
+    return OK if clean else FINDINGS
 
 # %% ../../nbs/cli/port.ipynb #17fbb220
 def diagnostic_json(d) -> dict:
@@ -281,7 +281,7 @@ def write_result(res: PortResult, args, scored: tuple[Located, dict[str, Score]]
     if not args.json:
         for d in res.diagnostics: print(f"omni-npu-port: {d}", file=sys.stderr)
         for line in _score_lines_or_none(scored): print(f"omni-npu-port: {line}", file=sys.stderr)
-    return 1 if res.conflicts or any(d.code == "ONP4006" for d in res.diagnostics) else 0
+    return FINDINGS if res.conflicts or any(d.code == "ONP4006" for d in res.diagnostics) else OK
 
 def _score_lines_or_none(scored) -> list[str]:
     return score_lines(*scored) if scored else []

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from .options import add_output, add_target
-from ..core.errors import InputError, PortingError, UsageError, warning_line
+from ..core.errors import FINDINGS, InputError, OK, PortingError, UsageError, warning_line
 from ..core.findings import OUTPUT_FORMATS
 from ..core.profile import resolve_target
 from ..sources.stated import stated_target
@@ -143,4 +143,4 @@ def run(args) -> int:
     problems += [f"{e if e.strerror is None else f'{path}: could not be written ({e.strerror})'}; it was printed on stderr "
                  "instead: give a writable path" for path, _, e in unwritten]
     if problems: raise InputError("; ".join(problems))
-    return 1 if args.check and t["pending"] else 0
+    return FINDINGS if args.check and t["pending"] else OK
