@@ -322,15 +322,6 @@ class SourceTree:
                 raise err from None
         return self._ast[module]
 
-    def resolve(self, qualname: str):
-        "`symbols.resolve(self, qualname)`: where a dotted symbol is defined, or why it is not found."
-        from omni_npu_port.sources.symbols import resolve
-        return resolve(self, qualname)
-
-    def signature(self, qualname: str):
-        "`symbols.signature(self, qualname)`: the signature of a dotted callable, read from the syntax tree."
-        from omni_npu_port.sources.symbols import signature
-        return signature(self, qualname)
 
 # %% ../../nbs/sources/readers.ipynb #29dcecb1
 def _detect_package(names, hint: str | None, where: str) -> str:
