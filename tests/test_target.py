@@ -277,10 +277,15 @@ def test_runner_pieces_import_at_the_top_and_never_branch_on_the_device(mod):
 
 
 def test_a_vllm_source_passed_with_source_names_the_gpu_base(tmp_path):
-    from omni_npu_port.port.release import named_gpu_base
+    from omni_npu_port.port.release import choose_inputs, named_gpu_bases
+    from omni_npu_port.sources.readers import open_source
     root = tmp_path / "vllm-src"
     (root / "vllm").mkdir(parents=True)
     (root / "vllm" / "__init__.py").write_text("")
     (root / "vllm" / "_version.py").write_text("__version__ = version = '0.12.0'\n")
-    assert named_gpu_base([str(_ascend_dir(tmp_path)), str(root)]) == ("0.12.0", f"--source {root}")
-    assert named_gpu_base([str(_ascend_dir(tmp_path / "x"))]) is None
+    named = named_gpu_bases([str(_ascend_dir(tmp_path)), str(root)])
+    assert named == [("0.12.0", f"--source {root}")] and named_gpu_bases([str(_ascend_dir(tmp_path / "x"))]) == []
+    omni = open_source(_omni_dir(tmp_path / "o"))
+    assert choose_inputs(omni, gpu_base=named).vllm == "0.12.0"
+    declared = OMNI_PAIRING[OMNI][0]          # a history vllm beside the declared one: the declared one stays the base
+    assert choose_inputs(omni, gpu_base=[("0.12.0", "--source a"), (declared, "--source b")]).vllm == declared

@@ -46,7 +46,7 @@ __all__ = ['DEFAULT_LAYOUT', 'REACHED', 'EXPLAINS', 'REPORT_JSON', 'REPORT_MD', 
            'line_keys', 'in_port', 'port_statements', 'edited', 'method_chunks', 'compiles', 'MethodCheck',
            'check_method', 'RunnerPort', 'check_runner', 'ported_mro', 'port_runner', 'ReleasePort', 'release_summary',
            'release_markdown', 'release_html', 'write_release', 'run_ports', 'unpack_sdists', 'release_source',
-           'named_gpu_base', 'port_release']
+           'named_gpu_bases', 'port_release']
 
 # %% ../../nbs/port/release.ipynb #5b1f7dcc
 register(
@@ -141,8 +141,10 @@ def _ascend_pairing(version, ascend: str, how: str, ascend_files=None) -> OmniPa
     return OmniPairing(version or "?", t.vllm, (ascend,), f"inferred: the vllm that vllm-ascend {ascend} ({how}) pairs with: {t.evidence}", True)
 
 def _named_gpu_base(pairing: OmniPairing, gpu_base) -> OmniPairing:
-    "The pairing with the vllm the user named (`(version, where)`) as the GPU base, said so."
-    if not gpu_base or gpu_base[0] == pairing.vllm: return pairing
+    "The pairing with the vllm the user named as the GPU base, said so: `(version, where)`, or a list of them (one of the declared vllm keeps the pairing, else the first)."
+    named = [gpu_base] if isinstance(gpu_base, tuple) else list(gpu_base or [])
+    if not named or any(parse_version(v) == parse_version(pairing.vllm) for v, _ in named): return pairing
+    gpu_base = named[0]
     return pairing._replace(vllm=gpu_base[0], inferred=False, evidence=f"the GPU base named by {gpu_base[1]} (the release's "
                             f"own pairing: vllm {pairing.vllm}, {pairing.evidence})")
 
@@ -620,13 +622,14 @@ def release_source(spec: str, sources=(), progress=None, cache_dir: Path | str =
 # %% ../../nbs/port/release.ipynb #28db13b6
 def _base(path: str, sym) -> Located: return locate(MethodSpec(path, sym.module, sym.leaf), False)
 
-def named_gpu_base(sources=()) -> tuple | None:
-    "(version, where) of the first vllm among `sources` that states its version: the GPU base the user named."
+def named_gpu_bases(sources=()) -> list:
+    "(version, where) of every vllm among `sources` that states its version: the GPU bases the user named (see `_named_gpu_base`)."
+    out = []
     for s in sources:
         try: t = open_tree(str(s))
         except Exception: continue   # a source that cannot be read is reported where it is used
-        if t.package == "vllm" and t.version: return t.version, f"--source {s}"
-    return None
+        if t.package == "vllm" and t.version: out.append((t.version, f"--source {s}"))
+    return out
 
 def port_release(omni: str, target: str | None = None, out: Path | str | None = None, history="auto", sources=(),
                  prefer: str = "comment", force: bool = False, progress=None, cache_dir: Path | str = CACHE_DIR,
@@ -636,7 +639,7 @@ def port_release(omni: str, target: str | None = None, out: Path | str | None = 
     tree = open_release(omni, progress, cache_dir, index)
     fetch = lambda spec: release_source(spec, sources, progress, cache_dir, index)
     ascend_files = lambda a: release_files(open_tree(fetch(f"vllm-ascend=={a}")))   # a release the table lacks states its pairing
-    inputs = choose_inputs(tree, target, history, ascend_files, named_gpu_base(sources))
+    inputs = choose_inputs(tree, target, history, ascend_files, named_gpu_bases(sources))
     v, a = fetch(f"vllm=={inputs.vllm}"), fetch(f"vllm-ascend=={inputs.vllm_ascend}")
     hist_paths = [fetch(f"vllm=={h}") for h in inputs.history]
     runners = unpack_sdists([v, a, *hist_paths], lambda: release_runners(tree))   # cold sdists unpack meanwhile
