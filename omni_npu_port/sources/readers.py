@@ -129,7 +129,7 @@ def read_regular(path: Path | str, name: str = "MAX_MEMBER_BYTES") -> bytes:
 
 # %% ../../nbs/sources/readers.ipynb #9de3b061
 SDIST_CACHE_ENV = "OMNI_NPU_PORT_SDIST_CACHE"
-SDIST_CACHE_FORMAT = "omni-npu-port sdist cache 2"   # 2: the release files (core.releases.RELEASE_FILES) kept too
+SDIST_CACHE_FORMAT = "omni-npu-port sdist cache 2"   # 2: the release files (core.releases.RELEASE_FILES) kept too; in the name, so older copies coexist
 _TOP_FILES = {"PKG-INFO", *RELEASE_FILES}
 
 def is_source_member(rel: str) -> bool:
@@ -181,7 +181,7 @@ class SdistReader:
     "The `.py` files and PKG-INFO of an sdist: unpacked once (`tar_files`) into the sdist cache, read from there after."
     def __init__(self, path: Path):
         st, cache = path.stat(), sdist_cache_dir()
-        self.path, self.cached = path, cache / f"{path.name}.{st.st_size}.{st.st_mtime_ns}.zip" if cache else None
+        self.path, self.cached = path, cache / f"{path.name}.{st.st_size}.{st.st_mtime_ns}.{SDIST_CACHE_FORMAT[-1]}.zip" if cache else None
         self.zf, self.files = None, None
         if self.cached is not None and self.cached.is_file():
             try:
