@@ -123,8 +123,8 @@ def run(args) -> int:
     "Translate the sources as `args` say; 1 if --check finds GPU-isms left; an InputError if files or reports failed."
     check_arguments(args)
     target = translate_target(args)
+    rules = translate_rules(args, target)       # a bad rule file or option: its error is the only line
     if not args.quiet: print(f"omni-npu-port translate: {target.line()}", file=sys.stderr)
-    rules = translate_rules(args, target)
     if rules.warning: print(warning_line(rules.warning, "omni-npu-port translate"), file=sys.stderr)
     if args.output is not None and Path(args.output).exists() and not Path(args.output).is_dir():
         raise UsageError(f"-o {args.output}: exists and is not a folder")
