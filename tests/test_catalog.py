@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from omni_npu_port.core.releases import RELEASES
 from omni_npu_port.core.catalog import (CATALOG, FAMILIES, KINDS, PAIRING, VLLM_ASCEND_VERSIONS, VLLM_VERSIONS, Catalog,
                                    Pattern, Release, parse_target, parse_version, resolve_release, resolve_target_spec,
                                    select_target)
@@ -253,16 +254,22 @@ def test_targets_take_any_version():
     with pytest.raises(ValueError, match="not a version"): parse_target("vllm-ascend==latest")
 
 
+# "latest" comes from the releases table (package data), never a literal: adding a release keeps these tests true
+LATEST = RELEASES.latest
+_v = parse_version(LATEST)
+NEXT_OF_SERIES = f"{_v.base_version}rc{_v.pre[1] + 1}" if _v.pre else f"{_v.base_version}.post99"   # unknown, same series
+
+
 @pytest.mark.parametrize("asked,used,says", [
     ("0.23.0.post1", "0.23.0.post1", None),
     ("main", "main", None),
     ("0.11.0rc2", VLLM_ASCEND_VERSIONS[0], "older than the catalog's first release " + VLLM_ASCEND_VERSIONS[0]),
-    ("0.30.0rc3", "0.30.0rc2", "nearest release of the same series"),
+    (NEXT_OF_SERIES, LATEST, "nearest release of the same series"),
     ("0.23.0.post2", "0.23.0.post1", "nearest release of the same series"),
     ("0.28.0.dev3", "0.28.0rc1", "nearest release of the same series"),
     ("0.25.0", "0.24.0rc1", "nearest older release"),
-    ("0.99.0", "0.30.0rc2", "nearest older release"),
-    ("9999", "0.30.0rc2", "nearest older release"),          # the number main sorts as is not main
+    ("0.99.0", LATEST, "nearest older release"),
+    ("9999", LATEST, "nearest older release"),          # the number main sorts as is not main
 ])
 def test_resolve_release_names_every_substitution(asked, used, says):
     got = resolve_release(asked)
@@ -273,7 +280,7 @@ def test_resolve_release_names_every_substitution(asked, used, says):
 
 def test_unknown_targets_select_the_release_that_serves_them():
     assert {p.id for p in select_target("vllm-ascend==0.11.0rc2")} == {p.id for p in select_target(f"vllm-ascend=={VLLM_ASCEND_VERSIONS[0]}")}
-    assert {p.id for p in select_target("vllm-ascend==0.30.0rc3")} == {p.id for p in select_target("vllm-ascend==0.30.0rc2")}
+    assert {p.id for p in select_target(f"vllm-ascend=={NEXT_OF_SERIES}")} == {p.id for p in select_target(f"vllm-ascend=={LATEST}")}
     pkg, rel = resolve_target_spec("vllm==0.12.0")
     assert pkg == "vllm" and rel.used == VLLM_VERSIONS[0] and "older than" in rel.warning
     assert resolve_target_spec("vllm-ascend==0.18.0") == ("vllm-ascend", Release("0.18.0", None))

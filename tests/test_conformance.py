@@ -15,7 +15,7 @@ from omni_npu_port.core.catalog import CATALOG, VLLM_ASCEND_VERSIONS, VLLM_VERSI
 from omni_npu_port.sources.conformance import CHANGED, MISSING, NA, OK, check_record, conformance
 from omni_npu_port.sources.fetch import FetchError, fetch_package
 from omni_npu_port.sources.readers import SourceError, open_source, write_source_double
-from omni_npu_port.sources.symbols import check_call, signature_from_ast
+from omni_npu_port.sources.symbols import check_call, resolve, signature, signature_from_ast
 
 KEY_VA = ("0.18.0", "0.23.0.post1")          # the two releases stack-facts §3 is mostly about
 ALL_VA = tuple(v for v in VLLM_ASCEND_VERSIONS if v != "main")
@@ -91,7 +91,7 @@ def test_sdist_is_unpacked_once_into_the_cache(tmp_path, monkeypatch):
     monkeypatch.setenv(C.SDIST_CACHE_ENV, str(cache))
     p = _sdist(tmp_path / "vllm_ascend-9.9.9.tar.gz", SDIST_FILES)
     first = C.SdistReader(p)
-    assert first.files is not None and [z.name for z in cache.iterdir()] == [f"{p.name}.{p.stat().st_size}.{p.stat().st_mtime_ns}.zip"]
+    assert first.files is not None and [z.name for z in cache.iterdir()] == [f"{p.name}.{p.stat().st_size}.{p.stat().st_mtime_ns}.{C.SDIST_CACHE_FORMAT[-1]}.zip"]
     again = C.SdistReader(p)
     assert again.files is None and again.zf is not None                  # read from the cache's zip
     assert again.names() == first.names() and all(again.read(n) == first.read(n) for n in first.names())
@@ -181,24 +181,24 @@ def test_resolution_follows_reexports_bases_and_conditionals(tmp_path):
             """,
     })
     t = open_source(tmp_path)
-    r = t.resolve("vllm.config.CUDAGraphMode.__bool__")
+    r = resolve(t, "vllm.config.CUDAGraphMode.__bool__")
     assert (r.module, r.path, r.kind) == ("vllm.config.compilation", "CUDAGraphMode.__bool__", "method")
     assert r.hops == ("vllm.config.CUDAGraphMode -> vllm.config.compilation.CUDAGraphMode",)
-    r = t.resolve("vllm.PublicConfig.describe")                 # two re-export hops, then an in-source base
+    r = resolve(t, "vllm.PublicConfig.describe")                 # two re-export hops, then an in-source base
     assert (r.qualname, r.module, r.path) == ("vllm.PublicConfig.describe", "vllm.base", "Base.describe")
     assert r.hops[:3] == ("vllm.PublicConfig -> vllm.config.Config", "vllm.config.Config -> vllm.config.compilation.Config",
                           "vllm.config.compilation.Config -> base vllm.base.Base")
-    assert t.resolve("vllm.config.compilation.Config.level").kind == "attribute"
-    assert str(t.signature("vllm.config.compilation.helper")) == "(x, *, y=1)"      # defined in the except branch
-    assert str(t.signature("vllm.base.Base.make")) == "(a, b=2)"                    # staticmethod keeps its first
-    assert str(t.signature("vllm.base.Base.build")) == "(n)"                        # classmethod drops cls
-    assert t.resolve("vllm.config.compilation").kind == "module"
-    assert str(t.signature("vllm.distributed.graph_capture")) == "(device)"          # through `import *`
-    assert not t.resolve("vllm.distributed.hidden")                                   # not in __all__
-    miss = t.resolve("vllm.base.torch.cuda")
+    assert resolve(t, "vllm.config.compilation.Config.level").kind == "attribute"
+    assert str(signature(t, "vllm.config.compilation.helper")) == "(x, *, y=1)"      # defined in the except branch
+    assert str(signature(t, "vllm.base.Base.make")) == "(a, b=2)"                    # staticmethod keeps its first
+    assert str(signature(t, "vllm.base.Base.build")) == "(n)"                        # classmethod drops cls
+    assert resolve(t, "vllm.config.compilation").kind == "module"
+    assert str(signature(t, "vllm.distributed.graph_capture")) == "(device)"          # through `import *`
+    assert not resolve(t, "vllm.distributed.hidden")                                   # not in __all__
+    miss = resolve(t, "vllm.base.torch.cuda")
     assert not miss and "outside vllm" in miss.reason
-    assert "no top-level 'Nope'" in t.resolve("vllm.config.compilation.Nope").reason
-    assert "has no attribute 'clear_graphs'" in t.resolve("vllm.config.Config.clear_graphs").reason
+    assert "no top-level 'Nope'" in resolve(t, "vllm.config.compilation.Nope").reason
+    assert "has no attribute 'clear_graphs'" in resolve(t, "vllm.config.Config.clear_graphs").reason
 
 
 DEFS = """
@@ -304,7 +304,7 @@ def test_positional_hazards_gpu_order_against_npu(release_source):
     assert r.status == OK and "positional 1: cudagraph_runtime_mode would bind to with_prefill" in r.hazards
     gpu = release_source("vllm==0.18.0")
     real = check_record(t18, "sig.dummy-run", gpu_tree=gpu)        # the real GPU order instead of the catalog's
-    gpu_params = [n for n in gpu.signature(CATALOG["sig.dummy-run-gpu"].gpu_symbol).parameters]
+    gpu_params = [n for n in signature(gpu, CATALOG["sig.dummy-run-gpu"].gpu_symbol).parameters]
     assert real.hazards and real.hazards[0].startswith(f"positional 1: {gpu_params[1]} would bind to with_prefill")
     assert check_record(t18, "sig.model-forward").hazards == []    # no GPU order known from the catalog
 
@@ -412,7 +412,7 @@ def test_forward_context_params_on_the_0_13_to_0_15_releases(release_source):
     for v in ("0.13.0", "0.14.0rc1", "0.15.0rc1"):
         t = va(release_source, v)
         params = CATALOG.params_for(fc, vllm_ascend=v)
-        real = [n for n in t.signature(fc).parameters]
+        real = [n for n in signature(t, fc).parameters]
         assert list(params) == real, v
         assert "aclgraph_runtime_mode" in params and check_call(t, fc, 2, ["aclgraph_runtime_mode"])
 

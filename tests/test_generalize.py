@@ -61,7 +61,9 @@ def test_conflicts_and_parse_checks(gen):
     assert not gen.parses(code) and gen.parses("    def a(self):\n        return 1\n")
     assert not gen.parses("def a(self):\n    return f(x=1, x=2)\n")                   # parses, but does not compile
     found = gen.undefined_names("import os\n\nclass A:\n    def f(self, n):\n        return os.sep * num_tokens\n")
-    assert found is None or found == ["5: Undefined name `num_tokens`"]        # None: no ruff on this machine
+    if found is None: pytest.skip("ruff is not installed here: undefined names cannot be checked")   # said, never a pass
+    assert found == ["5: Undefined name `num_tokens`"]
+    assert gen.undefined_names("import os\n\nclass A:\n    def f(self, n):\n        return os.sep * n\n") == []
 
 
 def test_fixture_part_report_covers_every_class(gen, tmp_path):
@@ -76,4 +78,6 @@ def test_fixture_part_report_covers_every_class(gen, tmp_path):
         assert key in fx["overall"]
     for key in ("silent_gpuisms", "refusals", "unparsable"):
         assert fx["overall"][key] == sum(row[key] for row in fx["per_class"].values())
-    assert all(r["refusals"] >= 0 and "errors" in r for r in fx["results"])
+    for r in fx["results"]:       # a refusal is counted once per error it records (a translate refusal may record none)
+        assert isinstance(r["refusals"], int) and "errors" in r
+        if r["kind"] != "translate": assert r["refusals"] == len(r["errors"]), r

@@ -107,11 +107,15 @@ def test_profile_takes_any_vllm_ascend_version(tmp_path, version):
 def test_resolve_target_names_the_release_used_and_any_substitution():
     from omni_npu_port.core.catalog import VLLM_ASCEND_VERSIONS
     from omni_npu_port.core.profile import resolve_target
+    from omni_npu_port.core.releases import RELEASES
     prof = load_profile(None, env={"OMNI_NPU_PORT_STACK_VLLM_ASCEND": "0.11.0rc2"})
     first = VLLM_ASCEND_VERSIONS[0]
-    used, warning = resolve_target(profile=prof)
-    assert used == first and f"0.11.0rc2 is older than the catalog's first release {first}" in warning
-    assert resolve_target("vllm-ascend==0.26.0rc1", profile=prof) == ("0.26.0rc1", None)
-    used, warning = resolve_target(source_version="0.30.0rc3", profile=prof)
-    assert used == "0.30.0rc2" and "0.30.0rc3" in warning
+    t = resolve_target(profile=prof)
+    assert t.release == first and f"0.11.0rc2 is older than the catalog's first release {first}" in t.warning
+    assert t.origin == "the profile: $OMNI_NPU_PORT_STACK_VLLM_ASCEND"
+    t = resolve_target("vllm-ascend==0.26.0rc1", profile=prof)
+    assert (t.release, t.warning, t.origin) == ("0.26.0rc1", None, "--target")
+    latest = RELEASES.latest                      # from the releases table, never a literal
+    t = resolve_target(source_version=f"{latest}.post99", profile=prof)
+    assert t.release == latest and f"{latest}.post99" in t.warning and t.origin == "inferred from the source"
     with pytest.raises(ProfileError, match="not a version"): resolve_target("vllm-ascend==nine")

@@ -32,9 +32,10 @@ import omni_npu_port.runtime.sampler_batch as sampler_batch
 PKGS = Path(os.environ.get("OMNI_NPU_PORT_PKGS", Path.home() / ".cache" / "omni-npu-port" / "pkgs"))
 WHEEL_VERSION = "0.18.0"
 
-npu_platform_double = types.SimpleNamespace(name="npu")
-cuda_platform_double = types.SimpleNamespace(name="cuda")
-cpu_platform_double = types.SimpleNamespace(name="cpu")
+from omni_npu_port.runtime.platform import CpuPlatform, CudaPlatform, NpuPlatform   # the real classes: constructing one needs no device
+npu_platform_double = NpuPlatform()
+cuda_platform_double = CudaPlatform()
+cpu_platform_double = CpuPlatform()
 OFF_NPU = [cuda_platform_double, cpu_platform_double]
 
 

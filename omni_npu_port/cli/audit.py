@@ -14,9 +14,10 @@ from dataclasses import asdict
 from .options import add_json
 import sys
 
-from ..core.errors import UsageError
+from ..core.errors import FINDINGS, OK, UsageError
 from ..core.findings import OUTPUT_FORMATS, format_findings
-from ..port.audit import audit
+from ..port.audit import audit, audit_target
+from ..port.locate import open_tree
 
 DESCRIPTION = "drift between GPU and NPU copies of the omni runners"
 
@@ -29,7 +30,7 @@ def configure(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--npu", help="vllm-omni source for the NPU runners (may be another release and layout; required)")
     ap.add_argument("--npu-base", help="vllm-ascend source: also flag inherited omni methods that shadow NPUModelRunner's own")
     ap.add_argument("--target", help="translator target for the checks, e.g. vllm-ascend==0.18.0 or 0.18.0 "
-                    "(default: the --npu-base version, else the profile's; a release the catalog lacks: its nearest, with a note)")
+                    "(default: the --npu-base version, else the release the --npu / --gpu sources state, else the profile's; a release the catalog lacks: its nearest, with a note)")
     add_json(ap, "the findings")
     ap.add_argument("--output-format", default="text", choices=OUTPUT_FORMATS,
                     help="the findings as text lines (`path:line: CODE message`, the default), json, sarif (SARIF 2.1.0) "
@@ -44,6 +45,8 @@ def run(args: argparse.Namespace) -> int:
     missing = [o for o, v in (("--gpu", args.gpu), ("--npu", args.npu)) if not v]
     if missing: raise UsageError(f"the following arguments are required: {', '.join(missing)}")
     found = audit(args.gpu, args.npu, args.npu_base, args.target)
+    target = audit_target(args.target, open_tree(args.npu_base) if args.npu_base else None, (args.npu, args.gpu))
+    print(f"omni-npu-port audit: {target.line()}", file=sys.stderr)
     failing = [f for f in found if f.severity != "info"]
     if args.json: print(json.dumps([asdict(f) for f in found], indent=2))
     elif args.output_format != "text":
@@ -58,4 +61,4 @@ def run(args: argparse.Namespace) -> int:
         print(f"{len(failing)} finding(s)" + (": " + ", ".join(f"{c} ×{sum(f.code == c for f in failing)}"
                                                              for c in sorted({f.code for f in failing})) if failing else "")
               + (f"; {notes} note(s)" if notes else ""))
-    return 1 if failing else 0
+    return FINDINGS if failing else OK

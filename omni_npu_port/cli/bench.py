@@ -13,7 +13,7 @@ from ..bench.harness import DEVICES, check_batch_sizes, platform_for, plot_resul
 from ..bench.talker_mtp import TalkerMTPConfig
 import sys
 
-from ..core.errors import UsageError, warning_line
+from ..core.errors import OK, UsageError, warning_line
 from ..core.io import write_atomic
 from ..core.profile import DTYPES, SCHEMA, ProfileError, load_profile
 
@@ -101,7 +101,7 @@ def run(args) -> int:
             if n.startswith("noise:"): print(warning_line(n, "omni-npu-port bench"), file=sys.stderr)
         went = [f"results: {args.json}" for _ in [1] if args.json] + [f"plot: {args.plot}" for _ in [1] if args.plot]
         print("omni-npu-port bench: " + ("; ".join(went) if went else "done; nothing written (--json FILE or --plot FILE keep the results)"))
-    return 0
+    return OK
 
 # %% ../../nbs/cli/bench.ipynb #bdc3d1e4
 def modes_arguments(args) -> tuple:

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import sys
 
-from ..core.catalog import CATALOG, FAMILIES, check_choice, resolve_target_spec, select_target
-from ..core.errors import UsageError, warning_line
+from ..core.catalog import CATALOG, FAMILIES, check_choice, parse_target, select_target
+from ..core.releases import target_for
+from ..core.errors import OK, UsageError, warning_line
 from .options import add_json, add_target
 
 DESCRIPTION = "Print the GPU→NPU pattern catalog."
@@ -42,14 +43,16 @@ def run(args) -> int:
     try:
         if args.family is not None: check_choice("family", args.family, FAMILIES)
         records = select_target(args.target, family=args.family)
-        warning = resolve_target_spec(args.target)[1].warning if args.target else None
+        pkg, ver = parse_target(args.target) if args.target else (None, None)
+        target = target_for(ver, "--target", pkg) if args.target else None
     except ValueError as e: raise UsageError(str(e)) from None
-    if warning: print(warning_line(warning, "omni-npu-port catalog"), file=sys.stderr)
+    if target: print(f"omni-npu-port catalog: {target.line()}", file=sys.stderr)
+    if target and target.warning: print(warning_line(target.warning, "omni-npu-port catalog"), file=sys.stderr)
     if args.json:
         print(CATALOG.to_json(records))
-        return 0
+        return OK
     from rich.console import Console
     title = f"{len(records)} of {len(CATALOG)} patterns" + (f", family {args.family}" if args.family else "") + \
             (f", target {args.target}" if args.target else "")
     Console(width=max(Console().width, 160)).print(records_table(records, title))
-    return 0
+    return OK

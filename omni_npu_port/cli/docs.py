@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..core.errors import UsageError
+from ..core.errors import FINDINGS, OK, UsageError
 from ..docs.site import RENDERERS, DocsError, build_site, find_root, notebooks, pick_renderer, site_dir, write_readme
 
 DESCRIPTION = "Write README.md from nbs/index.ipynb and build the docs site from the notebooks."
@@ -47,16 +47,16 @@ def run(args) -> int:
         up_to_date = write_readme(root, check=True)
         print("README.md is up to date with nbs/index.ipynb" if up_to_date else
               "README.md is out of date with nbs/index.ipynb: run `omni-npu-port docs --readme-only`")
-        return 0 if up_to_date else 1
+        return OK if up_to_date else FINDINGS
     try: print("README.md:", "up to date" if write_readme(root) else "written from nbs/index.ipynb")
     except DocsError as e:
         if args.readme_only: raise
         print(f"README.md: not written: {e}", file=sys.stderr)
-    if args.readme_only: return 0
+    if args.readme_only: return OK
     t0 = time.monotonic()
     step = lambda s: print(f"docs: {time.monotonic() - t0:5.1f} s  {s}", file=sys.stderr, flush=True)   # no 20 s of silence
     site = build_site(root, out=out, renderer=renderer, progress=step)
     index = site / "index.html"
     print(f"site: {_rel(index if index.is_file() else site)} ({renderer}, {len(notebooks(root))} pages, "
           f"{time.monotonic() - t0:.1f} s); to serve it: python -m http.server -d {_rel(site)}")
-    return 0
+    return OK

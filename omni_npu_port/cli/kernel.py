@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import shlex
 
-from ..core.errors import UsageError
+from ..core.errors import OK, UsageError
 from ..sources.doctor import KERNEL_BACKENDS, install_kernel
 
 DESCRIPTION = "Manage omni-npu-port Jupyter kernels: `install` one with the backend (and CANN's environment) preset."
@@ -40,4 +40,4 @@ def run(args) -> int:
     spec = json.loads((dest / "kernel.json").read_text())
     print(f"installed kernel {dest.name!r} ({spec['display_name']}) in {dest}")
     print("  argv: " + " ".join(shlex.quote(a) for a in spec["argv"]))
-    return 0
+    return OK

@@ -18,7 +18,7 @@ import traceback
 from pathlib import Path
 
 from .. import __version__
-from ..core.errors import PortingError, UsageError, error_line, exit_code_of, INPUT, INTERRUPTED, USAGE
+from ..core.errors import INPUT, INTERRUPTED, OK, PortingError, USAGE, UsageError, error_line, exit_code_of
 
 # %% auto #0
 __all__ = ['DESCRIPTIONS', 'COMMANDS', 'DEBUG_ENV', 'BROKEN_PIPE', 'BOUNDED', 'command_module', 'CommandParser', 'build_parser',
@@ -112,14 +112,14 @@ def main(argv: list[str] | None = None) -> int:
     debug, argv = _split_debug(list(sys.argv[1:] if argv is None else argv))
     if not argv or argv[0] in ("-h", "--help", "help"):
         build_parser().print_help()
-        return 0 if argv else USAGE
+        return OK if argv else USAGE
     if argv[0] == "--version":
         print(__version__)
-        return 0
+        return OK
     prog = f"omni-npu-port {argv[0]}" if argv[0] in COMMANDS else "omni-npu-port"
     try: return run_command(argv[0], argv[1:])
     except SystemExit as e:   # --help and --version of a command
-        return e.code if isinstance(e.code, int) else 0
+        return e.code if isinstance(e.code, int) else OK
     except BaseException as e:
         if not isinstance(e, Exception | KeyboardInterrupt): raise
         if debug: traceback.print_exception(e, file=sys.stderr)

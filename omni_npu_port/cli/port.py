@@ -14,7 +14,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from ..core.errors import UsageError
+from ..core.errors import FINDINGS, OK, UsageError
 from ..core.io import OutputExists, gc_paused, write_atomic
 from .options import add_json, add_output
 from ..port.formatting import FORMATTERS, RUFF_LINE_LENGTH
@@ -23,13 +23,14 @@ from ..port.method import PortResult, port_method
 from ..port.classes import port_class
 from ..port.release import REPORT_JSON, port_release, release_summary, write_release
 from ..port.update import update_class, update_method
+from ..port.translation import port_target
 from ..port.score import Score, score_gaps, score_result
 
 DESCRIPTION = "three-way port of omni methods onto vllm-ascend's NPUModelRunner"
 
 # %% auto #0
-__all__ = ['DESCRIPTION', 'configure', 'check_options', 'check_release_options', 'check_output', 'run_update', 'run_port', 'run',
-           'run_release', 'diagnostic_json', 'score_lines', 'write_result']
+__all__ = ['DESCRIPTION', 'configure', 'check_options', 'check_release_options', 'check_output', 'say_target', 'run_update',
+           'run_port', 'run', 'run_release', 'diagnostic_json', 'score_lines', 'write_result']
 
 # %% ../../nbs/cli/port.ipynb #18c66c80
 def _add_port_specs(ap: argparse.ArgumentParser):
@@ -172,6 +173,10 @@ def check_output(args) -> None:
     raise OutputExists(f"{args.output} exists; pass --force to overwrite it")
 
 # %% ../../nbs/cli/port.ipynb #13e01b75
+def say_target(args, npu_base: Located | None) -> None:
+    "The one line naming the port's target and where it came from (`--target`, the NPU base, the profile), on stderr."
+    print(f"omni-npu-port port: {port_target(args.target, npu_base).line()}", file=sys.stderr)
+
 def _no_methods(specs, what: str = "") -> None:
     if any(parse_spec(s, False).method for s in specs if s):
         raise PortError(f"--class takes SOURCE:Class specs, without a method{what}")
@@ -229,6 +234,7 @@ def run(args: argparse.Namespace) -> int:
     if args.against and args.whole_class: _no_methods([args.against], " (--against too)")
     hand = locate(args.against, need) if args.against else None
     res, inputs = run_update(args, need) if args.update else run_port(args, need)
+    say_target(args, inputs[2] if not args.update else locate(args.npu_base, False) if args.npu_base else None)
     if hand is None: return write_result(res, args)
     scores = score_result(res, hand, inputs)
     res.diagnostics += score_gaps(res, hand, scores)   # no score is never silent: ONP4023 says why
@@ -241,11 +247,13 @@ def run_release(args: argparse.Namespace) -> int:
     res = port_release(args.release, target=args.target, history="auto" if args.history is None else args.history,
                        sources=args.source, prefer=args.prefer or "comment", progress=say,
                        workers=args.jobs or os.cpu_count() or 1)
+    origin = "--target" if args.target else f"inferred from the source: vLLM-Omni {res.omni}"
+    say(f"target vllm-ascend {res.vllm_ascend} ({origin}): GPU base vllm {res.vllm} ({res.pairing.evidence})")
     written = write_release(res, args.output or f"npu-port-{res.omni}", force=args.force)
     if args.json: print(json.dumps(res.to_json(), indent=2))
     else: print("\n".join(release_summary(res) + [f"wrote {w}" for w in written]))
     clean = not res.conflicts and not res.lost and all(r.compiles_npu_side for r in res.runners)
-    return 0 if clean else 1
+    return OK if clean else FINDINGS
 
 # %% ../../nbs/cli/port.ipynb #17fbb220
 def diagnostic_json(d) -> dict:
@@ -273,7 +281,7 @@ def write_result(res: PortResult, args, scored: tuple[Located, dict[str, Score]]
     if not args.json:
         for d in res.diagnostics: print(f"omni-npu-port: {d}", file=sys.stderr)
         for line in _score_lines_or_none(scored): print(f"omni-npu-port: {line}", file=sys.stderr)
-    return 1 if res.conflicts or any(d.code == "ONP4006" for d in res.diagnostics) else 0
+    return FINDINGS if res.conflicts or any(d.code == "ONP4006" for d in res.diagnostics) else OK
 
 def _score_lines_or_none(scored) -> list[str]:
     return score_lines(*scored) if scored else []

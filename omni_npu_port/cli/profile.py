@@ -11,6 +11,7 @@ import json
 
 from ..core.profile import SCHEMA, load_profile
 from .options import add_json
+from ..core.errors import OK
 
 DESCRIPTION = "Print the effective porting profile (settings.ini + OMNI_NPU_PORT_* environment)."
 
@@ -30,11 +31,11 @@ def run(args) -> int:
         print(json.dumps({"path": str(prof.path) if prof.path else None,
                           "values": {key: (list(v) if isinstance(v, tuple) else v) for key, v, _ in rows},
                           "origins": prof.origins}, indent=2))
-        return 0
+        return OK
     from rich.console import Console
     from rich.table import Table
     t = Table(title=f"porting profile ({prof.path or 'built-in defaults'})")
     for col in ("key", "value", "from"): t.add_column(col)
     for key, v, origin in rows: t.add_row(key, ",".join(map(str, v)) if isinstance(v, tuple) else str(v), origin)
     Console().print(t)
-    return 0
+    return OK

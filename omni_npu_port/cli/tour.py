@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 
 from ..core.catalog import CATALOG, FAMILIES, KINDS, select_target
+from ..core.errors import FINDINGS, OK
 
 DESCRIPTION = "A first run: backend, profile, catalog summary, a translation, docs site, short benchmark."
 DEFAULT_TARGET = "vllm-ascend==0.18.0"
@@ -99,4 +100,4 @@ def run(args) -> int:
     con.print(Rule())
     con.print(f"tour finished; {'steps failed: ' + ', '.join(failed) if failed else 'every step ran'}")
     con.print(NEXT_STEPS, highlight=False)
-    return 1 if failed else 0
+    return FINDINGS if failed else OK

@@ -11,8 +11,10 @@ import sys
 from pathlib import Path
 
 from .options import add_output, add_target
-from ..core.errors import InputError, PortingError, UsageError, warning_line
+from ..core.errors import FINDINGS, InputError, OK, PortingError, UsageError, warning_line
 from ..core.findings import OUTPUT_FORMATS
+from ..core.profile import resolve_target
+from ..sources.stated import stated_target
 from ..translate.rules import compile_rules
 from ..translate.run import (FILE_ERRORS, examine_table, percent, report_refusal, translate_paths, usable_cpus,
                                         write_report)
@@ -21,7 +23,8 @@ DESCRIPTION = ("Translate GPU (vllm) runner code to NPU (vllm-ascend) code with 
                "needs a person with ONPxxxx diagnostics.")
 
 # %% auto #0
-__all__ = ['DESCRIPTION', 'configure', 'check_arguments', 'rules_for', 'print_findings', 'print_summary', 'jobs_for', 'run']
+__all__ = ['DESCRIPTION', 'configure', 'check_arguments', 'translate_target', 'translate_rules', 'print_findings',
+           'print_summary', 'jobs_for', 'run']
 
 # %% ../../nbs/cli/translate.ipynb #3ca90c4e
 def configure(ap):
@@ -67,13 +70,19 @@ def check_arguments(args) -> None:
     if args.summary and Path(args.summary).suffix.lower() not in (".md", ".csv"):
         raise UsageError(f"{args.summary}: the summary is .md (Markdown) or .csv")
 
-def rules_for(args):
-    "The rule set for `--target` and `--rules`; a UsageError for a bad target, rule file or profile value."
+def translate_target(args):
+    "The one `Target`: `--target`, else the release the sources state (a vllm-ascend tree, a vLLM-Omni release's pairing), else the profile's."
+    try: return (resolve_target(args.target) if args.target else None) or stated_target(args.src) or resolve_target()
+    except PortingError: raise
+    except ValueError as e: raise UsageError(str(e)) from None   # ProfileError and bad targets are ValueErrors
+
+def translate_rules(args, target=None):
+    "The rule set for the target (`translate_target`) and `--rules`; a UsageError for a bad target, rule file or profile value."
     resolve = None
     if getattr(args, "source", None):   # a symbol index over the sources answers where names are defined
         from omni_npu_port.sources.symbols import SymbolIndex
         resolve = SymbolIndex.open(*args.source).resolve
-    try: return compile_rules(args.target, args.rules, resolve=resolve)
+    try: return compile_rules(target or translate_target(args), args.rules, resolve=resolve)
     except PortingError: raise
     except ValueError as e: raise UsageError(str(e)) from None   # ProfileError and bad targets are ValueErrors
 
@@ -113,7 +122,9 @@ def jobs_for(args, rules) -> int:
 def run(args) -> int:
     "Translate the sources as `args` say; 1 if --check finds GPU-isms left; an InputError if files or reports failed."
     check_arguments(args)
-    rules = rules_for(args)
+    target = translate_target(args)
+    rules = translate_rules(args, target)       # a bad rule file or option: its error is the only line
+    if not args.quiet: print(f"omni-npu-port translate: {target.line()}", file=sys.stderr)
     if rules.warning: print(warning_line(rules.warning, "omni-npu-port translate"), file=sys.stderr)
     if args.output is not None and Path(args.output).exists() and not Path(args.output).is_dir():
         raise UsageError(f"-o {args.output}: exists and is not a folder")
@@ -132,4 +143,4 @@ def run(args) -> int:
     problems += [f"{e if e.strerror is None else f'{path}: could not be written ({e.strerror})'}; it was printed on stderr "
                  "instead: give a writable path" for path, _, e in unwritten]
     if problems: raise InputError("; ".join(problems))
-    return 1 if args.check and t["pending"] else 0
+    return FINDINGS if args.check and t["pending"] else OK

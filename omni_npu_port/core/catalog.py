@@ -15,41 +15,17 @@ from typing import Iterable, NamedTuple
 
 from packaging.version import InvalidVersion, Version
 
+from .releases import (OMNI_PAIRING, PAIRING, RELEASES, TORCH_NPU_PINS, VLLM_ASCEND_VERSIONS, VLLM_LINE,
+                                         VLLM_VERSIONS, Release, _MAIN, parse_target, parse_version, resolve_release,
+                                         version_str, vllm_of_line)
+
 # %% auto #0
-__all__ = ['VLLM_ASCEND_VERSIONS', 'VLLM_VERSIONS', 'TORCH_NPU_PINS', 'PAIRING', 'OMNI_RUNNERS', 'FAMILIES', 'KINDS', 'SOURCES',
-           'FORWARD_CONTEXT', 'GRAPHS', 'DEVICE_OPS', 'ATTENTION', 'ROTARY_SP', 'SAMPLER_BATCH', 'GRAPH_PARAMS',
-           'SIGNATURES', 'CATALOG', 'OPS', 'OMNI_PAIRING', 'VLLM_LINE', 'OMNI_LAG', 'parse_version', 'version_str',
-           'Pattern', 'Symbol', 'Catalog', 'check_choice', 'op_schema', 'Release', 'resolve_release', 'parse_target',
-           'resolve_target_spec', 'select_target', 'OmniPairing', 'ascend_of_line', 'vllm_of_line', 'infer_omni_vllm',
-           'omni_pairing', 'omni_history', 'records_table', 'show_records', 'show_pattern']
+__all__ = ['OMNI_RUNNERS', 'FAMILIES', 'KINDS', 'SOURCES', 'FORWARD_CONTEXT', 'GRAPHS', 'DEVICE_OPS', 'ATTENTION', 'ROTARY_SP',
+           'SAMPLER_BATCH', 'GRAPH_PARAMS', 'SIGNATURES', 'CATALOG', 'OPS', 'OMNI_LAG', 'Pattern', 'Symbol', 'Catalog',
+           'check_choice', 'op_schema', 'resolve_target_spec', 'select_target', 'OmniPairing', 'ascend_of_line',
+           'infer_omni_vllm', 'omni_pairing', 'omni_history', 'records_table', 'show_records', 'show_pattern']
 
 # %% ../../nbs/core/catalog.ipynb #4e862511
-VLLM_ASCEND_VERSIONS = ("0.13.0rc2", "0.13.0rc3", "0.13.0", "0.14.0rc1", "0.15.0rc1", "0.16.0rc1", "0.17.0rc1", "0.18.0rc1",
-                        "0.18.0", "0.19.1rc1", "0.20.2rc1", "0.21.0rc1", "0.22.1rc1", "0.23.0rc1", "0.23.0", "0.23.0.post1",
-                        "0.24.0rc1", "0.25.1rc1", "0.26.0rc1", "0.27.1rc1", "0.28.0rc1", "0.29.0rc1", "0.30.0rc1",
-                        "0.30.0rc2", "main")
-VLLM_VERSIONS = ("0.13.0", "0.14.1", "0.15.0", "0.16.0", "0.17.0", "0.18.0", "0.19.1", "0.20.2", "0.21.0", "0.22.1", "0.23.0",
-                 "0.24.0", "0.25.1", "0.26.0", "0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.34.0")
-
-# The torch-npu each vllm-ascend release pins (its wheel's Requires-Dist or its sdist's requirements.txt).
-TORCH_NPU_PINS = {
-    "0.13.0rc2": "2.8.0", "0.13.0rc3": "2.8.0.post2", "0.13.0": "2.8.0.post2", "0.14.0rc1": "2.9.0", "0.15.0rc1": "2.9.0",
-    "0.16.0rc1": "2.9.0", "0.17.0rc1": "2.9.0", "0.18.0rc1": "2.9.0", "0.18.0": "2.9.0", "0.19.1rc1": "2.9.0",
-    "0.20.2rc1": "2.10.0", "0.21.0rc1": "2.10.0", "0.22.1rc1": "2.10.0", "0.23.0rc1": "2.10.0.post2", "0.23.0": "2.10.0.post4",
-    "0.23.0.post1": "2.10.0.post4", "0.24.0rc1": "2.10.0.post2", "0.25.1rc1": "2.10.0.post2", "0.26.0rc1": "2.10.0.post4",
-    "0.27.1rc1": "2.10.0.post4", "0.28.0rc1": "2.10.0.post4", "0.29.0rc1": "2.10.0.post4", "0.30.0rc1": "2.10.0.post4",
-    "0.30.0rc2": "2.10.0.post4",
-}
-
-# vllm-ascend release -> (the vllm release it pairs with, the torch_npu it pins; None where unknown).
-# vllm: the release's own row of its versioning_policy.md compatibility table, else its Dockerfile's VLLM_TAG.
-PAIRING = {va: (vllm, TORCH_NPU_PINS.get(va)) for va, vllm in {
-    "0.13.0rc2": "0.13.0", "0.13.0rc3": "0.13.0", "0.13.0": "0.13.0", "0.14.0rc1": "0.14.1", "0.15.0rc1": "0.15.0",
-    "0.16.0rc1": "0.16.0", "0.17.0rc1": "0.17.0", "0.18.0rc1": "0.18.0", "0.18.0": "0.18.0", "0.19.1rc1": "0.19.1",
-    "0.20.2rc1": "0.20.2", "0.21.0rc1": "0.21.0", "0.22.1rc1": "0.22.1", "0.23.0rc1": "0.23.0", "0.23.0": "0.23.0",
-    "0.23.0.post1": "0.23.0", "0.24.0rc1": "0.24.0", "0.25.1rc1": "0.25.1", "0.26.0rc1": "0.26.0", "0.27.1rc1": "0.27.1",
-    "0.28.0rc1": "0.28.0", "0.29.0rc1": "0.29.0", "0.30.0rc1": "0.30.0", "0.30.0rc2": "0.30.0", "main": "0.27.1"}.items()}
-
 # Where vLLM-Omni keeps its runners: (GPU module, GPU class, NPU module, NPU class).
 OMNI_RUNNERS = (
     ("vllm_omni.worker.gpu_model_runner", "OmniGPUModelRunner",
@@ -59,21 +35,6 @@ OMNI_RUNNERS = (
     ("vllm_omni.worker.gpu_generation_model_runner", "GPUGenerationModelRunner",
      "vllm_omni.platforms.npu.worker.npu_generation_model_runner", "NPUGenerationModelRunner"),
 )
-
-_MAIN = Version("9999")
-
-def parse_version(v: str | Version) -> Version:
-    "Parse a vllm / vllm-ascend version; `main` sorts after every release."
-    if isinstance(v, Version): return v
-    s = str(v).strip().lower().lstrip("v")
-    if s == "main": return _MAIN
-    try: return Version(s)
-    except InvalidVersion:
-        raise ValueError(f"{v!r} is not a version: use a release such as 0.18.0 or 0.23.0.post1, or 'main'") from None
-
-def version_str(v: Version) -> str:
-    "The text form of a parsed version (`main` for the branch)."
-    return "main" if v == _MAIN else str(v)
 
 # %% ../../nbs/core/catalog.ipynb #b5ec2958
 FAMILIES = {
@@ -827,44 +788,6 @@ def op_schema(record: Pattern, torch_npu: str) -> str | None:
     return held[-1] if held else None
 
 # %% ../../nbs/core/catalog.ipynb #4753743c
-class Release(NamedTuple):
-    "The catalog release that serves a version, and a warning naming the substitution (None when it is the version itself)."
-    used: str
-    warning: str | None
-
-def resolve_release(version: str, package: str = "vllm-ascend") -> Release:
-    "The known `package` release whose records and pairing serve `version`, and a warning when it is another one."
-    known = {"vllm-ascend": VLLM_ASCEND_VERSIONS, "vllm": VLLM_VERSIONS}[package]
-    v = parse_version(version)
-    by_version = {parse_version(k): k for k in known}
-    if v in by_version and (v != _MAIN or str(version).strip().lower() == "main"): return Release(by_version[v], None)
-    numbered = sorted(k for k in by_version if k != _MAIN)
-    same = [k for k in numbered if k.release == v.release]
-    below = [k for k in (same or numbered) if k <= v]
-    if below: used = by_version[below[-1]]
-    elif same: used = by_version[same[0]]
-    else:
-        first = by_version[numbered[0]]
-        what = "the card's patterns were not found in releases that old" if package == "vllm-ascend" else "its records may not apply"
-        return Release(first, f"{package} {version} is older than the catalog's first release {first}: using {first}'s "
-                              f"records and pairing ({what}); check the result against {version}'s own code")
-    how = "the nearest release of the same series" if same else "the nearest older release"
-    return Release(used, f"{package} {version} is not a release the catalog knows: using {used}'s records and pairing "
-                         f"({how}); check the result against {version}'s own code")
-
-def parse_target(target: str) -> tuple[str, str]:
-    "Parse `vllm-ascend==X` or `vllm==X` into (package, version); X may be any PEP 440 version or `main`."
-    pkg, sep, ver = target.replace(" ", "").partition("==")
-    pkg = pkg.replace("_", "-").lower()
-    if not sep or pkg not in ("vllm-ascend", "vllm"):
-        raise ValueError(f"target {target!r} must look like vllm-ascend==X or vllm==X")
-    ver = ver.lower().lstrip("v")
-    try: parse_version(ver)
-    except ValueError:
-        known = VLLM_ASCEND_VERSIONS if pkg == "vllm-ascend" else VLLM_VERSIONS
-        raise ValueError(f"{pkg} version {ver!r} is not a version; known versions: {', '.join(known)}") from None
-    return pkg, ver
-
 def resolve_target_spec(target: str) -> tuple[str, Release]:
     "(package, the release that serves it with a warning or None) for a `--target` string."
     pkg, ver = parse_target(target)
@@ -877,42 +800,10 @@ def select_target(target: str | None, catalog: Catalog | None = None, family: st
     pkg, (used, _) = resolve_target_spec(target)
     return catalog.select(family=family, **{pkg.replace("-", "_"): used})
 
-
 # %% ../../nbs/core/catalog.ipynb #dfd44afe
-# vLLM-Omni release -> (the vllm it declares, the vllm-ascend release(s) of that line, where that is written).
-# "docs" = the sdist's docs/getting_started (quickstart.md / installation/gpu/cuda.inc.md for vllm,
-# installation/npu/npu.inc.md and docker/Dockerfile.npu for vllm-ascend). Releases from 0.22.0 on ship only a wheel:
-# their README (the wheel's METADATA) says which vllm line a release is aligned with; no vllm-ascend is named, so the
-# vllm-ascend release of that line is used. Where a release pins an unreleased vllm-ascend commit, both PyPI
-# neighbours of that commit are listed (the first is the default).
-OMNI_PAIRING = {
-    "0.14.0": ("0.14.1", ("0.14.0rc1",),
-               "sdist has no docs; README of later releases: 'a stable release aligned with every even-numbered upstream "
-               "vLLM minor version' -> vllm 0.14.x; vllm-ascend 0.14.0rc1 is the release for vllm 0.14.1 (0.16.0 docs still use its image)"),
-    "0.16.0": ("0.16.0", ("0.15.0rc1", "0.16.0rc1"),
-               "docs: vllm==0.16.0; vllm-ascend pinned at commit e2175d9 on the v0.14.0rc1 image, 'because vllm-ascend will "
-               "release v0.16.0rc1 after vllm-omni 0.16.0' (not on PyPI: both neighbours measured)"),
-    "0.18.0": ("0.18.0", ("0.18.0rc1", "0.18.0"),
-               "docs: vllm==0.18.0; vllm-ascend pinned at commit d781902 of releases/v0.18.0 (docker/Dockerfile.ci), image "
-               "v0.17.0rc1 (not on PyPI: the releases of that branch measured)"),
-    "0.20.0": ("0.20.0", ("0.18.0rc1", "0.18.0"),
-               "docs: vllm==0.20.0 (GPU); the NPU page builds vllm v0.18.0 + vllm-ascend v0.18.0rc1 (image v0.18.0rc1); "
-               "but the hand-written _model_forward already holds vllm-ascend 0.18.0's `enable_enpu` branch, which "
-               "0.18.0rc1 lacks, so 0.18.0 is measured too"),
-    "0.22.0": ("0.22.0", ("0.22.1rc1",), "wheel README: 'aligned with vLLM 0.22'; vllm-ascend of that line: 0.22.1rc1"),
-    "0.24.0": ("0.24.0", ("0.24.0rc1",), "wheel README: 'aligned with the vLLM 0.24 release line'; vllm-ascend 0.24.0rc1"),
-    "0.26.0": ("0.26.0", ("0.26.0rc1",), "wheel README: 'aligned with the vLLM 0.26 release line'; vllm-ascend 0.26.0rc1"),
-    "0.28.0": ("0.28.0", ("0.28.0rc1",), "wheel README: even-minor cadence -> vllm 0.28; vllm-ascend 0.28.0rc1"),
-    "0.30.0": ("0.30.0", ("0.30.0rc1",), "wheel README: even-minor cadence -> vllm 0.30; vllm-ascend 0.30.0rc1"),
-}
-
-# One vllm release per minor line (the one a port's history reads: the package cache holds these), and how many
-# vLLM-Omni releases back an omni copy may lag: vLLM-Omni 0.30.0's `_dummy_run` still holds vllm 0.25's
-# `create_mixed_batch` block.
-VLLM_LINE = ("0.14.1", "0.15.0", "0.16.0", "0.17.0", "0.18.0", "0.19.1", "0.20.0", "0.21.0", "0.22.0", "0.23.0",
-             "0.24.0", "0.25.0", "0.26.0", "0.27.1", "0.28.0", "0.29.0", "0.30.0")
+# How many vLLM-Omni releases back an omni copy may lag: vLLM-Omni 0.30.0's `_dummy_run` still holds vllm 0.25's
+# `create_mixed_batch` block. The vLLM-Omni rows and the vllm line are the releases table's ([[vllm_omni]], [vllm] line).
 OMNI_LAG = 3
-
 
 # %% ../../nbs/core/catalog.ipynb #457d87db
 class OmniPairing(NamedTuple):
@@ -929,11 +820,6 @@ def ascend_of_line(vllm: str) -> tuple:
     "The vllm-ascend releases that pair with a vllm of `vllm`'s minor line, earliest first (`main` never)."
     hits = [a for a, (v, _) in PAIRING.items() if a != "main" and _minor(v) == _minor(vllm)]
     return tuple(sorted(hits, key=parse_version))
-
-def vllm_of_line(line: str) -> str:
-    "The vllm release that stands for a minor line (`0.28` -> `0.28.0`): the one `VLLM_LINE` names, else `X.Y.0`."
-    return next((v for v in VLLM_LINE if _minor(v) == _minor(line + ".0" if line.count(".") == 1 else line)),
-                line + ".0" if line.count(".") == 1 else line)
 
 _PIN = re.compile(r"^(?:Requires-Dist:\s*)?vllm\s*==\s*([0-9][\w.]*)\s*(?:;|$)", re.M | re.I)
 _ALIGNED = re.compile(r"\b(\d+\.\d+\.\d+)\b[^\n]{0,160}?aligned with (?:the )?vLLM (\d+\.\d+(?:\.\d+)?)", re.I)

@@ -13,7 +13,7 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .catalog import VLLM_ASCEND_VERSIONS, VLLM_VERSIONS, Release, parse_version, resolve_release
+from .releases import VLLM_ASCEND_VERSIONS, VLLM_VERSIONS, Target, parse_version, split_spec, target_for
 from .errors import InputError
 
 # %% auto #0
@@ -174,20 +174,24 @@ def load_profile(path: Path | str | None = None, env=None) -> Profile:
     return Profile(**values, path=path, origins=origins)
 
 # %% ../../nbs/core/profile.ipynb #2754098f
+def _asked(explicit, source_version, installed, profile) -> tuple[str, str]:
+    "(the vllm-ascend version asked for, where it came from): `explicit`, else the source's, else the installed one, else the profile's."
+    for v, origin in ((explicit, "--target"), (source_version, "inferred from the source"), (installed, "the installed vllm-ascend")):
+        if v:
+            try: return split_spec(v), origin
+            except ValueError as e: raise ProfileError(str(e)) from None
+    prof = profile or load_profile()
+    where = prof.origins.get("stack.vllm_ascend", "default")
+    return prof.vllm_ascend, "the profile's default" if where == "default" else f"the profile: {where}"
+
 def target_release(explicit: str | None = None, source_version: str | None = None, installed: str | None = None,
                    profile: Profile | None = None) -> str:
     "The vllm-ascend version targeted: `explicit` (`X` or `vllm-ascend==X`), else the source's, else the installed one, else the profile's."
-    for v in (explicit, source_version, installed):
-        if v:
-            pkg, sep, ver = v.replace(" ", "").rpartition("==")
-            if sep and pkg.lower().replace("_", "-") != "vllm-ascend":
-                raise ProfileError(f"target {v!r}: a vllm-ascend release is needed (vllm-ascend==X)")
-            return ver
-    return (profile or load_profile()).vllm_ascend
+    return _asked(explicit, source_version, installed, profile)[0]
 
 def resolve_target(explicit: str | None = None, source_version: str | None = None, installed: str | None = None,
-                   profile: Profile | None = None) -> Release:
-    "The catalog release serving `target_release(...)`, with a warning when it is not that version (an unknown version is a ProfileError)."
-    asked = target_release(explicit, source_version, installed, profile)
-    try: return resolve_release(asked)
+                   profile: Profile | None = None, origin: str | None = None, files: dict | None = None) -> Target:
+    "The one resolver: the `Target` for the version `target_release(...)` picks, saying where it came from (`origin` overrides); `files`: the release's own files (`core.releases.pairing_from_files`). An unknown version is a ProfileError."
+    asked, how = _asked(explicit, source_version, installed, profile)
+    try: return target_for(asked, origin or how, files=files)
     except ValueError as e: raise ProfileError(f"target {asked!r}: {e}") from None

@@ -20,7 +20,9 @@ from types import SimpleNamespace
 from ..core.catalog import CATALOG, Symbol
 from ..core.diagnostics import Code, Diagnostic, code_info, register
 from ..core.errors import InputError
-from ..core.profile import target_release
+from ..core.profile import resolve_target
+from ..core.releases import Target
+from ..sources.stated import stated_target, tree_target
 from ..sources.readers import PACKAGES, SourceTree, check_size, read_regular
 from ..sources.symbols import IGNORED_BASES, SymbolIndex, c3_merge, absolute_module, binds, defined_in, resolve, top_level
 from ..translate.engine import RuleSet
@@ -32,8 +34,8 @@ from .translation import known_ascend, rules_for, target_check, translate_code, 
 # %% auto #0
 __all__ = ['MAX_LONE_FILES', 'FENCE_CLOSE_RE', 'runner_bases', 'device_markers', 'is_base', 'FilesReader', 'AuditSource',
            'audit_source', 'lone_tree', 'RunnerClass', 'ClassGraph', 'deriving_modules', 'Runners', 'find_runners',
-           'RunnerPairs', 'pair_runners', 'audit_rules', 'gpu_to_npu_names', 'omni_blocks', 'Finding', 'drift',
-           'omni_outside', 'runner_findings', 'in_file', 'pair_findings', 'audit']
+           'RunnerPairs', 'pair_runners', 'audit_target', 'audit_rules', 'gpu_to_npu_names', 'omni_blocks', 'Finding',
+           'drift', 'omni_outside', 'runner_findings', 'in_file', 'pair_findings', 'audit']
 
 # %% ../../nbs/port/audit.ipynb #42c12468
 register(
@@ -334,16 +336,23 @@ def pair_runners(gpu: Runners, npu: Runners) -> RunnerPairs:
     return out
 
 # %% ../../nbs/port/audit.ipynb #583b703d
-def audit_rules(target: str | None = None, npu_base: SourceTree | None = None) -> tuple[RuleSet, list[Diagnostic]]:
-    "The translator rules the checks use, chosen as port chooses them: `--target` (X or vllm-ascend==X), else the `--npu-base` release, else the profile's; a release the catalog lacks gets the rules of the release core.catalog.resolve_release names, and says so (ONP4104)."
+def audit_target(target: str | None = None, npu_base: SourceTree | None = None, sources=()) -> Target:
+    "The one `Target` the checks use: `--target` (X or vllm-ascend==X), else the `--npu-base` release, else the release the NPU then GPU sources state (a vLLM-Omni release's pairing), else the profile's."
     source = npu_base.version if npu_base is not None and npu_base.package == "vllm_ascend" else None
     try:
-        version = target_release(target, source)
-        rules = rules_for(f"vllm-ascend=={known_ascend(version)}")
+        if target or not source:
+            stated = None if target else next((t for s in sources if (t := stated_target([s]))), None)
+            return stated or resolve_target(target)
+        return tree_target(npu_base, f"the --npu-base {npu_base.origin}")
     except (InputError, ValueError) as e:
         where = f"--target {target!r}" if target else f"--npu-base {npu_base.origin}" if source else "the profile's target"
         raise PortError(f"{where}: {e}") from None
-    return rules, target_check(SimpleNamespace(package="vllm_ascend", version=version), rules)
+
+def audit_rules(target: str | None = None, npu_base: SourceTree | None = None, sources=()) -> tuple[RuleSet, list[Diagnostic]]:
+    "The translator rules the checks use, for `audit_target`'s Target; a release the catalog lacks gets the rules of the release serving it, and says so (ONP4104)."
+    t = audit_target(target, npu_base, sources)
+    rules = rules_for(f"vllm-ascend=={t.release}")
+    return rules, target_check(SimpleNamespace(package="vllm_ascend", version=t.asked), rules)
 
 # %% ../../nbs/port/audit.ipynb #8719c40d
 def gpu_to_npu_names() -> dict[str, str]:
@@ -548,7 +557,7 @@ def audit(gpu: str, npu: str, npu_base: str | None = None, target: str | None = 
     base_tree = open_tree(npu_base) if npu_base else None
     if base_tree is not None and base_tree.package != "vllm_ascend":
         raise PortError(f"--npu-base {base_tree.origin} is {base_tree.distribution}, not vllm-ascend")
-    rules, notes = audit_rules(target, base_tree)
+    rules, notes = audit_rules(target, base_tree, (npu, gpu))
     gs, ns = audit_source(gpu), audit_source(npu)
     lone = lone_tree([gs, ns])
     (gtree, ggraph), (ntree, ngraph) = _side(gs, lone), _side(ns, lone, [base_tree] if base_tree else [])

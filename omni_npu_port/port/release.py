@@ -23,13 +23,15 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..core.catalog import (OMNI_RUNNERS, OmniPairing, PAIRING, omni_history, omni_pairing, parse_version, resolve_release,
+from ..core.catalog import (OMNI_RUNNERS, OmniPairing, PAIRING, ascend_of_line, omni_history, omni_pairing, parse_version, resolve_release,
                                         resolve_target_spec)
 from ..core.diagnostics import Code, Diagnostic, code_info, register
 from ..core.errors import InputError, UsageError
 from ..core.io import OutputExists, write_atomic
 from ..sources.fetch import CACHE_DIR, FetchError, cached_release, fetch_package
+from ..core.releases import RELEASES, parse_target, split_pin, target_for
 from ..sources.readers import SourceTree, open_source
+from ..sources.stated import checkout_facts, missing_facts_line, package_texts, release_files
 from ..sources.symbols import SymbolIndex
 from .audit import ClassGraph, RunnerClass, Runners, device_markers, find_runners, pair_runners, runner_bases
 from .classes import generated_mro, plan_class, port_class, ported_class_name
@@ -40,11 +42,11 @@ from .translation import rules_for, target_of, translate_methods
 
 # %% auto #0
 __all__ = ['DEFAULT_LAYOUT', 'REACHED', 'EXPLAINS', 'REPORT_JSON', 'REPORT_MD', 'download_bar', 'fetch_release', 'open_release',
-           'package_texts', 'ReleaseInputs', 'choose_inputs', 'ReleaseRunners', 'release_runners', 'Placement',
-           'place_runners', 'line_keys', 'in_port', 'port_statements', 'edited', 'method_chunks', 'compiles',
-           'MethodCheck', 'check_method', 'RunnerPort', 'check_runner', 'ported_mro', 'port_runner', 'ReleasePort',
-           'release_summary', 'release_markdown', 'release_html', 'write_release', 'run_ports', 'unpack_sdists',
-           'release_source', 'port_release']
+           'ReleaseInputs', 'choose_inputs', 'ReleaseRunners', 'release_runners', 'Placement', 'place_runners',
+           'line_keys', 'in_port', 'port_statements', 'edited', 'method_chunks', 'compiles', 'MethodCheck',
+           'check_method', 'RunnerPort', 'check_runner', 'ported_mro', 'port_runner', 'ReleasePort', 'release_summary',
+           'release_markdown', 'release_html', 'write_release', 'run_ports', 'unpack_sdists', 'release_source',
+           'named_gpu_bases', 'port_release']
 
 # %% ../../nbs/port/release.ipynb #5b1f7dcc
 register(
@@ -81,7 +83,7 @@ class download_bar:
 
 def fetch_release(spec: str, progress=None, cache_dir: Path | str = CACHE_DIR, index: str | None = None) -> Path:
     "`name==version` from the package cache, else from PyPI (after a progress line); unreachable: one line naming the file and how to fetch it."
-    name, _, version = spec.partition("==")
+    name, version = split_pin(spec)
     cache = Path(cache_dir).expanduser()
     if cache.is_dir() and (hit := cached_release(cache, name, version)): return hit
     if progress: progress(f"fetching {spec} from PyPI into {cache} …")
@@ -120,18 +122,6 @@ def open_release(omni: str, progress=None, cache_dir: Path | str = CACHE_DIR, in
         raise PortError(f"--release {omni}: {tree.origin} is {tree.distribution}, not vllm-omni; give a vLLM-Omni release")
     return tree
 
-_TEXTS = ("PKG-INFO", "README.md", "pyproject.toml", "requirements.txt", "requirements/common.txt", "requirements/cuda.txt")
-
-def package_texts(tree: SourceTree) -> list[str]:
-    "The metadata a source carries: a wheel's METADATA, an sdist's PKG-INFO, a checkout's README, pyproject and requirements."
-    names = list(_TEXTS) + ([n for n in tree.reader.names() if n.endswith(".dist-info/METADATA")]
-                            if not hasattr(tree.reader, "root") else [])
-    out = []
-    for n in names:
-        try: data = tree.reader.read(n)
-        except Exception: data = None   # a file the reader refuses (too big, not regular) says nothing
-        if data: out.append(data.decode("utf-8", "replace"))
-    return out
 
 # %% ../../nbs/port/release.ipynb #6d8d13a3
 @dataclass
@@ -144,26 +134,46 @@ class ReleaseInputs:
     history: list[str]
     diagnostics: list[Diagnostic] = field(default_factory=list)
 
-def choose_inputs(tree: SourceTree, target: str | None = None, history="auto") -> ReleaseInputs:
-    "The vllm the release declares (catalog, else its package), the vllm-ascend of that line (or --target's), and the history."
-    ascend = None
+def _ascend_pairing(version, ascend: str, how: str, ascend_files=None) -> OmniPairing:
+    "The pairing of an omni source that names only its vllm-ascend: that release's vllm, from the releases table or its own files."
+    files = ascend_files(ascend) if ascend_files is not None and ascend not in RELEASES.ascend else None
+    t = target_for(ascend, how, files=files)
+    return OmniPairing(version or "?", t.vllm, (ascend,), f"inferred: the vllm that vllm-ascend {ascend} ({how}) pairs with: {t.evidence}", True)
+
+def _named_gpu_base(pairing: OmniPairing, gpu_base) -> OmniPairing:
+    "The pairing with the vllm the user named as the GPU base, said so: `(version, where)`, or a list of them (one of the declared vllm keeps the pairing, else the first)."
+    named = [gpu_base] if isinstance(gpu_base, tuple) else list(gpu_base or [])
+    if not named or any(parse_version(v) == parse_version(pairing.vllm) for v, _ in named): return pairing
+    gpu_base = named[0]
+    return pairing._replace(vllm=gpu_base[0], inferred=False, evidence=f"the GPU base named by {gpu_base[1]} (the release's "
+                            f"own pairing: vllm {pairing.vllm}, {pairing.evidence})")
+
+# %% ../../nbs/port/release.ipynb #c26ddf73
+def choose_inputs(tree: SourceTree, target: str | None = None, history="auto", ascend_files=None, gpu_base=None) -> ReleaseInputs:
+    "The vllm the release declares (catalog, else its package or checkout files), the vllm-ascend of that line (or --target's), and the history; `ascend_files(X)`: a vllm-ascend release's own files, read when the table lacks it; `gpu_base`: (vllm version, where) the user named."
+    ascend, how = None, "--target"
     if target:
-        pkg, _ = resolve_target_spec(target)
+        try: pkg, ascend = parse_target(target)
+        except ValueError as e: raise UsageError(f"--target {target}: {e}") from None
         if pkg != "vllm-ascend": raise UsageError(f"--target {target}: give the NPU release as vllm-ascend==X")
-        ascend = target.partition("==")[2].strip()
-    pairing = omni_pairing(tree.version, package_texts(tree)) if tree.version else None
-    if pairing is None and ascend:
-        pairing = OmniPairing(tree.version or "?", PAIRING[resolve_release(ascend).used][0], (ascend,),
-                              f"inferred: the vllm that vllm-ascend {ascend} (--target) pairs with", True)
+    facts = {} if tree.version else checkout_facts(tree)
+    version = tree.version or facts.get("version", (None,))[0]
+    pairing = omni_pairing(version, package_texts(tree)) if version else None
+    if pairing is None and not ascend and "vllm_ascend" in facts: (ascend, how) = facts["vllm_ascend"]
+    if pairing is None and not ascend and "vllm" in facts:
+        pairing = OmniPairing(version or "?", facts["vllm"][0], ascend_of_line(facts["vllm"][0]), f"inferred: {facts['vllm'][1]}", True)
+    if pairing is None and ascend: pairing = _ascend_pairing(version, ascend, how, ascend_files)
+    if pairing is None and not version: raise InputError(missing_facts_line(tree))
     if pairing is None:
-        raise InputError(f"vllm-omni {tree.version or '(no version)'} ({tree.origin}): the catalog has no pairing for it and "
+        raise InputError(f"vllm-omni {version} ({tree.origin}): the catalog has no pairing for it and "
                          "its package states none (no Requires-Dist pin of vllm, no README line 'aligned with vLLM X'); "
                          "give --target vllm-ascend==X")
+    pairing = _named_gpu_base(pairing, gpu_base)
     ascend = ascend or next(iter(pairing.vllm_ascend), None)
     if ascend is None:
         raise InputError(f"vllm-omni {pairing.omni} declares vllm {pairing.vllm}, and the catalog knows no vllm-ascend "
                          "release of that line; give --target vllm-ascend==X")
-    known = tree.version is not None
+    known = version is not None
     hist = (omni_history(pairing.omni, pairing.vllm, ascend) if known else []) if history == "auto" else list(history or [])
     diags = [] if known or history != "auto" else [port_diagnostic(
         "ONP4301", f"{code_info('ONP4301').title}: the release states no version, so no vllm history was chosen; give it as "
@@ -603,7 +613,7 @@ def unpack_sdists(paths: list[str], then):
 # %% ../../nbs/port/release.ipynb #f04b909d
 def release_source(spec: str, sources=(), progress=None, cache_dir: Path | str = CACHE_DIR, index: str | None = None) -> str:
     "A release's source: one of `sources` (paths) of that package and version, else the package cache, else PyPI."
-    name, _, version = spec.partition("==")
+    name, version = split_pin(spec)
     for s in sources:
         t = open_tree(str(s))
         if t.distribution == name and t.version and parse_version(t.version) == parse_version(version): return str(s)
@@ -612,14 +622,24 @@ def release_source(spec: str, sources=(), progress=None, cache_dir: Path | str =
 # %% ../../nbs/port/release.ipynb #28db13b6
 def _base(path: str, sym) -> Located: return locate(MethodSpec(path, sym.module, sym.leaf), False)
 
+def named_gpu_bases(sources=()) -> list:
+    "(version, where) of every vllm among `sources` that states its version: the GPU bases the user named (see `_named_gpu_base`)."
+    out = []
+    for s in sources:
+        try: t = open_tree(str(s))
+        except Exception: continue   # a source that cannot be read is reported where it is used
+        if t.package == "vllm" and t.version: out.append((t.version, f"--source {s}"))
+    return out
+
 def port_release(omni: str, target: str | None = None, out: Path | str | None = None, history="auto", sources=(),
                  prefer: str = "comment", force: bool = False, progress=None, cache_dir: Path | str = CACHE_DIR,
                  index: str | None = None, workers: int = 1) -> ReleasePort:
     "Port every runner class of a vLLM-Omni release (version, wheel, sdist or checkout) onto the vllm-ascend it pairs with."
     t0 = time.perf_counter()
     tree = open_release(omni, progress, cache_dir, index)
-    inputs = choose_inputs(tree, target, history)
     fetch = lambda spec: release_source(spec, sources, progress, cache_dir, index)
+    ascend_files = lambda a: release_files(open_tree(fetch(f"vllm-ascend=={a}")))   # a release the table lacks states its pairing
+    inputs = choose_inputs(tree, target, history, ascend_files, named_gpu_bases(sources))
     v, a = fetch(f"vllm=={inputs.vllm}"), fetch(f"vllm-ascend=={inputs.vllm_ascend}")
     hist_paths = [fetch(f"vllm=={h}") for h in inputs.history]
     runners = unpack_sdists([v, a, *hist_paths], lambda: release_runners(tree))   # cold sdists unpack meanwhile

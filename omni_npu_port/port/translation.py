@@ -21,6 +21,9 @@ import textwrap
 from pathlib import Path
 
 from ..core.catalog import PAIRING, VLLM_ASCEND_VERSIONS, parse_version, resolve_release
+from ..core.profile import resolve_target
+from ..core.releases import Target, target_for
+from ..sources.stated import tree_target
 from ..core.diagnostics import Code, Diagnostic, code_info, register
 from ..sources.fetch import CACHE_DIR
 from ..sources.readers import parse_source
@@ -30,7 +33,7 @@ from .locate import Located, PortError, method_text, port_diagnostic, top_classe
 # %% auto #0
 __all__ = ['TCACHE_ENV', 'SCRATCH', 'rules_for', 'known_ascend', 'target_of', 'target_check', 'from_translator', 'module_imports',
            'code_fingerprint', 'translation_cache', 'rules_digest', 'translate_methods', 'translate_located',
-           'translate_code', 'translator_check', 'pairing_check']
+           'translate_code', 'translator_check', 'npu_target', 'port_target', 'pairing_check']
 
 # %% ../../nbs/port/translation.ipynb #8e7f35e9
 register(
@@ -47,17 +50,18 @@ register(
 # %% ../../nbs/port/translation.ipynb #d2e42f85
 _RULES: dict = {}
 
-def rules_for(target: str | RuleSet | None = None) -> RuleSet:
-    "The translator's rule set for `vllm-ascend==X` (None: the profile's target), compiled once per target."
+def rules_for(target: str | Target | RuleSet | None = None) -> RuleSet:
+    "The translator's rule set for a `Target` or `vllm-ascend==X` (None: the profile's target), compiled once per target and pairing."
     if isinstance(target, RuleSet): return target
-    if target not in _RULES:
-        try: _RULES[target] = compile_rules(target)   # the catalog's rules for a target only: their translations are kept
-        except (ValueError, KeyError) as e: raise PortError(f"translator target {target!r}: {e}") from None
-    return _RULES[target]
+    key = (target.spec, target.vllm) if isinstance(target, Target) else target
+    if key not in _RULES:
+        try: _RULES[key] = compile_rules(target)   # the catalog's rules for a target only: their translations are kept
+        except (ValueError, KeyError) as e: raise PortError(f"translator target {getattr(target, 'spec', target)!r}: {e}") from None
+    return _RULES[key]
 
 def known_ascend(version: str) -> str:
-    "The catalog release that serves a vllm-ascend release: the one resolver, `core.catalog.resolve_release`."
-    return resolve_release(version).used
+    "The catalog release that serves a vllm-ascend release: the one resolver, `core.releases.target_for`."
+    return target_for(version, "the NPU base").release
 
 def target_of(npu: Located) -> str | None:
     "The translator target for an NPU base source: `vllm-ascend==X` for its version (as the catalog knows it)."
@@ -237,13 +241,25 @@ def translator_check(method_src: str, module_text: str, rules: RuleSet, npu_code
     return [d for d in diags if d.code[3] in "1349" or (d.code[3] == "2" and not _satisfied(d, method_src, rules))]
 
 # %% ../../nbs/port/translation.ipynb #238b14a2
+def npu_target(npu_base: Located) -> Target:
+    "The NPU base's `Target`: its pairing from the releases table, else from its own files (Dockerfile, versioning policy, metadata)."
+    t = tree_target(npu_base.tree, f"the NPU base {npu_base.origin}") if npu_base.tree is not None else None
+    return t or target_for(npu_base.version, f"the NPU base {npu_base.origin}")
+
+def port_target(target: str | None, npu_base: Located | None) -> Target:
+    "The one `Target` a port uses: `--target`, else the NPU base's release (`npu_target`), else the profile's."
+    if target: return resolve_target(target)
+    if npu_base is not None and npu_base.package == "vllm_ascend" and npu_base.version: return npu_target(npu_base)
+    return resolve_target()
+
 def pairing_check(gpu_base: Located, npu_base: Located) -> list[Diagnostic]:
-    "A warning with the pairing table when the vllm and vllm-ascend sources are not a released pair."
+    "A warning with the pairing table when the vllm and vllm-ascend sources are not a released pair (the pairing as the NPU release itself states it)."
     gv, nv = gpu_base.version, npu_base.version
     if gpu_base.package != "vllm" or npu_base.package != "vllm_ascend" or not gv or not nv: return []
-    paired = PAIRING.get(resolve_release(nv).used)   # a release the catalog lacks: the one serving it (ONP4104 says so)
-    if paired and paired[0] == gv: return []
+    t = npu_target(npu_base)
+    if t.paired_by == "neighbour":   # never a neighbour's pairing as the release's own: say it is unchecked
+        return [port_diagnostic("ONP4101", f"vllm-ascend {nv} is not in the releases table and its files were not read or name no "
+                                f"vllm: the pair with vllm {gv} is not checked", None, "info")]
+    if t.vllm == gv: return []
     table = "; ".join(f"vllm-ascend {a} ↔ vllm {b}" for a, (b, _) in PAIRING.items())
-    why = (f"vllm-ascend {nv} pairs with vllm {paired[0]}, not {gv}" if paired else
-           f"the catalog records no pairing for vllm-ascend {nv}")
-    return [port_diagnostic("ONP4101", f"{why} (pairing table: {table})")]
+    return [port_diagnostic("ONP4101", f"vllm-ascend {nv} pairs with vllm {t.vllm} ({t.evidence}), not {gv} (pairing table: {table})")]

@@ -11,6 +11,8 @@ import enum
 
 from ..core.catalog import CATALOG
 from .signatures import bind_for_version, platform_or_current, short_name, target_version
+from . import platform as _platform
+
 
 # %% auto #0
 __all__ = ['AttentionState', 'attention_state_cls', 'attn_state_for', 'build_attention_metadata_kwargs',
@@ -22,10 +24,7 @@ AttentionState.__doc__ = "AscendAttentionState's members and values, for backend
 
 def attention_state_cls(platform=None):
     "vllm-ascend's AscendAttentionState on NPU, the `AttentionState` mirror elsewhere."
-    if platform_or_current(platform).name == "npu":
-        from omni_npu_port.runtime.platform import resolve_symbol
-        return resolve_symbol(CATALOG["attn.state-import"].npu_symbol)
-    return AttentionState
+    return platform_or_current(platform).runner_symbol(CATALOG["attn.state-import"], AttentionState)
 
 # %% ../../nbs/runtime/attention.ipynb #7206b4ff
 _STATE_FOR_MTP = {True: "SpecDecoding", False: "ChunkedPrefill"}  # keyed by use_mla; members of attn.state-values
@@ -44,7 +43,7 @@ def build_attention_metadata_kwargs(vllm_ascend: str, **kwargs) -> dict:
 def call_build_attention_metadata(runner, platform=None, vllm_ascend: str | None = None, **kwargs):
     "Call `runner._build_attention_metadata(**kwargs)`, checking the keywords against the installed vllm-ascend on NPU."
     rec = CATALOG["attn.build-metadata"]
-    if platform_or_current(platform).name == "npu":
+    if platform_or_current(platform).runs_vllm_ascend:
         kwargs = build_attention_metadata_kwargs(target_version(vllm_ascend), **kwargs)
         return getattr(runner, rec.npu_sym.leaf)(**kwargs)
     return getattr(runner, rec.gpu_sym.leaf)(**kwargs)

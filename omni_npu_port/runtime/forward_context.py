@@ -12,6 +12,9 @@ import contextvars
 from dataclasses import dataclass, field
 
 from ..core.catalog import CATALOG
+from ..core.keywords import KeywordRule, call_sites, keyword_rule
+from . import platform as _platform
+from .signatures import target_version
 
 CALL_SITES = ("dummy_run", "execute_model")
 
@@ -24,44 +27,12 @@ class ForwardContextCall:
     dropped: tuple = ()
     added: dict = field(default_factory=dict)
 
+
 # %% auto #0
-__all__ = ['CALL_SITES', 'ForwardContextCall', 'KeywordRule', 'call_sites', 'keyword_rule', 'forward_context_rule',
-           'ascend_forward_context_call', 'LightForwardContext', 'get_forward_context', 'light_forward_context',
-           'target_vllm_ascend', 'forward_context']
+__all__ = ['CALL_SITES', 'ForwardContextCall', 'forward_context_rule', 'ascend_forward_context_call', 'LightForwardContext',
+           'get_forward_context', 'light_forward_context', 'forward_context']
 
 # %% ../../nbs/runtime/forward_context.ipynb #c6eab0ec
-@dataclass
-class KeywordRule:
-    "What happens to a call's keywords on the NPU side, compiled from the callable's kwargs-change records."
-    gpu_symbol: str
-    npu_symbol: str
-    rename: dict
-    drop: set
-    add: dict                 # keyword -> {method or None: expression}
-    accepted: tuple | None    # the NPU parameters at the target (None: unknown)
-    positional: int           # positional arguments both sides share
-    records: dict             # keyword -> record id (for attribution)
-
-def call_sites(spec: str) -> dict:
-    "`EXPR in METHOD; EXPR in METHOD` from a record's `add` value → {METHOD: EXPR}; a bare EXPR → {None: EXPR}."
-    out = {}
-    for part in spec.split(";"):
-        expr, sep, where = part.strip().partition(" in ")
-        out[where.strip() if sep else None] = expr.strip()
-    return out
-
-def keyword_rule(gpu: str, npu: str, records, catalog=CATALOG, vllm_ascend: str | None = None,
-                 positional: int = 0) -> KeywordRule:
-    "The `KeywordRule` of GPU callable `gpu` (NPU `npu`) from its kwargs-change `records`, in order, at a vllm-ascend version."
-    try: accepted = catalog.params_for(npu, vllm_ascend=vllm_ascend)
-    except KeyError: accepted = None
-    rule = KeywordRule(gpu, npu, {}, set(), {}, accepted, positional, {})
-    for p in records:
-        rule.rename.update(p.rename); rule.drop.update(p.drop)
-        for k in [*p.rename, *p.drop, *p.add]: rule.records[k] = p.id
-        for k, spec in p.add.items(): rule.add[k] = call_sites(str(spec))
-    return rule
-
 def forward_context_rule(vllm_ascend: str, catalog=CATALOG) -> KeywordRule:
     "The keyword rule of `set_forward_context` → `set_ascend_forward_context` at a vllm-ascend version."
     fc = catalog["fc.import"]
@@ -142,30 +113,18 @@ def light_forward_context(attn_metadata, vllm_config, *, capturing: bool = False
     finally: _LIGHT_CONTEXT.reset(token)
 
 # %% ../../nbs/runtime/forward_context.ipynb #8b4df90d
-def target_vllm_ascend() -> str:
-    "The vllm-ascend version to translate for: the installed one, else the profile's target."
-    from omni_npu_port.runtime.platform import package_version
-    from omni_npu_port.core.profile import target_release
-    return target_release(installed=package_version("vllm-ascend"))
-
-def _vllm_forward_context():
-    from omni_npu_port.runtime.platform import resolve_symbol
-    try: return resolve_symbol(CATALOG["fc.import"].gpu_symbol)
-    except ImportError: return None
-
 @contextlib.contextmanager
 def forward_context(attn_metadata, vllm_config, *, call_site: str, scheduled_tokens: int | None = None, model=None,
                     platform=None, **gpu_kwargs):
     "Enter the backend's forward context from a GPU-style (vllm) keyword set."
-    from omni_npu_port.runtime.platform import current_platform, resolve_symbol
-    platform = platform or current_platform()
-    if platform.name == "npu":
-        call = ascend_forward_context_call(attn_metadata, vllm_config, vllm_ascend=target_vllm_ascend(),
+    platform = platform or _platform.current_platform()
+    if platform.runs_vllm_ascend:
+        call = ascend_forward_context_call(attn_metadata, vllm_config, vllm_ascend=target_version(),
                                            call_site=call_site, scheduled_tokens=scheduled_tokens, model=model, **gpu_kwargs)
-        with resolve_symbol(CATALOG["fc.import"].npu_symbol)(*call.args, **call.kwargs) as ctx: yield ctx
+        with _platform.resolve_symbol(CATALOG["fc.import"].npu_symbol)(*call.args, **call.kwargs) as ctx: yield ctx
         return
     if call_site not in CALL_SITES: raise ValueError(f"call_site={call_site!r}: use 'dummy_run' or 'execute_model'")
-    vllm_fc = _vllm_forward_context() if platform.name == "cuda" else None
+    vllm_fc = platform.runner_symbol(CATALOG["fc.import"])   # vllm's, where it imports
     if vllm_fc is not None:
         with vllm_fc(attn_metadata, vllm_config, **gpu_kwargs) as ctx: yield ctx
     else:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from ..core.catalog import CATALOG
 from .graphs import is_full_mode
+from . import platform as _platform
+from .signatures import bind_for_version, target_version
 
 def should_update_full_graph_params(forward_context, use_sparse: bool = False, use_compress: bool | None = None) -> bool:
     "FULL ∧ ¬capturing ∧ ¬use_sparse (∧ ¬use_compress where the runner has it)."
@@ -17,11 +19,11 @@ def should_update_full_graph_params(forward_context, use_sparse: bool = False, u
 
 def update_full_graph_params_kwargs(vllm_ascend: str, **kwargs) -> dict:
     "Keywords for update_full_graph_params at a vllm-ascend version; an error for a keyword it lacks."
-    from omni_npu_port.runtime.signatures import bind_for_version
     symbol = CATALOG["gparams.update-full"].npu_symbol
     missing = [p for p in CATALOG.params_for(symbol, vllm_ascend=vllm_ascend)[:5] if p not in kwargs]
     if missing: raise TypeError(f"update_full_graph_params needs {', '.join(missing)}")
     return bind_for_version(symbol, vllm_ascend, **kwargs)
+
 
 # %% auto #0
 __all__ = ['should_update_full_graph_params', 'update_full_graph_params_kwargs', 'update_full_graph_params',
@@ -31,19 +33,16 @@ __all__ = ['should_update_full_graph_params', 'update_full_graph_params_kwargs',
 def update_full_graph_params(forward_context, *, use_sparse: bool = False, use_compress: bool | None = None,
                              platform=None, vllm_ascend: str | None = None, **kwargs) -> bool:
     "Run vllm-ascend's update_full_graph_params when the rule says so (NPU only); return whether it ran."
-    from omni_npu_port.runtime.signatures import target_version
-    from omni_npu_port.runtime.platform import current_platform, resolve_symbol
-    platform = platform or current_platform()
-    if platform.name != "npu" or not should_update_full_graph_params(forward_context, use_sparse, use_compress):
+    platform = platform or _platform.current_platform()
+    if not platform.runs_vllm_ascend or not should_update_full_graph_params(forward_context, use_sparse, use_compress):
         return False
     kw = update_full_graph_params_kwargs(target_version(vllm_ascend), forward_context=forward_context, **kwargs)
-    resolve_symbol(CATALOG["gparams.update-full"].npu_symbol)(**kw)
+    _platform.resolve_symbol(CATALOG["gparams.update-full"].npu_symbol)(**kw)
     return True
 
 # %% ../../nbs/runtime/graph_params.ipynb #eaa24dba
 def using_paged_attention_kwargs(vllm_ascend: str, runtime_shape: int, vllm_config, head_size: int | None = None) -> dict:
     "Keywords for using_paged_attention at a version (head_size only from v0.23.0)."
-    from omni_npu_port.runtime.signatures import bind_for_version
     kw = dict(runtime_shape=runtime_shape, vllm_config=vllm_config)
     if head_size is not None: kw["head_size"] = head_size
     return bind_for_version(CATALOG["pa.using-paged-attention"].npu_symbol, vllm_ascend, **kw)
@@ -56,10 +55,8 @@ def capture_seq_lens(seq_lens, is_graph_capturing: bool, uses_paged_attention: b
 def paged_attention_seq_lens(seq_lens, num_tokens: int, vllm_config, is_graph_capturing: bool, head_size=None,
                              platform=None, vllm_ascend: str | None = None):
     "The card's paged-attention check on NPU (real vllm-ascend functions); unchanged seq_lens elsewhere."
-    from omni_npu_port.runtime.signatures import target_version
-    from omni_npu_port.runtime.platform import current_platform, resolve_symbol
-    platform = platform or current_platform()
-    if platform.name != "npu" or not is_graph_capturing: return seq_lens
+    platform = platform or _platform.current_platform()
+    if not platform.runs_vllm_ascend or not is_graph_capturing: return seq_lens
     kw = using_paged_attention_kwargs(target_version(vllm_ascend), num_tokens, vllm_config, head_size)
-    uses = resolve_symbol(CATALOG["pa.using-paged-attention"].npu_symbol)(**kw)
-    return capture_seq_lens(seq_lens, True, uses, resolve_symbol(CATALOG["pa.seq-len-constant"].npu_symbol))
+    uses = _platform.resolve_symbol(CATALOG["pa.using-paged-attention"].npu_symbol)(**kw)
+    return capture_seq_lens(seq_lens, True, uses, _platform.resolve_symbol(CATALOG["pa.seq-len-constant"].npu_symbol))

@@ -11,6 +11,8 @@ import contextlib
 import enum
 
 from ..core.catalog import CATALOG
+from . import platform as _platform
+from .forward_context import forward_context
 
 class GraphMode(enum.Enum):
     "Graph runtime modes where vllm's CUDAGraphMode is not installed (same member names)."
@@ -25,10 +27,9 @@ class GraphMode(enum.Enum):
         return self.name.startswith("FULL")
 
 def _optional(dotted: str | None):
-    from omni_npu_port.runtime.platform import UnresolvedSymbol, resolve_symbol
     if not dotted: return None
-    try: return resolve_symbol(dotted)
-    except (UnresolvedSymbol, ImportError, AttributeError): return None
+    try: return _platform.resolve_symbol(dotted)
+    except (_platform.UnresolvedSymbol, ImportError, AttributeError): return None
 
 def graph_mode_cls():
     "vllm's CUDAGraphMode when vllm is installed, else `GraphMode`."
@@ -37,6 +38,7 @@ def graph_mode_cls():
 def is_full_mode(mode) -> bool:
     "Whether a runtime mode (vllm's or ours) is FULL; never relies on bool(mode) (pattern graph.mode-bool)."
     return mode is not None and getattr(mode, "name", None) == "FULL"
+
 
 # %% auto #0
 __all__ = ['GraphMode', 'graph_mode_cls', 'is_full_mode', 'LightGraphWrapper', 'graph_wrapper_cls', 'wrap_full',
@@ -65,11 +67,9 @@ class LightGraphWrapper:
 
 def graph_wrapper_cls(platform=None):
     "The graph-wrapper class for the backend: ACLGraphWrapper, CUDAGraphWrapper, or `LightGraphWrapper`."
-    from omni_npu_port.runtime.platform import current_platform, resolve_symbol
-    platform = platform or current_platform()
+    platform = platform or _platform.current_platform()
     rec = CATALOG["graph.wrapper-import"]
-    if platform.name == "npu": return resolve_symbol(rec.npu_symbol)
-    return (_optional(rec.gpu_symbol) if platform.name == "cuda" else None) or LightGraphWrapper
+    return platform.runner_symbol(rec, LightGraphWrapper)
 
 def wrap_full(module, vllm_config=None, platform=None, **kwargs):
     "Wrap a module (the talker MTP) in the backend's graph wrapper, FULL mode."
@@ -88,12 +88,10 @@ class LightCaptureContext:
 @contextlib.contextmanager
 def graph_capture(device=None, platform=None):
     "Enter the backend's graph-capture context (vllm-ascend's, vllm's, or a light one)."
-    from omni_npu_port.runtime.platform import current_platform, resolve_symbol
-    platform = platform or current_platform()
+    platform = platform or _platform.current_platform()
     device = device if device is not None else platform.device
     rec = CATALOG["graph.capture"]
-    fn = resolve_symbol(rec.npu_symbol) if platform.name == "npu" else \
-        (_optional(rec.gpu_symbol) if platform.name == "cuda" else None)
+    fn = platform.runner_symbol(rec)
     if fn is not None:
         with fn(device) as ctx: yield ctx
         return
@@ -124,7 +122,6 @@ def talker_mtp_runtime_mode(talker_mtp, cudagraph_mode, platform=None):
 def run_talker_mtp(talker_mtp, *inputs, num_tokens_padded: int, cudagraph_mode=None, batch_descriptor=None,
                    attn_metadata=None, vllm_config=None, platform=None):
     "The forward step: the talker MTP inside the backend's forward context, padded token count as in a dummy run."
-    from omni_npu_port.runtime.forward_context import forward_context
     mode = talker_mtp_runtime_mode(talker_mtp, cudagraph_mode, platform)
     with forward_context(attn_metadata, vllm_config, call_site="dummy_run", num_tokens=num_tokens_padded,
                          cudagraph_runtime_mode=mode, batch_descriptor=batch_descriptor, platform=platform):

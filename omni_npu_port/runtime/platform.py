@@ -64,6 +64,7 @@ class Platform:
     name: str = ""               # "npu" | "cuda" | "cpu": also the torch device type
     dist_backend: str = ""       # torch.distributed backend: "hccl" | "nccl" | "gloo"
     supports_graphs: bool = False
+    runs_vllm_ascend: bool = False   # runner pieces call vllm-ascend here: its symbols, signatures and NPU-only hooks
 
     def __init__(self, index: int = 0):
         self.index = index
@@ -127,6 +128,10 @@ class Platform:
             out[other] = self._why_not.get(other) or PLATFORMS[other].unavailable_reason() \
                 or f"available, but {self.selected_by} chose {self.name}"
         return out
+
+    def runner_symbol(self, rec, fallback=None):
+        "What a runner piece uses for catalog record `rec` here: vllm-ascend's object (NPU), vllm's where it imports (CUDA), else `fallback`."
+        return fallback
 
 # %% ../../nbs/runtime/platform.ipynb #0be76576
 DEVICE_OPS = ("dev.is-available", "dev.device-count", "dev.device-name", "dev.synchronize", "dev.stream",
@@ -204,6 +209,12 @@ class CudaPlatform(DevicePlatform):
                 "build of torch on a host with an NVIDIA GPU and driver, or set [runtime] backend = auto or cpu "
                 "(OMNI_NPU_PORT_RUNTIME_BACKEND=cpu)")
 
+    def runner_symbol(self, rec, fallback=None):
+        "vllm's object for catalog record `rec` when vllm is installed and has it, else `fallback`."
+        if not rec.gpu_symbol: return fallback
+        try: return resolve_symbol(rec.gpu_symbol)
+        except (UnresolvedSymbol, ImportError, AttributeError): return fallback
+
 # %% ../../nbs/runtime/platform.ipynb #0de9020d
 CANN_SET_ENV = "/usr/local/Ascend/ascend-toolkit/set_env.sh"
 CANN_ENV_VARS = ("ASCEND_TOOLKIT_HOME", "ASCEND_HOME_PATH")
@@ -236,6 +247,11 @@ def import_torch_npu():
 class NpuPlatform(DevicePlatform):
     "Huawei Ascend NPUs through torch_npu's torch.npu (the `npu_symbol` side of the catalog)."
     name, side, dist_backend = "npu", "npu", "hccl"
+    runs_vllm_ascend = True
+
+    def runner_symbol(self, rec, fallback=None):
+        "vllm-ascend's object for catalog record `rec` (an `UnresolvedSymbol` error when it cannot be imported)."
+        return resolve_symbol(rec.npu_symbol)
 
     @classmethod
     def load_backend(cls) -> None: import_torch_npu()

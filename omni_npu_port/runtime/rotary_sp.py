@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from ..core.catalog import CATALOG
 from .signatures import bind_for_version, platform_or_current, target_version
+from . import platform as _platform
+
 
 # %% auto #0
 __all__ = ['update_cos_sin', 'enable_sp', 'lmhead_tp_enable']
@@ -16,18 +18,17 @@ __all__ = ['update_cos_sin', 'enable_sp', 'lmhead_tp_enable']
 # %% ../../nbs/runtime/rotary_sp.ipynb #a97db4e6
 def _npu_call(record_id: str, **kwargs):
     "Call the vllm-ascend function of a catalog record with keywords."
-    from omni_npu_port.runtime.platform import resolve_symbol
-    return resolve_symbol(CATALOG[record_id].npu_symbol)(**kwargs)
+    return _platform.resolve_symbol(CATALOG[record_id].npu_symbol)(**kwargs)
 
 def update_cos_sin(positions, platform=None) -> bool:
     "Refresh vllm-ascend's rotary cos/sin buffer from `positions` on NPU; a no-op elsewhere. True if it ran."
-    if platform_or_current(platform).name != "npu": return False
+    if not platform_or_current(platform).runs_vllm_ascend: return False
     _npu_call("rope.update-cos-sin", **dict(zip(CATALOG["rope.update-cos-sin"].params, (positions,))))
     return True
 
 def enable_sp(vllm_config=None, enable_shared_expert_dp: bool = False, platform=None, vllm_ascend: str | None = None) -> bool:
     "vllm-ascend's sequence-parallel check on NPU, with the arguments its version takes; False elsewhere."
-    if platform_or_current(platform).name != "npu": return False
+    if not platform_or_current(platform).runs_vllm_ascend: return False
     kwargs = {"vllm_config": vllm_config}
     if enable_shared_expert_dp: kwargs["enable_shared_expert_dp"] = True
     kwargs = bind_for_version(CATALOG["sp.enable-sp"].npu_symbol, target_version(vllm_ascend), **kwargs)
@@ -35,5 +36,5 @@ def enable_sp(vllm_config=None, enable_shared_expert_dp: bool = False, platform=
 
 def lmhead_tp_enable(platform=None) -> bool:
     "vllm-ascend's LM-head tensor-parallel check on NPU; False elsewhere."
-    if platform_or_current(platform).name != "npu": return False
+    if not platform_or_current(platform).runs_vllm_ascend: return False
     return bool(_npu_call("util.lmhead-tp-enable"))

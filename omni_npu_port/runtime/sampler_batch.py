@@ -10,6 +10,9 @@ from __future__ import annotations
 from ..core.catalog import CATALOG
 from ..core.errors import InputError
 from .signatures import platform_or_current, short_name
+from . import platform as _platform
+from ..core.profile import target_release
+
 
 # %% auto #0
 __all__ = ['RunnerClassUnavailable', 'sampler_cls', 'input_batch_cls']
@@ -19,15 +22,12 @@ class RunnerClassUnavailable(InputError, ImportError):
     "The sampler or input-batch class of this backend cannot be imported; the message says what to install."
 
 def _installed_vllm() -> str | None:
-    from omni_npu_port.runtime.platform import package_version
-    return package_version("vllm")
+    return _platform.package_version("vllm")
 
 def _runner_class(record_id: str, platform=None):
     "The class a record names for this backend: its NPU symbol on NPU, its GPU symbol (vllm < 0.34) elsewhere."
-    from omni_npu_port.runtime.platform import resolve_symbol
-    from omni_npu_port.core.profile import target_release
     rec, p = CATALOG[record_id], platform_or_current(platform)
-    if p.name == "npu":
+    if p.runs_vllm_ascend:
         symbol, how = rec.npu_symbol, f"install vllm-ascend=={target_release()} (the profile's target)"
     else:
         symbol, vllm = rec.gpu_symbol, _installed_vllm()
@@ -39,7 +39,7 @@ def _runner_class(record_id: str, platform=None):
             raise RunnerClassUnavailable(f"vllm {vllm} has no {symbol} (pattern {removed.id}: {removed.notes.rstrip('.')}): "
                                          f"pip install 'vllm<{removed.vllm_since}'")
         how = f"check that vllm {vllm} imports here (pip install 'vllm<{removed.vllm_since}')"
-    try: return resolve_symbol(symbol)
+    try: return _platform.resolve_symbol(symbol)
     except ImportError as e:
         raise RunnerClassUnavailable(f"cannot import {symbol} (pattern {rec.id}) on the {p.name} backend: {e}; {how}") from None
 

@@ -8,13 +8,19 @@ Docs: https://omni-npu-port.github.io/omni-npu-port/runtime/method_signatures.ht
 from __future__ import annotations
 
 import difflib
+import warnings
 
 from ..core.catalog import CATALOG, Symbol
 from ..core.errors import InputError, UsageError
+from . import platform as _platform
+from ..core.profile import resolve_target
+from ..core.releases import Target
+
 
 # %% auto #0
-__all__ = ['UnsupportedKeyword', 'UnsupportedVersion', 'short_name', 'bind_for_version', 'platform_or_current', 'target_version',
-           'dummy_run_kwargs', 'model_forward_kwargs', 'call_dummy_run', 'call_model_forward']
+__all__ = ['UnsupportedKeyword', 'UnsupportedVersion', 'short_name', 'bind_for_version', 'platform_or_current', 'TargetWarning',
+           'runtime_target', 'target_version', 'dummy_run_kwargs', 'model_forward_kwargs', 'call_dummy_run',
+           'call_model_forward']
 
 # %% ../../nbs/runtime/method_signatures.ipynb #5a4ee298
 class UnsupportedKeyword(UsageError, TypeError):
@@ -61,16 +67,22 @@ def bind_for_version(symbol: str, vllm_ascend: str, **kwargs) -> dict:
 # %% ../../nbs/runtime/method_signatures.ipynb #c0eb36c8
 def platform_or_current(platform=None):
     "`platform` itself, the platform named by a string, or the process's platform when None."
-    from omni_npu_port.runtime.platform import current_platform, get_platform
-    if platform is None: return current_platform()
-    return get_platform(platform) if isinstance(platform, str) else platform
+    if platform is None: return _platform.current_platform()
+    return _platform.get_platform(platform) if isinstance(platform, str) else platform
+
+class TargetWarning(UserWarning):
+    "A runtime piece was asked for a vllm-ascend release the releases table lacks: another release's records serve it."
+
+def runtime_target(vllm_ascend: str | None = None) -> Target:
+    "The one `Target` a runtime piece binds for: `vllm_ascend` if given, else the installed vllm-ascend, else the profile's; a release the table lacks warns (`TargetWarning`), never silently."
+    installed = None if vllm_ascend else _platform.package_version("vllm-ascend")
+    t = resolve_target(vllm_ascend, installed=installed, origin="asked by the caller" if vllm_ascend else None)
+    if t.warning: warnings.warn(t.warning, TargetWarning, stacklevel=3)
+    return t
 
 def target_version(vllm_ascend: str | None = None) -> str:
-    "`vllm_ascend` if given, else the installed vllm-ascend, else the profile's target (`core.profile.target_release`)."
-    if vllm_ascend is not None: return vllm_ascend
-    from omni_npu_port.core.profile import target_release
-    from omni_npu_port.runtime.platform import package_version
-    return target_release(installed=package_version("vllm-ascend"))
+    "The vllm-ascend version a runtime piece binds for: `runtime_target(vllm_ascend).asked` (a substitution warns)."
+    return runtime_target(vllm_ascend).asked
 
 # %% ../../nbs/runtime/method_signatures.ipynb #98e4641c
 def _bind_positional(names: tuple, args: tuple, kwargs: dict, what: str) -> dict:
@@ -101,7 +113,7 @@ def model_forward_kwargs(num_tokens_padded, *args, **kwargs) -> dict:
 # %% ../../nbs/runtime/method_signatures.ipynb #c1e90bc5
 def call_dummy_run(runner, *args, platform=None, vllm_ascend: str | None = None, **kwargs):
     "Call `runner._dummy_run` from a GPU-style call: by keyword in the NPU signature on NPU, unchanged elsewhere."
-    if platform_or_current(platform).name == "npu":
+    if platform_or_current(platform).runs_vllm_ascend:
         rec = CATALOG["sig.dummy-run"]
         kw = dummy_run_kwargs(*args, vllm_ascend=target_version(vllm_ascend), **kwargs)
         return getattr(runner, rec.npu_sym.leaf)(**kw)
@@ -110,6 +122,6 @@ def call_dummy_run(runner, *args, platform=None, vllm_ascend: str | None = None,
 def call_model_forward(runner, num_tokens_padded, *args, platform=None, **kwargs):
     "Call `runner._model_forward`: with `num_tokens_padded` first, by keyword, on NPU; the GPU signature elsewhere."
     rec = CATALOG["sig.model-forward"]
-    if platform_or_current(platform).name == "npu":
+    if platform_or_current(platform).runs_vllm_ascend:
         return getattr(runner, rec.npu_sym.leaf)(**model_forward_kwargs(num_tokens_padded, *args, **kwargs))
     return getattr(runner, rec.gpu_sym.leaf)(*args, **kwargs)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from ..core.catalog import CATALOG, Pattern, Symbol
 from .readers import SourceTree
-from .symbols import (ResolvedSymbol, SourceExpr, class_attr, resolve, symbol_signature,
+from .symbols import (ResolvedSymbol, SourceExpr, class_attr, resolve, signature, symbol_signature,
                                            top_level)
 
 # %% auto #0
@@ -129,7 +129,7 @@ def gpu_order(record: Pattern, gpu_tree: SourceTree | None = None) -> tuple | No
     for r in CATALOG:
         if r.gpu_symbol and r.gpu_sym.leaf == leaf and r.gpu_sym.package == "vllm":
             if gpu_tree is not None and gpu_tree.package == "vllm":
-                sig = gpu_tree.signature(r.gpu_symbol)
+                sig = signature(gpu_tree, r.gpu_symbol)
                 if sig is not None:
                     return tuple(n for n, p in sig.parameters.items() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
             if r.params and not r.npu_symbol: return tuple(r.params)

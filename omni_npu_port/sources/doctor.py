@@ -18,6 +18,9 @@ from pathlib import Path
 from ..core.catalog import (CATALOG, PAIRING, TORCH_NPU_PINS, VLLM_ASCEND_VERSIONS, VLLM_VERSIONS, parse_version,
                                         resolve_release)
 from ..core.errors import InputError, UsageError
+from ..core.profile import resolve_target
+from ..core.releases import target_for
+from .stated import release_files, tree_target
 from .conformance import (CHANGED, MISSING, NA, OK, Conformance, check_record, conformance,
                                              conformance_table, record_holds, record_symbol, summary)
 from .fetch import FetchError
@@ -49,15 +52,15 @@ def cann_env_warning(versions: dict, env=None) -> str | None:
             "a kernel that does it: omni-npu-port kernel install --backend npu")
 
 # %% ../../nbs/sources/doctor.ipynb #1b006633
-def pairing_warning(vllm_ascend: str | None, vllm: str | None) -> str | None:
-    "A warning when the vllm / vllm-ascend pair does not match the catalog's PAIRING table."
+def pairing_warning(vllm_ascend: str | None, vllm: str | None, files: dict | None = None) -> str | None:
+    "A warning when the vllm / vllm-ascend pair is not the one the releases table, else the vllm-ascend release's own `files`, names."
     if not vllm_ascend or not vllm: return None
-    served = resolve_release(vllm_ascend)   # the one resolver: a release the catalog lacks is served by a named one
-    pair = PAIRING.get(served.used)
-    if pair is not None and parse_version(pair[0]) == parse_version(vllm): return None
-    if pair is None or served.warning:
-        return f"vllm-ascend {vllm_ascend} is not in the pairing table: " + (served.warning or f"the catalog knows {', '.join(PAIRING)}")
-    return f"vllm {vllm} does not pair with vllm-ascend {vllm_ascend}, which is built against vllm {pair[0]}"
+    t = target_for(vllm_ascend, "the doctor's source", files=files)   # the one resolver
+    if t.paired_by != "neighbour" and parse_version(t.vllm) == parse_version(vllm): return None
+    if t.paired_by == "neighbour": return f"vllm-ascend {vllm_ascend} is not in the pairing table and names no vllm in its files: {t.warning}"
+    if t.paired_by == "source":
+        return f"vllm {vllm} does not pair with vllm-ascend {vllm_ascend}, which names vllm {t.vllm} ({t.evidence})"
+    return f"vllm {vllm} does not pair with vllm-ascend {vllm_ascend}, which is built against vllm {t.vllm}"
 
 def torch_npu_warning(vllm_ascend: str | None, torch_npu: str | None) -> str | None:
     "A warning when the installed torch_npu is not the one the installed vllm-ascend pins."
@@ -115,7 +118,7 @@ def cached_sources(cache=None) -> list[SourceTree]:
         r = release_of(f.name)
         if r and r[0] in ("vllm-ascend", "vllm"): have.setdefault(r[0], {}).setdefault(str(r[1]), []).append(f)
     if "vllm-ascend" not in have: return []
-    try: target = load_profile().target.partition("==")[2]
+    try: target = load_profile().vllm_ascend
     except Exception: target = ""   # a broken profile is the profile command's to report
     va = target if target in have["vllm-ascend"] else max(have["vllm-ascend"], key=parse_version)
     pick = lambda files: min(files, key=lambda f: f.stat().st_size)   # the smaller of wheel and sdist: the same code
@@ -217,7 +220,8 @@ def doctor_report(paths=None, platform: dict | None = None) -> dict:
     warnings = [w for w in [cann_env_warning(versions)] if w] + version_warnings(trees)
     va = next((t for t in trees if t.package == "vllm_ascend"), None)
     gpu = next((t for t in trees if t.package == "vllm"), None)
-    pw = pairing_warning(va.version if va else None, gpu.version if gpu else None)   # stated or given, never inferred
+    pw = pairing_warning(va.version if va else None, gpu.version if gpu else None,   # stated or given, never inferred
+                         release_files(va) if va is not None else None)
     if pw: warnings.append(pw)
     if not paths:  # the installed stack: does its torch_npu match what its vllm-ascend pins?
         tw = torch_npu_warning(versions.get("vllm-ascend"), versions.get("torch_npu"))
@@ -229,7 +233,10 @@ def doctor_report(paths=None, platform: dict | None = None) -> dict:
             warnings.append(f"{s['package']} at {s['origin']}: {len(s['unreadable'])} module(s) do not parse, so {n} record(s) "
                             f"could not be checked (marked changed): {s['unreadable'][0]}")
     cached = [t.origin for t in trees if getattr(t, "origin_kind", None) == "cache"]
-    return {"platform": plat, "warnings": warnings, "pairing_mismatch": pw is not None,
+    try: target = ((tree_target(va, f"the vllm-ascend source {va.origin}") if va is not None else None)
+                   or resolve_target(installed=versions.get("vllm-ascend"))).line()
+    except InputError as err: target = f"target: unknown ({err})"   # a broken profile is the profile command's to report
+    return {"platform": plat, "target": target, "warnings": warnings, "pairing_mismatch": pw is not None,
             "sources": sources, "installed": not paths and not cached, "from_cache": cached}
 
 def report_failed(report: dict) -> bool:
@@ -261,6 +268,7 @@ def print_report(report: dict, console=None, show_na: bool = False):
         for name, why in (p.get("not_chosen") or {}).items(): con.print(f"  [dim]{name}: {e(why)}[/dim]")
     vers = p.get("versions") or {}
     con.print("versions: " + ", ".join(f"{k} {v or '—'}" for k, v in vers.items()))
+    if report.get("target"): con.print(e(report["target"]))
     for w in report["warnings"]: con.print(f"[yellow]warning:[/yellow] {e(w)}")
     if report["pairing_mismatch"]: con.print(pairing_table())
     if not report["sources"]:

@@ -30,6 +30,7 @@ from packaging.utils import (InvalidSdistFilename, InvalidWheelFilename, canonic
 from packaging.version import InvalidVersion, Version
 
 from ..core.catalog import parse_version
+from ..core.releases import RELEASE_FILES
 from ..core.errors import InputError, UsageError
 from ..core.io import OutputError, write_atomic
 
@@ -128,11 +129,12 @@ def read_regular(path: Path | str, name: str = "MAX_MEMBER_BYTES") -> bytes:
 
 # %% ../../nbs/sources/readers.ipynb #9de3b061
 SDIST_CACHE_ENV = "OMNI_NPU_PORT_SDIST_CACHE"
-SDIST_CACHE_FORMAT = "omni-npu-port sdist cache 1"
+SDIST_CACHE_FORMAT = "omni-npu-port sdist cache 2"   # 2: the release files (core.releases.RELEASE_FILES) kept too; in the name, so older copies coexist
+_TOP_FILES = {"PKG-INFO", *RELEASE_FILES}
 
 def is_source_member(rel: str) -> bool:
-    "What a SourceTree reads from an sdist (path below `<name>-<version>/`): the packages' `.py` files and PKG-INFO."
-    return (rel.endswith(".py") and rel.split("/")[0] in PACKAGES) or rel == "PKG-INFO"
+    "What a SourceTree reads from an sdist (path below `<name>-<version>/`): the packages' `.py` files, PKG-INFO and the files naming its pairing."
+    return (rel.endswith(".py") and rel.split("/")[0] in PACKAGES) or rel in _TOP_FILES
 
 _META_TYPES = (tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE, tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK)
 
@@ -179,7 +181,7 @@ class SdistReader:
     "The `.py` files and PKG-INFO of an sdist: unpacked once (`tar_files`) into the sdist cache, read from there after."
     def __init__(self, path: Path):
         st, cache = path.stat(), sdist_cache_dir()
-        self.path, self.cached = path, cache / f"{path.name}.{st.st_size}.{st.st_mtime_ns}.zip" if cache else None
+        self.path, self.cached = path, cache / f"{path.name}.{st.st_size}.{st.st_mtime_ns}.{SDIST_CACHE_FORMAT[-1]}.zip" if cache else None
         self.zf, self.files = None, None
         if self.cached is not None and self.cached.is_file():
             try:
@@ -320,15 +322,6 @@ class SourceTree:
                 raise err from None
         return self._ast[module]
 
-    def resolve(self, qualname: str):
-        "`symbols.resolve(self, qualname)`: where a dotted symbol is defined, or why it is not found."
-        from omni_npu_port.sources.symbols import resolve
-        return resolve(self, qualname)
-
-    def signature(self, qualname: str):
-        "`symbols.signature(self, qualname)`: the signature of a dotted callable, read from the syntax tree."
-        from omni_npu_port.sources.symbols import signature
-        return signature(self, qualname)
 
 # %% ../../nbs/sources/readers.ipynb #29dcecb1
 def _detect_package(names, hint: str | None, where: str) -> str:

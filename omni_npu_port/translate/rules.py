@@ -15,16 +15,17 @@ from pathlib import Path
 
 import libcst as cst
 
-from ..core.catalog import (CATALOG, FAMILIES, KINDS, PAIRING, Catalog, Pattern, parse_target, parse_version,
-                                        resolve_release)
+from ..core.catalog import CATALOG, FAMILIES, KINDS, Catalog, Pattern, parse_target, parse_version
+from ..core.releases import Target, check_fields, field_types, target_for
 from ..core.errors import InputError, UsageError
 from ..core.io import load_toml
-from ..runtime.forward_context import keyword_rule
+from ..core.keywords import call_sites, keyword_rule
 
 # %% auto #0
 __all__ = ['FIELD_TYPES', 'leaf_name', 'once_per_rules', 'parent_name', 'paired_vllm', 'snippet_tree', 'MethodRule', 'RuleSet',
-           'def_params', 'positional_count', 'walk_nodes', 'keyword_rules', 'method_rules', 'compile_rules',
-           'called_attrs', 'reexport_of', 'RuleFileError', 'record_schema', 'load_rule_file', 'merge_rules']
+           'def_params', 'positional_count', 'walk_nodes', 'keyword_rules', 'method_rules', 'rules_target',
+           'compile_rules', 'called_attrs', 'reexport_of', 'RuleFileError', 'record_schema', 'load_rule_file',
+           'merge_rules']
 
 # %% ../../nbs/translate/rules.ipynb #a7113fc8
 def leaf_name(symbol: str) -> str:
@@ -41,9 +42,8 @@ def parent_name(symbol: str) -> str:
     return symbol.rsplit(".", 1)[0]
 
 def paired_vllm(vllm_ascend: str) -> str | None:
-    "The vllm release paired with the catalog release that serves a vllm-ascend version (`resolve_release`)."
-    pair = PAIRING.get(resolve_release(vllm_ascend).used)
-    return pair[0] if pair else None
+    "The vllm the one resolver (`core.releases.target_for`) pairs with a vllm-ascend version."
+    return target_for(vllm_ascend, "asked").vllm
 
 @functools.lru_cache(maxsize=512)   # trees are immutable: the rules read the same records' code for every file
 def snippet_tree(code: str):
@@ -81,6 +81,7 @@ class RuleSet:
     runner_bases: tuple = ()                         # GPU runner class names (omni runners derive from them)
     release: str | None = None                       # the catalog release whose records serve the target
     warning: str | None = None                       # why that release is not the target itself (None: it is)
+    resolved: Target | None = None                   # the one `Target` value: asked, served by, pairing and its evidence
     _prefilter: object = None
     resolve: object = field(default=None, compare=False, repr=False)  # optional: dotted name -> where it is defined (`reexport_of`)
     _memo: dict = field(default_factory=dict, compare=False, repr=False)  # what rules derive from the records, computed once (`once_per_rules`)
@@ -118,7 +119,7 @@ def walk_nodes(node):
     for c in node.children: yield from walk_nodes(c)
 
 def keyword_rules(records: list, symbols: dict, catalog: Catalog, vllm_ascend: str) -> dict:
-    "GPU callable -> its `KeywordRule` (`runtime.forward_context.keyword_rule`) from the kwargs-change records naming it."
+    "GPU callable -> its `KeywordRule` (`core.keywords.keyword_rule`) from the kwargs-change records naming it."
     npu_to_gpu = {rs[0].npu_symbol: g for g, rs in symbols.items()}
     groups = {}
     for p in records:
@@ -154,23 +155,29 @@ def method_rules(records: list, catalog: Catalog, vllm_ascend: str) -> dict:
 # %% ../../nbs/translate/rules.ipynb #f8530ea1
 _MAPPING_KINDS = ("import", "rename", "class-swap")
 
-def compile_rules(target: str | None = None, rules: list | tuple = (), catalog: Catalog | None = None,
-                  resolve=None) -> RuleSet:
-    "The rule set for `--target vllm-ascend==X` (default: the profile's), with user rule files merged in; `resolve`: see `reexport_of`."
-    if target is None:
-        from omni_npu_port.core.profile import load_profile
-        target = load_profile().target
+def rules_target(target: str | Target | None = None) -> Target:
+    "The `Target` a rule set is for: a `Target` as is, `vllm-ascend==X` (`--target`), or None: the profile's (the one resolver)."
+    if isinstance(target, Target): return target
+    from omni_npu_port.core.profile import resolve_target
+    if target is None: return resolve_target()
     pkg, ver = parse_target(target)
     if pkg != "vllm-ascend": raise ValueError(f"translate needs a vllm-ascend target (vllm-ascend==X), not {target!r}")
+    return resolve_target(ver)
+
+def compile_rules(target: str | Target | None = None, rules: list | tuple = (), catalog: Catalog | None = None,
+                  resolve=None) -> RuleSet:
+    "The rule set for a `Target` or `--target vllm-ascend==X` (default: the profile's), with user rule files merged in; `resolve`: see `reexport_of`."
+    t = rules_target(target)
+    target, ver = t.spec, t.asked
     cat = catalog or CATALOG
     for path in rules: cat = merge_rules(cat, load_rule_file(path), str(path))
-    # a version the catalog does not know is served by the release `resolve_release` names, and says so
-    release, warning = resolve_release(ver)
-    vllm = paired_vllm(release)
+    # a version the catalog does not know is served by the release the resolver names, and says so
+    release, warning, vllm = t.release, t.warning, t.vllm
     # no pairing: a record that needs a vllm from some release on (vllm_since) cannot be shown to hold and is
     # left out; one that ends (vllm_until) holds
     records = cat.select(vllm_ascend=release, vllm=vllm if vllm is not None else "0")
-    rs = RuleSet(target, ver, vllm, cat, {p.id: p for p in records}, resolve=resolve, release=release, warning=warning)
+    rs = RuleSet(target, ver, vllm, cat, {p.id: p for p in records}, resolve=resolve, release=release, warning=warning,
+                 resolved=t)
     for p in records:
         if p.kind in _MAPPING_KINDS and p.gpu_symbol and p.npu_symbol:
             rs.symbols.setdefault(p.gpu_symbol, []).append(p)
@@ -223,11 +230,9 @@ def _by_leaf(symbols) -> dict:
 class RuleFileError(UsageError, ValueError):
     "A user rule file that cannot be used: the message names the file, the entry and the field."
 
-_FROM_FILE = {"str": str, "tuple": list, "dict": dict, "object": object}   # annotation -> what TOML/YAML give
-
 def record_schema() -> dict:
-    "Field -> the type a rule file gives it, read from the `Pattern` dataclass's fields, in their order."
-    return {f.name: _FROM_FILE[str(f.type).split(" | ")[0]] for f in dataclasses.fields(Pattern)}
+    "Field -> the type a rule file gives it, read from the `Pattern` dataclass's fields (`core.releases.field_types`, as the releases table's rows)."
+    return field_types(Pattern)
 
 FIELD_TYPES = record_schema()
 _TUPLE_FIELDS = {f.name for f in dataclasses.fields(Pattern) if str(f.type) == "tuple"}
@@ -267,10 +272,8 @@ def _check_entry(path, i: int, e) -> dict:
     if not isinstance(e, dict): raise RuleFileError(f"{where}: expected a table of fields, got {type(e).__name__}")
     if "id" in e: where += f" (id {e['id']!r})"
     def bad(k, what): return RuleFileError(f"{where}: field {k!r}: {what}")
+    check_fields(where, e, FIELD_TYPES, RuleFileError, ("since", "until", "vllm_since", "vllm_until"))   # as the releases table's rows
     for k, v in e.items():
-        if k not in FIELD_TYPES: raise bad(k, f"unknown field; fields are: {', '.join(FIELD_TYPES)}")
-        t = FIELD_TYPES[k]
-        if t is not object and not isinstance(v, t): raise bad(k, f"expected {t.__name__}, got {type(v).__name__}")
         if k in ("gpu_symbol", "npu_symbol") and not _SYMBOL.match(v): raise bad(k, f"{v!r} is not a dotted name")
         if k in ("params", "drop") and not all(isinstance(x, str) for x in v): raise bad(k, "expected a list of names")
         if k == "gaps":
@@ -281,9 +284,6 @@ def _check_entry(path, i: int, e) -> dict:
                 except ValueError as err: raise bad(k, str(err)) from None
         if k in ("rename", "add") and not all(isinstance(a, str) and isinstance(b, str) for a, b in v.items()):
             raise bad(k, "expected a table of name = text")
-        if k in ("since", "until", "vllm_since", "vllm_until"):
-            try: parse_version(v)
-            except ValueError as err: raise bad(k, str(err)) from None
         if k == "kind" and v not in KINDS: raise bad(k, f"{v!r} is not a kind; kinds are: {', '.join(KINDS)}")
         if k == "family" and v not in FAMILIES: raise bad(k, f"{v!r} is not a family; families are: {', '.join(FAMILIES)}")
     if "id" not in e: raise bad("id", "missing: every rule needs an id")
