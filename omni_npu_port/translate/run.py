@@ -336,7 +336,7 @@ class _Writes:
             dest.parent.mkdir(parents=True, exist_ok=True)
             self._sweep(dest)
             write_atomic(dest, t.output, mode=stat.S_IMODE(os.stat(path).st_mode) & 0o777 & ~self.umask)
-        st = dest.stat(); self.written.add((st.st_dev, st.st_ino))
+        st = dest.stat(); self.written.add((st.st_dev, st.st_ino, st.st_ctime_ns))   # the ctime: an inode reused by another run is not ours
         rep.status = "translated" if t.changed else "unchanged"
 
     def in_place(self, rep: FileReport, path: Path, data: bytes, t: Translation) -> str | None:
@@ -368,7 +368,7 @@ def _refuse_out(dest: Path, out_root: Path, inputs: set, data: bytes, force: boo
     if not dest.exists(): return None
     if not dest.is_file(): return f"{dest} exists and is not a regular file: not replaced (move it away, or choose another -o folder)"
     st = dest.stat()
-    if (st.st_dev, st.st_ino) in written:
+    if (st.st_dev, st.st_ino, st.st_ctime_ns) in written:
         return f"{dest} is the output of another file of this run already: not overwritten, even with --force (report it)"
     if not force and dest.read_bytes() != data:
         return f"{dest} exists with other content: not overwritten (use --force, or another -o folder)"
