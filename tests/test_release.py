@@ -91,7 +91,8 @@ def test_a_derived_runner_derives_from_its_base_runners_port(tmp_path):
     assert "class NPUARModelRunner(GPUARModelRunner, OmniNPUModelRunner):" in ar.code
     assert "from vllm_omni.worker.npu.npu_model_runner import OmniNPUModelRunner" in ar.code
     assert "_dummy_run" in {m.name for m in base.methods} and "def _dummy_run" not in ar.code   # not ported twice
-    write_release(res, omni, force=True)
+    write_release(res, tmp_path / "out")              # never into the checkout it read (issue 22): copied in after
+    shutil.copytree(tmp_path / "out" / "vllm_omni", omni / "vllm_omni", dirs_exist_ok=True)
     probe = (f"import sys; sys.path[:0] = {[str(omni), str(FIX / 'vllm'), str(FIX / 'vllm_ascend')]!r}\n"
              "from vllm_omni.worker.npu.npu_ar_model_runner import NPUARModelRunner as A\n"
              "from vllm_omni.worker.npu.npu_model_runner import OmniNPUModelRunner as B\n"
@@ -305,3 +306,39 @@ def test_a_download_says_what_it_fetches_and_draws_a_byte_bar_on_a_terminal(tmp_
         bar = download_bar("vllm-ascend==9.9.9", out)
         for k in (1, 2, 3): bar(k << 20, 3 << 20)
     assert "vllm-ascend==9.9.9" in tty.getvalue() and "3.1/3.1 MB" in tty.getvalue() and pipe.getvalue() == ""
+
+
+# ---------------------------------------------------------------------------------------------- issue 22: inputs and outputs
+
+@pytest.mark.parametrize("damage", ["nul", "syntax", "fifo"])
+def test_a_runner_module_that_cannot_be_read_is_a_coded_error_naming_it(tmp_path, damage, capsys):
+    "Reproduction 4: a NUL byte or a syntax error in one runner module ported 2 runners instead of 3 without a word; a"
+    " FIFO as a runner module gave 'no runner class derives from'. Now: ONP4304 naming the file, the rest ported, exit 1."
+    omni = shutil.copytree(FIX / "omni", tmp_path / "omni")
+    ar = omni / "vllm_omni" / "worker" / "gpu_ar_model_runner.py"
+    if damage == "nul": ar.write_bytes(ar.read_bytes().replace(b"\n", b"\n\0", 1))
+    elif damage == "syntax": ar.write_text(ar.read_text() + "\ndef broken(:\n")
+    else: ar.unlink(); os.mkfifo(ar)
+    res = fixture_port(omni)
+    assert [r.gpu.rsplit(".", 1)[1] for r in res.runners] == ["OmniGPUModelRunner"]      # what can be ported, is
+    [bad] = [d for d in res.diagnostics if d.code == "ONP4304"]
+    assert str(ar) in bad.message and bad.severity == "error"
+    rc = main(["port", "--release", f"{omni}@0.97.0", "-o", str(tmp_path / "out"), *sum((["--source", str(s)] for s in SOURCES), []),
+               "--history", "0.17.0"])
+    out = capsys.readouterr()
+    assert rc == 1 and "gpu_ar_model_runner.py" in out.out + out.err
+
+
+def test_the_release_port_never_writes_into_its_input_or_through_a_link(tmp_path):
+    "Reproduction 6: `port --release co@X -o co --force` overwrote the checkout's hand-written NPU runners; a linked folder"
+    " inside -o was written through. Now both are refused before anything is written (translate's ONP9005 rules)."
+    omni = shutil.copytree(FIX / "omni", tmp_path / "omni")
+    before = {p: p.read_bytes() for p in omni.rglob("*.py")}
+    res = fixture_port(omni)
+    with pytest.raises(UsageError, match="inside the input tree"): write_release(res, omni, force=True)
+    with pytest.raises(UsageError, match="inside the input tree"): write_release(res, omni / "vllm_omni", force=True)
+    elsewhere = tmp_path / "elsewhere"; elsewhere.mkdir()
+    out = tmp_path / "out"; (out / "vllm_omni" / "worker").mkdir(parents=True)
+    (out / "vllm_omni" / "worker" / "npu").symlink_to(elsewhere, target_is_directory=True)
+    with pytest.raises(UsageError, match="outside the output folder"): write_release(res, out, force=True)
+    assert list(elsewhere.iterdir()) == [] and {p: p.read_bytes() for p in omni.rglob("*.py")} == before
