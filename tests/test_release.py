@@ -342,3 +342,25 @@ def test_the_release_port_never_writes_into_its_input_or_through_a_link(tmp_path
     (out / "vllm_omni" / "worker" / "npu").symlink_to(elsewhere, target_is_directory=True)
     with pytest.raises(UsageError, match="outside the output folder"): write_release(res, out, force=True)
     assert list(elsewhere.iterdir()) == [] and {p: p.read_bytes() for p in omni.rglob("*.py")} == before
+
+
+def test_a_link_in_an_sdist_as_a_runner_module_is_named_not_dropped(tmp_path, monkeypatch):
+    "Reproduction 4b: a tar link as `gpu_ar_model_runner.py` gave no word at all (or 'no runner class derives from')."
+    import tarfile
+    monkeypatch.setenv("OMNI_NPU_PORT_SDIST_CACHE", str(tmp_path / "sdist-cache"))
+    sdist = tmp_path / "vllm_omni-0.97.0.tar.gz"
+    with tarfile.open(sdist, "w:gz") as tf:
+        for p in sorted((FIX / "omni").rglob("*")):
+            rel = p.relative_to(FIX / "omni").as_posix()
+            if p.is_dir() or "__pycache__" in rel: continue
+            if rel == "vllm_omni/worker/gpu_ar_model_runner.py":
+                ti = tarfile.TarInfo(f"vllm_omni-0.97.0/{rel}"); ti.type, ti.linkname = tarfile.SYMTYPE, "/etc/passwd"
+                tf.addfile(ti); continue
+            tf.add(p, f"vllm_omni-0.97.0/{rel}")
+    for _ in range(2):   # unpacked, then read from the sdist cache: the same answer
+        res = fixture_port(sdist)
+        assert [r.gpu.rsplit(".", 1)[1] for r in res.runners] == ["OmniGPUModelRunner"]
+        [bad] = [d for d in res.diagnostics if d.code == "ONP4304"]
+        assert "gpu_ar_model_runner.py" in bad.message and "symbolic link" in bad.message
+        from omni_npu_port.port.locate import _TREES
+        _TREES.clear()
