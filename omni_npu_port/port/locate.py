@@ -23,9 +23,9 @@ from ..sources.readers import PACKAGES, SourceError, SourceTree, open_source, re
 from ..sources.symbols import SymbolIndex, c3_merge, mro, resolve
 
 # %% auto #0
-__all__ = ['PortError', 'port_diagnostic', 'MethodSpec', 'parse_spec', 'Located', 'python_lines', 'method_text', 'close_matches',
-           'own_methods', 'top_classes', 'MroClass', 'mro_merge', 'source_index', 'open_extra', 'class_mro',
-           'class_methods', 'method_located', 'missing_method', 'open_tree', 'locate']
+__all__ = ['PortError', 'port_diagnostic', 'MethodSpec', 'parse_spec', 'Located', 'python_lines', 'indent_lines', 'method_text',
+           'close_matches', 'own_methods', 'top_classes', 'MroClass', 'mro_merge', 'source_index', 'open_extra',
+           'class_mro', 'class_methods', 'method_located', 'missing_method', 'open_tree', 'locate']
 
 # %% ../../nbs/port/locate.ipynb #108d3b9b
 class PortError(UsageError, ValueError):
@@ -120,6 +120,11 @@ def _python_lines(text: str) -> tuple[str, ...]:
     if not _OTHER_BREAKS.search(text): return tuple(text.splitlines())   # only \\n: str.splitlines (C) splits the same
     lines = _LINE_BREAK.split(text)
     return tuple(lines[:-1] if lines and lines[-1] == "" else lines)
+
+def indent_lines(text: str, prefix: str, predicate=lambda line: line.strip()) -> str:
+    "`textwrap.indent` over the lines Python sees (`textwrap.indent` splits with `str.splitlines`: a form feed in a comment"
+    " would become a line of its own)."
+    return "".join(prefix + l if predicate(l) else l for l in re.split(r"(?<=\n)|(?<=\r)(?!\n)", text) if l)
 
 def method_text(module_text: str, node: ast.FunctionDef) -> str:
     "The source lines of a def (decorators included), dedented (lines as Python counts them: `str.splitlines` would also break at \\x0c, \\x1c-\\x1e, \\x85, \\u2028 inside a comment)."

@@ -33,7 +33,7 @@ from ..sources.readers import SourceTree, open_source
 from ..sources.symbols import SymbolIndex
 from .audit import ClassGraph, RunnerClass, Runners, device_markers, find_runners, pair_runners, runner_bases
 from .classes import generated_mro, plan_class, port_class, ported_class_name
-from .locate import Located, MethodSpec, MroClass, PortError, locate, method_located, open_tree, port_diagnostic
+from .locate import Located, MethodSpec, MroClass, PortError, locate, method_located, open_tree, port_diagnostic, python_lines
 from .merge import code_tokens, keep_side, logical_units, uncomment_conflicts
 from .method import undefined_names
 from .translation import rules_for, target_of, translate_methods
@@ -265,7 +265,7 @@ def _key(text: str) -> str:
 @functools.lru_cache(maxsize=1024)
 def line_keys(code: str) -> dict[str, str]:
     "Each statement (logical line) of a method that parses -> its first line; docstrings and comments left out."
-    lines, out = textwrap.dedent(code).splitlines(), {}
+    lines, out = python_lines(textwrap.dedent(code)), {}
     for a, b in logical_units(textwrap.dedent(code)):
         text = "\n".join(lines[a:b])
         if text.lstrip().startswith(("#", '"', "'")) or not (k := _key(text)): continue
@@ -281,7 +281,7 @@ def port_statements(port: str) -> list[str]:
     out = []
     for side in (0, 1):
         keys = line_keys(keep_side(port, side))
-        out += list(keys) if keys else [_key(l) for l in port.splitlines() if _key(l)]
+        out += list(keys) if keys else [_key(l) for l in python_lines(port) if _key(l)]
     return list(dict.fromkeys(out))
 
 # %% ../../nbs/port/release.ipynb #b6eb5d81
@@ -305,7 +305,7 @@ def edited(key: str, statements: list[str]) -> bool:
 # %% ../../nbs/port/release.ipynb #c2c260e5
 def method_chunks(code: str, cls: str) -> dict[str, str]:
     "The text of each method of class `cls` in a module that may not parse (conflict markers): cut at its `def` (or decorator) lines, a method's pieces joined."
-    lines = code.splitlines()
+    lines = python_lines(code)
     at = next((i for i, l in enumerate(lines) if re.match(rf"class {re.escape(cls)}\b", l)), None)
     chunks, cur = [], None   # [name, lines]
     for l in lines[at + 1:] if at is not None else []:

@@ -25,7 +25,7 @@ from ..core.diagnostics import Code, Diagnostic, code_info, register
 from ..core.io import claim_cache, cache_dir, write_atomic
 from ..sources.readers import parse_source
 from ..translate.engine import RuleSet, compile_rules, translate_source
-from .locate import Located, PortError, method_text, port_diagnostic, top_classes
+from .locate import Located, PortError, method_text, port_diagnostic, top_classes, python_lines, indent_lines
 
 # %% auto #0
 __all__ = ['TCACHE_ENV', 'TCACHE_FORMAT', 'log', 'SCRATCH', 'rules_for', 'known_ascend', 'target_of', 'target_check',
@@ -85,7 +85,7 @@ def module_imports(text: str) -> list[str]:
 @functools.lru_cache(maxsize=32)
 def _imports_of(text: str) -> tuple[str, ...]:
     "`module_imports` once per module text (a class port asks again and again); the parse is the source trees' own."
-    lines, out = text.splitlines(), []
+    lines, out = python_lines(text), []
     def walk(body):
         for st in body:
             if isinstance(st, (ast.Import, ast.ImportFrom)) and not getattr(st, "level", 0):
@@ -227,7 +227,7 @@ def translate_methods(items: list[tuple[str, str]], rules: RuleSet) -> list[tupl
         parts, starts = [head], []
         line = head.count("\n") + 1
         for k, src in enumerate(uniq):
-            parts.append(f"class {SCRATCH}{k}({base}):\n" + textwrap.indent(src, "    ", lambda l: True) + "\n")
+            parts.append(f"class {SCRATCH}{k}({base}):\n" + indent_lines(src, "    ", lambda l: True) + "\n")
             starts.append(line + 1); line += 2 + src.count("\n")
         scratch = "".join(parts)
         t = translate_source(scratch, rules, path="<port scratch>", comments=False)
@@ -240,7 +240,7 @@ def translate_methods(items: list[tuple[str, str]], rules: RuleSet) -> list[tupl
             for k, src in enumerate(uniq):
                 fn = classes[f"{SCRATCH}{k}"].body[0]
                 new = method_text(t.code, fn)
-                lmap = _line_map(src.splitlines(), new.splitlines())
+                lmap = _line_map(python_lines(src), python_lines(new))
                 n, diags = src.count("\n") or 1, []
                 for d in t.diagnostics:
                     rel = d.line - starts[k]
@@ -268,7 +268,7 @@ def _satisfied(d: Diagnostic, method_src: str, rules: RuleSet) -> bool:
     if rec is None or not rec.npu_symbol: return False
     leaf = rec.npu_sym.leaf
     pat = re.compile(rf"\b{re.escape(leaf)}\b")
-    lines = method_src.splitlines()
+    lines = python_lines(method_src)
     try:
         fn = ast.parse(method_src).body[0]
         at = next((st for st in ast.walk(fn) if isinstance(st, ast.stmt) and not isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef))
