@@ -23,7 +23,7 @@ from .errors import InputError, UsageError
 # %% auto #0
 __all__ = ['CACHE_HOME', 'CACHE_ENV', 'CACHE_OFF', 'CACHE_MARKER', 'OutputExists', 'OutputError', 'umask', 'temp_prefix',
            'write_atomic', 'pid_alive', 'leftover_temps', 'CacheRefused', 'cache_dir', 'claim_cache', 'load_toml',
-           'gc_paused']
+           'gc_paused', 'memory_headroom']
 
 # %% ../../nbs/core/io.ipynb #b9bedacf
 class OutputExists(UsageError, FileExistsError):
@@ -161,3 +161,26 @@ def gc_paused():
     try: yield
     finally:
         if was: gc.enable()
+
+# %% ../../nbs/core/io.ipynb #d5eace99
+def _read_int(path: str, key: str | None = None, scale: int = 1) -> int | None:
+    try:
+        with open(path) as f:
+            for line in f:
+                if key is None: return int(line.split()[0]) * scale
+                if line.startswith(key): return int(line.split()[1]) * scale
+    except (OSError, ValueError, IndexError): return None
+    return None
+
+def memory_headroom() -> int | None:
+    "Bytes this process may still allocate (address-space limit, available memory, cgroup limit: the least); None: unknown."
+    import resource
+    out = []
+    soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+    if soft not in (resource.RLIM_INFINITY, -1):
+        vm = _read_int("/proc/self/status", "VmSize:", 1024)
+        out.append(soft - (vm or 0))
+    if (avail := _read_int("/proc/meminfo", "MemAvailable:", 1024)) is not None: out.append(avail)
+    cg_max, cg_now = _read_int("/sys/fs/cgroup/memory.max"), _read_int("/sys/fs/cgroup/memory.current")
+    if cg_max is not None and cg_now is not None: out.append(cg_max - cg_now)
+    return max(min(out), 0) if out else None
