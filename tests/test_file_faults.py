@@ -368,3 +368,76 @@ def test_two_translates_into_one_output_folder_keep_their_temps(tmp_path):
     assert [p.returncode for p in ps] == [0, 0], errs
     assert not any("ONP9008" in e for e in errs)
     assert sorted(p.name for p in out.iterdir()) == sorted(f"m{i}.py" for i in range(60))
+
+
+def _index(tmp_path: Path, payload: bytes, name: str = "vllm_ascend-9.9.9.tar.gz") -> str:
+    "A file:// package index serving one sdist of vllm-ascend 9.9.9 with its sha256."
+    import hashlib
+    idx, files = tmp_path / "index" / "vllm-ascend" / "9.9.9", tmp_path / "files"
+    idx.mkdir(parents=True); files.mkdir(exist_ok=True)
+    (files / name).write_bytes(payload)
+    (idx / "json").write_text(json.dumps({"urls": [{"filename": name, "url": f"file://{files}/{name}", "size": len(payload),
+                                                    "digests": {"sha256": hashlib.sha256(payload).hexdigest()}, "packagetype": "sdist"}]}))
+    return f"file://{tmp_path / 'index'}"
+
+
+def _sdist_payload(n: int = 200_000) -> bytes:
+    import io
+    import tarfile
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tf:
+        data = os.urandom(n).hex().encode(); ti = tarfile.TarInfo("vllm_ascend-9.9.9/vllm_ascend/__init__.py"); ti.size = len(data)
+        tf.addfile(ti, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def test_a_truncated_package_is_fetched_again_and_never_used(tmp_path):
+    "Reproduction 8c: a truncated or stray file in pkgs/ was detected but never re-fetched; the smallest matching file won."
+    from omni_npu_port.sources.fetch import cached_release, fetch_package
+    payload = _sdist_payload()
+    index, cache = _index(tmp_path, payload), tmp_path / "cache"
+    cache.mkdir(); (cache / "vllm_ascend-9.9.9.tar.gz").write_bytes(payload[: len(payload) // 2])   # a download cut short
+    assert cached_release(cache, "vllm-ascend", "9.9.9") is None
+    got = fetch_package("vllm-ascend==9.9.9", cache, index=index)
+    assert got.read_bytes() == payload and cached_release(cache, "vllm-ascend", "9.9.9") == got
+
+
+def test_three_fetches_of_one_release_into_an_empty_cache_all_succeed(tmp_path):
+    "Reproduction 8a: three doctors fetching into one empty cache shared `NAME.part` (2 of 3 failed)."
+    payload = _sdist_payload(3_000_000)
+    index, cache = _index(tmp_path, payload), tmp_path / "cache"
+    code = ("import sys; from omni_npu_port.sources.fetch import fetch_package; "
+            f"print(fetch_package('vllm-ascend==9.9.9', {str(cache)!r}, index={index!r}).read_bytes() == {len(payload)!r} * b'' or 'ok')")
+    ps = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    outs = [p.communicate(timeout=300) for p in ps]
+    assert [p.returncode for p in ps] == [0, 0, 0], [e for _, e in outs]
+    assert (cache / "vllm_ascend-9.9.9.tar.gz").read_bytes() == payload
+    assert not [p.name for p in cache.iterdir() if p.name.endswith(".part")]
+
+
+def test_a_package_cache_folder_of_foreign_files_is_refused(tmp_path, monkeypatch):
+    from omni_npu_port.core.io import CacheRefused
+    from omni_npu_port.sources.fetch import fetch_package
+    home = tmp_path / "home"; home.mkdir(); (home / "thesis.tex").write_text("mine")
+    with pytest.raises(CacheRefused, match="thesis.tex"): fetch_package("vllm-ascend==9.9.9", home, index=_index(tmp_path, _sdist_payload()))
+    assert [p.name for p in home.iterdir()] == ["thesis.tex"]
+
+
+def test_a_file_name_with_a_newline_is_one_escaped_line_in_text_check(tmp_path, capsys):
+    "Reproduction 8d: a file name holding a newline and `::error` was printed raw by text --check (GitHub reads a line"
+    " that starts with `::error` as a workflow command)."
+    f = tmp_path / "x\n::error file=evil::pwned.py"; f.write_text(GPU)
+    assert main([str(f), "--check", "--target", T18]) == 1
+    out = capsys.readouterr().out
+    assert out and all(not l.startswith("::") for l in out.splitlines()) and "x\\n::error" in out
+
+
+def test_one_error_on_every_file_is_said_three_times_and_counted(tmp_path, monkeypatch, capsys):
+    "Reproduction 8e: a full disk gave 2,466 identical ONP9008 lines. Now the same error is shown 3 times, then counted."
+    src = tmp_path / "src"; src.mkdir()
+    for i in range(12): (src / f"m{i}.py").write_text(GPU + f"X = {i}\n")
+    def full(path, *a, **k): raise OutputError(f"{path}: could not be written (No space left on device)")
+    monkeypatch.setattr(tmod, "write_atomic", full)
+    assert main([str(src), "-o", str(tmp_path / "out"), "--target", T18]) == 3
+    err = capsys.readouterr().err.splitlines()
+    assert sum("ONP9008" in l for l in err) == 4 and any("and 9 more ONP9008" in l for l in err)
