@@ -367,11 +367,12 @@ def test_a_link_in_an_sdist_as_a_runner_module_is_named_not_dropped(tmp_path, mo
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("mutation", ["form-feed", "record-separator", "crlf"])
+@pytest.mark.parametrize("mutation", ["form-feed", "record-separator", "crlf", "tabs"])
 def test_the_real_runners_mutated_as_python_still_reads_them_lose_nothing(release_source, tmp_path, mutation):
     "Reproduction 5 (and the fuzz of item 5): the real 0.30.0 runner modules with line breaks that Python does not see as"
     " line breaks (a form feed or \\x1e in a comment above `_dummy_run` and inside methods) or CRLF endings: every module"
-    " parses, no statement is lost (a form feed once dropped 18 omni statements: the merge split lines with str.splitlines)."
+    " parses, no statement is lost (a form feed once dropped 18 omni statements: the merge split lines with str.splitlines;"
+    " tab indentation gave a module with a TabError and 47 statements lost)."
     import ast
     import re
     import zipfile
@@ -386,8 +387,21 @@ def test_the_real_runners_mutated_as_python_still_reads_them_lose_nothing(releas
         if ch:
             t = t.replace("    def _dummy_run", f"    # a comment{ch}with a break\n    def _dummy_run", 1)
             t = re.sub(r"(?m)^(        )(\w+ = )", lambda m: f"{m.group(1)}# note{ch} here\n{m.group(1)}{m.group(2)}", t, count=6)
+        elif mutation == "tabs": t = re.sub(r"(?m)^((?:    )+)", lambda m: "\t" * (len(m.group(1)) // 4), t)
         else: t = t.replace("\n", "\r\n")
         f.write_bytes(t.encode()); ast.parse(f.read_bytes())
     res = port_release(f"{co}@0.30.0")
     assert len(res.runners) == 3 and res.lost == 0 and all(r.compiles_npu_side for r in res.runners)
     for r in res.runners: ast.parse(keep_side(r.code))
+
+
+def test_a_tab_indented_runner_is_ported_as_python_reads_it(tmp_path):
+    "Reproduction 5b on the fixture: a tab-indented omni checkout (it compiles) loses no statement and every module parses."
+    import ast
+    import re
+    omni = shutil.copytree(FIX / "omni", tmp_path / "omni")
+    for f in (omni / "vllm_omni" / "worker").glob("gpu*.py"):
+        t = re.sub(r"(?m)^((?:    )+)", lambda m: "\t" * (len(m.group(1)) // 4), f.read_text()); f.write_text(t); ast.parse(t)
+    res = fixture_port(omni)
+    assert len(res.runners) == 2 and res.lost == 0 and res.compiles
+    assert "self.apply_talker_mask(logits)" in res.runners[1].code and "\t" not in keep_side(res.runners[1].code)
