@@ -108,7 +108,7 @@ def _line_map(a: list[str], b: list[str]) -> list[int]:
 TCACHE_ENV = "OMNI_NPU_PORT_TRANSLATION_CACHE"   # a folder for translations kept between runs, or `off`
 TCACHE_FORMAT = "omni-npu-port translation 2"
 _FINGERPRINT = re.compile(r"[0-9a-f]{20}")
-_ENTRY = re.compile(r"[0-9a-f]{64}\.(?:json|pkl)|\.[0-9a-f]{64}\.json\.onp\d+-[a-z0-9_]{8}\.tmp")   # .pkl: older versions'
+_ENTRY = re.compile(r"[0-9a-f]{64}\.(?:json|pkl|\d+\.tmp)|\.[0-9a-f]{64}\.json\.onp\d+-[a-z0-9_]{8}\.tmp")   # .pkl, .PID.tmp: older versions'
 log = logging.getLogger("omni_npu_port.translations")
 
 @functools.lru_cache(maxsize=1)

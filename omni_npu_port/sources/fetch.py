@@ -49,6 +49,7 @@ def release_of(filename: str) -> tuple[str, Version, str] | None:
 def owns_package_file(name: str) -> bool:
     "Whether a name in the package cache is the cache's own: a release file, its stamp, a download in progress, the marker."
     if name == CACHE_MARKER or _TEMP.fullmatch(name): return True
+    if name.endswith(".part"): return release_of(name[:-5]) is not None   # an older version's download
     if name.startswith(".") and name.endswith(".ok"): return release_of(name[1:-3]) is not None
     return release_of(name) is not None
 

@@ -170,7 +170,10 @@ _SDIST_ENTRY = re.compile(r".+\.tar\.gz\.\d+\.\d+\.zip")
 
 def owns_sdist_entry(name: str) -> bool:
     "Whether a name in the sdist cache is one of its entries (`NAME.tar.gz.SIZE.MTIME.zip`, or one being written)."
-    return name == CACHE_MARKER or bool(_SDIST_ENTRY.fullmatch(name)) or bool(_TEMP.fullmatch(name))
+    return (name == CACHE_MARKER or bool(_SDIST_ENTRY.fullmatch(name)) or bool(_TEMP.fullmatch(name))
+            or bool(_OLD_TEMP.fullmatch(name)))
+
+_OLD_TEMP = re.compile(r"\..+\.tar\.gz\.\d+\.\d+\.zip\.[a-z0-9_]{8}\.tmp")   # older versions' write_atomic temps
 
 def sdist_cache_dir() -> Path | None:
     "Where unpacked sdists are kept: `core.io.cache_dir('sdist-py')` (`$OMNI_NPU_PORT_SDIST_CACHE`; None: off)."
