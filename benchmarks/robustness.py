@@ -15,9 +15,17 @@ Three parts, each printing a table:
   comments and strings kept, untouched files byte-identical) on many more hypothesmith programs and mutated runner files
   than CI runs.
 
-Targets: 0 in every column of the trees table but `changed` and `skipped`; nesting cases under 2 s; 0 fuzz failures.
-Run:  .venv/bin/python benchmarks/robustness.py [--trees] [--nesting] [--fuzz N] [--releases vllm-ascend==0.18.0 ...] [--all-cached]
-(no part named: all three, the default release list, --fuzz 500.)
+- memory (issue 22): the peak memory `translate_source` takes per byte of input, each file in a fresh child process
+  (its peak RSS less the RSS after import, over the file's size): the largest files a rule acts on in real releases,
+  and generated worst cases (every function rewritten: all of the file goes through libcst). Target: at most 100x on
+  the real files. The worst case is printed beside it with the guard that bounds it: a file whose libcst tree the
+  memory left cannot hold is refused before libcst runs (ONP9006, `translate.engine.PARSE_BYTES_PER_BYTE`), and a
+  file past OMNI_NPU_PORT_MAX_FILE_MB is never read (ONP9003).
+
+Targets: 0 in every column of the trees table but `changed` and `skipped`; nesting cases under 2 s; 0 fuzz failures;
+memory per input byte at most 100x on real files.
+Run:  .venv/bin/python benchmarks/robustness.py [--trees] [--nesting] [--fuzz N] [--memory] [--releases vllm-ascend==0.18.0 ...] [--all-cached]
+(no part named: all four, the default release list, --fuzz 500.)
 """
 from __future__ import annotations
 
@@ -177,6 +185,62 @@ def fuzz(n: int) -> dict:
     return out
 
 
+MEMORY_RELEASES = ["vllm==0.18.0", "vllm-ascend==0.18.0", "vllm-omni==0.30.0"]
+MEMORY_TARGET = 100   # bytes of peak memory per byte of input, on real files
+_CHILD = """
+import ctypes, gc, sys
+from omni_npu_port.translate.engine import translate_source
+from omni_npu_port.translate.rules import compile_rules
+def status(key): return next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith(key))
+rules = compile_rules(sys.argv[2]); data = open(sys.argv[1], "rb").read()
+gc.collect(); ctypes.CDLL("libc.so.6").malloc_trim(0)           # memory freed so far goes back to the system
+open("/proc/self/clear_refs", "w").write("5")                  # the peak (VmHWM) starts again from here
+base = status("VmRSS:")
+t = translate_source(data, rules, sys.argv[1])
+print(base, status("VmHWM:"), t.error.code if t.error else "-", int(t.changed))
+"""
+
+
+def generated(size: int) -> bytes:
+    "A module of about `size` bytes in which every function holds GPU-isms: the whole file goes through libcst."
+    parts, i, n = ["import torch\n"], 0, 0
+    while n < size:
+        s = (f"def f{i}(x):\n    y = torch.cuda.current_device()\n    if torch.cuda.is_available():\n"
+             f"        x = x.cuda()\n    return x + {i}\n\n")
+        parts.append(s); n += len(s); i += 1
+    return "".join(parts).encode()
+
+
+def memory(target: str, per_release: int = 3) -> list:
+    "Rows (case, bytes, peak MiB, bytes per byte, code): the real files a rule acts on, largest first, and generated ones."
+    import tempfile
+    rules, cases = compile_rules(target), []
+    for spec in MEMORY_RELEASES:
+        tree = open_source(fetch_package(spec))
+        sizes = []
+        for name in tree.reader.names():
+            if name.endswith(".py") and (data := tree.reader.read(name)) and might_apply(rules, data): sizes.append((len(data), name, data))
+        cases += [(f"{spec} {name}", data) for _, name, data in sorted(sizes, key=lambda x: -x[0])[:per_release]]
+    cases += [(f"generated worst case, {n // 1000} KB", generated(n)) for n in (100_000, 300_000, 1_000_000)]
+    rows = []
+    with tempfile.TemporaryDirectory() as d:
+        for case, data in cases:
+            f = Path(d) / "m.py"; f.write_bytes(data)
+            p = subprocess.run([sys.executable, "-c", _CHILD, str(f), target], capture_output=True, text=True,
+                               env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+            if p.returncode: rows.append({"case": case, "bytes": len(data), "error": p.stderr[-300:]}); continue
+            base, peak, code, changed = p.stdout.split()
+            extra = (int(peak) - int(base)) * 1024
+            rows.append({"case": case, "bytes": len(data), "peak_mib": round(extra / 2**20, 1), "per_byte": round(extra / len(data), 1),
+                         "code": code, "real": not case.startswith("generated")})
+    print(f"\nmemory per input byte (translate_source, fresh process each; target <= {MEMORY_TARGET}x on real files)")
+    print(f"{'case':<70} {'bytes':>9} {'peak MiB':>9} {'per byte':>9} code")
+    for r in rows:
+        if "error" in r: print(f"{r['case']:<70} {r['bytes']:>9} failed: {r['error']}"); continue
+        print(f"{r['case'][:70]:<70} {r['bytes']:>9} {r['peak_mib']:>9} {r['per_byte']:>8}x {r['code']}")
+    return rows
+
+
 def cached_releases() -> list[str]:
     "Every vllm / vllm-ascend / vllm-omni release the package cache holds, as `dist==version`."
     seen = set()
@@ -191,21 +255,24 @@ def main() -> int:
     ap.add_argument("--trees", action="store_true", help="comments and strings over real releases")
     ap.add_argument("--nesting", action="store_true", help="pathological nesting, timed")
     ap.add_argument("--fuzz", type=int, metavar="N", help="the suite's properties on N examples per strategy")
+    ap.add_argument("--memory", action="store_true", help="peak memory per input byte of translate (issue 22)")
     ap.add_argument("--releases", nargs="+", help=f"releases for --trees (default: {' '.join(RELEASES)})")
     ap.add_argument("--all-cached", action="store_true", help="--trees over every release in the package cache")
     ap.add_argument("--target", default="vllm-ascend==0.18.0", help="the translation target (default vllm-ascend==0.18.0)")
     ap.add_argument("--json", metavar="F", help="write the results as JSON")
     args = ap.parse_args()
-    every = not (args.trees or args.nesting or args.fuzz)
+    every = not (args.trees or args.nesting or args.fuzz or args.memory)
     res = {}
     if args.trees or every:
         specs = cached_releases() if args.all_cached else (args.releases or RELEASES)
         res["trees"], res["tree_details"] = trees(specs, args.target)
     if args.nesting or every: res["nesting"] = nesting()
     if args.fuzz or every: res["fuzz"] = fuzz(args.fuzz or 500)
+    if args.memory or every: res["memory"] = memory(args.target)
     if args.json: Path(args.json).write_text(json.dumps(res, indent=1, default=str))
     bad = any(r[c] for r in res.get("trees", ()) for c in TREE_COLUMNS[4:-1]) or \
-        not all(r["ok"] for r in res.get("nesting", ())) or any(v != "held" for v in res.get("fuzz", {}).values())
+        not all(r["ok"] for r in res.get("nesting", ())) or any(v != "held" for v in res.get("fuzz", {}).values()) or \
+        any(r.get("real") and ("error" in r or r["per_byte"] > MEMORY_TARGET) for r in res.get("memory", ()))
     print("\nrobustness targets: " + ("MISSED" if bad else "met"))
     return 1 if bad else 0
 

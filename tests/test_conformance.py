@@ -91,7 +91,7 @@ def test_sdist_is_unpacked_once_into_the_cache(tmp_path, monkeypatch):
     monkeypatch.setenv(C.SDIST_CACHE_ENV, str(cache))
     p = _sdist(tmp_path / "vllm_ascend-9.9.9.tar.gz", SDIST_FILES)
     first = C.SdistReader(p)
-    assert first.files is not None and [z.name for z in cache.iterdir()] == [f"{p.name}.{p.stat().st_size}.{p.stat().st_mtime_ns}.{C.SDIST_CACHE_FORMAT[-1]}.zip"]
+    assert first.files is not None and [z.name for z in cache.iterdir() if z.name != ".omni-npu-port-cache"] == [f"{p.name}.{p.stat().st_size}.{p.stat().st_mtime_ns}.{C.SDIST_CACHE_FORMAT[-1]}.zip"]
     again = C.SdistReader(p)
     assert again.files is None and again.zf is not None                  # read from the cache's zip
     assert again.names() == first.names() and all(again.read(n) == first.read(n) for n in first.names())
@@ -99,7 +99,7 @@ def test_sdist_is_unpacked_once_into_the_cache(tmp_path, monkeypatch):
     C._open_file.cache_clear()
     t = C.open_source(p)
     assert (t.version, t.module_source("vllm_ascend.worker.model_runner_v1")) == ("9.9.9", "X = 1\n")
-    next(cache.iterdir()).write_bytes(b"not a zip")                         # a broken cache file: unpacked again
+    next(cache.glob("*.zip")).write_bytes(b"not a zip")                         # a broken cache file: unpacked again
     assert C.SdistReader(p).files is not None and C.SdistReader(p).zf is not None
 
 
@@ -448,7 +448,7 @@ def test_fetch_verifies_sha256_and_caches(tmp_path):
     cache = tmp_path / "cache"
     with pytest.raises(FetchError, match="sha256"):
         fetch_package("vllm-ascend==9.9.9", cache, index=_fake_index(tmp_path / "bad", payload, "0" * 64))
-    assert not list(cache.iterdir())
+    assert [f.name for f in cache.iterdir()] == [".omni-npu-port-cache"]   # the cache's marker (issue 22), nothing else
     good = _fake_index(tmp_path / "good", payload, hashlib.sha256(payload).hexdigest())
     p = fetch_package("vllm-ascend==9.9.9", cache, index=good)
     assert p.read_bytes() == payload and p.parent == cache

@@ -24,6 +24,7 @@ from omni_npu_port.translate.run import translate_paths
 T18 = "vllm-ascend==0.18.0"
 GPU = "import torch\ntorch.cuda.synchronize()\n"
 ERROR = "omni-npu-port translate: error:"
+DEAD = 2**22 + 12345   # a process id no process has (above the kernel's largest pid_max)
 
 
 def main(argv):
@@ -209,7 +210,7 @@ def test_in_place_rerun_after_a_kill_resumes(tmp_path):
     "What a SIGKILL between the backup and the rename leaves: FILE.orig equal to FILE, a temp file; the rerun finishes."
     f = tmp_path / "runner.py"; f.write_text(GPU); os.chmod(f, 0o640)
     (tmp_path / "runner.py.orig").write_text(GPU)
-    (tmp_path / ".runner.py.k2_9abcd.tmp").write_bytes(b"")               # write_atomic's temp, never renamed
+    (tmp_path / f".runner.py.onp{DEAD}-k2_9abcd.tmp").write_bytes(b"")   # write_atomic's temp of a killed run, never renamed
     assert main([str(f), "--in-place", "-q"]) == 0
     assert "torch.npu" in f.read_text() and stat.S_IMODE(f.stat().st_mode) == 0o640
     assert sorted(p.name for p in tmp_path.iterdir()) == ["runner.py", "runner.py.orig"]
@@ -287,3 +288,156 @@ def _read_all(_) -> int:
             try: bad += reader.read(n) != data
             except Exception: bad += 1
     return bad
+
+
+# ---------------------------------------------------------------- issue 22: caches and temps own only what they wrote
+
+def _port_one(monkeypatch, cache, src="def sync(self):\n    torch.cuda.synchronize()\n"):
+    "Translate one method through the port's kept-translation path, with the translation cache at `cache`."
+    import omni_npu_port.port.translation as T
+    monkeypatch.setenv(T.TCACHE_ENV, str(cache))
+    monkeypatch.setattr(T, "_TCACHE", {})
+    return T.translate_code(src, T18, "import torch\n")
+
+
+def test_a_translation_cache_setting_never_deletes_the_users_folders(tmp_path, monkeypatch):
+    "Reproduction 1: OMNI_NPU_PORT_TRANSLATION_CACHE=~/x over ~/x/p1..p5 once left only p4, p5. Now: refused, one line."
+    from omni_npu_port.core.io import CacheRefused
+    x = tmp_path / "x"
+    for i in range(1, 6):
+        (x / f"p{i}").mkdir(parents=True); (x / f"p{i}" / "notes.txt").write_text(f"mine {i}")
+    with pytest.raises(CacheRefused) as e: _port_one(monkeypatch, x)
+    assert str(x) in str(e.value) and "OMNI_NPU_PORT_TRANSLATION_CACHE" in str(e.value) and "\n" not in str(e.value)
+    assert [(p.name, (p / "notes.txt").read_text()) for p in sorted(x.iterdir())] == [(f"p{i}", f"mine {i}") for i in range(1, 6)]
+
+
+def test_the_package_cache_setting_does_not_move_the_translation_cache(tmp_path, monkeypatch):
+    "Reproduction 1b: OMNI_NPU_PORT_CACHE=~/pkgs once made ~/translations the translation cache (and pruned it)."
+    from omni_npu_port.core.io import cache_dir
+    monkeypatch.delenv("OMNI_NPU_PORT_TRANSLATION_CACHE", raising=False)
+    monkeypatch.setenv("OMNI_NPU_PORT_CACHE", str(tmp_path / "pkgs"))
+    assert cache_dir("pkgs") == tmp_path / "pkgs" and tmp_path not in cache_dir("translations").parents
+
+
+def test_the_translation_cache_is_never_unpickled(tmp_path, monkeypatch, caplog):
+    "Reproduction 2: a crafted entry ran a command on every read. Entries are JSON now; a pickle is never loaded, and a"
+    " well-formed entry whose content does not match its hash is a miss, logged once."
+    import pickle
+    import omni_npu_port.port.translation as T
+    cache = tmp_path / "tc"
+    code, _ = _port_one(monkeypatch, cache)
+    folder = cache / T.code_fingerprint()
+    [entry] = folder.glob("*.json")
+    boom = tmp_path / "ran"
+    class Evil:
+        def __reduce__(self): return (os.system, (f"touch {boom}",))
+    entry.with_suffix(".pkl").write_bytes(pickle.dumps(Evil()))      # what the old cache would have loaded
+    data = json.loads(entry.read_text())
+    data["body"]["code"] = "def sync(self):\n    import os; os.system('true')\n"   # other content, the old hash
+    entry.write_text(json.dumps(data))
+    with caplog.at_level("WARNING", logger="omni_npu_port.translations"):
+        again, _ = _port_one(monkeypatch, cache)
+        _port_one(monkeypatch, cache)
+    assert again == code and not boom.exists()
+    bad = [r for r in caplog.records if "content hash" in r.getMessage()]
+    assert len(bad) == 1 and entry.name in bad[0].getMessage()
+    entry.unlink(); entry.mkdir()                                      # a folder where an entry goes: a miss, never stuck
+    assert _port_one(monkeypatch, cache)[0] == code
+
+
+def test_the_temp_sweep_removes_only_temps_of_dead_runs_of_this_package(tmp_path):
+    "Reproduction 7: any `.NAME.xxxxxxxx.tmp` beside a target was removed, a user's too."
+    src = tmp_path / "src"; src.mkdir(); (src / "runner.py").write_text(GPU)
+    out = tmp_path / "out"; out.mkdir()
+    users = out / ".runner.py.k2_9abcd.tmp"; users.write_text("a user's file")
+    live = out / f".runner.py.onp{os.getpid()}-a2_9abcd.tmp"; live.write_text("another run's, still going")
+    dead = out / f".runner.py.onp{DEAD}-b2_9abcd.tmp"; dead.write_text("")
+    assert main([str(src), "-o", str(out), "-q", "--target", T18]) == 0
+    assert users.read_text() == "a user's file" and live.exists() and not dead.exists()
+
+
+def test_two_translates_into_one_output_folder_keep_their_temps(tmp_path):
+    "Reproduction 8b: two translates into one -o deleted each other's temp files (58-106 false ONP9008 each)."
+    src = tmp_path / "src"; src.mkdir()
+    for i in range(60): (src / f"m{i}.py").write_text(GPU + f"X = {i}\n")
+    out = tmp_path / "out"
+    code = ("import sys; from omni_npu_port.cli.main import main; "
+            f"sys.exit(main(['translate', {str(src)!r}, '-o', {str(out)!r}, '--force', '-q', '--target', {T18!r}]))")
+    ps = [subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    errs = [p.communicate(timeout=300)[1] for p in ps]
+    assert [p.returncode for p in ps] == [0, 0], errs
+    assert not any("ONP9008" in e for e in errs)
+    assert sorted(p.name for p in out.iterdir()) == sorted(f"m{i}.py" for i in range(60))
+
+
+def _index(tmp_path: Path, payload: bytes, name: str = "vllm_ascend-9.9.9.tar.gz") -> str:
+    "A file:// package index serving one sdist of vllm-ascend 9.9.9 with its sha256."
+    import hashlib
+    idx, files = tmp_path / "index" / "vllm-ascend" / "9.9.9", tmp_path / "files"
+    idx.mkdir(parents=True); files.mkdir(exist_ok=True)
+    (files / name).write_bytes(payload)
+    (idx / "json").write_text(json.dumps({"urls": [{"filename": name, "url": f"file://{files}/{name}", "size": len(payload),
+                                                    "digests": {"sha256": hashlib.sha256(payload).hexdigest()}, "packagetype": "sdist"}]}))
+    return f"file://{tmp_path / 'index'}"
+
+
+def _sdist_payload(n: int = 200_000) -> bytes:
+    import io
+    import tarfile
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tf:
+        data = os.urandom(n).hex().encode(); ti = tarfile.TarInfo("vllm_ascend-9.9.9/vllm_ascend/__init__.py"); ti.size = len(data)
+        tf.addfile(ti, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def test_a_truncated_package_is_fetched_again_and_never_used(tmp_path):
+    "Reproduction 8c: a truncated or stray file in pkgs/ was detected but never re-fetched; the smallest matching file won."
+    from omni_npu_port.sources.fetch import cached_release, fetch_package
+    payload = _sdist_payload()
+    index, cache = _index(tmp_path, payload), tmp_path / "cache"
+    cache.mkdir(); (cache / "vllm_ascend-9.9.9.tar.gz").write_bytes(payload[: len(payload) // 2])   # a download cut short
+    assert cached_release(cache, "vllm-ascend", "9.9.9") is None
+    got = fetch_package("vllm-ascend==9.9.9", cache, index=index)
+    assert got.read_bytes() == payload and cached_release(cache, "vllm-ascend", "9.9.9") == got
+
+
+def test_three_fetches_of_one_release_into_an_empty_cache_all_succeed(tmp_path):
+    "Reproduction 8a: three doctors fetching into one empty cache shared `NAME.part` (2 of 3 failed)."
+    payload = _sdist_payload(3_000_000)
+    index, cache = _index(tmp_path, payload), tmp_path / "cache"
+    code = ("import sys; from omni_npu_port.sources.fetch import fetch_package; "
+            f"print(fetch_package('vllm-ascend==9.9.9', {str(cache)!r}, index={index!r}).read_bytes() == {len(payload)!r} * b'' or 'ok')")
+    ps = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    outs = [p.communicate(timeout=300) for p in ps]
+    assert [p.returncode for p in ps] == [0, 0, 0], [e for _, e in outs]
+    assert (cache / "vllm_ascend-9.9.9.tar.gz").read_bytes() == payload
+    assert not [p.name for p in cache.iterdir() if p.name.endswith(".part")]
+
+
+def test_a_package_cache_folder_of_foreign_files_is_refused(tmp_path, monkeypatch):
+    from omni_npu_port.core.io import CacheRefused
+    from omni_npu_port.sources.fetch import fetch_package
+    home = tmp_path / "home"; home.mkdir(); (home / "thesis.tex").write_text("mine")
+    with pytest.raises(CacheRefused, match="thesis.tex"): fetch_package("vllm-ascend==9.9.9", home, index=_index(tmp_path, _sdist_payload()))
+    assert [p.name for p in home.iterdir()] == ["thesis.tex"]
+
+
+def test_a_file_name_with_a_newline_is_one_escaped_line_in_text_check(tmp_path, capsys):
+    "Reproduction 8d: a file name holding a newline and `::error` was printed raw by text --check (GitHub reads a line"
+    " that starts with `::error` as a workflow command)."
+    f = tmp_path / "x\n::error file=evil::pwned.py"; f.write_text(GPU)
+    assert main([str(f), "--check", "--target", T18]) == 1
+    out = capsys.readouterr().out
+    assert out and all(not l.startswith("::") for l in out.splitlines()) and "x\\n::error" in out
+
+
+def test_one_error_on_every_file_is_said_three_times_and_counted(tmp_path, monkeypatch, capsys):
+    "Reproduction 8e: a full disk gave 2,466 identical ONP9008 lines. Now the same error is shown 3 times, then counted."
+    src = tmp_path / "src"; src.mkdir()
+    for i in range(12): (src / f"m{i}.py").write_text(GPU + f"X = {i}\n")
+    def full(path, *a, **k): raise OutputError(f"{path}: could not be written (No space left on device)")
+    monkeypatch.setattr(tmod, "write_atomic", full)
+    assert main([str(src), "-o", str(tmp_path / "out"), "--target", T18]) == 3
+    err = capsys.readouterr().err.splitlines()
+    assert sum("ONP9008" in l for l in err) == 4 and any("and 9 more ONP9008" in l for l in err)

@@ -1495,11 +1495,13 @@ def test_translations_are_kept_between_runs_and_answer_only_their_own_question(t
     monkeypatch.setenv(T.TCACHE_ENV, str(tmp_path / "kept"))
     src, mod = "def sync(self):\n    torch.cuda.synchronize()\n", "import torch\n"
     for age, old in enumerate(("c", "b", "a")):                          # older tool versions' folders: the newest two stay
-        (tmp_path / "kept" / old).mkdir(parents=True); os.utime(tmp_path / "kept" / old, (1e9 - age, 1e9 - age))
+        old = old * 20
+        (tmp_path / "kept" / old).mkdir(parents=True); (tmp_path / "kept" / old / ("0" * 64 + ".json")).write_text("{}")
+        os.utime(tmp_path / "kept" / old, (1e9 - age, 1e9 - age))
     monkeypatch.setattr(T, "_TCACHE", {})
     first = T.translate_code(src, "vllm-ascend==0.18.0", mod)
-    assert "torch.npu.synchronize()" in first[0] and len(list((tmp_path / "kept").rglob("*.pkl"))) == 1
-    assert sorted(p.name for p in (tmp_path / "kept").iterdir()) == sorted(["b", "c", T.code_fingerprint()])
+    assert "torch.npu.synchronize()" in first[0] and len(list((tmp_path / "kept").glob(T.code_fingerprint() + "/*.json"))) == 1
+    assert sorted(p.name for p in (tmp_path / "kept").iterdir()) == sorted(["b" * 20, "c" * 20, T.code_fingerprint(), ".omni-npu-port-cache"])
     real = T.translate_source
     def no_translator(*a, **k): raise AssertionError("translated again")
     monkeypatch.setattr(T, "translate_source", no_translator)
@@ -1516,7 +1518,7 @@ def test_translations_are_kept_between_runs_and_answer_only_their_own_question(t
     with pytest.raises(AssertionError, match="translated again"): T.translate_code(src, "vllm-ascend==0.18.0", mod)
     monkeypatch.delitem(rules._memo, "digest")
     monkeypatch.setattr(T, "translate_source", real)
-    for f in (tmp_path / "kept").rglob("*.pkl"): f.write_bytes(b"not a pickle")   # damaged: translated anew
+    for f in (tmp_path / "kept").glob(T.code_fingerprint() + "/*.json"): f.write_bytes(b"not json")   # damaged: translated anew
     monkeypatch.setattr(T, "_TCACHE", {})
     assert T.translate_code(src, "vllm-ascend==0.18.0", mod)[0] == first[0]
     monkeypatch.setenv(T.TCACHE_ENV, "off")                                  # off: nothing kept

@@ -91,7 +91,8 @@ def test_a_derived_runner_derives_from_its_base_runners_port(tmp_path):
     assert "class NPUARModelRunner(GPUARModelRunner, OmniNPUModelRunner):" in ar.code
     assert "from vllm_omni.worker.npu.npu_model_runner import OmniNPUModelRunner" in ar.code
     assert "_dummy_run" in {m.name for m in base.methods} and "def _dummy_run" not in ar.code   # not ported twice
-    write_release(res, omni, force=True)
+    write_release(res, tmp_path / "out")              # never into the checkout it read (issue 22): copied in after
+    shutil.copytree(tmp_path / "out" / "vllm_omni", omni / "vllm_omni", dirs_exist_ok=True)
     probe = (f"import sys; sys.path[:0] = {[str(omni), str(FIX / 'vllm'), str(FIX / 'vllm_ascend')]!r}\n"
              "from vllm_omni.worker.npu.npu_ar_model_runner import NPUARModelRunner as A\n"
              "from vllm_omni.worker.npu.npu_model_runner import OmniNPUModelRunner as B\n"
@@ -305,3 +306,102 @@ def test_a_download_says_what_it_fetches_and_draws_a_byte_bar_on_a_terminal(tmp_
         bar = download_bar("vllm-ascend==9.9.9", out)
         for k in (1, 2, 3): bar(k << 20, 3 << 20)
     assert "vllm-ascend==9.9.9" in tty.getvalue() and "3.1/3.1 MB" in tty.getvalue() and pipe.getvalue() == ""
+
+
+# ---------------------------------------------------------------------------------------------- issue 22: inputs and outputs
+
+@pytest.mark.parametrize("damage", ["nul", "syntax", "fifo"])
+def test_a_runner_module_that_cannot_be_read_is_a_coded_error_naming_it(tmp_path, damage, capsys):
+    "Reproduction 4: a NUL byte or a syntax error in one runner module ported 2 runners instead of 3 without a word; a"
+    " FIFO as a runner module gave 'no runner class derives from'. Now: ONP4304 naming the file, the rest ported, exit 1."
+    omni = shutil.copytree(FIX / "omni", tmp_path / "omni")
+    ar = omni / "vllm_omni" / "worker" / "gpu_ar_model_runner.py"
+    if damage == "nul": ar.write_bytes(ar.read_bytes().replace(b"\n", b"\n\0", 1))
+    elif damage == "syntax": ar.write_text(ar.read_text() + "\ndef broken(:\n")
+    else: ar.unlink(); os.mkfifo(ar)
+    res = fixture_port(omni)
+    assert [r.gpu.rsplit(".", 1)[1] for r in res.runners] == ["OmniGPUModelRunner"]      # what can be ported, is
+    [bad] = [d for d in res.diagnostics if d.code == "ONP4304"]
+    assert str(ar) in bad.message and bad.severity == "error"
+    rc = main(["port", "--release", f"{omni}@0.97.0", "-o", str(tmp_path / "out"), *sum((["--source", str(s)] for s in SOURCES), []),
+               "--history", "0.17.0"])
+    out = capsys.readouterr()
+    assert rc == 1 and "gpu_ar_model_runner.py" in out.out + out.err
+
+
+def test_the_release_port_never_writes_into_its_input_or_through_a_link(tmp_path):
+    "Reproduction 6: `port --release co@X -o co --force` overwrote the checkout's hand-written NPU runners; a linked folder"
+    " inside -o was written through. Now both are refused before anything is written (translate's ONP9005 rules)."
+    omni = shutil.copytree(FIX / "omni", tmp_path / "omni")
+    before = {p: p.read_bytes() for p in omni.rglob("*.py")}
+    res = fixture_port(omni)
+    with pytest.raises(UsageError, match="inside the input tree"): write_release(res, omni, force=True)
+    with pytest.raises(UsageError, match="inside the input tree"): write_release(res, omni / "vllm_omni", force=True)
+    elsewhere = tmp_path / "elsewhere"; elsewhere.mkdir()
+    out = tmp_path / "out"; (out / "vllm_omni" / "worker").mkdir(parents=True)
+    (out / "vllm_omni" / "worker" / "npu").symlink_to(elsewhere, target_is_directory=True)
+    with pytest.raises(UsageError, match="outside the output folder"): write_release(res, out, force=True)
+    assert list(elsewhere.iterdir()) == [] and {p: p.read_bytes() for p in omni.rglob("*.py")} == before
+
+
+def test_a_link_in_an_sdist_as_a_runner_module_is_named_not_dropped(tmp_path, monkeypatch):
+    "Reproduction 4b: a tar link as `gpu_ar_model_runner.py` gave no word at all (or 'no runner class derives from')."
+    import tarfile
+    monkeypatch.setenv("OMNI_NPU_PORT_SDIST_CACHE", str(tmp_path / "sdist-cache"))
+    sdist = tmp_path / "vllm_omni-0.97.0.tar.gz"
+    with tarfile.open(sdist, "w:gz") as tf:
+        for p in sorted((FIX / "omni").rglob("*")):
+            rel = p.relative_to(FIX / "omni").as_posix()
+            if p.is_dir() or "__pycache__" in rel: continue
+            if rel == "vllm_omni/worker/gpu_ar_model_runner.py":
+                ti = tarfile.TarInfo(f"vllm_omni-0.97.0/{rel}"); ti.type, ti.linkname = tarfile.SYMTYPE, "/etc/passwd"
+                tf.addfile(ti); continue
+            tf.add(p, f"vllm_omni-0.97.0/{rel}")
+    for _ in range(2):   # unpacked, then read from the sdist cache: the same answer
+        res = fixture_port(sdist)
+        assert [r.gpu.rsplit(".", 1)[1] for r in res.runners] == ["OmniGPUModelRunner"]
+        [bad] = [d for d in res.diagnostics if d.code == "ONP4304"]
+        assert "gpu_ar_model_runner.py" in bad.message and "symbolic link" in bad.message
+        from omni_npu_port.port.locate import _TREES
+        _TREES.clear()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mutation", ["form-feed", "record-separator", "crlf", "tabs"])
+def test_the_real_runners_mutated_as_python_still_reads_them_lose_nothing(release_source, tmp_path, mutation):
+    "Reproduction 5 (and the fuzz of item 5): the real 0.30.0 runner modules with line breaks that Python does not see as"
+    " line breaks (a form feed or \\x1e in a comment above `_dummy_run` and inside methods) or CRLF endings: every module"
+    " parses, no statement is lost (a form feed once dropped 18 omni statements: the merge split lines with str.splitlines;"
+    " tab indentation gave a module with a TabError and 47 statements lost)."
+    import ast
+    import re
+    import zipfile
+    tree = release_source("vllm-omni==0.30.0", kind="wheel")
+    co = tmp_path / "co"
+    with zipfile.ZipFile(tree.origin) as z:
+        for n in z.namelist():
+            if n.startswith("vllm_omni/") and n.endswith(".py"): (co / n).parent.mkdir(parents=True, exist_ok=True); (co / n).write_bytes(z.read(n))
+    ch = {"form-feed": "\x0c", "record-separator": "\x1e"}.get(mutation)
+    for f in (co / "vllm_omni" / "worker").glob("gpu*runner*.py"):
+        t = f.read_text()
+        if ch:
+            t = t.replace("    def _dummy_run", f"    # a comment{ch}with a break\n    def _dummy_run", 1)
+            t = re.sub(r"(?m)^(        )(\w+ = )", lambda m: f"{m.group(1)}# note{ch} here\n{m.group(1)}{m.group(2)}", t, count=6)
+        elif mutation == "tabs": t = re.sub(r"(?m)^((?:    )+)", lambda m: "\t" * (len(m.group(1)) // 4), t)
+        else: t = t.replace("\n", "\r\n")
+        f.write_bytes(t.encode()); ast.parse(f.read_bytes())
+    res = port_release(f"{co}@0.30.0")
+    assert len(res.runners) == 3 and res.lost == 0 and all(r.compiles_npu_side for r in res.runners)
+    for r in res.runners: ast.parse(keep_side(r.code))
+
+
+def test_a_tab_indented_runner_is_ported_as_python_reads_it(tmp_path):
+    "Reproduction 5b on the fixture: a tab-indented omni checkout (it compiles) loses no statement and every module parses."
+    import ast
+    import re
+    omni = shutil.copytree(FIX / "omni", tmp_path / "omni")
+    for f in (omni / "vllm_omni" / "worker").glob("gpu*.py"):
+        t = re.sub(r"(?m)^((?:    )+)", lambda m: "\t" * (len(m.group(1)) // 4), f.read_text()); f.write_text(t); ast.parse(t)
+    res = fixture_port(omni)
+    assert len(res.runners) == 2 and res.lost == 0 and res.compiles
+    assert "self.apply_talker_mask(logits)" in res.runners[1].code and "\t" not in keep_side(res.runners[1].code)

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 hypothesmith = pytest.importorskip("hypothesmith")
 
 from omni_npu_port.cli.main import main  # noqa: E402
+from omni_npu_port.port.locate import indent_lines  # noqa: E402  (textwrap.indent splits at \x0c, \x1c-\x1e too)
 from omni_npu_port.core.errors import InputError  # noqa: E402
 from omni_npu_port.translate.engine import token_changes, translate_source  # noqa: E402
 from omni_npu_port.translate.rules import compile_rules  # noqa: E402
@@ -169,7 +170,7 @@ def triple_file(tmp: Path, extra: str) -> Path:
     f.write_text(
         "class GPUModelRunner:\n    def m(self, x):\n        a = f(x)\n        return a\n\n\n"
         "class OmniGPUModelRunner(GPUModelRunner):\n    def m(self, x):\n        a = f(x)\n"
-        + textwrap.indent(extra, "        ", lambda l: True).rstrip("\n") + "\n        return a\n\n\n"
+        + indent_lines(extra, "        ", lambda l: True).rstrip("\n") + "\n        return a\n\n\n"
         "class NPUModelRunner(GPUModelRunner):\n    def m(self, x):\n        a = g(x)\n        return a\n",
         encoding="utf-8")
     return f
@@ -180,7 +181,6 @@ def triple_file(tmp: Path, extra: str) -> Path:
 def test_port_of_a_generated_method(tmp_path_factory, program):
     from omni_npu_port.port import locate as L
     from omni_npu_port.port.method import port_method
-    assume(not set(program) & SPLITLINES_ONLY)                              # a known gap: see the xfail below
     f = triple_file(tmp_path_factory.mktemp("port"), program)
     assume(parses(f.read_bytes()))
     try: located = [L.locate(f"{f}:{c}.m") for c in ("GPUModelRunner", "OmniGPUModelRunner", "NPUModelRunner")]
@@ -193,16 +193,15 @@ def test_port_of_a_generated_method(tmp_path_factory, program):
 SPLITLINES_ONLY = set("\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")   # line breaks to str.splitlines, not to Python
 
 
-@pytest.mark.xfail(strict=True, reason="port gap: the merge and translation steps split code with str.splitlines, which also "
-                   "breaks lines at \\x0c, \\x1c-\\x1e, \\x85, \\u2028/9 inside comments and strings, where CPython does not: "
-                   "such a comment comes out split (the port says so: ONP4006); locate.method_text reads lines as Python does")
-def test_port_of_a_method_whose_comment_holds_a_splitlines_break(tmp_path):
+@pytest.mark.parametrize("ch", sorted(SPLITLINES_ONLY))
+def test_port_of_a_method_whose_comment_holds_a_splitlines_break(tmp_path, ch):
+    "A comment holding a character `str.splitlines` breaks at and Python does not (issue 22, item 5): kept whole."
     from omni_npu_port.port import locate as L
     from omni_npu_port.port.method import port_method
-    f = triple_file(tmp_path, "#\x1e:\n")
+    f = triple_file(tmp_path, f"#{ch}:\n")
     assert parses(f.read_bytes())
     res = port_method(*[L.locate(f"{f}:{c}.m") for c in ("GPUModelRunner", "OmniGPUModelRunner", "NPUModelRunner")])
-    assert "#\x1e:" in res.code
+    assert f"#{ch}:" in res.code and parses(textwrap.dedent(res.code).encode())
 
 
 # --- audit: mutated runner files ----------------------------------------------------------------------------------

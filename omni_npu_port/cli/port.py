@@ -252,7 +252,10 @@ def run_release(args: argparse.Namespace) -> int:
     written = write_release(res, args.output or f"npu-port-{res.omni}", force=args.force)
     if args.json: print(json.dumps(res.to_json(), indent=2))
     else: print("\n".join(release_summary(res) + [f"wrote {w}" for w in written]))
-    clean = not res.conflicts and not res.lost and all(r.compiles_npu_side for r in res.runners)
+    for d in res.diagnostics:   # an input it could not read is said on stderr too, one line each, whatever the format
+        if d.severity == "error": print(f"omni-npu-port port: {d}", file=sys.stderr)
+    clean = (not res.conflicts and not res.lost and all(r.compiles_npu_side for r in res.runners)
+             and not any(d.severity == "error" for d in res.diagnostics))   # a runner module it could not read: ONP4304
     return OK if clean else FINDINGS
 
 # %% ../../nbs/cli/port.ipynb #17fbb220

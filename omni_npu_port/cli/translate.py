@@ -23,8 +23,8 @@ DESCRIPTION = ("Translate GPU (vllm) runner code to NPU (vllm-ascend) code with 
                "needs a person with ONPxxxx diagnostics.")
 
 # %% auto #0
-__all__ = ['DESCRIPTION', 'configure', 'check_arguments', 'translate_target', 'translate_rules', 'print_findings',
-           'print_summary', 'jobs_for', 'run']
+__all__ = ['DESCRIPTION', 'REPEATS_SHOWN', 'configure', 'check_arguments', 'translate_target', 'translate_rules',
+           'print_findings', 'print_summary', 'jobs_for', 'run']
 
 # %% ../../nbs/cli/translate.ipynb #3ca90c4e
 def configure(ap):
@@ -94,13 +94,21 @@ def print_findings(run, fmt: str = "text") -> None:
     found = [dataclasses.replace(d, path=str(f.path)) for f in run.files for d in f.findings()]
     sys.stdout.write(format_findings(found, fmt, "omni-npu-port translate"))
 
+REPEATS_SHOWN = 3   # the same error (same code and message but for its file) is printed this often, then counted
+
 def print_summary(run, args) -> None:
     "Error diagnostics (those not printed as findings) and the `--examine` table (with --check) or a one-line summary, on stderr."
-    t = run.totals()
+    from omni_npu_port.core.findings import printable
+    t, seen = run.totals(), {}
     for f in run.files:
         for d in f.diagnostics:
             if d.severity == "error" and not (args.check and d.code not in FILE_ERRORS):
-                print(f"{f.path}:{d.line}:{d.column}: {d.code} {d.message}", file=sys.stderr)
+                key = (d.code, d.message.replace(f.path, "FILE").replace(str(f.output or f.path), "OUT"))
+                seen[key] = seen.get(key, 0) + 1
+                if seen[key] <= REPEATS_SHOWN: print(printable(f"{f.path}:{d.line}:{d.column}: {d.code} {d.message}"), file=sys.stderr)
+    for (code, msg), n in seen.items():   # a full disk: one line with a count, not one per file
+        if n > REPEATS_SHOWN:
+            print(printable(f"… and {n - REPEATS_SHOWN} more {code} like the above ({msg}); the JSON report (--report) lists every file"), file=sys.stderr)
     if args.check:
         from rich.console import Console
         Console(stderr=True).print(examine_table(run))

@@ -8,11 +8,12 @@ Docs: https://omni-npu-port.github.io/omni-npu-port/core/findings.html.md"""
 from __future__ import annotations
 
 import json
+import unicodedata
 
 from .diagnostics import REGISTRY, Diagnostic, code_info
 
 # %% auto #0
-__all__ = ['OUTPUT_FORMATS', 'SARIF_SCHEMA', 'sarif_log', 'format_findings']
+__all__ = ['OUTPUT_FORMATS', 'SARIF_SCHEMA', 'sarif_log', 'printable', 'format_findings']
 
 # %% ../../nbs/core/findings.ipynb #759f9070
 OUTPUT_FORMATS = ("text", "json", "sarif", "github")
@@ -66,6 +67,12 @@ def sarif_log(findings: list[Diagnostic], tool: str, version: str = "") -> dict:
     return {"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [{"tool": {"driver": driver}, "results": results}]}
 
 # %% ../../nbs/core/findings.ipynb #20f51e4a
+def printable(text: str) -> str:
+    "`text` with control characters and line or paragraph separators written as escapes (`\\n`, `\\x1b`): one line on a"
+    " terminal or a CI log, whatever a file name holds (a name with a newline and `::error` would be a GitHub command)."
+    if text.isprintable(): return text
+    return "".join(c.encode("unicode_escape").decode("ascii") if unicodedata.category(c) in ("Cc", "Zl", "Zp") else c for c in text)
+
 def format_findings(findings: list[Diagnostic], fmt: str = "text", tool: str = "omni-npu-port") -> str:
     "The findings as `text` (`path:line:col: CODE message` lines), `json`, `sarif` or `github` workflow commands."
     if fmt not in OUTPUT_FORMATS: raise ValueError(f"output format {fmt!r}: use one of {', '.join(OUTPUT_FORMATS)}")
@@ -77,7 +84,7 @@ def format_findings(findings: list[Diagnostic], fmt: str = "text", tool: str = "
         return json.dumps(sarif_log(findings, tool, v), indent=1) + "\n"
     lines = []
     for d in findings:
-        if fmt == "text": lines.append(f"{d.location()}: {d.code} {d.message}")
+        if fmt == "text": lines.append(printable(f"{d.location()}: {d.code} {d.message}"))
         else:
             props = [f"file={_escape_prop(str(d.path))}"] if d.path else []
             props += [f"{k}={v}" for k, v in (("line", d.line), ("col", d.column)) if v]

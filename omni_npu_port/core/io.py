@@ -11,6 +11,7 @@ import contextlib
 import gc
 import os
 import re
+import stat
 import tempfile
 from pathlib import Path
 
@@ -20,7 +21,9 @@ except ModuleNotFoundError: import tomli as tomllib  # Python 3.10
 from .errors import InputError, UsageError
 
 # %% auto #0
-__all__ = ['OutputExists', 'OutputError', 'umask', 'write_atomic', 'leftover_temps', 'load_toml', 'gc_paused']
+__all__ = ['CACHE_HOME', 'CACHE_ENV', 'CACHE_OFF', 'CACHE_MARKER', 'OutputExists', 'OutputError', 'umask', 'temp_prefix',
+           'write_atomic', 'pid_alive', 'leftover_temps', 'CacheRefused', 'cache_dir', 'claim_cache', 'load_toml',
+           'gc_paused', 'memory_headroom']
 
 # %% ../../nbs/core/io.ipynb #b9bedacf
 class OutputExists(UsageError, FileExistsError):
@@ -39,6 +42,10 @@ def _new_file_mode() -> int:
     return 0o666 & ~umask()
 
 # %% ../../nbs/core/io.ipynb #2f1aae44
+def temp_prefix(name: str) -> str:
+    "The start of this process's temporary files for `name`: `.NAME.onpPID-` (mkstemp adds 8 random characters)."
+    return f".{name}.onp{os.getpid()}-"
+
 def write_atomic(path: Path | str, data: str | bytes, force: bool = True, mode: int | None = None) -> Path:
     "Replace `path` with `data` whole or not at all (temp file, fsync, rename); refuse an existing file unless `force`."
     path = Path(path)
@@ -47,7 +54,7 @@ def write_atomic(path: Path | str, data: str | bytes, force: bool = True, mode: 
     if not path.parent.is_dir(): raise OutputError(f"{path.parent}: no such directory; create it first")
     if mode is None: mode = path.stat().st_mode & 0o7777 if path.exists() else _new_file_mode()
     raw = data.encode("utf-8") if isinstance(data, str) else data
-    try: fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try: fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=temp_prefix(path.name), suffix=".tmp")
     except OSError as e: raise OutputError(f"{path}: cannot write in {path.parent} ({e.strerror})") from e
     try:
         with os.fdopen(fd, "wb") as f:
@@ -68,17 +75,74 @@ def _fsync_folder(folder: Path):
         finally: os.close(fd)
 
 # %% ../../nbs/core/io.ipynb #b979ea81
-_TEMP = re.compile(r"\.(.+)\.[a-z0-9_]{8}\.tmp")   # mkstemp(prefix=".NAME.", suffix=".tmp"): 8 random characters
+_TEMP = re.compile(r"\.(.+)\.onp(\d+)-[a-z0-9_]{8}\.(?:tmp|part)")   # temp_prefix + mkstemp's 8 random characters
+
+def pid_alive(pid: int) -> bool:
+    "Whether process `pid` runs (on this machine): signal 0 reaches it, or it belongs to another user."
+    if pid == os.getpid(): return True
+    try: os.kill(pid, 0)
+    except ProcessLookupError: return False
+    except (PermissionError, OverflowError, ValueError): return True
+    return True
 
 def leftover_temps(folder: Path | str) -> dict[str, list[Path]]:
-    "The temporary files `write_atomic` left in `folder` when its process was killed, by the name of the file each was for."
-    out = {}
+    "The temporary files a killed run of this package left in `folder`, by the name of the file each was for: only"
+    " names `temp_prefix` gives, of a process that no longer runs, owned by this user."
+    out, uid = {}, getattr(os, "getuid", lambda: None)()
     try: names = sorted(os.listdir(folder))
     except OSError: return out
     for n in names:
         m = _TEMP.fullmatch(n)
-        if m: out.setdefault(m.group(1), []).append(Path(folder) / n)
+        if not m or pid_alive(int(m.group(2))): continue
+        p = Path(folder) / n
+        try: st = p.lstat()
+        except OSError: continue
+        if stat.S_ISREG(st.st_mode) and (uid is None or st.st_uid == uid): out.setdefault(m.group(1), []).append(p)
     return out
+
+# %% ../../nbs/core/io.ipynb #764b1444
+CACHE_HOME = "~/.cache/omni-npu-port"
+CACHE_ENV = {"pkgs": "OMNI_NPU_PORT_CACHE", "sdist-py": "OMNI_NPU_PORT_SDIST_CACHE",
+             "translations": "OMNI_NPU_PORT_TRANSLATION_CACHE"}
+CACHE_OFF = frozenset({"off", "0", "no", "false", "none"})
+CACHE_MARKER = ".omni-npu-port-cache"
+
+class CacheRefused(InputError):
+    "A cache folder that holds what this package did not write: it is not used, and nothing in it is touched."
+
+def cache_dir(kind: str) -> Path | None:
+    "The root of cache `kind` (pkgs, sdist-py, translations): its variable, else its folder under `CACHE_HOME`; None: off."
+    env = CACHE_ENV[kind]
+    v = os.environ.get(env, "").strip()
+    if v.lower() in CACHE_OFF and kind != "pkgs": return None
+    if not v or v.lower() in CACHE_OFF: return Path(CACHE_HOME).expanduser() / kind
+    return Path(v).expanduser()
+
+_CLAIMED: set = set()
+
+def claim_cache(root: Path | str, kind: str, owns=lambda name: False) -> Path:
+    "Make `root` cache `kind`'s: created with its marker, or adopted when it holds only entries `owns` accepts;"
+    " a `CacheRefused` naming it otherwise. Once per process and root."
+    root, env = Path(root), CACHE_ENV.get(kind, "the cache's variable")
+    if (root, kind) in _CLAIMED: return root
+    mark, want = root / CACHE_MARKER, f"omni-npu-port cache: {kind}\n"
+    how = f"give ${env} a new or empty folder (or `off`)" if kind != "pkgs" else f"give ${env} a new or empty folder"
+    if root.exists() and not root.is_dir(): raise CacheRefused(f"{root}: the {kind} cache is not a folder; {how}")
+    if mark.is_file() and not mark.is_symlink():
+        try: got = mark.read_text(encoding="utf-8", errors="replace")
+        except OSError as e: raise CacheRefused(f"{mark}: cannot be read ({e.strerror}); {how}") from None
+        if got != want: raise CacheRefused(f"{root}: the cache of another kind ({got.strip()}), not the {kind} cache; {how}")
+    else:
+        try: foreign = sorted(n for n in os.listdir(root) if not owns(n)) if root.is_dir() else []
+        except OSError as e: raise CacheRefused(f"{root}: cannot be listed ({e.strerror}); {how}") from None
+        if foreign:
+            raise CacheRefused(f"{root}: holds {foreign[0]!r}{f' and {len(foreign) - 1} more' if len(foreign) > 1 else ''}, "
+                               f"which omni-npu-port did not write (no {CACHE_MARKER} marker): not used as the {kind} "
+                               f"cache, nothing in it touched; {how}")
+        root.mkdir(parents=True, exist_ok=True)
+        write_atomic(mark, want)
+    _CLAIMED.add((root, kind))
+    return root
 
 # %% ../../nbs/core/io.ipynb #cec1cd1a
 def load_toml(source: Path | str, text: str | None = None) -> dict:
@@ -97,3 +161,26 @@ def gc_paused():
     try: yield
     finally:
         if was: gc.enable()
+
+# %% ../../nbs/core/io.ipynb #d5eace99
+def _read_int(path: str, key: str | None = None, scale: int = 1) -> int | None:
+    try:
+        with open(path) as f:
+            for line in f:
+                if key is None: return int(line.split()[0]) * scale
+                if line.startswith(key): return int(line.split()[1]) * scale
+    except (OSError, ValueError, IndexError): return None
+    return None
+
+def memory_headroom() -> int | None:
+    "Bytes this process may still allocate (address-space limit, available memory, cgroup limit: the least); None: unknown."
+    import resource
+    out = []
+    soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+    if soft not in (resource.RLIM_INFINITY, -1):
+        vm = _read_int("/proc/self/status", "VmSize:", 1024)
+        out.append(soft - (vm or 0))
+    if (avail := _read_int("/proc/meminfo", "MemAvailable:", 1024)) is not None: out.append(avail)
+    cg_max, cg_now = _read_int("/sys/fs/cgroup/memory.max"), _read_int("/sys/fs/cgroup/memory.current")
+    if cg_max is not None and cg_now is not None: out.append(cg_max - cg_now)
+    return max(min(out), 0) if out else None

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from ..core.diagnostics import Code, code_info, register
 from ..core.io import gc_paused
 from ..translate.engine import RuleSet, translate_source
-from .locate import Located, MroClass, class_mro, mro_merge, method_located, own_methods, port_diagnostic
+from .locate import Located, MroClass, class_mro, mro_merge, method_located, own_methods, port_diagnostic, python_lines, indent_lines
 from .translation import module_imports, pairing_check, rules_for, target_check, target_of
 from .translation import translate_code, translate_located, translate_methods
 from .supercalls import extends_by_super, param_names, rebind_supers
@@ -202,7 +202,7 @@ def port_class(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_st
     for name in plan.translate:
         own = method_located(gpu_omni, name)
         new, d = translate_located(own, rules)
-        rebound, d4 = rebind_supers(new.splitlines(), ["omni"] * new.count("\n"), landing, {"omni": own.owner},
+        rebound, d4 = rebind_supers(python_lines(new), ["omni"] * new.count("\n"), landing, {"omni": own.owner},
                                     (param_names(own.method_node) or ["self"])[0])
         new, d = "\n".join(rebound) + "\n", list(d) + d4   # its super() calls reach what they did in its own class
         d = [dataclasses.replace(x, where=name) for x in d]
@@ -214,7 +214,7 @@ def port_class(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_st
     defs = omni_definitions(gpu_omni, gpu_base)
     diags = refit_overrides(diags, dict(zip(plan.port + plan.translate, bodies)), npu_srcs,
                              {n: fn for n, (_, fn) in defs.items()}, cname, {n: o for n, (o, _) in defs.items()})
-    methods = "\n".join(textwrap.indent(b, "    ") for b in bodies) or "    pass\n"
+    methods = "\n".join(indent_lines(b, "    ") for b in bodies) or "    pass\n"
     inherited = ", ".join(plan.inherit)
     cls_code = f"class {cname}({omni_cls}, {npu_cls}):\n" + \
                (f'    "Ported by omni-npu-port; inherited from {omni_cls} unchanged: {inherited}."\n\n' if inherited else "") + methods

@@ -23,7 +23,7 @@ from pathlib import Path
 from ..core.diagnostics import Code, Diagnostic, code_info, register
 from ..core.errors import InputError
 from ..core.io import load_toml
-from .locate import Located, PortError, port_diagnostic
+from .locate import Located, PortError, port_diagnostic, python_lines
 from .merge import indent_of
 
 # %% auto #0
@@ -155,7 +155,7 @@ def format_code(code: str, formatter: str = "ruff", line_length: int = RUFF_LINE
     if formatter not in FORMATTERS: raise PortError(f"--format {formatter}: choose one of {', '.join(FORMATTERS)}")
     exe = ruff_bin()
     keep = lambda why: (code, [*diagnostics, port_diagnostic("ONP4014", f"{code_info('ONP4014').title}: {why}", None, "warning")])
-    lines, masked = mask_conflicts(code.splitlines())
+    lines, masked = mask_conflicts(python_lines(code))
     if indent is None:   # a lone method is formatted inside a class, where it will live
         indent = 4 if lines and re.match(r"(@|def |async def )", lines[0]) else 0
     head = ["class _OmniPortFormat:"] if indent else []
@@ -164,14 +164,14 @@ def format_code(code: str, formatter: str = "ruff", line_length: int = RUFF_LINE
     except (SyntaxError, tokenize.TokenError) as e: return keep(f"it does not parse with its conflicts masked ({getattr(e, 'msg', e)})")
     p = subprocess.run([exe, "format", "--isolated", *_ruff_args(settings or {}, line_length), "--stdin-filename",
                         "ported.py", "-"], input=src, capture_output=True, text=True)
-    if p.returncode: return keep(f"ruff format failed ({(p.stderr.strip().splitlines() or ['?'])[0]})")
+    if p.returncode: return keep(f"ruff format failed ({(python_lines(p.stderr.strip()) or ['?'])[0]})")
     out = p.stdout
     try: after = ast.dump(ast.parse(out)); ca = [w for _, w in _comments(out)]
     except (SyntaxError, tokenize.TokenError) as e: return keep(f"ruff's output does not parse ({getattr(e, 'msg', e)})")
     if after != before: return keep("ruff would change the syntax tree")
     if ca != cb: return keep("ruff would change the comments (fences, marks or notes)")
     lmap = _format_line_map(src, out)
-    new = out.splitlines()[len(head):]
+    new = python_lines(out)[len(head):]
     if indent: new = [l[indent:] if l.startswith(" " * indent) else l for l in new]
     new = _unmask(new, masked)
     moved = []

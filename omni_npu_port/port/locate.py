@@ -10,8 +10,10 @@ from __future__ import annotations
 import ast
 import difflib
 import functools
+import io
 import re
 import textwrap
+import tokenize
 from pathlib import Path
 from dataclasses import dataclass
 
@@ -23,9 +25,9 @@ from ..sources.readers import PACKAGES, SourceError, SourceTree, open_source, re
 from ..sources.symbols import SymbolIndex, c3_merge, mro, resolve
 
 # %% auto #0
-__all__ = ['PortError', 'port_diagnostic', 'MethodSpec', 'parse_spec', 'Located', 'python_lines', 'method_text', 'close_matches',
-           'own_methods', 'top_classes', 'MroClass', 'mro_merge', 'source_index', 'open_extra', 'class_mro',
-           'class_methods', 'method_located', 'missing_method', 'open_tree', 'locate']
+__all__ = ['PortError', 'port_diagnostic', 'MethodSpec', 'parse_spec', 'Located', 'python_lines', 'indent_lines', 'method_text',
+           'spaces_for_tabs', 'close_matches', 'own_methods', 'top_classes', 'MroClass', 'mro_merge', 'source_index',
+           'open_extra', 'class_mro', 'class_methods', 'method_located', 'missing_method', 'open_tree', 'locate']
 
 # %% ../../nbs/port/locate.ipynb #108d3b9b
 class PortError(UsageError, ValueError):
@@ -121,11 +123,55 @@ def _python_lines(text: str) -> tuple[str, ...]:
     lines = _LINE_BREAK.split(text)
     return tuple(lines[:-1] if lines and lines[-1] == "" else lines)
 
+def indent_lines(text: str, prefix: str, predicate=lambda line: line.strip()) -> str:
+    "`textwrap.indent` over the lines Python sees (`textwrap.indent` splits with `str.splitlines`: a form feed in a comment"
+    " would become a line of its own)."
+    return "".join(prefix + l if predicate(l) else l for l in re.split(r"(?<=\n)|(?<=\r)(?!\n)", text) if l)
+
 def method_text(module_text: str, node: ast.FunctionDef) -> str:
     "The source lines of a def (decorators included), dedented (lines as Python counts them: `str.splitlines` would also break at \\x0c, \\x1c-\\x1e, \\x85, \\u2028 inside a comment)."
     lines = python_lines(module_text)
     start = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
-    return textwrap.dedent("\n".join(lines[start: node.end_lineno])) + "\n"
+    return spaces_for_tabs(textwrap.dedent("\n".join(lines[start: node.end_lineno]))) + "\n"
+
+def spaces_for_tabs(text: str) -> str:
+    "`text` (a dedented def) with tab indentation written as Python's tokenizer reads it: each block level as four"
+    " spaces (a tab counts to the next multiple of 8, a form feed back to 0); continuation and comment lines keep their"
+    " place relative to their statement; lines inside strings are left as they are. Text without tabs comes back as is."
+    if "\t" not in text: return text
+    lines, inside, starts, prev = text.split("\n"), set(), set(), tokenize.NEWLINE
+    try:
+        for t in tokenize.generate_tokens(io.StringIO(text).readline):
+            if t.type == tokenize.STRING or t.type == getattr(tokenize, "FSTRING_START", -1):
+                inside.update(range(t.start[0] + 1, t.end[0] + 1))   # lines that start inside a string: its text
+            if t.type in (tokenize.INDENT, tokenize.DEDENT, tokenize.NL, tokenize.COMMENT): continue
+            if prev in (tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT): starts.add(t.start[0])
+            prev = t.type
+    except (tokenize.TokenError, SyntaxError): return text
+    def col(ws):
+        c = 0
+        for ch in ws: c = 0 if ch == "\f" else (c // 8 + 1) * 8 if ch == "\t" else c + 1
+        return c
+    shift, stack, delta = {}, [0], 0   # line -> how far it moves: a statement to its level, what follows it alike
+    for i, l in enumerate(lines, 1):
+        body = l.lstrip(" \t\f")
+        if i in inside or not body: continue
+        c = col(l[:len(l) - len(body)])
+        if i in starts:
+            while stack[-1] > c: stack.pop()
+            if c > stack[-1]: stack.append(c)
+            delta = 4 * (len(stack) - 1) - c
+        shift[i] = (c, delta)
+    out, after = [], None
+    for i in range(len(lines), 0, -1):   # a comment line moves with the statement below it
+        l = lines[i - 1]
+        if i not in shift: out.append(l); continue
+        c, delta = shift[i]
+        body = l.lstrip(" \t\f")
+        if i in starts: after = delta
+        elif body.startswith("#") and after is not None: delta = after
+        out.append(" " * max(c + delta, 0) + body)
+    return "\n".join(reversed(out))
 
 # %% ../../nbs/port/locate.ipynb #16071eef
 def close_matches(name: str, choices) -> str:

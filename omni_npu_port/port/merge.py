@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import merge3
 
 from ..core.diagnostics import Code, Diagnostic, code_info, register
-from .locate import PortError, port_diagnostic
+from .locate import PortError, port_diagnostic, python_lines
 
 # %% auto #0
 __all__ = ['FENCE_TEXT', 'FENCE_RE', 'INLINE_MARK', 'TOKEN_RE', 'PREFER', 'indent_of', 'CodeLine', 'LineMatcher', 'lines_of',
@@ -78,7 +78,7 @@ def lines_of(code: str) -> list[CodeLine]:
             if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant) and isinstance(n.value.value, str):
                 doc.update(range(n.lineno - 1, n.end_lineno))
     except SyntaxError: pass
-    return [CodeLine(l, i in doc) for i, l in enumerate(code.splitlines())]
+    return [CodeLine(l, i in doc) for i, l in enumerate(python_lines(code))]
 
 # %% ../../nbs/port/merge.ipynb #f2dcd631
 TOKEN_RE = re.compile(r"""[rbuf]*(?:'''[\s\S]*?'''|\"\"\"[\s\S]*?\"\"\"|'(?:\\.|[^'\\])*'|"(?:\\.|[^"\\])*")|\w+|\S""")
@@ -91,7 +91,7 @@ def code_tokens(text: str) -> list[str]:
 def _code_tokens(text: str) -> tuple[str, ...]:
     "`code_tokens` once per text: a merge asks again and again about the same lines."
     toks = []
-    for line in text.splitlines():
+    for line in python_lines(text):
         for t in TOKEN_RE.findall(line):
             if t.startswith("#"): break
             toks.append(t)
@@ -132,7 +132,7 @@ def _unit_key(text: str) -> str:
 
 def adopt_layout(src: str, like: str) -> str:
     "`src` with every statement that means the same as one of `like`'s written in `like`'s layout (at `src`'s indentation)."
-    S, L = src.splitlines(), like.splitlines()
+    S, L = python_lines(src), python_lines(like)
     us, ul = logical_units(src), logical_units(like)
     if not us or not ul: return src
     ks = [_unit_key("\n".join(S[a:b])) for a, b in us]
@@ -636,7 +636,7 @@ def whole_conflicts(hunks: list[Hunk], npu: str, omni: str, base: str | None = N
         c = next((h for h in hs if h.kind == "conflict"), None) or hs[0]
         c.code, c.note = "ONP4020", f"{code_info('ONP4020').title}: the line merge lost a side's lines; merged statement by statement"
         return hs
-    return [Hunk("conflict", [], omni=omni.splitlines(), npu=npu.splitlines(), code="ONP4020",
+    return [Hunk("conflict", [], omni=python_lines(omni), npu=python_lines(npu), code="ONP4020",
                  note=f"{code_info('ONP4020').title}: the whole method (no narrower region parses on both sides)")]
 
 def _opened(lines: list[str]) -> int:
@@ -683,7 +683,7 @@ def _absorb(hs: list[Hunk], i: int, j: int, n: int = 1) -> None:
 def statement_units(code: str) -> list[tuple[str, list[str]]]:
     "A method as (key, lines) units: its header, then each top-level statement of its body with the lines before it."
     fn = ast.parse(code).body[0]
-    lines = code.splitlines()
+    lines = python_lines(code)
     head = lines[: fn.body[0].lineno - 1]
     return [("header:" + " ".join(code_tokens("\n".join(head))), head)] + \
            [(k, lines[s:e]) for k, s, e, _ in _units(fn.body, fn.body[0].lineno - 1, len(lines))]
@@ -731,7 +731,7 @@ def _merge_units(Z, A, N, texts, depth: int = 0) -> list[Hunk]:
 def statement_merge(base: str, omni: str, npu: str) -> list[Hunk]:
     "A three-way merge whose units are whole statements (header, then body statements, inside plain blocks both changed)."
     fns = [ast.parse(t).body[0] for t in (base, omni, npu)]
-    texts = [t.splitlines() for t in (base, omni, npu)]
+    texts = [python_lines(t) for t in (base, omni, npu)]
     heads = [t[: f.body[0].lineno - 1] for t, f in zip(texts, fns)]
     hz, ha, hb = (" ".join(code_tokens("\n".join(h))) for h in heads)
     if ha == hb or ha == hz: head = [Hunk("npu", heads[2], npu=heads[2])]
@@ -859,7 +859,7 @@ def uncomment_conflicts(code: str) -> str:
     "The `prefer=\"comment\"` form of each conflict as git-style markers, its commented omni side uncommented (other code unchanged)."
     if _COMMENT_OPEN not in code: return code
     out, state, ind = [], None, ""   # state: None outside, 0 in the NPU side, 1 in the commented omni side
-    for l in code.splitlines():
+    for l in python_lines(code):
         s = l.lstrip()
         if state is None and s.startswith(_COMMENT_OPEN):
             state, ind = 0, l[: len(l) - len(s)]; out.append("<<<<<<<" + s[len("# <<<<<<<"):]); continue
@@ -874,7 +874,7 @@ def uncomment_conflicts(code: str) -> str:
 def keep_side(code: str, side: int = 0) -> str:
     "The code with each conflict (markers, or the comment form) resolved to one side (0: the NPU base's; 1: the omni method's)."
     out, at = [], None
-    for l in uncomment_conflicts(code).splitlines():
+    for l in python_lines(uncomment_conflicts(code)):
         s = l.lstrip()
         if s.startswith("<<<<<<<"): at = 0; continue
         if s.startswith("=======") and at is not None: at = 1; continue

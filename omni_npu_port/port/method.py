@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from ..core.diagnostics import Code, Diagnostic, code_info, register
 from ..core.io import gc_paused
 from ..translate.engine import RuleSet
-from .locate import Located, class_mro, port_diagnostic
+from .locate import Located, class_mro, port_diagnostic, python_lines
 from .translation import pairing_check, rules_for, target_check, target_of, translate_methods
 from .merge import INLINE_MARK, merge_hunks, render
 from .supercalls import extends_by_super, inlinable_call, port_super_call, port_super_inline
@@ -246,7 +246,7 @@ def port_method(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_s
                                                             "npu": npu_base.owner or npu_base.cls_node.name}, first)
         d2 = list(d2) + d3
     diags += d2
-    diags += kept_omni_diagnostics(tdiags, omni_t.splitlines(), lines, origins, skip)
+    diags += kept_omni_diagnostics(tdiags, python_lines(omni_t), lines, origins, skip)
     defs, omni_cls = omni_definitions(gpu_omni, gpu_base), gpu_omni.cls_node.name
     omni_defs, owners = {n: fn for n, (_, fn) in defs.items()}, {n: o for n, (o, _) in defs.items()}
     if style == "super-call":   # the explicit base call runs the NPU method, whose own self-calls reach omni overrides

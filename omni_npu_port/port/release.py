@@ -35,18 +35,18 @@ from ..sources.stated import checkout_facts, missing_facts_line, package_texts, 
 from ..sources.symbols import SymbolIndex
 from .audit import ClassGraph, RunnerClass, Runners, device_markers, find_runners, pair_runners, runner_bases
 from .classes import generated_mro, plan_class, port_class, ported_class_name
-from .locate import Located, MethodSpec, MroClass, PortError, locate, method_located, open_tree, port_diagnostic
+from .locate import Located, MethodSpec, MroClass, PortError, locate, method_located, open_tree, port_diagnostic, python_lines
 from .merge import code_tokens, keep_side, logical_units, uncomment_conflicts
 from .method import undefined_names
 from .translation import rules_for, target_of, translate_methods
 
 # %% auto #0
 __all__ = ['DEFAULT_LAYOUT', 'REACHED', 'EXPLAINS', 'REPORT_JSON', 'REPORT_MD', 'download_bar', 'fetch_release', 'open_release',
-           'ReleaseInputs', 'choose_inputs', 'ReleaseRunners', 'release_runners', 'Placement', 'place_runners',
-           'line_keys', 'in_port', 'port_statements', 'edited', 'method_chunks', 'compiles', 'MethodCheck',
-           'check_method', 'RunnerPort', 'check_runner', 'ported_mro', 'port_runner', 'ReleasePort', 'release_summary',
-           'release_markdown', 'release_html', 'write_release', 'run_ports', 'unpack_sdists', 'release_source',
-           'named_gpu_bases', 'port_release']
+           'ReleaseInputs', 'choose_inputs', 'ReleaseRunners', 'release_runners', 'unreadable_runners', 'Placement',
+           'place_runners', 'line_keys', 'in_port', 'port_statements', 'edited', 'method_chunks', 'compiles',
+           'MethodCheck', 'check_method', 'RunnerPort', 'check_runner', 'ported_mro', 'port_runner', 'ReleasePort',
+           'release_summary', 'release_markdown', 'release_html', 'refuse_release_writes', 'write_release', 'run_ports',
+           'unpack_sdists', 'release_source', 'named_gpu_bases', 'port_release']
 
 # %% ../../nbs/port/release.ipynb #5b1f7dcc
 register(
@@ -58,6 +58,10 @@ register(
     Code("ONP4303", "line-lost", "a line of the NPU base or an omni-added line is missing from the port and no "
          "diagnostic explains why", "warning", "compare the method with its inputs (the line is named) and restore it "
          "or record why it goes", "port/release.ipynb", "port"),
+    Code("ONP4304", "runner-module-unreadable", "a module of the release named like a runner, or holding a runner class, "
+         "cannot be read or parsed: its runner classes are not ported (the others are; the port exits non-zero)", "error",
+         "fix the file the message names (a NUL byte, a syntax error, not a regular file, past a size limit), then port "
+         "again", "port/release.ipynb", "port"),
 )
 
 # %% ../../nbs/port/release.ipynb #cddffe9b
@@ -190,6 +194,7 @@ class ReleaseRunners:
     gpu: list
     npu: list
     skipped: list   # (RunnerClass, why)
+    unreadable: list = field(default_factory=list)   # (module, its file, why): runner modules that cannot be read or parsed
 
 def _dotted(k) -> str: return k if isinstance(k, str) else f"{k.module}.{k.name}"
 
@@ -205,7 +210,16 @@ def release_runners(tree: SourceTree) -> ReleaseRunners:
         other = next((k for k in order if k.split(".")[-1] in {b.split(".")[-1] for b in bases}), order[-1] if order else "?")
         skipped.append((c, f"derives from {other}, not {' or '.join(sorted(bases))}: no NPU base to port it onto"))
     gpu.sort(key=lambda c: (len(graph.mro(c)), c.module, c.name))
-    return ReleaseRunners(graph, gpu, found.npu, skipped)
+    return ReleaseRunners(graph, gpu, found.npu, skipped, unreadable_runners(tree, found))
+
+def unreadable_runners(tree: SourceTree, found) -> list[tuple[str, str, str]]:
+    "(module, file, why) for each module that holds a runner class but does not parse, or is named like a runner and"
+    " cannot be read at all (a FIFO, a link in an archive, past a size limit): never dropped without a word."
+    out = {m: (tree.file_of(m), why) for m, why in found.unreadable.items()}
+    for m, (why, line) in list(tree._bad.items()):
+        if "/" in m or m in out or "runner" not in m.rpartition(".")[2].lower(): continue
+        out[m] = (tree.file_of(m), f"{why}{f' (line {line})' if line else ''}")
+    return [(m, f, why) for m, (f, why) in sorted(out.items())]
 
 # %% ../../nbs/port/release.ipynb #28f71a0f
 DEFAULT_LAYOUT = OMNI_RUNNERS[0][2].rpartition(".")[0]   # where recent releases keep their NPU runners (the catalog's)
@@ -261,7 +275,7 @@ def _key(text: str) -> str:
 @functools.lru_cache(maxsize=1024)
 def line_keys(code: str) -> dict[str, str]:
     "Each statement (logical line) of a method that parses -> its first line; docstrings and comments left out."
-    lines, out = textwrap.dedent(code).splitlines(), {}
+    lines, out = python_lines(textwrap.dedent(code)), {}
     for a, b in logical_units(textwrap.dedent(code)):
         text = "\n".join(lines[a:b])
         if text.lstrip().startswith(("#", '"', "'")) or not (k := _key(text)): continue
@@ -277,7 +291,7 @@ def port_statements(port: str) -> list[str]:
     out = []
     for side in (0, 1):
         keys = line_keys(keep_side(port, side))
-        out += list(keys) if keys else [_key(l) for l in port.splitlines() if _key(l)]
+        out += list(keys) if keys else [_key(l) for l in python_lines(port) if _key(l)]
     return list(dict.fromkeys(out))
 
 # %% ../../nbs/port/release.ipynb #b6eb5d81
@@ -301,7 +315,7 @@ def edited(key: str, statements: list[str]) -> bool:
 # %% ../../nbs/port/release.ipynb #c2c260e5
 def method_chunks(code: str, cls: str) -> dict[str, str]:
     "The text of each method of class `cls` in a module that may not parse (conflict markers): cut at its `def` (or decorator) lines, a method's pieces joined."
-    lines = code.splitlines()
+    lines = python_lines(code)
     at = next((i for i, l in enumerate(lines) if re.match(rf"class {re.escape(cls)}\b", l)), None)
     chunks, cur = [], None   # [name, lines]
     for l in lines[at + 1:] if at is not None else []:
@@ -469,6 +483,7 @@ class ReleasePort:
     diagnostics: list
     seconds: float
     written: list = field(default_factory=list)
+    inputs: list = field(default_factory=list)   # the folders the port read (a checkout): never written into
 
     @property
     def conflicts(self) -> int: return sum(r.conflicts for r in self.runners)
@@ -559,11 +574,34 @@ ReleasePort._repr_html_ = release_html
 # %% ../../nbs/port/release.ipynb #e5cc6306
 REPORT_JSON, REPORT_MD = "port-report.json", "port-report.md"
 
+def _real(p: Path) -> Path:
+    try: return p.resolve()
+    except (OSError, RuntimeError): return p.absolute()
+
+def refuse_release_writes(out: Path, targets: list, inputs: list) -> str | None:
+    "Why the port must not write: a target inside a folder it read (its input tree), a symbolic link, or one that"
+    " resolves outside `-o` (through a linked folder); None when every write stays inside `-o`. Asked before any write."
+    root = _real(out)
+    for s in map(Path, inputs):
+        src = _real(s)
+        if root == src or src in root.parents:
+            return f"-o {out} is inside the input tree {s}: the port would write over its own input; give -o outside it"
+    for f in map(Path, targets):
+        if f.is_symlink(): return f"{f} is a symbolic link: not written through (remove it, or give another -o folder)"
+        real = _real(f)
+        if real != root and root not in real.parents:
+            return f"{f} resolves to {real}, outside the output folder {out} (a linked folder): not written"
+        if any(real == _real(Path(s)) or _real(Path(s)) in real.parents for s in inputs):
+            return f"{f} is inside an input tree of the port: not written"
+    return None
+
 def write_release(p: ReleasePort, out: Path | str, force: bool = False) -> list[str]:
     "Write each runner module (in the release's layout under `out`) and the report (JSON, Markdown); an existing file only with `force`."
     out = Path(out).expanduser()
     if out.exists() and not out.is_dir(): raise UsageError(f"-o {out}: exists and is not a folder; give a folder")
     files = {out / r.path: r.code for r in p.runners}
+    why = refuse_release_writes(out, [*files, out / REPORT_JSON, out / REPORT_MD], p.inputs)
+    if why: raise UsageError(why)
     taken = [str(f) for f in [*files, out / REPORT_JSON, out / REPORT_MD] if f.exists()]
     if taken and not force: raise OutputExists(f"{', '.join(taken[:3])}{' …' if len(taken) > 3 else ''} exist(s); pass --force to overwrite")
     p.written = [str(f) for f in files] + [str(out / REPORT_JSON), str(out / REPORT_MD)]
@@ -646,8 +684,11 @@ def port_release(omni: str, target: str | None = None, out: Path | str | None = 
     gsym, nsym = runner_bases()[0][0], runner_bases()[1][0]
     gpu_base, npu_base = _base(v, gsym), _base(a, nsym)
     hist = [_base(p, gsym) for p in hist_paths]
+    bad = [port_diagnostic("ONP4304", f"{f}: cannot be read or parsed ({why}): its runner classes are not ported", where=m)
+           for m, f, why in runners.unreadable]
     if not runners.gpu:
-        raise PortError(f"--release {omni}: no runner class derives from {gsym.dotted} in {tree.origin}")
+        raise PortError(f"--release {omni}: no runner class derives from {gsym.dotted} in {tree.origin}"
+                        + "".join(f"; {d.message}" for d in bad))
     places, layout, how = place_runners(runners)
     ported = {_dotted(g): g for g in runners.gpu}
     def parents(g) -> list:   # a runner derives from the ports of its ported omni bases: the nearest, then that one's, …
@@ -655,9 +696,10 @@ def port_release(omni: str, target: str | None = None, out: Path | str | None = 
         return [] if up is None else [(places[id(up)].cls, places[id(up)].module, _dotted(up))] + parents(up)
     jobs = [(g, places[id(g)], str(tree.origin), gpu_base, npu_base, hist, (v,), prefer, parents(g)) for g in runners.gpu]
     ports = run_ports(jobs, workers)
-    diags = inputs.diagnostics + [port_diagnostic("ONP4302", f"{code_info('ONP4302').title}: {_dotted(c)} {why}", where=c.name)
+    diags = inputs.diagnostics + bad + [port_diagnostic("ONP4302", f"{code_info('ONP4302').title}: {_dotted(c)} {why}", where=c.name)
                                   for c, why in runners.skipped]
     res = ReleasePort(tree.version or "?", str(tree.origin), inputs.vllm, inputs.vllm_ascend, inputs.pairing, inputs.history,
-                      layout, how, ports, [(_dotted(c), w) for c, w in runners.skipped], diags, time.perf_counter() - t0)
+                      layout, how, ports, [(_dotted(c), w) for c, w in runners.skipped], diags, time.perf_counter() - t0,
+                      inputs=[p for p in (getattr(tree.reader, "root", None), v, a, *hist_paths, *sources) if p and Path(p).is_dir()])
     if out is not None: write_release(res, out, force)
     return res

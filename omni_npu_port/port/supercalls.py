@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core.diagnostics import Code, Diagnostic, code_info, register
-from .locate import own_methods, port_diagnostic
+from .locate import own_methods, port_diagnostic, python_lines
 from .merge import FENCE_TEXT, INLINE_MARK, indent_of
 
 # %% auto #0
@@ -134,7 +134,7 @@ def fit_to_signature(omni: str, gpu_fn, npu_fn) -> str | None:
         if isinstance(n, ast.Name) and n.id in ren: spans.append((n.lineno, n.col_offset, n.end_col_offset, ren[n.id]))
     for c in super_calls(fn):
         spans += [(k.lineno, k.col_offset, k.col_offset + len(k.arg), ren[k.arg]) for k in c.keywords if k.arg in ren]
-    lines = omni.splitlines()
+    lines = python_lines(omni)
     for ln, c0, c1, new in sorted(spans, reverse=True):
         lines[ln - 1] = lines[ln - 1][:c0] + new + lines[ln - 1][c1:]
     fitted = "\n".join(lines) + "\n"
@@ -153,7 +153,7 @@ def port_super_call(omni: str, npu: str, gpu: str, npu_class: str, adopt: bool =
         fitted = fit_to_signature(omni, gfn, nfn)
         if fitted is None: sig = "omni"
         else: omni, ofn = fitted, ast.parse(fitted).body[0]
-    ol, nl = omni.splitlines(), npu.splitlines()
+    ol, nl = python_lines(omni), python_lines(npu)
     diags = [port_diagnostic("ONP4003", f"{code_info('ONP4003').title}: {npu_class}.{ofn.name}(self, ...)", None, "info",
                         record="sig.explicit-base-call")] if adopt else \
             [port_diagnostic("ONP4024", f"{code_info('ONP4024').title}: {npu_class}.{ofn.name}(self, ...)", None, "warning")]
@@ -289,7 +289,7 @@ def port_super_inline(omni: str, npu: str, gpu: str, origins: list | None = None
     stmt = inlinable_call(ofn, nfn)
     if stmt is None: return None
     call = stmt.value
-    ol, nl = omni.splitlines(), npu.splitlines()
+    ol, nl = python_lines(omni), python_lines(npu)
     bound = _bind_super_args(call, ol, ofn, nfn)
     if bound is None: return None
     binds, extra, kwvar = bound
@@ -415,7 +415,7 @@ def super_kept(omni: str, target: SuperTarget, landing: str) -> tuple[list[str],
     fn = ast.parse(omni).body[0]
     note = f"{code_info('ONP4021').title}: in {landing}, super().{fn.name} reaches {target.wanted}.{fn.name}"
     if target.unknown: note += f" (bases no source holds come first: {', '.join(target.unknown)})"
-    return omni.splitlines(), [port_diagnostic("ONP4021", note, None, "warning" if target.unknown else "info")]
+    return python_lines(omni), [port_diagnostic("ONP4021", note, None, "warning" if target.unknown else "info")]
 
 # %% ../../nbs/port/supercalls.ipynb #6e924a5a
 register(

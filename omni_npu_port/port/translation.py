@@ -13,9 +13,9 @@ import difflib
 import functools
 import hashlib
 import os
-import pickle
+import json
+import logging
 import re
-import shutil
 import sys
 import textwrap
 from pathlib import Path
@@ -25,15 +25,16 @@ from ..core.profile import resolve_target
 from ..core.releases import Target, target_for
 from ..sources.stated import tree_target
 from ..core.diagnostics import Code, Diagnostic, code_info, register
-from ..sources.fetch import CACHE_DIR
+from ..core.io import claim_cache, cache_dir, write_atomic
 from ..sources.readers import parse_source
 from ..translate.engine import RuleSet, compile_rules, translate_source
-from .locate import Located, PortError, method_text, port_diagnostic, top_classes
+from .locate import Located, PortError, method_text, port_diagnostic, top_classes, python_lines, indent_lines
 
 # %% auto #0
-__all__ = ['TCACHE_ENV', 'SCRATCH', 'rules_for', 'known_ascend', 'target_of', 'target_check', 'from_translator', 'module_imports',
-           'code_fingerprint', 'translation_cache', 'rules_digest', 'translate_methods', 'translate_located',
-           'translate_code', 'translator_check', 'npu_target', 'port_target', 'pairing_check']
+__all__ = ['TCACHE_ENV', 'TCACHE_FORMAT', 'log', 'SCRATCH', 'rules_for', 'known_ascend', 'target_of', 'target_check',
+           'from_translator', 'module_imports', 'code_fingerprint', 'translation_cache', 'rules_digest',
+           'translate_methods', 'translate_located', 'translate_code', 'translator_check', 'npu_target', 'port_target',
+           'pairing_check']
 
 # %% ../../nbs/port/translation.ipynb #8e7f35e9
 register(
@@ -89,7 +90,7 @@ def module_imports(text: str) -> list[str]:
 @functools.lru_cache(maxsize=32)
 def _imports_of(text: str) -> tuple[str, ...]:
     "`module_imports` once per module text (a class port asks again and again); the parse is the source trees' own."
-    lines, out = text.splitlines(), []
+    lines, out = python_lines(text), []
     def walk(body):
         for st in body:
             if isinstance(st, (ast.Import, ast.ImportFrom)) and not getattr(st, "level", 0):
@@ -110,6 +111,10 @@ def _line_map(a: list[str], b: list[str]) -> list[int]:
 
 # %% ../../nbs/port/translation.ipynb #4608bf3c
 TCACHE_ENV = "OMNI_NPU_PORT_TRANSLATION_CACHE"   # a folder for translations kept between runs, or `off`
+TCACHE_FORMAT = "omni-npu-port translation 2"
+_FINGERPRINT = re.compile(r"[0-9a-f]{20}")
+_ENTRY = re.compile(r"[0-9a-f]{64}\.(?:json|pkl|\d+\.tmp)|\.[0-9a-f]{64}\.json\.onp\d+-[a-z0-9_]{8}\.tmp")   # .pkl, .PID.tmp: older versions'
+log = logging.getLogger("omni_npu_port.translations")
 
 @functools.lru_cache(maxsize=1)
 def code_fingerprint() -> str:
@@ -120,12 +125,20 @@ def code_fingerprint() -> str:
         h.update(p.relative_to(root).as_posix().encode() + b"\0" + p.read_bytes() + b"\0")
     return h.hexdigest()[:20]
 
+def _own_fingerprint(name: str, root: Path) -> bool:
+    "A fingerprint folder holding only this cache's entries (what pruning may remove)."
+    p = root / name
+    if not _FINGERPRINT.fullmatch(name) or p.is_symlink() or not p.is_dir(): return False
+    try: return all(_ENTRY.fullmatch(n) and (p / n).is_file() and not (p / n).is_symlink() for n in os.listdir(p))
+    except OSError: return False
+
 def translation_cache() -> Path | None:
-    "The folder of this code's kept translations (`$OMNI_NPU_PORT_TRANSLATION_CACHE`; None: off)."
-    v = os.environ.get(TCACHE_ENV, "").strip()
-    if v.lower() in ("off", "0", "no", "false"): return None
-    base = Path(v).expanduser() if v else Path(CACHE_DIR).expanduser().parent / "translations"
-    return base / code_fingerprint()
+    "The folder of this code's kept translations (`core.io.cache_dir('translations')`; None: off); its root claimed."
+    root = cache_dir("translations")
+    if root is None: return None
+    try: claim_cache(root, "translations", lambda n: _own_fingerprint(n, root))   # a folder of foreign content: one line
+    except OSError: return None   # a folder that cannot be written: nothing kept
+    return root / code_fingerprint()
 
 def rules_digest(rules: RuleSet) -> str:
     "What a rule set holds — its target and every record as it stands (a catalog changed at run time too) — as a digest."
@@ -134,29 +147,66 @@ def rules_digest(rules: RuleSet) -> str:
         rules._memo["digest"] = hashlib.sha256(f"{rules.target}\0{rules.runner_bases}\0{recs}".encode()).hexdigest()
     return rules._memo["digest"]
 
-def _entry(folder: Path, rules: RuleSet, mod: str, src: str) -> Path:
-    return folder / (hashlib.sha256("\0".join((rules_digest(rules), mod, src)).encode()).hexdigest() + ".pkl")
+# %% ../../nbs/port/translation.ipynb #37563834
+_DIAG_FIELDS = {f.name: f.type for f in dataclasses.fields(Diagnostic)}
+_LOGGED: set = set()
+
+def _key(rules: RuleSet, mod: str, src: str) -> str:
+    return hashlib.sha256("\0".join((rules_digest(rules), mod, src)).encode()).hexdigest()
+
+def _digest(body: dict) -> str:
+    return hashlib.sha256(json.dumps(body, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+def _bad_entry(path: Path, why: str) -> None:
+    "A bad entry is a miss: said once per folder and run (on the `omni_npu_port.translations` logger)."
+    if path.parent not in _LOGGED:
+        _LOGGED.add(path.parent)
+        log.warning("translation cache: %s %s: translated anew (later bad entries of this folder are not named)", path, why)
+
+def _from_data(got) -> tuple[str, list[Diagnostic]] | None:
+    "(code, diagnostics) from an entry's body of plain types, or None if it is not one."
+    if not isinstance(got, dict) or not isinstance(got.get("code"), str) or not isinstance(got.get("diagnostics"), list): return None
+    diags = []
+    for d in got["diagnostics"]:
+        if not isinstance(d, dict) or set(d) != set(_DIAG_FIELDS) or not isinstance(d["code"], str) or not isinstance(d["message"], str): return None
+        if not all(v is None or isinstance(v, (str, int)) and not isinstance(v, bool) for v in d.values()): return None
+        diags.append(Diagnostic(**d))
+    return got["code"], diags
 
 def _kept(folder: Path | None, rules: RuleSet, mod: str, src: str):
-    "A kept translation (code, diagnostics), or None: none kept, or one that cannot be read."
+    "A kept translation (code, diagnostics), or None: none kept, or a bad entry (logged once)."
     if folder is None: return None
+    key = _key(rules, mod, src)
+    path = folder / f"{key}.json"
+    if not os.path.lexists(path): return None
     try:
-        with open(_entry(folder, rules, mod, src), "rb") as f: got = pickle.load(f)
-        return got if isinstance(got, tuple) and len(got) == 2 and isinstance(got[0], str) else None
-    except Exception: return None
+        if path.is_symlink() or not path.is_file(): _bad_entry(path, "is not a regular file"); return None
+        entry = json.loads(path.read_bytes())
+    except (OSError, ValueError, RecursionError) as e: _bad_entry(path, f"cannot be read ({type(e).__name__})"); return None
+    if not isinstance(entry, dict) or entry.get("format") != TCACHE_FORMAT or entry.get("key") != key:
+        _bad_entry(path, "is of another format or filed under another key"); return None
+    body = entry.get("body")
+    if not isinstance(body, dict) or entry.get("sha256") != _digest(body): _bad_entry(path, "fails its content hash"); return None
+    got = _from_data(body)
+    if got is None: _bad_entry(path, "holds other than a translation"); return None
+    return got
 
 def _keep(folder: Path | None, rules: RuleSet, mod: str, src: str, res: tuple) -> None:
     "Keep a translation (atomically: a reader sees all of it or none); a folder that cannot be written keeps nothing."
     if folder is None: return
     try:
         if not folder.is_dir():
-            folder.mkdir(parents=True, exist_ok=True)
-            olds = sorted((p for p in folder.parent.iterdir() if p.is_dir() and p != folder), key=lambda p: p.stat().st_mtime)
-            for p in olds[:-2]: shutil.rmtree(p, ignore_errors=True)   # the three newest fingerprints stay
-        dest = _entry(folder, rules, mod, src)
-        tmp = dest.with_suffix(f".{os.getpid()}.tmp")
-        with open(tmp, "wb") as f: pickle.dump(res, f, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, dest)
+            root = folder.parent   # claimed by `translation_cache`
+            folder.mkdir(exist_ok=True)
+            olds = sorted((p for p in root.iterdir() if p != folder and _own_fingerprint(p.name, root)), key=lambda p: p.stat().st_mtime)
+            for p in olds[:-2]:   # the three newest fingerprints stay; in an older one, only this cache's entries go
+                for f in p.iterdir():
+                    if _ENTRY.fullmatch(f.name): f.unlink(missing_ok=True)
+                p.rmdir()
+        body = {"code": res[0], "diagnostics": [dataclasses.asdict(d) for d in res[1]]}
+        dest = folder / f"{_key(rules, mod, src)}.json"
+        if os.path.lexists(dest) and (dest.is_symlink() or not dest.is_file()): return _bad_entry(dest, "is not a regular file")
+        write_atomic(dest, json.dumps({"format": TCACHE_FORMAT, "key": dest.stem, "sha256": _digest(body), "body": body}))
     except Exception: pass
 
 # %% ../../nbs/port/translation.ipynb #d1b0ecc2
@@ -182,7 +232,7 @@ def translate_methods(items: list[tuple[str, str]], rules: RuleSet) -> list[tupl
         parts, starts = [head], []
         line = head.count("\n") + 1
         for k, src in enumerate(uniq):
-            parts.append(f"class {SCRATCH}{k}({base}):\n" + textwrap.indent(src, "    ", lambda l: True) + "\n")
+            parts.append(f"class {SCRATCH}{k}({base}):\n" + indent_lines(src, "    ", lambda l: True) + "\n")
             starts.append(line + 1); line += 2 + src.count("\n")
         scratch = "".join(parts)
         t = translate_source(scratch, rules, path="<port scratch>", comments=False)
@@ -195,7 +245,7 @@ def translate_methods(items: list[tuple[str, str]], rules: RuleSet) -> list[tupl
             for k, src in enumerate(uniq):
                 fn = classes[f"{SCRATCH}{k}"].body[0]
                 new = method_text(t.code, fn)
-                lmap = _line_map(src.splitlines(), new.splitlines())
+                lmap = _line_map(python_lines(src), python_lines(new))
                 n, diags = src.count("\n") or 1, []
                 for d in t.diagnostics:
                     rel = d.line - starts[k]
@@ -223,7 +273,7 @@ def _satisfied(d: Diagnostic, method_src: str, rules: RuleSet) -> bool:
     if rec is None or not rec.npu_symbol: return False
     leaf = rec.npu_sym.leaf
     pat = re.compile(rf"\b{re.escape(leaf)}\b")
-    lines = method_src.splitlines()
+    lines = python_lines(method_src)
     try:
         fn = ast.parse(method_src).body[0]
         at = next((st for st in ast.walk(fn) if isinstance(st, ast.stmt) and not isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef))

@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import gzip
 import os
+import re
+import tempfile
+import zipfile
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -19,13 +23,15 @@ from packaging.utils import (InvalidSdistFilename, InvalidWheelFilename, canonic
 from packaging.version import InvalidVersion, Version
 
 from ..core.errors import InputError
+from ..core.io import _TEMP, CACHE_MARKER, cache_dir, claim_cache, leftover_temps, temp_prefix, write_atomic
 
 # %% auto #0
-__all__ = ['PYPI', 'CACHE_DIR', 'KINDS', 'FetchError', 'release_of', 'cached_release', 'release_files', 'fetch_package']
+__all__ = ['PYPI', 'CACHE_DIR', 'KINDS', 'zlib_error', 'FetchError', 'release_of', 'owns_package_file', 'checked_release',
+           'cached_release', 'release_files', 'fetch_package']
 
 # %% ../../nbs/sources/fetch.ipynb #cf7a0e9b
 PYPI = "https://pypi.org/pypi"
-CACHE_DIR = Path(os.environ.get("OMNI_NPU_PORT_CACHE") or "~/.cache/omni-npu-port/pkgs")  # downloaded releases
+CACHE_DIR = cache_dir("pkgs")   # downloaded releases: $OMNI_NPU_PORT_CACHE, else ~/.cache/omni-npu-port/pkgs
 
 class FetchError(InputError, RuntimeError):
     "A release that could not be downloaded: the message says which, from where, and why (an input error)."
@@ -40,11 +46,49 @@ def release_of(filename: str) -> tuple[str, Version, str] | None:
     except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion): pass
     return None
 
+def owns_package_file(name: str) -> bool:
+    "Whether a name in the package cache is the cache's own: a release file, its stamp, a download in progress, the marker."
+    if name == CACHE_MARKER or _TEMP.fullmatch(name): return True
+    if name.endswith(".part"): return release_of(name[:-5]) is not None   # an older version's download
+    if name.startswith(".") and name.endswith(".ok"): return release_of(name[1:-3]) is not None
+    return release_of(name) is not None
+
+def _stamp(f: Path) -> Path: return f.with_name(f".{f.name}.ok")
+
+def _whole(f: Path) -> bool:
+    "Whether a release file is complete: a wheel's zip directory opens; an sdist's gzip stream reads to its end."
+    try:
+        if f.name.endswith(".whl"):
+            with zipfile.ZipFile(f): return True
+        with gzip.open(f, "rb") as g:
+            while g.read(1 << 20): pass
+        return True
+    except (OSError, EOFError, zipfile.BadZipFile, zlib_error): return False
+
+import zlib; zlib_error = zlib.error
+
+def checked_release(f: Path) -> str | None:
+    "None: `f` is not a whole release file; else how it is known whole: `sha256` (PyPI's, at download) or `read`."
+    try: st = f.stat()
+    except OSError: return None
+    if not f.is_file(): return None
+    key = f"{st.st_size} {st.st_mtime_ns}"
+    try: stamp = _stamp(f).read_text(encoding="utf-8").split()
+    except (OSError, UnicodeError): stamp = []
+    if stamp[:2] == key.split(): return "sha256" if len(stamp) > 2 else "read"
+    if not _whole(f): return None
+    try: write_atomic(_stamp(f), key + "\n")   # best effort: a read-only cache checks again next time
+    except OSError: pass
+    return "read"
+
 def cached_release(cache: Path, dist: str, version: str, kind: str | None = None) -> Path | None:
-    "The smallest file in `cache` that is `dist` `version` (of `kind` when given), or None."
+    "The whole file in `cache` that is `dist` `version` (of `kind` when given), PyPI-checked first, then the largest; or None."
     want = (canonicalize_name(dist), Version(version))
-    hits = [f for f in cache.iterdir() if (r := release_of(f.name)) and r[:2] == want and kind in (None, r[2])]
-    return min(hits, key=lambda f: f.stat().st_size, default=None)
+    try: names = os.listdir(cache)
+    except OSError: return None
+    hits = [cache / n for n in names if (r := release_of(n)) and r[:2] == want and kind in (None, r[2])]
+    ranked = [(how == "sha256", f.stat().st_size, f.name, f) for f in hits if (how := checked_release(f))]
+    return max(ranked)[3] if ranked else None
 
 # %% ../../nbs/sources/fetch.ipynb #954a22a1
 def release_files(dist: str, version: str, index: str = PYPI) -> list[dict]:
@@ -66,9 +110,11 @@ def release_files(dist: str, version: str, index: str = PYPI) -> list[dict]:
 
 def _download(spec: str, f: dict, dest: Path, progress=None) -> Path:
     "Stream `f['url']` to `dest` through a `.part` file, checking its sha256 (`progress(bytes_done, bytes_total)` after each MiB)."
-    tmp, h, got = dest.with_suffix(dest.suffix + ".part"), hashlib.sha256(), 0
+    h, got = hashlib.sha256(), 0
+    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=temp_prefix(dest.name), suffix=".part")
+    tmp = Path(tmp)
     try:
-        with urllib.request.urlopen(f["url"], timeout=600) as r, open(tmp, "wb") as out:
+        with urllib.request.urlopen(f["url"], timeout=600) as r, os.fdopen(fd, "wb") as out:
             while chunk := r.read(1 << 20):
                 got += len(chunk)
                 if got > f["size"]: raise ValueError(f"more than the {f['size']} bytes PyPI states")   # bounded: never past it
@@ -80,7 +126,11 @@ def _download(spec: str, f: dict, dest: Path, progress=None) -> Path:
     if h.hexdigest() != f["sha256"]:
         tmp.unlink(missing_ok=True)
         raise FetchError(f"{spec}: sha256 of {f['filename']} is {h.hexdigest()}, PyPI says {f['sha256']}")
-    return tmp.replace(dest)
+    got = tmp.replace(dest)   # atomic: a reader sees no file or a whole one
+    try:
+        st = got.stat(); write_atomic(_stamp(got), f"{st.st_size} {st.st_mtime_ns} {f['sha256']}\n")
+    except OSError: pass
+    return got
 
 def fetch_package(spec: str, cache_dir: Path | str = CACHE_DIR, index: str = PYPI, kind: str | None = None,
                   progress=None) -> Path:
@@ -92,9 +142,10 @@ def fetch_package(spec: str, cache_dir: Path | str = CACHE_DIR, index: str = PYP
     except InvalidVersion: raise FetchError(f"{spec!r}: {version!r} is not a version, e.g. vllm-ascend==0.23.0.post1") from None
     if kind not in KINDS: raise FetchError(f"kind={kind!r}: use 'wheel', 'sdist' or None (either, the smaller)")
     cache = Path(cache_dir).expanduser()
-    cache.mkdir(parents=True, exist_ok=True)
-    hit = cached_release(cache, name, version, kind)
+    hit = cached_release(cache, name, version, kind) if cache.is_dir() else None
     if hit: return hit
+    claim_cache(cache, "pkgs", owns_package_file)
+    for tmp in (t for ts in leftover_temps(cache).values() for t in ts if t.name.endswith(".part")): tmp.unlink(missing_ok=True)
     files = [f for f in release_files(name, version, index) if f["filename"].endswith(KINDS[kind])]
     if not files: raise FetchError(f"{spec}: the release has no {kind or 'wheel or sdist'} on {index}")
     f = min(files, key=lambda f: f["size"])

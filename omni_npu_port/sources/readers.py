@@ -12,6 +12,7 @@ import copy
 import importlib.metadata
 import importlib.util
 import io
+import json
 import os
 import re
 import stat
@@ -32,15 +33,15 @@ from packaging.version import InvalidVersion, Version
 from ..core.catalog import parse_version
 from ..core.releases import RELEASE_FILES
 from ..core.errors import InputError, UsageError
-from ..core.io import OutputError, write_atomic
+from ..core.io import _TEMP, CACHE_MARKER, OutputError, cache_dir, claim_cache, write_atomic
 
 # %% auto #0
 __all__ = ['PACKAGES', 'MAX_MEMBER_BYTES', 'MAX_SOURCE_BYTES', 'MAX_ARCHIVE_BYTES', 'LIMIT_ENV', 'SDIST_CACHE_ENV',
            'SDIST_CACHE_FORMAT', 'SOURCE_DOUBLE', 'SourceError', 'metadata_name_version', 'same_distribution',
            'DirReader', 'WheelReader', 'UnreadableFile', 'read_limit', 'check_size', 'read_regular', 'is_source_member',
-           'tar_files', 'sdist_cache_dir', 'write_cache_zip', 'SdistReader', 'parse_source', 'SourceSyntaxError',
-           'decode_source', 'syntax_error', 'read_module_file', 'SourceTree', 'version_in_text', 'open_source',
-           'SourceSpecError', 'parse_source_spec', 'open_source_spec', 'write_source_double']
+           'tar_files', 'owns_sdist_entry', 'sdist_cache_dir', 'write_cache_zip', 'SdistReader', 'parse_source',
+           'SourceSyntaxError', 'decode_source', 'syntax_error', 'read_module_file', 'SourceTree', 'version_in_text',
+           'open_source', 'SourceSpecError', 'parse_source_spec', 'open_source_spec', 'write_source_double']
 
 # %% ../../nbs/sources/readers.ipynb #452fadaa
 PACKAGES = {"vllm_ascend": "vllm-ascend", "vllm": "vllm", "vllm_omni": "vllm-omni"}  # import name -> distribution
@@ -129,7 +130,7 @@ def read_regular(path: Path | str, name: str = "MAX_MEMBER_BYTES") -> bytes:
 
 # %% ../../nbs/sources/readers.ipynb #9de3b061
 SDIST_CACHE_ENV = "OMNI_NPU_PORT_SDIST_CACHE"
-SDIST_CACHE_FORMAT = "omni-npu-port sdist cache 2"   # 2: the release files (core.releases.RELEASE_FILES) kept too; in the name, so older copies coexist
+SDIST_CACHE_FORMAT = "omni-npu-port sdist cache 3"   # 2: the release files (core.releases.RELEASE_FILES) kept too; 3: members refused are kept too; in the name, so older copies coexist
 _TOP_FILES = {"PKG-INFO", *RELEASE_FILES}
 
 def is_source_member(rel: str) -> bool:
@@ -144,8 +145,9 @@ class _BoundedTarInfo(tarfile.TarInfo):
         if self.type in _META_TYPES: check_size(f"{tarfile_.name}: the header of {self.name}", self.size, "MAX_MEMBER_BYTES")
         return super()._proc_member(tarfile_)
 
-def tar_files(path: Path | str, keep=is_source_member) -> dict[str, bytes]:
-    "The files of a (gzipped) tar whose path below the top directory `keep` accepts: {that path: bytes}, in one pass, every size bounded."
+def tar_files(path: Path | str, keep=is_source_member, refused: dict | None = None) -> dict[str, bytes]:
+    "The files of a (gzipped) tar whose path below the top directory `keep` accepts: {that path: bytes}, in one pass, every size bounded;"
+    " a member `keep` accepts that is not a regular file (a link, a FIFO) goes into `refused` with why, never read."
     files, kept, seen = {}, 0, 0
     with tarfile.open(path, mode="r|*", tarinfo=_BoundedTarInfo) as tf:
         while (member := tf.next()) is not None:
@@ -153,7 +155,12 @@ def tar_files(path: Path | str, keep=is_source_member) -> dict[str, bytes]:
             seen += member.size + tarfile.BLOCKSIZE
             check_size(str(path), seen, "MAX_ARCHIVE_BYTES", "of members and headers (uncompressed)")
             rel = member.name.partition("/")[2]
-            if not (member.isfile() and keep(rel)): continue
+            if not keep(rel): continue
+            if not member.isfile():
+                if refused is not None and not member.isdir():
+                    kind = "a symbolic link" if member.issym() else "a hard link" if member.islnk() else "not a regular file"
+                    refused[rel] = f"{path}: {member.name} is {kind} in the archive; only regular files are read"
+                continue
             check_size(f"{path}: {member.name}", member.size, "MAX_MEMBER_BYTES")
             kept += member.size
             check_size(str(path), kept, "MAX_SOURCE_BYTES", "of source files")
@@ -161,19 +168,28 @@ def tar_files(path: Path | str, keep=is_source_member) -> dict[str, bytes]:
     return files
 
 # %% ../../nbs/sources/readers.ipynb #cbafd444
-def sdist_cache_dir() -> Path | None:
-    "Where unpacked sdists are kept (None: `$OMNI_NPU_PORT_SDIST_CACHE` is `off`)."
-    v = os.environ.get(SDIST_CACHE_ENV, "~/.cache/omni-npu-port/sdist-py")
-    return None if v.strip().lower() in ("", "off", "0", "no", "none") else Path(v).expanduser()
+_SDIST_ENTRY = re.compile(r".+\.tar\.gz\.\d+\.\d+\.zip")
 
-def write_cache_zip(target: Path, files: dict[str, bytes]) -> None:
-    "Write `files` to the zip `target`, atomically (best effort: it is a cache)."
+def owns_sdist_entry(name: str) -> bool:
+    "Whether a name in the sdist cache is one of its entries (`NAME.tar.gz.SIZE.MTIME.zip`, or one being written)."
+    return (name == CACHE_MARKER or bool(_SDIST_ENTRY.fullmatch(name)) or bool(_TEMP.fullmatch(name))
+            or bool(_OLD_TEMP.fullmatch(name)))
+
+_OLD_TEMP = re.compile(r"\..+\.tar\.gz\.\d+\.\d+\.zip\.[a-z0-9_]{8}\.tmp")   # older versions' write_atomic temps
+
+def sdist_cache_dir() -> Path | None:
+    "Where unpacked sdists are kept: `core.io.cache_dir('sdist-py')` (`$OMNI_NPU_PORT_SDIST_CACHE`; None: off)."
+    return cache_dir("sdist-py")
+
+def write_cache_zip(target: Path, files: dict[str, bytes], refused: dict | None = None) -> None:
+    "Write `files` (and the members refused, as `__refused__`) to the zip `target`, atomically (best effort: it is a cache)."
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as z:
         z.writestr("__format__", SDIST_CACHE_FORMAT)
+        if refused: z.writestr("__refused__", json.dumps(refused))
         for rel, data in files.items(): z.writestr(rel, data)
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
+        claim_cache(target.parent, "sdist-py", owns_sdist_entry)   # a folder of foreign content: refused (an InputError)
         write_atomic(target, buf.getvalue())
     except (OSError, OutputError): pass
 
@@ -182,21 +198,24 @@ class SdistReader:
     def __init__(self, path: Path):
         st, cache = path.stat(), sdist_cache_dir()
         self.path, self.cached = path, cache / f"{path.name}.{st.st_size}.{st.st_mtime_ns}.{SDIST_CACHE_FORMAT[-1]}.zip" if cache else None
-        self.zf, self.files = None, None
+        self.zf, self.files, self.refused = None, None, {}
         if self.cached is not None and self.cached.is_file():
             try:
                 zf = WheelReader(self.cached)   # the same bounded reads as a wheel's
                 if zf.read("__format__") == SDIST_CACHE_FORMAT.encode():
-                    self.zf, self._names = zf, set(zf.names()) - {"__format__"}
-            except (OSError, KeyError, zipfile.BadZipFile, SourceError): pass
+                    self.refused = json.loads(zf.read("__refused__") or "{}")
+                    if not isinstance(self.refused, dict) or not all(isinstance(v, str) for v in self.refused.values()): raise ValueError
+                    self.zf, self._names = zf, set(zf.names()) - {"__format__", "__refused__"}
+            except (OSError, KeyError, ValueError, zipfile.BadZipFile, SourceError): self.zf, self.refused = None, {}
         if self.zf is None:
-            self.files = tar_files(path)
-            if self.cached is not None: write_cache_zip(self.cached, self.files)
+            self.files = tar_files(path, refused=self.refused)
+            if self.cached is not None: write_cache_zip(self.cached, self.files, self.refused)
     def read(self, rel: str) -> bytes | None:
+        if rel in self.refused: raise UnreadableFile(self.refused[rel])
         if self.files is not None: return self.files.get(rel)
         return self.zf.read(rel) if rel in self._names else None
     def where(self, rel: str) -> str: return f"{self.path}/{rel}"
-    def names(self) -> list[str]: return sorted(self.files if self.files is not None else self._names)
+    def names(self) -> list[str]: return sorted({*(self.files if self.files is not None else self._names), *self.refused})
 
 # %% ../../nbs/sources/readers.ipynb #fd5e9d13
 @lru_cache(maxsize=16)

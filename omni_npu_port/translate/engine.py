@@ -22,15 +22,15 @@ from itertools import accumulate, repeat
 import libcst as cst
 
 from ..core.diagnostics import Code, register
-from ..core.io import gc_paused
+from ..core.io import gc_paused, memory_headroom
 from .apply import rule_symbols, rule_words, translate_module
 from .chunking import translate_chunks
 from .diagnostics import TranslateDiagnostic
 from .rules import RuleSet, compile_rules
 
 # %% auto #0
-__all__ = ['Translation', 'might_apply', 'nesting_suspect', 'nesting_check', 'eof_tail', 'translate_source', 'python_rejects',
-           'token_changes']
+__all__ = ['PARSE_BYTES_PER_BYTE', 'Translation', 'might_apply', 'nesting_suspect', 'nesting_check', 'eof_tail',
+           'translate_source', 'python_rejects', 'token_changes']
 
 # %% ../../nbs/translate/engine.ipynb #e80ac23d
 _NB = "translate/engine.ipynb"
@@ -162,7 +162,8 @@ def nesting_check(source: bytes | str, path: str = "<string>") -> TranslateDiagn
     except SyntaxError as e:
         if "unicode error" in (e.msg or "") or "encoding" in (e.msg or ""): return None   # ONP9002's to report
         return TranslateDiagnostic("ONP9001", f"syntax error ({_PY}): {e.msg}", line=e.lineno or 0, column=e.offset or 1)
-    except (RecursionError, MemoryError) as e:
+    except MemoryError as e: return _too_deep(e, len(data))   # out of memory is not "nested too deeply"
+    except RecursionError as e:
         return TranslateDiagnostic("ONP9001", f"{_PY} rejects it: nested too deeply for its compiler ({type(e).__name__})")
     except ValueError: return None
     limit = sys.getrecursionlimit() // 4
@@ -225,23 +226,40 @@ def python_rejects(data: bytes, path: str = "<string>") -> TranslateDiagnostic |
             symtable.symtable(data, path, "exec")
     except SyntaxError as e:
         return TranslateDiagnostic("ONP9001", f"syntax error ({_PY}): {e.msg}", line=e.lineno or 0, column=e.offset or 1)
-    except (RecursionError, MemoryError) as e:
+    except MemoryError as e: return _too_deep(e, len(data))   # out of memory is not "nested too deeply"
+    except RecursionError as e:
         return TranslateDiagnostic("ONP9001", f"{_PY} rejects it: nested too deeply for its compiler ({type(e).__name__})")
     except ValueError as e: return TranslateDiagnostic("ONP9001", f"{_PY} rejects it: {e}")
     return None
 
-def _too_deep() -> TranslateDiagnostic:
+def _too_deep(e: BaseException | None = None, size: int = 0) -> TranslateDiagnostic:
+    "ONP9006: nested deeper than the translator follows, or (a `MemoryError`) more than the memory it may use."
+    if isinstance(e, MemoryError):
+        return TranslateDiagnostic("ONP9006", f"not enough memory to translate this file ({e or 'out of memory'}; the "
+                                   f"translator needs up to about {PARSE_BYTES_PER_BYTE} bytes per byte of code it rewrites): "
+                                   "skipped; give the process more memory, or split the file")
     return TranslateDiagnostic("ONP9006", "the file nests too deeply for the translator: skipped")
+
+PARSE_BYTES_PER_BYTE = 700   # the most memory libcst takes per byte it parses (measured: benchmarks/robustness.py --memory)
+
+def _memory_check(size: int) -> None:
+    "A `MemoryError` before libcst runs where the memory left cannot hold its tree (its native parser aborts the process)."
+    room = memory_headroom()
+    if room is not None and size * PARSE_BYTES_PER_BYTE > room:
+        raise MemoryError(f"{size} bytes need about {size * PARSE_BYTES_PER_BYTE >> 20} MiB, {room >> 20} MiB left")
 
 def _translate(t: Translation, rules: RuleSet, comments: bool, chunks: bool) -> Translation:
     "`translate_source` past the pre-filter: fills in `t`."
     source = t.source
+    try: _memory_check(len(source))
+    except MemoryError as e:
+        t.error = _too_deep(e, len(source)); return t
     if chunks:   # only the statements a rule can act on (below); None: the whole file
         data = source if isinstance(source, bytes) else source.encode("utf-8", "surrogatepass")
         try: done = translate_chunks(data, rules, comments)
         except UnicodeError: done = None
-        except (RecursionError, MemoryError):   # the whole file nests at least as deep: no second try
-            t.error = _too_deep(); return t
+        except (RecursionError, MemoryError) as e:   # the whole file nests at least as deep (or is as large): no second try
+            t.error = _too_deep(e, len(data)); return t
         except Exception as e:  # a rule bug must not stop a tree-wide run
             t.error = TranslateDiagnostic("ONP9006", f"internal error in a rule: {type(e).__name__}: {e}"); return t
         if done is not None:
@@ -251,14 +269,16 @@ def _translate(t: Translation, rules: RuleSet, comments: bool, chunks: bool) -> 
             if out != data: t.output = out if isinstance(source, bytes) else out.decode("utf-8", "surrogatepass")
             return t
     try: module = cst.parse_module(source)
+    except MemoryError as e:
+        t.error = _too_deep(e, len(source)); return t
     except cst.ParserSyntaxError as e:
         t.error = _syntax_error(source, e); return t
     except (SyntaxError, UnicodeDecodeError, LookupError) as e:
         t.error = TranslateDiagnostic("ONP9002", f"cannot decode the file: {e}"); return t
     t.parsed, t.encoding = True, module.encoding
     try: new, t.diagnostics, _ = translate_module(module, rules, comments)
-    except (RecursionError, MemoryError):
-        t.error = _too_deep(); return t
+    except (RecursionError, MemoryError) as e:
+        t.error = _too_deep(e, len(source)); return t
     except Exception as e:  # a rule bug must not stop a tree-wide run
         t.error = TranslateDiagnostic("ONP9006", f"internal error in a rule: {type(e).__name__}: {e}"); return t
     if new is not module:

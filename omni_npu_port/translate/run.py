@@ -25,12 +25,13 @@ from ..core.io import OutputError, leftover_temps, umask, write_atomic
 from .diagnostics import DOCS_BASE, TranslateDiagnostic, docs_url
 from .engine import Translation, might_apply, translate_source
 from .rules import RuleSet, compile_rules
+from ..sources.readers import UnreadableFile, check_size
 
 # %% auto #0
-__all__ = ['FILE_ERRORS', 'CODES', 'TOUR_HUNKS', 'FileReport', 'Run', 'output_root', 'output_path', 'usable_cpus',
-           'translate_many', 'translate_paths', 'summary_rows', 'percent', 'summary_markdown', 'summary_csv',
-           'write_report', 'examine_table', 'is_own_output', 'report_refusal', 'example_path', 'diff_rows', 'hunks_of',
-           'tour_translate']
+__all__ = ['FILE_ERRORS', 'CODES', 'POOL_BATCH_BYTES', 'TOUR_HUNKS', 'FileReport', 'Run', 'output_root', 'output_path',
+           'usable_cpus', 'translate_many', 'translate_paths', 'summary_rows', 'percent', 'summary_markdown',
+           'summary_csv', 'write_report', 'examine_table', 'is_own_output', 'report_refusal', 'example_path',
+           'diff_rows', 'hunks_of', 'tour_translate']
 
 # %% ../../nbs/translate/run.ipynb #9b97ce00
 _NB = "translate/run.ipynb"
@@ -187,8 +188,13 @@ def _read(path: Path):
         if not stat.S_ISREG(mode): return _not_regular(path, mode)
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))   # a FIFO swapped in since: no waiting
         with os.fdopen(fd, "rb") as f:
-            mode = os.fstat(f.fileno()).st_mode
-            return f.read() if stat.S_ISREG(mode) else _not_regular(path, mode)
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode): return _not_regular(path, st.st_mode)
+            check_size(str(path), st.st_size, "MAX_MEMBER_BYTES")   # the per-file cap of every tool, before reading
+            data = f.read(st.st_size + 1)
+            check_size(str(path), len(data), "MAX_MEMBER_BYTES")    # a file that grew meanwhile: still bounded
+            return data
+    except UnreadableFile as e: return TranslateDiagnostic("ONP9003", f"{e}: skipped")
     except OSError as e:
         if e.errno == errno.ELOOP: return TranslateDiagnostic("ONP9004", "symbolic link loop: skipped")
         if path.is_symlink() and not path.exists(): return TranslateDiagnostic("ONP9004", "dangling symbolic link: skipped")
@@ -284,12 +290,9 @@ def translate_paths(srcs, rules: RuleSet | None = None, outdir=None, in_place: b
     inputs = {_resolved(p) for p, _, prob in listing if prob is None}
     writes = _Writes(out_root, output_root(srcs) if srcs else None, inputs, force)
     read, done = {}, {}
-    if jobs > 1:   # read everything, translate in a pool; one at a time otherwise (nothing held in memory)
-        read = {i: _read(path) for i, (path, _, problem) in enumerate(listing) if problem is None}
-        todo = [i for i, d in read.items() if not isinstance(d, TranslateDiagnostic)]
-        done = dict(zip(todo, translate_many([(read[i], str(listing[i][0])) for i in todo], rules,
-                                              comments and not check, jobs)))
     for i, (path, base, problem) in enumerate(listing):
+        if jobs > 1 and problem is None and i not in read:   # the pool's next batch: bounded in bytes, never the whole tree
+            read, done = _read_batch(listing, i, rules, comments and not check, jobs)
         rep = FileReport(str(path), None, "skipped", analysed_only=check, comments=comments)
         run.files.append(rep)
         if problem is not None:
@@ -312,6 +315,21 @@ def translate_paths(srcs, rules: RuleSet | None = None, outdir=None, in_place: b
             rep.status, rep.analysed_only = ("refused" if code == "ONP9005" else "failed"), True
             rep.diagnostics.append(TranslateDiagnostic(code, why))
     return run
+
+POOL_BATCH_BYTES = 64 << 20   # -j: the files read ahead and translated together, at most this many bytes (or 64 per process)
+
+def _read_batch(listing: list, start: int, rules: RuleSet, comments: bool, jobs: int) -> tuple[dict, dict]:
+    "({index: bytes or why not}, {index: Translation}) for the next files from `start`: read until `POOL_BATCH_BYTES`"
+    " (at least one file) or 64 files per process, then translated in a pool."
+    read, size = {}, 0
+    for i in range(start, len(listing)):
+        path, _, problem = listing[i]
+        if problem is not None: continue
+        if read and (size >= POOL_BATCH_BYTES or len(read) >= 64 * jobs): break
+        read[i] = _read(path)
+        if not isinstance(read[i], TranslateDiagnostic): size += len(read[i])
+    todo = [i for i, d in read.items() if not isinstance(d, TranslateDiagnostic)]
+    return read, dict(zip(todo, translate_many([(read[i], str(listing[i][0])) for i in todo], rules, comments, jobs)))
 
 def _write_failure(e: OSError, target: str, in_place: bool) -> str:
     "ONP9008's message: what could not be written, why, and what to do."
@@ -336,7 +354,7 @@ class _Writes:
             dest.parent.mkdir(parents=True, exist_ok=True)
             self._sweep(dest)
             write_atomic(dest, t.output, mode=stat.S_IMODE(os.stat(path).st_mode) & 0o777 & ~self.umask)
-        st = dest.stat(); self.written.add((st.st_dev, st.st_ino))
+        st = dest.stat(); self.written.add((st.st_dev, st.st_ino, st.st_ctime_ns))   # the ctime: an inode reused by another run is not ours
         rep.status = "translated" if t.changed else "unchanged"
 
     def in_place(self, rep: FileReport, path: Path, data: bytes, t: Translation) -> str | None:
@@ -368,7 +386,7 @@ def _refuse_out(dest: Path, out_root: Path, inputs: set, data: bytes, force: boo
     if not dest.exists(): return None
     if not dest.is_file(): return f"{dest} exists and is not a regular file: not replaced (move it away, or choose another -o folder)"
     st = dest.stat()
-    if (st.st_dev, st.st_ino) in written:
+    if (st.st_dev, st.st_ino, st.st_ctime_ns) in written:
         return f"{dest} is the output of another file of this run already: not overwritten, even with --force (report it)"
     if not force and dest.read_bytes() != data:
         return f"{dest} exists with other content: not overwritten (use --force, or another -o folder)"
