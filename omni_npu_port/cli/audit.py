@@ -28,6 +28,8 @@ def configure(ap: argparse.ArgumentParser) -> None:
                     "or lone .py files; required)")
     ap.add_argument("--npu", help="vllm-omni source for the NPU runners (may be another release and layout; required)")
     ap.add_argument("--npu-base", help="vllm-ascend source: also flag inherited omni methods that shadow NPUModelRunner's own")
+    ap.add_argument("--gpu-base", help="vllm source (wheel, sdist, dir) of the GPU runner base: drift is then three-way, "
+                    "omni's GPU-side change against vllm's and vllm-ascend's runner methods")
     ap.add_argument("--target", help="translator target for the checks, e.g. vllm-ascend==0.18.0 or 0.18.0 "
                     "(default: the --npu-base version, else the profile's; a release the catalog lacks: its nearest, with a note)")
     add_json(ap, "the findings")
@@ -43,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     "`omni-npu-port audit ...`: 0 clean, 1 findings; a UsageError / PortError (exit 2) for sources that cannot be audited."
     missing = [o for o, v in (("--gpu", args.gpu), ("--npu", args.npu)) if not v]
     if missing: raise UsageError(f"the following arguments are required: {', '.join(missing)}")
-    found = audit(args.gpu, args.npu, args.npu_base, args.target)
+    found = audit(args.gpu, args.npu, args.npu_base, args.target, args.gpu_base)
     failing = [f for f in found if f.severity != "info"]
     if args.json: print(json.dumps([asdict(f) for f in found], indent=2))
     elif args.output_format != "text":
