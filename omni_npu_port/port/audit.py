@@ -8,6 +8,7 @@ Docs: https://omni-npu-port.github.io/omni-npu-port/port/audit.html.md"""
 from __future__ import annotations
 
 import ast
+import difflib
 import functools
 import itertools
 import os
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 
-from ..core.catalog import CATALOG, Symbol
+from ..core.catalog import CATALOG, Symbol, parse_version
 from ..core.diagnostics import Code, Diagnostic, code_info, register
 from ..core.errors import InputError
 from ..core.profile import target_release
@@ -30,11 +31,12 @@ from .supercalls import super_calls
 from .translation import known_ascend, rules_for, target_check, translate_code, translator_check
 
 # %% auto #0
-__all__ = ['MAX_LONE_FILES', 'FENCE_CLOSE_RE', 'runner_bases', 'device_markers', 'is_base', 'FilesReader', 'AuditSource',
-           'audit_source', 'lone_tree', 'RunnerClass', 'ClassGraph', 'deriving_modules', 'Runners', 'find_runners',
-           'RunnerPairs', 'pair_runners', 'audit_rules', 'gpu_to_npu_names', 'omni_blocks', 'Finding', 'statements',
-           'MethodStatements', 'method_statements', 'Matcher', 'drift', 'omni_outside', 'runner_findings', 'in_file',
-           'base_method', 'pair_findings', 'audit']
+__all__ = ['MAX_LONE_FILES', 'FENCE_CLOSE_RE', 'SIMILAR', 'SIMILAR_MIN_TOKENS', 'MOVED_MIN_TOKENS', 'runner_bases',
+           'device_markers', 'is_base', 'FilesReader', 'AuditSource', 'audit_source', 'lone_tree', 'RunnerClass',
+           'ClassGraph', 'deriving_modules', 'Runners', 'find_runners', 'RunnerPairs', 'pair_runners', 'audit_rules',
+           'gpu_to_npu_names', 'omni_blocks', 'Finding', 'statements', 'MethodStatements', 'method_statements',
+           'Matcher', 'class_statements', 'drift', 'omni_outside', 'runner_findings', 'in_file', 'base_method',
+           'pair_findings', 'audit']
 
 # %% ../../nbs/port/audit.ipynb #42c12468
 register(
@@ -58,6 +60,9 @@ register(
          "port/audit.ipynb", "audit"),
     Code("ONP4208", "unreadable-module", "a module of the source does not parse: its classes are not searched for runners",
          "info", "fix or drop the module (its line is named), or give a source whose modules parse", "port/audit.ipynb", "audit"),
+    Code("ONP4209", "npu-source-newer", "the NPU source is a newer release than the GPU source", "info",
+         "nothing, if meant: drift is then judged one way (omni's GPU-side change against the NPU copy); give the same "
+         "release on both sides for the full check", "port/audit.ipynb", "audit"),
 )
 
 # %% ../../nbs/port/audit.ipynb #10ab0f98
@@ -421,19 +426,19 @@ def _header(s) -> str | None:
 
 def _is_doc(s) -> bool: return isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant) and isinstance(s.value.value, str)
 
-def statements(body) -> list:
-    "(key, node) of every statement under `body`, compound ones by their header: comments, layout and docstrings gone."
-    out = []
+def statements(body, parent: int = -1, out: list | None = None) -> list:
+    "(key, node, index of the enclosing header or -1) of every statement under `body`, compound ones by their header: comments, layout and docstrings gone."
+    out = [] if out is None else out
     for s in body:
         if _is_doc(s) or isinstance(s, ast.Pass): continue
         subs = [getattr(s, f, []) for f in ("body", "orelse", "finalbody")] + [h.body for h in getattr(s, "handlers", [])]
         if any(subs) and not isinstance(s, ast.ClassDef) or isinstance(s, ast.Try):
-            h = _header(s)
-            if h: out.append((h, s))
+            h, at = _header(s), parent
+            if h: out.append((h, s, parent)); at = len(out) - 1
             for h in getattr(s, "handlers", []):
-                out.append((f"except {ast.unparse(h.type) if h.type else ''}{' as ' + h.name if h.name else ''}:", h))
-            for b in subs: out += statements(b)
-        else: out.append((ast.unparse(s), s))
+                out.append((f"except {ast.unparse(h.type) if h.type else ''}{' as ' + h.name if h.name else ''}:", h, at))
+            for b in subs: statements(b, at, out)
+        else: out.append((ast.unparse(s), s, parent))
     return out
 
 # %% ../../nbs/port/audit.ipynb #d1d66bec
@@ -447,6 +452,12 @@ class MethodStatements:
     lines: list
     locals: set
     supers: set   # indexes of the statements that call super()
+    imports: set = field(default_factory=set)   # indexes of import statements: bindings, no logic of their own
+    parents: list = field(default_factory=list) # index of the enclosing header statement (-1: the method's body)
+
+    def logic(self) -> list[int]:
+        "The statements that carry logic: not the super() call, not an import."
+        return [i for i in range(len(self.keys)) if i not in self.supers and i not in self.imports]
 
 def method_statements(src: str, names: dict) -> MethodStatements | None:
     "The statements of the one def in `src` (a method's text), annotations dropped; None when it does not parse."
@@ -458,16 +469,31 @@ def method_statements(src: str, names: dict) -> MethodStatements | None:
     a = fn.args
     local = {x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg] if x} - {"self", "cls"}
     local |= {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-    keys = [" ".join(names.get(w, w) for w in _TOKEN.findall(k)) for k, _ in st]
-    supers = {i for i, (_, s) in enumerate(st) if any(id(c) in sup for c in ast.walk(s))}
-    return MethodStatements(keys, [k for k, _ in st], [getattr(s, "lineno", 0) for _, s in st], local, supers)
+    keys = [" ".join(names.get(w, w) for w in _TOKEN.findall(k)) for k, _, _ in st]
+    supers = {i for i, (_, s, _) in enumerate(st) if any(id(c) in sup for c in ast.walk(s))}
+    imports = {i for i, (_, s, _) in enumerate(st) if isinstance(s, (ast.Import, ast.ImportFrom))}
+    return MethodStatements(keys, [k for k, _, _ in st], [getattr(s, "lineno", 0) for _, s, _ in st], local, supers, imports,
+                            [p for _, _, p in st])
 
 # %% ../../nbs/port/audit.ipynb #6953375d
+def _core(toks: list) -> list:
+    "What a statement computes: `return X`, `name = X` and `X` alike compare by X (the NPU copy may bind the value another way)."
+    if toks[:1] == ["return"]: return toks[1:]
+    if len(toks) > 2 and toks[1] == "=" and toks[0].isidentifier(): return toks[2:]
+    return toks
+
+SIMILAR = 0.8   # token similarity at which a statement counts as the other side's version of it (an adapted copy)
+SIMILAR_MIN_TOKENS = 10   # shorter statements must match exactly (or by a local rename): one changed name is a change
+
 class Matcher:
-    "Whether a statement of one method has a counterpart in another: the same key, or the same but for locals renamed consistently."
-    def __init__(self, a: MethodStatements, b: MethodStatements):
-        self.a, self.b, self.rename = a, b, {}
-        self.exact = set(b.keys)
+    "Whether a statement of one method has a counterpart in another: the same key, the same but for locals renamed consistently, or one at least `SIMILAR` alike."
+    def __init__(self, a: MethodStatements, b: MethodStatements, similar: float | None = SIMILAR):
+        self.a, self.b, self.rename, self.similar = a, b, {}, similar
+        self.by_head = {}
+        for j, k in enumerate(b.keys):
+            core = _core(k.split(" "))
+            if core: self.by_head.setdefault(core[0], []).append((core, j))
+        self.exact = {k: i for i, k in enumerate(b.keys)}
         self.by_shape = {}
         for k in b.keys: self.by_shape.setdefault(self._shape(k, b.locals), []).append(k)
 
@@ -478,20 +504,65 @@ class Matcher:
 
     def has(self, i: int) -> bool:
         "Whether statement `i` of the first method has a counterpart in the second."
+        return self.find(i) is not None
+
+    def find(self, i: int) -> int | None:
+        "The index of statement `i`'s counterpart in the second method, or None."
         k = self.a.keys[i]
-        if k in self.exact: return True
+        if k in self.exact: return self.exact[k]
         for cand in self.by_shape.get(self._shape(k, self.a.locals), ()):
             pairs = {(x, y) for x, y in zip(k.split(" "), cand.split(" ")) if x != y}
             if all(self.rename.get(x, y) == y and x in self.a.locals and y in self.b.locals for x, y in pairs) and \
                     len({y for _, y in pairs}) == len(pairs):
-                self.rename.update(pairs); return True
-        return False
+                self.rename.update(pairs); return self.exact[cand]
+        return self._alike(k.split(" ")) if self.similar is not None else None
+
+    def _alike(self, toks: list) -> int | None:
+        "A statement of the same kind in the other method at least `similar` alike, token by token (values: see `_core`)."
+        toks = _core(toks)
+        if len(toks) < SIMILAR_MIN_TOKENS: return None
+        for cand, j in self.by_head.get(toks[0] if toks else None, ()):
+            sm = difflib.SequenceMatcher(None, toks, cand, autojunk=False)
+            if sm.real_quick_ratio() >= self.similar and sm.quick_ratio() >= self.similar and sm.ratio() >= self.similar: return j
+        return None
 
 # %% ../../nbs/port/audit.ipynb #a2e1e3b4
 def _deltas(ms: MethodStatements, idx) -> list[str]: return [ms.texts[i] for i in idx]
 
+def _reguarded(g: MethodStatements, gone: list, n: MethodStatements, in_n: Matcher) -> list:
+    "`gone` less the guards whose guarded statements the NPU copy has under guards of its own (it guards them another way), and the locals only those guards read."
+    body = {}
+    for i, p in enumerate(g.parents):
+        if p >= 0: body.setdefault(p, []).append(i)
+    back, lost = Matcher(n, g), set(gone)
+    def own_guard(j):   # j's counterpart in the NPU copy sits under a guard the GPU method does not have
+        k = in_n.find(j)
+        return k is not None and n.parents[k] >= 0 and not back.has(n.parents[k])
+    guards = {i for i in gone if g.keys[i].startswith(("if ", "while ")) and body.get(i) and not lost & set(body[i])
+              and all(own_guard(j) for j in body[i])}
+    def only_guards(i):   # `X = ...` read by excused guards alone
+        t = g.keys[i].split(" ")
+        if len(t) < 3 or t[1] != "=" or t[0] not in g.locals: return False
+        readers = [j for j, k in enumerate(g.keys) if j != i and t[0] in k.split(" ")]
+        return bool(readers) and all(j in guards for j in readers)
+    return [i for i in gone if i not in guards and not only_guards(i)]
+
+MOVED_MIN_TOKENS = 6   # a statement this long found in another method of the NPU class was moved there, not dropped
+
+def _moved(m: "Matcher | None", g: MethodStatements, i: int) -> bool:
+    "Whether statement `i` is in another method of the NPU class (the NPU side moved it), and long enough to tell."
+    return m is not None and len(g.keys[i].split(" ")) >= MOVED_MIN_TOKENS and m.has(i)
+
+def class_statements(text: str, node: ast.ClassDef, names: dict, but: str) -> MethodStatements | None:
+    "The statements of every method of a class but `but`, as one list (where a statement moved to)."
+    parts = [ms for m, fn in own_methods(node).items() if m != but and (ms := method_statements(method_text(text, fn), names))]
+    if not parts: return None
+    cat = lambda f: [x for ms in parts for x in getattr(ms, f)]
+    return MethodStatements(cat("keys"), cat("texts"), cat("lines"), set().union(*(ms.locals for ms in parts)), set())
+
 def drift(gsrc: str, nsrc: str, names, rules: RuleSet | None = None, gpu_module: str = "",
-          gpu_base: tuple | None = None, npu_base: str | None = None) -> list[tuple[int | None, str, list[str]]]:
+          gpu_base: tuple | None = None, npu_base: str | None = None, blocks_checked: bool = True,
+          elsewhere: MethodStatements | None = None) -> list[tuple[int | None, str, list[str]]]:
     "Omni's GPU-side change the NPU override lacks, and omni statements the NPU copy keeps that the GPU side changed: (line, message, diff lines); three-way when the bases' methods are given."
     rules = rules_for(rules)
     g = method_statements(_normalised_gpu(gsrc, gpu_module, rules), names)
@@ -500,21 +571,21 @@ def drift(gsrc: str, nsrc: str, names, rules: RuleSet | None = None, gpu_module:
     bg = method_statements(_normalised_gpu(*gpu_base, rules), names) if gpu_base else None
     bn = method_statements(npu_base, names) if npu_base else bg    # vllm-ascend's runner inherits vllm's method
     out, blocks = [], omni_blocks(nsrc)
-    if blocks:   # an omni statement of the NPU copy the GPU omni method no longer has (and the NPU base never had)
+    if blocks and blocks_checked:   # an omni statement of the NPU copy the GPU omni method no longer has (and the NPU base never had)
         in_g, in_bn = Matcher(n, g), Matcher(n, bn) if bn is not None else None
         for line, blk in blocks:
-            gone = [i for i, at in enumerate(n.lines) if line <= at < line + len(blk) and not in_g.has(i)
+            gone = [i for i in n.logic() if line <= n.lines[i] < line + len(blk) and not in_g.has(i)
                     and not (in_bn is not None and in_bn.has(i))]
             if gone: out.append((line, f"{len(gone)} statement(s) of this omni block differ from the GPU omni method",
                                  [f"- {t}" for t in _deltas(n, gone)]))
     if bg is not None:   # omni's change: the GPU omni method's statements the GPU base does not have
-        in_bg, in_n = Matcher(g, bg), Matcher(g, n)
-        gone = [i for i in range(len(g.keys)) if i not in g.supers and not in_bg.has(i) and not in_n.has(i)]
+        in_bg, in_n, moved = Matcher(g, bg), Matcher(g, n), Matcher(g, elsewhere) if elsewhere is not None else None
+        gone = _reguarded(g, [i for i in g.logic() if not in_bg.has(i) and not in_n.has(i) and not _moved(moved, g, i)], n, in_n)
         if gone: out.append((None, f"{len(gone)} statement(s) of omni's GPU-side change have no counterpart in the NPU override",
                              [f"+ {t}" for t in _deltas(g, gone)]))
     elif not blocks:   # two-way: every statement of the GPU omni method but its super() call
-        in_n = Matcher(g, n)
-        gone = [i for i in range(len(g.keys)) if i not in g.supers and not in_n.has(i)]
+        in_n, moved = Matcher(g, n), Matcher(g, elsewhere) if elsewhere is not None else None
+        gone = [i for i in g.logic() if not in_n.has(i) and not _moved(moved, g, i)]
         if gone: out.append((None, f"{len(gone)} statement(s) of the GPU omni method have no counterpart in the NPU override",
                              [f"+ {t}" for t in _deltas(g, gone)]))
     return out
@@ -593,7 +664,7 @@ def _sibling_defines(siblings, graph: ClassGraph, n: RunnerClass, m: str) -> boo
     return any(s is not n and m in own_methods(s.node) for s in siblings)
 
 def pair_findings(g: RunnerClass, n: RunnerClass, ggraph, ngraph, names, rules, base_tree, gpu_base=None,
-                  gpu_runners=(), npu_runners=()) -> list[Finding]:
+                  gpu_runners=(), npu_runners=(), blocks_checked: bool = True) -> list[Finding]:
     "Drift (ONP4201), omissions (ONP4202), untranslated patterns (ONP4203) and orphan overrides (ONP4204) of one pair; each once."
     out, gname, nname = [], g.name, n.name
     (gbase, *_), (nbase, *_) = runner_bases()
@@ -611,7 +682,8 @@ def pair_findings(g: RunnerClass, n: RunnerClass, ggraph, ngraph, names, rules, 
             continue
         owner, gnode = gm
         gb, nb = base_method(gpu_base, gbase, m), base_method(base_tree, nbase, m)
-        for line, msg, det in drift(method_text(owner.text, gnode), nsrc, names, rules, owner.text, gb, nb and nb[0]):
+        for line, msg, det in drift(method_text(owner.text, gnode), nsrc, names, rules, owner.text, gb, nb and nb[0],
+                                    blocks_checked, class_statements(n.text, n.node, names, m)):
             out.append(Finding("ONP4201", nname, m, f"drift from {owner.name}.{m}: {msg}", line, det))
     runner = runner_bases()[1][0]   # vllm-ascend's NPUModelRunner
     for m, node in own_methods(g.node).items():
@@ -636,6 +708,13 @@ def pair_findings(g: RunnerClass, n: RunnerClass, ggraph, ngraph, names, rules, 
     return list({(f.code, f.cls, f.method, f.line, f.message, tuple(f.detail)): f for f in out}.values())   # no finding twice
 
 # %% ../../nbs/port/audit.ipynb #be50f706
+def _npu_newer(gtree, ntree) -> str | None:
+    "A note when the NPU source is a newer vLLM-Omni release than the GPU one (its omni blocks may hold later GPU fixes)."
+    try: newer = gtree.version and ntree.version and parse_version(ntree.version) > parse_version(gtree.version)
+    except ValueError: newer = False
+    return (f"{code_info('ONP4209').title}: vLLM-Omni {ntree.version} (NPU) is newer than {gtree.version} (GPU); the NPU "
+            "omni blocks are not checked against the older GPU methods, only omni's GPU-side change against the NPU copy") if newer else None
+
 def audit(gpu: str, npu: str, npu_base: str | None = None, target: str | None = None, gpu_base: str | None = None) -> list[Finding]:
     "Runner pairs, drift, omissions and untranslated GPU patterns between the GPU and NPU runners of vllm-omni."
     base_tree = open_tree(npu_base) if npu_base else None
@@ -656,6 +735,8 @@ def audit(gpu: str, npu: str, npu_base: str | None = None, target: str | None = 
     findings = [Finding(d.code, "", "", d.message, severity="info") for d in notes]
     findings += runner_findings(gr, nr, pairs, ggraph, ngraph, gpu, npu)
     names = gpu_to_npu_names()
+    newer = _npu_newer(gtree, ntree)
+    if newer: findings.append(Finding("ONP4209", "", "", newer, severity="info"))
     for g, n, _ in sorted(pairs.pairs, key=lambda p: (len(ngraph.mro(p[1])), p[1].module, p[1].name)):   # bases first
-        findings += in_file(pair_findings(g, n, ggraph, ngraph, names, rules, base_tree, gbase_tree, gr.gpu, nr.npu), n, ntree)
+        findings += in_file(pair_findings(g, n, ggraph, ngraph, names, rules, base_tree, gbase_tree, gr.gpu, nr.npu, not newer), n, ntree)
     return findings
