@@ -405,13 +405,19 @@ class Finding:
 
 # %% ../../nbs/port/audit.ipynb #7289046e
 class _NoAnnotations(ast.NodeTransformer):
-    "Annotations dropped: `x: T = v` reads as `x = v`, a bare `x: T` as nothing, parameters and returns untyped."
+    "Annotations dropped: `x: T = v` reads as `x = v`, a bare `x: T` as nothing, parameters and returns untyped; `f(x=x)` as `f(x)`."
     def visit_arg(self, n): n.annotation = None; return n
     def visit_FunctionDef(self, n): n.returns = None; self.generic_visit(n); return n
     visit_AsyncFunctionDef = visit_FunctionDef
     def visit_AnnAssign(self, n):
         if n.value is None: return None
         return ast.copy_location(ast.Assign(targets=[n.target], value=n.value, lineno=n.lineno), n)
+    def visit_Call(self, n):   # `f(x=x)` reads as `f(x)`: a keyword naming the variable it passes is no difference
+        self.generic_visit(n)
+        same = [k for k in n.keywords if k.arg and isinstance(k.value, ast.Name) and k.value.id == k.arg]
+        if same and not any(isinstance(a, ast.Starred) for a in n.args):
+            n.args = [*n.args, *(k.value for k in same)]; n.keywords = [k for k in n.keywords if k not in same]
+        return n
 
 def _header(s) -> str | None:
     "The key of a compound statement's own line (its body's statements are keys of their own); None for `try:`."
@@ -483,7 +489,7 @@ def _core(toks: list) -> list:
     return toks
 
 SIMILAR = 0.8   # token similarity at which a statement counts as the other side's version of it (an adapted copy)
-SIMILAR_MIN_TOKENS = 10   # shorter statements must match exactly (or by a local rename): one changed name is a change
+SIMILAR_MIN_TOKENS = 8    # shorter statements must match exactly (or by a local rename): one changed name is a change
 
 class Matcher:
     "Whether a statement of one method has a counterpart in another: the same key, the same but for locals renamed consistently, or one at least `SIMILAR` alike."
@@ -540,12 +546,19 @@ def _reguarded(g: MethodStatements, gone: list, n: MethodStatements, in_n: Match
         return k is not None and n.parents[k] >= 0 and not back.has(n.parents[k])
     guards = {i for i in gone if g.keys[i].startswith(("if ", "while ")) and body.get(i) and not lost & set(body[i])
               and all(own_guard(j) for j in body[i])}
-    def only_guards(i):   # `X = ...` read by excused guards alone
-        t = g.keys[i].split(" ")
-        if len(t) < 3 or t[1] != "=" or t[0] not in g.locals: return False
-        readers = [j for j, k in enumerate(g.keys) if j != i and t[0] in k.split(" ")]
-        return bool(readers) and all(j in guards for j in readers)
-    return [i for i in gone if i not in guards and not only_guards(i)]
+    excused, grew = set(guards), True
+    while grew:   # what only excused statements read: the locals they test (`X = ...`, `X.add(...)`), the guards around those
+        grew = False
+        for i in gone:
+            if i in excused: continue
+            t = g.keys[i].split(" ")
+            if g.keys[i].startswith("if ") and body.get(i) and all(j in excused for j in body[i]): ok = True
+            elif t[0] in g.locals and len(t) > 2 and t[1] in ("=", "."):
+                readers = [j for j, k in enumerate(g.keys) if j != i and t[0] in k.split(" ") and k.split(" ")[0] != t[0]]
+                ok = bool(readers) and all(j in excused for j in readers)
+            else: ok = False
+            if ok: excused.add(i); grew = True
+    return [i for i in gone if i not in excused]
 
 MOVED_MIN_TOKENS = 6   # a statement this long found in another method of the NPU class was moved there, not dropped
 
