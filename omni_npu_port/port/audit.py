@@ -35,8 +35,8 @@ __all__ = ['MAX_LONE_FILES', 'FENCE_CLOSE_RE', 'SIMILAR', 'SIMILAR_MIN_TOKENS', 
            'device_markers', 'is_base', 'FilesReader', 'AuditSource', 'audit_source', 'lone_tree', 'RunnerClass',
            'ClassGraph', 'deriving_modules', 'Runners', 'find_runners', 'RunnerPairs', 'pair_runners', 'audit_rules',
            'gpu_to_npu_names', 'omni_blocks', 'Finding', 'statements', 'MethodStatements', 'method_statements',
-           'Matcher', 'class_statements', 'drift', 'omni_outside', 'runner_findings', 'in_file', 'base_method',
-           'pair_findings', 'audit']
+           'Matcher', 'class_statements', 'drift', 'omni_outside', 'runner_findings', 'in_file', 'unique',
+           'base_method', 'pair_findings', 'audit']
 
 # %% ../../nbs/port/audit.ipynb #42c12468
 register(
@@ -488,6 +488,8 @@ def _core(toks: list) -> list:
     if len(toks) > 2 and toks[1] == "=" and toks[0].isidentifier(): return toks[2:]
     return toks
 
+def _binds(toks: list) -> bool: return len(toks) > 2 and toks[1] == "=" and toks[0].isidentifier()
+
 SIMILAR = 0.8   # token similarity at which a statement counts as the other side's version of it (an adapted copy)
 SIMILAR_MIN_TOKENS = 8    # shorter statements must match exactly (or by a local rename): one changed name is a change
 
@@ -515,21 +517,29 @@ class Matcher:
     def find(self, i: int) -> int | None:
         "The index of statement `i`'s counterpart in the second method, or None."
         k = self.a.keys[i]
-        if k in self.exact: return self.exact[k]
+        if k in self.exact:   # its locals keep their names: no other local may be renamed to them
+            for t in k.split(" "):
+                if t in self.a.locals and t in self.b.locals and t not in self.rename: self.rename[t] = t
+            return self.exact[k]
+        images = set(self.rename.values())
         for cand in self.by_shape.get(self._shape(k, self.a.locals), ()):
             pairs = {(x, y) for x, y in zip(k.split(" "), cand.split(" ")) if x != y}
-            if all(self.rename.get(x, y) == y and x in self.a.locals and y in self.b.locals for x, y in pairs) and \
-                    len({y for _, y in pairs}) == len(pairs):
+            if all(x in self.a.locals and y in self.b.locals and (self.rename.get(x) == y or x not in self.rename and y not in images)
+                   for x, y in pairs) and len({y for _, y in pairs}) == len(pairs):
                 self.rename.update(pairs); return self.exact[cand]
         return self._alike(k.split(" ")) if self.similar is not None else None
 
     def _alike(self, toks: list) -> int | None:
-        "A statement of the same kind in the other method at least `similar` alike, token by token (values: see `_core`)."
-        toks = _core(toks)
-        if len(toks) < SIMILAR_MIN_TOKENS: return None
-        for cand, j in self.by_head.get(toks[0] if toks else None, ()):
-            sm = difflib.SequenceMatcher(None, toks, cand, autojunk=False)
-            if sm.real_quick_ratio() >= self.similar and sm.quick_ratio() >= self.similar and sm.ratio() >= self.similar: return j
+        "A statement of the same kind in the other method at least `similar` alike, token by token, with tokens only added or left out (values: see `_core`)."
+        core = _core(toks)
+        if len(core) < SIMILAR_MIN_TOKENS: return None
+        for cand, j in self.by_head.get(core[0] if core else None, ()):
+            full = self.b.keys[j].split(" ")
+            x, y = (toks, full) if _binds(toks) and _binds(full) else (core, cand)   # two assignments: their targets count
+            sm = difflib.SequenceMatcher(None, x, y, autojunk=False)
+            if sm.real_quick_ratio() >= self.similar and sm.quick_ratio() >= self.similar and sm.ratio() >= self.similar \
+                    and not any(op == "replace" for op, *_ in sm.get_opcodes()):   # only tokens added or left out: no value changed
+                return j
         return None
 
 # %% ../../nbs/port/audit.ipynb #a2e1e3b4
@@ -664,6 +674,10 @@ def in_file(found: list[Finding], n: RunnerClass, tree) -> list[Finding]:
         elif node is not None: f.line = node.lineno      # a finding on the whole method: its `def` line
     return found
 
+def unique(found: list) -> list:
+    "The findings, each once (the first of equal ones: same code, place, message and detail), in order."
+    return list({(f.code, f.path, f.cls, f.method, f.line, f.message, tuple(f.detail)): f for f in found}.values())
+
 def base_method(tree, base: Symbol, m: str) -> tuple[str, str] | None:
     "(the text of method `m` of a runner base class as its source defines or inherits it, the module's text); None when the source has none."
     if tree is None: return None
@@ -718,7 +732,7 @@ def pair_findings(g: RunnerClass, n: RunnerClass, ggraph, ngraph, names, rules, 
             if sym and sym.kind == "method" and sym.path.split(".")[0] == runner.leaf:
                 out.append(Finding("ONP4202", nname, m, f"{nname} inherits {gname}.{m}, which shadows "
                                    f"vllm-ascend's own {runner.leaf}.{m} ({base_tree.version})"))
-    return list({(f.code, f.cls, f.method, f.line, f.message, tuple(f.detail)): f for f in out}.values())   # no finding twice
+    return unique(out)
 
 # %% ../../nbs/port/audit.ipynb #be50f706
 def _npu_newer(gtree, ntree) -> str | None:
@@ -752,4 +766,5 @@ def audit(gpu: str, npu: str, npu_base: str | None = None, target: str | None = 
     if newer: findings.append(Finding("ONP4209", "", "", newer, severity="info"))
     for g, n, _ in sorted(pairs.pairs, key=lambda p: (len(ngraph.mro(p[1])), p[1].module, p[1].name)):   # bases first
         findings += in_file(pair_findings(g, n, ggraph, ngraph, names, rules, base_tree, gbase_tree, gr.gpu, nr.npu, not newer), n, ntree)
-    return findings
+    return unique(findings)
+
