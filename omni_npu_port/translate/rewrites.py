@@ -532,6 +532,10 @@ def _device_type_expr(e) -> bool:
     v = e.value
     return e.attr.value == "type" and (isinstance(v, cst.Name) and v.value == "device" or isinstance(v, cst.Attribute) and v.attr.value == "device")
 
+def _device_type_expr_in(cmp) -> bool:
+    "Whether a comparison has a device-type expression on either side."
+    return any(_device_type_expr(x) for x in [cmp.left, *(t.comparator for t in cmp.comparisons)])
+
 def _cuda_strings(e) -> list:
     "The \"cuda\" string literals of a comparator: the string itself, or the elements of a tuple, list or set of strings."
     if _is_cuda(e): return [e]
@@ -567,15 +571,27 @@ class DeviceTypeRewrite(Rule):
         super().__init__(ctx)
         self.p = held(self.rules, "dev.device-type")
         self.npu = str(self.p.value) if self.p is not None else None
+        self.aware: set = set()   # ids of the `elif` tests of chains that already test for the NPU
+
+    def visit_If(self, node):
+        "An if/elif chain that already tests for the NPU's type is NPU-aware code: its \"cuda\" branches stay."
+        if self.p is None or not self._tests_npu(node.test): return
+        o = node.orelse
+        while isinstance(o, cst.If): self.aware.add(id(o.test)); o = o.orelse
+
+    def _tests_npu(self, test) -> bool:
+        return any(isinstance(n, cst.Comparison) and _device_type_expr_in(n) and any(
+            isinstance(x, cst.SimpleString) and x.evaluated_value == self.npu for x in walk_nodes(n)) for n in walk_nodes(test))
 
     def visit_Comparison(self, node):
-        if self.p is None: return
+        if self.p is None or id(node) in self.aware: return
         sides = [node.left, *(t.comparator for t in node.comparisons)]
         if not any(_device_type_expr(s) for s in sides): return
         if not any(_cuda_strings(s) for s in sides): return
         self.ctx.edit(node, lambda u: u.with_changes(left=self._npu(u.left), comparisons=[
             t.with_changes(comparator=self._npu(t.comparator)) for t in u.comparisons]))
-        self.ctx.diag("ONP1030", f"device type \"cuda\" → \"{self.npu}\" ({self.p.title})", node, self.p.id)
+        at = self.ctx.stmts[-1] if self.ctx.stmts else node   # the statement: an `elif` test's column depends on the layout
+        self.ctx.diag("ONP1030", f"device type \"cuda\" → \"{self.npu}\" ({self.p.title})", at, self.p.id)
 
     def _npu(self, e):
         "A comparator with its \"cuda\" literals (itself, or a tuple's, list's or set's elements) made \"npu\"."
