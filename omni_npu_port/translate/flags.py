@@ -625,7 +625,10 @@ class NcclEnvFlag(Rule):
     codes = ("ONP2030",)
 
     @classmethod
-    def words(cls, rules) -> set: return {"environ", "getenv", "putenv", "unsetenv"} if held(rules, "dev.nccl-env") else set()
+    def words(cls, rules) -> set: return {"getenv", "putenv", "unsetenv"} if held(rules, "dev.nccl-env") else set()
+
+    @classmethod
+    def body_words(cls, rules) -> set: return {"environ"} if held(rules, "dev.nccl-env") else set()   # common: only around an anchor
 
     def __init__(self, ctx):
         super().__init__(ctx)

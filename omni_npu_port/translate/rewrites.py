@@ -565,7 +565,10 @@ class DeviceTypeRewrite(Rule):
     codes = ("ONP1030", "ONP1031")
 
     @classmethod
-    def words(cls, rules) -> set: return {"device_type", "device"} if held(rules, "dev.device-type") else set()
+    def words(cls, rules) -> set: return {"device_type"} if held(rules, "dev.device-type") else set()
+
+    @classmethod
+    def body_words(cls, rules) -> set: return {"device"} if held(rules, "dev.device-type") else set()   # only around an anchor
 
     def __init__(self, ctx):
         super().__init__(ctx)
