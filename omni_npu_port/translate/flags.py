@@ -592,7 +592,7 @@ class SelfCheck(Rule):
 
 
 # %% ../../nbs/translate/flags.ipynb #a147052a
-from .rewrites import held
+from .rewrites import DEVICE_ANCHORS, anchored, held
 import re as _re
 
 register(
@@ -643,10 +643,10 @@ class NcclEnvFlag(Rule):
             self.ctx.diag("ONP2030", f"{s.evaluated_value}: {self.p.title}", node, self.p.id, self.p.npu)
 
     def visit_Call(self, node):
-        if self.p is not None and node.args and self._env(node.func): self._flag(node.args[0].value, node)
+        if self.p is not None and node.args and anchored(self.ctx) and self._env(node.func): self._flag(node.args[0].value, node)
 
     def visit_Subscript(self, node):
-        if self.p is None or not self._env(node.value) or len(node.slice) != 1: return
+        if self.p is None or not anchored(self.ctx) or not self._env(node.value) or len(node.slice) != 1: return
         sl = node.slice[0].slice
         if isinstance(sl, cst.Index): self._flag(sl.value, node)
 

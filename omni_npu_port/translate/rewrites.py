@@ -19,7 +19,8 @@ from .rules import leaf_name, parent_name, reexport_of, snippet_tree, walk_nodes
 from .scope import chain_expr, dotted_parts
 
 # %% auto #0
-__all__ = ['SymbolRewrite', 'KeywordChange', 'SignatureChange', 'held', 'DeviceTypeRewrite', 'OverrideParameterRename']
+__all__ = ['DEVICE_ANCHORS', 'SymbolRewrite', 'KeywordChange', 'SignatureChange', 'held', 'anchored', 'DeviceTypeRewrite',
+           'OverrideParameterRename']
 
 # %% ../../nbs/translate/rewrites.ipynb #92c152a2
 _NB = "translate/rewrites.ipynb"
@@ -557,6 +558,18 @@ def _npu_device_string(v, npu: str):
     if isinstance(v, cst.SimpleString): return _npu_string(v, "cuda", npu)
     return v.with_changes(parts=[v.parts[0].with_changes(value=v.parts[0].value.replace("cuda", npu, 1)), *v.parts[1:]])
 
+DEVICE_ANCHORS = ("device_type", "getenv", "putenv", "unsetenv")   # words the worker rules anchor on
+
+def anchored(ctx, words=DEVICE_ANCHORS) -> bool:
+    "Whether the function around the visitor holds one of `words`: the worker rules act only there, in chunks and whole files alike."
+    if not ctx.funcs: return False
+    f = ctx.funcs[0]
+    memo = ctx.__dict__.setdefault("_anchored", {})
+    if id(f) not in memo:
+        code = ctx.module.code_for_node(f)
+        memo[id(f)] = any(re.search(rf"\b{w}\b", code) for w in words)
+    return memo[id(f)]
+
 # %% ../../nbs/translate/rewrites.ipynb #9dd786d3
 @register_rule
 class DeviceTypeRewrite(Rule):
@@ -587,7 +600,7 @@ class DeviceTypeRewrite(Rule):
             isinstance(x, cst.SimpleString) and x.evaluated_value == self.npu for x in walk_nodes(n)) for n in walk_nodes(test))
 
     def visit_Comparison(self, node):
-        if self.p is None or id(node) in self.aware: return
+        if self.p is None or id(node) in self.aware or not anchored(self.ctx): return
         sides = [node.left, *(t.comparator for t in node.comparisons)]
         if not any(_device_type_expr(s) for s in sides): return
         if not any(_cuda_strings(s) for s in sides): return
@@ -604,7 +617,7 @@ class DeviceTypeRewrite(Rule):
         return e
 
     def visit_Call(self, node):
-        if self.p is None: return
+        if self.p is None or not anchored(self.ctx): return
         ctor = "torch.device" in self.qnames(node.func)
         hits = [i for i, a in enumerate(node.args) if (ctor and i == 0 and not a.keyword or a.keyword is not None
                 and a.keyword.value == "device") and _cuda_device_string(a.value)]
