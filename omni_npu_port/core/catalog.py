@@ -724,12 +724,12 @@ DEVICE_OPS += [
        source="beyond-card", npu_symbol="vllm_ascend.platform.NPUPlatform.device_type", value="npu",
        notes="vllm-ascend's NPUWorker builds torch.device(f\"npu:{self.local_rank}\") (from 0.24.0rc1 "
              "f\"{current_platform.device_type}:{visible_device_index}\"). A guard on \"cuda\" is false on NPU."),
-    _P("dev.nccl-env", "device-ops", "NCCL environment variables: NPU collectives read HCCL_*", "manual",
+    _P("dev.nccl-env", "device-ops", "NCCL environment variables: NPU collectives read HCCL_ variables", "manual",
        'os.environ.pop("NCCL_ASYNC_ERROR_HANDLING", None)',
-       "# HCCL reads HCCL_* variables: an NCCL_* one configures nothing on NPU; drop it or set the HCCL variable\n"
+       "# HCCL reads HCCL_ variables: an NCCL_ one configures nothing on NPU; drop it or set the HCCL variable\n"
        "# that does the same (vllm-ascend reads HCCL_OP_EXPANSION_MODE, HCCL_SO_PATH, ...)",
        source="beyond-card",
-       notes="No vllm-ascend release reads an NCCL_* variable; the record names no symbol the doctor can check."),
+       notes="No vllm-ascend release reads an NCCL_ variable; the record names no symbol the doctor can check."),
 ]
 
 GRAPHS += [

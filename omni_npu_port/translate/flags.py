@@ -597,7 +597,7 @@ import re as _re
 
 register(
     Code("ONP2030", "nccl-environment", "an NCCL environment variable: NPU collectives (HCCL) do not read it", "manual",
-         action="Drop it, or set the HCCL_* variable that does the same (vllm-ascend reads HCCL_OP_EXPANSION_MODE, "
+         action="Drop it, or set the HCCL_ ones variable that does the same (vllm-ascend reads HCCL_OP_EXPANSION_MODE, "
                 "HCCL_SO_PATH, ...).", notebook=_NB, tool="translate", comment=True, records=("dev.nccl-env",)),
     Code("ONP2031", "proposer-keywords", "a proposer's dummy_run called with keywords vllm-ascend's proposers do not "
          "take (a TypeError on NPU)", "manual",
