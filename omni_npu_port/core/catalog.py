@@ -671,6 +671,69 @@ SIGNATURES = [
              "vllm-ascend's method through the MRO, so NPU overrides name the base they mean."),
 ]
 
+# %% ../../nbs/core/catalog.ipynb #d01c05e9
+_PROPOSER = ("num_tokens", "with_prefill", "in_graph_capturing", "num_reqs", "num_tokens_across_dp",
+             "aclgraph_runtime_mode", "batch_descriptor")
+_PROPOSER_NPU = ("self.drafter.dummy_run(num_tokens=num_tokens_padded, with_prefill=with_prefill, num_reqs=num_reqs_padded,\n"
+                 "    num_tokens_across_dp=num_tokens_across_dp, aclgraph_runtime_mode=cudagraph_runtime_mode,\n"
+                 "    batch_descriptor=batch_desc, in_graph_capturing=not force_attention, is_profile=is_profile)")
+
+DEVICE_OPS += [
+    _P("dev.device-type", "device-ops", "The device type is \"npu\": device-type guards and device strings", "constant",
+       'if self.device_config.device_type == "cuda":\n    self.device = torch.device(f"cuda:{self.local_rank}")',
+       'if self.device_config.device_type == "npu":\n    self.device = torch.device(f"npu:{self.local_rank}")',
+       source="beyond-card", npu_symbol="vllm_ascend.platform.NPUPlatform.device_type", value="npu",
+       notes="vllm-ascend's NPUWorker builds torch.device(f\"npu:{self.local_rank}\") (from 0.24.0rc1 "
+             "f\"{current_platform.device_type}:{visible_device_index}\"). A guard on \"cuda\" is false on NPU."),
+    _P("dev.nccl-env", "device-ops", "NCCL environment variables: NPU collectives read HCCL_ variables", "manual",
+       'os.environ.pop("NCCL_ASYNC_ERROR_HANDLING", None)',
+       "# HCCL reads HCCL_ variables: an NCCL_ one configures nothing on NPU; drop it or set the HCCL variable\n"
+       "# that does the same (vllm-ascend reads HCCL_OP_EXPANSION_MODE, HCCL_SO_PATH, ...)",
+       source="beyond-card",
+       notes="No vllm-ascend release reads an NCCL_ variable; the record names no symbol the doctor can check."),
+]
+
+GRAPHS += [
+    _P("spec.proposer-dummy-run-v013", "graphs", "Proposer dummy_run: aclgraph_runtime_mode, no use_cudagraphs", "manual",
+       "self.drafter.dummy_run(num_tokens, use_cudagraphs=use_cudagraphs)", _PROPOSER_NPU,
+       source="beyond-card", until="0.16.0rc1", vllm_until="0.34.0",
+       gpu_symbol="vllm.v1.spec_decode.eagle.EagleProposer.dummy_run",
+       npu_symbol="vllm_ascend.spec_decode.eagle_proposer.EagleProposer.dummy_run", params=_PROPOSER, drop=("use_cudagraphs",),
+       notes="vllm-ascend's EagleProposer (and MtpProposer, Ngram, Suffix, Medusa) up to v0.15.0rc1; AscendEagleProposer from "
+             "v0.16.0rc1 (spec.proposer-dummy-run). Passing use_cudagraphs= raises TypeError; the value is a graph mode."),
+    _P("spec.proposer-dummy-run", "graphs", "Proposer dummy_run: aclgraph_runtime_mode, no use_cudagraphs", "manual",
+       "self.drafter.dummy_run(num_tokens, use_cudagraphs=use_cudagraphs)", _PROPOSER_NPU,
+       source="beyond-card", since="0.16.0rc1", vllm_until="0.34.0",
+       gpu_symbol="vllm.v1.spec_decode.eagle.EagleProposer.dummy_run",
+       npu_symbol="vllm_ascend.spec_decode.eagle_proposer.AscendEagleProposer.dummy_run", params=_PROPOSER, drop=("use_cudagraphs",),
+       notes="Defined on SpecDecodeBaseProposer (0.17, 0.18) and AscendSpecDecodeBaseProposer (from 0.19.1rc1)."),
+    _P("spec.eagle-isinstance", "graphs", "isinstance against vllm's EagleProposer: vllm-ascend's is no subclass", "manual",
+       "assert isinstance(self.drafter, EagleProposer)  # vllm.v1.spec_decode.eagle",
+       "from vllm_ascend.spec_decode.eagle_proposer import EagleProposer\nassert isinstance(self.drafter, EagleProposer)",
+       source="beyond-card", until="0.13.0rc2", vllm_until="0.34.0", gpu_symbol="vllm.v1.spec_decode.eagle.EagleProposer",
+       notes="Up to v0.13.0rc1 vllm-ascend's EagleProposer derives from vllm_ascend.spec_decode.interface.Proposer; from "
+             "v0.13.0rc2 it derives from vllm's EagleProposer (AscendEagleProposer from v0.16.0rc1), so the check holds."),
+]
+
+SIGNATURES += [
+    _P("worker.base-class", "signatures", "GPU worker base → vllm-ascend's NPUWorker", "class-swap",
+       "from vllm.v1.worker.gpu_worker import Worker as GPUWorker\nclass OmniGPUWorkerBase(GPUWorker): ...",
+       "from vllm_ascend.worker.worker import NPUWorker\nclass OmniNPUWorkerBase(NPUWorker): ...",
+       source="beyond-card", gpu_symbol="vllm.v1.worker.gpu_worker.Worker", npu_symbol="vllm_ascend.worker.worker.NPUWorker",
+       value={"methods": ("init_device", "_init_device", "determine_available_memory",
+                          "compile_or_warm_up_model", "wake_up")},   # names rare enough to anchor the chunker
+       notes="NPUWorker derives from vllm's WorkerBase, not from the GPU Worker; its init_device calls self._init_device(). "
+             "An override written against the GPU Worker must be checked against NPUWorker's method."),
+    _P("sig.dummy-run-aclgraph", "signatures", "NPU _dummy_run takes aclgraph_runtime_mode (up to 0.13.0rc1)",
+       "signature-change", "def _dummy_run(self, num_tokens, cudagraph_runtime_mode=None, ...)",
+       "def _dummy_run(self, num_tokens, with_prefill=False, aclgraph_runtime_mode=None, ...)",
+       source="beyond-card", until="0.13.0rc2",
+       npu_symbol="vllm_ascend.worker.model_runner_v1.NPUModelRunner._dummy_run",
+       params=("num_tokens", "with_prefill", "aclgraph_runtime_mode"), rename={"cudagraph_runtime_mode": "aclgraph_runtime_mode"},
+       notes="vllm-ascend up to v0.13.0rc1 calls self._dummy_run(..., aclgraph_runtime_mode=...): an omni override keeping "
+             "vllm's cudagraph_runtime_mode parameter raises TypeError there. v0.13.0rc2 renamed it back."),
+]
+
 # %% ../../nbs/core/catalog.ipynb #daea31c7
 class Catalog:
     "The list of all patterns, with queries by id, family, kind and target version."

@@ -8,6 +8,7 @@ Docs: https://omni-npu-port.github.io/omni-npu-port/port/audit.html.md"""
 from __future__ import annotations
 
 import ast
+import difflib
 import functools
 import itertools
 import os
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 
-from ..core.catalog import CATALOG, Symbol
+from ..core.catalog import CATALOG, Symbol, parse_version
 from ..core.diagnostics import Code, Diagnostic, code_info, register
 from ..core.errors import InputError
 from ..core.profile import resolve_target
@@ -32,10 +33,12 @@ from .supercalls import super_calls
 from .translation import known_ascend, rules_for, target_check, translate_code, translator_check
 
 # %% auto #0
-__all__ = ['MAX_LONE_FILES', 'FENCE_CLOSE_RE', 'runner_bases', 'device_markers', 'is_base', 'FilesReader', 'AuditSource',
-           'audit_source', 'lone_tree', 'RunnerClass', 'ClassGraph', 'deriving_modules', 'Runners', 'find_runners',
-           'RunnerPairs', 'pair_runners', 'audit_target', 'audit_rules', 'gpu_to_npu_names', 'omni_blocks', 'Finding',
-           'drift', 'omni_outside', 'runner_findings', 'in_file', 'pair_findings', 'audit']
+__all__ = ['MAX_LONE_FILES', 'FENCE_CLOSE_RE', 'SIMILAR', 'SIMILAR_MIN_TOKENS', 'MOVED_MIN_TOKENS', 'runner_bases',
+           'device_markers', 'is_base', 'FilesReader', 'AuditSource', 'audit_source', 'lone_tree', 'RunnerClass',
+           'ClassGraph', 'deriving_modules', 'Runners', 'find_runners', 'RunnerPairs', 'pair_runners', 'audit_target',
+           'audit_rules', 'gpu_to_npu_names', 'omni_blocks', 'Finding', 'statements', 'MethodStatements',
+           'method_statements', 'Matcher', 'class_statements', 'drift', 'omni_outside', 'runner_findings', 'in_file',
+           'unique', 'base_method', 'pair_findings', 'audit']
 
 # %% ../../nbs/port/audit.ipynb #42c12468
 register(
@@ -59,6 +62,9 @@ register(
          "port/audit.ipynb", "audit"),
     Code("ONP4208", "unreadable-module", "a module of the source does not parse: its classes are not searched for runners",
          "info", "fix or drop the module (its line is named), or give a source whose modules parse", "port/audit.ipynb", "audit"),
+    Code("ONP4209", "npu-source-newer", "the NPU source is a newer release than the GPU source", "info",
+         "nothing, if meant: drift is then judged one way (omni's GPU-side change against the NPU copy); give the same "
+         "release on both sides for the full check", "port/audit.ipynb", "audit"),
 )
 
 # %% ../../nbs/port/audit.ipynb #10ab0f98
@@ -365,13 +371,6 @@ def gpu_to_npu_names() -> dict[str, str]:
         for k, v in (p.rename or {}).items(): out.setdefault(k, v)
     return out
 
-def _key(line: str, names: dict[str, str]) -> str:
-    words = re.findall(r"\w+|\S", line.split("#")[0] if not line.lstrip().startswith(("'", '"')) else line)
-    return " ".join(names.get(w, w) for w in words)
-
-def _code_lines(src: str) -> list[str]:
-    return [l for l in src.splitlines() if l.strip() and not l.strip().startswith("#")]
-
 def _normalised_gpu(src: str, module_text: str, rules: RuleSet) -> str:
     "The GPU method as the translator writes it for the NPU."
     return translate_code(src, rules, module_text)[0]
@@ -413,43 +412,214 @@ class Finding:
         where = ".".join(x for x in (self.cls, self.method) if x)
         return (f"{where}{':' + str(self.line) if self.line else ''}: " if where else "") + f"{self.code} {self.message}"
 
-def _missing(lines: list[str], against: list[str], names) -> list[str]:
-    "Code lines of `lines` that have no counterpart in `against` (compared after GPU→NPU renames)."
-    ka = [_key(l, names) for l in against]
-    kl = [_key(l, names) for l in lines]
-    sm = LineMatcher(None, kl, ka)
-    matched = {i + k for i, j, n in sm.get_matching_blocks() for k in range(n)}
-    return [lines[i] for i in range(len(lines)) if i not in matched and kl[i].strip()]
+# %% ../../nbs/port/audit.ipynb #7289046e
+class _NoAnnotations(ast.NodeTransformer):
+    "Annotations dropped: `x: T = v` reads as `x = v`, a bare `x: T` as nothing, parameters and returns untyped; `f(x=x)` as `f(x)`."
+    def visit_arg(self, n): n.annotation = None; return n
+    def visit_FunctionDef(self, n): n.returns = None; self.generic_visit(n); return n
+    visit_AsyncFunctionDef = visit_FunctionDef
+    def visit_AnnAssign(self, n):
+        if n.value is None: return None
+        return ast.copy_location(ast.Assign(targets=[n.target], value=n.value, lineno=n.lineno), n)
+    def visit_Call(self, n):   # `f(x=x)` reads as `f(x)`: a keyword naming the variable it passes is no difference
+        self.generic_visit(n)
+        same = [k for k in n.keywords if k.arg and isinstance(k.value, ast.Name) and k.value.id == k.arg]
+        if same and not any(isinstance(a, ast.Starred) for a in n.args):
+            n.args = [*n.args, *(k.value for k in same)]; n.keywords = [k for k in n.keywords if k not in same]
+        return n
 
-def drift(gsrc: str, nsrc: str, names, rules: RuleSet | None = None, gpu_module: str = "") -> list[tuple[int | None, str, list[str]]]:
-    "Omni logic of the GPU method that the NPU override lacks or changed: (line, message, diff lines)."
-    out = []
-    gsrc = _normalised_gpu(gsrc, gpu_module, rules_for(rules))
-    g = _code_lines(gsrc)
-    blocks = omni_blocks(nsrc)
-    if blocks:
+def _header(s) -> str | None:
+    "The key of a compound statement's own line (its body's statements are keys of their own); None for `try:`."
+    u = ast.unparse
+    if isinstance(s, ast.If): return f"if {u(s.test)}:"
+    if isinstance(s, ast.While): return f"while {u(s.test)}:"
+    if isinstance(s, (ast.For, ast.AsyncFor)): return f"for {u(s.target)} in {u(s.iter)}:"
+    if isinstance(s, (ast.With, ast.AsyncWith)): return "with " + ", ".join(u(i) for i in s.items) + ":"
+    if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)): return f"def {s.name}({u(s.args)}):"
+    if isinstance(s, ast.ClassDef): return f"class {s.name}:"
+    return None
+
+def _is_doc(s) -> bool: return isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant) and isinstance(s.value.value, str)
+
+def statements(body, parent: int = -1, out: list | None = None) -> list:
+    "(key, node, index of the enclosing header or -1) of every statement under `body`, compound ones by their header: comments, layout and docstrings gone."
+    out = [] if out is None else out
+    for s in body:
+        if _is_doc(s) or isinstance(s, ast.Pass): continue
+        subs = [getattr(s, f, []) for f in ("body", "orelse", "finalbody")] + [h.body for h in getattr(s, "handlers", [])]
+        if any(subs) and not isinstance(s, ast.ClassDef) or isinstance(s, ast.Try):
+            h, at = _header(s), parent
+            if h: out.append((h, s, parent)); at = len(out) - 1
+            for h in getattr(s, "handlers", []):
+                out.append((f"except {ast.unparse(h.type) if h.type else ''}{' as ' + h.name if h.name else ''}:", h, at))
+            for b in subs: statements(b, at, out)
+        else: out.append((ast.unparse(s), s, parent))
+    return out
+
+# %% ../../nbs/port/audit.ipynb #d1d66bec
+_TOKEN = re.compile(r"\w+|\S")
+
+@dataclass
+class MethodStatements:
+    "A method's statements as keys (after GPU→NPU renames), their first lines in the method text, and its local names."
+    keys: list
+    texts: list   # each statement as written back by ast.unparse (for messages)
+    lines: list
+    locals: set
+    supers: set   # indexes of the statements that call super()
+    imports: set = field(default_factory=set)   # indexes of import statements: bindings, no logic of their own
+    parents: list = field(default_factory=list) # index of the enclosing header statement (-1: the method's body)
+
+    def logic(self) -> list[int]:
+        "The statements that carry logic: not the super() call, not an import."
+        return [i for i in range(len(self.keys)) if i not in self.supers and i not in self.imports]
+
+def method_statements(src: str, names: dict) -> MethodStatements | None:
+    "The statements of the one def in `src` (a method's text), annotations dropped; None when it does not parse."
+    try: fn = next(n for n in ast.parse(src).body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
+    except (SyntaxError, StopIteration): return None
+    sup = {id(c) for c in super_calls(fn)}
+    fn = _NoAnnotations().visit(fn)
+    st = statements(fn.body)
+    a = fn.args
+    local = {x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg] if x} - {"self", "cls"}
+    local |= {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    keys = [" ".join(names.get(w, w) for w in _TOKEN.findall(k)) for k, _, _ in st]
+    supers = {i for i, (_, s, _) in enumerate(st) if any(id(c) in sup for c in ast.walk(s))}
+    imports = {i for i, (_, s, _) in enumerate(st) if isinstance(s, (ast.Import, ast.ImportFrom))}
+    return MethodStatements(keys, [k for k, _, _ in st], [getattr(s, "lineno", 0) for _, s, _ in st], local, supers, imports,
+                            [p for _, _, p in st])
+
+# %% ../../nbs/port/audit.ipynb #6953375d
+def _core(toks: list) -> list:
+    "What a statement computes: `return X`, `name = X` and `X` alike compare by X (the NPU copy may bind the value another way)."
+    if toks[:1] == ["return"]: return toks[1:]
+    if len(toks) > 2 and toks[1] == "=" and toks[0].isidentifier(): return toks[2:]
+    return toks
+
+def _binds(toks: list) -> bool: return len(toks) > 2 and toks[1] == "=" and toks[0].isidentifier()
+
+SIMILAR = 0.8   # token similarity at which a statement counts as the other side's version of it (an adapted copy)
+SIMILAR_MIN_TOKENS = 8    # shorter statements must match exactly (or by a local rename): one changed name is a change
+
+class Matcher:
+    "Whether a statement of one method has a counterpart in another: the same key, the same but for locals renamed consistently, or one at least `SIMILAR` alike."
+    def __init__(self, a: MethodStatements, b: MethodStatements, similar: float | None = SIMILAR):
+        self.a, self.b, self.rename, self.similar = a, b, {}, similar
+        self.by_head = {}
+        for j, k in enumerate(b.keys):
+            core = _core(k.split(" "))
+            if core: self.by_head.setdefault(core[0], []).append((core, j))
+        self.exact = {k: i for i, k in enumerate(b.keys)}
+        self.by_shape = {}
+        for k in b.keys: self.by_shape.setdefault(self._shape(k, b.locals), []).append(k)
+
+    @staticmethod
+    def _shape(key: str, local: set) -> str:
+        toks = key.split(" ")
+        return " ".join("_" if t in local and (i == 0 or toks[i - 1] != ".") else t for i, t in enumerate(toks))
+
+    def has(self, i: int) -> bool:
+        "Whether statement `i` of the first method has a counterpart in the second."
+        return self.find(i) is not None
+
+    def find(self, i: int) -> int | None:
+        "The index of statement `i`'s counterpart in the second method, or None."
+        k = self.a.keys[i]
+        if k in self.exact:   # its locals keep their names: no other local may be renamed to them
+            for t in k.split(" "):
+                if t in self.a.locals and t in self.b.locals and t not in self.rename: self.rename[t] = t
+            return self.exact[k]
+        images = set(self.rename.values())
+        for cand in self.by_shape.get(self._shape(k, self.a.locals), ()):
+            pairs = {(x, y) for x, y in zip(k.split(" "), cand.split(" ")) if x != y}
+            if all(x in self.a.locals and y in self.b.locals and (self.rename.get(x) == y or x not in self.rename and y not in images)
+                   for x, y in pairs) and len({y for _, y in pairs}) == len(pairs):
+                self.rename.update(pairs); return self.exact[cand]
+        return self._alike(k.split(" ")) if self.similar is not None else None
+
+    def _alike(self, toks: list) -> int | None:
+        "A statement of the same kind in the other method at least `similar` alike, token by token, with tokens only added or left out (values: see `_core`)."
+        core = _core(toks)
+        if len(core) < SIMILAR_MIN_TOKENS: return None
+        for cand, j in self.by_head.get(core[0] if core else None, ()):
+            full = self.b.keys[j].split(" ")
+            x, y = (toks, full) if _binds(toks) and _binds(full) else (core, cand)   # two assignments: their targets count
+            sm = difflib.SequenceMatcher(None, x, y, autojunk=False)
+            if sm.real_quick_ratio() >= self.similar and sm.quick_ratio() >= self.similar and sm.ratio() >= self.similar \
+                    and not any(op == "replace" for op, *_ in sm.get_opcodes()):   # only tokens added or left out: no value changed
+                return j
+        return None
+
+# %% ../../nbs/port/audit.ipynb #a2e1e3b4
+def _deltas(ms: MethodStatements, idx) -> list[str]: return [ms.texts[i] for i in idx]
+
+def _reguarded(g: MethodStatements, gone: list, n: MethodStatements, in_n: Matcher) -> list:
+    "`gone` less the guards whose guarded statements the NPU copy has under guards of its own (it guards them another way), and the locals only those guards read."
+    body = {}
+    for i, p in enumerate(g.parents):
+        if p >= 0: body.setdefault(p, []).append(i)
+    back, lost = Matcher(n, g), set(gone)
+    def own_guard(j):   # j's counterpart in the NPU copy sits under a guard the GPU method does not have
+        k = in_n.find(j)
+        return k is not None and n.parents[k] >= 0 and not back.has(n.parents[k])
+    guards = {i for i in gone if g.keys[i].startswith(("if ", "while ")) and body.get(i) and not lost & set(body[i])
+              and all(own_guard(j) for j in body[i])}
+    excused, grew = set(guards), True
+    while grew:   # what only excused statements read: the locals they test (`X = ...`, `X.add(...)`), the guards around those
+        grew = False
+        for i in gone:
+            if i in excused: continue
+            t = g.keys[i].split(" ")
+            if g.keys[i].startswith("if ") and body.get(i) and all(j in excused for j in body[i]): ok = True
+            elif t[0] in g.locals and len(t) > 2 and t[1] in ("=", "."):
+                readers = [j for j, k in enumerate(g.keys) if j != i and t[0] in k.split(" ") and k.split(" ")[0] != t[0]]
+                ok = bool(readers) and all(j in excused for j in readers)
+            else: ok = False
+            if ok: excused.add(i); grew = True
+    return [i for i in gone if i not in excused]
+
+MOVED_MIN_TOKENS = 6   # a statement this long found in another method of the NPU class was moved there, not dropped
+
+def _moved(m: "Matcher | None", g: MethodStatements, i: int) -> bool:
+    "Whether statement `i` is in another method of the NPU class (the NPU side moved it), and long enough to tell."
+    return m is not None and len(g.keys[i].split(" ")) >= MOVED_MIN_TOKENS and m.has(i)
+
+def class_statements(text: str, node: ast.ClassDef, names: dict, but: str) -> MethodStatements | None:
+    "The statements of every method of a class but `but`, as one list (where a statement moved to)."
+    parts = [ms for m, fn in own_methods(node).items() if m != but and (ms := method_statements(method_text(text, fn), names))]
+    if not parts: return None
+    cat = lambda f: [x for ms in parts for x in getattr(ms, f)]
+    return MethodStatements(cat("keys"), cat("texts"), cat("lines"), set().union(*(ms.locals for ms in parts)), set())
+
+def drift(gsrc: str, nsrc: str, names, rules: RuleSet | None = None, gpu_module: str = "",
+          gpu_base: tuple | None = None, npu_base: str | None = None, blocks_checked: bool = True,
+          elsewhere: MethodStatements | None = None) -> list[tuple[int | None, str, list[str]]]:
+    "Omni's GPU-side change the NPU override lacks, and omni statements the NPU copy keeps that the GPU side changed: (line, message, diff lines); three-way when the bases' methods are given."
+    rules = rules_for(rules)
+    g = method_statements(_normalised_gpu(gsrc, gpu_module, rules), names)
+    n = method_statements(nsrc, names)
+    if g is None or n is None: return []
+    bg = method_statements(_normalised_gpu(*gpu_base, rules), names) if gpu_base else None
+    bn = method_statements(npu_base, names) if npu_base else bg    # vllm-ascend's runner inherits vllm's method
+    out, blocks = [], omni_blocks(nsrc)
+    if blocks and blocks_checked:   # an omni statement of the NPU copy the GPU omni method no longer has (and the NPU base never had)
+        in_g, in_bn = Matcher(n, g), Matcher(n, bn) if bn is not None else None
         for line, blk in blocks:
-            code = [l for l in blk if l.strip() and not l.strip().startswith("#")]
-            if not code: continue
-            gone = _missing([l.split(INLINE_MARK)[0] for l in code], g, names)
-            if gone:
-                out.append((line, f"{len(gone)} line(s) of this omni block differ from the GPU omni method",
-                            [f"- {l.strip()}" for l in gone]))
-        return out
-    gfn = ast.parse(gsrc).body[0]
-    body = g
-    if super_calls(gfn):   # the omni steps are everything but the super() call
-        call_lines = set()
-        for c in super_calls(gfn): call_lines |= set(range(c.lineno, c.end_lineno + 1))
-        glines = gsrc.splitlines()
-        body = [glines[i - 1] for i in range(gfn.body[0].lineno, len(glines) + 1)
-                if i not in call_lines and glines[i - 1].strip() and not glines[i - 1].strip().startswith("#")]
-    else: body = g[1:]
-    doc = ast.get_docstring(gfn)
-    gone = [l for l in _missing(body, _code_lines(nsrc), names) if not (doc and l.strip().strip("\"'") in doc)]
-    if gone:
-        out.append((None, f"{len(gone)} line(s) of the GPU omni method have no counterpart in the NPU override",
-                    [f"+ {l.strip()}" for l in gone]))
+            gone = [i for i in n.logic() if line <= n.lines[i] < line + len(blk) and not in_g.has(i)
+                    and not (in_bn is not None and in_bn.has(i))]
+            if gone: out.append((line, f"{len(gone)} statement(s) of this omni block differ from the GPU omni method",
+                                 [f"- {t}" for t in _deltas(n, gone)]))
+    if bg is not None:   # omni's change: the GPU omni method's statements the GPU base does not have
+        in_bg, in_n, moved = Matcher(g, bg), Matcher(g, n), Matcher(g, elsewhere) if elsewhere is not None else None
+        gone = _reguarded(g, [i for i in g.logic() if not in_bg.has(i) and not in_n.has(i) and not _moved(moved, g, i)], n, in_n)
+        if gone: out.append((None, f"{len(gone)} statement(s) of omni's GPU-side change have no counterpart in the NPU override",
+                             [f"+ {t}" for t in _deltas(g, gone)]))
+    elif not blocks:   # two-way: every statement of the GPU omni method but its super() call
+        in_n, moved = Matcher(g, n), Matcher(g, elsewhere) if elsewhere is not None else None
+        gone = [i for i in g.logic() if not in_n.has(i) and not _moved(moved, g, i)]
+        if gone: out.append((None, f"{len(gone)} statement(s) of the GPU omni method have no counterpart in the NPU override",
+                             [f"+ {t}" for t in _deltas(g, gone)]))
     return out
 
 # %% ../../nbs/port/audit.ipynb #01397a5d
@@ -513,27 +683,49 @@ def in_file(found: list[Finding], n: RunnerClass, tree) -> list[Finding]:
         elif node is not None: f.line = node.lineno      # a finding on the whole method: its `def` line
     return found
 
-def pair_findings(g: RunnerClass, n: RunnerClass, ggraph, ngraph, names, rules, base_tree) -> list[Finding]:
-    "Drift (ONP4201), omissions (ONP4202), untranslated patterns (ONP4203) and orphan overrides (ONP4204) of one pair."
+def unique(found: list) -> list:
+    "The findings, each once (the first of equal ones: same code, place, message and detail), in order."
+    return list({(f.code, f.path, f.cls, f.method, f.line, f.message, tuple(f.detail)): f for f in found}.values())
+
+def base_method(tree, base: Symbol, m: str) -> tuple[str, str] | None:
+    "(the text of method `m` of a runner base class as its source defines or inherits it, the module's text); None when the source has none."
+    if tree is None: return None
+    sym = resolve(tree, f"{base.dotted}.{m}")
+    if not sym or sym.kind != "method": return None
+    text = tree.module_source(sym.module)
+    return (method_text(text, sym.node), text) if text else None
+
+def _sibling_defines(siblings, graph: ClassGraph, n: RunnerClass, m: str) -> bool:
+    "Whether another runner of the same side (a sibling fork) defines `m` in its own class body."
+    return any(s is not n and m in own_methods(s.node) for s in siblings)
+
+def pair_findings(g: RunnerClass, n: RunnerClass, ggraph, ngraph, names, rules, base_tree, gpu_base=None,
+                  gpu_runners=(), npu_runners=(), blocks_checked: bool = True) -> list[Finding]:
+    "Drift (ONP4201), omissions (ONP4202), untranslated patterns (ONP4203) and orphan overrides (ONP4204) of one pair; each once."
     out, gname, nname = [], g.name, n.name
+    (gbase, *_), (nbase, *_) = runner_bases()
     for m, node in own_methods(n.node).items():
         nsrc = method_text(n.text, node)
         for d in translator_check(nsrc, n.text, rules):
             out.append(Finding("ONP4203", nname, m, f"{code_info('ONP4203').title}: {_check_note(d)}", d.line))
         gm = ggraph.method(g, m)
         if gm is None:
-            if m != "__init__" and not omni_outside(ggraph, g) and not _vendor_defines(ngraph, n, m):
+            if m != "__init__" and not omni_outside(ggraph, g) and not _vendor_defines(ngraph, n, m) \
+                    and not any(ggraph.method(s, m) for s in gpu_runners if s is not g):   # a sibling GPU runner has it
                 out.append(Finding("ONP4204", nname, m, f"{gname} (and its bases in the sources given) has no {m}: "
                                    "the NPU override may be dead or the GPU side renamed it"
                                    + ("" if base_tree else " (--npu-base tells an override of vllm-ascend's own method)")))
             continue
         owner, gnode = gm
-        for line, msg, det in drift(method_text(owner.text, gnode), nsrc, names, rules, owner.text):
+        gb, nb = base_method(gpu_base, gbase, m), base_method(base_tree, nbase, m)
+        for line, msg, det in drift(method_text(owner.text, gnode), nsrc, names, rules, owner.text, gb, nb and nb[0],
+                                    blocks_checked, class_statements(n.text, n.node, names, m)):
             out.append(Finding("ONP4201", nname, m, f"drift from {owner.name}.{m}: {msg}", line, det))
     runner = runner_bases()[1][0]   # vllm-ascend's NPUModelRunner
     for m, node in own_methods(g.node).items():
         if m in own_methods(n.node): continue
         seen, gsrc = ngraph.method(n, m), method_text(g.text, node)
+        if seen is None and _sibling_defines(npu_runners, ngraph, n, m): continue   # kept in a sibling NPU runner
         if seen is None or seen[0].name != gname:
             where = (f"{nname} gets {seen[0].name}.{m} instead" if seen else
                      f"{nname} has no {m} " + ("in the sources given" if omni_outside(ngraph, n) else "at all"))
@@ -549,14 +741,24 @@ def pair_findings(g: RunnerClass, n: RunnerClass, ggraph, ngraph, names, rules, 
             if sym and sym.kind == "method" and sym.path.split(".")[0] == runner.leaf:
                 out.append(Finding("ONP4202", nname, m, f"{nname} inherits {gname}.{m}, which shadows "
                                    f"vllm-ascend's own {runner.leaf}.{m} ({base_tree.version})"))
-    return out
+    return unique(out)
 
 # %% ../../nbs/port/audit.ipynb #be50f706
-def audit(gpu: str, npu: str, npu_base: str | None = None, target: str | None = None) -> list[Finding]:
+def _npu_newer(gtree, ntree) -> str | None:
+    "A note when the NPU source is a newer vLLM-Omni release than the GPU one (its omni blocks may hold later GPU fixes)."
+    try: newer = gtree.version and ntree.version and parse_version(ntree.version) > parse_version(gtree.version)
+    except ValueError: newer = False
+    return (f"{code_info('ONP4209').title}: vLLM-Omni {ntree.version} (NPU) is newer than {gtree.version} (GPU); the NPU "
+            "omni blocks are not checked against the older GPU methods, only omni's GPU-side change against the NPU copy") if newer else None
+
+def audit(gpu: str, npu: str, npu_base: str | None = None, target: str | None = None, gpu_base: str | None = None) -> list[Finding]:
     "Runner pairs, drift, omissions and untranslated GPU patterns between the GPU and NPU runners of vllm-omni."
     base_tree = open_tree(npu_base) if npu_base else None
     if base_tree is not None and base_tree.package != "vllm_ascend":
         raise PortError(f"--npu-base {base_tree.origin} is {base_tree.distribution}, not vllm-ascend")
+    gbase_tree = open_tree(gpu_base) if gpu_base else None
+    if gbase_tree is not None and gbase_tree.package != "vllm":
+        raise PortError(f"--gpu-base {gbase_tree.origin} is {gbase_tree.distribution}, not vllm")
     rules, notes = audit_rules(target, base_tree, (npu, gpu))
     gs, ns = audit_source(gpu), audit_source(npu)
     lone = lone_tree([gs, ns])
@@ -569,6 +771,9 @@ def audit(gpu: str, npu: str, npu_base: str | None = None, target: str | None = 
     findings = [Finding(d.code, "", "", d.message, severity="info") for d in notes]
     findings += runner_findings(gr, nr, pairs, ggraph, ngraph, gpu, npu)
     names = gpu_to_npu_names()
+    newer = _npu_newer(gtree, ntree)
+    if newer: findings.append(Finding("ONP4209", "", "", newer, severity="info"))
     for g, n, _ in sorted(pairs.pairs, key=lambda p: (len(ngraph.mro(p[1])), p[1].module, p[1].name)):   # bases first
-        findings += in_file(pair_findings(g, n, ggraph, ngraph, names, rules, base_tree), n, ntree)
-    return findings
+        findings += in_file(pair_findings(g, n, ggraph, ngraph, names, rules, base_tree, gbase_tree, gr.gpu, nr.npu, not newer), n, ntree)
+    return unique(findings)
+

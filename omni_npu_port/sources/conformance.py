@@ -148,7 +148,7 @@ def _shape_details(tree: SourceTree, record: Pattern, sym: ResolvedSymbol, side:
         if sym.kind != "class": details.append(f"{sym.path} is a {sym.kind}, not a class")
         else: details += [f"no method {m}" + (f" ({r.reason.split('; ', 1)[1]})" if "; " in r.reason else "")
                           for m in methods if not (r := class_attr(tree, sym, m, 0))]
-    elif record.value is not None: details += _check_value(tree, sym, record.value)
+    elif record.value is not None and not methods: details += _check_value(tree, sym, record.value)   # methods: the NPU class's
     return details
 
 def _keyword_details(record: Pattern, sig: inspect.Signature, side: str | None) -> list[str]:

@@ -21,7 +21,7 @@ from .scope import dotted_parts, is_super_call
 __all__ = ['AttentionFlags', 'forward_context_symbols', 'RotaryFlag', 'FullGraphParamsFlag', 'PagedAttentionFlag',
            'UniformDecodeFlag', 'ExplicitBaseFlag', 'GraphModeTruthFlag', 'ClearGraphsFlag', 'patched_classes',
            'PatchByNameFlag', 'LocalSubclassFlag', 'replaced_symbols', 'device_parents', 'reexport_table',
-           'ReexportFlag', 'SelfCheck']
+           'ReexportFlag', 'SelfCheck', 'NcclEnvFlag', 'ProposerFlags', 'WorkerOverrideFlag']
 
 # %% ../../nbs/translate/flags.ipynb #e7039e19
 _NB = "translate/flags.ipynb"
@@ -590,3 +590,126 @@ class SelfCheck(Rule):
                        f"(record {p.id}) and report the file", node, p.id, stmt=stmts[-1] if stmts else None)
             if stmts: c.tops[id(d)], c.paths[id(d)] = stmts[0], stmts
 
+
+# %% ../../nbs/translate/flags.ipynb #a147052a
+from .rewrites import DEVICE_ANCHORS, anchored, held
+import re as _re
+
+register(
+    Code("ONP2030", "nccl-environment", "an NCCL environment variable: NPU collectives (HCCL) do not read it", "manual",
+         action="Drop it, or set the HCCL_ ones variable that does the same (vllm-ascend reads HCCL_OP_EXPANSION_MODE, "
+                "HCCL_SO_PATH, ...).", notebook=_NB, tool="translate", comment=True, records=("dev.nccl-env",)),
+    Code("ONP2031", "proposer-keywords", "a proposer's dummy_run called with keywords vllm-ascend's proposers do not "
+         "take (a TypeError on NPU)", "manual",
+         action="Call it as vllm-ascend's runner does (the snippet): aclgraph_runtime_mode= takes the graph mode, not "
+                "a bool.", notebook=_NB, tool="translate", comment=True, records=("spec.proposer-dummy-run",)),
+    Code("ONP2032", "proposer-isinstance", "isinstance against vllm's proposer class, which vllm-ascend's does not "
+         "derive from at the target: always false on NPU", "manual",
+         action="Check against vllm-ascend's proposer class (the snippet), or drop the check.", notebook=_NB,
+         tool="translate", comment=True, records=("spec.eagle-isinstance",)),
+    Code("ONP2033", "worker-override", "an override written against vllm's GPU worker: the NPU worker implements the "
+         "method its own way", "manual",
+         action="Compare the override with vllm-ascend's NPUWorker method (its init_device calls self._init_device()); "
+                "keep only the omni steps, on top of the NPU method.", notebook=_NB, tool="translate", comment=True,
+         records=("worker.base-class",)),
+)
+
+# %% ../../nbs/translate/flags.ipynb #a1c68d7d
+_NCCL = _re.compile(r"NCCL_[A-Z0-9_]+")
+_ENV_CALLS = ("getenv", "putenv", "unsetenv", "get", "pop", "setdefault")
+
+@register_rule
+class NcclEnvFlag(Rule):
+    "dev.nccl-env: an `NCCL_*` name read or written through `os.environ` / `os.getenv` (ONP2030)."
+    records = ("dev.nccl-env",)
+    codes = ("ONP2030",)
+
+    @classmethod
+    def words(cls, rules) -> set: return {"getenv", "putenv", "unsetenv"} if held(rules, "dev.nccl-env") else set()
+
+    @classmethod
+    def body_words(cls, rules) -> set: return {"environ"} if held(rules, "dev.nccl-env") else set()   # common: only around an anchor
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.p = held(self.rules, "dev.nccl-env")
+
+    def _env(self, expr) -> bool:
+        return bool({"os.environ", "os.getenv", "os.putenv", "os.unsetenv"} & {q.rsplit(".", 1)[0] if q.endswith(
+            tuple(f".{m}" for m in _ENV_CALLS[3:])) and q.startswith("os.environ") else q for q in self.qnames(expr)})
+
+    def _flag(self, s, node):
+        if isinstance(s, cst.SimpleString) and _NCCL.fullmatch(s.evaluated_value or ""):
+            self.ctx.diag("ONP2030", f"{s.evaluated_value}: {self.p.title}", node, self.p.id, self.p.npu)
+
+    def visit_Call(self, node):
+        if self.p is not None and node.args and anchored(self.ctx) and self._env(node.func): self._flag(node.args[0].value, node)
+
+    def visit_Subscript(self, node):
+        if self.p is None or not anchored(self.ctx) or not self._env(node.value) or len(node.slice) != 1: return
+        sl = node.slice[0].slice
+        if isinstance(sl, cst.Index): self._flag(sl.value, node)
+
+# %% ../../nbs/translate/flags.ipynb #454a0935
+def _proposer_record(rules):
+    "The proposer dummy_run record that holds for the target (its NPU class changed name in v0.16.0rc1)."
+    return held(rules, "spec.proposer-dummy-run") or held(rules, "spec.proposer-dummy-run-v013")
+
+@register_rule
+class ProposerFlags(Rule):
+    "spec.proposer-dummy-run: `dummy_run(use_cudagraphs=...)` (ONP2031); spec.eagle-isinstance: isinstance against vllm's class (ONP2032)."
+    records = ("spec.proposer-dummy-run", "spec.proposer-dummy-run-v013", "spec.eagle-isinstance")
+    codes = ("ONP2031", "ONP2032")
+
+    @classmethod
+    def words(cls, rules) -> set:
+        return {leaf_name(p.gpu_symbol) for p in (_proposer_record(rules), held(rules, "spec.eagle-isinstance")) if p}
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.p, self.isa = _proposer_record(self.rules), held(self.rules, "spec.eagle-isinstance")
+
+    def visit_Call(self, node):
+        f = node.func
+        if self.p is not None and isinstance(f, cst.Attribute) and f.attr.value == leaf_name(self.p.gpu_symbol):
+            bad = [a.keyword.value for a in node.args if a.keyword and a.keyword.value in self.p.drop]
+            if bad:
+                self.ctx.diag("ONP2031", f"{f.attr.value}({', '.join(b + '=' for b in bad)}): vllm-ascend "
+                              f"{self.rules.vllm_ascend}'s {Symbol.parse(self.p.npu_symbol).owner}.dummy_run takes "
+                              f"{', '.join(self.p.params)} (no {', '.join(bad)}): TypeError", node, self.p.id, self.p.npu)
+        if self.isa is not None and isinstance(f, cst.Name) and f.value == "isinstance" and len(node.args) == 2:
+            v = node.args[1].value
+            parts = [e.value for e in v.elements] if isinstance(v, cst.Tuple) else [v]
+            while any(isinstance(x, cst.BinaryOperation) for x in parts):   # A | B
+                parts = [y for x in parts for y in ((x.left, x.right) if isinstance(x, cst.BinaryOperation) else (x,))]
+            if any(self.isa.gpu_symbol in self.qnames(x) for x in parts):
+                self.ctx.diag("ONP2032", f"{self.isa.title} (vllm-ascend {self.rules.vllm_ascend})", node, self.isa.id, self.isa.npu)
+
+# %% ../../nbs/translate/flags.ipynb #4f90f716
+@register_rule
+class WorkerOverrideFlag(Rule):
+    "worker.base-class: a method of a class deriving from vllm's GPU worker that NPUWorker defines its own way (ONP2033)."
+    records = ("worker.base-class",)
+    codes = ("ONP2033",)
+
+    @classmethod
+    def words(cls, rules) -> set:
+        p = held(rules, "worker.base-class")
+        ms = set(p.value.get("methods", ())) if p is not None and isinstance(p.value, dict) else set()
+        return {leaf_name(p.gpu_symbol), *ms} if p is not None else set()   # the methods: the chunker keeps their defs
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.p = held(self.rules, "worker.base-class")
+        self.methods = set(self.p.value.get("methods", ())) if self.p is not None and isinstance(self.p.value, dict) else set()
+        self.workers: set = set()   # ids of the classes deriving from the GPU worker
+
+    def visit_ClassDef(self, node):
+        if self.p is not None and any(self.p.gpu_symbol in self.qnames(b.value) for b in node.bases): self.workers.add(id(node))
+
+    def visit_FunctionDef(self, node):
+        c, name = self.ctx, node.name.value
+        if name not in self.methods or len(c.scopes) < 2 or c.scopes[-2][0] != "c" or id(c.scopes[-2][1]) not in self.workers: return
+        cls, npu = c.scopes[-2][1].name.value, Symbol.parse(self.p.npu_symbol)
+        c.diag("ONP2033", f"{cls}.{name} overrides vllm's {leaf_name(self.p.gpu_symbol)}.{name}; on NPU the class derives "
+               f"from {npu.leaf}, whose {name} works its own way: check the override against it", node, self.p.id, stmt=node)

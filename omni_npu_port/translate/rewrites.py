@@ -19,7 +19,8 @@ from .rules import leaf_name, parent_name, reexport_of, snippet_tree, walk_nodes
 from .scope import chain_expr, dotted_parts
 
 # %% auto #0
-__all__ = ['SymbolRewrite', 'KeywordChange', 'SignatureChange']
+__all__ = ['DEVICE_ANCHORS', 'SymbolRewrite', 'KeywordChange', 'SignatureChange', 'held', 'anchored', 'DeviceTypeRewrite',
+           'OverrideParameterRename']
 
 # %% ../../nbs/translate/rewrites.ipynb #92c152a2
 _NB = "translate/rewrites.ipynb"
@@ -498,3 +499,197 @@ def visit_Name(self: SignatureChange, node):
     new = next((self.renamed[q] for q in self.qnames(node) if q in self.renamed), None)
     if new is not None: self.ctx.edit(node, lambda u, new=new: u.with_changes(value=new))
 
+
+# %% ../../nbs/translate/rewrites.ipynb #34a0e5e6
+from ..core.catalog import parse_version
+from .rules import once_per_rules
+
+def held(rules, pid: str) -> Pattern | None:
+    "Record `pid` if it holds for the target: the rule set's; for a version older than the release serving it, the catalog's if it holds there."
+    p = rules.rec(pid)
+    if p is not None: return p
+    p = next((r for r in rules.catalog if r.id == pid), None)
+    try: older = rules.release is not None and parse_version(rules.vllm_ascend) < parse_version(rules.release)
+    except ValueError: older = False
+    return p if p is not None and older and p.holds_for(vllm_ascend=rules.vllm_ascend) else None
+
+register(
+    Code("ONP1030", "device-type-guard", "a device-type comparison with \"cuda\" now compares with \"npu\"", "rewrite",
+         action="Review the code the guard now runs on NPU: a CUDA-only set-up (NCCL variables, device selection) "
+                "needs its NPU counterpart (vllm-ascend's worker does it in `_init_device()`).", notebook=_NB,
+         tool="translate", records=("dev.device-type",)),
+    Code("ONP1031", "device-string", "a \"cuda\" device string now names the \"npu\" device", "rewrite",
+         action="Review the diff: `torch.device(\"npu:N\")` is what vllm-ascend's worker builds.", notebook=_NB,
+         tool="translate", records=("dev.device-type",)),
+)
+
+# %% ../../nbs/translate/rewrites.ipynb #887444c2
+def _is_cuda(s) -> bool: return isinstance(s, cst.SimpleString) and s.evaluated_value in ("cuda",)
+
+def _device_type_expr(e) -> bool:
+    "`x.device_type`, `x.device.type`, `device.type`: an expression that holds a device's type string."
+    if not isinstance(e, cst.Attribute): return False
+    if e.attr.value == "device_type": return True
+    v = e.value
+    return e.attr.value == "type" and (isinstance(v, cst.Name) and v.value == "device" or isinstance(v, cst.Attribute) and v.attr.value == "device")
+
+def _device_type_expr_in(cmp) -> bool:
+    "Whether a comparison has a device-type expression on either side."
+    return any(_device_type_expr(x) for x in [cmp.left, *(t.comparator for t in cmp.comparisons)])
+
+def _cuda_strings(e) -> list:
+    "The \"cuda\" string literals of a comparator: the string itself, or the elements of a tuple, list or set of strings."
+    if _is_cuda(e): return [e]
+    if isinstance(e, (cst.Tuple, cst.List, cst.Set)): return [x.value for x in e.elements if _is_cuda(x.value)]
+    return []
+
+def _npu_string(s: cst.SimpleString, old: str, new: str) -> cst.SimpleString:
+    "The string literal with its first `old` replaced by `new`, quotes and prefix kept."
+    return s.with_changes(value=s.value.replace(old, new, 1))
+
+def _cuda_device_string(v) -> bool:
+    "`\"cuda\"`, `\"cuda:0\"` or an f-string that starts `cuda:`."
+    if isinstance(v, cst.SimpleString): return bool(re.fullmatch(r"cuda(:\d+)?", v.evaluated_value or ""))
+    return isinstance(v, cst.FormattedString) and bool(v.parts) and isinstance(v.parts[0], cst.FormattedStringText) \
+        and bool(re.match(r"cuda(:|$)", v.parts[0].value))
+
+def _npu_device_string(v, npu: str):
+    "The device string naming `npu` instead of cuda, quotes and f-string parts kept."
+    if isinstance(v, cst.SimpleString): return _npu_string(v, "cuda", npu)
+    return v.with_changes(parts=[v.parts[0].with_changes(value=v.parts[0].value.replace("cuda", npu, 1)), *v.parts[1:]])
+
+DEVICE_ANCHORS = ("device_type", "getenv", "putenv", "unsetenv")   # words the worker rules anchor on
+
+def anchored(ctx, words=DEVICE_ANCHORS) -> bool:
+    "Whether the function around the visitor holds one of `words`: the worker rules act only there, in chunks and whole files alike."
+    if not ctx.funcs: return False
+    f = ctx.funcs[0]
+    memo = ctx.__dict__.setdefault("_anchored", {})
+    if id(f) not in memo:
+        code = ctx.module.code_for_node(f)
+        memo[id(f)] = any(re.search(rf"\b{w}\b", code) for w in words)
+    return memo[id(f)]
+
+# %% ../../nbs/translate/rewrites.ipynb #9dd786d3
+@register_rule
+class DeviceTypeRewrite(Rule):
+    "dev.device-type: \"cuda\" → \"npu\" in device-type comparisons (ONP1030) and in device strings (ONP1031)."
+    records = ("dev.device-type",)
+    codes = ("ONP1030", "ONP1031")
+
+    @classmethod
+    def words(cls, rules) -> set: return {"device_type"} if held(rules, "dev.device-type") else set()
+
+    @classmethod
+    def body_words(cls, rules) -> set: return {"device"} if held(rules, "dev.device-type") else set()   # only around an anchor
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.p = held(self.rules, "dev.device-type")
+        self.npu = str(self.p.value) if self.p is not None else None
+        self.aware: set = set()   # ids of the `elif` tests of chains that already test for the NPU
+
+    def visit_If(self, node):
+        "An if/elif chain that already tests for the NPU's type is NPU-aware code: its \"cuda\" branches stay."
+        if self.p is None or not self._tests_npu(node.test): return
+        o = node.orelse
+        while isinstance(o, cst.If): self.aware.add(id(o.test)); o = o.orelse
+
+    def _tests_npu(self, test) -> bool:
+        return any(isinstance(n, cst.Comparison) and _device_type_expr_in(n) and any(
+            isinstance(x, cst.SimpleString) and x.evaluated_value == self.npu for x in walk_nodes(n)) for n in walk_nodes(test))
+
+    def visit_Comparison(self, node):
+        if self.p is None or id(node) in self.aware or not anchored(self.ctx): return
+        sides = [node.left, *(t.comparator for t in node.comparisons)]
+        if not any(_device_type_expr(s) for s in sides): return
+        if not any(_cuda_strings(s) for s in sides): return
+        self.ctx.edit(node, lambda u: u.with_changes(left=self._npu(u.left), comparisons=[
+            t.with_changes(comparator=self._npu(t.comparator)) for t in u.comparisons]))
+        at = self.ctx.stmts[-1] if self.ctx.stmts else node   # the statement: an `elif` test's column depends on the layout
+        self.ctx.diag("ONP1030", f"device type \"cuda\" → \"{self.npu}\" ({self.p.title})", at, self.p.id)
+
+    def _npu(self, e):
+        "A comparator with its \"cuda\" literals (itself, or a tuple's, list's or set's elements) made \"npu\"."
+        if _is_cuda(e): return _npu_string(e, "cuda", self.npu)
+        if isinstance(e, (cst.Tuple, cst.List, cst.Set)):
+            return e.with_changes(elements=[x.with_changes(value=self._npu(x.value)) for x in e.elements])
+        return e
+
+    def visit_Call(self, node):
+        if self.p is None or not anchored(self.ctx): return
+        ctor = "torch.device" in self.qnames(node.func)
+        hits = [i for i, a in enumerate(node.args) if (ctor and i == 0 and not a.keyword or a.keyword is not None
+                and a.keyword.value == "device") and _cuda_device_string(a.value)]
+        if not hits: return
+        self.ctx.edit(node, lambda u: u.with_changes(args=[a.with_changes(value=_npu_device_string(a.value, self.npu))
+                                                         if i in hits else a for i, a in enumerate(u.args)]))
+        self.ctx.diag("ONP1031", f"device string \"cuda…\" → \"{self.npu}…\"", node, self.p.id)
+
+# %% ../../nbs/translate/rewrites.ipynb #bbc2d5d0
+register(Code("ONP1032", "override-parameter-renamed", "an omni override's parameter takes the name vllm-ascend calls it "
+              "with, in its definition, body and calls", "rewrite",
+              action="Review the diff: the NPU base calls the method with this keyword at the target (a record's "
+                     "`rename` table names the pair); vllm's name would raise TypeError.", notebook=_NB, tool="translate",
+              records=("sig.dummy-run-aclgraph",)))
+
+_OVERRIDE_RECORDS = ("sig.dummy-run-aclgraph",)
+
+@register_rule
+class OverrideParameterRename(Rule):
+    "An override of an NPU runner method vllm-ascend calls with another keyword (`rename`) for a release the method rules miss."
+    records = _OVERRIDE_RECORDS
+    codes = ("ONP1032",)
+
+    @classmethod
+    def _table(cls, rules) -> dict:
+        "method name -> (record, {GPU parameter: NPU parameter}) of the records that hold, for methods no method rule covers."
+        recs = [p for p in (held(rules, i) for i in _OVERRIDE_RECORDS) if p is not None and p.npu_symbol and p.rename]
+        return {leaf_name(p.npu_symbol): (p, dict(p.rename)) for p in recs if leaf_name(p.npu_symbol) not in rules.methods}
+
+    @classmethod
+    def words(cls, rules) -> set: return set(cls._table(rules))
+
+    @classmethod
+    def body_words(cls, rules) -> set: return {g for _, ren in cls._table(rules).values() for g in ren}
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.table = once_per_rules(self.rules, "override-renames", lambda: self._table(self.rules))
+        self.gpu_names = {g for _, ren in self.table.values() for g in ren}
+        self.renamed: dict = {}   # qualified name of a renamed parameter -> its NPU name
+
+# %% ../../nbs/translate/rewrites.ipynb #fa53ec0b
+@patch
+def visit_FunctionDef(self: OverrideParameterRename, node):
+    c, name = self.ctx, node.name.value
+    if name not in self.table or len(c.scopes) < 2 or c.scopes[-2][0] != "c": return   # a method of a class
+    p, ren = self.table[name]
+    ps = [*node.params.posonly_params, *node.params.params, *node.params.kwonly_params]
+    have = {x.name.value for x in ps}
+    renamed = {g: n for g, n in ren.items() if g in have and n not in have}
+    if not renamed: return
+    scope = c.names.scopes[id(node)]
+    self.renamed.update({scope.local(g): n for g, n in renamed.items()})
+    c.diag("ONP1032", f"{name}: parameter {', '.join(f'{g} → {n}' for g, n in renamed.items())} (vllm-ascend "
+           f"{self.rules.vllm_ascend} calls {name} with {', '.join(f'{n}=' for n in renamed.values())})", node, p.id, stmt=node)
+
+@patch
+def visit_Name(self: OverrideParameterRename, node):
+    "A reference to a renamed parameter (the parameter itself included) takes its NPU name."
+    if node.value not in self.gpu_names or not self.renamed or id(node) in self.ctx.unscoped: return
+    new = next((self.renamed[q] for q in self.qnames(node) if q in self.renamed), None)
+    if new is not None: self.ctx.edit(node, lambda u, new=new: u.with_changes(value=new))
+
+@patch
+def visit_Call(self: OverrideParameterRename, node):
+    "`self.<method>(gpu_keyword=...)`: the keyword takes the NPU name."
+    f = node.func
+    if not isinstance(f, cst.Attribute) or f.attr.value not in self.table: return
+    p, ren = self.table[f.attr.value]
+    kws = {a.keyword.value for a in node.args if a.keyword}
+    hits = {g: n for g, n in ren.items() if g in kws and n not in kws}
+    if not hits: return
+    self.ctx.diag("ONP1032", f"{f.attr.value} called with " + ", ".join(f"{g}= → {n}=" for g, n in hits.items()), node, p.id)
+    self.ctx.edit(node, lambda u: u.with_changes(args=[a.with_changes(keyword=cst.Name(hits[a.keyword.value]))
+                                                     if a.keyword and a.keyword.value in hits else a for a in u.args]))

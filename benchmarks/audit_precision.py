@@ -1,0 +1,109 @@
+"""Precision and recall of `omni-npu-port audit` on a labelled set built from consecutive vLLM-Omni releases.
+
+`benchmarks/data/audit_labels.csv` holds one row per GPU omni method that changed in release N (against N-1):
+(GPU release N, NPU release N+1, NPU runner class, method, label, evidence). The labels were made by reading the
+code of both releases: `drift` (omni's GPU-side change is not mirrored by the NPU side of N+1), `mirrored`,
+`base-only` (the GPU method's new lines are vllm's base code, no omni change) and `inherited` (the NPU runner
+runs the GPU method itself, through its MRO). The audit runs on the GPU runners of N against the NPU runners of
+N+1 (`audit --gpu N --npu N+1`), three-way with the bases the releases pair with (vllm of N as `--gpu-base`,
+vllm-ascend of N+1 as `--npu-base`, from `core.catalog.OMNI_PAIRING`), and two-way (no `--gpu-base`) beside it.
+A labelled method is predicted drift when the audit reports ONP4201 or ONP4202 on it.
+
+Packages come from ~/.cache/omni-npu-port/pkgs (fetched from PyPI when missing; vllm sdists are large).
+
+Run:  .venv/bin/python benchmarks/audit_precision.py [--labels FILE] [--json OUT.json] [--show-errors]
+Target: precision >= 0.90 (three-way).
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from omni_npu_port.core.catalog import OMNI_PAIRING  # noqa: E402
+from omni_npu_port.port.audit import audit  # noqa: E402
+from omni_npu_port.sources.fetch import fetch_package  # noqa: E402
+
+LABELS = Path(__file__).parent / "data" / "audit_labels.csv"
+POSITIVE, NEGATIVE = {"drift"}, {"mirrored", "base-only", "inherited"}
+DRIFT_CODES = ("ONP4201", "ONP4202")
+
+
+def read_labels(path: Path) -> list[dict]:
+    "The labelled rows; a row with an unknown label is an error naming it."
+    rows = list(csv.DictReader(path.open(encoding="utf-8")))
+    for i, r in enumerate(rows, 2):
+        if r["label"] not in POSITIVE | NEGATIVE:
+            raise SystemExit(f"{path}:{i}: label {r['label']!r} is not one of {sorted(POSITIVE | NEGATIVE)}")
+    return rows
+
+
+def sources(gpu: str, npu: str) -> dict:
+    "The wheels and base sources of one release pair: omni N and N+1, vllm of N, vllm-ascend of N+1."
+    vllm = OMNI_PAIRING[gpu][0]
+    ascend = OMNI_PAIRING[npu][1][0]
+    return dict(gpu=str(fetch_package(f"vllm-omni=={gpu}", kind="wheel")), npu=str(fetch_package(f"vllm-omni=={npu}", kind="wheel")),
+                gpu_base=str(fetch_package(f"vllm=={vllm}", kind="sdist")), npu_base=str(fetch_package(f"vllm-ascend=={ascend}")),
+                target=f"vllm-ascend=={ascend}", vllm=vllm, ascend=ascend)
+
+
+def predicted(findings) -> set:
+    "(NPU class, method) pairs the audit reports drift on."
+    return {(f.cls, f.method) for f in findings if f.code in DRIFT_CODES}
+
+
+def score(rows: list[dict], flagged: dict) -> dict:
+    "TP/FP/FN/TN, precision and recall over the labelled rows; `flagged[(gpu, npu)]` is the audit's set."
+    out = {"tp": [], "fp": [], "fn": [], "tn": []}
+    for r in rows:
+        hit = (r["npu_class"], r["method"]) in flagged[(r["gpu_release"], r["npu_release"])]
+        pos = r["label"] in POSITIVE
+        out["tp" if hit and pos else "fp" if hit else "fn" if pos else "tn"].append(r)
+    n = {k: len(v) for k, v in out.items()}
+    n["precision"] = n["tp"] / (n["tp"] + n["fp"]) if n["tp"] + n["fp"] else None
+    n["recall"] = n["tp"] / (n["tp"] + n["fn"]) if n["tp"] + n["fn"] else None
+    return {"counts": n, "rows": out}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--labels", type=Path, default=LABELS)
+    ap.add_argument("--json", type=Path, help="write the counts and the misjudged rows here")
+    ap.add_argument("--show-errors", action="store_true", help="list the false positives and false negatives")
+    args = ap.parse_args(argv)
+    rows = read_labels(args.labels)
+    pairs = sorted({(r["gpu_release"], r["npu_release"]) for r in rows})
+    flagged = {"three-way": {}, "two-way": {}}
+    for gpu, npu in pairs:
+        s = sources(gpu, npu)
+        t = time.perf_counter()
+        flagged["three-way"][(gpu, npu)] = predicted(audit(s["gpu"], s["npu"], s["npu_base"], s["target"], s["gpu_base"]))
+        flagged["two-way"][(gpu, npu)] = predicted(audit(s["gpu"], s["npu"], s["npu_base"], s["target"]))
+        print(f"omni {gpu} GPU vs {npu} NPU (vllm {s['vllm']}, vllm-ascend {s['ascend']}): {time.perf_counter() - t:.1f} s")
+    report = {}
+    print(f"\n{len(rows)} labelled methods ({sum(r['label'] in POSITIVE for r in rows)} drift) over {len(pairs)} release pairs")
+    print(f"{'mode':10} {'TP':>4} {'FP':>4} {'FN':>4} {'TN':>4} {'precision':>10} {'recall':>8}")
+    for mode, fl in flagged.items():
+        sc = score(rows, fl)
+        c = sc["counts"]
+        fmt = lambda x: "—" if x is None else f"{x:.2f}"
+        print(f"{mode:10} {c['tp']:>4} {c['fp']:>4} {c['fn']:>4} {c['tn']:>4} {fmt(c['precision']):>10} {fmt(c['recall']):>8}")
+        report[mode] = {"counts": c, "fp": sc["rows"]["fp"], "fn": sc["rows"]["fn"]}
+        if args.show_errors:
+            for kind in ("fp", "fn"):
+                for r in sc["rows"][kind]:
+                    print(f"    {kind.upper()} {r['gpu_release']}->{r['npu_release']} {r['npu_class']}.{r['method']} "
+                          f"({r['label']}: {r['evidence']})")
+    if args.json: args.json.write_text(json.dumps(report, indent=2))
+    p = report["three-way"]["counts"]["precision"]
+    print(f"\ntarget: three-way precision >= 0.90: {'met' if p is not None and p >= 0.9 else 'NOT met'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
