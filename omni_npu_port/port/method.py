@@ -18,6 +18,7 @@ from ..translate.engine import RuleSet
 from .locate import Located, class_mro, port_diagnostic
 from .translation import pairing_check, rules_for, target_check, target_of, translate_methods
 from .merge import INLINE_MARK, merge_hunks, render
+from .delta import delta_fallback, redirect_super, wraps_by_super
 from .supercalls import extends_by_super, inlinable_call, port_super_call, port_super_inline
 from .supercalls import param_names, rebind_supers, super_calls, super_kept, super_target, walk_no_nested
 from .formatting import format_code, format_options, ruff_bin
@@ -235,9 +236,14 @@ def port_method(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_s
             style = "super-call"
             origins = ["omni"] * len(res[0])
         lines, d2 = res
+    elif not inherited and wraps_by_super(npu, omni_t):   # the NPU base wraps the GPU base's method: wrap omni's instead
+        lines, origins, d2 = redirect_super(npu, gpu_omni.cls_node.name, name)
+        style = "npu-wraps"
     else:
         older = [t for t, _ in translate_methods([(h.method_source, h.context_text) for h in history if h], rules)]
         hunks = merge_hunks(base_t, omni_t, npu, older)
+        hunks, dd, counts = delta_fallback(hunks, base_t, omni_t, npu, name, older)   # conflicts: omni's hunks at their anchors
+        if counts: style, diags = "delta", diags + dd
         lines, d2 = render(hunks, (f"NPU base: {npu_base.label()}", f"omni GPU: {gpu_omni.label()} (translated)"),
                            fence, prefer, origins)
     if landing:   # each copied line's super() reaches what it reached in the class it was copied from (ONP4027)

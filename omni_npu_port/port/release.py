@@ -39,12 +39,12 @@ from .method import undefined_names
 from .translation import rules_for, target_of, translate_methods
 
 # %% auto #0
-__all__ = ['DEFAULT_LAYOUT', 'REACHED', 'EXPLAINS', 'REPORT_JSON', 'REPORT_MD', 'download_bar', 'fetch_release', 'open_release',
-           'package_texts', 'ReleaseInputs', 'choose_inputs', 'ReleaseRunners', 'release_runners', 'Placement',
-           'place_runners', 'line_keys', 'in_port', 'port_statements', 'edited', 'method_chunks', 'compiles',
-           'MethodCheck', 'check_method', 'RunnerPort', 'check_runner', 'ported_mro', 'port_runner', 'ReleasePort',
-           'release_summary', 'release_markdown', 'release_html', 'write_release', 'run_ports', 'unpack_sdists',
-           'release_source', 'port_release']
+__all__ = ['DEFAULT_LAYOUT', 'LIVE_BY_CALL', 'REACHED', 'EXPLAINS', 'REPORT_JSON', 'REPORT_MD', 'download_bar', 'fetch_release',
+           'open_release', 'package_texts', 'ReleaseInputs', 'choose_inputs', 'ReleaseRunners', 'release_runners',
+           'Placement', 'place_runners', 'line_keys', 'in_port', 'port_statements', 'edited', 'method_chunks',
+           'compiles', 'MethodCheck', 'check_method', 'RunnerPort', 'check_runner', 'ported_mro', 'port_runner',
+           'ReleasePort', 'release_summary', 'release_markdown', 'release_html', 'write_release', 'run_ports',
+           'unpack_sdists', 'release_source', 'port_release']
 
 # %% ../../nbs/port/release.ipynb #5b1f7dcc
 register(
@@ -312,6 +312,7 @@ def compiles(code: str) -> bool:
     except (SyntaxError, ValueError): return False
 
 # %% ../../nbs/port/release.ipynb #f94395fa
+LIVE_BY_CALL = ("npu-wraps",)          # styles whose port runs omni's whole method through a call
 REACHED = ("super-call", "super-kept")   # styles whose port runs the NPU base's method itself (an explicit base call, or super())
 EXPLAINS = ("ONP4008", "ONP4013")         # diagnostics that say omni lines were dropped (a --prefer policy, a moot edit)
 
@@ -331,6 +332,7 @@ class MethodCheck:
     omni_explained: int = 0       # ... of those, explained (a super() call replaced, a diagnostic)
     omni_edited: int = 0          # ... of those, in the port edited
     translated: int = 0           # statements of the port changed from the omni method only by translation
+    omni_live: int = 0            # omni-added statements in the port's live code (a commented conflict side is not), or run through a call to omni's method
     unexplained: list = field(default_factory=list)   # the lost statements nothing explains
 
     @property
@@ -361,6 +363,9 @@ def check_method(name: str, style: str, port: str, omni: str, omni_t: str, base:
         elif edited(k, stmts): r.omni_edited += 1
         else: r.unexplained.append(f"omni: {text}")
     r.translated = sum(1 for k in Ot if k not in O and in_port(k, P))
+    live = keep_side(port)                 # what runs: each conflict's NPU side
+    L, ls = f" {_key(live)} ", port_statements(live)
+    r.omni_live = r.omni_added if style in LIVE_BY_CALL else sum(in_port(k, L) or edited(k, ls) for k in added)
     return r
 
 # %% ../../nbs/port/release.ipynb #9458be39
@@ -398,7 +403,7 @@ def check_runner(code: str, cls: str, styles: dict, diags: list, gpu_base: Locat
     rules, chunks, out = rules_for(target_of(npu_base)), method_chunks(code, cls), []
     for name, style in styles.items():
         go, gb, nb = method_located(omni, name), method_located(gpu_base, name), method_located(npu_base, name)
-        olds = [m for h in history if (m := method_located(h, name))] if style == "merge" else []   # history serves merges only
+        olds = [m for h in history if (m := method_located(h, name))] if style in ("merge", "delta") else []   # history serves merges only
         srcs = [(x.method_source, x.context_text) for x in [go, gb] + olds if x is not None]
         done = [t for t, _ in translate_methods(srcs, rules)]   # the class port's own translations: cached
         omni_t, base_t, older_t = done[0], done[1] if gb else "", done[2 if gb else 1:]
