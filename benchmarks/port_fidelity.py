@@ -40,6 +40,12 @@ def npu_base_of(res):
     return locate(MethodSpec(str(fetch_release(f"vllm-ascend=={res.vllm_ascend}")), sym.module, sym.leaf), False)
 
 
+def hunk_counts(diags, name: str) -> str | None:
+    "applied / with fuzz / not applied omni hunks of a method the delta ported (ONP4410 / ONP4411 / ONP4412), None where it did not."
+    n = {c: sum(d.code == c and d.where == name and not d.message.startswith("signature") for d in diags) for c in ("ONP4410", "ONP4411", "ONP4412")}
+    return "/".join(map(str, n.values())) if any(n.values()) else None
+
+
 def method_rows(res) -> list[dict]:
     "One row per ported method whose runner and name the release hand-wrote."
     npu, rows = npu_base_of(res), []
@@ -58,7 +64,7 @@ def method_rows(res) -> list[dict]:
             rows.append({"release": res.omni, "method": f"{r.cls}.{name}", "style": m.style, "port": round(port_s, 3),
                          "base": round(base_s, 3), "lift": round(port_s - base_s, 3), "differs": base_s < 0.999,
                          "omni_added": m.omni_added, "omni_live": getattr(m, "omni_live", None),
-                         "hunks": getattr(m, "hunks", None)})
+                         "hunks": hunk_counts(r.diagnostics, name)})
     return rows
 
 
