@@ -244,7 +244,7 @@ def run_release(args: argparse.Namespace) -> int:
     written = write_release(res, args.output or f"npu-port-{res.omni}", force=args.force)
     if args.json: print(json.dumps(res.to_json(), indent=2))
     else: print("\n".join(release_summary(res) + [f"wrote {w}" for w in written]))
-    clean = not res.conflicts and not res.lost and all(r.compiles_npu_side for r in res.runners)
+    clean = not res.conflicts and not res.lost and all(r.compiles_npu_side for r in res.runners) and res.ready   # compiles is not ready
     return 0 if clean else 1
 
 # %% ../../nbs/cli/port.ipynb #17fbb220

@@ -36,6 +36,7 @@ from .classes import generated_mro, plan_class, port_class, ported_class_name
 from .locate import Located, MethodSpec, MroClass, PortError, locate, method_located, open_tree, port_diagnostic
 from .merge import code_tokens, keep_side, logical_units, uncomment_conflicts
 from .method import undefined_names
+from .ready import ready_index, ready_findings
 from .translation import rules_for, target_of, translate_methods
 
 # %% auto #0
@@ -314,7 +315,7 @@ def compiles(code: str) -> bool:
 # %% ../../nbs/port/release.ipynb #f94395fa
 LIVE_BY_CALL = ("npu-wraps",)          # styles whose port runs omni's whole method through a call
 REACHED = ("super-call", "super-kept")   # styles whose port runs the NPU base's method itself (an explicit base call, or super())
-EXPLAINS = ("ONP4008", "ONP4013")         # diagnostics that say omni lines were dropped (a --prefer policy, a moot edit)
+EXPLAINS = ("ONP4008", "ONP4013", "ONP4412")   # diagnostics that say omni lines were dropped (a --prefer policy, a moot edit, a hunk not applied)
 
 @dataclass
 class MethodCheck:
@@ -350,7 +351,7 @@ def check_method(name: str, style: str, port: str, omni: str, omni_t: str, base:
     for k, text in N.items():
         if in_port(k, P): continue
         r.npu_missing += 1
-        if style in REACHED: r.npu_reached += 1
+        if style in REACHED or (style in LIVE_BY_CALL and "super()" in text): r.npu_reached += 1
         elif k in B and k not in O and k not in Ot: r.omni_deleted += 1
         elif edited(k, stmts): r.npu_edited += 1
         else: r.unexplained.append(f"NPU base: {text}")
@@ -359,7 +360,7 @@ def check_method(name: str, style: str, port: str, omni: str, omni_t: str, base:
     for k, text in added.items():
         if in_port(k, P): continue
         r.omni_missing += 1
-        if ("super()" in text and style.startswith("super")) or mine & set(EXPLAINS): r.omni_explained += 1
+        if ("super()" in text and style.startswith("super")) or mine & set(EXPLAINS) or style in LIVE_BY_CALL: r.omni_explained += 1
         elif edited(k, stmts): r.omni_edited += 1
         else: r.unexplained.append(f"omni: {text}")
     r.translated = sum(1 for k in Ot if k not in O and in_port(k, P))
@@ -382,6 +383,7 @@ class RunnerPort:
     inherited: list
     seconds: float
     parent: str | None = None     # the NPU class ported already for an omni base of this runner, which this one derives from
+    not_ready: list = field(default_factory=list)   # why the module, compiling, would not run (ONP4420-ONP4423)
 
     @property
     def path(self) -> str: return self.module.replace(".", "/") + ".py"
@@ -393,6 +395,8 @@ class RunnerPort:
     def compiles(self) -> bool: return compiles(self.code)
     @functools.cached_property
     def compiles_npu_side(self) -> bool: return compiles(keep_side(self.code))
+    @property
+    def ready(self) -> bool: return self.compiles and not self.not_ready
     @functools.cached_property
     def undefined(self) -> list[str]:
         return [d.message.rsplit("`", 2)[-2] for d in undefined_names(keep_side(self.code), self.cls)]
@@ -442,8 +446,9 @@ def port_runner(g: RunnerClass, place: Placement, omni_src: str, gpu_base: Locat
     checks = check_runner(res.code, place.cls, res.stats["styles"], res.diagnostics, gpu_base, omni, npu_base, history)
     diags = list(res.diagnostics) + [port_diagnostic("ONP4303", f"{code_info('ONP4303').title}: {line}", where=m.name)
                                      for m in checks for line in m.unexplained]
-    out = RunnerPort(_dotted(g), place.module, place.cls, place.hand, res.code, diags, checks,
-                     res.stats.get("inherited", []), time.perf_counter() - t0, pm[0].name if pm else None)
+    not_ready = ready_findings(res.code, ready_index(gpu_base, npu_base), place.cls)   # compiles is not runs
+    out = RunnerPort(_dotted(g), place.module, place.cls, place.hand, res.code, diags + not_ready, checks,
+                     res.stats.get("inherited", []), time.perf_counter() - t0, pm[0].name if pm else None, not_ready)
     out.compiles, out.compiles_npu_side, out.undefined   # the report's checks, run here (a worker runs them in parallel)
     return out
 
@@ -473,6 +478,8 @@ class ReleasePort:
     def methods(self) -> int: return sum(len(r.methods) for r in self.runners)
     @property
     def compiles(self) -> bool: return all(r.compiles for r in self.runners)
+    @property
+    def ready(self) -> bool: return all(r.ready for r in self.runners)
 
     def to_json(self) -> dict:
         "The report as JSON: pairing, history, layout, every runner with its methods' checks and every diagnostic."
@@ -482,12 +489,12 @@ class ReleasePort:
                 "history": self.history, "layout": self.layout, "layout_from": self.layout_from,
                 "seconds": round(self.seconds, 3), "written": self.written,
                 "summary": {"runners": len(self.runners), "methods": self.methods, "conflicts": self.conflicts,
-                            "lost_lines": self.lost, "compiles": self.compiles},
+                            "lost_lines": self.lost, "compiles": self.compiles, "ready": self.ready},
                 "diagnostics": [diag(d) for d in self.diagnostics],
                 "skipped": [{"class": c, "why": w} for c, w in self.skipped],
                 "runners": [{"gpu": r.gpu, "module": r.module, "class": r.cls, "derives_from": r.parent, "path": r.path, "hand_written": r.hand,
                              "conflicts": r.conflicts, "lost_lines": r.lost, "compiles": r.compiles,
-                             "compiles_npu_side": r.compiles_npu_side, "undefined": r.undefined, "inherited": r.inherited,
+                             "compiles_npu_side": r.compiles_npu_side, "ready": r.ready, "not_ready": [diag(d) for d in r.not_ready], "undefined": r.undefined, "inherited": r.inherited,
                              "seconds": round(r.seconds, 3), "methods": [{**asdict(m), "lost": m.lost} for m in r.methods],
                              "diagnostics": [diag(d) for d in r.diagnostics]} for r in self.runners]}
 
@@ -523,7 +530,13 @@ def release_summary(p: ReleasePort) -> list[str]:
             f"history (older vllm the omni copy may lag behind): {', '.join(p.history) or 'none'}",
             f"layout: {p.layout} ({p.layout_from})",
             f"{len(p.runners)} runner class(es), {p.methods} method(s) ported; {p.conflicts} conflict(s); {p.lost} statement(s) "
-            f"lost without explanation; {_compiled(p)}; {p.seconds:.2f} s"]
+            f"lost without explanation; {_compiled(p)}; {_ready(p)}; {p.seconds:.2f} s"]
+
+def _ready(p: ReleasePort) -> str:
+    "Ready beside compiles: how many modules would run, and how many findings say why the others would not."
+    if p.ready: return "every module ready"
+    n = sum(len(r.not_ready) for r in p.runners)
+    return f"{sum(r.ready for r in p.runners)} of {len(p.runners)} module(s) ready ({n} finding(s): ONP4420-ONP4423)"
 
 def _compiled(p: ReleasePort) -> str:
     if p.compiles: return "every module compiles"
