@@ -37,6 +37,7 @@ from .locate import Located, MethodSpec, MroClass, PortError, locate, method_loc
 from .merge import code_tokens, keep_side, logical_units, uncomment_conflicts
 from .method import undefined_names
 from .ready import ready_index, ready_findings
+from .reach import reach_runner
 from .translation import rules_for, target_of, translate_methods
 
 # %% auto #0
@@ -384,6 +385,7 @@ class RunnerPort:
     seconds: float
     parent: str | None = None     # the NPU class ported already for an omni base of this runner, which this one derives from
     not_ready: list = field(default_factory=list)   # why the module, compiling, would not run (ONP4420-ONP4423)
+    unreachable: list = field(default_factory=list) # omni overrides no entry point reaches (ONP4430), each a dict
 
     @property
     def path(self) -> str: return self.module.replace(".", "/") + ".py"
@@ -446,9 +448,10 @@ def port_runner(g: RunnerClass, place: Placement, omni_src: str, gpu_base: Locat
     checks = check_runner(res.code, place.cls, res.stats["styles"], res.diagnostics, gpu_base, omni, npu_base, history)
     diags = list(res.diagnostics) + [port_diagnostic("ONP4303", f"{code_info('ONP4303').title}: {line}", where=m.name)
                                      for m in checks for line in m.unexplained]
-    not_ready = ready_findings(res.code, ready_index(gpu_base, npu_base), place.cls)   # compiles is not runs
-    out = RunnerPort(_dotted(g), place.module, place.cls, place.hand, res.code, diags + not_ready, checks,
-                     res.stats.get("inherited", []), time.perf_counter() - t0, pm[0].name if pm else None, not_ready)
+    code, rdiags, unreached = reach_runner(res.code, place, omni, npu_base, gpu_base, pm)   # every omni override reached
+    not_ready = ready_findings(code, ready_index(gpu_base, npu_base), place.cls)   # compiles is not runs
+    out = RunnerPort(_dotted(g), place.module, place.cls, place.hand, code, diags + rdiags + not_ready, checks,
+                     res.stats.get("inherited", []), time.perf_counter() - t0, pm[0].name if pm else None, not_ready, unreached)
     out.compiles, out.compiles_npu_side, out.undefined   # the report's checks, run here (a worker runs them in parallel)
     return out
 
@@ -494,7 +497,7 @@ class ReleasePort:
                 "skipped": [{"class": c, "why": w} for c, w in self.skipped],
                 "runners": [{"gpu": r.gpu, "module": r.module, "class": r.cls, "derives_from": r.parent, "path": r.path, "hand_written": r.hand,
                              "conflicts": r.conflicts, "lost_lines": r.lost, "compiles": r.compiles,
-                             "compiles_npu_side": r.compiles_npu_side, "ready": r.ready, "not_ready": [diag(d) for d in r.not_ready], "undefined": r.undefined, "inherited": r.inherited,
+                             "compiles_npu_side": r.compiles_npu_side, "ready": r.ready, "unreachable": r.unreachable, "not_ready": [diag(d) for d in r.not_ready], "undefined": r.undefined, "inherited": r.inherited,
                              "seconds": round(r.seconds, 3), "methods": [{**asdict(m), "lost": m.lost} for m in r.methods],
                              "diagnostics": [diag(d) for d in r.diagnostics]} for r in self.runners]}
 
