@@ -183,7 +183,8 @@ def test_the_report_renders_and_writes_without_clobbering(tmp_path):
     assert "NPUARModelRunner" in md and "ONP4302" in md and "<table>" in html and "0.97.0" in html
     written = write_release(res, tmp_path)
     report = json.loads((tmp_path / REPORT_JSON).read_text())
-    assert report["summary"] == {"runners": 2, "methods": res.methods, "conflicts": 0, "lost_lines": 0, "compiles": True}
+    assert report["summary"] == {"runners": 2, "methods": res.methods, "conflicts": 0, "lost_lines": 0, "compiles": True,
+                                 "ready": res.ready}
     assert report["pairing"]["inferred"] and report["runners"][1]["methods"][0]["name"]
     for r in res.runners: compile((tmp_path / r.path).read_text(), r.path, "exec")
     before = (tmp_path / res.runners[0].path).read_text()

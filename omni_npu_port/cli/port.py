@@ -254,7 +254,7 @@ def run_release(args: argparse.Namespace) -> int:
     else: print("\n".join(release_summary(res) + [f"wrote {w}" for w in written]))
     for d in res.diagnostics:   # an input it could not read is said on stderr too, one line each, whatever the format
         if d.severity == "error": print(f"omni-npu-port port: {d}", file=sys.stderr)
-    clean = (not res.conflicts and not res.lost and all(r.compiles_npu_side for r in res.runners)
+    clean = (not res.conflicts and not res.lost and all(r.compiles_npu_side for r in res.runners) and res.ready   # compiles is not ready
              and not any(d.severity == "error" for d in res.diagnostics))   # a runner module it could not read: ONP4304
     return OK if clean else FINDINGS
 

@@ -18,6 +18,7 @@ from ..translate.engine import RuleSet
 from .locate import Located, class_mro, port_diagnostic, python_lines
 from .translation import pairing_check, rules_for, target_check, target_of, translate_methods
 from .merge import INLINE_MARK, merge_hunks, render
+from .delta import delta_fallback, redirect_super, wraps_by_super
 from .supercalls import extends_by_super, inlinable_call, port_super_call, port_super_inline
 from .supercalls import param_names, rebind_supers, super_calls, super_kept, super_target, walk_no_nested
 from .formatting import format_code, format_options, ruff_bin
@@ -213,7 +214,7 @@ def port_method(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_s
     (base_t, bdiags), (omni_t, tdiags) = done[:2]
     npu = done[2][0] if inherited else npu_base.method_source   # a method of the GPU side is GPU code: translated
     diags += pairing_check(gpu_base, npu_base) + target_check(npu_base, rules) + [d for d in bdiags if d.code == "ONP4102"]
-    style, origins, skip = "merge", [], set()
+    style, origins, skip, wraps = "merge", [], set(), False
     if landing is None and into is not None: landing = class_mro(into)
     reach = _landing(landing, gpu_omni, npu_base, name) if landing else None
     if extends_by_super(omni_t) and reach is not None and reach.keep:
@@ -238,6 +239,13 @@ def port_method(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_s
     else:
         older = [t for t, _ in translate_methods([(h.method_source, h.context_text) for h in history if h], rules)]
         hunks = merge_hunks(base_t, omni_t, npu, older)
+        wraps = not inherited and any(h.kind == "conflict" for h in hunks) and wraps_by_super(npu, omni_t)
+        hunks, dd, counts = ([], [], {}) if wraps else delta_fallback(hunks, base_t, omni_t, npu, name, older)   # far drift: omni's hunks at their anchors
+        if counts: style, diags = "delta", diags + dd
+    if wraps:   # the NPU base wraps the GPU base's method through super(): it wraps omni's instead
+        lines, origins, d2 = redirect_super(npu, gpu_omni.cls_node.name, name)
+        style = "npu-wraps"
+    elif style in ("merge", "delta"):
         lines, d2 = render(hunks, (f"NPU base: {npu_base.label()}", f"omni GPU: {gpu_omni.label()} (translated)"),
                            fence, prefer, origins)
     if landing:   # each copied line's super() reaches what it reached in the class it was copied from (ONP4027)

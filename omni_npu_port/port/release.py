@@ -38,15 +38,17 @@ from .classes import generated_mro, plan_class, port_class, ported_class_name
 from .locate import Located, MethodSpec, MroClass, PortError, locate, method_located, open_tree, port_diagnostic, python_lines
 from .merge import code_tokens, keep_side, logical_units, uncomment_conflicts
 from .method import undefined_names
+from .ready import ready_index, ready_findings
+from .reach import reach_runner
 from .translation import rules_for, target_of, translate_methods
 
 # %% auto #0
-__all__ = ['DEFAULT_LAYOUT', 'REACHED', 'EXPLAINS', 'REPORT_JSON', 'REPORT_MD', 'download_bar', 'fetch_release', 'open_release',
-           'ReleaseInputs', 'choose_inputs', 'ReleaseRunners', 'release_runners', 'unreadable_runners', 'Placement',
-           'place_runners', 'line_keys', 'in_port', 'port_statements', 'edited', 'method_chunks', 'compiles',
-           'MethodCheck', 'check_method', 'RunnerPort', 'check_runner', 'ported_mro', 'port_runner', 'ReleasePort',
-           'release_summary', 'release_markdown', 'release_html', 'refuse_release_writes', 'write_release', 'run_ports',
-           'unpack_sdists', 'release_source', 'named_gpu_bases', 'port_release']
+__all__ = ['DEFAULT_LAYOUT', 'LIVE_BY_CALL', 'REACHED', 'EXPLAINS', 'REPORT_JSON', 'REPORT_MD', 'download_bar', 'fetch_release',
+           'open_release', 'ReleaseInputs', 'choose_inputs', 'ReleaseRunners', 'release_runners', 'unreadable_runners',
+           'Placement', 'place_runners', 'line_keys', 'in_port', 'port_statements', 'edited', 'method_chunks',
+           'compiles', 'MethodCheck', 'check_method', 'RunnerPort', 'check_runner', 'ported_mro', 'port_runner',
+           'ReleasePort', 'release_summary', 'release_markdown', 'release_html', 'refuse_release_writes',
+           'write_release', 'run_ports', 'unpack_sdists', 'release_source', 'named_gpu_bases', 'port_release']
 
 # %% ../../nbs/port/release.ipynb #5b1f7dcc
 register(
@@ -336,8 +338,9 @@ def compiles(code: str) -> bool:
     except (SyntaxError, ValueError): return False
 
 # %% ../../nbs/port/release.ipynb #f94395fa
+LIVE_BY_CALL = ("npu-wraps",)          # styles whose port runs omni's whole method through a call
 REACHED = ("super-call", "super-kept")   # styles whose port runs the NPU base's method itself (an explicit base call, or super())
-EXPLAINS = ("ONP4008", "ONP4013")         # diagnostics that say omni lines were dropped (a --prefer policy, a moot edit)
+EXPLAINS = ("ONP4008", "ONP4013", "ONP4412")   # diagnostics that say omni lines were dropped (a --prefer policy, a moot edit, a hunk not applied)
 
 @dataclass
 class MethodCheck:
@@ -355,6 +358,7 @@ class MethodCheck:
     omni_explained: int = 0       # ... of those, explained (a super() call replaced, a diagnostic)
     omni_edited: int = 0          # ... of those, in the port edited
     translated: int = 0           # statements of the port changed from the omni method only by translation
+    omni_live: int = 0            # omni-added statements in the port's live code (a commented conflict side is not), or run through a call to omni's method
     unexplained: list = field(default_factory=list)   # the lost statements nothing explains
 
     @property
@@ -372,7 +376,7 @@ def check_method(name: str, style: str, port: str, omni: str, omni_t: str, base:
     for k, text in N.items():
         if in_port(k, P): continue
         r.npu_missing += 1
-        if style in REACHED: r.npu_reached += 1
+        if style in REACHED or (style in LIVE_BY_CALL and "super()" in text): r.npu_reached += 1
         elif k in B and k not in O and k not in Ot: r.omni_deleted += 1
         elif edited(k, stmts): r.npu_edited += 1
         else: r.unexplained.append(f"NPU base: {text}")
@@ -381,11 +385,19 @@ def check_method(name: str, style: str, port: str, omni: str, omni_t: str, base:
     for k, text in added.items():
         if in_port(k, P): continue
         r.omni_missing += 1
-        if ("super()" in text and style.startswith("super")) or mine & set(EXPLAINS): r.omni_explained += 1
+        if ("super()" in text and style.startswith("super")) or mine & set(EXPLAINS) or style in LIVE_BY_CALL: r.omni_explained += 1
         elif edited(k, stmts): r.omni_edited += 1
         else: r.unexplained.append(f"omni: {text}")
     r.translated = sum(1 for k in Ot if k not in O and in_port(k, P))
+    live = keep_side(port)                 # what runs: each conflict's NPU side
+    L, ls = f" {_key(live)} ", port_statements(live)
+    r.omni_live = r.omni_added if style in LIVE_BY_CALL else sum(in_port(k, L) or any(_within(k, s) for s in ls) for k in added)
     return r
+
+def _within(key: str, stmt: str) -> bool:
+    "Whether a statement's tokens all occur, in order, in another statement (omni's call merged with the NPU side's keywords)."
+    it = iter(stmt.split())
+    return len(key.split()) > 2 and all(t in it for t in key.split())
 
 # %% ../../nbs/port/release.ipynb #9458be39
 @dataclass
@@ -401,6 +413,8 @@ class RunnerPort:
     inherited: list
     seconds: float
     parent: str | None = None     # the NPU class ported already for an omni base of this runner, which this one derives from
+    not_ready: list = field(default_factory=list)   # why the module, compiling, would not run (ONP4420-ONP4423)
+    unreachable: list = field(default_factory=list) # omni overrides no entry point reaches (ONP4430), each a dict
 
     @property
     def path(self) -> str: return self.module.replace(".", "/") + ".py"
@@ -412,6 +426,8 @@ class RunnerPort:
     def compiles(self) -> bool: return compiles(self.code)
     @functools.cached_property
     def compiles_npu_side(self) -> bool: return compiles(keep_side(self.code))
+    @property
+    def ready(self) -> bool: return self.compiles and not self.not_ready
     @functools.cached_property
     def undefined(self) -> list[str]:
         return [d.message.rsplit("`", 2)[-2] for d in undefined_names(keep_side(self.code), self.cls)]
@@ -422,7 +438,7 @@ def check_runner(code: str, cls: str, styles: dict, diags: list, gpu_base: Locat
     rules, chunks, out = rules_for(target_of(npu_base)), method_chunks(code, cls), []
     for name, style in styles.items():
         go, gb, nb = method_located(omni, name), method_located(gpu_base, name), method_located(npu_base, name)
-        olds = [m for h in history if (m := method_located(h, name))] if style == "merge" else []   # history serves merges only
+        olds = [m for h in history if (m := method_located(h, name))] if style in ("merge", "delta") else []   # history serves merges only
         srcs = [(x.method_source, x.context_text) for x in [go, gb] + olds if x is not None]
         done = [t for t, _ in translate_methods(srcs, rules)]   # the class port's own translations: cached
         omni_t, base_t, older_t = done[0], done[1] if gb else "", done[2 if gb else 1:]
@@ -461,8 +477,10 @@ def port_runner(g: RunnerClass, place: Placement, omni_src: str, gpu_base: Locat
     checks = check_runner(res.code, place.cls, res.stats["styles"], res.diagnostics, gpu_base, omni, npu_base, history)
     diags = list(res.diagnostics) + [port_diagnostic("ONP4303", f"{code_info('ONP4303').title}: {line}", where=m.name)
                                      for m in checks for line in m.unexplained]
-    out = RunnerPort(_dotted(g), place.module, place.cls, place.hand, res.code, diags, checks,
-                     res.stats.get("inherited", []), time.perf_counter() - t0, pm[0].name if pm else None)
+    code, rdiags, unreached = reach_runner(res.code, place, omni, npu_base, gpu_base, pm)   # every omni override reached
+    not_ready = ready_findings(code, ready_index(gpu_base, npu_base), place.cls)   # compiles is not runs
+    out = RunnerPort(_dotted(g), place.module, place.cls, place.hand, code, diags + rdiags + not_ready, checks,
+                     res.stats.get("inherited", []), time.perf_counter() - t0, pm[0].name if pm else None, not_ready, unreached)
     out.compiles, out.compiles_npu_side, out.undefined   # the report's checks, run here (a worker runs them in parallel)
     return out
 
@@ -493,6 +511,8 @@ class ReleasePort:
     def methods(self) -> int: return sum(len(r.methods) for r in self.runners)
     @property
     def compiles(self) -> bool: return all(r.compiles for r in self.runners)
+    @property
+    def ready(self) -> bool: return all(r.ready for r in self.runners)
 
     def to_json(self) -> dict:
         "The report as JSON: pairing, history, layout, every runner with its methods' checks and every diagnostic."
@@ -502,12 +522,12 @@ class ReleasePort:
                 "history": self.history, "layout": self.layout, "layout_from": self.layout_from,
                 "seconds": round(self.seconds, 3), "written": self.written,
                 "summary": {"runners": len(self.runners), "methods": self.methods, "conflicts": self.conflicts,
-                            "lost_lines": self.lost, "compiles": self.compiles},
+                            "lost_lines": self.lost, "compiles": self.compiles, "ready": self.ready},
                 "diagnostics": [diag(d) for d in self.diagnostics],
                 "skipped": [{"class": c, "why": w} for c, w in self.skipped],
                 "runners": [{"gpu": r.gpu, "module": r.module, "class": r.cls, "derives_from": r.parent, "path": r.path, "hand_written": r.hand,
                              "conflicts": r.conflicts, "lost_lines": r.lost, "compiles": r.compiles,
-                             "compiles_npu_side": r.compiles_npu_side, "undefined": r.undefined, "inherited": r.inherited,
+                             "compiles_npu_side": r.compiles_npu_side, "ready": r.ready, "unreachable": r.unreachable, "not_ready": [diag(d) for d in r.not_ready], "undefined": r.undefined, "inherited": r.inherited,
                              "seconds": round(r.seconds, 3), "methods": [{**asdict(m), "lost": m.lost} for m in r.methods],
                              "diagnostics": [diag(d) for d in r.diagnostics]} for r in self.runners]}
 
@@ -543,7 +563,13 @@ def release_summary(p: ReleasePort) -> list[str]:
             f"history (older vllm the omni copy may lag behind): {', '.join(p.history) or 'none'}",
             f"layout: {p.layout} ({p.layout_from})",
             f"{len(p.runners)} runner class(es), {p.methods} method(s) ported; {p.conflicts} conflict(s); {p.lost} statement(s) "
-            f"lost without explanation; {_compiled(p)}; {p.seconds:.2f} s"]
+            f"lost without explanation; {_compiled(p)}; {_ready(p)}; {p.seconds:.2f} s"]
+
+def _ready(p: ReleasePort) -> str:
+    "Ready beside compiles: how many modules would run, and how many findings say why the others would not."
+    if p.ready: return "every module ready"
+    n = sum(len(r.not_ready) for r in p.runners)
+    return f"{sum(r.ready for r in p.runners)} of {len(p.runners)} module(s) ready ({n} finding(s): ONP4420-ONP4423)"
 
 def _compiled(p: ReleasePort) -> str:
     if p.compiles: return "every module compiles"
