@@ -25,7 +25,7 @@ __all__ = ['BIG_TABLE', 'RULES', 'STYLE', 'RENDERERS', 'Html', 'esc', 'wrap', 'b
            'itables_available', 'table', 'key_values', 'severity_of', 'diagnostic_line', 'diagnostics_table',
            'severity_counts', 'diff_rows', 'folded', 'side_by_side', 'html_translation', 'html_run', 'conflict_kinds',
            'code_table', 'html_port', 'html_audit', 'html_platform', 'html_conformance', 'html_doctor', 'html_bench',
-           'render', 'html_pattern_table']
+           'html_release', 'render', 'html_pattern_table']
 
 # %% ../../nbs/docs/render.ipynb #f960bae3
 BIG_TABLE = 200   # rows above which a table becomes interactive (itables), where itables is installed
@@ -38,12 +38,12 @@ RULES = (   # (selectors, declarations): the one style of every view, both a <st
     (".onp h4", "margin:10px 0 4px;font-size:14px"), (".onp p", "margin:4px 0"),
     (".onp .scroll", "max-height:640px;max-width:100%;overflow:auto;border:1px solid #d0d7de;margin:4px 0 10px"),
     (".onp table", "border-collapse:collapse;margin:0;table-layout:auto;font-size:13px;color:#1f2328"),
-    (".onp th,.onp td", f"border:1px solid #d0d7de;padding:2px 6px;text-align:left;vertical-align:top;white-space:normal;"
-                        f"line-height:1.45;max-width:none;{_WRAP}"),
+    (".onp th,.onp td", "border:1px solid #d0d7de;padding:2px 6px;text-align:left;vertical-align:top;white-space:normal;"
+                        "line-height:1.45;max-width:none;overflow-wrap:break-word"),
     (".onp th", "background:#f6f8fa;font-weight:600"), (".onp thead th", "position:sticky;top:0;z-index:1"),
     (".onp td.num", "text-align:right;font-variant-numeric:tabular-nums"),
     (".onp code,.onp pre,.onp td.src,.onp td.ln", _MONO), (".onp pre", f"white-space:pre-wrap;{_WRAP};margin:2px 0"),
-    (".onp td code", f"white-space:pre-wrap;{_WRAP}"),
+    (".onp td code", f"white-space:pre-wrap;{_WRAP}"), (".onp th", "overflow-wrap:normal"),
     (".onp td.src", f"white-space:pre-wrap;{_WRAP};text-align:left"),
     (".onp table.diff,.onp table.code", "table-layout:fixed;width:100%"),
     (".onp td.ln", "color:#6e7781;text-align:right;user-select:none;white-space:nowrap"),
@@ -383,8 +383,9 @@ def html_conformance(results, show_na: bool = False, title: str | None = None) -
     "Conformance results (objects or dicts): record, status, what the source says, symbol, details and hazards."
     rs = [r if isinstance(r, dict) else (r.to_dict() if hasattr(r, "to_dict") else asdict(r)) for r in results]
     shown = [r for r in rs if show_na or r["status"] != "n/a"]
-    rows = [[Html(f"<code>{esc(r['id'])}</code>"), badge(r["status"]), r.get("check"), r.get("symbol"),
-             "; ".join(r.get("details") or []) or None, "; ".join(r.get("hazards") or []) or None, r.get("where")] for r in shown]
+    code_ = lambda v: Html(f"<code>{esc(v)}</code>") if v else None   # dotted names and paths: code, wrapped anywhere
+    rows = [[Html(f"<code>{esc(r['id'])}</code>"), badge(r["status"]), r.get("check"), code_(r.get("symbol")),
+             "; ".join(r.get("details") or []) or None, "; ".join(r.get("hazards") or []) or None, code_(r.get("where"))] for r in shown]
     head = f"<h4>{esc(title)}</h4>" if title else ""
     hidden = len(rs) - len(shown)
     note = f"<p>{hidden} record(s) that do not hold for this version are not shown.</p>" if hidden else ""
@@ -448,6 +449,12 @@ def html_bench(result, plot: bool = False) -> Html:
     return wrap("bench", title + table(cols, body, numeric=tuple(i for i, c in enumerate(cols) if c not in ("mode", "parity"))) + tail)
 
 # %% ../../nbs/docs/render.ipynb #dc97c18f
+def html_release(p) -> Html:
+    "A whole-release port (`port.release.ReleasePort`): its summary and tables in the views' style."
+    from omni_npu_port.port.release import release_html
+    tables = re.sub(r"(<table\b.*?</table>)", r'<div class="scroll">\1</div>', release_html(p), flags=re.S)   # wide ones scroll in their box
+    return wrap("release", tables)
+
 RENDERERS = {   # class (module.QualName) -> its renderer; registered with core.display on import
     "omni_npu_port.translate.engine.Translation": html_translation,
     "omni_npu_port.translate.run.Run": html_run,
@@ -455,6 +462,7 @@ RENDERERS = {   # class (module.QualName) -> its renderer; registered with core.
     "omni_npu_port.port.audit.Finding": lambda f: html_audit([f]),
     "omni_npu_port.sources.conformance.Conformance": lambda c: html_conformance([c], show_na=True),
     "omni_npu_port.bench.result.BenchResult": html_bench,
+    "omni_npu_port.port.release.ReleasePort": html_release,
 }
 for _name, _fn in RENDERERS.items(): register_html(_name, _fn)
 

@@ -544,7 +544,12 @@ def release_html(p: ReleasePort) -> str:
            f"<details><summary>methods</summary>{_html_table(_METHOD_HEAD, methods)}</details></div>"
 
 ReleasePort._repr_markdown_ = release_markdown
-ReleasePort._repr_html_ = release_html
+def _release_repr_html(self) -> str:
+    "Jupyter: the view docs.render draws (the views' inline style), else the plain tables."
+    from omni_npu_port.core.display import html_for
+    return html_for(self) or release_html(self)
+
+ReleasePort._repr_html_ = _release_repr_html
 
 # %% ../../nbs/port/release.ipynb #e5cc6306
 REPORT_JSON, REPORT_MD = "port-report.json", "port-report.md"
