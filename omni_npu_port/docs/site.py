@@ -20,9 +20,10 @@ from ..core.errors import InputError
 from ..core.io import load_toml, write_atomic
 
 # %% auto #0
-__all__ = ['SIDEBAR', 'RENDERERS', 'DocsError', 'find_root', 'nbdev_settings', 'notebooks', 'page_of', 'sidebar_sections',
-           'sidebar_yaml', 'write_sidebar', 'cell_directives', 'rebase_links', 'readme_markdown', 'readme_notebook',
-           'write_readme', 'pick_renderer', 'site_dir', 'build_site', 'docs_location']
+__all__ = ['SIDEBAR', 'RENDERERS', 'CODES_NB', 'DocsError', 'find_root', 'nbdev_settings', 'notebooks', 'page_of',
+           'sidebar_sections', 'sidebar_yaml', 'write_sidebar', 'cell_directives', 'rebase_links', 'readme_markdown',
+           'readme_notebook', 'write_readme', 'pick_renderer', 'write_codes_page', 'site_dir', 'build_site',
+           'docs_location']
 
 # %% ../../nbs/docs/site.ipynb #744f4a2c
 class DocsError(InputError, RuntimeError):
@@ -306,6 +307,8 @@ def _render_smalldocs(root: Path, site_name: str, say=lambda step: None) -> Path
     "Process the notebooks with nbdev and render them with smalldocs; returns the rendered site folder."
     say("processing the notebooks with nbdev (runs their import cells)")
     _run([sys.executable, "-c", _PROC], root, "nbdev's notebook processing (proc_nbs)")
+    say("writing the codes page from the diagnostics registry")
+    write_codes_page(root / "_proc")
     say("rendering the pages with smalldocs")
     _run([sys.executable, "-c", _SMALLDOCS, "render", "-q", str(root / "_proc")], root, "smalldocs render")
     return root / "_proc" / site_name
@@ -315,6 +318,22 @@ def _render_quarto(root: Path, site_name: str, say=lambda step: None) -> Path:
     say("rendering the site with nbdev-docs (Quarto)")
     _run([sys.executable, "-c", _NBDEV_DOCS], root, "nbdev-docs (Quarto)")
     return root / site_name
+
+# %% ../../nbs/docs/site.ipynb #e39128f2
+CODES_NB = "docs/codes.ipynb"   # the page the codes go on, relative to the notebooks folder
+
+def write_codes_page(proc: Path) -> bool:
+    "Put the registry's Markdown into the processed codes notebook under `proc` (the cell displaying it replaced); False if it is not there."
+    from omni_npu_port.docs.codes import all_codes
+    from omni_npu_port.core.diagnostics import codes_markdown
+    nb_path = Path(proc) / CODES_NB
+    if not nb_path.is_file(): return False
+    nb = json.loads(nb_path.read_text(encoding="utf-8"))
+    md = {"cell_type": "markdown", "metadata": {}, "source": codes_markdown(all_codes().values(), link_base="../")}
+    cells = [c for c in nb["cells"] if "codes_markdown(" not in _src(c) or c["cell_type"] != "code"]
+    nb["cells"] = cells + [md]
+    write_atomic(nb_path, json.dumps(nb, indent=1))
+    return True
 
 # %% ../../nbs/docs/site.ipynb #2370cf08
 def _is_site(d: Path) -> bool: return (d / "search.json").is_file() or (d / "site_libs").is_dir()
