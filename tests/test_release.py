@@ -179,7 +179,7 @@ def test_a_release_without_npu_runners_gets_the_default_layout(tmp_path):
 def test_the_report_renders_and_writes_without_clobbering(tmp_path):
     res = fixture_port()
     md, html = res._repr_markdown_(), res._repr_html_()
-    assert "NPUARModelRunner" in md and "ONP4302" in md and "<table>" in html and "0.97.0" in html
+    assert "NPUARModelRunner" in md and "ONP4302" in md and "<table" in html and "0.97.0" in html and "text-align:left" in html
     written = write_release(res, tmp_path)
     report = json.loads((tmp_path / REPORT_JSON).read_text())
     assert report["summary"] == {"runners": 2, "methods": res.methods, "conflicts": 0, "lost_lines": 0, "compiles": True}
