@@ -50,3 +50,27 @@ def test_translate_diff_and_its_summary_agree(tmp_path):
     assert r.returncode == 0 and r.stdout.count("--- a/") == 1
     assert "2 files (1 changed, 0 failed)" in r.stderr and "nothing written" in r.stderr, r.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.py", "b.py"]
+
+
+def test_readme_figures_come_from_the_code_and_a_stale_one_is_found_and_fixed(tmp_path):
+    "A figure typed wrong in the README notebook makes --check-readme fail naming it; `docs --readme-only` puts the code's value."
+    import shutil
+    import pytest
+    from omni_npu_port.core.catalog import CATALOG
+    from omni_npu_port.docs.site import DocsError, fill_figures, readme_figures, stale_figures, write_readme
+    figs = readme_figures(ROOT)
+    assert figs["patterns"] == str(len(CATALOG)) and figs["families"] == str(len(CATALOG.families()))
+    with pytest.raises(DocsError, match="unknown figure 'patternz'"):
+        fill_figures("<!-- fig:patternz -->1<!-- /fig -->", figs)
+    for name in ("pyproject.toml", "settings.ini", "README.md"): shutil.copy2(ROOT / name, tmp_path / name)
+    (tmp_path / "nbs").mkdir()
+    index = (ROOT / "nbs" / "index.ipynb").read_text()
+    assert "<!-- fig:releases -->" in index and "<!-- fig:last-release -->" in index
+    (tmp_path / "nbs" / "index.ipynb").write_text(index.replace("<!-- fig:releases -->", "<!-- fig:releases -->9").replace(
+        f"<!-- fig:releases -->9{figs['releases']}", "<!-- fig:releases -->9"))
+    assert stale_figures(tmp_path) == [("releases", "9", figs["releases"])]
+    r = cli("docs", "--check-readme", "--root", str(tmp_path))
+    assert r.returncode == 1 and f"figure releases: nbs/index.ipynb says 9, the code says {figs['releases']}" in r.stderr
+    assert cli("docs", "--readme-only", "--root", str(tmp_path)).returncode == 0
+    assert stale_figures(tmp_path) == [] and write_readme(tmp_path, check=True)
+    assert f"<!-- fig:releases -->{figs['releases']}<!-- /fig --> releases" in (tmp_path / "README.md").read_text()

@@ -45,7 +45,7 @@ RULES = (   # (selectors, declarations): the one style of every view, both a <st
     (".onp code,.onp pre,.onp td.src,.onp td.ln", _MONO), (".onp pre", f"white-space:pre-wrap;{_WRAP};margin:2px 0"),
     (".onp td code", f"white-space:pre-wrap;{_WRAP}"), (".onp th", "overflow-wrap:normal"),
     (".onp td.src", f"white-space:pre-wrap;{_WRAP};text-align:left"),
-    (".onp table.diff,.onp table.code", "table-layout:fixed;width:100%"),
+    (".onp table.diff,.onp table.code,.onp table.fit", "table-layout:fixed;width:100%"),
     (".onp td.ln", "color:#6e7781;text-align:right;user-select:none;white-space:nowrap"),
     (".onp td.del", "background:#ffebe9"), (".onp td.add", "background:#dafbe1"),
     (".onp tr.skip td", "background:#f6f8fa;color:#6e7781;font-style:italic;text-align:center"),
@@ -389,7 +389,10 @@ def html_conformance(results, show_na: bool = False, title: str | None = None) -
     head = f"<h4>{esc(title)}</h4>" if title else ""
     hidden = len(rs) - len(shown)
     note = f"<p>{hidden} record(s) that do not hold for this version are not shown.</p>" if hidden else ""
-    return wrap("conformance", head + note + table(["record", "status", "source says", "symbol", "details", "hazards", "where"], rows))
+    t = table(["record", "status", "source says", "symbol", "details", "hazards", "where"], rows, interactive=False)
+    cols = "".join(f'<col style="width:{w}%">' for w in (13, 7, 8, 22, 22, 12, 16))   # the cell's width, shared out
+    t = Html(t.replace("<table>", f'<table class="fit"><colgroup>{cols}</colgroup>', 1))
+    return wrap("conformance", head + note + t)
 
 def html_doctor(report: dict, show_na: bool = False) -> Html:
     "A doctor report: platform, warnings, and per source its version and conformance table."
