@@ -161,7 +161,7 @@ SITE_URL = "https://omni-npu-port.github.io/omni-npu-port/"   # pyproject's Docu
 
 
 def printed_links(tmp: Path) -> set[str]:
-    "Every link into the site that the tools print: translate's report and check formats, the tour's translate step."
+    "Every link into the site that the tools print (translate's report and check formats, the tour's translate step) and the README gives."
     import io
     import json
     import subprocess
@@ -177,6 +177,7 @@ def printed_links(tmp: Path) -> set[str]:
     con = Console(file=io.StringIO(), width=400)
     tour_translate(con)
     texts.append(con.file.getvalue())
+    texts.append((ROOT / "README.md").read_text())   # the README's pointers to the site
     return {m.rstrip(".,;)") for t in texts for m in re.findall(re.escape(SITE_URL) + r"[^\s\"'<>`]*", t)}
 
 
@@ -191,7 +192,8 @@ def test_every_link_the_tools_print_resolves_on_the_built_site(site, tmp_path):
         path, _, anchor = link[len(SITE_URL):].partition("#")
         page = out / (path or "index.html")
         assert page.is_file(), f"{link}: the site has no page {path}"
-        if anchor: assert re.search(rf'id="{re.escape(anchor)}"', page.read_text()), f"{link}: no #{anchor} on {path}"
+        if anchor: assert re.search(rf'id="{re.escape(anchor)}"', page.read_text()), f"{link}: no #{anchor} on {path or 'index.html'}"
+    assert "This README is what a first hour needs" not in (out / "index.html").read_text()   # a README-only cell stays off the site
     codes = (out / "docs" / "codes.html").read_text()
     missing = [c for c in all_codes() if f'id="{c.lower()}"' not in codes]
     assert not missing, f"codes without their section on the codes page: {missing}"

@@ -237,9 +237,9 @@ def test_every_view_reads_well_in_jupyterlab(lab, browser, which):
 def screenshots(page):
     "The translation, the port and the doctor as JupyterLab shows them, into tests/artifacts/."
     ARTIFACTS.mkdir(exist_ok=True)
-    for kind in ("translation", "port", "doctor"):
-        view = page.locator(f".jp-OutputArea-output .onp-{kind}").first
-        view.evaluate("e => e.closest('.jp-Cell').scrollIntoView({block: 'start', behavior: 'instant'})")
+    for kind, css in (("translation", ".onp-translation"), ("port", ".onp-port"), ("doctor", ".onp-doctor .onp-conformance")):
+        view = page.locator(f".jp-OutputArea-output {css}").first
+        view.evaluate("e => (e.matches('.onp-conformance') ? e : e.closest('.jp-Cell')).scrollIntoView({block: 'start', behavior: 'instant'})")
         page.wait_for_timeout(300)
         page.screenshot(path=str(ARTIFACTS / f"jupyterlab-{kind}.png"))
         assert (ARTIFACTS / f"jupyterlab-{kind}.png").stat().st_size > 5_000

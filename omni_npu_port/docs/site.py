@@ -20,11 +20,11 @@ from ..core.errors import InputError
 from ..core.io import load_toml, write_atomic
 
 # %% auto #0
-__all__ = ['SIDEBAR', 'FIGURE', 'FIGURES', 'LAST_RUN', 'RENDERERS', 'CODES_NB', 'DocsError', 'find_root', 'nbdev_settings',
-           'notebooks', 'page_of', 'sidebar_sections', 'sidebar_yaml', 'write_sidebar', 'cell_directives',
-           'rebase_links', 'readme_markdown', 'readme_figures', 'fill_figures', 'run_readme_cells', 'readme_notebook',
-           'stale_figures', 'write_readme', 'pick_renderer', 'write_codes_page', 'site_dir', 'build_site',
-           'docs_location']
+__all__ = ['SIDEBAR', 'SITE_ONLY', 'README_ONLY', 'FIGURE', 'FIGURES', 'LAST_RUN', 'RENDERERS', 'CODES_NB', 'DocsError',
+           'find_root', 'nbdev_settings', 'notebooks', 'page_of', 'sidebar_sections', 'sidebar_yaml', 'write_sidebar',
+           'cell_directives', 'rebase_links', 'readme_markdown', 'readme_figures', 'fill_figures', 'run_readme_cells',
+           'readme_notebook', 'stale_figures', 'write_readme', 'pick_renderer', 'write_codes_page', 'drop_readme_only',
+           'site_dir', 'build_site', 'docs_location']
 
 # %% ../../nbs/docs/site.ipynb #744f4a2c
 class DocsError(InputError, RuntimeError):
@@ -212,6 +212,7 @@ def rebase_links(md: str, prefix: str) -> str:
 
 # %% ../../nbs/docs/site.ipynb #48328578
 _HIDDEN = {"hide", "export", "exporti", "export_", "default_exp"}
+SITE_ONLY, README_ONLY = "<!-- site-only -->", "<!-- readme-only -->"   # a Markdown cell's first line: where it is shown
 
 def readme_markdown(nb: dict, link_base: str = "") -> str:
     "Render a notebook (as loaded from its JSON) into README Markdown, without Quarto; relative links get `link_base/`."
@@ -228,7 +229,8 @@ def readme_markdown(nb: dict, link_base: str = "") -> str:
     if fm.get("description"): out.append(f"> {fm['description']}")
     for c in cells:
         if c["cell_type"] == "markdown":
-            if s := _src(c).strip(): out.append(rebase_links(s, link_base))
+            s = _src(c).strip()
+            if s and not s.startswith(SITE_ONLY): out.append(rebase_links(s.removeprefix(README_ONLY).lstrip(), link_base))
             continue
         if c["cell_type"] != "code": continue
         opts, code = cell_directives(_src(c))
@@ -378,6 +380,7 @@ def _render_smalldocs(root: Path, site_name: str, say=lambda step: None) -> Path
     _run([sys.executable, "-c", _PROC], root, "nbdev's notebook processing (proc_nbs)")
     say("writing the codes page from the diagnostics registry")
     write_codes_page(root / "_proc")
+    drop_readme_only(root / "_proc")
     say("rendering the pages with smalldocs")
     _run([sys.executable, "-c", _SMALLDOCS, "render", "-q", str(root / "_proc")], root, "smalldocs render")
     return root / "_proc" / site_name
@@ -403,6 +406,18 @@ def write_codes_page(proc: Path) -> bool:
     nb["cells"] = cells + [md]
     write_atomic(nb_path, json.dumps(nb, indent=1))
     return True
+
+def drop_readme_only(proc: Path) -> int:
+    "Take the Markdown cells marked README-only out of the processed notebooks under `proc`; how many."
+    n = 0
+    for p in Path(proc).rglob("*.ipynb"):
+        nb = json.loads(p.read_text(encoding="utf-8"))
+        keep = [c for c in nb["cells"] if not (c["cell_type"] == "markdown" and _src(c).lstrip().startswith(README_ONLY))]
+        if len(keep) < len(nb["cells"]):
+            n += len(nb["cells"]) - len(keep)
+            nb["cells"] = keep
+            write_atomic(p, json.dumps(nb, indent=1))
+    return n
 
 # %% ../../nbs/docs/site.ipynb #2370cf08
 def _is_site(d: Path) -> bool: return (d / "search.json").is_file() or (d / "site_libs").is_dir()
