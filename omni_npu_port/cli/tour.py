@@ -67,7 +67,7 @@ def tour_bench(con, state):
     from omni_npu_port.bench.harness import short_bench
     short_bench(console=con)
 
-NEXT_STEPS = """next steps (in a fresh shell: `. .venv/bin/activate` first, or write .venv/bin/omni-npu-port):
+NEXT_STEPS = """next steps:   (in a fresh shell: `. .venv/bin/activate` first, or write .venv/bin/omni-npu-port)
   translate your runner:  omni-npu-port translate my_runner.py -o out/
                           (--check lists its sites, one line each)
   port a method or class: omni-npu-port port -h

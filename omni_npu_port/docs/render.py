@@ -390,7 +390,7 @@ def html_conformance(results, show_na: bool = False, title: str | None = None) -
     hidden = len(rs) - len(shown)
     note = f"<p>{hidden} record(s) that do not hold for this version are not shown.</p>" if hidden else ""
     t = table(["record", "status", "source says", "symbol", "details", "hazards", "where"], rows, interactive=False)
-    cols = "".join(f'<col style="width:{w}%">' for w in (13, 7, 8, 22, 22, 12, 16))   # the cell's width, shared out
+    cols = "".join(f'<col style="width:{w}%">' for w in (13, 7, 9, 21, 22, 12, 16))   # the cell's width, shared out
     t = Html(t.replace("<table>", f'<table class="fit"><colgroup>{cols}</colgroup>', 1))
     return wrap("conformance", head + note + t)
 
