@@ -73,4 +73,4 @@ def test_readme_figures_come_from_the_code_and_a_stale_one_is_found_and_fixed(tm
     assert r.returncode == 1 and f"figure releases: nbs/index.ipynb says 9, the code says {figs['releases']}" in r.stderr
     assert cli("docs", "--readme-only", "--root", str(tmp_path)).returncode == 0
     assert stale_figures(tmp_path) == [] and write_readme(tmp_path, check=True)
-    assert f"<!-- fig:releases -->{figs['releases']}<!-- /fig --> releases" in (tmp_path / "README.md").read_text()
+    assert f"<!-- fig:releases -->{figs['releases']}<!-- /fig --> releases" in (tmp_path / "nbs" / "index.ipynb").read_text()
