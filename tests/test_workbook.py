@@ -6,6 +6,7 @@ trusted and untrusted, and every view is measured: code left-aligned, monospaced
 than its cell. Screenshots go to tests/artifacts/ (the workbook's docs page shows copies, nbs/images/)."""
 import json
 import os
+import re
 import socket
 import sys
 from pathlib import Path
@@ -144,6 +145,8 @@ def test_workbook_runs_offline_on_an_empty_cache_and_shows_rich_html(executed):
     # every view has a readable text/plain twin beside its HTML
     plain = [o["data"]["text/plain"] for c in code for o in c.outputs if 'class="onp' in o.get("data", {}).get("text/html", "")]
     assert plain and all("characters)" not in t and "<td" not in t for t in plain), plain[:2]
+    port_text = own[0].outputs[0]["data"]["text/plain"]           # a PortResult as text: its numbered lines, not its repr
+    assert "PortResult(" not in port_text and re.search(r"^1 \| ", port_text, re.M), port_text[:300]
 
     npu = sorted(p.name for p in (out / "npu").glob("*.py"))
     assert len(npu) == html.count('class="onp onp-port"') and "omni_npu_model_runner.py" in npu, npu

@@ -25,7 +25,7 @@ __all__ = ['BIG_TABLE', 'RULES', 'STYLE', 'RENDERERS', 'Html', 'esc', 'wrap', 'b
            'itables_available', 'table', 'key_values', 'severity_of', 'diagnostic_line', 'diagnostics_table',
            'severity_counts', 'diff_rows', 'folded', 'side_by_side', 'html_translation', 'html_run', 'conflict_kinds',
            'code_table', 'html_port', 'html_audit', 'html_platform', 'html_conformance', 'html_doctor', 'html_bench',
-           'html_release', 'render', 'html_pattern_table']
+           'html_release', 'register_text', 'render', 'html_pattern_table']
 
 # %% ../../nbs/docs/render.ipynb #f960bae3
 BIG_TABLE = 200   # rows above which a table becomes interactive (itables), where itables is installed
@@ -39,11 +39,12 @@ RULES = (   # (selectors, declarations): the one style of every view, both a <st
     (".onp .scroll", "max-height:640px;max-width:100%;overflow:auto;border:1px solid #d0d7de;margin:4px 0 10px"),
     (".onp table", "border-collapse:collapse;margin:0;table-layout:auto;font-size:13px;color:#1f2328"),
     (".onp th,.onp td", "border:1px solid #d0d7de;padding:2px 6px;text-align:left;vertical-align:top;white-space:normal;"
-                        "line-height:1.45;max-width:none;overflow-wrap:break-word"),
+                        f"line-height:1.45;max-width:none;{_WRAP}"),
     (".onp th", "background:#f6f8fa;font-weight:600"), (".onp thead th", "position:sticky;top:0;z-index:1"),
     (".onp td.num", "text-align:right;font-variant-numeric:tabular-nums"),
     (".onp code,.onp pre,.onp td.src,.onp td.ln", _MONO), (".onp pre", f"white-space:pre-wrap;{_WRAP};margin:2px 0"),
-    (".onp td code", f"white-space:pre-wrap;{_WRAP}"), (".onp th", "overflow-wrap:normal"),
+    (".onp td code", f"white-space:pre-wrap;{_WRAP}"), (".onp td code.id", "white-space:nowrap;overflow-wrap:normal"),
+    (".onp th", "overflow-wrap:normal"),
     (".onp td.src", f"white-space:pre-wrap;{_WRAP};text-align:left"),
     (".onp table.diff,.onp table.code,.onp table.fit", "table-layout:fixed;width:100%"),
     (".onp td.ln", "color:#6e7781;text-align:right;user-select:none;white-space:nowrap"),
@@ -216,7 +217,7 @@ def diagnostic_line(d) -> Html:
 
 def diagnostics_table(diags) -> Html:
     "The diagnostics as a table: where (method or path), line, code, severity, message."
-    rows = [[_field(d, "where") or _field(d, "path") or "", _field(d, "line") or None, Html(f"<code>{esc(_field(d, 'code'))}</code>"),
+    rows = [[_field(d, "where") or _field(d, "path") or "", _field(d, "line") or None, Html(f'<code class="id">{esc(_field(d, "code"))}</code>'),
              badge(severity_of(d)), _field(d, "message")] for d in diags]
     return table(["where", "line", "code", "severity", "message"], rows, numeric=(1,)) if rows else Html("<p>No diagnostics.</p>")
 
@@ -364,7 +365,7 @@ def html_audit(findings) -> Html:
     for f in fs:
         detail = _field(f, "detail") or []
         more = Html(f"<details><summary>{len(detail)} line(s)</summary><pre>{esc(chr(10).join(detail))}</pre></details>") if detail else ""
-        rows.append([badge(_field(f, "severity")), Html(f"<code>{esc(_field(f, 'code'))}</code>"), _field(f, "cls"),
+        rows.append([badge(_field(f, "severity")), Html(f'<code class="id">{esc(_field(f, "code"))}</code>'), _field(f, "cls"),
                      _field(f, "method"), _field(f, "line"), _field(f, "message"), more])
     counts = {}
     for f in fs: counts[_field(f, "code")] = counts.get(_field(f, "code"), 0) + 1
@@ -383,7 +384,7 @@ def html_conformance(results, show_na: bool = False, title: str | None = None) -
     "Conformance results (objects or dicts): record, status, what the source says, symbol, details and hazards."
     rs = [r if isinstance(r, dict) else (r.to_dict() if hasattr(r, "to_dict") else asdict(r)) for r in results]
     shown = [r for r in rs if show_na or r["status"] != "n/a"]
-    code_ = lambda v: Html(f"<code>{esc(v)}</code>") if v else None   # dotted names and paths: code, wrapped anywhere
+    code_ = lambda v: Html(f'<code class="wrap">{esc(v)}</code>') if v else None   # dotted names and paths: wrapped anywhere
     rows = [[Html(f"<code>{esc(r['id'])}</code>"), badge(r["status"]), r.get("check"), code_(r.get("symbol")),
              "; ".join(r.get("details") or []) or None, "; ".join(r.get("hazards") or []) or None, code_(r.get("where"))] for r in shown]
     head = f"<h4>{esc(title)}</h4>" if title else ""
@@ -468,6 +469,21 @@ RENDERERS = {   # class (module.QualName) -> its renderer; registered with core.
     "omni_npu_port.port.release.ReleasePort": html_release,
 }
 for _name, _fn in RENDERERS.items(): register_html(_name, _fn)
+
+def register_text(shell=None) -> bool:
+    "In IPython (`shell`, default the running one), the text/plain of each class above is its view as text (`html_text`)."
+    if shell is None:
+        try: from IPython import get_ipython
+        except ImportError: return False
+        shell = get_ipython()
+    if shell is None: return False
+    plain = shell.display_formatter.formatters["text/plain"]
+    for key, fn in RENDERERS.items():
+        module, _, name = key.rpartition(".")
+        plain.for_type_by_name(module, name, lambda obj, p, cycle, fn=fn: p.text(html_text(fn(obj))))
+    return True
+
+register_text()   # where no HTML is shown (a terminal, a viewer without HTML), a result still reads as its table
 
 def render(obj) -> Html:
     "The HTML of a result object or report, as an `Html` string Jupyter displays."
