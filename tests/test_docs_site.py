@@ -151,6 +151,8 @@ def test_the_workbook_page_shows_its_steps(browser, site):
     text = page.inner_text("body")
     steps = [w for w in ("doctor", "translate", "port", "audit", "bench") if w in text.lower()]
     assert steps == ["doctor", "translate", "port", "audit", "bench"], steps
+    shots = page.eval_on_selector_all("img[src*='jupyterlab-']", "els => els.map(e => [e.getAttribute('src'), e.naturalWidth])")
+    assert len(shots) == 3 and all(w > 0 for _, w in shots), f"the JupyterLab screenshots on the workbook page: {shots}"
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "workbook.png"))
     assert (ARTIFACTS / "workbook.png").stat().st_size > 10_000
