@@ -395,6 +395,13 @@ def doctor_job(cls: str, source: str, expect_version: str | None, package: str) 
             "summary": s.get("summary"), "errors": [(r["stderr"].strip().splitlines() or [""])[-1]] if r["refused"] else []}
 
 
+def versionless(tree: Path) -> Path:
+    "A copy of a fixture tree without its version files, as a git checkout comes (in a new temporary folder)."
+    dest = Path(tempfile.mkdtemp(prefix="onp-versionless-")) / tree.name
+    shutil.copytree(tree, dest, ignore=shutil.ignore_patterns("_version.py", "version.py", "__pycache__"))
+    return dest
+
+
 def fixture_jobs(quick: bool = False) -> list[tuple]:
     "Every fixture job: (function, args); `quick`: the first job of each class and kind only."
     v, a = STACK / "vllm", STACK / "vllm_ascend"
@@ -424,8 +431,9 @@ def fixture_jobs(quick: bool = False) -> list[tuple]:
         jobs.append((audit_job, (cls, o, o, idx)))                         # the tree, found by layout or by class
         npu_ar = next(f for f in o.rglob("npu_ar_model_runner.py"))
         jobs.append((audit_job, (cls, o / "vllm_omni" / "worker" / "gpu_ar_model_runner.py", npu_ar, idx)))   # files
-    jobs += [(doctor_job, ("versionless", str(a), None, "vllm_ascend")),
-             (doctor_job, ("versionless", f"{a}@0.18.0", "0.18.0", "vllm_ascend")),
+    bare = versionless(a)   # the fixture states its version; a git checkout states none
+    jobs += [(doctor_job, ("versionless", str(bare), None, "vllm_ascend")),
+             (doctor_job, ("versionless", f"{bare}@0.18.0", "0.18.0", "vllm_ascend")),
              (doctor_job, ("versionless", str(v), "0.18.0", "vllm"))]
     if quick:
         seen, kept = set(), []

@@ -151,7 +151,53 @@ def test_the_workbook_page_shows_its_steps(browser, site):
     text = page.inner_text("body")
     steps = [w for w in ("doctor", "translate", "port", "audit", "bench") if w in text.lower()]
     assert steps == ["doctor", "translate", "port", "audit", "bench"], steps
+    shots = page.eval_on_selector_all("img[src*='jupyterlab-']", "els => els.map(e => [e.getAttribute('src'), e.naturalWidth])")
+    assert len(shots) == 3 and all(w > 0 for _, w in shots), f"the JupyterLab screenshots on the workbook page: {shots}"
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "workbook.png"))
     assert (ARTIFACTS / "workbook.png").stat().st_size > 10_000
     page.close()
+
+
+SITE_URL = "https://omni-npu-port.github.io/omni-npu-port/"   # pyproject's Documentation: where the site is published
+
+
+def printed_links(tmp: Path) -> set[str]:
+    "Every link into the site that the tools print (translate's report and check formats, the tour's translate step) and the README gives."
+    import io
+    import json
+    import subprocess
+    import sys
+    from rich.console import Console
+    from omni_npu_port.translate.run import tour_translate
+    src = tmp / "runner.py"
+    src.write_text("import torch\n\n\ndef f(x):\n    torch.cuda.synchronize()\n    with torch.cuda.graph(g):\n        y = x\n")
+    run = lambda *a: subprocess.run([sys.executable, "-c", "import sys; from omni_npu_port.cli.main import entry; sys.exit(entry())", *a],
+                                    capture_output=True, text=True, cwd=tmp, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)
+    texts = [run("translate", str(src), "--diff", "--report", str(tmp / "r.json")).stderr, (tmp / "r.json").read_text()]
+    texts += [run("translate", str(src), "--check", "--output-format", f).stdout for f in ("json", "sarif", "github", "text")]
+    con = Console(file=io.StringIO(), width=400)
+    tour_translate(con)
+    texts.append(con.file.getvalue())
+    texts.append((ROOT / "README.md").read_text())   # the README's pointers to the site
+    return {m.rstrip(".,;)") for t in texts for m in re.findall(re.escape(SITE_URL) + r"[^\s\"'<>`]*", t)}
+
+
+def test_every_link_the_tools_print_resolves_on_the_built_site(site, tmp_path):
+    "Each printed link names a page the site has, and its #anchor an element id on that page (the codes page: one per code)."
+    from omni_npu_port.core.diagnostics import REGISTRY
+    from omni_npu_port.docs.codes import all_codes
+    work, out = site
+    links = printed_links(tmp_path)
+    assert any("#onp" in l for l in links), f"no link to a code among the tools' output: {sorted(links)[:5]}"
+    for link in sorted(links):
+        path, _, anchor = link[len(SITE_URL):].partition("#")
+        page = out / (path or "index.html")
+        assert page.is_file(), f"{link}: the site has no page {path}"
+        if anchor: assert re.search(rf'id="{re.escape(anchor)}"', page.read_text()), f"{link}: no #{anchor} on {path or 'index.html'}"
+    assert "This README is what a first hour needs" not in (out / "index.html").read_text()   # a README-only cell stays off the site
+    codes = (out / "docs" / "codes.html").read_text()
+    missing = [c for c in all_codes() if f'id="{c.lower()}"' not in codes]
+    assert not missing, f"codes without their section on the codes page: {missing}"
+    for c in list(REGISTRY.values())[:3]:   # each with its title and severity on the page
+        assert c.title.split("`")[0][:30] in codes and c.severity in codes

@@ -37,16 +37,17 @@ def free_port() -> int:
 
 class Server:
     "A jupyter_server process and a small REST client for it."
-    def __init__(self, tmp: Path):
+    def __init__(self, tmp: Path, app: str = "jupyter_server", root: Path = ROOT, env: dict | None = None):
+        "`app`: the module to run (`jupyter_server`, or `jupyterlab` for the whole JupyterLab); `env` added to the environment."
         self.port, self.token, self.tmp = free_port(), secrets.token_hex(16), tmp
         self.url = f"http://127.0.0.1:{self.port}"
         env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp / "runtime"), "JUPYTER_CONFIG_DIR": str(tmp / "config"),
                "JUPYTER_DATA_DIR": str(tmp / "data"), "IPYTHONDIR": str(tmp / "ipython"),
-               "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+               "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])), **(env or {})}
         self.log = open(tmp / "server.log", "wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "jupyter_server", "--no-browser", "--ip=127.0.0.1", f"--port={self.port}",
-             "--ServerApp.port_retries=0", f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={ROOT}"]
+            [sys.executable, "-m", app, "--no-browser", "--ip=127.0.0.1", f"--port={self.port}",
+             "--ServerApp.port_retries=0", f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={root}"]
             + (["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []),  # CI containers run as root
             env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
 

@@ -180,7 +180,7 @@ def test_a_release_without_npu_runners_gets_the_default_layout(tmp_path):
 def test_the_report_renders_and_writes_without_clobbering(tmp_path):
     res = fixture_port()
     md, html = res._repr_markdown_(), res._repr_html_()
-    assert "NPUARModelRunner" in md and "ONP4302" in md and "<table>" in html and "0.97.0" in html
+    assert "NPUARModelRunner" in md and "ONP4302" in md and "<table" in html and "0.97.0" in html and "text-align:left" in html
     written = write_release(res, tmp_path)
     report = json.loads((tmp_path / REPORT_JSON).read_text())
     assert report["summary"] == {"runners": 2, "methods": res.methods, "conflicts": 0, "lost_lines": 0, "compiles": True,
@@ -274,14 +274,17 @@ def test_a_checkout_that_states_no_version_is_ported_and_said_so_or_told_its_ver
     "A versionless checkout with --target: ported, with a note that no history was chosen; PATH@VERSION names its release."
     from omni_npu_port.core.errors import UsageError
     from omni_npu_port.port.release import port_release
+    import shutil
     stack = Path(__file__).parent / "fixtures" / "generalize" / "stack"
     src = (str(stack / "vllm"), str(stack / "vllm_ascend"))
-    r = port_release(str(stack / "omni_new"), target="vllm-ascend==0.18.0", sources=src, out=tmp_path / "a", history="auto")
+    omni = tmp_path / "checkout"   # the fixture states its version; a git checkout states none
+    shutil.copytree(stack / "omni_new", omni, ignore=shutil.ignore_patterns("_version.py", "__pycache__"))
+    r = port_release(str(omni), target="vllm-ascend==0.18.0", sources=src, out=tmp_path / "a", history="auto")
     notes = [d.message for d in r.diagnostics if d.code == "ONP4301"]
     assert any("states no version" in m for m in notes)
     with pytest.raises(UsageError, match="is not a version"):
-        port_release(f"{stack / 'omni_new'}@banana", target="vllm-ascend==0.18.0", sources=src, out=tmp_path / "b")
-    r2 = port_release(f"{stack / 'omni_new'}@0.18.0", target="vllm-ascend==0.18.0", sources=src, out=tmp_path / "c", history=[])
+        port_release(f"{omni}@banana", target="vllm-ascend==0.18.0", sources=src, out=tmp_path / "b")
+    r2 = port_release(f"{omni}@0.18.0", target="vllm-ascend==0.18.0", sources=src, out=tmp_path / "c", history=[])
     assert not any("states no version" in d.message for d in r2.diagnostics)
 
 
@@ -406,3 +409,51 @@ def test_a_tab_indented_runner_is_ported_as_python_reads_it(tmp_path):
     res = fixture_port(omni)
     assert len(res.runners) == 2 and res.lost == 0 and res.compiles
     assert "self.apply_talker_mask(logits)" in res.runners[1].code and "\t" not in keep_side(res.runners[1].code)
+def test_the_fixture_stack_states_its_versions_and_ports_without_fetching(tmp_path):
+    "Every fixture states its release; the port takes all three from the sources given, the history cut to them, said so."
+    from omni_npu_port.port.release import port_release
+    from omni_npu_port.sources.readers import open_source
+    stack = Path(__file__).parent / "fixtures" / "generalize" / "stack"
+    assert {p: open_source(str(stack / p)).version for p in ("omni_new", "vllm", "vllm_ascend")} == dict.fromkeys(
+        ("omni_new", "vllm", "vllm_ascend"), "0.18.0")
+    empty = tmp_path / "cache"
+    r = port_release(str(stack / "omni_new"), target="vllm-ascend==0.18.0", sources=(str(stack / "vllm"), str(stack / "vllm_ascend")),
+                     cache_dir=empty, index="http://127.0.0.1:9/")   # nothing may be fetched: no cache, no index
+    assert r.omni == "0.18.0" and r.history == [] and not empty.exists()
+    assert any("not used: the vllm sources given do not include them" in d.message for d in r.diagnostics)
+
+
+def test_a_port_never_mixes_a_source_given_with_a_fetched_release(tmp_path):
+    "A vllm-ascend source that is not the release the port needs: one line, before anything is fetched."
+    import shutil
+    from omni_npu_port.core.errors import InputError
+    from omni_npu_port.port.release import port_release
+    stack = Path(__file__).parent / "fixtures" / "generalize" / "stack"
+    bare = tmp_path / "vllm_ascend"
+    shutil.copytree(stack / "vllm_ascend", bare, ignore=shutil.ignore_patterns("_version.py", "__pycache__"))
+    for ascend, said in ((bare, "states no version"), (stack / "vllm_ascend", "(0.18.0)")):
+        with pytest.raises(InputError) as e:
+            port_release(str(stack / "omni_new"), target="vllm-ascend==0.23.0" if said != "states no version" else "vllm-ascend==0.18.0",
+                         sources=(str(stack / "vllm"), str(ascend)), cache_dir=tmp_path / "cache", index="http://127.0.0.1:9/")
+        msg = str(e.value)
+        assert "\n" not in msg and "never mixes the sources you give with a fetched release" in msg and said in msg, msg
+    assert not (tmp_path / "cache").exists()
+
+
+def test_port_release_checks_its_output_before_any_work(tmp_path, monkeypatch):
+    "An earlier port's report in the output folder is refused before the port reads a source; the default folder is named."
+    from omni_npu_port.core.io import OutputExists
+    from omni_npu_port.port import release as rel
+    stack = Path(__file__).parent / "fixtures" / "generalize" / "stack"
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / rel.REPORT_JSON).write_text("{}")
+    monkeypatch.setattr(rel, "release_runners", lambda tree: pytest.fail("the port did work before checking its output"))
+    with pytest.raises(OutputExists, match="pass --force"):
+        rel.port_release(str(stack / "omni_new"), target="vllm-ascend==0.18.0", out=out,
+                         sources=(str(stack / "vllm"), str(stack / "vllm_ascend")))
+    monkeypatch.undo()
+    monkeypatch.chdir(tmp_path)
+    r = rel.port_release(str(stack / "omni_new"), target="vllm-ascend==0.18.0", out=rel.DEFAULT_OUT,
+                         sources=(str(stack / "vllm"), str(stack / "vllm_ascend")))
+    assert (tmp_path / "npu-port-0.18.0" / rel.REPORT_JSON).is_file() and r.written

@@ -110,7 +110,7 @@ def test_conflict_regions_markers_and_fences_are_highlighted():
     assert kinds[9] == kinds[11] == "fence" and kinds[10] == "" and kinds[17] == ""
     assert [kinds[n] for n in (12, 13, 14, 15, 16)] == ["mark", "npu", "mark", "omni", "mark"]
     assert "x = 1 &lt; 2" in page and "2 conflict(s)" in page
-    assert page.count("<code>ONP4001</code>") == 2                      # the diagnostics table
+    assert page.count(">ONP4001</code>") == 2                           # the diagnostics table
 
 
 def test_a_lone_separator_outside_a_conflict_is_plain_code():
@@ -202,7 +202,7 @@ def test_every_registered_renderer_names_a_real_class(key):
 def test_result_classes_render_themselves_through_the_registry():
     from omni_npu_port.bench.result import BenchResult
     p = PortResult("def f():\n    return 1\n", [], "merge", "f")
-    assert p._repr_html_() == R.html_port(p)
+    assert p._repr_html_() == R.html_port(p)._repr_html_()              # as Jupyter shows it: the style inlined
     assert "_repr_html_" in vars(BenchResult)
 
 
@@ -243,3 +243,45 @@ def test_a_translate_run_has_a_row_per_file_and_its_diagnostics_with_path_and_li
     assert f"paths below <code>{tmp_path}" in page and "2 file(s)" in page
     assert "<code>" + str(tmp_path / "src" / "a.py") + ":5</code>" in page      # the diagnostic's path:line, folded
     assert "<summary>" in page and "ONP1002" in page and "a device call was renamed" in page   # codes with their titles
+
+
+# ------------------------------------------------------------------------------------------------ inline style
+def cell_style(page: str, cls: str) -> dict:
+    "The inline declarations of the first `<td class=\"{cls}...\"` of a displayed page, as a dict (the last value wins)."
+    m = re.search(rf'<td class="{cls}[^"]*" style="([^"]*)"', page)
+    assert m, f"no styled td.{cls}"
+    return dict(d.split(":", 1) for d in m.group(1).split(";"))
+
+
+def test_views_carry_their_style_inline_so_host_stylesheets_and_sanitizers_cannot_undo_it():
+    "JupyterLab's td{text-align:right} and an untrusted notebook's lost <style> leave the inline style in force."
+    t = Translation("f.py", "def f():\n    if x < 1:\n        torch.cuda.synchronize()\n",
+                    "def f():\n    if x < 1:\n        torch.npu.synchronize()\n", [TranslateDiagnostic("ONP1002", "renamed", line=3)])
+    shown = R.html_translation(t)._repr_html_()
+    src = cell_style(shown, "src")
+    assert src["text-align"] == "left" and src["white-space"] == "pre-wrap" and "monospace" in src["font-family"]
+    assert "        torch.npu.synchronize()" in shown                               # indentation kept, as text
+    assert re.search(r'<table class="diff" style="[^"]*table-layout:fixed;width:100%', shown)   # fits the cell's width
+    port = R.html_port(PortResult("class A:\n" + "    x = 1  # " + "y" * 400 + "\n", [], "class", "A"))._repr_html_()
+    assert cell_style(port, "src")["white-space"] == "pre-wrap" and "table-layout:fixed;width:100%" in port
+    num = R.table(["n"], [[3]], numeric=(0,))
+    assert "text-align:right" in re.search(r'<td class=num style="([^"]*)"', R.wrap("t", num)._repr_html_()).group(1)
+    # every element of a view is styled without the <style> block: strip it, as a sanitizer does
+    bare = re.sub(r"<style>.*?</style>", "", shown, flags=re.S)
+    assert all(' style="' in tag for tag in re.findall(r"<t[dh]\b[^>]*>", bare))
+
+
+def test_inline_styles_follow_the_cascade_and_keep_an_elements_own_style():
+    rules = ((".a td", "color:red;padding:1px"), ("td.b", "color:blue"), (".a .b", "color:green"), ("p", "margin:0"))
+    out = R.inline_styles('<div class="a"><table><tr><td class="b" style="padding:9px">x</td><td>y</td></tr></table>'
+                          '<script>if (a<b) {}</script></div>', rules)
+    assert '<td class="b" style="color:green;padding:9px">x</td>' in out    # equal specificity: the later rule; own style last
+    assert '<td style="color:red;padding:1px">y</td>' in out and "<script>if (a<b) {}</script>" in out
+
+
+def test_the_plain_text_twin_reads_as_a_table():
+    page = R.wrap("t", R.table(["file", "lines"], [["a.py", 3], ["<b>.py", 10]], numeric=(1,)))
+    text = R.html_text(page)
+    assert text.splitlines() == ["file | lines", "a.py | 3", "<b>.py | 10"] and "{" not in text
+    from IPython.lib.pretty import pretty
+    assert pretty(page) == text                                            # what Jupyter stores as text/plain

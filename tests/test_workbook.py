@@ -1,20 +1,48 @@
-"""nbs/workbook.ipynb runs top to bottom through a real Jupyter kernel (nbclient + ipykernel) on CPU, offline, and
-shows each step's result as rich HTML: the doctor, the translations side by side, the translate run, the ports
-(rendering themselves), the audit and the benchmark, plus the benchmark's plot; the NPU runner modules are written."""
+"""nbs/workbook.ipynb runs top to bottom through a real Jupyter kernel (nbclient + ipykernel) on CPU with the network
+closed and an empty package cache, and shows each step's result as rich HTML: the doctor, the translations side by
+side, the translate run, the ports (rendering themselves), the audit and the benchmark, plus the benchmark's plot;
+the NPU runner modules are written. Then the executed workbook is opened in a real JupyterLab in headless Chromium,
+trusted and untrusted, and every view is measured: code left-aligned, monospaced, indentation kept, nothing wider
+than its cell. Screenshots go to tests/artifacts/ (the workbook's docs page shows copies, nbs/images/)."""
 import json
+import os
+import re
+import socket
 import sys
 from pathlib import Path
 
 import nbformat
+import pytest
 from nbclient import NotebookClient
 
 from omni_npu_port.docs.site import cell_directives, find_root, nbdev_settings
+from omni_npu_port.sources.doctor import NOTEBOOK_KERNEL
 
 ROOT = find_root(Path(__file__).parent)
 SETTINGS = nbdev_settings(ROOT)
 NBS = ROOT / SETTINGS["nbs_path"]
 WORKBOOK = NBS / "workbook.ipynb"
 KERNEL = "onp-workbook-test"
+ARTIFACTS = Path(__file__).parent / "artifacts"
+CHROMIUM = os.environ.get("OMNI_NPU_PORT_CHROMIUM", "/usr/bin/chromium")
+
+# The kernel runs this first: every socket connection and name lookup is written to a log, and any that leaves this
+# machine fails. With the proxy variables pointing at a closed local port, a fetch (urllib, pip) cannot reach PyPI.
+OFFLINE_LAUNCHER = '''import sys
+LOG = {log!r}
+LOCAL = ("127.0.0.1", "::1", "localhost")
+def closed(event, args):
+    if event == "socket.connect" and isinstance(args[1], tuple):
+        where = args[1][0]
+    elif event == "socket.getaddrinfo":
+        where = args[0]
+    else: return
+    with open(LOG, "a") as f: f.write(f"{{event}} {{args[1] if event == 'socket.connect' else args[:2]!r}}\\n")
+    if where not in LOCAL: raise OSError(f"the network is closed in this test ({{event}} {{where}})")
+sys.addaudithook(closed)
+from ipykernel import kernelapp
+kernelapp.launch_new_instance()
+'''
 
 
 def runnable(nb):
@@ -31,14 +59,29 @@ def runnable(nb):
     return nb
 
 
-def kernel_spec(tmp: Path, out: Path) -> Path:
-    "A kernelspec of this interpreter (not whatever `python3` the machine has), with the repository on its path."
-    d = tmp / "jupyter" / "kernels" / KERNEL
+def closed_port() -> int:
+    "A local port nothing listens on (bound, then released)."
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def offline_env(tmp: Path, out: Path) -> dict:
+    "The kernel's environment: this checkout, the CPU backend, empty caches of its own, every proxy a closed port."
+    proxy = f"http://127.0.0.1:{closed_port()}"
+    return {"PYTHONPATH": str(ROOT), "OMNI_NPU_PORT_WORKBOOK_OUT": str(out), "OMNI_NPU_PORT_RUNTIME_BACKEND": "cpu",
+            "OMNI_NPU_PORT_CACHE": str(tmp / "empty-cache"), "OMNI_NPU_PORT_SDIST_CACHE": str(tmp / "sdist-cache"),
+            "OMNI_NPU_PORT_TRANSLATION_CACHE": str(tmp / "translations"),
+            **{k: proxy for k in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")},
+            "NO_PROXY": "", "no_proxy": "", "PIP_NO_INDEX": "1"}
+
+
+def kernel_spec(tmp: Path, name: str, env: dict, launcher: Path | None = None) -> Path:
+    "A kernelspec of this interpreter (not whatever `python3` the machine has) named `name`, with `env`."
+    d = tmp / "jupyter" / "kernels" / name
     d.mkdir(parents=True)
-    (d / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"], "display_name": KERNEL,
-        "language": "python", "env": {"PYTHONPATH": str(ROOT), "OMNI_NPU_PORT_WORKBOOK_OUT": str(out),
-                                      "OMNI_NPU_PORT_RUNTIME_BACKEND": "cpu"}}))
+    argv = [sys.executable, *([str(launcher)] if launcher else ["-m", "ipykernel_launcher"]), "-f", "{connection_file}"]
+    (d / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": name, "language": "python", "env": env}))
     return tmp / "jupyter"
 
 
@@ -46,29 +89,160 @@ def html_of(cell) -> str:
     return "".join(o.get("data", {}).get("text/html", "") for o in cell.get("outputs", []))
 
 
-def test_workbook_runs_through_a_kernel_and_shows_rich_html(tmp_path, monkeypatch):
-    out = tmp_path / "out"
+@pytest.fixture(scope="module")
+def executed(tmp_path_factory):
+    "The workbook run through a kernel with the network closed and empty caches: (notebook, out folder, network log, tmp)."
+    tmp = tmp_path_factory.mktemp("workbook")
+    out, log = tmp / "out", tmp / "network.log"
     out.mkdir()
-    monkeypatch.setenv("JUPYTER_PATH", str(kernel_spec(tmp_path, out)))
-    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "runtime"))
-    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
-    nb = runnable(nbformat.read(WORKBOOK, as_version=4))
-    client = NotebookClient(nb, kernel_name=KERNEL, timeout=300, resources={"metadata": {"path": str(NBS)}})
-    client.execute()      # raises CellExecutionError, with the cell and its traceback, when a cell fails
+    launcher = tmp / "offline_kernel.py"
+    launcher.write_text(OFFLINE_LAUNCHER.format(log=str(log)))
+    env = offline_env(tmp, out)
+    saved = {k: os.environ.get(k) for k in ("JUPYTER_PATH", "JUPYTER_RUNTIME_DIR", "IPYTHONDIR")}
+    os.environ.update(JUPYTER_PATH=str(kernel_spec(tmp, KERNEL, env, launcher)), JUPYTER_RUNTIME_DIR=str(tmp / "runtime"),
+                      IPYTHONDIR=str(tmp / "ipython"))
+    try:
+        nb = runnable(nbformat.read(WORKBOOK, as_version=4))
+        client = NotebookClient(nb, kernel_name=KERNEL, timeout=300, resources={"metadata": {"path": str(NBS)}})
+        client.execute()      # raises CellExecutionError, with the cell and its traceback, when a cell fails
+    finally:
+        for k, v in saved.items():
+            if v is None: os.environ.pop(k, None)
+            else: os.environ[k] = v
+    return nb, out, log, tmp
 
+
+def test_the_workbook_names_the_projects_kernel():
+    "JupyterLab opens the workbook (and every notebook) with the kernel `kernel install` registers by default."
+    from omni_npu_port.sources.doctor import default_kernel_name
+    assert default_kernel_name() == NOTEBOOK_KERNEL
+    for nb in sorted(NBS.rglob("*.ipynb")):
+        if ".ipynb_checkpoints" in nb.parts: continue
+        assert json.loads(nb.read_text())["metadata"]["kernelspec"]["name"] == NOTEBOOK_KERNEL, nb
+
+
+def test_workbook_runs_offline_on_an_empty_cache_and_shows_rich_html(executed):
+    nb, out, log, tmp = executed
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert not [o for c in code for o in c.outputs if o.output_type == "error"]
+    # offline by construction: no connection left the machine, none even tried (no proxy), nothing fetched
+    tried = log.read_text().splitlines() if log.exists() else []
+    assert not tried, f"the workbook reached for the network: {tried[:5]}"
+    cache = tmp / "empty-cache"
+    assert not cache.exists() or not any(cache.iterdir()), f"the workbook fetched: {sorted(cache.iterdir())}"
+    text = "\n".join(o.get("text", "") for c in code for o in c.outputs if o.output_type == "stream")
+    assert "cannot get a release" not in text
     html = "\n".join(html_of(c) for c in code)
-    for kind in ("doctor", "platform", "conformance", "translation", "run", "port", "audit", "bench"):
+    for kind in ("doctor", "platform", "conformance", "translation", "run", "port", "audit", "bench", "release"):
         assert f'class="onp onp-{kind}"' in html, f"no {kind} rendering among the workbook's HTML outputs"
     assert "<script" not in html                                              # self-contained, no scripts needed
-    assert html.count('class="onp onp-translation"') >= 2 and '<tr class="mark">' in html                        # several files; a conflict highlighted
+    assert html.count('class="onp onp-translation"') >= 2 and '<tr class="mark"' in html    # several files; a conflict highlighted
+    assert "vLLM-Omni 0.18.0" in html and "vLLM-Omni ?" not in html          # the fixture release, never a real one
     # a PortResult renders itself: a cell whose source is just the result, with the port's HTML as its output
     own = [c for c in code if c.source.strip().startswith("ports[") and "display" not in c.source]
     assert own and 'class="onp onp-port"' in html_of(own[0])
     assert any("image/png" in o.get("data", {}) for c in code for o in c.outputs), "the benchmark plot is missing"
+    # every view has a readable text/plain twin beside its HTML
+    plain = [o["data"]["text/plain"] for c in code for o in c.outputs if 'class="onp' in o.get("data", {}).get("text/html", "")]
+    assert plain and all("characters)" not in t and "<td" not in t for t in plain), plain[:2]
+    port_text = own[0].outputs[0]["data"]["text/plain"]           # a PortResult as text: its numbered lines, not its repr
+    assert "PortResult(" not in port_text and re.search(r"^1 \| ", port_text, re.M), port_text[:300]
 
     npu = sorted(p.name for p in (out / "npu").glob("*.py"))
     assert len(npu) == html.count('class="onp onp-port"') and "omni_npu_model_runner.py" in npu, npu
     assert sorted(p.name for p in (out / "translated").rglob("*.py")), "the translated files were not written"
     assert (out / "bench.png").stat().st_size > 0
+
+
+# ------------------------------------------------------------------------------------------------ in JupyterLab
+MEASURE = """() => [...document.querySelectorAll('.jp-OutputArea-output .onp')].filter(v => !v.parentElement.closest('.onp')).map(v => {
+  const cell = v.closest('.jp-OutputArea-output'), vr = v.getBoundingClientRect(), cr = cell.getBoundingClientRect();
+  const cs = e => getComputedStyle(e), src = [...v.querySelectorAll('td.src')];
+  const leftish = [...v.querySelectorAll('td, th')].filter(e => !e.matches('td.num, td.ln, tr.skip td'));
+  return {kind: v.className, right: vr.right - cr.right, over: v.scrollWidth - v.clientWidth,
+          src: src.length, src_align: [...new Set(src.map(e => cs(e).textAlign))], src_space: [...new Set(src.map(e => cs(e).whiteSpace))],
+          src_mono: src.every(e => /mono/i.test(cs(e).fontFamily)), right_aligned: leftish.filter(e => cs(e).textAlign === 'right').length,
+          cells: leftish.length, sideways: Math.max(0, ...[...v.querySelectorAll('.scroll')].map(s => s.scrollWidth - s.clientWidth))};
+})"""
+
+
+@pytest.fixture(scope="module")
+def lab(executed, tmp_path_factory):
+    "JupyterLab serving the executed workbook twice: signed (trusted) and not (untrusted); the kernel it names installed."
+    from nbformat.sign import NotebookNotary
+    from test_jupyter import Server
+    nb, out, _, _ = executed
+    tmp = tmp_path_factory.mktemp("lab")
+    root, data = tmp / "root", tmp / "data"
+    root.mkdir()
+    data.mkdir()
+    nbformat.write(nb, root / "untrusted.ipynb")
+    NotebookNotary(data_dir=str(data)).sign(nb)
+    nbformat.write(nb, root / "trusted.ipynb")
+    settings = tmp / "settings" / "@jupyterlab" / "notebook-extension"
+    settings.mkdir(parents=True)   # every cell in the page (no virtual scrolling), so every view can be measured
+    (settings / "tracker.jupyterlab-settings").write_text(json.dumps({"windowingMode": "none"}))
+    news = tmp / "settings" / "@jupyterlab" / "apputils-extension"
+    news.mkdir(parents=True)                                       # no "Jupyter news?" toast over the screenshots
+    (news / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false"}))
+    path = kernel_spec(tmp, NOTEBOOK_KERNEL, offline_env(tmp, out))
+    s = Server(tmp, app="jupyterlab", root=root, env={"JUPYTER_PATH": str(path), "JUPYTERLAB_SETTINGS_DIR": str(tmp / "settings"),
+                                                       "JUPYTER_DATA_DIR": str(data)})
+    try:
+        s.wait_ready()
+        yield s, html_views(nb)
+    finally: s.stop()
+
+
+def html_views(nb) -> int:
+    "How many views (nested ones too) the executed notebook's outputs hold."
+    return sum(o.get("data", {}).get("text/html", "").count('<div class="onp onp-')
+               for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not Path(CHROMIUM).exists():
+        why = f"{CHROMIUM} not found: the JupyterLab test drives Debian's chromium (`apt-get install -y chromium`)"
+        if os.environ.get("CI"): pytest.fail(why)
+        pytest.skip(why)
+    from playwright.sync_api import sync_playwright
+    from test_docs_site import CHROMIUM_ARGS
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try: yield b
+        finally: b.close()
+
+
+@pytest.mark.parametrize("which", ["trusted", "untrusted"])
+def test_every_view_reads_well_in_jupyterlab(lab, browser, which):
+    "Code left-aligned, monospaced, indentation kept, wrapped inside its column; no view wider than its output cell."
+    server, expected = lab
+    page = browser.new_page(viewport={"width": 1280, "height": 1000})
+    try:
+        page.goto(f"{server.url}/lab/tree/{which}.ipynb?token={server.token}&reset")
+        page.wait_for_selector(".jp-OutputArea-output .onp", timeout=90_000)
+        page.wait_for_function(f"document.querySelectorAll('.jp-OutputArea-output .onp').length >= {expected}", timeout=60_000)
+        views = page.evaluate(MEASURE)
+        kinds = {v["kind"].split()[-1] for v in views}
+        assert {"onp-translation", "onp-port", "onp-doctor", "onp-audit", "onp-run", "onp-release", "onp-bench"} <= kinds, kinds
+        for v in views:
+            assert v["right"] <= 1 and v["over"] <= 1, f"{which}: {v['kind']} is wider than its cell: {v}"
+            assert v["right_aligned"] == 0, f"{which}: {v['kind']}: {v['right_aligned']} of {v['cells']} text cells right-aligned"
+            if v["src"]:
+                assert v["src_align"] == ["left"] and v["src_space"] == ["pre-wrap"] and v["src_mono"], f"{which}: {v}"
+        code_views = [v for v in views if v["src"]]
+        assert code_views and all(v["sideways"] <= 1 for v in code_views), f"{which}: code scrolls sideways: {code_views}"
+        if which == "trusted": screenshots(page)
+    finally: page.close()
+
+
+def screenshots(page):
+    "The translation, the port and the doctor as JupyterLab shows them, into tests/artifacts/."
+    ARTIFACTS.mkdir(exist_ok=True)
+    for kind, css in (("translation", ".onp-translation"), ("port", ".onp-port"), ("doctor", ".onp-doctor .onp-conformance")):
+        view = page.locator(f".jp-OutputArea-output {css}").first
+        view.evaluate("e => (e.matches('.onp-conformance') ? e : e.closest('.jp-Cell')).scrollIntoView({block: 'start', behavior: 'instant'})")
+        page.wait_for_timeout(300)
+        page.screenshot(path=str(ARTIFACTS / f"jupyterlab-{kind}.png"))
+        assert (ARTIFACTS / f"jupyterlab-{kind}.png").stat().st_size > 5_000

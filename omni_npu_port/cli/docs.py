@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from ..core.errors import FINDINGS, OK, UsageError
-from ..docs.site import RENDERERS, DocsError, build_site, find_root, notebooks, pick_renderer, site_dir, write_readme
+from ..docs.site import RENDERERS, DocsError, build_site, find_root, notebooks, pick_renderer, site_dir, stale_figures, write_readme
 
 DESCRIPTION = "Write README.md from nbs/index.ipynb and build the docs site from the notebooks."
 
@@ -43,6 +43,10 @@ def run(args) -> int:
     if not (args.check_readme or args.readme_only):  # check the site's arguments before writing anything
         try: renderer, _ = pick_renderer(args.renderer), site_dir(root, out)
         except DocsError as e: raise UsageError(str(e)) from None
+    stale = stale_figures(root)   # figures the README notebook states that the code no longer has
+    for name, was, now in stale:
+        print(f"figure {name}: nbs/index.ipynb says {was}, the code says {now}" + ("" if args.check_readme else " (updated)"),
+              file=sys.stderr)
     if args.check_readme:
         up_to_date = write_readme(root, check=True)
         print("README.md is up to date with nbs/index.ipynb" if up_to_date else

@@ -11,7 +11,7 @@ import json
 import shlex
 
 from ..core.errors import OK, UsageError
-from ..sources.doctor import KERNEL_BACKENDS, install_kernel
+from ..sources.doctor import KERNEL_BACKENDS, NOTEBOOK_KERNEL, install_kernel
 
 DESCRIPTION = "Manage omni-npu-port Jupyter kernels: `install` one with the backend (and CANN's environment) preset."
 
@@ -19,7 +19,7 @@ def configure(ap):
     "The `install` action and its options."
     sub = ap.add_subparsers(dest="action", metavar="ACTION")   # checked in run: an unknown option is reported first
     ins = sub.add_parser("install", help="register a kernel with the backend (and CANN's environment) preset")
-    ins.add_argument("--name", help="kernel name (default omni-npu-port-BACKEND)")
+    ins.add_argument("--name", help="kernel name (default: omni-npu-port, the kernel the notebooks name, for --backend auto; omni-npu-port-BACKEND else)")
     ins.add_argument("--display-name", help="the name Jupyter shows")
     ins.add_argument("--backend", default="auto", choices=KERNEL_BACKENDS,
                      help="OMNI_NPU_PORT_RUNTIME_BACKEND in the kernel (auto, the default: the runtime chooses when it starts)")
@@ -39,5 +39,8 @@ def run(args) -> int:
     dest = install_kernel(args.name, args.backend, args.cann_env, args.user, args.prefix, args.display_name)
     spec = json.loads((dest / "kernel.json").read_text())
     print(f"installed kernel {dest.name!r} ({spec['display_name']}) in {dest}")
+    if dest.name == NOTEBOOK_KERNEL: print(f"  the project's notebooks name this kernel ({NOTEBOOK_KERNEL!r}): JupyterLab opens them with it")
+    else: print(f"  the project's notebooks name {NOTEBOOK_KERNEL!r} (`kernel install` with --backend auto and no --name); "
+                "pick this one from JupyterLab's kernel menu to use it instead")
     print("  argv: " + " ".join(shlex.quote(a) for a in spec["argv"]))
     return OK

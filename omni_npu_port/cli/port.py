@@ -21,7 +21,7 @@ from ..port.formatting import FORMATTERS, RUFF_LINE_LENGTH
 from ..port.locate import Located, PortError, locate, method_located, missing_method, parse_spec
 from ..port.method import PortResult, port_method
 from ..port.classes import port_class
-from ..port.release import REPORT_JSON, port_release, release_summary, write_release
+from ..port.release import DEFAULT_OUT, REPORT_JSON, port_release, release_summary
 from ..port.update import update_class, update_method
 from ..port.translation import port_target
 from ..port.score import Score, score_gaps, score_result
@@ -245,11 +245,11 @@ def run_release(args: argparse.Namespace) -> int:
     "`port --release OMNI`: every runner class of the release ported and written with its report; 0 clean, 1 otherwise."
     say = lambda s: print(f"omni-npu-port: {s}", file=sys.stderr)
     res = port_release(args.release, target=args.target, history="auto" if args.history is None else args.history,
-                       sources=args.source, prefer=args.prefer or "comment", progress=say,
-                       workers=args.jobs or os.cpu_count() or 1)
+                       sources=args.source, prefer=args.prefer or "comment", progress=say, force=args.force,
+                       workers=args.jobs or os.cpu_count() or 1, out=args.output or DEFAULT_OUT)   # out checked first
     origin = "--target" if args.target else f"inferred from the source: vLLM-Omni {res.omni}"
     say(f"target vllm-ascend {res.vllm_ascend} ({origin}): GPU base vllm {res.vllm} ({res.pairing.evidence})")
-    written = write_release(res, args.output or f"npu-port-{res.omni}", force=args.force)
+    written = res.written
     if args.json: print(json.dumps(res.to_json(), indent=2))
     else: print("\n".join(release_summary(res) + [f"wrote {w}" for w in written]))
     for d in res.diagnostics:   # an input it could not read is said on stderr too, one line each, whatever the format

@@ -68,12 +68,13 @@ def tour_bench(con, state):
     from omni_npu_port.bench.harness import short_bench
     short_bench(console=con, device="auto")
 
-NEXT_STEPS = """next steps:
+NEXT_STEPS = """next steps:   (in a fresh shell: `. .venv/bin/activate` first, or write .venv/bin/omni-npu-port)
   translate your runner:  omni-npu-port translate my_runner.py -o out/
                           (--check lists its sites, one line each)
   port a method or class: omni-npu-port port -h
-  port in a notebook:     omni-npu-port kernel install --backend auto
+  port in a notebook:     omni-npu-port kernel install      (the kernel the notebooks name)
                           jupyter lab nbs/          (as root: --allow-root)
+  look up a code:         https://omni-npu-port.github.io/omni-npu-port/docs/codes.html
   run the tests:          .venv/bin/python -m pytest"""
 
 TOUR_STEPS = {"backend": tour_backend, "profile": tour_profile, "catalog": tour_catalog, "translate": tour_translate,

@@ -115,7 +115,8 @@ def print_summary(run, args) -> None:
     else:
         print(f"{t['files']} files ({t['changed']} changed, {t['failed']} failed): {t['sites']} sites, "
               f"{t['rewritten']} rewritten, {t['flagged']} flagged, conversion {percent(t['conversion_rate'])}"
-              + (f"; output in {args.output}" if args.output else ""), file=sys.stderr)
+              + (f"; output in {args.output}" if args.output else "")
+              + ("; nothing written (the changes are the diff above)" if not (args.output or args.in_place) else ""), file=sys.stderr)
 
 def jobs_for(args, rules) -> int:
     "The number of processes: one while a symbol index is in use (it stays in this process), else -j capped at the CPUs."

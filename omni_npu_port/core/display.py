@@ -34,4 +34,6 @@ def html_for(obj) -> str | None:
     key = class_key(type(obj))
     if key not in HTML_RENDERERS: _load_providers()
     render = HTML_RENDERERS.get(key)
-    return None if render is None else render(obj)
+    if render is None: return None
+    out = render(obj)   # a renderer's result that displays itself (styles inlined for Jupyter) is shown that way
+    return out._repr_html_() if hasattr(out, "_repr_html_") else out

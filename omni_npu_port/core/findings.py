@@ -18,8 +18,9 @@ __all__ = ['OUTPUT_FORMATS', 'SARIF_SCHEMA', 'sarif_log', 'printable', 'format_f
 # %% ../../nbs/core/findings.ipynb #759f9070
 OUTPUT_FORMATS = ("text", "json", "sarif", "github")
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
-_SARIF_LEVEL = {"error": "error", "warning": "warning"}      # anything else (info, note) is a note
-_GITHUB_LEVEL = {"error": "error", "warning": "warning"}     # anything else is a notice
+# what needs a person is an error or a warning; what is done or only said (rewrite, info) is a note / notice
+_SARIF_LEVEL = {"error": "error", "unsupported": "error", "manual": "warning", "warning": "warning"}   # else "note"
+_GITHUB_LEVEL = {"error": "error", "unsupported": "error", "manual": "warning", "warning": "warning"}  # else "notice"
 
 def _rule(code: str) -> dict:
     "The SARIF rule of one registered code: its id, name, title, what to do and where it is explained."

@@ -13,49 +13,60 @@ import html
 import importlib.util
 import io
 import os
+import re
 from dataclasses import asdict
+from functools import lru_cache
 
 from ..core.diagnostics import code_info
 from ..core.display import class_key, register_html
 
 # %% auto #0
-__all__ = ['BIG_TABLE', 'STYLE', 'RENDERERS', 'Html', 'esc', 'wrap', 'badge', 'itables_available', 'table', 'key_values',
-           'severity_of', 'diagnostic_line', 'diagnostics_table', 'severity_counts', 'diff_rows', 'folded',
-           'side_by_side', 'html_translation', 'html_run', 'conflict_kinds', 'code_table', 'html_port', 'html_audit',
-           'html_platform', 'html_conformance', 'html_doctor', 'html_bench', 'render', 'html_pattern_table']
+__all__ = ['BIG_TABLE', 'RULES', 'STYLE', 'RENDERERS', 'Html', 'esc', 'wrap', 'badge', 'inline_styles', 'html_text',
+           'itables_available', 'table', 'key_values', 'severity_of', 'diagnostic_line', 'diagnostics_table',
+           'severity_counts', 'diff_rows', 'folded', 'side_by_side', 'html_translation', 'html_run', 'conflict_kinds',
+           'code_table', 'html_port', 'html_audit', 'html_platform', 'html_conformance', 'html_doctor', 'html_bench',
+           'html_release', 'register_text', 'render', 'html_pattern_table']
 
 # %% ../../nbs/docs/render.ipynb #f960bae3
 BIG_TABLE = 200   # rows above which a table becomes interactive (itables), where itables is installed
+_MONO = "font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12px"
+_WRAP = "overflow-wrap:break-word;overflow-wrap:anywhere"   # the first for sanitizers that know only it
 
-STYLE = """<style>
-.onp{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;font-size:13px;line-height:1.45;color:#1f2328;background:#fff}
-.onp h4{margin:10px 0 4px;font-size:14px}.onp p{margin:4px 0}
-.onp .scroll{max-height:640px;overflow:auto;border:1px solid #d0d7de;margin:4px 0 10px}
-.onp table{border-collapse:collapse;margin:0}
-.onp th,.onp td{border:1px solid #d0d7de;padding:2px 6px;text-align:left;vertical-align:top}
-.onp th{background:#f6f8fa}.onp thead th{position:sticky;top:0;z-index:1}
-.onp td.num{text-align:right;font-variant-numeric:tabular-nums}.onp td code{white-space:nowrap}
-.onp code,.onp td.src,.onp td.ln{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12px}
-.onp td.src{white-space:pre;min-width:20em}
-.onp table.diff{table-layout:fixed;width:100%}.onp table.diff td.src{white-space:pre-wrap;overflow-wrap:anywhere;min-width:0}
-.onp td.ln{color:#6e7781;text-align:right;user-select:none;white-space:nowrap}
-.onp td.del{background:#ffebe9}.onp td.add{background:#dafbe1}
-.onp tr.skip td{background:#f6f8fa;color:#6e7781;font-style:italic;text-align:center}
-.onp tr.npu td.src{background:#ddf4ff}.onp tr.omni td.src{background:#fbefff}
-.onp tr.mark td.src{background:#ffd8b5;font-weight:bold}.onp tr.fence td.src{background:#eefbf1;color:#1a7f37}
-.onp td.dg{min-width:18em;white-space:normal}.onp .d{margin:1px 0}
-.onp .sev{display:inline-block;padding:0 5px;border-radius:8px;font-size:11px;color:#fff;background:#6e7781}
-.onp .sev-error,.onp .sev-fail,.onp .sev-changed,.onp .sev-missing{background:#cf222e}
-.onp .sev-warning,.onp .sev-manual,.onp .sev-unsupported{background:#bc4c00}
-.onp .sev-rewrite,.onp .sev-ok{background:#1a7f37}.onp .sev-info,.onp .sev-n\\/a{background:#6e7781}
-.onp .warn{color:#9a6700}.onp .bad{color:#cf222e;font-weight:bold}
-.onp details{margin:2px 0}.onp summary{cursor:pointer}
-</style>"""
+RULES = (   # (selectors, declarations): the one style of every view, both a <style> block and inline on each element
+    (".onp", "font-family:system-ui,-apple-system,Roboto,sans-serif;font-size:13px;line-height:1.45;color:#1f2328;"
+             "background:#fff;text-align:left;max-width:100%"),
+    (".onp h4", "margin:10px 0 4px;font-size:14px"), (".onp p", "margin:4px 0"),
+    (".onp .scroll", "max-height:640px;max-width:100%;overflow:auto;border:1px solid #d0d7de;margin:4px 0 10px"),
+    (".onp table", "border-collapse:collapse;margin:0;table-layout:auto;font-size:13px;color:#1f2328"),
+    (".onp th,.onp td", "border:1px solid #d0d7de;padding:2px 6px;text-align:left;vertical-align:top;white-space:normal;"
+                        f"line-height:1.45;max-width:none;{_WRAP}"),
+    (".onp th", "background:#f6f8fa;font-weight:600"), (".onp thead th", "position:sticky;top:0;z-index:1"),
+    (".onp td.num", "text-align:right;font-variant-numeric:tabular-nums"),
+    (".onp code,.onp pre,.onp td.src,.onp td.ln", _MONO), (".onp pre", f"white-space:pre-wrap;{_WRAP};margin:2px 0"),
+    (".onp td code", f"white-space:pre-wrap;{_WRAP}"), (".onp td code.id", "white-space:nowrap;overflow-wrap:normal"),
+    (".onp th", "overflow-wrap:normal"),
+    (".onp td.src", f"white-space:pre-wrap;{_WRAP};text-align:left"),
+    (".onp table.diff,.onp table.code,.onp table.fit", "table-layout:fixed;width:100%"),
+    (".onp td.ln", "color:#6e7781;text-align:right;user-select:none;white-space:nowrap"),
+    (".onp td.del", "background:#ffebe9"), (".onp td.add", "background:#dafbe1"),
+    (".onp tr.skip td", "background:#f6f8fa;color:#6e7781;font-style:italic;text-align:center"),
+    (".onp tr.npu td.src", "background:#ddf4ff"), (".onp tr.omni td.src", "background:#fbefff"),
+    (".onp tr.mark td.src", "background:#ffd8b5;font-weight:bold"), (".onp tr.fence td.src", "background:#eefbf1;color:#1a7f37"),
+    (".onp td.dg", "white-space:normal"), (".onp .d", "margin:1px 0"),
+    (".onp .sev", "display:inline-block;padding:0 5px;border-radius:8px;font-size:11px;color:#fff;background:#6e7781"),
+    (".onp .sev-error,.onp .sev-fail,.onp .sev-changed,.onp .sev-missing", "background:#cf222e"),
+    (".onp .sev-warning,.onp .sev-manual,.onp .sev-unsupported", "background:#bc4c00"),
+    (".onp .sev-rewrite,.onp .sev-ok", "background:#1a7f37"), (".onp .sev-info,.onp .sev-n\\/a", "background:#6e7781"),
+    (".onp .warn", "color:#9a6700"), (".onp .bad", "color:#cf222e;font-weight:bold"),
+    (".onp details", "margin:2px 0"), (".onp summary", "cursor:pointer"),
+)
+STYLE = "<style>\n" + "\n".join(f"{s}{{{d}}}" for s, d in RULES) + "\n</style>"
 
 class Html(str):
-    "A string that is HTML already: tables put it in as it is, and Jupyter displays it."
-    def _repr_html_(self) -> str: return str(self)
-    def __repr__(self) -> str: return f"Html({len(self)} characters)"   # the plain-text twin Jupyter stores beside the HTML
+    "A string that is HTML already: tables put it in as it is; Jupyter shows it with the style inlined, or as text."
+    def _repr_html_(self) -> str: return inline_styles(self)
+    def _repr_pretty_(self, p, cycle) -> None: p.text(html_text(self))    # text/plain: readable where HTML is not shown
+    def __repr__(self) -> str: return f"Html({len(self)} characters)"
 
 def esc(value) -> str:
     "`value` as text, HTML-escaped (quotes too); `Html` as it is; None as an em dash."
@@ -69,6 +80,88 @@ def wrap(kind: str, body: str) -> Html:
 def badge(word) -> Html:
     "A coloured label for a severity or a status (`error`, `warning`, `ok`, `changed`, ...)."
     return Html(f'<span class="sev sev-{esc(word)}">{esc(word)}</span>')
+
+# %% ../../nbs/docs/render.ipynb #832cd0ba
+_TAG = re.compile(r"<!--.*?-->|<(/?)([a-zA-Z][\w-]*)((?:\s+[^\s=>/]+(?:\s*=\s*(?:\"[^\"]*\"|'[^']*'|[^\s\"'>]+))?)*)\s*(/?)>", re.S)
+_ATTR = re.compile(r"""\s+([^\s=>/]+)(?:\s*=\s*("[^"]*"|'[^']*'|[^\s"'>]+))?""")
+_VOID = {"area", "br", "col", "hr", "img", "input", "meta", "source", "track", "wbr"}
+
+def _compound(s: str) -> tuple:
+    "`td.src` → ('td', {'src'}); `.sev-n\\/a` → (None, {'sev-n/a'})."
+    tag, *classes = s.replace("\\/", "\0").split(".")
+    return (tag.lower() or None, frozenset(c.replace("\0", "/") for c in classes))
+
+def _declarations(n: int, decl: str) -> list[tuple]:
+    "(rule number, property, declaration) of each declaration of one rule."
+    return [(n, d.partition(":")[0].strip(), d.strip()) for d in decl.split(";") if d.strip()]
+
+@lru_cache(maxsize=8)
+def _parsed(rules: tuple) -> list:
+    "Each selector of `rules` as (chain of compounds, specificity, order, declarations), in cascade order."
+    out = [([_compound(p) for p in sel.split()], n, _declarations(n, decl)) for n, (sels, decl) in enumerate(rules)
+           for sel in sels.split(",")]
+    spec = lambda chain: (sum(len(c) for _, c in chain), sum(t is not None for t, _ in chain))
+    return sorted(((ch, spec(ch), n, d) for ch, n, d in out), key=lambda r: (r[1], r[2]))
+
+def _fits(comp, el) -> bool: return (comp[0] is None or comp[0] == el[0]) and comp[1] <= el[1]
+
+def _matches(chain: list, stack: tuple) -> bool:
+    "Whether the last element of `stack` ((tag, classes) from the root down) matches a descendant-selector `chain`."
+    if not _fits(chain[-1], stack[-1]): return False
+    i = len(stack) - 2
+    for comp in reversed(chain[:-1]):
+        while i >= 0 and not _fits(comp, stack[i]): i -= 1
+        if i < 0: return False
+        i -= 1
+    return True
+
+def _cascade(decls: list[tuple]) -> str:
+    "The declarations in cascade order, each property only from the last rule that sets it (a fallback pair kept)."
+    last = {p: n for n, p, _ in decls}
+    return ";".join(d for n, p, d in decls if last[p] == n)
+
+# %% ../../nbs/docs/render.ipynb #75b6b3e3
+def _unquote(v: str | None) -> str:
+    return "" if v is None else html.unescape(v[1:-1] if v[:1] in "\"'" else v)
+
+def inline_styles(text: str, rules: tuple = RULES) -> str:
+    "`text` with each element's matching `rules` written into its `style` attribute (its own style last, so it wins)."
+    parsed, out, stack, pos, raw = _parsed(rules), [], [], 0, None
+    memo: dict = {}
+    for m in _TAG.finditer(text):
+        closing, tag, attrs, selfclose = m.groups()
+        if tag is None: continue                                        # a comment
+        tag = tag.lower()
+        if raw:                                                         # inside <script> or <style>: copied as it is
+            if closing and tag == raw: raw = None
+            continue
+        if closing:
+            k = next((k for k in range(len(stack) - 1, -1, -1) if stack[k][0] == tag), None)
+            if k is not None: del stack[k:]
+            continue
+        pairs = [(a.lower(), v) for a, v in _ATTR.findall(attrs or "")]
+        stack.append((tag, frozenset(_unquote(dict(pairs).get("class")).split())))
+        key = tuple(stack)
+        if key not in memo: memo[key] = [d for ch, _, _, ds in parsed if _matches(ch, key) for d in ds]
+        if memo[key]:
+            decls = memo[key] + _declarations(len(rules), ";".join(_unquote(v) for a, v in pairs if a == "style"))
+            kept = "".join(f" {a}" if v is None else f" {a}={v}" for a, v in pairs if a != "style")
+            out += [text[pos:m.start()], f'<{m.group(2)}{kept} style="{html.escape(_cascade(decls), quote=True)}"{" /" if selfclose else ""}>']
+            pos = m.end()
+        if tag in _VOID or selfclose: stack.pop()
+        elif tag in ("script", "style"): raw = tag
+    return "".join(out) + text[pos:]
+
+# %% ../../nbs/docs/render.ipynb #844f56bd
+_BLOCK = re.compile(r"<(?:/?(?:p|div|h\d|li|ul|table|thead|tbody|details|summary|pre)|br|/tr)\b[^>]*>", re.I)
+
+def html_text(text: str) -> str:
+    "A rendering as plain text: rows as lines, cells joined by ` | `, blocks on lines of their own; style and scripts left out."
+    t = re.sub(r"<(style|script)\b.*?</\1>", "", str(text), flags=re.S | re.I)
+    t = re.sub(r"</t[dh]>\s*<t[dh]\b[^>]*>", " | ", t, flags=re.I)
+    t = _BLOCK.sub("\n", t)
+    t = html.unescape(re.sub(r"<[^>]+>", "", t))
+    return "\n".join(l.rstrip() for l in t.split("\n") if l.strip())
 
 # %% ../../nbs/docs/render.ipynb #6a768077
 def itables_available() -> bool:
@@ -124,7 +217,7 @@ def diagnostic_line(d) -> Html:
 
 def diagnostics_table(diags) -> Html:
     "The diagnostics as a table: where (method or path), line, code, severity, message."
-    rows = [[_field(d, "where") or _field(d, "path") or "", _field(d, "line") or None, Html(f"<code>{esc(_field(d, 'code'))}</code>"),
+    rows = [[_field(d, "where") or _field(d, "path") or "", _field(d, "line") or None, Html(f'<code class="id">{esc(_field(d, "code"))}</code>'),
              badge(severity_of(d)), _field(d, "message")] for d in diags]
     return table(["where", "line", "code", "severity", "message"], rows, numeric=(1,)) if rows else Html("<p>No diagnostics.</p>")
 
@@ -250,7 +343,8 @@ def code_table(code: str) -> Html:
     lines = code.splitlines()
     rows = "".join(f'<tr class="{k}"><td class="ln">{n}</td><td class="src">{esc(l)}</td></tr>'
                    for n, (l, k) in enumerate(zip(lines, conflict_kinds(lines)), 1))
-    return Html(f'<div class="scroll"><table class="code"><tbody>{rows}</tbody></table></div>')
+    cols = '<colgroup><col style="width:4em"><col></colgroup>'
+    return Html(f'<div class="scroll"><table class="code">{cols}<tbody>{rows}</tbody></table></div>')
 
 def html_port(result) -> Html:
     "A `PortResult`: name, style, conflicts, the code with conflict regions highlighted, the diagnostics as a table."
@@ -271,7 +365,7 @@ def html_audit(findings) -> Html:
     for f in fs:
         detail = _field(f, "detail") or []
         more = Html(f"<details><summary>{len(detail)} line(s)</summary><pre>{esc(chr(10).join(detail))}</pre></details>") if detail else ""
-        rows.append([badge(_field(f, "severity")), Html(f"<code>{esc(_field(f, 'code'))}</code>"), _field(f, "cls"),
+        rows.append([badge(_field(f, "severity")), Html(f'<code class="id">{esc(_field(f, "code"))}</code>'), _field(f, "cls"),
                      _field(f, "method"), _field(f, "line"), _field(f, "message"), more])
     counts = {}
     for f in fs: counts[_field(f, "code")] = counts.get(_field(f, "code"), 0) + 1
@@ -290,12 +384,16 @@ def html_conformance(results, show_na: bool = False, title: str | None = None) -
     "Conformance results (objects or dicts): record, status, what the source says, symbol, details and hazards."
     rs = [r if isinstance(r, dict) else (r.to_dict() if hasattr(r, "to_dict") else asdict(r)) for r in results]
     shown = [r for r in rs if show_na or r["status"] != "n/a"]
-    rows = [[Html(f"<code>{esc(r['id'])}</code>"), badge(r["status"]), r.get("check"), r.get("symbol"),
-             "; ".join(r.get("details") or []) or None, "; ".join(r.get("hazards") or []) or None, r.get("where")] for r in shown]
+    code_ = lambda v: Html(f'<code class="wrap">{esc(v)}</code>') if v else None   # dotted names and paths: wrapped anywhere
+    rows = [[Html(f"<code>{esc(r['id'])}</code>"), badge(r["status"]), r.get("check"), code_(r.get("symbol")),
+             "; ".join(r.get("details") or []) or None, "; ".join(r.get("hazards") or []) or None, code_(r.get("where"))] for r in shown]
     head = f"<h4>{esc(title)}</h4>" if title else ""
     hidden = len(rs) - len(shown)
     note = f"<p>{hidden} record(s) that do not hold for this version are not shown.</p>" if hidden else ""
-    return wrap("conformance", head + note + table(["record", "status", "source says", "symbol", "details", "hazards", "where"], rows))
+    t = table(["record", "status", "source says", "symbol", "details", "hazards", "where"], rows, interactive=False)
+    cols = "".join(f'<col style="width:{w}%">' for w in (13, 7, 9, 21, 22, 12, 16))   # the cell's width, shared out
+    t = Html(t.replace("<table>", f'<table class="fit"><colgroup>{cols}</colgroup>', 1))
+    return wrap("conformance", head + note + t)
 
 def html_doctor(report: dict, show_na: bool = False) -> Html:
     "A doctor report: platform, warnings, and per source its version and conformance table."
@@ -355,6 +453,12 @@ def html_bench(result, plot: bool = False) -> Html:
     return wrap("bench", title + table(cols, body, numeric=tuple(i for i, c in enumerate(cols) if c not in ("mode", "parity"))) + tail)
 
 # %% ../../nbs/docs/render.ipynb #dc97c18f
+def html_release(p) -> Html:
+    "A whole-release port (`port.release.ReleasePort`): its summary and tables in the views' style."
+    from omni_npu_port.port.release import release_html
+    tables = re.sub(r"(<table\b.*?</table>)", r'<div class="scroll">\1</div>', release_html(p), flags=re.S)   # wide ones scroll in their box
+    return wrap("release", tables)
+
 RENDERERS = {   # class (module.QualName) -> its renderer; registered with core.display on import
     "omni_npu_port.translate.engine.Translation": html_translation,
     "omni_npu_port.translate.run.Run": html_run,
@@ -362,8 +466,24 @@ RENDERERS = {   # class (module.QualName) -> its renderer; registered with core.
     "omni_npu_port.port.audit.Finding": lambda f: html_audit([f]),
     "omni_npu_port.sources.conformance.Conformance": lambda c: html_conformance([c], show_na=True),
     "omni_npu_port.bench.result.BenchResult": html_bench,
+    "omni_npu_port.port.release.ReleasePort": html_release,
 }
 for _name, _fn in RENDERERS.items(): register_html(_name, _fn)
+
+def register_text(shell=None) -> bool:
+    "In IPython (`shell`, default the running one), the text/plain of each class above is its view as text (`html_text`)."
+    if shell is None:
+        try: from IPython import get_ipython
+        except ImportError: return False
+        shell = get_ipython()
+    if shell is None: return False
+    plain = shell.display_formatter.formatters["text/plain"]
+    for key, fn in RENDERERS.items():
+        module, _, name = key.rpartition(".")
+        plain.for_type_by_name(module, name, lambda obj, p, cycle, fn=fn: p.text(html_text(fn(obj))))
+    return True
+
+register_text()   # where no HTML is shown (a terminal, a viewer without HTML), a result still reads as its table
 
 def render(obj) -> Html:
     "The HTML of a result object or report, as an `Html` string Jupyter displays."

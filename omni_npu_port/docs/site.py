@@ -20,9 +20,11 @@ from ..core.errors import InputError
 from ..core.io import load_toml, write_atomic
 
 # %% auto #0
-__all__ = ['SIDEBAR', 'RENDERERS', 'DocsError', 'find_root', 'nbdev_settings', 'notebooks', 'page_of', 'sidebar_sections',
-           'sidebar_yaml', 'write_sidebar', 'cell_directives', 'rebase_links', 'readme_markdown', 'readme_notebook',
-           'write_readme', 'pick_renderer', 'site_dir', 'build_site', 'docs_location']
+__all__ = ['SIDEBAR', 'SITE_ONLY', 'README_ONLY', 'FIGURE', 'FIGURES', 'LAST_RUN', 'RENDERERS', 'CODES_NB', 'DocsError',
+           'find_root', 'nbdev_settings', 'notebooks', 'page_of', 'sidebar_sections', 'sidebar_yaml', 'write_sidebar',
+           'cell_directives', 'rebase_links', 'readme_markdown', 'readme_figures', 'fill_figures', 'run_readme_cells',
+           'readme_notebook', 'stale_figures', 'write_readme', 'pick_renderer', 'write_codes_page', 'drop_readme_only',
+           'site_dir', 'build_site', 'docs_location']
 
 # %% ../../nbs/docs/site.ipynb #744f4a2c
 class DocsError(InputError, RuntimeError):
@@ -210,6 +212,7 @@ def rebase_links(md: str, prefix: str) -> str:
 
 # %% ../../nbs/docs/site.ipynb #48328578
 _HIDDEN = {"hide", "export", "exporti", "export_", "default_exp"}
+SITE_ONLY, README_ONLY = "<!-- site-only -->", "<!-- readme-only -->"   # a Markdown cell's first line: where it is shown
 
 def readme_markdown(nb: dict, link_base: str = "") -> str:
     "Render a notebook (as loaded from its JSON) into README Markdown, without Quarto; relative links get `link_base/`."
@@ -226,7 +229,8 @@ def readme_markdown(nb: dict, link_base: str = "") -> str:
     if fm.get("description"): out.append(f"> {fm['description']}")
     for c in cells:
         if c["cell_type"] == "markdown":
-            if s := _src(c).strip(): out.append(rebase_links(s, link_base))
+            s = _src(c).strip()
+            if s and not s.startswith(SITE_ONLY): out.append(rebase_links(s.removeprefix(README_ONLY).lstrip(), link_base))
             continue
         if c["cell_type"] != "code": continue
         opts, code = cell_directives(_src(c))
@@ -236,21 +240,89 @@ def readme_markdown(nb: dict, link_base: str = "") -> str:
             out += _outputs(c, asis=opts.get("output", "").strip().lower() == "asis")
     return "\n\n".join(out) + "\n"
 
+# %% ../../nbs/docs/site.ipynb #0eaffd1c
+FIGURE = re.compile(r"<!-- fig:([\w-]+) -->(.*?)<!-- /fig -->")
+FIGURES = ("patterns", "families", "releases", "first-release", "last-release", "tests")
+LAST_RUN = ".pytest_cache/v/omni-npu-port/last-run"   # written by tests/conftest.py after a whole-suite run
+
+def readme_figures(root) -> dict[str, str]:
+    "The figures the README states, from the code of now (`tests` only where a whole-suite run is recorded)."
+    from omni_npu_port.core.catalog import CATALOG, VLLM_ASCEND_VERSIONS
+    rel = [v for v in VLLM_ASCEND_VERSIONS if v != "main"]
+    out = {"patterns": str(len(CATALOG)), "families": str(len(CATALOG.families())), "releases": str(len(rel)),
+           "first-release": rel[0], "last-release": rel[-1]}
+    try: out["tests"] = f"{json.loads((Path(root) / LAST_RUN).read_text())['tests']:,}"
+    except (OSError, ValueError, KeyError, TypeError): pass
+    return out
+
+def fill_figures(text: str, figures: dict, where: str = "") -> tuple[str, list[tuple]]:
+    "`text` with each marked figure set to its value; (name, old, new) of each that changed. An unknown name: DocsError."
+    stale = []
+    def put(m):
+        name, old = m.group(1), m.group(2)
+        if name not in FIGURES: raise DocsError(f"{where}: unknown figure {name!r}; known: {', '.join(FIGURES)}")
+        if name not in figures or old == figures[name]: return m.group(0)
+        stale.append((name, old, figures[name]))
+        return f"<!-- fig:{name} -->{figures[name]}<!-- /fig -->"
+    return FIGURE.sub(put, text), stale
+
+# %% ../../nbs/docs/site.ipynb #8f94050c
+def run_readme_cells(nb: dict, cwd: Path) -> dict:
+    "`nb` with each code cell the README shows run again, in order, in one namespace in `cwd`: stdout and the last value as outputs."
+    import ast, contextlib, io
+    ns, here = {"__name__": "__main__"}, Path.cwd()
+    os.chdir(cwd)
+    try:
+        for c in nb.get("cells", []):
+            opts, code = cell_directives(_src(c)) if c["cell_type"] == "code" else ({}, "")
+            if not code.strip() or _HIDDEN & opts.keys() or _false(opts.get("eval", "")) or _false(opts.get("include", "")): continue
+            tree, out, value = ast.parse(code), io.StringIO(), None
+            last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+            try:
+                with contextlib.redirect_stdout(out):
+                    exec(compile(tree, "<README cell>", "exec"), ns)
+                    if last is not None: value = eval(compile(ast.Expression(last.value), "<README cell>", "eval"), ns)
+            except Exception as e: raise DocsError(f"a README cell failed ({type(e).__name__}: {e}):\n{code}") from e
+            c["outputs"] = ([{"output_type": "stream", "name": "stdout", "text": out.getvalue()}] if out.getvalue() else []) + (
+                [{"output_type": "execute_result", "data": {"text/plain": repr(value)}, "metadata": {}, "execution_count": None}]
+                if value is not None else [])
+    finally: os.chdir(here)
+    return nb
+
 # %% ../../nbs/docs/site.ipynb #e47b7a24
 def readme_notebook(root) -> Path:
     "The notebook README.md is rendered from (`[tool.nbdev] readme_nb`, default nbs/index.ipynb)."
     s = nbdev_settings(root)
     return Path(root) / s["nbs_path"] / s["readme_nb"]
 
-def write_readme(root=None, check=False) -> bool:
-    "Whether README.md is up to date with the README notebook; unless `check`, write it when it isn't."
-    root = find_root(root)
+def _readme(root: Path) -> tuple[Path, str, list]:
+    "The README notebook, README.md's text rendered from it (cells run, figures filled), and the notebook's stale figures."
     nb = readme_notebook(root)
     if not nb.is_file():
         raise DocsError(f"{nb} not found: README.md is rendered from it ([tool.nbdev] readme_nb); write that notebook")
     try: data = json.loads(nb.read_text(encoding="utf-8"))
     except json.JSONDecodeError as e: raise DocsError(f"{nb}: not valid notebook JSON ({e}); fix or re-save it") from e
-    return _sync_file(root / "README.md", readme_markdown(data, nb.parent.relative_to(root).as_posix()), check)
+    figures, stale = readme_figures(root), []
+    for c in data.get("cells", []):
+        if c["cell_type"] == "markdown":
+            text, found = fill_figures(_src(c), figures, str(nb))
+            c["source"], stale = text, stale + found
+    data = run_readme_cells(data, nb.parent)
+    return nb, readme_markdown(data, nb.parent.relative_to(root).as_posix()), stale
+
+def stale_figures(root=None) -> list[tuple]:
+    "(name, the README notebook's value, the code's) of each figure the notebook states wrongly."
+    root = find_root(root)
+    nb = readme_notebook(root)
+    return fill_figures(nb.read_text(encoding="utf-8"), readme_figures(root), str(nb))[1] if nb.is_file() else []
+
+def write_readme(root=None, check=False) -> bool:
+    "Whether README.md is up to date with the README notebook and the code's figures; unless `check`, write it (and the"
+    " notebook's stale figures) when it isn't."
+    root = find_root(root)
+    nb, text, stale = _readme(root)
+    if stale and not check: write_atomic(nb, fill_figures(nb.read_text(encoding="utf-8"), readme_figures(root), str(nb))[0])
+    return _sync_file(root / "README.md", text, check) and not stale
 
 # %% ../../nbs/docs/site.ipynb #81ccb96c
 RENDERERS = ("auto", "quarto", "smalldocs")
@@ -306,6 +378,9 @@ def _render_smalldocs(root: Path, site_name: str, say=lambda step: None) -> Path
     "Process the notebooks with nbdev and render them with smalldocs; returns the rendered site folder."
     say("processing the notebooks with nbdev (runs their import cells)")
     _run([sys.executable, "-c", _PROC], root, "nbdev's notebook processing (proc_nbs)")
+    say("writing the codes page from the diagnostics registry")
+    write_codes_page(root / "_proc")
+    drop_readme_only(root / "_proc")
     say("rendering the pages with smalldocs")
     _run([sys.executable, "-c", _SMALLDOCS, "render", "-q", str(root / "_proc")], root, "smalldocs render")
     return root / "_proc" / site_name
@@ -315,6 +390,34 @@ def _render_quarto(root: Path, site_name: str, say=lambda step: None) -> Path:
     say("rendering the site with nbdev-docs (Quarto)")
     _run([sys.executable, "-c", _NBDEV_DOCS], root, "nbdev-docs (Quarto)")
     return root / site_name
+
+# %% ../../nbs/docs/site.ipynb #e39128f2
+CODES_NB = "docs/codes.ipynb"   # the page the codes go on, relative to the notebooks folder
+
+def write_codes_page(proc: Path) -> bool:
+    "Put the registry's Markdown into the processed codes notebook under `proc` (the cell displaying it replaced); False if it is not there."
+    from omni_npu_port.docs.codes import all_codes
+    from omni_npu_port.core.diagnostics import codes_markdown
+    nb_path = Path(proc) / CODES_NB
+    if not nb_path.is_file(): return False
+    nb = json.loads(nb_path.read_text(encoding="utf-8"))
+    md = {"cell_type": "markdown", "metadata": {}, "source": codes_markdown(all_codes().values(), link_base="../")}
+    cells = [c for c in nb["cells"] if "codes_markdown(" not in _src(c) or c["cell_type"] != "code"]
+    nb["cells"] = cells + [md]
+    write_atomic(nb_path, json.dumps(nb, indent=1))
+    return True
+
+def drop_readme_only(proc: Path) -> int:
+    "Take the Markdown cells marked README-only out of the processed notebooks under `proc`; how many."
+    n = 0
+    for p in Path(proc).rglob("*.ipynb"):
+        nb = json.loads(p.read_text(encoding="utf-8"))
+        keep = [c for c in nb["cells"] if not (c["cell_type"] == "markdown" and _src(c).lstrip().startswith(README_ONLY))]
+        if len(keep) < len(nb["cells"]):
+            n += len(nb["cells"]) - len(keep)
+            nb["cells"] = keep
+            write_atomic(p, json.dumps(nb, indent=1))
+    return n
 
 # %% ../../nbs/docs/site.ipynb #2370cf08
 def _is_site(d: Path) -> bool: return (d / "search.json").is_file() or (d / "site_libs").is_dir()

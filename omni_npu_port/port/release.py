@@ -43,12 +43,13 @@ from .reach import reach_runner
 from .translation import rules_for, target_of, translate_methods
 
 # %% auto #0
-__all__ = ['DEFAULT_LAYOUT', 'LIVE_BY_CALL', 'REACHED', 'EXPLAINS', 'REPORT_JSON', 'REPORT_MD', 'download_bar', 'fetch_release',
-           'open_release', 'ReleaseInputs', 'choose_inputs', 'ReleaseRunners', 'release_runners', 'unreadable_runners',
-           'Placement', 'place_runners', 'line_keys', 'in_port', 'port_statements', 'edited', 'method_chunks',
-           'compiles', 'MethodCheck', 'check_method', 'RunnerPort', 'check_runner', 'ported_mro', 'port_runner',
-           'ReleasePort', 'release_summary', 'release_markdown', 'release_html', 'refuse_release_writes',
-           'write_release', 'run_ports', 'unpack_sdists', 'release_source', 'named_gpu_bases', 'port_release']
+__all__ = ['DEFAULT_LAYOUT', 'LIVE_BY_CALL', 'REACHED', 'EXPLAINS', 'REPORT_JSON', 'REPORT_MD', 'DEFAULT_OUT', 'download_bar',
+           'fetch_release', 'open_release', 'ReleaseInputs', 'choose_inputs', 'ReleaseRunners', 'release_runners',
+           'unreadable_runners', 'Placement', 'place_runners', 'line_keys', 'in_port', 'port_statements', 'edited',
+           'method_chunks', 'compiles', 'MethodCheck', 'check_method', 'RunnerPort', 'check_runner', 'ported_mro',
+           'port_runner', 'ReleasePort', 'release_summary', 'release_markdown', 'release_html', 'refuse_release_writes',
+           'check_release_out', 'write_release', 'run_ports', 'unpack_sdists', 'given_sources', 'release_source',
+           'named_gpu_bases', 'port_release']
 
 # %% ../../nbs/port/release.ipynb #5b1f7dcc
 register(
@@ -595,7 +596,12 @@ def release_html(p: ReleasePort) -> str:
            f"<details><summary>methods</summary>{_html_table(_METHOD_HEAD, methods)}</details></div>"
 
 ReleasePort._repr_markdown_ = release_markdown
-ReleasePort._repr_html_ = release_html
+def _release_repr_html(self) -> str:
+    "Jupyter: the view docs.render draws (the views' inline style), else the plain tables."
+    from omni_npu_port.core.display import html_for
+    return html_for(self) or release_html(self)
+
+ReleasePort._repr_html_ = _release_repr_html
 
 # %% ../../nbs/port/release.ipynb #e5cc6306
 REPORT_JSON, REPORT_MD = "port-report.json", "port-report.md"
@@ -620,6 +626,12 @@ def refuse_release_writes(out: Path, targets: list, inputs: list) -> str | None:
         if any(real == _real(Path(s)) or _real(Path(s)) in real.parents for s in inputs):
             return f"{f} is inside an input tree of the port: not written"
     return None
+def check_release_out(out: Path, force: bool = False) -> None:
+    "A UsageError for an `out` that is not a folder; OutputExists for one holding an earlier port's report, unless `force`."
+    if out.exists() and not out.is_dir(): raise UsageError(f"-o {out}: exists and is not a folder; give a folder")
+    taken = [str(f) for f in (out / REPORT_JSON, out / REPORT_MD) if f.exists()]
+    if taken and not force:
+        raise OutputExists(f"{taken[0]} exists (an earlier port); pass --force to overwrite, or give another -o")
 
 def write_release(p: ReleasePort, out: Path | str, force: bool = False) -> list[str]:
     "Write each runner module (in the release's layout under `out`) and the report (JSON, Markdown); an existing file only with `force`."
@@ -675,12 +687,22 @@ def unpack_sdists(paths: list[str], then):
     return out
 
 # %% ../../nbs/port/release.ipynb #f04b909d
+def given_sources(name: str, sources=()) -> dict[str, str | None]:
+    "Each of `sources` (paths) that is package `name` -> the version it states (None: none)."
+    return {str(s): t.version for s in sources if (t := open_tree(str(s))).distribution == name}
+
 def release_source(spec: str, sources=(), progress=None, cache_dir: Path | str = CACHE_DIR, index: str | None = None) -> str:
-    "A release's source: one of `sources` (paths) of that package and version, else the package cache, else PyPI."
+    "A release's source: one of `sources` (paths) of that package and version, else the package cache, else PyPI —"
+    " never a fetched release of a package `sources` give (a port does not mix the sources given with fetched releases)."
     name, version = split_pin(spec)
-    for s in sources:
-        t = open_tree(str(s))
-        if t.distribution == name and t.version and parse_version(t.version) == parse_version(version): return str(s)
+    given = given_sources(name, sources)
+    for s, v in given.items():
+        if v and parse_version(v) == parse_version(version): return s
+    if given:
+        have = ", ".join(f"{s} ({v or 'states no version'})" for s, v in given.items())
+        raise InputError(f"this port needs {name} {version}, and the {name} source given is not it: {have}; a port never "
+                         f"mixes the sources you give with a fetched release: give {name} {version}'s source "
+                         f"(PATH@{version} if that path is it), or no {name} source to fetch it")
     return str(fetch_release(spec, progress, cache_dir, index))
 
 # %% ../../nbs/port/release.ipynb #28db13b6
@@ -694,6 +716,17 @@ def named_gpu_bases(sources=()) -> list:
         except Exception: continue   # a source that cannot be read is reported where it is used
         if t.package == "vllm" and t.version: out.append((t.version, f"--source {s}"))
     return out
+DEFAULT_OUT = "npu-port-{version}"   # `port --release`'s folder when -o is not given: the omni version, or `unversioned`
+
+def _given_history(inputs: ReleaseInputs, sources) -> None:
+    "The automatic history cut to the vllm releases among `sources` when they give vllm (never mixed with fetched ones)."
+    given = given_sources("vllm", sources)
+    if not given: return
+    left = [h for h in inputs.history if not any(v and parse_version(h) == parse_version(v) for v in given.values())]
+    inputs.history = [h for h in inputs.history if h not in left]
+    if left: inputs.diagnostics.append(port_diagnostic("ONP4301", f"{code_info('ONP4301').title}: vllm {', '.join(left)} "
+        "(older releases the omni copy may lag behind) not used: the vllm sources given do not include them, and a port "
+        "never mixes them with fetched releases; add their sources, or give no vllm source", severity="info"))
 
 def port_release(omni: str, target: str | None = None, out: Path | str | None = None, history="auto", sources=(),
                  prefer: str = "comment", force: bool = False, progress=None, cache_dir: Path | str = CACHE_DIR,
@@ -701,9 +734,13 @@ def port_release(omni: str, target: str | None = None, out: Path | str | None = 
     "Port every runner class of a vLLM-Omni release (version, wheel, sdist or checkout) onto the vllm-ascend it pairs with."
     t0 = time.perf_counter()
     tree = open_release(omni, progress, cache_dir, index)
+    if out is not None:   # the output is checked before any work: a refusal costs nothing
+        out = Path(DEFAULT_OUT.format(version=tree.version or "unversioned") if str(out) == DEFAULT_OUT else out).expanduser()
+        check_release_out(out, force)
     fetch = lambda spec: release_source(spec, sources, progress, cache_dir, index)
     ascend_files = lambda a: release_files(open_tree(fetch(f"vllm-ascend=={a}")))   # a release the table lacks states its pairing
     inputs = choose_inputs(tree, target, history, ascend_files, named_gpu_bases(sources))
+    if history == "auto": _given_history(inputs, sources)
     v, a = fetch(f"vllm=={inputs.vllm}"), fetch(f"vllm-ascend=={inputs.vllm_ascend}")
     hist_paths = [fetch(f"vllm=={h}") for h in inputs.history]
     runners = unpack_sdists([v, a, *hist_paths], lambda: release_runners(tree))   # cold sdists unpack meanwhile

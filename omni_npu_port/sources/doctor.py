@@ -28,10 +28,11 @@ from .readers import (PACKAGES, SourceError, SourceSpecError, SourceSyntaxError,
                                          open_source_spec)
 
 # %% auto #0
-__all__ = ['KERNEL_BACKENDS', 'platform_report', 'cann_env_warning', 'pairing_warning', 'torch_npu_warning', 'pairing_table',
-           'DoctorError', 'DoctorUsageError', 'doctor_sources', 'cached_sources', 'InferredVersion', 'is_ranged',
-           'infer_version', 'at_version', 'checked', 'versioned', 'source_report', 'version_warnings', 'doctor_report',
-           'report_failed', 'version_text', 'print_report', 'kernel_spec', 'install_kernel']
+__all__ = ['KERNEL_BACKENDS', 'NOTEBOOK_KERNEL', 'platform_report', 'cann_env_warning', 'pairing_warning', 'torch_npu_warning',
+           'pairing_table', 'DoctorError', 'DoctorUsageError', 'doctor_sources', 'cached_sources', 'InferredVersion',
+           'is_ranged', 'infer_version', 'at_version', 'checked', 'versioned', 'source_report', 'version_warnings',
+           'doctor_report', 'report_failed', 'version_text', 'print_report', 'kernel_spec', 'default_kernel_name',
+           'install_kernel']
 
 # %% ../../nbs/sources/doctor.ipynb #3f0106b0
 def platform_report() -> dict:
@@ -318,6 +319,12 @@ def _cann_env_for(backend: str, cann_env: str | None) -> Path | None:
     return path.resolve()
 
 # %% ../../nbs/sources/doctor.ipynb #4d7b69c5
+NOTEBOOK_KERNEL = "omni-npu-port"   # the kernel every notebook of this project names in its metadata
+
+def default_kernel_name(backend: str = "auto") -> str:
+    "The name `kernel install` gives a kernel: the notebooks' own (`omni-npu-port`) for auto, `omni-npu-port-BACKEND` else."
+    return NOTEBOOK_KERNEL if backend == "auto" else f"{NOTEBOOK_KERNEL}-{backend}"
+
 def install_kernel(name: str | None = None, backend: str = "auto", cann_env: str | None = None, user: bool = False,
                    prefix: str | None = None, display_name: str | None = None) -> Path:
     "Install the kernel spec; return the directory holding its kernel.json."
@@ -325,7 +332,7 @@ def install_kernel(name: str | None = None, backend: str = "auto", cann_env: str
         import ipykernel  # noqa: F401  the kernel the spec launches
         from jupyter_client.kernelspec import KernelSpecManager
     except ImportError as e: raise DoctorError(f"cannot install a kernel: {e}; pip install ipykernel jupyter_client") from None
-    name = name or f"omni-npu-port-{backend}"
+    name = name or default_kernel_name(backend)
     spec = kernel_spec(backend, _cann_env_for(backend, cann_env), display_name=display_name)
     if not user and prefix is None: prefix = sys.prefix
     with tempfile.TemporaryDirectory() as d:

@@ -16,7 +16,7 @@ from ..core.diagnostics import Diagnostic
 __all__ = ['DOCS_BASE', 'docs_url', 'TranslateDiagnostic']
 
 # %% ../../nbs/translate/diagnostics.ipynb #c5887572
-DOCS_BASE = "https://omni-npu-port.github.io/omni-npu-port/translate.html"
+DOCS_BASE = "https://omni-npu-port.github.io/omni-npu-port/docs/codes.html"   # the codes page, an anchor per code
 
 def docs_url(code: str) -> str:
     "The docs-site section that explains a code."

@@ -60,7 +60,7 @@ class FileReport:
     "What happened to one file: where it went, its counts and its diagnostics."
     path: str
     output: str | None
-    status: str        # translated | unchanged | checked | skipped | refused | failed (not written) | not-followed
+    status: str        # translated | diffed (changed, shown as a diff, not written) | unchanged | checked | skipped | refused | failed (not written) | not-followed
     lines: int = 0
     diagnostics: list = field(default_factory=list)
     analysed_only: bool = True   # check mode (or a skipped file): nothing was rewritten or commented
@@ -109,7 +109,7 @@ class Run:
     def totals(self) -> dict:
         "Totals over all files."
         t = {k: sum(getattr(f, k) for f in self.files) for k in ("lines", "sites", "rewritten", "flagged", "pending")}
-        t.update(files=len(self.files), changed=sum(f.status == "translated" for f in self.files),
+        t.update(files=len(self.files), changed=sum(f.status in ("translated", "diffed") for f in self.files),
                  failed=sum(f.failed for f in self.files), conversion_rate=_rate(t["rewritten"], t["sites"]))
         return t
 
@@ -306,7 +306,9 @@ def translate_paths(srcs, rules: RuleSet | None = None, outdir=None, in_place: b
         rep.diagnostics, rep.status = t.diagnostics, "checked" if check else "unchanged"
         if diff is not None and t.changed: _write_diff(diff, path, t)
         if check: continue
-        if out_root is None and not in_place: rep.analysed_only = True; continue   # --diff alone: nothing written
+        if out_root is None and not in_place:   # --diff alone: nothing written, the change counted as shown
+            rep.analysed_only, rep.status = True, "diffed" if t.changed else rep.status
+            continue
         if out_root is None and not t.changed: continue
         code = "ONP9005"   # a refusal, or (an OSError) a failure
         try: why = writes.out_of_tree(rep, path, t) if out_root is not None else writes.in_place(rep, path, data, t)
