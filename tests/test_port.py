@@ -101,6 +101,41 @@ def test_prefer_rejects_unknown_policy():
         P.port_method(*triple("conflict", "_dummy_run"), prefer="theirs")
 
 
+@pytest.mark.parametrize("bad", ["git", "NPU", None])
+def test_unlisted_policy_is_a_usage_error_everywhere(bad):
+    from omni_npu_port.core.errors import UsageError
+    for make in (lambda: P.PortOptions(prefer=bad), lambda: M.render([], prefer=bad),
+                 lambda: P.port_method(*triple("conflict", "_dummy_run"), prefer=bad)):
+        with pytest.raises(UsageError, match="choose one of markers, npu, omni, comment"):
+            make()
+
+
+def test_port_options_and_keywords_give_the_same_port():
+    conf, codes = triple("conflict", "_dummy_run"), set()
+    for prefer in ("markers", "npu", "omni", "comment"):
+        by_kw = P.port_method(*conf, prefer=prefer)
+        by_opts = P.port_method(*conf, options=P.PortOptions(prefer=M.Prefer(prefer)))
+        assert by_opts.code == by_kw.code and [d.code for d in by_opts.diagnostics] == [d.code for d in by_kw.diagnostics]
+        codes.add(by_opts.code)
+    assert len(codes) == 4          # each policy reached the port through the options: four different ports
+
+
+def test_port_options_and_a_differing_keyword_are_refused():
+    conf = triple("conflict", "_dummy_run")
+    with pytest.raises(L.PortError, match="not both"):
+        P.port_method(*conf, prefer="npu", options=P.PortOptions(prefer="omni"))
+    with pytest.raises(L.PortError, match="PortOptions"):
+        P.port_method(*conf, options={"prefer": "npu"})
+
+
+def test_each_entry_point_has_one_documented_default_policy():
+    import inspect
+    from omni_npu_port.port.release import port_release
+    for entry, fn in (("method", P.port_method), ("class", K.port_class), ("update", U.update_method),
+                      ("release", port_release)):
+        assert inspect.signature(fn).parameters["prefer"].default == P.DEFAULT_PREFER[entry], entry
+
+
 def test_deleted_lines_stay_deleted_and_are_reported():
     res = P.port_method(*triple("deleted", "execute_model"))
     assert "self.debugger.step()" not in res.code

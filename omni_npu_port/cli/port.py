@@ -19,7 +19,8 @@ from ..core.io import OutputExists, gc_paused, write_atomic
 from .options import add_json, add_output
 from ..port.formatting import FORMATTERS, RUFF_LINE_LENGTH
 from ..port.locate import Located, PortError, locate, method_located, missing_method, parse_spec
-from ..port.method import PortResult, port_method
+from ..port.merge import PREFER
+from ..port.method import DEFAULT_PREFER, PortOptions, PortResult, port_method
 from ..port.classes import port_class
 from ..port.release import DEFAULT_OUT, REPORT_JSON, port_release, release_summary
 from ..port.update import update_class, update_method
@@ -66,7 +67,7 @@ def _add_how_options(ap: argparse.ArgumentParser):
                     help="specs name classes (SOURCE:Class): port every omni override and write a module")
     ap.add_argument("--super", dest="super_style", choices=("auto", "call", "inline"), default="auto",
                     help="how to port methods that extend their base through super() (default: auto)")
-    ap.add_argument("--prefer", choices=("markers", "comment", "npu", "omni"), default=None,
+    ap.add_argument("--prefer", choices=PREFER, default=None,
                     help="conflicts: git-style markers (default; with --release `comment`), the NPU side live and the "
                          "omni side commented out between marker comments (the code parses; still ONP4001), or keep the "
                          "NPU base's / the omni GPU method's side, noted by an ONP4008 comment and diagnostic")
@@ -189,8 +190,9 @@ def run_update(args: argparse.Namespace, need: bool) -> tuple[PortResult, list[L
     nbo, nb = ((locate(args.npu_base_old, need), locate(args.npu_base, need)) if args.npu_base else (None, None))
     gbo, gb = ((locate(args.gpu_base_old, need), locate(args.gpu_base, need)) if args.gpu_base else (None, None))
     fn = update_class if args.whole_class else update_method
-    res = fn(pg, pn, go, nbo, nb, target=args.target, fence=args.fence, prefer=args.prefer or "markers", format=args.format,
-             line_length=args.line_length, gpu_base_old=gbo, gpu_base=gb)
+    opts = PortOptions(prefer=args.prefer or DEFAULT_PREFER["update"], target=args.target, fence=args.fence,
+                       format=args.format, line_length=args.line_length)
+    res = fn(pg, pn, go, nbo, nb, gpu_base_old=gbo, gpu_base=gb, options=opts)
     return res, [pg, pn, go]
 
 def _class_at(spec: str, extra: list[str]) -> Located:
@@ -198,6 +200,11 @@ def _class_at(spec: str, extra: list[str]) -> Located:
     s = parse_spec(spec, False)
     s.method = None
     return locate(s, False, extra)
+
+def _options(args: argparse.Namespace, entry: str) -> PortOptions:
+    "The `PortOptions` of a method or class port from the parsed options (`--prefer` unset: the entry point's default)."
+    return PortOptions(prefer=args.prefer or DEFAULT_PREFER[entry], target=args.target, super_style=args.super_style,
+                       format=args.format, line_length=args.line_length)
 
 def run_port(args: argparse.Namespace, need: bool) -> tuple[PortResult, list[Located]]:
     "A port of a method (or, with --class, a class); its inputs, for scoring. Every method gets an answer."
@@ -207,9 +214,7 @@ def run_port(args: argparse.Namespace, need: bool) -> tuple[PortResult, list[Loc
     if args.whole_class:
         _no_methods([args.gpu_base, args.gpu_omni, args.npu_base, *args.gpu_history, *([args.into] if args.into else [])])
         locs = [locate(s, False, extra) for s in (args.gpu_base, args.gpu_omni, args.npu_base)]
-        res = port_class(*locs, super_style=args.super_style, target=args.target, class_name=args.class_name,
-                         prefer=args.prefer or "markers", history=history, format=args.format, line_length=args.line_length,
-                         into=into)
+        res = port_class(*locs, class_name=args.class_name, history=history, into=into, options=_options(args, "class"))
         return res, locs
     go = locate(args.gpu_omni, True, extra)     # a method the omni class lacks: the error lists those it has
     gb, nb = _class_at(args.gpu_base, args.source), _class_at(args.npu_base, extra)
@@ -219,8 +224,7 @@ def run_port(args: argparse.Namespace, need: bool) -> tuple[PortResult, list[Loc
         if m is None and named and named != go.method_node.name: raise PortError(missing_method(cls, named))
         return m or cls
     locs = [pick(gb, args.gpu_base), go, pick(nb, args.npu_base)]
-    res = port_method(*locs, super_style=args.super_style, target=args.target, prefer=args.prefer or "markers",
-                      history=history, format=args.format, line_length=args.line_length, into=into)
+    res = port_method(*locs, history=history, into=into, options=_options(args, "method"))
     return res, locs
 
 
@@ -244,8 +248,9 @@ def run(args: argparse.Namespace) -> int:
 def run_release(args: argparse.Namespace) -> int:
     "`port --release OMNI`: every runner class of the release ported and written with its report; 0 clean, 1 otherwise."
     say = lambda s: print(f"omni-npu-port: {s}", file=sys.stderr)
-    res = port_release(args.release, target=args.target, history="auto" if args.history is None else args.history,
-                       sources=args.source, prefer=args.prefer or "comment", progress=say, force=args.force,
+    opts = PortOptions(prefer=args.prefer or DEFAULT_PREFER["release"], target=args.target)
+    res = port_release(args.release, history="auto" if args.history is None else args.history, options=opts,
+                       sources=args.source, progress=say, force=args.force,
                        workers=args.jobs or os.cpu_count() or 1, out=args.output or DEFAULT_OUT)   # out checked first
     origin = "--target" if args.target else f"inferred from the source: vLLM-Omni {res.omni}"
     say(f"target vllm-ascend {res.vllm_ascend} ({origin}): GPU base vllm {res.vllm} ({res.pairing.evidence})")

@@ -26,7 +26,7 @@ from .supercalls import extends_by_super, param_names, rebind_supers
 from .formatting import format_code, format_options, ruff_bin
 from .merge import keep_side
 from .overrides import omni_definitions, refit_overrides
-from .method import PortResult, parse_check, port_method, undefined_names
+from .method import PortOptions, PortResult, parse_check, port_method, port_options, undefined_names
 
 # %% auto #0
 __all__ = ['TYPING_ONLY', 'ported_class_name', 'ClassPlan', 'needs_translation', 'accepts_npu_calls', 'omni_overrides',
@@ -178,10 +178,14 @@ def generated_mro(cname: str, gpu_omni: Located, npu_base: Located, parent: list
 def port_class(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_style: str = "auto",
                target: str | RuleSet | None = None, class_name: str | None = None, prefer: str = "markers",
                history: list[Located] = (), format: str | None = None, line_length: int | None = None,
-               into: Located | None = None, parent: list[MroClass] | None = None) -> PortResult:
+               into: Located | None = None, parent: list[MroClass] | None = None,
+               options: PortOptions | None = None) -> PortResult:
     "Port every omni override of a class; returns a module with its imports (`history`: older GPU base classes; `format`: ruff;"
     " `into`: the class the methods land in instead of the generated one; `parent`: the MRO of an NPU class ported already"
-    " for an omni base of this one, which the port derives from: the methods it has are not ported again)."
+    " for an omni base of this one, which the port derives from: the methods it has are not ported again; `options`: the settings as one `PortOptions`)."
+    o = port_options(options, "class", prefer=prefer, target=target, super_style=super_style, format=format,
+                     line_length=line_length)
+    super_style, target, prefer, format, line_length = o.super_style, o.target, o.prefer.value, o.format, o.line_length
     if format: ruff_bin()
     t0 = time.perf_counter()
     ll, settings = format_options(gpu_omni, line_length) if format else (None, {})
@@ -193,7 +197,7 @@ def port_class(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_st
     landing = class_mro(into) if into is not None else generated_mro(cname, gpu_omni, npu_base, parent)
     for name in plan.port:
         r = port_method(method_located(gpu_base, name), method_located(gpu_omni, name),
-                        method_located(npu_base, name), super_style, rules, prefer=prefer,
+                        method_located(npu_base, name), super_style, rules, o.fence, prefer=prefer,
                         history=[m for h in history if (m := method_located(h, name))], format=format, line_length=ll,
                         landing=landing)
         diags += [d for d in r.diagnostics if d.code not in ("ONP4101", "ONP4104")]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import collections
 import difflib
+import enum
 import functools
 import io
 import re
@@ -26,7 +27,7 @@ from .locate import PortError, port_diagnostic, python_lines
 __all__ = ['FENCE_TEXT', 'FENCE_RE', 'INLINE_MARK', 'TOKEN_RE', 'PREFER', 'indent_of', 'CodeLine', 'LineMatcher', 'lines_of',
            'code_tokens', 'logical_units', 'adopt_layout', 'Hunk', 'tokens_in', 'refine_conflict', 'hunk_sides',
            'side_text', 'statement_cut', 'whole_conflicts', 'own_sides', 'statement_units', 'statement_merge',
-           'merge_hunks', 'render', 'uncomment_conflicts', 'keep_side']
+           'merge_hunks', 'Prefer', 'prefer_of', 'render', 'uncomment_conflicts', 'keep_side']
 
 # %% ../../nbs/port/merge.ipynb #c933b968
 FENCE_TEXT = "# ---------------------------------------Omni-new----------------------------------------------"
@@ -780,9 +781,24 @@ def merge_hunks(base: str, omni: str, npu: str, history: tuple[str, ...] | list[
                                                             history)))
     return whole_conflicts(hunks, npu, omni, base)   # every conflict's sides whole statements: either side parses
 
-# %% ../../nbs/port/merge.ipynb #15e7c4cb
-PREFER = ("markers", "npu", "omni", "comment")
+# %% ../../nbs/port/merge.ipynb #be0ba1c3
+class Prefer(str, enum.Enum):
+    "How a port resolves a conflict: git-style markers, the NPU side, the omni side, or the omni side commented out."
+    MARKERS = "markers"
+    NPU = "npu"
+    OMNI = "omni"
+    COMMENT = "comment"
+    def __str__(self) -> str: return self.value   # prints and formats as its value on every Python
 
+PREFER = tuple(p.value for p in Prefer)
+
+def prefer_of(value: Prefer | str, where: str = "prefer") -> Prefer:
+    "`value` as a `Prefer`; a `PortError` (a UsageError) naming the allowed values for anything else."
+    try: return Prefer(value)
+    except (ValueError, TypeError):
+        raise PortError(f"{where}={value!r} is not a conflict policy; choose one of {', '.join(PREFER)}") from None
+
+# %% ../../nbs/port/merge.ipynb #15e7c4cb
 def _fence_at(lines: list[str]) -> str:
     ind = next((indent_of(l) for l in lines if l.strip()), 0)
     return " " * max(ind, 0) + FENCE_TEXT
@@ -812,8 +828,7 @@ def _fenced(body: list[str], fence: bool, inside: bool = False) -> list[tuple[st
 def render(hunks: list[Hunk], labels=("NPU base", "omni GPU (translated)"), fence: bool = True,
            prefer: str = "markers", origins: list | None = None) -> tuple[list[str], list[Diagnostic]]:
     "The ported lines: omni hunks fenced by `----Omni-new----`; conflicts by the `prefer` policy (markers: ONP4001)."
-    if prefer == "git": prefer = "markers"
-    if prefer not in PREFER: raise PortError(f"prefer={prefer!r}: choose one of {', '.join(PREFER)}")
+    prefer = prefer_of(prefer).value   # an unlisted policy is refused, never taken for another
     rows, diags, depth, seen = [], [], 0, 0
     for h in hunks:
         depth, seen = _depth([l for l, _ in rows[seen:]], depth), len(rows)   # brackets open where the hunk starts

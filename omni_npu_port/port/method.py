@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from ..core.diagnostics import Code, Diagnostic, code_info, register
 from ..core.io import gc_paused
 from ..translate.engine import RuleSet
-from .locate import Located, class_mro, port_diagnostic, python_lines
+from .locate import Located, PortError, class_mro, port_diagnostic, python_lines
 from .translation import pairing_check, rules_for, target_check, target_of, translate_methods
-from .merge import INLINE_MARK, merge_hunks, render
+from .merge import INLINE_MARK, Prefer, merge_hunks, prefer_of, render
 from .delta import delta_fallback, redirect_super, wraps_by_super
 from .supercalls import extends_by_super, inlinable_call, port_super_call, port_super_inline
 from .supercalls import param_names, rebind_supers, super_calls, super_kept, super_target, walk_no_nested
@@ -25,8 +25,9 @@ from .formatting import format_code, format_options, ruff_bin
 from .overrides import omni_definitions, override_calls, override_calls_in_base
 
 # %% auto #0
-__all__ = ['PortResult', 'parse_check', 'kept_omni_diagnostics', 'one_declaration_per_parameter', 'undefined_names',
-           'gpu_side_owner', 'port_omni_only', 'port_method', 'finish_port']
+__all__ = ['ENTRY_DEFAULTS', 'DEFAULT_PREFER', 'PortResult', 'parse_check', 'kept_omni_diagnostics',
+           'one_declaration_per_parameter', 'undefined_names', 'gpu_side_owner', 'port_omni_only', 'PortOptions',
+           'port_options', 'port_method', 'finish_port']
 
 # %% ../../nbs/port/port.ipynb #c7910ad8
 register(
@@ -175,6 +176,32 @@ def _no_base(gpu_base: Located | None, npu_base: Located | None) -> str | None:
     if npu_base is None: return "no NPU base given"
     return None
 
+# %% ../../nbs/port/port.ipynb #548fc567
+@dataclass(frozen=True)
+class PortOptions:
+    "How a port is made: conflict policy (checked here), target, super() style, fences, formatting (ruff) and its line length."
+    prefer: Prefer | str = Prefer.MARKERS
+    target: str | RuleSet | None = None
+    super_style: str = "auto"
+    fence: bool = True
+    format: str | None = None
+    line_length: int | None = None
+
+    def __post_init__(self): object.__setattr__(self, "prefer", prefer_of(self.prefer))
+
+ENTRY_DEFAULTS = {"method": PortOptions(), "class": PortOptions(), "update": PortOptions(fence=False),
+                  "release": PortOptions(prefer=Prefer.COMMENT)}   # each entry point's keyword defaults
+DEFAULT_PREFER = {entry: o.prefer for entry, o in ENTRY_DEFAULTS.items()}
+
+def port_options(options: PortOptions | None, entry: str, **given) -> PortOptions:
+    "The options of one call to `entry`: `options`, else its keywords (`given`); both at once (a keyword off its default): a PortError."
+    kw = PortOptions(**given)
+    if options is None: return kw
+    if not isinstance(options, PortOptions): raise PortError(f"options={options!r}: give a PortOptions, or the keywords")
+    if kw != ENTRY_DEFAULTS[entry]:
+        raise PortError("give a port's settings either as options=PortOptions(...) or as keywords, not both")
+    return options
+
 # %% ../../nbs/port/port.ipynb #818f6a89
 def _npu_side(gpu_base: Located, npu_base: Located, name: str) -> tuple[Located, bool, list]:
     "The NPU base method to merge onto: its own, one inherited from the GPU side (translated), or the GPU base's where no source holds it."
@@ -198,10 +225,13 @@ def _landing(landing: list, gpu_omni: Located, npu_base: Located, name: str):
 # %% ../../nbs/port/port.ipynb #6fc63360
 @gc_paused()
 def port_method(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_style: str = "auto",
-                target: str | RuleSet | None = None, fence: bool = True, prefer: str = "markers",
+                target: str | RuleSet | None = None, fence: bool = True, prefer: Prefer | str = "markers",
                 history: list[Located] = (), format: str | None = None, line_length: int | None = None,
-                into: Located | None = None, landing: list | None = None) -> PortResult:
-    "Port one omni method onto the NPU base: three-way merge, super()-extension port, or translation alone (`into`: the class the port lands in; `landing`: its MRO, as a class port builds it)."
+                into: Located | None = None, landing: list | None = None, options: PortOptions | None = None) -> PortResult:
+    "Port one omni method onto the NPU base: three-way merge, super()-extension port, or translation alone (`into`: the class the port lands in; `landing`: its MRO, as a class port builds it; `options`: the settings as one `PortOptions`)."
+    o = port_options(options, "method", prefer=prefer, target=target, super_style=super_style, fence=fence,
+                     format=format, line_length=line_length)
+    super_style, target, fence, prefer, format, line_length = o.super_style, o.target, o.fence, o.prefer.value, o.format, o.line_length
     if format: ruff_bin()                 # no ruff: say so before the work
     name = gpu_omni.method_node.name
     rules = rules_for(target or (target_of(npu_base) if npu_base else None))
@@ -267,7 +297,7 @@ def finish_port(code: str, diags: list, style: str, name: str, gpu_omni: Located
     "A ported method's result: parse-checked (unless conflict markers explain themselves), placed, formatted if asked."
     code, kept_once = one_declaration_per_parameter(code, name)   # a parameter both sides add is one parameter
     diags += kept_once
-    if not (prefer in ("markers", "git") and any(d.code == "ONP4001" for d in diags)):
+    if not (prefer == "markers" and any(d.code == "ONP4001" for d in diags)):
         diags += parse_check(code, name)
     for d in diags: d.where = d.where or name
     if format:

@@ -8,6 +8,7 @@ Docs: https://omni-npu-port.github.io/omni-npu-port/port/release.html.md"""
 from __future__ import annotations
 
 import ast
+import dataclasses
 import difflib
 import functools
 import html
@@ -37,7 +38,7 @@ from .audit import ClassGraph, RunnerClass, Runners, device_markers, find_runner
 from .classes import generated_mro, plan_class, port_class, ported_class_name
 from .locate import Located, MethodSpec, MroClass, PortError, locate, method_located, open_tree, port_diagnostic, python_lines
 from .merge import code_tokens, keep_side, logical_units, uncomment_conflicts
-from .method import undefined_names
+from .method import ENTRY_DEFAULTS, PortOptions, port_options, undefined_names
 from .ready import ready_index, ready_findings
 from .reach import reach_runner
 from .translation import rules_for, target_of, translate_methods
@@ -730,8 +731,12 @@ def _given_history(inputs: ReleaseInputs, sources) -> None:
 
 def port_release(omni: str, target: str | None = None, out: Path | str | None = None, history="auto", sources=(),
                  prefer: str = "comment", force: bool = False, progress=None, cache_dir: Path | str = CACHE_DIR,
-                 index: str | None = None, workers: int = 1) -> ReleasePort:
-    "Port every runner class of a vLLM-Omni release (version, wheel, sdist or checkout) onto the vllm-ascend it pairs with."
+                 index: str | None = None, workers: int = 1, options: PortOptions | None = None) -> ReleasePort:
+    "Port every runner class of a vLLM-Omni release (version, wheel, sdist or checkout) onto the vllm-ascend it pairs with (`options`: `prefer` and `target` as one `PortOptions`)."
+    o = port_options(options, "release", prefer=prefer, target=target)
+    if dataclasses.replace(o, prefer=ENTRY_DEFAULTS["release"].prefer, target=None) != ENTRY_DEFAULTS["release"]:
+        raise PortError("port_release uses only `prefer` and `target` of its PortOptions; leave the others at their defaults")
+    target, prefer = o.target, o.prefer.value
     t0 = time.perf_counter()
     tree = open_release(omni, progress, cache_dir, index)
     if out is not None:   # the output is checked before any work: a refusal costs nothing

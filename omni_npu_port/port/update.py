@@ -17,7 +17,7 @@ from .locate import Located, PortError, method_located, own_methods, port_diagno
 from .translation import rules_for, target_check, target_of, translate_methods
 from .merge import FENCE_RE, Hunk, merge_hunks, render, tokens_in
 from .formatting import ruff_bin
-from .method import PortResult, finish_port, kept_omni_diagnostics, parse_check
+from .method import PortOptions, PortResult, finish_port, kept_omni_diagnostics, parse_check, port_options
 
 # %% auto #0
 __all__ = ['fold_change', 'fold_npu_change', 'rebase_gpu_side', 'update_method', 'update_class']
@@ -84,8 +84,11 @@ def _update_rules(format, npu_base_old, npu_base, target, what: str, gpu_base_ol
 def update_method(prev_gpu: Located, prev_npu: Located, gpu_omni: Located, npu_base_old: Located | None = None,
                   npu_base: Located | None = None, target: str | RuleSet | None = None, fence: bool = False,
                   prefer: str = "markers", format: str | None = None, line_length: int | None = None,
-                  gpu_base_old: Located | None = None, gpu_base: Located | None = None) -> PortResult:
+                  gpu_base_old: Located | None = None, gpu_base: Located | None = None,
+                  options: PortOptions | None = None) -> PortResult:
     "Carry the previous release's NPU method forward: merge the omni GPU method's change since then into it (optionally vllm-ascend's too, without vllm's)."
+    o = port_options(options, "update", prefer=prefer, target=target, fence=fence, format=format, line_length=line_length)
+    target, fence, prefer, format, line_length = o.target, o.fence, o.prefer.value, o.format, o.line_length   # `options` or the keywords
     rules = _update_rules(format, npu_base_old, npu_base, target, "method", gpu_base_old, gpu_base)
     name = gpu_omni.method_node.name
     prev_src, rdiags = prev_gpu.method_source, []
@@ -132,8 +135,11 @@ def update_method(prev_gpu: Located, prev_npu: Located, gpu_omni: Located, npu_b
 def update_class(prev_gpu: Located, prev_npu: Located, gpu_omni: Located, npu_base_old: Located | None = None,
                  npu_base: Located | None = None, target: str | RuleSet | None = None, fence: bool = False,
                  prefer: str = "markers", format: str | None = None, line_length: int | None = None,
-                 gpu_base_old: Located | None = None, gpu_base: Located | None = None) -> PortResult:
+                 gpu_base_old: Located | None = None, gpu_base: Located | None = None,
+                 options: PortOptions | None = None) -> PortResult:
     "The previous NPU runner's module with each method of its class carried forward by `update_method`."
+    o = port_options(options, "update", prefer=prefer, target=target, fence=fence, format=format, line_length=line_length)
+    target, fence, prefer, format, line_length = o.target, o.fence, o.prefer.value, o.format, o.line_length   # `options` or the keywords
     rules = _update_rules(format, npu_base_old, npu_base, target, "class", gpu_base_old, gpu_base)
     cname, lines = prev_npu.cls_node.name, prev_npu.module_text.splitlines()
     own = own_methods(prev_npu.cls_node)
