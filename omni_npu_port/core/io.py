@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import multiprocessing
 import os
 import re
 import stat
 import tempfile
+import threading
 from pathlib import Path
 
 try: import tomllib
@@ -23,7 +25,7 @@ from .errors import InputError, UsageError
 # %% auto #0
 __all__ = ['CACHE_HOME', 'CACHE_ENV', 'CACHE_OFF', 'CACHE_MARKER', 'OutputExists', 'OutputError', 'umask', 'temp_prefix',
            'write_atomic', 'pid_alive', 'leftover_temps', 'CacheRefused', 'cache_dir', 'claim_cache', 'load_toml',
-           'gc_paused', 'memory_headroom']
+           'gc_paused', 'memory_headroom', 'can_fork', 'worker_pool']
 
 # %% ../../nbs/core/io.ipynb #b9bedacf
 class OutputExists(UsageError, FileExistsError):
@@ -184,3 +186,16 @@ def memory_headroom() -> int | None:
     cg_max, cg_now = _read_int("/sys/fs/cgroup/memory.max"), _read_int("/sys/fs/cgroup/memory.current")
     if cg_max is not None and cg_now is not None: out.append(cg_max - cg_now)
     return max(min(out), 0) if out else None
+
+# %% ../../nbs/core/io.ipynb #28a50dcd
+def can_fork() -> bool:
+    "Forking is safe here: the platform has it, and no other thread runs (a thread's locks would be copied held)."
+    return "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1
+
+def worker_pool(n: int, initializer=None, initargs=(), fork_only: bool = False):
+    "A `ProcessPoolExecutor` of `n` workers, forked where `can_fork()`, else spawned; None where `fork_only` and it cannot fork."
+    from concurrent.futures import ProcessPoolExecutor   # only a command that runs a pool pays for its import
+    fork = can_fork()
+    if fork_only and not fork: return None
+    return ProcessPoolExecutor(n, multiprocessing.get_context("fork" if fork else "spawn"), initializer=initializer,
+                               initargs=initargs)

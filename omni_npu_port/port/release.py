@@ -14,11 +14,9 @@ import functools
 import html
 import json
 import keyword
-import multiprocessing
 import os
 import re
 import textwrap
-import threading
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -28,7 +26,7 @@ from ..core.catalog import (OMNI_RUNNERS, OmniPairing, PAIRING, ascend_of_line, 
                                         resolve_target_spec)
 from ..core.diagnostics import Code, Diagnostic, code_info, register
 from ..core.errors import InputError, UsageError
-from ..core.io import OutputExists, write_atomic
+from ..core.io import OutputExists, worker_pool, write_atomic
 from ..sources.fetch import CACHE_DIR, FetchError, cached_release, fetch_package
 from ..core.releases import RELEASES, parse_target, split_pin, target_for
 from ..sources.readers import SourceTree, open_source
@@ -652,10 +650,6 @@ def write_release(p: ReleasePort, out: Path | str, force: bool = False) -> list[
     return p.written
 
 # %% ../../nbs/port/release.ipynb #4f821981
-def _can_fork() -> bool:
-    "Forking is safe here: the platform has it, and no other thread runs (a thread's locks would be copied held)."
-    return "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1
-
 def _port_job(i: int) -> RunnerPort: return port_runner(*_JOBS[i])
 
 _JOBS: list = []
@@ -664,11 +658,12 @@ def run_ports(jobs: list, workers: int | None = None) -> list[RunnerPort]:
     "Port the runners (`port_runner` arguments each): one after another, or in `workers` forked processes that share the"
     " sources already read (Linux). A derived runner needs only its bases' plans, never their ports: no runner waits."
     n = min(workers or 1, len(jobs))
-    if n <= 1 or not _can_fork(): return [port_runner(*j) for j in jobs]
+    pool = worker_pool(n, fork_only=True) if n > 1 else None   # the workers inherit the jobs: forked only
+    if pool is None: return [port_runner(*j) for j in jobs]
     global _JOBS
     _JOBS = jobs
     try:
-        with multiprocessing.get_context("fork").Pool(n) as pool: return pool.map(_port_job, range(len(jobs)), chunksize=1)
+        with pool: return list(pool.map(_port_job, range(len(jobs))))
     finally: _JOBS = []
 
 # %% ../../nbs/port/release.ipynb #43cfffc4
@@ -680,11 +675,12 @@ def unpack_sdists(paths: list[str], then):
     "Run `then()` while the sdists among `paths` are unpacked into the sdist cache by forked processes (one per CPU); its result."
     sdists = [p for p in dict.fromkeys(map(str, paths)) if p.endswith(".tar.gz")]
     n = min(len(sdists), os.cpu_count() or 1)
-    if n <= 1 or not _can_fork(): return then()
-    with multiprocessing.get_context("fork").Pool(n) as pool:
-        pending = pool.map_async(_unpack, sdists, chunksize=1)
+    pool = worker_pool(n, fork_only=True) if n > 1 else None
+    if pool is None: return then()
+    with pool:
+        pending = [pool.submit(_unpack, p) for p in sdists]
         out = then()
-        pending.get()
+        for f in pending: f.result()
     return out
 
 # %% ../../nbs/port/release.ipynb #f04b909d

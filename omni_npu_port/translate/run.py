@@ -21,7 +21,7 @@ from types import MappingProxyType
 import omni_npu_port
 
 from ..core.diagnostics import REGISTRY, Code, code_info, register
-from ..core.io import OutputError, leftover_temps, umask, write_atomic
+from ..core.io import OutputError, leftover_temps, umask, worker_pool, write_atomic
 from .diagnostics import DOCS_BASE, TranslateDiagnostic, docs_url
 from .engine import Translation, might_apply, translate_source
 from .rules import RuleSet, compile_rules
@@ -231,13 +231,8 @@ def usable_cpus() -> int:
 
 def _pool_results(items: list, work: list, rules: RuleSet, jobs: int) -> tuple[dict, dict]:
     "({index: worker result}, {index: why it has none}) for the `work` items; a dead worker's files are tried again one by one."
-    import multiprocessing, threading
-    from concurrent.futures import ProcessPoolExecutor
-    from concurrent.futures.process import BrokenProcessPool
-    # fork is cheap, but not safe from a process with threads (a Jupyter kernel): spawn there
-    fork = threading.active_count() == 1 and "fork" in multiprocessing.get_all_start_methods()
-    ctx = multiprocessing.get_context("fork" if fork else "spawn")
-    pool = lambda n: ProcessPoolExecutor(n, ctx, initializer=_pool_init, initargs=(rules,))
+    from concurrent.futures.process import BrokenProcessPool   # only a pooled run pays for its import
+    pool = lambda n: worker_pool(n, _pool_init, (rules,))   # forked, or spawned where another thread runs (Jupyter)
     done, lost = {}, {}
     with pool(min(jobs, len(work))) as ex:
         futures = [(i, ex.submit(_pool_translate, items[i])) for i in work]
