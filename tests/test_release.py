@@ -18,7 +18,9 @@ from omni_npu_port.core.catalog import OMNI_PAIRING, OmniPairing, ascend_of_line
 from omni_npu_port.core.errors import UsageError
 from omni_npu_port.core.io import OutputExists
 from omni_npu_port.port.merge import keep_side
-from omni_npu_port.port.release import (DEFAULT_LAYOUT, REPORT_JSON, check_method, choose_inputs, download_bar,
+from omni_npu_port.cli.options import download_bar
+from omni_npu_port.core.io import Step
+from omni_npu_port.port.release import (DEFAULT_LAYOUT, REPORT_JSON, check_method, choose_inputs,
                                         fetch_release, open_release, port_release, write_release)
 from omni_npu_port.sources.fetch import FetchError
 
@@ -300,6 +302,9 @@ def test_a_download_says_what_it_fetches_and_draws_a_byte_bar_on_a_terminal(tmp_
     said = []
     got = fetch_release("vllm-ascend==9.9.9", said.append, tmp_path / "cache", index=f"file://{tmp_path / 'index'}")
     assert got.read_bytes() == payload
+    steps = [e for e in said if isinstance(e, Step)]   # the library reports the bytes; it draws nothing
+    assert steps and steps[-1] == Step("vllm-ascend==9.9.9", len(payload), len(payload))
+    said = [e for e in said if isinstance(e, str)]
     assert said[0].startswith("fetching vllm-ascend==9.9.9") and said[1].startswith("fetched vllm_ascend-9.9.9.tar.gz (3.0 MiB) in")
     assert fetch_release("vllm-ascend==9.9.9", said.append, tmp_path / "cache") == got and len(said) == 2   # cached: silent
 

@@ -8,12 +8,14 @@ Docs: https://omni-npu-port.github.io/omni-npu-port/cli/options.html.md"""
 from __future__ import annotations
 
 import argparse
+import sys
 
 from ..core.catalog import parse_target
 from ..core.errors import UsageError
+from ..core.io import Step
 
 # %% auto #0
-__all__ = ['parse_target_arg', 'add_json', 'add_target', 'add_output']
+__all__ = ['parse_target_arg', 'add_json', 'add_target', 'add_output', 'download_bar', 'StderrProgress']
 
 # %% ../../nbs/cli/options.ipynb #166b4345
 def parse_target_arg(text: str, packages=("vllm-ascend",)) -> str:
@@ -38,3 +40,40 @@ def add_output(ap: argparse.ArgumentParser, what: str = "the result", metavar: s
     "`-o/--output` and `--force`: where to write `what`, and whether an existing file may be replaced."
     ap.add_argument("-o", "--output", metavar=metavar, help=f"write {what} to {metavar} (atomically)")
     ap.add_argument("--force", action="store_true", help=f"replace an existing {metavar}")
+
+# %% ../../nbs/cli/options.ipynb #cfecdc45
+class download_bar:
+    "A byte progress bar for `fetch_package` on a terminal's stderr (rich); elsewhere nothing (the lines before and after say it)."
+    def __init__(self, label: str, stream=None):
+        self.label, self.stream, self.bar, self.task = label, stream or sys.stderr, None, None
+        self.live = bool(getattr(self.stream, "isatty", lambda: False)())
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self.live: return
+        if self.bar is None:
+            from rich.console import Console
+            from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
+            self.bar = Progress("{task.description}", BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn(),
+                                console=Console(file=self.stream), transient=True)
+            self.bar.start(); self.task = self.bar.add_task(self.label, total=total)
+        self.bar.update(self.task, completed=done)
+        if done >= total: self.close()
+
+    def close(self) -> None:
+        if self.bar is not None: self.bar.stop()
+
+
+# %% ../../nbs/cli/options.ipynb #1b6087b8
+class StderrProgress:
+    "The `progress` callable of a command: lines on stderr, `Step`s as a bar on a terminal; `close()` stops a bar left running."
+    def __init__(self, stream=None, prog: str = "omni-npu-port"):
+        self.stream, self.prog, self.bar = stream or sys.stderr, prog, None
+
+    def __call__(self, event) -> None:
+        if isinstance(event, Step):
+            if self.bar is None or self.bar.label != event.label: self.close(); self.bar = download_bar(event.label, self.stream)
+            self.bar(event.done, event.total)
+        else: self.close(); print(f"{self.prog}: {event}", file=self.stream)
+
+    def close(self) -> None:
+        if self.bar is not None: self.bar.close(); self.bar = None

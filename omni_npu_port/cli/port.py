@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..core.errors import FINDINGS, OK, UsageError
 from ..core.io import OutputExists, gc_paused, write_atomic
-from .options import add_json, add_output
+from .options import StderrProgress, add_json, add_output
 from ..port.formatting import FORMATTERS, RUFF_LINE_LENGTH
 from ..port.locate import Located, PortError, locate, method_located, missing_method, parse_spec
 from ..port.merge import PREFER
@@ -247,11 +247,12 @@ def run(args: argparse.Namespace) -> int:
 # %% ../../nbs/cli/port.ipynb #86458e1c
 def run_release(args: argparse.Namespace) -> int:
     "`port --release OMNI`: every runner class of the release ported and written with its report; 0 clean, 1 otherwise."
-    say = lambda s: print(f"omni-npu-port: {s}", file=sys.stderr)
+    say = StderrProgress()   # the library reports lines and download steps; this draws them
     opts = PortOptions(prefer=args.prefer or DEFAULT_PREFER["release"], target=args.target)
-    res = port_release(args.release, history="auto" if args.history is None else args.history, options=opts,
-                       sources=args.source, progress=say, force=args.force,
-                       workers=args.jobs or os.cpu_count() or 1, out=args.output or DEFAULT_OUT)   # out checked first
+    try: res = port_release(args.release, history="auto" if args.history is None else args.history, options=opts,
+                            sources=args.source, progress=say, force=args.force,
+                            workers=args.jobs or os.cpu_count() or 1, out=args.output or DEFAULT_OUT)   # out checked first
+    finally: say.close()   # a download cut short leaves no bar running
     origin = "--target" if args.target else f"inferred from the source: vLLM-Omni {res.omni}"
     say(f"target vllm-ascend {res.vllm_ascend} ({origin}): GPU base vllm {res.vllm} ({res.pairing.evidence})")
     written = res.written

@@ -15,6 +15,7 @@ import re
 import stat
 import tempfile
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 try: import tomllib
@@ -25,7 +26,7 @@ from .errors import InputError, UsageError
 # %% auto #0
 __all__ = ['CACHE_HOME', 'CACHE_ENV', 'CACHE_OFF', 'CACHE_MARKER', 'OutputExists', 'OutputError', 'umask', 'temp_prefix',
            'write_atomic', 'pid_alive', 'leftover_temps', 'CacheRefused', 'cache_dir', 'claim_cache', 'load_toml',
-           'gc_paused', 'memory_headroom', 'can_fork', 'worker_pool']
+           'gc_paused', 'memory_headroom', 'can_fork', 'worker_pool', 'Step']
 
 # %% ../../nbs/core/io.ipynb #b9bedacf
 class OutputExists(UsageError, FileExistsError):
@@ -199,3 +200,11 @@ def worker_pool(n: int, initializer=None, initargs=(), fork_only: bool = False):
     if fork_only and not fork: return None
     return ProcessPoolExecutor(n, multiprocessing.get_context("fork" if fork else "spawn"), initializer=initializer,
                                initargs=initargs)
+
+# %% ../../nbs/core/io.ipynb #ecea9657
+@dataclass(frozen=True)
+class Step:
+    "A progress event: `done` of `total` units (bytes of a download) of the work `label` names."
+    label: str
+    done: int
+    total: int

@@ -17,7 +17,6 @@ import keyword
 import os
 import re
 import textwrap
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -26,7 +25,7 @@ from ..core.catalog import (OMNI_RUNNERS, OmniPairing, PAIRING, ascend_of_line, 
                                         resolve_target_spec)
 from ..core.diagnostics import Code, Diagnostic, code_info, register
 from ..core.errors import InputError, UsageError
-from ..core.io import OutputExists, worker_pool, write_atomic
+from ..core.io import OutputExists, Step, worker_pool, write_atomic
 from ..sources.fetch import CACHE_DIR, FetchError, cached_release, fetch_package
 from ..core.releases import RELEASES, parse_target, split_pin, target_for
 from ..sources.readers import SourceTree, open_source
@@ -42,11 +41,11 @@ from .reach import reach_runner
 from .translation import rules_for, target_of, translate_methods
 
 # %% auto #0
-__all__ = ['DEFAULT_LAYOUT', 'LIVE_BY_CALL', 'REACHED', 'EXPLAINS', 'REPORT_JSON', 'REPORT_MD', 'DEFAULT_OUT', 'download_bar',
-           'fetch_release', 'open_release', 'ReleaseInputs', 'choose_inputs', 'ReleaseRunners', 'release_runners',
-           'unreadable_runners', 'Placement', 'place_runners', 'line_keys', 'in_port', 'port_statements', 'edited',
-           'method_chunks', 'compiles', 'MethodCheck', 'check_method', 'RunnerPort', 'check_runner', 'ported_mro',
-           'port_runner', 'ReleasePort', 'release_summary', 'release_markdown', 'release_html', 'refuse_release_writes',
+__all__ = ['DEFAULT_LAYOUT', 'LIVE_BY_CALL', 'REACHED', 'EXPLAINS', 'REPORT_JSON', 'REPORT_MD', 'DEFAULT_OUT', 'fetch_release',
+           'open_release', 'ReleaseInputs', 'choose_inputs', 'ReleaseRunners', 'release_runners', 'unreadable_runners',
+           'Placement', 'place_runners', 'line_keys', 'in_port', 'port_statements', 'edited', 'method_chunks',
+           'compiles', 'MethodCheck', 'check_method', 'RunnerPort', 'check_runner', 'ported_mro', 'port_runner',
+           'ReleasePort', 'release_summary', 'release_markdown', 'release_html', 'refuse_release_writes',
            'check_release_out', 'write_release', 'run_ports', 'unpack_sdists', 'given_sources', 'release_source',
            'named_gpu_bases', 'port_release']
 
@@ -67,33 +66,13 @@ register(
 )
 
 # %% ../../nbs/port/release.ipynb #cddffe9b
-class download_bar:
-    "A byte progress bar for `fetch_package` on a terminal's stderr (rich); elsewhere nothing (the lines before and after say it)."
-    def __init__(self, label: str, stream=None):
-        self.label, self.stream, self.bar, self.task = label, stream or sys.stderr, None, None
-        self.live = bool(getattr(self.stream, "isatty", lambda: False)())
-
-    def __call__(self, done: int, total: int) -> None:
-        if not self.live: return
-        if self.bar is None:
-            from rich.console import Console
-            from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
-            self.bar = Progress("{task.description}", BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn(),
-                                console=Console(file=self.stream), transient=True)
-            self.bar.start(); self.task = self.bar.add_task(self.label, total=total)
-        self.bar.update(self.task, completed=done)
-        if done >= total: self.close()
-
-    def close(self) -> None:
-        if self.bar is not None: self.bar.stop()
-
 def fetch_release(spec: str, progress=None, cache_dir: Path | str = CACHE_DIR, index: str | None = None) -> Path:
     "`name==version` from the package cache, else from PyPI (after a progress line); unreachable: one line naming the file and how to fetch it."
     name, version = split_pin(spec)
     cache = Path(cache_dir).expanduser()
     if cache.is_dir() and (hit := cached_release(cache, name, version)): return hit
     if progress: progress(f"fetching {spec} from PyPI into {cache} …")
-    bar, t0 = download_bar(spec) if progress else None, time.perf_counter()
+    bar, t0 = (lambda done, total: progress(Step(spec, done, total))) if progress else None, time.perf_counter()
     try:
         got = fetch_package(spec, cache, **({"index": index} if index else {}), progress=bar)
         if progress: progress(f"fetched {got.name} ({got.stat().st_size / 2**20:.1f} MiB) in {time.perf_counter() - t0:.1f} s")
@@ -104,8 +83,7 @@ def fetch_release(spec: str, progress=None, cache_dir: Path | str = CACHE_DIR, i
                          f"network, download its wheel or sdist from https://pypi.org/project/{name}/{version}/#files "
                          f"and put it into {cache} (or run `python -c \"from omni_npu_port.sources.fetch import "
                          f"fetch_package; fetch_package('{spec}')\"` there and copy the file)") from None
-    finally:
-        if bar is not None: bar.close()   # a download cut short leaves no bar running
+
 
 # %% ../../nbs/port/release.ipynb #3008f779
 def open_release(omni: str, progress=None, cache_dir: Path | str = CACHE_DIR, index: str | None = None) -> SourceTree:
