@@ -45,3 +45,19 @@ def test_every_package_is_in_a_layer():
     packages = {f"omni_npu_port.{p.parent.name}" for p in (ROOT / "omni_npu_port").glob("*/__init__.py")
                 if p.parent.name not in NOT_LAYERED}
     assert packages and sorted(packages) == sorted(named), (sorted(packages), named)
+
+
+def test_one_worker_pool_and_one_fork_check():
+    "Issue 23: processes are started by `core.io.worker_pool` only, and whether forking is safe is decided in one place."
+    import re
+    starts = re.compile(r"ProcessPoolExecutor\(|\.Pool\(|get_all_start_methods|get_context\(")
+    where = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "omni_npu_port").rglob("*.py")
+                   if p.name != "_modidx.py" and starts.search(p.read_text(encoding="utf-8")))
+    assert where == ["omni_npu_port/core/io.py"], where
+
+
+def test_the_library_draws_no_progress_bar():
+    "Issue 23: the library reports progress as events; only the CLI draws a bar (rich.progress)."
+    where = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "omni_npu_port").rglob("*.py")
+                   if "rich.progress" in p.read_text(encoding="utf-8"))
+    assert where and all(w.startswith("omni_npu_port/cli/") for w in where), where

@@ -169,6 +169,17 @@ def test_prefer_npu_writes_modules_that_compile_and_says_what_it_dropped():
     assert sum(m.omni_explained for r in res.runners for m in r.methods) >= 1   # the omni side dropped, said by ONP4008
 
 
+def test_port_release_takes_port_options_like_its_keywords():
+    from omni_npu_port.core.errors import UsageError
+    from omni_npu_port.port.method import PortOptions
+    by_kw, by_opts = fixture_port(history=[], prefer="npu"), fixture_port(history=[], options=PortOptions(prefer="npu"))
+    assert [r.code for r in by_opts.runners] == [r.code for r in by_kw.runners] and by_opts.conflicts == by_kw.conflicts == 0
+    assert [r.code for r in fixture_port(history=[]).runners] != [r.code for r in by_kw.runners]   # the policy reached the port
+    for bad in (dict(prefer="git"), dict(options=PortOptions(fence=False)), dict(options=PortOptions(), prefer="omni")):
+        with pytest.raises(UsageError):
+            fixture_port(history=[], **bad)
+
+
 def test_a_release_without_npu_runners_gets_the_default_layout(tmp_path):
     omni = shutil.copytree(FIX / "omni", tmp_path / "omni")
     shutil.rmtree(omni / "vllm_omni" / "worker" / "npu")
