@@ -123,10 +123,6 @@ def cache_dir(kind: str) -> Path | None:
 
 _CLAIMED: set = set()
 
-def _marker_temp(name: str) -> bool:
-    "A temporary file of the marker: another process of this package claiming the same cache at this moment."
-    return bool((m := _TEMP.fullmatch(name)) and m.group(1) == CACHE_MARKER)
-
 def claim_cache(root: Path | str, kind: str, owns=lambda name: False) -> Path:
     "Make `root` cache `kind`'s: created with its marker, or adopted when it holds only entries `owns` accepts;"
     " a `CacheRefused` naming it otherwise. Once per process and root."
@@ -140,7 +136,7 @@ def claim_cache(root: Path | str, kind: str, owns=lambda name: False) -> Path:
         except OSError as e: raise CacheRefused(f"{mark}: cannot be read ({e.strerror}); {how}") from None
         if got != want: raise CacheRefused(f"{root}: the cache of another kind ({got.strip()}), not the {kind} cache; {how}")
     else:
-        try: foreign = sorted(n for n in os.listdir(root) if not owns(n) and not _marker_temp(n)) if root.is_dir() else []
+        try: foreign = sorted(n for n in os.listdir(root) if not owns(n)) if root.is_dir() else []
         except OSError as e: raise CacheRefused(f"{root}: cannot be listed ({e.strerror}); {how}") from None
         if foreign:
             raise CacheRefused(f"{root}: holds {foreign[0]!r}{f' and {len(foreign) - 1} more' if len(foreign) > 1 else ''}, "
