@@ -63,8 +63,8 @@ register(
          "or record why it goes", "port/release.ipynb", "port"),
     Code("ONP4304", "runner-module-unreadable", "a module of the release named like a runner, or holding a runner class, "
          "cannot be read or parsed: its runner classes are not ported (the others are; the port exits non-zero)", "error",
-         "fix the file the message names (a NUL byte, a syntax error, not a regular file, past a size limit), then port "
-         "again", "port/release.ipynb", "port"),
+         "fix the file the message names (a NUL byte, a syntax error, not a regular file, past a size limit, more than "
+         "the memory left can port: free memory or port elsewhere), then port again", "port/release.ipynb", "port"),
 )
 
 # %% ../../nbs/port/release.ipynb #cddffe9b
