@@ -20,7 +20,10 @@ Three parts, each printing a table:
   and generated worst cases (every function rewritten: all of the file goes through libcst). Target: at most 100x on
   the real files. The worst case is printed beside it with the guard that bounds it: a file whose libcst tree the
   memory left cannot hold is refused before libcst runs (ONP9006, `translate.engine.PARSE_BYTES_PER_BYTE`), and a
-  file past OMNI_NPU_PORT_MAX_FILE_MB is never read (ONP9003).
+  file past OMNI_NPU_PORT_MAX_FILE_MB is never read (ONP9003). The port too: `port_release` of the test fixture
+  release with its AR runner module padded with GPU-ist methods (parse, locate, symbol index, merge, the translator),
+  whose peak per byte must stay under the guard `port.release.PORT_BYTES_PER_BYTE` that refuses a runner module the
+  memory left cannot port (ONP4304, before `ast` reads it).
 
 Targets: 0 in every column of the trees table but `changed` and `skipped`; nesting cases under 2 s; 0 fuzz failures;
 memory per input byte at most 100x on real files.
@@ -241,6 +244,49 @@ def memory(target: str, per_release: int = 3) -> list:
     return rows
 
 
+_PORT_CHILD = """
+import ctypes, gc, shutil, sys, tempfile
+from pathlib import Path
+from omni_npu_port.port.release import port_release
+fix, size = Path(sys.argv[1]), int(sys.argv[2])
+omni = shutil.copytree(fix / "omni", Path(tempfile.mkdtemp()) / "omni")
+ar = omni / "vllm_omni" / "worker" / "gpu_ar_model_runner.py"
+parts, i, n = [ar.read_text()], 0, 0
+while n < size:   # methods of the runner class, each with GPU-isms: all of them go through the port and the translator
+    s = f"\\n    def extra_{i}(self, x):\\n        if torch.cuda.is_available():\\n            x = x.cuda()\\n        return x + {i}\\n"
+    parts.append(s); n += len(s); i += 1
+text = "".join(parts); ar.write_text(text)
+def status(key): return next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith(key))
+gc.collect(); ctypes.CDLL("libc.so.6").malloc_trim(0)
+open("/proc/self/clear_refs", "w").write("5")
+base = status("VmRSS:")
+res = port_release(omni, sources=[fix / "vllm", fix / "vllm_ascend", fix / "vllm_old"], history=["0.17.0"])
+bad = [d.code for d in res.diagnostics if d.severity == "error"]
+print(len(text.encode()), base, status("VmHWM:"), bad[0] if bad else "-", len(res.runners))
+"""
+
+
+def port_memory(sizes=(100_000, 250_000)) -> list:
+    "Rows like `memory`'s for `port_release` of the test fixture release whose AR runner module is padded to each size."
+    from omni_npu_port.port.release import PORT_BYTES_PER_BYTE
+    rows = []
+    for size in sizes:
+        p = subprocess.run([sys.executable, "-c", _PORT_CHILD, str(ROOT / "tests" / "fixtures" / "release"), str(size)],
+                           capture_output=True, text=True, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+        case = f"port --release, a {size // 1000} KB runner module"
+        if p.returncode: rows.append({"case": case, "bytes": size, "error": p.stderr[-300:]}); continue
+        n, base, peak, code, ported = p.stdout.split()
+        extra = (int(peak) - int(base)) * 1024
+        rows.append({"case": case, "bytes": int(n), "peak_mib": round(extra / 2**20, 1), "per_byte": round(extra / int(n), 1),
+                     "code": code, "guard": PORT_BYTES_PER_BYTE, "port": True})
+    print(f"\nmemory per input byte of the port (port_release, fresh process each; guard: a runner module whose size times "
+          f"PORT_BYTES_PER_BYTE = {PORT_BYTES_PER_BYTE} is past the memory left is ONP4304 before it is parsed)")
+    for r in rows:
+        if "error" in r: print(f"{r['case']:<70} {r['bytes']:>9} failed: {r['error']}"); continue
+        print(f"{r['case'][:70]:<70} {r['bytes']:>9} {r['peak_mib']:>9} {r['per_byte']:>8}x {r['code']}")
+    return rows
+
+
 def cached_releases() -> list[str]:
     "Every vllm / vllm-ascend / vllm-omni release the package cache holds, as `dist==version`."
     seen = set()
@@ -268,11 +314,12 @@ def main() -> int:
         res["trees"], res["tree_details"] = trees(specs, args.target)
     if args.nesting or every: res["nesting"] = nesting()
     if args.fuzz or every: res["fuzz"] = fuzz(args.fuzz or 500)
-    if args.memory or every: res["memory"] = memory(args.target)
+    if args.memory or every: res["memory"] = memory(args.target) + port_memory()
     if args.json: Path(args.json).write_text(json.dumps(res, indent=1, default=str))
     bad = any(r[c] for r in res.get("trees", ()) for c in TREE_COLUMNS[4:-1]) or \
         not all(r["ok"] for r in res.get("nesting", ())) or any(v != "held" for v in res.get("fuzz", {}).values()) or \
-        any(r.get("real") and ("error" in r or r["per_byte"] > MEMORY_TARGET) for r in res.get("memory", ()))
+        any(r.get("real") and ("error" in r or r["per_byte"] > MEMORY_TARGET) for r in res.get("memory", ())) or \
+        any(r.get("port") and ("error" in r or r["per_byte"] > r["guard"]) for r in res.get("memory", ()))
     print("\nrobustness targets: " + ("MISSED" if bad else "met"))
     return 1 if bad else 0
 

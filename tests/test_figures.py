@@ -12,16 +12,17 @@ from omni_npu_port.core.releases import RELEASES
 ROOT = Path(__file__).resolve().parents[1]
 COUNT = re.compile(r"(\d+) patterns in (\d+) families|Catalog\((\d+) patterns, (\d+) families\)")
 SPAN = re.compile(r"from (\d[\w.]*) to (\d[\w.]*) \((\d+) releases")
+FIG = re.compile(r"<!-- fig:[\w-]+ -->(.*?)<!-- /fig -->")   # docs.site's figure markers: the value between them is what a reader sees
 
 
 def _texts():
     "(where, text) for the README and every stored output and markdown cell of every notebook."
-    yield "README.md", (ROOT / "README.md").read_text(encoding="utf-8")
+    yield "README.md", FIG.sub(r"\1", (ROOT / "README.md").read_text(encoding="utf-8"))
     for nb in sorted((ROOT / "nbs").rglob("*.ipynb")):
         if ".ipynb_checkpoints" in nb.parts: continue
         for i, c in enumerate(json.loads(nb.read_text(encoding="utf-8"))["cells"]):
             where = f"{nb.relative_to(ROOT)} cell {i}"
-            if c["cell_type"] == "markdown": yield where, "".join(c["source"])
+            if c["cell_type"] == "markdown": yield where, FIG.sub(r"\1", "".join(c["source"]))
             for o in c.get("outputs", []):
                 data = o.get("data", {})
                 yield where, "".join(o.get("text", "")) + "".join(data.get("text/plain", "")) + "".join(data.get("text/markdown", ""))

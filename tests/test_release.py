@@ -349,6 +349,59 @@ def test_a_runner_module_that_cannot_be_read_is_a_coded_error_naming_it(tmp_path
     assert rc == 1 and "gpu_ar_model_runner.py" in out.out + out.err
 
 
+def test_a_runner_whose_base_module_is_unreadable_says_so_not_a_false_ancestry(tmp_path):
+    "Reproduction 4's other half: a runner deriving from a runner in a module that does not parse was left out as"
+    " 'derives from X, not <vllm's base>' (a false ancestry claim). Now its reason names the unreadable module (ONP4304's)."
+    omni = shutil.copytree(FIX / "omni", tmp_path / "omni")
+    ar = omni / "vllm_omni" / "worker" / "gpu_ar_model_runner.py"
+    (omni / "vllm_omni" / "worker" / "gpu_x_model_runner.py").write_text(
+        "from vllm_omni.worker.gpu_ar_model_runner import GPUARModelRunner\n\n\n"
+        "class GPUXModelRunner(GPUARModelRunner):\n    def extra(self, x):\n        return x\n")
+    ported = fixture_port(omni)
+    assert "GPUXModelRunner" in {r.gpu.rsplit(".", 1)[1] for r in ported.runners}   # the fixture is a runner while AR reads
+    omni = shutil.copytree(omni, tmp_path / "damaged")   # a fresh path: trees are cached by path within a process
+    ar = omni / "vllm_omni" / "worker" / "gpu_ar_model_runner.py"
+    ar.write_text(ar.read_text() + "\ndef broken(:\n")
+    res = fixture_port(omni)
+    assert [r.gpu.rsplit(".", 1)[1] for r in res.runners] == ["OmniGPUModelRunner"]
+    [why] = [w for c, w in res.skipped if c.endswith(".GPUXModelRunner")]
+    assert str(ar) in why and "cannot be read or parsed" in why and "ONP4304" in why and " not vllm" not in why
+    [bad] = [d for d in res.diagnostics if d.code == "ONP4304"]
+    assert str(ar) in bad.message
+
+
+def _port_under_rlimit(tmp_path: Path, omni: Path, headroom_mb: int, env: dict) -> subprocess.CompletedProcess:
+    "`port --release OMNI -o OUT` in a child whose address space is capped at what it maps after import plus `headroom_mb`."
+    args = ["port", "--release", f"{omni}@0.97.0", "-o", str(tmp_path / "out"), "--history", "0.17.0",
+            *sum((["--source", str(s)] for s in SOURCES), [])]
+    code = ("import resource, sys\n"
+            "from omni_npu_port.cli.main import main\n"
+            "vm = next(int(l.split()[1]) * 1024 for l in open('/proc/self/status') if l.startswith('VmSize:'))\n"
+            f"resource.setrlimit(resource.RLIMIT_AS, (vm + ({headroom_mb} << 20), resource.RLIM_INFINITY))\n"
+            f"sys.exit(main({args!r}))\n")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env={**os.environ, **env})
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads VmSize from /proc")
+@pytest.mark.parametrize("cap", ["memory", "file"])
+def test_a_runner_module_too_large_to_port_is_refused_in_one_line_not_fatal(tmp_path, cap):
+    "Reproduction 3's port half: a 16 MB runner module (under the 16 MB cap) took 5.2 GB. Now a module whose size times"
+    " PORT_BYTES_PER_BYTE is past the memory left (or past OMNI_NPU_PORT_MAX_FILE_MB) is ONP4304 naming the file and the"
+    " limit, before `ast` reads it; the other runner is ported, exit 1, no signal, in a process capped at 150 MB more."
+    omni = shutil.copytree(FIX / "omni", tmp_path / "omni")
+    ar = omni / "vllm_omni" / "worker" / "gpu_ar_model_runner.py"
+    extra = "".join(f"\n    def extra_{i}(self, x):\n        if torch.cuda.is_available():\n            x = x.cuda()\n"
+                    f"        return x + {i}\n" for i in range(5000))   # ~500 KB: ~430 MB to port
+    ar.write_text(ar.read_text() + extra)
+    p = _port_under_rlimit(tmp_path, omni, 150, {"OMNI_NPU_PORT_MAX_FILE_MB": "0.25"} if cap == "file" else {})
+    assert p.returncode == 1, (p.returncode, p.stderr[-2000:])
+    out = p.stdout + p.stderr
+    [line] = [l for l in out.splitlines() if "ONP4304" in l and "gpu_ar_model_runner.py" in l]
+    assert ("MiB of memory left" in line) if cap == "memory" else ("OMNI_NPU_PORT_MAX_FILE_MB" in line), line
+    report = json.loads((tmp_path / "out" / REPORT_JSON).read_text())
+    assert [r["gpu"].rsplit(".", 1)[1] for r in report["runners"]] == ["OmniGPUModelRunner"]
+
+
 def test_the_release_port_never_writes_into_its_input_or_through_a_link(tmp_path):
     "Reproduction 6: `port --release co@X -o co --force` overwrote the checkout's hand-written NPU runners; a linked folder"
     " inside -o was written through. Now both are refused before anything is written (translate's ONP9005 rules)."

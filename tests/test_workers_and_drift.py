@@ -36,7 +36,8 @@ def test_the_gpu_side_of_the_proposer_and_worker_records(release_source):
     old, new = release_source("vllm==0.30.0"), release_source("vllm==0.34.0")
     assert check_record(old, CATALOG["spec.proposer-dummy-run"]).check == OK
     assert check_record(new, CATALOG["spec.proposer-dummy-run"]).check != OK
-    assert old.signature(CATALOG["spec.proposer-dummy-run"].gpu_symbol).parameters["use_cudagraphs"]
+    from omni_npu_port.sources.symbols import signature
+    assert signature(old, CATALOG["spec.proposer-dummy-run"].gpu_symbol).parameters["use_cudagraphs"]
     assert check_record(new, CATALOG["worker.base-class"]).check == OK
 
 

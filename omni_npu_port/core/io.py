@@ -123,6 +123,11 @@ def cache_dir(kind: str) -> Path | None:
 
 _CLAIMED: set = set()
 
+def _marker_temp(name: str) -> bool:
+    "Whether `name` is a temp `write_atomic` names for a cache marker (only this package writes such names)."
+    m = _TEMP.fullmatch(name)
+    return bool(m) and m.group(1) == CACHE_MARKER
+
 def claim_cache(root: Path | str, kind: str, owns=lambda name: False) -> Path:
     "Make `root` cache `kind`'s: created with its marker, or adopted when it holds only entries `owns` accepts;"
     " a `CacheRefused` naming it otherwise. Once per process and root."
@@ -136,7 +141,8 @@ def claim_cache(root: Path | str, kind: str, owns=lambda name: False) -> Path:
         except OSError as e: raise CacheRefused(f"{mark}: cannot be read ({e.strerror}); {how}") from None
         if got != want: raise CacheRefused(f"{root}: the cache of another kind ({got.strip()}), not the {kind} cache; {how}")
     else:
-        try: foreign = sorted(n for n in os.listdir(root) if not owns(n)) if root.is_dir() else []
+        mine = lambda n: owns(n) or _marker_temp(n)   # a marker write that a killed run left half-done is its own
+        try: foreign = sorted(n for n in os.listdir(root) if not mine(n)) if root.is_dir() else []
         except OSError as e: raise CacheRefused(f"{root}: cannot be listed ({e.strerror}); {how}") from None
         if foreign:
             raise CacheRefused(f"{root}: holds {foreign[0]!r}{f' and {len(foreign) - 1} more' if len(foreign) > 1 else ''}, "

@@ -302,7 +302,7 @@ def find_runners(graph: ClassGraph, tree: SourceTree, within=None) -> Runners:
     for m in deriving_modules(tree, {b.leaf for b in gpu_bases + npu_bases}, like):
         if not _within(m, within): continue
         try: body = tree.module_ast(m).body
-        except SyntaxError as e: out.unreadable[m] = f"{e.msg} (line {e.lineno})"; continue
+        except SyntaxError as e: out.unreadable[m] = f"{e.msg}{f' (line {e.lineno})' if e.lineno else ''}"; continue
         for node in (n for n in top_level(body) if isinstance(n, ast.ClassDef)):
             c, out.classes = graph.cls(m, node), out.classes + 1
             order = [k if isinstance(k, str) else f"{k.module}.{k.name}" for k in graph.mro(c)[1:]]

@@ -25,13 +25,13 @@ from ..core.catalog import (OMNI_RUNNERS, OmniPairing, PAIRING, ascend_of_line, 
                                         resolve_target_spec)
 from ..core.diagnostics import Code, Diagnostic, code_info, register
 from ..core.errors import InputError, UsageError
-from ..core.io import OutputExists, Step, worker_pool, write_atomic
+from ..core.io import OutputExists, Step, memory_headroom, worker_pool, write_atomic
 from ..sources.fetch import CACHE_DIR, FetchError, cached_release, fetch_package
 from ..core.releases import RELEASES, parse_target, split_pin, target_for
 from ..sources.readers import SourceTree, open_source
 from ..sources.stated import checkout_facts, missing_facts_line, package_texts, release_files
 from ..sources.symbols import SymbolIndex
-from .audit import ClassGraph, RunnerClass, Runners, device_markers, find_runners, pair_runners, runner_bases
+from .audit import ClassGraph, RunnerClass, Runners, deriving_modules, device_markers, find_runners, pair_runners, runner_bases
 from .classes import generated_mro, plan_class, port_class, ported_class_name
 from .locate import Located, MethodSpec, MroClass, PortError, locate, method_located, open_tree, port_diagnostic, python_lines
 from .merge import code_tokens, keep_side, logical_units, uncomment_conflicts
@@ -41,13 +41,13 @@ from .reach import reach_runner
 from .translation import rules_for, target_of, translate_methods
 
 # %% auto #0
-__all__ = ['DEFAULT_LAYOUT', 'LIVE_BY_CALL', 'REACHED', 'EXPLAINS', 'REPORT_JSON', 'REPORT_MD', 'DEFAULT_OUT', 'fetch_release',
-           'open_release', 'ReleaseInputs', 'choose_inputs', 'ReleaseRunners', 'release_runners', 'unreadable_runners',
-           'Placement', 'place_runners', 'line_keys', 'in_port', 'port_statements', 'edited', 'method_chunks',
-           'compiles', 'MethodCheck', 'check_method', 'RunnerPort', 'check_runner', 'ported_mro', 'port_runner',
-           'ReleasePort', 'release_summary', 'release_markdown', 'release_html', 'refuse_release_writes',
-           'check_release_out', 'write_release', 'run_ports', 'unpack_sdists', 'given_sources', 'release_source',
-           'named_gpu_bases', 'port_release']
+__all__ = ['PORT_BYTES_PER_BYTE', 'DEFAULT_LAYOUT', 'LIVE_BY_CALL', 'REACHED', 'EXPLAINS', 'REPORT_JSON', 'REPORT_MD',
+           'DEFAULT_OUT', 'fetch_release', 'open_release', 'ReleaseInputs', 'choose_inputs', 'too_big_to_port',
+           'ReleaseRunners', 'release_runners', 'unreadable_runners', 'Placement', 'place_runners', 'line_keys',
+           'in_port', 'port_statements', 'edited', 'method_chunks', 'compiles', 'MethodCheck', 'check_method',
+           'RunnerPort', 'check_runner', 'ported_mro', 'port_runner', 'ReleasePort', 'release_summary',
+           'release_markdown', 'release_html', 'refuse_release_writes', 'check_release_out', 'write_release',
+           'run_ports', 'unpack_sdists', 'given_sources', 'release_source', 'named_gpu_bases', 'port_release']
 
 # %% ../../nbs/port/release.ipynb #5b1f7dcc
 register(
@@ -61,8 +61,8 @@ register(
          "or record why it goes", "port/release.ipynb", "port"),
     Code("ONP4304", "runner-module-unreadable", "a module of the release named like a runner, or holding a runner class, "
          "cannot be read or parsed: its runner classes are not ported (the others are; the port exits non-zero)", "error",
-         "fix the file the message names (a NUL byte, a syntax error, not a regular file, past a size limit), then port "
-         "again", "port/release.ipynb", "port"),
+         "fix the file the message names (a NUL byte, a syntax error, not a regular file, past a size limit, more than "
+         "the memory left can port: free memory or port elsewhere), then port again", "port/release.ipynb", "port"),
 )
 
 # %% ../../nbs/port/release.ipynb #cddffe9b
@@ -166,6 +166,22 @@ def choose_inputs(tree: SourceTree, target: str | None = None, history="auto", a
                              f"vllm-ascend {ascend} ({pairing.evidence})", severity="info")] if pairing.inferred else []
     return ReleaseInputs(tree, pairing, pairing.vllm, ascend, hist, diags)
 
+# %% ../../nbs/port/release.ipynb #a22b0002
+PORT_BYTES_PER_BYTE = 1000   # the most a port takes per byte of a runner module (measured ~800-850: robustness.py --memory), +15%
+
+def too_big_to_port(tree: SourceTree, modules) -> dict[str, str]:
+    "module -> why, for each of `modules` whose port needs more memory than is left: marked unreadable before `ast` reads it."
+    room, out = memory_headroom(), {}
+    if room is None: return out
+    for m in modules:
+        size = len((tree.module_source(m) or "").encode("utf-8", "surrogatepass"))
+        if m in tree._bad or size * PORT_BYTES_PER_BYTE <= room: continue
+        out[m] = (f"{size} bytes need about {size * PORT_BYTES_PER_BYTE >> 20} MiB to port (about {PORT_BYTES_PER_BYTE} bytes "
+                  f"per byte), more than the {room >> 20} MiB of memory left; port it where more memory is free")
+        tree._bad[m] = (out[m], None)
+    return out
+
+
 # %% ../../nbs/port/release.ipynb #c11339df
 @dataclass
 class ReleaseRunners:
@@ -180,17 +196,22 @@ def _dotted(k) -> str: return k if isinstance(k, str) else f"{k.module}.{k.name}
 
 def release_runners(tree: SourceTree) -> ReleaseRunners:
     "Every runner class of the release by ancestry: those deriving from the catalog's GPU runner base are ported, base first."
+    too_big_to_port(tree, deriving_modules(tree, {b.leaf for b in runner_bases()[0] + runner_bases()[1]}))
     graph = ClassGraph(SymbolIndex([tree]))
     found = find_runners(graph, tree)
     bases = {b.dotted for b in runner_bases()[0]}
-    gpu, skipped = [], []
+    gpu, skipped, unread = [], [], unreadable_runners(tree, found)
+    files = {m: f for m, f, _ in unread}
     for c in found.gpu:
         order = [_dotted(k) for k in graph.mro(c)[1:]]
         if bases & set(order): gpu.append(c); continue
+        if (lost := next((k for k in order if k.rpartition(".")[0] in files), None)):   # not a false ancestry claim
+            skipped.append((c, f"derives from {lost}, whose module {files[lost.rpartition('.')[0]]} cannot be read or parsed "
+                               "(ONP4304): its ancestry past that class is unknown, so it is not ported")); continue
         other = next((k for k in order if k.split(".")[-1] in {b.split(".")[-1] for b in bases}), order[-1] if order else "?")
         skipped.append((c, f"derives from {other}, not {' or '.join(sorted(bases))}: no NPU base to port it onto"))
     gpu.sort(key=lambda c: (len(graph.mro(c)), c.module, c.name))
-    return ReleaseRunners(graph, gpu, found.npu, skipped, unreadable_runners(tree, found))
+    return ReleaseRunners(graph, gpu, found.npu, skipped, unread)
 
 def unreadable_runners(tree: SourceTree, found) -> list[tuple[str, str, str]]:
     "(module, file, why) for each module that holds a runner class but does not parse, or is named like a runner and"
@@ -730,7 +751,7 @@ def port_release(omni: str, target: str | None = None, out: Path | str | None = 
            for m, f, why in runners.unreadable]
     if not runners.gpu:
         raise PortError(f"--release {omni}: no runner class derives from {gsym.dotted} in {tree.origin}"
-                        + "".join(f"; {d.message}" for d in bad))
+                        + "".join(f"; {d.message}" for d in bad) + "".join(f"; {_dotted(c)} {w}" for c, w in runners.skipped))
     places, layout, how = place_runners(runners)
     ported = {_dotted(g): g for g in runners.gpu}
     def parents(g) -> list:   # a runner derives from the ports of its ported omni bases: the nearest, then that one's, …
