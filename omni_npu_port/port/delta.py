@@ -600,6 +600,7 @@ def bound_names(fn: ast.AST) -> set[str]:
         elif isinstance(n, ast.alias): out.add((n.asname or n.name).split(".")[0])
         elif isinstance(n, ast.ExceptHandler) and n.name: out.add(n.name)
         elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n is not fn: out.add(n.name)
+        elif isinstance(n, ast.MatchAs) and n.name: out.add(n.name)
     return out
 
 def _reads(sts) -> set[str]:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from ..core.diagnostics import Code, Diagnostic, code_info, register
 from .locate import port_diagnostic
+from .delta import bound_names
 from .merge import keep_side, uncomment_conflicts
 from ..sources.symbols import SymbolIndex, mro, resolve
 
@@ -52,19 +53,6 @@ def _module_bound(tree: ast.Module) -> set[str]:
         elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.col_offset == 0: out.add(n.id)
     return out
 
-def _bound_in(fn: ast.AST) -> set[str]:
-    "Names a function binds anywhere in it (its parameters, targets, `as` names, nested definitions and comprehension variables)."
-    out = set()
-    for n in ast.walk(fn):
-        if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)): out.add(n.id)
-        elif isinstance(n, ast.arg): out.add(n.arg)
-        elif isinstance(n, ast.alias): out.add((n.asname or n.name).split(".")[0])
-        elif isinstance(n, ast.ExceptHandler) and n.name: out.add(n.name)
-        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)) and n is not fn:
-            if hasattr(n, "name"): out.add(n.name)
-        elif isinstance(n, ast.MatchAs) and n.name: out.add(n.name)
-    return out
-
 def unbound_reads(code: str, where: str = "") -> list[Diagnostic]:
     "ONP4420 / ONP4421 for each name a function of the live code (`keep_side`) reads that nothing binds; ONP4420 where the commented omni side binds it."
     try: live, omni = ast.parse(keep_side(code)), ast.parse(keep_side(code, 1))
@@ -73,12 +61,12 @@ def unbound_reads(code: str, where: str = "") -> list[Diagnostic]:
     omni_fns = {(c, f.name): f for c, f in _function_scopes(omni)}
     out = []
     for cls, fn in _function_scopes(live):
-        have = _bound_in(fn) | known
+        have = bound_names(fn) | known
         reads = {}
         for n in ast.walk(fn):
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id not in have: reads.setdefault(n.id, n.lineno)
         other = omni_fns.get((cls, fn.name))
-        theirs = _bound_in(other) if other is not None else set()
+        theirs = bound_names(other) if other is not None else set()
         for name, line in sorted(reads.items(), key=lambda x: x[1]):
             code_ = "ONP4420" if name in theirs else "ONP4421"
             what = "bound only in a commented-out conflict side" if code_ == "ONP4420" else "bound nowhere"
