@@ -441,3 +441,38 @@ def test_one_error_on_every_file_is_said_three_times_and_counted(tmp_path, monke
     assert main([str(src), "-o", str(tmp_path / "out"), "--target", T18]) == 3
     err = capsys.readouterr().err.splitlines()
     assert sum("ONP9008" in l for l in err) == 4 and any("and 9 more ONP9008" in l for l in err)
+
+
+def test_pruning_old_fingerprints_keeps_a_folder_a_live_writer_uses(tmp_path, monkeypatch):
+    "Pruning removes an older fingerprint's own entries, but never one holding a temp written to recently (a run of that"
+    " version still writing, maybe on another host sharing the cache); keeping the new entry goes on either way."
+    import omni_npu_port.port.translation as T
+    cache = tmp_path / "tc"
+    _port_one(monkeypatch, cache)                                        # claims the root, writes this code's folder
+    idle = cache / ("0" * 20)
+    (cache / T.code_fingerprint()).rename(idle)                          # now an older version's folder
+    olds = [cache / f"{i:020x}" for i in range(1, 5)]
+    for i, p in enumerate([idle, *olds]):
+        if not p.exists(): p.mkdir(); (p / f"{'a' * 64}.json").write_text("{}")
+        os.utime(p, (i, i))                                              # oldest first
+    live = olds[0] / f".{'b' * 64}.json.onp{DEAD}-abcdefgh.tmp"; live.write_text("")   # written just now
+    _port_one(monkeypatch, cache)
+    left = sorted(p.name for p in cache.iterdir() if p.is_dir())
+    assert olds[0].name in left and live.exists()                         # the live writer's folder stays
+    assert idle.name not in left                                          # an idle older folder went
+    assert T.code_fingerprint() in left and list((cache / T.code_fingerprint()).glob("*.json"))
+
+
+def test_a_dead_runs_part_is_swept_only_when_nothing_writes_it(tmp_path):
+    "A `.part` of a dead process id is removed only once it has not grown for an hour: a fresh one may be another host's"
+    " download into a shared cache (process ids say nothing across hosts)."
+    from omni_npu_port.core.io import claim_cache
+    from omni_npu_port.sources.fetch import STALE_PART_S, fetch_package, owns_package_file
+    payload = _sdist_payload()
+    index, cache = _index(tmp_path, payload), tmp_path / "cache"
+    claim_cache(cache, "pkgs", owns_package_file)
+    fresh = cache / f".vllm_ascend-9.9.8.tar.gz.onp{DEAD}-abcdefgh.part"; fresh.write_bytes(b"x")
+    old = cache / f".vllm_ascend-9.9.7.tar.gz.onp{DEAD}-hgfedcba.part"; old.write_bytes(b"x")
+    os.utime(old, (0, os.stat(old).st_mtime - STALE_PART_S - 60))
+    assert fetch_package("vllm-ascend==9.9.9", cache, index=index).read_bytes() == payload
+    assert fresh.exists() and not old.exists()

@@ -17,6 +17,7 @@ import json
 import logging
 import re
 import sys
+import time
 import textwrap
 from pathlib import Path
 
@@ -31,8 +32,8 @@ from ..translate.engine import RuleSet, compile_rules, translate_source
 from .locate import Located, PortError, method_text, port_diagnostic, top_classes, python_lines, indent_lines
 
 # %% auto #0
-__all__ = ['TCACHE_ENV', 'TCACHE_FORMAT', 'log', 'SCRATCH', 'rules_for', 'known_ascend', 'target_of', 'target_check',
-           'from_translator', 'module_imports', 'code_fingerprint', 'translation_cache', 'rules_digest',
+__all__ = ['TCACHE_ENV', 'TCACHE_FORMAT', 'log', 'LIVE_TEMP_S', 'SCRATCH', 'rules_for', 'known_ascend', 'target_of',
+           'target_check', 'from_translator', 'module_imports', 'code_fingerprint', 'translation_cache', 'rules_digest',
            'translate_methods', 'translate_located', 'translate_code', 'translator_check', 'npu_target', 'port_target',
            'pairing_check']
 
@@ -191,6 +192,17 @@ def _kept(folder: Path | None, rules: RuleSet, mod: str, src: str):
     if got is None: _bad_entry(path, "holds other than a translation"); return None
     return got
 
+LIVE_TEMP_S = 3600   # a temp written to in the last hour may be a live writer's (another process, another host)
+
+def _prune(p: Path) -> None:
+    "Remove an older fingerprint folder's own entries, then the folder; one holding a live writer's temp stays."
+    try:
+        if any(f.name.endswith(".tmp") and time.time() - f.stat().st_mtime < LIVE_TEMP_S for f in p.iterdir()): return
+        for f in p.iterdir():
+            if _ENTRY.fullmatch(f.name): f.unlink(missing_ok=True)
+        p.rmdir()
+    except OSError: pass   # a folder written into meanwhile stays; keeping this entry goes on
+
 def _keep(folder: Path | None, rules: RuleSet, mod: str, src: str, res: tuple) -> None:
     "Keep a translation (atomically: a reader sees all of it or none); a folder that cannot be written keeps nothing."
     if folder is None: return
@@ -199,10 +211,7 @@ def _keep(folder: Path | None, rules: RuleSet, mod: str, src: str, res: tuple) -
             root = folder.parent   # claimed by `translation_cache`
             folder.mkdir(exist_ok=True)
             olds = sorted((p for p in root.iterdir() if p != folder and _own_fingerprint(p.name, root)), key=lambda p: p.stat().st_mtime)
-            for p in olds[:-2]:   # the three newest fingerprints stay; in an older one, only this cache's entries go
-                for f in p.iterdir():
-                    if _ENTRY.fullmatch(f.name): f.unlink(missing_ok=True)
-                p.rmdir()
+            for p in olds[:-2]: _prune(p)   # the three newest fingerprints stay
         body = {"code": res[0], "diagnostics": [dataclasses.asdict(d) for d in res[1]]}
         dest = folder / f"{_key(rules, mod, src)}.json"
         if os.path.lexists(dest) and (dest.is_symlink() or not dest.is_file()): return _bad_entry(dest, "is not a regular file")

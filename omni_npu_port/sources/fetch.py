@@ -13,6 +13,7 @@ import gzip
 import os
 import re
 import tempfile
+import time
 import zipfile
 import urllib.parse
 import urllib.request
@@ -26,8 +27,8 @@ from ..core.errors import InputError
 from ..core.io import _TEMP, CACHE_MARKER, cache_dir, claim_cache, leftover_temps, temp_prefix, write_atomic
 
 # %% auto #0
-__all__ = ['PYPI', 'CACHE_DIR', 'KINDS', 'zlib_error', 'FetchError', 'release_of', 'owns_package_file', 'checked_release',
-           'cached_release', 'release_files', 'fetch_package']
+__all__ = ['PYPI', 'CACHE_DIR', 'KINDS', 'zlib_error', 'STALE_PART_S', 'FetchError', 'release_of', 'owns_package_file',
+           'checked_release', 'cached_release', 'release_files', 'fetch_package']
 
 # %% ../../nbs/sources/fetch.ipynb #cf7a0e9b
 PYPI = "https://pypi.org/pypi"
@@ -132,6 +133,12 @@ def _download(spec: str, f: dict, dest: Path, progress=None) -> Path:
     except OSError: pass
     return got
 
+STALE_PART_S = 3600   # a `.part` not written to for an hour: no download of any host is still filling it
+
+def _stale(p: Path) -> bool:
+    try: return time.time() - p.stat().st_mtime > STALE_PART_S
+    except OSError: return False
+
 def fetch_package(spec: str, cache_dir: Path | str = CACHE_DIR, index: str = PYPI, kind: str | None = None,
                   progress=None) -> Path:
     "Download `name==version` (the smallest sdist or wheel, or of `kind`) into the cache, sha256-checked; return its path"
@@ -145,7 +152,8 @@ def fetch_package(spec: str, cache_dir: Path | str = CACHE_DIR, index: str = PYP
     hit = cached_release(cache, name, version, kind) if cache.is_dir() else None
     if hit: return hit
     claim_cache(cache, "pkgs", owns_package_file)
-    for tmp in (t for ts in leftover_temps(cache).values() for t in ts if t.name.endswith(".part")): tmp.unlink(missing_ok=True)
+    for tmp in (t for ts in leftover_temps(cache).values() for t in ts if t.name.endswith(".part") and _stale(t)):
+        tmp.unlink(missing_ok=True)   # a dead run's download; one still growing (another host's run) stays
     files = [f for f in release_files(name, version, index) if f["filename"].endswith(KINDS[kind])]
     if not files: raise FetchError(f"{spec}: the release has no {kind or 'wheel or sdist'} on {index}")
     f = min(files, key=lambda f: f["size"])
