@@ -150,9 +150,9 @@ def test_a_method_in_a_sibling_runner_is_no_omission_or_orphan(tmp_path, kept_in
 
 
 def test_each_finding_once():
-    f = A.Finding("ONP4201", "C", "m", "drift", 3, ["+ x"])
-    g = A.Finding("ONP4201", "C", "m", "drift", 3, ["+ x"])
-    h = A.Finding("ONP4201", "C", "m", "drift", 4, ["+ x"])
+    f = A.Finding("ONP4201", "drift", line=3, cls="C", method="m", detail=["+ x"])
+    g = A.Finding("ONP4201", "drift", line=3, cls="C", method="m", detail=["+ x"])
+    h = A.Finding("ONP4201", "drift", line=4, cls="C", method="m", detail=["+ x"])
     assert A.unique([f, g, h]) == [f, h]
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import asdict
 
 from .options import add_json
 import sys
@@ -50,15 +49,14 @@ def run(args: argparse.Namespace) -> int:
     target = audit_target(args.target, open_tree(args.npu_base) if args.npu_base else None, (args.npu, args.gpu))
     print(f"omni-npu-port audit: {target.line()}", file=sys.stderr)
     failing = [f for f in found if f.severity != "info"]
-    if args.json: print(json.dumps([asdict(f) for f in found], indent=2))
+    if args.json: print(json.dumps([f.to_dict() for f in found], indent=2))
     elif args.output_format != "text":
-        sys.stdout.write(format_findings([f.diagnostic() for f in found], args.output_format, "omni-npu-port audit"))
+        sys.stdout.write(format_findings(found, args.output_format, "omni-npu-port audit"))
     else:
         for f in found:
-            d = f.diagnostic()
-            print(f"{d.location() + ': ' if d.location() else ''}{f.code} {f.message}{' (note)' if f.severity == 'info' else ''}"
-                  + (f"  [{d.where}]" if d.path and d.where else ""))
-            for d in f.detail[:12]: print(f"    {d}")
+            print(f"{f.location() + ': ' if f.location() else ''}{f.code} {f.message}{' (note)' if f.severity == 'info' else ''}"
+                  + (f"  [{f.where}]" if f.path and f.where else ""))
+            for line in f.detail[:12]: print(f"    {line}")
         notes = len(found) - len(failing)
         print(f"{len(failing)} finding(s)" + (": " + ", ".join(f"{c} ×{sum(f.code == c for f in failing)}"
                                                              for c in sorted({f.code for f in failing})) if failing else "")

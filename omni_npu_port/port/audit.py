@@ -391,26 +391,18 @@ def omni_blocks(src: str) -> list[tuple[int, list[str]]]:
 
 # %% ../../nbs/port/audit.ipynb #22d4190f
 @dataclass
-class Finding:
-    "One audit finding: on a GPU/NPU pair's method, on a runner class, or on the whole audit."
+class Finding(Diagnostic):
+    "One audit finding, a `Diagnostic`: on a GPU/NPU pair's method, on a runner class, or on the whole audit."
     def _repr_html_(self): from omni_npu_port.core.display import html_for; return html_for(self)   # Jupyter: docs.render draws it
-    code: str
-    cls: str
-    method: str
-    message: str
-    line: int | None = None
-    detail: list[str] = field(default_factory=list)
-    severity: str = "warning"   # "info" findings are notes: they do not fail the CI gate
-    path: str | None = None     # the NPU runner's file (a path, or ARCHIVE/path inside it), `line` counted in it
+    cls: str = ""              # the runner class it concerns ("" for a finding on the whole audit)
+    method: str = ""           # the method of `cls` it concerns ("" for one on the class)
+    detail: list[str] = field(default_factory=list)   # the lines that differ, one per line
+    # `path` is the NPU runner's file (a path, or ARCHIVE/path inside it), `line` counted in it; `level="info"` makes
+    # a note (it does not fail the CI gate), else the code's registered severity holds
 
-    def diagnostic(self) -> Diagnostic:
-        "The finding as a `Diagnostic` (for `core.findings`: text lines, JSON, SARIF, GitHub annotations)."
-        return Diagnostic(self.code, self.message, self.path, self.line, None,
-                          ".".join(x for x in (self.cls, self.method) if x) or None, level=self.severity)
+    def __post_init__(self):
+        if self.where is None: self.where = ".".join(x for x in (self.cls, self.method) if x) or None
 
-    def __str__(self):
-        where = ".".join(x for x in (self.cls, self.method) if x)
-        return (f"{where}{':' + str(self.line) if self.line else ''}: " if where else "") + f"{self.code} {self.message}"
 
 # %% ../../nbs/port/audit.ipynb #7289046e
 class _NoAnnotations(ast.NodeTransformer):
@@ -645,21 +637,21 @@ def omni_outside(graph: ClassGraph, c: RunnerClass) -> list[str]:
 def runner_findings(gr: Runners, nr: Runners, pairs: RunnerPairs, ggraph, ngraph, gpu: str, npu: str) -> list[Finding]:
     "ONP4206 for a GPU runner no NPU class copies, ONP4205 for an NPU class with no GPU runner, ONP4207 for bases not read."
     gw, nw = device_markers()
-    out = [Finding("ONP4206", g.name, "", f"{code_info('ONP4206').title}: no NPU runner in {npu} is named "
+    out = [Finding("ONP4206", cls=g.name, message=f"{code_info('ONP4206').title}: no NPU runner in {npu} is named "
                    f"{g.name.replace(gw, nw, 1)} or derives from {g.name} ({g.module}); NPU runners there: "
                    f"{', '.join(n.name for n in nr.npu)}") for g in pairs.gpu_only]
-    out += [Finding("ONP4205", n.name, "", f"{code_info('ONP4205').title}: {gpu} has no GPU runner "
+    out += [Finding("ONP4205", cls=n.name, message=f"{code_info('ONP4205').title}: {gpu} has no GPU runner "
                     f"{'named ' + want if want else 'of its name'}, and none of {n.name}'s bases ({n.module}) is one; "
                     f"GPU runners there: {', '.join(g.name for g in gr.gpu)}") for n, want in pairs.npu_only]
     bad = {(arg, m): why for r, arg in ((gr, gpu), (nr, npu)) for m, why in r.unreadable.items()}
-    out += [Finding("ONP4208", "", "", f"{code_info('ONP4208').title}: {m} in {arg}: {why}", severity="info")
+    out += [Finding("ONP4208", f"{code_info('ONP4208').title}: {m} in {arg}: {why}", level="info")
             for (arg, m), why in bad.items()]
     for graph, r, cs in ((ggraph, gr, gr.gpu), (ngraph, nr, nr.npu)):
         for c in cs:
             far = omni_outside(graph, c)
-            if far: out.append(Finding("ONP4207", c.name, "", f"{c.name} ({c.module}) derives from {', '.join(far)}, which no "
+            if far: out.append(Finding("ONP4207", cls=c.name, message=f"{c.name} ({c.module}) derives from {', '.join(far)}, which no "
                                        "source given holds: the methods it may define are not checked"
-                                       + ("; taken for a runner by that name" if c in r.by_name else ""), severity="info"))
+                                       + ("; taken for a runner by that name" if c in r.by_name else ""), level="info"))
     return out
 
 # %% ../../nbs/port/audit.ipynb #8554aa64
@@ -707,12 +699,12 @@ def pair_findings(g: RunnerClass, n: RunnerClass, ggraph, ngraph, names, rules, 
     for m, node in own_methods(n.node).items():
         nsrc = method_text(n.text, node)
         for d in translator_check(nsrc, n.text, rules):
-            out.append(Finding("ONP4203", nname, m, f"{code_info('ONP4203').title}: {_check_note(d)}", d.line))
+            out.append(Finding("ONP4203", f"{code_info('ONP4203').title}: {_check_note(d)}", line=d.line, cls=nname, method=m))
         gm = ggraph.method(g, m)
         if gm is None:
             if m != "__init__" and not omni_outside(ggraph, g) and not _vendor_defines(ngraph, n, m) \
                     and not any(ggraph.method(s, m) for s in gpu_runners if s is not g):   # a sibling GPU runner has it
-                out.append(Finding("ONP4204", nname, m, f"{gname} (and its bases in the sources given) has no {m}: "
+                out.append(Finding("ONP4204", cls=nname, method=m, message=f"{gname} (and its bases in the sources given) has no {m}: "
                                    "the NPU override may be dead or the GPU side renamed it"
                                    + ("" if base_tree else " (--npu-base tells an override of vllm-ascend's own method)")))
             continue
@@ -720,7 +712,7 @@ def pair_findings(g: RunnerClass, n: RunnerClass, ggraph, ngraph, names, rules, 
         gb, nb = base_method(gpu_base, gbase, m), base_method(base_tree, nbase, m)
         for line, msg, det in drift(method_text(owner.text, gnode), nsrc, names, rules, owner.text, gb, nb and nb[0],
                                     blocks_checked, class_statements(n.text, n.node, names, m)):
-            out.append(Finding("ONP4201", nname, m, f"drift from {owner.name}.{m}: {msg}", line, det))
+            out.append(Finding("ONP4201", f"drift from {owner.name}.{m}: {msg}", line=line, cls=nname, method=m, detail=det))
     runner = runner_bases()[1][0]   # vllm-ascend's NPUModelRunner
     for m, node in own_methods(g.node).items():
         if m in own_methods(n.node): continue
@@ -729,17 +721,17 @@ def pair_findings(g: RunnerClass, n: RunnerClass, ggraph, ngraph, names, rules, 
         if seen is None or seen[0].name != gname:
             where = (f"{nname} gets {seen[0].name}.{m} instead" if seen else
                      f"{nname} has no {m} " + ("in the sources given" if omni_outside(ngraph, n) else "at all"))
-            out.append(Finding("ONP4202", nname, m, f"{gname}.{m} has no NPU counterpart: {where}"))
+            out.append(Finding("ONP4202", f"{gname}.{m} has no NPU counterpart: {where}", cls=nname, method=m))
             continue
         # inheriting is what makes super() reach vllm-ascend's method: ONP2015 is no finding here
         left = [d for d in translator_check(gsrc, g.text, rules, npu_code=False) if d.record != "sig.explicit-base-call"]
         if left:
-            out.append(Finding("ONP4202", nname, m, f"{nname} inherits {gname}.{m}, which the translator would still "
+            out.append(Finding("ONP4202", cls=nname, method=m, message=f"{nname} inherits {gname}.{m}, which the translator would still "
                                "change: " + "; ".join(_check_note(d) for d in left), detail=[str(d) for d in left]))
         elif base_tree is not None and not super_calls(node):   # a super() call reaches vllm-ascend's method: no shadow
             sym = resolve(base_tree, f"{runner.dotted}.{m}")
             if sym and sym.kind == "method" and sym.path.split(".")[0] == runner.leaf:
-                out.append(Finding("ONP4202", nname, m, f"{nname} inherits {gname}.{m}, which shadows "
+                out.append(Finding("ONP4202", cls=nname, method=m, message=f"{nname} inherits {gname}.{m}, which shadows "
                                    f"vllm-ascend's own {runner.leaf}.{m} ({base_tree.version})"))
     return unique(out)
 
@@ -768,11 +760,11 @@ def audit(gpu: str, npu: str, npu_base: str | None = None, target: str | None = 
     if not gr.gpu: raise _no_runners(gs, gtree, gr, "GPU", gb)
     if not nr.npu: raise _no_runners(ns, ntree, nr, "NPU", nb)
     pairs = pair_runners(gr, nr)
-    findings = [Finding(d.code, "", "", d.message, severity="info") for d in notes]
+    findings = [Finding(d.code, d.message, level="info") for d in notes]
     findings += runner_findings(gr, nr, pairs, ggraph, ngraph, gpu, npu)
     names = gpu_to_npu_names()
     newer = _npu_newer(gtree, ntree)
-    if newer: findings.append(Finding("ONP4209", "", "", newer, severity="info"))
+    if newer: findings.append(Finding("ONP4209", newer, level="info"))
     for g, n, _ in sorted(pairs.pairs, key=lambda p: (len(ngraph.mro(p[1])), p[1].module, p[1].name)):   # bases first
         findings += in_file(pair_findings(g, n, ggraph, ngraph, names, rules, base_tree, gbase_tree, gr.gpu, nr.npu, not newer), n, ntree)
     return unique(findings)
