@@ -1,6 +1,7 @@
 """`omni-npu-port doctor` and `omni-npu-port kernel install`, called as a user would."""
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -9,8 +10,11 @@ import pytest
 from omni_npu_port.sources import doctor
 from omni_npu_port.core.catalog import PAIRING
 from omni_npu_port.sources.readers import write_source_double
-from omni_npu_port.sources.doctor import doctor_report, install_kernel
+from omni_npu_port.runtime.kernel import install_kernel
+from omni_npu_port.sources.doctor import doctor_report
 from omni_npu_port.cli.main import main as cli
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def main(argv):
@@ -154,6 +158,20 @@ def test_kernel_install_errors(capsys, tmp_path):
         err = capsys.readouterr().err
         assert msg in err and len(err.strip().splitlines()) == 1, err
 
+
+
+def test_the_kernel_installer_has_its_own_errors_and_imports_no_torch(tmp_path):
+    "runtime.kernel, not the doctor: KernelError (exit 3) / KernelUsageError (exit 2); importing it and writing a spec loads no torch."
+    from omni_npu_port.core.errors import exit_code_of
+    from omni_npu_port.runtime.kernel import KernelError, KernelUsageError
+    with pytest.raises(KernelUsageError) as e: install_kernel(backend="cpu", cann_env=str(tmp_path), prefix=str(tmp_path))
+    assert exit_code_of(e.value) == 2 and isinstance(e.value, KernelError)
+    with pytest.raises(KernelError) as e: install_kernel(backend="npu", cann_env=str(tmp_path / "no.sh"), prefix=str(tmp_path))
+    assert exit_code_of(e.value) == 3 and not isinstance(e.value, doctor.DoctorError)
+    assert not hasattr(doctor, "install_kernel") and not hasattr(doctor, "kernel_spec")   # one home
+    code = "import sys; from omni_npu_port.runtime.kernel import kernel_spec; kernel_spec('npu', '/x.sh'); print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 0 and out.stdout.split() == ["False"], out.stderr
 
 @pytest.mark.slow
 def test_npu_kernel_starts_with_cann_environment_loaded(tmp_path, monkeypatch):

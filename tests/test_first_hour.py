@@ -33,7 +33,7 @@ def test_check_formats_say_error_or_warning_for_what_needs_a_person_and_notice_f
 
 
 def test_kernel_install_writes_the_kernel_the_notebooks_name_and_says_so(tmp_path):
-    from omni_npu_port.sources.doctor import NOTEBOOK_KERNEL
+    from omni_npu_port.runtime.kernel import NOTEBOOK_KERNEL
     r = cli("kernel", "install", "--prefix", str(tmp_path), "--backend", "auto")
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "share" / "jupyter" / "kernels" / NOTEBOOK_KERNEL / "kernel.json").is_file()

@@ -16,7 +16,7 @@ import pytest
 from nbclient import NotebookClient
 
 from omni_npu_port.docs.site import cell_directives, find_root, nbdev_settings
-from omni_npu_port.sources.doctor import NOTEBOOK_KERNEL
+from omni_npu_port.runtime.kernel import NOTEBOOK_KERNEL
 
 ROOT = find_root(Path(__file__).parent)
 SETTINGS = nbdev_settings(ROOT)
@@ -114,7 +114,7 @@ def executed(tmp_path_factory):
 
 def test_the_workbook_names_the_projects_kernel():
     "JupyterLab opens the workbook (and every notebook) with the kernel `kernel install` registers by default."
-    from omni_npu_port.sources.doctor import default_kernel_name
+    from omni_npu_port.runtime.kernel import default_kernel_name
     assert default_kernel_name() == NOTEBOOK_KERNEL
     for nb in sorted(NBS.rglob("*.ipynb")):
         if ".ipynb_checkpoints" in nb.parts: continue

@@ -11,7 +11,7 @@ import json
 import shlex
 
 from ..core.errors import OK, UsageError
-from ..sources.doctor import KERNEL_BACKENDS, NOTEBOOK_KERNEL, install_kernel
+from ..runtime.kernel import KERNEL_BACKENDS, NOTEBOOK_KERNEL, install_kernel
 
 DESCRIPTION = "Manage omni-npu-port Jupyter kernels: `install` one with the backend (and CANN's environment) preset."
 

@@ -1,4 +1,4 @@
-"""What runs here, which stack is installed, and whether the real sources agree with the catalog; a Jupyter kernel spec with the backend and CANN's environment preset
+"""What runs here, which stack is installed, and whether the real sources agree with the catalog
 
 Docs: https://omni-npu-port.github.io/omni-npu-port/sources/doctor.html.md"""
 
@@ -7,11 +7,7 @@ Docs: https://omni-npu-port.github.io/omni-npu-port/sources/doctor.html.md"""
 # %% ../../nbs/sources/doctor.ipynb #b9f3f4c8
 from __future__ import annotations
 
-import json
 import os
-import shlex
-import sys
-import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -28,11 +24,10 @@ from .readers import (PACKAGES, SourceError, SourceSpecError, SourceSyntaxError,
                                          open_source_spec)
 
 # %% auto #0
-__all__ = ['KERNEL_BACKENDS', 'NOTEBOOK_KERNEL', 'platform_report', 'cann_env_warning', 'pairing_warning', 'torch_npu_warning',
-           'pairing_table', 'DoctorError', 'DoctorUsageError', 'doctor_sources', 'cached_sources', 'InferredVersion',
-           'is_ranged', 'infer_version', 'at_version', 'checked', 'versioned', 'source_report', 'version_warnings',
-           'doctor_report', 'report_failed', 'version_text', 'print_report', 'kernel_spec', 'default_kernel_name',
-           'install_kernel']
+__all__ = ['platform_report', 'cann_env_warning', 'pairing_warning', 'torch_npu_warning', 'pairing_table', 'DoctorError',
+           'DoctorUsageError', 'doctor_sources', 'cached_sources', 'InferredVersion', 'is_ranged', 'infer_version',
+           'at_version', 'checked', 'versioned', 'source_report', 'version_warnings', 'doctor_report', 'report_failed',
+           'version_text', 'print_report']
 
 # %% ../../nbs/sources/doctor.ipynb #3f0106b0
 def platform_report() -> dict:
@@ -79,7 +74,7 @@ def pairing_table():
 
 # %% ../../nbs/sources/doctor.ipynb #1915c183
 class DoctorError(InputError, ValueError):
-    "A source, file or environment the doctor or the kernel installer cannot use (exit 3); one line of message."
+    "A source, file or environment the doctor cannot use (exit 3); one line of message."
 
 class DoctorUsageError(UsageError, DoctorError):
     "Options that contradict each other or name something invalid (exit 2); still a `DoctorError`."
@@ -284,60 +279,3 @@ def print_report(report: dict, console=None, show_na: bool = False):
         counts = ", ".join(f"{v} {k}" for k, v in s["summary"].items())
         con.print(conformance_table(res, title=f"{s['package']} {version_text(s)} ({s['kind']}: {s['origin']}) — {counts}",
                                     show_na=show_na))
-
-# %% ../../nbs/sources/doctor.ipynb #ba43d6d4
-KERNEL_BACKENDS = ("auto", "npu", "cuda", "cpu")
-
-def kernel_spec(backend: str, cann_env: str | Path | None = None, python: str | None = None,
-                display_name: str | None = None) -> dict:
-    "The kernel.json content: argv (wrapped in `bash -c 'source set_env.sh && exec ...'` for NPU), env, metadata."
-    python = python or sys.executable
-    if backend not in KERNEL_BACKENDS: raise DoctorUsageError(f"--backend {backend!r}: use one of {', '.join(KERNEL_BACKENDS)}")
-    launch = [python, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
-    if cann_env is not None:
-        launch_sh = " ".join([shlex.quote(python), "-m", "ipykernel_launcher", "-f", '"{connection_file}"'])
-        env_sh = shlex.quote(str(cann_env))
-        source = f"{{ [ ! -f {env_sh} ] || . {env_sh}; }}" if backend == "auto" else f"source {env_sh}"   # auto: if it is there
-        argv = ["bash", "-c", f"{source} && exec {launch_sh}"]
-    else: argv = launch
-    return {"argv": argv, "display_name": display_name or f"Python 3 (omni-npu-port, {backend})", "language": "python",
-            "env": {"OMNI_NPU_PORT_RUNTIME_BACKEND": backend},
-            "metadata": {"omni_npu_port": {"backend": backend, "cann_env": str(cann_env) if cann_env else None,
-                                            "python": python}, "debugger": True}}
-
-def _cann_env_for(backend: str, cann_env: str | None) -> Path | None:
-    from omni_npu_port.runtime.platform import CANN_SET_ENV
-    if backend == "auto":   # CANN's environment where there is one: the given file must exist, the default may not
-        if cann_env is None: return Path(CANN_SET_ENV) if Path(CANN_SET_ENV).is_file() else None
-    elif backend != "npu":
-        if cann_env: raise DoctorUsageError(f"--cann-env applies to --backend npu or auto, not {backend}")
-        return None
-    path = Path(cann_env or CANN_SET_ENV).expanduser()
-    if not path.is_file():
-        raise DoctorError(f"CANN's set_env.sh not found at {path}: install CANN (the Ascend toolkit) or pass "
-                          "--cann-env PATH to its set_env.sh")
-    return path.resolve()
-
-# %% ../../nbs/sources/doctor.ipynb #4d7b69c5
-NOTEBOOK_KERNEL = "omni-npu-port"   # the kernel every notebook of this project names in its metadata
-
-def default_kernel_name(backend: str = "auto") -> str:
-    "The name `kernel install` gives a kernel: the notebooks' own (`omni-npu-port`) for auto, `omni-npu-port-BACKEND` else."
-    return NOTEBOOK_KERNEL if backend == "auto" else f"{NOTEBOOK_KERNEL}-{backend}"
-
-def install_kernel(name: str | None = None, backend: str = "auto", cann_env: str | None = None, user: bool = False,
-                   prefix: str | None = None, display_name: str | None = None) -> Path:
-    "Install the kernel spec; return the directory holding its kernel.json."
-    try:
-        import ipykernel  # noqa: F401  the kernel the spec launches
-        from jupyter_client.kernelspec import KernelSpecManager
-    except ImportError as e: raise DoctorError(f"cannot install a kernel: {e}; pip install ipykernel jupyter_client") from None
-    name = name or default_kernel_name(backend)
-    spec = kernel_spec(backend, _cann_env_for(backend, cann_env), display_name=display_name)
-    if not user and prefix is None: prefix = sys.prefix
-    with tempfile.TemporaryDirectory() as d:
-        (Path(d) / "kernel.json").write_text(json.dumps(spec, indent=1))
-        try: dest = KernelSpecManager().install_kernel_spec(d, kernel_name=name, user=user, prefix=prefix)
-        except ValueError as e: raise DoctorUsageError(f"--name {name!r}: {e}") from None
-        except OSError as e: raise DoctorError(f"cannot write the kernel spec: {e}; try --user or --prefix") from None
-    return Path(dest)
