@@ -289,3 +289,56 @@ def test_a_vllm_source_passed_with_source_names_the_gpu_base(tmp_path):
     assert choose_inputs(omni, gpu_base=named).vllm == "0.12.0"
     declared = OMNI_PAIRING[OMNI][0]          # a history vllm beside the declared one: the declared one stays the base
     assert choose_inputs(omni, gpu_base=[("0.12.0", "--source a"), (declared, "--source b")]).vllm == declared
+
+
+# --- `name==version`: taken apart in one place (core.releases.parse_pin) ------------------------------------------
+def test_a_pin_is_split_with_spaces_dropped_and_a_path_is_no_pin(tmp_path):
+    from omni_npu_port.core.releases import parse_pin, parse_target, split_pin, split_spec
+    from omni_npu_port.sources.readers import parse_source_spec
+    assert parse_pin("vllm-ascend==0.18.0") == parse_pin("  vllm-ascend == 0.18.0 ") == ("vllm-ascend", "0.18.0")
+    assert split_pin("vllm_omni == 0.30.0") == ("vllm_omni", "0.30.0")
+    assert parse_target(" vllm-ascend == v0.18.0") == ("vllm-ascend", "0.18.0") and split_spec("vllm-ascend == 0.18.0") == "0.18.0"
+    assert parse_source_spec("vllm-ascend == 0.18.0") == ("release", "0.18.0", "vllm-ascend")
+    # `==` inside a path is no pin: an existing one opens as a path, a missing one is still read as a path
+    d = tmp_path / "wheels==old"
+    d.mkdir()
+    assert parse_pin(f"{d}/x.whl") is None and parse_pin("0.18.0") is None and parse_pin(r"C:\w==1\x.whl") is None
+    assert parse_source_spec(str(d)) == ("path", None, str(d))
+    assert parse_source_spec("./missing==1/vllm.whl")[0] == "path"
+
+
+@pytest.mark.parametrize("text, missing", [("vllm-ascend==", "no version after ==; write e.g. vllm-ascend==0.18.0"),
+                                           ("vllm-ascend ==  ", "no version after =="),
+                                           ("==0.18.0", "no package name before ==; write e.g. vllm-ascend==0.18.0")])
+def test_a_pin_missing_a_part_says_which_in_every_reader(text, missing):
+    "The same message, with what the text is, from the target, the source and the fetch readers; each its own error type."
+    from omni_npu_port.core.releases import parse_pin, parse_target, split_spec
+    from omni_npu_port.sources.fetch import FetchError, fetch_package
+    from omni_npu_port.sources.readers import SourceSpecError, parse_source_spec
+    for call, error, what in ((lambda: parse_pin(text), ValueError, "pin"), (lambda: parse_target(text), ValueError, "target"),
+                              (lambda: split_spec(text), ValueError, "target"),
+                              (lambda: parse_source_spec(text), SourceSpecError, "source"),
+                              (lambda: fetch_package(text, cache_dir="/nonexistent-onp"), FetchError, "package")):
+        with pytest.raises(error) as e: call()
+        assert missing in str(e.value) and str(e.value).startswith((f"{what} {text!r}", f"{what} {text.strip()!r}")), str(e.value)
+
+
+def test_split_pin_refuses_text_that_is_no_pin_and_fetch_says_what_to_write():
+    from omni_npu_port.core.releases import split_pin
+    from omni_npu_port.sources.fetch import FetchError, fetch_package
+    with pytest.raises(ValueError, match=r"pin 'vllm-ascend': give NAME==VERSION, e.g. vllm-ascend==0.18.0"): split_pin("vllm-ascend")
+    with pytest.raises(FetchError, match="give NAME==VERSION"): fetch_package("vllm-ascend", cache_dir="/nonexistent-onp")
+    with pytest.raises(FetchError, match="is not a version"): fetch_package("vllm-ascend==latest", cache_dir="/nonexistent-onp")
+
+
+def test_only_core_releases_takes_a_pin_apart():
+    "No module but core/releases.py splits text on `==` (partition, rpartition, split): they call parse_pin / split_pin."
+    found = []
+    for py in sorted((ROOT / "omni_npu_port").rglob("*.py")):
+        if py.name == "_modidx.py" or py == ROOT / "omni_npu_port/core/releases.py": continue
+        for node in ast.walk(ast.parse(py.read_text())):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in ("partition", "rpartition", "split", "rsplit") and node.args
+                    and isinstance(node.args[0], ast.Constant) and node.args[0].value == "=="):
+                found.append(f"{py.relative_to(ROOT)}:{node.lineno}")
+    assert not found, f"`==` taken apart outside core.releases.parse_pin: {found}"

@@ -25,8 +25,8 @@ from .io import load_toml
 __all__ = ['RELEASES_FILE', 'RELEASES', 'VLLM_ASCEND_VERSIONS', 'VLLM_VERSIONS', 'TORCH_NPU_PINS', 'PAIRING', 'VLLM_LINE',
            'OMNI_PAIRING', 'POLICY_DOC', 'RELEASE_FILES', 'parse_version', 'version_str', 'check_fields', 'field_types',
            'ReleasesError', 'AscendRelease', 'OmniRelease', 'Releases', 'load_releases', 'Release', 'resolve_release',
-           'parse_target', 'split_pin', 'split_spec', 'Pairing', 'pairing_from_files', 'vllm_of_line', 'Target',
-           'target_for']
+           'parse_pin', 'split_pin', 'parse_target', 'split_spec', 'Pairing', 'pairing_from_files', 'vllm_of_line',
+           'Target', 'target_for']
 
 # %% ../../nbs/core/releases.ipynb #50e88c8a
 _MAIN = Version("9999")
@@ -184,30 +184,44 @@ def resolve_release(version: str, package: str = "vllm-ascend") -> Release:
     return Release(used, f"{package} {version} is not a release the catalog knows: using {used}'s records and pairing "
                          f"({how}); check the result against {version}'s own code")
 
-# %% ../../nbs/core/releases.ipynb #298a0fe4
+# %% ../../nbs/core/releases.ipynb #ef012761
+def parse_pin(text: str, what: str = "pin") -> tuple[str, str] | None:
+    "(name, version) of `name==version`, spaces dropped; None when `text` is no pin (no `==`, or a path before it);"
+    " a ValueError naming the missing part (`what` says what the text is: target, source, package)."
+    name, sep, version = str(text).strip().partition("==")
+    if not sep or any(c in name for c in "/\\"): return None
+    name, version = name.replace(" ", ""), version.replace(" ", "")
+    if not name: raise ValueError(f"{what} {text!r}: no package name before ==; write e.g. vllm-ascend=={version or '0.18.0'}")
+    if not version: raise ValueError(f"{what} {text!r}: no version after ==; write e.g. {name}==0.18.0")
+    return name, version
+
+def split_pin(text: str, what: str = "pin") -> tuple[str, str]:
+    "(name, version) of text that must be a `name==version` pin; a ValueError saying what to write otherwise."
+    pin = parse_pin(text, what)
+    if pin is None: raise ValueError(f"{what} {text!r}: give NAME==VERSION, e.g. vllm-ascend==0.18.0")
+    return pin
+
+
+# %% ../../nbs/core/releases.ipynb #a5895252
 def parse_target(target: str) -> tuple[str, str]:
     "Parse `vllm-ascend==X` or `vllm==X` into (package, version); X may be any PEP 440 version or `main`."
-    pkg, sep, ver = target.replace(" ", "").partition("==")
-    pkg = pkg.replace("_", "-").lower()
-    if not sep or pkg not in ("vllm-ascend", "vllm"):
+    pin = parse_pin(target, "target")
+    pkg = pin[0].replace("_", "-").lower() if pin else ""
+    if pkg not in ("vllm-ascend", "vllm"):
         raise ValueError(f"target {target!r} must look like vllm-ascend==X or vllm==X")
-    ver = ver.lower().lstrip("v")
+    ver = pin[1].lower().lstrip("v")
     try: parse_version(ver)
     except ValueError:
         known = VLLM_ASCEND_VERSIONS if pkg == "vllm-ascend" else VLLM_VERSIONS
         raise ValueError(f"{pkg} version {ver!r} is not a version; known versions: {', '.join(known)}") from None
     return pkg, ver
 
-def split_pin(spec: str) -> tuple[str, str]:
-    "(name, version) of a `name==version` pin, spaces dropped; an empty version where there is none: the one place a pin is taken apart."
-    name, _, version = str(spec).replace(" ", "").partition("==")
-    return name, version
-
 def split_spec(text: str, package: str = "vllm-ascend") -> str:
     "The version of `X` or `package==X` (any spelling of the name); a ValueError for another package."
-    pkg, sep, ver = text.replace(" ", "").rpartition("==")
-    if sep and pkg.lower().replace("_", "-") != package: raise ValueError(f"target {text!r}: a {package} release is needed ({package}==X)")
-    return ver.lower().lstrip("v") if sep else text.strip().lower().lstrip("v")
+    pin = parse_pin(text, "target")
+    if pin and pin[0].lower().replace("_", "-") != package: raise ValueError(f"target {text!r}: a {package} release is needed ({package}==X)")
+    return (pin[1] if pin else text.strip()).lower().lstrip("v")
+
 
 # %% ../../nbs/core/releases.ipynb #11cd7f74
 POLICY_DOC = "docs/source/community/versioning_policy.md"

@@ -24,6 +24,7 @@ from packaging.utils import (InvalidSdistFilename, InvalidWheelFilename, canonic
 from packaging.version import InvalidVersion, Version
 
 from ..core.errors import InputError
+from ..core.releases import split_pin
 from ..core.io import _TEMP, CACHE_MARKER, cache_dir, claim_cache, leftover_temps, temp_prefix, write_atomic
 
 # %% auto #0
@@ -143,8 +144,8 @@ def fetch_package(spec: str, cache_dir: Path | str = CACHE_DIR, index: str = PYP
                   progress=None) -> Path:
     "Download `name==version` (the smallest sdist or wheel, or of `kind`) into the cache, sha256-checked; return its path"
     " (`progress(bytes_done, bytes_total)`: called as it downloads)."
-    name, sep, version = spec.replace(" ", "").partition("==")
-    if not sep or not version: raise FetchError(f"{spec!r}: give name==version, e.g. vllm-ascend==0.23.0.post1")
+    try: name, version = split_pin(spec, "package")
+    except ValueError as e: raise FetchError(str(e)) from None
     try: Version(version)
     except InvalidVersion: raise FetchError(f"{spec!r}: {version!r} is not a version, e.g. vllm-ascend==0.23.0.post1") from None
     if kind not in KINDS: raise FetchError(f"kind={kind!r}: use 'wheel', 'sdist' or None (either, the smaller)")

@@ -31,7 +31,7 @@ from packaging.utils import (InvalidSdistFilename, InvalidWheelFilename, canonic
 from packaging.version import InvalidVersion, Version
 
 from ..core.catalog import parse_version
-from ..core.releases import RELEASE_FILES
+from ..core.releases import RELEASE_FILES, parse_pin
 from ..core.errors import InputError, UsageError
 from ..core.io import _TEMP, CACHE_MARKER, OutputError, cache_dir, claim_cache, write_atomic
 
@@ -452,12 +452,13 @@ def parse_source_spec(spec: str) -> tuple[str, str | None, str]:
     s = str(spec).strip()
     if not s: raise SourceSpecError("an empty source: give a wheel, sdist or directory (PATH[@VERSION]) or NAME==VERSION")
     if Path(s).expanduser().exists(): return "path", None, s
-    if "==" in s and "/" not in s.partition("==")[0]:
-        name, _, version = s.partition("==")
+    try: pin = parse_pin(s, "source")
+    except ValueError as e: raise SourceSpecError(str(e)) from None
+    if pin:
+        name, version = pin
         if canonicalize_name(name) not in {canonicalize_name(d) for d in PACKAGES.values()}:
             raise SourceSpecError(f"source {s!r}: {name!r} is not one of {', '.join(PACKAGES.values())}; "
                                   "NAME==VERSION fetches a release of one of them from PyPI")
-        if not version: raise SourceSpecError(f"source {s!r}: no version after ==; write e.g. {name}==0.18.0")
         return "release", _spec_version(s, version, "source"), name
     head, at, version = s.rpartition("@")
     if at:
