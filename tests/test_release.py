@@ -118,7 +118,7 @@ def test_a_derived_runner_needs_its_bases_plan_not_its_port():
     assert seen == [("OmniNPUModelRunner", []), ("NPUARModelRunner", ["OmniNPUModelRunner"])]
     base, ar = res.runners
     g = R.release_runners(R.open_release(FIX / "omni")).gpu[1]
-    alone = R.port_runner(g, R.Placement(ar.module, ar.cls), str(FIX / "omni"), *_bases(), [R._base(str(FIX / "vllm_old"), _gsym())],
+    alone = R.port_runner(g, R.Placement(ar.module, ar.cls), str(FIX / "omni"), *_bases(), [R.locate_base(str(FIX / "vllm_old"), _gsym())],
                           (str(FIX / "vllm"),), "comment", [(base.cls, base.module, base.gpu)])
     assert alone.code == ar.code and alone.parent == "OmniNPUModelRunner"
     par = fixture_port(workers=2)
@@ -133,7 +133,7 @@ def _gsym():
 def _bases():
     from omni_npu_port.port import release as R
     from omni_npu_port.port.audit import runner_bases
-    return R._base(str(FIX / "vllm"), runner_bases()[0][0]), R._base(str(FIX / "vllm_ascend"), runner_bases()[1][0])
+    return R.locate_base(str(FIX / "vllm"), runner_bases()[0][0]), R.locate_base(str(FIX / "vllm_ascend"), runner_bases()[1][0])
 
 
 def test_history_turns_a_stale_omni_line_into_the_npu_side():

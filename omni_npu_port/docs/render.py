@@ -454,8 +454,8 @@ def html_bench(result, plot: bool = False) -> Html:
 
 # %% ../../nbs/docs/render.ipynb #dc97c18f
 def html_release(p) -> Html:
-    "A whole-release port (`port.release.ReleasePort`): its summary and tables in the views' style."
-    from omni_npu_port.port.release import release_html
+    "A whole-release port (`port.release_report.ReleasePort`): its summary and tables in the views' style."
+    from omni_npu_port.port.release_report import release_html
     tables = re.sub(r"(<table\b.*?</table>)", r'<div class="scroll">\1</div>', release_html(p), flags=re.S)   # wide ones scroll in their box
     return wrap("release", tables)
 
@@ -466,7 +466,7 @@ RENDERERS = {   # class (module.QualName) -> its renderer; registered with core.
     "omni_npu_port.port.audit.Finding": lambda f: html_audit([f]),
     "omni_npu_port.sources.conformance.Conformance": lambda c: html_conformance([c], show_na=True),
     "omni_npu_port.bench.result.BenchResult": html_bench,
-    "omni_npu_port.port.release.ReleasePort": html_release,
+    "omni_npu_port.port.release_report.ReleasePort": html_release,
 }
 for _name, _fn in RENDERERS.items(): register_html(_name, _fn)
 
