@@ -526,3 +526,40 @@ def test_port_release_checks_its_output_before_any_work(tmp_path, monkeypatch):
     r = rel.port_release(str(stack / "omni_new"), target="vllm-ascend==0.18.0", out=rel.DEFAULT_OUT,
                          sources=(str(stack / "vllm"), str(stack / "vllm_ascend")))
     assert (tmp_path / "npu-port-0.18.0" / rel.REPORT_JSON).is_file() and r.written
+
+
+# --- issue 23: port/release in three parts (inputs, checks, report), the entry re-exporting them ---------------------
+def test_the_entry_module_re_exports_every_public_name_of_its_parts():
+    "`from omni_npu_port.port.release import X` works for every public name of the three parts, as the same object."
+    import importlib
+    from omni_npu_port.port import release as R
+    for part in ("release_inputs", "release_checks", "release_report"):
+        mod = importlib.import_module(f"omni_npu_port.port.{part}")
+        assert mod.__all__, part
+        for name in mod.__all__:
+            assert getattr(R, name, None) is getattr(mod, name) and name in R.__all__, f"{part}.{name} is not re-exported"
+    assert R.port_release.__module__ == "omni_npu_port.port.release"
+    assert R.ReleasePort.__module__ == "omni_npu_port.port.release_report"   # docs.render draws it under this key
+
+
+def test_a_part_importing_a_later_part_breaks_the_release_contract(tmp_path):
+    "The inputs never import the checks or the report (nor the report the checks): import-linter's contract is not vacuous."
+    import shutil
+    import subprocess
+    root = Path(__file__).resolve().parents[1]
+    shutil.copytree(root / "omni_npu_port", tmp_path / "omni_npu_port", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy2(root / "pyproject.toml", tmp_path / "pyproject.toml")
+    with open(tmp_path / "omni_npu_port" / "port" / "release_report.py", "a") as f:
+        f.write("\nfrom .release_checks import RunnerPort\n")
+    r = subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, '.'); from importlinter.cli import lint_imports_command; "
+                        "sys.argv = ['lint-imports', '--no-cache']; lint_imports_command()"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert r.returncode != 0 and "omni_npu_port.port.release_report -> omni_npu_port.port.release_checks" in r.stdout, r.stdout[-3000:]
+
+
+def test_has_edited_copy_tells_an_edited_statement_from_another_one():
+    from omni_npu_port.port.release_checks import has_edited_copy, statement_key
+    assert has_edited_copy(statement_key("return hidden_states"), [statement_key("return model_output")])   # a rename
+    assert has_edited_copy(statement_key("x = f(a, b, c)"), [statement_key("x = f(a, b, c, d=1)")])          # 60% alike
+    assert not has_edited_copy(statement_key("log(b)"), [statement_key("return b")])
+    assert not has_edited_copy(statement_key("x = 1"), [])
