@@ -563,3 +563,9 @@ def test_has_edited_copy_tells_an_edited_statement_from_another_one():
     assert has_edited_copy(statement_key("x = f(a, b, c)"), [statement_key("x = f(a, b, c, d=1)")])          # 60% alike
     assert not has_edited_copy(statement_key("log(b)"), [statement_key("return b")])
     assert not has_edited_copy(statement_key("x = 1"), [])
+
+
+def test_a_release_port_still_draws_itself_in_jupyter_after_the_split():
+    "ReleasePort now lives in release_report: the renderer registered for it (docs.render) is found by its class."
+    res = fixture_port()
+    assert "onp-release" in res._repr_html_() and "NPU port of vLLM-Omni" in res._repr_markdown_()
