@@ -453,7 +453,7 @@ def test_fetch_verifies_sha256_and_caches(tmp_path):
     p = fetch_package("vllm-ascend==9.9.9", cache, index=good)
     assert p.read_bytes() == payload and p.parent == cache
     assert fetch_package("vllm-ascend==9.9.9", cache, index="file:///nowhere") == p      # served from the cache
-    with pytest.raises(FetchError, match="name==version"): fetch_package("vllm-ascend", cache)
+    with pytest.raises(FetchError, match="give NAME==VERSION"): fetch_package("vllm-ascend", cache)
     with pytest.raises(FetchError, match="no files"): fetch_package("vllm-ascend==9.9.8", cache, index=good)
     # a kind the release does not have: the sdist in the cache is not taken for a wheel, and the index has none
     with pytest.raises(FetchError, match="has no wheel"): fetch_package("vllm-ascend==9.9.9", cache, index=good, kind="wheel")
