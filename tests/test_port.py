@@ -1384,7 +1384,7 @@ def test_super_target_starts_after_the_class_the_method_comes_from():
                                        "NPUModelRunner", "GPUModelRunner"]
     gpu_side = {"GPUDiffModelRunner", "GPUGenModelRunner", "OmniGPUModelRunner"}
     t = S.super_target(K_mro, "_dummy_run", gpu_side, owner="OmniGPUModelRunner")
-    assert (t.reached, t.wanted, t.after, t.keep) == ("NPUModelRunner", "NPUModelRunner", "OmniGPUModelRunner", False)
+    assert (t.reached, t.wanted, t.after, t.reaches_wanted) == ("NPUModelRunner", "NPUModelRunner", "OmniGPUModelRunner", False)
 
 
 def test_adopted_npu_signature_renames_the_bodys_uses_of_renamed_parameters():

@@ -18,7 +18,7 @@ from omni_npu_port.core.catalog import OMNI_PAIRING, OmniPairing, ascend_of_line
 from omni_npu_port.core.errors import UsageError
 from omni_npu_port.core.io import OutputExists
 from omni_npu_port.port.merge import keep_side
-from omni_npu_port.cli.options import download_bar
+from omni_npu_port.cli.options import DownloadBar
 from omni_npu_port.core.io import Step
 from omni_npu_port.port.release import (DEFAULT_LAYOUT, REPORT_JSON, check_method, choose_inputs,
                                         fetch_release, open_release, port_release, write_release)
@@ -323,7 +323,7 @@ def test_a_download_says_what_it_fetches_and_draws_a_byte_bar_on_a_terminal(tmp_
         def isatty(self): return True
     tty, pipe = Terminal(), io.StringIO()
     for out in (tty, pipe):
-        bar = download_bar("vllm-ascend==9.9.9", out)
+        bar = DownloadBar("vllm-ascend==9.9.9", out)
         for k in (1, 2, 3): bar(k << 20, 3 << 20)
     assert "vllm-ascend==9.9.9" in tty.getvalue() and "3.1/3.1 MB" in tty.getvalue() and pipe.getvalue() == ""
 

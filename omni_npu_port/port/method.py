@@ -247,7 +247,7 @@ def port_method(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_s
     style, origins, skip, wraps = "merge", [], set(), False
     if landing is None and into is not None: landing = class_mro(into)
     reach = _landing(landing, gpu_omni, npu_base, name) if landing else None
-    if extends_by_super(omni_t) and reach is not None and reach.keep:
+    if extends_by_super(omni_t) and reach is not None and reach.reaches_wanted:
         (lines, d2), style = super_kept(omni_t, reach, landing[0].name), "super-kept"
         origins = ["omni"] * len(lines)
     elif extends_by_super(omni_t) and reach is not None and reach.intermediate:   # an omni class comes first: call it
