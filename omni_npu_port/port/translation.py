@@ -174,8 +174,9 @@ def _from_data(got) -> tuple[str, list[Diagnostic]] | None:
         diags.append(Diagnostic(**d))
     return got["code"], diags
 
+# %% ../../nbs/port/translation.ipynb #9c74f8ad
 def _cached_translation(folder: Path | None, rules: RuleSet, mod: str, src: str):
-    "A kept translation (code, diagnostics), or None: none kept, or a bad entry (logged once)."
+    "The cached translation (code, diagnostics), or None: none cached, or a bad entry (logged once)."
     if folder is None: return None
     key = _key(rules, mod, src)
     path = folder / f"{key}.json"
@@ -192,6 +193,7 @@ def _cached_translation(folder: Path | None, rules: RuleSet, mod: str, src: str)
     if got is None: _bad_entry(path, "holds other than a translation"); return None
     return got
 
+# %% ../../nbs/port/translation.ipynb #c4333f8f
 LIVE_TEMP_S = 3600   # a temp written to in the last hour may be a live writer's (another process, another host)
 
 def _prune(p: Path) -> None:
