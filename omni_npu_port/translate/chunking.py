@@ -365,6 +365,14 @@ def _unit_readers(units, data: bytes, m: bytes, fspans):
         return words[u]
     return own, words_of, bound
 
+# %% ../../nbs/translate/chunking.ipynb #4c04b917
+def _mode_params(f: ast.FunctionDef, mode: bytes) -> set:
+    "The parameters of `f` annotated with the graph-mode type `mode` (names that may hold a graph mode), as bytes."
+    a, m = f.args, mode.decode()
+    return {p.arg.encode() for p in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg]
+            if p is not None and p.annotation is not None and any(
+                getattr(q, "id", getattr(q, "attr", None)) == m for q in ast.walk(p.annotation))}
+
 # %% ../../nbs/translate/chunking.ipynb #7c343283
 def _kept_units(units, data: bytes, m: bytes, x: int, y: int, hits: list, sup: list, plan: ChunkPlan, fspans):
     "(which units are kept, the names each stubbed unit binds); None when every unit is kept."
@@ -375,12 +383,7 @@ def _kept_units(units, data: bytes, m: bytes, x: int, y: int, hits: list, sup: l
     hit = [any(_any_in(hits, s, e) or _any_in(sup, s, e) or _any_in(body, s, e) for s, e in o)
            for o in own]
     seen = set(_ROOT.findall(data, x, span[top[0]][0])) | plan.scope   # names looked up in what is kept
-    typed = set()                                                        # names that may hold a graph mode
-    if plan.mode is not None and plan.mode in seen:
-        a = fn[0].args
-        typed = {p.arg.encode() for p in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg]
-                 if p is not None and p.annotation is not None and any(
-                     getattr(q, "id", getattr(q, "attr", None)) == plan.mode.decode() for q in ast.walk(p.annotation))}
+    typed = _mode_params(fn[0], plan.mode) if plan.mode is not None and plan.mode in seen else set()   # may hold a graph mode
     # kept: a unit with an anchor, a unit reading a name that may hold a graph mode, the headers around a kept
     # unit, and a unit binding a name one of those reads. Bindings give local names, not values (`Names`), so a
     # unit kept only for what it binds is read by no rule: its own names need not resolve, and are not followed;

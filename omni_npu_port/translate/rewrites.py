@@ -252,6 +252,7 @@ def _with_inserted(items: list, index: int, new: list) -> list:
           items[index].comma if len(items) > index + 1 and is_comma(items[index].comma) else default
     return items[:index] + [n.with_changes(comma=plain(ref)) for n in new] + items[index:]
 
+# %% ../../nbs/translate/rewrites.ipynb #411547df
 def _comments(node) -> list:
     "Every comment inside `node` (an argument, a comma, whitespace), in order."
     return [n for n in walk_nodes(node) if type(n) is cst.Comment]
@@ -284,6 +285,7 @@ def _arg_indent(items: list) -> str:
         if type(ws) is cst.ParenthesizedWhitespace and ws.last_line.value: return ws.last_line.value
     return "    "
 
+# %% ../../nbs/translate/rewrites.ipynb #c970ac80
 def _without(items: list, drop: set) -> tuple[list, list]:
     "(args without the keywords in `drop`, comments for the open bracket): no comment of a dropped one is lost."
     indent, kept, lead, pending = _arg_indent(items), [], [], []
@@ -409,6 +411,7 @@ class SignatureChange(Rule):
     @classmethod
     def scope_names(cls, rules) -> set: return {p for mr in rules.methods.values() for p in mr.required}
 
+# %% ../../nbs/translate/rewrites.ipynb #8a74eaa3
 @patch
 def visit_FunctionDef(self: SignatureChange, node):
     c, name = self.ctx, node.name.value

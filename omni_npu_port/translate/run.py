@@ -313,6 +313,7 @@ def translate_paths(srcs, rules: RuleSet | None = None, outdir=None, in_place: b
             rep.diagnostics.append(TranslateDiagnostic(code, why))
     return run
 
+# %% ../../nbs/translate/run.ipynb #1d3d155f
 POOL_BATCH_BYTES = 64 << 20   # -j: the files read ahead and translated together, at most this many bytes (or 64 per process)
 
 def _read_batch(listing: list, start: int, rules: RuleSet, comments: bool, jobs: int) -> tuple[dict, dict]:
@@ -328,6 +329,7 @@ def _read_batch(listing: list, start: int, rules: RuleSet, comments: bool, jobs:
     todo = [i for i, d in read.items() if not isinstance(d, TranslateDiagnostic)]
     return read, dict(zip(todo, translate_many([(read[i], str(listing[i][0])) for i in todo], rules, comments, jobs)))
 
+# %% ../../nbs/translate/run.ipynb #23cc0d13
 def _write_failure(e: OSError, target: str, in_place: bool) -> str:
     "ONP9008's message: what could not be written, why, and what to do."
     what = str(e) if isinstance(e, OutputError) else f"cannot write {e.filename or target}: {e.strerror or e}"
@@ -374,7 +376,9 @@ class _Writes:
             try: tmp.unlink()
             except OSError: pass
 
+# %% ../../nbs/translate/run.ipynb #ccefa341
 def _refuse_out(dest: Path, out_root: Path, inputs: set, data: bytes, force: bool, written: set = frozenset()) -> str | None:
+    "Why the output `dest` may not be written (outside the output folder, a link, an input, another output of this run, other content without --force); None: it may."
     real = _resolved(dest)
     if real != out_root and out_root not in real.parents:
         return f"{dest} resolves to {real}, outside the output folder {out_root}: not written"
@@ -390,6 +394,7 @@ def _refuse_out(dest: Path, out_root: Path, inputs: set, data: bytes, force: boo
     return None
 
 def _refuse_in_place(path: Path, data: bytes, force: bool) -> str | None:
+    "Why `path` may not be translated in place (a link, a backup that is no file or holds other content without --force); None: it may."
     if path.is_symlink(): return f"{path} is a symbolic link: translate the file it points to"
     backup = path.with_name(path.name + ".orig")
     if backup.is_symlink() or (backup.exists() and not backup.is_file()):
@@ -398,7 +403,9 @@ def _refuse_in_place(path: Path, data: bytes, force: bool) -> str | None:
         return f"backup {backup} already exists: not overwritten (use --force to translate anyway and keep that backup)"
     return None
 
+# %% ../../nbs/translate/run.ipynb #199e0d9c
 def _write_diff(stream, path: Path, t: Translation):
+    "`t`\'s change to `path` as a unified diff on `stream`."
     a = t.source.decode(t.encoding, errors="replace") if isinstance(t.source, bytes) else t.source
     stream.writelines(difflib.unified_diff(a.splitlines(keepends=True), t.code.splitlines(keepends=True),
                                            f"a/{str(path).lstrip('/')}", f"b/{str(path).lstrip('/')}"))
