@@ -17,6 +17,7 @@ from omni_npu_port.cli.main import main
 from omni_npu_port.core.catalog import OMNI_PAIRING, OmniPairing, ascend_of_line, omni_history, omni_pairing
 from omni_npu_port.core.errors import UsageError
 from omni_npu_port.core.io import OutputExists
+from omni_npu_port.port.locate import MethodSpec, forget_trees, locate
 from omni_npu_port.port.merge import keep_side
 from omni_npu_port.cli.options import DownloadBar
 from omni_npu_port.core.io import Step
@@ -108,21 +109,26 @@ def test_a_derived_runner_derives_from_its_base_runners_port(tmp_path):
 def test_a_derived_runner_needs_its_bases_plan_not_its_port():
     "The AR runner ported alone (its base's port never made) is the AR runner of the whole release port; so is a port in"
     " two processes at once."
-    from omni_npu_port.port import release as R
-    seen, real = [], R.port_runner
+    from omni_npu_port.port import release
+    seen, real = [], release.port_runner
     def spy(*args):
         seen.append((args[1].cls, [p[0] for p in args[8]])); return real(*args)
-    R.port_runner = spy
+    release.port_runner = spy
     try: res = fixture_port()
-    finally: R.port_runner = real
+    finally: release.port_runner = real
     assert seen == [("OmniNPUModelRunner", []), ("NPUARModelRunner", ["OmniNPUModelRunner"])]
     base, ar = res.runners
-    g = R.release_runners(R.open_release(FIX / "omni")).gpu[1]
-    alone = R.port_runner(g, R.Placement(ar.module, ar.cls), str(FIX / "omni"), *_bases(), [R._base(str(FIX / "vllm_old"), _gsym())],
+    g = release.release_runners(release.open_release(FIX / "omni")).gpu[1]
+    alone = release.port_runner(g, release.Placement(ar.module, ar.cls), str(FIX / "omni"), *_bases(), [_located_base(str(FIX / "vllm_old"), _gsym())],
                           (str(FIX / "vllm"),), "comment", [(base.cls, base.module, base.gpu)])
     assert alone.code == ar.code and alone.parent == "OmniNPUModelRunner"
     par = fixture_port(workers=2)
     assert [(r.parent, r.code) for r in par.runners] == [(r.parent, r.code) for r in res.runners]
+
+
+def _located_base(path: str, sym):
+    "The base method `sym` names in the tree at `path`, found as port --release finds one (public `locate`)."
+    return locate(MethodSpec(path, sym.module, sym.leaf), False)
 
 
 def _gsym():
@@ -131,9 +137,8 @@ def _gsym():
 
 
 def _bases():
-    from omni_npu_port.port import release as R
     from omni_npu_port.port.audit import runner_bases
-    return R._base(str(FIX / "vllm"), runner_bases()[0][0]), R._base(str(FIX / "vllm_ascend"), runner_bases()[1][0])
+    return _located_base(str(FIX / "vllm"), runner_bases()[0][0]), _located_base(str(FIX / "vllm_ascend"), runner_bases()[1][0])
 
 
 def test_history_turns_a_stale_omni_line_into_the_npu_side():
@@ -435,8 +440,7 @@ def test_a_link_in_an_sdist_as_a_runner_module_is_named_not_dropped(tmp_path, mo
         assert [r.gpu.rsplit(".", 1)[1] for r in res.runners] == ["OmniGPUModelRunner"]
         [bad] = [d for d in res.diagnostics if d.code == "ONP4304"]
         assert "gpu_ar_model_runner.py" in bad.message and "symbolic link" in bad.message
-        from omni_npu_port.port.locate import _TREES
-        _TREES.clear()
+        forget_trees()
 
 
 @pytest.mark.slow

@@ -27,8 +27,8 @@ from .locate import Located, PortError, port_diagnostic, python_lines
 from .merge import indent_of
 
 # %% auto #0
-__all__ = ['RUFF_LINE_LENGTH', 'FORMATTERS', 'CONFLICT_MARKERS', 'ruff_bin', 'ruff_settings', 'format_options', 'mask_conflicts',
-           'format_code']
+__all__ = ['RUFF_LINE_LENGTH', 'FORMATTERS', 'CONFLICT_MARKERS', 'ruff_bin', 'ruff_settings_at', 'ruff_settings',
+           'format_options', 'mask_conflicts', 'format_code']
 
 # %% ../../nbs/port/formatting.ipynb #9b72ba51
 register(
@@ -68,7 +68,8 @@ def _ruff_table(name: str, text: str) -> dict | None:
 _RUFF_FILES = (".ruff.toml", "ruff.toml", "pyproject.toml")   # ruff's precedence within one directory
 
 @functools.lru_cache(maxsize=64)
-def _ruff_settings_at(origin: str, kind: str | None) -> dict:
+def ruff_settings_at(origin: str, kind: str | None) -> dict:
+    "The ruff settings where `origin` (of `kind`: sdist, directory, None for a lone file) states them: an sdist's top-level config, else the nearest of a folder and its parents (.ruff.toml, ruff.toml, pyproject.toml); {} where none does (a wheel ships none)."
     p = Path(origin)
     if kind == "sdist":
         with tarfile.open(p) as tf:
@@ -90,10 +91,10 @@ def _ruff_settings_at(origin: str, kind: str | None) -> dict:
 
 def ruff_settings(loc: "Located") -> dict:
     "The ruff settings a method's source declares ({} when it has none): `line-length`, `indent-width`, `format`, …"
-    if loc.tree is None: return _ruff_settings_at(str(loc.origin), None)
+    if loc.tree is None: return ruff_settings_at(str(loc.origin), None)
     root = getattr(loc.tree.reader, "root", None)
-    if loc.tree.kind == "directory" and root is not None: return _ruff_settings_at(str(root), "directory")
-    return _ruff_settings_at(str(loc.tree.origin), loc.tree.kind)
+    if loc.tree.kind == "directory" and root is not None: return ruff_settings_at(str(root), "directory")
+    return ruff_settings_at(str(loc.tree.origin), loc.tree.kind)
 
 def format_options(omni: "Located", line_length: int | None = None) -> tuple[int, dict]:
     "The line length (given, else the omni source's, else 120) and the ruff settings a port of `omni` is formatted with."

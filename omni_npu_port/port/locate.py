@@ -27,7 +27,8 @@ from ..sources.symbols import SymbolIndex, c3_merge, mro, resolve
 # %% auto #0
 __all__ = ['PortError', 'port_diagnostic', 'MethodSpec', 'parse_spec', 'Located', 'python_lines', 'indent_lines', 'method_text',
            'spaces_for_tabs', 'close_matches', 'own_methods', 'top_classes', 'MroClass', 'mro_merge', 'source_index',
-           'open_extra', 'class_mro', 'class_methods', 'method_located', 'missing_method', 'open_tree', 'locate']
+           'open_extra', 'class_mro', 'class_methods', 'method_located', 'missing_method', 'open_tree', 'forget_trees',
+           'locate']
 
 # %% ../../nbs/port/locate.ipynb #108d3b9b
 class PortError(UsageError, ValueError):
@@ -328,6 +329,10 @@ def open_tree(source: str) -> SourceTree:
             if Path(key).expanduser().exists(): raise
             raise PortError(str(e)) from None
     return _TREES[key]
+
+def forget_trees() -> None:
+    "Forget the trees `open_tree` opened: its next call reads each source again (a session whose sources changed; a test)."
+    _TREES.clear()
 
 @gc_paused()
 def locate(spec: str | MethodSpec, need_method: bool = True, extra=()) -> Located:
