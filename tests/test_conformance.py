@@ -5,6 +5,7 @@ import functools
 import hashlib
 import inspect
 import json
+import os
 import sys
 import textwrap
 import zipfile
@@ -96,8 +97,8 @@ def test_sdist_is_unpacked_once_into_the_cache(tmp_path, monkeypatch):
     assert again.files is None and again.zf is not None                  # read from the cache's zip
     assert again.names() == first.names() and all(again.read(n) == first.read(n) for n in first.names())
     assert again.read("vllm_ascend/nothing.py") is None
-    readers._open_file.cache_clear()
-    t = readers.open_source(p)
+    again_path = tmp_path / "again" / p.name; again_path.parent.mkdir(); os.link(p, again_path)   # same name, size, mtime
+    t = readers.open_source(again_path)                                   # a path not opened before: through the cache's zip
     assert (t.version, t.module_source("vllm_ascend.worker.model_runner_v1")) == ("9.9.9", "X = 1\n")
     next(cache.glob("*.zip")).write_bytes(b"not a zip")                         # a broken cache file: unpacked again
     assert readers.SdistReader(p).files is not None and readers.SdistReader(p).zf is not None
