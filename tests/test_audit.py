@@ -11,7 +11,7 @@ import pytest
 
 from omni_npu_port.cli.main import main
 from omni_npu_port.core.catalog import CATALOG
-from omni_npu_port.port import audit as A
+from omni_npu_port.port import audit
 from omni_npu_port.port.locate import PortError, open_tree
 from omni_npu_port.port.translation import target_of
 from omni_npu_port.sources.symbols import SymbolIndex
@@ -29,22 +29,22 @@ def copy_tree(name, tmp_path):
 
 def runners_of(source):
     tree = open_tree(str(source))
-    graph = A.ClassGraph(SymbolIndex([tree]))
-    return graph, A.find_runners(graph, tree)
+    graph = audit.ClassGraph(SymbolIndex([tree]))
+    return graph, audit.find_runners(graph, tree)
 
 
 # --- runners found by what they are -------------------------------------------------------------------------
 def test_runner_bases_are_the_catalogs_runner_classes():
-    gpu, npu = A.runner_bases()
+    gpu, npu = audit.runner_bases()
     assert [b.dotted for b in gpu] == [CATALOG["sig.dummy-run-gpu"].gpu_sym.parent]
     assert [b.dotted for b in npu] == [CATALOG["sig.dummy-run"].npu_sym.parent]
-    assert A.device_markers() == ("GPU", "NPU")
+    assert audit.device_markers() == ("GPU", "NPU")
 
 
 def test_older_layout_is_read_as_a_directory_and_audits_clean():
     "vllm_omni/worker/npu/ (older releases) was refused: 'needs vllm_omni/platforms/npu/worker/'."
-    assert A.audit(str(AF / "old_layout"), str(AF / "old_layout")) == []
-    assert A.audit(str(AF / "old_layout"), str(AF / "old_layout/vllm_omni/worker/npu")) == []
+    assert audit.audit(str(AF / "old_layout"), str(AF / "old_layout")) == []
+    assert audit.audit(str(AF / "old_layout"), str(AF / "old_layout/vllm_omni/worker/npu")) == []
 
 
 def test_runners_found_through_chains_of_classes_across_files_and_aliases():
@@ -68,7 +68,7 @@ def test_method_resolution_order_is_pythons(tmp_path):
              "d/__init__.py": "", "d/m.py": "from ..b import B\nfrom vllm_omni.c import C as Sea\nclass D(B, Sea):\n    pass\n"}
     for rel, text in files.items(): (pkg / rel).write_text(text)
     tree = open_tree(str(tmp_path))
-    graph = A.ClassGraph(SymbolIndex([tree]))
+    graph = audit.ClassGraph(SymbolIndex([tree]))
     d = graph.cls("vllm_omni.d.m", tree.module_ast("vllm_omni.d.m").body[-1])
     sys.path.insert(0, str(tmp_path))
     try:
@@ -82,18 +82,18 @@ def test_method_resolution_order_is_pythons(tmp_path):
 
 # --- pairing --------------------------------------------------------------------------------------------------
 def test_unpaired_runners_are_findings_and_a_differently_named_copy_pairs_by_its_base():
-    found = A.audit(str(AF / "new_layout"), str(AF / "new_layout"))
+    found = audit.audit(str(AF / "new_layout"), str(AF / "new_layout"))
     assert codes(found) == {("ONP4206", "GPUGenerationModelRunner", ""), ("ONP4205", "NPUTTSModelRunner", "")}
     tts = next(f for f in found if f.code == "ONP4205")
     assert "GPUTTSModelRunner" in tts.message and "GPUARModelRunner" in tts.message   # what was looked for, what exists
     graph, r = runners_of(AF / "new_layout")
-    pairs = A.pair_runners(r, r)
+    pairs = audit.pair_runners(r, r)
     assert ("Code2WavGPURunner", "AscendCode2WavRunner", "base") in [(g.name, n.name, how) for g, n, how in pairs.pairs]
 
 
 def test_pairs_across_layouts_and_releases():
     "GPU runners of the older layout against NPU runners of the newer one: paired by class, never by module path."
-    found = A.audit(str(AF / "old_layout"), str(AF / "new_layout"))
+    found = audit.audit(str(AF / "old_layout"), str(AF / "new_layout"))
     assert {(f.code, f.cls) for f in found if f.code in ("ONP4205", "ONP4206")} == {
         ("ONP4206", "GPUTalkerModelRunner"), ("ONP4205", "NPUTTSModelRunner"), ("ONP4205", "AscendCode2WavRunner")}
     # the pairs are made: what the older GPU runners have and the newer NPU copies lack is named per pair
@@ -107,7 +107,7 @@ def test_a_method_inherited_from_another_file_is_compared_there(tmp_path):
     root = copy_tree("old_layout", tmp_path)
     gpu = root / "vllm_omni/worker/gpu_model_runner.py"
     gpu.write_text(gpu.read_text().replace("ids = self.talker_prepare(ids)", "ids = self.talker_prepare(ids, self.text_step)"))
-    found = A.audit(str(root), str(root))
+    found = audit.audit(str(root), str(root))
     drift = [f for f in found if (f.code, f.cls, f.method) == ("ONP4201", "NPUARModelRunner", "talker_forward")]
     assert drift and "OmniGPUModelRunner.talker_forward" in drift[0].message
     assert drift[0].detail == ["- ids = self.talker_prepare(ids)"]   # the NPU copy's line the GPU side changed
@@ -115,11 +115,11 @@ def test_a_method_inherited_from_another_file_is_compared_there(tmp_path):
 
 
 def test_lone_files_whose_bases_are_elsewhere_say_so_instead_of_calling_methods_missing():
-    found = A.audit(str(AF / "files/gpu_ar.py"), str(AF / "files/npu_ar.py"))
+    found = audit.audit(str(AF / "files/gpu_ar.py"), str(AF / "files/npu_ar.py"))
     assert {f.code for f in found} == {"ONP4207"} and all(f.severity == "info" for f in found)
     assert any("vllm_omni.worker.gpu_model_runner.OmniGPUModelRunner" in f.message for f in found)
     # with the file that defines the base, the inherited method is found and compared (no drift: in sync)
-    found = A.audit(str(AF / "files"), str(AF / "files"))
+    found = audit.audit(str(AF / "files"), str(AF / "files"))
     assert not [f for f in found if f.code in ("ONP4201", "ONP4204")]
     assert ("ONP4206", "OmniGPUModelRunner", "") in codes(found)    # no OmniNPUModelRunner among the files given
 
@@ -128,21 +128,21 @@ def test_an_npu_override_of_vllm_ascends_own_method_is_no_orphan(tmp_path):
     root = copy_tree("old_layout", tmp_path)
     npu = root / "vllm_omni/worker/npu/npu_ar_model_runner.py"
     npu.write_text(npu.read_text() + "\n    def capture_model(self):\n        return None\n")
-    assert ("ONP4204", "NPUARModelRunner", "capture_model") in codes(A.audit(str(root), str(root)))
-    with_base = A.audit(str(root), str(root), str(AF / "ascend_0_12"))
+    assert ("ONP4204", "NPUARModelRunner", "capture_model") in codes(audit.audit(str(root), str(root)))
+    with_base = audit.audit(str(root), str(root), str(AF / "ascend_0_12"))
     assert ("ONP4204", "NPUARModelRunner", "capture_model") not in codes(with_base)
 
 
 # --- versions ---------------------------------------------------------------------------------------------------
 def test_versions_are_resolved_as_port_resolves_them():
-    rules, notes = A.audit_rules("0.12.0rc1")
+    rules, notes = audit.audit_rules("0.12.0rc1")
     assert rules.target == target_of(SimpleNamespace(package="vllm_ascend", version="0.12.0rc1"))
     assert [d.code for d in notes] == ["ONP4104"] and "0.12.0rc1" in notes[0].message
-    assert A.audit_rules("0.18.0")[0] is A.audit_rules("vllm-ascend==0.18.0")[0] and A.audit_rules("0.18.0")[1] == []
+    assert audit.audit_rules("0.18.0")[0] is audit.audit_rules("vllm-ascend==0.18.0")[0] and audit.audit_rules("0.18.0")[1] == []
     base = open_tree(str(AF / "ascend_0_12"))
-    assert A.audit_rules(None, base)[0].target == target_of(base)
-    with pytest.raises(PortError, match="--target 'vllm==0.18.0'"): A.audit_rules("vllm==0.18.0")
-    with pytest.raises(PortError, match="--target 'nonsense'"): A.audit_rules("nonsense")
+    assert audit.audit_rules(None, base)[0].target == target_of(base)
+    with pytest.raises(PortError, match="--target 'vllm==0.18.0'"): audit.audit_rules("vllm==0.18.0")
+    with pytest.raises(PortError, match="--target 'nonsense'"): audit.audit_rules("nonsense")
 
 
 def test_a_release_the_catalog_lacks_is_a_note_that_does_not_fail_the_gate(capsys):
@@ -156,7 +156,7 @@ def test_a_release_the_catalog_lacks_is_a_note_that_does_not_fail_the_gate(capsy
 
 # --- never refuse silently --------------------------------------------------------------------------------------
 def test_a_source_without_runners_is_an_error_naming_what_was_searched(capsys):
-    with pytest.raises(PortError) as e: A.audit(str(AF / "no_runners"), str(AF / "old_layout"))
+    with pytest.raises(PortError) as e: audit.audit(str(AF / "no_runners"), str(AF / "old_layout"))
     msg = str(e.value)
     assert "searched 2 module(s)" in msg and "vllm.v1.worker.gpu_model_runner.GPUModelRunner" in msg and "give the" in msg
     assert main(["audit", "--gpu", str(AF / "old_layout"), "--npu", str(AF / "old_layout/vllm_omni/worker/talker")]) == 2
@@ -170,7 +170,7 @@ def test_a_module_that_does_not_parse_is_named_not_fatal(tmp_path):
     root = copy_tree("old_layout", tmp_path)
     (root / "vllm_omni/worker/npu/npu_broken.py").write_text(
         "from .npu_model_runner import OmniNPUModelRunner\n\n\nclass NPUBrokenModelRunner(OmniNPUModelRunner):\n    def f(self)\n        pass\n")
-    found = A.audit(str(root), str(root))
+    found = audit.audit(str(root), str(root))
     assert [(f.code, f.severity) for f in found] == [("ONP4208", "info")]
     assert "vllm_omni.worker.npu.npu_broken" in found[0].message and "line 5" in found[0].message
 
@@ -185,7 +185,7 @@ def test_a_base_imported_in_branches_is_read_in_every_branch(tmp_path):
         "else:\n    from vllm_ascend.worker.model_runner_v1 import NPUModelRunner\n"))
     graph, r = runners_of(root)
     assert {c.name for c in r.npu} == {"OmniNPUModelRunner", "NPUARModelRunner", "NPUTalkerModelRunner"}
-    assert A.audit(str(root), str(root)) == []
+    assert audit.audit(str(root), str(root)) == []
 
 
 def test_only_a_device_word_makes_another_devices_port(tmp_path):
@@ -195,7 +195,7 @@ def test_only_a_device_word_makes_another_devices_port(tmp_path):
         "from vllm_omni.worker.gpu_model_runner import OmniGPUModelRunner\n\n\nclass OmniARModelRunner(OmniGPUModelRunner):\n    pass\n")
     _, r = runners_of(root)
     assert "OmniARModelRunner" in {c.name for c in r.gpu} and [c.name for c in r.other_devices] == ["XPUARModelRunner"]
-    assert ("ONP4206", "OmniARModelRunner", "") in codes(A.audit(str(root), str(root)))
+    assert ("ONP4206", "OmniARModelRunner", "") in codes(audit.audit(str(root), str(root)))
 
 
 def test_the_older_layout_as_a_wheel_and_an_sdist(tmp_path, monkeypatch):
@@ -213,7 +213,7 @@ def test_the_older_layout_as_a_wheel_and_an_sdist(tmp_path, monkeypatch):
     with tarfile.open(sdist, "w:gz") as t:
         for p in files: t.add(p, f"vllm_omni-0.9.0/{p.relative_to(root).as_posix()}")
     for source in (whl, sdist):
-        assert A.audit(str(source), str(source)) == []
+        assert audit.audit(str(source), str(source)) == []
         _, r = runners_of(source)
         assert {c.name for c in r.npu} == {"OmniNPUModelRunner", "NPUARModelRunner", "NPUTalkerModelRunner"}, source
 

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from omni_npu_port.cli.main import main
-from omni_npu_port.sources import readers as R
+from omni_npu_port.sources import readers
 from omni_npu_port.sources.readers import SourceError, SourceSyntaxError, open_source, write_source_double
 
 AUDIT = Path(__file__).parent / "fixtures" / "audit"
@@ -100,7 +100,7 @@ def test_a_lone_file_that_cpython_rejects_is_one_input_error_line_naming_it(bad,
 
 
 def test_a_nul_line_is_the_line_of_the_nul_byte(bad):
-    with pytest.raises(SourceSyntaxError) as e: R.read_module_file(bad / "nul.py")
+    with pytest.raises(SourceSyntaxError) as e: readers.read_module_file(bad / "nul.py")
     assert e.value.lineno == 3 and isinstance(e.value, SyntaxError) and isinstance(e.value, SourceError)
 
 
@@ -136,16 +136,16 @@ def test_doctor_checks_the_rest_of_a_source_with_a_module_that_does_not_parse(ba
 
 def test_a_folder_of_lone_files_is_read_within_bounds(tmp_path, monkeypatch):
     "`audit --gpu /` once walked the whole disk and then failed on the 999th `__init__.py` (StopIteration)."
-    from omni_npu_port.port import audit as A
+    from omni_npu_port.port import audit
     for i in range(5):
         (tmp_path / f"d{i}").mkdir()
         shutil.copy(AUDIT / "files/gpu_ar.py", tmp_path / f"d{i}/__init__.py")       # one stem, five files
-    monkeypatch.setattr(A, "MAX_LONE_FILES", 4)
+    monkeypatch.setattr(audit, "MAX_LONE_FILES", 4)
     rc, _, err = run(["audit", "--gpu", str(tmp_path), "--npu", str(AUDIT / "old_layout")])
     assert rc == 2
     one_line(err, "audit", "more than 4 .py files")
-    monkeypatch.setattr(A, "MAX_LONE_FILES", 5)
-    assert len(A.lone_tree([A.audit_source(str(tmp_path))]).modules()) == 6      # __init__, __init___2, … and the package
+    monkeypatch.setattr(audit, "MAX_LONE_FILES", 5)
+    assert len(audit.lone_tree([audit.audit_source(str(tmp_path))]).modules()) == 6      # __init__, __init___2, … and the package
 
 
 def test_fifos_and_devices_are_never_read(bad, tmp_path):
@@ -222,7 +222,7 @@ BASE = {"PKG-INFO": b"Name: vllm-ascend\nVersion: 9.9.9\n", "vllm_ascend/__init_
 
 @pytest.fixture
 def no_cache(monkeypatch):
-    monkeypatch.setenv(R.SDIST_CACHE_ENV, "off")
+    monkeypatch.setenv(readers.SDIST_CACHE_ENV, "off")
 
 
 def test_a_member_past_the_cap_is_refused_before_it_is_read(tmp_path, no_cache):
@@ -246,22 +246,22 @@ def test_the_caps_are_raised_and_lowered_by_environment_variables(tmp_path, no_c
                             ("OMNI_NPU_PORT_MAX_SOURCE_MB", "0.004", "MAX_SOURCE_BYTES"),
                             ("OMNI_NPU_PORT_MAX_ARCHIVE_MB", "1", "MAX_ARCHIVE_BYTES")):   # skipped members count too
         monkeypatch.setenv(env, value)
-        with pytest.raises(SourceError, match=rf"\({cap}.*\${env}"): R.tar_files(p)
+        with pytest.raises(SourceError, match=rf"\({cap}.*\${env}"): readers.tar_files(p)
         monkeypatch.delenv(env)
     monkeypatch.setenv("OMNI_NPU_PORT_MAX_FILE_MB", "lots")
-    with pytest.raises(SourceError, match="OMNI_NPU_PORT_MAX_FILE_MB='lots' is not a size"): R.tar_files(p)
+    with pytest.raises(SourceError, match="OMNI_NPU_PORT_MAX_FILE_MB='lots' is not a size"): readers.tar_files(p)
     monkeypatch.setenv("OMNI_NPU_PORT_MAX_FILE_MB", "1e9")        # a huge cap reads a small file (read() once asked the OS for it all)
-    assert R.read_regular(PORT / "clean.py").startswith(b"# Fixture")
+    assert readers.read_regular(PORT / "clean.py").startswith(b"# Fixture")
     monkeypatch.setenv("OMNI_NPU_PORT_MAX_FILE_MB", "inf")
-    with pytest.raises(SourceError, match="is not a size"): R.read_regular(PORT / "clean.py")
+    with pytest.raises(SourceError, match="is not a size"): readers.read_regular(PORT / "clean.py")
 
 
 def test_a_huge_pax_header_is_refused_before_tarfile_reads_it(tmp_path, no_cache, monkeypatch):
     p = _sdist(tmp_path / "vllm_ascend-9.9.9.tar.gz", {**BASE, "vllm_ascend/a.py": b"x = 1\n"},
                pax={"vllm_ascend/a.py": {"comment": "c" * 50_000}})
-    assert R.tar_files(p)["vllm_ascend/a.py"] == b"x = 1\n"
+    assert readers.tar_files(p)["vllm_ascend/a.py"] == b"x = 1\n"
     monkeypatch.setenv("OMNI_NPU_PORT_MAX_FILE_MB", "0.01")
-    with pytest.raises(SourceError, match="the header of"): R.tar_files(p)
+    with pytest.raises(SourceError, match="the header of"): readers.tar_files(p)
 
 
 def test_a_wheel_member_past_the_cap_is_refused_by_its_stated_size(tmp_path, monkeypatch):
@@ -280,7 +280,7 @@ def test_a_wheel_member_past_the_cap_is_refused_by_its_stated_size(tmp_path, mon
 def test_a_real_sdist_reads_within_the_default_caps(release_source):
     "The largest real release sdist read so far (vllm 0.34.0: 147 MB in 10,296 members) fits the default caps."
     from omni_npu_port.sources.fetch import fetch_package
-    assert len(R.tar_files(fetch_package("vllm==0.34.0", kind="sdist"))) > 1000
+    assert len(readers.tar_files(fetch_package("vllm==0.34.0", kind="sdist"))) > 1000
 
 
 # --- a little fuzzing of the command line -------------------------------------------------------------------------

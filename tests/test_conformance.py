@@ -5,6 +5,7 @@ import functools
 import hashlib
 import inspect
 import json
+import os
 import sys
 import textwrap
 import zipfile
@@ -86,31 +87,31 @@ def test_tar_files_equals_tarfile_on_a_real_sdist(release_source):
 
 
 def test_sdist_is_unpacked_once_into_the_cache(tmp_path, monkeypatch):
-    from omni_npu_port.sources import readers as C
+    from omni_npu_port.sources import readers
     cache = tmp_path / "cache"
-    monkeypatch.setenv(C.SDIST_CACHE_ENV, str(cache))
+    monkeypatch.setenv(readers.SDIST_CACHE_ENV, str(cache))
     p = _sdist(tmp_path / "vllm_ascend-9.9.9.tar.gz", SDIST_FILES)
-    first = C.SdistReader(p)
-    assert first.files is not None and [z.name for z in cache.iterdir() if z.name != ".omni-npu-port-cache"] == [f"{p.name}.{p.stat().st_size}.{p.stat().st_mtime_ns}.{C.SDIST_CACHE_FORMAT[-1]}.zip"]
-    again = C.SdistReader(p)
+    first = readers.SdistReader(p)
+    assert first.files is not None and [z.name for z in cache.iterdir() if z.name != ".omni-npu-port-cache"] == [f"{p.name}.{p.stat().st_size}.{p.stat().st_mtime_ns}.{readers.SDIST_CACHE_FORMAT[-1]}.zip"]
+    again = readers.SdistReader(p)
     assert again.files is None and again.zf is not None                  # read from the cache's zip
     assert again.names() == first.names() and all(again.read(n) == first.read(n) for n in first.names())
     assert again.read("vllm_ascend/nothing.py") is None
-    C._open_file.cache_clear()
-    t = C.open_source(p)
+    again_path = tmp_path / "again" / p.name; again_path.parent.mkdir(); os.link(p, again_path)   # same name, size, mtime
+    t = readers.open_source(again_path)                                   # a path not opened before: through the cache's zip
     assert (t.version, t.module_source("vllm_ascend.worker.model_runner_v1")) == ("9.9.9", "X = 1\n")
     next(cache.glob("*.zip")).write_bytes(b"not a zip")                         # a broken cache file: unpacked again
-    assert C.SdistReader(p).files is not None and C.SdistReader(p).zf is not None
+    assert readers.SdistReader(p).files is not None and readers.SdistReader(p).zf is not None
 
 
 def test_sdist_cache_off_or_unwritable_still_reads(tmp_path, monkeypatch):
-    from omni_npu_port.sources import readers as C
+    from omni_npu_port.sources import readers
     p = _sdist(tmp_path / "vllm_ascend-9.9.9.tar.gz", SDIST_FILES)
-    monkeypatch.setenv(C.SDIST_CACHE_ENV, "off")
-    assert C.sdist_cache_dir() is None and C.SdistReader(p).read("vllm_ascend/__init__.py") == b""
+    monkeypatch.setenv(readers.SDIST_CACHE_ENV, "off")
+    assert readers.sdist_cache_dir() is None and readers.SdistReader(p).read("vllm_ascend/__init__.py") == b""
     blocker = tmp_path / "file"; blocker.write_text("x")                   # a cache "directory" that is a file
-    monkeypatch.setenv(C.SDIST_CACHE_ENV, str(blocker / "sub"))
-    assert C.SdistReader(p).read("vllm_ascend/worker/model_runner_v1.py") == b"X = 1\n"
+    monkeypatch.setenv(readers.SDIST_CACHE_ENV, str(blocker / "sub"))
+    assert readers.SdistReader(p).read("vllm_ascend/worker/model_runner_v1.py") == b"X = 1\n"
 
 
 def test_directory_source_from_an_unpacked_wheel(release_source, tmp_path):
@@ -518,18 +519,18 @@ def test_vllm_pairings_agree_with_the_releases(version):
 
 # --- limits and error kinds ------------------------------------------------------------------------------------
 def test_tar_files_refuses_members_and_totals_past_the_limits(tmp_path, monkeypatch):
-    from omni_npu_port.sources import readers as R
+    from omni_npu_port.sources import readers
     p = _sdist(tmp_path / "vllm_ascend-9.9.9.tar.gz", {**SDIST_FILES, "vllm_ascend/big.py": "x = 1\n" * 100})
-    monkeypatch.setattr(R, "MAX_MEMBER_BYTES", 500)
-    with pytest.raises(SourceError, match="big.py is 600 bytes"): R.tar_files(p)
-    monkeypatch.setattr(R, "MAX_MEMBER_BYTES", 1 << 20)
-    monkeypatch.setattr(R, "MAX_SOURCE_BYTES", 100)
-    with pytest.raises(SourceError, match="more than 100 bytes"): R.tar_files(p)
+    monkeypatch.setattr(readers, "MAX_MEMBER_BYTES", 500)
+    with pytest.raises(SourceError, match="big.py is 600 bytes"): readers.tar_files(p)
+    monkeypatch.setattr(readers, "MAX_MEMBER_BYTES", 1 << 20)
+    monkeypatch.setattr(readers, "MAX_SOURCE_BYTES", 100)
+    with pytest.raises(SourceError, match="more than 100 bytes"): readers.tar_files(p)
 
 
 def test_a_corrupt_sdist_is_a_source_error(tmp_path, monkeypatch):
-    from omni_npu_port.sources import readers as R
-    monkeypatch.setenv(R.SDIST_CACHE_ENV, "off")
+    from omni_npu_port.sources import readers
+    monkeypatch.setenv(readers.SDIST_CACHE_ENV, "off")
     p = tmp_path / "vllm_ascend-9.9.9.tar.gz"
     p.write_bytes(_sdist(tmp_path / "ok.tar.gz", SDIST_FILES).read_bytes()[:300])     # cut short
     with pytest.raises(SourceError, match="not a readable sdist"): open_source(p)

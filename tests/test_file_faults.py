@@ -294,10 +294,10 @@ def _read_all(_) -> int:
 
 def _port_one(monkeypatch, cache, src="def sync(self):\n    torch.cuda.synchronize()\n"):
     "Translate one method through the port's kept-translation path, with the translation cache at `cache`."
-    import omni_npu_port.port.translation as T
-    monkeypatch.setenv(T.TCACHE_ENV, str(cache))
-    monkeypatch.setattr(T, "_TCACHE", {})
-    return T.translate_code(src, T18, "import torch\n")
+    from omni_npu_port.port import translation
+    monkeypatch.setenv(translation.TCACHE_ENV, str(cache))
+    monkeypatch.setattr(translation, "_TCACHE", {})
+    return translation.translate_code(src, T18, "import torch\n")
 
 
 def test_a_translation_cache_setting_never_deletes_the_users_folders(tmp_path, monkeypatch):
@@ -323,10 +323,10 @@ def test_the_translation_cache_is_never_unpickled(tmp_path, monkeypatch, caplog)
     "Reproduction 2: a crafted entry ran a command on every read. Entries are JSON now; a pickle is never loaded, and a"
     " well-formed entry whose content does not match its hash is a miss, logged once."
     import pickle
-    import omni_npu_port.port.translation as T
+    from omni_npu_port.port import translation
     cache = tmp_path / "tc"
     code, _ = _port_one(monkeypatch, cache)
-    folder = cache / T.code_fingerprint()
+    folder = cache / translation.code_fingerprint()
     [entry] = folder.glob("*.json")
     boom = tmp_path / "ran"
     class Evil:
@@ -446,11 +446,11 @@ def test_one_error_on_every_file_is_said_three_times_and_counted(tmp_path, monke
 def test_pruning_old_fingerprints_keeps_a_folder_a_live_writer_uses(tmp_path, monkeypatch):
     "Pruning removes an older fingerprint's own entries, but never one holding a temp written to recently (a run of that"
     " version still writing, maybe on another host sharing the cache); keeping the new entry goes on either way."
-    import omni_npu_port.port.translation as T
+    from omni_npu_port.port import translation
     cache = tmp_path / "tc"
     _port_one(monkeypatch, cache)                                        # claims the root, writes this code's folder
     idle = cache / ("0" * 20)
-    (cache / T.code_fingerprint()).rename(idle)                          # now an older version's folder
+    (cache / translation.code_fingerprint()).rename(idle)                          # now an older version's folder
     olds = [cache / f"{i:020x}" for i in range(1, 5)]
     for i, p in enumerate([idle, *olds]):
         if not p.exists(): p.mkdir(); (p / f"{'a' * 64}.json").write_text("{}")
@@ -460,7 +460,7 @@ def test_pruning_old_fingerprints_keeps_a_folder_a_live_writer_uses(tmp_path, mo
     left = sorted(p.name for p in cache.iterdir() if p.is_dir())
     assert olds[0].name in left and live.exists()                         # the live writer's folder stays
     assert idle.name not in left                                          # an idle older folder went
-    assert T.code_fingerprint() in left and list((cache / T.code_fingerprint()).glob("*.json"))
+    assert translation.code_fingerprint() in left and list((cache / translation.code_fingerprint()).glob("*.json"))
 
 
 def test_a_dead_runs_part_is_swept_only_when_nothing_writes_it(tmp_path):

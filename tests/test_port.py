@@ -13,29 +13,28 @@ import pytest
 
 from omni_npu_port.cli.main import main
 from omni_npu_port.core.diagnostics import REGISTRY
-from omni_npu_port.port import audit as A
-from omni_npu_port.port import locate as L
-from omni_npu_port.port import translation as T
-from omni_npu_port.port import merge as M
-from omni_npu_port.port import supercalls as S
-from omni_npu_port.port import formatting as F
-from omni_npu_port.port import overrides as O
-from omni_npu_port.port import method as P
-from omni_npu_port.port import classes as K
-from omni_npu_port.port import update as U
-from omni_npu_port.port import score as Q
+from omni_npu_port.port import audit
+from omni_npu_port.port import locate
+from omni_npu_port.port import translation
+from omni_npu_port.port import merge
+from omni_npu_port.port import supercalls
+from omni_npu_port.port import formatting
+from omni_npu_port.port import method as method_module
+from omni_npu_port.port import classes as classes_module
+from omni_npu_port.port import update as update_module
+from omni_npu_port.port import score
 
 FIX = Path(__file__).parent / "fixtures" / "port"
 
 
 def triple(case: str, method: str):
     f = FIX / f"{case}.py"
-    return [L.locate(f"{f}:{cls}.{method}") for cls in ("GPUModelRunner", "OmniGPUModelRunner", "NPUModelRunner")]
+    return [locate.locate(f"{f}:{cls}.{method}") for cls in ("GPUModelRunner", "OmniGPUModelRunner", "NPUModelRunner")]
 
 
 def fenced_blocks(code: str):
     "Lines between pairs of ----Omni-new---- fences."
-    return A.omni_blocks(code)
+    return audit.omni_blocks(code)
 
 
 def codes(res):
@@ -43,7 +42,7 @@ def codes(res):
 
 
 def test_clean_merge_keeps_npu_changes_and_fences_omni_additions():
-    res = P.port_method(*triple("clean", "_dummy_run"))
+    res = method_module.port_method(*triple("clean", "_dummy_run"))
     assert "ONP4001" not in codes(res)
     ast.parse(res.code)
     assert "with_prefill=False" in res.code.splitlines()[0]                # the NPU signature
@@ -54,11 +53,11 @@ def test_clean_merge_keeps_npu_changes_and_fences_omni_additions():
     assert any("extract_multimodal_outputs" in b for b in blocks)           # ...and the one-line addition marked
     talker = next(l for l in res.code.splitlines() if "self.talker_mtp(" in l)
     model = next(l for l in res.code.splitlines() if "outputs = self.model(" in l)
-    assert M.indent_of(talker) == M.indent_of(model) + 4                        # sits inside the `if`, inside the `with`
+    assert merge.indent_of(talker) == merge.indent_of(model) + 4                        # sits inside the `if`, inside the `with`
 
 
 def test_conflict_left_visible_with_code():
-    res = P.port_method(*triple("conflict", "_dummy_run"))
+    res = method_module.port_method(*triple("conflict", "_dummy_run"))
     assert codes(res).count("ONP4001") == 1
     lines = res.code.splitlines()
     start = next(i for i, l in enumerate(lines) if l.startswith("<<<<<<<"))
@@ -72,7 +71,7 @@ def test_conflict_left_visible_with_code():
 
 
 def test_conflict_comment_style_keeps_the_code_parseable():
-    res = P.port_method(*triple("conflict", "_dummy_run"), prefer="comment")
+    res = method_module.port_method(*triple("conflict", "_dummy_run"), prefer="comment")
     ast.parse(res.code)
     assert "ONP4001" in res.code and "ONP4001" in codes(res)
     assert "outputs = self._model_forward(num_tokens, positions=positions)" in res.code
@@ -84,7 +83,7 @@ def test_conflict_comment_style_keeps_the_code_parseable():
     ("omni", "self._omni_kwargs()", "self._model_forward(num_tokens, positions=positions)"),
 ])
 def test_prefer_policy_resolves_conflicts_and_says_so(prefer, kept, dropped):
-    res = P.port_method(*triple("conflict", "_dummy_run"), prefer=prefer)
+    res = method_module.port_method(*triple("conflict", "_dummy_run"), prefer=prefer)
     ast.parse(res.code)                                                     # no markers left
     assert "ONP4001" not in codes(res) and res.conflicts == 0
     assert kept in res.code and dropped not in res.code
@@ -97,15 +96,15 @@ def test_prefer_policy_resolves_conflicts_and_says_so(prefer, kept, dropped):
 
 
 def test_prefer_rejects_unknown_policy():
-    with pytest.raises(L.PortError, match="markers, npu, omni"):
-        P.port_method(*triple("conflict", "_dummy_run"), prefer="theirs")
+    with pytest.raises(locate.PortError, match="markers, npu, omni"):
+        method_module.port_method(*triple("conflict", "_dummy_run"), prefer="theirs")
 
 
 @pytest.mark.parametrize("bad", ["git", "NPU", None])
 def test_unlisted_policy_is_a_usage_error_everywhere(bad):
     from omni_npu_port.core.errors import UsageError
-    for make in (lambda: P.PortOptions(prefer=bad), lambda: M.render([], prefer=bad),
-                 lambda: P.port_method(*triple("conflict", "_dummy_run"), prefer=bad)):
+    for make in (lambda: method_module.PortOptions(prefer=bad), lambda: merge.render([], prefer=bad),
+                 lambda: method_module.port_method(*triple("conflict", "_dummy_run"), prefer=bad)):
         with pytest.raises(UsageError, match="choose one of markers, npu, omni, comment"):
             make()
 
@@ -113,8 +112,8 @@ def test_unlisted_policy_is_a_usage_error_everywhere(bad):
 def test_port_options_and_keywords_give_the_same_port():
     conf, codes = triple("conflict", "_dummy_run"), set()
     for prefer in ("markers", "npu", "omni", "comment"):
-        by_kw = P.port_method(*conf, prefer=prefer)
-        by_opts = P.port_method(*conf, options=P.PortOptions(prefer=M.Prefer(prefer)))
+        by_kw = method_module.port_method(*conf, prefer=prefer)
+        by_opts = method_module.port_method(*conf, options=method_module.PortOptions(prefer=merge.Prefer(prefer)))
         assert by_opts.code == by_kw.code and [d.code for d in by_opts.diagnostics] == [d.code for d in by_kw.diagnostics]
         codes.add(by_opts.code)
     assert len(codes) == 4          # each policy reached the port through the options: four different ports
@@ -122,29 +121,29 @@ def test_port_options_and_keywords_give_the_same_port():
 
 def test_port_options_and_a_differing_keyword_are_refused():
     conf = triple("conflict", "_dummy_run")
-    with pytest.raises(L.PortError, match="not both"):
-        P.port_method(*conf, prefer="npu", options=P.PortOptions(prefer="omni"))
-    with pytest.raises(L.PortError, match="PortOptions"):
-        P.port_method(*conf, options={"prefer": "npu"})
+    with pytest.raises(locate.PortError, match="not both"):
+        method_module.port_method(*conf, prefer="npu", options=method_module.PortOptions(prefer="omni"))
+    with pytest.raises(locate.PortError, match="PortOptions"):
+        method_module.port_method(*conf, options={"prefer": "npu"})
 
 
 def test_each_entry_point_has_one_documented_default_policy():
     import inspect
     from omni_npu_port.port.release import port_release
-    for entry, fn in (("method", P.port_method), ("class", K.port_class), ("update", U.update_method),
+    for entry, fn in (("method", method_module.port_method), ("class", classes_module.port_class), ("update", update_module.update_method),
                       ("release", port_release)):
-        assert inspect.signature(fn).parameters["prefer"].default == P.DEFAULT_PREFER[entry], entry
+        assert inspect.signature(fn).parameters["prefer"].default == method_module.DEFAULT_PREFER[entry], entry
 
 
 def test_deleted_lines_stay_deleted_and_are_reported():
-    res = P.port_method(*triple("deleted", "execute_model"))
+    res = method_module.port_method(*triple("deleted", "execute_model"))
     assert "self.debugger.step()" not in res.code
     assert "update_cos_sin(self.positions)" in res.code
     assert "ONP4002" in codes(res) and "ONP4001" not in codes(res)
 
 
 def test_moved_block_lands_after_the_npu_edit():
-    res = P.port_method(*triple("moved", "execute_model"))
+    res = method_module.port_method(*triple("moved", "execute_model"))
     lines = [l.strip() for l in res.code.splitlines()]
     assert "ONP4001" not in codes(res)
     assert lines.count('logger.debug("batch %s", batch)') == 1
@@ -153,17 +152,17 @@ def test_moved_block_lands_after_the_npu_edit():
 
 
 def test_nested_function_addition_keeps_its_indentation():
-    res = P.port_method(*triple("nested", "_dummy_run"))
+    res = method_module.port_method(*triple("nested", "_dummy_run"))
     ast.parse(res.code)
     lines = res.code.splitlines()
     i = next(i for i, l in enumerate(lines) if "extract_multimodal_outputs" in l)
-    assert M.indent_of(lines[i]) == 8 and not lines[i].rstrip().endswith(M.INLINE_MARK)   # a whole statement: fenced
-    assert M.FENCE_RE.match(lines[i - 1]) and M.FENCE_RE.match(lines[i + 1]) and M.indent_of(lines[i - 1]) == 8
+    assert merge.indent_of(lines[i]) == 8 and not lines[i].rstrip().endswith(merge.INLINE_MARK)   # a whole statement: fenced
+    assert merge.FENCE_RE.match(lines[i - 1]) and merge.FENCE_RE.match(lines[i + 1]) and merge.indent_of(lines[i - 1]) == 8
     assert "self._model_forward(num_tokens, self.input_ids[:num_tokens])" in res.code
 
 
 def test_super_extension_becomes_explicit_base_call():
-    res = P.port_method(*triple("super_ext", "load_model"))
+    res = method_module.port_method(*triple("super_ext", "load_model"))
     assert res.style == "super-call"
     assert "NPUModelRunner.load_model(self, *args, **kwargs)" in res.code and "super()" not in res.code
     d = next(d for d in res.diagnostics if d.code == "ONP4003")
@@ -178,13 +177,13 @@ def test_super_extension_becomes_explicit_base_call():
 
 
 def test_super_extension_forced_call_passes_npu_only_parameters():
-    res = P.port_method(*triple("super_ext", "_model_forward"), super_style="call")
+    res = method_module.port_method(*triple("super_ext", "_model_forward"), super_style="call")
     assert "NPUModelRunner._model_forward(self, num_tokens_padded=num_tokens_padded, input_ids=input_ids" in res.code
     assert res.code.splitlines()[0].startswith("def _model_forward(self, num_tokens_padded")
 
 
 def test_super_extension_with_used_result_is_inlined():
-    res = P.port_method(*triple("super_ext", "_model_forward"))
+    res = method_module.port_method(*triple("super_ext", "_model_forward"))
     assert res.style == "super-inline"
     fn = ast.parse(res.code).body[0]
     assert [a.arg for a in fn.args.args][:2] == ["self", "num_tokens_padded"]        # NPU signature adopted
@@ -208,7 +207,7 @@ def test_super_extension_without_the_gpu_result_statement_keeps_super_order(fixt
     gb, go, nb = triple(fixture, "_model_forward")
     npu = nb.method_source.replace(old, new)
     assert npu != nb.method_source
-    lines, diags = S.port_super_inline(go.method_source, npu, gb.method_source)
+    lines, diags = supercalls.port_super_inline(go.method_source, npu, gb.method_source)
     src = "\n".join(lines)
     assert src.index(gather) < src.index("self._omni_last_model_output")
     assert "ONP4009" not in [d.code for d in diags]
@@ -216,8 +215,8 @@ def test_super_extension_without_the_gpu_result_statement_keeps_super_order(fixt
 
 def test_class_mode_writes_a_module_with_imports_and_ported_overrides(tmp_path):
     f = FIX / "super_ext.py"
-    locs = [L.locate(f"{f}:{c}", need_method=False) for c in ("GPUModelRunner", "OmniGPUModelRunner", "NPUModelRunner")]
-    res = K.port_class(*locs)
+    locs = [locate.locate(f"{f}:{c}", need_method=False) for c in ("GPUModelRunner", "OmniGPUModelRunner", "NPUModelRunner")]
+    res = classes_module.port_class(*locs)
     mod = ast.parse(res.code)
     cls = next(n for n in mod.body if isinstance(n, ast.ClassDef))
     assert cls.name == "OmniNPUModelRunner" and [ast.unparse(b) for b in cls.bases] == ["OmniGPUModelRunner", "NPUModelRunner"]
@@ -229,48 +228,48 @@ def test_class_mode_writes_a_module_with_imports_and_ported_overrides(tmp_path):
 
 def test_translation_needs_the_module_imports():
     src = "def sync(self):\n    torch.cuda.synchronize()\n"
-    assert T.translate_code(src, "vllm-ascend==0.18.0", "import torch\n")[0] == "def sync(self):\n    torch.npu.synchronize()\n"
-    assert T.translate_code(src, "vllm-ascend==0.18.0", "")[0] == src    # `torch` unresolved: nothing to rewrite
-    new, [d] = T.translate_code(src, "vllm-ascend==0.18.0", "import torch\n")
+    assert translation.translate_code(src, "vllm-ascend==0.18.0", "import torch\n")[0] == "def sync(self):\n    torch.npu.synchronize()\n"
+    assert translation.translate_code(src, "vllm-ascend==0.18.0", "")[0] == src    # `torch` unresolved: nothing to rewrite
+    new, [d] = translation.translate_code(src, "vllm-ascend==0.18.0", "import torch\n")
     assert (d.code, d.line, d.record, d.severity) == ("ONP1002", 2, "dev.synchronize", "info")
 
 
 def test_unknown_ascend_release_uses_the_release_the_resolver_names():
     "One resolver (core.catalog.resolve_release): the nearest release of the same series, else the nearest older one; ONP4104 says so."
-    assert T.known_ascend("0.18.0") == "0.18.0"
-    assert T.known_ascend("0.15.5") == "0.15.0rc1"
+    assert translation.known_ascend("0.18.0") == "0.18.0"
+    assert translation.known_ascend("0.15.5") == "0.15.0rc1"
     loc = _located("vllm_ascend", "0.15.5")
-    assert T.target_of(loc) == "vllm-ascend==0.15.0rc1"
-    [d] = T.target_check(loc, T.rules_for(T.target_of(loc)))
+    assert translation.target_of(loc) == "vllm-ascend==0.15.0rc1"
+    [d] = translation.target_check(loc, translation.rules_for(translation.target_of(loc)))
     assert d.code == "ONP4104" and "0.15.5" in d.message and "0.15.0rc1" in d.message
-    assert T.target_check(_located("vllm_ascend", "0.18.0"), T.rules_for("vllm-ascend==0.18.0")) == []
+    assert translation.target_check(_located("vllm_ascend", "0.18.0"), translation.rules_for("vllm-ascend==0.18.0")) == []
 
 
 def test_insertions_at_the_same_place_put_omni_first():
-    z = M.lines_of("a\nb\n")
-    hunks = M.refine_conflict(z, M.lines_of("a\nOMNI\nb\n"), M.lines_of("a\nNPU\nb\n"), lambda xs: xs)
+    z = merge.lines_of("a\nb\n")
+    hunks = merge.refine_conflict(z, merge.lines_of("a\nOMNI\nb\n"), merge.lines_of("a\nNPU\nb\n"), lambda xs: xs)
     assert [l for h in hunks for l in h.lines] == ["a", "OMNI", "NPU", "b"]
-    lines, diags = M.render(hunks)
+    lines, diags = merge.render(hunks)
     [d] = diags
     assert d.code == "ONP4010" and d.severity == "warning"
-    assert M.FENCE_RE.match(lines[d.line - 1]) and lines[d.line] == "OMNI"     # a lone statement is fenced
+    assert merge.FENCE_RE.match(lines[d.line - 1]) and lines[d.line] == "OMNI"     # a lone statement is fenced
 
 
 def test_omni_statement_inside_an_npu_deletion_still_applies():
     base = 'def f(self):\n    """Doc.\n\n    x: the x.\n    """\n    y = 1\n    return y\n'
     omni = 'def f(self):\n    """Doc.\n\n    x: the x.\n    z: the z.\n    """\n    z = 2\n    y = 1\n    return y\n'
     npu = 'def f(self):\n    return y\n'           # deletes the docstring and `y = 1`, writes nothing there
-    z, a, b = (M.lines_of(c) for c in (base, omni, npu))
-    hunks = M.refine_conflict(z, a, b, lambda xs: xs)
+    z, a, b = (merge.lines_of(c) for c in (base, omni, npu))
+    hunks = merge.refine_conflict(z, a, b, lambda xs: xs)
     assert "conflict" not in [h.kind for h in hunks]     # the docstring edit yields to the NPU deletion
     out = [l for h in hunks for l in h.lines]
     assert out == ["def f(self):", "    z = 2", "    return y"]
 
 
 def test_a_modified_region_splits_into_insertions_and_modifications():
-    z = M.lines_of("x = compute(a)\n")
-    side = M.lines_of("extra = prepare()\nx = compute(a, b)\n")
-    ops = M._split_replace(z, side, 0, 1, 0, 2)
+    z = merge.lines_of("x = compute(a)\n")
+    side = merge.lines_of("extra = prepare()\nx = compute(a, b)\n")
+    ops = merge._split_replace(z, side, 0, 1, 0, 2)
     assert ops == [("insert", 0, 0, 0, 1), ("replace", 0, 1, 1, 2)]
 
 
@@ -279,11 +278,11 @@ def test_translator_check_keeps_only_reminders_not_yet_done():
     src = ("def _talker_mtp_forward(self, n):\n"
            "    mode, desc, *_ = self._determine_batch_execution_and_padding(num_tokens=n, num_reqs=n)\n"
            "    if isinstance(self.talker_mtp, ACLGraphWrapper):\n        return self.talker_mtp(desc)\n")
-    rules = T.rules_for("vllm-ascend==0.18.0")
-    [d] = T.translator_check(src, mod, rules)
+    rules = translation.rules_for("vllm-ascend==0.18.0")
+    [d] = translation.translator_check(src, mod, rules)
     assert d.code == "ONP2014" and d.line == 2
     fixed = src.replace("num_reqs=n)", "num_reqs=n, force_uniform_decode=True)")
-    assert T.translator_check(fixed, mod, rules) == []
+    assert translation.translator_check(fixed, mod, rules) == []
 
 
 def run_port(args, capsys):
@@ -341,28 +340,28 @@ def test_cli_prefer_resolves_and_reports(capsys):
 
 def _located(package, version):
     cls = ast.parse("class X:\n    pass\n").body[0]
-    return L.Located("x", package, version, "m", "", cls)
+    return locate.Located("x", package, version, "m", "", cls)
 
 
 def test_pairing_warning_names_the_table():
-    assert T.pairing_check(_located("vllm", "0.18.0"), _located("vllm_ascend", "0.18.0")) == []
-    [d] = T.pairing_check(_located("vllm", "0.17.0"), _located("vllm_ascend", "0.18.0"))
+    assert translation.pairing_check(_located("vllm", "0.18.0"), _located("vllm_ascend", "0.18.0")) == []
+    [d] = translation.pairing_check(_located("vllm", "0.17.0"), _located("vllm_ascend", "0.18.0"))
     assert d.code == "ONP4101" and "pairs with vllm 0.18.0" in d.message and "0.20.2rc1" in d.message
 
 
 def test_layout_only_differences_are_not_changes():
     base = "def f(self):\n    x = (\n        a.b(1, 2)\n    )\n    return x\n"
     other = "def f(self):\n    x = a.b(1, 2)\n    return x\n"
-    assert M.adopt_layout(base, other) == other
+    assert merge.adopt_layout(base, other) == other
     changed = "def f(self):\n    x = a.b(1, 3)\n    return x\n"
-    assert M.adopt_layout(base, changed) == base
+    assert merge.adopt_layout(base, changed) == base
 
 
 def test_edits_at_different_places_of_one_region_both_apply():
-    z = M.lines_of("a\nb\nc\nd\n")
-    omni = M.lines_of("a\nOMNI\nb\nc\nd\n")
-    npu = M.lines_of("a\nb\nc\nNPU\n")
-    hunks = M.refine_conflict(z, omni, npu, lambda xs: xs)
+    z = merge.lines_of("a\nb\nc\nd\n")
+    omni = merge.lines_of("a\nOMNI\nb\nc\nd\n")
+    npu = merge.lines_of("a\nb\nc\nNPU\n")
+    hunks = merge.refine_conflict(z, omni, npu, lambda xs: xs)
     assert "conflict" not in [h.kind for h in hunks]
     assert [l for h in hunks for l in h.lines] == ["a", "OMNI", "b", "c", "NPU"]
 
@@ -403,8 +402,8 @@ def test_real_runner_class_port(release_source):
     vllm, ascend = release_source("vllm==0.16.0"), release_source("vllm-ascend==0.16.0rc1")
     omni = release_source("vllm-omni==0.16.0")
     t0 = time.perf_counter()
-    res = K.port_class(L.locate(f"{vllm.origin}:GPUModelRunner", False), L.locate(f"{omni.origin}:OmniGPUModelRunner", False),
-                       L.locate(f"{ascend.origin}:NPUModelRunner", False))
+    res = classes_module.port_class(locate.locate(f"{vllm.origin}:GPUModelRunner", False), locate.locate(f"{omni.origin}:OmniGPUModelRunner", False),
+                       locate.locate(f"{ascend.origin}:NPUModelRunner", False))
     assert time.perf_counter() - t0 < 5
     # the same overrides vLLM-Omni's hand-written OmniNPUModelRunner has
     assert set(res.stats["styles"]) == {"load_model", "_dummy_run", "_model_forward", "_talker_mtp_forward"}
@@ -412,18 +411,18 @@ def test_real_runner_class_port(release_source):
 
 
 def test_lone_line_inside_brackets_is_marked_inline_a_lone_statement_is_fenced():
-    res = P.port_method(*triple("marks", "_model_forward"))
+    res = method_module.port_method(*triple("marks", "_model_forward"))
     ast.parse(res.code)
     lines = res.code.splitlines()
     arg = next(l for l in lines if "**self._extra_kwargs()" in l)
-    assert arg.rstrip().endswith(M.INLINE_MARK)                              # a fragment of the call: inline mark
+    assert arg.rstrip().endswith(merge.INLINE_MARK)                              # a fragment of the call: inline mark
     i = next(i for i, l in enumerate(lines) if "self._last_output = model_output" in l)
-    assert not lines[i].rstrip().endswith(M.INLINE_MARK)
-    assert M.FENCE_RE.match(lines[i - 1]) and M.FENCE_RE.match(lines[i + 1])  # a whole statement: fenced
+    assert not lines[i].rstrip().endswith(merge.INLINE_MARK)
+    assert merge.FENCE_RE.match(lines[i - 1]) and merge.FENCE_RE.match(lines[i + 1])  # a whole statement: fenced
 
 
 def test_a_line_both_sides_add_at_different_places_is_kept_once():
-    res = P.port_method(*triple("shared_add", "_dummy_run"))
+    res = method_module.port_method(*triple("shared_add", "_dummy_run"))
     ast.parse(res.code)                                                      # no duplicate parameter
     lines = [l.strip() for l in res.code.splitlines()]
     assert lines.count("num_loras: int = 0,") == 1
@@ -434,17 +433,17 @@ def test_a_line_both_sides_add_at_different_places_is_kept_once():
 
 def test_stale_omni_side_takes_the_npu_side_given_the_older_base():
     args = triple("stale", "_dummy_run")
-    assert "ONP4001" in codes(P.port_method(*args))                          # without history: a conflict
-    old = L.locate(f"{FIX / 'stale_old.py'}:GPUModelRunner._dummy_run")
-    res = P.port_method(*args, history=[old])
+    assert "ONP4001" in codes(method_module.port_method(*args))                          # without history: a conflict
+    old = locate.locate(f"{FIX / 'stale_old.py'}:GPUModelRunner._dummy_run")
+    res = method_module.port_method(*args, history=[old])
     ast.parse(res.code)
     assert "ONP4001" not in codes(res) and "ONP4012" in codes(res)
     assert "if self.drafter:" in res.code and "use_eagle()" not in res.code  # the NPU side is kept...
     blocks = ["\n".join(b) for _, b in fenced_blocks(res.code)]
     assert any("extract_multimodal_outputs" in b for b in blocks)           # ...and omni's real step still applies
     # an older base that does not hold the omni side changes nothing
-    other = L.locate(f"{FIX / 'clean.py'}:GPUModelRunner._dummy_run")
-    assert "ONP4001" in codes(P.port_method(*args, history=[other]))
+    other = locate.locate(f"{FIX / 'clean.py'}:GPUModelRunner._dummy_run")
+    assert "ONP4001" in codes(method_module.port_method(*args, history=[other]))
 
 
 def test_cli_gpu_history(capsys):
@@ -456,10 +455,10 @@ def test_cli_gpu_history(capsys):
 
 
 def test_class_mode_passes_history_to_each_method():
-    cls = lambda f, c: L.locate(f"{FIX / f}:{c}", False)
+    cls = lambda f, c: locate.locate(f"{FIX / f}:{c}", False)
     args = (cls("stale.py", "GPUModelRunner"), cls("stale.py", "OmniGPUModelRunner"), cls("stale.py", "NPUModelRunner"))
-    assert "ONP4001" in codes(K.port_class(*args))
-    res = K.port_class(*args, history=[cls("stale_old.py", "GPUModelRunner")])
+    assert "ONP4001" in codes(classes_module.port_class(*args))
+    res = classes_module.port_class(*args, history=[cls("stale_old.py", "GPUModelRunner")])
     assert "ONP4001" not in codes(res) and "ONP4012" in codes(res)
     ast.parse(res.code)
 
@@ -469,21 +468,21 @@ def test_class_mode_passes_history_to_each_method():
 def test_a_comment_is_laid_out_only_as_the_same_comment():
     # every comment parses to nothing: compared by its words, one comment never takes another's text
     src = "def f():\n    # keep this\n    x = 1\n"
-    assert M.adopt_layout(src, "def f():\n    # other words\n    x = 1\n") == src
-    assert M.adopt_layout(src, "def f():\n    #   keep   this\n    x = 1\n") == "def f():\n    #   keep   this\n    x = 1\n"
+    assert merge.adopt_layout(src, "def f():\n    # other words\n    x = 1\n") == src
+    assert merge.adopt_layout(src, "def f():\n    #   keep   this\n    x = 1\n") == "def f():\n    #   keep   this\n    x = 1\n"
 
 
 def test_adopted_layout_keeps_the_statement_depth_so_the_result_parses():
     deep = "def f(self):\n    with g():\n        x = (\n            a.b(1, 2)\n        )\n    return x\n"
     flat = "def f(self):\n    x = a.b(1, 2)\n    return x\n"
-    out = M.adopt_layout(deep, flat)
+    out = merge.adopt_layout(deep, flat)
     assert out == "def f(self):\n    with g():\n        x = a.b(1, 2)\n    return x\n"
     ast.parse(out)
-    assert M.logical_units(out)                     # a second adoption (omni onto this base) can still read it
+    assert merge.logical_units(out)                     # a second adoption (omni onto this base) can still read it
 
 
 def test_the_same_change_on_both_sides_is_no_conflict():
-    res = P.port_method(*triple("same_change", "_dummy_run"))
+    res = method_module.port_method(*triple("same_change", "_dummy_run"))
     assert res.conflicts == 0 and "ONP4006" not in codes(res)
     ast.parse(res.code)
     lines = [l.strip() for l in res.code.splitlines()]
@@ -502,17 +501,17 @@ def test_the_same_change_on_both_sides_is_no_conflict():
 
 
 def test_an_npu_rewrite_is_cut_around_an_omni_statement():
-    z = M.lines_of('"""Doc."""\nif c:\n    return None\nassert old()\n')
-    omni = M.lines_of('"""Doc."""\nz = 2\nif c:\n    return None\nassert old()\n')
-    npu = M.lines_of("# npu note\nassert new()\n")                             # replaces everything, writes its own lines
-    hunks = M.refine_conflict(z, omni, npu, lambda xs: xs)
+    z = merge.lines_of('"""Doc."""\nif c:\n    return None\nassert old()\n')
+    omni = merge.lines_of('"""Doc."""\nz = 2\nif c:\n    return None\nassert old()\n')
+    npu = merge.lines_of("# npu note\nassert new()\n")                             # replaces everything, writes its own lines
+    hunks = merge.refine_conflict(z, omni, npu, lambda xs: xs)
     assert "conflict" not in [h.kind for h in hunks]
     out = [l for h in hunks for l in h.lines]
     assert "z = 2" in out and "assert new()" in out and "assert old()" not in out
 
 
 def test_super_extension_inlines_a_base_that_forwards_kwargs_through_a_dict():
-    res = P.port_method(*triple("super_dict", "_model_forward"))
+    res = method_module.port_method(*triple("super_dict", "_model_forward"))
     assert res.style == "super-inline"
     src = res.code
     ast.parse(src)
@@ -531,14 +530,14 @@ def test_super_extension_inlines_a_base_that_forwards_kwargs_through_a_dict():
 
 
 def test_an_omni_edit_the_npu_rewrite_also_made_is_no_conflict():
-    z = M.lines_of("doc()\nassert (\n    m.is_valid()\n)\n")
-    omni = M.lines_of("doc()\nassert m.valid()\n")
-    npu = M.lines_of("# note\nassert m.valid()\n")                             # rewrote all four lines, the assert as omni did
-    hunks = M.refine_conflict(z, omni, npu, lambda xs: xs)
+    z = merge.lines_of("doc()\nassert (\n    m.is_valid()\n)\n")
+    omni = merge.lines_of("doc()\nassert m.valid()\n")
+    npu = merge.lines_of("# note\nassert m.valid()\n")                             # rewrote all four lines, the assert as omni did
+    hunks = merge.refine_conflict(z, omni, npu, lambda xs: xs)
     assert {h.kind for h in hunks} <= {"npu", "unchanged"}
     assert [l for h in hunks for l in h.lines] == ["# note", "assert m.valid()"]
     # an omni edit the NPU side did not make still conflicts
-    other = M.refine_conflict(z, M.lines_of("doc()\nassert m.other()\n"), npu, lambda xs: xs)
+    other = merge.refine_conflict(z, merge.lines_of("doc()\nassert m.other()\n"), npu, lambda xs: xs)
     assert "conflict" in [h.kind for h in other]
 
 
@@ -547,11 +546,11 @@ def test_an_omni_call_added_after_a_like_call_is_fenced_whole():
     base = "def f(self):\n    x = g(\n        a,\n    )\n    y = 1\n    z = 2\n    return x\n"
     omni = "def f(self):\n    x = g(\n        a,\n    )\n    h(\n        a,\n    )\n    y = 1\n    z = 2\n    return x\n"
     npu = base.replace("return x", "return x + 1")
-    hunks = M.merge_hunks(base, omni, npu)
+    hunks = merge.merge_hunks(base, omni, npu)
     [ins] = [h for h in hunks if h.kind == "omni"]
     assert [l.strip() for l in ins.lines] == ["h(", "a,", ")"]
     assert [l for h in hunks for l in h.lines] == omni.replace("return x", "return x + 1").splitlines()
-    lines, _ = M.render(hunks)
+    lines, _ = merge.render(hunks)
     ast.parse("\n".join(lines))
 
 
@@ -559,28 +558,28 @@ def test_an_omni_edit_of_an_assignment_the_npu_base_deleted_is_moot_when_nothing
     base = "def f(self):\n    h = self.run()\n    idx = pick(h).to(self.device)\n    return h, h[idx]\n"
     omni = "def f(self):\n    h = self.run()\n    idx = pick(h).to(h.device)\n    return h, h[idx]\n"
     npu = "def f(self):\n    h = self.run()\n    self.finish()\n    return h, h\n"
-    res = M.merge_hunks(base, omni, npu)
+    res = merge.merge_hunks(base, omni, npu)
     assert "conflict" not in [h.kind for h in res]
     assert [h.code for h in res if h.note] == ["ONP4013"]
     assert [l for h in res for l in h.lines] == npu.splitlines()
     # the same edit stays a conflict when a kept line still reads the name
     npu2 = "def f(self):\n    h = self.run()\n    self.finish(idx)\n    return h, h\n"
-    assert "conflict" in [h.kind for h in M.merge_hunks(base, omni, npu2)]
+    assert "conflict" in [h.kind for h in merge.merge_hunks(base, omni, npu2)]
 
 
 def test_real_runner_0_18_merges_dummy_run_and_inlines_model_forward(release_source):
     # vLLM-Omni 0.18.0 declares vllm 0.18.0 with vllm-ascend's releases/v0.18.0 branch
     vllm, ascend = release_source("vllm==0.18.0"), release_source("vllm-ascend==0.18.0")
     omni = release_source("vllm-omni==0.18.0")
-    spec = lambda t, c, m: L.locate(f"{t.origin}{'/vllm/v1/worker/gpu_model_runner.py' if t is vllm else ''}:{c}.{m}")
+    spec = lambda t, c, m: locate.locate(f"{t.origin}{'/vllm/v1/worker/gpu_model_runner.py' if t is vllm else ''}:{c}.{m}")
     trip = lambda m: (spec(vllm, "GPUModelRunner", m), spec(omni, "OmniGPUModelRunner", m), spec(ascend, "NPUModelRunner", m))
-    dr = P.port_method(*trip("_dummy_run"))
+    dr = method_module.port_method(*trip("_dummy_run"))
     assert dr.conflicts == 0
     ast.parse(dr.code)
     blocks = ["\n".join(b) for _, b in fenced_blocks(dr.code)]
     assert any("extract_multimodal_outputs" in b for b in blocks)
     assert not any("valid_runtime_modes" in b for b in blocks)           # the change both sides made is not omni's
-    mf = P.port_method(*trip("_model_forward"))
+    mf = method_module.port_method(*trip("_model_forward"))
     assert mf.style == "super-inline" and "ONP4009" in codes(mf)
     assert mf.code.index("self._omni_last_model_output") < mf.code.index("self._all_gather_hidden_states_and_aux")
 
@@ -591,13 +590,13 @@ RUFFCFG = FIX / "ruffcfg" / "runner.py"
 
 
 def ruff_triple(method="_dummy_run"):
-    return [L.locate(f"{RUFFCFG}:{cls}.{method}") for cls in ("GPUModelRunner", "OmniGPUModelRunner", "NPUModelRunner")]
+    return [locate.locate(f"{RUFFCFG}:{cls}.{method}") for cls in ("GPUModelRunner", "OmniGPUModelRunner", "NPUModelRunner")]
 
 
 def test_format_reads_the_line_length_and_format_table_of_the_source(tmp_path):
-    ll, settings = F.format_options(ruff_triple()[1])
+    ll, settings = formatting.format_options(ruff_triple()[1])
     assert ll == 60 and settings["format"]["quote-style"] == "single"
-    assert F.format_options(ruff_triple()[1], 100)[0] == 100                  # --line-length wins
+    assert formatting.format_options(ruff_triple()[1], 100)[0] == 100                  # --line-length wins
     # an sdist: its top-level pyproject.toml; a wheel has none -> 120
     import io, tarfile
     sdist = tmp_path / "vllm_omni-9.9.tar.gz"
@@ -605,26 +604,26 @@ def test_format_reads_the_line_length_and_format_table_of_the_source(tmp_path):
         for name, text in [("vllm_omni-9.9/pyproject.toml", "[tool.ruff]\nline-length = 99\n"),
                            ("vllm_omni-9.9/vllm_omni/__init__.py", "")]:
             data = text.encode(); ti = tarfile.TarInfo(name); ti.size = len(data); tf.addfile(ti, io.BytesIO(data))
-    assert F._ruff_settings_at(str(sdist), "sdist") == {"line-length": 99}
-    assert F._ruff_settings_at(str(sdist), "wheel") == {}
+    assert formatting.ruff_settings_at(str(sdist), "sdist") == {"line-length": 99}
+    assert formatting.ruff_settings_at(str(sdist), "wheel") == {}
 
 
 def test_format_ruff_rewraps_keeps_meaning_fences_and_marks():
-    plain = P.port_method(*ruff_triple())
-    res = P.port_method(*ruff_triple(), format="ruff")
+    plain = method_module.port_method(*ruff_triple())
+    res = method_module.port_method(*ruff_triple(), format="ruff")
     assert res.code != plain.code and "ONP4014" not in codes(res)
     assert ast.dump(ast.parse(res.code)) == ast.dump(ast.parse(plain.code))     # same meaning
-    assert res.code.count(M.FENCE_TEXT) == plain.code.count(M.FENCE_TEXT) == 2
+    assert res.code.count(merge.FENCE_TEXT) == plain.code.count(merge.FENCE_TEXT) == 2
     # formatted as a class member: every line fits in 60 columns once indented by the class (comments aside)
     assert all(len(l) + 4 <= 60 for l in res.code.splitlines() if not l.lstrip().startswith("#"))
     assert "'talker'" in res.code                                               # the source's quote style
-    wide = P.port_method(*ruff_triple(), format="ruff", line_length=120)
+    wide = method_module.port_method(*ruff_triple(), format="ruff", line_length=120)
     assert "num_reqs = min(num_tokens, self.max_num_reqs)" in wide.code and len(wide.code.splitlines()) < len(res.code.splitlines())
 
 
 def test_format_keeps_conflict_markers_and_moves_diagnostics_along():
-    plain = P.port_method(*triple("conflict", "_dummy_run"))
-    res = P.port_method(*triple("conflict", "_dummy_run"), format="ruff", line_length=30)
+    plain = method_module.port_method(*triple("conflict", "_dummy_run"))
+    res = method_module.port_method(*triple("conflict", "_dummy_run"), format="ruff", line_length=30)
     assert "ONP4014" not in codes(res) and res.code != plain.code
     start = lambda code: next(l for l in code.splitlines() if l.startswith("<<<<<<<"))
     assert start(res.code) == start(plain.code)
@@ -652,9 +651,9 @@ def _fake_ruff(tmp_path, body: str) -> str:
     ("sys.exit(2)", "ruff format failed"),
 ])
 def test_format_that_would_change_the_code_is_not_applied(tmp_path, monkeypatch, body, why):
-    monkeypatch.setattr(F, "ruff_bin", lambda: _fake_ruff(tmp_path, body))
-    plain = P.port_method(*ruff_triple())
-    res = P.port_method(*ruff_triple(), format="ruff")
+    monkeypatch.setattr(formatting, "ruff_bin", lambda: _fake_ruff(tmp_path, body))
+    plain = method_module.port_method(*ruff_triple())
+    res = method_module.port_method(*ruff_triple(), format="ruff")
     assert res.code == plain.code
     [d] = [d for d in res.diagnostics if d.code == "ONP4014"]
     assert why in d.message and d.severity == "warning"
@@ -662,9 +661,9 @@ def test_format_that_would_change_the_code_is_not_applied(tmp_path, monkeypatch,
 
 def test_format_without_ruff_is_a_one_line_error(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "ruff.__main__", None)                  # the ruff package is not importable
-    monkeypatch.setattr(F.shutil, "which", lambda *a, **k: None)              # and nothing on PATH
-    with pytest.raises(L.PortError, match="pip install ruff"):
-        P.port_method(*ruff_triple(), format="ruff")
+    monkeypatch.setattr(formatting.shutil, "which", lambda *a, **k: None)              # and nothing on PATH
+    with pytest.raises(locate.PortError, match="pip install ruff"):
+        method_module.port_method(*ruff_triple(), format="ruff")
     t = [f"{RUFFCFG}:{c}._dummy_run" for c in ("GPUModelRunner", "OmniGPUModelRunner", "NPUModelRunner")]
     rc = main(["port"] + ["--gpu-base", t[0], "--gpu-omni", t[1], "--npu-base", t[2], "--format", "ruff"])
     err = capsys.readouterr().err.strip()
@@ -684,21 +683,21 @@ def test_cli_format_and_line_length(capsys):
 
 def test_format_class_mode_formats_methods_and_imports():
     f = FIX / "super_ext.py"
-    locs = [L.locate(f"{f}:{c}", False) for c in ("GPUModelRunner", "OmniGPUModelRunner", "NPUModelRunner")]
-    plain = K.port_class(*locs)
-    res = K.port_class(*locs, format="ruff", line_length=40)
+    locs = [locate.locate(f"{f}:{c}", False) for c in ("GPUModelRunner", "OmniGPUModelRunner", "NPUModelRunner")]
+    plain = classes_module.port_class(*locs)
+    res = classes_module.port_class(*locs, format="ruff", line_length=40)
     assert "ONP4014" not in codes(res) and res.code != plain.code
     assert ast.dump(ast.parse(res.code)) == ast.dump(ast.parse(plain.code))
-    assert res.code.count(M.FENCE_TEXT) == plain.code.count(M.FENCE_TEXT)
+    assert res.code.count(merge.FENCE_TEXT) == plain.code.count(merge.FENCE_TEXT)
     d = next(d for d in res.diagnostics if d.code == "ONP1003")              # method-relative line, moved with the method
-    meth = next(r for r in [P.port_method(*triple("super_ext", d.where), format="ruff", line_length=40)])
+    meth = next(r for r in [method_module.port_method(*triple("super_ext", d.where), format="ruff", line_length=40)])
     assert "ACLGraphWrapper" in "".join(meth.code.splitlines()[d.line - 1: d.line + 2])
 
 
 # --- ONP4015: NPU calls that now reach an omni override ------------------------------------------------------------
 
 def test_override_warning_at_npu_calls_of_omni_overrides():
-    res = P.port_method(*triple("override", "_dummy_run"))
+    res = method_module.port_method(*triple("override", "_dummy_run"))
     lines = res.code.splitlines()
     found = {re.search(r"self\.(\w+)\(", d.message).group(1): d for d in res.diagnostics if d.code == "ONP4015"}
     assert set(found) == {"_model_forward", "_prepare"}          # not self._sync() (not overridden), not omni's self._talker()
@@ -714,9 +713,9 @@ def test_override_warning_at_npu_calls_of_omni_overrides():
 def test_override_warning_follows_bases_into_other_modules_of_the_source():
     # the omni runner's mixin is imported through a package re-export; that mixin's own base sits in a sibling module
     # (relative import); the GPU base comes from vllm, outside the source: read, never imported
-    gb, nb = (L.locate(f"{FIX / 'override.py'}:{c}._dummy_run") for c in ("GPUModelRunner", "NPUModelRunner"))
-    go = L.locate(f"{FIX / 'override_tree'}:OmniGPUModelRunner._dummy_run")
-    res = P.port_method(gb, go, nb)
+    gb, nb = (locate.locate(f"{FIX / 'override.py'}:{c}._dummy_run") for c in ("GPUModelRunner", "NPUModelRunner"))
+    go = locate.locate(f"{FIX / 'override_tree'}:OmniGPUModelRunner._dummy_run")
+    res = method_module.port_method(gb, go, nb)
     found = {re.search(r"self\.(\w+)\(", d.message).group(1): d for d in res.diagnostics if d.code == "ONP4015"}
     assert set(found) == {"_model_forward", "_prepare", "_sync"}
     assert "now runs OmniGPUModelRunner._model_forward," in found["_model_forward"].message
@@ -727,14 +726,14 @@ def test_override_warning_follows_bases_into_other_modules_of_the_source():
 
 
 def test_override_warning_follows_a_lone_files_base_into_a_sibling_file():
-    gb, nb = (L.locate(f"{FIX / 'override.py'}:{c}._dummy_run") for c in ("GPUModelRunner", "NPUModelRunner"))
-    res = P.port_method(gb, L.locate(f"{FIX / 'override_split.py'}:OmniGPUModelRunner._dummy_run"), nb)
+    gb, nb = (locate.locate(f"{FIX / 'override.py'}:{c}._dummy_run") for c in ("GPUModelRunner", "NPUModelRunner"))
+    res = method_module.port_method(gb, locate.locate(f"{FIX / 'override_split.py'}:OmniGPUModelRunner._dummy_run"), nb)
     [d] = [d for d in res.diagnostics if d.code == "ONP4015"]    # the GPU base's file is absent: nothing from it
     assert "self._prepare(...) now runs override_mixins.SplitMixin._prepare," in d.message
 
 
 def test_override_warning_on_an_explicit_base_call():
-    res = P.port_method(*triple("override", "load_model"))
+    res = method_module.port_method(*triple("override", "load_model"))
     assert res.style == "super-call"
     ds = [d for d in res.diagnostics if d.code == "ONP4015"]
     assert {re.search(r"self\.(\w+)\(", d.message).group(1) for d in ds} == {"_model_forward", "_prepare"}
@@ -742,22 +741,22 @@ def test_override_warning_on_an_explicit_base_call():
 
 
 def test_override_warning_absent_without_overrides():
-    assert "ONP4015" not in codes(P.port_method(*triple("clean", "_dummy_run")))
+    assert "ONP4015" not in codes(method_module.port_method(*triple("clean", "_dummy_run")))
 
 
 def test_override_warning_in_class_mode_judges_the_ported_method():
-    locs = [L.locate(f"{FIX / 'override.py'}:{c}", False) for c in ("GPUModelRunner", "OmniGPUModelRunner", "NPUModelRunner")]
-    res = K.port_class(*locs)
+    locs = [locate.locate(f"{FIX / 'override.py'}:{c}", False) for c in ("GPUModelRunner", "OmniGPUModelRunner", "NPUModelRunner")]
+    res = classes_module.port_class(*locs)
     cls = next(n for n in ast.parse(res.code).body if isinstance(n, ast.ClassDef))
     assert "_model_forward" in {f.name for f in cls.body if isinstance(f, ast.FunctionDef)}   # translated: NPU signature
     d = next(d for d in res.diagnostics if d.code == "ONP4015" and "_model_forward" in d.message)
     assert d.where == "_dummy_run" and "ported or translated" in d.message and "do NOT fit" not in d.message
-    body = P.port_method(*triple("override", "_dummy_run")).code.splitlines()
+    body = method_module.port_method(*triple("override", "_dummy_run")).code.splitlines()
     assert "self._model_forward(" in body[d.line - 1]                  # method-relative line, as every class-mode one
 
 
 def test_override_warning_follows_formatting():
-    res = P.port_method(*triple("override", "_dummy_run"), format="ruff", line_length=40)
+    res = method_module.port_method(*triple("override", "_dummy_run"), format="ruff", line_length=40)
     d = next(d for d in res.diagnostics if d.code == "ONP4015" and "_model_forward" in d.message)
     assert "self._model_forward(" in res.code.splitlines()[d.line - 1]
 
@@ -766,7 +765,7 @@ def test_conflict_omni_side_is_whole_and_no_omni_line_splits_a_header_from_its_b
     # the NPU base rewrote the `with` (header and body) that omni wrote a block into: the conflict's omni side keeps that
     # block whole, down to the `)` closing its call, though `)` alone is also a base line; and the omni statement written
     # where the NPU base put its own `if self.drafter:` goes before that header, not between it and its body
-    res = P.port_method(*triple("cut_call", "_dummy_run"))
+    res = method_module.port_method(*triple("cut_call", "_dummy_run"))
     assert res.conflicts == 1
     lines = res.code.splitlines()
     mid, end = lines.index("======="), next(i for i, l in enumerate(lines) if l.startswith(">>>>>>>"))
@@ -774,23 +773,23 @@ def test_conflict_omni_side_is_whole_and_no_omni_line_splits_a_header_from_its_b
     ast.parse(textwrap.dedent("\n".join(omni_side)))                        # whole statements
     assert omni_side[-1].strip() == "self.compilation_config.cache_dir = None"
     assert not any("self.model(" in l for l in omni_side)                   # base lines the NPU side deleted stay out
-    masked, _ = F.mask_conflicts(lines)
+    masked, _ = formatting.mask_conflicts(lines)
     ast.parse("\n".join(masked))                                             # conflict markers aside, the port parses
     extract = next(i for i, l in enumerate(lines) if "extract_multimodal_outputs" in l)
     header = next(i for i, l in enumerate(lines) if l.strip() == "if self.drafter:")
-    assert extract < header and M.indent_of(lines[extract]) == M.indent_of(lines[header])
+    assert extract < header and merge.indent_of(lines[extract]) == merge.indent_of(lines[header])
     assert lines[header + 1].strip() == "self.drafter.dummy_run("
     for prefer in ("npu", "omni", "comment"):
-        ast.parse(P.port_method(*triple("cut_call", "_dummy_run"), prefer=prefer).code)
+        ast.parse(method_module.port_method(*triple("cut_call", "_dummy_run"), prefer=prefer).code)
 
 
 def test_stale_region_yields_before_it_is_split():
     # the whole conflicting region repeats the older base; split into pieces, one piece (`elif mixed:`) is too short to
     # be recognised as stale and stayed a conflict against the NPU side's `else:`
     args = triple("stale_split", "_dummy_run")
-    old = L.locate(f"{FIX / 'stale_split_old.py'}:GPUModelRunner._dummy_run")
-    assert P.port_method(*args).conflicts == 1                               # without history: a conflict
-    res = P.port_method(*args, history=[old])
+    old = locate.locate(f"{FIX / 'stale_split_old.py'}:GPUModelRunner._dummy_run")
+    assert method_module.port_method(*args).conflicts == 1                               # without history: a conflict
+    res = method_module.port_method(*args, history=[old])
     assert res.conflicts == 0 and "ONP4012" in codes(res)
     ast.parse(res.code)
     assert "seq_lens = pad_for_paged_attention(n, self.vllm_config)" in res.code and "elif mixed" not in res.code
@@ -800,8 +799,8 @@ def test_stale_region_yields_before_it_is_split():
 
 def test_a_region_cut_before_its_closing_bracket_still_matches_the_older_text():
     older = "x = torch.tensor(\n    [1] * n,\n    dtype=torch.int,\n)\n"
-    assert M.tokens_in(["x = torch.tensor(", "    [1] * n,", "    dtype=torch.int,"], older)   # cut before `)`
-    assert not M.tokens_in(["x = torch.tensor(", "    [2] * n,"], older)
+    assert merge.tokens_in(["x = torch.tensor(", "    [1] * n,", "    dtype=torch.int,"], older)   # cut before `)`
+    assert not merge.tokens_in(["x = torch.tensor(", "    [2] * n,"], older)
 
 
 # --- port --update: carry the previous release's NPU method forward (fixtures update_prev.py / update_new.py) ---
@@ -817,12 +816,12 @@ def upd_specs(m, npu=False):
 
 
 def update(m, npu=False, **kw):
-    return U.update_method(*[L.locate(s) for s in upd_specs(m, npu)], target=UPD_TARGET, **kw)
+    return update_module.update_method(*[locate.locate(s) for s in upd_specs(m, npu)], target=UPD_TARGET, **kw)
 
 
 def test_update_keeps_hand_made_lines_and_brings_in_the_gpu_change():
     res = update("_dummy_run")
-    prev = L.locate(spec("update_prev", "OmniNPUModelRunner", "_dummy_run")).method_source
+    prev = locate.locate(spec("update_prev", "OmniNPUModelRunner", "_dummy_run")).method_source
     assert res.style == "update" and res.conflicts == 0
     ast.parse(res.code)
     for hand in ('"""Hand-written: warm the NPU graphs with a dummy batch."""',
@@ -830,7 +829,7 @@ def test_update_keeps_hand_made_lines_and_brings_in_the_gpu_change():
         assert hand in res.code                                                # nothing hand-made is lost
     assert "torch.npu.synchronize()" in res.code and "torch.cuda" not in res.code   # the new GPU line, translated
     assert "self.talker_mtp(outputs, num_tokens)" in res.code and "self.talker_mtp(outputs)\n" not in res.code
-    assert res.code.count(M.FENCE_TEXT) == prev.count(M.FENCE_TEXT)          # no fences by default
+    assert res.code.count(merge.FENCE_TEXT) == prev.count(merge.FENCE_TEXT)          # no fences by default
     [d] = [d for d in res.diagnostics if d.code == "ONP1002"]                 # the translator's diagnostic, on its line
     assert "torch.npu.synchronize()" in res.code.splitlines()[d.line - 1]
 
@@ -839,9 +838,9 @@ def test_update_fences_only_outside_blocks_the_previous_method_fences():
     res = update("_dummy_run", fence=True)
     lines = res.code.splitlines()
     sync = next(i for i, l in enumerate(lines) if "torch.npu.synchronize()" in l)
-    assert M.FENCE_RE.match(lines[sync - 1]) and M.FENCE_RE.match(lines[sync + 1])   # new line outside: fenced
-    prev = L.locate(spec("update_prev", "OmniNPUModelRunner", "_dummy_run")).method_source
-    assert res.code.count(M.FENCE_TEXT) == prev.count(M.FENCE_TEXT) + 2      # the changed talker line: no second fence
+    assert merge.FENCE_RE.match(lines[sync - 1]) and merge.FENCE_RE.match(lines[sync + 1])   # new line outside: fenced
+    prev = locate.locate(spec("update_prev", "OmniNPUModelRunner", "_dummy_run")).method_source
+    assert res.code.count(merge.FENCE_TEXT) == prev.count(merge.FENCE_TEXT) + 2      # the changed talker line: no second fence
     assert [b for _, b in fenced_blocks(res.code) if any("self.talker_mtp(" in l for l in b)]   # still in its block
     ast.parse(res.code)
 
@@ -863,7 +862,7 @@ def test_update_conflict_names_both_sides_and_prefer_resolves_it():
 
 def test_update_of_an_unchanged_gpu_method_is_the_previous_npu_method():
     res = update("talker_steps")
-    prev = L.locate(spec("update_prev", "OmniNPUModelRunner", "talker_steps")).method_source
+    prev = locate.locate(spec("update_prev", "OmniNPUModelRunner", "talker_steps")).method_source
     assert res.code == prev and [d.code for d in res.diagnostics] == ["ONP4017"]
 
 
@@ -874,30 +873,30 @@ def test_update_folds_in_the_vllm_ascend_change():
         "not _model_forward", "")                                            # the hand-made call stays
     assert "torch.npu.synchronize()" in res.code and res.conflicts == 0
     ast.parse(res.code)
-    with pytest.raises(L.PortError, match="both"):
-        U.update_method(*[L.locate(s) for s in upd_specs("_dummy_run", True)[:4]], target=UPD_TARGET)
+    with pytest.raises(locate.PortError, match="both"):
+        update_module.update_method(*[locate.locate(s) for s in upd_specs("_dummy_run", True)[:4]], target=UPD_TARGET)
 
 
 def test_fold_keeps_the_previous_lines_where_vllm_ascend_changed_what_it_rewrote():
     old = "def f(self):\n    x = a(1)\n    return x\n"
     new = "def f(self):\n    x = a(2)\n    return x\n"
     prev = "def f(self):\n    x = a(1, npu=True)  # hand\n    return x\n"
-    code, d = U.fold_npu_change(old, new, prev)
+    code, d = update_module.fold_npu_change(old, new, prev)
     assert code == prev and [x.code for x in d] == ["ONP4016"] and d[0].line == 2
-    code, d = U.fold_npu_change(old, new, "def f(self):\n    x = a(1)\n    y = 3\n    return x\n")
+    code, d = update_module.fold_npu_change(old, new, "def f(self):\n    x = a(1)\n    y = 3\n    return x\n")
     assert "x = a(2)" in code and "y = 3" in code and not d
 
 
 def test_update_class_rewrites_only_the_class_methods_of_the_previous_module():
-    C = lambda f, c: L.locate(f"{FIX / f}.py:{c}", False)
-    res = U.update_class(C("update_prev", "OmniGPUModelRunner"), C("update_prev", "OmniNPUModelRunner"),
+    C = lambda f, c: locate.locate(f"{FIX / f}.py:{c}", False)
+    res = update_module.update_class(C("update_prev", "OmniGPUModelRunner"), C("update_prev", "OmniNPUModelRunner"),
                          C("update_new", "OmniGPUModelRunner"), target=UPD_TARGET, prefer="npu")
     ast.parse(res.code)
     prev = (FIX / "update_prev.py").read_text()
     head = prev[: prev.index("class OmniNPUModelRunner")]
     assert res.code.startswith(head)                                         # imports and other classes unchanged
-    npu = L.top_classes(ast.parse(res.code))["OmniNPUModelRunner"]
-    assert list(L.own_methods(npu)) == ["_dummy_run", "load_model", "talker_steps", "npu_only"]
+    npu = locate.top_classes(ast.parse(res.code))["OmniNPUModelRunner"]
+    assert list(locate.own_methods(npu)) == ["_dummy_run", "load_model", "talker_steps", "npu_only"]
     assert "torch.npu.synchronize()" in res.code and 'return "hand-made"' in res.code
     assert res.stats["styles"]["npu_only"] == "kept"
     assert {d.where for d in res.diagnostics if d.code == "ONP4017"} == {"talker_steps", "npu_only"}
@@ -948,67 +947,67 @@ HAND = FIX / "hand.py"
 def test_split_prose_separates_comments_docstrings_and_keeps_strings_and_markers_as_code():
     src = ('def f(self):\n    """Doc\n    more."""\n    # own line\n    x = "a # b"  # trailing\n\n'
            '<<<<<<< NPU base\n    y = 1\n=======\n    y = 2  # omni side\n>>>>>>> omni GPU\n    return x\n')
-    rows = Q.split_prose(src)
+    rows = score.split_prose(src)
     assert [p for _, p in rows if p] == ['"""Doc', 'more."""', "own line", "trailing", "omni side"]
-    assert Q.code_only(src).splitlines() == ["def f(self):", '    x = "a # b"', "<<<<<<< NPU base", "    y = 1",
+    assert score.code_only(src).splitlines() == ["def f(self):", '    x = "a # b"', "<<<<<<< NPU base", "    y = 1",
                                              "=======", "    y = 2", ">>>>>>> omni GPU", "    return x"]
     # the whole text is tokenized: a comment after an open bracket is prose, a "#" inside a multi-line string is code
     src = 'def g():\n    z = f(  # why\n        1)\n    s = """\n    # kept\n    """\n    # note\n'
-    assert Q.code_only(src) == 'def g():\n    z = f(\n        1)\n    s = """\n    # kept\n    """\n'
+    assert score.code_only(src) == 'def g():\n    z = f(\n        1)\n    s = """\n    # kept\n    """\n'
     # where the whole does not tokenize (an unclosed bracket), each line is split on its own
-    assert Q.split_prose("def h():\n    z = f(  # why\n    # note\n") == [("def h():", ""), ("    z = f(", "why"), ("", "note")]
+    assert score.split_prose("def h():\n    z = f(  # why\n    # note\n") == [("def h():", ""), ("    z = f(", "why"), ("", "note")]
 
 
 def test_invented_prose_skips_what_the_inputs_hold_and_what_the_tool_writes():
     inputs = ['def f(self):\n    "Omni doc."\n    # from the omni side\n    x = 1\n']
     hand = ('def f(self):\n    "Omni doc."\n    # from the omni side\n    # ---------Omni-new---------\n'
             '    x = 1  # Omni-new\n    # ONP4008 kept the NPU side\n    # my own words\n    y = 2  # mine too\n')
-    assert Q.invented_prose(hand, inputs) == [7, 8]
-    assert Q.invented_prose(hand) == [2, 3, 7, 8]                     # with no inputs their prose is invented too
+    assert score.invented_prose(hand, inputs) == [7, 8]
+    assert score.invented_prose(hand) == [2, 3, 7, 8]                     # with no inputs their prose is invented too
 
 
 def test_prose_ceiling_is_reached_by_the_hand_copy_without_its_invented_lines():
     ins = [l.method_source for l in triple("super_ext", "_model_forward")]
-    hand = L.locate(f"{HAND}:OmniNPUModelRunner._model_forward").method_source
-    bad = Q.invented_prose(hand, ins)
+    hand = locate.locate(f"{HAND}:OmniNPUModelRunner._model_forward").method_source
+    bad = score.invented_prose(hand, ins)
     lines = hand.splitlines()
     r, h = len(lines) - len(bad), len(lines)
-    assert bad and Q.prose_ceiling(hand, ins) == pytest.approx(2 * r / (r + h))
+    assert bad and score.prose_ceiling(hand, ins) == pytest.approx(2 * r / (r + h))
     best = "\n".join(l for i, l in enumerate(lines, 1) if i not in bad)
-    assert Q.similarity(best, hand) == pytest.approx(Q.prose_ceiling(hand, ins))
-    assert Q.prose_ceiling("", ins) == 1.0
+    assert score.similarity(best, hand) == pytest.approx(score.prose_ceiling(hand, ins))
+    assert score.prose_ceiling("", ins) == 1.0
 
 
 def test_no_code_without_the_invented_lines_beats_the_prose_ceiling():
     hyp = pytest.importorskip("hypothesis")
     st = hyp.strategies
     ins = [l.method_source for l in triple("super_ext", "_model_forward")]
-    hand = L.locate(f"{HAND}:OmniNPUModelRunner._model_forward").method_source
-    lines, bad = hand.splitlines(), set(Q.invented_prose(hand, ins))
-    ceiling = Q.prose_ceiling(hand, ins)
+    hand = locate.locate(f"{HAND}:OmniNPUModelRunner._model_forward").method_source
+    lines, bad = hand.splitlines(), set(score.invented_prose(hand, ins))
+    ceiling = score.prose_ceiling(hand, ins)
     allowed = [l for i, l in enumerate(lines, 1) if i not in bad] + ["    # other words", "    pass", ""]
 
     @hyp.settings(max_examples=150, deadline=None)
     @hyp.given(st.lists(st.sampled_from(allowed), max_size=2 * len(lines)))
     def bounded(port_lines):
-        assert Q.similarity("\n".join(port_lines), hand) <= ceiling + 1e-12
+        assert score.similarity("\n".join(port_lines), hand) <= ceiling + 1e-12
 
     bounded()
 
 
 def test_score_against_the_hand_copy_of_an_inlined_super_extension():
-    r = P.port_method(*triple("super_ext", "_model_forward"))
-    hand = L.locate(f"{HAND}:OmniNPUModelRunner._model_forward")
-    s = Q.score_result(r, hand, triple("super_ext", "_model_forward"))["_model_forward"]
+    r = method_module.port_method(*triple("super_ext", "_model_forward"))
+    hand = locate.locate(f"{HAND}:OmniNPUModelRunner._model_forward")
+    s = score.score_result(r, hand, triple("super_ext", "_model_forward"))["_model_forward"]
     assert s.code_ratio == 1.0                                         # the same code, line for line
     assert s.ratio < s.ceiling < 1 and s.invented == 7
-    assert s.ratio == pytest.approx(Q.similarity(r.code, hand.method_source))
+    assert s.ratio == pytest.approx(score.similarity(r.code, hand.method_source))
 
 
 def test_score_result_of_a_class_port_scores_the_methods_both_define():
-    C = lambda c: L.locate(f"{FIX / 'super_ext'}.py:{c}", False)
-    res = K.port_class(C("GPUModelRunner"), C("OmniGPUModelRunner"), C("NPUModelRunner"))
-    scores = Q.score_result(res, L.locate(f"{HAND}:OmniNPUModelRunner", False),
+    C = lambda c: locate.locate(f"{FIX / 'super_ext'}.py:{c}", False)
+    res = classes_module.port_class(C("GPUModelRunner"), C("OmniGPUModelRunner"), C("NPUModelRunner"))
+    scores = score.score_result(res, locate.locate(f"{HAND}:OmniNPUModelRunner", False),
                             [C("GPUModelRunner"), C("OmniGPUModelRunner"), C("NPUModelRunner")])
     assert set(scores) == {"load_model", "_model_forward"}             # npu_only: the port has no such method
     assert scores["load_model"].ratio == 1.0 and scores["_model_forward"].code_ratio == 1.0
@@ -1051,14 +1050,14 @@ UV = FIX / "update_vllm.py"
 
 
 def uv(cls, m="_dummy_run"):
-    return L.locate(f"{UV}:{cls}.{m}")
+    return locate.locate(f"{UV}:{cls}.{m}")
 
 
 def test_update_takes_vllms_own_change_out_of_the_gpu_side():
     args = (uv("OmniGPUModelRunnerOld"), uv("OmniNPUModelRunnerOld"), uv("OmniGPUModelRunnerNew"))
-    plain = U.update_method(*args, target=UPD_TARGET)
+    plain = update_module.update_method(*args, target=UPD_TARGET)
     assert plain.conflicts == 1 and "pad=True" in plain.code        # vllm's keyword meets the NPU rewrite of that line
-    r = U.update_method(*args, target=UPD_TARGET, gpu_base_old=uv("GPUModelRunnerOld"), gpu_base=uv("GPUModelRunnerNew"))
+    r = update_module.update_method(*args, target=UPD_TARGET, gpu_base_old=uv("GPUModelRunnerOld"), gpu_base=uv("GPUModelRunnerNew"))
     assert r.conflicts == 0 and "x = self.prepare_npu(num_tokens)" in r.code and "pad=True" not in r.code
     assert "self.log(talk)" in r.code                                # the omni side's own change still comes in
     assert "self.sync()" not in r.code                               # vllm's edit the omni method never took: not brought in
@@ -1068,27 +1067,27 @@ def test_update_takes_vllms_own_change_out_of_the_gpu_side():
 def test_rebase_applies_only_the_vllm_edits_the_new_omni_method_took():
     old, new = uv("GPUModelRunnerOld").method_source, uv("GPUModelRunnerNew").method_source
     prev, now = uv("OmniGPUModelRunnerOld").method_source, uv("OmniGPUModelRunnerNew").method_source
-    base, diags = U.rebase_gpu_side(old, new, prev, now)
+    base, diags = update_module.rebase_gpu_side(old, new, prev, now)
     assert "self.prepare(num_tokens, pad=True)" in base and "self.sync()" not in base and "self.talker(out)" in base
     assert diags == []
-    base, _ = U.rebase_gpu_side(old, new, prev, prev)                # the omni method took nothing: the base is unchanged
+    base, _ = update_module.rebase_gpu_side(old, new, prev, prev)                # the omni method took nothing: the base is unchanged
     assert base == prev
 
 
 def test_update_of_an_omni_method_that_changed_only_as_vllm_did_is_the_previous_npu_method():
-    r = U.update_method(uv("OmniGPUModelRunnerOld"), uv("OmniNPUModelRunnerOld"), uv("OmniGPUModelRunnerVllmOnly"),
+    r = update_module.update_method(uv("OmniGPUModelRunnerOld"), uv("OmniNPUModelRunnerOld"), uv("OmniGPUModelRunnerVllmOnly"),
                         target=UPD_TARGET, gpu_base_old=uv("GPUModelRunnerOld"), gpu_base=uv("GPUModelRunnerNew"))
     assert r.code == uv("OmniNPUModelRunnerOld").method_source
     assert any(d.code == "ONP4017" and "only as vllm's own method did" in d.message for d in r.diagnostics)
 
 
 def test_update_class_takes_vllms_change_out_per_method():
-    C = lambda c: L.locate(f"{UV}:{c}", False)
-    r = U.update_class(C("OmniGPUModelRunnerOld"), C("OmniNPUModelRunnerOld"), C("OmniGPUModelRunnerNew"),
+    C = lambda c: locate.locate(f"{UV}:{c}", False)
+    r = update_module.update_class(C("OmniGPUModelRunnerOld"), C("OmniNPUModelRunnerOld"), C("OmniGPUModelRunnerNew"),
                        target=UPD_TARGET, gpu_base_old=C("GPUModelRunnerOld"), gpu_base=C("GPUModelRunnerNew"))
     assert r.conflicts == 0 and "self.prepare_npu(num_tokens)" in r.code and "self.log(talk)" in r.code
-    with pytest.raises(L.PortError, match="both the old and the new GPU base"):
-        U.update_class(C("OmniGPUModelRunnerOld"), C("OmniNPUModelRunnerOld"), C("OmniGPUModelRunnerNew"),
+    with pytest.raises(locate.PortError, match="both the old and the new GPU base"):
+        update_module.update_class(C("OmniGPUModelRunnerOld"), C("OmniNPUModelRunnerOld"), C("OmniGPUModelRunnerNew"),
                        target=UPD_TARGET, gpu_base=C("GPUModelRunnerNew"))
 
 
@@ -1148,11 +1147,11 @@ def whole(lines: list[str]) -> bool:
 
 def assert_port_parses(inputs, name=""):
     "Every conflict side whole statements; --prefer npu and --prefer omni outputs parse."
-    res = P.port_method(*inputs)
+    res = method_module.port_method(*inputs)
     for npu, omni in conflict_sides(res.code):
         assert whole(npu) and whole(omni), (name, npu, omni)
     for prefer in ("npu", "omni"):
-        r = P.port_method(*inputs, prefer=prefer)
+        r = method_module.port_method(*inputs, prefer=prefer)
         ast.parse(r.code)
         assert "ONP4006" not in codes(r), (name, prefer)
     return res
@@ -1165,17 +1164,17 @@ def test_conflicts_widen_to_whole_statements():
     call = [l.strip() for l in sides[0][0]]
     assert call[0] == "out = self.model(" and call[-1] == ")" and "scale=0.5," in call   # the whole call, not its argument line
     for prefer, kept in (("npu", "scale=0.5"), ("omni", "talker=True")):
-        assert kept in P.port_method(*triple("widen", "execute"), prefer=prefer).code
+        assert kept in method_module.port_method(*triple("widen", "execute"), prefer=prefer).code
 
 
 def fixture_triples():
     "(case, method) for every fixture triple whose three classes define a method of the same name."
     for f in sorted(FIX.glob("*.py")):
         if f.name.startswith("audit_"): continue
-        try: classes = L.top_classes(ast.parse(f.read_text()))
+        try: classes = locate.top_classes(ast.parse(f.read_text()))
         except SyntaxError: continue
         if not {"GPUModelRunner", "OmniGPUModelRunner", "NPUModelRunner"} <= set(classes): continue
-        names = [set(L.own_methods(classes[c])) for c in ("GPUModelRunner", "OmniGPUModelRunner", "NPUModelRunner")]
+        names = [set(locate.own_methods(classes[c])) for c in ("GPUModelRunner", "OmniGPUModelRunner", "NPUModelRunner")]
         for m in sorted(set.intersection(*names)): yield f.stem, m
 
 
@@ -1221,17 +1220,17 @@ def method_triple(draw):
 @given(method_triple())
 def test_generated_conflicts_are_whole_statements(t):
     base, omni, npu = t
-    hunks = M.merge_hunks(base, omni, npu)
+    hunks = merge.merge_hunks(base, omni, npu)
     for side in (0, 1):
-        lines, owner = M.side_text(hunks, side)
+        lines, owner = merge.side_text(hunks, side)
         tree = ast.parse("\n".join(lines) + "\n")             # keeping either side parses
         for k, h in enumerate(hunks):
             if h.kind != "conflict": continue
             assert whole(h.npu) and whole(h.omni)
             at = [i + 1 for i, o in enumerate(owner) if o == k and lines[i].strip() and not lines[i].lstrip().startswith("#")]
-            assert not at or M.statement_cut(tree, at[0], at[-1]) is None   # no statement cut in its context
+            assert not at or merge.statement_cut(tree, at[0], at[-1]) is None   # no statement cut in its context
     for prefer in ("npu", "omni"):
-        lines, _ = M.render(hunks, prefer=prefer)
+        lines, _ = merge.render(hunks, prefer=prefer)
         ast.parse("\n".join(lines) + "\n")
 
 
@@ -1248,9 +1247,9 @@ def tree_specs(m: str, omni_cls: str = "OmniGPUModelRunner", omni=OMNI):
 
 
 def test_method_the_npu_base_inherits_comes_from_the_next_source(capsys):
-    with pytest.raises(L.PortError, match="bases outside the sources given: GPUModelRunner"):
-        L.locate(f"{ASCEND}:NPUModelRunner._prepare_inputs")           # alone, the NPU source cannot answer
-    nb = L.locate(f"{ASCEND}:NPUModelRunner._prepare_inputs", extra=[VLLM])
+    with pytest.raises(locate.PortError, match="bases outside the sources given: GPUModelRunner"):
+        locate.locate(f"{ASCEND}:NPUModelRunner._prepare_inputs")           # alone, the NPU source cannot answer
+    nb = locate.locate(f"{ASCEND}:NPUModelRunner._prepare_inputs", extra=[VLLM])
     assert nb.owner == "GPUModelRunner" and nb.owner_module == "vllm.v1.worker.gpu_model_runner"
     rc, out, err = run_port(tree_specs("_prepare_inputs"), capsys)
     assert rc == 0 and "ONP4022" in err and "inherits _prepare_inputs from GPUModelRunner" in err
@@ -1263,8 +1262,8 @@ def test_omni_only_method_is_ported_by_translation(capsys):
     rc, out, err = run_port(tree_specs("_talker_step"), capsys)
     assert rc == 0 and "ONP4007" in err and "omni's own method" in err
     assert "torch.npu.current_stream()" in out
-    res = P.port_method(L.locate(f"{VLLM}:GPUModelRunner", False), L.locate(f"{OMNI}:OmniGPUModelRunner._talker_step"),
-                        L.locate(f"{ASCEND}:NPUModelRunner", False, [VLLM]))
+    res = method_module.port_method(locate.locate(f"{VLLM}:GPUModelRunner", False), locate.locate(f"{OMNI}:OmniGPUModelRunner._talker_step"),
+                        locate.locate(f"{ASCEND}:NPUModelRunner", False, [VLLM]))
     assert res.style == "omni-only" and codes(res)[0] == "ONP4007"
 
 
@@ -1277,10 +1276,10 @@ def test_a_method_no_side_has_is_an_error_listing_what_exists(capsys):
 
 
 def test_class_ports_every_omni_override_across_files_in_mro_order():
-    gb, nb = L.locate(f"{VLLM}:GPUModelRunner", False), L.locate(f"{ASCEND}:NPUModelRunner", False, [VLLM])
-    ar = L.locate(f"{TREE}/omni_src/vllm_omni/worker/gpu_ar_model_runner.py:GPUARModelRunner", False, [VLLM])
-    assert K.omni_overrides(ar, gb) == ["__init__", "execute_model", "_prepare_inputs", "_talker_step"]
-    res = K.port_class(gb, ar, nb)
+    gb, nb = locate.locate(f"{VLLM}:GPUModelRunner", False), locate.locate(f"{ASCEND}:NPUModelRunner", False, [VLLM])
+    ar = locate.locate(f"{TREE}/omni_src/vllm_omni/worker/gpu_ar_model_runner.py:GPUARModelRunner", False, [VLLM])
+    assert classes_module.omni_overrides(ar, gb) == ["__init__", "execute_model", "_prepare_inputs", "_talker_step"]
+    res = classes_module.port_class(gb, ar, nb)
     mod = ast.parse(res.code)
     assert set(res.stats["styles"]) == {"_prepare_inputs", "_talker_step"}       # OmniGPUModelRunner's, from another file
     assert set(res.stats["inherited"]) == {"__init__", "execute_model"}          # super() reaches the NPU side already
@@ -1291,12 +1290,12 @@ def test_class_ports_every_omni_override_across_files_in_mro_order():
 
 def landing_inputs():
     f = FIX / "super_landing.py"
-    return [L.locate(f"{f}:{c}.__init__") for c in ("GPUModelRunner", "GPUARModelRunner", "NPUModelRunner")]
+    return [locate.locate(f"{f}:{c}.__init__") for c in ("GPUModelRunner", "GPUARModelRunner", "NPUModelRunner")]
 
 
 def test_super_stays_where_it_already_reaches_the_npu_side():
-    into = L.locate(f"{FIX / 'super_landing.py'}:NPUARModelRunner", False)
-    res = P.port_method(*landing_inputs(), into=into)
+    into = locate.locate(f"{FIX / 'super_landing.py'}:NPUARModelRunner", False)
+    res = method_module.port_method(*landing_inputs(), into=into)
     assert res.style == "super-kept" and "super().__init__(config, device)" in res.code
     assert "NPUModelRunner.__init__" not in res.code                      # would skip OmniNPUModelRunner.__init__
     assert "ONP4021" in codes(res) and "torch.npu.Stream()" in res.code
@@ -1304,10 +1303,10 @@ def test_super_stays_where_it_already_reaches_the_npu_side():
 
 def test_explicit_call_names_the_class_pythons_mro_reaches():
     f = FIX / "super_landing.py"
-    assert "NPUModelRunner.__init__(self" in P.port_method(*landing_inputs()).code   # the default class: (omni, NPU base)
+    assert "NPUModelRunner.__init__(self" in method_module.port_method(*landing_inputs()).code   # the default class: (omni, NPU base)
     # in MixedNPUModelRunner(GPUARModelRunner, OmniNPUModelRunner) super() from GPUARModelRunner reaches
     # OmniGPUModelRunner.__init__ first: the port calls it (ONP4024), never skipping it for an NPU-side class
-    res = P.port_method(*landing_inputs(), into=L.locate(f"{f}:MixedNPUModelRunner", False))
+    res = method_module.port_method(*landing_inputs(), into=locate.locate(f"{f}:MixedNPUModelRunner", False))
     assert "OmniGPUModelRunner.__init__(self, config, device)" in res.code and res.style == "super-call"
     assert "NPUModelRunner.__init__" not in res.code.replace("OmniGPUModelRunner.__init__", "")
     assert "ONP4024" in codes(res)
@@ -1340,10 +1339,10 @@ def test_against_says_why_a_method_is_not_scored(capsys):
 def test_real_ports_parse_either_way(release_source, omni, vllm, ascend):
     "Every conflict the port-quality pairings produce (no --gpu-history: the most conflicts): whole statements, both sides parse."
     v, a, o = release_source(f"vllm=={vllm}"), release_source(f"vllm-ascend=={ascend}"), release_source(f"vllm-omni=={omni}")
-    gb, go = L.locate(f"{v.origin}:GPUModelRunner", False), L.locate(f"{o.origin}:OmniGPUModelRunner", False, [v.origin])
-    nb = L.locate(f"{a.origin}:NPUModelRunner", False, [v.origin])
-    for name in K.omni_overrides(go, gb):
-        ins = [L.method_located(gb, name) or gb, L.method_located(go, name), L.method_located(nb, name) or nb]
+    gb, go = locate.locate(f"{v.origin}:GPUModelRunner", False), locate.locate(f"{o.origin}:OmniGPUModelRunner", False, [v.origin])
+    nb = locate.locate(f"{a.origin}:NPUModelRunner", False, [v.origin])
+    for name in classes_module.omni_overrides(go, gb):
+        ins = [locate.method_located(gb, name) or gb, locate.method_located(go, name), locate.method_located(nb, name) or nb]
         assert_port_parses(ins, f"{omni}/{ascend}:{name}")
 
 
@@ -1355,7 +1354,7 @@ def test_cli_source_and_into_do_not_go_with_update(capsys):
 
 # ---- issue 13 (C3): super() never skips an intermediate omni class; bodies use the signature they get; compile()
 def _levels(name, method=None):
-    return L.locate(f"{FIX / 'super_levels.py'}:{name}" + (f".{method}" if method else ""), False)
+    return locate.locate(f"{FIX / 'super_levels.py'}:{name}" + (f".{method}" if method else ""), False)
 
 
 def _free_names(fn_code: str, module_names=("NPUModelRunner",)) -> set:
@@ -1369,7 +1368,7 @@ def _free_names(fn_code: str, module_names=("NPUModelRunner",)) -> set:
 
 
 def test_class_port_super_reaches_the_intermediate_omni_class():
-    res = K.port_class(_levels("GPUModelRunner"), _levels("GPUDiffModelRunner"), _levels("NPUModelRunner"), prefer="npu")
+    res = classes_module.port_class(_levels("GPUModelRunner"), _levels("GPUDiffModelRunner"), _levels("NPUModelRunner"), prefer="npu")
     compile(res.code, "<port>", "exec")
     fwd = next(n for n in ast.walk(ast.parse(res.code)) if isinstance(n, ast.FunctionDef) and n.name == "_model_forward")
     called = {ast.unparse(c.func) for c in ast.walk(fwd) if isinstance(c, ast.Call)}
@@ -1379,16 +1378,16 @@ def test_class_port_super_reaches_the_intermediate_omni_class():
 
 
 def test_super_target_starts_after_the_class_the_method_comes_from():
-    K_mro = K.generated_mro("P", _levels("GPUDiffModelRunner"), _levels("NPUModelRunner"))
+    K_mro = classes_module.generated_mro("P", _levels("GPUDiffModelRunner"), _levels("NPUModelRunner"))
     assert [c.name for c in K_mro] == ["P", "GPUDiffModelRunner", "GPUGenModelRunner", "OmniGPUModelRunner",
                                        "NPUModelRunner", "GPUModelRunner"]
     gpu_side = {"GPUDiffModelRunner", "GPUGenModelRunner", "OmniGPUModelRunner"}
-    t = S.super_target(K_mro, "_dummy_run", gpu_side, owner="OmniGPUModelRunner")
-    assert (t.reached, t.wanted, t.after, t.keep) == ("NPUModelRunner", "NPUModelRunner", "OmniGPUModelRunner", False)
+    t = supercalls.super_target(K_mro, "_dummy_run", gpu_side, owner="OmniGPUModelRunner")
+    assert (t.reached, t.wanted, t.after, t.reaches_wanted) == ("NPUModelRunner", "NPUModelRunner", "OmniGPUModelRunner", False)
 
 
 def test_adopted_npu_signature_renames_the_bodys_uses_of_renamed_parameters():
-    res = P.port_method(_levels("GPUModelRunner", "_dummy_run"), _levels("OmniGPUModelRunner", "_dummy_run"),
+    res = method_module.port_method(_levels("GPUModelRunner", "_dummy_run"), _levels("OmniGPUModelRunner", "_dummy_run"),
                         _levels("NPUModelRunner", "_dummy_run"), super_style="call")
     assert "aclgraph_runtime_mode" in res.code.splitlines()[0]
     assert not _free_names(res.code), res.code
@@ -1399,14 +1398,14 @@ def test_adopted_npu_signature_renames_the_bodys_uses_of_renamed_parameters():
 def test_a_body_using_a_parameter_the_npu_signature_lacks_keeps_its_signature():
     omni = "def _dummy_run(self, num_tokens, extra_flag=None):\n    return super()._dummy_run(num_tokens, extra_flag=extra_flag)\n"
     npu = "def _dummy_run(self, num_tokens, with_prefill=False):\n    return num_tokens\n"
-    lines, d = S.port_super_call(omni, npu, omni, "NPUModelRunner")
+    lines, d = supercalls.port_super_call(omni, npu, omni, "NPUModelRunner")
     assert not _free_names("\n".join(lines)) and "ONP4005" not in [x.code for x in d]
 
 
 def test_the_port_checks_by_compiling_a_repeated_keyword_is_an_error():
-    d = P.parse_check("def f(self):\n    return g(a=1, a=2)\n", "f")
+    d = method_module.parse_check("def f(self):\n    return g(a=1, a=2)\n", "f")
     assert [x.code for x in d] == ["ONP4006"] and d[0].severity == "error"
-    assert P.parse_check("def f(self):\n    return g(a=1, b=2)\n", "f") == []
+    assert method_module.parse_check("def f(self):\n    return g(a=1, b=2)\n", "f") == []
 
 
 # ---- issue 13: a widened conflict's sides are what each source wrote ---------------------------------------------
@@ -1417,25 +1416,25 @@ _CALL_NPU = "def f(self):\n    x = 1\n    model_out = Out(\n        a=1,\n      
 
 def test_a_widened_conflict_takes_each_sides_own_lines():
     "A one-sided change next to a conflict, pulled into it, goes to its own side only: neither side mixes the other's lines in."
-    hs = M.merge_hunks(_CALL_BASE, _CALL_OMNI, _CALL_NPU)
+    hs = merge.merge_hunks(_CALL_BASE, _CALL_OMNI, _CALL_NPU)
     [c] = [h for h in hs if h.kind == "conflict"]
     assert c.npu == _CALL_NPU.splitlines()[2:8] and c.omni == _CALL_OMNI.splitlines()[2:7]
     for prefer in ("npu", "omni"):
-        compile(textwrap.dedent("\n".join(M.render(hs, prefer=prefer)[0])), "<port>", "exec")   # no keyword twice
+        compile(textwrap.dedent("\n".join(merge.render(hs, prefer=prefer)[0])), "<port>", "exec")   # no keyword twice
 
 
 def test_a_shift_never_moves_a_region_out_of_the_method_body():
     "An anchor matched at another depth would put omni's inserted block at column 0: it stays inside the body."
-    a = [M.CodeLine("    y = 2"), M.CodeLine("    z = 3")]
-    prev = ([M.CodeLine("        )")], [M.CodeLine(")")])        # a closing bracket matched at another depth
-    assert M._hunk_delta(prev, ([], []), a) == 0
-    assert M._hunk_delta(([M.CodeLine("        w = 1")], [M.CodeLine("    w = 1")]), ([], []), [M.CodeLine("        y = 2")]) == -4
+    a = [merge.CodeLine("    y = 2"), merge.CodeLine("    z = 3")]
+    prev = ([merge.CodeLine("        )")], [merge.CodeLine(")")])        # a closing bracket matched at another depth
+    assert merge._hunk_delta(prev, ([], []), a) == 0
+    assert merge._hunk_delta(([merge.CodeLine("        w = 1")], [merge.CodeLine("    w = 1")]), ([], []), [merge.CodeLine("        y = 2")]) == -4
 
 
 def test_a_class_port_imports_what_string_annotations_name_for_type_checkers_only():
     "A name read only in string annotations, which its module imports under `if TYPE_CHECKING:`, is imported the same way."
     f = FIX / "typing_only.py"
-    res = K.port_class(*(L.locate(f"{f}:{c}", False) for c in ("GPUModelRunner", "OmniGPUModelRunner", "NPUModelRunner")),
+    res = classes_module.port_class(*(locate.locate(f"{f}:{c}", False) for c in ("GPUModelRunner", "OmniGPUModelRunner", "NPUModelRunner")),
                        prefer="npu")
     code = res.code
     assert "if TYPE_CHECKING:\n    from vllm.v1.core.sched.output import SchedulerOutput" in code
@@ -1443,30 +1442,30 @@ def test_a_class_port_imports_what_string_annotations_name_for_type_checkers_onl
     tree = ast.parse(code)
     top = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
     assert not any(a.name == "SchedulerOutput" for n in top for a in n.names)      # never imported at run time
-    assert K.annotation_names(tree) == {"SchedulerOutput"}
+    assert classes_module.annotation_names(tree) == {"SchedulerOutput"}
     snippet = ast.parse('def f(a: "A", *b: "B | None", c: int = 1) -> "list[C]":\n    x: "D" = 1\n    return "E"\n')
-    assert K.annotation_names(snippet) == {"A", "B", "list", "C", "D"}          # not the returned string
+    assert classes_module.annotation_names(snippet) == {"A", "B", "list", "C", "D"}          # not the returned string
 
 
 def test_a_rename_keeps_most_of_the_name():
     "Aligned parameter lists: a renamed parameter has the same default and most of the old name; another parameter is no rename."
     sig = lambda s: ast.parse(f"def f(self, {s}): pass").body[0]
     npu = sig("num_tokens, with_prefill=False, aclgraph_runtime_mode=None, force_attention=False")
-    assert S.param_renames(sig("num_tokens, cudagraph_runtime_mode=None, force_attention=False"), npu) == \
+    assert supercalls.param_renames(sig("num_tokens, cudagraph_runtime_mode=None, force_attention=False"), npu) == \
         {"cudagraph_runtime_mode": "aclgraph_runtime_mode"}
-    assert S.param_renames(sig("num_tokens, extra_flag=None"), npu) == {}
+    assert supercalls.param_renames(sig("num_tokens, extra_flag=None"), npu) == {}
 
 
 def test_a_class_port_says_which_name_a_kept_line_reads_and_nothing_binds():
     "--prefer npu keeps the NPU side's binding line; omni's next line reads `extra`, which only omni's side bound: ONP4025."
     f = FIX / "dropped_binding.py"
-    locs = [L.locate(f"{f}:{c}", False) for c in ("GPUModelRunner", "OmniGPUModelRunner", "NPUModelRunner")]
-    res = K.port_class(*locs, prefer="npu")
+    locs = [locate.locate(f"{f}:{c}", False) for c in ("GPUModelRunner", "OmniGPUModelRunner", "NPUModelRunner")]
+    res = classes_module.port_class(*locs, prefer="npu")
     compile(res.code, "<port>", "exec")
     found = [d for d in res.diagnostics if d.code == "ONP4025"]
     assert [d.message.rsplit(": ", 1)[1] for d in found] == ["`extra`"]
     assert "self.cache = extra" in res.code.splitlines()[found[0].line - 1]
-    assert not [d for d in K.port_class(*locs, prefer="omni").diagnostics if d.code == "ONP4025"]
+    assert not [d for d in classes_module.port_class(*locs, prefer="omni").diagnostics if d.code == "ONP4025"]
 
 
 def test_a_class_no_module_defines_gets_close_matches_from_the_whole_tree(tmp_path):
@@ -1476,8 +1475,8 @@ def test_a_class_no_module_defines_gets_close_matches_from_the_whole_tree(tmp_pa
     (tmp_path / "vllm_omni" / "__init__.py").write_text("")
     (pkg / "__init__.py").write_text("")
     (pkg / "npu_runner.py").write_text("class OmniNPUModelRunner:\n    def f(self):\n        return 1\n")
-    with pytest.raises(L.PortError, match="close matches: .*OmniNPUModelRunner"):
-        L.locate(f"{tmp_path / 'vllm_omni'}:NPUOmniModelRunner.f")
+    with pytest.raises(locate.PortError, match="close matches: .*OmniNPUModelRunner"):
+        locate.locate(f"{tmp_path / 'vllm_omni'}:NPUOmniModelRunner.f")
 
 
 def test_a_source_that_exists_but_cannot_be_read_is_an_input_error(tmp_path, capsys):
@@ -1495,7 +1494,7 @@ def test_a_source_that_exists_but_cannot_be_read_is_an_input_error(tmp_path, cap
 def test_a_parameter_both_sides_add_is_declared_once():
     "ONP4026: one declaration at the NPU base's place, the omni text (its body relies on the None default); it compiles."
     f = FIX / "param_twice.py"
-    res = P.port_method(*[L.locate(f"{f}:{c}._dummy_run") for c in ("GPUModelRunner", "OmniGPUModelRunner", "NPUModelRunner")],
+    res = method_module.port_method(*[locate.locate(f"{f}:{c}._dummy_run") for c in ("GPUModelRunner", "OmniGPUModelRunner", "NPUModelRunner")],
                         prefer="npu")
     compile(textwrap.dedent(res.code), "<port>", "exec")
     sig = ast.parse(textwrap.dedent(res.code)).body[0].args.args
@@ -1508,8 +1507,8 @@ def test_copied_super_calls_reach_what_they_reached_in_their_own_class(tmp_path)
     "`class NPUX(OmniGPUModelRunner, NPUModelRunner)`: the NPU base's `super().profile_run()` and the omni method's"
     " `super().shutdown()` would both reach OmniGPUModelRunner's GPU method, the one the port replaces; the port"
     " writes super(ThatClass, self) (ONP4027), and the ported class, run, calls what each line called in its own class."
-    loc = lambda c: L.locate(f"{FIX / 'super_rebind.py'}:{c}", False)
-    res = K.port_class(loc("GPUModelRunner"), loc("OmniGPUModelRunner"), loc("NPUModelRunner"))
+    loc = lambda c: locate.locate(f"{FIX / 'super_rebind.py'}:{c}", False)
+    res = classes_module.port_class(loc("GPUModelRunner"), loc("OmniGPUModelRunner"), loc("NPUModelRunner"))
     assert "super(NPUModelRunner, self).profile_run()" in res.code and "super(OmniGPUModelRunner, self).shutdown()" in res.code
     assert sum(d.code == "ONP4027" for d in res.diagnostics) == 2
     (tmp_path / "ported.py").write_text(res.code)
@@ -1527,36 +1526,36 @@ def test_copied_super_calls_reach_what_they_reached_in_their_own_class(tmp_path)
 
 
 def test_translations_are_kept_between_runs_and_answer_only_their_own_question(tmp_path, monkeypatch):
-    monkeypatch.setenv(T.TCACHE_ENV, str(tmp_path / "kept"))
+    monkeypatch.setenv(translation.TCACHE_ENV, str(tmp_path / "kept"))
     src, mod = "def sync(self):\n    torch.cuda.synchronize()\n", "import torch\n"
     for age, old in enumerate(("c", "b", "a")):                          # older tool versions' folders: the newest two stay
         old = old * 20
         (tmp_path / "kept" / old).mkdir(parents=True); (tmp_path / "kept" / old / ("0" * 64 + ".json")).write_text("{}")
         os.utime(tmp_path / "kept" / old, (1e9 - age, 1e9 - age))
-    monkeypatch.setattr(T, "_TCACHE", {})
-    first = T.translate_code(src, "vllm-ascend==0.18.0", mod)
-    assert "torch.npu.synchronize()" in first[0] and len(list((tmp_path / "kept").glob(T.code_fingerprint() + "/*.json"))) == 1
-    assert sorted(p.name for p in (tmp_path / "kept").iterdir()) == sorted(["b" * 20, "c" * 20, T.code_fingerprint(), ".omni-npu-port-cache"])
-    real = T.translate_source
+    monkeypatch.setattr(translation, "_TCACHE", {})
+    first = translation.translate_code(src, "vllm-ascend==0.18.0", mod)
+    assert "torch.npu.synchronize()" in first[0] and len(list((tmp_path / "kept").glob(translation.code_fingerprint() + "/*.json"))) == 1
+    assert sorted(p.name for p in (tmp_path / "kept").iterdir()) == sorted(["b" * 20, "c" * 20, translation.code_fingerprint(), ".omni-npu-port-cache"])
+    real = translation.translate_source
     def no_translator(*a, **k): raise AssertionError("translated again")
-    monkeypatch.setattr(T, "translate_source", no_translator)
-    monkeypatch.setattr(T, "_TCACHE", {})                       # a new process: only the disk remembers
-    again = T.translate_code(src, "vllm-ascend==0.18.0", mod)
+    monkeypatch.setattr(translation, "translate_source", no_translator)
+    monkeypatch.setattr(translation, "_TCACHE", {})                       # a new process: only the disk remembers
+    again = translation.translate_code(src, "vllm-ascend==0.18.0", mod)
     assert again[0] == first[0] and [str(d) for d in again[1]] == [str(d) for d in first[1]]
     for other in ((src, "vllm-ascend==0.18.0", mod + "import os\n"),          # another module text: a miss
                   (src + "    return 1\n", "vllm-ascend==0.18.0", mod),       # another method
                   (src, "vllm-ascend==0.16.0rc1", mod)):                      # another target
-        with pytest.raises(AssertionError, match="translated again"): T.translate_code(*other)
-    rules = T.rules_for("vllm-ascend==0.18.0")                               # a record changed at run time: a miss
+        with pytest.raises(AssertionError, match="translated again"): translation.translate_code(*other)
+    rules = translation.rules_for("vllm-ascend==0.18.0")                               # a record changed at run time: a miss
     monkeypatch.setitem(rules._memo, "digest", "changed")
-    monkeypatch.setattr(T, "_TCACHE", {})
-    with pytest.raises(AssertionError, match="translated again"): T.translate_code(src, "vllm-ascend==0.18.0", mod)
+    monkeypatch.setattr(translation, "_TCACHE", {})
+    with pytest.raises(AssertionError, match="translated again"): translation.translate_code(src, "vllm-ascend==0.18.0", mod)
     monkeypatch.delitem(rules._memo, "digest")
-    monkeypatch.setattr(T, "translate_source", real)
-    for f in (tmp_path / "kept").glob(T.code_fingerprint() + "/*.json"): f.write_bytes(b"not json")   # damaged: translated anew
-    monkeypatch.setattr(T, "_TCACHE", {})
-    assert T.translate_code(src, "vllm-ascend==0.18.0", mod)[0] == first[0]
-    monkeypatch.setenv(T.TCACHE_ENV, "off")                                  # off: nothing kept
-    monkeypatch.setattr(T, "_TCACHE", {})
-    T.translate_code(src + "    return 2\n", "vllm-ascend==0.18.0", mod)
-    assert not list(tmp_path.glob("off*")) and T.translation_cache() is None
+    monkeypatch.setattr(translation, "translate_source", real)
+    for f in (tmp_path / "kept").glob(translation.code_fingerprint() + "/*.json"): f.write_bytes(b"not json")   # damaged: translated anew
+    monkeypatch.setattr(translation, "_TCACHE", {})
+    assert translation.translate_code(src, "vllm-ascend==0.18.0", mod)[0] == first[0]
+    monkeypatch.setenv(translation.TCACHE_ENV, "off")                                  # off: nothing kept
+    monkeypatch.setattr(translation, "_TCACHE", {})
+    translation.translate_code(src + "    return 2\n", "vllm-ascend==0.18.0", mod)
+    assert not list(tmp_path.glob("off*")) and translation.translation_cache() is None

@@ -17,8 +17,9 @@ from omni_npu_port.cli.main import main
 from omni_npu_port.core.catalog import OMNI_PAIRING, OmniPairing, ascend_of_line, omni_history, omni_pairing
 from omni_npu_port.core.errors import UsageError
 from omni_npu_port.core.io import OutputExists
+from omni_npu_port.port.locate import forget_trees
 from omni_npu_port.port.merge import keep_side
-from omni_npu_port.cli.options import download_bar
+from omni_npu_port.cli.options import DownloadBar
 from omni_npu_port.core.io import Step
 from omni_npu_port.port.release import (DEFAULT_LAYOUT, REPORT_JSON, check_method, choose_inputs,
                                         fetch_release, open_release, port_release, write_release)
@@ -108,17 +109,17 @@ def test_a_derived_runner_derives_from_its_base_runners_port(tmp_path):
 def test_a_derived_runner_needs_its_bases_plan_not_its_port():
     "The AR runner ported alone (its base's port never made) is the AR runner of the whole release port; so is a port in"
     " two processes at once."
-    from omni_npu_port.port import release as R
-    seen, real = [], R.port_runner
+    from omni_npu_port.port import release
+    seen, real = [], release.port_runner
     def spy(*args):
         seen.append((args[1].cls, [p[0] for p in args[8]])); return real(*args)
-    R.port_runner = spy
+    release.port_runner = spy
     try: res = fixture_port()
-    finally: R.port_runner = real
+    finally: release.port_runner = real
     assert seen == [("OmniNPUModelRunner", []), ("NPUARModelRunner", ["OmniNPUModelRunner"])]
     base, ar = res.runners
-    g = R.release_runners(R.open_release(FIX / "omni")).gpu[1]
-    alone = R.port_runner(g, R.Placement(ar.module, ar.cls), str(FIX / "omni"), *_bases(), [R.locate_base(str(FIX / "vllm_old"), _gsym())],
+    g = release.release_runners(release.open_release(FIX / "omni")).gpu[1]
+    alone = release.port_runner(g, release.Placement(ar.module, ar.cls), str(FIX / "omni"), *_bases(), [release.locate_base(str(FIX / "vllm_old"), _gsym())],
                           (str(FIX / "vllm"),), "comment", [(base.cls, base.module, base.gpu)])
     assert alone.code == ar.code and alone.parent == "OmniNPUModelRunner"
     par = fixture_port(workers=2)
@@ -131,9 +132,9 @@ def _gsym():
 
 
 def _bases():
-    from omni_npu_port.port import release as R
     from omni_npu_port.port.audit import runner_bases
-    return R.locate_base(str(FIX / "vllm"), runner_bases()[0][0]), R.locate_base(str(FIX / "vllm_ascend"), runner_bases()[1][0])
+    from omni_npu_port.port import release
+    return release.locate_base(str(FIX / "vllm"), runner_bases()[0][0]), release.locate_base(str(FIX / "vllm_ascend"), runner_bases()[1][0])
 
 
 def test_history_turns_a_stale_omni_line_into_the_npu_side():
@@ -323,7 +324,7 @@ def test_a_download_says_what_it_fetches_and_draws_a_byte_bar_on_a_terminal(tmp_
         def isatty(self): return True
     tty, pipe = Terminal(), io.StringIO()
     for out in (tty, pipe):
-        bar = download_bar("vllm-ascend==9.9.9", out)
+        bar = DownloadBar("vllm-ascend==9.9.9", out)
         for k in (1, 2, 3): bar(k << 20, 3 << 20)
     assert "vllm-ascend==9.9.9" in tty.getvalue() and "3.1/3.1 MB" in tty.getvalue() and pipe.getvalue() == ""
 
@@ -435,8 +436,7 @@ def test_a_link_in_an_sdist_as_a_runner_module_is_named_not_dropped(tmp_path, mo
         assert [r.gpu.rsplit(".", 1)[1] for r in res.runners] == ["OmniGPUModelRunner"]
         [bad] = [d for d in res.diagnostics if d.code == "ONP4304"]
         assert "gpu_ar_model_runner.py" in bad.message and "symbolic link" in bad.message
-        from omni_npu_port.port.locate import _TREES
-        _TREES.clear()
+        forget_trees()
 
 
 @pytest.mark.slow
@@ -532,14 +532,14 @@ def test_port_release_checks_its_output_before_any_work(tmp_path, monkeypatch):
 def test_the_entry_module_re_exports_every_public_name_of_its_parts():
     "`from omni_npu_port.port.release import X` works for every public name of the three parts, as the same object."
     import importlib
-    from omni_npu_port.port import release as R
+    from omni_npu_port.port import release
     for part in ("release_inputs", "release_checks", "release_report"):
         mod = importlib.import_module(f"omni_npu_port.port.{part}")
         assert mod.__all__, part
         for name in mod.__all__:
-            assert getattr(R, name, None) is getattr(mod, name) and name in R.__all__, f"{part}.{name} is not re-exported"
-    assert R.port_release.__module__ == "omni_npu_port.port.release"
-    assert R.ReleasePort.__module__ == "omni_npu_port.port.release_report"   # docs.render draws it under this key
+            assert getattr(release, name, None) is getattr(mod, name) and name in release.__all__, f"{part}.{name} is not re-exported"
+    assert release.port_release.__module__ == "omni_npu_port.port.release"
+    assert release.ReleasePort.__module__ == "omni_npu_port.port.release_report"   # docs.render draws it under this key
 
 
 def test_a_part_importing_a_later_part_breaks_the_release_contract(tmp_path):

@@ -179,11 +179,11 @@ def triple_file(tmp: Path, extra: str) -> Path:
 @settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 @given(hypothesmith.from_grammar("file_input"))
 def test_port_of_a_generated_method(tmp_path_factory, program):
-    from omni_npu_port.port import locate as L
+    from omni_npu_port.port import locate
     from omni_npu_port.port.method import port_method
     f = triple_file(tmp_path_factory.mktemp("port"), program)
     assume(parses(f.read_bytes()))
-    try: located = [L.locate(f"{f}:{c}.m") for c in ("GPUModelRunner", "OmniGPUModelRunner", "NPUModelRunner")]
+    try: located = [locate.locate(f"{f}:{c}.m") for c in ("GPUModelRunner", "OmniGPUModelRunner", "NPUModelRunner")]
     except InputError: return                                               # a clear error is an answer
     res = port_method(*located)
     if not any(d.code == "ONP4006" for d in res.diagnostics):             # ONP4006: the port says it does not compile
@@ -196,11 +196,11 @@ SPLITLINES_ONLY = set("\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")   # line breaks to
 @pytest.mark.parametrize("ch", sorted(SPLITLINES_ONLY))
 def test_port_of_a_method_whose_comment_holds_a_splitlines_break(tmp_path, ch):
     "A comment holding a character `str.splitlines` breaks at and Python does not (issue 22, item 5): kept whole."
-    from omni_npu_port.port import locate as L
+    from omni_npu_port.port import locate
     from omni_npu_port.port.method import port_method
     f = triple_file(tmp_path, f"#{ch}:\n")
     assert parses(f.read_bytes())
-    res = port_method(*[L.locate(f"{f}:{c}.m") for c in ("GPUModelRunner", "OmniGPUModelRunner", "NPUModelRunner")])
+    res = port_method(*[locate.locate(f"{f}:{c}.m") for c in ("GPUModelRunner", "OmniGPUModelRunner", "NPUModelRunner")])
     assert f"#{ch}:" in res.code and parses(textwrap.dedent(res.code).encode())
 
 

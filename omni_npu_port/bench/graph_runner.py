@@ -12,6 +12,8 @@ import warnings
 from dataclasses import dataclass
 from typing import Callable
 
+from fastcore.basics import patch
+
 import torch
 
 from ..runtime.platform import capture_graph, warm_up_on_side_stream
@@ -138,31 +140,36 @@ class GraphRunner:
         "The captured bucket a batch of this size replays in, or None for eager."
         return bucket_for(batch, self.graphs)
 
-    def _no_graph_reason(self) -> str:
-        if not self.status: return "capture() has not run; ran eager"
-        if not self.uses_graphs: return next(iter(self.status.values())).reason
-        return "every bucket failed to capture; ran eager"
-
-    def _eager(self, batch: int, reason: str, inputs):
-        self.last_dispatch = Dispatch(batch, None, reason)
-        if reason not in self._warned:
-            self._warned.add(reason)
-            warnings.warn(f"GraphRunner: {reason}", stacklevel=3)
-        return self.fn(*inputs)
-
-    def __call__(self, *inputs):
-        n = int(inputs[0].shape[0])
-        if not self.graphs: return self._eager(n, self._no_graph_reason(), inputs)
-        b = self.bucket_for(n)
-        if b is None:
-            return self._eager(n, f"batch {n} is larger than the largest captured bucket {max(self.graphs)}; ran eager", inputs)
-        cb = self.graphs[b]
-        for static, x in zip(cb.inputs, inputs): static[:n].copy_(x)
-        cb.replay()
-        self.last_dispatch = Dispatch(n, b)
-        outs = tuple(o[:n].clone() for o in cb.outputs)
-        return outs if len(outs) > 1 else outs[0]
-
     def describe(self) -> list[dict]:
         "One row per bucket: batch, mode, reason, capture seconds, pool bytes."
         return [vars(s) for _, s in sorted(self.status.items())]
+
+# %% ../../nbs/bench/graph_runner.ipynb #d247a2e9
+@patch
+def _no_graph_reason(self: GraphRunner) -> str:
+    if not self.status: return "capture() has not run; ran eager"
+    if not self.uses_graphs: return next(iter(self.status.values())).reason
+    return "every bucket failed to capture; ran eager"
+
+@patch
+def _eager(self: GraphRunner, batch: int, reason: str, inputs):
+    self.last_dispatch = Dispatch(batch, None, reason)
+    if reason not in self._warned:
+        self._warned.add(reason)
+        warnings.warn(f"GraphRunner: {reason}", stacklevel=3)
+    return self.fn(*inputs)
+
+@patch
+def __call__(self: GraphRunner, *inputs):
+    "Replay the smallest captured bucket that holds the batch (inputs copied in, outputs sliced out); eager when none does."
+    n = int(inputs[0].shape[0])
+    if not self.graphs: return self._eager(n, self._no_graph_reason(), inputs)
+    b = self.bucket_for(n)
+    if b is None:
+        return self._eager(n, f"batch {n} is larger than the largest captured bucket {max(self.graphs)}; ran eager", inputs)
+    cb = self.graphs[b]
+    for static, x in zip(cb.inputs, inputs): static[:n].copy_(x)
+    cb.replay()
+    self.last_dispatch = Dispatch(n, b)
+    outs = tuple(o[:n].clone() for o in cb.outputs)
+    return outs if len(outs) > 1 else outs[0]

@@ -214,6 +214,7 @@ def run_bench(device: str = "auto", batch_sizes=None, iters: int | None = None, 
         Settings(list(batch_sizes), iters, warmup, str(prof.path) if prof.path else None, profile_kernels, torch.get_num_threads()),
         harness, rows, notes + noise_notes(rows, vars(harness))).to_dict()
 
+# %% ../../nbs/bench/harness.ipynb #dca7e8e7
 def _ci_width_us(stats: dict) -> float:
     "The width of a p50's bootstrap interval, in µs (0 without one)."
     ci = stats.get("p50_ci")

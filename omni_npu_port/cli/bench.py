@@ -126,4 +126,4 @@ def run_modes_cli(args, kw: dict, prof) -> int:
     if args.json: write_atomic(Path(args.json).expanduser(), json.dumps(res, indent=2) + "\n")
     if args.plot: plot_modes(res, Path(args.plot).expanduser())
     if args.quiet: print("omni-npu-port bench: " + (f"results: {args.json}" if args.json else "done"))
-    return 0
+    return OK

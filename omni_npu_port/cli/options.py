@@ -15,7 +15,7 @@ from ..core.errors import UsageError
 from ..core.io import Step
 
 # %% auto #0
-__all__ = ['parse_target_arg', 'add_json', 'add_target', 'add_output', 'download_bar', 'StderrProgress']
+__all__ = ['parse_target_arg', 'add_json', 'add_target', 'add_output', 'DownloadBar', 'StderrProgress']
 
 # %% ../../nbs/cli/options.ipynb #166b4345
 def parse_target_arg(text: str, packages=("vllm-ascend",)) -> str:
@@ -42,7 +42,7 @@ def add_output(ap: argparse.ArgumentParser, what: str = "the result", metavar: s
     ap.add_argument("--force", action="store_true", help=f"replace an existing {metavar}")
 
 # %% ../../nbs/cli/options.ipynb #cfecdc45
-class download_bar:
+class DownloadBar:
     "A byte progress bar for `fetch_package` on a terminal's stderr (rich); elsewhere nothing (the lines before and after say it)."
     def __init__(self, label: str, stream=None):
         self.label, self.stream, self.bar, self.task = label, stream or sys.stderr, None, None
@@ -62,7 +62,6 @@ class download_bar:
     def close(self) -> None:
         if self.bar is not None: self.bar.stop()
 
-
 # %% ../../nbs/cli/options.ipynb #1b6087b8
 class StderrProgress:
     "The `progress` callable of a command: lines on stderr, `Step`s as a bar on a terminal; `close()` stops a bar left running."
@@ -71,7 +70,7 @@ class StderrProgress:
 
     def __call__(self, event) -> None:
         if isinstance(event, Step):
-            if self.bar is None or self.bar.label != event.label: self.close(); self.bar = download_bar(event.label, self.stream)
+            if self.bar is None or self.bar.label != event.label: self.close(); self.bar = DownloadBar(event.label, self.stream)
             self.bar(event.done, event.total)
         else: self.close(); print(f"{self.prog}: {event}", file=self.stream)
 

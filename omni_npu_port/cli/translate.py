@@ -94,6 +94,7 @@ def print_findings(run, fmt: str = "text") -> None:
     found = [dataclasses.replace(d, path=str(f.path)) for f in run.files for d in f.findings()]
     sys.stdout.write(format_findings(found, fmt, "omni-npu-port translate"))
 
+# %% ../../nbs/cli/translate.ipynb #1151eb96
 REPEATS_SHOWN = 3   # the same error (same code and message but for its file) is printed this often, then counted
 
 def print_summary(run, args) -> None:
@@ -118,6 +119,7 @@ def print_summary(run, args) -> None:
               + (f"; output in {args.output}" if args.output else "")
               + ("; nothing written (the changes are the diff above)" if not (args.output or args.in_place) else ""), file=sys.stderr)
 
+# %% ../../nbs/cli/translate.ipynb #5d588173
 def jobs_for(args, rules) -> int:
     "The number of processes: one while a symbol index is in use (it stays in this process), else -j capped at the CPUs."
     if args.jobs < 0: raise UsageError(f"--jobs {args.jobs}: give a number of processes >= 1, or 0 for one per CPU")
@@ -128,6 +130,7 @@ def jobs_for(args, rules) -> int:
                            "omni-npu-port translate"), file=sys.stderr)
     return min(args.jobs or cpus, cpus)
 
+# %% ../../nbs/cli/translate.ipynb #155ec8cb
 def run(args) -> int:
     "Translate the sources as `args` say; 1 if --check finds GPU-isms left; an InputError if files or reports failed."
     check_arguments(args)

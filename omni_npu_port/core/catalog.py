@@ -120,12 +120,12 @@ class Pattern:
 
     def to_dict(self) -> dict:
         "A JSON-ready dict of the record, with its notebook."
-        d = asdict(self)
-        d["params"], d["drop"], d["notebook"] = list(self.params), list(self.drop), self.notebook
-        d["gaps"] = [list(g) for g in self.gaps]
-        return d
+        return {**asdict(self), "params": list(self.params), "drop": list(self.drop), "notebook": self.notebook,
+                "gaps": [list(g) for g in self.gaps]}
 
+# %% ../../nbs/core/catalog.ipynb #01541f62
 def _in_range(v, since, until) -> bool:
+    "Whether version `v` lies in [since, until) (a None bound is open; v None: yes)."
     if v is None: return True
     pv = parse_version(v)
     return (since is None or parse_version(since) <= pv) and (until is None or pv < parse_version(until))
@@ -169,19 +169,18 @@ class Symbol:
     def __str__(self) -> str: return self.dotted
 
 # %% ../../nbs/core/catalog.ipynb #64fb1a3c
-_P = Pattern
 _FC_KW = "num_tokens, num_tokens_across_dp, in_profile_run, num_actual_tokens, aclgraph_runtime_mode, batch_descriptor, model_instance, is_draft_model, skip_compiled, max_tokens_across_pcp, draft_attn_metadatas"
 _FC_V013 = ("attn_metadata", "vllm_config", "virtual_engine", *_FC_KW.split(", ")[:8])   # ... model_instance, is_draft_model
 
 FORWARD_CONTEXT = [
-    _P("fc.import", "forward-context", "Forward-context import", "import",
+    Pattern("fc.import", "forward-context", "Forward-context import", "import",
        "from vllm.forward_context import set_forward_context",
        "from vllm_ascend.ascend_forward_context import set_ascend_forward_context",
        card_section="Import Translations / Forward Context",
        gpu_symbol="vllm.forward_context.set_forward_context",
        npu_symbol="vllm_ascend.ascend_forward_context.set_ascend_forward_context",
        notes="vLLM-Omni ≥0.22 reaches it through `current_omni_platform.set_forward_context()` (see fc.platform-hook)."),
-    _P("fc.runtime-mode-kwarg", "forward-context", "Runtime-mode keyword: cudagraph → aclgraph", "kwargs-change",
+    Pattern("fc.runtime-mode-kwarg", "forward-context", "Runtime-mode keyword: cudagraph → aclgraph", "kwargs-change",
        "set_forward_context(..., cudagraph_runtime_mode=cudagraph_mode)",
        "set_ascend_forward_context(..., aclgraph_runtime_mode=cudagraph_mode)",
        card_section="Context Manager Translations / Forward Context Setup",
@@ -189,7 +188,7 @@ FORWARD_CONTEXT = [
        npu_symbol="vllm_ascend.ascend_forward_context.set_ascend_forward_context",
        rename={"cudagraph_runtime_mode": "aclgraph_runtime_mode"},
        notes="The value stays a vllm `CUDAGraphMode`; only the keyword changes."),
-    _P("fc.num-actual-tokens", "forward-context", "num_actual_tokens: padded count in dummy runs, scheduled total in execute_model",
+    Pattern("fc.num-actual-tokens", "forward-context", "num_actual_tokens: padded count in dummy runs, scheduled total in execute_model",
        "kwargs-change", "set_forward_context(attn_metadata, vllm_config, num_tokens=num_tokens_padded, ...)",
        "set_ascend_forward_context(attn_metadata, vllm_config, num_tokens=num_tokens_padded, ...,\n"
        "    num_actual_tokens=num_tokens_padded)  # in _dummy_run\n"
@@ -199,13 +198,13 @@ FORWARD_CONTEXT = [
                   "scheduler output and pass `num_tokens_padded`.",
        npu_symbol="vllm_ascend.ascend_forward_context.set_ascend_forward_context",
        add={"num_actual_tokens": "num_tokens_padded in _dummy_run; scheduler_output.total_num_scheduled_tokens in execute_model"}),
-    _P("fc.model-instance", "forward-context", "model_instance=self.model", "kwargs-change",
+    Pattern("fc.model-instance", "forward-context", "model_instance=self.model", "kwargs-change",
        "set_forward_context(attn_metadata, vllm_config, ...)",
        "set_ascend_forward_context(attn_metadata, vllm_config, ..., model_instance=self.model)",
        card_section="Context Manager Translations / Forward Context Setup",
        npu_symbol="vllm_ascend.ascend_forward_context.set_ascend_forward_context",
        add={"model_instance": "self.model"}),
-    _P("fc.drop-gpu-kwargs", "forward-context", "Drop vllm-only forward-context keywords", "kwargs-change",
+    Pattern("fc.drop-gpu-kwargs", "forward-context", "Drop vllm-only forward-context keywords", "kwargs-change",
        "set_forward_context(..., ubatch_slices=ubatch_slices, slot_mapping=slot_mapping, is_padding=is_padding)",
        "set_ascend_forward_context(...)  # ubatch_slices, slot_mapping, is_padding dropped",
        source="beyond-card", gpu_symbol="vllm.forward_context.set_forward_context",
@@ -217,7 +216,7 @@ FORWARD_CONTEXT = [
 
 # %% ../../nbs/core/catalog.ipynb #a9d4f47c
 FORWARD_CONTEXT += [
-    _P("fc.signature-v013", "forward-context", "set_ascend_forward_context of the 0.13 releases", "signature-change",
+    Pattern("fc.signature-v013", "forward-context", "set_ascend_forward_context of the 0.13 releases", "signature-change",
        "set_forward_context(attn_metadata, vllm_config, virtual_engine=0, ...)",
        "set_ascend_forward_context(attn_metadata, vllm_config, virtual_engine=0, num_tokens=0, ..., model_instance=None,\n"
        "    is_draft_model=False, is_multimodal_model=False)",
@@ -226,7 +225,7 @@ FORWARD_CONTEXT += [
        params=(*_FC_V013, "is_multimodal_model"), drop=("skip_compiled", "max_tokens_across_pcp", "draft_attn_metadatas"),
        notes="v0.13.0rc2 … v0.13.0; v0.13.0rc3 adds input_ids last. No skip_compiled, max_tokens_across_pcp or "
              "draft_attn_metadatas yet: pass everything after vllm_config by keyword."),
-    _P("fc.signature-v014", "forward-context", "set_ascend_forward_context of v0.14.0rc1", "signature-change",
+    Pattern("fc.signature-v014", "forward-context", "set_ascend_forward_context of v0.14.0rc1", "signature-change",
        "set_forward_context(attn_metadata, vllm_config, virtual_engine=0, ...)",
        "set_ascend_forward_context(attn_metadata, vllm_config, virtual_engine=0, num_tokens=0, ..., model_instance=None,\n"
        "    is_draft_model=False)",
@@ -234,7 +233,7 @@ FORWARD_CONTEXT += [
        npu_symbol="vllm_ascend.ascend_forward_context.set_ascend_forward_context",
        params=_FC_V013, drop=("is_multimodal_model", "skip_compiled", "max_tokens_across_pcp", "draft_attn_metadatas"),
        notes="is_multimodal_model is gone (it stays on the 0.13 branch); skip_compiled arrives in v0.15.0rc1."),
-    _P("fc.signature-v015", "forward-context", "set_ascend_forward_context of v0.15.0rc1", "signature-change",
+    Pattern("fc.signature-v015", "forward-context", "set_ascend_forward_context of v0.15.0rc1", "signature-change",
        "set_forward_context(attn_metadata, vllm_config, virtual_engine=0, ...)",
        "set_ascend_forward_context(attn_metadata, vllm_config, virtual_engine=0, num_tokens=0, ..., is_draft_model=False,\n"
        "    skip_compiled=False, draft_attn_metadatas=None)",
@@ -242,7 +241,7 @@ FORWARD_CONTEXT += [
        npu_symbol="vllm_ascend.ascend_forward_context.set_ascend_forward_context",
        params=(*_FC_V013, "skip_compiled", "draft_attn_metadatas"), drop=("max_tokens_across_pcp",),
        notes="max_tokens_across_pcp arrives in v0.16.0rc1, between skip_compiled and draft_attn_metadatas (fc.virtual-engine)."),
-    _P("fc.virtual-engine", "forward-context", "virtual_engine is the 3rd positional parameter", "signature-change",
+    Pattern("fc.virtual-engine", "forward-context", "virtual_engine is the 3rd positional parameter", "signature-change",
        "set_forward_context(attn_metadata, vllm_config, virtual_engine=0, ...)",
        "set_ascend_forward_context(attn_metadata, vllm_config, virtual_engine=0, " + _FC_KW + ")",
        source="beyond-card", since="0.16.0rc1", until="0.19.1rc1", vllm_until="0.19.1",
@@ -250,14 +249,18 @@ FORWARD_CONTEXT += [
        params=("attn_metadata", "vllm_config", "virtual_engine", *_FC_KW.split(", ")),
        notes="Removed in vllm-ascend v0.19.1rc1 (vllm 0.19.1): pass everything after vllm_config by keyword. "
              "Earlier releases have virtual_engine third too, with other tails (fc.signature-v013, -v014, -v015)."),
-    _P("fc.signature", "forward-context", "set_ascend_forward_context without virtual_engine", "signature-change",
+    Pattern("fc.signature", "forward-context", "set_ascend_forward_context without virtual_engine", "signature-change",
        "set_forward_context(attn_metadata, vllm_config, num_tokens=..., ...)",
        "set_ascend_forward_context(attn_metadata, vllm_config, " + _FC_KW + ")",
        source="beyond-card", since="0.19.1rc1",
        npu_symbol="vllm_ascend.ascend_forward_context.set_ascend_forward_context",
        params=("attn_metadata", "vllm_config", *_FC_KW.split(", ")),
        notes="Later versions add keywords (fc.has-sinks, fc.eplb-heat); the ones listed here stay."),
-    _P("fc.has-sinks", "forward-context", "has_sinks and input_ids keywords", "signature-change",
+]
+
+# %% ../../nbs/core/catalog.ipynb #46186943
+FORWARD_CONTEXT += [
+    Pattern("fc.has-sinks", "forward-context", "has_sinks and input_ids keywords", "signature-change",
        "set_forward_context(...)",
        "set_ascend_forward_context(..., has_sinks=..., input_ids=...)",
        source="beyond-card", since="0.20.2rc1", until="0.27.1rc1",
@@ -265,19 +268,19 @@ FORWARD_CONTEXT += [
        params=("has_sinks", "input_ids"),
        notes="Added in v0.20.2rc1; `eplb_heat_collection_status` joins in v0.23.0rc1 (fc.eplb-heat); `input_ids` "
              "is removed again in v0.27.1rc1 (fc.input-ids-removed)."),
-    _P("fc.input-ids-removed", "forward-context", "input_ids removed again", "signature-change",
+    Pattern("fc.input-ids-removed", "forward-context", "input_ids removed again", "signature-change",
        "set_forward_context(...)", "set_ascend_forward_context(..., has_sinks=...)  # no input_ids",
        source="beyond-card", since="0.27.1rc1",
        npu_symbol="vllm_ascend.ascend_forward_context.set_ascend_forward_context", params=("has_sinks",),
        drop=("input_ids",),
        notes="vllm-ascend main removed the input_ids keyword that v0.20.2rc1 added (August 2026); the first "
              "release without it is v0.27.1rc1 (v0.26.0rc1, cut later, still has it). has_sinks stays."),
-    _P("fc.eplb-heat", "forward-context", "eplb_heat_collection_status keyword", "signature-change",
+    Pattern("fc.eplb-heat", "forward-context", "eplb_heat_collection_status keyword", "signature-change",
        "set_forward_context(...)", "set_ascend_forward_context(..., eplb_heat_collection_status=...)",
        source="beyond-card", since="0.23.0rc1",
        npu_symbol="vllm_ascend.ascend_forward_context.set_ascend_forward_context",
        params=("eplb_heat_collection_status",)),
-    _P("fc.platform-hook", "forward-context", "Forward context through the omni platform hook", "manual",
+    Pattern("fc.platform-hook", "forward-context", "Forward context through the omni platform hook", "manual",
        "with set_forward_context(...):  # talker MTP",
        "with current_omni_platform.set_forward_context(...):  # vLLM-Omni >= 0.22",
        source="beyond-card",
@@ -287,13 +290,13 @@ FORWARD_CONTEXT += [
 
 # %% ../../nbs/core/catalog.ipynb #456eb66e
 GRAPHS = [
-    _P("graph.wrapper-import", "graphs", "Graph-wrapper import", "import",
+    Pattern("graph.wrapper-import", "graphs", "Graph-wrapper import", "import",
        "from vllm.compilation.cuda_graph import CUDAGraphWrapper",
        "from vllm_ascend.compilation.acl_graph import ACLGraphWrapper",
        card_section="Import Translations / Graph Wrapper",
        gpu_symbol="vllm.compilation.cuda_graph.CUDAGraphWrapper",
        npu_symbol="vllm_ascend.compilation.acl_graph.ACLGraphWrapper"),
-    _P("graph.wrapper-construct", "graphs", "Wrap the talker MTP in a FULL graph", "class-swap",
+    Pattern("graph.wrapper-construct", "graphs", "Wrap the talker MTP in a FULL graph", "class-swap",
        "self.talker_mtp = CUDAGraphWrapper(talker_mtp, self.vllm_config, runtime_mode=CUDAGraphMode.FULL)",
        "self.talker_mtp = ACLGraphWrapper(talker_mtp, self.vllm_config, runtime_mode=CUDAGraphMode.FULL)",
        card_section="Graph Wrapper Usage / Creating Graph Wrapper",
@@ -302,19 +305,19 @@ GRAPHS = [
        params=("runnable", "vllm_config", "runtime_mode", "cudagraph_options"),
        notes="Same constructor as vllm's CUDAGraphWrapper; from v0.18.0 also keyword-only `use_eagle`, "
              "`enable_enpu` (graph.wrapper-kwonly)."),
-    _P("graph.wrapper-kwonly", "graphs", "ACLGraphWrapper keyword-only use_eagle, enable_enpu", "signature-change",
+    Pattern("graph.wrapper-kwonly", "graphs", "ACLGraphWrapper keyword-only use_eagle, enable_enpu", "signature-change",
        "CUDAGraphWrapper(runnable, vllm_config, runtime_mode, cudagraph_options=None)",
        "ACLGraphWrapper(runnable, vllm_config, runtime_mode, cudagraph_options=None, *, use_eagle=..., enable_enpu=...)",
        source="beyond-card", since="0.18.0",
        npu_symbol="vllm_ascend.compilation.acl_graph.ACLGraphWrapper",
        params=("use_eagle", "enable_enpu")),
-    _P("graph.wrapper-isinstance", "graphs", "isinstance check against the graph wrapper", "class-swap",
+    Pattern("graph.wrapper-isinstance", "graphs", "isinstance check against the graph wrapper", "class-swap",
        "if not isinstance(self.talker_mtp, CUDAGraphWrapper):\n    _cudagraph_mode = CUDAGraphMode.NONE",
        "if not isinstance(self.talker_mtp, ACLGraphWrapper):\n    _cudagraph_mode = CUDAGraphMode.NONE",
        card_section="Graph Wrapper Usage / Checking Graph Wrapper Type",
        gpu_symbol="vllm.compilation.cuda_graph.CUDAGraphWrapper",
        npu_symbol="vllm_ascend.compilation.acl_graph.ACLGraphWrapper"),
-    _P("graph.clear-graphs", "graphs", "clear_graphs / clear_all_graphs have no NPU equivalent", "unsupported",
+    Pattern("graph.clear-graphs", "graphs", "clear_graphs / clear_all_graphs have no NPU equivalent", "unsupported",
        "CUDAGraphWrapper.clear_all_graphs()  # or wrapper.clear_graphs()",
        "# ACLGraphWrapper has neither: drop the wrapper and rebuild it",
        source="beyond-card", vllm_since="0.18.0", gaps=(("0.21.0rc1", "0.23.0rc1"),),
@@ -322,7 +325,11 @@ GRAPHS = [
        npu_symbol="vllm_ascend.compilation.acl_graph.ACLGraphWrapper",
        notes="vllm ≥0.18 has them. vllm-ascend's ACLGraphWrapper had clear_graphs / clear_all_graphs in v0.21.0rc1 "
              "and v0.22.1rc1 only (added, then reverted before v0.23.0rc1): there the GPU calls port as they are."),
-    _P("graph.capture", "graphs", "graph_capture context: its real GPU home", "import",
+]
+
+# %% ../../nbs/core/catalog.ipynb #27b4143f
+GRAPHS += [
+    Pattern("graph.capture", "graphs", "graph_capture context: its real GPU home", "import",
        "from vllm.distributed.parallel_state import graph_capture\nwith graph_capture(self.device):\n    ...",
        "from vllm_ascend.worker.model_runner_v1 import graph_capture\nwith graph_capture(self.device):\n    ...",
        source="correction", card_section="Context Manager Translations / Graph Capture Context",
@@ -333,7 +340,7 @@ GRAPHS = [
        params=("device",),
        notes="vllm's gains `graph_capture_context=` in 0.27.1; the 0.34.0 source reads "
              "`(device, stream)`, without it. vllm-ascend's keeps `(device)`."),
-    _P("graph.capture-reexport", "graphs", "graph_capture imported from vllm.distributed", "import",
+    Pattern("graph.capture-reexport", "graphs", "graph_capture imported from vllm.distributed", "import",
        "from vllm.distributed import graph_capture",
        "from vllm_ascend.worker.model_runner_v1 import graph_capture",
        source="correction", card_section="Context Manager Translations / Graph Capture Context",
@@ -343,12 +350,12 @@ GRAPHS = [
        npu_symbol="vllm_ascend.worker.model_runner_v1.graph_capture",
        notes="vllm/distributed/__init__.py re-exports parallel_state with `from .parallel_state import *`; "
              "the translator needs this second GPU name to resolve `from vllm.distributed import graph_capture`."),
-    _P("graph.mode-bool", "graphs", "bool(CUDAGraphMode.NONE) is False from vllm 0.18", "manual",
+    Pattern("graph.mode-bool", "graphs", "bool(CUDAGraphMode.NONE) is False from vllm 0.18", "manual",
        "if cudagraph_mode:  # truthy for every member before vllm 0.18",
        "if cudagraph_mode != CUDAGraphMode.NONE:  # explicit, right in every version",
        source="beyond-card", vllm_since="0.18.0", gpu_symbol="vllm.config.CUDAGraphMode", value={"methods": ("__bool__",)},
        notes="CUDAGraphMode gained __bool__ in vllm 0.18.0; compare explicitly. has_full_cudagraphs() is a method."),
-    _P("graph.talker-mtp-uniform-decode", "graphs", "force_uniform_decode=True when capturing the talker MTP",
+    Pattern("graph.talker-mtp-uniform-decode", "graphs", "force_uniform_decode=True when capturing the talker MTP",
        "manual",
        "mode, batch_desc, *_ = self._determine_batch_execution_and_padding(num_tokens=..., num_reqs=..., ...)",
        "mode, batch_desc, *_ = self._determine_batch_execution_and_padding(num_tokens=..., num_reqs=..., ...,\n"
@@ -358,7 +365,7 @@ GRAPHS = [
        params=("force_uniform_decode",),
        notes="Without it the talker-MTP graph is captured under a batch descriptor that the wrapper never sees at "
              "run time, so every step misses the cache and runs eager (fixed in vLLM-Omni, Sept 2026)."),
-    _P("graph.platform-hook", "graphs", "Graph-wrapper class through the omni platform hook", "manual",
+    Pattern("graph.platform-hook", "graphs", "Graph-wrapper class through the omni platform hook", "manual",
        "CUDAGraphWrapper(talker_mtp, ...)",
        "current_omni_platform.get_graph_wrapper_cls()(talker_mtp, ...)  # vLLM-Omni >= 0.22",
        source="beyond-card"),
@@ -366,81 +373,85 @@ GRAPHS = [
 
 # %% ../../nbs/core/catalog.ipynb #c3277300
 DEVICE_OPS = [
-    _P("dev.synchronize", "device-ops", "Synchronize the device", "rename",
+    Pattern("dev.synchronize", "device-ops", "Synchronize the device", "rename",
        "torch.cuda.synchronize()", "torch.npu.synchronize()",
        card_section="Device Operations / Synchronization",
        gpu_symbol="torch.cuda.synchronize", npu_symbol="torch.npu.synchronize"),
-    _P("dev.accelerator-synchronize", "device-ops", "torch.accelerator.synchronize maps to torch.npu too", "rename",
+    Pattern("dev.accelerator-synchronize", "device-ops", "torch.accelerator.synchronize maps to torch.npu too", "rename",
        "torch.accelerator.synchronize()", "torch.npu.synchronize()",
        source="beyond-card", gpu_symbol="torch.accelerator.synchronize", npu_symbol="torch.npu.synchronize",
        notes="Newer GPU code uses the device-generic API; the NPU runners still call torch.npu."),
-    _P("dev.stream", "device-ops", "Create a stream", "rename",
+    Pattern("dev.stream", "device-ops", "Create a stream", "rename",
        "stream = torch.cuda.Stream(device=device)", "stream = torch.npu.Stream(device=device)",
        card_section="Device Operations / Stream Operations",
        gpu_symbol="torch.cuda.Stream", npu_symbol="torch.npu.Stream"),
-    _P("dev.current-stream", "device-ops", "The current stream", "rename",
+    Pattern("dev.current-stream", "device-ops", "The current stream", "rename",
        "torch.cuda.current_stream()", "torch.npu.current_stream()",
        card_section="Device Operations / Stream Operations",
        gpu_symbol="torch.cuda.current_stream", npu_symbol="torch.npu.current_stream"),
-    _P("dev.stream-context", "device-ops", "Run on a stream", "rename",
+    Pattern("dev.stream-context", "device-ops", "Run on a stream", "rename",
        "with torch.cuda.stream(stream):", "with torch.npu.stream(stream):",
        source="beyond-card", gpu_symbol="torch.cuda.stream", npu_symbol="torch.npu.stream"),
-    _P("dev.event", "device-ops", "Events", "rename",
+    Pattern("dev.event", "device-ops", "Events", "rename",
        "torch.cuda.Event(enable_timing=True)", "torch.npu.Event(enable_timing=True)",
        source="beyond-card", gpu_symbol="torch.cuda.Event", npu_symbol="torch.npu.Event"),
-    _P("dev.graph-class", "device-ops", "The device graph class", "rename",
+    Pattern("dev.graph-class", "device-ops", "The device graph class", "rename",
        "torch.cuda.CUDAGraph()", "torch.npu.NPUGraph()",
        source="beyond-card", gpu_symbol="torch.cuda.CUDAGraph", npu_symbol="torch.npu.NPUGraph"),
-    _P("dev.graph-context", "device-ops", "Capture into a device graph", "rename",
+    Pattern("dev.graph-context", "device-ops", "Capture into a device graph", "rename",
        "with torch.cuda.graph(g, pool=pool):", "with torch.npu.graph(g, pool=pool):",
        source="beyond-card", gpu_symbol="torch.cuda.graph", npu_symbol="torch.npu.graph"),
-    _P("dev.graph-pool-handle", "device-ops", "Graph memory pool handle", "rename",
+    Pattern("dev.graph-pool-handle", "device-ops", "Graph memory pool handle", "rename",
        "torch.cuda.graph_pool_handle()", "torch.npu.graph_pool_handle()",
        source="beyond-card", gpu_symbol="torch.cuda.graph_pool_handle", npu_symbol="torch.npu.graph_pool_handle"),
-    _P("dev.torch-npu-import", "device-ops", "torch.npu exists only after import torch_npu", "npu-only-insertion",
+    Pattern("dev.torch-npu-import", "device-ops", "torch.npu exists only after import torch_npu", "npu-only-insertion",
        "import torch", "import torch\nimport torch_npu  # noqa: F401  registers torch.npu",
        source="beyond-card", npu_symbol="torch_npu",
        notes="torch_npu imports only with CANN installed (libhccl.so); installing torch-npu without CANN breaks "
              "`import torch` unless TORCH_DEVICE_BACKEND_AUTOLOAD=0."),
-    _P("dev.is-available", "device-ops", "Is the device usable", "rename",
+    Pattern("dev.is-available", "device-ops", "Is the device usable", "rename",
        "torch.cuda.is_available()", "torch.npu.is_available()",
        source="beyond-card", gpu_symbol="torch.cuda.is_available", npu_symbol="torch.npu.is_available"),
-    _P("dev.device-count", "device-ops", "How many devices are visible", "rename",
+    Pattern("dev.device-count", "device-ops", "How many devices are visible", "rename",
        "torch.cuda.device_count()", "torch.npu.device_count()",
        source="beyond-card", gpu_symbol="torch.cuda.device_count", npu_symbol="torch.npu.device_count"),
-    _P("dev.device-name", "device-ops", "The device's product name", "rename",
+    Pattern("dev.device-name", "device-ops", "The device's product name", "rename",
        "torch.cuda.get_device_name(index)", "torch.npu.get_device_name(index)",
        source="beyond-card", gpu_symbol="torch.cuda.get_device_name", npu_symbol="torch.npu.get_device_name"),
-    _P("dev.memory-allocated", "device-ops", "Bytes held by tensors on the device", "rename",
+]
+
+# %% ../../nbs/core/catalog.ipynb #2d7d0a54
+DEVICE_OPS += [
+    Pattern("dev.memory-allocated", "device-ops", "Bytes held by tensors on the device", "rename",
        "torch.cuda.memory_allocated()", "torch.npu.memory_allocated()",
        source="beyond-card", gpu_symbol="torch.cuda.memory_allocated", npu_symbol="torch.npu.memory_allocated"),
-    _P("dev.max-memory-allocated", "device-ops", "Peak bytes held by tensors", "rename",
+    Pattern("dev.max-memory-allocated", "device-ops", "Peak bytes held by tensors", "rename",
        "torch.cuda.max_memory_allocated()", "torch.npu.max_memory_allocated()",
        source="beyond-card", gpu_symbol="torch.cuda.max_memory_allocated", npu_symbol="torch.npu.max_memory_allocated"),
-    _P("dev.reset-peak-memory-stats", "device-ops", "Reset the peak-memory counters", "rename",
+    Pattern("dev.reset-peak-memory-stats", "device-ops", "Reset the peak-memory counters", "rename",
        "torch.cuda.reset_peak_memory_stats()", "torch.npu.reset_peak_memory_stats()",
        source="beyond-card", gpu_symbol="torch.cuda.reset_peak_memory_stats", npu_symbol="torch.npu.reset_peak_memory_stats"),
-    _P("dev.empty-cache", "device-ops", "Release the caching allocator's unused blocks", "rename",
+    Pattern("dev.empty-cache", "device-ops", "Release the caching allocator's unused blocks", "rename",
        "torch.cuda.empty_cache()", "torch.npu.empty_cache()",
        source="beyond-card", gpu_symbol="torch.cuda.empty_cache", npu_symbol="torch.npu.empty_cache"),
-    _P("dev.mem-get-info", "device-ops", "Free and total device memory", "rename",
+    Pattern("dev.mem-get-info", "device-ops", "Free and total device memory", "rename",
        "torch.cuda.mem_get_info()", "torch.npu.mem_get_info()",
        source="beyond-card", gpu_symbol="torch.cuda.mem_get_info", npu_symbol="torch.npu.mem_get_info"),
 ]
 
 # %% ../../nbs/core/catalog.ipynb #641bc1cd
 ATTENTION = [
-    _P("attn.state-import", "attention", "AscendAttentionState import", "npu-only-insertion",
+    Pattern("attn.state-import", "attention", "AscendAttentionState import", "npu-only-insertion",
        "# no equivalent: FlashAttention states are internal",
        "from vllm_ascend.attention.attention_v1 import AscendAttentionState",
        card_section="Import Translations / Attention State",
        npu_symbol="vllm_ascend.attention.attention_v1.AscendAttentionState"),
-    _P("attn.state-values", "attention", "AscendAttentionState members", "constant",
+    Pattern("attn.state-values", "attention", "AscendAttentionState members", "constant",
        "# none", "AscendAttentionState.PrefillNoCache ... SpecDecoding",
        source="beyond-card", npu_symbol="vllm_ascend.attention.attention_v1.AscendAttentionState",
        value={"PrefillNoCache": 0, "PrefillCacheHit": 1, "DecodeOnly": 2, "ChunkedPrefill": 3, "SpecDecoding": 4},
        notes="Unchanged in every vllm-ascend tag read."),
-    _P("attn.state-select", "attention", "Select the attention state explicitly", "manual",
+    Pattern("attn.state-select", "attention", "Select the attention state explicitly", "manual",
        "# handled internally by vllm's attention backends",
        "self.attn_state = AscendAttentionState.DecodeOnly\n"
        "if self.speculative_config and self.speculative_config.method == \"mtp\":\n"
@@ -450,7 +461,7 @@ ATTENTION = [
        "        self.attn_state = AscendAttentionState.ChunkedPrefill",
        card_section="Attention Metadata / State Setting (NPU-specific)",
        npu_symbol="vllm_ascend.attention.attention_v1.AscendAttentionState"),
-    _P("attn.build-metadata", "attention", "Build attention metadata with the NPU runner's keywords", "manual",
+    Pattern("attn.build-metadata", "attention", "Build attention metadata with the NPU runner's keywords", "manual",
        "attn_metadata = ...  # vllm's attention builders",
        "(attn_metadata, spec_decode_common_attn_metadata) = self._build_attention_metadata(\n"
        "    num_tokens=num_tokens_unpadded, num_tokens_padded=num_tokens_padded, num_reqs=num_reqs,\n"
@@ -467,7 +478,7 @@ ATTENTION = [
        until="0.27.1rc1",
        notes="Call by keyword. The parameters in the real order (v0.15.0rc1 … v0.26.0rc1; the card lists them in "
              "another order); v0.13.0's NPUModelRunner has no _build_attention_metadata of its own."),
-    _P("attn.build-metadata-dcp", "attention", "_build_attention_metadata gains dcp_dummy_metadata", "signature-change",
+    Pattern("attn.build-metadata-dcp", "attention", "_build_attention_metadata gains dcp_dummy_metadata", "signature-change",
        "# see attn.build-metadata", "self._build_attention_metadata(..., dcp_dummy_metadata=None, ...)",
        source="beyond-card", since="0.27.1rc1",
        npu_symbol="vllm_ascend.worker.model_runner_v1.NPUModelRunner._build_attention_metadata",
@@ -476,7 +487,7 @@ ATTENTION = [
                "num_scheduled_tokens_np", "dcp_dummy_metadata", "cascade_attn_prefix_lens"),
        notes="v0.27.1rc1 inserts dcp_dummy_metadata before cascade_attn_prefix_lens (and appends "
              "cudagraph_runtime_mode, batch_descriptor): a positional call past num_scheduled_tokens_np binds wrong."),
-    _P("attn.build-metadata-capture", "attention", "_build_attention_metadata(for_cudagraph_capture=...)",
+    Pattern("attn.build-metadata-capture", "attention", "_build_attention_metadata(for_cudagraph_capture=...)",
        "signature-change", "# see attn.build-metadata",
        "self._build_attention_metadata(..., for_cudagraph_capture=is_graph_capturing)  # in _dummy_run",
        source="beyond-card", since="0.15.0rc1",
@@ -488,22 +499,22 @@ ATTENTION = [
 
 # %% ../../nbs/core/catalog.ipynb #2c316ce4
 ROTARY_SP = [
-    _P("rope.update-cos-sin", "rotary-sp", "Update the rotary cos/sin cache before the forward", "npu-only-insertion",
+    Pattern("rope.update-cos-sin", "rotary-sp", "Update the rotary cos/sin cache before the forward", "npu-only-insertion",
        "# handled inside attention", "from vllm_ascend.ops.rotary_embedding import update_cos_sin\nupdate_cos_sin(positions)",
        card_section="Rotary Embedding / Update Cos/Sin Cache",
        npu_symbol="vllm_ascend.ops.rotary_embedding.update_cos_sin", params=("positions",)),
-    _P("sp.enable-sp", "rotary-sp", "Sequence parallelism check (env-driven)", "npu-only-insertion",
+    Pattern("sp.enable-sp", "rotary-sp", "Sequence parallelism check (env-driven)", "npu-only-insertion",
        "# vllm distributed utilities", "from vllm_ascend.utils import enable_sp\nif enable_sp():\n    ...",
        card_section="Sequence Parallelism / Enable SP Check", until="0.27.1rc1",
        npu_symbol="vllm_ascend.utils.enable_sp", params=("vllm_config", "enable_shared_expert_dp"),
        notes="`(vllm_config=None, enable_shared_expert_dp=False)`, driven by environment variables."),
-    _P("sp.enable-sp-config", "rotary-sp", "Sequence parallelism check (config-driven)", "signature-change",
+    Pattern("sp.enable-sp-config", "rotary-sp", "Sequence parallelism check (config-driven)", "signature-change",
        "# vllm distributed utilities", "from vllm_ascend.utils import enable_sp\nif enable_sp(vllm_config):\n    ...",
        source="beyond-card", since="0.27.1rc1",
        npu_symbol="vllm_ascend.utils.enable_sp", params=("vllm_config",), drop=("enable_shared_expert_dp",),
        notes="From v0.27.1rc1 (main since Aug 2026) enable_sp reads parallel_config.use_sequence_parallel_moe; "
              "enable_shared_expert_dp is gone."),
-    _P("util.lmhead-tp-enable", "rotary-sp", "LM-head tensor parallel check", "npu-only-insertion",
+    Pattern("util.lmhead-tp-enable", "rotary-sp", "LM-head tensor parallel check", "npu-only-insertion",
        "# none", "from vllm_ascend.utils import lmhead_tp_enable\nif lmhead_tp_enable():\n    ...",
        card_section="Import Translations / Utilities",
        npu_symbol="vllm_ascend.utils.lmhead_tp_enable", params=()),
@@ -511,31 +522,31 @@ ROTARY_SP = [
 
 # %% ../../nbs/core/catalog.ipynb #2fb8bfce
 SAMPLER_BATCH = [
-    _P("sample.sampler", "sampler-batch", "Sampler → AscendSampler (inherited from NPUModelRunner)", "class-swap",
+    Pattern("sample.sampler", "sampler-batch", "Sampler → AscendSampler (inherited from NPUModelRunner)", "class-swap",
        "from vllm.v1.sample.sampler import Sampler\nself.sampler = Sampler()",
        "# vllm-ascend's NPUModelRunner.__init__ already sets self.sampler = AscendSampler()",
        source="correction", card_section="Sampler / Sampler Type", vllm_until="0.34.0",
        correction="The card constructs AscendSampler in omni code; vllm-ascend's NPUModelRunner.__init__ sets it "
                   "and omni runners inherit it. Only code outside the runner builds one.",
        gpu_symbol="vllm.v1.sample.sampler.Sampler", npu_symbol="vllm_ascend.sample.sampler.AscendSampler"),
-    _P("sample.ascend-sampler-async", "sampler-batch", "AscendSampler.set_q_event / do_async_exponential",
+    Pattern("sample.ascend-sampler-async", "sampler-batch", "AscendSampler.set_q_event / do_async_exponential",
        "signature-change", "# none", "self.sampler.set_q_event(...); self.sampler.do_async_exponential(...)",
        source="beyond-card", until="0.25.1rc1",
        npu_symbol="vllm_ascend.sample.sampler.AscendSampler", value={"methods": ("set_q_event", "do_async_exponential")},
        notes="Present from v0.13.0 through v0.23.0.post1; removed in v0.25.1rc1."),
-    _P("sample.ascend-sampler-v025", "sampler-batch", "AscendSampler.apply_penalties / prepare_sampling / greedy_sample",
+    Pattern("sample.ascend-sampler-v025", "sampler-batch", "AscendSampler.apply_penalties / prepare_sampling / greedy_sample",
        "signature-change", "# vllm Sampler methods", "self.sampler.prepare_sampling(...)",
        source="beyond-card", since="0.20.2rc1", until="0.30.0rc1",
        npu_symbol="vllm_ascend.sample.sampler.AscendSampler",
        value={"methods": ("apply_penalties", "prepare_sampling", "greedy_sample")},
        notes="apply_penalties from v0.18.0, prepare_sampling and greedy_sample from v0.20.2rc1; through v0.24.0rc1 "
              "they coexist with set_q_event / do_async_exponential (sample.ascend-sampler-async)."),
-    _P("sample.ascend-sampler-v030", "sampler-batch", "AscendSampler without prepare_sampling", "signature-change",
+    Pattern("sample.ascend-sampler-v030", "sampler-batch", "AscendSampler without prepare_sampling", "signature-change",
        "# vllm Sampler methods", "self.sampler.greedy_sample(...)",
        source="beyond-card", since="0.30.0rc1",
        npu_symbol="vllm_ascend.sample.sampler.AscendSampler", value={"methods": ("apply_penalties", "greedy_sample")},
        notes="v0.30.0rc1 removes AscendSampler.prepare_sampling; apply_penalties and greedy_sample stay."),
-    _P("batch.input-batch", "sampler-batch", "InputBatch → NPUInputBatch (inherited from NPUModelRunner)", "class-swap",
+    Pattern("batch.input-batch", "sampler-batch", "InputBatch → NPUInputBatch (inherited from NPUModelRunner)", "class-swap",
        "from vllm.v1.worker.gpu_input_batch import InputBatch",
        "from vllm_ascend.worker.npu_input_batch import NPUInputBatch",
        source="correction", card_section="Input Batch / Batch Class", vllm_until="0.34.0",
@@ -543,13 +554,13 @@ SAMPLER_BATCH = [
                   "NPUModelRunner.__init__ sets it: omni runners inherit it instead of constructing one.",
        gpu_symbol="vllm.v1.worker.gpu_input_batch.InputBatch",
        npu_symbol="vllm_ascend.worker.npu_input_batch.NPUInputBatch"),
-    _P("batch.kv-cache-groups", "sampler-batch", "NPUInputBatch(kv_cache_groups=...)", "signature-change",
+    Pattern("batch.kv-cache-groups", "sampler-batch", "NPUInputBatch(kv_cache_groups=...)", "signature-change",
        "InputBatch(...)", "NPUInputBatch(..., kv_cache_groups=...)",
        source="beyond-card", since="0.13.0rc3", gaps=(("0.14.0rc1", "0.20.2rc1"),),
        npu_symbol="vllm_ascend.worker.npu_input_batch.NPUInputBatch", params=("kv_cache_groups",),
        notes="From v0.20.2rc1, and in the 0.13 branch's later releases (v0.13.0rc3, v0.13.0, published after "
              "v0.14.0rc1). main adds reasoning_config, use_replayssm, slot_mapping_modes."),
-    _P("vllm.v1-runner-removed", "sampler-batch", "vllm 0.34 deletes the V1 GPU runner, input batch and sampler",
+    Pattern("vllm.v1-runner-removed", "sampler-batch", "vllm 0.34 deletes the V1 GPU runner, input batch and sampler",
        "unsupported", "from vllm.v1.worker.gpu_model_runner import GPUModelRunner",
        "# no base class left: NPUModelRunner, NPUInputBatch and AscendSampler need vllm < 0.34",
        source="beyond-card", vllm_since="0.34.0",
@@ -559,10 +570,10 @@ SAMPLER_BATCH = [
 ]
 
 # %% ../../nbs/core/catalog.ipynb #9603f2b3
-_UFGP = ("attn_backend", "update_stream", "forward_context", "num_tokens", "vllm_config", "speculative_config")
+_UPDATE_FULL_GRAPH_PARAMS = ("attn_backend", "update_stream", "forward_context", "num_tokens", "vllm_config", "speculative_config")
 
 GRAPH_PARAMS = [
-    _P("gparams.update-full", "graph-params", "Update full-graph params (FULL and not capturing)", "npu-only-insertion",
+    Pattern("gparams.update-full", "graph-params", "Update full-graph params (FULL and not capturing)", "npu-only-insertion",
        "# not needed on GPU",
        "forward_context = get_forward_context()\n"
        "if (forward_context.cudagraph_runtime_mode == CUDAGraphMode.FULL\n"
@@ -572,20 +583,20 @@ GRAPH_PARAMS = [
        "        num_dcp_pcp_tokens=positions.shape[0])",
        card_section="Graph Parameter Updates / Full Graph Params Update (NPU-specific)", since="0.15.0rc1",
        until="0.25.1rc1", npu_symbol="vllm_ascend.compilation.acl_graph.update_full_graph_params",
-       params=(*_UFGP, "num_dcp_pcp_tokens", "draft_attn_metadatas"),
+       params=(*_UPDATE_FULL_GRAPH_PARAMS, "num_dcp_pcp_tokens", "draft_attn_metadatas"),
        notes="Pass by keyword (num_dcp_pcp_tokens=positions.shape[0]). From v0.18 runners call the inherited "
              "_update_full_graph_params_if_needed (gparams.if-needed)."),
-    _P("gparams.update-full-v025", "graph-params", "update_full_graph_params without num_dcp_pcp_tokens",
+    Pattern("gparams.update-full-v025", "graph-params", "update_full_graph_params without num_dcp_pcp_tokens",
        "signature-change",
        "update_full_graph_params(..., speculative_config, positions.shape[0])  # 7th positional",
        "update_full_graph_params(attn_backend, update_stream, forward_context, num_tokens, vllm_config,\n"
        "    speculative_config=None, draft_attn_metadatas=None)",
        source="beyond-card", since="0.25.1rc1",
        npu_symbol="vllm_ascend.compilation.acl_graph.update_full_graph_params",
-       params=(*_UFGP, "draft_attn_metadatas"),
+       params=(*_UPDATE_FULL_GRAPH_PARAMS, "draft_attn_metadatas"),
        notes="num_dcp_pcp_tokens was removed: an old 7-positional call binds positions.shape[0] to "
              "draft_attn_metadatas silently. Call by keyword."),
-    _P("gparams.if-needed", "graph-params", "Call the inherited _update_full_graph_params_if_needed", "manual",
+    Pattern("gparams.if-needed", "graph-params", "Call the inherited _update_full_graph_params_if_needed", "manual",
        "# not needed on GPU",
        "self._update_full_graph_params_if_needed(forward_context, num_tokens_padded, positions)",
        source="correction", since="0.18.0",
@@ -595,14 +606,18 @@ GRAPH_PARAMS = [
        until="0.25.1rc1",
        npu_symbol="vllm_ascend.worker.model_runner_v1.NPUModelRunner._update_full_graph_params_if_needed",
        params=("forward_context", "num_tokens_padded", "positions")),
-    _P("gparams.if-needed-v025", "graph-params", "_update_full_graph_params_if_needed without positions",
+    Pattern("gparams.if-needed-v025", "graph-params", "_update_full_graph_params_if_needed without positions",
        "signature-change", "# not needed on GPU",
        "self._update_full_graph_params_if_needed(forward_context, num_tokens_padded)",
        source="beyond-card", since="0.25.1rc1",
        npu_symbol="vllm_ascend.worker.model_runner_v1.NPUModelRunner._update_full_graph_params_if_needed",
        params=("forward_context", "num_tokens_padded"), drop=("positions",),
        notes="v0.25.1rc1 removes the positions parameter (it went with num_dcp_pcp_tokens)."),
-    _P("pa.using-paged-attention", "graph-params", "Paged-attention check when capturing", "npu-only-insertion",
+]
+
+# %% ../../nbs/core/catalog.ipynb #1738ae16
+GRAPH_PARAMS += [
+    Pattern("pa.using-paged-attention", "graph-params", "Paged-attention check when capturing", "npu-only-insertion",
        "# not needed on GPU",
        "from vllm_ascend.attention.utils import using_paged_attention\n"
        "from vllm_ascend.worker.model_runner_v1 import SEQ_LEN_WITH_MAX_PA_WORKSPACE\n"
@@ -611,11 +626,11 @@ GRAPH_PARAMS = [
        card_section="Paged Attention Check",
        npu_symbol="vllm_ascend.attention.utils.using_paged_attention", params=("runtime_shape", "vllm_config"),
        notes="`head_size=None` added in v0.23.0 (pa.head-size)."),
-    _P("pa.head-size", "graph-params", "using_paged_attention(head_size=...)", "signature-change",
+    Pattern("pa.head-size", "graph-params", "using_paged_attention(head_size=...)", "signature-change",
        "# none", "using_paged_attention(runtime_shape, vllm_config, head_size=None)",
        source="beyond-card", since="0.23.0rc1",
        npu_symbol="vllm_ascend.attention.utils.using_paged_attention", params=("head_size",)),
-    _P("pa.seq-len-constant", "graph-params", "SEQ_LEN_WITH_MAX_PA_WORKSPACE lives in model_runner_v1", "constant",
+    Pattern("pa.seq-len-constant", "graph-params", "SEQ_LEN_WITH_MAX_PA_WORKSPACE lives in model_runner_v1", "constant",
        "# none", "from vllm_ascend.worker.model_runner_v1 import SEQ_LEN_WITH_MAX_PA_WORKSPACE  # 6144",
        source="correction", card_section="Paged Attention Check",
        correction="The card's snippet implies it comes with using_paged_attention from vllm_ascend.attention.utils; "
@@ -629,15 +644,15 @@ _DR_GPU = ("num_tokens", "cudagraph_runtime_mode", "force_attention", "uniform_d
 _DR_NPU = ("num_tokens", "with_prefill", "cudagraph_runtime_mode", "force_attention", "uniform_decode", "is_profile",
            "create_mixed_batch", "allow_microbatching", "skip_eplb", "remove_lora", "is_graph_capturing",
            "num_active_loras")
-_MF = ("input_ids", "positions", "intermediate_tensors", "inputs_embeds")
+_MODEL_FORWARD_PARAMS = ("input_ids", "positions", "intermediate_tensors", "inputs_embeds")
 
 SIGNATURES = [
-    _P("sig.dummy-run-gpu", "signatures", "GPU _dummy_run parameters (vllm 0.17)", "signature-change",
+    Pattern("sig.dummy-run-gpu", "signatures", "GPU _dummy_run parameters (vllm 0.17)", "signature-change",
        "def _dummy_run(self, " + ", ".join(_DR_GPU) + ")", "# see sig.dummy-run",
        card_section="Common Method Signature Differences / _dummy_run Parameters", vllm_since="0.17.0",
        vllm_until="0.34.0",
        gpu_symbol="vllm.v1.worker.gpu_model_runner.GPUModelRunner._dummy_run", params=_DR_GPU),
-    _P("sig.dummy-run", "signatures", "NPU _dummy_run: with_prefill, different order, call by keyword",
+    Pattern("sig.dummy-run", "signatures", "NPU _dummy_run: with_prefill, different order, call by keyword",
        "signature-change", "self._dummy_run(num_tokens, cudagraph_runtime_mode=mode, ...)",
        "self._dummy_run(num_tokens=num_tokens, with_prefill=False, cudagraph_runtime_mode=mode, ...)",
        source="correction", card_section="Common Method Signature Differences / _dummy_run Parameters",
@@ -647,23 +662,23 @@ SIGNATURES = [
        npu_symbol="vllm_ascend.worker.model_runner_v1.NPUModelRunner._dummy_run", params=_DR_NPU,
        drop=("activate_lora",),
        notes="v0.18.0 adds profile_seq_lens, v0.19.1rc1 profile_cpp (sig.dummy-run-profile-seq-lens, -cpp)."),
-    _P("sig.dummy-run-profile-seq-lens", "signatures", "NPU _dummy_run gains profile_seq_lens", "signature-change",
+    Pattern("sig.dummy-run-profile-seq-lens", "signatures", "NPU _dummy_run gains profile_seq_lens", "signature-change",
        "# none", "self._dummy_run(..., profile_seq_lens=...)",
        source="beyond-card", since="0.18.0rc1",
        npu_symbol="vllm_ascend.worker.model_runner_v1.NPUModelRunner._dummy_run", params=("profile_seq_lens",)),
-    _P("sig.dummy-run-profile-cpp", "signatures", "NPU _dummy_run gains profile_cpp", "signature-change",
+    Pattern("sig.dummy-run-profile-cpp", "signatures", "NPU _dummy_run gains profile_cpp", "signature-change",
        "# none", "self._dummy_run(..., profile_cpp=...)",
        source="beyond-card", since="0.19.1rc1",
        npu_symbol="vllm_ascend.worker.model_runner_v1.NPUModelRunner._dummy_run", params=("profile_cpp",)),
-    _P("sig.model-forward", "signatures", "NPU _model_forward takes num_tokens_padded first", "signature-change",
+    Pattern("sig.model-forward", "signatures", "NPU _model_forward takes num_tokens_padded first", "signature-change",
        "def _model_forward(self, input_ids=None, positions=None, intermediate_tensors=None, inputs_embeds=None, **model_kwargs)",
        "def _model_forward(self, num_tokens_padded, input_ids=None, positions=None, intermediate_tensors=None,\n"
        "                   inputs_embeds=None, **model_kwargs)",
        card_section="Common Method Signature Differences / _model_forward Parameters", since="0.15.0rc1",
        vllm_until="0.34.0", gpu_symbol="vllm.v1.worker.gpu_model_runner.GPUModelRunner._model_forward",
        npu_symbol="vllm_ascend.worker.model_runner_v1.NPUModelRunner._model_forward",
-       params=("num_tokens_padded", *_MF)),
-    _P("sig.explicit-base-call", "signatures", "Call the base explicitly instead of super()", "manual",
+       params=("num_tokens_padded", *_MODEL_FORWARD_PARAMS)),
+    Pattern("sig.explicit-base-call", "signatures", "Call the base explicitly instead of super()", "manual",
        "super().load_model(*args, **kwargs)",
        "NPUModelRunner.load_model(self, *args, **kwargs)",
        source="beyond-card",
@@ -679,13 +694,13 @@ _PROPOSER_NPU = ("self.drafter.dummy_run(num_tokens=num_tokens_padded, with_pref
                  "    batch_descriptor=batch_desc, in_graph_capturing=not force_attention, is_profile=is_profile)")
 
 DEVICE_OPS += [
-    _P("dev.device-type", "device-ops", "The device type is \"npu\": device-type guards and device strings", "constant",
+    Pattern("dev.device-type", "device-ops", "The device type is \"npu\": device-type guards and device strings", "constant",
        'if self.device_config.device_type == "cuda":\n    self.device = torch.device(f"cuda:{self.local_rank}")',
        'if self.device_config.device_type == "npu":\n    self.device = torch.device(f"npu:{self.local_rank}")',
        source="beyond-card", npu_symbol="vllm_ascend.platform.NPUPlatform.device_type", value="npu",
        notes="vllm-ascend's NPUWorker builds torch.device(f\"npu:{self.local_rank}\") (from 0.24.0rc1 "
              "f\"{current_platform.device_type}:{visible_device_index}\"). A guard on \"cuda\" is false on NPU."),
-    _P("dev.nccl-env", "device-ops", "NCCL environment variables: NPU collectives read HCCL_ variables", "manual",
+    Pattern("dev.nccl-env", "device-ops", "NCCL environment variables: NPU collectives read HCCL_ variables", "manual",
        'os.environ.pop("NCCL_ASYNC_ERROR_HANDLING", None)',
        "# HCCL reads HCCL_ variables: an NCCL_ one configures nothing on NPU; drop it or set the HCCL variable\n"
        "# that does the same (vllm-ascend reads HCCL_OP_EXPANSION_MODE, HCCL_SO_PATH, ...)",
@@ -693,21 +708,22 @@ DEVICE_OPS += [
        notes="No vllm-ascend release reads an NCCL_ variable; the record names no symbol the doctor can check."),
 ]
 
+# %% ../../nbs/core/catalog.ipynb #b28c136b
 GRAPHS += [
-    _P("spec.proposer-dummy-run-v013", "graphs", "Proposer dummy_run: aclgraph_runtime_mode, no use_cudagraphs", "manual",
+    Pattern("spec.proposer-dummy-run-v013", "graphs", "Proposer dummy_run: aclgraph_runtime_mode, no use_cudagraphs", "manual",
        "self.drafter.dummy_run(num_tokens, use_cudagraphs=use_cudagraphs)", _PROPOSER_NPU,
        source="beyond-card", until="0.16.0rc1", vllm_until="0.34.0",
        gpu_symbol="vllm.v1.spec_decode.eagle.EagleProposer.dummy_run",
        npu_symbol="vllm_ascend.spec_decode.eagle_proposer.EagleProposer.dummy_run", params=_PROPOSER, drop=("use_cudagraphs",),
        notes="vllm-ascend's EagleProposer (and MtpProposer, Ngram, Suffix, Medusa) up to v0.15.0rc1; AscendEagleProposer from "
              "v0.16.0rc1 (spec.proposer-dummy-run). Passing use_cudagraphs= raises TypeError; the value is a graph mode."),
-    _P("spec.proposer-dummy-run", "graphs", "Proposer dummy_run: aclgraph_runtime_mode, no use_cudagraphs", "manual",
+    Pattern("spec.proposer-dummy-run", "graphs", "Proposer dummy_run: aclgraph_runtime_mode, no use_cudagraphs", "manual",
        "self.drafter.dummy_run(num_tokens, use_cudagraphs=use_cudagraphs)", _PROPOSER_NPU,
        source="beyond-card", since="0.16.0rc1", vllm_until="0.34.0",
        gpu_symbol="vllm.v1.spec_decode.eagle.EagleProposer.dummy_run",
        npu_symbol="vllm_ascend.spec_decode.eagle_proposer.AscendEagleProposer.dummy_run", params=_PROPOSER, drop=("use_cudagraphs",),
        notes="Defined on SpecDecodeBaseProposer (0.17, 0.18) and AscendSpecDecodeBaseProposer (from 0.19.1rc1)."),
-    _P("spec.eagle-isinstance", "graphs", "isinstance against vllm's EagleProposer: vllm-ascend's is no subclass", "manual",
+    Pattern("spec.eagle-isinstance", "graphs", "isinstance against vllm's EagleProposer: vllm-ascend's is no subclass", "manual",
        "assert isinstance(self.drafter, EagleProposer)  # vllm.v1.spec_decode.eagle",
        "from vllm_ascend.spec_decode.eagle_proposer import EagleProposer\nassert isinstance(self.drafter, EagleProposer)",
        source="beyond-card", until="0.13.0rc2", vllm_until="0.34.0", gpu_symbol="vllm.v1.spec_decode.eagle.EagleProposer",
@@ -715,8 +731,9 @@ GRAPHS += [
              "v0.13.0rc2 it derives from vllm's EagleProposer (AscendEagleProposer from v0.16.0rc1), so the check holds."),
 ]
 
+# %% ../../nbs/core/catalog.ipynb #573227ea
 SIGNATURES += [
-    _P("worker.base-class", "signatures", "GPU worker base → vllm-ascend's NPUWorker", "class-swap",
+    Pattern("worker.base-class", "signatures", "GPU worker base → vllm-ascend's NPUWorker", "class-swap",
        "from vllm.v1.worker.gpu_worker import Worker as GPUWorker\nclass OmniGPUWorkerBase(GPUWorker): ...",
        "from vllm_ascend.worker.worker import NPUWorker\nclass OmniNPUWorkerBase(NPUWorker): ...",
        source="beyond-card", gpu_symbol="vllm.v1.worker.gpu_worker.Worker", npu_symbol="vllm_ascend.worker.worker.NPUWorker",
@@ -724,7 +741,7 @@ SIGNATURES += [
                           "compile_or_warm_up_model", "wake_up")},   # names rare enough to anchor the chunker
        notes="NPUWorker derives from vllm's WorkerBase, not from the GPU Worker; its init_device calls self._init_device(). "
              "An override written against the GPU Worker must be checked against NPUWorker's method."),
-    _P("sig.dummy-run-aclgraph", "signatures", "NPU _dummy_run takes aclgraph_runtime_mode (up to 0.13.0rc1)",
+    Pattern("sig.dummy-run-aclgraph", "signatures", "NPU _dummy_run takes aclgraph_runtime_mode (up to 0.13.0rc1)",
        "signature-change", "def _dummy_run(self, num_tokens, cudagraph_runtime_mode=None, ...)",
        "def _dummy_run(self, num_tokens, with_prefill=False, aclgraph_runtime_mode=None, ...)",
        source="beyond-card", until="0.13.0rc2",
@@ -778,12 +795,14 @@ class Catalog:
         "A JSON list of records."
         return json.dumps([p.to_dict() for p in (self.patterns if patterns is None else patterns)], indent=2)
 
+# %% ../../nbs/core/catalog.ipynb #65876f1b
 def check_choice(what: str, value: str, choices) -> str:
     "Return `value` if it is one of `choices`, else raise ValueError listing them."
     if value not in choices:
         raise ValueError(f"unknown {what} {value!r}; choose one of: {', '.join(choices)}")
     return value
 
+# %% ../../nbs/core/catalog.ipynb #072b8002
 def _validate(patterns: list[Pattern]):
     seen = set()
     for p in patterns:

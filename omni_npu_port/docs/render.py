@@ -243,12 +243,12 @@ def diff_rows(a: list[str], b: list[str]) -> list[tuple]:
             rows.append((kind, i + 1 if left else None, a[i] if left else "", j + 1 if right else None, b[j] if right else ""))
     return rows
 
-def folded(rows: list[tuple], keep: set, context: int | None) -> list:
-    "The rows with unchanged stretches far from a change and from `keep` (source lines) replaced by (skip, count, first, last)."
+def folded(rows: list[tuple], pinned: set, context: int | None) -> list:
+    "The rows with unchanged stretches far from a change and from `pinned` (source lines) replaced by (skip, count, first, last)."
     if context is None: return rows
     near = set()
     for k, r in enumerate(rows):
-        if r[0] != "equal" or r[1] in keep: near.update(range(k - context, k + context + 1))
+        if r[0] != "equal" or r[1] in pinned: near.update(range(k - context, k + context + 1))
     out, run = [], []
     for k, r in enumerate(rows):
         if k in near: 
@@ -296,7 +296,7 @@ def html_translation(t, source=None, context: int | None = 3) -> Html:
 
 # %% ../../nbs/docs/render.ipynb #05c57f3e
 def html_run(run) -> Html:
-    "A translate `Run`: totals, one row per file (status, lines, rewritten, flagged, pending, output), diagnostics folded."
+    "A `TranslateRun`: totals, one row per file (status, lines, rewritten, flagged, pending, output), diagnostics folded."
     t = run.totals()
     target = getattr(getattr(run, "rules", None), "target", None)
     head = (f"<h4>translate run ({esc(run.mode)}{', target ' + esc(target) if target else ''})</h4>"
@@ -461,7 +461,7 @@ def html_release(p) -> Html:
 
 RENDERERS = {   # class (module.QualName) -> its renderer; registered with core.display on import
     "omni_npu_port.translate.engine.Translation": html_translation,
-    "omni_npu_port.translate.run.Run": html_run,
+    "omni_npu_port.translate.run.TranslateRun": html_run,
     "omni_npu_port.port.method.PortResult": html_port,
     "omni_npu_port.port.audit.Finding": lambda f: html_audit([f]),
     "omni_npu_port.sources.conformance.Conformance": lambda c: html_conformance([c], show_na=True),

@@ -413,10 +413,10 @@ def drop_readme_only(proc: Path) -> int:
     n = 0
     for p in Path(proc).rglob("*.ipynb"):
         nb = json.loads(p.read_text(encoding="utf-8"))
-        keep = [c for c in nb["cells"] if not (c["cell_type"] == "markdown" and _src(c).lstrip().startswith(README_ONLY))]
-        if len(keep) < len(nb["cells"]):
-            n += len(nb["cells"]) - len(keep)
-            nb["cells"] = keep
+        shown = [c for c in nb["cells"] if not (c["cell_type"] == "markdown" and _src(c).lstrip().startswith(README_ONLY))]
+        if len(shown) < len(nb["cells"]):
+            n += len(nb["cells"]) - len(shown)
+            nb["cells"] = shown
             write_atomic(p, json.dumps(nb, indent=1))
     return n
 
@@ -428,8 +428,8 @@ def site_dir(root, out=None) -> Path:
     root = Path(root).resolve()
     s = nbdev_settings(root)
     out = (root / (out if out is not None else s["doc_path"])).resolve()
-    keep = [root / s["nbs_path"], root / (s["lib_path"] or "omni_npu_port"), root / "_proc", root / "tests"]
-    if out == root or out in root.parents or any(out == k or k in out.parents for k in keep):
+    protected = [root / s["nbs_path"], root / (s["lib_path"] or "omni_npu_port"), root / "_proc", root / "tests"]
+    if out == root or out in root.parents or any(out == k or k in out.parents for k in protected):
         raise DocsError(f"refusing to build the site into {out}: it would replace project files; pick another --out")
     if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not _is_site(out))):
         raise DocsError(f"refusing to replace {out}: it is not a previous docs build (no search.json or site_libs/); "

@@ -110,6 +110,7 @@ def _imports_for(code: str, modules: list[tuple[str, str, str | None]], exclude:
                 break
     return out
 
+# %% ../../nbs/port/classes.ipynb #cb8d81f6
 def annotation_names(tree: ast.AST) -> set[str]:
     "Names read inside string annotations (`x: \"SchedulerOutput\"`, `-> \"list[Foo]\"`): a module must bind them too."
     out = set()
@@ -123,6 +124,7 @@ def annotation_names(tree: ast.AST) -> set[str]:
                 except SyntaxError: pass
     return out
 
+# %% ../../nbs/port/classes.ipynb #e6135a03
 TYPING_ONLY = "if TYPE_CHECKING: "   # the prefix of an import line a module makes only for type checkers
 
 def _top_statements(body: list, typing_only: bool = False):
@@ -135,6 +137,7 @@ def _top_statements(body: list, typing_only: bool = False):
             for b in (st.body, st.orelse, st.finalbody, *[h.body for h in st.handlers]): yield from _top_statements(b, typing_only)
         else: yield st, typing_only
 
+# %% ../../nbs/port/classes.ipynb #ae01d8a6
 @functools.lru_cache(maxsize=32)
 def _bindings(module: str, text: str) -> dict[str, str]:
     "Every top-level name a module binds → the import line that gives it to another module (`TYPING_ONLY`-prefixed where only type checkers import it)."
@@ -158,6 +161,7 @@ def _bindings(module: str, text: str) -> dict[str, str]:
 def _binding_import(module: str, text: str, name: str) -> str | None:
     return _bindings(module, text).get(name)
 
+# %% ../../nbs/port/classes.ipynb #2f661383
 def _translated_imports(loc: Located, rules: RuleSet) -> str:
     "The import statements of a module as the translator writes them (where translated names are bound)."
     head = "\n".join(module_imports(loc.context_text)) + "\n"
@@ -172,6 +176,42 @@ def generated_mro(cname: str, gpu_omni: Located, npu_base: Located, parent: list
     order = mro_merge([[c.name for c in a], [c.name for c in b], [a[0].name, b[0].name]])
     return [MroClass(cname, None)] + [by[n] for n in order]
 
+
+# %% ../../nbs/port/classes.ipynb #edeb2c26
+def _omni_only_method(own: Located, name: str, rules: RuleSet, landing: list, format, ll, settings) -> tuple[str, list]:
+    "A method only omni defines, for a class port: translated, its super() calls reaching what they did in its own class, formatted if asked."
+    new, d = translate_located(own, rules)
+    rebound, d4 = rebind_supers(python_lines(new), ["omni"] * new.count("\n"), landing, {"omni": own.owner},
+                                (param_names(own.method_node) or ["self"])[0])
+    new, d = "\n".join(rebound) + "\n", list(d) + d4
+    d = [dataclasses.replace(x, where=name) for x in d]
+    if format: new, d = format_code(new, format, ll, settings, d)
+    return new, [port_diagnostic("ONP4007", code_info('ONP4007').title, None, "info", where=name)] + \
+                [dataclasses.replace(x, where=x.where or name) for x in d]
+
+# %% ../../nbs/port/classes.ipynb #b016cb7d
+def _import_sources(gpu_omni: Located, npu_base: Located, names: list, rules: RuleSet) -> list[tuple]:
+    "The (module, text, package) sources a class port's free names are imported from, in order: the NPU base's module, omni's (translated, then as written), and the modules of omni bases that define `names`."
+    sources = [(npu_base.module, npu_base.module_text, npu_base.package),
+               (gpu_omni.module, _translated_imports(gpu_omni, rules), gpu_omni.package),
+               (gpu_omni.module, gpu_omni.module_text, gpu_omni.package)]
+    for name in names:   # methods of omni bases in other modules: their modules' imports too
+        m = method_located(gpu_omni, name)
+        if m.owner_module and m.owner_module != gpu_omni.module and m.owner_text:
+            sources += [(m.owner_module, _translated_imports(m, rules), m.package), (m.owner_module, m.owner_text, m.package)]
+    return sources
+
+def _import_block(cls_code: str, sources: list[tuple], extra: list[str]) -> list[str]:
+    "A class port's import lines: its free names' imports and `extra`, `import`s then `from`s, type-checker-only ones under `if TYPE_CHECKING:`."
+    imports = _imports_for(cls_code, sources, set()) + extra
+    typing_only = sorted({i[len(TYPING_ONLY):] for i in imports if i.startswith(TYPING_ONLY)})
+    imports = [i for i in imports if not i.startswith(TYPING_ONLY)]
+    typing_only = [i for i in typing_only if i not in imports]
+    if typing_only: imports.append("from typing import TYPE_CHECKING")
+    imports = list(dict.fromkeys(sorted(i for i in imports if i.startswith("import ")) +
+                                 sorted(i for i in imports if i.startswith("from "))))
+    if typing_only: imports += ["", "if TYPE_CHECKING:"] + [f"    {i}" for i in typing_only]
+    return imports
 
 # %% ../../nbs/port/classes.ipynb #557bec93
 @gc_paused()
@@ -204,16 +244,8 @@ def port_class(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_st
         bodies.append(r.code); styles[name] = r.style
         if r.style == "super-call": npu_srcs[name] = method_located(npu_base, name).method_source
     for name in plan.translate:
-        own = method_located(gpu_omni, name)
-        new, d = translate_located(own, rules)
-        rebound, d4 = rebind_supers(python_lines(new), ["omni"] * new.count("\n"), landing, {"omni": own.owner},
-                                    (param_names(own.method_node) or ["self"])[0])
-        new, d = "\n".join(rebound) + "\n", list(d) + d4   # its super() calls reach what they did in its own class
-        d = [dataclasses.replace(x, where=name) for x in d]
-        if format: new, d = format_code(new, format, ll, settings, d)
-        diags += [port_diagnostic("ONP4007", code_info('ONP4007').title, None, "info", where=name)] + \
-                 [dataclasses.replace(x, where=x.where or name) for x in d]
-        bodies.append(new); styles[name] = "omni-only"
+        new, d = _omni_only_method(method_located(gpu_omni, name), name, rules, landing, format, ll, settings)
+        diags += d; bodies.append(new); styles[name] = "omni-only"
     omni_cls, npu_cls = gpu_omni.cls_node.name, (parent[0].name if parent else npu_base.cls_node.name)
     defs = omni_definitions(gpu_omni, gpu_base)
     diags = refit_overrides(diags, dict(zip(plan.port + plan.translate, bodies)), npu_srcs,
@@ -222,22 +254,9 @@ def port_class(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_st
     inherited = ", ".join(plan.inherit)
     cls_code = f"class {cname}({omni_cls}, {npu_cls}):\n" + \
                (f'    "Ported by omni-npu-port; inherited from {omni_cls} unchanged: {inherited}."\n\n' if inherited else "") + methods
-    sources = [(npu_base.module, npu_base.module_text, npu_base.package),
-               (gpu_omni.module, _translated_imports(gpu_omni, rules), gpu_omni.package),
-               (gpu_omni.module, gpu_omni.module_text, gpu_omni.package)]
-    for name in plan.port + plan.translate:   # methods of omni bases in other modules: their modules' imports too
-        m = method_located(gpu_omni, name)
-        if m.owner_module and m.owner_module != gpu_omni.module and m.owner_text:
-            sources += [(m.owner_module, _translated_imports(m, rules), m.package), (m.owner_module, m.owner_text, m.package)]
-    imports = _imports_for(cls_code, sources, set())
-    imports += [f"from {gpu_omni.module} import {omni_cls}", f"from {parent[0].module if parent else npu_base.module} import {npu_cls}"]
-    typing_only = sorted({i[len(TYPING_ONLY):] for i in imports if i.startswith(TYPING_ONLY)})
-    imports = [i for i in imports if not i.startswith(TYPING_ONLY)]
-    typing_only = [i for i in typing_only if i not in imports]
-    if typing_only: imports.append("from typing import TYPE_CHECKING")
-    imports = list(dict.fromkeys(sorted(i for i in imports if i.startswith("import ")) +
-                                 sorted(i for i in imports if i.startswith("from "))))
-    if typing_only: imports += ["", "if TYPE_CHECKING:"] + [f"    {i}" for i in typing_only]
+    sources = _import_sources(gpu_omni, npu_base, plan.port + plan.translate, rules)
+    imports = _import_block(cls_code, sources, [f"from {gpu_omni.module} import {omni_cls}",
+                                                f"from {parent[0].module if parent else npu_base.module} import {npu_cls}"])
     below = f" (below {npu_cls}, ported already: the methods it has are not ported again)" if parent else ""
     header = (f'"""{cname}: {omni_cls} ported onto {npu_base.label()}{below} by `omni-npu-port port --class`.\n\n'
               f"Sources: GPU base {gpu_base.label()}; omni GPU {gpu_omni.label()}; translator target {rules.target}.\n"

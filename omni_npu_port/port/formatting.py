@@ -27,8 +27,8 @@ from .locate import Located, PortError, port_diagnostic, python_lines
 from .merge import indent_of
 
 # %% auto #0
-__all__ = ['RUFF_LINE_LENGTH', 'FORMATTERS', 'CONFLICT_MARKERS', 'ruff_bin', 'ruff_settings', 'format_options', 'mask_conflicts',
-           'format_code']
+__all__ = ['RUFF_LINE_LENGTH', 'FORMATTERS', 'CONFLICT_MARKERS', 'ruff_bin', 'ruff_settings_at', 'ruff_settings',
+           'format_options', 'mask_conflicts', 'format_code']
 
 # %% ../../nbs/port/formatting.ipynb #9b72ba51
 register(
@@ -68,7 +68,8 @@ def _ruff_table(name: str, text: str) -> dict | None:
 _RUFF_FILES = (".ruff.toml", "ruff.toml", "pyproject.toml")   # ruff's precedence within one directory
 
 @functools.lru_cache(maxsize=64)
-def _ruff_settings_at(origin: str, kind: str | None) -> dict:
+def ruff_settings_at(origin: str, kind: str | None) -> dict:
+    "The ruff settings where `origin` (of `kind`: sdist, directory, None for a lone file) states them: an sdist's top-level config, else the nearest of a folder and its parents (.ruff.toml, ruff.toml, pyproject.toml); {} where none does (a wheel ships none)."
     p = Path(origin)
     if kind == "sdist":
         with tarfile.open(p) as tf:
@@ -90,10 +91,10 @@ def _ruff_settings_at(origin: str, kind: str | None) -> dict:
 
 def ruff_settings(loc: "Located") -> dict:
     "The ruff settings a method's source declares ({} when it has none): `line-length`, `indent-width`, `format`, …"
-    if loc.tree is None: return _ruff_settings_at(str(loc.origin), None)
+    if loc.tree is None: return ruff_settings_at(str(loc.origin), None)
     root = getattr(loc.tree.reader, "root", None)
-    if loc.tree.kind == "directory" and root is not None: return _ruff_settings_at(str(root), "directory")
-    return _ruff_settings_at(str(loc.tree.origin), loc.tree.kind)
+    if loc.tree.kind == "directory" and root is not None: return ruff_settings_at(str(root), "directory")
+    return ruff_settings_at(str(loc.tree.origin), loc.tree.kind)
 
 def format_options(omni: "Located", line_length: int | None = None) -> tuple[int, dict]:
     "The line length (given, else the omni source's, else 120) and the ruff settings a port of `omni` is formatted with."
@@ -154,22 +155,22 @@ def format_code(code: str, formatter: str = "ruff", line_length: int = RUFF_LINE
     "Ported code formatted by ruff when its syntax tree and comments stay the same (else unchanged, ONP4014); diagnostics moved along."
     if formatter not in FORMATTERS: raise PortError(f"--format {formatter}: choose one of {', '.join(FORMATTERS)}")
     exe = ruff_bin()
-    keep = lambda why: (code, [*diagnostics, port_diagnostic("ONP4014", f"{code_info('ONP4014').title}: {why}", None, "warning")])
+    unformatted = lambda why: (code, [*diagnostics, port_diagnostic("ONP4014", f"{code_info('ONP4014').title}: {why}", None, "warning")])
     lines, masked = mask_conflicts(python_lines(code))
     if indent is None:   # a lone method is formatted inside a class, where it will live
         indent = 4 if lines and re.match(r"(@|def |async def )", lines[0]) else 0
     head = ["class _OmniPortFormat:"] if indent else []
     src = "\n".join(head + [(" " * indent + l) if l.strip() else "" for l in lines]) + "\n"
     try: before = ast.dump(ast.parse(src)); cb = [w for _, w in _comments(src)]
-    except (SyntaxError, tokenize.TokenError) as e: return keep(f"it does not parse with its conflicts masked ({getattr(e, 'msg', e)})")
+    except (SyntaxError, tokenize.TokenError) as e: return unformatted(f"it does not parse with its conflicts masked ({getattr(e, 'msg', e)})")
     p = subprocess.run([exe, "format", "--isolated", *_ruff_args(settings or {}, line_length), "--stdin-filename",
                         "ported.py", "-"], input=src, capture_output=True, text=True)
-    if p.returncode: return keep(f"ruff format failed ({(python_lines(p.stderr.strip()) or ['?'])[0]})")
+    if p.returncode: return unformatted(f"ruff format failed ({(python_lines(p.stderr.strip()) or ['?'])[0]})")
     out = p.stdout
     try: after = ast.dump(ast.parse(out)); ca = [w for _, w in _comments(out)]
-    except (SyntaxError, tokenize.TokenError) as e: return keep(f"ruff's output does not parse ({getattr(e, 'msg', e)})")
-    if after != before: return keep("ruff would change the syntax tree")
-    if ca != cb: return keep("ruff would change the comments (fences, marks or notes)")
+    except (SyntaxError, tokenize.TokenError) as e: return unformatted(f"ruff's output does not parse ({getattr(e, 'msg', e)})")
+    if after != before: return unformatted("ruff would change the syntax tree")
+    if ca != cb: return unformatted("ruff would change the comments (fences, marks or notes)")
     lmap = _format_line_map(src, out)
     new = python_lines(out)[len(head):]
     if indent: new = [l[indent:] if l.startswith(" " * indent) else l for l in new]

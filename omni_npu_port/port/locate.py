@@ -27,7 +27,8 @@ from ..sources.symbols import SymbolIndex, c3_merge, mro, resolve
 # %% auto #0
 __all__ = ['PortError', 'port_diagnostic', 'MethodSpec', 'parse_spec', 'Located', 'python_lines', 'indent_lines', 'method_text',
            'spaces_for_tabs', 'close_matches', 'own_methods', 'top_classes', 'MroClass', 'mro_merge', 'source_index',
-           'open_extra', 'class_mro', 'class_methods', 'method_located', 'missing_method', 'open_tree', 'locate']
+           'open_extra', 'class_mro', 'class_methods', 'method_located', 'missing_method', 'open_tree', 'forget_trees',
+           'locate']
 
 # %% ../../nbs/port/locate.ipynb #108d3b9b
 class PortError(UsageError, ValueError):
@@ -108,6 +109,7 @@ class Located:
         return f"{self.package or Path(self.origin).name}{v} {self.owner or self.cls_node.name}" + \
                (f".{self.method_node.name}" if self.method_node else "")
 
+# %% ../../nbs/port/locate.ipynb #5f217514
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 def python_lines(text: str) -> list[str]:
@@ -123,17 +125,20 @@ def _python_lines(text: str) -> tuple[str, ...]:
     lines = _LINE_BREAK.split(text)
     return tuple(lines[:-1] if lines and lines[-1] == "" else lines)
 
+# %% ../../nbs/port/locate.ipynb #5a465e8d
 def indent_lines(text: str, prefix: str, predicate=lambda line: line.strip()) -> str:
     "`textwrap.indent` over the lines Python sees (`textwrap.indent` splits with `str.splitlines`: a form feed in a comment"
     " would become a line of its own)."
     return "".join(prefix + l if predicate(l) else l for l in re.split(r"(?<=\n)|(?<=\r)(?!\n)", text) if l)
 
+# %% ../../nbs/port/locate.ipynb #0fac518b
 def method_text(module_text: str, node: ast.FunctionDef) -> str:
     "The source lines of a def (decorators included), dedented (lines as Python counts them: `str.splitlines` would also break at \\x0c, \\x1c-\\x1e, \\x85, \\u2028 inside a comment)."
     lines = python_lines(module_text)
     start = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
     return spaces_for_tabs(textwrap.dedent("\n".join(lines[start: node.end_lineno]))) + "\n"
 
+# %% ../../nbs/port/locate.ipynb #dd32962e
 def spaces_for_tabs(text: str) -> str:
     "`text` (a dedented def) with tab indentation written as Python's tokenizer reads it: each block level as four"
     " spaces (a tab counts to the next multiple of 8, a form feed back to 0); continuation and comment lines keep their"
@@ -324,6 +329,10 @@ def open_tree(source: str) -> SourceTree:
             if Path(key).expanduser().exists(): raise
             raise PortError(str(e)) from None
     return _TREES[key]
+
+def forget_trees() -> None:
+    "Forget the trees `open_tree` opened: its next call reads each source again (a session whose sources changed; a test)."
+    _TREES.clear()
 
 @gc_paused()
 def locate(spec: str | MethodSpec, need_method: bool = True, extra=()) -> Located:

@@ -222,6 +222,28 @@ def _landing(landing: list, gpu_omni: Located, npu_base: Located, name: str):
     gpu_side = {c.name for c in class_mro(gpu_omni)} - {c.name for c in class_mro(npu_base)}
     return super_target(landing, name, gpu_side, gpu_omni.owner)
 
+# %% ../../nbs/port/port.ipynb #bb8825d7
+def _port_by_super(omni_t: str, npu: str, base_t: str, npu_cls: str, super_style: str = "auto") -> tuple[list, list, str, list]:
+    "An omni method that extends its base by super(), onto the NPU method: (lines, diagnostics, style, origins); inlined into the NPU body where `super_style` is \"inline\", or \"auto\" and the call inlines, else an explicit call to `npu_cls`'s method."
+    if super_style in ("auto", "inline"):
+        ofn, nfn = ast.parse(omni_t).body[0], ast.parse(npu).body[0]
+        if super_style == "inline" or inlinable_call(ofn, nfn) is not None:
+            origins = []
+            res = port_super_inline(omni_t, npu, base_t, origins)
+            if res is not None: return (*res, "super-inline", origins)
+    lines, d2 = port_super_call(omni_t, npu, base_t, npu_cls)
+    return lines, d2, "super-call", ["omni"] * len(lines)
+
+def _override_diagnostics(lines: list, origins: list, style: str, npu: str, npu_cls: str, name: str,
+                          gpu_omni: Located, gpu_base: Located) -> list[Diagnostic]:
+    "ONP4015 for the omni overrides a ported method's calls reach (with an explicit base call: the NPU method's own self-calls)."
+    defs, omni_cls = omni_definitions(gpu_omni, gpu_base), gpu_omni.cls_node.name
+    omni_defs, owners = {n: fn for n, (_, fn) in defs.items()}, {n: o for n, (o, _) in defs.items()}
+    if style == "super-call":   # the explicit base call runs the NPU method, whose own self-calls reach omni overrides
+        at = next((i for i, l in enumerate(lines, 1) if f"{npu_cls}.{name}(self" in l), None)
+        return [port_diagnostic("ONP4015", n, at) for n in override_calls_in_base(npu, omni_defs, omni_cls, name, owners=owners)]
+    return override_calls(lines, origins, omni_defs, omni_cls, name, owners)
+
 # %% ../../nbs/port/port.ipynb #6fc63360
 @gc_paused()
 def port_method(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_style: str = "auto",
@@ -247,25 +269,16 @@ def port_method(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_s
     style, origins, skip, wraps = "merge", [], set(), False
     if landing is None and into is not None: landing = class_mro(into)
     reach = _landing(landing, gpu_omni, npu_base, name) if landing else None
-    if extends_by_super(omni_t) and reach is not None and reach.keep:
+    if extends_by_super(omni_t) and reach is not None and reach.reaches_wanted:
         (lines, d2), style = super_kept(omni_t, reach, landing[0].name), "super-kept"
         origins = ["omni"] * len(lines)
     elif extends_by_super(omni_t) and reach is not None and reach.intermediate:   # an omni class comes first: call it
         lines, d2 = port_super_call(omni_t, npu, base_t, reach.reached, adopt=False)
         style, origins, skip = "super-call", ["omni"] * len(lines), _super_spans(omni_t)
     elif extends_by_super(omni_t):
-        res, skip = None, _super_spans(omni_t)
+        skip = _super_spans(omni_t)
         if reach is not None and reach.wanted: npu_cls = reach.wanted       # the NPU side's nearest definer, never past it
-        if super_style in ("auto", "inline") and npu_cls == npu_base.cls_node.name:
-            ofn, nfn = ast.parse(omni_t).body[0], ast.parse(npu).body[0]
-            if super_style == "inline" or inlinable_call(ofn, nfn) is not None:
-                res = port_super_inline(omni_t, npu, base_t, origins)
-                style = "super-inline"
-        if res is None:
-            res = port_super_call(omni_t, npu, base_t, npu_cls)
-            style = "super-call"
-            origins = ["omni"] * len(res[0])
-        lines, d2 = res
+        lines, d2, style, origins = _port_by_super(omni_t, npu, base_t, npu_cls, super_style if npu_cls == npu_base.cls_node.name else "call")
     else:
         older = [t for t, _ in translate_methods([(h.method_source, h.context_text) for h in history if h], rules)]
         hunks = merge_hunks(base_t, omni_t, npu, older)
@@ -285,14 +298,10 @@ def port_method(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_s
         d2 = list(d2) + d3
     diags += d2
     diags += kept_omni_diagnostics(tdiags, python_lines(omni_t), lines, origins, skip)
-    defs, omni_cls = omni_definitions(gpu_omni, gpu_base), gpu_omni.cls_node.name
-    omni_defs, owners = {n: fn for n, (_, fn) in defs.items()}, {n: o for n, (o, _) in defs.items()}
-    if style == "super-call":   # the explicit base call runs the NPU method, whose own self-calls reach omni overrides
-        at = next((i for i, l in enumerate(lines, 1) if f"{npu_cls}.{name}(self" in l), None)
-        diags += [port_diagnostic("ONP4015", n, at) for n in override_calls_in_base(npu, omni_defs, omni_cls, name, owners=owners)]
-    else: diags += override_calls(lines, origins, omni_defs, omni_cls, name, owners)
+    diags += _override_diagnostics(lines, origins, style, npu, npu_cls, name, gpu_omni, gpu_base)
     return finish_port("\n".join(lines) + "\n", diags, style, name, gpu_omni, prefer, format, line_length)
 
+# %% ../../nbs/port/port.ipynb #26d40801
 def finish_port(code: str, diags: list, style: str, name: str, gpu_omni: Located, prefer: str, format, line_length) -> PortResult:
     "A ported method's result: parse-checked (unless conflict markers explain themselves), placed, formatted if asked."
     code, kept_once = one_declaration_per_parameter(code, name)   # a parameter both sides add is one parameter

@@ -138,21 +138,21 @@ register(
 
 def score_gaps(res: PortResult, hand: Located, scores: dict) -> list[Diagnostic]:
     "ONP4023 for what `score_result` could not score, and why (nothing silent: no scores always has a reason)."
-    gap = lambda msg: port_diagnostic("ONP4023", f"{code_info('ONP4023').title}: {msg}", None, "warning", where=res.name)
+    unscored = lambda msg: port_diagnostic("ONP4023", f"{code_info('ONP4023').title}: {msg}", None, "warning", where=res.name)
     if hand.method_node is not None:
-        return [] if scores else [gap(f"the port and {hand.label()} share no method name")]
+        return [] if scores else [unscored(f"the port and {hand.label()} share no method name")]
     masked, _ = mask_conflicts(res.code.splitlines())
     try: tree = ast.parse("\n".join(masked))
     except SyntaxError as e:
-        return [gap(f"the ported module does not parse at line {e.lineno} ({e.msg}), even with its conflicts masked")]
+        return [unscored(f"the ported module does not parse at line {e.lineno} ({e.msg}), even with its conflicts masked")]
     node = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == res.name), None)
-    if node is None: return [gap(f"the port has no class {res.name} to hold to {hand.label()}")]
+    if node is None: return [unscored(f"the port has no class {res.name} to hold to {hand.label()}")]
     ported, hands = list(own_methods(node)), list(own_methods(hand.cls_node))
     out = []
     if extra := [n for n in ported if n not in hands]:
-        out.append(gap(f"ported, but the hand-written {hand.cls_node.name} does not define: {', '.join(extra)}"))
+        out.append(unscored(f"ported, but the hand-written {hand.cls_node.name} does not define: {', '.join(extra)}"))
     if lost := [n for n in hands if n not in ported]:
-        out.append(gap(f"the hand-written {hand.cls_node.name} defines, the port does not write (inherited, or no "
+        out.append(unscored(f"the hand-written {hand.cls_node.name} defines, the port does not write (inherited, or no "
                        f"omni override): {', '.join(lost)}"))
-    if not scores and not out: out.append(gap("no method to score"))
+    if not scores and not out: out.append(unscored("no method to score"))
     return out

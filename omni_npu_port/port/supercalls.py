@@ -389,7 +389,7 @@ class SuperTarget:
     after: str | None = None # the omni class the method comes from, where the landing MRO holds it (super() starts after it)
 
     @property
-    def keep(self) -> bool: return self.after is None and self.wanted is not None and self.reached == self.wanted
+    def reaches_wanted(self) -> bool: return self.after is None and self.wanted is not None and self.reached == self.wanted
 
     @property
     def intermediate(self) -> bool:

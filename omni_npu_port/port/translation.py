@@ -174,8 +174,9 @@ def _from_data(got) -> tuple[str, list[Diagnostic]] | None:
         diags.append(Diagnostic(**d))
     return got["code"], diags
 
-def _kept(folder: Path | None, rules: RuleSet, mod: str, src: str):
-    "A kept translation (code, diagnostics), or None: none kept, or a bad entry (logged once)."
+# %% ../../nbs/port/translation.ipynb #9c74f8ad
+def _cached_translation(folder: Path | None, rules: RuleSet, mod: str, src: str):
+    "The cached translation (code, diagnostics), or None: none cached, or a bad entry (logged once)."
     if folder is None: return None
     key = _key(rules, mod, src)
     path = folder / f"{key}.json"
@@ -192,6 +193,7 @@ def _kept(folder: Path | None, rules: RuleSet, mod: str, src: str):
     if got is None: _bad_entry(path, "holds other than a translation"); return None
     return got
 
+# %% ../../nbs/port/translation.ipynb #c4333f8f
 LIVE_TEMP_S = 3600   # a temp written to in the last hour may be a live writer's (another process, another host)
 
 def _prune(p: Path) -> None:
@@ -203,7 +205,7 @@ def _prune(p: Path) -> None:
         p.rmdir()
     except OSError: pass   # a folder written into meanwhile stays; keeping this entry goes on
 
-def _keep(folder: Path | None, rules: RuleSet, mod: str, src: str, res: tuple) -> None:
+def _store_translation(folder: Path | None, rules: RuleSet, mod: str, src: str, res: tuple) -> None:
     "Keep a translation (atomically: a reader sees all of it or none); a folder that cannot be written keeps nothing."
     if folder is None: return
     try:
@@ -231,8 +233,8 @@ def translate_methods(items: list[tuple[str, str]], rules: RuleSet) -> list[tupl
     groups: dict[str, list[int]] = {}
     for i, (src, mod) in enumerate(items):
         hit = _TCACHE.get((id(rules), mod, src))
-        if hit is None and (kept := _kept(disk, rules, mod, src)) is not None:
-            hit = _TCACHE[(id(rules), mod, src)] = (rules, *kept)
+        if hit is None and (cached := _cached_translation(disk, rules, mod, src)) is not None:
+            hit = _TCACHE[(id(rules), mod, src)] = (rules, *cached)
         if hit is not None: out[i] = (hit[1], [dataclasses.replace(d) for d in hit[2]])
         else: groups.setdefault(mod, []).append(i)
     for mod, idx in groups.items():
@@ -260,7 +262,7 @@ def translate_methods(items: list[tuple[str, str]], rules: RuleSet) -> list[tupl
                     rel = d.line - starts[k]
                     if 0 <= rel < n: diags.append(from_translator(d, lmap[rel] + 1))
                 res[src] = (new, diags)
-                _keep(disk, rules, mod, src, res[src])
+                _store_translation(disk, rules, mod, src, res[src])
         for i in idx:
             src = items[i][0]
             _TCACHE[(id(rules), mod, src)] = (rules, *res[src])   # the rule set is kept alive with its key
@@ -278,7 +280,7 @@ def translate_code(code: str, target: str | RuleSet | None = None, module_text: 
 # %% ../../nbs/port/translation.ipynb #d852dda9
 def _satisfied(d: Diagnostic, method_src: str, rules: RuleSet) -> bool:
     "Whether a manual reminder is already done: the method uses its record's NPU symbol off the flagged line."
-    rec = rules.rec(d.record) if d.record else None
+    rec = rules.record(d.record) if d.record else None
     if rec is None or not rec.npu_symbol: return False
     leaf = rec.npu_sym.leaf
     pat = re.compile(rf"\b{re.escape(leaf)}\b")
@@ -295,7 +297,7 @@ def translator_check(method_src: str, module_text: str, rules: RuleSet, npu_code
     "What the translator would still rewrite or flag in a method: rewrites, no-equivalents, manual steps not yet done."
     [(_, diags)] = translate_methods([(method_src, module_text)], rules)
     if npu_code:   # rules about GPU code moving under the NPU class do not apply to code written for it
-        diags = [d for d in diags if not (d.record and (r := rules.rec(d.record)) and
+        diags = [d for d in diags if not (d.record and (r := rules.record(d.record)) and
                                           (r.kind == "signature-change" or r.id == "sig.explicit-base-call"))]
     return [d for d in diags if d.code[3] in "1349" or (d.code[3] == "2" and not _satisfied(d, method_src, rules))]
 

@@ -38,11 +38,11 @@ register(
 )
 
 # %% ../../nbs/port/update.ipynb #dc1bd0d9
-def fold_change(old: str, new: str, into: str, code: str, keep=None) -> tuple[str, list[Diagnostic]]:
-    "The change old → new merged into `into` (only its hunks `keep` accepts); where it meets lines `into` rewrote, `into`'s are kept (`code`)."
+def fold_change(old: str, new: str, into: str, code: str, accepts=None) -> tuple[str, list[Diagnostic]]:
+    "The change old → new merged into `into` (only its hunks `accepts` takes); where it meets lines `into` rewrote, `into`'s are kept (`code`)."
     out, diags = [], []
     for h in merge_hunks(old, new, into):
-        if h.kind in ("omni", "omni-delete") and keep is not None and not keep(h): out += h.base   # left as `into` has it
+        if h.kind in ("omni", "omni-delete") and accepts is not None and not accepts(h): out += h.base   # left as `into` has it
         elif h.kind in ("unchanged", "same", "npu", "omni"): out += h.lines
         elif h.kind == "conflict":
             what = (h.base or h.omni or [""])[0].strip()   # the base line the change touched (its side may be cut away)
@@ -62,13 +62,13 @@ def rebase_gpu_side(gpu_old: str, gpu_new: str, prev_omni: str, new_omni: str) -
 # %% ../../nbs/port/update.ipynb #5cf4fa6a
 def _drop_inner_fences(lines: list[str], origins: list[str]) -> list[int]:
     "Indices of the lines to keep: the port's own fences go where they fall inside a block the previous NPU method fences."
-    keep, inside = [], False
+    kept, inside = [], False
     for i, (l, o) in enumerate(zip(lines, origins)):
         if FENCE_RE.match(l):
             if o == "npu": inside = not inside
             elif inside: continue
-        keep.append(i)
-    return keep
+        kept.append(i)
+    return kept
 
 def _update_rules(format, npu_base_old, npu_base, target, what: str, gpu_base_old=None, gpu_base=None) -> RuleSet:
     "Check an update's options (ruff present, both NPU bases or neither, both GPU bases or neither) and compile its rules."
@@ -119,11 +119,11 @@ def update_method(prev_gpu: Located, prev_npu: Located, gpu_omni: Located, npu_b
             if d.code == "ONP4001":
                 d.message = ("conflict: the omni GPU method changed lines the previous NPU method had rewritten; "
                              "keep one side, then delete the markers")
-        keep = _drop_inner_fences(lines, rows)
-        new_no = {i + 1: k + 1 for k, i in enumerate(keep)}
+        kept = _drop_inner_fences(lines, rows)
+        new_no = {i + 1: k + 1 for k, i in enumerate(kept)}
         for d in d2:    # line numbers follow the dropped fences (a note on a dropped fence: the next kept line)
-            if d.line: d.line = next((new_no[j] for j in range(d.line, len(lines) + 1) if j in new_no), len(keep))
-        lines, rows = [lines[i] for i in keep], [rows[i] for i in keep]
+            if d.line: d.line = next((new_no[j] for j in range(d.line, len(lines) + 1) if j in new_no), len(kept))
+        lines, rows = [lines[i] for i in kept], [rows[i] for i in kept]
         diags += d2
         diags += kept_omni_diagnostics(tdiags, omni_t.splitlines(), lines, rows)
         while lines and not lines[-1].strip(): lines.pop()

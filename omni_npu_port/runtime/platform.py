@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import torch
+from fastcore.basics import patch
 
 from ..core.catalog import CATALOG
 from ..core.errors import InputError
@@ -109,29 +110,34 @@ class Platform:
         "torch / torch_npu / CANN / vllm / vllm-ascend / vllm-omni versions found (None where absent)."
         return versions()
 
-    def describe(self) -> dict:
-        "What runs here and why: for the doctor and the tour."
-        return {"backend": self.name, "device": str(self.device), "device_count": self.device_count(),
-                "device_name": self.device_name(), "supports_graphs": self.supports_graphs,
-                "dist_backend": self.dist_backend, "selected_by": self.selected_by,
-                "symbols": self.symbols(), "versions": self.versions(), "not_chosen": self.not_chosen()}
+# %% ../../nbs/runtime/platform.ipynb #4809e4b9
+@patch
+def describe(self: Platform) -> dict:
+    "What runs here and why: for the doctor and the tour."
+    return {"backend": self.name, "device": str(self.device), "device_count": self.device_count(),
+            "device_name": self.device_name(), "supports_graphs": self.supports_graphs,
+            "dist_backend": self.dist_backend, "selected_by": self.selected_by,
+            "symbols": self.symbols(), "versions": self.versions(), "not_chosen": self.not_chosen()}
 
-    def symbols(self) -> dict:
-        "Catalog record id -> the dotted name this platform calls for it ({} where no catalog names are used)."
-        return {}
+@patch
+def symbols(self: Platform) -> dict:
+    "Catalog record id -> the dotted name this platform calls for it ({} where no catalog names are used)."
+    return {}
 
-    def not_chosen(self) -> dict:
-        "For every other backend, why this process does not run on it."
-        out = {}
-        for other in PLATFORMS:
-            if other == self.name: continue
-            out[other] = self._why_not.get(other) or PLATFORMS[other].unavailable_reason() \
-                or f"available, but {self.selected_by} chose {self.name}"
-        return out
+@patch
+def not_chosen(self: Platform) -> dict:
+    "For every other backend, why this process does not run on it."
+    out = {}
+    for other in PLATFORMS:
+        if other == self.name: continue
+        out[other] = self._why_not.get(other) or PLATFORMS[other].unavailable_reason() \
+            or f"available, but {self.selected_by} chose {self.name}"
+    return out
 
-    def runner_symbol(self, rec, fallback=None):
-        "What a runner piece uses for catalog record `rec` here: vllm-ascend's object (NPU), vllm's where it imports (CUDA), else `fallback`."
-        return fallback
+@patch
+def runner_symbol(self: Platform, rec, fallback=None):
+    "What a runner piece uses for catalog record `rec` here: vllm-ascend's object (NPU), vllm's where it imports (CUDA), else `fallback`."
+    return fallback
 
 # %% ../../nbs/runtime/platform.ipynb #0be76576
 DEVICE_OPS = ("dev.is-available", "dev.device-count", "dev.device-name", "dev.synchronize", "dev.stream",
@@ -139,6 +145,7 @@ DEVICE_OPS = ("dev.is-available", "dev.device-count", "dev.device-name", "dev.sy
               "dev.graph-pool-handle", "dev.memory-allocated", "dev.max-memory-allocated",
               "dev.reset-peak-memory-stats", "dev.empty-cache", "dev.mem-get-info")
 
+# %% ../../nbs/runtime/platform.ipynb #3d9248bd
 class DevicePlatform(Platform):
     "A torch device module (CUDA or NPU) whose op names are one side of the catalog's `dev.*` records."
     side: str = ""  # "gpu" | "npu": which `<side>_symbol` of each record to read
@@ -301,6 +308,7 @@ def _maxrss_bytes() -> int:
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return rss if sys.platform == "darwin" else rss * 1024
 
+# %% ../../nbs/runtime/platform.ipynb #7bd95e43
 class CpuPlatform(Platform):
     "The host CPU: every op runs for real; memory numbers are the process's resident memory; no graphs."
     name, dist_backend, supports_graphs = "cpu", "gloo", False

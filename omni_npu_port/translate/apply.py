@@ -141,7 +141,7 @@ def _code(module: cst.Module, st) -> str:
 # %% ../../nbs/translate/apply.ipynb #f6f9110f
 def import_anchor(rules: RuleSet) -> str | None:
     "The import torch_npu's import goes after (the GPU form of record dev.torch-npu-import), if the record holds."
-    p = rules.rec("dev.torch-npu-import")
+    p = rules.record("dev.torch-npu-import")
     return p.gpu.strip() if p is not None else None
 
 def _add_imports(module: cst.Module, ctx: FileContext) -> cst.Module:
@@ -159,7 +159,7 @@ def _add_imports(module: cst.Module, ctx: FileContext) -> cst.Module:
         have.add(text); new.append(cst.parse_statement(text + "\n"))
         d = ctx.diag("ONP1011", f"added `{text}`", node, stmt=False)
         if id(node) in ctx.req_tops: ctx.tops[id(d)] = ctx.req_tops[id(node)]
-    p = ctx.rules.rec("dev.torch-npu-import")
+    p = ctx.rules.record("dev.torch-npu-import")
     if p is not None:
         anchor = p.gpu.strip()
         root = anchor.split()[-1].split(".")[0]

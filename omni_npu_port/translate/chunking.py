@@ -365,22 +365,25 @@ def _unit_readers(units, data: bytes, m: bytes, fspans):
         return words[u]
     return own, words_of, bound
 
+# %% ../../nbs/translate/chunking.ipynb #4c04b917
+def _mode_params(f: ast.FunctionDef, mode: bytes) -> set:
+    "The parameters of `f` annotated with the graph-mode type `mode` (names that may hold a graph mode), as bytes."
+    a, m = f.args, mode.decode()
+    return {p.arg.encode() for p in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg]
+            if p is not None and p.annotation is not None and any(
+                getattr(q, "id", getattr(q, "attr", None)) == m for q in ast.walk(p.annotation))}
+
 # %% ../../nbs/translate/chunking.ipynb #7c343283
 def _kept_units(units, data: bytes, m: bytes, x: int, y: int, hits: list, sup: list, plan: ChunkPlan, fspans):
     "(which units are kept, the names each stubbed unit binds); None when every unit is kept."
     fn, span, parent, nodes, heads, body, top = units.fn, units.span, units.parent, units.nodes, units.heads, units.body, units.top
     own, words_of, bound = _unit_readers(units, data, m, fspans)
     n = len(span)
-    keep = [False] * n
+    kept = [False] * n
     hit = [any(_any_in(hits, s, e) or _any_in(sup, s, e) or _any_in(body, s, e) for s, e in o)
            for o in own]
     seen = set(_ROOT.findall(data, x, span[top[0]][0])) | plan.scope   # names looked up in what is kept
-    typed = set()                                                        # names that may hold a graph mode
-    if plan.mode is not None and plan.mode in seen:
-        a = fn[0].args
-        typed = {p.arg.encode() for p in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg]
-                 if p is not None and p.annotation is not None and any(
-                     getattr(q, "id", getattr(q, "attr", None)) == plan.mode.decode() for q in ast.walk(p.annotation))}
+    typed = _mode_params(fn[0], plan.mode) if plan.mode is not None and plan.mode in seen else set()   # may hold a graph mode
     # kept: a unit with an anchor, a unit reading a name that may hold a graph mode, the headers around a kept
     # unit, and a unit binding a name one of those reads. Bindings give local names, not values (`Names`), so a
     # unit kept only for what it binds is read by no rule: its own names need not resolve, and are not followed;
@@ -391,13 +394,13 @@ def _kept_units(units, data: bytes, m: bytes, x: int, y: int, hits: list, sup: l
     for u in range(n):
         for w in bound(u): by_name.setdefault(w, []).append(u)
     def keep_unit(u):   # keep u and the headers around it
-        while u is not None and not keep[u]:
-            keep[u] = True; queue.append(u); u = parent[u]
+        while u is not None and not kept[u]:
+            kept[u] = True; queue.append(u); u = parent[u]
     def learn(ws):   # names read by what is kept: the units binding them are kept (or stubbed)
         for w in ws - seen:
             seen.add(w)
             for v in by_name.get(w, ()):
-                if keep[v] or v in stub: continue
+                if kept[v] or v in stub: continue
                 lb = _local_binds(nodes[v]) if stubs_ok and heads[v] is None and plan.mode not in words_of(v) else None
                 if lb is None: keep_unit(v)
                 else: stub[v] = lb
@@ -415,7 +418,7 @@ def _kept_units(units, data: bytes, m: bytes, x: int, y: int, hits: list, sup: l
         typed.update(new)
         for v in range(n):
             if tested(v) & new:
-                if keep[v]: activate(v)
+                if kept[v]: activate(v)
                 else: keep_unit(v)
     for u in range(n):
         if hit[u]: keep_unit(u)
@@ -428,11 +431,11 @@ def _kept_units(units, data: bytes, m: bytes, x: int, y: int, hits: list, sup: l
             marked[u] = True
             if bound(u) - typed: typed_more(bound(u) - typed)
         if hit[u] or heads[u] is not None or tested(u) & typed: activate(u)
-    if all(keep): return None
-    return keep, stub
+    if all(kept): return None
+    return kept, stub
 
 # %% ../../nbs/translate/chunking.ipynb #2acc5389
-def _cut_segments(units, keep: list, stub: dict, m: bytes, x: int, hits: list, sup: list, plan: ChunkPlan):
+def _cut_segments(units, kept: list, stub: dict, m: bytes, x: int, hits: list, sup: list, plan: ChunkPlan):
     "The segments of the cut function: its header (or a stub), the stub line, and the kept units."
     d, fn, span, heads, body, got, top = units.d, units.fn, units.span, units.heads, units.body, units.got, units.top
     # the header: where no rule reads it (no anchor, no graph mode), a stub binding the same parameters stands in
@@ -450,10 +453,10 @@ def _cut_segments(units, keep: list, stub: dict, m: bytes, x: int, hits: list, s
     names = sorted(set().union(*stub.values()))
     if names: segs.append((span[top[0]][0], span[top[0]][0], got[1] + " = ".join([*names, "None"]).encode("utf-8")))
     def add_block(block, at, ind):
-        if not any(keep[u] for u in block):
+        if not any(kept[u] for u in block):
             segs.append((at, at, ind + b"pass")); return
         for u in block:
-            if not keep[u]: continue
+            if not kept[u]: continue
             if heads[u] is None: segs.append((*span[u], None)); continue
             for a, b, ind_k, ks in heads[u]:
                 segs.append((a, b, None))

@@ -232,6 +232,7 @@ def python_rejects(data: bytes, path: str = "<string>") -> TranslateDiagnostic |
     except ValueError as e: return TranslateDiagnostic("ONP9001", f"{_PY} rejects it: {e}")
     return None
 
+# %% ../../nbs/translate/engine.ipynb #f8558b80
 def _too_deep(e: BaseException | None = None, size: int = 0) -> TranslateDiagnostic:
     "ONP9006: nested deeper than the translator follows, or (a `MemoryError`) more than the memory it may use."
     if isinstance(e, MemoryError):
@@ -240,6 +241,7 @@ def _too_deep(e: BaseException | None = None, size: int = 0) -> TranslateDiagnos
                                    "skipped; give the process more memory, or split the file")
     return TranslateDiagnostic("ONP9006", "the file nests too deeply for the translator: skipped")
 
+# %% ../../nbs/translate/engine.ipynb #e3896ab1
 PARSE_BYTES_PER_BYTE = 700   # the most memory libcst takes per byte it parses (measured: benchmarks/robustness.py --memory)
 
 def _memory_check(size: int) -> None:
@@ -248,6 +250,7 @@ def _memory_check(size: int) -> None:
     if room is not None and size * PARSE_BYTES_PER_BYTE > room:
         raise MemoryError(f"{size} bytes need about {size * PARSE_BYTES_PER_BYTE >> 20} MiB, {room >> 20} MiB left")
 
+# %% ../../nbs/translate/engine.ipynb #c8c4f858
 def _translate(t: Translation, rules: RuleSet, comments: bool, chunks: bool) -> Translation:
     "`translate_source` past the pre-filter: fills in `t`."
     source = t.source

@@ -79,14 +79,14 @@ class AttentionFlags(Rule):
 
     @classmethod
     def words(cls, rules) -> set:
-        p = rules.rec("attn.build-metadata")
+        p = rules.record("attn.build-metadata")
         return {leaf_name(p.npu_symbol or p.gpu_symbol)} if p else set()
 
     def visit_Call(self, node):
-        p = self.rules.rec("attn.build-metadata")
+        p = self.rules.record("attn.build-metadata")
         f = node.func
         if p is None or not isinstance(f, cst.Attribute) or f.attr.value != leaf_name(p.npu_symbol) or not self.ctx.in_runner(): return
-        if (s := self.rules.rec("attn.state-select")) is not None:
+        if (s := self.rules.record("attn.state-select")) is not None:
             self.ctx.diag("ONP2010", s.title + " (before this call)", node, s.id, s.npu)
         try: accepted = self.rules.catalog.params_for(p.npu_symbol, vllm_ascend=self.rules.release or self.rules.vllm_ascend)
         except KeyError: return
@@ -110,14 +110,14 @@ class RotaryFlag(Rule):
 
     @classmethod
     def scope_names(cls, rules) -> set:
-        p = rules.rec("rope.update-cos-sin")
+        p = rules.record("rope.update-cos-sin")
         return set(p.params) if p is not None else set()
 
     @classmethod
     def body_words(cls, rules) -> set: return {leaf_name(x) for x in forward_context_symbols(rules)}
 
     def visit_With(self, node):
-        p, c = self.rules.rec("rope.update-cos-sin"), self.ctx
+        p, c = self.rules.record("rope.update-cos-sin"), self.ctx
         if p is None or not c.in_runner(): return
         sites = {m for r in self.rules.keywords.values() for spec in r.add.values() for m in spec if m}
         if c.method() not in sites: return
@@ -137,7 +137,7 @@ class FullGraphParamsFlag(Rule):
     @classmethod
     def model_forward(cls, rules) -> tuple:
         "(the model-forward method's name or None, the expressions that call the model): the chunker keeps those calls."
-        f, mi = rules.rec("sig.model-forward"), rules.rec("fc.model-instance")
+        f, mi = rules.record("sig.model-forward"), rules.record("fc.model-instance")
         return (leaf_name(f.npu_symbol) if f is not None and f.npu_symbol else None,
                 [e for p in (mi,) if p for e in map(str, p.add.values())])
 
@@ -146,7 +146,7 @@ class FullGraphParamsFlag(Rule):
         self.pending = []
 
     def _anchor(self):
-        p = self.rules.rec("sig.model-forward")
+        p = self.rules.record("sig.model-forward")
         return leaf_name(p.npu_symbol) if p else None
 
     def visit_FunctionDef(self, node):
@@ -154,7 +154,7 @@ class FullGraphParamsFlag(Rule):
 
     def visit_Call(self, node):
         if not self.pending or self.pending[-1][1] or self.ctx.method() != self._anchor(): return
-        mi = self.rules.rec("fc.model-instance")
+        mi = self.rules.record("fc.model-instance")
         model = next(iter(mi.add.values()), None) if mi else None
         f = node.func
         forward = (isinstance(f, cst.Attribute) and f.attr.value == self._anchor() and is_super_call(f.value)) or \
@@ -168,7 +168,7 @@ class FullGraphParamsFlag(Rule):
             if not done: self._flag(node, stmt=node)
 
     def _flag(self, node, stmt=None):
-        p = self.rules.rec("gparams.if-needed") or self.rules.rec("gparams.update-full")
+        p = self.rules.record("gparams.if-needed") or self.rules.record("gparams.update-full")
         if p is None: return
         self.ctx.diag("ONP2012", f"{p.title} after the forward (FULL graphs are replayed with the parameters "
                       f"captured otherwise)", node, p.id, p.npu, stmt=stmt)
@@ -189,7 +189,7 @@ class PagedAttentionFlag(Rule):
 
     @classmethod
     def body_words(cls, rules) -> set:
-        p = rules.rec("pa.using-paged-attention")
+        p = rules.record("pa.using-paged-attention")
         return set(_assigned_in_ifs(p.npu)) if p is not None else set()
 
     def __init__(self, ctx):
@@ -199,7 +199,7 @@ class PagedAttentionFlag(Rule):
 
     def _setup(self):
         "(the attribute the snippet assigns, the methods whose parameters its test reads, the record): once per rule set."
-        p = self.rules.rec("pa.using-paged-attention")
+        p = self.rules.record("pa.using-paged-attention")
         tree = snippet_tree(p.npu) if p else None
         ifs = [n for n in walk_nodes(tree) if isinstance(n, cst.If)] if tree else []
         names = {n.value for i in ifs for n in walk_nodes(i.test) if isinstance(n, cst.Name)}
@@ -238,17 +238,17 @@ class UniformDecodeFlag(Rule):
 
     @classmethod
     def words(cls, rules) -> set:
-        p = rules.rec("graph.talker-mtp-uniform-decode")
+        p = rules.record("graph.talker-mtp-uniform-decode")
         return {leaf_name(p.npu_symbol or p.gpu_symbol)} if p else set()
 
     @classmethod
     def body_words(cls, rules) -> set:
-        w = rules.rec("graph.wrapper-construct")
+        w = rules.record("graph.wrapper-construct")
         return {leaf_name(x) for x in (w.gpu_symbol, w.npu_symbol) if x} if w is not None else set()
 
     def __init__(self, ctx):
         super().__init__(ctx)
-        self.p, w = self.rules.rec("graph.talker-mtp-uniform-decode"), self.rules.rec("graph.wrapper-construct")
+        self.p, w = self.rules.record("graph.talker-mtp-uniform-decode"), self.rules.record("graph.wrapper-construct")
         self.wrapper = {s for s in ((w.gpu_symbol, w.npu_symbol) if w else ()) if s}
         self.leaves = {leaf_name(s) for s in self.wrapper}
         self.stack = []
@@ -264,12 +264,12 @@ class UniformDecodeFlag(Rule):
                  for a in node.args)
         if not ok: self.stack[-1][1].append((node, self.ctx.stmts[-1]))
 
-    def _ref(self, node):
+    def _note_wrapper_use(self, node):
         if self.stack and not self.stack[-1][2] and self.qnames(node) & self.wrapper: self.stack[-1][2] = True
     def visit_Name(self, node):
-        if node.value in self.leaves: self._ref(node)
+        if node.value in self.leaves: self._note_wrapper_use(node)
     def visit_Attribute(self, node):
-        if node.attr.value in self.leaves: self._ref(node)
+        if node.attr.value in self.leaves: self._note_wrapper_use(node)
 
     def leave_FunctionDef(self, node):
         if self.stack and self.stack[-1][0] is node:
@@ -285,7 +285,7 @@ class ExplicitBaseFlag(Rule):
     codes = ("ONP2015",)
 
     def visit_Call(self, node):
-        p, f, c = self.rules.rec("sig.explicit-base-call"), node.func, self.ctx
+        p, f, c = self.rules.record("sig.explicit-base-call"), node.func, self.ctx
         if p is None or not isinstance(f, cst.Attribute) or not is_super_call(f.value) or f.value.args: return
         if not c.in_runner() or f.attr.value == "__init__": return
         tree = snippet_tree(p.npu)
@@ -306,7 +306,7 @@ class GraphModeTruthFlag(Rule):
     @classmethod
     def mode_symbol(cls, rules) -> str | None:
         "The GPU qualified name of the graph runtime-mode enum, if the record holds."
-        p = rules.rec("graph.mode-bool")
+        p = rules.record("graph.mode-bool")
         return p.gpu_symbol if p else None
 
     @classmethod
@@ -317,7 +317,7 @@ class GraphModeTruthFlag(Rule):
 
     def __init__(self, ctx):
         super().__init__(ctx)
-        self.p = self.rules.rec("graph.mode-bool")
+        self.p = self.rules.record("graph.mode-bool")
         self.sym = self.p.gpu_symbol if self.p else None
         self.typed = {}
 
@@ -365,12 +365,12 @@ class ClearGraphsFlag(Rule):
 
     @classmethod
     def words(cls, rules) -> set:
-        p = rules.rec("graph.clear-graphs")
+        p = rules.record("graph.clear-graphs")
         return (called_attrs(p.gpu) | {leaf_name(p.gpu_symbol)}) if p else set()
 
     def __init__(self, ctx):
         super().__init__(ctx)
-        self.p = p = self.rules.rec("graph.clear-graphs")
+        self.p = p = self.rules.record("graph.clear-graphs")
         self.names = once_per_rules(self.rules, "clear", lambda: (called_attrs(p.gpu) | {leaf_name(p.gpu_symbol)}) if p else set())
 
     def visit_Call(self, node):
@@ -569,7 +569,7 @@ class SelfCheck(Rule):
         self.leaves = once_per_rules(self.rules, "replaced-leaves", lambda: {leaf_name(g) for g in self.known})
         self.seen = []   # (node, symbol, ids of the nodes from its statement down to it, the statements around it)
 
-    def _ref(self, node, leaf: str):
+    def _note_symbol(self, node, leaf: str):
         c = self.ctx
         if leaf not in self.leaves or c.imports: return
         q = next((q for q in self.qnames(node) if q in self.known), None)
@@ -578,8 +578,8 @@ class SelfCheck(Rule):
         k = ids.index(id(c.stmts[-1])) if c.stmts and id(c.stmts[-1]) in ids else 0
         self.seen.append((node, q, ids[k:], tuple(c.stmts)))
 
-    def visit_Name(self, node): self._ref(node, node.value)
-    def visit_Attribute(self, node): self._ref(node, node.attr.value)
+    def visit_Name(self, node): self._note_symbol(node, node.value)
+    def visit_Attribute(self, node): self._note_symbol(node, node.attr.value)
 
     def finish(self):
         c = self.ctx
@@ -589,7 +589,6 @@ class SelfCheck(Rule):
             d = c.diag("ONP9007", f"{q} is left as it is with no diagnostic: a translator gap; port it by hand "
                        f"(record {p.id}) and report the file", node, p.id, stmt=stmts[-1] if stmts else None)
             if stmts: c.tops[id(d)], c.paths[id(d)] = stmts[0], stmts
-
 
 # %% ../../nbs/translate/flags.ipynb #a147052a
 from .rewrites import DEVICE_ANCHORS, anchored, held

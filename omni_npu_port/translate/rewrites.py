@@ -175,16 +175,16 @@ def visit_ImportFrom(self: SymbolRewrite, node):
 @patch
 def visit_Name(self: SymbolRewrite, node):
     c = self.ctx
-    if node.value in self.leaves or node.value in c.rebind or node.value in self.ns_locals: self._ref(node)
+    if node.value in self.leaves or node.value in c.rebind or node.value in self.ns_locals: self._translate_reference(node)
 
 @patch
 def visit_Attribute(self: SymbolRewrite, node):
     v = node.value
     inner = v.attr.value if isinstance(v, cst.Attribute) else v.value if isinstance(v, cst.Name) else None
-    if node.attr.value in self.leaves or inner in self.ns_locals: self._ref(node)
+    if node.attr.value in self.leaves or inner in self.ns_locals: self._translate_reference(node)
 
 @patch
-def _ref(self: SymbolRewrite, node):
+def _translate_reference(self: SymbolRewrite, node):
     c = self.ctx
     if c.imports or c.fstring or id(node) in c.claimed: return
     parts = dotted_parts(node)
@@ -252,6 +252,7 @@ def _with_inserted(items: list, index: int, new: list) -> list:
           items[index].comma if len(items) > index + 1 and is_comma(items[index].comma) else default
     return items[:index] + [n.with_changes(comma=plain(ref)) for n in new] + items[index:]
 
+# %% ../../nbs/translate/rewrites.ipynb #411547df
 def _comments(node) -> list:
     "Every comment inside `node` (an argument, a comma, whitespace), in order."
     return [n for n in walk_nodes(node) if type(n) is cst.Comment]
@@ -284,6 +285,7 @@ def _arg_indent(items: list) -> str:
         if type(ws) is cst.ParenthesizedWhitespace and ws.last_line.value: return ws.last_line.value
     return "    "
 
+# %% ../../nbs/translate/rewrites.ipynb #c970ac80
 def _without(items: list, drop: set) -> tuple[list, list]:
     "(args without the keywords in `drop`, comments for the open bracket): no comment of a dropped one is lost."
     indent, kept, lead, pending = _arg_indent(items), [], [], []
@@ -368,14 +370,14 @@ def visit_Call(self: KeywordChange, node):
                f"the translator cannot know the value in {site or 'module code'}", node, r.records[missing[0]],
                "\n".join(f"{k}=...," for k in missing))
     if rename or drop or adds:
-        def fn(u, rename=rename, drop=drop, adds=adds):
+        def edit_keywords(u, rename=rename, drop=drop, adds=adds):
             args = [a.with_changes(keyword=cst.Name(rename[a.keyword.value])) if a.keyword and a.keyword.value in rename
                     else a for a in u.args]
             args, lead = _without(args, {rename.get(k, k) for k in drop})
             if lead: u = u.with_changes(whitespace_before_args=_commented(u.whitespace_before_args, lead, _arg_indent(u.args)))
             idx = next((i for i, a in enumerate(args) if a.star == "**"), len(args))
             return u.with_changes(args=_with_inserted(args, idx, [_arg(k, v) for k, v in adds]))
-        c.edit(node, fn)
+        c.edit(node, edit_keywords)
 
 @patch
 def _value(self: KeywordChange, call, expr: str, record: str) -> str | None:
@@ -409,6 +411,7 @@ class SignatureChange(Rule):
     @classmethod
     def scope_names(cls, rules) -> set: return {p for mr in rules.methods.values() for p in mr.required}
 
+# %% ../../nbs/translate/rewrites.ipynb #8a74eaa3
 @patch
 def visit_FunctionDef(self: SignatureChange, node):
     c, name = self.ctx, node.name.value
@@ -442,7 +445,7 @@ def visit_FunctionDef(self: SignatureChange, node):
               f"vllm-ascend's defaults" if defaulted else "")
            + (f"; {', '.join(moved)} placed after the parameters without a default (call by keyword)" if moved else ""),
            node, m.record, stmt=node)
-    def fn(u, plan=plan):
+    def add_params(u, plan=plan):
         params = list(u.params.params)
         for idx, p, default in plan:
             new = cst.Param(name=cst.Name(p), default=cst.parse_expression(default) if default else None,
@@ -450,7 +453,7 @@ def visit_FunctionDef(self: SignatureChange, node):
                                                   whitespace_after=cst.SimpleWhitespace("")) if default else cst.MaybeSentinel.DEFAULT)
             params = _with_inserted(params, idx, [new])
         return u.with_changes(params=u.params.with_changes(params=params))
-    c.edit(node, fn)
+    c.edit(node, add_params)
 
 # %% ../../nbs/translate/rewrites.ipynb #00d10465
 @patch
@@ -478,13 +481,13 @@ def visit_Call(self: SignatureChange, node):
         else:
             c.diag("ONP2005", f"{name} on NPU needs {p}= first; there is no {p} here", node, m.record, f"{p}=...,")
     if named or adds or rename:
-        def fn(u, named=named, adds=adds, rename=rename):
+        def name_args(u, named=named, adds=adds, rename=rename):
             args = [a.with_changes(keyword=cst.Name(named[i]), equal=cst.AssignEqual(
                 whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")))
                 if i in named else a.with_changes(keyword=cst.Name(rename[a.keyword.value]))
                 if a.keyword and a.keyword.value in rename else a for i, a in enumerate(u.args)]
             return u.with_changes(args=_with_inserted(args, 0, [_arg(p, p) for p in adds]))
-        c.edit(node, fn)
+        c.edit(node, name_args)
 
 # %% ../../nbs/translate/rewrites.ipynb #011a29ed
 register(Code("ONP1012", "parameter-renamed", "a runner method's parameter takes the name the NPU runner uses, in its "
@@ -499,14 +502,13 @@ def visit_Name(self: SignatureChange, node):
     new = next((self.renamed[q] for q in self.qnames(node) if q in self.renamed), None)
     if new is not None: self.ctx.edit(node, lambda u, new=new: u.with_changes(value=new))
 
-
 # %% ../../nbs/translate/rewrites.ipynb #34a0e5e6
 from ..core.catalog import parse_version
 from .rules import once_per_rules
 
 def held(rules, pid: str) -> Pattern | None:
     "Record `pid` if it holds for the target: the rule set's; for a version older than the release serving it, the catalog's if it holds there."
-    p = rules.rec(pid)
+    p = rules.record(pid)
     if p is not None: return p
     p = next((r for r in rules.catalog if r.id == pid), None)
     try: older = rules.release is not None and parse_version(rules.vllm_ascend) < parse_version(rules.release)

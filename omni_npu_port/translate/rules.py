@@ -86,7 +86,7 @@ class RuleSet:
     resolve: object = field(default=None, compare=False, repr=False)  # optional: dotted name -> where it is defined (`reexport_of`)
     _memo: dict = field(default_factory=dict, compare=False, repr=False)  # what rules derive from the records, computed once (`once_per_rules`)
 
-    def rec(self, pid: str) -> Pattern | None:
+    def record(self, pid: str) -> Pattern | None:
         "The record `pid` if it holds for the target."
         return self.records.get(pid)
 

@@ -28,7 +28,7 @@ from .rules import RuleSet, compile_rules
 from ..sources.readers import UnreadableFile, check_size
 
 # %% auto #0
-__all__ = ['FILE_ERRORS', 'CODES', 'POOL_BATCH_BYTES', 'TOUR_HUNKS', 'FileReport', 'Run', 'output_root', 'output_path',
+__all__ = ['FILE_ERRORS', 'CODES', 'POOL_BATCH_BYTES', 'TOUR_HUNKS', 'FileReport', 'TranslateRun', 'output_root', 'output_path',
            'usable_cpus', 'translate_many', 'translate_paths', 'summary_rows', 'percent', 'summary_markdown',
            'summary_csv', 'write_report', 'examine_table', 'is_own_output', 'report_refusal', 'example_path',
            'diff_rows', 'hunks_of', 'tour_translate']
@@ -78,9 +78,9 @@ class FileReport:
         "The GPU-isms left in the result: rewrites not made and sites without their comment; sites that keep a GPU symbol, always."
         flags = ("manual", "unsupported", "warning", "error")
         todo = ("rewrite", *flags) if self.analysed_only else () if self.comments else flags
-        keep = ("unsupported", "warning", "error") if self.analysed_only else ()
+        always = ("unsupported", "warning", "error") if self.analysed_only else ()
         return [d for d in self.diagnostics if d.code not in FILE_ERRORS and
-                ((d.severity in todo and not d.acknowledged) or d.severity in keep)]
+                ((d.severity in todo and not d.acknowledged) or d.severity in always)]
     @property
     def pending(self) -> int:
         "How many findings: GPU-isms left unhandled in the result."
@@ -99,7 +99,7 @@ class FileReport:
 def _rate(done: int, total: int): return round(done / total, 4) if total else None
 
 @dataclass
-class Run:
+class TranslateRun:
     "All files of one translate run, with totals."
     def _repr_html_(self): from omni_npu_port.core.display import html_for; return html_for(self)   # Jupyter: docs.render draws it
     rules: RuleSet
@@ -274,11 +274,11 @@ def translate_many(items, rules: RuleSet, comments: bool = True, jobs: int = 1) 
 
 # %% ../../nbs/translate/run.ipynb #2e4ab2a8
 def translate_paths(srcs, rules: RuleSet | None = None, outdir=None, in_place: bool = False, check: bool = False,
-                    force: bool = False, comments: bool = True, diff=None, jobs: int = 1) -> Run:
+                    force: bool = False, comments: bool = True, diff=None, jobs: int = 1) -> TranslateRun:
     "Translate files and folders: out of tree into `outdir`, `in_place`, or `check` only; `diff` is a stream for a unified diff."
     rules = rules or compile_rules()
     mode = "check" if check else "in-place" if in_place else "out-of-tree" if outdir is not None else "diff"
-    run = Run(rules, mode)
+    run = TranslateRun(rules, mode)
     out_root = _resolved(Path(outdir)) if outdir is not None and not check else None
     srcs = list(srcs)
     listing = list(_walk_sources(srcs, out_root))
@@ -313,6 +313,7 @@ def translate_paths(srcs, rules: RuleSet | None = None, outdir=None, in_place: b
             rep.diagnostics.append(TranslateDiagnostic(code, why))
     return run
 
+# %% ../../nbs/translate/run.ipynb #1d3d155f
 POOL_BATCH_BYTES = 64 << 20   # -j: the files read ahead and translated together, at most this many bytes (or 64 per process)
 
 def _read_batch(listing: list, start: int, rules: RuleSet, comments: bool, jobs: int) -> tuple[dict, dict]:
@@ -328,6 +329,7 @@ def _read_batch(listing: list, start: int, rules: RuleSet, comments: bool, jobs:
     todo = [i for i, d in read.items() if not isinstance(d, TranslateDiagnostic)]
     return read, dict(zip(todo, translate_many([(read[i], str(listing[i][0])) for i in todo], rules, comments, jobs)))
 
+# %% ../../nbs/translate/run.ipynb #23cc0d13
 def _write_failure(e: OSError, target: str, in_place: bool) -> str:
     "ONP9008's message: what could not be written, why, and what to do."
     what = str(e) if isinstance(e, OutputError) else f"cannot write {e.filename or target}: {e.strerror or e}"
@@ -374,7 +376,9 @@ class _Writes:
             try: tmp.unlink()
             except OSError: pass
 
+# %% ../../nbs/translate/run.ipynb #ccefa341
 def _refuse_out(dest: Path, out_root: Path, inputs: set, data: bytes, force: bool, written: set = frozenset()) -> str | None:
+    "Why the output `dest` may not be written (outside the output folder, a link, an input, another output of this run, other content without --force); None: it may."
     real = _resolved(dest)
     if real != out_root and out_root not in real.parents:
         return f"{dest} resolves to {real}, outside the output folder {out_root}: not written"
@@ -390,6 +394,7 @@ def _refuse_out(dest: Path, out_root: Path, inputs: set, data: bytes, force: boo
     return None
 
 def _refuse_in_place(path: Path, data: bytes, force: bool) -> str | None:
+    "Why `path` may not be translated in place (a link, a backup that is no file or holds other content without --force); None: it may."
     if path.is_symlink(): return f"{path} is a symbolic link: translate the file it points to"
     backup = path.with_name(path.name + ".orig")
     if backup.is_symlink() or (backup.exists() and not backup.is_file()):
@@ -398,13 +403,15 @@ def _refuse_in_place(path: Path, data: bytes, force: bool) -> str | None:
         return f"backup {backup} already exists: not overwritten (use --force to translate anyway and keep that backup)"
     return None
 
+# %% ../../nbs/translate/run.ipynb #199e0d9c
 def _write_diff(stream, path: Path, t: Translation):
+    "`t`\'s change to `path` as a unified diff on `stream`."
     a = t.source.decode(t.encoding, errors="replace") if isinstance(t.source, bytes) else t.source
     stream.writelines(difflib.unified_diff(a.splitlines(keepends=True), t.code.splitlines(keepends=True),
                                            f"a/{str(path).lstrip('/')}", f"b/{str(path).lstrip('/')}"))
 
 # %% ../../nbs/translate/run.ipynb #6794373a
-def summary_rows(run: Run) -> list[dict]:
+def summary_rows(run: TranslateRun) -> list[dict]:
     "One row per file plus a TOTAL row: status, lines, sites, rewritten, flagged, pending, conversion rate."
     rows = [{"file": f.path, "status": f.status, "lines": f.lines, "sites": f.sites, "rewritten": f.rewritten,
              "flagged": f.flagged, "pending": f.pending, "conversion_rate": _rate(f.rewritten, f.sites)} for f in run.files]
@@ -417,7 +424,7 @@ def percent(r) -> str:
     "A rate as a whole percentage, or — where there is none."
     return "—" if r is None else f"{100 * r:.0f}%"
 
-def summary_markdown(run: Run) -> str:
+def summary_markdown(run: TranslateRun) -> str:
     "The human summary as Markdown."
     rows = summary_rows(run)
     out = [f"# omni-npu-port translate: {run.rules.target} ({run.mode})", "",
@@ -429,14 +436,14 @@ def summary_markdown(run: Run) -> str:
     out += [f"| [{c}]({docs_url(c)}) | {n} | {code_info(c).title} |" for c, n in run.codes().items()]
     return "\n".join(out) + "\n"
 
-def summary_csv(run: Run) -> str:
+def summary_csv(run: TranslateRun) -> str:
     "The human summary as CSV (one row per file, then TOTAL)."
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=list(summary_rows(run)[0]), lineterminator="\n")
     w.writeheader(); w.writerows(summary_rows(run))
     return buf.getvalue()
 
-def write_report(run: Run, report=None, summary=None) -> list[tuple[str, str, OSError]]:
+def write_report(run: TranslateRun, report=None, summary=None) -> list[tuple[str, str, OSError]]:
     "Write the JSON report and/or the summary (.md or .csv, by suffix), each atomically; [(path, text, error)] for those that failed."
     texts = []
     if report: texts.append((str(report), json.dumps(run.to_dict(), indent=2) + "\n"))
@@ -447,7 +454,7 @@ def write_report(run: Run, report=None, summary=None) -> list[tuple[str, str, OS
         except OSError as e: failed.append((path, text, e))
     return failed
 
-def examine_table(run: Run):
+def examine_table(run: TranslateRun):
     "A rich table of the run, per code, in the style of `hipify --examine`."
     from rich.table import Table
     t = run.totals()
@@ -512,7 +519,7 @@ def hunks_of(diff: str) -> tuple[str, list[str]]:
     return "".join(head), hunks
 
 # %% ../../nbs/translate/run.ipynb #9c32e8d9
-def tour_translate(console=None, target: str | None = None, out_dir: Path | str | None = None) -> Run:
+def tour_translate(console=None, target: str | None = None, out_dir: Path | str | None = None) -> TranslateRun:
     "Translate the packaged GPU runner example: counts explained, the first hunks, the whole diff and output in a named folder."
     import tempfile
     from rich.console import Console
