@@ -33,12 +33,12 @@ from .supercalls import super_calls
 from .translation import known_ascend, rules_for, target_check, translate_code, translator_check
 
 # %% auto #0
-__all__ = ['MAX_LONE_FILES', 'FENCE_CLOSE_RE', 'SIMILAR', 'SIMILAR_MIN_TOKENS', 'MOVED_MIN_TOKENS', 'runner_bases',
-           'device_markers', 'is_base', 'FilesReader', 'AuditSource', 'audit_source', 'lone_tree', 'RunnerClass',
-           'ClassGraph', 'deriving_modules', 'Runners', 'find_runners', 'RunnerPairs', 'pair_runners', 'audit_target',
-           'audit_rules', 'gpu_to_npu_names', 'omni_blocks', 'Finding', 'statements', 'MethodStatements',
-           'method_statements', 'Matcher', 'class_statements', 'drift', 'omni_outside', 'runner_findings', 'in_file',
-           'unique', 'base_method', 'pair_findings', 'audit']
+__all__ = ['MAX_LONE_FILES', 'FENCE_CLOSE_RE', 'SIMILAR', 'SIMILAR_MIN_TOKENS', 'MOVED_MIN_TOKENS', 'BASE_COPY', 'CALL_DEPTH',
+           'runner_bases', 'device_markers', 'is_base', 'FilesReader', 'AuditSource', 'audit_source', 'lone_tree',
+           'RunnerClass', 'ClassGraph', 'deriving_modules', 'Runners', 'find_runners', 'RunnerPairs', 'pair_runners',
+           'audit_target', 'audit_rules', 'gpu_to_npu_names', 'omni_blocks', 'Finding', 'statements',
+           'MethodStatements', 'method_statements', 'Matcher', 'class_statements', 'drift', 'omni_outside',
+           'runner_findings', 'in_file', 'unique', 'base_method', 'called_statements', 'pair_findings', 'audit']
 
 # %% ../../nbs/port/audit.ipynb #42c12468
 register(
@@ -456,7 +456,7 @@ def statements(body, parent: int = -1, out: list | None = None) -> list:
         else: out.append((ast.unparse(s), s, parent))
     return out
 
-# %% ../../nbs/port/audit.ipynb #d1d66bec
+# %% ../../nbs/port/audit.ipynb #112a6e43
 _TOKEN = re.compile(r"\w+|\S")
 
 @dataclass
@@ -474,6 +474,32 @@ class MethodStatements:
         "The statements that carry logic: not the super() call, not an import."
         return [i for i in range(len(self.keys)) if i not in self.supers and i not in self.imports]
 
+# %% ../../nbs/port/audit.ipynb #2e873e12
+def _bound_chains(fn) -> tuple[dict, set]:
+    "Locals bound once, to an attribute chain of a parameter or local the method does not rebind after it (not `self`: its state changes under calls), that nothing in the method assigns (`n = out.total`): {local: the chain's tokens}, and the binding statements."
+    stores = {}   # name: the lines that bind it
+    for x in ast.walk(fn):
+        if isinstance(x, ast.Name) and isinstance(x.ctx, ast.Store): stores.setdefault(x.id, []).append(x.lineno)
+    assigned = {ast.unparse(x) for x in ast.walk(fn) if isinstance(x, ast.Attribute) and isinstance(x.ctx, ast.Store)}
+    chains, binders = {}, set()
+    for s in ast.walk(fn):
+        if not (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)): continue
+        t, v, root = s.targets[0].id, s.value, s.value
+        while isinstance(root, ast.Attribute): root = root.value
+        if isinstance(v, ast.Attribute) and isinstance(root, ast.Name) and root.id not in ("self", "cls") and len(stores.get(t, ())) == 1 \
+                and all(at < s.lineno for at in stores.get(root.id, ())) \
+                and ast.unparse(v) not in assigned:
+            chains[t] = _TOKEN.findall(ast.unparse(v)); binders.add(id(s))
+    return chains, binders
+
+def _expand(toks: list, chains: dict) -> list:
+    "The tokens with each read of a bound chain's local written as the chain (not an attribute or keyword of that name)."
+    out = []
+    for j, t in enumerate(toks):
+        kw = toks[j + 1:j + 2] == ["="] and toks[j + 2:j + 3] != ["="]
+        out += chains[t] if t in chains and (j == 0 or toks[j - 1] != ".") and not kw else [t]
+    return out
+
 def method_statements(src: str, names: dict) -> MethodStatements | None:
     "The statements of the one def in `src` (a method's text), annotations dropped; None when it does not parse."
     try: fn = next(n for n in ast.parse(src).body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
@@ -484,7 +510,9 @@ def method_statements(src: str, names: dict) -> MethodStatements | None:
     a = fn.args
     local = {x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg] if x} - {"self", "cls"}
     local |= {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-    keys = [" ".join(names.get(w, w) for w in _TOKEN.findall(k)) for k, _, _ in st]
+    chains, binders = _bound_chains(fn)
+    keys = [" ".join(names.get(w, w) for w in (_TOKEN.findall(k) if id(s) in binders else _expand(_TOKEN.findall(k), chains)))
+            for k, s, _ in st]
     supers = {i for i, (_, s, _) in enumerate(st) if any(id(c) in sup for c in ast.walk(s))}
     imports = {i for i, (_, s, _) in enumerate(st) if isinstance(s, (ast.Import, ast.ImportFrom))}
     return MethodStatements(keys, [k for k, _, _ in st], [getattr(s, "lineno", 0) for _, s, _ in st], local, supers, imports,
@@ -502,6 +530,7 @@ def _binds(toks: list) -> bool: return len(toks) > 2 and toks[1] == "=" and toks
 SIMILAR = 0.8   # token similarity at which a statement counts as the other side's version of it (an adapted copy)
 SIMILAR_MIN_TOKENS = 8    # shorter statements must match exactly (or by a local rename): one changed name is a change
 
+# %% ../../nbs/port/audit.ipynb #06ba4cb3
 class Matcher:
     "Whether a statement of one method has a counterpart in another: the same key, the same but for locals renamed consistently, or one at least `SIMILAR` alike."
     def __init__(self, a: MethodStatements, b: MethodStatements, similar: float | None = SIMILAR):
@@ -518,6 +547,10 @@ class Matcher:
     def _shape(key: str, local: set) -> str:
         toks = key.split(" ")
         return " ".join("_" if t in local and (i == 0 or toks[i - 1] != ".") else t for i, t in enumerate(toks))
+
+    def _renamable(self, x: str, y: str) -> bool:
+        "Whether local `x` of the first method may be local `y` of the second (no other pairing of either seen)."
+        return x in self.a.locals and y in self.b.locals and (self.rename.get(x) == y or x not in self.rename and y not in set(self.rename.values()))
 
     def has(self, i: int) -> bool:
         "Whether statement `i` of the first method has a counterpart in the second."
@@ -544,10 +577,13 @@ class Matcher:
         if len(core) < SIMILAR_MIN_TOKENS: return None
         for cand, j in self.by_head.get(core[0] if core else None, ()):
             full = self.b.keys[j].split(" ")
-            x, y = (toks, full) if _binds(toks) and _binds(full) else (core, cand)   # two assignments: their targets count
+            both = _binds(toks) and _binds(full)   # two assignments: their targets count (a local renamed consistently)
+            if both and toks[0] != full[0] and not self._renamable(toks[0], full[0]): continue
+            x, y = (toks[1:], full[1:]) if both else (core, cand)
             sm = difflib.SequenceMatcher(None, x, y, autojunk=False)
             if sm.real_quick_ratio() >= self.similar and sm.quick_ratio() >= self.similar and sm.ratio() >= self.similar \
                     and not any(op == "replace" for op, *_ in sm.get_opcodes()):   # only tokens added or left out: no value changed
+                if both and toks[0] != full[0]: self.rename[toks[0]] = full[0]
                 return j
         return None
 
@@ -592,10 +628,34 @@ def class_statements(text: str, node: ast.ClassDef, names: dict, but: str) -> Me
     cat = lambda f: [x for ms in parts for x in getattr(ms, f)]
     return MethodStatements(cat("keys"), cat("texts"), cat("lines"), set().union(*(ms.locals for ms in parts)), set())
 
+def _strings_as_one(text: str) -> list:
+    "A statement's tokens with every string constant one token `S` (a reworded message or label is no change of logic)."
+    return _TOKEN.findall(_STRING.sub(" S ", text))
+
+_STRING = re.compile(r"""[rbuRBUfF]{0,2}('\'\'\'.*?\'\'\'|\"\"\".*?\"\"\"|'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*")""", re.S)
+BASE_COPY = 0.6   # similarity at which a GPU statement is taken for its base counterpart (then checked token by token)
+
+def _base_copy(g: MethodStatements, i: int, bg: MethodStatements) -> bool:
+    "Whether statement `i` is a base statement in omni's (older or trimmed) copy: the same kind, only arguments left out (`, x=y`) and strings reworded — nothing of omni's own."
+    toks = _strings_as_one(g.texts[i])
+    for t in bg.texts:
+        b = _strings_as_one(t)
+        if b[:1] != toks[:1]: continue
+        sm = difflib.SequenceMatcher(None, b, toks, autojunk=False)
+        if sm.ratio() >= BASE_COPY and all(op == "equal" or op == "delete" and b[i1] == "," for op, i1, *_ in sm.get_opcodes()):
+            return True
+    return False
+
+
+# %% ../../nbs/port/audit.ipynb #b50d122d
 def drift(gsrc: str, nsrc: str, names, rules: RuleSet | None = None, gpu_module: str = "",
           gpu_base: tuple | None = None, npu_base: str | None = None, blocks_checked: bool = True,
-          elsewhere: MethodStatements | None = None) -> list[tuple[int | None, str, list[str]]]:
+          elsewhere: MethodStatements | None = None, called: MethodStatements | None = None,
+          later: tuple | None = None) -> list[tuple[int | None, str, list[str]]]:
     "Omni's GPU-side change the NPU override lacks, and omni statements the NPU copy keeps that the GPU side changed: (line, message, diff lines); three-way when the bases' methods are given."
+    # elsewhere: the NPU class's other methods (a statement moved there); called: the methods the NPU override calls,
+    # found through its MRO (a statement refactored into a helper); later: (text, module) of the same GPU method in the
+    # NPU source's own, newer release (a statement omni itself dropped or rewrote there is no longer the change to carry)
     rules = rules_for(rules)
     g = method_statements(_normalised_gpu(gsrc, gpu_module, rules), names)
     n = method_statements(nsrc, names)
@@ -612,7 +672,15 @@ def drift(gsrc: str, nsrc: str, names, rules: RuleSet | None = None, gpu_module:
                                  [f"- {t}" for t in _deltas(n, gone)]))
     if bg is not None:   # omni's change: the GPU omni method's statements the GPU base does not have
         in_bg, in_n, moved = Matcher(g, bg), Matcher(g, n), Matcher(g, elsewhere) if elsewhere is not None else None
-        gone = _reguarded(g, [i for i in g.logic() if not in_bg.has(i) and not in_n.has(i) and not _moved(moved, g, i)], n, in_n)
+        in_called = Matcher(g, called) if called is not None else None
+        lg = method_statements(_normalised_gpu(*later, rules), names) if later else None
+        in_later, later_in_n = (Matcher(g, lg), Matcher(lg, n)) if lg is not None else (None, None)
+        def carried(i):   # the statement as the later release has it, if it still has it, is not in the NPU copy either
+            j = in_later.find(i) if in_later is not None else None
+            return in_later is None or j is not None and not later_in_n.has(j)
+        gone = [i for i in g.logic() if not in_bg.has(i) and not in_n.has(i) and not _moved(moved, g, i)
+                and not (in_called is not None and in_called.has(i)) and not _base_copy(g, i, bg) and carried(i)]
+        gone = _reguarded(g, gone, n, in_n)
         if gone: out.append((None, f"{len(gone)} statement(s) of omni's GPU-side change have no counterpart in the NPU override",
                              [f"+ {t}" for t in _deltas(g, gone)]))
     elif not blocks:   # two-way: every statement of the GPU omni method but its super() call
@@ -699,9 +767,32 @@ def _sibling_defines(siblings, graph: ClassGraph, n: RunnerClass, m: str) -> boo
     "Whether another runner of the same side (a sibling fork) defines `m` in its own class body."
     return any(s is not n and m in own_methods(s.node) for s in siblings)
 
+CALL_DEPTH = 2   # how deep the methods an NPU override calls are followed (self.x(...) through its MRO)
+
+def called_statements(graph: ClassGraph, n: RunnerClass, node, names: dict, depth: int = CALL_DEPTH) -> MethodStatements | None:
+    "The statements of the methods an NPU override calls on `self` (found through the NPU runner's MRO, `depth` calls deep), as one list: where the NPU side refactored a statement into a helper."
+    seen, todo, parts = {node.name}, [node], []
+    for _ in range(depth):
+        nxt = []
+        for fn in todo:
+            for c in ast.walk(fn):
+                f = c.func if isinstance(c, ast.Call) else None
+                if not (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self") or f.attr in seen: continue
+                seen.add(f.attr)
+                found = graph.method(n, f.attr)
+                if found and (ms := method_statements(method_text(found[0].text, found[1]), names)): parts.append(ms); nxt.append(found[1])
+        todo = nxt
+    if not parts: return None
+    cat = lambda f: [x for ms in parts for x in getattr(ms, f)]
+    return MethodStatements(cat("keys"), cat("texts"), cat("lines"), set().union(*(ms.locals for ms in parts)), set())
+
+
+# %% ../../nbs/port/audit.ipynb #d3e93f8e
 def pair_findings(g: RunnerClass, n: RunnerClass, ggraph, ngraph, names, rules, base_tree, gpu_base=None,
-                  gpu_runners=(), npu_runners=(), blocks_checked: bool = True) -> list[Finding]:
+                  gpu_runners=(), npu_runners=(), blocks_checked: bool = True, later: RunnerClass | None = None,
+                  later_graph: ClassGraph | None = None) -> list[Finding]:
     "Drift (ONP4201), omissions (ONP4202), untranslated patterns (ONP4203) and orphan overrides (ONP4204) of one pair; each once."
+    # later: the GPU runner of g's name in the NPU source when that source is a newer release (read with later_graph)
     out, gname, nname = [], g.name, n.name
     (gbase, *_), (nbase, *_) = runner_bases()
     for m, node in own_methods(n.node).items():
@@ -718,8 +809,10 @@ def pair_findings(g: RunnerClass, n: RunnerClass, ggraph, ngraph, names, rules, 
             continue
         owner, gnode = gm
         gb, nb = base_method(gpu_base, gbase, m), base_method(base_tree, nbase, m)
+        lm = later_graph.method(later, m) if later is not None else None
         for line, msg, det in drift(method_text(owner.text, gnode), nsrc, names, rules, owner.text, gb, nb and nb[0],
-                                    blocks_checked, class_statements(n.text, n.node, names, m)):
+                                    blocks_checked, class_statements(n.text, n.node, names, m),
+                                    called_statements(ngraph, n, node, names), lm and (method_text(lm[0].text, lm[1]), lm[0].text)):
             out.append(Finding("ONP4201", nname, m, f"drift from {owner.name}.{m}: {msg}", line, det))
     runner = runner_bases()[1][0]   # vllm-ascend's NPUModelRunner
     for m, node in own_methods(g.node).items():
@@ -774,6 +867,8 @@ def audit(gpu: str, npu: str, npu_base: str | None = None, target: str | None = 
     newer = _npu_newer(gtree, ntree)
     if newer: findings.append(Finding("ONP4209", "", "", newer, severity="info"))
     for g, n, _ in sorted(pairs.pairs, key=lambda p: (len(ngraph.mro(p[1])), p[1].module, p[1].name)):   # bases first
-        findings += in_file(pair_findings(g, n, ggraph, ngraph, names, rules, base_tree, gbase_tree, gr.gpu, nr.npu, not newer), n, ntree)
+        later = next((c for c in nr.gpu if c.name == g.name), None) if newer else None   # the NPU release's own GPU runner
+        findings += in_file(pair_findings(g, n, ggraph, ngraph, names, rules, base_tree, gbase_tree, gr.gpu, nr.npu, not newer,
+                                          later, ngraph), n, ntree)
     return unique(findings)
 
