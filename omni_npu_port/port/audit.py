@@ -456,7 +456,7 @@ def statements(body, parent: int = -1, out: list | None = None) -> list:
         else: out.append((ast.unparse(s), s, parent))
     return out
 
-# %% ../../nbs/port/audit.ipynb #112a6e43
+# %% ../../nbs/port/audit.ipynb #83566bda
 _TOKEN = re.compile(r"\w+|\S")
 
 @dataclass
@@ -474,7 +474,7 @@ class MethodStatements:
         "The statements that carry logic: not the super() call, not an import."
         return [i for i in range(len(self.keys)) if i not in self.supers and i not in self.imports]
 
-# %% ../../nbs/port/audit.ipynb #2e873e12
+# %% ../../nbs/port/audit.ipynb #08415cec
 def _bound_chains(fn) -> tuple[dict, set]:
     "Locals bound once, to an attribute chain of a parameter or local the method does not rebind after it (not `self`: its state changes under calls), that nothing in the method assigns (`n = out.total`): {local: the chain's tokens}, and the binding statements."
     stores = {}   # name: the lines that bind it
@@ -530,7 +530,7 @@ def _binds(toks: list) -> bool: return len(toks) > 2 and toks[1] == "=" and toks
 SIMILAR = 0.8   # token similarity at which a statement counts as the other side's version of it (an adapted copy)
 SIMILAR_MIN_TOKENS = 8    # shorter statements must match exactly (or by a local rename): one changed name is a change
 
-# %% ../../nbs/port/audit.ipynb #06ba4cb3
+# %% ../../nbs/port/audit.ipynb #0abc1f92
 class Matcher:
     "Whether a statement of one method has a counterpart in another: the same key, the same but for locals renamed consistently, or one at least `SIMILAR` alike."
     def __init__(self, a: MethodStatements, b: MethodStatements, similar: float | None = SIMILAR):
@@ -647,7 +647,42 @@ def _base_copy(g: MethodStatements, i: int, bg: MethodStatements) -> bool:
     return False
 
 
-# %% ../../nbs/port/audit.ipynb #b50d122d
+# %% ../../nbs/port/audit.ipynb #08208a72
+def _in_order(at: list) -> set:
+    "The indexes of the longest run of `at`'s counterparts (None: none) that keep their order: the anchors of hunks."
+    tails, back = [], {}   # tails[L]: the index ending the best increasing run of length L + 1
+    for i, j in enumerate(at):
+        if j is None: continue
+        lo, hi = 0, len(tails)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if at[tails[mid]] < j: lo = mid + 1
+            else: hi = mid
+        back[i] = tails[lo - 1] if lo else None
+        tails[lo:lo + 1] = [i]
+    out, i = set(), tails[-1] if tails else None
+    while i is not None: out.add(i); i = back[i]
+    return out
+
+def _later_form(g: MethodStatements, lg: MethodStatements, n: MethodStatements) -> set:
+    "Statements of `g` the NPU copy carries in the later form `lg` (the same method, a newer release) has them: a counterpart in `lg` the NPU copy has; or a run of statements `lg` dropped or rewrote — a hunk anchored on the kept statements around it — whose new statements between those anchors in `lg` the NPU copy all has (but a new guard around statements it has)."
+    fwd, back, in_n = Matcher(g, lg), Matcher(lg, g), Matcher(lg, n)
+    at = [fwd.find(i) for i in range(len(g.keys))]
+    new = {j for j in range(len(lg.keys)) if not back.has(j)}
+    # a guard the later release put around statements the NPU copy has is the later release's own change, not this one's
+    new -= {p for p in set(lg.parents) if p >= 0 and any(lg.parents[j] == p and in_n.has(j) for j in range(len(lg.keys)))}
+    out, i = {i for i, j in enumerate(at) if j is not None and in_n.has(j)}, 0
+    anchor = _in_order(at)   # counterparts in order only: a statement paired out of order anchors no hunk
+    while i < len(at):
+        if at[i] is not None: i += 1; continue
+        k = next((x for x in range(i, len(at)) if at[x] is not None), len(at))
+        lo = max((at[x] for x in anchor if x < i), default=-1)
+        hi = min((at[x] for x in anchor if x >= k), default=len(lg.keys))
+        if all(in_n.has(j) for j in new if lo < j < hi): out.update(range(i, k))
+        i = k
+    return out
+
+# %% ../../nbs/port/audit.ipynb #7a400847
 def drift(gsrc: str, nsrc: str, names, rules: RuleSet | None = None, gpu_module: str = "",
           gpu_base: tuple | None = None, npu_base: str | None = None, blocks_checked: bool = True,
           elsewhere: MethodStatements | None = None, called: MethodStatements | None = None,
@@ -671,15 +706,13 @@ def drift(gsrc: str, nsrc: str, names, rules: RuleSet | None = None, gpu_module:
             if gone: out.append((line, f"{len(gone)} statement(s) of this omni block differ from the GPU omni method",
                                  [f"- {t}" for t in _deltas(n, gone)]))
     if bg is not None:   # omni's change: the GPU omni method's statements the GPU base does not have
-        in_bg, in_n, moved = Matcher(g, bg), Matcher(g, n), Matcher(g, elsewhere) if elsewhere is not None else None
+        # base code: a statement of the GPU base, exactly or with locals renamed, or omni's copy of one that adds nothing
+        in_bg, in_n, moved = Matcher(g, bg, None), Matcher(g, n), Matcher(g, elsewhere) if elsewhere is not None else None
         in_called = Matcher(g, called) if called is not None else None
         lg = method_statements(_normalised_gpu(*later, rules), names) if later else None
-        in_later, later_in_n = (Matcher(g, lg), Matcher(lg, n)) if lg is not None else (None, None)
-        def carried(i):   # the statement as the later release has it, if it still has it, is not in the NPU copy either
-            j = in_later.find(i) if in_later is not None else None
-            return in_later is None or j is not None and not later_in_n.has(j)
+        later_form = _later_form(g, lg, n) if lg is not None else set()
         gone = [i for i in g.logic() if not in_bg.has(i) and not in_n.has(i) and not _moved(moved, g, i)
-                and not (in_called is not None and in_called.has(i)) and not _base_copy(g, i, bg) and carried(i)]
+                and not (in_called is not None and in_called.has(i)) and not _base_copy(g, i, bg) and i not in later_form]
         gone = _reguarded(g, gone, n, in_n)
         if gone: out.append((None, f"{len(gone)} statement(s) of omni's GPU-side change have no counterpart in the NPU override",
                              [f"+ {t}" for t in _deltas(g, gone)]))
@@ -787,7 +820,7 @@ def called_statements(graph: ClassGraph, n: RunnerClass, node, names: dict, dept
     return MethodStatements(cat("keys"), cat("texts"), cat("lines"), set().union(*(ms.locals for ms in parts)), set())
 
 
-# %% ../../nbs/port/audit.ipynb #d3e93f8e
+# %% ../../nbs/port/audit.ipynb #1d2bae8b
 def pair_findings(g: RunnerClass, n: RunnerClass, ggraph, ngraph, names, rules, base_tree, gpu_base=None,
                   gpu_runners=(), npu_runners=(), blocks_checked: bool = True, later: RunnerClass | None = None,
                   later_graph: ClassGraph | None = None) -> list[Finding]:
