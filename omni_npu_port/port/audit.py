@@ -682,7 +682,7 @@ def _later_form(g: MethodStatements, lg: MethodStatements, n: MethodStatements) 
         i = k
     return out
 
-# %% ../../nbs/port/audit.ipynb #7a400847
+# %% ../../nbs/port/audit.ipynb #d3affb2e
 def drift(gsrc: str, nsrc: str, names, rules: RuleSet | None = None, gpu_module: str = "",
           gpu_base: tuple | None = None, npu_base: str | None = None, blocks_checked: bool = True,
           elsewhere: MethodStatements | None = None, called: MethodStatements | None = None,
