@@ -33,12 +33,13 @@ from .supercalls import super_calls
 from .translation import known_ascend, rules_for, target_check, translate_code, translator_check
 
 # %% auto #0
-__all__ = ['MAX_LONE_FILES', 'FENCE_CLOSE_RE', 'SIMILAR', 'SIMILAR_MIN_TOKENS', 'MOVED_MIN_TOKENS', 'BASE_COPY', 'CALL_DEPTH',
-           'runner_bases', 'device_markers', 'is_base', 'FilesReader', 'AuditSource', 'audit_source', 'lone_tree',
-           'RunnerClass', 'ClassGraph', 'deriving_modules', 'Runners', 'find_runners', 'RunnerPairs', 'pair_runners',
-           'audit_target', 'audit_rules', 'gpu_to_npu_names', 'omni_blocks', 'Finding', 'statements',
-           'MethodStatements', 'method_statements', 'Matcher', 'class_statements', 'drift', 'omni_outside',
-           'runner_findings', 'in_file', 'unique', 'base_method', 'called_statements', 'pair_findings', 'audit']
+__all__ = ['MAX_LONE_FILES', 'FENCE_CLOSE_RE', 'STATEMENTS_CACHED', 'SIMILAR', 'SIMILAR_MIN_TOKENS', 'MOVED_MIN_TOKENS',
+           'BASE_COPY', 'CALL_DEPTH', 'runner_bases', 'device_markers', 'is_base', 'FilesReader', 'AuditSource',
+           'audit_source', 'lone_tree', 'RunnerClass', 'ClassGraph', 'deriving_modules', 'Runners', 'find_runners',
+           'RunnerPairs', 'pair_runners', 'audit_target', 'audit_rules', 'gpu_to_npu_names', 'omni_blocks', 'Finding',
+           'statements', 'MethodStatements', 'method_statements', 'Matcher', 'class_statements', 'drift',
+           'omni_outside', 'runner_findings', 'in_file', 'unique', 'base_method', 'called_statements', 'pair_findings',
+           'audit']
 
 # %% ../../nbs/port/audit.ipynb #42c12468
 register(
@@ -477,13 +478,16 @@ class MethodStatements:
 # %% ../../nbs/port/audit.ipynb #08415cec
 def _bound_chains(fn) -> tuple[dict, set]:
     "Locals bound once, to an attribute chain of a parameter or local the method does not rebind after it (not `self`: its state changes under calls), that nothing in the method assigns (`n = out.total`): {local: the chain's tokens}, and the binding statements."
-    stores = {}   # name: the lines that bind it
+    stores, stored, assigns = {}, [], []   # name: the lines that bind it; attributes assigned; `name = ...` statements
     for x in ast.walk(fn):
         if isinstance(x, ast.Name) and isinstance(x.ctx, ast.Store): stores.setdefault(x.id, []).append(x.lineno)
-    assigned = {ast.unparse(x) for x in ast.walk(fn) if isinstance(x, ast.Attribute) and isinstance(x.ctx, ast.Store)}
+        elif isinstance(x, ast.Attribute) and isinstance(x.ctx, ast.Store): stored.append(x)
+        elif isinstance(x, ast.Assign) and len(x.targets) == 1 and isinstance(x.targets[0], ast.Name) \
+                and isinstance(x.value, ast.Attribute): assigns.append(x)
+    if not assigns: return {}, set()
+    assigned = {ast.unparse(x) for x in stored}
     chains, binders = {}, set()
-    for s in ast.walk(fn):
-        if not (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)): continue
+    for s in assigns:
         t, v, root = s.targets[0].id, s.value, s.value
         while isinstance(root, ast.Attribute): root = root.value
         if isinstance(v, ast.Attribute) and isinstance(root, ast.Name) and root.id not in ("self", "cls") and len(stores.get(t, ())) == 1 \
@@ -500,8 +504,19 @@ def _expand(toks: list, chains: dict) -> list:
         out += chains[t] if t in chains and (j == 0 or toks[j - 1] != ".") and not kw else [t]
     return out
 
+_STATEMENTS: dict = {}   # (method text, id(names)) -> (names, MethodStatements | None): a class's methods are read once per audit
+STATEMENTS_CACHED = 4096
+
 def method_statements(src: str, names: dict) -> MethodStatements | None:
-    "The statements of the one def in `src` (a method's text), annotations dropped; None when it does not parse."
+    "The statements of the one def in `src` (a method's text), annotations dropped; None when it does not parse (cached: not to be changed)."
+    hit = _STATEMENTS.get((src, id(names)))
+    if hit is not None and hit[0] is names: return hit[1]
+    if len(_STATEMENTS) >= STATEMENTS_CACHED: _STATEMENTS.clear()
+    out = _method_statements(src, names)
+    _STATEMENTS[(src, id(names))] = (names, out)
+    return out
+
+def _method_statements(src: str, names: dict) -> MethodStatements | None:
     try: fn = next(n for n in ast.parse(src).body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
     except (SyntaxError, StopIteration): return None
     sup = {id(c) for c in super_calls(fn)}
