@@ -890,7 +890,8 @@ def _npu_newer(gtree, ntree) -> str | None:
     try: newer = gtree.version and ntree.version and parse_version(ntree.version) > parse_version(gtree.version)
     except ValueError: newer = False
     return (f"{code_info('ONP4209').title}: vLLM-Omni {ntree.version} (NPU) is newer than {gtree.version} (GPU); the NPU "
-            "omni blocks are not checked against the older GPU methods, only omni's GPU-side change against the NPU copy") if newer else None
+            "omni blocks are not checked against the older GPU methods, only omni's GPU-side change against the NPU copy "
+            "(and against the later form of it the NPU release's own GPU runner has)") if newer else None
 
 def audit(gpu: str, npu: str, npu_base: str | None = None, target: str | None = None, gpu_base: str | None = None) -> list[Finding]:
     "Runner pairs, drift, omissions and untranslated GPU patterns between the GPU and NPU runners of vllm-omni."
