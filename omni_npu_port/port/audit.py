@@ -33,12 +33,13 @@ from .supercalls import super_calls
 from .translation import known_ascend, rules_for, target_check, translate_code, translator_check
 
 # %% auto #0
-__all__ = ['MAX_LONE_FILES', 'FENCE_CLOSE_RE', 'SIMILAR', 'SIMILAR_MIN_TOKENS', 'MOVED_MIN_TOKENS', 'runner_bases',
-           'device_markers', 'is_base', 'FilesReader', 'AuditSource', 'audit_source', 'lone_tree', 'RunnerClass',
-           'ClassGraph', 'deriving_modules', 'Runners', 'find_runners', 'RunnerPairs', 'pair_runners', 'audit_target',
-           'audit_rules', 'gpu_to_npu_names', 'omni_blocks', 'Finding', 'statements', 'MethodStatements',
-           'method_statements', 'Matcher', 'class_statements', 'drift', 'omni_outside', 'runner_findings', 'in_file',
-           'unique', 'base_method', 'pair_findings', 'audit']
+__all__ = ['MAX_LONE_FILES', 'FENCE_CLOSE_RE', 'STATEMENTS_CACHED', 'SIMILAR', 'SIMILAR_MIN_TOKENS', 'MOVED_MIN_TOKENS',
+           'BASE_COPY', 'CALL_DEPTH', 'runner_bases', 'device_markers', 'is_base', 'FilesReader', 'AuditSource',
+           'audit_source', 'lone_tree', 'RunnerClass', 'ClassGraph', 'deriving_modules', 'Runners', 'find_runners',
+           'RunnerPairs', 'pair_runners', 'audit_target', 'audit_rules', 'gpu_to_npu_names', 'omni_blocks', 'Finding',
+           'statements', 'MethodStatements', 'method_statements', 'Matcher', 'class_statements', 'drift',
+           'omni_outside', 'runner_findings', 'in_file', 'unique', 'base_method', 'called_statements', 'pair_findings',
+           'audit']
 
 # %% ../../nbs/port/audit.ipynb #42c12468
 register(
@@ -448,7 +449,7 @@ def statements(body, parent: int = -1, out: list | None = None) -> list:
         else: out.append((ast.unparse(s), s, parent))
     return out
 
-# %% ../../nbs/port/audit.ipynb #d1d66bec
+# %% ../../nbs/port/audit.ipynb #83566bda
 _TOKEN = re.compile(r"\w+|\S")
 
 @dataclass
@@ -466,8 +467,48 @@ class MethodStatements:
         "The statements that carry logic: not the super() call, not an import."
         return [i for i in range(len(self.keys)) if i not in self.supers and i not in self.imports]
 
+# %% ../../nbs/port/audit.ipynb #08415cec
+def _bound_chains(fn) -> tuple[dict, set]:
+    "Locals bound once, to an attribute chain of a parameter or local the method does not rebind after it (not `self`: its state changes under calls), that nothing in the method assigns (`n = out.total`): {local: the chain's tokens}, and the binding statements."
+    stores, stored, assigns = {}, [], []   # name: the lines that bind it; attributes assigned; `name = ...` statements
+    for x in ast.walk(fn):
+        if isinstance(x, ast.Name) and isinstance(x.ctx, ast.Store): stores.setdefault(x.id, []).append(x.lineno)
+        elif isinstance(x, ast.Attribute) and isinstance(x.ctx, ast.Store): stored.append(x)
+        elif isinstance(x, ast.Assign) and len(x.targets) == 1 and isinstance(x.targets[0], ast.Name) \
+                and isinstance(x.value, ast.Attribute): assigns.append(x)
+    if not assigns: return {}, set()
+    assigned = {ast.unparse(x) for x in stored}
+    chains, binders = {}, set()
+    for s in assigns:
+        t, v, root = s.targets[0].id, s.value, s.value
+        while isinstance(root, ast.Attribute): root = root.value
+        if isinstance(v, ast.Attribute) and isinstance(root, ast.Name) and root.id not in ("self", "cls") and len(stores.get(t, ())) == 1 \
+                and all(at < s.lineno for at in stores.get(root.id, ())) \
+                and ast.unparse(v) not in assigned:
+            chains[t] = _TOKEN.findall(ast.unparse(v)); binders.add(id(s))
+    return chains, binders
+
+def _expand(toks: list, chains: dict) -> list:
+    "The tokens with each read of a bound chain's local written as the chain (not an attribute or keyword of that name)."
+    out = []
+    for j, t in enumerate(toks):
+        kw = toks[j + 1:j + 2] == ["="] and toks[j + 2:j + 3] != ["="]
+        out += chains[t] if t in chains and (j == 0 or toks[j - 1] != ".") and not kw else [t]
+    return out
+
+_STATEMENTS: dict = {}   # (method text, id(names)) -> (names, MethodStatements | None): a class's methods are read once per audit
+STATEMENTS_CACHED = 4096
+
 def method_statements(src: str, names: dict) -> MethodStatements | None:
-    "The statements of the one def in `src` (a method's text), annotations dropped; None when it does not parse."
+    "The statements of the one def in `src` (a method's text), annotations dropped; None when it does not parse (cached: not to be changed)."
+    hit = _STATEMENTS.get((src, id(names)))
+    if hit is not None and hit[0] is names: return hit[1]
+    if len(_STATEMENTS) >= STATEMENTS_CACHED: _STATEMENTS.clear()
+    out = _method_statements(src, names)
+    _STATEMENTS[(src, id(names))] = (names, out)
+    return out
+
+def _method_statements(src: str, names: dict) -> MethodStatements | None:
     try: fn = next(n for n in ast.parse(src).body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
     except (SyntaxError, StopIteration): return None
     sup = {id(c) for c in super_calls(fn)}
@@ -476,7 +517,9 @@ def method_statements(src: str, names: dict) -> MethodStatements | None:
     a = fn.args
     local = {x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg] if x} - {"self", "cls"}
     local |= {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-    keys = [" ".join(names.get(w, w) for w in _TOKEN.findall(k)) for k, _, _ in st]
+    chains, binders = _bound_chains(fn)
+    keys = [" ".join(names.get(w, w) for w in (_TOKEN.findall(k) if id(s) in binders else _expand(_TOKEN.findall(k), chains)))
+            for k, s, _ in st]
     supers = {i for i, (_, s, _) in enumerate(st) if any(id(c) in sup for c in ast.walk(s))}
     imports = {i for i, (_, s, _) in enumerate(st) if isinstance(s, (ast.Import, ast.ImportFrom))}
     return MethodStatements(keys, [k for k, _, _ in st], [getattr(s, "lineno", 0) for _, s, _ in st], local, supers, imports,
@@ -494,6 +537,7 @@ def _binds(toks: list) -> bool: return len(toks) > 2 and toks[1] == "=" and toks
 SIMILAR = 0.8   # token similarity at which a statement counts as the other side's version of it (an adapted copy)
 SIMILAR_MIN_TOKENS = 8    # shorter statements must match exactly (or by a local rename): one changed name is a change
 
+# %% ../../nbs/port/audit.ipynb #0abc1f92
 class Matcher:
     "Whether a statement of one method has a counterpart in another: the same key, the same but for locals renamed consistently, or one at least `SIMILAR` alike."
     def __init__(self, a: MethodStatements, b: MethodStatements, similar: float | None = SIMILAR):
@@ -510,6 +554,10 @@ class Matcher:
     def _shape(key: str, local: set) -> str:
         toks = key.split(" ")
         return " ".join("_" if t in local and (i == 0 or toks[i - 1] != ".") else t for i, t in enumerate(toks))
+
+    def _renamable(self, x: str, y: str) -> bool:
+        "Whether local `x` of the first method may be local `y` of the second (no other pairing of either seen)."
+        return x in self.a.locals and y in self.b.locals and (self.rename.get(x) == y or x not in self.rename and y not in set(self.rename.values()))
 
     def has(self, i: int) -> bool:
         "Whether statement `i` of the first method has a counterpart in the second."
@@ -536,10 +584,13 @@ class Matcher:
         if len(core) < SIMILAR_MIN_TOKENS: return None
         for cand, j in self.by_head.get(core[0] if core else None, ()):
             full = self.b.keys[j].split(" ")
-            x, y = (toks, full) if _binds(toks) and _binds(full) else (core, cand)   # two assignments: their targets count
+            both = _binds(toks) and _binds(full)   # two assignments: their targets count (a local renamed consistently)
+            if both and toks[0] != full[0] and not self._renamable(toks[0], full[0]): continue
+            x, y = (toks[1:], full[1:]) if both else (core, cand)
             sm = difflib.SequenceMatcher(None, x, y, autojunk=False)
             if sm.real_quick_ratio() >= self.similar and sm.quick_ratio() >= self.similar and sm.ratio() >= self.similar \
                     and not any(op == "replace" for op, *_ in sm.get_opcodes()):   # only tokens added or left out: no value changed
+                if both and toks[0] != full[0]: self.rename[toks[0]] = full[0]
                 return j
         return None
 
@@ -584,10 +635,69 @@ def class_statements(text: str, node: ast.ClassDef, names: dict, but: str) -> Me
     cat = lambda f: [x for ms in parts for x in getattr(ms, f)]
     return MethodStatements(cat("keys"), cat("texts"), cat("lines"), set().union(*(ms.locals for ms in parts)), set())
 
+def _strings_as_one(text: str) -> list:
+    "A statement's tokens with every string constant one token `S` (a reworded message or label is no change of logic)."
+    return _TOKEN.findall(_STRING.sub(" S ", text))
+
+_STRING = re.compile(r"""[rbuRBUfF]{0,2}('\'\'\'.*?\'\'\'|\"\"\".*?\"\"\"|'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*")""", re.S)
+BASE_COPY = 0.6   # similarity at which a GPU statement is taken for its base counterpart (then checked token by token)
+
+def _base_copy(g: MethodStatements, i: int, bg: MethodStatements) -> bool:
+    "Whether statement `i` is a base statement in omni's (older or trimmed) copy: the same kind, only arguments left out (`, x=y`) and strings reworded — nothing of omni's own."
+    toks = _strings_as_one(g.texts[i])
+    for t in bg.texts:
+        b = _strings_as_one(t)
+        if b[:1] != toks[:1]: continue
+        sm = difflib.SequenceMatcher(None, b, toks, autojunk=False)
+        if sm.ratio() >= BASE_COPY and all(op == "equal" or op == "delete" and b[i1] == "," for op, i1, *_ in sm.get_opcodes()):
+            return True
+    return False
+
+
+# %% ../../nbs/port/audit.ipynb #08208a72
+def _in_order(at: list) -> set:
+    "The indexes of the longest run of `at`'s counterparts (None: none) that keep their order: the anchors of hunks."
+    tails, back = [], {}   # tails[L]: the index ending the best increasing run of length L + 1
+    for i, j in enumerate(at):
+        if j is None: continue
+        lo, hi = 0, len(tails)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if at[tails[mid]] < j: lo = mid + 1
+            else: hi = mid
+        back[i] = tails[lo - 1] if lo else None
+        tails[lo:lo + 1] = [i]
+    out, i = set(), tails[-1] if tails else None
+    while i is not None: out.add(i); i = back[i]
+    return out
+
+def _later_form(g: MethodStatements, lg: MethodStatements, n: MethodStatements) -> set:
+    "Statements of `g` the NPU copy carries in the later form `lg` (the same method, a newer release) has them: a counterpart in `lg` the NPU copy has; or a run of statements `lg` dropped or rewrote — a hunk anchored on the kept statements around it — whose new statements between those anchors in `lg` the NPU copy all has (but a new guard around statements it has)."
+    fwd, back, in_n = Matcher(g, lg), Matcher(lg, g), Matcher(lg, n)
+    at = [fwd.find(i) for i in range(len(g.keys))]
+    new = {j for j in range(len(lg.keys)) if not back.has(j)}
+    # a guard the later release put around statements the NPU copy has is the later release's own change, not this one's
+    new -= {p for p in set(lg.parents) if p >= 0 and any(lg.parents[j] == p and in_n.has(j) for j in range(len(lg.keys)))}
+    out, i = {i for i, j in enumerate(at) if j is not None and in_n.has(j)}, 0
+    anchor = _in_order(at)   # counterparts in order only: a statement paired out of order anchors no hunk
+    while i < len(at):
+        if at[i] is not None: i += 1; continue
+        k = next((x for x in range(i, len(at)) if at[x] is not None), len(at))
+        lo = max((at[x] for x in anchor if x < i), default=-1)
+        hi = min((at[x] for x in anchor if x >= k), default=len(lg.keys))
+        if all(in_n.has(j) for j in new if lo < j < hi): out.update(range(i, k))
+        i = k
+    return out
+
+# %% ../../nbs/port/audit.ipynb #d3affb2e
 def drift(gsrc: str, nsrc: str, names, rules: RuleSet | None = None, gpu_module: str = "",
           gpu_base: tuple | None = None, npu_base: str | None = None, blocks_checked: bool = True,
-          elsewhere: MethodStatements | None = None) -> list[tuple[int | None, str, list[str]]]:
+          elsewhere: MethodStatements | None = None, called: MethodStatements | None = None,
+          later: tuple | None = None) -> list[tuple[int | None, str, list[str]]]:
     "Omni's GPU-side change the NPU override lacks, and omni statements the NPU copy keeps that the GPU side changed: (line, message, diff lines); three-way when the bases' methods are given."
+    # elsewhere: the NPU class's other methods (a statement moved there); called: the methods the NPU override calls,
+    # found through its MRO (a statement refactored into a helper); later: (text, module) of the same GPU method in the
+    # NPU source's own, newer release (a statement omni itself dropped or rewrote there is no longer the change to carry)
     rules = rules_for(rules)
     g = method_statements(_normalised_gpu(gsrc, gpu_module, rules), names)
     n = method_statements(nsrc, names)
@@ -603,8 +713,14 @@ def drift(gsrc: str, nsrc: str, names, rules: RuleSet | None = None, gpu_module:
             if gone: out.append((line, f"{len(gone)} statement(s) of this omni block differ from the GPU omni method",
                                  [f"- {t}" for t in _deltas(n, gone)]))
     if bg is not None:   # omni's change: the GPU omni method's statements the GPU base does not have
-        in_bg, in_n, moved = Matcher(g, bg), Matcher(g, n), Matcher(g, elsewhere) if elsewhere is not None else None
-        gone = _reguarded(g, [i for i in g.logic() if not in_bg.has(i) and not in_n.has(i) and not _moved(moved, g, i)], n, in_n)
+        # base code: a statement of the GPU base, exactly or with locals renamed, or omni's copy of one that adds nothing
+        in_bg, in_n, moved = Matcher(g, bg, None), Matcher(g, n), Matcher(g, elsewhere) if elsewhere is not None else None
+        in_called = Matcher(g, called) if called is not None else None
+        lg = method_statements(_normalised_gpu(*later, rules), names) if later else None
+        later_form = _later_form(g, lg, n) if lg is not None else set()
+        gone = [i for i in g.logic() if not in_bg.has(i) and not in_n.has(i) and not _moved(moved, g, i)
+                and not (in_called is not None and in_called.has(i)) and not _base_copy(g, i, bg) and i not in later_form]
+        gone = _reguarded(g, gone, n, in_n)
         if gone: out.append((None, f"{len(gone)} statement(s) of omni's GPU-side change have no counterpart in the NPU override",
                              [f"+ {t}" for t in _deltas(g, gone)]))
     elif not blocks:   # two-way: every statement of the GPU omni method but its super() call
@@ -691,9 +807,32 @@ def _sibling_defines(siblings, graph: ClassGraph, n: RunnerClass, m: str) -> boo
     "Whether another runner of the same side (a sibling fork) defines `m` in its own class body."
     return any(s is not n and m in own_methods(s.node) for s in siblings)
 
+CALL_DEPTH = 2   # how deep the methods an NPU override calls are followed (self.x(...) through its MRO)
+
+def called_statements(graph: ClassGraph, n: RunnerClass, node, names: dict, depth: int = CALL_DEPTH) -> MethodStatements | None:
+    "The statements of the methods an NPU override calls on `self` (found through the NPU runner's MRO, `depth` calls deep), as one list: where the NPU side refactored a statement into a helper."
+    seen, todo, parts = {node.name}, [node], []
+    for _ in range(depth):
+        nxt = []
+        for fn in todo:
+            for c in ast.walk(fn):
+                f = c.func if isinstance(c, ast.Call) else None
+                if not (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self") or f.attr in seen: continue
+                seen.add(f.attr)
+                found = graph.method(n, f.attr)
+                if found and (ms := method_statements(method_text(found[0].text, found[1]), names)): parts.append(ms); nxt.append(found[1])
+        todo = nxt
+    if not parts: return None
+    cat = lambda f: [x for ms in parts for x in getattr(ms, f)]
+    return MethodStatements(cat("keys"), cat("texts"), cat("lines"), set().union(*(ms.locals for ms in parts)), set())
+
+
+# %% ../../nbs/port/audit.ipynb #1d2bae8b
 def pair_findings(g: RunnerClass, n: RunnerClass, ggraph, ngraph, names, rules, base_tree, gpu_base=None,
-                  gpu_runners=(), npu_runners=(), blocks_checked: bool = True) -> list[Finding]:
+                  gpu_runners=(), npu_runners=(), blocks_checked: bool = True, later: RunnerClass | None = None,
+                  later_graph: ClassGraph | None = None) -> list[Finding]:
     "Drift (ONP4201), omissions (ONP4202), untranslated patterns (ONP4203) and orphan overrides (ONP4204) of one pair; each once."
+    # later: the GPU runner of g's name in the NPU source when that source is a newer release (read with later_graph)
     out, gname, nname = [], g.name, n.name
     (gbase, *_), (nbase, *_) = runner_bases()
     for m, node in own_methods(n.node).items():
@@ -710,8 +849,10 @@ def pair_findings(g: RunnerClass, n: RunnerClass, ggraph, ngraph, names, rules, 
             continue
         owner, gnode = gm
         gb, nb = base_method(gpu_base, gbase, m), base_method(base_tree, nbase, m)
+        lm = later_graph.method(later, m) if later is not None else None
         for line, msg, det in drift(method_text(owner.text, gnode), nsrc, names, rules, owner.text, gb, nb and nb[0],
-                                    blocks_checked, class_statements(n.text, n.node, names, m)):
+                                    blocks_checked, class_statements(n.text, n.node, names, m),
+                                    called_statements(ngraph, n, node, names), lm and (method_text(lm[0].text, lm[1]), lm[0].text)):
             out.append(Finding("ONP4201", f"drift from {owner.name}.{m}: {msg}", line=line, cls=nname, method=m, detail=det))
     runner = runner_bases()[1][0]   # vllm-ascend's NPUModelRunner
     for m, node in own_methods(g.node).items():
@@ -741,7 +882,8 @@ def _npu_newer(gtree, ntree) -> str | None:
     try: newer = gtree.version and ntree.version and parse_version(ntree.version) > parse_version(gtree.version)
     except ValueError: newer = False
     return (f"{code_info('ONP4209').title}: vLLM-Omni {ntree.version} (NPU) is newer than {gtree.version} (GPU); the NPU "
-            "omni blocks are not checked against the older GPU methods, only omni's GPU-side change against the NPU copy") if newer else None
+            "omni blocks are not checked against the older GPU methods, only omni's GPU-side change against the NPU copy "
+            "(and against the later form of it the NPU release's own GPU runner has)") if newer else None
 
 def audit(gpu: str, npu: str, npu_base: str | None = None, target: str | None = None, gpu_base: str | None = None) -> list[Finding]:
     "Runner pairs, drift, omissions and untranslated GPU patterns between the GPU and NPU runners of vllm-omni."
@@ -766,6 +908,8 @@ def audit(gpu: str, npu: str, npu_base: str | None = None, target: str | None = 
     newer = _npu_newer(gtree, ntree)
     if newer: findings.append(Finding("ONP4209", newer, level="info"))
     for g, n, _ in sorted(pairs.pairs, key=lambda p: (len(ngraph.mro(p[1])), p[1].module, p[1].name)):   # bases first
-        findings += in_file(pair_findings(g, n, ggraph, ngraph, names, rules, base_tree, gbase_tree, gr.gpu, nr.npu, not newer), n, ntree)
+        later = next((c for c in nr.gpu if c.name == g.name), None) if newer else None   # the NPU release's own GPU runner
+        findings += in_file(pair_findings(g, n, ggraph, ngraph, names, rules, base_tree, gbase_tree, gr.gpu, nr.npu, not newer,
+                                          later, ngraph), n, ntree)
     return unique(findings)
 
