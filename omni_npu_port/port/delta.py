@@ -171,7 +171,6 @@ class DeltaHunk:
     status: str = ""                # applied, fuzz, not-applied, stale
     why: str = ""
     header: bool = False            # omni edits the header of a compound statement only (its blocks are hunks of their own)
-    lost: bool = False              # not applied, and its omni lines have no place in the NPU method
 
     @property
     def kind(self) -> str: return "header" if self.header else "insert" if not self.base else "delete" if not self.omni else "replace"
@@ -342,6 +341,7 @@ class _Applier:
         self.block_of = {id(x): b for n in ast.walk(self.nf) if isinstance(n, ast.stmt) for _, b in _blocks(n) for x in b}
         self.zblocks = {(0, "body"): self.zf.body} | {(id(n), f): b for n in ast.walk(self.zf) if isinstance(n, ast.stmt) and n is not self.zf
                                                      for f, b in _blocks(n)}
+        self.zparent = {id(x): (k, i) for k, b in self.zblocks.items() for i, x in enumerate(b)}   # base statement -> its block, place
 
     def place(self, h: DeltaHunk):
         "Where an insertion goes in the NPU method: (line, column, how its anchor matched, what it says), or None."
@@ -373,15 +373,41 @@ class _Applier:
         if not new: h.status, h.why = "applied", "the NPU method has these statements already"; return
         p = self.place(h)
         if p is None:
-            h.status, h.lost = "not-applied", True
+            h.status = "not-applied"
             h.why = (f"the block it goes into is not in the NPU method" if h.block not in self.bmap else
                      f"neither anchor ({_say(h.before)}, {_say(h.after)}) is in the NPU method")
-            return
+            return self.keep_unplaced(h, new)
         at, col, lv, where = p
         lines = _lines(self.A, new, col, self.renames)
         self.edits.append(_Edit(at, at, Hunk("omni", lines, omni=lines, other=[]), h, new))
         h.status = "applied" if lv == "exact" and not why else "fuzz"
         h.why = why or (f"placed {where}" + ("" if lv == "exact" else f" (anchor matched {'with names normalised' if lv == 'names' else 'as a similar statement'})"))
+
+# %% ../../nbs/port/delta.ipynb #7b389f83
+def _nearest(self: _Applier, h: DeltaHunk) -> tuple[int, int, str]:
+    "Where a hunk with no place keeps its omni lines: after the NPU statement standing for the base statement holding its"
+    " block, else beside that statement's nearest sibling, block by block outwards; else after the method's last statement."
+    key = h.block
+    while key != (0, "body") and key[0] in self.zparent:
+        if key[0] in self.smap:
+            n, _, z = self.smap[key[0]]
+            return n.end_lineno, n.col_offset, f"after {_say(z)}, the statement holding its block"
+        pk, i = self.zparent[key[0]]
+        sib = self.zblocks[pk]
+        probe = DeltaHunk([], [], pk, sib[i - 1] if i else None, sib[i + 1] if i + 1 < len(sib) else None)
+        if (p := self.place(probe)) is not None: return p[0], p[1], p[3].replace("the nearest statement", "the nearest statement to its block")
+        key = pk
+    last = self.nf.body[-1]
+    return last.end_lineno, last.col_offset, "at the end of the method"
+
+def _keep_unplaced(self: _Applier, h: DeltaHunk, omni: list) -> None:
+    "A hunk that has no place: its omni lines kept whole as a conflict with an empty NPU side at the `_nearest` place (ONP4412)."
+    at, col, where = _nearest(self, h)
+    lines = _lines(self.A, omni, col, self.renames)
+    self.edits.append(_Edit(at, at, Hunk("conflict", [], omni=lines, npu=[], base=[]), h, []))
+    h.why += f"; its omni lines kept as a conflict, NPU side empty, {where}"
+
+_Applier.keep_unplaced = _keep_unplaced
 
 # %% ../../nbs/port/delta.ipynb #639c97e7
 def _span(N: list[str], n: ast.stmt) -> tuple[int, int]: return n.lineno - 1, n.end_lineno
@@ -681,9 +707,6 @@ def delta_fallback(hunks: list[Hunk], base: str, omni: str, npu: str, name: str 
     if d is not None:
         try: ast.parse(textwrap.dedent(_text_of(d.hunks)))
         except SyntaxError as e: why = f"omni's hunks applied do not parse ({e.msg}, line {e.lineno}): the line merge's conflicts stand"
-    if d is not None and not why and (gone := [h for h in d.delta if h.lost]):
-        why = (f"{len(gone)} omni hunk(s) have no place in the NPU method ({_say(gone[0].omni[0])}: {gone[0].why}): "
-               "the line merge's conflicts stand, so no omni line is lost")
     if why: return hunks, [port_diagnostic("ONP4414", f"{code_info('ONP4414').title}: {why}", None, where=name)], {}
     return d.hunks, d.diagnostics, d.counts
 

@@ -1,0 +1,107 @@
+"Issue 24, the fidelity rules: the measure the issue defines (ast-normalised similarity) and the delta's general rules, on fixtures written here."
+import ast
+import textwrap
+
+import omni_npu_port.port.delta as port_delta
+import omni_npu_port.port.merge as port_merge
+import omni_npu_port.port.score as port_score
+
+dedent = lambda s: textwrap.dedent(s).lstrip("\n")
+
+
+# --- the measure: ast-normalised similarity ------------------------------------------------------------------------
+
+def test_ast_similarity_ignores_comments_fences_layout_and_docstrings():
+    port = dedent('''
+        def f(self, x):
+            # ---------------------------------------Omni-new----------------------------------------------
+            y = g(x,
+                  mode=1)
+            # ---------------------------------------Omni-new----------------------------------------------
+            # <<<<<<< ONP4001 conflict: NPU base (kept)
+            z = npu(y)
+            # ======= omni GPU (translated) (commented out)
+            # z = gpu(y)
+            # >>>>>>>
+            return z
+    ''')
+    hand = dedent('''
+        def f(self, x):
+            """Mine."""
+            y = g(x, mode=1)  # a note
+            z = npu(y)
+            return z
+    ''')
+    s = port_score.ast_similarity(port, hand)
+    assert s.parsed and s.ratio == 1.0
+    assert port_score.similarity(port, hand) < 0.5          # the raw-line measure counts what does not run
+
+
+def test_ast_similarity_counts_code_and_flags_what_does_not_parse():
+    a, b = "def f(self):\n    x = 1\n    return x\n", "def f(self):\n    x = 2\n    return x\n"
+    s = port_score.ast_similarity(a, b)
+    assert s.parsed and 0 < s.ratio < 1
+    markers = "def f(self):\n<<<<<<< NPU\n    x = 1\n=======\n    x = 2\n" + ">" * 7 + " omni\n    return x\n"
+    t = port_score.ast_similarity(markers, b)
+    assert not t.parsed and t.ratio == port_score.similarity(markers, b)   # raw lines, flagged
+    assert port_score.ast_normalised(markers) is None
+    assert port_score.ast_normalised('def f():\n    """doc"""\n') == "def f():\n    pass"
+
+
+# --- a hunk with no place keeps its lines; the hunks that anchor still apply -----------------------------------------
+
+BASE = dedent('''
+    def run(self, x):
+        a = prep(x)
+        with ctx():
+            y = f(a)
+            z = g(y)
+        return z
+''')
+OMNI = dedent('''
+    def run(self, x):
+        a = prep(x)
+        log_step(x)
+        with ctx():
+            y = f(a)
+            omni_hook(y)
+            z = g(y)
+        return z
+''')
+NPU = dedent('''
+    def run(self, x):
+        a = prep(x)
+        stream = npu_stream()
+        stream.wait()
+        out = self.npu_runner.run_all(a, stream)
+        stream.sync()
+        npu_log(out)
+        npu_record(out)
+        npu_flush()
+        return out
+''')
+
+
+def test_unplaced_hunk_is_kept_as_a_conflict_at_the_nearest_place():
+    d = port_delta.apply_delta(BASE, OMNI, NPU, "run")
+    by_kind = {h.kind: h for h in d.hunks}
+    assert any(h.kind == "omni" and any("log_step(x)" in l for l in h.lines) for h in d.hunks)   # anchored: applied, live
+    gone = [h for h in d.hunks if h.kind == "conflict"]
+    assert len(gone) == 1 and gone[0].npu == [] and [l.strip() for l in gone[0].omni] == ["omni_hook(y)"]
+    hook = next(h for h in d.delta if any("omni_hook" in ast.unparse(s) for s in h.omni))
+    assert hook.status == "not-applied" and "kept as a conflict" in hook.why
+    assert any(x.code == "ONP4412" and "omni_hook" in x.message for x in d.diagnostics)
+    lines, _ = port_merge.render(d.hunks, prefer="comment")
+    code = "\n".join(lines) + "\n"
+    compile(code, "<port>", "exec")
+    assert "# omni_hook(y)" in code and "log_step(x)" in code
+    assert "omni_hook(y)" in port_merge.keep_side(code, 1)       # the omni side holds it: no omni line lost
+    assert "conflict" in by_kind
+
+
+def test_delta_fallback_applies_what_anchors_when_a_hunk_has_no_place():
+    line_merge = port_merge.merge_hunks(BASE, OMNI, NPU)
+    assert any(h.kind == "conflict" for h in line_merge) and port_delta.drifted_far(BASE, NPU)
+    hunks, diags, counts = port_delta.delta_fallback(line_merge, BASE, OMNI, NPU, "run")
+    assert counts and not any(x.code == "ONP4414" for x in diags)     # the delta stands, no whole-method fallback
+    assert counts["not-applied"] == 1 and counts["applied"] >= 1
