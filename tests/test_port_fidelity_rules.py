@@ -105,3 +105,52 @@ def test_delta_fallback_applies_what_anchors_when_a_hunk_has_no_place():
     hunks, diags, counts = port_delta.delta_fallback(line_merge, BASE, OMNI, NPU, "run")
     assert counts and not any(x.code == "ONP4414" for x in diags)     # the delta stands, no whole-method fallback
     assert counts["not-applied"] == 1 and counts["applied"] >= 1
+
+
+# --- omni's deletion deletes on the NPU side too, the NPU base's edits with it ----------------------------------------
+
+DEL_BASE = dedent('''
+    def step(self, x):
+        h = self.forward(x)
+        with post():
+            logits = self.head(h)
+            out = pack(logits)
+        self.state = State(x, out)
+        return self.state
+''')
+DEL_OMNI = dedent('''
+    def step(self, x):
+        h = self.forward(x)
+        self.state = State(x, None)
+        return self.state
+''')
+DEL_NPU = dedent('''
+    def step(self, x):
+        h = self.forward(x)
+        with post():
+            logits = self.head(h)
+            torch.npu.synchronize()
+            out = pack(logits)
+            self.state = State(x, out)
+        return self.state
+''')
+
+
+def test_omni_deletion_deletes_the_npu_edited_statement_too():
+    d = port_delta.apply_delta(DEL_BASE, DEL_OMNI, DEL_NPU, "step")
+    code = port_merge.keep_side("\n".join(port_merge.render(d.hunks, prefer="comment")[0]) + "\n", 0)
+    tree = ast.parse(code)
+    assert "with post()" not in code and "synchronize" not in code          # the NPU version went with omni's deletion
+    assert any(x.code == "ONP4416" and "with post()" in x.message for x in d.diagnostics)
+    # the statement omni replaced sat inside the deleted NPU block: omni's version is written where the block stood
+    assert "self.state = State(x, None)" in [ast.unparse(s) for s in tree.body[0].body]
+    assert [ast.unparse(s).split("(")[0] for s in tree.body[0].body] == ["h = self.forward", "self.state = State", "return self.state"]
+
+
+def test_omni_deletion_keeps_an_npu_binding_a_kept_line_reads():
+    npu = DEL_NPU.replace("    return self.state\n", "    npu_log(logits)\n    return self.state\n")
+    d = port_delta.apply_delta(DEL_BASE, DEL_OMNI, npu, "step")
+    code = port_merge.keep_side("\n".join(port_merge.render(d.hunks, prefer="comment")[0]) + "\n", 0)
+    assert "logits = self.head(h)" in code and "npu_log(logits)" in code   # `logits` is read after: its binding stays
+    assert not any(x.code == "ONP4416" for x in d.diagnostics)
+    assert any(x.code == "ONP4412" and "kept, a kept line reads" in x.message for x in d.diagnostics)

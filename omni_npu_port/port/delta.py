@@ -41,6 +41,10 @@ register(
          "bind the name (the message says which side binds it and where) or rename the read", "port/delta.ipynb", "port"),
     Code("ONP4414", "whole-method-conflict", "the omni change could not be placed statement by statement: the method is one "
          "conflict (last resort)", "manual", "merge the two sides by hand", "port/delta.ipynb", "port"),
+    Code("ONP4416", "delta-deletes-npu-edit", "omni deletes a statement that the NPU base edited: it is deleted on the NPU side "
+         "too, the NPU base's edits of it with it (as a person porting omni's deletion does)", "warning",
+         "check that the NPU lines the message names are not needed on the NPU (they were kept where a kept line reads a name "
+         "only they bind)", "port/delta.ipynb", "port"),
 )
 
 # %% ../../nbs/port/delta.ipynb #73dffa8a
@@ -171,6 +175,7 @@ class DeltaHunk:
     status: str = ""                # applied, fuzz, not-applied, stale
     why: str = ""
     header: bool = False            # omni edits the header of a compound statement only (its blocks are hunks of their own)
+    dropped: list = field(default_factory=list)   # NPU statements deleted with the NPU base's edits of them (ONP4416)
 
     @property
     def kind(self) -> str: return "header" if self.header else "insert" if not self.base else "delete" if not self.omni else "replace"
@@ -337,6 +342,7 @@ class _Applier:
         self.smap, self.bmap = npu_map(self.zf, self.nf)
         self.have = {_dump(s) for s in ast.walk(self.nf) if isinstance(s, ast.stmt) and not _blocks(s)}
         self.edits: list[_Edit] = []
+        self.keep: set = set()   # (line, column) of base statements whose NPU edits a deletion must keep (a kept line reads their names)
         self.renames = name_renames(self.smap, bound_names(self.nf))
         self.block_of = {id(x): b for n in ast.walk(self.nf) if isinstance(n, ast.stmt) for _, b in _blocks(n) for x in b}
         self.zblocks = {(0, "body"): self.zf.body} | {(id(n), f): b for n in ast.walk(self.zf) if isinstance(n, ast.stmt) and n is not self.zf
@@ -453,9 +459,11 @@ def _replace(self: _Applier, h: DeltaHunk) -> None:
 def _split(self: _Applier, h: DeltaHunk) -> None:
     "A replacement of unalike statements as a deletion and an insertion at the same anchors, its status the worse of the two."
     d = DeltaHunk(h.base, [], h.block, h.before, h.after)
-    _delete(self, d)
     inner = [x for s in h.omni for x in ast.walk(s) if isinstance(x, ast.stmt)]
-    if d.status == "not-applied" and any(_alike(z, x) for z in h.base for x in inner):   # omni rewrote what the NPU base edits: they collide
+    rewrites = any(_alike(z, x) for z in h.base for x in inner)   # omni writes a version of what it deletes
+    _delete(self, d, drop_edits=not rewrites)
+    h.dropped = d.dropped
+    if d.status == "not-applied" and rewrites:   # omni rewrote what the NPU base edits: they collide
         cps = [self.smap[id(z)][0] for z in h.base if id(z) in self.smap]
         s, e = min(c.lineno - 1 for c in cps), max(c.end_lineno for c in cps)
         lines = _lines(self.A, h.omni, cps[0].col_offset, self.renames)
@@ -497,11 +505,17 @@ def merge_statement_header(z, a, n) -> list[str] | None:
     return ast.unparse(ast.fix_missing_locations(m)).splitlines()[:-1]
 
 # %% ../../nbs/port/delta.ipynb #f5b0202d
-def _delete(self: _Applier, h: DeltaHunk) -> None:
+def _delete(self: _Applier, h: DeltaHunk, drop_edits: bool = True) -> None:
+    "omni's deletion on the NPU side: of the NPU statements standing for the base's, edited or not (ONP4416: the edits go"
+    " too), unless `drop_edits` is off or a kept line reads a name only the edited NPU statement binds (`self.keep`)."
     cps = [self.smap.get(id(z)) for z in h.base]
     if all(c is None for c in cps): h.status, h.why = "applied", "the NPU method has none of them"; return
-    if any(c is not None and _dump(c[0]) != _dump(z) for c, z in zip(cps, h.base)):
-        h.status, h.why = "not-applied", f"the NPU base edits {_say(h.base[0])}, which omni deletes"; return
+    edited = [c[0] for c, z in zip(cps, h.base) if c is not None and _dump(c[0]) != _dump(z)]
+    if edited and (not drop_edits or any((z.lineno, z.col_offset) in self.keep for z in h.base)):
+        h.status = "not-applied"
+        h.why = f"the NPU base edits {_say(h.base[0])}, which omni deletes" + ("" if drop_edits else " and rewrites")
+        if drop_edits: h.why += ": kept, a kept line reads a name only the NPU statement binds"
+        return
     for c in cps:
         if c is None: continue
         s, e = _span(self.N, c[0])
@@ -510,7 +524,10 @@ def _delete(self: _Applier, h: DeltaHunk) -> None:
         if blk and all(id(x) in gone for x in blk) and c[0] is blk[0]:   # the whole block goes: it keeps a `pass`
             self.edits.append(_Edit(s, e, Hunk("omni", [" " * c[0].col_offset + "pass"], omni=[" " * c[0].col_offset + "pass"], base=self.N[s:e]), h))
         else: self.edits.append(_Edit(s, e, Hunk("omni-delete", [], base=self.N[s:e]), h))
-    h.status, h.why = "applied", f"deletes {_say(h.base[0])}"
+    h.status, h.why, h.dropped = ("fuzz" if edited else "applied"), f"deletes {_say(h.base[0])}", edited
+    gone = [(e.start, e.end) for e in self.edits if e.delta.kind == "delete" and e.end > e.start]   # what is deleted is not there
+    self.have = {_dump(s) for s in ast.walk(self.nf) if isinstance(s, ast.stmt) and not _blocks(s) and not any(a < s.lineno <= b for a, b in gone)}
+    if edited: h.why += f", the NPU base's edited version with it ({sum(n.end_lineno - n.lineno + 1 for n in edited)} line(s): ONP4416)"
 
 _Applier.replace, _Applier.delete = _replace, _delete
 
@@ -555,14 +572,25 @@ class DeltaPort:
         return out
 
 def _assemble(self: _Applier, head: Hunk) -> list[Hunk]:
-    "The NPU method's lines with the edits in place (an edit overlapping one placed before it is not applied)."
-    out, pos, body = [head], _lead(self.N, self.nf.body[0]), []
+    "The NPU method's lines with the edits in place. An edit inside lines a deletion placed before it removes writes its"
+    " omni lines where the deleted statement stood, after what is inserted there (its NPU statement went with it); an edit"
+    " overlapping another one otherwise is not applied."
+    out, pos, gone, held = [head], _lead(self.N, self.nf.body[0]), None, []
+    def flush():
+        if held: out.append(Hunk("omni", list(held), omni=list(held), other=[])); held.clear()
     for e in sorted(self.edits, key=lambda e: (e.start, e.end > e.start)):
         if e.start < pos:
+            lines = e.hunk.omni if e.hunk.kind == "conflict" else e.hunk.lines if e.hunk.kind == "omni" else []
+            if gone is not None and gone.start <= e.start and e.end <= gone.end and any(l.strip() for l in lines):
+                held += _shift(lines, indent_of(self.N[gone.start]) - min(indent_of(l) for l in lines if l.strip()))
+                e.delta.status, e.delta.why = "fuzz", f"{e.delta.why}; its NPU statement went with omni's deletion of {_say(gone.delta.base[0])}: omni's lines written where that stood"
+                continue
             e.delta.status, e.delta.why = "not-applied", f"overlaps another hunk's lines (at {_say(e.delta.base[0] if e.delta.base else e.delta.before)})"
             continue
-        if e.start > pos: out.append(Hunk("unchanged", self.N[pos:e.start]))
+        if e.start > pos: flush(); out.append(Hunk("unchanged", self.N[pos:e.start]))
         out.append(e.hunk); pos = e.end
+        if e.delta.kind == "delete" and e.end > e.start: gone = e
+    flush()
     if pos < len(self.N): out.append(Hunk("unchanged", self.N[pos:]))
     joined = []
     for h in out:   # omni hunks side by side: one fenced block
@@ -591,8 +619,20 @@ def apply_delta(base: str, omni: str, npu: str, name: str = "", history=()) -> D
     except (SyntaxError, IndexError, AttributeError): return None
     each = [_statement_dumps(t) for t in history]
     older = set().union(*each) if each else set()
-    try: return _apply(ap, older, name, each)
+    try:
+        d = _apply(ap, older, name, each)
+        if keep := _needed_edits(d):   # a deletion took an NPU binding a kept line reads: again, keeping those
+            ap = _Applier(base, omni, npu); ap.keep = keep
+            d = _apply(ap, older, name, each)
+        return d
     finally: _MEMO.clear()
+
+def _needed_edits(d: DeltaPort) -> set:
+    "(line, column) of the base statements whose deletion dropped an NPU statement binding a name the result still reads."
+    try: res = ast.parse(textwrap.dedent(_text_of(d.hunks))).body[0]
+    except (SyntaxError, IndexError): return set()
+    unbound = _reads([res]) - bound_names(res)
+    return {(z.lineno, z.col_offset) for h in d.delta if h.dropped and any(bound_names(n) & unbound for n in h.dropped) for z in h.base}
 
 @functools.lru_cache(maxsize=64)
 def _statement_dumps(text: str) -> frozenset:
@@ -611,6 +651,9 @@ def _apply(ap: _Applier, older: set, name: str, each: list = ()) -> DeltaPort:
     head, hwhy = ap.header()
     hunks = _assemble(ap, head)
     diags = [_hunk_diag(h, name) for h in delta]
+    diags += [port_diagnostic("ONP4416", f"{code_info('ONP4416').title}: " + "; ".join(
+        f"`{ast.unparse(_shell(n) if _blocks(n) else n).splitlines()[0][:70]}` ({n.end_lineno - n.lineno + 1} line(s))" for n in h.dropped),
+        None, where=name) for h in delta if h.dropped and h.status != "not-applied"]
     if hwhy: diags.append(port_diagnostic("ONP4411" if "with omni" in hwhy else "ONP4410",
                                           f"signature: {hwhy}", None, where=name))
     hunks, d2 = rebind(ap, hunks, name)

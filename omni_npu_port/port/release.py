@@ -44,7 +44,7 @@ from .translation import rules_for, target_of, translate_methods
 __all__ = ['PORT_BYTES_PER_BYTE', 'DEFAULT_LAYOUT', 'LIVE_BY_CALL', 'REACHED', 'EXPLAINS', 'REPORT_JSON', 'REPORT_MD',
            'DEFAULT_OUT', 'fetch_release', 'open_release', 'ReleaseInputs', 'choose_inputs', 'too_big_to_port',
            'ReleaseRunners', 'release_runners', 'unreadable_runners', 'Placement', 'place_runners', 'line_keys',
-           'in_port', 'port_statements', 'edited', 'method_chunks', 'compiles', 'MethodCheck', 'check_method',
+           'in_port', 'port_statements', 'is_kept_edited', 'method_chunks', 'compiles', 'MethodCheck', 'check_method',
            'RunnerPort', 'check_runner', 'ported_mro', 'port_runner', 'ReleasePort', 'release_summary',
            'release_markdown', 'release_html', 'refuse_release_writes', 'check_release_out', 'write_release',
            'run_ports', 'unpack_sdists', 'given_sources', 'release_source', 'named_gpu_bases', 'port_release']
@@ -302,7 +302,7 @@ def _renamed(a: list[str], b: list[str]) -> bool:
     return (len(a) == len(b) and a[:1] == b[:1] and 2 * len(diff) <= len(a)
             and all(x.isidentifier() and y.isidentifier() and not keyword.iskeyword(x + y) for x, y in diff))
 
-def edited(key: str, statements: list[str]) -> bool:
+def is_kept_edited(key: str, statements: list[str]) -> bool:
     "Whether the port holds the statement edited: 60% alike by tokens, or with names renamed (changed, not lost)."
     a, sm = key.split(), difflib.SequenceMatcher(autojunk=False)
     sm.set_seq2(a)
@@ -350,7 +350,7 @@ class MethodCheck:
     npu_lines: int = 0            # statements of vllm-ascend's method
     npu_missing: int = 0          # ... not in the port as written
     npu_reached: int = 0          # ... of those, run through an explicit base call / super()
-    omni_deleted: int = 0         # ... of those, statements of vllm's method the omni method deletes
+    omni_deleted: int = 0         # ... of those, statements of vllm's method the omni method deletes (and NPU edits of them: ONP4416)
     npu_edited: int = 0           # ... of those, in the port edited (by omni's change, a rename)
     omni_added: int = 0           # statements the omni method adds to vllm's (and older vllm's), translated
     omni_missing: int = 0         # ... not in the port as written
@@ -377,7 +377,8 @@ def check_method(name: str, style: str, port: str, omni: str, omni_t: str, base:
         r.npu_missing += 1
         if style in REACHED or (style in LIVE_BY_CALL and "super()" in text): r.npu_reached += 1
         elif k in B and k not in O and k not in Ot: r.omni_deleted += 1
-        elif edited(k, stmts): r.npu_edited += 1
+        elif is_kept_edited(k, stmts): r.npu_edited += 1
+        elif "ONP4416" in mine: r.omni_deleted += 1   # an NPU edit of a statement omni deletes, deleted with it
         else: r.unexplained.append(f"NPU base: {text}")
     added = {k: t for k, t in Ot.items() if k not in B}
     r.omni_added = len(added)
@@ -385,7 +386,7 @@ def check_method(name: str, style: str, port: str, omni: str, omni_t: str, base:
         if in_port(k, P): continue
         r.omni_missing += 1
         if ("super()" in text and style.startswith("super")) or mine & set(EXPLAINS) or style in LIVE_BY_CALL: r.omni_explained += 1
-        elif edited(k, stmts): r.omni_edited += 1
+        elif is_kept_edited(k, stmts): r.omni_edited += 1
         else: r.unexplained.append(f"omni: {text}")
     r.translated = sum(1 for k in Ot if k not in O and in_port(k, P))
     live = keep_side(port)                 # what runs: each conflict's NPU side
