@@ -154,3 +154,43 @@ def test_omni_deletion_keeps_an_npu_binding_a_kept_line_reads():
     assert "logits = self.head(h)" in code and "npu_log(logits)" in code   # `logits` is read after: its binding stays
     assert not any(x.code == "ONP4416" for x in d.diagnostics)
     assert any(x.code == "ONP4412" and "kept, a kept line reads" in x.message for x in d.diagnostics)
+
+
+# --- a statement the NPU base moved is no anchor ----------------------------------------------------------------------
+
+def test_an_anchor_the_npu_base_moved_gives_way_to_the_nearest_in_order_sibling():
+    base = dedent('''
+        def sample(self):
+            a = first()
+            b = second(a)
+            c = third(b)
+            kv = self.kv
+            self.kv = None
+            return build(a, b, kv)
+    ''')
+    omni = dedent('''
+        def sample(self):
+            a = first()
+            b = second(a)
+            c = third(b)
+            kv = self.kv
+            self.kv = None
+            extra = omni_payload(a, c)
+            return build(a, b, kv)
+    ''')
+    npu = dedent('''
+        def sample(self):
+            kv = self.kv
+            self.kv = None
+            a = first()
+            b = second(a)
+            c = third(b)
+            npu_sync()
+            return npu_build(a, b, kv)
+    ''')
+    assert "extra = omni_payload(a, c)" in omni
+    d = port_delta.apply_delta(base, omni, npu, "sample")
+    body = [ast.unparse(s) for s in ast.parse(port_merge.keep_side("\n".join(port_merge.render(d.hunks)[0]) + "\n", 0)).body[0].body]
+    assert body.index("extra = omni_payload(a, c)") > body.index("c = third(b)")   # not up where the NPU base moved `self.kv = None`
+    hunk = next(h for h in d.delta if h.omni)
+    assert hunk.status == "fuzz" and "before `return build(a, b, kv)`" in hunk.why

@@ -352,7 +352,7 @@ class _Applier:
     def place(self, h: DeltaHunk):
         "Where an insertion goes in the NPU method: (line, column, how its anchor matched, what it says), or None."
         for anchor, after in ((h.before, True), (h.after, False)):
-            if anchor is not None and id(anchor) in self.smap:
+            if anchor is not None and id(anchor) in self.smap and not self.moved(anchor):
                 n, lv, _ = self.smap[id(anchor)]
                 at = n.end_lineno if after else _lead(self.N, n)
                 return at, n.col_offset, lv, f"{'after' if after else 'before'} {_say(anchor)}"
@@ -365,13 +365,17 @@ class _Applier:
         i = ids.index(id(h.before)) if h.before is not None and id(h.before) in ids else None
         j = ids.index(id(h.after)) if h.after is not None and id(h.after) in ids else None
         for k in (range(i - 1, -1, -1) if i is not None else ()):
-            if id(sib[k]) in self.smap:
+            if id(sib[k]) in self.smap and not self.moved(sib[k]):
                 n = self.smap[id(sib[k])][0]
                 return n.end_lineno, n.col_offset, "alike", f"after {_say(sib[k])}, the nearest statement before it the NPU method has"
         for k in (range(j + 1, len(sib)) if j is not None else ()):
-            if id(sib[k]) in self.smap:
+            if id(sib[k]) in self.smap and not self.moved(sib[k]):
                 n = self.smap[id(sib[k])][0]
                 return _lead(self.N, n), n.col_offset, "alike", f"before {_say(sib[k])}, the nearest statement after it the NPU method has"
+        for anchor, after in ((h.before, True), (h.after, False)):   # only a moved anchor is left: it, with fuzz
+            if anchor is not None and id(anchor) in self.smap:
+                n = self.smap[id(anchor)][0]
+                return n.end_lineno if after else _lead(self.N, n), n.col_offset, "alike", f"{'after' if after else 'before'} {_say(anchor)}, which the NPU base moved"
         return None
 
     def insert(self, h: DeltaHunk, omni: list, why: str = "") -> None:
@@ -388,6 +392,18 @@ class _Applier:
         self.edits.append(_Edit(at, at, Hunk("omni", lines, omni=lines, other=[]), h, new))
         h.status = "applied" if lv == "exact" and not why else "fuzz"
         h.why = why or (f"placed {where}" + ("" if lv == "exact" else f" (anchor matched {'with names normalised' if lv == 'names' else 'as a similar statement'})"))
+
+# %% ../../nbs/port/delta.ipynb #fed04f3c
+def _moved_anchor(self: _Applier, z: ast.stmt) -> bool:
+    "Whether the NPU base moved base statement `z`: its NPU statement's line is out of order with most of those standing for its siblings."
+    if id(z) not in self.smap or id(z) not in self.zparent: return False
+    key, i = self.zparent[id(z)]
+    sib, at = self.zblocks[key], self.smap[id(z)][0].lineno
+    lines = lambda xs: [self.smap[id(x)][0].lineno for x in xs if id(x) in self.smap]
+    bad = sum(l > at for l in lines(sib[:i])) + sum(l < at for l in lines(sib[i + 1:]))
+    return 2 * bad > len(lines(sib[:i])) + len(lines(sib[i + 1:]))
+
+_Applier.moved = _moved_anchor
 
 # %% ../../nbs/port/delta.ipynb #7b389f83
 def _nearest(self: _Applier, h: DeltaHunk) -> tuple[int, int, str]:
