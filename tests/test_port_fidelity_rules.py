@@ -194,3 +194,42 @@ def test_an_anchor_the_npu_base_moved_gives_way_to_the_nearest_in_order_sibling(
     assert body.index("extra = omni_payload(a, c)") > body.index("c = third(b)")   # not up where the NPU base moved `self.kv = None`
     hunk = next(h for h in d.delta if h.omni)
     assert hunk.status == "fuzz" and "before `return build(a, b, kv)`" in hunk.why
+
+
+# --- an anchor the NPU base re-nested: the hunk stays in its own block ------------------------------------------------
+
+def test_a_hunk_anchored_on_a_re_nested_statement_stays_in_its_block():
+    base = dedent('''
+        def run(self, x):
+            check(x)
+            if self.ready:
+                self.clear()
+            y = work(x)
+            return y
+    ''')
+    omni = dedent('''
+        def run(self, x):
+            check(x)
+            if self.ready:
+                self.clear()
+            omni_prepare(x)
+            y = work(x)
+            return y
+    ''')
+    npu = dedent('''
+        def run(self, x):
+            if self.npu_flag:
+                if self.ready:
+                    self.clear()
+            check(x)
+            npu_sync()
+            y = npu_work(x)
+            return y
+    ''')
+    d = port_delta.apply_delta(base, omni, npu, "run")
+    fn = ast.parse(port_merge.keep_side("\n".join(port_merge.render(d.hunks)[0]) + "\n", 0)).body[0]
+    top = [ast.unparse(s).splitlines()[0] for s in fn.body]
+    assert "omni_prepare(x)" in top                       # in the method's body, not inside `if self.npu_flag:`
+    assert "omni_prepare" not in ast.unparse(fn.body[0])
+    hunk = next(h for h in d.delta if h.omni)
+    assert hunk.status == "fuzz" and "re-nested" in hunk.why

@@ -354,8 +354,9 @@ class _Applier:
         for anchor, after in ((h.before, True), (h.after, False)):
             if anchor is not None and id(anchor) in self.smap and not self.moved(anchor):
                 n, lv, _ = self.smap[id(anchor)]
+                n, lv, held = self.lift(n, h.block, lv)
                 at = n.end_lineno if after else _lead(self.N, n)
-                return at, n.col_offset, lv, f"{'after' if after else 'before'} {_say(anchor)}"
+                return at, n.col_offset, lv, f"{'after' if after else 'before'} {_say(anchor)}" + held
         blk = self.bmap.get(h.block)
         if blk and (h.before is None or h.after is None):
             at = _lead(self.N, blk[0]) if h.before is None else blk[-1].end_lineno
@@ -404,6 +405,20 @@ def _moved_anchor(self: _Applier, z: ast.stmt) -> bool:
     return 2 * bad > len(lines(sib[:i])) + len(lines(sib[i + 1:]))
 
 _Applier.moved = _moved_anchor
+
+# %% ../../nbs/port/delta.ipynb #61071b35
+def _lift(self: _Applier, n: ast.stmt, block: tuple, level: str) -> tuple[ast.stmt, str, str]:
+    "The NPU statement to place beside instead of anchor `n`: the one holding it in the NPU block standing for the hunk's `block`"
+    " (the anchor itself where it sits there, or that block is not in the NPU method); its match level; what to say."
+    target = self.bmap.get(block)
+    if target is None or any(x is n for x in target): return n, level, ""
+    up = {id(x): st for st in ast.walk(self.nf) if isinstance(st, ast.stmt) for _, b in _blocks(st) for x in b}
+    cur = n
+    while id(cur) in up and not any(x is cur for x in target): cur = up[id(cur)]
+    if cur is self.nf or not any(x is cur for x in target): return n, level, ""
+    return cur, "alike", f" (the NPU base re-nested it in {_say(cur)}: placed beside that)"
+
+_Applier.lift = _lift
 
 # %% ../../nbs/port/delta.ipynb #7b389f83
 def _nearest(self: _Applier, h: DeltaHunk) -> tuple[int, int, str]:
