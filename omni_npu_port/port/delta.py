@@ -541,8 +541,8 @@ def _delete(self: _Applier, h: DeltaHunk, drop_edits: bool = True) -> None:
     " too), unless `drop_edits` is off or a kept line reads a name only the edited NPU statement binds (`self.keep`)."
     cps = [self.smap.get(id(z)) for z in h.base]
     if all(c is None for c in cps): h.status, h.why = "applied", "the NPU method has none of them"; return
-    edited = [c[0] for c, z in zip(cps, h.base) if c is not None and _dump(c[0]) != _dump(z)]
-    if edited and (not drop_edits or any((z.lineno, z.col_offset) in self.keep for z in h.base)):
+    npu_edits = [c[0] for c, z in zip(cps, h.base) if c is not None and _dump(c[0]) != _dump(z)]
+    if npu_edits and (not drop_edits or any((z.lineno, z.col_offset) in self.keep for z in h.base)):
         h.status = "not-applied"
         h.why = f"the NPU base edits {_say(h.base[0])}, which omni deletes" + ("" if drop_edits else " and rewrites")
         if drop_edits: h.why += ": kept, a kept line reads a name only the NPU statement binds"
@@ -555,10 +555,10 @@ def _delete(self: _Applier, h: DeltaHunk, drop_edits: bool = True) -> None:
         if blk and all(id(x) in gone for x in blk) and c[0] is blk[0]:   # the whole block goes: it keeps a `pass`
             self.edits.append(_Edit(s, e, Hunk("omni", [" " * c[0].col_offset + "pass"], omni=[" " * c[0].col_offset + "pass"], base=self.N[s:e]), h))
         else: self.edits.append(_Edit(s, e, Hunk("omni-delete", [], base=self.N[s:e]), h))
-    h.status, h.why, h.dropped = ("fuzz" if edited else "applied"), f"deletes {_say(h.base[0])}", edited
+    h.status, h.why, h.dropped = ("fuzz" if npu_edits else "applied"), f"deletes {_say(h.base[0])}", npu_edits
     gone = [(e.start, e.end) for e in self.edits if e.delta.kind == "delete" and e.end > e.start]   # what is deleted is not there
     self.have = {_dump(s) for s in ast.walk(self.nf) if isinstance(s, ast.stmt) and not _blocks(s) and not any(a < s.lineno <= b for a, b in gone)}
-    if edited: h.why += f", the NPU base's edited version with it ({sum(n.end_lineno - n.lineno + 1 for n in edited)} line(s): ONP4416)"
+    if npu_edits: h.why += f", the NPU base's edited version with it ({sum(n.end_lineno - n.lineno + 1 for n in npu_edits)} line(s): ONP4416)"
 
 _Applier.replace, _Applier.delete = _replace, _delete
 
