@@ -233,3 +233,16 @@ def test_a_hunk_anchored_on_a_re_nested_statement_stays_in_its_block():
     assert "omni_prepare" not in ast.unparse(fn.body[0])
     hunk = next(h for h in d.delta if h.omni)
     assert hunk.status == "fuzz" and "re-nested" in hunk.why
+
+
+def test_the_line_merge_stands_where_the_delta_would_hold_no_fewer_omni_lines_in_conflicts():
+    "cut_call: the talker block has no place in the NPU method either way; the delta frees nothing, so the line merge stands (ONP4414)."
+    import omni_npu_port.port.locate as port_locate
+    import omni_npu_port.port.method as port_method
+    from pathlib import Path
+    fixture = Path(__file__).parent / "fixtures" / "port" / "cut_call.py"
+    locs = [port_locate.locate(f"{fixture}:{cls}._dummy_run") for cls in ("GPUModelRunner", "OmniGPUModelRunner", "NPUModelRunner")]
+    res = port_method.port_method(*locs)
+    assert res.style == "merge" and res.conflicts == 1
+    why = next(d for d in res.diagnostics if d.code == "ONP4414").message
+    assert "no place" in why and "no fewer omni lines in conflicts" in why

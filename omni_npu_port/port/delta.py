@@ -176,6 +176,7 @@ class DeltaHunk:
     why: str = ""
     header: bool = False            # omni edits the header of a compound statement only (its blocks are hunks of their own)
     dropped: list = field(default_factory=list)   # NPU statements deleted with the NPU base's edits of them (ONP4416)
+    unplaced: bool = False          # not applied, no anchor: its omni lines kept as a conflict at the nearest place
 
     @property
     def kind(self) -> str: return "header" if self.header else "insert" if not self.base else "delete" if not self.omni else "replace"
@@ -443,6 +444,7 @@ def _keep_unplaced(self: _Applier, h: DeltaHunk, omni: list) -> None:
     lines = _lines(self.A, omni, col, self.renames)
     self.edits.append(_Edit(at, at, Hunk("conflict", [], omni=lines, npu=[], base=[]), h, []))
     h.why += f"; its omni lines kept as a conflict, NPU side empty, {where}"
+    h.unplaced = True
 
 _Applier.keep_unplaced = _keep_unplaced
 
@@ -781,8 +783,16 @@ def delta_fallback(hunks: list[Hunk], base: str, omni: str, npu: str, name: str 
     if d is not None:
         try: ast.parse(textwrap.dedent(_text_of(d.hunks)))
         except SyntaxError as e: why = f"omni's hunks applied do not parse ({e.msg}, line {e.lineno}): the line merge's conflicts stand"
+    if d is not None and not why and (gone := [h for h in d.delta if h.unplaced]) and _held(d.hunks) >= _held(hunks):
+        why = (f"{len(gone)} omni hunk(s) have no place in the NPU method ({_say(gone[0].omni[0])}) and the delta would leave no"
+               " fewer omni lines in conflicts than the line merge: the line merge stands")
     if why: return hunks, [port_diagnostic("ONP4414", f"{code_info('ONP4414').title}: {why}", None, where=name)], {}
     return d.hunks, d.diagnostics, d.counts
+
+def _held(hunks: list[Hunk]) -> int:
+    "Omni code lines a port holds in conflicts (not live)."
+    return sum(1 for h in hunks if h.kind == "conflict" for l in h.omni if l.strip() and not l.strip().startswith("#"))
+
 
 # %% ../../nbs/port/delta.ipynb #7ab95d71
 register(
