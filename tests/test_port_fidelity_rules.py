@@ -246,3 +246,53 @@ def test_the_line_merge_stands_where_the_delta_would_hold_no_fewer_omni_lines_in
     assert res.style == "merge" and res.conflicts == 1
     why = next(d for d in res.diagnostics if d.code == "ONP4414").message
     assert "no place" in why and "no fewer omni lines in conflicts" in why
+
+
+# --- labels, and a rewrite that collides only where it rewrites -------------------------------------------------------
+
+def test_blocks_under_another_label_are_not_versions_of_each_other():
+    alike = port_delta._alike
+    parse = lambda s: ast.parse(dedent(s)).body[0]
+    sample = parse('with record_function("gpu_model_runner: ModelRunnerOutput"):\n    x = 1\n')
+    draft = parse('with record_function("draft_token"):\n    y = 2\n')
+    assert not alike(sample, draft)
+    assert alike(parse('logger.info("Loading model %s", x)'), parse('logger.info("Loading the model %s", x)'))
+
+
+REW_BASE = dedent('''
+    def finish(self, out):
+        result = pack(out)
+        if not self.async_mode:
+            return result
+        return wrap(result)
+''')
+REW_OMNI = dedent('''
+    def finish(self, out):
+        snapshot = take_snapshot(out)
+        builder = make_builder(snapshot)
+        if not self.omni_async:
+            result = builder()
+            if not self.async_mode:
+                return result
+        return wrap(result)
+''')
+REW_NPU = dedent('''
+    def finish(self, out):
+        npu_sync()
+        result = pack(out)
+        if not self.async_mode:
+            npu_record(result)
+            return result
+        return wrap(result)
+''')
+
+
+def test_a_rewrite_colliding_with_an_npu_edit_leaves_omni_statements_before_it_live():
+    d = port_delta.apply_delta(REW_BASE, REW_OMNI, REW_NPU, "finish")
+    code = "\n".join(port_merge.render(d.hunks, prefer="comment")[0]) + "\n"
+    live = port_merge.keep_side(code, 0)
+    assert "snapshot = take_snapshot(out)" in live and "builder = make_builder(snapshot)" in live   # collide with nothing
+    assert "npu_record(result)" in live                                                        # the NPU edit stays (its side)
+    conflict = next(h for h in d.hunks if h.kind == "conflict")
+    assert conflict.omni[0].strip() == "if not self.omni_async:" and not any("take_snapshot" in l for l in conflict.omni)
+    compile(code, "<port>", "exec")

@@ -117,10 +117,21 @@ def _alike(x: ast.stmt, y: ast.stmt, cut: float = 0.6) -> bool:
     if _norm_names(x) == _norm_names(y) if not _blocks(x) else _header(x) == _header(y): return True
     if (hx := _head(x)) is not None and hx != _head(y): return False   # another target, another function called: another statement
     a, b = _text(x), _text(y)
+    if _other_label(x, y): return False   # `with record_function("sample")` is not `with record_function("draft")`
     ia, ib = _idents(a), _idents(b)
     if ia and ib and 2 * len(ia & ib) < min(len(ia), len(ib)): return False   # about other things: `if self.a:` is not `if self.b:`
     m = difflib.SequenceMatcher(None, a.split(), b.split(), autojunk=False)
     return m.real_quick_ratio() >= cut and m.quick_ratio() >= cut and m.ratio() >= cut
+
+def _is_str(t: str) -> bool: return bool(re.match(r"""[rbuf]*['"]""", t, re.I))
+
+def _other_label(x: ast.stmt, y: ast.stmt) -> bool:
+    "Two statements equal but for string literals that are not versions of each other (< 50 % alike): another label."
+    tx, ty = (code_tokens(ast.unparse(_shell(s) if _blocks(s) else s).split("\n")[0]) for s in (x, y))
+    pairs = [(a, b) for a, b in zip(tx, ty) if a != b]
+    return len(tx) == len(ty) and bool(pairs) and all(_is_str(a) and _is_str(b) for a, b in pairs) and \
+        any(difflib.SequenceMatcher(None, a, b, autojunk=False).ratio() < 0.5 for a, b in pairs)
+
 
 # %% ../../nbs/port/delta.ipynb #f5be57e3
 def _lcs(xs: list, ys: list, same) -> list[tuple[int, int]]:
@@ -499,9 +510,14 @@ def _split(self: _Applier, h: DeltaHunk) -> None:
     if d.status == "not-applied" and rewrites:   # omni rewrote what the NPU base edits: they collide
         cps = [self.smap[id(z)][0] for z in h.base if id(z) in self.smap]
         s, e = min(c.lineno - 1 for c in cps), max(c.end_lineno for c in cps)
-        lines = _lines(self.A, h.omni, cps[0].col_offset, self.renames)
+        k = next(i for i, st in enumerate(h.omni) if any(_alike(z, x) for z in h.base for x in ast.walk(st) if isinstance(x, ast.stmt)))
+        if k:   # omni's statements before the first one holding its rewrite collide with nothing: live, before the conflict
+            head = _lines(self.A, h.omni[:k], cps[0].col_offset, self.renames)
+            self.edits.append(_Edit(s, s, Hunk("omni", head, omni=head, other=[]), h, h.omni[:k]))
+        lines = _lines(self.A, h.omni[k:], cps[0].col_offset, self.renames)
         self.edits.append(_Edit(s, e, Hunk("conflict", [], omni=lines, npu=self.N[s:e], base=[]), h))
-        h.status, h.why = "not-applied", f"omni rewrites {_say(h.base[0])}, which the NPU base edits too (a statement-level conflict)"
+        h.status, h.why = "not-applied", f"omni rewrites {_say(h.base[0])}, which the NPU base edits too (a statement-level conflict" + \
+            (f" from {_say(h.omni[k])} on; the {k} omni statement(s) before it applied)" if k else ")")
         return
     i = DeltaHunk([], h.omni, h.block, h.base[-1] if d.status != "applied" else h.before, h.after)
     self.insert(i, h.omni)
