@@ -296,3 +296,27 @@ def test_a_rewrite_colliding_with_an_npu_edit_leaves_omni_statements_before_it_l
     conflict = next(h for h in d.hunks if h.kind == "conflict")
     assert conflict.omni[0].strip() == "if not self.omni_async:" and not any("take_snapshot" in l for l in conflict.omni)
     compile(code, "<port>", "exec")
+
+
+def test_no_deletion_removes_an_npu_binding_the_port_still_reads():
+    base = dedent('''
+        def run(self, x):
+            t = prep(x)
+            log(t)
+            return x
+    ''')
+    omni = dedent('''
+        def run(self, x):
+            return x
+    ''')
+    npu = dedent('''
+        def run(self, x):
+            t = prep(x)
+            log(t)
+            npu_use(t)
+            return x
+    ''')
+    d = port_delta.apply_delta(base, omni, npu, "run")
+    live = port_merge.keep_side("\n".join(port_merge.render(d.hunks)[0]) + "\n", 0)
+    assert "t = prep(x)" in live and "npu_use(t)" in live        # `t` is still read: its binding stays
+    assert any(h.status == "not-applied" and "kept, a kept line reads" in h.why for h in d.delta)

@@ -187,6 +187,7 @@ class DeltaHunk:
     why: str = ""
     header: bool = False            # omni edits the header of a compound statement only (its blocks are hunks of their own)
     dropped: list = field(default_factory=list)   # NPU statements deleted with the NPU base's edits of them (ONP4416)
+    removed: list = field(default_factory=list)   # NPU statements a deletion removed (edited or not)
     unplaced: bool = False          # not applied, no anchor: its omni lines kept as a conflict at the nearest place
 
     @property
@@ -506,7 +507,7 @@ def _split(self: _Applier, h: DeltaHunk) -> None:
     inner = [x for s in h.omni for x in ast.walk(s) if isinstance(x, ast.stmt)]
     rewrites = any(_alike(z, x) for z in h.base for x in inner)   # omni writes a version of what it deletes
     _delete(self, d, drop_edits=not rewrites)
-    h.dropped = d.dropped
+    h.dropped, h.removed = d.dropped, d.removed
     if d.status == "not-applied" and rewrites:   # omni rewrote what the NPU base edits: they collide
         cps = [self.smap[id(z)][0] for z in h.base if id(z) in self.smap]
         s, e = min(c.lineno - 1 for c in cps), max(c.end_lineno for c in cps)
@@ -556,14 +557,14 @@ def merge_statement_header(z, a, n) -> list[str] | None:
 # %% ../../nbs/port/delta.ipynb #f5b0202d
 def _delete(self: _Applier, h: DeltaHunk, drop_edits: bool = True) -> None:
     "omni's deletion on the NPU side: of the NPU statements standing for the base's, edited or not (ONP4416: the edits go"
-    " too), unless `drop_edits` is off or a kept line reads a name only the edited NPU statement binds (`self.keep`)."
+    " too), unless `drop_edits` is off (for an edited one) or a kept line reads a name only a deleted NPU statement binds (`self.keep`)."
     cps = [self.smap.get(id(z)) for z in h.base]
     if all(c is None for c in cps): h.status, h.why = "applied", "the NPU method has none of them"; return
     npu_edits = [c[0] for c, z in zip(cps, h.base) if c is not None and _dump(c[0]) != _dump(z)]
-    if npu_edits and (not drop_edits or any((z.lineno, z.col_offset) in self.keep for z in h.base)):
+    if (npu_edits and not drop_edits) or any((z.lineno, z.col_offset) in self.keep for z in h.base):
         h.status = "not-applied"
-        h.why = f"the NPU base edits {_say(h.base[0])}, which omni deletes" + ("" if drop_edits else " and rewrites")
-        if drop_edits: h.why += ": kept, a kept line reads a name only the NPU statement binds"
+        h.why = (f"the NPU base edits {_say(h.base[0])}, which omni deletes and rewrites" if npu_edits and not drop_edits else
+                 f"omni deletes {_say(h.base[0])}: kept, a kept line reads a name only the NPU statement binds")
         return
     for c in cps:
         if c is None: continue
@@ -574,6 +575,7 @@ def _delete(self: _Applier, h: DeltaHunk, drop_edits: bool = True) -> None:
             self.edits.append(_Edit(s, e, Hunk("omni", [" " * c[0].col_offset + "pass"], omni=[" " * c[0].col_offset + "pass"], base=self.N[s:e]), h))
         else: self.edits.append(_Edit(s, e, Hunk("omni-delete", [], base=self.N[s:e]), h))
     h.status, h.why, h.dropped = ("fuzz" if npu_edits else "applied"), f"deletes {_say(h.base[0])}", npu_edits
+    h.removed = [c[0] for c in cps if c is not None]
     gone = [(e.start, e.end) for e in self.edits if e.delta.kind == "delete" and e.end > e.start]   # what is deleted is not there
     self.have = {_dump(s) for s in ast.walk(self.nf) if isinstance(s, ast.stmt) and not _blocks(s) and not any(a < s.lineno <= b for a, b in gone)}
     if npu_edits: h.why += f", the NPU base's edited version with it ({sum(n.end_lineno - n.lineno + 1 for n in npu_edits)} line(s): ONP4416)"
@@ -677,11 +679,11 @@ def apply_delta(base: str, omni: str, npu: str, name: str = "", history=()) -> D
     finally: _MEMO.clear()
 
 def _needed_edits(d: DeltaPort) -> set:
-    "(line, column) of the base statements whose deletion dropped an NPU statement binding a name the result still reads."
+    "(line, column) of the base statements whose deletion removed an NPU statement binding a name the result still reads."
     try: res = ast.parse(textwrap.dedent(_text_of(d.hunks))).body[0]
     except (SyntaxError, IndexError): return set()
     unbound = _reads([res]) - bound_names(res)
-    return {(z.lineno, z.col_offset) for h in d.delta if h.dropped and any(bound_names(n) & unbound for n in h.dropped) for z in h.base}
+    return {(z.lineno, z.col_offset) for h in d.delta if h.removed and any(bound_names(n) & unbound for n in h.removed) for z in h.base}
 
 @functools.lru_cache(maxsize=64)
 def _statement_dumps(text: str) -> frozenset:
