@@ -5,10 +5,15 @@ For each vLLM-Omni release (the catalog's OMNI_PAIRING; `--releases` to limit), 
 each method the port writes into a runner class that the release also hand-wrote (vllm_omni/platforms/npu/worker/*.py,
 the class `place_runners` pairs with, a method of the same name defined there):
 
-- `port`: similarity (omni_npu_port.port.score.similarity, difflib over lines) of the ported method to the hand method;
-- `base`: similarity of vllm-ascend's NPUModelRunner.<method> alone (what the runner runs with no port) to the hand method
-  (0 where vllm-ascend has no such method);
+- `port`: the issue's measure, ast-normalised similarity (omni_npu_port.port.score.ast_similarity: each method parsed,
+  docstrings dropped, written back by ast.unparse, then difflib over lines; so comments — a commented conflict side, the
+  port's `----Omni-new----` fences —, layout and docstrings do not count) of the ported method to the hand method;
+  a text that does not parse falls back to raw lines (`parsed` false);
+- `base`: the same for vllm-ascend's NPUModelRunner.<method> alone (what the runner runs with no port) against the hand
+  method (0 where vllm-ascend has no such method);
 - `lift` = port - base; `differs` = the hand method is not vllm-ascend's (base < 0.999): lift should be > 0 there;
+- `port_raw` / `base_raw` / `lift_raw`: the same with omni_npu_port.port.score.similarity, difflib over the raw lines
+  (comments and layout count: the numbers this benchmark reported before issue 24's measure was followed);
 - live omni-added statements / all omni-added (`MethodCheck.omni_live`: in the port's live code, a commented conflict side
   is not live; present edited counts as live);
 - per release: unreachable omni overrides (the port's reachability finding, ONP4401) and how many carry a finding;
@@ -31,7 +36,7 @@ from omni_npu_port.core.catalog import OMNI_PAIRING, parse_version  # noqa: E402
 from omni_npu_port.port.audit import runner_bases  # noqa: E402
 from omni_npu_port.port.locate import MethodSpec, locate, method_located, method_text, own_methods  # noqa: E402
 from omni_npu_port.port.release import fetch_release, method_chunks, port_release  # noqa: E402
-from omni_npu_port.port.score import similarity  # noqa: E402
+from omni_npu_port.port.score import ast_similarity, similarity  # noqa: E402
 
 
 def npu_base_of(res):
@@ -59,10 +64,17 @@ def method_rows(res) -> list[dict]:
             h = method_text(hand.module_text, node)
             nb = method_located(npu, name)
             base_src = nb.method_source if nb is not None and nb.method_node is not None else ""
-            port_s, base_s = similarity(textwrap.dedent(mine[name]), h), similarity(base_src, h) if base_src else 0.0
+            port_t = textwrap.dedent(mine[name])
+            port_a = ast_similarity(port_t, h)
+            base_a = ast_similarity(base_src, h) if base_src else None
+            port_s, base_s = port_a.ratio, base_a.ratio if base_a else 0.0
+            port_r, base_r = similarity(port_t, h), similarity(base_src, h) if base_src else 0.0
             m = checks[name]
             rows.append({"release": res.omni, "method": f"{r.cls}.{name}", "style": m.style, "port": round(port_s, 3),
                          "base": round(base_s, 3), "lift": round(port_s - base_s, 3), "differs": base_s < 0.999,
+                         "parsed": port_a.parsed and (base_a is None or base_a.parsed),
+                         "port_raw": round(port_r, 3), "base_raw": round(base_r, 3), "lift_raw": round(port_r - base_r, 3),
+                         "differs_raw": base_r < 0.999,
                          "omni_added": m.omni_added, "omni_live": getattr(m, "omni_live", None),
                          "hunks": hunk_counts(r.diagnostics, name)})
     return rows
@@ -78,24 +90,36 @@ def release_row(res, rows: list[dict]) -> dict:
             "live_share": round(live / added, 3) if added else None,
             "lift_pos": sum(r["lift"] > 0 for r in rows if r["differs"]), "differs": sum(r["differs"] for r in rows),
             "lift_neg": sum(r["lift"] < 0 for r in rows), "unreachable": len(unreach),
+            "lift_pos_raw": sum(r["lift_raw"] > 0 for r in rows if r["differs_raw"]), "differs_raw": sum(r["differs_raw"] for r in rows),
+            "lift_neg_raw": sum(r["lift_raw"] < 0 for r in rows), "unparsed": sum(not r["parsed"] for r in rows),
             "unreachable_unreported": sum(not u.get("finding") for u in unreach),
             "compiles": res.compiles, "ready": getattr(res, "ready", None), "seconds": round(res.seconds, 2)}
 
 
 def print_tables(mrows: list[dict], rrows: list[dict]) -> None:
-    print(f"{'release':<8}{'method':<52}{'style':<14}{'port':>6}{'base':>6}{'lift':>7}  {'live/added':>10}  hunks")
+    print(f"{'release':<8}{'method':<52}{'style':<14}{'port':>6}{'base':>6}{'lift':>7}  {'raw:port':>8}{'base':>6}{'lift':>7}"
+          f"  {'live/added':>10}  hunks")
     for r in mrows:
         live = f"{r['omni_live']}/{r['omni_added']}" if r["omni_live"] is not None else f"?/{r['omni_added']}"
-        print(f"{r['release']:<8}{r['method']:<52}{r['style']:<14}{r['port']:>6.3f}{r['base']:>6.3f}{r['lift']:>+7.3f}"
-              f"{'' if r['differs'] else '='}  {live:>10}  {r['hunks'] or ''}")
+        flag = ("" if r["differs"] else "=") + ("" if r["parsed"] else "!")   # = the hand copy is the base's; ! raw lines (no parse)
+        print(f"{r['release']:<8}{r['method']:<52}{r['style']:<14}{r['port']:>6.3f}{r['base']:>6.3f}{r['lift']:>+7.3f}{flag:<2}"
+              f"{r['port_raw']:>8.3f}{r['base_raw']:>6.3f}{r['lift_raw']:>+7.3f}  {live:>10}  {r['hunks'] or ''}")
     print()
     print(f"{'release':<8}{'vllm':<8}{'ascend':<11}{'meth':>5}{'scored':>7}{'confl':>6}{'live':>11}{'lift>0':>8}{'lift<0':>7}"
-          f"{'unreach':>8}{'unrep.':>7}{'compiles':>9}{'ready':>6}{'s':>7}")
+          f"{'raw>0':>8}{'raw<0':>7}{'unreach':>8}{'unrep.':>7}{'compiles':>9}{'ready':>6}{'s':>7}")
     for r in rrows:
         share = f"{r['omni_live']}/{r['omni_added']}"
         print(f"{r['release']:<8}{r['vllm']:<8}{r['vllm_ascend']:<11}{r['methods']:>5}{r['scored']:>7}{r['conflicts']:>6}"
-              f"{share:>11}{str(r['lift_pos']) + '/' + str(r['differs']):>8}{r['lift_neg']:>7}{r['unreachable']:>8}"
+              f"{share:>11}{str(r['lift_pos']) + '/' + str(r['differs']):>8}{r['lift_neg']:>7}"
+              f"{str(r['lift_pos_raw']) + '/' + str(r['differs_raw']):>8}{r['lift_neg_raw']:>7}{r['unreachable']:>8}"
               f"{r['unreachable_unreported']:>7}{'yes' if r['compiles'] else 'no':>9}{str(r['ready']):>6}{r['seconds']:>7}")
+    added, live = sum(r["omni_added"] for r in rrows), sum(r["omni_live"] for r in rrows)
+    print(f"\nall: {len(mrows)} methods; ast-normalised lift > 0 on {sum(r['lift_pos'] for r in rrows)} of "
+          f"{sum(r['differs'] for r in rrows)} that differ, < 0 on {sum(r['lift_neg'] for r in rrows)} "
+          f"(raw lines: > 0 on {sum(r['lift_pos_raw'] for r in rrows)} of {sum(r['differs_raw'] for r in rrows)}, "
+          f"< 0 on {sum(r['lift_neg_raw'] for r in rrows)}); {sum(r['unparsed'] for r in rrows)} scored on raw lines (no parse); "
+          f"mean lift {sum(r['lift'] for r in mrows) / max(len(mrows), 1):+.3f} (raw {sum(r['lift_raw'] for r in mrows) / max(len(mrows), 1):+.3f}); "
+          f"live omni-added {live}/{added} = {100 * live / max(added, 1):.1f} %")
 
 
 def main(argv=None) -> int:

@@ -41,6 +41,10 @@ register(
          "bind the name (the message says which side binds it and where) or rename the read", "port/delta.ipynb", "port"),
     Code("ONP4414", "whole-method-conflict", "the omni change could not be placed statement by statement: the method is one "
          "conflict (last resort)", "manual", "merge the two sides by hand", "port/delta.ipynb", "port"),
+    Code("ONP4416", "delta-deletes-npu-edit", "omni deletes a statement that the NPU base edited: it is deleted on the NPU side "
+         "too, the NPU base's edits of it with it (as a person porting omni's deletion does)", "warning",
+         "check that the NPU lines the message names are not needed on the NPU (they were kept where a kept line reads a name "
+         "only they bind)", "port/delta.ipynb", "port"),
 )
 
 # %% ../../nbs/port/delta.ipynb #73dffa8a
@@ -113,10 +117,21 @@ def _alike(x: ast.stmt, y: ast.stmt, cut: float = 0.6) -> bool:
     if _norm_names(x) == _norm_names(y) if not _blocks(x) else _header(x) == _header(y): return True
     if (hx := _head(x)) is not None and hx != _head(y): return False   # another target, another function called: another statement
     a, b = _text(x), _text(y)
+    if _other_label(x, y): return False   # `with record_function("sample")` is not `with record_function("draft")`
     ia, ib = _idents(a), _idents(b)
     if ia and ib and 2 * len(ia & ib) < min(len(ia), len(ib)): return False   # about other things: `if self.a:` is not `if self.b:`
     m = difflib.SequenceMatcher(None, a.split(), b.split(), autojunk=False)
     return m.real_quick_ratio() >= cut and m.quick_ratio() >= cut and m.ratio() >= cut
+
+def _is_str(t: str) -> bool: return bool(re.match(r"""[rbuf]*['"]""", t, re.I))
+
+def _other_label(x: ast.stmt, y: ast.stmt) -> bool:
+    "Two statements equal but for string literals that are not versions of each other (< 50 % alike): another label."
+    tx, ty = (code_tokens(ast.unparse(_shell(s) if _blocks(s) else s).split("\n")[0]) for s in (x, y))
+    pairs = [(a, b) for a, b in zip(tx, ty) if a != b]
+    return len(tx) == len(ty) and bool(pairs) and all(_is_str(a) and _is_str(b) for a, b in pairs) and \
+        any(difflib.SequenceMatcher(None, a, b, autojunk=False).ratio() < 0.5 for a, b in pairs)
+
 
 # %% ../../nbs/port/delta.ipynb #f5be57e3
 def _lcs(xs: list, ys: list, same) -> list[tuple[int, int]]:
@@ -171,7 +186,9 @@ class DeltaHunk:
     status: str = ""                # applied, fuzz, not-applied, stale
     why: str = ""
     header: bool = False            # omni edits the header of a compound statement only (its blocks are hunks of their own)
-    lost: bool = False              # not applied, and its omni lines have no place in the NPU method
+    dropped: list = field(default_factory=list)   # NPU statements deleted with the NPU base's edits of them (ONP4416)
+    removed: list = field(default_factory=list)   # NPU statements a deletion removed (edited or not)
+    unplaced: bool = False          # not applied, no anchor: its omni lines kept as a conflict at the nearest place
 
     @property
     def kind(self) -> str: return "header" if self.header else "insert" if not self.base else "delete" if not self.omni else "replace"
@@ -338,18 +355,21 @@ class _Applier:
         self.smap, self.bmap = npu_map(self.zf, self.nf)
         self.have = {_dump(s) for s in ast.walk(self.nf) if isinstance(s, ast.stmt) and not _blocks(s)}
         self.edits: list[_Edit] = []
+        self.keep: set = set()   # (line, column) of base statements whose NPU edits a deletion must keep (a kept line reads their names)
         self.renames = name_renames(self.smap, bound_names(self.nf))
         self.block_of = {id(x): b for n in ast.walk(self.nf) if isinstance(n, ast.stmt) for _, b in _blocks(n) for x in b}
         self.zblocks = {(0, "body"): self.zf.body} | {(id(n), f): b for n in ast.walk(self.zf) if isinstance(n, ast.stmt) and n is not self.zf
                                                      for f, b in _blocks(n)}
+        self.zparent = {id(x): (k, i) for k, b in self.zblocks.items() for i, x in enumerate(b)}   # base statement -> its block, place
 
     def place(self, h: DeltaHunk):
         "Where an insertion goes in the NPU method: (line, column, how its anchor matched, what it says), or None."
         for anchor, after in ((h.before, True), (h.after, False)):
-            if anchor is not None and id(anchor) in self.smap:
+            if anchor is not None and id(anchor) in self.smap and not self.moved(anchor):
                 n, lv, _ = self.smap[id(anchor)]
+                n, lv, held = self.lift(n, h.block, lv)
                 at = n.end_lineno if after else _lead(self.N, n)
-                return at, n.col_offset, lv, f"{'after' if after else 'before'} {_say(anchor)}"
+                return at, n.col_offset, lv, f"{'after' if after else 'before'} {_say(anchor)}" + held
         blk = self.bmap.get(h.block)
         if blk and (h.before is None or h.after is None):
             at = _lead(self.N, blk[0]) if h.before is None else blk[-1].end_lineno
@@ -359,13 +379,17 @@ class _Applier:
         i = ids.index(id(h.before)) if h.before is not None and id(h.before) in ids else None
         j = ids.index(id(h.after)) if h.after is not None and id(h.after) in ids else None
         for k in (range(i - 1, -1, -1) if i is not None else ()):
-            if id(sib[k]) in self.smap:
+            if id(sib[k]) in self.smap and not self.moved(sib[k]):
                 n = self.smap[id(sib[k])][0]
                 return n.end_lineno, n.col_offset, "alike", f"after {_say(sib[k])}, the nearest statement before it the NPU method has"
         for k in (range(j + 1, len(sib)) if j is not None else ()):
-            if id(sib[k]) in self.smap:
+            if id(sib[k]) in self.smap and not self.moved(sib[k]):
                 n = self.smap[id(sib[k])][0]
                 return _lead(self.N, n), n.col_offset, "alike", f"before {_say(sib[k])}, the nearest statement after it the NPU method has"
+        for anchor, after in ((h.before, True), (h.after, False)):   # only a moved anchor is left: it, with fuzz
+            if anchor is not None and id(anchor) in self.smap:
+                n = self.smap[id(anchor)][0]
+                return n.end_lineno if after else _lead(self.N, n), n.col_offset, "alike", f"{'after' if after else 'before'} {_say(anchor)}, which the NPU base moved"
         return None
 
     def insert(self, h: DeltaHunk, omni: list, why: str = "") -> None:
@@ -373,15 +397,68 @@ class _Applier:
         if not new: h.status, h.why = "applied", "the NPU method has these statements already"; return
         p = self.place(h)
         if p is None:
-            h.status, h.lost = "not-applied", True
+            h.status = "not-applied"
             h.why = (f"the block it goes into is not in the NPU method" if h.block not in self.bmap else
                      f"neither anchor ({_say(h.before)}, {_say(h.after)}) is in the NPU method")
-            return
+            return self.keep_unplaced(h, new)
         at, col, lv, where = p
         lines = _lines(self.A, new, col, self.renames)
         self.edits.append(_Edit(at, at, Hunk("omni", lines, omni=lines, other=[]), h, new))
         h.status = "applied" if lv == "exact" and not why else "fuzz"
         h.why = why or (f"placed {where}" + ("" if lv == "exact" else f" (anchor matched {'with names normalised' if lv == 'names' else 'as a similar statement'})"))
+
+# %% ../../nbs/port/delta.ipynb #fed04f3c
+def _moved_anchor(self: _Applier, z: ast.stmt) -> bool:
+    "Whether the NPU base moved base statement `z`: its NPU statement's line is out of order with most of those standing for its siblings."
+    if id(z) not in self.smap or id(z) not in self.zparent: return False
+    key, i = self.zparent[id(z)]
+    sib, at = self.zblocks[key], self.smap[id(z)][0].lineno
+    lines = lambda xs: [self.smap[id(x)][0].lineno for x in xs if id(x) in self.smap]
+    bad = sum(l > at for l in lines(sib[:i])) + sum(l < at for l in lines(sib[i + 1:]))
+    return 2 * bad > len(lines(sib[:i])) + len(lines(sib[i + 1:]))
+
+_Applier.moved = _moved_anchor
+
+# %% ../../nbs/port/delta.ipynb #61071b35
+def _lift(self: _Applier, n: ast.stmt, block: tuple, level: str) -> tuple[ast.stmt, str, str]:
+    "The NPU statement to place beside instead of anchor `n`: the one holding it in the NPU block standing for the hunk's `block`"
+    " (the anchor itself where it sits there, or that block is not in the NPU method); its match level; what to say."
+    target = self.bmap.get(block)
+    if target is None or any(x is n for x in target): return n, level, ""
+    up = {id(x): st for st in ast.walk(self.nf) if isinstance(st, ast.stmt) for _, b in _blocks(st) for x in b}
+    cur = n
+    while id(cur) in up and not any(x is cur for x in target): cur = up[id(cur)]
+    if cur is self.nf or not any(x is cur for x in target): return n, level, ""
+    return cur, "alike", f" (the NPU base re-nested it in {_say(cur)}: placed beside that)"
+
+_Applier.lift = _lift
+
+# %% ../../nbs/port/delta.ipynb #7b389f83
+def _nearest(self: _Applier, h: DeltaHunk) -> tuple[int, int, str]:
+    "Where a hunk with no place keeps its omni lines: after the NPU statement standing for the base statement holding its"
+    " block, else beside that statement's nearest sibling, block by block outwards; else after the method's last statement."
+    key = h.block
+    while key != (0, "body") and key[0] in self.zparent:
+        if key[0] in self.smap:
+            n, _, z = self.smap[key[0]]
+            return n.end_lineno, n.col_offset, f"after {_say(z)}, the statement holding its block"
+        pk, i = self.zparent[key[0]]
+        sib = self.zblocks[pk]
+        probe = DeltaHunk([], [], pk, sib[i - 1] if i else None, sib[i + 1] if i + 1 < len(sib) else None)
+        if (p := self.place(probe)) is not None: return p[0], p[1], p[3].replace("the nearest statement", "the nearest statement to its block")
+        key = pk
+    last = self.nf.body[-1]
+    return last.end_lineno, last.col_offset, "at the end of the method"
+
+def _keep_unplaced(self: _Applier, h: DeltaHunk, omni: list) -> None:
+    "A hunk that has no place: its omni lines kept whole as a conflict with an empty NPU side at the `_nearest` place (ONP4412)."
+    at, col, where = _nearest(self, h)
+    lines = _lines(self.A, omni, col, self.renames)
+    self.edits.append(_Edit(at, at, Hunk("conflict", [], omni=lines, npu=[], base=[]), h, []))
+    h.why += f"; its omni lines kept as a conflict, NPU side empty, {where}"
+    h.unplaced = True
+
+_Applier.keep_unplaced = _keep_unplaced
 
 # %% ../../nbs/port/delta.ipynb #639c97e7
 def _span(N: list[str], n: ast.stmt) -> tuple[int, int]: return n.lineno - 1, n.end_lineno
@@ -427,14 +504,21 @@ def _replace(self: _Applier, h: DeltaHunk) -> None:
 def _split(self: _Applier, h: DeltaHunk) -> None:
     "A replacement of unalike statements as a deletion and an insertion at the same anchors, its status the worse of the two."
     d = DeltaHunk(h.base, [], h.block, h.before, h.after)
-    _delete(self, d)
     inner = [x for s in h.omni for x in ast.walk(s) if isinstance(x, ast.stmt)]
-    if d.status == "not-applied" and any(_alike(z, x) for z in h.base for x in inner):   # omni rewrote what the NPU base edits: they collide
+    rewrites = any(_alike(z, x) for z in h.base for x in inner)   # omni writes a version of what it deletes
+    _delete(self, d, drop_edits=not rewrites)
+    h.dropped, h.removed = d.dropped, d.removed
+    if d.status == "not-applied" and rewrites:   # omni rewrote what the NPU base edits: they collide
         cps = [self.smap[id(z)][0] for z in h.base if id(z) in self.smap]
         s, e = min(c.lineno - 1 for c in cps), max(c.end_lineno for c in cps)
-        lines = _lines(self.A, h.omni, cps[0].col_offset, self.renames)
+        k = next(i for i, st in enumerate(h.omni) if any(_alike(z, x) for z in h.base for x in ast.walk(st) if isinstance(x, ast.stmt)))
+        if k:   # omni's statements before the first one holding its rewrite collide with nothing: live, before the conflict
+            head = _lines(self.A, h.omni[:k], cps[0].col_offset, self.renames)
+            self.edits.append(_Edit(s, s, Hunk("omni", head, omni=head, other=[]), h, h.omni[:k]))
+        lines = _lines(self.A, h.omni[k:], cps[0].col_offset, self.renames)
         self.edits.append(_Edit(s, e, Hunk("conflict", [], omni=lines, npu=self.N[s:e], base=[]), h))
-        h.status, h.why = "not-applied", f"omni rewrites {_say(h.base[0])}, which the NPU base edits too (a statement-level conflict)"
+        h.status, h.why = "not-applied", f"omni rewrites {_say(h.base[0])}, which the NPU base edits too (a statement-level conflict" + \
+            (f" from {_say(h.omni[k])} on; the {k} omni statement(s) before it applied)" if k else ")")
         return
     i = DeltaHunk([], h.omni, h.block, h.base[-1] if d.status != "applied" else h.before, h.after)
     self.insert(i, h.omni)
@@ -471,11 +555,17 @@ def merge_statement_header(z, a, n) -> list[str] | None:
     return ast.unparse(ast.fix_missing_locations(m)).splitlines()[:-1]
 
 # %% ../../nbs/port/delta.ipynb #f5b0202d
-def _delete(self: _Applier, h: DeltaHunk) -> None:
+def _delete(self: _Applier, h: DeltaHunk, drop_edits: bool = True) -> None:
+    "omni's deletion on the NPU side: of the NPU statements standing for the base's, edited or not (ONP4416: the edits go"
+    " too), unless `drop_edits` is off (for an edited one) or a kept line reads a name only a deleted NPU statement binds (`self.keep`)."
     cps = [self.smap.get(id(z)) for z in h.base]
     if all(c is None for c in cps): h.status, h.why = "applied", "the NPU method has none of them"; return
-    if any(c is not None and _dump(c[0]) != _dump(z) for c, z in zip(cps, h.base)):
-        h.status, h.why = "not-applied", f"the NPU base edits {_say(h.base[0])}, which omni deletes"; return
+    npu_edits = [c[0] for c, z in zip(cps, h.base) if c is not None and _dump(c[0]) != _dump(z)]
+    if (npu_edits and not drop_edits) or any((z.lineno, z.col_offset) in self.keep for z in h.base):
+        h.status = "not-applied"
+        h.why = (f"the NPU base edits {_say(h.base[0])}, which omni deletes and rewrites" if npu_edits and not drop_edits else
+                 f"omni deletes {_say(h.base[0])}: kept, a kept line reads a name only the NPU statement binds")
+        return
     for c in cps:
         if c is None: continue
         s, e = _span(self.N, c[0])
@@ -484,7 +574,11 @@ def _delete(self: _Applier, h: DeltaHunk) -> None:
         if blk and all(id(x) in gone for x in blk) and c[0] is blk[0]:   # the whole block goes: it keeps a `pass`
             self.edits.append(_Edit(s, e, Hunk("omni", [" " * c[0].col_offset + "pass"], omni=[" " * c[0].col_offset + "pass"], base=self.N[s:e]), h))
         else: self.edits.append(_Edit(s, e, Hunk("omni-delete", [], base=self.N[s:e]), h))
-    h.status, h.why = "applied", f"deletes {_say(h.base[0])}"
+    h.status, h.why, h.dropped = ("fuzz" if npu_edits else "applied"), f"deletes {_say(h.base[0])}", npu_edits
+    h.removed = [c[0] for c in cps if c is not None]
+    gone = [(e.start, e.end) for e in self.edits if e.delta.kind == "delete" and e.end > e.start]   # what is deleted is not there
+    self.have = {_dump(s) for s in ast.walk(self.nf) if isinstance(s, ast.stmt) and not _blocks(s) and not any(a < s.lineno <= b for a, b in gone)}
+    if npu_edits: h.why += f", the NPU base's edited version with it ({sum(n.end_lineno - n.lineno + 1 for n in npu_edits)} line(s): ONP4416)"
 
 _Applier.replace, _Applier.delete = _replace, _delete
 
@@ -529,14 +623,25 @@ class DeltaPort:
         return out
 
 def _assemble(self: _Applier, head: Hunk) -> list[Hunk]:
-    "The NPU method's lines with the edits in place (an edit overlapping one placed before it is not applied)."
-    out, pos, body = [head], _lead(self.N, self.nf.body[0]), []
+    "The NPU method's lines with the edits in place. An edit inside lines a deletion placed before it removes writes its"
+    " omni lines where the deleted statement stood, after what is inserted there (its NPU statement went with it); an edit"
+    " overlapping another one otherwise is not applied."
+    out, pos, gone, held = [head], _lead(self.N, self.nf.body[0]), None, []
+    def flush():
+        if held: out.append(Hunk("omni", list(held), omni=list(held), other=[])); held.clear()
     for e in sorted(self.edits, key=lambda e: (e.start, e.end > e.start)):
         if e.start < pos:
+            lines = e.hunk.omni if e.hunk.kind == "conflict" else e.hunk.lines if e.hunk.kind == "omni" else []
+            if gone is not None and gone.start <= e.start and e.end <= gone.end and any(l.strip() for l in lines):
+                held += _shift(lines, indent_of(self.N[gone.start]) - min(indent_of(l) for l in lines if l.strip()))
+                e.delta.status, e.delta.why = "fuzz", f"{e.delta.why}; its NPU statement went with omni's deletion of {_say(gone.delta.base[0])}: omni's lines written where that stood"
+                continue
             e.delta.status, e.delta.why = "not-applied", f"overlaps another hunk's lines (at {_say(e.delta.base[0] if e.delta.base else e.delta.before)})"
             continue
-        if e.start > pos: out.append(Hunk("unchanged", self.N[pos:e.start]))
+        if e.start > pos: flush(); out.append(Hunk("unchanged", self.N[pos:e.start]))
         out.append(e.hunk); pos = e.end
+        if e.delta.kind == "delete" and e.end > e.start: gone = e
+    flush()
     if pos < len(self.N): out.append(Hunk("unchanged", self.N[pos:]))
     joined = []
     for h in out:   # omni hunks side by side: one fenced block
@@ -565,8 +670,20 @@ def apply_delta(base: str, omni: str, npu: str, name: str = "", history=()) -> D
     except (SyntaxError, IndexError, AttributeError): return None
     each = [_statement_dumps(t) for t in history]
     older = set().union(*each) if each else set()
-    try: return _apply(ap, older, name, each)
+    try:
+        d = _apply(ap, older, name, each)
+        if keep := _needed_edits(d):   # a deletion took an NPU binding a kept line reads: again, keeping those
+            ap = _Applier(base, omni, npu); ap.keep = keep
+            d = _apply(ap, older, name, each)
+        return d
     finally: _MEMO.clear()
+
+def _needed_edits(d: DeltaPort) -> set:
+    "(line, column) of the base statements whose deletion removed an NPU statement binding a name the result still reads."
+    try: res = ast.parse(textwrap.dedent(_text_of(d.hunks))).body[0]
+    except (SyntaxError, IndexError): return set()
+    unbound = _reads([res]) - bound_names(res)
+    return {(z.lineno, z.col_offset) for h in d.delta if h.removed and any(bound_names(n) & unbound for n in h.removed) for z in h.base}
 
 @functools.lru_cache(maxsize=64)
 def _statement_dumps(text: str) -> frozenset:
@@ -585,6 +702,9 @@ def _apply(ap: _Applier, older: set, name: str, each: list = ()) -> DeltaPort:
     head, hwhy = ap.header()
     hunks = _assemble(ap, head)
     diags = [_hunk_diag(h, name) for h in delta]
+    diags += [port_diagnostic("ONP4416", f"{code_info('ONP4416').title}: " + "; ".join(
+        f"`{ast.unparse(_shell(n) if _blocks(n) else n).splitlines()[0][:70]}` ({n.end_lineno - n.lineno + 1} line(s))" for n in h.dropped),
+        None, where=name) for h in delta if h.dropped and h.status != "not-applied"]
     if hwhy: diags.append(port_diagnostic("ONP4411" if "with omni" in hwhy else "ONP4410",
                                           f"signature: {hwhy}", None, where=name))
     hunks, d2 = rebind(ap, hunks, name)
@@ -681,11 +801,16 @@ def delta_fallback(hunks: list[Hunk], base: str, omni: str, npu: str, name: str 
     if d is not None:
         try: ast.parse(textwrap.dedent(_text_of(d.hunks)))
         except SyntaxError as e: why = f"omni's hunks applied do not parse ({e.msg}, line {e.lineno}): the line merge's conflicts stand"
-    if d is not None and not why and (gone := [h for h in d.delta if h.lost]):
-        why = (f"{len(gone)} omni hunk(s) have no place in the NPU method ({_say(gone[0].omni[0])}: {gone[0].why}): "
-               "the line merge's conflicts stand, so no omni line is lost")
+    if d is not None and not why and (gone := [h for h in d.delta if h.unplaced]) and _held(d.hunks) >= _held(hunks):
+        why = (f"{len(gone)} omni hunk(s) have no place in the NPU method ({_say(gone[0].omni[0])}) and the delta would leave no"
+               " fewer omni lines in conflicts than the line merge: the line merge stands")
     if why: return hunks, [port_diagnostic("ONP4414", f"{code_info('ONP4414').title}: {why}", None, where=name)], {}
     return d.hunks, d.diagnostics, d.counts
+
+def _held(hunks: list[Hunk]) -> int:
+    "Omni code lines a port holds in conflicts (not live)."
+    return sum(1 for h in hunks if h.kind == "conflict" for l in h.omni if l.strip() and not l.strip().startswith("#"))
+
 
 # %% ../../nbs/port/delta.ipynb #7ab95d71
 register(

@@ -567,7 +567,7 @@ def _spans(tree: ast.Module) -> list[tuple]:
     return [(n, min([n.lineno] + [d.lineno for d in getattr(n, "decorator_list", [])]), n.end_lineno, _blocks(n))
             for n in ast.walk(tree) if isinstance(n, ast.stmt)]
 
-def _cut(tree: ast.Module, spans: list[tuple], lo: int, hi: int, lines: list[str] | None) -> tuple[str, int, int] | None:
+def _first_statement_cut(tree: ast.Module, spans: list[tuple], lo: int, hi: int, lines: list[str] | None) -> tuple[str, int, int] | None:
     "The first statement lines lo..hi cut: (`prev` / `next`, its first line, its last line); None when they cut none."
     for n, s, e, blocks in spans:
         if e < lo or s > hi or (lo <= s and e <= hi): continue
@@ -580,7 +580,7 @@ def _cut(tree: ast.Module, spans: list[tuple], lo: int, hi: int, lines: list[str
 
 def statement_cut(tree: ast.Module, lo: int, hi: int, lines: list[str] | None = None) -> str | None:
     "None when lines lo..hi (1-based) are whole statements of `tree`; else `prev` / `next`: where a statement they cut goes on."
-    cut = _cut(tree, _spans(tree), lo, hi, lines)
+    cut = _first_statement_cut(tree, _spans(tree), lo, hi, lines)
     return cut[0] if cut else None
 
 # %% ../../nbs/port/merge.ipynb #5ff627dd
@@ -613,11 +613,13 @@ def _broken(hs: list[Hunk]) -> tuple[int, str, int, int | None] | None:
             if h.kind != "conflict": continue
             mine = [i for i, o in enumerate(owner) if o == k]
             at = [i + 1 for i in mine if code_tokens(lines[i])]
-            if at and (cut := _cut(tree, spans, at[0], at[-1], lines)):
+            if at and (cut := _first_statement_cut(tree, spans, at[0], at[-1], lines)):
                 way, s, e = cut   # widening changes no side's text, only which hunk owns a line: go to the statement's edge at once
                 return k, way, side, max(mine[0] + 1 - s if way == "prev" else e - (mine[-1] + 1), 1)
     return None
 
+
+# %% ../../nbs/port/merge.ipynb #523ef3e7
 def whole_conflicts(hunks: list[Hunk], npu: str, omni: str, base: str | None = None) -> list[Hunk]:
     "Conflicts widened until each side is whole statements and either side parses; else a merge by statements; else one conflict."
     hs = [Hunk(**{**h.__dict__}) for h in hunks]
@@ -640,6 +642,7 @@ def whole_conflicts(hunks: list[Hunk], npu: str, omni: str, base: str | None = N
     return [Hunk("conflict", [], omni=python_lines(omni), npu=python_lines(npu), code="ONP4020",
                  note=f"{code_info('ONP4020').title}: the whole method (no narrower region parses on both sides)")]
 
+# %% ../../nbs/port/merge.ipynb #07eeb214
 def _opened(lines: list[str]) -> int:
     "Brackets the lines open, less those they close (strings and comments skipped)."
     return sum((t in "([{") - (t in ")]}") for t in code_tokens("\n".join(lines)) if len(t) == 1)

@@ -284,7 +284,8 @@ def port_method(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_s
         hunks = merge_hunks(base_t, omni_t, npu, older)
         wraps = not inherited and any(h.kind == "conflict" for h in hunks) and wraps_by_super(npu, omni_t)
         hunks, dd, counts = ([], [], {}) if wraps else delta_fallback(hunks, base_t, omni_t, npu, name, older)   # far drift: omni's hunks at their anchors
-        if counts: style, diags = "delta", diags + dd
+        diags = diags + dd   # the delta's hunk reports, or why the line merge stands (ONP4414)
+        if counts: style = "delta"
     if wraps:   # the NPU base wraps the GPU base's method through super(): it wraps omni's instead
         lines, origins, d2 = redirect_super(npu, gpu_omni.cls_node.name, name)
         style = "npu-wraps"

@@ -127,7 +127,7 @@ class MethodCheck:
     npu_lines: int = 0            # statements of vllm-ascend's method
     npu_missing: int = 0          # ... not in the port as written
     npu_reached: int = 0          # ... of those, run through an explicit base call / super()
-    omni_deleted: int = 0         # ... of those, statements of vllm's method the omni method deletes
+    omni_deleted: int = 0         # ... of those, statements of vllm's method the omni method deletes (and NPU edits of them: ONP4416)
     npu_edited: int = 0           # ... of those, in the port edited (by omni's change, a rename)
     omni_added: int = 0           # statements the omni method adds to vllm's (and older vllm's), translated
     omni_missing: int = 0         # ... not in the port as written
@@ -156,6 +156,7 @@ def check_method(name: str, style: str, port: str, omni: str, omni_t: str, base:
         if style in REACHED or (style in LIVE_BY_CALL and "super()" in text): r.npu_reached += 1
         elif k in B and k not in O and k not in Ot: r.omni_deleted += 1
         elif has_edited_copy(k, stmts): r.npu_edited += 1
+        elif "ONP4416" in mine: r.omni_deleted += 1   # an NPU edit of a statement omni deletes, deleted with it
         else: r.unexplained.append(f"NPU base: {text}")
     added = {k: t for k, t in Ot.items() if k not in B}
     r.omni_added = len(added)

@@ -22,8 +22,8 @@ from .formatting import CONFLICT_MARKERS, mask_conflicts
 from .method import PortResult
 
 # %% auto #0
-__all__ = ['TOOL_PROSE', 'similarity', 'split_prose', 'code_only', 'invented_prose', 'prose_ceiling', 'Score', 'score_against',
-           'score_result', 'score_gaps']
+__all__ = ['TOOL_PROSE', 'similarity', 'split_prose', 'code_only', 'ast_normalised', 'AstSimilarity', 'ast_similarity',
+           'invented_prose', 'prose_ceiling', 'Score', 'score_against', 'score_result', 'score_gaps']
 
 # %% ../../nbs/port/score.ipynb #bd214304
 def similarity(a: str, b: str) -> float:
@@ -77,6 +77,33 @@ def split_prose(code: str) -> list[tuple[str, str]]:
 def code_only(code: str) -> str:
     "The code of `code`, line by line: comments, docstrings and blank lines left out."
     return "".join(c + "\n" for c, _ in split_prose(code) if c.strip())
+
+# %% ../../nbs/port/score.ipynb #3941e3f4
+def _drop_docstrings(tree: ast.AST) -> ast.AST:
+    "The tree with the docstring of every module, class and function left out (a body left empty gets `pass`)."
+    for n in ast.walk(tree):
+        body = getattr(n, "body", None)
+        if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body and \
+           isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+            n.body = body[1:] or [ast.Pass()]
+    return tree
+
+def ast_normalised(code: str) -> str | None:
+    "`code` (dedented) as `ast.unparse` writes it, docstrings dropped: no comments, no layout; None where it does not parse."
+    try: return ast.unparse(_drop_docstrings(ast.parse(textwrap.dedent(code))))
+    except SyntaxError: return None
+
+@dataclass
+class AstSimilarity:
+    "The ast-normalised similarity of two texts, and whether both parsed (else it is `similarity` of the raw lines)."
+    ratio: float
+    parsed: bool
+
+def ast_similarity(a: str, b: str) -> AstSimilarity:
+    "`similarity` of the two texts' `ast_normalised` forms (issue 24's measure); the raw lines', `parsed=False`, where one does not parse."
+    na, nb = ast_normalised(a), ast_normalised(b)
+    if na is None or nb is None: return AstSimilarity(similarity(a, b), False)
+    return AstSimilarity(similarity(na, nb), True)
 
 # %% ../../nbs/port/score.ipynb #22c43f46
 TOOL_PROSE = re.compile(r"^(-+\s*Omni-new\s*-+|Omni-new|ONP\d{4}\b.*)$")   # prose the port writes itself
