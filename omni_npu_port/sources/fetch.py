@@ -110,6 +110,8 @@ def release_files(dist: str, version: str, index: str = PYPI) -> list[dict]:
     raise FetchError(f"{dist}=={version}: no files from {index} ({last or 'release not found'}); check the version and "
                      "the network (tests that read real releases need PyPI)")
 
+
+# %% ../../nbs/sources/fetch.ipynb #755ac670
 def _download(spec: str, f: dict, dest: Path, progress=None) -> Path:
     "Stream `f['url']` to `dest` through a `.part` file, checking its sha256 (`progress(bytes_done, bytes_total)` after each MiB)."
     h, got = hashlib.sha256(), 0
@@ -134,6 +136,8 @@ def _download(spec: str, f: dict, dest: Path, progress=None) -> Path:
     except OSError: pass
     return got
 
+
+# %% ../../nbs/sources/fetch.ipynb #573c52a9
 STALE_PART_S = 3600   # a `.part` not written to for an hour: no download of any host is still filling it
 
 def _stale(p: Path) -> bool:

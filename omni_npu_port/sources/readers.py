@@ -26,6 +26,7 @@ from email.parser import HeaderParser
 from functools import lru_cache
 from pathlib import Path
 
+from fastcore.basics import patch
 from packaging.utils import (InvalidSdistFilename, InvalidWheelFilename, canonicalize_name, parse_sdist_filename,
                              parse_wheel_filename)
 from packaging.version import InvalidVersion, Version
@@ -318,28 +319,33 @@ class SourceTree:
         where = getattr(self.reader, "where", None)
         return where(rel) if where else f"{self.origin}/{rel}"
 
-    def is_package(self, module: str) -> bool:
-        "Whether `module` is a package (a directory with `__init__.py`)."
-        return self._read(module.replace(".", "/") + "/__init__.py") is not None
 
-    def modules(self) -> list[str]:
-        "Every module of the package, dotted (a package by its name), sorted."
-        if isinstance(self.reader, DirReader):
-            rels = [p.relative_to(self.reader.root).as_posix() for p in (self.reader.root / self.package).rglob("*.py")]
-        else: rels = [n for n in self.reader.names() if n.startswith(self.package + "/") and n.endswith(".py")]
-        return sorted({r[:-3].replace("/", ".").removesuffix(".__init__") for r in rels})
+# %% ../../nbs/sources/readers.ipynb #adda5bd2
+@patch
+def is_package(self: SourceTree, module: str) -> bool:
+    "Whether `module` is a package (a directory with `__init__.py`)."
+    return self._read(module.replace(".", "/") + "/__init__.py") is not None
 
-    def module_ast(self, module: str) -> ast.Module | None:
-        "The parsed module, cached; None if absent; a `SourceSyntaxError` (a SyntaxError and an input error) naming its file if it cannot be parsed."
-        if module not in self._ast:
-            src = self.module_source(module)
-            if module in self._bad: raise syntax_error(self.file_of(module), src, *self._bad[module])
-            try: self._ast[module] = None if src is None else parse_source(src)
-            except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
-                err = syntax_error(self.file_of(module), src, e)
-                self._bad[module] = (err.msg, err.lineno)     # parsed once: the error again on the next call
-                raise err from None
-        return self._ast[module]
+@patch
+def modules(self: SourceTree) -> list[str]:
+    "Every module of the package, dotted (a package by its name), sorted."
+    if isinstance(self.reader, DirReader):
+        rels = [p.relative_to(self.reader.root).as_posix() for p in (self.reader.root / self.package).rglob("*.py")]
+    else: rels = [n for n in self.reader.names() if n.startswith(self.package + "/") and n.endswith(".py")]
+    return sorted({r[:-3].replace("/", ".").removesuffix(".__init__") for r in rels})
+
+@patch
+def module_ast(self: SourceTree, module: str) -> ast.Module | None:
+    "The parsed module, cached; None if absent; a `SourceSyntaxError` (a SyntaxError and an input error) naming its file if it cannot be parsed."
+    if module not in self._ast:
+        src = self.module_source(module)
+        if module in self._bad: raise syntax_error(self.file_of(module), src, *self._bad[module])
+        try: self._ast[module] = None if src is None else parse_source(src)
+        except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
+            err = syntax_error(self.file_of(module), src, e)
+            self._bad[module] = (err.msg, err.lineno)     # parsed once: the error again on the next call
+            raise err from None
+    return self._ast[module]
 
 
 # %% ../../nbs/sources/readers.ipynb #29dcecb1
