@@ -269,7 +269,7 @@ def test_omni_statement_inside_an_npu_deletion_still_applies():
 def test_a_modified_region_splits_into_insertions_and_modifications():
     z = merge.lines_of("x = compute(a)\n")
     side = merge.lines_of("extra = prepare()\nx = compute(a, b)\n")
-    ops = merge._split_replace(z, side, 0, 1, 0, 2)
+    ops = merge.split_replace(z, side, 0, 1, 0, 2)
     assert ops == [("insert", 0, 0, 0, 1), ("replace", 0, 1, 1, 2)]
 
 
@@ -1427,8 +1427,8 @@ def test_a_shift_never_moves_a_region_out_of_the_method_body():
     "An anchor matched at another depth would put omni's inserted block at column 0: it stays inside the body."
     a = [merge.CodeLine("    y = 2"), merge.CodeLine("    z = 3")]
     prev = ([merge.CodeLine("        )")], [merge.CodeLine(")")])        # a closing bracket matched at another depth
-    assert merge._hunk_delta(prev, ([], []), a) == 0
-    assert merge._hunk_delta(([merge.CodeLine("        w = 1")], [merge.CodeLine("    w = 1")]), ([], []), [merge.CodeLine("        y = 2")]) == -4
+    assert merge.region_shift(prev, ([], []), a) == 0
+    assert merge.region_shift(([merge.CodeLine("        w = 1")], [merge.CodeLine("    w = 1")]), ([], []), [merge.CodeLine("        y = 2")]) == -4
 
 
 def test_a_class_port_imports_what_string_annotations_name_for_type_checkers_only():

@@ -251,7 +251,7 @@ def test_the_line_merge_stands_where_the_delta_would_hold_no_fewer_omni_lines_in
 # --- labels, and a rewrite that collides only where it rewrites -------------------------------------------------------
 
 def test_blocks_under_another_label_are_not_versions_of_each_other():
-    alike = port_delta._alike
+    alike = port_delta.statements_alike
     parse = lambda s: ast.parse(dedent(s)).body[0]
     sample = parse('with record_function("gpu_model_runner: ModelRunnerOutput"):\n    x = 1\n')
     draft = parse('with record_function("draft_token"):\n    y = 2\n')

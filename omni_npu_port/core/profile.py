@@ -17,8 +17,12 @@ from .releases import VLLM_ASCEND_VERSIONS, VLLM_VERSIONS, Target, parse_version
 from .errors import InputError
 
 # %% auto #0
-__all__ = ['BACKENDS', 'DTYPES', 'ENV_PREFIX', 'SCHEMA', 'MAX_SETTINGS_BYTES', 'ProfileError', 'Profile', 'read_settings',
-           'find_profile', 'load_profile', 'target_release', 'resolve_target']
+__all__ = ['CANN_SET_ENV', 'CANN_ENV_VARS', 'BACKENDS', 'DTYPES', 'ENV_PREFIX', 'SCHEMA', 'MAX_SETTINGS_BYTES', 'ProfileError',
+           'Profile', 'read_settings', 'find_profile', 'load_profile', 'target_release', 'resolve_target']
+
+# %% ../../nbs/core/profile.ipynb #127d6685
+CANN_SET_ENV = "/usr/local/Ascend/ascend-toolkit/set_env.sh"   # CANN's (the Ascend toolkit's) default environment script
+CANN_ENV_VARS = ("ASCEND_TOOLKIT_HOME", "ASCEND_HOME_PATH")      # set by it: their absence says the environment is not set
 
 # %% ../../nbs/core/profile.ipynb #c9e1cd78
 class ProfileError(InputError, ValueError):

@@ -21,9 +21,9 @@ from .locate import port_diagnostic
 from .merge import Hunk, _shift, code_tokens, indent_of
 
 # %% auto #0
-__all__ = ['FAR', 'align', 'DeltaHunk', 'omni_delta', 'npu_map', 'merge_statement', 'merge_statement_header', 'DeltaPort',
-           'apply_delta', 'bound_names', 'rebind', 'name_renames', 'drifted_far', 'delta_fallback', 'wraps_by_super',
-           'redirect_super']
+__all__ = ['FAR', 'statements_alike', 'align', 'DeltaHunk', 'omni_delta', 'npu_map', 'merge_statement', 'merge_statement_header',
+           'DeltaPort', 'apply_delta', 'bound_names', 'rebind', 'name_renames', 'drifted_far', 'delta_fallback',
+           'wraps_by_super', 'redirect_super']
 
 # %% ../../nbs/port/delta.ipynb #b3524cd2
 register(
@@ -111,7 +111,7 @@ def _idents(text: str) -> set[str]:
     import keyword
     return {t for t in text.split() if t.isidentifier() and len(t) > 1 and t != "self" and not keyword.iskeyword(t)}
 
-def _alike(x: ast.stmt, y: ast.stmt, cut: float = 0.6) -> bool:
+def statements_alike(x: ast.stmt, y: ast.stmt, cut: float = 0.6) -> bool:
     "Two statements that are versions of each other: the same kind, names-normalised equal or ≥ `cut` alike as text."
     if type(x) is not type(y): return False
     if _norm_names(x) == _norm_names(y) if not _blocks(x) else _header(x) == _header(y): return True
@@ -155,7 +155,7 @@ def _weight(x: ast.stmt, y: ast.stmt, key) -> int:
     if key(x) == key(y): return 3
     if type(x) is not type(y): return 0
     if _blocks(x) and _header(x) == _header(y): return 2
-    return 1 if _alike(x, y) else 0
+    return 1 if statements_alike(x, y) else 0
 
 def align(xs: list[ast.stmt], ys: list[ast.stmt], key=_header) -> list[tuple[int | None, int | None]]:
     "Two statement lists aligned in order, the pairs' weights (`_weight`) summed as high as can be: a short run of equal"
@@ -272,7 +272,7 @@ def _moved(base, npu, stmts: dict, blocks: dict, walk) -> None:
         hit = by_dump.get(_dump(z), [])
         n = hit[0] if len(hit) == 1 and id(hit[0]) not in used else None
         if n is None:
-            cands = [c for c in free if id(c) not in used and type(c) is type(z) and _alike(z, c, 0.7)]
+            cands = [c for c in free if id(c) not in used and type(c) is type(z) and statements_alike(z, c, 0.7)]
             if len(cands) != 1: continue
             n = cands[0]
         used.add(id(n)); stmts[id(z)] = (n, _level(z, n), z)
@@ -476,7 +476,7 @@ def _replace(self: _Applier, h: DeltaHunk) -> None:
             self.edits.append(_Edit(s, e, hk, h, h.omni if k == 0 else []))
         h.status, h.why = "applied", f"replaces {_say(h.base[0])}"; return
     if all(c is None for c in cps):
-        if len(h.base) == len(h.omni) and all(_alike(z, a) for z, a in zip(h.base, h.omni)):
+        if len(h.base) == len(h.omni) and all(statements_alike(z, a) for z, a in zip(h.base, h.omni)):
             h.status, h.why = "not-applied", f"the NPU base removed {_say(h.base[0])}, which omni only edits"; return
         return self.insert(h, h.omni, f"the NPU base removed {_say(h.base[0])}; omni's lines placed at its anchors")
     if len(h.base) == len(h.omni) == 1 and cps[0] is not None:
@@ -492,7 +492,7 @@ def _replace(self: _Applier, h: DeltaHunk) -> None:
             lines = [" " * n.col_offset + l for l in ast.unparse(m).splitlines()]
             self.edits.append(_Edit(s, e, Hunk("omni", lines, omni=lines, base=self.N[s:e], other=self.N[s:e]), h, [m]))
             h.status, h.why = "fuzz", f"both sides edit {_say(z)}: merged inside the statement"; return
-    if not (len(h.base) == len(h.omni) and all(_alike(z, a) for z, a in zip(h.base, h.omni))):
+    if not (len(h.base) == len(h.omni) and all(statements_alike(z, a) for z, a in zip(h.base, h.omni))):
         return _split(self, h)   # unalike statements: omni deletes some and inserts others; only the deletions can collide
     spans = sorted(_span(self.N, c[0]) for c in cps if c is not None)
     s, e = spans[0][0], spans[-1][1]
@@ -505,13 +505,13 @@ def _split(self: _Applier, h: DeltaHunk) -> None:
     "A replacement of unalike statements as a deletion and an insertion at the same anchors, its status the worse of the two."
     d = DeltaHunk(h.base, [], h.block, h.before, h.after)
     inner = [x for s in h.omni for x in ast.walk(s) if isinstance(x, ast.stmt)]
-    rewrites = any(_alike(z, x) for z in h.base for x in inner)   # omni writes a version of what it deletes
+    rewrites = any(statements_alike(z, x) for z in h.base for x in inner)   # omni writes a version of what it deletes
     _delete(self, d, drop_edits=not rewrites)
     h.dropped, h.removed = d.dropped, d.removed
     if d.status == "not-applied" and rewrites:   # omni rewrote what the NPU base edits: they collide
         cps = [self.smap[id(z)][0] for z in h.base if id(z) in self.smap]
         s, e = min(c.lineno - 1 for c in cps), max(c.end_lineno for c in cps)
-        k = next(i for i, st in enumerate(h.omni) if any(_alike(z, x) for z in h.base for x in ast.walk(st) if isinstance(x, ast.stmt)))
+        k = next(i for i, st in enumerate(h.omni) if any(statements_alike(z, x) for z in h.base for x in ast.walk(st) if isinstance(x, ast.stmt)))
         if k:   # omni's statements before the first one holding its rewrite collide with nothing: live, before the conflict
             head = _lines(self.A, h.omni[:k], cps[0].col_offset, self.renames)
             self.edits.append(_Edit(s, s, Hunk("omni", head, omni=head, other=[]), h, h.omni[:k]))

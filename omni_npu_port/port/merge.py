@@ -25,9 +25,10 @@ from .locate import PortError, port_diagnostic, python_lines
 
 # %% auto #0
 __all__ = ['FENCE_TEXT', 'FENCE_RE', 'INLINE_MARK', 'TOKEN_RE', 'PREFER', 'indent_of', 'CodeLine', 'LineMatcher', 'lines_of',
-           'code_tokens', 'logical_units', 'adopt_layout', 'Hunk', 'tokens_in', 'refine_conflict', 'hunk_sides',
-           'side_text', 'statement_cut', 'whole_conflicts', 'own_sides', 'statement_units', 'statement_merge',
-           'merge_hunks', 'Prefer', 'prefer_of', 'render', 'uncomment_conflicts', 'keep_side']
+           'code_tokens', 'logical_units', 'adopt_layout', 'Hunk', 'region_shift', 'tokens_in', 'split_replace',
+           'refine_conflict', 'hunk_sides', 'side_text', 'statement_cut', 'whole_conflicts', 'own_sides',
+           'statement_units', 'statement_merge', 'merge_hunks', 'Prefer', 'prefer_of', 'render', 'uncomment_conflicts',
+           'keep_side']
 
 # %% ../../nbs/port/merge.ipynb #c933b968
 FENCE_TEXT = "# ---------------------------------------Omni-new----------------------------------------------"
@@ -181,7 +182,7 @@ def _delta(anchor_a: list[CodeLine], anchor_b: list[CodeLine], at: int | None = 
         if la.text.strip() and (at is None or indent_of(la.text) <= at): return indent_of(lb.text) - indent_of(la.text)
     return None if at is not None else 0
 
-def _hunk_delta(prev, nxt, a: list[CodeLine]) -> int:
+def region_shift(prev, nxt, a: list[CodeLine]) -> int:
     "The shift of an omni region (`_anchor_delta`), never out of the method body: a region inside it that a shift would"
     " put at column 0 (an anchor matched at another depth) stays where omni has it."
     d = _anchor_delta(prev, nxt, a)
@@ -355,7 +356,7 @@ def _alike(x: CodeLine, y: CodeLine) -> bool:
     m = difflib.SequenceMatcher(None, x.key, y.key, autojunk=False)
     return m.real_quick_ratio() >= 0.6 and m.quick_ratio() >= 0.6 and m.ratio() >= 0.6
 
-def _split_replace(z: list[CodeLine], side: list[CodeLine], i1, i2, j1, j2) -> list[tuple]:
+def split_replace(z: list[CodeLine], side: list[CodeLine], i1, i2, j1, j2) -> list[tuple]:
     "A replaced region as finer opcodes: lines alike in order are modifications, the rest insertions and deletions."
     n, m = i2 - i1, j2 - j1
     if n * m > 4000: return [("replace", i1, i2, j1, j2)]
@@ -384,7 +385,7 @@ def _split_replace(z: list[CodeLine], side: list[CodeLine], i1, i2, j1, j2) -> l
 def _edits(z: list[CodeLine], side: list[CodeLine], split: bool = False):
     "The opcodes turning base lines `z` into `side` (replaced regions split finely if asked), and the non-equal ones as edits."
     ops = LineMatcher(None, z, side).get_opcodes()
-    if split: ops = [o for op in ops for o in (_split_replace(z, side, *op[1:]) if op[0] == "replace" else [op])]
+    if split: ops = [o for op in ops for o in (split_replace(z, side, *op[1:]) if op[0] == "replace" else [op])]
     return ops, [(i1, i2, j1, j2) for op, i1, i2, j1, j2 in ops if op != "equal"]
 
 def _overlap(e, f) -> bool:
@@ -762,7 +763,7 @@ def merge_hunks(base: str, omni: str, npu: str, history: tuple[str, ...] | list[
             elif a == z: hunks.append(Hunk("npu", [l.text for l in b], npu=[l.text for l in b], base=[l.text for l in z],
                                            other=[l.text for l in z]))
             else:
-                d = _hunk_delta(prev, nxt, a)
+                d = region_shift(prev, nxt, a)
                 shift = lambda xs, d=d: _shift(xs, d)
                 omni_l = shift([l.text for l in a])
                 if b == z:

@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 
 from ..core.errors import InputError, UsageError
+from ..core.profile import CANN_SET_ENV
 
 # %% auto #0
 __all__ = ['KERNEL_BACKENDS', 'NOTEBOOK_KERNEL', 'KernelError', 'KernelUsageError', 'kernel_spec', 'default_kernel_name',
@@ -47,7 +48,6 @@ def kernel_spec(backend: str, cann_env: str | Path | None = None, python: str | 
                                             "python": python}, "debugger": True}}
 
 def _cann_env_for(backend: str, cann_env: str | None) -> Path | None:
-    from omni_npu_port.runtime.platform import CANN_SET_ENV   # on call: importing this module loads no torch
     if backend == "auto":   # CANN's environment where there is one: the given file must exist, the default may not
         if cann_env is None: return Path(CANN_SET_ENV) if Path(CANN_SET_ENV).is_file() else None
     elif backend != "npu":

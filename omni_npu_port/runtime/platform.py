@@ -21,14 +21,14 @@ from fastcore.basics import patch
 
 from ..core.catalog import CATALOG
 from ..core.errors import InputError
-from ..core.profile import load_profile
+from ..core.profile import CANN_ENV_VARS, CANN_SET_ENV, load_profile
 
 # %% auto #0
-__all__ = ['DEVICE_OPS', 'CANN_SET_ENV', 'CANN_ENV_VARS', 'PLATFORMS', 'PLATFORM_ORDER', 'VERSION_PACKAGES', 'CANN_DEFAULT_HOME',
-           'PlatformUnavailable', 'GraphsUnsupported', 'UnresolvedSymbol', 'resolve_symbol', 'Platform',
-           'DevicePlatform', 'CudaPlatform', 'npu_import_hint', 'import_torch_npu', 'NpuPlatform', 'NullStream',
-           'CpuEvent', 'CpuPlatform', 'get_platform', 'current_platform', 'reset_platform', 'package_version',
-           'cann_version', 'versions', 'check_device_ops', 'warm_up_on_side_stream', 'capture_graph', 'capture_replay']
+__all__ = ['DEVICE_OPS', 'PLATFORMS', 'PLATFORM_ORDER', 'VERSION_PACKAGES', 'CANN_DEFAULT_HOME', 'PlatformUnavailable',
+           'GraphsUnsupported', 'UnresolvedSymbol', 'resolve_symbol', 'Platform', 'DevicePlatform', 'CudaPlatform',
+           'npu_import_hint', 'import_torch_npu', 'NpuPlatform', 'NullStream', 'CpuEvent', 'CpuPlatform',
+           'get_platform', 'current_platform', 'reset_platform', 'package_version', 'cann_version', 'versions',
+           'check_device_ops', 'warm_up_on_side_stream', 'capture_graph', 'capture_replay']
 
 # %% ../../nbs/runtime/platform.ipynb #452ca9d3
 class PlatformUnavailable(InputError, RuntimeError):
@@ -223,9 +223,6 @@ class CudaPlatform(DevicePlatform):
         except (UnresolvedSymbol, ImportError, AttributeError): return fallback
 
 # %% ../../nbs/runtime/platform.ipynb #0de9020d
-CANN_SET_ENV = "/usr/local/Ascend/ascend-toolkit/set_env.sh"
-CANN_ENV_VARS = ("ASCEND_TOOLKIT_HOME", "ASCEND_HOME_PATH")
-
 def npu_import_hint(module: str, err: BaseException, env=None) -> str:
     "One line: why `import <module>` (torch_npu) failed and what to do about it."
     env = os.environ if env is None else env

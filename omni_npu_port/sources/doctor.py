@@ -14,12 +14,12 @@ from pathlib import Path
 from ..core.catalog import (CATALOG, PAIRING, TORCH_NPU_PINS, VLLM_ASCEND_VERSIONS, VLLM_VERSIONS, parse_version,
                                         resolve_release)
 from ..core.errors import InputError, UsageError
-from ..core.profile import resolve_target
+from ..core.profile import CANN_ENV_VARS, CANN_SET_ENV, load_profile, resolve_target
 from ..core.releases import target_for
 from .stated import release_files, tree_target
 from .conformance import (CHANGED, MISSING, NA, OK, Conformance, check_record, conformance,
                                              conformance_table, record_holds, record_symbol, summary)
-from .fetch import FetchError
+from .fetch import CACHE_DIR, FetchError, release_of
 from .readers import (PACKAGES, SourceError, SourceSpecError, SourceSyntaxError, SourceTree, open_source,
                                          open_source_spec)
 
@@ -40,7 +40,6 @@ def platform_report() -> dict:
 # %% ../../nbs/sources/doctor.ipynb #bca3e541
 def cann_env_warning(versions: dict, env=None) -> str | None:
     "A warning when torch_npu is installed but this process lacks CANN's environment variables."
-    from omni_npu_port.runtime.platform import CANN_ENV_VARS, CANN_SET_ENV
     env = os.environ if env is None else env
     if not versions.get("torch_npu") or any(env.get(v) for v in CANN_ENV_VARS): return None
     return (f"torch_npu {versions['torch_npu']} is installed but this process lacks CANN's environment "
@@ -106,8 +105,6 @@ def doctor_sources(paths=None) -> list[SourceTree]:
 
 def cached_sources(cache=None) -> list[SourceTree]:
     "Where nothing is installed: the package cache's vllm-ascend release (the profile's target if cached, else the newest) and its paired vllm, if cached."
-    from omni_npu_port.core.profile import load_profile
-    from omni_npu_port.sources.fetch import CACHE_DIR, release_of
     cache = Path(cache or CACHE_DIR).expanduser()
     have: dict = {}
     for f in (sorted(cache.iterdir()) if cache.is_dir() else []):
