@@ -296,7 +296,7 @@ def _port_one(monkeypatch, cache, src="def sync(self):\n    torch.cuda.synchroni
     "Translate one method through the port's kept-translation path, with the translation cache at `cache`."
     from omni_npu_port.port import translation
     monkeypatch.setenv(translation.TCACHE_ENV, str(cache))
-    monkeypatch.setattr(translation, "_TCACHE", {})
+    translation.forget_translations()
     return translation.translate_code(src, T18, "import torch\n")
 
 

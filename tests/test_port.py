@@ -1532,14 +1532,14 @@ def test_translations_are_kept_between_runs_and_answer_only_their_own_question(t
         old = old * 20
         (tmp_path / "kept" / old).mkdir(parents=True); (tmp_path / "kept" / old / ("0" * 64 + ".json")).write_text("{}")
         os.utime(tmp_path / "kept" / old, (1e9 - age, 1e9 - age))
-    monkeypatch.setattr(translation, "_TCACHE", {})
+    translation.forget_translations()
     first = translation.translate_code(src, "vllm-ascend==0.18.0", mod)
     assert "torch.npu.synchronize()" in first[0] and len(list((tmp_path / "kept").glob(translation.code_fingerprint() + "/*.json"))) == 1
     assert sorted(p.name for p in (tmp_path / "kept").iterdir()) == sorted(["b" * 20, "c" * 20, translation.code_fingerprint(), ".omni-npu-port-cache"])
     real = translation.translate_source
     def no_translator(*a, **k): raise AssertionError("translated again")
     monkeypatch.setattr(translation, "translate_source", no_translator)
-    monkeypatch.setattr(translation, "_TCACHE", {})                       # a new process: only the disk remembers
+    translation.forget_translations()                       # a new process: only the disk remembers
     again = translation.translate_code(src, "vllm-ascend==0.18.0", mod)
     assert again[0] == first[0] and [str(d) for d in again[1]] == [str(d) for d in first[1]]
     for other in ((src, "vllm-ascend==0.18.0", mod + "import os\n"),          # another module text: a miss
@@ -1548,14 +1548,14 @@ def test_translations_are_kept_between_runs_and_answer_only_their_own_question(t
         with pytest.raises(AssertionError, match="translated again"): translation.translate_code(*other)
     rules = translation.rules_for("vllm-ascend==0.18.0")                               # a record changed at run time: a miss
     monkeypatch.setitem(rules._memo, "digest", "changed")
-    monkeypatch.setattr(translation, "_TCACHE", {})
+    translation.forget_translations()
     with pytest.raises(AssertionError, match="translated again"): translation.translate_code(src, "vllm-ascend==0.18.0", mod)
     monkeypatch.delitem(rules._memo, "digest")
     monkeypatch.setattr(translation, "translate_source", real)
     for f in (tmp_path / "kept").glob(translation.code_fingerprint() + "/*.json"): f.write_bytes(b"not json")   # damaged: translated anew
-    monkeypatch.setattr(translation, "_TCACHE", {})
+    translation.forget_translations()
     assert translation.translate_code(src, "vllm-ascend==0.18.0", mod)[0] == first[0]
     monkeypatch.setenv(translation.TCACHE_ENV, "off")                                  # off: nothing kept
-    monkeypatch.setattr(translation, "_TCACHE", {})
+    translation.forget_translations()
     translation.translate_code(src + "    return 2\n", "vllm-ascend==0.18.0", mod)
     assert not list(tmp_path.glob("off*")) and translation.translation_cache() is None

@@ -34,8 +34,8 @@ from .locate import Located, PortError, method_text, port_diagnostic, top_classe
 # %% auto #0
 __all__ = ['TCACHE_ENV', 'TCACHE_FORMAT', 'log', 'LIVE_TEMP_S', 'SCRATCH', 'rules_for', 'known_ascend', 'target_of',
            'target_check', 'from_translator', 'module_imports', 'code_fingerprint', 'translation_cache', 'rules_digest',
-           'translate_methods', 'translate_located', 'translate_code', 'translator_check', 'npu_target', 'port_target',
-           'pairing_check']
+           'forget_translations', 'translate_methods', 'translate_located', 'translate_code', 'translator_check',
+           'npu_target', 'port_target', 'pairing_check']
 
 # %% ../../nbs/port/translation.ipynb #8e7f35e9
 register(
@@ -224,6 +224,10 @@ def _store_translation(folder: Path | None, rules: RuleSet, mod: str, src: str, 
 SCRATCH = "_OmniPortScratch"
 
 _TCACHE: dict = {}
+
+def forget_translations() -> None:
+    "Forget the translations kept in this process: the next `translate_code` reads the disk cache or translates anew (a new process; a test)."
+    _TCACHE.clear()
 
 def translate_methods(items: list[tuple[str, str]], rules: RuleSet) -> list[tuple[str, list[Diagnostic]]]:
     "Translate (method source, module text) pairs in their modules' import context: one translator run per module."
