@@ -153,3 +153,17 @@ def test_a_change_the_later_release_still_has_and_the_npu_lacks_is_drift():
 
 def test_the_later_form_must_be_in_the_npu_copy_too():
     assert lost(three_way(GPU_N, BASE_N, BASE_N, later=(LATER_REFACTORED, ""))) != []   # later has it another way; NPU not at all
+
+
+# --- a statement written alike on both sides reads the same local, however each side binds it -------------------------
+GPU_PAD = ("def fwd(self, ids, desc):\n    if not self.wrapped:\n        n = len(ids)\n    else:\n        n = desc.num_tokens\n"
+           "    x = self.buf.gpu[:n]\n    return self.run(x)\n")
+NPU_PAD = "def fwd(self, ids, desc):\n    n = desc.num_tokens\n    x = self.buf.gpu[:n]\n    return self.run(x)\n"
+
+
+def test_a_statement_written_alike_is_no_drift_when_one_side_reads_its_local_through_a_bound_chain():
+    "The NPU side binds `n` once (a chain the audit reads through), the GPU side twice: only the missing binding is drift."
+    found = lost(drift(GPU_PAD, NPU_PAD, {}))
+    assert found == ["+ if not self.wrapped:", "+ n = len(ids)"], found
+    moved = NPU_PAD.replace("x = self.buf.gpu[:n]", "x = self.buf.gpu[:n + 1]")   # written otherwise: still drift
+    assert "+ x = self.buf.gpu[:n]" in lost(drift(GPU_PAD, moved, {}))

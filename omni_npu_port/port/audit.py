@@ -462,6 +462,7 @@ class MethodStatements:
     supers: set   # indexes of the statements that call super()
     imports: set = field(default_factory=set)   # indexes of import statements: bindings, no logic of their own
     parents: list = field(default_factory=list) # index of the enclosing header statement (-1: the method's body)
+    written: list = field(default_factory=list) # each key with its locals as written (no bound chain read through)
 
     def logic(self) -> list[int]:
         "The statements that carry logic: not the super() call, not an import."
@@ -520,10 +521,11 @@ def _method_statements(src: str, names: dict) -> MethodStatements | None:
     chains, binders = _bound_chains(fn)
     keys = [" ".join(names.get(w, w) for w in (_TOKEN.findall(k) if id(s) in binders else _expand(_TOKEN.findall(k), chains)))
             for k, s, _ in st]
+    written = [" ".join(names.get(w, w) for w in _TOKEN.findall(k)) for k, _, _ in st] if chains else keys
     supers = {i for i, (_, s, _) in enumerate(st) if any(id(c) in sup for c in ast.walk(s))}
     imports = {i for i, (_, s, _) in enumerate(st) if isinstance(s, (ast.Import, ast.ImportFrom))}
     return MethodStatements(keys, [k for k, _, _ in st], [getattr(s, "lineno", 0) for _, s, _ in st], local, supers, imports,
-                            [p for _, _, p in st])
+                            [p for _, _, p in st], written)
 
 # %% ../../nbs/port/audit.ipynb #6953375d
 def _core(toks: list) -> list:
@@ -547,6 +549,7 @@ class Matcher:
             core = _core(k.split(" "))
             if core: self.by_head.setdefault(core[0], []).append((core, j))
         self.exact = {k: i for i, k in enumerate(b.keys)}
+        self.as_written = {k: i for i, k in enumerate(b.written or b.keys)}   # the same text reads the same locals: no drift
         self.by_shape = {}
         for k in b.keys: self.by_shape.setdefault(self._shape(k, b.locals), []).append(k)
 
@@ -566,6 +569,8 @@ class Matcher:
     def find(self, i: int) -> int | None:
         "The index of statement `i`'s counterpart in the second method, or None."
         k = self.a.keys[i]
+        if (self.a.written or self.a.keys)[i] in self.as_written and k not in self.exact:   # written alike, one side read through
+            return self.as_written[(self.a.written or self.a.keys)[i]]                      # a bound chain the other binds otherwise
         if k in self.exact:   # its locals keep their names: no other local may be renamed to them
             for t in k.split(" "):
                 if t in self.a.locals and t in self.b.locals and t not in self.rename: self.rename[t] = t
@@ -633,7 +638,8 @@ def class_statements(text: str, node: ast.ClassDef, names: dict, but: str) -> Me
     parts = [ms for m, fn in own_methods(node).items() if m != but and (ms := method_statements(method_text(text, fn), names))]
     if not parts: return None
     cat = lambda f: [x for ms in parts for x in getattr(ms, f)]
-    return MethodStatements(cat("keys"), cat("texts"), cat("lines"), set().union(*(ms.locals for ms in parts)), set())
+    return MethodStatements(cat("keys"), cat("texts"), cat("lines"), set().union(*(ms.locals for ms in parts)), set(),
+                            written=[w for ms in parts for w in (ms.written or ms.keys)])
 
 def _strings_as_one(text: str) -> list:
     "A statement's tokens with every string constant one token `S` (a reworded message or label is no change of logic)."
@@ -824,7 +830,8 @@ def called_statements(graph: ClassGraph, n: RunnerClass, node, names: dict, dept
         todo = nxt
     if not parts: return None
     cat = lambda f: [x for ms in parts for x in getattr(ms, f)]
-    return MethodStatements(cat("keys"), cat("texts"), cat("lines"), set().union(*(ms.locals for ms in parts)), set())
+    return MethodStatements(cat("keys"), cat("texts"), cat("lines"), set().union(*(ms.locals for ms in parts)), set(),
+                            written=[w for ms in parts for w in (ms.written or ms.keys)])
 
 
 # %% ../../nbs/port/audit.ipynb #1d2bae8b
