@@ -835,6 +835,11 @@ def called_statements(graph: ClassGraph, n: RunnerClass, node, names: dict, dept
 
 
 # %% ../../nbs/port/audit.ipynb #1d2bae8b
+def _same_code(seen: tuple, gsrc: str, names: dict) -> bool:
+    "Whether the method the NPU class gets through its MRO (another omni class's copy) has the GPU method's statements."
+    a, b = method_statements(method_text(seen[0].text, seen[1]), names), method_statements(gsrc, names)
+    return a is not None and b is not None and a.keys == b.keys
+
 def pair_findings(g: RunnerClass, n: RunnerClass, ggraph, ngraph, names, rules, base_tree, gpu_base=None,
                   gpu_runners=(), npu_runners=(), blocks_checked: bool = True, later: RunnerClass | None = None,
                   later_graph: ClassGraph | None = None) -> list[Finding]:
@@ -866,6 +871,7 @@ def pair_findings(g: RunnerClass, n: RunnerClass, ggraph, ngraph, names, rules, 
         if m in own_methods(n.node): continue
         seen, gsrc = ngraph.method(n, m), method_text(g.text, node)
         if seen is None and _sibling_defines(npu_runners, ngraph, n, m): continue   # kept in a sibling NPU runner
+        if seen is not None and seen[0].name != gname and _same_code(seen, gsrc, names): continue   # omni's same code, another class
         if seen is None or seen[0].name != gname:
             where = (f"{nname} gets {seen[0].name}.{m} instead" if seen else
                      f"{nname} has no {m} " + ("in the sources given" if omni_outside(ngraph, n) else "at all"))
