@@ -66,3 +66,31 @@ def test_omni_deletion_reaches_the_npu_block_with_a_rewritten_header():
     assert "capture_async" not in code and "synchronize" not in code      # the NPU version went with omni's deletion
     assert body == ["h = self.forward(x)", "out = self.generate(h)", "return out"]
     assert any(x.code == "ONP4416" for x in d.diagnostics)              # the NPU edits dropped with it are named
+
+
+def test_a_block_the_npu_base_wrapped_in_another_statement_pairs_with_the_inner_one():
+    base = ast.parse(dedent('''
+        def run(self, x):
+            h = self.forward(x)
+            with record("prep"), self.sync():
+                a = prep(x)
+                b = other(a)
+                c = third(b)
+            return c
+    ''')).body[0]
+    npu = ast.parse(dedent('''
+        def run(self, x):
+            h = self.forward(x)
+            with record("prepare input"):
+                with self.sync():
+                    a = prep(x)
+                    b = other(a)
+                    c = third(b)
+            return c
+    ''')).body[0]
+    assert not port_delta.bodies_alike(base.body[1], npu.body[1])     # the outer one holds the block one level deeper
+    assert (1, 1) not in port_delta.pair_in_gaps(base.body, npu.body, port_delta.align(base.body, npu.body))
+    stmts, _ = port_delta.npu_map(base, npu)
+    paired = {ast.unparse(z): ast.unparse(n) for n, _, z in stmts.values()}
+    assert paired["a = prep(x)"] == "a = prep(x)" and "self.sync()" in [ast.unparse(n.items[0].context_expr) for n, _, z in stmts.values()
+                                                                       if isinstance(n, ast.With) and isinstance(z, ast.With)]

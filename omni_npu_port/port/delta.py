@@ -234,12 +234,19 @@ def _simple(st: ast.stmt) -> list[ast.stmt]:
     return [s for s in ast.walk(st) if isinstance(s, ast.stmt) and s is not st and not _blocks(s)]
 
 def bodies_alike(x: ast.stmt, y: ast.stmt, cut: float = 0.5) -> bool:
-    "Two compound statements of one kind whose blocks are versions of each other: of `x`'s simple statements, at least `cut` have an alike one among `y`'s."
+    "Two compound statements of one kind whose blocks are versions of each other: of `x`'s simple statements, at least `cut` have an alike one among `y`'s, and `y`'s blocks, not a statement nested in them, hold `x`'s block statements at their depth."
     if type(x) is not type(y) or not _blocks(x) or not _blocks(y): return False
     xs, ys = _simple(x), _simple(y)
     if not xs or not ys: return False
     hit = sum(any(_norm_names(a) == _norm_names(b) or statements_alike(a, b) for b in ys) for a in xs)
-    return hit >= cut * len(xs)
+    if hit < cut * len(xs): return False
+    # at one depth: where the NPU base wrapped the block in another statement (`with A, B:` → `with A:` holding `with B:`), the
+    # inner one is the base's (its statements are found one by one, `_moved`), not the outer
+    inner = [s for s in ast.walk(y) if s is not y and type(s) is type(x) and _blocks(s)]
+    return _at_depth(x, y) > 0 and all(_at_depth(x, s) <= _at_depth(x, y) for s in inner)
+
+def _at_depth(x: ast.stmt, y: ast.stmt) -> int:
+    return sum(i is not None and j is not None for f, b in _blocks(x) for g, d in _blocks(y) if f == g for i, j in align(b, d))
 
 def pair_in_gaps(zs: list[ast.stmt], ns: list[ast.stmt], pairs: list) -> list[tuple[int | None, int | None]]:
     "`align`'s pairs of `zs` (base) and `ns` (NPU), with each base compound statement left unpaired in a gap (between the same"
