@@ -21,9 +21,9 @@ from .locate import port_diagnostic
 from .merge import Hunk, _shift, code_tokens, indent_of
 
 # %% auto #0
-__all__ = ['FAR', 'statements_alike', 'align', 'DeltaHunk', 'omni_delta', 'npu_map', 'merge_statement', 'merge_statement_header',
-           'DeltaPort', 'apply_delta', 'bound_names', 'rebind', 'name_renames', 'drifted_far', 'delta_fallback',
-           'wraps_by_super', 'redirect_super']
+__all__ = ['FAR', 'statements_alike', 'align', 'DeltaHunk', 'omni_delta', 'bodies_alike', 'pair_in_gaps', 'npu_map',
+           'merge_statement', 'merge_statement_header', 'DeltaPort', 'apply_delta', 'bound_names', 'rebind',
+           'name_renames', 'drifted_far', 'delta_fallback', 'wraps_by_super', 'redirect_super']
 
 # %% ../../nbs/port/delta.ipynb #b3524cd2
 register(
@@ -229,6 +229,45 @@ def omni_delta(base: ast.FunctionDef, omni: ast.FunctionDef) -> list[DeltaHunk]:
     walk(base.body, omni.body, (0, "body"))
     return out
 
+# %% ../../nbs/port/delta.ipynb #a24e0002
+def _simple(st: ast.stmt) -> list[ast.stmt]:
+    return [s for s in ast.walk(st) if isinstance(s, ast.stmt) and s is not st and not _blocks(s)]
+
+def bodies_alike(x: ast.stmt, y: ast.stmt, cut: float = 0.5) -> bool:
+    "Two compound statements of one kind whose blocks are versions of each other: of `x`'s simple statements, at least `cut` have an alike one among `y`'s, and `y`'s blocks, not a statement nested in them, hold `x`'s block statements at their depth."
+    if type(x) is not type(y) or not _blocks(x) or not _blocks(y): return False
+    xs, ys = _simple(x), _simple(y)
+    if not xs or not ys: return False
+    hit = sum(any(_norm_names(a) == _norm_names(b) or statements_alike(a, b) for b in ys) for a in xs)
+    if hit < cut * len(xs): return False
+    # at one depth: where the NPU base wrapped the block in another statement (`with A, B:` → `with A:` holding `with B:`), the
+    # inner one is the base's (its statements are found one by one, `_moved`), not the outer
+    inner = [s for s in ast.walk(y) if s is not y and type(s) is type(x) and _blocks(s)]
+    return _at_depth(x, y) > 0 and all(_at_depth(x, s) <= _at_depth(x, y) for s in inner)
+
+def _at_depth(x: ast.stmt, y: ast.stmt) -> int:
+    return sum(i is not None and j is not None for f, b in _blocks(x) for g, d in _blocks(y) if f == g for i, j in align(b, d))
+
+def pair_in_gaps(zs: list[ast.stmt], ns: list[ast.stmt], pairs: list) -> list[tuple[int | None, int | None]]:
+    "`align`'s pairs of `zs` (base) and `ns` (NPU), with each base compound statement left unpaired in a gap (between the same"
+    " paired neighbours) paired to the one unpaired NPU compound statement of that gap whose block is alike (`bodies_alike`)."
+    out, gap = [], []
+    def flush():
+        zi = [i for i, j in gap if j is None and _blocks(zs[i])]
+        nj = [j for i, j in gap if i is None and _blocks(ns[j])]
+        got: dict = {}
+        for i in zi:
+            cands = [j for j in nj if j not in got.values() and bodies_alike(zs[i], ns[j])]
+            if len(cands) == 1: got[i] = cands[0]
+        out.extend((i, j) for i, j in gap if i not in got and j not in got.values())
+        out.extend(sorted(got.items())); gap.clear()
+    for i, j in pairs:
+        if i is None or j is None: gap.append((i, j)); continue
+        flush(); out.append((i, j))
+    flush()
+    return out
+
+
 # %% ../../nbs/port/delta.ipynb #3e6cf1cd
 def _level(z: ast.stmt, n: ast.stmt) -> str:
     "How a base statement matched its NPU counterpart: exact, names (equal with names normalised) or alike."
@@ -248,7 +287,7 @@ def npu_map(base: ast.FunctionDef, npu: ast.FunctionDef) -> tuple[dict, dict]:
     "Each base statement's NPU counterpart `(statement, level, base statement)`, and each base block's NPU block `(statements)`, by `align` block by block."
     stmts, blocks = {}, {(0, "body"): npu.body}
     def walk(zs, ns):
-        for i, j in align(zs, ns, key=_dump):
+        for i, j in pair_in_gaps(zs, ns, align(zs, ns, key=_dump)):
             if i is None or j is None: continue
             z, n = zs[i], ns[j]
             stmts[id(z)] = (n, _level(z, n), z)
