@@ -463,6 +463,26 @@ def test_pruning_old_fingerprints_keeps_a_folder_a_live_writer_uses(tmp_path, mo
     assert translation.code_fingerprint() in left and list((cache / translation.code_fingerprint()).glob("*.json"))
 
 
+def test_pruning_leaves_an_older_fingerprint_another_user_wrote(tmp_path, monkeypatch):
+    "In a cache shared between users, an older fingerprint folder holding another user's entries is theirs: it stays."
+    from omni_npu_port.port import translation
+    cache = tmp_path / "tc"
+    _port_one(monkeypatch, cache)
+    olds = [cache / f"{i:020x}" for i in range(1, 5)]
+    for i, p in enumerate(olds):
+        p.mkdir(); (p / f"{'a' * 64}.json").write_text("{}"); os.utime(p, (i, i))
+    me = os.getuid()
+    monkeypatch.setattr(os, "getuid", lambda: me + 1)                   # the entries now read as another user's
+    (cache / translation.code_fingerprint()).rename(cache / ("e" * 20))  # this code's folder is new again: pruning runs
+    _port_one(monkeypatch, cache, "def sync(self):\n    torch.cuda.synchronize()\n    return 1\n")
+    assert (cache / translation.code_fingerprint()).is_dir()            # the new entry is kept all the same
+    assert all(p.is_dir() and list(p.glob("*.json")) for p in olds)   # nothing of theirs removed
+    monkeypatch.setattr(os, "getuid", lambda: me)                       # the same folders, this user's: the oldest go
+    (cache / translation.code_fingerprint()).rename(cache / ("f" * 20))
+    _port_one(monkeypatch, cache, "def sync(self):\n    torch.cuda.synchronize()\n    return 2\n")
+    assert sum(p.is_dir() for p in olds) < len(olds)
+
+
 def test_a_dead_runs_part_is_swept_only_when_nothing_writes_it(tmp_path):
     "A `.part` of a dead process id is removed only once it has not grown for an hour: a fresh one may be another host's"
     " download into a shared cache (process ids say nothing across hosts)."

@@ -16,6 +16,7 @@ import os
 import json
 import logging
 import re
+import stat
 import sys
 import time
 import textwrap
@@ -197,11 +198,15 @@ def _cached_translation(folder: Path | None, rules: RuleSet, mod: str, src: str)
 LIVE_TEMP_S = 3600   # a temp written to in the last hour may be a live writer's (another process, another host)
 
 def _prune(p: Path) -> None:
-    "Remove an older fingerprint folder's own entries, then the folder; one holding a live writer's temp stays."
+    "Remove an older fingerprint folder's own entries, then the folder; one holding a live writer's temp, or a file"
+    " another user wrote (a cache shared between users), stays."
+    uid = getattr(os, "getuid", lambda: None)()
     try:
-        if any(f.name.endswith(".tmp") and time.time() - f.stat().st_mtime < LIVE_TEMP_S for f in p.iterdir()): return
-        for f in p.iterdir():
-            if _ENTRY.fullmatch(f.name): f.unlink(missing_ok=True)
+        found = [(f, f.lstat()) for f in p.iterdir()]
+        if any(f.name.endswith(".tmp") and time.time() - st.st_mtime < LIVE_TEMP_S for f, st in found): return
+        if uid is not None and any(st.st_uid != uid for _, st in found): return   # theirs to prune, not ours
+        for f, st in found:
+            if _ENTRY.fullmatch(f.name) and stat.S_ISREG(st.st_mode): f.unlink(missing_ok=True)
         p.rmdir()
     except OSError: pass   # a folder written into meanwhile stays; keeping this entry goes on
 
