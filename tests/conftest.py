@@ -33,6 +33,24 @@ def release_source():
     return get
 
 
+# --- the command line in a child process whose memory is capped (tests of the up-front memory refusals) ---------------
+@pytest.fixture
+def cli_under_rlimit():
+    """`cli_under_rlimit(args, headroom_mb, env)` -> the CompletedProcess of `omni-npu-port ARGS` run in a child whose
+    address space is capped at what it maps after import plus `headroom_mb` (env added to this process's)."""
+    import subprocess
+    import sys
+
+    def run(args: list, headroom_mb: int, env: dict):
+        code = ("import resource, sys\n"
+                "from omni_npu_port.cli.main import main\n"
+                "vm = next(int(l.split()[1]) * 1024 for l in open('/proc/self/status') if l.startswith('VmSize:'))\n"
+                f"resource.setrlimit(resource.RLIMIT_AS, (vm + ({headroom_mb} << 20), resource.RLIM_INFINITY))\n"
+                f"sys.exit(main({list(args)!r}))\n")
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env={**os.environ, **env})
+    return run
+
+
 def pytest_unconfigure(config):
     "The run is over: no exit-time walk of what the tests built and cached (libcst trees, whole releases' ast), as `cli.main.entry` does."
     import gc

@@ -340,34 +340,29 @@ def _generated(path: Path, size: int) -> Path:
     return path
 
 
-def _translate_under_rlimit(tmp_path: Path, src: Path, headroom_mb: int, env: dict) -> subprocess.CompletedProcess:
-    "`translate SRC -o OUT` in a child whose address space is capped at what it maps after import plus `headroom_mb`."
-    code = ("import resource, sys\n"
-            "from omni_npu_port.cli.main import main\n"
-            "vm = next(int(l.split()[1]) * 1024 for l in open('/proc/self/status') if l.startswith('VmSize:'))\n"
-            f"resource.setrlimit(resource.RLIMIT_AS, (vm + ({headroom_mb} << 20), resource.RLIM_INFINITY))\n"
-            f"sys.exit(main(['translate', {str(src)!r}, '-o', {str(tmp_path / 'out')!r}, '--target', 'vllm-ascend==0.18.0']))\n")
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env={**os.environ, **env})
+def _translate_args(tmp_path: Path, src: Path) -> list:
+    "`translate SRC -o OUT --target vllm-ascend==0.18.0`."
+    return ["translate", str(src), "-o", str(tmp_path / "out"), "--target", "vllm-ascend==0.18.0"]
 
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads VmSize from /proc")
-def test_a_file_past_the_cap_is_refused_in_one_line_under_a_memory_limit(tmp_path):
+def test_a_file_past_the_cap_is_refused_in_one_line_under_a_memory_limit(tmp_path, cli_under_rlimit):
     "Reproduction 3: translate did not apply OMNI_NPU_PORT_MAX_FILE_MB (a 50 MB file met the OOM killer). Now a file past"
     " the cap is one ONP9003 line naming it and the cap, read no further, exit 3, in a process capped at 200 MB more."
     big = _generated(tmp_path / "big.py", 600_000)
-    p = _translate_under_rlimit(tmp_path, big, 200, {"OMNI_NPU_PORT_MAX_FILE_MB": "0.5"})
+    p = cli_under_rlimit(_translate_args(tmp_path, big), 200, {"OMNI_NPU_PORT_MAX_FILE_MB": "0.5"})
     assert p.returncode == 3, p.stderr
     [line] = [l for l in p.stderr.splitlines() if "ONP9003" in l]
     assert str(big) in line and "524288 bytes" in line and "OMNI_NPU_PORT_MAX_FILE_MB" in line
 
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads VmSize from /proc")
-def test_a_file_the_memory_left_cannot_translate_is_refused_not_fatal(tmp_path):
+def test_a_file_the_memory_left_cannot_translate_is_refused_not_fatal(tmp_path, cli_under_rlimit):
     "Reproduction 3b: under a memory cap the failure was 'nested too deeply', or libcst's native parser aborted the"
     " process. Now: one ONP9006 line saying memory is short, naming what it needs; the run goes on (exit 3, no signal)."
     big = _generated(tmp_path / "big.py", 400_000)      # ~280 MB to translate; the child may take 120 MB more
     ok = tmp_path / "ok.py"; ok.write_text("import torch\ntorch.cuda.synchronize()\n")
-    p = _translate_under_rlimit(tmp_path, tmp_path, 120, {})
+    p = cli_under_rlimit(_translate_args(tmp_path, tmp_path), 120, {})
     assert p.returncode == 3, (p.returncode, p.stderr[-2000:])
     [line] = [l for l in p.stderr.splitlines() if "ONP9006" in l]
     assert "big.py" in line and "not enough memory" in line and "nested" not in line

@@ -371,21 +371,15 @@ def test_a_runner_whose_base_module_is_unreadable_says_so_not_a_false_ancestry(t
     assert str(ar) in bad.message
 
 
-def _port_under_rlimit(tmp_path: Path, omni: Path, headroom_mb: int, env: dict) -> subprocess.CompletedProcess:
-    "`port --release OMNI -o OUT` in a child whose address space is capped at what it maps after import plus `headroom_mb`."
-    args = ["port", "--release", f"{omni}@0.97.0", "-o", str(tmp_path / "out"), "--history", "0.17.0",
+def _port_args(tmp_path: Path, omni: Path) -> list:
+    "`port --release OMNI -o OUT` on the fixture stack."
+    return ["port", "--release", f"{omni}@0.97.0", "-o", str(tmp_path / "out"), "--history", "0.17.0",
             *sum((["--source", str(s)] for s in SOURCES), [])]
-    code = ("import resource, sys\n"
-            "from omni_npu_port.cli.main import main\n"
-            "vm = next(int(l.split()[1]) * 1024 for l in open('/proc/self/status') if l.startswith('VmSize:'))\n"
-            f"resource.setrlimit(resource.RLIMIT_AS, (vm + ({headroom_mb} << 20), resource.RLIM_INFINITY))\n"
-            f"sys.exit(main({args!r}))\n")
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env={**os.environ, **env})
 
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads VmSize from /proc")
 @pytest.mark.parametrize("cap", ["memory", "file"])
-def test_a_runner_module_too_large_to_port_is_refused_in_one_line_not_fatal(tmp_path, cap):
+def test_a_runner_module_too_large_to_port_is_refused_in_one_line_not_fatal(tmp_path, cap, cli_under_rlimit):
     "Reproduction 3's port half: a 16 MB runner module (under the 16 MB cap) took 5.2 GB. Now a module whose size times"
     " PORT_BYTES_PER_BYTE is past the memory left (or past OMNI_NPU_PORT_MAX_FILE_MB) is ONP4304 naming the file and the"
     " limit, before `ast` reads it; the other runner is ported, exit 1, no signal, in a process capped at 150 MB more."
@@ -394,7 +388,7 @@ def test_a_runner_module_too_large_to_port_is_refused_in_one_line_not_fatal(tmp_
     extra = "".join(f"\n    def extra_{i}(self, x):\n        if torch.cuda.is_available():\n            x = x.cuda()\n"
                     f"        return x + {i}\n" for i in range(5000))   # ~500 KB: ~430 MB to port
     ar.write_text(ar.read_text() + extra)
-    p = _port_under_rlimit(tmp_path, omni, 150, {"OMNI_NPU_PORT_MAX_FILE_MB": "0.25"} if cap == "file" else {})
+    p = cli_under_rlimit(_port_args(tmp_path, omni), 150, {"OMNI_NPU_PORT_MAX_FILE_MB": "0.25"} if cap == "file" else {})
     assert p.returncode == 1, (p.returncode, p.stderr[-2000:])
     out = p.stdout + p.stderr
     [line] = [l for l in out.splitlines() if "ONP4304" in l and "gpu_ar_model_runner.py" in l]
