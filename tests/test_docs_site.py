@@ -45,7 +45,7 @@ def site(tmp_path_factory):
 @pytest.fixture(scope="module")
 def browser():
     if not Path(CHROMIUM).exists():
-        why = (f"{CHROMIUM} not found: the docs-site test drives Debian's chromium; install it with "
+        why = (f"{CHROMIUM} not found: the browser tests (docs site, JupyterLab) drive Debian's chromium; install it with "
                "`apt-get update && apt-get install -y chromium` (scripts/setup.sh does where it may)")
         if os.environ.get("CI"): pytest.fail(why)
         pytest.skip(why)

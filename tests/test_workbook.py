@@ -24,7 +24,6 @@ NBS = ROOT / SETTINGS["nbs_path"]
 WORKBOOK = NBS / "workbook.ipynb"
 KERNEL = "onp-workbook-test"
 ARTIFACTS = Path(__file__).parent / "artifacts"
-CHROMIUM = os.environ.get("OMNI_NPU_PORT_CHROMIUM", "/usr/bin/chromium")
 
 # The kernel runs this first: every socket connection and name lookup is written to a log, and any that leaves this
 # machine fails. With the proxy variables pointing at a closed local port, a fetch (urllib, pip) cannot reach PyPI.
@@ -200,18 +199,7 @@ def html_views(nb) -> int:
                for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
 
 
-@pytest.fixture(scope="module")
-def browser():
-    if not Path(CHROMIUM).exists():
-        why = f"{CHROMIUM} not found: the JupyterLab test drives Debian's chromium (`apt-get install -y chromium`)"
-        if os.environ.get("CI"): pytest.fail(why)
-        pytest.skip(why)
-    from playwright.sync_api import sync_playwright
-    from test_docs_site import CHROMIUM_ARGS
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try: yield b
-        finally: b.close()
+from test_docs_site import browser  # noqa: E402,F401  the one chromium fixture (skips with the reason; fails under CI)
 
 
 @pytest.mark.parametrize("which", ["trusted", "untrusted"])
