@@ -208,6 +208,20 @@ def test_the_report_renders_and_writes_without_clobbering(tmp_path):
     assert write_release(res, tmp_path, force=True) == written and (tmp_path / res.runners[0].path).read_text() == before
 
 
+def test_the_json_report_carries_every_field_of_each_diagnostic(tmp_path):
+    "port-report.json writes each diagnostic whole (`Diagnostic.to_dict`), the same record as the other tools' JSON."
+    res = fixture_port()
+    write_release(res, tmp_path)
+    report = json.loads((tmp_path / REPORT_JSON).read_text())
+    assert report["diagnostics"] and len(report["diagnostics"]) == len(res.diagnostics)
+    for written, d in zip(report["diagnostics"], res.diagnostics):
+        assert written == json.loads(json.dumps(d.to_dict()))
+        assert {"code", "message", "path", "line", "column", "where", "severity", "title"} <= set(written)
+    for r_json, r in zip(report["runners"], res.runners):
+        assert [d["code"] for d in r_json["diagnostics"]] == [d.code for d in r.diagnostics]
+        assert all("title" in d for d in r_json["diagnostics"] + r_json["not_ready"])
+
+
 # ---------------------------------------------------------------------------------------------- faithfulness
 def test_faithfulness_names_what_the_port_lost():
     npu = "def f(self):\n    a = npu_setup()\n    b = run()\n    return b\n"

@@ -52,7 +52,7 @@ class ReleasePort:
 
     def to_json(self) -> dict:
         "The report as JSON: pairing, history, layout, every runner with its methods' checks and every diagnostic."
-        diag = lambda d: {"code": d.code, "message": d.message, "line": d.line, "severity": d.severity, "where": d.where}
+        diag = lambda d: d.to_dict()   # every field of the record (code, message, path, line, column, where, severity, title, ...)
         return {"vllm_omni": self.omni, "origin": self.origin, "vllm": self.vllm, "vllm_ascend": self.vllm_ascend,
                 "pairing": {**self.pairing._asdict(), "vllm_ascend": list(self.pairing.vllm_ascend)},
                 "history": self.history, "layout": self.layout, "layout_from": self.layout_from,
