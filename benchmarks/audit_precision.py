@@ -16,7 +16,8 @@ Those are scored apart, as "inherited-method warnings", against the `inherited` 
 `benchmarks/data/audit_labels_heldout.csv` (vLLM-Omni 0.20.0 -> 0.22.0) was labelled after the rules of the audit
 were set, before scoring: a held-out check. `benchmarks/data/audit_labels_heldout2.csv` (vLLM-Omni 0.22.0 GPU -> 0.24.0 NPU)
 was labelled blind, before the audit was run on the pair: by reading the code of both releases and their bases only, without
-running the audit or reading its output. By default all three files are scored, each alone and together (`--labels` picks files).
+running the audit or reading its output; `benchmarks/data/audit_labels_heldout3.csv` (vLLM-Omni 0.16.0 GPU -> 0.18.0 NPU)
+was labelled blind the same way. By default all four files are scored, each alone and together (`--labels` picks files).
 
 Packages come from ~/.cache/omni-npu-port/pkgs (fetched from PyPI when missing; vllm sdists are large).
 
@@ -41,6 +42,7 @@ from omni_npu_port.sources.fetch import fetch_package  # noqa: E402
 LABELS = Path(__file__).parent / "data" / "audit_labels.csv"
 HELDOUT = Path(__file__).parent / "data" / "audit_labels_heldout.csv"
 HELDOUT2 = Path(__file__).parent / "data" / "audit_labels_heldout2.csv"
+HELDOUT3 = Path(__file__).parent / "data" / "audit_labels_heldout3.csv"
 POSITIVE, NEGATIVE = {"drift"}, {"mirrored", "base-only", "inherited"}
 DRIFT_CODES = ("ONP4201", "ONP4202")
 
@@ -115,11 +117,11 @@ def table(name: str, rows: list[dict], flagged: dict, warn: dict, show: bool) ->
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--labels", type=Path, action="append", help=f"a labels CSV; more than once for several (default: {LABELS.name}, {HELDOUT.name} and {HELDOUT2.name})")
+    ap.add_argument("--labels", type=Path, action="append", help=f"a labels CSV; more than once for several (default: {LABELS.name}, {HELDOUT.name}, {HELDOUT2.name} and {HELDOUT3.name})")
     ap.add_argument("--json", type=Path, help="write the counts and the misjudged rows here")
     ap.add_argument("--show-errors", action="store_true", help="list the false positives and false negatives")
     args = ap.parse_args(argv)
-    sets = {p.name: read_labels(p) for p in (args.labels or [LABELS, HELDOUT, HELDOUT2])}
+    sets = {p.name: read_labels(p) for p in (args.labels or [LABELS, HELDOUT, HELDOUT2, HELDOUT3])}
     rows = [r for rs in sets.values() for r in rs]
     flagged, warn = {"three-way": {}, "two-way": {}}, {}
     for gpu, npu in sorted({(r["gpu_release"], r["npu_release"]) for r in rows}):
