@@ -207,3 +207,25 @@ def test_a_real_release_profile_run_is_inlined_and_runs_no_cuda_call():
     [omni_npu] = [r for r in res.runners if r.cls == "OmniNPUModelRunner"]           # _update_states uses the call's value
     [u] = [d for d in omni_npu.diagnostics if d.code == "ONP4415" and d.where == "_update_states"]
     assert "not inlined: the NPU method uses the value of `super()._update_states(...)`" in u.message
+
+
+@pytest.mark.parametrize("omni, why", [
+    ("@torch.inference_mode()\ndef profile_run(self, num, fast=False):\n    self._dummy_run(num)\n", "decorated (`@torch.inference_mode()`)"),
+    ("def profile_run(self, num, fast=False):\n    self.__warm(num)\n", "private name `__warm`"),
+    ("def profile_run(self, num, fast=False):\n    yield self._dummy_run(num)\n", "holds `yield`"),
+    ("def profile_run(self, *nums, fast=False):\n    self._dummy_run(*nums)\n", "takes *args / **kwargs"),
+])
+def test_what_inlined_would_run_otherwise_keeps_the_call(omni, why):
+    text, style, msg = wraps(NPU, omni)
+    assert style == "npu-wraps" and "GPUGen.profile_run(self, num_tokens, fast=True)" in text and why in msg
+
+
+def test_a_decorated_npu_method_still_inlines_and_renamed_statements_count_as_live():
+    npu = "@torch.inference_mode()\n" + NPU
+    omni = "def profile_run(self, num, fast=False):\n    cap = self.budget(num)\n    self._dummy_run(cap)\n"
+    text, style, _ = wraps(npu, omni)
+    assert style == "npu-wraps-inline" and text.startswith("@torch.inference_mode()\ndef profile_run(")
+    assert "    cap_omni = self.budget(num)\n    self._dummy_run(cap_omni)\n" in text
+    base = "def profile_run(self, num, fast=False):\n    self._dummy_run(num)\n"
+    m = check_method("profile_run", style, text, omni, omni, base, base, npu)
+    assert m.lost == 0 and m.omni_added == 2 and m.omni_live == 2

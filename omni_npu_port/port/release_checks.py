@@ -172,7 +172,8 @@ def check_method(name: str, style: str, port: str, omni: str, omni_t: str, base:
     r.translated = sum(1 for k in Ot if k not in O and in_port(k, P))
     live = keep_side(port)                 # what runs: each conflict's NPU side
     L, ls = f" {statement_key(live)} ", port_statements(live)
-    r.omni_live = r.omni_added if style in LIVE_BY_CALL else sum(in_port(k, L) or any(_within(k, s) for s in ls) for k in added)
+    r.omni_live = r.omni_added if style in LIVE_BY_CALL else sum(   # an inlined body runs whole: a statement with a local renamed too
+        in_port(k, L) or any(_within(k, s) for s in ls) or (style in INLINED and has_edited_copy(k, ls)) for k in added)
     return r
 
 def _within(key: str, stmt: str) -> bool:

@@ -90,8 +90,8 @@ def _tail(stmt, body: list) -> bool:
 
 def _omni_blockers(ofn, nfn, stmt) -> str | None:
     "Why omni's method body cannot stand in for the call (None: it can, as far as its returns, super(), generators go)."
-    if not isinstance(ofn, ast.FunctionDef) or not isinstance(nfn, ast.FunctionDef) or ofn.decorator_list or nfn.decorator_list:
-        return "omni's or the NPU method is async or decorated"
+    if not isinstance(ofn, ast.FunctionDef) or not isinstance(nfn, ast.FunctionDef): return "omni's or the NPU method is async"
+    if ofn.decorator_list: return f"omni's method is decorated (`@{ast.unparse(ofn.decorator_list[0])}`): inlined, its body would run without it"
     if not ofn.args.posonlyargs + ofn.args.args: return "omni's method takes no `self`"
     sup = next((c for c in ast.walk(ofn) if isinstance(c, ast.Call) and getattr(c.func, "id", None) == "super"), None)
     if sup is not None:
@@ -99,6 +99,9 @@ def _omni_blockers(ofn, nfn, stmt) -> str | None:
                 "base, not the GPU base's method it extends")
     if (g := next((n for n in _walk(ofn) if isinstance(n, (ast.Yield, ast.YieldFrom, ast.Await, ast.Global, ast.Nonlocal))), None)):
         return f"omni's method holds `{type(g).__name__.lower()}` (line {g.lineno})"
+    mangled = next((x for n in ast.walk(ofn) for x in [getattr(n, "attr", None) or getattr(n, "id", None)]
+                    if isinstance(x, str) and x.startswith("__") and not x.endswith("__")), None)
+    if mangled: return f"omni's method spells the private name `{mangled}`: in another class it would be mangled otherwise"
     rets = [n for n in _walk(ofn) if isinstance(n, ast.Return)]
     final = ofn.body[-1] if isinstance(ofn.body[-1], ast.Return) else None
     early = [r for r in rets if r is not final]
