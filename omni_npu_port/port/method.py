@@ -42,7 +42,7 @@ class PortResult:
     "A ported method (or module) with its diagnostics and how it was made."
     code: str
     diagnostics: list[Diagnostic]
-    style: str                       # merge, super-call, super-inline, omni-only
+    style: str                       # merge, delta, super-call, super-inline, super-kept, npu-wraps, npu-wraps-inline, omni-only
     name: str = ""
     stats: dict = field(default_factory=dict)
 
