@@ -854,8 +854,10 @@ def _held(hunks: list[Hunk]) -> int:
 # %% ../../nbs/port/delta.ipynb #7ab95d71
 register(
     Code("ONP4415", "npu-wraps-omni", "the NPU base extends the GPU base's method through super() and omni replaces that "
-         "method: the port is the NPU method calling omni's method where it called super()", "info",
-         "nothing, unless omni's method must not run after the NPU base's own lines", "port/delta.ipynb", "port"),
+         "method: omni's body is inlined where the NPU method called super(), or called there (the message says which, and why)",
+         "info",
+         "check that omni's steps may run after the NPU base's own lines; where kept as a call, omni's method runs as the "
+         "GPU class wrote it (untranslated): port it by hand if it holds CUDA-only code", "port/delta.ipynb", "port"),
 )
 
 def _super_calls(fn) -> list[ast.Call]:

@@ -18,7 +18,8 @@ from ..translate.engine import RuleSet
 from .locate import Located, PortError, class_mro, port_diagnostic, python_lines
 from .translation import pairing_check, rules_for, target_check, target_of, translate_methods
 from .merge import INLINE_MARK, Prefer, merge_hunks, prefer_of, render
-from .delta import delta_fallback, redirect_super, wraps_by_super
+from .delta import delta_fallback, wraps_by_super
+from .wraps import port_npu_wraps
 from .supercalls import extends_by_super, inlinable_call, port_super_call, port_super_inline
 from .supercalls import param_names, rebind_supers, super_calls, super_kept, super_target, walk_no_nested
 from .formatting import format_code, format_options, ruff_bin
@@ -41,7 +42,7 @@ class PortResult:
     "A ported method (or module) with its diagnostics and how it was made."
     code: str
     diagnostics: list[Diagnostic]
-    style: str                       # merge, super-call, super-inline, omni-only
+    style: str                       # merge, delta, super-call, super-inline, super-kept, npu-wraps, npu-wraps-inline, omni-only
     name: str = ""
     stats: dict = field(default_factory=dict)
 
@@ -286,9 +287,8 @@ def port_method(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_s
         hunks, dd, counts = ([], [], {}) if wraps else delta_fallback(hunks, base_t, omni_t, npu, name, older)   # far drift: omni's hunks at their anchors
         diags = diags + dd   # the delta's hunk reports, or why the line merge stands (ONP4414)
         if counts: style = "delta"
-    if wraps:   # the NPU base wraps the GPU base's method through super(): it wraps omni's instead
-        lines, origins, d2 = redirect_super(npu, gpu_omni.cls_node.name, name)
-        style = "npu-wraps"
+    if wraps:   # the NPU base wraps the GPU base's method through super(): omni's body inlined there, else a call to omni's method
+        lines, origins, d2, style = port_npu_wraps(npu, omni_t, gpu_omni.cls_node.name, name)
     elif style in ("merge", "delta"):
         lines, d2 = render(hunks, (f"NPU base: {npu_base.label()}", f"omni GPU: {gpu_omni.label()} (translated)"),
                            fence, prefer, origins)

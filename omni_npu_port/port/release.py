@@ -22,7 +22,7 @@ from .release_inputs import (DEFAULT_LAYOUT, PORT_BYTES_PER_BYTE, Placement, Rel
     choose_inputs, dotted_name, fetch_release, given_sources, history_from_sources,
     locate_base, named_gpu_bases, open_release, place_runners, release_runners,
     release_source, too_big_to_port, unpack_sdists, unreadable_runners)
-from .release_checks import (EXPLAINS, LIVE_BY_CALL, REACHED, MethodCheck, RunnerPort, check_method,
+from .release_checks import (EXPLAINS, INLINED, LIVE_BY_CALL, REACHED, MethodCheck, RunnerPort, check_method,
     check_runner, compiles, has_edited_copy, in_port, line_keys, method_chunks,
     port_runner, port_statements, ported_mro, statement_key)
 from .release_report import DEFAULT_OUT, REPORT_JSON, REPORT_MD, ReleasePort, check_release_out, \
@@ -32,7 +32,7 @@ from .release_report import DEFAULT_OUT, REPORT_JSON, REPORT_MD, ReleasePort, ch
 __all__ = ['port_runners', 'port_release', 'DEFAULT_LAYOUT', 'PORT_BYTES_PER_BYTE', 'Placement', 'ReleaseInputs',
            'ReleaseRunners', 'choose_inputs', 'dotted_name', 'fetch_release', 'given_sources', 'history_from_sources',
            'locate_base', 'named_gpu_bases', 'open_release', 'place_runners', 'release_runners', 'release_source',
-           'too_big_to_port', 'unpack_sdists', 'unreadable_runners', 'EXPLAINS', 'LIVE_BY_CALL', 'REACHED',
+           'too_big_to_port', 'unpack_sdists', 'unreadable_runners', 'EXPLAINS', 'INLINED', 'LIVE_BY_CALL', 'REACHED',
            'MethodCheck', 'RunnerPort', 'check_method', 'check_runner', 'compiles', 'has_edited_copy', 'in_port',
            'line_keys', 'method_chunks', 'port_runner', 'port_statements', 'ported_mro', 'statement_key', 'DEFAULT_OUT',
            'REPORT_JSON', 'REPORT_MD', 'ReleasePort', 'check_release_out', 'refuse_release_writes', 'release_html',
@@ -42,7 +42,7 @@ __all__ = ['port_runners', 'port_release', 'DEFAULT_LAYOUT', 'PORT_BYTES_PER_BYT
 _all_ = ["DEFAULT_LAYOUT", "PORT_BYTES_PER_BYTE", "Placement", "ReleaseInputs", "ReleaseRunners", "choose_inputs",
          "dotted_name", "fetch_release", "given_sources", "history_from_sources", "locate_base", "named_gpu_bases",
          "open_release", "place_runners", "release_runners", "release_source", "too_big_to_port", "unpack_sdists",
-         "unreadable_runners", "EXPLAINS", "LIVE_BY_CALL", "REACHED", "MethodCheck", "RunnerPort", "check_method",
+         "unreadable_runners", "EXPLAINS", "INLINED", "LIVE_BY_CALL", "REACHED", "MethodCheck", "RunnerPort", "check_method",
          "check_runner", "compiles", "has_edited_copy", "in_port", "line_keys", "method_chunks", "port_runner",
          "port_statements", "ported_mro", "statement_key", "DEFAULT_OUT", "REPORT_JSON", "REPORT_MD", "ReleasePort",
          "check_release_out", "refuse_release_writes", "release_html", "release_markdown", "release_summary",

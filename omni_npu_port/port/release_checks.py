@@ -28,9 +28,9 @@ from .release_inputs import Placement, dotted_name
 from .translation import rules_for, target_of, translate_methods
 
 # %% auto #0
-__all__ = ['LIVE_BY_CALL', 'REACHED', 'EXPLAINS', 'statement_key', 'line_keys', 'in_port', 'port_statements', 'has_edited_copy',
-           'method_chunks', 'compiles', 'MethodCheck', 'check_method', 'RunnerPort', 'check_runner', 'ported_mro',
-           'port_runner']
+__all__ = ['LIVE_BY_CALL', 'INLINED', 'REACHED', 'EXPLAINS', 'statement_key', 'line_keys', 'in_port', 'port_statements',
+           'has_edited_copy', 'method_chunks', 'compiles', 'MethodCheck', 'check_method', 'RunnerPort', 'check_runner',
+           'ported_mro', 'port_runner']
 
 # %% ../../nbs/port/release_checks.ipynb #ab7c337e
 _MARKS = ("<<<<<<<", "=======", ">>>>>>>")
@@ -115,6 +115,7 @@ def compiles(code: str) -> bool:
 
 # %% ../../nbs/port/release_checks.ipynb #f94395fa
 LIVE_BY_CALL = ("npu-wraps",)          # styles whose port runs omni's whole method through a call
+INLINED = ("npu-wraps-inline",)       # styles whose port holds omni's whole body where the NPU base called super()
 REACHED = ("super-call", "super-kept")   # styles whose port runs the NPU base's method itself (an explicit base call, or super())
 EXPLAINS = ("ONP4008", "ONP4013", "ONP4412")   # diagnostics that say omni lines were dropped (a --prefer policy, a moot edit, a hunk not applied)
 
@@ -154,6 +155,7 @@ def check_method(name: str, style: str, port: str, omni: str, omni_t: str, base:
         if in_port(k, P): continue
         r.npu_missing += 1
         if style in REACHED or (style in LIVE_BY_CALL and "super()" in text): r.npu_reached += 1
+        elif style in INLINED and "super()" in text: r.npu_edited += 1   # omni's body inlined stands for it
         elif k in B and k not in O and k not in Ot: r.omni_deleted += 1
         elif has_edited_copy(k, stmts): r.npu_edited += 1
         elif "ONP4416" in mine: r.omni_deleted += 1   # an NPU edit of a statement omni deletes, deleted with it
@@ -163,13 +165,15 @@ def check_method(name: str, style: str, port: str, omni: str, omni_t: str, base:
     for k, text in added.items():
         if in_port(k, P): continue
         r.omni_missing += 1
-        if ("super()" in text and style.startswith("super")) or mine & set(EXPLAINS) or style in LIVE_BY_CALL: r.omni_explained += 1
+        if ("super()" in text and style.startswith("super")) or mine & set(EXPLAINS) or style in LIVE_BY_CALL \
+                or (style in INLINED and text.startswith("return")): r.omni_explained += 1   # an inlined body's return: dropped
         elif has_edited_copy(k, stmts): r.omni_edited += 1
         else: r.unexplained.append(f"omni: {text}")
     r.translated = sum(1 for k in Ot if k not in O and in_port(k, P))
     live = keep_side(port)                 # what runs: each conflict's NPU side
     L, ls = f" {statement_key(live)} ", port_statements(live)
-    r.omni_live = r.omni_added if style in LIVE_BY_CALL else sum(in_port(k, L) or any(_within(k, s) for s in ls) for k in added)
+    r.omni_live = r.omni_added if style in LIVE_BY_CALL else sum(   # an inlined body runs whole: a statement with a local renamed too
+        in_port(k, L) or any(_within(k, s) for s in ls) or (style in INLINED and has_edited_copy(k, ls)) for k in added)
     return r
 
 def _within(key: str, stmt: str) -> bool:
