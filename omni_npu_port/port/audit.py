@@ -506,6 +506,7 @@ def _expand(toks: list, chains: dict) -> list:
         out += chains[t] if t in chains and (j == 0 or toks[j - 1] != ".") and not kw else [t]
     return out
 
+# %% ../../nbs/port/audit.ipynb #d882954e
 _STATEMENTS: dict = {}   # (method text, id(names)) -> (names, MethodStatements | None): a class's methods are read once per audit
 STATEMENTS_CACHED = 4096
 
