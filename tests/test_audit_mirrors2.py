@@ -7,8 +7,9 @@ vllm-ascend replaced. Each rule is paired with a change of the same shape it mus
 import shutil
 from pathlib import Path
 
-from omni_npu_port.port.audit import (ClassGraph, called_statements, drift, gpu_to_npu_names, method_statements, own_methods,
-                                      platform_hooks)
+import omni_npu_port.port.audit
+from omni_npu_port.port.audit import (ClassGraph, base_or_none, called_statements, drift, gpu_to_npu_names, method_statements,
+                                      own_methods, platform_hooks, runner_bases)
 from omni_npu_port.port.locate import open_tree, top_classes
 from omni_npu_port.sources.symbols import SymbolIndex
 
@@ -224,3 +225,46 @@ def test_an_argument_of_omnis_own_or_a_statement_the_npu_base_keeps_is_still_dri
     kept = NPU_BASE_DRAFT.replace("        self.propose(out)\n", "        ids, n = self.drafter.prepare_padded(out, self.requests, self.batch)\n")
     gpu = BASE_DRAFT.replace("prepare_padded(out", "prepare_padded(self.optimistic_lens, out")
     assert len(lost(drift(gpu, NPU_BASE_DRAFT, {}, gpu_base=(BASE_DRAFT, GPU_MODULE), npu_base=kept))) == 1   # vllm-ascend keeps it
+
+
+# --- end to end: a three-way audit of a fixture tree against a vllm base of our own ---------------------------------
+VLLM_RUNNER = ("class GPUModelRunner:\n    def __init__(self, cfg):\n        self.cfg = cfg\n\n"
+               "    def execute_model(self, scheduler_output):\n        return self._model_forward(scheduler_output)\n")
+GPU_AR = ("\n    def send(self, done):\n        for rid, data in done.items():\n            computed = data.get('seq_len')\n"
+          "            meta = self.model.transfer_metadata(rid, num_computed_tokens=computed)\n            data['meta'] = meta\n")
+
+
+def _three_way_audit(tmp_path: Path, npu_send: str) -> list:
+    "audit() of the older-layout fixture, GPUARModelRunner.send added (a method vllm's runner lacks), NPU's copy `npu_send`."
+    root = Path(shutil.copytree(AUDIT_FIXTURES / "old_layout", tmp_path / "old_layout"))
+    for rel, text in (("vllm_omni/worker/gpu_ar_model_runner.py", GPU_AR), ("vllm_omni/worker/npu/npu_ar_model_runner.py", npu_send)):
+        (root / rel).write_text((root / rel).read_text() + text)
+    found = omni_npu_port.port.audit.audit(str(root), str(root), gpu_base=str(_vllm_only(tmp_path)))
+    return [f for f in found if f.method == "send"]
+
+
+def test_a_three_way_audit_notes_a_value_of_the_npu_sides_own_and_reports_no_drift(tmp_path):
+    vllm = open_tree(str(_vllm_only(tmp_path / "base")))
+    assert base_or_none(vllm, runner_bases()[0][0], "send") == ("", "")   # omni's new method: an empty base, three-way
+    assert base_or_none(vllm, runner_bases()[0][0], "execute_model")[0].startswith("def execute_model")
+    assert base_or_none(None, runner_bases()[0][0], "send") is None        # no --gpu-base: two-way
+    npu = GPU_AR.replace("data.get('seq_len')", "int(self.batch.computed[rid])")
+    found = _three_way_audit(tmp_path, npu)
+    assert [(f.code, f.level) for f in found] == [("ONP4210", "info")], found
+    assert found[0].detail == ["+ computed = data.get('seq_len')", "- computed = int(self.batch.computed[rid])"]
+
+
+def test_a_three_way_audit_still_reports_the_call_the_npu_side_lacks(tmp_path):
+    npu = GPU_AR.replace("data.get('seq_len')", "int(self.batch.computed[rid])").replace("transfer_metadata", "other_metadata")
+    found = _three_way_audit(tmp_path, npu)
+    assert [f.code for f in found] == ["ONP4201"] and len(found[0].detail) == 2, found
+
+
+def _vllm_only(tmp_path: Path) -> Path:
+    "A vllm source of our own: `vllm/v1/worker/gpu_model_runner.py` with `VLLM_RUNNER`."
+    root = tmp_path / "vllm_only"
+    for d in ("vllm", "vllm/v1", "vllm/v1/worker"):
+        (root / d).mkdir(parents=True)
+        (root / d / "__init__.py").write_text("")
+    (root / "vllm/v1/worker/gpu_model_runner.py").write_text(VLLM_RUNNER)
+    return root
