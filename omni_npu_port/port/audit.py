@@ -64,11 +64,11 @@ register(
          "port/audit.ipynb", "audit"),
     Code("ONP4208", "unreadable-module", "a module of the source does not parse: its classes are not searched for runners",
          "info", "fix or drop the module (its line is named), or give a source whose modules parse", "port/audit.ipynb", "audit"),
-    Code("ONP4210", "adapted-value", "omni's change is on the NPU side, with a value computed the NPU side's own way", "info",
-         "check that the NPU side's value is the one omni's GPU side means (both lines are shown)", "port/audit.ipynb", "audit"),
     Code("ONP4209", "npu-source-newer", "the NPU source is a newer release than the GPU source", "info",
          "nothing, if meant: drift is then judged one way (omni's GPU-side change against the NPU copy); give the same "
          "release on both sides for the full check", "port/audit.ipynb", "audit"),
+    Code("ONP4210", "adapted-value", "omni's change is on the NPU side, with a value computed the NPU side's own way", "info",
+         "check that the NPU side's value is the one omni's GPU side means (both lines are shown)", "port/audit.ipynb", "audit"),
 )
 
 # %% ../../nbs/port/audit.ipynb #10ab0f98
