@@ -8,6 +8,7 @@ Docs: https://omni-npu-port.github.io/omni-npu-port/port/audit.html.md"""
 from __future__ import annotations
 
 import ast
+import copy
 import difflib
 import functools
 import itertools
@@ -33,13 +34,13 @@ from .supercalls import super_calls
 from .translation import known_ascend, rules_for, target_check, translate_code, translator_check
 
 # %% auto #0
-__all__ = ['MAX_LONE_FILES', 'FENCE_CLOSE_RE', 'STATEMENTS_CACHED', 'SIMILAR', 'SIMILAR_MIN_TOKENS', 'MOVED_MIN_TOKENS',
-           'BASE_COPY', 'CALL_DEPTH', 'runner_bases', 'device_markers', 'is_base', 'FilesReader', 'AuditSource',
-           'audit_source', 'lone_tree', 'RunnerClass', 'ClassGraph', 'deriving_modules', 'Runners', 'find_runners',
-           'RunnerPairs', 'pair_runners', 'audit_target', 'audit_rules', 'gpu_to_npu_names', 'omni_blocks', 'Finding',
-           'statements', 'MethodStatements', 'method_statements', 'Matcher', 'class_statements', 'drift',
-           'omni_outside', 'runner_findings', 'in_file', 'unique', 'base_method', 'called_statements', 'pair_findings',
-           'audit']
+__all__ = ['MAX_LONE_FILES', 'FENCE_CLOSE_RE', 'STATEMENTS_CACHED', 'NO_METHOD', 'SIMILAR', 'SIMILAR_MIN_TOKENS',
+           'MOVED_MIN_TOKENS', 'BASE_COPY', 'CALL_DEPTH', 'runner_bases', 'device_markers', 'is_base', 'FilesReader',
+           'AuditSource', 'audit_source', 'lone_tree', 'RunnerClass', 'ClassGraph', 'deriving_modules', 'Runners',
+           'find_runners', 'RunnerPairs', 'pair_runners', 'audit_target', 'audit_rules', 'gpu_to_npu_names',
+           'omni_blocks', 'Finding', 'statements', 'MethodStatements', 'method_statements', 'platform_hooks', 'Matcher',
+           'class_statements', 'drift', 'omni_outside', 'runner_findings', 'in_file', 'unique', 'base_method',
+           'base_or_none', 'called_statements', 'pair_findings', 'audit']
 
 # %% ../../nbs/port/audit.ipynb #42c12468
 register(
@@ -66,6 +67,8 @@ register(
     Code("ONP4209", "npu-source-newer", "the NPU source is a newer release than the GPU source", "info",
          "nothing, if meant: drift is then judged one way (omni's GPU-side change against the NPU copy); give the same "
          "release on both sides for the full check", "port/audit.ipynb", "audit"),
+    Code("ONP4210", "adapted-value", "omni's change is on the NPU side, with a value computed the NPU side's own way", "info",
+         "check that the NPU side's value is the one omni's GPU side means (both lines are shown)", "port/audit.ipynb", "audit"),
 )
 
 # %% ../../nbs/port/audit.ipynb #10ab0f98
@@ -419,6 +422,7 @@ class _NoAnnotations(ast.NodeTransformer):
         same = [k for k in n.keywords if k.arg and isinstance(k.value, ast.Name) and k.value.id == k.arg]
         if same and not any(isinstance(a, ast.Starred) for a in n.args):
             n.args = [*n.args, *(k.value for k in same)]; n.keywords = [k for k in n.keywords if k not in same]
+            n.same_keywords = [k.arg for k in same]
         return n
 
 def _header(s) -> str | None:
@@ -463,6 +467,8 @@ class MethodStatements:
     imports: set = field(default_factory=set)   # indexes of import statements: bindings, no logic of their own
     parents: list = field(default_factory=list) # index of the enclosing header statement (-1: the method's body)
     written: list = field(default_factory=list) # each key with its locals as written (no bound chain read through)
+    calls: list = field(default_factory=list)   # each statement's `_call_parts` (None: not one call)
+    folds: list = field(default_factory=list)   # (i, j, key): statement i bound a local that j rebinds from itself, as one binding
 
     def logic(self) -> list[int]:
         "The statements that carry logic: not the super() call, not an import."
@@ -470,20 +476,23 @@ class MethodStatements:
 
 # %% ../../nbs/port/audit.ipynb #08415cec
 def _bound_chains(fn) -> tuple[dict, set]:
-    "Locals bound once, to an attribute chain of a parameter or local the method does not rebind after it (not `self`: its state changes under calls), that nothing in the method assigns (`n = out.total`): {local: the chain's tokens}, and the binding statements."
+    "Locals bound once, to an attribute chain of a parameter or local the method does not rebind after it (not `self`: its state changes under calls), that nothing in the method assigns (`n = out.total`), or to a module-level name (`cls = GraphWrapper`): {local: the chain's tokens}, and the binding statements."
     stores, stored, assigns = {}, [], []   # name: the lines that bind it; attributes assigned; `name = ...` statements
     for x in ast.walk(fn):
         if isinstance(x, ast.Name) and isinstance(x.ctx, ast.Store): stores.setdefault(x.id, []).append(x.lineno)
         elif isinstance(x, ast.Attribute) and isinstance(x.ctx, ast.Store): stored.append(x)
         elif isinstance(x, ast.Assign) and len(x.targets) == 1 and isinstance(x.targets[0], ast.Name) \
-                and isinstance(x.value, ast.Attribute): assigns.append(x)
+                and isinstance(x.value, (ast.Attribute, ast.Name)): assigns.append(x)
     if not assigns: return {}, set()
     assigned = {ast.unparse(x) for x in stored}
+    a = fn.args
+    params = {x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg] if x}
     chains, binders = {}, set()
     for s in assigns:
         t, v, root = s.targets[0].id, s.value, s.value
         while isinstance(root, ast.Attribute): root = root.value
-        if isinstance(v, ast.Attribute) and isinstance(root, ast.Name) and root.id not in ("self", "cls") and len(stores.get(t, ())) == 1 \
+        alias = isinstance(v, ast.Name) and v.id not in stores and v.id not in params   # a module-level name (a class, a function)
+        if (isinstance(v, ast.Attribute) or alias) and isinstance(root, ast.Name) and root.id not in ("self", "cls") and len(stores.get(t, ())) == 1 \
                 and all(at < s.lineno for at in stores.get(root.id, ())) \
                 and ast.unparse(v) not in assigned:
             chains[t] = _TOKEN.findall(ast.unparse(v)); binders.add(id(s))
@@ -497,6 +506,7 @@ def _expand(toks: list, chains: dict) -> list:
         out += chains[t] if t in chains and (j == 0 or toks[j - 1] != ".") and not kw else [t]
     return out
 
+# %% ../../nbs/port/audit.ipynb #d882954e
 _STATEMENTS: dict = {}   # (method text, id(names)) -> (names, MethodStatements | None): a class's methods are read once per audit
 STATEMENTS_CACHED = 4096
 
@@ -509,12 +519,17 @@ def method_statements(src: str, names: dict) -> MethodStatements | None:
     _STATEMENTS[(src, id(names))] = (names, out)
     return out
 
+NO_METHOD = MethodStatements([], [], [], set(), set())   # the base of a method the GPU base does not have
+
 def _method_statements(src: str, names: dict) -> MethodStatements | None:
     try: fn = next(n for n in ast.parse(src).body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
     except (SyntaxError, StopIteration): return None
     sup = {id(c) for c in super_calls(fn)}
-    fn = _NoAnnotations().visit(fn)
+    fn = _Canonical().visit(_NoAnnotations().visit(fn))
     st = statements(fn.body)
+    at = {id(s): k for k, (_, s, _) in enumerate(st)}
+    folds = [(at[id(a)], at[id(b)], " ".join(names.get(w, w) for w in _TOKEN.findall(t))) for a, b, t in _rebinds(fn.body)
+             if id(a) in at and id(b) in at]
     a = fn.args
     local = {x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg] if x} - {"self", "cls"}
     local |= {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
@@ -525,7 +540,102 @@ def _method_statements(src: str, names: dict) -> MethodStatements | None:
     supers = {i for i, (_, s, _) in enumerate(st) if any(id(c) in sup for c in ast.walk(s))}
     imports = {i for i, (_, s, _) in enumerate(st) if isinstance(s, (ast.Import, ast.ImportFrom))}
     return MethodStatements(keys, [k for k, _, _ in st], [getattr(s, "lineno", 0) for _, s, _ in st], local, supers, imports,
-                            [p for _, _, p in st], written)
+                            [p for _, _, p in st], written, [_call_parts(s, names) for _, s, _ in st], folds)
+
+# %% ../../nbs/port/audit.ipynb #92ce900a
+def _callee(code: str) -> ast.expr | None:
+    "The function the first call of a catalog form calls (`with f(...):` read with a body)."
+    for text in (code, code + "\n    pass"):
+        try: tree = ast.parse(text.strip()); break
+        except SyntaxError: tree = None
+    if tree is None: return None
+    return next((c.func for c in ast.walk(tree) if isinstance(c, ast.Call)), None)
+
+def _root(e) -> str | None:
+    while isinstance(e, (ast.Attribute, ast.Call)): e = e.value if isinstance(e, ast.Attribute) else e.func
+    return e.id if isinstance(e, ast.Name) else None
+
+@functools.lru_cache(maxsize=None)
+def platform_hooks() -> dict[str, str]:
+    "{NPU-side expression: GPU symbol} of the catalog's records whose NPU form reaches the device's symbol through the platform object (`current_omni_platform.get_graph_wrapper_cls()` for `CUDAGraphWrapper`)."
+    out = {}
+    for p in CATALOG:
+        g, n = _callee(p.gpu), _callee(p.npu)
+        if isinstance(g, ast.Name) and n is not None and (_root(n) or "").endswith("platform") and _root(n) not in p.gpu:
+            out.setdefault(ast.unparse(n), g.id)
+    return out
+
+class _Canonical(ast.NodeTransformer):
+    "A platform hook read as the symbol it returns; a `nullcontext()` item of a `with` dropped (it does nothing)."
+    def __init__(self): self.hooks = platform_hooks()
+    def _hook(self, n):
+        name = self.hooks.get(ast.unparse(n))
+        return ast.copy_location(ast.Name(name, ast.Load()), n) if name else self.generic_visit(n)
+    visit_Call = visit_Attribute = _hook
+    def visit_With(self, n):
+        self.generic_visit(n)
+        keep = [i for i in n.items if not _no_op(i)]
+        if keep: n.items = keep
+        return n
+    visit_AsyncWith = visit_With
+
+def _no_op(item: ast.withitem) -> bool:
+    c = item.context_expr
+    return item.optional_vars is None and isinstance(c, ast.Call) and not c.args and not c.keywords \
+        and (c.func.id if isinstance(c.func, ast.Name) else getattr(c.func, "attr", None)) == "nullcontext"
+
+# %% ../../nbs/port/audit.ipynb #e4024f20
+def _reads(node, name: str) -> bool: return any(isinstance(x, ast.Name) and x.id == name for x in ast.walk(node))
+
+def _rebinds(body: list, out: list | None = None) -> list:
+    "(`x = A`, `x = f(x)`, the text of `x = f(A)`) in every block: `x = f(x)` the next statement to read `x`, only plain bindings of other names between, none a name `A` reads."
+    out = [] if out is None else out
+    for s in body:
+        for b in [getattr(s, f, None) for f in ("body", "orelse", "finalbody")] + [h.body for h in getattr(s, "handlers", [])]:
+            if isinstance(b, list): _rebinds(b, out)
+    for i, s in enumerate(body):
+        x = _single_target(s)
+        j = next((k for k in range(i + 1, len(body)) if _reads(body[k], x)), None) if x else None
+        if j is not None and _single_target(body[j]) == x and _reads(body[j].value, x) \
+                and all(isinstance(t, ast.Assign) and all(isinstance(v, ast.Name) and not _reads(s.value, v.id) for v in t.targets)
+                        for t in body[i + 1:j]):
+            one = ast.Assign(targets=[ast.Name(x, ast.Store())], value=_Inline(x, s.value).visit(copy.deepcopy(body[j].value)), lineno=0)
+            out.append((s, body[j], ast.unparse(one)))
+    return out
+
+def _single_target(s) -> str | None:
+    return s.targets[0].id if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name) else None
+
+class _Inline(ast.NodeTransformer):
+    "Each read of a name replaced by a copy of an expression."
+    def __init__(self, name, value): self.name, self.value = name, value
+    def visit_Name(self, n): return copy.deepcopy(self.value) if n.id == self.name and isinstance(n.ctx, ast.Load) else n
+
+def _folded(g: "MethodStatements", n: "MethodStatements") -> set:
+    "Statements of `g` the other method has written as one binding where `g` binds then rebinds from itself, or the reverse: `x = A; x = f(x)` against `x = f(A)`."
+    keys, theirs = set(n.keys), {k for _, _, k in n.folds}
+    return {i for a, b, k in g.folds if k in keys or k in theirs for i in (a, b)} | {i for i, k in enumerate(g.keys) if k in theirs}
+
+# %% ../../nbs/port/audit.ipynb #f2e10c72
+def _call_parts(s, names: dict) -> tuple | None:
+    "(target, callee, positional arguments, {keyword: value}) of a statement that is one call (`x = f(...)`, `f(...)`, `return f(...)`), as tokens renamed GPU→NPU; None for another statement."
+    v = s.value if isinstance(s, (ast.Assign, ast.Expr, ast.Return)) else None
+    if not isinstance(v, ast.Call): return None
+    tok = lambda e: " ".join(names.get(w, w) for w in _TOKEN.findall(ast.unparse(e)))
+    same = getattr(v, "same_keywords", [])   # `f(x=x)` read as `f(x)` by `_NoAnnotations`: keywords here
+    kw = {k.arg: tok(k.value) for k in v.keywords if k.arg} | {a: names.get(a, a) for a in same}
+    pos = tuple(map(tok, v.args[:len(v.args) - len(same)])) + tuple("**" + tok(k.value) for k in v.keywords if not k.arg)
+    target = " , ".join(map(tok, s.targets)) if isinstance(s, ast.Assign) else type(s).__name__
+    return target, tok(v.func), pos, kw
+
+def _between_forms(cg: tuple, lg: "MethodStatements", n: "MethodStatements") -> bool:
+    "Whether the NPU copy makes the call `cg` of the GPU method in a form between it and the later release's: the same callee and target, each argument as one of the two passes it, a keyword left out only where the later form left it out."
+    t, f, pos, kw = cg
+    for cl in (c for c in lg.calls if c and c[1] == f):
+        for cn in (c for c in n.calls if c and c[1] == f and c != cg):
+            if cn[0] in (t, cl[0]) and cn[2] in (pos, cl[2]) and all(v in (kw.get(k), cl[3].get(k)) for k, v in cn[3].items()) \
+                    and all(k in cn[3] or k not in cl[3] for k in kw): return True
+    return False
 
 # %% ../../nbs/port/audit.ipynb #6953375d
 def _core(toks: list) -> list:
@@ -693,13 +803,67 @@ def _later_form(g: MethodStatements, lg: MethodStatements, n: MethodStatements) 
         hi = min((at[x] for x in anchor if x >= k), default=len(lg.keys))
         if all(in_n.has(j) for j in new if lo < j < hi): out.update(range(i, k))
         i = k
+    return out | {i for i, c in enumerate(g.calls) if c and i not in out and _between_forms(c, lg, n)}
+
+# %% ../../nbs/port/audit.ipynb #e5b9a407
+def _gained(c: tuple, base: MethodStatements) -> set:
+    "The keywords of call `c` that no call of the same callee in `base` passes: what omni's change adds to the call."
+    return set(c[3]) - {k for b in base.calls if b and b[1] == c[1] for k in b[3]}
+
+def _adapted(g: MethodStatements, gone: list, n: MethodStatements, in_n: Matcher, bg: MethodStatements, bn: MethodStatements | None) -> dict:
+    "{i: k}: statements of `gone` the NPU copy has as its statement `k` with another value where omni's change passes a keyword a call gains: the same call of the base with the same gained keywords, only their values differ; or a local bound once (`x = v`), read only as such a keyword's value in calls the NPU copy makes alike, that the NPU copy binds itself (not as the base does)."
+    out, lost = {}, set(gone)
+    in_bn = Matcher(n, bn) if bn is not None else None
+    for i in gone:
+        c, t = (g.calls[i] if i < len(g.calls) else None), g.keys[i].split(" ")
+        if c and any(b and b[1] == c[1] for b in bg.calls) and (kw := _gained(c, bg)):   # a base call, the same keywords, values differing only in gained ones
+            k = next((k for k, d in enumerate(n.calls) if d and d[:3] == c[:3] and set(d[3]) == set(c[3]) and d != c
+                      and all(d[3][x] == v for x, v in c[3].items() if x not in kw)), None)
+            if k is not None: out[i] = k; continue
+        if not (_binds(t) and t[0] in g.locals) or sum(k.split(" ")[:2] == [t[0], "="] for k in g.keys) != 1: continue
+        readers = [j for j, k in enumerate(g.keys) if j != i and t[0] in k.split(" ")]
+        y = in_n.rename.get(t[0], t[0])
+        def as_gained(j):   # `x` read only as the value of a keyword the call gains, which the NPU copy's call passes `y` to
+            d, k = (g.calls[j] if j < len(g.calls) else None), in_n.find(j)
+            e = n.calls[k] if k is not None and k < len(n.calls) else None
+            return bool(d and e) and g.keys[j].split(" ").count(t[0]) == 1 \
+                and any(v == t[0] and e[3].get(x) == y for x, v in d[3].items() if x in _gained(d, bg))
+        if not readers or any(j in lost or not as_gained(j) for j in readers): continue
+        k = next((k for k, key in enumerate(n.keys) if key.split(" ")[:2] == [y, "="]), None)
+        if k is not None and not (in_bn is not None and in_bn.has(k)): out[i] = k
     return out
+
+# %% ../../nbs/port/audit.ipynb #da45e5df
+@functools.lru_cache(maxsize=8)
+def _self_attributes(module_text: str) -> frozenset:
+    "The attributes the methods of a module assign on `self`: a runner's own state."
+    try: tree = ast.parse(module_text)
+    except SyntaxError: return frozenset()
+    return frozenset(x.attr for x in ast.walk(tree) if isinstance(x, ast.Attribute) and isinstance(x.ctx, ast.Store)
+                     and isinstance(x.value, ast.Name) and x.value.id == "self")
+
+def _state_argument(toks: list, state) -> bool:
+    "Whether `toks` are one more argument `, self.x` / `self.x ,` with `x` an attribute of `state`."
+    return len(toks) == 4 and (toks[:3] == [",", "self", "."] and toks[3] in state or toks[:2] == ["self", "."] and toks[2] in state and toks[3] == ",")
+
+def _base_state_edit(g: MethodStatements, i: int, bg: MethodStatements, bn: MethodStatements | None, state) -> bool:
+    "Whether statement `i` is a GPU base statement the NPU base method does not have, edited only by passing one more argument of the GPU base runner's own state (`self.x` its module assigns): vllm code vllm-ascend replaced, as another vllm writes it — no omni logic."
+    if bn is None or bn is bg: return False
+    toks, in_bn = _strings_as_one(g.texts[i]), Matcher(bg, bn)
+    for j, t in enumerate(bg.texts):
+        b = _strings_as_one(t)
+        if b[:1] != toks[:1]: continue
+        sm = difflib.SequenceMatcher(None, b, toks, autojunk=False)
+        ops = [(op, toks[j1:j2]) for op, _, _, j1, j2 in sm.get_opcodes() if op != "equal"]
+        if sm.ratio() >= BASE_COPY and ops and all(op == "insert" and _state_argument(x, state) for op, x in ops) and not in_bn.has(j):
+            return True
+    return False
 
 # %% ../../nbs/port/audit.ipynb #d3affb2e
 def drift(gsrc: str, nsrc: str, names, rules: RuleSet | None = None, gpu_module: str = "",
           gpu_base: tuple | None = None, npu_base: str | None = None, blocks_checked: bool = True,
           elsewhere: MethodStatements | None = None, called: MethodStatements | None = None,
-          later: tuple | None = None) -> list[tuple[int | None, str, list[str]]]:
+          later: tuple | None = None, notes: list | None = None) -> list[tuple[int | None, str, list[str]]]:
     "Omni's GPU-side change the NPU override lacks, and omni statements the NPU copy keeps that the GPU side changed: (line, message, diff lines); three-way when the bases' methods are given."
     # elsewhere: the NPU class's other methods (a statement moved there); called: the methods the NPU override calls,
     # found through its MRO (a statement refactored into a helper); later: (text, module) of the same GPU method in the
@@ -708,7 +872,7 @@ def drift(gsrc: str, nsrc: str, names, rules: RuleSet | None = None, gpu_module:
     g = method_statements(_normalised_gpu(gsrc, gpu_module, rules), names)
     n = method_statements(nsrc, names)
     if g is None or n is None: return []
-    bg = method_statements(_normalised_gpu(*gpu_base, rules), names) if gpu_base else None
+    bg = (method_statements(_normalised_gpu(*gpu_base, rules), names) if gpu_base[0] else NO_METHOD) if gpu_base else None
     bn = method_statements(npu_base, names) if npu_base else bg    # vllm-ascend's runner inherits vllm's method
     out, blocks = [], omni_blocks(nsrc)
     if blocks and blocks_checked:   # an omni statement of the NPU copy the GPU omni method no longer has (and the NPU base never had)
@@ -724,14 +888,21 @@ def drift(gsrc: str, nsrc: str, names, rules: RuleSet | None = None, gpu_module:
         in_called = Matcher(g, called) if called is not None else None
         lg = method_statements(_normalised_gpu(*later, rules), names) if later else None
         later_form = _later_form(g, lg, n) if lg is not None else set()
+        state, folded = _self_attributes(gpu_base[1]) if gpu_base[1] else frozenset(), _folded(g, n)
         gone = [i for i in g.logic() if not in_bg.has(i) and not in_n.has(i) and not _moved(moved, g, i)
-                and not (in_called is not None and in_called.has(i)) and not _base_copy(g, i, bg) and i not in later_form]
+                and not (in_called is not None and in_called.has(i)) and not _base_copy(g, i, bg) and i not in later_form
+                and not _base_state_edit(g, i, bg, bn, state) and i not in folded]
         gone = _reguarded(g, gone, n, in_n)
+        adapted = _adapted(g, gone, n, in_n, bg, bn)
+        gone = [i for i in gone if i not in adapted]
+        for i, k in adapted.items():   # notes: (GPU line, NPU line) of each value the NPU side computes its own way
+            if notes is not None: notes.append((g.texts[i], n.texts[k]))
         if gone: out.append((None, f"{len(gone)} statement(s) of omni's GPU-side change have no counterpart in the NPU override",
                              [f"+ {t}" for t in _deltas(g, gone)]))
     elif not blocks:   # two-way: every statement of the GPU omni method but its super() call
         in_n, moved = Matcher(g, n), Matcher(g, elsewhere) if elsewhere is not None else None
-        gone = [i for i in g.logic() if not in_n.has(i) and not _moved(moved, g, i)]
+        folded = _folded(g, n)
+        gone = [i for i in g.logic() if not in_n.has(i) and not _moved(moved, g, i) and i not in folded]
         if gone: out.append((None, f"{len(gone)} statement(s) of the GPU omni method have no counterpart in the NPU override",
                              [f"+ {t}" for t in _deltas(g, gone)]))
     return out
@@ -809,6 +980,11 @@ def base_method(tree, base: Symbol, m: str) -> tuple[str, str] | None:
     text = tree.module_source(sym.module)
     return (method_text(text, sym.node), text) if text else None
 
+def base_or_none(tree, base: Symbol, m: str) -> tuple[str, str] | None:
+    "`base_method`, but `(\"\", \"\")` where the GPU base is given and has no method `m`: omni's new method, all of it omni's change (checked three-way)."
+    if tree is None: return None
+    return base_method(tree, base, m) or ("", "")
+
 def _sibling_defines(siblings, graph: ClassGraph, n: RunnerClass, m: str) -> bool:
     "Whether another runner of the same side (a sibling fork) defines `m` in its own class body."
     return any(s is not n and m in own_methods(s.node) for s in siblings)
@@ -816,23 +992,48 @@ def _sibling_defines(siblings, graph: ClassGraph, n: RunnerClass, m: str) -> boo
 CALL_DEPTH = 2   # how deep the methods an NPU override calls are followed (self.x(...) through its MRO)
 
 def called_statements(graph: ClassGraph, n: RunnerClass, node, names: dict, depth: int = CALL_DEPTH) -> MethodStatements | None:
-    "The statements of the methods an NPU override calls on `self` (found through the NPU runner's MRO, `depth` calls deep), as one list: where the NPU side refactored a statement into a helper."
-    seen, todo, parts = {node.name}, [node], []
+    "The statements of what an NPU override calls (`self.x(...)` and `Base.x(self, ...)` through the NPU runner's MRO, functions of its own package by name), `depth` calls deep, as one list: where the NPU side refactored a statement into a helper."
+    seen, todo, parts = {f"self.{node.name}"}, [(node, n.module)], []
     for _ in range(depth):
         nxt = []
-        for fn in todo:
+        for fn, module in todo:
             for c in ast.walk(fn):
-                f = c.func if isinstance(c, ast.Call) else None
-                if not (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self") or f.attr in seen: continue
-                seen.add(f.attr)
-                found = graph.method(n, f.attr)
-                if found and (ms := method_statements(method_text(found[0].text, found[1]), names)): parts.append(ms); nxt.append(found[1])
+                found = _callee_def(graph, n, c, module, seen) if isinstance(c, ast.Call) else None
+                if found and (ms := method_statements(method_text(found[0], found[1]), {**names, **found[3]} if found[3] else names)):
+                    parts.append(ms); nxt.append(found[1:3])
         todo = nxt
     if not parts: return None
     cat = lambda f: [x for ms in parts for x in getattr(ms, f)]
     return MethodStatements(cat("keys"), cat("texts"), cat("lines"), set().union(*(ms.locals for ms in parts)), set(),
                             written=[w for ms in parts for w in (ms.written or ms.keys)])
 
+# %% ../../nbs/port/audit.ipynb #2e7363ff
+def _callee_def(graph: ClassGraph, n: RunnerClass, call: ast.Call, module: str, seen: set) -> tuple | None:
+    "(module text, def, module) of what `call` runs, seen once: `self.x` through `n`'s MRO, `K.x(self, ...)` from the class `K` of that MRO, `f(...)` a function of `n`'s own package as `module` imports it."
+    f, key = call.func, ast.unparse(call.func)
+    if key in seen: return None
+    seen.add(key)
+    if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name):
+        if f.value.id == "self": found = graph.method(n, f.attr)
+        elif call.args and isinstance(call.args[0], ast.Name) and call.args[0].id == "self" and f"self.{f.attr}" not in seen:
+            k = next((k for k in graph.mro(n) if isinstance(k, RunnerClass) and k.name == f.value.id), None)
+            found = graph.method(k, f.attr) if k is not None else None
+        else: return None
+        return (found[0].text, found[1], found[0].module, {}) if found else None
+    if not isinstance(f, ast.Name): return None
+    try: sym = defined_in(graph.ix, module, f.id)
+    except SyntaxError: return None
+    if not sym or sym.kind != "function" or sym.module.split(".")[0] != n.module.split(".")[0]: return None
+    return graph.ix.module_source(sym.module), sym.node, sym.module, _arguments(sym.node, call)
+
+def _arguments(fn, call: ast.Call) -> dict:
+    "{parameter: the tokens of the name, attribute chain or constant the call passes to it}: a function's statements read as the caller's."
+    a, out = fn.args, {}
+    for p, v in zip([*a.posonlyargs, *a.args], itertools.takewhile(lambda v: not isinstance(v, ast.Starred), call.args)):
+        out[p.arg] = v
+    out.update({k.arg: k.value for k in call.keywords if k.arg})
+    return {p: " ".join(_TOKEN.findall(ast.unparse(v))) for p, v in out.items()
+            if all(isinstance(x, (ast.Name, ast.Attribute, ast.Load, ast.Constant)) for x in ast.walk(v))}
 
 # %% ../../nbs/port/audit.ipynb #1d2bae8b
 def _same_code(seen: tuple, gsrc: str, names: dict) -> bool:
@@ -860,12 +1061,15 @@ def pair_findings(g: RunnerClass, n: RunnerClass, ggraph, ngraph, names, rules, 
                                    + ("" if base_tree else " (--npu-base tells an override of vllm-ascend's own method)")))
             continue
         owner, gnode = gm
-        gb, nb = base_method(gpu_base, gbase, m), base_method(base_tree, nbase, m)
+        gb, nb = base_or_none(gpu_base, gbase, m), base_method(base_tree, nbase, m)
         lm = later_graph.method(later, m) if later is not None else None
+        notes = []
         for line, msg, det in drift(method_text(owner.text, gnode), nsrc, names, rules, owner.text, gb, nb and nb[0],
                                     blocks_checked, class_statements(n.text, n.node, names, m),
-                                    called_statements(ngraph, n, node, names), lm and (method_text(lm[0].text, lm[1]), lm[0].text)):
+                                    called_statements(ngraph, n, node, names), lm and (method_text(lm[0].text, lm[1]), lm[0].text), notes):
             out.append(Finding("ONP4201", f"drift from {owner.name}.{m}: {msg}", line=line, cls=nname, method=m, detail=det))
+        out += [Finding("ONP4210", f"{code_info('ONP4210').title}: omni's {owner.name}.{m} has `{gl}`; {nname}.{m} has `{nl}`",
+                        cls=nname, method=m, detail=[f"+ {gl}", f"- {nl}"], level="info") for gl, nl in notes]
     runner = runner_bases()[1][0]   # vllm-ascend's NPUModelRunner
     for m, node in own_methods(g.node).items():
         if m in own_methods(n.node): continue
