@@ -18,7 +18,7 @@ from .merge import keep_side, uncomment_conflicts
 from ..sources.symbols import SymbolIndex, mro, resolve
 
 # %% auto #0
-__all__ = ['unbound_reads', 'ClassShape', 'class_shape', 'class_findings', 'ready_findings', 'ready_index']
+__all__ = ['unbound_reads', 'ClassShape', 'class_shape', 'source_keywords', 'class_findings', 'ready_findings', 'ready_index']
 
 # %% ../../nbs/port/ready.ipynb #64fc8e5b
 register(
@@ -128,14 +128,27 @@ def _imported(tree: ast.Module, prefixes: tuple) -> dict[str, str]:
             for a in n.names: out[a.asname or a.name] = f"{n.module}.{a.name}"
     return out
 
-def _fits(shape: ClassShape, call: ast.Call) -> str | None:
-    "Why a constructor call does not fit the class (None: it fits, or the class takes anything)."
+def _fits(shape: ClassShape, call: ast.Call, passed: set = frozenset()) -> str | None:
+    "Why a constructor call does not fit the class (None: it fits, or the class takes anything; `passed`: keywords the"
+    " NPU side's own source passes it, `source_keywords`)."
     takes = shape.fields if shape.kind in ("dataclass", "namedtuple") and shape.params is None else shape.params
     if takes is None or shape.open or any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords): return None
-    bad = [k.arg for k in call.keywords if k.arg not in takes]
+    bad = [k.arg for k in call.keywords if k.arg not in takes and k.arg not in passed]
     if bad: return f"no field or parameter {', '.join(f'`{b}`' for b in bad)}"
     if len(call.args) > len(takes): return f"{len(call.args)} positional arguments, it takes {len(takes)}"
     return None
+
+def source_keywords(trees, packages: tuple = ("vllm_ascend", "vllm")) -> dict[str, set[str]]:
+    "Dotted class -> the keywords the given sources themselves pass when they build it (`Cls(k=...)`, `Cls` imported from"
+    " `packages`): what the NPU side's own code builds a class with, the class accepts at run time (a runtime patch can add"
+    " a parameter the class's source lacks: vllm-ascend's `ModelRunnerOutput(spec_token_ids=...)`)."
+    out: dict = {}
+    for t in trees:
+        names = _imported(t, packages)
+        for n in ast.walk(t):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in names:
+                out.setdefault(names[n.func.id], set()).update(k.arg for k in n.keywords if k.arg)
+    return out
 
 _SHAPES: dict = {}   # (id of the index, dotted class) -> ClassShape: the indexes live as long as `_INDEX` keeps them
 
@@ -144,6 +157,7 @@ def class_findings(code: str, ix: SymbolIndex, packages: tuple = ("vllm_ascend",
     try: live = ast.parse(keep_side(code))
     except SyntaxError: return []
     names, shapes, out = _imported(live, packages), {}, []
+    passed = source_keywords(next((v[2] for v in _INDEX.values() if v[0] is ix), ()), packages)
     def shape(n):
         if n not in names: return None
         k = (id(ix), names[n])
@@ -157,7 +171,7 @@ def class_findings(code: str, ix: SymbolIndex, packages: tuple = ("vllm_ascend",
             if key: holds[key] = n.value.func.id
     for cls, fn in _function_scopes(live):
         for n in ast.walk(fn):
-            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and (s := shape(n.func.id)) is not None and (why := _fits(s, n)):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and (s := shape(n.func.id)) is not None and (why := _fits(s, n, passed.get(names[n.func.id], set()))):
                 out.append(port_diagnostic("ONP4422", f"{code_info('ONP4422').title}: `{n.func.id}(...)` in {fn.name}: {s.name} ({s.where}) has {why}", n.lineno, "error", where=fn.name))
             if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Tuple):
                 v = n.value
@@ -185,5 +199,10 @@ def ready_index(gpu_base, npu_base) -> SymbolIndex | None:
     trees = [t for t in (getattr(npu_base, "tree", None), getattr(gpu_base, "tree", None)) if t is not None]
     if not trees: return None
     key = tuple(id(t) for t in trees)
-    if key not in _INDEX: _INDEX[key] = (SymbolIndex(trees), trees)
+    if key not in _INDEX:   # with the runner modules of both bases, parsed (what their own code builds: `source_keywords`)
+        mods = []
+        for b in (npu_base, gpu_base):
+            try: mods.append(ast.parse(getattr(b, "module_text", "") or ""))
+            except SyntaxError: pass
+        _INDEX[key] = (SymbolIndex(trees), trees, mods)
     return _INDEX[key][0]
