@@ -1,0 +1,212 @@
+"Issue 24, parts 1-2: omni lines that read names only one side binds are rebound (a binding carried, an NPU binding kept),"
+" and the ready verdict trusts what the NPU side's own source builds — each rule on fixtures written here, with a case where"
+" it must not fire."
+import ast
+import textwrap
+from types import SimpleNamespace
+
+from omni_npu_port.port.delta import apply_delta
+from omni_npu_port.port.merge import render
+from omni_npu_port.port.ready import ClassShape, _fits, class_findings, ready_findings, ready_index, source_keywords, unbound_reads
+
+D = lambda s: textwrap.dedent(s).lstrip("\n")
+
+
+def _module(d) -> str:
+    "The ported method (conflicts commented, NPU side live) as a method of a class in a module that compiles."
+    body = "\n".join(render(d.hunks, fence=False, prefer="comment")[0])
+    return "import torch\n\nclass R:\n" + textwrap.indent(body, "    ") + "\n"
+
+
+def _live(d) -> ast.FunctionDef:
+    return ast.parse(textwrap.dedent("\n".join(render(d.hunks, fence=False, prefer="comment")[0]))).body[0]
+
+
+def _order(fn: ast.FunctionDef, name: str) -> tuple[int, int]:
+    "Line of the first binding and of the first read of `name`."
+    st = [n.lineno for n in ast.walk(fn) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)]
+    ld = [n.lineno for n in ast.walk(fn) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)]
+    return min(st, default=10**6), min(ld, default=-1)
+
+
+# ---- a binding omni keeps from the GPU base, which the NPU method lacks, is carried live
+
+BASE = D('''
+    def run(self, n, pad):
+        size = n + pad
+        kw = self.init_kwargs(size)
+        out = self.model(n, **kw)
+        return out
+''')
+OMNI = D('''
+    def run(self, n, pad):
+        size = n + pad
+        kw = self.init_kwargs(size)
+        kw["counts"] = [n]
+        out = self.model(n, **kw)
+        return out
+''')
+NPU = D('''
+    def run(self, n, pad):
+        size = n + pad
+        out = self.model(n)
+        torch.npu.synchronize()
+        return out
+''')
+
+
+def test_a_binding_the_npu_method_lacks_is_carried_before_the_omni_line_reading_it():
+    d = apply_delta(BASE, OMNI, NPU, "run")
+    fn = _live(d)
+    bind, read = _order(fn, "kw")
+    assert bind < read                                            # carried, before omni's kw["counts"] = ...
+    assert _order(fn, "size")[0] < bind                           # after what it reads
+    assert any(x.code == "ONP4413" and "carried live" in x.message and x.severity == "info" for x in d.diagnostics)
+    code = _module(d)
+    compile(code, "<port>", "exec")
+    assert unbound_reads(code, "R") == [] and ready_findings(code, None, "R") == []
+
+
+def test_a_binding_whose_call_the_npu_method_makes_itself_is_not_carried():
+    # the NPU side does that work its own way (into an attribute): carrying vllm's statement would run init_kwargs twice
+    npu = NPU.replace("    out = self.model(n)\n", "    self.cached = self.init_kwargs(size)\n    out = self.model(n, **self.cached)\n")
+    d = apply_delta(BASE, OMNI, npu, "run")
+    assert sum("self.init_kwargs(" in l for l in render(d.hunks, fence=False)[0]) == 1
+    assert not any("carried live" in x.message for x in d.diagnostics)
+    assert [x.code for x in unbound_reads(_module(d), "R")] == ["ONP4421"]      # still reported: `kw`
+
+
+def test_a_binding_that_reads_a_local_nothing_live_binds_is_not_carried():
+    npu = NPU.replace("    size = n + pad\n", "")                               # the NPU method never computes `size`
+    d = apply_delta(BASE, OMNI, npu, "run")
+    assert not any("carried live" in x.message for x in d.diagnostics)
+    assert "kw" in {x.message.split("`")[1] for x in unbound_reads(_module(d), "R")}
+
+
+def test_a_binding_reading_only_parameters_goes_right_before_its_reader_when_its_anchors_come_after_it():
+    base = D('''
+        def run(self, n):
+            def hook(t):
+                return t
+            cfg = self.config
+            if cfg is not None:
+                hook(cfg.a)
+            return n
+    ''')
+    omni = D('''
+        def run(self, n):
+            def hook(t):
+                return t
+            cfg = self.config
+            if cfg is not None:
+                hook(cfg.a)
+            return n
+    ''').replace("    def hook", "    use = cfg.b\n    def hook", 1)
+    npu = D('''
+        def run(self, n):
+            def hook(t):
+                return t
+            if self.config is not None:
+                hook(self.config.a)
+            torch.npu.synchronize()
+            return n
+    ''')
+    d = apply_delta(base, omni, npu, "run")
+    bind, read = _order(_live(d), "cfg")
+    assert bind < read and any("right before the first omni line" in x.message for x in d.diagnostics)
+    compile(_module(d), "<port>", "exec")
+
+
+# ---- the reverse: NPU lines reading a name whose binding an omni replacement took keep that binding
+
+RBASE = D('''
+    def step(self, x):
+        n = len(x)
+        flag = n > 0
+        self.go(x)
+        return x
+''')
+ROMNI = D('''
+    def step(self, x):
+        other = 1
+        self.go(x)
+        self.hook(other)
+        return x
+''')
+RNPU = D('''
+    def step(self, x):
+        n = len(x)
+        flag = n > 0
+        self.go(x, skip=flag)
+        torch.npu.synchronize()
+        torch.npu.synchronize()
+        return x
+''')
+
+
+def test_npu_statements_an_omni_replacement_took_are_kept_where_kept_lines_read_them():
+    d = apply_delta(RBASE, ROMNI, RNPU, "step")
+    fn = _live(d)
+    assert _order(fn, "flag")[0] < _order(fn, "flag")[1] and _order(fn, "n")[0] < _order(fn, "n")[1]   # both, in turn
+    assert _order(fn, "other")[0] < _order(fn, "other")[1]                                                # omni's line live
+    code = _module(d)
+    compile(code, "<port>", "exec")
+    assert ready_findings(code, None, "R") == []
+
+
+def test_an_npu_binding_nothing_reads_goes_with_omni_s_replacement():
+    d = apply_delta(RBASE, ROMNI, RNPU.replace("skip=flag", "skip=False"), "step")
+    text = "\n".join(render(d.hunks, fence=False)[0])
+    assert "flag = n > 0" not in text and "n = len(x)" not in text and "other = 1" in text
+
+
+# ---- ready: a keyword the NPU side's own source passes when it builds a class is no mismatch
+
+def _npu_side(tmp_path):
+    pkg = tmp_path / "vllm"
+    (pkg / "v1").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "v1" / "__init__.py").write_text("")
+    (pkg / "v1" / "outputs.py").write_text(D('''
+        from dataclasses import dataclass
+
+        @dataclass
+        class Output:
+            req_ids: list
+            tokens: list = None
+    '''))
+    from omni_npu_port.sources.readers import open_source
+    runner = D('''
+        from vllm.v1.outputs import Output
+
+        class NPURunner:
+            def sample(self):
+                return Output(req_ids=[], spec_ids=None)   # a runtime patch of the NPU side adds `spec_ids`
+    ''')
+    tree = open_source(str(pkg))
+    return SimpleNamespace(tree=tree, module_text=runner), SimpleNamespace(tree=tree, module_text="")
+
+
+PORTED = D('''
+    from vllm.v1.outputs import Output
+
+    class R:
+        def sample(self):
+            a = Output(req_ids=[], spec_ids=None)
+            return a, Output(req_ids=[], made_up=1)
+''')
+
+
+def test_a_keyword_the_npu_source_passes_is_accepted_and_one_no_source_passes_is_not(tmp_path):
+    npu, gpu = _npu_side(tmp_path)
+    ix = ready_index(gpu, npu)
+    found = [x.message for x in class_findings(PORTED, ix) if x.code == "ONP4422"]
+    assert len(found) == 1 and "made_up" in found[0] and "spec_ids" not in found[0]
+    assert source_keywords([ast.parse(npu.module_text)]) == {"vllm.v1.outputs.Output": {"req_ids", "spec_ids"}}
+
+
+def test_fits_takes_the_passed_keywords_only_for_that_class():
+    shape = ClassShape("Output", "vllm.v1.outputs:4", fields=["req_ids", "tokens"], kind="dataclass")
+    call = ast.parse("Output(req_ids=[], spec_ids=None)").body[0].value
+    assert _fits(shape, call) is not None and "spec_ids" in _fits(shape, call)
+    assert _fits(shape, call, {"spec_ids"}) is None
