@@ -210,3 +210,42 @@ def test_fits_takes_the_passed_keywords_only_for_that_class():
     call = ast.parse("Output(req_ids=[], spec_ids=None)").body[0].value
     assert _fits(shape, call) is not None and "spec_ids" in _fits(shape, call)
     assert _fits(shape, call, {"spec_ids"}) is None
+
+
+# ---- one self-call assigned on both sides under two names: omni's reads of its name are rebound
+
+CBASE = D('''
+    def execute(self, n):
+        out = self.forward(num=n, mode=1)
+        return out
+''')
+COMNI = D('''
+    def execute(self, n):
+        out = self.forward(num=n, mode=1)
+        mm = self.extract(out)
+        return out, mm
+''')
+CNPU = D('''
+    def execute(self, n):
+        with npu_stream():
+            hidden = self.forward(n, 1, stream=True)
+        torch.npu.synchronize()
+        return hidden, None
+''')   # (its return is no renamed copy of the base's: only the call pairs the two names)
+
+
+def test_an_npu_assignment_of_the_same_self_call_rebinds_omni_s_reads():
+    d = apply_delta(CBASE, COMNI, CNPU, "execute")
+    text = "\n".join(render(d.hunks, fence=False)[0])
+    assert "self.extract(hidden)" in text and "self.extract(out)" not in text
+    code = _module(d)
+    compile(code, "<port>", "exec")
+    assert "out" not in {x.message.split("`")[1] for x in unbound_reads(code, "R")}
+
+
+def test_two_npu_assignments_of_that_call_leave_the_read_reported():
+    npu = CNPU.replace("    torch.npu.synchronize()\n", "    spare = self.forward(n, 2)\n    torch.npu.synchronize()\n") \
+              .replace("return hidden, None", "return hidden, spare")
+    d = apply_delta(CBASE, COMNI, npu, "execute")
+    assert "self.extract(hidden)" not in "\n".join(render(d.hunks, fence=False)[0])
+    assert any(x.code == "ONP4413" and "`out`, which only the omni method binds" in x.message for x in d.diagnostics)

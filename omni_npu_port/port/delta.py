@@ -786,6 +786,15 @@ def _text_of(hunks: list[Hunk]) -> str:
     return "\n".join(l for h in hunks for l in (h.npu if h.kind == "conflict" else h.lines)) + "\n"
 
 # %% ../../nbs/port/delta.ipynb #5f506f5f
+def _named_self_calls(fn: ast.AST) -> dict[str, list[str]]:
+    "`self.<method>` -> the names a method's single-name assignments of a call to it bind (`x = self.m(...)`), in order."
+    out: dict = {}
+    for s in ast.walk(fn):
+        if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name) and isinstance(s.value, ast.Call) \
+                and isinstance(s.value.func, ast.Attribute) and isinstance(s.value.func.value, ast.Name) and s.value.func.value.id == "self":
+            out.setdefault(s.value.func.attr, []).append(s.targets[0].id)
+    return out
+
 def rebind(ap: _Applier, hunks: list[Hunk], name: str) -> tuple[list[Hunk], list[Diagnostic]]:
     "Omni lines reading a name only omni binds: renamed to the name the NPU statement standing for omni's binding binds; else (and NPU lines reading a name only the NPU side binds) ONP4413."
     try: res = ast.parse(textwrap.dedent(_text_of(hunks))).body[0]
@@ -798,6 +807,9 @@ def rebind(ap: _Applier, hunks: list[Hunk], name: str) -> tuple[list[Hunk], list
             zt = z.targets if isinstance(z, ast.Assign) else [z.target]
             nt = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(n, ast.AnnAssign) else []
             if len(zt) == len(nt) == 1 and isinstance(zt[0], ast.Name) and isinstance(nt[0], ast.Name): binders[zt[0].id] = nt[0].id
+    zc, nc = _named_self_calls(ap.zf), _named_self_calls(ap.nf)
+    for f, zs in zc.items():   # the one base assignment of a self-call, the one NPU assignment of it: one statement, two names
+        if len(zs) == 1 and len(nc.get(f, [])) == 1: binders.setdefault(zs[0], nc[f][0])
     diags, omni_edits = [], [e for e in ap.edits if e.hunk.kind == "omni" and e.hunk in hunks]
     for x in sorted(_reads([s for e in omni_edits for s in e.omni]) & ob - have):
         if x in ap.renames:
