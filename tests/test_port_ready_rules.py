@@ -7,7 +7,8 @@ from types import SimpleNamespace
 
 from omni_npu_port.port.delta import apply_delta
 from omni_npu_port.port.merge import render
-from omni_npu_port.port.ready import ClassShape, _fits, class_findings, ready_findings, ready_index, source_keywords, unbound_reads
+from omni_npu_port.port.ready import (ClassShape, _fits, class_findings, ready_findings, ready_index, source_keywords,
+    unbound_reads)
 
 D = lambda s: textwrap.dedent(s).lstrip("\n")
 
@@ -169,11 +170,16 @@ def _npu_side(tmp_path):
     (pkg / "v1" / "__init__.py").write_text("")
     (pkg / "v1" / "outputs.py").write_text(D('''
         from dataclasses import dataclass
+        from typing import NamedTuple
 
         @dataclass
         class Output:
             req_ids: list
             tokens: list = None
+
+        class State(NamedTuple):
+            logits: object
+            hidden: object
     '''))
     from omni_npu_port.sources.readers import open_source
     runner = D('''
@@ -249,3 +255,36 @@ def test_two_npu_assignments_of_that_call_leave_the_read_reported():
     d = apply_delta(CBASE, COMNI, npu, "execute")
     assert "self.extract(hidden)" not in "\n".join(render(d.hunks, fence=False)[0])
     assert any(x.code == "ONP4413" and "`out`, which only the omni method binds" in x.message for x in d.diagnostics)
+
+
+# ---- ready: a name omni unpacks from an NPU-side NamedTuple that lacks its field stays an error, and says why
+
+UNPACKED = D('''
+    from vllm.v1.outputs import State
+
+    class R:
+        def execute(self):
+            self.state = State(1, 2)
+
+        def sample(self):
+            # <<<<<<< ONP4001 conflict: NPU base (kept)
+            (logits, hidden) = self.state
+            # ======= omni GPU (commented out)
+            # (logits, hidden, mm) = self.state
+            # >>>>>>>
+            return logits, hidden, mm
+''')
+
+
+def test_a_name_omni_unpacks_from_an_npu_namedtuple_lacking_the_field_is_reported_with_the_class(tmp_path):
+    npu, gpu = _npu_side(tmp_path)
+    found = [x for x in ready_findings(UNPACKED, ready_index(gpu, npu), "R") if x.code == "ONP4420"]
+    assert len(found) == 1 and "`mm`" in found[0].message
+    assert "unpacking 3 names from `self.state`" in found[0].message and "State" in found[0].message and "logits, hidden" in found[0].message
+
+
+def test_a_name_bound_only_in_a_commented_side_otherwise_keeps_the_plain_finding(tmp_path):
+    npu, gpu = _npu_side(tmp_path)
+    code = UNPACKED.replace("self.state = State(1, 2)", "self.state = (1, 2)")      # no NPU-side class fills it
+    found = [x for x in ready_findings(code, ready_index(gpu, npu), "R") if x.code == "ONP4420"]
+    assert len(found) == 1 and found[0].message.endswith("(bound only in a commented-out conflict side)")

@@ -18,7 +18,8 @@ from .merge import keep_side, uncomment_conflicts
 from ..sources.symbols import SymbolIndex, mro, resolve
 
 # %% auto #0
-__all__ = ['unbound_reads', 'ClassShape', 'class_shape', 'source_keywords', 'class_findings', 'ready_findings', 'ready_index']
+__all__ = ['unbound_reads', 'ClassShape', 'class_shape', 'source_keywords', 'class_findings', 'ready_findings',
+           'explain_unpacked', 'ready_index']
 
 # %% ../../nbs/port/ready.ipynb #64fc8e5b
 register(
@@ -163,12 +164,7 @@ def class_findings(code: str, ix: SymbolIndex, packages: tuple = ("vllm_ascend",
         k = (id(ix), names[n])
         if k not in _SHAPES: _SHAPES[k] = class_shape(ix, names[n])
         return _SHAPES[k]
-    holds = {}   # self.<attr> / local name -> class local name, from `x = Cls(...)`
-    for n in ast.walk(live):
-        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and isinstance(n.value.func, ast.Name) and len(n.targets) == 1:
-            t = n.targets[0]
-            key = f"self.{t.attr}" if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self" else t.id if isinstance(t, ast.Name) else None
-            if key: holds[key] = n.value.func.id
+    holds = _holds(live)   # self.<attr> / local name -> class local name, from `x = Cls(...)`
     for cls, fn in _function_scopes(live):
         for n in ast.walk(fn):
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and (s := shape(n.func.id)) is not None and (why := _fits(s, n, passed.get(names[n.func.id], set()))):
@@ -189,7 +185,43 @@ def class_findings(code: str, ix: SymbolIndex, packages: tuple = ("vllm_ascend",
 
 def ready_findings(code: str, ix: SymbolIndex | None, where: str = "") -> list[Diagnostic]:
     "Every reason a ported module that compiles is not ready to run (`unbound_reads`, and `class_findings` where an index is given)."
-    return unbound_reads(code, where) + (class_findings(code, ix, where=where) if ix is not None else [])
+    found = unbound_reads(code, where)
+    if ix is None: return found
+    return explain_unpacked(code, ix, found) + class_findings(code, ix, where=where)
+
+# %% ../../nbs/port/ready.ipynb #c24b0002
+def _holds(live: ast.Module) -> dict[str, str]:
+    "`self.<attr>` / local name -> the class (local name) a `x = Cls(...)` of the live code fills it with."
+    out = {}
+    for n in ast.walk(live):
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and isinstance(n.value.func, ast.Name) and len(n.targets) == 1:
+            t = n.targets[0]
+            key = f"self.{t.attr}" if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self" else t.id if isinstance(t, ast.Name) else None
+            if key: out[key] = n.value.func.id
+    return out
+
+def explain_unpacked(code: str, ix: SymbolIndex, found: list[Diagnostic], packages: tuple = ("vllm_ascend", "vllm")) -> list[Diagnostic]:
+    "`found` (ONP4420s), each whose name the commented omni side binds by unpacking `self.<attr>` — an attribute the live"
+    " code fills with an NPU-side NamedTuple or dataclass that has no field of that name — saying so, with the class's fields."
+    try: live, omni = ast.parse(keep_side(code)), ast.parse(keep_side(code, 1))
+    except SyntaxError: return found
+    holds, names, fns = _holds(live), _imported(live, packages), {f.name: f for _, f in _function_scopes(omni)}
+    for d in found:
+        fn, x = fns.get(d.where), d.message.split("`")[1] if d.code == "ONP4420" and d.message.count("`") >= 2 else None
+        if fn is None or x is None: continue
+        for n in ast.walk(fn):
+            if not (isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Tuple)): continue
+            v, elts = n.value, n.targets[0].elts
+            if not any(isinstance(e, ast.Name) and e.id == x for e in elts): continue
+            key = f"self.{v.attr}" if isinstance(v, ast.Attribute) and isinstance(v.value, ast.Name) and v.value.id == "self" else None
+            cls = holds.get(key)
+            s = class_shape(ix, names[cls]) if cls in names else None
+            if s is None or s.open or s.kind not in ("dataclass", "namedtuple") or x in s.fields: continue
+            d.message += (f": omni binds it by unpacking {len(elts)} names from `{key}`, which the live code fills with the NPU side's"
+                          f" {s.name} ({s.where}) of {len(s.fields)} fields ({', '.join(s.fields)}), none of them `{x}`: omni's lines"
+                          f" read a field of omni's own class — one class with both sides' fields, built and unpacked by field, is left to the port's reader")
+            break
+    return found
 
 # %% ../../nbs/port/ready.ipynb #7db7d030
 _INDEX: dict = {}
