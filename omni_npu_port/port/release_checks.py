@@ -134,7 +134,7 @@ class MethodCheck:
     omni_explained: int = 0       # ... of those, explained (a super() call replaced, a diagnostic)
     omni_edited: int = 0          # ... of those, in the port edited
     translated: int = 0           # statements of the port changed from the omni method only by translation
-    omni_live: int = 0            # omni-added statements in the port's live code (a commented conflict side is not), or run through a call to omni's method
+    omni_live: int = 0            # omni-added statements in the port's live code (a commented conflict side is not; a copy whose reads were rebound is), or run through a call to omni's method
     unexplained: list = field(default_factory=list)   # the lost statements nothing explains
 
     @property
@@ -169,7 +169,8 @@ def check_method(name: str, style: str, port: str, omni: str, omni_t: str, base:
     r.translated = sum(1 for k in Ot if k not in O and in_port(k, P))
     live = keep_side(port)                 # what runs: each conflict's NPU side
     L, ls = f" {statement_key(live)} ", port_statements(live)
-    r.omni_live = r.omni_added if style in LIVE_BY_CALL else sum(in_port(k, L) or any(_within(k, s) for s in ls) for k in added)
+    r.omni_live = r.omni_added if style in LIVE_BY_CALL else \
+        sum(in_port(k, L) or any(_within(k, s) or _renamed(k.split(), s.split()) for s in ls) for k in added)   # a rebound read is live
     return r
 
 def _within(key: str, stmt: str) -> bool:
