@@ -23,7 +23,7 @@ from .merge import Hunk, _shift, code_tokens, indent_of
 # %% auto #0
 __all__ = ['FAR', 'statements_alike', 'align', 'DeltaHunk', 'omni_delta', 'bodies_alike', 'pair_in_gaps', 'npu_map',
            'merge_statement', 'merge_statement_header', 'DeltaPort', 'apply_delta', 'bound_names', 'rebind',
-           'carry_bindings', 'name_renames', 'drifted_far', 'delta_fallback', 'wraps_by_super', 'redirect_super']
+           'name_renames', 'carry_bindings', 'drifted_far', 'delta_fallback', 'wraps_by_super', 'redirect_super']
 
 # %% ../../nbs/port/delta.ipynb #b3524cd2
 register(
@@ -825,6 +825,25 @@ def rebind(ap: _Applier, hunks: list[Hunk], name: str) -> tuple[list[Hunk], list
         diags.append(port_diagnostic("ONP4413", f"{code_info('ONP4413').title}: NPU lines read `{x}`, which only the NPU base binds (an omni hunk replaced its binding)", None, where=name))
     return hunks, diags
 
+# %% ../../nbs/port/delta.ipynb #eed6216f
+class _Renamer(ast.NodeTransformer):
+    def __init__(self, ren): self.ren = ren
+    def visit_Name(self, n): return ast.copy_location(ast.Name(self.ren.get(n.id, n.id), n.ctx), n)
+
+def name_renames(smap: dict, npu_bound: set[str]) -> dict[str, str]:
+    "Locals the NPU base renamed: from base/NPU statement pairs equal with names normalised, each base name to one NPU name the NPU base binds (and the base name it does not)."
+    seen: dict[str, set] = {}
+    for n, lv, z in smap.values():
+        if lv != "names" or _blocks(z): continue
+        for x, y in zip(ast.walk(z), ast.walk(n)):
+            if isinstance(x, ast.Name) and isinstance(y, ast.Name) and x.id != y.id: seen.setdefault(x.id, set()).add(y.id)
+    return {x: next(iter(ys)) for x, ys in seen.items() if len(ys) == 1 and x not in npu_bound and next(iter(ys)) in npu_bound}
+
+def _rn(self: _Applier, st):
+    "A statement with the NPU base's renames of locals applied."
+    return _Renamer(self.renames).visit(_copy(st)) if self.renames and isinstance(st, ast.stmt) else st
+_Applier.rn = _rn
+
 # %% ../../nbs/port/delta.ipynb #c24a0002
 def _first_binder(fn: ast.AST, x: str) -> ast.stmt | None:
     "The first statement (in source order) of a method that binds `x` by assignment."
@@ -898,25 +917,6 @@ def carry_bindings(ap: _Applier, head: Hunk, hunks: list[Hunk], name: str = "") 
                 break
             ap.edits.remove(e)
     return hunks, out
-
-# %% ../../nbs/port/delta.ipynb #eed6216f
-class _Renamer(ast.NodeTransformer):
-    def __init__(self, ren): self.ren = ren
-    def visit_Name(self, n): return ast.copy_location(ast.Name(self.ren.get(n.id, n.id), n.ctx), n)
-
-def name_renames(smap: dict, npu_bound: set[str]) -> dict[str, str]:
-    "Locals the NPU base renamed: from base/NPU statement pairs equal with names normalised, each base name to one NPU name the NPU base binds (and the base name it does not)."
-    seen: dict[str, set] = {}
-    for n, lv, z in smap.values():
-        if lv != "names" or _blocks(z): continue
-        for x, y in zip(ast.walk(z), ast.walk(n)):
-            if isinstance(x, ast.Name) and isinstance(y, ast.Name) and x.id != y.id: seen.setdefault(x.id, set()).add(y.id)
-    return {x: next(iter(ys)) for x, ys in seen.items() if len(ys) == 1 and x not in npu_bound and next(iter(ys)) in npu_bound}
-
-def _rn(self: _Applier, st):
-    "A statement with the NPU base's renames of locals applied."
-    return _Renamer(self.renames).visit(_copy(st)) if self.renames and isinstance(st, ast.stmt) else st
-_Applier.rn = _rn
 
 # %% ../../nbs/port/delta.ipynb #adea4848
 FAR = 8   # NPU lines that differ from the GPU base's, from which a line merge of whole methods no longer works
