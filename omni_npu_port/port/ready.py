@@ -18,7 +18,7 @@ from .merge import keep_side, uncomment_conflicts
 from ..sources.symbols import SymbolIndex, mro, resolve
 
 # %% auto #0
-__all__ = ['unbound_reads', 'ClassShape', 'class_shape', 'source_keywords', 'class_findings', 'ready_findings',
+__all__ = ['unbound_reads', 'ClassShape', 'class_shape', 'class_findings', 'ready_findings', 'source_keywords',
            'explain_unpacked', 'ready_index']
 
 # %% ../../nbs/port/ready.ipynb #64fc8e5b
@@ -139,18 +139,6 @@ def _fits(shape: ClassShape, call: ast.Call, passed: set = frozenset()) -> str |
     if len(call.args) > len(takes): return f"{len(call.args)} positional arguments, it takes {len(takes)}"
     return None
 
-def source_keywords(trees, packages: tuple = ("vllm_ascend", "vllm")) -> dict[str, set[str]]:
-    "Dotted class -> the keywords the given sources themselves pass when they build it (`Cls(k=...)`, `Cls` imported from"
-    " `packages`): what the NPU side's own code builds a class with, the class accepts at run time (a runtime patch can add"
-    " a parameter the class's source lacks: vllm-ascend's `ModelRunnerOutput(spec_token_ids=...)`)."
-    out: dict = {}
-    for t in trees:
-        names = _imported(t, packages)
-        for n in ast.walk(t):
-            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in names:
-                out.setdefault(names[n.func.id], set()).update(k.arg for k in n.keywords if k.arg)
-    return out
-
 _SHAPES: dict = {}   # (id of the index, dotted class) -> ClassShape: the indexes live as long as `_INDEX` keeps them
 
 def class_findings(code: str, ix: SymbolIndex, packages: tuple = ("vllm_ascend", "vllm"), where: str = "") -> list[Diagnostic]:
@@ -188,6 +176,19 @@ def ready_findings(code: str, ix: SymbolIndex | None, where: str = "") -> list[D
     found = unbound_reads(code, where)
     if ix is None: return found
     return explain_unpacked(code, ix, found) + class_findings(code, ix, where=where)
+
+# %% ../../nbs/port/ready.ipynb #c24b0004
+def source_keywords(trees, packages: tuple = ("vllm_ascend", "vllm")) -> dict[str, set[str]]:
+    "Dotted class -> the keywords the given sources themselves pass when they build it (`Cls(k=...)`, `Cls` imported from"
+    " `packages`): what the NPU side's own code builds a class with, the class accepts at run time (a runtime patch can add"
+    " a parameter the class's source lacks: vllm-ascend's `ModelRunnerOutput(spec_token_ids=...)`)."
+    out: dict = {}
+    for t in trees:
+        names = _imported(t, packages)
+        for n in ast.walk(t):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in names:
+                out.setdefault(names[n.func.id], set()).update(k.arg for k in n.keywords if k.arg)
+    return out
 
 # %% ../../nbs/port/ready.ipynb #c24b0002
 def _holds(live: ast.Module) -> dict[str, str]:
