@@ -291,3 +291,40 @@ def test_a_name_bound_only_in_a_commented_side_otherwise_keeps_the_plain_finding
     code = UNPACKED.replace("self.state = State(1, 2)", "self.state = (1, 2)")      # no NPU-side class fills it
     found = [x for x in ready_findings(code, ready_index(gpu, npu), "R") if x.code == "ONP4420"]
     assert len(found) == 1 and found[0].message.endswith("(bound only in a commented-out conflict side)")
+
+
+# ---- no rebinding where the NPU statement standing for omni's binding computes no such value: reported, and why
+
+NBASE = D('''
+    def sample(self, x):
+        nans, lists, ids = self.bookkeep(x, 1)
+        self.emit(lists)
+        return ids
+''')
+NOMNI = D('''
+    def sample(self, x):
+        nans, lists, ids = self.bookkeep(x, 1)
+        self.emit(lists)
+        self.record(nans)
+        return ids
+''')
+NNPU = D('''
+    def sample(self, x):
+        lists, ids = self.bookkeep(x, 1)
+        self.emit(lists)
+        torch.npu.synchronize()
+        return ids
+''')
+
+
+def test_a_read_whose_npu_binding_computes_no_such_value_is_reported_saying_so():
+    d = apply_delta(NBASE, NOMNI, NNPU, "sample")
+    why = [x.message for x in d.diagnostics if x.code == "ONP4413" and "`nans`" in x.message]
+    assert len(why) == 1 and "binds no `nans`: the NPU side computes no such value" in why[0]
+    assert sum("self.bookkeep(" in l for l in render(d.hunks, fence=False)[0]) == 1     # never carried: it would run twice
+    assert "nans" in {x.message.split("`")[1] for x in unbound_reads(_module(d), "R")}
+
+
+def test_a_read_the_npu_binding_does_bind_is_no_finding():
+    d = apply_delta(NBASE, NOMNI, NNPU.replace("lists, ids =", "nans, lists, ids ="), "sample")
+    assert not any(x.code == "ONP4413" for x in d.diagnostics) and unbound_reads(_module(d), "R") == []

@@ -795,6 +795,13 @@ def _named_self_calls(fn: ast.AST) -> dict[str, list[str]]:
             out.setdefault(s.value.func.attr, []).append(s.targets[0].id)
     return out
 
+def _no_npu_value(ap: _Applier, x: str) -> str:
+    "Why no rebinding exists, where the NPU statement standing for the base statement binding `x` binds no such name."
+    for z in ast.walk(ap.zf):
+        if isinstance(z, (ast.Assign, ast.AnnAssign)) and x in bound_names(z) and id(z) in ap.smap and x not in bound_names(ap.smap[id(z)][0]):
+            return f" (the NPU statement standing for its binding, {_say(ap.smap[id(z)][0])}, binds no `{x}`: the NPU side computes no such value)"
+    return ""
+
 def rebind(ap: _Applier, hunks: list[Hunk], name: str) -> tuple[list[Hunk], list[Diagnostic]]:
     "Omni lines reading a name only omni binds: renamed to the name the NPU statement standing for omni's binding binds; else (and NPU lines reading a name only the NPU side binds) ONP4413."
     try: res = ast.parse(textwrap.dedent(_text_of(hunks))).body[0]
@@ -820,7 +827,8 @@ def rebind(ap: _Applier, hunks: list[Hunk], name: str) -> tuple[list[Hunk], list
             for e in omni_edits:
                 if x in _reads(e.omni): e.hunk.lines = e.hunk.omni = _rename(e.hunk.lines, x, y)
             diags.append(port_diagnostic("ONP4413", f"{code_info('ONP4413').title}: omni's `{x}` read as `{y}` (the NPU base binds it so)", None, "info", where=name))
-        else: diags.append(port_diagnostic("ONP4413", f"{code_info('ONP4413').title}: omni lines read `{x}`, which only the omni method binds", None, where=name))
+        else: diags.append(port_diagnostic("ONP4413", f"{code_info('ONP4413').title}: omni lines read `{x}`, which only the omni method binds"
+                                           + _no_npu_value(ap, x), None, where=name))
     for x in sorted(_reads([res]) & (nb - ob) - have):
         diags.append(port_diagnostic("ONP4413", f"{code_info('ONP4413').title}: NPU lines read `{x}`, which only the NPU base binds (an omni hunk replaced its binding)", None, where=name))
     return hunks, diags
