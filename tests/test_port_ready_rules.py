@@ -328,3 +328,16 @@ def test_a_read_whose_npu_binding_computes_no_such_value_is_reported_saying_so()
 def test_a_read_the_npu_binding_does_bind_is_no_finding():
     d = apply_delta(NBASE, NOMNI, NNPU.replace("lists, ids =", "nans, lists, ids ="), "sample")
     assert not any(x.code == "ONP4413" for x in d.diagnostics) and unbound_reads(_module(d), "R") == []
+
+
+# ---- the fidelity count: an omni statement whose local reads were rebound is live; one calling another function is not
+
+def test_an_omni_statement_with_its_local_reads_rebound_counts_live():
+    from omni_npu_port.port.release import check_method
+    omni = "def run(self):\n    out = self.fwd()\n    mm = self.extract(out)\n    return mm\n"
+    base = "def run(self):\n    out = self.fwd()\n    return out\n"
+    npu = "def run(self):\n    hidden = self.fwd(stream=1)\n    return hidden\n"
+    port = "def run(self):\n    hidden = self.fwd(stream=1)\n    mm = self.extract(hidden)\n    return mm\n"
+    assert check_method("run", "delta", port, omni, omni, base, base, npu).omni_live == 2
+    other = port.replace("self.extract(hidden)", "self.squeeze(hidden)")          # another method called: not omni's line
+    assert check_method("run", "delta", other, omni, omni, base, base, npu).omni_live == 1
