@@ -23,7 +23,7 @@ from .merge import Hunk, _shift, code_tokens, indent_of
 # %% auto #0
 __all__ = ['FAR', 'statements_alike', 'align', 'DeltaHunk', 'omni_delta', 'bodies_alike', 'pair_in_gaps', 'npu_map',
            'merge_statement', 'merge_statement_header', 'DeltaPort', 'apply_delta', 'bound_names', 'rebind',
-           'name_renames', 'drifted_far', 'delta_fallback', 'wraps_by_super', 'redirect_super']
+           'name_renames', 'carry_bindings', 'drifted_far', 'delta_fallback', 'wraps_by_super', 'redirect_super']
 
 # %% ../../nbs/port/delta.ipynb #b3524cd2
 register(
@@ -509,11 +509,19 @@ def _replace(self: _Applier, h: DeltaHunk) -> None:
     if all(same):
         col = cps[0][0].col_offset
         lines = _lines(self.A, h.omni, col, self.renames)
+        kept = [(z.lineno, z.col_offset) in self.keep for z in h.base]   # a kept line reads a name only that NPU statement binds
+        first = next((k for k, x in enumerate(kept) if not x), None)
         for k, (n, *_) in enumerate(cps):
+            if kept[k]: continue
             s, e = _span(self.N, n)
-            hk = Hunk("omni", lines, omni=lines, base=self.N[s:e], other=self.N[s:e]) if k == 0 else Hunk("omni-delete", [], base=self.N[s:e])
-            self.edits.append(_Edit(s, e, hk, h, h.omni if k == 0 else []))
-        h.status, h.why = "applied", f"replaces {_say(h.base[0])}"; return
+            hk = Hunk("omni", lines, omni=lines, base=self.N[s:e], other=self.N[s:e]) if k == first else Hunk("omni-delete", [], base=self.N[s:e])
+            self.edits.append(_Edit(s, e, hk, h, h.omni if k == first else []))
+        if first is None:   # every statement it replaces is kept: omni's lines after them
+            e = cps[-1][0].end_lineno
+            self.edits.append(_Edit(e, e, Hunk("omni", lines, omni=lines, other=[]), h, h.omni))
+        h.removed = [c[0] for c, x in zip(cps, kept) if not x]
+        h.status, h.why = "applied", f"replaces {_say(h.base[0])}" + (
+            f"; {sum(kept)} NPU statement(s) of it kept before omni's lines: a kept line reads a name only they bind" if any(kept) else ""); return
     if all(c is None for c in cps):
         if len(h.base) == len(h.omni) and all(statements_alike(z, a) for z, a in zip(h.base, h.omni)):
             h.status, h.why = "not-applied", f"the NPU base removed {_say(h.base[0])}, which omni only edits"; return
@@ -710,9 +718,11 @@ def apply_delta(base: str, omni: str, npu: str, name: str = "", history=()) -> D
     each = [_statement_dumps(t) for t in history]
     older = set().union(*each) if each else set()
     try:
-        d = _apply(ap, older, name, each)
-        if keep := _needed_edits(d):   # a deletion took an NPU binding a kept line reads: again, keeping those
-            ap = _Applier(base, omni, npu); ap.keep = keep
+        d, keep = _apply(ap, older, name, each), set()
+        for _ in range(4):   # a deletion took an NPU binding a kept line reads: again, keeping those (and what they read)
+            if not (more := _needed_edits(d) - keep): break
+            keep |= more
+            ap = _Applier(base, omni, npu); ap.keep = set(keep)
             d = _apply(ap, older, name, each)
         return d
     finally: _MEMO.clear()
@@ -740,6 +750,7 @@ def _apply(ap: _Applier, older: set, name: str, each: list = ()) -> DeltaPort:
         {"insert": lambda h: ap.insert(h, h.omni), "replace": ap.replace, "delete": ap.delete, "header": lambda h: _header_only(ap, h)}[h.kind](h)
     head, hwhy = ap.header()
     hunks = _assemble(ap, head)
+    hunks, carried = carry_bindings(ap, head, hunks, name)   # omni lines read a name only a statement the NPU method lacks binds
     diags = [_hunk_diag(h, name) for h in delta]
     diags += [port_diagnostic("ONP4416", f"{code_info('ONP4416').title}: " + "; ".join(
         f"`{ast.unparse(_shell(n) if _blocks(n) else n).splitlines()[0][:70]}` ({n.end_lineno - n.lineno + 1} line(s))" for n in h.dropped),
@@ -747,7 +758,7 @@ def _apply(ap: _Applier, older: set, name: str, each: list = ()) -> DeltaPort:
     if hwhy: diags.append(port_diagnostic("ONP4411" if "with omni" in hwhy else "ONP4410",
                                           f"signature: {hwhy}", None, where=name))
     hunks, d2 = rebind(ap, hunks, name)
-    return DeltaPort(hunks, delta, diags + d2)
+    return DeltaPort(hunks, delta, diags + carried + d2)
 
 # %% ../../nbs/port/delta.ipynb #81d07702
 def bound_names(fn: ast.AST) -> set[str]:
@@ -775,6 +786,22 @@ def _text_of(hunks: list[Hunk]) -> str:
     return "\n".join(l for h in hunks for l in (h.npu if h.kind == "conflict" else h.lines)) + "\n"
 
 # %% ../../nbs/port/delta.ipynb #5f506f5f
+def _named_self_calls(fn: ast.AST) -> dict[str, list[str]]:
+    "`self.<method>` -> the names a method's single-name assignments of a call to it bind (`x = self.m(...)`), in order."
+    out: dict = {}
+    for s in ast.walk(fn):
+        if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name) and isinstance(s.value, ast.Call) \
+                and isinstance(s.value.func, ast.Attribute) and isinstance(s.value.func.value, ast.Name) and s.value.func.value.id == "self":
+            out.setdefault(s.value.func.attr, []).append(s.targets[0].id)
+    return out
+
+def _no_npu_value(ap: _Applier, x: str) -> str:
+    "Why no rebinding exists, where the NPU statement standing for the base statement binding `x` binds no such name."
+    for z in ast.walk(ap.zf):
+        if isinstance(z, (ast.Assign, ast.AnnAssign)) and x in bound_names(z) and id(z) in ap.smap and x not in bound_names(ap.smap[id(z)][0]):
+            return f" (the NPU statement standing for its binding, {_say(ap.smap[id(z)][0])}, binds no `{x}`: the NPU side computes no such value)"
+    return ""
+
 def rebind(ap: _Applier, hunks: list[Hunk], name: str) -> tuple[list[Hunk], list[Diagnostic]]:
     "Omni lines reading a name only omni binds: renamed to the name the NPU statement standing for omni's binding binds; else (and NPU lines reading a name only the NPU side binds) ONP4413."
     try: res = ast.parse(textwrap.dedent(_text_of(hunks))).body[0]
@@ -787,6 +814,9 @@ def rebind(ap: _Applier, hunks: list[Hunk], name: str) -> tuple[list[Hunk], list
             zt = z.targets if isinstance(z, ast.Assign) else [z.target]
             nt = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(n, ast.AnnAssign) else []
             if len(zt) == len(nt) == 1 and isinstance(zt[0], ast.Name) and isinstance(nt[0], ast.Name): binders[zt[0].id] = nt[0].id
+    zc, nc = _named_self_calls(ap.zf), _named_self_calls(ap.nf)
+    for f, zs in zc.items():   # the one base assignment of a self-call, the one NPU assignment of it: one statement, two names
+        if len(zs) == 1 and len(nc.get(f, [])) == 1: binders.setdefault(zs[0], nc[f][0])
     diags, omni_edits = [], [e for e in ap.edits if e.hunk.kind == "omni" and e.hunk in hunks]
     for x in sorted(_reads([s for e in omni_edits for s in e.omni]) & ob - have):
         if x in ap.renames:
@@ -797,7 +827,8 @@ def rebind(ap: _Applier, hunks: list[Hunk], name: str) -> tuple[list[Hunk], list
             for e in omni_edits:
                 if x in _reads(e.omni): e.hunk.lines = e.hunk.omni = _rename(e.hunk.lines, x, y)
             diags.append(port_diagnostic("ONP4413", f"{code_info('ONP4413').title}: omni's `{x}` read as `{y}` (the NPU base binds it so)", None, "info", where=name))
-        else: diags.append(port_diagnostic("ONP4413", f"{code_info('ONP4413').title}: omni lines read `{x}`, which only the omni method binds", None, where=name))
+        else: diags.append(port_diagnostic("ONP4413", f"{code_info('ONP4413').title}: omni lines read `{x}`, which only the omni method binds"
+                                           + _no_npu_value(ap, x), None, where=name))
     for x in sorted(_reads([res]) & (nb - ob) - have):
         diags.append(port_diagnostic("ONP4413", f"{code_info('ONP4413').title}: NPU lines read `{x}`, which only the NPU base binds (an omni hunk replaced its binding)", None, where=name))
     return hunks, diags
@@ -820,6 +851,80 @@ def _rn(self: _Applier, st):
     "A statement with the NPU base's renames of locals applied."
     return _Renamer(self.renames).visit(_copy(st)) if self.renames and isinstance(st, ast.stmt) else st
 _Applier.rn = _rn
+
+# %% ../../nbs/port/delta.ipynb #c24a0002
+def _first_binder(fn: ast.AST, x: str) -> ast.stmt | None:
+    "The first statement (in source order) of a method that binds `x` by assignment."
+    sts = [s for s in ast.walk(fn) if isinstance(s, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.With))
+           and any(isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id == x
+                   for t in (s.targets if isinstance(s, ast.Assign) else [s.target] if hasattr(s, "target") else
+                             [i.optional_vars for i in s.items if i.optional_vars]) for n in ast.walk(t))]
+    return min(sts, key=lambda s: (s.lineno, s.col_offset), default=None)
+
+def _self_calls(st: ast.AST) -> set[str]:
+    return {c.func.attr for c in ast.walk(st) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
+            and isinstance(c.func.value, ast.Name) and c.func.value.id == "self"}
+
+def _same_in_base(ap: _Applier, a: ast.stmt) -> ast.stmt | None:
+    "The GPU base statement omni's simple statement `a` is a kept copy of: equal, the k-th of its equal ones as `a` is omni's k-th."
+    eq = lambda fn: sorted((s for s in ast.walk(fn) if isinstance(s, ast.stmt) and s is not fn and _dump(s) == _dump(a)),
+                           key=lambda s: (s.lineno, s.col_offset))
+    zs, as_ = eq(ap.zf), eq(ap.af)
+    return zs[as_.index(a)] if len(zs) == len(as_) and a in as_ else None
+
+def _omni_reads(hunks: list[Hunk]) -> set[str]:
+    "Names the live omni lines of a port read (each omni hunk's lines parsed on their own; a fragment that does not parse counts none)."
+    out = set()
+    for h in hunks:
+        if h.kind != "omni" or not h.lines: continue
+        try: out |= _reads(ast.parse(textwrap.dedent("\n".join(h.lines))).body)
+        except SyntaxError: pass
+    return out
+
+def _binds_before(hunks: list[Hunk], x: str, reads: set = frozenset()) -> bool:
+    "Whether the port's first binding of `x` comes before its first read, and after the first binding of each local of"
+    " `reads` (what the binding statement reads) that the port binds (lines of the live text)."
+    try: res = ast.parse(textwrap.dedent(_text_of(hunks))).body[0]
+    except (SyntaxError, IndexError): return False
+    at = lambda y, ctx: [n.lineno for n in ast.walk(res) if isinstance(n, ast.Name) and n.id == y and isinstance(n.ctx, ctx)]
+    st, ld = at(x, ast.Store), at(x, ast.Load)
+    if not st or (ld and min(ld) <= min(st)): return False
+    return all(min(s) < min(st) for y in reads if (s := at(y, ast.Store)))
+
+# %% ../../nbs/port/delta.ipynb #c24a0004
+def carry_bindings(ap: _Applier, head: Hunk, hunks: list[Hunk], name: str = "") -> tuple[list[Hunk], list[Diagnostic]]:
+    "Omni lines reading a name nothing live binds, whose omni binding is a GPU base statement omni kept and the NPU method"
+    " lacks: that statement written live (an edit added to `ap`) at its anchors, else just before the omni lines reading it"
+    " where it reads only parameters and module names; the hunks re-assembled, with an ONP4413 each (conditions: the prose)."
+    try: res = ast.parse(textwrap.dedent(_text_of(hunks))).body[0]
+    except (SyntaxError, IndexError): return hunks, []
+    have, ob, zb = bound_names(res), bound_names(ap.af), bound_names(ap.zf)
+    params = {x.arg for x in ast.walk(ap.af.args) if isinstance(x, ast.arg)}
+    npu_calls, out = _self_calls(ap.nf), []
+    for x in sorted(_omni_reads(hunks) & ob - have - set(ap.renames)):
+        a = _first_binder(ap.af, x)
+        z = _same_in_base(ap, a) if isinstance(a, (ast.Assign, ast.AnnAssign)) and x not in _reads([a]) else None
+        if z is None or id(z) in ap.smap or id(z) not in ap.zparent: continue
+        if any(r not in have and r in ob | zb for r in _reads([a])) or _self_calls(a) & npu_calls: continue
+        key, i = ap.zparent[id(z)]
+        sib = ap.zblocks[key]
+        h = DeltaHunk([], [a], key, sib[i - 1] if i else None, sib[i + 1] if i + 1 < len(sib) else None)
+        spots = [p] if (p := ap.place(h)) is not None else []
+        if not (_reads([a]) & (ob | zb) - params):   # reads only parameters and module names: right before its first reader too
+            spots += [(e.start, min(indent_of(l) for l in e.hunk.lines if l.strip()), "alike", "right before the first omni line reading it")
+                      for e in sorted(ap.edits, key=lambda e: e.start) if e.hunk.kind == "omni" and x in _reads(e.omni)][:1]
+        for (at, col, _, where), first in ((s, f) for s in spots for f in (True, False)):
+            lines = _lines(ap.A, [a], col, ap.renames)
+            e = _Edit(at, at, Hunk("omni", lines, omni=lines, other=[]), h, [a])
+            ap.edits.insert(0, e) if first else ap.edits.append(e)   # before omni's lines placed at its line, else after
+            h.status, new = "applied", _assemble(ap, head)
+            if h.status == "applied" and _binds_before(new, x, _reads([a]) - {"self"}):
+                hunks = new
+                out.append(port_diagnostic("ONP4413", f"{code_info('ONP4413').title}: omni lines read `{x}`, bound by a GPU base"
+                                           f" statement omni keeps and the NPU method lacks: {_say(a)} carried live, placed {where}", None, "info", where=name))
+                break
+            ap.edits.remove(e)
+    return hunks, out
 
 # %% ../../nbs/port/delta.ipynb #adea4848
 FAR = 8   # NPU lines that differ from the GPU base's, from which a line merge of whole methods no longer works

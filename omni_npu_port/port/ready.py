@@ -18,7 +18,8 @@ from .merge import keep_side, uncomment_conflicts
 from ..sources.symbols import SymbolIndex, mro, resolve
 
 # %% auto #0
-__all__ = ['unbound_reads', 'ClassShape', 'class_shape', 'class_findings', 'ready_findings', 'ready_index']
+__all__ = ['unbound_reads', 'ClassShape', 'class_shape', 'class_findings', 'ready_findings', 'source_keywords',
+           'explain_unpacked', 'ready_index']
 
 # %% ../../nbs/port/ready.ipynb #64fc8e5b
 register(
@@ -128,11 +129,12 @@ def _imported(tree: ast.Module, prefixes: tuple) -> dict[str, str]:
             for a in n.names: out[a.asname or a.name] = f"{n.module}.{a.name}"
     return out
 
-def _fits(shape: ClassShape, call: ast.Call) -> str | None:
-    "Why a constructor call does not fit the class (None: it fits, or the class takes anything)."
+def _fits(shape: ClassShape, call: ast.Call, passed: set = frozenset()) -> str | None:
+    "Why a constructor call does not fit the class (None: it fits, or the class takes anything; `passed`: keywords the"
+    " NPU side's own source passes it, `source_keywords`)."
     takes = shape.fields if shape.kind in ("dataclass", "namedtuple") and shape.params is None else shape.params
     if takes is None or shape.open or any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords): return None
-    bad = [k.arg for k in call.keywords if k.arg not in takes]
+    bad = [k.arg for k in call.keywords if k.arg not in takes and k.arg not in passed]
     if bad: return f"no field or parameter {', '.join(f'`{b}`' for b in bad)}"
     if len(call.args) > len(takes): return f"{len(call.args)} positional arguments, it takes {len(takes)}"
     return None
@@ -144,20 +146,16 @@ def class_findings(code: str, ix: SymbolIndex, packages: tuple = ("vllm_ascend",
     try: live = ast.parse(keep_side(code))
     except SyntaxError: return []
     names, shapes, out = _imported(live, packages), {}, []
+    passed = source_keywords(next((v[2] for v in _INDEX.values() if v[0] is ix), ()), packages)
     def shape(n):
         if n not in names: return None
         k = (id(ix), names[n])
         if k not in _SHAPES: _SHAPES[k] = class_shape(ix, names[n])
         return _SHAPES[k]
-    holds = {}   # self.<attr> / local name -> class local name, from `x = Cls(...)`
-    for n in ast.walk(live):
-        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and isinstance(n.value.func, ast.Name) and len(n.targets) == 1:
-            t = n.targets[0]
-            key = f"self.{t.attr}" if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self" else t.id if isinstance(t, ast.Name) else None
-            if key: holds[key] = n.value.func.id
+    holds = _holds(live)   # self.<attr> / local name -> class local name, from `x = Cls(...)`
     for cls, fn in _function_scopes(live):
         for n in ast.walk(fn):
-            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and (s := shape(n.func.id)) is not None and (why := _fits(s, n)):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and (s := shape(n.func.id)) is not None and (why := _fits(s, n, passed.get(names[n.func.id], set()))):
                 out.append(port_diagnostic("ONP4422", f"{code_info('ONP4422').title}: `{n.func.id}(...)` in {fn.name}: {s.name} ({s.where}) has {why}", n.lineno, "error", where=fn.name))
             if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Tuple):
                 v = n.value
@@ -175,7 +173,56 @@ def class_findings(code: str, ix: SymbolIndex, packages: tuple = ("vllm_ascend",
 
 def ready_findings(code: str, ix: SymbolIndex | None, where: str = "") -> list[Diagnostic]:
     "Every reason a ported module that compiles is not ready to run (`unbound_reads`, and `class_findings` where an index is given)."
-    return unbound_reads(code, where) + (class_findings(code, ix, where=where) if ix is not None else [])
+    found = unbound_reads(code, where)
+    if ix is None: return found
+    return explain_unpacked(code, ix, found) + class_findings(code, ix, where=where)
+
+# %% ../../nbs/port/ready.ipynb #c24b0004
+def source_keywords(trees, packages: tuple = ("vllm_ascend", "vllm")) -> dict[str, set[str]]:
+    "Dotted class -> the keywords the given sources themselves pass when they build it (`Cls(k=...)`, `Cls` imported from"
+    " `packages`): what the NPU side's own code builds a class with, the class accepts at run time (a runtime patch can add"
+    " a parameter the class's source lacks: vllm-ascend's `ModelRunnerOutput(spec_token_ids=...)`)."
+    out: dict = {}
+    for t in trees:
+        names = _imported(t, packages)
+        for n in ast.walk(t):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in names:
+                out.setdefault(names[n.func.id], set()).update(k.arg for k in n.keywords if k.arg)
+    return out
+
+# %% ../../nbs/port/ready.ipynb #c24b0002
+def _holds(live: ast.Module) -> dict[str, str]:
+    "`self.<attr>` / local name -> the class (local name) a `x = Cls(...)` of the live code fills it with."
+    out = {}
+    for n in ast.walk(live):
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and isinstance(n.value.func, ast.Name) and len(n.targets) == 1:
+            t = n.targets[0]
+            key = f"self.{t.attr}" if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self" else t.id if isinstance(t, ast.Name) else None
+            if key: out[key] = n.value.func.id
+    return out
+
+def explain_unpacked(code: str, ix: SymbolIndex, found: list[Diagnostic], packages: tuple = ("vllm_ascend", "vllm")) -> list[Diagnostic]:
+    "`found` (ONP4420s), each whose name the commented omni side binds by unpacking `self.<attr>` — an attribute the live"
+    " code fills with an NPU-side NamedTuple or dataclass that has no field of that name — saying so, with the class's fields."
+    try: live, omni = ast.parse(keep_side(code)), ast.parse(keep_side(code, 1))
+    except SyntaxError: return found
+    holds, names, fns = _holds(live), _imported(live, packages), {f.name: f for _, f in _function_scopes(omni)}
+    for d in found:
+        fn, x = fns.get(d.where), d.message.split("`")[1] if d.code == "ONP4420" and d.message.count("`") >= 2 else None
+        if fn is None or x is None: continue
+        for n in ast.walk(fn):
+            if not (isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Tuple)): continue
+            v, elts = n.value, n.targets[0].elts
+            if not any(isinstance(e, ast.Name) and e.id == x for e in elts): continue
+            key = f"self.{v.attr}" if isinstance(v, ast.Attribute) and isinstance(v.value, ast.Name) and v.value.id == "self" else None
+            cls = holds.get(key)
+            s = class_shape(ix, names[cls]) if cls in names else None
+            if s is None or s.open or s.kind not in ("dataclass", "namedtuple") or x in s.fields: continue
+            d.message += (f": omni binds it by unpacking {len(elts)} names from `{key}`, which the live code fills with the NPU side's"
+                          f" {s.name} ({s.where}) of {len(s.fields)} fields ({', '.join(s.fields)}), none of them `{x}`: omni's lines"
+                          f" read a field of omni's own class — one class with both sides' fields, built and unpacked by field, is left to the port's reader")
+            break
+    return found
 
 # %% ../../nbs/port/ready.ipynb #7db7d030
 _INDEX: dict = {}
@@ -185,5 +232,10 @@ def ready_index(gpu_base, npu_base) -> SymbolIndex | None:
     trees = [t for t in (getattr(npu_base, "tree", None), getattr(gpu_base, "tree", None)) if t is not None]
     if not trees: return None
     key = tuple(id(t) for t in trees)
-    if key not in _INDEX: _INDEX[key] = (SymbolIndex(trees), trees)
+    if key not in _INDEX:   # with the runner modules of both bases, parsed (what their own code builds: `source_keywords`)
+        mods = []
+        for b in (npu_base, gpu_base):
+            try: mods.append(ast.parse(getattr(b, "module_text", "") or ""))
+            except SyntaxError: pass
+        _INDEX[key] = (SymbolIndex(trees), trees, mods)
     return _INDEX[key][0]

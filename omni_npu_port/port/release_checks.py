@@ -22,6 +22,7 @@ from .classes import generated_mro, plan_class, port_class
 from .locate import Located, MethodSpec, MroClass, locate, method_located, port_diagnostic, python_lines
 from .merge import code_tokens, keep_side, logical_units, uncomment_conflicts
 from .method import undefined_names
+from .delta import bound_names
 from .ready import ready_index, ready_findings
 from .reach import reach_runner
 from .release_inputs import Placement, dotted_name
@@ -135,7 +136,7 @@ class MethodCheck:
     omni_explained: int = 0       # ... of those, explained (a super() call replaced, a diagnostic)
     omni_edited: int = 0          # ... of those, in the port edited
     translated: int = 0           # statements of the port changed from the omni method only by translation
-    omni_live: int = 0            # omni-added statements in the port's live code (a commented conflict side is not), or run through a call to omni's method
+    omni_live: int = 0            # omni-added statements in the port's live code (a commented conflict side is not; a copy whose reads were rebound is), or run through a call to omni's method
     unexplained: list = field(default_factory=list)   # the lost statements nothing explains
 
     @property
@@ -171,10 +172,18 @@ def check_method(name: str, style: str, port: str, omni: str, omni_t: str, base:
         else: r.unexplained.append(f"omni: {text}")
     r.translated = sum(1 for k in Ot if k not in O and in_port(k, P))
     live = keep_side(port)                 # what runs: each conflict's NPU side
+    try: local = bound_names(ast.parse(textwrap.dedent(omni_t)).body[0])
+    except (SyntaxError, IndexError): local = set()
     L, ls = f" {statement_key(live)} ", port_statements(live)
-    r.omni_live = r.omni_added if style in LIVE_BY_CALL else sum(   # an inlined body runs whole: a statement with a local renamed too
-        in_port(k, L) or any(_within(k, s) for s in ls) or (style in INLINED and has_edited_copy(k, ls)) for k in added)
+    r.omni_live = r.omni_added if style in LIVE_BY_CALL else sum(   # an inlined body runs whole (locals renamed); a rebound read is live
+        in_port(k, L) or any(_within(k, s) or _rebound(k.split(), s.split(), local) for s in ls)
+        or (style in INLINED and has_edited_copy(k, ls)) for k in added)
     return r
+
+def _rebound(a: list[str], b: list[str], local: set) -> bool:
+    "Whether two token lists differ only in names (`_renamed`) that are locals of the omni method (`local`) and no attribute:"
+    " omni's statement with its reads rebound to the NPU side's names (`f(model_output)` and `f(hidden_states)`, not `omni()` and `npu()`)."
+    return _renamed(a, b) and all(x in local and not (i and a[i - 1] == ".") for i, (x, y) in enumerate(zip(a, b)) if x != y)
 
 def _within(key: str, stmt: str) -> bool:
     "Whether a statement's tokens all occur, in order, in another statement (omni's call merged with the NPU side's keywords)."
