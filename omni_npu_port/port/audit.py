@@ -1060,12 +1060,14 @@ def _arguments(fn, call: ast.Call) -> dict:
     return {p: " ".join(_TOKEN.findall(ast.unparse(v))) for p, v in out.items()
             if all(isinstance(x, (ast.Name, ast.Attribute, ast.Load, ast.Constant)) for x in ast.walk(v))}
 
-# %% ../../nbs/port/audit.ipynb #1d2bae8b
+# %% ../../nbs/port/audit.ipynb #9c5d7e3b
 def _same_code(seen: tuple, gsrc: str, names: dict) -> bool:
     "Whether the method the NPU class gets through its MRO (another omni class's copy) has the GPU method's statements."
     a, b = method_statements(method_text(seen[0].text, seen[1]), names), method_statements(gsrc, names)
     return a is not None and b is not None and a.keys == b.keys
 
+
+# %% ../../nbs/port/audit.ipynb #1d2bae8b
 def pair_findings(g: RunnerClass, n: RunnerClass, ggraph, ngraph, names, rules, base_tree, gpu_base=None,
                   gpu_runners=(), npu_runners=(), blocks_checked: bool = True, later: RunnerClass | None = None,
                   later_graph: ClassGraph | None = None, gpu_history=(), later_runners=()) -> list[Finding]:
