@@ -156,3 +156,11 @@ def _vllm_only(tmp_path: Path) -> Path:
         "class GPUModelRunner:\n    def __init__(self, cfg):\n        self.cfg = cfg\n\n"
         "    def execute_model(self, scheduler_output):\n        return self._model_forward(scheduler_output)\n")
     return root
+
+
+def test_the_command_takes_gpu_history_with_gpu_base_only(tmp_path, capsys):
+    from omni_npu_port.cli.main import main
+    root, vllm = str(AUDIT_FIXTURES / "old_layout"), str(_vllm_only(tmp_path))
+    assert main(["audit", "--gpu", root, "--npu", root, "--gpu-history", vllm]) == 2
+    assert "--gpu-history needs --gpu-base" in capsys.readouterr().err
+    assert main(["audit", "--gpu", root, "--npu", root, "--gpu-base", vllm, "--gpu-history", vllm]) == 0
