@@ -6,7 +6,8 @@ code of both releases: `drift` (omni's GPU-side change is not mirrored by the NP
 `base-only` (the GPU method's new lines are vllm's base code, no omni change) and `inherited` (the NPU runner
 runs the GPU method itself, through its MRO). The audit runs on the GPU runners of N against the NPU runners of
 N+1 (`audit --gpu N --npu N+1`), three-way with the bases the releases pair with (vllm of N as `--gpu-base`,
-vllm-ascend of N+1 as `--npu-base`, from `core.catalog.OMNI_PAIRING`), and two-way (no `--gpu-base`) beside it.
+vllm-ascend of N+1 as `--npu-base`, from `core.catalog.OMNI_PAIRING`; the vllm the previous omni release paired with as
+`--gpu-history`, base code omni's copy of N may lag behind), and two-way (no `--gpu-base`) beside it.
 A labelled method is predicted drift when the audit reports ONP4201 (drift) on it, or ONP4202 saying the NPU class has
 no counterpart of the GPU method (an omission: the NPU side does not run omni's change at all). An ONP4202 that says
 the NPU class *inherits* the GPU method (it shadows vllm-ascend's own method, or holds patterns the translator would
@@ -35,7 +36,7 @@ from collections import defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from omni_npu_port.core.catalog import OMNI_PAIRING  # noqa: E402
+from omni_npu_port.core.catalog import OMNI_PAIRING, parse_version  # noqa: E402
 from omni_npu_port.port.audit import audit  # noqa: E402
 from omni_npu_port.sources.fetch import fetch_package  # noqa: E402
 
@@ -56,13 +57,21 @@ def read_labels(path: Path) -> list[dict]:
     return rows
 
 
+def previous_vllm(gpu: str) -> str | None:
+    "The vllm the omni release before `gpu` paired with (omni's GPU copy of N may still hold its code), None if it is N's own or none."
+    older = [k for k in OMNI_PAIRING if parse_version(k) < parse_version(gpu)]
+    prev = OMNI_PAIRING[max(older, key=parse_version)][0] if older else None
+    return prev if prev != OMNI_PAIRING[gpu][0] else None
+
+
 def sources(gpu: str, npu: str) -> dict:
-    "The wheels and base sources of one release pair: omni N and N+1, vllm of N, vllm-ascend of N+1."
-    vllm = OMNI_PAIRING[gpu][0]
+    "The wheels and base sources of one release pair: omni N and N+1, vllm of N (and of N-1, `gpu_history`), vllm-ascend of N+1."
+    vllm, prev = OMNI_PAIRING[gpu][0], previous_vllm(gpu)
     ascend = OMNI_PAIRING[npu][1][0]
     return dict(gpu=str(fetch_package(f"vllm-omni=={gpu}", kind="wheel")), npu=str(fetch_package(f"vllm-omni=={npu}", kind="wheel")),
                 gpu_base=str(fetch_package(f"vllm=={vllm}", kind="sdist")), npu_base=str(fetch_package(f"vllm-ascend=={ascend}")),
-                target=f"vllm-ascend=={ascend}", vllm=vllm, ascend=ascend)
+                gpu_history=[str(fetch_package(f"vllm=={prev}", kind="sdist"))] if prev else [],
+                target=f"vllm-ascend=={ascend}", vllm=vllm, ascend=ascend, prev=prev)
 
 
 def inherited_warning(f) -> bool:
@@ -127,10 +136,11 @@ def main(argv=None) -> int:
     for gpu, npu in sorted({(r["gpu_release"], r["npu_release"]) for r in rows}):
         s = sources(gpu, npu)
         t = time.perf_counter()
-        three = audit(s["gpu"], s["npu"], s["npu_base"], s["target"], s["gpu_base"])
+        three = audit(s["gpu"], s["npu"], s["npu_base"], s["target"], s["gpu_base"], s["gpu_history"])
         flagged["three-way"][(gpu, npu)], warn[(gpu, npu)] = predicted(three), warned(three)
         flagged["two-way"][(gpu, npu)] = predicted(audit(s["gpu"], s["npu"], s["npu_base"], s["target"]))
-        print(f"omni {gpu} GPU vs {npu} NPU (vllm {s['vllm']}, vllm-ascend {s['ascend']}): {time.perf_counter() - t:.1f} s")
+        print(f"omni {gpu} GPU vs {npu} NPU (vllm {s['vllm']}" + (f", older vllm {s['prev']}" if s["prev"] else "")
+              + f", vllm-ascend {s['ascend']}): {time.perf_counter() - t:.1f} s")
     if len(sets) > 1: sets["all"] = rows
     report = {name: table(name, rs, flagged, warn, args.show_errors) for name, rs in sets.items()}
     if args.json: args.json.write_text(json.dumps(report, indent=2))

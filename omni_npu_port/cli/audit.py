@@ -30,6 +30,9 @@ def configure(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--npu-base", help="vllm-ascend source: also flag inherited omni methods that shadow NPUModelRunner's own")
     ap.add_argument("--gpu-base", help="vllm source (wheel, sdist, dir) of the GPU runner base: drift is then three-way, "
                     "omni's GPU-side change against vllm's and vllm-ascend's runner methods")
+    ap.add_argument("--gpu-history", nargs="+", default=[], metavar="SOURCE",
+                    help="with --gpu-base: older vllm sources (e.g. the vllm the previous vLLM-Omni release paired with) whose "
+                         "runner methods omni's GPU copy may still hold; their statements count as base code, not omni's change")
     ap.add_argument("--target", help="translator target for the checks, e.g. vllm-ascend==0.18.0 or 0.18.0 "
                     "(default: the --npu-base version, else the release the --npu / --gpu sources state, else the profile's; a release the catalog lacks: its nearest, with a note)")
     add_json(ap, "the findings")
@@ -45,7 +48,8 @@ def run(args: argparse.Namespace) -> int:
     "`omni-npu-port audit ...`: 0 clean, 1 findings; a UsageError / PortError (exit 2) for sources that cannot be audited."
     missing = [o for o, v in (("--gpu", args.gpu), ("--npu", args.npu)) if not v]
     if missing: raise UsageError(f"the following arguments are required: {', '.join(missing)}")
-    found = audit(args.gpu, args.npu, args.npu_base, args.target, args.gpu_base)
+    if args.gpu_history and not args.gpu_base: raise UsageError("--gpu-history needs --gpu-base (older vllm releases count only three-way)")
+    found = audit(args.gpu, args.npu, args.npu_base, args.target, args.gpu_base, args.gpu_history)
     target = audit_target(args.target, open_tree(args.npu_base) if args.npu_base else None, (args.npu, args.gpu))
     print(f"omni-npu-port audit: {target.line()}", file=sys.stderr)
     failing = [f for f in found if f.severity != "info"]

@@ -37,10 +37,10 @@ from .translation import known_ascend, rules_for, target_check, translate_code, 
 __all__ = ['MAX_LONE_FILES', 'FENCE_CLOSE_RE', 'STATEMENTS_CACHED', 'NO_METHOD', 'SIMILAR', 'SIMILAR_MIN_TOKENS',
            'MOVED_MIN_TOKENS', 'BASE_COPY', 'CALL_DEPTH', 'runner_bases', 'device_markers', 'is_base', 'FilesReader',
            'AuditSource', 'audit_source', 'lone_tree', 'RunnerClass', 'ClassGraph', 'deriving_modules', 'Runners',
-           'find_runners', 'RunnerPairs', 'pair_runners', 'audit_target', 'audit_rules', 'gpu_to_npu_names',
-           'omni_blocks', 'Finding', 'statements', 'MethodStatements', 'method_statements', 'platform_hooks', 'Matcher',
-           'class_statements', 'drift', 'omni_outside', 'runner_findings', 'in_file', 'unique', 'base_method',
-           'base_or_none', 'called_statements', 'pair_findings', 'audit']
+           'find_runners', 'RunnerPairs', 'pair_runners', 'pair_names', 'audit_target', 'audit_rules',
+           'gpu_to_npu_names', 'omni_blocks', 'Finding', 'statements', 'MethodStatements', 'method_statements',
+           'platform_hooks', 'Matcher', 'class_statements', 'drift', 'omni_outside', 'runner_findings', 'in_file',
+           'unique', 'base_method', 'base_or_none', 'called_statements', 'pair_findings', 'audit']
 
 # %% ../../nbs/port/audit.ipynb #42c12468
 register(
@@ -69,6 +69,8 @@ register(
          "release on both sides for the full check", "port/audit.ipynb", "audit"),
     Code("ONP4210", "adapted-value", "omni's change is on the NPU side, with a value computed the NPU side's own way", "info",
          "check that the NPU side's value is the one omni's GPU side means (both lines are shown)", "port/audit.ipynb", "audit"),
+    Code("ONP4211", "omni-removed", "omni itself removed the GPU method by the NPU release: no NPU port of it is owed", "info",
+         "nothing, if the NPU release runs omni's later form (its own GPU runners no longer define the method)", "port/audit.ipynb", "audit"),
 )
 
 # %% ../../nbs/port/audit.ipynb #10ab0f98
@@ -344,6 +346,11 @@ def pair_runners(gpu: Runners, npu: Runners) -> RunnerPairs:
     paired = {id(g) for g, _, _ in out.pairs}
     out.gpu_only = [g for g in gpu.gpu if id(g) not in paired]
     return out
+
+def pair_names(pairs: RunnerPairs) -> dict[str, str]:
+    "{GPU runner name: NPU runner name} of the pairs made by name: `GPUAR.x(...)` and `NPUAR.x(...)` name the same helper on each side."
+    return {g.name: n.name for g, n, how in pairs.pairs if how == "name" and g.name != n.name}
+
 
 # %% ../../nbs/port/audit.ipynb #583b703d
 def audit_target(target: str | None = None, npu_base: SourceTree | None = None, sources=()) -> Target:
@@ -761,9 +768,9 @@ BASE_COPY = 0.6   # similarity at which a GPU statement is taken for its base co
 def _base_copy(g: MethodStatements, i: int, bg: MethodStatements) -> bool:
     "Whether statement `i` is a base statement in omni's (older or trimmed) copy: the same kind, only arguments left out (`, x=y`) and strings reworded — nothing of omni's own."
     toks = _strings_as_one(g.texts[i])
-    for t in bg.texts:
+    for j, t in enumerate(bg.texts):
         b = _strings_as_one(t)
-        if b[:1] != toks[:1]: continue
+        if b[:1] != toks[:1] or toks[:1] == ["return"] and _place(g, i) != _place(bg, j): continue   # a return where it returns
         sm = difflib.SequenceMatcher(None, b, toks, autojunk=False)
         if sm.ratio() >= BASE_COPY and all(op == "equal" or op == "delete" and b[i1] == "," for op, i1, *_ in sm.get_opcodes()):
             return True
@@ -804,6 +811,21 @@ def _later_form(g: MethodStatements, lg: MethodStatements, n: MethodStatements) 
         if all(in_n.has(j) for j in new if lo < j < hi): out.update(range(i, k))
         i = k
     return out | {i for i, c in enumerate(g.calls) if c and i not in out and _between_forms(c, lg, n)}
+
+# %% ../../nbs/port/audit.ipynb #c7e3f0a2
+def _place(ms: MethodStatements, i: int) -> str | None:
+    "The key of the header statement `i` sits under (None: the method's top level)."
+    p = ms.parents[i] if i < len(ms.parents) else -1
+    return ms.keys[p] if p >= 0 else None
+
+def _is_return(key: str) -> bool: return key == "return" or key.startswith("return ")
+
+def _base_has(m: Matcher, g: MethodStatements, i: int, b: MethodStatements) -> bool:
+    "Whether statement `i` of `g` is base code of `b` (`m` matches `g` to `b`): found there; a `return` only where `b` returns the same under the same header."
+    j = m.find(i)
+    if j is None or not _is_return(g.keys[i]) or _place(g, i) == _place(b, j): return j is not None
+    return any(k == g.keys[i] and _place(b, x) == _place(g, i) for x, k in enumerate(b.keys))
+
 
 # %% ../../nbs/port/audit.ipynb #e5b9a407
 def _gained(c: tuple, base: MethodStatements) -> set:
@@ -863,11 +885,12 @@ def _base_state_edit(g: MethodStatements, i: int, bg: MethodStatements, bn: Meth
 def drift(gsrc: str, nsrc: str, names, rules: RuleSet | None = None, gpu_module: str = "",
           gpu_base: tuple | None = None, npu_base: str | None = None, blocks_checked: bool = True,
           elsewhere: MethodStatements | None = None, called: MethodStatements | None = None,
-          later: tuple | None = None, notes: list | None = None) -> list[tuple[int | None, str, list[str]]]:
+          later: tuple | None = None, notes: list | None = None, history=()) -> list[tuple[int | None, str, list[str]]]:
     "Omni's GPU-side change the NPU override lacks, and omni statements the NPU copy keeps that the GPU side changed: (line, message, diff lines); three-way when the bases' methods are given."
     # elsewhere: the NPU class's other methods (a statement moved there); called: the methods the NPU override calls,
     # found through its MRO (a statement refactored into a helper); later: (text, module) of the same GPU method in the
-    # NPU source's own, newer release (a statement omni itself dropped or rewrote there is no longer the change to carry)
+    # NPU source's own, newer release (a statement omni itself dropped or rewrote there is no longer the change to carry);
+    # history: (text, module) of the method in older vllm releases omni's copy may lag behind (their statements are base code)
     rules = rules_for(rules)
     g = method_statements(_normalised_gpu(gsrc, gpu_module, rules), names)
     n = method_statements(nsrc, names)
@@ -885,11 +908,13 @@ def drift(gsrc: str, nsrc: str, names, rules: RuleSet | None = None, gpu_module:
     if bg is not None:   # omni's change: the GPU omni method's statements the GPU base does not have
         # base code: a statement of the GPU base, exactly or with locals renamed, or omni's copy of one that adds nothing
         in_bg, in_n, moved = Matcher(g, bg, None), Matcher(g, n), Matcher(g, elsewhere) if elsewhere is not None else None
+        olds = [(Matcher(g, h, None), h) for t in history if (h := method_statements(_normalised_gpu(*t, rules), names))]
+        base_code = lambda i: _base_has(in_bg, g, i, bg) or any(_base_has(m, g, i, h) or _base_copy(g, i, h) for m, h in olds)
         in_called = Matcher(g, called) if called is not None else None
         lg = method_statements(_normalised_gpu(*later, rules), names) if later else None
         later_form = _later_form(g, lg, n) if lg is not None else set()
         state, folded = _self_attributes(gpu_base[1]) if gpu_base[1] else frozenset(), _folded(g, n)
-        gone = [i for i in g.logic() if not in_bg.has(i) and not in_n.has(i) and not _moved(moved, g, i)
+        gone = [i for i in g.logic() if not base_code(i) and not in_n.has(i) and not _moved(moved, g, i)
                 and not (in_called is not None and in_called.has(i)) and not _base_copy(g, i, bg) and i not in later_form
                 and not _base_state_edit(g, i, bg, bn, state) and i not in folded]
         gone = _reguarded(g, gone, n, in_n)
@@ -1035,17 +1060,20 @@ def _arguments(fn, call: ast.Call) -> dict:
     return {p: " ".join(_TOKEN.findall(ast.unparse(v))) for p, v in out.items()
             if all(isinstance(x, (ast.Name, ast.Attribute, ast.Load, ast.Constant)) for x in ast.walk(v))}
 
-# %% ../../nbs/port/audit.ipynb #1d2bae8b
+# %% ../../nbs/port/audit.ipynb #9c5d7e3b
 def _same_code(seen: tuple, gsrc: str, names: dict) -> bool:
     "Whether the method the NPU class gets through its MRO (another omni class's copy) has the GPU method's statements."
     a, b = method_statements(method_text(seen[0].text, seen[1]), names), method_statements(gsrc, names)
     return a is not None and b is not None and a.keys == b.keys
 
+
+# %% ../../nbs/port/audit.ipynb #1d2bae8b
 def pair_findings(g: RunnerClass, n: RunnerClass, ggraph, ngraph, names, rules, base_tree, gpu_base=None,
                   gpu_runners=(), npu_runners=(), blocks_checked: bool = True, later: RunnerClass | None = None,
-                  later_graph: ClassGraph | None = None) -> list[Finding]:
+                  later_graph: ClassGraph | None = None, gpu_history=(), later_runners=()) -> list[Finding]:
     "Drift (ONP4201), omissions (ONP4202), untranslated patterns (ONP4203) and orphan overrides (ONP4204) of one pair; each once."
-    # later: the GPU runner of g's name in the NPU source when that source is a newer release (read with later_graph)
+    # later: the GPU runner of g's name in the NPU source when that source is a newer release (read with later_graph);
+    # later_runners: all GPU runners of that newer release; gpu_history: older vllm sources (base code omni's copy lags behind)
     out, gname, nname = [], g.name, n.name
     (gbase, *_), (nbase, *_) = runner_bases()
     for m, node in own_methods(n.node).items():
@@ -1063,10 +1091,10 @@ def pair_findings(g: RunnerClass, n: RunnerClass, ggraph, ngraph, names, rules, 
         owner, gnode = gm
         gb, nb = base_or_none(gpu_base, gbase, m), base_method(base_tree, nbase, m)
         lm = later_graph.method(later, m) if later is not None else None
-        notes = []
+        notes, olds = [], [h for t in gpu_history if (h := base_method(t, gbase, m))]
         for line, msg, det in drift(method_text(owner.text, gnode), nsrc, names, rules, owner.text, gb, nb and nb[0],
                                     blocks_checked, class_statements(n.text, n.node, names, m),
-                                    called_statements(ngraph, n, node, names), lm and (method_text(lm[0].text, lm[1]), lm[0].text), notes):
+                                    called_statements(ngraph, n, node, names), lm and (method_text(lm[0].text, lm[1]), lm[0].text), notes, olds):
             out.append(Finding("ONP4201", f"drift from {owner.name}.{m}: {msg}", line=line, cls=nname, method=m, detail=det))
         out += [Finding("ONP4210", f"{code_info('ONP4210').title}: omni's {owner.name}.{m} has `{gl}`; {nname}.{m} has `{nl}`",
                         cls=nname, method=m, detail=[f"+ {gl}", f"- {nl}"], level="info") for gl, nl in notes]
@@ -1076,6 +1104,11 @@ def pair_findings(g: RunnerClass, n: RunnerClass, ggraph, ngraph, names, rules, 
         seen, gsrc = ngraph.method(n, m), method_text(g.text, node)
         if seen is None and _sibling_defines(npu_runners, ngraph, n, m): continue   # kept in a sibling NPU runner
         if seen is not None and seen[0].name != gname and _same_code(seen, gsrc, names): continue   # omni's same code, another class
+        if (seen is None or seen[0].name != gname) and later is not None \
+                and not any(later_graph.method(c, m) for c in later_runners):   # omni itself removed it by the NPU release
+            out.append(Finding("ONP4211", f"{code_info('ONP4211').title}: {gname}.{m}: no GPU runner of the NPU source "
+                               f"({', '.join(c.name for c in later_runners)}) defines {m} any more", cls=nname, method=m, level="info"))
+            continue
         if seen is None or seen[0].name != gname:
             where = (f"{nname} gets {seen[0].name}.{m} instead" if seen else
                      f"{nname} has no {m} " + ("in the sources given" if omni_outside(ngraph, n) else "at all"))
@@ -1102,14 +1135,19 @@ def _npu_newer(gtree, ntree) -> str | None:
             "omni blocks are not checked against the older GPU methods, only omni's GPU-side change against the NPU copy "
             "(and against the later form of it the NPU release's own GPU runner has)") if newer else None
 
-def audit(gpu: str, npu: str, npu_base: str | None = None, target: str | None = None, gpu_base: str | None = None) -> list[Finding]:
-    "Runner pairs, drift, omissions and untranslated GPU patterns between the GPU and NPU runners of vllm-omni."
+def audit(gpu: str, npu: str, npu_base: str | None = None, target: str | None = None, gpu_base: str | None = None,
+          gpu_history=()) -> list[Finding]:
+    "Runner pairs, drift, omissions and untranslated GPU patterns between the GPU and NPU runners of vllm-omni (`gpu_history`: older vllm sources omni's GPU copy may lag behind, read with `gpu_base`)."
     base_tree = open_tree(npu_base) if npu_base else None
     if base_tree is not None and base_tree.package != "vllm_ascend":
         raise PortError(f"--npu-base {base_tree.origin} is {base_tree.distribution}, not vllm-ascend")
     gbase_tree = open_tree(gpu_base) if gpu_base else None
     if gbase_tree is not None and gbase_tree.package != "vllm":
         raise PortError(f"--gpu-base {gbase_tree.origin} is {gbase_tree.distribution}, not vllm")
+    olds = [open_tree(h) for h in gpu_history]
+    if olds and gbase_tree is None: raise PortError("--gpu-history needs --gpu-base: older vllm releases count only three-way")
+    for h in olds:
+        if h.package != "vllm": raise PortError(f"--gpu-history {h.origin} is {h.distribution}, not vllm")
     rules, notes = audit_rules(target, base_tree, (npu, gpu))
     gs, ns = audit_source(gpu), audit_source(npu)
     lone = lone_tree([gs, ns])
@@ -1121,12 +1159,12 @@ def audit(gpu: str, npu: str, npu_base: str | None = None, target: str | None = 
     pairs = pair_runners(gr, nr)
     findings = [Finding(d.code, d.message, level="info") for d in notes]
     findings += runner_findings(gr, nr, pairs, ggraph, ngraph, gpu, npu)
-    names = gpu_to_npu_names()
+    names = {**gpu_to_npu_names(), **pair_names(pairs)}
     newer = _npu_newer(gtree, ntree)
     if newer: findings.append(Finding("ONP4209", newer, level="info"))
     for g, n, _ in sorted(pairs.pairs, key=lambda p: (len(ngraph.mro(p[1])), p[1].module, p[1].name)):   # bases first
         later = next((c for c in nr.gpu if c.name == g.name), None) if newer else None   # the NPU release's own GPU runner
         findings += in_file(pair_findings(g, n, ggraph, ngraph, names, rules, base_tree, gbase_tree, gr.gpu, nr.npu, not newer,
-                                          later, ngraph), n, ntree)
+                                          later, ngraph, olds, nr.gpu if newer else ()), n, ntree)
     return unique(findings)
 
