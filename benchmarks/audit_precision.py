@@ -18,7 +18,9 @@ Those are scored apart, as "inherited-method warnings", against the `inherited` 
 were set, before scoring: a held-out check. `benchmarks/data/audit_labels_heldout2.csv` (vLLM-Omni 0.22.0 GPU -> 0.24.0 NPU)
 was labelled blind, before the audit was run on the pair: by reading the code of both releases and their bases only, without
 running the audit or reading its output; `benchmarks/data/audit_labels_heldout3.csv` (vLLM-Omni 0.16.0 GPU -> 0.18.0 NPU)
-was labelled blind the same way. By default all four files are scored, each alone and together (`--labels` picks files).
+was labelled blind the same way, and `benchmarks/data/audit_labels_heldout4.csv` (vLLM-Omni 0.14.0 GPU -> 0.16.0 NPU: every method the
+omni GPU runners of 0.14.0, the first release on PyPI, define differently from vllm) after the rules made from the other
+two blind sets. By default all five files are scored, each alone and together (`--labels` picks files).
 
 Packages come from ~/.cache/omni-npu-port/pkgs (fetched from PyPI when missing; vllm sdists are large).
 
@@ -38,12 +40,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from omni_npu_port.core.catalog import OMNI_PAIRING, parse_version  # noqa: E402
 from omni_npu_port.port.audit import audit  # noqa: E402
-from omni_npu_port.sources.fetch import fetch_package  # noqa: E402
+from omni_npu_port.sources.fetch import FetchError, fetch_package  # noqa: E402
 
 LABELS = Path(__file__).parent / "data" / "audit_labels.csv"
 HELDOUT = Path(__file__).parent / "data" / "audit_labels_heldout.csv"
 HELDOUT2 = Path(__file__).parent / "data" / "audit_labels_heldout2.csv"
 HELDOUT3 = Path(__file__).parent / "data" / "audit_labels_heldout3.csv"
+HELDOUT4 = Path(__file__).parent / "data" / "audit_labels_heldout4.csv"
 POSITIVE, NEGATIVE = {"drift"}, {"mirrored", "base-only", "inherited"}
 DRIFT_CODES = ("ONP4201", "ONP4202")
 
@@ -64,11 +67,17 @@ def previous_vllm(gpu: str) -> str | None:
     return prev if prev != OMNI_PAIRING[gpu][0] else None
 
 
+def omni_package(version: str) -> str:
+    "vLLM-Omni `version`'s wheel, or its sdist where PyPI has no wheel (0.14.0)."
+    try: return str(fetch_package(f"vllm-omni=={version}", kind="wheel"))
+    except FetchError: return str(fetch_package(f"vllm-omni=={version}", kind="sdist"))
+
+
 def sources(gpu: str, npu: str) -> dict:
     "The wheels and base sources of one release pair: omni N and N+1, vllm of N (and of N-1, `gpu_history`), vllm-ascend of N+1."
     vllm, prev = OMNI_PAIRING[gpu][0], previous_vllm(gpu)
     ascend = OMNI_PAIRING[npu][1][0]
-    return dict(gpu=str(fetch_package(f"vllm-omni=={gpu}", kind="wheel")), npu=str(fetch_package(f"vllm-omni=={npu}", kind="wheel")),
+    return dict(gpu=omni_package(gpu), npu=omni_package(npu),
                 gpu_base=str(fetch_package(f"vllm=={vllm}", kind="sdist")), npu_base=str(fetch_package(f"vllm-ascend=={ascend}")),
                 gpu_history=[str(fetch_package(f"vllm=={prev}", kind="sdist"))] if prev else [],
                 target=f"vllm-ascend=={ascend}", vllm=vllm, ascend=ascend, prev=prev)
@@ -126,11 +135,11 @@ def table(name: str, rows: list[dict], flagged: dict, warn: dict, show: bool) ->
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--labels", type=Path, action="append", help=f"a labels CSV; more than once for several (default: {LABELS.name}, {HELDOUT.name}, {HELDOUT2.name} and {HELDOUT3.name})")
+    ap.add_argument("--labels", type=Path, action="append", help=f"a labels CSV; more than once for several (default: {LABELS.name}, {HELDOUT.name}, {HELDOUT2.name}, {HELDOUT3.name} and {HELDOUT4.name})")
     ap.add_argument("--json", type=Path, help="write the counts and the misjudged rows here")
     ap.add_argument("--show-errors", action="store_true", help="list the false positives and false negatives")
     args = ap.parse_args(argv)
-    sets = {p.name: read_labels(p) for p in (args.labels or [LABELS, HELDOUT, HELDOUT2, HELDOUT3])}
+    sets = {p.name: read_labels(p) for p in (args.labels or [LABELS, HELDOUT, HELDOUT2, HELDOUT3, HELDOUT4])}
     rows = [r for rs in sets.values() for r in rs]
     flagged, warn = {"three-way": {}, "two-way": {}}, {}
     for gpu, npu in sorted({(r["gpu_release"], r["npu_release"]) for r in rows}):
