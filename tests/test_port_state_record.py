@@ -236,3 +236,23 @@ def test_a_dataclass_gets_omni_fields_and_keyword_builds_and_a_class_only_one_si
     # omni's module lacks the class: nothing to merge, whatever the NPU side defines
     lone = merge_records(code, "R", SimpleNamespace(tree=omni, module="vllm_omni.worker.nothing_here"), ix, {}, "m")
     assert lone == (code, [])
+
+
+def test_shifted_arguments_of_a_build_are_no_rename_but_a_true_rename_still_is():
+    from omni_npu_port.port.delta import name_renames
+    st = lambda s: ast.parse(s).body[0]
+    shifted = {0: (st("s = State(sched, logits, hidden, sample, positions)"), "names", st("s = State(sched, logits, common, hidden, sample)"))}
+    assert name_renames(shifted, {"s", "sched", "logits", "hidden", "sample", "positions"}) == {}
+    renamed = {0: (st("hidden_states = self.model(x)"), "names", st("model_output = self.model(x)"))}
+    assert name_renames(renamed, {"hidden_states", "x"}) == {"model_output": "hidden_states"}
+
+
+def test_an_omni_extra_field_whose_value_the_live_code_does_not_bind_is_passed_none_and_said(tmp_path):
+    ix, omni = _sides(tmp_path)
+    code = AR.replace("        hidden_cpu = logits + 1\n", "")
+    assert code != AR   # the live code no longer binds omni's `hidden_cpu`
+    out, diags = merge_records(code, "NPUAR", SimpleNamespace(tree=omni, module="vllm_omni.worker.gpu_ar"), ix, {}, "m")
+    build = next(n for n in ast.walk(ast.parse(out)) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "State")
+    assert {k.arg: ast.unparse(k.value) for k in build.keywords}["hidden_cpu"] == "None"
+    assert diags[0].level == "warning" and "passed None: hidden_cpu" in diags[0].message
+    assert [d.code for d in ready_findings(out, ix, "NPUAR") if d.code.startswith("ONP442")] == []
