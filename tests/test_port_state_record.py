@@ -152,6 +152,8 @@ def test_a_record_both_sides_build_and_unpack_in_conflicts_becomes_one_class_bui
     assert [s.target.id for s in cls.body if isinstance(s, ast.AnnAssign)] == ["sched", "logits", "attn_metadata", "positions", "hidden_cpu", "mm_out", "step_id"]
     build = next(n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "State")
     assert not build.args and [k.arg for k in build.keywords] == ["sched", "logits", "attn_metadata", "positions", "hidden_cpu", "mm_out"]
+    unpack = next(n for n in ast.walk(tree) if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Tuple) and ast.unparse(n.value) == "self.state")
+    assert [e.id for e in unpack.targets[0].elts] == ["sched", "logits", "attn_metadata", "positions", "staged_cpu", "mm_out", "step_id"]
     assert [d.code for d in ready_findings(code, ix, "NPUAR") if d.code.startswith("ONP442")] == []
     ns, r = _run(code, "NPUAR")
     r.execute_model("s")
@@ -185,7 +187,8 @@ def test_a_positional_omni_build_is_named_by_omni_fields_and_a_sibling_module_im
                   "attn_metadata": "attn_metadata", "positions": "positions"}   # omitted NPU fields: the locals of that name
     assert "1 build(s) by keyword, 1 unpack(s) by field" in diags[0].message
     unpack = [n for n in ast.walk(tree) if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Tuple)]
-    assert not [u for u in unpack if ast.unparse(u.value) == "self.state"]   # the NPU-order unpack reads by field now
+    assert [[e.id for e in u.targets[0].elts] for u in unpack if ast.unparse(u.value) == "self.state"] == [
+        ["sched", "logits", "attn_metadata", "positions", "_hidden_cpu", "_mm_out", "_step_id"]]   # the merged order now
     merged = merge_records(AR, "NPUAR", SimpleNamespace(tree=omni, module="vllm_omni.worker.gpu_ar"), ix, {}, "vllm_omni.npu.ar")[0]
     ns = {}
     exec(compile("\n".join(l for l in merged.splitlines() if not l.startswith("from vllm")), "<ar>", "exec"), ns)
@@ -195,6 +198,14 @@ def test_a_positional_omni_build_is_named_by_omni_fields_and_a_sibling_module_im
     r.run = lambda sched: (3, {}, [7])
     r.execute_model("s")
     assert r.state.mm_out == {"audio": 3} and r.sample_tokens() == ("s", None, [7])
+
+
+def test_an_unpack_giving_one_field_two_names_reads_by_field(tmp_path):
+    ix, omni = _sides(tmp_path)
+    code = AR.replace("# (sched, logits, staged_cpu, mm_out, step_id) = self.state", "# (sched, logits2, staged_cpu, mm_out, step_id) = self.state")
+    assert code != AR
+    out, _ = merge_records(code, "NPUAR", SimpleNamespace(tree=omni, module="vllm_omni.worker.gpu_ar"), ix, {}, "m")
+    assert "_state = self.state" in out and "logits2 = _state.logits" in out and "logits = _state.logits" in out
 
 
 def test_a_record_both_sides_define_alike_is_left_as_it_is(tmp_path):

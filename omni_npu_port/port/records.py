@@ -155,8 +155,13 @@ def keyword_build(call: ast.Call, text: str, side: list[str]) -> list[tuple[str,
 def render_build(target: str, cls: str, args: list[tuple[str, str]], ind: str) -> list[str]:
     return [f"{ind}{target} = {cls}("] + [f"{ind}    {f}={v}," for f, v in args] + [f"{ind})"]
 
-def render_unpack(names: list[tuple[str, str]], source: str, tmp: str, ind: str) -> list[str]:
-    "`tmp = source`, then each name from its field: an unpack by field name, whatever the record's order."
+def render_unpack(names: list[tuple[str, str]], source: str, tmp: str, ind: str, order: list[str] = (), taken: set = frozenset()) -> list[str]:
+    "An unpack of (name, field) pairs: in the merged record's field `order`, each field its name or `_<field>` (unused), where"
+    " each field has one name at most and no `_<field>` is taken; else `tmp = source`, then each name read by its field."
+    by = {}
+    for n, f in names: by.setdefault(f, []).append(n)
+    if order and all(len(v) == 1 for v in by.values()) and set(by) <= set(order) and not {f"_{f}" for f in order if f not in by} & taken:
+        return [f"{ind}("] + [f"{ind}    {by[f][0] if f in by else '_' + f}," for f in order] + [f"{ind}) = {source}"]
     return [f"{ind}{tmp} = {source}"] + [f"{ind}{n} = {tmp}.{f}" for n, f in names]
 
 def _names(t: ast.Tuple) -> list[str] | None:
@@ -197,7 +202,7 @@ def _unbound_none(args: list[tuple[str, str]], npu: Record, bound: set, dropped:
     return out
 
 def merge_conflict(kind: str, what: str, npu: ast.Assign, omni: ast.Assign, texts: tuple, C: str, rec: tuple, ind: str, tmp: str,
-                   bound: set = frozenset(), dropped: list | None = None, fix=lambda b: b):
+                   bound: set = frozenset(), dropped: list | None = None, fix=lambda b: b, taken: set = frozenset()):
     "The lines that do both sides' build (NPU fields from the NPU side, omni's extra fields from omni's) or unpack (each"
     " side's names read by field, omni's only where the NPU side binds no such name). An omni value that reads a name the"
     " live function does not bind (`bound`) is passed as None, and its field named in `dropped`."
@@ -211,7 +216,7 @@ def merge_conflict(kind: str, what: str, npu: ast.Assign, omni: ast.Assign, text
     b = list(zip(_names(omni.targets[0]), orr.names)) if len(omni.targets[0].elts) == len(orr.names) else None
     if a is None or b is None: return None
     have = {n for n, _ in a}
-    return render_unpack(a + [(n, f) for n, f in b if n not in have], what, tmp, ind)
+    return render_unpack(a + [(n, f) for n, f in b if n not in have], what, tmp, ind, merged.names, taken)
 
 # %% ../../nbs/port/records.ipynb #ec4dd30e
 def _records(code: str, trees: list, names: dict, holds: dict, ix: SymbolIndex, oix: SymbolIndex, omni_module: str) -> dict:
@@ -264,7 +269,7 @@ def _resolve_conflicts(lines: list[str], recs: dict, holds: dict, taken: set, do
             texts = (side_text(side_n, ind, False), side_text(side_o, ind, True))
             bound, fn = bound_at(o + 1)
             new = merge_conflict(p[0], p[1], npu, omni, texts, C, rec[:3], ind, _tmp(C, taken), bound, done[C]["dropped"],
-                                 lambda b: _unrebind(b, rebound or {}, fn, bound, done[C]["dropped"]))
+                                 lambda b: _unrebind(b, rebound or {}, fn, bound, done[C]["dropped"]), taken | bound)
             if new is None: continue
             head = f"{ind}# ONP4424: both sides {'build' if p[0] == 'build' else 'unpack'} {C}: one merged {C}, by field (was an ONP4001 conflict)"
             lines[o:c + 1] = [head] + new
@@ -312,7 +317,8 @@ def _rewrite_live(lines: list[str], cls: str, styles: dict, recs: dict, holds: d
                 if len(t.elts) == len(merged.names): continue   # written for the merged order already
                 side = _side_fields(len(t.elts), n.lineno in omni_at, nr, orr, exact=True)
                 if side is None: continue
-                edits.append((a, b, render_unpack(list(zip(_names(t), side.names)), _seg(text, v), _tmp(C, taken | bound), ind)))
+                edits.append((a, b, render_unpack(list(zip(_names(t), side.names)), _seg(text, v), _tmp(C, taken | bound), ind,
+                                                  merged.names, taken | bound)))
                 done[C]["unpacks"] += 1
     for a, b, new in sorted(edits, reverse=True): lines[a:b + 1] = new
     return lines
