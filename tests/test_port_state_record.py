@@ -267,3 +267,14 @@ def test_an_omni_extra_field_whose_value_the_live_code_does_not_bind_is_passed_n
     assert {k.arg: ast.unparse(k.value) for k in build.keywords}["hidden_cpu"] == "None"
     assert diags[0].level == "warning" and "passed None: hidden_cpu" in diags[0].message
     assert [d.code for d in ready_findings(out, ix, "NPUAR") if d.code.startswith("ONP442")] == []
+
+
+def test_the_ready_check_reads_the_merged_record_the_module_defines(tmp_path):
+    ix, omni = _sides(tmp_path)
+    code, _ = merge_records(AR, "NPUAR", SimpleNamespace(tree=omni, module="vllm_omni.worker.gpu_ar"), ix, {}, "m")
+    bad = code.replace("self.state = None\n", "self.state = None\n        lost = self.kept.no_such_field\n").replace(
+        "return None\n", "self.kept = State(sched=1, logits=2, attn_metadata=3, positions=4)\n        return None\n", 1)
+    assert bad.count("no_such_field") == 1 and "self.kept = State" in bad
+    found = [d for d in ready_findings(bad, ix, "NPUAR") if d.code == "ONP4423"]
+    assert len(found) == 1 and "no_such_field" in found[0].message and "this module" in found[0].message
+    assert [d for d in ready_findings(code, ix, "NPUAR") if d.code.startswith("ONP442")] == []
