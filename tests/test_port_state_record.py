@@ -278,3 +278,23 @@ def test_the_ready_check_reads_the_merged_record_the_module_defines(tmp_path):
     found = [d for d in ready_findings(bad, ix, "NPUAR") if d.code == "ONP4423"]
     assert len(found) == 1 and "no_such_field" in found[0].message and "this module" in found[0].message
     assert [d for d in ready_findings(code, ix, "NPUAR") if d.code.startswith("ONP442")] == []
+
+
+def test_a_merged_conflict_is_named_by_its_method_line_and_no_longer_counted_open(tmp_path):
+    from omni_npu_port.port.records import merged_conflicts
+    ix, omni = _sides(tmp_path)
+    _, diags = merge_records(AR, "NPUAR", SimpleNamespace(tree=omni, module="vllm_omni.worker.gpu_ar"), ix, {}, "m")
+    lines = AR.splitlines()
+    def rel(fn):   # the open marker's line within its method, counted from the method's first line (as render numbers it)
+        start = next(i for i, l in enumerate(lines) if l.strip().startswith(f"def {fn}("))
+        return next(i for i in range(start, len(lines)) if "<<<<<<< ONP4001" in lines[i]) - start + 1
+    assert merged_conflicts(diags) == {("execute_model", rel("execute_model")), ("sample_tokens", rel("sample_tokens"))}
+    alike = D('''
+        from vllm_ascend.worker.model_runner_v1 import Same
+
+
+        class R:
+            def f(self):
+                self.s = Same(1, 2)
+    ''')
+    assert merged_conflicts(merge_records(alike, "R", SimpleNamespace(tree=omni, module="vllm_omni.worker.gpu_ar"), ix, {}, "m")[1]) == set()

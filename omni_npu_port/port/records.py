@@ -22,7 +22,7 @@ from ..sources.symbols import SymbolIndex, mro
 # %% auto #0
 __all__ = ['RecordField', 'Record', 'read_record', 'merged_record', 'record_source', 'omni_lines', 'comment_conflicts',
            'side_text', 'keyword_build', 'render_build', 'render_unpack', 'merge_conflict', 'rebound_reads',
-           'place_record', 'merge_records']
+           'place_record', 'merge_records', 'merged_conflicts']
 
 # %% ../../nbs/port/records.ipynb #45b1b86e
 register(
@@ -236,10 +236,12 @@ def _tmp(C: str, taken: set) -> str:
     return next(n for n in (base, *(f"{base}{i}" for i in range(2, 99))) if n not in taken)
 
 def _scope_bound(lines: list[str]):
-    "Line (1-based) -> (the names the live function around it binds, with the module's own; the function's name)."
+    "Line (1-based) -> (the names the live function around it binds, with the module's own; the function's name; its first"
+    " line, decorators included)."
     tree = ast.parse("\n".join(lines) + "\n")
-    mod, fns = _module_bound(tree) | _BUILTINS, [(f.lineno, f.end_lineno, f) for _, f in _function_scopes(tree)]
-    return lambda i: next(((mod | bound_names(f), f.name) for a, b, f in fns if a <= i <= b), (mod, ""))
+    mod = _module_bound(tree) | _BUILTINS
+    fns = [(min([f.lineno] + [d.lineno for d in f.decorator_list]), f.end_lineno, f) for _, f in _function_scopes(tree)]
+    return lambda i: next(((mod | bound_names(f), f.name, a) for a, b, f in fns if a <= i <= b), (mod, "", i))
 
 _REBOUND = re.compile(r"omni's `(\w+)` read as `(\w+)`")
 
@@ -267,13 +269,13 @@ def _resolve_conflicts(lines: list[str], recs: dict, holds: dict, taken: set, do
         for C, rec in recs.items():
             if (p := _pair(npu, omni, C, holds)) is None: continue
             texts = (side_text(side_n, ind, False), side_text(side_o, ind, True))
-            bound, fn = bound_at(o + 1)
+            bound, fn, start = bound_at(o + 1)
             new = merge_conflict(p[0], p[1], npu, omni, texts, C, rec[:3], ind, _tmp(C, taken), bound, done[C]["dropped"],
                                  lambda b: _unrebind(b, rebound or {}, fn, bound, done[C]["dropped"]), taken | bound)
             if new is None: continue
             head = f"{ind}# ONP4424: both sides {'build' if p[0] == 'build' else 'unpack'} {C}: one merged {C}, by field (was an ONP4001 conflict)"
             lines[o:c + 1] = [head] + new
-            done[C]["conflicts"] += 1
+            done[C]["conflicts"] += 1; done[C]["at"].append(f"{fn}:{o + 2 - start}")   # the ONP4001's line: in its method
             break
     return lines
 
@@ -373,7 +375,7 @@ def merge_records(code: str, cls: str, omni, ix: SymbolIndex | None, styles: dic
     recs = _records(code, trees, names, holds, ix, SymbolIndex([omni.tree]), omni.module)
     if not recs: return code, []
     taken = {n.id for t in trees for n in ast.walk(t) if isinstance(n, ast.Name)}
-    done = {C: {"conflicts": 0, "builds": 0, "unpacks": 0, "filled": [], "dropped": []} for C in recs}
+    done = {C: {"conflicts": 0, "builds": 0, "unpacks": 0, "filled": [], "dropped": [], "at": []} for C in recs}
     rb = rebound_reads(diags)
     lines = _resolve_conflicts(python_lines(code), recs, holds, taken, done, rb)
     lines = _rewrite_live(lines, cls, styles or {}, recs, holds, taken, done, rb)
@@ -389,7 +391,8 @@ def merge_records(code: str, cls: str, omni, ix: SymbolIndex | None, styles: dic
                f"{', '.join(orr.names)}) -> one {merged.kind} of {len(merged.names)} fields, omni's {', '.join(extra) or 'none'} added"
                + (f"; defined differently: {'; '.join(differ)}" if differ else "")
                + (f"; imported from {home}, the port of {orr.module}" if home else f"; written in {module or 'the module'}")
-               + f"; {d['conflicts']} conflict(s) of both sides' builds/unpacks merged, {d['builds']} build(s) by keyword,"
+               + f"; {d['conflicts']} conflict(s) of both sides' builds/unpacks merged" + (f" (ONP4001 at {', '.join(d['at'])})" if d["at"] else "")
+               + f", {d['builds']} build(s) by keyword,"
                f" {d['unpacks']} unpack(s) by field" + (f"; fields the build omits: {', '.join(d['filled'])}" if d["filled"] else "")
                + (f"; passed None: {'; '.join(d['dropped'])}" if d["dropped"] else ""))
         diags.append(port_diagnostic("ONP4424", msg, None, "warning" if d["dropped"] else "info", where=cls))
@@ -398,3 +401,12 @@ def merge_records(code: str, cls: str, omni, ix: SymbolIndex | None, styles: dic
 def _parse(text: str) -> ast.Module | None:
     try: return ast.parse(text)
     except SyntaxError: return None
+
+# %% ../../nbs/port/records.ipynb #f1365bda
+_AT = re.compile(r"ONP4001 at ([^)]*)\)")
+
+def merged_conflicts(diags) -> set[tuple[str, int]]:
+    "(method, line) of each ONP4001 conflict an ONP4424 resolved (both sides' builds or unpacks of one record, merged): the"
+    " port's count of open conflicts leaves them out."
+    return {(w, int(l)) for d in diags if d.code == "ONP4424" and (m := _AT.search(d.message))
+            for w, l in (x.rsplit(":", 1) for x in m[1].split(", "))}

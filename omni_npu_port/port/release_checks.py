@@ -25,7 +25,7 @@ from .method import undefined_names
 from .delta import bound_names
 from .ready import ready_index, ready_findings
 from .reach import reach_runner
-from .records import merge_records
+from .records import merge_records, merged_conflicts
 from .release_inputs import Placement, dotted_name
 from .translation import rules_for, target_of, translate_methods
 
@@ -274,6 +274,8 @@ def port_runner(g: RunnerClass, place: Placement, omni_src: str, gpu_base: Locat
                                      for m in checks for line in m.unexplained]
     code, rdiags, unreached = reach_runner(res.code, place, omni, npu_base, gpu_base, pm)   # every omni override reached
     code, mdiags = merge_records(code, place.cls, omni, ready_index(gpu_base, npu_base), res.stats["styles"], place.module, homes, diags)
+    gone = merged_conflicts(mdiags)   # conflicts of one record's builds/unpacks, merged: no longer open
+    diags = [d for d in diags if not (d.code == "ONP4001" and (d.where, d.line) in gone)]
     not_ready = ready_findings(code, ready_index(gpu_base, npu_base), place.cls)   # compiles is not runs
     out = RunnerPort(dotted_name(g), place.module, place.cls, place.hand, code, diags + rdiags + mdiags + not_ready, checks,
                      res.stats.get("inherited", []), time.perf_counter() - t0, pm[0].name if pm else None, not_ready, unreached)
