@@ -271,7 +271,7 @@ def _resolve_conflicts(lines: list[str], recs: dict, holds: dict, taken: set, do
             texts = (side_text(side_n, ind, False), side_text(side_o, ind, True))
             bound, fn, start = bound_at(o + 1)
             new = merge_conflict(p[0], p[1], npu, omni, texts, C, rec[:3], ind, _tmp(C, taken), bound, done[C]["dropped"],
-                                 lambda b: _unrebind(b, rebound or {}, fn, bound, done[C]["dropped"]), taken | bound)
+                                 lambda b, fn=fn, bound=bound, C=C: _unrebind(b, rebound or {}, fn, bound, done[C]["dropped"]), taken | bound)
             if new is None: continue
             head = f"{ind}# ONP4424: both sides {'build' if p[0] == 'build' else 'unpack'} {C}: one merged {C}, by field (was an ONP4001 conflict)"
             lines[o:c + 1] = [head] + new
