@@ -843,8 +843,10 @@ def name_renames(smap: dict, npu_bound: set[str]) -> dict[str, str]:
     seen: dict[str, set] = {}
     for n, lv, z in smap.values():
         if lv != "names" or _blocks(z): continue
-        for x, y in zip(ast.walk(z), ast.walk(n)):
-            if isinstance(x, ast.Name) and isinstance(y, ast.Name) and x.id != y.id: seen.setdefault(x.id, set()).add(y.id)
+        pairs = [(x.id, y.id) for x, y in zip(ast.walk(z), ast.walk(n)) if isinstance(x, ast.Name) and isinstance(y, ast.Name)]
+        moved = {x for x, y in pairs if x != y}   # `C(a, b, c)` -> `C(a, c, d)` shifts arguments: `c` stands elsewhere, renames none
+        for x, y in pairs:
+            if x != y and y not in moved: seen.setdefault(x, set()).add(y)
     return {x: next(iter(ys)) for x, ys in seen.items() if len(ys) == 1 and x not in npu_bound and next(iter(ys)) in npu_bound}
 
 def _rn(self: _Applier, st):

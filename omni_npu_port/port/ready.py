@@ -120,6 +120,20 @@ def class_shape(ix: SymbolIndex, dotted: str) -> ClassShape | None:
     s.attrs |= set(s.fields)
     return s
 
+# %% ../../nbs/port/ready.ipynb #42141a1f
+def _own_records(tree: ast.Module) -> dict[str, ClassShape]:
+    "Each NamedTuple or dataclass a module defines at top level with no other base: its shape, read from the module itself."
+    out = {}
+    for c in tree.body:
+        if not isinstance(c, ast.ClassDef): continue
+        bases = [ast.unparse(b).split(".")[-1] for b in c.bases]
+        kind = "namedtuple" if bases == ["NamedTuple"] else "dataclass" if not bases and "dataclass" in _deco_names(c) else None
+        if kind is None: continue
+        fields = [st.target.id for st in c.body if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name)]
+        attrs = set(fields) | {st.name for st in c.body if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        out[c.name] = ClassShape(c.name, f"this module:{c.lineno}", fields, None, attrs, kind)
+    return out
+
 # %% ../../nbs/port/ready.ipynb #6fb2f21d
 def _imported(tree: ast.Module, prefixes: tuple) -> dict[str, str]:
     "Local name -> dotted name of each `from M import N` whose module is one of `prefixes`' packages."
@@ -147,15 +161,16 @@ def class_findings(code: str, ix: SymbolIndex, packages: tuple = ("vllm_ascend",
     except SyntaxError: return []
     names, shapes, out = _imported(live, packages), {}, []
     passed = source_keywords(next((v[2] for v in _INDEX.values() if v[0] is ix), ()), packages)
+    own = _own_records(live)   # a record the module defines itself (a merged state record: port/records.ipynb)
     def shape(n):
-        if n not in names: return None
+        if n not in names: return own.get(n)
         k = (id(ix), names[n])
         if k not in _SHAPES: _SHAPES[k] = class_shape(ix, names[n])
         return _SHAPES[k]
     holds = _holds(live)   # self.<attr> / local name -> class local name, from `x = Cls(...)`
     for cls, fn in _function_scopes(live):
         for n in ast.walk(fn):
-            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and (s := shape(n.func.id)) is not None and (why := _fits(s, n, passed.get(names[n.func.id], set()))):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and (s := shape(n.func.id)) is not None and (why := _fits(s, n, passed.get(names.get(n.func.id), set()))):
                 out.append(port_diagnostic("ONP4422", f"{code_info('ONP4422').title}: `{n.func.id}(...)` in {fn.name}: {s.name} ({s.where}) has {why}", n.lineno, "error", where=fn.name))
             if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Tuple):
                 v = n.value

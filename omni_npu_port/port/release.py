@@ -99,7 +99,8 @@ def port_release(omni: str, target: str | None = None, out: Path | str | None = 
     def parents(g) -> list:   # a runner derives from the ports of its ported omni bases: the nearest, then that one's, …
         up = next((ported[x] for x in map(dotted_name, runners.graph.mro(g)[1:]) if x in ported), None)
         return [] if up is None else [(places[id(up)].cls, places[id(up)].module, dotted_name(up))] + parents(up)
-    jobs = [(g, places[id(g)], str(tree.origin), gpu_base, npu_base, hist, (v,), prefer, parents(g)) for g in runners.gpu]
+    homes = {g.module: places[id(g)].module for g in runners.gpu}   # a record omni defines in a ported module is written there
+    jobs = [(g, places[id(g)], str(tree.origin), gpu_base, npu_base, hist, (v,), prefer, parents(g), homes) for g in runners.gpu]
     ports = port_runners(jobs, workers)
     diags = inputs.diagnostics + unreadable + [port_diagnostic("ONP4302", f"{code_info('ONP4302').title}: {dotted_name(c)} {why}", where=c.name)
                                   for c, why in runners.skipped]

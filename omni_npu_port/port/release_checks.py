@@ -25,6 +25,7 @@ from .method import undefined_names
 from .delta import bound_names
 from .ready import ready_index, ready_findings
 from .reach import reach_runner
+from .records import merge_records, merged_conflicts
 from .release_inputs import Placement, dotted_name
 from .translation import rules_for, target_of, translate_methods
 
@@ -260,7 +261,7 @@ _PORTED: dict = {}
 
 # %% ../../nbs/port/release_checks.ipynb #03d9784a
 def port_runner(g: RunnerClass, place: Placement, omni_src: str, gpu_base: Located, npu_base: Located,
-                history: list[Located], extra=(), prefer: str = "comment", parents: list = ()) -> RunnerPort:
+                history: list[Located], extra=(), prefer: str = "comment", parents: list = (), homes: dict | None = None) -> RunnerPort:
     "Port one GPU runner class onto vllm-ascend's runner, as the class `place` names (`prefer`: conflicts commented out, as markers,"
     " or one side kept; `parents`: the ported omni bases it derives from, nearest first, `ported_mro`'s chain); check each"
     " method; ONP4303 per lost line."
@@ -272,8 +273,11 @@ def port_runner(g: RunnerClass, place: Placement, omni_src: str, gpu_base: Locat
     diags = list(res.diagnostics) + [port_diagnostic("ONP4303", f"{code_info('ONP4303').title}: {line}", where=m.name)
                                      for m in checks for line in m.unexplained]
     code, rdiags, unreached = reach_runner(res.code, place, omni, npu_base, gpu_base, pm)   # every omni override reached
+    code, mdiags = merge_records(code, place.cls, omni, ready_index(gpu_base, npu_base), res.stats["styles"], place.module, homes, diags)
+    gone = merged_conflicts(mdiags)   # conflicts of one record's builds/unpacks, merged: no longer open
+    diags = [d for d in diags if not (d.code == "ONP4001" and (d.where, d.line) in gone)]
     not_ready = ready_findings(code, ready_index(gpu_base, npu_base), place.cls)   # compiles is not runs
-    out = RunnerPort(dotted_name(g), place.module, place.cls, place.hand, code, diags + rdiags + not_ready, checks,
+    out = RunnerPort(dotted_name(g), place.module, place.cls, place.hand, code, diags + rdiags + mdiags + not_ready, checks,
                      res.stats.get("inherited", []), time.perf_counter() - t0, pm[0].name if pm else None, not_ready, unreached)
     out.compiles, out.compiles_npu_side, out.undefined   # the report's checks, run here (a worker runs them in parallel)
     return out
