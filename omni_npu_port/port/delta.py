@@ -113,7 +113,7 @@ def _idents(text: str) -> set[str]:
 
 def statements_alike(x: ast.stmt, y: ast.stmt, cut: float = 0.6) -> bool:
     "Two statements that are versions of each other: the same kind, names-normalised equal or ≥ `cut` alike as text."
-    if type(x) is not type(y): return False
+    if type(x) is not type(y) or _negated(x, y): return False
     if _norm_names(x) == _norm_names(y) if not _blocks(x) else _header(x) == _header(y): return True
     if (hx := _head(x)) is not None and hx != _head(y): return False   # another target, another function called: another statement
     a, b = _text(x), _text(y)
@@ -131,6 +131,22 @@ def _other_label(x: ast.stmt, y: ast.stmt) -> bool:
     pairs = [(a, b) for a, b in zip(tx, ty) if a != b]
     return len(tx) == len(ty) and bool(pairs) and all(_is_str(a) and _is_str(b) for a, b in pairs) and \
         any(difflib.SequenceMatcher(None, a, b, autojunk=False).ratio() < 0.5 for a, b in pairs)
+
+
+# %% ../../nbs/port/delta.ipynb #e24o0002
+_OPPOSITE = {ast.Is: ast.IsNot, ast.IsNot: ast.Is, ast.Eq: ast.NotEq, ast.NotEq: ast.Eq, ast.In: ast.NotIn, ast.NotIn: ast.In}
+
+def _negation(t: ast.expr, u: ast.expr) -> bool:
+    "Whether test `u` is the negation of test `t` (`not t`, or one comparison with the opposite operator)."
+    if isinstance(u, ast.UnaryOp) and isinstance(u.op, ast.Not) and _dump(u.operand) == _dump(t): return True
+    if isinstance(t, ast.UnaryOp) and isinstance(t.op, ast.Not) and _dump(t.operand) == _dump(u): return True
+    return isinstance(t, ast.Compare) and isinstance(u, ast.Compare) and len(t.ops) == len(u.ops) == 1 \
+        and _OPPOSITE.get(type(t.ops[0])) is type(u.ops[0]) and _dump(t.left) == _dump(u.left) \
+        and _dump(t.comparators[0]) == _dump(u.comparators[0])
+
+def _negated(x: ast.stmt, y: ast.stmt) -> bool:
+    "Two `if` (or `while`) statements whose tests negate each other: the opposite branches, not versions of one statement."
+    return isinstance(x, (ast.If, ast.While)) and type(x) is type(y) and _negation(x.test, y.test)
 
 
 # %% ../../nbs/port/delta.ipynb #f5be57e3
@@ -235,7 +251,7 @@ def _simple(st: ast.stmt) -> list[ast.stmt]:
 
 def bodies_alike(x: ast.stmt, y: ast.stmt, cut: float = 0.5) -> bool:
     "Two compound statements of one kind whose blocks are versions of each other: of `x`'s simple statements, at least `cut` have an alike one among `y`'s, and `y`'s blocks, not a statement nested in them, hold `x`'s block statements at their depth."
-    if type(x) is not type(y) or not _blocks(x) or not _blocks(y): return False
+    if type(x) is not type(y) or not _blocks(x) or not _blocks(y) or _negated(x, y): return False
     xs, ys = _simple(x), _simple(y)
     if not xs or not ys: return False
     hit = sum(any(_norm_names(a) == _norm_names(b) or statements_alike(a, b) for b in ys) for a in xs)
@@ -401,8 +417,8 @@ class _Applier:
                                                      for f, b in _blocks(n)}
         self.zparent = {id(x): (k, i) for k, b in self.zblocks.items() for i, x in enumerate(b)}   # base statement -> its block, place
 
-    def place(self, h: DeltaHunk):
-        "Where an insertion goes in the NPU method: (line, column, how its anchor matched, what it says), or None."
+    def place_at(self, h: DeltaHunk):
+        "Where an insertion goes in the NPU method by its anchors: (line, column, how its anchor matched, what it says), or None."
         for anchor, after in ((h.before, True), (h.after, False)):
             if anchor is not None and id(anchor) in self.smap and not self.moved(anchor):
                 n, lv, _ = self.smap[id(anchor)]
@@ -435,6 +451,7 @@ class _Applier:
         new = [s for s in omni if _dump(s) not in self.have]
         if not new: h.status, h.why = "applied", "the NPU method has these statements already"; return
         p = self.place(h)
+        if p is None and self.restore(h, why): return
         if p is None:
             h.status = "not-applied"
             h.why = (f"the block it goes into is not in the NPU method" if h.block not in self.bmap else
@@ -498,6 +515,64 @@ def _keep_unplaced(self: _Applier, h: DeltaHunk, omni: list) -> None:
     h.unplaced = True
 
 _Applier.keep_unplaced = _keep_unplaced
+
+# %% ../../nbs/port/delta.ipynb #e24o0005
+_ENDS = (ast.Return, ast.Raise, ast.Continue, ast.Break)
+
+def _place(self: _Applier, h: DeltaHunk):
+    "`place_at`, moved before a statement that ends its block where it would fall right after one."
+    p = self.place_at(h)
+    if p is None: return None
+    at, col, lv, where = p
+    end = next((n for n in ast.walk(self.nf) if isinstance(n, _ENDS) and n.end_lineno == at and n.col_offset == col), None)
+    if end is None: return p
+    return _lead(self.N, end), col, "alike", f"{where}; moved before {_say(end)}, which ends the block"
+
+def _omni_holder(self: _Applier, a: ast.stmt) -> ast.stmt | None:
+    "The omni compound statement whose block holds statement `a`."
+    return next((s for s in ast.walk(self.af) if isinstance(s, ast.stmt) and s is not self.af
+                 for _, b in _blocks(s) if any(x is a for x in b)), None)
+
+def _calls(sts) -> set[str]:
+    "The functions simple statements call as their value (`x = f(...)`, `f(...)`, `return f(...)`), dumped."
+    return {_dump(s.value.func) for s in sts if isinstance(s, (ast.Assign, ast.AnnAssign, ast.Expr, ast.Return))
+            and isinstance(s.value, ast.Call)}
+
+def _lives_on(self: _Applier, z: ast.stmt) -> bool:
+    "Whether the NPU method keeps statements of base compound statement `z` elsewhere (it unwrapped or rewrote the block): one"
+    " is paired, a name it binds is read by a base statement outside it, or the NPU method calls a function one of them calls"
+    " that the base calls nowhere outside `z`."
+    inner = [s for s in ast.walk(z) if isinstance(s, ast.stmt) and s is not z]
+    if any(id(s) in self.smap for s in inner): return True
+    outside = [s for s in ast.walk(self.zf) if isinstance(s, ast.stmt) and s is not z and not any(s is x for x in inner)]
+    if bound_names(z) & {n.id for s in outside if not _blocks(s) for n in ast.walk(s) if isinstance(n, ast.Name)
+                         and isinstance(n.ctx, ast.Load)}: return True   # it feeds later statements, which the NPU base rewrote
+    return bool(_calls(inner) & _calls(s for s in ast.walk(self.nf) if isinstance(s, ast.stmt)) - _calls(outside))
+
+def _restore(self: _Applier, h: DeltaHunk, why: str = "") -> bool:
+    "A hunk inside a base compound statement the NPU method lacks: omni's version of that statement written live at its"
+    " anchors (once); whether it was."
+    key = h.block
+    if not h.omni or key == (0, "body") or key[0] in self.smap or key[0] not in self.zparent: return False
+    pk, i = self.zparent[key[0]]
+    sib = self.zblocks[pk]
+    z, a = sib[i], _omni_holder(self, h.omni[0])
+    if a is None or type(a) is not type(z) or not (_header(a) == _header(z) or statements_alike(z, a)): return False
+    if _lives_on(self, z): return False
+    done = getattr(self, "restored", None) or {}
+    if id(a) not in done:
+        probe = DeltaHunk([], [a], pk, sib[i - 1] if i else None, sib[i + 1] if i + 1 < len(sib) else None)
+        if (p := self.place(probe)) is None: return False
+        at, col, _, where = p
+        lines = _lines(self.A, [a], col, self.renames)
+        self.edits.append(_Edit(at, at, Hunk("omni", lines, omni=lines, other=[]), h, [a]))
+        done[id(a)] = where; self.restored = done
+    h.status, h.why = "fuzz", ((why + "; ") if why else "") + (f"the NPU base dropped {_say(z)}, the block it edits: omni's"
+                                                         f" whole statement written live, placed {done[id(a)]}")
+    return True
+
+_Applier.place, _Applier.restore = _place, _restore
+
 
 # %% ../../nbs/port/delta.ipynb #639c97e7
 def _span(N: list[str], n: ast.stmt) -> tuple[int, int]: return n.lineno - 1, n.end_lineno
