@@ -19,7 +19,7 @@ def _live(d) -> ast.FunctionDef:
 def _module(d) -> str:
     "The ported method as a method of a class in a module (what the ready check reads)."
     body = "\n".join(render(d.hunks, fence=False, prefer="comment")[0])
-    return "import torch\nfrom lib import EMPTY, group, has_group\n\nclass R:\n" + textwrap.indent(body, "    ") + "\n"
+    return "import torch\nfrom lib import EMPTY, Output, group, has_group\n\nclass R:\n" + textwrap.indent(body, "    ") + "\n"
 
 
 def _after_an_end(fn: ast.AST) -> list[str]:
@@ -151,3 +151,53 @@ def test_an_insertion_at_the_end_of_a_block_that_does_not_end_stays_at_the_end()
     d = apply_delta(base, omni, npu, "run")
     assert [ast.unparse(s) for s in _live(d).body[0].body] == ["npu_only(a)", "npu_sync()", "omni_hook(a)"]
     assert not any("which ends the block" in x.message for x in d.diagnostics)
+
+
+# ---- a value the NPU side does not compute: bound to None where every read only passes it on
+
+from omni_npu_port.port.delta import passed_on   # noqa: E402
+
+SBASE = D('''
+    def sample(self, out):
+        nans, probs = self._bookkeep(out)
+        return Output(probs=probs, nans=nans)
+''')
+SOMNI = D('''
+    def sample(self, out):
+        nans, probs = self._bookkeep(out)
+        snap = dict(nans) if isinstance(nans, dict) else nans
+        return self.build(probs=probs, nans=snap)
+''')
+SNPU = D('''
+    def sample(self, out):
+        probs = self._bookkeep(out)
+        torch.npu.synchronize()
+        return Output(probs=probs)
+''')
+
+
+def test_a_value_the_npu_side_does_not_compute_and_omni_only_passes_on_is_bound_to_none():
+    d = apply_delta(SBASE, SOMNI, SNPU, "sample")
+    fn = _live(d)
+    assert not unbound_reads(_module(d))
+    binds = [s for s in fn.body if isinstance(s, ast.Assign) and ast.unparse(s) == "nans = None"]
+    assert len(binds) == 1 and fn.body.index(binds[0]) == 1   # right after the NPU statement standing for the binding
+    assert "snap = dict(nans) if isinstance(nans, dict) else nans" in ast.unparse(fn)   # omni's line stays live
+    assert any(x.code == "ONP4417" and "`nans`" in x.message for x in d.diagnostics)
+
+
+def test_a_value_omni_uses_is_not_bound_to_none_and_stays_reported():
+    omni = SOMNI.replace("snap = dict(nans) if isinstance(nans, dict) else nans", "snap = len(nans)")
+    d = apply_delta(SBASE, omni, SNPU, "sample")
+    assert "nans = None" not in ast.unparse(_live(d))
+    assert not any(x.code == "ONP4417" for x in d.diagnostics)
+    assert any(x.code == "ONP4413" and "`nans`" in x.message for x in d.diagnostics)
+    assert any(x.code == "ONP4421" and "`nans`" in x.message for x in unbound_reads(_module(d)))
+
+
+def test_passed_on_sees_builtin_uses_unless_guarded():
+    f = lambda s: ast.parse(D(s)).body[0]
+    assert passed_on(f("def g(x):\n    return self.m(k=x)"), "x")
+    assert passed_on(f("def g(x):\n    if x is not None:\n        return len(x)\n    return 0"), "x")
+    assert not passed_on(f("def g(x):\n    return x[0]"), "x")
+    assert not passed_on(f("def g(x):\n    y = x\n    return y + 1"), "x")

@@ -23,7 +23,8 @@ from .merge import Hunk, _shift, code_tokens, indent_of
 # %% auto #0
 __all__ = ['FAR', 'statements_alike', 'align', 'DeltaHunk', 'omni_delta', 'bodies_alike', 'pair_in_gaps', 'npu_map',
            'merge_statement', 'merge_statement_header', 'DeltaPort', 'apply_delta', 'bound_names', 'rebind',
-           'name_renames', 'carry_bindings', 'drifted_far', 'delta_fallback', 'wraps_by_super', 'redirect_super']
+           'name_renames', 'carry_bindings', 'passed_on', 'bind_uncomputed', 'drifted_far', 'delta_fallback',
+           'wraps_by_super', 'redirect_super']
 
 # %% ../../nbs/port/delta.ipynb #b3524cd2
 register(
@@ -826,6 +827,7 @@ def _apply(ap: _Applier, older: set, name: str, each: list = ()) -> DeltaPort:
     head, hwhy = ap.header()
     hunks = _assemble(ap, head)
     hunks, carried = carry_bindings(ap, head, hunks, name)   # omni lines read a name only a statement the NPU method lacks binds
+    hunks, nones = bind_uncomputed(ap, head, hunks, name)   # ... or a name the NPU statement standing for its binding does not compute
     diags = [_hunk_diag(h, name) for h in delta]
     diags += [port_diagnostic("ONP4416", f"{code_info('ONP4416').title}: " + "; ".join(
         f"`{ast.unparse(_shell(n) if _blocks(n) else n).splitlines()[0][:70]}` ({n.end_lineno - n.lineno + 1} line(s))" for n in h.dropped),
@@ -833,7 +835,7 @@ def _apply(ap: _Applier, older: set, name: str, each: list = ()) -> DeltaPort:
     if hwhy: diags.append(port_diagnostic("ONP4411" if "with omni" in hwhy else "ONP4410",
                                           f"signature: {hwhy}", None, where=name))
     hunks, d2 = rebind(ap, hunks, name)
-    return DeltaPort(hunks, delta, diags + carried + d2)
+    return DeltaPort(hunks, delta, diags + carried + nones + d2)
 
 # %% ../../nbs/port/delta.ipynb #81d07702
 def bound_names(fn: ast.AST) -> set[str]:
@@ -1002,6 +1004,79 @@ def carry_bindings(ap: _Applier, head: Hunk, hunks: list[Hunk], name: str = "") 
                 break
             ap.edits.remove(e)
     return hunks, out
+
+# %% ../../nbs/port/delta.ipynb #e24o0007
+register(
+    Code("ONP4417", "npu-computes-no-value", "omni lines read a local whose binding the NPU statement standing for it does not "
+         "compute; every live read only passes it on or tests it, so it is bound to None (not computed) right after that statement",
+         "warning", "check that the consumer of the value accepts None (the output record's field default), or compute it on "
+         "the NPU side", "port/delta.ipynb", "port"),
+)
+
+
+# %% ../../nbs/port/delta.ipynb #e24o0008
+def _guards(t: ast.expr, x: str) -> bool:
+    "Whether test `t` holds only where `x` is a value: `isinstance(x, ...)`, `x is not None`, `x` (or an `and` of one)."
+    if isinstance(t, ast.BoolOp) and isinstance(t.op, ast.And): return any(_guards(v, x) for v in t.values)
+    if isinstance(t, ast.Name): return t.id == x
+    if isinstance(t, ast.Call) and isinstance(t.func, ast.Name) and t.func.id == "isinstance" and t.args:
+        return isinstance(t.args[0], ast.Name) and t.args[0].id == x
+    return isinstance(t, ast.Compare) and isinstance(t.left, ast.Name) and t.left.id == x and len(t.ops) == 1 \
+        and isinstance(t.ops[0], ast.IsNot) and isinstance(t.comparators[0], ast.Constant) and t.comparators[0].value is None
+
+def passed_on(fn: ast.AST, x: str, depth: int = 3) -> bool:
+    "Whether every read of local `x` in `fn` only passes it on or tests it (the prose above): None is safe there."
+    import builtins
+    up = {id(c): p for p in ast.walk(fn) for c in ast.iter_child_nodes(p)}
+    def guarded(n):
+        c = n
+        while id(c) in up:
+            p = up[id(c)]
+            if isinstance(p, (ast.IfExp, ast.If)) and _guards(p.test, x) and (c is p.body or any(c is s for s in getattr(p, 'body', []) if isinstance(p, ast.If))): return True
+            c = p
+        return False
+    def ok(n) -> bool:
+        p = up.get(id(n))
+        if isinstance(p, ast.keyword) and isinstance(up.get(id(p)), ast.Call): p, n = up[id(p)], p
+        if isinstance(p, ast.Call) and n is not p.func:
+            f = p.func
+            if isinstance(f, ast.Name) and f.id == "isinstance": return True
+            return not (isinstance(f, ast.Name) and hasattr(builtins, f.id)) or guarded(n)
+        if isinstance(p, ast.Compare) and all(isinstance(o, (ast.Is, ast.IsNot)) for o in p.ops): return True
+        if isinstance(p, ast.IfExp): return n is p.test or ok(p)
+        if isinstance(p, (ast.If, ast.While)) and n is p.test: return True
+        if isinstance(p, ast.Assign) and len(p.targets) == 1 and isinstance(p.targets[0], ast.Name) and depth > 0:
+            return passed_on(fn, p.targets[0].id, depth - 1)
+        return guarded(n)
+    reads = [n for n in ast.walk(fn) if isinstance(n, ast.Name) and n.id == x and isinstance(n.ctx, ast.Load)]
+    return all(ok(n) for n in reads)   # a local nothing live reads passes nothing on: safe
+
+
+# %% ../../nbs/port/delta.ipynb #e24o0009
+def bind_uncomputed(ap: _Applier, head: Hunk, hunks: list[Hunk], name: str = "") -> tuple[list[Hunk], list[Diagnostic]]:
+    "Omni lines reading a local whose binding the NPU statement standing for it does not compute, every read passing it on:"
+    " `x = None` written right after that NPU statement (an edit added to `ap`); the hunks re-assembled, with an ONP4417 each."
+    try: res = ast.parse(textwrap.dedent(_text_of(hunks))).body[0]
+    except (SyntaxError, IndexError): return hunks, []
+    have, ob, out = bound_names(res), bound_names(ap.af), []
+    for x in sorted(_omni_reads(hunks) & ob - have - set(ap.renames)):
+        z = next((z for z in ast.walk(ap.zf) if isinstance(z, (ast.Assign, ast.AnnAssign)) and x in bound_names(z)
+                  and id(z) in ap.smap and x not in bound_names(ap.smap[id(z)][0])), None)
+        if z is None or not passed_on(res, x): continue
+        n = ap.smap[id(z)][0]
+        st = ast.parse(f"{x} = None").body[0]
+        h = DeltaHunk([], [st], ap.zparent.get(id(z), ((0, "body"), 0))[0], z, None, status="applied")
+        lines = [" " * n.col_offset + f"{x} = None   # ONP4417: the NPU side computes no such value"]
+        e = _Edit(n.end_lineno, n.end_lineno, Hunk("omni", lines, omni=lines, other=[]), h, [st])
+        ap.edits.insert(0, e)   # before omni's lines placed at the same line
+        new = _assemble(ap, head)
+        if h.status == "applied" and _binds_before(new, x):
+            hunks = new
+            out.append(port_diagnostic("ONP4417", f"{code_info('ONP4417').title}: `{x}` = None after {_say(n)} (the GPU base binds it"
+                                       f" in {_say(z)})", None, where=name))
+        else: ap.edits.remove(e)
+    return hunks, out
+
 
 # %% ../../nbs/port/delta.ipynb #adea4848
 FAR = 8   # NPU lines that differ from the GPU base's, from which a line merge of whole methods no longer works
