@@ -181,7 +181,7 @@ def test_a_value_the_npu_side_does_not_compute_and_omni_only_passes_on_is_bound_
     fn = _live(d)
     assert not unbound_reads(_module(d))
     binds = [s for s in fn.body if isinstance(s, ast.Assign) and ast.unparse(s) == "nans = None"]
-    assert len(binds) == 1 and fn.body.index(binds[0]) == 1   # right after the NPU statement standing for the binding
+    assert len(binds) == 1 and fn.body.index(binds[0]) == 0   # right before the NPU statement standing for the binding
     assert "snap = dict(nans) if isinstance(nans, dict) else nans" in ast.unparse(fn)   # omni's line stays live
     assert any(x.code == "ONP4417" and "`nans`" in x.message for x in d.diagnostics)
 
@@ -201,3 +201,12 @@ def test_passed_on_sees_builtin_uses_unless_guarded():
     assert passed_on(f("def g(x):\n    if x is not None:\n        return len(x)\n    return 0"), "x")
     assert not passed_on(f("def g(x):\n    return x[0]"), "x")
     assert not passed_on(f("def g(x):\n    y = x\n    return y + 1"), "x")
+
+
+def test_a_stored_value_unpacked_on_the_npu_side_is_left_to_the_record_merge():
+    base, omni, npu = (t.replace("self._bookkeep(out)", "self.state") for t in (SBASE, SOMNI, SNPU))
+    npu = npu.replace("probs = self.state", "probs, step = self.state")
+    d = apply_delta(base, omni, npu, "sample")
+    assert "nans = None" not in ast.unparse(_live(d))   # a merged state record may carry it: no None written
+    assert not any(x.code == "ONP4417" for x in d.diagnostics)
+    assert any(x.code == "ONP4413" and "`nans`" in x.message for x in d.diagnostics)

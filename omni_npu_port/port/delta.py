@@ -1008,7 +1008,7 @@ def carry_bindings(ap: _Applier, head: Hunk, hunks: list[Hunk], name: str = "") 
 # %% ../../nbs/port/delta.ipynb #e24o0007
 register(
     Code("ONP4417", "npu-computes-no-value", "omni lines read a local whose binding the NPU statement standing for it does not "
-         "compute; every live read only passes it on or tests it, so it is bound to None (not computed) right after that statement",
+         "compute; every live read only passes it on or tests it, so it is bound to None (not computed) right before that statement",
          "warning", "check that the consumer of the value accepts None (the output record's field default), or compute it on "
          "the NPU side", "port/delta.ipynb", "port"),
 )
@@ -1055,7 +1055,7 @@ def passed_on(fn: ast.AST, x: str, depth: int = 3) -> bool:
 # %% ../../nbs/port/delta.ipynb #e24o0009
 def bind_uncomputed(ap: _Applier, head: Hunk, hunks: list[Hunk], name: str = "") -> tuple[list[Hunk], list[Diagnostic]]:
     "Omni lines reading a local whose binding the NPU statement standing for it does not compute, every read passing it on:"
-    " `x = None` written right after that NPU statement (an edit added to `ap`); the hunks re-assembled, with an ONP4417 each."
+    " `x = None` written right before that NPU statement (a call) (an edit added to `ap`); the hunks re-assembled, with an ONP4417 each."
     try: res = ast.parse(textwrap.dedent(_text_of(hunks))).body[0]
     except (SyntaxError, IndexError): return hunks, []
     have, ob, out = bound_names(res), bound_names(ap.af), []
@@ -1064,15 +1064,17 @@ def bind_uncomputed(ap: _Applier, head: Hunk, hunks: list[Hunk], name: str = "")
                   and id(z) in ap.smap and x not in bound_names(ap.smap[id(z)][0])), None)
         if z is None or not passed_on(res, x): continue
         n = ap.smap[id(z)][0]
+        if not isinstance(getattr(n, "value", None), ast.Call): continue   # a stored value unpacked (a state record): a later step may carry it
         st = ast.parse(f"{x} = None").body[0]
         h = DeltaHunk([], [st], ap.zparent.get(id(z), ((0, "body"), 0))[0], z, None, status="applied")
         lines = [" " * n.col_offset + f"{x} = None   # ONP4417: the NPU side computes no such value"]
-        e = _Edit(n.end_lineno, n.end_lineno, Hunk("omni", lines, omni=lines, other=[]), h, [st])
-        ap.edits.insert(0, e)   # before omni's lines placed at the same line
+        at = _lead(ap.N, n)   # before it: should a later step make that statement bind the name, its value wins
+        e = _Edit(at, at, Hunk("omni", lines, omni=lines, other=[]), h, [st])
+        ap.edits.insert(0, e)
         new = _assemble(ap, head)
         if h.status == "applied" and _binds_before(new, x):
             hunks = new
-            out.append(port_diagnostic("ONP4417", f"{code_info('ONP4417').title}: `{x}` = None after {_say(n)} (the GPU base binds it"
+            out.append(port_diagnostic("ONP4417", f"{code_info('ONP4417').title}: `{x}` = None before {_say(n)} (the GPU base binds it"
                                        f" in {_say(z)})", None, where=name))
         else: ap.edits.remove(e)
     return hunks, out
