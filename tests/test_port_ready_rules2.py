@@ -200,6 +200,7 @@ def test_passed_on_sees_builtin_uses_unless_guarded():
     assert passed_on(f("def g(x):\n    return self.m(k=x)"), "x")
     assert passed_on(f("def g(x):\n    if x is not None:\n        return len(x)\n    return 0"), "x")
     assert not passed_on(f("def g(x):\n    return x[0]"), "x")
+    assert not passed_on(f("def g(x):\n    return self.record(x)"), "x")   # a positional use: what it does is unknown
     assert not passed_on(f("def g(x):\n    y = x\n    return y + 1"), "x")
 
 

@@ -1037,11 +1037,9 @@ def passed_on(fn: ast.AST, x: str, depth: int = 3) -> bool:
         return False
     def ok(n) -> bool:
         p = up.get(id(n))
-        if isinstance(p, ast.keyword) and isinstance(up.get(id(p)), ast.Call): p, n = up[id(p)], p
-        if isinstance(p, ast.Call) and n is not p.func:
-            f = p.func
-            if isinstance(f, ast.Name) and f.id == "isinstance": return True
-            return not (isinstance(f, ast.Name) and hasattr(builtins, f.id)) or guarded(n)
+        if isinstance(p, ast.keyword) and p.arg and isinstance(c := up.get(id(p)), ast.Call):   # a named field or parameter it fills
+            return not (isinstance(c.func, ast.Name) and hasattr(builtins, c.func.id)) or guarded(n)
+        if isinstance(p, ast.Call) and isinstance(p.func, ast.Name) and p.func.id == "isinstance" and n is not p.func: return True
         if isinstance(p, ast.Compare) and all(isinstance(o, (ast.Is, ast.IsNot)) for o in p.ops): return True
         if isinstance(p, ast.IfExp): return n is p.test or ok(p)
         if isinstance(p, (ast.If, ast.While)) and n is p.test: return True
