@@ -2,7 +2,6 @@
 into a helper the NPU override calls (found through its MRO), written through a local bound once, bound to a
 renamed local, a base statement in omni's older copy, or in the later form the NPU source's own newer GPU runner
 has. Each rule is paired with a change it must still report. Fixtures are written here."""
-import ast
 import shutil
 from pathlib import Path
 
@@ -10,16 +9,7 @@ from omni_npu_port.port.audit import ClassGraph, Matcher, called_statements, dri
 from omni_npu_port.port.locate import open_tree, top_classes
 from omni_npu_port.sources.symbols import SymbolIndex
 
-AUDIT_FIXTURES = Path(__file__).parent / "fixtures" / "audit"
-
-
-def three_way(gpu: str, npu: str, gpu_base: str, **kw) -> list:
-    "Drift three-way, the NPU base taken as the GPU base (vllm-ascend inheriting vllm's method)."
-    return drift(gpu, npu, {}, gpu_base=(gpu_base, ""), **kw)
-
-
-def lost(found: list) -> list:
-    return [line for _, _, detail in found for line in detail]
+from audit_helpers import AUDIT_FIXTURES, lost, three_way
 
 
 # --- a statement refactored into a helper the NPU override calls, found through the NPU runner's MRO ------------------

@@ -13,16 +13,7 @@ from omni_npu_port.port.audit import (ClassGraph, base_or_none, called_statement
 from omni_npu_port.port.locate import open_tree, top_classes
 from omni_npu_port.sources.symbols import SymbolIndex
 
-AUDIT_FIXTURES = Path(__file__).parent / "fixtures" / "audit"
-
-
-def three_way(gpu: str, npu: str, gpu_base: str, names=None, **kw) -> list:
-    "Drift three-way, the NPU base taken as the GPU base (vllm-ascend inheriting vllm's method) unless `npu_base=` is given."
-    return drift(gpu, npu, {} if names is None else names, gpu_base=(gpu_base, ""), **kw)
-
-
-def lost(found: list) -> list:
-    return [line for _, _, detail in found for line in detail]
+from audit_helpers import AUDIT_FIXTURES, lost, three_way
 
 
 # --- a device symbol reached through the platform object (the catalog's platform-hook records) ------------------------

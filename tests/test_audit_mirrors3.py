@@ -8,22 +8,12 @@ from pathlib import Path
 
 import pytest
 
-import omni_npu_port.port.audit
 from omni_npu_port.core.diagnostics import code_info
-from omni_npu_port.port.audit import (ClassGraph, audit, drift, find_runners, pair_names, pair_runners)
+from omni_npu_port.port.audit import (ClassGraph, audit, find_runners, pair_names, pair_runners)
 from omni_npu_port.port.locate import PortError, open_tree
 from omni_npu_port.sources.symbols import SymbolIndex
 
-AUDIT_FIXTURES = Path(__file__).parent / "fixtures" / "audit"
-
-
-def three_way(gpu: str, npu: str, gpu_base: str, names=None, **kw) -> list:
-    "Drift three-way, the NPU base taken as the GPU base (vllm-ascend inheriting vllm's method) unless `npu_base=` is given."
-    return drift(gpu, npu, {} if names is None else names, gpu_base=(gpu_base, ""), **kw)
-
-
-def lost(found: list) -> list:
-    return [line for _, _, detail in found for line in detail]
+from audit_helpers import AUDIT_FIXTURES, lost, three_way
 
 
 # --- base code of an older vllm release (the vllm the previous omni release paired with) -----------------------------

@@ -23,7 +23,7 @@ from .merge import Hunk, _shift, code_tokens, indent_of
 # %% auto #0
 __all__ = ['FAR', 'statements_alike', 'align', 'DeltaHunk', 'omni_delta', 'bodies_alike', 'pair_in_gaps', 'npu_map',
            'merge_statement', 'merge_statement_header', 'DeltaPort', 'apply_delta', 'bound_names', 'rebind',
-           'name_renames', 'carry_bindings', 'passed_on', 'bind_uncomputed', 'drifted_far', 'delta_fallback',
+           'name_renames', 'passed_on', 'bind_uncomputed', 'carry_bindings', 'drifted_far', 'delta_fallback',
            'wraps_by_super', 'redirect_super']
 
 # %% ../../nbs/port/delta.ipynb #b3524cd2
@@ -430,23 +430,7 @@ class _Applier:
         if blk and (h.before is None or h.after is None):
             at = _lead(self.N, blk[0]) if h.before is None else blk[-1].end_lineno
             return at, blk[0].col_offset, "exact", f"at the {'start' if h.before is None else 'end'} of its block"
-        sib = self.zblocks.get(h.block, [])   # the anchors are gone: the nearest sibling the NPU method still has
-        ids = [id(x) for x in sib]
-        i = ids.index(id(h.before)) if h.before is not None and id(h.before) in ids else None
-        j = ids.index(id(h.after)) if h.after is not None and id(h.after) in ids else None
-        for k in (range(i - 1, -1, -1) if i is not None else ()):
-            if id(sib[k]) in self.smap and not self.moved(sib[k]):
-                n = self.smap[id(sib[k])][0]
-                return n.end_lineno, n.col_offset, "alike", f"after {_say(sib[k])}, the nearest statement before it the NPU method has"
-        for k in (range(j + 1, len(sib)) if j is not None else ()):
-            if id(sib[k]) in self.smap and not self.moved(sib[k]):
-                n = self.smap[id(sib[k])][0]
-                return _lead(self.N, n), n.col_offset, "alike", f"before {_say(sib[k])}, the nearest statement after it the NPU method has"
-        for anchor, after in ((h.before, True), (h.after, False)):   # only a moved anchor is left: it, with fuzz
-            if anchor is not None and id(anchor) in self.smap:
-                n = self.smap[id(anchor)][0]
-                return n.end_lineno if after else _lead(self.N, n), n.col_offset, "alike", f"{'after' if after else 'before'} {_say(anchor)}, which the NPU base moved"
-        return None
+        return _nearest_sibling(self, h)
 
     def insert(self, h: DeltaHunk, omni: list, why: str = "") -> None:
         new = [s for s in omni if _dump(s) not in self.have]
@@ -463,6 +447,28 @@ class _Applier:
         self.edits.append(_Edit(at, at, Hunk("omni", lines, omni=lines, other=[]), h, new))
         h.status = "applied" if lv == "exact" and not why else "fuzz"
         h.why = why or (f"placed {where}" + ("" if lv == "exact" else f" (anchor matched {'with names normalised' if lv == 'names' else 'as a similar statement'})"))
+
+# %% ../../nbs/port/delta.ipynb #61dcebed
+def _nearest_sibling(ap: _Applier, h: DeltaHunk):
+    "Where an insertion goes when its anchors are gone: beside the nearest sibling statement the NPU method still has, else its moved anchor (with fuzz); None if nothing is left."
+    sib = ap.zblocks.get(h.block, [])   # the anchors are gone: the nearest sibling the NPU method still has
+    ids = [id(x) for x in sib]
+    i = ids.index(id(h.before)) if h.before is not None and id(h.before) in ids else None
+    j = ids.index(id(h.after)) if h.after is not None and id(h.after) in ids else None
+    for k in (range(i - 1, -1, -1) if i is not None else ()):
+        if id(sib[k]) in ap.smap and not ap.moved(sib[k]):
+            n = ap.smap[id(sib[k])][0]
+            return n.end_lineno, n.col_offset, "alike", f"after {_say(sib[k])}, the nearest statement before it the NPU method has"
+    for k in (range(j + 1, len(sib)) if j is not None else ()):
+        if id(sib[k]) in ap.smap and not ap.moved(sib[k]):
+            n = ap.smap[id(sib[k])][0]
+            return _lead(ap.N, n), n.col_offset, "alike", f"before {_say(sib[k])}, the nearest statement after it the NPU method has"
+    for anchor, after in ((h.before, True), (h.after, False)):   # only a moved anchor is left: it, with fuzz
+        if anchor is not None and id(anchor) in ap.smap:
+            n = ap.smap[id(anchor)][0]
+            return n.end_lineno if after else _lead(ap.N, n), n.col_offset, "alike", f"{'after' if after else 'before'} {_say(anchor)}, which the NPU base moved"
+    return None
+
 
 # %% ../../nbs/port/delta.ipynb #fed04f3c
 def _moved_anchor(self: _Applier, z: ast.stmt) -> bool:
@@ -931,6 +937,79 @@ def _rn(self: _Applier, st):
     return _Renamer(self.renames).visit(_copy(st)) if self.renames and isinstance(st, ast.stmt) else st
 _Applier.rn = _rn
 
+# %% ../../nbs/port/delta.ipynb #e24o0007
+register(
+    Code("ONP4417", "npu-computes-no-value", "omni lines read a local whose binding the NPU statement standing for it does not "
+         "compute; every live read only passes it on or tests it, so it is bound to None (not computed) right before that statement",
+         "warning", "check that the consumer of the value accepts None (the output record's field default), or compute it on "
+         "the NPU side", "port/delta.ipynb", "port"),
+)
+
+
+# %% ../../nbs/port/delta.ipynb #e24o0008
+def _guards(t: ast.expr, x: str) -> bool:
+    "Whether test `t` holds only where `x` is a value: `isinstance(x, ...)`, `x is not None`, `x` (or an `and` of one)."
+    if isinstance(t, ast.BoolOp) and isinstance(t.op, ast.And): return any(_guards(v, x) for v in t.values)
+    if isinstance(t, ast.Name): return t.id == x
+    if isinstance(t, ast.Call) and isinstance(t.func, ast.Name) and t.func.id == "isinstance" and t.args:
+        return isinstance(t.args[0], ast.Name) and t.args[0].id == x
+    return isinstance(t, ast.Compare) and isinstance(t.left, ast.Name) and t.left.id == x and len(t.ops) == 1 \
+        and isinstance(t.ops[0], ast.IsNot) and isinstance(t.comparators[0], ast.Constant) and t.comparators[0].value is None
+
+def passed_on(fn: ast.AST, x: str, depth: int = 3) -> bool:
+    "Whether every read of local `x` in `fn` only passes it on or tests it (the prose above): None is safe there."
+    import builtins
+    up = {id(c): p for p in ast.walk(fn) for c in ast.iter_child_nodes(p)}
+    def guarded(n):
+        c = n
+        while id(c) in up:
+            p = up[id(c)]
+            if isinstance(p, (ast.IfExp, ast.If)) and _guards(p.test, x) and (c is p.body or any(c is s for s in getattr(p, 'body', []) if isinstance(p, ast.If))): return True
+            c = p
+        return False
+    def ok(n) -> bool:
+        p = up.get(id(n))
+        if isinstance(p, ast.keyword) and p.arg and isinstance(c := up.get(id(p)), ast.Call):   # a named field or parameter it fills
+            return not (isinstance(c.func, ast.Name) and hasattr(builtins, c.func.id)) or guarded(n)
+        if isinstance(p, ast.Call) and isinstance(p.func, ast.Name) and p.func.id == "isinstance" and n is not p.func: return True
+        if isinstance(p, ast.Compare) and all(isinstance(o, (ast.Is, ast.IsNot)) for o in p.ops): return True
+        if isinstance(p, ast.IfExp): return n is p.test or ok(p)
+        if isinstance(p, (ast.If, ast.While)) and n is p.test: return True
+        if isinstance(p, ast.Assign) and len(p.targets) == 1 and isinstance(p.targets[0], ast.Name) and depth > 0:
+            return passed_on(fn, p.targets[0].id, depth - 1)
+        return guarded(n)
+    reads = [n for n in ast.walk(fn) if isinstance(n, ast.Name) and n.id == x and isinstance(n.ctx, ast.Load)]
+    return all(ok(n) for n in reads)   # a local nothing live reads passes nothing on: safe
+
+
+# %% ../../nbs/port/delta.ipynb #e24o0009
+def bind_uncomputed(ap: _Applier, head: Hunk, hunks: list[Hunk], name: str = "") -> tuple[list[Hunk], list[Diagnostic]]:
+    "Omni lines reading a local whose binding the NPU statement standing for it does not compute, every read passing it on:"
+    " `x = None` written right before that NPU statement (a call) (an edit added to `ap`); the hunks re-assembled, with an ONP4417 each."
+    try: res = ast.parse(textwrap.dedent(_text_of(hunks))).body[0]
+    except (SyntaxError, IndexError): return hunks, []
+    have, ob, out = bound_names(res), bound_names(ap.af), []
+    for x in sorted(_omni_reads(hunks) & ob - have - set(ap.renames)):
+        z = next((z for z in ast.walk(ap.zf) if isinstance(z, (ast.Assign, ast.AnnAssign)) and x in bound_names(z)
+                  and id(z) in ap.smap and x not in bound_names(ap.smap[id(z)][0])), None)
+        if z is None or not passed_on(res, x): continue
+        n = ap.smap[id(z)][0]
+        if not isinstance(getattr(n, "value", None), ast.Call): continue   # a stored value unpacked (a state record): a later step may carry it
+        st = ast.parse(f"{x} = None").body[0]
+        h = DeltaHunk([], [st], ap.zparent.get(id(z), ((0, "body"), 0))[0], z, None, status="applied")
+        lines = [" " * n.col_offset + f"{x} = None   # ONP4417: the NPU side computes no such value"]
+        at = _lead(ap.N, n)   # before it: should a later step make that statement bind the name, its value wins
+        e = _Edit(at, at, Hunk("omni", lines, omni=lines, other=[]), h, [st])
+        ap.edits.insert(0, e)
+        new = _assemble(ap, head)
+        if h.status == "applied" and _binds_before(new, x):
+            hunks = new
+            out.append(port_diagnostic("ONP4417", f"{code_info('ONP4417').title}: `{x}` = None before {_say(n)} (the GPU base binds it"
+                                       f" in {_say(z)})", None, where=name))
+        else: ap.edits.remove(e)
+    return hunks, out
+
+
 # %% ../../nbs/port/delta.ipynb #c24a0002
 def _first_binder(fn: ast.AST, x: str) -> ast.stmt | None:
     "The first statement (in source order) of a method that binds `x` by assignment."
@@ -1004,79 +1083,6 @@ def carry_bindings(ap: _Applier, head: Hunk, hunks: list[Hunk], name: str = "") 
                 break
             ap.edits.remove(e)
     return hunks, out
-
-# %% ../../nbs/port/delta.ipynb #e24o0007
-register(
-    Code("ONP4417", "npu-computes-no-value", "omni lines read a local whose binding the NPU statement standing for it does not "
-         "compute; every live read only passes it on or tests it, so it is bound to None (not computed) right before that statement",
-         "warning", "check that the consumer of the value accepts None (the output record's field default), or compute it on "
-         "the NPU side", "port/delta.ipynb", "port"),
-)
-
-
-# %% ../../nbs/port/delta.ipynb #e24o0008
-def _guards(t: ast.expr, x: str) -> bool:
-    "Whether test `t` holds only where `x` is a value: `isinstance(x, ...)`, `x is not None`, `x` (or an `and` of one)."
-    if isinstance(t, ast.BoolOp) and isinstance(t.op, ast.And): return any(_guards(v, x) for v in t.values)
-    if isinstance(t, ast.Name): return t.id == x
-    if isinstance(t, ast.Call) and isinstance(t.func, ast.Name) and t.func.id == "isinstance" and t.args:
-        return isinstance(t.args[0], ast.Name) and t.args[0].id == x
-    return isinstance(t, ast.Compare) and isinstance(t.left, ast.Name) and t.left.id == x and len(t.ops) == 1 \
-        and isinstance(t.ops[0], ast.IsNot) and isinstance(t.comparators[0], ast.Constant) and t.comparators[0].value is None
-
-def passed_on(fn: ast.AST, x: str, depth: int = 3) -> bool:
-    "Whether every read of local `x` in `fn` only passes it on or tests it (the prose above): None is safe there."
-    import builtins
-    up = {id(c): p for p in ast.walk(fn) for c in ast.iter_child_nodes(p)}
-    def guarded(n):
-        c = n
-        while id(c) in up:
-            p = up[id(c)]
-            if isinstance(p, (ast.IfExp, ast.If)) and _guards(p.test, x) and (c is p.body or any(c is s for s in getattr(p, 'body', []) if isinstance(p, ast.If))): return True
-            c = p
-        return False
-    def ok(n) -> bool:
-        p = up.get(id(n))
-        if isinstance(p, ast.keyword) and p.arg and isinstance(c := up.get(id(p)), ast.Call):   # a named field or parameter it fills
-            return not (isinstance(c.func, ast.Name) and hasattr(builtins, c.func.id)) or guarded(n)
-        if isinstance(p, ast.Call) and isinstance(p.func, ast.Name) and p.func.id == "isinstance" and n is not p.func: return True
-        if isinstance(p, ast.Compare) and all(isinstance(o, (ast.Is, ast.IsNot)) for o in p.ops): return True
-        if isinstance(p, ast.IfExp): return n is p.test or ok(p)
-        if isinstance(p, (ast.If, ast.While)) and n is p.test: return True
-        if isinstance(p, ast.Assign) and len(p.targets) == 1 and isinstance(p.targets[0], ast.Name) and depth > 0:
-            return passed_on(fn, p.targets[0].id, depth - 1)
-        return guarded(n)
-    reads = [n for n in ast.walk(fn) if isinstance(n, ast.Name) and n.id == x and isinstance(n.ctx, ast.Load)]
-    return all(ok(n) for n in reads)   # a local nothing live reads passes nothing on: safe
-
-
-# %% ../../nbs/port/delta.ipynb #e24o0009
-def bind_uncomputed(ap: _Applier, head: Hunk, hunks: list[Hunk], name: str = "") -> tuple[list[Hunk], list[Diagnostic]]:
-    "Omni lines reading a local whose binding the NPU statement standing for it does not compute, every read passing it on:"
-    " `x = None` written right before that NPU statement (a call) (an edit added to `ap`); the hunks re-assembled, with an ONP4417 each."
-    try: res = ast.parse(textwrap.dedent(_text_of(hunks))).body[0]
-    except (SyntaxError, IndexError): return hunks, []
-    have, ob, out = bound_names(res), bound_names(ap.af), []
-    for x in sorted(_omni_reads(hunks) & ob - have - set(ap.renames)):
-        z = next((z for z in ast.walk(ap.zf) if isinstance(z, (ast.Assign, ast.AnnAssign)) and x in bound_names(z)
-                  and id(z) in ap.smap and x not in bound_names(ap.smap[id(z)][0])), None)
-        if z is None or not passed_on(res, x): continue
-        n = ap.smap[id(z)][0]
-        if not isinstance(getattr(n, "value", None), ast.Call): continue   # a stored value unpacked (a state record): a later step may carry it
-        st = ast.parse(f"{x} = None").body[0]
-        h = DeltaHunk([], [st], ap.zparent.get(id(z), ((0, "body"), 0))[0], z, None, status="applied")
-        lines = [" " * n.col_offset + f"{x} = None   # ONP4417: the NPU side computes no such value"]
-        at = _lead(ap.N, n)   # before it: should a later step make that statement bind the name, its value wins
-        e = _Edit(at, at, Hunk("omni", lines, omni=lines, other=[]), h, [st])
-        ap.edits.insert(0, e)
-        new = _assemble(ap, head)
-        if h.status == "applied" and _binds_before(new, x):
-            hunks = new
-            out.append(port_diagnostic("ONP4417", f"{code_info('ONP4417').title}: `{x}` = None before {_say(n)} (the GPU base binds it"
-                                       f" in {_say(z)})", None, where=name))
-        else: ap.edits.remove(e)
-    return hunks, out
-
 
 # %% ../../nbs/port/delta.ipynb #adea4848
 FAR = 8   # NPU lines that differ from the GPU base's, from which a line merge of whole methods no longer works
