@@ -15,3 +15,13 @@ def three_way(gpu: str, npu: str, gpu_base: str, names=None, **kw) -> list:
 def lost(found: list) -> list:
     "The drift lines of every finding, in order."
     return [line for _, _, detail in found for line in detail]
+
+
+def vllm_source(tmp_path: Path, runner: str) -> Path:
+    "A vllm source of our own: `vllm/v1/worker/gpu_model_runner.py` holding `runner`, under `tmp_path / 'vllm_only'`."
+    root = tmp_path / "vllm_only"
+    for d in ("vllm", "vllm/v1", "vllm/v1/worker"):
+        (root / d).mkdir(parents=True)
+        (root / d / "__init__.py").write_text("")
+    (root / "vllm/v1/worker/gpu_model_runner.py").write_text(runner)
+    return root

@@ -13,7 +13,7 @@ from omni_npu_port.port.audit import (ClassGraph, base_or_none, called_statement
 from omni_npu_port.port.locate import open_tree, top_classes
 from omni_npu_port.sources.symbols import SymbolIndex
 
-from audit_helpers import AUDIT_FIXTURES, lost, three_way
+from audit_helpers import AUDIT_FIXTURES, lost, three_way, vllm_source
 
 
 # --- a device symbol reached through the platform object (the catalog's platform-hook records) ------------------------
@@ -252,10 +252,5 @@ def test_a_three_way_audit_still_reports_the_call_the_npu_side_lacks(tmp_path):
 
 
 def _vllm_only(tmp_path: Path) -> Path:
-    "A vllm source of our own: `vllm/v1/worker/gpu_model_runner.py` with `VLLM_RUNNER`."
-    root = tmp_path / "vllm_only"
-    for d in ("vllm", "vllm/v1", "vllm/v1/worker"):
-        (root / d).mkdir(parents=True)
-        (root / d / "__init__.py").write_text("")
-    (root / "vllm/v1/worker/gpu_model_runner.py").write_text(VLLM_RUNNER)
-    return root
+    "A vllm source of our own with `VLLM_RUNNER`."
+    return vllm_source(tmp_path, VLLM_RUNNER)

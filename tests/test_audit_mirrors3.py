@@ -13,7 +13,7 @@ from omni_npu_port.port.audit import (ClassGraph, audit, find_runners, pair_name
 from omni_npu_port.port.locate import PortError, open_tree
 from omni_npu_port.sources.symbols import SymbolIndex
 
-from audit_helpers import AUDIT_FIXTURES, lost, three_way
+from audit_helpers import AUDIT_FIXTURES, lost, three_way, vllm_source
 
 
 # --- base code of an older vllm release (the vllm the previous omni release paired with) -----------------------------
@@ -137,15 +137,9 @@ def test_gpu_history_needs_a_gpu_base_and_a_vllm_source(tmp_path):
 
 
 def _vllm_only(tmp_path: Path) -> Path:
-    "A vllm source of our own: `vllm/v1/worker/gpu_model_runner.py` with a GPUModelRunner of two methods."
-    root = tmp_path / "vllm_only"
-    for d in ("vllm", "vllm/v1", "vllm/v1/worker"):
-        (root / d).mkdir(parents=True)
-        (root / d / "__init__.py").write_text("")
-    (root / "vllm/v1/worker/gpu_model_runner.py").write_text(
-        "class GPUModelRunner:\n    def __init__(self, cfg):\n        self.cfg = cfg\n\n"
-        "    def execute_model(self, scheduler_output):\n        return self._model_forward(scheduler_output)\n")
-    return root
+    "A vllm source of our own: a GPUModelRunner of two methods."
+    return vllm_source(tmp_path, "class GPUModelRunner:\n    def __init__(self, cfg):\n        self.cfg = cfg\n\n"
+                       "    def execute_model(self, scheduler_output):\n        return self._model_forward(scheduler_output)\n")
 
 
 def test_the_command_takes_gpu_history_with_gpu_base_only(tmp_path, capsys):

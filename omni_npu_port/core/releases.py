@@ -22,11 +22,11 @@ from .errors import InputError
 from .io import load_toml
 
 # %% auto #0
-__all__ = ['RELEASES_FILE', 'RELEASES', 'VLLM_ASCEND_VERSIONS', 'VLLM_VERSIONS', 'TORCH_NPU_PINS', 'PAIRING', 'VLLM_LINE',
-           'OMNI_PAIRING', 'POLICY_DOC', 'RELEASE_FILES', 'parse_version', 'version_str', 'check_fields', 'field_types',
-           'ReleasesError', 'AscendRelease', 'OmniRelease', 'Releases', 'load_releases', 'Release', 'resolve_release',
-           'parse_pin', 'split_pin', 'parse_target', 'split_spec', 'Pairing', 'pairing_from_files', 'vllm_of_line',
-           'Target', 'target_for']
+__all__ = ['RELEASES_FILE', 'RELEASES', 'STACK_PACKAGES', 'VLLM_ASCEND_VERSIONS', 'VLLM_VERSIONS', 'TORCH_NPU_PINS', 'PAIRING',
+           'VLLM_LINE', 'OMNI_PAIRING', 'POLICY_DOC', 'RELEASE_FILES', 'parse_version', 'version_str', 'check_fields',
+           'field_types', 'ReleasesError', 'AscendRelease', 'OmniRelease', 'Releases', 'load_releases', 'Release',
+           'resolve_release', 'parse_pin', 'split_pin', 'parse_target', 'split_spec', 'Pairing', 'pairing_from_files',
+           'vllm_of_line', 'Target', 'target_for']
 
 # %% ../../nbs/core/releases.ipynb #50e88c8a
 _MAIN = Version("9999")
@@ -150,6 +150,7 @@ def load_releases(path: Path | str | None = None) -> Releases:
 RELEASES = load_releases()
 
 # %% ../../nbs/core/releases.ipynb #070f3a11
+STACK_PACKAGES = ("vllm_ascend", "vllm")   # the import packages the NPU side's classes are read from, vllm-ascend's first
 VLLM_ASCEND_VERSIONS = tuple(RELEASES.ascend)
 VLLM_VERSIONS = RELEASES.vllm_records
 TORCH_NPU_PINS = {v: r.torch_npu for v, r in RELEASES.ascend.items() if r.torch_npu}

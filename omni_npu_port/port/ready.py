@@ -12,6 +12,7 @@ import builtins
 from dataclasses import dataclass, field
 
 from ..core.diagnostics import Code, Diagnostic, code_info, register
+from ..core.releases import STACK_PACKAGES
 from .locate import port_diagnostic
 from .delta import bound_names
 from .merge import keep_side, uncomment_conflicts
@@ -155,7 +156,7 @@ def _fits(shape: ClassShape, call: ast.Call, passed: set = frozenset()) -> str |
 
 _SHAPES: dict = {}   # (id of the index, dotted class) -> ClassShape: the indexes live as long as `_INDEX` keeps them
 
-def class_findings(code: str, ix: SymbolIndex, packages: tuple = ("vllm_ascend", "vllm"), where: str = "") -> list[Diagnostic]:
+def class_findings(code: str, ix: SymbolIndex, packages: tuple = STACK_PACKAGES, where: str = "") -> list[Diagnostic]:
     "ONP4422 / ONP4423: constructors of the NPU side's classes, their fields read and unpacked, checked against the classes' source."
     try: live = ast.parse(keep_side(code))
     except SyntaxError: return []
@@ -193,7 +194,7 @@ def ready_findings(code: str, ix: SymbolIndex | None, where: str = "") -> list[D
     return explain_unpacked(code, ix, found) + class_findings(code, ix, where=where)
 
 # %% ../../nbs/port/ready.ipynb #c24b0004
-def source_keywords(trees, packages: tuple = ("vllm_ascend", "vllm")) -> dict[str, set[str]]:
+def source_keywords(trees, packages: tuple = STACK_PACKAGES) -> dict[str, set[str]]:
     "Dotted class -> the keywords the given sources themselves pass when they build it (`Cls(k=...)`, `Cls` imported from"
     " `packages`): what the NPU side's own code builds a class with, the class accepts at run time (a runtime patch can add"
     " a parameter the class's source lacks: vllm-ascend's `ModelRunnerOutput(spec_token_ids=...)`)."
@@ -216,7 +217,7 @@ def _holds(live: ast.Module) -> dict[str, str]:
             if key: out[key] = n.value.func.id
     return out
 
-def explain_unpacked(code: str, ix: SymbolIndex, found: list[Diagnostic], packages: tuple = ("vllm_ascend", "vllm")) -> list[Diagnostic]:
+def explain_unpacked(code: str, ix: SymbolIndex, found: list[Diagnostic], packages: tuple = STACK_PACKAGES) -> list[Diagnostic]:
     "`found` (ONP4420s), each whose name the commented omni side binds by unpacking `self.<attr>` — an attribute the live"
     " code fills with an NPU-side NamedTuple or dataclass that has no field of that name — saying so, with the class's fields."
     try: live, omni = ast.parse(keep_side(code)), ast.parse(keep_side(code, 1))

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..core.diagnostics import Code, Diagnostic, code_info, register
+from ..core.releases import STACK_PACKAGES
 from .locate import port_diagnostic, python_lines
 from .delta import bound_names
 from .merge import FENCE_RE, INLINE_MARK, keep_side
@@ -360,7 +361,7 @@ def place_record(lines: list[str], C: str, merged: Record, doc: str, home: str |
 
 # %% ../../nbs/port/records.ipynb #7472d7ab
 def merge_records(code: str, cls: str, omni, ix: SymbolIndex | None, styles: dict | None = None, module: str = "",
-                  homes: dict | None = None, diags: list | None = None, packages: tuple = ("vllm_ascend", "vllm")) -> tuple[str, list[Diagnostic]]:
+                  homes: dict | None = None, diags: list | None = None, packages: tuple = STACK_PACKAGES) -> tuple[str, list[Diagnostic]]:
     "The ported module (`prefer=\"comment\"` form) with each state record its code builds or unpacks, which the omni GPU source"
     " (`omni`, a `Located`) and the NPU base (`ix`) define differently, merged into one class (`merged_record`) and every"
     " build and unpack of it made consistent; ONP4424 per record. `homes`: omni module -> the ported module of this port"

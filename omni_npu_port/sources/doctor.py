@@ -15,7 +15,7 @@ from ..core.catalog import (CATALOG, PAIRING, TORCH_NPU_PINS, VLLM_ASCEND_VERSIO
                                         resolve_release)
 from ..core.errors import InputError, UsageError
 from ..core.profile import CANN_ENV_VARS, CANN_SET_ENV, load_profile, resolve_target
-from ..core.releases import target_for
+from ..core.releases import STACK_PACKAGES, target_for
 from .stated import release_files, tree_target
 from .conformance import (CHANGED, MISSING, NA, OK, Conformance, check_record, conformance,
                                              conformance_table, record_holds, record_symbol, summary)
@@ -90,7 +90,7 @@ def doctor_sources(paths=None) -> list[SourceTree]:
         trees = []
         for p in paths:
             t = _open_spec(p)
-            if t.package not in ("vllm_ascend", "vllm"):
+            if t.package not in STACK_PACKAGES:
                 raise DoctorError(f"--source {p} is a {PACKAGES[t.package]} source; the doctor checks vllm and "
                                   "vllm-ascend sources (wheel, sdist, directory or NAME==VERSION)")
             if any(o.package == t.package for o in trees):
@@ -98,7 +98,7 @@ def doctor_sources(paths=None) -> list[SourceTree]:
             trees.append(t)
         return trees
     trees = []
-    for pkg in ("vllm_ascend", "vllm"):
+    for pkg in STACK_PACKAGES:
         try: trees.append(open_source(pkg))
         except SourceError: pass
     return trees or cached_sources()
