@@ -21,14 +21,14 @@ from ..core.catalog import CATALOG
 from ..core.diagnostics import Diagnostic
 from ..core.errors import UsageError
 from ..core.io import gc_paused
-from ..sources.readers import PACKAGES, SourceError, SourceTree, open_source, read_module_file
+from ..sources.readers import (PACKAGES, SourceError, SourceTree, open_source, read_module_file,
+                                           spaces_for_tabs)
 from ..sources.symbols import SymbolIndex, c3_merge, mro, resolve
 
 # %% auto #0
 __all__ = ['PortError', 'port_diagnostic', 'MethodSpec', 'parse_spec', 'Located', 'python_lines', 'indent_lines', 'method_text',
-           'spaces_for_tabs', 'close_matches', 'own_methods', 'top_classes', 'MroClass', 'mro_merge', 'source_index',
-           'open_extra', 'class_mro', 'class_methods', 'method_located', 'missing_method', 'open_tree', 'forget_trees',
-           'locate']
+           'close_matches', 'own_methods', 'top_classes', 'MroClass', 'mro_merge', 'source_index', 'open_extra',
+           'class_mro', 'class_methods', 'method_located', 'missing_method', 'open_tree', 'forget_trees', 'locate']
 
 # %% ../../nbs/port/locate.ipynb #108d3b9b
 class PortError(UsageError, ValueError):
@@ -137,46 +137,6 @@ def method_text(module_text: str, node: ast.FunctionDef) -> str:
     lines = python_lines(module_text)
     start = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
     return spaces_for_tabs(textwrap.dedent("\n".join(lines[start: node.end_lineno]))) + "\n"
-
-# %% ../../nbs/port/locate.ipynb #dd32962e
-def spaces_for_tabs(text: str) -> str:
-    "`text` (a dedented def) with tab indentation written as Python's tokenizer reads it: each block level as four"
-    " spaces (a tab counts to the next multiple of 8, a form feed back to 0); continuation and comment lines keep their"
-    " place relative to their statement; lines inside strings are left as they are. Text without tabs comes back as is."
-    if "\t" not in text: return text
-    lines, inside, starts, prev = text.split("\n"), set(), set(), tokenize.NEWLINE
-    try:
-        for t in tokenize.generate_tokens(io.StringIO(text).readline):
-            if t.type == tokenize.STRING or t.type == getattr(tokenize, "FSTRING_START", -1):
-                inside.update(range(t.start[0] + 1, t.end[0] + 1))   # lines that start inside a string: its text
-            if t.type in (tokenize.INDENT, tokenize.DEDENT, tokenize.NL, tokenize.COMMENT): continue
-            if prev in (tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT): starts.add(t.start[0])
-            prev = t.type
-    except (tokenize.TokenError, SyntaxError): return text
-    def col(ws):
-        c = 0
-        for ch in ws: c = 0 if ch == "\f" else (c // 8 + 1) * 8 if ch == "\t" else c + 1
-        return c
-    shift, stack, delta = {}, [0], 0   # line -> how far it moves: a statement to its level, what follows it alike
-    for i, l in enumerate(lines, 1):
-        body = l.lstrip(" \t\f")
-        if i in inside or not body: continue
-        c = col(l[:len(l) - len(body)])
-        if i in starts:
-            while stack[-1] > c: stack.pop()
-            if c > stack[-1]: stack.append(c)
-            delta = 4 * (len(stack) - 1) - c
-        shift[i] = (c, delta)
-    out, after = [], None
-    for i in range(len(lines), 0, -1):   # a comment line moves with the statement below it
-        l = lines[i - 1]
-        if i not in shift: out.append(l); continue
-        c, delta = shift[i]
-        body = l.lstrip(" \t\f")
-        if i in starts: after = delta
-        elif body.startswith("#") and after is not None: delta = after
-        out.append(" " * max(c + delta, 0) + body)
-    return "\n".join(reversed(out))
 
 # %% ../../nbs/port/locate.ipynb #16071eef
 def close_matches(name: str, choices) -> str:
