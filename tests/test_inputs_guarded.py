@@ -77,3 +77,81 @@ def test_tabs_are_read_once_as_python_reads_them_and_spaces_are_left_alone(tmp_p
     assert ast.dump(tree.module_ast("vllm_omni.tab")) == ast.dump(ast.parse(tab))
     assert tree.module_source("vllm_omni.spaced") == spaced and read_module_file(pkg / "spaced.py")[0] == spaced
     assert "\n        return s" in read_module_file(pkg / "tab.py")[0]
+
+
+# --- 2. a damaged torch-npu wheel in the cache ------------------------------------------------------------------------------
+def _wheel(path: Path, members: dict, method=zipfile.ZIP_DEFLATED) -> Path:
+    with zipfile.ZipFile(path, "w", method) as z:
+        for n, t in members.items(): z.writestr(n, t)
+    return path
+
+
+def _patch_sizes(path: Path, member: str, size: int = None, flag: int = 0, method: int = None):
+    "Rewrite what the zip states for `member` (local header and central directory): its size, a flag bit, its method."
+    raw, name = bytearray(path.read_bytes()), member.encode()
+    for sig, flag_at, method_at, size_at in ((b"PK\x03\x04", 6, 8, 22), (b"PK\x01\x02", 8, 10, 24)):
+        i = raw.index(sig)
+        while raw[i + (30 if sig == b"PK\x03\x04" else 46):][:len(name)] != name: i = raw.index(sig, i + 1)
+        raw[i + flag_at] |= flag
+        if method is not None: struct.pack_into("<H", raw, i + method_at, method)
+        if size is not None: struct.pack_into("<I", raw, i + size_at, size)
+    path.write_bytes(bytes(raw))
+
+
+def _damaged_wheels(tmp: Path) -> dict:
+    "One torch-npu wheel per kind of damage the issue names: what each must say."
+    from omni_npu_port.sources.op_schemas import DOCS_PATH, YAML_PATH
+    good = "- func: npu_rms_norm(Tensor self, Tensor gamma, float epsilon=1e-06) -> (Tensor, Tensor)\n"
+    out = {}
+    w = _wheel(tmp / "deflate.whl", {YAML_PATH: good * 200})
+    raw = bytearray(w.read_bytes()); at = raw.index(b"PK\x03\x04") + 30 + len(YAML_PATH); raw[at:at + 16] = b"\xff" * 16
+    w.write_bytes(bytes(raw)); out[w] = "damaged"
+    w = _wheel(tmp / "method.whl", {YAML_PATH: good}); _patch_sizes(w, YAML_PATH, method=99); out[w] = "zip method 99"
+    w = _wheel(tmp / "encrypted.whl", {YAML_PATH: good}); _patch_sizes(w, YAML_PATH, flag=1); out[w] = "encrypted"
+    w = _wheel(tmp / "line.whl", {YAML_PATH: good + "- func: npu_swiglu(Tensor input, int 2dim=-1) -> Tensor\n"})
+    out[w] = f"{YAML_PATH}:2: a schema that does not parse"
+    w = _wheel(tmp / "docs.whl", {YAML_PATH: good, DOCS_PATH: "_add_torch_npu_docstr('npu_x', '''\n" + "[" * 5000})
+    out[w] = f"{DOCS_PATH}"
+    w = _wheel(tmp / "huge.whl", {YAML_PATH: good}); _patch_sizes(w, YAML_PATH, size=3 << 30); out[w] = "(as the zip states)"
+    return out
+
+
+def test_a_damaged_torch_npu_wheel_is_one_line_naming_wheel_and_member(tmp_path):
+    "Bad deflate data, an unknown method, the encrypted flag, a bad schema line, a bad docs module, a 3 GiB member:"
+    " each is an input error naming the wheel and the member, with its code."
+    from omni_npu_port.core.errors import InputError
+    from omni_npu_port.sources.op_schemas import YAML_PATH, read_op_schemas
+    for wheel, said in _damaged_wheels(tmp_path).items():
+        with pytest.raises(InputError) as e: read_op_schemas(wheel)
+        msg = str(e.value)
+        assert "\n" not in msg and str(wheel) in msg and said in msg and re.search(r"\(ONP901[01]\)", msg), msg
+        assert "member torch_npu/" in msg, msg
+    fine = _wheel(tmp_path / "fine.whl", {YAML_PATH: "- func: npu_swiglu(Tensor input, int dim=-1) -> Tensor\n"})
+    assert read_op_schemas(fine) == {"npu_swiglu": "npu_swiglu(Tensor input, int dim=-1) -> Tensor"}   # must not fire
+
+
+def test_doctor_ops_on_a_damaged_wheel_exits_3_with_one_line(tmp_path, monkeypatch):
+    "`doctor --ops` with a damaged wheel in the cache: one coded line naming it, exit 3, never 'this is a bug'."
+    from omni_npu_port.sources import op_schemas
+    wheel = next(w for w in _damaged_wheels(tmp_path) if w.name == "encrypted.whl")
+    monkeypatch.setattr(op_schemas, "torch_npu_wheel", lambda *a, **k: wheel)
+    rc, _, err = run(["doctor", "--ops", "--json"])
+    assert rc == 3 and "this is a bug" not in err, err
+    one_line(err, "doctor", wheel, "encrypted", "ONP9010")
+
+
+def test_a_zip_member_is_bounded_by_its_declared_size_and_as_it_inflates(tmp_path, monkeypatch):
+    "A deflate bomb (4 MB of zeros in a few KB) past the limit is refused before it inflates; one whose stated size lies"
+    " small stops at that size (damaged); one within the limit reads whole."
+    from omni_npu_port.core.errors import InputError
+    from omni_npu_port.sources.readers import LIMIT_ENV, read_member
+    bomb = _wheel(tmp_path / "bomb.whl", {"a/x.yaml": b"\0" * (4 << 20)})
+    assert bomb.stat().st_size < 64 << 10
+    monkeypatch.setenv(LIMIT_ENV["MAX_MEMBER_BYTES"], "1")
+    with zipfile.ZipFile(bomb) as z, pytest.raises(InputError, match=r"bomb.whl: member a/x.yaml is \d+ bytes uncompressed"):
+        read_member(z, bomb, "a/x.yaml")
+    _patch_sizes(bomb, "a/x.yaml", size=1000)   # it says 1000 bytes, it holds 4 MB
+    with zipfile.ZipFile(bomb) as z, pytest.raises(InputError, match="damaged"): read_member(z, bomb, "a/x.yaml")
+    monkeypatch.setenv(LIMIT_ENV["MAX_MEMBER_BYTES"], "8")
+    ok = _wheel(tmp_path / "ok.whl", {"a/x.yaml": b"\0" * (4 << 20)})
+    with zipfile.ZipFile(ok) as z: assert read_member(z, ok, "a/x.yaml") == b"\0" * (4 << 20)

@@ -17,7 +17,7 @@ from pathlib import Path
 from ..core.catalog import CATALOG, TORCH_NPU_PINS, Pattern, op_schema
 from ..core.diagnostics import Code, code_info, register
 from .fetch import CACHE_DIR, FetchError, fetch_package
-from .readers import read_member
+from .readers import UnreadableFile, read_member
 
 # %% auto #0
 __all__ = ['YAML_PATH', 'DOCS_PATH', 'SchemaError', 'read_op_schemas', 'OpSchema', 'parse_schema', 'OpCheck', 'check_op_record',
@@ -63,6 +63,7 @@ def read_op_schemas(wheel: Path | str) -> dict[str, str]:
             if YAML_PATH not in names: raise SchemaError(f"{wheel}: no {YAML_PATH}; is this a torch-npu wheel?")
             yaml = read_member(z, wheel, YAML_PATH).decode("utf-8", "replace")   # bounded, checked (ONP9010)
             docs = read_member(z, wheel, DOCS_PATH).decode("utf-8", "replace") if DOCS_PATH in names else ""
+    except UnreadableFile: raise   # ONP9010: the wheel and the member named
     except (zipfile.BadZipFile, OSError, EOFError, ValueError) as e:
         raise SchemaError(f"{wheel}: not a readable wheel ({e})") from None
     try: out = _docs_schemas(docs) if docs else {}

@@ -143,6 +143,9 @@ def read_member(zf: zipfile.ZipFile, archive: Path | str, member: str, name: str
     "The bytes of zip `member`, at most limit `name` (declared and as streamed); ONP9010 naming archive and member otherwise."
     where = f"{archive}: member {member}"
     def refuse(why: str): return UnreadableFile(f"{where}: {why}; fetch or copy the archive again (ONP9010)")
+    def past(size: int, how: str):
+        try: check_size(where, size, name, how)
+        except UnreadableFile as e: raise UnreadableFile(f"{e} (ONP9010)") from None
     try: info = zf.getinfo(member)
     except KeyError: raise refuse("not in the archive") from None
     if info.flag_bits & 0x1: raise refuse("encrypted; this tool reads no encrypted member")
@@ -150,13 +153,13 @@ def read_member(zf: zipfile.ZipFile, archive: Path | str, member: str, name: str
         raise refuse(f"compressed with zip method {info.compress_type}, which this tool does not inflate "
                      f"(only {', '.join(ZIP_METHODS.values())})")
     cap = read_limit(name)
-    if info.file_size > cap: check_size(where, info.file_size, name, "uncompressed (as the zip states)")
+    past(info.file_size, "uncompressed (as the zip states)")
     out, got = [], 0
     try:
         with zf.open(info) as f:   # zipfile stops at the declared size and checks the CRC at the end
             while chunk := f.read(min(_CHUNK, cap + 1 - got)):
                 out.append(chunk); got += len(chunk)
-                if got > cap: check_size(where, got, name, "inflated")
+                past(got, "inflated")
     except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError, ValueError, OSError) as e:
         raise refuse(f"damaged ({' '.join(str(e).split()) or type(e).__name__})") from None
     return b"".join(out)
