@@ -155,3 +155,28 @@ def test_a_zip_member_is_bounded_by_its_declared_size_and_as_it_inflates(tmp_pat
     monkeypatch.setenv(LIMIT_ENV["MAX_MEMBER_BYTES"], "8")
     ok = _wheel(tmp_path / "ok.whl", {"a/x.yaml": b"\0" * (4 << 20)})
     with zipfile.ZipFile(ok) as z: assert read_member(z, ok, "a/x.yaml") == b"\0" * (4 << 20)
+
+
+# --- 3. rule files --------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("case", ["nested", "dev-zero", "fifo", "yaml-nested"])
+def test_a_rule_file_is_read_bounded_and_depth_safe(tmp_path, case):
+    "5,000 nested brackets, a link to /dev/zero, a FIFO: one coded line naming the rule file (exit 2), no RecursionError."
+    import os
+    src = tmp_path / "runner.py"; src.write_text("import torch\ntorch.cuda.synchronize()\n")
+    rules = tmp_path / ("r.yaml" if case.startswith("yaml") else "r.toml")
+    if case == "nested": rules.write_text("x = " + "[" * 5000 + "]" * 5000 + "\n")
+    elif case == "yaml-nested": rules.write_text("- " + "{a: " * 5000 + "1" + "}" * 5000 + "\n")
+    elif case == "dev-zero": rules.symlink_to("/dev/zero")
+    else: os.mkfifo(rules)
+    rc, _, err = run(["translate", str(src), "--rules", str(rules), "--check"])
+    assert rc == 2, err
+    one_line(err, "translate", rules, "ONP9012")
+
+
+def test_a_plain_rule_file_is_still_read(tmp_path):
+    "The must-not-fire counterpart: a rule file of ordinary tables (brackets in strings and comments too) is used."
+    from omni_npu_port.translate.rules import load_rule_file
+    rules = tmp_path / "r.toml"
+    rules.write_text('# [[[[[[ not nesting\n[[rule]]\nid = "dev.synchronize"\nnpu_symbol = "torch.npu.current_stream"\n'
+                     'notes = "' + "[" * 100 + '"\n')
+    assert load_rule_file(rules)[0]["npu_symbol"] == "torch.npu.current_stream"
