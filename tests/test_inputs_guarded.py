@@ -180,3 +180,20 @@ def test_a_plain_rule_file_is_still_read(tmp_path):
     rules.write_text('# [[[[[[ not nesting\n[[rule]]\nid = "dev.synchronize"\nnpu_symbol = "torch.npu.current_stream"\n'
                      'notes = "' + "[" * 100 + '"\n')
     assert load_rule_file(rules)[0]["npu_symbol"] == "torch.npu.current_stream"
+
+
+# --- 7. audit takes NAME==VERSION ---------------------------------------------------------------------------------------------
+def test_audit_takes_a_release_as_name_version_like_port_and_doctor(tmp_path, monkeypatch):
+    "`audit --gpu vllm-omni==X --npu vllm-omni==X`: fetched through the package cache (here a fixture stands in for it)."
+    from omni_npu_port.port.locate import forget_trees
+    from omni_npu_port.sources import fetch
+    fixture = Path(__file__).parent / "fixtures" / "audit" / "new_layout"
+    asked = []
+    monkeypatch.setattr(fetch, "fetch_package", lambda spec, cache_dir=None, **k: asked.append(spec) or fixture)
+    forget_trees()
+    rc, out, err = run(["audit", "--gpu", "vllm-omni==0.30.0", "--npu", "vllm-omni==0.30.0", "--target", "0.12.0rc1", "--json"])
+    forget_trees()
+    assert rc in (0, 1) and "neither a path nor" not in err and set(asked) == {"vllm-omni==0.30.0"}, err
+    rc, _, err = run(["audit", "--gpu", "not-a-package==1.0", "--npu", str(fixture)])   # must not fire: still refused
+    assert rc == 2 and not asked[2:], err
+    one_line(err, "audit", "not-a-package")

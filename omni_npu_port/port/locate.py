@@ -21,8 +21,8 @@ from ..core.catalog import CATALOG
 from ..core.diagnostics import Diagnostic
 from ..core.errors import UsageError
 from ..core.io import gc_paused
-from ..sources.readers import (PACKAGES, SourceError, SourceTree, open_source, read_module_file,
-                                           spaces_for_tabs)
+from ..sources.readers import (PACKAGES, SourceError, SourceTree, open_source, open_source_spec,
+                                           parse_source_spec, read_module_file, spaces_for_tabs)
 from ..sources.symbols import SymbolIndex, c3_merge, mro, resolve
 
 # %% auto #0
@@ -281,10 +281,13 @@ def missing_method(loc: Located, name: str) -> str:
 _TREES: dict[str, SourceTree] = {}
 
 def open_tree(source: str) -> SourceTree:
-    "`sources.readers.open_source`, cached per process (a port reads the same archive several times)."
+    "`sources.readers.open_source` (`NAME==VERSION`: `open_source_spec`, fetched into the package cache as `port` and"
+    " `doctor` do), cached per process (a port reads the same archive several times)."
     key = str(source)
     if key not in _TREES:
-        try: _TREES[key] = open_source(source)
+        try:
+            release = "==" in key and not Path(key).expanduser().exists() and parse_source_spec(key)[0] == "release"
+            _TREES[key] = open_source_spec(key) if release else open_source(source)
         except SourceError as e:   # a path that exists but cannot be read is an input error (exit 3); a wrong name, usage (2)
             if Path(key).expanduser().exists(): raise
             raise PortError(str(e)) from None
