@@ -197,3 +197,30 @@ def test_audit_takes_a_release_as_name_version_like_port_and_doctor(tmp_path, mo
     rc, _, err = run(["audit", "--gpu", "not-a-package==1.0", "--npu", str(fixture)])   # must not fire: still refused
     assert rc == 2 and not asked[2:], err
     one_line(err, "audit", "not-a-package")
+
+
+# --- 4. ruff settings: the input tree's own root only, a bad value a warning -----------------------------------------------
+def test_format_ruff_reads_only_the_inputs_own_root_and_warns_on_a_bad_value(tmp_path):
+    "A parent's pyproject.toml (with a bad value, once an AttributeError) is not read; a bad value in the input's own"
+    " folder is one ONP9013 warning naming file and key, and the port goes on; a good one is used."
+    from omni_npu_port.port import formatting
+    tree = tmp_path / "parent" / "tree"; tree.mkdir(parents=True)
+    f = tree / "runner.py"
+    shutil.copy(Path(__file__).parent / "fixtures" / "port" / "ruffcfg" / "runner.py", f)
+    (tmp_path / "parent" / "pyproject.toml").write_text('tool = "not a table"\n[project]\nname = "x"\n')
+    args = ["port", "--gpu-base", f"{f}:GPUModelRunner._dummy_run", "--gpu-omni", f"{f}:OmniGPUModelRunner._dummy_run",
+            "--npu-base", f"{f}:NPUModelRunner._dummy_run", "--format", "ruff"]
+    formatting.ruff_config.cache_clear()
+    rc, out, err = run(args)
+    assert rc == 0 and "ONP9013" not in out + err and "this is a bug" not in err, err   # must not fire: a parent's file
+    assert formatting.ruff_settings_at(str(f), None) == {}
+    own = tree / "pyproject.toml"
+    own.write_text('[tool.ruff]\nline-length = "wide"\n[tool.ruff.format]\nquote-style = "single"\n')
+    formatting.ruff_config.cache_clear()
+    rc, out, err = run(args)
+    said = [l for l in (out + err).splitlines() if "ONP9013" in l]
+    assert rc == 0 and len(said) == 1 and str(own) in said[0] and "tool.ruff.line-length" in said[0], out + err
+    assert formatting.ruff_settings_at(str(f), None) == {"format": {"quote-style": "single"}}
+    own.write_text("[tool.ruff]\nline-length = 60\n")
+    formatting.ruff_config.cache_clear()
+    assert formatting.ruff_settings_at(str(f), None) == {"line-length": 60}

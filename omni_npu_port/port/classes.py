@@ -23,7 +23,7 @@ from .locate import Located, MroClass, class_mro, mro_merge, method_located, own
 from .translation import module_imports, pairing_check, rules_for, target_check, target_of
 from .translation import translate_code, translate_located, translate_methods
 from .supercalls import extends_by_super, param_names, rebind_supers
-from .formatting import format_code, format_options, ruff_bin
+from .formatting import format_code, format_options, ruff_bin, ruff_warnings
 from .merge import keep_side
 from .overrides import omni_definitions, refit_overrides
 from .method import PortOptions, PortResult, parse_check, port_method, port_options, undefined_names
@@ -229,9 +229,10 @@ def port_class(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_st
     if format: ruff_bin()
     t0 = time.perf_counter()
     ll, settings = format_options(gpu_omni, line_length) if format else (None, {})
+    ruff_said = ruff_warnings(gpu_omni) if format else []   # a setting of the omni source's ruff config ignored
     rules = rules_for(target or target_of(npu_base))       # compiled once for the whole class
     plan = plan_class(gpu_base, gpu_omni, npu_base, rules, exclude={c.name for c in parent or []})
-    diags = pairing_check(gpu_base, npu_base) + target_check(npu_base, rules)
+    diags = pairing_check(gpu_base, npu_base) + target_check(npu_base, rules) + ruff_said
     bodies, styles, npu_srcs = [], {}, {}
     cname = class_name or ported_class_name(gpu_omni.cls_node.name)
     landing = class_mro(into) if into is not None else generated_mro(cname, gpu_omni, npu_base, parent)
@@ -240,7 +241,7 @@ def port_class(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_st
                         method_located(npu_base, name), super_style, rules, o.fence, prefer=prefer,
                         history=[m for h in history if (m := method_located(h, name))], format=format, line_length=ll,
                         landing=landing)
-        diags += [d for d in r.diagnostics if d.code not in ("ONP4101", "ONP4104")]
+        diags += [d for d in r.diagnostics if d.code not in ("ONP4101", "ONP4104", "ONP9013")]   # ONP9013: once, below
         bodies.append(r.code); styles[name] = r.style
         if r.style == "super-call": npu_srcs[name] = method_located(npu_base, name).method_source
     for name in plan.translate:

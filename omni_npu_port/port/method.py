@@ -22,7 +22,7 @@ from .delta import delta_fallback, wraps_by_super
 from .wraps import port_npu_wraps
 from .supercalls import extends_by_super, inlinable_call, port_super_call, port_super_inline
 from .supercalls import param_names, rebind_supers, super_calls, super_kept, super_target, walk_no_nested
-from .formatting import format_code, format_options, ruff_bin
+from .formatting import format_code, format_options, ruff_bin, ruff_warnings
 from .overrides import omni_definitions, override_calls, override_calls_in_base
 
 # %% auto #0
@@ -312,6 +312,6 @@ def finish_port(code: str, diags: list, style: str, name: str, gpu_omni: Located
     for d in diags: d.where = d.where or name
     if format:
         ll, settings = format_options(gpu_omni, line_length)
-        code, diags = format_code(code, format, ll, settings, diags)
+        code, diags = format_code(code, format, ll, settings, diags + ruff_warnings(gpu_omni))   # ONP9013: once per port
         for d in diags: d.where = d.where or name
     return PortResult(code, diags, style, name, {"lines": code.count("\n")})
