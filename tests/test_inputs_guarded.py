@@ -224,3 +224,62 @@ def test_format_ruff_reads_only_the_inputs_own_root_and_warns_on_a_bad_value(tmp
     own.write_text("[tool.ruff]\nline-length = 60\n")
     formatting.ruff_config.cache_clear()
     assert formatting.ruff_settings_at(str(f), None) == {"line-length": 60}
+
+
+# --- 5. translate's output sweep: age and owner, as the caches ---------------------------------------------------------------
+DEAD = 2**22 + 4321   # no process has this id here (above the kernel's default pid_max): a dead run, or another host's
+
+
+def _temp(folder: Path, name: str, tag: str, hours_old: float) -> Path:
+    "A temp named as `core.io.write_atomic` names them, for file `name`, of process DEAD, `hours_old` hours old."
+    import os
+    import time
+    t = folder / f".{name}.onp{DEAD}-{tag}.tmp"
+    t.write_text("half a file")
+    os.utime(t, (time.time() - hours_old * 3600,) * 2)
+    return t
+
+
+def test_translate_sweeps_only_an_old_temp_of_ours_never_a_fresh_one(tmp_path):
+    "A fresh temp of a pid not running here (another host's writer appending) survives; an hour-old one of ours is swept."
+    src = tmp_path / "src"; src.mkdir()
+    (src / "runner.py").write_text("import torch\ntorch.cuda.synchronize()\n")
+    out = tmp_path / "out"; out.mkdir()
+    fresh, old = _temp(out, "runner.py", "fresh_ab", 0.1), _temp(out, "runner.py", "old_abcd", 2)
+    rc, _, err = run(["translate", str(src / "runner.py"), "-o", str(out)])
+    assert rc in (0, 1), err
+    assert (out / "runner.py").is_file() and fresh.exists() and not old.exists()
+
+
+# --- 6. a port's outputs are one set ------------------------------------------------------------------------------------------
+def test_a_port_interrupted_while_writing_leaves_nothing_and_a_rerun_succeeds(tmp_path, monkeypatch):
+    "A failure between two writes (a full disk on the third file) leaves no module, no report, no temp; a rerun writes all."
+    from omni_npu_port.core import io as core_io
+    from omni_npu_port.core.errors import InputError
+    from omni_npu_port.port.release import REPORT_JSON
+    out, real, calls = tmp_path / "out", core_io._stage, []
+
+    def full_disk(path, raw):
+        calls.append(path)
+        if len(calls) == 3: raise OSError(28, "No space left on device", str(path))
+        return real(path, raw)
+    monkeypatch.setattr(core_io, "_stage", full_disk)
+    with pytest.raises(InputError, match="nothing of this set was written"): _port_stack(STACK / "omni_new", out)
+    assert len(calls) == 3 and not out.exists()   # no module without its report, no temp, no folder it made
+    monkeypatch.undo()
+    r = _port_stack(STACK / "omni_new", out)
+    assert (out / REPORT_JSON).is_file() and all((out / x.path).is_file() for x in r.runners)
+    assert not [p for p in out.rglob(".*") if p.is_file()]
+
+
+def test_a_later_port_removes_only_its_own_stale_temps(tmp_path):
+    "What a killed port left (an hour-old temp for one of its files) goes with the next --force run; a fresh temp, a"
+    " temp for a file the port does not write and a user's hidden file stay."
+    from omni_npu_port.port.release import REPORT_JSON, write_release
+    out = tmp_path / "out"
+    r = _port_stack(STACK / "omni_new", out)
+    stale = _temp(out, REPORT_JSON, "stale_ab", 2)
+    keep = [_temp(out, REPORT_JSON, "fresh_ab", 0.1), _temp(out, "notes.txt", "other_ab", 2)]
+    (out / ".notes.tmp").write_text("the user's"); keep.append(out / ".notes.tmp")
+    write_release(r, out, force=True)
+    assert not stale.exists() and all(k.exists() for k in keep) and (out / REPORT_JSON).is_file()

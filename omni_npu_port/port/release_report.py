@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..core.catalog import OmniPairing
 from ..core.errors import UsageError
-from ..core.io import OutputExists, write_atomic
+from ..core.io import OutputExists, write_set
 
 # %% auto #0
 __all__ = ['REPORT_JSON', 'REPORT_MD', 'DEFAULT_OUT', 'ReleasePort', 'release_summary', 'release_markdown', 'release_html',
@@ -174,7 +174,8 @@ def check_release_out(out: Path, force: bool = False) -> None:
 
 # %% ../../nbs/port/release_report.ipynb #a05d1b09
 def write_release(p: ReleasePort, out: Path | str, force: bool = False) -> list[str]:
-    "Write each runner module (in the release's layout under `out`) and the report (JSON, Markdown); an existing file only with `force`."
+    "Write each runner module (in the release's layout under `out`) and the report (Markdown, JSON) as one set, the report"
+    " last (`core.io.write_set`); an existing file only with `force`."
     out = Path(out).expanduser()
     if out.exists() and not out.is_dir(): raise UsageError(f"-o {out}: exists and is not a folder; give a folder")
     files = {out / r.path: r.code for r in p.runners}
@@ -183,9 +184,6 @@ def write_release(p: ReleasePort, out: Path | str, force: bool = False) -> list[
     taken = [str(f) for f in [*files, out / REPORT_JSON, out / REPORT_MD] if f.exists()]
     if taken and not force: raise OutputExists(f"{', '.join(taken[:3])}{' …' if len(taken) > 3 else ''} exist(s); pass --force to overwrite")
     p.written = [str(f) for f in files] + [str(out / REPORT_JSON), str(out / REPORT_MD)]
-    for f, code in files.items():
-        f.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(f, code)
-    write_atomic(out / REPORT_JSON, json.dumps(p.to_json(), indent=2) + "\n")
-    write_atomic(out / REPORT_MD, release_markdown(p))
+    report = {out / REPORT_MD: release_markdown(p), out / REPORT_JSON: json.dumps(p.to_json(), indent=2) + "\n"}
+    write_set({**files, **report}, last=report)   # one set: the modules, then the report last (none if staging fails)
     return p.written
