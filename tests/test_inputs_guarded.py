@@ -52,13 +52,18 @@ def _tabbed(text: str, mixed: bool) -> str:
 def test_a_tab_indented_runner_ports_as_its_spaces_version(tmp_path):
     "The fixture stack's omni runners with tabs (mixed with spaces, as Python allows) port to the same code as with spaces."
     from omni_npu_port.port.merge import keep_side
-    omni = shutil.copytree(STACK / "omni_new", tmp_path / "tabs", ignore=shutil.ignore_patterns("__pycache__"))
+    spaced = shutil.copytree(STACK / "omni_new", tmp_path / "spaces", ignore=shutil.ignore_patterns("__pycache__"))
+    f = spaced / "vllm_omni" / "worker" / "gpu_model_runner.py"   # a string whose lines have less margin than the def
+    f.write_text(f.read_text().replace("    def _talker_mtp_forward(self, ids):\n", "    def _talker_mtp_forward(self, "
+                                       "ids):\n        note = \"\"\"omni's note\nflush left\n\"\"\"\n"))
+    omni = shutil.copytree(spaced, tmp_path / "tabs")
     for i, f in enumerate(sorted((omni / "vllm_omni" / "worker").glob("gpu*.py"))):
         t = _tabbed(f.read_text(), mixed=bool(i % 2))
         assert ast.dump(ast.parse(t)) == ast.dump(ast.parse(f.read_text())) and re.search(r"(?m)^\t", t)
         f.write_text(t)
-    spaces, tabs = _port_stack(STACK / "omni_new", tmp_path / "a"), _port_stack(omni, tmp_path / "b")
+    spaces, tabs = _port_stack(spaced, tmp_path / "a"), _port_stack(omni, tmp_path / "b")
     assert len(tabs.runners) == len(spaces.runners) == 4 and tabs.lost == spaces.lost == 0
+    assert "flush left" in spaces.runners[0].code + tabs.runners[0].code
     for s, t in zip(spaces.runners, tabs.runners):
         assert s.path == t.path and "\t" not in re.sub(r"(?s)'''.*?'''|\"\"\".*?\"\"\"", "", t.code)
         assert ast.dump(ast.parse(keep_side(t.code))) == ast.dump(ast.parse(keep_side(s.code)))

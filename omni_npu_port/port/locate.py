@@ -136,7 +136,13 @@ def method_text(module_text: str, node: ast.FunctionDef) -> str:
     "The source lines of a def (decorators included), dedented (lines as Python counts them: `str.splitlines` would also break at \\x0c, \\x1c-\\x1e, \\x85, \\u2028 inside a comment)."
     lines = python_lines(module_text)
     start = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
-    return spaces_for_tabs(textwrap.dedent("\n".join(lines[start: node.end_lineno]))) + "\n"
+    chunk = lines[start: node.end_lineno]
+    lead = chunk[0][:len(chunk[0]) - len(chunk[0].lstrip())] if chunk else ""
+    if "\t" in lead or "\f" in lead: return spaces_for_tabs(textwrap.dedent("\n".join(chunk))) + "\n"
+    # the def's own indentation off every line that has it: a line inside a string that has less (a tab, column 0)
+    # keeps its text, where `textwrap.dedent` would find no common margin and leave the def indented
+    return spaces_for_tabs("\n".join("" if not l.strip() else l[len(lead):] if l.startswith(lead) else l
+                                      for l in chunk)) + "\n"
 
 # %% ../../nbs/port/locate.ipynb #16071eef
 def close_matches(name: str, choices) -> str:
