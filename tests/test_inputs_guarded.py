@@ -63,7 +63,7 @@ def test_a_tab_indented_runner_ports_as_its_spaces_version(tmp_path):
         f.write_text(t)
     spaces, tabs = _port_stack(spaced, tmp_path / "a"), _port_stack(omni, tmp_path / "b")
     assert len(tabs.runners) == len(spaces.runners) == 4 and tabs.lost == spaces.lost == 0
-    assert "flush left" in spaces.runners[0].code + tabs.runners[0].code
+    assert "\nflush left\n" in spaces.runners[0].code and "\nflush left\n" in tabs.runners[0].code
     for s, t in zip(spaces.runners, tabs.runners):
         assert s.path == t.path and "\t" not in re.sub(r"(?s)'''.*?'''|\"\"\".*?\"\"\"", "", t.code)
         assert ast.dump(ast.parse(keep_side(t.code))) == ast.dump(ast.parse(keep_side(s.code)))
@@ -229,6 +229,7 @@ def test_format_ruff_reads_only_the_inputs_own_root_and_warns_on_a_bad_value(tmp
     own.write_text("[tool.ruff]\nline-length = 60\n")
     formatting.ruff_config.cache_clear()
     assert formatting.ruff_settings_at(str(f), None) == {"line-length": 60}
+    formatting.ruff_config.cache_clear()
 
 
 # --- 5. translate's output sweep: age and owner, as the caches ---------------------------------------------------------------
