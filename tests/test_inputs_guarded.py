@@ -63,7 +63,7 @@ def test_a_tab_indented_runner_ports_as_its_spaces_version(tmp_path):
         f.write_text(t)
     spaces, tabs = _port_stack(spaced, tmp_path / "a"), _port_stack(omni, tmp_path / "b")
     assert len(tabs.runners) == len(spaces.runners) == 4 and tabs.lost == spaces.lost == 0
-    assert "\nflush left\n" in spaces.runners[0].code and "\nflush left\n" in tabs.runners[0].code
+    assert "flush left\n" in spaces.runners[0].code and "flush left\n" in tabs.runners[0].code
     for s, t in zip(spaces.runners, tabs.runners):
         assert s.path == t.path and "\t" not in re.sub(r"(?s)'''.*?'''|\"\"\".*?\"\"\"", "", t.code)
         assert ast.dump(ast.parse(keep_side(t.code))) == ast.dump(ast.parse(keep_side(s.code)))
