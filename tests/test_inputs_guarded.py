@@ -270,7 +270,7 @@ def test_a_port_interrupted_while_writing_leaves_nothing_and_a_rerun_succeeds(tm
         if len(calls) == 3: raise OSError(28, "No space left on device", str(path))
         return real(path, raw)
     monkeypatch.setattr(core_io, "_stage", full_disk)
-    with pytest.raises(InputError, match="nothing of this set was written"): _port_stack(STACK / "omni_new", out)
+    with pytest.raises(InputError, match=r"nothing of this set was written \(ONP9014\)"): _port_stack(STACK / "omni_new", out)
     assert len(calls) == 3 and not out.exists()   # no module without its report, no temp, no folder it made
     monkeypatch.undo()
     r = _port_stack(STACK / "omni_new", out)
@@ -289,3 +289,26 @@ def test_a_later_port_removes_only_its_own_stale_temps(tmp_path):
     (out / ".notes.tmp").write_text("the user's"); keep.append(out / ".notes.tmp")
     write_release(r, out, force=True)
     assert not stale.exists() and all(k.exists() for k in keep) and (out / REPORT_JSON).is_file()
+
+
+def test_a_rename_that_fails_leaves_no_report_so_the_set_reads_as_unfinished(tmp_path, monkeypatch):
+    "A failure while the staged files are renamed in: no temp is left, the report (written last, its old copy removed"
+    " first) is absent, and the error says the set is incomplete; without the failure the same call writes all."
+    import os
+    from omni_npu_port.core import io as core_io
+    from omni_npu_port.core.errors import InputError
+    out = tmp_path / "out"; out.mkdir()
+    (out / "report.json").write_text('{"old": true}')
+    files = {out / "m" / "a.py": "a = 1\n", out / "m" / "b.py": "b = 2\n", out / "report.json": "{}"}
+    real, calls = os.replace, []
+    def second_fails(a, b):
+        calls.append(b)
+        if len(calls) == 2: raise OSError(5, "Input/output error")
+        return real(a, b)
+    monkeypatch.setattr(core_io.os, "replace", second_fails)
+    with pytest.raises(InputError, match=r"the set is incomplete \(no report.json\).*ONP9014"):
+        core_io.write_set(files, last=[out / "report.json"])
+    monkeypatch.undo()
+    assert not (out / "report.json").exists() and not [p for p in out.rglob(".*") if p.is_file()]
+    core_io.write_set(files, last=[out / "report.json"])
+    assert (out / "report.json").read_text() == "{}" and (out / "m" / "b.py").read_text() == "b = 2\n"

@@ -22,6 +22,7 @@ from pathlib import Path
 try: import tomllib
 except ModuleNotFoundError: import tomli as tomllib  # Python 3.10
 
+from .diagnostics import Code, register
 from .errors import InputError, UsageError
 
 # %% auto #0
@@ -138,6 +139,11 @@ def _stage(path: Path, raw: bytes) -> str:
         raise
     return tmp
 
+register(Code("ONP9014", "output-set-not-written", "a set of outputs (a port's modules and its report) could not be "
+              "written whole: nothing of it was written, or (a rename failed) it has no report", "error",
+              action="Free the disk or fix the folder's permissions the message names, then run again (with --force "
+                     "where a set without its report was left).", notebook="core/io.ipynb", tool="port"))
+
 def write_set(files: dict, last=()) -> list[Path]:
     "Write `files` (path -> text or bytes) as one set: all staged, then renamed in, `last` after the rest; nothing"
     " left when staging fails. An existing file is replaced (the caller checks --force)."
@@ -158,7 +164,7 @@ def write_set(files: dict, last=()) -> list[Path]:
         for d in reversed(made):
             with contextlib.suppress(OSError): d.rmdir()
         if isinstance(e, OSError): raise OutputError(f"{e.filename or '?'}: could not be written ({e.strerror or e}); "
-                                                     "nothing of this set was written") from e
+                                                     "nothing of this set was written (ONP9014)") from e
         raise
     order = [s for s in staged if s[1] not in last] + [s for p in last for s in staged if s[1] == p]
     for p in last:   # an old report of these files goes first: a set without one is a set not finished
@@ -169,7 +175,7 @@ def write_set(files: dict, last=()) -> list[Path]:
             for t, _ in order[i:]:
                 with contextlib.suppress(OSError): os.unlink(t)
             raise OutputError(f"{path}: could not be written ({e.strerror or e}); the set is incomplete "
-                              f"(no {last[-1].name if last else 'last file'}): write it again") from e
+                              f"(no {last[-1].name if last else 'last file'}): write it again (ONP9014)") from e
     for folder in {p.parent for p in files}: _fsync_folder(folder)
     return [p for _, p in order]
 
