@@ -261,11 +261,14 @@ def spaces_for_tabs(text: str) -> str:
     " spaces (a tab counts to the next multiple of 8, a form feed back to 0); continuation and comment lines keep their"
     " place relative to their statement; lines inside strings are left as they are. Text without tabs comes back as is."
     if not _TAB_INDENT.search(text): return text
-    lines, inside, starts, prev = text.split("\n"), set(), set(), tokenize.NEWLINE
+    lines, inside, starts, prev, fstrings = text.split("\n"), set(), set(), tokenize.NEWLINE, []
     try:
         for t in tokenize.generate_tokens(io.StringIO(text).readline):
-            if t.type == tokenize.STRING or t.type == getattr(tokenize, "FSTRING_START", -1):
+            if t.type == tokenize.STRING:
                 inside.update(range(t.start[0] + 1, t.end[0] + 1))   # lines that start inside a string: its text
+            elif t.type == getattr(tokenize, "FSTRING_START", -1): fstrings.append(t.start[0])   # Python 3.12 on:
+            elif t.type == getattr(tokenize, "FSTRING_END", -1):                                 # an f-string is
+                inside.update(range(fstrings.pop() + 1, t.end[0] + 1))                          # many tokens
             if t.type in (tokenize.INDENT, tokenize.DEDENT, tokenize.NL, tokenize.COMMENT): continue
             if prev in (tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT): starts.add(t.start[0])
             prev = t.type
