@@ -20,6 +20,7 @@ from .options import StderrProgress, add_json, add_output
 from ..port.formatting import FORMATTERS, RUFF_LINE_LENGTH
 from ..port.locate import Located, PortError, locate, method_located, missing_method, parse_spec
 from ..port.merge import PREFER
+from ..port.mro import ORDER_BLOCKS
 from ..port.method import DEFAULT_PREFER, PortOptions, PortResult, port_method
 from ..port.classes import port_class
 from ..port.release import DEFAULT_OUT, REPORT_JSON, port_release, release_summary
@@ -290,7 +291,8 @@ def write_result(res: PortResult, args, scored: tuple[Located, dict[str, Score]]
     if not args.json:
         for d in res.diagnostics: print(f"omni-npu-port: {d}", file=sys.stderr)
         for line in _score_lines_or_none(scored): print(f"omni-npu-port: {line}", file=sys.stderr)
-    return FINDINGS if res.conflicts or any(d.code == "ONP4006" for d in res.diagnostics) else OK
+    blocks = ("ONP4006",) + ORDER_BLOCKS   # does not parse; an NPU method resolving to vllm's GPU one (port/mro.ipynb)
+    return FINDINGS if res.conflicts or any(d.code in blocks for d in res.diagnostics) else OK
 
 def _score_lines_or_none(scored) -> list[str]:
     return score_lines(*scored) if scored else []
