@@ -176,3 +176,46 @@ def test_fit_says_what_does_not_bind():
     assert fit(sig, 1, ["c"]).binds
     f = fit(sig, 3, ["e"])
     assert f.unknown == ["e"] and f.missing == ["c"] and f.overflow == 1 and f.kw_only == ["c", "d"]
+
+
+# ---- `port --class` binds the calls of the class it writes, as `port --release` does
+
+def _class_sources(tmp_path, extra_params: str):
+    (tmp_path / "gpu.py").write_text("class GPURunner:\n    def prepare(self, kv):\n        return kv\n")
+    (tmp_path / "omni.py").write_text(D(f'''
+        import torch
+        from gpu import GPURunner
+
+        class OmniGPURunner(GPURunner):
+            def warm(self, kv{extra_params}):
+                torch.cuda.synchronize()
+                return self.prepare(kv)
+    '''))
+    (tmp_path / "npu.py").write_text(D('''
+        from gpu import GPURunner
+
+        class NPURunner(GPURunner):
+            def prepare(self, kv, block_sizes):
+                return kv
+
+            def load(self, kv):
+                block_sizes = [16]
+                return self.prepare(kv, block_sizes)
+    '''))
+    spec = lambda f, c: f"{tmp_path / f}:{c}"
+    return ["port", "--class", "--gpu-base", spec("gpu.py", "GPURunner"), "--gpu-omni", spec("omni.py", "OmniGPURunner"),
+            "--npu-base", spec("npu.py", "NPURunner"), "--source", str(tmp_path / "gpu.py"), "-o", str(tmp_path / "out.py")]
+
+
+def test_port_class_copies_an_argument_the_method_binds_and_exits_clean(tmp_path, capsys):
+    from omni_npu_port.cli.main import main
+    assert main(_class_sources(tmp_path, ", block_sizes")) == 0
+    assert "self.prepare(kv, block_sizes=block_sizes)" in (tmp_path / "out.py").read_text()
+    assert "ONP4463" in capsys.readouterr().err
+
+
+def test_port_class_reports_a_call_that_does_not_bind_and_exits_with_findings(tmp_path, capsys):
+    from omni_npu_port.cli.main import main
+    assert main(_class_sources(tmp_path, "")) == 1
+    assert "return self.prepare(kv)" in (tmp_path / "out.py").read_text()
+    assert "ONP4462" in capsys.readouterr().err
