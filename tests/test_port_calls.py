@@ -219,3 +219,21 @@ def test_port_class_reports_a_call_that_does_not_bind_and_exits_with_findings(tm
     assert main(_class_sources(tmp_path, "")) == 1
     assert "return self.prepare(kv)" in (tmp_path / "out.py").read_text()
     assert "ONP4462" in capsys.readouterr().err
+
+
+def test_super_and_explicit_base_calls_bind_through_the_mro(target):
+    new, diags = _bind(target, '''
+        def run(self, n, kv):
+            a = super()._dummy_run(n, with_prefill=True)
+            b = NPURunner.prepare(self, kv, [1])
+            return NPURunner.prepare(self, kv), super().prepare(kv)
+    ''')
+    assert "super()._dummy_run(n, with_prefill=True)" in new and "NPURunner.prepare(self, kv, [1])" in new
+    assert [d.code for d in diags] == ["ONP4462", "ONP4462"]
+    assert all("`block_sizes`" in d.message for d in diags)
+    # super() in the class starts after it: the class's own method is not what super() reaches
+    new, diags = _bind(target, '''
+        def _dummy_run(self, num_tokens, *, extra=None):
+            return super()._dummy_run(num_tokens, extra=1)
+    ''')
+    assert [d.code for d in diags] == ["ONP4460"] and "extra=1" not in new
