@@ -1,6 +1,6 @@
-"Issue 31, part 3 (calls bind): every call of a ported class to a function, class or `self` method of the target bound to"
-" the callee's signature as the target's source writes it — each rule on fixtures written here, with a case where it must"
-" not fire."
+"Issue 31, part 3 (calls bind): every call of a ported class to a function, class or `self` method of the target"
+" bound to the callee's signature as the target's source writes it — each rule on fixtures written here, with a case"
+" where it must not fire."
 import ast
 import textwrap
 
@@ -43,7 +43,8 @@ NPU_MODULE = D('''
             block_sizes = [16]
             self.prepare(kv_cache_config, block_sizes)
 ''')
-CONTEXT = "def set_ascend_forward_context(attn_metadata, vllm_config, *, num_tokens=0, aclgraph_runtime_mode=None):\n    return 0\n"
+CONTEXT = ("def set_ascend_forward_context(attn_metadata, vllm_config, *, num_tokens=0, aclgraph_runtime_mode=None):\n"
+           "    return 0\n")
 GPU_RUNNER = "class GPURunner:\n    def _dummy_run(self, num_tokens):\n        return num_tokens\n"
 HEAD = "from vllm_ascend.worker.runner import NPURunner, Output, build_metadata\n" \
        "from vllm_ascend.ascend_forward_context import set_ascend_forward_context\n\n\nclass Ported(NPURunner):\n"
@@ -203,8 +204,9 @@ def _class_sources(tmp_path, extra_params: str):
                 return self.prepare(kv, block_sizes)
     '''))
     spec = lambda f, c: f"{tmp_path / f}:{c}"
-    return ["port", "--class", "--gpu-base", spec("gpu.py", "GPURunner"), "--gpu-omni", spec("omni.py", "OmniGPURunner"),
-            "--npu-base", spec("npu.py", "NPURunner"), "--source", str(tmp_path / "gpu.py"), "-o", str(tmp_path / "out.py")]
+    return ["port", "--class", "--gpu-base", spec("gpu.py", "GPURunner"),
+            "--gpu-omni", spec("omni.py", "OmniGPURunner"), "--npu-base", spec("npu.py", "NPURunner"),
+            "--source", str(tmp_path / "gpu.py"), "-o", str(tmp_path / "out.py")]
 
 
 def test_port_class_copies_an_argument_the_method_binds_and_exits_clean(tmp_path, capsys):
@@ -237,3 +239,35 @@ def test_super_and_explicit_base_calls_bind_through_the_mro(target):
             return super()._dummy_run(num_tokens, extra=1)
     ''')
     assert [d.code for d in diags] == ["ONP4460"] and "extra=1" not in new
+
+
+def test_a_record_s_constructor_is_read_from_its_fields_and_an_unreadable_one_is_left_alone(tmp_path):
+    from omni_npu_port.port.calls import record_signature
+    pkg = tmp_path / "vllm"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "outputs.py").write_text(D('''
+        from dataclasses import dataclass, field
+        from typing import ClassVar, NamedTuple
+
+        @dataclass
+        class Base:
+            req_ids: list
+
+        @dataclass
+        class Out(Base):
+            tokens: list = field(default_factory=list)
+            n: int = 0
+
+        @dataclass(kw_only=True)
+        class Later:
+            a: int
+
+        class State(NamedTuple):
+            logits: object
+            hidden: object = None
+    '''))
+    ix = SymbolIndex([open_source(str(pkg))])
+    assert str(record_signature(ix, "vllm.outputs.Out")) == "(req_ids, tokens=field(default_factory=list), n=0)"
+    assert str(record_signature(ix, "vllm.outputs.State")) == "(logits, hidden=None)"
+    assert record_signature(ix, "vllm.outputs.Later") is None

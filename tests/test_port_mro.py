@@ -1,5 +1,5 @@
-"Issue 31, part 1 and part 3 (base order): the ported class's real MRO keeps every NPU runner method ahead of vllm's GPU"
-" ones; where the NPU base does not derive from vllm's runner the port derives from it first, or says it cannot."
+"Issue 31, part 1 and part 3 (base order): the ported class's real MRO keeps every NPU runner method ahead of vllm's"
+" GPU ones; where the NPU base does not derive from vllm's runner the port derives from it first, or says it cannot."
 import ast
 import textwrap
 
@@ -54,7 +54,8 @@ def _bases(code: str) -> list[str]:
 def test_an_npu_base_deriving_from_vllm_s_runner_keeps_omni_first_and_raises_nothing(tmp_path):
     gpu, omni, npu = _sources(tmp_path, "from gpu import GPUModelRunner\n", "(GPUModelRunner)")
     bo = base_order("OmniNPUModelRunner", omni, npu, gpu)
-    assert bo.bases == ("OmniGPUModelRunner", "NPUModelRunner") and not bo.npu_first and not bo.shadowed and not bo.ahead
+    assert bo.bases == ("OmniGPUModelRunner", "NPUModelRunner")
+    assert not bo.npu_first and not bo.shadowed and not bo.ahead
     res = port_class(gpu, omni, npu)
     assert _bases(res.code) == ["OmniGPUModelRunner", "NPUModelRunner"]
     assert not {d.code for d in res.diagnostics} & {"ONP4455", "ONP4456", "ONP4457", "ONP4458"}
@@ -76,14 +77,16 @@ def test_an_npu_base_not_deriving_from_vllm_s_runner_is_shadowed_by_omni_first_a
     # omni's execute_model, inherited unchanged before, would be hidden behind the NPU one: ported into the class,
     # its super() reaching the NPU runner's method (the class's next base)
     assert res.stats["styles"]["execute_model"] == "super-kept"
-    method = next(n for n in ast.walk(ast.parse(res.code)) if isinstance(n, ast.FunctionDef) and n.name == "execute_model")
+    method = next(n for n in ast.walk(ast.parse(res.code))
+                  if isinstance(n, ast.FunctionDef) and n.name == "execute_model")
     assert "super().execute_model(n)" in ast.unparse(method)
     assert "talker" in res.stats["inherited"]
 
 
 def test_no_order_python_accepts_is_a_conflict_that_blocks_the_module(tmp_path, capsys):
     # vllm's runner orders its mixins (Mixin, Other); the NPU runner, not deriving from it, the other way round
-    gpu_text = GPU.replace("class GPUModelRunner(Mixin):", "class Other:\n    pass\n\nclass GPUModelRunner(Mixin, Other):")
+    gpu_text = GPU.replace("class GPUModelRunner(Mixin):",
+                           "class Other:\n    pass\n\nclass GPUModelRunner(Mixin, Other):")
     gpu, omni, npu = _sources(tmp_path, "from gpu import Mixin, Other\n", "(Other, Mixin)", gpu_text)
     bo = base_order("OmniNPUModelRunner", omni, npu, gpu)
     assert bo.why.startswith("Python refuses both")

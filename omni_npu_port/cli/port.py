@@ -218,8 +218,9 @@ def run_port(args: argparse.Namespace, need: bool) -> tuple[PortResult, list[Loc
         _no_methods([args.gpu_base, args.gpu_omni, args.npu_base, *args.gpu_history, *([args.into] if args.into else [])])
         locs = [locate(s, False, extra) for s in (args.gpu_base, args.gpu_omni, args.npu_base)]
         res = port_class(*locs, class_name=args.class_name, history=history, into=into, options=_options(args, "class"))
-        res.code, found = bind_runner_calls(res.code, res.name, locs[1], locs[2], locs[0], None, ready_index(locs[0], locs[2]))
-        res.diagnostics += found   # every call bound to its callee's signature, as `--release` does (port/calls.ipynb)
+        ix = ready_index(locs[0], locs[2])   # every call bound to its callee's signature, as --release (port/calls)
+        res.code, found = bind_runner_calls(res.code, res.name, locs[1], locs[2], locs[0], None, ix)
+        res.diagnostics += found
         return res, locs
     go = locate(args.gpu_omni, True, extra)     # a method the omni class lacks: the error lists those it has
     gb, nb = _class_at(args.gpu_base, args.source), _class_at(args.npu_base, extra)

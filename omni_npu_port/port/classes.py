@@ -172,9 +172,11 @@ def _translated_imports(loc: Located, rules: RuleSet) -> str:
 # %% ../../nbs/port/classes.ipynb #8ef2bf71
 def generated_mro(cname: str, gpu_omni: Located, npu_base: Located, parent: list[MroClass] | None = None,
                   gpu_base: Located | None = None) -> list[MroClass]:
-    "The MRO of the class a class port writes, `class cname(OmniX, NPUBase)` (or `(OmniX, Parent)`, `parent` its MRO): Python's C3 merge of the two MROs"
-    " (`gpu_base` given: `(NPUBase, OmniX)` where the NPU base does not derive from it, `port/mro.ipynb`)."
-    if gpu_base is not None and (bo := base_order(cname, gpu_omni, npu_base, gpu_base, parent)).npu_first: return bo.mro
+    "The MRO of the class a class port writes, `class cname(OmniX, NPUBase)` (or `(OmniX, Parent)`, `parent` its MRO):"
+    " Python's C3 merge of the two MROs (`gpu_base` given: `(NPUBase, OmniX)` where the NPU base does not derive from"
+    " it, `port/mro.ipynb`)."
+    bo = base_order(cname, gpu_omni, npu_base, gpu_base, parent) if gpu_base is not None else None
+    if bo is not None and bo.npu_first: return bo.mro
     a, b = class_mro(gpu_omni), (parent or class_mro(npu_base))
     by = {c.name: c for c in b} | {c.name: c for c in a}
     order = mro_merge([[c.name for c in a], [c.name for c in b], [a[0].name, b[0].name]])
