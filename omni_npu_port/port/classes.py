@@ -26,6 +26,7 @@ from .supercalls import extends_by_super, param_names, rebind_supers
 from .formatting import format_code, format_options, ruff_bin, ruff_warnings
 from .merge import keep_side
 from .overrides import omni_definitions, refit_overrides
+from .mro import base_order, order_diagnostics, plan_for_order
 from .method import PortOptions, PortResult, parse_check, port_method, port_options, undefined_names
 
 # %% auto #0
@@ -169,8 +170,13 @@ def _translated_imports(loc: Located, rules: RuleSet) -> str:
     return t.code if t.error is None else head
 
 # %% ../../nbs/port/classes.ipynb #8ef2bf71
-def generated_mro(cname: str, gpu_omni: Located, npu_base: Located, parent: list[MroClass] | None = None) -> list[MroClass]:
-    "The MRO of the class a class port writes, `class cname(OmniX, NPUBase)` (or `(OmniX, Parent)`, `parent` its MRO): Python's C3 merge of the two MROs."
+def generated_mro(cname: str, gpu_omni: Located, npu_base: Located, parent: list[MroClass] | None = None,
+                  gpu_base: Located | None = None) -> list[MroClass]:
+    "The MRO of the class a class port writes, `class cname(OmniX, NPUBase)` (or `(OmniX, Parent)`, `parent` its MRO):"
+    " Python's C3 merge of the two MROs (`gpu_base` given: `(NPUBase, OmniX)` where the NPU base does not derive from"
+    " it, `port/mro.ipynb`)."
+    bo = base_order(cname, gpu_omni, npu_base, gpu_base, parent) if gpu_base is not None else None
+    if bo is not None and bo.npu_first: return bo.mro
     a, b = class_mro(gpu_omni), (parent or class_mro(npu_base))
     by = {c.name: c for c in b} | {c.name: c for c in a}
     order = mro_merge([[c.name for c in a], [c.name for c in b], [a[0].name, b[0].name]])
@@ -231,11 +237,14 @@ def port_class(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_st
     ll, settings = format_options(gpu_omni, line_length) if format else (None, {})
     ruff_said = ruff_warnings(gpu_omni) if format else []   # a setting of the omni source's ruff config ignored
     rules = rules_for(target or target_of(npu_base))       # compiled once for the whole class
-    plan = plan_class(gpu_base, gpu_omni, npu_base, rules, exclude={c.name for c in parent or []})
-    diags = pairing_check(gpu_base, npu_base) + target_check(npu_base, rules) + ruff_said
-    bodies, styles, npu_srcs = [], {}, {}
     cname = class_name or ported_class_name(gpu_omni.cls_node.name)
-    landing = class_mro(into) if into is not None else generated_mro(cname, gpu_omni, npu_base, parent)
+    bo = base_order(cname, gpu_omni, npu_base, gpu_base, parent)   # NPU first where the NPU base lacks vllm's runner
+    plan = plan_for_order(bo, gpu_omni, plan_class(gpu_base, gpu_omni, npu_base, rules,
+                                                   exclude={c.name for c in parent or []}))
+    diags = pairing_check(gpu_base, npu_base) + target_check(npu_base, rules) + order_diagnostics(bo, cname)
+    diags += ruff_said
+    bodies, styles, npu_srcs = [], {}, {}
+    landing = class_mro(into) if into is not None else generated_mro(cname, gpu_omni, npu_base, parent, gpu_base)
     for name in plan.port:
         r = port_method(method_located(gpu_base, name), method_located(gpu_omni, name),
                         method_located(npu_base, name), super_style, rules, o.fence, prefer=prefer,
@@ -253,7 +262,7 @@ def port_class(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_st
                              {n: fn for n, (_, fn) in defs.items()}, cname, {n: o for n, (o, _) in defs.items()})
     methods = "\n".join(indent_lines(b, "    ") for b in bodies) or "    pass\n"
     inherited = ", ".join(plan.inherit)
-    cls_code = f"class {cname}({omni_cls}, {npu_cls}):\n" + \
+    cls_code = f"class {cname}({', '.join(bo.bases)}):\n" + \
                (f'    "Ported by omni-npu-port; inherited from {omni_cls} unchanged: {inherited}."\n\n' if inherited else "") + methods
     sources = _import_sources(gpu_omni, npu_base, plan.port + plan.translate, rules)
     imports = _import_block(cls_code, sources, [f"from {gpu_omni.module} import {omni_cls}",

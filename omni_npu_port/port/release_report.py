@@ -106,7 +106,8 @@ def _ready(p: ReleasePort) -> str:
     "Ready beside compiles: how many modules would run, and how many findings say why the others would not."
     if p.ready: return "every module ready"
     n = sum(len(r.not_ready) for r in p.runners)
-    return f"{sum(r.ready for r in p.runners)} of {len(p.runners)} module(s) ready ({n} finding(s): ONP4420-ONP4423)"
+    codes = ", ".join(sorted({d.code for r in p.runners for d in r.not_ready}))
+    return f"{sum(r.ready for r in p.runners)} of {len(p.runners)} module(s) ready ({n} finding(s): {codes})"
 
 def _compiled(p: ReleasePort) -> str:
     if p.compiles: return "every module compiles"
