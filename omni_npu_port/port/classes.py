@@ -219,6 +219,17 @@ def _import_block(cls_code: str, sources: list[tuple], extra: list[str]) -> list
     if typing_only: imports += ["", "if TYPE_CHECKING:"] + [f"    {i}" for i in typing_only]
     return imports
 
+# %% ../../nbs/port/classes.ipynb #4c0ea15d
+def _class_header(cname: str, omni_cls: str, parent_cls: str | None, gpu_base: Located, gpu_omni: Located,
+                  npu_base: Located, rules: RuleSet, styles: dict) -> str:
+    "The ported module's docstring: what was ported onto what, from which sources, and how each method was ported."
+    below = f" (below {parent_cls}, ported already: the methods it has are not ported again)" if parent_cls else ""
+    return (f'"""{cname}: {omni_cls} ported onto {npu_base.label()}{below} by `omni-npu-port port --class`.\n\n'
+            f"Sources: GPU base {gpu_base.label()}; omni GPU {gpu_omni.label()}; translator target {rules.target}.\n"
+            f"Ported methods: {', '.join(f'{k} ({v})' for k, v in styles.items()) or 'none'}.\n"
+            'Omni additions are fenced by `----Omni-new----` comments; `<<<<<<<` marks an unresolved conflict."""\n')
+
+
 # %% ../../nbs/port/classes.ipynb #557bec93
 @gc_paused()
 def port_class(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_style: str = "auto",
@@ -267,11 +278,7 @@ def port_class(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_st
     sources = _import_sources(gpu_omni, npu_base, plan.port + plan.translate, rules)
     imports = _import_block(cls_code, sources, [f"from {gpu_omni.module} import {omni_cls}",
                                                 f"from {parent[0].module if parent else npu_base.module} import {npu_cls}"])
-    below = f" (below {npu_cls}, ported already: the methods it has are not ported again)" if parent else ""
-    header = (f'"""{cname}: {omni_cls} ported onto {npu_base.label()}{below} by `omni-npu-port port --class`.\n\n'
-              f"Sources: GPU base {gpu_base.label()}; omni GPU {gpu_omni.label()}; translator target {rules.target}.\n"
-              f"Ported methods: {', '.join(f'{k} ({v})' for k, v in styles.items()) or 'none'}.\n"
-              'Omni additions are fenced by `----Omni-new----` comments; `<<<<<<<` marks an unresolved conflict."""\n')
+    header = _class_header(cname, omni_cls, npu_cls if parent else None, gpu_base, gpu_omni, npu_base, rules, styles)
     code = header + "\n" + "\n".join(imports) + "\n\n\n" + cls_code
     if prefer == "comment" or not any(d.code == "ONP4001" for d in diags):   # commented conflicts parse
         broken = parse_check(code, cname)
