@@ -38,7 +38,8 @@ from .score import ast_similarity
 __all__ = ['RENAME_LIKENESS', 'omni_releases', 'previous_release', 'class_methods', 'body_likeness', 'pair_methods',
            'MethodUpdate', 'count_new', 'merge_method', 'decide_method', 'Unit', 'cut_units', 'module_units',
            'imported_names', 'merge_units', 'place_methods', 'Inherited', 'derives_from', 'RunnerSides',
-           'update_runner', 'ReleaseUpdate', 'update_markdown', 'write_update', 'update_runners', 'update_release']
+           'update_runner', 'ReleaseUpdate', 'update_markdown', 'update_summary', 'write_update', 'update_runners',
+           'update_release']
 
 # %% ../../nbs/port/update_release.ipynb #bdef9fd3
 _NB = "port/update_release.ipynb"
@@ -428,6 +429,17 @@ def update_markdown(u: ReleaseUpdate) -> str:
                              "Code lines of each method by origin: the people's port (their change to the tool's port of "
                              f"{u.prev}), the new port's change (the GPU side's, or brought by vllm-ascend's method), both "
                              "(as the previous port had them).", "", _md_table(_UPDATE_HEAD, rows)]) + "\n"
+
+def update_summary(u: ReleaseUpdate) -> list[str]:
+    "The update's summary lines: the previous release and how it was chosen; the methods by decision; the lines by origin."
+    how: dict = {}
+    for m in u.methods: how[m.how] = how.get(m.how, 0) + 1
+    tot = {k: sum(getattr(m, k) for m in u.methods) for k in ("people", "gpu", "ascend", "both", "conflicts")}
+    return [f"updated from vLLM-Omni {u.prev} ({u.prev_how}): {len(u.methods)} method(s): "
+            + ", ".join(f"{n} {k}" for k, n in sorted(how.items())),
+            f"code lines: {tot['people']} from the people's port, {tot['gpu']} from the new port's GPU-side change, "
+            f"{tot['ascend']} from vllm-ascend's change, {tot['both']} as the previous port had them; "
+            f"{tot['conflicts']} conflict(s) between the people's port and the new port"]
 
 def write_update(u: ReleaseUpdate, out: Path | str, force: bool = False) -> list[str]:
     "Write the updated modules and the report (port-report.json / .md with the update's part), as `write_release` writes a port."
