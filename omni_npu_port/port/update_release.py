@@ -406,6 +406,7 @@ class ReleaseUpdate:
     prev_how: str
     methods: list                 # MethodUpdate per method of every updated runner
     base: ReleasePort | None = None   # the tool's port of PREV (the merge's base)
+    fresh: ReleasePort | None = None  # the tool's port of NEW from scratch (the merge's new side)
 
     @property
     def conflicts(self) -> int: return self.port.conflicts
@@ -541,6 +542,6 @@ def update_release(new: str, prev: str | None = "auto", target: str | None = Non
     p = new_port
     res = ReleasePort(p.omni, p.origin, p.vllm, p.vllm_ascend, p.pairing, p.history, p.layout, p.layout_from, runners,
                       p.skipped, [said] + p.diagnostics, time.perf_counter() - t0, inputs=p.inputs + base_port.inputs)
-    u = ReleaseUpdate(res, base_port.omni, how, ups, base_port)
+    u = ReleaseUpdate(res, base_port.omni, how, ups, base_port, new_port)
     if out is not None: write_update(u, out, force)
     return u
