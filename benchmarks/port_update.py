@@ -101,10 +101,12 @@ def main(argv=None) -> int:
             mark = " (new in the hand runner)" if r["new_in_hand"] else ""
             print(f"{r['runner'] + '.' + r['method']:60} {r['nothing']:8.3f} {r['scratch']:8.3f} {r['update']:8.3f}  "
                   f"{'yes' if r['update_best'] else 'no'}{mark}")
-        print(*report(rows, f"{prev} -> {new}"), sep="\n")
+        print(*report(rows, f"{prev} -> {new}"), *report([r for r in rows if not r["new_in_hand"]],
+                                                         f"{prev} -> {new}, methods PREV's hand runner has"), sep="\n")
         every += rows
     print()
-    print(*report(every, "all pairs"), sep="\n")
+    print(*report(every, "all pairs"), *report([r for r in every if not r["new_in_hand"]],
+                                               "all pairs, methods PREV's hand runner has"), sep="\n")
     if a.json: Path(a.json).write_text(json.dumps({"rows": every, "pairs": facts}, indent=2) + "\n")
     return 0
 

@@ -84,9 +84,9 @@ def test_a_peoples_edit_the_new_gpu_change_conflicts_with_parses_by_default(upda
     u, r, m = updated
     assert u.conflicts == 1 and m["_update_states"].conflicts == 1 and m["_update_states"].how == "merged-inherited"
     ast.parse(r.code)                                        # the default form parses: the new port's side commented out
-    live = keep_side(r.code)
+    live = keep_side(r.code)                                 # the people's side runs, as the NPU side does in a port
     assert "self.omni_outputs.pop(req_id, self.npu_default)" in live and "pop(req_id, [])" not in live
-    assert "pop(req_id, [])" in keep_side(r.code, 1)
+    assert "self.omni_outputs.pop(req_id, [])" in keep_side(r.code, 1)
     line = next(d.line for d in r.diagnostics if d.code == "ONP4001")
     assert r.code.splitlines()[line - 1].lstrip().startswith("# <<<<<<< ONP4001") and r.compiles and r.ready
 

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import merge3
 
-from ..core.catalog import OMNI_PAIRING, parse_version
+from ..core.catalog import OMNI_PAIRING, omni_pairing, parse_version
 from ..core.diagnostics import Code, Diagnostic, code_info, register
-from ..core.errors import UsageError
+from ..core.errors import PortingError, UsageError
 from ..core.io import write_atomic
 from ..sources.fetch import CACHE_DIR, release_of
 from .audit import runner_bases
@@ -28,7 +28,7 @@ from .translation import rules_for, target_of, translate_methods
 from .merge import Hunk, code_tokens, merge_hunks, prefer_of, render, uncomment_conflicts
 from .ready import ready_findings, ready_index
 from .release import open_release, port_release
-from .release_inputs import given_sources, locate_base, release_source
+from .release_inputs import given_sources, locate_base, release_runners, release_source
 from .release_checks import RunnerPort
 from omni_npu_port.port.release_report import (DEFAULT_OUT, REPORT_JSON, REPORT_MD, ReleasePort, check_release_out,
     release_markdown, write_release)
@@ -39,7 +39,7 @@ __all__ = ['RENAME_LIKENESS', 'omni_releases', 'previous_release', 'class_method
            'MethodUpdate', 'count_new', 'merge_method', 'decide_method', 'Unit', 'cut_units', 'module_units',
            'imported_names', 'merge_units', 'place_methods', 'Inherited', 'derives_from', 'RunnerSides',
            'update_runner', 'ReleaseUpdate', 'update_markdown', 'update_summary', 'write_update', 'update_runners',
-           'update_release']
+           'written_on', 'update_release']
 
 # %% ../../nbs/port/update_release.ipynb #bdef9fd3
 _NB = "port/update_release.ipynb"
@@ -158,7 +158,7 @@ def count_new(m: MethodUpdate, lines, ascend_new: set, ascend_old: set) -> None:
 def merge_method(m: MethodUpdate, base: str, new: str, people: str, labels: tuple, prefer: str,
                  ascend: tuple = (set(), set())) -> tuple[list[str], list[Diagnostic]]:
     "The three-way merge of one method (base: previous port; the new port's change carried onto the people's): lines, diagnostics; `m` counted."
-    hunks = merge_hunks(base, new, people)
+    hunks = merge_hunks(base, new, people)   # a conflict: the people's side live, the new port's beside it
     lines, diags = render(hunks, labels, False, prefer)
     for h in hunks:
         if h.kind in ("unchanged", "same"): m.both += len(_code_lines(h.lines))
@@ -467,13 +467,13 @@ def _hand_module(origin: str, dotted: str) -> tuple[str, str] | None:
     "(module text, class name) of a hand-written runner of a release, or None where it cannot be read."
     mod, _, cls = dotted.rpartition(".")
     try: return locate(MethodSpec(origin, mod, cls), False).module_text, cls
-    except Exception: return None   # an unreadable hand runner: the runner is the new port's (ONP4501 says why)
+    except (PortingError, OSError): return None   # an unreadable hand runner: the runner is the new port's (ONP4501 says why)
 
 def _gpu_runner(origin: str, dotted: str, npu_base: Located) -> Inherited | None:
     "The omni GPU runner a port ported, its methods translated for the target of `npu_base` (None where it cannot be read)."
     mod, _, cls = dotted.rpartition(".")
     try: return Inherited(locate(MethodSpec(origin, mod, cls), False), rules_for(target_of(npu_base)))
-    except Exception: return None   # no inherited methods then: the people's overrides of them are carried as they are
+    except (PortingError, OSError): return None   # no inherited methods then: the people's overrides are carried as they are
 
 def _match(r: RunnerPort, ports: list[RunnerPort]) -> RunnerPort | None:
     "PREV's port of the same runner: the same GPU runner, else the same NPU class."
@@ -511,7 +511,24 @@ def update_runners(new_port: ReleasePort, base_port: ReleasePort, prev_origin: s
 
 _READY_CODES = ("ONP4420", "ONP4421", "ONP4422", "ONP4423")
 
-# %% ../../nbs/port/update_release.ipynb #a7521543
+# %% ../../nbs/port/update_release.ipynb #aec61f61
+def written_on(prev: str, progress=None, cache_dir: Path | str = CACHE_DIR, index: str | None = None) -> tuple[str | None, str]:
+    "`vllm-ascend==X` PREV's hand runners are most alike among its table's candidates (None: one or none), and why."
+    tree = open_release(prev, progress, cache_dir, index)
+    row = omni_pairing(tree.version) if tree.version else None
+    if row is None or len(row.vllm_ascend) < 2: return None, ""
+    hands = [class_methods(locate(MethodSpec(str(tree.origin), n.module, n.name), False).module_text, n.name) or {}
+             for n in release_runners(tree).npu]
+    nsym, score = runner_bases()[1][0], {}
+    for a in row.vllm_ascend:
+        nb = locate_base(release_source(f"vllm-ascend=={a}", (), progress, cache_dir, index), nsym)
+        own = class_methods(nb.module_text, nb.cls_node.name) or {}
+        sims = [ast_similarity(t, own[n]).ratio for h in hands for n, t in h.items() if n in own]
+        score[a] = sum(sims) / len(sims) if sims else 0.0
+    best = max(row.vllm_ascend, key=lambda a: score[a])   # the first of equals: the table's order
+    return f"vllm-ascend=={best}", "written on vllm-ascend " + ", ".join(f"{a} {s:.3f}" for a, s in score.items())
+
+# %% ../../nbs/port/update_release.ipynb #7c252172
 def update_release(new: str, prev: str | None = "auto", target: str | None = None, out: Path | str | None = None,
                    sources=(), prefer: str = "comment", force: bool = False, progress=None,
                    cache_dir: Path | str = CACHE_DIR, index: str | None = None, workers: int = 1,
@@ -531,6 +548,9 @@ def update_release(new: str, prev: str | None = "auto", target: str | None = Non
     new_port = port_release(new, target, **kw)
     if prev_target is None and given_sources("vllm-ascend", sources):   # a stack given by hand: PREV's port on it too
         prev_target, how = f"vllm-ascend=={new_port.vllm_ascend}", how + "; ported on the vllm-ascend source given"
+    elif prev_target is None:
+        prev_target, why = written_on(prev, progress, cache_dir, index)
+        how += f"; {why}" if why else ""
     base_port = port_release(prev, prev_target, **kw)
     prev_origin = str(open_release(prev, progress, cache_dir, index).origin)
     ascend, gb, nb, nb_old = _ascend_lines(new_port, base_port, sources, progress, cache_dir, index)
