@@ -67,7 +67,8 @@ def pair_rows(prev: str, new: str, workers: int) -> tuple[list[dict], dict]:
             bb = ast_similarity(fm.get(n) or inherited(n), hn[n]).ratio
             c = ast_similarity(um.get(n) or inherited(n), hn[n]).ratio
             rows.append({"pair": f"{prev}->{new}", "runner": r.cls, "method": n, "new_in_hand": n not in hp,
-                         "nothing": round(a, 3), "scratch": round(bb, 3), "update": round(c, 3), "update_best": c >= max(a, bb) - 1e-9})
+                         "nothing": round(a, 3), "scratch": round(bb, 3), "update": round(c, 3),
+                         "update_best": c >= max(a, bb) - 1e-9})
     facts = {"seconds": round(secs, 1), "conflicts": u.conflicts, "compiles": u.port.compiles, "ready": u.port.ready,
              "summary": update_summary(u)}
     return rows, facts
@@ -94,7 +95,8 @@ def main(argv=None) -> int:
     for prev, new in pairs:
         rows, f = pair_rows(prev, new, a.jobs)
         facts[f"{prev}->{new}"] = f
-        print(f"\n## {prev} -> {new}  ({f['seconds']} s; {f['conflicts']} conflict(s); compiles {f['compiles']}; ready {f['ready']})")
+        print(f"\n## {prev} -> {new}  ({f['seconds']} s; {f['conflicts']} conflict(s); compiles {f['compiles']}; "
+              f"ready {f['ready']})")
         print(*f["summary"], sep="\n")
         print(f"{'runner.method':60} {'nothing':>8} {'scratch':>8} {'update':>8}  best")
         for r in rows:

@@ -23,7 +23,8 @@ from ..core.errors import PortingError, UsageError
 from ..core.io import write_atomic
 from ..sources.fetch import CACHE_DIR, release_of
 from .audit import runner_bases
-from .locate import Located, MethodSpec, locate, method_located, own_methods, port_diagnostic, python_lines
+from omni_npu_port.port.locate import (Located, MethodSpec, locate, method_located, own_methods, port_diagnostic,
+    python_lines)
 from .translation import rules_for, target_of, translate_methods
 from .merge import Hunk, code_tokens, merge_hunks, prefer_of, render, uncomment_conflicts
 from .ready import ready_findings, ready_index
@@ -44,24 +45,29 @@ __all__ = ['RENAME_LIKENESS', 'omni_releases', 'previous_release', 'class_method
 # %% ../../nbs/port/update_release.ipynb #bdef9fd3
 _NB = "port/update_release.ipynb"
 register(
-    Code("ONP4500", "update-from", "update: the previous release whose hand-written NPU runners are carried onto the new "
-         "port (how it was chosen is said)", "info", "check that the NPU copy was last brought in step in that release; "
+    Code("ONP4500", "update-from", "update: the previous release whose hand-written NPU runners are carried onto the "
+         "new port (how it was chosen is said)", "info", "check that the NPU copy was last brought in step in that "
+         "release; "
          "give --from PREV to choose another", _NB, "port"),
     Code("ONP4501", "update-fresh-runner", "update: no hand-written NPU runner of the previous release pairs with this "
          "runner: the new port is written as it is", "info", "review this runner as a fresh port", _NB, "port"),
     Code("ONP4502", "update-renamed", "update: a method paired across a rename by the likeness of its body", "info",
          "check the pairing the message names", _NB, "port"),
     Code("ONP4503", "update-people-removed", "update: the people's port removed a method that the new port changes: it "
-         "stays removed", "warning", "check that the reason the method went still holds after the new change", _NB, "port"),
+         "stays removed", "warning", "check that the reason the method went still holds after the new change", _NB,
+         "port"),
     Code("ONP4504", "update-new-removed", "update: the new port no longer has a method the people's port edited: the "
          "people's method is kept", "warning", "check whether the method is still needed (the omni GPU runner may have "
          "dropped it)", _NB, "port"),
     Code("ONP4505", "update-both-added", "update: the people's port and the new port both define a method the previous "
-         "port lacked, differently: a conflict of whole methods (ONP4001)", "warning", "keep one of the two methods", _NB, "port"),
-    Code("ONP4506", "update-module-conflict", "update: both sides changed the same module or class statements (imports, "
+         "port lacked, differently: a conflict of whole methods (ONP4001)", "warning", "keep one of the two methods",
+         _NB, "port"),
+    Code("ONP4506", "update-module-conflict", "update: both sides changed the same module or class statements "
+         "(imports, "
          "helpers): the new port's statements are kept before the people's", "warning",
          "check for a statement made twice and remove the one no longer needed", _NB, "port"),
-    Code("ONP4507", "update-not-merged", "update: a module of the three (previous port, people's runner, new port) does not "
+    Code("ONP4507", "update-not-merged", "update: a module of the three (previous port, people's runner, new port) "
+         "does not "
          "parse or lacks the runner class: the new port is written for this runner as it is", "warning",
          "fix the module the message names, or merge this runner by hand", _NB, "port"),
 )
@@ -78,7 +84,8 @@ def omni_releases(cache_dir: Path | str = CACHE_DIR) -> list[str]:
 def previous_release(version: str | None, cache_dir: Path | str = CACHE_DIR) -> str:
     "The release before `version` (`--from auto`); a UsageError when the source states no version or none is older."
     if not version:
-        raise UsageError("--from auto: the new release states no version; write --release PATH@VERSION, or give --from PREV")
+        raise UsageError("--from auto: the new release states no version; write --release PATH@VERSION, or give "
+                         "--from PREV")
     older = [r for r in omni_releases(cache_dir) if parse_version(r) < parse_version(version)]
     if not older:
         raise UsageError(f"--from auto: no vLLM-Omni release older than {version} in the releases table or the package "
@@ -86,10 +93,10 @@ def previous_release(version: str | None, cache_dir: Path | str = CACHE_DIR) -> 
     return older[-1]
 
 # %% ../../nbs/port/update_release.ipynb #92c46195
-RENAME_LIKENESS = 0.6   # ast-normalised similarity of two bodies (names left out) above which a removed and an added method pair
+RENAME_LIKENESS = 0.6   # ast-normalised similarity of two bodies (names left out) from which a removed, an added pair
 
 def class_methods(code: str, cls: str) -> dict[str, str] | None:
-    "Each method of class `cls` in a module (its text, decorators included, dedented); None where it does not parse or lacks the class."
+    "Each method of class `cls` in a module (its text with decorators, dedented); None: no parse, or no such class."
     try: tree = ast.parse(code)
     except SyntaxError: return None
     node = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls), None)
@@ -111,7 +118,7 @@ def body_likeness(a: str, b: str) -> float:
 
 # %% ../../nbs/port/update_release.ipynb #84535e9b
 def pair_methods(base: dict, new: dict, people: dict) -> dict[str, list]:
-    "Each method as [base name, new name, people's name] (None: that side lacks it): by name, then across renames by body."
+    "Each method as [base name, new name, people's name] (None: that side lacks it): by name, then renames by body."
     rows = {n: [n, n if n in new else None, n if n in people else None] for n in base}
     def across(side: dict, col: int) -> list[str]:
         added = [n for n in side if n not in base]
@@ -135,11 +142,12 @@ class MethodUpdate:
     "One method of an updated runner: how it was decided, and how many of its code lines each side gave."
     runner: str
     name: str                    # its name in the update (or in the side that had it, when it is left out)
-    how: str                     # merged | people-added | new-port | both-added | removed-by-people | removed-by-new | kept-by-people | gone
+    how: str                     # merged | merged-inherited | people-added | new-port | both-added | removed-by-people
+                                 # | removed-by-new | kept-by-people | gone
     was: str | None = None       # its name in the people's port, where a rename paired it
     people: int = 0              # lines from the people's port (their change to the tool's port of PREV)
-    gpu: int = 0                 # lines from the new port's change that vllm-ascend's method did not bring (the GPU side's)
-    ascend: int = 0              # lines from the new port's change that NEW's vllm-ascend method brought (PREV's lacks them)
+    gpu: int = 0                 # lines from the new port's change that vllm-ascend's method did not bring
+    ascend: int = 0              # lines from the new port's change that NEW's vllm-ascend method brought
     both: int = 0                # lines as the previous port had them
     conflicts: int = 0
 
@@ -157,7 +165,7 @@ def count_new(m: MethodUpdate, lines, ascend_new: set, ascend_old: set) -> None:
 # %% ../../nbs/port/update_release.ipynb #c7c5b9e4
 def merge_method(m: MethodUpdate, base: str, new: str, people: str, labels: tuple, prefer: str,
                  ascend: tuple = (set(), set())) -> tuple[list[str], list[Diagnostic]]:
-    "The three-way merge of one method (base: previous port; the new port's change carried onto the people's): lines, diagnostics; `m` counted."
+    "One method merged three ways (base: the previous port; the new port's change onto the people's), `m` counted."
     hunks = merge_hunks(base, new, people)   # a conflict: the people's side live, the new port's beside it
     lines, diags = render(hunks, labels, False, prefer)
     for h in hunks:
@@ -167,8 +175,9 @@ def merge_method(m: MethodUpdate, base: str, new: str, people: str, labels: tupl
         elif h.kind == "conflict": m.conflicts += 1
     for d in diags:
         d.where = m.name
-        if d.code == "ONP4001": d.message = ("conflict: the new port (the GPU side's or vllm-ascend's change since PREV) "
-                                             "and the people's port changed the same lines; keep one side, then delete the markers")
+        if d.code == "ONP4001": d.message = ("conflict: the new port (the GPU side's or vllm-ascend's change since "
+                                             "PREV) and the people's port changed the same lines; keep one side, then "
+                                             "delete the markers")
     while lines and not lines[-1].strip(): lines.pop()
     return lines, diags
 
@@ -176,7 +185,7 @@ def merge_method(m: MethodUpdate, base: str, new: str, people: str, labels: tupl
 def _same(a: str, b: str) -> bool: return code_tokens(a) == code_tokens(b)
 
 def decide_method(m: MethodUpdate, b, n, p, labels, prefer, ascend) -> tuple[list[str] | None, list[Diagnostic]]:
-    "The update of one method from its three texts (None where a side lacks it): its lines (None: left out) and diagnostics."
+    "One method's update from its three texts (None: that side lacks it): its lines (None: left out), diagnostics."
     say = lambda code, msg: [port_diagnostic(code, f"{code_info(code).title}: {m.runner}.{msg}", where=m.name)]
     text = lambda t: t.rstrip("\n").split("\n")
     if b is not None and n is not None and p is not None:
@@ -202,13 +211,13 @@ def decide_method(m: MethodUpdate, b, n, p, labels, prefer, ascend) -> tuple[lis
 # %% ../../nbs/port/update_release.ipynb #bcb441d9
 @dataclass
 class Unit:
-    "A statement of a module or class body: what it says (`key`: its tokens; a runner method: `def <pair>`), its lines, how many lead (comments, blank lines)."
+    "A statement of a module or class body: its `key` (tokens; a runner method: `def <pair>`), lines, leading lines."
     key: str
     lines: list[str]
     lead: int = 0
 
 def cut_units(stmts: list, lo: int, hi: int, lines: list[str], special) -> list[Unit]:
-    "Statements `stmts` (lines `lo`..`hi`) as units: each from the end of the one before; `special(node)` names a unit's key instead of its tokens."
+    "Statements (lines `lo`..`hi`) as units, each from the end of the one before; `special(node)`: a key for a node."
     out = []
     for k, n in enumerate(stmts):
         start, end = (lo if k == 0 else stmts[k - 1].end_lineno), (hi if k == len(stmts) - 1 else n.end_lineno)
@@ -217,7 +226,7 @@ def cut_units(stmts: list, lo: int, hi: int, lines: list[str], special) -> list[
     return out
 
 def module_units(code: str, cls: str, ids: dict) -> tuple[list[Unit], list[str], list[Unit]] | None:
-    "A runner module as top-level units (the class: key `class`), the class's header lines and its body units (methods: `def <id>`)."
+    "A runner module as top-level units (the class: `class`), the class's header lines, its body units (`def <id>`)."
     try: tree = ast.parse(code)
     except SyntaxError: return None
     node = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls), None)
@@ -243,7 +252,8 @@ def imported_names(u: Unit) -> set[str] | None:
     return {a.asname or a.name.split(".")[0] for a in n[0].names}
 
 def merge_units(base: list[Unit], new: list[Unit], people: list[Unit]) -> tuple[list[Unit], list[Unit]]:
-    "merge3 over units by key: each side's change carried; both changed the same units: the new port's the people's lack"
+    "merge3 over units by key, each side's change carried; both changed the same units: the new port's the people's"
+    " lack"
     " (an import only for a name the people's imports do not bind), then the people's."
     K = lambda us: [u.key for u in us]
     bound = set().union(*[imported_names(u) or set() for u in people])
@@ -262,7 +272,7 @@ def merge_units(base: list[Unit], new: list[Unit], people: list[Unit]) -> tuple[
     return out, clashed
 
 def place_methods(body: list[Unit], keep: list[str], sides: list[list[Unit]]) -> list[Unit]:
-    "The merged class body with each method unit once, only those in `keep`, and a kept one no region placed after its neighbour in a side."
+    "The merged class body, each method of `keep` once (one no region placed: after its neighbour in a side)."
     seen, out = set(), []
     for u in body:
         if u.key.startswith("def "):
@@ -281,7 +291,7 @@ def place_methods(body: list[Unit], keep: list[str], sides: list[list[Unit]]) ->
 # %% ../../nbs/port/update_release.ipynb #7bfe9d9a
 @dataclass
 class Inherited:
-    "A release's omni GPU runner class: its own methods translated for the port's target on demand (what a class deriving from it runs)."
+    "A release's omni GPU runner class: its own methods, translated for the port's target on demand."
     cls: Located
     rules: object
     done: dict = field(default_factory=dict)
@@ -296,8 +306,9 @@ class Inherited:
             self.done[name] = translate_methods([(m.method_source, m.context_text)], self.rules)[0][0] if m else None
         return self.done[name]
     def like(self, text: str, skip) -> str | None:
-        "The name of the method most like `text` by body (a rename), among those not in `skip`; None under `RENAME_LIKENESS`."
-        best = max(((body_likeness(text, t), n) for n in self.names() if n not in skip and (t := self.text(n))), default=(0, None))
+        "The method most like `text` by body (a rename), of those not in `skip`; None under `RENAME_LIKENESS`."
+        best = max(((body_likeness(text, t), n) for n in self.names() if n not in skip and (t := self.text(n))),
+                   default=(0, None))
         return best[1] if best[0] >= RENAME_LIKENESS else None
 
 def derives_from(code: str, cls: str, base: str) -> bool:
@@ -308,11 +319,12 @@ def derives_from(code: str, cls: str, base: str) -> bool:
 
 # %% ../../nbs/port/update_release.ipynb #24c1c19e
 def _inherited_row(p: str, rows: dict, ms, sides: RunnerSides, inh: tuple) -> tuple[str, str, str, str | None] | None:
-    "A method the people's port defines and the previous port inherits: (base, new, new name, the new port's row it takes)."
+    "A method the people's port defines and the previous port inherits: (base, new, its name, the new row it takes)."
     prev_gpu, new_gpu = sides.gpu
     if prev_gpu is None or not inh[0] or (hb := prev_gpu.text(p)) is None: return None
     if rows[p][1]: return hb, ms[1][rows[p][1]], rows[p][1], None   # the new port defines it too
-    name = p if p in ms[1] or (new_gpu and new_gpu.text(p)) else (new_gpu.like(hb, set(prev_gpu.names())) if new_gpu else None)
+    name = p if p in ms[1] or (new_gpu and new_gpu.text(p)) else \
+        (new_gpu.like(hb, set(prev_gpu.names())) if new_gpu else None)
     if name is None: return None
     if name in ms[1]: return hb, ms[1][name], name, next((k for k, r in rows.items() if r == [None, name, None]), None)
     return (hb, new_gpu.text(name), name, None) if inh[1] else None
@@ -325,10 +337,10 @@ class RunnerSides:
     people: tuple[str, str]
     new: tuple[str, str]
     labels: tuple = ("people's port", "new port")
-    gpu: tuple = (None, None)     # `Inherited` of PREV's and NEW's omni GPU runner: what each port runs where it defines none
+    gpu: tuple = (None, None)     # `Inherited` of PREV's and NEW's omni GPU runner (what a port runs, defining none)
 
 def _pairs(sides: RunnerSides):
-    "Each side's methods, paired: (rows, each side's name → pair id), or None where a module does not parse or lacks its class."
+    "Each side's methods, paired: (rows, each side's name → pair id); None: a module does not parse or lacks its class."
     ms = [class_methods(*s) for s in (sides.base, sides.new, sides.people)]
     if any(x is None for x in ms): return None
     rows = pair_methods(*ms)
@@ -336,10 +348,12 @@ def _pairs(sides: RunnerSides):
     return ms, rows, ids
 
 # %% ../../nbs/port/update_release.ipynb #17081c1f
-def _methods_decided(runner: str, sides: RunnerSides, ms, rows, prefer, ascend, inh=(False, False)) -> tuple[dict, list, list]:
+def _methods_decided(runner: str, sides: RunnerSides, ms, rows, prefer, ascend,
+                     inh=(False, False)) -> tuple[dict, list, list]:
     "Each pair's (lines or None: left out, its diagnostics), its MethodUpdate, the renames (ONP4502)."
     out, ups, renames, taken = {}, [], [], set()
-    for k, (b, n, p) in sorted(rows.items(), key=lambda kv: kv[1][0] is not None or kv[1][2] is None):   # people-added first
+    people_first = lambda kv: kv[1][0] is not None or kv[1][2] is None
+    for k, (b, n, p) in sorted(rows.items(), key=people_first):
         if k in taken: continue
         texts = [ms[0].get(b) if b else None, ms[1].get(n) if n else None, ms[2].get(p) if p else None]
         got = _inherited_row(p, rows, ms, sides, inh) if b is None and p else None
@@ -347,7 +361,8 @@ def _methods_decided(runner: str, sides: RunnerSides, ms, rows, prefer, ascend, 
         name = n or p or b
         m = MethodUpdate(runner, name, "merged-inherited" if got else "", was=p if p and p != name else None)
         if len({x for x in (b, n, p) if x}) > 1:
-            renames.append(port_diagnostic("ONP4502", f"{code_info('ONP4502').title}: {runner}: previous port {b or '-'}, "
+            renames.append(port_diagnostic("ONP4502", f"{code_info('ONP4502').title}: {runner}: previous port "
+                                           f"{b or '-'}, "
                                            f"people's {p or '-'}, new port {n or '-'}", where=name))
         out[k] = decide_method(m, *texts, sides.labels, prefer, ascend(name, b or p))
         ups.append(m)
@@ -358,7 +373,8 @@ def _methods_decided(runner: str, sides: RunnerSides, ms, rows, prefer, ascend, 
 def _conflicts_carried(code: str, diags: list, runner: str) -> list[Diagnostic]:
     "ONP4001 for each conflict of the result no diagnostic names yet: the new port's own, carried as it had them."
     named = {d.line for d in diags if d.code == "ONP4001"}
-    return [port_diagnostic("ONP4001", f"{code_info('ONP4001').title} (carried from the new port of {runner}); keep one "
+    return [port_diagnostic("ONP4001", f"{code_info('ONP4001').title} (carried from the new port of {runner}); "
+                            "keep one "
                             "side, then delete the markers", i + 1, "error")
             for i, l in enumerate(python_lines(code)) if l.lstrip().startswith(("# <<<<<<< ONP4001", "<<<<<<<"))
             and i + 1 not in named]
@@ -366,12 +382,12 @@ def _conflicts_carried(code: str, diags: list, runner: str) -> list[Diagnostic]:
 # %% ../../nbs/port/update_release.ipynb #fbd1dc27
 def update_runner(runner: str, sides: RunnerSides, prefer: str = "comment", ascend=lambda name, was: (set(), set())
                   ) -> tuple[str | None, list[Diagnostic], list[MethodUpdate]]:
-    "One runner module updated: the people's changes to the previous port carried onto the new port (None: a module does not parse)."
+    "One runner module updated: the people's changes to the previous port carried onto the new port (None: no parse)."
     got = _pairs(sides)
     cut = got and [module_units(t, c, ids) for (t, c), ids in zip((sides.base, sides.new, sides.people), got[2])]
     if not got or any(c is None for c in cut):
-        bad = [w for w, s in zip(("previous port", "new port", "people's runner"), (sides.base, sides.new, sides.people))
-               if class_methods(*s) is None]
+        named = zip(("previous port", "new port", "people's runner"), (sides.base, sides.new, sides.people))
+        bad = [w for w, s in named if class_methods(*s) is None]
         return None, [port_diagnostic("ONP4507", f"{code_info('ONP4507').title}: {runner}: {', '.join(bad)}")], []
     ms, rows, ids = got
     inh = tuple(g is not None and derives_from(t, c, g.name) for g, (t, c) in zip(sides.gpu, (sides.base, sides.new)))
@@ -400,7 +416,7 @@ def update_runner(runner: str, sides: RunnerSides, prefer: str = "comment", asce
 # %% ../../nbs/port/update_release.ipynb #3fa3a010
 @dataclass
 class ReleaseUpdate:
-    "A release updated from the previous hand port: the result as a `ReleasePort`, the release it came from, where each method's lines came from."
+    "A release updated from the previous hand port: a `ReleasePort`, the release it came from, each method's origins."
     port: ReleasePort
     prev: str
     prev_how: str
@@ -414,7 +430,8 @@ class ReleaseUpdate:
     def to_json(self) -> dict:
         "The port's report with an `update` part: the previous release, how it was chosen, every method's origins."
         return {**self.port.to_json(), "update": {"from": self.prev, "from_how": self.prev_how,
-                "base": {"vllm_omni": self.base.omni, "vllm": self.base.vllm, "vllm_ascend": self.base.vllm_ascend} if self.base else None,
+                "base": {"vllm_omni": self.base.omni, "vllm": self.base.vllm, "vllm_ascend": self.base.vllm_ascend}
+                        if self.base else None,
                 "methods": [asdict(m) for m in self.methods]}}
 
 # %% ../../nbs/port/update_release.ipynb #5ce0073b
@@ -427,12 +444,13 @@ def update_markdown(u: ReleaseUpdate) -> str:
     text = release_markdown(u.port).replace(f"# NPU port of vLLM-Omni {u.port.omni}",
                                             f"# NPU port of vLLM-Omni {u.port.omni}, updated from {u.prev}", 1)
     return text + "\n".join(["", f"## Update from {u.prev} ({u.prev_how})", "",
-                             "Code lines of each method by origin: the people's port (their change to the tool's port of "
-                             f"{u.prev}), the new port's change (the GPU side's, or brought by vllm-ascend's method), both "
+                             "Code lines of each method by origin: the people's port (their change to the tool's "
+                             f"port of {u.prev}), the new port's change (the GPU side's, or brought by vllm-ascend's "
+                             "method), both "
                              "(as the previous port had them).", "", _md_table(_UPDATE_HEAD, rows)]) + "\n"
 
 def update_summary(u: ReleaseUpdate) -> list[str]:
-    "The update's summary lines: the previous release and how it was chosen; the methods by decision; the lines by origin."
+    "The update's summary: the previous release and how it was chosen; the methods by decision; lines by origin."
     how: dict = {}
     for m in u.methods: how[m.how] = how.get(m.how, 0) + 1
     tot = {k: sum(getattr(m, k) for m in u.methods) for k in ("people", "gpu", "ascend", "both", "conflicts")}
@@ -443,7 +461,7 @@ def update_summary(u: ReleaseUpdate) -> list[str]:
             f"{tot['conflicts']} conflict(s) between the people's port and the new port"]
 
 def write_update(u: ReleaseUpdate, out: Path | str, force: bool = False) -> list[str]:
-    "Write the updated modules and the report (port-report.json / .md with the update's part), as `write_release` writes a port."
+    "Write the updated modules and the report (port-report.json / .md with the update's part), as a port is written."
     written = write_release(u.port, out, force)   # refuses what it must, before any write
     out = Path(out).expanduser()
     write_atomic(out / REPORT_JSON, json.dumps(u.to_json(), indent=2) + "\n")   # its own files, just written
@@ -452,7 +470,7 @@ def write_update(u: ReleaseUpdate, out: Path | str, force: bool = False) -> list
 
 # %% ../../nbs/port/update_release.ipynb #7b346cc5
 def _ascend_lines(new_port: ReleasePort, base_port: ReleasePort, sources, progress, cache_dir, index):
-    "`(name, base name) -> (NEW's vllm-ascend method lines, PREV's)` by tokens, for the per-line origin; and NEW's (GPU, NPU) bases."
+    "`(name, was) -> (NEW's vllm-ascend method lines, PREV's)` by tokens; NEW's GPU and NPU bases, PREV's NPU base."
     nsym, gsym = runner_bases()[1][0], runner_bases()[0][0]
     src = lambda spec: release_source(spec, sources, progress, cache_dir, index)
     nb_new, nb_old = (locate_base(src(f"vllm-ascend=={p.vllm_ascend}"), nsym) for p in (new_port, base_port))
@@ -467,13 +485,13 @@ def _hand_module(origin: str, dotted: str) -> tuple[str, str] | None:
     "(module text, class name) of a hand-written runner of a release, or None where it cannot be read."
     mod, _, cls = dotted.rpartition(".")
     try: return locate(MethodSpec(origin, mod, cls), False).module_text, cls
-    except (PortingError, OSError): return None   # an unreadable hand runner: the runner is the new port's (ONP4501 says why)
+    except (PortingError, OSError): return None   # an unreadable hand runner: the new port's runner (ONP4501)
 
 def _gpu_runner(origin: str, dotted: str, npu_base: Located) -> Inherited | None:
-    "The omni GPU runner a port ported, its methods translated for the target of `npu_base` (None where it cannot be read)."
+    "The omni GPU runner a port ported, its methods translated for `npu_base`'s target (None: it cannot be read)."
     mod, _, cls = dotted.rpartition(".")
     try: return Inherited(locate(MethodSpec(origin, mod, cls), False), rules_for(target_of(npu_base)))
-    except (PortingError, OSError): return None   # no inherited methods then: the people's overrides are carried as they are
+    except (PortingError, OSError): return None   # no inherited methods: the people's overrides carried as they are
 
 def _match(r: RunnerPort, ports: list[RunnerPort]) -> RunnerPort | None:
     "PREV's port of the same runner: the same GPU runner, else the same NPU class."
@@ -482,7 +500,7 @@ def _match(r: RunnerPort, ports: list[RunnerPort]) -> RunnerPort | None:
 # %% ../../nbs/port/update_release.ipynb #0c34caf4
 def update_runners(new_port: ReleasePort, base_port: ReleasePort, prev_origin: str, prefer: str, ascend, ix,
                    npu_bases: tuple = (None, None)) -> tuple[list, list]:
-    "Every runner of the new port, updated from PREV's hand runner where PREV's port has it and PREV has one (else as it is)."
+    "Every runner of the new port, updated from PREV's hand runner where PREV's port has it and PREV has one."
     runners, ups = [], []
     for r in new_port.runners:
         b = _match(r, base_port.runners)
@@ -498,11 +516,12 @@ def update_runners(new_port: ReleasePort, base_port: ReleasePort, prev_origin: s
             why = "no hand-written runner in its place" if hand is None else "a module does not parse (ONP4507)"
             diags = ([] if hand is None else diags) + [port_diagnostic("ONP4501", f"{code_info('ONP4501').title}: "
                                                                           f"{r.cls} ({why})")]
-            runners.append(RunnerPort(r.gpu, r.module, r.cls, r.hand, r.code, r.diagnostics + diags, r.methods, r.inherited,
-                                      r.seconds, r.parent, r.not_ready, r.unreachable)); continue
+            runners.append(RunnerPort(r.gpu, r.module, r.cls, r.hand, r.code, r.diagnostics + diags, r.methods,
+                                      r.inherited, r.seconds, r.parent, r.not_ready, r.unreachable)); continue
         not_ready = ready_findings(code, ix, r.cls)
         here = set(class_methods(code, r.cls) or ())   # the new port's notes on methods the update still has
-        kept = [d for d in r.diagnostics if d.code not in ("ONP4001", "ONP4303", *_READY_CODES) and (d.where is None or d.where in here)]
+        kept = [d for d in r.diagnostics
+                if d.code not in ("ONP4001", "ONP4303", *_READY_CODES) and (d.where is None or d.where in here)]
         for d in kept: d.line = None   # the new port's lines, not the update's
         runners.append(RunnerPort(r.gpu, r.module, r.cls, r.hand, code, kept + diags + not_ready, [], r.inherited,
                                   r.seconds, r.parent, not_ready, r.unreachable))
@@ -512,7 +531,8 @@ def update_runners(new_port: ReleasePort, base_port: ReleasePort, prev_origin: s
 _READY_CODES = ("ONP4420", "ONP4421", "ONP4422", "ONP4423")
 
 # %% ../../nbs/port/update_release.ipynb #aec61f61
-def written_on(prev: str, progress=None, cache_dir: Path | str = CACHE_DIR, index: str | None = None) -> tuple[str | None, str]:
+def written_on(prev: str, progress=None, cache_dir: Path | str = CACHE_DIR,
+               index: str | None = None) -> tuple[str | None, str]:
     "`vllm-ascend==X` PREV's hand runners are most alike among its table's candidates (None: one or none), and why."
     tree = open_release(prev, progress, cache_dir, index)
     row = omni_pairing(tree.version) if tree.version else None
@@ -539,7 +559,8 @@ def update_release(new: str, prev: str | None = "auto", target: str | None = Non
     inner = "comment" if want == "markers" else want   # merged in the form that parses; markers at the end
     tree = open_release(new, progress, cache_dir, index)
     if out is not None:   # checked before any work
-        out = Path(DEFAULT_OUT.format(version=tree.version or "unversioned") if str(out) == DEFAULT_OUT else out).expanduser()
+        named = DEFAULT_OUT.format(version=tree.version or "unversioned") if str(out) == DEFAULT_OUT else out
+        out = Path(named).expanduser()
         check_release_out(out, force)
     how = "given"
     if prev in (None, "auto"):
@@ -557,7 +578,8 @@ def update_release(new: str, prev: str | None = "auto", target: str | None = Non
     runners, ups = update_runners(new_port, base_port, prev_origin, inner, ascend, ready_index(gb, nb), (nb_old, nb))
     if want == "markers":
         for r in runners: r.code = uncomment_conflicts(r.code)
-    said = port_diagnostic("ONP4500", f"{code_info('ONP4500').title}: vLLM-Omni {base_port.omni} ({prev_origin}; {how}), "
+    said = port_diagnostic("ONP4500", f"{code_info('ONP4500').title}: vLLM-Omni {base_port.omni} ({prev_origin}; "
+                           f"{how}), "
                            f"its port on vllm-ascend {base_port.vllm_ascend} the merge's base")
     p = new_port
     res = ReleasePort(p.omni, p.origin, p.vllm, p.vllm_ascend, p.pairing, p.history, p.layout, p.layout_from, runners,
