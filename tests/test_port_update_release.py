@@ -142,3 +142,13 @@ def test_cli_release_from(tmp_path):
     with contextlib.redirect_stderr(e := io.StringIO()):
         assert main(["port", "--from", "0.18.0"]) == 2
     assert "--from goes with --release" in e.getvalue()
+
+
+def test_an_import_the_carried_code_needs_is_kept():
+    from omni_npu_port.port.update_release import keep_imports, module_units
+    people = '"doc"\nimport os\nimport torch\n\n\nclass R:\n    def f(self):\n        return os.getcwd()\n'
+    merged = '"doc"\nimport torch\n\n\nclass R:\n    def f(self):\n        return os.getcwd()\n'   # `import os` dropped
+    top_p, top_m = (module_units(t, "R", {"f": "f"})[0] for t in (people, merged))
+    top, said = keep_imports(merged, "R", top_m, [top_p])
+    assert [u.key for u in top][:3] == ["docstring", "import torch", "import os"] and said[0].code == "ONP4508"
+    assert keep_imports(people, "R", top_p, [top_p]) == (top_p, [])   # everything bound: nothing added

@@ -26,7 +26,9 @@ from .audit import runner_bases
 from omni_npu_port.port.locate import (Located, MethodSpec, locate, method_located, own_methods, port_diagnostic,
     python_lines)
 from .translation import rules_for, target_of, translate_methods
-from .merge import Hunk, code_tokens, merge_hunks, prefer_of, render, uncomment_conflicts
+from omni_npu_port.port.merge import (Hunk, code_tokens, keep_side, merge_hunks, prefer_of, render,
+    uncomment_conflicts)
+from .method import undefined_names
 from .ready import ready_findings, ready_index
 from .release import open_release, port_release
 from .release_inputs import given_sources, locate_base, release_runners, release_source
@@ -38,9 +40,9 @@ from .score import ast_similarity
 # %% auto #0
 __all__ = ['RENAME_LIKENESS', 'omni_releases', 'previous_release', 'class_methods', 'body_likeness', 'pair_methods',
            'MethodUpdate', 'count_new', 'merge_method', 'decide_method', 'Unit', 'cut_units', 'module_units',
-           'imported_names', 'merge_units', 'place_methods', 'Inherited', 'derives_from', 'RunnerSides',
-           'update_runner', 'ReleaseUpdate', 'update_markdown', 'update_summary', 'write_update', 'update_runners',
-           'written_on', 'update_release']
+           'imported_names', 'merge_units', 'place_methods', 'Inherited', 'derives_from', 'RunnerSides', 'assemble',
+           'keep_imports', 'update_runner', 'ReleaseUpdate', 'update_markdown', 'update_summary', 'write_update',
+           'update_runners', 'written_on', 'update_release']
 
 # %% ../../nbs/port/update_release.ipynb #bdef9fd3
 _NB = "port/update_release.ipynb"
@@ -70,6 +72,9 @@ register(
          "does not "
          "parse or lacks the runner class: the new port is written for this runner as it is", "warning",
          "fix the module the message names, or merge this runner by hand", _NB, "port"),
+    Code("ONP4508", "update-import-kept", "update: the carried code reads a name only an import of a side binds, which "
+         "the merge of the module's statements dropped: that import is kept", "info",
+         "check that the import still resolves on the new stack", _NB, "port"),
 )
 
 # %% ../../nbs/port/update_release.ipynb #c68bfe2f
@@ -379,7 +384,35 @@ def _conflicts_carried(code: str, diags: list, runner: str) -> list[Diagnostic]:
             for i, l in enumerate(python_lines(code)) if l.lstrip().startswith(("# <<<<<<< ONP4001", "<<<<<<<"))
             and i + 1 not in named]
 
-# %% ../../nbs/port/update_release.ipynb #fbd1dc27
+# %% ../../nbs/port/update_release.ipynb #cc314421
+def assemble(top: list[Unit], head: list[str], body: list[Unit], texts: dict, ind: str) -> tuple[list[str], dict]:
+    "The module's lines from its merged units and methods (`texts`: pair -> (lines, diagnostics)); where each starts."
+    out: list[str] = []
+    at: dict = {}
+    for u in top:
+        if u.key != "class": out += u.lines; continue
+        out += u.lines[:u.lead] + head
+        for v in body:
+            if not v.key.startswith("def "): out += v.lines; continue
+            out += v.lines[:v.lead]
+            at[v.key[4:]] = len(out)
+            out += [ind + l if l.strip() else "" for l in texts[v.key[4:]][0]]
+    return out, at
+
+def keep_imports(code: str, cls: str, top: list[Unit], sides: list[list[Unit]]) -> tuple[list[Unit], list[Diagnostic]]:
+    "The top units with the import of a side put back for each name the live code reads and nothing binds (ONP4508)."
+    missing = [d.message.rsplit("`", 2)[-2] for d in undefined_names(keep_side(code), cls)]
+    top, said = list(top), []
+    for name in missing:
+        u = next((u for side in sides for u in side if name in (imported_names(u) or ())), None)
+        if u is None or u in top: continue
+        first = 0 if top and top[0].key == "docstring" else -1   # no import yet: after the docstring
+        last = max((i for i, t in enumerate(top) if imported_names(t) is not None), default=first)
+        top.insert(last + 1, Unit(u.key, u.lines[u.lead:]))
+        said.append(port_diagnostic("ONP4508", f"{code_info('ONP4508').title}: `{name}` ({u.key[:80]})"))
+    return top, said
+
+# %% ../../nbs/port/update_release.ipynb #3fa3a010
 def update_runner(runner: str, sides: RunnerSides, prefer: str = "comment", ascend=lambda name, was: (set(), set())
                   ) -> tuple[str | None, list[Diagnostic], list[MethodUpdate]]:
     "One runner module updated: the people's changes to the previous port carried onto the new port (None: no parse)."
@@ -398,22 +431,17 @@ def update_runner(runner: str, sides: RunnerSides, prefer: str = "comment", asce
     body = place_methods(body, [k for k, (t, _) in texts.items() if t is not None], [bb, ab])
     head = ah if _same("\n".join(zh), "\n".join(bh)) else bh    # the class line: the people's, where they changed it
     ind = " " * next((len(l) - len(l.lstrip()) for u in ab for l in u.lines[u.lead:] if l.strip()), 4)
-    out: list[str] = []
-    for u in top:
-        if u.key != "class": out += u.lines; continue
-        out += u.lines[:u.lead] + head
-        for v in body:
-            if not v.key.startswith("def "): out += v.lines; continue
-            lines, ds = texts[v.key[4:]]
-            out += v.lines[:v.lead]
-            for d in ds: d.line = d.line + len(out) if d.line else None   # the method's line: the module's
-            out += [ind + l if l.strip() else "" for l in lines]
-    diags += [d for _, ds in texts.values() for d in ds]
+    out, _ = assemble(top, head, body, texts, ind)
+    top, kept = keep_imports("\n".join(out), runner, top, [bt, at, zt])
+    out, at_line = assemble(top, head, body, texts, ind)
+    for k, (_, ds) in texts.items():
+        for d in ds: d.line = d.line + at_line[k] if d.line and k in at_line else None   # the module's line
+    diags += [d for _, ds in texts.values() for d in ds] + kept
     diags += [port_diagnostic("ONP4506", f"{code_info('ONP4506').title}: {runner}: {u.key[:80]!r}") for u in c1 + c2]
     code = "\n".join(out).rstrip("\n") + "\n"
     return code, diags + _conflicts_carried(code, diags, runner), ups
 
-# %% ../../nbs/port/update_release.ipynb #3fa3a010
+# %% ../../nbs/port/update_release.ipynb #7b346cc5
 @dataclass
 class ReleaseUpdate:
     "A release updated from the previous hand port: a `ReleasePort`, the release it came from, each method's origins."
@@ -434,7 +462,7 @@ class ReleaseUpdate:
                         if self.base else None,
                 "methods": [asdict(m) for m in self.methods]}}
 
-# %% ../../nbs/port/update_release.ipynb #5ce0073b
+# %% ../../nbs/port/update_release.ipynb #a2f2222b
 _UPDATE_HEAD = ["runner", "method", "how", "was", "people", "new: GPU side", "new: vllm-ascend", "both", "conflicts"]
 
 def update_markdown(u: ReleaseUpdate) -> str:
@@ -468,7 +496,7 @@ def write_update(u: ReleaseUpdate, out: Path | str, force: bool = False) -> list
     write_atomic(out / REPORT_MD, update_markdown(u))
     return written
 
-# %% ../../nbs/port/update_release.ipynb #7b346cc5
+# %% ../../nbs/port/update_release.ipynb #0c34caf4
 def _ascend_lines(new_port: ReleasePort, base_port: ReleasePort, sources, progress, cache_dir, index):
     "`(name, was) -> (NEW's vllm-ascend method lines, PREV's)` by tokens; NEW's GPU and NPU bases, PREV's NPU base."
     nsym, gsym = runner_bases()[1][0], runner_bases()[0][0]
@@ -480,7 +508,7 @@ def _ascend_lines(new_port: ReleasePort, base_port: ReleasePort, sources, progre
         return {_key(l) for l in python_lines(m.method_source)} if m is not None else set()
     return (lambda name, was: (keys(nb_new, name), keys(nb_old, was or name))), gb_new, nb_new, nb_old
 
-# %% ../../nbs/port/update_release.ipynb #a2f2222b
+# %% ../../nbs/port/update_release.ipynb #a7521543
 def _hand_module(origin: str, dotted: str) -> tuple[str, str] | None:
     "(module text, class name) of a hand-written runner of a release, or None where it cannot be read."
     mod, _, cls = dotted.rpartition(".")
@@ -497,7 +525,7 @@ def _match(r: RunnerPort, ports: list[RunnerPort]) -> RunnerPort | None:
     "PREV's port of the same runner: the same GPU runner, else the same NPU class."
     return next((b for b in ports if b.gpu == r.gpu), None) or next((b for b in ports if b.cls == r.cls), None)
 
-# %% ../../nbs/port/update_release.ipynb #0c34caf4
+# %% ../../nbs/port/update_release.ipynb #aec61f61
 def update_runners(new_port: ReleasePort, base_port: ReleasePort, prev_origin: str, prefer: str, ascend, ix,
                    npu_bases: tuple = (None, None)) -> tuple[list, list]:
     "Every runner of the new port, updated from PREV's hand runner where PREV's port has it and PREV has one."
@@ -530,7 +558,7 @@ def update_runners(new_port: ReleasePort, base_port: ReleasePort, prev_origin: s
 
 _READY_CODES = ("ONP4420", "ONP4421", "ONP4422", "ONP4423")
 
-# %% ../../nbs/port/update_release.ipynb #aec61f61
+# %% ../../nbs/port/update_release.ipynb #02dd7027
 def written_on(prev: str, progress=None, cache_dir: Path | str = CACHE_DIR,
                index: str | None = None) -> tuple[str | None, str]:
     "`vllm-ascend==X` PREV's hand runners are most alike among its table's candidates (None: one or none), and why."
@@ -548,7 +576,7 @@ def written_on(prev: str, progress=None, cache_dir: Path | str = CACHE_DIR,
     best = max(row.vllm_ascend, key=lambda a: score[a])   # the first of equals: the table's order
     return f"vllm-ascend=={best}", "written on vllm-ascend " + ", ".join(f"{a} {s:.3f}" for a, s in score.items())
 
-# %% ../../nbs/port/update_release.ipynb #7c252172
+# %% ../../nbs/port/update_release.ipynb #674244bf
 def update_release(new: str, prev: str | None = "auto", target: str | None = None, out: Path | str | None = None,
                    sources=(), prefer: str = "comment", force: bool = False, progress=None,
                    cache_dir: Path | str = CACHE_DIR, index: str | None = None, workers: int = 1,
