@@ -152,3 +152,11 @@ def test_an_import_the_carried_code_needs_is_kept():
     top, said = keep_imports(merged, "R", top_m, [top_p])
     assert [u.key for u in top][:3] == ["docstring", "import torch", "import os"] and said[0].code == "ONP4508"
     assert keep_imports(people, "R", top_p, [top_p]) == (top_p, [])   # everything bound: nothing added
+
+
+def test_a_previous_release_that_is_not_older_is_refused_before_any_port(tmp_path, monkeypatch):
+    from omni_npu_port.port import update_release as ur
+    monkeypatch.setattr(ur, "port_release", lambda *a, **k: pytest.fail("ported before checking the releases"))
+    with pytest.raises(UsageError, match="not older than"):
+        ur.update_release(str(UPD / "omni_prev"), str(UPD / "omni_next"), target=TARGET, sources=SOURCES,
+                          cache_dir=tmp_path / "cache", index="http://127.0.0.1:9/")

@@ -593,6 +593,10 @@ def update_release(new: str, prev: str | None = "auto", target: str | None = Non
     how = "given"
     if prev in (None, "auto"):
         prev, how = previous_release(tree.version, cache_dir), f"auto: the release before {tree.version}"
+    prev_tree = open_release(prev, progress, cache_dir, index)
+    if tree.version and prev_tree.version and parse_version(prev_tree.version) >= parse_version(tree.version):
+        raise UsageError(f"--from {prev}: vLLM-Omni {prev_tree.version} is not older than {new} ({tree.version}); "
+                         "give the release the NPU copy was last brought in step in")
     kw = dict(sources=sources, prefer=inner, progress=progress, cache_dir=cache_dir, index=index, workers=workers)
     new_port = port_release(new, target, **kw)
     if prev_target is None and given_sources("vllm-ascend", sources):   # a stack given by hand: PREV's port on it too
@@ -601,7 +605,7 @@ def update_release(new: str, prev: str | None = "auto", target: str | None = Non
         prev_target, why = written_on(prev, progress, cache_dir, index)
         how += f"; {why}" if why else ""
     base_port = port_release(prev, prev_target, **kw)
-    prev_origin = str(open_release(prev, progress, cache_dir, index).origin)
+    prev_origin = str(prev_tree.origin)
     ascend, gb, nb, nb_old = _ascend_lines(new_port, base_port, sources, progress, cache_dir, index)
     runners, ups = update_runners(new_port, base_port, prev_origin, inner, ascend, ready_index(gb, nb), (nb_old, nb))
     if want == "markers":
