@@ -88,6 +88,8 @@ def test_a_peoples_edit_the_new_gpu_change_conflicts_with_parses_by_default(upda
     live = keep_side(r.code)                                 # the people's side runs, as the NPU side does in a port
     assert "self.omni_outputs.pop(req_id, self.npu_default)" in live and "pop(req_id, [])" not in live
     assert "self.omni_outputs.pop(req_id, [])" in keep_side(r.code, 1)
+    assert "self.finished = deque(scheduler_output.finished_req_ids)" in live   # the GPU change outside the conflict
+    assert "from collections import deque" in r.code and any(d.code == "ONP4508" for d in r.diagnostics)
     line = next(d.line for d in r.diagnostics if d.code == "ONP4001")
     assert r.code.splitlines()[line - 1].lstrip().startswith("# <<<<<<< ONP4001") and r.compiles and r.ready
 

@@ -41,8 +41,8 @@ from .score import ast_similarity
 __all__ = ['RENAME_LIKENESS', 'omni_releases', 'previous_release', 'class_methods', 'body_likeness', 'pair_methods',
            'MethodUpdate', 'count_new', 'merge_method', 'decide_method', 'Unit', 'cut_units', 'module_units',
            'imported_names', 'merge_units', 'place_methods', 'Inherited', 'derives_from', 'RunnerSides', 'assemble',
-           'keep_imports', 'update_runner', 'ReleaseUpdate', 'update_markdown', 'update_summary', 'write_update',
-           'update_runners', 'written_on', 'update_release']
+           'import_units', 'keep_imports', 'update_runner', 'ReleaseUpdate', 'update_markdown', 'update_summary',
+           'write_update', 'update_runners', 'written_on', 'update_release']
 
 # %% ../../nbs/port/update_release.ipynb #bdef9fd3
 _NB = "port/update_release.ipynb"
@@ -399,6 +399,14 @@ def assemble(top: list[Unit], head: list[str], body: list[Unit], texts: dict, in
             out += [ind + l if l.strip() else "" for l in texts[v.key[4:]][0]]
     return out, at
 
+def import_units(code: str) -> list[Unit]:
+    "The top-level import statements of a module, as units (none where it does not parse)."
+    try: tree = ast.parse(code)
+    except SyntaxError: return []
+    lines = python_lines(code)
+    return [Unit(" ".join(code_tokens(t)), [t]) for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))
+            for t in ["\n".join(lines[n.lineno - 1:n.end_lineno])]]
+
 def keep_imports(code: str, cls: str, top: list[Unit], sides: list[list[Unit]]) -> tuple[list[Unit], list[Diagnostic]]:
     "The top units with the import of a side put back for each name the live code reads and nothing binds (ONP4508)."
     missing = [d.message.rsplit("`", 2)[-2] for d in undefined_names(keep_side(code), cls)]
@@ -432,7 +440,8 @@ def update_runner(runner: str, sides: RunnerSides, prefer: str = "comment", asce
     head = ah if _same("\n".join(zh), "\n".join(bh)) else bh    # the class line: the people's, where they changed it
     ind = " " * next((len(l) - len(l.lstrip()) for u in ab for l in u.lines[u.lead:] if l.strip()), 4)
     out, _ = assemble(top, head, body, texts, ind)
-    top, kept = keep_imports("\n".join(out), runner, top, [bt, at, zt])
+    gpu_imports = [import_units(g.cls.module_text) for g in sides.gpu[::-1] if g is not None]   # inherited texts' own
+    top, kept = keep_imports("\n".join(out), runner, top, [bt, at, zt, *gpu_imports])
     out, at_line = assemble(top, head, body, texts, ind)
     for k, (_, ds) in texts.items():
         for d in ds: d.line = d.line + at_line[k] if d.line and k in at_line else None   # the module's line
