@@ -162,3 +162,13 @@ def test_a_previous_release_that_is_not_older_is_refused_before_any_port(tmp_pat
     with pytest.raises(UsageError, match="not older than"):
         ur.update_release(str(UPD / "omni_prev"), str(UPD / "omni_next"), target=TARGET, sources=SOURCES,
                           cache_dir=tmp_path / "cache", index="http://127.0.0.1:9/")
+
+
+def test_an_import_kept_from_a_gpu_module_keeps_the_modules_line_numbers():
+    "A multi-line import put back is one line per line: diagnostics after it still name their lines."
+    from omni_npu_port.port.update_release import import_units, keep_imports, module_units
+    gpu = "from collections.abc import (\n    Callable,\n    Sequence,\n)\n\n\nclass G:\n    pass\n"
+    merged = "import torch\n\n\nclass R:\n    def f(self, ids):\n        return isinstance(ids, Sequence)\n"
+    top, said = keep_imports(merged, "R", module_units(merged, "R", {"f": "f"})[0], [import_units(gpu)])
+    added = next(u for u in top if "Sequence" in u.key)
+    assert added.lines == ["from collections.abc import (", "    Callable,", "    Sequence,", ")"] and said

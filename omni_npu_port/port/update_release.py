@@ -404,8 +404,9 @@ def import_units(code: str) -> list[Unit]:
     try: tree = ast.parse(code)
     except SyntaxError: return []
     lines = python_lines(code)
-    return [Unit(" ".join(code_tokens(t)), [t]) for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))
-            for t in ["\n".join(lines[n.lineno - 1:n.end_lineno])]]
+    imports = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    return [Unit(" ".join(code_tokens("\n".join(ls))), ls)   # a line per line: the module's line numbers hold
+            for n in imports for ls in [lines[n.lineno - 1:n.end_lineno]]]
 
 def keep_imports(code: str, cls: str, top: list[Unit], sides: list[list[Unit]]) -> tuple[list[Unit], list[Diagnostic]]:
     "The top units with the import of a side put back for each name the live code reads and nothing binds (ONP4508)."
