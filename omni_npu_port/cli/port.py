@@ -49,7 +49,8 @@ _RETIRED = ("update", "prev_gpu", "prev_npu", "gpu_base_old", "npu_base_old", "f
 
 def _add_update_options(ap: argparse.ArgumentParser):
     "`--update` and its options, kept only to answer with the command that replaced them (exit 2)."
-    for o in ("--prev-gpu", "--prev-npu", "--gpu-base-old", "--npu-base-old"): ap.add_argument(o, help=argparse.SUPPRESS)
+    for o in ("--prev-gpu", "--prev-npu", "--gpu-base-old", "--npu-base-old"):
+        ap.add_argument(o, help=argparse.SUPPRESS)
     for o in ("--update", "--fence"): ap.add_argument(o, action="store_true", help=argparse.SUPPRESS)
 
 
@@ -82,8 +83,9 @@ def _add_how_options(ap: argparse.ArgumentParser):
 def configure(ap: argparse.ArgumentParser) -> None:
     "The options of `omni-npu-port port`."
     ap.description = ("Port an omni GPU method (or every omni override of a class) onto vllm-ascend's NPU runner by a "
-        "three-way merge: NPU base + (omni GPU − GPU base), translated, fenced by ----Omni-new---- comments. With --release: "
-        "every runner class of a vLLM-Omni release; with --release NEW --from PREV: updated from PREV's hand-written runners.")
+        "three-way merge: NPU base + (omni GPU − GPU base), translated, fenced by ----Omni-new---- comments. "
+        "With --release: every runner class of a vLLM-Omni release; with --release NEW --from PREV: updated from "
+        "PREV's hand-written runners.")
     _add_port_specs(ap)
     _add_release_options(ap)
     _add_update_options(ap)
@@ -98,9 +100,10 @@ def _add_release_options(ap: argparse.ArgumentParser):
                     "sdist or checkout) onto the vllm-ascend it pairs with; -o is then a folder (default npu-port-<version>)")
     ap.add_argument("--history", nargs="*", metavar="VERSION", help="--release: older vllm releases the omni copy may lag "
                     "behind (default: the catalog's choice; give none for no history)")
-    ap.add_argument("--from", dest="from_release", nargs="?", const="auto", metavar="PREV", help="--release: update "
-                    "from PREV's hand-written NPU runners (a version, wheel, sdist or checkout; no value or `auto`: the "
-                    "release before OMNI): what the people changed on the tool's port of PREV is carried onto OMNI's port")
+    ap.add_argument("--from", dest="from_release", nargs="?", const="auto", metavar="PREV", help="--release: "
+                    "update from PREV's hand-written NPU runners (a version, wheel, sdist or checkout; no value or "
+                    "`auto`: the release before OMNI): what the people changed on the tool's port of PREV is carried "
+                    "onto OMNI's port")
     ap.add_argument("-j", "--jobs", type=int, default=None, metavar="N", help="--release: runners ported in N processes "
                     "(default: one per CPU)")
 
@@ -109,7 +112,8 @@ def check_options(args: argparse.Namespace) -> None:
     "Raise a UsageError for options that do not go together (before any source is read)."
     if any(getattr(args, o, None) for o in _RETIRED): raise UsageError(RETIRED_UPDATE)
     if getattr(args, "release", None): return check_release_options(args)
-    if getattr(args, "from_release", None): raise UsageError("--from goes with --release: port --release NEW --from PREV")
+    if getattr(args, "from_release", None):
+        raise UsageError("--from goes with --release: port --release NEW --from PREV")
     if getattr(args, "history", None) is not None or getattr(args, "jobs", None) is not None:
         raise UsageError("--history and -j go with --release")
     if not args.gpu_omni: raise UsageError("the following arguments are required: --gpu-omni")
@@ -128,7 +132,8 @@ def check_release_options(args: argparse.Namespace) -> None:
     bad = [f"--{o.replace('_', '-')}".replace("--whole-class", "--class") for o in _NOT_WITH_RELEASE if getattr(args, o, None)]
     bad += [f"--super {args.super_style}"] if args.super_style != "auto" else []
     if bad: raise UsageError(f"--release finds its inputs and ports every runner itself: {', '.join(bad)} do(es) not go with it")
-    if args.from_release and args.history is not None: raise UsageError("--history does not go with --from (each release's own)")
+    if args.from_release and args.history is not None:
+        raise UsageError("--history does not go with --from (each release's own)")
     if args.jobs is not None and args.jobs < 1: raise UsageError(f"-j {args.jobs}: give 1 or more")
     out = Path(args.output) if args.output else None
     if out and out.exists() and not out.is_dir(): raise UsageError(f"-o {out}: exists and is not a folder; --release writes a folder")
@@ -225,13 +230,15 @@ def run_release(args: argparse.Namespace) -> int:
         if args.from_release:
             upd = update_release(args.release, args.from_release, args.target, prefer=opts.prefer.value, **kw)
             res = upd.port
-        else: res = port_release(args.release, history="auto" if args.history is None else args.history, options=opts, **kw)
+        else: res = port_release(args.release, history="auto" if args.history is None else args.history,
+                                 options=opts, **kw)
     finally: say.close()   # a download cut short leaves no bar running
     origin = "--target" if args.target else f"inferred from the source: vLLM-Omni {res.omni}"
     say(f"target vllm-ascend {res.vllm_ascend} ({origin}): GPU base vllm {res.vllm} ({res.pairing.evidence})")
     written = res.written
     if args.json: print(json.dumps((upd or res).to_json(), indent=2))
-    else: print("\n".join(release_summary(res) + (update_summary(upd) if upd else []) + [f"wrote {w}" for w in written]))
+    else: print("\n".join(release_summary(res) + (update_summary(upd) if upd else []) +
+                          [f"wrote {w}" for w in written]))
     for d in res.diagnostics:   # an input it could not read is said on stderr too, one line each, whatever the format
         if d.severity == "error": print(f"omni-npu-port port: {d}", file=sys.stderr)
     clean = (not res.conflicts and not res.lost and all(r.compiles_npu_side for r in res.runners) and res.ready   # compiles is not ready
