@@ -26,42 +26,36 @@ from ..port.ready import ready_index
 from ..port.method import DEFAULT_PREFER, PortOptions, PortResult, port_method
 from ..port.classes import port_class
 from ..port.release import DEFAULT_OUT, REPORT_JSON, port_release, release_summary
-from ..port.update import update_class, update_method
+from ..port.update_release import update_release, update_summary
 from ..port.translation import port_target
 from ..port.score import Score, score_gaps, score_result
 
 DESCRIPTION = "three-way port of omni methods onto vllm-ascend's NPUModelRunner"
 
 # %% auto #0
-__all__ = ['DESCRIPTION', 'configure', 'check_options', 'check_release_options', 'check_output', 'say_target', 'run_update',
+__all__ = ['DESCRIPTION', 'RETIRED_UPDATE', 'configure', 'check_options', 'check_release_options', 'check_output', 'say_target',
            'run_port', 'run', 'run_release', 'diagnostic_json', 'score_lines', 'write_result']
 
 # %% ../../nbs/cli/port.ipynb #18c66c80
 def _add_port_specs(ap: argparse.ArgumentParser):
     "The three sources of a port (and the hand copy to score against)."
-    ap.add_argument("--gpu-base", metavar="SPEC", help="vllm's method: SOURCE:GPUModelRunner.m (with --update: the new "
-                    "release's, optional, with --gpu-base-old)")
+    ap.add_argument("--gpu-base", metavar="SPEC", help="vllm's method: SOURCE:GPUModelRunner.m")
     ap.add_argument("--gpu-omni", metavar="SPEC", help="the omni GPU method: SOURCE:OmniGPUModelRunner.m (required)")
-    ap.add_argument("--npu-base", metavar="SPEC", help="vllm-ascend's method: SOURCE:NPUModelRunner.m (with --update: "
-                    "the new release's, optional, with --npu-base-old)")
+    ap.add_argument("--npu-base", metavar="SPEC", help="vllm-ascend's method: SOURCE:NPUModelRunner.m")
     ap.add_argument("--against", metavar="SPEC", help="score the port against a hand-written NPU method "
                     "(SOURCE:OmniNPUModelRunner.m; with --class, a class: each method it defines): similarity as text "
                     "and as code, and the ceiling the inputs' prose sets")
 
+RETIRED_UPDATE = ("--update is retired: update a whole release from its previous hand port with `omni-npu-port port "
+                  "--release NEW --from PREV` (--from alone: the release before NEW), which finds every input itself")
+_RETIRED = ("update", "prev_gpu", "prev_npu", "gpu_base_old", "npu_base_old", "fence")
+
 def _add_update_options(ap: argparse.ArgumentParser):
-    "`--update` and the options only it takes."
-    ap.add_argument("--update", action="store_true", help="carry a previous NPU port forward: merge the omni GPU "
-                    "method's change since --prev-gpu into --prev-npu")
-    ap.add_argument("--prev-gpu", metavar="SPEC", help="--update: the previous release's omni GPU method "
-                    "(SOURCE:OmniGPUModelRunner.m)")
-    ap.add_argument("--prev-npu", metavar="SPEC", help="--update: the previous release's NPU method "
-                    "(SOURCE:OmniNPUModelRunner.m)")
-    ap.add_argument("--gpu-base-old", metavar="SPEC", help="--update: vllm's GPUModelRunner.m of the previous release; with "
-                    "--gpu-base (the new release's), vllm's own change is taken out of the GPU side's change")
-    ap.add_argument("--npu-base-old", metavar="SPEC", help="--update: the vllm-ascend method the previous NPU method was "
-                    "written on; with --npu-base, vllm-ascend's change is folded in too")
-    ap.add_argument("--fence", action="store_true", help="--update: fence the GPU side's additions by ----Omni-new---- "
-                    "comments (outside blocks the previous NPU method fences already); the hand-made runners do not")
+    "`--update` and its options, kept only to answer with the command that replaced them (exit 2)."
+    for o in ("--prev-gpu", "--prev-npu", "--gpu-base-old", "--npu-base-old"):
+        ap.add_argument(o, help=argparse.SUPPRESS)
+    for o in ("--update", "--fence"): ap.add_argument(o, action="store_true", help=argparse.SUPPRESS)
+
 
 # %% ../../nbs/cli/port.ipynb #5770bb20
 def _add_how_options(ap: argparse.ArgumentParser):
@@ -92,8 +86,9 @@ def _add_how_options(ap: argparse.ArgumentParser):
 def configure(ap: argparse.ArgumentParser) -> None:
     "The options of `omni-npu-port port`."
     ap.description = ("Port an omni GPU method (or every omni override of a class) onto vllm-ascend's NPU runner by a "
-        "three-way merge: NPU base + (omni GPU − GPU base), translated, fenced by ----Omni-new---- comments. With --update: "
-        "carry the previous release's NPU method forward instead: previous NPU method + (omni GPU − previous omni GPU).")
+        "three-way merge: NPU base + (omni GPU − GPU base), translated, fenced by ----Omni-new---- comments. "
+        "With --release: every runner class of a vLLM-Omni release; with --release NEW --from PREV: updated from "
+        "PREV's hand-written runners.")
     _add_port_specs(ap)
     _add_release_options(ap)
     _add_update_options(ap)
@@ -108,47 +103,40 @@ def _add_release_options(ap: argparse.ArgumentParser):
                     "sdist or checkout) onto the vllm-ascend it pairs with; -o is then a folder (default npu-port-<version>)")
     ap.add_argument("--history", nargs="*", metavar="VERSION", help="--release: older vllm releases the omni copy may lag "
                     "behind (default: the catalog's choice; give none for no history)")
+    ap.add_argument("--from", dest="from_release", nargs="?", const="auto", metavar="PREV", help="--release: "
+                    "update from PREV's hand-written NPU runners (a version, wheel, sdist or checkout; no value or "
+                    "`auto`: the release before OMNI): what the people changed on the tool's port of PREV is carried "
+                    "onto OMNI's port")
     ap.add_argument("-j", "--jobs", type=int, default=None, metavar="N", help="--release: runners ported in N processes "
                     "(default: one per CPU)")
 
 # %% ../../nbs/cli/port.ipynb #2e8aec44
 def check_options(args: argparse.Namespace) -> None:
     "Raise a UsageError for options that do not go together (before any source is read)."
+    if any(getattr(args, o, None) for o in _RETIRED): raise UsageError(RETIRED_UPDATE)
     if getattr(args, "release", None): return check_release_options(args)
+    if getattr(args, "from_release", None):
+        raise UsageError("--from goes with --release: port --release NEW --from PREV")
     if getattr(args, "history", None) is not None or getattr(args, "jobs", None) is not None:
         raise UsageError("--history and -j go with --release")
     if not args.gpu_omni: raise UsageError("the following arguments are required: --gpu-omni")
     if args.output: check_output(args)
     if args.line_length is not None and (args.line_length <= 0 or not args.format):
         raise UsageError(f"--line-length {args.line_length}: give a positive length, with --format ruff")
-    if args.update:
-        missing = [o for o, v in (("--prev-gpu", args.prev_gpu), ("--prev-npu", args.prev_npu)) if not v]
-        if missing: raise UsageError(f"--update needs {' and '.join(missing)} (the previous release's omni GPU and NPU methods)")
-        if args.gpu_history:
-            raise UsageError("--update does not use --gpu-history; give --prev-gpu, --prev-npu and --gpu-omni")
-        if args.source or args.into: raise UsageError("--source and --into go with a port, not with --update")
-        if bool(args.gpu_base_old) != bool(args.gpu_base):
-            raise UsageError("--update: give --gpu-base-old and --gpu-base together (vllm's old and new GPUModelRunner method), "
-                             "or neither")
-        if bool(args.npu_base_old) != bool(args.npu_base):
-            raise UsageError("--update: give --npu-base-old and --npu-base together (vllm-ascend's old and new method), or neither")
-    else:
-        extra = [o for o, v in (("--prev-gpu", args.prev_gpu), ("--prev-npu", args.prev_npu),
-                                ("--npu-base-old", args.npu_base_old), ("--gpu-base-old", args.gpu_base_old)) if v]
-        if args.fence: extra.append("--fence")
-        if extra: raise UsageError(f"{', '.join(extra)} only go with --update")
-        missing = [o for o, v in (("--gpu-base", args.gpu_base), ("--npu-base", args.npu_base)) if not v]
-        if missing: raise UsageError(f"give {' and '.join(missing)} (or --update with --prev-gpu and --prev-npu)")
+    missing = [o for o, v in (("--gpu-base", args.gpu_base), ("--npu-base", args.npu_base)) if not v]
+    if missing: raise UsageError(f"give {' and '.join(missing)} (or --release NEW --from PREV for a whole release)")
 
 # %% ../../nbs/cli/port.ipynb #17faadaa
 _NOT_WITH_RELEASE = ("gpu_base", "gpu_omni", "npu_base", "against", "prev_gpu", "prev_npu", "gpu_base_old", "npu_base_old", "into",
-                     "class_name", "gpu_history", "whole_class", "update", "fence", "format", "line_length")
+                     "class_name", "gpu_history", "whole_class", "format", "line_length")
 
 def check_release_options(args: argparse.Namespace) -> None:
     "A UsageError for options `--release` does not take, an `-o` that is not a folder, a report already there without --force."
     bad = [f"--{o.replace('_', '-')}".replace("--whole-class", "--class") for o in _NOT_WITH_RELEASE if getattr(args, o, None)]
     bad += [f"--super {args.super_style}"] if args.super_style != "auto" else []
     if bad: raise UsageError(f"--release finds its inputs and ports every runner itself: {', '.join(bad)} do(es) not go with it")
+    if args.from_release and args.history is not None:
+        raise UsageError("--history does not go with --from (each release's own)")
     if args.jobs is not None and args.jobs < 1: raise UsageError(f"-j {args.jobs}: give 1 or more")
     out = Path(args.output) if args.output else None
     if out and out.exists() and not out.is_dir(): raise UsageError(f"-o {out}: exists and is not a folder; --release writes a folder")
@@ -184,19 +172,6 @@ def say_target(args, npu_base: Located | None) -> None:
 def _no_methods(specs, what: str = "") -> None:
     if any(parse_spec(s, False).method for s in specs if s):
         raise PortError(f"--class takes SOURCE:Class specs, without a method{what}")
-
-def run_update(args: argparse.Namespace, need: bool) -> tuple[PortResult, list[Located]]:
-    "`--update`: the previous NPU method (or class) carried forward; its inputs, for scoring."
-    _no_methods([args.prev_gpu, args.prev_npu, args.gpu_omni, args.npu_base_old, args.npu_base, args.gpu_base_old,
-                 args.gpu_base] if args.whole_class else [])
-    pg, pn, go = (locate(s, need) for s in (args.prev_gpu, args.prev_npu, args.gpu_omni))
-    nbo, nb = ((locate(args.npu_base_old, need), locate(args.npu_base, need)) if args.npu_base else (None, None))
-    gbo, gb = ((locate(args.gpu_base_old, need), locate(args.gpu_base, need)) if args.gpu_base else (None, None))
-    fn = update_class if args.whole_class else update_method
-    opts = PortOptions(prefer=args.prefer or DEFAULT_PREFER["update"], target=args.target, fence=args.fence,
-                       format=args.format, line_length=args.line_length)
-    res = fn(pg, pn, go, nbo, nb, gpu_base_old=gbo, gpu_base=gb, options=opts)
-    return res, [pg, pn, go]
 
 def _class_at(spec: str, extra: list[str]) -> Located:
     "The class a spec names (its method, if any, left out), its bases resolved across `extra` sources too."
@@ -243,8 +218,8 @@ def run(args: argparse.Namespace) -> int:
     need = not args.whole_class
     if args.against and args.whole_class: _no_methods([args.against], " (--against too)")
     hand = locate(args.against, need) if args.against else None
-    res, inputs = run_update(args, need) if args.update else run_port(args, need)
-    say_target(args, inputs[2] if not args.update else locate(args.npu_base, False) if args.npu_base else None)
+    res, inputs = run_port(args, need)
+    say_target(args, inputs[2])
     if hand is None: return write_result(res, args)
     scores = score_result(res, hand, inputs)
     res.diagnostics += score_gaps(res, hand, scores)   # no score is never silent: ONP4023 says why
@@ -255,15 +230,21 @@ def run_release(args: argparse.Namespace) -> int:
     "`port --release OMNI`: every runner class of the release ported and written with its report; 0 clean, 1 otherwise."
     say = StderrProgress()   # the library reports lines and download steps; this draws them
     opts = PortOptions(prefer=args.prefer or DEFAULT_PREFER["release"], target=args.target)
-    try: res = port_release(args.release, history="auto" if args.history is None else args.history, options=opts,
-                            sources=args.source, progress=say, force=args.force,
-                            workers=args.jobs or os.cpu_count() or 1, out=args.output or DEFAULT_OUT)   # out checked first
+    upd, kw = None, dict(sources=args.source, progress=say, force=args.force, workers=args.jobs or os.cpu_count() or 1,
+                         out=args.output or DEFAULT_OUT)   # out checked first
+    try:
+        if args.from_release:
+            upd = update_release(args.release, args.from_release, args.target, prefer=opts.prefer.value, **kw)
+            res = upd.port
+        else: res = port_release(args.release, history="auto" if args.history is None else args.history,
+                                 options=opts, **kw)
     finally: say.close()   # a download cut short leaves no bar running
     origin = "--target" if args.target else f"inferred from the source: vLLM-Omni {res.omni}"
     say(f"target vllm-ascend {res.vllm_ascend} ({origin}): GPU base vllm {res.vllm} ({res.pairing.evidence})")
     written = res.written
-    if args.json: print(json.dumps(res.to_json(), indent=2))
-    else: print("\n".join(release_summary(res) + [f"wrote {w}" for w in written]))
+    if args.json: print(json.dumps((upd or res).to_json(), indent=2))
+    else: print("\n".join(release_summary(res) + (update_summary(upd) if upd else []) +
+                          [f"wrote {w}" for w in written]))
     for d in res.diagnostics:   # an input it could not read is said on stderr too, one line each, whatever the format
         if d.severity == "error": print(f"omni-npu-port port: {d}", file=sys.stderr)
     clean = (not res.conflicts and not res.lost and all(r.compiles_npu_side for r in res.runners) and res.ready   # compiles is not ready

@@ -68,7 +68,7 @@ SIDEBAR = (   # the reader's groups: start here, the patterns, the device runtim
     ("Runtime", ("runtime/platform", "runtime/*", "bench/talker_mtp", "bench/graph_runner", "bench/harness", "bench/result",
                  "bench/*", "cli/bench", "cli/kernel")),
     ("Tools", ("translate/engine", "translate/run", "cli/translate", "port/port", "port/classes", "port/release",
-               "port/release_inputs", "port/release_checks", "port/release_report",
+               "port/release_inputs", "port/release_checks", "port/release_report", "port/update_release",
                "port/update", "cli/port", "port/audit", "cli/audit", "sources/doctor", "cli/doctor", "results/*")),
     ("Reference", ("docs/codes", "core/diagnostics", "core/findings", "core/profile", "core/errors", "core/io", "core/*",
                    "sources/readers", "sources/symbols", "sources/fetch", "sources/conformance", "sources/*",

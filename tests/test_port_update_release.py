@@ -1,0 +1,174 @@
+"""Issue 32: a release updated from the previous hand port (`port --release NEW --from PREV`), on the fixture stack
+tests/fixtures/update (written for these tests; see its files' docstrings for what each side changed)."""
+import ast
+import contextlib
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from omni_npu_port.core.errors import UsageError
+from omni_npu_port.port.merge import keep_side
+from omni_npu_port.port.update_release import (REPORT_JSON, REPORT_MD, MethodUpdate, Unit, decide_method, merge_units,
+                                               pair_methods, previous_release, update_release)
+
+FIX = Path(__file__).parent / "fixtures"
+STACK, UPD = FIX / "generalize" / "stack", FIX / "update"
+SOURCES = (str(STACK / "vllm"), str(STACK / "vllm_ascend"))
+TARGET = "vllm-ascend==0.18.0"
+
+
+def run_update(tmp, **kw):
+    "The fixture update: nothing fetched (an empty cache, an index nobody answers)."
+    return update_release(str(UPD / "omni_next"), str(UPD / "omni_prev"), target=TARGET, sources=SOURCES,
+                          cache_dir=tmp / "cache", index="http://127.0.0.1:9/", **kw)
+
+
+@pytest.fixture(scope="module")
+def updated(tmp_path_factory):
+    u = run_update(tmp_path_factory.mktemp("upd"))
+    return u, u.port.runners[0], {m.name: m for m in u.methods}
+
+
+def test_a_peoples_edit_and_the_new_gpu_change_both_land(updated):
+    u, r, m = updated
+    assert "self.npu_warmup(num_tokens)" in r.code and "self.last_num_tokens = num_tokens" in r.code
+    assert m["_dummy_run"].how == "merged" and m["_dummy_run"].people >= 1 and m["_dummy_run"].gpu >= 1
+    assert m["_dummy_run"].conflicts == 0
+    # the conflict both ports have in _dummy_run, which the people resolved, does not come back
+    dummy = r.code[r.code.index("def _dummy_run"):r.code.index("def npu_warmup")]
+    assert "ONP4001" not in dummy and "set_forward_context(" not in dummy
+    assert u.base.conflicts >= 1 and u.fresh.conflicts >= 1
+
+
+def test_a_rename_is_paired_by_body_and_keeps_the_peoples_edit(updated):
+    u, r, m = updated
+    assert "def _run_generation_model(self, ids):" in r.code and "def _run_generation(" not in r.code
+    assert "outputs.to(torch.float32)" in r.code and "self.generated_steps += 1" in r.code
+    assert m["_run_generation_model"].was == "_run_generation"
+    assert any(d.code == "ONP4502" and "_run_generation_model" in d.message for d in r.diagnostics)
+
+
+def test_unrelated_bodies_are_never_taken_for_a_rename():
+    base = {"f": "def f(self, x):\n    a = self.model(x)\n    b = a + 1\n    return b\n"}
+    new = {"g": "def g(self):\n    for k in self.requests:\n        self.cache.pop(k)\n    raise ValueError('no')\n"}
+    rows = pair_methods(base, new, dict(base))
+    assert rows == {"f": ["f", None, "f"], "g": [None, "g", None]}
+
+
+def test_methods_added_and_removed_on_each_side(updated):
+    u, r, m = updated
+    assert "def npu_warmup" in r.code and "NPU_WARMUP_STEPS = 2" in r.code and m["npu_warmup"].how == "people-added"
+    assert "def new_feature" in r.code and "torch.npu.Event()" in r.code and m["new_feature"].how == "new-port"
+    assert "def stream_outputs" not in r.code and m["stream_outputs"].how == "removed-by-people"
+    assert "def old_helper" not in r.code and m["old_helper"].how == "removed-by-new"
+    assert "def profile_hook" not in r.code and m["profile_hook"].how == "removed-by-people"
+    codes = {(d.code, d.where) for d in r.diagnostics}
+    assert ("ONP4503", "profile_hook") in codes                  # removed by the people, changed by the new port
+    assert ("ONP4503", "stream_outputs") not in codes and ("ONP4504", "old_helper") not in codes   # nothing to say
+    assert "def __init__" not in r.code   # inherited by every side: never written
+
+
+def test_a_method_the_new_port_drops_but_the_people_edited_is_kept():
+    base = "def f(self):\n    return torch.npu.current_stream()\n"
+    edited = "def f(self):\n    stream = torch.npu.current_stream()\n    return stream\n"
+    m = MethodUpdate("R", "f", "")
+    lines, diags = decide_method(m, base, None, edited, ("people", "new"), "comment", (set(), set()))
+    assert m.how == "kept-by-people" and diags[0].code == "ONP4504"
+    assert "    stream = torch.npu.current_stream()" in lines
+    m = MethodUpdate("R", "f", "")
+    assert decide_method(m, base, None, base, ("people", "new"), "comment", (set(), set())) == (None, [])
+
+
+def test_a_peoples_edit_the_new_gpu_change_conflicts_with_parses_by_default(updated):
+    u, r, m = updated
+    assert u.conflicts == 1 and m["_update_states"].conflicts == 1 and m["_update_states"].how == "merged-inherited"
+    ast.parse(r.code)                                        # the default form parses: the new port's side as comments
+    live = keep_side(r.code)                                 # the people's side runs, as the NPU side does in a port
+    assert "self.omni_outputs.pop(req_id, self.npu_default)" in live and "pop(req_id, [])" not in live
+    assert "self.omni_outputs.pop(req_id, [])" in keep_side(r.code, 1)
+    assert "self.finished = deque(scheduler_output.finished_req_ids)" in live   # the GPU change outside the conflict
+    assert "from collections import deque" in r.code and any(d.code == "ONP4508" for d in r.diagnostics)
+    line = next(d.line for d in r.diagnostics if d.code == "ONP4001")
+    assert r.code.splitlines()[line - 1].lstrip().startswith("# <<<<<<< ONP4001") and r.compiles and r.ready
+
+
+def test_prefer_markers_writes_git_markers(tmp_path):
+    u = run_update(tmp_path, prefer="markers")
+    code = u.port.runners[0].code
+    assert u.conflicts == 1 and "\n<<<<<<< " in code and not u.port.runners[0].compiles
+    ast.parse(keep_side(code)); ast.parse(keep_side(code, 1))
+
+
+def test_the_report_says_where_each_methods_lines_came_from(tmp_path):
+    out = tmp_path / "out"
+    u = run_update(tmp_path, out=out)
+    doc = json.loads((out / REPORT_JSON).read_text())
+    assert doc["update"]["from"] == "0.18.0" and doc["vllm_omni"] == "0.20.0" and doc["summary"]["conflicts"] == 1
+    rows = {m["name"]: m for m in doc["update"]["methods"]}
+    assert rows["_dummy_run"]["people"] >= 1 and rows["_dummy_run"]["gpu"] >= 1 and rows["npu_warmup"]["people"] == 3
+    md = (out / REPORT_MD).read_text()
+    assert "updated from 0.18.0" in md and "## Update from 0.18.0" in md
+    assert "| OmniNPUModelRunner | _dummy_run | merged |" in md
+    assert (out / u.port.runners[0].path).read_text() == u.port.runners[0].code
+    with pytest.raises(Exception, match="--force"):
+        run_update(tmp_path, out=out)   # an earlier report is never overwritten without force
+
+
+def test_module_statements_merge_and_imports_are_not_made_twice():
+    u = lambda k, text=None: Unit(k, [text or k])
+    got, clash = merge_units([u("import a"), u("class")], [u("from x import A"), u("import b"), u("class")],
+                             [u("import a"), u("from y import A"), u("class")])
+    keys = [x.key for x in got]
+    assert "import b" in keys and "from x import A" not in keys and keys[-1] == "class" and clash == []
+
+
+def test_from_auto_picks_the_release_before(tmp_path):
+    assert previous_release("0.20.0", tmp_path) == "0.18.0"
+    (tmp_path / "vllm_omni-0.19.0-py3-none-any.whl").write_bytes(b"")   # a cached release the table lacks counts too
+    assert previous_release("0.20.0", tmp_path) == "0.19.0"
+    for v in ("0.14.0", None):
+        with pytest.raises(UsageError, match="--from"):
+            previous_release(v, tmp_path)
+
+
+def test_cli_release_from(tmp_path):
+    from omni_npu_port.cli.main import main
+    out = tmp_path / "npu"
+    args = ["port", "--release", str(UPD / "omni_next"), "--from", str(UPD / "omni_prev"), "--target", TARGET,
+            "--source", *SOURCES, "-o", str(out)]
+    with contextlib.redirect_stdout(o := io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        rc = main(args)
+    assert rc == 1 and "updated from vLLM-Omni 0.18.0 (given" in o.getvalue() and (out / REPORT_JSON).is_file()
+    with contextlib.redirect_stderr(e := io.StringIO()):
+        assert main(["port", "--from", "0.18.0"]) == 2
+    assert "--from goes with --release" in e.getvalue()
+
+
+def test_an_import_the_carried_code_needs_is_kept():
+    from omni_npu_port.port.update_release import keep_imports, module_units
+    people = '"doc"\nimport os\nimport torch\n\n\nclass R:\n    def f(self):\n        return os.getcwd()\n'
+    merged = '"doc"\nimport torch\n\n\nclass R:\n    def f(self):\n        return os.getcwd()\n'   # `import os` dropped
+    top_p, top_m = (module_units(t, "R", {"f": "f"})[0] for t in (people, merged))
+    top, said = keep_imports(merged, "R", top_m, [top_p])
+    assert [u.key for u in top][:3] == ["docstring", "import torch", "import os"] and said[0].code == "ONP4508"
+    assert keep_imports(people, "R", top_p, [top_p]) == (top_p, [])   # everything bound: nothing added
+
+
+def test_a_previous_release_that_is_not_older_is_refused_before_any_port(tmp_path, monkeypatch):
+    from omni_npu_port.port import update_release as ur
+    monkeypatch.setattr(ur, "port_release", lambda *a, **k: pytest.fail("ported before checking the releases"))
+    with pytest.raises(UsageError, match="not older than"):
+        ur.update_release(str(UPD / "omni_prev"), str(UPD / "omni_next"), target=TARGET, sources=SOURCES,
+                          cache_dir=tmp_path / "cache", index="http://127.0.0.1:9/")
+
+
+def test_an_import_kept_from_a_gpu_module_keeps_the_modules_line_numbers():
+    "A multi-line import put back is one line per line: diagnostics after it still name their lines."
+    from omni_npu_port.port.update_release import import_units, keep_imports, module_units
+    gpu = "from collections.abc import (\n    Callable,\n    Sequence,\n)\n\n\nclass G:\n    pass\n"
+    merged = "import torch\n\n\nclass R:\n    def f(self, ids):\n        return isinstance(ids, Sequence)\n"
+    top, said = keep_imports(merged, "R", module_units(merged, "R", {"f": "f"})[0], [import_units(gpu)])
+    added = next(u for u in top if "Sequence" in u.key)
+    assert added.lines == ["from collections.abc import (", "    Callable,", "    Sequence,", ")"] and said
