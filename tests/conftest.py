@@ -56,14 +56,3 @@ def pytest_unconfigure(config):
     import gc
     gc.freeze()
 
-
-def pytest_sessionfinish(session, exitstatus):
-    "After a whole-suite run (no -k, -m, file or node selection), record its test count: the README states it (docs.site.readme_figures)."
-    args = session.config.invocation_params.args
-    picked = any(a.startswith(("-k", "-m", "--lf", "--last-failed", "--deselect")) or a.endswith(".py") or "::" in a
-                 or ("tests/" in a and a.rstrip("/") != "tests") for a in args)
-    if picked or not session.testscollected or getattr(session.config, "cache", None) is None: return
-    import datetime
-    session.config.cache.set("omni-npu-port/last-run", {
-        "tests": session.testscollected, "failed": session.testsfailed, "exit": int(exitstatus),
-        "when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")})

@@ -1,5 +1,6 @@
 """The library, the notebooks, the docs config and the README agree: nothing generated is stale."""
 import filecmp
+import os
 import re
 import shutil
 import subprocess
@@ -122,3 +123,38 @@ def test_saved_catalog_tables_are_current():
             if got != [want]: stale.append(f"{nb.name} cell {i}: {src}")
     assert not stale, ("saved outputs that the docs site shows are missing or stale (run `nbdev-test NB --save` "
                        "then `nbdev-clean`): " + "; ".join(stale))
+
+
+def git(*args, cwd: Path) -> str:
+    "Run git in `cwd` (no user config needed); its stdout."
+    r = subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=cwd, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, f"git {' '.join(args)} failed: {r.stderr}"
+    return r.stdout
+
+
+def fresh_clone(dst: Path) -> Path:
+    "The checkout's tracked files as they are in the working tree, committed into a new repository at `dst`."
+    dst.mkdir()
+    for rel in git("ls-files", "-z", cwd=ROOT).split("\0"):
+        src = ROOT / rel
+        if not rel or not (src.exists() or src.is_symlink()): continue
+        (dst / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, dst / rel, follow_symlinks=False)
+    git("init", "-q", cwd=dst)
+    git("add", "-A", cwd=dst)
+    git("commit", "-q", "-m", "clone", cwd=dst)
+    return dst
+
+
+def test_docs_readme_step_changes_no_tracked_file_in_a_fresh_clone(tmp_path):
+    "`omni-npu-port docs --readme-only` in a fresh clone, after a run that left its record in pytest's cache: nothing changes."
+    work = fresh_clone(tmp_path / "clone")
+    left = work / ".pytest_cache" / "v" / "omni-npu-port" / "last-run"     # what an earlier whole-suite run used to leave
+    left.parent.mkdir(parents=True)
+    left.write_text('{"tests": 7, "failed": 0, "exit": 0}')
+    r = subprocess.run([sys.executable, "-c", "import sys; from omni_npu_port.cli.main import entry; sys.exit(entry())",
+                        "docs", "--readme-only"], cwd=work, capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "PYTHONPATH": str(work)})
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert git("status", "--porcelain", cwd=work) == "", f"`omni-npu-port docs --readme-only` changed a fresh clone:\n{r.stderr}"
