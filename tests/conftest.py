@@ -33,6 +33,19 @@ def release_source():
     return get
 
 
+@pytest.fixture(scope="session")
+def real_release_port():
+    """`real_release_port("0.30.0")` -> `port.release.port_release("0.30.0")`, the real vLLM-Omni release from the package
+    cache: ported once per session and shared by the tests that read it (a port is deterministic; none of them writes)."""
+    from omni_npu_port.port.release import port_release
+    ports = {}
+
+    def get(version: str):
+        if version not in ports: ports[version] = port_release(version)
+        return ports[version]
+    return get
+
+
 # --- the command line in a child process whose memory is capped (tests of the up-front memory refusals) ---------------
 @pytest.fixture
 def cli_under_rlimit():
