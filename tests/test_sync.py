@@ -45,10 +45,16 @@ def changed_files(a: Path, b: Path, pattern: str) -> list:
     return out + [f"{p} (differs)" for p in sorted(ra & rb) if not filecmp.cmp(a / p, b / p, shallow=False)]
 
 
-def test_library_matches_notebooks(tmp_path):
-    work = copy_project(tmp_path)
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory) -> Path:
+    "A copy of the project with nbdev-export run in it (read-only to the tests: one that changes it copies it first)."
+    work = copy_project(tmp_path_factory.mktemp("exported"))
     nbdev("nbdev_export", work)
-    changed = changed_files(LIB, work / SETTINGS["lib_path"], "*")
+    return work
+
+
+def test_library_matches_notebooks(exported):
+    changed = changed_files(LIB, exported / SETTINGS["lib_path"], "*")
     assert not changed, (f"nbdev-export would change {SETTINGS['lib_path']}/: {', '.join(changed)}. "
                          "The library is stale or was edited by hand: edit the notebooks, run nbdev-export, "
                          "then nbdev-clean, and commit the result")
@@ -95,10 +101,10 @@ def test_sidebar_lists_every_notebook():
                                              "(it rewrites sidebar.yml) and commit it")
 
 
-def test_sync_check_catches_a_hand_edit(tmp_path):
+def test_sync_check_catches_a_hand_edit(exported, tmp_path):
     "The export check is not vacuous: a hand edit to an exported module is found."
-    work = copy_project(tmp_path / "work")
-    nbdev("nbdev_export", work)  # in sync first, whatever the state of the checkout
+    work = tmp_path / "work"
+    shutil.copytree(exported, work, symlinks=True)   # in sync first, whatever the state of the checkout
     edited = next(p for p in sorted((work / SETTINGS["lib_path"]).rglob("*.py")) if source_notebook(p) and source_notebook(p).exists())
     edited.write_text(edited.read_text() + "\n# hand edit\n")
     before = tmp_path / "before"
