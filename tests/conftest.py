@@ -10,6 +10,29 @@ def pytest_configure(config):
     os.environ.setdefault("OMNI_NPU_PORT_TRANSLATION_CACHE", tempfile.mkdtemp(prefix="onp-translations-"))
 
 
+# --- pytest-xdist (`pytest -n 2`): a worker builds what a file's tests share once for all of them ---------------------
+SHARED_PORT = "real_release_port"   # the fixture whose work several files share: the files that use it go to one worker
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    "`pytest -n N` without `--dist`: each test file goes whole to one worker (its module fixtures built once: the docs site,"
+    " JupyterLab, an export), and the files that use the real release port all go to one worker (the port made once)."
+    given = config.invocation_params.args
+    if config.getvalue("dist") != "load" or any(a == "-d" or a.startswith("--dist") for a in given): return None
+    from xdist.scheduler import LoadScopeScheduling
+    uses = {}
+
+    class ByFile(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::")[0]
+            if path not in uses:
+                try: uses[path] = SHARED_PORT in (config.rootpath / path).read_text(encoding="utf-8")
+                except OSError: uses[path] = False
+            return SHARED_PORT if uses[path] else path
+    return ByFile(config, log)
+
+
 # --- real vllm / vllm-ascend releases, read statically (omni_npu_port.sources.fetch and .readers) -------------------------
 @pytest.fixture(scope="session")
 def release_source():
