@@ -51,7 +51,8 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--json", metavar="FILE")
     args = ap.parse_args(argv)
-    cases = [("short_bench() on the CPU", short_bench_run, 10.0), ("port_class, vLLM-Omni 0.16.0", port_class_run(), 5.0)]
+    cases = [("short_bench() on the CPU", short_bench_run, 10.0),
+             ("port_class, vLLM-Omni 0.16.0", port_class_run(), 5.0)]
     rows = []
     for name, fn, target in cases:
         runs = timed(fn, args.repeat)

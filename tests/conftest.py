@@ -16,8 +16,8 @@ SHARED_PORT = "real_release_port"   # the fixture whose work several files share
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
-    "`pytest -n N` without `--dist`: each test file goes whole to one worker (its module fixtures built once: the docs site,"
-    " JupyterLab, an export), and the files that use the real release port all go to one worker (the port made once)."
+    "`pytest -n N` without `--dist`: each test file goes whole to one worker (its module fixtures built once: the docs"
+    " site, JupyterLab, an export); the files that use the real release port all go to one worker (the port made once)."
     given = config.invocation_params.args
     if config.getvalue("dist") != "load" or any(a == "-d" or a.startswith("--dist") for a in given): return None
     from xdist.scheduler import LoadScopeScheduling
@@ -58,8 +58,9 @@ def release_source():
 
 @pytest.fixture(scope="session")
 def real_release_port():
-    """`real_release_port("0.30.0")` -> `port.release.port_release("0.30.0")`, the real vLLM-Omni release from the package
-    cache: ported once per session and shared by the tests that read it (a port is deterministic; none of them writes)."""
+    """`real_release_port("0.30.0")` -> `port.release.port_release("0.30.0")`, the real vLLM-Omni release from the
+    package cache: ported once per session and shared by the tests that read it (a port is deterministic; none of them
+    writes)."""
     from omni_npu_port.port.release import port_release
     ports = {}
 

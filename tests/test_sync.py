@@ -154,13 +154,15 @@ def fresh_clone(dst: Path) -> Path:
 
 
 def test_docs_readme_step_changes_no_tracked_file_in_a_fresh_clone(tmp_path):
-    "`omni-npu-port docs --readme-only` in a fresh clone, after a run that left its record in pytest's cache: nothing changes."
+    "`omni-npu-port docs --readme-only` in a fresh clone, after a run that left its record in pytest's cache: nothing"
+    " changes."
     work = fresh_clone(tmp_path / "clone")
-    left = work / ".pytest_cache" / "v" / "omni-npu-port" / "last-run"     # what an earlier whole-suite run used to leave
+    left = work / ".pytest_cache" / "v" / "omni-npu-port" / "last-run"   # what a whole-suite run used to leave
     left.parent.mkdir(parents=True)
     left.write_text('{"tests": 7, "failed": 0, "exit": 0}')
     r = subprocess.run([sys.executable, "-c", "import sys; from omni_npu_port.cli.main import entry; sys.exit(entry())",
                         "docs", "--readme-only"], cwd=work, capture_output=True, text=True, timeout=300,
                        env={**os.environ, "PYTHONPATH": str(work)})
     assert r.returncode == 0, r.stdout + r.stderr
-    assert git("status", "--porcelain", cwd=work) == "", f"`omni-npu-port docs --readme-only` changed a fresh clone:\n{r.stderr}"
+    changed = git("status", "--porcelain", cwd=work)
+    assert changed == "", f"`omni-npu-port docs --readme-only` changed a fresh clone:\n{changed}\n{r.stderr}"

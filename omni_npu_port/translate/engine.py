@@ -130,7 +130,7 @@ def _frames_in_use() -> int:
 
 @contextmanager
 def python_stack(frames: int = PY_FRAMES):
-    "Run the block with `frames` Python frames free above the caller, whatever recursion limit the process set; restore it."
+    "Run the block with `frames` Python frames free above the caller, whatever recursion limit was set; restore it."
     was = sys.getrecursionlimit()
     sys.setrecursionlimit(_frames_in_use() + frames)
     try: yield
@@ -188,8 +188,8 @@ def nesting_check(source: bytes | str, path: str = "<string>") -> TranslateDiagn
     except ValueError: return None
     deep = _nesting(tree, NESTING_LIMIT)
     if deep is None: return None
-    return TranslateDiagnostic("ONP9006", f"nests more than {NESTING_LIMIT} levels deep (counted as libcst nests them), the "
-                               f"most the translator follows: skipped", line=deep[1], column=1)
+    return TranslateDiagnostic("ONP9006", f"nests more than {NESTING_LIMIT} levels deep (counted as libcst nests "
+                               f"them), the most the translator follows: skipped", line=deep[1], column=1)
 
 
 # %% ../../nbs/translate/engine.ipynb #57256bd1
