@@ -10,6 +10,29 @@ def pytest_configure(config):
     os.environ.setdefault("OMNI_NPU_PORT_TRANSLATION_CACHE", tempfile.mkdtemp(prefix="onp-translations-"))
 
 
+# --- pytest-xdist (`pytest -n 2`): a worker builds what a file's tests share once for all of them ---------------------
+SHARED_PORT = "real_release_port"   # the fixture whose work several files share: the files that use it go to one worker
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    "`pytest -n N` without `--dist`: each test file goes whole to one worker (its module fixtures built once: the docs"
+    " site, JupyterLab, an export); the files that use the real release port all go to one worker (the port made once)."
+    given = config.invocation_params.args
+    if config.getvalue("dist") != "load" or any(a == "-d" or a.startswith("--dist") for a in given): return None
+    from xdist.scheduler import LoadScopeScheduling
+    uses = {}
+
+    class ByFile(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::")[0]
+            if path not in uses:
+                try: uses[path] = SHARED_PORT in (config.rootpath / path).read_text(encoding="utf-8")
+                except OSError: uses[path] = False
+            return SHARED_PORT if uses[path] else path
+    return ByFile(config, log)
+
+
 # --- real vllm / vllm-ascend releases, read statically (omni_npu_port.sources.fetch and .readers) -------------------------
 @pytest.fixture(scope="session")
 def release_source():
@@ -30,6 +53,20 @@ def release_source():
                             "~/.cache/omni-npu-port/pkgs first.", pytrace=False)
             trees[key] = open_source(path)
         return trees[key]
+    return get
+
+
+@pytest.fixture(scope="session")
+def real_release_port():
+    """`real_release_port("0.30.0")` -> `port.release.port_release("0.30.0")`, the real vLLM-Omni release from the
+    package cache: ported once per session and shared by the tests that read it (a port is deterministic; none of them
+    writes)."""
+    from omni_npu_port.port.release import port_release
+    ports = {}
+
+    def get(version: str):
+        if version not in ports: ports[version] = port_release(version)
+        return ports[version]
     return get
 
 
@@ -56,14 +93,3 @@ def pytest_unconfigure(config):
     import gc
     gc.freeze()
 
-
-def pytest_sessionfinish(session, exitstatus):
-    "After a whole-suite run (no -k, -m, file or node selection), record its test count: the README states it (docs.site.readme_figures)."
-    args = session.config.invocation_params.args
-    picked = any(a.startswith(("-k", "-m", "--lf", "--last-failed", "--deselect")) or a.endswith(".py") or "::" in a
-                 or ("tests/" in a and a.rstrip("/") != "tests") for a in args)
-    if picked or not session.testscollected or getattr(session.config, "cache", None) is None: return
-    import datetime
-    session.config.cache.set("omni-npu-port/last-run", {
-        "tests": session.testscollected, "failed": session.testsfailed, "exit": int(exitstatus),
-        "when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")})

@@ -7,7 +7,6 @@ import shutil
 import subprocess
 import sys
 import tarfile
-import time
 import tracemalloc
 import zipfile
 from pathlib import Path
@@ -158,9 +157,8 @@ def test_fifos_and_devices_are_never_read(bad, tmp_path):
     for argv in (["audit", "--gpu", str(lone), "--npu", str(AUDIT / "old_layout")],
                  ["audit", "--gpu", "/dev/zero", "--npu", str(bad / "fifo.py")],
                  ["doctor", "--source", "/dev/zero"]):
-        t0 = time.monotonic()
-        r = subprocess.run(exe + argv, capture_output=True, text=True, timeout=120)
-        assert r.returncode in (2, 3) and time.monotonic() - t0 < 60
+        r = subprocess.run(exe + argv, capture_output=True, text=True, timeout=120)   # a hang: TimeoutExpired
+        assert r.returncode in (2, 3)
         assert r.stderr.count("\n") == 1 and ("FIFO" in r.stderr or "not a regular file" in r.stderr), r.stderr
 
 
@@ -179,9 +177,11 @@ def test_a_settings_ini_that_is_not_utf8_is_one_line_naming_it_in_profile_and_tr
 
 
 def test_bench_refuses_a_huge_batch_before_allocating_and_iters_0_from_the_environment(monkeypatch):
-    t0 = time.monotonic()
+    import omni_npu_port.cli.bench as cli_bench
+    def allocates(*a, **k): raise AssertionError("the benchmark started: nothing may be allocated before the checks")
+    monkeypatch.setattr(cli_bench, "run_bench", allocates)              # a refusal must come before the run
     rc, _, err = run(["bench", "--batch-sizes", "1000000000"])
-    assert rc == 2 and time.monotonic() - t0 < 20
+    assert rc == 2
     one_line(err, "bench", "--batch-sizes", "1000000000")
     rc, _, err = run(["bench", "--batch-sizes", "1,60000"])          # within the cap, past any memory
     assert rc == 2

@@ -1,6 +1,5 @@
 "The benchmark: harness, parity, the result schema (bench.result), run_bench with a failing bucket, and `omni-npu-port bench` end to end."
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -62,10 +61,12 @@ def test_cpu_run_is_eager_valid_and_says_graphs_are_unavailable(cpu_result):
     json.loads(json.dumps(r))                               # JSON-serialisable as is
 
 
-def test_harness_overhead_is_reported_and_small_on_cpu_small_shapes(cpu_result):
+def test_harness_overhead_is_reported_against_its_target(cpu_result):
+    "The overhead is the empty step over the eager step, judged against 2 % (whether it holds is timed: the benchmark"
+    " checks it)."
     h = cpu_result["harness"]
     assert h["overhead_fraction"] == pytest.approx(h["empty_step_us"] / h["eager_step_us"])
-    assert h["ok"] and h["overhead_fraction"] < h["target_fraction"] == 0.02
+    assert h["target_fraction"] == 0.02 and h["ok"] == (h["overhead_fraction"] < h["target_fraction"])
 
 
 def test_validate_result_finds_missing_null_and_mistyped_fields(cpu_result):
@@ -155,10 +156,9 @@ def test_cli_passes_profile_errors_through_naming_the_key(capsys, monkeypatch):
     _one_line_error(capsys, ["--device", "cpu", "--small"], "OMNI_NPU_PORT_BENCH_ITERS", "iters")
 
 
-def test_short_bench_is_quick_and_cpu_small(capsys):
-    t0 = time.perf_counter()
+def test_short_bench_is_cpu_small(capsys):
+    "The tour's benchmark: small shapes, buckets 1 and 2, on the CPU (its time: benchmarks/timings.py)."
     r = short_bench()
-    assert time.perf_counter() - t0 < 10
     assert r["device"]["backend"] == "cpu" and r["shapes"]["preset"] == "small" and len(r["results"]) == 2
     assert "talker-MTP step on cpu" in capsys.readouterr().out
 

@@ -62,6 +62,21 @@ def test_the_build_says_each_step_as_it_goes(site):
     assert any("render" in s for s in STEPS) and len(STEPS) >= 3
 
 
+def test_the_build_changes_no_tracked_file_and_leaves_only_ignored_ones(site):
+    "`omni-npu-port docs` on a fresh clone: every tracked file it read is as it was; what it adds is ignored by git."
+    import subprocess
+    work, _ = site
+    git = lambda *a, **k: subprocess.run(["git", "-C", str(ROOT), *a], capture_output=True, text=True, timeout=120, **k)
+    tracked = [t for t in git("ls-files", "-z", "--", *COPIED).stdout.split("\0") if t]
+    changed = [t for t in tracked if (ROOT / t).is_file() and not (ROOT / t).is_symlink()
+               and (work / t).read_bytes() != (ROOT / t).read_bytes()]
+    assert not changed, f"the docs build changed tracked files: {changed}"
+    new = sorted(str(p.relative_to(work)) for name in COPIED if (work / name).is_dir() for p in (work / name).rglob("*")
+                 if p.is_file() and "__pycache__" not in p.parts and not (ROOT / p.relative_to(work)).exists())
+    ignored = set(git("check-ignore", "--no-index", "--stdin", input="\n".join(new)).stdout.split("\n"))
+    assert [n for n in new if n not in ignored] == [], "the docs build left files git would see as new"
+
+
 def test_every_notebook_is_a_page(site):
     work, out = site
     assert out == work / SETTINGS["doc_path"] and docs_location(work) == out / "index.html"

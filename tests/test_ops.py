@@ -132,7 +132,13 @@ def test_bench_mode_cli_writes_every_mode_row(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_compiled_modes_agree_with_eager_on_cpu():
+def test_compiled_modes_agree_with_eager_on_cpu(monkeypatch):
+    "torch.compile's output agrees with eager's, on the smallest code predictor that still loops (one layer, three code"
+    " groups: the compile time, minutes on a cold inductor cache, follows the kernels in the graph)."
+    small = TalkerMTPConfig.small.__func__
+    tiny = classmethod(lambda cls, **kw: small(cls, **{"num_layers": 1, "num_code_groups": 3, **kw}))
+    monkeypatch.setattr(TalkerMTPConfig, "small", tiny)
+    assert (TalkerMTPConfig.small().num_layers, TalkerMTPConfig.small().num_code_groups) == (1, 3)
     r = run_modes("cpu", modes=("eager", "compiled"), batch_sizes=(1,), iters=2, warmup=1, small=True, dtype="float32")
     c = next(x for x in r["rows"] if x["mode"] == "compiled")
     assert c["status"] == "ok" and c["parity"]["ok"] and c["compile_s"] > 0

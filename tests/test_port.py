@@ -398,13 +398,10 @@ CACHE = Path("~/.cache/omni-npu-port/pkgs").expanduser()
 
 @pytest.mark.slow
 def test_real_runner_class_port(release_source):
-    import time
     vllm, ascend = release_source("vllm==0.16.0"), release_source("vllm-ascend==0.16.0rc1")
     omni = release_source("vllm-omni==0.16.0")
-    t0 = time.perf_counter()
     res = classes_module.port_class(locate.locate(f"{vllm.origin}:GPUModelRunner", False), locate.locate(f"{omni.origin}:OmniGPUModelRunner", False),
-                       locate.locate(f"{ascend.origin}:NPUModelRunner", False))
-    assert time.perf_counter() - t0 < 5
+                       locate.locate(f"{ascend.origin}:NPUModelRunner", False))   # its time: benchmarks/timings.py
     # the same overrides vLLM-Omni's hand-written OmniNPUModelRunner has
     assert set(res.stats["styles"]) == {"load_model", "_dummy_run", "_model_forward", "_talker_mtp_forward"}
     assert res.stats["styles"]["load_model"] == "super-call"

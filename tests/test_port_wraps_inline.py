@@ -192,9 +192,9 @@ def test_port_method_inlines_omnis_translated_body(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_real_release_profile_run_is_inlined_and_runs_no_cuda_call():
-    from omni_npu_port.port.release import method_chunks, port_release
-    res = port_release("0.30.0")
+def test_a_real_release_profile_run_is_inlined_and_runs_no_cuda_call(real_release_port):
+    from omni_npu_port.port.release import method_chunks
+    res = real_release_port("0.30.0")
     [gen] = [r for r in res.runners if r.cls == "NPUGenerationModelRunner"]
     code = textwrap.dedent(method_chunks(gen.code, gen.cls)["profile_run"])
     assert {m.name: m.style for m in gen.methods}["profile_run"] == "npu-wraps-inline"

@@ -8,6 +8,7 @@ random, longer, and checks comments over real releases."""
 import ast
 import contextlib
 import io
+import sys
 import textwrap
 from pathlib import Path
 
@@ -121,10 +122,45 @@ def test_mutated_runner_files_translate_safely(data):
     check_translation(data)
 
 
-@pytest.mark.parametrize("line", DEEP, ids=["parens-1000", "chain-84KB", "calls-150", "or-3000"])
-def test_deep_nesting_is_rejected_with_a_code(line):
+DEEP_IDS = ["parens-1000", "chain-84KB", "calls-150", "or-3000"]
+
+
+@pytest.fixture
+def python_as_started(monkeypatch):
+    "Python's default recursion limit and 16 GiB of memory left for the translator, whatever an earlier test left;"
+    " restored after."
+    from omni_npu_port.translate import engine
+    was = sys.getrecursionlimit()
+    sys.setrecursionlimit(1000)
+    monkeypatch.setattr(engine, "memory_headroom", lambda: 16 << 30)
+    yield
+    sys.setrecursionlimit(was)
+
+
+def deep_verdict(line: bytes) -> str:
+    "The code `translate_source` gives a file with the GPU line and `line`."
     t = translate_source(GPU_LINE.encode() + line + b"\n", RULES)
-    assert t.error is not None and t.error.code == ("ONP9006" if line.startswith((b"z", b"w")) else "ONP9001"), t.error
+    assert t.error is not None, f"{line[:40]!r}... was translated"
+    return t.error.code
+
+
+@pytest.mark.parametrize("line", DEEP, ids=DEEP_IDS)
+def test_deep_nesting_is_rejected_with_a_code(python_as_started, line):
+    assert deep_verdict(line) == ("ONP9006" if line.startswith((b"z", b"w")) else "ONP9001")
+
+
+@pytest.mark.parametrize("limit,headroom", [(200, 16 << 30), (5000, 16 << 30), (50_000, 1 << 20)])
+def test_deep_nesting_verdicts_do_not_depend_on_the_recursion_limit_or_memory_left(monkeypatch, limit, headroom):
+    "A caller that lowered or raised the recursion limit, or has little memory left: each file gets the verdict it gets"
+    " in a fresh Python."
+    from omni_npu_port.translate import engine
+    monkeypatch.setattr(engine, "memory_headroom", lambda: headroom)
+    was = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, engine._frames_in_use() + 50))   # never below what this test already stands on
+    try: got = [deep_verdict(line) for line in DEEP]
+    finally: sys.setrecursionlimit(was)
+    assert got == ["ONP9001", "ONP9001", "ONP9006", "ONP9006"], dict(zip(DEEP_IDS, got))
+    assert sys.getrecursionlimit() == was
 
 
 @pytest.mark.parametrize("end", ["\n\n #\n ", "\n\n  # odd\n", "\n#c\\\n", "\n\t"])

@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -74,3 +76,25 @@ def test_every_notebook_names_its_kernel():
     missing = [str(p.relative_to(ROOT)) for p in sorted((ROOT / "nbs").rglob("*.ipynb"))
                if "kernelspec" not in json.loads(p.read_text()).get("metadata", {})]
     assert not missing, f"notebooks without kernelspec metadata: {missing}"
+
+
+class _XdistConfig:
+    "What conftest's xdist scheduler reads of a pytest config: `--dist`, the workers, the command line, the root."
+    def __init__(self, dist: str, args=()):
+        self.values, self.rootpath = {"dist": dist, "tx": ["popen", "popen"]}, ROOT
+        self.invocation_params = type("Params", (), {"args": tuple(args)})()
+
+    def getvalue(self, name): return self.values[name]
+
+
+def test_pytest_n_2_keeps_each_file_on_one_worker_and_the_real_port_files_together():
+    "`pytest -n 2`: conftest's scheduler sends a file whole to a worker, the files using the real release port to one;"
+    " a --dist the user gives is theirs."
+    pytest.importorskip("xdist")
+    from conftest import SHARED_PORT, pytest_xdist_make_scheduler
+    scope = pytest_xdist_make_scheduler(_XdistConfig("load"), None)._split_scope
+    assert scope("tests/test_release.py::test_a") == scope("tests/test_port_wraps_inline.py::test_b[x]") == SHARED_PORT
+    assert scope("tests/test_sync.py::test_a") == scope("tests/test_sync.py::test_b[1]") == "tests/test_sync.py"
+    assert scope("tests/test_layers.py::test_a") == "tests/test_layers.py"
+    assert pytest_xdist_make_scheduler(_XdistConfig("load", ["-n", "2", "--dist", "load"]), None) is None
+    assert pytest_xdist_make_scheduler(_XdistConfig("loadfile"), None) is None

@@ -1,5 +1,6 @@
 """The library, the notebooks, the docs config and the README agree: nothing generated is stale."""
 import filecmp
+import os
 import re
 import shutil
 import subprocess
@@ -44,10 +45,16 @@ def changed_files(a: Path, b: Path, pattern: str) -> list:
     return out + [f"{p} (differs)" for p in sorted(ra & rb) if not filecmp.cmp(a / p, b / p, shallow=False)]
 
 
-def test_library_matches_notebooks(tmp_path):
-    work = copy_project(tmp_path)
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory) -> Path:
+    "A copy of the project with nbdev-export run in it (read-only to the tests: one that changes it copies it first)."
+    work = copy_project(tmp_path_factory.mktemp("exported"))
     nbdev("nbdev_export", work)
-    changed = changed_files(LIB, work / SETTINGS["lib_path"], "*")
+    return work
+
+
+def test_library_matches_notebooks(exported):
+    changed = changed_files(LIB, exported / SETTINGS["lib_path"], "*")
     assert not changed, (f"nbdev-export would change {SETTINGS['lib_path']}/: {', '.join(changed)}. "
                          "The library is stale or was edited by hand: edit the notebooks, run nbdev-export, "
                          "then nbdev-clean, and commit the result")
@@ -94,10 +101,10 @@ def test_sidebar_lists_every_notebook():
                                              "(it rewrites sidebar.yml) and commit it")
 
 
-def test_sync_check_catches_a_hand_edit(tmp_path):
+def test_sync_check_catches_a_hand_edit(exported, tmp_path):
     "The export check is not vacuous: a hand edit to an exported module is found."
-    work = copy_project(tmp_path / "work")
-    nbdev("nbdev_export", work)  # in sync first, whatever the state of the checkout
+    work = tmp_path / "work"
+    shutil.copytree(exported, work, symlinks=True)   # in sync first, whatever the state of the checkout
     edited = next(p for p in sorted((work / SETTINGS["lib_path"]).rglob("*.py")) if source_notebook(p) and source_notebook(p).exists())
     edited.write_text(edited.read_text() + "\n# hand edit\n")
     before = tmp_path / "before"
@@ -122,3 +129,40 @@ def test_saved_catalog_tables_are_current():
             if got != [want]: stale.append(f"{nb.name} cell {i}: {src}")
     assert not stale, ("saved outputs that the docs site shows are missing or stale (run `nbdev-test NB --save` "
                        "then `nbdev-clean`): " + "; ".join(stale))
+
+
+def git(*args, cwd: Path) -> str:
+    "Run git in `cwd` (no user config needed); its stdout."
+    r = subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=cwd, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, f"git {' '.join(args)} failed: {r.stderr}"
+    return r.stdout
+
+
+def fresh_clone(dst: Path) -> Path:
+    "The checkout's tracked files as they are in the working tree, committed into a new repository at `dst`."
+    dst.mkdir()
+    for rel in git("ls-files", "-z", cwd=ROOT).split("\0"):
+        src = ROOT / rel
+        if not rel or not (src.exists() or src.is_symlink()): continue
+        (dst / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, dst / rel, follow_symlinks=False)
+    git("init", "-q", cwd=dst)
+    git("add", "-A", cwd=dst)
+    git("commit", "-q", "-m", "clone", cwd=dst)
+    return dst
+
+
+def test_docs_readme_step_changes_no_tracked_file_in_a_fresh_clone(tmp_path):
+    "`omni-npu-port docs --readme-only` in a fresh clone, after a run that left its record in pytest's cache: nothing"
+    " changes."
+    work = fresh_clone(tmp_path / "clone")
+    left = work / ".pytest_cache" / "v" / "omni-npu-port" / "last-run"   # what a whole-suite run used to leave
+    left.parent.mkdir(parents=True)
+    left.write_text('{"tests": 7, "failed": 0, "exit": 0}')
+    r = subprocess.run([sys.executable, "-c", "import sys; from omni_npu_port.cli.main import entry; sys.exit(entry())",
+                        "docs", "--readme-only"], cwd=work, capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "PYTHONPATH": str(work)})
+    assert r.returncode == 0, r.stdout + r.stderr
+    changed = git("status", "--porcelain", cwd=work)
+    assert changed == "", f"`omni-npu-port docs --readme-only` changed a fresh clone:\n{changed}\n{r.stderr}"

@@ -20,8 +20,8 @@ from ..core.errors import InputError
 from ..core.io import load_toml, write_atomic
 
 # %% auto #0
-__all__ = ['SIDEBAR', 'SITE_ONLY', 'README_ONLY', 'FIGURE', 'FIGURES', 'LAST_RUN', 'RENDERERS', 'CODES_NB', 'DocsError',
-           'find_root', 'nbdev_settings', 'notebooks', 'page_of', 'sidebar_sections', 'sidebar_yaml', 'write_sidebar',
+__all__ = ['SIDEBAR', 'SITE_ONLY', 'README_ONLY', 'FIGURE', 'FIGURES', 'RENDERERS', 'CODES_NB', 'DocsError', 'find_root',
+           'nbdev_settings', 'notebooks', 'page_of', 'sidebar_sections', 'sidebar_yaml', 'write_sidebar',
            'cell_directives', 'rebase_links', 'readme_markdown', 'readme_figures', 'fill_figures', 'run_readme_cells',
            'readme_notebook', 'stale_figures', 'write_readme', 'pick_renderer', 'write_codes_page', 'drop_readme_only',
            'site_dir', 'build_site', 'docs_location']
@@ -243,18 +243,14 @@ def readme_markdown(nb: dict, link_base: str = "") -> str:
 
 # %% ../../nbs/docs/site.ipynb #0eaffd1c
 FIGURE = re.compile(r"<!-- fig:([\w-]+) -->(.*?)<!-- /fig -->")
-FIGURES = ("patterns", "families", "releases", "first-release", "last-release", "tests")
-LAST_RUN = ".pytest_cache/v/omni-npu-port/last-run"   # written by tests/conftest.py after a whole-suite run
+FIGURES = ("patterns", "families", "releases", "first-release", "last-release")
 
 def readme_figures(root) -> dict[str, str]:
-    "The figures the README states, from the code of now (`tests` only where a whole-suite run is recorded)."
+    "The figures the README states, from the code of now (never from what an earlier run left)."
     from omni_npu_port.core.catalog import CATALOG, VLLM_ASCEND_VERSIONS
     rel = [v for v in VLLM_ASCEND_VERSIONS if v != "main"]
-    out = {"patterns": str(len(CATALOG)), "families": str(len(CATALOG.families())), "releases": str(len(rel)),
-           "first-release": rel[0], "last-release": rel[-1]}
-    try: out["tests"] = f"{json.loads((Path(root) / LAST_RUN).read_text())['tests']:,}"
-    except (OSError, ValueError, KeyError, TypeError): pass
-    return out
+    return {"patterns": str(len(CATALOG)), "families": str(len(CATALOG.families())), "releases": str(len(rel)),
+            "first-release": rel[0], "last-release": rel[-1]}
 
 def fill_figures(text: str, figures: dict, where: str = "") -> tuple[str, list[tuple]]:
     "`text` with each marked figure set to its value; (name, old, new) of each that changed. An unknown name: DocsError."

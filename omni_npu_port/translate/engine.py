@@ -16,6 +16,7 @@ import sys
 import tokenize
 import warnings
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import accumulate, repeat
 
@@ -29,8 +30,8 @@ from .diagnostics import TranslateDiagnostic
 from .rules import RuleSet, compile_rules
 
 # %% auto #0
-__all__ = ['PARSE_BYTES_PER_BYTE', 'Translation', 'might_apply', 'nesting_suspect', 'nesting_check', 'eof_tail',
-           'translate_source', 'python_rejects', 'token_changes']
+__all__ = ['PY_FRAMES', 'NESTING_LIMIT', 'PARSE_BYTES_PER_BYTE', 'Translation', 'might_apply', 'python_stack', 'nesting_suspect',
+           'nesting_check', 'eof_tail', 'translate_source', 'python_rejects', 'token_changes']
 
 # %% ../../nbs/translate/engine.ipynb #e80ac23d
 _NB = "translate/engine.ipynb"
@@ -117,6 +118,25 @@ def might_apply(rules: RuleSet, data) -> bool:
         return memo[w]
     return any(all(w in data for w in r) and all(whole(w) for w in r) for r in reqs)
 
+# %% ../../nbs/translate/engine.ipynb #7c41d8b3
+PY_FRAMES = 1000                 # Python's default recursion limit: a file is judged as `python file.py` would run it
+NESTING_LIMIT = PY_FRAMES // 4   # the libcst levels the translator follows (its visitors take about 4 frames a level)
+
+def _frames_in_use() -> int:
+    "How many Python frames the calling thread is in."
+    f, n = sys._getframe(1), 0
+    while f is not None: f, n = f.f_back, n + 1
+    return n
+
+@contextmanager
+def python_stack(frames: int = PY_FRAMES):
+    "Run the block with `frames` Python frames free above the caller, whatever recursion limit was set; restore it."
+    was = sys.getrecursionlimit()
+    sys.setrecursionlimit(_frames_in_use() + frames)
+    try: yield
+    finally: sys.setrecursionlimit(was)
+
+
 # %% ../../nbs/translate/engine.ipynb #ee11c81b
 _PY = "Python " + ".".join(map(str, sys.version_info[:2]))   # the Python whose parser judges
 _STEP = bytes.maketrans(b"([{)]}", b"\x02\x02\x02\x00\x00\x00")      # an opening bracket 2, a closing one 0
@@ -156,7 +176,7 @@ def nesting_check(source: bytes | str, path: str = "<string>") -> TranslateDiagn
     data = source if isinstance(source, bytes) else source.encode("utf-8", "surrogatepass")
     if not nesting_suspect(data): return None
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), python_stack():
             warnings.simplefilter("ignore")
             tree = ast.parse(source, path)
     except SyntaxError as e:
@@ -166,11 +186,10 @@ def nesting_check(source: bytes | str, path: str = "<string>") -> TranslateDiagn
     except RecursionError as e:
         return TranslateDiagnostic("ONP9001", f"{_PY} rejects it: nested too deeply for its compiler ({type(e).__name__})")
     except ValueError: return None
-    limit = sys.getrecursionlimit() // 4
-    deep = _nesting(tree, limit)
+    deep = _nesting(tree, NESTING_LIMIT)
     if deep is None: return None
-    return TranslateDiagnostic("ONP9006", f"nests more than {limit} levels deep (counted as libcst nests them), the "
-                               f"most the translator follows: skipped", line=deep[1], column=1)
+    return TranslateDiagnostic("ONP9006", f"nests more than {NESTING_LIMIT} levels deep (counted as libcst nests "
+                               f"them), the most the translator follows: skipped", line=deep[1], column=1)
 
 
 # %% ../../nbs/translate/engine.ipynb #57256bd1
@@ -209,7 +228,7 @@ def translate_source(source: bytes | str, rules: RuleSet | None = None, path: st
         t.error = deep; return t
     # the cyclic garbage collector would walk libcst's trees again and again while they are built (about a
     # tenth of the time); they hold no cycles, so it waits until the file is done (and runs as usual after)
-    with gc_paused():
+    with gc_paused(), python_stack():
         cut = eof_tail(source)
         if cut == len(source): return _translate(t, rules, comments, chunks)
         body = _translate(Translation(path, source[:cut], source[:cut]), rules, comments, chunks)   # libcst never sees the tail
@@ -221,7 +240,7 @@ def translate_source(source: bytes | str, rules: RuleSet | None = None, path: st
 def python_rejects(data: bytes, path: str = "<string>") -> TranslateDiagnostic | None:
     "ONP9001 where CPython's parser or symbol table rejects the file, at its line and column; None where it accepts it."
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), python_stack():
             warnings.simplefilter("ignore")
             symtable.symtable(data, path, "exec")
     except SyntaxError as e:
