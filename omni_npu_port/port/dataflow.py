@@ -19,13 +19,14 @@ __all__ = ['scope_nodes', 'binds', 'reads', 'blocks', 'binding_marks', 'late_rea
 
 # %% ../../nbs/port/dataflow.ipynb #44ce710f
 register(
-    Code("ONP4450", "placed-after-binders", "an omni statement read a name the method binds only later: it was moved "
-         "after the statement that binds it, with the omni statements that follow it in the same run (omni's order kept)",
+    Code("ONP4450", "placed-after-binders", "an omni statement read a name the method binds only later: it was "
+         "moved after the statement that binds it, with the omni statements that follow it in the same run (omni's "
+         "order kept)",
          "info", "check the moved statements sit where the omni GPU method runs them (the message names the binder)",
          "port/dataflow.ipynb", "port"),
-    Code("ONP4451", "no-place-after-binders", "an omni statement reads a name the method binds only later, and no place "
-         "after the binder keeps the statements between it and the binder correct: left where it is, where it raises "
-         "UnboundLocalError when it runs", "error",
+    Code("ONP4451", "no-place-after-binders", "an omni statement reads a name the method binds only later, and no "
+         "place after the binder keeps the statements between it and the binder correct: left where it is, where it "
+         "raises UnboundLocalError when it runs", "error",
          "move the statement by hand after the binder the message names, or change what the statements between read "
          "or bind (the message says which)", "port/dataflow.ipynb", "port"),
 )
@@ -41,7 +42,8 @@ def _run_now(n: ast.AST) -> list:
             *((a.defaults + [d for d in a.kw_defaults if d is not None]) if a else [])]
 
 def scope_nodes(node: ast.AST):
-    "The nodes of a statement that run in its scope: a nested function's, lambda's or class's body left out (it runs later)."
+    "The nodes of a statement that run in its scope: a nested function's, lambda's or class's body left out (it runs"
+    " later)."
     todo = [node]
     while todo:
         n = todo.pop()
@@ -53,7 +55,8 @@ def _comp_targets(node: ast.AST) -> set[str]:
             for t in ast.walk(g.target) if isinstance(t, ast.Name)}
 
 def binds(node: ast.AST) -> set[str]:
-    "The names a statement binds in its scope: assignment, loop, `with` and `except` targets, imports, nested definitions."
+    "The names a statement binds in its scope: assignment, loop, `with` and `except` targets, imports, nested"
+    " definitions."
     out = set()
     for n in scope_nodes(node):
         if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)): out.add(n.id)
@@ -70,9 +73,11 @@ def reads(node: ast.AST) -> set[str]:
 
 # %% ../../nbs/port/dataflow.ipynb #a0a5462b
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
+_BINDERS = (ast.Name, ast.alias, ast.ExceptHandler, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 def blocks(fn: ast.AST):
-    "Every statement list of a function in its own scope, loop bodies left out (a loop's body may read what its previous turn bound)."
+    "Every statement list of a function in its own scope, loop bodies left out (a loop's body may read what its"
+    " previous turn bound)."
     todo = [fn.body]
     while todo:
         b = todo.pop(0)
@@ -88,7 +93,7 @@ def binding_marks(fn: ast.AST) -> list[tuple[tuple[int, int], str]]:
     out = [((0, 0), p.arg) for p in a.posonlyargs + a.args + a.kwonlyargs + [x for x in (a.vararg, a.kwarg) if x]]
     for st in fn.body:
         for n in scope_nodes(st):
-            if not isinstance(n, (ast.Name, ast.alias, ast.ExceptHandler, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)): continue
+            if not isinstance(n, _BINDERS): continue
             for x in binds(n):
                 out.append(((getattr(n, "lineno", st.lineno), getattr(n, "col_offset", 0)), x))
     return out
@@ -107,8 +112,8 @@ def _say(st: ast.stmt) -> str:
     return f"`{t[:60]}{'…' if len(t) > 60 else ''}`"
 
 def blocked(group: list[ast.stmt], between: list[ast.stmt], before: set[str]) -> str | None:
-    "Why `group` cannot move past `between` (None: it can): it returns or leaves a loop, or a statement between reads or binds what"
-    " it binds, or rebinds what it reads that was bound `before` it (it would read another value)."
+    "Why `group` cannot move past `between` (None: it can): it returns or leaves a loop, or a statement between reads"
+    " or binds what it binds, or rebinds what it reads that was bound `before` it (it would read another value)."
     inner = {id(n) for st in group for loop in scope_nodes(st) if isinstance(loop, _LOOPS) for n in ast.walk(loop)
              if isinstance(n, (ast.Break, ast.Continue))}   # a loop's own break/continue moves with it
     if end := next((n for st in group for n in scope_nodes(st) if isinstance(n, _ENDS) and id(n) not in inner), None):
@@ -119,7 +124,8 @@ def blocked(group: list[ast.stmt], between: list[ast.stmt], before: set[str]) ->
         if x := sorted(binds(m) & (gb | gr)): return f"{_say(m)} between them binds `{x[0]}` too"
     return None
 
-def plan_move(block: list[ast.stmt], i: int, need: set[str], omni, before: set[str] = frozenset()) -> tuple[list[ast.stmt], int] | str:
+def plan_move(block: list[ast.stmt], i: int, need: set[str], omni,
+              before: set[str] = frozenset()) -> tuple[list[ast.stmt], int] | str:
     "(the statements to move, the index in `block` they go after), or why there is no place: `block[i]` and the omni"
     " statements that follow it in its run (`omni(st)`), else it alone, after the first binder of the last name it"
     " `need`s (`before`: the names bound before `block[i]`)."
@@ -159,11 +165,13 @@ def move_rows(rows: list, group: list[ast.stmt], after: ast.stmt, omni) -> list:
     cut = rows[start:end]
     fence = [" " * group[0].col_offset + FENCE_TEXT, "port", None]
     wrap = any(FENCE_RE.match(r[0]) for r in rows) and not omni(after)
-    return _drop_fence_pairs(rows[:start] + rows[end:p] + ([fence] if wrap else []) + cut + ([list(fence)] if wrap else []) + rows[p:])
+    moved = ([fence] if wrap else []) + cut + ([list(fence)] if wrap else [])
+    return _drop_fence_pairs(rows[:start] + rows[end:p] + moved + rows[p:])
 
 # %% ../../nbs/port/dataflow.ipynb #ad07eeb1
 def _one_move(rows: list, skip: set, moved: set):
-    "The first omni statement that reads a name bound only later: (rows after moving it, its key, message, moved) or None."
+    "The first omni statement that reads a name bound only later: (rows after moving it, its key, message, moved),"
+    " or None."
     try: fn = ast.parse("\n".join(r[0] for r in rows)).body[0]
     except (SyntaxError, IndexError): return None
     if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)): return None
@@ -176,10 +184,11 @@ def _one_move(rows: list, skip: set, moved: set):
             plan = plan_move(block, i, need, omni, before)
             names = ", ".join(f"`{x}`" for x in sorted(need))
             if isinstance(plan, str):
-                return rows, key, f"{_say(st)} reads {names} before any statement binds it; no place after: {plan}", False
+                return rows, key, f"{_say(st)} reads {names} before any statement binds it; no place after: {plan}", \
+                    False
             group, j = plan
             k = j
-            while k + 1 < len(block) and rows[block[k + 1].lineno - 1][2] in moved: k += 1   # moved there before: omni's order
+            while k + 1 < len(block) and rows[block[k + 1].lineno - 1][2] in moved: k += 1   # omni's order kept
             msg = (f"{_say(st)} reads {names}, which {_say(block[j])} binds only later: moved after it"
                    + (f" with the {len(group) - 1} omni statement(s) that follow it" if len(group) > 1 else ""))
             moved.update(rows[g.lineno - 1][2] for g in group)
@@ -189,7 +198,7 @@ def _one_move(rows: list, skip: set, moved: set):
 def place_by_dataflow(lines: list[str], origins: list[str], diags: list = ()) -> tuple[list[str], list[str], list]:
     "A ported method's lines with each omni statement that reads a name bound only later moved after its binder"
     " (ONP4450), or left with why not (ONP4451); `diags`' lines follow their lines. (lines, origins, diagnostics)."
-    if len(origins) != len(lines) or "npu" not in origins: return lines, origins, list(diags)   # all omni: omni's own order
+    if len(origins) != len(lines) or "npu" not in origins: return lines, origins, list(diags)   # all omni's: its order
     rows, skip, moved, found = [[l, o, k] for k, (l, o) in enumerate(zip(lines, origins))], set(), set(), []
     for _ in range(4 * len(lines) + 1):
         step = _one_move(rows, skip, moved)

@@ -382,7 +382,8 @@ def annotation_names(r: Record) -> list[str]:
     return out
 
 def import_of(tree: ast.Module, module: str, name: str, package: bool = False) -> str | None:
-    "The import by which `module`'s source binds `name` (relative made absolute), or one of it where the module defines it."
+    "The import by which `module`'s source binds `name` (relative made absolute), or one of it where the module"
+    " defines it."
     for n in ast.walk(tree):
         for a in getattr(n, "names", None) or []:
             if isinstance(n, ast.Import) and (a.asname or a.name.split(".")[0]) == name:
@@ -398,7 +399,8 @@ def binds_at_top(st: ast.stmt) -> set[str]:
     "The names a module-level class, function or assignment defines."
     if isinstance(st, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)): return {st.name}
     if isinstance(st, (ast.Assign, ast.AnnAssign)):
-        return {n.id for t in (st.targets if isinstance(st, ast.Assign) else [st.target]) for n in ast.walk(t) if isinstance(n, ast.Name)}
+        ts = st.targets if isinstance(st, ast.Assign) else [st.target]
+        return {n.id for t in ts for n in ast.walk(t) if isinstance(n, ast.Name)}
     return set()
 
 # %% ../../nbs/port/records.ipynb #53ccbd42
@@ -410,7 +412,8 @@ def defining_module(ix: SymbolIndex, name: str) -> str | None:
             if (src := t.module_source(m)) and pat.search(src): return m
     return None
 
-def import_record_types(lines: list[str], C: str, merged: Record, sides: list, ix: SymbolIndex | None) -> tuple[list[str], list]:
+def import_record_types(lines: list[str], C: str, merged: Record, sides: list,
+                        ix: SymbolIndex | None) -> tuple[list[str], list]:
     "The module's lines with an import (under `if TYPE_CHECKING:`) of each type `merged`'s annotations name that the module"
     " does not bind, from the first of `sides` ((module, its ast, is a package)) that imports or defines it, else from its"
     " defining module in `ix`; ONP4452 for those, ONP4453 for each found nowhere."
@@ -469,9 +472,9 @@ def merge_records(code: str, cls: str, omni, ix: SymbolIndex | None, styles: dic
         extra = merged.names[len(nr.names):]
         doc = f"ONP4424: {nr.dotted}'s fields, then {orr.dotted}'s extra fields (default None): one record both sides' lines build and read"
         lines = place_record(lines, C, merged, doc, home)
+        tdiags = []
         if not home:   # the types its annotations name, imported where the module lacks them
             lines, tdiags = import_record_types(lines, C, merged, _sides(ix, nr, oix, orr), ix)
-            diags += tdiags
         d = done[C]
         msg = (f"{code_info('ONP4424').title}: `{C}`: {nr.dotted} ({nr.where}: {', '.join(nr.names)}) and {orr.dotted} ({orr.where}: "
                f"{', '.join(orr.names)}) -> one {merged.kind} of {len(merged.names)} fields, omni's {', '.join(extra) or 'none'} added"
@@ -481,7 +484,7 @@ def merge_records(code: str, cls: str, omni, ix: SymbolIndex | None, styles: dic
                + f", {d['builds']} build(s) by keyword,"
                f" {d['unpacks']} unpack(s) by field" + (f"; fields the build omits: {', '.join(d['filled'])}" if d["filled"] else "")
                + (f"; passed None: {'; '.join(d['dropped'])}" if d["dropped"] else ""))
-        diags.append(port_diagnostic("ONP4424", msg, None, "warning" if d["dropped"] else "info", where=cls))
+        diags += [port_diagnostic("ONP4424", msg, None, "warning" if d["dropped"] else "info", where=cls)] + tdiags
     return "\n".join(lines) + ("\n" if code.endswith("\n") else ""), diags
 
 def _parse(text: str) -> ast.Module | None:
