@@ -216,3 +216,53 @@ def test_a_type_already_bound_is_not_imported_again_and_a_type_nobody_defines_is
     code, diags = _merge(tmp_path / "b", "", "stat: 'GraphStat | None' = None")
     assert [d.code for d in diags] == ["ONP4424", "ONP4452", "ONP4453"]
     assert "`GraphStat`" in diags[2].message and "GraphStat" not in code.split("class State")[0]
+
+
+# -- delta placement: an omni statement of the outer level is never nested inside an NPU block that re-nests its sibling
+
+def _delta_lines(base: str, omni: str, npu: str):
+    from omni_npu_port.port.delta import apply_delta
+    from omni_npu_port.port.merge import render
+    return render(apply_delta(D(base), D(omni), D(npu), "run").hunks)[0]
+
+
+def test_an_outer_omni_statement_is_placed_beside_the_npu_if_that_re_nests_its_sibling_not_inside_it():
+    base = '''
+        def run(self, x):
+            a = self.prep(x)
+            b = self.step(a)
+            c = self.more(b)
+            return c
+    '''
+    npu = '''
+        def run(self, x):
+            if self.spec:
+                a = self.prep(x)
+                self.npu_only(a)
+            with torch.npu.stream(s):
+                q = torch.zeros(3, device="npu")
+            return [q, q]
+    '''
+    lines = _delta_lines(base, base.replace("    c = self.more", "    self.omni_hook(a)\n            c = self.more"), npu)
+    assert "    self.omni_hook(a)" in lines                                       # at omni's level
+    assert lines.index("    self.omni_hook(a)") > lines.index("        self.npu_only(a)")   # after the NPU `if`
+
+
+def test_an_omni_statement_inside_a_block_omni_shares_stays_inside_it():
+    base = '''
+        def run(self, x):
+            if self.spec:
+                a = self.prep(x)
+                b = self.step(a)
+            return x
+    '''
+    npu = '''
+        def run(self, x):
+            if self.spec:
+                a = self.prep(x)
+                self.npu_only(a)
+                q = torch.zeros(3)
+            return [x]
+    '''
+    lines = _delta_lines(base, base.replace("        b = self.step", "        self.omni_hook(a)\n                b = self.step"), npu)
+    assert lines.index("        self.omni_hook(a)") == lines.index("        a = self.prep(x)") + 2   # fence, then it: inside
