@@ -266,3 +266,41 @@ def test_an_omni_statement_inside_a_block_omni_shares_stays_inside_it():
     '''
     lines = _delta_lines(base, base.replace("        b = self.step", "        self.omni_hook(a)\n                b = self.step"), npu)
     assert lines.index("        self.omni_hook(a)") == lines.index("        a = self.prep(x)") + 2   # fence, then it: inside
+
+
+# -- a read no binding reaches: said (ONP4454), never silence
+
+def test_a_name_bound_before_only_in_a_returning_block_is_reported_with_the_commented_binding():
+    lines, origins = _rows('''
+        N|def sample_tokens(self, state):
+        N|    if state is None:
+        N|        output = self.empty()
+        N|        return output
+        F|    # <<<<<<< ONP4001 conflict: NPU base (kept)
+        N|    if not self.use_async_scheduling:
+        N|        return self.build()
+        F|    # ======= omni GPU (commented out)
+        O|    # output = self.builder()
+        F|    # >>>>>>>
+        O|    async_output = self.wrap(model_runner_output=output)
+        N|    return async_output
+    ''')
+    out, _, diags = place_by_dataflow(lines, origins)
+    assert out == lines and [(d.code, d.line) for d in diags] == [("ONP4454", 11)]
+    assert "`output`" in diags[0].message and "(line 9)" in diags[0].message
+    with pytest.raises(UnboundLocalError): _run(lines, "s", use_async_scheduling=True, wrap=lambda **k: k)
+
+
+def test_a_binding_on_a_path_that_reaches_the_read_is_not_reported():
+    lines, origins = _rows('''
+        N|def sample_tokens(self, state):
+        N|    if state is None:
+        N|        output = self.empty()
+        N|        return output
+        N|    else:
+        N|        output = self.build()
+        O|    async_output = self.wrap(model_runner_output=output)
+        N|    return async_output
+    ''')
+    assert place_by_dataflow(lines, origins) == (lines, origins, [])
+    assert _run(lines, "s", build=lambda: 1, wrap=lambda **k: k) == {"model_runner_output": 1}

@@ -8,6 +8,7 @@ Docs: https://omni-npu-port.github.io/omni-npu-port/port/dataflow.html.md"""
 from __future__ import annotations
 
 import ast
+import re
 
 from ..core.diagnostics import Code, code_info, register
 from .locate import port_diagnostic
@@ -15,7 +16,7 @@ from .merge import FENCE_RE, FENCE_TEXT
 
 # %% auto #0
 __all__ = ['scope_nodes', 'binds', 'reads', 'blocks', 'binding_marks', 'late_reads', 'blocked', 'plan_move', 'move_rows',
-           'place_by_dataflow']
+           'dead_spans', 'unreached_reads', 'place_by_dataflow']
 
 # %% ../../nbs/port/dataflow.ipynb #44ce710f
 register(
@@ -168,6 +169,56 @@ def move_rows(rows: list, group: list[ast.stmt], after: ast.stmt, omni) -> list:
     moved = ([fence] if wrap else []) + cut + ([list(fence)] if wrap else [])
     return _drop_fence_pairs(rows[:start] + rows[end:p] + moved + rows[p:])
 
+# %% ../../nbs/port/dataflow.ipynb #886a2497
+register(
+    Code("ONP4454", "read-not-reached", "a live omni statement reads a name of the method that no binding before it "
+         "reaches: each binder sits in a block that returns or raises first (the binding that reached it in omni's "
+         "method is in a commented conflict side, or was dropped)", "error",
+         "resolve the conflict the message names, or bind the name on the path that reaches the statement",
+         "port/dataflow.ipynb", "port"),
+)
+
+def dead_spans(fn: ast.AST) -> list[tuple[int, int]]:
+    "(first, last line) of each statement list of the function that ends in `return` or `raise`: its bindings reach no"
+    " statement after it."
+    out, todo = [], [fn.body]
+    while todo:
+        b = todo.pop()
+        if isinstance(b[-1], (ast.Return, ast.Raise)): out.append((b[0].lineno, b[-1].end_lineno))
+        for st in b:
+            if isinstance(st, _SCOPES): continue
+            todo += [getattr(st, f) for f in ("body", "orelse", "finalbody") if isinstance(getattr(st, f, None), list)
+                     and getattr(st, f)]
+            todo += [h.body for h in getattr(st, "handlers", [])] + [c.body for c in getattr(st, "cases", [])]
+    return out
+
+def unreached_reads(st: ast.stmt, marks: list, dead: list) -> set[str]:
+    "The names `st` reads that bindings before it bind, none of them on a path that reaches it (all in `dead` spans"
+    " that do not hold `st`)."
+    at = (st.lineno, st.col_offset)
+    gone = lambda line: any(a <= line <= b and not a <= st.lineno <= b for a, b in dead)
+    before = {x for p, x in marks if p < at}
+    return (reads(st) & before) - {x for p, x in marks if p < at and not gone(p[0])}
+
+# %% ../../nbs/port/dataflow.ipynb #6ef815be
+def _unreached(rows: list) -> list[tuple[int, str]]:
+    "(key, message) for each omni statement that reads a name no binding before it reaches (ONP4454)."
+    try: fn = ast.parse("\n".join(r[0] for r in rows)).body[0]
+    except (SyntaxError, IndexError): return []
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)): return []
+    marks, dead, omni, out = binding_marks(fn), dead_spans(fn), _omni_of(rows), []
+    for st in (st for block in blocks(fn) for st in block):
+        if not omni(st) or not (xs := sorted(unreached_reads(st, marks, dead))): continue
+        at = sorted({p[0] for p, y in marks if y in xs and p < (st.lineno, st.col_offset)})
+        side = [k + 1 for k, r in enumerate(rows) for x in xs
+                if re.match(rf"\s*#\s*{re.escape(x)}\s*=(?!=)", r[0])]
+        names = ", ".join(f"`{x}`" for x in xs)
+        msg = (f"{_say(st)} reads {names}, bound before it only in blocks that return or raise first (line(s) "
+               f"{', '.join(map(str, at))})" + (f"; a commented conflict side binds it (line {side[0]}): resolve that"
+                                                 " conflict" if side else ""))
+        out.append((rows[st.lineno - 1][2], msg))
+    return out
+
 # %% ../../nbs/port/dataflow.ipynb #ad07eeb1
 def _one_move(rows: list, skip: set, moved: set):
     "The first omni statement that reads a name bound only later: (rows after moving it, its key, message, moved),"
@@ -197,7 +248,8 @@ def _one_move(rows: list, skip: set, moved: set):
 
 def place_by_dataflow(lines: list[str], origins: list[str], diags: list = ()) -> tuple[list[str], list[str], list]:
     "A ported method's lines with each omni statement that reads a name bound only later moved after its binder"
-    " (ONP4450), or left with why not (ONP4451); `diags`' lines follow their lines. (lines, origins, diagnostics)."
+    " (ONP4450), or left with why not (ONP4451); then each omni statement reading a name no binding reaches (ONP4454);"
+    " `diags`' lines follow their lines. (lines, origins, diagnostics)."
     if len(origins) != len(lines) or "npu" not in origins: return lines, origins, list(diags)   # all omni's: its order
     rows, skip, moved, found = [[l, o, k] for k, (l, o) in enumerate(zip(lines, origins))], set(), set(), []
     for _ in range(4 * len(lines) + 1):
@@ -206,6 +258,7 @@ def place_by_dataflow(lines: list[str], origins: list[str], diags: list = ()) ->
         rows, key, msg, ok = step
         if not ok: skip.add(key)
         found.append((key, "ONP4450" if ok else "ONP4451", msg))
+    found += [(key, "ONP4454", msg) for key, msg in _unreached(rows)]
     if not found: return lines, origins, list(diags)
     at = {r[2]: k + 1 for k, r in enumerate(rows) if r[2] is not None}
     for d in diags:
