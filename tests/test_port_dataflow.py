@@ -289,6 +289,10 @@ def test_a_name_bound_before_only_in_a_returning_block_is_reported_with_the_comm
     assert out == lines and [(d.code, d.line) for d in diags] == [("ONP4454", 11)]
     assert "`output`" in diags[0].message and "(line 9)" in diags[0].message
     with pytest.raises(UnboundLocalError): _run(lines, "s", use_async_scheduling=True, wrap=lambda **k: k)
+    nested = lines[:10] + ["    if self.wrap_it:", "        async_output = self.wrap(model_runner_output=output)",
+                           "    return async_output"]
+    got = place_by_dataflow(nested, origins[:10] + ["omni", "omni", "npu"])[2]
+    assert [(d.code, d.line) for d in got] == [("ONP4454", 12)]   # once, at the statement that reads it
 
 
 def test_a_binding_on_a_path_that_reaches_the_read_is_not_reported():

@@ -200,7 +200,7 @@ def unreached_reads(st: ast.stmt, marks: list, dead: list) -> set[str]:
     before = {x for p, x in marks if p < at}
     return (reads(st) & before) - {x for p, x in marks if p < at and not gone(p[0])}
 
-# %% ../../nbs/port/dataflow.ipynb #6ef815be
+# %% ../../nbs/port/dataflow.ipynb #ddab2c74
 def _unreached(rows: list) -> list[tuple[int, str]]:
     "(key, message) for each omni statement that reads a name no binding before it reaches (ONP4454)."
     try: fn = ast.parse("\n".join(r[0] for r in rows)).body[0]
@@ -216,8 +216,9 @@ def _unreached(rows: list) -> list[tuple[int, str]]:
         msg = (f"{_say(st)} reads {names}, bound before it only in blocks that return or raise first (line(s) "
                f"{', '.join(map(str, at))})" + (f"; a commented conflict side binds it (line {side[0]}): resolve that"
                                                  " conflict" if side else ""))
-        out.append((rows[st.lineno - 1][2], msg))
-    return out
+        out.append((st, rows[st.lineno - 1][2], msg))
+    inside = lambda a, b: a is not b and b.lineno <= a.lineno and a.end_lineno <= b.end_lineno
+    return [(k, m) for st, k, m in out if not any(inside(o, st) for o, _, _ in out)]   # the innermost statement says it
 
 # %% ../../nbs/port/dataflow.ipynb #ad07eeb1
 def _one_move(rows: list, skip: set, moved: set):
