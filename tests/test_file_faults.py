@@ -206,11 +206,18 @@ def test_outputs_get_the_source_mode_less_the_umask(tmp_path):
     assert modes == {"tool.py": 0o750, "secret.py": 0o600, "plain.py": 0o640}
 
 
+def _age(p: Path, hours: float = 2):
+    "Make `p` look `hours` untouched: the sweep takes a dead run's temp only then (core.io.stale_temps)."
+    import time
+    os.utime(p, (time.time() - hours * 3600,) * 2)
+
+
 def test_in_place_rerun_after_a_kill_resumes(tmp_path):
     "What a SIGKILL between the backup and the rename leaves: FILE.orig equal to FILE, a temp file; the rerun finishes."
     f = tmp_path / "runner.py"; f.write_text(GPU); os.chmod(f, 0o640)
     (tmp_path / "runner.py.orig").write_text(GPU)
     (tmp_path / f".runner.py.onp{DEAD}-k2_9abcd.tmp").write_bytes(b"")   # write_atomic's temp of a killed run, never renamed
+    _age(tmp_path / f".runner.py.onp{DEAD}-k2_9abcd.tmp")   # an hour untouched: no writer of any host fills it (issue 34)
     assert main([str(f), "--in-place", "-q"]) == 0
     assert "torch.npu" in f.read_text() and stat.S_IMODE(f.stat().st_mode) == 0o640
     assert sorted(p.name for p in tmp_path.iterdir()) == ["runner.py", "runner.py.orig"]
@@ -351,7 +358,7 @@ def test_the_temp_sweep_removes_only_temps_of_dead_runs_of_this_package(tmp_path
     out = tmp_path / "out"; out.mkdir()
     users = out / ".runner.py.k2_9abcd.tmp"; users.write_text("a user's file")
     live = out / f".runner.py.onp{os.getpid()}-a2_9abcd.tmp"; live.write_text("another run's, still going")
-    dead = out / f".runner.py.onp{DEAD}-b2_9abcd.tmp"; dead.write_text("")
+    dead = out / f".runner.py.onp{DEAD}-b2_9abcd.tmp"; dead.write_text(""); _age(dead)   # an hour untouched (issue 34)
     assert main([str(src), "-o", str(out), "-q", "--target", T18]) == 0
     assert users.read_text() == "a user's file" and live.exists() and not dead.exists()
 

@@ -20,6 +20,9 @@ from .options import StderrProgress, add_json, add_output
 from ..port.formatting import FORMATTERS, RUFF_LINE_LENGTH
 from ..port.locate import Located, PortError, locate, method_located, missing_method, parse_spec
 from ..port.merge import PREFER
+from ..port.mro import ORDER_BLOCKS
+from ..port.calls import CALL_BLOCKS, bind_runner_calls
+from ..port.ready import ready_index
 from ..port.method import DEFAULT_PREFER, PortOptions, PortResult, port_method
 from ..port.classes import port_class
 from ..port.release import DEFAULT_OUT, REPORT_JSON, port_release, release_summary
@@ -215,6 +218,9 @@ def run_port(args: argparse.Namespace, need: bool) -> tuple[PortResult, list[Loc
         _no_methods([args.gpu_base, args.gpu_omni, args.npu_base, *args.gpu_history, *([args.into] if args.into else [])])
         locs = [locate(s, False, extra) for s in (args.gpu_base, args.gpu_omni, args.npu_base)]
         res = port_class(*locs, class_name=args.class_name, history=history, into=into, options=_options(args, "class"))
+        ix = ready_index(locs[0], locs[2])   # every call bound to its callee's signature, as --release (port/calls)
+        res.code, found = bind_runner_calls(res.code, res.name, locs[1], locs[2], locs[0], None, ix)
+        res.diagnostics += found
         return res, locs
     go = locate(args.gpu_omni, True, extra)     # a method the omni class lacks: the error lists those it has
     gb, nb = _class_at(args.gpu_base, args.source), _class_at(args.npu_base, extra)
@@ -290,7 +296,8 @@ def write_result(res: PortResult, args, scored: tuple[Located, dict[str, Score]]
     if not args.json:
         for d in res.diagnostics: print(f"omni-npu-port: {d}", file=sys.stderr)
         for line in _score_lines_or_none(scored): print(f"omni-npu-port: {line}", file=sys.stderr)
-    return FINDINGS if res.conflicts or any(d.code == "ONP4006" for d in res.diagnostics) else OK
+    blocks = ("ONP4006",) + ORDER_BLOCKS + CALL_BLOCKS   # does not parse; port/mro.ipynb; port/calls.ipynb
+    return FINDINGS if res.conflicts or any(d.code in blocks for d in res.diagnostics) else OK
 
 def _score_lines_or_none(scored) -> list[str]:
     return score_lines(*scored) if scored else []

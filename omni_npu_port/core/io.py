@@ -15,18 +15,20 @@ import re
 import stat
 import tempfile
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 try: import tomllib
 except ModuleNotFoundError: import tomli as tomllib  # Python 3.10
 
+from .diagnostics import Code, register
 from .errors import InputError, UsageError
 
 # %% auto #0
-__all__ = ['CACHE_HOME', 'CACHE_ENV', 'CACHE_OFF', 'CACHE_MARKER', 'OutputExists', 'OutputError', 'umask', 'temp_prefix',
-           'write_atomic', 'pid_alive', 'leftover_temps', 'CacheRefused', 'cache_dir', 'claim_cache', 'load_toml',
-           'gc_paused', 'memory_headroom', 'can_fork', 'worker_pool', 'Step']
+__all__ = ['STALE_TEMP_S', 'CACHE_HOME', 'CACHE_ENV', 'CACHE_OFF', 'CACHE_MARKER', 'OutputExists', 'OutputError', 'umask',
+           'temp_prefix', 'write_atomic', 'pid_alive', 'leftover_temps', 'stale_temps', 'write_set', 'CacheRefused',
+           'cache_dir', 'claim_cache', 'load_toml', 'gc_paused', 'memory_headroom', 'can_fork', 'worker_pool', 'Step']
 
 # %% ../../nbs/core/io.ipynb #b9bedacf
 class OutputExists(UsageError, FileExistsError):
@@ -102,6 +104,80 @@ def leftover_temps(folder: Path | str) -> dict[str, list[Path]]:
         except OSError: continue
         if stat.S_ISREG(st.st_mode) and (uid is None or st.st_uid == uid): out.setdefault(m.group(1), []).append(p)
     return out
+
+# %% ../../nbs/core/io.ipynb #4f8c9507
+STALE_TEMP_S = 3600   # a temp not written to for an hour: no writer on any host is still filling it
+
+def stale_temps(folder: Path | str, age: float = STALE_TEMP_S) -> dict[str, list[Path]]:
+    "The `leftover_temps` of `folder` not written to for `age` seconds (a younger one may be another host's live"
+    " writer's), by the name of the file each was for: what a sweep may remove."
+    out, now = {}, time.time()
+    for name, temps in leftover_temps(folder).items():
+        old = []
+        for t in temps:
+            with contextlib.suppress(OSError):
+                if now - t.lstat().st_mtime > age: old.append(t)
+        if old: out[name] = old
+    return out
+
+# %% ../../nbs/core/io.ipynb #745ec34e
+def _missing_dirs(folder: Path) -> list[Path]:
+    "The folders from the first missing ancestor of `folder` down to it (empty when it exists)."
+    out = []
+    while not folder.exists(): out.insert(0, folder); folder = folder.parent
+    return out
+
+def _stage(path: Path, raw: bytes) -> str:
+    "A temp beside `path` holding `raw`, synced, with `path`'s mode (or a new file's): the temp's name."
+    mode = path.stat().st_mode & 0o7777 if path.exists() else _new_file_mode()
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=temp_prefix(path.name), suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f: f.write(raw); f.flush(); os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+    except BaseException:
+        with contextlib.suppress(OSError): os.unlink(tmp)
+        raise
+    return tmp
+
+register(Code("ONP9014", "output-set-not-written", "a set of outputs (a port's modules and its report) could not be "
+              "written whole: nothing of it was written, or (a rename failed) it has no report", "error",
+              action="Free the disk or fix the folder's permissions the message names, then run again (with --force "
+                     "where a set without its report was left).", notebook="core/io.ipynb", tool="port"))
+
+def write_set(files: dict, last=()) -> list[Path]:
+    "Write `files` (path -> text or bytes) as one set: all staged, then renamed in, `last` after the rest; nothing"
+    " left when staging fails. An existing file is replaced (the caller checks --force)."
+    files = {Path(p): d.encode("utf-8") if isinstance(d, str) else d for p, d in files.items()}
+    last = [Path(p) for p in last]
+    for folder in {p.parent for p in files}:
+        for name, temps in stale_temps(folder).items():
+            if folder / name in files:
+                for t in temps: t.unlink(missing_ok=True)   # a killed run's temp for this very file
+    made, staged = [], []
+    try:
+        for path, raw in files.items():
+            for d in _missing_dirs(path.parent): d.mkdir(); made.append(d)
+            staged.append((_stage(path, raw), path))
+    except BaseException as e:
+        for tmp, _ in staged:
+            with contextlib.suppress(OSError): os.unlink(tmp)
+        for d in reversed(made):
+            with contextlib.suppress(OSError): d.rmdir()
+        if isinstance(e, OSError): raise OutputError(f"{e.filename or '?'}: could not be written ({e.strerror or e}); "
+                                                     "nothing of this set was written (ONP9014)") from e
+        raise
+    order = [s for s in staged if s[1] not in last] + [s for p in last for s in staged if s[1] == p]
+    for p in last:   # an old report of these files goes first: a set without one is a set not finished
+        if p.is_file() and not p.is_symlink(): p.unlink()
+    for i, (tmp, path) in enumerate(order):
+        try: os.replace(tmp, path)
+        except OSError as e:
+            for t, _ in order[i:]:
+                with contextlib.suppress(OSError): os.unlink(t)
+            raise OutputError(f"{path}: could not be written ({e.strerror or e}); the set is incomplete "
+                              f"(no {last[-1].name if last else 'last file'}): write it again (ONP9014)") from e
+    for folder in {p.parent for p in files}: _fsync_folder(folder)
+    return [p for _, p in order]
 
 # %% ../../nbs/core/io.ipynb #764b1444
 CACHE_HOME = "~/.cache/omni-npu-port"

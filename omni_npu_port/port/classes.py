@@ -23,9 +23,10 @@ from .locate import Located, MroClass, class_mro, mro_merge, method_located, own
 from .translation import module_imports, pairing_check, rules_for, target_check, target_of
 from .translation import translate_code, translate_located, translate_methods
 from .supercalls import extends_by_super, param_names, rebind_supers
-from .formatting import format_code, format_options, ruff_bin
+from .formatting import format_code, format_options, ruff_bin, ruff_warnings
 from .merge import keep_side
 from .overrides import omni_definitions, refit_overrides
+from .mro import base_order, order_diagnostics, plan_for_order
 from .method import PortOptions, PortResult, parse_check, port_method, port_options, undefined_names
 
 # %% auto #0
@@ -169,8 +170,13 @@ def _translated_imports(loc: Located, rules: RuleSet) -> str:
     return t.code if t.error is None else head
 
 # %% ../../nbs/port/classes.ipynb #8ef2bf71
-def generated_mro(cname: str, gpu_omni: Located, npu_base: Located, parent: list[MroClass] | None = None) -> list[MroClass]:
-    "The MRO of the class a class port writes, `class cname(OmniX, NPUBase)` (or `(OmniX, Parent)`, `parent` its MRO): Python's C3 merge of the two MROs."
+def generated_mro(cname: str, gpu_omni: Located, npu_base: Located, parent: list[MroClass] | None = None,
+                  gpu_base: Located | None = None) -> list[MroClass]:
+    "The MRO of the class a class port writes, `class cname(OmniX, NPUBase)` (or `(OmniX, Parent)`, `parent` its MRO):"
+    " Python's C3 merge of the two MROs (`gpu_base` given: `(NPUBase, OmniX)` where the NPU base does not derive from"
+    " it, `port/mro.ipynb`)."
+    bo = base_order(cname, gpu_omni, npu_base, gpu_base, parent) if gpu_base is not None else None
+    if bo is not None and bo.npu_first: return bo.mro
     a, b = class_mro(gpu_omni), (parent or class_mro(npu_base))
     by = {c.name: c for c in b} | {c.name: c for c in a}
     order = mro_merge([[c.name for c in a], [c.name for c in b], [a[0].name, b[0].name]])
@@ -213,6 +219,17 @@ def _import_block(cls_code: str, sources: list[tuple], extra: list[str]) -> list
     if typing_only: imports += ["", "if TYPE_CHECKING:"] + [f"    {i}" for i in typing_only]
     return imports
 
+# %% ../../nbs/port/classes.ipynb #4c0ea15d
+def _class_header(cname: str, omni_cls: str, parent_cls: str | None, gpu_base: Located, gpu_omni: Located,
+                  npu_base: Located, rules: RuleSet, styles: dict) -> str:
+    "The ported module's docstring: what was ported onto what, from which sources, and how each method was ported."
+    below = f" (below {parent_cls}, ported already: the methods it has are not ported again)" if parent_cls else ""
+    return (f'"""{cname}: {omni_cls} ported onto {npu_base.label()}{below} by `omni-npu-port port --class`.\n\n'
+            f"Sources: GPU base {gpu_base.label()}; omni GPU {gpu_omni.label()}; translator target {rules.target}.\n"
+            f"Ported methods: {', '.join(f'{k} ({v})' for k, v in styles.items()) or 'none'}.\n"
+            'Omni additions are fenced by `----Omni-new----` comments; `<<<<<<<` marks an unresolved conflict."""\n')
+
+
 # %% ../../nbs/port/classes.ipynb #557bec93
 @gc_paused()
 def port_class(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_style: str = "auto",
@@ -229,18 +246,22 @@ def port_class(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_st
     if format: ruff_bin()
     t0 = time.perf_counter()
     ll, settings = format_options(gpu_omni, line_length) if format else (None, {})
+    ruff_said = ruff_warnings(gpu_omni) if format else []   # a setting of the omni source's ruff config ignored
     rules = rules_for(target or target_of(npu_base))       # compiled once for the whole class
-    plan = plan_class(gpu_base, gpu_omni, npu_base, rules, exclude={c.name for c in parent or []})
-    diags = pairing_check(gpu_base, npu_base) + target_check(npu_base, rules)
-    bodies, styles, npu_srcs = [], {}, {}
     cname = class_name or ported_class_name(gpu_omni.cls_node.name)
-    landing = class_mro(into) if into is not None else generated_mro(cname, gpu_omni, npu_base, parent)
+    bo = base_order(cname, gpu_omni, npu_base, gpu_base, parent)   # NPU first where the NPU base lacks vllm's runner
+    plan = plan_for_order(bo, gpu_omni, plan_class(gpu_base, gpu_omni, npu_base, rules,
+                                                   exclude={c.name for c in parent or []}))
+    diags = pairing_check(gpu_base, npu_base) + target_check(npu_base, rules) + order_diagnostics(bo, cname)
+    diags += ruff_said
+    bodies, styles, npu_srcs = [], {}, {}
+    landing = class_mro(into) if into is not None else generated_mro(cname, gpu_omni, npu_base, parent, gpu_base)
     for name in plan.port:
         r = port_method(method_located(gpu_base, name), method_located(gpu_omni, name),
                         method_located(npu_base, name), super_style, rules, o.fence, prefer=prefer,
                         history=[m for h in history if (m := method_located(h, name))], format=format, line_length=ll,
                         landing=landing)
-        diags += [d for d in r.diagnostics if d.code not in ("ONP4101", "ONP4104")]
+        diags += [d for d in r.diagnostics if d.code not in ("ONP4101", "ONP4104", "ONP9013")]   # ONP9013: once, below
         bodies.append(r.code); styles[name] = r.style
         if r.style == "super-call": npu_srcs[name] = method_located(npu_base, name).method_source
     for name in plan.translate:
@@ -252,16 +273,12 @@ def port_class(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_st
                              {n: fn for n, (_, fn) in defs.items()}, cname, {n: o for n, (o, _) in defs.items()})
     methods = "\n".join(indent_lines(b, "    ") for b in bodies) or "    pass\n"
     inherited = ", ".join(plan.inherit)
-    cls_code = f"class {cname}({omni_cls}, {npu_cls}):\n" + \
+    cls_code = f"class {cname}({', '.join(bo.bases)}):\n" + \
                (f'    "Ported by omni-npu-port; inherited from {omni_cls} unchanged: {inherited}."\n\n' if inherited else "") + methods
     sources = _import_sources(gpu_omni, npu_base, plan.port + plan.translate, rules)
     imports = _import_block(cls_code, sources, [f"from {gpu_omni.module} import {omni_cls}",
                                                 f"from {parent[0].module if parent else npu_base.module} import {npu_cls}"])
-    below = f" (below {npu_cls}, ported already: the methods it has are not ported again)" if parent else ""
-    header = (f'"""{cname}: {omni_cls} ported onto {npu_base.label()}{below} by `omni-npu-port port --class`.\n\n'
-              f"Sources: GPU base {gpu_base.label()}; omni GPU {gpu_omni.label()}; translator target {rules.target}.\n"
-              f"Ported methods: {', '.join(f'{k} ({v})' for k, v in styles.items()) or 'none'}.\n"
-              'Omni additions are fenced by `----Omni-new----` comments; `<<<<<<<` marks an unresolved conflict."""\n')
+    header = _class_header(cname, omni_cls, npu_cls if parent else None, gpu_base, gpu_omni, npu_base, rules, styles)
     code = header + "\n" + "\n".join(imports) + "\n\n\n" + cls_code
     if prefer == "comment" or not any(d.code == "ONP4001" for d in diags):   # commented conflicts parse
         broken = parse_check(code, cname)

@@ -25,16 +25,20 @@ from ..core.errors import InputError
 from ..core.io import load_toml
 from .locate import Located, PortError, port_diagnostic, python_lines
 from .merge import indent_of
+from ..sources.readers import UnreadableFile, read_regular
 
 # %% auto #0
-__all__ = ['RUFF_LINE_LENGTH', 'FORMATTERS', 'CONFLICT_MARKERS', 'ruff_bin', 'ruff_settings_at', 'ruff_settings',
-           'format_options', 'mask_conflicts', 'format_code']
+__all__ = ['RUFF_LINE_LENGTH', 'FORMATTERS', 'CONFLICT_MARKERS', 'ruff_bin', 'ruff_config', 'ruff_settings_at', 'ruff_settings',
+           'ruff_warnings', 'format_options', 'mask_conflicts', 'format_code']
 
 # %% ../../nbs/port/formatting.ipynb #9b72ba51
 register(
     Code("ONP4014", "not-formatted", "not formatted: the unformatted port is kept", "warning",
          "format by hand, or resolve the conflicts and format again (the reason is in the message)",
          "port/formatting.ipynb", "port"),
+    Code("ONP9013", "ruff-setting-ignored", "a ruff setting in the omni source's own config cannot be used: ignored, "
+         "ruff's default taken", "warning", "fix the value at the file and key the message names (or pass "
+         "--line-length); the port is formatted without it", "port/formatting.ipynb", "port"),
 )
 
 # %% ../../nbs/port/formatting.ipynb #4ca0c5ab
@@ -57,44 +61,79 @@ def ruff_bin() -> str:
     raise PortError("--format ruff needs ruff, which is not installed: pip install ruff")
 
 # %% ../../nbs/port/formatting.ipynb #2755eef2
-def _ruff_table(name: str, text: str) -> dict | None:
-    "The ruff settings of one config file's text (None when it has none): ruff.toml is all ruff, pyproject its [tool.ruff]."
+_RUFF_CHECKS = {"line-length": (lambda v: type(v) is int and 0 < v <= 320, "a line length from 1 to 320"),
+                "indent-width": (lambda v: type(v) is int and 0 < v <= 16, "a width from 1 to 16"),
+                "format": (lambda v: isinstance(v, dict), "a table ([tool.ruff.format] or [format])")}
+
+def _ruff_table(name: str, text: str, where: str | None = None) -> tuple[dict | None, list[str]]:
+    "The ruff settings of one config file's text (None when it has none) and what in them is ignored (`FILE: KEY: why`)."
+    where = where or name
     try: data = load_toml(name, text)
-    except InputError: data = {}
-    if name == "pyproject.toml": return data.get("tool", {}).get("ruff")
-    return data
+    except InputError: return {}, [f"{where}: not valid TOML; ruff would refuse it"]
+    if name == "pyproject.toml":
+        tool = data.get("tool", {})
+        if not isinstance(tool, dict): return {}, [f"{where}: tool: {tool!r} is not a table"]
+        data = tool.get("ruff")
+        if data is None: return None, []
+        if not isinstance(data, dict): return {}, [f"{where}: tool.ruff: {data!r} is not a table"]
+    key = "tool.ruff." if name == "pyproject.toml" else ""
+    bad = [k for k, (ok, _) in _RUFF_CHECKS.items() if k in data and not ok(data[k])]
+    return ({k: v for k, v in data.items() if k not in bad},
+            [f"{where}: {key}{k}: {data[k]!r} is not {_RUFF_CHECKS[k][1]}; ignored" for k in bad])
 
 # %% ../../nbs/port/formatting.ipynb #fd0ab948
 _RUFF_FILES = (".ruff.toml", "ruff.toml", "pyproject.toml")   # ruff's precedence within one directory
 
+def _config_text(p: Path) -> str | None:
+    "A config file's text: a regular file within the source-file limit (None: no such file)."
+    if not p.is_file(): return None
+    return read_regular(p).decode("utf-8", "replace")
+
 @functools.lru_cache(maxsize=64)
-def ruff_settings_at(origin: str, kind: str | None) -> dict:
-    "The ruff settings where `origin` (of `kind`: sdist, directory, None for a lone file) states them: an sdist's top-level config, else the nearest of a folder and its parents (.ruff.toml, ruff.toml, pyproject.toml); {} where none does (a wheel ships none)."
+def ruff_config(origin: str, kind: str | None) -> tuple[dict, tuple[str, ...]]:
+    "The ruff settings `origin` (of `kind`: sdist, directory, None for a lone file) states in its own root — an sdist's"
+    " top folder, the folder given, a lone file's folder; never a parent — and what in them is ignored; ({}, ()): none."
     p = Path(origin)
     if kind == "sdist":
+        found = {}
         with tarfile.open(p) as tf:
-            found = {}
             for m in tf:
                 top, _, rel = m.name.partition("/")
-                if m.isfile() and rel in _RUFF_FILES: found[rel] = tf.extractfile(m).read().decode("utf-8", "replace")
-        dirs = [lambda n: found.get(n)]
+                if m.isfile() and rel in _RUFF_FILES and m.size <= 1 << 20:
+                    found[rel] = tf.extractfile(m).read().decode("utf-8", "replace")
+        read = lambda n: found.get(n)
+        where = lambda n: f"{p}/{n}"
     elif kind in ("directory", None):
-        start = p.resolve() if kind else p.resolve().parent
-        dirs = [lambda n, d=d: (d / n).read_text() if (d / n).is_file() else None for d in [start, *start.parents]]
-    else: return {}                                          # a wheel or an installed package ships no config
-    for read in dirs:
-        for name in _RUFF_FILES:
-            text = read(name)
-            table = _ruff_table(name, text) if text is not None else None
-            if table is not None: return table
-    return {}
+        root = p.resolve() if kind else p.resolve().parent
+        read, where = lambda n: _config_text(root / n), lambda n: str(root / n)
+    else: return {}, ()                                      # a wheel or an installed package ships no config
+    for name in _RUFF_FILES:
+        try: text = read(name)
+        except UnreadableFile as e: return {}, (f"{e}; ignored",)
+        table, problems = _ruff_table(name, text, where(name)) if text is not None else (None, [])
+        if table is not None: return table, tuple(problems)
+    return {}, ()
+
+def ruff_settings_at(origin: str, kind: str | None) -> dict:
+    "The ruff settings `ruff_config` finds, the values it ignores left out ({} where none are stated)."
+    return ruff_config(origin, kind)[0]
+
+# %% ../../nbs/port/formatting.ipynb #b78a7b73
+def _ruff_origin(loc: "Located") -> tuple[str, str | None]:
+    "(origin, kind) of the config a method's source is formatted with."
+    if loc.tree is None: return str(loc.origin), None
+    root = getattr(loc.tree.reader, "root", None)
+    if loc.tree.kind == "directory" and root is not None: return str(root), "directory"
+    return str(loc.tree.origin), loc.tree.kind
 
 def ruff_settings(loc: "Located") -> dict:
     "The ruff settings a method's source declares ({} when it has none): `line-length`, `indent-width`, `format`, …"
-    if loc.tree is None: return ruff_settings_at(str(loc.origin), None)
-    root = getattr(loc.tree.reader, "root", None)
-    if loc.tree.kind == "directory" and root is not None: return ruff_settings_at(str(root), "directory")
-    return ruff_settings_at(str(loc.tree.origin), loc.tree.kind)
+    return ruff_settings_at(*_ruff_origin(loc))
+
+def ruff_warnings(loc: "Located") -> list[Diagnostic]:
+    "One ONP9013 warning for each ruff setting of `loc`'s source that is ignored (file and key named)."
+    return [port_diagnostic("ONP9013", f"{code_info('ONP9013').title}: {p}", None, "warning")
+            for p in ruff_config(*_ruff_origin(loc))[1]]
 
 def format_options(omni: "Located", line_length: int | None = None) -> tuple[int, dict]:
     "The line length (given, else the omni source's, else 120) and the ruff settings a port of `omni` is formatted with."

@@ -21,14 +21,14 @@ from ..core.catalog import CATALOG
 from ..core.diagnostics import Diagnostic
 from ..core.errors import UsageError
 from ..core.io import gc_paused
-from ..sources.readers import PACKAGES, SourceError, SourceTree, open_source, read_module_file
+from ..sources.readers import (PACKAGES, SourceError, SourceTree, open_source, open_source_spec,
+                                           parse_source_spec, read_module_file, spaces_for_tabs)
 from ..sources.symbols import SymbolIndex, c3_merge, mro, resolve
 
 # %% auto #0
 __all__ = ['PortError', 'port_diagnostic', 'MethodSpec', 'parse_spec', 'Located', 'python_lines', 'indent_lines', 'method_text',
-           'spaces_for_tabs', 'close_matches', 'own_methods', 'top_classes', 'MroClass', 'mro_merge', 'source_index',
-           'open_extra', 'class_mro', 'class_methods', 'method_located', 'missing_method', 'open_tree', 'forget_trees',
-           'locate']
+           'close_matches', 'own_methods', 'top_classes', 'MroClass', 'mro_merge', 'source_index', 'open_extra',
+           'class_mro', 'class_methods', 'method_located', 'missing_method', 'open_tree', 'forget_trees', 'locate']
 
 # %% ../../nbs/port/locate.ipynb #108d3b9b
 class PortError(UsageError, ValueError):
@@ -136,47 +136,13 @@ def method_text(module_text: str, node: ast.FunctionDef) -> str:
     "The source lines of a def (decorators included), dedented (lines as Python counts them: `str.splitlines` would also break at \\x0c, \\x1c-\\x1e, \\x85, \\u2028 inside a comment)."
     lines = python_lines(module_text)
     start = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
-    return spaces_for_tabs(textwrap.dedent("\n".join(lines[start: node.end_lineno]))) + "\n"
-
-# %% ../../nbs/port/locate.ipynb #dd32962e
-def spaces_for_tabs(text: str) -> str:
-    "`text` (a dedented def) with tab indentation written as Python's tokenizer reads it: each block level as four"
-    " spaces (a tab counts to the next multiple of 8, a form feed back to 0); continuation and comment lines keep their"
-    " place relative to their statement; lines inside strings are left as they are. Text without tabs comes back as is."
-    if "\t" not in text: return text
-    lines, inside, starts, prev = text.split("\n"), set(), set(), tokenize.NEWLINE
-    try:
-        for t in tokenize.generate_tokens(io.StringIO(text).readline):
-            if t.type == tokenize.STRING or t.type == getattr(tokenize, "FSTRING_START", -1):
-                inside.update(range(t.start[0] + 1, t.end[0] + 1))   # lines that start inside a string: its text
-            if t.type in (tokenize.INDENT, tokenize.DEDENT, tokenize.NL, tokenize.COMMENT): continue
-            if prev in (tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT): starts.add(t.start[0])
-            prev = t.type
-    except (tokenize.TokenError, SyntaxError): return text
-    def col(ws):
-        c = 0
-        for ch in ws: c = 0 if ch == "\f" else (c // 8 + 1) * 8 if ch == "\t" else c + 1
-        return c
-    shift, stack, delta = {}, [0], 0   # line -> how far it moves: a statement to its level, what follows it alike
-    for i, l in enumerate(lines, 1):
-        body = l.lstrip(" \t\f")
-        if i in inside or not body: continue
-        c = col(l[:len(l) - len(body)])
-        if i in starts:
-            while stack[-1] > c: stack.pop()
-            if c > stack[-1]: stack.append(c)
-            delta = 4 * (len(stack) - 1) - c
-        shift[i] = (c, delta)
-    out, after = [], None
-    for i in range(len(lines), 0, -1):   # a comment line moves with the statement below it
-        l = lines[i - 1]
-        if i not in shift: out.append(l); continue
-        c, delta = shift[i]
-        body = l.lstrip(" \t\f")
-        if i in starts: after = delta
-        elif body.startswith("#") and after is not None: delta = after
-        out.append(" " * max(c + delta, 0) + body)
-    return "\n".join(reversed(out))
+    chunk = lines[start: node.end_lineno]
+    lead = chunk[0][:len(chunk[0]) - len(chunk[0].lstrip())] if chunk else ""
+    if "\t" in lead or "\f" in lead: return spaces_for_tabs(textwrap.dedent("\n".join(chunk))) + "\n"
+    # the def's own indentation off every line that has it: a line inside a string that has less (a tab, column 0)
+    # keeps its text, where `textwrap.dedent` would find no common margin and leave the def indented
+    return spaces_for_tabs("\n".join("" if not l.strip() else l[len(lead):] if l.startswith(lead) else l
+                                      for l in chunk)) + "\n"
 
 # %% ../../nbs/port/locate.ipynb #16071eef
 def close_matches(name: str, choices) -> str:
@@ -321,10 +287,13 @@ def missing_method(loc: Located, name: str) -> str:
 _TREES: dict[str, SourceTree] = {}
 
 def open_tree(source: str) -> SourceTree:
-    "`sources.readers.open_source`, cached per process (a port reads the same archive several times)."
+    "`sources.readers.open_source` (`NAME==VERSION`: `open_source_spec`, fetched into the package cache as `port` and"
+    " `doctor` do), cached per process (a port reads the same archive several times)."
     key = str(source)
     if key not in _TREES:
-        try: _TREES[key] = open_source(source)
+        try:
+            release = "==" in key and not Path(key).expanduser().exists() and parse_source_spec(key)[0] == "release"
+            _TREES[key] = open_source_spec(key) if release else open_source(source)
         except SourceError as e:   # a path that exists but cannot be read is an input error (exit 3); a wrong name, usage (2)
             if Path(key).expanduser().exists(): raise
             raise PortError(str(e)) from None

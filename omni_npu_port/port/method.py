@@ -15,14 +15,14 @@ from dataclasses import dataclass, field
 from ..core.diagnostics import Code, Diagnostic, code_info, register
 from ..core.io import gc_paused
 from ..translate.engine import RuleSet
-from .locate import Located, PortError, class_mro, port_diagnostic, python_lines
+from .locate import Located, PortError, class_mro, own_methods, port_diagnostic, python_lines
 from .translation import pairing_check, rules_for, target_check, target_of, translate_methods
 from .merge import INLINE_MARK, Prefer, merge_hunks, prefer_of, render
 from .delta import delta_fallback, wraps_by_super
 from .wraps import port_npu_wraps
 from .supercalls import extends_by_super, inlinable_call, port_super_call, port_super_inline
 from .supercalls import param_names, rebind_supers, super_calls, super_kept, super_target, walk_no_nested
-from .formatting import format_code, format_options, ruff_bin
+from .formatting import format_code, format_options, ruff_bin, ruff_warnings
 from .overrides import omni_definitions, override_calls, override_calls_in_base
 from .dataflow import place_by_dataflow
 
@@ -222,7 +222,9 @@ def _npu_side(gpu_base: Located, npu_base: Located, name: str) -> tuple[Located,
 def _landing(landing: list, gpu_omni: Located, npu_base: Located, name: str):
     "What super().name reaches in the class the port lands in (its MRO), from the omni class the method comes from, and what it should (the omni GPU side is what the NPU MRO lacks)."
     gpu_side = {c.name for c in class_mro(gpu_omni)} - {c.name for c in class_mro(npu_base)}
-    return super_target(landing, name, gpu_side, gpu_omni.owner)
+    first = next((c for c in landing[1:] if c.node is not None and name in own_methods(c.node)), None)
+    npu_first = first is not None and first.name not in gpu_side   # NPU-first order (port/mro): super() reaches it
+    return super_target(landing, name, gpu_side, None if npu_first else gpu_omni.owner)
 
 # %% ../../nbs/port/port.ipynb #bb8825d7
 def _port_by_super(omni_t: str, npu: str, base_t: str, npu_cls: str, super_style: str = "auto") -> tuple[list, list, str, list]:
@@ -294,7 +296,7 @@ def port_method(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_s
         lines, d2 = render(hunks, (f"NPU base: {npu_base.label()}", f"omni GPU: {gpu_omni.label()} (translated)"),
                            fence, prefer, origins)
     lines, origins, d2 = place_by_dataflow(lines, origins, list(d2))   # never before the binders of what it reads
-    if landing:   # each copied line's super() reaches what it reached in the class it was copied from (ONP4027)
+    if landing and style != "super-kept":   # each copied line's super() reaches what it did in its own class (ONP4027)
         first = (param_names(ast.parse(omni_t).body[0]) or ["self"])[0]
         lines, d3 = rebind_supers(lines, origins, landing, {"omni": gpu_omni.owner or gpu_omni.cls_node.name,
                                                             "npu": npu_base.owner or npu_base.cls_node.name}, first)
@@ -314,6 +316,6 @@ def finish_port(code: str, diags: list, style: str, name: str, gpu_omni: Located
     for d in diags: d.where = d.where or name
     if format:
         ll, settings = format_options(gpu_omni, line_length)
-        code, diags = format_code(code, format, ll, settings, diags)
+        code, diags = format_code(code, format, ll, settings, diags + ruff_warnings(gpu_omni))   # ONP9013: once per port
         for d in diags: d.where = d.where or name
     return PortResult(code, diags, style, name, {"lines": code.count("\n")})

@@ -231,7 +231,8 @@ def reach_runner(code: str, place, omni, npu_base, gpu_base, parent=None) -> tup
     from omni_npu_port.port.locate import class_mro
     gpu_mro = class_mro(gpu_base)
     by = {c.name: c for c in gpu_mro if c.node is not None}
-    mro = [c if c.node is not None else by.get(c.name, c) for c in generated_mro(place.cls, omni, npu_base, parent)]
+    mro = [c if c.node is not None else by.get(c.name, c)
+           for c in generated_mro(place.cls, omni, npu_base, parent, gpu_base)]
     tree = getattr(npu_base, "tree", None)
     if id(tree) not in _ENTRIES: _ENTRIES[id(tree)] = (worker_entry_points([tree] if tree is not None else []), tree)
     omni_cls = {c.name for c in mro if (c.package or "") == omni.package or (c.module or "").startswith(f"{omni.package}.")}

@@ -22,6 +22,8 @@ from .classes import generated_mro, plan_class, port_class
 from .locate import Located, MethodSpec, MroClass, locate, method_located, port_diagnostic, python_lines
 from .merge import code_tokens, keep_side, logical_units, uncomment_conflicts
 from .method import undefined_names
+from .mro import ORDER_BLOCKS
+from .calls import CALL_BLOCKS, bind_runner_calls
 from .delta import bound_names
 from .ready import ready_index, ready_findings
 from .reach import reach_runner
@@ -205,7 +207,8 @@ class RunnerPort:
     inherited: list
     seconds: float
     parent: str | None = None     # the NPU class ported already for an omni base of this runner, which this one derives from
-    not_ready: list = field(default_factory=list)   # why the module, compiling, would not run (ONP4420-ONP4423)
+    not_ready: list = field(default_factory=list)   # why the module, compiling, would not run (ONP4420-ONP4423,
+                                                    # ONP4455-ONP4458, ONP4462)
     unreachable: list = field(default_factory=list) # omni overrides no entry point reaches (ONP4430), each a dict
 
     @property
@@ -253,7 +256,8 @@ def ported_mro(chain: list, omni_src: str, gpu_base: Located, npu_base: Located,
     omni = locate(MethodSpec(omni_src, mod, name), False, extra)
     plan = plan_class(gpu_base, omni, npu_base, exclude={c.name for c in above or []})
     text = f"class {cls}:\n" + ("".join(f"    def {n}(self): ...\n" for n in plan.port + plan.translate) or "    pass\n")
-    out = [MroClass(cls, ast.parse(text).body[0], module, text, omni.package)] + generated_mro(cls, omni, npu_base, above)[1:]
+    out = [MroClass(cls, ast.parse(text).body[0], module, text, omni.package)] + \
+          generated_mro(cls, omni, npu_base, above, gpu_base)[1:]
     _PORTED[key] = (out, gpu_base, npu_base)   # the bases kept alive with their ids
     return out
 
@@ -276,8 +280,13 @@ def port_runner(g: RunnerClass, place: Placement, omni_src: str, gpu_base: Locat
     code, mdiags = merge_records(code, place.cls, omni, ready_index(gpu_base, npu_base), res.stats["styles"], place.module, homes, diags)
     gone = merged_conflicts(mdiags)   # conflicts of one record's builds/unpacks, merged: no longer open
     diags = [d for d in diags if not (d.code == "ONP4001" and (d.where, d.line) in gone)]
+    code, cdiags = bind_runner_calls(code, place.cls, omni, npu_base, gpu_base, pm, ready_index(gpu_base, npu_base),
+                                     [p[0] for p in parents])   # every call bound to its callee's signature
     not_ready = ready_findings(code, ready_index(gpu_base, npu_base), place.cls)   # compiles is not runs
-    out = RunnerPort(dotted_name(g), place.module, place.cls, place.hand, code, diags + rdiags + mdiags + not_ready, checks,
-                     res.stats.get("inherited", []), time.perf_counter() - t0, pm[0].name if pm else None, not_ready, unreached)
+    order = [d for d in diags + cdiags if d.code in ORDER_BLOCKS + CALL_BLOCKS]   # port/mro.ipynb, port/calls.ipynb
+    found = diags + rdiags + mdiags + cdiags + not_ready
+    out = RunnerPort(dotted_name(g), place.module, place.cls, place.hand, code, found, checks,
+                     res.stats.get("inherited", []), time.perf_counter() - t0, pm[0].name if pm else None,
+                     not_ready + order, unreached)
     out.compiles, out.compiles_npu_side, out.undefined   # the report's checks, run here (a worker runs them in parallel)
     return out

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..core.catalog import OmniPairing
 from ..core.errors import UsageError
-from ..core.io import OutputExists, write_atomic
+from ..core.io import OutputExists, write_set
 
 # %% auto #0
 __all__ = ['REPORT_JSON', 'REPORT_MD', 'DEFAULT_OUT', 'ReleasePort', 'release_summary', 'release_markdown', 'release_html',
@@ -106,7 +106,8 @@ def _ready(p: ReleasePort) -> str:
     "Ready beside compiles: how many modules would run, and how many findings say why the others would not."
     if p.ready: return "every module ready"
     n = sum(len(r.not_ready) for r in p.runners)
-    return f"{sum(r.ready for r in p.runners)} of {len(p.runners)} module(s) ready ({n} finding(s): ONP4420-ONP4423)"
+    codes = ", ".join(sorted({d.code for r in p.runners for d in r.not_ready}))
+    return f"{sum(r.ready for r in p.runners)} of {len(p.runners)} module(s) ready ({n} finding(s): {codes})"
 
 def _compiled(p: ReleasePort) -> str:
     if p.compiles: return "every module compiles"
@@ -174,7 +175,8 @@ def check_release_out(out: Path, force: bool = False) -> None:
 
 # %% ../../nbs/port/release_report.ipynb #a05d1b09
 def write_release(p: ReleasePort, out: Path | str, force: bool = False) -> list[str]:
-    "Write each runner module (in the release's layout under `out`) and the report (JSON, Markdown); an existing file only with `force`."
+    "Write each runner module (in the release's layout under `out`) and the report (Markdown, JSON) as one set, the report"
+    " last (`core.io.write_set`); an existing file only with `force`."
     out = Path(out).expanduser()
     if out.exists() and not out.is_dir(): raise UsageError(f"-o {out}: exists and is not a folder; give a folder")
     files = {out / r.path: r.code for r in p.runners}
@@ -183,9 +185,6 @@ def write_release(p: ReleasePort, out: Path | str, force: bool = False) -> list[
     taken = [str(f) for f in [*files, out / REPORT_JSON, out / REPORT_MD] if f.exists()]
     if taken and not force: raise OutputExists(f"{', '.join(taken[:3])}{' …' if len(taken) > 3 else ''} exist(s); pass --force to overwrite")
     p.written = [str(f) for f in files] + [str(out / REPORT_JSON), str(out / REPORT_MD)]
-    for f, code in files.items():
-        f.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(f, code)
-    write_atomic(out / REPORT_JSON, json.dumps(p.to_json(), indent=2) + "\n")
-    write_atomic(out / REPORT_MD, release_markdown(p))
+    report = {out / REPORT_MD: release_markdown(p), out / REPORT_JSON: json.dumps(p.to_json(), indent=2) + "\n"}
+    write_set({**files, **report}, last=report)   # one set: the modules, then the report last (none if staging fails)
     return p.written

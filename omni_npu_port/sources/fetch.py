@@ -25,7 +25,8 @@ from packaging.version import InvalidVersion, Version
 
 from ..core.errors import InputError
 from ..core.releases import split_pin
-from ..core.io import _TEMP, CACHE_MARKER, cache_dir, claim_cache, leftover_temps, temp_prefix, write_atomic
+from ..core.io import (_TEMP, CACHE_MARKER, STALE_TEMP_S, cache_dir, claim_cache, leftover_temps, temp_prefix,
+                                  write_atomic)
 
 # %% auto #0
 __all__ = ['PYPI', 'CACHE_DIR', 'KINDS', 'zlib_error', 'STALE_PART_S', 'FetchError', 'release_of', 'owns_package_file',
@@ -138,7 +139,7 @@ def _download(spec: str, f: dict, dest: Path, progress=None) -> Path:
 
 
 # %% ../../nbs/sources/fetch.ipynb #573c52a9
-STALE_PART_S = 3600   # a `.part` not written to for an hour: no download of any host is still filling it
+STALE_PART_S = STALE_TEMP_S   # a `.part` not written to for an hour: no download of any host is still filling it
 
 def _stale(p: Path) -> bool:
     try: return time.time() - p.stat().st_mtime > STALE_PART_S

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core.catalog import CATALOG, TORCH_NPU_PINS, Pattern, op_schema
-from ..core.diagnostics import code_info
+from ..core.diagnostics import Code, code_info, register
 from .fetch import CACHE_DIR, FetchError, fetch_package
+from .readers import UnreadableFile, read_member
 
 # %% auto #0
 __all__ = ['YAML_PATH', 'DOCS_PATH', 'SchemaError', 'read_op_schemas', 'OpSchema', 'parse_schema', 'OpCheck', 'check_op_record',
@@ -28,14 +29,25 @@ DOCS_PATH = "torch_npu/_op_plugin_docs.py"
 _FUNC = re.compile(r"^\s*-?\s*func:\s*(([A-Za-z_]\w*)(?:\.\w+)?\(.*\)\s*->.*?)\s*$")
 
 class SchemaError(FetchError):
-    "A torch-npu wheel that cannot be read: not a zip, or without the schema file."
+    "A torch-npu wheel that cannot be read: not a zip, without the schema file, or a schema file that does not parse."
+
+register(Code("ONP9011", "op-schemas-unreadable", "a torch-npu wheel's op schemas cannot be read: a schema line that "
+              "does not parse, or an `_op_plugin_docs.py` that is not Python", "error",
+              action="Fetch the wheel again (delete it from the package cache first); if a fresh copy says the same, "
+                     "report the wheel and the line the message names.", notebook="sources/op_schemas.ipynb",
+              tool="doctor"))
+
+def _unreadable(wheel, member: str, line: int | None, why: str) -> SchemaError:
+    "The one error for a schema file that does not parse: the wheel, the member, the line (ONP9011)."
+    at = f":{line}" if line else ""
+    return SchemaError(f"{wheel}: member {member}{at}: {why}; the op schemas are not read, fetch the wheel again (ONP9011)")
 
 def _docs_schemas(text: str) -> dict[str, str]:
     "Op name → the call line of its docstring in `_op_plugin_docs.py` (`torch_npu.NAME(...) -> ...`)."
     out = {}
     with warnings.catch_warnings():   # the docs hold invalid escapes
         warnings.simplefilter("ignore", SyntaxWarning); warnings.simplefilter("ignore", DeprecationWarning)
-        tree = ast.parse(text)
+        tree = ast.parse(text)   # read_op_schemas turns its errors into ONP9011
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and len(node.args) == 2 and all(isinstance(a, ast.Constant) for a in node.args):
             name, doc = node.args[0].value, node.args[1].value
@@ -49,12 +61,19 @@ def read_op_schemas(wheel: Path | str) -> dict[str, str]:
         with zipfile.ZipFile(wheel) as z:
             names = set(z.namelist())
             if YAML_PATH not in names: raise SchemaError(f"{wheel}: no {YAML_PATH}; is this a torch-npu wheel?")
-            yaml = z.read(YAML_PATH).decode("utf-8", "replace")
-            docs = z.read(DOCS_PATH).decode("utf-8", "replace") if DOCS_PATH in names else ""
-    except (zipfile.BadZipFile, OSError) as e: raise SchemaError(f"{wheel}: not a readable wheel ({e})") from None
-    out = _docs_schemas(docs) if docs else {}
-    for line in yaml.splitlines():
-        if (m := _FUNC.match(line)) and "." not in m.group(1).split("(", 1)[0]: out[m.group(2)] = m.group(1)
+            yaml = read_member(z, wheel, YAML_PATH).decode("utf-8", "replace")   # bounded, checked (ONP9010)
+            docs = read_member(z, wheel, DOCS_PATH).decode("utf-8", "replace") if DOCS_PATH in names else ""
+    except UnreadableFile: raise   # ONP9010: the wheel and the member named
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as e:
+        raise SchemaError(f"{wheel}: not a readable wheel ({e})") from None
+    try: out = _docs_schemas(docs) if docs else {}
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
+        raise _unreadable(wheel, DOCS_PATH, getattr(e, "lineno", None), f"not Python ({getattr(e, 'msg', None) or e!r})") from None
+    for i, line in enumerate(yaml.splitlines(), 1):
+        if (m := _FUNC.match(line)) and "." not in m.group(1).split("(", 1)[0]:
+            try: parse_schema(m.group(1))
+            except ValueError as e: raise _unreadable(wheel, YAML_PATH, i, f"a schema that does not parse ({e})") from None
+            out[m.group(2)] = m.group(1)
     return out
 
 # %% ../../nbs/sources/op_schemas.ipynb #9eae4057
@@ -80,12 +99,14 @@ def _split_top(s: str) -> list[str]:
     return [x.strip() for x in out + [cur] if x.strip() and x.strip() != "*"]
 
 def parse_schema(text: str) -> OpSchema:
-    "Parse `name(Type a, Type b=1) -> (T, T)`."
+    "Parse `name(Type a, Type b=1) -> (T, T)`; a ValueError saying what is wrong for a schema that does not parse."
     name, rest = text.split("(", 1)
     args, _, ret = rest.rpartition(") ->")
     params, defaults = [], set()
+    if not name.strip().isidentifier(): raise ValueError(f"{name.strip()!r} is not an op name")
     for a in _split_top(args):
         decl, eq, _ = a.partition("=")
+        if not decl.split() or not decl.split()[-1].isidentifier(): raise ValueError(f"parameter {a!r} has no name")
         pname = decl.split()[-1]
         params.append(pname)
         if eq: defaults.add(pname)

@@ -33,16 +33,18 @@ from packaging.version import InvalidVersion, Version
 
 from ..core.catalog import parse_version
 from ..core.releases import RELEASE_FILES, parse_pin
+from ..core.diagnostics import Code, register
 from ..core.errors import InputError, UsageError
 from ..core.io import _TEMP, CACHE_MARKER, OutputError, cache_dir, claim_cache, write_atomic
 
 # %% auto #0
-__all__ = ['PACKAGES', 'MAX_MEMBER_BYTES', 'MAX_SOURCE_BYTES', 'MAX_ARCHIVE_BYTES', 'LIMIT_ENV', 'SDIST_CACHE_ENV',
+__all__ = ['PACKAGES', 'MAX_MEMBER_BYTES', 'MAX_SOURCE_BYTES', 'MAX_ARCHIVE_BYTES', 'LIMIT_ENV', 'ZIP_METHODS', 'SDIST_CACHE_ENV',
            'SDIST_CACHE_FORMAT', 'SOURCE_DOUBLE', 'SourceError', 'metadata_name_version', 'same_distribution',
-           'DirReader', 'WheelReader', 'UnreadableFile', 'read_limit', 'check_size', 'read_regular', 'is_source_member',
-           'tar_files', 'owns_sdist_entry', 'sdist_cache_dir', 'write_cache_zip', 'SdistReader', 'parse_source',
-           'SourceSyntaxError', 'decode_source', 'syntax_error', 'read_module_file', 'SourceTree', 'version_in_text',
-           'open_source', 'SourceSpecError', 'parse_source_spec', 'open_source_spec', 'write_source_double']
+           'DirReader', 'WheelReader', 'UnreadableFile', 'read_limit', 'check_size', 'read_regular', 'read_member',
+           'is_source_member', 'tar_files', 'owns_sdist_entry', 'sdist_cache_dir', 'write_cache_zip', 'SdistReader',
+           'spaces_for_tabs', 'parse_source', 'SourceSyntaxError', 'decode_source', 'syntax_error', 'read_module_file',
+           'SourceTree', 'version_in_text', 'open_source', 'SourceSpecError', 'parse_source_spec', 'open_source_spec',
+           'write_source_double']
 
 # %% ../../nbs/sources/readers.ipynb #452fadaa
 PACKAGES = {"vllm_ascend": "vllm-ascend", "vllm": "vllm", "vllm_omni": "vllm-omni"}  # import name -> distribution
@@ -82,9 +84,7 @@ class WheelReader:
         check_size(self.where(rel), info.file_size, "MAX_MEMBER_BYTES", "uncompressed")
         self.read_bytes += info.file_size
         check_size(str(self.path), self.read_bytes, "MAX_SOURCE_BYTES", "read in all")
-        try: return self.zf.read(rel)   # zipfile stops at the stated size (and checks the CRC)
-        except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError) as e:
-            raise UnreadableFile(f"{self.where(rel)}: cannot be read from the archive ({e})") from None
+        return read_member(self.zf, self.path, rel)   # bounded as declared and as streamed; ONP9010 if damaged
     def where(self, rel: str) -> str: return f"{self.path}/{rel}"
     def names(self) -> list[str]: return sorted(self._names)
 
@@ -128,6 +128,41 @@ def read_regular(path: Path | str, name: str = "MAX_MEMBER_BYTES") -> bytes:
     except OSError as e: raise UnreadableFile(f"{p}: cannot be read ({e.strerror or e})") from None
     check_size(str(p), len(data), name)
     return data
+
+# %% ../../nbs/sources/readers.ipynb #80721173
+register(Code("ONP9010", "archive-member-unreadable", "a member of a zip archive (a wheel) is not read: encrypted, "
+              "compressed with a method this tool does not inflate, damaged, or larger than the limit", "error",
+              action="Fetch the archive again (delete the damaged file from the package cache first), or give "
+                     "another copy; for a member past the limit, raise the limit the message names.",
+              notebook="sources/readers.ipynb", tool="doctor"))
+
+ZIP_METHODS = {zipfile.ZIP_STORED: "stored", zipfile.ZIP_DEFLATED: "deflate"}   # what a wheel's members use
+_CHUNK = 1 << 20
+
+def read_member(zf: zipfile.ZipFile, archive: Path | str, member: str, name: str = "MAX_MEMBER_BYTES") -> bytes:
+    "The bytes of zip `member`, at most limit `name` (declared and as streamed); ONP9010 naming archive and member otherwise."
+    where = f"{archive}: member {member}"
+    def refuse(why: str): return UnreadableFile(f"{where}: {why}; fetch or copy the archive again (ONP9010)")
+    def past(size: int, how: str):
+        try: check_size(where, size, name, how)
+        except UnreadableFile as e: raise UnreadableFile(f"{e} (ONP9010)") from None
+    try: info = zf.getinfo(member)
+    except KeyError: raise refuse("not in the archive") from None
+    if info.flag_bits & 0x1: raise refuse("encrypted; this tool reads no encrypted member")
+    if info.compress_type not in ZIP_METHODS:
+        raise refuse(f"compressed with zip method {info.compress_type}, which this tool does not inflate "
+                     f"(only {', '.join(ZIP_METHODS.values())})")
+    cap = read_limit(name)
+    past(info.file_size, "uncompressed (as the zip states)")
+    out, got = [], 0
+    try:
+        with zf.open(info) as f:   # zipfile stops at the declared size and checks the CRC at the end
+            while chunk := f.read(min(_CHUNK, cap + 1 - got)):
+                out.append(chunk); got += len(chunk)
+                past(got, "inflated")
+    except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError, ValueError, OSError) as e:
+        raise refuse(f"damaged ({' '.join(str(e).split()) or type(e).__name__})") from None
+    return b"".join(out)
 
 # %% ../../nbs/sources/readers.ipynb #9de3b061
 SDIST_CACHE_ENV = "OMNI_NPU_PORT_SDIST_CACHE"
@@ -218,6 +253,51 @@ class SdistReader:
     def where(self, rel: str) -> str: return f"{self.path}/{rel}"
     def names(self) -> list[str]: return sorted({*(self.files if self.files is not None else self._names), *self.refused})
 
+# %% ../../nbs/sources/readers.ipynb #454176c8
+_TAB_INDENT = re.compile(r"^[ \f]*\t", re.M)   # a line whose indentation holds a tab
+
+def spaces_for_tabs(text: str) -> str:
+    "`text` (a module, or a dedented def) with tab indentation written as Python's tokenizer reads it: each level as four"
+    " spaces (a tab counts to the next multiple of 8, a form feed back to 0); continuation and comment lines keep their"
+    " place relative to their statement; lines inside strings are left as they are. Text without tabs comes back as is."
+    if not _TAB_INDENT.search(text): return text
+    lines, inside, starts, prev, fstrings = text.split("\n"), set(), set(), tokenize.NEWLINE, []
+    try:
+        for t in tokenize.generate_tokens(io.StringIO(text).readline):
+            if t.type == tokenize.STRING:
+                inside.update(range(t.start[0] + 1, t.end[0] + 1))   # lines that start inside a string: its text
+            elif t.type == getattr(tokenize, "FSTRING_START", -1): fstrings.append(t.start[0])   # Python 3.12 on:
+            elif t.type == getattr(tokenize, "FSTRING_END", -1):                                 # an f-string is
+                inside.update(range(fstrings.pop() + 1, t.end[0] + 1))                          # many tokens
+            if t.type in (tokenize.INDENT, tokenize.DEDENT, tokenize.NL, tokenize.COMMENT): continue
+            if prev in (tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT): starts.add(t.start[0])
+            prev = t.type
+    except (tokenize.TokenError, SyntaxError): return text
+    def col(ws):
+        c = 0
+        for ch in ws: c = 0 if ch == "\f" else (c // 8 + 1) * 8 if ch == "\t" else c + 1
+        return c
+    shift, stack, delta = {}, [0], 0   # line -> how far it moves: a statement to its level, what follows it alike
+    for i, l in enumerate(lines, 1):
+        body = l.lstrip(" \t\f")
+        if i in inside or not body: continue
+        c = col(l[:len(l) - len(body)])
+        if i in starts:
+            while stack[-1] > c: stack.pop()
+            if c > stack[-1]: stack.append(c)
+            delta = 4 * (len(stack) - 1) - c
+        shift[i] = (c, delta)
+    out, after = [], None
+    for i in range(len(lines), 0, -1):   # a comment line moves with the statement below it
+        l = lines[i - 1]
+        if i not in shift: out.append(l); continue
+        c, delta = shift[i]
+        body = l.lstrip(" \t\f")
+        if i in starts: after = delta
+        elif body.startswith("#") and after is not None: delta = after
+        out.append(" " * max(c + delta, 0) + body)
+    return "\n".join(reversed(out))
+
 # %% ../../nbs/sources/readers.ipynb #fd5e9d13
 @lru_cache(maxsize=16)
 def parse_source(text: str) -> ast.Module:
@@ -261,6 +341,7 @@ def read_module_file(path: Path | str) -> tuple[str, ast.Module]:
     data = read_regular(path)
     text, why, line = _decode_problem(data)
     if why: raise syntax_error(str(path), text, why, line)
+    text = spaces_for_tabs(text)   # tabs read once, as Python reads them
     try: return text, ast.parse(text, filename=str(path))
     except (SyntaxError, ValueError, RecursionError, MemoryError) as e: raise syntax_error(str(path), text, e) from None
 
@@ -310,7 +391,7 @@ class SourceTree:
                 text, why, line = _decode_problem(data)
                 if rel in self._bad: why, line = self._bad[rel]
                 if why: self._bad[module] = (why, line)
-                self._src[module] = text
+                self._src[module] = text if why else spaces_for_tabs(text)   # tabs read once, as Python reads them
         return self._src[module]
 
     def file_of(self, module: str) -> str:

@@ -17,15 +17,17 @@ import libcst as cst
 
 from ..core.catalog import CATALOG, FAMILIES, KINDS, Catalog, Pattern, parse_target, parse_version
 from ..core.releases import Target, check_fields, field_types, target_for
+from ..core.diagnostics import Code, register
 from ..core.errors import InputError, UsageError
 from ..core.io import load_toml
 from ..core.keywords import call_sites, keyword_rule
+from ..sources.readers import UnreadableFile, read_regular
 
 # %% auto #0
-__all__ = ['FIELD_TYPES', 'leaf_name', 'once_per_rules', 'parent_name', 'paired_vllm', 'snippet_tree', 'MethodRule', 'RuleSet',
-           'def_params', 'positional_count', 'walk_nodes', 'keyword_rules', 'method_rules', 'rules_target',
-           'compile_rules', 'called_attrs', 'reexport_of', 'RuleFileError', 'record_schema', 'load_rule_file',
-           'merge_rules']
+__all__ = ['FIELD_TYPES', 'MAX_RULE_DEPTH', 'leaf_name', 'once_per_rules', 'parent_name', 'paired_vllm', 'snippet_tree',
+           'MethodRule', 'RuleSet', 'def_params', 'positional_count', 'walk_nodes', 'keyword_rules', 'method_rules',
+           'rules_target', 'compile_rules', 'called_attrs', 'reexport_of', 'RuleFileError', 'record_schema',
+           'rule_file_text', 'load_rule_file', 'merge_rules']
 
 # %% ../../nbs/translate/rules.ipynb #a7113fc8
 def leaf_name(symbol: str) -> str:
@@ -238,6 +240,37 @@ FIELD_TYPES = record_schema()
 _TUPLE_FIELDS = {f.name for f in dataclasses.fields(Pattern) if str(f.type) == "tuple"}
 _SYMBOL = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
+# %% ../../nbs/translate/rules.ipynb #a6073d8a
+register(Code("ONP9012", "rule-file-refused", "a user rule file is not read: not a regular file, larger than the limit, "
+              "nested deeper than a rule needs, or not UTF-8 text", "error",
+              action="Give a rule file (TOML or YAML, UTF-8) of plain tables and lists, as the catalog's records are.",
+              notebook="translate/rules.ipynb", tool="translate"))
+
+MAX_RULE_DEPTH = 32        # a record nests three deep (rule, field, list); this is far past any rule
+
+def _nesting(text: str) -> int:
+    "The deepest nesting of [ and { in TOML / YAML text, outside quotes and comments."
+    depth = deepest = 0
+    quote, comment = None, False
+    for ch in text:
+        if comment: comment = ch != "\n"
+        elif quote: quote = None if ch == quote else quote
+        elif ch in "\"'": quote = ch
+        elif ch == "#": comment = True
+        elif ch in "[{": depth += 1; deepest = max(deepest, depth)
+        elif ch in "]}": depth = max(depth - 1, 0)
+    return deepest
+
+def rule_file_text(path: Path) -> str:
+    "The text of rule file `path`: a regular UTF-8 file within the limits; a `RuleFileError` (ONP9012) naming it otherwise."
+    try: data = read_regular(path)
+    except UnreadableFile as e: raise RuleFileError(f"{e} (ONP9012)") from None
+    try: text = data.decode("utf-8")
+    except UnicodeDecodeError as e: raise RuleFileError(f"{path}: byte {e.start} is not UTF-8; save it as UTF-8 (ONP9012)") from None
+    if (d := _nesting(text)) > MAX_RULE_DEPTH:
+        raise RuleFileError(f"{path}: brackets nest {d} deep, more than a rule needs ({MAX_RULE_DEPTH}): not read (ONP9012)")
+    return text
+
 # %% ../../nbs/translate/rules.ipynb #7cbe371d
 def _rule_data(path: Path, text: str):
     "The parsed TOML or YAML of a rule file."
@@ -254,9 +287,10 @@ def _rule_data(path: Path, text: str):
 def load_rule_file(path) -> list[dict]:
     "The rule entries of a TOML or YAML file, each checked against the record schema."
     path = Path(path)
-    try: text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e: raise RuleFileError(f"{path}: cannot read the rule file ({e})") from None
-    data = _rule_data(path, text)
+    text = rule_file_text(path)   # bounded, regular, UTF-8, not nested past MAX_RULE_DEPTH (ONP9012)
+    try: data = _rule_data(path, text)
+    except (RecursionError, MemoryError):
+        raise RuleFileError(f"{path}: nested too deeply for the parser: not read (ONP9012)") from None
     if isinstance(data, dict):
         keys = [k for k in ("rule", "rules") if k in data]
         if len(keys) != 1 or set(data) - {keys[0]}:

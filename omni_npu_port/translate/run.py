@@ -21,7 +21,7 @@ from types import MappingProxyType
 import omni_npu_port
 
 from ..core.diagnostics import REGISTRY, Code, code_info, register
-from ..core.io import OutputError, leftover_temps, umask, worker_pool, write_atomic
+from ..core.io import OutputError, stale_temps, umask, worker_pool, write_atomic
 from .diagnostics import DOCS_BASE, TranslateDiagnostic, docs_url
 from .engine import Translation, might_apply, translate_source
 from .rules import RuleSet, compile_rules
@@ -367,11 +367,12 @@ class _Writes:
         rep.output, rep.status = str(path), "translated"
 
     def _sweep(self, target: Path):
-        "Remove the temporary files a killed run left for `target` (the folder is listed once per run)."
+        "Remove the temporary files a killed run left for `target`, an hour old (`core.io.stale_temps`: a younger one may be"
+        " another host's live writer's); the folder is listed once per run."
         folder = target.parent
         if folder not in self.swept:
             self.swept.add(folder)
-            self.stale.update({folder / name: temps for name, temps in leftover_temps(folder).items()})
+            self.stale.update({folder / name: temps for name, temps in stale_temps(folder).items()})   # age + owner
         for tmp in self.stale.pop(target, []):
             try: tmp.unlink()
             except OSError: pass
