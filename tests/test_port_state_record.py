@@ -144,7 +144,8 @@ def test_a_record_both_sides_build_and_unpack_in_conflicts_becomes_one_class_bui
     assert "ONP4420" in before   # omni's names, bound only in the commented unpack: the module is not ready
     code, diags = merge_records(AR, "NPUAR", SimpleNamespace(tree=omni, module="vllm_omni.worker.gpu_ar"), ix, {},
                                 "vllm_omni.npu.ar", {"vllm_omni.worker.gpu_ar": "vllm_omni.npu.ar"})
-    assert [d.code for d in diags] == ["ONP4424"] and "hidden_cpu, mm_out, step_id added" in diags[0].message
+    assert [d.code for d in diags] == ["ONP4424", "ONP4453"] and "hidden_cpu, mm_out, step_id added" in diags[0].message
+    assert "`Sched`" in diags[1].message   # the fixture's annotation type no source defines: said (issue 31)
     tree = ast.parse(code)
     assert "model_runner_v1 import State" not in code and "<<<<<<<" not in code
     cls = next(c for c in tree.body if isinstance(c, ast.ClassDef) and c.name == "State")

@@ -457,16 +457,19 @@ def _nearest_sibling(ap: _Applier, h: DeltaHunk):
     j = ids.index(id(h.after)) if h.after is not None and id(h.after) in ids else None
     for k in (range(i - 1, -1, -1) if i is not None else ()):
         if id(sib[k]) in ap.smap and not ap.moved(sib[k]):
-            n = ap.smap[id(sib[k])][0]
-            return n.end_lineno, n.col_offset, "alike", f"after {_say(sib[k])}, the nearest statement before it the NPU method has"
+            n, _, held = ap.lift(ap.smap[id(sib[k])][0], h.block, "alike")   # in the NPU block standing for its block
+            return n.end_lineno, n.col_offset, "alike", \
+                f"after {_say(sib[k])}, the nearest statement before it the NPU method has" + held
     for k in (range(j + 1, len(sib)) if j is not None else ()):
         if id(sib[k]) in ap.smap and not ap.moved(sib[k]):
-            n = ap.smap[id(sib[k])][0]
-            return _lead(ap.N, n), n.col_offset, "alike", f"before {_say(sib[k])}, the nearest statement after it the NPU method has"
+            n, _, held = ap.lift(ap.smap[id(sib[k])][0], h.block, "alike")
+            return _lead(ap.N, n), n.col_offset, "alike", \
+                f"before {_say(sib[k])}, the nearest statement after it the NPU method has" + held
     for anchor, after in ((h.before, True), (h.after, False)):   # only a moved anchor is left: it, with fuzz
         if anchor is not None and id(anchor) in ap.smap:
-            n = ap.smap[id(anchor)][0]
-            return n.end_lineno if after else _lead(ap.N, n), n.col_offset, "alike", f"{'after' if after else 'before'} {_say(anchor)}, which the NPU base moved"
+            n, _, held = ap.lift(ap.smap[id(anchor)][0], h.block, "alike")
+            return n.end_lineno if after else _lead(ap.N, n), n.col_offset, "alike", \
+                f"{'after' if after else 'before'} {_say(anchor)}, which the NPU base moved" + held
     return None
 
 

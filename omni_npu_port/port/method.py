@@ -24,6 +24,7 @@ from .supercalls import extends_by_super, inlinable_call, port_super_call, port_
 from .supercalls import param_names, rebind_supers, super_calls, super_kept, super_target, walk_no_nested
 from .formatting import format_code, format_options, ruff_bin, ruff_warnings
 from .overrides import omni_definitions, override_calls, override_calls_in_base
+from .dataflow import place_by_dataflow
 
 # %% auto #0
 __all__ = ['ENTRY_DEFAULTS', 'DEFAULT_PREFER', 'PortResult', 'parse_check', 'kept_omni_diagnostics',
@@ -294,6 +295,7 @@ def port_method(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_s
     elif style in ("merge", "delta"):
         lines, d2 = render(hunks, (f"NPU base: {npu_base.label()}", f"omni GPU: {gpu_omni.label()} (translated)"),
                            fence, prefer, origins)
+    lines, origins, d2 = place_by_dataflow(lines, origins, list(d2))   # never before the binders of what it reads
     if landing and style != "super-kept":   # each copied line's super() reaches what it did in its own class (ONP4027)
         first = (param_names(ast.parse(omni_t).body[0]) or ["self"])[0]
         lines, d3 = rebind_supers(lines, origins, landing, {"omni": gpu_omni.owner or gpu_omni.cls_node.name,

@@ -23,7 +23,8 @@ from ..sources.symbols import SymbolIndex, mro
 # %% auto #0
 __all__ = ['RecordField', 'Record', 'read_record', 'merged_record', 'record_source', 'omni_lines', 'comment_conflicts',
            'side_text', 'keyword_build', 'render_build', 'render_unpack', 'merge_conflict', 'rebound_reads',
-           'place_record', 'merge_records', 'merged_conflicts']
+           'place_record', 'annotation_names', 'import_of', 'binds_at_top', 'defining_module', 'import_record_types',
+           'merge_records', 'merged_conflicts']
 
 # %% ../../nbs/port/records.ipynb #45b1b86e
 register(
@@ -359,6 +360,90 @@ def place_record(lines: list[str], C: str, merged: Record, doc: str, home: str |
     lines[at:at] = need + ["", ""] + record_source(merged, doc) + [""]
     return lines
 
+# %% ../../nbs/port/records.ipynb #7e3191b4
+register(
+    Code("ONP4452", "record-types-imported", "a merged record's field annotations name types the ported module did not "
+         "import: each was imported (under `if TYPE_CHECKING:`) from where the inputs import it: the NPU base module, "
+         "else omni's module, else the module of the target's sources that defines it", "info",
+         "nothing to do; the message names each type and where it comes from", "port/records.ipynb", "port"),
+    Code("ONP4453", "record-type-unfound", "a merged record's field annotation names a type that neither side's module "
+         "imports or defines and no module of the target's sources defines: the annotation names an undefined type",
+         "warning", "import the type by hand where the written module needs it, or give the source that defines it "
+         "(`--source`)", "port/records.ipynb", "port"),
+)
+
+def annotation_names(r: Record) -> list[str]:
+    "The top-level names a record's field annotations read, in field order (`torch` of `torch.Tensor`)."
+    out = []
+    for f in r.fields:
+        try: t = ast.parse(f.annotation, mode="eval")
+        except SyntaxError: continue
+        out += [n.id for n in ast.walk(t) if isinstance(n, ast.Name) and n.id not in out]
+    return out
+
+def import_of(tree: ast.Module, module: str, name: str, package: bool = False) -> str | None:
+    "The import by which `module`'s source binds `name` (relative made absolute), or one of it where the module"
+    " defines it."
+    for n in ast.walk(tree):
+        for a in getattr(n, "names", None) or []:
+            if isinstance(n, ast.Import) and (a.asname or a.name.split(".")[0]) == name:
+                return f"import {a.name}" + (f" as {a.asname}" if a.asname else "")
+            if isinstance(n, ast.ImportFrom) and (a.asname or a.name) == name and a.name != "*":
+                base = module.split(".")[:None if package else -1] if n.level else []
+                src = ".".join(base[:len(base) - max(n.level - 1, 0)] + ([n.module] if n.module else []))
+                return f"from {src} import {a.name}" + (f" as {a.asname}" if a.asname else "")
+    defined = any(name in binds_at_top(st) for st in tree.body)
+    return f"from {module} import {name}" if defined else None
+
+def binds_at_top(st: ast.stmt) -> set[str]:
+    "The names a module-level class, function or assignment defines."
+    if isinstance(st, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)): return {st.name}
+    if isinstance(st, (ast.Assign, ast.AnnAssign)):
+        ts = st.targets if isinstance(st, ast.Assign) else [st.target]
+        return {n.id for t in ts for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return set()
+
+# %% ../../nbs/port/records.ipynb #53ccbd42
+def defining_module(ix: SymbolIndex, name: str) -> str | None:
+    "The module of the target's sources that defines `name` at top level (the shortest dotted name first), or None."
+    pat = re.compile(rf"^(class|def)\s+{re.escape(name)}\b|^{re.escape(name)}\s*[:=]", re.M)
+    for t in ix.trees.values():
+        for m in sorted(t.modules(), key=lambda m: (m.count("."), m)):
+            if (src := t.module_source(m)) and pat.search(src): return m
+    return None
+
+def import_record_types(lines: list[str], C: str, merged: Record, sides: list,
+                        ix: SymbolIndex | None) -> tuple[list[str], list]:
+    "The module's lines with an import (under `if TYPE_CHECKING:`) of each type `merged`'s annotations name that the module"
+    " does not bind, from the first of `sides` ((module, its ast, is a package)) that imports or defines it, else from its"
+    " defining module in `ix`; ONP4452 for those, ONP4453 for each found nowhere."
+    tree = ast.parse("\n".join(lines) + "\n")
+    bound = _module_bound(tree) | _BUILTINS
+    found, lost = [], []
+    for x in annotation_names(merged):
+        if x in bound: continue
+        imp = next((i for m, t, pkg in sides if t is not None and (i := import_of(t, m, x, pkg))), None)
+        if imp is None and ix is not None and (m := defining_module(ix, x)): imp = f"from {m} import {x}"
+        (found if imp else lost).append((x, imp))
+    searched = "the target's sources" if ix is not None else "no target sources"
+    diags = [port_diagnostic("ONP4453", f"{code_info('ONP4453').title}: `{C}` field annotation names `{x}`; searched "
+                             f"{', '.join(m for m, _, _ in sides)} and {searched}", None, where=C)
+             for x, _ in lost]
+    if not found: return lines, diags
+    need = [] if "TYPE_CHECKING" in bound else ["from typing import TYPE_CHECKING"]
+    at = _after_imports(tree)
+    lines[at:at] = need + ["if TYPE_CHECKING:"] + [f"    {i}" for _, i in found]
+    msg = "; ".join(f"`{x}` ({i})" for x, i in found)
+    return lines, [port_diagnostic("ONP4452", f"{code_info('ONP4452').title}: `{C}`: {msg}", None, where=C)] + diags
+
+def _sides(ix: SymbolIndex, nr: Record, oix: SymbolIndex, orr: Record) -> list:
+    "(module, its ast, is a package) of the NPU record's module, then omni's: where a type is looked for first."
+    out = []
+    for x, r in ((ix, nr), (oix, orr)):
+        try: out.append((r.module, x.module_ast(r.module), x.is_package(r.module)))
+        except SyntaxError: out.append((r.module, None, False))
+    return out
+
 # %% ../../nbs/port/records.ipynb #7472d7ab
 def merge_records(code: str, cls: str, omni, ix: SymbolIndex | None, styles: dict | None = None, module: str = "",
                   homes: dict | None = None, diags: list | None = None, packages: tuple = STACK_PACKAGES) -> tuple[str, list[Diagnostic]]:
@@ -380,13 +465,16 @@ def merge_records(code: str, cls: str, omni, ix: SymbolIndex | None, styles: dic
     rb = rebound_reads(diags)
     lines = _resolve_conflicts(python_lines(code), recs, holds, taken, done, rb)
     lines = _rewrite_live(lines, cls, styles or {}, recs, holds, taken, done, rb)
-    diags = []
+    diags, oix = [], SymbolIndex([omni.tree])
     for C, (nr, orr, merged, differ) in recs.items():
         home = (homes or {}).get(orr.module)
         home = home if home and home != module else None
         extra = merged.names[len(nr.names):]
         doc = f"ONP4424: {nr.dotted}'s fields, then {orr.dotted}'s extra fields (default None): one record both sides' lines build and read"
         lines = place_record(lines, C, merged, doc, home)
+        tdiags = []
+        if not home:   # the types its annotations name, imported where the module lacks them
+            lines, tdiags = import_record_types(lines, C, merged, _sides(ix, nr, oix, orr), ix)
         d = done[C]
         msg = (f"{code_info('ONP4424').title}: `{C}`: {nr.dotted} ({nr.where}: {', '.join(nr.names)}) and {orr.dotted} ({orr.where}: "
                f"{', '.join(orr.names)}) -> one {merged.kind} of {len(merged.names)} fields, omni's {', '.join(extra) or 'none'} added"
@@ -396,7 +484,7 @@ def merge_records(code: str, cls: str, omni, ix: SymbolIndex | None, styles: dic
                + f", {d['builds']} build(s) by keyword,"
                f" {d['unpacks']} unpack(s) by field" + (f"; fields the build omits: {', '.join(d['filled'])}" if d["filled"] else "")
                + (f"; passed None: {'; '.join(d['dropped'])}" if d["dropped"] else ""))
-        diags.append(port_diagnostic("ONP4424", msg, None, "warning" if d["dropped"] else "info", where=cls))
+        diags += [port_diagnostic("ONP4424", msg, None, "warning" if d["dropped"] else "info", where=cls)] + tdiags
     return "\n".join(lines) + ("\n" if code.endswith("\n") else ""), diags
 
 def _parse(text: str) -> ast.Module | None:
