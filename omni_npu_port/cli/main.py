@@ -36,6 +36,7 @@ DESCRIPTIONS = {
     "translate": "GPU runner source → NPU source, with coded diagnostics and reports",
     "port": "three-way port of omni methods onto vllm-ascend's NPUModelRunner",
     "audit": "drift between GPU and NPU copies of the omni runners",
+    "explain": "what a diagnostic code (ONPxxxx) means and what to do about it; --all lists them",
 }
 COMMANDS = tuple(DESCRIPTIONS)
 

@@ -74,7 +74,7 @@ NEXT_STEPS = """next steps:   (in a fresh shell: `. .venv/bin/activate` first, o
   port a method or class: omni-npu-port port -h
   port in a notebook:     omni-npu-port kernel install      (the kernel the notebooks name)
                           jupyter lab nbs/          (as root: --allow-root)
-  look up a code:         https://omni-npu-port.github.io/omni-npu-port/docs/codes.html
+  look up a code:         omni-npu-port explain ONP1001      (--all lists them)
   run the tests:          .venv/bin/python -m pytest"""
 
 TOUR_STEPS = {"backend": tour_backend, "profile": tour_profile, "catalog": tour_catalog, "translate": tour_translate,

@@ -7,11 +7,14 @@ Docs: https://omni-npu-port.github.io/omni-npu-port/core/diagnostics.html.md"""
 # %% ../../nbs/core/diagnostics.ipynb #58bcffab
 from __future__ import annotations
 
+import functools
 import re
+from pathlib import Path
 from dataclasses import asdict, dataclass, field
 
 # %% auto #0
-__all__ = ['SEVERITIES', 'REGISTRY', 'Code', 'register', 'code_info', 'Diagnostic', 'codes_markdown']
+__all__ = ['SEVERITIES', 'REGISTRY', 'EXPLAIN_COMMAND', 'CODES_PAGE', 'Code', 'register', 'code_info', 'Diagnostic',
+           'codes_markdown', 'codes_page', 'help_uri', 'code_reference']
 
 # %% ../../nbs/core/diagnostics.ipynb #75dc9762
 SEVERITIES = {
@@ -105,6 +108,44 @@ def codes_markdown(codes=None, link_base: str = "") -> str:
         if c.notebook: out += ["", f"Explained in [{c.notebook}]({link_base}{c.notebook})."]
         out.append("")
     return "\n".join(out)
+
+# %% ../../nbs/core/diagnostics.ipynb #8be21de8
+EXPLAIN_COMMAND = "omni-npu-port explain"   # prints a code's entry from this registry, offline
+CODES_PAGE = "docs/codes.html"              # the codes page, relative to the built docs site
+
+@functools.lru_cache(maxsize=16)
+def _doc_path_of(pyproject: str, stamp: tuple) -> str | None:
+    "The `[tool.nbdev] doc_path` of a pyproject.toml (nbdev's default `_docs`); None without such a table or if unreadable."
+    from omni_npu_port.core.errors import InputError
+    from omni_npu_port.core.io import load_toml   # core.io: the one TOML reader (imported when a page is looked for)
+    try: tool = load_toml(pyproject).get("tool")
+    except InputError: return None   # a broken pyproject.toml is no docs site; the pointer falls back to the command
+    nbdev = tool.get("nbdev") if isinstance(tool, dict) else None
+    return str(nbdev.get("doc_path") or "_docs") if isinstance(nbdev, dict) else None
+
+def _doc_path(pyproject: Path) -> str | None:
+    "`_doc_path_of`, read again only when the file changed (a report asks once per finding)."
+    st = pyproject.stat()
+    return _doc_path_of(str(pyproject), (st.st_mtime_ns, st.st_size))
+
+def codes_page(start: Path | str | None = None) -> Path | None:
+    "The built codes page of the nearest nbdev project at or above `start` (default: the current folder), else None."
+    here = Path(start if start is not None else Path.cwd()).resolve()
+    for d in (here, *here.parents):
+        if not (d / "pyproject.toml").is_file(): continue
+        doc_path = _doc_path(d / "pyproject.toml")
+        if doc_path is None: continue
+        page = d / doc_path / CODES_PAGE
+        return page if page.is_file() else None
+    return None
+
+def help_uri(code: str, page: Path | None = None) -> str | None:
+    "The URI of `code`'s section on the built codes `page` (a `file:` URI with the code's anchor), None without a page."
+    return f"{Path(page).resolve().as_uri()}#{code.lower()}" if page else None
+
+def code_reference(code: str, page: Path | None = None) -> str:
+    "Where to read about `code`: its section of the built codes `page` if there is one, else the `explain` command."
+    return help_uri(code, page) or f"{EXPLAIN_COMMAND} {code}"
 
 # %% ../../nbs/core/diagnostics.ipynb #ff04e035
 register(

@@ -10,17 +10,20 @@ from __future__ import annotations
 import textwrap
 from dataclasses import dataclass
 
-from ..core.diagnostics import Diagnostic
+from ..core.diagnostics import EXPLAIN_COMMAND, Diagnostic, code_reference, codes_page
 
 # %% auto #0
-__all__ = ['DOCS_BASE', 'docs_url', 'TranslateDiagnostic']
+__all__ = ['docs_base', 'docs_url', 'TranslateDiagnostic']
 
 # %% ../../nbs/translate/diagnostics.ipynb #c5887572
-DOCS_BASE = "https://omni-npu-port.github.io/omni-npu-port/docs/codes.html"   # the codes page, an anchor per code
+def docs_base() -> str:
+    "Where the codes are explained: the built codes page (a `file:` URI) of the project here, else the `explain` command."
+    page = codes_page()
+    return page.as_uri() if page else f"{EXPLAIN_COMMAND} ONPxxxx"
 
 def docs_url(code: str) -> str:
-    "The docs-site section that explains a code."
-    return f"{DOCS_BASE}#{code.lower()}"
+    "Where `code` is explained: its section of the built codes page, else `omni-npu-port explain CODE`."
+    return code_reference(code, codes_page())
 
 @dataclass
 class TranslateDiagnostic(Diagnostic):

@@ -22,7 +22,7 @@ import omni_npu_port
 
 from ..core.diagnostics import REGISTRY, Code, code_info, register
 from ..core.io import OutputError, leftover_temps, umask, worker_pool, write_atomic
-from .diagnostics import DOCS_BASE, TranslateDiagnostic, docs_url
+from .diagnostics import TranslateDiagnostic, docs_base, docs_url
 from .engine import Translation, might_apply, translate_source
 from .rules import RuleSet, compile_rules
 from ..sources.readers import UnreadableFile, check_size
@@ -125,7 +125,7 @@ class TranslateRun:
         from omni_npu_port import __version__
         return {"tool": "omni-npu-port translate", "version": __version__, "target": self.rules.target,
                 "release": self.rules.release, "target_warning": self.rules.warning, "vllm": self.rules.vllm, "mode": self.mode, "totals": self.totals(), "codes": self.codes(),
-                "docs": DOCS_BASE, "files": [f.to_dict() for f in self.files]}
+                "docs": docs_base(), "files": [f.to_dict() for f in self.files]}
 
 # %% ../../nbs/translate/run.ipynb #4d13b160
 _SKIP_DIRS = {"__pycache__", ".git", ".hg", ".svn", ".tox", ".venv", "node_modules"}
@@ -424,6 +424,11 @@ def percent(r) -> str:
     "A rate as a whole percentage, or — where there is none."
     return "—" if r is None else f"{100 * r:.0f}%"
 
+def _code_cell(code: str) -> str:
+    "A code in the summary's table: a link to its section of the built codes page, else the code and its `explain` command."
+    ref = docs_url(code)
+    return f"[{code}]({ref})" if ref.startswith("file:") else f"{code} (`{ref}`)"
+
 def summary_markdown(run: TranslateRun) -> str:
     "The human summary as Markdown."
     rows = summary_rows(run)
@@ -433,7 +438,7 @@ def summary_markdown(run: TranslateRun) -> str:
         out.append(f"| {r['file']} | {r['status']} | {r['lines']} | {r['sites']} | {r['rewritten']} | {r['flagged']} | "
                    f"{r['pending']} | {percent(r['conversion_rate'])} |")
     out += ["", "| code | count | meaning |", "|---|---:|---|"]
-    out += [f"| [{c}]({docs_url(c)}) | {n} | {code_info(c).title} |" for c, n in run.codes().items()]
+    out += [f"| {_code_cell(c)} | {n} | {code_info(c).title} |" for c, n in run.codes().items()]
     return "\n".join(out) + "\n"
 
 def summary_csv(run: TranslateRun) -> str:
@@ -541,6 +546,6 @@ def tour_translate(console=None, target: str | None = None, out_dir: Path | str 
     diff_rows(con, head + "".join(hunks[:TOUR_HUNKS]))
     con.print(f"… {max(len(hunks) - TOUR_HUNKS, 0)} more hunks. The whole diff: {diff_file}; the translated file: "
               f"{out / example_path().name}", highlight=False)
-    con.print(f"Each code is explained at {DOCS_BASE}; `omni-npu-port translate FILE --check` lists the sites of "
+    con.print(f"Each code is explained at {docs_base()}; `omni-npu-port translate FILE --check` lists the sites of "
               "your own file, one `path:line:col: CODE message` line each.", highlight=False)
     return run
