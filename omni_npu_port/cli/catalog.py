@@ -8,6 +8,7 @@ from __future__ import annotations
 import sys
 
 from ..core.catalog import CATALOG, FAMILIES, check_choice, parse_target, select_target
+from ..core.display import fit_widths, longest_piece, wrap_pieces
 from ..core.releases import target_for
 from ..core.errors import OK, UsageError, warning_line
 from .options import add_json, add_target
@@ -15,25 +16,46 @@ from .options import add_json, add_target
 DESCRIPTION = "Print the GPU→NPU pattern catalog."
 
 # %% auto #0
-__all__ = ['DESCRIPTION', 'configure', 'records_table', 'run']
+__all__ = ['DESCRIPTION', 'COLUMNS', 'configure', 'record_cells', 'records_table', 'records_blocks', 'run']
 
 # %% ../../nbs/cli/catalog.ipynb #b8969e56
 def configure(ap):
     "`--json`, `--family F`, `--target vllm-ascend==X|vllm==X`."
-    add_json(ap, "a list of records")
+    add_json(ap, "a list of records (every field, at full width)")
     ap.add_argument("--family", help=f"one of: {', '.join(FAMILIES)}")
     add_target(ap, packages=("vllm-ascend", "vllm"), default_help="every record")
 
-def records_table(records, title: str):
-    "A rich Table of catalog records: id, family, kind, GPU and NPU forms, vllm-ascend range, source."
+COLUMNS = ("id", "family", "kind", "GPU", "NPU", "vllm-ascend", "source")
+
+def record_cells(p) -> tuple[str, ...]:
+    "A record's cells in `COLUMNS` order: the GPU and NPU forms as symbols (else their first line), the range as text."
+    rng = "all" if p.since is None and p.until is None else f"{p.since or '…'}–{'<' + p.until if p.until else '…'}"
+    return (p.id, p.family, p.kind, p.gpu_symbol or p.gpu.splitlines()[0], p.npu_symbol or p.npu.splitlines()[0],
+            rng, p.source)
+
+# %% ../../nbs/cli/catalog.ipynb #651ccbf3
+def records_table(records, title: str, width: int | None = None):
+    "A rich Table of the records whose cells wrap to fit `width` (None: no limit) without splitting a word; None if it cannot."
     from rich.table import Table
-    t = Table(title=title, show_lines=False, expand=False)
-    for col in ("id", "family", "kind", "GPU", "NPU", "vllm-ascend", "source"): t.add_column(col, overflow="fold")
-    rng = lambda lo, hi: "all" if lo is None and hi is None else f"{lo or '…'}–{'<' + hi if hi else '…'}"
-    for p in records:
-        t.add_row(p.id, p.family, p.kind, p.gpu_symbol or p.gpu.splitlines()[0], p.npu_symbol or p.npu.splitlines()[0],
-                  rng(p.since, p.until), p.source)
+    rows = [record_cells(p) for p in records]
+    natural = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(COLUMNS)]
+    minimum = [max([len(h)] + [longest_piece(r[i]) for r in rows]) for i, h in enumerate(COLUMNS)]
+    widths = natural if width is None else fit_widths(natural, minimum, width - (3 * len(COLUMNS) + 1))
+    if widths is None: return None
+    t = Table(title=title, expand=False)
+    for h, w in zip(COLUMNS, widths): t.add_column(h, width=w, no_wrap=True, overflow="ignore")
+    for r in rows: t.add_row(*("\n".join(wrap_pieces(c, w)) for c, w in zip(r, widths)))
     return t
+
+def records_blocks(records, title: str, width: int) -> str:
+    "Each record as a block wrapped to `width`: `id: family, kind; vllm-ascend RANGE; source`, then its GPU and NPU forms."
+    out = wrap_pieces(title + " (every field: --json)", width)
+    for p in records:
+        pid, fam, kind, gpu, npu, rng, src = record_cells(p)
+        out += [""] + wrap_pieces(f"{pid}: {fam}, {kind}; vllm-ascend {rng}; {src}", width)
+        for label, form in (("GPU", gpu), ("NPU", npu)):
+            out += [(f"  {label}  " if i == 0 else " " * 7) + l for i, l in enumerate(wrap_pieces(form, width - 7))]
+    return "\n".join(out)
 
 # %% ../../nbs/cli/catalog.ipynb #7603f34c
 def run(args) -> int:
@@ -52,5 +74,8 @@ def run(args) -> int:
     from rich.console import Console
     title = f"{len(records)} of {len(CATALOG)} patterns" + (f", family {args.family}" if args.family else "") + \
             (f", target {args.target}" if args.target else "")
-    Console(width=max(Console().width, 160)).print(records_table(records, title))
+    con = Console()   # the terminal's width (COLUMNS, or 80 when piped)
+    table = records_table(records, title, con.width)
+    if table is None: con.print(records_blocks(records, title, con.width), highlight=False, markup=False, soft_wrap=True)
+    else: con.print(table)
     return OK

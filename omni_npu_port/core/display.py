@@ -6,10 +6,12 @@
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Callable
 
 # %% auto #0
-__all__ = ['HTML_RENDERERS', 'HTML_PROVIDERS', 'class_key', 'register_html', 'html_for']
+__all__ = ['HTML_RENDERERS', 'HTML_PROVIDERS', 'class_key', 'register_html', 'html_for', 'text_pieces', 'wrap_pieces',
+           'longest_piece', 'fit_widths']
 
 # %% ../../nbs/core/display.ipynb #ab9fc238
 HTML_RENDERERS: dict[str, Callable[[object], str]] = {}   # "module.Class" -> a function returning an HTML string
@@ -35,3 +37,40 @@ def html_for(obj) -> str | None:
     if render is None: return None
     out = render(obj)   # a renderer's result that displays itself (styles inlined for Jupyter) is shown that way
     return out._repr_html_() if hasattr(out, "_repr_html_") else out
+
+# %% ../../nbs/core/display.ipynb #99905490
+# a line may end at spaces, after a dot that joins names (not one inside a version number), or after this punctuation
+_BREAK_AFTER = re.compile(r"\s+|(?<=\.)(?=[A-Za-z_])|(?<=[,;:/(\[=–→])(?=\S)")
+
+def text_pieces(text: str) -> list[str]:
+    "`text` cut at its break opportunities: each piece ends with its spaces or its punctuation; joined they are `text`."
+    out, start = [], 0
+    for m in _BREAK_AFTER.finditer(text):
+        if m.end() > start: out.append(text[start:m.end()]); start = m.end()
+    if start < len(text): out.append(text[start:])
+    return out
+
+def wrap_pieces(text: str, width: int) -> list[str]:
+    "`text` (each of its lines) filled into lines of at most `width`, breaking only between pieces."
+    lines = []
+    for para in text.splitlines() or [""]:
+        line = ""
+        for piece in text_pieces(para):
+            if line and len((line + piece).rstrip()) > width:
+                lines.append(line.rstrip()); line = piece.lstrip()
+            else: line += piece
+        lines.append(line.rstrip())
+    return lines
+
+def longest_piece(text: str) -> int:
+    "The width under which `text` cannot be wrapped without splitting a word."
+    return max((len(p.strip()) for p in text_pieces(text)), default=0)
+
+def fit_widths(natural: list[int], minimum: list[int], room: int) -> list[int] | None:
+    "Column widths that sum to at most `room`: the widest shrunk first, none below its `minimum`; None if impossible."
+    widths = [max(n, m) for n, m in zip(natural, minimum)]
+    if sum(minimum) > room: return None
+    while sum(widths) > room:
+        i = max(range(len(widths)), key=lambda k: (widths[k] - minimum[k] > 0, widths[k]))
+        widths[i] -= 1
+    return widths
