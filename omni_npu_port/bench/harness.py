@@ -21,8 +21,9 @@ from .talker_mtp import TalkerMTP, TalkerMTPConfig
 
 # %% auto #0
 __all__ = ['BOOTSTRAP', 'TOLERANCES', 'DEVICES', 'MAX_BATCH', 'time_steps', 'latency_stats', 'noise_notes', 'compare_outputs',
-           'device_time_ms', 'platform_for', 'row_bytes', 'memory_bytes', 'check_batch_sizes', 'check_counts',
-           'run_bench', 'results_table', 'plot_results', 'short_bench', 'check_targets']
+           'parity_explanation', 'parity_failures', 'device_time_ms', 'platform_for', 'row_bytes', 'memory_bytes',
+           'check_batch_sizes', 'check_counts', 'run_bench', 'results_table', 'plot_results', 'short_bench',
+           'check_targets']
 
 # %% ../../nbs/bench/harness.ipynb #3bba6bb1
 def time_steps(step, synchronize, iters: int, warmup: int) -> list[float]:
@@ -70,17 +71,59 @@ def noise_notes(rows, harness) -> list[str]:
 # %% ../../nbs/bench/harness.ipynb #054b6fd3
 TOLERANCES = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 6.25e-2}
 
+def _output_parity(i: int, e, r, tol: float) -> dict:
+    "One output's parity: a floating one by its largest absolute difference, an integer one (the codes) by equality."
+    if e.shape != r.shape: raise ValueError(f"output shapes differ: eager {tuple(e.shape)}, replay {tuple(r.shape)}")
+    out = {"output": i, "kind": "float" if e.is_floating_point() else "integer", "shape": list(e.shape), "numel": e.numel()}
+    if e.is_floating_point():
+        d = (e.float() - r.float()).abs().cpu()
+        bad = ~(d <= tol)   # NaN counts as beyond
+        diff = d.max().item() if e.numel() else 0.0
+        return {**out, "max_abs_diff": diff, "beyond": int(bad.sum()), "ok": not bool(bad.any())}
+    bad = e.cpu() != r.cpu()
+    first = [list(map(int, ix)) for ix in bad.nonzero()[:3].tolist()] if e.dim() else ([[]] if bool(bad) else [])
+    return {**out, "max_abs_diff": None, "beyond": int(bad.sum()), "first_at": first, "ok": not bool(bad.any())}
+
 def compare_outputs(eager, replay, dtype: str) -> dict:
-    "Max abs difference of floating outputs, equality of integer ones, and whether both are within tolerance."
+    "Per output: the largest difference (floating) or the positions that differ (integer); ok when every one is within tolerance."
     eager, replay = (eager if isinstance(eager, tuple) else (eager,)), (replay if isinstance(replay, tuple) else (replay,))
     if len(eager) != len(replay): raise ValueError(f"eager gave {len(eager)} outputs, replay {len(replay)}")
-    diff, equal = 0.0, True
-    for e, r in zip(eager, replay):
-        if e.shape != r.shape: raise ValueError(f"output shapes differ: eager {tuple(e.shape)}, replay {tuple(r.shape)}")
-        if e.is_floating_point(): diff = max(diff, (e.float() - r.float()).abs().max().item() if e.numel() else 0.0)
-        else: equal = equal and torch.equal(e.cpu(), r.cpu())
     tol = TOLERANCES[dtype]
-    return {"max_abs_diff": diff, "tolerance": tol, "codes_equal": equal, "ok": bool(equal and diff <= tol)}
+    outs = [_output_parity(i, e, r, tol) for i, (e, r) in enumerate(zip(eager, replay))]
+    diffs = [o["max_abs_diff"] for o in outs if o["kind"] == "float"]
+    equal = all(o["ok"] for o in outs if o["kind"] == "integer")
+    return {"max_abs_diff": max(diffs, default=0.0), "tolerance": tol, "codes_equal": equal,
+            "ok": all(o["ok"] for o in outs), "dtype": dtype, "outputs": outs}
+
+# %% ../../nbs/bench/harness.ipynb #f9a7f9de
+def _output_text(o: dict, tol: float) -> str:
+    shape = "×".join(map(str, o["shape"])) or "scalar"
+    if o["kind"] == "float":
+        times = f", {o['max_abs_diff'] / tol:.1f}× the tolerance" if tol and o["max_abs_diff"] == o["max_abs_diff"] else ""
+        return (f"output {o['output']} (floating, {shape}) differs by up to {o['max_abs_diff']:.3g}{times}, "
+                f"at {o['beyond']} of {o['numel']} elements")
+    at = ", ".join(str(ix) for ix in o.get("first_at", []))
+    return f"output {o['output']} (integer codes, {shape}) differs at {o['beyond']} of {o['numel']} positions (first at {at})"
+
+def parity_explanation(parity: dict, where: str) -> str:
+    "A failed parity check in words: dtype, tolerance, which outputs differ and by how much, and what to try."
+    dtype, tol = parity.get("dtype", "this dtype"), parity["tolerance"]
+    bad = [_output_text(o, tol) for o in parity.get("outputs", []) if not o["ok"]]
+    if not parity.get("outputs"):   # a result written before outputs were itemised
+        bad = [f"max |Δ| {parity['max_abs_diff']:.3g}"] + ([] if parity.get("codes_equal", True) else ["the integer codes differ"])
+    todo = ("a float32 run shows whether it is rounding: rerun this mode with --dtype float32; a difference that stays "
+            "is a wrong result" if dtype != "float32" else "in float32 this is no rounding: the mode computes something else")
+    return (f"parity FAIL at {where}: against eager in {dtype} (tolerance {tol:g}): {'; '.join(bad)}. What to do: {todo}.")
+
+def parity_failures(result: dict) -> list[str]:
+    "One explanation per row whose parity failed, of a `run_bench` result (`results`) or a `bench.modes` one (`rows`)."
+    out = []
+    for r in result.get("rows") or result.get("results") or []:
+        par = r.get("parity")
+        if par and not par["ok"]:
+            where = " / ".join([r["subject"], r["mode"]] if "subject" in r else ["graph replay"]) + f" / batch {r['batch']}"
+            out.append(parity_explanation(par, where))
+    return out
 
 # %% ../../nbs/bench/harness.ipynb #2995b92c
 def device_time_ms(step, synchronize, n: int = 10) -> float | None:
@@ -194,7 +237,7 @@ def run_bench(device: str = "auto", batch_sizes=None, iters: int | None = None, 
                 if k is None: k, src = device_time_ms(lambda: model(*inputs), p.synchronize), "eager"
                 row.kernel_ms, row.kernel_source = k, (src if k is not None else None)
                 if k and replay["p50"]: row.replay_over_kernel = replay["p50"] / k
-            if not row.parity["ok"]: notes.append(f"batch {b}: replay differs from eager beyond tolerance: {row.parity}")
+            if not row.parity["ok"]: notes.append(parity_explanation(row.parity, f"graph replay / batch {b}"))
         elif st.mode == "failed": notes.append(f"batch {b}: {st.reason}")
         tick(f"batch {b}: done", 1)
         rows.append(row)
@@ -223,7 +266,7 @@ def _fmt(v, spec=".3f"): return "—" if v is None else format(v, spec)
 
 def _span(lohi) -> str:
     "`lo–hi` (ms), or — where either end is unknown."
-    return "—" if not lohi or None in lohi else f"{lohi[0]:.3f}–{lohi[1]:.3f}"
+    return "—" if not lohi or None in lohi else f"{lohi[0]:.4g}–{lohi[1]:.4g}"
 
 def results_table(result: dict):
     "A rich Table of a benchmark result."
@@ -231,20 +274,20 @@ def results_table(result: dict):
     d, s = result["device"], result["shapes"]
     title = f"talker-MTP step on {d['backend']} ({d['device']}), {s['preset']} shapes, {s['dtype']}"
     if not d["supports_graphs"]: title += f" — eager only: {d['backend']} has no device graphs"
-    t = Table(title=title, min_width=min(len(title) + 4, 150))
+    t = Table(title=title, min_width=min(len(title) + 4, 120))   # the title on one line where 120 columns allow
     graphs = any(r["mode"] != "eager" for r in result["results"])
-    cols = ["batch", "mode", "eager p50 ms", "95 % CI", "p10–p90", "p99"]
-    if graphs: cols += ["capture s", "replay p50 ms", "95 % CI", "p10–p90", "p99", "speedup", "pool MiB", "max |Δ|", "parity"]
+    cols = ["batch", "mode", "eager p50 ms", "95 % CI"] + ([] if graphs else ["p10–p90", "p99"])   # the rest: --json
+    if graphs: cols += ["capture s", "replay p50 ms", "95 % CI", "speedup", "pool MiB", "parity"]   # a FAIL: explained below
     for col in cols: t.add_column(col, justify="left" if col == "mode" else "right")
     for r in result["results"]:
         e, rp, par = r["eager_ms"], r["replay_ms"] or {}, r["parity"] or {}
-        row = [str(r["batch"]), r["mode"], _fmt(e["p50"]), _span(e.get("p50_ci")), _span([e.get("p10"), e["p90"]]), _fmt(e["p99"])]
+        row = [str(r["batch"]), r["mode"], _fmt(e["p50"]), _span(e.get("p50_ci"))]
+        if not graphs: row += [_span([e.get("p10"), e["p90"]]), _fmt(e["p99"])]
         if graphs:
             pool = r["graph_pool_bytes"] / 2**20 if r["graph_pool_bytes"] is not None else None
-            row += [_fmt(r["capture_s"], ".2f"), _fmt(rp.get("p50")), _span(rp.get("p50_ci")), _span([rp.get("p10"), rp.get("p90")]),
-                    _fmt(rp.get("p99")),
+            row += [_fmt(r["capture_s"], ".2f"), _fmt(rp.get("p50")), _span(rp.get("p50_ci")),
                     _fmt(r["speedup"], ".2f") + ("×" if r["speedup"] else ""), _fmt(pool, ".1f"),
-                    _fmt(par.get("max_abs_diff"), ".2e"), "—" if not par else ("ok" if par["ok"] else "FAIL")]
+                    "—" if not par else ("ok" if par["ok"] else "FAIL")]
         t.add_row(*row)
     h = result["harness"]
     t.caption = (f"harness overhead {h['overhead_fraction']:.2%} of the eager step (target < {h['target_fraction']:.0%})"

@@ -112,6 +112,7 @@ def measure_subject(subject, cfg, platform, dtype, modes, buckets, iters, warmup
             continue
         for b in buckets:
             if fn is None: rows.append(_row(subject, mode, b, status="unavailable", reason=why)); continue
+            tick(f"{subject}: {mode}, batch {b}")
             x = model.example_inputs(b, seed=b)
             st = latency_stats(time_steps(lambda: fn(*x), platform.synchronize, iters, warmup))
             cap = caps.get(b, (None, None))
@@ -143,21 +144,29 @@ def run_modes(device: str = "auto", subjects=("code-predictor",), modes=MODES, b
 # %% ../../nbs/bench/modes.ipynb #f634d6e5
 def _f(v, spec=".3f"): return "—" if v is None else format(v, spec)
 
+# header, row key, format; a column no row has a value for is left out. The table fits 120 columns: p90, ops per call
+# and summed kernel time are in the JSON (`--json FILE`) with every other field.
+_COLUMNS = (("batch", "batch", "d"), ("p50\nms", "p50_ms", ".3f"), ("compile\ns", "compile_s", ".1f"),
+            ("capture\ns", "capture_s", ".2f"), ("pool\nMiB", "pool_mib", ".1f"),
+            ("kernels/\ncall", "kernels_per_call", ".0f"), ("×\nroofline", "over_roofline", ".1f"))
+
 def modes_table(result: dict):
-    "A rich Table: one row per subject, mode and bucket."
+    "A rich Table of 120 columns or fewer: a row per subject, mode and bucket; why a mode did not run, under it."
     from rich.table import Table
     d = result["device"]
     t = Table(title=f"modes on {d['backend']} ({d['device']}, op set {d['ops']}), {result['shapes']} shapes, {result['dtype']}; "
-                    f"copy bandwidth {result['copy_bandwidth_gbs']:.1f} GB/s")
-    cols = ("subject", "mode", "batch", "p50 ms", "p90 ms", "compile s", "capture s", "pool MiB", "parity", "ops/call",
-            "kernels/call", "kernel ms", "× roofline", "note")
-    for c in cols: t.add_column(c, justify="left" if c in ("subject", "mode", "note") else "right", overflow="fold")
-    for r in result["rows"]:
+                    f"copy bandwidth {result['copy_bandwidth_gbs']:.1f} GB/s", show_edge=False)
+    rows = [{**r, "pool_mib": r["pool_bytes"] / 2**20 if r["pool_bytes"] is not None else None} for r in result["rows"]]
+    cols = [c for c in _COLUMNS if any(r[c[1]] is not None for r in rows)]
+    for h in ("subject", "mode"): t.add_column(h, no_wrap=True)
+    for h, _, _ in cols: t.add_column(h, justify="right", no_wrap=True)
+    t.add_column("parity", no_wrap=True)
+    for r in rows:
         par = r["parity"]
-        t.add_row(r["subject"], r["mode"], str(r["batch"]), _f(r["p50_ms"]), _f(r["p90_ms"]), _f(r["compile_s"], ".1f"),
-                  _f(r["capture_s"], ".2f"), _f(r["pool_bytes"] / 2**20 if r["pool_bytes"] is not None else None, ".1f"),
-                  "—" if not par else ("ok" if par["ok"] else "FAIL"), _f(r["ops_per_call"], "d"),
-                  _f(r["kernels_per_call"], ".0f"), _f(r["kernel_ms"]), _f(r["over_roofline"], ".1f"), r["reason"])
+        t.add_row(r["subject"], r["mode"], *(_f(r[k], spec) for _, k, spec in cols),
+                  "—" if not par else ("ok" if par["ok"] else "FAIL"))
+    why = dict.fromkeys(f"{r['subject']} / {r['mode']}: {r['status']}, {r['reason']}" for r in rows if r["reason"])
+    t.caption = "\n".join(why) or None
     return t
 
 def plot_modes(result: dict, path=None):

@@ -7,18 +7,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..bench.harness import DEVICES, check_batch_sizes, platform_for, plot_results, results_table, run_bench
+from ..bench.harness import (DEVICES, check_batch_sizes, parity_failures, platform_for, plot_results,
+                                         results_table, run_bench)
 from ..bench.talker_mtp import TalkerMTPConfig
+import os
 import sys
+import time
 
-from ..core.errors import OK, UsageError, warning_line
+from ..core.errors import FINDINGS, OK, UsageError, warning_line
 from ..core.io import write_atomic
 from ..core.profile import DTYPES, SCHEMA, ProfileError, load_profile
 
 DESCRIPTION = "Eager vs graph-replay latency of a talker-MTP step per batch bucket."
 
 # %% auto #0
-__all__ = ['DESCRIPTION', 'configure', 'bench_arguments', 'run', 'modes_arguments', 'run_modes_cli']
+__all__ = ['DESCRIPTION', 'configure', 'bench_arguments', 'step_lines', 'report_parity', 'bench_console', 'run',
+           'modes_arguments', 'run_modes_cli']
 
 # %% ../../nbs/cli/bench.ipynb #465ca5ba
 def configure(ap):
@@ -75,21 +79,39 @@ def _progress_bar(console):
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                     console=console, transient=True)
 
+def step_lines(stream=None, prog: str = "omni-npu-port bench"):
+    "A `progress` callable that writes each step as a line, `PROG:  12.3 s  step`, on `stream` (stderr)."
+    t0, out = time.monotonic(), stream or sys.stderr
+    def say(desc, advance=1): print(f"{prog}: {time.monotonic() - t0:6.1f} s  {desc}", file=out, flush=True)
+    return say
+
+def report_parity(result: dict, prog: str = "omni-npu-port bench") -> int:
+    "Print each parity failure of `result` on stderr, explained; FINDINGS (1) if there was one, else OK."
+    fails = parity_failures(result)
+    for f in fails: print(f"{prog}: {f}", file=sys.stderr)
+    return FINDINGS if fails else OK
+
+def bench_console():
+    "A rich Console as wide as the terminal (or `$COLUMNS`); piped without either, 120 columns, the width the tables fit."
+    from rich.console import Console
+    con = Console()
+    return con if con.is_terminal or os.environ.get("COLUMNS") else Console(width=120)
+
 def run(args) -> int:
     "Benchmark the talker-MTP step as `args` say; print the table, write `--json` and `--plot`."
     try: prof = load_profile()
     except ProfileError as e: raise UsageError(str(e)) from None
     kw = bench_arguments(args, prof)
     if getattr(args, "mode", None): return run_modes_cli(args, kw, prof)
-    from rich.console import Console
-    con = Console(width=max(Console().width, 150))
+    con = bench_console()   # the table fits 120 columns; the rest is in --json
     n = len(kw["batch_sizes"] or prof.batch_sizes)
     if args.quiet: result = run_bench(**kw)   # no table: one line says where the results went, warnings still go to stderr
+    elif not con.is_terminal: result = run_bench(**kw, progress=step_lines())
     else:
         with _progress_bar(con) as bar:
             task = bar.add_task("starting", total=1 + 2 * n)
             result = run_bench(**kw, progress=lambda desc, advance=1: bar.update(task, description=desc, advance=advance))
-        con.print(results_table(result))
+    if not args.quiet: con.print(results_table(result))
     if args.json:
         import json
         write_atomic(Path(args.json).expanduser(), json.dumps(result, indent=2) + "\n")
@@ -99,7 +121,7 @@ def run(args) -> int:
             if n.startswith("noise:"): print(warning_line(n, "omni-npu-port bench"), file=sys.stderr)
         went = [f"results: {args.json}" for _ in [1] if args.json] + [f"plot: {args.plot}" for _ in [1] if args.plot]
         print("omni-npu-port bench: " + ("; ".join(went) if went else "done; nothing written (--json FILE or --plot FILE keep the results)"))
-    return OK
+    return report_parity(result)
 
 # %% ../../nbs/cli/bench.ipynb #bdc3d1e4
 def modes_arguments(args) -> tuple:
@@ -115,13 +137,13 @@ def modes_arguments(args) -> tuple:
 def run_modes_cli(args, kw: dict, prof) -> int:
     "`bench --mode ...`: every mode per bucket, a table, `--json` and `--plot`."
     import json
-    from rich.console import Console
     from omni_npu_port.bench.modes import modes_table, plot_modes, run_modes
     modes, subjects = modes_arguments(args)
     res = run_modes(subjects=subjects, modes=modes, batch_sizes=kw["batch_sizes"] or prof.batch_sizes, iters=kw["iters"],
-                    warmup=kw["warmup"], small=kw["small"], dtype=kw["dtype"], platform=kw["platform"])
-    if not args.quiet: Console(width=max(Console().width, 200)).print(modes_table(res))
+                    warmup=kw["warmup"], small=kw["small"], dtype=kw["dtype"], platform=kw["platform"],
+                    progress=None if args.quiet else step_lines())
+    if not args.quiet: bench_console().print(modes_table(res))
     if args.json: write_atomic(Path(args.json).expanduser(), json.dumps(res, indent=2) + "\n")
     if args.plot: plot_modes(res, Path(args.plot).expanduser())
     if args.quiet: print("omni-npu-port bench: " + (f"results: {args.json}" if args.json else "done"))
-    return OK
+    return report_parity(res)
