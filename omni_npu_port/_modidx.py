@@ -706,6 +706,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                            'omni_npu_port.docs.render._unquote': ( 'docs/render.html#_unquote',
                                                                                    'omni_npu_port/docs/render.py'),
                                            'omni_npu_port.docs.render.badge': ('docs/render.html#badge', 'omni_npu_port/docs/render.py'),
+                                           'omni_npu_port.docs.render.breakable': ( 'docs/render.html#breakable',
+                                                                                    'omni_npu_port/docs/render.py'),
                                            'omni_npu_port.docs.render.code_table': ( 'docs/render.html#code_table',
                                                                                      'omni_npu_port/docs/render.py'),
                                            'omni_npu_port.docs.render.conflict_kinds': ( 'docs/render.html#conflict_kinds',

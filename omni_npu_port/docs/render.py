@@ -19,7 +19,7 @@ from ..core.diagnostics import code_info
 from ..core.display import class_key, register_html
 
 # %% auto #0
-__all__ = ['BIG_TABLE', 'RULES', 'STYLE', 'RENDERERS', 'Html', 'esc', 'wrap', 'badge', 'inline_styles', 'html_text',
+__all__ = ['BIG_TABLE', 'RULES', 'STYLE', 'RENDERERS', 'Html', 'esc', 'breakable', 'wrap', 'badge', 'inline_styles', 'html_text',
            'itables_available', 'table', 'key_values', 'severity_of', 'diagnostic_line', 'diagnostics_table',
            'severity_counts', 'diff_rows', 'folded', 'side_by_side', 'html_translation', 'html_run', 'conflict_kinds',
            'code_table', 'html_port', 'html_audit', 'html_platform', 'html_conformance', 'html_doctor', 'html_bench',
@@ -28,7 +28,7 @@ __all__ = ['BIG_TABLE', 'RULES', 'STYLE', 'RENDERERS', 'Html', 'esc', 'wrap', 'b
 # %% ../../nbs/docs/render.ipynb #f960bae3
 BIG_TABLE = 200   # rows above which a table becomes interactive (itables), where itables is installed
 _MONO = "font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12px"
-_WRAP = "overflow-wrap:break-word;overflow-wrap:anywhere"   # the first for sanitizers that know only it
+_WRAP = "overflow-wrap:normal;word-break:normal;hyphens:none"   # never inside a word; `breakable` marks where else
 
 RULES = (   # (selectors, declarations): the one style of every view, both a <style> block and inline on each element
     (".onp", "font-family:system-ui,-apple-system,Roboto,sans-serif;font-size:13px;line-height:1.45;color:#1f2328;"
@@ -51,7 +51,8 @@ RULES = (   # (selectors, declarations): the one style of every view, both a <st
     (".onp tr.npu td.src", "background:#ddf4ff"), (".onp tr.omni td.src", "background:#fbefff"),
     (".onp tr.mark td.src", "background:#ffd8b5;font-weight:bold"), (".onp tr.fence td.src", "background:#eefbf1;color:#1a7f37"),
     (".onp td.dg", "white-space:normal"), (".onp .d", "margin:1px 0"),
-    (".onp .sev", "display:inline-block;padding:0 5px;border-radius:8px;font-size:11px;color:#fff;background:#6e7781"),
+    (".onp .sev", "display:inline-block;padding:0 5px;border-radius:8px;font-size:11px;color:#fff;background:#6e7781;"
+                  "white-space:nowrap"),
     (".onp .sev-error,.onp .sev-fail,.onp .sev-changed,.onp .sev-missing", "background:#cf222e"),
     (".onp .sev-warning,.onp .sev-manual,.onp .sev-unsupported", "background:#bc4c00"),
     (".onp .sev-rewrite,.onp .sev-ok", "background:#1a7f37"), (".onp .sev-info,.onp .sev-n\\/a", "background:#6e7781"),
@@ -70,6 +71,12 @@ def esc(value) -> str:
     "`value` as text, HTML-escaped (quotes too); `Html` as it is; None as an em dash."
     if isinstance(value, Html): return str(value)
     return "—" if value is None else html.escape(str(value), quote=True)
+
+_BREAK = re.compile(r"(?<=\.)(?=[A-Za-z_])|(?<=[,(\[=/])(?=[^\s<&)\]])")   # after a dot between names, or this punctuation
+
+def breakable(value) -> str:
+    "`value` escaped, with a hyphen-free line break allowed (`<wbr>`) after the punctuation of dotted names and calls."
+    return _BREAK.sub("<wbr>", esc(value))
 
 def wrap(kind: str, body: str) -> Html:
     "A rendering: the style, then `body`, in a `div` of classes `onp onp-{kind}`."
@@ -272,8 +279,8 @@ def side_by_side(source: str, output: str, diags=(), context: int | None = 3, le
         tag, i, a, j, b = r
         lc, rc = cls[tag]
         notes = "".join(diagnostic_line(d) for d in by_line.get(i, ())) if i else ""
-        out.append(f'<tr class="{tag}"><td class="ln">{i or ""}</td><td class="src {lc}">{esc(a)}</td>'
-                   f'<td class="ln">{j or ""}</td><td class="src {rc}">{esc(b)}</td><td class="dg">{notes}</td></tr>')
+        out.append(f'<tr class="{tag}"><td class="ln">{i or ""}</td><td class="src {lc}">{breakable(a)}</td>'
+                   f'<td class="ln">{j or ""}</td><td class="src {rc}">{breakable(b)}</td><td class="dg">{notes}</td></tr>')
     head = f"<tr><th></th><th>{esc(left)}</th><th></th><th>{esc(right)}</th><th>diagnostics</th></tr>"
     cols = '<colgroup><col style="width:3.5em"><col><col style="width:3.5em"><col><col style="width:26%"></colgroup>'
     return Html(f'<div class="scroll"><table class="diff">{cols}<thead>{head}</thead><tbody>{"".join(out)}</tbody></table></div>')
@@ -339,7 +346,7 @@ def conflict_kinds(lines: list[str]) -> list[str]:
 def code_table(code: str) -> Html:
     "Code with line numbers, each row classed by `conflict_kinds`."
     lines = code.splitlines()
-    rows = "".join(f'<tr class="{k}"><td class="ln">{n}</td><td class="src">{esc(l)}</td></tr>'
+    rows = "".join(f'<tr class="{k}"><td class="ln">{n}</td><td class="src">{breakable(l)}</td></tr>'
                    for n, (l, k) in enumerate(zip(lines, conflict_kinds(lines)), 1))
     cols = '<colgroup><col style="width:4em"><col></colgroup>'
     return Html(f'<div class="scroll"><table class="code">{cols}<tbody>{rows}</tbody></table></div>')
@@ -382,7 +389,7 @@ def html_conformance(results, show_na: bool = False, title: str | None = None) -
     "Conformance results (objects or dicts): record, status, what the source says, symbol, details and hazards."
     rs = [r if isinstance(r, dict) else (r.to_dict() if hasattr(r, "to_dict") else asdict(r)) for r in results]
     shown = [r for r in rs if show_na or r["status"] != "n/a"]
-    code_ = lambda v: Html(f'<code class="wrap">{esc(v)}</code>') if v else None   # dotted names and paths: wrapped anywhere
+    code_ = lambda v: Html(f'<code class="wrap">{breakable(v)}</code>') if v else None   # names and paths: at their dots
     rows = [[Html(f"<code>{esc(r['id'])}</code>"), badge(r["status"]), r.get("check"), code_(r.get("symbol")),
              "; ".join(r.get("details") or []) or None, "; ".join(r.get("hazards") or []) or None, code_(r.get("where"))] for r in shown]
     head = f"<h4>{esc(title)}</h4>" if title else ""
@@ -500,6 +507,7 @@ def render(obj) -> Html:
 
 # %% ../../nbs/docs/render.ipynb #5ec55e82
 _FILTER_JS = """<script>(function(){const root=document.currentScript.closest('.onp-patterns');
+root.querySelectorAll('.trust').forEach(e=>e.style.display='none');
 const q=root.querySelector('input[name=q]'),sel=[...root.querySelectorAll('select')],rows=[...root.querySelectorAll('tbody tr')],
 count=root.querySelector('.count');function go(){const t=q.value.toLowerCase();let n=0;for(const r of rows){let ok=!t||r.textContent.toLowerCase().includes(t);
 for(const s of sel){if(!ok||!s.value)continue;const v=r.dataset[s.name]||'';ok=s.name==='holds'?v.split(' ').includes(s.value):v===s.value;}
@@ -534,7 +542,9 @@ def html_pattern_table(catalog=None, releases=None) -> Html:
         tds = "".join(f'<td class={"prose" if i == 7 else "nw"}>{esc(c)}</td>' for i, c in enumerate(cells))
         rows.append(f'<tr data-family="{esc(p.family)}" data-kind="{esc(p.kind)}" data-holds="{esc(holds)}">{tds}</tr>')
     head = "".join(f"<th>{esc(c)}</th>" for c in ("id", "family", "kind", "GPU", "NPU", "holds for vllm-ascend", "source", "what"))
-    tools = ('<div class="tools"><label>search <input name="q" type="search" placeholder="symbol, id, word…"></label>'
+    trust = ('<p class="trust">Trust this notebook (File &gt; Trust Notebook) to use the search box and the drop-downs; '
+             'until then they do nothing.</p>')   # hidden by the script, which runs only where the page is trusted
+    tools = trust + ('<div class="tools"><label>search <input name="q" type="search" placeholder="symbol, id, word…"></label>'
              + _options("family", "family", FAMILIES) + _options("kind", "kind", KINDS)
              + _options("holds", "holds for vllm-ascend", reversed(releases)) + f'<span class="count">{len(rows)} patterns</span></div>')
     body = f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
