@@ -142,3 +142,91 @@ def test_modes_on_cpu_show_progress_lines_and_exit_0(monkeypatch, capsys):
     out, err = capsys.readouterr()
     assert any(re.match(r"omni-npu-port bench: +\d+\.\d s  code-predictor: eager", l) for l in err.splitlines()), err
     assert max(map(len, out.splitlines())) <= 120 and "no device graphs" in " ".join(out.split())
+
+
+# --- JupyterLab: no view breaks a word, trusted or not; an untrusted catalog says how to trust it ---------------------
+WORDS_SPLIT = """() => [...document.querySelectorAll('.jp-OutputArea-output .onp')].filter(v => !v.parentElement.closest('.onp')).map(v => {
+  const walker = document.createTreeWalker(v, NodeFilter.SHOW_TEXT), split = [];
+  let words = 0;
+  while (walker.nextNode()) {
+    const n = walker.currentNode, re = /[A-Za-z0-9_]+/g;
+    for (let m; (m = re.exec(n.data));) {
+      const r = document.createRange(); r.setStart(n, m.index); r.setEnd(n, m.index + m[0].length);
+      const rects = [...r.getClientRects()].filter(x => x.width > 0);
+      if (!rects.length) continue;   // not shown (a hidden row, a style block)
+      words++;
+      if (new Set(rects.map(x => Math.round(x.top))).size > 1) split.push(m[0]);
+    }
+  }
+  const hint = v.querySelector('.trust');
+  return {kind: v.className, words, split: split.slice(0, 10), hint: hint ? hint.getClientRects().length > 0 : null,
+          hintText: hint ? hint.textContent : ''};
+})"""
+
+
+def views_notebook():
+    "A notebook whose outputs are three views as Jupyter stores them: a translation with long dotted names, badges, the catalog."
+    import nbformat
+    from omni_npu_port.docs.render import html_pattern_table, html_translation
+    from omni_npu_port.translate.engine import translate_source
+    from omni_npu_port.translate.rules import compile_rules
+    gpu = ("import torch\nfrom vllm.forward_context import set_forward_context\n\n\n"
+           "def execute_model(self, scheduler_output, intermediate_tensors=None):\n"
+           "    with set_forward_context(attn_metadata, self.vllm_config, num_tokens=num_tokens_padded_for_cudagraph_capture):\n"
+           "        self.model_runner_output_with_a_long_name.execute_model_and_sample_tokens_for_the_talker()\n"
+           "        torch.cuda.synchronize()\n")
+    tr = translate_source(gpu, compile_rules("vllm-ascend==0.18.0"), path="runner.py")
+    nb = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+    for view in (html_translation(tr), html_pattern_table()):
+        out = nbformat.v4.new_output("display_data", data={"text/html": view._repr_html_(), "text/plain": "view"})
+        nb.cells.append(nbformat.v4.new_code_cell("view", outputs=[out]))
+    return nb
+
+
+@pytest.fixture(scope="module")
+def views_lab(tmp_path_factory):
+    "JupyterLab serving the views notebook signed (trusted) and not (untrusted)."
+    import json
+    import nbformat
+    from nbformat.sign import NotebookNotary
+    from test_jupyter import Server
+    tmp = tmp_path_factory.mktemp("views-lab")
+    root, data = tmp / "root", tmp / "data"
+    root.mkdir()
+    data.mkdir()
+    nb, other = views_notebook(), views_notebook()
+    NotebookNotary(data_dir=str(data)).sign(nb)
+    nbformat.write(nb, root / "trusted.ipynb")
+    other.cells.insert(0, nbformat.v4.new_markdown_cell("A copy nobody signed."))   # a signature is of the content: differ
+    nbformat.write(other, root / "untrusted.ipynb")
+    for ext, name, value in (("notebook-extension", "tracker", {"windowingMode": "none"}),
+                             ("apputils-extension", "notification", {"fetchNews": "false"})):
+        d = tmp / "settings" / "@jupyterlab" / ext
+        d.mkdir(parents=True)
+        (d / f"{name}.jupyterlab-settings").write_text(json.dumps(value))
+    s = Server(tmp, app="jupyterlab", root=root, env={"JUPYTERLAB_SETTINGS_DIR": str(tmp / "settings"), "JUPYTER_DATA_DIR": str(data)})
+    try:
+        s.wait_ready()
+        yield s
+    finally: s.stop()
+
+
+from test_docs_site import browser  # noqa: E402,F401  the one chromium fixture (skips with the reason; fails under CI)
+
+
+@pytest.mark.parametrize("which", ["trusted", "untrusted"])
+def test_no_view_breaks_a_word_in_jupyterlab(views_lab, browser, which):
+    "In a narrow JupyterLab, every word of every view sits on one line; only the untrusted catalog shows the trust hint."
+    page = browser.new_page(viewport={"width": 720, "height": 900})
+    try:
+        page.goto(f"{views_lab.url}/lab/tree/{which}.ipynb?token={views_lab.token}&reset")
+        page.wait_for_function("document.querySelectorAll('.jp-OutputArea-output .onp-patterns').length >= 1", timeout=90_000)
+        page.wait_for_timeout(500)
+        views = page.evaluate(WORDS_SPLIT)
+        assert {v["kind"].split()[-1] for v in views} == {"onp-translation", "onp-patterns"}, views
+        for v in views:
+            assert v["words"] > 50 and not v["split"], f"{which}: {v['kind']} breaks words: {v['split']}"
+        [cat] = [v for v in views if "onp-patterns" in v["kind"]]
+        assert "Trust this notebook (File > Trust Notebook)" in cat["hintText"]
+        assert cat["hint"] is (which == "untrusted"), f"{which}: the trust hint is {'shown' if cat['hint'] else 'hidden'}"
+    finally: page.close()
