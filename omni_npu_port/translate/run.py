@@ -422,6 +422,7 @@ def percent(r) -> str:
     "A rate as a whole percentage, or — where there is none."
     return "—" if r is None else f"{100 * r:.0f}%"
 
+# %% ../../nbs/translate/run.ipynb #5bd3b8e3
 def _code_cell(code: str) -> str:
     "A code in the summary's table: a link to its section of the built codes page, else the code and its `explain` command."
     ref = docs_url(code)
