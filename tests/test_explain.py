@@ -110,6 +110,9 @@ def test_links_go_to_the_built_codes_page_and_its_anchors(tmp_path, monkeypatch,
     for r in refs:
         assert r.startswith(page.as_uri()), r
         if "#" in r: assert r.split("#")[1] in anchors, r
+    code = next(iter(CODES))
+    assert main(["explain", code, "--json"]) == 0                   # explain points at the same built page
+    assert json.loads(capsys.readouterr().out)["reference"] == f"{page.as_uri()}#{code.lower()}"
 
 
 def test_without_built_docs_the_links_are_the_explain_command(tmp_path, monkeypatch, capsys):

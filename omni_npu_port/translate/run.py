@@ -545,6 +545,8 @@ def tour_translate(console=None, target: str | None = None, out_dir: Path | str 
     diff_rows(con, head + "".join(hunks[:TOUR_HUNKS]))
     con.print(f"… {max(len(hunks) - TOUR_HUNKS, 0)} more hunks. The whole diff: {diff_file}; the translated file: "
               f"{out / example_path().name}", highlight=False)
-    con.print(f"Each code is explained at {docs_base()}; `omni-npu-port translate FILE --check` lists the sites of "
+    where = docs_base()
+    explained = f"Each code is explained at {where}" if where.startswith("file:") else f"`{where}` explains each code"
+    con.print(f"{explained}; `omni-npu-port translate FILE --check` lists the sites of "
               "your own file, one `path:line:col: CODE message` line each.", highlight=False)
     return run
