@@ -24,7 +24,11 @@ def free_code(prefix: str = "ONP1") -> str:
 
 
 # --- explain ---------------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("code", [c for c in CODES if CODES[c].records][:1] + [c for c in CODES if not CODES[c].records][:1])
+WITH_RECORDS = [c for c in CODES if CODES[c].records]
+WITHOUT = [c for c in CODES if not CODES[c].records]
+
+
+@pytest.mark.parametrize("code", WITH_RECORDS[:1] + WITHOUT[:1])
 def test_explain_says_what_how_bad_what_to_do_the_pattern_and_an_example(code, capsys):
     c = CODES[code]
     assert main(["explain", code.lower()]) == 0
@@ -45,7 +49,8 @@ def test_explain_json_is_the_registry_entry(capsys):
     assert main(["explain", code, "--json"]) == 0
     e = json.loads(capsys.readouterr().out)
     c = CODES[code]
-    assert (e["code"], e["title"], e["severity"], e["action"], e["notebook"]) == (c.code, c.title, c.severity, c.action, c.notebook)
+    fields = ("code", "title", "severity", "action", "notebook")
+    assert [e[f] for f in fields] == [getattr(c, f) for f in fields]
     assert [r["id"] for r in e["records"]] == list(c.records) and e["example"]["record"] == c.records[0]
 
 
@@ -159,7 +164,8 @@ SARIF_SUBSET = {
                             "type": "object", "required": ["id"], "properties": {
                                 "id": {"type": "string"}, "helpUri": {"type": "string", "format": "uri"},
                                 "shortDescription": {"$ref": "#/$defs/message"}, "help": {"$ref": "#/$defs/message"},
-                                "defaultConfiguration": {"type": "object", "properties": {"level": {"$ref": "#/$defs/level"}}}}}}}}}},
+                                "defaultConfiguration": {"type": "object",
+                                                         "properties": {"level": {"$ref": "#/$defs/level"}}}}}}}}}},
                 "originalUriBaseIds": {"type": "object", "additionalProperties": {
                     "type": "object", "required": ["uri"], "properties": {"uri": {"type": "string", "format": "uri",
                                                                                   "pattern": "/$"}}}},
@@ -170,7 +176,8 @@ SARIF_SUBSET = {
                         "locations": {"type": "array", "items": {"type": "object", "properties": {
                             "physicalLocation": {"type": "object", "required": ["artifactLocation"], "properties": {
                                 "artifactLocation": {"type": "object", "required": ["uri"], "properties": {
-                                    "uri": {"type": "string", "format": "uri-reference"}, "uriBaseId": {"type": "string"}}},
+                                    "uri": {"type": "string", "format": "uri-reference"},
+                                    "uriBaseId": {"type": "string"}}},
                                 "region": {"type": "object", "properties": {
                                     "startLine": {"type": "integer", "minimum": 1},
                                     "startColumn": {"type": "integer", "minimum": 1}}}}}}}}}}}}}},
@@ -181,7 +188,8 @@ SARIF_SUBSET = {
 
 
 def check_sarif(log: dict):
-    jsonschema.Draft202012Validator(SARIF_SUBSET, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER).validate(log)
+    v = jsonschema.Draft202012Validator
+    v(SARIF_SUBSET, format_checker=v.FORMAT_CHECKER).validate(log)
     run = log["runs"][0]
     bases = run.get("originalUriBaseIds", {})
     for r in run["results"]:
@@ -222,7 +230,8 @@ def test_sarif_paths_are_relative_to_srcroot_and_rules_link_where_a_page_exists(
     page.write_text("<h3 id='x'></h3>")
     linked = sarif_log(found, "omni-npu-port translate", root=root, page=page)
     check_sarif(linked)
-    assert all(r["helpUri"] == f"{page.as_uri()}#{r['id'].lower()}" for r in linked["runs"][0]["tool"]["driver"]["rules"])
+    rules = linked["runs"][0]["tool"]["driver"]["rules"]
+    assert all(r["helpUri"] == f"{page.as_uri()}#{r['id'].lower()}" for r in rules)
 
 
 def test_translate_check_sarif_from_the_command_line_passes_the_check(tmp_path, monkeypatch, capsys):

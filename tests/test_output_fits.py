@@ -58,7 +58,7 @@ def test_wrapping_breaks_only_between_pieces():
         assert words("\n".join(lines)) == words(sym)
 
 
-# --- bench: parity failures explained and non-zero, progress when piped, a table of 120 columns ------------------------
+# --- bench: parity failures explained and non-zero, progress when piped, a table of 120 columns -------------------
 import functools  # noqa: E402
 
 import torch  # noqa: E402
@@ -93,7 +93,8 @@ def test_a_parity_failure_is_explained_and_exits_1(monkeypatch, capsys):
     rc, out, err = bench_with(drifting_capture, monkeypatch, capsys, "--dtype", "bfloat16")
     assert rc == 1
     fails = [l for l in err.splitlines() if "parity FAIL" in l]
-    assert len(fails) == 2 and all("bfloat16" in l and f"tolerance {harness.TOLERANCES['bfloat16']:g}" in l for l in fails)
+    tol = f"tolerance {harness.TOLERANCES['bfloat16']:g}"
+    assert len(fails) == 2 and all("bfloat16" in l and tol in l for l in fails)
     assert all(re.search(r"output \d+ \(floating, [\d×]+\) differs by up to 0\.5", l) for l in fails), fails
     assert "batch 1" in fails[0] and "batch 2" in fails[1] and "--dtype float32" in fails[0]
     assert "FAIL" in out
@@ -120,10 +121,11 @@ def test_modes_explain_a_failing_mode_exit_1_and_fit_120_columns(monkeypatch, ca
     eager = (torch.zeros(2, 3), torch.tensor([1, 2]))
     fail = harness.compare_outputs(eager, (torch.full((2, 3), 0.3), torch.tensor([1, 2])), "bfloat16")
     ok = harness.compare_outputs(eager, eager, "bfloat16")
-    rows = [modes._row("code-predictor", m, 8, p50_ms=12.345, p90_ms=23.456, compile_s=108.2 if "compiled" in m else None,
-                       capture_s=1.23 if "graph" in m else None, pool_bytes=3 << 30 if "graph" in m else None,
-                       parity=fail if m == "compiled" else ok, ops_per_call=1234, kernels_per_call=456.0, kernel_ms=9.876,
-                       roofline_ms=1.0, over_roofline=12.3) for m in modes.MODES]
+    rows = [modes._row("code-predictor", m, 8, p50_ms=12.345, p90_ms=23.456,
+                       compile_s=108.2 if "compiled" in m else None, capture_s=1.23 if "graph" in m else None,
+                       pool_bytes=3 << 30 if "graph" in m else None, parity=fail if m == "compiled" else ok,
+                       ops_per_call=1234, kernels_per_call=456.0, kernel_ms=9.876, roofline_ms=1.0, over_roofline=12.3)
+            for m in modes.MODES]
     result = {"device": {"backend": "cuda", "device": "cuda:0", "ops": "fused", "supports_graphs": True},
               "shapes": "full", "dtype": "bfloat16", "copy_bandwidth_gbs": 2000.0, "rows": rows}
     monkeypatch.setattr(modes, "run_modes", lambda **kw: result)
@@ -145,7 +147,8 @@ def test_modes_on_cpu_show_progress_lines_and_exit_0(monkeypatch, capsys):
 
 
 # --- JupyterLab: no view breaks a word, trusted or not; an untrusted catalog says how to trust it ---------------------
-WORDS_SPLIT = """() => [...document.querySelectorAll('.jp-OutputArea-output .onp')].filter(v => !v.parentElement.closest('.onp')).map(v => {
+WORDS_SPLIT = """() => [...document.querySelectorAll('.jp-OutputArea-output .onp')]
+  .filter(v => !v.parentElement.closest('.onp')).map(v => {
   const walker = document.createTreeWalker(v, NodeFilter.SHOW_TEXT), split = [];
   let words = 0;
   while (walker.nextNode()) {
@@ -165,18 +168,20 @@ WORDS_SPLIT = """() => [...document.querySelectorAll('.jp-OutputArea-output .onp
 
 
 def views_notebook():
-    "A notebook whose outputs are three views as Jupyter stores them: a translation with long dotted names, badges, the catalog."
+    "A notebook whose outputs are views as Jupyter stores them: a translation with long dotted names, then the catalog."
     import nbformat
     from omni_npu_port.docs.render import html_pattern_table, html_translation
     from omni_npu_port.translate.engine import translate_source
     from omni_npu_port.translate.rules import compile_rules
     gpu = ("import torch\nfrom vllm.forward_context import set_forward_context\n\n\n"
            "def execute_model(self, scheduler_output, intermediate_tensors=None):\n"
-           "    with set_forward_context(attn_metadata, self.vllm_config, num_tokens=num_tokens_padded_for_cudagraph_capture):\n"
+           "    with set_forward_context(attn_metadata, self.vllm_config,\n"
+           "                             num_tokens=num_tokens_padded_for_cudagraph_capture):\n"
            "        self.model_runner_output_with_a_long_name.execute_model_and_sample_tokens_for_the_talker()\n"
            "        torch.cuda.synchronize()\n")
     tr = translate_source(gpu, compile_rules("vllm-ascend==0.18.0"), path="runner.py")
-    nb = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+    kernel = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb = nbformat.v4.new_notebook(metadata={"kernelspec": kernel})
     for view in (html_translation(tr), html_pattern_table()):
         out = nbformat.v4.new_output("display_data", data={"text/html": view._repr_html_(), "text/plain": "view"})
         nb.cells.append(nbformat.v4.new_code_cell("view", outputs=[out]))
@@ -197,14 +202,15 @@ def views_lab(tmp_path_factory):
     nb, other = views_notebook(), views_notebook()
     NotebookNotary(data_dir=str(data)).sign(nb)
     nbformat.write(nb, root / "trusted.ipynb")
-    other.cells.insert(0, nbformat.v4.new_markdown_cell("A copy nobody signed."))   # a signature is of the content: differ
+    other.cells.insert(0, nbformat.v4.new_markdown_cell("A copy nobody signed."))   # signatures are of the content
     nbformat.write(other, root / "untrusted.ipynb")
     for ext, name, value in (("notebook-extension", "tracker", {"windowingMode": "none"}),
                              ("apputils-extension", "notification", {"fetchNews": "false"})):
         d = tmp / "settings" / "@jupyterlab" / ext
         d.mkdir(parents=True)
         (d / f"{name}.jupyterlab-settings").write_text(json.dumps(value))
-    s = Server(tmp, app="jupyterlab", root=root, env={"JUPYTERLAB_SETTINGS_DIR": str(tmp / "settings"), "JUPYTER_DATA_DIR": str(data)})
+    env = {"JUPYTERLAB_SETTINGS_DIR": str(tmp / "settings"), "JUPYTER_DATA_DIR": str(data)}
+    s = Server(tmp, app="jupyterlab", root=root, env=env)
     try:
         s.wait_ready()
         yield s
@@ -216,11 +222,11 @@ from test_docs_site import browser  # noqa: E402,F401  the one chromium fixture 
 
 @pytest.mark.parametrize("which", ["trusted", "untrusted"])
 def test_no_view_breaks_a_word_in_jupyterlab(views_lab, browser, which):
-    "In a narrow JupyterLab, every word of every view sits on one line; only the untrusted catalog shows the trust hint."
+    "In a narrow JupyterLab every word of every view sits on one line; only the untrusted catalog shows the trust hint."
     page = browser.new_page(viewport={"width": 720, "height": 900})
     try:
         page.goto(f"{views_lab.url}/lab/tree/{which}.ipynb?token={views_lab.token}&reset")
-        page.wait_for_function("document.querySelectorAll('.jp-OutputArea-output .onp-patterns').length >= 1", timeout=90_000)
+        page.wait_for_selector(".jp-OutputArea-output .onp-patterns", timeout=90_000)
         page.wait_for_timeout(500)
         views = page.evaluate(WORDS_SPLIT)
         assert {v["kind"].split()[-1] for v in views} == {"onp-translation", "onp-patterns"}, views
@@ -228,5 +234,5 @@ def test_no_view_breaks_a_word_in_jupyterlab(views_lab, browser, which):
             assert v["words"] > 50 and not v["split"], f"{which}: {v['kind']} breaks words: {v['split']}"
         [cat] = [v for v in views if "onp-patterns" in v["kind"]]
         assert "Trust this notebook (File > Trust Notebook)" in cat["hintText"]
-        assert cat["hint"] is (which == "untrusted"), f"{which}: the trust hint is {'shown' if cat['hint'] else 'hidden'}"
+        assert cat["hint"] is (which == "untrusted"), f"{which}: the hint is {'shown' if cat['hint'] else 'hidden'}"
     finally: page.close()

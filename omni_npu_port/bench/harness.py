@@ -74,7 +74,8 @@ TOLERANCES = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 6.25e-2}
 def _output_parity(i: int, e, r, tol: float) -> dict:
     "One output's parity: a floating one by its largest absolute difference, an integer one (the codes) by equality."
     if e.shape != r.shape: raise ValueError(f"output shapes differ: eager {tuple(e.shape)}, replay {tuple(r.shape)}")
-    out = {"output": i, "kind": "float" if e.is_floating_point() else "integer", "shape": list(e.shape), "numel": e.numel()}
+    kind = "float" if e.is_floating_point() else "integer"
+    out = {"output": i, "kind": kind, "shape": list(e.shape), "numel": e.numel()}
     if e.is_floating_point():
         d = (e.float() - r.float()).abs().cpu()
         bad = ~(d <= tol)   # NaN counts as beyond
@@ -85,7 +86,7 @@ def _output_parity(i: int, e, r, tol: float) -> dict:
     return {**out, "max_abs_diff": None, "beyond": int(bad.sum()), "first_at": first, "ok": not bool(bad.any())}
 
 def compare_outputs(eager, replay, dtype: str) -> dict:
-    "Per output: the largest difference (floating) or the positions that differ (integer); ok when every one is within tolerance."
+    "Per output: the largest difference (floating) or the positions that differ (integer); ok when all are within it."
     eager, replay = (eager if isinstance(eager, tuple) else (eager,)), (replay if isinstance(replay, tuple) else (replay,))
     if len(eager) != len(replay): raise ValueError(f"eager gave {len(eager)} outputs, replay {len(replay)}")
     tol = TOLERANCES[dtype]
@@ -99,21 +100,26 @@ def compare_outputs(eager, replay, dtype: str) -> dict:
 def _output_text(o: dict, tol: float) -> str:
     shape = "×".join(map(str, o["shape"])) or "scalar"
     if o["kind"] == "float":
-        times = f", {o['max_abs_diff'] / tol:.1f}× the tolerance" if tol and o["max_abs_diff"] == o["max_abs_diff"] else ""
+        diff = o["max_abs_diff"]
+        times = f", {diff / tol:.1f}× the tolerance" if tol and diff == diff else ""   # NaN: no ratio
         return (f"output {o['output']} (floating, {shape}) differs by up to {o['max_abs_diff']:.3g}{times}, "
                 f"at {o['beyond']} of {o['numel']} elements")
     at = ", ".join(str(ix) for ix in o.get("first_at", []))
-    return f"output {o['output']} (integer codes, {shape}) differs at {o['beyond']} of {o['numel']} positions (first at {at})"
+    return (f"output {o['output']} (integer codes, {shape}) differs at {o['beyond']} of {o['numel']} positions "
+            f"(first at {at})")
 
 def parity_explanation(parity: dict, where: str) -> str:
     "A failed parity check in words: dtype, tolerance, which outputs differ and by how much, and what to try."
     dtype, tol = parity.get("dtype", "this dtype"), parity["tolerance"]
     bad = [_output_text(o, tol) for o in parity.get("outputs", []) if not o["ok"]]
     if not parity.get("outputs"):   # a result written before outputs were itemised
-        bad = [f"max |Δ| {parity['max_abs_diff']:.3g}"] + ([] if parity.get("codes_equal", True) else ["the integer codes differ"])
+        bad = [f"max |Δ| {parity['max_abs_diff']:.3g}"]
+        if not parity.get("codes_equal", True): bad.append("the integer codes differ")
     todo = ("a float32 run shows whether it is rounding: rerun this mode with --dtype float32; a difference that stays "
-            "is a wrong result" if dtype != "float32" else "in float32 this is no rounding: the mode computes something else")
-    return (f"parity FAIL at {where}: against eager in {dtype} (tolerance {tol:g}): {'; '.join(bad)}. What to do: {todo}.")
+            "is a wrong result" if dtype != "float32" else
+            "in float32 this is no rounding: the mode computes something else")
+    return (f"parity FAIL at {where}: against eager in {dtype} (tolerance {tol:g}): {'; '.join(bad)}. "
+            f"What to do: {todo}.")
 
 def parity_failures(result: dict) -> list[str]:
     "One explanation per row whose parity failed, of a `run_bench` result (`results`) or a `bench.modes` one (`rows`)."
@@ -121,7 +127,8 @@ def parity_failures(result: dict) -> list[str]:
     for r in result.get("rows") or result.get("results") or []:
         par = r.get("parity")
         if par and not par["ok"]:
-            where = " / ".join([r["subject"], r["mode"]] if "subject" in r else ["graph replay"]) + f" / batch {r['batch']}"
+            what = [r["subject"], r["mode"]] if "subject" in r else ["graph replay"]
+            where = " / ".join(what) + f" / batch {r['batch']}"
             out.append(parity_explanation(par, where))
     return out
 
@@ -277,7 +284,7 @@ def results_table(result: dict):
     t = Table(title=title, min_width=min(len(title) + 4, 120))   # the title on one line where 120 columns allow
     graphs = any(r["mode"] != "eager" for r in result["results"])
     cols = ["batch", "mode", "eager p50 ms", "95 % CI"] + ([] if graphs else ["p10–p90", "p99"])   # the rest: --json
-    if graphs: cols += ["capture s", "replay p50 ms", "95 % CI", "speedup", "pool MiB", "parity"]   # a FAIL: explained below
+    if graphs: cols += ["capture s", "replay p50 ms", "95 % CI", "speedup", "pool MiB", "parity"]   # FAIL: see below
     for col in cols: t.add_column(col, justify="left" if col == "mode" else "right")
     for r in result["results"]:
         e, rp, par = r["eager_ms"], r["replay_ms"] or {}, r["parity"] or {}

@@ -72,8 +72,9 @@ class BucketResult:
     eager_ms: dict = described(STATS)
     replay_ms: dict | None = described(STATS + "; includes copying inputs in and outputs out", default=None)
     speedup: float | None = described("eager_ms.p50 / replay_ms.p50", default=None)
-    parity: dict | None = described("object: max_abs_diff, tolerance, codes_equal, ok, dtype, outputs (per output: kind, "
-                                       "shape, max_abs_diff or the positions that differ) — replay against eager", default=None)
+    parity: dict | None = described("object: max_abs_diff, tolerance, codes_equal, ok, dtype, outputs (per output: "
+                                    "kind, shape, max_abs_diff or the positions that differ) — replay against eager",
+                                    default=None)
     kernel_ms: float | None = described("summed device time of one replay (profile_kernels, CUDA only)", default=None)
     kernel_source: str | None = described('"graph" or "eager": which run the kernel time was summed from', default=None)
     replay_over_kernel: float | None = described("replay_ms.p50 / kernel_ms", default=None)

@@ -92,7 +92,7 @@ def report_parity(result: dict, prog: str = "omni-npu-port bench") -> int:
     return FINDINGS if fails else OK
 
 def bench_console():
-    "A rich Console as wide as the terminal (or `$COLUMNS`); piped without either, 120 columns, the width the tables fit."
+    "A rich Console as wide as the terminal (or `$COLUMNS`); piped without either, the 120 columns the tables fit."
     from rich.console import Console
     con = Console()
     return con if con.is_terminal or os.environ.get("COLUMNS") else Console(width=120)

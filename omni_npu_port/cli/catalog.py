@@ -35,7 +35,7 @@ def record_cells(p) -> tuple[str, ...]:
 
 # %% ../../nbs/cli/catalog.ipynb #651ccbf3
 def records_table(records, title: str, width: int | None = None):
-    "A rich Table of the records whose cells wrap to fit `width` (None: no limit) without splitting a word; None if it cannot."
+    "A rich Table of the records, cells wrapped to fit `width` (None: no limit), no word split; None if it cannot fit."
     from rich.table import Table
     rows = [record_cells(p) for p in records]
     natural = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(COLUMNS)]
@@ -48,7 +48,7 @@ def records_table(records, title: str, width: int | None = None):
     return t
 
 def records_blocks(records, title: str, width: int) -> str:
-    "Each record as a block wrapped to `width`: `id: family, kind; vllm-ascend RANGE; source`, then its GPU and NPU forms."
+    "Each record as a block wrapped to `width`: `id: family, kind; vllm-ascend RANGE; source`, its GPU and NPU forms."
     out = wrap_pieces(title + " (every field: --json)", width)
     for p in records:
         pid, fam, kind, gpu, npu, rng, src = record_cells(p)
@@ -76,6 +76,7 @@ def run(args) -> int:
             (f", target {args.target}" if args.target else "")
     con = Console()   # the terminal's width (COLUMNS, or 80 when piped)
     table = records_table(records, title, con.width)
-    if table is None: con.print(records_blocks(records, title, con.width), highlight=False, markup=False, soft_wrap=True)
+    blocks = records_blocks(records, title, con.width) if table is None else None
+    if blocks is not None: con.print(blocks, highlight=False, markup=False, soft_wrap=True)
     else: con.print(table)
     return OK

@@ -20,7 +20,7 @@ DESCRIPTION = "Explain a diagnostic code (ONPxxxx): what happened, how bad, what
 
 def configure(ap):
     "`CODE` (or a code's name), `--all`, `--json`."
-    ap.add_argument("code", nargs="?", metavar="CODE", help="a code such as ONP1001 (or its name, such as import-moved)")
+    ap.add_argument("code", nargs="?", metavar="CODE", help="a code such as ONP1001, or its name (import-moved)")
     ap.add_argument("--all", action="store_true", help="list every code: code, severity, tool and what happened")
     add_json(ap, "the entries")
 
@@ -101,8 +101,8 @@ def codes_list_text(codes: dict[str, Code], width: int = 100) -> str:
     out = []
     for c in sorted(codes.values(), key=lambda c: c.code):
         head = f"{c.code}  {c.severity:<11} {c.tool or 'other':<9} "
-        out += textwrap.wrap(c.title, max(width, len(head) + 20), initial_indent=head, subsequent_indent=" " * len(head),
-                             break_long_words=False, break_on_hyphens=False)
+        out += textwrap.wrap(c.title, max(width, len(head) + 20), initial_indent=head,
+                             subsequent_indent=" " * len(head), break_long_words=False, break_on_hyphens=False)
     return "\n".join(out) + "\n"
 
 def _width() -> int: return min(shutil.get_terminal_size((100, 24)).columns, 100)

@@ -113,7 +113,7 @@ CODES_PAGE = "docs/codes.html"              # the codes page, relative to the bu
 
 @functools.lru_cache(maxsize=16)
 def _doc_path_of(pyproject: str, stamp: tuple) -> str | None:
-    "The `[tool.nbdev] doc_path` of a pyproject.toml (nbdev's default `_docs`); None without such a table or if unreadable."
+    "The `[tool.nbdev] doc_path` of a pyproject.toml (default `_docs`); None without such a table or if unreadable."
     from omni_npu_port.core.errors import InputError
     from omni_npu_port.core.io import load_toml   # core.io: the one TOML reader (imported when a page is looked for)
     try: tool = load_toml(pyproject).get("tool")

@@ -56,7 +56,7 @@ def _record(d: Diagnostic) -> dict:
 SRCROOT = "SRCROOT"
 
 def source_root(start: Path | str | None = None) -> Path:
-    "The folder SARIF paths are relative to: the nearest one at or above `start` (default: cwd) with a `.git`, else `start`."
+    "The folder SARIF paths are relative to: the nearest at or above `start` (default cwd) with a `.git`, else `start`."
     here = Path(os.path.abspath(start if start is not None else os.getcwd()))
     return next((d for d in (here, *here.parents) if (d / ".git").exists()), here)
 
@@ -70,7 +70,7 @@ def artifact_location(path: str, root: Path) -> dict:
 # %% ../../nbs/core/findings.ipynb #cb3f881d
 def sarif_log(findings: list[Diagnostic], tool: str, version: str = "", root: Path | None = None,
               page: Path | None = None) -> dict:
-    "A SARIF 2.1.0 log with one run of `tool`: its rules (the codes found) and a result per finding, paths below `root`."
+    "A SARIF 2.1.0 log of one run of `tool`: its rules (the codes found) and a result per finding, paths below `root`."
     root = Path(root) if root is not None else source_root()
     codes = sorted({d.code for d in findings})
     results = []

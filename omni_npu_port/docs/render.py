@@ -72,7 +72,8 @@ def esc(value) -> str:
     if isinstance(value, Html): return str(value)
     return "—" if value is None else html.escape(str(value), quote=True)
 
-_BREAK = re.compile(r"(?<=\.)(?=[A-Za-z_])|(?<=[,(\[=/])(?=[^\s<&)\]])")   # after a dot between names, or this punctuation
+# a break may follow a dot between two names, or this punctuation
+_BREAK = re.compile(r"(?<=\.)(?=[A-Za-z_])|(?<=[,(\[=/])(?=[^\s<&)\]])")
 
 def breakable(value) -> str:
     "`value` escaped, with a hyphen-free line break allowed (`<wbr>`) after the punctuation of dotted names and calls."
@@ -280,7 +281,8 @@ def side_by_side(source: str, output: str, diags=(), context: int | None = 3, le
         lc, rc = cls[tag]
         notes = "".join(diagnostic_line(d) for d in by_line.get(i, ())) if i else ""
         out.append(f'<tr class="{tag}"><td class="ln">{i or ""}</td><td class="src {lc}">{breakable(a)}</td>'
-                   f'<td class="ln">{j or ""}</td><td class="src {rc}">{breakable(b)}</td><td class="dg">{notes}</td></tr>')
+                   f'<td class="ln">{j or ""}</td><td class="src {rc}">{breakable(b)}</td>'
+                   f'<td class="dg">{notes}</td></tr>')
     head = f"<tr><th></th><th>{esc(left)}</th><th></th><th>{esc(right)}</th><th>diagnostics</th></tr>"
     cols = '<colgroup><col style="width:3.5em"><col><col style="width:3.5em"><col><col style="width:26%"></colgroup>'
     return Html(f'<div class="scroll"><table class="diff">{cols}<thead>{head}</thead><tbody>{"".join(out)}</tbody></table></div>')
@@ -389,7 +391,7 @@ def html_conformance(results, show_na: bool = False, title: str | None = None) -
     "Conformance results (objects or dicts): record, status, what the source says, symbol, details and hazards."
     rs = [r if isinstance(r, dict) else (r.to_dict() if hasattr(r, "to_dict") else asdict(r)) for r in results]
     shown = [r for r in rs if show_na or r["status"] != "n/a"]
-    code_ = lambda v: Html(f'<code class="wrap">{breakable(v)}</code>') if v else None   # names and paths: at their dots
+    code_ = lambda v: Html(f'<code class="wrap">{breakable(v)}</code>') if v else None   # names, paths: at dots
     rows = [[Html(f"<code>{esc(r['id'])}</code>"), badge(r["status"]), r.get("check"), code_(r.get("symbol")),
              "; ".join(r.get("details") or []) or None, "; ".join(r.get("hazards") or []) or None, code_(r.get("where"))] for r in shown]
     head = f"<h4>{esc(title)}</h4>" if title else ""
@@ -542,9 +544,10 @@ def html_pattern_table(catalog=None, releases=None) -> Html:
         tds = "".join(f'<td class={"prose" if i == 7 else "nw"}>{esc(c)}</td>' for i, c in enumerate(cells))
         rows.append(f'<tr data-family="{esc(p.family)}" data-kind="{esc(p.kind)}" data-holds="{esc(holds)}">{tds}</tr>')
     head = "".join(f"<th>{esc(c)}</th>" for c in ("id", "family", "kind", "GPU", "NPU", "holds for vllm-ascend", "source", "what"))
-    trust = ('<p class="trust">Trust this notebook (File &gt; Trust Notebook) to use the search box and the drop-downs; '
-             'until then they do nothing.</p>')   # hidden by the script, which runs only where the page is trusted
-    tools = trust + ('<div class="tools"><label>search <input name="q" type="search" placeholder="symbol, id, word…"></label>'
+    trust = ('<p class="trust">Trust this notebook (File &gt; Trust Notebook) to use the search box and the '
+             'drop-downs; until then they do nothing.</p>')   # hidden by the script, which runs only where trusted
+    tools = trust + ('<div class="tools">'
+                     '<label>search <input name="q" type="search" placeholder="symbol, id, word…"></label>'
              + _options("family", "family", FAMILIES) + _options("kind", "kind", KINDS)
              + _options("holds", "holds for vllm-ascend", reversed(releases)) + f'<span class="count">{len(rows)} patterns</span></div>')
     body = f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'

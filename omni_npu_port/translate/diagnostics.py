@@ -15,7 +15,7 @@ __all__ = ['docs_base', 'docs_url', 'TranslateDiagnostic']
 
 # %% ../../nbs/translate/diagnostics.ipynb #c5887572
 def docs_base() -> str:
-    "Where the codes are explained: the built codes page (a `file:` URI) of the project here, else the `explain` command."
+    "Where codes are explained: the built codes page (a `file:` URI) of the project here, else the `explain` command."
     page = codes_page()
     return page.as_uri() if page else f"{EXPLAIN_COMMAND} ONPxxxx"
 

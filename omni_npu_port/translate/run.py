@@ -424,7 +424,7 @@ def percent(r) -> str:
 
 # %% ../../nbs/translate/run.ipynb #5bd3b8e3
 def _code_cell(code: str) -> str:
-    "A code in the summary's table: a link to its section of the built codes page, else the code and its `explain` command."
+    "A code in the summary's table: a link to its section of the built codes page, else the code and its command."
     ref = docs_url(code)
     return f"[{code}]({ref})" if ref.startswith("file:") else f"{code} (`{ref}`)"
 
