@@ -19,7 +19,7 @@ from ..core.diagnostics import code_info
 from ..core.display import class_key, register_html
 
 # %% auto #0
-__all__ = ['BIG_TABLE', 'RULES', 'STYLE', 'RENDERERS', 'Html', 'esc', 'breakable', 'wrap', 'badge', 'inline_styles', 'html_text',
+__all__ = ['BIG_TABLE', 'RULES', 'STYLE', 'RENDERERS', 'Html', 'esc', 'wrap', 'badge', 'breakable', 'inline_styles', 'html_text',
            'itables_available', 'table', 'key_values', 'severity_of', 'diagnostic_line', 'diagnostics_table',
            'severity_counts', 'diff_rows', 'folded', 'side_by_side', 'html_translation', 'html_run', 'conflict_kinds',
            'code_table', 'html_port', 'html_audit', 'html_platform', 'html_conformance', 'html_doctor', 'html_bench',
@@ -72,13 +72,6 @@ def esc(value) -> str:
     if isinstance(value, Html): return str(value)
     return "—" if value is None else html.escape(str(value), quote=True)
 
-# a break may follow a dot between two names, or this punctuation
-_BREAK = re.compile(r"(?<=\.)(?=[A-Za-z_])|(?<=[,(\[=/])(?=[^\s<&)\]])")
-
-def breakable(value) -> str:
-    "`value` escaped, with a hyphen-free line break allowed (`<wbr>`) after the punctuation of dotted names and calls."
-    return _BREAK.sub("<wbr>", esc(value))
-
 def wrap(kind: str, body: str) -> Html:
     "A rendering: the style, then `body`, in a `div` of classes `onp onp-{kind}`."
     return Html(f'<div class="onp onp-{kind}">{STYLE}{body}</div>')
@@ -86,6 +79,15 @@ def wrap(kind: str, body: str) -> Html:
 def badge(word) -> Html:
     "A coloured label for a severity or a status (`error`, `warning`, `ok`, `changed`, ...)."
     return Html(f'<span class="sev sev-{esc(word)}">{esc(word)}</span>')
+
+# %% ../../nbs/docs/render.ipynb #686f302d
+# a break may follow a dot between two names, or this punctuation
+_BREAK = re.compile(r"(?<=\.)(?=[A-Za-z_])|(?<=[,(\[=/])(?=[^\s<&)\]])")
+
+def breakable(value) -> str:
+    "`value` escaped, with a hyphen-free line break allowed (`<wbr>`) after the punctuation of dotted names and calls."
+    return _BREAK.sub("<wbr>", esc(value))
+
 
 # %% ../../nbs/docs/render.ipynb #832cd0ba
 _TAG = re.compile(r"<!--.*?-->|<(/?)([a-zA-Z][\w-]*)((?:\s+[^\s=>/]+(?:\s*=\s*(?:\"[^\"]*\"|'[^']*'|[^\s\"'>]+))?)*)\s*(/?)>", re.S)
