@@ -44,7 +44,7 @@ RULES = (   # (selectors, declarations): the one style of every view, both a <st
     (".onp td code", f"white-space:pre-wrap;{_WRAP}"), (".onp td code.id", "white-space:nowrap;overflow-wrap:normal"),
     (".onp th", "overflow-wrap:normal"),
     (".onp td.src", f"white-space:pre-wrap;{_WRAP};text-align:left"),
-    (".onp table.diff,.onp table.code,.onp table.fit", "table-layout:fixed;width:100%"),
+    (".onp table.diff,.onp table.code,.onp table.fit", "table-layout:auto;width:100%"),   # grows to its longest word
     (".onp td.ln", "color:#6e7781;text-align:right;user-select:none;white-space:nowrap"),
     (".onp td.del", "background:#ffebe9"), (".onp td.add", "background:#dafbe1"),
     (".onp tr.skip td", "background:#f6f8fa;color:#6e7781;font-style:italic;text-align:center"),
@@ -221,12 +221,13 @@ def diagnostic_line(d) -> Html:
     "One diagnostic as a line: code, severity, message (the code's title on hover)."
     code = _field(d, "code")
     title = _title(code)
-    return Html(f'<div class="d"><code title="{esc(title)}">{esc(code)}</code> {badge(severity_of(d))} {esc(_field(d, "message"))}</div>')
+    message = breakable(_field(d, "message"))   # dotted names in it wrap at their dots
+    return Html(f'<div class="d"><code title="{esc(title)}">{esc(code)}</code> {badge(severity_of(d))} {message}</div>')
 
 def diagnostics_table(diags) -> Html:
     "The diagnostics as a table: where (method or path), line, code, severity, message."
     rows = [[_field(d, "where") or _field(d, "path") or "", _field(d, "line") or None, Html(f'<code class="id">{esc(_field(d, "code"))}</code>'),
-             badge(severity_of(d)), _field(d, "message")] for d in diags]
+             badge(severity_of(d)), Html(breakable(_field(d, "message")))] for d in diags]
     return table(["where", "line", "code", "severity", "message"], rows, numeric=(1,)) if rows else Html("<p>No diagnostics.</p>")
 
 def severity_counts(diags) -> str:
