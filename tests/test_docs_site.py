@@ -174,13 +174,9 @@ def test_the_workbook_page_shows_its_steps(browser, site):
     page.close()
 
 
-SITE_URL = "https://omni-npu-port.github.io/omni-npu-port/"   # pyproject's Documentation: where the site is published
-
-
-def printed_links(tmp: Path) -> set[str]:
-    "Every link into the site that the tools print (translate's report and check formats, the tour's translate step) and the README gives."
+def printed_links(work: Path, tmp: Path) -> set[str]:
+    "Every link to a page the tools print (translate's report and check formats, the tour's translate), run in `work`."
     import io
-    import json
     import subprocess
     import sys
     from rich.console import Console
@@ -188,28 +184,35 @@ def printed_links(tmp: Path) -> set[str]:
     src = tmp / "runner.py"
     src.write_text("import torch\n\n\ndef f(x):\n    torch.cuda.synchronize()\n    with torch.cuda.graph(g):\n        y = x\n")
     run = lambda *a: subprocess.run([sys.executable, "-c", "import sys; from omni_npu_port.cli.main import entry; sys.exit(entry())", *a],
-                                    capture_output=True, text=True, cwd=tmp, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)
+                                    capture_output=True, text=True, cwd=work, timeout=300,
+                                    env={**os.environ, "PYTHONPATH": str(ROOT)})
     texts = [run("translate", str(src), "--diff", "--report", str(tmp / "r.json")).stderr, (tmp / "r.json").read_text()]
     texts += [run("translate", str(src), "--check", "--output-format", f).stdout for f in ("json", "sarif", "github", "text")]
     con = Console(file=io.StringIO(), width=400)
-    tour_translate(con)
+    cwd = os.getcwd()
+    os.chdir(work)
+    try: tour_translate(con)
+    finally: os.chdir(cwd)
     texts.append(con.file.getvalue())
-    texts.append((ROOT / "README.md").read_text())   # the README's pointers to the site
-    return {m.rstrip(".,;)") for t in texts for m in re.findall(re.escape(SITE_URL) + r"[^\s\"'<>`]*", t)}
+    assert not [t for t in texts if "omni-npu-port.github.io" in t], "a tool printed a link to an unpublished site"
+    # links to pages (SARIF's SRCROOT base and the file URIs of results outside it are locations, not pages)
+    return {m for t in texts for m in re.findall(r"file://[^\s\"'<>`]*?\.html(?:#[\w-]+)?", t)}
 
 
 def test_every_link_the_tools_print_resolves_on_the_built_site(site, tmp_path):
-    "Each printed link names a page the site has, and its #anchor an element id on that page (the codes page: one per code)."
+    "Inside a project with a built site, each printed link names a page the site has, its #anchor an element id there."
+    from urllib.parse import unquote, urlparse
     from omni_npu_port.core.diagnostics import REGISTRY
     from omni_npu_port.docs.codes import all_codes
     work, out = site
-    links = printed_links(tmp_path)
+    links = printed_links(work, tmp_path)
     assert any("#onp" in l for l in links), f"no link to a code among the tools' output: {sorted(links)[:5]}"
     for link in sorted(links):
-        path, _, anchor = link[len(SITE_URL):].partition("#")
-        page = out / (path or "index.html")
-        assert page.is_file(), f"{link}: the site has no page {path}"
-        if anchor: assert re.search(rf'id="{re.escape(anchor)}"', page.read_text()), f"{link}: no #{anchor} on {path or 'index.html'}"
+        url = urlparse(link)
+        page = Path(unquote(url.path))
+        assert page.is_file() and out.resolve() in page.resolve().parents, f"{link}: not a page of the built site {out}"
+        if url.fragment:
+            assert re.search(rf'id="{re.escape(url.fragment)}"', page.read_text()), f"{link}: no #{url.fragment}"
     assert "This README is what a first hour needs" not in (out / "index.html").read_text()   # a README-only cell stays off the site
     import html
     codes = html.unescape((out / "docs" / "codes.html").read_text()).replace("\u2019", "'")   # as a reader sees them (the renderer curls quotes)

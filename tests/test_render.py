@@ -260,10 +260,10 @@ def test_views_carry_their_style_inline_so_host_stylesheets_and_sanitizers_canno
     shown = render.html_translation(t)._repr_html_()
     src = cell_style(shown, "src")
     assert src["text-align"] == "left" and src["white-space"] == "pre-wrap" and "monospace" in src["font-family"]
-    assert "        torch.npu.synchronize()" in shown                               # indentation kept, as text
-    assert re.search(r'<table class="diff" style="[^"]*table-layout:fixed;width:100%', shown)   # fits the cell's width
+    assert "        torch.npu.synchronize()" in shown.replace("<wbr>", "")   # indentation kept, as text
+    assert re.search(r'<table class="diff" style="[^"]*table-layout:auto;width:100%', shown)   # the cell's width
     port = render.html_port(PortResult("class A:\n" + "    x = 1  # " + "y" * 400 + "\n", [], "class", "A"))._repr_html_()
-    assert cell_style(port, "src")["white-space"] == "pre-wrap" and "table-layout:fixed;width:100%" in port
+    assert cell_style(port, "src")["white-space"] == "pre-wrap" and "table-layout:auto;width:100%" in port
     num = render.table(["n"], [[3]], numeric=(0,))
     assert "text-align:right" in re.search(r'<td class=num style="([^"]*)"', render.wrap("t", num)._repr_html_()).group(1)
     # every element of a view is styled without the <style> block: strip it, as a sanitizer does
