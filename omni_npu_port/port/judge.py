@@ -33,7 +33,8 @@ __all__ = ['CHECKER_PIN', 'CHECKER_TIMEOUT', 'NAME_RULES', 'JUDGED_RULES', 'JUDG
            'find_checker', 'checker_config', 'run_checker', 'owns_judge_entry', 'source_root', 'statement_at',
            'statement_text', 'CheckerError', 'judged_code', 'checker_errors', 'Exclusion', 'exclusion', 'excluded_by',
            'call_at', 'called_method', 'signature_of', 'binds', 'JudgeContext', 'input_key', 'cached_input',
-           'keep_input', 'Judgement', 'JudgeRun', 'judge_modules', 'judge_off', 'judge_ports']
+           'keep_input', 'Judgement', 'JudgeRun', 'judge_modules', 'judge_ports', 'judge_release',
+           'release_judge_lines']
 
 # %% ../../nbs/port/judge.ipynb #af5c32be
 register(
@@ -440,10 +441,6 @@ def _verdict(module: str, errors: list[CheckerError], inherited: set, ctx: Judge
         j.port.append(_diag(e, e.code, rel))
     return j
 
-def judge_off(modules) -> dict[str, Judgement]:
-    "`--no-judge`: every module unverified."
-    return {m: Judgement(m, "off", why="--no-judge") for m in modules}
-
 # %% ../../nbs/port/judge.ipynb #f7c03ed6
 def _module_file(root: Path, module: str) -> Path | None:
     f = root / (module.replace(".", "/") + ".py")
@@ -465,5 +462,20 @@ def judge_ports(ports: list, ascend, vllm, omni, npu_base: tuple[str, str], exe:
         got, run = judge_modules({p.module: p.code for p in ports}, {p.module: ins for p in ports}, [a, v, o], o,
                                  (str(npu_file), npu_base[1]) if npu_file else None, exe, timeout)
         run.seconds = time.perf_counter() - t0   # extraction included
-    for p in ports: p.judge = got[p.module]
+    for p in ports:
+        p.judge = got[p.module]
+        if isinstance(getattr(p, "diagnostics", None), list): p.diagnostics += p.judge.port + p.judge.excluded
     return got, run
+
+# %% ../../nbs/port/judge.ipynb #37303f01
+def judge_release(ports: list, judge: bool, ascend, vllm, omni, npu_base: tuple[str, str], exe: str | None = None) -> JudgeRun:
+    "Judge a release's ports (`judge`), or mark each unverified (`--no-judge`); the run."
+    if judge: return judge_ports(ports, ascend, vllm, omni, npu_base, exe)[1]
+    for p in ports: p.judge = Judgement(p.module, "off", why="--no-judge")
+    return JudgeRun(status="off", why="--no-judge")
+
+def release_judge_lines(run: JudgeRun) -> list[Diagnostic]:
+    "The one line a port gets when the judge did not judge: ONP4440 (basedpyright could not run) or ONP4447 (not asked)."
+    if run.status == "unavailable": return [Diagnostic("ONP4440", f"{code_info('ONP4440').title}: {run.why}")]
+    if run.status == "off": return [Diagnostic("ONP4447", code_info("ONP4447").title)]
+    return []
