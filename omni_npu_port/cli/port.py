@@ -22,6 +22,7 @@ from ..port.locate import Located, PortError, locate, method_located, missing_me
 from ..port.merge import PREFER
 from ..port.method import DEFAULT_PREFER, PortOptions, PortResult, port_method
 from ..port.classes import port_class
+from ..port.judge import JUDGE_ERRORS, judge_class_port
 from ..port.release import DEFAULT_OUT, REPORT_JSON, port_release, release_summary
 from ..port.update import update_class, update_method
 from ..port.translation import port_target
@@ -240,6 +241,7 @@ def run(args: argparse.Namespace) -> int:
     if args.against and args.whole_class: _no_methods([args.against], " (--against too)")
     hand = locate(args.against, need) if args.against else None
     res, inputs = run_update(args, need) if args.update else run_port(args, need)
+    if args.whole_class and not args.update: judge_class_port(res, *inputs, judge=not args.no_judge)   # ready needs the judge
     say_target(args, inputs[2] if not args.update else locate(args.npu_base, False) if args.npu_base else None)
     if hand is None: return write_result(res, args)
     scores = score_result(res, hand, inputs)
@@ -294,7 +296,7 @@ def write_result(res: PortResult, args, scored: tuple[Located, dict[str, Score]]
     if not args.json:
         for d in res.diagnostics: print(f"omni-npu-port: {d}", file=sys.stderr)
         for line in _score_lines_or_none(scored): print(f"omni-npu-port: {line}", file=sys.stderr)
-    return FINDINGS if res.conflicts or any(d.code == "ONP4006" for d in res.diagnostics) else OK
+    return FINDINGS if res.conflicts or any(d.code == "ONP4006" or d.code in JUDGE_ERRORS for d in res.diagnostics) else OK
 
 def _score_lines_or_none(scored) -> list[str]:
     return score_lines(*scored) if scored else []

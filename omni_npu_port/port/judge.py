@@ -21,6 +21,7 @@ import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Callable
 
 from ..core.diagnostics import Code, Diagnostic, code_info, register
@@ -29,12 +30,12 @@ from ..sources.readers import UnreadableFile, open_source
 from .release_checks import statement_key
 
 # %% auto #0
-__all__ = ['CHECKER_PIN', 'CHECKER_TIMEOUT', 'NAME_RULES', 'JUDGED_RULES', 'JUDGE_CACHE', 'EXCLUSIONS', 'JudgeUnavailable',
-           'find_checker', 'checker_config', 'run_checker', 'owns_judge_entry', 'source_root', 'statement_at',
-           'statement_text', 'CheckerError', 'judged_code', 'checker_errors', 'Exclusion', 'exclusion', 'excluded_by',
-           'call_at', 'called_method', 'signature_of', 'binds', 'JudgeContext', 'input_key', 'cached_input',
-           'keep_input', 'Judgement', 'JudgeRun', 'judge_modules', 'judge_ports', 'judge_release',
-           'release_judge_lines']
+__all__ = ['CHECKER_PIN', 'CHECKER_TIMEOUT', 'NAME_RULES', 'JUDGED_RULES', 'JUDGE_CACHE', 'EXCLUSIONS', 'JUDGE_ERRORS',
+           'JudgeUnavailable', 'find_checker', 'checker_config', 'run_checker', 'owns_judge_entry', 'source_root',
+           'statement_at', 'statement_text', 'CheckerError', 'judged_code', 'checker_errors', 'Exclusion', 'exclusion',
+           'excluded_by', 'call_at', 'called_method', 'signature_of', 'binds', 'JudgeContext', 'input_key',
+           'cached_input', 'keep_input', 'Judgement', 'JudgeRun', 'judge_modules', 'judge_ports', 'judge_release',
+           'release_judge_lines', 'judge_class_port']
 
 # %% ../../nbs/port/judge.ipynb #af5c32be
 register(
@@ -55,12 +56,15 @@ register(
          "sources, where no input has that error", "error", "import the name from where the target release defines it",
          "port/judge.ipynb", "port"),
     Code("ONP4445", "judge-inherited", "the type checker's error is at the same statement (same rule, same name) of an "
-         "input (the NPU base runner, omni's GPU runner): not the port's, not counted", "info", "", "port/judge.ipynb", "port"),
+         "input (the NPU base runner, omni's GPU runner): not the port's, not counted", "info",
+         "nothing for the port; the input's own error is for its maintainers", "port/judge.ipynb", "port"),
     Code("ONP4446", "judge-excluded", "the type checker's error is a case a named exclusion says the checker gets wrong: "
          "not counted, the rule named", "info", "read the exclusion in port/judge.ipynb; report a case it hides wrongly",
          "port/judge.ipynb", "port"),
-    Code("ONP4447", "judge-off", "--no-judge: the ported modules were not type-checked, so ready reads unverified", "info",
-         "port again without --no-judge to verify them", "port/judge.ipynb", "port"),
+    Code("ONP4447", "judge-off", "the ported modules were not type-checked (--no-judge, or a source given as a lone file, "
+         "which no search path can hold), so ready reads unverified", "info",
+         "port again without --no-judge (with the packages' wheels, sdists or folders as sources) to verify them",
+         "port/judge.ipynb", "port"),
 )
 
 # %% ../../nbs/port/judge.ipynb #e7bb8d4e
@@ -477,5 +481,23 @@ def judge_release(ports: list, judge: bool, ascend, vllm, omni, npu_base: tuple[
 def release_judge_lines(run: JudgeRun) -> list[Diagnostic]:
     "The one line a port gets when the judge did not judge: ONP4440 (basedpyright could not run) or ONP4447 (not asked)."
     if run.status == "unavailable": return [Diagnostic("ONP4440", f"{code_info('ONP4440').title}: {run.why}")]
-    if run.status == "off": return [Diagnostic("ONP4447", code_info("ONP4447").title)]
+    if run.status == "off": return [Diagnostic("ONP4447", f"{code_info('ONP4447').title}: {run.why}")]
     return []
+
+# %% ../../nbs/port/judge.ipynb #f5e9143a
+JUDGE_ERRORS = ("ONP4440", "ONP4441", "ONP4442", "ONP4443", "ONP4444")   # what makes a judged port not clean
+
+def judge_class_port(res, gpu_base, omni, npu_base, judge: bool = True, exe: str | None = None) -> Judgement:
+    "`port --class`: the written module judged as a release's are; its diagnostics (or the ONP4440 / ONP4447 line) added to `res`."
+    from omni_npu_port.port.release_inputs import _npu_leaf
+    src = lambda loc: getattr(loc.tree.reader, "root", None) or loc.tree.origin
+    port = SimpleNamespace(module=f"{omni.module.rpartition('.')[0]}.{_npu_leaf(omni.module)}".lstrip("."), code=res.code,
+                           gpu=f"{omni.module}.{omni.cls_node.name}")
+    lone = [loc.origin for loc in (gpu_base, omni, npu_base) if loc.tree is None or loc.package is None]
+    if judge and lone:   # a lone .py file is no package: nothing to put on a search path, so not judged (said, not an error)
+        why = f"{lone[0].rpartition(':')[0] or lone[0]} is a lone file, not a package's source"
+        port.judge, run = Judgement(port.module, "off", why=why), JudgeRun(status="off", why=why)
+    else: run = judge_release([port], judge, src(npu_base), src(gpu_base), src(omni), (npu_base.module, npu_base.cls_node.name), exe)
+    res.diagnostics += port.judge.port + port.judge.excluded + release_judge_lines(run)
+    res.stats["judge"] = {**port.judge.to_json(), "seconds": round(run.seconds, 3)}
+    return port.judge
