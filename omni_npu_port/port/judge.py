@@ -225,7 +225,8 @@ def checker_errors(found: list[dict], texts: dict[str, str]) -> list[CheckerErro
         line, col = err["range"]["start"]["line"] + 1, err["range"]["start"]["character"] + 1
         node = statement_at(trees[path], line) if trees[path] else None
         stmt = statement_key(statement_text(lines, node)) if node else statement_key(lines[line - 1] if line <= len(lines) else "")
-        names = ",".join(re.findall(r'"([^"]+)"', err["message"].splitlines()[0]))
+        first = re.sub(r'for class "[^"]*"', "", err["message"].splitlines()[0])   # the class differs: port vs input
+        names = ",".join(re.findall(r'"([^"]+)"', first))
         fn = _function_of(trees[path], line) if trees[path] else "<module>"
         out.append(CheckerError(path, line, col, code, err["rule"], err["message"].splitlines()[0], names, stmt, fn))
     return out
@@ -321,10 +322,12 @@ def _npu_method_binds(err: CheckerError, ctx: JudgeContext) -> bool:
 def _torch_npu(err: CheckerError, ctx: JudgeContext) -> bool:
     return err.names == "npu,torch" and "is not a known attribute of module" in err.message
 
-# %% ../../nbs/port/judge.ipynb #7602555e
+# %% ../../nbs/port/judge.ipynb #11930792
+_KEPT_FORMAT = "omni-npu-port judge inputs 2"   # what a kept result holds; a new format never reads an old one
+
 def input_key(text: str, extra: list) -> str:
     "The key of an input's results: its text, the checker's release, the rules and the source folders on the path."
-    h = hashlib.sha256("\0".join([CHECKER_PIN, *JUDGED_RULES, *map(str, extra), text]).encode("utf-8", "surrogatepass"))
+    h = hashlib.sha256("\0".join([_KEPT_FORMAT, CHECKER_PIN, *JUDGED_RULES, *map(str, extra), text]).encode("utf-8", "surrogatepass"))
     return h.hexdigest()[:32]
 
 def _inputs_dir() -> Path | None:
@@ -409,7 +412,7 @@ def judge_modules(written: dict[str, str], inputs: dict[str, list], sources: lis
                   timeout: float = CHECKER_TIMEOUT) -> tuple[dict[str, Judgement], JudgeRun]:
     "Judge the written modules (module -> text; `inputs`: module -> its input files) with `sources` (folders) on the path."
     t0, run = time.perf_counter(), JudgeRun()
-    extra = [str(Path(s)) for s in sources]
+    extra = [str(Path(s).resolve()) for s in sources]   # basedpyright reads relative paths from its project folder
     in_files = sorted({str(Path(f).resolve()) for fs in inputs.values() for f in fs})
     in_texts = {f: Path(f).read_text(encoding="utf-8", errors="replace") for f in in_files}
     keys = {f: input_key(t, extra) for f, t in in_texts.items()}
