@@ -35,7 +35,7 @@ __all__ = ['CHECKER_PIN', 'CHECKER_TIMEOUT', 'NAME_RULES', 'JUDGED_RULES', 'JUDG
            'statement_at', 'statement_text', 'CheckerError', 'judged_code', 'checker_errors', 'Exclusion', 'exclusion',
            'excluded_by', 'call_at', 'called_method', 'signature_of', 'binds', 'JudgeContext', 'input_key',
            'cached_input', 'keep_input', 'Judgement', 'JudgeRun', 'judge_modules', 'judge_ports', 'judge_release',
-           'release_judge_lines', 'judge_class_port']
+           'release_judge_lines', 'judge_class_port', 'judge_hand']
 
 # %% ../../nbs/port/judge.ipynb #af5c32be
 register(
@@ -504,3 +504,18 @@ def judge_class_port(res, gpu_base, omni, npu_base, judge: bool = True, exe: str
     res.diagnostics += port.judge.port + port.judge.excluded + release_judge_lines(run)
     res.stats["judge"] = {**port.judge.to_json(), "seconds": round(run.seconds, 3)}
     return port.judge
+
+# %% ../../nbs/port/judge.ipynb #63901a3a
+def judge_hand(res, exe: str | None = None) -> tuple[dict[str, Judgement], JudgeRun]:
+    "The hand-written NPU runner modules of a ported release (`ReleasePort`), judged as its ports are: module -> Judgement."
+    from omni_npu_port.port.audit import runner_bases
+    from omni_npu_port.port.locate import open_tree
+    from omni_npu_port.port.release_inputs import release_source
+    tree, nsym = open_tree(res.origin), runner_bases()[1][0]
+    hands = {}
+    for r in res.runners:
+        m = r.hand.rpartition(".")[0] if r.hand else None
+        if m and m not in hands and (text := tree.module_source(m)) is not None: hands[m] = SimpleNamespace(module=m, code=text, gpu=r.gpu)
+    if not hands: return {}, JudgeRun(status="off", why="the release has no hand-written NPU runner")
+    a, v = (release_source(f"{p}=={x}") for p, x in (("vllm-ascend", res.vllm_ascend), ("vllm", res.vllm)))
+    return judge_ports(list(hands.values()), a, v, getattr(tree.reader, "root", None) or tree.origin, (nsym.module, nsym.leaf), exe)
