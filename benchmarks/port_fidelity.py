@@ -97,15 +97,17 @@ def release_row(res, rows: list[dict]) -> dict:
             "lift_pos_raw": sum(r["lift_raw"] > 0 for r in rows if r["differs_raw"]), "differs_raw": sum(r["differs_raw"] for r in rows),
             "lift_neg_raw": sum(r["lift_raw"] < 0 for r in rows), "unparsed": sum(not r["parsed"] for r in rows),
             "unreachable_unreported": sum(not u.get("finding") for u in unreach),
-            "compiles": res.compiles, "ready": getattr(res, "ready", None), "seconds": round(res.seconds, 2), **judge_row(res)}
+            "compiles": res.compiles, "ready": getattr(res, "ready", None), "seconds": round(res.seconds, 2),
+            **judge_row(res)}
 
 
 def judge_row(res) -> dict:
-    "The judge's totals: errors the port introduced, inherited, excluded; the hand-written modules' errors; modules ready."
+    "The judge's totals: errors the port introduced, inherited, excluded; the hand-written modules'; modules ready."
     judged = [r for r in res.runners if getattr(r, "judge", None) is not None and r.judge.judged]
     if not judged: return {"judge_port": None, "judge_inherited": None, "judge_hand": None, "ready_modules": None}
     hand, _ = judge_hand(res)
-    return {"judge_port": sum(len(r.judge.port) for r in judged), "judge_inherited": sum(len(r.judge.inherited) for r in judged),
+    return {"judge_port": sum(len(r.judge.port) for r in judged),
+            "judge_inherited": sum(len(r.judge.inherited) for r in judged),
             "judge_excluded": sum(len(r.judge.excluded) for r in judged),
             "judge_hand": sum(len(j.port) for j in hand.values() if j.judged) if hand else None,
             "ready_modules": f"{sum(r.verdict == 'yes' for r in res.runners)}/{len(res.runners)}"}
@@ -127,8 +129,9 @@ def print_tables(mrows: list[dict], rrows: list[dict]) -> None:
         print(f"{r['release']:<8}{r['vllm']:<8}{r['vllm_ascend']:<11}{r['methods']:>5}{r['scored']:>7}{r['conflicts']:>6}"
               f"{share:>11}{str(r['lift_pos']) + '/' + str(r['differs']):>8}{r['lift_neg']:>7}"
               f"{str(r['lift_pos_raw']) + '/' + str(r['differs_raw']):>8}{r['lift_neg_raw']:>7}{r['unreachable']:>8}"
-              f"{r['unreachable_unreported']:>7}{'yes' if r['compiles'] else 'no':>9}{str(r.get('ready_modules') or r['ready']):>6}"
-              f"{str(r.get('judge_port')) + '/' + str(r.get('judge_inherited')) + '/' + str(r.get('judge_hand')):>13}{r['seconds']:>7}")
+              f"{r['unreachable_unreported']:>7}{'yes' if r['compiles'] else 'no':>9}"
+              f"{str(r.get('ready_modules') or r['ready']):>6}"
+              f"{'/'.join(str(r.get(k)) for k in ('judge_port', 'judge_inherited', 'judge_hand')):>13}{r['seconds']:>7}")
     added, live = sum(r["omni_added"] for r in rrows), sum(r["omni_live"] for r in rrows)
     print(f"\nall: {len(mrows)} methods; ast-normalised lift > 0 on {sum(r['lift_pos'] for r in rrows)} of "
           f"{sum(r['differs'] for r in rrows)} that differ, < 0 on {sum(r['lift_neg'] for r in rrows)} "

@@ -15,7 +15,7 @@ declared pairing (the first vllm-ascend of the row) and the history the catalog 
   in-process with the sources already read (targets: < 10 s cold, < 3 s warm, 2 cores);
 - the judge (omni_npu_port.port.judge, issue 31): basedpyright over each written module with the target's sources,
   per module the errors the port introduced / inherited from its inputs / excluded by a named rule, and beside them
-  the errors of the release's hand-written NPU runner module checked the same way (`hand`); its seconds (`judge s`: warm,
+  the errors of the release's hand-written NPU runner module checked the same way (`hand`); its seconds (warm,
   the inputs' results kept; the cold fresh-process run includes extracting the sources and checking the inputs);
 - secondary, labelled: the text similarity (difflib over lines) of each ported method to the release's hand-written
   NPU method of the same runner and name, where the release has one (a hand copy is no yardstick of faithfulness:
@@ -49,7 +49,8 @@ CLI = [sys.executable, "-c", "import sys; from omni_npu_port.cli.main import ent
 def cli_seconds(omni: str, cold: bool, jobs: int | None = None) -> tuple[float, int]:
     "Wall time and exit code of `port --release OMNI -o TMP` in a fresh process (cold: empty sdist and translation caches)."
     with tempfile.TemporaryDirectory() as d:
-        env = {**os.environ, **({"OMNI_NPU_PORT_SDIST_CACHE": str(Path(d) / "sdist"), "OMNI_NPU_PORT_JUDGE_CACHE": str(Path(d) / "judge"),
+        env = {**os.environ, **({"OMNI_NPU_PORT_SDIST_CACHE": str(Path(d) / "sdist"),
+                                 "OMNI_NPU_PORT_JUDGE_CACHE": str(Path(d) / "judge"),
                                  "OMNI_NPU_PORT_TRANSLATION_CACHE": str(Path(d) / "translations")} if cold else {})}
         t0 = time.perf_counter()
         p = subprocess.run(CLI + ["port", "--release", omni, "-o", str(Path(d) / "out")] + (["-j", str(jobs)] if jobs else []), env=env,
@@ -77,7 +78,7 @@ def measure(omni: str, cold: bool = True, baseline: bool = True, jobs: int | Non
     "Every figure of one release."
     row = {"vllm_omni": omni}
     if cold: row["cold_s"], _ = cli_seconds(omni, True, jobs)
-    port_release(omni, judge=True)                       # sources read in this process; translations, judge folders and inputs kept
+    port_release(omni, judge=True)                       # sources read in this process; translations, judged inputs kept
     row["warm_s"], row["rc"] = cli_seconds(omni, False, jobs)
     row["warm_j1_s"], _ = cli_seconds(omni, False, 1)
     t0 = time.perf_counter()
@@ -109,32 +110,36 @@ def measure(omni: str, cold: bool = True, baseline: bool = True, jobs: int | Non
 def judge_rows(res) -> dict:
     "The judge's columns: per module port / inherited / excluded and the hand-written module's errors; totals; seconds."
     hand, _ = judge_hand(res)
+    by_code = lambda ds: {c: sum(d.code == c for d in ds) for c in ("ONP4441", "ONP4442", "ONP4443", "ONP4444")}
     mods = []
     for r in res.runners:
         h = hand.get(r.hand.rpartition(".")[0]) if r.hand else None
         j = r.judge
         mods.append({"module": r.module, "verdict": r.verdict, "port": len(j.port), "inherited": len(j.inherited),
                      "excluded": len(j.excluded), "exclusions": j.exclusions(),
-                     "port_by_code": {c: sum(d.code == c for d in j.port) for c in ("ONP4441", "ONP4442", "ONP4443", "ONP4444")},
-                     "hand": len(h.port) if h and h.judged else None,
-                     "hand_by_code": {c: sum(d.code == c for d in h.port) for c in ("ONP4441", "ONP4442", "ONP4443", "ONP4444")} if h and h.judged else None,
+                     "port_by_code": by_code(j.port), "hand": len(h.port) if h and h.judged else None,
+                     "hand_by_code": by_code(h.port) if h and h.judged else None,
                      "hand_excluded": len(h.excluded) if h and h.judged else None})
     tot = lambda k: sum(m[k] or 0 for m in mods)
-    return {"judge": mods, "judge_port": tot("port"), "judge_inherited": tot("inherited"), "judge_excluded": tot("excluded"),
+    return {"judge": mods, "judge_port": tot("port"), "judge_inherited": tot("inherited"),
+            "judge_excluded": tot("excluded"),
             "judge_hand": tot("hand"), "judge_s": res.judge_run.seconds, "judge_status": res.judge_run.status,
             "ready_yes": sum(m["verdict"] == "yes" for m in mods)}
 
 
 def print_judge(rows: list[dict]):
-    "Per module: the judge's port / inherited / excluded errors, the hand-written module's, by code (names, calls, self., imports)."
-    print(f"\n{'omni':<8}{'module':<60}{'port/inh/excl':>14}{'hand':>6}  {'port 4441/42/43/44':>19}  {'hand 4441/42/43/44':>19}  ready")
+    "Per module: the judge's port / inherited / excluded errors, the hand-written module's, by code."
+    print(f"\n{'omni':<8}{'module':<60}{'port/inh/excl':>14}{'hand':>6}  {'port 4441/42/43/44':>19}"
+          f"  {'hand 4441/42/43/44':>19}  ready")
     for r in rows:
         for m in r.get("judge", []):
             codes = lambda d: "/".join(str(v) for v in d.values()) if d else "n/a"
-            print(f"{r['vllm_omni']:<8}{m['module']:<60}{str(m['port']) + '/' + str(m['inherited']) + '/' + str(m['excluded']):>14}"
-                  f"{'n/a' if m['hand'] is None else m['hand']:>6}  {codes(m['port_by_code']):>19}  {codes(m['hand_by_code']):>19}  {m['verdict']}")
-    print("port/inh/excl = the judge's errors the port introduced (ONP4441-ONP4444) / inherited from its inputs (ONP4445) / "
-          "excluded by a named rule (ONP4446);\nhand = the release's hand-written NPU runner module checked the same way "
+            counts = f"{m['port']}/{m['inherited']}/{m['excluded']}"
+            print(f"{r['vllm_omni']:<8}{m['module']:<60}{counts:>14}{'n/a' if m['hand'] is None else m['hand']:>6}"
+                  f"  {codes(m['port_by_code']):>19}  {codes(m['hand_by_code']):>19}  {m['verdict']}")
+    print("port/inh/excl = the judge's errors the port introduced (ONP4441-ONP4444) / inherited from its inputs "
+          "(ONP4445) / excluded by a named rule (ONP4446);\nhand = the release's hand-written NPU runner module checked "
+          "the same way "
           "(errors neither inherited nor excluded); 4441 names undefined or unbound, 4442 calls that do not bind, "
           "4443 self. attributes, 4444 imports.")
     for r in rows: print(f"{r['vllm_omni']}: judge {r['judge_status']} in {r['judge_s']:.1f} s (in-process, warm); "

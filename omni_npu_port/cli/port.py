@@ -241,7 +241,7 @@ def run(args: argparse.Namespace) -> int:
     if args.against and args.whole_class: _no_methods([args.against], " (--against too)")
     hand = locate(args.against, need) if args.against else None
     res, inputs = run_update(args, need) if args.update else run_port(args, need)
-    if args.whole_class and not args.update: judge_class_port(res, *inputs, judge=not args.no_judge)   # ready needs the judge
+    if args.whole_class and not args.update: judge_class_port(res, *inputs, judge=not args.no_judge)   # ready: judged
     say_target(args, inputs[2] if not args.update else locate(args.npu_base, False) if args.npu_base else None)
     if hand is None: return write_result(res, args)
     scores = score_result(res, hand, inputs)
@@ -267,7 +267,7 @@ def run_release(args: argparse.Namespace) -> int:
         if d.severity == "error": print(f"omni-npu-port port: {d}", file=sys.stderr)
     clean = (not res.conflicts and not res.lost and all(r.compiles_npu_side for r in res.runners)   # compiles is not ready
              and all(r.verdict == "yes" or (r.verdict == "unverified" and args.no_judge) for r in res.runners)
-             and not any(d.severity == "error" for d in res.diagnostics))   # ONP4304 unreadable, ONP4440 judge unavailable
+             and not any(d.severity == "error" for d in res.diagnostics))   # ONP4304 unreadable, ONP4440 no judge
     return OK if clean else FINDINGS
 
 # %% ../../nbs/cli/port.ipynb #17fbb220
@@ -296,7 +296,8 @@ def write_result(res: PortResult, args, scored: tuple[Located, dict[str, Score]]
     if not args.json:
         for d in res.diagnostics: print(f"omni-npu-port: {d}", file=sys.stderr)
         for line in _score_lines_or_none(scored): print(f"omni-npu-port: {line}", file=sys.stderr)
-    return FINDINGS if res.conflicts or any(d.code == "ONP4006" or d.code in JUDGE_ERRORS for d in res.diagnostics) else OK
+    bad = any(d.code == "ONP4006" or d.code in JUDGE_ERRORS for d in res.diagnostics)   # does not parse; the judge's errors
+    return FINDINGS if res.conflicts or bad else OK
 
 def _score_lines_or_none(scored) -> list[str]:
     return score_lines(*scored) if scored else []

@@ -39,18 +39,20 @@ __all__ = ['CHECKER_PIN', 'CHECKER_TIMEOUT', 'NAME_RULES', 'JUDGED_RULES', 'JUDG
 
 # %% ../../nbs/port/judge.ipynb #af5c32be
 register(
-    Code("ONP4440", "judge-unavailable", "basedpyright could not run (not found, failed or timed out): the ported modules are "
-         "not judged and ready reads unverified", "error", "install basedpyright==1.40.2 (a dependency of omni-npu-port) "
-         "beside this Python or on PATH, or fix what the line names; then port again", "port/judge.ipynb", "port"),
-    Code("ONP4441", "name-not-bound", "the type checker finds a name the port reads undefined, or read before it is bound "
-         "(a NameError or UnboundLocalError when it runs), where no input has that error", "error",
+    Code("ONP4440", "judge-unavailable", "basedpyright could not run (not found, failed or timed out): the ported "
+         "modules are not judged and ready reads unverified", "error", "install basedpyright==1.40.2 (a dependency "
+         "of omni-npu-port) beside this Python or on PATH, or fix what the line names; then port again",
+         "port/judge.ipynb", "port"),
+    Code("ONP4441", "name-not-bound", "the type checker finds a name the port reads undefined, or read before it is "
+         "bound (a NameError or UnboundLocalError when it runs), where no input has that error", "error",
          "import the name, or place the statement after the one that binds it", "port/judge.ipynb", "port"),
     Code("ONP4442", "call-does-not-bind", "the type checker finds a call whose arguments do not bind to the callee's "
          "signature in the target sources, where no input has that error", "error",
          "rename, drop or add the arguments as the callee's signature in the target release writes them",
          "port/judge.ipynb", "port"),
-    Code("ONP4443", "attribute-not-in-mro", "`self.X`: no class of the ported class's order has the attribute X in the target "
-         "sources, where no input has that error", "error", "use the attribute the NPU runner has, or port what sets it",
+    Code("ONP4443", "attribute-not-in-mro", "`self.X`: no class of the ported class's order has the attribute X in the "
+         "target sources, where no input has that error", "error",
+         "use the attribute the NPU runner has, or port what sets it",
          "port/judge.ipynb", "port"),
     Code("ONP4444", "import-unresolved", "an import (or a module attribute) of the port does not resolve in the target "
          "sources, where no input has that error", "error", "import the name from where the target release defines it",
@@ -58,11 +60,12 @@ register(
     Code("ONP4445", "judge-inherited", "the type checker's error is at the same statement (same rule, same name) of an "
          "input (the NPU base runner, omni's GPU runner): not the port's, not counted", "info",
          "nothing for the port; the input's own error is for its maintainers", "port/judge.ipynb", "port"),
-    Code("ONP4446", "judge-excluded", "the type checker's error is a case a named exclusion says the checker gets wrong: "
-         "not counted, the rule named", "info", "read the exclusion in port/judge.ipynb; report a case it hides wrongly",
+    Code("ONP4446", "judge-excluded", "the type checker's error is a case a named exclusion says the checker gets "
+         "wrong: not counted, the rule named", "info",
+         "read the exclusion in port/judge.ipynb; report a case it hides wrongly",
          "port/judge.ipynb", "port"),
-    Code("ONP4447", "judge-off", "the ported modules were not type-checked (--no-judge, or a source given as a lone file, "
-         "which no search path can hold), so ready reads unverified", "info",
+    Code("ONP4447", "judge-off", "the ported modules were not type-checked (--no-judge, or a source given as a lone "
+         "file, which no search path can hold), so ready reads unverified", "info",
          "port again without --no-judge (with the packages' wheels, sdists or folders as sources) to verify them",
          "port/judge.ipynb", "port"),
 )
@@ -70,7 +73,8 @@ register(
 # %% ../../nbs/port/judge.ipynb #e7bb8d4e
 CHECKER_PIN = "1.40.2"            # pyproject.toml pins basedpyright to this release
 CHECKER_TIMEOUT = 300.0           # seconds one run may take before the judge gives up (ONP4440)
-NAME_RULES = ("reportUndefinedVariable", "reportUnboundVariable", "reportPossiblyUnbound", "reportPossiblyUnboundVariable")
+NAME_RULES = ("reportUndefinedVariable", "reportUnboundVariable", "reportPossiblyUnbound",
+              "reportPossiblyUnboundVariable")
 JUDGED_RULES = NAME_RULES + ("reportCallIssue", "reportAttributeAccessIssue", "reportMissingImports")
 _CONFIG_RULES = ("reportUndefinedVariable", "reportUnboundVariable", "reportPossiblyUnboundVariable", "reportCallIssue",
                  "reportAttributeAccessIssue", "reportMissingImports")   # the names basedpyright 1.40 knows
@@ -84,13 +88,14 @@ def find_checker() -> str | None:
     return str(here) if here.is_file() and os.access(here, os.X_OK) else shutil.which("basedpyright")
 
 def checker_config(extra: list) -> dict:
-    "The pyrightconfig of a run: every rule off but the judged ones (errors), the target sources on `extraPaths`, in order."
+    "The pyrightconfig of a run: every rule off but the judged ones (errors), the target sources on `extraPaths`."
     return {"typeCheckingMode": "off", "extraPaths": [str(p) for p in extra], **{r: "error" for r in _CONFIG_RULES}}
 
 # %% ../../nbs/port/judge.ipynb #4ca95f8c
-def run_checker(root: Path, files: list, extra: list, exe: str | None = None, timeout: float = CHECKER_TIMEOUT) -> list[dict]:
-    "One basedpyright run over `files`, `root` the project (its `pyrightconfig.json` written there), this Python's packages"
-    " (torch) on its path: the errors of the judged rules, as its `--outputjson` gives them; `JudgeUnavailable` if it cannot run."
+def run_checker(root: Path, files: list, extra: list, exe: str | None = None,
+                timeout: float = CHECKER_TIMEOUT) -> list[dict]:
+    "One basedpyright run over `files`, `root` the project (its `pyrightconfig.json` written there), this Python's"
+    " packages (torch) on its path: the judged rules' errors as `--outputjson` gives them; else `JudgeUnavailable`."
     exe = exe or find_checker()
     if exe is None: raise JudgeUnavailable(f"basedpyright is not installed next to {sys.executable} nor on PATH")
     cfg = Path(root) / "pyrightconfig.json"
@@ -102,8 +107,10 @@ def run_checker(root: Path, files: list, extra: list, exe: str | None = None, ti
     try: out = json.loads(p.stdout)
     except ValueError:
         why = (p.stderr or p.stdout or "no output").strip().splitlines()
-        raise JudgeUnavailable(f"{exe} exited {p.returncode} without its JSON report ({why[-1][:200] if why else ''})") from None
-    return [d for d in out.get("generalDiagnostics", []) if d.get("rule") in JUDGED_RULES and d.get("severity") == "error"]
+        last = why[-1][:200] if why else ""
+        raise JudgeUnavailable(f"{exe} exited {p.returncode} without its JSON report ({last})") from None
+    found = out.get("generalDiagnostics", [])
+    return [d for d in found if d.get("rule") in JUDGED_RULES and d.get("severity") == "error"]
 
 # %% ../../nbs/port/judge.ipynb #f1448692
 JUDGE_CACHE = "judge-src"
@@ -132,7 +139,7 @@ def _extract(path: Path, dest: Path) -> None:
 _SCRATCH: dict = {}   # archive -> folder, when the cache is off (removed when the process ends)
 
 def source_root(path) -> Path:
-    "A folder basedpyright can read for a source: a folder as it is, else its archive's files extracted once into the judge cache."
+    "A folder basedpyright can read for a source: a folder as it is, else its archive's files extracted once (cached)."
     p = Path(path)
     if p.is_dir(): return Path(open_source(p).reader.root)   # a package folder given: the folder above it
     root, st = cache_dir(JUDGE_CACHE), p.stat()
@@ -159,7 +166,8 @@ def statement_at(tree: ast.Module, line: int) -> ast.stmt | None:
     best = None
     for n in ast.walk(tree):
         if isinstance(n, ast.stmt) and n.lineno <= line <= (n.end_lineno or n.lineno):
-            if best is None or (n.end_lineno - n.lineno, -n.lineno) <= (best.end_lineno - best.lineno, -best.lineno): best = n
+            span = (n.end_lineno - n.lineno, -n.lineno)
+            if best is None or span <= (best.end_lineno - best.lineno, -best.lineno): best = n
     return best
 
 def statement_text(lines: list[str], node: ast.stmt) -> str:
@@ -224,7 +232,8 @@ def checker_errors(found: list[dict], texts: dict[str, str]) -> list[CheckerErro
             except SyntaxError: trees[path] = None
         line, col = err["range"]["start"]["line"] + 1, err["range"]["start"]["character"] + 1
         node = statement_at(trees[path], line) if trees[path] else None
-        stmt = statement_key(statement_text(lines, node)) if node else statement_key(lines[line - 1] if line <= len(lines) else "")
+        own = statement_text(lines, node) if node else (lines[line - 1] if line <= len(lines) else "")
+        stmt = statement_key(own)
         first = re.sub(r'for class "[^"]*"', "", err["message"].splitlines()[0])   # the class differs: port vs input
         names = ",".join(re.findall(r'"([^"]+)"', first))
         fn = _function_of(trees[path], line) if trees[path] else "<module>"
@@ -234,7 +243,7 @@ def checker_errors(found: list[dict], texts: dict[str, str]) -> list[CheckerErro
 # %% ../../nbs/port/judge.ipynb #150a87a1
 @dataclass(frozen=True)
 class Exclusion:
-    "A named case where the checker is wrong: the code it concerns, why, and the test of one error (`applies(err, ctx)`)."
+    "A named case where the checker is wrong: the code it concerns, why, and the test of one error (`applies`)."
     name: str
     code: str
     why: str
@@ -266,7 +275,8 @@ def called_method(call: ast.Call) -> tuple[str, bool] | None:
     f = call.func
     if not isinstance(f, ast.Attribute): return None
     if isinstance(f.value, ast.Name) and f.value.id == "self": return f.attr, False
-    if isinstance(f.value, ast.Call) and isinstance(f.value.func, ast.Name) and f.value.func.id == "super": return f.attr, False
+    if isinstance(f.value, ast.Call) and isinstance(f.value.func, ast.Name) and f.value.func.id == "super":
+        return f.attr, False
     if isinstance(f.value, ast.Name) and call.args and isinstance(call.args[0], ast.Name) and call.args[0].id == "self":
         return f.attr, True
     return None
@@ -284,7 +294,7 @@ def signature_of(fn: ast.FunctionDef) -> inspect.Signature:
     return inspect.Signature(ps)
 
 def binds(fn: ast.FunctionDef, call: ast.Call, explicit_self: bool) -> bool:
-    "Whether a call's arguments bind to a method as its source writes it (`self` bound); a `*`/`**` argument: not decided, False."
+    "Whether a call's arguments bind to a method as its source writes it (`self` bound); `*`/`**` in the call: False."
     if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords): return False
     static = any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in fn.decorator_list)
     n = len(call.args) + (0 if explicit_self or static else 1)
@@ -293,14 +303,16 @@ def binds(fn: ast.FunctionDef, call: ast.Call, explicit_self: bool) -> bool:
 
 # %% ../../nbs/port/judge.ipynb #76c8ead7
 class JudgeContext:
-    "What the exclusions read: the parsed files checked, and the NPU runner's own methods (ast, from the target vllm-ascend)."
+    "What the exclusions read: the parsed files checked, the NPU runner's own methods (ast, the target vllm-ascend)."
     def __init__(self, texts: dict[str, str], npu_runner: tuple[str, str] | None = None):
         self.texts, self._trees, self.npu_methods = texts, {}, {}
         if npu_runner:   # (the module's file, the class name)
             try: mod = ast.parse(Path(npu_runner[0]).read_text(encoding="utf-8"))
             except (OSError, SyntaxError, ValueError): mod = None
-            cls = next((n for n in (mod.body if mod else []) if isinstance(n, ast.ClassDef) and n.name == npu_runner[1]), None)
-            self.npu_methods = {n.name: n for n in (cls.body if cls else []) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+            top = mod.body if mod else []
+            cls = next((n for n in top if isinstance(n, ast.ClassDef) and n.name == npu_runner[1]), None)
+            self.npu_methods = {n.name: n for n in (cls.body if cls else [])
+                                if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
     def tree(self, path: str) -> ast.Module | None:
         if path not in self._trees:
             try: self._trees[path] = ast.parse(self.texts[path])
@@ -308,8 +320,8 @@ class JudgeContext:
         return self._trees[path]
 
 # %% ../../nbs/port/judge.ipynb #7f41b69b
-@exclusion("npu-method-binds", "ONP4442", "the checker resolves the call through the long class order to vllm's signature; "
-           "the NPU runner's own method (the one that runs) accepts it")
+@exclusion("npu-method-binds", "ONP4442", "the checker resolves the call through the long class order to vllm's "
+           "signature; the NPU runner's own method (the one that runs) accepts it")
 def _npu_method_binds(err: CheckerError, ctx: JudgeContext) -> bool:
     tree = ctx.tree(err.path)
     call = call_at(tree, err.line, err.column) if tree else None
@@ -327,7 +339,8 @@ _KEPT_FORMAT = "omni-npu-port judge inputs 2"   # what a kept result holds; a ne
 
 def input_key(text: str, extra: list) -> str:
     "The key of an input's results: its text, the checker's release, the rules and the source folders on the path."
-    h = hashlib.sha256("\0".join([_KEPT_FORMAT, CHECKER_PIN, *JUDGED_RULES, *map(str, extra), text]).encode("utf-8", "surrogatepass"))
+    parts = [_KEPT_FORMAT, CHECKER_PIN, *JUDGED_RULES, *map(str, extra), text]
+    h = hashlib.sha256("\0".join(parts).encode("utf-8", "surrogatepass"))
     return h.hexdigest()[:32]
 
 def _inputs_dir() -> Path | None:
@@ -352,7 +365,7 @@ def keep_input(key: str, errors: list[CheckerError]) -> None:
 # %% ../../nbs/port/judge.ipynb #08c473ad
 @dataclass
 class Judgement:
-    "What the judge says of one written module: errors the port introduced, inherited, excluded; or why it did not judge."
+    "What the judge says of one written module: errors the port introduced, inherited, excluded; or why not judged."
     module: str
     status: str = "judged"                                   # judged | unavailable | off
     port: list = field(default_factory=list)                 # Diagnostic ONP4441-ONP4444
@@ -370,7 +383,8 @@ class Judgement:
     def to_json(self) -> dict:
         return {"status": self.status, "why": self.why, "port": len(self.port), "inherited": len(self.inherited),
                 "excluded": len(self.excluded), "exclusions": self.exclusions(),
-                "by_code": dict(Counter(d.code for d in self.port)), "inherited_list": [d.to_dict() for d in self.inherited]}
+                "by_code": dict(Counter(d.code for d in self.port)),
+                "inherited_list": [d.to_dict() for d in self.inherited]}
 
 # %% ../../nbs/port/judge.ipynb #f8b29e93
 @dataclass
@@ -399,7 +413,8 @@ def _project(tmp: Path, written: dict[str, str], omni_root: Path | None) -> dict
             src = omni_root / init if omni_root else None
             if not (tmp / init).exists():
                 (tmp / init).parent.mkdir(parents=True, exist_ok=True)
-                (tmp / init).write_text(src.read_text(encoding="utf-8", errors="replace") if src and src.is_file() else "")
+                own = src.read_text(encoding="utf-8", errors="replace") if src and src.is_file() else ""
+                (tmp / init).write_text(own)
         f = tmp / (module.replace(".", "/") + ".py")
         f.parent.mkdir(parents=True, exist_ok=True)
         f.write_text(text, encoding="utf-8")
@@ -410,7 +425,7 @@ def _project(tmp: Path, written: dict[str, str], omni_root: Path | None) -> dict
 def judge_modules(written: dict[str, str], inputs: dict[str, list], sources: list, omni_root=None,
                   npu_runner: tuple[str, str] | None = None, exe: str | None = None,
                   timeout: float = CHECKER_TIMEOUT) -> tuple[dict[str, Judgement], JudgeRun]:
-    "Judge the written modules (module -> text; `inputs`: module -> its input files) with `sources` (folders) on the path."
+    "Judge the written modules (module -> text; `inputs`: module -> its input files), `sources` (folders) on the path."
     t0, run = time.perf_counter(), JudgeRun()
     extra = [str(Path(s).resolve()) for s in sources]   # basedpyright reads relative paths from its project folder
     in_files = sorted({str(Path(f).resolve()) for fs in inputs.values() for f in fs})
@@ -431,8 +446,8 @@ def judge_modules(written: dict[str, str], inputs: dict[str, list], sources: lis
     for e in errors: by_file.setdefault(e.path, []).append(e)
     for f in todo: keep_input(keys[f], by_file.get(f, [])); kept[f] = by_file.get(f, [])
     ctx = JudgeContext(texts, npu_runner)
-    out = {m: _verdict(m, by_file.get(str(f), []), {e.key for i in inputs.get(m, []) for e in kept[str(Path(i).resolve())]}, ctx)
-           for m, f in files.items()}
+    theirs = lambda m: {e.key for i in inputs.get(m, []) for e in kept[str(Path(i).resolve())]}
+    out = {m: _verdict(m, by_file.get(str(f), []), theirs(m), ctx) for m, f in files.items()}
     run.seconds, run.checked = time.perf_counter() - t0, len(files) + len(todo)
     run.inputs_kept, run.inputs_checked = len(in_files) - len(todo), len(todo)
     return out, run
@@ -450,8 +465,8 @@ def _verdict(module: str, errors: list[CheckerError], inherited: set, ctx: Judge
 
 # %% ../../nbs/port/judge.ipynb #f7c03ed6
 def _module_file(root: Path, module: str) -> Path | None:
-    f = root / (module.replace(".", "/") + ".py")
-    return f if f.is_file() else (root / module.replace(".", "/") / "__init__.py" if (root / module.replace(".", "/") / "__init__.py").is_file() else None)
+    f, pkg = root / (module.replace(".", "/") + ".py"), root / module.replace(".", "/") / "__init__.py"
+    return f if f.is_file() else pkg if pkg.is_file() else None
 
 def judge_ports(ports: list, ascend, vllm, omni, npu_base: tuple[str, str], exe: str | None = None,
                 timeout: float = CHECKER_TIMEOUT) -> tuple[dict[str, Judgement], JudgeRun]:
@@ -460,7 +475,8 @@ def judge_ports(ports: list, ascend, vllm, omni, npu_base: tuple[str, str], exe:
     t0 = time.perf_counter()
     try: a, v, o = (source_root(s) for s in (ascend, vllm, omni))
     except (OSError, ValueError) as e:
-        run = JudgeRun(time.perf_counter() - t0, status="unavailable", why=f"the target sources cannot be extracted ({e})")
+        why = f"the target sources cannot be extracted ({e})"
+        run = JudgeRun(time.perf_counter() - t0, status="unavailable", why=why)
         got = {p.module: Judgement(p.module, "unavailable", why=run.why) for p in ports}
     else:
         npu_file = _module_file(a, npu_base[0])
@@ -475,14 +491,15 @@ def judge_ports(ports: list, ascend, vllm, omni, npu_base: tuple[str, str], exe:
     return got, run
 
 # %% ../../nbs/port/judge.ipynb #37303f01
-def judge_release(ports: list, judge: bool, ascend, vllm, omni, npu_base: tuple[str, str], exe: str | None = None) -> JudgeRun:
+def judge_release(ports: list, judge: bool, ascend, vllm, omni, npu_base: tuple[str, str],
+                  exe: str | None = None) -> JudgeRun:
     "Judge a release's ports (`judge`), or mark each unverified (`--no-judge`); the run."
     if judge: return judge_ports(ports, ascend, vllm, omni, npu_base, exe)[1]
     for p in ports: p.judge = Judgement(p.module, "off", why="--no-judge")
     return JudgeRun(status="off", why="--no-judge")
 
 def release_judge_lines(run: JudgeRun) -> list[Diagnostic]:
-    "The one line a port gets when the judge did not judge: ONP4440 (basedpyright could not run) or ONP4447 (not asked)."
+    "The one line a port gets when the judge did not judge: ONP4440 (basedpyright could not run), ONP4447 (off)."
     if run.status == "unavailable": return [Diagnostic("ONP4440", f"{code_info('ONP4440').title}: {run.why}")]
     if run.status == "off": return [Diagnostic("ONP4447", f"{code_info('ONP4447').title}: {run.why}")]
     return []
@@ -491,23 +508,24 @@ def release_judge_lines(run: JudgeRun) -> list[Diagnostic]:
 JUDGE_ERRORS = ("ONP4440", "ONP4441", "ONP4442", "ONP4443", "ONP4444")   # what makes a judged port not clean
 
 def judge_class_port(res, gpu_base, omni, npu_base, judge: bool = True, exe: str | None = None) -> Judgement:
-    "`port --class`: the written module judged as a release's are; its diagnostics (or the ONP4440 / ONP4447 line) added to `res`."
+    "`port --class`: the written module judged as a release's are; its diagnostics (or ONP4440 / ONP4447) join `res`'s."
     from omni_npu_port.port.release_inputs import _npu_leaf
     src = lambda loc: getattr(loc.tree.reader, "root", None) or loc.tree.origin
-    port = SimpleNamespace(module=f"{omni.module.rpartition('.')[0]}.{_npu_leaf(omni.module)}".lstrip("."), code=res.code,
-                           gpu=f"{omni.module}.{omni.cls_node.name}")
+    module = f"{omni.module.rpartition('.')[0]}.{_npu_leaf(omni.module)}".lstrip(".")
+    port = SimpleNamespace(module=module, code=res.code, gpu=f"{omni.module}.{omni.cls_node.name}")
     lone = [loc.origin for loc in (gpu_base, omni, npu_base) if loc.tree is None or loc.package is None]
-    if judge and lone:   # a lone .py file is no package: nothing to put on a search path, so not judged (said, not an error)
+    if judge and lone:   # a lone .py file is no package: nothing to put on a search path; not judged (said, no error)
         why = f"{lone[0].rpartition(':')[0] or lone[0]} is a lone file, not a package's source"
         port.judge, run = Judgement(port.module, "off", why=why), JudgeRun(status="off", why=why)
-    else: run = judge_release([port], judge, src(npu_base), src(gpu_base), src(omni), (npu_base.module, npu_base.cls_node.name), exe)
+    else: run = judge_release([port], judge, src(npu_base), src(gpu_base), src(omni),
+                              (npu_base.module, npu_base.cls_node.name), exe)
     res.diagnostics += port.judge.port + port.judge.excluded + release_judge_lines(run)
     res.stats["judge"] = {**port.judge.to_json(), "seconds": round(run.seconds, 3)}
     return port.judge
 
 # %% ../../nbs/port/judge.ipynb #63901a3a
 def judge_hand(res, exe: str | None = None) -> tuple[dict[str, Judgement], JudgeRun]:
-    "The hand-written NPU runner modules of a ported release (`ReleasePort`), judged as its ports are: module -> Judgement."
+    "The hand-written NPU runner modules of a ported release (`ReleasePort`), judged as its ports: module -> Judgement."
     from omni_npu_port.port.audit import runner_bases
     from omni_npu_port.port.locate import open_tree
     from omni_npu_port.port.release_inputs import release_source
@@ -515,7 +533,9 @@ def judge_hand(res, exe: str | None = None) -> tuple[dict[str, Judgement], Judge
     hands = {}
     for r in res.runners:
         m = r.hand.rpartition(".")[0] if r.hand else None
-        if m and m not in hands and (text := tree.module_source(m)) is not None: hands[m] = SimpleNamespace(module=m, code=text, gpu=r.gpu)
+        if m and m not in hands and (text := tree.module_source(m)) is not None:
+            hands[m] = SimpleNamespace(module=m, code=text, gpu=r.gpu)
     if not hands: return {}, JudgeRun(status="off", why="the release has no hand-written NPU runner")
     a, v = (release_source(f"{p}=={x}") for p, x in (("vllm-ascend", res.vllm_ascend), ("vllm", res.vllm)))
-    return judge_ports(list(hands.values()), a, v, getattr(tree.reader, "root", None) or tree.origin, (nsym.module, nsym.leaf), exe)
+    omni = getattr(tree.reader, "root", None) or tree.origin
+    return judge_ports(list(hands.values()), a, v, omni, (nsym.module, nsym.leaf), exe)

@@ -207,7 +207,7 @@ class RunnerPort:
     parent: str | None = None     # the NPU class ported already for an omni base of this runner, which this one derives from
     not_ready: list = field(default_factory=list)   # why the module, compiling, would not run (ONP4420-ONP4423)
     unreachable: list = field(default_factory=list) # omni overrides no entry point reaches (ONP4430), each a dict
-    judge: object = None          # port.judge.Judgement once the release is judged (None: not asked, a port_runner alone)
+    judge: object = None          # port.judge.Judgement once judged (None: not asked, a port_runner alone)
 
     @property
     def path(self) -> str: return self.module.replace(".", "/") + ".py"
@@ -225,7 +225,8 @@ class RunnerPort:
     @property
     def verdict(self) -> str:
         "yes / no / unverified: unverified while the judge has not run (off, unavailable, not asked), never yes."
-        if not (self.compiles and not self.not_ready) or (self.judge is not None and self.judge.judged and self.judge.port): return "no"
+        found = self.judge is not None and self.judge.judged and self.judge.port
+        if not (self.compiles and not self.not_ready) or found: return "no"
         return "yes" if self.judge is not None and self.judge.judged else "unverified"
     @functools.cached_property
     def undefined(self) -> list[str]:

@@ -113,7 +113,7 @@ def release_summary(p: ReleasePort) -> list[str]:
             f"lost without explanation; {_compiled(p)}; {_ready(p)}; {p.seconds:.2f} s"]
 
 def _ready(p: ReleasePort) -> str:
-    "Ready beside compiles: how many modules would run (the judge agreeing), the findings that say why the others would not."
+    "Ready beside compiles: how many modules would run (the judge agreeing), the findings that say why the others not."
     verdicts = [r.verdict for r in p.runners]
     if verdicts and all(v == "yes" for v in verdicts): return "every module ready (judged)"
     n = sum(len(r.not_ready) for r in p.runners)
