@@ -226,3 +226,17 @@ def test_a_judged_release_reports_its_counts_per_module(tmp_path, monkeypatch):
         assert cell in release_markdown(res)
     doc = res.to_json()
     assert all(set(r["judge"]) >= {"port", "inherited", "excluded", "exclusions"} for r in doc["runners"])
+
+
+@pytest.mark.slow
+def test_a_class_port_is_judged_with_its_sources_and_markers_are_not_judged(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("OMNI_NPU_PORT_JUDGE_CACHE", str(tmp_path / "cache"))
+    specs = ["--class", "--gpu-base", f"{FIX / 'vllm'}:GPUModelRunner", "--gpu-omni", f"{FIX / 'omni'}:OmniGPUModelRunner",
+             "--npu-base", f"{FIX / 'vllm_ascend'}:NPUModelRunner", "--force"]
+    main(["port", *specs, "-o", str(tmp_path / "commented.py"), "--prefer", "comment"])
+    err = capsys.readouterr().err
+    assert "ONP4446" in err and "torch-npu-namespace" in err                  # judged: torch.npu excluded, named
+    assert not any(f"ONP444{n} error" in err for n in range(5))               # the inputs' own errors inherited
+    assert main(["port", *specs, "-o", str(tmp_path / "markers.py")]) == 1     # git-style markers: not Python
+    err = capsys.readouterr().err
+    assert "ONP4447" in err and "conflict markers" in err and "ONP4446" not in err

@@ -27,7 +27,7 @@ from typing import Callable
 from ..core.diagnostics import Code, Diagnostic, code_info, register
 from ..core.io import cache_dir, claim_cache, write_atomic
 from ..sources.readers import UnreadableFile, open_source
-from .release_checks import statement_key
+from .release_checks import compiles, statement_key
 
 # %% auto #0
 __all__ = ['CHECKER_PIN', 'CHECKER_TIMEOUT', 'NAME_RULES', 'JUDGED_RULES', 'JUDGE_CACHE', 'EXCLUSIONS', 'JUDGE_ERRORS',
@@ -64,8 +64,9 @@ register(
          "wrong: not counted, the rule named", "info",
          "read the exclusion in port/judge.ipynb; report a case it hides wrongly",
          "port/judge.ipynb", "port"),
-    Code("ONP4447", "judge-off", "the ported modules were not type-checked (--no-judge, or a source given as a lone "
-         "file, which no search path can hold), so ready reads unverified", "info",
+    Code("ONP4447", "judge-off", "the ported modules were not type-checked (--no-judge; a source given as a lone "
+         "file, which no search path can hold; a module with conflict markers, which is not Python), so ready reads "
+         "unverified", "info",
          "port again without --no-judge (with the packages' wheels, sdists or folders as sources) to verify them",
          "port/judge.ipynb", "port"),
 )
@@ -473,6 +474,10 @@ def judge_ports(ports: list, ascend, vllm, omni, npu_base: tuple[str, str], exe:
     "Judge the written module of each port (`module`, `code`, `gpu`) against vllm-ascend's, vllm's and omni's sources"
     " (archives or folders); `npu_base`: (module, class) of vllm-ascend's runner. Sets each port's `judge`."
     t0 = time.perf_counter()
+    broken = [p for p in ports if not compiles(p.code)]   # conflict markers: not Python, nothing a checker can say
+    for p in broken: p.judge = Judgement(p.module, "off", why="the module does not compile (conflict markers): not judged")
+    ports = [p for p in ports if p not in broken]
+    if not ports: return {p.module: p.judge for p in broken}, JudgeRun(status="off", why=broken[0].judge.why)
     try: a, v, o = (source_root(s) for s in (ascend, vllm, omni))
     except (OSError, ValueError) as e:
         why = f"the target sources cannot be extracted ({e})"
@@ -488,7 +493,7 @@ def judge_ports(ports: list, ascend, vllm, omni, npu_base: tuple[str, str], exe:
     for p in ports:
         p.judge = got[p.module]
         if isinstance(getattr(p, "diagnostics", None), list): p.diagnostics += p.judge.port + p.judge.excluded
-    return got, run
+    return got | {p.module: p.judge for p in broken}, run
 
 # %% ../../nbs/port/judge.ipynb #37303f01
 def judge_release(ports: list, judge: bool, ascend, vllm, omni, npu_base: tuple[str, str],
