@@ -17,7 +17,10 @@ the class `place_runners` pairs with, a method of the same name defined there):
 - live omni-added statements / all omni-added (`MethodCheck.omni_live`: in the port's live code, a commented conflict side
   is not live; present edited counts as live);
 - per release: unreachable omni overrides (the port's reachability finding, ONP4401) and how many carry a finding;
-  ready yes/no (the port's ready verdict) beside "compiles".
+  ready yes/no (the port's ready verdict) beside "compiles";
+- the judge (issue 31): per release, basedpyright's errors in the written modules that the port introduced / inherited
+  from its inputs / in the release's hand-written NPU runner modules checked the same way (`judge p/i/h`), and how many
+  modules are ready (the judge agreeing).
 
 Sources come from ~/.cache/omni-npu-port/pkgs (downloaded there when missing), read at run time, never copied.
 Usage: python benchmarks/port_fidelity.py [--releases 0.28.0 0.30.0] [--json F]
@@ -35,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 from omni_npu_port.core.catalog import OMNI_PAIRING, parse_version  # noqa: E402
 from omni_npu_port.port.audit import runner_bases  # noqa: E402
 from omni_npu_port.port.locate import MethodSpec, locate, method_located, method_text, own_methods  # noqa: E402
+from omni_npu_port.port.judge import judge_hand  # noqa: E402
 from omni_npu_port.port.release import fetch_release, method_chunks, port_release  # noqa: E402
 from omni_npu_port.port.score import ast_similarity, similarity  # noqa: E402
 
@@ -93,7 +97,20 @@ def release_row(res, rows: list[dict]) -> dict:
             "lift_pos_raw": sum(r["lift_raw"] > 0 for r in rows if r["differs_raw"]), "differs_raw": sum(r["differs_raw"] for r in rows),
             "lift_neg_raw": sum(r["lift_raw"] < 0 for r in rows), "unparsed": sum(not r["parsed"] for r in rows),
             "unreachable_unreported": sum(not u.get("finding") for u in unreach),
-            "compiles": res.compiles, "ready": getattr(res, "ready", None), "seconds": round(res.seconds, 2)}
+            "compiles": res.compiles, "ready": getattr(res, "ready", None), "seconds": round(res.seconds, 2),
+            **judge_row(res)}
+
+
+def judge_row(res) -> dict:
+    "The judge's totals: errors the port introduced, inherited, excluded; the hand-written modules'; modules ready."
+    judged = [r for r in res.runners if getattr(r, "judge", None) is not None and r.judge.judged]
+    if not judged: return {"judge_port": None, "judge_inherited": None, "judge_hand": None, "ready_modules": None}
+    hand, _ = judge_hand(res)
+    return {"judge_port": sum(len(r.judge.port) for r in judged),
+            "judge_inherited": sum(len(r.judge.inherited) for r in judged),
+            "judge_excluded": sum(len(r.judge.excluded) for r in judged),
+            "judge_hand": sum(len(j.port) for j in hand.values() if j.judged) if hand else None,
+            "ready_modules": f"{sum(r.verdict == 'yes' for r in res.runners)}/{len(res.runners)}"}
 
 
 def print_tables(mrows: list[dict], rrows: list[dict]) -> None:
@@ -106,13 +123,15 @@ def print_tables(mrows: list[dict], rrows: list[dict]) -> None:
               f"{r['port_raw']:>8.3f}{r['base_raw']:>6.3f}{r['lift_raw']:>+7.3f}  {live:>10}  {r['hunks'] or ''}")
     print()
     print(f"{'release':<8}{'vllm':<8}{'ascend':<11}{'meth':>5}{'scored':>7}{'confl':>6}{'live':>11}{'lift>0':>8}{'lift<0':>7}"
-          f"{'raw>0':>8}{'raw<0':>7}{'unreach':>8}{'unrep.':>7}{'compiles':>9}{'ready':>6}{'s':>7}")
+          f"{'raw>0':>8}{'raw<0':>7}{'unreach':>8}{'unrep.':>7}{'compiles':>9}{'ready':>6}{'judge p/i/h':>13}{'s':>7}")
     for r in rrows:
         share = f"{r['omni_live']}/{r['omni_added']}"
         print(f"{r['release']:<8}{r['vllm']:<8}{r['vllm_ascend']:<11}{r['methods']:>5}{r['scored']:>7}{r['conflicts']:>6}"
               f"{share:>11}{str(r['lift_pos']) + '/' + str(r['differs']):>8}{r['lift_neg']:>7}"
               f"{str(r['lift_pos_raw']) + '/' + str(r['differs_raw']):>8}{r['lift_neg_raw']:>7}{r['unreachable']:>8}"
-              f"{r['unreachable_unreported']:>7}{'yes' if r['compiles'] else 'no':>9}{str(r['ready']):>6}{r['seconds']:>7}")
+              f"{r['unreachable_unreported']:>7}{'yes' if r['compiles'] else 'no':>9}"
+              f"{str(r.get('ready_modules') or r['ready']):>6}"
+              f"{'/'.join(str(r.get(k)) for k in ('judge_port', 'judge_inherited', 'judge_hand')):>13}{r['seconds']:>7}")
     added, live = sum(r["omni_added"] for r in rrows), sum(r["omni_live"] for r in rrows)
     print(f"\nall: {len(mrows)} methods; ast-normalised lift > 0 on {sum(r['lift_pos'] for r in rrows)} of "
           f"{sum(r['differs'] for r in rrows)} that differ, < 0 on {sum(r['lift_neg'] for r in rrows)} "
@@ -129,7 +148,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     mrows, rrows = [], []
     for omni in args.releases:
-        res = port_release(omni)
+        res = port_release(omni, judge=True)
         rows = method_rows(res)
         mrows += rows; rrows.append(release_row(res, rows))
         print(f"measured {omni}", file=sys.stderr, flush=True)

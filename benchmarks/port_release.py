@@ -13,6 +13,10 @@ declared pairing (the first vllm-ascend of the row) and the history the catalog 
 - wall time of the command in a fresh process: cold (empty sdist and translation caches: every sdist unpacked and
   every method translated anew) and warm (both filled: a second run), both as the command runs by default (`-j`: one process per CPU) and warm with `-j 1`, and
   in-process with the sources already read (targets: < 10 s cold, < 3 s warm, 2 cores);
+- the judge (omni_npu_port.port.judge, issue 31): basedpyright over each written module with the target's sources,
+  per module the errors the port introduced / inherited from its inputs / excluded by a named rule, and beside them
+  the errors of the release's hand-written NPU runner module checked the same way (`hand`); its seconds (warm,
+  the inputs' results kept; the cold fresh-process run includes extracting the sources and checking the inputs);
 - secondary, labelled: the text similarity (difflib over lines) of each ported method to the release's hand-written
   NPU method of the same runner and name, where the release has one (a hand copy is no yardstick of faithfulness:
   the 0.30.0 hand-written `_model_forward` lacks lines of both inputs).
@@ -35,6 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from omni_npu_port.core.catalog import OMNI_PAIRING, parse_version  # noqa: E402
 from omni_npu_port.port.locate import MethodSpec, locate, method_text, own_methods  # noqa: E402
+from omni_npu_port.port.judge import judge_hand  # noqa: E402
 from omni_npu_port.port.release import method_chunks, port_release  # noqa: E402
 from omni_npu_port.port.score import similarity  # noqa: E402
 
@@ -45,6 +50,7 @@ def cli_seconds(omni: str, cold: bool, jobs: int | None = None) -> tuple[float, 
     "Wall time and exit code of `port --release OMNI -o TMP` in a fresh process (cold: empty sdist and translation caches)."
     with tempfile.TemporaryDirectory() as d:
         env = {**os.environ, **({"OMNI_NPU_PORT_SDIST_CACHE": str(Path(d) / "sdist"),
+                                 "OMNI_NPU_PORT_JUDGE_CACHE": str(Path(d) / "judge"),
                                  "OMNI_NPU_PORT_TRANSLATION_CACHE": str(Path(d) / "translations")} if cold else {})}
         t0 = time.perf_counter()
         p = subprocess.run(CLI + ["port", "--release", omni, "-o", str(Path(d) / "out")] + (["-j", str(jobs)] if jobs else []), env=env,
@@ -72,12 +78,13 @@ def measure(omni: str, cold: bool = True, baseline: bool = True, jobs: int | Non
     "Every figure of one release."
     row = {"vllm_omni": omni}
     if cold: row["cold_s"], _ = cli_seconds(omni, True, jobs)
-    port_release(omni)                                   # sources read in this process; its translations kept on disk
+    port_release(omni, judge=True)                       # sources read in this process; translations, judged inputs kept
     row["warm_s"], row["rc"] = cli_seconds(omni, False, jobs)
     row["warm_j1_s"], _ = cli_seconds(omni, False, 1)
     t0 = time.perf_counter()
-    res = port_release(omni, workers=jobs or os.cpu_count() or 1)
+    res = port_release(omni, workers=jobs or os.cpu_count() or 1, judge=True)
     row["in_process_s"] = time.perf_counter() - t0
+    row.update(judge_rows(res))
     ms = [m for r in res.runners for m in r.methods]
     row.update(vllm=res.vllm, vllm_ascend=res.vllm_ascend, history=res.history, inferred=res.pairing.inferred,
                runners=len(res.runners), methods=len(ms), skipped=len(res.skipped), conflicts=res.conflicts,
@@ -98,6 +105,45 @@ def measure(omni: str, cold: bool = True, baseline: bool = True, jobs: int | Non
     row["hand_similarity"] = sum(sims.values()) / len(sims) if sims else None
     row["hand_methods"] = len(sims)
     return row
+
+
+def judge_rows(res) -> dict:
+    "The judge's columns: per module port / inherited / excluded and the hand-written module's errors; totals; seconds."
+    hand, _ = judge_hand(res)
+    by_code = lambda ds: {c: sum(d.code == c for d in ds) for c in ("ONP4441", "ONP4442", "ONP4443", "ONP4444")}
+    mods = []
+    for r in res.runners:
+        h = hand.get(r.hand.rpartition(".")[0]) if r.hand else None
+        j = r.judge
+        mods.append({"module": r.module, "verdict": r.verdict, "port": len(j.port), "inherited": len(j.inherited),
+                     "excluded": len(j.excluded), "exclusions": j.exclusions(),
+                     "port_by_code": by_code(j.port), "hand": len(h.port) if h and h.judged else None,
+                     "hand_by_code": by_code(h.port) if h and h.judged else None,
+                     "hand_excluded": len(h.excluded) if h and h.judged else None})
+    tot = lambda k: sum(m[k] or 0 for m in mods)
+    return {"judge": mods, "judge_port": tot("port"), "judge_inherited": tot("inherited"),
+            "judge_excluded": tot("excluded"),
+            "judge_hand": tot("hand"), "judge_s": res.judge_run.seconds, "judge_status": res.judge_run.status,
+            "ready_yes": sum(m["verdict"] == "yes" for m in mods)}
+
+
+def print_judge(rows: list[dict]):
+    "Per module: the judge's port / inherited / excluded errors, the hand-written module's, by code."
+    print(f"\n{'omni':<8}{'module':<60}{'port/inh/excl':>14}{'hand':>6}  {'port 4441/42/43/44':>19}"
+          f"  {'hand 4441/42/43/44':>19}  ready")
+    for r in rows:
+        for m in r.get("judge", []):
+            codes = lambda d: "/".join(str(v) for v in d.values()) if d else "n/a"
+            counts = f"{m['port']}/{m['inherited']}/{m['excluded']}"
+            print(f"{r['vllm_omni']:<8}{m['module']:<60}{counts:>14}{'n/a' if m['hand'] is None else m['hand']:>6}"
+                  f"  {codes(m['port_by_code']):>19}  {codes(m['hand_by_code']):>19}  {m['verdict']}")
+    print("port/inh/excl = the judge's errors the port introduced (ONP4441-ONP4444) / inherited from its inputs "
+          "(ONP4445) / excluded by a named rule (ONP4446);\nhand = the release's hand-written NPU runner module checked "
+          "the same way "
+          "(errors neither inherited nor excluded); 4441 names undefined or unbound, 4442 calls that do not bind, "
+          "4443 self. attributes, 4444 imports.")
+    for r in rows: print(f"{r['vllm_omni']}: judge {r['judge_status']} in {r['judge_s']:.1f} s (in-process, warm); "
+                         f"{r['ready_yes']} of {r['runners']} module(s) ready")
 
 
 def print_table(rows: list[dict]):
@@ -144,6 +190,7 @@ def main(argv=None) -> int:
         rows.append(measure(omni, not args.no_cold, not args.no_baseline, args.jobs))
         print(f"measured {omni}", file=sys.stderr, flush=True)
     print_table(rows)
+    print_judge(rows)
     if args.json: Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
     return 0
 

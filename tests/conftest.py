@@ -6,8 +6,9 @@ import pytest
 
 
 def pytest_configure(config):
-    "Translations a test makes are kept in a folder of this run (and its subprocesses), never in the user's cache."
+    "Translations (and the judge's folders) a test makes are kept in a folder of this run, never in the user's cache."
     os.environ.setdefault("OMNI_NPU_PORT_TRANSLATION_CACHE", tempfile.mkdtemp(prefix="onp-translations-"))
+    os.environ.setdefault("OMNI_NPU_PORT_JUDGE_CACHE", tempfile.mkdtemp(prefix="onp-judge-"))   # the judge's (issue 31)
 
 
 # --- pytest-xdist (`pytest -n 2`): a worker builds what a file's tests share once for all of them ---------------------

@@ -23,6 +23,7 @@ from ..port.calls import CALL_BLOCKS, bind_runner_calls
 from ..port.ready import ready_index
 from ..port.method import DEFAULT_PREFER, PortOptions, PortResult, port_method
 from ..port.classes import port_class
+from ..port.judge import JUDGE_ERRORS, judge_class_port
 from ..port.release import DEFAULT_OUT, REPORT_JSON, port_release, release_summary
 from ..port.update_release import update_release, update_summary
 from ..port.translation import port_target
@@ -107,6 +108,8 @@ def _add_release_options(ap: argparse.ArgumentParser):
                     "onto OMNI's port")
     ap.add_argument("-j", "--jobs", type=int, default=None, metavar="N", help="--release: runners ported in N processes "
                     "(default: one per CPU)")
+    ap.add_argument("--no-judge", action="store_true", help="--release, --class: do not type-check the written modules "
+                    "with basedpyright (faster; ready then reads unverified)")
 
 # %% ../../nbs/cli/port.ipynb #2e8aec44
 def check_options(args: argparse.Namespace) -> None:
@@ -217,6 +220,7 @@ def run(args: argparse.Namespace) -> int:
     if args.against and args.whole_class: _no_methods([args.against], " (--against too)")
     hand = locate(args.against, need) if args.against else None
     res, inputs = run_port(args, need)
+    if args.whole_class: judge_class_port(res, *inputs, judge=not args.no_judge)   # ready: judged
     say_target(args, inputs[2])
     if hand is None: return write_result(res, args)
     scores = score_result(res, hand, inputs)
@@ -232,10 +236,11 @@ def run_release(args: argparse.Namespace) -> int:
                          out=args.output or DEFAULT_OUT)   # out checked first
     try:
         if args.from_release:
-            upd = update_release(args.release, args.from_release, args.target, prefer=opts.prefer.value, **kw)
+            upd = update_release(args.release, args.from_release, args.target, prefer=opts.prefer.value,
+                                 judge=not args.no_judge, **kw)
             res = upd.port
         else: res = port_release(args.release, history="auto" if args.history is None else args.history,
-                                 options=opts, **kw)
+                                 options=opts, judge=not args.no_judge, **kw)
     finally: say.close()   # a download cut short leaves no bar running
     origin = "--target" if args.target else f"inferred from the source: vLLM-Omni {res.omni}"
     say(f"target vllm-ascend {res.vllm_ascend} ({origin}): GPU base vllm {res.vllm} ({res.pairing.evidence})")
@@ -245,8 +250,9 @@ def run_release(args: argparse.Namespace) -> int:
                           [f"wrote {w}" for w in written]))
     for d in res.diagnostics:   # an input it could not read is said on stderr too, one line each, whatever the format
         if d.severity == "error": print(f"omni-npu-port port: {d}", file=sys.stderr)
-    clean = (not res.conflicts and not res.lost and all(r.compiles_npu_side for r in res.runners) and res.ready   # compiles is not ready
-             and not any(d.severity == "error" for d in res.diagnostics))   # a runner module it could not read: ONP4304
+    clean = (not res.conflicts and not res.lost and all(r.compiles_npu_side for r in res.runners)   # compiles is not ready
+             and all(r.verdict == "yes" or (r.verdict == "unverified" and args.no_judge) for r in res.runners)
+             and not any(d.severity == "error" for d in res.diagnostics))   # ONP4304 unreadable, ONP4440 no judge
     return OK if clean else FINDINGS
 
 # %% ../../nbs/cli/port.ipynb #17fbb220
@@ -275,7 +281,7 @@ def write_result(res: PortResult, args, scored: tuple[Located, dict[str, Score]]
     if not args.json:
         for d in res.diagnostics: print(f"omni-npu-port: {d}", file=sys.stderr)
         for line in _score_lines_or_none(scored): print(f"omni-npu-port: {line}", file=sys.stderr)
-    blocks = ("ONP4006",) + ORDER_BLOCKS + CALL_BLOCKS   # does not parse; port/mro.ipynb; port/calls.ipynb
+    blocks = ("ONP4006",) + ORDER_BLOCKS + CALL_BLOCKS + JUDGE_ERRORS   # parse; mro; calls; the judge
     return FINDINGS if res.conflicts or any(d.code in blocks for d in res.diagnostics) else OK
 
 def _score_lines_or_none(scored) -> list[str]:

@@ -180,7 +180,7 @@ def write_set(files: dict, last=()) -> list[Path]:
 # %% ../../nbs/core/io.ipynb #764b1444
 CACHE_HOME = "~/.cache/omni-npu-port"
 CACHE_ENV = {"pkgs": "OMNI_NPU_PORT_CACHE", "sdist-py": "OMNI_NPU_PORT_SDIST_CACHE",
-             "translations": "OMNI_NPU_PORT_TRANSLATION_CACHE"}
+             "translations": "OMNI_NPU_PORT_TRANSLATION_CACHE", "judge-src": "OMNI_NPU_PORT_JUDGE_CACHE"}
 CACHE_OFF = frozenset({"off", "0", "no", "false", "none"})
 CACHE_MARKER = ".omni-npu-port-cache"
 
@@ -188,7 +188,7 @@ class CacheRefused(InputError):
     "A cache folder that holds what this package did not write: it is not used, and nothing in it is touched."
 
 def cache_dir(kind: str) -> Path | None:
-    "The root of cache `kind` (pkgs, sdist-py, translations): its variable, else its folder under `CACHE_HOME`; None: off."
+    "The root of cache `kind` (pkgs, sdist-py, translations, judge-src): its variable, else its folder under `CACHE_HOME`; None: off."
     env = CACHE_ENV[kind]
     v = os.environ.get(env, "").strip()
     if v.lower() in CACHE_OFF and kind != "pkgs": return None

@@ -208,6 +208,7 @@ class RunnerPort:
     not_ready: list = field(default_factory=list)   # why the module, compiling, would not run (ONP4420-ONP4423,
                                                     # ONP4455-ONP4458, ONP4462)
     unreachable: list = field(default_factory=list) # omni overrides no entry point reaches (ONP4430), each a dict
+    judge: object = None          # port.judge.Judgement once judged (None: not asked, a port_runner alone)
 
     @property
     def path(self) -> str: return self.module.replace(".", "/") + ".py"
@@ -220,7 +221,14 @@ class RunnerPort:
     @functools.cached_property
     def compiles_npu_side(self) -> bool: return compiles(keep_side(self.code))
     @property
-    def ready(self) -> bool: return self.compiles and not self.not_ready
+    def ready(self) -> bool:   # the ready rules pass and, once judged, the checker found nothing the port introduced
+        return self.compiles and not self.not_ready and (self.judge is None or self.judge.clean)
+    @property
+    def verdict(self) -> str:
+        "yes / no / unverified: unverified while the judge has not run (off, unavailable, not asked), never yes."
+        found = self.judge is not None and self.judge.judged and self.judge.port
+        if not (self.compiles and not self.not_ready) or found: return "no"
+        return "yes" if self.judge is not None and self.judge.judged else "unverified"
     @functools.cached_property
     def undefined(self) -> list[str]:
         return [d.message.rsplit("`", 2)[-2] for d in undefined_names(keep_side(self.code), self.cls)]

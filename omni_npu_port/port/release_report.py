@@ -36,6 +36,7 @@ class ReleasePort:
     seconds: float
     written: list = field(default_factory=list)
     inputs: list = field(default_factory=list)   # the folders the port read (a checkout): never written into
+    judge_run: object = None      # port.judge.JudgeRun: how the judge ran (judged, off, unavailable), its seconds
 
     @property
     def conflicts(self) -> int: return sum(r.conflicts for r in self.runners)
@@ -57,11 +58,13 @@ class ReleasePort:
                 "seconds": round(self.seconds, 3), "written": self.written,
                 "summary": {"runners": len(self.runners), "methods": self.methods, "conflicts": self.conflicts,
                             "lost_lines": self.lost, "compiles": self.compiles, "ready": self.ready},
+                "judge": asdict(self.judge_run) if self.judge_run is not None else None,
                 "diagnostics": [diag(d) for d in self.diagnostics],
                 "skipped": [{"class": c, "why": w} for c, w in self.skipped],
                 "runners": [{"gpu": r.gpu, "module": r.module, "class": r.cls, "derives_from": r.parent, "path": r.path, "hand_written": r.hand,
                              "conflicts": r.conflicts, "lost_lines": r.lost, "compiles": r.compiles,
-                             "compiles_npu_side": r.compiles_npu_side, "ready": r.ready, "unreachable": r.unreachable, "not_ready": [diag(d) for d in r.not_ready], "undefined": r.undefined, "inherited": r.inherited,
+                             "compiles_npu_side": r.compiles_npu_side, "ready": r.ready, "ready_verdict": r.verdict,
+                             **({"judge": r.judge.to_json()} if r.judge is not None else {}), "unreachable": r.unreachable, "not_ready": [diag(d) for d in r.not_ready], "undefined": r.undefined, "inherited": r.inherited,
                              "seconds": round(r.seconds, 3), "methods": [{**asdict(m), "lost": m.lost} for m in r.methods],
                              "diagnostics": [diag(d) for d in r.diagnostics]} for r in self.runners]}
 
@@ -75,14 +78,21 @@ def _html_table(head: list[str], rows: list[list]) -> str:
     trs = "".join("<tr>" + "".join(f"<td>{html.escape(str(x))}</td>" for x in r) + "</tr>" for r in rows)
     return f"<table><thead><tr>{th}</tr></thead><tbody>{trs}</tbody></table>"
 
-_RUNNER_HEAD = ["runner (GPU)", "NPU class", "derives from", "module", "methods", "conflicts", "lost lines", "compiles", "compiles, NPU side", "undefined names"]
+_RUNNER_HEAD = ["runner (GPU)", "NPU class", "derives from", "module", "methods", "conflicts", "lost lines", "compiles", "compiles, NPU side", "undefined names",
+                "judge: port / inherited / excluded", "ready"]
 _METHOD_HEAD = ["method", "style", "conflicts", "NPU base statements", "missing: reached / omni deletes / edited / lost",
                 "omni-added statements", "missing: explained / edited / lost", "translated"]
+
+def _judge_cell(r) -> str:
+    "The judge's counts of a runner's module (`port / inherited / excluded`), or why it did not judge."
+    j = r.judge
+    if j is None or not j.judged: return "not judged" + (f" ({j.status})" if j is not None else "")
+    return f"{len(j.port)} / {len(j.inherited)} / {len(j.excluded)}"
 
 def _tables(p: ReleasePort) -> tuple[list, list]:
     yes = lambda b: "yes" if b else "no"
     runners = [[r.gpu, r.cls, r.parent or "the NPU base", r.path, len(r.methods), r.conflicts, r.lost, yes(r.compiles), yes(r.compiles_npu_side),
-                ", ".join(r.undefined) or "none"] for r in p.runners]
+                ", ".join(r.undefined) or "none", _judge_cell(r), r.verdict] for r in p.runners]
     methods = [[f"{r.cls}.{m.name}", m.style, m.conflicts, m.npu_lines,
                 f"{m.npu_missing}: {m.npu_reached} / {m.omni_deleted} / {m.npu_edited} / "
                 f"{m.npu_missing - m.npu_reached - m.omni_deleted - m.npu_edited}", m.omni_added,
@@ -101,11 +111,15 @@ def release_summary(p: ReleasePort) -> list[str]:
             f"lost without explanation; {_compiled(p)}; {_ready(p)}; {p.seconds:.2f} s"]
 
 def _ready(p: ReleasePort) -> str:
-    "Ready beside compiles: how many modules would run, and how many findings say why the others would not."
-    if p.ready: return "every module ready"
+    "Ready beside compiles: how many modules would run (the judge agreeing), the findings that say why the others not."
+    verdicts = [r.verdict for r in p.runners]
+    if verdicts and all(v == "yes" for v in verdicts): return "every module ready (judged)"
     n = sum(len(r.not_ready) for r in p.runners)
-    codes = ", ".join(sorted({d.code for r in p.runners for d in r.not_ready}))
-    return f"{sum(r.ready for r in p.runners)} of {len(p.runners)} module(s) ready ({n} finding(s): {codes})"
+    j = sum(len(r.judge.port) for r in p.runners if r.judge is not None and r.judge.judged)
+    unv = verdicts.count("unverified")
+    codes = ", ".join(sorted({d.code for r in p.runners for d in r.not_ready})) or "none"
+    return (f"{verdicts.count('yes')} of {len(p.runners)} module(s) ready ({n} finding(s): {codes}; {j} judge "
+            f"error(s): ONP4441-ONP4444)" + (f", {unv} unverified (not judged)" if unv else ""))
 
 def _compiled(p: ReleasePort) -> str:
     if p.compiles: return "every module compiles"
