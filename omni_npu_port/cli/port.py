@@ -253,7 +253,8 @@ def run_release(args: argparse.Namespace) -> int:
                             sources=args.source, progress=say, force=args.force,
                             workers=args.jobs or os.cpu_count() or 1, out=args.output or DEFAULT_OUT)   # out checked first
     finally: say.close()   # a download cut short leaves no bar running
-    origin = "--target" if args.target else f"inferred from the source: vLLM-Omni {res.omni}"
+    origin = ("--target" if args.target else f"inferred from the source: vLLM-Omni {res.omni}" if res.omni != "?"
+              else "inferred from the checkout's own evidence")
     say(f"target vllm-ascend {res.vllm_ascend} ({origin}): GPU base vllm {res.vllm} ({res.pairing.evidence})")
     written = res.written
     if args.json: print(json.dumps(res.to_json(), indent=2))
