@@ -105,3 +105,26 @@ def test_a_stripped_release_checkout_is_ported_onto_its_own_release(tmp_path, ca
     assert (got.vllm_ascend, got.vllm) == ("0.22.1rc1", "0.22.0")
     note = next(d for d in got.diagnostics if d.code == "ONP4305")
     assert "vllm-ascend names its NPU runners import resolve in" in note.message and "0.22.0" in note.message
+
+
+def test_a_version_file_that_ties_vllm_to_its_own_line_names_the_vllm(tmp_path):
+    "A version the table lacks (0.32.0) whose version.py requires vllm's major.minor to match: vllm 0.32.0, said so;"
+    " without that rule the version alone names no vllm and the imports decide both."
+    root = tmp_path / "omni"
+    shutil.copytree(FIX / "omni_decides", root)
+    (root / "vllm_omni" / "_version.py").write_text("__version__ = version = '0.32.0'\n")
+    e = checkout_evidence(open_source(root), "0.32.0", ascend_trees=ASCEND, vllm_trees={})
+    assert (e.target.asked, e.vllm) == ("0.18.0", "0.20.0")   # no rule: the newest table pairing the imports fit
+    (root / "vllm_omni" / "version.py").write_text("# Warn if vllm and vllm-omni versions don't match (major.minor).\n")
+    e = checkout_evidence(open_source(root), "0.32.0", ascend_trees=ASCEND, vllm_trees={})
+    assert (e.target.asked, e.vllm) == ("0.18.0", "0.32.0") and "its version.py requires vllm's major.minor" in e.decided_by
+
+
+def test_translate_infers_a_checkouts_target_with_the_same_resolver(monkeypatch, capsys):
+    from omni_npu_port.cli.main import main
+    monkeypatch.setattr(evidence, "cached_trees", lambda package, *a: ASCEND if package == "vllm-ascend" else {})
+    main(["translate", "--check", str(FIX / "omni_decides" / "vllm_omni")])
+    assert "target vllm-ascend 0.18.0 (inferred from the checkout's own evidence" in capsys.readouterr().err
+    assert main(["translate", "--check", str(FIX / "omni_clash" / "vllm_omni")]) == 2
+    err = capsys.readouterr().err
+    assert "contradicts itself" in err and "OldHelper" in err and "NewerHelper" in err
