@@ -251,7 +251,7 @@ def test_talker_mtp_forward_context_on_npu(npu_symbols):
 
 # --- issue 34 part 5: the adapters resolve their release through the one Target resolver and say which one served ----
 def test_an_adapter_says_which_release_served_the_one_asked():
-    "Fires: 0.99.0 (newer than every release known) is served by the newest, with ONP4307; not for a release the table has."
+    "Fires: 0.99.0 (newer than every release known) is served by the newest, with ONP4307; not for one the table has."
     import warnings
     from omni_npu_port.core.releases import RELEASES as TABLE
     from omni_npu_port.runtime.signatures import TargetWarning

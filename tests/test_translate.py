@@ -1153,6 +1153,7 @@ def test_a_target_file_this_tool_did_not_write_is_kept_and_states_nothing(tmp_pa
     (src / "runner.py").write_text("import torch\ntorch.cuda.synchronize()\n")
     (out / TARGET_FILE).write_text('target = "vllm-ascend==0.13.0"\n')   # a user's file, not this tool's line
     assert main([str(src), "-o", str(out), "--target", "vllm-ascend==0.23.0"]) == 0
-    assert "ONP4309" in capsys.readouterr().err and (out / TARGET_FILE).read_text() == 'target = "vllm-ascend==0.13.0"\n'
+    assert "ONP4309" in capsys.readouterr().err
+    assert (out / TARGET_FILE).read_text() == 'target = "vllm-ascend==0.13.0"\n'
     main(["--check", str(out)])
     assert "ONP4308" not in capsys.readouterr().err

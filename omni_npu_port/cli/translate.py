@@ -76,7 +76,8 @@ def translate_target(args):
     try:
         if args.target: return resolve_target(args.target)
         tree = translated_tree_target(args.src)
-        return (resolve_target(tree[0], origin=tree[1]) if tree else None) or stated_target(args.src) or resolve_target()
+        stated = resolve_target(tree[0], origin=tree[1]) if tree else None
+        return stated or stated_target(args.src) or resolve_target()
     except PortingError: raise
     except ValueError as e: raise UsageError(str(e)) from None   # ProfileError and bad targets are ValueErrors
 

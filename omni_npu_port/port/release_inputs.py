@@ -118,7 +118,8 @@ def _named_gpu_base(pairing: OmniPairing, gpu_base) -> OmniPairing:
                             f"own pairing: vllm {pairing.vllm}, {pairing.evidence})")
 
 # %% ../../nbs/port/release_inputs.ipynb #08e1f868
-def _evidence_pairing(tree: SourceTree, version: str | None, facts: dict, ascend_files=None) -> tuple[OmniPairing, str, list]:
+def _evidence_pairing(tree: SourceTree, version: str | None, facts: dict,
+                      ascend_files=None) -> tuple[OmniPairing, str, list]:
     "(pairing, vllm-ascend, ONP4305 note) of a vLLM-Omni source the table pairs nowhere, from its own evidence"
     " (`sources.evidence.checkout_evidence`); an InputError naming both sides of a contradiction, or what is missing."
     e = checkout_evidence(tree, version, facts, ascend_files=ascend_files)
@@ -129,7 +130,8 @@ def _evidence_pairing(tree: SourceTree, version: str | None, facts: dict, ascend
             "Requires-Dist pin of vllm, no README line 'aligned with vLLM X'); give --target vllm-ascend==X")
         raise InputError(f"{head}; {e.refusal}")
     a = e.target.asked
-    note = port_diagnostic(e.code, f"{code_info(e.code).title}: vllm-ascend {a}, vllm {e.vllm}: {e.decided_by}", severity="info")
+    note = port_diagnostic(e.code, f"{code_info(e.code).title}: vllm-ascend {a}, vllm {e.vllm}: {e.decided_by}",
+                           severity="info")
     return OmniPairing(version or e.omni or "?", e.vllm, (a,), f"inferred: {e.decided_by}", True), a, [note]
 
 # %% ../../nbs/port/release_inputs.ipynb #c26ddf73

@@ -50,19 +50,19 @@ register(Code("ONP4307", "release-served-by-another", "a runtime adapter was ask
               "row to data/releases.toml", "runtime/method_signatures.ipynb", "runtime"))
 
 def served_line(t: Target) -> str:
-    "The ONP4307 warning of a `Target` another release serves: what was asked, what serves it, and whether it is newer than all."
+    "The ONP4307 warning of a `Target` another release serves: what was asked, what serves it, whether it is newest."
     newer = t.package == "vllm-ascend" and t.asked != "main" and parse_version(t.asked) > parse_version(RELEASES.latest)
     tail = f" (newer than every release the table knows; served by {t.release}, the newest)" if newer else ""
     return f"ONP4307 {t.warning}{tail}"
 
 class BoundCall(dict):
-    "Keywords bound for a vllm-ascend release (a plain dict to callers) that say which release was asked and which served it."
+    "Keywords bound for a vllm-ascend release (a plain dict to callers): which release was asked, which served it."
     asked: str | None = None
     served_by: str | None = None
     warning: str | None = None
 
 def served(kwargs: dict, t: Target) -> BoundCall:
-    "`kwargs` as a `BoundCall` for the release `t` asks, served by `t.release` (with its warning, if another serves it)."
+    "`kwargs` as a `BoundCall` for the release `t` asks, served by `t.release` (with its warning if another serves it)."
     b = BoundCall(kwargs)
     b.asked, b.served_by, b.warning = t.asked, t.release, t.warning and served_line(t)
     return b

@@ -78,7 +78,7 @@ def omni_target(tree: SourceTree) -> Target | None:
     "The `Target` a vLLM-Omni release pairs with (the catalog's row, else its package's texts); one that states no"
     " version: its own evidence's (`sources.evidence`, the resolver `port --release` uses), None when it has none."
     if not tree.version:
-        from omni_npu_port.sources.evidence import checkout_evidence   # evidence reads this module's facts: imported late
+        from omni_npu_port.sources.evidence import checkout_evidence   # it reads this module's facts: imported late
         e = checkout_evidence(tree)
         if e.code == "ONP4306": raise UsageError(f"vllm-omni {tree.origin}: {e.refusal}; give --target vllm-ascend==X")
         return e.target

@@ -523,7 +523,7 @@ def stated_in(path: Path) -> str | None:
 
 # %% ../../nbs/translate/run.ipynb #70cc1ea3
 def write_target_line(outdir: Path | str, target) -> str | None:
-    "Write `outdir/TARGET_FILE` atomically (replacing only one this tool wrote); the ONP4309 line when refused, else None."
+    "Write `outdir/TARGET_FILE` atomically (replacing only one this tool wrote); the ONP4309 line if refused."
     p = Path(outdir) / TARGET_FILE
     if p.is_symlink() or (p.exists() and stated_in(p) is None):
         return (f"ONP4309 {p}: exists and was not written by omni-npu-port translate: left as it is; "
@@ -543,8 +543,8 @@ def translated_tree_target(srcs, depth: int = 8) -> tuple[str, str] | None:
                 found[str(f)] = spec
                 break
     if len(set(found.values())) > 1:
-        raise ValueError("the translated trees state different targets (" + "; ".join(f"{f}: {s}" for f, s in found.items())
-                         + "): give --target vllm-ascend==X")
+        both = "; ".join(f"{f}: {s}" for f, s in found.items())
+        raise ValueError(f"the translated trees state different targets ({both}): give --target vllm-ascend==X")
     return next(((s, f"ONP4308 stated by the translated tree: {f}") for f, s in found.items()), None)
 
 # %% ../../nbs/translate/run.ipynb #61492201
