@@ -131,3 +131,11 @@ def test_translate_infers_a_checkouts_target_with_the_same_resolver(monkeypatch,
     assert main(["translate", "--check", str(FIX / "omni_clash" / "vllm_omni")]) == 2
     err = capsys.readouterr().err
     assert "contradicts itself" in err and "OldHelper" in err and "NewerHelper" in err
+
+
+def test_vllm_ascend_and_vllm_imports_no_release_pairs_are_refused_naming_both():
+    "OldHelper caps vllm-ascend at 0.18.0 (vllm 0.18.0); GpuNew needs vllm 0.19.1: no table row pairs the two."
+    e = _evidence("omni_unpaired", VLLM)
+    assert e.target is None and e.code == "ONP4306"
+    assert "OldHelper" in e.refusal and "GpuNew" in e.refusal and "no release of the releases table pairs" in e.refusal
+    assert _evidence("omni_unpaired").target.asked == "0.18.0"   # must not fire: with vllm unread nothing contradicts
