@@ -1,6 +1,6 @@
 """The target of a vLLM-Omni checkout from its own evidence (issue 31 part 4): its docs and requirements, and the
-vllm-ascend and vllm names its NPU runners import, matched against the releases known; refused only when the evidence
-is absent or contradicts itself, naming both sides."""
+vllm-ascend and vllm names its code imports (its NPU runners and the modules they build on), matched against the
+releases known; refused only when the evidence is absent or contradicts itself, naming both sides."""
 import shutil
 import zipfile
 from pathlib import Path
@@ -26,7 +26,7 @@ def test_the_imports_decide_the_target_and_the_line_says_so():
     "NewHelper (0.18.0 …) and OldHelper (… 0.18.0) fit 0.18.0 alone; the newest table pairing of it decides."
     e = _evidence("omni_decides")
     assert (e.code, e.target.asked, e.refusal) == ("ONP4305", "0.18.0", None)
-    assert "resolve in 0.18.0" in e.decided_by and "0.20.0" in e.decided_by
+    assert "fit vllm-ascend 0.18.0;" in e.decided_by and "0.20.0" in e.decided_by
     assert (e.omni, e.vllm) == ("0.20.0", "0.20.0")
 
 
@@ -52,7 +52,7 @@ def test_a_version_guarded_import_is_no_evidence():
     tree = open_source(FIX / "omni_guarded")
     assert imported_symbols(tree, "vllm_ascend") == []
     e = _evidence("omni_guarded")
-    assert e.target is None and e.code is None and "import no vllm-ascend name" in e.refusal
+    assert e.target is None and e.code is None and "imports no vllm-ascend name" in e.refusal
 
 
 def test_the_vllm_imports_narrow_the_pairing():
@@ -106,7 +106,7 @@ def test_a_stripped_release_checkout_is_ported_onto_its_own_release(tmp_path, ca
     got = choose_inputs(tree)
     assert (got.vllm_ascend, got.vllm) == ("0.22.1rc1", "0.22.0")
     note = next(d for d in got.diagnostics if d.code == "ONP4305")
-    assert "vllm-ascend names its NPU runners import resolve in" in note.message and "0.22.0" in note.message
+    assert "vllm names it imports fit vllm-ascend" in note.message and "0.22.0" in note.message
 
 
 def test_a_version_file_that_ties_vllm_to_its_own_line_names_the_vllm(tmp_path):
