@@ -139,3 +139,10 @@ def test_vllm_ascend_and_vllm_imports_no_release_pairs_are_refused_naming_both()
     assert e.target is None and e.code == "ONP4306"
     assert "OldHelper" in e.refusal and "GpuNew" in e.refusal and "no release of the releases table pairs" in e.refusal
     assert _evidence("omni_unpaired").target.asked == "0.18.0"   # must not fire: with vllm unread nothing contradicts
+
+
+def test_the_releases_read_are_those_of_the_cache_the_port_uses(tmp_path):
+    "An empty package cache holds no release to match: no evidence, nothing inferred, nothing fetched."
+    e = checkout_evidence(open_source(FIX / "omni_decides"), cache_dir=tmp_path)
+    assert e.target is None and e.code is None and "(0 read)" in e.refusal
+    assert not any(tmp_path.iterdir())

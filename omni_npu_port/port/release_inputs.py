@@ -118,11 +118,11 @@ def _named_gpu_base(pairing: OmniPairing, gpu_base) -> OmniPairing:
                             f"own pairing: vllm {pairing.vllm}, {pairing.evidence})")
 
 # %% ../../nbs/port/release_inputs.ipynb #08e1f868
-def _evidence_pairing(tree: SourceTree, version: str | None, facts: dict,
-                      ascend_files=None) -> tuple[OmniPairing, str, list]:
+def _evidence_pairing(tree: SourceTree, version: str | None, facts: dict, ascend_files=None,
+                      cache_dir: Path | str = CACHE_DIR) -> tuple[OmniPairing, str, list]:
     "(pairing, vllm-ascend, ONP4305 note) of a vLLM-Omni source the table pairs nowhere, from its own evidence"
     " (`sources.evidence.checkout_evidence`); an InputError naming both sides of a contradiction, or what is missing."
-    e = checkout_evidence(tree, version, facts, ascend_files=ascend_files)
+    e = checkout_evidence(tree, version, facts, ascend_files=ascend_files, cache_dir=cache_dir)
     if e.code == "ONP4306": raise InputError(f"vllm-omni {tree.origin}: {e.refusal}; give --target vllm-ascend==X")
     if e.target is None:
         head = missing_facts_line(tree) if not version else (
@@ -135,7 +135,8 @@ def _evidence_pairing(tree: SourceTree, version: str | None, facts: dict,
     return OmniPairing(version or e.omni or "?", e.vllm, (a,), f"inferred: {e.decided_by}", True), a, [note]
 
 # %% ../../nbs/port/release_inputs.ipynb #c26ddf73
-def choose_inputs(tree: SourceTree, target: str | None = None, history="auto", ascend_files=None, gpu_base=None) -> ReleaseInputs:
+def choose_inputs(tree: SourceTree, target: str | None = None, history="auto", ascend_files=None, gpu_base=None,
+                  cache_dir: Path | str = CACHE_DIR) -> ReleaseInputs:
     "The vllm the release declares (catalog, else its package or checkout files), the vllm-ascend of that line (or --target's), and the history; `ascend_files(X)`: a vllm-ascend release's own files, read when the table lacks it; `gpu_base`: (vllm version, where) the user named."
     ascend, how = None, "--target"
     if target:
@@ -146,7 +147,8 @@ def choose_inputs(tree: SourceTree, target: str | None = None, history="auto", a
     version = tree.version or facts.get("version", (None,))[0]
     pairing = omni_pairing(version, package_texts(tree)) if version else None
     found = []   # a source the table pairs nowhere: its own evidence decides (ONP4305), or says what contradicts
-    if pairing is None and not ascend: pairing, ascend, found = _evidence_pairing(tree, version, facts, ascend_files)
+    if pairing is None and not ascend:
+        pairing, ascend, found = _evidence_pairing(tree, version, facts, ascend_files, cache_dir)
     if pairing is None: pairing = _ascend_pairing(version, ascend, how, ascend_files)
     pairing = _named_gpu_base(pairing, gpu_base)
     ascend = ascend or next(iter(pairing.vllm_ascend), None)
