@@ -247,3 +247,23 @@ def test_talker_mtp_forward_context_on_npu(npu_symbols):
     (_, args), = calls
     # not wrapped (a plain function) → the card's isinstance check demotes the mode to NONE
     assert args["aclgraph_runtime_mode"] is GraphMode.NONE and args["num_actual_tokens"] == 2
+
+
+# --- issue 34 part 5: the adapters resolve their release through the one Target resolver and say which one served ----
+def test_an_adapter_says_which_release_served_the_one_asked():
+    "Fires: 0.99.0 (newer than every release known) is served by the newest, with ONP4307; not for one the table has."
+    import warnings
+    from omni_npu_port.core.releases import RELEASES as TABLE
+    from omni_npu_port.runtime.signatures import TargetWarning
+    with pytest.warns(TargetWarning, match="ONP4307 .*newer than every release the table knows"):
+        call = ascend_forward_context_call("md", "cfg", vllm_ascend="0.99.0", call_site="dummy_run", num_tokens=4)
+    assert (call.asked, call.served_by) == ("0.99.0", TABLE.latest) and call.warning.startswith("ONP4307")
+    kw = dict(attn_backend="b", update_stream="s", forward_context="fc", num_tokens=8, vllm_config="cfg")
+    with pytest.warns(TargetWarning, match="ONP4307"):
+        bound = update_full_graph_params_kwargs("0.99.0", **kw)
+    assert bound == kw and (bound.asked, bound.served_by) == ("0.99.0", TABLE.latest) and "ONP4307" in bound.warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")   # must not fire: a release the table knows serves itself, silently
+        known = ascend_forward_context_call("md", "cfg", vllm_ascend="0.18.0", call_site="dummy_run", num_tokens=4)
+        assert (known.served_by, known.warning) == ("0.18.0", None)
+        assert update_full_graph_params_kwargs("0.23.0", **kw).served_by == "0.23.0"

@@ -1126,3 +1126,34 @@ def test_check_mode_counts_what_would_change_and_translated_code_has_nothing_lef
     assert main([str(src), "-o", str(tmp_path / "out"), "--target", T18, "-q"]) == 0
     assert main([str(tmp_path / "out" / "g.py"), "--check", "--target", T18]) == 0
     assert "no GPU-isms found" in " ".join(capsys.readouterr().err.split())
+
+
+# --- issue 34 part 5: a translated tree states its target, and a later --check on it uses the same one ----------------
+def test_a_translated_tree_states_its_target_and_check_uses_it(tmp_path, capsys):
+    from omni_npu_port.translate.run import TARGET_FILE
+    src, out = tmp_path / "src", tmp_path / "out"
+    (src / "pkg").mkdir(parents=True)
+    (src / "pkg" / "runner.py").write_text("import torch\n\n\ndef step():\n    torch.cuda.synchronize()\n")
+    assert main([str(src), "-o", str(out), "--target", "vllm-ascend==0.23.0"]) == 0
+    assert '"vllm-ascend==0.23.0"' in (out / TARGET_FILE).read_text()
+    capsys.readouterr()
+    main(["--check", str(out / "pkg")])   # no --target: the line the tree states, said so
+    err = capsys.readouterr().err
+    assert "target vllm-ascend 0.23.0 (ONP4308 stated by the translated tree:" in err and str(out / TARGET_FILE) in err
+    main(["--check", "--target", "vllm-ascend==0.18.0", str(out)])   # --target still wins
+    assert "target vllm-ascend 0.18.0 (--target)" in capsys.readouterr().err
+    main(["--check", str(src)])   # must not fire: the source tree states nothing
+    assert "ONP4308" not in capsys.readouterr().err
+
+
+def test_a_target_file_this_tool_did_not_write_is_kept_and_states_nothing(tmp_path, capsys):
+    from omni_npu_port.translate.run import TARGET_FILE
+    src, out = tmp_path / "src", tmp_path / "out"
+    src.mkdir(); out.mkdir()
+    (src / "runner.py").write_text("import torch\ntorch.cuda.synchronize()\n")
+    (out / TARGET_FILE).write_text('target = "vllm-ascend==0.13.0"\n')   # a user's file, not this tool's line
+    assert main([str(src), "-o", str(out), "--target", "vllm-ascend==0.23.0"]) == 0
+    assert "ONP4309" in capsys.readouterr().err
+    assert (out / TARGET_FILE).read_text() == 'target = "vllm-ascend==0.13.0"\n'
+    main(["--check", str(out)])
+    assert "ONP4308" not in capsys.readouterr().err

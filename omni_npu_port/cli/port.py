@@ -242,7 +242,8 @@ def run_release(args: argparse.Namespace) -> int:
         else: res = port_release(args.release, history="auto" if args.history is None else args.history,
                                  options=opts, judge=not args.no_judge, **kw)
     finally: say.close()   # a download cut short leaves no bar running
-    origin = "--target" if args.target else f"inferred from the source: vLLM-Omni {res.omni}"
+    origin = ("--target" if args.target else f"inferred from the source: vLLM-Omni {res.omni}" if res.omni != "?"
+              else "inferred from the checkout's own evidence")
     say(f"target vllm-ascend {res.vllm_ascend} ({origin}): GPU base vllm {res.vllm} ({res.pairing.evidence})")
     written = res.written
     if args.json: print(json.dumps((upd or res).to_json(), indent=2))

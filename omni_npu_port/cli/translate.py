@@ -15,7 +15,7 @@ from ..core.profile import resolve_target
 from ..sources.stated import stated_target
 from ..translate.rules import compile_rules
 from ..translate.run import (FILE_ERRORS, examine_table, percent, report_refusal, translate_paths, usable_cpus,
-                                        write_report)
+                                        translated_tree_target, write_report, write_target_line)
 
 DESCRIPTION = ("Translate GPU (vllm) runner code to NPU (vllm-ascend) code with rules from the catalog; mark what "
                "needs a person with ONPxxxx diagnostics.")
@@ -69,8 +69,13 @@ def check_arguments(args) -> None:
         raise UsageError(f"{args.summary}: the summary is .md (Markdown) or .csv")
 
 def translate_target(args):
-    "The one `Target`: `--target`, else the release the sources state (a vllm-ascend tree, a vLLM-Omni release's pairing), else the profile's."
-    try: return (resolve_target(args.target) if args.target else None) or stated_target(args.src) or resolve_target()
+    "The one `Target`: `--target`, else the line a translated tree states (ONP4308), else the release the sources state"
+    " (a vllm-ascend tree, a vLLM-Omni release's pairing), else the profile's."
+    try:
+        if args.target: return resolve_target(args.target)
+        tree = translated_tree_target(args.src)
+        stated = resolve_target(tree[0], origin=tree[1]) if tree else None
+        return stated or stated_target(args.src) or resolve_target()
     except PortingError: raise
     except ValueError as e: raise UsageError(str(e)) from None   # ProfileError and bad targets are ValueErrors
 
@@ -141,6 +146,9 @@ def run(args) -> int:
     result = translate_paths(args.src, rules, outdir=args.output, in_place=args.in_place, check=args.check,
                              force=args.force, comments=not args.no_comments, diff=sys.stdout if args.diff else None,
                              jobs=jobs_for(args, rules))
+    if args.output is not None and Path(args.output).is_dir():   # the tree states its target for a later --check
+        why = write_target_line(args.output, target)
+        if why: print(warning_line(why, "omni-npu-port translate"), file=sys.stderr)
     unwritten = write_report(result, args.report, args.summary)
     for _, text, _ in unwritten: sys.stderr.write(text)   # not lost: on stderr instead
     if args.check: print_findings(result, args.output_format)

@@ -11,13 +11,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..core.catalog import OMNI_RUNNERS, OmniPairing, ascend_of_line, omni_history, omni_pairing, parse_version
+from ..core.catalog import OMNI_RUNNERS, OmniPairing, omni_history, omni_pairing, parse_version
 from ..core.diagnostics import Code, Diagnostic, code_info, register
 from ..core.errors import InputError, UsageError
 from ..core.io import Step, memory_headroom, worker_pool
 from ..core.releases import RELEASES, parse_target, split_pin, target_for
 from ..sources.fetch import CACHE_DIR, FetchError, cached_release, fetch_package
 from ..sources.readers import SourceTree, open_source
+from ..sources.evidence import checkout_evidence
 from ..sources.stated import checkout_facts, missing_facts_line, package_texts
 from ..sources.symbols import SymbolIndex
 from .audit import (ClassGraph, Runners, deriving_modules, device_markers, find_runners,
@@ -114,8 +115,26 @@ def _named_gpu_base(pairing: OmniPairing, gpu_base) -> OmniPairing:
     return pairing._replace(vllm=gpu_base[0], inferred=False, evidence=f"the GPU base named by {gpu_base[1]} (the release's "
                             f"own pairing: vllm {pairing.vllm}, {pairing.evidence})")
 
+# %% ../../nbs/port/release_inputs.ipynb #08e1f868
+def _evidence_pairing(tree: SourceTree, version: str | None, facts: dict, ascend_files=None,
+                      cache_dir: Path | str = CACHE_DIR) -> tuple[OmniPairing, str, list]:
+    "(pairing, vllm-ascend, ONP4305 note) of a vLLM-Omni source the table pairs nowhere, from its own evidence"
+    " (`sources.evidence.checkout_evidence`); an InputError naming both sides of a contradiction, or what is missing."
+    e = checkout_evidence(tree, version, facts, ascend_files=ascend_files, cache_dir=cache_dir)
+    if e.code == "ONP4306": raise InputError(f"vllm-omni {tree.origin}: {e.refusal}; give --target vllm-ascend==X")
+    if e.target is None:
+        head = missing_facts_line(tree) if not version else (
+            f"vllm-omni {version} ({tree.origin}): the catalog has no pairing for it and its package states none (no "
+            "Requires-Dist pin of vllm, no README line 'aligned with vLLM X'); give --target vllm-ascend==X")
+        raise InputError(f"{head}; {e.refusal}")
+    a = e.target.asked
+    note = port_diagnostic(e.code, f"{code_info(e.code).title}: vllm-ascend {a}, vllm {e.vllm}: {e.decided_by}",
+                           severity="info")
+    return OmniPairing(version or e.omni or "?", e.vllm, (a,), f"inferred: {e.decided_by}", True), a, [note]
+
 # %% ../../nbs/port/release_inputs.ipynb #c26ddf73
-def choose_inputs(tree: SourceTree, target: str | None = None, history="auto", ascend_files=None, gpu_base=None) -> ReleaseInputs:
+def choose_inputs(tree: SourceTree, target: str | None = None, history="auto", ascend_files=None, gpu_base=None,
+                  cache_dir: Path | str = CACHE_DIR) -> ReleaseInputs:
     "The vllm the release declares (catalog, else its package or checkout files), the vllm-ascend of that line (or --target's), and the history; `ascend_files(X)`: a vllm-ascend release's own files, read when the table lacks it; `gpu_base`: (vllm version, where) the user named."
     ascend, how = None, "--target"
     if target:
@@ -125,15 +144,10 @@ def choose_inputs(tree: SourceTree, target: str | None = None, history="auto", a
     facts = {} if tree.version else checkout_facts(tree)
     version = tree.version or facts.get("version", (None,))[0]
     pairing = omni_pairing(version, package_texts(tree)) if version else None
-    if pairing is None and not ascend and "vllm_ascend" in facts: (ascend, how) = facts["vllm_ascend"]
-    if pairing is None and not ascend and "vllm" in facts:
-        pairing = OmniPairing(version or "?", facts["vllm"][0], ascend_of_line(facts["vllm"][0]), f"inferred: {facts['vllm'][1]}", True)
-    if pairing is None and ascend: pairing = _ascend_pairing(version, ascend, how, ascend_files)
-    if pairing is None and not version: raise InputError(missing_facts_line(tree))
-    if pairing is None:
-        raise InputError(f"vllm-omni {version} ({tree.origin}): the catalog has no pairing for it and "
-                         "its package states none (no Requires-Dist pin of vllm, no README line 'aligned with vLLM X'); "
-                         "give --target vllm-ascend==X")
+    found = []   # a source the table pairs nowhere: its own evidence decides (ONP4305), or says what contradicts
+    if pairing is None and not ascend:
+        pairing, ascend, found = _evidence_pairing(tree, version, facts, ascend_files, cache_dir)
+    if pairing is None: pairing = _ascend_pairing(version, ascend, how, ascend_files)
     pairing = _named_gpu_base(pairing, gpu_base)
     ascend = ascend or next(iter(pairing.vllm_ascend), None)
     if ascend is None:
@@ -146,7 +160,7 @@ def choose_inputs(tree: SourceTree, target: str | None = None, history="auto", a
         "PATH@VERSION or pass --history", severity="info")]
     diags += [port_diagnostic("ONP4301", f"{code_info('ONP4301').title}: vllm-omni {pairing.omni} -> vllm {pairing.vllm}, "
                              f"vllm-ascend {ascend} ({pairing.evidence})", severity="info")] if pairing.inferred else []
-    return ReleaseInputs(tree, pairing, pairing.vllm, ascend, hist, diags)
+    return ReleaseInputs(tree, pairing, pairing.vllm, ascend, hist, diags + found)
 
 # %% ../../nbs/port/release_inputs.ipynb #3094b477
 def given_sources(name: str, sources=()) -> dict[str, str | None]:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from ..core.catalog import CATALOG
 from ..core.keywords import KeywordRule, call_sites, keyword_rule
 from . import platform as _platform
-from .signatures import target_version
+from .signatures import runtime_target, served_line, target_version
 
 CALL_SITES = ("dummy_run", "execute_model")
 
@@ -24,6 +24,9 @@ class ForwardContextCall:
     renamed: dict = field(default_factory=dict)
     dropped: tuple = ()
     added: dict = field(default_factory=dict)
+    asked: str | None = None       # the vllm-ascend release asked for
+    served_by: str | None = None   # the release whose records served it (`core.releases.Target.release`)
+    warning: str | None = None     # ONP4307 when another release served it
 
 
 # %% auto #0
@@ -49,6 +52,7 @@ def ascend_forward_context_call(attn_metadata, vllm_config, *, vllm_ascend: str,
     "Translate a GPU `set_forward_context` call into `set_ascend_forward_context`'s for a vllm-ascend version."
     if call_site not in CALL_SITES:
         raise ValueError(f"call_site={call_site!r}: use 'dummy_run' or 'execute_model' (pattern fc.num-actual-tokens)")
+    t = runtime_target(vllm_ascend)   # the one Target resolver: which release serves the asked one (ONP4307 if another)
     rename, drop, accepted = _fc_rules(vllm_ascend)
     kwargs, renamed, dropped, added = {}, {}, [], {}
     for k, v in gpu_kwargs.items():
@@ -76,7 +80,8 @@ def ascend_forward_context_call(attn_metadata, vllm_config, *, vllm_ascend: str,
     if model is not None: added["model_instance"] = model
     added = {k: v for k, v in added.items() if k in accepted}
     kwargs.update(added)
-    return ForwardContextCall((attn_metadata, vllm_config), kwargs, renamed, tuple(dropped), added)
+    return ForwardContextCall((attn_metadata, vllm_config), kwargs, renamed, tuple(dropped), added, t.asked, t.release,
+                              t.warning and served_line(t))
 
 def _gpu_only_keywords() -> set:
     "Keywords vllm's set_forward_context takes that no vllm-ascend version does."

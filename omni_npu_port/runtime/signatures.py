@@ -12,13 +12,58 @@ from ..core.catalog import CATALOG, Symbol
 from ..core.errors import InputError, UsageError
 from . import platform as _platform
 from ..core.profile import resolve_target
-from ..core.releases import Target
+from ..core.diagnostics import Code, register
+from ..core.releases import RELEASES, Target, parse_version
 
 
 # %% auto #0
-__all__ = ['UnsupportedKeyword', 'UnsupportedVersion', 'short_name', 'bind_for_version', 'platform_or_current', 'TargetWarning',
-           'runtime_target', 'target_version', 'dummy_run_kwargs', 'model_forward_kwargs', 'call_dummy_run',
-           'call_model_forward']
+__all__ = ['platform_or_current', 'TargetWarning', 'runtime_target', 'target_version', 'served_line', 'BoundCall', 'served',
+           'UnsupportedKeyword', 'UnsupportedVersion', 'short_name', 'bind_for_version', 'dummy_run_kwargs',
+           'model_forward_kwargs', 'call_dummy_run', 'call_model_forward']
+
+# %% ../../nbs/runtime/method_signatures.ipynb #c0eb36c8
+def platform_or_current(platform=None):
+    "`platform` itself, the platform named by a string, or the process's platform when None."
+    if platform is None: return _platform.current_platform()
+    return _platform.get_platform(platform) if isinstance(platform, str) else platform
+
+class TargetWarning(UserWarning):
+    "A runtime piece was asked for a vllm-ascend release the releases table lacks: another release's records serve it."
+
+def runtime_target(vllm_ascend: str | None = None) -> Target:
+    "The one `Target` a runtime piece binds for: `vllm_ascend` if given, else the installed vllm-ascend, else the profile's; a release the table lacks warns (`TargetWarning`), never silently."
+    installed = None if vllm_ascend else _platform.package_version("vllm-ascend")
+    t = resolve_target(vllm_ascend, installed=installed, origin="asked by the caller" if vllm_ascend else None)
+    if t.warning: warnings.warn(served_line(t), TargetWarning, stacklevel=3)
+    return t
+
+def target_version(vllm_ascend: str | None = None) -> str:
+    "The vllm-ascend version a runtime piece binds for: `runtime_target(vllm_ascend).asked` (a substitution warns)."
+    return runtime_target(vllm_ascend).asked
+
+# %% ../../nbs/runtime/method_signatures.ipynb #5608340b
+register(Code("ONP4307", "release-served-by-another", "a runtime adapter was asked for a vllm-ascend release the "
+              "releases table lacks (newer than every release it knows, or between two): the records of the release "
+              "named serve it", "warning", "check the call against the asked release's own code, or add the release's "
+              "row to data/releases.toml", "runtime/method_signatures.ipynb", "runtime"))
+
+def served_line(t: Target) -> str:
+    "The ONP4307 warning of a `Target` another release serves: what was asked, what serves it, whether it is newest."
+    newer = t.package == "vllm-ascend" and t.asked != "main" and parse_version(t.asked) > parse_version(RELEASES.latest)
+    tail = f" (newer than every release the table knows; served by {t.release}, the newest)" if newer else ""
+    return f"ONP4307 {t.warning}{tail}"
+
+class BoundCall(dict):
+    "Keywords bound for a vllm-ascend release (a plain dict to callers): which release was asked, which served it."
+    asked: str | None = None
+    served_by: str | None = None
+    warning: str | None = None
+
+def served(kwargs: dict, t: Target) -> BoundCall:
+    "`kwargs` as a `BoundCall` for the release `t` asks, served by `t.release` (with its warning if another serves it)."
+    b = BoundCall(kwargs)
+    b.asked, b.served_by, b.warning = t.asked, t.release, t.warning and served_line(t)
+    return b
 
 # %% ../../nbs/runtime/method_signatures.ipynb #5a4ee298
 class UnsupportedKeyword(UsageError, TypeError):
@@ -60,27 +105,7 @@ def bind_for_version(symbol: str, vllm_ascend: str, **kwargs) -> dict:
         hint = "; ".join(why) if why else (f"did you mean {close[0]!r}?" if close else "no record knows it")
         raise UnsupportedKeyword(f"vllm-ascend {vllm_ascend}: {short_name(symbol)} has no parameter {key!r} ({hint}). "
                                  f"It accepts: {', '.join(accepted) or '(no parameters)'}")
-    return {k: kwargs[k] for k in accepted if k in kwargs}
-
-# %% ../../nbs/runtime/method_signatures.ipynb #c0eb36c8
-def platform_or_current(platform=None):
-    "`platform` itself, the platform named by a string, or the process's platform when None."
-    if platform is None: return _platform.current_platform()
-    return _platform.get_platform(platform) if isinstance(platform, str) else platform
-
-class TargetWarning(UserWarning):
-    "A runtime piece was asked for a vllm-ascend release the releases table lacks: another release's records serve it."
-
-def runtime_target(vllm_ascend: str | None = None) -> Target:
-    "The one `Target` a runtime piece binds for: `vllm_ascend` if given, else the installed vllm-ascend, else the profile's; a release the table lacks warns (`TargetWarning`), never silently."
-    installed = None if vllm_ascend else _platform.package_version("vllm-ascend")
-    t = resolve_target(vllm_ascend, installed=installed, origin="asked by the caller" if vllm_ascend else None)
-    if t.warning: warnings.warn(t.warning, TargetWarning, stacklevel=3)
-    return t
-
-def target_version(vllm_ascend: str | None = None) -> str:
-    "The vllm-ascend version a runtime piece binds for: `runtime_target(vllm_ascend).asked` (a substitution warns)."
-    return runtime_target(vllm_ascend).asked
+    return served({k: kwargs[k] for k in accepted if k in kwargs}, runtime_target(vllm_ascend))
 
 # %% ../../nbs/runtime/method_signatures.ipynb #98e4641c
 def _bind_positional(names: tuple, args: tuple, kwargs: dict, what: str) -> dict:

@@ -73,8 +73,13 @@ def _root_of(path: Path) -> Path | None:
     return None
 
 def omni_target(tree: SourceTree) -> Target | None:
-    "The `Target` a vLLM-Omni release pairs with (the catalog's row, else its package's texts); None when it states no version."
-    if not tree.version: return None
+    "The `Target` a vLLM-Omni release pairs with (the catalog's row, else its package's texts); one that states no"
+    " version: its own evidence's (`sources.evidence`, the resolver `port --release` uses), None when it has none."
+    if not tree.version:
+        from omni_npu_port.sources.evidence import checkout_evidence   # it reads this module's facts: imported late
+        e = checkout_evidence(tree)
+        if e.code == "ONP4306": raise UsageError(f"vllm-omni {tree.origin}: {e.refusal}; give --target vllm-ascend==X")
+        return e.target
     pairing = omni_pairing(tree.version, package_texts(tree))
     if pairing is None or not pairing.vllm_ascend: return None
     a = pairing.vllm_ascend[0]

@@ -26,10 +26,11 @@ from .rules import RuleSet, compile_rules
 from ..sources.readers import UnreadableFile, check_size
 
 # %% auto #0
-__all__ = ['FILE_ERRORS', 'CODES', 'POOL_BATCH_BYTES', 'TOUR_HUNKS', 'FileReport', 'TranslateRun', 'output_root', 'output_path',
-           'usable_cpus', 'translate_many', 'translate_paths', 'summary_rows', 'percent', 'summary_markdown',
-           'summary_csv', 'write_report', 'examine_table', 'is_own_output', 'report_refusal', 'example_path',
-           'diff_rows', 'hunks_of', 'tour_translate']
+__all__ = ['FILE_ERRORS', 'CODES', 'POOL_BATCH_BYTES', 'TARGET_FILE', 'TOUR_HUNKS', 'FileReport', 'TranslateRun', 'output_root',
+           'output_path', 'usable_cpus', 'translate_many', 'translate_paths', 'summary_rows', 'percent',
+           'summary_markdown', 'summary_csv', 'write_report', 'examine_table', 'is_own_output', 'report_refusal',
+           'target_line', 'stated_in', 'write_target_line', 'translated_tree_target', 'example_path', 'diff_rows',
+           'hunks_of', 'tour_translate']
 
 # %% ../../nbs/translate/run.ipynb #9b97ce00
 _NB = "translate/run.ipynb"
@@ -498,6 +499,58 @@ def report_refusal(path: Path | str, srcs, outdir=None, force: bool = False) -> 
     if p.exists() and not force and not is_own_output(p):
         return f"{p} exists and is not a report or summary of omni-npu-port translate: not overwritten (give another path, or --force)"
     return None
+
+# %% ../../nbs/translate/run.ipynb #47cf8261
+TARGET_FILE = ".omni-npu-port-target"   # the line a translated tree states its target in (`translate -o` writes it)
+_TARGET_LINE = re.compile(r'target = "(vllm-ascend==[^"\s]+)"   # omni-npu-port translate\b')
+register(
+    Code("ONP4308", "target-stated-by-tree", f"translate used the target a translated tree states (the {TARGET_FILE} "
+         "line `translate -o` wrote into its output folder), not the profile's", "info",
+         "nothing, if that is the target meant; give --target vllm-ascend==X to check against another", _NB,
+         "translate --check"),
+    Code("ONP4309", "target-line-not-written", f"the output folder holds a {TARGET_FILE} this tool did not write: it "
+         "is left as it is, and a later `translate --check` there reads no target from it", "warning",
+         "remove or rename that file and translate again, or give --target to every later check", _NB, "translate -o"),
+)
+
+def target_line(target) -> str:
+    "The one line a translated tree states its `Target` in: `target = \"vllm-ascend==X\"` and who wrote it."
+    return (f'target = "vllm-ascend=={target.asked}"   # omni-npu-port translate wrote this folder for this target; '
+            "`translate --check` on it reads this line\n")
+
+def stated_in(path: Path) -> str | None:
+    "The `vllm-ascend==X` a target-line file states (its first 4 KB), or None for a file this tool did not write."
+    try:
+        with open(path, "rb") as f: head = f.read(4096).decode("utf-8", "replace")
+    except OSError: return None
+    m = _TARGET_LINE.match(head)
+    return m[1] if m else None
+
+# %% ../../nbs/translate/run.ipynb #70cc1ea3
+def write_target_line(outdir: Path | str, target) -> str | None:
+    "Write `outdir/TARGET_FILE` atomically (replacing only one this tool wrote); the ONP4309 line if refused."
+    p = Path(outdir) / TARGET_FILE
+    if p.is_symlink() or (p.exists() and stated_in(p) is None):
+        return (f"ONP4309 {p}: exists and was not written by omni-npu-port translate: left as it is; "
+                "a later translate --check there needs --target")
+    write_atomic(p, target_line(target))
+    return None
+
+def translated_tree_target(srcs, depth: int = 8) -> tuple[str, str] | None:
+    "(`vllm-ascend==X`, origin) a translated tree states for `srcs`: the nearest `TARGET_FILE` in or above each source"
+    " (at most `depth` folders up); None when none does; a ValueError naming both when two differ."
+    found = {}
+    for s in srcs:
+        d = Path(os.path.abspath(s))
+        for folder in [d if d.is_dir() else d.parent, *d.parents][:depth]:
+            f = folder / TARGET_FILE
+            if f.is_file() and not f.is_symlink() and (spec := stated_in(f)):
+                found[str(f)] = spec
+                break
+    if len(set(found.values())) > 1:
+        both = "; ".join(f"{f}: {s}" for f, s in found.items())
+        raise ValueError(f"the translated trees state different targets ({both}): give --target vllm-ascend==X")
+    return next(((s, f"ONP4308 stated by the translated tree: {f}") for f, s in found.items()), None)
 
 # %% ../../nbs/translate/run.ipynb #61492201
 TOUR_HUNKS = 2   # the diff hunks the tour shows; the rest is in the file it names
