@@ -2169,6 +2169,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                                        'omni_npu_port/port/update_release.py'),
                                                    'omni_npu_port.port.update_release._inherited_row': ( 'port/update_release.html#_inherited_row',
                                                                                                          'omni_npu_port/port/update_release.py'),
+                                                   'omni_npu_port.port.update_release._judge_update': ( 'port/update_release.html#_judge_update',
+                                                                                                        'omni_npu_port/port/update_release.py'),
                                                    'omni_npu_port.port.update_release._key': ( 'port/update_release.html#_key',
                                                                                                'omni_npu_port/port/update_release.py'),
                                                    'omni_npu_port.port.update_release._match': ( 'port/update_release.html#_match',

@@ -27,6 +27,7 @@ from .translation import rules_for, target_of, translate_methods
 from omni_npu_port.port.merge import (Hunk, code_tokens, keep_side, merge_hunks, prefer_of, render,
     uncomment_conflicts)
 from .method import undefined_names
+from .judge import judge_release, release_judge_lines
 from .ready import ready_findings, ready_index
 from .release import open_release, port_release
 from .release_inputs import given_sources, locate_base, release_runners, release_source
@@ -584,13 +585,24 @@ def written_on(prev: str, progress=None, cache_dir: Path | str = CACHE_DIR,
     best = max(row.vllm_ascend, key=lambda a: score[a])   # the first of equals: the table's order
     return f"vllm-ascend=={best}", "written on vllm-ascend " + ", ".join(f"{a} {s:.3f}" for a, s in score.items())
 
+# %% ../../nbs/port/update_release.ipynb #155cecb2
+def _judge_update(runners: list, p: ReleasePort, tree, judge: bool, sources, progress, cache_dir, index) -> list:
+    "The judge over the updated modules, on NEW's stack, as `port_release` judges its own; the line it says if it did not."
+    src = lambda spec: release_source(spec, sources, progress, cache_dir, index)
+    nsym = runner_bases()[1][0]
+    run = judge_release(runners, judge, src(f"vllm-ascend=={p.vllm_ascend}"), src(f"vllm=={p.vllm}"),
+                        getattr(tree.reader, "root", None) or tree.origin, (nsym.module, nsym.leaf))
+    return release_judge_lines(run)
+
+
 # %% ../../nbs/port/update_release.ipynb #674244bf
 def update_release(new: str, prev: str | None = "auto", target: str | None = None, out: Path | str | None = None,
                    sources=(), prefer: str = "comment", force: bool = False, progress=None,
                    cache_dir: Path | str = CACHE_DIR, index: str | None = None, workers: int = 1,
-                   prev_target: str | None = None) -> ReleaseUpdate:
+                   prev_target: str | None = None, judge: bool = False) -> ReleaseUpdate:
     "Port NEW and carry onto it what the people changed on the tool's port of PREV (`auto`: the release before NEW;"
-    " PREV's port on its own pairing, `prev_target`, or the vllm-ascend source given)."
+    " PREV's port on its own pairing, `prev_target`, or the vllm-ascend source given; `judge`: basedpyright checks"
+    " the updated modules as `port_release` checks its own)."
     t0, want = time.perf_counter(), prefer_of(prefer).value
     inner = "comment" if want == "markers" else want   # merged in the form that parses; markers at the end
     tree = open_release(new, progress, cache_dir, index)
@@ -616,6 +628,7 @@ def update_release(new: str, prev: str | None = "auto", target: str | None = Non
     prev_origin = str(prev_tree.origin)
     ascend, gb, nb, nb_old = _ascend_lines(new_port, base_port, sources, progress, cache_dir, index)
     runners, ups = update_runners(new_port, base_port, prev_origin, inner, ascend, ready_index(gb, nb), (nb_old, nb))
+    judged = _judge_update(runners, new_port, tree, judge, sources, progress, cache_dir, index)
     if want == "markers":
         for r in runners: r.code = uncomment_conflicts(r.code)
     said = port_diagnostic("ONP4500", f"{code_info('ONP4500').title}: vLLM-Omni {base_port.omni} ({prev_origin}; "
@@ -623,7 +636,7 @@ def update_release(new: str, prev: str | None = "auto", target: str | None = Non
                            f"its port on vllm-ascend {base_port.vllm_ascend} the merge's base")
     p = new_port
     res = ReleasePort(p.omni, p.origin, p.vllm, p.vllm_ascend, p.pairing, p.history, p.layout, p.layout_from, runners,
-                      p.skipped, [said] + p.diagnostics, time.perf_counter() - t0, inputs=p.inputs + base_port.inputs)
+                      p.skipped, [said] + judged + p.diagnostics, time.perf_counter() - t0, inputs=p.inputs + base_port.inputs)
     u = ReleaseUpdate(res, base_port.omni, how, ups, base_port, new_port)
     if out is not None: write_update(u, out, force)
     return u
