@@ -91,7 +91,8 @@ def test_a_peoples_edit_the_new_gpu_change_conflicts_with_parses_by_default(upda
     assert "self.finished = deque(scheduler_output.finished_req_ids)" in live   # the GPU change outside the conflict
     assert "from collections import deque" in r.code and any(d.code == "ONP4508" for d in r.diagnostics)
     line = next(d.line for d in r.diagnostics if d.code == "ONP4001")
-    assert r.code.splitlines()[line - 1].lstrip().startswith("# <<<<<<< ONP4001") and r.compiles and r.ready
+    assert r.code.splitlines()[line - 1].lstrip().startswith("# <<<<<<< ONP4001") and r.compiles and not r.not_ready
+    assert r.verdict == "unverified" and not r.ready   # not judged (the library's default): never called ready
 
 
 def test_prefer_markers_writes_git_markers(tmp_path):
@@ -172,3 +173,10 @@ def test_an_import_kept_from_a_gpu_module_keeps_the_modules_line_numbers():
     top, said = keep_imports(merged, "R", module_units(merged, "R", {"f": "f"})[0], [import_units(gpu)])
     added = next(u for u in top if "Sequence" in u.key)
     assert added.lines == ["from collections.abc import (", "    Callable,", "    Sequence,", ")"] and said
+
+
+def test_the_updated_modules_are_judged_when_asked(tmp_path):
+    u = run_update(tmp_path, judge=True)   # basedpyright is a dependency: it runs here
+    assert u.port.runners and all(r.judge is not None and r.judge.judged for r in u.port.runners)
+    assert all(r.verdict in ("yes", "no") for r in u.port.runners)
+    assert all((r.verdict == "yes") == r.ready for r in u.port.runners)
