@@ -503,3 +503,17 @@ def test_a_dead_runs_part_is_swept_only_when_nothing_writes_it(tmp_path):
     os.utime(old, (0, os.stat(old).st_mtime - STALE_PART_S - 60))
     assert fetch_package("vllm-ascend==9.9.9", cache, index=index).read_bytes() == payload
     assert fresh.exists() and not old.exists()
+
+
+def test_a_target_line_that_cannot_be_written_is_one_warning_and_the_files_stay(tmp_path, monkeypatch, capsys):
+    "The translated files are written; only the tree's target line fails (a full disk): one ONP4309 line, exit 0."
+    src = tmp_path / "src"; src.mkdir(); (src / "m.py").write_text(GPU)
+    real = tmod.write_atomic
+    def full_for_the_line(path, *a, **k):
+        if Path(path).name == tmod.TARGET_FILE: raise OutputError(f"{path}: could not be written (No space left on device)")
+        return real(path, *a, **k)
+    monkeypatch.setattr(tmod, "write_atomic", full_for_the_line)
+    assert main([str(src), "-o", str(tmp_path / "out"), "--target", T18]) == 0
+    err = capsys.readouterr().err
+    assert (tmp_path / "out" / "m.py").exists() and not (tmp_path / "out" / tmod.TARGET_FILE).exists()
+    assert sum("ONP4309" in l for l in err.splitlines()) == 1 and "No space left" in err

@@ -146,7 +146,8 @@ def run(args) -> int:
     result = translate_paths(args.src, rules, outdir=args.output, in_place=args.in_place, check=args.check,
                              force=args.force, comments=not args.no_comments, diff=sys.stdout if args.diff else None,
                              jobs=jobs_for(args, rules))
-    if args.output is not None and Path(args.output).is_dir():   # the tree states its target for a later --check
+    done = result.totals()["files"] > result.totals()["failed"]   # a tree with no file written states nothing
+    if done and args.output is not None and Path(args.output).is_dir():   # its target, for a later --check there
         why = write_target_line(args.output, target)
         if why: print(warning_line(why, "omni-npu-port translate"), file=sys.stderr)
     unwritten = write_report(result, args.report, args.summary)

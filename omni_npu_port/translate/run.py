@@ -508,9 +508,10 @@ register(
          "line `translate -o` wrote into its output folder), not the profile's", "info",
          "nothing, if that is the target meant; give --target vllm-ascend==X to check against another", _NB,
          "translate --check"),
-    Code("ONP4309", "target-line-not-written", f"the output folder holds a {TARGET_FILE} this tool did not write: it "
-         "is left as it is, and a later `translate --check` there reads no target from it", "warning",
-         "remove or rename that file and translate again, or give --target to every later check", _NB, "translate -o"),
+    Code("ONP4309", "target-line-not-written", f"the output folder's {TARGET_FILE} was not written: one this tool did "
+         "not write is there (left as it is), or the write failed; a later `translate --check` there reads no target "
+         "from it", "warning", "remove or rename a foreign file, or free space, and translate again; or give --target "
+         "to every later check", _NB, "translate -o"),
 )
 
 def target_line(target) -> str:
@@ -533,7 +534,9 @@ def write_target_line(outdir: Path | str, target) -> str | None:
     if p.is_symlink() or (p.exists() and stated_in(p) is None):
         return (f"ONP4309 {p}: exists and was not written by omni-npu-port translate: left as it is; "
                 "a later translate --check there needs --target")
-    write_atomic(p, target_line(target))
+    try: write_atomic(p, target_line(target))
+    except OutputError as e:   # a full disk: the files' own errors say it; this line only adds what a later run needs
+        return f"ONP4309 {p}: could not be written ({e}); a later translate --check there needs --target"
     return None
 
 def translated_tree_target(srcs, depth: int = 8) -> tuple[str, str] | None:
