@@ -1705,6 +1705,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                           'omni_npu_port.port.reach._stub': ('port/reach.html#_stub', 'omni_npu_port/port/reach.py'),
                                           'omni_npu_port.port.reach.add_restored': ( 'port/reach.html#add_restored',
                                                                                      'omni_npu_port/port/reach.py'),
+                                          'omni_npu_port.port.reach.call_binds': ( 'port/reach.html#call_binds',
+                                                                                   'omni_npu_port/port/reach.py'),
                                           'omni_npu_port.port.reach.reach_port': ( 'port/reach.html#reach_port',
                                                                                    'omni_npu_port/port/reach.py'),
                                           'omni_npu_port.port.reach.reach_runner': ( 'port/reach.html#reach_runner',

@@ -256,6 +256,20 @@ def test_an_override_the_npu_caller_inlines_is_found_and_its_caller_restored():
     assert ("OmniRunner", "_model_forward") in reachable(again, ("execute_model",))   # the override runs now
 
 
+def test_a_hook_call_that_would_not_bind_to_the_omni_override_is_not_restored():
+    "The NPU caller's `self.model(s, stream=1)` cannot bind to an omni hook that requires `cfg`: reported, not rewritten."
+    omni = _cls("OmniRunner", '''
+        class OmniRunner(GPURunner):
+            def _model_forward(self, s, cfg, stream=0):
+                return omni(self.model(s, stream=stream), cfg)
+    ''', "vllm_omni.runner", "vllm_omni")
+    port = "class Ported(OmniRunner, NPURunner):\n    pass\n"
+    mro = [MroClass("Ported", None), omni, NPUB, GPU]
+    code, diags, found = reach_port(port, "Ported", "p", mro, ("execute_model",), {"OmniRunner"}, [GPU])
+    assert [f["method"] for f in found] == ["_model_forward"] and not found[0]["restored"]
+    assert {d.code for d in diags} == {"ONP4430"} and code == port
+
+
 def test_an_override_nothing_calls_is_a_finding_without_a_restore():
     gpu = _cls("GPURunner", "class GPURunner:\n    def execute_model(self):\n        pass\n    def shutdown(self):\n        pass\n")
     omni = _cls("OmniRunner", "class OmniRunner(GPURunner):\n    def shutdown(self):\n        cleanup()\n")

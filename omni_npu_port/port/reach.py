@@ -12,7 +12,7 @@ from ..core.diagnostics import Code, Diagnostic, code_info, register
 from .locate import MroClass, own_methods, port_diagnostic
 
 # %% auto #0
-__all__ = ['ENTRY_POINTS', 'worker_entry_points', 'reachable', 'Unreached', 'restore_hook', 'unreachable_overrides',
+__all__ = ['ENTRY_POINTS', 'worker_entry_points', 'reachable', 'Unreached', 'call_binds', 'restore_hook', 'unreachable_overrides',
            'add_restored', 'reach_port', 'reach_runner']
 
 # %% ../../nbs/port/reach.ipynb #0d9a2dc6
@@ -122,15 +122,28 @@ def _self_calls(fn: ast.FunctionDef) -> list[ast.Call]:
     return [n for n in ast.walk(fn) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
             and isinstance(n.func.value, ast.Name) and n.func.value.id == me]
 
+# %% ../../nbs/port/reach.ipynb #f538ab08
+def call_binds(call: ast.Call, fn: ast.FunctionDef) -> bool:
+    "Whether a `self.x(...)` call binds to method `fn`: no argument it cannot take, every required parameter passed."
+    a = fn.args
+    if any(isinstance(x, ast.Starred) for x in call.args) or any(k.arg is None for k in call.keywords): return True
+    pos = (a.posonlyargs + a.args)[1:]   # self is bound by the attribute
+    if len(call.args) > len(pos) and a.vararg is None: return False
+    given = {k.arg for k in call.keywords}
+    if a.kwarg is None and given - {x.arg for x in pos[len(call.args):] + a.kwonlyargs}: return False
+    required = [x.arg for x in pos[:len(pos) - len(a.defaults)]][len(call.args):]
+    required += [x.arg for x, d in zip(a.kwonlyargs, a.kw_defaults) if d is None]
+    return all(r in given for r in required)
+
+
 # %% ../../nbs/port/reach.ipynb #2dbe7894
 def restore_hook(text: str, fn: ast.FunctionDef, inlined: str, hook: ast.FunctionDef) -> str | None:
-    "The method `fn` (in `text`) with each `self.<inlined>(...)` call written `self.<hook>(...)`, where the hook takes its arguments (None: none does)."
-    a = hook.args
-    takes = None if a.kwarg else {x.arg for x in a.args[1:] + a.kwonlyargs}
+    "The method `fn` (in `text`) with each `self.<inlined>(...)` call written `self.<hook>(...)`, where the call binds to"
+    " the hook's parameters (None: none does)."
     lines, done = text.splitlines(), 0
     calls = [c for c in _self_calls(fn) if c.func.attr == inlined and c.func.lineno == c.func.end_lineno]
     for c in sorted(calls, key=lambda c: (c.func.lineno, c.func.col_offset), reverse=True):
-        if takes is not None and any(k.arg not in takes for k in c.keywords): continue
+        if not call_binds(c, hook): continue   # a call that would not bind stays: the override is said unreachable
         i = c.func.lineno - 1
         l = lines[i]
         lines[i] = l[:c.func.end_col_offset - len(inlined)] + hook.name + l[c.func.end_col_offset:]
