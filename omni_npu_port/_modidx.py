@@ -1080,6 +1080,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                           'omni_npu_port.port.calls.self_callee': ( 'port/calls.html#self_callee',
                                                                                     'omni_npu_port/port/calls.py'),
                                           'omni_npu_port.port.calls.stack_imports': ( 'port/calls.html#stack_imports',
+                                                                                      'omni_npu_port/port/calls.py'),
+                                          'omni_npu_port.port.calls.unbound_calls': ( 'port/calls.html#unbound_calls',
                                                                                       'omni_npu_port/port/calls.py')},
             'omni_npu_port.port.classes': { 'omni_npu_port.port.classes.ClassPlan': ( 'port/classes.html#classplan',
                                                                                       'omni_npu_port/port/classes.py'),

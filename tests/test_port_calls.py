@@ -271,3 +271,31 @@ def test_a_record_s_constructor_is_read_from_its_fields_and_an_unreadable_one_is
     assert str(record_signature(ix, "vllm.outputs.Out")) == "(req_ids, tokens=field(default_factory=list), n=0)"
     assert str(record_signature(ix, "vllm.outputs.State")) == "(logits, hidden=None)"
     assert record_signature(ix, "vllm.outputs.Later") is None
+
+
+def test_a_call_an_input_already_makes_and_cannot_bind_is_inherited_not_the_port_s(target):
+    body = '''
+        def initialize(self, kv_cache_config):
+            self.prepare(kv_cache_config)
+    '''
+    new, diags = _bind(target, body, inherited=frozenset({"self.prepare(kv_cache_config)"}))
+    assert [d.code for d in diags] == ["ONP4459"] and "ONP4459" not in CALL_BLOCKS   # carried: not the port's
+    assert "self.prepare(kv_cache_config)" in new
+    assert [d.code for d in _bind(target, body)[1]] == ["ONP4462"]   # no input makes it: the port's
+
+
+def test_the_calls_an_input_cannot_bind_in_its_own_class_order(target, tmp_path):
+    "omni's GPU call binds against the GPU base (prepare(kv)): not inherited, so the NPU port's call stays ONP4462."
+    from omni_npu_port.port.calls import unbound_calls
+    from omni_npu_port.port.locate import MethodSpec, locate
+    (tmp_path / "gpu.py").write_text("class GPURunner:\n    def prepare(self, kv):\n        return kv\n")
+    (tmp_path / "omni.py").write_text(D('''
+        from gpu import GPURunner
+
+        class OmniGPURunner(GPURunner):
+            def initialize(self, kv):
+                self.prepare(kv)
+                self.prepare(kv, 2, 3)
+    '''))
+    omni = locate(MethodSpec(str(tmp_path / "omni.py"), "omni", "OmniGPURunner"), False, (str(tmp_path / "gpu.py"),))
+    assert unbound_calls(omni, None) == frozenset({"self.prepare(kv, 2, 3)"})

@@ -25,7 +25,8 @@ from ..sources.symbols import SourceExpr, SymbolIndex, class_attr, mro, resolve,
 # %% auto #0
 __all__ = ['CALL_BLOCKS', 'Callee', 'def_signature', 'record_signature', 'imported_callee', 'self_callee', 'Fit', 'fit',
            'catalog_renames', 'calls_by_name', 'copied_argument', 'CallFix', 'func_span', 'apply_fixes',
-           'stack_imports', 'module_names', 'callee_of', 'bind_call', 'bind_calls', 'bind_runner_calls']
+           'stack_imports', 'module_names', 'callee_of', 'unbound_calls', 'bind_call', 'bind_calls',
+           'bind_runner_calls']
 
 # %% ../../nbs/port/calls.ipynb #2827e77a
 _NB = "port/calls.ipynb"
@@ -39,6 +40,9 @@ register(
     Code("ONP4462", "call-does-not-bind", "a call does not bind to its callee's signature as the target's source "
          "writes it (a required parameter no argument passes, or more positional arguments than it takes)", "error",
          "pass what the callee needs (the message names the parameters and the callee's definition)", _NB, "port"),
+    Code("ONP4459", "call-does-not-bind-inherited", "a call does not bind, made the same way by an input (omni's GPU "
+         "runner or the NPU base module): not the port's, and it does not make the module not ready (the judge reports it "
+         "inherited too)", "info", "mend it where the input makes it; the port carries it as it is", _NB, "port"),
     Code("ONP4463", "call-argument-copied", "a required parameter the call did not pass, copied from the NPU base's "
          "own call of the same callee", "info", "check the copied argument means the same here", _NB, "port"),
     Code("ONP4464", "call-positional-to-keyword", "more positional arguments than the callee takes positionally: the "
@@ -280,12 +284,26 @@ def callee_of(call: ast.Call, imports: dict, ix: SymbolIndex | None, order: list
         return self_callee(order[names.index(v.id):], f.attr, opaque, unbound=True)   # `Base.m(self, ...)`
     return None
 
+# %% ../../nbs/port/calls.ipynb #8563081e
+def unbound_calls(located, ix: SymbolIndex | None, order: list | None = None) -> frozenset:
+    "The calls of an input class (a `Located`) that do not bind in its MRO (`order`, else its own), as `ast.unparse`"
+    " writes them."
+    if located is None or getattr(located, "cls_node", None) is None: return frozenset()
+    found: list = []
+    try: order = order or class_mro(located)
+    except Exception: return frozenset()   # an input whose bases cannot be read: nothing is said inherited
+    bind_calls(located.module_text, located.cls_node.name, ix, order, unbound_out=found)
+    return frozenset(found)
+
+
 # %% ../../nbs/port/calls.ipynb #b7e4093a
-def bind_call(call: ast.Call, callee: Callee, fix: CallFix, bound: set, npu_text: str, renames: dict, where: str):
-    "Fill `fix` for one call that does not bind; its diagnostics (ONP4460-ONP4464)."
+def bind_call(call: ast.Call, callee: Callee, fix: CallFix, bound: set, npu_text: str, renames: dict, where: str,
+              inherited: frozenset = frozenset()):
+    "Fill `fix` for one call that does not bind; its diagnostics (ONP4459-ONP4464; `inherited`: the inputs' own)."
     kws, out, theirs = [k.arg for k in call.keywords], [], calls_by_name(npu_text).get(callee.name, [])
     f, passed = fit(callee.sig, len(call.args), kws), {k.arg for c in theirs for k in c.keywords}
     at, defined = f"`{ast.unparse(call.func)}(...)`", f"{callee.dotted}{callee.sig}"
+    unbound = "ONP4459" if ast.unparse(call) in inherited else "ONP4462"   # an input makes the same call
     def say(code, what):
         out.append(port_diagnostic(code, f"{code_info(code).title}: {what}", call.lineno, where=where))
     for k in f.unknown:
@@ -298,21 +316,23 @@ def bind_call(call: ast.Call, callee: Callee, fix: CallFix, bound: set, npu_text
     if f.overflow and len(f.kw_only) >= f.overflow:
         fix.to_kw = {npos + i: f.kw_only[i] for i in range(f.overflow)}
         say("ONP4464", f"{at}: positional {', '.join(f.kw_only[:f.overflow])} by keyword ({callee.dotted})")
-    elif f.overflow: say("ONP4462", f"{at} passes {len(call.args)} positional arguments, {callee.dotted} takes {npos}")
+    elif f.overflow: say(unbound, f"{at} passes {len(call.args)} positional arguments, {callee.dotted} takes {npos}")
     still = []
     for m in (m for m in f.missing if m not in fix.rename.values() and m not in fix.to_kw.values()):
         text = copied_argument(theirs, npu_text, callee, m, bound)
         if text is None: still.append(m); continue
         fix.add.append((m, text)); say("ONP4463", f"`{m}={text}` in {at}, as the NPU base's own call passes it")
-    if still: say("ONP4462", f"{at} passes no {', '.join(f'`{m}`' for m in still)}: {defined}")
+    if still: say(unbound, f"{at} passes no {', '.join(f'`{m}`' for m in still)}: {defined}")
     return out
 
 # %% ../../nbs/port/calls.ipynb #8340833d
 def bind_calls(code: str, cls: str, ix: SymbolIndex | None, order: list[MroClass], npu_text: str = "",
-               renames: dict | None = None, opaque=()) -> tuple[str, list[Diagnostic]]:
+               renames: dict | None = None, opaque=(), inherited: frozenset = frozenset(),
+               unbound_out: list | None = None) -> tuple[str, list[Diagnostic]]:
     "Every call of class `cls`'s methods to a target function, class or `self` method bound to the callee's real"
     " signature (`order`: the class's MRO, the class first; `npu_text`: the NPU base's module, whose own calls are"
-    " copied; `opaque`: classes of the MRO whose methods' signatures are not known)."
+    " copied; `opaque`: classes of the MRO whose methods' signatures are not known; `inherited`: the calls the inputs"
+    " make that do not bind there either, ONP4459; `unbound_out`: only collect the calls that do not bind)."
     try: tree = ast.parse(code)
     except SyntaxError: return code, []
     node = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls), None)
@@ -327,8 +347,9 @@ def bind_calls(code: str, cls: str, ix: SymbolIndex | None, order: list[MroClass
             if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords): continue
             callee = callee_of(call, imports, ix, order, seen, opaque)
             if callee is None or fit(callee.sig, len(call.args), [k.arg for k in call.keywords]).binds: continue
+            if unbound_out is not None: unbound_out.append(ast.unparse(call)); continue
             fix = CallFix(func_span(call, lines))
-            diags += bind_call(call, callee, fix, bound, npu_text, renames or {}, fn.name)
+            diags += bind_call(call, callee, fix, bound, npu_text, renames or {}, fn.name, inherited)
             if fix: fixes.append(fix)
     try: return apply_fixes(code, fixes), diags
     except (cst.ParserSyntaxError, ValueError): return code, diags
@@ -342,4 +363,7 @@ def bind_runner_calls(code: str, cls: str, omni, npu_base, gpu_base, parent, ix:
     by = {c.name: c for c in class_mro(gpu_base) if c.node is not None}
     order = [c if c.node is not None else by.get(c.name, c)
              for c in generated_mro(cls, omni, npu_base, parent, gpu_base)]
-    return bind_calls(code, cls, ix, order, npu_base.module_text, catalog_renames(npu_base.version), set(ported))
+    k = next((i for i, c in enumerate(order) if c.name == npu_base.cls_node.name), None)   # the NPU base on this stack
+    theirs = unbound_calls(omni, ix) | (unbound_calls(npu_base, ix, order[k:]) if k is not None else frozenset())
+    return bind_calls(code, cls, ix, order, npu_base.module_text, catalog_renames(npu_base.version), set(ported),
+                      theirs)
