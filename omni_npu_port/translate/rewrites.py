@@ -13,6 +13,7 @@ from fastcore.basics import patch
 from ..core.catalog import Pattern
 from ..core.diagnostics import Code, register
 from .context import FileContext, Rule, register_rule
+from .cst_fast import words_in
 from .rules import leaf_name, parent_name, reexport_of, snippet_tree, walk_nodes
 from .scope import chain_expr, dotted_parts
 
@@ -566,8 +567,7 @@ def anchored(ctx, words=DEVICE_ANCHORS) -> bool:
     f = ctx.funcs[0]
     memo = ctx.__dict__.setdefault("_anchored", {})
     if id(f) not in memo:
-        code = ctx.module.code_for_node(f)
-        memo[id(f)] = any(re.search(rf"\b{w}\b", code) for w in words)
+        memo[id(f)] = words_in(f, words)   # as a regex `\bw\b` over its printed code finds them, without printing it
     return memo[id(f)]
 
 # %% ../../nbs/translate/rewrites.ipynb #9dd786d3
