@@ -19,8 +19,8 @@ PRIVATE_APIS = ("libcst._nodes.internal.CodegenState", "CSTNode._visit_and_repla
                 "libcst._nodes.op")
 
 # %% auto #0
-__all__ = ['TESTED_LIBCST', 'PRIVATE_APIS', 'TOKENS', 'TOKEN_NAMES', 'BatchVisitor', 'comments_in', 'words_in', 'QuietState',
-           'PositionState', 'node_positions', 'Verbatim', 'codegen']
+__all__ = ['TESTED_LIBCST', 'PRIVATE_APIS', 'TOKENS', 'TOKEN_NAMES', 'BatchVisitor', 'comments_in', 'QuietState', 'PositionState',
+           'node_positions', 'Verbatim', 'codegen', 'words_in']
 
 # %% ../../nbs/translate/cst_fast.ipynb #c3a3a408
 _METHODS: dict = {}
@@ -111,35 +111,6 @@ def comments_in(node) -> list:
         stack.extend(reversed(kids))
     return out
 
-# %% ../../nbs/translate/cst_fast.ipynb #83d35c11
-_TEXT_FIELDS: dict = {}   # node class -> the names of its dataclass fields (text, children, flags), read once
-_IS_NODE: dict = {}       # a field value's class -> whether it is a node (an ABC's isinstance is slow)
-
-def words_in(node, words) -> bool:
-    "Whether the code of `node` holds one of `words` as a whole word (regex `\\bword\\b`), from its text fields."
-    words = tuple(words)
-    rx = re.compile(r"\b(?:" + "|".join(words) + r")\b")
-    if not all(w.isidentifier() and not keyword.iskeyword(w) and not keyword.issoftkeyword(w) for w in words):
-        st = QuietState(default_indent="    ", default_newline="\n"); node._codegen(st)   # keyword tokens count
-        return rx.search("".join(st.tokens)) is not None
-    exact, stack = frozenset(words), [node]
-    while stack:
-        n = stack.pop()
-        t = type(n)
-        names = _TEXT_FIELDS.get(t)
-        if names is None: names = _TEXT_FIELDS[t] = tuple(f.name for f in dataclasses.fields(t))
-        for name in names:
-            v = getattr(n, name)
-            tv = type(v)
-            if tv is str:
-                if v and (v in exact or rx.search(v) is not None): return True
-            elif tv is tuple or tv is list: stack.extend(v)
-            else:
-                node = _IS_NODE.get(tv)
-                if node is None: node = _IS_NODE[tv] = issubclass(tv, cst.CSTNode)
-                if node: stack.append(v)
-    return False
-
 # %% ../../nbs/translate/cst_fast.ipynb #841e2b13
 _NO_RECORD = nullcontext()   # one reusable no-op context
 
@@ -198,3 +169,32 @@ def codegen(module: cst.Module, nodes) -> bytes:
     st = QuietState(default_indent=module.default_indent, default_newline=module.default_newline)
     for n in nodes: n._codegen(st)
     return "".join(st.tokens).encode("utf-8")
+
+# %% ../../nbs/translate/cst_fast.ipynb #83d35c11
+_TEXT_FIELDS: dict = {}   # node class -> the names of its dataclass fields (text, children, flags), read once
+_IS_NODE: dict = {}       # a field value's class -> whether it is a node (an ABC's isinstance is slow)
+
+def words_in(node, words) -> bool:
+    "Whether the code of `node` holds one of `words` as a whole word (regex `\\bword\\b`), from its text fields."
+    words = tuple(words)
+    rx = re.compile(r"\b(?:" + "|".join(words) + r")\b")
+    if not all(w.isidentifier() and not keyword.iskeyword(w) and not keyword.issoftkeyword(w) for w in words):
+        st = QuietState(default_indent="    ", default_newline="\n"); node._codegen(st)   # keyword tokens count
+        return rx.search("".join(st.tokens)) is not None
+    exact, stack = frozenset(words), [node]
+    while stack:
+        n = stack.pop()
+        t = type(n)
+        names = _TEXT_FIELDS.get(t)
+        if names is None: names = _TEXT_FIELDS[t] = tuple(f.name for f in dataclasses.fields(t))
+        for name in names:
+            v = getattr(n, name)
+            tv = type(v)
+            if tv is str:
+                if v and (v in exact or rx.search(v) is not None): return True
+            elif tv is tuple or tv is list: stack.extend(v)
+            else:
+                node = _IS_NODE.get(tv)
+                if node is None: node = _IS_NODE[tv] = issubclass(tv, cst.CSTNode)
+                if node: stack.append(v)
+    return False
