@@ -3367,6 +3367,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                                              'omni_npu_port/translate/cst_fast.py'),
                                                   'omni_npu_port.translate.cst_fast._FieldOrder.on_visit_attribute': ( 'translate/cst_fast.html#_fieldorder.on_visit_attribute',
                                                                                                                        'omni_npu_port/translate/cst_fast.py'),
+                                                  'omni_npu_port.translate.cst_fast._field_values': ( 'translate/cst_fast.html#_field_values',
+                                                                                                      'omni_npu_port/translate/cst_fast.py'),
                                                   'omni_npu_port.translate.cst_fast._fields': ( 'translate/cst_fast.html#_fields',
                                                                                                 'omni_npu_port/translate/cst_fast.py'),
                                                   'omni_npu_port.translate.cst_fast._node_classes': ( 'translate/cst_fast.html#_node_classes',

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import keyword
+import operator
 import re
 from contextlib import nullcontext
 
@@ -171,8 +172,14 @@ def codegen(module: cst.Module, nodes) -> bytes:
     return "".join(st.tokens).encode("utf-8")
 
 # %% ../../nbs/translate/cst_fast.ipynb #83d35c11
-_TEXT_FIELDS: dict = {}   # node class -> the names of its dataclass fields (text, children, flags), read once
+_TEXT_FIELDS: dict = {}   # node class -> a function giving the values of its dataclass fields (text, children, flags)
 _IS_NODE: dict = {}       # a field value's class -> whether it is a node (an ABC's isinstance is slow)
+
+def _field_values(t):
+    "A function giving a node's dataclass field values as a tuple, in one call (`attrgetter`)."
+    names = [f.name for f in dataclasses.fields(t)]
+    if len(names) > 1: return operator.attrgetter(*names)
+    return (lambda n: (getattr(n, names[0]),)) if names else (lambda n: ())
 
 def words_in(node, words) -> bool:
     "Whether the code of `node` holds one of `words` as a whole word (regex `\\bword\\b`), from its text fields."
@@ -185,10 +192,9 @@ def words_in(node, words) -> bool:
     while stack:
         n = stack.pop()
         t = type(n)
-        names = _TEXT_FIELDS.get(t)
-        if names is None: names = _TEXT_FIELDS[t] = tuple(f.name for f in dataclasses.fields(t))
-        for name in names:
-            v = getattr(n, name)
+        values = _TEXT_FIELDS.get(t)
+        if values is None: values = _TEXT_FIELDS[t] = _field_values(t)
+        for v in values(n):
             tv = type(v)
             if tv is str:
                 if v and (v in exact or rx.search(v) is not None): return True
