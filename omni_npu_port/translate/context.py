@@ -175,6 +175,12 @@ class Rule(cst.BatchableCSTVisitor):
     def finish(self) -> None:
         "After the traversal, before the edits are applied: a rule that judges the whole file raises its diagnostics here."
 
+# %% ../../nbs/translate/context.ipynb #6985aef0
+@patch(cls_method=True)
+def word_needs(cls: Rule, rules: RuleSet) -> set:
+    "Texts of which a file must hold one (in code, or spelled with escapes in a string) for `words` to act; empty: none."
+    return set()
+
 # %% ../../nbs/translate/context.ipynb #ee62e9ef
 _COMPOUND = (cst.FunctionDef, cst.ClassDef, cst.If, cst.For, cst.While, cst.With, cst.Try, cst.TryStar, cst.Match)
 STMT_TYPES = frozenset((cst.SimpleStatementLine, *_COMPOUND))   # node classes are final: exact-type checks

@@ -6,8 +6,10 @@
 from __future__ import annotations
 
 import dataclasses
+import keyword
+import operator
 import re
-from contextlib import contextmanager
+from contextlib import nullcontext
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState   # for node_positions and codegen (libcst keeps no public name)
@@ -18,8 +20,8 @@ PRIVATE_APIS = ("libcst._nodes.internal.CodegenState", "CSTNode._visit_and_repla
                 "libcst._nodes.op")
 
 # %% auto #0
-__all__ = ['TESTED_LIBCST', 'PRIVATE_APIS', 'TOKENS', 'TOKEN_NAMES', 'BatchVisitor', 'comments_in', 'PositionState',
-           'node_positions', 'Verbatim', 'codegen']
+__all__ = ['TESTED_LIBCST', 'PRIVATE_APIS', 'TOKENS', 'TOKEN_NAMES', 'BatchVisitor', 'comments_in', 'QuietState', 'PositionState',
+           'node_positions', 'Verbatim', 'codegen', 'words_in']
 
 # %% ../../nbs/translate/cst_fast.ipynb #c3a3a408
 _METHODS: dict = {}
@@ -111,7 +113,13 @@ def comments_in(node) -> list:
     return out
 
 # %% ../../nbs/translate/cst_fast.ipynb #841e2b13
-class PositionState(CodegenState):
+_NO_RECORD = nullcontext()   # one reusable no-op context
+
+class QuietState(CodegenState):
+    "Code generation that records no positions: one reusable no-op context, not libcst's generator per node."
+    def record_syntactic_position(self, node, *, start_node=None, end_node=None): return _NO_RECORD
+
+class PositionState(QuietState):
     "Code generation that notes where the wanted nodes start (token index), as PositionProvider would."
     def __init__(self, module: cst.Module, want: set):
         super().__init__(default_indent=module.default_indent, default_newline=module.default_newline)
@@ -122,10 +130,9 @@ class PositionState(CodegenState):
         if id(node) in self.want:
             self.done.add(id(node))
             if len(self.done) == len(self.want): raise _AllPlaced
-    @contextmanager
-    def record_syntactic_position(self, node, *, start_node=None, end_node=None):
+    def record_syntactic_position(self, node, *, start_node=None, end_node=None):   # libcst enters it at once
         if id(node) in self.want and id(node) not in self.syn: self.syn[id(node)] = len(self.tokens)
-        yield
+        return _NO_RECORD
 
 class _AllPlaced(Exception): "Every wanted node has been generated: the rest of the code is not needed."
 
@@ -160,6 +167,40 @@ class Verbatim(cst.CSTNode):
 
 def codegen(module: cst.Module, nodes) -> bytes:
     "The code of `nodes`, as `module`'s code generation writes them at the top level."
-    st = CodegenState(default_indent=module.default_indent, default_newline=module.default_newline)
+    st = QuietState(default_indent=module.default_indent, default_newline=module.default_newline)
     for n in nodes: n._codegen(st)
     return "".join(st.tokens).encode("utf-8")
+
+# %% ../../nbs/translate/cst_fast.ipynb #83d35c11
+_TEXT_FIELDS: dict = {}   # node class -> a function giving the values of its dataclass fields (text, children, flags)
+_IS_NODE: dict = {}       # a field value's class -> whether it is a node (an ABC's isinstance is slow)
+
+def _field_values(t):
+    "A function giving a node's dataclass field values as a tuple, in one call (`attrgetter`)."
+    names = [f.name for f in dataclasses.fields(t)]
+    if len(names) > 1: return operator.attrgetter(*names)
+    return (lambda n: (getattr(n, names[0]),)) if names else (lambda n: ())
+
+def words_in(node, words) -> bool:
+    "Whether the code of `node` holds one of `words` as a whole word (regex `\\bword\\b`), from its text fields."
+    words = tuple(words)
+    rx = re.compile(r"\b(?:" + "|".join(words) + r")\b")
+    if not all(w.isidentifier() and not keyword.iskeyword(w) and not keyword.issoftkeyword(w) for w in words):
+        st = QuietState(default_indent="    ", default_newline="\n"); node._codegen(st)   # keyword tokens count
+        return rx.search("".join(st.tokens)) is not None
+    exact, stack = frozenset(words), [node]
+    while stack:
+        n = stack.pop()
+        t = type(n)
+        values = _TEXT_FIELDS.get(t)
+        if values is None: values = _TEXT_FIELDS[t] = _field_values(t)
+        for v in values(n):
+            tv = type(v)
+            if tv is str:
+                if v and (v in exact or rx.search(v) is not None): return True
+            elif tv is tuple or tv is list: stack.extend(v)
+            else:
+                node = _IS_NODE.get(tv)
+                if node is None: node = _IS_NODE[tv] = issubclass(tv, cst.CSTNode)
+                if node: stack.append(v)
+    return False

@@ -24,6 +24,7 @@ from ..core.diagnostics import Code, register
 from ..core.io import gc_paused, memory_headroom
 from .apply import rule_symbols, rule_words, translate_module
 from .chunking import translate_chunks
+from .context import RULE_VISITORS
 from .diagnostics import TranslateDiagnostic
 from .rules import RuleSet, compile_rules
 
@@ -77,10 +78,22 @@ class Translation:
     encoding: str = "utf-8"
 
 # %% ../../nbs/translate/engine.ipynb #ed0c725f
+_ESCAPE = {bytes: re.compile(rb"\\[xuUN0-7\r\n]"), str: re.compile(r"\\[xuUN0-7\r\n]")}   # may spell any text in a string
+
+def _word_needs(rules: RuleSet) -> dict:
+    "word -> the texts a file must hold one of for the word to act (`Rule.word_needs`); None: no condition."
+    out: dict = {}
+    for cls in RULE_VISITORS:
+        need = frozenset(cls.word_needs(rules))
+        for w in cls.words(rules):   # a word another class declares with no condition acts anywhere
+            out[w] = None if not need or out.get(w, need) is None else out.get(w, frozenset()) | need
+    return out
+
 def _prefilter_tables(rules: RuleSet) -> dict:
     "The pre-filter's words and requirements, for text and for bytes, from what the rule classes declare."
-    symbols, words = rule_symbols(rules), rule_words(rules)
+    symbols, words, needs = rule_symbols(rules), rule_words(rules), _word_needs(rules)
     reqs = [frozenset(x for x in s.split(".") if x) for s in symbols if s]
+    conds = [None] * len(reqs) + [needs.get(w) for w in words - set(rules.methods)]
     reqs += [frozenset([w]) for w in words - set(rules.methods)]
     # a cheap necessary condition first: each requirement's key word (the one most requirements share,
     # not a package root, not a word of two letters that half a tree contains) must occur as a substring;
@@ -93,10 +106,11 @@ def _prefilter_tables(rules: RuleSet) -> dict:
     keys = {max(sorted(r - roots or r), key=lambda w: (len(w) > 2, share[w], len(w))) for r in reqs}
     order = lambda r: sorted(r, key=lambda w: (-len(w), w))
     return {
-        str: (sorted(keys, key=len, reverse=True), list(rules.runner_bases), [order(r) for r in reqs],
+        str: (sorted(keys, key=len, reverse=True), list(rules.runner_bases),
+              [(order(r), n) for r, n in zip(reqs, conds)],
               {w: re.compile(re.escape(w) + r"(?!\w)") for w in every | set().union(*reqs)}),
         bytes: (sorted((k.encode() for k in keys), key=len, reverse=True), [b.encode() for b in rules.runner_bases],
-                [[w.encode() for w in order(r)] for r in reqs],
+                [([w.encode() for w in order(r)], n and [x.encode() for x in n]) for r, n in zip(reqs, conds)],
                 {w.encode(): re.compile(re.escape(w.encode()) + rb"(?!\w)") for w in every | set().union(*reqs)})}
 
 def might_apply(rules: RuleSet, data) -> bool:
@@ -114,7 +128,9 @@ def might_apply(rules: RuleSet, data) -> bool:
                 c = data[i - 1:i]
                 if not i or not (c.isalnum() or c in (b"_", "_")): memo[w] = True; break
         return memo[w]
-    return any(all(w in data for w in r) and all(whole(w) for w in r) for r in reqs)
+    def holds(n):   # one of the texts a word needs, or an escape in a string that may spell it
+        return n is None or any(x in data for x in n) or _ESCAPE[bytes if isinstance(data, bytes) else str].search(data) is not None
+    return any(all(w in data for w in r) and all(whole(w) for w in r) and holds(n) for r, n in reqs)
 
 # %% ../../nbs/translate/engine.ipynb #7c41d8b3
 PY_FRAMES = 1000                 # Python's default recursion limit: a file is judged as `python file.py` would run it

@@ -589,7 +589,7 @@ class SelfCheck(Rule):
             if stmts: c.tops[id(d)], c.paths[id(d)] = stmts[0], stmts
 
 # %% ../../nbs/translate/flags.ipynb #a147052a
-from .rewrites import DEVICE_ANCHORS, anchored, held
+from .rewrites import ANCHOR_NEEDS, DEVICE_ANCHORS, anchored, held
 import re as _re
 
 register(
@@ -626,6 +626,9 @@ class NcclEnvFlag(Rule):
 
     @classmethod
     def body_words(cls, rules) -> set: return {"environ"} if held(rules, "dev.nccl-env") else set()   # common: only around an anchor
+
+    @classmethod
+    def word_needs(cls, rules) -> set: return set(ANCHOR_NEEDS)   # an NCCL_* string; DeviceTypeRewrite acts by its anchors too
 
     def __init__(self, ctx):
         super().__init__(ctx)

@@ -13,12 +13,13 @@ from fastcore.basics import patch
 from ..core.catalog import Pattern
 from ..core.diagnostics import Code, register
 from .context import FileContext, Rule, register_rule
+from .cst_fast import words_in
 from .rules import leaf_name, parent_name, reexport_of, snippet_tree, walk_nodes
 from .scope import chain_expr, dotted_parts
 
 # %% auto #0
-__all__ = ['DEVICE_ANCHORS', 'SymbolRewrite', 'KeywordChange', 'SignatureChange', 'held', 'anchored', 'DeviceTypeRewrite',
-           'OverrideParameterRename']
+__all__ = ['DEVICE_ANCHORS', 'ANCHOR_NEEDS', 'SymbolRewrite', 'KeywordChange', 'SignatureChange', 'held', 'anchored',
+           'DeviceTypeRewrite', 'OverrideParameterRename']
 
 # %% ../../nbs/translate/rewrites.ipynb #92c152a2
 _NB = "translate/rewrites.ipynb"
@@ -559,6 +560,7 @@ def _npu_device_string(v, npu: str):
     return v.with_changes(parts=[v.parts[0].with_changes(value=v.parts[0].value.replace("cuda", npu, 1)), *v.parts[1:]])
 
 DEVICE_ANCHORS = ("device_type", "getenv", "putenv", "unsetenv")   # words the worker rules anchor on
+ANCHOR_NEEDS = ("cuda", "NCCL_")   # what those rules act on: a "cuda" device string, an NCCL_* name (see `word_needs`)
 
 def anchored(ctx, words=DEVICE_ANCHORS) -> bool:
     "Whether the function around the visitor holds one of `words`: the worker rules act only there, in chunks and whole files alike."
@@ -566,8 +568,7 @@ def anchored(ctx, words=DEVICE_ANCHORS) -> bool:
     f = ctx.funcs[0]
     memo = ctx.__dict__.setdefault("_anchored", {})
     if id(f) not in memo:
-        code = ctx.module.code_for_node(f)
-        memo[id(f)] = any(re.search(rf"\b{w}\b", code) for w in words)
+        memo[id(f)] = words_in(f, words)   # as a regex `\bw\b` over its printed code finds them, without printing it
     return memo[id(f)]
 
 # %% ../../nbs/translate/rewrites.ipynb #9dd786d3
@@ -583,6 +584,9 @@ class DeviceTypeRewrite(Rule):
     @classmethod
     def body_words(cls, rules) -> set: return {"device"} if held(rules, "dev.device-type") else set()   # only around an anchor
 
+    @classmethod
+    def word_needs(cls, rules) -> set: return set(ANCHOR_NEEDS)   # its anchors anchor NcclEnvFlag too (`anchored`)
+
     def __init__(self, ctx):
         super().__init__(ctx)
         self.p = held(self.rules, "dev.device-type")
@@ -591,7 +595,8 @@ class DeviceTypeRewrite(Rule):
 
     def visit_If(self, node):
         "An if/elif chain that already tests for the NPU's type is NPU-aware code: its \"cuda\" branches stay."
-        if self.p is None or not self._tests_npu(node.test): return
+        # only where `visit_Comparison` acts (an anchored function: the chain's tests are in the same one)
+        if self.p is None or not anchored(self.ctx) or not self._tests_npu(node.test): return
         o = node.orelse
         while isinstance(o, cst.If): self.aware.add(id(o.test)); o = o.orelse
 
