@@ -30,7 +30,7 @@ from .rules import RuleSet, compile_rules
 # %% auto #0
 __all__ = ['PY_FRAMES', 'NESTING_LIMIT', 'PARSE_BYTES_PER_BYTE', 'PARSE_BYTES_PER_LEVEL', 'PARSE_BYTES_PER_NODE', 'Translation',
            'might_apply', 'python_stack', 'nesting_suspect', 'nesting_check', 'eof_tail', 'translate_source',
-           'python_rejects', 'bracketed_bytes', 'nested_bytes', 'parse_estimate', 'token_changes']
+           'python_rejects', 'bracketed_bytes', 'nesting_memory', 'parse_estimate', 'token_changes']
 
 # %% ../../nbs/translate/engine.ipynb #e80ac23d
 _NB = "translate/engine.ipynb"
@@ -268,7 +268,10 @@ def _too_deep(e: BaseException | None = None, size: int = 0) -> TranslateDiagnos
 # %% ../../nbs/translate/engine.ipynb #e3896ab1
 PARSE_BYTES_PER_BYTE = 900    # the most a translation takes per byte of code (measured 768: translate_memory.py), +15%
 PARSE_BYTES_PER_LEVEL = 1600  # and per byte per level of brackets around it (measured up to 1382), +15%
-PARSE_BYTES_PER_NODE = 480    # or per byte per `ast` level around it, weighted as libcst nests (measured up to 420), +15%
+PARSE_BYTES_PER_NODE = 165    # or per byte per libcst level of the `ast` nodes around it (measured up to 140), +15%
+# what one level costs differs by node: chains libcst keeps shallow cost less, comprehensions more (measured 18, 215)
+_NODE_COST = {**dict.fromkeys((ast.BinOp, ast.BoolOp, ast.Compare, ast.Attribute), 24),
+              **dict.fromkeys((ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp), 250)}
 _OPEN, _CLOSE = re.compile(rb"[(\[{]"), re.compile(rb"[)\]}]")
 
 def bracketed_bytes(data: bytes) -> int:
@@ -278,15 +281,16 @@ def bracketed_bytes(data: bytes) -> int:
     spans = sum(map(re.Match.start, _CLOSE.finditer(m))) - sum(map(re.Match.start, _OPEN.finditer(m)))
     return max(spans + max(opens - closes, 0) * len(m), 0)   # a bracket left open runs to the end of the file
 
-def nested_bytes(tree: ast.AST, data: bytes) -> int:
-    "The bytes of `data` inside expressions, each counted once per libcst level of the `ast` nodes around it."
+def nesting_memory(tree: ast.AST, data: bytes) -> int:
+    "The memory libcst takes for the nesting of `data`'s expressions: each byte, per level of the nodes around it."
     starts = [0, *accumulate(map(len, data.splitlines(keepends=True)))]
     total, stack = 0, [tree]
     while stack:
         node = stack.pop()
         stack.extend(ast.iter_child_nodes(node))
         if getattr(node, "end_col_offset", None) is None or isinstance(node, ast.stmt): continue
-        w = len(node.values) - 1 if type(node) is ast.BoolOp else _WEIGHT.get(type(node), 1)
+        t = type(node)
+        w = (len(node.values) - 1 if t is ast.BoolOp else _WEIGHT.get(t, 1)) * _NODE_COST.get(t, PARSE_BYTES_PER_NODE)
         total += w * (starts[node.end_lineno - 1] + node.end_col_offset - starts[node.lineno - 1] - node.col_offset)
     return total
 
@@ -294,14 +298,14 @@ def parse_estimate(data: bytes, tree: ast.AST | None = None) -> int:
     "An upper bound of the memory translating `data` takes: its size and its nesting (brackets; `tree`'s levels)."
     base = len(data) * PARSE_BYTES_PER_BYTE
     need = base + bracketed_bytes(data) * PARSE_BYTES_PER_LEVEL
-    return need if tree is None else max(need, base + nested_bytes(tree, data) * PARSE_BYTES_PER_NODE)
+    return need if tree is None else max(need, base + nesting_memory(tree, data))
 
 def _memory_check(data: bytes, tree: ast.AST | None = None) -> None:
     "A `MemoryError` before libcst runs where the memory left cannot hold its tree (its native parser aborts the process)."
     room = memory_headroom()
     if room is None: return
     need = len(data) * PARSE_BYTES_PER_BYTE
-    if tree is not None and need + len(data) * NESTING_LIMIT * PARSE_BYTES_PER_NODE <= room:
+    if tree is not None and need + len(data) * NESTING_LIMIT * max(_NODE_COST.values()) <= room:
         tree = None                                       # it fits even nested to the limit: no walk
     if need <= room: need = parse_estimate(data, tree)   # the scans only where the size alone fits
     if need > room: raise MemoryError(f"{len(data)} bytes need about {need >> 20} MiB, {room >> 20} MiB left")
