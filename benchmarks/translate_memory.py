@@ -88,7 +88,8 @@ def measure(text: str, target: str) -> dict:
 
 def main() -> int:
     import ast
-    from omni_npu_port.translate.engine import PARSE_BYTES_PER_BYTE, PARSE_BYTES_PER_LEVEL, nesting_suspect, parse_estimate
+    from omni_npu_port.translate.engine import (PARSE_BYTES_PER_BYTE, PARSE_BYTES_PER_LEVEL, PARSE_BYTES_PER_NODE,
+                                                nesting_suspect, parse_estimate)
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", nargs="+", type=int, default=[30_000, 250_000, 1_000_000], help="input sizes in bytes")
     ap.add_argument("--shapes", nargs="+", choices=sorted(SHAPES), default=list(SHAPES))
@@ -97,7 +98,8 @@ def main() -> int:
     ap.add_argument("--json", metavar="F", help="write the rows as JSON")
     args = ap.parse_args()
     print(f"peak memory per input byte of translate_source (fresh child each) against the up-front estimate "
-          f"(PARSE_BYTES_PER_BYTE = {PARSE_BYTES_PER_BYTE}, PARSE_BYTES_PER_LEVEL = {PARSE_BYTES_PER_LEVEL})")
+          f"(PARSE_BYTES_PER_BYTE = {PARSE_BYTES_PER_BYTE}, PARSE_BYTES_PER_LEVEL = {PARSE_BYTES_PER_LEVEL}, "
+          f"PARSE_BYTES_PER_NODE = {PARSE_BYTES_PER_NODE})")
     print("| shape | bytes | resident MiB | per byte | address space MiB | per byte | estimate per byte | outcome |\n"
           "|---|---:|---:|---:|---:|---:|---:|---|")
     rows = []
@@ -121,8 +123,7 @@ def main() -> int:
         worst = max(done, key=lambda r: r["per_byte"])
         tight = max(done, key=lambda r: max(r["rss"], r["vm"]) / r["estimate"])
         print(f"\nworst: {worst['shape']} at {worst['bytes']} bytes, {worst['per_byte']} bytes per byte; closest "
-              f"to its "
-              f"estimate: {tight['shape']} at {tight['bytes']} bytes, "
+              f"to its estimate: {tight['shape']} at {tight['bytes']} bytes, "
               f"{max(tight['rss'], tight['vm']) / tight['estimate']:.0%} of it")
     if args.json: Path(args.json).write_text(json.dumps(rows, indent=1))
     bad = [r for r in rows if "error" in r or max(r["rss"], r["vm"]) > r["estimate"]]

@@ -28,9 +28,9 @@ from .diagnostics import TranslateDiagnostic
 from .rules import RuleSet, compile_rules
 
 # %% auto #0
-__all__ = ['PY_FRAMES', 'NESTING_LIMIT', 'PARSE_BYTES_PER_BYTE', 'PARSE_BYTES_PER_LEVEL', 'PARSE_BYTES_PER_NODE', 'Translation',
-           'might_apply', 'python_stack', 'nesting_suspect', 'nesting_check', 'eof_tail', 'translate_source',
-           'python_rejects', 'bracketed_bytes', 'nesting_memory', 'parse_estimate', 'token_changes']
+__all__ = ['PY_FRAMES', 'NESTING_LIMIT', 'PARSE_FIXED', 'PARSE_BYTES_PER_BYTE', 'PARSE_BYTES_PER_LEVEL', 'PARSE_BYTES_PER_NODE',
+           'Translation', 'might_apply', 'python_stack', 'nesting_suspect', 'nesting_check', 'eof_tail',
+           'translate_source', 'python_rejects', 'bracketed_bytes', 'nesting_memory', 'parse_estimate', 'token_changes']
 
 # %% ../../nbs/translate/engine.ipynb #e80ac23d
 _NB = "translate/engine.ipynb"
@@ -266,6 +266,7 @@ def _too_deep(e: BaseException | None = None, size: int = 0) -> TranslateDiagnos
     return TranslateDiagnostic("ONP9006", "the file nests too deeply for the translator: skipped")
 
 # %% ../../nbs/translate/engine.ipynb #e3896ab1
+PARSE_FIXED = 8 << 20         # what any file takes besides (measured about 3 MB on a 3 KB file)
 PARSE_BYTES_PER_BYTE = 900    # the most a translation takes per byte of code (measured 768: translate_memory.py), +15%
 PARSE_BYTES_PER_LEVEL = 1600  # and per byte per level of brackets around it (measured up to 1382), +15%
 PARSE_BYTES_PER_NODE = 165    # or per byte per libcst level of the `ast` nodes around it (measured up to 140), +15%
@@ -296,7 +297,7 @@ def nesting_memory(tree: ast.AST, data: bytes) -> int:
 
 def parse_estimate(data: bytes, tree: ast.AST | None = None) -> int:
     "An upper bound of the memory translating `data` takes: its size and its nesting (brackets; `tree`'s levels)."
-    base = len(data) * PARSE_BYTES_PER_BYTE
+    base = PARSE_FIXED + len(data) * PARSE_BYTES_PER_BYTE
     need = base + bracketed_bytes(data) * PARSE_BYTES_PER_LEVEL
     return need if tree is None else max(need, base + nesting_memory(tree, data))
 
@@ -304,7 +305,7 @@ def _memory_check(data: bytes, tree: ast.AST | None = None) -> None:
     "A `MemoryError` before libcst runs where the memory left cannot hold its tree (its native parser aborts the process)."
     room = memory_headroom()
     if room is None: return
-    need = len(data) * PARSE_BYTES_PER_BYTE
+    need = PARSE_FIXED + len(data) * PARSE_BYTES_PER_BYTE
     if tree is not None and need + len(data) * NESTING_LIMIT * max(_NODE_COST.values()) <= room:
         tree = None                                       # it fits even nested to the limit: no walk
     if need <= room: need = parse_estimate(data, tree)   # the scans only where the size alone fits
