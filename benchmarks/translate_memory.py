@@ -107,7 +107,7 @@ def main() -> int:
         for size in args.sizes:
             text = SHAPES[shape](size)
             data = text.encode()
-            n = len(data)   # the estimate as translate_source makes it: a file nesting_suspect flags has its `ast` walked
+            n = len(data)   # the estimate as translate_source makes it: a file nesting_suspect flags, `ast` walked
             est = parse_estimate(data, ast.parse(data) if nesting_suspect(data) else None)
             r = {"shape": shape, "bytes": n, "estimate": est}
             if est > args.max_mb << 20:

@@ -1,5 +1,6 @@
-"""Issue 33 part 3: the translator's up-front memory check is an upper bound on the worst shapes, so a file that passes
-it never aborts the process (libcst's native parser aborts when an allocation fails); one that would not fit is ONP9006."""
+"""Issue 33 part 3: the translator's up-front memory check is an upper bound on the worst shapes, so a file that
+passes it never aborts the process (libcst's native parser aborts when an allocation fails); one that would not fit is
+ONP9006 (the port's, ONP4304)."""
 from pathlib import Path
 
 import pytest
@@ -61,8 +62,8 @@ def _args(tmp_path: Path, src: Path) -> list:
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads VmSize from /proc")
 @pytest.mark.parametrize("shape", ["deep", "unary"])
 def test_a_worst_shape_the_old_estimate_passed_is_refused_not_fatal(tmp_path, cli_under_rlimit, shape):
-    "A file of a few KB that 700 bytes per byte said fits in 150 MB but whose libcst tree takes about 250 MB aborted the"
-    " process (SIGABRT, no message). Now: one ONP9006 line naming the file and what it needs; exit 3, no signal."
+    "A file of a few KB that 700 bytes per byte said fits in 150 MB but whose libcst tree takes about 250 MB aborted"
+    " the process (SIGABRT, no message). Now: one ONP9006 line naming the file and what it needs; exit 3, no signal."
     text = deep(40) if shape == "deep" else unary(80)   # before the fix both ended in SIGABRT (exit 134)
     assert len(text) * 700 < 20 << 20                                  # what the old check asked for
     src = tmp_path / "big.py"; src.write_text(text)
@@ -80,3 +81,28 @@ def test_a_worst_shape_the_estimate_says_fits_is_translated_under_the_cap(tmp_pa
     p = cli_under_rlimit(_args(tmp_path, src), 300, {})
     assert p.returncode in (0, 1), (p.returncode, p.stderr[-2000:])
     assert "ONP9006" not in p.stderr and "torch.npu" in (tmp_path / "out" / "small.py").read_text()
+
+
+RELEASE = Path(__file__).parent / "fixtures" / "release"
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads VmSize from /proc")
+@pytest.mark.parametrize("lines", [40, 0])
+def test_a_runner_module_that_nests_deeply_is_refused_by_the_port_not_fatal(tmp_path, cli_under_rlimit, lines):
+    "The port's check counts brackets too: a runner module with a few KB of GPU calls nested in 60 calls aborted a port"
+    " worker under a 150 MB cap (BrokenProcessPool); now it is ONP4304 naming it (exit 1, the other runner ported, no"
+    " signal); the same module without them is ported."
+    import shutil
+    omni = shutil.copytree(RELEASE / "omni", tmp_path / "omni")
+    ar = omni / "vllm_omni" / "worker" / "gpu_ar_model_runner.py"
+    body = "".join("        x = " + "f(" * 60 + G + ")" * 60 + "\n" for _ in range(lines))
+    ar.write_text(ar.read_text() + f"\n    def nested(self, x):\n{body}        return x\n")
+    args = ["port", "--release", f"{omni}@0.97.0", "-o", str(tmp_path / "out"), "--history", "0.17.0",
+            *sum((["--source", str(RELEASE / s)] for s in ("vllm", "vllm_ascend", "vllm_old")), [])]
+    p = cli_under_rlimit(args, 150, {})
+    refused = [l for l in (p.stdout + p.stderr).splitlines() if "ONP4304" in l and "gpu_ar_model_runner.py" in l]
+    if lines:
+        assert p.returncode == 1 and len(refused) == 1, (p.returncode, p.stderr[-2000:])
+        assert "MiB of memory left" in refused[0] and "brackets" in refused[0]
+    else:
+        assert p.returncode in (0, 1) and not refused, (p.returncode, p.stderr[-2000:])
