@@ -306,8 +306,8 @@ def _memory_check(data: bytes, tree: ast.AST | None = None) -> None:
     room = memory_headroom()
     if room is None: return
     need = PARSE_FIXED + len(data) * PARSE_BYTES_PER_BYTE
-    if tree is not None and need + len(data) * NESTING_LIMIT * max(_NODE_COST.values()) <= room:
-        tree = None                                       # it fits even nested to the limit: no walk
+    # what passes `nesting_check` nests at most NESTING_LIMIT levels (CPython: 200 brackets): fits that deep, no scan
+    if need + len(data) * NESTING_LIMIT * max(PARSE_BYTES_PER_LEVEL, *_NODE_COST.values()) <= room: return
     if need <= room: need = parse_estimate(data, tree)   # the scans only where the size alone fits
     if need > room: raise MemoryError(f"{len(data)} bytes need about {need >> 20} MiB, {room >> 20} MiB left")
 
