@@ -19,7 +19,7 @@ Three parts, each printing a table:
   (its peak RSS less the RSS after import, over the file's size): the largest files a rule acts on in real releases,
   and generated worst cases (every function rewritten: all of the file goes through libcst). Target: at most 100x on
   the real files. The worst case is printed beside it with the guard that bounds it: a file whose libcst tree the
-  memory left cannot hold is refused before libcst runs (ONP9006, `translate.engine.PARSE_BYTES_PER_BYTE`), and a
+  memory left cannot hold is refused before libcst runs (ONP9006, `translate.engine.parse_estimate`), and a
   file past OMNI_NPU_PORT_MAX_FILE_MB is never read (ONP9003). The port too: `port_release` of the test fixture
   release with its AR runner module padded with GPU-ist methods (parse, locate, symbol index, merge, the translator),
   whose peak per byte must stay under the guard `port.release.PORT_BYTES_PER_BYTE` that refuses a runner module the

@@ -23,14 +23,15 @@ import libcst as cst
 from ..core.diagnostics import Code, register
 from ..core.io import gc_paused, memory_headroom
 from .apply import rule_symbols, rule_words, translate_module
-from .chunking import translate_chunks
+from .chunking import mask_strings, translate_chunks
 from .context import RULE_VISITORS
 from .diagnostics import TranslateDiagnostic
 from .rules import RuleSet, compile_rules
 
 # %% auto #0
-__all__ = ['PY_FRAMES', 'NESTING_LIMIT', 'PARSE_BYTES_PER_BYTE', 'Translation', 'might_apply', 'python_stack', 'nesting_suspect',
-           'nesting_check', 'eof_tail', 'translate_source', 'python_rejects', 'token_changes']
+__all__ = ['PY_FRAMES', 'NESTING_LIMIT', 'PARSE_FIXED', 'PARSE_BYTES_PER_BYTE', 'PARSE_BYTES_PER_LEVEL', 'PARSE_BYTES_PER_NODE',
+           'Translation', 'might_apply', 'python_stack', 'nesting_suspect', 'nesting_check', 'eof_tail',
+           'translate_source', 'python_rejects', 'bracketed_bytes', 'nesting_memory', 'parse_estimate', 'token_changes']
 
 # %% ../../nbs/translate/engine.ipynb #e80ac23d
 _NB = "translate/engine.ipynb"
@@ -168,8 +169,10 @@ def nesting_suspect(data: bytes) -> bool:
         if max(map(operator.sub, depth, accumulate(depth, min))) >= 40: return True   # brackets rise 40 levels
     if _DEEP_INDENT.search(data) is not None: return True
     if max(map(len, data.split(b"\n"))) >= 400: return True                     # a long line
-    # enough operators for a chain CPython rejects, or one libcst takes seconds on or crashes on (`a or b or ...`)
-    return len(data.translate(None, _NOT_OP)) + data.count(b" or ") + data.count(b" and ") >= 1500
+    # enough operators for a chain CPython rejects, or one libcst takes seconds on or crashes on (`a or b or ...`),
+    # or prefix keywords that nest as deep (`not not ...`, `lambda: lambda: ...`: memory per level, `_memory_check`)
+    ops = len(data.translate(None, _NOT_OP)) + data.count(b" or ") + data.count(b" and ")
+    return ops + data.count(b"not ") + data.count(b"lambda") >= 1500
 
 def _nesting(tree, limit: int):
     "(depth, line) where `tree` nests deeper than `limit` libcst levels, else None (no recursion)."
@@ -201,7 +204,10 @@ def nesting_check(source: bytes | str, path: str = "<string>") -> TranslateDiagn
         return TranslateDiagnostic("ONP9001", f"{_PY} rejects it: nested too deeply for its compiler ({type(e).__name__})")
     except ValueError: return None
     deep = _nesting(tree, NESTING_LIMIT)
-    if deep is None: return None
+    if deep is None:
+        try: _memory_check(data, tree)   # nesting that is not brackets (`- - x`, `not not x`) costs memory too
+        except MemoryError as e: return _too_deep(e, len(data))
+        return None
     return TranslateDiagnostic("ONP9006", f"nests more than {NESTING_LIMIT} levels deep (counted as libcst nests "
                                f"them), the most the translator follows: skipped", line=deep[1], column=1)
 
@@ -270,28 +276,66 @@ def _too_deep(e: BaseException | None = None, size: int = 0) -> TranslateDiagnos
     "ONP9006: nested deeper than the translator follows, or (a `MemoryError`) more than the memory it may use."
     if isinstance(e, MemoryError):
         return TranslateDiagnostic("ONP9006", f"not enough memory to translate this file ({e or 'out of memory'}; the "
-                                   f"translator needs up to about {PARSE_BYTES_PER_BYTE} bytes per byte of code it rewrites): "
-                                   "skipped; give the process more memory, or split the file")
+                                   f"translator needs up to about {PARSE_BYTES_PER_BYTE} bytes per byte of code, "
+                                   f"{PARSE_BYTES_PER_LEVEL} more per level of brackets around it): skipped; give the "
+                                   "process more memory, or split the file")
     return TranslateDiagnostic("ONP9006", "the file nests too deeply for the translator: skipped")
 
 # %% ../../nbs/translate/engine.ipynb #e3896ab1
-PARSE_BYTES_PER_BYTE = 700   # the most memory libcst takes per byte it parses (measured: benchmarks/robustness.py --memory)
+PARSE_FIXED = 8 << 20         # what any file takes besides (measured about 3 MB on a 3 KB file)
+PARSE_BYTES_PER_BYTE = 900    # the most a translation takes per byte of code (measured 768: translate_memory.py), +15%
+PARSE_BYTES_PER_LEVEL = 1600  # and per byte per level of brackets around it (measured up to 1382), +15%
+PARSE_BYTES_PER_NODE = 165    # or per byte per libcst level of the `ast` nodes around it (measured up to 140), +15%
+# what one level costs differs by node: chains libcst keeps shallow cost less, comprehensions more (measured 18, 215)
+_NODE_COST = {**dict.fromkeys((ast.BinOp, ast.BoolOp, ast.Compare, ast.Attribute), 24),
+              **dict.fromkeys((ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp), 250)}
+_OPEN, _CLOSE = re.compile(rb"[(\[{]"), re.compile(rb"[)\]}]")
 
-def _memory_check(size: int) -> None:
+def bracketed_bytes(data: bytes) -> int:
+    "The bytes of `data` inside brackets, each counted once per level around it (strings and comments do not count)."
+    m = mask_strings(data)[0]
+    opens, closes = m.count(b"(") + m.count(b"[") + m.count(b"{"), m.count(b")") + m.count(b"]") + m.count(b"}")
+    spans = sum(map(re.Match.start, _CLOSE.finditer(m))) - sum(map(re.Match.start, _OPEN.finditer(m)))
+    return max(spans + max(opens - closes, 0) * len(m), 0)   # a bracket left open runs to the end of the file
+
+def nesting_memory(tree: ast.AST, data: bytes) -> int:
+    "The memory libcst takes for the nesting of `data`'s expressions: each byte, per level of the nodes around it."
+    starts = [0, *accumulate(map(len, data.splitlines(keepends=True)))]
+    total, stack = 0, [tree]
+    while stack:
+        node = stack.pop()
+        stack.extend(ast.iter_child_nodes(node))
+        if getattr(node, "end_col_offset", None) is None or isinstance(node, ast.stmt): continue
+        t = type(node)
+        w = (len(node.values) - 1 if t is ast.BoolOp else _WEIGHT.get(t, 1)) * _NODE_COST.get(t, PARSE_BYTES_PER_NODE)
+        total += w * (starts[node.end_lineno - 1] + node.end_col_offset - starts[node.lineno - 1] - node.col_offset)
+    return total
+
+def parse_estimate(data: bytes, tree: ast.AST | None = None) -> int:
+    "An upper bound of the memory translating `data` takes: its size and its nesting (brackets; `tree`'s levels)."
+    base = PARSE_FIXED + len(data) * PARSE_BYTES_PER_BYTE
+    need = base + bracketed_bytes(data) * PARSE_BYTES_PER_LEVEL
+    return need if tree is None else max(need, base + nesting_memory(tree, data))
+
+def _memory_check(data: bytes, tree: ast.AST | None = None) -> None:
     "A `MemoryError` before libcst runs where the memory left cannot hold its tree (its native parser aborts the process)."
     room = memory_headroom()
-    if room is not None and size * PARSE_BYTES_PER_BYTE > room:
-        raise MemoryError(f"{size} bytes need about {size * PARSE_BYTES_PER_BYTE >> 20} MiB, {room >> 20} MiB left")
+    if room is None: return
+    need = PARSE_FIXED + len(data) * PARSE_BYTES_PER_BYTE
+    # what passes `nesting_check` nests at most NESTING_LIMIT levels (CPython: 200 brackets): fits that deep, no scan
+    if need + len(data) * NESTING_LIMIT * max(PARSE_BYTES_PER_LEVEL, *_NODE_COST.values()) <= room: return
+    if need <= room: need = parse_estimate(data, tree)   # the scans only where the size alone fits
+    if need > room: raise MemoryError(f"{len(data)} bytes need about {need >> 20} MiB, {room >> 20} MiB left")
 
 # %% ../../nbs/translate/engine.ipynb #c8c4f858
 def _translate(t: Translation, rules: RuleSet, comments: bool, chunks: bool) -> Translation:
     "`translate_source` past the pre-filter: fills in `t`."
     source = t.source
-    try: _memory_check(len(source))
+    data = source if isinstance(source, bytes) else source.encode("utf-8", "surrogatepass")
+    try: _memory_check(data)
     except MemoryError as e:
         t.error = _too_deep(e, len(source)); return t
     if chunks:   # only the statements a rule can act on (below); None: the whole file
-        data = source if isinstance(source, bytes) else source.encode("utf-8", "surrogatepass")
         try: done = translate_chunks(data, rules, comments)
         except UnicodeError: done = None
         except (RecursionError, MemoryError) as e:   # the whole file nests at least as deep (or is as large): no second try
