@@ -33,6 +33,8 @@ def test_twin_key_pairs_gpu_and_npu_names():
     ("ONP2040", "cudagraph_dispatcher", ["aclgraph_dispatcher", "model_runner_v1.py:6"]),
     ("ONP2041", "init_worker_distributed_environment", ["gpu_worker"]),
     ("ONP2041", "_determine_batch_execution_and_padding", ["NPUModelRunner"]),
+    ("ONP2040", "build_for_cudagraph_capture", ["build_for_graph_capture", "attention.py:2"]),
+    ("ONP2041", "cudagraph_specialize_lora", ["names it anywhere"]),
     ("ONP2042", "cuda_seed", ["torch.cuda", "vllm/utils.py:5"]),
     ("ONP2044", "NCCL_ASYNC_ERROR_HANDLING", ["HCCL_ASYNC_ERROR_HANDLING", "envs.py:3"]),
     ("ONP2044", "TORCH_NCCL_AVOID_RECORD_STREAMS", ["names no"]),
@@ -45,12 +47,17 @@ def test_fires_with_where_it_was_derived_from(ix, code, subject, words):
 def test_device_strings_and_comparisons(ix):
     lines = sorted(f.diagnostic.line for f in ix.file_findings(ast.parse((FX / "gpu_fires.py").read_text()))
                    if f.diagnostic.code == "ONP2043")
-    assert lines == [13, 14, 18]   # device.type == "cuda", f"cuda:{i}", torch.device("cuda", i)
+    assert lines == [13, 14, 21]   # device.type == "cuda", f"cuda:{i}", torch.device("cuda", i)
 
 
 def test_runner_attributes_the_twin_has_are_quiet(ix):
     subjects = {s for _, s in found(ix, "gpu_fires.py")}
-    assert not {"input_batch", "execute_model", "device", "extra"} & subjects
+    assert not {"input_batch", "execute_model", "device", "extra", "dispatch"} & subjects
+
+
+def test_a_module_is_never_twinned_with_a_class(ix):
+    tree = ast.parse("import vllm.v1.worker.gpu_model_runner as gpu_runner\n")
+    assert ix.file_findings(tree) == []
 
 
 def test_quiet_file_gets_nothing(ix):

@@ -122,13 +122,14 @@ class DerivedIndex:
     "What the target's sources answer about vllm symbols: vllm read lazily, vllm-ascend scanned once, all with `ast`."
     def __init__(self, vllm: SourceTree, ascend: SourceTree):
         self.vllm, self.ascend = vllm, ascend
-        self.by_key: dict[str, list] = {}      # twin key -> [(name, module, line)] of vllm-ascend names with device words
+        self.by_key: dict[str, list] = {}      # twin key -> [(name, module, line)]: NPU-worded names, others of 2+ parts
         self.names: set = set()                # every name vllm-ascend defines (module level, members)
         self.subclasses: dict[str, list] = {}  # vllm dotted class -> [(ascend dotted class, line)]
         self.patched: dict[str, tuple] = {}    # vllm dotted name -> (ascend module, line) that assigns over it
         self.classes: dict[str, tuple] = {}    # ascend dotted class -> (module, ClassDef, import table)
         self.hccl: dict[str, tuple] = {}       # HCCL_* variable -> (module, line) naming it
         self._vllm_defs: dict = {}
+        self._words: set | None = None         # vllm's GPU-worded identifiers, read on first need
         for module in ascend.modules():
             try: tree = ascend.module_ast(module)
             except SyntaxError: continue
@@ -136,7 +137,9 @@ class DerivedIndex:
 
     def _name(self, name: str, module: str, line: int):
         self.names.add(name)
-        if device_words(name) - _GPU: self.by_key.setdefault(twin_key(name), []).append((name, module, line))
+        words = device_words(name)
+        if words - _GPU or not words and "_" in (key := twin_key(name)):
+            self.by_key.setdefault(twin_key(name), []).append((name, module, line))
 
 # %% ../../nbs/translate/derived.ipynb #1c1f0eb9
 @patch
@@ -249,10 +252,10 @@ def _finding(code: str, node, message: str, subject: str) -> Finding:
 def symbol_finding(self: DerivedIndex, name: str, node) -> Finding | None:
     "The finding for one vllm dotted name used at `node`: a twin (ONP2040), missing (ONP2041), CUDA-only (ONP2042)."
     leaf = name.rsplit(".", 1)[-1]
-    if (twin := self.twin_of(name)) is not None:
+    kind, module, found = self.vllm_def(name)
+    if (twin := self.twin_of(name) if kind != "module" or name in self.patched else None) is not None:
         return _finding("ONP2040", node, f"{name} has an NPU twin in vllm-ascend: {twin[0]} "
                         f"(derived from {self.where(twin[1], twin[2])})", leaf)
-    kind, module, found = self.vllm_def(name)
     if kind == "missing":
         return _finding("ONP2041", node, f"{name}: the target's vllm {self.vllm.version or '?'} has no {found!r} in {module} "
                         f"(derived from {self.where(module, 1)})", leaf)
@@ -321,6 +324,33 @@ def construct_findings(self: DerivedIndex, tree: ast.Module, table: dict) -> lis
                                 var.value))
     return out
 
+# %% ../../nbs/translate/derived.ipynb #dfdd83bb
+_GPU_WORD = re.compile(r"\b\w*(?:cuda|gpu|nccl|CUDA|GPU|NCCL|Cuda|Gpu|Nccl)\w*")
+
+@patch
+def vllm_words(self: DerivedIndex) -> set:
+    "Every GPU-worded identifier the target's vllm sources hold (read once)."
+    if self._words is None:
+        self._words = {w for m in self.vllm.modules() for w in _GPU_WORD.findall(self.vllm.module_source(m) or "")}
+    return self._words
+
+@patch
+def worded_findings(self: DerivedIndex, tree: ast.Module, table: dict, defined: set, said: set) -> list[Finding]:
+    "GPU-worded attributes (not torch's, not the file's own): an NPU twin (ONP2040) or in no source of the target (ONP2041)."
+    out = []
+    for n in ast.walk(tree):
+        if not (isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load) and n.attr not in defined
+                and device_words(n.attr) & _GPU and (n.lineno, n.attr) not in said and n.attr not in self.names
+                and (dotted(n, table) or "").split(".")[0] != "torch"): continue
+        if hits := [h for h in self.by_key.get(twin_key(n.attr), []) if h[0] != n.attr and twin_key(n.attr)]:
+            y, m, line = min(hits, key=lambda h: not device_words(h[0]))   # an NPU-worded twin first
+            out.append(_finding("ONP2040", n, f".{n.attr}: vllm-ascend has {y} in its place "
+                                f"(derived from {self.where(m, line)})", n.attr))
+        elif n.attr not in self.vllm_words():
+            out.append(_finding("ONP2041", n, f".{n.attr}: neither the target's vllm {self.vllm.version or '?'} nor "
+                                f"vllm-ascend {self.ascend.version or '?'} names it anywhere", n.attr))
+    return out
+
 # %% ../../nbs/translate/derived.ipynb #3ce873e1
 def _defined(tree: ast.Module) -> set:
     "Every name a file defines itself: its classes' members, its functions and module-level names."
@@ -344,15 +374,7 @@ def file_findings(self: DerivedIndex, tree: ast.Module) -> list[Finding]:
             out.append(self.symbol_finding(f"{table[n.value.id]}.{n.attr}", n))
     defined = _defined(tree)
     for c in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)): out += self.attribute_findings(c, table, defined)
-    said = {(f.diagnostic.line, f.subject) for f in out if f}
-    for n in ast.walk(tree):   # any other attribute whose GPU-worded name vllm-ascend has only under its NPU twin
-        if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load) and n.attr not in defined \
-                and device_words(n.attr) & _GPU and (n.lineno, n.attr) not in said \
-                and n.attr not in self.names and twin_key(n.attr) and (dotted(n, table) or "").split(".")[0] != "torch":
-            if hits := [h for h in self.by_key.get(twin_key(n.attr), []) if h[0] != n.attr]:
-                y, m, line = hits[0]
-                out.append(_finding("ONP2040", n, f".{n.attr}: vllm-ascend has {y} in its place "
-                                    f"(derived from {self.where(m, line)})", n.attr))
+    out += self.worded_findings(tree, table, defined, {(f.diagnostic.line, f.subject) for f in out if f})
     out += self.construct_findings(tree, table)
     seen, kept = set(), []
     for f in out:
