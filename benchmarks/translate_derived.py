@@ -8,12 +8,16 @@ target `translate` infers for that release (`sources.stated.stated_target`), der
    built on a vllm class) that the target's sources say is missing, renamed or twinned, or whose vllm body is
    CUDA-only, as the derived index classifies it;
 2. CUDA lines: every code line (not a comment or docstring) holding a CUDA-only token found by a plain regex
-   (`torch.cuda`, a `"cuda"` string, `NCCL_`, `nccl`, `cudagraph`, `CUDAGraph`, `.cuda(`), which is the check
-   that does not trust the index.
+   (`torch.cuda`, a `"cuda"` string, `NCCL_`, `nccl`, `.cuda(`, `CUDAGraph`, `cuda_graph`, `is_cuda`), the check
+   that does not trust the index (vllm's graph-mode words, `cudagraph_mode`, `CUDAGraphMode`, are shared by
+   vllm-ascend and are not CUDA-only);
+3. unknown GPU words: every GPU-worded identifier on a code line (a plain regex again) that neither the target's
+   vllm sources nor vllm-ascend's hold, and the file does not bind itself (define, import, assign, take as a
+   parameter).
 
 A site or line is covered when the translator's report has any diagnostic (hand record or derived) at that line.
-Silent ones are listed; derived findings on lines the regex finds nothing GPU-worded on are listed as suspects
-for a person to judge as false flags or not (a missing runner attribute has no GPU word, so it is listed there).
+Silent ones are listed, and so is every derived finding, for a person to judge false flags; those on a line with
+no GPU word that say a name is missing are marked `suspect` (a runner attribute the NPU twin lacks, most often).
 
 Run:  PYTHONPATH=. .venv/bin/python benchmarks/translate_derived.py [--release 0.18.0] > out.txt
 Target: 0 silent.
@@ -39,7 +43,8 @@ from omni_npu_port.translate.rules import compile_rules  # noqa: E402
 
 CACHE = Path.home() / ".cache" / "omni-npu-port" / "pkgs"
 GPU_FILES = re.compile(r"(^|/)vllm_omni/(worker|diffusion/worker)/[^/]+\.py$")
-CUDA_TOKEN = re.compile(r"torch\.cuda|[\"']cuda\b|NCCL_|\bnccl|cudagraph|CUDAGraph|\.cuda\(")
+CUDA_TOKEN = re.compile(r"torch\.cuda|[\"']cuda\b|NCCL_|\bnccl|\.cuda\(|\bCUDAGraph\b|cuda_graph\b|\bis_cuda\b")
+GPU_WORD = re.compile(r"\b\w*(?:cuda|gpu|nccl|CUDA|GPU|NCCL|Cuda|Gpu)\w*")
 
 
 def releases():
@@ -75,6 +80,18 @@ def code_lines(text: str) -> dict[int, str]:
     return out
 
 
+def bound(tree) -> set:
+    "Every name a file binds: definitions, imports, assignments, parameters, attributes it assigns."
+    out = set(derived._defined(tree))
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store): out.add(n.id)
+        elif isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store): out.add(n.attr)
+        elif isinstance(n, ast.arg): out.add(n.arg)
+        elif isinstance(n, ast.alias): out.add(n.asname or n.name.split(".")[-1]); out.update(n.name.split("."))
+        elif isinstance(n, ast.ImportFrom) and n.module: out.update(n.module.split("."))
+    return out
+
+
 def symbol_sites(ix, tree) -> set[tuple[int, str]]:
     "(line, name) of every vllm name or runner attribute the index classifies as twinned, missing or CUDA-only."
     return {(f.diagnostic.line, f.subject) for f in ix.file_findings(tree) if f.diagnostic.code in
@@ -85,7 +102,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--release", action="append", help="only these vllm-omni versions")
     args = ap.parse_args()
-    total = {"files": 0, "sites": 0, "sites silent": 0, "cuda lines": 0, "lines silent": 0, "derived": 0, "suspects": 0}
+    total = {"files": 0, "sites": 0, "sites silent": 0, "cuda lines": 0, "lines silent": 0, "unknown words": 0,
+             "words silent": 0, "derived": 0, "suspects": 0}
     start = time.perf_counter()
     for version, archive in releases():
         if args.release and version not in args.release: continue
@@ -106,16 +124,24 @@ def main():
             lines = {n: s for n, s in code_lines(text).items() if CUDA_TOKEN.search(s)}
             silent_sites = sorted(s for s in sites if s[0] not in at)
             silent_lines = sorted(n for n in lines if n not in at)
+            own = bound(ast.parse(text))
+            words = sorted({(n, w) for n, s in code_lines(text).items() for w in GPU_WORD.findall(s)
+                            if w not in ix.vllm_words() and w not in ix.names and w not in own})
+            silent_words = [(n, w) for n, w in words if n not in at]
             mine = [d for d in t.diagnostics if d.code.startswith("ONP204")]
-            suspects = [d for d in mine if d.line not in lines and d.code != "ONP2040"]
-            for k, v in (("files", 1), ("sites", len(sites)), ("sites silent", len(silent_sites)), ("cuda lines", len(lines)),
-                         ("lines silent", len(silent_lines)), ("derived", len(mine)), ("suspects", len(suspects))):
+            plain = {n for n, s in code_lines(text).items() if not GPU_WORD.search(s)}
+            suspects = [d for d in mine if d.code == "ONP2041" and d.line in plain]
+            for k, v in (("files", 1), ("sites", len(sites)), ("sites silent", len(silent_sites)),
+                         ("cuda lines", len(lines)), ("lines silent", len(silent_lines)), ("unknown words", len(words)),
+                         ("words silent", len(silent_words)), ("derived", len(mine)), ("suspects", len(suspects))):
                 total[k] += v
             print(f"  {path}: {len(sites)} symbol sites ({len(silent_sites)} silent), {len(lines)} CUDA lines "
-                  f"({len(silent_lines)} silent), {len(mine)} derived findings, {len(t.diagnostics)} in all")
+                  f"({len(silent_lines)} silent), {len(words)} unknown GPU words ({len(silent_words)} silent), "
+                  f"{len(mine)} derived findings, {len(t.diagnostics)} diagnostics in all")
             for line, name in silent_sites: print(f"    SILENT site {line}: {name}")
             for n in silent_lines: print(f"    SILENT line {n}: {lines[n].strip()[:100]}")
-            for d in suspects: print(f"    suspect {d.line} {d.code}: {d.message[:150]}")
+            for n, w in silent_words: print(f"    SILENT word {n}: {w}")
+            for d in mine: print(f"    {'suspect ' if d in suspects else ''}{d.line} {d.code}: {d.message[:140]}")
     print(f"\n## totals ({time.perf_counter() - start:.0f} s): " + ", ".join(f"{k} {v}" for k, v in total.items()))
 
 

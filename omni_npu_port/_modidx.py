@@ -3429,6 +3429,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                                    'omni_npu_port/translate/derived.py'),
                                                  'omni_npu_port.translate.derived.own_members': ( 'translate/derived.html#own_members',
                                                                                                   'omni_npu_port/translate/derived.py'),
+                                                 'omni_npu_port.translate.derived.probed': ( 'translate/derived.html#probed',
+                                                                                             'omni_npu_port/translate/derived.py'),
                                                  'omni_npu_port.translate.derived.target_sources': ( 'translate/derived.html#target_sources',
                                                                                                      'omni_npu_port/translate/derived.py'),
                                                  'omni_npu_port.translate.derived.twin_key': ( 'translate/derived.html#twin_key',

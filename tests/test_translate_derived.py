@@ -47,12 +47,12 @@ def test_fires_with_where_it_was_derived_from(ix, code, subject, words):
 def test_device_strings_and_comparisons(ix):
     lines = sorted(f.diagnostic.line for f in ix.file_findings(ast.parse((FX / "gpu_fires.py").read_text()))
                    if f.diagnostic.code == "ONP2043")
-    assert lines == [13, 14, 21]   # device.type == "cuda", f"cuda:{i}", torch.device("cuda", i)
+    assert lines == [13, 14, 22, 23]   # device.type == "cuda", f"cuda:{i}", .is_cuda, torch.device("cuda", i)
 
 
 def test_runner_attributes_the_twin_has_are_quiet(ix):
     subjects = {s for _, s in found(ix, "gpu_fires.py")}
-    assert not {"input_batch", "execute_model", "device", "extra", "dispatch"} & subjects
+    assert not {"input_batch", "execute_model", "device", "extra", "dispatch", "result_queue"} & subjects
 
 
 def test_a_module_is_never_twinned_with_a_class(ix):
