@@ -12,8 +12,8 @@ target `translate` infers for that release (`sources.stated.stated_target`), der
    that does not trust the index (vllm's graph-mode words, `cudagraph_mode`, `CUDAGraphMode`, are shared by
    vllm-ascend and are not CUDA-only);
 3. unknown GPU words: every GPU-worded identifier on a code line (a plain regex again) that neither the target's
-   vllm sources nor vllm-ascend's hold, and the file does not bind itself (define, import, assign, take as a
-   parameter).
+   vllm sources nor vllm-ascend's hold, that the file does not bind itself (define, import, assign, take as a
+   parameter) and that no file of the release binds (vLLM-Omni's own names).
 
 A site or line is covered when the translator's report has any diagnostic (hand record or derived) at that line.
 Silent ones are listed, and so is every derived finding, for a person to judge false flags; those on a line with
@@ -67,6 +67,21 @@ def gpu_files(archive: Path) -> dict[str, str]:
                 if m.isfile() and GPU_FILES.search(m.name)}
 
 
+BINDS = re.compile(r"(?:def|class)\s+(\w+)|self\.(\w+)\s*(?::[^=\n]*)?=(?!=)|^\s*(\w+)\s*(?::[^=\n]*)?=(?!=)", re.M)
+
+
+def release_names(archive: Path) -> set:
+    "Every name the release's own .py files bind (def, class, `self.X =`, `X =`): vLLM-Omni's names, not vllm's."
+    if archive.name.endswith(".whl"):
+        with zipfile.ZipFile(archive) as z:
+            texts = [z.read(n).decode(errors="replace") for n in z.namelist() if n.endswith(".py")]
+    else:
+        with tarfile.open(archive) as t:
+            texts = [t.extractfile(m).read().decode(errors="replace") for m in t.getmembers()
+                     if m.isfile() and m.name.endswith(".py")]
+    return {w for text in texts for m in BINDS.finditer(text) for w in m.groups() if w}
+
+
 def code_lines(text: str) -> dict[int, str]:
     "{line: code with comments and docstrings left out}."
     docs = set()
@@ -116,6 +131,7 @@ def main():
         print(f"\n## vllm-omni {version} -> {target.line() if target else 'no target'}"
               f" (derived index: {'built in %.1f s' % built if ix else 'NO SOURCES in the cache'})")
         if ix is None: continue
+        omni = release_names(archive)
         for path, text in sorted(gpu_files(archive).items()):
             t = translate_source(text, rules, path, comments=False)
             if t.error is not None: print(f"  {path}: {t.error.code} {t.error.message}"); continue
@@ -126,7 +142,7 @@ def main():
             silent_lines = sorted(n for n in lines if n not in at)
             own = bound(ast.parse(text))
             words = sorted({(n, w) for n, s in code_lines(text).items() for w in GPU_WORD.findall(s)
-                            if w not in ix.vllm_words() and w not in ix.names and w not in own})
+                            if w not in ix.vllm_words() and w not in ix.names and w not in own and w not in omni})
             silent_words = [(n, w) for n, w in words if n not in at]
             mine = [d for d in t.diagnostics if d.code.startswith("ONP204")]
             plain = {n for n, s in code_lines(text).items() if not GPU_WORD.search(s)}

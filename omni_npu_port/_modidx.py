@@ -3413,6 +3413,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                                'omni_npu_port/translate/derived.py'),
                                                  'omni_npu_port.translate.derived._gpu_specific': ( 'translate/derived.html#_gpu_specific',
                                                                                                     'omni_npu_port/translate/derived.py'),
+                                                 'omni_npu_port.translate.derived._nccl_name': ( 'translate/derived.html#_nccl_name',
+                                                                                                 'omni_npu_port/translate/derived.py'),
                                                  'omni_npu_port.translate.derived._tokens': ( 'translate/derived.html#_tokens',
                                                                                               'omni_npu_port/translate/derived.py'),
                                                  'omni_npu_port.translate.derived.add_derived': ( 'translate/derived.html#add_derived',

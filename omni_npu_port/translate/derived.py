@@ -105,7 +105,10 @@ def own_members(cls: ast.ClassDef) -> dict[str, int]:
                 and n.value.id == "self": out.setdefault(n.attr, n.lineno)
     return out
 
-_CUDA_NAMES = re.compile(r"nccl", re.I)   # torch.cuda covers streams, events and CUDA graphs
+def _nccl_name(name: str) -> bool:
+    "A name for NCCL itself (`pynccl`, `PyNcclCommunicator`, `ncclGetVersion`), not one that mentions it in passing."
+    t = _tokens(name)
+    return t[:1] in (["nccl"], ["pynccl"]) or t[:2] == ["py", "nccl"]   # torch.cuda covers streams, events, graphs
 
 def cuda_line(node) -> tuple[int, str] | None:
     "(line, what) of the first CUDA-only construct in a def or class body: `torch.cuda`, CUDA graphs, NCCL, `\"cuda\"`."
@@ -113,7 +116,7 @@ def cuda_line(node) -> tuple[int, str] | None:
         if isinstance(n, ast.Attribute) and n.attr == "cuda" and getattr(n.value, "id", None) == "torch":
             return n.lineno, "torch.cuda"
         name = n.id if isinstance(n, ast.Name) else n.attr if isinstance(n, ast.Attribute) else None
-        if name and _CUDA_NAMES.search(name): return n.lineno, name
+        if name and _nccl_name(name): return n.lineno, name
         if isinstance(n, ast.Constant) and isinstance(n.value, str) and DEVICE_STRING.fullmatch(n.value):
             return n.lineno, repr(n.value)
     return None
@@ -127,6 +130,7 @@ class DerivedIndex:
         self.vllm, self.ascend = vllm, ascend
         self.by_key: dict[str, list] = {}      # twin key -> [(name, module, line)]: NPU-worded, others of 2+ parts
         self.names: set = set()                # every name vllm-ascend defines (module level, members)
+        self.functions: set = set()            # the names of its functions and methods
         self.subclasses: dict[str, list] = {}  # vllm dotted class -> [(ascend dotted class, line)]
         self.patched: dict[str, tuple] = {}    # vllm dotted name -> (ascend module, line) that assigns over it
         self.classes: dict[str, tuple] = {}    # ascend dotted class -> (module, ClassDef, import table)
@@ -150,7 +154,8 @@ def _scan(self: DerivedIndex, module: str, tree: ast.Module):
     "Index one vllm-ascend module: its names, classes and bases, the vllm names it assigns over, HCCL variables."
     table = import_table(tree, module if self.ascend.is_package(module) else module.rsplit(".", 1)[0])
     for n in ast.walk(tree):
-        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)): self._name(n.name, module, n.lineno)
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            self._name(n.name, module, n.lineno); self.functions.add(n.name)
         elif isinstance(n, ast.ClassDef):
             self._name(n.name, module, n.lineno)
             self.classes[f"{module}.{n.name}"] = (module, n, table)
@@ -213,10 +218,11 @@ def twin_of(self: DerivedIndex, name: str) -> tuple[str, str, int] | None:
     for sub, line in self.subclasses.get(name, []):
         parent, own = sub.rsplit(".", 1)
         if twin_key(own) == key and own != leaf: return sub, parent, line
-    if not _gpu_specific(name) or not key: return None
-    hits = [(f"{m}.{n}" not in self.classes, f"{m}.{n}", m, line)
-            for n, m, line in self.by_key.get(key, []) if n != leaf]
-    return min(hits)[1:] if hits else None   # a class first
+    kind, module, found = self.vllm_def(name)   # a re-export is judged where vllm defines it
+    if not _gpu_specific(f"{module}.{found.name}" if kind == "def" else name) or not key: return None
+    hits = [(f"{m}.{n}" not in self.classes, f"{m}.{n}", m, line) for n, m, line in self.by_key.get(key, [])
+            if n != leaf and (f"{m}.{n}" in self.classes or n in self.functions)]
+    return min(hits)[1:] if hits else None   # a class first, never a plain attribute
 
 # %% ../../nbs/translate/derived.ipynb #0616749e
 @patch
@@ -364,7 +370,9 @@ def worded_findings(self: DerivedIndex, tree: ast.Module, table: dict, defined: 
         if not (isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load) and n.attr not in defined
                 and device_words(n.attr) & _GPU and (n.lineno, n.attr) not in said and n.attr not in self.names
                 and (dotted(n, table) or "").split(".")[0] != "torch"): continue
-        if hits := [h for h in self.by_key.get(twin_key(n.attr), []) if h[0] != n.attr and twin_key(n.attr)]:
+        known = n.attr in self.vllm_words()   # then a plain-named twin must be a method, not a field
+        if hits := [h for h in self.by_key.get(twin_key(n.attr), []) if h[0] != n.attr and twin_key(n.attr)
+                    and (device_words(h[0]) or not known or h[0] in self.functions)]:
             y, m, line = min(hits, key=lambda h: not device_words(h[0]))   # an NPU-worded twin first
             out.append(_finding("ONP2040", n, f".{n.attr}: vllm-ascend has {y} in its place "
                                 f"(derived from {self.where(m, line)})", n.attr))
