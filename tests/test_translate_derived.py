@@ -81,9 +81,11 @@ def test_hooked_into_translate_source_without_duplicating_hand_records(ix, monke
             assert not any(h.line == d.line and "cuda" in h.message.lower() and d.code == "ONP2043" for h in hand)
 
 
-def test_missing_sources_say_so(monkeypatch):
+def test_missing_sources_say_so_once(monkeypatch):
     monkeypatch.setattr(derived, "derived_index", lambda rules: None)
+    monkeypatch.setattr(derived, "_TOLD", set())
     rules = compile_rules()
     rules.derived = True
-    t = translate_source('import os\nos.environ["NCCL_X"] = "1"\n', rules, "x.py")
-    assert [d.code for d in t.diagnostics] == ["ONP2049"]
+    src = 'import os\nos.environ["NCCL_X"] = "1"\n'
+    assert [d.code for d in translate_source(src, rules, "x.py").diagnostics] == ["ONP2049"]
+    assert translate_source(src, rules, "y.py").diagnostics == []

@@ -43,7 +43,7 @@ register(
          action="Set the HCCL variable the message names where the target has one; else drop it for the NPU.",
          notebook="translate/derived.ipynb", tool="translate"),
     Code("ONP2049", "derived-no-sources", "derived rules not run: the target's vllm and vllm-ascend sources are not "
-         "in the package cache", "warning",
+         "in the package cache (said once per run, on the first file that needed them)", "info",
          action="Fetch them (`omni-npu-port doctor --fetch` or put the sdists in the cache), then translate again.",
          notebook="translate/derived.ipynb", tool="translate"),
 )
@@ -432,6 +432,7 @@ def derived_index(rules) -> DerivedIndex | None:
 
 # %% ../../nbs/translate/derived.ipynb #6ecfd536
 _WORDS = ("vllm", "cuda", "NCCL")
+_TOLD: set = set()   # the targets whose missing sources this process has reported
 
 def _duplicate(f: Finding, hand: list) -> bool:
     "A hand record's diagnostic at the same line already names what `f` is about."
@@ -444,8 +445,10 @@ def add_derived(t, rules):
     src = t.source
     if not any((w.encode() if isinstance(src, bytes) else w) in src for w in _WORDS): return t
     if (ix := derived_index(rules)) is None:
-        why = f"no cached vllm-ascend {rules.vllm_ascend} and vllm {rules.vllm} sources: derived rules not run"
-        t.diagnostics = [*t.diagnostics, TranslateDiagnostic("ONP2049", why)]
+        if (rules.vllm_ascend, rules.vllm) not in _TOLD:
+            _TOLD.add((rules.vllm_ascend, rules.vllm))
+            why = f"no cached vllm-ascend {rules.vllm_ascend} and vllm {rules.vllm} sources: derived rules not run"
+            t.diagnostics = [*t.diagnostics, TranslateDiagnostic("ONP2049", why)]
         return t
     try: tree = ast.parse(src)
     except (SyntaxError, ValueError, RecursionError, MemoryError): return t
