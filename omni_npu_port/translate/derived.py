@@ -112,12 +112,14 @@ def _nccl_name(name: str) -> bool:
 
 def cuda_line(node) -> tuple[int, str] | None:
     "(line, what) of the first CUDA-only construct in a def or class body: `torch.cuda`, CUDA graphs, NCCL, `\"cuda\"`."
-    for n in ast.walk(node):
+    tested = {id(c) for n in ast.walk(node) if isinstance(n, ast.Compare) for c in [n.left, *n.comparators]}
+    for n in ast.walk(node):   # a "cuda" compared against is a branch for CUDA, not a CUDA-only body
         if isinstance(n, ast.Attribute) and n.attr == "cuda" and getattr(n.value, "id", None) == "torch":
             return n.lineno, "torch.cuda"
         name = n.id if isinstance(n, ast.Name) else n.attr if isinstance(n, ast.Attribute) else None
         if name and _nccl_name(name): return n.lineno, name
-        if isinstance(n, ast.Constant) and isinstance(n.value, str) and DEVICE_STRING.fullmatch(n.value):
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and DEVICE_STRING.fullmatch(n.value) \
+                and id(n) not in tested:
             return n.lineno, repr(n.value)
     return None
 
