@@ -924,7 +924,9 @@ def test_check_prints_one_line_per_finding_and_fails(tmp_path, capsys):
     assert main([str(f), "--check", "--target", T18, "-q", "--report", str(rep)]) == 1
     out = capsys.readouterr().out.splitlines()
     assert out and all(l.startswith(f"{f}:") and l.split(": ", 1)[1].startswith("ONP") for l in out)
-    assert [l.split(":")[1] for l in out] == ["2", "4", "12", "14"]
+    assert [l.split(":")[1] for l in out if " ONP204" not in l] == ["2", "4", "12", "14"]
+    no_sources = any(" ONP2049 " in l for l in out)   # derived rules: GPUModelRunner's NPU twin, where the cache has sources
+    assert [l.split(":")[1] for l in out if " ONP2040 " in l] == ([] if no_sources else ["2"])
     assert json.loads(rep.read_text())["totals"]["pending"] == len(out)
 
 

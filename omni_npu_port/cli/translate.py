@@ -85,9 +85,11 @@ def translate_rules(args, target=None):
     if getattr(args, "source", None):   # a symbol index over the sources answers where names are defined
         from omni_npu_port.sources.symbols import SymbolIndex
         resolve = SymbolIndex.open(*args.source).resolve
-    try: return compile_rules(target or translate_target(args), args.rules, resolve=resolve)
+    try: rules = compile_rules(target or translate_target(args), args.rules, resolve=resolve)
     except PortingError: raise
     except ValueError as e: raise UsageError(str(e)) from None   # ProfileError and bad targets are ValueErrors
+    rules.derived = True   # the rules the target's sources answer (translate.derived), where the cache has them
+    return rules
 
 # %% ../../nbs/cli/translate.ipynb #588149f1
 def print_findings(run, fmt: str = "text") -> None:

@@ -25,6 +25,7 @@ from ..core.io import gc_paused, memory_headroom
 from .apply import rule_symbols, rule_words, translate_module
 from .chunking import mask_strings, translate_chunks
 from .context import RULE_VISITORS
+from .derived import add_derived
 from .diagnostics import TranslateDiagnostic
 from .rules import RuleSet, compile_rules
 
@@ -240,6 +241,10 @@ def translate_source(source: bytes | str, rules: RuleSet | None = None, path: st
                      comments: bool = True, chunks: bool = True) -> Translation:
     "Translate one file's text (bytes keep their encoding and line endings); errors come back as ONP9xxx."
     rules = rules or compile_rules()
+    return add_derived(_translate_file(source, rules, path, comments, chunks), rules)   # `rules.derived`: translate.derived
+
+def _translate_file(source, rules: RuleSet, path: str, comments: bool, chunks: bool) -> Translation:
+    "`translate_source` before the derived rules."
     t = Translation(path, source, source)
     if isinstance(source, bytes) and b"\0" in source:
         t.error = TranslateDiagnostic("ONP9002", "binary file (NUL bytes): skipped"); return t

@@ -78,6 +78,7 @@ class RuleSet:
     keywords: dict = field(default_factory=dict)     # gpu callable -> KeywordRule
     methods: dict = field(default_factory=dict)      # method name -> MethodRule
     unsupported: dict = field(default_factory=dict)  # gpu qualified name -> record
+    derived: bool = False                            # the derived rules (translate.derived) run too
     runner_bases: tuple = ()                         # GPU runner class names (omni runners derive from them)
     release: str | None = None                       # the catalog release whose records serve the target
     warning: str | None = None                       # why that release is not the target itself (None: it is)

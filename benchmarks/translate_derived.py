@@ -1,0 +1,165 @@
+"""Derived rules over real vLLM-Omni workers and runners: is any GPU construct left silent? (issue 33, part 1)
+
+For every vllm-omni release in ~/.cache/omni-npu-port/pkgs (wheel or sdist), the GPU side's worker and runner files
+(`vllm_omni/worker/*.py`, `vllm_omni/diffusion/worker/*.py`) are translated with `translate --check`'s rules for the
+target `translate` infers for that release (`sources.stated.stated_target`), derived rules on. Two independent counts:
+
+1. symbol sites: every use of a vllm name (an import, `module.name`) or of a runner attribute (`self.X` in a class
+   built on a vllm class) that the target's sources say is missing, renamed or twinned, or whose vllm body is
+   CUDA-only, as the derived index classifies it;
+2. CUDA lines: every code line (not a comment or docstring) holding a CUDA-only token found by a plain regex
+   (`torch.cuda`, a `"cuda"` string, `NCCL_`, `nccl`, `.cuda(`, `CUDAGraph`, `cuda_graph`, `is_cuda`), the check
+   that does not trust the index (vllm's graph-mode words, `cudagraph_mode`, `CUDAGraphMode`, are shared by
+   vllm-ascend and are not CUDA-only);
+3. unknown GPU words: every GPU-worded identifier on a code line (a plain regex again) that neither the target's
+   vllm sources nor vllm-ascend's hold, that the file does not bind itself (define, import, assign, take as a
+   parameter) and that no file of the release binds (vLLM-Omni's own names).
+
+A site or line is covered when the translator's report has any diagnostic (hand record or derived) at that line.
+Silent ones are listed, and so is every derived finding, for a person to judge false flags; those on a line with
+no GPU word that say a name is missing are marked `suspect` (a runner attribute the NPU twin lacks, most often).
+
+Run:  PYTHONPATH=. .venv/bin/python benchmarks/translate_derived.py [--release 0.18.0] > out.txt
+Target: 0 silent.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import io
+import re
+import sys
+import tarfile
+import time
+import tokenize
+import zipfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from omni_npu_port.sources.stated import stated_target  # noqa: E402
+from omni_npu_port.translate import derived  # noqa: E402
+from omni_npu_port.translate.engine import translate_source  # noqa: E402
+from omni_npu_port.translate.rules import compile_rules  # noqa: E402
+
+CACHE = Path.home() / ".cache" / "omni-npu-port" / "pkgs"
+GPU_FILES = re.compile(r"(^|/)vllm_omni/(worker|diffusion/worker)/[^/]+\.py$")
+CUDA_TOKEN = re.compile(r"torch\.cuda|[\"']cuda\b|NCCL_|\bnccl|\.cuda\(|\bCUDAGraph\b|cuda_graph\b|\bis_cuda\b")
+GPU_WORD = re.compile(r"\b\w*(?:cuda|gpu|nccl|CUDA|GPU|NCCL|Cuda|Gpu)\w*")
+
+
+def releases():
+    "(version, archive) of every vllm-omni release in the cache, a wheel preferred over an sdist."
+    out = {}
+    for p in sorted(CACHE.glob("vllm_omni-*")):
+        if p.name.endswith((".whl", ".tar.gz")):
+            v = p.name.split("-")[1].removesuffix(".tar.gz")
+            if v not in out or p.name.endswith(".whl"): out[v] = p
+    return sorted(out.items(), key=lambda kv: [int(x) for x in re.findall(r"\d+", kv[0])])
+
+
+def gpu_files(archive: Path) -> dict[str, str]:
+    "The GPU worker and runner files of a release: {path inside the package: text}."
+    if archive.name.endswith(".whl"):
+        with zipfile.ZipFile(archive) as z:
+            return {n: z.read(n).decode() for n in z.namelist() if GPU_FILES.search(n)}
+    with tarfile.open(archive) as t:
+        return {m.name.split("/", 1)[1]: t.extractfile(m).read().decode() for m in t.getmembers()
+                if m.isfile() and GPU_FILES.search(m.name)}
+
+
+BINDS = re.compile(r"(?:def|class)\s+(\w+)|self\.(\w+)\s*(?::[^=\n]*)?=(?!=)|^\s*(\w+)\s*(?::[^=\n]*)?=(?!=)", re.M)
+
+
+def release_names(archive: Path) -> set:
+    "Every name the release's own .py files bind (def, class, `self.X =`, `X =`): vLLM-Omni's names, not vllm's."
+    if archive.name.endswith(".whl"):
+        with zipfile.ZipFile(archive) as z:
+            texts = [z.read(n).decode(errors="replace") for n in z.namelist() if n.endswith(".py")]
+    else:
+        with tarfile.open(archive) as t:
+            texts = [t.extractfile(m).read().decode(errors="replace") for m in t.getmembers()
+                     if m.isfile() and m.name.endswith(".py")]
+    return {w for text in texts for m in BINDS.finditer(text) for w in m.groups() if w}
+
+
+def code_lines(text: str) -> dict[int, str]:
+    "{line: code with comments and docstrings left out}."
+    docs = set()
+    for n in ast.walk(ast.parse(text)):
+        if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant) and isinstance(n.value.value, str):
+            docs.update(range(n.lineno, n.end_lineno + 1))
+    out = {}
+    for t in tokenize.generate_tokens(io.StringIO(text).readline):
+        if t.type in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE) or t.start[0] in docs: continue
+        out[t.start[0]] = out.get(t.start[0], "") + " " + t.string
+    return out
+
+
+def bound(tree) -> set:
+    "Every name a file binds: definitions, imports, assignments, parameters, attributes it assigns."
+    out = set(derived._defined(tree))
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store): out.add(n.id)
+        elif isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store): out.add(n.attr)
+        elif isinstance(n, ast.arg): out.add(n.arg)
+        elif isinstance(n, ast.alias): out.add(n.asname or n.name.split(".")[-1]); out.update(n.name.split("."))
+        elif isinstance(n, ast.ImportFrom) and n.module: out.update(n.module.split("."))
+    return out
+
+
+def symbol_sites(ix, tree) -> set[tuple[int, str]]:
+    "(line, name) of every vllm name or runner attribute the index classifies as twinned, missing or CUDA-only."
+    return {(f.diagnostic.line, f.subject) for f in ix.file_findings(tree) if f.diagnostic.code in
+            ("ONP2040", "ONP2041", "ONP2042")}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--release", action="append", help="only these vllm-omni versions")
+    args = ap.parse_args()
+    total = {"files": 0, "sites": 0, "sites silent": 0, "cuda lines": 0, "lines silent": 0, "unknown words": 0,
+             "words silent": 0, "derived": 0, "suspects": 0}
+    start = time.perf_counter()
+    for version, archive in releases():
+        if args.release and version not in args.release: continue
+        target = stated_target([archive])
+        rules = compile_rules(target)
+        rules.derived = True
+        t0 = time.perf_counter()
+        ix = derived.derived_index(rules)
+        built = time.perf_counter() - t0
+        print(f"\n## vllm-omni {version} -> {target.line() if target else 'no target'}"
+              f" (derived index: {'built in %.1f s' % built if ix else 'NO SOURCES in the cache'})")
+        if ix is None: continue
+        omni = release_names(archive)
+        for path, text in sorted(gpu_files(archive).items()):
+            t = translate_source(text, rules, path, comments=False)
+            if t.error is not None: print(f"  {path}: {t.error.code} {t.error.message}"); continue
+            at = {d.line for d in t.diagnostics}
+            sites = symbol_sites(ix, ast.parse(text))
+            lines = {n: s for n, s in code_lines(text).items() if CUDA_TOKEN.search(s)}
+            silent_sites = sorted(s for s in sites if s[0] not in at)
+            silent_lines = sorted(n for n in lines if n not in at)
+            own = bound(ast.parse(text))
+            words = sorted({(n, w) for n, s in code_lines(text).items() for w in GPU_WORD.findall(s)
+                            if w not in ix.vllm_words() and w not in ix.names and w not in own and w not in omni})
+            silent_words = [(n, w) for n, w in words if n not in at]
+            mine = [d for d in t.diagnostics if d.code.startswith("ONP204")]
+            plain = {n for n, s in code_lines(text).items() if not GPU_WORD.search(s)}
+            suspects = [d for d in mine if d.code == "ONP2041" and d.line in plain]
+            for k, v in (("files", 1), ("sites", len(sites)), ("sites silent", len(silent_sites)),
+                         ("cuda lines", len(lines)), ("lines silent", len(silent_lines)), ("unknown words", len(words)),
+                         ("words silent", len(silent_words)), ("derived", len(mine)), ("suspects", len(suspects))):
+                total[k] += v
+            print(f"  {path}: {len(sites)} symbol sites ({len(silent_sites)} silent), {len(lines)} CUDA lines "
+                  f"({len(silent_lines)} silent), {len(words)} unknown GPU words ({len(silent_words)} silent), "
+                  f"{len(mine)} derived findings, {len(t.diagnostics)} diagnostics in all")
+            for line, name in silent_sites: print(f"    SILENT site {line}: {name}")
+            for n in silent_lines: print(f"    SILENT line {n}: {lines[n].strip()[:100]}")
+            for n, w in silent_words: print(f"    SILENT word {n}: {w}")
+            for d in mine: print(f"    {'suspect ' if d in suspects else ''}{d.line} {d.code}: {d.message[:140]}")
+    print(f"\n## totals ({time.perf_counter() - start:.0f} s): " + ", ".join(f"{k} {v}" for k, v in total.items()))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,91 @@
+"Derived rules (issue 33 part 1): per kind a fixture where the rule must fire and one where it must not."
+import ast
+from pathlib import Path
+
+import pytest
+
+from omni_npu_port.sources.readers import open_source
+from omni_npu_port.translate import derived
+from omni_npu_port.translate.derived import DerivedIndex, twin_key
+from omni_npu_port.translate.engine import translate_source
+from omni_npu_port.translate.rules import compile_rules
+
+FX = Path(__file__).parent / "fixtures" / "derived"
+
+
+@pytest.fixture(scope="module")
+def ix():
+    return DerivedIndex(open_source(FX / "vllm", "vllm"), open_source(FX / "ascend", "vllm_ascend"))
+
+
+def found(ix, name):
+    return {(f.diagnostic.code, f.subject): f.diagnostic for f in ix.file_findings(ast.parse((FX / name).read_text()))}
+
+
+def test_twin_key_pairs_gpu_and_npu_names():
+    assert twin_key("cudagraph_dispatcher") == twin_key("aclgraph_dispatcher")
+    assert twin_key("GPUModelRunner") == twin_key("NPUModelRunner") != twin_key("ModelRunnerOutput")
+
+
+@pytest.mark.parametrize("code,subject,words", [
+    ("ONP2040", "GPUModelRunner", ["vllm_ascend.worker.model_runner_v1.NPUModelRunner", "model_runner_v1.py:"]),
+    ("ONP2040", "AsyncGPUModelRunnerOutput", ["AsyncNPUModelRunnerOutput"]),
+    ("ONP2040", "cudagraph_dispatcher", ["aclgraph_dispatcher", "model_runner_v1.py:6"]),
+    ("ONP2041", "init_worker_distributed_environment", ["gpu_worker"]),
+    ("ONP2041", "_determine_batch_execution_and_padding", ["NPUModelRunner"]),
+    ("ONP2040", "build_for_cudagraph_capture", ["build_for_graph_capture", "attention.py:2"]),
+    ("ONP2041", "cudagraph_specialize_lora", ["names it anywhere"]),
+    ("ONP2042", "cuda_seed", ["torch.cuda", "vllm/utils.py:5"]),
+    ("ONP2044", "NCCL_ASYNC_ERROR_HANDLING", ["HCCL_ASYNC_ERROR_HANDLING", "envs.py:3"]),
+    ("ONP2044", "TORCH_NCCL_AVOID_RECORD_STREAMS", ["names no"]),
+])
+def test_fires_with_where_it_was_derived_from(ix, code, subject, words):
+    d = found(ix, "gpu_fires.py")[(code, subject)]
+    assert all(w in d.message for w in words), d.message
+
+
+def test_device_strings_and_comparisons(ix):
+    lines = sorted(f.diagnostic.line for f in ix.file_findings(ast.parse((FX / "gpu_fires.py").read_text()))
+                   if f.diagnostic.code == "ONP2043")
+    assert lines == [13, 14, 22, 23]   # device.type == "cuda", f"cuda:{i}", .is_cuda, torch.device("cuda", i)
+
+
+def test_runner_attributes_the_twin_has_are_quiet(ix):
+    subjects = {s for _, s in found(ix, "gpu_fires.py")}
+    assert not {"input_batch", "execute_model", "device", "extra", "dispatch", "result_queue"} & subjects
+
+
+def test_a_module_is_never_twinned_with_a_class(ix):
+    tree = ast.parse("import vllm.v1.worker.gpu_model_runner as gpu_runner\n")
+    assert ix.file_findings(tree) == []
+
+
+def test_quiet_file_gets_nothing(ix):
+    assert found(ix, "gpu_quiet.py") == {}
+
+
+def test_hooked_into_translate_source_without_duplicating_hand_records(ix, monkeypatch):
+    monkeypatch.setattr(derived, "derived_index", lambda rules: ix)
+    rules = compile_rules()
+    src = (FX / "gpu_fires.py").read_text()
+    off = translate_source(src, rules, "gpu_fires.py")
+    assert not {d.code for d in off.diagnostics} & {"ONP2040", "ONP2041", "ONP2042", "ONP2043", "ONP2044"}
+    rules.derived = True
+    on = translate_source(src, rules, "gpu_fires.py")
+    codes = [d.code for d in on.diagnostics]
+    assert {"ONP2040", "ONP2041", "ONP2042", "ONP2043", "ONP2044"} <= set(codes)
+    assert on.output == off.output   # findings only: the code is not changed
+    hand = [d for d in on.diagnostics if not d.code.startswith("ONP204")]
+    for d in on.diagnostics:
+        if d.code.startswith("ONP204"):
+            assert not any(h.line == d.line and "cuda" in h.message.lower() and d.code == "ONP2043" for h in hand)
+
+
+def test_missing_sources_say_so_once(monkeypatch):
+    monkeypatch.setattr(derived, "derived_index", lambda rules: None)
+    monkeypatch.setattr(derived, "_TOLD", set())
+    rules = compile_rules()
+    rules.derived = True
+    src = 'import os\nos.environ["NCCL_X"] = "1"\n'
+    assert [d.code for d in translate_source(src, rules, "x.py").diagnostics] == ["ONP2049"]
+    assert translate_source(src, rules, "y.py").diagnostics == []
