@@ -89,3 +89,15 @@ def test_missing_sources_say_so_once(monkeypatch):
     src = 'import os\nos.environ["NCCL_X"] = "1"\n'
     assert [d.code for d in translate_source(src, rules, "x.py").diagnostics] == ["ONP2049"]
     assert translate_source(src, rules, "y.py").diagnostics == []
+
+
+def test_sources_too_big_for_the_memory_left_turn_the_derived_rules_off_not_the_translation(monkeypatch):
+    def short(rules): raise MemoryError
+    monkeypatch.setattr(derived, "derived_index", short)
+    monkeypatch.setattr(derived, "_TOLD", set())
+    rules = compile_rules()
+    rules.derived = True
+    t = translate_source("import torch\ntorch.cuda.synchronize()\n", rules, "x.py")
+    assert t.error is None and "torch.npu.synchronize()" in t.code
+    [d] = [d for d in t.diagnostics if d.code == "ONP2049"]
+    assert "not enough memory" in d.message

@@ -446,14 +446,15 @@ def add_derived(t, rules):
     if not getattr(rules, "derived", False) or t.error is not None: return t
     src = t.source
     if not any((w.encode() if isinstance(src, bytes) else w) in src for w in _WORDS): return t
-    if (ix := derived_index(rules)) is None:
+    stack = f"vllm-ascend {rules.vllm_ascend} and vllm {rules.vllm}"
+    try: ix, why = derived_index(rules), f"no cached {stack} sources"
+    except MemoryError: ix, why = None, f"not enough memory left to read the {stack} sources"   # the file is still translated
+    if ix is None:
         if (rules.vllm_ascend, rules.vllm) not in _TOLD:
             _TOLD.add((rules.vllm_ascend, rules.vllm))
-            why = f"no cached vllm-ascend {rules.vllm_ascend} and vllm {rules.vllm} sources: derived rules not run"
-            t.diagnostics = [*t.diagnostics, TranslateDiagnostic("ONP2049", why)]
+            t.diagnostics = [*t.diagnostics, TranslateDiagnostic("ONP2049", f"{why}: derived rules not run")]
         return t
-    try: tree = ast.parse(src)
+    try: new = [f.diagnostic for f in ix.file_findings(ast.parse(src)) if not _duplicate(f, t.diagnostics)]
     except (SyntaxError, ValueError, RecursionError, MemoryError): return t
-    new = [f.diagnostic for f in ix.file_findings(tree) if not _duplicate(f, t.diagnostics)]
     if new: t.diagnostics = sorted([*t.diagnostics, *new], key=lambda d: d.line)
     return t
