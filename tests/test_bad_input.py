@@ -1,6 +1,5 @@
 """Bad input, as a hostile user gives it, to every command: one line on stderr naming the command and the file, the
 right exit code (2 usage, 3 input, never 1 for a crash), never a traceback, never a hang, bounded memory (issue 14)."""
-import contextlib
 import io
 import os
 import shutil
@@ -15,26 +14,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from cli_helpers import one_line, run
 from omni_npu_port.cli.main import main
 from omni_npu_port.sources import readers
 from omni_npu_port.sources.readers import SourceError, SourceSyntaxError, open_source, write_source_double
 
 AUDIT = Path(__file__).parent / "fixtures" / "audit"
 PORT = Path(__file__).parent / "fixtures" / "port"
-
-
-def run(argv, env=None):
-    "`main(argv)` as a shell runs it: (exit code, stdout, stderr)."
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err): rc = main(argv)
-    return rc, out.getvalue(), err.getvalue()
-
-
-def one_line(err, cmd, *words):
-    "stderr is exactly one error line of `cmd`, naming every word, with no traceback."
-    assert err.count("\n") == 1 and "Traceback" not in err, err
-    assert err.startswith(f"omni-npu-port {cmd}: error: "), err
-    for w in words: assert str(w) in err, (w, err)
 
 
 @pytest.fixture(scope="module")

@@ -1,8 +1,6 @@
 """The last unguarded inputs (issue 34, part 5): each case stops with one coded line naming the file (exit 2 or 3),
 loses nothing, and has a fixture where the guard must fire and one where it must not."""
 import ast
-import contextlib
-import io
 import re
 import shutil
 import struct
@@ -11,23 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from omni_npu_port.cli.main import main
+from cli_helpers import one_line, run
 
 STACK = Path(__file__).parent / "fixtures" / "generalize" / "stack"
-
-
-def run(argv):
-    "`main(argv)` as a shell runs it: (exit code, stdout, stderr)."
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err): rc = main(argv)
-    return rc, out.getvalue(), err.getvalue()
-
-
-def one_line(err, cmd, *words):
-    "stderr is exactly one error line of `cmd`, naming every word, with no traceback."
-    assert err.count("\n") == 1 and "Traceback" not in err, err
-    assert err.startswith(f"omni-npu-port {cmd}: error: "), err
-    for w in words: assert str(w) in err, (w, err)
 
 
 # --- 1. a runner indented with tabs ---------------------------------------------------------------------------------------
