@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from checkout_helpers import ignored_by, tracked_files
 
 from omni_npu_port.core.catalog import CATALOG
 from omni_npu_port.docs.site import (SIDEBAR, build_site, docs_location, find_root, nbdev_settings, notebooks, page_of,
@@ -64,16 +65,14 @@ def test_the_build_says_each_step_as_it_goes(site):
 
 def test_the_build_changes_no_tracked_file_and_leaves_only_ignored_ones(site):
     "`omni-npu-port docs` on a fresh clone: every tracked file it read is as it was; what it adds is ignored by git."
-    import subprocess
     work, _ = site
-    git = lambda *a, **k: subprocess.run(["git", "-C", str(ROOT), *a], capture_output=True, text=True, timeout=120, **k)
-    tracked = [t for t in git("ls-files", "-z", "--", *COPIED).stdout.split("\0") if t]
+    tracked = [t for t in tracked_files(ROOT) if t.split("/")[0] in COPIED]
     changed = [t for t in tracked if (ROOT / t).is_file() and not (ROOT / t).is_symlink()
                and (work / t).read_bytes() != (ROOT / t).read_bytes()]
     assert not changed, f"the docs build changed tracked files: {changed}"
     new = sorted(str(p.relative_to(work)) for name in COPIED if (work / name).is_dir() for p in (work / name).rglob("*")
                  if p.is_file() and "__pycache__" not in p.parts and not (ROOT / p.relative_to(work)).exists())
-    ignored = set(git("check-ignore", "--no-index", "--stdin", input="\n".join(new)).stdout.split("\n"))
+    ignored = ignored_by(ROOT, new)
     assert [n for n in new if n not in ignored] == [], "the docs build left files git would see as new"
 
 

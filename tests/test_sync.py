@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from checkout_helpers import git, tracked_files
 
 from omni_npu_port.docs.site import find_root, nbdev_settings, notebooks, write_readme, write_sidebar
 
@@ -131,18 +132,10 @@ def test_saved_catalog_tables_are_current():
                        "then `nbdev-clean`): " + "; ".join(stale))
 
 
-def git(*args, cwd: Path) -> str:
-    "Run git in `cwd` (no user config needed); its stdout."
-    r = subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=cwd, capture_output=True,
-                       text=True, timeout=120)
-    assert r.returncode == 0, f"git {' '.join(args)} failed: {r.stderr}"
-    return r.stdout
-
-
 def fresh_clone(dst: Path) -> Path:
     "The checkout's tracked files as they are in the working tree, committed into a new repository at `dst`."
     dst.mkdir()
-    for rel in git("ls-files", "-z", cwd=ROOT).split("\0"):
+    for rel in tracked_files(ROOT):
         src = ROOT / rel
         if not rel or not (src.exists() or src.is_symlink()): continue
         (dst / rel).parent.mkdir(parents=True, exist_ok=True)
