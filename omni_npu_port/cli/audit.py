@@ -22,7 +22,8 @@ def configure(ap: argparse.ArgumentParser) -> None:
     "The options of `omni-npu-port audit`."
     ap.description = ("Report drift between vLLM-Omni's GPU runners and their NPU copies: changed omni blocks, GPU methods "
                       "without an NPU counterpart, GPU patterns left in NPU code, runners without a counterpart. Exit 0 clean (notes only), 1 findings, 2 usage, 3 an input that cannot be read (a crash is 3 too, never 1).")
-    ap.add_argument("--gpu", help="vllm-omni source for the GPU runners (package, wheel, sdist, dir, vllm-omni==X fetched into the "
+    ap.add_argument("--gpu", help="vllm-omni source for the GPU runners (package, wheel, sdist, dir, "
+                    "vllm-omni==X fetched into the "
                     "package cache, a module or subpackage in one, "
                     "or lone .py files; required)")
     ap.add_argument("--npu", help="vllm-omni source for the NPU runners (may be another release and layout; required)")

@@ -29,7 +29,8 @@ COLUMNS = ("id", "family", "kind", "GPU", "NPU", "vllm-ascend", "source")
 
 def record_cells(p) -> tuple[str, ...]:
     "A record's cells in `COLUMNS` order: the GPU and NPU forms as symbols (else their first line), the range as text."
-    rng = "all" if p.since is None and p.until is None else f"{p.since or '…'}–{'<' + p.until if p.until else '…'}"
+    since, until = p.since or "…", "<" + p.until if p.until else "…"
+    rng = "all" if p.since is None and p.until is None else f"{since}–{until}"
     return (p.id, p.family, p.kind, p.gpu_symbol or p.gpu.splitlines()[0], p.npu_symbol or p.npu.splitlines()[0],
             rng, p.source)
 

@@ -251,7 +251,8 @@ def run_release(args: argparse.Namespace) -> int:
                           [f"wrote {w}" for w in written]))
     for d in res.diagnostics:   # an input it could not read is said on stderr too, one line each, whatever the format
         if d.severity == "error": print(f"omni-npu-port port: {d}", file=sys.stderr)
-    clean = (not res.conflicts and not res.lost and all(r.compiles_npu_side for r in res.runners)   # compiles is not ready
+    clean = (not res.conflicts and not res.lost   # compiles is not ready
+             and all(r.compiles_npu_side for r in res.runners)
              and all(r.verdict == "yes" or (r.verdict == "unverified" and args.no_judge) for r in res.runners)
              and not any(d.severity == "error" for d in res.diagnostics))   # ONP4304 unreadable, ONP4440 no judge
     return OK if clean else FINDINGS

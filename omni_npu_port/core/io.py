@@ -188,7 +188,8 @@ class CacheRefused(InputError):
     "A cache folder that holds what this package did not write: it is not used, and nothing in it is touched."
 
 def cache_dir(kind: str) -> Path | None:
-    "The root of cache `kind` (pkgs, sdist-py, translations, judge-src): its variable, else its folder under `CACHE_HOME`; None: off."
+    "The root of cache `kind` (pkgs, sdist-py, translations, judge-src): its variable, else its folder under"
+    " `CACHE_HOME`; None: off."
     env = CACHE_ENV[kind]
     v = os.environ.get(env, "").strip()
     if v.lower() in CACHE_OFF and kind != "pkgs": return None

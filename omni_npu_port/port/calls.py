@@ -41,7 +41,8 @@ register(
          "writes it (a required parameter no argument passes, or more positional arguments than it takes)", "error",
          "pass what the callee needs (the message names the parameters and the callee's definition)", _NB, "port"),
     Code("ONP4459", "call-does-not-bind-inherited", "a call does not bind, made the same way by an input (omni's GPU "
-         "runner or the NPU base module): not the port's, and it does not make the module not ready (the judge reports it "
+         "runner or the NPU base module): not the port's, and it does not make the module not ready (the judge"
+         " reports it "
          "inherited too)", "info", "mend it where the input makes it; the port carries it as it is", _NB, "port"),
     Code("ONP4463", "call-argument-copied", "a required parameter the call did not pass, copied from the NPU base's "
          "own call of the same callee", "info", "check the copied argument means the same here", _NB, "port"),

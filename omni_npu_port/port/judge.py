@@ -473,7 +473,8 @@ def judge_ports(ports: list, ascend, vllm, omni, npu_base: tuple[str, str], exe:
     " (archives or folders); `npu_base`: (module, class) of vllm-ascend's runner. Sets each port's `judge`."
     t0 = time.perf_counter()
     broken = [p for p in ports if not compiles(p.code)]   # conflict markers: not Python, nothing a checker can say
-    for p in broken: p.judge = Judgement(p.module, "off", why="the module does not compile (conflict markers): not judged")
+    why = "the module does not compile (conflict markers): not judged"
+    for p in broken: p.judge = Judgement(p.module, "off", why=why)
     ports = [p for p in ports if p not in broken]
     if not ports: return {p.module: p.judge for p in broken}, JudgeRun(status="off", why=broken[0].judge.why)
     try: a, v, o = (source_root(s) for s in (ascend, vllm, omni))

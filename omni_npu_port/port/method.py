@@ -314,6 +314,7 @@ def finish_port(code: str, diags: list, style: str, name: str, gpu_omni: Located
     for d in diags: d.where = d.where or name
     if format:
         ll, settings = format_options(gpu_omni, line_length)
-        code, diags = format_code(code, format, ll, settings, diags + ruff_warnings(gpu_omni))   # ONP9013: once per port
+        said = diags + ruff_warnings(gpu_omni)   # ONP9013: once per port
+        code, diags = format_code(code, format, ll, settings, said)
         for d in diags: d.where = d.where or name
     return PortResult(code, diags, style, name, {"lines": code.count("\n")})

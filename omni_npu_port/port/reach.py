@@ -138,7 +138,8 @@ def call_binds(call: ast.Call, fn: ast.FunctionDef) -> bool:
 
 # %% ../../nbs/port/reach.ipynb #2dbe7894
 def restore_hook(text: str, fn: ast.FunctionDef, inlined: str, hook: ast.FunctionDef) -> str | None:
-    "The method `fn` (in `text`) with each `self.<inlined>(...)` call written `self.<hook>(...)`, where the call binds to"
+    "The method `fn` (in `text`) with each `self.<inlined>(...)` call written `self.<hook>(...)`, where the call"
+    " binds to"
     " the hook's parameters (None: none does)."
     lines, done = text.splitlines(), 0
     calls = [c for c in _self_calls(fn) if c.func.attr == inlined and c.func.lineno == c.func.end_lineno]

@@ -412,8 +412,10 @@ def defining_module(ix: SymbolIndex, name: str) -> str | None:
 
 def import_record_types(lines: list[str], C: str, merged: Record, sides: list,
                         ix: SymbolIndex | None) -> tuple[list[str], list]:
-    "The module's lines with an import (under `if TYPE_CHECKING:`) of each type `merged`'s annotations name that the module"
-    " does not bind, from the first of `sides` ((module, its ast, is a package)) that imports or defines it, else from its"
+    "The module's lines with an import (under `if TYPE_CHECKING:`) of each type `merged`'s annotations name that the"
+    " module"
+    " does not bind, from the first of `sides` ((module, its ast, is a package)) that imports or defines it, else"
+    " from its"
     " defining module in `ix`; ONP4452 for those, ONP4453 for each found nowhere."
     tree = ast.parse("\n".join(lines) + "\n")
     bound = _module_bound(tree) | _BUILTINS

@@ -67,8 +67,11 @@ def port_runners(jobs: list, workers: int | None = None) -> list[RunnerPort]:
 # %% ../../nbs/port/release.ipynb #28db13b6
 def port_release(omni: str, target: str | None = None, out: Path | str | None = None, history="auto", sources=(),
                  prefer: str = "comment", force: bool = False, progress=None, cache_dir: Path | str = CACHE_DIR,
-                 index: str | None = None, workers: int = 1, options: PortOptions | None = None, judge: bool = False) -> ReleasePort:
-    "Port every runner class of a vLLM-Omni release (version, wheel, sdist or checkout) onto the vllm-ascend it pairs with (`options`: `prefer` and `target` as one `PortOptions`; `judge`: basedpyright checks the written modules, else ready reads unverified)."
+                 index: str | None = None, workers: int = 1, options: PortOptions | None = None,
+                 judge: bool = False) -> ReleasePort:
+    "Port every runner class of a vLLM-Omni release (version, wheel, sdist or checkout) onto the vllm-ascend it pairs"
+    " with (`options`: `prefer` and `target` as one `PortOptions`; `judge`: basedpyright checks the written modules,"
+    " else ready reads unverified)."
     o = port_options(options, "release", prefer=prefer, target=target)
     if dataclasses.replace(o, prefer=ENTRY_DEFAULTS["release"].prefer, target=None) != ENTRY_DEFAULTS["release"]:
         raise PortError("port_release uses only `prefer` and `target` of its PortOptions; leave the others at their defaults")
@@ -102,8 +105,9 @@ def port_release(omni: str, target: str | None = None, out: Path | str | None = 
     jobs = [(g, places[id(g)], str(tree.origin), gpu_base, npu_base, hist, (v,), prefer, parents(g), homes) for g in runners.gpu]
     ports = port_runners(jobs, workers)
     run = judge_release(ports, judge, a, v, getattr(tree.reader, "root", None) or tree.origin, (nsym.module, nsym.leaf))
-    diags = inputs.diagnostics + unreadable + release_judge_lines(run) + [port_diagnostic("ONP4302", f"{code_info('ONP4302').title}: {dotted_name(c)} {why}", where=c.name)
-                                  for c, why in runners.skipped]
+    skipped = [port_diagnostic("ONP4302", f"{code_info('ONP4302').title}: {dotted_name(c)} {why}", where=c.name)
+               for c, why in runners.skipped]
+    diags = inputs.diagnostics + unreadable + release_judge_lines(run) + skipped
     res = ReleasePort(tree.version or "?", str(tree.origin), inputs.vllm, inputs.vllm_ascend, inputs.pairing, inputs.history,
                       layout, how, ports, [(dotted_name(c), w) for c, w in runners.skipped], diags, time.perf_counter() - t0,
                       inputs=[p for p in (getattr(tree.reader, "root", None), v, a, *hist_paths, *sources) if p and Path(p).is_dir()])

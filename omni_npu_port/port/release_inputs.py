@@ -234,7 +234,8 @@ def too_big_to_port(tree: SourceTree, modules) -> dict[str, str]:
         data = (tree.module_source(m) or "").encode("utf-8", "surrogatepass")
         size = len(data)
         if m in tree._bad: continue
-        need = size * PORT_BYTES_PER_BYTE   # and what nesting costs libcst (translate/engine.ipynb), where the size fits
+        # and what nesting costs libcst (translate/engine.ipynb), where the size fits
+        need = size * PORT_BYTES_PER_BYTE
         if need <= room: need += bracketed_bytes(data) * PARSE_BYTES_PER_LEVEL
         if need <= room: continue
         out[m] = (f"{size} bytes need about {need >> 20} MiB to port (about {PORT_BYTES_PER_BYTE} bytes per byte, "

@@ -64,7 +64,9 @@ class ReleasePort:
                 "runners": [{"gpu": r.gpu, "module": r.module, "class": r.cls, "derives_from": r.parent, "path": r.path, "hand_written": r.hand,
                              "conflicts": r.conflicts, "lost_lines": r.lost, "compiles": r.compiles,
                              "compiles_npu_side": r.compiles_npu_side, "ready": r.ready, "ready_verdict": r.verdict,
-                             **({"judge": r.judge.to_json()} if r.judge is not None else {}), "unreachable": r.unreachable, "not_ready": [diag(d) for d in r.not_ready], "undefined": r.undefined, "inherited": r.inherited,
+                             **({"judge": r.judge.to_json()} if r.judge is not None else {}),
+                             "unreachable": r.unreachable, "not_ready": [diag(d) for d in r.not_ready],
+                             "undefined": r.undefined, "inherited": r.inherited,
                              "seconds": round(r.seconds, 3), "methods": [{**asdict(m), "lost": m.lost} for m in r.methods],
                              "diagnostics": [diag(d) for d in r.diagnostics]} for r in self.runners]}
 
@@ -78,7 +80,8 @@ def _html_table(head: list[str], rows: list[list]) -> str:
     trs = "".join("<tr>" + "".join(f"<td>{html.escape(str(x))}</td>" for x in r) + "</tr>" for r in rows)
     return f"<table><thead><tr>{th}</tr></thead><tbody>{trs}</tbody></table>"
 
-_RUNNER_HEAD = ["runner (GPU)", "NPU class", "derives from", "module", "methods", "conflicts", "lost lines", "compiles", "compiles, NPU side", "undefined names",
+_RUNNER_HEAD = ["runner (GPU)", "NPU class", "derives from", "module", "methods", "conflicts", "lost lines", "compiles",
+                "compiles, NPU side", "undefined names",
                 "judge: port / inherited / excluded", "ready"]
 _METHOD_HEAD = ["method", "style", "conflicts", "NPU base statements", "missing: reached / omni deletes / edited / lost",
                 "omni-added statements", "missing: explained / edited / lost", "translated"]
@@ -187,7 +190,8 @@ def check_release_out(out: Path, force: bool = False) -> None:
 
 # %% ../../nbs/port/release_report.ipynb #a05d1b09
 def write_release(p: ReleasePort, out: Path | str, force: bool = False) -> list[str]:
-    "Write each runner module (in the release's layout under `out`) and the report (Markdown, JSON) as one set, the report"
+    "Write each runner module (in the release's layout under `out`) and the report (Markdown, JSON) as one set, the"
+    " report"
     " last (`core.io.write_set`); an existing file only with `force`."
     out = Path(out).expanduser()
     if out.exists() and not out.is_dir(): raise UsageError(f"-o {out}: exists and is not a folder; give a folder")

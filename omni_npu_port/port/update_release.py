@@ -344,7 +344,8 @@ class RunnerSides:
     gpu: tuple = (None, None)     # `Inherited` of PREV's and NEW's omni GPU runner (what a port runs, defining none)
 
 def _pairs(sides: RunnerSides):
-    "Each side's methods, paired: (rows, each side's name → pair id); None: a module does not parse or lacks its class."
+    "Each side's methods, paired: (rows, each side's name → pair id); None: a module does not parse or lacks its"
+    " class."
     ms = [class_methods(*s) for s in (sides.base, sides.new, sides.people)]
     if any(x is None for x in ms): return None
     rows = pair_methods(*ms)
@@ -587,7 +588,8 @@ def written_on(prev: str, progress=None, cache_dir: Path | str = CACHE_DIR,
 
 # %% ../../nbs/port/update_release.ipynb #155cecb2
 def _judge_update(runners: list, p: ReleasePort, tree, judge: bool, sources, progress, cache_dir, index) -> list:
-    "The judge over the updated modules, on NEW's stack, as `port_release` judges its own; the line it says if it did not."
+    "The judge over the updated modules, on NEW's stack, as `port_release` judges its own; the line it says if it did"
+    " not."
     src = lambda spec: release_source(spec, sources, progress, cache_dir, index)
     nsym = runner_bases()[1][0]
     run = judge_release(runners, judge, src(f"vllm-ascend=={p.vllm_ascend}"), src(f"vllm=={p.vllm}"),
@@ -636,7 +638,8 @@ def update_release(new: str, prev: str | None = "auto", target: str | None = Non
                            f"its port on vllm-ascend {base_port.vllm_ascend} the merge's base")
     p = new_port
     res = ReleasePort(p.omni, p.origin, p.vllm, p.vllm_ascend, p.pairing, p.history, p.layout, p.layout_from, runners,
-                      p.skipped, [said] + judged + p.diagnostics, time.perf_counter() - t0, inputs=p.inputs + base_port.inputs)
+                      p.skipped, [said] + judged + p.diagnostics, time.perf_counter() - t0,
+                      inputs=p.inputs + base_port.inputs)
     u = ReleaseUpdate(res, base_port.omni, how, ups, base_port, new_port)
     if out is not None: write_update(u, out, force)
     return u

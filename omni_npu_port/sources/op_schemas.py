@@ -38,7 +38,8 @@ register(Code("ONP9011", "op-schemas-unreadable", "a torch-npu wheel's op schema
 def _unreadable(wheel, member: str, line: int | None, why: str) -> SchemaError:
     "The one error for a schema file that does not parse: the wheel, the member, the line (ONP9011)."
     at = f":{line}" if line else ""
-    return SchemaError(f"{wheel}: member {member}{at}: {why}; the op schemas are not read, fetch the wheel again (ONP9011)")
+    return SchemaError(f"{wheel}: member {member}{at}: {why}; the op schemas are not read, fetch the wheel again "
+                       "(ONP9011)")
 
 def _docs_schemas(text: str) -> dict[str, str]:
     "Op name → the call line of its docstring in `_op_plugin_docs.py` (`torch_npu.NAME(...) -> ...`)."
@@ -66,11 +67,13 @@ def read_op_schemas(wheel: Path | str) -> dict[str, str]:
         raise SchemaError(f"{wheel}: not a readable wheel ({e})") from None
     try: out = _docs_schemas(docs) if docs else {}
     except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
-        raise _unreadable(wheel, DOCS_PATH, getattr(e, "lineno", None), f"not Python ({getattr(e, 'msg', None) or e!r})") from None
+        why = f"not Python ({getattr(e, 'msg', None) or e!r})"
+        raise _unreadable(wheel, DOCS_PATH, getattr(e, "lineno", None), why) from None
     for i, line in enumerate(yaml.splitlines(), 1):
         if (m := _FUNC.match(line)) and "." not in m.group(1).split("(", 1)[0]:
             try: parse_schema(m.group(1))
-            except ValueError as e: raise _unreadable(wheel, YAML_PATH, i, f"a schema that does not parse ({e})") from None
+            except ValueError as e:
+                raise _unreadable(wheel, YAML_PATH, i, f"a schema that does not parse ({e})") from None
             out[m.group(2)] = m.group(1)
     return out
 

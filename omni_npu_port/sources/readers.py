@@ -138,7 +138,8 @@ ZIP_METHODS = {zipfile.ZIP_STORED: "stored", zipfile.ZIP_DEFLATED: "deflate"}   
 _CHUNK = 1 << 20
 
 def read_member(zf: zipfile.ZipFile, archive: Path | str, member: str, name: str = "MAX_MEMBER_BYTES") -> bytes:
-    "The bytes of zip `member`, at most limit `name` (declared and as streamed); ONP9010 naming archive and member otherwise."
+    "The bytes of zip `member`, at most limit `name` (declared and as streamed); ONP9010 naming archive and member"
+    " otherwise."
     where = f"{archive}: member {member}"
     def refuse(why: str): return UnreadableFile(f"{where}: {why}; fetch or copy the archive again (ONP9010)")
     def past(size: int, how: str):
@@ -255,7 +256,8 @@ class SdistReader:
 _TAB_INDENT = re.compile(r"^[ \f]*\t", re.M)   # a line whose indentation holds a tab
 
 def spaces_for_tabs(text: str) -> str:
-    "`text` (a module, or a dedented def) with tab indentation written as Python's tokenizer reads it: each level as four"
+    "`text` (a module, or a dedented def) with tab indentation written as Python's tokenizer reads it: each level as"
+    " four"
     " spaces (a tab counts to the next multiple of 8, a form feed back to 0); continuation and comment lines keep their"
     " place relative to their statement; lines inside strings are left as they are. Text without tabs comes back as is."
     if not _TAB_INDENT.search(text): return text

@@ -178,7 +178,8 @@ class Rule(cst.BatchableCSTVisitor):
 # %% ../../nbs/translate/context.ipynb #6985aef0
 @patch(cls_method=True)
 def word_needs(cls: Rule, rules: RuleSet) -> set:
-    "Texts of which a file must hold one (in code, or spelled with escapes in a string) for `words` to act; empty: none."
+    "Texts of which a file must hold one (in code, or spelled with escapes in a string) for `words` to act; empty:"
+    " none."
     return set()
 
 # %% ../../nbs/translate/context.ipynb #ee62e9ef

@@ -448,7 +448,8 @@ def add_derived(t, rules):
     if not any((w.encode() if isinstance(src, bytes) else w) in src for w in _WORDS): return t
     stack = f"vllm-ascend {rules.vllm_ascend} and vllm {rules.vllm}"
     try: ix, why = derived_index(rules), f"no cached {stack} sources"
-    except MemoryError: ix, why = None, f"not enough memory left to read the {stack} sources"   # the file is still translated
+    except MemoryError:   # the file is still translated
+        ix, why = None, f"not enough memory left to read the {stack} sources"
     if ix is None:
         if (rules.vllm_ascend, rules.vllm) not in _TOLD:
             _TOLD.add((rules.vllm_ascend, rules.vllm))

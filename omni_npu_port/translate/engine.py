@@ -80,7 +80,8 @@ class Translation:
     encoding: str = "utf-8"
 
 # %% ../../nbs/translate/engine.ipynb #ed0c725f
-_ESCAPE = {bytes: re.compile(rb"\\[xuUN0-7\r\n]"), str: re.compile(r"\\[xuUN0-7\r\n]")}   # may spell any text in a string
+# an escape may spell any text in a string
+_ESCAPE = {bytes: re.compile(rb"\\[xuUN0-7\r\n]"), str: re.compile(r"\\[xuUN0-7\r\n]")}
 
 def _word_needs(rules: RuleSet) -> dict:
     "word -> the texts a file must hold one of for the word to act (`Rule.word_needs`); None: no condition."
@@ -131,7 +132,8 @@ def might_apply(rules: RuleSet, data) -> bool:
                 if not i or not (c.isalnum() or c in (b"_", "_")): memo[w] = True; break
         return memo[w]
     def holds(n):   # one of the texts a word needs, or an escape in a string that may spell it
-        return n is None or any(x in data for x in n) or _ESCAPE[bytes if isinstance(data, bytes) else str].search(data) is not None
+        escape = _ESCAPE[bytes if isinstance(data, bytes) else str]
+        return n is None or any(x in data for x in n) or escape.search(data) is not None
     return any(all(w in data for w in r) and all(whole(w) for w in r) and holds(n) for r, n in reqs)
 
 # %% ../../nbs/translate/engine.ipynb #7c41d8b3
@@ -241,7 +243,8 @@ def translate_source(source: bytes | str, rules: RuleSet | None = None, path: st
                      comments: bool = True, chunks: bool = True) -> Translation:
     "Translate one file's text (bytes keep their encoding and line endings); errors come back as ONP9xxx."
     rules = rules or compile_rules()
-    return add_derived(_translate_file(source, rules, path, comments, chunks), rules)   # `rules.derived`: translate.derived
+    # `rules.derived`: the findings of translate.derived added
+    return add_derived(_translate_file(source, rules, path, comments, chunks), rules)
 
 def _translate_file(source, rules: RuleSet, path: str, comments: bool, chunks: bool) -> Translation:
     "`translate_source` before the derived rules."

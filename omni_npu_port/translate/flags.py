@@ -628,7 +628,8 @@ class NcclEnvFlag(Rule):
     def body_words(cls, rules) -> set: return {"environ"} if held(rules, "dev.nccl-env") else set()   # common: only around an anchor
 
     @classmethod
-    def word_needs(cls, rules) -> set: return set(ANCHOR_NEEDS)   # an NCCL_* string; DeviceTypeRewrite acts by its anchors too
+    # an NCCL_* string; DeviceTypeRewrite acts by its anchors too
+    def word_needs(cls, rules) -> set: return set(ANCHOR_NEEDS)
 
     def __init__(self, ctx):
         super().__init__(ctx)

@@ -240,7 +240,8 @@ _TUPLE_FIELDS = {f.name for f in dataclasses.fields(Pattern) if str(f.type) == "
 _SYMBOL = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
 # %% ../../nbs/translate/rules.ipynb #a6073d8a
-register(Code("ONP9012", "rule-file-refused", "a user rule file is not read: not a regular file, larger than the limit, "
+register(Code("ONP9012", "rule-file-refused",
+              "a user rule file is not read: not a regular file, larger than the limit, "
               "nested deeper than a rule needs, or not UTF-8 text", "error",
               action="Give a rule file (TOML or YAML, UTF-8) of plain tables and lists, as the catalog's records are.",
               notebook="translate/rules.ipynb", tool="translate"))
@@ -261,13 +262,16 @@ def _nesting(text: str) -> int:
     return deepest
 
 def rule_file_text(path: Path) -> str:
-    "The text of rule file `path`: a regular UTF-8 file within the limits; a `RuleFileError` (ONP9012) naming it otherwise."
+    "The text of rule file `path`: a regular UTF-8 file within the limits; a `RuleFileError` (ONP9012) naming it"
+    " otherwise."
     try: data = read_regular(path)
     except UnreadableFile as e: raise RuleFileError(f"{e} (ONP9012)") from None
     try: text = data.decode("utf-8")
-    except UnicodeDecodeError as e: raise RuleFileError(f"{path}: byte {e.start} is not UTF-8; save it as UTF-8 (ONP9012)") from None
+    except UnicodeDecodeError as e:
+        raise RuleFileError(f"{path}: byte {e.start} is not UTF-8; save it as UTF-8 (ONP9012)") from None
     if (d := _nesting(text)) > MAX_RULE_DEPTH:
-        raise RuleFileError(f"{path}: brackets nest {d} deep, more than a rule needs ({MAX_RULE_DEPTH}): not read (ONP9012)")
+        raise RuleFileError(f"{path}: brackets nest {d} deep, more than a rule needs ({MAX_RULE_DEPTH}): "
+                            "not read (ONP9012)")
     return text
 
 # %% ../../nbs/translate/rules.ipynb #7cbe371d

@@ -366,7 +366,8 @@ class _Writes:
         rep.output, rep.status = str(path), "translated"
 
     def _sweep(self, target: Path):
-        "Remove the temporary files a killed run left for `target`, an hour old (`core.io.stale_temps`: a younger one may be"
+        "Remove the temporary files a killed run left for `target`, an hour old (`core.io.stale_temps`: a younger one"
+        " may be"
         " another host's live writer's); the folder is listed once per run."
         folder = target.parent
         if folder not in self.swept:
