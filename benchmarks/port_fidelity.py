@@ -36,7 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from omni_npu_port.core.catalog import OMNI_PAIRING, parse_version  # noqa: E402
-from omni_npu_port.port.audit import runner_bases  # noqa: E402
+from omni_npu_port.port.runners import runner_bases  # noqa: E402
 from omni_npu_port.port.locate import MethodSpec, locate, method_located, method_text, own_methods  # noqa: E402
 from omni_npu_port.port.judge import judge_hand  # noqa: E402
 from omni_npu_port.port.release import fetch_release, method_chunks, port_release  # noqa: E402

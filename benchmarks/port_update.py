@@ -31,7 +31,7 @@ from omni_npu_port.port.score import ast_normalised, ast_similarity  # noqa: E40
 from omni_npu_port.port.update_release import (_gpu_runner, _match, class_methods, update_release,  # noqa: E402
                                                update_summary)
 from omni_npu_port.port.release_inputs import locate_base, release_source  # noqa: E402
-from omni_npu_port.port.audit import runner_bases  # noqa: E402
+from omni_npu_port.port.runners import runner_bases  # noqa: E402
 
 
 def hand_methods(origin: str, dotted: str | None) -> dict[str, str]:

@@ -127,12 +127,12 @@ def test_a_derived_runner_needs_its_bases_plan_not_its_port():
 
 
 def _gsym():
-    from omni_npu_port.port.audit import runner_bases
+    from omni_npu_port.port.runners import runner_bases
     return runner_bases()[0][0]
 
 
 def _bases():
-    from omni_npu_port.port.audit import runner_bases
+    from omni_npu_port.port.runners import runner_bases
     from omni_npu_port.port import release
     return release.locate_base(str(FIX / "vllm"), runner_bases()[0][0]), release.locate_base(str(FIX / "vllm_ascend"), runner_bases()[1][0])
 

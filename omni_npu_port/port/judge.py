@@ -530,7 +530,7 @@ def judge_class_port(res, gpu_base, omni, npu_base, judge: bool = True, exe: str
 # %% ../../nbs/port/judge.ipynb #63901a3a
 def judge_hand(res, exe: str | None = None) -> tuple[dict[str, Judgement], JudgeRun]:
     "The hand-written NPU runner modules of a ported release (`ReleasePort`), judged as its ports: module -> Judgement."
-    from omni_npu_port.port.audit import runner_bases
+    from omni_npu_port.port.runners import runner_bases
     from omni_npu_port.port.locate import open_tree
     from omni_npu_port.port.release_inputs import release_source
     tree, nsym = open_tree(res.origin), runner_bases()[1][0]

@@ -13,7 +13,7 @@ from ..core.diagnostics import code_info
 from ..core.io import worker_pool
 from ..sources.fetch import CACHE_DIR
 from ..sources.stated import release_files
-from .audit import runner_bases
+from .runners import runner_bases
 from .locate import PortError, open_tree, port_diagnostic
 from .method import ENTRY_DEFAULTS, PortOptions, port_options
 from .release_inputs import (DEFAULT_LAYOUT, PORT_BYTES_PER_BYTE, Placement, ReleaseInputs, ReleaseRunners,

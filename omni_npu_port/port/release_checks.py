@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..core.diagnostics import code_info
-from .audit import RunnerClass
+from .runners import RunnerClass
 from .classes import generated_mro, plan_class, port_class
 from .locate import Located, MethodSpec, MroClass, locate, method_located, port_diagnostic, python_lines
 from .merge import code_tokens, keep_side, logical_units, uncomment_conflicts

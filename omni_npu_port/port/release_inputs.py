@@ -22,7 +22,7 @@ from ..sources.evidence import checkout_evidence
 from ..sources.stated import checkout_facts, missing_facts_line, package_texts
 from ..sources.symbols import SymbolIndex
 from ..translate.engine import PARSE_BYTES_PER_LEVEL, bracketed_bytes
-from .audit import (ClassGraph, Runners, deriving_modules, device_markers, find_runners,
+from .runners import (ClassGraph, Runners, deriving_modules, device_markers, find_runners,
     pair_runners, runner_bases)
 from .classes import ported_class_name
 from .locate import Located, MethodSpec, PortError, locate, open_tree, port_diagnostic

@@ -20,7 +20,7 @@ from ..core.diagnostics import Code, Diagnostic, code_info, register
 from ..core.errors import PortingError, UsageError
 from ..core.io import write_atomic
 from ..sources.fetch import CACHE_DIR, release_of
-from .audit import runner_bases
+from .runners import runner_bases
 from omni_npu_port.port.locate import (Located, MethodSpec, locate, method_located, own_methods, port_diagnostic,
     python_lines)
 from .translation import rules_for, target_of, translate_methods
