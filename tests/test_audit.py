@@ -1,240 +1,149 @@
-"""`omni-npu-port audit` on any layout: runners found by what they derive from, paired across files and layouts,
-methods followed through bases in other files, versions read as port reads them (tests/fixtures/audit)."""
-import importlib
+"""`omni-npu-port audit` as the update's diff (issue 32): on the update fixtures (tests/fixtures/update: a previous
+release with its hand NPU runner, a next release whose GPU runner changed; the stack tests/fixtures/generalize/stack),
+and the pieces on small texts written here. Nothing is fetched."""
 import json
 import shutil
-import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
 from omni_npu_port.cli.main import main
-from omni_npu_port.core.catalog import CATALOG
-from omni_npu_port.port import audit
-from omni_npu_port.port.locate import PortError, open_tree
-from omni_npu_port.port.translation import target_of
-from omni_npu_port.sources.symbols import SymbolIndex
+from omni_npu_port.port.audit import (DRIFT_CODES, Change, audit, audit_target, by_method, conflict_view, method_at,
+                                      update_changes)
+from omni_npu_port.port.locate import open_tree
 
-AF = Path(__file__).parent / "fixtures" / "audit"
-
-
-def codes(found):
-    return {(f.code, f.cls, f.method) for f in found}
+FIX = Path(__file__).parent / "fixtures"
+UPD, STACK = FIX / "update", FIX / "generalize" / "stack"
+SOURCES = (str(STACK / "vllm"), str(STACK / "vllm_ascend"))
+NPU_FILE = "vllm_omni/platforms/npu/worker/npu_model_runner.py"
 
 
-def copy_tree(name, tmp_path):
-    return Path(shutil.copytree(AF / name, tmp_path / name))
+def run_audit(tmp, gpu, npu, prev=None):
+    return audit(str(gpu), str(npu), str(prev or npu), sources=SOURCES, cache_dir=tmp / "cache",
+                 index="http://127.0.0.1:9/")
 
 
-def runners_of(source):
-    tree = open_tree(str(source))
-    graph = audit.ClassGraph(SymbolIndex([tree]))
-    return graph, audit.find_runners(graph, tree)
+@pytest.fixture(scope="module")
+def lagging(tmp_path_factory):
+    "The previous release's NPU copy against the next release's GPU runners."
+    found = run_audit(tmp_path_factory.mktemp("a"), UPD / "omni_next", UPD / "omni_prev")
+    return found, [f for f in found if f.code in DRIFT_CODES]
 
 
-# --- runners found by what they are -------------------------------------------------------------------------
-def test_runner_bases_are_the_catalogs_runner_classes():
-    gpu, npu = audit.runner_bases()
-    assert [b.dotted for b in gpu] == [CATALOG["sig.dummy-run-gpu"].gpu_sym.parent]
-    assert [b.dotted for b in npu] == [CATALOG["sig.dummy-run"].npu_sym.parent]
-    assert audit.device_markers() == ("GPU", "NPU")
+def line_of(text: str, fragment: str) -> int:
+    return next(i for i, l in enumerate(text.splitlines(), 1) if fragment in l)
 
 
-def test_older_layout_is_read_as_a_directory_and_audits_clean():
-    "vllm_omni/worker/npu/ (older releases) was refused: 'needs vllm_omni/platforms/npu/worker/'."
-    assert audit.audit(str(AF / "old_layout"), str(AF / "old_layout")) == []
-    assert audit.audit(str(AF / "old_layout"), str(AF / "old_layout/vllm_omni/worker/npu")) == []
+def test_a_copy_in_step_with_its_own_release_has_no_drift(tmp_path):
+    found = run_audit(tmp_path, UPD / "omni_prev", UPD / "omni_prev")
+    assert [f for f in found if f.code in DRIFT_CODES] == []
+    assert [f.code for f in found if f.severity != "info"] == []
+    assert found[0].code == "ONP4124" and "vllm-ascend 0.18.0" in found[0].message
 
 
-def test_runners_found_through_chains_of_classes_across_files_and_aliases():
-    _, old = runners_of(AF / "old_layout")
-    assert {c.name for c in old.gpu} == {"OmniGPUModelRunner", "GPUARModelRunner", "GPUTalkerModelRunner"}
-    assert {c.name for c in old.npu} == {"OmniNPUModelRunner", "NPUARModelRunner", "NPUTalkerModelRunner"}
-    assert [c.name for c in old.other_devices] == ["XPUARModelRunner"]     # another device's port: no NPU copy owed
-    _, new = runners_of(AF / "new_layout")   # NPUModelRunner imported `as AscendRunner`; a base through a re-export
-    assert "OmniNPUModelRunner" in {c.name for c in new.npu}
-    assert {"GPUARModelRunner", "Code2WavGPURunner"} <= {c.name for c in new.gpu}
-    assert not new.by_name and not old.by_name
+def test_each_gpu_side_change_is_a_finding_at_the_copys_line(lagging):
+    found, drift = lagging
+    text = (UPD / "omni_prev" / NPU_FILE).read_text()
+    got = {(f.code, f.method) for f in drift}
+    assert ("ONP4120", "_dummy_run") in got and ("ONP4120", "new_feature") in got     # a line and a method added
+    assert ("ONP4122", "old_helper") in got                                            # a method the GPU side dropped
+    assert ("ONP4123", "_update_states") in got                                        # both changed one line
+    dummy = next(f for f in drift if f.method == "_dummy_run")
+    assert dummy.detail == ["+ self.last_num_tokens = num_tokens"]
+    assert dummy.line == line_of(text, "self.talker_ids[:num_tokens].zero_()")          # the line it follows
+    assert dummy.path.endswith(NPU_FILE) and dummy.column == 1
+    conflict = next(f for f in drift if f.code == "ONP4123")
+    assert conflict.line == line_of(text, "self.omni_outputs.pop(req_id, self.npu_default)")
+    assert conflict.detail == ["- self.omni_outputs.pop(req_id, self.npu_default)", "+ self.omni_outputs.pop(req_id, [])"]
 
 
-def test_method_resolution_order_is_pythons(tmp_path):
-    "A diamond across four files: the graph's MRO and the class it takes a method from are Python's own answer."
-    pkg = tmp_path / "vllm_omni"
-    (pkg / "d").mkdir(parents=True)
-    files = {"__init__.py": "", "a.py": "class A:\n    def f(self): return 'A'\n",
-             "b.py": "from vllm_omni.a import A\nclass B(A):\n    pass\n",
-             "c.py": "from .a import A\nclass C(A):\n    def f(self): return 'C'\n",
-             "d/__init__.py": "", "d/m.py": "from ..b import B\nfrom vllm_omni.c import C as Sea\nclass D(B, Sea):\n    pass\n"}
-    for rel, text in files.items(): (pkg / rel).write_text(text)
-    tree = open_tree(str(tmp_path))
-    graph = audit.ClassGraph(SymbolIndex([tree]))
-    d = graph.cls("vllm_omni.d.m", tree.module_ast("vllm_omni.d.m").body[-1])
-    sys.path.insert(0, str(tmp_path))
-    try:
-        real = importlib.import_module("vllm_omni.d.m").D
-        assert [c.name for c in graph.mro(d)] == [k.__name__ for k in real.__mro__ if k is not object]
-        assert graph.method(d, "f")[0].name == real().f()
-    finally:
-        sys.path.remove(str(tmp_path))
-        for m in [m for m in sys.modules if m == "vllm_omni" or m.startswith("vllm_omni.")]: del sys.modules[m]
+def test_a_renamed_method_is_reported_on_the_copys_name(lagging):
+    found, drift = lagging
+    ren = [f for f in drift if f.method == "_run_generation"]
+    assert {f.code for f in ren} == {"ONP4120", "ONP4121"}      # the def line changes, a line added
+    assert not any(f.method == "_run_generation_model" for f in drift)
 
 
-# --- pairing --------------------------------------------------------------------------------------------------
-def test_unpaired_runners_are_findings_and_a_differently_named_copy_pairs_by_its_base():
-    found = audit.audit(str(AF / "new_layout"), str(AF / "new_layout"))
-    assert codes(found) == {("ONP4206", "GPUGenerationModelRunner", ""), ("ONP4205", "NPUTTSModelRunner", "")}
-    tts = next(f for f in found if f.code == "ONP4205")
-    assert "GPUTTSModelRunner" in tts.message and "GPUARModelRunner" in tts.message   # what was looked for, what exists
-    graph, r = runners_of(AF / "new_layout")
-    pairs = audit.pair_runners(r, r)
-    assert ("Code2WavGPURunner", "AscendCode2WavRunner", "base") in [(g.name, n.name, how) for g, n, how in pairs.pairs]
+def test_the_copys_own_work_is_no_drift(lagging):
+    found, drift = lagging
+    assert not any(f.method == "npu_warmup" for f in drift)                # a method only the copy has
+    assert not any("npu_warmup(num_tokens)" in " ".join(f.detail) for f in drift)   # its own line in _dummy_run
+    left = [f for f in found if f.method == "profile_hook"]
+    assert [(f.code, f.severity) for f in left] == [("ONP4127", "info")]   # removed by the copy: stays out, a note
 
 
-def test_pairs_across_layouts_and_releases():
-    "GPU runners of the older layout against NPU runners of the newer one: paired by class, never by module path."
-    found = audit.audit(str(AF / "old_layout"), str(AF / "new_layout"))
-    assert {(f.code, f.cls) for f in found if f.code in ("ONP4205", "ONP4206")} == {
-        ("ONP4206", "GPUTalkerModelRunner"), ("ONP4205", "NPUTTSModelRunner"), ("ONP4205", "AscendCode2WavRunner")}
-    # the pairs are made: what the older GPU runners have and the newer NPU copies lack is named per pair
-    assert {("ONP4202", "NPUARModelRunner", "execute_model"), ("ONP4202", "OmniNPUModelRunner", "talker_forward")} <= codes(found)
-    assert "GPUARModelRunner.execute_model" in next(f.message for f in found if f.method == "execute_model")
+def test_a_change_the_copy_already_made_is_no_finding(tmp_path):
+    copy = tmp_path / "omni_copy"
+    shutil.copytree(UPD / "omni_prev", copy)
+    f = copy / NPU_FILE
+    f.write_text(f.read_text().replace("        self.talker_ids[:num_tokens].zero_()\n",
+                                       "        self.talker_ids[:num_tokens].zero_()\n"
+                                       "        self.last_num_tokens = num_tokens\n"))
+    drift = [x for x in run_audit(tmp_path, UPD / "omni_next", copy, UPD / "omni_prev") if x.code in DRIFT_CODES]
+    assert not any(x.method == "_dummy_run" for x in drift)
+    assert any(x.method == "new_feature" for x in drift)                      # the rest still lags
 
 
-# --- inheritance across files ----------------------------------------------------------------------------------
-def test_a_method_inherited_from_another_file_is_compared_there(tmp_path):
-    "NPUARModelRunner.talker_forward is checked against OmniGPUModelRunner.talker_forward, which GPUARModelRunner inherits."
-    root = copy_tree("old_layout", tmp_path)
-    gpu = root / "vllm_omni/worker/gpu_model_runner.py"
-    gpu.write_text(gpu.read_text().replace("ids = self.talker_prepare(ids)", "ids = self.talker_prepare(ids, self.text_step)"))
-    found = audit.audit(str(root), str(root))
-    drift = [f for f in found if (f.code, f.cls, f.method) == ("ONP4201", "NPUARModelRunner", "talker_forward")]
-    assert drift and "OmniGPUModelRunner.talker_forward" in drift[0].message
-    assert drift[0].detail == ["- ids = self.talker_prepare(ids)"]   # the NPU copy's line the GPU side changed
-    assert not [f for f in found if f.code == "ONP4204"]
+def test_the_diff_pieces_on_small_texts():
+    npu = "class R:\n    def f(self, x):\n        y = npu(x)  # the copy's\n\n        return y\n"
+    upd = "class R:\n    def f(self, x):\n        y = npu(x)\n        log(y)\n        return y\n"
+    assert update_changes(npu, npu) == [] and update_changes(npu, npu.replace("# the copy's", "# another")) == []
+    [c] = update_changes(npu, upd)
+    assert (c.kind, c.line, c.update, c.at) == ("add", 3, ["        log(y)"], 4)
+    [c] = update_changes(upd, npu)
+    assert (c.kind, c.line, c.npu) == ("remove", 4, ["        log(y)"])
+    assert [c.kind for c in update_changes(npu, npu.replace("npu(x)", "npu(x, 2)"))] == ["change"]
+    conflicted = upd.replace("        log(y)\n", "        # <<<<<<< ONP4001 conflict: people (kept)\n        log(y)\n"
+                             "        # ======= new (commented out)\n        # log(y, 1)\n        # >>>>>>>\n")
+    [c] = update_changes(upd, conflicted)
+    assert (c.kind, c.line, c.npu, c.update) == ("conflict", 4, ["        log(y)"], ["        log(y, 1)"])
 
 
-def test_lone_files_whose_bases_are_elsewhere_say_so_instead_of_calling_methods_missing():
-    found = audit.audit(str(AF / "files/gpu_ar.py"), str(AF / "files/npu_ar.py"))
-    assert {f.code for f in found} == {"ONP4207"} and all(f.severity == "info" for f in found)
-    assert any("vllm_omni.worker.gpu_model_runner.OmniGPUModelRunner" in f.message for f in found)
-    # with the file that defines the base, the inherited method is found and compared (no drift: in sync)
-    found = audit.audit(str(AF / "files"), str(AF / "files"))
-    assert not [f for f in found if f.code in ("ONP4201", "ONP4204")]
-    assert ("ONP4206", "OmniGPUModelRunner", "") in codes(found)    # no OmniNPUModelRunner among the files given
+def test_a_conflict_block_that_does_not_close_is_read_as_it_is():
+    lines = ["def f(self):", "    # <<<<<<< ONP4001 conflict: people (kept)", "    x = 1"]
+    assert conflict_view(lines) == (lines, {})
 
 
-def test_an_npu_override_of_vllm_ascends_own_method_is_no_orphan(tmp_path):
-    root = copy_tree("old_layout", tmp_path)
-    npu = root / "vllm_omni/worker/npu/npu_ar_model_runner.py"
-    npu.write_text(npu.read_text() + "\n    def capture_model(self):\n        return None\n")
-    assert ("ONP4204", "NPUARModelRunner", "capture_model") in codes(audit.audit(str(root), str(root)))
-    with_base = audit.audit(str(root), str(root), str(AF / "ascend_0_12"))
-    assert ("ONP4204", "NPUARModelRunner", "capture_model") not in codes(with_base)
+def test_a_hunk_across_two_methods_splits_into_a_removal_and_an_add():
+    npu = "class R:\n    def a(self):\n        return 1\n"
+    upd = "class R:\n    def b(self):\n        return 2\n"
+    [c] = update_changes(npu, upd)
+    parts = by_method(c, method_at(npu), method_at(upd))
+    assert [(p.kind, p.npu, p.update) for p in parts] == [("remove", ["    def a(self):", "        return 1"], []),
+                                                          ("add", [], ["    def b(self):", "        return 2"])]
+    assert by_method(c, method_at(npu), method_at(upd), {"b": "a"}) == [c]   # a rename the update paired: one change
+    same = Change("change", 3, ["        return 1"], ["        return 3"], 3, [3], [3])
+    assert by_method(same, method_at(npu), method_at(npu)) == [same]
 
 
-# --- versions ---------------------------------------------------------------------------------------------------
-def test_versions_are_resolved_as_port_resolves_them():
-    rules, notes = audit.audit_rules("0.12.0rc1")
-    assert rules.target == target_of(SimpleNamespace(package="vllm_ascend", version="0.12.0rc1"))
-    assert [d.code for d in notes] == ["ONP4104"] and "0.12.0rc1" in notes[0].message
-    assert audit.audit_rules("0.18.0")[0] is audit.audit_rules("vllm-ascend==0.18.0")[0] and audit.audit_rules("0.18.0")[1] == []
-    base = open_tree(str(AF / "ascend_0_12"))
-    assert audit.audit_rules(None, base)[0].target == target_of(base)
-    with pytest.raises(PortError, match="--target 'vllm==0.18.0'"): audit.audit_rules("vllm==0.18.0")
-    with pytest.raises(PortError, match="--target 'nonsense'"): audit.audit_rules("nonsense")
+def test_the_target_comes_from_the_sources_never_the_profile_where_they_state_one():
+    prev = open_tree(str(UPD / "omni_prev"))
+    assert audit_target(None, prev, None, SOURCES).asked == "0.18.0"             # a vllm-ascend source given
+    t = audit_target(None, prev)
+    assert "vLLM-Omni 0.18.0" in t.origin and t.asked == "0.18.0rc1"             # the copy's release pairing
+    assert audit_target("0.18.0", prev).origin == "--target"
 
 
-def test_a_release_the_catalog_lacks_is_a_note_that_does_not_fail_the_gate(capsys):
-    rc = main(["audit", "--gpu", str(AF / "old_layout"), "--npu", str(AF / "old_layout"), "--npu-base", str(AF / "ascend_0_12")])
+def test_cli_exit_codes_and_formats(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr("omni_npu_port.sources.fetch.CACHE_DIR", tmp_path / "cache")
+    base = ["audit", "--source", *SOURCES, "--from", str(UPD / "omni_prev")]
+    assert main(base + ["--gpu", str(UPD / "omni_prev")]) == 0
+    capsys.readouterr()
+    assert main(base + ["--gpu", str(UPD / "omni_next"), "--npu", str(UPD / "omni_prev")]) == 1
     out = capsys.readouterr().out
-    assert rc == 0 and "ONP4104" in out and "(note)" in out and "0 finding(s); 1 note(s)" in out
-    rc = main(["audit", "--gpu", str(AF / "new_layout"), "--npu", str(AF / "new_layout"), "--target", "0.12.0rc1", "--json"])
-    found = json.loads(capsys.readouterr().out)
-    assert rc == 1 and {f["severity"] for f in found} == {"info", "warning"}
+    first = out.splitlines()[0]
+    assert NPU_FILE in first and ": ONP41" in first and first.split(NPU_FILE)[1].split(":")[2] == "1"   # path:line:col
+    assert main(base + ["--gpu", str(UPD / "omni_next"), "--npu", str(UPD / "omni_prev"), "--json"]) == 1
+    rows = json.loads(capsys.readouterr().out)
+    assert any(r["code"] == "ONP4120" and r["line"] and r["path"].endswith(NPU_FILE) for r in rows)
+    assert main(base + ["--gpu", str(UPD / "omni_next"), "--npu", str(UPD / "omni_prev"), "--output-format",
+                        "sarif"]) == 1
+    sarif = json.loads(capsys.readouterr().out)
+    assert any(r["ruleId"] == "ONP4123" for r in sarif["runs"][0]["results"])
+    assert main(base + ["--gpu", str(UPD / "omni_next"), "--npu", str(UPD / "omni_prev"), "--output-format",
+                        "github"]) == 1
+    assert "::warning file=" in capsys.readouterr().out
 
 
-# --- never refuse silently --------------------------------------------------------------------------------------
-def test_a_source_without_runners_is_an_error_naming_what_was_searched(capsys):
-    with pytest.raises(PortError) as e: audit.audit(str(AF / "no_runners"), str(AF / "old_layout"))
-    msg = str(e.value)
-    assert "searched 2 module(s)" in msg and "vllm.v1.worker.gpu_model_runner.GPUModelRunner" in msg and "give the" in msg
-    assert main(["audit", "--gpu", str(AF / "old_layout"), "--npu", str(AF / "old_layout/vllm_omni/worker/talker")]) == 2
-    err = capsys.readouterr().err
-    assert "no NPU runner class found" in err and "vllm_omni.worker.talker" in err and err.count("\n") == 1
-    assert main(["audit", "--gpu", str(AF / "ascend_0_12"), "--npu", str(AF / "old_layout")]) == 2
-    assert "not vllm-omni" in capsys.readouterr().err
-
-
-def test_a_module_that_does_not_parse_is_named_not_fatal(tmp_path):
-    root = copy_tree("old_layout", tmp_path)
-    (root / "vllm_omni/worker/npu/npu_broken.py").write_text(
-        "from .npu_model_runner import OmniNPUModelRunner\n\n\nclass NPUBrokenModelRunner(OmniNPUModelRunner):\n    def f(self)\n        pass\n")
-    found = audit.audit(str(root), str(root))
-    assert [(f.code, f.severity) for f in found] == [("ONP4208", "info")]
-    assert "vllm_omni.worker.npu.npu_broken" in found[0].message and "line 5" in found[0].message
-
-
-def test_a_base_imported_in_branches_is_read_in_every_branch(tmp_path):
-    "`if …: from … import NPUModelRunner310 as NPUModelRunner / else: from … import NPUModelRunner` (vLLM-Omni 0.30's form)."
-    root = copy_tree("old_layout", tmp_path)
-    npu = root / "vllm_omni/worker/npu/npu_model_runner.py"
-    npu.write_text(npu.read_text().replace(
-        "from vllm_ascend.worker.model_runner_v1 import NPUModelRunner\n",
-        "if is_small_chip():\n    from vllm_ascend.small.runner import NPUModelRunnerSmall as NPUModelRunner\n"
-        "else:\n    from vllm_ascend.worker.model_runner_v1 import NPUModelRunner\n"))
-    graph, r = runners_of(root)
-    assert {c.name for c in r.npu} == {"OmniNPUModelRunner", "NPUARModelRunner", "NPUTalkerModelRunner"}
-    assert audit.audit(str(root), str(root)) == []
-
-
-def test_only_a_device_word_makes_another_devices_port(tmp_path):
-    "XPUARModelRunner(GPUARModelRunner) is another device's port; OmniARModelRunner(OmniGPUModelRunner) is a GPU runner."
-    root = copy_tree("old_layout", tmp_path)
-    (root / "vllm_omni/worker/omni_ar.py").write_text(
-        "from vllm_omni.worker.gpu_model_runner import OmniGPUModelRunner\n\n\nclass OmniARModelRunner(OmniGPUModelRunner):\n    pass\n")
-    _, r = runners_of(root)
-    assert "OmniARModelRunner" in {c.name for c in r.gpu} and [c.name for c in r.other_devices] == ["XPUARModelRunner"]
-    assert ("ONP4206", "OmniARModelRunner", "") in codes(audit.audit(str(root), str(root)))
-
-
-def test_the_older_layout_as_a_wheel_and_an_sdist(tmp_path, monkeypatch):
-    "open_source's other kinds of source: the same runners found and paired in a wheel and an sdist."
-    monkeypatch.setenv("OMNI_NPU_PORT_SDIST_CACHE", "off")   # no cache entry for a test's sdist
-    import tarfile
-    import zipfile
-    root = AF / "old_layout"
-    files = [p for p in sorted(root.rglob("*.py"))]
-    whl = tmp_path / "vllm_omni-0.9.0-py3-none-any.whl"
-    with zipfile.ZipFile(whl, "w") as z:
-        for p in files: z.write(p, p.relative_to(root).as_posix())
-        z.writestr("vllm_omni-0.9.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: vllm-omni\nVersion: 0.9.0\n")
-    sdist = tmp_path / "vllm_omni-0.9.0.tar.gz"
-    with tarfile.open(sdist, "w:gz") as t:
-        for p in files: t.add(p, f"vllm_omni-0.9.0/{p.relative_to(root).as_posix()}")
-    for source in (whl, sdist):
-        assert audit.audit(str(source), str(source)) == []
-        _, r = runners_of(source)
-        assert {c.name for c in r.npu} == {"OmniNPUModelRunner", "NPUARModelRunner", "NPUTalkerModelRunner"}, source
-
-
-def test_findings_point_at_the_npu_runners_file_and_line_in_every_output_format(tmp_path, capsys):
-    "audit's findings as `path:line: CODE message` lines, SARIF and GitHub annotations: the line is the file's."
-    gpu, npu = tmp_path / "gpu_r.py", tmp_path / "npu_r.py"
-    gpu.write_text("from vllm.v1.worker.gpu_model_runner import GPUModelRunner\nimport torch\n\n\n"
-                   "class OmniGPUModelRunner(GPUModelRunner):\n    def step(self, x):\n        torch.cuda.synchronize()\n"
-                   "        return x * 2\n")
-    npu.write_text("from vllm_ascend.worker.model_runner_v1 import NPUModelRunner\nimport torch\n\n\n"
-                   "class OmniNPUModelRunner(NPUModelRunner):\n    @staticmethod\n    def helper():\n        return 1\n\n"
-                   "    def step(self, x):\n        torch.cuda.synchronize()\n        return x * 2\n")
-    lines = npu.read_text().splitlines()
-    assert main(["audit", "--gpu", str(gpu), "--npu", str(npu)]) == 1
-    text = [l for l in capsys.readouterr().out.splitlines() if l.startswith(f"{npu}:")]
-    at = {l.split(": ")[1].split()[0]: int(l.split(":")[1]) for l in text}
-    assert "torch.cuda.synchronize()" in lines[at["ONP4203"] - 1] and "def helper" in lines[at["ONP4204"] - 1]
-    assert all(l.startswith(f"{npu}:") for l in text)
-    assert main(["audit", "--gpu", str(gpu), "--npu", str(npu), "--output-format", "sarif"]) == 1
-    res = json.loads(capsys.readouterr().out)["runs"][0]["results"]
-    assert {r["ruleId"]: r["locations"][0]["physicalLocation"]["region"]["startLine"] for r in res} == at
-    assert main(["audit", "--gpu", str(gpu), "--npu", str(npu), "--output-format", "github"]) == 1
-    assert all(l.startswith("::warning file=") for l in capsys.readouterr().out.splitlines())
+def test_cli_without_gpu_is_usage(capsys):
+    assert main(["audit"]) == 2
