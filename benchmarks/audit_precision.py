@@ -7,7 +7,7 @@ on the target the NPU release states; a labelled method is predicted drift when 
 on it (the update would add, change or remove its lines, or conflicts over them).
 
 Label sets (benchmarks/data):
-- `audit_labels_update_0.26.csv`: vLLM-Omni 0.26.0's GPU runners against its own NPU copy, last in step in 0.24.0.
+- `audit_labels_update_0.26.csv` and `_0.30.csv`: vLLM-Omni 0.26.0 (0.30.0) GPU runners against its own NPU copy, last in step in 0.24.0 (0.28.0).
   Labelled **blind** for this audit, before it existed (how: `audit_labels_update.md`). Labels drift / mirrored /
   inherited / not-copied.
 - `audit_labels.csv`, `audit_labels_heldout*.csv`: GPU release N against the NPU copy of N+1 (PREV: N's predecessor),
@@ -34,7 +34,7 @@ from omni_npu_port.core.catalog import OMNI_PAIRING, parse_version  # noqa: E402
 from omni_npu_port.port.audit import DRIFT_CODES, audit  # noqa: E402
 
 DATA = Path(__file__).parent / "data"
-BLIND = [DATA / "audit_labels_update_0.26.csv"]
+BLIND = [DATA / "audit_labels_update_0.26.csv", DATA / "audit_labels_update_0.30.csv"]
 OLDER = [DATA / "audit_labels.csv", *(DATA / f"audit_labels_heldout{s}.csv" for s in ("", "2", "3", "4"))]
 POSITIVE, NEGATIVE = {"drift"}, {"mirrored", "base-only", "inherited", "not-copied"}
 

@@ -216,10 +216,11 @@ def test_sources_stating_different_releases_ask_for_a_target(tmp_path):
 
 def test_audit_infers_the_target_as_port_does(tmp_path):
     from omni_npu_port.port.audit import audit_target
-    root = _omni_dir(tmp_path)
-    t = audit_target(None, None, (str(root), str(root)))
+    from omni_npu_port.port.locate import open_tree
+    root = open_tree(str(_omni_dir(tmp_path)))
+    t = audit_target(None, root, root)
     assert t.asked == OMNI_ASCEND and t.origin.startswith(f"inferred from the source: vLLM-Omni {OMNI}")
-    assert audit_target("0.18.0", None, (str(root),)).origin == "--target"
+    assert audit_target("0.18.0", root).origin == "--target"
 
 
 # --- port --release: the pairing of a release outside the table, a checkout, a named GPU base ----------------------

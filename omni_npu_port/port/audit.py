@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import keyword
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,17 +18,19 @@ from ..core.profile import resolve_target
 from ..core.releases import Target
 from ..sources.fetch import CACHE_DIR
 from ..sources.stated import omni_target, tree_target
-from .locate import MethodSpec, PortError, locate, open_tree, python_lines
+from ..sources.symbols import SymbolIndex, resolve
+from .locate import MethodSpec, PortError, locate, open_tree, own_methods, python_lines
 from .merge import code_tokens
 from .ready import ready_index
 from .release import port_release
 from .release_inputs import locate_base, open_release, release_source
-from .runners import runner_bases
-from .update_release import previous_release, update_runners
+from .runners import ClassGraph, runner_bases
+from .update_release import class_methods, previous_release, update_runners
 
 # %% auto #0
 __all__ = ['DRIFT_CODES', 'Finding', 'audit_target', 'conflict_view', 'Change', 'update_changes', 'method_at', 'by_method',
-           'change_findings', 'runner_findings', 'audit']
+           'change_method', 'change_finding', 'method_keys', 'base_method_keys', 'substantive', 'anchors', 'owed',
+           'new_methods', 'AuditSides', 'missing_methods', 'runner_findings', 'audit']
 
 # %% ../../nbs/port/audit.ipynb #42c12468
 _NB = "port/audit.ipynb"
@@ -54,10 +57,13 @@ register(
          "fix the module the message names, then audit again", _NB, "audit"),
     Code("ONP4127", "copy-left-out", "the NPU copy left out a method omni's GPU side changed: the update keeps it "
          "out", "info", "nothing, if the reason the method went still holds", _NB, "audit"),
+    Code("ONP4129", "new-method-missing", "drift: omni's GPU runner added a method since the copy was last in step "
+         "that the copy neither defines nor inherits", "warning", "port the method into the NPU copy, or record why "
+         "the NPU runner does without it", _NB, "audit"),
     Code("ONP4128", "copy-kept", "the GPU side dropped a method the NPU copy edited: the update keeps the NPU "
          "copy's", "info", "check whether the method is still needed", _NB, "audit"),
 )
-DRIFT_CODES = ("ONP4120", "ONP4121", "ONP4122", "ONP4123")
+DRIFT_CODES = ("ONP4120", "ONP4121", "ONP4122", "ONP4123", "ONP4129")
 
 # %% ../../nbs/port/audit.ipynb #22d4190f
 @dataclass
@@ -183,17 +189,70 @@ def by_method(c: Change, npu_at: dict, upd_at: dict, was: dict | None = None) ->
 def _shown(c: Change) -> list[str]:
     return [f"- {l.strip()}" for l in c.npu] + [f"+ {l.strip()}" for l in c.update]
 
-def change_findings(c: Change, path: str, cls: str, npu_at: dict, upd_at: dict, basis: str) -> Finding:
-    "A `Change` as a finding at the copy's line, on the method it touches (an add: the method the update adds to)."
+def change_method(c: Change, npu_at: dict, upd_at: dict, was: dict | None = None) -> tuple[str, str]:
+    "(class, method) a change touches, by the copy's names: the copy's method, the update's for an add."
+    where = npu_at.get(c.line, ("", ""))
+    if c.kind == "add": where = upd_at.get(c.at, where)
+    return where[0], (was or {}).get(where[1], where[1])
+
+def change_finding(c: Change, path: str, cls: str, method: str, basis: str) -> Finding:
+    "A `Change` as a finding at the copy's line, on the method it touches."
     code = {"add": "ONP4120", "change": "ONP4121", "remove": "ONP4122", "conflict": "ONP4123"}[c.kind]
     n = len(c.update if c.kind in ("add", "conflict") else c.npu)
     first = (c.update or c.npu or [""])[0].strip()
-    where = npu_at.get(c.line, (cls, ""))
-    if c.kind == "add": where = upd_at.get(c.at, where)
     verb = {"add": "would add", "change": "would change", "remove": "would remove", "conflict": "conflicts over"}
     msg = f"{basis}: the update {verb[c.kind]} {n} line(s) here: `{first[:70]}`"
-    return Finding(code, msg, path=path, line=c.line, column=1, cls=where[0] or cls, method=where[1],
-                   detail=_shown(c))
+    return Finding(code, msg, path=path, line=c.line, column=1, cls=cls, method=method, detail=_shown(c))
+
+# %% ../../nbs/port/audit.ipynb #a1c4000c
+def method_keys(text: str | None) -> list[str]:
+    "The token keys of a method's (or any fragment's) code lines, in order."
+    return _code(python_lines(text))[1] if text else []
+
+def base_method_keys(loc, sym, name: str) -> set[str]:
+    "The keys of method `name` of runner base `sym` in a located base source, as it defines or inherits it."
+    if loc is None or not name: return set()
+    s = resolve(loc.tree, f"{sym.dotted}.{name}")
+    if not s or getattr(s, "kind", None) != "method": return set()
+    text = loc.tree.module_source(s.module) or ""
+    return set(method_keys("\n".join(python_lines(text)[s.node.lineno - 1:s.node.end_lineno])))
+
+_KW = frozenset(keyword.kwlist)
+
+def substantive(lines: list[str]) -> bool:
+    "Whether some line names something (a token that is an identifier, not a keyword)."
+    return any(t[0].isalpha() or t[0] == "_" for l in lines for t in code_tokens(l) if t not in _KW)
+
+# %% ../../nbs/port/audit.ipynb #a1c4000d
+def anchors(base: list[str], new: list[str]) -> dict[str, list[str]]:
+    "{key of each line the GPU side wrote since the previous port: the previous port's lines it replaced or sits"
+    " between}."
+    out: dict[str, list[str]] = {}
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, base, new, autojunk=False).get_opcodes():
+        if tag in ("replace", "insert"):
+            near = base[i1:i2] if tag == "replace" else base[max(i1 - 1, 0):i1 + 1]
+            for k in new[j1:j2]: out.setdefault(k, []).extend(near)
+    return out
+
+def owed(c: Change, own: set, theirs: set, anchor: dict | None = None) -> Change | None:
+    "The change less what is no lag of the copy: lines the copy's method has (`own`), vllm's and vllm-ascend's"
+    " (`theirs`), and in a conflict GPU lines whose previous-port anchors the copy has none of; None: nothing left."
+    key = lambda l: " ".join(code_tokens(l))
+    upd = [l for l in c.update if key(l) not in own and key(l) not in theirs]
+    if c.kind == "conflict" and anchor is not None:
+        upd = [l for l in upd if not anchor.get(key(l)) or any(a in own for a in anchor[key(l)])]
+    gone = [] if c.kind in ("add", "conflict") else [l for l in c.npu if key(l) not in theirs]
+    if not substantive(upd + gone): return None
+    kind = c.kind if c.kind == "conflict" else "change" if upd and gone else "add" if upd else "remove"
+    return Change(kind, c.line, c.npu if kind == "conflict" else gone, upd, c.at, c.npu_at, c.update_at)
+
+# %% ../../nbs/port/audit.ipynb #a1c4000f
+def new_methods(prev_gpu: dict, new_gpu: dict, copy_cls, graph, gpu_name: str) -> list[str]:
+    "Methods the GPU runner `gpu_name` defines since PREV that the copy's class neither defines nor inherits from it."
+    mro = [k for k in graph.mro(copy_cls) if not isinstance(k, str)]
+    if any(k.name == gpu_name for k in mro[1:]): return []              # the copy derives from the GPU runner
+    own = set(own_methods(copy_cls.node))
+    return [m for m in new_gpu if m not in prev_gpu and m not in own]
 
 # %% ../../nbs/port/audit.ipynb #01397a5d
 def _hand(origin: str, dotted: str | None) -> tuple[str, str, str] | None:
@@ -204,11 +263,14 @@ def _hand(origin: str, dotted: str | None) -> tuple[str, str, str] | None:
     except (PortError, OSError): return None
     return loc.module_text, cls, loc.tree.file_of(mod)
 
-def _stack(p, sources, progress, cache_dir, index):
-    "The GPU and NPU bases (`Located`) a port ran on, for the update's readiness index and inherited methods."
+def _stack(new, base, sources, progress, cache_dir, index) -> tuple:
+    "(Located, Symbol) of vllm NEW's GPU runner base, vllm PREV's, and the target's vllm-ascend NPU runner base."
     src = lambda spec: release_source(spec, sources, progress, cache_dir, index)
     (gsym, *_), (nsym, *_) = runner_bases()
-    return locate_base(src(f"vllm=={p.vllm}"), gsym), locate_base(src(f"vllm-ascend=={p.vllm_ascend}"), nsym)
+    gb, nb = locate_base(src(f"vllm=={new.vllm}"), gsym), locate_base(src(f"vllm-ascend=={new.vllm_ascend}"), nsym)
+    try: old = locate_base(src(f"vllm=={base.vllm}"), gsym) if base.vllm != new.vllm else None
+    except (PortError, OSError): old = None   # PREV's vllm cannot be read: its lines are not told apart
+    return tuple((loc, sym) for loc, sym in ((gb, gsym), (old, gsym), (nb, nsym)) if loc is not None)
 
 # %% ../../nbs/port/audit.ipynb #8554aa64
 def _match(r, ports):
@@ -217,22 +279,61 @@ def _match(r, ports):
 
 _NOTES = {"ONP4503": "ONP4127", "ONP4504": "ONP4128"}
 
-def runner_findings(r, base, origin: str, basis: str, was: dict | None = None) -> list[Finding]:
-    "One updated runner's findings: its diff against the NPU copy, the update's notes, or why it has none."
-    b = _match(r, base.runners)
-    hand = _hand(origin, b.hand if b else None) or _hand(origin, r.hand)
-    codes = {d.code for d in r.diagnostics}
+@dataclass
+class AuditSides:
+    "What every runner's findings read: PREV's and NEW's ports, the copy's source, the bases, the copy's classes."
+    base: object                 # PREV's ReleasePort (the merge's base)
+    new: object                  # NEW's ReleasePort
+    origin: str                  # the NPU copy's source
+    basis: str                   # `NEW from PREV`, for messages
+    theirs: tuple = ()           # (Located, Symbol) of vllm NEW's, vllm PREV's and vllm-ascend's runner bases
+    graph: object = None         # ClassGraph of the copy's source
+
+    def their_keys(self, *names) -> set:
+        "vllm's and vllm-ascend's own lines of the methods `names`."
+        return set().union(*(base_method_keys(loc, sym, n) for loc, sym in self.theirs for n in names if n))
+
+def _methods(port, dotted: str | None) -> dict:
+    "The methods the class `dotted` of a port's source defines ({} where it cannot be read)."
+    if not dotted: return {}
+    mod, _, cls = dotted.rpartition(".")
+    try: return dict(own_methods(locate(MethodSpec(str(port.origin), mod, cls), False).cls_node))
+    except (PortError, OSError): return {}
+
+# %% ../../nbs/port/audit.ipynb #a1c40010
+def missing_methods(r, b, sides: AuditSides, text: str, cls: str, path: str) -> list[Finding]:
+    "ONP4129 for each method the GPU runner added since PREV that the copy neither defines nor inherits."
+    node = next((n for n in ast.parse(text).body if isinstance(n, ast.ClassDef) and n.name == cls), None)
+    mod = (b.hand if b and b.hand else r.hand or "").rpartition(".")[0]
+    if node is None or sides.graph is None: return []
+    prev, new = _methods(sides.base, b.gpu if b else None), _methods(sides.new, r.gpu)
+    gone = new_methods(prev, new, sides.graph.cls(mod, node), sides.graph, r.gpu.rpartition(".")[2])
+    return [Finding("ONP4129", f"{sides.basis}: {code_info('ONP4129').title}: {r.gpu.rpartition('.')[2]}.{m}",
+                    path=path, line=node.lineno, column=1, cls=cls, method=m) for m in gone]
+
+def runner_findings(r, sides: AuditSides, was: dict | None = None) -> list[Finding]:
+    "One updated runner's findings: what of its diff against the NPU copy is owed, the update's notes, or why none."
+    b, n = _match(r, sides.base.runners), _match(r, sides.new.runners)
+    hand = _hand(sides.origin, b.hand if b else None) or _hand(sides.origin, r.hand)
     if hand is None:
         return [Finding("ONP4125", f"{code_info('ONP4125').title}: {r.gpu} (ported as {r.cls})", cls=r.cls)]
     text, cls, path = hand
-    if "ONP4501" in codes:
+    if "ONP4501" in {d.code for d in r.diagnostics}:
         why = "; ".join(d.message for d in r.diagnostics if d.code == "ONP4507") or "a module does not parse"
         return [Finding("ONP4126", f"{code_info('ONP4126').title}: {cls}: {why}", path=path, cls=cls)]
     npu_at, upd_at = method_at(text), method_at("\n".join(conflict_view(python_lines(r.code))[0]))
-    out = [change_findings(c, path, cls, npu_at, upd_at, basis)
-           for ch in update_changes(text, r.code) for c in by_method(ch, npu_at, upd_at, was)]
-    for f in out: f.method = (was or {}).get(f.method, f.method)   # a renamed method: the copy's name
-    for f in out: f.where = ".".join(x for x in (f.cls, f.method) if x)
+    mine, prev = class_methods(text, cls) or {}, (class_methods(b.code, b.cls) or {}) if b else {}
+    fresh, back = (class_methods(n.code, n.cls) or {}) if n else {}, {v: k for k, v in (was or {}).items()}
+    out = []
+    for ch in update_changes(text, r.code):
+        for c in by_method(ch, npu_at, upd_at, was):
+            k, m = change_method(c, npu_at, upd_at, was)
+            um = back.get(m, m)
+            own = set(method_keys(mine.get(m))) if m else set(method_keys(text))
+            anchor = anchors(method_keys(prev.get(m) or prev.get(um)), method_keys(fresh.get(um) or fresh.get(m)))
+            if (c := owed(c, own, sides.their_keys(m, um), anchor)) is not None:
+                out.append(change_finding(c, path, k or cls, m, sides.basis))
+    out += missing_methods(r, b, sides, text, cls, path)
     out += [Finding(_NOTES[d.code], d.message, path=path, cls=cls, method=d.where or "", level="info")
             for d in r.diagnostics if d.code in _NOTES]
     return out
@@ -250,14 +351,16 @@ def audit(gpu: str, npu: str | None = None, prev: str | None = "auto", target: s
         prev, how = previous_release(gtree.version, cache_dir), f"auto: the release before {gtree.version}"
     kw = dict(sources=sources, prefer="comment", progress=progress, cache_dir=cache_dir, index=index)
     new, base = port_release(gpu, t.spec, **kw), port_release(prev, t.spec, **kw)
-    gb, nb = _stack(new, sources, progress, cache_dir, index)
+    theirs = _stack(new, base, sources, progress, cache_dir, index)
+    (gb, _), (nb, _) = theirs[0], theirs[-1]
     origin = str(ntree.origin)
     runners, ups = update_runners(new, base, origin, "comment", lambda name, was: (set(), set()),
                                   ready_index(gb, nb), (nb, nb))
-    basis = f"{gtree.version or gpu} from {base.omni}"
+    sides = AuditSides(base, new, origin, f"{gtree.version or gpu} from {base.omni}", theirs,
+                       ClassGraph(SymbolIndex([ntree])))
     out = [Finding("ONP4124", f"{code_info('ONP4124').title}: GPU runners of vLLM-Omni {gtree.version or gpu}; NPU "
                    f"copy of {ntree.version or origin}; last in step in {base.omni} ({how}); both ports on "
                    f"vllm-ascend {t.asked} ({t.origin})", level="info")]
     for r in runners:
-        out += runner_findings(r, base, origin, basis, {m.name: m.was for m in ups if m.runner == r.cls and m.was})
+        out += runner_findings(r, sides, {m.name: m.was for m in ups if m.runner == r.cls and m.was})
     return out
