@@ -33,21 +33,15 @@ def test_every_code_says_what_to_do_and_where_it_is_explained():
 
 
 # --- one record type: the audit's findings are Diagnostics (issue 23) ------------------------------------------------
-AUDIT_GPU = ("from vllm.v1.worker.gpu_model_runner import GPUModelRunner\nimport torch\n\n\n"
-             "class OmniGPUModelRunner(GPUModelRunner):\n    def step(self, x):\n        torch.cuda.synchronize()\n        return x\n")
-AUDIT_NPU = ("from vllm_ascend.worker.model_runner_v1 import NPUModelRunner\nimport torch\n\n\n"
-             "class OmniNPUModelRunner(NPUModelRunner):\n    def step(self, x):\n        torch.cuda.synchronize()\n        return x\n")
-
-
 def test_an_audit_finding_is_a_diagnostic_with_the_shared_fields():
     from omni_npu_port.core.diagnostics import Diagnostic
     from omni_npu_port.core.findings import format_findings
     from omni_npu_port.port.audit import Finding
-    f = Finding("ONP4201", "drift", path="npu.py", line=7, cls="NPURunner", method="step", detail=["+ x()"])
+    f = Finding("ONP4121", "drift", path="npu.py", line=7, cls="NPURunner", method="step", detail=["+ x()"])
     assert isinstance(f, Diagnostic) and f.where == "NPURunner.step" and f.severity == "warning"
-    assert str(f) == "npu.py:7: ONP4201 warning: drift"                       # Diagnostic's own __str__
-    assert Finding("ONP4205", "orphan", cls="C").location() == "C"              # no file: the class says where
-    assert Finding("ONP4201", "x", level="info").severity == "info"             # a note for this occurrence only
+    assert str(f) == "npu.py:7: ONP4121 warning: drift"                       # Diagnostic's own __str__
+    assert Finding("ONP4125", "orphan", cls="C").location() == "C"              # no file: the class says where
+    assert Finding("ONP4121", "x", level="info").severity == "info"             # a note for this occurrence only
     d = f.to_dict()
     assert d["where"] == "NPURunner.step" and d["title"] and d["detail"] == ["+ x()"] and d["cls"] == "NPURunner"
     assert json.loads(format_findings([f], "json"))[0]["where"] == "NPURunner.step"   # the writer takes it as it is
@@ -55,13 +49,14 @@ def test_an_audit_finding_is_a_diagnostic_with_the_shared_fields():
 
 def test_audit_json_keeps_its_keys_and_gains_the_diagnostic_ones(tmp_path, capsys):
     from omni_npu_port.cli.main import main
-    gpu, npu = tmp_path / "gpu_r.py", tmp_path / "npu_r.py"
-    gpu.write_text(AUDIT_GPU)
-    npu.write_text(AUDIT_NPU)
-    assert main(["audit", "--gpu", str(gpu), "--npu", str(npu), "--json"]) == 1
+    upd, stack = Path(__file__).parent / "fixtures" / "update", Path(__file__).parent / "fixtures" / "generalize" / "stack"
+    argv = ["audit", "--gpu", str(upd / "omni_next"), "--npu", str(upd / "omni_prev"), "--from", str(upd / "omni_prev"),
+            "--source", str(stack / "vllm"), str(stack / "vllm_ascend"), "--json"]
+    assert main(argv) == 1
     rows = json.loads(capsys.readouterr().out)
     old = {"code", "cls", "method", "message", "line", "detail", "severity", "path"}   # the keys before issue 23
     assert rows and all(old <= set(r) for r in rows), rows
-    r = next(r for r in rows if r["code"] == "ONP4203")
-    assert r["where"] == "OmniNPUModelRunner.step" and r["path"] == str(npu) and r["severity"] == "warning"
-    assert "torch.cuda.synchronize()" in AUDIT_NPU.splitlines()[r["line"] - 1]
+    r = next(r for r in rows if r["code"] == "ONP4120" and r["method"] == "_dummy_run")
+    assert r["where"] == "OmniNPUModelRunner._dummy_run" and r["severity"] == "warning"
+    npu = Path(r["path"]).read_text().splitlines()
+    assert "self.talker_ids[:num_tokens].zero_()" in npu[r["line"] - 1]       # the copy's line the add follows

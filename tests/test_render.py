@@ -38,7 +38,7 @@ def test_text_is_escaped_everywhere_and_nothing_runs_scripts():
                     [TranslateDiagnostic("ONP1002", HOSTILE, line=2)])
     pages = [render.html_translation(t),
              render.html_port(PortResult(f"def f():\n    return '{HOSTILE}'\n", [Diagnostic("ONP4006", HOSTILE, where="<f>")], "merge", "<f>")),
-             render.html_audit([Finding("ONP4201", HOSTILE, line=3, cls="<C>", method="<m>", detail=[HOSTILE])]),
+             render.html_audit([Finding("ONP4121", HOSTILE, line=3, cls="<C>", method="<m>", detail=[HOSTILE])]),
              render.html_conformance([Conformance("fc.x", "vllm", "0.18.0", HOSTILE, "changed", "changed", True, [HOSTILE])]),
              render.html_doctor({"platform": {"error": HOSTILE, "versions": {"torch": HOSTILE}}, "warnings": [HOSTILE], "sources": []}),
              render.render(object())]
@@ -119,8 +119,8 @@ def test_a_lone_separator_outside_a_conflict_is_plain_code():
 
 # ------------------------------------------------------------------------------------------------ audit, doctor, bench
 def test_audit_table_puts_warnings_before_notes_and_counts_the_gate():
-    fs = [Finding("ONP4101", "a note", level="info"), Finding("ONP4201", "drift", line=4, cls="N", method="m", detail=["+ x()", "+ y()"]),
-          Finding("ONP4203", "pattern", cls="N", method="k")]
+    fs = [Finding("ONP4101", "a note", level="info"), Finding("ONP4121", "drift", line=4, cls="N", method="m", detail=["+ x()", "+ y()"]),
+          Finding("ONP4120", "pattern", cls="N", method="k")]
     page = render.html_audit(fs)
     body = page[page.index("<tbody>"):]
     assert body.index("drift") < body.index("a note") and body.index("pattern") < body.index("a note")
