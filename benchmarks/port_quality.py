@@ -44,7 +44,7 @@ import sys
 import tempfile
 import time
 
-from omni_npu_port.port.audit import audit
+from omni_npu_port.port.audit import DRIFT_CODES, audit
 from omni_npu_port.core.catalog import OMNI_PAIRING, omni_history, parse_version
 from omni_npu_port.sources.fetch import fetch_package
 from omni_npu_port.port.classes import port_class
@@ -73,10 +73,10 @@ def history_for(omni: str, vllm: str, ascend: str) -> list[str]:
     return omni_history(omni, vllm, ascend)
 
 def audit_drift(o: str) -> dict[str, int]:
-    "Per method of the hand-written OmniNPUModelRunner: the lines `omni-npu-port audit` reports as drift (ONP4201)."
+    "Per method of the hand-written OmniNPUModelRunner: the lines `omni-npu-port audit` reports as drift (ONP4120-ONP4123, ONP4129)."
     out: dict[str, int] = {}
     for f in audit(o, o):
-        if f.code == "ONP4201" and f.cls == "OmniNPUModelRunner": out[f.method] = out.get(f.method, 0) + len(f.detail)
+        if f.code in DRIFT_CODES and f.cls == "OmniNPUModelRunner": out[f.method] = out.get(f.method, 0) + len(f.detail)
     return out
 
 def hand_methods(o: str) -> list[str]:
