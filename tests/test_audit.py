@@ -54,7 +54,7 @@ def test_each_gpu_side_change_is_a_finding_at_the_copys_line(lagging):
     assert dummy.path.endswith(NPU_FILE) and dummy.column == 1
     conflict = next(f for f in drift if f.code == "ONP4123")
     assert conflict.line == line_of(text, "self.omni_outputs.pop(req_id, self.npu_default)")
-    assert conflict.detail == ["- self.omni_outputs.pop(req_id, self.npu_default)", "+ self.omni_outputs.pop(req_id, [])"]
+    assert conflict.detail == ["+ self.omni_outputs.pop(req_id, [])", "- self.omni_outputs.pop(req_id, self.npu_default)"]
 
 
 def test_a_renamed_method_is_reported_on_the_copys_name(lagging):

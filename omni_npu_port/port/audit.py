@@ -29,8 +29,8 @@ from .update_release import class_methods, previous_release, update_runners
 
 # %% auto #0
 __all__ = ['DRIFT_CODES', 'Finding', 'audit_target', 'conflict_view', 'Change', 'update_changes', 'method_at', 'by_method',
-           'change_method', 'change_finding', 'method_keys', 'base_method_keys', 'substantive', 'anchors', 'owed',
-           'new_methods', 'AuditSides', 'missing_methods', 'runner_findings', 'audit']
+           'change_method', 'change_finding', 'method_keys', 'stream', 'base_method_stream', 'substantive', 'anchors',
+           'owed', 'new_methods', 'AuditSides', 'missing_methods', 'runner_findings', 'audit']
 
 # %% ../../nbs/port/audit.ipynb #42c12468
 _NB = "port/audit.ipynb"
@@ -187,7 +187,9 @@ def by_method(c: Change, npu_at: dict, upd_at: dict, was: dict | None = None) ->
     return out
 
 def _shown(c: Change) -> list[str]:
-    return [f"- {l.strip()}" for l in c.npu] + [f"+ {l.strip()}" for l in c.update]
+    "`+ ` the lines the update writes, `- ` the copy's (a conflict: its GPU lines first, then the copy's side)."
+    plus, minus = [f"+ {l.strip()}" for l in c.update], [f"- {l.strip()}" for l in c.npu]
+    return plus + minus if c.kind == "conflict" else minus + plus
 
 def change_method(c: Change, npu_at: dict, upd_at: dict, was: dict | None = None) -> tuple[str, str]:
     "(class, method) a change touches, by the copy's names: the copy's method, the update's for an add."
@@ -209,13 +211,17 @@ def method_keys(text: str | None) -> list[str]:
     "The token keys of a method's (or any fragment's) code lines, in order."
     return _code(python_lines(text))[1] if text else []
 
-def base_method_keys(loc, sym, name: str) -> set[str]:
-    "The keys of method `name` of runner base `sym` in a located base source, as it defines or inherits it."
-    if loc is None or not name: return set()
+def stream(keys) -> str:
+    "Code lines' keys as one token stream: a line is in it where its tokens stand together, however it is broken."
+    return " " + " ".join(keys) + " "
+
+def base_method_stream(loc, sym, name: str) -> str:
+    "The token stream of method `name` of runner base `sym` in a located base source, as it defines or inherits it."
+    if loc is None or not name: return ""
     s = resolve(loc.tree, f"{sym.dotted}.{name}")
-    if not s or getattr(s, "kind", None) != "method": return set()
+    if not s or getattr(s, "kind", None) != "method": return ""
     text = loc.tree.module_source(s.module) or ""
-    return set(method_keys("\n".join(python_lines(text)[s.node.lineno - 1:s.node.end_lineno])))
+    return stream(method_keys("\n".join(python_lines(text)[s.node.lineno - 1:s.node.end_lineno])))
 
 _KW = frozenset(keyword.kwlist)
 
@@ -234,14 +240,15 @@ def anchors(base: list[str], new: list[str]) -> dict[str, list[str]]:
             for k in new[j1:j2]: out.setdefault(k, []).extend(near)
     return out
 
-def owed(c: Change, own: set, theirs: set, anchor: dict | None = None) -> Change | None:
-    "The change less what is no lag of the copy: lines the copy's method has (`own`), vllm's and vllm-ascend's"
-    " (`theirs`), and in a conflict GPU lines whose previous-port anchors the copy has none of; None: nothing left."
+def owed(c: Change, own: str, theirs: str, anchor: dict | None = None) -> Change | None:
+    "The change less what is no lag of the copy: lines the copy's method has (`own`, a `stream`), vllm's and"
+    " vllm-ascend's (`theirs`), in a conflict GPU lines whose previous-port anchors the copy has none of; None: none left."
     key = lambda l: " ".join(code_tokens(l))
-    upd = [l for l in c.update if key(l) not in own and key(l) not in theirs]
+    has = lambda s, k: f" {k} " in s
+    upd = [l for l in c.update if not has(own, key(l)) and not has(theirs, key(l))]
     if c.kind == "conflict" and anchor is not None:
-        upd = [l for l in upd if not anchor.get(key(l)) or any(a in own for a in anchor[key(l)])]
-    gone = [] if c.kind in ("add", "conflict") else [l for l in c.npu if key(l) not in theirs]
+        upd = [l for l in upd if not anchor.get(key(l)) or any(has(own, a) for a in anchor[key(l)])]
+    gone = [] if c.kind in ("add", "conflict") else [l for l in c.npu if not has(theirs, key(l))]
     if not substantive(upd + gone): return None
     kind = c.kind if c.kind == "conflict" else "change" if upd and gone else "add" if upd else "remove"
     return Change(kind, c.line, c.npu if kind == "conflict" else gone, upd, c.at, c.npu_at, c.update_at)
@@ -289,9 +296,9 @@ class AuditSides:
     theirs: tuple = ()           # (Located, Symbol) of vllm NEW's, vllm PREV's and vllm-ascend's runner bases
     graph: object = None         # ClassGraph of the copy's source
 
-    def their_keys(self, *names) -> set:
-        "vllm's and vllm-ascend's own lines of the methods `names`."
-        return set().union(*(base_method_keys(loc, sym, n) for loc, sym in self.theirs for n in names if n))
+    def their_stream(self, *names) -> str:
+        "vllm's and vllm-ascend's own code of the methods `names`, one token stream each."
+        return "\x00".join(base_method_stream(loc, sym, n) for loc, sym in self.theirs for n in dict.fromkeys(names) if n)
 
 def _methods(port, dotted: str | None) -> dict:
     "The methods the class `dotted` of a port's source defines ({} where it cannot be read)."
@@ -329,9 +336,9 @@ def runner_findings(r, sides: AuditSides, was: dict | None = None) -> list[Findi
         for c in by_method(ch, npu_at, upd_at, was):
             k, m = change_method(c, npu_at, upd_at, was)
             um = back.get(m, m)
-            own = set(method_keys(mine.get(m))) if m else set(method_keys(text))
+            own = stream(method_keys(mine.get(m) if m else text))
             anchor = anchors(method_keys(prev.get(m) or prev.get(um)), method_keys(fresh.get(um) or fresh.get(m)))
-            if (c := owed(c, own, sides.their_keys(m, um), anchor)) is not None:
+            if (c := owed(c, own, sides.their_stream(m, um), anchor)) is not None:
                 out.append(change_finding(c, path, k or cls, m, sides.basis))
     out += missing_methods(r, b, sides, text, cls, path)
     out += [Finding(_NOTES[d.code], d.message, path=path, cls=cls, method=d.where or "", level="info")
