@@ -147,3 +147,25 @@ def test_cli_exit_codes_and_formats(tmp_path, capsys, monkeypatch):
 
 def test_cli_without_gpu_is_usage(capsys):
     assert main(["audit"]) == 2
+
+
+def test_a_method_the_gpu_runner_added_is_owed_only_where_the_copy_does_not_inherit_it(tmp_path):
+    from omni_npu_port.port.audit import new_methods
+    from omni_npu_port.port.runners import ClassGraph
+    from omni_npu_port.sources.symbols import SymbolIndex
+    pkg = tmp_path / "vllm_omni"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "gpu.py").write_text("class OmniGPURunner:\n    def step(self):\n        return 1\n\n\n"
+                                "class GPUARRunner(OmniGPURunner):\n    def load_model(self):\n        return 2\n")
+    (pkg / "npu.py").write_text("from vllm_omni.gpu import GPUARRunner, OmniGPURunner\n\n\n"
+                                "class NPUARRunner(OmniGPURunner):\n    def step(self):\n        return 3\n\n\n"
+                                "class NPUARKept(GPUARRunner):\n    pass\n")
+    tree = open_tree(str(tmp_path))
+    graph = ClassGraph(SymbolIndex([tree]))
+    cls = lambda name: graph.cls("vllm_omni.npu", next(n for n in tree.module_ast("vllm_omni.npu").body
+                                                        if getattr(n, "name", "") == name))
+    new = {"load_model": None, "step": None}
+    assert new_methods({"step": None}, new, cls("NPUARRunner"), graph, "GPUARRunner") == ["load_model"]   # fires
+    assert new_methods({"step": None}, new, cls("NPUARKept"), graph, "GPUARRunner") == []     # inherits it: none
+    assert new_methods({"step": None, "load_model": None}, new, cls("NPUARRunner"), graph, "GPUARRunner") == []  # not new
