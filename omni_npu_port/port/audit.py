@@ -245,10 +245,10 @@ def owed(c: Change, own: str, theirs: str, anchor: dict | None = None) -> Change
     " vllm-ascend's (`theirs`), in a conflict GPU lines whose previous-port anchors the copy has none of; None: none left."
     key = lambda l: " ".join(code_tokens(l))
     has = lambda s, k: f" {k} " in s
-    upd = [l for l in c.update if not has(own, key(l)) and not has(theirs, key(l))]
-    if c.kind == "conflict" and anchor is not None:
-        upd = [l for l in upd if not anchor.get(key(l)) or any(has(own, a) for a in anchor[key(l)])]
-    gone = [] if c.kind in ("add", "conflict") else [l for l in c.npu if not has(theirs, key(l))]
+    upd = [l for l in c.update if key(l) and not has(own, key(l)) and not has(theirs, key(l))]
+    if c.kind == "conflict" and anchor is not None:   # the GPU side's own change only, where the copy kept its place
+        upd = [l for l in upd if key(l) in anchor and (not anchor[key(l)] or any(has(own, a) for a in anchor[key(l)]))]
+    gone = [] if c.kind in ("add", "conflict") else [l for l in c.npu if key(l) and not has(theirs, key(l))]
     if not substantive(upd + gone): return None
     kind = c.kind if c.kind == "conflict" else "change" if upd and gone else "add" if upd else "remove"
     return Change(kind, c.line, c.npu if kind == "conflict" else gone, upd, c.at, c.npu_at, c.update_at)
@@ -337,7 +337,8 @@ def runner_findings(r, sides: AuditSides, was: dict | None = None) -> list[Findi
             k, m = change_method(c, npu_at, upd_at, was)
             um = back.get(m, m)
             own = stream(method_keys(mine.get(m) if m else text))
-            anchor = anchors(method_keys(prev.get(m) or prev.get(um)), method_keys(fresh.get(um) or fresh.get(m)))
+            was_port, now_port = prev.get(m) or prev.get(um), fresh.get(um) or fresh.get(m)
+            anchor = anchors(method_keys(was_port), method_keys(now_port)) if was_port and now_port else None
             if (c := owed(c, own, sides.their_stream(m, um), anchor)) is not None:
                 out.append(change_finding(c, path, k or cls, m, sides.basis))
     out += missing_methods(r, b, sides, text, cls, path)
