@@ -60,5 +60,6 @@ def run(args: argparse.Namespace) -> int:
             for line in f.detail[:12]: print(f"    {line}")
         notes = len(found) - len(failing)
         counts = ", ".join(f"{c} ×{sum(f.code == c for f in failing)}" for c in sorted({f.code for f in failing}))
-        print(f"{len(failing)} finding(s)" + (f": {counts}" if failing else "") + (f"; {notes} note(s)" if notes else ""))
+        tail = (f": {counts}" if failing else "") + (f"; {notes} note(s)" if notes else "")
+        print(f"{len(failing)} finding(s){tail}")
     return FINDINGS if failing else OK

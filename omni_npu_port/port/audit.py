@@ -30,7 +30,7 @@ from .update_release import class_methods, previous_release, update_runners
 # %% auto #0
 __all__ = ['DRIFT_CODES', 'Finding', 'audit_target', 'conflict_view', 'Change', 'update_changes', 'method_at', 'by_method',
            'change_method', 'change_finding', 'method_keys', 'stream', 'base_method_stream', 'substantive', 'anchors',
-           'owed', 'new_methods', 'AuditSides', 'missing_methods', 'runner_findings', 'audit']
+           'adapted', 'owed', 'new_methods', 'AuditSides', 'missing_methods', 'runner_findings', 'audit']
 
 # %% ../../nbs/port/audit.ipynb #42c12468
 _NB = "port/audit.ipynb"
@@ -230,24 +230,40 @@ def substantive(lines: list[str]) -> bool:
     return any(t[0].isalpha() or t[0] == "_" for l in lines for t in code_tokens(l) if t not in _KW)
 
 # %% ../../nbs/port/audit.ipynb #a1c4000d
+def _named(key: str) -> bool: return substantive([key])
+
 def anchors(base: list[str], new: list[str]) -> dict[str, list[str]]:
-    "{key of each line the GPU side wrote since the previous port: the previous port's lines it replaced or sits"
-    " between}."
+    "{key of each line the GPU side wrote since the previous port: the previous port's lines it replaced, else the"
+    " nearest ones that name something above and below it}."
     out: dict[str, list[str]] = {}
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, base, new, autojunk=False).get_opcodes():
-        if tag in ("replace", "insert"):
-            near = base[i1:i2] if tag == "replace" else base[max(i1 - 1, 0):i1 + 1]
-            for k in new[j1:j2]: out.setdefault(k, []).extend(near)
+        if tag not in ("replace", "insert"): continue
+        near = [k for k in base[i1:i2] if _named(k)]
+        if not near:
+            above = next((k for k in reversed(base[:i1]) if _named(k)), None)
+            near = [k for k in (above, next((k for k in base[i2:] if _named(k)), None)) if k]
+        for k in new[j1:j2]: out.setdefault(k, []).extend(near)
     return out
+
+def adapted(key: str, own: str, replaced=()) -> bool:
+    "Whether the copy's method makes this call itself, to the same target, its arguments its own (`x = f(`, `a.f(`);"
+    " never where the GPU side changed a call the previous port made (`replaced`): that is a change of the copy's call."
+    head = key.split(" ( ", 1)[0] + " (" if " ( " in key else ""
+    return len(head.split()) >= 3 and f" {head} " in own and not any(r.startswith(head) for r in replaced)
 
 def owed(c: Change, own: str, theirs: str, anchor: dict | None = None) -> Change | None:
     "The change less what is no lag of the copy: lines the copy's method has (`own`, a `stream`), vllm's and"
-    " vllm-ascend's (`theirs`), in a conflict GPU lines whose previous-port anchors the copy has none of; None: none left."
+    " vllm-ascend's (`theirs`), calls the copy makes its own way, GPU lines whose previous-port anchors the copy has"
+    " none of; None: nothing left."
     key = lambda l: " ".join(code_tokens(l))
     has = lambda s, k: f" {k} " in s
-    upd = [l for l in c.update if key(l) and not has(own, key(l)) and not has(theirs, key(l))]
-    if c.kind == "conflict" and anchor is not None:   # the GPU side's own change only, where the copy kept its place
-        upd = [l for l in upd if key(l) in anchor and (not anchor[key(l)] or any(has(own, a) for a in anchor[key(l)]))]
+    was = lambda k: (anchor or {}).get(k, ())
+    upd = [l for l in c.update if key(l) and not has(own, key(l)) and not has(theirs, key(l))
+           and not (anchor is not None and adapted(key(l), own, was(key(l))))]   # no base read: no adapted call
+    kept = lambda k: not anchor.get(k) or any(has(own, a) for a in anchor[k])   # where the copy kept its place
+    if c.kind == "conflict" and anchor is not None:   # the GPU side's own change only
+        upd = [l for l in upd if key(l) in anchor and kept(key(l))]
+    elif anchor is not None: upd = [l for l in upd if kept(key(l))]
     gone = [] if c.kind in ("add", "conflict") else [l for l in c.npu if key(l) and not has(theirs, key(l))]
     if not substantive(upd + gone): return None
     kind = c.kind if c.kind == "conflict" else "change" if upd and gone else "add" if upd else "remove"
@@ -298,7 +314,8 @@ class AuditSides:
 
     def their_stream(self, *names) -> str:
         "vllm's and vllm-ascend's own code of the methods `names`, one token stream each."
-        return "\x00".join(base_method_stream(loc, sym, n) for loc, sym in self.theirs for n in dict.fromkeys(names) if n)
+        names = [n for n in dict.fromkeys(names) if n]
+        return "\x00".join(base_method_stream(loc, sym, n) for loc, sym in self.theirs for n in names)
 
 def _methods(port, dotted: str | None) -> dict:
     "The methods the class `dotted` of a port's source defines ({} where it cannot be read)."
