@@ -869,6 +869,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                           'omni_npu_port.port.audit.new_methods': ( 'port/audit.html#new_methods',
                                                                                     'omni_npu_port/port/audit.py'),
                                           'omni_npu_port.port.audit.owed': ('port/audit.html#owed', 'omni_npu_port/port/audit.py'),
+                                          'omni_npu_port.port.audit.release_arg': ( 'port/audit.html#release_arg',
+                                                                                    'omni_npu_port/port/audit.py'),
                                           'omni_npu_port.port.audit.runner_findings': ( 'port/audit.html#runner_findings',
                                                                                         'omni_npu_port/port/audit.py'),
                                           'omni_npu_port.port.audit.stream': ('port/audit.html#stream', 'omni_npu_port/port/audit.py'),

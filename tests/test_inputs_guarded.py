@@ -173,18 +173,21 @@ def test_a_plain_rule_file_is_still_read(tmp_path):
 
 # --- 7. audit takes NAME==VERSION ---------------------------------------------------------------------------------------------
 def test_audit_takes_a_release_as_name_version_like_port_and_doctor(tmp_path, monkeypatch):
-    "`audit --gpu vllm-omni==X --npu vllm-omni==X`: fetched through the package cache (here a fixture stands in for it)."
+    "`audit --gpu vllm-omni==X`: fetched through the package cache (here a fixture stands in for what is fetched)."
+    from omni_npu_port.port import release_inputs
     from omni_npu_port.port.locate import forget_trees
-    from omni_npu_port.sources import fetch
     fixture = Path(__file__).parent / "fixtures" / "audit" / "new_layout"
     asked = []
-    monkeypatch.setattr(fetch, "fetch_package", lambda spec, cache_dir=None, **k: asked.append(spec) or fixture)
+    monkeypatch.setattr(release_inputs, "fetch_package", lambda spec, cache_dir=None, **k: asked.append(spec) or fixture)
     forget_trees()
-    rc, out, err = run(["audit", "--gpu", "vllm-omni==0.30.0", "--npu", "vllm-omni==0.30.0", "--target", "0.12.0rc1", "--json"])
+    rc, out, err = run(["audit", "--gpu", "vllm-omni==9.9.1", "--from", "vllm-omni==9.9.0", "--target", "0.12.0rc1"])
     forget_trees()
-    assert rc in (0, 1) and "neither a path nor" not in err and set(asked) == {"vllm-omni==0.30.0"}, err
+    # read as a release through the package cache; the fixture is no vllm to port on: an error line, no traceback
+    assert asked[0] == "vllm-omni==9.9.1" and "not a version" not in err, (asked, err)
+    assert rc in (2, 3) and err.splitlines()[-1].startswith("omni-npu-port audit: error: ") and "Traceback" not in err
+    asked.clear()
     rc, _, err = run(["audit", "--gpu", "not-a-package==1.0", "--npu", str(fixture)])   # must not fire: still refused
-    assert rc == 2 and not asked[2:], err
+    assert rc == 2 and not asked, err
     one_line(err, "audit", "not-a-package")
 
 

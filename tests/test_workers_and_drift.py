@@ -10,7 +10,6 @@ from omni_npu_port.sources.conformance import OK, check_record
 from omni_npu_port.translate.engine import translate_source
 from omni_npu_port.translate.rules import compile_rules
 
-AF = Path(__file__).parent / "fixtures" / "audit"
 WORKER_RECORDS = ("dev.device-type", "spec.proposer-dummy-run-v013", "spec.proposer-dummy-run", "worker.base-class",
                   "sig.dummy-run-aclgraph")
 

@@ -30,7 +30,7 @@ from .update_release import class_methods, previous_release, update_runners
 # %% auto #0
 __all__ = ['DRIFT_CODES', 'Finding', 'audit_target', 'conflict_view', 'Change', 'update_changes', 'method_at', 'by_method',
            'change_method', 'change_finding', 'method_keys', 'stream', 'base_method_stream', 'substantive', 'anchors',
-           'adapted', 'owed', 'new_methods', 'AuditSides', 'missing_methods', 'runner_findings', 'audit']
+           'adapted', 'owed', 'new_methods', 'release_arg', 'AuditSides', 'missing_methods', 'runner_findings', 'audit']
 
 # %% ../../nbs/port/audit.ipynb #42c12468
 _NB = "port/audit.ipynb"
@@ -278,6 +278,11 @@ def new_methods(prev_gpu: dict, new_gpu: dict, copy_cls, graph, gpu_name: str) -
     return [m for m in new_gpu if m not in prev_gpu and m not in own]
 
 # %% ../../nbs/port/audit.ipynb #01397a5d
+def release_arg(arg: str | None) -> str | None:
+    "A release as `port --release` reads it; `vllm-omni==X` (as port and doctor take it) read as the version X."
+    name, eq, version = (arg or "").partition("==")
+    return version if eq and name.replace("_", "-") == "vllm-omni" else arg
+
 def _hand(origin: str, dotted: str | None) -> tuple[str, str, str] | None:
     "(module text, class, file) of a hand-written NPU runner in a source, None where it cannot be read."
     if not dotted: return None
@@ -368,6 +373,7 @@ def audit(gpu: str, npu: str | None = None, prev: str | None = "auto", target: s
           progress=None, cache_dir: Path | str = CACHE_DIR, index: str | None = None) -> list[Finding]:
     "Drift: the change `port --release GPU --from PREV` would make to the NPU copy in `npu` (default: the GPU"
     " source's own), each statement at the copy's line; both ports on the target the sources state."
+    gpu, npu, prev = (release_arg(a) for a in (gpu, npu, prev))
     ntree = open_release(npu or gpu, progress, cache_dir, index)
     gtree = ntree if not npu or npu == gpu else open_release(gpu, progress, cache_dir, index)
     t = audit_target(target, ntree, gtree, sources)
