@@ -201,7 +201,7 @@ def find_runners(graph: ClassGraph, tree: SourceTree, within=None) -> Runners:
             c, out.classes = graph.cls(m, node), out.classes + 1
             order = [k if isinstance(k, str) else f"{k.module}.{k.name}" for k in graph.mro(c)[1:]]
             npu, gpu = any(is_base(k, npu_bases) for k in order), any(is_base(k, gpu_bases) for k in order)
-            if not (npu or gpu):   # a base outside the sources, named like a runner: a runner, said so (ONP4207)
+            if not (npu or gpu):   # a base outside the sources, named like a runner: a runner, said so (by_name)
                 guess = next((k for k in graph.outside(c) if like(k.split(".")[-1])), None)
                 if guess is None: continue
                 out.by_name[c] = guess
