@@ -374,8 +374,8 @@ def audit(gpu: str, npu: str | None = None, prev: str | None = "auto", target: s
     "Drift: the change `port --release GPU --from PREV` would make to the NPU copy in `npu` (default: the GPU"
     " source's own), each statement at the copy's line; both ports on the target the sources state."
     gpu, npu, prev = (release_arg(a) for a in (gpu, npu, prev))
-    ntree = open_release(npu or gpu, progress, cache_dir, index)
-    gtree = ntree if not npu or npu == gpu else open_release(gpu, progress, cache_dir, index)
+    gtree = open_release(gpu, progress, cache_dir, index)
+    ntree = gtree if not npu or npu == gpu else open_release(npu, progress, cache_dir, index)
     t = audit_target(target, ntree, gtree, sources)
     how = "given"
     if prev in (None, "auto"):
