@@ -40,15 +40,20 @@ POSITIVE, NEGATIVE = {"drift"}, {"mirrored", "base-only", "inherited", "not-copi
 
 
 def read_labels(path: Path) -> list[dict]:
-    "The labelled rows (`prev_release` filled in: the release before the GPU one); an unknown label is an error."
-    rows = list(csv.DictReader(path.open(encoding="utf-8")))
+    "The labelled rows (`prev_release` filled in: the release before the GPU one; rows of a GPU release with none"
+    " before it are left out, said so); an unknown label is an error."
+    rows, out = list(csv.DictReader(path.open(encoding="utf-8"))), []
     for i, r in enumerate(rows, 2):
         if r["label"] not in POSITIVE | NEGATIVE:
             raise SystemExit(f"{path}:{i}: label {r['label']!r} is not one of {sorted(POSITIVE | NEGATIVE)}")
         if not r.get("prev_release"):
             older = [k for k in OMNI_PAIRING if parse_version(k) < parse_version(r["gpu_release"])]
+            if not older: continue
             r["prev_release"] = max(older, key=parse_version)
-    return rows
+        out.append(r)
+    if len(out) < len(rows):
+        print(f"{path.name}: {len(rows) - len(out)} row(s) left out: no release before their GPU release to be in step")
+    return out
 
 
 def predicted(findings) -> set:
