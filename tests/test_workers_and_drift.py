@@ -1,7 +1,6 @@
 """Issue 24, parts 5 and 6: the worker constructs as catalog records (ranges checked against real vllm-ascend and
 vllm sources) and translator rules; drift judged three-way on statements, methods found in the MRO and in sibling
 runners, each finding once. Fixtures are written here; the real releases come from the package cache."""
-from pathlib import Path
 
 import pytest
 

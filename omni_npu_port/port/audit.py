@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core.diagnostics import Code, Diagnostic, code_info, register
-from ..core.errors import InputError, UsageError
+from ..core.errors import InputError
 from ..core.profile import resolve_target
 from ..core.releases import Target
 from ..sources.fetch import CACHE_DIR
