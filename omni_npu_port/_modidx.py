@@ -3219,6 +3219,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                                            'omni_npu_port/translate/chunking.py'),
                                                   'omni_npu_port.translate.chunking.ChunkPlan._inside_methods': ( 'translate/chunking.html#chunkplan._inside_methods',
                                                                                                                   'omni_npu_port/translate/chunking.py'),
+                                                  'omni_npu_port.translate.chunking._acting': ( 'translate/chunking.html#_acting',
+                                                                                                'omni_npu_port/translate/chunking.py'),
                                                   'omni_npu_port.translate.chunking._any_in': ( 'translate/chunking.html#_any_in',
                                                                                                 'omni_npu_port/translate/chunking.py'),
                                                   'omni_npu_port.translate.chunking._clauses': ( 'translate/chunking.html#_clauses',

@@ -583,21 +583,26 @@ def _find_hits(data: bytes, plan: ChunkPlan, extra: frozenset):
     hits.sort(); runnerish.sort()
     return m, fspans, hits, sup, runnerish, aliases, needy
 
-# %% ../../nbs/translate/chunking.ipynb #5e7c053b
+# %% ../../nbs/translate/chunking.ipynb #fa4ab1c8
 _DEF_WORD = re.compile(rb"\bdef\b")
 
+def _acting(data: bytes, m: bytes, hits: list, needy: list, x: int, y: int) -> list:
+    "The hits that act in statement [x, y): a word with `word_needs` only if [x, y) holds a function and one of its texts."
+    k, drop, held = bisect.bisect_left(needy, (x,)), set(), {}
+    while k < len(needy) and needy[k][0] < y:
+        at, texts = needy[k]; k += 1
+        if texts not in held:
+            held[texts] = _DEF_WORD.search(m, x, y) is not None and (
+                any(data.find(t, x, y) >= 0 for t in texts) or STRING_ESCAPE[bytes].search(data, x, y) is not None)
+        if not held[texts]: drop.add(at)
+    return [h for h in hits if h not in drop] if drop else hits
+
+
+# %% ../../nbs/translate/chunking.ipynb #5e7c053b
 def select_statements(data: bytes, plan: ChunkPlan, extra: frozenset = frozenset()):
     "[(start, end, filler)] of the statements to translate (filler: a `pass` keeping a class body), or None."
     m, fspans, hits, sup, runnerish, aliases, needy = _find_hits(data, plan, extra)
-    def acting(x, y):   # the hits that act in statement [x, y): a word with `word_needs` only if [x, y) holds a
-        k, drop, held = bisect.bisect_left(needy, (x,)), set(), {}   # function and one of the word's texts
-        while k < len(needy) and needy[k][0] < y:
-            at, texts = needy[k]; k += 1
-            if texts not in held:
-                held[texts] = _DEF_WORD.search(m, x, y) is not None and (
-                    any(data.find(t, x, y) >= 0 for t in texts) or STRING_ESCAPE[bytes].search(data, x, y) is not None)
-            if not held[texts]: drop.add(at)
-        return [h for h in hits if h not in drop] if drop else hits
+    acting = lambda x, y: _acting(data, m, hits, needy, x, y)   # the hits that act in statement [x, y)
     tops = _starts(m, [x.start() for x in _COL0.finditer(m)], 0)
     if tops is None: return None
     # the comments above the first statement are the module's header to libcst, which no rule reads: not sent
