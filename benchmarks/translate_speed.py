@@ -18,11 +18,14 @@ wheel, for three targets (about a minute). `--digest FILE` checks a change byte 
 same set and targets it takes a SHA-256 of each translation (output, every diagnostic, the error, whether it was
 parsed); FILE absent, it writes them (before the change), present, it compares and lists the files that differ.
 
+`--derived` adds a row for the translator as the CLI runs it: with the derived rules on (`rules.derived`,
+translate.derived; they need the target's sources in the package cache).
+
 The "floor" rows time what a translation of this design cannot skip: the pre-filter over every file, and
 CPython's `symtable` (its cheapest whole-file syntax check) over each file the translator changes.
 
 Run:  .venv/bin/python benchmarks/translate_speed.py [--repeat 5] [--target vllm-ascend==0.18.0] [--jobs 2] [--whole]
-      [--verify] [--digest FILE]
+      [--verify] [--digest FILE] [--derived]
 Target (issue 33): translator throughput >= the baseline's (1.0), one process.
 """
 from __future__ import annotations
@@ -176,6 +179,7 @@ def main(argv=None):
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="also time N processes (default: the CPU count, as the CLI)")
     ap.add_argument("--whole", action="store_true", help="also time whole-file translation (no chunks; slow)")
     ap.add_argument("--verify", action="store_true", help="first check chunked == whole-file translation (about a minute)")
+    ap.add_argument("--derived", action="store_true", help="also time the derived rules on, as the translate CLI runs")
     ap.add_argument("--digest", type=Path, metavar="FILE",
                     help="write (absent) or compare (present) every translation's SHA-256 (before/after a change), then stop")
     args = ap.parse_args(argv)
@@ -205,6 +209,13 @@ def main(argv=None):
         t_j, (changed_j, _, failed_j) = best(lambda: run_pool(files, rules, args.jobs), args.repeat)
         print(f"{f'  same, {args.jobs} processes':34}{t_j:9.3f}{lines / t_j:12,.0f}   {changed_j} files changed, {failed_j} skipped"
               f"   (ratio {t_re / t_j:.2f})")
+    if args.derived:
+        with_derived = compile_rules(args.target)
+        with_derived.derived = True
+        run_translator(files[:1], with_derived)   # the target's sources are read once per process, not timed
+        t_d, (changed_d, _, _) = best(lambda: run_translator(files, with_derived), args.repeat)
+        print(f"{'  derived rules on (as the CLI)':34}{t_d:9.3f}{lines / t_d:12,.0f}   {changed_d} files changed"
+              f"   (ratio {t_re / t_d:.2f})")
     if args.whole:
         t_w, (changed_w, parsed_w, _) = best(lambda: run_translator(files, rules, chunks=False), 1)
         print(f"{'  whole files (chunks=False)':34}{t_w:9.3f}{lines / t_w:12,.0f}   {changed_w} files changed, "
