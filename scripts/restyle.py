@@ -3,16 +3,18 @@
     python scripts/restyle.py [--root DIR] [MODULE_OR_FOLDER ...]     (default: the whole library)
 
 1. `nbdev-export`, so the library is the notebooks' export before anything is changed;
-2. `ruff check --fix` (safe fixes only, the project's [tool.ruff] settings) on the exported modules;
+2. `ruff check --fix` on the exported modules: safe fixes only, under the project's [tool.ruff] settings (which keep
+   unused imports and import order, F401 and I001, for a person: re-exports and registration order live there);
 3. `ruff format --range` on each statement that still holds a line over the line length, and on nothing else;
 4. each exported cell ruff changed written back into its notebook cell, found by the `# %% NB #ID` marker above
    it: the cell's leading directive lines kept, the relative imports nbdev wrote turned back into absolute ones;
 5. `nbdev-export` again: the library must equal what ruff made of it (else exit 1, naming the modules), then
-   `nbdev-clean` on the notebooks it changed;
+   `nbdev-clean`; a cell the fixes or the formatting would take over 60 lines is left as it was, and named;
 6. what ruff still finds, by rule, and the exported cells now over the lines tests/test_style.py allows.
 
-Exit status: 0 done; 1 the notebooks did not reproduce ruff's library (nothing is rolled back: `git checkout` the
-notebooks and modules it names); 3 a tool is missing, a tool failed, or a module has a cell with no notebook.
+Exit status: 0 done (what it could not write back is named); 1 the notebooks did not reproduce ruff's library (nothing
+is rolled back: `git checkout` the notebooks and modules it names); 2 a path outside the library; 3 a tool is missing
+or failed.
 """
 from __future__ import annotations
 
@@ -258,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
               if exported_cells(m, root) != expected_cells(m, root, before[m], after[m], skipped.get(m, []))]
     end = findings(ruff, root, modules)
     print(f"restyle: {len(modules)} modules; ruff found {len(start)} ({by_rule(start)})")
-    print(f"restyle: fixed and formatted {ranges} long statements; {len(written)} notebooks written")
+    print(f"restyle: {ranges} long statements formatted; {len(written)} notebooks written")
     print(f"restyle: left {len(end)} ({by_rule(end)}); `ruff check {lib.name}` lists them")
     for why in (why for s in skipped.values() for _, why in s): print(f"restyle: not written: {why}")
     for why in refused: print(f"restyle: not formatted: {why}")

@@ -54,6 +54,7 @@ def _notebook(path: Path, cells: list[dict]):
 
 def demo_project(root: Path) -> Path:
     "A two-notebook nbdev project: an unsorted import block, a regex flag alias, one long call, an example cell."
+    # unlike the project's settings, import sorting is fixable here: it moves the package's own (relative) import
     (root / "nbs").mkdir(parents=True)
     (root / "pyproject.toml").write_text(
         '[project]\nname = "demo"\nversion = "0.0.1"\n\n[tool.nbdev]\nlib_path = "demo"\nnbs_path = "nbs"\n'
