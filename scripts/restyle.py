@@ -1,10 +1,11 @@
 """Bring the library to ruff's rules by fixing the notebooks, never omni_npu_port/*.py by hand (issue 34 part 6).
 
-    python scripts/restyle.py [--root DIR] [MODULE_OR_FOLDER ...]     (default: the whole library)
+    python scripts/restyle.py [--root DIR] [--sort-imports] [MODULE_OR_FOLDER ...]     (default: the whole library)
 
 1. `nbdev-export`, so the library is the notebooks' export before anything is changed;
 2. `ruff check --fix` on the exported modules: safe fixes only, under the project's [tool.ruff] settings (which keep
-   unused imports and import order, F401 and I001, for a person: re-exports and registration order live there);
+   unused imports and import order, F401 and I001, for a person: re-exports and registration order live there;
+   `--sort-imports` sorts the import blocks of the modules named, once a person has seen that their order is free);
 3. `ruff format --range` on each statement that still holds a line over the line length, and on nothing else;
 4. each exported cell ruff changed written back into its notebook cell, found by the `# %% NB #ID` marker above
    it: the cell's leading directive lines kept, the relative imports nbdev wrote turned back into absolute ones;
@@ -226,6 +227,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("paths", nargs="*", help="modules or folders of the library (default: all of it)")
     ap.add_argument("--root", type=Path, default=Path(__file__).resolve().parents[1], help="the repository root")
+    ap.add_argument("--sort-imports", action="store_true",
+                    help="let ruff sort import blocks (I001) too: only where their order registers nothing")
     args = ap.parse_args(argv)
     root = args.root.resolve()
     ruff, export, clean = tool("ruff"), tool("nbdev-export"), tool("nbdev-clean")
@@ -237,7 +240,8 @@ def main(argv: list[str] | None = None) -> int:
     modules = library_modules(root, lib, args.paths)
     before = {m: m.read_text(encoding="utf-8") for m in modules}
     start = findings(ruff, root, modules)
-    run([ruff, "check", "--no-cache", "--fix", "--exit-zero", "--quiet", *map(str, modules)], root)
+    sort = ["--extend-fixable", "I001"] if args.sort_imports else []
+    run([ruff, "check", "--no-cache", "--fix", "--exit-zero", "--quiet", *sort, *map(str, modules)], root)
     refused = [why for m in modules for why in undo_long_cells(m, before[m])]
     rows: dict[Path, list[int]] = {}
     for f in findings(ruff, root, modules):

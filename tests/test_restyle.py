@@ -54,12 +54,11 @@ def _notebook(path: Path, cells: list[dict]):
 
 def demo_project(root: Path) -> Path:
     "A two-notebook nbdev project: an unsorted import block, a regex flag alias, one long call, an example cell."
-    # unlike the project's settings, import sorting is fixable here: it moves the package's own (relative) import
     (root / "nbs").mkdir(parents=True)
     (root / "pyproject.toml").write_text(
         '[project]\nname = "demo"\nversion = "0.0.1"\n\n[tool.nbdev]\nlib_path = "demo"\nnbs_path = "nbs"\n'
         'jupyter_hooks = false\nclean_ids = true\n\n[tool.ruff]\nline-length = 120\ntarget-version = "py310"\n\n'
-        '[tool.ruff.lint]\nextend-select = ["E501"]\nignore = ["RUF022"]\nunfixable = ["F401"]\n')
+        '[tool.ruff.lint]\nextend-select = ["E501"]\nignore = ["RUF022"]\nunfixable = ["F401", "I001"]\n')
     _notebook(root / "nbs" / "util.ipynb", [_cell("#| default_exp util", "a0000001"),
                                             _cell("#| export\ndef helper(*args): return args", "a0000002")])
     _notebook(root / "nbs" / "core.ipynb", [
@@ -79,10 +78,10 @@ def _tool(name: str) -> Path:
 @needs_ruff
 @pytest.mark.skipif(not _tool("nbdev-export").exists(), reason="nbdev is not installed (dev extras)")
 def test_restyle_fixes_the_notebooks_and_the_export_reproduces_ruff(tmp_path):
-    "Sorted imports, a safe fix and a long call split land in their cells; a second run finds nothing to do."
+    "Imports sorted (asked for), a safe fix and a long call split land in their cells; a second run has nothing to do."
     root = demo_project(tmp_path / "demo")
     script = [sys.executable, str(ROOT / "scripts" / "restyle.py"), "--root", str(root)]
-    r = subprocess.run(script, check=False, capture_output=True, text=True, timeout=600)
+    r = subprocess.run([*script, "--sort-imports"], check=False, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     cells = {c["id"]: "".join(c["source"]) for c in json.loads((root / "nbs" / "core.ipynb").read_text())["cells"]}
     assert cells["b0000003"] == "#| export\nimport os\nimport re\n\nfrom demo.util import helper"   # sorted, absolute
