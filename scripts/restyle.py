@@ -77,6 +77,18 @@ def cells(text: str) -> dict[tuple[str, str], str]:
     return {(m["nb"], m["id"]): text[m.end():end].strip("\n") for m, end in zip(marks, ends)}
 
 
+def trailing_newlines(text: str) -> dict[tuple[str, str], int]:
+    "How many newlines end each exported cell's source, read from a module's `text` (nbdev adds two before a marker)."
+    marks = list(MARKER.finditer(text))
+    ends = [m.start() for m in marks[1:]] + [len(text)]
+    out = {}
+    for i, (m, end) in enumerate(zip(marks, ends)):
+        chunk = text[m.end():end]
+        after = len(chunk) - len(chunk.rstrip("\n"))
+        out[m["nb"], m["id"]] = max(0, after - (1 if i == len(marks) - 1 else 2))   # the file ends with one newline
+    return out
+
+
 def absolute_imports(code: str, package: str) -> str:
     "`code` with its top-level relative `from` imports (nbdev's export of the package's own) made absolute again."
     lines = code.splitlines(keepends=True)
@@ -148,12 +160,13 @@ def format_long_statements(ruff: str, root: Path, module: Path, rows: list[int])
 
 def write_back(root: Path, module: Path, before: str, after: str) -> tuple[set[Path], list[tuple[tuple, str]]]:
     "The cells of `module` ruff changed, written into their notebooks: (notebooks written, [(cell, why)] not written)."
-    old, new = cells(before), cells(after)
+    old, new, ends = cells(before), cells(after), trailing_newlines(after)
+    old_ends = trailing_newlines(before)
     if old.keys() != new.keys(): return set(), [(key, f"{module.name}: ruff moved a cell marker; nothing written")
                                                  for key in old]
     package, changed, skipped = module_package(module, root), {}, []
     for (nb, cell_id), code in new.items():
-        if code == old[nb, cell_id]: continue
+        if code == old[nb, cell_id] and ends[nb, cell_id] == old_ends[nb, cell_id]: continue
         if nb == "auto":   # nbdev writes this cell (`__all__`) itself
             skipped.append(((nb, cell_id), f"{module.name}: ruff changed the `__all__` nbdev writes; left as it was"))
             continue
@@ -168,12 +181,13 @@ def write_back(root: Path, module: Path, before: str, after: str) -> tuple[set[P
             if cell is None:
                 skipped.append(((marker, cell_id), f"{where} #{cell_id}: no such cell (export the notebook first)"))
                 continue
-            head, core, trail = split_leading("".join(cell["source"]))
+            head, core, _ = split_leading("".join(cell["source"]))
             if absolute_imports(old[marker, cell_id], package) != core:   # the mapping must hold before it is used
                 why = f"{where} #{cell_id}: its export is not its code; restyle it by hand"
                 skipped.append(((marker, cell_id), why))
                 continue
-            cell["source"] = (head + absolute_imports(code, package) + trail).splitlines(keepends=True)
+            ending = "\n" * ends[marker, cell_id]   # ruff's blank lines after the cell's code (after imports: I001)
+            cell["source"] = (head + absolute_imports(code, package) + ending).splitlines(keepends=True)
             written.add(nb_path)
         if nb_path in written:
             nb_path.write_text(json.dumps(notebook, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")

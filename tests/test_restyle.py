@@ -39,6 +39,7 @@ def test_cells_are_read_by_their_markers():
     assert restyle.cells(text) == {("auto", "0"): "__all__ = ['f']", ("../nbs/a.ipynb", "c1"): "import os",
                                    ("../nbs/a.ipynb", "c2"): "def f(): pass"}
     assert [r[1:] for r in restyle.cell_rows(text)] == [("0", 4, 4), ("c1", 7, 7), ("c2", 11, 11)]
+    assert list(restyle.trailing_newlines(text).values()) == [0, 1, 0]   # c1's source ends with a newline
 
 
 def _cell(source: str, cell_id: str, kind: str = "code") -> dict:
@@ -64,7 +65,7 @@ def demo_project(root: Path) -> Path:
     _notebook(root / "nbs" / "core.ipynb", [
         _cell("# Core\n> the demo's core", "b0000001", "markdown"),
         _cell("#| default_exp core", "b0000002"),
-        _cell("#| export\nimport re\nimport os\nfrom demo.util import helper", "b0000003"),
+        _cell("#| export\nimport re\nimport os\nfrom demo.util import helper\n", "b0000003"),   # a blank line after
         _cell("#| export\nPATTERN = re.compile('npu', re.I)\nHOME = os.sep", "b0000004"),
         _cell("#| export\ndef describe(first_try, second_try, third_try):\n" + LONG_CALL, "b0000005"),
         _cell("describe(1, 2, 3)   # an example: not exported, never touched", "b0000006")])
@@ -84,7 +85,8 @@ def test_restyle_fixes_the_notebooks_and_the_export_reproduces_ruff(tmp_path):
     r = subprocess.run([*script, "--sort-imports"], check=False, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     cells = {c["id"]: "".join(c["source"]) for c in json.loads((root / "nbs" / "core.ipynb").read_text())["cells"]}
-    assert cells["b0000003"] == "#| export\nimport os\nimport re\n\nfrom demo.util import helper"   # sorted, absolute
+    # sorted, still absolute, and the blank line ruff drops after an import block dropped in the cell too
+    assert cells["b0000003"] == "#| export\nimport os\nimport re\n\nfrom demo.util import helper"
     assert cells["b0000004"].startswith("#| export\nPATTERN = re.compile('npu', re.IGNORECASE)")  # safe fix
     assert cells["b0000005"].startswith("#| export\ndef describe(") and LONG_CALL not in cells["b0000005"]
     assert max(map(len, cells["b0000005"].splitlines())) <= 120
