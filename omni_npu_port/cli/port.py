@@ -232,8 +232,8 @@ def run_release(args: argparse.Namespace) -> int:
     "`port --release OMNI`: every runner class of the release ported and written with its report; 0 clean, 1 otherwise."
     say = StderrProgress()   # the library reports lines and download steps; this draws them
     opts = PortOptions(prefer=args.prefer or DEFAULT_PREFER["release"], target=args.target)
-    upd, kw = None, dict(sources=args.source, progress=say, force=args.force, workers=args.jobs or os.cpu_count() or 1,
-                         out=args.output or DEFAULT_OUT)   # out checked first
+    upd, kw = None, {"sources": args.source, "progress": say, "force": args.force,
+                     "workers": args.jobs or os.cpu_count() or 1, "out": args.output or DEFAULT_OUT}   # out checked first
     try:
         if args.from_release:
             upd = update_release(args.release, args.from_release, args.target, prefer=opts.prefer.value,
@@ -265,8 +265,8 @@ def diagnostic_json(d) -> dict:
 def score_lines(hand: Located, scores: dict[str, Score]) -> list[str]:
     "One line per scored method; a line saying why when nothing could be scored."
     if not scores:
-        return [f"against {hand.label()}: no method of the port to score (the hand-written side defines none of them, "
-                "or the ported module does not parse)"]
+        return [(f"against {hand.label()}: no method of the port to score (the hand-written side defines none of them, "
+                "or the ported module does not parse)")]
     return [f"against {hand.label()}: {name}: similarity {s.ratio:.3f} (ceiling {s.ceiling:.3f}: {s.invented} "
             f"hand-written line(s) of prose in none of the inputs), code only {s.code_ratio:.3f}" for name, s in scores.items()]
 
