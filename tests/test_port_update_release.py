@@ -180,3 +180,74 @@ def test_the_updated_modules_are_judged_when_asked(tmp_path):
     assert u.port.runners and all(r.judge is not None and r.judge.judged for r in u.port.runners)
     assert all(r.verdict in ("yes", "no") for r in u.port.runners)
     assert all((r.verdict == "yes") == r.ready for r in u.port.runners)
+
+
+def _git(repo, *args):
+    import subprocess
+    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args], check=True,
+                          capture_output=True, text=True).stdout
+
+
+def _commit_state(repo, state, msg):
+    "The checkout's files replaced by a fixture state's, committed (a history written for the test)."
+    import shutil
+    for p in repo.iterdir():
+        if p.name != ".git": shutil.rmtree(p) if p.is_dir() else p.unlink()
+    shutil.copytree(state, repo, dirs_exist_ok=True)
+    _git(repo, "add", "-A"); _git(repo, "commit", "-qm", msg)
+
+
+@pytest.fixture
+def omni_repo(tmp_path):
+    "A git checkout whose HEAD is the next release and whose parent commit is the previous one (with NPU runners)."
+    repo = tmp_path / "omni"
+    repo.mkdir(); _git(repo, "init", "-q", "-b", "main")
+    _commit_state(repo, UPD / "omni_prev", "0.18.0: the NPU copy in step")
+    _commit_state(repo, UPD / "omni_next", "0.20.0: the GPU runner moves on")
+    return repo
+
+
+def _tree_state(repo):
+    "Every file of the checkout (the .git folder aside) with its bytes, and git's own status."
+    files = {p.relative_to(repo): p.read_bytes() for p in repo.rglob("*") if p.is_file() and ".git" not in p.parts}
+    return files, _git(repo, "status", "--porcelain")
+
+
+def test_from_a_git_checkout_takes_its_parent_commit_and_leaves_the_working_tree(omni_repo, tmp_path, updated):
+    (omni_repo / "notes.txt").write_text("the user's own, uncommitted\n")   # a dirty working tree stays as it is
+    before = _tree_state(omni_repo)
+    u = update_release(str(omni_repo), "auto", target=TARGET, sources=SOURCES, cache_dir=tmp_path / "cache",
+                       index="http://127.0.0.1:9/")
+    assert _tree_state(omni_repo) == before
+    assert u.prev == "0.18.0" and u.prev_how.startswith("git: the parent of HEAD, commit ")
+    assert u.port.runners[0].code == updated[1].code   # the same update as from the previous state's own folder
+    said = next(d.message for d in u.port.diagnostics if d.code == "ONP4500")
+    assert "git: the parent of HEAD" in said and "omni-npu-port-from-" not in said   # no temporary path named
+
+
+def test_from_a_git_ref_takes_the_merge_base(omni_repo, tmp_path):
+    _git(omni_repo, "branch", "-m", "main", "feature")
+    _git(omni_repo, "branch", "main", "HEAD~1")              # main: the state the feature branch started from
+    _git(omni_repo, "checkout", "-q", "main")
+    (omni_repo / "CHANGES.txt").write_text("main moves on\n")
+    _git(omni_repo, "add", "-A"); _git(omni_repo, "commit", "-qm", "main moves on")
+    _git(omni_repo, "checkout", "-q", "feature")
+    u = update_release(str(omni_repo), "main", target=TARGET, sources=SOURCES, cache_dir=tmp_path / "cache",
+                       index="http://127.0.0.1:9/")
+    assert u.prev == "0.18.0" and u.prev_how.startswith("git: the merge-base of HEAD and main, commit ")
+
+
+def test_git_is_asked_only_for_a_checkout_and_a_ref_it_knows(omni_repo, tmp_path):
+    from omni_npu_port.port.update_release import git_checkout, git_previous
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    assert git_checkout(plain) is None and git_previous(str(plain), "auto", tmp_path / "x") is None
+    assert git_previous(str(omni_repo), "no-such-ref", tmp_path / "x") is None and not (tmp_path / "x").exists()
+    with pytest.raises(UsageError, match="no-such-ref"):   # neither a ref, a path nor a version
+        update_release(str(omni_repo), "no-such-ref", target=TARGET, sources=SOURCES, cache_dir=tmp_path / "cache",
+                       index="http://127.0.0.1:9/")
+    one = tmp_path / "one"
+    one.mkdir(); _git(one, "init", "-q"); _commit_state(one, UPD / "omni_next", "only commit")
+    with pytest.raises(UsageError, match="no parent of HEAD"):
+        update_release(str(one), "auto", target=TARGET, sources=SOURCES, cache_dir=tmp_path / "cache",
+                       index="http://127.0.0.1:9/")

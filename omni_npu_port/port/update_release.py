@@ -8,6 +8,9 @@ from __future__ import annotations
 import ast
 import json
 import re
+import subprocess
+import tarfile
+import tempfile
 import textwrap
 import time
 from dataclasses import asdict, dataclass, field
@@ -37,11 +40,12 @@ from omni_npu_port.port.release_report import (DEFAULT_OUT, REPORT_JSON, REPORT_
 from .score import ast_similarity
 
 # %% auto #0
-__all__ = ['RENAME_LIKENESS', 'omni_releases', 'previous_release', 'class_methods', 'body_likeness', 'pair_methods',
-           'MethodUpdate', 'count_new', 'merge_method', 'decide_method', 'Unit', 'cut_units', 'module_units',
-           'imported_names', 'merge_units', 'place_methods', 'Inherited', 'derives_from', 'RunnerSides', 'assemble',
-           'import_units', 'keep_imports', 'update_runner', 'ReleaseUpdate', 'update_markdown', 'update_summary',
-           'write_update', 'update_runners', 'written_on', 'update_release']
+__all__ = ['RENAME_LIKENESS', 'omni_releases', 'previous_release', 'git_checkout', 'git_previous', 'resolve_previous',
+           'class_methods', 'body_likeness', 'pair_methods', 'MethodUpdate', 'count_new', 'merge_method',
+           'decide_method', 'Unit', 'cut_units', 'module_units', 'imported_names', 'merge_units', 'place_methods',
+           'Inherited', 'derives_from', 'RunnerSides', 'assemble', 'import_units', 'keep_imports', 'update_runner',
+           'ReleaseUpdate', 'update_markdown', 'update_summary', 'write_update', 'update_runners', 'written_on',
+           'update_release']
 
 # %% ../../nbs/port/update_release.ipynb #bdef9fd3
 _NB = "port/update_release.ipynb"
@@ -95,6 +99,65 @@ def previous_release(version: str | None, cache_dir: Path | str = CACHE_DIR) -> 
         raise UsageError(f"--from auto: no vLLM-Omni release older than {version} in the releases table or the package "
                          f"cache {cache_dir}; give --from PREV (a version, wheel, sdist or checkout)")
     return older[-1]
+
+# %% ../../nbs/port/update_release.ipynb #884f8afd
+def _git(where: Path, *args: str, check: bool = True) -> str | None:
+    "git's output for `args` run in `where` (None where it fails and not `check`; else an InputError naming it)."
+    try: r = subprocess.run(["git", "-C", str(where), *args], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        if not check: return None
+        raise InputError(f"git {' '.join(args)} in {where}: {e}; install git, or give --from PREV as a path") from None
+    if r.returncode and check:
+        raise InputError(f"git {' '.join(args)} in {where} failed: {r.stderr.strip()[:300]}; give --from PREV as a path")
+    return r.stdout if r.returncode == 0 else None
+
+def git_checkout(path: str | Path) -> tuple[Path, str] | None:
+    "(the top of the git work tree, the folder's path below it) for a folder in a git checkout; None: not one."
+    p = Path(str(path)).expanduser()
+    got = _git(p, "rev-parse", "--show-toplevel", "--show-prefix", check=False) if p.is_dir() else None
+    if not got: return None
+    top, prefix = (got.splitlines() + ["", ""])[:2]
+    return Path(top), prefix.rstrip("/")
+
+# %% ../../nbs/port/update_release.ipynb #ceac5959
+def git_previous(new: str, ref: str, into: Path) -> tuple[str, str] | None:
+    "PREV of a NEW in a git checkout (`auto`: HEAD's parent; a ref: HEAD's merge-base with it), written into `into`"
+    " by `git archive`: (its folder, how it was chosen); None: NEW is in no checkout, or `ref` is no ref there."
+    at = git_checkout(new)
+    if at is None: return None
+    top, prefix = at
+    if ref != "auto" and _git(top, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", check=False) is None:
+        return None
+    got = (_git(top, "rev-parse", "--verify", "--quiet", "HEAD~1^{commit}", check=False) if ref == "auto"
+           else _git(top, "merge-base", "HEAD", ref, check=False))
+    what = "parent of HEAD" if ref == "auto" else f"merge-base of HEAD and {ref}"
+    if not got:
+        raise UsageError(f"--from {ref}: the git checkout {top} has no {what}; give --from PREV (a release, or a "
+                         "checkout of the state the NPU copy was last brought in step in)")
+    commit = got.strip()
+    proc = subprocess.Popen(["git", "-C", str(top), "archive", "--format=tar", f"{commit}:{prefix}" if prefix
+                             else commit], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        with tarfile.open(fileobj=proc.stdout, mode="r|") as tar: tar.extractall(into, filter="data")   # streamed
+        bad = ""
+    except tarfile.TarError as e: bad = str(e)
+    err = (proc.stderr.read().decode(errors="replace") if proc.stderr else "") or bad
+    if proc.wait() or bad:
+        raise InputError(f"--from {ref}: git archive of {commit[:12]}:{prefix or '.'} in {top} failed: {err[:300]}; "
+                         "give --from PREV as a path")
+    return str(into), f"git: the {what}, commit {commit[:12]} of {top}"
+
+# %% ../../nbs/port/update_release.ipynb #56a6ffa7
+def resolve_previous(new: str, version: str | None, prev: str | None, into: Path,
+                     cache_dir: Path | str = CACHE_DIR) -> tuple[str, str, bool]:
+    "PREV as given to `open_release`, how it was chosen, whether git gave it: `auto` or a ref git knows in NEW's"
+    " checkout first (a path that exists is a path); else a path or version as given; `auto`: the release before NEW."
+    prev = prev or "auto"
+    if not Path(prev).expanduser().exists():
+        got = git_previous(new, prev, into)
+        if got: return got[0], got[1], True
+    if prev == "auto": return previous_release(version, cache_dir), f"auto: the release before {version}", False
+    return prev, "given", False
 
 # %% ../../nbs/port/update_release.ipynb #92c46195
 RENAME_LIKENESS = 0.6   # ast-normalised similarity of two bodies (names left out) from which a removed, an added pair
@@ -602,24 +665,40 @@ def update_release(new: str, prev: str | None = "auto", target: str | None = Non
                    sources=(), prefer: str = "comment", force: bool = False, progress=None,
                    cache_dir: Path | str = CACHE_DIR, index: str | None = None, workers: int = 1,
                    prev_target: str | None = None, judge: bool = False) -> ReleaseUpdate:
-    "Port NEW and carry onto it what the people changed on the tool's port of PREV (`auto`: the release before NEW;"
-    " PREV's port on its own pairing, `prev_target`, or the vllm-ascend source given; `judge`: basedpyright checks"
-    " the updated modules as `port_release` checks its own)."
+    "Port NEW and carry onto it what the people changed on the tool's port of PREV (`auto`: NEW's checkout's parent"
+    " commit, else the release before NEW; a git ref: the merge-base with it; PREV's port on its own pairing,"
+    " `prev_target`, or the vllm-ascend source given; `judge`: basedpyright checks the updated modules)."
     t0, want = time.perf_counter(), prefer_of(prefer).value
-    inner = "comment" if want == "markers" else want   # merged in the form that parses; markers at the end
     tree = open_release(new, progress, cache_dir, index)
     if out is not None:   # checked before any work
         named = DEFAULT_OUT.format(version=tree.version or "unversioned") if str(out) == DEFAULT_OUT else out
         out = Path(named).expanduser()
         check_release_out(out, force)
-    how = "given"
-    if prev in (None, "auto"):
-        prev, how = previous_release(tree.version, cache_dir), f"auto: the release before {tree.version}"
+    kw = dict(sources=sources, prefer="comment" if want == "markers" else want,   # merged in the form that parses
+              progress=progress, cache_dir=cache_dir, index=index, workers=workers)
+    with tempfile.TemporaryDirectory(prefix="omni-npu-port-from-") as tmp:   # a git PREV's files: the tool's own
+        prev, how, git = resolve_previous(_checkout_of(new), tree.version, prev, Path(tmp), cache_dir)
+        u = _update_from(new, tree, prev, how, git, target, prev_target, judge, kw)
+    if want == "markers":
+        for r in u.port.runners: r.code = uncomment_conflicts(r.code)
+    u.port.seconds = time.perf_counter() - t0
+    if out is not None: write_update(u, out, force)
+    return u
+
+def _checkout_of(new: str) -> str:
+    "NEW's folder, without the `@VERSION` a checkout that states none is given with."
+    path, at, _ = str(new).rpartition("@")
+    return path if at and path and Path(path).expanduser().exists() else str(new)
+
+# %% ../../nbs/port/update_release.ipynb #dfe4f45d
+def _update_from(new, tree, prev, how, git, target, prev_target, judge, kw) -> ReleaseUpdate:
+    "The update of NEW (opened: `tree`) from PREV (a git state: only not newer), `kw` as `port_release` takes them."
+    progress, cache_dir, index, sources = kw["progress"], kw["cache_dir"], kw["index"], kw["sources"]
     prev_tree = open_release(prev, progress, cache_dir, index)
-    if tree.version and prev_tree.version and parse_version(prev_tree.version) >= parse_version(tree.version):
+    vs = [parse_version(v) for v in (prev_tree.version, tree.version) if v]
+    if len(vs) == 2 and (vs[0] > vs[1] or (vs[0] == vs[1] and not git)):
         raise UsageError(f"--from {prev}: vLLM-Omni {prev_tree.version} is not older than {new} ({tree.version}); "
                          "give the release the NPU copy was last brought in step in")
-    kw = dict(sources=sources, prefer=inner, progress=progress, cache_dir=cache_dir, index=index, workers=workers)
     new_port = port_release(new, target, **kw)
     if prev_target is None and given_sources("vllm-ascend", sources):   # a stack given by hand: PREV's port on it too
         prev_target, how = f"vllm-ascend=={new_port.vllm_ascend}", how + "; ported on the vllm-ascend source given"
@@ -629,17 +708,13 @@ def update_release(new: str, prev: str | None = "auto", target: str | None = Non
     base_port = port_release(prev, prev_target, **kw)
     prev_origin = str(prev_tree.origin)
     ascend, gb, nb, nb_old = _ascend_lines(new_port, base_port, sources, progress, cache_dir, index)
-    runners, ups = update_runners(new_port, base_port, prev_origin, inner, ascend, ready_index(gb, nb), (nb_old, nb))
+    runners, ups = update_runners(new_port, base_port, prev_origin, kw["prefer"], ascend, ready_index(gb, nb),
+                                  (nb_old, nb))
     judged = _judge_update(runners, new_port, tree, judge, sources, progress, cache_dir, index)
-    if want == "markers":
-        for r in runners: r.code = uncomment_conflicts(r.code)
-    said = port_diagnostic("ONP4500", f"{code_info('ONP4500').title}: vLLM-Omni {base_port.omni} ({prev_origin}; "
-                           f"{how}), "
+    said = port_diagnostic("ONP4500", f"{code_info('ONP4500').title}: vLLM-Omni {base_port.omni} "
+                           f"({'' if git else prev_origin + '; '}{how}), "
                            f"its port on vllm-ascend {base_port.vllm_ascend} the merge's base")
     p = new_port
     res = ReleasePort(p.omni, p.origin, p.vllm, p.vllm_ascend, p.pairing, p.history, p.layout, p.layout_from, runners,
-                      p.skipped, [said] + judged + p.diagnostics, time.perf_counter() - t0,
-                      inputs=p.inputs + base_port.inputs)
-    u = ReleaseUpdate(res, base_port.omni, how, ups, base_port, new_port)
-    if out is not None: write_update(u, out, force)
-    return u
+                      p.skipped, [said] + judged + p.diagnostics, 0.0, inputs=p.inputs + base_port.inputs)
+    return ReleaseUpdate(res, base_port.omni, how, ups, base_port, new_port)
