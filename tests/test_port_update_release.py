@@ -251,3 +251,15 @@ def test_git_is_asked_only_for_a_checkout_and_a_ref_it_knows(omni_repo, tmp_path
     with pytest.raises(UsageError, match="no parent of HEAD"):
         update_release(str(one), "auto", target=TARGET, sources=SOURCES, cache_dir=tmp_path / "cache",
                        index="http://127.0.0.1:9/")
+
+
+def test_the_summary_counts_the_updates_methods_not_the_new_ports(updated, tmp_path):
+    from omni_npu_port.port.update_release import update_summary
+    u, r, m = updated
+    text = "\n".join(update_summary(u))
+    assert "method(s) ported" not in text and f"{len(u.methods)} method(s) updated (" in text
+    assert "  OmniNPUModelRunner._dummy_run: merged: " in text and "people's" in text
+    assert "  OmniNPUModelRunner._update_states: merged-inherited: " in text and "1 conflict(s)" in text
+    unchanged = [x.name for x in u.methods if x.how == "merged" and not (x.people + x.gpu + x.ascend + x.conflicts)]
+    assert all(f".{n}: " not in text for n in unchanged)   # a method no side changed gets no line
+    assert u.to_json()["summary"]["methods"] == len(u.methods) > 0

@@ -247,7 +247,7 @@ def run_release(args: argparse.Namespace) -> int:
     say(f"target vllm-ascend {res.vllm_ascend} ({origin}): GPU base vllm {res.vllm} ({res.pairing.evidence})")
     written = res.written
     if args.json: print(json.dumps((upd or res).to_json(), indent=2))
-    else: print("\n".join(release_summary(res) + (update_summary(upd) if upd else []) +
+    else: print("\n".join((update_summary(upd) if upd else release_summary(res)) +
                           [f"wrote {w}" for w in written]))
     for d in res.diagnostics:   # an input it could not read is said on stderr too, one line each, whatever the format
         if d.severity == "error": print(f"omni-npu-port port: {d}", file=sys.stderr)

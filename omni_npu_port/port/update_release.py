@@ -35,8 +35,8 @@ from .ready import ready_findings, ready_index
 from .release import open_release, port_release
 from .release_inputs import given_sources, locate_base, release_runners, release_source
 from .release_checks import RunnerPort
-from omni_npu_port.port.release_report import (DEFAULT_OUT, REPORT_JSON, REPORT_MD, ReleasePort, check_release_out,
-    release_markdown, write_release)
+from .release_report import (DEFAULT_OUT, REPORT_JSON, REPORT_MD, ReleasePort, check_release_out,
+    release_markdown, release_summary, write_release)
 from .score import ast_similarity
 
 # %% auto #0
@@ -108,7 +108,8 @@ def _git(where: Path, *args: str, check: bool = True) -> str | None:
         if not check: return None
         raise InputError(f"git {' '.join(args)} in {where}: {e}; install git, or give --from PREV as a path") from None
     if r.returncode and check:
-        raise InputError(f"git {' '.join(args)} in {where} failed: {r.stderr.strip()[:300]}; give --from PREV as a path")
+        raise InputError(f"git {' '.join(args)} in {where} failed: {r.stderr.strip()[:300]}; "
+                         "give --from PREV as a path")
     return r.stdout if r.returncode == 0 else None
 
 def git_checkout(path: str | Path) -> tuple[Path, str] | None:
@@ -530,7 +531,9 @@ class ReleaseUpdate:
 
     def to_json(self) -> dict:
         "The port's report with an `update` part: the previous release, how it was chosen, every method's origins."
-        return {**self.port.to_json(), "update": {"from": self.prev, "from_how": self.prev_how,
+        doc = self.port.to_json()
+        doc["summary"]["methods"] = len(self.methods)   # the update's methods (the port's count is the new port's)
+        return {**doc, "update": {"from": self.prev, "from_how": self.prev_how,
                 "base": {"vllm_omni": self.base.omni, "vllm": self.base.vllm, "vllm_ascend": self.base.vllm_ascend}
                         if self.base else None,
                 "methods": [asdict(m) for m in self.methods]}}
@@ -542,24 +545,39 @@ def update_markdown(u: ReleaseUpdate) -> str:
     "The port's Markdown report with the update's section: per method, how many code lines came from each side."
     from omni_npu_port.port.release_report import _md_table
     rows = [[m.runner, m.name, m.how, m.was or "", m.people, m.gpu, m.ascend, m.both, m.conflicts] for m in u.methods]
-    text = release_markdown(u.port).replace(f"# NPU port of vLLM-Omni {u.port.omni}",
-                                            f"# NPU port of vLLM-Omni {u.port.omni}, updated from {u.prev}", 1)
+    text = _methods_said(u, release_markdown(u.port)).replace(
+        f"# NPU port of vLLM-Omni {u.port.omni}", f"# NPU port of vLLM-Omni {u.port.omni}, updated from {u.prev}", 1)
     return text + "\n".join(["", f"## Update from {u.prev} ({u.prev_how})", "",
                              "Code lines of each method by origin: the people's port (their change to the tool's "
                              f"port of {u.prev}), the new port's change (the GPU side's, or brought by vllm-ascend's "
                              "method), both "
                              "(as the previous port had them).", "", _md_table(_UPDATE_HEAD, rows)]) + "\n"
 
-def update_summary(u: ReleaseUpdate) -> list[str]:
-    "The update's summary: the previous release and how it was chosen; the methods by decision; lines by origin."
+def _hows(u: ReleaseUpdate) -> str:
+    "The methods by decision: `12 merged, 3 people-added, ...`."
     how: dict = {}
     for m in u.methods: how[m.how] = how.get(m.how, 0) + 1
+    return ", ".join(f"{n} {k}" for k, n in sorted(how.items()))
+
+def _methods_said(u: ReleaseUpdate, text: str) -> str:
+    "A port's summary text with its count of methods ported (none: the update writes its own) as the update's."
+    return re.sub(r"\b\d+ method\(s\) ported", f"{len(u.methods)} method(s) updated ({_hows(u)})", text, count=1)
+
+def update_summary(u: ReleaseUpdate) -> list[str]:
+    "The update's summary: the port's lines (methods counted as updated), the previous release and how it was chosen,"
+    " the code lines by origin, then one line per method the update changed: its decision and its lines by origin."
     tot = {k: sum(getattr(m, k) for m in u.methods) for k in ("people", "gpu", "ascend", "both", "conflicts")}
-    return [f"updated from vLLM-Omni {u.prev} ({u.prev_how}): {len(u.methods)} method(s): "
-            + ", ".join(f"{n} {k}" for k, n in sorted(how.items())),
-            f"code lines: {tot['people']} from the people's port, {tot['gpu']} from the new port's GPU-side change, "
-            f"{tot['ascend']} from vllm-ascend's change, {tot['both']} as the previous port had them; "
-            f"{tot['conflicts']} conflict(s) between the people's port and the new port"]
+    lines = lambda m: (f": {m.people} people's, {m.gpu} GPU-side, {m.ascend} vllm-ascend, {m.both} as before"
+                       + (f"; {m.conflicts} conflict(s)" if m.conflicts else "")
+                       if m.people + m.gpu + m.ascend + m.both else "")
+    each = [f"  {m.runner}.{m.name}: {m.how}{f' (was {m.was})' if m.was else ''}{lines(m)}" for m in u.methods
+            if m.people + m.gpu + m.ascend + m.conflicts or m.how not in ("merged", "merged-inherited")]
+    return [_methods_said(u, line) for line in release_summary(u.port)] + [
+        f"updated from vLLM-Omni {u.prev} ({u.prev_how}): {len(u.methods)} method(s): {_hows(u)}",
+        f"code lines: {tot['people']} from the people's port, {tot['gpu']} from the new port's GPU-side change, "
+        f"{tot['ascend']} from vllm-ascend's change, {tot['both']} as the previous port had them; "
+        f"{tot['conflicts']} conflict(s) between the people's port and the new port",
+        f"methods changed ({len(each)} of {len(u.methods)}; lines by origin):", *each]
 
 def write_update(u: ReleaseUpdate, out: Path | str, force: bool = False) -> list[str]:
     "Write the updated modules and the report (port-report.json / .md with the update's part), as a port is written."
