@@ -263,3 +263,45 @@ def test_the_summary_counts_the_updates_methods_not_the_new_ports(updated, tmp_p
     unchanged = [x.name for x in u.methods if x.how == "merged" and not (x.people + x.gpu + x.ascend + x.conflicts)]
     assert all(f".{n}: " not in text for n in unchanged)   # a method no side changed gets no line
     assert u.to_json()["summary"]["methods"] == len(u.methods) > 0
+
+
+# Conflicts settled by statements (ONP4510, ONP4511): a previous port, a new port that re-nests it (as a vllm-ascend
+# upgrade does), and the people's edits of the previous port.
+BASE = "def f(self, x):\n    a = self.prep(x)\n    b = self.model(a)\n    return b\n"
+NESTED = "def f(self, x):\n    with self.ctx():\n        a = self.prep(x)\n        b = self.model(a)\n    return b\n"
+
+
+def _merged(new, people):
+    m = MethodUpdate("R", "f", "merged")
+    lines, diags = decide_method(m, BASE, new, people, ("people", "new"), "comment", (set(), set()))
+    return "\n".join(lines) + "\n", m, {d.code for d in diags}
+
+
+def test_a_peoples_statement_is_carried_onto_the_new_ports_rewrite_of_its_lines():
+    people = "def f(self, x):\n    a = self.prep(x)\n    b = self.model(a)\n    self.record(b)\n    return b\n"
+    code, m, codes = _merged(NESTED, people)
+    assert code == ("def f(self, x):\n    with self.ctx():\n        a = self.prep(x)\n        b = self.model(a)\n"
+                    "        self.record(b)\n    return b\n")       # after the statement it followed, at its new depth
+    assert "ONP4511" in codes and "ONP4001" not in codes and m.conflicts == 0 and m.people >= 1 and m.gpu >= 1
+    deleted = "def f(self, x):\n    b = self.model(x)\n    return b\n"   # the people's rewrite of two statements
+    code, m, codes = _merged(NESTED, deleted)
+    assert "self.prep" not in code and "        b = self.model(x)" in code and "with self.ctx():" in code
+
+
+def test_a_peoples_edit_of_statements_the_new_port_changed_too_stays_a_conflict():
+    people = "def f(self, x):\n    a = self.prep(x)\n    b = self.model(a, npu=True)\n    return b\n"
+    new = NESTED.replace("self.model(a)", "self.model2(a)")
+    code, m, codes = _merged(new, people)
+    assert m.conflicts == 1 and "ONP4001" in codes and "ONP4511" not in codes
+    assert "    b = self.model(a, npu=True)" in keep_side(code) and "self.model2(a)" in keep_side(code, 1)
+
+
+def test_a_conflict_whose_peoples_side_is_only_relaid_out_takes_the_new_side():
+    from omni_npu_port.port.merge import Hunk
+    from omni_npu_port.port.update_release import settle_conflicts
+    base, new = ["    a = g(x, y)"], ["    a = h(x)", "    b = a + 1"]
+    layout = Hunk("conflict", [], omni=new, npu=["    a = g(x,  # wrapped", "          y)"], base=base)
+    edited = Hunk("conflict", [], omni=new, npu=["    a = g(x, z)"], base=base)   # a real edit, on a changed line
+    hunks, settled = settle_conflicts([layout, edited])
+    assert hunks[0].kind == "omni" and hunks[0].lines == new and settled[0][0] == "ONP4510"
+    assert hunks[1] is edited and len(settled) == 1

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import ast
+import difflib
 import json
 import re
 import subprocess
@@ -27,8 +28,8 @@ from .audit import runner_bases
 from omni_npu_port.port.locate import (Located, MethodSpec, locate, method_located, own_methods, port_diagnostic,
     python_lines)
 from .translation import rules_for, target_of, translate_methods
-from omni_npu_port.port.merge import (Hunk, code_tokens, keep_side, merge_hunks, prefer_of, render,
-    uncomment_conflicts)
+from .merge import (Hunk, _unit_key, code_tokens, keep_side, logical_units, merge_hunks,
+    prefer_of, render, uncomment_conflicts)
 from .method import undefined_names
 from .judge import judge_release, release_judge_lines
 from .ready import ready_findings, ready_index
@@ -41,11 +42,11 @@ from .score import ast_similarity
 
 # %% auto #0
 __all__ = ['RENAME_LIKENESS', 'omni_releases', 'previous_release', 'git_checkout', 'git_previous', 'resolve_previous',
-           'class_methods', 'body_likeness', 'pair_methods', 'MethodUpdate', 'count_new', 'merge_method',
-           'decide_method', 'Unit', 'cut_units', 'module_units', 'imported_names', 'merge_units', 'place_methods',
-           'Inherited', 'derives_from', 'RunnerSides', 'assemble', 'import_units', 'keep_imports', 'update_runner',
-           'ReleaseUpdate', 'update_markdown', 'update_summary', 'write_update', 'update_runners', 'written_on',
-           'update_release']
+           'class_methods', 'body_likeness', 'pair_methods', 'MethodUpdate', 'count_new', 'code_statements',
+           'carry_edits', 'settle_conflicts', 'merge_method', 'decide_method', 'Unit', 'cut_units', 'module_units',
+           'imported_names', 'merge_units', 'place_methods', 'Inherited', 'derives_from', 'RunnerSides', 'assemble',
+           'import_units', 'keep_imports', 'update_runner', 'ReleaseUpdate', 'update_markdown', 'update_summary',
+           'write_update', 'update_runners', 'written_on', 'update_release']
 
 # %% ../../nbs/port/update_release.ipynb #bdef9fd3
 _NB = "port/update_release.ipynb"
@@ -78,6 +79,12 @@ register(
     Code("ONP4508", "update-import-kept", "update: the carried code reads a name only an import of a side binds, which "
          "the merge of the module's statements dropped: that import is kept", "info",
          "check that the import still resolves on the new stack", _NB, "port"),
+    Code("ONP4510", "update-layout-only", "update: the people's side of a conflict is the previous port's in other "
+         "layout or comments: the new port's change is taken", "info", "check the new port's lines there", _NB,
+         "port"),
+    Code("ONP4511", "update-edits-carried", "update: a conflict settled by statements: the people's statement edits "
+         "placed on the new port's change of the same lines", "info", "check each carried statement where it was "
+         "placed (after the statement it followed)", _NB, "port"),
 )
 
 # %% ../../nbs/port/update_release.ipynb #c68bfe2f
@@ -230,17 +237,92 @@ def count_new(m: MethodUpdate, lines, ascend_new: set, ascend_old: set) -> None:
         if _key(l) in ascend_new and _key(l) not in ascend_old: m.ascend += 1
         else: m.gpu += 1
 
+# %% ../../nbs/port/update_release.ipynb #7ff0bbd9
+def _indent(line: str) -> int: return len(line) - len(line.lstrip())
+
+def code_statements(lines: list[str]) -> list[tuple[str, list[str], int]] | None:
+    "A fragment's statements as (syntax key, lines with the comments before them, indent); None: it does not tokenize."
+    if not any(l.strip() for l in lines): return []
+    units = logical_units(textwrap.dedent("\n".join(lines) + "\n"))
+    if not units: return None
+    out, start = [], 0
+    for a, b in units:
+        if all(not l.strip() or l.lstrip().startswith("#") for l in lines[a:b]): continue   # rides with the next
+        out.append((_unit_key("\n".join(lines[a:b])), lines[start:b], _indent(lines[a]))); start = b
+    if not out: return []
+    return out[:-1] + [(out[-1][0], out[-1][1] + lines[start:], out[-1][2])]
+
+def _shifted(lines: list[str], delta: int) -> list[str]:
+    if delta >= 0: return [" " * delta + l if l.strip() else l for l in lines]
+    return [l[min(-delta, _indent(l)):] if l.strip() else l for l in lines]
+
+def _place(op: tuple, zk: list, ak: list, Z: list, A: list) -> tuple[int, int, int] | None:
+    "Where one people's edit (`op` over the base's keys `zk`) lands among the new side's: (from, to, indent shift)."
+    _, i1, i2, _, _ = op
+    if i2 > i1:   # statements rewritten or deleted: the new side still has them, once
+        at = [p for p in range(len(ak) - (i2 - i1) + 1) if ak[p:p + i2 - i1] == zk[i1:i2]]
+        return (at[0], at[0] + i2 - i1, A[at[0]][2] - Z[i1][2]) if len(at) == 1 else None
+    if i1 > 0 and ak.count(zk[i1 - 1]) == 1:   # an insertion: after the statement before it
+        p = ak.index(zk[i1 - 1]) + 1
+        return p, p, A[p - 1][2] - Z[i1 - 1][2]
+    if i1 < len(zk) and ak.count(zk[i1]) == 1:   # or before the one after it
+        p = ak.index(zk[i1])
+        return p, p, A[p][2] - Z[i1][2]
+    return None
+
+# %% ../../nbs/port/update_release.ipynb #09248486
+def carry_edits(base: list[str], new: list[str], people: list[str]) -> tuple[list[str], list[str]] | None:
+    "The new side's lines with the people's statement edits of `base` placed on them, and the people's lines carried;"
+    " None where an edit finds no single place (or a side does not tokenize)."
+    Z, A, B = (code_statements(x) for x in (base, new, people))
+    if Z is None or A is None or B is None: return None
+    zk, ak, bk = ([u[0] for u in s] for s in (Z, A, B))
+    edits = []
+    for op in difflib.SequenceMatcher(None, zk, bk, autojunk=False).get_opcodes():
+        if op[0] == "equal": continue
+        if (at := _place(op, zk, ak, Z, A)) is None: return None
+        edits.append((at[0], at[1], [l for u in B[op[3]:op[4]] for l in _shifted(u[1], at[2])]))
+    edits.sort(key=lambda e: e[:2])
+    if any(e[1] > f[0] or e[:2] == f[:2] for e, f in zip(edits, edits[1:])): return None   # two edits, one place
+    out, own, pos = [], [], 0
+    for lo, hi, lines in edits:
+        out += [l for u in A[pos:lo] for l in u[1]] + lines; own += lines; pos = hi
+    return out + [l for u in A[pos:] for l in u[1]], own
+
+def settle_conflicts(hunks: list[Hunk]) -> tuple[list[Hunk], list[tuple[str, Hunk, list[str]]]]:
+    "Each conflict the people's side only re-laid out (ONP4510) or whose people's edits all find a place on the new"
+    " side (ONP4511) as the new side's hunk; the settled ones as (code, hunk, the people's lines in it)."
+    out, settled = [], []
+    for h in hunks:
+        got = None
+        if h.kind == "conflict" and code_tokens("\n".join(h.npu)) == code_tokens("\n".join(h.base)):
+            got = "ONP4510", h.omni, []
+        elif h.kind == "conflict" and (carried := carry_edits(h.base, h.omni, h.npu)) is not None:
+            got = "ONP4511", *carried
+        if got is None: out.append(h); continue
+        s = Hunk("omni", got[1], omni=got[1], base=h.base)
+        out.append(s); settled.append((got[0], s, got[2]))
+    return out, settled
+
 # %% ../../nbs/port/update_release.ipynb #c7c5b9e4
 def merge_method(m: MethodUpdate, base: str, new: str, people: str, labels: tuple, prefer: str,
                  ascend: tuple = (set(), set())) -> tuple[list[str], list[Diagnostic]]:
     "One method merged three ways (base: the previous port; the new port's change onto the people's), `m` counted."
-    hunks = merge_hunks(base, new, people)   # a conflict: the people's side live, the new port's beside it
+    hunks, settled = settle_conflicts(merge_hunks(base, new, people))   # a conflict: the people's side live
     lines, diags = render(hunks, labels, False, prefer)
+    own = {id(h): ls for _, h, ls in settled}   # the people's lines a settled conflict carries
     for h in hunks:
         if h.kind in ("unchanged", "same"): m.both += len(_code_lines(h.lines))
         elif h.kind == "npu": m.people += len(_code_lines(h.lines))
-        elif h.kind == "omni": count_new(m, h.lines, *ascend)
+        elif h.kind == "omni":
+            rest = list(h.lines)
+            for l in own.get(id(h), []): rest.remove(l)
+            m.people += len(_code_lines(own.get(id(h), [])))
+            count_new(m, rest, *ascend)
         elif h.kind == "conflict": m.conflicts += 1
+    for code, h, _ in settled:
+        what = next((l.strip() for l in h.base + h.lines if l.strip()), "")
+        diags.append(port_diagnostic(code, f"{code_info(code).title}: {m.runner}.{m.name}: {what[:80]!r}"))
     for d in diags:
         d.where = m.name
         if d.code == "ONP4001": d.message = ("conflict: the new port (the GPU side's or vllm-ascend's change since "
