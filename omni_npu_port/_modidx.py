@@ -2221,6 +2221,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                                         'omni_npu_port/port/update_release.py'),
                                                    'omni_npu_port.port.update_release.derives_from': ( 'port/update_release.html#derives_from',
                                                                                                        'omni_npu_port/port/update_release.py'),
+                                                   'omni_npu_port.port.update_release.future_first': ( 'port/update_release.html#future_first',
+                                                                                                       'omni_npu_port/port/update_release.py'),
                                                    'omni_npu_port.port.update_release.git_checkout': ( 'port/update_release.html#git_checkout',
                                                                                                        'omni_npu_port/port/update_release.py'),
                                                    'omni_npu_port.port.update_release.git_previous': ( 'port/update_release.html#git_previous',

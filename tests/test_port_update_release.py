@@ -305,3 +305,17 @@ def test_a_conflict_whose_peoples_side_is_only_relaid_out_takes_the_new_side():
     hunks, settled = settle_conflicts([layout, edited])
     assert hunks[0].kind == "omni" and hunks[0].lines == new and settled[0][0] == "ONP4510"
     assert hunks[1] is edited and len(settled) == 1
+
+
+def test_a_future_import_stays_first_when_the_new_port_adds_an_import_beside_it():
+    from omni_npu_port.port.update_release import RunnerSides, update_runner
+    cls = "\n\nclass R:\n    def f(self):\n        return os.getcwd(), torch.ones(1)\n"
+    base = '"""doc"""\nimport torch\n' + cls
+    people = '"""doc"""\nfrom __future__ import annotations\nimport torch\n' + cls
+    new = '"""doc"""\nimport os\nimport torch\n' + cls
+    code, _, _ = update_runner("R", RunnerSides((base, "R"), (people, "R"), (new, "R")))
+    compile(code, "R", "exec")   # `from __future__` after another import would not compile
+    assert code.index("from __future__") < code.index("import os") < code.index("import torch")
+    code, _, _ = update_runner("R", RunnerSides((base, "R"), (people.replace("from __future__ import annotations\n",
+                                                                              "import sys\n"), "R"), (new, "R")))
+    assert code.index("import os") < code.index("import sys")   # no future import: the merge's order stands

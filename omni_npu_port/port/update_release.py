@@ -44,9 +44,9 @@ from .score import ast_similarity
 __all__ = ['RENAME_LIKENESS', 'omni_releases', 'previous_release', 'git_checkout', 'git_previous', 'resolve_previous',
            'class_methods', 'body_likeness', 'pair_methods', 'MethodUpdate', 'count_new', 'code_statements',
            'carry_edits', 'settle_conflicts', 'merge_method', 'decide_method', 'Unit', 'cut_units', 'module_units',
-           'imported_names', 'merge_units', 'place_methods', 'Inherited', 'derives_from', 'RunnerSides', 'assemble',
-           'import_units', 'keep_imports', 'update_runner', 'ReleaseUpdate', 'update_markdown', 'update_summary',
-           'write_update', 'update_runners', 'written_on', 'update_release']
+           'imported_names', 'merge_units', 'place_methods', 'future_first', 'Inherited', 'derives_from', 'RunnerSides',
+           'assemble', 'import_units', 'keep_imports', 'update_runner', 'ReleaseUpdate', 'update_markdown',
+           'update_summary', 'write_update', 'update_runners', 'written_on', 'update_release']
 
 # %% ../../nbs/port/update_release.ipynb #bdef9fd3
 _NB = "port/update_release.ipynb"
@@ -438,6 +438,13 @@ def place_methods(body: list[Unit], keep: list[str], sides: list[list[Unit]]) ->
         out.insert(at, side[i]); seen.add(f"def {k}")
     return out
 
+def future_first(top: list[Unit]) -> list[Unit]:
+    "Module units with `from __future__` imports first (after the docstring), once each, as Python requires them."
+    fut = list({u.key: u for u in top if u.key.startswith("from __future__ ")}.values())
+    rest = [u for u in top if not u.key.startswith("from __future__ ")]
+    at = 1 if rest and rest[0].key == "docstring" else 0
+    return rest[:at] + fut + rest[at:]
+
 # %% ../../nbs/port/update_release.ipynb #7bfe9d9a
 @dataclass
 class Inherited:
@@ -582,6 +589,7 @@ def update_runner(runner: str, sides: RunnerSides, prefer: str = "comment", asce
     texts, ups, diags = _methods_decided(runner, sides, ms, rows, prefer, ascend, inh)
     (zt, zh, zb), (at, ah, ab), (bt, bh, bb) = cut
     top, c1 = merge_units(zt, at, bt)
+    top = future_first(top)   # the new port's imports a clash puts first never precede it
     body, c2 = merge_units(zb, ab, bb)
     body = place_methods(body, [k for k, (t, _) in texts.items() if t is not None], [bb, ab])
     head = ah if _same("\n".join(zh), "\n".join(bh)) else bh    # the class line: the people's, where they changed it
