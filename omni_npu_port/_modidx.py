@@ -2165,6 +2165,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                                        'omni_npu_port/port/update_release.py'),
                                                    'omni_npu_port.port.update_release._code_lines': ( 'port/update_release.html#_code_lines',
                                                                                                       'omni_npu_port/port/update_release.py'),
+                                                   'omni_npu_port.port.update_release._compiles': ( 'port/update_release.html#_compiles',
+                                                                                                    'omni_npu_port/port/update_release.py'),
                                                    'omni_npu_port.port.update_release._conflicts_carried': ( 'port/update_release.html#_conflicts_carried',
                                                                                                              'omni_npu_port/port/update_release.py'),
                                                    'omni_npu_port.port.update_release._docstring': ( 'port/update_release.html#_docstring',

@@ -319,3 +319,28 @@ def test_a_future_import_stays_first_when_the_new_port_adds_an_import_beside_it(
     code, _, _ = update_runner("R", RunnerSides((base, "R"), (people.replace("from __future__ import annotations\n",
                                                                               "import sys\n"), "R"), (new, "R")))
     assert code.index("import os") < code.index("import sys")   # no future import: the merge's order stands
+
+
+FLAT_BASE = ["    if x:", "        y = self.g(x)", "    return y"]
+FLAT_NEW = ["    y = self.g(x)", "    return y"]          # the new port takes the statement out of its block
+
+
+def test_a_statement_the_people_put_after_a_block_is_placed_by_its_sibling():
+    from omni_npu_port.port.update_release import carry_edits
+    after_block = ["    if x:", "        y = self.g(x)", "    self.log(y)", "    return y"]
+    lines, own = carry_edits(FLAT_BASE, FLAT_NEW, after_block)
+    assert lines == ["    y = self.g(x)", "    self.log(y)", "    return y"] and own == ["    self.log(y)"]
+    in_block = ["    if x:", "        y = self.g(x)", "        self.log(y)", "    return y"]   # a sibling of `y = ...`
+    assert carry_edits(FLAT_BASE, FLAT_NEW, in_block)[0] == ["    y = self.g(x)", "    self.log(y)", "    return y"]
+    nested = ["    if x:", "        y = self.g(x)", "        if y:", "            self.log(y)", "    return y"]
+    assert carry_edits(FLAT_BASE, FLAT_NEW, nested)[0][1:3] == ["    if y:", "        self.log(y)"]
+
+
+def test_a_settled_conflict_that_would_not_compile_is_written_as_the_conflict():
+    base = "def f(self, x):\n    if x:\n        y = self.g(x)\n    return y\n"
+    people = "def f(self, x):\n    if x:\n        y = self.g(x)\n    self.log(y)\n    return y\n"
+    new = "def f(self, x):\n    y = self.g(x)\n    return y\n"   # the conflict's region ends before `return y`
+    m = MethodUpdate("R", "f", "merged")
+    lines, diags = decide_method(m, base, new, people, ("people", "new"), "comment", (set(), set()))
+    compile("\n".join(lines) + "\n", "f", "exec")
+    assert m.conflicts == 1 and "ONP4511" not in {d.code for d in diags} and "    self.log(y)" in lines

@@ -256,19 +256,21 @@ def _shifted(lines: list[str], delta: int) -> list[str]:
     if delta >= 0: return [" " * delta + l if l.strip() else l for l in lines]
     return [l[min(-delta, _indent(l)):] if l.strip() else l for l in lines]
 
-def _place(op: tuple, zk: list, ak: list, Z: list, A: list) -> tuple[int, int, int] | None:
+def _place(op: tuple, zk: list, ak: list, Z: list, A: list, B: list) -> tuple[int, int, int] | None:
     "Where one people's edit (`op` over the base's keys `zk`) lands among the new side's: (from, to, indent shift)."
-    _, i1, i2, _, _ = op
+    _, i1, i2, j1, _ = op
     if i2 > i1:   # statements rewritten or deleted: the new side still has them, once
         at = [p for p in range(len(ak) - (i2 - i1) + 1) if ak[p:p + i2 - i1] == zk[i1:i2]]
         return (at[0], at[0] + i2 - i1, A[at[0]][2] - Z[i1][2]) if len(at) == 1 else None
-    if i1 > 0 and ak.count(zk[i1 - 1]) == 1:   # an insertion: after the statement before it
-        p = ak.index(zk[i1 - 1]) + 1
-        return p, p, A[p - 1][2] - Z[i1 - 1][2]
-    if i1 < len(zk) and ak.count(zk[i1]) == 1:   # or before the one after it
-        p = ak.index(zk[i1])
-        return p, p, A[p][2] - Z[i1][2]
-    return None
+    # an insertion: after the statement before it or before the one after it, the new side having it once; a sibling
+    # (the inserted statement's indent in the base) first, so one that leaves a block follows the block's next
+    near = sorted((k for k in (i1 - 1, i1) if 0 <= k < len(zk) and ak.count(zk[k]) == 1),
+                  key=lambda k: Z[k][2] != B[j1][2])
+    if not near: return None
+    k, after = near[0], near[0] == i1 - 1
+    p = ak.index(zk[k]) + after
+    return p, p, A[p - after][2] - Z[k][2]
+
 
 # %% ../../nbs/port/update_release.ipynb #09248486
 def carry_edits(base: list[str], new: list[str], people: list[str]) -> tuple[list[str], list[str]] | None:
@@ -280,7 +282,7 @@ def carry_edits(base: list[str], new: list[str], people: list[str]) -> tuple[lis
     edits = []
     for op in difflib.SequenceMatcher(None, zk, bk, autojunk=False).get_opcodes():
         if op[0] == "equal": continue
-        if (at := _place(op, zk, ak, Z, A)) is None: return None
+        if (at := _place(op, zk, ak, Z, A, B)) is None: return None
         edits.append((at[0], at[1], [l for u in B[op[3]:op[4]] for l in _shifted(u[1], at[2])]))
     edits.sort(key=lambda e: e[:2])
     if any(e[1] > f[0] or e[:2] == f[:2] for e, f in zip(edits, edits[1:])): return None   # two edits, one place
@@ -305,11 +307,19 @@ def settle_conflicts(hunks: list[Hunk]) -> tuple[list[Hunk], list[tuple[str, Hun
     return out, settled
 
 # %% ../../nbs/port/update_release.ipynb #c7c5b9e4
+def _compiles(lines: list[str]) -> bool:
+    try: compile("\n".join(lines) + "\n", "<method>", "exec", dont_inherit=True); return True
+    except (SyntaxError, ValueError): return False
+
 def merge_method(m: MethodUpdate, base: str, new: str, people: str, labels: tuple, prefer: str,
                  ascend: tuple = (set(), set())) -> tuple[list[str], list[Diagnostic]]:
     "One method merged three ways (base: the previous port; the new port's change onto the people's), `m` counted."
-    hunks, settled = settle_conflicts(merge_hunks(base, new, people))   # a conflict: the people's side live
+    raw = merge_hunks(base, new, people)
+    hunks, settled = settle_conflicts(raw)   # a conflict left: the people's side live, the new port's beside it
     lines, diags = render(hunks, labels, False, prefer)
+    if settled and not _compiles(lines):   # a statement placed where the method no longer compiles: the conflicts
+        hunks, settled = raw, []
+        lines, diags = render(hunks, labels, False, prefer)
     own = {id(h): ls for _, h, ls in settled}   # the people's lines a settled conflict carries
     for h in hunks:
         if h.kind in ("unchanged", "same"): m.both += len(_code_lines(h.lines))
