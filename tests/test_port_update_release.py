@@ -344,3 +344,19 @@ def test_a_settled_conflict_that_would_not_compile_is_written_as_the_conflict():
     lines, diags = decide_method(m, base, new, people, ("people", "new"), "comment", (set(), set()))
     compile("\n".join(lines) + "\n", "f", "exec")
     assert m.conflicts == 1 and "ONP4511" not in {d.code for d in diags} and "    self.log(y)" in lines
+
+
+def test_a_folder_the_previous_commit_lacks_is_an_input_error_naming_it(tmp_path):
+    from omni_npu_port.core.errors import InputError
+    from omni_npu_port.port.update_release import git_previous
+    repo = tmp_path / "repo"
+    repo.mkdir(); _git(repo, "init", "-q")
+    (repo / "README").write_text("before the omni checkout was added\n")
+    _git(repo, "add", "-A"); _git(repo, "commit", "-qm", "first")
+    import shutil
+    shutil.copytree(UPD / "omni_next", repo / "omni")
+    _git(repo, "add", "-A"); _git(repo, "commit", "-qm", "omni added")
+    with pytest.raises(InputError, match=r"git archive of .*:omni .*give --from PREV as a path"):
+        git_previous(str(repo / "omni"), "auto", tmp_path / "prev")
+    got = git_previous(str(repo / "omni"), "HEAD", tmp_path / "same")   # a ref: the merge-base, HEAD itself here
+    assert got and (Path(got[0]) / "vllm_omni" / "_version.py").is_file() and "merge-base of HEAD and HEAD" in got[1]

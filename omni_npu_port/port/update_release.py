@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import itertools
 import json
 import re
 import subprocess
@@ -21,7 +22,7 @@ import merge3
 
 from ..core.catalog import OMNI_PAIRING, omni_pairing, parse_version
 from ..core.diagnostics import Code, Diagnostic, code_info, register
-from ..core.errors import PortingError, UsageError
+from ..core.errors import InputError, PortingError, UsageError
 from ..core.io import write_atomic
 from ..sources.fetch import CACHE_DIR, release_of
 from .audit import runner_bases
@@ -110,7 +111,7 @@ def previous_release(version: str | None, cache_dir: Path | str = CACHE_DIR) -> 
 # %% ../../nbs/port/update_release.ipynb #884f8afd
 def _git(where: Path, *args: str, check: bool = True) -> str | None:
     "git's output for `args` run in `where` (None where it fails and not `check`; else an InputError naming it)."
-    try: r = subprocess.run(["git", "-C", str(where), *args], capture_output=True, text=True, timeout=120)
+    try: r = subprocess.run(["git", "-C", str(where), *args], capture_output=True, text=True, timeout=120, check=False)
     except (OSError, subprocess.TimeoutExpired) as e:
         if not check: return None
         raise InputError(f"git {' '.join(args)} in {where}: {e}; install git, or give --from PREV as a path") from None
@@ -149,7 +150,7 @@ def git_previous(new: str, ref: str, into: Path) -> tuple[str, str] | None:
         with tarfile.open(fileobj=proc.stdout, mode="r|") as tar: tar.extractall(into, filter="data")   # streamed
         bad = ""
     except tarfile.TarError as e: bad = str(e)
-    err = (proc.stderr.read().decode(errors="replace") if proc.stderr else "") or bad
+    err = (proc.stderr.read().decode(errors="replace").strip() if proc.stderr else "") or bad
     if proc.wait() or bad:
         raise InputError(f"--from {ref}: git archive of {commit[:12]}:{prefix or '.'} in {top} failed: {err[:300]}; "
                          "give --from PREV as a path")
@@ -285,7 +286,7 @@ def carry_edits(base: list[str], new: list[str], people: list[str]) -> tuple[lis
         if (at := _place(op, zk, ak, Z, A, B)) is None: return None
         edits.append((at[0], at[1], [l for u in B[op[3]:op[4]] for l in _shifted(u[1], at[2])]))
     edits.sort(key=lambda e: e[:2])
-    if any(e[1] > f[0] or e[:2] == f[:2] for e, f in zip(edits, edits[1:])): return None   # two edits, one place
+    if any(e[1] > f[0] or e[:2] == f[:2] for e, f in itertools.pairwise(edits)): return None   # two edits, one place
     out, own, pos = [], [], 0
     for lo, hi, lines in edits:
         out += [l for u in A[pos:lo] for l in u[1]] + lines; own += lines; pos = hi
