@@ -103,9 +103,10 @@ def _add_release_options(ap: argparse.ArgumentParser):
     ap.add_argument("--history", nargs="*", metavar="VERSION", help="--release: older vllm releases the omni copy may lag "
                     "behind (default: the catalog's choice; give none for no history)")
     ap.add_argument("--from", dest="from_release", nargs="?", const="auto", metavar="PREV", help="--release: "
-                    "update from PREV's hand-written NPU runners (a version, wheel, sdist or checkout; no value or "
-                    "`auto`: the release before OMNI): what the people changed on the tool's port of PREV is carried "
-                    "onto OMNI's port")
+                    "update from PREV's hand-written NPU runners (a version, wheel, sdist or checkout; a git ref of "
+                    "OMNI's checkout: the merge-base with it; no value or `auto`: the parent commit of OMNI's "
+                    "checkout, else the release before OMNI): what the people changed on the tool's port of PREV "
+                    "is carried onto OMNI's port")
     ap.add_argument("-j", "--jobs", type=int, default=None, metavar="N", help="--release: runners ported in N processes "
                     "(default: one per CPU)")
     ap.add_argument("--no-judge", action="store_true", help="--release, --class: do not type-check the written modules "
@@ -247,7 +248,7 @@ def run_release(args: argparse.Namespace) -> int:
     say(f"target vllm-ascend {res.vllm_ascend} ({origin}): GPU base vllm {res.vllm} ({res.pairing.evidence})")
     written = res.written
     if args.json: print(json.dumps((upd or res).to_json(), indent=2))
-    else: print("\n".join(release_summary(res) + (update_summary(upd) if upd else []) +
+    else: print("\n".join((update_summary(upd) if upd else release_summary(res)) +
                           [f"wrote {w}" for w in written]))
     for d in res.diagnostics:   # an input it could not read is said on stderr too, one line each, whatever the format
         if d.severity == "error": print(f"omni-npu-port port: {d}", file=sys.stderr)
