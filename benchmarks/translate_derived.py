@@ -18,6 +18,10 @@ target `translate` infers for that release (`sources.stated.stated_target`), der
 A site or line is covered when the translator's report has any diagnostic (hand record or derived) at that line.
 Silent ones are listed, and so is every derived finding, for a person to judge false flags; those on a line with
 no GPU word that say a name is missing are marked `suspect` (a runner attribute the NPU twin lacks, most often).
+Each finding that says a name is missing (ONP2041) gets its evidence from the other vllm releases in the cache, newer
+than the target's vllm and not newer than the vLLM-Omni release: the first that defines the name (`def`, `class`,
+`X =`, `self.X =`) shows the omni code is built on a newer vllm than its target has (a true flag: the port must supply
+it); none that does leaves the finding to a person (`to judge`).
 
 Run:  PYTHONPATH=. .venv/bin/python benchmarks/translate_derived.py [--release 0.18.0] > out.txt
 Target: 0 silent.
@@ -113,12 +117,49 @@ def symbol_sites(ix, tree) -> set[tuple[int, str]]:
             ("ONP2040", "ONP2041", "ONP2042")}
 
 
+DEFINES = r"(?:def|class)\s+{0}\b|self\.{0}\s*(?::[^=\n]*)?=(?!=)|^\s*{0}\s*(?::[^=\n]*)?=(?!=)|^{0}\s*="
+_VLLM: dict = {}   # (version, name) -> where vllm defines it, or None
+
+
+def vllm_archives() -> list[tuple[str, Path]]:
+    "(version, archive) of every vllm release in the cache, oldest first (an sdist preferred: whole sources)."
+    out = {}
+    for p in sorted(CACHE.glob("vllm-*")):
+        v = p.name.split("-")[1].removesuffix(".tar.gz")
+        if p.name.endswith((".whl", ".tar.gz")) and (v not in out or p.name.endswith(".tar.gz")): out[v] = p
+    return sorted(out.items(), key=lambda kv: [int(x) for x in re.findall(r"\d+", kv[0])])
+
+
+def defined_where(version: str, archive: Path, name: str) -> str | None:
+    "`path:line` where a vllm release defines `name` (a def, a class, a module name, a `self.` attribute), or None."
+    if (version, name) not in _VLLM:
+        from omni_npu_port.sources.readers import open_source
+        tree, rx = open_source(archive, "vllm"), re.compile(DEFINES.format(re.escape(name)), re.M)
+        _VLLM[(version, name)] = None
+        for m in tree.modules():
+            text = tree.module_source(m) or ""
+            if name in text and (hit := rx.search(text)):
+                _VLLM[(version, name)] = f"{m.replace('.', '/')}.py:{text.count(chr(10), 0, hit.start()) + 1}"; break
+    return _VLLM[(version, name)]
+
+
+def evidence(subject: str, target_vllm: str, omni: str) -> tuple[bool, str]:
+    "(judged true, why) for a name the target lacks: the first newer cached vllm, up to the omni release, defining it."
+    key = lambda v: [int(x) for x in re.findall(r"\d+", v)][:3]
+    newer = [(v, a) for v, a in vllm_archives() if key(target_vllm) < key(v) <= key(omni)]
+    for v, a in newer:
+        if (where := defined_where(v, a, subject)) is not None:
+            return True, f"true: vllm {v} defines {subject!r} ({where}), the target's vllm {target_vllm} does not"
+    said = ", ".join(v for v, _ in newer) or "none cached"
+    return False, f"to judge: no newer vllm up to {omni} defines {subject!r} ({said})"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--release", action="append", help="only these vllm-omni versions")
     args = ap.parse_args()
     total = {"files": 0, "sites": 0, "sites silent": 0, "cuda lines": 0, "lines silent": 0, "unknown words": 0,
-             "words silent": 0, "derived": 0, "suspects": 0}
+             "words silent": 0, "derived": 0, "suspects": 0, "missing, judged true": 0, "missing, to judge": 0}
     start = time.perf_counter()
     for version, archive in releases():
         if args.release and version not in args.release: continue
@@ -157,7 +198,13 @@ def main():
             for line, name in silent_sites: print(f"    SILENT site {line}: {name}")
             for n in silent_lines: print(f"    SILENT line {n}: {lines[n].strip()[:100]}")
             for n, w in silent_words: print(f"    SILENT word {n}: {w}")
-            for d in mine: print(f"    {'suspect ' if d in suspects else ''}{d.line} {d.code}: {d.message[:140]}")
+            subjects = {(f.diagnostic.line, f.diagnostic.code): f.subject for f in ix.file_findings(ast.parse(text))}
+            for d in mine:
+                print(f"    {'suspect ' if d in suspects else ''}{d.line} {d.code}: {d.message[:140]}")
+                if d.code == "ONP2041" and target and target.vllm and (name := subjects.get((d.line, d.code))):
+                    true, why = evidence(name, target.vllm, version)
+                    total["missing, judged true" if true else "missing, to judge"] += 1
+                    print(f"      evidence: {why}")
     print(f"\n## totals ({time.perf_counter() - start:.0f} s): " + ", ".join(f"{k} {v}" for k, v in total.items()))
 
 

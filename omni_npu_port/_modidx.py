@@ -1318,6 +1318,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                               'omni_npu_port/port/derived_check.py'),
                                                   'omni_npu_port.port.derived_check._text': ( 'port/derived_check.html#_text',
                                                                                               'omni_npu_port/port/derived_check.py'),
+                                                  'omni_npu_port.port.derived_check.audit_derived': ( 'port/derived_check.html#audit_derived',
+                                                                                                      'omni_npu_port/port/derived_check.py'),
                                                   'omni_npu_port.port.derived_check.check_module': ( 'port/derived_check.html#check_module',
                                                                                                      'omni_npu_port/port/derived_check.py'),
                                                   'omni_npu_port.port.derived_check.check_ports': ( 'port/derived_check.html#check_ports',

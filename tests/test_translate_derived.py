@@ -118,3 +118,8 @@ def test_derived_check_is_the_one_entry(ix, monkeypatch):
     assert derived.derived_check("def broken(:\n", ix) == []
     monkeypatch.setattr(derived, "derived_index", lambda rules: None)
     assert derived.derived_check(src, compile_rules()) is None
+
+
+def test_a_device_type_test_is_one_finding_not_also_a_missing_name(ix):
+    got = found(ix, "gpu_fires.py")
+    assert ("ONP2043", "is_cuda") in got and ("ONP2041", "is_cuda") not in got

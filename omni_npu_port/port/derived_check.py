@@ -12,10 +12,11 @@ from pathlib import Path
 from ..core.diagnostics import Code, Diagnostic, code_info, register
 from .locate import port_diagnostic
 from ..sources.readers import SourceError
-from ..translate.derived import DerivedIndex, derived_check, index_for
+from ..translate.derived import DerivedIndex, derived_check, derived_index, index_for
 
 # %% auto #0
-__all__ = ['finding_keys', 'split_inherited', 'DerivedCheck', 'check_module', 'check_ports', 'class_lines', 'npu_copy_drift']
+__all__ = ['finding_keys', 'split_inherited', 'DerivedCheck', 'check_module', 'check_ports', 'class_lines', 'npu_copy_drift',
+           'audit_derived']
 
 # %% ../../nbs/port/derived_check.ipynb #699386cc
 _NB = "port/derived_check.ipynb"
@@ -93,7 +94,8 @@ def class_lines(text: str, names) -> list[range]:
     "The line ranges of the classes `names` defines in a module's text (the lines an NPU copy owns)."
     try: tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError): return []
-    return [range(n.lineno, n.end_lineno + 1) for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name in names]
+    return [range(n.lineno, n.end_lineno + 1) for n in ast.walk(tree)
+            if isinstance(n, ast.ClassDef) and n.name in names]
 
 def npu_copy_drift(text: str, ix: DerivedIndex, owned: list[range] | None = None, bases: list[str] = (),
                    path: str | None = None) -> list[Diagnostic]:
@@ -105,4 +107,21 @@ def npu_copy_drift(text: str, ix: DerivedIndex, owned: list[range] | None = None
         d = f.diagnostic
         out.append(port_diagnostic("ONP2056", f"{code_info('ONP2056').title}: {d.code} {d.message}", d.line))
         out[-1].path, out[-1].column = path, d.column
+    return out
+
+# %% ../../nbs/port/derived_check.ipynb #f7be23bc
+def audit_derived(runners: list, target, bases: list[str] = (), file_of=lambda module: None) -> list[Diagnostic]:
+    "ONP2056 for the NPU runner classes an audit found, at their own lines; ONP2055 (info) without the sources."
+    try: ix = target if isinstance(target, DerivedIndex) else derived_index(target)
+    except (OSError, SourceError, MemoryError, RecursionError) as e: ix, why = None, f"{type(e).__name__}: {e}"
+    else: why = "the target's vllm and vllm-ascend sources are not in the package cache"
+    if ix is None: return [port_diagnostic("ONP2055", f"derived rules not run over the NPU copy: {why}")]
+    out, modules = [], {}
+    for n in runners: modules.setdefault((n.module, n.text), []).append(n)
+    for (module, text), ns in modules.items():
+        try: path = file_of(module)
+        except Exception: path = None   # a lone file's tree may not know the module: the class still says where
+        for d in npu_copy_drift(text, ix, [range(n.node.lineno, n.node.end_lineno + 1) for n in ns], bases, path):
+            d.where = next((n.name for n in ns if n.node.lineno <= d.line <= n.node.end_lineno), None)
+            out.append(d)
     return out

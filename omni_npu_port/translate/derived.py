@@ -421,7 +421,8 @@ def worded_findings(self: DerivedIndex, tree: ast.Module, table: dict, defined: 
         if not (isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load) and n.attr not in defined
                 and device_words(n.attr) & _GPU and (n.lineno, n.attr) not in said and n.attr not in self.names
                 and (dotted(n, table) or "").split(".")[0] != "torch"): continue
-        if (ast.dump(n.value), n.attr) in dynamic or receiver_origin(n.value, table, told, own) == "other": continue
+        if (ast.dump(n.value), n.attr) in dynamic or receiver_origin(n.value, table, told, own) == "other" \
+                or n.attr.startswith("is_"): continue   # `.is_cuda`: a device-type test, ONP2043's
         known = n.attr in self.vllm_words()   # then a plain-named twin must be a method, not a field
         if hits := [h for h in self.by_key.get(twin_key(n.attr), []) if h[0] != n.attr and twin_key(n.attr)
                     and (device_words(h[0]) or not known or h[0] in self.functions)]:
