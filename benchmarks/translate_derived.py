@@ -117,8 +117,9 @@ def symbol_sites(ix, tree) -> set[tuple[int, str]]:
             ("ONP2040", "ONP2041", "ONP2042")}
 
 
-DEFINES = r"(?:def|class)\s+{0}\b|self\.{0}\s*(?::[^=\n]*)?=(?!=)|^\s*{0}\s*(?::[^=\n]*)?=(?!=)|^{0}\s*="
-_VLLM: dict = {}   # (version, name) -> where vllm defines it, or None
+DEFINES = {True: r"self\.{0}\s*(?::[^=\n]*)?=(?!=)",                     # a runner attribute: `self.X =`
+           False: r"^(?:async\s+)?(?:def|class)\s+{0}\b|^{0}\s*(?::[^=\n]*)?=(?!=)"}   # a module's def, class, name
+_VLLM: dict = {}   # (version, name, attribute) -> where vllm defines it, or None
 
 
 def vllm_archives() -> list[tuple[str, Path]]:
@@ -130,25 +131,27 @@ def vllm_archives() -> list[tuple[str, Path]]:
     return sorted(out.items(), key=lambda kv: [int(x) for x in re.findall(r"\d+", kv[0])])
 
 
-def defined_where(version: str, archive: Path, name: str) -> str | None:
-    "`path:line` where a vllm release defines `name` (a def, a class, a module name, a `self.` attribute), or None."
-    if (version, name) not in _VLLM:
+def defined_where(version: str, archive: Path, name: str, attribute: bool) -> str | None:
+    "`path:line` where a vllm release defines `name` (a module's def, class or name; an `attribute`: `self.X =`)."
+    if (version, name, attribute) not in _VLLM:
         from omni_npu_port.sources.readers import open_source
-        tree, rx = open_source(archive, "vllm"), re.compile(DEFINES.format(re.escape(name)), re.M)
-        _VLLM[(version, name)] = None
+        tree, rx = open_source(archive, "vllm"), re.compile(DEFINES[attribute].format(re.escape(name)), re.M)
+        _VLLM[(version, name, attribute)] = None
         for m in tree.modules():
             text = tree.module_source(m) or ""
             if name in text and (hit := rx.search(text)):
-                _VLLM[(version, name)] = f"{m.replace('.', '/')}.py:{text.count(chr(10), 0, hit.start()) + 1}"; break
-    return _VLLM[(version, name)]
+                line = text.count("\n", 0, hit.start()) + 1
+                _VLLM[(version, name, attribute)] = f"{m.replace('.', '/')}.py:{line}"
+                break
+    return _VLLM[(version, name, attribute)]
 
 
-def evidence(subject: str, target_vllm: str, omni: str) -> tuple[bool, str]:
+def evidence(subject: str, attribute: bool, target_vllm: str, omni: str) -> tuple[bool, str]:
     "(judged true, why) for a name the target lacks: the first newer cached vllm, up to the omni release, defining it."
     key = lambda v: [int(x) for x in re.findall(r"\d+", v)][:3]
     newer = [(v, a) for v, a in vllm_archives() if key(target_vllm) < key(v) <= key(omni)]
     for v, a in newer:
-        if (where := defined_where(v, a, subject)) is not None:
+        if (where := defined_where(v, a, subject, attribute)) is not None:
             return True, f"true: vllm {v} defines {subject!r} ({where}), the target's vllm {target_vllm} does not"
     said = ", ".join(v for v, _ in newer) or "none cached"
     return False, f"to judge: no newer vllm up to {omni} defines {subject!r} ({said})"
@@ -202,7 +205,7 @@ def main():
             for d in mine:
                 print(f"    {'suspect ' if d in suspects else ''}{d.line} {d.code}: {d.message[:140]}")
                 if d.code == "ONP2041" and target and target.vllm and (name := subjects.get((d.line, d.code))):
-                    true, why = evidence(name, target.vllm, version)
+                    true, why = evidence(name, d.message.startswith(("self.", ".")), target.vllm, version)
                     total["missing, judged true" if true else "missing, to judge"] += 1
                     print(f"      evidence: {why}")
     print(f"\n## totals ({time.perf_counter() - start:.0f} s): " + ", ".join(f"{k} {v}" for k, v in total.items()))
