@@ -40,9 +40,12 @@ def finding_keys(found: list, text: str) -> set:
     at = lambda n: _text(lines[n - 1]) if n and 0 < n <= len(lines) else ""
     return {(f.diagnostic.code, f.subject, at(f.diagnostic.line)) for f in found}
 
-def split_inherited(found: list, text: str, inputs: list[str], ix: DerivedIndex) -> tuple[list, list]:
-    "(the port's findings, those an input has too) of one written module's findings."
-    theirs = set().union(*(finding_keys(derived_check(t, ix) or [], t) for t in inputs)) if inputs else set()
+def split_inherited(found: list, text: str, inputs: list[str], ix: DerivedIndex, memo: dict | None = None) -> tuple:
+    "(the port's findings, those an input has too) of one written module's findings (`memo`: input text -> keys)."
+    memo = {} if memo is None else memo
+    for t in inputs:
+        if t not in memo: memo[t] = finding_keys(derived_check(t, ix) or [], t)   # runners share their NPU base
+    theirs = set().union(*(memo[t] for t in inputs))
     lines, mine, inherited = text.splitlines(), [], []
     for f in found:
         key = (f.diagnostic.code, f.subject, _text(lines[f.diagnostic.line - 1]) if f.diagnostic.line else "")
@@ -70,9 +73,9 @@ def _diag(f, path: str, inherited: bool = False) -> Diagnostic:
     return out
 
 # %% ../../nbs/port/derived_check.ipynb #720941d1
-def check_module(code: str, path: str, inputs: list[str], ix: DerivedIndex) -> DerivedCheck:
+def check_module(code: str, path: str, inputs: list[str], ix: DerivedIndex, memo: dict | None = None) -> DerivedCheck:
     "The derived check of one written module (`code` at `path`) against its `inputs`' texts."
-    mine, theirs = split_inherited(derived_check(code, ix) or [], code, inputs, ix)
+    mine, theirs = split_inherited(derived_check(code, ix) or [], code, inputs, ix, memo)
     return DerivedCheck([_diag(f, path) for f in mine], [_diag(f, path, True) for f in theirs])
 
 
@@ -84,8 +87,9 @@ def check_ports(ports: list, vllm: str | Path, ascend: str | Path, inputs: list[
         why = f"{code_info('ONP2055').title}: {type(e).__name__}: {e}"
         for p in ports: p.derived = DerivedCheck(skipped=why)
         return [port_diagnostic("ONP2055", why)]
+    memo: dict = {}   # an input's findings, once however many runners share it
     for p, given in zip(ports, inputs):
-        p.derived = check_module(p.code, p.path, given, ix)
+        p.derived = check_module(p.code, p.path, given, ix, memo)
         p.not_ready += [d for d in p.derived.port if d.severity == "error"]
     return []
 
