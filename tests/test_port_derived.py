@@ -81,3 +81,13 @@ def test_a_kept_translation_is_filed_apart_when_the_derived_rules_run():
     assert rules_digest(rules) != off
     rules.derived = False
     assert rules_digest(rules) == off
+
+
+def test_an_import_the_port_writes_anew_is_inherited_when_an_input_imports_that_name():
+    omni = "from vllm.utils import (\n    cpu_seed,\n    cuda_seed,\n)\n"
+    [p] = ports = [ported("from vllm.utils import cuda_seed\n")]
+    check_ports(ports, FX / "vllm", FX / "ascend", [[omni]])
+    assert p.derived.port == [] and [d.code for d in p.derived.inherited] == ["ONP2042"]
+    [p] = ports = [ported("from vllm.utils import cuda_seed\n")]
+    check_ports(ports, FX / "vllm", FX / "ascend", [["from vllm.utils import cpu_seed\n"]])
+    assert [d.code for d in p.derived.port] == ["ONP2042"]   # the port brought the CUDA-only name in itself

@@ -32,7 +32,10 @@ register(
 )
 
 # %% ../../nbs/port/derived_check.ipynb #70e2be23
-def _text(line: str) -> str: return " ".join(line.split())
+def _text(line: str) -> str:
+    "A line as a finding's key reads it: whitespace aside; any import line as `import` (the port writes its own)."
+    words = line.split()
+    return "import" if words[:1] in (["from"], ["import"]) else " ".join(words)
 
 def finding_keys(found: list, text: str) -> set:
     "(code, name, line text) of each derived finding of a module: what 'the same finding' means across modules."
