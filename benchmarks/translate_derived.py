@@ -25,6 +25,10 @@ it); none that does leaves the finding to a person (`to judge`).
 
 Run:  PYTHONPATH=. .venv/bin/python benchmarks/translate_derived.py [--release 0.18.0] > out.txt
 Target: 0 silent.
+
+`--port 0.30.0` instead ports that release (`port_release`) and prints each runner's derived findings, the port's and
+inherited, and what the pass cost; `--audit 0.30.0 0.30.0rc1` audits the release's NPU copy against its GPU runners
+(NPU base vllm-ascend 0.30.0rc1) and prints the derived drift (ONP2055, ONP2056).
 """
 from __future__ import annotations
 
@@ -157,10 +161,44 @@ def evidence(subject: str, attribute: bool, target_vllm: str, omni: str) -> tupl
     return False, f"to judge: no newer vllm up to {omni} defines {subject!r} ({said})"
 
 
+def port_pass(version: str):
+    "Port one release; each runner's derived findings (the port's, inherited) and the pass's wall and CPU seconds."
+    import omni_npu_port.port.release as rel
+    real, spent = rel.check_ports, {}
+    def timed(*a, **k):
+        t, c = time.perf_counter(), time.process_time()
+        out = real(*a, **k)
+        spent.update(wall=time.perf_counter() - t, cpu=time.process_time() - c)
+        return out
+    rel.check_ports, t = timed, time.perf_counter()
+    try: res = rel.port_release(version)
+    finally: rel.check_ports = real
+    print(f"## vLLM-Omni {version} -> vllm-ascend {res.vllm_ascend}, vllm {res.vllm}: port "
+          f"{time.perf_counter() - t:.0f} s, derived pass {spent['wall']:.1f} s ({spent['cpu']:.1f} s CPU)")
+    for r in res.runners:
+        print(f"  {r.cls}: derived {r.derived.cell()} (port / inherited)")
+        for d in [*r.derived.port, *r.derived.inherited]: print(f"    {d}"[:220])
+
+
+def audit_pass(version: str, ascend: str):
+    "Audit one release's NPU copy against its GPU runners: the derived drift (ONP2055, ONP2056)."
+    from omni_npu_port.port.audit import audit
+    archive, t = dict(releases())[version], time.perf_counter()
+    found = audit(str(archive), str(archive), str(next(CACHE.glob(f"vllm_ascend-{ascend}.tar.gz"))))
+    mine = [f for f in found if f.code in ("ONP2055", "ONP2056")]
+    print(f"## vLLM-Omni {version}, NPU base vllm-ascend {ascend}: {len(found)} audit findings, {len(mine)} derived, "
+          f"{time.perf_counter() - t:.0f} s")
+    for f in mine: print(f"  {f}"[:220])
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--release", action="append", help="only these vllm-omni versions")
+    ap.add_argument("--port", metavar="VERSION", help="port this vLLM-Omni release and show the derived pass")
+    ap.add_argument("--audit", nargs=2, metavar=("VERSION", "ASCEND"), help="audit this release's NPU copy")
     args = ap.parse_args()
+    if args.port: return port_pass(args.port)
+    if args.audit: return audit_pass(*args.audit)
     total = {"files": 0, "sites": 0, "sites silent": 0, "cuda lines": 0, "lines silent": 0, "unknown words": 0,
              "words silent": 0, "derived": 0, "suspects": 0, "missing, judged true": 0, "missing, to judge": 0}
     start = time.perf_counter()
