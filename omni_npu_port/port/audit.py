@@ -29,6 +29,7 @@ from ..translate.engine import RuleSet
 from .locate import PortError, method_text, open_tree, own_methods
 from .merge import FENCE_RE, INLINE_MARK, LineMatcher
 from .supercalls import super_calls
+from .derived_check import audit_derived
 from .translation import known_ascend, rules_for, target_check, translate_code, translator_check
 
 # %% auto #0
@@ -1164,5 +1165,8 @@ def audit(gpu: str, npu: str, npu_base: str | None = None, target: str | None = 
         later = next((c for c in nr.gpu if c.name == g.name), None) if newer else None   # the NPU release's own GPU runner
         findings += in_file(pair_findings(g, n, ggraph, ngraph, names, rules, base_tree, gbase_tree, gr.gpu, nr.npu, not newer,
                                           later, ngraph, olds, nr.gpu if newer else ()), n, ntree)
+    base_text = base_tree.module_source(nb[0].module) if base_tree is not None else None   # port.derived_check:
+    findings += [Finding(d.code, d.message, path=d.path, line=d.line, column=d.column, cls=d.where or "", level=d.level)
+                 for d in audit_derived(nr.npu, rules, [base_text] if base_text else [], ntree.file_of)]
     return unique(findings)
 

@@ -23,6 +23,7 @@ from .release_inputs import (DEFAULT_LAYOUT, PORT_BYTES_PER_BYTE, Placement, Rel
 from .release_checks import (EXPLAINS, INLINED, LIVE_BY_CALL, REACHED, MethodCheck, RunnerPort, check_method,
     check_runner, compiles, has_edited_copy, in_port, line_keys, method_chunks,
     port_runner, port_statements, ported_mro, statement_key)
+from .derived_check import check_ports
 from .judge import judge_release, release_judge_lines
 from .release_report import DEFAULT_OUT, REPORT_JSON, REPORT_MD, ReleasePort, check_release_out, \
     refuse_release_writes, release_html, release_markdown, release_summary, write_release
@@ -104,10 +105,11 @@ def port_release(omni: str, target: str | None = None, out: Path | str | None = 
     homes = {g.module: places[id(g)].module for g in runners.gpu}   # a record omni defines in a ported module is written there
     jobs = [(g, places[id(g)], str(tree.origin), gpu_base, npu_base, hist, (v,), prefer, parents(g), homes) for g in runners.gpu]
     ports = port_runners(jobs, workers)
+    derived = check_ports(ports, v, a, [[g.text, npu_base.module_text] for g in runners.gpu])   # port.derived_check
     run = judge_release(ports, judge, a, v, getattr(tree.reader, "root", None) or tree.origin, (nsym.module, nsym.leaf))
     skipped = [port_diagnostic("ONP4302", f"{code_info('ONP4302').title}: {dotted_name(c)} {why}", where=c.name)
                for c, why in runners.skipped]
-    diags = inputs.diagnostics + unreadable + release_judge_lines(run) + skipped
+    diags = inputs.diagnostics + unreadable + release_judge_lines(run) + skipped + derived
     res = ReleasePort(tree.version or "?", str(tree.origin), inputs.vllm, inputs.vllm_ascend, inputs.pairing, inputs.history,
                       layout, how, ports, [(dotted_name(c), w) for c, w in runners.skipped], diags, time.perf_counter() - t0,
                       inputs=[p for p in (getattr(tree.reader, "root", None), v, a, *hist_paths, *sources) if p and Path(p).is_dir()])

@@ -209,6 +209,7 @@ class RunnerPort:
                                                     # ONP4455-ONP4458, ONP4462)
     unreachable: list = field(default_factory=list) # omni overrides no entry point reaches (ONP4430), each a dict
     judge: object = None          # port.judge.Judgement once judged (None: not asked, a port_runner alone)
+    derived: object = None        # port.derived_check.DerivedCheck: the derived rules' findings, port's / inherited
 
     @property
     def path(self) -> str: return self.module.replace(".", "/") + ".py"
