@@ -323,8 +323,19 @@ class _Rename(ast.NodeTransformer):
     def __init__(self, old: str, new: str): self.old, self.new = old, new
     def visit_Name(self, n): return ast.Name(self.new, n.ctx) if n.id == self.old else n
 
+def _kw_alike(a: ast.stmt, b: ast.stmt, cut: float = 0.6) -> bool:
+    "Two single-name assignments of calls that pass mostly the same keywords (one result built two ways)."
+    one = lambda s: isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name) \
+        and isinstance(s.value, ast.Call)
+    if not (one(a) and one(b)): return False
+    ka, kb = ({k.arg for k in s.value.keywords if k.arg} for s in (a, b))
+    return bool(ka | kb) and len(ka & kb) >= cut * len(ka | kb)
+
 def stands_for(npu: list[ast.stmt], omni: list[ast.stmt], x: str) -> str | None:
-    "The name the NPU side holds where the omni side holds `x` in the same statement (`return y` for `return x`), or None."
+    "The name the NPU side holds where the omni side holds `x` in the same statement (`return y` for `return x`; `y ="
+    " Out(k=...)` for `x = OmniOut(k=...)`, mostly the same keywords), or None."
+    for a in omni:
+        if x in binds(a) and (b := next((b for b in npu if _kw_alike(a, b)), None)): return b.targets[0].id
     for a in omni:
         if x not in {n.id for n in ast.walk(a) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}: continue
         for b in npu:
