@@ -101,3 +101,18 @@ def test_a_name_bound_live_before_the_read_is_left_alone(live):
     rows = CONFLICT[:2] + [("npu", live)] + CONFLICT[2:]
     out, _, diags = _port(rows)
     assert out == [l for _, l in rows] and diags == []
+
+
+def test_a_name_error_on_a_path_the_inputs_method_has_is_inherited_and_no_other():
+    from omni_npu_port.port import judge as J
+    err = lambda stmt, fn, name, rule="reportPossiblyUnboundVariable", code="ONP4441": J.CheckerError(
+        "m/p.py", 3, 1, code, rule, f'"{name}" is possibly unbound', name, stmt, fn)
+    theirs = {err("state = State(h, x)", "NPUModelRunner.execute_model", "h").key,
+              err("f(a, b=1)", "NPUModelRunner.execute_model", "f", "reportCallIssue", "ONP4442").key}
+    port = [err("state = State(hidden=h)", "Port.execute_model", "h"),                # the input's path: inherited
+            err("y = h", "Port.sample_tokens", "h"),                                  # another method: the port's
+            err("z = g", "Port.execute_model", "g"),                                  # another name: the port's
+            err("f(a, c=1)", "Port.execute_model", "f", "reportCallIssue", "ONP4442")]   # not a name rule: the port's
+    j = J._verdict("m.p", port, theirs, J.JudgeContext({}))
+    assert [d.code for d in j.inherited] == ["ONP4445"] and len(j.port) == 3
+    assert "hidden=h" not in " ".join(d.message for d in j.port) and j.inherited[0].where == "Port.execute_model"

@@ -474,8 +474,10 @@ def judge_modules(written: dict[str, str], inputs: dict[str, list], sources: lis
 def _verdict(module: str, errors: list[CheckerError], inherited: set, ctx: JudgeContext) -> Judgement:
     "Sort one module's errors: inherited (an input has it), excluded (a named rule), else the port's."
     j, rel = Judgement(module), module.replace(".", "/") + ".py"
+    paths = {k[1:] for k in inherited if k[2] in NAME_RULES}   # (method, rule, name): a path the method already has
     for e in errors:
-        if e.key in inherited: j.inherited.append(_diag(e, "ONP4445", rel)); continue
+        if e.key in inherited or (e.rule in NAME_RULES and e.key[1:] in paths):
+            j.inherited.append(_diag(e, "ONP4445", rel)); continue
         x = excluded_by(e, ctx)
         if x: j.excluded.append(_diag(e, "ONP4446", rel, f"; excluded by rule {x.name}: {x.why}", x.name)); continue
         j.port.append(_diag(e, e.code, rel))
