@@ -1,6 +1,8 @@
 """The judge's language server (issue 31, speed): started before the port's work on the folder the ports will be
 written to, it gives the findings the one command-line run gives, and steps aside (that run serves) where it cannot.
 Fixtures written here, reusing test_port_judge's tiny vllm / vllm_ascend / vllm_omni tree."""
+import os
+import time
 from textwrap import dedent
 
 import pytest
@@ -56,6 +58,11 @@ def test_a_server_started_for_other_modules_steps_aside(runs):
     (_, want), _, (stepped, got), warm = runs
     assert stepped.how == "run" and got == want
     assert not warm.root.exists() and warm.server.proc.poll() is not None   # closed: its folder and process gone
+    for _ in range(50):   # and the node the launcher started (its process group), once the system reaps it
+        try: os.killpg(warm.server.proc.pid, 0)
+        except ProcessLookupError: break
+        time.sleep(0.1)
+    else: pytest.fail("the server's node process outlived close()")
 
 
 def test_no_server_where_the_port_is_not_judged_or_it_is_off(tmp_path, monkeypatch):

@@ -13,6 +13,7 @@ import os
 import queue
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -520,7 +521,7 @@ class _Server:
     "A basedpyright language server on pipes: `request` waits for its answer, the server's own requests are answered."
     def __init__(self, exe: str, root: Path):
         self.proc = subprocess.Popen([exe, "--stdio"], cwd=root, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL)
+                                     stderr=subprocess.DEVNULL, start_new_session=os.name == "posix")   # its node too
         self.lock, self.waiting, self.next = threading.Lock(), {}, 0
         threading.Thread(target=self._read, daemon=True).start()
     def send(self, msg: dict) -> None:
@@ -552,8 +553,14 @@ class _Server:
         except (OSError, ValueError): pass
         for q in list(self.waiting.values()): q.put(None)   # gone: nobody waits forever
     def close(self) -> None:
-        try: self.proc.kill(); self.proc.wait(5)
-        except (OSError, subprocess.TimeoutExpired): pass
+        "Stop the server: its process group (the launcher and the node it starts), else the launcher."
+        try: os.killpg(self.proc.pid, signal.SIGKILL) if os.name == "posix" else self.proc.kill()
+        except OSError: pass
+        try: self.proc.wait(5)
+        except subprocess.TimeoutExpired: pass
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            try: pipe.close()
+            except OSError: pass
 
 # %% ../../nbs/port/judge.ipynb #c65b2460
 def warm_imports(files: list) -> str:
