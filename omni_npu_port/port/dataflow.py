@@ -278,8 +278,9 @@ class _Flow:
 
 # %% ../../nbs/port/dataflow.ipynb #fb5950b3
 def maybe_unbound(fn: ast.AST, own: set = frozenset()) -> list[tuple[str, ast.Name]]:
-    "(name, its `Name`) for each read of a name of the function's own scope (or of `own`) that some path reaches unbound:"
-    " the checker's *possibly unbound* (a loop's later turns, a `with` that swallows errors and `del` not followed)."
+    "(name, its `Name`) for each read of a name of the function's own scope (or of `own`) that some path reaches"
+    " unbound: the checker's *possibly unbound* (a loop's later turns, a `with` that swallows errors and `del` not"
+    " followed)."
     a = fn.args
     params = {p.arg for p in a.posonlyargs + a.args + a.kwonlyargs + [x for x in (a.vararg, a.kwarg) if x]}
     decl = {x for st in fn.body for n in scope_nodes(st) if isinstance(n, (ast.Global, ast.Nonlocal)) for x in n.names}
@@ -373,13 +374,15 @@ def bind_commented(rows: list) -> tuple[list, list]:
         npu, omni = _side(rows[c[0] + 1:c[1]]), _side(rows[c[1] + 1:c[2]])
         if _same_value(npu, omni, x): continue   # both sides unpack one value: the record merge joins them (ONP4424)
         y = stands_for(npu, omni, x)
-        where = f"`{x}` (read at line {line}) is bound only in the commented omni side of the conflict at line {c[0] + 1}"
+        where = (f"`{x}` (read at line {line}) is bound only in the commented omni side of the conflict at line "
+                 f"{c[0] + 1}")
         if y:
             head = rows[c[0]][0]
             new = rows[:c[2] + 1] + [[f"{head[:len(head) - len(head.lstrip())]}{x} = {y}", "port", f"alias:{x}"]]
             new += rows[c[2] + 1:]
             fn = _fn(new)
-            if fn is not None and not {z for z, n in maybe_unbound(fn, {x}) if n.lineno in (c[2] + 2, line + 1)} & {x, y}:
+            left = {z for z, n in maybe_unbound(fn, {x}) if n.lineno in (c[2] + 2, line + 1)} if fn else {x}
+            if not left & {x, y}:
                 rows = new
                 where = where.replace(f"at line {line})", f"at line {line + 1})")   # the alias row is above it
                 found.append((f"alias:{x}", "ONP4465", f"{where}; the NPU side holds `{y}` where omni's holds `{x}`: "

@@ -812,8 +812,9 @@ def apply_delta(base: str, omni: str, npu: str, name: str = "", history=()) -> D
     finally: _MEMO.clear()
 
 def _needed_edits(d: DeltaPort, npu: ast.AST | None = None) -> set:
-    "(line, column) of the base statements whose deletion removed an NPU statement binding a name the result still reads"
-    " where no binding reaches it on some path (`maybe_unbound`) and the NPU method (`npu`) binds it on every path."
+    "(line, column) of the base statements whose deletion removed an NPU statement binding a name the result still"
+    " reads where no binding reaches it on some path (`maybe_unbound`) and the NPU method (`npu`) binds it on every"
+    " path."
     try: res = ast.parse(textwrap.dedent(_text_of(d.hunks))).body[0]
     except (SyntaxError, IndexError): return set()
     theirs = {x for x, _ in maybe_unbound(npu)} if npu is not None else set()

@@ -429,8 +429,8 @@ def _project(tmp: Path, written: dict[str, str], omni_root: Path | None) -> dict
 # %% ../../nbs/port/judge.ipynb #531b345d
 def _check(written: dict, todo: list, in_texts: dict, extra: list, omni_root: Path | None, exe, timeout,
            warm: WarmJudge | None) -> tuple[dict, dict, list, str]:
-    "(module -> file, file -> text, the checker's errors, `server` or `run`): on the warm server where it serves these modules and no input"
-    " needs a check, else one basedpyright run over the ports and the inputs without kept results."
+    "(module -> file, file -> text, the checker's errors, `server` or `run`): on the warm server where it serves these"
+    " modules and no input needs a check, else one basedpyright run over the ports and the inputs without kept results."
     if warm is not None and not todo and warm.extra == extra and sorted(warm.modules) == sorted(written):
         files = _project(warm.root, written, omni_root)
         texts = {str(f): written[m] for m, f in files.items()}
@@ -445,7 +445,8 @@ def _check(written: dict, todo: list, in_texts: dict, extra: list, omni_root: Pa
 # %% ../../nbs/port/judge.ipynb #6531f957
 def judge_modules(written: dict[str, str], inputs: dict[str, list], sources: list, omni_root=None,
                   npu_runner: tuple[str, str] | None = None, exe: str | None = None,
-                  timeout: float = CHECKER_TIMEOUT, warm: WarmJudge | None = None) -> tuple[dict[str, Judgement], JudgeRun]:
+                  timeout: float = CHECKER_TIMEOUT,
+                  warm: WarmJudge | None = None) -> tuple[dict[str, Judgement], JudgeRun]:
     "Judge the written modules (module -> text; `inputs`: module -> its input files), `sources` (folders) on the path"
     " (`warm`: the server started before the port, used where every input's results are kept)."
     t0, run = time.perf_counter(), JudgeRun()
@@ -490,7 +491,8 @@ def _module_file(root: Path, module: str) -> Path | None:
     return f if f.is_file() else pkg if pkg.is_file() else None
 
 def judge_ports(ports: list, ascend, vllm, omni, npu_base: tuple[str, str], exe: str | None = None,
-                timeout: float = CHECKER_TIMEOUT, warm: WarmJudge | None = None) -> tuple[dict[str, Judgement], JudgeRun]:
+                timeout: float = CHECKER_TIMEOUT,
+                warm: WarmJudge | None = None) -> tuple[dict[str, Judgement], JudgeRun]:
     "Judge the written module of each port (`module`, `code`, `gpu`) against vllm-ascend's, vllm's and omni's sources"
     " (archives or folders); `npu_base`: (module, class) of vllm-ascend's runner. Sets each port's `judge`."
     t0 = time.perf_counter()
@@ -527,7 +529,8 @@ class _Server:
     def send(self, msg: dict) -> None:
         b = json.dumps(msg).encode()
         with self.lock: self.proc.stdin.write(b"Content-Length: %d\r\n\r\n%s" % (len(b), b)); self.proc.stdin.flush()
-    def notify(self, method: str, params: dict) -> None: self.send({"jsonrpc": "2.0", "method": method, "params": params})
+    def notify(self, method: str, params: dict) -> None:
+        self.send({"jsonrpc": "2.0", "method": method, "params": params})
     def ask(self, method: str, params: dict) -> queue.Queue:
         "Send a request; the queue its answer (or None, the server gone) arrives on."
         with self.lock: self.next += 1; n = self.next
@@ -621,16 +624,20 @@ class WarmJudge:
 
 # %% ../../nbs/port/judge.ipynb #28cdcac1
 def check_warm(self: WarmJudge, files: list, timeout: float = CHECKER_TIMEOUT) -> list[dict]:
-    "The judged rules' errors in `files` (written under its `root`), as `run_checker` gives them; else `JudgeUnavailable`."
+    "The judged rules' errors in `files` (written under its `root`), as `run_checker` gives them; else"
+    " `JudgeUnavailable`."
     end = time.monotonic() + timeout
     self.ready.join(timeout)
-    if self.ready.is_alive() or self.error: raise JudgeUnavailable(self.error or "basedpyright-langserver did not start")
+    if self.ready.is_alive() or self.error:
+        raise JudgeUnavailable(self.error or "basedpyright-langserver did not start")
     for f in files: self._open(Path(f), Path(f).read_text(encoding="utf-8"))
-    asked = [(f, self.server.ask("textDocument/diagnostic", {"textDocument": {"uri": Path(f).as_uri()}})) for f in files]
+    pull = lambda f: self.server.ask("textDocument/diagnostic", {"textDocument": {"uri": Path(f).as_uri()}})
+    asked = [(f, pull(f)) for f in files]
     found = []
     for f, q in asked:
         try: got = q.get(timeout=max(end - time.monotonic(), 0.1))
-        except queue.Empty: raise JudgeUnavailable(f"basedpyright-langserver did not finish in {timeout:.0f} s") from None
+        except queue.Empty:
+            raise JudgeUnavailable(f"basedpyright-langserver did not finish in {timeout:.0f} s") from None
         if got is None or "result" not in got: raise JudgeUnavailable("basedpyright-langserver failed")
         found += [{"file": str(f), "severity": "error", "rule": d.get("code"), "message": d.get("message", ""),
                    "range": d["range"]} for d in got["result"].get("items", []) if d.get("severity") == 1]
@@ -640,7 +647,8 @@ def check_warm(self: WarmJudge, files: list, timeout: float = CHECKER_TIMEOUT) -
 def start_judge(judge: bool, ascend, vllm, omni, npu_base: tuple[str, str], modules: list[str], gpus: list[str],
                 exe: str | None = None) -> WarmJudge | None:
     "The judge's server, started before the runners are ported where the port will be judged: it reads the sources the"
-    " inputs (`npu_base` module, the `gpus` classes' modules) import meanwhile. None where it cannot start (one run then)."
+    " inputs (`npu_base` module, the `gpus` classes' modules) import meanwhile. None where it cannot start (one run"
+    " then)."
     if not judge or os.environ.get("OMNI_NPU_PORT_JUDGE_SERVER", "").strip().lower() in ("0", "off", "no"): return None
     try:
         a, v, o = (source_root(s) for s in (ascend, vllm, omni))
@@ -652,7 +660,8 @@ def start_judge(judge: bool, ascend, vllm, omni, npu_base: tuple[str, str], modu
 # %% ../../nbs/port/judge.ipynb #37303f01
 def judge_release(ports: list, judge: bool, ascend, vllm, omni, npu_base: tuple[str, str],
                   exe: str | None = None, warm: WarmJudge | None = None) -> JudgeRun:
-    "Judge a release's ports (`judge`), or mark each unverified (`--no-judge`); the run. `warm` (`start_judge`'s) closed."
+    "Judge a release's ports (`judge`), or mark each unverified (`--no-judge`); the run. `warm` (`start_judge`'s) is"
+    " closed."
     try:
         if judge: return judge_ports(ports, ascend, vllm, omni, npu_base, exe, warm=warm)[1]
     finally:
