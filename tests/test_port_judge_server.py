@@ -27,7 +27,7 @@ def _judge(tree, warm=None):
 
 def _warm(tree, modules=(MOD,)):
     extra = [str((tree / s).resolve()) for s in ("src", "omni")]
-    return J.WarmJudge(extra, tree / "omni", list(modules), J.warm_imports(_inputs(tree)))
+    return J.WarmJudge(extra, tree / "omni", list(modules), J.warm_imports(_inputs(tree)), inputs=_inputs(tree))
 
 
 @pytest.fixture(scope="module")

@@ -532,9 +532,10 @@ class _Server:
     def notify(self, method: str, params: dict) -> None:
         self.send({"jsonrpc": "2.0", "method": method, "params": params})
     def ask(self, method: str, params: dict) -> queue.Queue:
-        "Send a request; the queue its answer (or None, the server gone) arrives on."
+        "Send a request; the queue its answer (or None, the server gone) arrives on (`q.id`: the request's id)."
         with self.lock: self.next += 1; n = self.next
         self.waiting[n] = q = queue.Queue(1)
+        q.id = n
         self.send({"jsonrpc": "2.0", "id": n, "method": method, "params": params})
         return q
     def _answer(self, msg: dict) -> None:   # the server asks its settings: the interpreter; the rest is in its config
@@ -593,8 +594,9 @@ def _stop(server: _Server, folder: str, owner: int) -> None:
 class WarmJudge:
     "basedpyright's language server on the project folder the ports will be written to, started before the port's work:"
     " it parses the sources the inputs import meanwhile; `check` asks it for the written modules' errors."
-    def __init__(self, extra: list, omni_root: Path | None, modules: list[str], warm: str, exe: str | None = None):
-        self.modules = list(modules)
+    def __init__(self, extra: list, omni_root: Path | None, modules: list[str], warm: str, exe: str | None = None,
+                 inputs: list = ()):
+        self.modules, self.inputs, self.warming = list(modules), [Path(f) for f in inputs], []
         exe = exe or find_checker()
         server = exe and Path(exe).with_name(Path(exe).name.replace("basedpyright", "basedpyright-langserver"))
         if not server or not server.is_file(): raise JudgeUnavailable("basedpyright-langserver is not installed")
@@ -604,19 +606,20 @@ class WarmJudge:
         write_atomic(self.root / "pyrightconfig.json", json.dumps(checker_config(self.extra)))
         (self.root / _WARM_FILE).write_text(warm, encoding="utf-8")
         self.server = _Server(str(server), self.root)
-        self._done = weakref.finalize(self, _stop, self.server, self.dir, os.getpid())
+        self._done, self.error = weakref.finalize(self, _stop, self.server, self.dir, os.getpid()), ""
         self.ready = threading.Thread(target=self._start, daemon=True); self.ready.start()
-        self.error = ""
     def _start(self) -> None:
-        "Initialize, open the imports file and ask its errors (the answer is not read: it only loads the sources)."
+        "Initialize, open the imports file and ask its errors, then the inputs' (the answers are not read: they load the"
+        " sources and the types the ports will use; `check_warm` cancels what is still running)."
         got = self.server.ask("initialize", {"processId": os.getpid(), "rootUri": self.root.as_uri(),
                                              "workspaceFolders": [{"uri": self.root.as_uri(), "name": "judge"}],
                                              "capabilities": {"workspace": {"configuration": True},
                                                               "textDocument": {"diagnostic": {}}}}).get()
         if got is None or "error" in got: self.error = "basedpyright-langserver did not start"; return
         self.server.notify("initialized", {})
-        self._open(self.root / _WARM_FILE, (self.root / _WARM_FILE).read_text(encoding="utf-8"))
-        self.server.ask("textDocument/diagnostic", {"textDocument": {"uri": (self.root / _WARM_FILE).as_uri()}})
+        for f in [self.root / _WARM_FILE, *self.inputs]:
+            self._open(f, f.read_text(encoding="utf-8", errors="replace"))
+            self.warming.append(self.server.ask("textDocument/diagnostic", {"textDocument": {"uri": f.as_uri()}}))
     def _open(self, f: Path, text: str) -> None:
         self.server.notify("textDocument/didOpen", {"textDocument": {"uri": f.as_uri(), "languageId": "python",
                                                                      "version": 1, "text": text}})
@@ -630,6 +633,7 @@ def check_warm(self: WarmJudge, files: list, timeout: float = CHECKER_TIMEOUT) -
     self.ready.join(timeout)
     if self.ready.is_alive() or self.error:
         raise JudgeUnavailable(self.error or "basedpyright-langserver did not start")
+    for q in self.warming: self.server.notify("$/cancelRequest", {"id": q.id})   # the ports now: warming stops
     for f in files: self._open(Path(f), Path(f).read_text(encoding="utf-8"))
     pull = lambda f: self.server.ask("textDocument/diagnostic", {"textDocument": {"uri": Path(f).as_uri()}})
     asked = [(f, pull(f)) for f in files]
@@ -654,7 +658,8 @@ def start_judge(judge: bool, ascend, vllm, omni, npu_base: tuple[str, str], modu
         a, v, o = (source_root(s) for s in (ascend, vllm, omni))
         ins = [_module_file(a, npu_base[0]), *(_module_file(o, g.rpartition(".")[0]) for g in gpus)]
         extra = [str(Path(s).resolve()) for s in (a, v, o)]
-        return WarmJudge(extra, o, modules, warm_imports([f for f in ins if f]), exe)
+        ins = [f for f in ins if f]
+        return WarmJudge(extra, o, modules, warm_imports(ins), exe, ins)
     except (OSError, ValueError, JudgeUnavailable): return None
 
 # %% ../../nbs/port/judge.ipynb #37303f01
