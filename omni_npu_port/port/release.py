@@ -24,7 +24,7 @@ from .release_checks import (EXPLAINS, INLINED, LIVE_BY_CALL, REACHED, MethodChe
     check_runner, compiles, has_edited_copy, in_port, line_keys, method_chunks,
     port_runner, port_statements, ported_mro, statement_key)
 from .derived_check import check_ports
-from .judge import judge_release, release_judge_lines
+from .judge import judge_release, release_judge_lines, start_judge
 from .release_report import DEFAULT_OUT, REPORT_JSON, REPORT_MD, ReleasePort, check_release_out, \
     refuse_release_writes, release_html, release_markdown, release_summary, write_release
 
@@ -104,9 +104,12 @@ def port_release(omni: str, target: str | None = None, out: Path | str | None = 
         return [] if up is None else [(places[id(up)].cls, places[id(up)].module, dotted_name(up))] + parents(up)
     homes = {g.module: places[id(g)].module for g in runners.gpu}   # a record omni defines in a ported module is written there
     jobs = [(g, places[id(g)], str(tree.origin), gpu_base, npu_base, hist, (v,), prefer, parents(g), homes) for g in runners.gpu]
+    omni_src = getattr(tree.reader, "root", None) or tree.origin
+    warm = start_judge(judge, a, v, omni_src, (nsym.module, nsym.leaf), [places[id(g)].module for g in runners.gpu],
+                       list(ported))   # basedpyright reads the sources while the runners are ported
     ports = port_runners(jobs, workers)
     derived = check_ports(ports, v, a, [[g.text, npu_base.module_text] for g in runners.gpu])   # port.derived_check
-    run = judge_release(ports, judge, a, v, getattr(tree.reader, "root", None) or tree.origin, (nsym.module, nsym.leaf))
+    run = judge_release(ports, judge, a, v, omni_src, (nsym.module, nsym.leaf), warm=warm)
     skipped = [port_diagnostic("ONP4302", f"{code_info('ONP4302').title}: {dotted_name(c)} {why}", where=c.name)
                for c, why in runners.skipped]
     diags = inputs.diagnostics + unreadable + release_judge_lines(run) + skipped + derived
