@@ -253,12 +253,12 @@ def port_class(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_st
     diags = pairing_check(gpu_base, npu_base) + target_check(npu_base, rules) + order_diagnostics(bo, cname)
     diags += ruff_said
     bodies, styles, npu_srcs = [], {}, {}
+    each = dataclasses.replace(o, target=rules, line_length=ll)   # every method's options: the class's, rules compiled
     landing = class_mro(into) if into is not None else generated_mro(cname, gpu_omni, npu_base, parent, gpu_base)
     for name in plan.port:
         r = port_method(method_located(gpu_base, name), method_located(gpu_omni, name),
-                        method_located(npu_base, name), super_style, rules, o.fence, prefer=prefer,
-                        history=[m for h in history if (m := method_located(h, name))], format=format, line_length=ll,
-                        landing=landing)
+                        method_located(npu_base, name), history=[m for h in history if (m := method_located(h, name))],
+                        landing=landing, options=each)
         diags += [d for d in r.diagnostics if d.code not in ("ONP4101", "ONP4104", "ONP9013")]   # ONP9013: once, below
         bodies.append(r.code); styles[name] = r.style
         if r.style == "super-call": npu_srcs[name] = method_located(npu_base, name).method_source
