@@ -1720,6 +1720,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                      'omni_npu_port/port/pipeline.py'),
                                              'omni_npu_port.port.pipeline._methods': ( 'port/pipeline.html#_methods',
                                                                                        'omni_npu_port/port/pipeline.py'),
+                                             'omni_npu_port.port.pipeline._mro': ( 'port/pipeline.html#_mro',
+                                                                                   'omni_npu_port/port/pipeline.py'),
                                              'omni_npu_port.port.pipeline._reach': ( 'port/pipeline.html#_reach',
                                                                                      'omni_npu_port/port/pipeline.py'),
                                              'omni_npu_port.port.pipeline._ready': ( 'port/pipeline.html#_ready',

@@ -13,7 +13,7 @@ import pytest
 
 from omni_npu_port.cli.main import main
 from omni_npu_port.core.diagnostics import REGISTRY
-from omni_npu_port.port import pipeline, release_checks
+from omni_npu_port.port import pipeline, release_checks, update  # noqa: F401 (update registers ONP4017)
 from omni_npu_port.port.context import PortContext
 from omni_npu_port.port.locate import PortError
 from omni_npu_port.port.method import STRATEGIES, PortOptions, finish_port, strategy
@@ -70,7 +70,7 @@ def test_a_class_ports_the_same_by_both_commands_where_no_later_pass_fires(tmp_p
 
 
 def test_the_passes_are_one_ordered_list_of_registered_objects():
-    assert [p.name for p in pipeline.PASSES] == ["methods", "faithfulness", "reach", "records", "calls", "ready", "judge"]
+    assert [p.name for p in pipeline.PASSES] == ["mro", "methods", "faithfulness", "reach", "records", "calls", "ready", "judge"]
     assert [p.name for p in pipeline.PASSES if p.batch] == ["judge"]
     for p in pipeline.PASSES:
         assert p.applies and p.codes and all(c in REGISTRY for c in p.codes)
@@ -79,7 +79,7 @@ def test_the_passes_are_one_ordered_list_of_registered_objects():
     old = pipeline.class_pass("reach")
     try:   # registered again under its name: replaced where it stands, the order kept
         pipeline.register_pass(pipeline.ClassPass("reach", "a replacement", old.notebooks, old.run))
-        assert [p.name for p in pipeline.PASSES].index("reach") == 2 and pipeline.class_pass("reach").applies == "a replacement"
+        assert [p.name for p in pipeline.PASSES].index("reach") == 3 and pipeline.class_pass("reach").applies == "a replacement"
     finally: pipeline.register_pass(old)
 
 
