@@ -17,10 +17,12 @@ from omni_npu_port.port import pipeline, release_checks, update  # noqa: F401 (u
 from omni_npu_port.port.context import PortContext
 from omni_npu_port.port.locate import PortError
 from omni_npu_port.port.method import STRATEGIES, PortOptions, finish_port, strategy
-from omni_npu_port.port.release import Placement, check_method, locate_base, method_chunks, open_release, release_runners
+from omni_npu_port.port.release import (Placement, check_method, locate_base, method_chunks, open_release,
+                                        release_runners)
 
 FIX = Path(__file__).parent / "fixtures" / "release"
 SOURCES = [FIX / "vllm", FIX / "vllm_ascend", FIX / "vllm_old"]
+PASS = "def f(self):\n    pass\n"
 UNBOUND = ("\n    def omni_stats(self):\n        torch.cuda.synchronize()\n"   # translated: ported, not inherited
            "        return omni_counter + 1\n")                                 # reads a name nothing binds
 
@@ -40,13 +42,14 @@ def _cli(args: list) -> tuple[int, dict]:
 
 
 def _both(tmp_path: Path, omni: Path) -> tuple:
-    "The omni base runner ported by `port --release` and by `port --class` with the same inputs: (rc, code, codes) each."
+    "The omni base runner ported by `port --release` and by `port --class`, the same inputs: (rc, code, codes) each."
     rc_r, rel = _cli(["--release", str(omni), "--source", *map(str, SOURCES), "--history", "0.17.0",
                       "-o", str(tmp_path / "out"), "--no-judge", "--json"])
     runner = next(r for r in rel["runners"] if r["class"] == "OmniNPUModelRunner")
     written = (tmp_path / "out" / runner["path"]).read_text()
-    rc_c, cls = _cli(["--class", "--gpu-base", f"{FIX / 'vllm'}:GPUModelRunner", "--gpu-omni", f"{omni}:OmniGPUModelRunner",
-                      "--npu-base", f"{FIX / 'vllm_ascend'}:NPUModelRunner", "--gpu-history", f"{FIX / 'vllm_old'}:GPUModelRunner",
+    rc_c, cls = _cli(["--class", "--gpu-base", f"{FIX / 'vllm'}:GPUModelRunner",
+                      "--gpu-omni", f"{omni}:OmniGPUModelRunner", "--npu-base", f"{FIX / 'vllm_ascend'}:NPUModelRunner",
+                      "--gpu-history", f"{FIX / 'vllm_old'}:GPUModelRunner",
                       "--class-name", "OmniNPUModelRunner", "--prefer", "comment", "--no-judge", "--json"])
     class_codes = [d["code"] for d in cls["diagnostics"] if d["code"] != "ONP4447"]   # --release says "not judged" once
     return (rc_r, written, [d["code"] for d in runner["diagnostics"]]), (rc_c, cls["code"], class_codes)
@@ -70,7 +73,8 @@ def test_a_class_ports_the_same_by_both_commands_where_no_later_pass_fires(tmp_p
 
 
 def test_the_passes_are_one_ordered_list_of_registered_objects():
-    assert [p.name for p in pipeline.PASSES] == ["mro", "methods", "faithfulness", "reach", "records", "calls", "ready", "judge"]
+    assert [p.name for p in pipeline.PASSES] == ["mro", "methods", "faithfulness", "reach", "records", "calls", "ready",
+                                                 "judge"]
     assert [p.name for p in pipeline.PASSES if p.batch] == ["judge"]
     for p in pipeline.PASSES:
         assert p.applies and p.codes and all(c in REGISTRY for c in p.codes)
@@ -79,13 +83,15 @@ def test_the_passes_are_one_ordered_list_of_registered_objects():
     old = pipeline.class_pass("reach")
     try:   # registered again under its name: replaced where it stands, the order kept
         pipeline.register_pass(pipeline.ClassPass("reach", "a replacement", old.notebooks, old.run))
-        assert [p.name for p in pipeline.PASSES].index("reach") == 3 and pipeline.class_pass("reach").applies == "a replacement"
+        assert [p.name for p in pipeline.PASSES].index("reach") == 3
+        assert pipeline.class_pass("reach").applies == "a replacement"
     finally: pipeline.register_pass(old)
 
 
 def _bases():
     from omni_npu_port.port.audit import runner_bases
-    return locate_base(str(FIX / "vllm"), runner_bases()[0][0]), locate_base(str(FIX / "vllm_ascend"), runner_bases()[1][0])
+    gsym, nsym = runner_bases()[0][0], runner_bases()[1][0]
+    return locate_base(str(FIX / "vllm"), gsym), locate_base(str(FIX / "vllm_ascend"), nsym)
 
 
 def test_the_context_is_built_once_and_holds_what_module_caches_held():
@@ -95,7 +101,8 @@ def test_the_context_is_built_once_and_holds_what_module_caches_held():
     assert not hasattr(release_checks, "_PORTED")   # the parents' MRO memo lives in the context now
     g = release_runners(open_release(FIX / "omni")).gpu
     parents = [("OmniNPUModelRunner", "vllm_omni.worker.npu.npu_model_runner", f"{g[0].module}.{g[0].name}")]
-    args = (g[1], Placement("vllm_omni.worker.npu.npu_ar_model_runner", "NPUARModelRunner"), str(FIX / "omni"), gb, nb, [],
+    place = Placement("vllm_omni.worker.npu.npu_ar_model_runner", "NPUARModelRunner")
+    args = (g[1], place, str(FIX / "omni"), gb, nb, [],
             (str(FIX / "vllm"),), "comment", parents)
     one = pipeline.port_runner(*args, ctx=ctx)
     assert len(ctx.ported_mros) == 1 and one.parent == "OmniNPUModelRunner"
@@ -111,8 +118,8 @@ def test_port_strategies_are_registered_and_an_unknown_style_is_an_error():
     assert release_checks.REACHED == ("super-call", "super-kept") and strategy("merge").history
     with pytest.raises(PortError, match="unknown port style 'three-way'.*merge"): strategy("three-way")
     with pytest.raises(PortError, match="unknown port style"):
-        check_method("f", "three-way", "def f(self):\n    pass\n", "def f(self):\n    pass\n", "def f(self):\n    pass\n")
+        check_method("f", "three-way", PASS, PASS, PASS)
     with pytest.raises(PortError, match="unknown port style"):
-        finish_port("def f(self):\n    pass\n", [], "three-way", "f", None, "markers", None, None)
-    ok = finish_port("def f(self):\n    pass\n", [], "omni-only", "f", None, "markers", None, None)   # a known one: ported
+        finish_port(PASS, [], "three-way", "f", None, "markers", None, None)
+    ok = finish_port(PASS, [], "omni-only", "f", None, "markers", None, None)   # a known style: ported
     assert ok.style == "omni-only" and ok.code.startswith("def f")

@@ -237,8 +237,9 @@ def port_class(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_st
                options: PortOptions | None = None, order: BaseOrder | None = None) -> PortResult:
     "Port every omni override of a class; returns a module with its imports (`history`: older GPU base classes; `format`: ruff;"
     " `into`: the class the methods land in instead of the generated one; `parent`: the MRO of an NPU class ported already"
-    " for an omni base of this one, which the port derives from: the methods it has are not ported again; `options`: the settings as one `PortOptions`;"
-    " `order`: the base order the pipeline's mro pass chose, its findings said there)."
+    " for an omni base of this one, which the port derives from: the methods it has are not ported again;"
+    " `options`: the settings as one `PortOptions`; `order`: the base order the pipeline's mro pass chose, its"
+    " findings said there)."
     o = port_options(options, "class", prefer=prefer, target=target, super_style=super_style, format=format,
                      line_length=line_length)
     super_style, target, prefer, format, line_length = o.super_style, o.target, o.prefer.value, o.format, o.line_length
@@ -248,12 +249,11 @@ def port_class(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_st
     ruff_said = ruff_warnings(gpu_omni) if format else []   # a setting of the omni source's ruff config ignored
     rules = rules_for(target or target_of(npu_base))       # compiled once for the whole class
     cname = class_name or ported_class_name(gpu_omni.cls_node.name)
-    bo = order or base_order(cname, gpu_omni, npu_base, gpu_base, parent)   # NPU first where the NPU base lacks vllm's runner
+    bo = order or base_order(cname, gpu_omni, npu_base, gpu_base, parent)   # NPU first where the NPU base lacks vllm's
     plan = plan_for_order(bo, gpu_omni, plan_class(gpu_base, gpu_omni, npu_base, rules,
                                                    exclude={c.name for c in parent or []}))
     diags = pairing_check(gpu_base, npu_base) + target_check(npu_base, rules)
-    diags += order_diagnostics(bo, cname) if order is None else []
-    diags += ruff_said
+    diags += (order_diagnostics(bo, cname) if order is None else []) + ruff_said   # order given: the mro pass said it
     bodies, styles, npu_srcs = [], {}, {}
     each = dataclasses.replace(o, target=rules, line_length=ll)   # every method's options: the class's, rules compiled
     landing = class_mro(into) if into is not None else generated_mro(cname, gpu_omni, npu_base, parent, gpu_base)

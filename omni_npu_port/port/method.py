@@ -217,7 +217,7 @@ register_strategy(
     Strategy("npu-wraps-inline", "an NPU method wrapping the GPU base's by super(): omni's body inlined at the call",
              ("ONP4415",), omni_inlined=True),
     Strategy("omni-only", "a method with nothing to merge against: the translated omni method", ("ONP4007",)),
-    Strategy("update", "a hand-written NPU method carried onto a new release with omni's GPU change ([update](update.html))",
+    Strategy("update", "a hand-written NPU method carried onto a new release with omni's GPU change (port/update)",
              ("ONP4001", "ONP4002", "ONP4017")),
 )
 

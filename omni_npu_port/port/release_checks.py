@@ -108,8 +108,8 @@ def compiles(code: str) -> bool:
 
 # %% ../../nbs/port/release_checks.ipynb #f94395fa
 LIVE_BY_CALL = tuple(n for n, s in STRATEGIES.items() if s.omni_by_call)   # omni's whole method run through a call
-INLINED = tuple(n for n, s in STRATEGIES.items() if s.omni_inlined)   # omni's whole body where the NPU base called super()
-REACHED = tuple(n for n, s in STRATEGIES.items() if s.runs_npu)   # the NPU base's method run itself (a base call, super())
+INLINED = tuple(n for n, s in STRATEGIES.items() if s.omni_inlined)   # omni's body where the NPU base called super()
+REACHED = tuple(n for n, s in STRATEGIES.items() if s.runs_npu)   # the NPU base's method itself (base call, super())
 EXPLAINS = ("ONP4008", "ONP4013", "ONP4412")   # diagnostics that say omni lines were dropped (a --prefer policy, a moot edit, a hunk not applied)
 
 @dataclass
@@ -247,8 +247,8 @@ def check_runner(code: str, cls: str, styles: dict, diags: list, gpu_base: Locat
 def ported_mro(chain: list, omni_src: str, gpu_base: Located, npu_base: Located, extra=(),
                memo: dict | None = None) -> list[MroClass] | None:
     "The MRO of the port of `chain[0]` — (NPU class, its module, the GPU runner dotted) of a runner, then of each ported"
-    " omni base above it — as Python will build it: each ported class stands for the methods its port writes (its plan);"
-    " `memo`: the port's chains already built (`PortContext.ported_mros`)."
+    " omni base above it — as Python will build it: each ported class stands for the methods its port writes"
+    " (its plan); `memo`: the port's chains already built (`PortContext.ported_mros`)."
     if not chain: return None
     memo = {} if memo is None else memo
     key = (tuple(chain), omni_src, tuple(map(str, extra)))   # one port: one GPU base, one NPU base
