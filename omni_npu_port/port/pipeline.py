@@ -16,7 +16,7 @@ from .context import PortContext
 from .judge import JudgeRun, Judgement, judge_release, release_judge_lines
 from .locate import Located, MethodSpec, PortError, locate, port_diagnostic
 from .method import PortOptions, PortResult
-from .mro import ORDER_BLOCKS, base_order, order_diagnostics
+from .mro import ORDER_BLOCKS, BaseOrder, base_order, order_diagnostics
 from .reach import reach_runner
 from .ready import ready_findings
 from .records import merge_records, merged_conflicts
@@ -25,7 +25,7 @@ from .release_inputs import Placement, _npu_leaf, dotted_name
 
 # %% auto #0
 __all__ = ['PASSES', 'ClassPass', 'register_pass', 'class_pass', 'ClassPort', 'run_class', 'run_batch', 'port_runner',
-           'class_judge_inputs', 'port_one_class', 'rp_stats']
+           'class_judge_inputs', 'port_one_class', 'class_stats']
 
 # %% ../../nbs/port/pipeline.ipynb #a4c449b5
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ class ClassPort:
     homes: dict | None = None                  # omni module -> the ported module that writes its records
     into: Located | None = None                # the class the methods land in (`port --class --into`)
     parent_mro: list | None = None
-    order: object = None                       # the base order (`port/mro`'s BaseOrder)
+    order: BaseOrder | None = None             # the base order the mro pass chose
     code: str = ""
     styles: dict = field(default_factory=dict)
     stats: dict = field(default_factory=dict)
@@ -202,11 +202,11 @@ def port_one_class(omni: Located, ctx: PortContext, class_name: str | None = Non
     place = Placement(f"{omni.module.rpartition('.')[0]}.{_npu_leaf(omni.module)}".lstrip("."), cls)
     rp = run_class(ClassPort(omni, place, f"{omni.module}.{omni.cls_node.name}", into=into), ctx)
     run = run_batch([rp], ctx)
-    res = PortResult(rp.code, rp.diagnostics + release_judge_lines(run), "class", cls, dict(rp_stats(rp)))
+    res = PortResult(rp.code, rp.diagnostics + release_judge_lines(run), "class", cls, class_stats(rp))
     if rp.judge is not None: res.stats["judge"] = {**rp.judge.to_json(), "seconds": round(run.seconds, 3)}
     return res, rp
 
-def rp_stats(rp: RunnerPort) -> dict:
+def class_stats(rp: RunnerPort) -> dict:
     "A class port's stats: its styles, what it inherited, its not-ready findings and unreachable overrides."
     return {"seconds": rp.seconds, "styles": {m.name: m.style for m in rp.methods}, "inherited": rp.inherited,
             "not_ready": [d.code for d in rp.not_ready], "unreachable": rp.unreachable}
