@@ -19,11 +19,11 @@ from ..port.formatting import FORMATTERS, RUFF_LINE_LENGTH
 from ..port.locate import Located, PortError, locate, method_located, missing_method, parse_spec
 from ..port.merge import PREFER
 from ..port.mro import ORDER_BLOCKS
-from ..port.calls import CALL_BLOCKS, bind_runner_calls
-from ..port.ready import ready_index
+from ..port.calls import CALL_BLOCKS
 from ..port.method import DEFAULT_PREFER, PortOptions, PortResult, port_method
-from ..port.classes import port_class
-from ..port.judge import JUDGE_ERRORS, judge_class_port
+from ..port.context import PortContext
+from ..port.pipeline import class_judge_inputs, port_one_class
+from ..port.judge import JUDGE_ERRORS
 from ..port.release import DEFAULT_OUT, REPORT_JSON, port_release, release_summary
 from ..port.update_release import update_release, update_summary
 from ..port.translation import port_target
@@ -194,11 +194,9 @@ def run_port(args: argparse.Namespace, need: bool) -> tuple[PortResult, list[Loc
     if args.whole_class:
         _no_methods([args.gpu_base, args.gpu_omni, args.npu_base, *args.gpu_history, *([args.into] if args.into else [])])
         locs = [locate(s, False, extra) for s in (args.gpu_base, args.gpu_omni, args.npu_base)]
-        res = port_class(*locs, class_name=args.class_name, history=history, into=into, options=_options(args, "class"))
-        ix = ready_index(locs[0], locs[2])   # every call bound to its callee's signature, as --release (port/calls)
-        res.code, found = bind_runner_calls(res.code, res.name, locs[1], locs[2], locs[0], None, ix)
-        res.diagnostics += found
-        return res, locs
+        ctx = PortContext(locs[0], locs[2], _options(args, "class"), history, extra, not args.no_judge,
+                          class_judge_inputs(*locs))   # every pass --release runs, the judge included (port/pipeline)
+        return port_one_class(locs[1], ctx, args.class_name, into)[0], locs
     go = locate(args.gpu_omni, True, extra)     # a method the omni class lacks: the error lists those it has
     gb, nb = _class_at(args.gpu_base, args.source), _class_at(args.npu_base, extra)
     def pick(cls: Located, spec: str) -> Located:   # the omni method's name missing: omni-only; another name: a typo
@@ -210,7 +208,6 @@ def run_port(args: argparse.Namespace, need: bool) -> tuple[PortResult, list[Loc
     res = port_method(*locs, history=history, into=into, options=_options(args, "method"))
     return res, locs
 
-
 # %% ../../nbs/cli/port.ipynb #107d012f
 @gc_paused()
 def run(args: argparse.Namespace) -> int:
@@ -221,7 +218,6 @@ def run(args: argparse.Namespace) -> int:
     if args.against and args.whole_class: _no_methods([args.against], " (--against too)")
     hand = locate(args.against, need) if args.against else None
     res, inputs = run_port(args, need)
-    if args.whole_class: judge_class_port(res, *inputs, judge=not args.no_judge)   # ready: judged
     say_target(args, inputs[2])
     if hand is None: return write_result(res, args)
     scores = score_result(res, hand, inputs)
@@ -285,7 +281,8 @@ def write_result(res: PortResult, args, scored: tuple[Located, dict[str, Score]]
         for d in res.diagnostics: print(f"omni-npu-port: {d}", file=sys.stderr)
         for line in _score_lines_or_none(scored): print(f"omni-npu-port: {line}", file=sys.stderr)
     blocks = ("ONP4006",) + ORDER_BLOCKS + CALL_BLOCKS + JUDGE_ERRORS   # parse; mro; calls; the judge
-    return FINDINGS if res.conflicts or any(d.code in blocks for d in res.diagnostics) else OK
+    not_ready = res.stats.get("not_ready")   # --class: the ready pass's findings, as --release counts them
+    return FINDINGS if res.conflicts or not_ready or any(d.code in blocks for d in res.diagnostics) else OK
 
 def _score_lines_or_none(scored) -> list[str]:
     return score_lines(*scored) if scored else []
