@@ -31,6 +31,7 @@ from omni_npu_port.port.score import ast_normalised, ast_similarity  # noqa: E40
 from omni_npu_port.port.update_release import (_gpu_runner, _match, class_methods, update_release,  # noqa: E402
                                                update_summary)
 from omni_npu_port.port.release_inputs import locate_base, release_source  # noqa: E402
+from omni_npu_port.port.release_report import release_summary  # noqa: E402
 from omni_npu_port.port.runners import runner_bases  # noqa: E402
 
 
@@ -70,8 +71,15 @@ def pair_rows(prev: str, new: str, workers: int) -> tuple[list[dict], dict]:
                          "nothing": round(a, 3), "scratch": round(bb, 3), "update": round(c, 3),
                          "update_best": c >= max(a, bb) - 1e-9})
     facts = {"seconds": round(secs, 1), "conflicts": u.conflicts, "compiles": u.port.compiles, "ready": u.port.ready,
-             "summary": update_summary(u)}
+             "summary": update_summary(u)[len(release_summary(u.port)):],
+             "not_compiling": [why(r) for r in u.port.runners if not r.compiles]}
     return rows, facts
+
+
+def why(r) -> str:
+    "A runner whose update does not compile: its class and compile()'s message and line."
+    try: compile(r.code, r.cls, "exec", dont_inherit=True); return f"{r.cls}: compiles"
+    except (SyntaxError, ValueError) as e: return f"{r.cls}: {e}"
 
 
 def report(rows: list[dict], title: str) -> list[str]:
@@ -81,6 +89,16 @@ def report(rows: list[dict], title: str) -> list[str]:
     best = sum(r["update_best"] for r in rows)
     return [f"{title}: {len(rows)} method(s); mean nothing {mean('nothing'):.3f}, scratch {mean('scratch'):.3f}, "
             f"update {mean('update'):.3f}; update >= both on {best}/{len(rows)} ({100 * best / len(rows):.0f} %)"]
+
+
+def table_row(pair: str, rows: list[dict], f: dict | None) -> str:
+    "One Markdown row: a pair's methods, the three means, the methods where the update is at least as close as both."
+    if not rows: return f"| {pair} | 0 | | | | | |"
+    mean = lambda k: sum(r[k] for r in rows) / len(rows)
+    best = sum(r["update_best"] for r in rows)
+    tail = f"{f['conflicts']} | {f['compiles']}" if f else " | "
+    return (f"| {pair} | {len(rows)} | {mean('nothing'):.3f} | {mean('scratch'):.3f} | {mean('update'):.3f} | "
+            f"{best}/{len(rows)} ({100 * best / len(rows):.0f} %) | {tail} |")
 
 
 def main(argv=None) -> int:
@@ -97,7 +115,7 @@ def main(argv=None) -> int:
         facts[f"{prev}->{new}"] = f
         print(f"\n## {prev} -> {new}  ({f['seconds']} s; {f['conflicts']} conflict(s); compiles {f['compiles']}; "
               f"ready {f['ready']})")
-        print(*f["summary"], sep="\n")
+        print(*f["summary"], *[f"does not compile: {w}" for w in f["not_compiling"]], sep="\n")
         print(f"{'runner.method':60} {'nothing':>8} {'scratch':>8} {'update':>8}  best")
         for r in rows:
             mark = " (new in the hand runner)" if r["new_in_hand"] else ""
@@ -106,6 +124,11 @@ def main(argv=None) -> int:
         print(*report(rows, f"{prev} -> {new}"), *report([r for r in rows if not r["new_in_hand"]],
                                                          f"{prev} -> {new}, methods PREV's hand runner has"), sep="\n")
         every += rows
+    print("\n| pair | methods | nothing | scratch | update | update >= both | conflicts | compiles |")
+    print("|---|---|---|---|---|---|---|---|")
+    for key, f in facts.items():
+        print(table_row(key, [r for r in every if r["pair"] == key], f))
+    print(table_row("all", every, None))
     print()
     print(*report(every, "all pairs"), *report([r for r in every if not r["new_in_hand"]],
                                                "all pairs, methods PREV's hand runner has"), sep="\n")

@@ -18,9 +18,17 @@ target `translate` infers for that release (`sources.stated.stated_target`), der
 A site or line is covered when the translator's report has any diagnostic (hand record or derived) at that line.
 Silent ones are listed, and so is every derived finding, for a person to judge false flags; those on a line with
 no GPU word that say a name is missing are marked `suspect` (a runner attribute the NPU twin lacks, most often).
+Each finding that says a name is missing (ONP2041) gets its evidence from the other vllm releases in the cache, newer
+than the target's vllm and not newer than the vLLM-Omni release: the first that defines the name (`def`, `class`,
+`X =`, `self.X =`) shows the omni code is built on a newer vllm than its target has (a true flag: the port must supply
+it); none that does leaves the finding to a person (`to judge`).
 
 Run:  PYTHONPATH=. .venv/bin/python benchmarks/translate_derived.py [--release 0.18.0] > out.txt
 Target: 0 silent.
+
+`--port 0.30.0` instead ports that release (`port_release`) and prints each runner's derived findings, the port's and
+inherited, and what the pass cost; `--audit 0.30.0 0.30.0rc1` audits the release's NPU copy against its GPU runners
+(NPU base vllm-ascend 0.30.0rc1) and prints the derived drift (ONP2055, ONP2056).
 """
 from __future__ import annotations
 
@@ -113,12 +121,86 @@ def symbol_sites(ix, tree) -> set[tuple[int, str]]:
             ("ONP2040", "ONP2041", "ONP2042")}
 
 
+DEFINES = {True: r"self\.{0}\s*(?::[^=\n]*)?=(?!=)",                     # a runner attribute: `self.X =`
+           False: r"^(?:async\s+)?(?:def|class)\s+{0}\b|^{0}\s*(?::[^=\n]*)?=(?!=)"}   # a module's def, class, name
+_VLLM: dict = {}   # (version, name, attribute) -> where vllm defines it, or None
+
+
+def vllm_archives() -> list[tuple[str, Path]]:
+    "(version, archive) of every vllm release in the cache, oldest first (an sdist preferred: whole sources)."
+    out = {}
+    for p in sorted(CACHE.glob("vllm-*")):
+        v = p.name.split("-")[1].removesuffix(".tar.gz")
+        if p.name.endswith((".whl", ".tar.gz")) and (v not in out or p.name.endswith(".tar.gz")): out[v] = p
+    return sorted(out.items(), key=lambda kv: [int(x) for x in re.findall(r"\d+", kv[0])])
+
+
+def defined_where(version: str, archive: Path, name: str, attribute: bool) -> str | None:
+    "`path:line` where a vllm release defines `name` (a module's def, class or name; an `attribute`: `self.X =`)."
+    if (version, name, attribute) not in _VLLM:
+        from omni_npu_port.sources.readers import open_source
+        tree, rx = open_source(archive, "vllm"), re.compile(DEFINES[attribute].format(re.escape(name)), re.M)
+        _VLLM[(version, name, attribute)] = None
+        for m in tree.modules():
+            text = tree.module_source(m) or ""
+            if name in text and (hit := rx.search(text)):
+                line = text.count("\n", 0, hit.start()) + 1
+                _VLLM[(version, name, attribute)] = f"{m.replace('.', '/')}.py:{line}"
+                break
+    return _VLLM[(version, name, attribute)]
+
+
+def evidence(subject: str, attribute: bool, target_vllm: str, omni: str) -> tuple[bool, str]:
+    "(judged true, why) for a name the target lacks: the first newer cached vllm, up to the omni release, defining it."
+    key = lambda v: [int(x) for x in re.findall(r"\d+", v)][:3]
+    newer = [(v, a) for v, a in vllm_archives() if key(target_vllm) < key(v) <= key(omni)]
+    for v, a in newer:
+        if (where := defined_where(v, a, subject, attribute)) is not None:
+            return True, f"true: vllm {v} defines {subject!r} ({where}), the target's vllm {target_vllm} does not"
+    said = ", ".join(v for v, _ in newer) or "none cached"
+    return False, f"to judge: no newer vllm up to {omni} defines {subject!r} ({said})"
+
+
+def port_pass(version: str):
+    "Port one release; each runner's derived findings (the port's, inherited) and the pass's wall and CPU seconds."
+    import omni_npu_port.port.release as rel
+    real, spent = rel.check_ports, {}
+    def timed(*a, **k):
+        t, c = time.perf_counter(), time.process_time()
+        out = real(*a, **k)
+        spent.update(wall=time.perf_counter() - t, cpu=time.process_time() - c)
+        return out
+    rel.check_ports, t = timed, time.perf_counter()
+    try: res = rel.port_release(version)
+    finally: rel.check_ports = real
+    print(f"## vLLM-Omni {version} -> vllm-ascend {res.vllm_ascend}, vllm {res.vllm}: port "
+          f"{time.perf_counter() - t:.0f} s, derived pass {spent['wall']:.1f} s ({spent['cpu']:.1f} s CPU)")
+    for r in res.runners:
+        print(f"  {r.cls}: derived {r.derived.cell()} (port / inherited)")
+        for d in [*r.derived.port, *r.derived.inherited]: print(f"    {d}"[:220])
+
+
+def audit_pass(version: str, ascend: str):
+    "Audit one release's NPU copy against its GPU runners: the derived drift (ONP2055, ONP2056)."
+    from omni_npu_port.port.audit import audit
+    archive, t = dict(releases())[version], time.perf_counter()
+    found = audit(str(archive), target=f"vllm-ascend=={ascend}")   # the copy against its own GPU runners, from the release before
+    mine = [f for f in found if f.code in ("ONP2055", "ONP2056")]
+    print(f"## vLLM-Omni {version}, NPU base vllm-ascend {ascend}: {len(found)} audit findings, {len(mine)} derived, "
+          f"{time.perf_counter() - t:.0f} s")
+    for f in mine: print(f"  {f}"[:220])
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--release", action="append", help="only these vllm-omni versions")
+    ap.add_argument("--port", metavar="VERSION", help="port this vLLM-Omni release and show the derived pass")
+    ap.add_argument("--audit", nargs=2, metavar=("VERSION", "ASCEND"), help="audit this release's NPU copy")
     args = ap.parse_args()
+    if args.port: return port_pass(args.port)
+    if args.audit: return audit_pass(*args.audit)
     total = {"files": 0, "sites": 0, "sites silent": 0, "cuda lines": 0, "lines silent": 0, "unknown words": 0,
-             "words silent": 0, "derived": 0, "suspects": 0}
+             "words silent": 0, "derived": 0, "suspects": 0, "missing, judged true": 0, "missing, to judge": 0}
     start = time.perf_counter()
     for version, archive in releases():
         if args.release and version not in args.release: continue
@@ -157,7 +239,13 @@ def main():
             for line, name in silent_sites: print(f"    SILENT site {line}: {name}")
             for n in silent_lines: print(f"    SILENT line {n}: {lines[n].strip()[:100]}")
             for n, w in silent_words: print(f"    SILENT word {n}: {w}")
-            for d in mine: print(f"    {'suspect ' if d in suspects else ''}{d.line} {d.code}: {d.message[:140]}")
+            subjects = {(f.diagnostic.line, f.diagnostic.code): f.subject for f in ix.file_findings(ast.parse(text))}
+            for d in mine:
+                print(f"    {'suspect ' if d in suspects else ''}{d.line} {d.code}: {d.message[:140]}")
+                if d.code == "ONP2041" and target and target.vllm and (name := subjects.get((d.line, d.code))):
+                    true, why = evidence(name, d.message.startswith(("self.", ".")), target.vllm, version)
+                    total["missing, judged true" if true else "missing, to judge"] += 1
+                    print(f"      evidence: {why}")
     print(f"\n## totals ({time.perf_counter() - start:.0f} s): " + ", ".join(f"{k} {v}" for k, v in total.items()))
 
 

@@ -990,11 +990,12 @@ def test_cli_against_in_class_mode(capsys):
     cls = ["--class", "--gpu-base", C("super_ext", "GPUModelRunner"), "--gpu-omni", C("super_ext", "OmniGPUModelRunner"),
            "--npu-base", C("super_ext", "NPUModelRunner")]
     rc, _, err = run_port(cls + ["--against", C("hand", "OmniNPUModelRunner")], capsys)
-    assert rc == 0 and sum("against" in l for l in err.splitlines()) == 2
+    # the port reads `get_forward_context`, bound nowhere: not ready (ONP4421), exit 1, as --release says (issue 31)
+    assert rc == 1 and "ONP4421" in err and sum("against" in l for l in err.splitlines()) == 2
     rc, _, err = run_port(cls + ["--against", C("hand", "OmniNPUModelRunner") + ".load_model"], capsys)
     assert rc == 2 and "--against too" in err
     rc, _, err = run_port(cls + ["--against", C("update_prev", "NPUModelRunner")], capsys)
-    assert rc == 0 and "no method of the port to score" in err
+    assert rc == 1 and "no method of the port to score" in err
 
 
 # --- update with vllm's own change taken out (--gpu-base-old / --gpu-base) ------------------------------------------
@@ -1270,7 +1271,8 @@ def test_against_says_why_a_method_is_not_scored(capsys):
     rc, text, _ = run_port(cls + ["--against", C("update_prev", "NPUModelRunner"), "--json"], capsys)
     doc = json.loads(text)
     gaps = [d["message"] for d in doc["diagnostics"] if d["code"] == "ONP4023"]
-    assert rc == 0 and not doc["against"]["scores"] and gaps                # no scores, and the JSON says why
+    assert rc == 1 and not doc["against"]["scores"] and gaps                # no scores, and the JSON says why
+    assert "ONP4421" in doc["stats"]["not_ready"]   # exit 1: the port reads a name bound nowhere, not ready (issue 31)
     assert any("does not define" in g for g in gaps)
 
 

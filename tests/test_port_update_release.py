@@ -180,3 +180,183 @@ def test_the_updated_modules_are_judged_when_asked(tmp_path):
     assert u.port.runners and all(r.judge is not None and r.judge.judged for r in u.port.runners)
     assert all(r.verdict in ("yes", "no") for r in u.port.runners)
     assert all((r.verdict == "yes") == r.ready for r in u.port.runners)
+
+
+def _git(repo, *args):
+    import subprocess
+    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args], check=True,
+                          capture_output=True, text=True).stdout
+
+
+def _commit_state(repo, state, msg):
+    "The checkout's files replaced by a fixture state's, committed (a history written for the test)."
+    import shutil
+    for p in repo.iterdir():
+        if p.name != ".git": shutil.rmtree(p) if p.is_dir() else p.unlink()
+    shutil.copytree(state, repo, dirs_exist_ok=True)
+    _git(repo, "add", "-A"); _git(repo, "commit", "-qm", msg)
+
+
+@pytest.fixture
+def omni_repo(tmp_path):
+    "A git checkout whose HEAD is the next release and whose parent commit is the previous one (with NPU runners)."
+    repo = tmp_path / "omni"
+    repo.mkdir(); _git(repo, "init", "-q", "-b", "main")
+    _commit_state(repo, UPD / "omni_prev", "0.18.0: the NPU copy in step")
+    _commit_state(repo, UPD / "omni_next", "0.20.0: the GPU runner moves on")
+    return repo
+
+
+def _tree_state(repo):
+    "Every file of the checkout (the .git folder aside) with its bytes, and git's own status."
+    files = {p.relative_to(repo): p.read_bytes() for p in repo.rglob("*") if p.is_file() and ".git" not in p.parts}
+    return files, _git(repo, "status", "--porcelain")
+
+
+def test_from_a_git_checkout_takes_its_parent_commit_and_leaves_the_working_tree(omni_repo, tmp_path, updated):
+    (omni_repo / "notes.txt").write_text("the user's own, uncommitted\n")   # a dirty working tree stays as it is
+    before = _tree_state(omni_repo)
+    u = update_release(str(omni_repo), "auto", target=TARGET, sources=SOURCES, cache_dir=tmp_path / "cache",
+                       index="http://127.0.0.1:9/")
+    assert _tree_state(omni_repo) == before
+    assert u.prev == "0.18.0" and u.prev_how.startswith("git: the parent of HEAD, commit ")
+    assert u.port.runners[0].code == updated[1].code   # the same update as from the previous state's own folder
+    said = next(d.message for d in u.port.diagnostics if d.code == "ONP4500")
+    assert "git: the parent of HEAD" in said and "omni-npu-port-from-" not in said   # no temporary path named
+
+
+def test_from_a_git_ref_takes_the_merge_base(omni_repo, tmp_path):
+    _git(omni_repo, "branch", "-m", "main", "feature")
+    _git(omni_repo, "branch", "main", "HEAD~1")              # main: the state the feature branch started from
+    _git(omni_repo, "checkout", "-q", "main")
+    (omni_repo / "CHANGES.txt").write_text("main moves on\n")
+    _git(omni_repo, "add", "-A"); _git(omni_repo, "commit", "-qm", "main moves on")
+    _git(omni_repo, "checkout", "-q", "feature")
+    u = update_release(str(omni_repo), "main", target=TARGET, sources=SOURCES, cache_dir=tmp_path / "cache",
+                       index="http://127.0.0.1:9/")
+    assert u.prev == "0.18.0" and u.prev_how.startswith("git: the merge-base of HEAD and main, commit ")
+
+
+def test_git_is_asked_only_for_a_checkout_and_a_ref_it_knows(omni_repo, tmp_path):
+    from omni_npu_port.port.update_release import git_checkout, git_previous
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    assert git_checkout(plain) is None and git_previous(str(plain), "auto", tmp_path / "x") is None
+    assert git_previous(str(omni_repo), "no-such-ref", tmp_path / "x") is None and not (tmp_path / "x").exists()
+    with pytest.raises(UsageError, match="no-such-ref"):   # neither a ref, a path nor a version
+        update_release(str(omni_repo), "no-such-ref", target=TARGET, sources=SOURCES, cache_dir=tmp_path / "cache",
+                       index="http://127.0.0.1:9/")
+    one = tmp_path / "one"
+    one.mkdir(); _git(one, "init", "-q"); _commit_state(one, UPD / "omni_next", "only commit")
+    with pytest.raises(UsageError, match="no parent of HEAD"):
+        update_release(str(one), "auto", target=TARGET, sources=SOURCES, cache_dir=tmp_path / "cache",
+                       index="http://127.0.0.1:9/")
+
+
+def test_the_summary_counts_the_updates_methods_not_the_new_ports(updated, tmp_path):
+    from omni_npu_port.port.update_release import update_summary
+    u, r, m = updated
+    text = "\n".join(update_summary(u))
+    assert "method(s) ported" not in text and f"{len(u.methods)} method(s) updated (" in text
+    assert "  OmniNPUModelRunner._dummy_run: merged: " in text and "people's" in text
+    assert "  OmniNPUModelRunner._update_states: merged-inherited: " in text and "1 conflict(s)" in text
+    unchanged = [x.name for x in u.methods if x.how == "merged" and not (x.people + x.gpu + x.ascend + x.conflicts)]
+    assert all(f".{n}: " not in text for n in unchanged)   # a method no side changed gets no line
+    assert u.to_json()["summary"]["methods"] == len(u.methods) > 0
+
+
+# Conflicts settled by statements (ONP4510, ONP4511): a previous port, a new port that re-nests it (as a vllm-ascend
+# upgrade does), and the people's edits of the previous port.
+BASE = "def f(self, x):\n    a = self.prep(x)\n    b = self.model(a)\n    return b\n"
+NESTED = "def f(self, x):\n    with self.ctx():\n        a = self.prep(x)\n        b = self.model(a)\n    return b\n"
+
+
+def _merged(new, people):
+    m = MethodUpdate("R", "f", "merged")
+    lines, diags = decide_method(m, BASE, new, people, ("people", "new"), "comment", (set(), set()))
+    return "\n".join(lines) + "\n", m, {d.code for d in diags}
+
+
+def test_a_peoples_statement_is_carried_onto_the_new_ports_rewrite_of_its_lines():
+    people = "def f(self, x):\n    a = self.prep(x)\n    b = self.model(a)\n    self.record(b)\n    return b\n"
+    code, m, codes = _merged(NESTED, people)
+    assert code == ("def f(self, x):\n    with self.ctx():\n        a = self.prep(x)\n        b = self.model(a)\n"
+                    "        self.record(b)\n    return b\n")       # after the statement it followed, at its new depth
+    assert "ONP4511" in codes and "ONP4001" not in codes and m.conflicts == 0 and m.people >= 1 and m.gpu >= 1
+    deleted = "def f(self, x):\n    b = self.model(x)\n    return b\n"   # the people's rewrite of two statements
+    code, m, codes = _merged(NESTED, deleted)
+    assert "self.prep" not in code and "        b = self.model(x)" in code and "with self.ctx():" in code
+
+
+def test_a_peoples_edit_of_statements_the_new_port_changed_too_stays_a_conflict():
+    people = "def f(self, x):\n    a = self.prep(x)\n    b = self.model(a, npu=True)\n    return b\n"
+    new = NESTED.replace("self.model(a)", "self.model2(a)")
+    code, m, codes = _merged(new, people)
+    assert m.conflicts == 1 and "ONP4001" in codes and "ONP4511" not in codes
+    assert "    b = self.model(a, npu=True)" in keep_side(code) and "self.model2(a)" in keep_side(code, 1)
+
+
+def test_a_conflict_whose_peoples_side_is_only_relaid_out_takes_the_new_side():
+    from omni_npu_port.port.merge import Hunk
+    from omni_npu_port.port.update_release import settle_conflicts
+    base, new = ["    a = g(x, y)"], ["    a = h(x)", "    b = a + 1"]
+    layout = Hunk("conflict", [], omni=new, npu=["    a = g(x,  # wrapped", "          y)"], base=base)
+    edited = Hunk("conflict", [], omni=new, npu=["    a = g(x, z)"], base=base)   # a real edit, on a changed line
+    hunks, settled = settle_conflicts([layout, edited])
+    assert hunks[0].kind == "omni" and hunks[0].lines == new and settled[0][0] == "ONP4510"
+    assert hunks[1] is edited and len(settled) == 1
+
+
+def test_a_future_import_stays_first_when_the_new_port_adds_an_import_beside_it():
+    from omni_npu_port.port.update_release import RunnerSides, update_runner
+    cls = "\n\nclass R:\n    def f(self):\n        return os.getcwd(), torch.ones(1)\n"
+    base = '"""doc"""\nimport torch\n' + cls
+    people = '"""doc"""\nfrom __future__ import annotations\nimport torch\n' + cls
+    new = '"""doc"""\nimport os\nimport torch\n' + cls
+    code, _, _ = update_runner("R", RunnerSides((base, "R"), (people, "R"), (new, "R")))
+    compile(code, "R", "exec")   # `from __future__` after another import would not compile
+    assert code.index("from __future__") < code.index("import os") < code.index("import torch")
+    code, _, _ = update_runner("R", RunnerSides((base, "R"), (people.replace("from __future__ import annotations\n",
+                                                                              "import sys\n"), "R"), (new, "R")))
+    assert code.index("import os") < code.index("import sys")   # no future import: the merge's order stands
+
+
+FLAT_BASE = ["    if x:", "        y = self.g(x)", "    return y"]
+FLAT_NEW = ["    y = self.g(x)", "    return y"]          # the new port takes the statement out of its block
+
+
+def test_a_statement_the_people_put_after_a_block_is_placed_by_its_sibling():
+    from omni_npu_port.port.update_release import carry_edits
+    after_block = ["    if x:", "        y = self.g(x)", "    self.log(y)", "    return y"]
+    lines, own = carry_edits(FLAT_BASE, FLAT_NEW, after_block)
+    assert lines == ["    y = self.g(x)", "    self.log(y)", "    return y"] and own == ["    self.log(y)"]
+    in_block = ["    if x:", "        y = self.g(x)", "        self.log(y)", "    return y"]   # a sibling of `y = ...`
+    assert carry_edits(FLAT_BASE, FLAT_NEW, in_block)[0] == ["    y = self.g(x)", "    self.log(y)", "    return y"]
+    nested = ["    if x:", "        y = self.g(x)", "        if y:", "            self.log(y)", "    return y"]
+    assert carry_edits(FLAT_BASE, FLAT_NEW, nested)[0][1:3] == ["    if y:", "        self.log(y)"]
+
+
+def test_a_settled_conflict_that_would_not_compile_is_written_as_the_conflict():
+    base = "def f(self, x):\n    if x:\n        y = self.g(x)\n    return y\n"
+    people = "def f(self, x):\n    if x:\n        y = self.g(x)\n    self.log(y)\n    return y\n"
+    new = "def f(self, x):\n    y = self.g(x)\n    return y\n"   # the conflict's region ends before `return y`
+    m = MethodUpdate("R", "f", "merged")
+    lines, diags = decide_method(m, base, new, people, ("people", "new"), "comment", (set(), set()))
+    compile("\n".join(lines) + "\n", "f", "exec")
+    assert m.conflicts == 1 and "ONP4511" not in {d.code for d in diags} and "    self.log(y)" in lines
+
+
+def test_a_folder_the_previous_commit_lacks_is_an_input_error_naming_it(tmp_path):
+    from omni_npu_port.core.errors import InputError
+    from omni_npu_port.port.update_release import git_previous
+    repo = tmp_path / "repo"
+    repo.mkdir(); _git(repo, "init", "-q")
+    (repo / "README").write_text("before the omni checkout was added\n")
+    _git(repo, "add", "-A"); _git(repo, "commit", "-qm", "first")
+    import shutil
+    shutil.copytree(UPD / "omni_next", repo / "omni")
+    _git(repo, "add", "-A"); _git(repo, "commit", "-qm", "omni added")
+    with pytest.raises(InputError, match=r"git archive of .*:omni .*give --from PREV as a path"):
+        git_previous(str(repo / "omni"), "auto", tmp_path / "prev")
+    got = git_previous(str(repo / "omni"), "HEAD", tmp_path / "same")   # a ref: the merge-base, HEAD itself here
+    assert got and (Path(got[0]) / "vllm_omni" / "_version.py").is_file() and "merge-base of HEAD and HEAD" in got[1]

@@ -101,3 +101,25 @@ def test_sources_too_big_for_the_memory_left_turn_the_derived_rules_off_not_the_
     assert t.error is None and "torch.npu.synchronize()" in t.code
     [d] = [d for d in t.diagnostics if d.code == "ONP2049"]
     assert "not enough memory" in d.message
+
+
+def test_an_attribute_on_an_object_that_is_not_vllms_is_not_looked_up(ix):
+    subjects = {s for c, s in found(ix, "gpu_receivers.py") if c == "ONP2041"}
+    # probed on that object (hasattr / getattr), or annotated with a type not vllm's (another package's, the file's)
+    assert not {"gpu_resident_keys", "gpu_extra_keys", "gpu_talker_keys", "gpu_box_keys"} & subjects
+    # annotated with a vllm type, or of an origin the file does not tell: looked up, and missing
+    assert {"cuda_missing_flag", "gpu_other_keys", "gpu_batch_keys"} <= subjects
+
+
+def test_derived_check_is_the_one_entry(ix, monkeypatch):
+    src = (FX / "gpu_fires.py").read_text()
+    direct = [f.diagnostic for f in ix.file_findings(ast.parse(src))]
+    assert [f.diagnostic for f in derived.derived_check(src, ix)] == direct
+    assert derived.derived_check("def broken(:\n", ix) == []
+    monkeypatch.setattr(derived, "derived_index", lambda rules: None)
+    assert derived.derived_check(src, compile_rules()) is None
+
+
+def test_a_device_type_test_is_one_finding_not_also_a_missing_name(ix):
+    got = found(ix, "gpu_fires.py")
+    assert ("ONP2043", "is_cuda") in got and ("ONP2041", "is_cuda") not in got

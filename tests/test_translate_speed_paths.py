@@ -1,6 +1,7 @@
 """The translator's fast paths skip only what no rule can act on (issue 33, speed): the pre-filter's `word_needs`
-(a device or env anchor word matters only where a "cuda" / NCCL_ string may be), `words_in` (a function's words
-read from its nodes, not its printed code) and `QuietState` (code generation without a generator per node).
+(a device or env anchor word matters only where a "cuda" / NCCL_ string may be), the same condition statement by
+statement in the chunker (and only where a `def` is), `words_in` (a function's words read from its nodes, not its
+printed code) and `QuietState` (code generation without a generator per node).
 Each has fixtures where the fast path must not skip and ones where it skips; all written here."""
 import re
 
@@ -59,6 +60,47 @@ def test_prefilter_skips_anchor_words_with_nothing_to_act_on(rules, what, src):
     # the whole file translated past the pre-filter: nothing either (the skip loses nothing)
     whole = _translate(Translation("w.py", src, src), rules, True, False)
     assert whole.parsed and not whole.changed and not whole.diagnostics and whole.error is None
+
+
+# statement by statement (translate.chunking): a word with `word_needs` anchors a top-level statement or class
+# member only if it holds a `def` and one of the texts; each file passes the pre-filter through another statement
+STATEMENT_ACTS = [   # the statement with the word must still be parsed: the rule acts there
+    ("def inside a top-level if", b'import os\nCFG = "cuda"\n\nif os.name:\n    def pick(dev):\n'
+     b'        return dev.device_type == "cuda"\n', "ONP1030"),
+    ("nested def in a method", b'import os\nCFG = "cuda"\n\nclass W:\n    def init(self):\n        def inner():\n'
+     b'            return os.getenv("NCCL_DEBUG")\n        return inner\n', "ONP2030"),
+]
+STATEMENT_LEFT_OUT = [   # the word is there, but no rule acting around it can act in that statement
+    ("module-level getenv of an nccl name", b'import os\nLEVEL = os.getenv("NCCL_DEBUG")\n\n\ndef pick(dev):\n'
+     b'    return dev.device_type == "cuda"\n', b"LEVEL"),
+    ("class attribute beside a method", b'import os\n\n\nclass W:\n    LEVEL = os.getenv("NCCL_DEBUG")\n\n'
+     b'    def pick(self, dev):\n        return dev.device_type == "cuda"\n', b"LEVEL"),
+    ("method without the text", b'import os\n\n\nclass W:\n    def kind(self, dev):\n        return dev.device_type\n\n'
+     b'    def pick(self, dev):\n        return dev.device_type == "cuda"\n', b"def kind"),
+]
+
+
+def _chosen(rules, src: bytes) -> bytes:
+    from omni_npu_port.translate.chunking import chunk_plan, select_statements
+    return b"".join(src[a:b] for a, b, f in select_statements(src, chunk_plan(rules)) if f is None)
+
+
+def _same_as_whole(rules, src: bytes):
+    t, w = translate_source(src, rules, "w.py"), translate_source(src, rules, "w.py", chunks=False)
+    assert (t.output, [d.to_dict() for d in t.diagnostics]) == (w.output, [d.to_dict() for d in w.diagnostics])
+    return t
+
+
+@pytest.mark.parametrize("what,src,code", STATEMENT_ACTS, ids=[m[0] for m in STATEMENT_ACTS])
+def test_statement_with_word_and_text_is_parsed(rules, what, src, code):
+    assert code in [d.code for d in _same_as_whole(rules, src).diagnostics]
+
+
+@pytest.mark.parametrize("what,src,absent", STATEMENT_LEFT_OUT, ids=[m[0] for m in STATEMENT_LEFT_OUT])
+def test_statement_without_def_or_text_is_left_out(rules, what, src, absent):
+    assert absent not in _chosen(rules, src) and b"def pick" in _chosen(rules, src)
+    t = _same_as_whole(rules, src)   # and whole-file translation finds nothing there either
+    assert [d.code for d in t.diagnostics] == ["ONP1030"] and t.changed
 
 
 def test_word_needs_leave_other_words_unconditional(rules):

@@ -102,7 +102,7 @@ class GraphRunner:
     def __init__(self, fn: Callable, example_inputs: Callable[[int], tuple], buckets, platform=None,
                  capture: Callable | None = None, warmup: int = 3):
         self.fn, self.example_inputs, self.warmup = fn, example_inputs, warmup
-        self.buckets = tuple(sorted(set(int(b) for b in buckets)))
+        self.buckets = tuple(sorted({int(b) for b in buckets}))
         if not self.buckets or self.buckets[0] <= 0: raise ValueError(f"buckets must be positive batch sizes, got {buckets!r}")
         self.platform = platform if platform is not None else _default_platform()
         self._capture = capture or device_capture

@@ -9,6 +9,7 @@ import datetime as _dt
 import os
 import platform as _pyplatform
 import time
+from functools import partial
 
 import numpy as np
 import torch
@@ -101,7 +102,7 @@ def _output_text(o: dict, tol: float) -> str:
     shape = "×".join(map(str, o["shape"])) or "scalar"
     if o["kind"] == "float":
         diff = o["max_abs_diff"]
-        times = f", {diff / tol:.1f}× the tolerance" if tol and diff == diff else ""   # NaN: no ratio
+        times = f", {diff / tol:.1f}× the tolerance" if tol and not np.isnan(diff) else ""
         return (f"output {o['output']} (floating, {shape}) differs by up to {o['max_abs_diff']:.3g}{times}, "
                 f"at {o['beyond']} of {o['numel']} elements")
     at = ", ".join(str(ix) for ix in o.get("first_at", []))
@@ -155,14 +156,18 @@ def platform_for(device: str):
     from omni_npu_port.runtime.platform import current_platform, get_platform
     return current_platform() if device == "auto" else get_platform(device)
 
+# What asking a backend about its device can raise: the driver's RuntimeError (torch's "not compiled with CUDA" is an
+# AssertionError), a module or catalog symbol this stack lacks (ImportError), a backend without the query, a bad value.
+_DEVICE_QUERY_ERRORS = (RuntimeError, AssertionError, ImportError, AttributeError, OSError, ValueError)
+
 def _describe(p) -> str | None:
     try: return f"{p.device_name()}; {p.selected_by}"
-    except Exception: return None
+    except _DEVICE_QUERY_ERRORS: return None
 
 def _versions(p) -> dict:
     from omni_npu_port import __version__
     try: v = dict(p.versions())
-    except Exception: v = {"torch": torch.__version__}
+    except _DEVICE_QUERY_ERRORS: v = {"torch": torch.__version__}
     return {**v, "python": _pyplatform.python_version(), "omni_npu_port": __version__}
 
 # %% ../../nbs/bench/harness.ipynb #33c92552
@@ -180,7 +185,7 @@ def row_bytes(cfg: TalkerMTPConfig, dtype: str) -> int:
 def memory_bytes(platform) -> int | None:
     "The memory a run on `platform` has: the device's total (the host's for cpu); None if unknown."
     try: total = int(platform.mem_get_info()[1])
-    except Exception: total = 0
+    except _DEVICE_QUERY_ERRORS: total = 0
     if total > 0: return total
     try: return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError): return None
@@ -232,16 +237,16 @@ def run_bench(device: str = "auto", batch_sizes=None, iters: int | None = None, 
     for b in batch_sizes:
         st, inputs = status[b], model.example_inputs(b, seed=b)
         tick(f"batch {b}: eager", 0)
-        eager = latency_stats(time_steps(lambda: model(*inputs), p.synchronize, iters, warmup))
+        eager = latency_stats(time_steps(partial(model, *inputs), p.synchronize, iters, warmup))
         row = BucketResult(b, st.mode, st.reason, st.capture_s, st.pool_bytes, eager)
         tick(f"batch {b}: replay", 1)
         if st.mode == "graph":
             row.parity = compare_outputs(model(*inputs), runner(*inputs), dtype)
-            row.replay_ms = replay = latency_stats(time_steps(lambda: runner(*inputs), p.synchronize, iters, warmup))
+            row.replay_ms = replay = latency_stats(time_steps(partial(runner, *inputs), p.synchronize, iters, warmup))
             if replay["p50"]: row.speedup = eager["p50"] / replay["p50"]
             if profile_kernels:
-                k, src = device_time_ms(lambda: runner(*inputs), p.synchronize), "graph"
-                if k is None: k, src = device_time_ms(lambda: model(*inputs), p.synchronize), "eager"
+                k, src = device_time_ms(partial(runner, *inputs), p.synchronize), "graph"
+                if k is None: k, src = device_time_ms(partial(model, *inputs), p.synchronize), "eager"
                 row.kernel_ms, row.kernel_source = k, (src if k is not None else None)
                 if k and replay["p50"]: row.replay_over_kernel = replay["p50"] / k
             if not row.parity["ok"]: notes.append(parity_explanation(row.parity, f"graph replay / batch {b}"))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as _dt
 import time
 from collections import Counter
+from functools import partial
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -92,10 +93,9 @@ def _prepare(mode, model, platform, buckets, warmup):
     return r, {b: (s.capture_s, s.pool_bytes) for b, s in st.items()}, compile_s, ""
 
 def _row(subject, mode, b, **kw) -> dict:
-    base = dict(subject=subject, mode=mode, batch=b, status="ok", reason="", p50_ms=None, p90_ms=None, capture_s=None,
-                compile_s=None, pool_bytes=None, parity=None, ops_per_call=None, kernels_per_call=None,
-                kernel_ms=None, roofline_ms=None, over_roofline=None)
-    return {**base, **kw}
+    measured = dict.fromkeys(("p50_ms", "p90_ms", "capture_s", "compile_s", "pool_bytes", "parity", "ops_per_call",
+                              "kernels_per_call", "kernel_ms", "roofline_ms", "over_roofline"))   # None until measured
+    return {"subject": subject, "mode": mode, "batch": b, "status": "ok", "reason": "", **measured, **kw}
 
 # %% ../../nbs/bench/modes.ipynb #d90d10af
 def measure_subject(subject, cfg, platform, dtype, modes, buckets, iters, warmup, bandwidth, progress=None) -> list[dict]:
@@ -107,16 +107,18 @@ def measure_subject(subject, cfg, platform, dtype, modes, buckets, iters, warmup
     for mode in modes:
         tick(f"{subject}: {mode}")
         try: fn, caps, compile_s, why = _prepare(mode, model, platform, buckets, warmup)
-        except Exception as e:   # a compile that fails here says why; the other modes still run
+        # torch.compile fails in many types (dynamo's, inductor's, the backend's): the row names it, the other
+        # modes still run
+        except Exception as e:  # noqa: BLE001
             rows += [_row(subject, mode, b, status="failed", reason=f"{type(e).__name__}: {str(e).splitlines()[0][:200]}") for b in buckets]
             continue
         for b in buckets:
             if fn is None: rows.append(_row(subject, mode, b, status="unavailable", reason=why)); continue
             tick(f"{subject}: {mode}, batch {b}")
             x = model.example_inputs(b, seed=b)
-            st = latency_stats(time_steps(lambda: fn(*x), platform.synchronize, iters, warmup))
+            st = latency_stats(time_steps(partial(fn, *x), platform.synchronize, iters, warmup))
             cap = caps.get(b, (None, None))
-            k, kms = kernel_stats(lambda: fn(*x), platform.synchronize) if platform.name == "cuda" else (None, None)
+            k, kms = kernel_stats(partial(fn, *x), platform.synchronize) if platform.name == "cuda" else (None, None)
             rows.append(_row(subject, mode, b, p50_ms=st["p50"], p90_ms=st["p90"], capture_s=cap[0], compile_s=compile_s,
                              pool_bytes=cap[1], parity=compare_outputs(eager[b], fn(*x), str(dtype).split(".")[-1]),
                              ops_per_call=count_ops(model, *x) if mode in ("eager", "graph") else None,

@@ -39,8 +39,8 @@ class TalkerMTPConfig:
     @classmethod
     def small(cls, **kw) -> TalkerMTPConfig:
         "Small shapes with the same structure (GQA, several layers and groups), for CPU tests."
-        return cls(**{**dict(hidden_size=64, intermediate_size=128, num_layers=2, num_heads=4, num_kv_heads=2,
-                             head_dim=16, vocab_size=64, num_code_groups=4), **kw})
+        return cls(**{"hidden_size": 64, "intermediate_size": 128, "num_layers": 2, "num_heads": 4, "num_kv_heads": 2,
+                      "head_dim": 16, "vocab_size": 64, "num_code_groups": 4, **kw})
 
     @property
     def max_positions(self) -> int:

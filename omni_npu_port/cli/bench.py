@@ -70,8 +70,8 @@ def bench_arguments(args, prof) -> dict:
     except ValueError as e:
         where = "--batch-sizes" if batch_sizes else f"[bench] batch_sizes ({prof.origins.get('bench.batch_sizes', 'the profile')})"
         raise UsageError(f"{where}: {e}") from None
-    return dict(batch_sizes=batch_sizes, iters=args.iters, warmup=args.warmup, small=args.small, dtype=args.dtype,
-                profile_kernels=args.profile_kernels, platform=p)
+    return {"batch_sizes": batch_sizes, "iters": args.iters, "warmup": args.warmup, "small": args.small,
+            "dtype": args.dtype, "profile_kernels": args.profile_kernels, "platform": p}
 
 # %% ../../nbs/cli/bench.ipynb #dfd4aa33
 def _progress_bar(console):

@@ -16,7 +16,7 @@ import traceback
 from pathlib import Path
 
 from .. import __version__
-from ..core.errors import INPUT, INTERRUPTED, OK, PortingError, USAGE, UsageError, error_line, exit_code_of
+from ..core.errors import INPUT, OK, USAGE, PortingError, UsageError, error_line, exit_code_of
 
 # %% auto #0
 __all__ = ['DESCRIPTIONS', 'COMMANDS', 'DEBUG_ENV', 'BROKEN_PIPE', 'BOUNDED', 'command_module', 'CommandParser', 'build_parser',

@@ -19,11 +19,11 @@ from ..port.formatting import FORMATTERS, RUFF_LINE_LENGTH
 from ..port.locate import Located, PortError, locate, method_located, missing_method, parse_spec
 from ..port.merge import PREFER
 from ..port.mro import ORDER_BLOCKS
-from ..port.calls import CALL_BLOCKS, bind_runner_calls
-from ..port.ready import ready_index
+from ..port.calls import CALL_BLOCKS
 from ..port.method import DEFAULT_PREFER, PortOptions, PortResult, port_method
-from ..port.classes import port_class
-from ..port.judge import JUDGE_ERRORS, judge_class_port
+from ..port.context import PortContext
+from ..port.pipeline import class_judge_inputs, port_one_class
+from ..port.judge import JUDGE_ERRORS
 from ..port.release import DEFAULT_OUT, REPORT_JSON, port_release, release_summary
 from ..port.update_release import update_release, update_summary
 from ..port.translation import port_target
@@ -103,9 +103,10 @@ def _add_release_options(ap: argparse.ArgumentParser):
     ap.add_argument("--history", nargs="*", metavar="VERSION", help="--release: older vllm releases the omni copy may lag "
                     "behind (default: the catalog's choice; give none for no history)")
     ap.add_argument("--from", dest="from_release", nargs="?", const="auto", metavar="PREV", help="--release: "
-                    "update from PREV's hand-written NPU runners (a version, wheel, sdist or checkout; no value or "
-                    "`auto`: the release before OMNI): what the people changed on the tool's port of PREV is carried "
-                    "onto OMNI's port")
+                    "update from PREV's hand-written NPU runners (a version, wheel, sdist or checkout; a git ref of "
+                    "OMNI's checkout: the merge-base with it; no value or `auto`: the parent commit of OMNI's "
+                    "checkout, else the release before OMNI): what the people changed on the tool's port of PREV "
+                    "is carried onto OMNI's port")
     ap.add_argument("-j", "--jobs", type=int, default=None, metavar="N", help="--release: runners ported in N processes "
                     "(default: one per CPU)")
     ap.add_argument("--no-judge", action="store_true", help="--release, --class: do not type-check the written modules "
@@ -193,11 +194,9 @@ def run_port(args: argparse.Namespace, need: bool) -> tuple[PortResult, list[Loc
     if args.whole_class:
         _no_methods([args.gpu_base, args.gpu_omni, args.npu_base, *args.gpu_history, *([args.into] if args.into else [])])
         locs = [locate(s, False, extra) for s in (args.gpu_base, args.gpu_omni, args.npu_base)]
-        res = port_class(*locs, class_name=args.class_name, history=history, into=into, options=_options(args, "class"))
-        ix = ready_index(locs[0], locs[2])   # every call bound to its callee's signature, as --release (port/calls)
-        res.code, found = bind_runner_calls(res.code, res.name, locs[1], locs[2], locs[0], None, ix)
-        res.diagnostics += found
-        return res, locs
+        ctx = PortContext(locs[0], locs[2], _options(args, "class"), history, extra, not args.no_judge,
+                          class_judge_inputs(*locs))   # every pass --release runs, the judge included (port/pipeline)
+        return port_one_class(locs[1], ctx, args.class_name, into)[0], locs
     go = locate(args.gpu_omni, True, extra)     # a method the omni class lacks: the error lists those it has
     gb, nb = _class_at(args.gpu_base, args.source), _class_at(args.npu_base, extra)
     def pick(cls: Located, spec: str) -> Located:   # the omni method's name missing: omni-only; another name: a typo
@@ -209,7 +208,6 @@ def run_port(args: argparse.Namespace, need: bool) -> tuple[PortResult, list[Loc
     res = port_method(*locs, history=history, into=into, options=_options(args, "method"))
     return res, locs
 
-
 # %% ../../nbs/cli/port.ipynb #107d012f
 @gc_paused()
 def run(args: argparse.Namespace) -> int:
@@ -220,7 +218,6 @@ def run(args: argparse.Namespace) -> int:
     if args.against and args.whole_class: _no_methods([args.against], " (--against too)")
     hand = locate(args.against, need) if args.against else None
     res, inputs = run_port(args, need)
-    if args.whole_class: judge_class_port(res, *inputs, judge=not args.no_judge)   # ready: judged
     say_target(args, inputs[2])
     if hand is None: return write_result(res, args)
     scores = score_result(res, hand, inputs)
@@ -232,8 +229,8 @@ def run_release(args: argparse.Namespace) -> int:
     "`port --release OMNI`: every runner class of the release ported and written with its report; 0 clean, 1 otherwise."
     say = StderrProgress()   # the library reports lines and download steps; this draws them
     opts = PortOptions(prefer=args.prefer or DEFAULT_PREFER["release"], target=args.target)
-    upd, kw = None, dict(sources=args.source, progress=say, force=args.force, workers=args.jobs or os.cpu_count() or 1,
-                         out=args.output or DEFAULT_OUT)   # out checked first
+    upd, kw = None, {"sources": args.source, "progress": say, "force": args.force,
+                     "workers": args.jobs or os.cpu_count() or 1, "out": args.output or DEFAULT_OUT}   # out checked first
     try:
         if args.from_release:
             upd = update_release(args.release, args.from_release, args.target, prefer=opts.prefer.value,
@@ -247,7 +244,7 @@ def run_release(args: argparse.Namespace) -> int:
     say(f"target vllm-ascend {res.vllm_ascend} ({origin}): GPU base vllm {res.vllm} ({res.pairing.evidence})")
     written = res.written
     if args.json: print(json.dumps((upd or res).to_json(), indent=2))
-    else: print("\n".join(release_summary(res) + (update_summary(upd) if upd else []) +
+    else: print("\n".join((update_summary(upd) if upd else release_summary(res)) +
                           [f"wrote {w}" for w in written]))
     for d in res.diagnostics:   # an input it could not read is said on stderr too, one line each, whatever the format
         if d.severity == "error": print(f"omni-npu-port port: {d}", file=sys.stderr)
@@ -265,8 +262,8 @@ def diagnostic_json(d) -> dict:
 def score_lines(hand: Located, scores: dict[str, Score]) -> list[str]:
     "One line per scored method; a line saying why when nothing could be scored."
     if not scores:
-        return [f"against {hand.label()}: no method of the port to score (the hand-written side defines none of them, "
-                "or the ported module does not parse)"]
+        return [(f"against {hand.label()}: no method of the port to score (the hand-written side defines none of them, "
+                "or the ported module does not parse)")]
     return [f"against {hand.label()}: {name}: similarity {s.ratio:.3f} (ceiling {s.ceiling:.3f}: {s.invented} "
             f"hand-written line(s) of prose in none of the inputs), code only {s.code_ratio:.3f}" for name, s in scores.items()]
 
@@ -284,7 +281,8 @@ def write_result(res: PortResult, args, scored: tuple[Located, dict[str, Score]]
         for d in res.diagnostics: print(f"omni-npu-port: {d}", file=sys.stderr)
         for line in _score_lines_or_none(scored): print(f"omni-npu-port: {line}", file=sys.stderr)
     blocks = ("ONP4006",) + ORDER_BLOCKS + CALL_BLOCKS + JUDGE_ERRORS   # parse; mro; calls; the judge
-    return FINDINGS if res.conflicts or any(d.code in blocks for d in res.diagnostics) else OK
+    not_ready = res.stats.get("not_ready")   # --class: the ready pass's findings, as --release counts them
+    return FINDINGS if res.conflicts or not_ready or any(d.code in blocks for d in res.diagnostics) else OK
 
 def _score_lines_or_none(scored) -> list[str]:
     return score_lines(*scored) if scored else []

@@ -93,7 +93,7 @@ def run(args) -> int:
         if name in args.skip: continue
         con.print(Rule(name))
         try: step(con, state)
-        except Exception as e:  # a step that cannot run here says why; the tour goes on
+        except Exception as e:  # noqa: BLE001 -- a step that cannot run here says why; the tour goes on
             failed.append(name)
             con.print(f"[red]{name} step failed:[/red] {type(e).__name__}: {escape(str(e))}")
     con.print(Rule())

@@ -11,17 +11,20 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Iterable, NamedTuple
 
-from packaging.version import InvalidVersion, Version
 
-from .releases import (OMNI_PAIRING, PAIRING, RELEASES, TORCH_NPU_PINS, VLLM_ASCEND_VERSIONS, VLLM_LINE,
-                                         VLLM_VERSIONS, Release, _MAIN, parse_target, parse_version, resolve_release,
-                                         version_str, vllm_of_line)
+from .releases import (OMNI_PAIRING, PAIRING, TORCH_NPU_PINS, VLLM_ASCEND_VERSIONS, VLLM_LINE,
+                                         VLLM_VERSIONS, Release, parse_target, parse_version, resolve_release,
+                                         vllm_of_line)
+
+# the releases table's names other modules import from the catalog: re-exported (nbdev adds `_all_` to `__all__`)
+_all_ = ["TORCH_NPU_PINS", "VLLM_ASCEND_VERSIONS", "VLLM_VERSIONS"]
 
 # %% auto #0
 __all__ = ['OMNI_RUNNERS', 'FAMILIES', 'KINDS', 'SOURCES', 'FORWARD_CONTEXT', 'GRAPHS', 'DEVICE_OPS', 'ATTENTION', 'ROTARY_SP',
            'SAMPLER_BATCH', 'GRAPH_PARAMS', 'SIGNATURES', 'CATALOG', 'OPS', 'OMNI_LAG', 'Pattern', 'Symbol', 'Catalog',
            'check_choice', 'op_schema', 'resolve_target_spec', 'select_target', 'OmniPairing', 'ascend_of_line',
-           'infer_omni_vllm', 'omni_pairing', 'omni_history', 'records_table', 'show_records', 'show_pattern']
+           'infer_omni_vllm', 'omni_pairing', 'omni_history', 'records_table', 'show_records', 'show_pattern',
+           'TORCH_NPU_PINS', 'VLLM_ASCEND_VERSIONS', 'VLLM_VERSIONS']
 
 # %% ../../nbs/core/catalog.ipynb #4e862511
 # Where vLLM-Omni keeps its runners: (GPU module, GPU class, NPU module, NPU class).
@@ -970,8 +973,8 @@ def show_pattern(pid: str, catalog: Catalog | None = None):
     "Display one record: GPU and NPU code side by side with versions and notes."
     from IPython.display import Markdown
     p = (catalog or CATALOG)[pid]
-    md = [f"**`{p.id}`** — {p.title} (*{p.kind}*; vllm-ascend {_ascend_range(p)}, "
-          f"vllm {_range(p.vllm_since, p.vllm_until)})", "", "GPU:", "```python", p.gpu, "```", "NPU:", "```python", p.npu, "```"]
+    md = [(f"**`{p.id}`** — {p.title} (*{p.kind}*; vllm-ascend {_ascend_range(p)}, "
+           f"vllm {_range(p.vllm_since, p.vllm_until)})"), "", "GPU:", "```python", p.gpu, "```", "NPU:", "```python", p.npu, "```"]
     if p.correction: md += ["", f"*Card correction:* {p.correction}"]
     if p.notes: md += ["", p.notes]
     return Markdown("\n".join(md))

@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import re
 from pathlib import Path
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 # %% auto #0
 __all__ = ['SEVERITIES', 'REGISTRY', 'EXPLAIN_COMMAND', 'CODES_PAGE', 'Code', 'register', 'code_info', 'Diagnostic',

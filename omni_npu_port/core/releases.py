@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime
 import functools
 import importlib.resources
+import itertools
 import re
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -107,7 +108,7 @@ def _row(cls, where: str, e, versions=()) -> object:
     return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in e.items()})
 
 def _ordered(where: str, versions: list) -> None:
-    for a, b in zip(versions, versions[1:]):
+    for a, b in itertools.pairwise(versions):
         if parse_version(a) >= parse_version(b): raise ReleasesError(f"{where}: {b} after {a}: list releases oldest first, once each")
 
 def _check_ascend(where: str, r: AscendRelease) -> None:

@@ -31,13 +31,13 @@ _MONO = "font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-s
 _WRAP = "overflow-wrap:normal;word-break:normal;hyphens:none"   # never inside a word; `breakable` marks where else
 
 RULES = (   # (selectors, declarations): the one style of every view, both a <style> block and inline on each element
-    (".onp", "font-family:system-ui,-apple-system,Roboto,sans-serif;font-size:13px;line-height:1.45;color:#1f2328;"
-             "background:#fff;text-align:left;max-width:100%"),
+    (".onp", ("font-family:system-ui,-apple-system,Roboto,sans-serif;font-size:13px;line-height:1.45;color:#1f2328;"
+              "background:#fff;text-align:left;max-width:100%")),
     (".onp h4", "margin:10px 0 4px;font-size:14px"), (".onp p", "margin:4px 0"),
     (".onp .scroll", "max-height:640px;max-width:100%;overflow:auto;border:1px solid #d0d7de;margin:4px 0 10px"),
     (".onp table", "border-collapse:collapse;margin:0;table-layout:auto;font-size:13px;color:#1f2328"),
-    (".onp th,.onp td", "border:1px solid #d0d7de;padding:2px 6px;text-align:left;vertical-align:top;white-space:normal;"
-                        f"line-height:1.45;max-width:none;{_WRAP}"),
+    (".onp th,.onp td", ("border:1px solid #d0d7de;padding:2px 6px;text-align:left;vertical-align:top;white-space:normal;"
+                         f"line-height:1.45;max-width:none;{_WRAP}")),
     (".onp th", "background:#f6f8fa;font-weight:600"), (".onp thead th", "position:sticky;top:0;z-index:1"),
     (".onp td.num", "text-align:right;font-variant-numeric:tabular-nums"),
     (".onp code,.onp pre,.onp td.src,.onp td.ln", _MONO), (".onp pre", f"white-space:pre-wrap;{_WRAP};margin:2px 0"),
@@ -51,8 +51,8 @@ RULES = (   # (selectors, declarations): the one style of every view, both a <st
     (".onp tr.npu td.src", "background:#ddf4ff"), (".onp tr.omni td.src", "background:#fbefff"),
     (".onp tr.mark td.src", "background:#ffd8b5;font-weight:bold"), (".onp tr.fence td.src", "background:#eefbf1;color:#1a7f37"),
     (".onp td.dg", "white-space:normal"), (".onp .d", "margin:1px 0"),
-    (".onp .sev", "display:inline-block;padding:0 5px;border-radius:8px;font-size:11px;color:#fff;background:#6e7781;"
-                  "white-space:nowrap"),
+    (".onp .sev", ("display:inline-block;padding:0 5px;border-radius:8px;font-size:11px;color:#fff;background:#6e7781;"
+                   "white-space:nowrap")),
     (".onp .sev-error,.onp .sev-fail,.onp .sev-changed,.onp .sev-missing", "background:#cf222e"),
     (".onp .sev-warning,.onp .sev-manual,.onp .sev-unsupported", "background:#bc4c00"),
     (".onp .sev-rewrite,.onp .sev-ok", "background:#1a7f37"), (".onp .sev-info,.onp .sev-n\\/a", "background:#6e7781"),

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core.diagnostics import Code, Diagnostic, code_info, register
-from ..core.errors import InputError
+from ..core.errors import InputError, UsageError
 from ..core.profile import resolve_target
-from ..core.releases import Target
+from ..core.releases import Target, parse_pin
 from ..sources.fetch import CACHE_DIR
 from ..sources.stated import omni_target, tree_target
 from ..sources.symbols import SymbolIndex, resolve
@@ -24,7 +24,9 @@ from .merge import code_tokens
 from .ready import ready_index
 from .release import port_release
 from .release_inputs import locate_base, open_release, release_source
-from .runners import ClassGraph, runner_bases
+from .derived_check import audit_derived
+from .runners import ClassGraph, find_runners, runner_bases
+from .translation import rules_for
 from .update_release import class_methods, previous_release, update_runners
 
 # %% auto #0
@@ -280,8 +282,9 @@ def new_methods(prev_gpu: dict, new_gpu: dict, copy_cls, graph, gpu_name: str) -
 # %% ../../nbs/port/audit.ipynb #01397a5d
 def release_arg(arg: str | None) -> str | None:
     "A release as `port --release` reads it; `vllm-omni==X` (as port and doctor take it) read as the version X."
-    name, eq, version = (arg or "").partition("==")
-    return version if eq and name.replace("_", "-") == "vllm-omni" else arg
+    try: pin = parse_pin(arg, "release") if arg else None
+    except ValueError as e: raise UsageError(str(e)) from None
+    return pin[1] if pin and pin[0].replace("_", "-") == "vllm-omni" else arg
 
 def _hand(origin: str, dotted: str | None) -> tuple[str, str, str] | None:
     "(module text, class, file) of a hand-written NPU runner in a source, None where it cannot be read."
@@ -394,4 +397,7 @@ def audit(gpu: str, npu: str | None = None, prev: str | None = "auto", target: s
                    f"vllm-ascend {t.asked} ({t.origin})", level="info")]
     for r in runners:
         out += runner_findings(r, sides, {m.name: m.was for m in ups if m.runner == r.cls and m.was})
+    copies = find_runners(sides.graph, ntree).npu   # port.derived_check: GPU-only names left in the NPU copy
+    out += [Finding(d.code, d.message, path=d.path, line=d.line, column=d.column, cls=d.where or "", level=d.level)
+            for d in audit_derived(copies, rules_for(t.spec), [nb.module_text], ntree.file_of)]
     return out

@@ -24,7 +24,7 @@ from .supercalls import extends_by_super, param_names, rebind_supers
 from .formatting import format_code, format_options, ruff_bin, ruff_warnings
 from .merge import keep_side
 from .overrides import omni_definitions, refit_overrides
-from .mro import base_order, order_diagnostics, plan_for_order
+from .mro import BaseOrder, base_order, order_diagnostics, plan_for_order
 from .method import PortOptions, PortResult, parse_check, port_method, port_options, undefined_names
 
 # %% auto #0
@@ -234,10 +234,12 @@ def port_class(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_st
                target: str | RuleSet | None = None, class_name: str | None = None, prefer: str = "markers",
                history: list[Located] = (), format: str | None = None, line_length: int | None = None,
                into: Located | None = None, parent: list[MroClass] | None = None,
-               options: PortOptions | None = None) -> PortResult:
+               options: PortOptions | None = None, order: BaseOrder | None = None) -> PortResult:
     "Port every omni override of a class; returns a module with its imports (`history`: older GPU base classes; `format`: ruff;"
     " `into`: the class the methods land in instead of the generated one; `parent`: the MRO of an NPU class ported already"
-    " for an omni base of this one, which the port derives from: the methods it has are not ported again; `options`: the settings as one `PortOptions`)."
+    " for an omni base of this one, which the port derives from: the methods it has are not ported again;"
+    " `options`: the settings as one `PortOptions`; `order`: the base order the pipeline's mro pass chose, its"
+    " findings said there)."
     o = port_options(options, "class", prefer=prefer, target=target, super_style=super_style, format=format,
                      line_length=line_length)
     super_style, target, prefer, format, line_length = o.super_style, o.target, o.prefer.value, o.format, o.line_length
@@ -247,18 +249,18 @@ def port_class(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_st
     ruff_said = ruff_warnings(gpu_omni) if format else []   # a setting of the omni source's ruff config ignored
     rules = rules_for(target or target_of(npu_base))       # compiled once for the whole class
     cname = class_name or ported_class_name(gpu_omni.cls_node.name)
-    bo = base_order(cname, gpu_omni, npu_base, gpu_base, parent)   # NPU first where the NPU base lacks vllm's runner
+    bo = order or base_order(cname, gpu_omni, npu_base, gpu_base, parent)   # NPU first where the NPU base lacks vllm's
     plan = plan_for_order(bo, gpu_omni, plan_class(gpu_base, gpu_omni, npu_base, rules,
                                                    exclude={c.name for c in parent or []}))
-    diags = pairing_check(gpu_base, npu_base) + target_check(npu_base, rules) + order_diagnostics(bo, cname)
-    diags += ruff_said
+    diags = pairing_check(gpu_base, npu_base) + target_check(npu_base, rules)
+    diags += (order_diagnostics(bo, cname) if order is None else []) + ruff_said   # order given: the mro pass said it
     bodies, styles, npu_srcs = [], {}, {}
+    each = dataclasses.replace(o, target=rules, line_length=ll)   # every method's options: the class's, rules compiled
     landing = class_mro(into) if into is not None else generated_mro(cname, gpu_omni, npu_base, parent, gpu_base)
     for name in plan.port:
         r = port_method(method_located(gpu_base, name), method_located(gpu_omni, name),
-                        method_located(npu_base, name), super_style, rules, o.fence, prefer=prefer,
-                        history=[m for h in history if (m := method_located(h, name))], format=format, line_length=ll,
-                        landing=landing)
+                        method_located(npu_base, name), history=[m for h in history if (m := method_located(h, name))],
+                        landing=landing, options=each)
         diags += [d for d in r.diagnostics if d.code not in ("ONP4101", "ONP4104", "ONP9013")]   # ONP9013: once, below
         bodies.append(r.code); styles[name] = r.style
         if r.style == "super-call": npu_srcs[name] = method_located(npu_base, name).method_source

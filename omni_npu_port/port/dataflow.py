@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import ast
+import copy
 import re
 
 from ..core.diagnostics import Code, code_info, register
@@ -14,7 +15,8 @@ from .merge import FENCE_RE, FENCE_TEXT
 
 # %% auto #0
 __all__ = ['scope_nodes', 'binds', 'reads', 'blocks', 'binding_marks', 'late_reads', 'blocked', 'plan_move', 'move_rows',
-           'dead_spans', 'unreached_reads', 'place_by_dataflow']
+           'dead_spans', 'unreached_reads', 'maybe_unbound', 'commented_conflicts', 'stands_for', 'bind_commented',
+           'place_by_dataflow']
 
 # %% ../../nbs/port/dataflow.ipynb #44ce710f
 register(
@@ -218,6 +220,177 @@ def _unreached(rows: list) -> list[tuple[int, str]]:
     inside = lambda a, b: a is not b and b.lineno <= a.lineno and a.end_lineno <= b.end_lineno
     return [(k, m) for st, k, m in out if not any(inside(o, st) for o, _, _ in out)]   # the innermost statement says it
 
+# %% ../../nbs/port/dataflow.ipynb #087c154c
+def _meet(*ends):
+    "The names bound on every path that falls through (None: no path does)."
+    live = [e for e in ends if e is not None]
+    return frozenset.intersection(*live) if live else None
+
+def _pattern_binds(p: ast.AST) -> set[str]:
+    return {n.name for n in ast.walk(p) if isinstance(n, (ast.MatchAs, ast.MatchStar)) and n.name} | \
+           {n.rest for n in ast.walk(p) if isinstance(n, ast.MatchMapping) and n.rest}
+
+class _Flow:
+    "Definite binding along a function's paths: `found` collects each read of a local not bound on every path to it."
+    def __init__(self, local: set[str]): self.local, self.found, self.breaks = local, [], []
+    def expr(self, node: ast.AST, bound: frozenset) -> frozenset:
+        comp = _comp_targets(node)
+        self.found += [(n.id, n) for n in scope_nodes(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+                       and n.id in self.local and n.id not in bound and n.id not in comp]
+        return bound | (binds(node) - comp)
+    def block(self, sts: list, bound: frozenset) -> frozenset | None:
+        for st in sts:
+            if (bound := self.stmt(st, bound)) is None: return None
+        return bound
+    def stmt(self, st: ast.stmt, b: frozenset) -> frozenset | None:
+        if isinstance(st, ast.If):
+            b = self.expr(st.test, b); return _meet(self.block(st.body, b), self.block(st.orelse, b))
+        if isinstance(st, (ast.For, ast.AsyncFor, ast.While)):
+            b = self.expr(st.iter if hasattr(st, "iter") else st.test, b)
+            self.breaks.append([])
+            self.block(st.body, self.expr(st.target, b) if hasattr(st, "target") else b)
+            forever = isinstance(st, ast.While) and isinstance(st.test, ast.Constant) and bool(st.test.value)
+            return _meet(*self.breaks.pop(), *([] if forever else [self.block(st.orelse, b)]))   # each break, or done
+        if isinstance(st, (ast.With, ast.AsyncWith)):
+            for it in st.items: b = self.expr(it, b)
+            return self.block(st.body, b)
+        if isinstance(st, (ast.Try, getattr(ast, "TryStar", ast.Try))):
+            t = self.block(st.body, b)
+            ends = [None if t is None else self.block(st.orelse, t)]
+            ends += [self.block(h.body, (self.expr(h.type, b) if h.type else b) | {h.name} - {None})
+                     for h in st.handlers]
+            out = _meet(*ends)
+            f = self.block(st.finalbody, b) if st.finalbody else frozenset()
+            return None if out is None or f is None else out | f
+        if isinstance(st, ast.Match):
+            b = self.expr(st.subject, b)
+            ends = [self.block(c.body, self.expr(c.guard, b | _pattern_binds(c.pattern)) if c.guard
+                               else b | _pattern_binds(c.pattern)) for c in st.cases]
+            total = any(isinstance(c.pattern, ast.MatchAs) and c.pattern.pattern is None and not c.guard
+                        for c in st.cases)
+            return _meet(*ends, *([] if total else [b]))
+        if isinstance(st, ast.Break) and self.breaks: self.breaks[-1].append(b)
+        if isinstance(st, (ast.Break, ast.Continue)): return None
+        if isinstance(st, ast.AugAssign) and isinstance(st.target, ast.Name) and st.target.id in self.local \
+                and st.target.id not in b: self.found.append((st.target.id, st.target))
+        after = self.expr(st, b)
+        return None if isinstance(st, (ast.Return, ast.Raise)) else after
+
+# %% ../../nbs/port/dataflow.ipynb #fb5950b3
+def maybe_unbound(fn: ast.AST, own: set = frozenset()) -> list[tuple[str, ast.Name]]:
+    "(name, its `Name`) for each read of a name of the function's own scope (or of `own`) that some path reaches"
+    " unbound: the checker's *possibly unbound* (a loop's later turns, a `with` that swallows errors and `del` not"
+    " followed)."
+    a = fn.args
+    params = {p.arg for p in a.posonlyargs + a.args + a.kwonlyargs + [x for x in (a.vararg, a.kwarg) if x]}
+    decl = {x for st in fn.body for n in scope_nodes(st) if isinstance(n, (ast.Global, ast.Nonlocal)) for x in n.names}
+    flow = _Flow(({x for _, x in binding_marks(fn)} | set(own)) - decl)
+    flow.block(fn.body, frozenset(params))
+    return flow.found
+
+# %% ../../nbs/port/dataflow.ipynb #4c15db92
+register(
+    Code("ONP4465", "alias-commented-binding", "live code reads a name that only the commented omni side of a conflict "
+         "binds, and the kept NPU side holds the same statement with another name where omni's has it: the name is "
+         "bound to the NPU side's value after the conflict", "warning",
+         "check the NPU side's value is the one omni's code expects (the message names both), or resolve the conflict",
+         "port/dataflow.ipynb", "port"),
+    Code("ONP4466", "read-commented-binding", "live code reads a name that, on some path to it, only the commented "
+         "omni side of a conflict binds, and nothing on the kept side stands for it: it is unbound when it runs",
+         "error", "resolve the conflict the message names (keep omni's binding), or bind the name on the NPU side",
+         "port/dataflow.ipynb", "port"),
+)
+
+_OPEN, _SPLIT, _CLOSE = "# <<<<<<< ONP4001", "# =======", "# >>>>>>>"
+
+def commented_conflicts(rows: list) -> list[tuple[int, int, int]]:
+    "(open, split, close) row index of each conflict rendered with its omni side commented out."
+    out, at = [], None
+    for k, r in enumerate(rows):
+        s = r[0].lstrip()
+        if s.startswith(_OPEN): at = [k]
+        elif at and len(at) == 1 and s.startswith(_SPLIT): at.append(k)
+        elif at and len(at) == 2 and s.startswith(_CLOSE): out.append((*at, k)); at = None
+    return out
+
+def _side(rows: list) -> list[ast.stmt]:
+    "The statements of one side's rows (the commented side uncommented); [] where they do not parse alone."
+    ind = min((len(r[0]) - len(r[0].lstrip()) for r in rows if r[0].strip()), default=0)
+    text = "\n".join(re.sub(r"^#\s?", "", r[0][ind:]) if r[1] == "omni" else r[0][ind:] for r in rows)
+    try: return [n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.stmt)]
+    except SyntaxError: return []
+
+class _Rename(ast.NodeTransformer):
+    def __init__(self, old: str, new: str): self.old, self.new = old, new
+    def visit_Name(self, n): return ast.Name(self.new, n.ctx) if n.id == self.old else n
+
+def _kw_alike(a: ast.stmt, b: ast.stmt, cut: float = 0.6) -> bool:
+    "Two single-name assignments of calls that pass mostly the same keywords (one result built two ways)."
+    one = lambda s: isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name) \
+        and isinstance(s.value, ast.Call)
+    if not (one(a) and one(b)): return False
+    ka, kb = ({k.arg for k in s.value.keywords if k.arg} for s in (a, b))
+    return bool(ka | kb) and len(ka & kb) >= cut * len(ka | kb)
+
+def stands_for(npu: list[ast.stmt], omni: list[ast.stmt], x: str) -> str | None:
+    "The name the NPU side holds where the omni side holds `x` in the same statement (`return y` for `return x`; `y ="
+    " Out(k=...)` for `x = OmniOut(k=...)`, mostly the same keywords), or None."
+    for a in omni:
+        if x in binds(a) and (b := next((b for b in npu if _kw_alike(a, b)), None)): return b.targets[0].id
+    for a in omni:
+        if x not in {n.id for n in ast.walk(a) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}: continue
+        for b in npu:
+            for y in {n.id for n in ast.walk(b) if isinstance(n, ast.Name)} - {x}:
+                if ast.dump(_Rename(x, y).visit(copy.deepcopy(a))) == ast.dump(b): return y
+    return None
+
+# %% ../../nbs/port/dataflow.ipynb #32f38af2
+def _fn(rows: list):
+    try: fn = ast.parse("\n".join(r[0] for r in rows)).body[0]
+    except (SyntaxError, IndexError): return None
+    return fn if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+
+def _commented_read(rows: list, said: set):
+    "The first read of a name that on some path only a commented omni side binds: (name, line, conflict), or None."
+    fn, cs = _fn(rows), commented_conflicts(rows)
+    own = set().union(*(binds(st) for c in cs for st in _side(rows[c[1] + 1:c[2]])))
+    for x, node in (maybe_unbound(fn, own) if fn is not None and cs else []):
+        if x in said: continue
+        sides = [c for c in cs if c[2] < node.lineno - 1 and x in set().union(*map(binds, _side(rows[c[1] + 1:c[2]])))]
+        if sides: return x, node.lineno, sides[-1]
+    return None
+
+def _same_value(npu: list[ast.stmt], omni: list[ast.stmt], x: str) -> bool:
+    "Whether omni's side binds `x` by assigning a value the NPU side assigns too (one record, unpacked two ways)."
+    vals = {ast.dump(b.value) for b in npu if isinstance(b, ast.Assign)}
+    return any(isinstance(a, ast.Assign) and x in binds(a) and ast.dump(a.value) in vals for a in omni)
+
+def bind_commented(rows: list) -> tuple[list, list]:
+    "Each name live code reads that on some path only a commented omni side binds: bound after that conflict to the"
+    " name the NPU side holds in its stead (ONP4465), else said (ONP4466). (rows, [(key, code, message)])."
+    found, said = [], set()
+    while (hit := _commented_read(rows, said)) is not None:
+        (x, line, c), _ = hit, said.add(hit[0])
+        npu, omni = _side(rows[c[0] + 1:c[1]]), _side(rows[c[1] + 1:c[2]])
+        if _same_value(npu, omni, x): continue   # both sides unpack one value: the record merge joins them (ONP4424)
+        y = stands_for(npu, omni, x)
+        where = (f"`{x}` (read at line {line}) is bound only in the commented omni side of the conflict at line "
+                 f"{c[0] + 1}")
+        if y:
+            head = rows[c[0]][0]
+            new = rows[:c[2] + 1] + [[f"{head[:len(head) - len(head.lstrip())]}{x} = {y}", "port", f"alias:{x}"]]
+            new += rows[c[2] + 1:]
+            fn = _fn(new)
+            left = {z for z, n in maybe_unbound(fn, {x}) if n.lineno in (c[2] + 2, line + 1)} if fn else {x}
+            if not left & {x, y}:
+                rows = new
+                where = where.replace(f"at line {line})", f"at line {line + 1})")   # the alias row is above it
+                found.append((f"alias:{x}", "ONP4465", f"{where}; the NPU side holds `{y}` where omni's holds `{x}`: "
+                              f"`{x} = {y}` after it"))
+                continue
+        found.append((rows[line - 1][2], "ONP4466", where + ("" if y else "; nothing on the NPU side stands for it")))
+    return rows, found
+
 # %% ../../nbs/port/dataflow.ipynb #ad07eeb1
 def _one_move(rows: list, skip: set, moved: set):
     "The first omni statement that reads a name bound only later: (rows after moving it, its key, message, moved),"
@@ -247,7 +420,8 @@ def _one_move(rows: list, skip: set, moved: set):
 
 def place_by_dataflow(lines: list[str], origins: list[str], diags: list = ()) -> tuple[list[str], list[str], list]:
     "A ported method's lines with each omni statement that reads a name bound only later moved after its binder"
-    " (ONP4450), or left with why not (ONP4451); then each omni statement reading a name no binding reaches (ONP4454);"
+    " (ONP4450), or left with why not (ONP4451); a name only a commented side binds bound or said (ONP4465, ONP4466);"
+    " then each omni statement reading a name no binding reaches (ONP4454);"
     " `diags`' lines follow their lines. (lines, origins, diagnostics)."
     if len(origins) != len(lines) or "npu" not in origins: return lines, origins, list(diags)   # all omni's: its order
     rows, skip, moved, found = [[l, o, k] for k, (l, o) in enumerate(zip(lines, origins))], set(), set(), []
@@ -257,7 +431,11 @@ def place_by_dataflow(lines: list[str], origins: list[str], diags: list = ()) ->
         rows, key, msg, ok = step
         if not ok: skip.add(key)
         found.append((key, "ONP4450" if ok else "ONP4451", msg))
-    found += [(key, "ONP4454", msg) for key, msg in _unreached(rows)]
+    rows, aliased = bind_commented(rows)   # a name only a commented conflict side binds (ONP4465, ONP4466)
+    unreached = _unreached(rows)
+    said = {key for key, _ in unreached}
+    found += [f for f in aliased if f[1] != "ONP4466" or f[0] not in said]
+    found += [(key, "ONP4454", msg) for key, msg in unreached]
     if not found: return lines, origins, list(diags)
     at = {r[2]: k + 1 for k, r in enumerate(rows) if r[2] is not None}
     for d in diags:

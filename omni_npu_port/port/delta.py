@@ -15,6 +15,7 @@ import tokenize
 from dataclasses import dataclass, field
 
 from ..core.diagnostics import Code, Diagnostic, code_info, register
+from .dataflow import maybe_unbound
 from .locate import port_diagnostic
 from .merge import Hunk, _shift, code_tokens, indent_of
 
@@ -803,18 +804,21 @@ def apply_delta(base: str, omni: str, npu: str, name: str = "", history=()) -> D
     try:
         d, keep = _apply(ap, older, name, each), set()
         for _ in range(4):   # a deletion took an NPU binding a kept line reads: again, keeping those (and what they read)
-            if not (more := _needed_edits(d) - keep): break
+            if not (more := _needed_edits(d, ap.nf) - keep): break
             keep |= more
             ap = _Applier(base, omni, npu); ap.keep = set(keep)
             d = _apply(ap, older, name, each)
         return d
     finally: _MEMO.clear()
 
-def _needed_edits(d: DeltaPort) -> set:
-    "(line, column) of the base statements whose deletion removed an NPU statement binding a name the result still reads."
+def _needed_edits(d: DeltaPort, npu: ast.AST | None = None) -> set:
+    "(line, column) of the base statements whose deletion removed an NPU statement binding a name the result still"
+    " reads where no binding reaches it on some path (`maybe_unbound`) and the NPU method (`npu`) binds it on every"
+    " path."
     try: res = ast.parse(textwrap.dedent(_text_of(d.hunks))).body[0]
     except (SyntaxError, IndexError): return set()
-    unbound = _reads([res]) - bound_names(res)
+    theirs = {x for x, _ in maybe_unbound(npu)} if npu is not None else set()
+    unbound = (_reads([res]) - bound_names(res)) | ({x for x, _ in maybe_unbound(res)} - theirs)
     return {(z.lineno, z.col_offset) for h in d.delta if h.removed and any(bound_names(n) & unbound for n in h.removed) for z in h.base}
 
 @functools.lru_cache(maxsize=64)

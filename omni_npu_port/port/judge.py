@@ -10,12 +10,16 @@ import hashlib
 import inspect
 import json
 import os
+import queue
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import weakref
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -32,8 +36,9 @@ __all__ = ['CHECKER_PIN', 'CHECKER_TIMEOUT', 'NAME_RULES', 'JUDGED_RULES', 'JUDG
            'JudgeUnavailable', 'find_checker', 'checker_config', 'run_checker', 'owns_judge_entry', 'source_root',
            'statement_at', 'statement_text', 'CheckerError', 'judged_code', 'checker_errors', 'Exclusion', 'exclusion',
            'excluded_by', 'call_at', 'called_method', 'signature_of', 'binds', 'JudgeContext', 'input_key',
-           'cached_input', 'keep_input', 'Judgement', 'JudgeRun', 'judge_modules', 'judge_ports', 'judge_release',
-           'release_judge_lines', 'judge_class_port', 'judge_hand']
+           'cached_input', 'keep_input', 'Judgement', 'JudgeRun', 'judge_modules', 'judge_ports', 'warm_imports',
+           'WarmJudge', 'check_warm', 'start_judge', 'judge_release', 'release_judge_lines', 'judge_class_port',
+           'judge_hand']
 
 # %% ../../nbs/port/judge.ipynb #af5c32be
 register(
@@ -395,6 +400,7 @@ class JudgeRun:
     inputs_checked: int = 0
     status: str = "judged"
     why: str = ""
+    how: str = ""              # server: the language server started before the port; run: one basedpyright run
 
 def _diag(e: CheckerError, code: str, rel: str, extra: str = "", record: str | None = None) -> Diagnostic:
     return Diagnostic(code, f"{code_info(e.code).name}: {e.message} "
@@ -420,11 +426,29 @@ def _project(tmp: Path, written: dict[str, str], omni_root: Path | None) -> dict
         out[module] = f
     return out
 
+# %% ../../nbs/port/judge.ipynb #531b345d
+def _check(written: dict, todo: list, in_texts: dict, extra: list, omni_root: Path | None, exe, timeout,
+           warm: WarmJudge | None) -> tuple[dict, dict, list, str]:
+    "(module -> file, file -> text, the checker's errors, `server` or `run`): on the warm server where it serves these"
+    " modules and no input needs a check, else one basedpyright run over the ports and the inputs without kept results."
+    if warm is not None and not todo and warm.extra == extra and sorted(warm.modules) == sorted(written):
+        files = _project(warm.root, written, omni_root)
+        texts = {str(f): written[m] for m, f in files.items()}
+        try: return files, texts, check_warm(warm, list(files.values()), timeout), "server"
+        except JudgeUnavailable: pass   # the server failed: one run of its own, the same findings
+    with tempfile.TemporaryDirectory(prefix="omni-npu-port-judge-") as d:
+        tmp = Path(d).resolve()
+        files = _project(tmp, written, omni_root)
+        texts = {str(f): written[m] for m, f in files.items()} | {f: in_texts[f] for f in todo}
+        return files, texts, run_checker(tmp, [*files.values(), *todo], extra, exe, timeout), "run"
+
 # %% ../../nbs/port/judge.ipynb #6531f957
 def judge_modules(written: dict[str, str], inputs: dict[str, list], sources: list, omni_root=None,
                   npu_runner: tuple[str, str] | None = None, exe: str | None = None,
-                  timeout: float = CHECKER_TIMEOUT) -> tuple[dict[str, Judgement], JudgeRun]:
-    "Judge the written modules (module -> text; `inputs`: module -> its input files), `sources` (folders) on the path."
+                  timeout: float = CHECKER_TIMEOUT,
+                  warm: WarmJudge | None = None) -> tuple[dict[str, Judgement], JudgeRun]:
+    "Judge the written modules (module -> text; `inputs`: module -> its input files), `sources` (folders) on the path"
+    " (`warm`: the server started before the port, used where every input's results are kept)."
     t0, run = time.perf_counter(), JudgeRun()
     extra = [str(Path(s).resolve()) for s in sources]   # basedpyright reads relative paths from its project folder
     in_files = sorted({str(Path(f).resolve()) for fs in inputs.values() for f in fs})
@@ -432,15 +456,12 @@ def judge_modules(written: dict[str, str], inputs: dict[str, list], sources: lis
     keys = {f: input_key(t, extra) for f, t in in_texts.items()}
     kept = {f: k for f, k in ((f, cached_input(keys[f])) for f in in_files) if k is not None}
     todo = [f for f in in_files if f not in kept]
-    with tempfile.TemporaryDirectory(prefix="omni-npu-port-judge-") as d:
-        tmp = Path(d).resolve()
-        files = _project(tmp, written, Path(omni_root) if omni_root else None)
-        texts = {str(f): written[m] for m, f in files.items()} | {f: in_texts[f] for f in todo}
-        try: found = run_checker(tmp, [*files.values(), *todo], extra, exe, timeout)
-        except JudgeUnavailable as e:
-            run.status, run.why, run.seconds = "unavailable", str(e), time.perf_counter() - t0
-            return {m: Judgement(m, "unavailable", why=str(e)) for m in written}, run
-        errors = checker_errors(found, texts)
+    omni_root = Path(omni_root) if omni_root else None
+    try: files, texts, found, run.how = _check(written, todo, in_texts, extra, omni_root, exe, timeout, warm)
+    except JudgeUnavailable as e:
+        run.status, run.why, run.seconds = "unavailable", str(e), time.perf_counter() - t0
+        return {m: Judgement(m, "unavailable", why=str(e)) for m in written}, run
+    errors = checker_errors(found, texts)
     by_file: dict = {}
     for e in errors: by_file.setdefault(e.path, []).append(e)
     for f in todo: keep_input(keys[f], by_file.get(f, [])); kept[f] = by_file.get(f, [])
@@ -455,8 +476,10 @@ def judge_modules(written: dict[str, str], inputs: dict[str, list], sources: lis
 def _verdict(module: str, errors: list[CheckerError], inherited: set, ctx: JudgeContext) -> Judgement:
     "Sort one module's errors: inherited (an input has it), excluded (a named rule), else the port's."
     j, rel = Judgement(module), module.replace(".", "/") + ".py"
+    paths = {k[1:] for k in inherited if k[2] in NAME_RULES}   # (method, rule, name): a path the method already has
     for e in errors:
-        if e.key in inherited: j.inherited.append(_diag(e, "ONP4445", rel)); continue
+        if e.key in inherited or (e.rule in NAME_RULES and e.key[1:] in paths):
+            j.inherited.append(_diag(e, "ONP4445", rel)); continue
         x = excluded_by(e, ctx)
         if x: j.excluded.append(_diag(e, "ONP4446", rel, f"; excluded by rule {x.name}: {x.why}", x.name)); continue
         j.port.append(_diag(e, e.code, rel))
@@ -468,7 +491,8 @@ def _module_file(root: Path, module: str) -> Path | None:
     return f if f.is_file() else pkg if pkg.is_file() else None
 
 def judge_ports(ports: list, ascend, vllm, omni, npu_base: tuple[str, str], exe: str | None = None,
-                timeout: float = CHECKER_TIMEOUT) -> tuple[dict[str, Judgement], JudgeRun]:
+                timeout: float = CHECKER_TIMEOUT,
+                warm: WarmJudge | None = None) -> tuple[dict[str, Judgement], JudgeRun]:
     "Judge the written module of each port (`module`, `code`, `gpu`) against vllm-ascend's, vllm's and omni's sources"
     " (archives or folders); `npu_base`: (module, class) of vllm-ascend's runner. Sets each port's `judge`."
     t0 = time.perf_counter()
@@ -487,18 +511,166 @@ def judge_ports(ports: list, ascend, vllm, omni, npu_base: tuple[str, str], exe:
         gpu_files = [f for p in ports if (f := _module_file(o, p.gpu.rpartition(".")[0]))]
         ins = [*([npu_file] if npu_file else []), *dict.fromkeys(gpu_files)]
         got, run = judge_modules({p.module: p.code for p in ports}, {p.module: ins for p in ports}, [a, v, o], o,
-                                 (str(npu_file), npu_base[1]) if npu_file else None, exe, timeout)
+                                 (str(npu_file), npu_base[1]) if npu_file else None, exe, timeout, warm)
         run.seconds = time.perf_counter() - t0   # extraction included
     for p in ports:
         p.judge = got[p.module]
         if isinstance(getattr(p, "diagnostics", None), list): p.diagnostics += p.judge.port + p.judge.excluded
     return got | {p.module: p.judge for p in broken}, run
 
+# %% ../../nbs/port/judge.ipynb #59f5c21b
+class _Server:
+    "A basedpyright language server on pipes: `request` waits for its answer, the server's own requests are answered."
+    def __init__(self, exe: str, root: Path):
+        self.proc = subprocess.Popen([exe, "--stdio"], cwd=root, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, start_new_session=os.name == "posix")   # its node too
+        self.lock, self.waiting, self.next = threading.Lock(), {}, 0
+        threading.Thread(target=self._read, daemon=True).start()
+    def send(self, msg: dict) -> None:
+        b = json.dumps(msg).encode()
+        with self.lock: self.proc.stdin.write(b"Content-Length: %d\r\n\r\n%s" % (len(b), b)); self.proc.stdin.flush()
+    def notify(self, method: str, params: dict) -> None:
+        self.send({"jsonrpc": "2.0", "method": method, "params": params})
+    def ask(self, method: str, params: dict) -> queue.Queue:
+        "Send a request; the queue its answer (or None, the server gone) arrives on (`q.id`: the request's id)."
+        with self.lock: self.next += 1; n = self.next
+        self.waiting[n] = q = queue.Queue(1)
+        q.id = n
+        self.send({"jsonrpc": "2.0", "id": n, "method": method, "params": params})
+        return q
+    def _answer(self, msg: dict) -> None:   # the server asks its settings: the interpreter; the rest is in its config
+        items = msg.get("params", {}).get("items", []) if msg["method"] == "workspace/configuration" else None
+        got = [{"pythonPath": sys.executable} if i.get("section") == "python" else {} for i in items or []]
+        self.send({"jsonrpc": "2.0", "id": msg["id"], "result": got if items is not None else None})
+    def _read(self) -> None:
+        out = self.proc.stdout
+        try:
+            while (head := out.readline()):
+                size = 0
+                while head.strip():
+                    k, _, v = head.decode("ascii", "replace").partition(":")
+                    if k.strip().lower() == "content-length": size = int(v)
+                    head = out.readline()
+                msg = json.loads(out.read(size))
+                if "method" in msg and "id" in msg: self._answer(msg)
+                elif "id" in msg and (q := self.waiting.pop(msg["id"], None)): q.put(msg)
+        except (OSError, ValueError): pass
+        for q in list(self.waiting.values()): q.put(None)   # gone: nobody waits forever
+    def close(self) -> None:
+        "Stop the server: its process group (the launcher and the node it starts), else the launcher."
+        try: os.killpg(self.proc.pid, signal.SIGKILL) if os.name == "posix" else self.proc.kill()
+        except OSError: pass
+        try: self.proc.wait(5)
+        except subprocess.TimeoutExpired: pass
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            try: pipe.close()
+            except OSError: pass
+
+# %% ../../nbs/port/judge.ipynb #c65b2460
+def warm_imports(files: list) -> str:
+    "The import statements of the input modules (relative ones made absolute), one text: what the ports will import."
+    out = []
+    for f in files:
+        try: tree = ast.parse(Path(f).read_text(encoding="utf-8", errors="replace"))
+        except (OSError, SyntaxError, ValueError): continue
+        pkg = [p for p in Path(f).with_suffix("").parts]
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Import): out.append(ast.unparse(n))
+            elif isinstance(n, ast.ImportFrom) and n.level and len(pkg) > n.level:
+                up = next((i for i in range(len(pkg)) if (Path(*pkg[:i + 1]) / "__init__.py").is_file()), None)
+                if up is None: continue   # not inside a package: nothing to make it absolute from
+                mod = ".".join(pkg[up:len(pkg) - n.level] + ([n.module] if n.module else []))
+                out.append(ast.unparse(ast.ImportFrom(mod, n.names, 0)))
+            elif isinstance(n, ast.ImportFrom): out.append(ast.unparse(n))
+    return "\n".join(dict.fromkeys(out)) + "\n"
+
+# %% ../../nbs/port/judge.ipynb #34451513
+_WARM_FILE = "_omni_npu_port_warm.py"   # the imports it reads first; never a module of the port
+
+def _stop(server: _Server, folder: str, owner: int) -> None:
+    if os.getpid() != owner: return   # a forked worker ending: the server and folder are its parent's
+    server.close(); shutil.rmtree(folder, ignore_errors=True)
+
+class WarmJudge:
+    "basedpyright's language server on the project folder the ports will be written to, started before the port's work:"
+    " it parses the sources the inputs import meanwhile; `check` asks it for the written modules' errors."
+    def __init__(self, extra: list, omni_root: Path | None, modules: list[str], warm: str, exe: str | None = None,
+                 inputs: list = ()):
+        self.modules, self.inputs, self.warming = list(modules), [Path(f) for f in inputs], []
+        exe = exe or find_checker()
+        server = exe and Path(exe).with_name(Path(exe).name.replace("basedpyright", "basedpyright-langserver"))
+        if not server or not server.is_file(): raise JudgeUnavailable("basedpyright-langserver is not installed")
+        self.extra, self.dir = [str(e) for e in extra], tempfile.mkdtemp(prefix="omni-npu-port-judge-")
+        self.root = Path(self.dir).resolve()
+        _project(self.root, {m: "" for m in modules}, omni_root)   # the folders as the ports will have them
+        write_atomic(self.root / "pyrightconfig.json", json.dumps(checker_config(self.extra)))
+        (self.root / _WARM_FILE).write_text(warm, encoding="utf-8")
+        self.server = _Server(str(server), self.root)
+        self._done, self.error = weakref.finalize(self, _stop, self.server, self.dir, os.getpid()), ""
+        self.ready = threading.Thread(target=self._start, daemon=True); self.ready.start()
+    def _start(self) -> None:
+        "Initialize, open the imports file and ask its errors, then the inputs' (the answers are not read: they load the"
+        " sources and the types the ports will use; `check_warm` cancels what is still running)."
+        got = self.server.ask("initialize", {"processId": os.getpid(), "rootUri": self.root.as_uri(),
+                                             "workspaceFolders": [{"uri": self.root.as_uri(), "name": "judge"}],
+                                             "capabilities": {"workspace": {"configuration": True},
+                                                              "textDocument": {"diagnostic": {}}}}).get()
+        if got is None or "error" in got: self.error = "basedpyright-langserver did not start"; return
+        self.server.notify("initialized", {})
+        for f in [self.root / _WARM_FILE, *self.inputs]:
+            self._open(f, f.read_text(encoding="utf-8", errors="replace"))
+            self.warming.append(self.server.ask("textDocument/diagnostic", {"textDocument": {"uri": f.as_uri()}}))
+    def _open(self, f: Path, text: str) -> None:
+        self.server.notify("textDocument/didOpen", {"textDocument": {"uri": f.as_uri(), "languageId": "python",
+                                                                     "version": 1, "text": text}})
+    def close(self) -> None: self._done()
+
+# %% ../../nbs/port/judge.ipynb #28cdcac1
+def check_warm(self: WarmJudge, files: list, timeout: float = CHECKER_TIMEOUT) -> list[dict]:
+    "The judged rules' errors in `files` (written under its `root`), as `run_checker` gives them; else"
+    " `JudgeUnavailable`."
+    end = time.monotonic() + timeout
+    self.ready.join(timeout)
+    if self.ready.is_alive() or self.error:
+        raise JudgeUnavailable(self.error or "basedpyright-langserver did not start")
+    for q in self.warming: self.server.notify("$/cancelRequest", {"id": q.id})   # the ports now: warming stops
+    for f in files: self._open(Path(f), Path(f).read_text(encoding="utf-8"))
+    pull = lambda f: self.server.ask("textDocument/diagnostic", {"textDocument": {"uri": Path(f).as_uri()}})
+    asked = [(f, pull(f)) for f in files]
+    found = []
+    for f, q in asked:
+        try: got = q.get(timeout=max(end - time.monotonic(), 0.1))
+        except queue.Empty:
+            raise JudgeUnavailable(f"basedpyright-langserver did not finish in {timeout:.0f} s") from None
+        if got is None or "result" not in got: raise JudgeUnavailable("basedpyright-langserver failed")
+        found += [{"file": str(f), "severity": "error", "rule": d.get("code"), "message": d.get("message", ""),
+                   "range": d["range"]} for d in got["result"].get("items", []) if d.get("severity") == 1]
+    return [d for d in found if d["rule"] in JUDGED_RULES]
+
+# %% ../../nbs/port/judge.ipynb #7822ee08
+def start_judge(judge: bool, ascend, vllm, omni, npu_base: tuple[str, str], modules: list[str], gpus: list[str],
+                exe: str | None = None) -> WarmJudge | None:
+    "The judge's server, started before the runners are ported where the port will be judged: it reads the sources the"
+    " inputs (`npu_base` module, the `gpus` classes' modules) import meanwhile. None where it cannot start (one run"
+    " then)."
+    if not judge or os.environ.get("OMNI_NPU_PORT_JUDGE_SERVER", "").strip().lower() in ("0", "off", "no"): return None
+    try:
+        a, v, o = (source_root(s) for s in (ascend, vllm, omni))
+        ins = [_module_file(a, npu_base[0]), *(_module_file(o, g.rpartition(".")[0]) for g in gpus)]
+        extra = [str(Path(s).resolve()) for s in (a, v, o)]
+        ins = [f for f in ins if f]
+        return WarmJudge(extra, o, modules, warm_imports(ins), exe, ins)
+    except (OSError, ValueError, JudgeUnavailable): return None
+
 # %% ../../nbs/port/judge.ipynb #37303f01
 def judge_release(ports: list, judge: bool, ascend, vllm, omni, npu_base: tuple[str, str],
-                  exe: str | None = None) -> JudgeRun:
-    "Judge a release's ports (`judge`), or mark each unverified (`--no-judge`); the run."
-    if judge: return judge_ports(ports, ascend, vllm, omni, npu_base, exe)[1]
+                  exe: str | None = None, warm: WarmJudge | None = None) -> JudgeRun:
+    "Judge a release's ports (`judge`), or mark each unverified (`--no-judge`); the run. `warm` (`start_judge`'s) is"
+    " closed."
+    try:
+        if judge: return judge_ports(ports, ascend, vllm, omni, npu_base, exe, warm=warm)[1]
+    finally:
+        if warm is not None: warm.close()
     for p in ports: p.judge = Judgement(p.module, "off", why="--no-judge")
     return JudgeRun(status="off", why="--no-judge")
 

@@ -25,9 +25,9 @@ from .overrides import omni_definitions, override_calls, override_calls_in_base
 from .dataflow import place_by_dataflow
 
 # %% auto #0
-__all__ = ['ENTRY_DEFAULTS', 'DEFAULT_PREFER', 'PortResult', 'parse_check', 'kept_omni_diagnostics',
-           'one_declaration_per_parameter', 'undefined_names', 'gpu_side_owner', 'port_omni_only', 'PortOptions',
-           'port_options', 'port_method', 'finish_port']
+__all__ = ['STRATEGIES', 'ENTRY_DEFAULTS', 'DEFAULT_PREFER', 'PortResult', 'parse_check', 'kept_omni_diagnostics',
+           'one_declaration_per_parameter', 'undefined_names', 'gpu_side_owner', 'port_omni_only', 'Strategy',
+           'register_strategy', 'strategy', 'PortOptions', 'port_options', 'port_method', 'finish_port']
 
 # %% ../../nbs/port/port.ipynb #c7910ad8
 register(
@@ -176,6 +176,51 @@ def _no_base(gpu_base: Located | None, npu_base: Located | None) -> str | None:
     if npu_base is None: return "no NPU base given"
     return None
 
+# %% ../../nbs/port/port.ipynb #2d40fc83
+@dataclass(frozen=True)
+class Strategy:
+    "How a method is ported (a port's `style`): what it applies to, the codes it raises, and how its port runs."
+    name: str
+    applies: str
+    codes: tuple = ()
+    runs_npu: bool = False       # the port runs the NPU base's method itself (an explicit base call, super() kept)
+    omni_by_call: bool = False   # the port runs omni's whole method through a call
+    omni_inlined: bool = False   # omni's whole body inlined where the NPU base called super()
+    history: bool = False        # older vllm releases serve it
+
+STRATEGIES: dict[str, Strategy] = {}
+
+def register_strategy(*ss: Strategy) -> None:
+    "Register port strategies by name (again: replaced)."
+    for s in ss: STRATEGIES[s.name] = s
+
+def strategy(style: str) -> Strategy:
+    "The strategy a port's `style` names; an unknown style: a PortError naming the strategies there are."
+    if style not in STRATEGIES:
+        raise PortError(f"unknown port style {style!r}: the strategies are {', '.join(STRATEGIES)}")
+    return STRATEGIES[style]
+
+# %% ../../nbs/port/port.ipynb #f5bf0dae
+register_strategy(
+    Strategy("merge", "a method both bases define, omni editing it: three-way merge by lines",
+             ("ONP4001", "ONP4002", "ONP4008", "ONP4010", "ONP4011", "ONP4012", "ONP4013", "ONP4020"), history=True),
+    Strategy("delta", "a merge whose NPU base drifted far: omni's hunks applied at their anchors",
+             ("ONP4410", "ONP4411", "ONP4412", "ONP4413", "ONP4414", "ONP4416", "ONP4417"), history=True),
+    Strategy("super-call", "an omni method extending its base by super(): an explicit call of the NPU side's method",
+             ("ONP4003", "ONP4005", "ONP4009", "ONP4024"), runs_npu=True),
+    Strategy("super-inline", "an omni method extending its base by super(): the NPU method's body inlined",
+             ("ONP4004", "ONP4005", "ONP4009")),
+    Strategy("super-kept", "super() already reaching the NPU side's method in the class the port lands in",
+             ("ONP4021",), runs_npu=True),
+    Strategy("npu-wraps", "an NPU method wrapping the GPU base's by super(): the call redirected to omni's method",
+             ("ONP4415",), omni_by_call=True),
+    Strategy("npu-wraps-inline", "an NPU method wrapping the GPU base's by super(): omni's body inlined at the call",
+             ("ONP4415",), omni_inlined=True),
+    Strategy("omni-only", "a method with nothing to merge against: the translated omni method", ("ONP4007",)),
+    Strategy("update", "a hand-written NPU method carried onto a new release with omni's GPU change (port/update)",
+             ("ONP4001", "ONP4002", "ONP4017")),
+)
+
 # %% ../../nbs/port/port.ipynb #548fc567
 @dataclass(frozen=True)
 class PortOptions:
@@ -307,6 +352,7 @@ def port_method(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_s
 # %% ../../nbs/port/port.ipynb #26d40801
 def finish_port(code: str, diags: list, style: str, name: str, gpu_omni: Located, prefer: str, format, line_length) -> PortResult:
     "A ported method's result: parse-checked (unless conflict markers explain themselves), placed, formatted if asked."
+    strategy(style)   # a style no strategy registers: an error, before any work
     code, kept_once = one_declaration_per_parameter(code, name)   # a parameter both sides add is one parameter
     diags += kept_once
     if not (prefer == "markers" and any(d.code == "ONP4001" for d in diags)):

@@ -22,8 +22,11 @@ from .release_inputs import (DEFAULT_LAYOUT, PORT_BYTES_PER_BYTE, Placement, Rel
     release_source, too_big_to_port, unpack_sdists, unreadable_runners)
 from .release_checks import (EXPLAINS, INLINED, LIVE_BY_CALL, REACHED, MethodCheck, RunnerPort, check_method,
     check_runner, compiles, has_edited_copy, in_port, line_keys, method_chunks,
-    port_runner, port_statements, ported_mro, statement_key)
-from .judge import judge_release, release_judge_lines
+    port_statements, ported_mro, statement_key)
+from .context import PortContext
+from .derived_check import check_ports
+from .pipeline import port_runner, run_batch
+from .judge import release_judge_lines, start_judge
 from .release_report import DEFAULT_OUT, REPORT_JSON, REPORT_MD, ReleasePort, check_release_out, \
     refuse_release_writes, release_html, release_markdown, release_summary, write_release
 
@@ -102,12 +105,20 @@ def port_release(omni: str, target: str | None = None, out: Path | str | None = 
         up = next((ported[x] for x in map(dotted_name, runners.graph.mro(g)[1:]) if x in ported), None)
         return [] if up is None else [(places[id(up)].cls, places[id(up)].module, dotted_name(up))] + parents(up)
     homes = {g.module: places[id(g)].module for g in runners.gpu}   # a record omni defines in a ported module is written there
-    jobs = [(g, places[id(g)], str(tree.origin), gpu_base, npu_base, hist, (v,), prefer, parents(g), homes) for g in runners.gpu]
-    ports = port_runners(jobs, workers)
-    run = judge_release(ports, judge, a, v, getattr(tree.reader, "root", None) or tree.origin, (nsym.module, nsym.leaf))
+    omni_src = getattr(tree.reader, "root", None) or tree.origin
+    ctx = PortContext(gpu_base, npu_base, PortOptions(prefer=prefer), hist, (v,), judge,   # one context: every runner's
+                      (a, v, omni_src, (nsym.module, nsym.leaf)))
+    jobs = [(g, places[id(g)], str(tree.origin), gpu_base, npu_base, hist, (v,), prefer, parents(g), homes, ctx)
+            for g in runners.gpu]
+    warm = start_judge(judge, a, v, omni_src, (nsym.module, nsym.leaf), [places[id(g)].module for g in runners.gpu],
+                       list(ported))   # basedpyright reads the sources while the runners are ported
+    ports = port_runners(jobs, workers)   # the pipeline's per-class passes, each runner
+    derived = check_ports(ports, v, a, [[g.text, npu_base.module_text] for g in runners.gpu])   # port.derived_check
+    ctx.warm = warm                       # set after the workers forked: the started judge stays in this process
+    run = run_batch(ports, ctx)           # its batch pass: the judge, over every written module at once
     skipped = [port_diagnostic("ONP4302", f"{code_info('ONP4302').title}: {dotted_name(c)} {why}", where=c.name)
                for c, why in runners.skipped]
-    diags = inputs.diagnostics + unreadable + release_judge_lines(run) + skipped
+    diags = inputs.diagnostics + unreadable + release_judge_lines(run) + skipped + derived
     res = ReleasePort(tree.version or "?", str(tree.origin), inputs.vllm, inputs.vllm_ascend, inputs.pairing, inputs.history,
                       layout, how, ports, [(dotted_name(c), w) for c, w in runners.skipped], diags, time.perf_counter() - t0,
                       inputs=[p for p in (getattr(tree.reader, "root", None), v, a, *hist_paths, *sources) if p and Path(p).is_dir()])

@@ -11,28 +11,19 @@ import functools
 import keyword
 import re
 import textwrap
-import time
 from dataclasses import dataclass, field
 
-from ..core.diagnostics import code_info
-from .runners import RunnerClass
-from .classes import generated_mro, plan_class, port_class
-from .locate import Located, MethodSpec, MroClass, locate, method_located, port_diagnostic, python_lines
+from .classes import generated_mro, plan_class
+from .locate import Located, MethodSpec, MroClass, locate, method_located, python_lines
 from .merge import code_tokens, keep_side, logical_units, uncomment_conflicts
-from .method import undefined_names
-from .mro import ORDER_BLOCKS
-from .calls import CALL_BLOCKS, bind_runner_calls
+from .method import STRATEGIES, strategy, undefined_names
 from .delta import bound_names
-from .ready import ready_index, ready_findings
-from .reach import reach_runner
-from .records import merge_records, merged_conflicts
-from .release_inputs import Placement, dotted_name
 from .translation import rules_for, target_of, translate_methods
 
 # %% auto #0
 __all__ = ['LIVE_BY_CALL', 'INLINED', 'REACHED', 'EXPLAINS', 'statement_key', 'line_keys', 'in_port', 'port_statements',
            'has_edited_copy', 'method_chunks', 'compiles', 'MethodCheck', 'check_method', 'RunnerPort', 'check_runner',
-           'ported_mro', 'port_runner']
+           'ported_mro']
 
 # %% ../../nbs/port/release_checks.ipynb #ab7c337e
 _MARKS = ("<<<<<<<", "=======", ">>>>>>>")
@@ -116,9 +107,9 @@ def compiles(code: str) -> bool:
     except (SyntaxError, ValueError): return False
 
 # %% ../../nbs/port/release_checks.ipynb #f94395fa
-LIVE_BY_CALL = ("npu-wraps",)          # styles whose port runs omni's whole method through a call
-INLINED = ("npu-wraps-inline",)       # styles whose port holds omni's whole body where the NPU base called super()
-REACHED = ("super-call", "super-kept")   # styles whose port runs the NPU base's method itself (an explicit base call, or super())
+LIVE_BY_CALL = tuple(n for n, s in STRATEGIES.items() if s.omni_by_call)   # omni's whole method run through a call
+INLINED = tuple(n for n, s in STRATEGIES.items() if s.omni_inlined)   # omni's body where the NPU base called super()
+REACHED = tuple(n for n, s in STRATEGIES.items() if s.runs_npu)   # the NPU base's method itself (base call, super())
 EXPLAINS = ("ONP4008", "ONP4013", "ONP4412")   # diagnostics that say omni lines were dropped (a --prefer policy, a moot edit, a hunk not applied)
 
 @dataclass
@@ -147,6 +138,7 @@ class MethodCheck:
 def check_method(name: str, style: str, port: str, omni: str, omni_t: str, base: str = "", base_t: str = "",
                  npu: str = "", older: tuple = (), diags: tuple = ()) -> MethodCheck:
     "Compare a ported method with its inputs statement by statement (by tokens): NPU base, omni-added, translated."
+    strategy(style)                    # an unknown style: an error naming the strategies
     port = uncomment_conflicts(port)   # a commented conflict side is a side of the conflict, as with markers
     P, O, Ot, N = f" {statement_key(port)} ", line_keys(omni), line_keys(omni_t), line_keys(npu)
     B = {**line_keys(base), **line_keys(base_t)}
@@ -209,6 +201,7 @@ class RunnerPort:
                                                     # ONP4455-ONP4458, ONP4462)
     unreachable: list = field(default_factory=list) # omni overrides no entry point reaches (ONP4430), each a dict
     judge: object = None          # port.judge.Judgement once judged (None: not asked, a port_runner alone)
+    derived: object = None        # port.derived_check.DerivedCheck: the derived rules' findings, port's / inherited
 
     @property
     def path(self) -> str: return self.module.replace(".", "/") + ".py"
@@ -235,12 +228,13 @@ class RunnerPort:
 
 # %% ../../nbs/port/release_checks.ipynb #9f877ae4
 def check_runner(code: str, cls: str, styles: dict, diags: list, gpu_base: Located, omni: Located, npu_base: Located,
-                 history: list[Located]) -> list[MethodCheck]:
-    "The faithfulness check of every method a class port wrote, against its three inputs (and the older vllm's)."
-    rules, chunks, out = rules_for(target_of(npu_base)), method_chunks(code, cls), []
+                 history: list[Located], rules=None) -> list[MethodCheck]:
+    "The faithfulness check of every method a class port wrote, against its three inputs (and the older vllm's);"
+    " `rules`: the port's (default: the NPU base's version)."
+    rules, chunks, out = rules or rules_for(target_of(npu_base)), method_chunks(code, cls), []
     for name, style in styles.items():
         go, gb, nb = method_located(omni, name), method_located(gpu_base, name), method_located(npu_base, name)
-        olds = [m for h in history if (m := method_located(h, name))] if style in ("merge", "delta") else []   # history serves merges only
+        olds = [m for h in history if (m := method_located(h, name))] if strategy(style).history else []   # merges only
         srcs = [(x.method_source, x.context_text) for x in [go, gb] + olds if x is not None]
         done = [t for t, _ in translate_methods(srcs, rules)]   # the class port's own translations: cached
         omni_t, base_t, older_t = done[0], done[1] if gb else "", done[2 if gb else 1:]
@@ -251,48 +245,21 @@ def check_runner(code: str, cls: str, styles: dict, diags: list, gpu_base: Locat
     return out
 
 # %% ../../nbs/port/release_checks.ipynb #b5a05de0
-def ported_mro(chain: list, omni_src: str, gpu_base: Located, npu_base: Located, extra=()) -> list[MroClass] | None:
+def ported_mro(chain: list, omni_src: str, gpu_base: Located, npu_base: Located, extra=(),
+               memo: dict | None = None) -> list[MroClass] | None:
     "The MRO of the port of `chain[0]` — (NPU class, its module, the GPU runner dotted) of a runner, then of each ported"
-    " omni base above it — as Python will build it: each ported class stands for the methods its port writes (its plan)."
+    " omni base above it — as Python will build it: each ported class stands for the methods its port writes"
+    " (its plan); `memo`: the port's chains already built (`PortContext.ported_mros`)."
     if not chain: return None
-    key = (tuple(chain), omni_src, id(gpu_base), id(npu_base), tuple(map(str, extra)))
-    if key in _PORTED: return _PORTED[key][0]
-    (cls, module, gpu), above = chain[0], ported_mro(chain[1:], omni_src, gpu_base, npu_base, extra)
+    memo = {} if memo is None else memo
+    key = (tuple(chain), omni_src, tuple(map(str, extra)))   # one port: one GPU base, one NPU base
+    if key in memo: return memo[key]
+    (cls, module, gpu), above = chain[0], ported_mro(chain[1:], omni_src, gpu_base, npu_base, extra, memo)
     mod, _, name = gpu.rpartition(".")
     omni = locate(MethodSpec(omni_src, mod, name), False, extra)
     plan = plan_class(gpu_base, omni, npu_base, exclude={c.name for c in above or []})
     text = f"class {cls}:\n" + ("".join(f"    def {n}(self): ...\n" for n in plan.port + plan.translate) or "    pass\n")
     out = [MroClass(cls, ast.parse(text).body[0], module, text, omni.package)] + \
           generated_mro(cls, omni, npu_base, above, gpu_base)[1:]
-    _PORTED[key] = (out, gpu_base, npu_base)   # the bases kept alive with their ids
-    return out
-
-_PORTED: dict = {}
-
-# %% ../../nbs/port/release_checks.ipynb #03d9784a
-def port_runner(g: RunnerClass, place: Placement, omni_src: str, gpu_base: Located, npu_base: Located,
-                history: list[Located], extra=(), prefer: str = "comment", parents: list = (), homes: dict | None = None) -> RunnerPort:
-    "Port one GPU runner class onto vllm-ascend's runner, as the class `place` names (`prefer`: conflicts commented out, as markers,"
-    " or one side kept; `parents`: the ported omni bases it derives from, nearest first, `ported_mro`'s chain); check each"
-    " method; ONP4303 per lost line."
-    t0 = time.perf_counter()
-    omni = locate(MethodSpec(omni_src, g.module, g.name), False, extra)
-    pm = ported_mro(list(parents), omni_src, gpu_base, npu_base, extra)
-    res = port_class(gpu_base, omni, npu_base, history=history, class_name=place.cls, prefer=prefer, parent=pm)
-    checks = check_runner(res.code, place.cls, res.stats["styles"], res.diagnostics, gpu_base, omni, npu_base, history)
-    diags = list(res.diagnostics) + [port_diagnostic("ONP4303", f"{code_info('ONP4303').title}: {line}", where=m.name)
-                                     for m in checks for line in m.unexplained]
-    code, rdiags, unreached = reach_runner(res.code, place, omni, npu_base, gpu_base, pm)   # every omni override reached
-    code, mdiags = merge_records(code, place.cls, omni, ready_index(gpu_base, npu_base), res.stats["styles"], place.module, homes, diags)
-    gone = merged_conflicts(mdiags)   # conflicts of one record's builds/unpacks, merged: no longer open
-    diags = [d for d in diags if not (d.code == "ONP4001" and (d.where, d.line) in gone)]
-    code, cdiags = bind_runner_calls(code, place.cls, omni, npu_base, gpu_base, pm, ready_index(gpu_base, npu_base),
-                                     [p[0] for p in parents])   # every call bound to its callee's signature
-    not_ready = ready_findings(code, ready_index(gpu_base, npu_base), place.cls)   # compiles is not runs
-    order = [d for d in diags + cdiags if d.code in ORDER_BLOCKS + CALL_BLOCKS]   # port/mro.ipynb, port/calls.ipynb
-    found = diags + rdiags + mdiags + cdiags + not_ready
-    out = RunnerPort(dotted_name(g), place.module, place.cls, place.hand, code, found, checks,
-                     res.stats.get("inherited", []), time.perf_counter() - t0, pm[0].name if pm else None,
-                     not_ready + order, unreached)
-    out.compiles, out.compiles_npu_side, out.undefined   # the report's checks, run here (a worker runs them in parallel)
+    memo[key] = out
     return out

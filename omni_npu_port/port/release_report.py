@@ -65,6 +65,7 @@ class ReleasePort:
                              "conflicts": r.conflicts, "lost_lines": r.lost, "compiles": r.compiles,
                              "compiles_npu_side": r.compiles_npu_side, "ready": r.ready, "ready_verdict": r.verdict,
                              **({"judge": r.judge.to_json()} if r.judge is not None else {}),
+                             **({"derived": r.derived.to_json()} if getattr(r, "derived", None) else {}),
                              "unreachable": r.unreachable, "not_ready": [diag(d) for d in r.not_ready],
                              "undefined": r.undefined, "inherited": r.inherited,
                              "seconds": round(r.seconds, 3), "methods": [{**asdict(m), "lost": m.lost} for m in r.methods],
@@ -82,7 +83,7 @@ def _html_table(head: list[str], rows: list[list]) -> str:
 
 _RUNNER_HEAD = ["runner (GPU)", "NPU class", "derives from", "module", "methods", "conflicts", "lost lines", "compiles",
                 "compiles, NPU side", "undefined names",
-                "judge: port / inherited / excluded", "ready"]
+                "judge: port / inherited / excluded", "derived: port / inherited", "ready"]
 _METHOD_HEAD = ["method", "style", "conflicts", "NPU base statements", "missing: reached / omni deletes / edited / lost",
                 "omni-added statements", "missing: explained / edited / lost", "translated"]
 
@@ -92,10 +93,12 @@ def _judge_cell(r) -> str:
     if j is None or not j.judged: return "not judged" + (f" ({j.status})" if j is not None else "")
     return f"{len(j.port)} / {len(j.inherited)} / {len(j.excluded)}"
 
+def _derived_cell(r) -> str: return r.derived.cell() if getattr(r, "derived", None) else "not run"
+
 def _tables(p: ReleasePort) -> tuple[list, list]:
     yes = lambda b: "yes" if b else "no"
     runners = [[r.gpu, r.cls, r.parent or "the NPU base", r.path, len(r.methods), r.conflicts, r.lost, yes(r.compiles), yes(r.compiles_npu_side),
-                ", ".join(r.undefined) or "none", _judge_cell(r), r.verdict] for r in p.runners]
+                ", ".join(r.undefined) or "none", _judge_cell(r), _derived_cell(r), r.verdict] for r in p.runners]
     methods = [[f"{r.cls}.{m.name}", m.style, m.conflicts, m.npu_lines,
                 f"{m.npu_missing}: {m.npu_reached} / {m.omni_deleted} / {m.npu_edited} / "
                 f"{m.npu_missing - m.npu_reached - m.omni_deleted - m.npu_edited}", m.omni_added,
@@ -139,6 +142,7 @@ def release_markdown(p: ReleasePort) -> str:
     if p.skipped: out += ["", "## Not ported", ""] + [f"- ONP4302 {c}: {w}" for c, w in p.skipped]
     out += ["", "## Diagnostics", ""] + [f"- {d}" for d in p.diagnostics]
     for r in p.runners: out += [f"- {r.cls}: {d}" for d in r.diagnostics]
+    for r in p.runners: out += [f"- {r.cls}: {d}" for d in getattr(r.derived, "port", [])]   # port.derived_check
     return "\n".join(out) + "\n"
 
 def release_html(p: ReleasePort) -> str:

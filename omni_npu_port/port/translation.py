@@ -141,11 +141,14 @@ def translation_cache() -> Path | None:
     return root / code_fingerprint()
 
 def rules_digest(rules: RuleSet) -> str:
-    "What a rule set holds — its target and every record as it stands (a catalog changed at run time too) — as a digest."
-    if "digest" not in rules._memo:
+    "What a rule set holds — its target, every record as it stands (a catalog changed at run time too), whether the"
+    " derived rules run (their findings are kept with the translation) — as a digest."
+    key = ("digest", bool(getattr(rules, "derived", False)))   # `derived` may be switched on after a first digest
+    if key not in rules._memo:
         recs = repr(sorted((k, repr(v)) for k, v in rules.records.items()))
-        rules._memo["digest"] = hashlib.sha256(f"{rules.target}\0{rules.runner_bases}\0{recs}".encode()).hexdigest()
-    return rules._memo["digest"]
+        body = f"{rules.target}\0{rules.vllm}\0{rules.runner_bases}\0{recs}\0derived={key[1]}"
+        rules._memo[key] = hashlib.sha256(body.encode()).hexdigest()
+    return rules._memo[key]
 
 # %% ../../nbs/port/translation.ipynb #37563834
 _DIAG_FIELDS = {f.name: f.type for f in dataclasses.fields(Diagnostic)}

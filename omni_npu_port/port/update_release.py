@@ -6,8 +6,13 @@
 from __future__ import annotations
 
 import ast
+import difflib
+import itertools
 import json
 import re
+import subprocess
+import tarfile
+import tempfile
 import textwrap
 import time
 from dataclasses import asdict, dataclass, field
@@ -17,31 +22,32 @@ import merge3
 
 from ..core.catalog import OMNI_PAIRING, omni_pairing, parse_version
 from ..core.diagnostics import Code, Diagnostic, code_info, register
-from ..core.errors import PortingError, UsageError
+from ..core.errors import InputError, PortingError, UsageError
 from ..core.io import write_atomic
 from ..sources.fetch import CACHE_DIR, release_of
 from .runners import runner_bases
 from omni_npu_port.port.locate import (Located, MethodSpec, locate, method_located, own_methods, port_diagnostic,
     python_lines)
 from .translation import rules_for, target_of, translate_methods
-from omni_npu_port.port.merge import (Hunk, code_tokens, keep_side, merge_hunks, prefer_of, render,
-    uncomment_conflicts)
+from .merge import (Hunk, _unit_key, code_tokens, keep_side, logical_units, merge_hunks,
+    prefer_of, render, uncomment_conflicts)
 from .method import undefined_names
 from .judge import judge_release, release_judge_lines
 from .ready import ready_findings, ready_index
 from .release import open_release, port_release
 from .release_inputs import given_sources, locate_base, release_runners, release_source
 from .release_checks import RunnerPort
-from omni_npu_port.port.release_report import (DEFAULT_OUT, REPORT_JSON, REPORT_MD, ReleasePort, check_release_out,
-    release_markdown, write_release)
+from .release_report import (DEFAULT_OUT, REPORT_JSON, REPORT_MD, ReleasePort, check_release_out,
+    release_markdown, release_summary, write_release)
 from .score import ast_similarity
 
 # %% auto #0
-__all__ = ['RENAME_LIKENESS', 'omni_releases', 'previous_release', 'class_methods', 'body_likeness', 'pair_methods',
-           'MethodUpdate', 'count_new', 'merge_method', 'decide_method', 'Unit', 'cut_units', 'module_units',
-           'imported_names', 'merge_units', 'place_methods', 'Inherited', 'derives_from', 'RunnerSides', 'assemble',
-           'import_units', 'keep_imports', 'update_runner', 'ReleaseUpdate', 'update_markdown', 'update_summary',
-           'write_update', 'update_runners', 'written_on', 'update_release']
+__all__ = ['RENAME_LIKENESS', 'omni_releases', 'previous_release', 'git_checkout', 'git_previous', 'resolve_previous',
+           'class_methods', 'body_likeness', 'pair_methods', 'MethodUpdate', 'count_new', 'code_statements',
+           'carry_edits', 'settle_conflicts', 'merge_method', 'decide_method', 'Unit', 'cut_units', 'module_units',
+           'imported_names', 'merge_units', 'place_methods', 'future_first', 'Inherited', 'derives_from', 'RunnerSides',
+           'assemble', 'import_units', 'keep_imports', 'update_runner', 'ReleaseUpdate', 'update_markdown',
+           'update_summary', 'write_update', 'update_runners', 'written_on', 'update_release']
 
 # %% ../../nbs/port/update_release.ipynb #bdef9fd3
 _NB = "port/update_release.ipynb"
@@ -74,6 +80,12 @@ register(
     Code("ONP4508", "update-import-kept", "update: the carried code reads a name only an import of a side binds, which "
          "the merge of the module's statements dropped: that import is kept", "info",
          "check that the import still resolves on the new stack", _NB, "port"),
+    Code("ONP4510", "update-layout-only", "update: the people's side of a conflict is the previous port's in other "
+         "layout or comments: the new port's change is taken", "info", "check the new port's lines there", _NB,
+         "port"),
+    Code("ONP4511", "update-edits-carried", "update: a conflict settled by statements: the people's statement edits "
+         "placed on the new port's change of the same lines", "info", "check each carried statement where it was "
+         "placed (after the statement it followed)", _NB, "port"),
 )
 
 # %% ../../nbs/port/update_release.ipynb #c68bfe2f
@@ -95,6 +107,66 @@ def previous_release(version: str | None, cache_dir: Path | str = CACHE_DIR) -> 
         raise UsageError(f"--from auto: no vLLM-Omni release older than {version} in the releases table or the package "
                          f"cache {cache_dir}; give --from PREV (a version, wheel, sdist or checkout)")
     return older[-1]
+
+# %% ../../nbs/port/update_release.ipynb #884f8afd
+def _git(where: Path, *args: str, check: bool = True) -> str | None:
+    "git's output for `args` run in `where` (None where it fails and not `check`; else an InputError naming it)."
+    try: r = subprocess.run(["git", "-C", str(where), *args], capture_output=True, text=True, timeout=120, check=False)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        if not check: return None
+        raise InputError(f"git {' '.join(args)} in {where}: {e}; install git, or give --from PREV as a path") from None
+    if r.returncode and check:
+        raise InputError(f"git {' '.join(args)} in {where} failed: {r.stderr.strip()[:300]}; "
+                         "give --from PREV as a path")
+    return r.stdout if r.returncode == 0 else None
+
+def git_checkout(path: str | Path) -> tuple[Path, str] | None:
+    "(the top of the git work tree, the folder's path below it) for a folder in a git checkout; None: not one."
+    p = Path(str(path)).expanduser()
+    got = _git(p, "rev-parse", "--show-toplevel", "--show-prefix", check=False) if p.is_dir() else None
+    if not got: return None
+    top, prefix = (got.splitlines() + ["", ""])[:2]
+    return Path(top), prefix.rstrip("/")
+
+# %% ../../nbs/port/update_release.ipynb #ceac5959
+def git_previous(new: str, ref: str, into: Path) -> tuple[str, str] | None:
+    "PREV of a NEW in a git checkout (`auto`: HEAD's parent; a ref: HEAD's merge-base with it), written into `into`"
+    " by `git archive`: (its folder, how it was chosen); None: NEW is in no checkout, or `ref` is no ref there."
+    at = git_checkout(new)
+    if at is None: return None
+    top, prefix = at
+    if ref != "auto" and _git(top, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", check=False) is None:
+        return None
+    got = (_git(top, "rev-parse", "--verify", "--quiet", "HEAD~1^{commit}", check=False) if ref == "auto"
+           else _git(top, "merge-base", "HEAD", ref, check=False))
+    what = "parent of HEAD" if ref == "auto" else f"merge-base of HEAD and {ref}"
+    if not got:
+        raise UsageError(f"--from {ref}: the git checkout {top} has no {what}; give --from PREV (a release, or a "
+                         "checkout of the state the NPU copy was last brought in step in)")
+    commit = got.strip()
+    proc = subprocess.Popen(["git", "-C", str(top), "archive", "--format=tar", f"{commit}:{prefix}" if prefix
+                             else commit], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        with tarfile.open(fileobj=proc.stdout, mode="r|") as tar: tar.extractall(into, filter="data")   # streamed
+        bad = ""
+    except tarfile.TarError as e: bad = str(e)
+    err = (proc.stderr.read().decode(errors="replace").strip() if proc.stderr else "") or bad
+    if proc.wait() or bad:
+        raise InputError(f"--from {ref}: git archive of {commit[:12]}:{prefix or '.'} in {top} failed: {err[:300]}; "
+                         "give --from PREV as a path")
+    return str(into), f"git: the {what}, commit {commit[:12]} of {top}"
+
+# %% ../../nbs/port/update_release.ipynb #56a6ffa7
+def resolve_previous(new: str, version: str | None, prev: str | None, into: Path,
+                     cache_dir: Path | str = CACHE_DIR) -> tuple[str, str, bool]:
+    "PREV as given to `open_release`, how it was chosen, whether git gave it: `auto` or a ref git knows in NEW's"
+    " checkout first (a path that exists is a path); else a path or version as given; `auto`: the release before NEW."
+    prev = prev or "auto"
+    if not Path(prev).expanduser().exists():
+        got = git_previous(new, prev, into)
+        if got: return got[0], got[1], True
+    if prev == "auto": return previous_release(version, cache_dir), f"auto: the release before {version}", False
+    return prev, "given", False
 
 # %% ../../nbs/port/update_release.ipynb #92c46195
 RENAME_LIKENESS = 0.6   # ast-normalised similarity of two bodies (names left out) from which a removed, an added pair
@@ -166,17 +238,102 @@ def count_new(m: MethodUpdate, lines, ascend_new: set, ascend_old: set) -> None:
         if _key(l) in ascend_new and _key(l) not in ascend_old: m.ascend += 1
         else: m.gpu += 1
 
+# %% ../../nbs/port/update_release.ipynb #7ff0bbd9
+def _indent(line: str) -> int: return len(line) - len(line.lstrip())
+
+def code_statements(lines: list[str]) -> list[tuple[str, list[str], int]] | None:
+    "A fragment's statements as (syntax key, lines with the comments before them, indent); None: it does not tokenize."
+    if not any(l.strip() for l in lines): return []
+    units = logical_units(textwrap.dedent("\n".join(lines) + "\n"))
+    if not units: return None
+    out, start = [], 0
+    for a, b in units:
+        if all(not l.strip() or l.lstrip().startswith("#") for l in lines[a:b]): continue   # rides with the next
+        out.append((_unit_key("\n".join(lines[a:b])), lines[start:b], _indent(lines[a]))); start = b
+    if not out: return []
+    return out[:-1] + [(out[-1][0], out[-1][1] + lines[start:], out[-1][2])]
+
+def _shifted(lines: list[str], delta: int) -> list[str]:
+    if delta >= 0: return [" " * delta + l if l.strip() else l for l in lines]
+    return [l[min(-delta, _indent(l)):] if l.strip() else l for l in lines]
+
+def _place(op: tuple, zk: list, ak: list, Z: list, A: list, B: list) -> tuple[int, int, int] | None:
+    "Where one people's edit (`op` over the base's keys `zk`) lands among the new side's: (from, to, indent shift)."
+    _, i1, i2, j1, _ = op
+    if i2 > i1:   # statements rewritten or deleted: the new side still has them, once
+        at = [p for p in range(len(ak) - (i2 - i1) + 1) if ak[p:p + i2 - i1] == zk[i1:i2]]
+        return (at[0], at[0] + i2 - i1, A[at[0]][2] - Z[i1][2]) if len(at) == 1 else None
+    # an insertion: after the statement before it or before the one after it, the new side having it once; a sibling
+    # (the inserted statement's indent in the base) first, so one that leaves a block follows the block's next
+    near = sorted((k for k in (i1 - 1, i1) if 0 <= k < len(zk) and ak.count(zk[k]) == 1),
+                  key=lambda k: Z[k][2] != B[j1][2])
+    if not near: return None
+    k, after = near[0], near[0] == i1 - 1
+    p = ak.index(zk[k]) + after
+    return p, p, A[p - after][2] - Z[k][2]
+
+
+# %% ../../nbs/port/update_release.ipynb #09248486
+def carry_edits(base: list[str], new: list[str], people: list[str]) -> tuple[list[str], list[str]] | None:
+    "The new side's lines with the people's statement edits of `base` placed on them, and the people's lines carried;"
+    " None where an edit finds no single place (or a side does not tokenize)."
+    Z, A, B = (code_statements(x) for x in (base, new, people))
+    if Z is None or A is None or B is None: return None
+    zk, ak, bk = ([u[0] for u in s] for s in (Z, A, B))
+    edits = []
+    for op in difflib.SequenceMatcher(None, zk, bk, autojunk=False).get_opcodes():
+        if op[0] == "equal": continue
+        if (at := _place(op, zk, ak, Z, A, B)) is None: return None
+        edits.append((at[0], at[1], [l for u in B[op[3]:op[4]] for l in _shifted(u[1], at[2])]))
+    edits.sort(key=lambda e: e[:2])
+    if any(e[1] > f[0] or e[:2] == f[:2] for e, f in itertools.pairwise(edits)): return None   # two edits, one place
+    out, own, pos = [], [], 0
+    for lo, hi, lines in edits:
+        out += [l for u in A[pos:lo] for l in u[1]] + lines; own += lines; pos = hi
+    return out + [l for u in A[pos:] for l in u[1]], own
+
+def settle_conflicts(hunks: list[Hunk]) -> tuple[list[Hunk], list[tuple[str, Hunk, list[str]]]]:
+    "Each conflict the people's side only re-laid out (ONP4510) or whose people's edits all find a place on the new"
+    " side (ONP4511) as the new side's hunk; the settled ones as (code, hunk, the people's lines in it)."
+    out, settled = [], []
+    for h in hunks:
+        got = None
+        if h.kind == "conflict" and code_tokens("\n".join(h.npu)) == code_tokens("\n".join(h.base)):
+            got = "ONP4510", h.omni, []
+        elif h.kind == "conflict" and (carried := carry_edits(h.base, h.omni, h.npu)) is not None:
+            got = "ONP4511", *carried
+        if got is None: out.append(h); continue
+        s = Hunk("omni", got[1], omni=got[1], base=h.base)
+        out.append(s); settled.append((got[0], s, got[2]))
+    return out, settled
+
 # %% ../../nbs/port/update_release.ipynb #c7c5b9e4
+def _compiles(lines: list[str]) -> bool:
+    try: compile("\n".join(lines) + "\n", "<method>", "exec", dont_inherit=True); return True
+    except (SyntaxError, ValueError): return False
+
 def merge_method(m: MethodUpdate, base: str, new: str, people: str, labels: tuple, prefer: str,
                  ascend: tuple = (set(), set())) -> tuple[list[str], list[Diagnostic]]:
     "One method merged three ways (base: the previous port; the new port's change onto the people's), `m` counted."
-    hunks = merge_hunks(base, new, people)   # a conflict: the people's side live, the new port's beside it
+    raw = merge_hunks(base, new, people)
+    hunks, settled = settle_conflicts(raw)   # a conflict left: the people's side live, the new port's beside it
     lines, diags = render(hunks, labels, False, prefer)
+    if settled and not _compiles(lines):   # a statement placed where the method no longer compiles: the conflicts
+        hunks, settled = raw, []
+        lines, diags = render(hunks, labels, False, prefer)
+    own = {id(h): ls for _, h, ls in settled}   # the people's lines a settled conflict carries
     for h in hunks:
         if h.kind in ("unchanged", "same"): m.both += len(_code_lines(h.lines))
         elif h.kind == "npu": m.people += len(_code_lines(h.lines))
-        elif h.kind == "omni": count_new(m, h.lines, *ascend)
+        elif h.kind == "omni":
+            rest = list(h.lines)
+            for l in own.get(id(h), []): rest.remove(l)
+            m.people += len(_code_lines(own.get(id(h), [])))
+            count_new(m, rest, *ascend)
         elif h.kind == "conflict": m.conflicts += 1
+    for code, h, _ in settled:
+        what = next((l.strip() for l in h.base + h.lines if l.strip()), "")
+        diags.append(port_diagnostic(code, f"{code_info(code).title}: {m.runner}.{m.name}: {what[:80]!r}"))
     for d in diags:
         d.where = m.name
         if d.code == "ONP4001": d.message = ("conflict: the new port (the GPU side's or vllm-ascend's change since "
@@ -291,6 +448,13 @@ def place_methods(body: list[Unit], keep: list[str], sides: list[list[Unit]]) ->
         at = next((j + 1 for j, u in enumerate(out) if u.key == after), len(out))
         out.insert(at, side[i]); seen.add(f"def {k}")
     return out
+
+def future_first(top: list[Unit]) -> list[Unit]:
+    "Module units with `from __future__` imports first (after the docstring), once each, as Python requires them."
+    fut = list({u.key: u for u in top if u.key.startswith("from __future__ ")}.values())
+    rest = [u for u in top if not u.key.startswith("from __future__ ")]
+    at = 1 if rest and rest[0].key == "docstring" else 0
+    return rest[:at] + fut + rest[at:]
 
 # %% ../../nbs/port/update_release.ipynb #7bfe9d9a
 @dataclass
@@ -436,6 +600,7 @@ def update_runner(runner: str, sides: RunnerSides, prefer: str = "comment", asce
     texts, ups, diags = _methods_decided(runner, sides, ms, rows, prefer, ascend, inh)
     (zt, zh, zb), (at, ah, ab), (bt, bh, bb) = cut
     top, c1 = merge_units(zt, at, bt)
+    top = future_first(top)   # the new port's imports a clash puts first never precede it
     body, c2 = merge_units(zb, ab, bb)
     body = place_methods(body, [k for k, (t, _) in texts.items() if t is not None], [bb, ab])
     head = ah if _same("\n".join(zh), "\n".join(bh)) else bh    # the class line: the people's, where they changed it
@@ -467,7 +632,9 @@ class ReleaseUpdate:
 
     def to_json(self) -> dict:
         "The port's report with an `update` part: the previous release, how it was chosen, every method's origins."
-        return {**self.port.to_json(), "update": {"from": self.prev, "from_how": self.prev_how,
+        doc = self.port.to_json()
+        doc["summary"]["methods"] = len(self.methods)   # the update's methods (the port's count is the new port's)
+        return {**doc, "update": {"from": self.prev, "from_how": self.prev_how,
                 "base": {"vllm_omni": self.base.omni, "vllm": self.base.vllm, "vllm_ascend": self.base.vllm_ascend}
                         if self.base else None,
                 "methods": [asdict(m) for m in self.methods]}}
@@ -479,24 +646,39 @@ def update_markdown(u: ReleaseUpdate) -> str:
     "The port's Markdown report with the update's section: per method, how many code lines came from each side."
     from omni_npu_port.port.release_report import _md_table
     rows = [[m.runner, m.name, m.how, m.was or "", m.people, m.gpu, m.ascend, m.both, m.conflicts] for m in u.methods]
-    text = release_markdown(u.port).replace(f"# NPU port of vLLM-Omni {u.port.omni}",
-                                            f"# NPU port of vLLM-Omni {u.port.omni}, updated from {u.prev}", 1)
+    text = _methods_said(u, release_markdown(u.port)).replace(
+        f"# NPU port of vLLM-Omni {u.port.omni}", f"# NPU port of vLLM-Omni {u.port.omni}, updated from {u.prev}", 1)
     return text + "\n".join(["", f"## Update from {u.prev} ({u.prev_how})", "",
                              "Code lines of each method by origin: the people's port (their change to the tool's "
                              f"port of {u.prev}), the new port's change (the GPU side's, or brought by vllm-ascend's "
                              "method), both "
                              "(as the previous port had them).", "", _md_table(_UPDATE_HEAD, rows)]) + "\n"
 
-def update_summary(u: ReleaseUpdate) -> list[str]:
-    "The update's summary: the previous release and how it was chosen; the methods by decision; lines by origin."
+def _hows(u: ReleaseUpdate) -> str:
+    "The methods by decision: `12 merged, 3 people-added, ...`."
     how: dict = {}
     for m in u.methods: how[m.how] = how.get(m.how, 0) + 1
+    return ", ".join(f"{n} {k}" for k, n in sorted(how.items()))
+
+def _methods_said(u: ReleaseUpdate, text: str) -> str:
+    "A port's summary text with its count of methods ported (none: the update writes its own) as the update's."
+    return re.sub(r"\b\d+ method\(s\) ported", f"{len(u.methods)} method(s) updated ({_hows(u)})", text, count=1)
+
+def update_summary(u: ReleaseUpdate) -> list[str]:
+    "The update's summary: the port's lines (methods counted as updated), the previous release and how it was chosen,"
+    " the code lines by origin, then one line per method the update changed: its decision and its lines by origin."
     tot = {k: sum(getattr(m, k) for m in u.methods) for k in ("people", "gpu", "ascend", "both", "conflicts")}
-    return [f"updated from vLLM-Omni {u.prev} ({u.prev_how}): {len(u.methods)} method(s): "
-            + ", ".join(f"{n} {k}" for k, n in sorted(how.items())),
-            f"code lines: {tot['people']} from the people's port, {tot['gpu']} from the new port's GPU-side change, "
-            f"{tot['ascend']} from vllm-ascend's change, {tot['both']} as the previous port had them; "
-            f"{tot['conflicts']} conflict(s) between the people's port and the new port"]
+    lines = lambda m: (f": {m.people} people's, {m.gpu} GPU-side, {m.ascend} vllm-ascend, {m.both} as before"
+                       + (f"; {m.conflicts} conflict(s)" if m.conflicts else "")
+                       if m.people + m.gpu + m.ascend + m.both else "")
+    each = [f"  {m.runner}.{m.name}: {m.how}{f' (was {m.was})' if m.was else ''}{lines(m)}" for m in u.methods
+            if m.people + m.gpu + m.ascend + m.conflicts or m.how not in ("merged", "merged-inherited")]
+    return [_methods_said(u, line) for line in release_summary(u.port)] + [
+        f"updated from vLLM-Omni {u.prev} ({u.prev_how}): {len(u.methods)} method(s): {_hows(u)}",
+        f"code lines: {tot['people']} from the people's port, {tot['gpu']} from the new port's GPU-side change, "
+        f"{tot['ascend']} from vllm-ascend's change, {tot['both']} as the previous port had them; "
+        f"{tot['conflicts']} conflict(s) between the people's port and the new port",
+        f"methods changed ({len(each)} of {len(u.methods)}; lines by origin):", *each]
 
 def write_update(u: ReleaseUpdate, out: Path | str, force: bool = False) -> list[str]:
     "Write the updated modules and the report (port-report.json / .md with the update's part), as a port is written."
@@ -602,24 +784,40 @@ def update_release(new: str, prev: str | None = "auto", target: str | None = Non
                    sources=(), prefer: str = "comment", force: bool = False, progress=None,
                    cache_dir: Path | str = CACHE_DIR, index: str | None = None, workers: int = 1,
                    prev_target: str | None = None, judge: bool = False) -> ReleaseUpdate:
-    "Port NEW and carry onto it what the people changed on the tool's port of PREV (`auto`: the release before NEW;"
-    " PREV's port on its own pairing, `prev_target`, or the vllm-ascend source given; `judge`: basedpyright checks"
-    " the updated modules as `port_release` checks its own)."
+    "Port NEW and carry onto it what the people changed on the tool's port of PREV (`auto`: NEW's checkout's parent"
+    " commit, else the release before NEW; a git ref: the merge-base with it; PREV's port on its own pairing,"
+    " `prev_target`, or the vllm-ascend source given; `judge`: basedpyright checks the updated modules)."
     t0, want = time.perf_counter(), prefer_of(prefer).value
-    inner = "comment" if want == "markers" else want   # merged in the form that parses; markers at the end
     tree = open_release(new, progress, cache_dir, index)
     if out is not None:   # checked before any work
         named = DEFAULT_OUT.format(version=tree.version or "unversioned") if str(out) == DEFAULT_OUT else out
         out = Path(named).expanduser()
         check_release_out(out, force)
-    how = "given"
-    if prev in (None, "auto"):
-        prev, how = previous_release(tree.version, cache_dir), f"auto: the release before {tree.version}"
+    kw = dict(sources=sources, prefer="comment" if want == "markers" else want,   # merged in the form that parses
+              progress=progress, cache_dir=cache_dir, index=index, workers=workers)
+    with tempfile.TemporaryDirectory(prefix="omni-npu-port-from-") as tmp:   # a git PREV's files: the tool's own
+        prev, how, git = resolve_previous(_checkout_of(new), tree.version, prev, Path(tmp), cache_dir)
+        u = _update_from(new, tree, prev, how, git, target, prev_target, judge, kw)
+    if want == "markers":
+        for r in u.port.runners: r.code = uncomment_conflicts(r.code)
+    u.port.seconds = time.perf_counter() - t0
+    if out is not None: write_update(u, out, force)
+    return u
+
+def _checkout_of(new: str) -> str:
+    "NEW's folder, without the `@VERSION` a checkout that states none is given with."
+    path, at, _ = str(new).rpartition("@")
+    return path if at and path and Path(path).expanduser().exists() else str(new)
+
+# %% ../../nbs/port/update_release.ipynb #dfe4f45d
+def _update_from(new, tree, prev, how, git, target, prev_target, judge, kw) -> ReleaseUpdate:
+    "The update of NEW (opened: `tree`) from PREV (a git state: only not newer), `kw` as `port_release` takes them."
+    progress, cache_dir, index, sources = kw["progress"], kw["cache_dir"], kw["index"], kw["sources"]
     prev_tree = open_release(prev, progress, cache_dir, index)
-    if tree.version and prev_tree.version and parse_version(prev_tree.version) >= parse_version(tree.version):
+    vs = [parse_version(v) for v in (prev_tree.version, tree.version) if v]
+    if len(vs) == 2 and (vs[0] > vs[1] or (vs[0] == vs[1] and not git)):
         raise UsageError(f"--from {prev}: vLLM-Omni {prev_tree.version} is not older than {new} ({tree.version}); "
                          "give the release the NPU copy was last brought in step in")
-    kw = dict(sources=sources, prefer=inner, progress=progress, cache_dir=cache_dir, index=index, workers=workers)
     new_port = port_release(new, target, **kw)
     if prev_target is None and given_sources("vllm-ascend", sources):   # a stack given by hand: PREV's port on it too
         prev_target, how = f"vllm-ascend=={new_port.vllm_ascend}", how + "; ported on the vllm-ascend source given"
@@ -629,17 +827,13 @@ def update_release(new: str, prev: str | None = "auto", target: str | None = Non
     base_port = port_release(prev, prev_target, **kw)
     prev_origin = str(prev_tree.origin)
     ascend, gb, nb, nb_old = _ascend_lines(new_port, base_port, sources, progress, cache_dir, index)
-    runners, ups = update_runners(new_port, base_port, prev_origin, inner, ascend, ready_index(gb, nb), (nb_old, nb))
+    runners, ups = update_runners(new_port, base_port, prev_origin, kw["prefer"], ascend, ready_index(gb, nb),
+                                  (nb_old, nb))
     judged = _judge_update(runners, new_port, tree, judge, sources, progress, cache_dir, index)
-    if want == "markers":
-        for r in runners: r.code = uncomment_conflicts(r.code)
-    said = port_diagnostic("ONP4500", f"{code_info('ONP4500').title}: vLLM-Omni {base_port.omni} ({prev_origin}; "
-                           f"{how}), "
+    said = port_diagnostic("ONP4500", f"{code_info('ONP4500').title}: vLLM-Omni {base_port.omni} "
+                           f"({'' if git else prev_origin + '; '}{how}), "
                            f"its port on vllm-ascend {base_port.vllm_ascend} the merge's base")
     p = new_port
     res = ReleasePort(p.omni, p.origin, p.vllm, p.vllm_ascend, p.pairing, p.history, p.layout, p.layout_from, runners,
-                      p.skipped, [said] + judged + p.diagnostics, time.perf_counter() - t0,
-                      inputs=p.inputs + base_port.inputs)
-    u = ReleaseUpdate(res, base_port.omni, how, ups, base_port, new_port)
-    if out is not None: write_update(u, out, force)
-    return u
+                      p.skipped, [said] + judged + p.diagnostics, 0.0, inputs=p.inputs + base_port.inputs)
+    return ReleaseUpdate(res, base_port.omni, how, ups, base_port, new_port)

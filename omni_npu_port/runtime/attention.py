@@ -8,8 +8,7 @@ from __future__ import annotations
 import enum
 
 from ..core.catalog import CATALOG
-from .signatures import bind_for_version, platform_or_current, short_name, target_version
-from . import platform as _platform
+from .signatures import bind_for_version, platform_or_current, target_version
 
 
 # %% auto #0

@@ -10,7 +10,7 @@ import contextvars
 from dataclasses import dataclass, field
 
 from ..core.catalog import CATALOG
-from ..core.keywords import KeywordRule, call_sites, keyword_rule
+from ..core.keywords import KeywordRule, keyword_rule
 from . import platform as _platform
 from .signatures import runtime_target, served_line, target_version
 

@@ -41,7 +41,7 @@ def update_full_graph_params(forward_context, *, use_sparse: bool = False, use_c
 # %% ../../nbs/runtime/graph_params.ipynb #eaa24dba
 def using_paged_attention_kwargs(vllm_ascend: str, runtime_shape: int, vllm_config, head_size: int | None = None) -> dict:
     "Keywords for using_paged_attention at a version (head_size only from v0.23.0)."
-    kw = dict(runtime_shape=runtime_shape, vllm_config=vllm_config)
+    kw = {"runtime_shape": runtime_shape, "vllm_config": vllm_config}
     if head_size is not None: kw["head_size"] = head_size
     return bind_for_version(CATALOG["pa.using-paged-attention"].npu_symbol, vllm_ascend, **kw)
 

@@ -123,7 +123,9 @@ def _compiled(fn, fallback):
                 out = c(*args)
                 state["f"] = c
                 return out
-            except Exception as e:   # no triton / no compiler: keep the op working, say why once
+            # torch.compile fails in many types (no triton, no compiler, dynamo's, inductor's): keep the op working,
+            # say why once
+            except Exception as e:  # noqa: BLE001
                 state["f"], state["why"] = fallback, f"compile failed ({type(e).__name__}); ran {fallback.__name__}"
         return state["f"](*args)
     call.state, call.__name__ = state, f"compiled_{fn.__name__}"
@@ -210,8 +212,9 @@ def op_inputs(dtype=torch.float32, B=2, S=6, nq=4, nkv=2, D=16, seed=0):
     r = lambda *s: torch.randn(*s, generator=g).to(dtype)
     ang = torch.arange(S)[:, None] * (1e4 ** (-torch.arange(0, D, 2) / D))[None]
     ang = torch.cat([ang, ang], -1)[None, :, None]
-    return dict(x=r(B, S, nq, D), res=r(B, S, nq, D), w=(1 + 0.1 * r(D)), q=r(B, S, nq, D), k=r(B, S, nkv, D),
-                v=r(B, S, nkv, D), cos=ang.cos().to(dtype), sin=ang.sin().to(dtype), gu=r(B, S, 2 * D))
+    return {"x": r(B, S, nq, D), "res": r(B, S, nq, D), "w": (1 + 0.1 * r(D)), "q": r(B, S, nq, D),
+            "k": r(B, S, nkv, D), "v": r(B, S, nkv, D), "cos": ang.cos().to(dtype), "sin": ang.sin().to(dtype),
+            "gu": r(B, S, 2 * D)}
 
 def parity(ops: OpSet, dtype=torch.float32, device="cpu") -> dict:
     "Max abs difference of each op of `ops` from the native path, on the same inputs on `device`."

@@ -126,9 +126,9 @@ def symbols(self: Platform) -> dict:
 def not_chosen(self: Platform) -> dict:
     "For every other backend, why this process does not run on it."
     out = {}
-    for other in PLATFORMS:
+    for other, backend in PLATFORMS.items():
         if other == self.name: continue
-        out[other] = self._why_not.get(other) or PLATFORMS[other].unavailable_reason() \
+        out[other] = self._why_not.get(other) or backend.unavailable_reason() \
             or f"available, but {self.selected_by} chose {self.name}"
     return out
 

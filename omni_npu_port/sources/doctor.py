@@ -9,13 +9,12 @@ import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..core.catalog import (CATALOG, PAIRING, TORCH_NPU_PINS, VLLM_ASCEND_VERSIONS, VLLM_VERSIONS, parse_version,
-                                        resolve_release)
-from ..core.errors import InputError, UsageError
+from ..core.catalog import CATALOG, PAIRING, TORCH_NPU_PINS, VLLM_ASCEND_VERSIONS, VLLM_VERSIONS, parse_version
+from ..core.errors import InputError, PortingError, UsageError
 from ..core.profile import CANN_ENV_VARS, CANN_SET_ENV, load_profile, resolve_target
 from ..core.releases import STACK_PACKAGES, target_for
 from .stated import release_files, tree_target
-from .conformance import (CHANGED, MISSING, NA, OK, Conformance, check_record, conformance,
+from .conformance import (CHANGED, MISSING, NA, OK, Conformance, check_record,
                                              conformance_table, record_holds, record_symbol, summary)
 from .fetch import CACHE_DIR, FetchError, release_of
 from .readers import (PACKAGES, SourceError, SourceSpecError, SourceSyntaxError, SourceTree, open_source,
@@ -32,7 +31,7 @@ def platform_report() -> dict:
     "The platform's description, or {'error': reason} with the versions found when the backend cannot run."
     from omni_npu_port.runtime import platform as plat
     try: return plat.current_platform().describe()
-    except Exception as e:  # PlatformUnavailable, a bad profile: report it, keep going
+    except (PortingError, RuntimeError, ImportError) as e:  # PlatformUnavailable, a bad profile: report, go on
         return {"backend": None, "error": f"{type(e).__name__}: {e}", "versions": plat.versions()}
 
 # %% ../../nbs/sources/doctor.ipynb #bca3e541
@@ -110,7 +109,7 @@ def cached_sources(cache=None) -> list[SourceTree]:
         if r and r[0] in ("vllm-ascend", "vllm"): have.setdefault(r[0], {}).setdefault(str(r[1]), []).append(f)
     if "vllm-ascend" not in have: return []
     try: target = load_profile().vllm_ascend
-    except Exception: target = ""   # a broken profile is the profile command's to report
+    except PortingError: target = ""   # a broken profile is the profile command's to report
     va = target if target in have["vllm-ascend"] else max(have["vllm-ascend"], key=parse_version)
     pick = lambda files: min(files, key=lambda f: f.stat().st_size)   # the smaller of wheel and sdist: the same code
     trees = [open_source(str(pick(have["vllm-ascend"][va])))]

@@ -5,7 +5,6 @@
 # %% ../../nbs/sources/evidence.ipynb #44cde4f5
 from __future__ import annotations
 
-import ast
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -177,11 +176,11 @@ def stated_sides(tree: SourceTree, version: str | None = None, facts: dict | Non
     if version and (p := omni_pairing(version, package_texts(tree))) and p.vllm_ascend:
         where = "its version file" if tree.version else facts.get("version", (None, "its files"))[1]
         table = "its package's texts" if p.inferred else "the releases table"
-        out.append((tuple(p.vllm_ascend), p.vllm, f"{where} says vLLM-Omni {version}, which pairs with vllm {p.vllm} "
-                    f"and vllm-ascend {', '.join(p.vllm_ascend)} ({table})"))
+        out.append((tuple(p.vllm_ascend), p.vllm, (f"{where} says vLLM-Omni {version}, which pairs with vllm {p.vllm} "
+                    f"and vllm-ascend {', '.join(p.vllm_ascend)} ({table})")))
     elif version and (line := aligned_line(tree, version)):
-        out.append((ascend_of_line(line) or None, vllm_of_line(line), f"its version.py requires vllm's major.minor to "
-                    f"be vLLM-Omni {version}'s: vllm {line}"))
+        out.append((ascend_of_line(line) or None, vllm_of_line(line), (f"its version.py requires vllm's major.minor to "
+                    f"be vLLM-Omni {version}'s: vllm {line}")))
     if "vllm" in facts: out.append((ascend_of_line(facts["vllm"][0]) or None, facts["vllm"][0], facts["vllm"][1]))
     return out
 

@@ -6,10 +6,10 @@
 from __future__ import annotations
 
 import hashlib
+import http.client
 import json
 import gzip
 import os
-import re
 import tempfile
 import time
 import zipfile
@@ -27,8 +27,8 @@ from ..core.io import (_TEMP, CACHE_MARKER, STALE_TEMP_S, cache_dir, claim_cache
                                   write_atomic)
 
 # %% auto #0
-__all__ = ['PYPI', 'CACHE_DIR', 'KINDS', 'zlib_error', 'STALE_PART_S', 'FetchError', 'release_of', 'owns_package_file',
-           'checked_release', 'cached_release', 'release_files', 'fetch_package']
+__all__ = ['PYPI', 'CACHE_DIR', 'KINDS', 'zlib_error', 'NETWORK_ERRORS', 'STALE_PART_S', 'FetchError', 'release_of',
+           'owns_package_file', 'checked_release', 'cached_release', 'release_files', 'fetch_package']
 
 # %% ../../nbs/sources/fetch.ipynb #cf7a0e9b
 PYPI = "https://pypi.org/pypi"
@@ -92,6 +92,10 @@ def cached_release(cache: Path, dist: str, version: str, kind: str | None = None
     return max(ranked)[3] if ranked else None
 
 # %% ../../nbs/sources/fetch.ipynb #954a22a1
+# What reading from an index can raise: a refused or dropped connection, a timeout, an HTTP status (URLError and
+# its HTTPError are OSErrors), a broken HTTP reply, a body that is not the JSON or the size it should be
+NETWORK_ERRORS = (OSError, http.client.HTTPException, ValueError)
+
 def release_files(dist: str, version: str, index: str = PYPI) -> list[dict]:
     "PyPI's file list for one release (filename, url, size, sha256), from the JSON API."
     urls = [f"{index}/{dist}/{version}/json", f"{index}/{dist}/json"]
@@ -99,7 +103,7 @@ def release_files(dist: str, version: str, index: str = PYPI) -> list[dict]:
     for url in urls:
         try:
             with urllib.request.urlopen(url, timeout=60) as r: data = json.load(r)
-        except Exception as e:  # 404 on mirrors that only serve the project document; network errors
+        except NETWORK_ERRORS as e:  # 404 on mirrors that only serve the project document; network errors
             last = e
             continue
         files = data.get("urls") if url.endswith(f"/{version}/json") else data.get("releases", {}).get(version)
@@ -123,7 +127,7 @@ def _download(spec: str, f: dict, dest: Path, progress=None) -> Path:
                 if got > f["size"]: raise ValueError(f"more than the {f['size']} bytes PyPI states")   # bounded: never past it
                 h.update(chunk); out.write(chunk)
                 if progress: progress(got, f["size"])
-    except Exception as e:
+    except NETWORK_ERRORS as e:
         tmp.unlink(missing_ok=True)
         raise FetchError(f"{spec}: download of {f['url']} failed ({e})") from None
     if h.hexdigest() != f["sha256"]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core.catalog import CATALOG, TORCH_NPU_PINS, Pattern, op_schema
-from ..core.diagnostics import Code, code_info, register
+from ..core.diagnostics import Code, register
 from .fetch import CACHE_DIR, FetchError, fetch_package
 from .readers import UnreadableFile, read_member
 

@@ -319,8 +319,8 @@ def _decode_problem(data: bytes) -> tuple[str, str | None, int | None]:
     "(text, why it cannot be parsed or None, line): the text decoded as CPython would, else with U+FFFD for bad bytes."
     try: return decode_source(data), None, None
     except UnicodeDecodeError as e:
-        return (data.decode("utf-8", errors="replace"), f"byte 0x{data[e.start]:02x} is not {e.encoding} text; save the file as "
-                "UTF-8 or declare its encoding (# -*- coding: … -*-)", data.count(b"\n", 0, e.start) + 1)
+        return (data.decode("utf-8", errors="replace"), (f"byte 0x{data[e.start]:02x} is not {e.encoding} text; save the file as "
+                "UTF-8 or declare its encoding (# -*- coding: … -*-)"), data.count(b"\n", 0, e.start) + 1)
     except (SyntaxError, LookupError) as e:   # a coding line naming no codec, or first lines no codec reads
         try: data.decode("utf-8")
         except UnicodeDecodeError as u: return data.decode("utf-8", errors="replace"), \
@@ -472,7 +472,7 @@ def _open_installed(name: str, package: str | None) -> SourceTree:
     if spec is None or not spec.submodule_search_locations:
         raise SourceError(f"{PACKAGES[pkg]} is not installed in this environment ({Path(sys.executable)}); "
                           "pass --source with a wheel, sdist or directory instead")
-    root = Path(list(spec.submodule_search_locations)[0]).parent
+    root = Path(next(iter(spec.submodule_search_locations))).parent
     try: version = importlib.metadata.version(PACKAGES[pkg])
     except importlib.metadata.PackageNotFoundError: version = _version_in_dir(root, pkg)
     return SourceTree(DirReader(root), pkg, version, str(root / pkg), "installed")

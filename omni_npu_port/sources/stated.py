@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ..core.catalog import ascend_of_line, infer_omni_vllm, omni_pairing
+from ..core.catalog import infer_omni_vllm, omni_pairing
 from ..core.errors import UsageError
 from ..core.releases import RELEASE_FILES, Target, target_for
 from .readers import PACKAGES, SourceError, SourceTree, open_source
@@ -25,7 +25,7 @@ def _read(tree: SourceTree, names) -> dict:
     out = {}
     for n in names:
         try: data = tree.reader.read(n)
-        except Exception: data = None   # a file the reader refuses (too big, not regular) says nothing
+        except (SourceError, OSError): data = None   # a file the reader refuses (too big, not regular) says nothing
         if data: out[n.rsplit("/", 1)[-1] if n.endswith(".dist-info/METADATA") else n] = data.decode("utf-8", "replace")
     return out
 

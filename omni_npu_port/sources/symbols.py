@@ -14,7 +14,7 @@ from typing import Iterable
 
 from fastcore.basics import patch
 
-from .readers import SourceError, SourceTree, open_source, open_source_spec
+from .readers import SourceError, SourceTree, open_source_spec
 
 # %% auto #0
 __all__ = ['IGNORED_BASES', 'ResolvedSymbol', 'Unresolved', 'top_level', 'binds', 'dunder_all', 'absolute_module', 'source_label',
@@ -182,7 +182,7 @@ def _alias_of(node) -> str | None:
     v = getattr(node, "value", None)
     if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(v, (ast.Name, ast.Attribute)):
         try: return ast.unparse(v) if all(isinstance(n, (ast.Name, ast.Attribute, ast.Load)) for n in ast.walk(v)) else None
-        except Exception: return None
+        except (RecursionError, ValueError): return None   # a chain deeper than unparse's stack
     return None
 
 def _definition(ix: SymbolIndex, qualname: str, module: str, name: str, node, tail, hops, seen):
@@ -450,18 +450,20 @@ def derived_classes(ix, base: str, packages=None) -> list[ResolvedSymbol]:
     return out
 
 # %% ../../nbs/sources/symbols.ipynb #fca512a7
+# fastcore's `@patch` puts each method on the class and leaves the module's name (the function above) as it was,
+# which ruff cannot see: F811 is silenced on those names only
 @patch
-def resolve(self: SymbolIndex, name: str):
+def resolve(self: SymbolIndex, name: str):  # noqa: F811
     "Where the dotted `name` is defined, imports, re-exports and bases followed across the sources."
     return resolve(self, name)
 
 @patch
-def defined_in(self: SymbolIndex, module: str, name: str):
+def defined_in(self: SymbolIndex, module: str, name: str):  # noqa: F811
     "Where `name`, as the code of `module` sees it, is defined."
     return defined_in(self, module, name)
 
 @patch
-def mro(self: SymbolIndex, cls):
+def mro(self: SymbolIndex, cls):  # noqa: F811
     "A class's MRO (a dotted name or `ResolvedSymbol`): its classes in Python's order, each with its source."
     return mro(self, cls)
 
@@ -521,7 +523,7 @@ def symbol_signature(tree: SourceTree, sym: ResolvedSymbol) -> inspect.Signature
         return symbol_signature(tree, init) if init and init.kind == "method" else None
     return None
 
-def signature(tree: SourceTree, qualname: str) -> inspect.Signature | None:
+def signature(tree: SourceTree, qualname: str) -> inspect.Signature | None:  # noqa: F811 (the `@patch` method's name)
     "The signature of a dotted callable in the source, or None if absent or not readable statically."
     sym = resolve(tree, qualname)
     return symbol_signature(tree, sym) if sym else None

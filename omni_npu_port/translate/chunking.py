@@ -14,14 +14,14 @@ import libcst as cst
 from fastcore.basics import patch
 
 from .apply import SENTINEL, import_anchor, rule_body_words, rule_scope_names, rule_symbols, rule_words, translate_module
-from .context import FileContext
+from .context import RULE_VISITORS, FileContext
 from .cst_fast import Verbatim, codegen, node_positions
 from .flags import FullGraphParamsFlag, GraphModeTruthFlag, patched_classes
 from .rules import RuleSet, leaf_name, parent_name
 
 # %% auto #0
-__all__ = ['mask_strings', 'ChunkPlan', 'chunk_plan', 'cut_function', 'find_anchors', 'select_statements', 'ChunkLayout',
-           'translate_chunks']
+__all__ = ['STRING_ESCAPE', 'mask_strings', 'word_needs', 'ChunkPlan', 'chunk_plan', 'cut_function', 'find_anchors',
+           'select_statements', 'ChunkLayout', 'translate_chunks']
 
 # %% ../../nbs/translate/chunking.ipynb #c0f38393
 _STRINGS = re.compile(
@@ -109,12 +109,28 @@ def _members(m: bytes, key: int, end: int):
                                                       for i in range(1, len(starts))]
     return list(zip(exts, exts[1:] + [end]))
 
+# %% ../../nbs/translate/chunking.ipynb #431adf81
+# an escape may spell any text in a string
+STRING_ESCAPE = {bytes: re.compile(rb"\\[xuUN0-7\r\n]"), str: re.compile(r"\\[xuUN0-7\r\n]")}
+
+def word_needs(rules: RuleSet) -> dict:
+    "word -> the texts a file must hold one of for the word to act (`Rule.word_needs`); None: no condition."
+    out: dict = {}
+    for cls in RULE_VISITORS:
+        need = frozenset(cls.word_needs(rules))
+        for w in cls.words(rules):   # a word another class declares with no condition acts anywhere
+            out[w] = None if not need or out.get(w, need) is None else out.get(w, frozenset()) | need
+    return out
+
+
 # %% ../../nbs/translate/chunking.ipynb #33978186
 class ChunkPlan:
     "What the scanner needs from a rule set: the anchor regex and the classes of its words, from the rule classes."
     def __init__(self, rules: RuleSet):
         self.rules = r = rules
         self.always = rule_words(r) | set(r.methods)                  # method names: anchors wherever they occur
+        self.needs = {w: tuple(t.encode() for t in sorted(n)) for w, n in word_needs(r).items()   # `select_statements`
+                      if n and w not in r.methods}
         self.parents: dict = {}                                        # symbol's last part -> its parent's last parts
         for s in rule_symbols(r):
             if "." in s: self.parents.setdefault(leaf_name(s), set()).add(leaf_name(parent_name(s)))
@@ -526,7 +542,8 @@ def _import_stub(binds: dict, read: set) -> bytes:
 _STAR = re.compile(rb"\bimport[ \t(]*\*")
 
 def _find_hits(data: bytes, plan: ChunkPlan, extra: frozenset):
-    "(masked text, f-string spans, anchor offsets that act, `super` offsets, runner-ish offsets, aliases) of a file."
+    "(masked text, f-string spans, anchor offsets that act, `super` offsets, runner-ish offsets, aliases,\n"
+    " [(offset, texts)] of the anchors that act only where the statement around them holds one of the texts) of a file."
     m, fspans = mask_strings(data)
     heads = []
     for im in plan.imports.finditer(m):
@@ -542,11 +559,13 @@ def _find_hits(data: bytes, plan: ChunkPlan, extra: frozenset):
         left = a.group(1).decode()          # (a module holding symbols: `Y.<symbol>` is an anchor anyway, below)
         if left in plan.always or left in plan.parents or left in plan.ns_leaves or left.endswith(plan.bases):
             aliases.add(a.group(2).decode())
-    hits, sup, runnerish = [], [], []
+    hits, sup, runnerish, needy = [], [], [], []
     for i, w in find_anchors(m, plan):
         w = w.decode()
         if w == "super": sup.append(i)
-        elif w in plan.always: hits.append(i)
+        elif w in plan.always:
+            hits.append(i)
+            if w in plan.needs and w not in plan.parents: needy.append((i, plan.needs[w]))
         elif w.endswith(plan.bases) and w not in plan.parents: runnerish.append(i)
         else:
             dot, before = _word_before_dot(m, i)
@@ -562,12 +581,28 @@ def _find_hits(data: bytes, plan: ChunkPlan, extra: frozenset):
         hits += found; runnerish += found
     hits += [s for s, e in fspans if plan.rx.search(data, s, e) or (arx is not None and arx.search(data, s, e))]
     hits.sort(); runnerish.sort()
-    return m, fspans, hits, sup, runnerish, aliases
+    return m, fspans, hits, sup, runnerish, aliases, needy
+
+# %% ../../nbs/translate/chunking.ipynb #fa4ab1c8
+_DEF_WORD = re.compile(rb"\bdef\b")
+
+def _acting(data: bytes, m: bytes, hits: list, needy: list, x: int, y: int) -> list:
+    "The hits that act in statement [x, y): a word with `word_needs` only if [x, y) holds a function and one of its texts."
+    k, drop, held = bisect.bisect_left(needy, (x,)), set(), {}
+    while k < len(needy) and needy[k][0] < y:
+        at, texts = needy[k]; k += 1
+        if texts not in held:
+            held[texts] = _DEF_WORD.search(m, x, y) is not None and (
+                any(data.find(t, x, y) >= 0 for t in texts) or STRING_ESCAPE[bytes].search(data, x, y) is not None)
+        if not held[texts]: drop.add(at)
+    return [h for h in hits if h not in drop] if drop else hits
+
 
 # %% ../../nbs/translate/chunking.ipynb #5e7c053b
 def select_statements(data: bytes, plan: ChunkPlan, extra: frozenset = frozenset()):
     "[(start, end, filler)] of the statements to translate (filler: a `pass` keeping a class body), or None."
-    m, fspans, hits, sup, runnerish, aliases = _find_hits(data, plan, extra)
+    m, fspans, hits, sup, runnerish, aliases, needy = _find_hits(data, plan, extra)
+    acting = lambda x, y: _acting(data, m, hits, needy, x, y)   # the hits that act in statement [x, y)
     tops = _starts(m, [x.start() for x in _COL0.finditer(m)], 0)
     if tops is None: return None
     # the comments above the first statement are the module's header to libcst, which no rule reads: not sent
@@ -581,7 +616,7 @@ def select_statements(data: bytes, plan: ChunkPlan, extra: frozenset = frozenset
         is_class = kw.startswith(b"class") and kw[5:6] in (b" ", b"\t")
         if not (is_class or kw.startswith((b"def ", b"def\t", b"async "))):
             if kw.startswith((b"import", b"from ", b"from\t")): has_imports = True; last = a
-            if _any_in(hits, a, b) or (_any_in(sup, a, b) and _any_in(runnerish, a, b)):
+            if _any_in(acting(a, b), a, b) or (_any_in(sup, a, b) and _any_in(runnerish, a, b)):
                 segs.append((a, b, None)); acted = True
             elif plan.top_rx.search(m, a, b):
                 binds = _import_binds(m, a, b, plan) if last == a else None
@@ -597,13 +632,15 @@ def select_statements(data: bytes, plan: ChunkPlan, extra: frozenset = frozenset
             runner = any(w.endswith(plan.bases) or w in runner_names or w in aliases for w in words)
             if runner and (cn := re.match(rb"class\s+(\w+)", head)): runner_names.add(cn.group(1).decode())
         if not members:
-            if _any_in(hits, a, b) or (_any_in(sup, a, b) and (runner or _any_in(runnerish, a, b))):
-                segs += (not is_class and cut_function(data, m, a, b, hits, sup, plan, fspans)) or [(a, b, None)]; acted = True
+            hs = acting(a, b)
+            if _any_in(hs, a, b) or (_any_in(sup, a, b) and (runner or _any_in(runnerish, a, b))):
+                segs += (not is_class and cut_function(data, m, a, b, hs, sup, plan, fspans)) or [(a, b, None)]; acted = True
             continue
         h = members[0][0]
-        chosen = [(x, y, None) for x, y in members
-                  if _any_in(hits, x, y) or (_any_in(sup, x, y) and (runner or _any_in(runnerish, x, y)))]
-        chosen = [seg for x, y, _ in chosen for seg in (cut_function(data, m, x, y, hits, sup, plan, fspans) or [(x, y, None)])]
+        chosen = [(x, y, hs) for x, y in members for hs in [acting(x, y)]
+                  if _any_in(hs, x, y) or (_any_in(sup, x, y) and (runner or _any_in(runnerish, x, y)))]
+        chosen = [seg for x, y, hs in chosen
+                  for seg in (cut_function(data, m, x, y, hs, sup, plan, fspans) or [(x, y, None)])]
         if chosen or runner or _any_in(hits, a, h):
             segs.append((a, h, None)); acted = True
             if chosen: segs += chosen

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import ast
+import builtins
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +21,8 @@ from .diagnostics import TranslateDiagnostic
 
 # %% auto #0
 __all__ = ['DEVICE_STRING', 'device_words', 'twin_key', 'import_table', 'dotted', 'own_members', 'cuda_line', 'DerivedIndex',
-           'Finding', 'probed', 'target_sources', 'derived_index', 'add_derived']
+           'Finding', 'probed', 'probes', 'annotations', 'type_origin', 'receiver_origin', 'target_sources',
+           'index_for', 'derived_index', 'derived_check', 'add_derived']
 
 # %% ../../nbs/translate/derived.ipynb #4e6bf391
 _NB = "translate/derived.ipynb"
@@ -354,6 +356,52 @@ def construct_findings(self: DerivedIndex, tree: ast.Module, table: dict) -> lis
                                 var.value))
     return out
 
+# %% ../../nbs/translate/derived.ipynb #b5d346ee
+def probes(tree: ast.AST) -> set:
+    "(receiver, attribute) the code tests for: `hasattr(R, \"X\")`, `getattr(R, \"X\", ...)` (R as `ast.dump`)."
+    return {(ast.dump(c.args[0]), c.args[1].value) for c in ast.walk(tree) if isinstance(c, ast.Call)
+            and isinstance(c.func, ast.Name) and c.func.id in ("hasattr", "getattr") and len(c.args) >= 2
+            and isinstance(c.args[1], ast.Constant) and isinstance(c.args[1].value, str)}
+
+def annotations(tree: ast.AST) -> dict[str, list]:
+    "Receiver (`ast.dump`) -> the annotations it has in the file: parameters, `x: T`, `self.x: T`."
+    out: dict[str, list] = {}
+    for n in ast.walk(tree):
+        if isinstance(n, ast.arg) and n.annotation is not None:
+            out.setdefault(ast.dump(ast.Name(n.arg, ast.Load())), []).append(n.annotation)
+        elif isinstance(n, ast.AnnAssign) and isinstance(n.target, (ast.Name, ast.Attribute)):
+            t = ast.Name(n.target.id, ast.Load()) if isinstance(n.target, ast.Name) else \
+                ast.Attribute(n.target.value, n.target.attr, ast.Load())
+            out.setdefault(ast.dump(t), []).append(n.annotation)
+    return out
+
+_UNION = {"Optional", "Union"}
+
+def type_origin(ann, table: dict, own: set) -> str | None:
+    "'vllm', 'other' (another package's type, a builtin, the file's class) or None (not told) for an annotation."
+    if isinstance(ann, ast.Constant) and isinstance(ann.value, str):
+        try: ann = ast.parse(ann.value, mode="eval").body
+        except SyntaxError: return None
+    if isinstance(ann, ast.Constant) and ann.value is None: return "other"
+    if isinstance(ann, ast.BinOp): parts = [ann.left, ann.right]   # `T | None`
+    elif isinstance(ann, ast.Subscript) and (dotted(ann.value, table) or getattr(ann.value, "id", "")) \
+            .rsplit(".", 1)[-1] in _UNION: parts = ann.slice.elts if isinstance(ann.slice, ast.Tuple) else [ann.slice]
+    elif isinstance(ann, ast.Subscript): return type_origin(ann.value, table, own)   # `list[T]`: a list, not a T
+    elif (d := dotted(ann, table)) is not None: return "vllm" if d.split(".")[0] == "vllm" else "other"
+    elif isinstance(ann, ast.Name): return "other" if ann.id in own or hasattr(builtins, ann.id) else None
+    else: return None
+    seen = {type_origin(p, table, own) for p in parts}
+    return "vllm" if "vllm" in seen else None if None in seen else "other"
+
+
+# %% ../../nbs/translate/derived.ipynb #fb1ca65c
+def receiver_origin(node, table: dict, told: dict, own: set) -> str | None:
+    "'vllm', 'other' or None (not told) for the object an attribute is read on, from its imports or annotations."
+    if (d := dotted(node, table)) is not None: return "vllm" if d.split(".")[0] == "vllm" else "other"
+    seen = {type_origin(ann, table, own) for ann in told.get(ast.dump(node), [])}
+    return "vllm" if "vllm" in seen else "other" if seen == {"other"} else None
+
+
 # %% ../../nbs/translate/derived.ipynb #dfdd83bb
 _GPU_WORD = re.compile(r"\b\w*(?:cuda|gpu|nccl|CUDA|GPU|NCCL|Cuda|Gpu|Nccl)\w*")
 
@@ -367,11 +415,14 @@ def vllm_words(self: DerivedIndex) -> set:
 @patch
 def worded_findings(self: DerivedIndex, tree: ast.Module, table: dict, defined: set, said: set) -> list[Finding]:
     "GPU-worded attributes (not torch's nor the file's): an NPU twin (ONP2040), or in no target source (ONP2041)."
-    out = []
+    out, dynamic, told, own = [], probes(tree), annotations(tree), {c.name for c in ast.walk(tree)
+                                                                    if isinstance(c, ast.ClassDef)}
     for n in ast.walk(tree):
         if not (isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load) and n.attr not in defined
                 and device_words(n.attr) & _GPU and (n.lineno, n.attr) not in said and n.attr not in self.names
                 and (dotted(n, table) or "").split(".")[0] != "torch"): continue
+        if (ast.dump(n.value), n.attr) in dynamic or receiver_origin(n.value, table, told, own) == "other" \
+                or n.attr.startswith("is_"): continue   # `.is_cuda`: a device-type test, ONP2043's
         known = n.attr in self.vllm_words()   # then a plain-named twin must be a method, not a field
         if hits := [h for h in self.by_key.get(twin_key(n.attr), []) if h[0] != n.attr and twin_key(n.attr)
                     and (device_words(h[0]) or not known or h[0] in self.functions)]:
@@ -423,14 +474,25 @@ def target_sources(rules) -> tuple[Path, Path] | None:
     vllm = cached_release(CACHE_DIR, "vllm", rules.vllm) if rules.vllm else None
     return (ascend, vllm) if ascend and vllm else None
 
+def index_for(vllm: str | Path, ascend: str | Path) -> DerivedIndex:
+    "The derived index of a vllm and a vllm-ascend source (archive or folder), built once per process per pair."
+    key = (str(ascend), str(vllm))
+    if key not in _INDEXES: _INDEXES[key] = DerivedIndex(open_source(vllm, "vllm"), open_source(ascend, "vllm_ascend"))
+    return _INDEXES[key]
+
 def derived_index(rules) -> DerivedIndex | None:
     "The derived index of a rule set's target, built once per process per pair of sources; None without sources."
     paths = target_sources(rules)
-    if paths is None: return None
-    key = tuple(str(p) for p in paths)
-    if key not in _INDEXES:
-        _INDEXES[key] = DerivedIndex(open_source(paths[1], "vllm"), open_source(paths[0], "vllm_ascend"))
-    return _INDEXES[key]
+    return None if paths is None else index_for(paths[1], paths[0])
+
+# %% ../../nbs/translate/derived.ipynb #cd949248
+def derived_check(source: str | bytes, target) -> list[Finding] | None:
+    "The derived findings of one module's source for `target` (a RuleSet or a DerivedIndex); None: no sources."
+    ix = target if isinstance(target, DerivedIndex) else derived_index(target)
+    if ix is None: return None
+    try: return ix.file_findings(ast.parse(source))
+    except (SyntaxError, ValueError, RecursionError, MemoryError): return []
+
 
 # %% ../../nbs/translate/derived.ipynb #6ecfd536
 _WORDS = ("vllm", "cuda", "NCCL")
@@ -455,7 +517,6 @@ def add_derived(t, rules):
             _TOLD.add((rules.vllm_ascend, rules.vllm))
             t.diagnostics = [*t.diagnostics, TranslateDiagnostic("ONP2049", f"{why}: derived rules not run")]
         return t
-    try: new = [f.diagnostic for f in ix.file_findings(ast.parse(src)) if not _duplicate(f, t.diagnostics)]
-    except (SyntaxError, ValueError, RecursionError, MemoryError): return t
+    new = [f.diagnostic for f in derived_check(src, ix) if not _duplicate(f, t.diagnostics)]
     if new: t.diagnostics = sorted([*t.diagnostics, *new], key=lambda d: d.line)
     return t

@@ -23,8 +23,8 @@ import libcst as cst
 from ..core.diagnostics import Code, register
 from ..core.io import gc_paused, memory_headroom
 from .apply import rule_symbols, rule_words, translate_module
-from .chunking import mask_strings, translate_chunks
-from .context import RULE_VISITORS
+from .chunking import STRING_ESCAPE as _ESCAPE, mask_strings, translate_chunks
+from .chunking import word_needs as _word_needs
 from .derived import add_derived
 from .diagnostics import TranslateDiagnostic
 from .rules import RuleSet, compile_rules
@@ -80,18 +80,6 @@ class Translation:
     encoding: str = "utf-8"
 
 # %% ../../nbs/translate/engine.ipynb #ed0c725f
-# an escape may spell any text in a string
-_ESCAPE = {bytes: re.compile(rb"\\[xuUN0-7\r\n]"), str: re.compile(r"\\[xuUN0-7\r\n]")}
-
-def _word_needs(rules: RuleSet) -> dict:
-    "word -> the texts a file must hold one of for the word to act (`Rule.word_needs`); None: no condition."
-    out: dict = {}
-    for cls in RULE_VISITORS:
-        need = frozenset(cls.word_needs(rules))
-        for w in cls.words(rules):   # a word another class declares with no condition acts anywhere
-            out[w] = None if not need or out.get(w, need) is None else out.get(w, frozenset()) | need
-    return out
-
 def _prefilter_tables(rules: RuleSet) -> dict:
     "The pre-filter's words and requirements, for text and for bytes, from what the rule classes declare."
     symbols, words, needs = rule_symbols(rules), rule_words(rules), _word_needs(rules)
@@ -122,7 +110,11 @@ def might_apply(rules: RuleSet, data) -> bool:
     keys, bases, reqs, words = rules._prefilter[bytes if isinstance(data, bytes) else str]
     if any(b in data for b in bases): return True
     if not any(k in data for k in keys): return False
-    memo = {}
+    present, memo = {}, {}
+    def has(w):   # w occurs as a substring: each word searched once per file, however many requirements hold it
+        x = present.get(w)
+        if x is None: x = present[w] = w in data
+        return x
     def whole(w):   # w occurs as a whole word
         if w not in memo:
             memo[w] = False
@@ -134,7 +126,7 @@ def might_apply(rules: RuleSet, data) -> bool:
     def holds(n):   # one of the texts a word needs, or an escape in a string that may spell it
         escape = _ESCAPE[bytes if isinstance(data, bytes) else str]
         return n is None or any(x in data for x in n) or escape.search(data) is not None
-    return any(all(w in data for w in r) and all(whole(w) for w in r) and holds(n) for r, n in reqs)
+    return any(all(map(has, r)) and all(map(whole, r)) and holds(n) for r, n in reqs)
 
 # %% ../../nbs/translate/engine.ipynb #7c41d8b3
 PY_FRAMES = 1000                 # Python's default recursion limit: a file is judged as `python file.py` would run it

@@ -1,0 +1,76 @@
+"""The judge's language server (issue 31, speed): started before the port's work on the folder the ports will be
+written to, it gives the findings the one command-line run gives, and steps aside (that run serves) where it cannot.
+Fixtures written here, reusing test_port_judge's tiny vllm / vllm_ascend / vllm_omni tree."""
+import os
+import time
+from textwrap import dedent
+
+import pytest
+
+from omni_npu_port.port import judge as J
+from test_port_judge import PORT, tree  # noqa: F401  (the module-scoped fixture tree)
+
+MOD = "vllm_omni.platforms.npu.worker.npu_model_runner"
+
+
+def _inputs(tree):
+    return [tree / "src/vllm_ascend/worker/model_runner_v1.py", tree / "omni/vllm_omni/worker/gpu_model_runner.py"]
+
+
+def _judge(tree, warm=None):
+    ins = _inputs(tree)
+    got, run = J.judge_modules({MOD: dedent(PORT)}, {MOD: ins}, [tree / "src", tree / "omni"], tree / "omni",
+                               (str(ins[0]), "NPUModelRunner"), warm=warm)
+    j = got[MOD]
+    return run, [sorted((d.code, d.line, d.message) for d in x) for x in (j.port, j.inherited, j.excluded)]
+
+
+def _warm(tree, modules=(MOD,)):
+    extra = [str((tree / s).resolve()) for s in ("src", "omni")]
+    return J.WarmJudge(extra, tree / "omni", list(modules), J.warm_imports(_inputs(tree)), inputs=_inputs(tree))
+
+
+@pytest.fixture(scope="module")
+def runs(tree, tmp_path_factory):  # noqa: F811
+    "The command-line run (inputs checked and kept), then the server where every input is kept, then a server that"
+    " was started for other modules."
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("OMNI_NPU_PORT_JUDGE_CACHE", str(tmp_path_factory.mktemp("server-cache")))
+        first = _judge(tree)
+        warm = _warm(tree)
+        served = _judge(tree, warm)
+        warm.close()
+        other = _warm(tree, ["vllm_omni.platforms.npu.worker.other_runner"])
+        stepped = _judge(tree, other)
+        other.close()
+    return first, served, stepped, warm
+
+
+@pytest.mark.slow
+def test_the_server_gives_the_command_line_runs_findings(runs):
+    (first, want), (served, got), _, _ = runs
+    assert (first.how, served.how) == ("run", "server") and served.inputs_kept == 2
+    assert got == want and want[0]                                     # the same errors, some of them the port's
+
+
+@pytest.mark.slow
+def test_a_server_started_for_other_modules_steps_aside(runs):
+    (_, want), _, (stepped, got), warm = runs
+    assert stepped.how == "run" and got == want
+    assert not warm.root.exists() and warm.server.proc.poll() is not None   # closed: its folder and process gone
+    for _ in range(50):   # and the node the launcher started (its process group), once the system reaps it
+        try: os.killpg(warm.server.proc.pid, 0)
+        except ProcessLookupError: break
+        time.sleep(0.1)
+    else: pytest.fail("the server's node process outlived close()")
+
+
+def test_no_server_where_the_port_is_not_judged_or_it_is_off(tmp_path, monkeypatch):
+    assert J.start_judge(False, tmp_path, tmp_path, tmp_path, ("m", "C"), ["m.port"], ["g.R"]) is None
+    monkeypatch.setenv("OMNI_NPU_PORT_JUDGE_SERVER", "0")
+    assert J.start_judge(True, tmp_path, tmp_path, tmp_path, ("m", "C"), ["m.port"], ["g.R"]) is None
+
+
+def test_a_server_that_cannot_start_is_none(tmp_path, monkeypatch):
+    monkeypatch.setattr(J, "find_checker", lambda: str(tmp_path / "basedpyright"))   # no langserver beside it
+    assert J.start_judge(True, tmp_path, tmp_path, tmp_path, ("m", "C"), ["m.port"], ["g.R"]) is None

@@ -1,0 +1,125 @@
+"""The port pipeline (issue 31, part 2): one context per port, one ordered list of registered class passes that
+`port --class` and `port --release` both run, and port strategies registered by name.
+
+Fixtures: tests/fixtures/release/ (a tiny vllm, vllm-ascend and vLLM-Omni checkout written for these tests), copied
+and edited per test where a rule must fire."""
+import contextlib
+import io
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from omni_npu_port.cli.main import main
+from omni_npu_port.core.diagnostics import REGISTRY
+from omni_npu_port.port import pipeline, release_checks, update  # noqa: F401 (update registers ONP4017)
+from omni_npu_port.port.context import PortContext
+from omni_npu_port.port.locate import PortError
+from omni_npu_port.port.method import STRATEGIES, PortOptions, finish_port, strategy
+from omni_npu_port.port.release import (Placement, check_method, locate_base, method_chunks, open_release,
+                                        release_runners)
+
+FIX = Path(__file__).parent / "fixtures" / "release"
+SOURCES = [FIX / "vllm", FIX / "vllm_ascend", FIX / "vllm_old"]
+PASS = "def f(self):\n    pass\n"
+UNBOUND = ("\n    def omni_stats(self):\n        torch.cuda.synchronize()\n"   # translated: ported, not inherited
+           "        return omni_counter + 1\n")                                 # reads a name nothing binds
+
+
+def _omni(tmp_path: Path, extra: str = "") -> Path:
+    "A copy of the fixture checkout, `extra` appended to the omni GPU runner class."
+    omni = shutil.copytree(FIX / "omni", tmp_path / "omni")
+    f = omni / "vllm_omni" / "worker" / "gpu_model_runner.py"
+    f.write_text(f.read_text() + extra)
+    return omni
+
+
+def _cli(args: list) -> tuple[int, dict]:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()): rc = main(["port", *args])
+    return rc, json.loads(out.getvalue())
+
+
+def _both(tmp_path: Path, omni: Path) -> tuple:
+    "The omni base runner ported by `port --release` and by `port --class`, the same inputs: (rc, code, codes) each."
+    rc_r, rel = _cli(["--release", str(omni), "--source", *map(str, SOURCES), "--history", "0.17.0",
+                      "-o", str(tmp_path / "out"), "--no-judge", "--json"])
+    runner = next(r for r in rel["runners"] if r["class"] == "OmniNPUModelRunner")
+    written = (tmp_path / "out" / runner["path"]).read_text()
+    rc_c, cls = _cli(["--class", "--gpu-base", f"{FIX / 'vllm'}:GPUModelRunner",
+                      "--gpu-omni", f"{omni}:OmniGPUModelRunner", "--npu-base", f"{FIX / 'vllm_ascend'}:NPUModelRunner",
+                      "--gpu-history", f"{FIX / 'vllm_old'}:GPUModelRunner",
+                      "--class-name", "OmniNPUModelRunner", "--prefer", "comment", "--no-judge", "--json"])
+    class_codes = [d["code"] for d in cls["diagnostics"] if d["code"] != "ONP4447"]   # --release says "not judged" once
+    return (rc_r, written, [d["code"] for d in runner["diagnostics"]]), (rc_c, cls["code"], class_codes)
+
+
+def test_a_class_ports_the_same_by_both_commands_where_a_later_pass_fires(tmp_path):
+    "A method reading a name nothing binds: the ready pass fires (ONP4421) by --release and by --class alike (--class"
+    " ran no ready pass before the pipeline), the methods' text and the codes are the same, and both exit 1."
+    (rc_r, code_r, codes_r), (rc_c, code_c, codes_c) = _both(tmp_path, _omni(tmp_path, UNBOUND))
+    assert "ONP4421" in codes_r and "ONP4421" in codes_c
+    assert method_chunks(code_c, "OmniNPUModelRunner") == method_chunks(code_r, "OmniNPUModelRunner")
+    assert code_c == code_r and codes_c == codes_r
+    assert rc_r == rc_c == 1
+
+
+def test_a_class_ports_the_same_by_both_commands_where_no_later_pass_fires(tmp_path):
+    "The fixture as written: no ready finding by either command, the same module and codes, the class port clean."
+    (rc_r, code_r, codes_r), (rc_c, code_c, codes_c) = _both(tmp_path, _omni(tmp_path))
+    assert "ONP4421" not in codes_r + codes_c
+    assert code_c == code_r and codes_c == codes_r and rc_c == 0
+
+
+def test_the_passes_are_one_ordered_list_of_registered_objects():
+    assert [p.name for p in pipeline.PASSES] == ["mro", "methods", "faithfulness", "reach", "records", "calls", "ready",
+                                                 "judge"]
+    assert [p.name for p in pipeline.PASSES if p.batch] == ["judge"]
+    for p in pipeline.PASSES:
+        assert p.applies and p.codes and all(c in REGISTRY for c in p.codes)
+    assert "ONP4430" in pipeline.class_pass("reach").codes and "ONP4430" not in pipeline.class_pass("calls").codes
+    with pytest.raises(PortError, match="no port pass 'recrods'.*records"): pipeline.class_pass("recrods")
+    old = pipeline.class_pass("reach")
+    try:   # registered again under its name: replaced where it stands, the order kept
+        pipeline.register_pass(pipeline.ClassPass("reach", "a replacement", old.notebooks, old.run))
+        assert [p.name for p in pipeline.PASSES].index("reach") == 3
+        assert pipeline.class_pass("reach").applies == "a replacement"
+    finally: pipeline.register_pass(old)
+
+
+def _bases():
+    from omni_npu_port.port.runners import runner_bases
+    gsym, nsym = runner_bases()[0][0], runner_bases()[1][0]
+    return locate_base(str(FIX / "vllm"), gsym), locate_base(str(FIX / "vllm_ascend"), nsym)
+
+
+def test_the_context_is_built_once_and_holds_what_module_caches_held():
+    gb, nb = _bases()
+    ctx = PortContext(gb, nb, PortOptions(prefer="comment"), extra=(str(FIX / "vllm"),))
+    assert ctx.rules is ctx.rules and ctx.index is ctx.index
+    assert not hasattr(release_checks, "_PORTED")   # the parents' MRO memo lives in the context now
+    g = release_runners(open_release(FIX / "omni")).gpu
+    parents = [("OmniNPUModelRunner", "vllm_omni.worker.npu.npu_model_runner", f"{g[0].module}.{g[0].name}")]
+    place = Placement("vllm_omni.worker.npu.npu_ar_model_runner", "NPUARModelRunner")
+    args = (g[1], place, str(FIX / "omni"), gb, nb, [],
+            (str(FIX / "vllm"),), "comment", parents)
+    one = pipeline.port_runner(*args, ctx=ctx)
+    assert len(ctx.ported_mros) == 1 and one.parent == "OmniNPUModelRunner"
+    alone = pipeline.port_runner(*args)   # no context: one of its own, the same port
+    assert alone.code == one.code and len(ctx.ported_mros) == 1
+    with pytest.raises(PortError, match="give a PortOptions"): PortContext(gb, nb, {"prefer": "comment"})
+
+
+def test_port_strategies_are_registered_and_an_unknown_style_is_an_error():
+    assert set(STRATEGIES) == {"merge", "delta", "super-call", "super-inline", "super-kept", "npu-wraps",
+                               "npu-wraps-inline", "omni-only", "update"}
+    assert all(s.applies and all(c in REGISTRY for c in s.codes) for s in STRATEGIES.values())
+    assert release_checks.REACHED == ("super-call", "super-kept") and strategy("merge").history
+    with pytest.raises(PortError, match="unknown port style 'three-way'.*merge"): strategy("three-way")
+    with pytest.raises(PortError, match="unknown port style"):
+        check_method("f", "three-way", PASS, PASS, PASS)
+    with pytest.raises(PortError, match="unknown port style"):
+        finish_port(PASS, [], "three-way", "f", None, "markers", None, None)
+    ok = finish_port(PASS, [], "omni-only", "f", None, "markers", None, None)   # a known style: ported
+    assert ok.style == "omni-only" and ok.code.startswith("def f")

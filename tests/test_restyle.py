@@ -1,0 +1,97 @@
+"""scripts/restyle.py: ruff's fixes and formatting of the exported code, written back into the notebook cells they came
+from, and an export that reproduces them (issue 34 part 6). Run on a small nbdev project this test writes."""
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.test_ruff import needs_ruff
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("restyle", ROOT / "scripts" / "restyle.py")
+restyle = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(restyle)
+
+LONG_CALL = ("    return helper(\"a port of the talker's forward context\", "
+             "\"onto the NPU model runner of vllm-ascend\", first_try, second_try, third_try)\n")
+
+
+def test_relative_imports_are_made_absolute_in_their_package():
+    "Top-level `from .`/`from ..` imports, one line or many, get the package's name; a function's own import stays."
+    code = ("from .. import __version__\nfrom .x import (a,\n                b)\nimport os\n"
+            "def f():\n    from .y import c\n")
+    assert restyle.absolute_imports(code, "demo.sub") == (
+        "from demo import __version__\nfrom demo.sub.x import (a,\n                b)\nimport os\n"
+        "def f():\n    from .y import c\n")
+
+
+def test_a_cell_splits_into_directives_code_and_trailing_blanks():
+    assert restyle.split_leading("#| export\n\nx = 1\ny = 2\n\n") == ("#| export\n\n", "x = 1\ny = 2", "\n\n")
+    assert restyle.split_leading("x = 1") == ("", "x = 1", "")
+
+
+def test_cells_are_read_by_their_markers():
+    text = ('"""doc"""\n\n# %% auto #0\n__all__ = [\'f\']\n\n# %% ../nbs/a.ipynb #c1\nimport os\n\n\n'
+            "# %% ../nbs/a.ipynb #c2\ndef f(): pass\n")
+    assert restyle.cells(text) == {("auto", "0"): "__all__ = ['f']", ("../nbs/a.ipynb", "c1"): "import os",
+                                   ("../nbs/a.ipynb", "c2"): "def f(): pass"}
+    assert [r[1:] for r in restyle.cell_rows(text)] == [("0", 4, 4), ("c1", 7, 7), ("c2", 11, 11)]
+    assert list(restyle.trailing_newlines(text).values()) == [0, 1, 0]   # c1's source ends with a newline
+
+
+def _cell(source: str, cell_id: str, kind: str = "code") -> dict:
+    extra = {"execution_count": None, "outputs": []} if kind == "code" else {}
+    return {"cell_type": kind, "id": cell_id, "metadata": {}, "source": source.splitlines(keepends=True), **extra}
+
+
+def _notebook(path: Path, cells: list[dict]):
+    nb = {"cells": cells, "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python",
+                                                      "name": "python3"}}, "nbformat": 4, "nbformat_minor": 5}
+    path.write_text(json.dumps(nb, indent=1) + "\n")
+
+
+def demo_project(root: Path) -> Path:
+    "A two-notebook nbdev project: an unsorted import block, a regex flag alias, one long call, an example cell."
+    (root / "nbs").mkdir(parents=True)
+    (root / "pyproject.toml").write_text(
+        '[project]\nname = "demo"\nversion = "0.0.1"\n\n[tool.nbdev]\nlib_path = "demo"\nnbs_path = "nbs"\n'
+        'jupyter_hooks = false\nclean_ids = true\n\n[tool.ruff]\nline-length = 120\ntarget-version = "py310"\n\n'
+        '[tool.ruff.lint]\nextend-select = ["E501"]\nignore = ["RUF022"]\nunfixable = ["F401", "I001"]\n')
+    _notebook(root / "nbs" / "util.ipynb", [_cell("#| default_exp util", "a0000001"),
+                                            _cell("#| export\ndef helper(*args): return args", "a0000002")])
+    _notebook(root / "nbs" / "core.ipynb", [
+        _cell("# Core\n> the demo's core", "b0000001", "markdown"),
+        _cell("#| default_exp core", "b0000002"),
+        _cell("#| export\nimport re\nimport os\nfrom demo.util import helper\n", "b0000003"),   # a blank line after
+        _cell("#| export\nPATTERN = re.compile('npu', re.I)\nHOME = os.sep", "b0000004"),
+        _cell("#| export\ndef describe(first_try, second_try, third_try):\n" + LONG_CALL, "b0000005"),
+        _cell("describe(1, 2, 3)   # an example: not exported, never touched", "b0000006")])
+    return root
+
+
+def _tool(name: str) -> Path:
+    return Path(sys.executable).parent / name
+
+
+@needs_ruff
+@pytest.mark.skipif(not _tool("nbdev-export").exists(), reason="nbdev is not installed (dev extras)")
+def test_restyle_fixes_the_notebooks_and_the_export_reproduces_ruff(tmp_path):
+    "Imports sorted (asked for), a safe fix and a long call split land in their cells; a second run has nothing to do."
+    root = demo_project(tmp_path / "demo")
+    script = [sys.executable, str(ROOT / "scripts" / "restyle.py"), "--root", str(root)]
+    r = subprocess.run([*script, "--sort-imports"], check=False, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    cells = {c["id"]: "".join(c["source"]) for c in json.loads((root / "nbs" / "core.ipynb").read_text())["cells"]}
+    # sorted, still absolute, and the blank line ruff drops after an import block dropped in the cell too
+    assert cells["b0000003"] == "#| export\nimport os\nimport re\n\nfrom demo.util import helper"
+    assert cells["b0000004"].startswith("#| export\nPATTERN = re.compile('npu', re.IGNORECASE)")  # safe fix
+    assert cells["b0000005"].startswith("#| export\ndef describe(") and LONG_CALL not in cells["b0000005"]
+    assert max(map(len, cells["b0000005"].splitlines())) <= 120
+    assert cells["b0000006"] == "describe(1, 2, 3)   # an example: not exported, never touched"
+    lib = (root / "demo" / "core.py").read_text()
+    assert "from .util import helper" in lib and "re.IGNORECASE" in lib
+    again = subprocess.run(script, check=False, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0 and "0 notebooks written" in again.stdout and "left 0 " in again.stdout, again.stdout
