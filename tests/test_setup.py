@@ -98,3 +98,24 @@ def test_pytest_n_2_keeps_each_file_on_one_worker_and_the_real_port_files_togeth
     assert scope("tests/test_layers.py::test_a") == "tests/test_layers.py"
     assert pytest_xdist_make_scheduler(_XdistConfig("load", ["-n", "2", "--dist", "load"]), None) is None
     assert pytest_xdist_make_scheduler(_XdistConfig("loadfile"), None) is None
+
+
+def test_pytest_n_2_hands_out_the_heaviest_files_first():
+    "The workers start on the files that cost most (conftest.HEAVIEST), the rest after them in xdist's order; the"
+    " queue the scheduler hands out is reordered once, whole."
+    pytest.importorskip("xdist")
+    from collections import OrderedDict
+    from conftest import HEAVIEST, SHARED_PORT, heaviest_first, pytest_xdist_make_scheduler
+    assert heaviest_first(["tests/test_port.py", "tests/test_x.py", "tests/test_sync.py", SHARED_PORT,
+                           "tests/test_docs_site.py"]) == ["tests/test_docs_site.py", SHARED_PORT, "tests/test_sync.py",
+                                                           "tests/test_port.py", "tests/test_x.py"]
+    assert heaviest_first(["tests/test_b.py", "tests/test_a.py"]) == ["tests/test_b.py", "tests/test_a.py"]
+    assert all(h == SHARED_PORT or (ROOT / h).is_file() for h in HEAVIEST), "HEAVIEST names a file that is not there"
+    sched = pytest_xdist_make_scheduler(_XdistConfig("load"), None)
+    sent = []
+    node = type("Node", (), {"send_runtest_some": lambda self, idx: sent.append(idx)})()
+    sched.registered_collections = {node: ["tests/test_port.py::a", "tests/test_sync.py::b", "tests/test_sync.py::c"]}
+    sched.workqueue = OrderedDict([("tests/test_port.py", {"tests/test_port.py::a": False}),
+                                   ("tests/test_sync.py", {"tests/test_sync.py::b": False, "tests/test_sync.py::c": False})])
+    sched._assign_work_unit(node)
+    assert sent == [[1, 2]] and list(sched.workqueue) == ["tests/test_port.py"]
