@@ -184,7 +184,7 @@ def printed_links(work: Path, tmp: Path) -> set[str]:
     src = tmp / "runner.py"
     src.write_text("import torch\n\n\ndef f(x):\n    torch.cuda.synchronize()\n    with torch.cuda.graph(g):\n        y = x\n")
 
-    def run(*args):   # the command in this process, run in `work` as a user there would (one interpreter start saved each)
+    def run(*args):   # the command in this process, in `work` as a user there runs it (no interpreter start each)
         out, err = io.StringIO(), io.StringIO()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err): main(list(args))
         return SimpleNamespace(stdout=out.getvalue(), stderr=err.getvalue())
@@ -192,8 +192,10 @@ def printed_links(work: Path, tmp: Path) -> set[str]:
     cwd = os.getcwd()
     os.chdir(work)
     try:
-        texts = [run("translate", str(src), "--diff", "--report", str(tmp / "r.json")).stderr, (tmp / "r.json").read_text()]
-        texts += [run("translate", str(src), "--check", "--output-format", f).stdout for f in ("json", "sarif", "github", "text")]
+        texts = [run("translate", str(src), "--diff", "--report", str(tmp / "r.json")).stderr,
+                 (tmp / "r.json").read_text()]
+        texts += [run("translate", str(src), "--check", "--output-format", f).stdout
+                  for f in ("json", "sarif", "github", "text")]
         tour_translate(con)
     finally: os.chdir(cwd)
     texts.append(con.file.getvalue())

@@ -67,8 +67,8 @@ def test_conflicts_and_parse_checks(gen):
 
 
 def call_here(args: list, timeout: float = 600) -> dict:
-    "A double of the benchmark's `call`: the command run by `cli.main` in this process, not in a fresh interpreter (whose"
-    " start is most of a fixture command's cost); the same fields, refused as `call` says (exit >= 2 or a traceback)."
+    "A double of the benchmark's `call`: the command run by `cli.main` in this process, not in a fresh interpreter"
+    " (whose start is most of a fixture command's cost); the same fields, refused as `call` says."
     import contextlib
     import io
     import time
@@ -77,7 +77,8 @@ def call_here(args: list, timeout: float = 600) -> dict:
     t0 = time.perf_counter()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err): rc = main(list(args))
     said = err.getvalue()
-    return {"args": args, "rc": rc, "stdout": out.getvalue(), "stderr": said[-2000:], "seconds": time.perf_counter() - t0,
+    return {"args": args, "rc": rc, "stdout": out.getvalue(), "stderr": said[-2000:],
+            "seconds": time.perf_counter() - t0,
             "refused": rc not in (0, 1) or "Traceback (most recent call last)" in said}
 
 

@@ -451,11 +451,11 @@ def test_a_link_in_an_sdist_as_a_runner_module_is_named_not_dropped(tmp_path, mo
 @pytest.mark.slow
 @pytest.mark.parametrize("mutation", ["form-feed+crlf", "record-separator+tabs"])
 def test_the_real_runners_mutated_as_python_still_reads_them_lose_nothing(release_source, tmp_path, mutation):
-    "Reproduction 5 (and the fuzz of item 5): the real 0.30.0 runner modules with line breaks that Python does not see as"
-    " line breaks (a form feed or \\x1e in a comment above `_dummy_run` and inside methods), and then CRLF endings or tab"
-    " indentation: every module parses, no statement is lost (a form feed once dropped 18 omni statements: the merge split"
-    " lines with str.splitlines; tab indentation gave a module with a TabError and 47 statements lost). Each port carries"
-    " two of the four mutations (a port of the release costs seconds): each mutation is in every runner module."
+    "Reproduction 5 (and the fuzz of item 5): the real 0.30.0 runner modules with line breaks that Python does not see"
+    " as line breaks (a form feed or \\x1e in a comment above `_dummy_run` and inside methods), then CRLF endings or"
+    " tab indentation: every module parses, no statement is lost (a form feed once dropped 18 omni statements: the"
+    " merge split lines with str.splitlines; tab indentation gave a module with a TabError and 47 statements lost)."
+    " Each port carries two of the four mutations (a port of the release costs seconds), each in every runner module."
     import ast
     import re
     import zipfile
@@ -469,7 +469,8 @@ def test_the_real_runners_mutated_as_python_still_reads_them_lose_nothing(releas
     for f in (co / "vllm_omni" / "worker").glob("gpu*runner*.py"):
         t = f.read_text()
         t = t.replace("    def _dummy_run", f"    # a comment{ch}with a break\n    def _dummy_run", 1)
-        t = re.sub(r"(?m)^(        )(\w+ = )", lambda m: f"{m.group(1)}# note{ch} here\n{m.group(1)}{m.group(2)}", t, count=6)
+        note = lambda m: f"{m.group(1)}# note{ch} here\n{m.group(1)}{m.group(2)}"
+        t = re.sub(r"(?m)^(        )(\w+ = )", note, t, count=6)
         if ends == "tabs": t = re.sub(r"(?m)^((?:    )+)", lambda m: "\t" * (len(m.group(1)) // 4), t)
         else: t = t.replace("\n", "\r\n")
         f.write_bytes(t.encode()); ast.parse(f.read_bytes())

@@ -789,7 +789,7 @@ def test_names_shadowing_and_scopes(rules):
 @pytest.mark.parametrize("start", ["fork", "spawn"])
 def test_jobs_give_the_same_run(tmp_path, monkeypatch, start, request):
     import threading
-    if start == "fork" and not request.getfixturevalue("forks_alone"): return   # ran, and passed, in a child of one thread
+    if start == "fork" and not request.getfixturevalue("forks_alone"): return   # ran, and passed, in a child
     import omni_npu_port.translate.run as tmod
     for i, src in enumerate([DUMMY, CHUNKY, "x = 1\n", GPU[0]]):
         (tmp_path / "src" / f"m{i}.py").parent.mkdir(exist_ok=True)
