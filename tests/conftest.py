@@ -19,9 +19,9 @@ EVERY_RELEASE, EVERY_RELEASE_FILES = "every_vllm_ascend_release", ("tests/test_c
 # The files that cost most, heaviest first (measured: `pytest -n 2 --junitxml`, each file's tests summed): a worker
 # starts on these, so no long file is left for the end while the other worker idles. Any other file follows, the ones
 # with more tests first (xdist's own order). Only the order of the work depends on this list, never a verdict.
-HEAVIEST = ("tests/test_docs_site.py", SHARED_PORT, "tests/test_generalize.py", EVERY_RELEASE,
-            "tests/test_notebooks.py", "tests/test_sync.py", "tests/test_bad_input.py", "tests/test_ops.py",
-            "tests/test_workbook.py", "tests/test_target_evidence.py", "tests/test_bench.py", "tests/test_audit.py",
+HEAVIEST = ("tests/test_docs_site.py", SHARED_PORT, EVERY_RELEASE, "tests/test_notebooks.py", "tests/test_sync.py",
+            "tests/test_bad_input.py", "tests/test_generalize.py", "tests/test_ops.py", "tests/test_workbook.py",
+            "tests/test_target_evidence.py", "tests/test_bench.py", "tests/test_audit.py",
             "tests/test_translate_memory.py", "tests/test_cli.py")
 
 
