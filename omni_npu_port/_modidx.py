@@ -3481,6 +3481,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                                    'omni_npu_port/translate/derived.py'),
                                                  'omni_npu_port.translate.derived.index_for': ( 'translate/derived.html#index_for',
                                                                                                 'omni_npu_port/translate/derived.py'),
+                                                 'omni_npu_port.translate.derived.might_find': ( 'translate/derived.html#might_find',
+                                                                                                 'omni_npu_port/translate/derived.py'),
                                                  'omni_npu_port.translate.derived.nodes_of': ( 'translate/derived.html#nodes_of',
                                                                                                'omni_npu_port/translate/derived.py'),
                                                  'omni_npu_port.translate.derived.own_members': ( 'translate/derived.html#own_members',

@@ -24,7 +24,8 @@ from .diagnostics import TranslateDiagnostic
 # %% auto #0
 __all__ = ['DEVICE_STRING', 'device_words', 'twin_key', 'nodes_of', 'walked', 'import_table', 'dotted', 'own_members',
            'cuda_line', 'DerivedIndex', 'per_index', 'Finding', 'probed', 'probes', 'annotations', 'type_origin',
-           'receiver_origin', 'target_sources', 'index_for', 'derived_index', 'derived_check', 'add_derived']
+           'receiver_origin', 'target_sources', 'index_for', 'derived_index', 'might_find', 'derived_check',
+           'add_derived']
 
 # %% ../../nbs/translate/derived.ipynb #4e6bf391
 _NB = "translate/derived.ipynb"
@@ -146,8 +147,9 @@ def _nccl_name(name: str) -> bool:
 
 def cuda_line(node) -> tuple[int, str] | None:
     "(line, what) of the first CUDA-only construct in a def or class body: `torch.cuda`, CUDA graphs, NCCL, `\"cuda\"`."
-    tested = {id(c) for n in ast.walk(node) if isinstance(n, ast.Compare) for c in [n.left, *n.comparators]}
-    for n in ast.walk(node):   # a "cuda" compared against is a branch for CUDA, not a CUDA-only body
+    nodes = nodes_of(node)
+    tested = {id(c) for n in nodes if isinstance(n, ast.Compare) for c in [n.left, *n.comparators]}
+    for n in nodes:   # a "cuda" compared against is a branch for CUDA, not a CUDA-only body
         if isinstance(n, ast.Attribute) and n.attr == "cuda" and getattr(n.value, "id", None) == "torch":
             return n.lineno, "torch.cuda"
         name = n.id if isinstance(n, ast.Name) else n.attr if isinstance(n, ast.Attribute) else None
@@ -204,8 +206,8 @@ def cuda_of(self: DerivedIndex, node) -> tuple[int, str] | None:
 @per_index
 def _module_facts(self: DerivedIndex, module: str, tree: ast.Module) -> tuple[dict, set, bool]:
     "A vllm module's import table, the names it stores, whether it binds names dynamically (`import *`, `__getattr__`)."
-    table = import_table(tree, module if self.vllm.is_package(module) else module.rsplit(".", 1)[0])
-    nodes = nodes_of(tree)
+    with walked(tree) as nodes:
+        table = import_table(tree, module if self.vllm.is_package(module) else module.rsplit(".", 1)[0])
     stored = {n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
     dynamic = any(isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names) for n in nodes) \
         or any(isinstance(st, ast.FunctionDef) and st.name == "__getattr__" for st in tree.body)
@@ -297,8 +299,7 @@ def members(self: DerivedIndex, cls: str, depth: int = 8) -> tuple[dict, bool]:
     else:
         kind, module, node = self.vllm_def(cls)
         if kind != "def" or not isinstance(node, ast.ClassDef): return {}, False
-        package = module if self.vllm.is_package(module) else module.rsplit(".", 1)[0]
-        table = import_table(self.vllm.module_ast(module), package)
+        table = self._module_facts(module, self.vllm.module_ast(module))[0]
     out, complete = {}, depth > 0
     for b in node.bases if depth else ():
         base = dotted(b, table) or (f"{module}.{b.id}" if isinstance(b, ast.Name) else None)
@@ -551,11 +552,21 @@ def derived_index(rules) -> DerivedIndex | None:
     paths = target_sources(rules)
     return None if paths is None else index_for(paths[1], paths[0])
 
+# %% ../../nbs/translate/derived.ipynb #8ccfc88e
+_MIGHT = re.compile(rf"\bvllm\b|(?i:{'|'.join(sorted(_GPU))})|\\[0-7xNuU]|[^\x00-\x7f]")
+_MIGHT_BYTES = re.compile(_MIGHT.pattern.encode())
+
+def might_find(source: str | bytes) -> bool:
+    "Whether a module's text can hold a derived finding: it names `vllm` or a GPU word, or has escapes or non-ASCII."
+    return (_MIGHT_BYTES if isinstance(source, bytes) else _MIGHT).search(source) is not None
+
+
 # %% ../../nbs/translate/derived.ipynb #cd949248
 def derived_check(source: str | bytes, target) -> list[Finding] | None:
     "The derived findings of one module's source for `target` (a RuleSet or a DerivedIndex); None: no sources."
     ix = target if isinstance(target, DerivedIndex) else derived_index(target)
     if ix is None: return None
+    if not might_find(source): return []
     try: return ix.file_findings(ast.parse(source))
     except (SyntaxError, ValueError, RecursionError, MemoryError): return []
 
