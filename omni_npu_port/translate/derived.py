@@ -572,7 +572,6 @@ def derived_check(source: str | bytes, target) -> list[Finding] | None:
 
 
 # %% ../../nbs/translate/derived.ipynb #6ecfd536
-_WORDS = ("vllm", "cuda", "NCCL")
 _TOLD: set = set()   # the targets whose missing sources this process has reported
 
 def _duplicate(f: Finding, hand: list) -> bool:
@@ -584,7 +583,7 @@ def add_derived(t, rules):
     "Add the derived findings to a `Translation` when `rules.derived` is on; ONP2049 where the target's sources lack."
     if not getattr(rules, "derived", False) or t.error is not None: return t
     src = t.source
-    if not any((w.encode() if isinstance(src, bytes) else w) in src for w in _WORDS): return t
+    if not might_find(src): return t   # the rules' own text check: escapes and any case of a GPU word pass
     stack = f"vllm-ascend {rules.vllm_ascend} and vllm {rules.vllm}"
     try: ix, why = derived_index(rules), f"no cached {stack} sources"
     except MemoryError:   # the file is still translated
