@@ -175,22 +175,28 @@ def test_the_workbook_page_shows_its_steps(browser, site):
 
 def printed_links(work: Path, tmp: Path) -> set[str]:
     "Every link to a page the tools print (translate's report and check formats, the tour's translate), run in `work`."
+    import contextlib
     import io
-    import subprocess
-    import sys
+    from types import SimpleNamespace
     from rich.console import Console
+    from omni_npu_port.cli.main import main
     from omni_npu_port.translate.run import tour_translate
     src = tmp / "runner.py"
     src.write_text("import torch\n\n\ndef f(x):\n    torch.cuda.synchronize()\n    with torch.cuda.graph(g):\n        y = x\n")
-    run = lambda *a: subprocess.run([sys.executable, "-c", "import sys; from omni_npu_port.cli.main import entry; sys.exit(entry())", *a],
-                                    capture_output=True, text=True, cwd=work, timeout=300,
-                                    env={**os.environ, "PYTHONPATH": str(ROOT)})
-    texts = [run("translate", str(src), "--diff", "--report", str(tmp / "r.json")).stderr, (tmp / "r.json").read_text()]
-    texts += [run("translate", str(src), "--check", "--output-format", f).stdout for f in ("json", "sarif", "github", "text")]
+
+    def run(*args):   # the command in this process, in `work` as a user there runs it (no interpreter start each)
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err): main(list(args))
+        return SimpleNamespace(stdout=out.getvalue(), stderr=err.getvalue())
     con = Console(file=io.StringIO(), width=400)
     cwd = os.getcwd()
     os.chdir(work)
-    try: tour_translate(con)
+    try:
+        texts = [run("translate", str(src), "--diff", "--report", str(tmp / "r.json")).stderr,
+                 (tmp / "r.json").read_text()]
+        texts += [run("translate", str(src), "--check", "--output-format", f).stdout
+                  for f in ("json", "sarif", "github", "text")]
+        tour_translate(con)
     finally: os.chdir(cwd)
     texts.append(con.file.getvalue())
     assert not [t for t in texts if "omni-npu-port.github.io" in t], "a tool printed a link to an unpublished site"

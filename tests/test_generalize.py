@@ -66,9 +66,34 @@ def test_conflicts_and_parse_checks(gen):
     assert gen.undefined_names("import os\n\nclass A:\n    def f(self, n):\n        return os.sep * n\n") == []
 
 
-def test_fixture_part_report_covers_every_class(gen, tmp_path):
+def call_here(args: list, timeout: float = 600) -> dict:
+    "A double of the benchmark's `call`: the command run by `cli.main` in this process, not in a fresh interpreter"
+    " (whose start is most of a fixture command's cost); the same fields, refused as `call` says."
+    import contextlib
+    import io
+    import time
+    from omni_npu_port.cli.main import main
+    out, err = io.StringIO(), io.StringIO()
+    t0 = time.perf_counter()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err): rc = main(list(args))
+    said = err.getvalue()
+    return {"args": args, "rc": rc, "stdout": out.getvalue(), "stderr": said[-2000:],
+            "seconds": time.perf_counter() - t0,
+            "refused": rc not in (0, 1) or "Traceback (most recent call last)" in said}
+
+
+def test_the_benchmark_runs_each_command_in_a_fresh_process(gen):
+    "The benchmark's own `call` (the report test below runs its commands in this process): a fresh `omni-npu-port`."
+    ok, bad = gen.call(["--version"]), gen.call(["translate", "--no-such-option"])
+    assert ok["rc"] == 0 and not ok["refused"] and ok["stdout"].strip()
+    assert bad["rc"] == 2 and bad["refused"] and "--no-such-option" in bad["stderr"]
+
+
+def test_fixture_part_report_covers_every_class(gen, tmp_path, monkeypatch):
     out = tmp_path / "report.json"
-    assert gen.main(["--fixtures", "--quick", "-j", "2", "--json", str(out)]) == 0
+    monkeypatch.setattr(gen, "call", call_here)   # one process: the commands' work, without an interpreter start each
+    monkeypatch.chdir(ROOT)                       # where `call` runs them
+    assert gen.main(["--fixtures", "--quick", "-j", "1", "--json", str(out)]) == 0
     fx = json.loads(out.read_text())["fixtures"]
     assert set(fx["per_class"]) == set(gen.CLASSES) and all(row["jobs"] >= 1 for row in fx["per_class"].values())
     kinds = {(r["class"], r["kind"]) for r in fx["results"]}

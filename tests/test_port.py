@@ -1484,10 +1484,10 @@ def test_translations_are_kept_between_runs_and_answer_only_their_own_question(t
                   (src, "vllm-ascend==0.16.0rc1", mod)):                      # another target
         with pytest.raises(AssertionError, match="translated again"): translation.translate_code(*other)
     rules = translation.rules_for("vllm-ascend==0.18.0")                               # a record changed at run time: a miss
-    monkeypatch.setitem(rules._memo, "digest", "changed")
+    for key in (("digest", False), ("digest", True)): monkeypatch.setitem(rules._memo, key, "changed")
     translation.forget_translations()
     with pytest.raises(AssertionError, match="translated again"): translation.translate_code(src, "vllm-ascend==0.18.0", mod)
-    monkeypatch.delitem(rules._memo, "digest")
+    for key in (("digest", False), ("digest", True)): monkeypatch.delitem(rules._memo, key)
     monkeypatch.setattr(translation, "translate_source", real)
     for f in (tmp_path / "kept").glob(translation.code_fingerprint() + "/*.json"): f.write_bytes(b"not json")   # damaged: translated anew
     translation.forget_translations()

@@ -787,8 +787,9 @@ def test_names_shadowing_and_scopes(rules):
 
 
 @pytest.mark.parametrize("start", ["fork", "spawn"])
-def test_jobs_give_the_same_run(tmp_path, monkeypatch, start):
+def test_jobs_give_the_same_run(tmp_path, monkeypatch, start, request):
     import threading
+    if start == "fork" and not request.getfixturevalue("forks_alone"): return   # ran, and passed, in a child
     import omni_npu_port.translate.run as tmod
     for i, src in enumerate([DUMMY, CHUNKY, "x = 1\n", GPU[0]]):
         (tmp_path / "src" / f"m{i}.py").parent.mkdir(exist_ok=True)
@@ -807,7 +808,7 @@ def test_jobs_give_the_same_run(tmp_path, monkeypatch, start):
         done.set()
         if other: other.join()
     assert one["files"] == two["files"] and one["totals"]["sites"] > 0
-    assert used == [start] or (start == "fork" and used == ["spawn"] and threading.active_count() > 1)
+    assert used == [start]   # the fork case runs where this process has one thread (`forks_alone`)
     assert main([str(tmp_path / "src"), "--check", "-q", "--jobs", "-1"]) == 2
 
 

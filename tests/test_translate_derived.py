@@ -123,3 +123,13 @@ def test_derived_check_is_the_one_entry(ix, monkeypatch):
 def test_a_device_type_test_is_one_finding_not_also_a_missing_name(ix):
     got = found(ix, "gpu_fires.py")
     assert ("ONP2043", "is_cuda") in got and ("ONP2041", "is_cuda") not in got
+
+
+def test_the_translate_hook_reaches_a_device_string_only_an_escape_spells(ix, monkeypatch):
+    monkeypatch.setattr(derived, "derived_index", lambda rules: ix)
+    rules = compile_rules()
+    rules.derived = True
+    src = 'import torch\n\ndef pick():\n    return torch.device("\\x63uda")\n'   # no "cuda", "vllm" or "NCCL" as text
+    assert "cuda" not in src
+    on = translate_source(src, rules, "escaped.py")
+    assert any(d.code.startswith("ONP204") for d in on.diagnostics)

@@ -8,7 +8,9 @@ from __future__ import annotations
 import ast
 import builtins
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import wraps
 from pathlib import Path
 
 from fastcore.basics import patch
@@ -20,9 +22,10 @@ from ..sources.symbols import IGNORED_BASES
 from .diagnostics import TranslateDiagnostic
 
 # %% auto #0
-__all__ = ['DEVICE_STRING', 'device_words', 'twin_key', 'import_table', 'dotted', 'own_members', 'cuda_line', 'DerivedIndex',
-           'Finding', 'probed', 'probes', 'annotations', 'type_origin', 'receiver_origin', 'target_sources',
-           'index_for', 'derived_index', 'derived_check', 'add_derived']
+__all__ = ['DEVICE_STRING', 'device_words', 'twin_key', 'nodes_of', 'walked', 'import_table', 'dotted', 'own_members',
+           'cuda_line', 'DerivedIndex', 'per_index', 'Finding', 'probed', 'probes', 'annotations', 'type_origin',
+           'receiver_origin', 'target_sources', 'index_for', 'derived_index', 'might_find', 'derived_check',
+           'add_derived']
 
 # %% ../../nbs/translate/derived.ipynb #4e6bf391
 _NB = "translate/derived.ipynb"
@@ -70,11 +73,41 @@ def twin_key(name: str) -> str:
         out.append(next((t[len(d):] for d in _DEVICE if t.startswith(d) and t[len(d):] in ("graph", "graphs")), t))
     return "_".join(out)
 
+# %% ../../nbs/translate/derived.ipynb #e0e4304e
+_WALKS: dict = {}   # id(node) -> (node, its nodes in ast.walk order), for the trees `walked` holds
+
+def nodes_of(node: ast.AST) -> list:
+    "`list(ast.walk(node))`, from the one walk `walked` made where `node` is its tree or a class in it."
+    got = _WALKS.get(id(node))
+    return got[1] if got is not None and got[0] is node else list(ast.walk(node))
+
+@contextmanager
+def walked(tree: ast.AST):
+    "Walk `tree` once, breadth first as `ast.walk`: `nodes_of` answers for it and each class in it inside the block."
+    order, owners, classes, i = [tree], [()], {}, 0
+    while i < len(order):
+        node, own = order[i], owners[i]
+        i += 1
+        if isinstance(node, ast.ClassDef): own = (*own, node); classes[node] = []
+        for c in own: classes[c].append(node)
+        for field in node._fields:
+            v = getattr(node, field, None)
+            if isinstance(v, ast.AST): order.append(v); owners.append(own)
+            elif isinstance(v, list):
+                for x in v:
+                    if isinstance(x, ast.AST): order.append(x); owners.append(own)
+    mine = [(n, ns) for n, ns in [(tree, order), *classes.items()] if id(n) not in _WALKS]
+    _WALKS.update((id(n), (n, ns)) for n, ns in mine)
+    try: yield order
+    finally:
+        for n, _ in mine: _WALKS.pop(id(n), None)
+
+
 # %% ../../nbs/translate/derived.ipynb #fa592e03
 def import_table(tree: ast.Module, package: str = "") -> dict[str, str]:
     "Local name -> dotted name for a module's imports (relative ones made absolute against `package`)."
     out = {}
-    for n in ast.walk(tree):
+    for n in nodes_of(tree):
         if isinstance(n, ast.Import):
             for a in n.names: out[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
         elif isinstance(n, ast.ImportFrom):
@@ -102,7 +135,7 @@ def own_members(cls: ast.ClassDef) -> dict[str, int]:
         elif isinstance(st, (ast.Assign, ast.AnnAssign)):
             for t in (st.targets if isinstance(st, ast.Assign) else [st.target]):
                 if isinstance(t, ast.Name): out.setdefault(t.id, st.lineno)
-    for n in ast.walk(cls):
+    for n in nodes_of(cls):
         if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store) and isinstance(n.value, ast.Name) \
                 and n.value.id == "self": out.setdefault(n.attr, n.lineno)
     return out
@@ -114,8 +147,9 @@ def _nccl_name(name: str) -> bool:
 
 def cuda_line(node) -> tuple[int, str] | None:
     "(line, what) of the first CUDA-only construct in a def or class body: `torch.cuda`, CUDA graphs, NCCL, `\"cuda\"`."
-    tested = {id(c) for n in ast.walk(node) if isinstance(n, ast.Compare) for c in [n.left, *n.comparators]}
-    for n in ast.walk(node):   # a "cuda" compared against is a branch for CUDA, not a CUDA-only body
+    nodes = nodes_of(node)
+    tested = {id(c) for n in nodes if isinstance(n, ast.Compare) for c in [n.left, *n.comparators]}
+    for n in nodes:   # a "cuda" compared against is a branch for CUDA, not a CUDA-only body
         if isinstance(n, ast.Attribute) and n.attr == "cuda" and getattr(n.value, "id", None) == "torch":
             return n.lineno, "torch.cuda"
         name = n.id if isinstance(n, ast.Name) else n.attr if isinstance(n, ast.Attribute) else None
@@ -152,6 +186,34 @@ class DerivedIndex:
         if words - _GPU or not words and "_" in (key := twin_key(name)):
             self.by_key.setdefault(twin_key(name), []).append((name, module, line))
 
+# %% ../../nbs/translate/derived.ipynb #7e47e65e
+def per_index(method):
+    "A `DerivedIndex` method whose result is kept per arguments, on the index."
+    @wraps(method)
+    def kept(self, *args, **kw):
+        memo, key = self.__dict__.setdefault("_memo", {}), (method.__name__, args, tuple(sorted(kw.items())))
+        if key not in memo: memo[key] = method(self, *args, **kw)
+        return memo[key]
+    return kept
+
+@patch
+@per_index
+def cuda_of(self: DerivedIndex, node) -> tuple[int, str] | None:
+    "`cuda_line` of a vllm def or class, once per node."
+    return cuda_line(node)
+
+@patch
+@per_index
+def _module_facts(self: DerivedIndex, module: str, tree: ast.Module) -> tuple[dict, set, bool]:
+    "A vllm module's import table, the names it stores, whether it binds names dynamically (`import *`, `__getattr__`)."
+    with walked(tree) as nodes:
+        table = import_table(tree, module if self.vllm.is_package(module) else module.rsplit(".", 1)[0])
+    stored = {n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    dynamic = any(isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names) for n in nodes) \
+        or any(isinstance(st, ast.FunctionDef) and st.name == "__getattr__" for st in tree.body)
+    return table, stored, dynamic
+
+
 # %% ../../nbs/translate/derived.ipynb #1c1f0eb9
 @patch
 def _scan(self: DerivedIndex, module: str, tree: ast.Module):
@@ -177,6 +239,7 @@ def _scan(self: DerivedIndex, module: str, tree: ast.Module):
 
 # %% ../../nbs/translate/derived.ipynb #9450b24a
 @patch
+@per_index
 def vllm_def(self: DerivedIndex, name: str, hops: int = 4):
     "Where vllm defines a dotted name: ('module'|'def'|'other', module, node or None) or ('missing', module, part)."
     parts = name.split(".")
@@ -197,15 +260,13 @@ def _binding(self: DerivedIndex, module: str, name: str):
     except SyntaxError: return "other", None
     if self.vllm.is_package(module) and self.vllm.module_source(f"{module}.{name}") is not None:
         return "import", f"{module}.{name}"
-    table = import_table(tree, module if self.vllm.is_package(module) else module.rsplit(".", 1)[0])
+    table, stored, dynamic = self._module_facts(module, tree)
     for st in tree.body:
         if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and st.name == name: return "def", st
     if name in table and table[name].startswith("vllm."): return "import", table[name]
-    stored = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
     if name in table or name in stored:
         return "other", None
-    if any(isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names) for n in ast.walk(tree)) \
-            or any(isinstance(st, ast.FunctionDef) and st.name == "__getattr__" for st in tree.body):
+    if dynamic:
         return "other", None
     return "missing", name
 
@@ -215,6 +276,7 @@ def _gpu_specific(name: str) -> bool:
     return any(device_words(p) & _GPU for p in name.split(".")[-2:])
 
 @patch
+@per_index
 def twin_of(self: DerivedIndex, name: str) -> tuple[str, str, int] | None:
     "The NPU twin of a vllm dotted name in vllm-ascend: (its name, module, line), or None."
     leaf, key = name.rsplit(".", 1)[-1], twin_key(name.rsplit(".", 1)[-1])
@@ -230,14 +292,14 @@ def twin_of(self: DerivedIndex, name: str) -> tuple[str, str, int] | None:
 
 # %% ../../nbs/translate/derived.ipynb #0616749e
 @patch
+@per_index
 def members(self: DerivedIndex, cls: str, depth: int = 8) -> tuple[dict, bool]:
     "({name: (module, line)} a vllm or vllm-ascend class has with its bases', whether every base was found)."
     if cls in self.classes: module, node, table = self.classes[cls]
     else:
         kind, module, node = self.vllm_def(cls)
         if kind != "def" or not isinstance(node, ast.ClassDef): return {}, False
-        package = module if self.vllm.is_package(module) else module.rsplit(".", 1)[0]
-        table = import_table(self.vllm.module_ast(module), package)
+        table = self._module_facts(module, self.vllm.module_ast(module))[0]
     out, complete = {}, depth > 0
     for b in node.bases if depth else ():
         base = dotted(b, table) or (f"{module}.{b.id}" if isinstance(b, ast.Name) else None)
@@ -279,7 +341,7 @@ def symbol_finding(self: DerivedIndex, name: str, node) -> Finding | None:
         return _finding("ONP2041", node, f"{name}: the target's vllm {self.vllm.version or '?'} has no {found!r} "
                         f"in {module} "
                         f"(derived from {self.where(module, 1)})", leaf)
-    if kind == "def" and (cuda := cuda_line(found)) is not None:
+    if kind == "def" and (cuda := self.cuda_of(found)) is not None:
         return _finding("ONP2042", node, f"{name} is CUDA-only in its own body: {cuda[1]} "
                         f"(derived from {self.where(module, cuda[0])})", leaf)
     return None
@@ -287,7 +349,7 @@ def symbol_finding(self: DerivedIndex, name: str, node) -> Finding | None:
 # %% ../../nbs/translate/derived.ipynb #e5ac7bfd
 def probed(cls: ast.ClassDef) -> set:
     "Attributes a class tests for itself (`hasattr(self, \"X\")`, `getattr(self, \"X\", ...)`): dynamic, never missing."
-    return {c.args[1].value for c in ast.walk(cls) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)
+    return {c.args[1].value for c in nodes_of(cls) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)
             and c.func.id in ("hasattr", "getattr") and len(c.args) >= 2 and isinstance(c.args[0], ast.Name)
             and c.args[0].id == "self" and isinstance(c.args[1], ast.Constant) and isinstance(c.args[1].value, str)}
 
@@ -301,7 +363,7 @@ def attribute_findings(self: DerivedIndex, cls: ast.ClassDef, table: dict, defin
     npu, complete = self.members(twin[0])
     npu_own = {m: w for m, w in npu.items() if w[0].split(".")[0] == self.ascend.package}
     defined, out = defined | probed(cls), []
-    for n in ast.walk(cls):
+    for n in nodes_of(cls):
         if not (isinstance(n, ast.Attribute) and getattr(n.value, "id", None) == "self") or n.attr in defined:
             continue
         x = n.attr
@@ -332,7 +394,7 @@ def _device_string(n) -> bool:
 def construct_findings(self: DerivedIndex, tree: ast.Module, table: dict) -> list[Finding]:
     "Device strings and device-type comparisons (ONP2043), NCCL environment variables (ONP2044)."
     out, parts = [], set()
-    for n in ast.walk(tree):
+    for n in nodes_of(tree):
         if isinstance(n, ast.JoinedStr): parts.update(map(id, n.values))
         if isinstance(n, ast.Compare) and any(_device_string(c) for c in [n.left, *n.comparators]):
             out.append(_finding("ONP2043", n, "device-type comparison with \"cuda\": on an NPU the type is \"npu\", so "
@@ -359,14 +421,14 @@ def construct_findings(self: DerivedIndex, tree: ast.Module, table: dict) -> lis
 # %% ../../nbs/translate/derived.ipynb #b5d346ee
 def probes(tree: ast.AST) -> set:
     "(receiver, attribute) the code tests for: `hasattr(R, \"X\")`, `getattr(R, \"X\", ...)` (R as `ast.dump`)."
-    return {(ast.dump(c.args[0]), c.args[1].value) for c in ast.walk(tree) if isinstance(c, ast.Call)
+    return {(ast.dump(c.args[0]), c.args[1].value) for c in nodes_of(tree) if isinstance(c, ast.Call)
             and isinstance(c.func, ast.Name) and c.func.id in ("hasattr", "getattr") and len(c.args) >= 2
             and isinstance(c.args[1], ast.Constant) and isinstance(c.args[1].value, str)}
 
 def annotations(tree: ast.AST) -> dict[str, list]:
     "Receiver (`ast.dump`) -> the annotations it has in the file: parameters, `x: T`, `self.x: T`."
     out: dict[str, list] = {}
-    for n in ast.walk(tree):
+    for n in nodes_of(tree):
         if isinstance(n, ast.arg) and n.annotation is not None:
             out.setdefault(ast.dump(ast.Name(n.arg, ast.Load())), []).append(n.annotation)
         elif isinstance(n, ast.AnnAssign) and isinstance(n.target, (ast.Name, ast.Attribute)):
@@ -415,9 +477,9 @@ def vllm_words(self: DerivedIndex) -> set:
 @patch
 def worded_findings(self: DerivedIndex, tree: ast.Module, table: dict, defined: set, said: set) -> list[Finding]:
     "GPU-worded attributes (not torch's nor the file's): an NPU twin (ONP2040), or in no target source (ONP2041)."
-    out, dynamic, told, own = [], probes(tree), annotations(tree), {c.name for c in ast.walk(tree)
+    out, dynamic, told, own = [], probes(tree), annotations(tree), {c.name for c in nodes_of(tree)
                                                                     if isinstance(c, ast.ClassDef)}
-    for n in ast.walk(tree):
+    for n in nodes_of(tree):
         if not (isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load) and n.attr not in defined
                 and device_words(n.attr) & _GPU and (n.lineno, n.attr) not in said and n.attr not in self.names
                 and (dotted(n, table) or "").split(".")[0] != "torch"): continue
@@ -438,16 +500,21 @@ def worded_findings(self: DerivedIndex, tree: ast.Module, table: dict, defined: 
 def _defined(tree: ast.Module) -> set:
     "Every name a file defines itself: its classes' members, its functions and module-level names."
     out = set()
-    for n in ast.walk(tree):
+    for n in nodes_of(tree):
         if isinstance(n, ast.ClassDef): out |= set(own_members(n)) | {n.name}
         elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)): out.add(n.name)
     return out
 
 @patch
 def file_findings(self: DerivedIndex, tree: ast.Module) -> list[Finding]:
-    "Every derived finding for one parsed GPU file, one per line and name."
+    "Every derived finding for one parsed GPU file, one per line and name (the file walked once)."
+    with walked(tree): return self._file_findings(tree)
+
+@patch
+def _file_findings(self: DerivedIndex, tree: ast.Module) -> list[Finding]:
+    "`file_findings` inside the file's one walk."
     table, out = import_table(tree), []
-    for n in ast.walk(tree):
+    for n in nodes_of(tree):
         if isinstance(n, ast.ImportFrom) and not n.level and (n.module or "").split(".")[0] == "vllm":
             out += [self.symbol_finding(f"{n.module}.{a.name}", n) for a in n.names if a.name != "*"]
         elif isinstance(n, ast.Import):
@@ -456,7 +523,7 @@ def file_findings(self: DerivedIndex, tree: ast.Module) -> list[Finding]:
                 and table[n.value.id].split(".")[0] == "vllm" and self.vllm_def(table[n.value.id])[0] == "module":
             out.append(self.symbol_finding(f"{table[n.value.id]}.{n.attr}", n))
     defined = _defined(tree)
-    for c in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+    for c in (n for n in nodes_of(tree) if isinstance(n, ast.ClassDef)):
         out += self.attribute_findings(c, table, defined)
     out += self.worded_findings(tree, table, defined, {(f.diagnostic.line, f.subject) for f in out if f})
     out += self.construct_findings(tree, table)
@@ -485,17 +552,26 @@ def derived_index(rules) -> DerivedIndex | None:
     paths = target_sources(rules)
     return None if paths is None else index_for(paths[1], paths[0])
 
+# %% ../../nbs/translate/derived.ipynb #8ccfc88e
+_MIGHT = re.compile(rf"\bvllm\b|(?i:{'|'.join(sorted(_GPU))})|\\[0-7xNuU]|[^\x00-\x7f]")
+_MIGHT_BYTES = re.compile(_MIGHT.pattern.encode())
+
+def might_find(source: str | bytes) -> bool:
+    "Whether a module's text can hold a derived finding: it names `vllm` or a GPU word, or has escapes or non-ASCII."
+    return (_MIGHT_BYTES if isinstance(source, bytes) else _MIGHT).search(source) is not None
+
+
 # %% ../../nbs/translate/derived.ipynb #cd949248
 def derived_check(source: str | bytes, target) -> list[Finding] | None:
     "The derived findings of one module's source for `target` (a RuleSet or a DerivedIndex); None: no sources."
     ix = target if isinstance(target, DerivedIndex) else derived_index(target)
     if ix is None: return None
+    if not might_find(source): return []
     try: return ix.file_findings(ast.parse(source))
     except (SyntaxError, ValueError, RecursionError, MemoryError): return []
 
 
 # %% ../../nbs/translate/derived.ipynb #6ecfd536
-_WORDS = ("vllm", "cuda", "NCCL")
 _TOLD: set = set()   # the targets whose missing sources this process has reported
 
 def _duplicate(f: Finding, hand: list) -> bool:
@@ -507,7 +583,7 @@ def add_derived(t, rules):
     "Add the derived findings to a `Translation` when `rules.derived` is on; ONP2049 where the target's sources lack."
     if not getattr(rules, "derived", False) or t.error is not None: return t
     src = t.source
-    if not any((w.encode() if isinstance(src, bytes) else w) in src for w in _WORDS): return t
+    if not might_find(src): return t   # the rules' own text check: escapes and any case of a GPU word pass
     stack = f"vllm-ascend {rules.vllm_ascend} and vllm {rules.vllm}"
     try: ix, why = derived_index(rules), f"no cached {stack} sources"
     except MemoryError:   # the file is still translated
