@@ -1590,6 +1590,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                        'omni_npu_port/port/locate.py'),
                                            'omni_npu_port.port.locate.source_index': ( 'port/locate.html#source_index',
                                                                                        'omni_npu_port/port/locate.py'),
+                                           'omni_npu_port.port.locate.string_lines': ( 'port/locate.html#string_lines',
+                                                                                       'omni_npu_port/port/locate.py'),
                                            'omni_npu_port.port.locate.top_classes': ( 'port/locate.html#top_classes',
                                                                                       'omni_npu_port/port/locate.py')},
             'omni_npu_port.port.merge': { 'omni_npu_port.port.merge.CodeLine': ('port/merge.html#codeline', 'omni_npu_port/port/merge.py'),
