@@ -18,6 +18,8 @@ Shapes (each holds a GPU-ism in every statement, so every statement goes through
 - unary-chain, lambda-chain, not-chain: one statement per line, each a GPU call behind 200 unary minuses, 45
   lambdas or 90 `not`s (nesting without brackets);
 - implicit-concat: one statement, a GPU call beside an implicit concatenation of string literals, one per line.
+- deep-string: one statement per line, a GPU call with a 250-byte string argument inside 35 calls (the estimate
+  counts a string literal as its quotes at each level: this shape measures that it may).
 
 Run:  PYTHONPATH=. .venv/bin/python benchmarks/translate_memory.py [--sizes 30000 250000 1000000]
       [--shapes huge-call ...] [--max-mb 3000] [--json F]
@@ -59,6 +61,8 @@ SHAPES = {   # name -> size -> the file's text
     "lambda-chain": lambda n: _repeat("import torch\n", lambda i: "x = " + "lambda: " * 45 + G + "\n", "", n),
     "not-chain": lambda n: _repeat("import torch\n", lambda i: "x = " + "not " * 90 + G + "\n", "", n),
     "implicit-concat": lambda n: _repeat(f"import torch\nx = ({G},\n", lambda i: '     "abcdefgh"\n', ")\n", n),
+    "deep-string": lambda n: _repeat("import torch\n", lambda i: "x = " + "f(" * 35 + G.replace("()", '("' + "a" * 250 + '")')
+                                     + ")" * 35 + "\n", "", n),
 }
 
 CHILD = """

@@ -1496,3 +1496,23 @@ def test_translations_are_kept_between_runs_and_answer_only_their_own_question(t
     translation.forget_translations()
     translation.translate_code(src + "    return 2\n", "vllm-ascend==0.18.0", mod)
     assert not list(tmp_path.glob("off*")) and translation.translation_cache() is None
+
+
+def test_placed_code_keeps_multiline_string_values():
+    "omni's added statements moved to the NPU base's depth: a triple-quoted string and f-string keep their values."
+    from omni_npu_port.port.merge import merge_hunks
+    base = "def f(self, x):\n    a = 1\n    b = 2\n    return a + b\n"
+    omni = ('def f(self, x):\n    a = 1\n    note = """first\nsecond\n    third"""\n    msg = f"""v\n  tail"""\n'
+            '    b = 2\n    return a + b\n')
+    npu = "def f(self, x):\n    if x:\n        a = 1\n        b = 2\n    return a + b\n"
+    added = next(h for h in merge_hunks(base, omni, npu) if h.kind == "omni").lines
+    ns = {}
+    exec("\n".join(l[8:] if l.startswith(" " * 8) else l for l in added), ns)   # the placed lines at column 0
+    assert (ns["note"], ns["msg"]) == ("first\nsecond\n    third", "v\n  tail")
+    assert added[0] == '        note = """first' and added[3] == '        msg = f"""v'   # the code itself moved
+
+
+def test_shift_moves_every_code_line():
+    from omni_npu_port.port.merge import _shift
+    assert _shift(["    x = (1,", "         2)", "", "    y = 3"], 4) == ["        x = (1,", "             2)", "", "        y = 3"]
+    assert _shift(["        x = 1", "        y = 2"], -4) == ["    x = 1", "    y = 2"]

@@ -106,3 +106,69 @@ def test_port_class_exits_clean_where_the_npu_first_order_fixes_it(tmp_path, cap
                "-o", str(tmp_path / "out.py")])
     err = capsys.readouterr().err
     assert rc == 0 and "ONP4457" in err and "ONP4456" not in err
+
+
+OMNI_INIT = D('''
+    from gpu import GPUModelRunner
+
+    class OmniGPUModelRunner(GPUModelRunner):
+        def __init__(self, config):
+            super().__init__(config)
+            self.talker_mtp = None
+            self._init_codec()
+        def _init_codec(self): self.codec_cache = {}
+        def execute_model(self, n): return super().execute_model(n)
+''')
+
+
+def _init_sources(tmp_path, npu_init: str, bases: str = "", head: str = ""):
+    gpu, _, npu = _sources(tmp_path, head, bases)
+    (tmp_path / "omni.py").write_text(OMNI_INIT)
+    text = (tmp_path / "npu.py").read_text().replace('def __init__(self, config): self.stream = "npu stream"', npu_init)
+    (tmp_path / "npu.py").write_text(text)
+    at = lambda f, c: locate(f"{tmp_path / f}:{c}", False, [str(tmp_path / "gpu.py")])
+    return gpu, at("omni.py", "OmniGPUModelRunner"), at("npu.py", "NPUModelRunner")
+
+
+BARE = "class X(NPUModelRunner, OmniGPUModelRunner):\n    pass\n"
+
+
+def test_an_npu_first_chain_that_never_runs_omni_s_init_names_the_state_it_never_sets(tmp_path):
+    from omni_npu_port.port.mro import init_diagnostics
+    gpu, omni, npu = _init_sources(tmp_path, 'def __init__(self, config): self.stream = "npu stream"')
+    bo = base_order("X", omni, npu, gpu)
+    assert bo.npu_first
+    found = init_diagnostics(bo, "X", omni, gpu, BARE)
+    assert [d.code for d in found] == ["ONP4480"] and "ONP4480" in ORDER_BLOCKS
+    assert "NPUModelRunner.__init__" in found[0].message and "self.codec_cache, self.talker_mtp" in found[0].message
+
+
+def test_a_chain_that_sets_omni_s_state_or_an_omni_first_order_says_nothing(tmp_path):
+    from omni_npu_port.port.mro import init_diagnostics
+    gpu, omni, npu = _init_sources(tmp_path, 'def __init__(self, config): self.stream = "npu stream"')
+    own = ("class X(NPUModelRunner, OmniGPUModelRunner):\n    def __init__(self, config):\n"
+           "        NPUModelRunner.__init__(self, config)\n        self.talker_mtp = None\n        self._init_codec()\n")
+    assert init_diagnostics(base_order("X", omni, npu, gpu), "X", omni, gpu, own) == []
+    gpu, omni, npu = _init_sources(tmp_path, 'def __init__(self, config): self.stream = "npu stream"',
+                                   "(GPUModelRunner)", "from gpu import GPUModelRunner\n")
+    assert init_diagnostics(base_order("X", omni, npu, gpu), "X", omni, gpu, BARE) == []   # omni first: not NPU-first
+
+
+def test_a_chain_that_goes_on_into_vllm_s_runner_init_is_a_warning(tmp_path):
+    from omni_npu_port.port.mro import init_diagnostics
+    gpu, omni, npu = _init_sources(tmp_path, "def __init__(self, config): super().__init__(config)")
+    found = init_diagnostics(base_order("X", omni, npu, gpu), "X", omni, gpu, BARE)
+    assert [d.code for d in found] == ["ONP4481"]
+    assert "NPUModelRunner.__init__ -> OmniGPUModelRunner.__init__ -> GPUModelRunner.__init__" in found[0].message
+
+
+def test_port_class_runs_the_init_pass_on_the_class_it_wrote(tmp_path, capsys):
+    _init_sources(tmp_path, 'def __init__(self, config): self.stream = "npu stream"')
+    rc = main(["port", "--class", "--gpu-base", f"{tmp_path / 'gpu.py'}:GPUModelRunner", "--gpu-omni",
+               f"{tmp_path / 'omni.py'}:OmniGPUModelRunner", "--npu-base", f"{tmp_path / 'npu.py'}:NPUModelRunner",
+               "-o", str(tmp_path / "out.py"), "--no-judge"])
+    err = capsys.readouterr().err
+    cls = next(n for n in ast.parse((tmp_path / "out.py").read_text()).body if isinstance(n, ast.ClassDef))
+    init = next(f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "__init__")
+    assert "self.talker_mtp = None" in ast.unparse(init)   # omni's __init__ ported into the class: its state is set
+    assert rc == 0 and "ONP4457" in err and "ONP4480" not in err and "ONP4481" not in err

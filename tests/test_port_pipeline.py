@@ -73,8 +73,8 @@ def test_a_class_ports_the_same_by_both_commands_where_no_later_pass_fires(tmp_p
 
 
 def test_the_passes_are_one_ordered_list_of_registered_objects():
-    assert [p.name for p in pipeline.PASSES] == ["mro", "methods", "faithfulness", "reach", "records", "calls", "ready",
-                                                 "judge"]
+    assert [p.name for p in pipeline.PASSES] == ["mro", "methods", "faithfulness", "reach", "records", "calls", "init",
+                                                 "ready", "judge"]
     assert [p.name for p in pipeline.PASSES if p.batch] == ["judge"]
     for p in pipeline.PASSES:
         assert p.applies and p.codes and all(c in REGISTRY for c in p.codes)

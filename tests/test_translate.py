@@ -1160,3 +1160,19 @@ def test_a_target_file_this_tool_did_not_write_is_kept_and_states_nothing(tmp_pa
     assert (out / TARGET_FILE).read_text() == 'target = "vllm-ascend==0.13.0"\n'
     main(["--check", str(out)])
     assert "ONP4308" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("literal, rewritten", [
+    ('"\\x63uda"', '"npu"'), ("'cu\\x64a:0'", "'npu:0'"), ('"""\\N{LATIN SMALL LETTER C}uda"""', '"""npu"""'),
+    ('"cuda"', '"npu"')])
+def test_device_string_spelled_with_escapes_is_rewritten(literal, rewritten):
+    src = f"import torch\ndef f(x):\n    del x.device_type   # the rule acts near a device-type word\n    return torch.device({literal})\n"
+    t = translate_source(src, compile_rules("vllm-ascend==0.18.0"))
+    assert f"torch.device({rewritten})" in t.code and [d.code for d in t.diagnostics] == ["ONP1031"]
+    assert eval(rewritten) == eval(literal).replace("cuda", "npu")
+
+
+def test_escaped_string_not_naming_cuda_is_left_alone():
+    src = 'import torch\ndef f(x):\n    return torch.device("\\x6e\\x70u"), x.device_type == "c\\x75da2"\n'
+    t = translate_source(src, compile_rules("vllm-ascend==0.18.0"))
+    assert t.code == src and t.diagnostics == []

@@ -106,3 +106,37 @@ def test_a_runner_module_that_nests_deeply_is_refused_by_the_port_not_fatal(tmp_
         assert "MiB of memory left" in refused[0] and "brackets" in refused[0]
     else:
         assert p.returncode in (0, 1) and not refused, (p.returncode, p.stderr[-2000:])
+
+
+def test_a_string_literal_counts_as_its_quotes_at_each_level():
+    assert bracketed_bytes(b'f("' + b"a" * 500 + b'")\n') == bracketed_bytes(b'f("")\n')
+    assert bracketed_bytes(b"f('''a\n" + b"b" * 500 + b"''')\n") == bracketed_bytes(b"f('')\n")
+    assert bracketed_bytes(b"f(" + b"a" * 500 + b")\n") > 500           # code bytes still count per level
+
+
+def _run_file(pieces: int) -> str:
+    "One statement: a GPU call, `pieces` adjacent string literals one per line, another GPU call."
+    return ("import torch\nx = (torch.cuda.current_device(),\n" + '     "abcdefgh"  # a piece\n' * pieces
+            + '     "end",\n     torch.cuda.current_device())\n')
+
+
+def test_a_long_implicit_concatenation_is_translated_with_its_lines_and_strings_kept():
+    from omni_npu_port.translate.rules import compile_rules
+    src = _run_file(3000)   # libcst alone: a false syntax error (native parser) or "nests too deeply"
+    t = translate_source(src, compile_rules("vllm-ascend==0.18.0"))
+    assert t.error is None and t.changed
+    assert sorted({d.line for d in t.diagnostics}) == [2, 3004]    # both calls, where the source has them
+    out = t.output
+    assert out.count('     "abcdefgh"  # a piece\n') == 3000 and "ONPFOLD" not in out
+
+
+def test_a_short_run_or_a_run_a_rule_reads_is_not_folded():
+    from omni_npu_port.translate.engine import FOLD_MIN, fold_string_runs
+    from omni_npu_port.translate.rules import compile_rules
+    rules = compile_rules("vllm-ascend==0.18.0")
+    assert fold_string_runs(_run_file(FOLD_MIN - 2), rules) is None   # with "end": one short of FOLD_MIN
+    folded = fold_string_runs(_run_file(FOLD_MIN), rules)
+    assert folded is not None and len(folded[0]) == len(_run_file(FOLD_MIN))
+    assert folded[0].count("\n") == _run_file(FOLD_MIN).count("\n")
+    gpu_text = _run_file(FOLD_MIN).replace('"abcdefgh"', '"torch.cuda.synchronize()"')
+    assert fold_string_runs(gpu_text, rules) is None   # a run a rule may act on stays as it is

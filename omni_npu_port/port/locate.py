@@ -24,9 +24,10 @@ from ..sources.readers import (PACKAGES, SourceError, SourceTree, open_source, o
 from ..sources.symbols import SymbolIndex, c3_merge, mro, resolve
 
 # %% auto #0
-__all__ = ['PortError', 'port_diagnostic', 'MethodSpec', 'parse_spec', 'Located', 'python_lines', 'indent_lines', 'method_text',
-           'close_matches', 'own_methods', 'top_classes', 'MroClass', 'mro_merge', 'source_index', 'open_extra',
-           'class_mro', 'class_methods', 'method_located', 'missing_method', 'open_tree', 'forget_trees', 'locate']
+__all__ = ['PortError', 'port_diagnostic', 'MethodSpec', 'parse_spec', 'Located', 'python_lines', 'indent_lines', 'string_lines',
+           'method_text', 'close_matches', 'own_methods', 'top_classes', 'MroClass', 'mro_merge', 'source_index',
+           'open_extra', 'class_mro', 'class_methods', 'method_located', 'missing_method', 'open_tree', 'forget_trees',
+           'locate']
 
 # %% ../../nbs/port/locate.ipynb #108d3b9b
 class PortError(UsageError, ValueError):
@@ -128,6 +129,24 @@ def indent_lines(text: str, prefix: str, predicate=lambda line: line.strip()) ->
     "`textwrap.indent` over the lines Python sees (`textwrap.indent` splits with `str.splitlines`: a form feed in a comment"
     " would become a line of its own)."
     return "".join(prefix + l if predicate(l) else l for l in re.split(r"(?<=\n)|(?<=\r)(?!\n)", text) if l)
+
+# %% ../../nbs/port/locate.ipynb #9d3a33f2
+_STRING_TOKENS = {tokenize.STRING, *(getattr(tokenize, n) for n in ("FSTRING_START", "TSTRING_START") if hasattr(tokenize, n))}
+_STRING_ENDS = {getattr(tokenize, n) for n in ("FSTRING_END", "TSTRING_END") if hasattr(tokenize, n)}
+
+def string_lines(lines: list[str]) -> set[int]:
+    "Indices of `lines` that begin inside a string literal (a multi-line string's own lines): a re-indent leaves them."
+    text = "\n".join(l.lstrip(" \t\f") for l in lines) + "\n"
+    if '"""' not in text and "'''" not in text and "\\\n" not in text: return set()   # no string spans a line break
+    out, opened = set(), []
+    try:
+        for t in tokenize.generate_tokens(io.StringIO(text).readline):
+            if t.type in _STRING_TOKENS and t.type != tokenize.STRING: opened.append(t.start[0])
+            elif t.type in _STRING_ENDS and opened: out.update(range(opened.pop(), t.end[0]))
+            elif t.type == tokenize.STRING: out.update(range(t.start[0], t.end[0]))
+    except (tokenize.TokenError, SyntaxError): pass   # a string left open at the fragment's end: not one of its lines
+    return out
+
 
 # %% ../../nbs/port/locate.ipynb #0fac518b
 def method_text(module_text: str, node: ast.FunctionDef) -> str:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import merge3
 
 from ..core.diagnostics import Code, Diagnostic, code_info, register
-from .locate import PortError, port_diagnostic, python_lines
+from .locate import PortError, port_diagnostic, python_lines, string_lines
 
 # %% auto #0
 __all__ = ['FENCE_TEXT', 'FENCE_RE', 'INLINE_MARK', 'TOKEN_RE', 'PREFER', 'indent_of', 'CodeLine', 'LineMatcher', 'lines_of',
@@ -145,8 +145,9 @@ def adopt_layout(src: str, like: str) -> str:
             if op == "equal":                   # re-indented to src's depth: src must still parse
                 c, d = ul[j1 + k - i1]
                 delta = (len(S[a]) - len(S[a].lstrip())) - (len(L[c]) - len(L[c].lstrip()))
-                out += [(" " * delta + l if delta > 0 else l[min(-delta, len(l) - len(l.lstrip())):]) if l.strip() else l
-                        for l in L[c:d]]
+                text = string_lines(L[c:d])   # a string's own lines keep their text
+                out += [(" " * delta + l if delta > 0 else l[min(-delta, len(l) - len(l.lstrip())):])
+                        if l.strip() and i not in text else l for i, l in enumerate(L[c:d])]
             else: out += S[a:b]
             pos = b
     out += S[pos:]
@@ -167,9 +168,11 @@ class Hunk:
     other: list[str] | None = None       # a one-sided change: what the other side wrote here (the base's lines)
 
 def _shift(lines: list[str], delta: int) -> list[str]:
+    "`lines` moved `delta` columns; a line inside a string (`string_lines`) keeps its text, the string its value."
     if delta == 0: return list(lines)
-    out = []
-    for l in lines:
+    out, text = [], string_lines(lines)
+    for i, l in enumerate(lines):
+        if i in text: out.append(l); continue
         if not l.strip(): out.append(""); continue
         out.append(" " * delta + l if delta > 0 else l[min(-delta, indent_of(l)):])
     return out

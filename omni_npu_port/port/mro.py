@@ -5,6 +5,7 @@
 # %% ../../nbs/port/mro.ipynb #43073ca5
 from __future__ import annotations
 
+import ast
 import dataclasses
 from dataclasses import dataclass, field
 
@@ -14,7 +15,8 @@ from ..sources.symbols import c3_merge
 
 # %% auto #0
 __all__ = ['ORDER_BLOCKS', 'gpu_classes', 'resolves_to', 'shadowed_methods', 'gpu_ahead', 'linearize', 'BaseOrder', 'base_order',
-           'hidden_omni_methods', 'plan_for_order', 'order_diagnostics']
+           'hidden_omni_methods', 'plan_for_order', 'order_diagnostics', 'state_set', 'InitChain', 'init_chain',
+           'init_diagnostics']
 
 # %% ../../nbs/port/mro.ipynb #8b0da17b
 _NB = "port/mro.ipynb"
@@ -31,7 +33,7 @@ register(
     Code("ONP4458", "no-npu-first-order", "no base order keeps every NPU method ahead of vllm's GPU ones", "error",
          "write the class's bases by hand (the message says why neither order works)", _NB, "port"),
 )
-ORDER_BLOCKS = ("ONP4455", "ONP4456", "ONP4458")   # the order findings that make a module not ready
+ORDER_BLOCKS = ("ONP4455", "ONP4456", "ONP4458", "ONP4480")   # the order findings that make a module not ready
 
 # %% ../../nbs/port/mro.ipynb #37358a04
 def gpu_classes(gpu_base: Located) -> set[str]:
@@ -134,3 +136,96 @@ def order_diagnostics(bo: BaseOrder, cname: str, where: str | None = None) -> li
     title = code_info("ONP4456").title
     return out + [port_diagnostic("ONP4456", f"{title}: `{m}` resolves to {g}.{m}, not {n}.{m}", where=w)
                   for m, (g, n) in sorted(bo.shadowed.items())]
+
+# %% ../../nbs/port/mro.ipynb #cf47bfd0
+register(
+    Code("ONP4480", "init-state-never-set", "an NPU-first class's `__init__` chain never runs an omni GPU class's "
+         "`__init__`: state it sets is never initialised", "error", "call that class's `__init__` from the class's "
+         "own, or set the attributes the message names there", _NB, "port"),
+    Code("ONP4481", "gpu-init-runs", "an NPU-first class's `__init__` chain runs a vllm GPU runner's `__init__` (its "
+         "CUDA set-up)", "warning", "end the chain at the NPU runner: set omni's state without `super()` reaching "
+         "vllm's runner", _NB, "port"),
+    Code("ONP4482", "init-chain-unread", "an NPU-first class's `__init__` chain reaches a class no source holds: not "
+         "followed further", "info", "check by hand that the state omni's `__init__` sets is set", _NB, "port"),
+)
+
+def _self_sets(fn) -> set[str]:
+    "The attributes a method assigns on `self` (plain, annotated, augmented, in a tuple)."
+    out = set()
+    for n in ast.walk(fn):
+        ts = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(n, (ast.AnnAssign, ast.AugAssign)) else []
+        out |= {e.attr for t in ts for e in ast.walk(t) if isinstance(e, ast.Attribute) and isinstance(e.ctx, ast.Store)
+                and isinstance(e.value, ast.Name) and e.value.id == "self"}
+    return out
+
+def state_set(fn, order: list[MroClass], done: set | None = None) -> set[str]:
+    "What a method sets on `self`, with the `self.m(...)` methods it calls (resolved in `order`), each once."
+    done = set() if done is None else done
+    out = _self_sets(fn)
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name) \
+                and n.func.value.id == "self" and n.func.attr not in done:
+            done.add(n.func.attr)
+            if (h := resolves_to(order, n.func.attr)) is not None: out |= state_set(own_methods(h.node)[n.func.attr], order, done)
+    return out
+
+def _init_calls(fn, names: list[str]) -> list[tuple[str, str | None]]:
+    "Where an `__init__` goes on: ('super', class named or None) per `super().__init__`, ('base', B) per `B.__init__`."
+    out = []
+    for n in ast.walk(fn):
+        if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "__init__"): continue
+        v = n.func.value
+        if isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id == "super":
+            out.append(("super", v.args[0].id if v.args and isinstance(v.args[0], ast.Name) else None))
+        elif isinstance(v, ast.Name) and v.id in names: out.append(("base", v.id))
+    return out
+
+
+# %% ../../nbs/port/mro.ipynb #331054fd
+@dataclass
+class InitChain:
+    "The `__init__`s building a class runs, in call order, what they set on `self`, and the classes not read."
+    ran: list = field(default_factory=list)
+    sets: set = field(default_factory=set)
+    unread: list = field(default_factory=list)
+
+def init_chain(order: list[MroClass]) -> InitChain:
+    "The `__init__` chain of the class whose MRO is `order` (its first entry with the written class's node)."
+    names, ch, seen = [c.name for c in order], InitChain(), set()
+    def run(i: int) -> None:
+        while i < len(order) and order[i].name != "object":
+            if order[i].node is None: ch.unread.append(order[i].name); return
+            if "__init__" in own_methods(order[i].node): break
+            i += 1
+        else: return
+        if i in seen: return
+        seen.add(i); ch.ran.append(names[i])
+        fn = own_methods(order[i].node)["__init__"]
+        ch.sets |= state_set(fn, order)
+        for kind, name in _init_calls(fn, names):
+            run(((names.index(name) if name in names else i) + 1) if kind == "super" else names.index(name))
+    run(0)
+    return ch
+
+def init_diagnostics(bo: BaseOrder, cname: str, gpu_omni: Located, gpu_base: Located | None, code: str = "",
+                     where: str | None = None) -> list[Diagnostic]:
+    "ONP4480, ONP4481, ONP4482 for an NPU-first class (`code`: the written module, whose class `cname` starts the chain)."
+    if not bo.npu_first: return []
+    try: own = next((n for n in ast.parse(code).body if isinstance(n, ast.ClassDef) and n.name == cname), None)
+    except SyntaxError: own = None
+    own = own or ast.ClassDef(name=cname, bases=[], keywords=[], body=[], decorator_list=[])
+    ch, w = init_chain([MroClass(cname, own)] + bo.mro[1:]), where or cname
+    gpu = gpu_classes(gpu_base) if gpu_base is not None else set()
+    path = " -> ".join(f"{n}.__init__" for n in ch.ran) or "no __init__"
+    out = [port_diagnostic("ONP4482", f"{code_info('ONP4482').title}: {n} ({path})", where=w) for n in ch.unread]
+    omni_mro = class_mro(gpu_omni)
+    for c in omni_mro:
+        if c.node is None or c.name in gpu or c.name in ch.ran or "__init__" not in own_methods(c.node): continue
+        missing = sorted(state_set(own_methods(c.node)["__init__"], omni_mro) - ch.sets)
+        if missing:
+            said = ", ".join(f"self.{a}" for a in missing[:8]) + (f" and {len(missing) - 8} more" if len(missing) > 8 else "")
+            out.append(port_diagnostic("ONP4480", f"{code_info('ONP4480').title}: {c.name}.__init__ never runs in "
+                                                  f"{cname}'s chain ({path}); never set: {said}", where=w))
+    return out + [port_diagnostic("ONP4481", f"{code_info('ONP4481').title}: {n}.__init__ in {cname}'s chain ({path})",
+                                  where=w) for n in ch.ran if n in gpu]
+

@@ -16,7 +16,7 @@ from .context import PortContext
 from .judge import JudgeRun, Judgement, judge_release, release_judge_lines
 from .locate import Located, MethodSpec, PortError, locate, port_diagnostic
 from .method import PortOptions, PortResult
-from .mro import ORDER_BLOCKS, BaseOrder, base_order, order_diagnostics
+from .mro import ORDER_BLOCKS, BaseOrder, base_order, init_diagnostics, order_diagnostics
 from .reach import reach_runner
 from .ready import ready_findings
 from .records import merge_records, merged_conflicts
@@ -135,6 +135,14 @@ register_pass(ClassPass("records", "the state records omni and the NPU base defi
                         ("port/records.ipynb",), _records))
 register_pass(ClassPass("calls", "every call of the written module, against the target's signatures",
                         ("port/calls.ipynb",), _calls))
+
+# %% ../../nbs/port/pipeline.ipynb #e8443aae
+def _init(cp: ClassPort, ctx: PortContext) -> None:
+    "The `__init__` chain of an NPU-first class as written: what omni's GPU class sets that it never does."
+    if cp.order is not None: cp.diagnostics += init_diagnostics(cp.order, cp.place.cls, cp.omni, ctx.gpu_base, cp.code)
+
+register_pass(ClassPass("init", "an NPU-first class's `__init__` chain: omni's GPU state set", ("port/mro.ipynb",), _init))
+
 
 # %% ../../nbs/port/pipeline.ipynb #30d50b4f
 def _ready(cp: ClassPort, ctx: PortContext) -> None:

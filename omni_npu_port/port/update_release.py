@@ -26,8 +26,8 @@ from ..core.errors import InputError, PortingError, UsageError
 from ..core.io import write_atomic
 from ..sources.fetch import CACHE_DIR, release_of
 from .runners import runner_bases
-from omni_npu_port.port.locate import (Located, MethodSpec, locate, method_located, own_methods, port_diagnostic,
-    python_lines)
+from .locate import (Located, MethodSpec, locate, method_located, own_methods, port_diagnostic,
+    python_lines, string_lines)
 from .translation import rules_for, target_of, translate_methods
 from .merge import (Hunk, _unit_key, code_tokens, keep_side, logical_units, merge_hunks,
     prefer_of, render, uncomment_conflicts)
@@ -254,8 +254,9 @@ def code_statements(lines: list[str]) -> list[tuple[str, list[str], int]] | None
     return out[:-1] + [(out[-1][0], out[-1][1] + lines[start:], out[-1][2])]
 
 def _shifted(lines: list[str], delta: int) -> list[str]:
-    if delta >= 0: return [" " * delta + l if l.strip() else l for l in lines]
-    return [l[min(-delta, _indent(l)):] if l.strip() else l for l in lines]
+    text = string_lines(lines)   # a string's own lines keep their text
+    if delta >= 0: return [" " * delta + l if l.strip() and i not in text else l for i, l in enumerate(lines)]
+    return [l[min(-delta, _indent(l)):] if l.strip() and i not in text else l for i, l in enumerate(lines)]
 
 def _place(op: tuple, zk: list, ak: list, Z: list, A: list, B: list) -> tuple[int, int, int] | None:
     "Where one people's edit (`op` over the base's keys `zk`) lands among the new side's: (from, to, indent shift)."

@@ -23,16 +23,17 @@ import libcst as cst
 from ..core.diagnostics import Code, register
 from ..core.io import gc_paused, memory_headroom
 from .apply import rule_symbols, rule_words, translate_module
-from .chunking import STRING_ESCAPE as _ESCAPE, mask_strings, translate_chunks
+from .chunking import STRING_ESCAPE as _ESCAPE, _STRINGS as _STRING_OR_COMMENT, translate_chunks
 from .chunking import word_needs as _word_needs
 from .derived import add_derived
 from .diagnostics import TranslateDiagnostic
 from .rules import RuleSet, compile_rules
 
 # %% auto #0
-__all__ = ['PY_FRAMES', 'NESTING_LIMIT', 'PARSE_FIXED', 'PARSE_BYTES_PER_BYTE', 'PARSE_BYTES_PER_LEVEL', 'PARSE_BYTES_PER_NODE',
-           'Translation', 'might_apply', 'python_stack', 'nesting_suspect', 'nesting_check', 'eof_tail',
-           'translate_source', 'python_rejects', 'bracketed_bytes', 'nesting_memory', 'parse_estimate', 'token_changes']
+__all__ = ['PY_FRAMES', 'NESTING_LIMIT', 'FOLD_MIN', 'PARSE_FIXED', 'PARSE_BYTES_PER_BYTE', 'PARSE_BYTES_PER_LEVEL',
+           'PARSE_BYTES_PER_NODE', 'Translation', 'might_apply', 'python_stack', 'nesting_suspect', 'nesting_check',
+           'eof_tail', 'translate_source', 'fold_string_runs', 'python_rejects', 'bracketed_bytes', 'nesting_memory',
+           'parse_estimate', 'token_changes']
 
 # %% ../../nbs/translate/engine.ipynb #e80ac23d
 _NB = "translate/engine.ipynb"
@@ -238,8 +239,8 @@ def translate_source(source: bytes | str, rules: RuleSet | None = None, path: st
     # `rules.derived`: the findings of translate.derived added
     return add_derived(_translate_file(source, rules, path, comments, chunks), rules)
 
-def _translate_file(source, rules: RuleSet, path: str, comments: bool, chunks: bool) -> Translation:
-    "`translate_source` before the derived rules."
+def _translate_once(source, rules: RuleSet, path: str, comments: bool, chunks: bool) -> Translation:
+    "`translate_source` before the derived rules, on the text as it is (`_translate_file` folds long string runs)."
     t = Translation(path, source, source)
     if isinstance(source, bytes) and b"\0" in source:
         t.error = TranslateDiagnostic("ONP9002", "binary file (NUL bytes): skipped"); return t
@@ -255,6 +256,62 @@ def _translate_file(source, rules: RuleSet, path: str, comments: bool, chunks: b
         t.diagnostics, t.error, t.parsed, t.encoding = body.diagnostics, body.error, body.parsed, body.encoding
         if body.error is None and body.changed: t.output = body.output + source[cut:]
         return t
+
+# %% ../../nbs/translate/engine.ipynb #5e392753
+FOLD_MIN = 64   # adjacent literals from which a run is folded (libcst nests one level per literal)
+
+def fold_string_runs(source, rules: RuleSet) -> tuple | None:
+    "(text with long runs of adjacent string literals as same-length placeholders, [(placeholder, run)]); None: none."
+    if isinstance(source, bytes):
+        try: text = source.decode(tokenize.detect_encoding(io.BytesIO(source).readline)[0])
+        except (SyntaxError, LookupError, UnicodeDecodeError): return None
+    else: text = source
+    if text.count('"') + text.count("'") < 2 * FOLD_MIN or re.search("\r(?!\n)", text): return None
+    starts = [0, *(m.end() for m in re.finditer("\n", text))]   # where tokenize's lines start
+    at = lambda p: starts[p[0] - 1] + p[1]
+    runs, cur = [], []
+    try:
+        for t in tokenize.generate_tokens(io.StringIO(text).readline):
+            if t.type == tokenize.STRING: cur.append((at(t.start), at(t.end)))
+            elif t.type not in (tokenize.NL, tokenize.COMMENT):
+                if len(cur) >= FOLD_MIN: runs.append((cur[0][0], cur[-1][1]))
+                cur = []
+    except (tokenize.TokenError, SyntaxError): return None
+    out, folds, last = [], [], 0
+    for a, b in runs:
+        run, mark = text[a:b], f"ONPFOLD{len(folds)}_"
+        # the placeholder keeps every line break: none among its quotes and mark; ASCII, so bytes and columns agree
+        slot = re.search("[^\r\n]{%d}" % len(mark), run[3:-3])
+        if might_apply(rules, run) or slot is None or run.find("\n") < 3 or len(run) - run.rfind("\n") <= 3 \
+                or not run.isascii(): continue
+        at_ = slot.start() + 3
+        blank = lambda s: re.sub("[^\r\n]", " ", s)
+        hold = '"""' + blank(run[3:at_]) + mark + blank(run[at_ + len(mark):-3]) + '"""'
+        out += [text[last:a], hold]; folds.append((hold, run)); last = b
+    if not folds: return None
+    folded = "".join(out) + text[last:]
+    return (folded.encode(tokenize.detect_encoding(io.BytesIO(source).readline)[0]) if isinstance(source, bytes)
+            else folded), folds
+
+def _unfold(output, folds: list):
+    "The output with each placeholder put back as its run; None where one is not there exactly once."
+    enc = (lambda s: s.encode()) if isinstance(output, bytes) else (lambda s: s)
+    for hold, run in folds:
+        if output.count(enc(hold)) != 1: return None
+        output = output.replace(enc(hold), enc(run))
+    return output
+
+def _translate_file(source, rules: RuleSet, path: str, comments: bool, chunks: bool) -> Translation:
+    "`translate_source` before the derived rules: as it is; where libcst fails on long string runs, with them folded."
+    t = _translate_once(source, rules, path, comments, chunks)
+    if t.error is None or t.error.code not in ("ONP9001", "ONP9006") or (f := fold_string_runs(source, rules)) is None:
+        return t
+    again = _translate_once(f[0], rules, path, comments, chunks)
+    out = _unfold(again.output, f[1]) if again.error is None else None
+    if out is None: return t
+    again.source, again.output = source, out
+    return again
+
 
 # %% ../../nbs/translate/engine.ipynb #c1514e22
 def python_rejects(data: bytes, path: str = "<string>") -> TranslateDiagnostic | None:
@@ -291,9 +348,12 @@ _NODE_COST = {**dict.fromkeys((ast.BinOp, ast.BoolOp, ast.Compare, ast.Attribute
               **dict.fromkeys((ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp), 250)}
 _OPEN, _CLOSE = re.compile(rb"[(\[{]"), re.compile(rb"[)\]}]")
 
+def _stub(m) -> bytes: return b"" if m.group()[:1] == b"#" else b'""'
+
 def bracketed_bytes(data: bytes) -> int:
-    "The bytes of `data` inside brackets, each counted once per level around it (strings and comments do not count)."
-    m = mask_strings(data)[0]
+    "The bytes of `data` inside brackets, each counted once per level around it (a string literal as its two quotes:"
+    " libcst keeps it as one token, however long; comments do not count)."
+    m = _STRING_OR_COMMENT.sub(_stub, data)
     opens, closes = m.count(b"(") + m.count(b"[") + m.count(b"{"), m.count(b")") + m.count(b"]") + m.count(b"}")
     spans = sum(map(re.Match.start, _CLOSE.finditer(m))) - sum(map(re.Match.start, _OPEN.finditer(m)))
     return max(spans + max(opens - closes, 0) * len(m), 0)   # a bracket left open runs to the end of the file

@@ -545,8 +545,12 @@ def _cuda_strings(e) -> list:
     return []
 
 def _npu_string(s: cst.SimpleString, old: str, new: str) -> cst.SimpleString:
-    "The string literal with its first `old` replaced by `new`, quotes and prefix kept."
-    return s.with_changes(value=s.value.replace(old, new, 1))
+    "The string literal with its first `old` replaced by `new`, quotes and prefix kept (an escape spelling it: rewritten)."
+    if old in s.raw_value: return s.with_changes(value=s.value.replace(old, new, 1))
+    # its value holds `old` spelled with escapes (`"\\x63uda"`): the literal is written again from its value
+    body = s.evaluated_value.replace(old, new, 1).encode("unicode_escape").decode("ascii")
+    q = s.quote
+    return s.with_changes(value=s.prefix + q + body.replace(q[0], "\\" + q[0]) + q)
 
 def _cuda_device_string(v) -> bool:
     "`\"cuda\"`, `\"cuda:0\"` or an f-string that starts `cuda:`."
