@@ -768,6 +768,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                       'omni_npu_port/docs/render.py'),
                                            'omni_npu_port.docs.render.side_by_side': ( 'docs/render.html#side_by_side',
                                                                                        'omni_npu_port/docs/render.py'),
+                                           'omni_npu_port.docs.render.soft_breaks': ( 'docs/render.html#soft_breaks',
+                                                                                      'omni_npu_port/docs/render.py'),
                                            'omni_npu_port.docs.render.table': ('docs/render.html#table', 'omni_npu_port/docs/render.py'),
                                            'omni_npu_port.docs.render.wrap': ('docs/render.html#wrap', 'omni_npu_port/docs/render.py')},
             'omni_npu_port.docs.site': { 'omni_npu_port.docs.site.DocsError': ('docs/site.html#docserror', 'omni_npu_port/docs/site.py'),

@@ -303,7 +303,7 @@ def test_views_show_paths_as_the_reader_knows_them_never_a_working_path(tmp_path
               "sources": [source(work / "nbs" / "stack" / "vllm"), source(home / "src" / "vllm"),
                           source(work / "tests" / "vllm"), source(outside)]}
     page = render.html_doctor(report)
-    shown = page._repr_html_()
+    shown = page._repr_html_().replace("<wbr>", "")        # the break points `soft_breaks` adds
     assert "(directory: stack/vllm)" in shown and "(directory: ~/src/vllm)" in shown
     assert "(directory: ../tests/vllm)" in shown and f"(directory: {outside})" in shown   # the checkout; elsewhere as is
     assert str(work) not in shown and str(home) not in shown and str(work) in page        # the data keeps its paths

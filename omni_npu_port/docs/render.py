@@ -20,11 +20,11 @@ from ..core.display import class_key, register_html
 
 # %% auto #0
 __all__ = ['BIG_TABLE', 'RULES', 'STYLE', 'RENDERERS', 'Html', 'esc', 'wrap', 'badge', 'breakable', 'checkout_of',
-           'path_prefixes', 'shown_path', 'shown_paths', 'inline_styles', 'html_text', 'itables_available', 'table',
-           'key_values', 'severity_of', 'diagnostic_line', 'diagnostics_table', 'severity_counts', 'diff_rows',
-           'folded', 'side_by_side', 'html_translation', 'html_run', 'conflict_kinds', 'code_table', 'html_port',
-           'html_audit', 'html_platform', 'html_conformance', 'html_doctor', 'html_bench', 'html_release',
-           'register_text', 'render', 'html_pattern_table']
+           'path_prefixes', 'shown_path', 'shown_paths', 'soft_breaks', 'inline_styles', 'html_text',
+           'itables_available', 'table', 'key_values', 'severity_of', 'diagnostic_line', 'diagnostics_table',
+           'severity_counts', 'diff_rows', 'folded', 'side_by_side', 'html_translation', 'html_run', 'conflict_kinds',
+           'code_table', 'html_port', 'html_audit', 'html_platform', 'html_conformance', 'html_doctor', 'html_bench',
+           'html_release', 'register_text', 'render', 'html_pattern_table']
 
 # %% ../../nbs/docs/render.ipynb #f960bae3
 BIG_TABLE = 200   # rows above which a table becomes interactive (itables), where itables is installed
@@ -64,7 +64,7 @@ STYLE = "<style>\n" + "\n".join(f"{s}{{{d}}}" for s, d in RULES) + "\n</style>"
 
 class Html(str):
     "A string that is HTML already: tables put it in as it is; Jupyter shows it with the style inlined, or as text."
-    def _repr_html_(self) -> str: return inline_styles(shown_paths(self))   # paths as the reader knows them
+    def _repr_html_(self) -> str: return inline_styles(soft_breaks(shown_paths(self)))   # see `shown_paths`
     def _repr_pretty_(self, p, cycle) -> None: p.text(html_text(shown_paths(self)))   # text/plain, where no HTML shows
     def __repr__(self) -> str: return f"Html({len(self)} characters)"
 
@@ -135,6 +135,13 @@ def shown_paths(text: str, prefixes: list | None = None) -> str:
     one = lambda m: (("" if by[m[1]] == "." else by[m[1]] + "/") if m[2] else by[m[1]])
     parts = _KEEP.split(str(text))            # text, kept piece, its inner group, text, ...
     return "".join(pat.sub(one, part) if n % 3 == 0 else part for n, part in enumerate(parts) if n % 3 != 2)
+
+
+# %% ../../nbs/docs/render.ipynb #686d629b
+def soft_breaks(text: str) -> str:
+    "`text` (a view's HTML) with `breakable`'s line breaks allowed in its text: dotted names and paths wrap whole."
+    parts = _KEEP.split(str(text))            # code, <pre>, styles, scripts and tags as they are
+    return "".join(_BREAK.sub("<wbr>", part) if n % 3 == 0 else part for n, part in enumerate(parts) if n % 3 != 2)
 
 
 # %% ../../nbs/docs/render.ipynb #832cd0ba
@@ -449,8 +456,7 @@ def html_conformance(results, show_na: bool = False, title: str | None = None) -
     hidden = len(rs) - len(shown)
     note = f"<p>{hidden} record(s) that do not hold for this version are not shown.</p>" if hidden else ""
     t = table(["record", "status", "source says", "symbol", "details", "hazards", "where"], rows, interactive=False)
-    cols = "".join(f'<col style="width:{w}%">' for w in (13, 7, 9, 21, 22, 12, 16))   # the cell's width, shared out
-    t = Html(t.replace("<table>", f'<table class="fit"><colgroup>{cols}</colgroup>', 1))
+    t = Html(t.replace("<table>", '<table class="fit">', 1))   # the cell's width; a column as wide as its longest word
     return wrap("conformance", head + note + t)
 
 def html_doctor(report: dict, show_na: bool = False) -> Html:
