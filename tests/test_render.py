@@ -285,3 +285,32 @@ def test_the_plain_text_twin_reads_as_a_table():
     assert text.splitlines() == ["file | lines", "a.py | 3", "<b>.py | 10"] and "{" not in text
     from IPython.lib.pretty import pretty
     assert pretty(page) == text                                            # what Jupyter stores as text/plain
+
+
+def test_views_show_paths_as_the_reader_knows_them_never_a_working_path(tmp_path, monkeypatch):
+    "Shown in Jupyter, a path under the cwd reads relative, one under $HOME as `~/...`; code and stored data keep theirs."
+    home, work = tmp_path / "home" / "ada", tmp_path / "work" / "checkout"
+    (work / "nbs").mkdir(parents=True)
+    (work / "pyproject.toml").write_text("")
+    home.mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(work / "nbs")
+    res = [Conformance("fc.a", "vllm_ascend", "0.18.0", "m.f", "ok", "ok", True).to_dict()]
+    source = lambda origin: {"package": "vllm", "version": "0.18.0", "version_from": "source", "kind": "directory",
+                             "origin": str(origin), "summary": {"ok": 1}, "results": res}
+    outside = tmp_path / "elsewhere" / "vllm"
+    report = {"platform": {"backend": "cpu", "device": "cpu", "versions": {}}, "warnings": [],
+              "sources": [source(work / "nbs" / "stack" / "vllm"), source(home / "src" / "vllm"),
+                          source(work / "tests" / "vllm"), source(outside)]}
+    page = render.html_doctor(report)
+    shown = page._repr_html_().replace("<wbr>", "")        # the break points `soft_breaks` adds
+    assert "(directory: stack/vllm)" in shown and "(directory: ~/src/vllm)" in shown
+    assert "(directory: ../tests/vllm)" in shown and f"(directory: {outside})" in shown   # the checkout; elsewhere as is
+    assert str(work) not in shown and str(home) not in shown and str(work) in page        # the data keeps its paths
+    from IPython.lib.pretty import pretty
+    assert "(directory: ~/src/vllm)" in pretty(page) and str(home) not in pretty(page)    # the text/plain twin too
+    # code is never rewritten: a path in a source line stays as written
+    code = render.wrap("port", render.code_table(f'ROOT = "{home}/models"\n'))
+    assert f"{home}/models" in code._repr_html_().replace("<wbr>", "")
+    # a folder that only starts like home (a neighbour) is not under it
+    assert render.shown_path(f"{home}x/y", render.path_prefixes(home=str(home))) == f"{home}x/y"

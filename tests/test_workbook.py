@@ -3,7 +3,8 @@ closed and an empty package cache, and shows each step's result as rich HTML: th
 side, the translate run, the ports (rendering themselves), the audit and the benchmark, plus the benchmark's plot;
 the NPU runner modules are written. Then the executed workbook is opened in a real JupyterLab in headless Chromium,
 trusted and untrusted, and every view is measured: code left-aligned, monospaced, indentation kept, nothing wider
-than its cell. Screenshots go to tests/artifacts/ (the workbook's docs page shows copies, nbs/images/)."""
+than its cell, no word broken across lines, no view naming the checkout's absolute path. Screenshots go to
+tests/artifacts/ (scripts/screenshots.py takes them afresh into nbs/images/, which the workbook's docs page shows)."""
 import json
 import os
 import re
@@ -200,6 +201,13 @@ def html_views(nb) -> int:
 
 
 from test_docs_site import browser  # noqa: E402,F401  the one chromium fixture (skips with the reason; fails under CI)
+from test_output_fits import WORDS_SPLIT  # noqa: E402  per view: its words, and those a line break splits
+
+CONTROLS = """() => [...document.querySelectorAll('.jp-OutputArea-output .onp')]
+  .filter(v => v.querySelector('input, select')).map(v => {
+    const t = v.querySelector('.trust');
+    return {kind: v.className, hint: t ? t.getClientRects().length > 0 : false, text: t ? t.textContent : ''};
+  })"""
 
 
 @pytest.mark.parametrize("which", ["trusted", "untrusted"])
@@ -221,16 +229,63 @@ def test_every_view_reads_well_in_jupyterlab(lab, browser, which):
                 assert v["src_align"] == ["left"] and v["src_space"] == ["pre-wrap"] and v["src_mono"], f"{which}: {v}"
         code_views = [v for v in views if v["src"]]
         assert code_views and all(v["sideways"] <= 1 for v in code_views), f"{which}: code scrolls sideways: {code_views}"
+        for v in page.evaluate(WORDS_SPLIT):     # every word of every view on one line, badges and names included
+            assert v["words"] > 0 and not v["split"], f"{which}: {v['kind']} breaks words: {v['split']}"
+        for v in page.evaluate(CONTROLS):        # a view with controls says how to trust it, where it is not trusted
+            assert v["hint"] is (which == "untrusted") and "Trust" in v["text"], f"{which}: {v}"
+        shown = "\n".join(page.locator(".jp-OutputArea-output .onp").all_inner_texts())
+        assert str(ROOT) not in shown and "../tests/fixtures" in shown, f"{which}: a view shows the checkout's own path"
         if which == "trusted": screenshots(page)
     finally: page.close()
 
 
+SHOTS = (("translation", ".onp-translation"), ("port", ".onp-port"), ("doctor", ".onp-doctor .onp-conformance"))
+
+
 def screenshots(page):
-    "The translation, the port and the doctor as JupyterLab shows them, into tests/artifacts/."
-    ARTIFACTS.mkdir(exist_ok=True)
-    for kind, css in (("translation", ".onp-translation"), ("port", ".onp-port"), ("doctor", ".onp-doctor .onp-conformance")):
+    "The translation, the port and the doctor as JupyterLab shows them, into $OMNI_NPU_PORT_SCREENSHOTS or artifacts/."
+    where = Path(os.environ.get("OMNI_NPU_PORT_SCREENSHOTS") or ARTIFACTS)
+    where.mkdir(exist_ok=True)
+    for kind, css in SHOTS:
         view = page.locator(f".jp-OutputArea-output {css}").first
-        view.evaluate("e => (e.matches('.onp-conformance') ? e : e.closest('.jp-Cell')).scrollIntoView({block: 'start', behavior: 'instant'})")
+        view.evaluate("e => (e.matches('.onp-conformance') ? e : e.closest('.jp-Cell'))"
+                      ".scrollIntoView({block: 'start', behavior: 'instant'})")
         page.wait_for_timeout(300)
-        page.screenshot(path=str(ARTIFACTS / f"jupyterlab-{kind}.png"))
-        assert (ARTIFACTS / f"jupyterlab-{kind}.png").stat().st_size > 5_000
+        page.screenshot(path=str(where / f"jupyterlab-{kind}.png"))
+        assert (where / f"jupyterlab-{kind}.png").stat().st_size > 5_000
+
+
+def screenshots_script():
+    "scripts/screenshots.py, imported as a module."
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("screenshots", ROOT / "scripts" / "screenshots.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_screenshot_script_replaces_exactly_the_images_the_docs_name_or_none(tmp_path, monkeypatch):
+    "The names come from the docs (not a list in the script); one the test did not take leaves every image as it was."
+    mod = screenshots_script()
+    (tmp_path / "nbs" / "images").mkdir(parents=True)
+    (tmp_path / "nbs" / ".ipynb_checkpoints").mkdir()
+    (tmp_path / "nbs" / "a.ipynb").write_text('{"src": "![x](images/jupyterlab-port.png) ![y](images/logo.png)"}')
+    (tmp_path / "nbs" / ".ipynb_checkpoints" / "a.ipynb").write_text('"images/jupyterlab-old.png"')
+    (tmp_path / "README.md").write_text("![d](nbs/images/jupyterlab-doctor.png)")
+    monkeypatch.setattr(mod, "ROOT", tmp_path)
+    assert mod.referenced(tmp_path) == ["jupyterlab-doctor.png", "jupyterlab-port.png"]
+    old = tmp_path / "nbs" / "images" / "jupyterlab-port.png"
+    old.write_bytes(b"old")
+    taken = []
+    def take(out, names):            # a stand-in for the JupyterLab test: writes `names` into the folder it is given
+        for n in names: (out / n).write_bytes(b"new " + n.encode())
+        taken.append(out)
+        return 0
+    monkeypatch.setattr(mod, "take", lambda out: take(out, ["jupyterlab-port.png"]))
+    assert mod.main([]) == 3 and old.read_bytes() == b"old"                  # the doctor's was not taken: none replaced
+    monkeypatch.setattr(mod, "take", lambda out: take(out, ["jupyterlab-port.png", "jupyterlab-doctor.png"]))
+    assert mod.main([]) == 0 and old.read_bytes() == b"new jupyterlab-port.png"
+    assert (tmp_path / "nbs" / "images" / "jupyterlab-doctor.png").is_file() and not taken[-1].exists()   # temp gone
+    monkeypatch.setattr(mod, "take", lambda out: 1)                             # the test failed: nothing replaced
+    old.write_bytes(b"old")
+    assert mod.main([]) == 1 and old.read_bytes() == b"old"

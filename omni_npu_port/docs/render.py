@@ -19,7 +19,8 @@ from ..core.diagnostics import code_info
 from ..core.display import class_key, register_html
 
 # %% auto #0
-__all__ = ['BIG_TABLE', 'RULES', 'STYLE', 'RENDERERS', 'Html', 'esc', 'wrap', 'badge', 'breakable', 'inline_styles', 'html_text',
+__all__ = ['BIG_TABLE', 'RULES', 'STYLE', 'RENDERERS', 'Html', 'esc', 'wrap', 'badge', 'breakable', 'checkout_of',
+           'path_prefixes', 'shown_path', 'shown_paths', 'soft_breaks', 'inline_styles', 'html_text',
            'itables_available', 'table', 'key_values', 'severity_of', 'diagnostic_line', 'diagnostics_table',
            'severity_counts', 'diff_rows', 'folded', 'side_by_side', 'html_translation', 'html_run', 'conflict_kinds',
            'code_table', 'html_port', 'html_audit', 'html_platform', 'html_conformance', 'html_doctor', 'html_bench',
@@ -63,8 +64,8 @@ STYLE = "<style>\n" + "\n".join(f"{s}{{{d}}}" for s, d in RULES) + "\n</style>"
 
 class Html(str):
     "A string that is HTML already: tables put it in as it is; Jupyter shows it with the style inlined, or as text."
-    def _repr_html_(self) -> str: return inline_styles(self)
-    def _repr_pretty_(self, p, cycle) -> None: p.text(html_text(self))    # text/plain: readable where HTML is not shown
+    def _repr_html_(self) -> str: return inline_styles(soft_breaks(shown_paths(self)))   # see `shown_paths`
+    def _repr_pretty_(self, p, cycle) -> None: p.text(html_text(shown_paths(self)))   # text/plain, where no HTML shows
     def __repr__(self) -> str: return f"Html({len(self)} characters)"
 
 def esc(value) -> str:
@@ -87,6 +88,60 @@ _BREAK = re.compile(r"(?<=\.)(?=[A-Za-z_])|(?<=[,(\[=/])(?=[^\s<&)\]])")
 def breakable(value) -> str:
     "`value` escaped, with a hyphen-free line break allowed (`<wbr>`) after the punctuation of dotted names and calls."
     return _BREAK.sub("<wbr>", esc(value))
+
+
+# %% ../../nbs/docs/render.ipynb #99f99429
+def checkout_of(folder: str) -> str | None:
+    "The nearest folder at or above `folder` holding `.git` or `pyproject.toml` (the checkout), or None."
+    d = folder
+    while d != os.path.dirname(d):                     # the filesystem's root is no checkout
+        if any(os.path.exists(os.path.join(d, m)) for m in (".git", "pyproject.toml")): return d
+        d = os.path.dirname(d)
+    return None
+
+def path_prefixes(cwd: str | None = None, home: str | None = None) -> list[tuple[str, str]]:
+    "(absolute folder, how it is shown), longest first: the current folder `.`, its checkout via `..`, home `~`."
+    cwd = os.path.realpath(cwd or os.getcwd())
+    home = os.path.expanduser("~") if home is None else home
+    shown = {}
+    if os.path.isabs(home) and home != os.path.dirname(home):
+        shown.update({home: "~", os.path.realpath(home): "~"})
+    top = checkout_of(cwd)
+    if top: shown[top] = os.path.relpath(top, cwd)
+    shown[cwd] = "."
+    return sorted(shown.items(), key=lambda kv: -len(kv[0]))
+
+def shown_path(path, prefixes: list | None = None) -> str:
+    "`path` as `path_prefixes` shows it: relative to the current folder or its checkout, `~/...` under home."
+    path = str(path)
+    for folder, shown in prefixes if prefixes is not None else path_prefixes():
+        if path == folder: return shown
+        if path.startswith(folder.rstrip("/") + "/"):
+            rest = path[len(folder.rstrip("/")) + 1:]
+            return rest if shown == "." else f"{shown}/{rest}"
+    return path
+
+# left as they are: code cells, <pre>, <style> and <script> blocks, and every tag (its attributes)
+_KEEP = re.compile(r"""(<td\b[^>]*class=["']?src\b[^>]*>.*?</td>|<pre\b.*?</pre>|<(style|script)\b.*?</\2>|<[^>]*>)""",
+                   re.S | re.I)
+
+def shown_paths(text: str, prefixes: list | None = None) -> str:
+    "`text` (a view's HTML) with every absolute path in its text shown as `shown_path` shows it; code left as it is."
+    prefixes = path_prefixes() if prefixes is None else prefixes
+    by = {html.escape(f, quote=False): s for f, s in prefixes}
+    if not by: return str(text)
+    alts = "|".join(re.escape(f) for f in by)
+    pat = re.compile(rf"(?<![\w.~/-])({alts})(?:(/)|(?![\w.-]))")
+    one = lambda m: (("" if by[m[1]] == "." else by[m[1]] + "/") if m[2] else by[m[1]])
+    parts = _KEEP.split(str(text))            # text, kept piece, its inner group, text, ...
+    return "".join(pat.sub(one, part) if n % 3 == 0 else part for n, part in enumerate(parts) if n % 3 != 2)
+
+
+# %% ../../nbs/docs/render.ipynb #686d629b
+def soft_breaks(text: str) -> str:
+    "`text` (a view's HTML) with `breakable`'s line breaks allowed in its text: dotted names and paths wrap whole."
+    parts = _KEEP.split(str(text))            # code, <pre>, styles, scripts and tags as they are
+    return "".join(_BREAK.sub("<wbr>", part) if n % 3 == 0 else part for n, part in enumerate(parts) if n % 3 != 2)
 
 
 # %% ../../nbs/docs/render.ipynb #832cd0ba
@@ -401,8 +456,7 @@ def html_conformance(results, show_na: bool = False, title: str | None = None) -
     hidden = len(rs) - len(shown)
     note = f"<p>{hidden} record(s) that do not hold for this version are not shown.</p>" if hidden else ""
     t = table(["record", "status", "source says", "symbol", "details", "hazards", "where"], rows, interactive=False)
-    cols = "".join(f'<col style="width:{w}%">' for w in (13, 7, 9, 21, 22, 12, 16))   # the cell's width, shared out
-    t = Html(t.replace("<table>", f'<table class="fit"><colgroup>{cols}</colgroup>', 1))
+    t = Html(t.replace("<table>", '<table class="fit">', 1))   # the cell's width; a column as wide as its longest word
     return wrap("conformance", head + note + t)
 
 def html_doctor(report: dict, show_na: bool = False) -> Html:
@@ -490,7 +544,7 @@ def register_text(shell=None) -> bool:
     plain = shell.display_formatter.formatters["text/plain"]
     for key, fn in RENDERERS.items():
         module, _, name = key.rpartition(".")
-        plain.for_type_by_name(module, name, lambda obj, p, cycle, fn=fn: p.text(html_text(fn(obj))))
+        plain.for_type_by_name(module, name, lambda obj, p, cycle, fn=fn: p.text(html_text(shown_paths(fn(obj)))))
     return True
 
 register_text()   # where no HTML is shown (a terminal, a viewer without HTML), a result still reads as its table
