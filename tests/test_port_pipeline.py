@@ -123,3 +123,45 @@ def test_port_strategies_are_registered_and_an_unknown_style_is_an_error():
         finish_port(PASS, [], "three-way", "f", None, "markers", None, None)
     ok = finish_port(PASS, [], "omni-only", "f", None, "markers", None, None)   # a known style: ported
     assert ok.style == "omni-only" and ok.code.startswith("def f")
+
+
+# conflicts as objects: one parser, one renderer (port/conflicts)
+from omni_npu_port.port import merge as port_merge  # noqa: E402
+from omni_npu_port.port.conflicts import Conflict, conflicts_in, resolve  # noqa: E402
+
+BASE = "def step(self, a):\n    x = op(a)\n    return x\n"
+NPU = "def step(self, a):\n    x = npu_op(a)\n    return x\n"
+OMNI = "def step(self, a):\n    x = omni_op(a)\n    y = x\n    return x\n"
+
+
+def _rendered(prefer: str) -> str:
+    hunks = port_merge.merge_hunks(BASE, OMNI, NPU)
+    return "\n".join(port_merge.render(hunks, prefer=prefer)[0]) + "\n"
+
+
+@pytest.mark.parametrize("prefer", ["comment", "markers"])
+def test_a_rendered_conflict_is_read_back_as_the_same_object_in_either_form(prefer):
+    text = _rendered(prefer)
+    (c,) = conflicts_in(text)                                  # fires: the merge wrote one conflict
+    assert c.commented == (prefer == "comment") and c.live == ("npu" if prefer == "comment" else None)
+    assert [l.strip() for l in c.side(0)] == ["x = npu_op(a)"]
+    assert "x = omni_op(a)" in [l.strip() for l in c.side(1)]
+    lines = text.splitlines()
+    assert lines[c.at[0]:c.at[2] + 1] == c.lines()              # rendered once, by the object: the same lines
+    assert port_merge.keep_side(text, 1) == resolve(text, 1) and "npu_op" not in resolve(text, 1)
+
+
+def test_code_without_a_closed_conflict_has_none():
+    assert conflicts_in(NPU) == []                               # must not fire: no markers
+    open_only = "    # <<<<<<< ONP4001 conflict: NPU base (kept)\n    x = 1\n    # =======\n"
+    assert conflicts_in(open_only) == [] and resolve(open_only) == open_only
+    assert port_merge.uncomment_conflicts(NPU.rstrip("\n")) == NPU.rstrip("\n")
+
+
+def test_uncommenting_keeps_each_marker_text_and_the_sides():
+    c = Conflict.of(["    x = 1"], ["    x = 2", ""], commented=True, indent="    ")
+    text = "def f(self):\n" + "\n".join(c.lines()) + "\n    return x"
+    git = port_merge.uncomment_conflicts(text)
+    assert git.splitlines()[1] == "<<<<<<< ONP4001 conflict: NPU base (kept)" and not git.endswith("\n")
+    (g,) = conflicts_in(git)
+    assert not g.commented and g.side(0) == c.side(0) and g.side(1) == c.side(1)
