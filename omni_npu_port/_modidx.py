@@ -1825,6 +1825,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                         'omni_npu_port/port/pipeline.py'),
                                              'omni_npu_port.port.pipeline._calls': ( 'port/pipeline.html#_calls',
                                                                                      'omni_npu_port/port/pipeline.py'),
+                                             'omni_npu_port.port.pipeline._derived': ( 'port/pipeline.html#_derived',
+                                                                                       'omni_npu_port/port/pipeline.py'),
                                              'omni_npu_port.port.pipeline._faithfulness': ( 'port/pipeline.html#_faithfulness',
                                                                                             'omni_npu_port/port/pipeline.py'),
                                              'omni_npu_port.port.pipeline._judge': ( 'port/pipeline.html#_judge',

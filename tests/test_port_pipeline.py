@@ -41,8 +41,9 @@ def _cli(args: list) -> tuple[int, dict]:
     return rc, json.loads(out.getvalue())
 
 
-def _both(tmp_path: Path, omni: Path) -> tuple:
-    "The omni base runner ported by `port --release` and by `port --class`, the same inputs: (rc, code, codes) each."
+def _both(tmp_path: Path, omni: Path, derived: list | None = None) -> tuple:
+    "The omni base runner ported by `port --release` and by `port --class`, the same inputs: (rc, code, codes) each"
+    " (`derived`: each command's derived findings appended, as (code, line, message))."
     rc_r, rel = _cli(["--release", str(omni), "--source", *map(str, SOURCES), "--history", "0.17.0",
                       "-o", str(tmp_path / "out"), "--no-judge", "--json"])
     runner = next(r for r in rel["runners"] if r["class"] == "OmniNPUModelRunner")
@@ -52,6 +53,8 @@ def _both(tmp_path: Path, omni: Path) -> tuple:
                       "--gpu-history", f"{FIX / 'vllm_old'}:GPUModelRunner",
                       "--class-name", "OmniNPUModelRunner", "--prefer", "comment", "--no-judge", "--json"])
     class_codes = [d["code"] for d in cls["diagnostics"] if d["code"] != "ONP4447"]   # --release says "not judged" once
+    for one in ([runner["derived"], cls["stats"]["derived"]] if derived is not None else []):
+        derived.append({k: [(d["code"], d["line"], d["message"]) for d in one[k]] for k in ("port", "inherited")})
     return (rc_r, written, [d["code"] for d in runner["diagnostics"]]), (rc_c, cls["code"], class_codes)
 
 
@@ -72,10 +75,29 @@ def test_a_class_ports_the_same_by_both_commands_where_no_later_pass_fires(tmp_p
     assert code_c == code_r and codes_c == codes_r and rc_c == 0
 
 
+NCCL = ("\n    def omni_env(self):\n        torch.cuda.synchronize()\n        import os\n"   # translated: written
+        "        os.environ[\"NCCL_DEBUG\"] = \"1\"\n        return os.environ.get(\"NCCL_ASYNC_ERROR_HANDLING\")\n")
+
+
+def test_a_class_gets_the_same_derived_findings_by_both_commands(tmp_path):
+    "NCCL variables in a written method: the derived pass fires by --release and by --class alike (--class ran no"
+    " derived check before it was a pass), the same findings at the same lines."
+    derived = []
+    (_, code_r, _), (_, code_c, _) = _both(tmp_path, _omni(tmp_path, NCCL), derived)
+    rel, cls = derived
+    assert [c for c, _, _ in rel["inherited"]] == ["ONP2044", "ONP2044"] and rel == cls and code_c == code_r
+
+
+def test_a_class_without_derived_findings_has_none_by_either_command(tmp_path):
+    derived = []
+    _both(tmp_path, _omni(tmp_path), derived)
+    assert derived == [{"port": [], "inherited": []}] * 2          # ran by both (the key is there), found nothing
+
+
 def test_the_passes_are_one_ordered_list_of_registered_objects():
     assert [p.name for p in pipeline.PASSES] == ["mro", "methods", "faithfulness", "reach", "records", "calls", "ready",
-                                                 "judge"]
-    assert [p.name for p in pipeline.PASSES if p.batch] == ["judge"]
+                                                 "derived", "judge"]
+    assert [p.name for p in pipeline.PASSES if p.batch] == ["derived", "judge"]
     for p in pipeline.PASSES:
         assert p.applies and p.codes and all(c in REGISTRY for c in p.codes)
     assert "ONP4430" in pipeline.class_pass("reach").codes and "ONP4430" not in pipeline.class_pass("calls").codes

@@ -30,6 +30,7 @@ class PortContext:
     judge_inputs: tuple | str | None = None   # (ascend, vllm, omni, (npu module, npu class)), or why it cannot run
     ported_mros: dict = field(default_factory=dict, repr=False)   # chain of ported parents -> its MRO
     warm: object = field(default=None, repr=False)   # the judge's started server (judge.start_judge), or None
+    found: dict = field(default_factory=dict, repr=False)   # batch pass name -> the port-level diagnostics it gave
 
     def __post_init__(self):
         if not isinstance(self.options, PortOptions):

@@ -201,6 +201,7 @@ class RunnerPort:
     unreachable: list = field(default_factory=list) # omni overrides no entry point reaches (ONP4430), each a dict
     judge: object = None          # port.judge.Judgement once judged (None: not asked, a port_runner alone)
     derived: object = None        # port.derived_check.DerivedCheck: the derived rules' findings, port's / inherited
+    inputs: list = field(default_factory=list, repr=False)   # its inputs' texts (omni's module, the NPU base's)
 
     @property
     def path(self) -> str: return self.module.replace(".", "/") + ".py"
