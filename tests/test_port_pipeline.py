@@ -121,6 +121,10 @@ def test_the_context_is_built_once_and_holds_what_module_caches_held():
     ctx = PortContext(gb, nb, PortOptions(prefer="comment"), extra=(str(FIX / "vllm"),))
     assert ctx.rules is ctx.rules and ctx.index is ctx.index
     assert not hasattr(release_checks, "_PORTED")   # the parents' MRO memo lives in the context now
+    from omni_npu_port.port import reach, ready
+    assert not any(hasattr(m, n) for m, n in ((reach, "_ENTRIES"), (ready, "_INDEX"), (ready, "_SHAPES")))
+    assert ctx.entry_points is ctx.entry_points and ctx.entry_points   # the NPU worker's, found once per context
+    assert isinstance(ctx.index, ready.ReadyIndex) and ctx.index.runner_modules
     g = release_runners(open_release(FIX / "omni")).gpu
     parents = [("OmniNPUModelRunner", "vllm_omni.worker.npu.npu_model_runner", f"{g[0].module}.{g[0].name}")]
     place = Placement("vllm_omni.worker.npu.npu_ar_model_runner", "NPUARModelRunner")

@@ -116,7 +116,7 @@ register_pass(ClassPass("faithfulness", "every method the port wrote, against it
 def _reach(cp: ClassPort, ctx: PortContext) -> None:
     "Every omni override reached from the NPU worker's entry points."
     cp.code, cp.found["reach"], cp.unreached = reach_runner(cp.code, cp.place, cp.omni, ctx.npu_base, ctx.gpu_base,
-                                                            cp.parent_mro)
+                                                            cp.parent_mro, ctx.entry_points)
 
 def _records(cp: ClassPort, ctx: PortContext) -> None:
     "Each state record both sides define differently merged into one class; the conflicts that settles closed."
