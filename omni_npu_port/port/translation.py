@@ -242,6 +242,7 @@ def forget_translations() -> None:
     "Forget the translations kept in this process: the next `translate_code` reads the disk cache or translates anew (a new process; a test)."
     _TCACHE.clear()
 
+# %% ../../nbs/port/translation.ipynb #ddf8d01d
 def translate_methods(items: list[tuple[str, str]], rules: RuleSet) -> list[tuple[str, list[Diagnostic]]]:
     "Translate (method source, module text) pairs in their modules' import context: one translator run per module."
     base = rules.runner_bases[0] if rules.runner_bases else "object"
