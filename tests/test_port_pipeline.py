@@ -41,8 +41,9 @@ def _cli(args: list) -> tuple[int, dict]:
     return rc, json.loads(out.getvalue())
 
 
-def _both(tmp_path: Path, omni: Path) -> tuple:
-    "The omni base runner ported by `port --release` and by `port --class`, the same inputs: (rc, code, codes) each."
+def _both(tmp_path: Path, omni: Path, derived: list | None = None) -> tuple:
+    "The omni base runner ported by `port --release` and by `port --class`, the same inputs: (rc, code, codes) each"
+    " (`derived`: each command's derived findings appended, as (code, line, message))."
     rc_r, rel = _cli(["--release", str(omni), "--source", *map(str, SOURCES), "--history", "0.17.0",
                       "-o", str(tmp_path / "out"), "--no-judge", "--json"])
     runner = next(r for r in rel["runners"] if r["class"] == "OmniNPUModelRunner")
@@ -52,6 +53,8 @@ def _both(tmp_path: Path, omni: Path) -> tuple:
                       "--gpu-history", f"{FIX / 'vllm_old'}:GPUModelRunner",
                       "--class-name", "OmniNPUModelRunner", "--prefer", "comment", "--no-judge", "--json"])
     class_codes = [d["code"] for d in cls["diagnostics"] if d["code"] != "ONP4447"]   # --release says "not judged" once
+    for one in ([runner["derived"], cls["stats"]["derived"]] if derived is not None else []):
+        derived.append({k: [(d["code"], d["line"], d["message"]) for d in one[k]] for k in ("port", "inherited")})
     return (rc_r, written, [d["code"] for d in runner["diagnostics"]]), (rc_c, cls["code"], class_codes)
 
 
@@ -72,10 +75,29 @@ def test_a_class_ports_the_same_by_both_commands_where_no_later_pass_fires(tmp_p
     assert code_c == code_r and codes_c == codes_r and rc_c == 0
 
 
+NCCL = ("\n    def omni_env(self):\n        torch.cuda.synchronize()\n        import os\n"   # translated: written
+        "        os.environ[\"NCCL_DEBUG\"] = \"1\"\n        return os.environ.get(\"NCCL_ASYNC_ERROR_HANDLING\")\n")
+
+
+def test_a_class_gets_the_same_derived_findings_by_both_commands(tmp_path):
+    "NCCL variables in a written method: the derived pass fires by --release and by --class alike (--class ran no"
+    " derived check before it was a pass), the same findings at the same lines."
+    derived = []
+    (_, code_r, _), (_, code_c, _) = _both(tmp_path, _omni(tmp_path, NCCL), derived)
+    rel, cls = derived
+    assert [c for c, _, _ in rel["inherited"]] == ["ONP2044", "ONP2044"] and rel == cls and code_c == code_r
+
+
+def test_a_class_without_derived_findings_has_none_by_either_command(tmp_path):
+    derived = []
+    _both(tmp_path, _omni(tmp_path), derived)
+    assert derived == [{"port": [], "inherited": []}] * 2          # ran by both (the key is there), found nothing
+
+
 def test_the_passes_are_one_ordered_list_of_registered_objects():
     assert [p.name for p in pipeline.PASSES] == ["mro", "methods", "faithfulness", "reach", "records", "calls", "init",
-                                                 "ready", "judge"]
-    assert [p.name for p in pipeline.PASSES if p.batch] == ["judge"]
+                                                 "ready", "derived", "judge"]
+    assert [p.name for p in pipeline.PASSES if p.batch] == ["derived", "judge"]
     for p in pipeline.PASSES:
         assert p.applies and p.codes and all(c in REGISTRY for c in p.codes)
     assert "ONP4430" in pipeline.class_pass("reach").codes and "ONP4430" not in pipeline.class_pass("calls").codes
@@ -99,6 +121,10 @@ def test_the_context_is_built_once_and_holds_what_module_caches_held():
     ctx = PortContext(gb, nb, PortOptions(prefer="comment"), extra=(str(FIX / "vllm"),))
     assert ctx.rules is ctx.rules and ctx.index is ctx.index
     assert not hasattr(release_checks, "_PORTED")   # the parents' MRO memo lives in the context now
+    from omni_npu_port.port import reach, ready
+    assert not any(hasattr(m, n) for m, n in ((reach, "_ENTRIES"), (ready, "_INDEX"), (ready, "_SHAPES")))
+    assert ctx.entry_points is ctx.entry_points and ctx.entry_points   # the NPU worker's, found once per context
+    assert isinstance(ctx.index, ready.ReadyIndex) and ctx.index.runner_modules
     g = release_runners(open_release(FIX / "omni")).gpu
     parents = [("OmniNPUModelRunner", "vllm_omni.worker.npu.npu_model_runner", f"{g[0].module}.{g[0].name}")]
     place = Placement("vllm_omni.worker.npu.npu_ar_model_runner", "NPUARModelRunner")
@@ -123,3 +149,45 @@ def test_port_strategies_are_registered_and_an_unknown_style_is_an_error():
         finish_port(PASS, [], "three-way", "f", None, "markers", None, None)
     ok = finish_port(PASS, [], "omni-only", "f", None, "markers", None, None)   # a known style: ported
     assert ok.style == "omni-only" and ok.code.startswith("def f")
+
+
+# conflicts as objects: one parser, one renderer (port/conflicts)
+from omni_npu_port.port import merge as port_merge  # noqa: E402
+from omni_npu_port.port.conflicts import Conflict, conflicts_in, resolve  # noqa: E402
+
+BASE = "def step(self, a):\n    x = op(a)\n    return x\n"
+NPU = "def step(self, a):\n    x = npu_op(a)\n    return x\n"
+OMNI = "def step(self, a):\n    x = omni_op(a)\n    y = x\n    return x\n"
+
+
+def _rendered(prefer: str) -> str:
+    hunks = port_merge.merge_hunks(BASE, OMNI, NPU)
+    return "\n".join(port_merge.render(hunks, prefer=prefer)[0]) + "\n"
+
+
+@pytest.mark.parametrize("prefer", ["comment", "markers"])
+def test_a_rendered_conflict_is_read_back_as_the_same_object_in_either_form(prefer):
+    text = _rendered(prefer)
+    (c,) = conflicts_in(text)                                  # fires: the merge wrote one conflict
+    assert c.commented == (prefer == "comment") and c.live == ("npu" if prefer == "comment" else None)
+    assert [l.strip() for l in c.side(0)] == ["x = npu_op(a)"]
+    assert "x = omni_op(a)" in [l.strip() for l in c.side(1)]
+    lines = text.splitlines()
+    assert lines[c.at[0]:c.at[2] + 1] == c.lines()              # rendered once, by the object: the same lines
+    assert port_merge.keep_side(text, 1) == resolve(text, 1) and "npu_op" not in resolve(text, 1)
+
+
+def test_code_without_a_closed_conflict_has_none():
+    assert conflicts_in(NPU) == []                               # must not fire: no markers
+    open_only = "    # <<<<<<< ONP4001 conflict: NPU base (kept)\n    x = 1\n    # =======\n"
+    assert conflicts_in(open_only) == [] and resolve(open_only) == open_only
+    assert port_merge.uncomment_conflicts(NPU.rstrip("\n")) == NPU.rstrip("\n")
+
+
+def test_uncommenting_keeps_each_marker_text_and_the_sides():
+    c = Conflict.of(["    x = 1"], ["    x = 2", ""], commented=True, indent="    ")
+    text = "def f(self):\n" + "\n".join(c.lines()) + "\n    return x"
+    git = port_merge.uncomment_conflicts(text)
+    assert git.splitlines()[1] == "<<<<<<< ONP4001 conflict: NPU base (kept)" and not git.endswith("\n")
+    (g,) = conflicts_in(git)
+    assert not g.commented and g.side(0) == c.side(0) and g.side(1) == c.side(1)

@@ -23,6 +23,7 @@ from .translation import translate_code, translate_located, translate_methods
 from .supercalls import extends_by_super, param_names, rebind_supers
 from .formatting import format_code, format_options, ruff_bin, ruff_warnings
 from .merge import keep_side
+from .conflicts import conflicts_in
 from .overrides import omni_definitions, refit_overrides
 from .mro import BaseOrder, base_order, order_diagnostics, plan_for_order
 from .method import PortOptions, PortResult, parse_check, port_method, port_options, undefined_names
@@ -91,7 +92,7 @@ def plan_class(gpu_base: Located, gpu_omni: Located, npu_base: Located, target: 
 def _imports_for(code: str, modules: list[tuple[str, str, str | None]], exclude: set[str]) -> list[str]:
     "Import lines for the free names of `code`, taken from the given (module, text, package) sources in order."
     used, bound = set(), set()
-    for side in ((0, 1) if "<<<<<<<" in code else (0,)):   # each side of every conflict (markers or commented) needs its names
+    for side in ((0, 1) if conflicts_in(code) else (0,)):   # each side of every conflict (markers or commented) needs its names
         plain = keep_side(code, side)
         try:
             tree = ast.parse(plain)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from ..translate.engine import RuleSet
 from .locate import Located, PortError
 from .method import PortOptions
+from .reach import worker_entry_points
 from .ready import ready_index
 from .translation import rules_for, target_of
 
@@ -30,6 +31,7 @@ class PortContext:
     judge_inputs: tuple | str | None = None   # (ascend, vllm, omni, (npu module, npu class)), or why it cannot run
     ported_mros: dict = field(default_factory=dict, repr=False)   # chain of ported parents -> its MRO
     warm: object = field(default=None, repr=False)   # the judge's started server (judge.start_judge), or None
+    found: dict = field(default_factory=dict, repr=False)   # batch pass name -> the port-level diagnostics it gave
 
     def __post_init__(self):
         if not isinstance(self.options, PortOptions):
@@ -40,6 +42,12 @@ class PortContext:
     def rules(self) -> RuleSet:
         "The translator's rules at the target: the options' target, else the NPU base's own version (compiled once)."
         return rules_for(self.options.target or target_of(self.npu_base))
+
+    @functools.cached_property
+    def entry_points(self) -> tuple:
+        "The NPU worker's entry points (`reach.worker_entry_points` over the NPU base's source), found once."
+        tree = getattr(self.npu_base, "tree", None)
+        return worker_entry_points([tree] if tree is not None else [])
 
     @functools.cached_property
     def index(self):

@@ -12,6 +12,7 @@ import re
 from ..core.diagnostics import Code, code_info, register
 from .locate import port_diagnostic
 from .merge import FENCE_RE, FENCE_TEXT
+from .conflicts import conflicts_in
 
 # %% auto #0
 __all__ = ['scope_nodes', 'binds', 'reads', 'blocks', 'binding_marks', 'late_reads', 'blocked', 'plan_move', 'move_rows',
@@ -301,17 +302,9 @@ register(
          "port/dataflow.ipynb", "port"),
 )
 
-_OPEN, _SPLIT, _CLOSE = "# <<<<<<< ONP4001", "# =======", "# >>>>>>>"
-
 def commented_conflicts(rows: list) -> list[tuple[int, int, int]]:
     "(open, split, close) row index of each conflict rendered with its omni side commented out."
-    out, at = [], None
-    for k, r in enumerate(rows):
-        s = r[0].lstrip()
-        if s.startswith(_OPEN): at = [k]
-        elif at and len(at) == 1 and s.startswith(_SPLIT): at.append(k)
-        elif at and len(at) == 2 and s.startswith(_CLOSE): out.append((*at, k)); at = None
-    return out
+    return [c.at for c in conflicts_in([r[0] for r in rows]) if c.commented]
 
 def _side(rows: list) -> list[ast.stmt]:
     "The statements of one side's rows (the commented side uncommented); [] where they do not parse alone."

@@ -49,6 +49,7 @@ register(
 
 # %% ../../nbs/port/delta.ipynb #73dffa8a
 _MEMO: dict = {}   # (function, id(node)) -> (node, value) during one `apply_delta`: statements are asked about again and again
+                   # (a scratch of one call, emptied when it ends, each node kept alive beside its id: no cache)
 
 def _memo(f):
     "`f(node)` once per node while `apply_delta` runs (the node is kept alive beside its value)."

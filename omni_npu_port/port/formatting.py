@@ -23,6 +23,7 @@ from ..core.errors import InputError
 from ..core.io import load_toml
 from .locate import Located, PortError, port_diagnostic, python_lines
 from .merge import indent_of
+from .conflicts import MARKERS, conflicts_in
 from ..sources.readers import UnreadableFile, read_regular
 
 # %% auto #0
@@ -46,7 +47,7 @@ FORMATTERS = ("ruff",)
 
 _MASK = "# ONP-MASK "
 
-CONFLICT_MARKERS = ("<<<<<<<", "=======", ">>>>>>>")
+CONFLICT_MARKERS = MARKERS
 
 def ruff_bin() -> str:
     "The ruff executable (the `ruff` package's, else `ruff` on PATH); PortError naming `pip install ruff` if there is none."
@@ -155,20 +156,17 @@ def _ruff_args(settings: dict, line_length: int) -> list[str]:
 def mask_conflicts(lines: list[str]) -> tuple[list[str], dict[int, str]]:
     "Conflict markers and each conflict's omni side as placeholder comments at the NPU side's indentation (which stays code)."
     out, masked, i = [], {}, 0
-    while i < len(lines):
-        at = lambda k, m: lines[k].lstrip().startswith(m)          # class mode indents the markers with the method
-        if not at(i, "<<<<<<<"): out.append(lines[i]); i += 1; continue
-        mid = next((k for k in range(i + 1, len(lines)) if at(k, "=======")), None)
-        end = next((k for k in range(mid + 1, len(lines)) if at(k, ">>>>>>>")), None) if mid else None
-        if end is None: out.append(lines[i]); i += 1; continue      # not a conflict block: left for the parser
-        npu = [l for l in lines[i + 1: mid] if l.strip()]
+    for c in conflicts_in(lines):                                  # a block never closed is left for the parser
+        if c.commented: continue
+        (o, mid, end), npu = c.at, [l for l in c.npu if l.strip()]
+        out += lines[i:o]; i = o
         prev = next((l for l in reversed(out) if l.strip() and not l.lstrip().startswith("#")), "")
         ind = " " * (min(map(indent_of, npu)) if npu else max(indent_of(prev), 0) + 4 * prev.rstrip().endswith(":"))
         for k in range(i, end + 1):
             if i < k < mid: out.append(lines[k]); continue
             out.append(f"{ind}{_MASK}{len(masked)}"); masked[len(masked)] = lines[k]
         i = end + 1
-    return out, masked
+    return out + lines[i:], masked
 
 def _unmask(lines: list[str], masked: dict[int, str]) -> list[str]:
     pat = re.compile(rf"^\s*{re.escape(_MASK)}(\d+)\s*$")

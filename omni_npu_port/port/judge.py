@@ -140,7 +140,8 @@ def _extract(path: Path, dest: Path) -> None:
         (dest / rel).write_bytes(data)
 
 # %% ../../nbs/port/judge.ipynb #cc5345bb
-_SCRATCH: dict = {}   # archive -> folder, when the cache is off (removed when the process ends)
+_SCRATCH: dict = {}   # archive -> folder, when the cache is off (removed when the process ends); a module cache, keyed by
+                      # path: the folders belong to the process, not to one port, and there is one per archive read
 
 def source_root(path) -> Path:
     "A folder basedpyright can read for a source: a folder as it is, else its archive's files extracted once (cached)."

@@ -244,7 +244,8 @@ def _lone_mro(name: str, files: list[tuple[str, str, dict]], found: dict, stack:
     bases = [b for b in bases if b not in ("object", "ABC", "Generic", "Protocol")]
     return [name] + mro_merge([_lone_mro(b, files, found, stack + (name,)) for b in bases] + [bases])
 
-_INDEXES: dict = {}
+_INDEXES: dict = {}   # trees' ids -> (trees, index): a module cache (locate runs before any port context exists), its
+                      # trees kept alive beside their ids; bounded by the sources a process opens (`_TREES`)
 
 def source_index(loc: Located) -> SymbolIndex:
     "The symbol index of a located class's source and its extra sources (one per package, the class's own first)."
@@ -253,8 +254,8 @@ def source_index(loc: Located) -> SymbolIndex:
     if key not in _INDEXES:
         one = {}
         for t in trees: one.setdefault(t.package, t)
-        _INDEXES[key] = SymbolIndex(one.values())
-    return _INDEXES[key]
+        _INDEXES[key] = (trees, SymbolIndex(one.values()))
+    return _INDEXES[key][1]
 
 # %% ../../nbs/port/locate.ipynb #fc0aae23
 def open_extra(source) -> SourceTree | Path:
@@ -301,7 +302,8 @@ def missing_method(loc: Located, name: str) -> str:
             + (f"; bases outside the sources given: {', '.join(lost)} (add their sources: port --source)" if lost else ""))
 
 # %% ../../nbs/port/locate.ipynb #0d629886
-_TREES: dict[str, SourceTree] = {}
+_TREES: dict[str, SourceTree] = {}   # path or spec -> tree: a module cache keyed by the source's name (every locate
+                                     # reads it, before a port context exists); one per source a process opens
 
 def open_tree(source: str) -> SourceTree:
     "`sources.readers.open_source` (`NAME==VERSION`: `open_source_spec`, fetched into the package cache as `port` and"

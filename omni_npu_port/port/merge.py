@@ -20,6 +20,7 @@ import merge3
 
 from ..core.diagnostics import Code, Diagnostic, code_info, register
 from .locate import PortError, port_diagnostic, python_lines, string_lines
+from .conflicts import Conflict, conflicts_in, resolve
 
 # %% auto #0
 __all__ = ['FENCE_TEXT', 'FENCE_RE', 'INLINE_MARK', 'TOKEN_RE', 'PREFER', 'indent_of', 'CodeLine', 'LineMatcher', 'lines_of',
@@ -857,47 +858,19 @@ def render(hunks: list[Hunk], labels=("NPU base", "omni GPU (translated)"), fenc
                 continue
             diags.append(port_diagnostic("ONP4001", f"{code_info('ONP4001').title}; keep one side, then delete the markers",
                                     len(rows) + 1, "error"))
-            if prefer == "comment":   # NPU side live, omni side as comments: the code still parses
-                rows.append((f"{ind}# <<<<<<< ONP4001 conflict: {labels[0]} (kept)", "port"))
-                rows += [(l, "npu") for l in h.npu]
-                rows.append((f"{ind}# ======= {labels[1]} (commented out)", "port"))
-                rows += [(f"{ind}# {l[len(ind):]}" if l.strip() else "", "omni") for l in h.omni]
-                rows.append((f"{ind}# >>>>>>>", "port"))
-                continue
-            rows.append((f"<<<<<<< {labels[0]}  (ONP4001 conflict)", "port"))
-            rows += [(l, "npu") for l in h.npu]
-            rows.append(("=======", "port"))
-            rows += [(l, "omni") for l in h.omni]
-            rows.append((f">>>>>>> {labels[1]}", "port"))
+            # comment: NPU side live, omni side as comments (the code still parses); else git markers at column 0
+            commented = prefer == "comment"
+            rows += Conflict.of(h.npu, h.omni, commented, ind if commented else "", labels).rows()
     if origins is not None: origins[:] = [o for _, o in rows]
     return [l for l, _ in rows], diags
 
 # %% ../../nbs/port/merge.ipynb #eabc3ea6
-_COMMENT_OPEN, _COMMENT_SPLIT, _COMMENT_CLOSE = "# <<<<<<< ONP4001", "# =======", "# >>>>>>>"
-
 def uncomment_conflicts(code: str) -> str:
     "The `prefer=\"comment\"` form of each conflict as git-style markers, its commented omni side uncommented (other code unchanged)."
-    if _COMMENT_OPEN not in code: return code
-    out, state, ind = [], None, ""   # state: None outside, 0 in the NPU side, 1 in the commented omni side
-    for l in python_lines(code):
-        s = l.lstrip()
-        if state is None and s.startswith(_COMMENT_OPEN):
-            state, ind = 0, l[: len(l) - len(s)]; out.append("<<<<<<<" + s[len("# <<<<<<<"):]); continue
-        if state == 0 and s.startswith(_COMMENT_SPLIT) and l.startswith(ind + "#"):
-            state = 1; out.append("=======" + s[len(_COMMENT_SPLIT):]); continue
-        if state == 1 and s.startswith(_COMMENT_CLOSE) and l.startswith(ind + "#"):
-            state = None; out.append(">>>>>>>" + s[len(_COMMENT_CLOSE):]); continue
-        if state == 1 and l.startswith(ind + "# "): l = ind + l[len(ind) + 2:]
-        out.append(l)
-    return "\n".join(out) + ("\n" if code.endswith("\n") else "")
+    if not any(c.commented for c in conflicts_in(code)): return code
+    out = resolve(code, uncomment=True)   # the conflicts read and rendered by port/conflicts
+    return out if code.endswith("\n") else out[:-1]
 
 def keep_side(code: str, side: int = 0) -> str:
     "The code with each conflict (markers, or the comment form) resolved to one side (0: the NPU base's; 1: the omni method's)."
-    out, at = [], None
-    for l in python_lines(uncomment_conflicts(code)):
-        s = l.lstrip()
-        if s.startswith("<<<<<<<"): at = 0; continue
-        if s.startswith("=======") and at is not None: at = 1; continue
-        if s.startswith(">>>>>>>") and at is not None: at = None; continue
-        if at is None or at == side: out.append(l)
-    return "\n".join(out) + "\n"
+    return resolve(code, side)

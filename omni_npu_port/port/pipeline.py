@@ -13,6 +13,7 @@ from ..core.diagnostics import REGISTRY, code_info
 from .calls import CALL_BLOCKS, bind_runner_calls
 from .classes import port_class, ported_class_name
 from .context import PortContext
+from .derived_check import DerivedCheck, check_ports
 from .judge import JudgeRun, Judgement, judge_release, release_judge_lines
 from .locate import Located, MethodSpec, PortError, locate, port_diagnostic
 from .method import PortOptions, PortResult
@@ -115,7 +116,7 @@ register_pass(ClassPass("faithfulness", "every method the port wrote, against it
 def _reach(cp: ClassPort, ctx: PortContext) -> None:
     "Every omni override reached from the NPU worker's entry points."
     cp.code, cp.found["reach"], cp.unreached = reach_runner(cp.code, cp.place, cp.omni, ctx.npu_base, ctx.gpu_base,
-                                                            cp.parent_mro)
+                                                            cp.parent_mro, ctx.entry_points)
 
 def _records(cp: ClassPort, ctx: PortContext) -> None:
     "Each state record both sides define differently merged into one class; the conflicts that settles closed."
@@ -160,7 +161,16 @@ def _judge(ports: list[RunnerPort], ctx: PortContext) -> JudgeRun:
     return judge_release(ports, ctx.judge, *(ctx.judge_inputs if ctx.judge else (None, None, None, ("", ""))),
                          warm=ctx.warm)
 
+def _derived(ports: list[RunnerPort], ctx: PortContext) -> None:
+    "The derived rules over every written module at once; ONP2055 (the port's) where the sources cannot be indexed."
+    if not isinstance(ctx.judge_inputs, tuple):   # lone files: no target sources to index
+        for p in ports: p.derived = DerivedCheck(skipped=ctx.judge_inputs or "no target sources given")
+        return
+    ctx.found["derived"] = check_ports(ports, ctx.judge_inputs[1], ctx.judge_inputs[0], [p.inputs for p in ports])
+
 register_pass(ClassPass("ready", "the written module: would it run", ("port/ready.ipynb",), _ready))
+register_pass(ClassPass("derived", "every written module, against the derived rules of the target's sources",
+                        ("port/derived_check.ipynb",), _derived, batch=True))
 register_pass(ClassPass("judge", "every written module, type-checked against the target's sources",
                         ("port/judge.ipynb",), _judge, batch=True))
 
@@ -174,14 +184,15 @@ def run_class(cp: ClassPort, ctx: PortContext, t0: float | None = None) -> Runne
     out = RunnerPort(cp.gpu, cp.place.module, cp.place.cls, cp.place.hand, cp.code, cp.diagnostics + found, cp.checks,
                      cp.stats.get("inherited", []), time.perf_counter() - t0,
                      cp.parent_mro[0].name if cp.parent_mro else None, cp.not_ready, cp.unreached)
+    out.inputs = [cp.omni.module_text, ctx.npu_base.module_text]   # what the derived pass compares the module with
     out.compiles, out.compiles_npu_side, out.undefined   # the report's checks, run here (in the worker, in parallel)
     return out
 
 def run_batch(ports: list[RunnerPort], ctx: PortContext) -> JudgeRun:
-    "Run the batch passes (the judge) over every class port of the port; the last one's run."
+    "Run the batch passes (derived, the judge) over every class port of the port; the judge's run."
     run = JudgeRun(status="off", why="no batch pass")
     for p in PASSES:
-        if p.batch: run = p.run(ports, ctx)
+        if p.batch: run = p.run(ports, ctx) or run   # a pass that is no judge keeps its port-level findings in ctx.found
     return run
 
 # %% ../../nbs/port/pipeline.ipynb #3bad9a7e
@@ -211,7 +222,9 @@ def port_one_class(omni: Located, ctx: PortContext, class_name: str | None = Non
     place = Placement(f"{omni.module.rpartition('.')[0]}.{_npu_leaf(omni.module)}".lstrip("."), cls)
     rp = run_class(ClassPort(omni, place, f"{omni.module}.{omni.cls_node.name}", into=into), ctx)
     run = run_batch([rp], ctx)
-    res = PortResult(rp.code, rp.diagnostics + release_judge_lines(run), "class", cls, class_stats(rp))
+    derived = ctx.found.get("derived", []) + (rp.derived.port if rp.derived else [])
+    res = PortResult(rp.code, rp.diagnostics + release_judge_lines(run) + derived, "class", cls, class_stats(rp))
+    if rp.derived is not None: res.stats["derived"] = rp.derived.to_json()
     if rp.judge is not None: res.stats["judge"] = {**rp.judge.to_json(), "seconds": round(run.seconds, 3)}
     return res, rp
 

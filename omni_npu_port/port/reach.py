@@ -44,6 +44,7 @@ def worker_entry_points(trees=(), packages=("vllm_ascend",)) -> tuple[str, ...]:
 
 # %% ../../nbs/port/reach.ipynb #4ad6e73d
 _OWN: dict = {}   # id(class node) -> (node, its methods), and each method's calls, while one `reach_port` runs
+                  # (a scratch of one call, emptied when it ends, its nodes kept alive beside their ids: no cache)
 
 def _calls(fn: ast.FunctionDef, owner: str) -> list[tuple[str, str | None]]:
     "What a method calls on its own object: (name, where the lookup starts) — `self.x` from the top of the MRO, `super().x` after `owner`, `Base.x(self, …)` at Base."
@@ -235,10 +236,9 @@ def reach_port(code: str, cls: str, module: str, mro: list[MroClass], entries, o
     return code, diags, found
 
 # %% ../../nbs/port/reach.ipynb #ae7e91d5
-_ENTRIES: dict = {}
-
-def reach_runner(code: str, place, omni, npu_base, gpu_base, parent=None) -> tuple[str, list[Diagnostic], list[dict]]:
-    "`reach_port` for one runner of a release port: the port's MRO as Python builds it (bases no NPU source holds taken from the GPU base's MRO), the NPU worker's entry points."
+def reach_runner(code: str, place, omni, npu_base, gpu_base, parent=None,
+                 entries: tuple | None = None) -> tuple[str, list[Diagnostic], list[dict]]:
+    "`reach_port` for one runner of a release port: the port's MRO as Python builds it (bases no NPU source holds taken from the GPU base's MRO), the NPU worker's entry points (`entries`: the port context's, found once)."
     from omni_npu_port.port.classes import _imports_for, generated_mro
     from omni_npu_port.port.locate import class_mro
     gpu_mro = class_mro(gpu_base)
@@ -246,8 +246,8 @@ def reach_runner(code: str, place, omni, npu_base, gpu_base, parent=None) -> tup
     mro = [c if c.node is not None else by.get(c.name, c)
            for c in generated_mro(place.cls, omni, npu_base, parent, gpu_base)]
     tree = getattr(npu_base, "tree", None)
-    if id(tree) not in _ENTRIES: _ENTRIES[id(tree)] = (worker_entry_points([tree] if tree is not None else []), tree)
+    if entries is None: entries = worker_entry_points([tree] if tree is not None else [])
     omni_cls = {c.name for c in mro if (c.package or "") == omni.package or (c.module or "").startswith(f"{omni.package}.")}
     srcs = [(npu_base.module, npu_base.module_text, npu_base.package)]
-    return reach_port(code, place.cls, place.module, mro, _ENTRIES[id(tree)][0], omni_cls, gpu_mro,
+    return reach_port(code, place.cls, place.module, mro, entries, omni_cls, gpu_mro,
                       lambda text: _imports_for(text, srcs, set()))

@@ -18,7 +18,7 @@ from ..sources.symbols import SymbolIndex, mro, resolve
 
 # %% auto #0
 __all__ = ['unbound_reads', 'ClassShape', 'class_shape', 'class_findings', 'ready_findings', 'source_keywords',
-           'explain_unpacked', 'ready_index']
+           'explain_unpacked', 'ReadyIndex', 'ready_index']
 
 # %% ../../nbs/port/ready.ipynb #64fc8e5b
 register(
@@ -152,20 +152,18 @@ def _fits(shape: ClassShape, call: ast.Call, passed: set = frozenset()) -> str |
     if len(call.args) > len(takes): return f"{len(call.args)} positional arguments, it takes {len(takes)}"
     return None
 
-_SHAPES: dict = {}   # (id of the index, dotted class) -> ClassShape: the indexes live as long as `_INDEX` keeps them
-
 def class_findings(code: str, ix: SymbolIndex, packages: tuple = STACK_PACKAGES, where: str = "") -> list[Diagnostic]:
     "ONP4422 / ONP4423: constructors of the NPU side's classes, their fields read and unpacked, checked against the classes' source."
     try: live = ast.parse(keep_side(code))
     except SyntaxError: return []
     names, shapes, out = _imported(live, packages), {}, []
-    passed = source_keywords(next((v[2] for v in _INDEX.values() if v[0] is ix), ()), packages)
+    passed = source_keywords(getattr(ix, "runner_modules", ()), packages)
+    memo = getattr(ix, "shapes", {})   # a ReadyIndex keeps the shapes it was asked for
     own = _own_records(live)   # a record the module defines itself (a merged state record: port/records.ipynb)
     def shape(n):
         if n not in names: return own.get(n)
-        k = (id(ix), names[n])
-        if k not in _SHAPES: _SHAPES[k] = class_shape(ix, names[n])
-        return _SHAPES[k]
+        if names[n] not in memo: memo[names[n]] = class_shape(ix, names[n])
+        return memo[names[n]]
     holds = _holds(live)   # self.<attr> / local name -> class local name, from `x = Cls(...)`
     for cls, fn in _function_scopes(live):
         for n in ast.walk(fn):
@@ -239,17 +237,19 @@ def explain_unpacked(code: str, ix: SymbolIndex, found: list[Diagnostic], packag
     return found
 
 # %% ../../nbs/port/ready.ipynb #7db7d030
-_INDEX: dict = {}
+class ReadyIndex(SymbolIndex):
+    "A symbol index over both bases' sources, with their runner modules parsed and the class shapes asked of it."
+    def __init__(self, trees, runner_modules: list):
+        super().__init__(trees)
+        self.runner_modules, self.shapes = runner_modules, {}
 
-def ready_index(gpu_base, npu_base) -> SymbolIndex | None:
-    "One symbol index over the NPU base's source and the GPU base's (the classes a port builds come from either), kept per pair."
+def ready_index(gpu_base, npu_base) -> ReadyIndex | None:
+    "One symbol index over the NPU base's source and the GPU base's (the classes a port builds come from either); a"
+    " port's context makes it once (`PortContext.index`)."
     trees = [t for t in (getattr(npu_base, "tree", None), getattr(gpu_base, "tree", None)) if t is not None]
     if not trees: return None
-    key = tuple(id(t) for t in trees)
-    if key not in _INDEX:   # with the runner modules of both bases, parsed (what their own code builds: `source_keywords`)
-        mods = []
-        for b in (npu_base, gpu_base):
-            try: mods.append(ast.parse(getattr(b, "module_text", "") or ""))
-            except SyntaxError: pass
-        _INDEX[key] = (SymbolIndex(trees), trees, mods)
-    return _INDEX[key][0]
+    mods = []   # the runner modules of both bases, parsed (what their own code builds: `source_keywords`)
+    for b in (npu_base, gpu_base):
+        try: mods.append(ast.parse(getattr(b, "module_text", "") or ""))
+        except SyntaxError: pass
+    return ReadyIndex(trees, mods)

@@ -15,6 +15,7 @@ from ..core.releases import STACK_PACKAGES
 from .locate import port_diagnostic, python_lines
 from .delta import bound_names
 from .merge import FENCE_RE, INLINE_MARK, keep_side
+from .conflicts import conflicts_in
 from .ready import _function_scopes, _holds, _imported, _module_bound
 from ..sources.symbols import SymbolIndex, mro
 
@@ -113,18 +114,9 @@ def omni_lines(lines: list[str], tree: ast.Module, cls: str, styles: dict) -> se
 
 # %% ../../nbs/port/records.ipynb #365de0c6
 _BUILTINS = set(dir(builtins))
-_OPEN, _SPLIT, _CLOSE = re.compile(r"^(\s*)# <<<<<<< ONP4001"), "# =======", "# >>>>>>>"
-
 def comment_conflicts(lines: list[str]) -> list[tuple[int, int, int, str]]:
     "Each conflict of the `prefer=\"comment\"` form: (open line, split line, close line) 0-based, and its indentation."
-    out, at = [], None
-    for i, l in enumerate(lines):
-        m = _OPEN.match(l)
-        if m and at is None: at = [i, None, m[1]]; continue
-        if at is None: continue
-        if at[1] is None and l.startswith(at[2] + _SPLIT): at[1] = i
-        elif at[1] is not None and l.startswith(at[2] + _CLOSE): out.append((at[0], at[1], i, at[2])); at = None
-    return out
+    return [(*c.at, c.indent) for c in conflicts_in(lines) if c.commented]
 
 def side_text(lines: list[str], ind: str, commented: bool) -> str:
     "A conflict side's text at column 0 (the omni side uncommented)."

@@ -24,7 +24,6 @@ from .release_checks import (EXPLAINS, INLINED, LIVE_BY_CALL, REACHED, MethodChe
     check_runner, compiles, has_edited_copy, in_port, line_keys, method_chunks,
     port_statements, ported_mro, statement_key)
 from .context import PortContext
-from .derived_check import check_ports
 from .pipeline import port_runner, run_batch
 from .judge import release_judge_lines, start_judge
 from .release_report import DEFAULT_OUT, REPORT_JSON, REPORT_MD, ReleasePort, check_release_out, \
@@ -113,9 +112,9 @@ def port_release(omni: str, target: str | None = None, out: Path | str | None = 
     warm = start_judge(judge, a, v, omni_src, (nsym.module, nsym.leaf), [places[id(g)].module for g in runners.gpu],
                        list(ported))   # basedpyright reads the sources while the runners are ported
     ports = port_runners(jobs, workers)   # the pipeline's per-class passes, each runner
-    derived = check_ports(ports, v, a, [[g.text, npu_base.module_text] for g in runners.gpu])   # port.derived_check
     ctx.warm = warm                       # set after the workers forked: the started judge stays in this process
-    run = run_batch(ports, ctx)           # its batch pass: the judge, over every written module at once
+    run = run_batch(ports, ctx)           # its batch passes: derived, the judge, over every written module at once
+    derived = ctx.found.get("derived", [])
     skipped = [port_diagnostic("ONP4302", f"{code_info('ONP4302').title}: {dotted_name(c)} {why}", where=c.name)
                for c, why in runners.skipped]
     diags = inputs.diagnostics + unreadable + release_judge_lines(run) + skipped + derived

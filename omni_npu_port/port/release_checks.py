@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from .classes import generated_mro, plan_class
 from .locate import Located, MethodSpec, MroClass, locate, method_located, python_lines
 from .merge import code_tokens, keep_side, logical_units, uncomment_conflicts
+from .conflicts import MARKERS
 from .method import STRATEGIES, strategy, undefined_names
 from .delta import bound_names
 from .translation import rules_for, target_of, translate_methods
@@ -26,8 +27,6 @@ __all__ = ['LIVE_BY_CALL', 'INLINED', 'REACHED', 'EXPLAINS', 'statement_key', 'l
            'ported_mro']
 
 # %% ../../nbs/port/release_checks.ipynb #ab7c337e
-_MARKS = ("<<<<<<<", "=======", ">>>>>>>")
-
 def statement_key(text: str) -> str:
     "What a statement says, by its tokens: comments, layout, trailing commas, parentheses and string splits left out."
     out = []
@@ -90,7 +89,7 @@ def method_chunks(code: str, cls: str) -> dict[str, str]:
     at = next((i for i, l in enumerate(lines) if re.match(rf"class {re.escape(cls)}\b", l)), None)
     chunks, cur = [], None   # [name, lines]
     for l in lines[at + 1:] if at is not None else []:
-        if l[:1].strip() and not l.startswith(_MARKS): break   # the class ends
+        if l[:1].strip() and not l.startswith(MARKERS): break   # the class ends
         d = re.match(r"    (?:async\s+)?def\s+(\w+)", l)
         if (d or l.startswith("    @")) and (cur is None or cur[0] is not None): cur = [None, []]; chunks.append(cur)
         if cur is None: continue
@@ -202,6 +201,7 @@ class RunnerPort:
     unreachable: list = field(default_factory=list) # omni overrides no entry point reaches (ONP4430), each a dict
     judge: object = None          # port.judge.Judgement once judged (None: not asked, a port_runner alone)
     derived: object = None        # port.derived_check.DerivedCheck: the derived rules' findings, port's / inherited
+    inputs: list = field(default_factory=list, repr=False)   # its inputs' texts (omni's module, the NPU base's)
 
     @property
     def path(self) -> str: return self.module.replace(".", "/") + ".py"

@@ -49,7 +49,8 @@ register(
 )
 
 # %% ../../nbs/port/translation.ipynb #d2e42f85
-_RULES: dict = {}
+_RULES: dict = {}   # target -> compiled rules: a module cache keyed by the target's name (one per target a process
+                    # ports to; `translate_methods` tells the catalog's rule sets by it), read before a context exists
 
 def rules_for(target: str | Target | RuleSet | None = None) -> RuleSet:
     "The translator's rule set for a `Target` or `vllm-ascend==X` (None: the profile's target), compiled once per target and pairing."
@@ -229,12 +230,19 @@ def _store_translation(folder: Path | None, rules: RuleSet, mod: str, src: str, 
 # %% ../../nbs/port/translation.ipynb #d1b0ecc2
 SCRATCH = "_OmniPortScratch"
 
-_TCACHE: dict = {}
+_TCACHE: dict = {}   # (id(rules), module text, method) -> (rules, text, diagnostics): keyed by content, the rule set
+                     # kept alive beside its id; bounded (the oldest go first), as a long process ports many releases
+_TCACHE_MAX = 8192
+
+def _keep(key, value) -> None:
+    _TCACHE[key] = value
+    while len(_TCACHE) > _TCACHE_MAX: del _TCACHE[next(iter(_TCACHE))]
 
 def forget_translations() -> None:
     "Forget the translations kept in this process: the next `translate_code` reads the disk cache or translates anew (a new process; a test)."
     _TCACHE.clear()
 
+# %% ../../nbs/port/translation.ipynb #ddf8d01d
 def translate_methods(items: list[tuple[str, str]], rules: RuleSet) -> list[tuple[str, list[Diagnostic]]]:
     "Translate (method source, module text) pairs in their modules' import context: one translator run per module."
     base = rules.runner_bases[0] if rules.runner_bases else "object"
@@ -244,7 +252,7 @@ def translate_methods(items: list[tuple[str, str]], rules: RuleSet) -> list[tupl
     for i, (src, mod) in enumerate(items):
         hit = _TCACHE.get((id(rules), mod, src))
         if hit is None and (cached := _cached_translation(disk, rules, mod, src)) is not None:
-            hit = _TCACHE[(id(rules), mod, src)] = (rules, *cached)
+            hit = (rules, *cached); _keep((id(rules), mod, src), hit)
         if hit is not None: out[i] = (hit[1], [dataclasses.replace(d) for d in hit[2]])
         else: groups.setdefault(mod, []).append(i)
     for mod, idx in groups.items():
@@ -275,7 +283,7 @@ def translate_methods(items: list[tuple[str, str]], rules: RuleSet) -> list[tupl
                 _store_translation(disk, rules, mod, src, res[src])
         for i in idx:
             src = items[i][0]
-            _TCACHE[(id(rules), mod, src)] = (rules, *res[src])   # the rule set is kept alive with its key
+            _keep((id(rules), mod, src), (rules, *res[src]))   # the rule set is kept alive with its key
             out[i] = (res[src][0], [dataclasses.replace(d) for d in res[src][1]])
     return [out[i] for i in range(len(items))]
 

@@ -31,6 +31,7 @@ from .locate import (Located, MethodSpec, locate, method_located, own_methods, p
 from .translation import rules_for, target_of, translate_methods
 from .merge import (Hunk, _unit_key, code_tokens, keep_side, logical_units, merge_hunks,
     prefer_of, render, uncomment_conflicts)
+from .conflicts import conflicts_in
 from .method import undefined_names
 from .judge import judge_release, release_judge_lines
 from .ready import ready_findings, ready_index
@@ -546,8 +547,7 @@ def _conflicts_carried(code: str, diags: list, runner: str) -> list[Diagnostic]:
     return [port_diagnostic("ONP4001", f"{code_info('ONP4001').title} (carried from the new port of {runner}); "
                             "keep one "
                             "side, then delete the markers", i + 1, "error")
-            for i, l in enumerate(python_lines(code)) if l.lstrip().startswith(("# <<<<<<< ONP4001", "<<<<<<<"))
-            and i + 1 not in named]
+            for i in (c.at[0] for c in conflicts_in(code)) if i + 1 not in named]
 
 # %% ../../nbs/port/update_release.ipynb #cc314421
 def assemble(top: list[Unit], head: list[str], body: list[Unit], texts: dict, ind: str) -> tuple[list[str], dict]:
