@@ -1349,6 +1349,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                           'omni_npu_port.port.judge._torch_npu': ( 'port/judge.html#_torch_npu',
                                                                                    'omni_npu_port/port/judge.py'),
                                           'omni_npu_port.port.judge._verdict': ('port/judge.html#_verdict', 'omni_npu_port/port/judge.py'),
+                                          'omni_npu_port.port.judge.address_space_capped': ( 'port/judge.html#address_space_capped',
+                                                                                             'omni_npu_port/port/judge.py'),
                                           'omni_npu_port.port.judge.binds': ('port/judge.html#binds', 'omni_npu_port/port/judge.py'),
                                           'omni_npu_port.port.judge.cached_input': ( 'port/judge.html#cached_input',
                                                                                      'omni_npu_port/port/judge.py'),

@@ -74,3 +74,15 @@ def test_no_server_where_the_port_is_not_judged_or_it_is_off(tmp_path, monkeypat
 def test_a_server_that_cannot_start_is_none(tmp_path, monkeypatch):
     monkeypatch.setattr(J, "find_checker", lambda: str(tmp_path / "basedpyright"))   # no langserver beside it
     assert J.start_judge(True, tmp_path, tmp_path, tmp_path, ("m", "C"), ["m.port"], ["g.R"]) is None
+
+
+def test_no_warm_server_in_a_process_with_a_capped_address_space(monkeypatch):
+    "The server's reader threads reserve arenas and stacks: under `ulimit -v` the judge runs once afterwards instead."
+    import resource
+    from omni_npu_port.port import judge as judge_mod
+    monkeypatch.delenv("OMNI_NPU_PORT_JUDGE_SERVER", raising=False)
+    monkeypatch.setattr(resource, "getrlimit", lambda what: (1 << 30, resource.RLIM_INFINITY))
+    assert judge_mod.address_space_capped()
+    assert judge_mod.start_judge(True, "a", "v", "o", ("m", "C"), [], []) is None   # before it reads any source
+    monkeypatch.setattr(resource, "getrlimit", lambda what: (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+    assert not judge_mod.address_space_capped()

@@ -37,8 +37,8 @@ __all__ = ['CHECKER_PIN', 'CHECKER_TIMEOUT', 'NAME_RULES', 'JUDGED_RULES', 'JUDG
            'statement_at', 'statement_text', 'CheckerError', 'judged_code', 'checker_errors', 'Exclusion', 'exclusion',
            'excluded_by', 'call_at', 'called_method', 'signature_of', 'binds', 'JudgeContext', 'input_key',
            'cached_input', 'keep_input', 'Judgement', 'JudgeRun', 'judge_modules', 'judge_ports', 'warm_imports',
-           'WarmJudge', 'check_warm', 'start_judge', 'judge_release', 'release_judge_lines', 'judge_class_port',
-           'judge_hand']
+           'WarmJudge', 'check_warm', 'address_space_capped', 'start_judge', 'judge_release', 'release_judge_lines',
+           'judge_class_port', 'judge_hand']
 
 # %% ../../nbs/port/judge.ipynb #af5c32be
 register(
@@ -649,12 +649,20 @@ def check_warm(self: WarmJudge, files: list, timeout: float = CHECKER_TIMEOUT) -
     return [d for d in found if d["rule"] in JUDGED_RULES]
 
 # %% ../../nbs/port/judge.ipynb #7822ee08
+def address_space_capped() -> bool:
+    "Whether this process runs under an address-space limit (`ulimit -v`, RLIMIT_AS): no warm server there."
+    try:
+        import resource
+        return resource.getrlimit(resource.RLIMIT_AS)[0] != resource.RLIM_INFINITY
+    except (ImportError, OSError, ValueError): return False
+
 def start_judge(judge: bool, ascend, vllm, omni, npu_base: tuple[str, str], modules: list[str], gpus: list[str],
                 exe: str | None = None) -> WarmJudge | None:
     "The judge's server, started before the runners are ported where the port will be judged: it reads the sources the"
     " inputs (`npu_base` module, the `gpus` classes' modules) import meanwhile. None where it cannot start (one run"
     " then)."
     if not judge or os.environ.get("OMNI_NPU_PORT_JUDGE_SERVER", "").strip().lower() in ("0", "off", "no"): return None
+    if address_space_capped(): return None   # its threads reserve arenas and stacks a capped process may not have
     try:
         a, v, o = (source_root(s) for s in (ascend, vllm, omni))
         ins = [_module_file(a, npu_base[0]), *(_module_file(o, g.rpartition(".")[0]) for g in gpus)]
