@@ -36,9 +36,9 @@ __all__ = ['CHECKER_PIN', 'CHECKER_TIMEOUT', 'NAME_RULES', 'JUDGED_RULES', 'JUDG
            'JudgeUnavailable', 'find_checker', 'checker_config', 'run_checker', 'owns_judge_entry', 'source_root',
            'statement_at', 'statement_text', 'CheckerError', 'judged_code', 'checker_errors', 'Exclusion', 'exclusion',
            'excluded_by', 'call_at', 'called_method', 'signature_of', 'binds', 'JudgeContext', 'input_key',
-           'cached_input', 'keep_input', 'Judgement', 'JudgeRun', 'judge_modules', 'judge_ports', 'warm_imports',
-           'WarmJudge', 'check_warm', 'address_space_capped', 'start_judge', 'judge_release', 'release_judge_lines',
-           'judge_class_port', 'judge_hand']
+           'cached_input', 'keep_input', 'warm_imports', 'WarmJudge', 'check_warm', 'Judgement', 'JudgeRun',
+           'judge_modules', 'judge_ports', 'address_space_capped', 'start_judge', 'judge_release',
+           'release_judge_lines', 'judge_class_port', 'judge_hand']
 
 # %% ../../nbs/port/judge.ipynb #af5c32be
 register(
@@ -367,6 +367,135 @@ def keep_input(key: str, errors: list[CheckerError]) -> None:
         write_atomic(d / f"{key}.json", json.dumps([asdict(e) for e in errors]))
     except OSError: pass
 
+# %% ../../nbs/port/judge.ipynb #59f5c21b
+class _Server:
+    "A basedpyright language server on pipes: `request` waits for its answer, the server's own requests are answered."
+    def __init__(self, exe: str, root: Path):
+        self.proc = subprocess.Popen([exe, "--stdio"], cwd=root, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, start_new_session=os.name == "posix")   # its node too
+        self.lock, self.waiting, self.next = threading.Lock(), {}, 0
+        threading.Thread(target=self._read, daemon=True).start()
+    def send(self, msg: dict) -> None:
+        b = json.dumps(msg).encode()
+        with self.lock: self.proc.stdin.write(b"Content-Length: %d\r\n\r\n%s" % (len(b), b)); self.proc.stdin.flush()
+    def notify(self, method: str, params: dict) -> None:
+        self.send({"jsonrpc": "2.0", "method": method, "params": params})
+    def ask(self, method: str, params: dict) -> queue.Queue:
+        "Send a request; the queue its answer (or None, the server gone) arrives on (`q.id`: the request's id)."
+        with self.lock: self.next += 1; n = self.next
+        self.waiting[n] = q = queue.Queue(1)
+        q.id = n
+        self.send({"jsonrpc": "2.0", "id": n, "method": method, "params": params})
+        return q
+    def _answer(self, msg: dict) -> None:   # the server asks its settings: the interpreter; the rest is in its config
+        items = msg.get("params", {}).get("items", []) if msg["method"] == "workspace/configuration" else None
+        got = [{"pythonPath": sys.executable} if i.get("section") == "python" else {} for i in items or []]
+        self.send({"jsonrpc": "2.0", "id": msg["id"], "result": got if items is not None else None})
+    def _read(self) -> None:
+        out = self.proc.stdout
+        try:
+            while (head := out.readline()):
+                size = 0
+                while head.strip():
+                    k, _, v = head.decode("ascii", "replace").partition(":")
+                    if k.strip().lower() == "content-length": size = int(v)
+                    head = out.readline()
+                msg = json.loads(out.read(size))
+                if "method" in msg and "id" in msg: self._answer(msg)
+                elif "id" in msg and (q := self.waiting.pop(msg["id"], None)): q.put(msg)
+        except (OSError, ValueError): pass
+        for q in list(self.waiting.values()): q.put(None)   # gone: nobody waits forever
+    def close(self) -> None:
+        "Stop the server: its process group (the launcher and the node it starts), else the launcher."
+        try: os.killpg(self.proc.pid, signal.SIGKILL) if os.name == "posix" else self.proc.kill()
+        except OSError: pass
+        try: self.proc.wait(5)
+        except subprocess.TimeoutExpired: pass
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            try: pipe.close()
+            except OSError: pass
+
+# %% ../../nbs/port/judge.ipynb #c65b2460
+def warm_imports(files: list) -> str:
+    "The import statements of the input modules (relative ones made absolute), one text: what the ports will import."
+    out = []
+    for f in files:
+        try: tree = ast.parse(Path(f).read_text(encoding="utf-8", errors="replace"))
+        except (OSError, SyntaxError, ValueError): continue
+        pkg = [p for p in Path(f).with_suffix("").parts]
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Import): out.append(ast.unparse(n))
+            elif isinstance(n, ast.ImportFrom) and n.level and len(pkg) > n.level:
+                up = next((i for i in range(len(pkg)) if (Path(*pkg[:i + 1]) / "__init__.py").is_file()), None)
+                if up is None: continue   # not inside a package: nothing to make it absolute from
+                mod = ".".join(pkg[up:len(pkg) - n.level] + ([n.module] if n.module else []))
+                out.append(ast.unparse(ast.ImportFrom(mod, n.names, 0)))
+            elif isinstance(n, ast.ImportFrom): out.append(ast.unparse(n))
+    return "\n".join(dict.fromkeys(out)) + "\n"
+
+# %% ../../nbs/port/judge.ipynb #34451513
+_WARM_FILE = "_omni_npu_port_warm.py"   # the imports it reads first; never a module of the port
+
+def _stop(server: _Server, folder: str, owner: int) -> None:
+    if os.getpid() != owner: return   # a forked worker ending: the server and folder are its parent's
+    server.close(); shutil.rmtree(folder, ignore_errors=True)
+
+class WarmJudge:
+    "basedpyright's language server on the project folder the ports will be written to, started before the port's work:"
+    " it parses the sources the inputs import meanwhile; `check` asks it for the written modules' errors."
+    def __init__(self, extra: list, omni_root: Path | None, modules: list[str], warm: str, exe: str | None = None,
+                 inputs: list = ()):
+        self.modules, self.inputs, self.warming = list(modules), [Path(f) for f in inputs], []
+        exe = exe or find_checker()
+        server = exe and Path(exe).with_name(Path(exe).name.replace("basedpyright", "basedpyright-langserver"))
+        if not server or not server.is_file(): raise JudgeUnavailable("basedpyright-langserver is not installed")
+        self.extra, self.dir = [str(e) for e in extra], tempfile.mkdtemp(prefix="omni-npu-port-judge-")
+        self.root = Path(self.dir).resolve()
+        _project(self.root, {m: "" for m in modules}, omni_root)   # the folders as the ports will have them
+        write_atomic(self.root / "pyrightconfig.json", json.dumps(checker_config(self.extra)))
+        (self.root / _WARM_FILE).write_text(warm, encoding="utf-8")
+        self.server = _Server(str(server), self.root)
+        self._done, self.error = weakref.finalize(self, _stop, self.server, self.dir, os.getpid()), ""
+        self.ready = threading.Thread(target=self._start, daemon=True); self.ready.start()
+    def _start(self) -> None:
+        "Initialize, open the imports file and ask its errors, then the inputs' (the answers are not read: they load the"
+        " sources and the types the ports will use; `check_warm` cancels what is still running)."
+        got = self.server.ask("initialize", {"processId": os.getpid(), "rootUri": self.root.as_uri(),
+                                             "workspaceFolders": [{"uri": self.root.as_uri(), "name": "judge"}],
+                                             "capabilities": {"workspace": {"configuration": True},
+                                                              "textDocument": {"diagnostic": {}}}}).get()
+        if got is None or "error" in got: self.error = "basedpyright-langserver did not start"; return
+        self.server.notify("initialized", {})
+        for f in [self.root / _WARM_FILE, *self.inputs]:
+            self._open(f, f.read_text(encoding="utf-8", errors="replace"))
+            self.warming.append(self.server.ask("textDocument/diagnostic", {"textDocument": {"uri": f.as_uri()}}))
+    def _open(self, f: Path, text: str) -> None:
+        self.server.notify("textDocument/didOpen", {"textDocument": {"uri": f.as_uri(), "languageId": "python",
+                                                                     "version": 1, "text": text}})
+    def close(self) -> None: self._done()
+
+# %% ../../nbs/port/judge.ipynb #28cdcac1
+def check_warm(self: WarmJudge, files: list, timeout: float = CHECKER_TIMEOUT) -> list[dict]:
+    "The judged rules' errors in `files` (written under its `root`), as `run_checker` gives them; else"
+    " `JudgeUnavailable`."
+    end = time.monotonic() + timeout
+    self.ready.join(timeout)
+    if self.ready.is_alive() or self.error:
+        raise JudgeUnavailable(self.error or "basedpyright-langserver did not start")
+    for q in self.warming: self.server.notify("$/cancelRequest", {"id": q.id})   # the ports now: warming stops
+    for f in files: self._open(Path(f), Path(f).read_text(encoding="utf-8"))
+    pull = lambda f: self.server.ask("textDocument/diagnostic", {"textDocument": {"uri": Path(f).as_uri()}})
+    asked = [(f, pull(f)) for f in files]
+    found = []
+    for f, q in asked:
+        try: got = q.get(timeout=max(end - time.monotonic(), 0.1))
+        except queue.Empty:
+            raise JudgeUnavailable(f"basedpyright-langserver did not finish in {timeout:.0f} s") from None
+        if got is None or "result" not in got: raise JudgeUnavailable("basedpyright-langserver failed")
+        found += [{"file": str(f), "severity": "error", "rule": d.get("code"), "message": d.get("message", ""),
+                   "range": d["range"]} for d in got["result"].get("items", []) if d.get("severity") == 1]
+    return [d for d in found if d["rule"] in JUDGED_RULES]
+
 # %% ../../nbs/port/judge.ipynb #08c473ad
 @dataclass
 class Judgement:
@@ -518,135 +647,6 @@ def judge_ports(ports: list, ascend, vllm, omni, npu_base: tuple[str, str], exe:
         p.judge = got[p.module]
         if isinstance(getattr(p, "diagnostics", None), list): p.diagnostics += p.judge.port + p.judge.excluded
     return got | {p.module: p.judge for p in broken}, run
-
-# %% ../../nbs/port/judge.ipynb #59f5c21b
-class _Server:
-    "A basedpyright language server on pipes: `request` waits for its answer, the server's own requests are answered."
-    def __init__(self, exe: str, root: Path):
-        self.proc = subprocess.Popen([exe, "--stdio"], cwd=root, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL, start_new_session=os.name == "posix")   # its node too
-        self.lock, self.waiting, self.next = threading.Lock(), {}, 0
-        threading.Thread(target=self._read, daemon=True).start()
-    def send(self, msg: dict) -> None:
-        b = json.dumps(msg).encode()
-        with self.lock: self.proc.stdin.write(b"Content-Length: %d\r\n\r\n%s" % (len(b), b)); self.proc.stdin.flush()
-    def notify(self, method: str, params: dict) -> None:
-        self.send({"jsonrpc": "2.0", "method": method, "params": params})
-    def ask(self, method: str, params: dict) -> queue.Queue:
-        "Send a request; the queue its answer (or None, the server gone) arrives on (`q.id`: the request's id)."
-        with self.lock: self.next += 1; n = self.next
-        self.waiting[n] = q = queue.Queue(1)
-        q.id = n
-        self.send({"jsonrpc": "2.0", "id": n, "method": method, "params": params})
-        return q
-    def _answer(self, msg: dict) -> None:   # the server asks its settings: the interpreter; the rest is in its config
-        items = msg.get("params", {}).get("items", []) if msg["method"] == "workspace/configuration" else None
-        got = [{"pythonPath": sys.executable} if i.get("section") == "python" else {} for i in items or []]
-        self.send({"jsonrpc": "2.0", "id": msg["id"], "result": got if items is not None else None})
-    def _read(self) -> None:
-        out = self.proc.stdout
-        try:
-            while (head := out.readline()):
-                size = 0
-                while head.strip():
-                    k, _, v = head.decode("ascii", "replace").partition(":")
-                    if k.strip().lower() == "content-length": size = int(v)
-                    head = out.readline()
-                msg = json.loads(out.read(size))
-                if "method" in msg and "id" in msg: self._answer(msg)
-                elif "id" in msg and (q := self.waiting.pop(msg["id"], None)): q.put(msg)
-        except (OSError, ValueError): pass
-        for q in list(self.waiting.values()): q.put(None)   # gone: nobody waits forever
-    def close(self) -> None:
-        "Stop the server: its process group (the launcher and the node it starts), else the launcher."
-        try: os.killpg(self.proc.pid, signal.SIGKILL) if os.name == "posix" else self.proc.kill()
-        except OSError: pass
-        try: self.proc.wait(5)
-        except subprocess.TimeoutExpired: pass
-        for pipe in (self.proc.stdin, self.proc.stdout):
-            try: pipe.close()
-            except OSError: pass
-
-# %% ../../nbs/port/judge.ipynb #c65b2460
-def warm_imports(files: list) -> str:
-    "The import statements of the input modules (relative ones made absolute), one text: what the ports will import."
-    out = []
-    for f in files:
-        try: tree = ast.parse(Path(f).read_text(encoding="utf-8", errors="replace"))
-        except (OSError, SyntaxError, ValueError): continue
-        pkg = [p for p in Path(f).with_suffix("").parts]
-        for n in ast.walk(tree):
-            if isinstance(n, ast.Import): out.append(ast.unparse(n))
-            elif isinstance(n, ast.ImportFrom) and n.level and len(pkg) > n.level:
-                up = next((i for i in range(len(pkg)) if (Path(*pkg[:i + 1]) / "__init__.py").is_file()), None)
-                if up is None: continue   # not inside a package: nothing to make it absolute from
-                mod = ".".join(pkg[up:len(pkg) - n.level] + ([n.module] if n.module else []))
-                out.append(ast.unparse(ast.ImportFrom(mod, n.names, 0)))
-            elif isinstance(n, ast.ImportFrom): out.append(ast.unparse(n))
-    return "\n".join(dict.fromkeys(out)) + "\n"
-
-# %% ../../nbs/port/judge.ipynb #34451513
-_WARM_FILE = "_omni_npu_port_warm.py"   # the imports it reads first; never a module of the port
-
-def _stop(server: _Server, folder: str, owner: int) -> None:
-    if os.getpid() != owner: return   # a forked worker ending: the server and folder are its parent's
-    server.close(); shutil.rmtree(folder, ignore_errors=True)
-
-class WarmJudge:
-    "basedpyright's language server on the project folder the ports will be written to, started before the port's work:"
-    " it parses the sources the inputs import meanwhile; `check` asks it for the written modules' errors."
-    def __init__(self, extra: list, omni_root: Path | None, modules: list[str], warm: str, exe: str | None = None,
-                 inputs: list = ()):
-        self.modules, self.inputs, self.warming = list(modules), [Path(f) for f in inputs], []
-        exe = exe or find_checker()
-        server = exe and Path(exe).with_name(Path(exe).name.replace("basedpyright", "basedpyright-langserver"))
-        if not server or not server.is_file(): raise JudgeUnavailable("basedpyright-langserver is not installed")
-        self.extra, self.dir = [str(e) for e in extra], tempfile.mkdtemp(prefix="omni-npu-port-judge-")
-        self.root = Path(self.dir).resolve()
-        _project(self.root, {m: "" for m in modules}, omni_root)   # the folders as the ports will have them
-        write_atomic(self.root / "pyrightconfig.json", json.dumps(checker_config(self.extra)))
-        (self.root / _WARM_FILE).write_text(warm, encoding="utf-8")
-        self.server = _Server(str(server), self.root)
-        self._done, self.error = weakref.finalize(self, _stop, self.server, self.dir, os.getpid()), ""
-        self.ready = threading.Thread(target=self._start, daemon=True); self.ready.start()
-    def _start(self) -> None:
-        "Initialize, open the imports file and ask its errors, then the inputs' (the answers are not read: they load the"
-        " sources and the types the ports will use; `check_warm` cancels what is still running)."
-        got = self.server.ask("initialize", {"processId": os.getpid(), "rootUri": self.root.as_uri(),
-                                             "workspaceFolders": [{"uri": self.root.as_uri(), "name": "judge"}],
-                                             "capabilities": {"workspace": {"configuration": True},
-                                                              "textDocument": {"diagnostic": {}}}}).get()
-        if got is None or "error" in got: self.error = "basedpyright-langserver did not start"; return
-        self.server.notify("initialized", {})
-        for f in [self.root / _WARM_FILE, *self.inputs]:
-            self._open(f, f.read_text(encoding="utf-8", errors="replace"))
-            self.warming.append(self.server.ask("textDocument/diagnostic", {"textDocument": {"uri": f.as_uri()}}))
-    def _open(self, f: Path, text: str) -> None:
-        self.server.notify("textDocument/didOpen", {"textDocument": {"uri": f.as_uri(), "languageId": "python",
-                                                                     "version": 1, "text": text}})
-    def close(self) -> None: self._done()
-
-# %% ../../nbs/port/judge.ipynb #28cdcac1
-def check_warm(self: WarmJudge, files: list, timeout: float = CHECKER_TIMEOUT) -> list[dict]:
-    "The judged rules' errors in `files` (written under its `root`), as `run_checker` gives them; else"
-    " `JudgeUnavailable`."
-    end = time.monotonic() + timeout
-    self.ready.join(timeout)
-    if self.ready.is_alive() or self.error:
-        raise JudgeUnavailable(self.error or "basedpyright-langserver did not start")
-    for q in self.warming: self.server.notify("$/cancelRequest", {"id": q.id})   # the ports now: warming stops
-    for f in files: self._open(Path(f), Path(f).read_text(encoding="utf-8"))
-    pull = lambda f: self.server.ask("textDocument/diagnostic", {"textDocument": {"uri": Path(f).as_uri()}})
-    asked = [(f, pull(f)) for f in files]
-    found = []
-    for f, q in asked:
-        try: got = q.get(timeout=max(end - time.monotonic(), 0.1))
-        except queue.Empty:
-            raise JudgeUnavailable(f"basedpyright-langserver did not finish in {timeout:.0f} s") from None
-        if got is None or "result" not in got: raise JudgeUnavailable("basedpyright-langserver failed")
-        found += [{"file": str(f), "severity": "error", "rule": d.get("code"), "message": d.get("message", ""),
-                   "range": d["range"]} for d in got["result"].get("items", []) if d.get("severity") == 1]
-    return [d for d in found if d["rule"] in JUDGED_RULES]
 
 # %% ../../nbs/port/judge.ipynb #7822ee08
 def address_space_capped() -> bool:
