@@ -457,3 +457,12 @@ def test_the_fixture_update_raises_no_name_code(updated):
     "The fixture's carried imports all resolve in the next release, and it defines nothing twice."
     u, r, _ = updated
     assert not [d.code for r in u.port.runners for d in r.diagnostics if d.code.startswith("ONP452")]
+
+
+def test_a_call_the_new_port_makes_the_same_or_a_type_finding_is_not_retaken():
+    from types import SimpleNamespace as NS
+    from omni_npu_port.port.update_release import retake_calls
+    code = "class R:\n    def f(self, n):\n        self.drafter.run(n, old=1)\n        return self.model.go(n)\n"
+    same = NS(code="ONP4442", line=3, column=29, where="R.f", message='No parameter named "old"')
+    typed = NS(code="ONP4442", line=4, column=16, where="R.f", message='Object of type "Tensor" is not callable')
+    assert retake_calls(code, "R", code, [same, typed]) == (code, [], [])

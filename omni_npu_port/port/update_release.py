@@ -636,7 +636,8 @@ def _without(u: Unit, drop: set) -> Unit | None:
 # %% ../../nbs/port/update_release.ipynb #793b4ab3
 def retarget_imports(code: str, top: list[Unit], new_top: list[Unit], ix) -> tuple[list[Unit], list[Diagnostic]]:
     "The top units with each carried import of a name NEW's sources (`ix`) no longer define there: the new port's"
-    " import of the name taken (ONP4520), a name nothing reads dropped (ONP4521), else kept and said (ONP4522)."
+    " import of the name (`new_top`: then NEW's omni GPU module's) taken (ONP4520), one nothing reads dropped (ONP4521),"
+    " else kept and said (ONP4522)."
     if ix is None: return top, []
     try: tree = ast.parse(code)
     except SyntaxError: return top, []
@@ -683,7 +684,8 @@ def update_runner(runner: str, sides: RunnerSides, prefer: str = "comment", asce
     out, _ = assemble(top, head, body, texts, ind)
     gpu_imports = [import_units(g.cls.module_text) for g in sides.gpu[::-1] if g is not None]   # inherited texts' own
     top, kept = keep_imports("\n".join(out), runner, top, [bt, at, zt, *gpu_imports])
-    top, moved = retarget_imports("\n".join(assemble(top, head, body, texts, ind)[0]), top, at, names)
+    theirs = at + [u for g in gpu_imports for u in g if u.key not in {v.key for v in at}]   # the new port's first
+    top, moved = retarget_imports("\n".join(assemble(top, head, body, texts, ind)[0]), top, theirs, names)
     out, at_line = assemble(top, head, body, texts, ind)
     for k, (_, ds) in texts.items():
         for d in ds: d.line = d.line + at_line[k] if d.line and k in at_line else None   # the module's line
@@ -902,13 +904,15 @@ def retake_calls(code: str, cls: str, new_code: str, found: list) -> tuple[str, 
     except SyntaxError: return code, [], []
     theirs, lines, seen, said, edits = class_methods(new_code, cls) or {}, python_lines(code), set(), [], []
     for d in found:
-        call = call_at(tree, d.line, d.column or 1) if d.code == "ONP4442" and d.line else None
+        bind = d.code == "ONP4442" and d.line and "not callable" not in (d.message or "")   # arguments, not a type
+        call = call_at(tree, d.line, d.column or 1) if bind else None
         if call is None or isinstance(call.func, ast.Call) or (call.lineno, call.col_offset) in seen: continue
         seen.add((call.lineno, call.col_offset))
         method, callee = (d.where or "").rpartition(".")[2], ast.unparse(call.func)
         text = theirs.get(method)
         got = _calls_of(text, callee)
-        if len(got) != 1 or ast.unparse(call) in got:
+        if ast.unparse(call) in got: continue   # the new port's own call: not the people's to retake
+        if len(got) != 1:
             said.append(port_diagnostic("ONP4524", f"{code_info('ONP4524').title}: {cls}.{method}: `{callee}(...)`",
                                         call.lineno, where=method)); continue
         c = next(iter(got.values()))
