@@ -466,3 +466,27 @@ def test_a_call_the_new_port_makes_the_same_or_a_type_finding_is_not_retaken():
     same = NS(code="ONP4442", line=3, column=29, where="R.f", message='No parameter named "old"')
     typed = NS(code="ONP4442", line=4, column=16, where="R.f", message='Object of type "Tensor" is not callable')
     assert retake_calls(code, "R", code, [same, typed]) == (code, [], [])
+
+
+def _gpu_double(module_text):
+    "A double of `Inherited` (a release's omni GPU runner): its module text, no methods of its own."
+    from types import SimpleNamespace as NS
+    return NS(cls=NS(module_text=module_text), name="OmniGPURunner", names=lambda: [], text=lambda n: None,
+              like=lambda text, skip: None)
+
+
+def test_update_runner_takes_news_gpu_modules_import_for_a_name_moved_not_prevs(tmp_path):
+    "`Record` moved to core.records in NEW; PREV's GPU module still imports the old place, NEW's the new one."
+    from omni_npu_port.port.update_release import RunnerSides, update_runner
+    ix = _names_index(tmp_path)
+    mod = lambda imports, body: f"{imports}\n\n\nclass R:\n    def f(self):\n{body}"
+    base = mod("import numpy", "        return numpy\n")
+    people = mod("import numpy\nfrom vllm_omni.core.cache import Record", "        return numpy, Record()\n")
+    new = mod("import numpy\nimport os", "        return numpy, os\n")
+    gpu = (_gpu_double("from vllm_omni.core.cache import Record\n"),
+           _gpu_double("from vllm_omni.core.records import Record\n"))
+    code, diags, _ = update_runner("R", RunnerSides((base, "R"), (people, "R"), (new, "R"), gpu=gpu), names=ix)
+    assert "from vllm_omni.core.records import Record" in code and "core.cache" not in code
+    assert [d.code for d in diags if d.code.startswith("ONP452")] == ["ONP4520"]
+    code, diags, _ = update_runner("R", RunnerSides((base, "R"), (people, "R"), (new, "R"), gpu=gpu))   # no sources
+    assert "from vllm_omni.core.cache import Record" in code and not [d for d in diags if d.code.startswith("ONP452")]

@@ -684,7 +684,8 @@ def update_runner(runner: str, sides: RunnerSides, prefer: str = "comment", asce
     out, _ = assemble(top, head, body, texts, ind)
     gpu_imports = [import_units(g.cls.module_text) for g in sides.gpu[::-1] if g is not None]   # inherited texts' own
     top, kept = keep_imports("\n".join(out), runner, top, [bt, at, zt, *gpu_imports])
-    theirs = at + [u for g in gpu_imports for u in g if u.key not in {v.key for v in at}]   # the new port's first
+    gpu_new = import_units(sides.gpu[1].cls.module_text) if sides.gpu[1] is not None else []   # NEW's GPU module
+    theirs = at + [u for u in gpu_new if u.key not in {v.key for v in at}]   # the new port's first
     top, moved = retarget_imports("\n".join(assemble(top, head, body, texts, ind)[0]), top, theirs, names)
     out, at_line = assemble(top, head, body, texts, ind)
     for k, (_, ds) in texts.items():
