@@ -490,3 +490,13 @@ def test_update_runner_takes_news_gpu_modules_import_for_a_name_moved_not_prevs(
     assert [d.code for d in diags if d.code.startswith("ONP452")] == ["ONP4520"]
     code, diags, _ = update_runner("R", RunnerSides((base, "R"), (people, "R"), (new, "R"), gpu=gpu))   # no sources
     assert "from vllm_omni.core.cache import Record" in code and not [d for d in diags if d.code.startswith("ONP452")]
+
+
+def test_a_new_call_that_reads_a_name_the_update_does_not_bind_is_not_taken():
+    from types import SimpleNamespace as NS
+    from omni_npu_port.port.update_release import retake_calls
+    ours = "class R:\n    def f(self, n):\n        self.drafter.run(n, old=1)\n        return n\n"
+    new = "class R:\n    def f(self, n):\n        meta = self.meta()\n        self.drafter.run(n, meta=meta)\n"
+    finding = NS(code="ONP4442", line=3, column=29, where="R.f", message='No parameter named "old"')
+    code, said, moved = retake_calls(ours, "R", new, [finding])
+    assert code == ours and moved == [] and [d.code for d in said] == ["ONP4524"]

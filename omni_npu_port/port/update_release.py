@@ -900,7 +900,8 @@ def _calls_of(text: str | None, callee: str) -> dict[str, ast.Call]:
 
 def retake_calls(code: str, cls: str, new_code: str, found: list) -> tuple[str, list[Diagnostic], list]:
     "The module with each call the judge finds not binding its callee (ONP4442) replaced by the new port's call of the"
-    " same callee in that method where it makes one (ONP4523), else said (ONP4524); (after line, lines added) shifts."
+    " same callee in that method where it makes one and it reads no name the module leaves unbound (ONP4523), else"
+    " said (ONP4524); (after line, lines added) shifts."
     try: tree = ast.parse(code)
     except SyntaxError: return code, [], []
     theirs, lines, seen, said, edits = class_methods(new_code, cls) or {}, python_lines(code), set(), [], []
@@ -923,13 +924,21 @@ def retake_calls(code: str, cls: str, new_code: str, found: list) -> tuple[str, 
         edits.append((call, seg))
         said.append(port_diagnostic("ONP4523", f"{code_info('ONP4523').title}: {cls}.{method}: `{callee}(...)`",
                                     call.lineno, where=method))
-    moved = []
+    moved, unbound = [], lambda ls: {d.message.split("`")[1] for d in unbound_reads("\n".join(ls) + "\n")}
+    before = unbound(lines)
     for call, seg in sorted(edits, key=lambda e: e[0].lineno, reverse=True):
+        was = lines[call.lineno - 1:call.end_lineno]
         head = lines[call.lineno - 1].encode()[:call.col_offset].decode()
         tail = lines[call.end_lineno - 1].encode()[call.end_col_offset:].decode()
         new = [head + seg[0]] + seg[1:]
         new[-1] += tail
         lines[call.lineno - 1:call.end_lineno] = new
+        if unbound(lines) - before:   # the new call reads what only the new port binds: not taken
+            lines[call.lineno - 1:call.lineno - 1 + len(new)] = was
+            said = [port_diagnostic("ONP4524", f"{code_info('ONP4524').title} (the new port's call reads a name this "
+                                    "module does not bind)", call.lineno, where=d.where) if d.line == call.lineno
+                    and d.code == "ONP4523" else d for d in said]
+            continue
         moved.append((call.end_lineno, len(new) - (call.end_lineno - call.lineno + 1)))
     return "\n".join(lines).rstrip("\n") + "\n", said, moved
 
