@@ -431,7 +431,7 @@ def test_a_judged_call_that_does_not_bind_takes_the_new_ports_call_and_is_judged
     from types import SimpleNamespace as NS
     from omni_npu_port.port.update_release import retake_judged
     ours = "class R:\n    def f(self, n):\n        self.drafter.run(n, old=1)\n        return n\n"
-    new = "class R:\n    def f(self, n, k=0):\n        self.drafter.run(\n            n,\n            k=k,\n        )\n"
+    new = "class R:\n    def f(self, n):\n        self.drafter.run(\n            n,\n            k=n,\n        )\n"
     finding = NS(code="ONP4442", line=3, column=29, where="R.f", message='No parameter named "old"')
     note = NS(code="ONP4511", line=4, where="f")
     r = NS(code=ours, cls="R", diagnostics=[note, finding], not_ready=[],
