@@ -13,7 +13,9 @@ ast-normalised similarity (`port.score.ast_similarity`) to NEW's hand method of:
 Where a port does not define the method (it inherits it from the omni GPU runner), its text is NEW's omni GPU method,
 translated, for both (b) and (c). Prints the three columns per method and per pair, and the share of methods where
 (c) >= both (a) and (b). Sources from the package cache (~/.cache/omni-npu-port/pkgs; fetched when missing).
-Usage: python benchmarks/port_update.py [--pairs 0.16.0:0.18.0 ...] [-j N] [--json F]
+With --judge the updated modules are judged (basedpyright, as `port --release --from` does by default) and each
+module's verdict printed with the judge's findings by code.
+Usage: python benchmarks/port_update.py [--pairs 0.16.0:0.18.0 ...] [-j N] [--judge] [--json F]
 """
 from __future__ import annotations
 
@@ -48,10 +50,10 @@ def changed(prev: dict, new: dict) -> list[str]:
     return [n for n, t in new.items() if n not in prev or ast_normalised(prev[n]) != ast_normalised(t)]
 
 
-def pair_rows(prev: str, new: str, workers: int) -> tuple[list[dict], dict]:
+def pair_rows(prev: str, new: str, workers: int, judge: bool = False) -> tuple[list[dict], dict]:
     "One row per changed hand method of NEW: the three similarities; and the pair's facts (time, conflicts, ready)."
     t0 = time.perf_counter()
-    u = update_release(new, prev, workers=workers)
+    u = update_release(new, prev, workers=workers, judge=judge)
     secs = time.perf_counter() - t0
     fresh, base, rows = u.fresh, u.base, []
     nsym = runner_bases()[1][0]
@@ -72,8 +74,18 @@ def pair_rows(prev: str, new: str, workers: int) -> tuple[list[dict], dict]:
                          "update_best": c >= max(a, bb) - 1e-9})
     facts = {"seconds": round(secs, 1), "conflicts": u.conflicts, "compiles": u.port.compiles, "ready": u.port.ready,
              "summary": update_summary(u)[len(release_summary(u.port)):],
-             "not_compiling": [why(r) for r in u.port.runners if not r.compiles]}
+             "not_compiling": [why(r) for r in u.port.runners if not r.compiles],
+             "verdicts": {r.cls: r.verdict for r in u.port.runners}, "findings": findings(u)}
     return rows, facts
+
+
+def findings(u) -> dict[str, dict[str, int]]:
+    "Per runner, the ready rules' and the judge's findings (ONP4420-ONP4444) and the update's own ONP452x, by code."
+    out = {}
+    for r in u.port.runners:
+        got = [d.code for d in r.diagnostics if "ONP4420" <= d.code <= "ONP4444" or d.code.startswith("ONP452")]
+        out[r.cls] = {c: got.count(c) for c in sorted(set(got))}
+    return out
 
 
 def why(r) -> str:
@@ -105,17 +117,19 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pairs", nargs="+", metavar="PREV:NEW", help="release pairs (default: every consecutive pair)")
     ap.add_argument("-j", "--jobs", type=int, default=1, help="runners ported in N processes")
+    ap.add_argument("--judge", action="store_true", help="judge the updated modules (basedpyright)")
     ap.add_argument("--json", metavar="F", help="write the rows and facts as JSON")
     a = ap.parse_args(argv)
     rel = sorted(OMNI_PAIRING, key=parse_version)
     pairs = [tuple(p.split(":")) for p in a.pairs] if a.pairs else list(zip(rel, rel[1:]))
     every, facts = [], {}
     for prev, new in pairs:
-        rows, f = pair_rows(prev, new, a.jobs)
+        rows, f = pair_rows(prev, new, a.jobs, a.judge)
         facts[f"{prev}->{new}"] = f
         print(f"\n## {prev} -> {new}  ({f['seconds']} s; {f['conflicts']} conflict(s); compiles {f['compiles']}; "
               f"ready {f['ready']})")
         print(*f["summary"], *[f"does not compile: {w}" for w in f["not_compiling"]], sep="\n")
+        print(*[f"{c}: verdict {v}; findings {f['findings'][c]}" for c, v in f["verdicts"].items()], sep="\n")
         print(f"{'runner.method':60} {'nothing':>8} {'scratch':>8} {'update':>8}  best")
         for r in rows:
             mark = " (new in the hand runner)" if r["new_in_hand"] else ""

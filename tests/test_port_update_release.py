@@ -360,3 +360,143 @@ def test_a_folder_the_previous_commit_lacks_is_an_input_error_naming_it(tmp_path
         git_previous(str(repo / "omni"), "auto", tmp_path / "prev")
     got = git_previous(str(repo / "omni"), "HEAD", tmp_path / "same")   # a ref: the merge-base, HEAD itself here
     assert got and (Path(got[0]) / "vllm_omni" / "_version.py").is_file() and "merge-base of HEAD and HEAD" in got[1]
+
+
+# ---- names NEW no longer defines (ONP4520-ONP4525)
+
+def _names_index(tmp_path):
+    "NEW's omni, written for the test: `Record` moved from core.cache to core.records; `Pool` stays in core.cache."
+    from omni_npu_port.sources.readers import open_source_spec
+    from omni_npu_port.sources.symbols import SymbolIndex
+    for f, text in {"__init__.py": "", "core/__init__.py": "", "core/records.py": "class Record:\n    pass\n",
+                    "core/cache.py": "class Pool:\n    pass\n"}.items():
+        (tmp_path / "vllm_omni" / f).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "vllm_omni" / f).write_text(text)
+    return SymbolIndex([open_source_spec(str(tmp_path))])
+
+
+def test_a_carried_import_new_no_longer_defines_takes_the_new_ports_or_is_said(tmp_path):
+    from omni_npu_port.port.update_release import import_units, imported_names, module_units, retarget_imports
+    ix = _names_index(tmp_path)
+    people = ("import numpy\nfrom vllm_omni.core.cache import Pool, Record\nfrom vllm_omni.core.cache import Gone\n"
+              "from vllm_omni.core.cache import Unused\n\n\nclass R:\n    def f(self) -> Gone:\n"
+              "        return Pool(), Record(), numpy\n")
+    top = module_units(people, "R", {"f": "f"})[0]
+    new_top = import_units("from vllm_omni.core.records import Record\n")
+    got, said = retarget_imports(people, top, new_top, ix)
+    imports = [" ".join(u.lines) for u in got if imported_names(u) is not None]
+    assert imports == ["import numpy", "from vllm_omni.core.records import Record",
+                       "from vllm_omni.core.cache import Pool", "from vllm_omni.core.cache import Gone"]
+    assert [(d.code, d.message.split("`")[1]) for d in said] == [("ONP4520", "Record"), ("ONP4522", "Gone"),
+                                                                 ("ONP4521", "Unused")]
+    assert said[1].severity == "error"
+
+
+def test_carried_imports_that_resolve_in_new_are_left_alone(tmp_path):
+    from omni_npu_port.port.update_release import import_units, module_units, retarget_imports
+    ix = _names_index(tmp_path)
+    people = ("import numpy\nfrom vllm_omni.core.cache import Pool\nfrom vllm_omni.core.records import Record\n"
+              "from . import sibling\n\n\nclass R:\n    def f(self):\n        return Pool(), Record(), sibling\n")
+    top = module_units(people, "R", {"f": "f"})[0]
+    assert retarget_imports(people, top, import_units("import numpy\n"), ix) == (top, [])
+    assert retarget_imports(people, top, [], None) == (top, [])   # no sources to ask: nothing changed
+
+
+def test_a_name_only_an_annotation_reads_gets_its_import_back():
+    from omni_npu_port.port.update_release import keep_imports, module_units
+    side = "from __future__ import annotations\nfrom collections.abc import Sequence\n\n\nclass G:\n    pass\n"
+    merged = ("from __future__ import annotations\nimport torch\n\n\nclass R:\n"
+              "    def f(self, ids: Sequence[int]) -> None:\n        torch.ones(1)\n")
+    top = module_units(merged, "R", {"f": "f"})[0]
+    got, said = keep_imports(merged, "R", top, [module_units(side, "G", {})[0]])
+    assert "from collections . abc import Sequence" in [u.key for u in got] and said[0].code == "ONP4508"
+    bound = merged.replace("import torch\n", "import torch\nfrom collections.abc import Sequence\n")
+    top = module_units(bound, "R", {"f": "f"})[0]
+    assert keep_imports(bound, "R", top, [module_units(side, "G", {})[0]]) == (top, [])
+
+
+def test_a_record_defined_twice_keeps_the_one_the_code_builds():
+    from omni_npu_port.port.update_release import one_definition
+    record = lambda fields: "class State(NamedTuple):\n" + "".join(f"    {f}: int\n" for f in fields) + "\n\n"
+    use = "class R:\n    def f(self):\n        a, b, c = State(1, 2, 3)\n        return a\n"
+    head = "from typing import NamedTuple\n\n\n"
+    for first, last in ((("a", "b", "c"), ("a",)), (("a",), ("a", "b", "c"))):   # the fitting one first, then last
+        code, said, _ = one_definition(head + record(first) + record(last) + use, "R", None)
+        assert code.count("class State") == 1 and "    c: int" in code and said[0].code == "ONP4525"
+    once = head + record(("a", "b", "c")) + use
+    assert one_definition(once, "R", None) == (once, [], [])
+
+
+def test_a_judged_call_that_does_not_bind_takes_the_new_ports_call_and_is_judged_again():
+    from types import SimpleNamespace as NS
+    from omni_npu_port.port.update_release import retake_judged
+    ours = "class R:\n    def f(self, n):\n        self.drafter.run(n, old=1)\n        return n\n"
+    new = "class R:\n    def f(self, n):\n        self.drafter.run(\n            n,\n            k=n,\n        )\n"
+    finding = NS(code="ONP4442", line=3, column=29, where="R.f", message='No parameter named "old"')
+    note = NS(code="ONP4511", line=4, where="f")
+    r = NS(code=ours, cls="R", diagnostics=[note, finding], not_ready=[],
+           judge=NS(judged=True, port=[finding], excluded=[]))
+    again = []
+    got = retake_judged([r], NS(runners=[NS(code=new)]), None, lambda: again.append(1) or ["judged again"])
+    assert got == ["judged again"] and again == [1] and "self.drafter.run(\n            n,\n" in r.code
+    assert "old=1" not in r.code and finding not in r.diagnostics and note.line == 7   # its line moved down
+    assert any(d.code == "ONP4523" for d in r.diagnostics)
+
+
+def test_judge_findings_that_are_no_call_of_the_people_leave_the_module_as_it_is():
+    from types import SimpleNamespace as NS
+    from omni_npu_port.port.update_release import retake_judged
+    ours = "import gone\n\n\nclass R:\n    def f(self, n):\n        return gone.run(n)\n"
+    other = NS(code="ONP4444", line=1, column=8, where="<module>")
+    r = NS(code=ours, cls="R", diagnostics=[other], not_ready=[], judge=NS(judged=True, port=[other], excluded=[]))
+    assert retake_judged([r], NS(runners=[NS(code=ours)]), None, lambda: pytest.fail("judged again")) is None
+    assert r.code == ours and r.diagnostics == [other]
+
+
+def test_the_fixture_update_raises_no_name_code(updated):
+    "The fixture's carried imports all resolve in the next release, and it defines nothing twice."
+    u, r, _ = updated
+    assert not [d.code for r in u.port.runners for d in r.diagnostics if d.code.startswith("ONP452")]
+
+
+def test_a_call_the_new_port_makes_the_same_or_a_type_finding_is_not_retaken():
+    from types import SimpleNamespace as NS
+    from omni_npu_port.port.update_release import retake_calls
+    code = "class R:\n    def f(self, n):\n        self.drafter.run(n, old=1)\n        return self.model.go(n)\n"
+    same = NS(code="ONP4442", line=3, column=29, where="R.f", message='No parameter named "old"')
+    typed = NS(code="ONP4442", line=4, column=16, where="R.f", message='Object of type "Tensor" is not callable')
+    assert retake_calls(code, "R", code, [same, typed]) == (code, [], [])
+
+
+def _gpu_double(module_text):
+    "A double of `Inherited` (a release's omni GPU runner): its module text, no methods of its own."
+    from types import SimpleNamespace as NS
+    return NS(cls=NS(module_text=module_text), name="OmniGPURunner", names=lambda: [], text=lambda n: None,
+              like=lambda text, skip: None)
+
+
+def test_update_runner_takes_news_gpu_modules_import_for_a_name_moved_not_prevs(tmp_path):
+    "`Record` moved to core.records in NEW; PREV's GPU module still imports the old place, NEW's the new one."
+    from omni_npu_port.port.update_release import RunnerSides, update_runner
+    ix = _names_index(tmp_path)
+    mod = lambda imports, body: f"{imports}\n\n\nclass R:\n    def f(self):\n{body}"
+    base = mod("import numpy", "        return numpy\n")
+    people = mod("import numpy\nfrom vllm_omni.core.cache import Record", "        return numpy, Record()\n")
+    new = mod("import numpy\nimport os", "        return numpy, os\n")
+    gpu = (_gpu_double("from vllm_omni.core.cache import Record\n"),
+           _gpu_double("from vllm_omni.core.records import Record\n"))
+    code, diags, _ = update_runner("R", RunnerSides((base, "R"), (people, "R"), (new, "R"), gpu=gpu), names=ix)
+    assert "from vllm_omni.core.records import Record" in code and "core.cache" not in code
+    assert [d.code for d in diags if d.code.startswith("ONP452")] == ["ONP4520"]
+    code, diags, _ = update_runner("R", RunnerSides((base, "R"), (people, "R"), (new, "R"), gpu=gpu))   # no sources
+    assert "from vllm_omni.core.cache import Record" in code and not [d for d in diags if d.code.startswith("ONP452")]
+
+
+def test_a_new_call_that_reads_a_name_the_update_does_not_bind_is_not_taken():
+    from types import SimpleNamespace as NS
+    from omni_npu_port.port.update_release import retake_calls
+    ours = "class R:\n    def f(self, n):\n        self.drafter.run(n, old=1)\n        return n\n"
+    new = "class R:\n    def f(self, n):\n        meta = self.meta()\n        self.drafter.run(n, meta=meta)\n"
+    finding = NS(code="ONP4442", line=3, column=29, where="R.f", message='No parameter named "old"')
+    code, said, moved = retake_calls(ours, "R", new, [finding])
+    assert code == ours and moved == [] and [d.code for d in said] == ["ONP4524"]

@@ -25,6 +25,7 @@ from ..core.diagnostics import Code, Diagnostic, code_info, register
 from ..core.errors import InputError, PortingError, UsageError
 from ..core.io import write_atomic
 from ..sources.fetch import CACHE_DIR, release_of
+from ..sources.symbols import SymbolIndex, resolve
 from .runners import runner_bases
 from .locate import (Located, MethodSpec, locate, method_located, own_methods, port_diagnostic,
     python_lines, string_lines)
@@ -33,8 +34,8 @@ from .merge import (Hunk, _unit_key, code_tokens, keep_side, logical_units, merg
     prefer_of, render, uncomment_conflicts)
 from .conflicts import conflicts_in
 from .method import undefined_names
-from .judge import judge_release, release_judge_lines
-from .ready import ready_findings, ready_index
+from .judge import call_at, judge_release, release_judge_lines
+from .ready import ready_findings, ready_index, unbound_reads
 from .release import open_release, port_release
 from .release_inputs import given_sources, locate_base, release_runners, release_source
 from .release_checks import RunnerPort
@@ -47,8 +48,9 @@ __all__ = ['RENAME_LIKENESS', 'omni_releases', 'previous_release', 'git_checkout
            'class_methods', 'body_likeness', 'pair_methods', 'MethodUpdate', 'count_new', 'code_statements',
            'carry_edits', 'settle_conflicts', 'merge_method', 'decide_method', 'Unit', 'cut_units', 'module_units',
            'imported_names', 'merge_units', 'place_methods', 'future_first', 'Inherited', 'derives_from', 'RunnerSides',
-           'assemble', 'import_units', 'keep_imports', 'update_runner', 'ReleaseUpdate', 'update_markdown',
-           'update_summary', 'write_update', 'update_runners', 'written_on', 'update_release']
+           'assemble', 'import_units', 'keep_imports', 'unbound_in', 'import_resolves', 'retarget_imports',
+           'update_runner', 'ReleaseUpdate', 'update_markdown', 'update_summary', 'write_update', 'one_definition',
+           'update_runners', 'written_on', 'retake_calls', 'retake_judged', 'update_release']
 
 # %% ../../nbs/port/update_release.ipynb #bdef9fd3
 _NB = "port/update_release.ipynb"
@@ -87,6 +89,27 @@ register(
     Code("ONP4511", "update-edits-carried", "update: a conflict settled by statements: the people's statement edits "
          "placed on the new port's change of the same lines", "info", "check each carried statement where it was "
          "placed (after the statement it followed)", _NB, "port"),
+    Code("ONP4520", "update-import-retargeted", "update: an import the people's port carried binds a name NEW's sources "
+         "no longer define where it imports it from: the new port's import of the name is taken", "info",
+         "check the new port's import the message names", _NB, "port"),
+    Code("ONP4521", "update-import-dropped", "update: an import the people's port carried binds a name NEW's sources no "
+         "longer define where it imports it from, and no code of the module reads it: the name is dropped", "info",
+         "nothing to do; the message names the import", _NB, "port"),
+    Code("ONP4522", "update-import-unresolved", "update: an import the people's port carried binds a name NEW's sources "
+         "no longer define, the module's code reads it and the new port binds it nowhere: kept, the module does not "
+         "import on NEW", "error", "port the lines that read the name onto what NEW's omni offers instead, or import "
+         "it from where NEW defines it", _NB, "port"),
+    Code("ONP4523", "update-call-retaken", "update: a call the people's port carried does not bind its callee's "
+         "signature in NEW's sources (the judge's ONP4442): the new port's call of the same callee in that method is "
+         "taken", "info", "check the arguments of the call taken", _NB, "port"),
+    Code("ONP4524", "update-call-unbound", "update: a call the people's port carried does not bind its callee's "
+         "signature in NEW's sources, and the new port makes no one call of that callee in the method: left as it is, "
+         "the judge's finding stands", "warning", "write the call's arguments as NEW's signature of the callee "
+         "takes them", _NB, "port"),
+    Code("ONP4525", "update-defined-twice", "update: the people's port and the new port both define a module-level "
+         "class or function, differently: the one the module's code builds and reads as written (the ready rules) is "
+         "kept, the other removed", "warning", "check the definition kept against the lines that use it", _NB,
+         "port"),
 )
 
 # %% ../../nbs/port/update_release.ipynb #c68bfe2f
@@ -575,7 +598,7 @@ def import_units(code: str) -> list[Unit]:
 
 def keep_imports(code: str, cls: str, top: list[Unit], sides: list[list[Unit]]) -> tuple[list[Unit], list[Diagnostic]]:
     "The top units with the import of a side put back for each name the live code reads and nothing binds (ONP4508)."
-    missing = [d.message.rsplit("`", 2)[-2] for d in undefined_names(keep_side(code), cls)]
+    missing = unbound_in(code, cls)
     top, said = list(top), []
     for name in missing:
         u = next((u for side in sides for u in side if name in (imported_names(u) or ())), None)
@@ -586,10 +609,63 @@ def keep_imports(code: str, cls: str, top: list[Unit], sides: list[list[Unit]]) 
         said.append(port_diagnostic("ONP4508", f"{code_info('ONP4508').title}: `{name}` ({u.key[:80]})"))
     return top, said
 
+# %% ../../nbs/port/update_release.ipynb #b9a6f2eb
+def unbound_in(code: str, cls: str) -> list[str]:
+    "Names the live code reads that nothing binds: global reads (`undefined_names`) and annotations (`unbound_reads`)."
+    got = [d.message.rsplit("`", 2)[-2] for d in undefined_names(keep_side(code), cls)]
+    return list(dict.fromkeys(got + [d.message.split("`")[1] for d in unbound_reads(code) if d.code == "ONP4421"]))
+
+def import_resolves(u: Unit, ix) -> dict[str, bool]:
+    "Each name an import unit binds: whether NEW's sources (`ix`) define it there (a package they do not hold: yes)."
+    node = ast.parse(textwrap.dedent("\n".join(u.lines[u.lead:]))).body[0]
+    out = {}
+    for a in node.names:
+        bound = a.asname or a.name.split(".")[0]
+        dotted = a.name if isinstance(node, ast.Import) else f"{node.module}.{a.name}"
+        relative = isinstance(node, ast.ImportFrom) and (node.level or a.name == "*")
+        out[bound] = relative or ix.tree_for(dotted) is None or bool(resolve(ix, dotted))
+    return out
+
+def _without(u: Unit, drop: set) -> Unit | None:
+    "An import unit without the names `drop` (None: it binds nothing else), on one line."
+    node = ast.parse(textwrap.dedent("\n".join(u.lines[u.lead:]))).body[0]
+    node.names = [a for a in node.names if (a.asname or a.name.split(".")[0]) not in drop]
+    if not node.names: return None
+    text = ast.unparse(node)
+    return Unit(" ".join(code_tokens(text)), u.lines[:u.lead] + [text], u.lead)
+
+# %% ../../nbs/port/update_release.ipynb #793b4ab3
+def retarget_imports(code: str, top: list[Unit], new_top: list[Unit], ix) -> tuple[list[Unit], list[Diagnostic]]:
+    "The top units with each carried import of a name NEW's sources (`ix`) no longer define there: the new port's"
+    " import of the name (`new_top`: then NEW's omni GPU module's) taken (ONP4520), one nothing reads dropped (ONP4521),"
+    " else kept and said (ONP4522)."
+    if ix is None: return top, []
+    try: tree = ast.parse(code)
+    except SyntaxError: return top, []
+    reads = {n.id for s in tree.body if not isinstance(s, (ast.Import, ast.ImportFrom)) for n in ast.walk(s)
+             if isinstance(n, ast.Name)}
+    ours, out, said = {u.key for u in new_top}, [], []
+    say = lambda code, name, u: said.append(port_diagnostic(code, f"{code_info(code).title}: `{name}` ({u.key[:80]})"))
+    for u in top:
+        if u.key in ours or imported_names(u) is None: out.append(u); continue
+        gone = [n for n, ok in import_resolves(u, ix).items() if not ok]
+        drop = set()
+        for name in gone:
+            theirs = next((v for v in new_top if name in (imported_names(v) or ())), None)
+            if theirs is not None:
+                if theirs not in top and theirs not in out: out.append(Unit(theirs.key, theirs.lines[theirs.lead:]))
+                drop.add(name); say("ONP4520", name, theirs)
+            elif name not in reads: drop.add(name); say("ONP4521", name, u)
+            else: say("ONP4522", name, u)
+        kept = _without(u, drop) if drop else u
+        if kept is not None: out.append(kept)
+    return out, said
+
 # %% ../../nbs/port/update_release.ipynb #3fa3a010
-def update_runner(runner: str, sides: RunnerSides, prefer: str = "comment", ascend=lambda name, was: (set(), set())
-                  ) -> tuple[str | None, list[Diagnostic], list[MethodUpdate]]:
-    "One runner module updated: the people's changes to the previous port carried onto the new port (None: no parse)."
+def update_runner(runner: str, sides: RunnerSides, prefer: str = "comment", ascend=lambda name, was: (set(), set()),
+                  names=None) -> tuple[str | None, list[Diagnostic], list[MethodUpdate]]:
+    "One runner module updated: the people's changes to the previous port carried onto the new port (None: no parse);"
+    " `names`: NEW's sources, where the carried imports are resolved."
     got = _pairs(sides)
     cut = got and [module_units(t, c, ids) for (t, c), ids in zip((sides.base, sides.new, sides.people), got[2])]
     if not got or any(c is None for c in cut):
@@ -609,10 +685,13 @@ def update_runner(runner: str, sides: RunnerSides, prefer: str = "comment", asce
     out, _ = assemble(top, head, body, texts, ind)
     gpu_imports = [import_units(g.cls.module_text) for g in sides.gpu[::-1] if g is not None]   # inherited texts' own
     top, kept = keep_imports("\n".join(out), runner, top, [bt, at, zt, *gpu_imports])
+    gpu_new = import_units(sides.gpu[1].cls.module_text) if sides.gpu[1] is not None else []   # NEW's GPU module
+    theirs = at + [u for u in gpu_new if u.key not in {v.key for v in at}]   # the new port's first
+    top, moved = retarget_imports("\n".join(assemble(top, head, body, texts, ind)[0]), top, theirs, names)
     out, at_line = assemble(top, head, body, texts, ind)
     for k, (_, ds) in texts.items():
         for d in ds: d.line = d.line + at_line[k] if d.line and k in at_line else None   # the module's line
-    diags += [d for _, ds in texts.values() for d in ds] + kept
+    diags += [d for _, ds in texts.values() for d in ds] + kept + moved
     diags += [port_diagnostic("ONP4506", f"{code_info('ONP4506').title}: {runner}: {u.key[:80]!r}") for u in c1 + c2]
     code = "\n".join(out).rstrip("\n") + "\n"
     return code, diags + _conflicts_carried(code, diags, runner), ups
@@ -718,9 +797,38 @@ def _match(r: RunnerPort, ports: list[RunnerPort]) -> RunnerPort | None:
     "PREV's port of the same runner: the same GPU runner, else the same NPU class."
     return next((b for b in ports if b.gpu == r.gpu), None) or next((b for b in ports if b.cls == r.cls), None)
 
+# %% ../../nbs/port/update_release.ipynb #4e51f83e
+def one_definition(code: str, cls: str, ix) -> tuple[str, list[Diagnostic], list[tuple[int, int]]]:
+    "The module with each class or function it defines twice at top level kept once: the definition whose module the"
+    " ready rules find least wrong with (equal: the last, which Python runs); ONP4525; the line spans removed."
+    try: tree = ast.parse(code)
+    except SyntaxError: return code, [], []
+    defs: dict = {}
+    for n in tree.body:
+        if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and n.name != cls:
+            defs.setdefault(n.name, []).append(n)
+    lines, cut, said = python_lines(code), [], []
+    text = lambda spans: "\n".join(l for i, l in enumerate(lines) if not any(a <= i < b for a, b in spans)) + "\n"
+    for name, nodes in defs.items():
+        if len(nodes) < 2: continue
+        spans = [(_start(n), n.end_lineno) for n in nodes]
+        ix = ix if ix is not None else SymbolIndex()   # the class rules need an index: an empty one will do
+        wrong = [len(ready_findings(text(cut + spans[:k] + spans[k + 1:]), ix, cls)) for k in range(len(nodes))]
+        best = min(range(len(nodes)), key=lambda k: (wrong[k], -k))
+        cut += spans[:best] + spans[best + 1:]
+        said.append(port_diagnostic("ONP4525", f"{code_info('ONP4525').title}: `{name}` defined at lines "
+                                    f"{', '.join(str(n.lineno) for n in nodes)}: the one at line {nodes[best].lineno} "
+                                    f"kept (ready findings with each: {', '.join(map(str, wrong))})"))
+    return (text(cut) if cut else code), said, sorted(cut)
+
+def _moved(line: int | None, cut: list[tuple[int, int]]) -> int | None:
+    "A 1-based line of the module after the 0-based line spans `cut` were removed (None: it was in one)."
+    if line is None or any(a < line <= b for a, b in cut): return None
+    return line - sum(b - a for a, b in cut if b < line)
+
 # %% ../../nbs/port/update_release.ipynb #aec61f61
 def update_runners(new_port: ReleasePort, base_port: ReleasePort, prev_origin: str, prefer: str, ascend, ix,
-                   npu_bases: tuple = (None, None)) -> tuple[list, list]:
+                   npu_bases: tuple = (None, None), names=None) -> tuple[list, list]:
     "Every runner of the new port, updated from PREV's hand runner where PREV's port has it and PREV has one."
     runners, ups = [], []
     for r in new_port.runners:
@@ -732,7 +840,11 @@ def update_runners(new_port: ReleasePort, base_port: ReleasePort, prev_origin: s
             gpu = tuple(_gpu_runner(p.origin, x.gpu, nb) if nb is not None else None
                         for p, x, nb in ((base_port, b, npu_bases[0]), (new_port, r, npu_bases[1])))
             sides = RunnerSides((b.code, b.cls), hand, (r.code, r.cls), labels, gpu)
-            code, diags, mus = update_runner(r.cls, sides, prefer, ascend)
+            code, diags, mus = update_runner(r.cls, sides, prefer, ascend, names)
+            if code is not None:   # a definition both sides made once
+                code, twice, cut = one_definition(code, r.cls, ix)
+                for d in diags: d.line = _moved(d.line, cut)
+                diags += twice
         if code is None:
             why = "no hand-written runner in its place" if hand is None else "a module does not parse (ONP4507)"
             diags = ([] if hand is None else diags) + [port_diagnostic("ONP4501", f"{code_info('ONP4501').title}: "
@@ -779,6 +891,78 @@ def _judge_update(runners: list, p: ReleasePort, tree, judge: bool, sources, pro
                         getattr(tree.reader, "root", None) or tree.origin, (nsym.module, nsym.leaf))
     return release_judge_lines(run)
 
+
+# %% ../../nbs/port/update_release.ipynb #0b8a171c
+def _calls_of(text: str | None, callee: str) -> dict[str, ast.Call]:
+    "The distinct calls of `callee` (its unparsed text) in a method's text, by their unparsed text."
+    try: tree = ast.parse(text or "")
+    except SyntaxError: return {}
+    return {ast.unparse(c): c for c in ast.walk(tree) if isinstance(c, ast.Call) and ast.unparse(c.func) == callee}
+
+def retake_calls(code: str, cls: str, new_code: str, found: list) -> tuple[str, list[Diagnostic], list]:
+    "The module with each call the judge finds not binding its callee (ONP4442) replaced by the new port's call of the"
+    " same callee in that method where it makes one and it reads no name the module leaves unbound (ONP4523), else"
+    " said (ONP4524); (after line, lines added) shifts."
+    try: tree = ast.parse(code)
+    except SyntaxError: return code, [], []
+    theirs, lines, seen, said, edits = class_methods(new_code, cls) or {}, python_lines(code), set(), [], []
+    for d in found:
+        bind = d.code == "ONP4442" and d.line and "not callable" not in (d.message or "")   # arguments, not a type
+        call = call_at(tree, d.line, d.column or 1) if bind else None
+        if call is None or isinstance(call.func, ast.Call) or (call.lineno, call.col_offset) in seen: continue
+        seen.add((call.lineno, call.col_offset))
+        method, callee = (d.where or "").rpartition(".")[2], ast.unparse(call.func)
+        text = theirs.get(method)
+        got = _calls_of(text, callee)
+        if ast.unparse(call) in got: continue   # the new port's own call: not the people's to retake
+        if len(got) != 1:
+            said.append(port_diagnostic("ONP4524", f"{code_info('ONP4524').title}: {cls}.{method}: `{callee}(...)`",
+                                        call.lineno, where=method)); continue
+        c = next(iter(got.values()))
+        seg = ast.get_source_segment(text, c).split("\n")
+        shift = _indent(lines[call.lineno - 1]) - _indent(text.split("\n")[c.lineno - 1])
+        seg = seg[:1] + _shifted(seg[1:], shift)
+        edits.append((call, seg))
+        said.append(port_diagnostic("ONP4523", f"{code_info('ONP4523').title}: {cls}.{method}: `{callee}(...)`",
+                                    call.lineno, where=method))
+    moved, unbound = [], lambda ls: {d.message.split("`")[1] for d in unbound_reads("\n".join(ls) + "\n")}
+    before = unbound(lines)
+    for call, seg in sorted(edits, key=lambda e: e[0].lineno, reverse=True):
+        was = lines[call.lineno - 1:call.end_lineno]
+        head = lines[call.lineno - 1].encode()[:call.col_offset].decode()
+        tail = lines[call.end_lineno - 1].encode()[call.end_col_offset:].decode()
+        new = [head + seg[0]] + seg[1:]
+        new[-1] += tail
+        lines[call.lineno - 1:call.end_lineno] = new
+        if unbound(lines) - before:   # the new call reads what only the new port binds: not taken
+            lines[call.lineno - 1:call.lineno - 1 + len(new)] = was
+            said = [port_diagnostic("ONP4524", f"{code_info('ONP4524').title} (the new port's call reads a name this "
+                                    "module does not bind)", call.lineno, where=d.where) if d.line == call.lineno
+                    and d.code == "ONP4523" else d for d in said]
+            continue
+        moved.append((call.end_lineno, len(new) - (call.end_lineno - call.lineno + 1)))
+    return "\n".join(lines).rstrip("\n") + "\n", said, moved
+
+# %% ../../nbs/port/update_release.ipynb #af733b63
+def retake_judged(runners: list, new_port: ReleasePort, ix, rejudge) -> list[Diagnostic] | None:
+    "After the judge: each module's calls that do not bind NEW's callees retaken from the new port (`retake_calls`),"
+    " then `rejudge()` (the judge's lines) where a module changed; None where none did."
+    changed = False
+    for r, fresh in zip(runners, new_port.runners):
+        if r.judge is None or not r.judge.judged or not r.judge.port: continue
+        code, said, moved = retake_calls(r.code, r.cls, fresh.code, r.judge.port)
+        if code == r.code: r.diagnostics += said; continue
+        judged = {id(d) for d in r.judge.port + r.judge.excluded}
+        own = [d for d in r.diagnostics if id(d) not in judged and d.code not in _READY_CODES]
+        for d in own: d.line = d.line + sum(n for end, n in moved if end < d.line) if d.line else d.line
+        r.code, r.not_ready, changed = code, ready_findings(code, ix, r.cls), True
+        r.diagnostics = own + said + r.not_ready
+    if not changed: return None
+    for r in runners:   # judged again, all together: each module's earlier findings go
+        if r.judge is not None:
+            judged = {id(d) for d in r.judge.port + r.judge.excluded}
+            r.diagnostics, r.judge = [d for d in r.diagnostics if id(d) not in judged], None
+    return rejudge()
 
 # %% ../../nbs/port/update_release.ipynb #674244bf
 def update_release(new: str, prev: str | None = "auto", target: str | None = None, out: Path | str | None = None,
@@ -828,9 +1012,12 @@ def _update_from(new, tree, prev, how, git, target, prev_target, judge, kw) -> R
     base_port = port_release(prev, prev_target, **kw)
     prev_origin = str(prev_tree.origin)
     ascend, gb, nb, nb_old = _ascend_lines(new_port, base_port, sources, progress, cache_dir, index)
-    runners, ups = update_runners(new_port, base_port, prev_origin, kw["prefer"], ascend, ready_index(gb, nb),
-                                  (nb_old, nb))
-    judged = _judge_update(runners, new_port, tree, judge, sources, progress, cache_dir, index)
+    names = SymbolIndex(t for t in (getattr(nb, "tree", None), getattr(gb, "tree", None), tree) if t is not None)
+    ix = ready_index(gb, nb)
+    runners, ups = update_runners(new_port, base_port, prev_origin, kw["prefer"], ascend, ix, (nb_old, nb), names)
+    rejudge = lambda: _judge_update(runners, new_port, tree, judge, sources, progress, cache_dir, index)
+    judged = rejudge()
+    judged = (retake_judged(runners, new_port, ix, rejudge) if judge else None) or judged
     said = port_diagnostic("ONP4500", f"{code_info('ONP4500').title}: vLLM-Omni {base_port.omni} "
                            f"({'' if git else prev_origin + '; '}{how}), "
                            f"its port on vllm-ascend {base_port.vllm_ascend} the merge's base")
