@@ -343,13 +343,14 @@ def bind_calls(code: str, cls: str, ix: SymbolIndex | None, order: list[MroClass
     known = module_names(tree) | set(dir(builtins))
     fixes, diags = [], []
     for fn in own_methods(node).values():
-        bound = bound_names(fn) | known
+        bound = None   # the names the method binds: walked only for a method with a call to fix
         for call in (n for n in ast.walk(fn) if isinstance(n, ast.Call)):
             if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords): continue
             callee = callee_of(call, imports, ix, order, seen, opaque)
             if callee is None or fit(callee.sig, len(call.args), [k.arg for k in call.keywords]).binds: continue
             if unbound_out is not None: unbound_out.append(ast.unparse(call)); continue
             fix = CallFix(func_span(call, lines))
+            bound = bound_names(fn) | known if bound is None else bound
             diags += bind_call(call, callee, fix, bound, npu_text, renames or {}, fn.name, inherited)
             if fix: fixes.append(fix)
     try: return apply_fixes(code, fixes), diags

@@ -126,9 +126,14 @@ def statements_alike(x: ast.stmt, y: ast.stmt, cut: float = 0.6) -> bool:
 
 def _is_str(t: str) -> bool: return bool(re.match(r"""[rbuf]*['"]""", t, re.I))
 
+@_memo
+def _label_tokens(st: ast.stmt) -> list[str]:
+    "The code tokens of a statement's first line (a compound statement's header), once per statement while `apply_delta` runs."
+    return code_tokens(ast.unparse(_shell(st) if _blocks(st) else st).split("\n")[0])
+
 def _other_label(x: ast.stmt, y: ast.stmt) -> bool:
     "Two statements equal but for string literals that are not versions of each other (< 50 % alike): another label."
-    tx, ty = (code_tokens(ast.unparse(_shell(s) if _blocks(s) else s).split("\n")[0]) for s in (x, y))
+    tx, ty = _label_tokens(x), _label_tokens(y)
     pairs = [(a, b) for a, b in zip(tx, ty) if a != b]
     return len(tx) == len(ty) and bool(pairs) and all(_is_str(a) and _is_str(b) for a, b in pairs) and \
         any(difflib.SequenceMatcher(None, a, b, autojunk=False).ratio() < 0.5 for a, b in pairs)

@@ -122,6 +122,7 @@ def logical_units(code: str) -> list[tuple[int, int]]:
     except (tokenize.TokenError, IndentationError, SyntaxError): return []
     return units
 
+@functools.lru_cache(maxsize=4096)
 def _unit_key(text: str) -> str:
     "What a logical line means: its syntax tree where it parses alone, else its tokens; a comment line, its words."
     src = textwrap.dedent(text)

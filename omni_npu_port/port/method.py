@@ -23,6 +23,7 @@ from .supercalls import param_names, rebind_supers, super_calls, super_kept, sup
 from .formatting import format_code, format_options, ruff_bin, ruff_warnings
 from .overrides import omni_definitions, override_calls, override_calls_in_base
 from .dataflow import place_by_dataflow
+from .parsed import parsed
 
 # %% auto #0
 __all__ = ['STRATEGIES', 'ENTRY_DEFAULTS', 'DEFAULT_PREFER', 'PortResult', 'parse_check', 'kept_omni_diagnostics',
@@ -132,7 +133,7 @@ def _functions(t):
 def undefined_names(code: str, where: str) -> list[Diagnostic]:
     "ONP4025 for each name a function of `code` reads as a global that the module does not bind and builtins lack."
     import builtins, symtable
-    try: top, tree = symtable.symtable(code, "<port>", "exec"), ast.parse(code)
+    try: top, tree = symtable.symtable(code, "<port>", "exec"), parsed(code)
     except SyntaxError: return []
     known = {s.get_name() for s in top.get_symbols() if s.is_assigned() or s.is_imported() or s.is_namespace()}
     known |= set(dir(builtins)) | {"__class__"}

@@ -14,6 +14,7 @@ from ..core.releases import STACK_PACKAGES
 from .locate import port_diagnostic
 from .delta import bound_names
 from .merge import keep_side, uncomment_conflicts
+from .parsed import parsed, per_tree
 from ..sources.symbols import SymbolIndex, mro, resolve
 
 # %% auto #0
@@ -55,7 +56,7 @@ def _module_bound(tree: ast.Module) -> set[str]:
 
 def unbound_reads(code: str, where: str = "") -> list[Diagnostic]:
     "ONP4420 / ONP4421 for each name a function of the live code (`keep_side`) reads that nothing binds; ONP4420 where the commented omni side binds it."
-    try: live, omni = ast.parse(keep_side(code)), ast.parse(keep_side(code, 1))
+    try: live, omni = parsed(keep_side(code)), parsed(keep_side(code, 1))
     except SyntaxError: return []
     known = _module_bound(live) | set(dir(builtins)) | {"__class__", "__name__", "__file__"}
     omni_fns = {(c, f.name): f for c, f in _function_scopes(omni)}
@@ -154,7 +155,7 @@ def _fits(shape: ClassShape, call: ast.Call, passed: set = frozenset()) -> str |
 
 def class_findings(code: str, ix: SymbolIndex, packages: tuple = STACK_PACKAGES, where: str = "") -> list[Diagnostic]:
     "ONP4422 / ONP4423: constructors of the NPU side's classes, their fields read and unpacked, checked against the classes' source."
-    try: live = ast.parse(keep_side(code))
+    try: live = parsed(keep_side(code))
     except SyntaxError: return []
     names, shapes, out = _imported(live, packages), {}, []
     passed = source_keywords(getattr(ix, "runner_modules", ()), packages)
@@ -196,11 +197,17 @@ def source_keywords(trees, packages: tuple = STACK_PACKAGES) -> dict[str, set[st
     " a parameter the class's source lacks: vllm-ascend's `ModelRunnerOutput(spec_token_ids=...)`)."
     out: dict = {}
     for t in trees:
-        names = _imported(t, packages)
-        for n in ast.walk(t):
-            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in names:
-                out.setdefault(names[n.func.id], set()).update(k.arg for k in n.keywords if k.arg)
+        for cls, kws in _keywords_of(t, packages).items(): out.setdefault(cls, set()).update(kws)
     return out
+
+@per_tree
+def _keywords_of(tree: ast.Module, packages: tuple) -> dict[str, frozenset[str]]:
+    "`source_keywords` of one tree, once per tree while it lives (every runner of a release asks of the same sources)."
+    names, out = _imported(tree, packages), {}
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in names:
+            out.setdefault(names[n.func.id], set()).update(k.arg for k in n.keywords if k.arg)
+    return {cls: frozenset(kws) for cls, kws in out.items()}
 
 # %% ../../nbs/port/ready.ipynb #c24b0002
 def _holds(live: ast.Module) -> dict[str, str]:
@@ -216,7 +223,7 @@ def _holds(live: ast.Module) -> dict[str, str]:
 def explain_unpacked(code: str, ix: SymbolIndex, found: list[Diagnostic], packages: tuple = STACK_PACKAGES) -> list[Diagnostic]:
     "`found` (ONP4420s), each whose name the commented omni side binds by unpacking `self.<attr>` — an attribute the live"
     " code fills with an NPU-side NamedTuple or dataclass that has no field of that name — saying so, with the class's fields."
-    try: live, omni = ast.parse(keep_side(code)), ast.parse(keep_side(code, 1))
+    try: live, omni = parsed(keep_side(code)), parsed(keep_side(code, 1))
     except SyntaxError: return found
     holds, names, fns = _holds(live), _imported(live, packages), {f.name: f for _, f in _function_scopes(omni)}
     for d in found:

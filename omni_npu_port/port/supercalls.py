@@ -13,6 +13,7 @@ from pathlib import Path
 from ..core.diagnostics import Code, Diagnostic, code_info, register
 from .locate import own_methods, port_diagnostic, python_lines
 from .merge import FENCE_TEXT, INLINE_MARK, indent_of
+from .parsed import parsed
 
 # %% auto #0
 __all__ = ['super_calls', 'extends_by_super', 'param_names', 'body_start', 'node_text', 'signature_choice', 'def_header',
@@ -47,7 +48,7 @@ def super_calls(fn: ast.FunctionDef) -> list[ast.Call]:
 
 def extends_by_super(omni_code: str) -> bool:
     "Whether an omni method extends its base through `super().<same method>(...)` instead of copying it."
-    fn = ast.parse(omni_code).body[0]
+    fn = parsed(omni_code).body[0]
     return bool(super_calls(fn))
 
 def param_names(fn: ast.FunctionDef) -> list[str]:
