@@ -208,7 +208,7 @@ def split_points(body: str, fields: list[tuple[int, int]]) -> list[int]:
 
 
 def string_pieces(token: str, first: int, width: int, last: int) -> list[str] | None:
-    "A one-line string literal cut at word boundaries into literals: the first `first` wide, the rest `width`, the last `last`."
+    "A one-line literal cut after spaces into literals: the first `first` wide, the others `width`, the last `last`."
     prefix = token[:len(token) - len(token.lstrip("rRbBuUfF"))]
     quote = token[len(prefix):len(prefix) + 1]
     if token[len(prefix):len(prefix) + 3] == quote * 3 or not token.endswith(quote): return None
@@ -252,7 +252,8 @@ def split_line(text: str, row: int, limit: int) -> str | None:
     if len(line) <= limit: return None
     try: tokens = list(tokenize.generate_tokens(iter(text.splitlines(keepends=True)).__next__))
     except (tokenize.TokenError, SyntaxError): return None
-    on_row = [(i, t) for i, t in enumerate(tokens) if t.start[0] == row and t.type not in (tokenize.NL, tokenize.NEWLINE)]
+    on_row = [(i, t) for i, t in enumerate(tokens)
+              if t.start[0] == row and t.type not in (tokenize.NL, tokenize.NEWLINE)]
     indent = line[:len(line) - len(line.lstrip())]
     comment = next((t for _, t in on_row if t.type == tokenize.COMMENT), None)
     if comment is not None and not PRAGMA.match(comment.string):
