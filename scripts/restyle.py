@@ -267,9 +267,13 @@ def split_line(text: str, row: int, limit: int) -> str | None:
     if not strings: return None
     i, tok = max(strings, key=lambda it: len(it[1].string))
     bracket = enclosing(tokens, i)
-    alone = (tokens[i - 1].string == "(" and tokens[i + 1].string == ")" and bracket is not None
-             and not is_call(bracket))   # `("…")`: already parenthesized, one expression
-    wrap = not alone and not is_call(bracket)   # a top-level string, or an item of a collection (ISC004)
+    skip = (tokenize.NL, tokenize.COMMENT)
+    before = next((t for t in reversed(tokens[:i]) if t.type not in skip), None)
+    after = next((t for t in tokens[i + 1:] if t.type not in skip), None)
+    joined_already = tokenize.STRING in (getattr(before, "type", None), getattr(after, "type", None))
+    alone = getattr(before, "string", "") == "(" and getattr(after, "string", "") == ")"   # `("…")`: one expression
+    # parentheses for a top-level string or a collection's item (ISC004); never inside a concatenation it is part of
+    wrap = not (alone or joined_already or is_call(bracket))
     col = tok.start[1] + (1 if wrap else 0)
     rest = line[tok.end[1]:]
     close = ")" if wrap else ""

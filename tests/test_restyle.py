@@ -119,6 +119,10 @@ STRINGS = '''def port(path, n):
 NAMES = ["a long string in a list literal, which must be cut into parenthesized pieces (ISC004)", 2]
 NOTE = "a top-level string long enough to need parentheses around its pieces, cut at word boundaries"
 STEP = 1   # a trailing comment that takes this line over the limit, moved onto lines of its own above
+JOINED = (
+    f"{NOTE} a string already joined to the next one inside parentheses of its own, "
+    "and the next one"
+)
 MAP = {"k": f"{{braces}} stay literal, {n!r:>{width}} is a field and the rest of this text runs on past the limit"}
 '''
 
@@ -134,6 +138,7 @@ def test_long_strings_split_at_words_with_their_values_unchanged():
     assert 'NAMES = [("a long string' in out and 'NOTE = ("a top-level' in out   # ISC004: no bare pieces in a list
     assert 'raise ValueError(f"{path}: the' in out and "ValueError((" not in out   # a call's argument: no parentheses
     assert "{n!r:>{width}}" in out   # a replacement field is never cut
+    assert "JOINED = (\n    (" not in out   # a piece of a concatenation gets no parentheses of its own
     assert "# a trailing comment" in out.splitlines()[out.splitlines().index("STEP = 1") - 2]
     piece_without_field = [line for line in out.splitlines() if line.strip().startswith('"') and "{" in line]
     assert not piece_without_field, piece_without_field   # a piece with no field is no f-string; `{{` became `{`
