@@ -22,10 +22,12 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import keyword
 import re
 import shutil
 import subprocess
 import sys
+import tokenize
 from collections import Counter
 from pathlib import Path
 
@@ -158,6 +160,156 @@ def format_long_statements(ruff: str, root: Path, module: Path, rows: list[int])
     return done, refused
 
 
+# A comment a tool reads (`# noqa`, `# type:`, `# pyright:`, `# isort:`, `# fmt:`, nbdev's `#|`) stays where it is.
+PRAGMA = re.compile(r"#\s*(noqa\b|type:|pyright:|isort:|fmt:|\||%%)", re.IGNORECASE)
+KEYWORDS = frozenset(keyword.kwlist)
+MIN_PIECE = 24   # a string that would be cut into pieces narrower than this is left for a person
+
+
+def wrap_comment(text: str, indent: str, limit: int) -> list[str] | None:
+    "A `# comment`'s words as comment lines at `indent`, each within `limit`; None when a word alone is too wide."
+    words, lines = text.lstrip("#").split(), []
+    for word in words:
+        if lines and len(lines[-1]) + 1 + len(word) <= limit: lines[-1] += " " + word
+        else: lines.append(f"{indent}# {word}")
+    return lines if lines and all(len(line) <= limit for line in lines) else None
+
+
+def fstring_fields(body: str) -> list[tuple[int, int]]:
+    "The (start, end) spans of an f-string body's replacement fields, `{{`/`}}` escapes being literal text."
+    spans, i = [], 0
+    while i < len(body):
+        if body.startswith(("{{", "}}"), i): i += 2; continue
+        if body[i] != "{": i += 1; continue
+        start, depth, quote = i, 0, ""
+        while i < len(body):
+            c = body[i]
+            if quote:
+                if c == quote: quote = ""
+            elif c in "'\"": quote = c
+            elif c == "{": depth += 1
+            elif c == "}":
+                depth -= 1
+                if depth == 0: break
+            i += 1
+        spans.append((start, i + 1))
+        i += 1
+    return spans
+
+
+def split_points(body: str, fields: list[tuple[int, int]]) -> list[int]:
+    "Where `body` may be cut: just after a space in its literal text, never in an escape or a replacement field."
+    out = []
+    for i in range(1, len(body)):
+        if body[i - 1] != " " or body[i] == " " or any(a < i < b for a, b in fields): continue
+        backslashes = len(body[:i - 1]) - len(body[:i - 1].rstrip("\\"))
+        if backslashes % 2 == 0: out.append(i)
+    return out
+
+
+def string_pieces(token: str, first: int, width: int, last: int) -> list[str] | None:
+    "A one-line literal cut after spaces into literals: the first `first` wide, the others `width`, the last `last`."
+    prefix = token[:len(token) - len(token.lstrip("rRbBuUfF"))]
+    quote = token[len(prefix):len(prefix) + 1]
+    if token[len(prefix):len(prefix) + 3] == quote * 3 or not token.endswith(quote): return None
+    body, is_f = token[len(prefix) + 1:-1], "f" in prefix.lower()
+    fields = fstring_fields(body) if is_f else []
+    cuts, pieces, start, room = split_points(body, fields), [], 0, first
+    def shell(text: str) -> str:
+        if not is_f or fstring_fields(text): return f"{prefix}{quote}{text}{quote}"
+        plain = prefix.replace("f", "").replace("F", "")   # no field: not an f-string (F541), `{{` is `{` again
+        return f"{plain}{quote}{text.replace('{{', '{').replace('}}', '}')}{quote}"
+    while len(shell(body[start:])) > last:   # the rest does not fit as the last piece: cut once more
+        fits = [c for c in cuts if c > start and len(shell(body[start:c])) <= room]
+        if not fits: return None
+        pieces.append(shell(body[start:fits[-1]]))
+        start, room = fits[-1], width
+    pieces.append(shell(body[start:]))
+    return pieces if len(pieces) > 1 else None
+
+
+def enclosing(tokens: list, index: int) -> tuple[str, object] | None:
+    "The innermost open bracket around `tokens[index]` and the token before it; None at the top level."
+    stack = []
+    for i, tok in enumerate(tokens[:index]):
+        if tok.type == tokenize.OP and tok.string in "([{": stack.append((tok.string, tokens[i - 1] if i else None))
+        elif tok.type == tokenize.OP and tok.string in ")]}" and stack: stack.pop()
+    return stack[-1] if stack else None
+
+
+def is_call(bracket: tuple[str, object] | None) -> bool:
+    "Whether a bracket opens a call's (or a subscript's) arguments: implicit concatenation there is no collection item."
+    if bracket is None or bracket[1] is None: return False
+    char, before = bracket
+    if char == "[": return before.type == tokenize.NAME and before.string not in KEYWORDS or before.string in ")]"
+    return char == "(" and (before.type == tokenize.NAME and before.string not in KEYWORDS or before.string in ")]")
+
+
+def split_line(text: str, row: int, limit: int) -> str | None:
+    "`text` with line `row` brought within `limit`: its trailing comment moved above, or its longest string cut."
+    lines = text.splitlines(keepends=True)
+    line = lines[row - 1].rstrip("\n")
+    if len(line) <= limit: return None
+    try: tokens = list(tokenize.generate_tokens(iter(text.splitlines(keepends=True)).__next__))
+    except (tokenize.TokenError, SyntaxError): return None
+    on_row = [(i, t) for i, t in enumerate(tokens)
+              if t.start[0] == row and t.type not in (tokenize.NL, tokenize.NEWLINE)]
+    indent = line[:len(line) - len(line.lstrip())]
+    comment = next((t for _, t in on_row if t.type == tokenize.COMMENT), None)
+    if comment is not None and not PRAGMA.match(comment.string):
+        code = line[:comment.start[1]].rstrip()
+        if len(code) <= limit or not code.strip():
+            wrapped = wrap_comment(comment.string, indent, limit)
+            if wrapped is None: return None
+            lines[row - 1:row] = [w + "\n" for w in wrapped] + ([code + "\n"] if code.strip() else [])
+            return "".join(lines)
+    strings = [(i, t) for i, t in on_row if t.type == tokenize.STRING and t.end[0] == row]
+    if not strings: return None
+    i, tok = max(strings, key=lambda it: len(it[1].string))
+    bracket = enclosing(tokens, i)
+    skip = (tokenize.NL, tokenize.COMMENT)
+    before = next((t for t in reversed(tokens[:i]) if t.type not in skip), None)
+    after = next((t for t in tokens[i + 1:] if t.type not in skip), None)
+    joined_already = tokenize.STRING in (getattr(before, "type", None), getattr(after, "type", None))
+    alone = getattr(before, "string", "") == "(" and getattr(after, "string", "") == ")"   # `("…")`: one expression
+    # parentheses for a top-level string or a collection's item (ISC004); never inside a concatenation it is part of
+    wrap = not (alone or joined_already or is_call(bracket))
+    col = tok.start[1] + (1 if wrap else 0)
+    rest = line[tok.end[1]:]
+    close = ")" if wrap else ""
+    if limit - col < MIN_PIECE: return None
+    pieces = string_pieces(tok.string, limit - col, limit - col, limit - col - len(close) - len(rest))
+    if pieces is None: return None
+    joined = ("\n" + " " * col).join(pieces)
+    new = line[:tok.start[1]] + ("(" if wrap else "") + joined + close + rest
+    lines[row - 1] = new + "\n"
+    return "".join(lines)
+
+
+def same_values(before: str, after: str) -> bool:
+    "Whether two module texts parse to the same tree (every constant, f-string and docstring the same value)."
+    try: return ast.dump(ast.parse(before)) == ast.dump(ast.parse(after))
+    except SyntaxError: return False
+
+
+def split_long_lines(module: Path, rows: list[int], limit: int) -> tuple[int, list[str]]:
+    "Long strings cut and long comments moved above on each of `rows`, bottom up, the module's values unchanged."
+    done, refused = 0, []
+    for row in sorted(set(rows), reverse=True):
+        text = module.read_text(encoding="utf-8")
+        cell = next((c for c in cell_rows(text) if c[2] <= row <= c[3]), None)
+        if cell is None or cell[0] == "auto": continue
+        new = split_line(text, row, limit)
+        if new is None or not same_values(text, new): continue
+        if cell[3] - cell[2] + 2 + new.count("\n") - text.count("\n") > MAX_CELL_LINES:
+            why = f"{Path(cell[0]).name} #{cell[1]}: splitting its long strings would pass {MAX_CELL_LINES} lines"
+            if why not in refused: refused.append(why)
+            continue
+        module.write_text(new, encoding="utf-8")
+        done += 1
+    return done, refused
+
+
 def write_back(root: Path, module: Path, before: str, after: str) -> tuple[set[Path], list[tuple[tuple, str]]]:
     "The cells of `module` ruff changed, written into their notebooks: (notebooks written, [(cell, why)] not written)."
     old, new, ends = cells(before), cells(after), trailing_newlines(after)
@@ -248,8 +400,9 @@ def main(argv: list[str] | None = None) -> int:
     ruff, export, clean = tool("ruff"), tool("nbdev-export"), tool("nbdev-clean")
     pyproject = root / "pyproject.toml"
     if not pyproject.is_file(): fail(f"{pyproject} not found: pass the repository root with --root", 2)
-    lib = root / tomllib.loads(pyproject.read_text(encoding="utf-8")).get("tool", {}).get("nbdev", {}).get(
-        "lib_path", "omni_npu_port")
+    settings = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("tool", {})
+    lib = root / settings.get("nbdev", {}).get("lib_path", "omni_npu_port")
+    limit = settings.get("ruff", {}).get("line-length", 88)
     run([export], root)
     modules = library_modules(root, lib, args.paths)
     before = {m: m.read_text(encoding="utf-8") for m in modules}
@@ -264,6 +417,13 @@ def main(argv: list[str] | None = None) -> int:
     for m, r in rows.items():
         n, no = format_long_statements(ruff, root, m, r)
         ranges, refused = ranges + n, refused + no
+    rows = {}
+    for f in findings(ruff, root, modules):
+        if f["code"] == "E501": rows.setdefault(Path(f["filename"]), []).append(f["location"]["row"])
+    splits = 0
+    for m, r in rows.items():
+        n, no = split_long_lines(m, r, limit)
+        splits, refused = splits + n, refused + no
     after = {m: m.read_text(encoding="utf-8") for m in modules}
     written, skipped = set(), {}
     for m in modules:
@@ -278,7 +438,8 @@ def main(argv: list[str] | None = None) -> int:
               if exported_cells(m, root) != expected_cells(m, root, before[m], after[m], skipped.get(m, []))]
     end = findings(ruff, root, modules)
     print(f"restyle: {len(modules)} modules; ruff found {len(start)} ({by_rule(start)})")
-    print(f"restyle: {ranges} long statements formatted; {len(written)} notebooks written")
+    print(f"restyle: {ranges} long statements formatted; {splits} long strings or comments split; "
+          f"{len(written)} notebooks written")
     print(f"restyle: left {len(end)} ({by_rule(end)}); `ruff check {lib.name}` lists them")
     for why in (why for s in skipped.values() for _, why in s): print(f"restyle: not written: {why}")
     for why in refused: print(f"restyle: not formatted: {why}")

@@ -95,3 +95,75 @@ def test_restyle_fixes_the_notebooks_and_the_export_reproduces_ruff(tmp_path):
     assert "from .util import helper" in lib and "re.IGNORECASE" in lib
     again = subprocess.run(script, check=False, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0 and "0 notebooks written" in again.stdout and "left 0 " in again.stdout, again.stdout
+
+
+def _split_all(text: str, limit: int) -> str:
+    "`text` with every line over `limit` split by the restyle step, bottom up, as the script does."
+    for row in range(len(text.splitlines()), 0, -1):
+        new = restyle.split_line(text, row, limit)
+        if new is not None:
+            assert restyle.same_values(text, new), new
+            text = new
+    return text
+
+
+def _values(text: str) -> list:
+    "Every string constant and f-string of a module, compiled: what a split must leave unchanged."
+    import ast
+    tree = ast.parse(text)
+    return [ast.dump(n) for n in ast.walk(tree) if isinstance(n, (ast.Constant, ast.JoinedStr))]
+
+
+STRINGS = '''def port(path, n):
+    raise ValueError(f"{path}: the talker's forward context cannot go onto the NPU runner {n} times; pass --from")
+NAMES = ["a long string in a list literal, which must be cut into parenthesized pieces (ISC004)", 2]
+NOTE = "a top-level string long enough to need parentheses around its pieces, cut at word boundaries"
+STEP = 1   # a trailing comment that takes this line over the limit, moved onto lines of its own above
+JOINED = (
+    f"{NOTE} a string already joined to the next one inside parentheses of its own, "
+    "and the next one"
+)
+MAP = {"k": f"{{braces}} stay literal, {n!r:>{width}} is a field and the rest of this text runs on past the limit"}
+'''
+
+
+def test_long_strings_split_at_words_with_their_values_unchanged():
+    "Strings cut after spaces (f-strings between fields only), collection items and top-level ones parenthesized."
+    out = _split_all(STRINGS, 70)
+    assert max(map(len, out.splitlines())) <= 70, out
+    assert _values(out) == _values(STRINGS)   # the same constants, f-strings and their fields
+    import ast
+    assert {n.value for n in ast.walk(ast.parse(out)) if isinstance(n, ast.Constant) and isinstance(n.value, str)} \
+        == {n.value for n in ast.walk(ast.parse(STRINGS)) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+    assert 'NAMES = [("a long string' in out and 'NOTE = ("a top-level' in out   # ISC004: no bare pieces in a list
+    assert 'raise ValueError(f"{path}: the' in out and "ValueError((" not in out   # a call's argument: no parentheses
+    assert "{n!r:>{width}}" in out   # a replacement field is never cut
+    assert "JOINED = (\n    (" not in out   # a piece of a concatenation gets no parentheses of its own
+    assert "# a trailing comment" in out.splitlines()[out.splitlines().index("STEP = 1") - 2]
+    piece_without_field = [line for line in out.splitlines() if line.strip().startswith('"') and "{" in line]
+    assert not piece_without_field, piece_without_field   # a piece with no field is no f-string; `{{` became `{`
+
+
+def test_lines_it_must_not_split():
+    "A short line, a pragma comment, a triple-quoted string, a string with no space, a narrow column: left as they are."
+    assert restyle.split_line("x = 'short'\n", 1, 70) is None
+    pragma = "from a import b  # noqa: F401  (a re-export that the notebook's readers import from this very module)\n"
+    assert restyle.split_line(pragma, 1, 70) is None
+    assert restyle.split_line('x = """' + "word " * 20 + '"""\n', 1, 70) is None
+    assert restyle.split_line("x = '" + "a" * 90 + "'\n", 1, 70) is None
+    narrow = "value = some_function_name(first_argument, second_argument, 'a string cut here would be silly')\n"
+    assert restyle.split_line(narrow, 1, 70) is None   # fewer than MIN_PIECE columns left for its pieces
+    assert restyle.split_line("x = f'{a_very_long_field_expression_that_fills_the_whole_line_by_itself + b}'\n", 1,
+                              40) is None   # no cut outside the field
+
+
+def test_a_split_that_would_take_a_cell_past_60_lines_is_refused(tmp_path):
+    "The cell's line count is kept within tests/test_style.py's limit: the long string stays, the cell is named."
+    body = "".join(f"x{i} = {i}\n" for i in range(58))
+    module = tmp_path / "m.py"
+    module.write_text("# %% ../nbs/m.ipynb #c0000001\n" + body + "NOTE = '" + "word " * 40 + "'\n")
+    done, refused = restyle.split_long_lines(module, [60], 120)
+    assert done == 0 and refused == ["m.ipynb #c0000001: splitting its long strings would pass 60 lines"]
+    module.write_text("# %% ../nbs/m.ipynb #c0000001\nNOTE = '" + "word " * 40 + "'\n")
+    assert restyle.split_long_lines(module, [2], 120) == (1, [])
+    assert max(map(len, module.read_text().splitlines())) <= 120

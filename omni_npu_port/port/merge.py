@@ -521,7 +521,7 @@ def _own_statements(lines: list[str], own: list[bool]) -> list[str]:
 
 def _conflict(z, a, b, omni_l, own: list[bool] | None = None) -> list[Hunk]:
     "A conflict with the lines both sides share at its start and end taken out of it (`own`: which omni lines omni wrote)."
-    at, bt = [l.text for l in a], [l.text for l in b]
+    bt = [l.text for l in b]
     p = 0
     while p < min(len(a), len(b)) and a[p] == b[p]: p += 1
     s = 0

@@ -157,7 +157,7 @@ def class_findings(code: str, ix: SymbolIndex, packages: tuple = STACK_PACKAGES,
     "ONP4422 / ONP4423: constructors of the NPU side's classes, their fields read and unpacked, checked against the classes' source."
     try: live = parsed(keep_side(code))
     except SyntaxError: return []
-    names, shapes, out = _imported(live, packages), {}, []
+    names, out = _imported(live, packages), []
     passed = source_keywords(getattr(ix, "runner_modules", ()), packages)
     memo = getattr(ix, "shapes", {})   # a ReadyIndex keeps the shapes it was asked for
     own = _own_records(live)   # a record the module defines itself (a merged state record: port/records.ipynb)

@@ -183,7 +183,7 @@ class DerivedIndex:
     def _name(self, name: str, module: str, line: int):
         self.names.add(name)
         words = device_words(name)
-        if words - _GPU or not words and "_" in (key := twin_key(name)):
+        if words - _GPU or not words and "_" in twin_key(name):
             self.by_key.setdefault(twin_key(name), []).append((name, module, line))
 
 # %% ../../nbs/translate/derived.ipynb #7e47e65e

@@ -521,7 +521,7 @@ def visit_ImportFrom(self: ReexportFlag, node):
     if isinstance(node.names, cst.ImportStar):
         gs = [g for g in self.known if g.rpartition(".")[0] == mod]
         if gs:
-            p = self.known[sorted(gs)[0]]
+            p = self.known[min(gs)]
             c.diag("ONP2020", f"`from {mod} import *` brings catalog GPU symbols ({', '.join(sorted(gs))}) that are not "
                    f"translated: import them by name", node, p.id)
         return

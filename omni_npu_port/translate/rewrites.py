@@ -456,7 +456,7 @@ def visit_FunctionDef(self: SignatureChange, node):
 
 # %% ../../nbs/translate/rewrites.ipynb #00d10465
 @patch
-def visit_Call(self: SignatureChange, node):
+def visit_Call(self: SignatureChange, node):  # noqa: F811 (fastcore's @patch: a method of its class)
     f = node.func
     if not isinstance(f, cst.Attribute) or f.attr.value not in self.rules.methods or self.ctx.fstring: return
     c, name = self.ctx, f.attr.value
@@ -495,7 +495,7 @@ register(Code("ONP1012", "parameter-renamed", "a runner method's parameter takes
                      "only the new name at the target.", notebook=_NB, tool="translate", records=("fc.runtime-mode-kwarg",)))
 
 @patch
-def visit_Name(self: SignatureChange, node):
+def visit_Name(self: SignatureChange, node):  # noqa: F811 (fastcore's @patch: a method of its class)
     "A reference to a parameter `visit_FunctionDef` renamed (the parameter itself included) takes its NPU name."
     if node.value not in self.gpu_names or not self.renamed or id(node) in self.ctx.unscoped: return
     new = next((self.renamed[q] for q in self.qnames(node) if q in self.renamed), None)
@@ -670,7 +670,7 @@ class OverrideParameterRename(Rule):
 
 # %% ../../nbs/translate/rewrites.ipynb #fa53ec0b
 @patch
-def visit_FunctionDef(self: OverrideParameterRename, node):
+def visit_FunctionDef(self: OverrideParameterRename, node):  # noqa: F811 (fastcore's @patch)
     c, name = self.ctx, node.name.value
     if name not in self.table or len(c.scopes) < 2 or c.scopes[-2][0] != "c": return   # a method of a class
     p, ren = self.table[name]
@@ -684,14 +684,14 @@ def visit_FunctionDef(self: OverrideParameterRename, node):
            f"{self.rules.vllm_ascend} calls {name} with {', '.join(f'{n}=' for n in renamed.values())})", node, p.id, stmt=node)
 
 @patch
-def visit_Name(self: OverrideParameterRename, node):
+def visit_Name(self: OverrideParameterRename, node):  # noqa: F811 (fastcore's @patch)
     "A reference to a renamed parameter (the parameter itself included) takes its NPU name."
     if node.value not in self.gpu_names or not self.renamed or id(node) in self.ctx.unscoped: return
     new = next((self.renamed[q] for q in self.qnames(node) if q in self.renamed), None)
     if new is not None: self.ctx.edit(node, lambda u, new=new: u.with_changes(value=new))
 
 @patch
-def visit_Call(self: OverrideParameterRename, node):
+def visit_Call(self: OverrideParameterRename, node):  # noqa: F811 (fastcore's @patch)
     "`self.<method>(gpu_keyword=...)`: the keyword takes the NPU name."
     f = node.func
     if not isinstance(f, cst.Attribute) or f.attr.value not in self.table: return
