@@ -13,7 +13,11 @@ from ..core.diagnostics import Code, register
 from .context import BLOCKS, RULE_VISITORS, STMT_TYPES, FileContext, Tracker
 from .cst_fast import BatchVisitor, comments_in, node_positions
 from .rules import RuleSet
-from . import rewrites, flags   # noqa: F401  (their rule classes register themselves, rewrites first)
+# isort: split
+# their rule classes register themselves when imported: rewrites first, then flags
+from . import rewrites  # noqa: F401
+# isort: split
+from . import flags  # noqa: F401
 
 SENTINEL = b"#~onp-chunk~"   # the line before each statement group of a chunked translation (see chunking)
 
