@@ -9,6 +9,7 @@ __all__ = ['CATALOG', 'current_platform', 'translate_source', 'port_method', 'po
 __version__ = "0.1.0"
 
 from .core.display import HTML_PROVIDERS
+
 HTML_PROVIDERS.append("omni_npu_port.docs.render")   # result objects render as HTML in Jupyter, on first need
 
 _FACADE = {   # name -> the module that defines it
@@ -21,7 +22,17 @@ _FACADE = {   # name -> the module that defines it
     "port_release": "omni_npu_port.port.release",
     "PortOptions": "omni_npu_port.port.method",
 }
-_all_ = ["CATALOG", "current_platform", "translate_source", "port_method", "port_class", "audit", "port_release", "PortOptions"]   # literal, for nbdev
+_all_ = [
+    "CATALOG",
+    "current_platform",
+    "translate_source",
+    "port_method",
+    "port_class",
+    "audit",
+    "port_release",
+    "PortOptions",
+]  # literal, for nbdev
+
 
 # %% ../nbs/facade.ipynb #11fa0349
 def __getattr__(name: str):

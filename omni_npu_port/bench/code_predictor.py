@@ -9,8 +9,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .talker_mtp import TalkerMTP, TalkerMTPConfig, rotary_table
 from ..runtime.ops import OpSet, ops_for
+from .talker_mtp import TalkerMTP, TalkerMTPConfig, rotary_table
 
 # %% auto #0
 __all__ = ['PredictorLayer', 'CodePredictor', 'predictor_body', 'sample_codes', 'predictor_forward', 'from_talker_mtp',
@@ -87,7 +87,8 @@ def sample_codes(logits, uniforms=None, top_k: int = 50, top_p: float = 0.8):
 # %% ../../nbs/bench/code_predictor.ipynb #be0d17af
 @torch.no_grad()
 def predictor_forward(m: CodePredictor, talker_hidden, code0, uniforms=None):
-    "Fill groups 1..G-1 from `talker_hidden` `[B, hidden]` and `code0` `[B]` → (codes `[B, G-1]`, logits `[B, G-1, V]`)."
+    ("Fill groups 1..G-1 from `talker_hidden` `[B, hidden]` and `code0` `[B]` → (codes `[B, G-1]`, logits `[B, G-1, "
+     "V]`).")
     G, B = m.cfg.num_code_groups, talker_hidden.shape[0]
     buf = talker_hidden.new_zeros(B, m.cfg.max_positions, m.cfg.hidden_size)   # per call: no aliasing across calls
     buf[:, 0] = talker_hidden
@@ -129,12 +130,14 @@ def from_talker_mtp(tm: TalkerMTP, ops: OpSet | None = None) -> CodePredictor:
         for mine, theirs in ((L.input_norm, T.input_layernorm), (L.post_norm, T.post_attention_layernorm),
                              (L.q_norm, a.q_norm), (L.k_norm, a.k_norm)): mine.copy_(theirs.weight)
     m.norm.copy_(tm.norm.weight)
-    for mine, theirs in zip([*m.code_embeddings, *m.lm_heads], [*tm.code_embeddings, *tm.lm_heads]): mine.weight.copy_(theirs.weight)
+    for mine, theirs in zip([*m.code_embeddings, *m.lm_heads], [*tm.code_embeddings, *tm.lm_heads]):
+        mine.weight.copy_(theirs.weight)
     return m
 
 # %% ../../nbs/bench/code_predictor.ipynb #5f46c786
 def weight_bytes_per_call(cfg: TalkerMTPConfig, dtype=torch.bfloat16) -> int:
-    "Bytes of weights one predictor call reads: (G-1) passes over every layer and the final norm, plus one LM head each."
+    ("Bytes of weights one predictor call reads: (G-1) passes over every layer and the final norm, plus one LM head "
+     "each.")
     e = torch.empty((), dtype=dtype).element_size()
     h, d, i = cfg.hidden_size, cfg.head_dim, cfg.intermediate_size
     layer = h * (cfg.num_heads + 2 * cfg.num_kv_heads) * d + cfg.num_heads * d * h + 3 * h * i + 2 * h + 2 * d

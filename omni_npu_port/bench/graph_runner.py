@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
-
-from fastcore.basics import patch
 
 import torch
+from fastcore.basics import patch
 
 from ..runtime.platform import capture_graph, warm_up_on_side_stream
 
@@ -80,7 +79,9 @@ def is_oom(e: BaseException) -> bool:
     oom, seen = getattr(torch, "OutOfMemoryError", None), set()
     while e is not None and id(e) not in seen:   # an OOM inside a capture often surfaces as the capture's own error
         seen.add(id(e))
-        if (oom is not None and isinstance(e, oom)) or (isinstance(e, RuntimeError) and "out of memory" in str(e).lower()):
+        if (oom is not None and isinstance(e, oom)) or (
+            isinstance(e, RuntimeError) and "out of memory" in str(e).lower()
+        ):
             return True
         e = e.__cause__ or e.__context__
     return False
@@ -103,7 +104,8 @@ class GraphRunner:
                  capture: Callable | None = None, warmup: int = 3):
         self.fn, self.example_inputs, self.warmup = fn, example_inputs, warmup
         self.buckets = tuple(sorted({int(b) for b in buckets}))
-        if not self.buckets or self.buckets[0] <= 0: raise ValueError(f"buckets must be positive batch sizes, got {buckets!r}")
+        if not self.buckets or self.buckets[0] <= 0:
+            raise ValueError(f"buckets must be positive batch sizes, got {buckets!r}")
         self.platform = platform if platform is not None else _default_platform()
         self._capture = capture or device_capture
         self.graphs: dict[int, CapturedBucket] = {}
@@ -127,7 +129,12 @@ class GraphRunner:
             try: cb = self._capture(self, b)
             except Exception as e:
                 if not is_oom(e): raise
-                self.status[b] = BucketStatus(b, "failed", f"out of memory while capturing batch {b}: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
+                self.status[b] = BucketStatus(
+                    b,
+                    "failed",
+                    f"out of memory while capturing batch {b}: "
+                    f"{str(e).splitlines()[0] if str(e) else type(e).__name__}",
+                )
                 p.empty_cache()
                 continue
             self.graphs[b] = cb
@@ -159,12 +166,15 @@ def _eager(self: GraphRunner, batch: int, reason: str, inputs):
 
 @patch
 def __call__(self: GraphRunner, *inputs):
-    "Replay the smallest captured bucket that holds the batch (inputs copied in, outputs sliced out); eager when none does."
+    ("Replay the smallest captured bucket that holds the batch (inputs copied in, outputs sliced out); eager when none "
+     "does.")
     n = int(inputs[0].shape[0])
     if not self.graphs: return self._eager(n, self._no_graph_reason(), inputs)
     b = self.bucket_for(n)
     if b is None:
-        return self._eager(n, f"batch {n} is larger than the largest captured bucket {max(self.graphs)}; ran eager", inputs)
+        return self._eager(
+            n, f"batch {n} is larger than the largest captured bucket {max(self.graphs)}; ran eager", inputs
+        )
     cb = self.graphs[b]
     for static, x in zip(cb.inputs, inputs): static[:n].copy_(x)
     cb.replay()

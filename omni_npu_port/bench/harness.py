@@ -14,10 +14,9 @@ from functools import partial
 import numpy as np
 import torch
 
-from .graph_runner import GraphRunner
-from .result import (SCHEMA_VERSION, BenchResult, BucketResult, DeviceInfo, HarnessOverhead, Settings,
-                                        Shapes)
 from ..core.profile import load_profile
+from .graph_runner import GraphRunner
+from .result import SCHEMA_VERSION, BenchResult, BucketResult, DeviceInfo, HarnessOverhead, Settings, Shapes
 from .talker_mtp import TalkerMTP, TalkerMTPConfig
 
 # %% auto #0
@@ -53,20 +52,32 @@ def latency_stats(samples: list[float]) -> dict:
             "n": int(a.size), "p50_ci": [float(lo), float(hi)]}
 
 def noise_notes(rows, harness) -> list[str]:
-    "Warnings where the run is too noisy for its claims: a speed-up whose p50 intervals overlap, a spread past 2×, an overhead lost in the noise."
+    ("Warnings where the run is too noisy for its claims: a speed-up whose p50 intervals overlap, a spread past 2×, an "
+     "overhead lost in the noise.")
     out = []
     for r in rows:
         e, g = r.eager_ms, r.replay_ms
         if e.get("p10") and e["p90"] / e["p10"] > 2:
-            out.append(f"noise: batch {r.batch}: eager p10–p90 {e['p10']:.3f}–{e['p90']:.3f} ms ({e['p90'] / e['p10']:.1f}×): "
-                       "the machine is busy; rerun with more --iters on an idle machine before trusting these figures")
+            out.append(
+                f"noise: batch {r.batch}: eager p10–p90 {e['p10']:.3f}–{e['p90']:.3f} ms ({e['p90'] / e['p10']:.1f}×): "
+                "the machine is busy; rerun with more --iters on an idle machine before trusting these figures"
+            )
         if g and g.get("p50_ci") and e.get("p50_ci") and r.speedup and g["p50_ci"][1] >= e["p50_ci"][0]:
-            out.append(f"noise: batch {r.batch}: the speed-up {r.speedup:.2f}× is within the noise (eager p50 95 % interval "
-                       f"{e['p50_ci'][0]:.3f}–{e['p50_ci'][1]:.3f} ms overlaps replay's {g['p50_ci'][0]:.3f}–{g['p50_ci'][1]:.3f} ms)")
-    if harness.get("spread_us") is not None and harness["spread_us"] > harness["eager_step_us"] * harness["target_fraction"]:
-        out.append(f"noise: the harness overhead ({harness['overhead_fraction']:.2%}) cannot be told from the noise here: "
-                   f"{harness['spread_us']:.1f} µs (the empty step's p10–p90 plus the eager p50's 95 % interval) is more than "
-                   f"the {harness['target_fraction']:.0%} target's {harness['eager_step_us'] * harness['target_fraction']:.1f} µs")
+            out.append(
+                f"noise: batch {r.batch}: the speed-up {r.speedup:.2f}× is within the noise (eager p50 95 % interval "
+                f"{e['p50_ci'][0]:.3f}–{e['p50_ci'][1]:.3f} ms overlaps replay's "
+                f"{g['p50_ci'][0]:.3f}–{g['p50_ci'][1]:.3f} ms)"
+            )
+    if (
+        harness.get("spread_us") is not None
+        and harness["spread_us"] > harness["eager_step_us"] * harness["target_fraction"]
+    ):
+        out.append(
+            f"noise: the harness overhead ({harness['overhead_fraction']:.2%}) cannot be told from the noise here: "
+            f"{harness['spread_us']:.1f} µs (the empty step's p10–p90 plus the eager p50's 95 % interval) is more than "
+            f"the {harness['target_fraction']:.0%} target's "
+            f"{harness['eager_step_us'] * harness['target_fraction']:.1f} µs"
+        )
     return out
 
 # %% ../../nbs/bench/harness.ipynb #054b6fd3
@@ -88,7 +99,10 @@ def _output_parity(i: int, e, r, tol: float) -> dict:
 
 def compare_outputs(eager, replay, dtype: str) -> dict:
     "Per output: the largest difference (floating) or the positions that differ (integer); ok when all are within it."
-    eager, replay = (eager if isinstance(eager, tuple) else (eager,)), (replay if isinstance(replay, tuple) else (replay,))
+    eager, replay = (
+        (eager if isinstance(eager, tuple) else (eager,)),
+        (replay if isinstance(replay, tuple) else (replay,)),
+    )
     if len(eager) != len(replay): raise ValueError(f"eager gave {len(eager)} outputs, replay {len(replay)}")
     tol = TOLERANCES[dtype]
     outs = [_output_parity(i, e, r, tol) for i, (e, r) in enumerate(zip(eager, replay))]
@@ -191,22 +205,32 @@ def memory_bytes(platform) -> int | None:
     except (ValueError, OSError, AttributeError): return None
 
 def check_batch_sizes(batch_sizes, cfg: TalkerMTPConfig, dtype: str, platform) -> None:
-    "A ValueError, before anything is allocated, for buckets that are not positive and increasing, or that cannot fit in memory."
+    ("A ValueError, before anything is allocated, for buckets that are not positive and increasing, or that cannot fit "
+     "in memory.")
     sizes = list(batch_sizes)
     if not sizes or any(not isinstance(b, int) or b < 1 for b in sizes) or sizes != sorted(set(sizes)):
         raise ValueError(f"batch sizes {sizes} are not valid: positive integers in increasing order, e.g. 1,2,4,8")
-    if sizes[-1] > MAX_BATCH: raise ValueError(f"batch size {sizes[-1]} is larger than {MAX_BATCH}, the largest bucket a benchmark takes")
+    if sizes[-1] > MAX_BATCH:
+        raise ValueError(f"batch size {sizes[-1]} is larger than {MAX_BATCH}, the largest bucket a benchmark takes")
     need, have = row_bytes(cfg, dtype) * (2 * sizes[-1] + sum(sizes)), memory_bytes(platform)
     if have and need > have:
-        fits = max((b for b in sizes if row_bytes(cfg, dtype) * (2 * b + sum(x for x in sizes if x <= b)) <= have), default=None)
-        raise ValueError(f"batch sizes up to {sizes[-1]} would need about {need / 2**30:.1f} GiB ({dtype}), more than the "
-                         f"{have / 2**30:.1f} GiB of {platform.name} memory; use smaller buckets"
-                         + (f" (up to {fits} fits)" if fits else "") + (" or --small" if cfg.hidden_size > 64 else ""))
+        fits = max(
+            (b for b in sizes if row_bytes(cfg, dtype) * (2 * b + sum(x for x in sizes if x <= b)) <= have),
+            default=None,
+        )
+        raise ValueError(
+            f"batch sizes up to {sizes[-1]} would need about {need / 2**30:.1f} GiB ({dtype}), more than the "
+            f"{have / 2**30:.1f} GiB of {platform.name} memory; use smaller buckets"
+            + (f" (up to {fits} fits)" if fits else "")
+            + (" or --small" if cfg.hidden_size > 64 else "")
+        )
 
 def check_counts(iters: int, warmup: int) -> None:
     "A ValueError for fewer than 1 timed run or a negative warm-up."
-    if not (isinstance(iters, int) and iters >= 1): raise ValueError(f"iters {iters!r} is not valid: at least 1 timed run")
-    if not (isinstance(warmup, int) and warmup >= 0): raise ValueError(f"warmup {warmup!r} is not valid: an integer >= 0")
+    if not (isinstance(iters, int) and iters >= 1):
+        raise ValueError(f"iters {iters!r} is not valid: at least 1 timed run")
+    if not (isinstance(warmup, int) and warmup >= 0):
+        raise ValueError(f"warmup {warmup!r} is not valid: an integer >= 0")
 
 # %% ../../nbs/bench/harness.ipynb #ea8c4daf
 def run_bench(device: str = "auto", batch_sizes=None, iters: int | None = None, warmup: int | None = None,
@@ -226,7 +250,9 @@ def run_bench(device: str = "auto", batch_sizes=None, iters: int | None = None, 
     check_counts(iters, warmup)
     check_batch_sizes(batch_sizes, cfg, dtype, p)   # before anything is allocated
     model = TalkerMTP(cfg, max_batch=max(batch_sizes), device=p.device, dtype=getattr(torch, dtype))
-    runner = GraphRunner(model, model.example_inputs, batch_sizes, platform=p, capture=capture, warmup=max(1, min(warmup, 3)))
+    runner = GraphRunner(
+        model, model.example_inputs, batch_sizes, platform=p, capture=capture, warmup=max(1, min(warmup, 3))
+    )
     tick(f"capturing {len(batch_sizes)} buckets on {p.name}", 0)
     status = runner.capture()
     tick("captured", 1)
@@ -302,8 +328,10 @@ def results_table(result: dict):
                     "—" if not par else ("ok" if par["ok"] else "FAIL")]
         t.add_row(*row)
     h = result["harness"]
-    t.caption = (f"harness overhead {h['overhead_fraction']:.2%} of the eager step (target < {h['target_fraction']:.0%})"
-                 + "".join(f"\n{n}" for n in result["notes"]))
+    t.caption = (
+        f"harness overhead {h['overhead_fraction']:.2%} of the eager step (target < {h['target_fraction']:.0%})"
+        + "".join(f"\n{n}" for n in result["notes"])
+    )
     return t
 
 def plot_results(result: dict, path=None):
@@ -333,9 +361,11 @@ def plot_results(result: dict, path=None):
 
 # %% ../../nbs/bench/harness.ipynb #019ded22
 def short_bench(console=None, device: str = "cpu") -> dict:
-    "A seconds-long benchmark (small shapes, buckets 1 and 2) on `device` (`auto`: the one the runtime chose), printed as a table."
+    ("A seconds-long benchmark (small shapes, buckets 1 and 2) on `device` (`auto`: the one the runtime chose), "
+     "printed as a table.")
     from rich.console import Console
-    res = run_bench(device=device, batch_sizes=(1, 2), iters=5, warmup=2, small=True)   # the profile's dtype, as `bench`
+
+    res = run_bench(device=device, batch_sizes=(1, 2), iters=5, warmup=2, small=True)  # the profile's dtype, as `bench`
     (console or Console()).print(results_table(res))
     return res
 
@@ -348,9 +378,16 @@ def check_targets(result: dict, min_speedup: float = 3.0, max_over_kernel: float
             "detail": f"{h['overhead_fraction']:.3%} ({h['empty_step_us']:.2f} µs of {h['eager_step_us']:.1f} µs)"}]
     graphs = [r for r in rows.values() if r["mode"] == "graph"]
     bad = [r["batch"] for r in graphs if not r["parity"]["ok"]]
-    out.append({"target": "replay agrees with eager (per-dtype tolerance)", "applies": bool(graphs), "ok": bool(graphs) and not bad,
-                "detail": (f"batches {bad} differ" if bad else f"{len(graphs)} buckets agree") if graphs
-                          else f"{d['backend']} has no device graphs"})
+    out.append(
+        {
+            "target": "replay agrees with eager (per-dtype tolerance)",
+            "applies": bool(graphs),
+            "ok": bool(graphs) and not bad,
+            "detail": (f"batches {bad} differ" if bad else f"{len(graphs)} buckets agree")
+            if graphs
+            else f"{d['backend']} has no device graphs",
+        }
+    )
     cuda_full = d["backend"] == "cuda" and result["shapes"]["preset"] == "full"
     why_not = f"needs CUDA and the full shapes; this run: {d['backend']}, {result['shapes']['preset']}"
     r1 = rows.get(1)
@@ -360,8 +397,18 @@ def check_targets(result: dict, min_speedup: float = 3.0, max_over_kernel: float
                 "detail": (f"{sp:.2f}x" if sp is not None else "batch 1 was not captured") if cuda_full else why_not})
     ratios = {r["batch"]: r["replay_over_kernel"] for r in graphs}
     have = cuda_full and bool(ratios) and all(v is not None for v in ratios.values())
-    out.append({"target": f"replay <= {max_over_kernel:g}x summed kernel time", "applies": cuda_full,
-                "ok": have and all(v <= max_over_kernel for v in ratios.values()),
-                "detail": (", ".join(f"b{b}: {v:.2f}x" for b, v in ratios.items()) if have else "no kernel time (run with --profile-kernels)")
-                          if cuda_full else why_not})
+    out.append(
+        {
+            "target": f"replay <= {max_over_kernel:g}x summed kernel time",
+            "applies": cuda_full,
+            "ok": have and all(v <= max_over_kernel for v in ratios.values()),
+            "detail": (
+                ", ".join(f"b{b}: {v:.2f}x" for b, v in ratios.items())
+                if have
+                else "no kernel time (run with --profile-kernels)"
+            )
+            if cuda_full
+            else why_not,
+        }
+    )
     return out

@@ -13,12 +13,12 @@ from functools import partial
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from ..core.profile import load_profile
+from ..runtime.ops import ops_for
 from .code_predictor import CodePredictor, weight_bytes_per_call
 from .graph_runner import GraphRunner
 from .harness import _versions, compare_outputs, latency_stats, platform_for, time_steps
 from .talker_mtp import TalkerMTP, TalkerMTPConfig
-from ..core.profile import load_profile
-from ..runtime.ops import ops_for
 
 # %% auto #0
 __all__ = ['VIEW_OPS', 'MODES', 'SUBJECTS', 'OpCounter', 'count_ops', 'build_subject', 'copy_bandwidth', 'kernel_stats',
@@ -49,7 +49,8 @@ SUBJECTS = ("code-predictor", "static-kv")
 
 def build_subject(subject: str, cfg: TalkerMTPConfig, platform, dtype, max_batch: int):
     "The module measured: the code predictor over the platform's op set, or the static-KV-cache module."
-    if subject == "code-predictor": return CodePredictor(cfg, device=platform.device, dtype=dtype, ops=ops_for(platform)).eval()
+    if subject == "code-predictor":
+        return CodePredictor(cfg, device=platform.device, dtype=dtype, ops=ops_for(platform)).eval()
     if subject == "static-kv": return TalkerMTP(cfg, max_batch=max_batch, device=platform.device, dtype=dtype).eval()
     raise ValueError(f"subject {subject!r}: choose one of {', '.join(SUBJECTS)}")
 
@@ -98,7 +99,9 @@ def _row(subject, mode, b, **kw) -> dict:
     return {"subject": subject, "mode": mode, "batch": b, "status": "ok", "reason": "", **measured, **kw}
 
 # %% ../../nbs/bench/modes.ipynb #d90d10af
-def measure_subject(subject, cfg, platform, dtype, modes, buckets, iters, warmup, bandwidth, progress=None) -> list[dict]:
+def measure_subject(
+    subject, cfg, platform, dtype, modes, buckets, iters, warmup, bandwidth, progress=None
+) -> list[dict]:
     "One row per (mode, bucket) for one subject."
     model = build_subject(subject, cfg, platform, dtype, max(buckets))
     roof = weight_bytes_per_call(cfg, dtype) / bandwidth * 1e3
@@ -110,7 +113,10 @@ def measure_subject(subject, cfg, platform, dtype, modes, buckets, iters, warmup
         # torch.compile fails in many types (dynamo's, inductor's, the backend's): the row names it, the other
         # modes still run
         except Exception as e:  # noqa: BLE001
-            rows += [_row(subject, mode, b, status="failed", reason=f"{type(e).__name__}: {str(e).splitlines()[0][:200]}") for b in buckets]
+            rows += [
+                _row(subject, mode, b, status="failed", reason=f"{type(e).__name__}: {str(e).splitlines()[0][:200]}")
+                for b in buckets
+            ]
             continue
         for b in buckets:
             if fn is None: rows.append(_row(subject, mode, b, status="unavailable", reason=why)); continue
@@ -119,15 +125,39 @@ def measure_subject(subject, cfg, platform, dtype, modes, buckets, iters, warmup
             st = latency_stats(time_steps(partial(fn, *x), platform.synchronize, iters, warmup))
             cap = caps.get(b, (None, None))
             k, kms = kernel_stats(partial(fn, *x), platform.synchronize) if platform.name == "cuda" else (None, None)
-            rows.append(_row(subject, mode, b, p50_ms=st["p50"], p90_ms=st["p90"], capture_s=cap[0], compile_s=compile_s,
-                             pool_bytes=cap[1], parity=compare_outputs(eager[b], fn(*x), str(dtype).split(".")[-1]),
-                             ops_per_call=count_ops(model, *x) if mode in ("eager", "graph") else None,
-                             kernels_per_call=k, kernel_ms=kms, roofline_ms=roof, over_roofline=st["p50"] / roof))
+            rows.append(
+                _row(
+                    subject,
+                    mode,
+                    b,
+                    p50_ms=st["p50"],
+                    p90_ms=st["p90"],
+                    capture_s=cap[0],
+                    compile_s=compile_s,
+                    pool_bytes=cap[1],
+                    parity=compare_outputs(eager[b], fn(*x), str(dtype).split(".")[-1]),
+                    ops_per_call=count_ops(model, *x) if mode in ("eager", "graph") else None,
+                    kernels_per_call=k,
+                    kernel_ms=kms,
+                    roofline_ms=roof,
+                    over_roofline=st["p50"] / roof,
+                )
+            )
     return rows
 
 # %% ../../nbs/bench/modes.ipynb #c13421e7
-def run_modes(device: str = "auto", subjects=("code-predictor",), modes=MODES, batch_sizes=(1,), iters: int | None = None,
-              warmup: int | None = None, small: bool = False, dtype: str | None = None, platform=None, progress=None) -> dict:
+def run_modes(
+    device: str = "auto",
+    subjects=("code-predictor",),
+    modes=MODES,
+    batch_sizes=(1,),
+    iters: int | None = None,
+    warmup: int | None = None,
+    small: bool = False,
+    dtype: str | None = None,
+    platform=None,
+    progress=None,
+) -> dict:
     "Every mode of every subject on one device, per bucket, with the copy bandwidth measured in the same run."
     prof = load_profile()
     iters, warmup, dtype = iters or prof.iters, prof.warmup if warmup is None else warmup, dtype or prof.dtype
@@ -137,11 +167,26 @@ def run_modes(device: str = "auto", subjects=("code-predictor",), modes=MODES, b
     cfg = TalkerMTPConfig.small() if small else TalkerMTPConfig.full()
     bw, rows = copy_bandwidth(p), []
     for s in subjects:
-        rows += measure_subject(s, cfg, p, getattr(torch, dtype), list(modes), list(batch_sizes), iters, warmup, bw, progress)
-    return {"tool": "omni-npu-port bench --mode", "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            "device": {"backend": p.name, "device": str(p.device), "supports_graphs": bool(p.supports_graphs),
-                       "ops": ops_for(p).name}, "versions": _versions(p), "shapes": "small" if small else "full",
-            "dtype": dtype, "iters": iters, "warmup": warmup, "copy_bandwidth_gbs": bw / 1e9, "rows": rows}
+        rows += measure_subject(
+            s, cfg, p, getattr(torch, dtype), list(modes), list(batch_sizes), iters, warmup, bw, progress
+        )
+    return {
+        "tool": "omni-npu-port bench --mode",
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "device": {
+            "backend": p.name,
+            "device": str(p.device),
+            "supports_graphs": bool(p.supports_graphs),
+            "ops": ops_for(p).name,
+        },
+        "versions": _versions(p),
+        "shapes": "small" if small else "full",
+        "dtype": dtype,
+        "iters": iters,
+        "warmup": warmup,
+        "copy_bandwidth_gbs": bw / 1e9,
+        "rows": rows,
+    }
 
 # %% ../../nbs/bench/modes.ipynb #f634d6e5
 def _f(v, spec=".3f"): return "—" if v is None else format(v, spec)
@@ -156,8 +201,12 @@ def modes_table(result: dict):
     "A rich Table of 120 columns or fewer: a row per subject, mode and bucket; why a mode did not run, under it."
     from rich.table import Table
     d = result["device"]
-    t = Table(title=f"modes on {d['backend']} ({d['device']}, op set {d['ops']}), {result['shapes']} shapes, {result['dtype']}; "
-                    f"copy bandwidth {result['copy_bandwidth_gbs']:.1f} GB/s", show_edge=False)
+    t = Table(
+        title=f"modes on {d['backend']} ({d['device']}, op set {d['ops']}), {result['shapes']} shapes, "
+              f"{result['dtype']}; "
+        f"copy bandwidth {result['copy_bandwidth_gbs']:.1f} GB/s",
+        show_edge=False,
+    )
     rows = [{**r, "pool_mib": r["pool_bytes"] / 2**20 if r["pool_bytes"] is not None else None} for r in result["rows"]]
     cols = [c for c in _COLUMNS if any(r[c[1]] is not None for r in rows)]
     for h in ("subject", "mode"): t.add_column(h, no_wrap=True)
@@ -187,27 +236,60 @@ def plot_modes(result: dict, path=None):
     return fig
 
 # %% ../../nbs/bench/modes.ipynb #4374f719
-def check_mode_targets(result: dict, max_vs_anchor: float = 1.25, max_kernels: int = 1000, max_over_kernel: float = 1.2) -> list[dict]:
+def check_mode_targets(
+    result: dict, max_vs_anchor: float = 1.25, max_kernels: int = 1000, max_over_kernel: float = 1.2
+) -> list[dict]:
     "The targets for a `run_modes` result: one dict per target with `applies`, `ok` and a `detail` sentence."
     rows, d = result["rows"], result["device"]
     gpu = d["backend"] == "cuda" and result["shapes"] == "full"
     why = f"needs CUDA and the full shapes; this run: {d['backend']}, {result['shapes']}"
-    get = lambda m, b: next((r for r in rows if (r["subject"], r["mode"], r["batch"]) == ("code-predictor", m, b) and r["status"] == "ok"), None)
+    get = lambda m, b: next(
+        (r for r in rows if (r["subject"], r["mode"], r["batch"]) == ("code-predictor", m, b) and r["status"] == "ok"),
+        None,
+    )
     buckets = sorted({r["batch"] for r in rows if r["subject"] == "code-predictor"})
     pairs = {b: (get("graph", b), get("compiled+graph", b)) for b in buckets}
     have = gpu and buckets and all(g and a for g, a in pairs.values())
     vs = {b: g["p50_ms"] / a["p50_ms"] for b, (g, a) in pairs.items()} if have else {}
-    ks = {b: g["kernels_per_call"] for b, (g, _) in pairs.items() if g and g["kernels_per_call"] is not None} if have else {}
+    ks = (
+        {b: g["kernels_per_call"] for b, (g, _) in pairs.items() if g and g["kernels_per_call"] is not None}
+        if have
+        else {}
+    )
     graphs = [r for r in rows if r["mode"].endswith("graph") and r["status"] == "ok" and r["kernel_ms"]]
     ran = [r for r in rows if r["status"] == "ok"]
     return [
-        {"target": f"graph path <= {max_vs_anchor:g}x compiled+graph (code predictor)", "applies": gpu, "ok": bool(vs) and all(v <= max_vs_anchor for v in vs.values()),
-         "detail": (", ".join(f"b{b}: {v:.2f}x" for b, v in vs.items()) or "graph or compiled+graph missing") if gpu else why},
-        {"target": f"kernels per call on the graph path <= {max_kernels}", "applies": gpu, "ok": bool(ks) and all(v <= max_kernels for v in ks.values()),
-         "detail": (", ".join(f"b{b}: {v:.0f}" for b, v in ks.items()) or "no kernel counts") if gpu else why},
-        {"target": f"graph p50 <= {max_over_kernel:g}x summed kernel time", "applies": gpu,
-         "ok": bool(graphs) and all(r["p50_ms"] <= max_over_kernel * r["kernel_ms"] for r in graphs),
-         "detail": (", ".join(f"{r['subject']}/{r['mode']}/b{r['batch']}: {r['p50_ms'] / r['kernel_ms']:.2f}x" for r in graphs) or "no kernel time") if gpu else why},
-        {"target": "ratio to the HBM roofline on every row that ran", "applies": True,
-         "ok": bool(ran) and all(r["over_roofline"] is not None for r in ran),
-         "detail": ", ".join(f"{r['subject']}/{r['mode']}/b{r['batch']}: {r['over_roofline']:.1f}x" for r in ran)}]
+        {
+            "target": f"graph path <= {max_vs_anchor:g}x compiled+graph (code predictor)",
+            "applies": gpu,
+            "ok": bool(vs) and all(v <= max_vs_anchor for v in vs.values()),
+            "detail": (", ".join(f"b{b}: {v:.2f}x" for b, v in vs.items()) or "graph or compiled+graph missing")
+            if gpu
+            else why,
+        },
+        {
+            "target": f"kernels per call on the graph path <= {max_kernels}",
+            "applies": gpu,
+            "ok": bool(ks) and all(v <= max_kernels for v in ks.values()),
+            "detail": (", ".join(f"b{b}: {v:.0f}" for b, v in ks.items()) or "no kernel counts") if gpu else why,
+        },
+        {
+            "target": f"graph p50 <= {max_over_kernel:g}x summed kernel time",
+            "applies": gpu,
+            "ok": bool(graphs) and all(r["p50_ms"] <= max_over_kernel * r["kernel_ms"] for r in graphs),
+            "detail": (
+                ", ".join(
+                    f"{r['subject']}/{r['mode']}/b{r['batch']}: {r['p50_ms'] / r['kernel_ms']:.2f}x" for r in graphs
+                )
+                or "no kernel time"
+            )
+            if gpu
+            else why,
+        },
+        {
+            "target": "ratio to the HBM roofline on every row that ran",
+            "applies": True,
+            "ok": bool(ran) and all(r["over_roofline"] is not None for r in ran),
+            "detail": ", ".join(f"{r['subject']}/{r['mode']}/b{r['batch']}: {r['over_roofline']:.1f}x" for r in ran),
+        },
+    ]

@@ -56,16 +56,21 @@ class HarnessOverhead:
     overhead_fraction: float = described("empty_step_us / eager_step_us")
     target_fraction: float = described("0.02")
     ok: bool = described("overhead_fraction < target_fraction")
-    spread_us: float | None = described("the empty step's p10–p90 spread plus the width of the eager p50's 95 % interval (µs): "
-                                        "an overhead under it cannot be told from zero", default=None)
+    spread_us: float | None = described(
+        "the empty step's p10–p90 spread plus the width of the eager p50's 95 % interval (µs): "
+        "an overhead under it cannot be told from zero",
+        default=None,
+    )
 
 # %% ../../nbs/bench/result.ipynb #6d6e46da
 @dataclass
 class BucketResult:
     "One bucket's measurements."
     batch: int = described("the bucket's batch size")
-    mode: str = described('"graph" (captured), "eager" (backend without graphs) or "failed" (capture ran out of memory)',
-                          choices=("graph", "eager", "failed"))
+    mode: str = described(
+        '"graph" (captured), "eager" (backend without graphs) or "failed" (capture ran out of memory)',
+        choices=("graph", "eager", "failed"),
+    )
     reason: str = described("why not graph; empty for graph")
     capture_s: float | None = described("seconds to capture this bucket's graph")
     graph_pool_bytes: int | None = described("peak device memory the capture took, held by the shared graph pool")
@@ -96,7 +101,12 @@ class BenchResult:
     def to_dict(self) -> dict:
         "The result as JSON-ready dicts and lists, keys in field order."
         return dataclasses.asdict(self)
-    def _repr_html_(self): from omni_npu_port.core.display import html_for; return html_for(self)   # Jupyter: docs.render draws it
+
+    def _repr_html_(self):
+        from omni_npu_port.core.display import html_for
+
+        return html_for(self)  # Jupyter: docs.render draws it
+
 
 # %% ../../nbs/bench/result.ipynb #90ed7892
 class SchemaField(typing.NamedTuple):
@@ -148,7 +158,8 @@ def _problems(obj, cls, where: str = "") -> list[str]:
         if v is _MISSING: out.append(f"{path}: missing")
         elif v is None: out += [] if nullable else [f"{path}: null"]
         elif not _is_a(v, base): out.append(f"{path}: {type(v).__name__}, expected {base.__name__}")
-        elif choices and v not in choices: out.append(f"{path}: {v!r}, expected {', '.join(choices[:-1])} or {choices[-1]}")
+        elif choices and v not in choices:
+            out.append(f"{path}: {v!r}, expected {', '.join(choices[:-1])} or {choices[-1]}")
         elif inner: out += [p for k, row in enumerate(v) for p in _problems(row, inner, f"{path}[{k}].")]
     return out
 

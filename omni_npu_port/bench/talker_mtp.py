@@ -220,7 +220,9 @@ def reference_forward(model: TalkerMTP, talker_hidden, code0):
             v = a.v_proj(h).view(B, T, c.num_kv_heads, c.head_dim).transpose(1, 2)
             q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
             rep = c.num_heads // c.num_kv_heads
-            o = F.scaled_dot_product_attention(q, k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1), is_causal=True)
+            o = F.scaled_dot_product_attention(
+                q, k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1), is_causal=True
+            )
             x = x + a.o_proj(o.transpose(1, 2).reshape(B, T, -1))
             x = x + layer.mlp(layer.post_attention_layernorm(x))
         logits.append(model.lm_heads[g - 1](model.norm(x)[:, -1]))

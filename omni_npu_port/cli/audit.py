@@ -9,10 +9,10 @@ import argparse
 import json
 import sys
 
-from .options import add_json
 from ..core.errors import FINDINGS, OK, UsageError
 from ..core.findings import OUTPUT_FORMATS, format_findings
 from ..port.audit import audit
+from .options import add_json
 
 DESCRIPTION = "where the NPU copies of the omni runners lag: the update's diff"
 
@@ -40,7 +40,8 @@ __all__ = ['DESCRIPTION', 'configure', 'run']
 
 # %% ../../nbs/cli/audit.ipynb #d9a60270
 def run(args: argparse.Namespace) -> int:
-    "`omni-npu-port audit ...`: 0 clean, 1 findings; a UsageError / PortError (exit 2) for sources that cannot be audited."
+    ("`omni-npu-port audit ...`: 0 clean, 1 findings; a UsageError / PortError (exit 2) for sources that cannot be "
+     "audited.")
     if not args.gpu: raise UsageError("the following arguments are required: --gpu")
     say = lambda m: print(f"omni-npu-port audit: {m}", file=sys.stderr)
     found = audit(args.gpu, args.npu, args.from_release, args.target, args.source,

@@ -5,15 +5,22 @@
 # %% ../../nbs/cli/bench.ipynb #65941be4
 from __future__ import annotations
 
-from pathlib import Path
-
-from ..bench.harness import (DEVICES, check_batch_sizes, parity_failures, platform_for, plot_results,
-                                         results_table, run_bench)
-from ..bench.talker_mtp import TalkerMTPConfig
 import os
 import sys
 import time
+from pathlib import Path
 
+from omni_npu_port.bench.harness import (
+    DEVICES,
+    check_batch_sizes,
+    parity_failures,
+    platform_for,
+    plot_results,
+    results_table,
+    run_bench,
+)
+
+from ..bench.talker_mtp import TalkerMTPConfig
 from ..core.errors import FINDINGS, OK, UsageError, warning_line
 from ..core.io import write_atomic
 from ..core.profile import DTYPES, SCHEMA, ProfileError, load_profile
@@ -28,7 +35,9 @@ __all__ = ['DESCRIPTION', 'configure', 'bench_arguments', 'step_lines', 'report_
 def configure(ap):
     "The benchmark's options; every default comes from the porting profile's [bench] section."
     ap.add_argument("--device", help=f"one of {', '.join(DEVICES)} (default: the profile's runtime.backend)")
-    ap.add_argument("--batch-sizes", help="comma-separated buckets, e.g. 1,2,4,8 (default: the profile's bench.batch_sizes)")
+    ap.add_argument(
+        "--batch-sizes", help="comma-separated buckets, e.g. 1,2,4,8 (default: the profile's bench.batch_sizes)"
+    )
     ap.add_argument("--iters", type=int, help="timed runs per measurement (default: bench.iters)")
     ap.add_argument("--warmup", type=int, help="untimed runs first (default: bench.warmup)")
     ap.add_argument("--small", action="store_true", help="small shapes instead of the real predictor's")
@@ -36,10 +45,15 @@ def configure(ap):
     ap.add_argument("--json", metavar="FILE", help="write the result as JSON to FILE (unlike other commands' --json, "
                                                    "this takes a file name; the table is still printed)")
     ap.add_argument("--plot", metavar="FILE.png", help="write a latency-vs-batch plot")
-    ap.add_argument("--profile-kernels", action="store_true", help="sum kernel time of the graphs with torch.profiler (CUDA only)")
+    ap.add_argument(
+        "--profile-kernels", action="store_true", help="sum kernel time of the graphs with torch.profiler (CUDA only)"
+    )
     ap.add_argument("--quiet", action="store_true", help="no progress bar or table")
-    ap.add_argument("--mode", help="modes side by side, comma-separated or `all`: eager, graph, compiled, compiled+graph "
-                                   "(the talker-MTP subjects of bench.modes; without --mode: eager vs graph of the static-KV module)")
+    ap.add_argument(
+        "--mode",
+        help="modes side by side, comma-separated or `all`: eager, graph, compiled, compiled+graph "
+        "(the talker-MTP subjects of bench.modes; without --mode: eager vs graph of the static-KV module)",
+    )
     ap.add_argument("--subject", default="code-predictor",
                     help="with --mode: code-predictor (vLLM-Omni's structure), static-kv, or both (comma-separated)")
 
@@ -47,12 +61,15 @@ def configure(ap):
 def bench_arguments(args, prof) -> dict:
     "`run_bench`'s keywords from the parsed options and the porting profile; a UsageError for a bad value."
     device = (args.device or prof.backend).strip().lower()
-    if device not in DEVICES: raise UsageError(f"--device {args.device!r} is not a device; choose one of {', '.join(DEVICES)}")
+    if device not in DEVICES:
+        raise UsageError(f"--device {args.device!r} is not a device; choose one of {', '.join(DEVICES)}")
     batch_sizes = None
     if args.batch_sizes is not None:
         _, parse, allowed = SCHEMA[("bench", "batch_sizes")]
-        try: batch_sizes = parse(args.batch_sizes)
-        except ValueError: raise UsageError(f"--batch-sizes {args.batch_sizes!r} is not valid; allowed: {allowed}") from None
+        try:
+            batch_sizes = parse(args.batch_sizes)
+        except ValueError:
+            raise UsageError(f"--batch-sizes {args.batch_sizes!r} is not valid; allowed: {allowed}") from None
     for name, least in (("iters", 1), ("warmup", 0)):
         if (v := getattr(args, name)) is not None and v < least:
             raise UsageError(f"--{name} {v} is not valid; allowed: an integer >= {least}")
@@ -60,15 +77,21 @@ def bench_arguments(args, prof) -> dict:
         raise UsageError(f"--dtype {args.dtype!r} is not valid; allowed: one of {', '.join(DTYPES)}")
     for opt in ("json", "plot"):
         f = getattr(args, opt)
-        if f and not Path(f).expanduser().resolve().parent.is_dir(): raise UsageError(f"--{opt} {f}: the folder {Path(f).parent} does not exist")
+        if f and not Path(f).expanduser().resolve().parent.is_dir():
+            raise UsageError(f"--{opt} {f}: the folder {Path(f).parent} does not exist")
     from omni_npu_port.runtime.platform import PlatformUnavailable
     try: p = platform_for(device)
     except PlatformUnavailable as e: raise UsageError(str(e).splitlines()[0]) from None
-    if args.profile_kernels and p.name != "cuda": raise UsageError(f"--profile-kernels needs a CUDA device; this run is on {p.name}")
+    if args.profile_kernels and p.name != "cuda":
+        raise UsageError(f"--profile-kernels needs a CUDA device; this run is on {p.name}")
     sizes, cfg = batch_sizes or prof.batch_sizes, TalkerMTPConfig.small() if args.small else TalkerMTPConfig.full()
     try: check_batch_sizes(sizes, cfg, args.dtype or prof.dtype, p)   # before anything is allocated
     except ValueError as e:
-        where = "--batch-sizes" if batch_sizes else f"[bench] batch_sizes ({prof.origins.get('bench.batch_sizes', 'the profile')})"
+        where = (
+            "--batch-sizes"
+            if batch_sizes
+            else f"[bench] batch_sizes ({prof.origins.get('bench.batch_sizes', 'the profile')})"
+        )
         raise UsageError(f"{where}: {e}") from None
     return {"batch_sizes": batch_sizes, "iters": args.iters, "warmup": args.warmup, "small": args.small,
             "dtype": args.dtype, "profile_kernels": args.profile_kernels, "platform": p}
@@ -105,12 +128,15 @@ def run(args) -> int:
     if getattr(args, "mode", None): return run_modes_cli(args, kw, prof)
     con = bench_console()   # the table fits 120 columns; the rest is in --json
     n = len(kw["batch_sizes"] or prof.batch_sizes)
-    if args.quiet: result = run_bench(**kw)   # no table: one line says where the results went, warnings still go to stderr
+    if args.quiet:
+        result = run_bench(**kw)  # no table: one line says where the results went, warnings still go to stderr
     elif not con.is_terminal: result = run_bench(**kw, progress=step_lines())
     else:
         with _progress_bar(con) as bar:
             task = bar.add_task("starting", total=1 + 2 * n)
-            result = run_bench(**kw, progress=lambda desc, advance=1: bar.update(task, description=desc, advance=advance))
+            result = run_bench(
+                **kw, progress=lambda desc, advance=1: bar.update(task, description=desc, advance=advance)
+            )
     if not args.quiet: con.print(results_table(result))
     if args.json:
         import json
@@ -120,7 +146,10 @@ def run(args) -> int:
         for n in result["notes"]:
             if n.startswith("noise:"): print(warning_line(n, "omni-npu-port bench"), file=sys.stderr)
         went = [f"results: {args.json}" for _ in [1] if args.json] + [f"plot: {args.plot}" for _ in [1] if args.plot]
-        print("omni-npu-port bench: " + ("; ".join(went) if went else "done; nothing written (--json FILE or --plot FILE keep the results)"))
+        print(
+            "omni-npu-port bench: "
+            + ("; ".join(went) if went else "done; nothing written (--json FILE or --plot FILE keep the results)")
+        )
     return report_parity(result)
 
 # %% ../../nbs/cli/bench.ipynb #bdc3d1e4
@@ -128,8 +157,11 @@ def modes_arguments(args) -> tuple:
     "(modes, subjects) from `--mode` and `--subject`; a UsageError naming the bad value."
     from omni_npu_port.bench.modes import MODES, SUBJECTS
     modes = MODES if args.mode.strip() == "all" else tuple(m.strip() for m in args.mode.split(",") if m.strip())
-    subjects = SUBJECTS if args.subject.strip() == "both" else tuple(s.strip() for s in args.subject.split(",") if s.strip())
-    if not modes or any(m not in MODES for m in modes): raise UsageError(f"--mode {args.mode!r}: choose from {', '.join(MODES)} or all")
+    subjects = (
+        SUBJECTS if args.subject.strip() == "both" else tuple(s.strip() for s in args.subject.split(",") if s.strip())
+    )
+    if not modes or any(m not in MODES for m in modes):
+        raise UsageError(f"--mode {args.mode!r}: choose from {', '.join(MODES)} or all")
     if not subjects or any(s not in SUBJECTS for s in subjects):
         raise UsageError(f"--subject {args.subject!r}: choose from {', '.join(SUBJECTS)} or both")
     return modes, subjects
@@ -137,11 +169,20 @@ def modes_arguments(args) -> tuple:
 def run_modes_cli(args, kw: dict, prof) -> int:
     "`bench --mode ...`: every mode per bucket, a table, `--json` and `--plot`."
     import json
+
     from omni_npu_port.bench.modes import modes_table, plot_modes, run_modes
     modes, subjects = modes_arguments(args)
-    res = run_modes(subjects=subjects, modes=modes, batch_sizes=kw["batch_sizes"] or prof.batch_sizes, iters=kw["iters"],
-                    warmup=kw["warmup"], small=kw["small"], dtype=kw["dtype"], platform=kw["platform"],
-                    progress=None if args.quiet else step_lines())
+    res = run_modes(
+        subjects=subjects,
+        modes=modes,
+        batch_sizes=kw["batch_sizes"] or prof.batch_sizes,
+        iters=kw["iters"],
+        warmup=kw["warmup"],
+        small=kw["small"],
+        dtype=kw["dtype"],
+        platform=kw["platform"],
+        progress=None if args.quiet else step_lines(),
+    )
     if not args.quiet: bench_console().print(modes_table(res))
     if args.json: write_atomic(Path(args.json).expanduser(), json.dumps(res, indent=2) + "\n")
     if args.plot: plot_modes(res, Path(args.plot).expanduser())

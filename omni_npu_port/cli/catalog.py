@@ -9,8 +9,8 @@ import sys
 
 from ..core.catalog import CATALOG, FAMILIES, check_choice, parse_target, select_target
 from ..core.display import fit_widths, longest_piece, wrap_pieces
-from ..core.releases import target_for
 from ..core.errors import OK, UsageError, warning_line
+from ..core.releases import target_for
 from .options import add_json, add_target
 
 DESCRIPTION = "Print the GPU→NPU pattern catalog."

@@ -9,8 +9,19 @@ import sys
 import time
 from pathlib import Path
 
+from omni_npu_port.docs.site import (
+    RENDERERS,
+    DocsError,
+    build_site,
+    find_root,
+    notebooks,
+    pick_renderer,
+    site_dir,
+    stale_figures,
+    write_readme,
+)
+
 from ..core.errors import FINDINGS, OK, UsageError
-from ..docs.site import RENDERERS, DocsError, build_site, find_root, notebooks, pick_renderer, site_dir, stale_figures, write_readme
 
 DESCRIPTION = "Write README.md from nbs/index.ipynb and build the docs site from the notebooks."
 
@@ -43,8 +54,11 @@ def run(args) -> int:
         except DocsError as e: raise UsageError(str(e)) from None
     stale = stale_figures(root)   # figures the README notebook states that the code no longer has
     for name, was, now in stale:
-        print(f"figure {name}: nbs/index.ipynb says {was}, the code says {now}" + ("" if args.check_readme else " (updated)"),
-              file=sys.stderr)
+        print(
+            f"figure {name}: nbs/index.ipynb says {was}, the code says {now}"
+            + ("" if args.check_readme else " (updated)"),
+            file=sys.stderr,
+        )
     if args.check_readme:
         up_to_date = write_readme(root, check=True)
         print("README.md is up to date with nbs/index.ipynb" if up_to_date else
@@ -56,7 +70,9 @@ def run(args) -> int:
         print(f"README.md: not written: {e}", file=sys.stderr)
     if args.readme_only: return OK
     t0 = time.monotonic()
-    step = lambda s: print(f"docs: {time.monotonic() - t0:5.1f} s  {s}", file=sys.stderr, flush=True)   # no 20 s of silence
+    step = lambda s: print(
+        f"docs: {time.monotonic() - t0:5.1f} s  {s}", file=sys.stderr, flush=True
+    )  # no 20 s of silence
     site = build_site(root, out=out, renderer=renderer, progress=step)
     index = site / "index.html"
     print(f"site: {_rel(index if index.is_file() else site)} ({renderer}, {len(notebooks(root))} pages, "

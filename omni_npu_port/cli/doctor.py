@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 
 from ..core.errors import FINDINGS, OK
-from .options import add_json
 from ..sources import doctor
+from .options import add_json
 
 DESCRIPTION = ("Backend, versions, CANN environment, vllm/vllm-ascend pairing and static conformance of the catalog "
                "against vllm / vllm-ascend sources.")
@@ -23,9 +23,12 @@ def configure(ap):
                          "PATH@VERSION for a source that states no version (a git checkout) or to check it as VERSION; "
                          "NAME==VERSION (vllm-ascend==0.18.0) fetched from PyPI into the package cache; "
                          "default: the installed packages")
-    ap.add_argument("--ops", action="store_true",
-                    help="also check the catalog's fused-op (`ops`) records against the torch-npu wheel the vllm-ascend "
-                         "release pins (fetched into the package cache; default release: the profile's stack.vllm_ascend)")
+    ap.add_argument(
+        "--ops",
+        action="store_true",
+        help="also check the catalog's fused-op (`ops`) records against the torch-npu wheel the vllm-ascend "
+        "release pins (fetched into the package cache; default release: the profile's stack.vllm_ascend)",
+    )
 
 # %% auto #0
 __all__ = ['DESCRIPTION', 'configure', 'run']
@@ -49,5 +52,13 @@ def _ops_report(report: dict) -> dict:
     "`check_ops` for the vllm-ascend checked (or the profile's), fetching its torch-npu wheel."
     from omni_npu_port.core.profile import load_profile
     from omni_npu_port.sources.op_schemas import check_ops
-    va = next((s.get("version") for s in report["sources"] if s.get("package") in ("vllm-ascend", "vllm_ascend") and s.get("version")), None)
+
+    va = next(
+        (
+            s.get("version")
+            for s in report["sources"]
+            if s.get("package") in ("vllm-ascend", "vllm_ascend") and s.get("version")
+        ),
+        None,
+    )
     return check_ops(va or load_profile().vllm_ascend)

@@ -17,10 +17,18 @@ def configure(ap):
     "The `install` action and its options."
     sub = ap.add_subparsers(dest="action", metavar="ACTION")   # checked in run: an unknown option is reported first
     ins = sub.add_parser("install", help="register a kernel with the backend (and CANN's environment) preset")
-    ins.add_argument("--name", help="kernel name (default: omni-npu-port, the kernel the notebooks name, for --backend auto; omni-npu-port-BACKEND else)")
+    ins.add_argument(
+        "--name",
+        help="kernel name (default: omni-npu-port, the kernel the notebooks name, for --backend auto; "
+             "omni-npu-port-BACKEND else)",
+    )
     ins.add_argument("--display-name", help="the name Jupyter shows")
-    ins.add_argument("--backend", default="auto", choices=KERNEL_BACKENDS,
-                     help="OMNI_NPU_PORT_RUNTIME_BACKEND in the kernel (auto, the default: the runtime chooses when it starts)")
+    ins.add_argument(
+        "--backend",
+        default="auto",
+        choices=KERNEL_BACKENDS,
+        help="OMNI_NPU_PORT_RUNTIME_BACKEND in the kernel (auto, the default: the runtime chooses when it starts)",
+    )
     ins.add_argument("--cann-env", metavar="PATH", help="CANN's set_env.sh to source first (npu; default "
                      "/usr/local/Ascend/ascend-toolkit/set_env.sh)")
     where = ins.add_mutually_exclusive_group()
@@ -37,8 +45,12 @@ def run(args) -> int:
     dest = install_kernel(args.name, args.backend, args.cann_env, args.user, args.prefix, args.display_name)
     spec = json.loads((dest / "kernel.json").read_text())
     print(f"installed kernel {dest.name!r} ({spec['display_name']}) in {dest}")
-    if dest.name == NOTEBOOK_KERNEL: print(f"  the project's notebooks name this kernel ({NOTEBOOK_KERNEL!r}): JupyterLab opens them with it")
-    else: print(f"  the project's notebooks name {NOTEBOOK_KERNEL!r} (`kernel install` with --backend auto and no --name); "
-                "pick this one from JupyterLab's kernel menu to use it instead")
+    if dest.name == NOTEBOOK_KERNEL:
+        print(f"  the project's notebooks name this kernel ({NOTEBOOK_KERNEL!r}): JupyterLab opens them with it")
+    else:
+        print(
+            f"  the project's notebooks name {NOTEBOOK_KERNEL!r} (`kernel install` with --backend auto and no --name); "
+            "pick this one from JupyterLab's kernel menu to use it instead"
+        )
     print("  argv: " + " ".join(shlex.quote(a) for a in spec["argv"]))
     return OK

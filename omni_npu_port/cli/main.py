@@ -53,9 +53,12 @@ class CommandParser(argparse.ArgumentParser):
 # %% ../../nbs/cli/main.ipynb #151cbb6d
 def build_parser(configure_only: str | None = None) -> CommandParser:
     "The `omni-npu-port` parser: a sub-parser per command; only `configure_only`'s options are added."
-    top = CommandParser(prog="omni-npu-port", description="Port vLLM-Omni's model runners from NVIDIA GPUs to Ascend NPUs.",
-                        epilog="`omni-npu-port COMMAND --help` describes a command's options. Exit codes: "
-                               "0 ok, 1 findings, 2 usage, 3 input or environment, 130 interrupted.")
+    top = CommandParser(
+        prog="omni-npu-port",
+        description="Port vLLM-Omni's model runners from NVIDIA GPUs to Ascend NPUs.",
+        epilog="`omni-npu-port COMMAND --help` describes a command's options. Exit codes: "
+        "0 ok, 1 findings, 2 usage, 3 input or environment, 130 interrupted.",
+    )
     top.add_argument("--version", action="version", version=__version__)
     top.add_argument("--debug", action="store_true", help="before COMMAND: print the traceback of an error too "
                      f"(also ${DEBUG_ENV}=1)")
@@ -85,16 +88,20 @@ def run_command(cmd: str, args: list[str]) -> int:
 DEBUG_ENV = "OMNI_NPU_PORT_DEBUG"
 
 def unexpected_line(err: BaseException, prog: str, args: list[str]) -> str:
-    "The one line for an exception no code expected: what, where in this package, the command's input, and a request to report it."
+    ("The one line for an exception no code expected: what, where in this package, the command's input, and a request "
+     "to report it.")
     frames = traceback.extract_tb(err.__traceback__)
     ours = [f for f in frames if "omni_npu_port" in f.filename.replace("\\", "/")]
     at = f" at {'/'.join(Path(ours[-1].filename).parts[-2:])}:{ours[-1].lineno}" if ours else ""
     what = " ".join(str(err).split())[:300]
     given = " ".join(shlex.quote(a) for a in args)
     given = given if len(given) <= 400 else given[:400] + " …"
-    return error_line(f"unexpected {type(err).__name__}{': ' + what if what else ''}{at}, on input: {given or '(none)'}; "
-                      "this is a bug of omni-npu-port: please report it with this line and the input "
-                      "(`omni-npu-port --debug ...` prints the traceback)", prog)
+    return error_line(
+        f"unexpected {type(err).__name__}{': ' + what if what else ''}{at}, on input: {given or '(none)'}; "
+        "this is a bug of omni-npu-port: please report it with this line and the input "
+        "(`omni-npu-port --debug ...` prints the traceback)",
+        prog,
+    )
 
 def _split_debug(argv: list[str]) -> tuple[bool, list[str]]:
     "Whether `--debug` comes before the command (or `$OMNI_NPU_PORT_DEBUG` is set), and argv without it."
@@ -139,7 +146,8 @@ def main(argv: list[str] | None = None) -> int:
 BOUNDED = ("port",)   # commands whose objects live until the process ends: no cyclic collection while they run
 
 def entry() -> int:
-    "The `omni-npu-port` console script: `main` (a `BOUNDED` command without the cyclic collector), then no exit-time walk of what the command built (the process ends)."
+    ("The `omni-npu-port` console script: `main` (a `BOUNDED` command without the cyclic collector), then no exit-time "
+     "walk of what the command built (the process ends).")
     if len(sys.argv) > 1 and sys.argv[1] in BOUNDED: gc.disable()
     rc = main()
     gc.freeze()

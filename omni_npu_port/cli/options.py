@@ -28,7 +28,9 @@ def add_json(ap: argparse.ArgumentParser, what: str = "the result"):
     "`--json`: print `what` as JSON instead of tables."
     ap.add_argument("--json", action="store_true", help=f"print {what} as JSON")
 
-def add_target(ap: argparse.ArgumentParser, packages=("vllm-ascend",), default_help: str = "the profile's [stack] vllm_ascend"):
+def add_target(
+    ap: argparse.ArgumentParser, packages=("vllm-ascend",), default_help: str = "the profile's [stack] vllm_ascend"
+):
     "`--target`: the release to port to (`vllm-ascend==X`, or `vllm==X` where `packages` allows it)."
     forms = " or ".join(f"{p}==X" for p in packages)
     ap.add_argument("--target", metavar="PKG==X", type=lambda s: parse_target_arg(s, packages),
@@ -41,7 +43,8 @@ def add_output(ap: argparse.ArgumentParser, what: str = "the result", metavar: s
 
 # %% ../../nbs/cli/options.ipynb #cfecdc45
 class DownloadBar:
-    "A byte progress bar for `fetch_package` on a terminal's stderr (rich); elsewhere nothing (the lines before and after say it)."
+    ("A byte progress bar for `fetch_package` on a terminal's stderr (rich); elsewhere nothing (the lines before and "
+     "after say it).")
     def __init__(self, label: str, stream=None):
         self.label, self.stream, self.bar, self.task = label, stream or sys.stderr, None, None
         self.live = bool(getattr(self.stream, "isatty", lambda: False)())
@@ -51,8 +54,16 @@ class DownloadBar:
         if self.bar is None:
             from rich.console import Console
             from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
-            self.bar = Progress("{task.description}", BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn(),
-                                console=Console(file=self.stream), transient=True)
+
+            self.bar = Progress(
+                "{task.description}",
+                BarColumn(),
+                DownloadColumn(),
+                TransferSpeedColumn(),
+                TimeRemainingColumn(),
+                console=Console(file=self.stream),
+                transient=True,
+            )
             self.bar.start(); self.task = self.bar.add_task(self.label, total=total)
         self.bar.update(self.task, completed=done)
         if done >= total: self.close()
@@ -62,13 +73,16 @@ class DownloadBar:
 
 # %% ../../nbs/cli/options.ipynb #1b6087b8
 class StderrProgress:
-    "The `progress` callable of a command: lines on stderr, `Step`s as a bar on a terminal; `close()` stops a bar left running."
+    ("The `progress` callable of a command: lines on stderr, `Step`s as a bar on a terminal; `close()` stops a bar "
+     "left running.")
     def __init__(self, stream=None, prog: str = "omni-npu-port"):
         self.stream, self.prog, self.bar = stream or sys.stderr, prog, None
 
     def __call__(self, event) -> None:
         if isinstance(event, Step):
-            if self.bar is None or self.bar.label != event.label: self.close(); self.bar = DownloadBar(event.label, self.stream)
+            if self.bar is None or self.bar.label != event.label:
+                self.close()
+                self.bar = DownloadBar(event.label, self.stream)
             self.bar(event.done, event.total)
         else: self.close(); print(f"{self.prog}: {event}", file=self.stream)
 

@@ -14,20 +14,20 @@ from pathlib import Path
 
 from ..core.errors import FINDINGS, OK, UsageError
 from ..core.io import OutputExists, gc_paused, write_atomic
-from .options import StderrProgress, add_json, add_output
+from ..port.calls import CALL_BLOCKS
+from ..port.context import PortContext
 from ..port.formatting import FORMATTERS, RUFF_LINE_LENGTH
+from ..port.judge import JUDGE_ERRORS
 from ..port.locate import Located, PortError, locate, method_located, missing_method, parse_spec
 from ..port.merge import PREFER
-from ..port.mro import ORDER_BLOCKS
-from ..port.calls import CALL_BLOCKS
 from ..port.method import DEFAULT_PREFER, PortOptions, PortResult, port_method
-from ..port.context import PortContext
+from ..port.mro import ORDER_BLOCKS
 from ..port.pipeline import class_judge_inputs, port_one_class
-from ..port.judge import JUDGE_ERRORS
 from ..port.release import DEFAULT_OUT, REPORT_JSON, port_release, release_summary
-from ..port.update_release import update_release, update_summary
-from ..port.translation import port_target
 from ..port.score import Score, score_gaps, score_result
+from ..port.translation import port_target
+from ..port.update_release import update_release, update_summary
+from .options import StderrProgress, add_json, add_output
 
 DESCRIPTION = "three-way port of omni methods onto vllm-ascend's NPUModelRunner"
 
@@ -63,17 +63,35 @@ def _add_how_options(ap: argparse.ArgumentParser):
                     help="specs name classes (SOURCE:Class): port every omni override and write a module")
     ap.add_argument("--super", dest="super_style", choices=("auto", "call", "inline"), default="auto",
                     help="how to port methods that extend their base through super() (default: auto)")
-    ap.add_argument("--prefer", choices=PREFER, default=None,
-                    help="conflicts: git-style markers (default; with --release `comment`), the NPU side live and the "
-                         "omni side commented out between marker comments (the code parses; still ONP4001), or keep the "
-                         "NPU base's / the omni GPU method's side, noted by an ONP4008 comment and diagnostic")
-    ap.add_argument("--gpu-history", nargs="+", default=[], metavar="SPEC",
-                    help="older vllm releases' same method (or class, with --class): where the omni side repeats one "
-                         "of them and the GPU base has since changed, omni lags behind and the NPU side is kept (ONP4012)")
-    ap.add_argument("--format", choices=FORMATTERS, help="format the ported code (ruff: `ruff format`, as vLLM-Omni does; "
-                    "kept unformatted, with ONP4014, if that would change its syntax tree or comments)")
-    ap.add_argument("--line-length", type=int, metavar="N", help="--format line length (default: the omni source's ruff "
-                    f"setting where it has one, else {RUFF_LINE_LENGTH})")
+    ap.add_argument(
+        "--prefer",
+        choices=PREFER,
+        default=None,
+        help="conflicts: git-style markers (default; with --release `comment`), the NPU side live and the "
+        "omni side commented out between marker comments (the code parses; still ONP4001), or keep the "
+        "NPU base's / the omni GPU method's side, noted by an ONP4008 comment and diagnostic",
+    )
+    ap.add_argument(
+        "--gpu-history",
+        nargs="+",
+        default=[],
+        metavar="SPEC",
+        help="older vllm releases' same method (or class, with --class): where the omni side repeats one "
+        "of them and the GPU base has since changed, omni lags behind and the NPU side is kept (ONP4012)",
+    )
+    ap.add_argument(
+        "--format",
+        choices=FORMATTERS,
+        help="format the ported code (ruff: `ruff format`, as vLLM-Omni does; "
+        "kept unformatted, with ONP4014, if that would change its syntax tree or comments)",
+    )
+    ap.add_argument(
+        "--line-length",
+        type=int,
+        metavar="N",
+        help="--format line length (default: the omni source's ruff "
+        f"setting where it has one, else {RUFF_LINE_LENGTH})",
+    )
     ap.add_argument("--target", help="translator target, e.g. vllm-ascend==0.18.0 (default: the NPU source's version)")
     ap.add_argument("--class-name", help="name of the ported class (--class; default: GPU→NPU in the omni name)")
     ap.add_argument("--source", nargs="+", default=[], metavar="SRC", help="more sources the classes' bases come from "
@@ -98,17 +116,32 @@ def configure(ap: argparse.ArgumentParser) -> None:
 # %% ../../nbs/cli/port.ipynb #ef44f838
 def _add_release_options(ap: argparse.ArgumentParser):
     "`--release` and the options only it takes."
-    ap.add_argument("--release", metavar="OMNI", help="port every runner class of a vLLM-Omni release (a version, wheel, "
-                    "sdist or checkout) onto the vllm-ascend it pairs with; -o is then a folder (default npu-port-<version>)")
-    ap.add_argument("--history", nargs="*", metavar="VERSION", help="--release: older vllm releases the omni copy may lag "
-                    "behind (default: the catalog's choice; give none for no history)")
+    ap.add_argument(
+        "--release",
+        metavar="OMNI",
+        help="port every runner class of a vLLM-Omni release (a version, wheel, "
+        "sdist or checkout) onto the vllm-ascend it pairs with; -o is then a folder (default npu-port-<version>)",
+    )
+    ap.add_argument(
+        "--history",
+        nargs="*",
+        metavar="VERSION",
+        help="--release: older vllm releases the omni copy may lag "
+        "behind (default: the catalog's choice; give none for no history)",
+    )
     ap.add_argument("--from", dest="from_release", nargs="?", const="auto", metavar="PREV", help="--release: "
                     "update from PREV's hand-written NPU runners (a version, wheel, sdist or checkout; a git ref of "
                     "OMNI's checkout: the merge-base with it; no value or `auto`: the parent commit of OMNI's "
                     "checkout, else the release before OMNI): what the people changed on the tool's port of PREV "
                     "is carried onto OMNI's port")
-    ap.add_argument("-j", "--jobs", type=int, default=None, metavar="N", help="--release: runners ported in N processes "
-                    "(default: one per CPU)")
+    ap.add_argument(
+        "-j",
+        "--jobs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="--release: runners ported in N processes (default: one per CPU)",
+    )
     ap.add_argument("--no-judge", action="store_true", help="--release, --class: do not type-check the written modules "
                     "with basedpyright (faster; ready then reads unverified)")
 
@@ -129,24 +162,59 @@ def check_options(args: argparse.Namespace) -> None:
     if missing: raise UsageError(f"give {' and '.join(missing)} (or --release NEW --from PREV for a whole release)")
 
 # %% ../../nbs/cli/port.ipynb #17faadaa
-_NOT_WITH_RELEASE = ("gpu_base", "gpu_omni", "npu_base", "against", "prev_gpu", "prev_npu", "gpu_base_old", "npu_base_old", "into",
-                     "class_name", "gpu_history", "whole_class", "format", "line_length")
+_NOT_WITH_RELEASE = (
+    "gpu_base",
+    "gpu_omni",
+    "npu_base",
+    "against",
+    "prev_gpu",
+    "prev_npu",
+    "gpu_base_old",
+    "npu_base_old",
+    "into",
+    "class_name",
+    "gpu_history",
+    "whole_class",
+    "format",
+    "line_length",
+)
 
 def check_release_options(args: argparse.Namespace) -> None:
-    "A UsageError for options `--release` does not take, an `-o` that is not a folder, a report already there without --force."
-    bad = [f"--{o.replace('_', '-')}".replace("--whole-class", "--class") for o in _NOT_WITH_RELEASE if getattr(args, o, None)]
+    ("A UsageError for options `--release` does not take, an `-o` that is not a folder, a report already there without "
+     "--force.")
+    bad = [
+        f"--{o.replace('_', '-')}".replace("--whole-class", "--class")
+        for o in _NOT_WITH_RELEASE
+        if getattr(args, o, None)
+    ]
     bad += [f"--super {args.super_style}"] if args.super_style != "auto" else []
-    if bad: raise UsageError(f"--release finds its inputs and ports every runner itself: {', '.join(bad)} do(es) not go with it")
+    if bad:
+        raise UsageError(
+            f"--release finds its inputs and ports every runner itself: {', '.join(bad)} do(es) not go with it"
+        )
     if args.from_release and args.history is not None:
         raise UsageError("--history does not go with --from (each release's own)")
     if args.jobs is not None and args.jobs < 1: raise UsageError(f"-j {args.jobs}: give 1 or more")
     out = Path(args.output) if args.output else None
-    if out and out.exists() and not out.is_dir(): raise UsageError(f"-o {out}: exists and is not a folder; --release writes a folder")
+    if out and out.exists() and not out.is_dir():
+        raise UsageError(f"-o {out}: exists and is not a folder; --release writes a folder")
     if out and (out / REPORT_JSON).exists() and not args.force:
-        raise OutputExists(f"{out / REPORT_JSON} exists (an earlier port); pass --force to overwrite, or give another -o")
+        raise OutputExists(
+            f"{out / REPORT_JSON} exists (an earlier port); pass --force to overwrite, or give another -o"
+        )
 
 # %% ../../nbs/cli/port.ipynb #2f3b323e
-_SPEC_OPTIONS = ("gpu_base", "gpu_omni", "npu_base", "against", "prev_gpu", "prev_npu", "gpu_base_old", "npu_base_old", "into")
+_SPEC_OPTIONS = (
+    "gpu_base",
+    "gpu_omni",
+    "npu_base",
+    "against",
+    "prev_gpu",
+    "prev_npu",
+    "gpu_base_old",
+    "npu_base_old",
+    "into",
+)
 
 def _inputs(args) -> list[tuple[str, Path]]:
     "(option, local path) for every file or folder the port reads: each spec's SOURCE, --gpu-history's and --source."
@@ -156,14 +224,16 @@ def _inputs(args) -> list[tuple[str, Path]]:
     return [(o, Path(p)) for o, p in paths if p and Path(p).exists()]
 
 def check_output(args) -> None:
-    "A UsageError for an -o FILE that must not be written: not a regular file, or existing (an input or not) without --force."
+    ("A UsageError for an -o FILE that must not be written: not a regular file, or existing (an input or not) without "
+     "--force.")
     out = Path(args.output)
     if out.is_dir() or (out.exists() and not out.is_file()):
         raise UsageError(f"-o {out}: exists and is not a regular file; give a file path")
     if not out.exists() or args.force: return
     real = out.resolve()
     hit = next((o for o, p in _inputs(args) if real == p.resolve() or p.resolve() in real.parents), None)
-    if hit: raise OutputExists(f"-o {out} is an input of this port ({hit}): not overwritten; pass --force to replace it")
+    if hit:
+        raise OutputExists(f"-o {out} is an input of this port ({hit}): not overwritten; pass --force to replace it")
     raise OutputExists(f"{args.output} exists; pass --force to overwrite it")
 
 # %% ../../nbs/cli/port.ipynb #13e01b75
@@ -188,11 +258,13 @@ def _options(args: argparse.Namespace, entry: str) -> PortOptions:
 
 def run_port(args: argparse.Namespace, need: bool) -> tuple[PortResult, list[Located]]:
     "A port of a method (or, with --class, a class); its inputs, for scoring. Every method gets an answer."
-    extra = [parse_spec(args.gpu_base, False).source, *args.source]   # the GPU base's source: the next source of the MRO
+    extra = [parse_spec(args.gpu_base, False).source, *args.source]  # the GPU base's source: the next source of the MRO
     history = [locate(s, need) for s in args.gpu_history]
     into = _class_at(args.into, extra) if args.into else None
     if args.whole_class:
-        _no_methods([args.gpu_base, args.gpu_omni, args.npu_base, *args.gpu_history, *([args.into] if args.into else [])])
+        _no_methods(
+            [args.gpu_base, args.gpu_omni, args.npu_base, *args.gpu_history, *([args.into] if args.into else [])]
+        )
         locs = [locate(s, False, extra) for s in (args.gpu_base, args.gpu_omni, args.npu_base)]
         ctx = PortContext(locs[0], locs[2], _options(args, "class"), history, extra, not args.no_judge,
                           class_judge_inputs(*locs))   # every pass --release runs, the judge included (port/pipeline)
@@ -211,7 +283,8 @@ def run_port(args: argparse.Namespace, need: bool) -> tuple[PortResult, list[Loc
 # %% ../../nbs/cli/port.ipynb #107d012f
 @gc_paused()
 def run(args: argparse.Namespace) -> int:
-    "`omni-npu-port port ...`: 0 a clean port, 1 conflicts remain or it does not parse; PortError / UsageError otherwise."
+    ("`omni-npu-port port ...`: 0 a clean port, 1 conflicts remain or it does not parse; PortError / UsageError "
+     "otherwise.")
     check_options(args)
     if getattr(args, "release", None): return run_release(args)
     need = not args.whole_class
@@ -229,8 +302,16 @@ def run_release(args: argparse.Namespace) -> int:
     "`port --release OMNI`: every runner class of the release ported and written with its report; 0 clean, 1 otherwise."
     say = StderrProgress()   # the library reports lines and download steps; this draws them
     opts = PortOptions(prefer=args.prefer or DEFAULT_PREFER["release"], target=args.target)
-    upd, kw = None, {"sources": args.source, "progress": say, "force": args.force,
-                     "workers": args.jobs or os.cpu_count() or 1, "out": args.output or DEFAULT_OUT}   # out checked first
+    upd, kw = (
+        None,
+        {
+            "sources": args.source,
+            "progress": say,
+            "force": args.force,
+            "workers": args.jobs or os.cpu_count() or 1,
+            "out": args.output or DEFAULT_OUT,
+        },
+    )  # out checked first
     try:
         if args.from_release:
             upd = update_release(args.release, args.from_release, args.target, prefer=opts.prefer.value,
@@ -257,18 +338,29 @@ def run_release(args: argparse.Namespace) -> int:
 # %% ../../nbs/cli/port.ipynb #17fbb220
 def diagnostic_json(d) -> dict:
     "A port diagnostic as `--json` writes it: code, message, line, severity, where, record."
-    return {"code": d.code, "message": d.message, "line": d.line, "severity": d.severity, "where": d.where, "record": d.record}
+    return {
+        "code": d.code,
+        "message": d.message,
+        "line": d.line,
+        "severity": d.severity,
+        "where": d.where,
+        "record": d.record,
+    }
 
 def score_lines(hand: Located, scores: dict[str, Score]) -> list[str]:
     "One line per scored method; a line saying why when nothing could be scored."
     if not scores:
         return [(f"against {hand.label()}: no method of the port to score (the hand-written side defines none of them, "
                 "or the ported module does not parse)")]
-    return [f"against {hand.label()}: {name}: similarity {s.ratio:.3f} (ceiling {s.ceiling:.3f}: {s.invented} "
-            f"hand-written line(s) of prose in none of the inputs), code only {s.code_ratio:.3f}" for name, s in scores.items()]
+    return [
+        f"against {hand.label()}: {name}: similarity {s.ratio:.3f} (ceiling {s.ceiling:.3f}: {s.invented} "
+        f"hand-written line(s) of prose in none of the inputs), code only {s.code_ratio:.3f}"
+        for name, s in scores.items()
+    ]
 
 def write_result(res: PortResult, args, scored: tuple[Located, dict[str, Score]] | None = None) -> int:
-    "Write a port's code (or JSON) and report its diagnostics (and scores): exit 1 when conflicts remain or it does not parse."
+    ("Write a port's code (or JSON) and report its diagnostics (and scores): exit 1 when conflicts remain or it does "
+     "not parse.")
     if args.json:
         doc = {"name": res.name, "style": res.style, "code": res.code,
                "diagnostics": [diagnostic_json(d) for d in res.diagnostics], "stats": res.stats}

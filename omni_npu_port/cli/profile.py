@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import json
 
+from ..core.errors import OK
 from ..core.profile import SCHEMA, load_profile
 from .options import add_json
-from ..core.errors import OK
 
 DESCRIPTION = "Print the effective porting profile (settings.ini + OMNI_NPU_PORT_* environment)."
 

@@ -21,16 +21,22 @@ __all__ = ['DESCRIPTION', 'DEFAULT_TARGET', 'NEXT_STEPS', 'TOUR_STEPS', 'tour_ba
 def tour_backend(con, state):
     "The backend the runtime layer chose, and why the others were not."
     from rich.markup import escape
+
     from omni_npu_port.runtime.platform import current_platform
     d = current_platform().describe()
-    con.print(f"backend: [bold]{d.get('backend')}[/bold] on {d.get('device')}  (graphs: {'yes' if d.get('supports_graphs') else 'no'})")
+    con.print(
+        f"backend: [bold]{d.get('backend')}[/bold] on {d.get('device')}  (graphs: "
+        f"{'yes' if d.get('supports_graphs') else 'no'})"
+    )
     for name, why in (d.get("not_chosen") or {}).items(): con.print(f"  {name}: {escape(why)}")
 
 def tour_profile(con, state):
     "The porting profile; its target is the one the next steps use."
     from omni_npu_port.core.profile import load_profile
     prof = load_profile()
-    con.print(f"profile: {prof.path or 'built-in defaults'} → target {prof.target}, vllm {prof.vllm}, backend {prof.backend}")
+    con.print(
+        f"profile: {prof.path or 'built-in defaults'} → target {prof.target}, vllm {prof.vllm}, backend {prof.backend}"
+    )
     state["target"] = prof.target
 
 # %% ../../nbs/cli/tour.ipynb #4989d699
@@ -40,11 +46,14 @@ def tour_catalog(con, state):
     target = state.get("target") or DEFAULT_TARGET
     valid = {p.id for p in select_target(target)}
     t = Table(title=f"catalog: {len(CATALOG)} patterns, {len(valid)} hold for {target}")
-    for col in ("family", "patterns", "hold for target", "corrections", "beyond card", "notebook"): t.add_column(col, overflow="fold")
+    for col in ("family", "patterns", "hold for target", "corrections", "beyond card", "notebook"):
+        t.add_column(col, overflow="fold")
     for fam, (title, nb) in FAMILIES.items():
         recs = CATALOG.select(family=fam)
         c = Counter(p.source for p in recs)
-        t.add_row(fam, str(len(recs)), str(sum(p.id in valid for p in recs)), str(c["correction"]), str(c["beyond-card"]), nb)
+        t.add_row(
+            fam, str(len(recs)), str(sum(p.id in valid for p in recs)), str(c["correction"]), str(c["beyond-card"]), nb
+        )
     con.print(t)
     kinds = Counter(p.kind for p in CATALOG)
     con.print("kinds: " + ", ".join(f"{k} {kinds[k]}" for k in KINDS if kinds[k]))

@@ -8,14 +8,24 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .options import add_output, add_target
-from ..core.errors import FINDINGS, InputError, OK, PortingError, UsageError, warning_line
+from omni_npu_port.translate.run import (
+    FILE_ERRORS,
+    examine_table,
+    percent,
+    report_refusal,
+    translate_paths,
+    translated_tree_target,
+    usable_cpus,
+    write_report,
+    write_target_line,
+)
+
+from ..core.errors import FINDINGS, OK, InputError, PortingError, UsageError, warning_line
 from ..core.findings import OUTPUT_FORMATS
 from ..core.profile import resolve_target
 from ..sources.stated import stated_target
 from ..translate.rules import compile_rules
-from ..translate.run import (FILE_ERRORS, examine_table, percent, report_refusal, translate_paths, usable_cpus,
-                                        translated_tree_target, write_report, write_target_line)
+from .options import add_output, add_target
 
 DESCRIPTION = ("Translate GPU (vllm) runner code to NPU (vllm-ascend) code with rules from the catalog; mark what "
                "needs a person with ONPxxxx diagnostics.")
@@ -27,22 +37,45 @@ __all__ = ['DESCRIPTION', 'REPEATS_SHOWN', 'configure', 'check_arguments', 'tran
 # %% ../../nbs/cli/translate.ipynb #3ca90c4e
 def configure(ap):
     "Sources, one output mode, target and rules, reports, and the number of processes."
-    ap.add_argument("src", nargs="*", metavar="SRC", help="files or folders (folders recurse over .py files); at least one")
-    add_output(ap, "each translated file (at its path below its source folder; with several sources, below their common folder)", metavar="OUTDIR")
+    ap.add_argument(
+        "src", nargs="*", metavar="SRC", help="files or folders (folders recurse over .py files); at least one"
+    )
+    add_output(
+        ap,
+        "each translated file (at its path below its source folder; with several sources, below their common folder)",
+        metavar="OUTDIR",
+    )
     for a in ap._actions:
         if "--force" in a.option_strings:
             a.help = ("overwrite existing different outputs / translate despite an existing FILE.orig / replace a "
                       "--report or --summary file this tool did not write (never an input)")
     ap.add_argument("--in-place", action="store_true", help="rewrite changed files atomically, keeping FILE.orig")
     ap.add_argument("--diff", action="store_true", help="print a unified diff to stdout")
-    ap.add_argument("--check", action="store_true", help="analyse only: print path:line:col: CODE message for each GPU-ism left, converted-or-flagged or not; exit 1 if any")
-    ap.add_argument("--output-format", default="text", choices=OUTPUT_FORMATS,
-                    help="with --check: the findings as text lines (default), json, sarif (SARIF 2.1.0) or github (Actions annotations)")
+    ap.add_argument(
+        "--check",
+        action="store_true",
+        help="analyse only: print path:line:col: CODE message for each GPU-ism left, converted-or-flagged or not; exit "
+             "1 if any",
+    )
+    ap.add_argument(
+        "--output-format",
+        default="text",
+        choices=OUTPUT_FORMATS,
+        help="with --check: the findings as text lines (default), json, sarif (SARIF 2.1.0) or github (Actions "
+             "annotations)",
+    )
     add_target(ap)
-    ap.add_argument("--rules", action="append", default=[], metavar="FILE", help="user rules, TOML or YAML (repeatable; later wins)")
-    ap.add_argument("--source", action="append", default=[], metavar="SPEC",
-                    help="a vllm/torch source to tell re-exports by (PATH, PATH@VERSION or NAME==VERSION; repeatable): a "
-                         "name it shows is a catalog symbol is translated as it, instead of flagged ONP2020")
+    ap.add_argument(
+        "--rules", action="append", default=[], metavar="FILE", help="user rules, TOML or YAML (repeatable; later wins)"
+    )
+    ap.add_argument(
+        "--source",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="a vllm/torch source to tell re-exports by (PATH, PATH@VERSION or NAME==VERSION; repeatable): a "
+        "name it shows is a catalog symbol is translated as it, instead of flagged ONP2020",
+    )
     ap.add_argument("--no-comments", action="store_true", help="do not write # ONPxxxx comments into the output")
     ap.add_argument("--report", metavar="FILE.json", help="write the JSON report (a new file, or one this tool wrote)")
     ap.add_argument("--summary", metavar="FILE.md|FILE.csv", help="write the human summary (Markdown or CSV)")
@@ -55,10 +88,14 @@ def configure(ap):
 def check_arguments(args) -> None:
     "A UsageError for options that do not fit together or name places that cannot be written."
     if not args.src: raise UsageError("give the files or folders to translate (SRC...)")
-    if args.output_format != "text" and not args.check: raise UsageError("--output-format formats the findings of --check: add --check")
-    modes = [m for m, on in (("-o", args.output is not None), ("--in-place", args.in_place), ("--check", args.check)) if on]
+    if args.output_format != "text" and not args.check:
+        raise UsageError("--output-format formats the findings of --check: add --check")
+    modes = [
+        m for m, on in (("-o", args.output is not None), ("--in-place", args.in_place), ("--check", args.check)) if on
+    ]
     if len(modes) > 1: raise UsageError(f"choose one of -o OUTDIR, --in-place, --check (got {' and '.join(modes)})")
-    if not modes and not args.diff: raise UsageError("say where the output goes: -o OUTDIR, --in-place, --diff or --check")
+    if not modes and not args.diff:
+        raise UsageError("say where the output goes: -o OUTDIR, --in-place, --diff or --check")
     for opt, p in (("--report", args.report), ("--summary", args.summary)):
         if p and not Path(p).parent.exists(): raise UsageError(f"{p}: its folder does not exist")
         why = p and report_refusal(p, args.src, args.output, args.force)
@@ -80,7 +117,8 @@ def translate_target(args):
     except ValueError as e: raise UsageError(str(e)) from None   # ProfileError and bad targets are ValueErrors
 
 def translate_rules(args, target=None):
-    "The rule set for the target (`translate_target`) and `--rules`; a UsageError for a bad target, rule file or profile value."
+    ("The rule set for the target (`translate_target`) and `--rules`; a UsageError for a bad target, rule file or "
+     "profile value.")
     resolve = None
     if getattr(args, "source", None):   # a symbol index over the sources answers where names are defined
         from omni_npu_port.sources.symbols import SymbolIndex
@@ -93,8 +131,10 @@ def translate_rules(args, target=None):
 
 # %% ../../nbs/cli/translate.ipynb #588149f1
 def print_findings(run, fmt: str = "text") -> None:
-    "With --check: the findings on stdout, as `path:line:col: CODE message` lines (the style of ruff and mypy), JSON, SARIF or GitHub annotations."
+    ("With --check: the findings on stdout, as `path:line:col: CODE message` lines (the style of ruff and mypy), JSON, "
+     "SARIF or GitHub annotations.")
     import dataclasses
+
     from omni_npu_port.core.findings import format_findings
     found = [dataclasses.replace(d, path=str(f.path)) for f in run.files for d in f.findings()]
     sys.stdout.write(format_findings(found, fmt, "omni-npu-port translate"))
@@ -103,7 +143,8 @@ def print_findings(run, fmt: str = "text") -> None:
 REPEATS_SHOWN = 3   # the same error (same code and message but for its file) is printed this often, then counted
 
 def print_summary(run, args) -> None:
-    "Error diagnostics (those not printed as findings) and the `--examine` table (with --check) or a one-line summary, on stderr."
+    ("Error diagnostics (those not printed as findings) and the `--examine` table (with --check) or a one-line "
+     "summary, on stderr.")
     from omni_npu_port.core.findings import printable
     t, seen = run.totals(), {}
     for f in run.files:
@@ -111,22 +152,33 @@ def print_summary(run, args) -> None:
             if d.severity == "error" and not (args.check and d.code not in FILE_ERRORS):
                 key = (d.code, d.message.replace(f.path, "FILE").replace(str(f.output or f.path), "OUT"))
                 seen[key] = seen.get(key, 0) + 1
-                if seen[key] <= REPEATS_SHOWN: print(printable(f"{f.path}:{d.line}:{d.column}: {d.code} {d.message}"), file=sys.stderr)
+                if seen[key] <= REPEATS_SHOWN:
+                    print(printable(f"{f.path}:{d.line}:{d.column}: {d.code} {d.message}"), file=sys.stderr)
     for (code, msg), n in seen.items():   # a full disk: one line with a count, not one per file
         if n > REPEATS_SHOWN:
-            print(printable(f"… and {n - REPEATS_SHOWN} more {code} like the above ({msg}); the JSON report (--report) lists every file"), file=sys.stderr)
+            print(
+                printable(
+                    f"… and {n - REPEATS_SHOWN} more {code} like the above ({msg}); the JSON report (--report) lists "
+                    "every file"
+                ),
+                file=sys.stderr,
+            )
     if args.check:
         from rich.console import Console
         Console(stderr=True).print(examine_table(run))
     else:
-        print(f"{t['files']} files ({t['changed']} changed, {t['failed']} failed): {t['sites']} sites, "
-              f"{t['rewritten']} rewritten, {t['flagged']} flagged, conversion {percent(t['conversion_rate'])}"
-              + (f"; output in {args.output}" if args.output else "")
-              + ("; nothing written (the changes are the diff above)" if not (args.output or args.in_place) else ""), file=sys.stderr)
+        print(
+            f"{t['files']} files ({t['changed']} changed, {t['failed']} failed): {t['sites']} sites, "
+            f"{t['rewritten']} rewritten, {t['flagged']} flagged, conversion {percent(t['conversion_rate'])}"
+            + (f"; output in {args.output}" if args.output else "")
+            + ("; nothing written (the changes are the diff above)" if not (args.output or args.in_place) else ""),
+            file=sys.stderr,
+        )
 
 # %% ../../nbs/cli/translate.ipynb #5d588173
 def jobs_for(args, rules) -> int:
-    "The number of processes: one while a symbol index is in use (it stays in this process), else -j capped at the CPUs."
+    ("The number of processes: one while a symbol index is in use (it stays in this process), else -j capped at the "
+     "CPUs.")
     if args.jobs < 0: raise UsageError(f"--jobs {args.jobs}: give a number of processes >= 1, or 0 for one per CPU")
     if rules.resolve is not None: return 1
     cpus = usable_cpus()
@@ -159,9 +211,15 @@ def run(args) -> int:
     t, problems = result.totals(), []
     if t["failed"]:
         rest = "; the others were processed" if t["failed"] < t["files"] else ""
-        problems.append(f"{t['failed']} of {t['files']} files could not be {'checked' if args.check else 'translated'} (skipped, refused or not written: "
-                        f"see their ONP9xxx diagnostics{' above' if not args.quiet else ''}){rest}")
-    problems += [f"{e if e.strerror is None else f'{path}: could not be written ({e.strerror})'}; it was printed on stderr "
-                 "instead: give a writable path" for path, _, e in unwritten]
+        problems.append(
+            f"{t['failed']} of {t['files']} files could not be {'checked' if args.check else 'translated'} (skipped, "
+            "refused or not written: "
+            f"see their ONP9xxx diagnostics{' above' if not args.quiet else ''}){rest}"
+        )
+    problems += [
+        f"{e if e.strerror is None else f'{path}: could not be written ({e.strerror})'}; it was printed on stderr "
+        "instead: give a writable path"
+        for path, _, e in unwritten
+    ]
     if problems: raise InputError("; ".join(problems))
     return FINDINGS if args.check and t["pending"] else OK

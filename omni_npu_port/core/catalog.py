@@ -8,13 +8,23 @@ from __future__ import annotations
 import difflib
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Iterable, NamedTuple
+from typing import NamedTuple
 
-
-from .releases import (OMNI_PAIRING, PAIRING, TORCH_NPU_PINS, VLLM_ASCEND_VERSIONS, VLLM_LINE,
-                                         VLLM_VERSIONS, Release, parse_target, parse_version, resolve_release,
-                                         vllm_of_line)
+from omni_npu_port.core.releases import (
+    OMNI_PAIRING,
+    PAIRING,
+    TORCH_NPU_PINS,
+    VLLM_ASCEND_VERSIONS,
+    VLLM_LINE,
+    VLLM_VERSIONS,
+    Release,
+    parse_target,
+    parse_version,
+    resolve_release,
+    vllm_of_line,
+)
 
 # the releases table's names other modules import from the catalog: re-exported (nbdev adds `_all_` to `__all__`)
 _all_ = ["TORCH_NPU_PINS", "VLLM_ASCEND_VERSIONS", "VLLM_VERSIONS"]
@@ -170,8 +180,15 @@ class Symbol:
     def __str__(self) -> str: return self.dotted
 
 # %% ../../nbs/core/catalog.ipynb #64fb1a3c
-_FC_KW = "num_tokens, num_tokens_across_dp, in_profile_run, num_actual_tokens, aclgraph_runtime_mode, batch_descriptor, model_instance, is_draft_model, skip_compiled, max_tokens_across_pcp, draft_attn_metadatas"
-_FC_V013 = ("attn_metadata", "vllm_config", "virtual_engine", *_FC_KW.split(", ")[:8])   # ... model_instance, is_draft_model
+_FC_KW = ("num_tokens, num_tokens_across_dp, in_profile_run, num_actual_tokens, aclgraph_runtime_mode, "
+          "batch_descriptor, model_instance, is_draft_model, skip_compiled, max_tokens_across_pcp, "
+          "draft_attn_metadatas")
+_FC_V013 = (
+    "attn_metadata",
+    "vllm_config",
+    "virtual_engine",
+    *_FC_KW.split(", ")[:8],
+)  # ... model_instance, is_draft_model
 
 FORWARD_CONTEXT = [
     Pattern("fc.import", "forward-context", "Forward-context import", "import",
@@ -180,7 +197,8 @@ FORWARD_CONTEXT = [
        card_section="Import Translations / Forward Context",
        gpu_symbol="vllm.forward_context.set_forward_context",
        npu_symbol="vllm_ascend.ascend_forward_context.set_ascend_forward_context",
-       notes="vLLM-Omni ≥0.22 reaches it through `current_omni_platform.set_forward_context()` (see fc.platform-hook)."),
+       notes="vLLM-Omni ≥0.22 reaches it through `current_omni_platform.set_forward_context()` (see "
+             "fc.platform-hook)."),
     Pattern("fc.runtime-mode-kwarg", "forward-context", "Runtime-mode keyword: cudagraph → aclgraph", "kwargs-change",
        "set_forward_context(..., cudagraph_runtime_mode=cudagraph_mode)",
        "set_ascend_forward_context(..., aclgraph_runtime_mode=cudagraph_mode)",
@@ -189,7 +207,8 @@ FORWARD_CONTEXT = [
        npu_symbol="vllm_ascend.ascend_forward_context.set_ascend_forward_context",
        rename={"cudagraph_runtime_mode": "aclgraph_runtime_mode"},
        notes="The value stays a vllm `CUDAGraphMode`; only the keyword changes."),
-    Pattern("fc.num-actual-tokens", "forward-context", "num_actual_tokens: padded count in dummy runs, scheduled total in execute_model",
+    Pattern("fc.num-actual-tokens", "forward-context", "num_actual_tokens: padded count in dummy runs, scheduled total "
+                                                       "in execute_model",
        "kwargs-change", "set_forward_context(attn_metadata, vllm_config, num_tokens=num_tokens_padded, ...)",
        "set_ascend_forward_context(attn_metadata, vllm_config, num_tokens=num_tokens_padded, ...,\n"
        "    num_actual_tokens=num_tokens_padded)  # in _dummy_run\n"
@@ -198,7 +217,8 @@ FORWARD_CONTEXT = [
        correction="The card passes `scheduler_output.total_num_scheduled_tokens` everywhere; dummy runs have no "
                   "scheduler output and pass `num_tokens_padded`.",
        npu_symbol="vllm_ascend.ascend_forward_context.set_ascend_forward_context",
-       add={"num_actual_tokens": "num_tokens_padded in _dummy_run; scheduler_output.total_num_scheduled_tokens in execute_model"}),
+       add={"num_actual_tokens": ("num_tokens_padded in _dummy_run; scheduler_output.total_num_scheduled_tokens in "
+                                  "execute_model")}),
     Pattern("fc.model-instance", "forward-context", "model_instance=self.model", "kwargs-change",
        "set_forward_context(attn_metadata, vllm_config, ...)",
        "set_ascend_forward_context(attn_metadata, vllm_config, ..., model_instance=self.model)",
@@ -217,9 +237,11 @@ FORWARD_CONTEXT = [
 
 # %% ../../nbs/core/catalog.ipynb #a9d4f47c
 FORWARD_CONTEXT += [
-    Pattern("fc.signature-v013", "forward-context", "set_ascend_forward_context of the 0.13 releases", "signature-change",
+    Pattern("fc.signature-v013", "forward-context", "set_ascend_forward_context of the 0.13 "
+                                                    "releases", "signature-change",
        "set_forward_context(attn_metadata, vllm_config, virtual_engine=0, ...)",
-       "set_ascend_forward_context(attn_metadata, vllm_config, virtual_engine=0, num_tokens=0, ..., model_instance=None,\n"
+       "set_ascend_forward_context(attn_metadata, vllm_config, virtual_engine=0, num_tokens=0, ..., "
+       "model_instance=None,\n"
        "    is_draft_model=False, is_multimodal_model=False)",
        source="beyond-card", until="0.14.0rc1",
        npu_symbol="vllm_ascend.ascend_forward_context.set_ascend_forward_context",
@@ -228,7 +250,8 @@ FORWARD_CONTEXT += [
              "draft_attn_metadatas yet: pass everything after vllm_config by keyword."),
     Pattern("fc.signature-v014", "forward-context", "set_ascend_forward_context of v0.14.0rc1", "signature-change",
        "set_forward_context(attn_metadata, vllm_config, virtual_engine=0, ...)",
-       "set_ascend_forward_context(attn_metadata, vllm_config, virtual_engine=0, num_tokens=0, ..., model_instance=None,\n"
+       "set_ascend_forward_context(attn_metadata, vllm_config, virtual_engine=0, num_tokens=0, ..., "
+       "model_instance=None,\n"
        "    is_draft_model=False)",
        source="beyond-card", since="0.14.0rc1", until="0.15.0rc1",
        npu_symbol="vllm_ascend.ascend_forward_context.set_ascend_forward_context",
@@ -236,13 +259,16 @@ FORWARD_CONTEXT += [
        notes="is_multimodal_model is gone (it stays on the 0.13 branch); skip_compiled arrives in v0.15.0rc1."),
     Pattern("fc.signature-v015", "forward-context", "set_ascend_forward_context of v0.15.0rc1", "signature-change",
        "set_forward_context(attn_metadata, vllm_config, virtual_engine=0, ...)",
-       "set_ascend_forward_context(attn_metadata, vllm_config, virtual_engine=0, num_tokens=0, ..., is_draft_model=False,\n"
+       "set_ascend_forward_context(attn_metadata, vllm_config, virtual_engine=0, num_tokens=0, ..., "
+       "is_draft_model=False,\n"
        "    skip_compiled=False, draft_attn_metadatas=None)",
        source="beyond-card", since="0.15.0rc1", until="0.16.0rc1",
        npu_symbol="vllm_ascend.ascend_forward_context.set_ascend_forward_context",
        params=(*_FC_V013, "skip_compiled", "draft_attn_metadatas"), drop=("max_tokens_across_pcp",),
-       notes="max_tokens_across_pcp arrives in v0.16.0rc1, between skip_compiled and draft_attn_metadatas (fc.virtual-engine)."),
-    Pattern("fc.virtual-engine", "forward-context", "virtual_engine is the 3rd positional parameter", "signature-change",
+       notes="max_tokens_across_pcp arrives in v0.16.0rc1, between skip_compiled and draft_attn_metadatas "
+             "(fc.virtual-engine)."),
+    Pattern("fc.virtual-engine", "forward-context", "virtual_engine is the 3rd positional "
+                                                    "parameter", "signature-change",
        "set_forward_context(attn_metadata, vllm_config, virtual_engine=0, ...)",
        "set_ascend_forward_context(attn_metadata, vllm_config, virtual_engine=0, " + _FC_KW + ")",
        source="beyond-card", since="0.16.0rc1", until="0.19.1rc1", vllm_until="0.19.1",
@@ -308,7 +334,8 @@ GRAPHS = [
              "`enable_enpu` (graph.wrapper-kwonly)."),
     Pattern("graph.wrapper-kwonly", "graphs", "ACLGraphWrapper keyword-only use_eagle, enable_enpu", "signature-change",
        "CUDAGraphWrapper(runnable, vllm_config, runtime_mode, cudagraph_options=None)",
-       "ACLGraphWrapper(runnable, vllm_config, runtime_mode, cudagraph_options=None, *, use_eagle=..., enable_enpu=...)",
+       "ACLGraphWrapper(runnable, vllm_config, runtime_mode, cudagraph_options=None, *, use_eagle=..., "
+       "enable_enpu=...)",
        source="beyond-card", since="0.18.0",
        npu_symbol="vllm_ascend.compilation.acl_graph.ACLGraphWrapper",
        params=("use_eagle", "enable_enpu")),
@@ -378,7 +405,8 @@ DEVICE_OPS = [
        "torch.cuda.synchronize()", "torch.npu.synchronize()",
        card_section="Device Operations / Synchronization",
        gpu_symbol="torch.cuda.synchronize", npu_symbol="torch.npu.synchronize"),
-    Pattern("dev.accelerator-synchronize", "device-ops", "torch.accelerator.synchronize maps to torch.npu too", "rename",
+    Pattern("dev.accelerator-synchronize", "device-ops", "torch.accelerator.synchronize maps to torch.npu "
+                                                         "too", "rename",
        "torch.accelerator.synchronize()", "torch.npu.synchronize()",
        source="beyond-card", gpu_symbol="torch.accelerator.synchronize", npu_symbol="torch.npu.synchronize",
        notes="Newer GPU code uses the device-generic API; the NPU runners still call torch.npu."),
@@ -423,21 +451,61 @@ DEVICE_OPS = [
 
 # %% ../../nbs/core/catalog.ipynb #2d7d0a54
 DEVICE_OPS += [
-    Pattern("dev.memory-allocated", "device-ops", "Bytes held by tensors on the device", "rename",
-       "torch.cuda.memory_allocated()", "torch.npu.memory_allocated()",
-       source="beyond-card", gpu_symbol="torch.cuda.memory_allocated", npu_symbol="torch.npu.memory_allocated"),
-    Pattern("dev.max-memory-allocated", "device-ops", "Peak bytes held by tensors", "rename",
-       "torch.cuda.max_memory_allocated()", "torch.npu.max_memory_allocated()",
-       source="beyond-card", gpu_symbol="torch.cuda.max_memory_allocated", npu_symbol="torch.npu.max_memory_allocated"),
-    Pattern("dev.reset-peak-memory-stats", "device-ops", "Reset the peak-memory counters", "rename",
-       "torch.cuda.reset_peak_memory_stats()", "torch.npu.reset_peak_memory_stats()",
-       source="beyond-card", gpu_symbol="torch.cuda.reset_peak_memory_stats", npu_symbol="torch.npu.reset_peak_memory_stats"),
-    Pattern("dev.empty-cache", "device-ops", "Release the caching allocator's unused blocks", "rename",
-       "torch.cuda.empty_cache()", "torch.npu.empty_cache()",
-       source="beyond-card", gpu_symbol="torch.cuda.empty_cache", npu_symbol="torch.npu.empty_cache"),
-    Pattern("dev.mem-get-info", "device-ops", "Free and total device memory", "rename",
-       "torch.cuda.mem_get_info()", "torch.npu.mem_get_info()",
-       source="beyond-card", gpu_symbol="torch.cuda.mem_get_info", npu_symbol="torch.npu.mem_get_info"),
+    Pattern(
+        "dev.memory-allocated",
+        "device-ops",
+        "Bytes held by tensors on the device",
+        "rename",
+        "torch.cuda.memory_allocated()",
+        "torch.npu.memory_allocated()",
+        source="beyond-card",
+        gpu_symbol="torch.cuda.memory_allocated",
+        npu_symbol="torch.npu.memory_allocated",
+    ),
+    Pattern(
+        "dev.max-memory-allocated",
+        "device-ops",
+        "Peak bytes held by tensors",
+        "rename",
+        "torch.cuda.max_memory_allocated()",
+        "torch.npu.max_memory_allocated()",
+        source="beyond-card",
+        gpu_symbol="torch.cuda.max_memory_allocated",
+        npu_symbol="torch.npu.max_memory_allocated",
+    ),
+    Pattern(
+        "dev.reset-peak-memory-stats",
+        "device-ops",
+        "Reset the peak-memory counters",
+        "rename",
+        "torch.cuda.reset_peak_memory_stats()",
+        "torch.npu.reset_peak_memory_stats()",
+        source="beyond-card",
+        gpu_symbol="torch.cuda.reset_peak_memory_stats",
+        npu_symbol="torch.npu.reset_peak_memory_stats",
+    ),
+    Pattern(
+        "dev.empty-cache",
+        "device-ops",
+        "Release the caching allocator's unused blocks",
+        "rename",
+        "torch.cuda.empty_cache()",
+        "torch.npu.empty_cache()",
+        source="beyond-card",
+        gpu_symbol="torch.cuda.empty_cache",
+        npu_symbol="torch.npu.empty_cache",
+    ),
+    Pattern(
+        "dev.mem-get-info",
+        "device-ops",
+        "Free and total device memory",
+        "rename",
+        "torch.cuda.mem_get_info()",
+        "torch.npu.mem_get_info()",
+        source="beyond-card",
+        gpu_symbol="torch.cuda.mem_get_info",
+        npu_symbol="torch.npu.mem_get_info",
+    ),
 ]
 
 # %% ../../nbs/core/catalog.ipynb #641bc1cd
@@ -479,7 +547,8 @@ ATTENTION = [
        until="0.27.1rc1",
        notes="Call by keyword. The parameters in the real order (v0.15.0rc1 … v0.26.0rc1; the card lists them in "
              "another order); v0.13.0's NPUModelRunner has no _build_attention_metadata of its own."),
-    Pattern("attn.build-metadata-dcp", "attention", "_build_attention_metadata gains dcp_dummy_metadata", "signature-change",
+    Pattern("attn.build-metadata-dcp", "attention", "_build_attention_metadata gains "
+                                                    "dcp_dummy_metadata", "signature-change",
        "# see attn.build-metadata", "self._build_attention_metadata(..., dcp_dummy_metadata=None, ...)",
        source="beyond-card", since="0.27.1rc1",
        npu_symbol="vllm_ascend.worker.model_runner_v1.NPUModelRunner._build_attention_metadata",
@@ -500,25 +569,56 @@ ATTENTION = [
 
 # %% ../../nbs/core/catalog.ipynb #2c316ce4
 ROTARY_SP = [
-    Pattern("rope.update-cos-sin", "rotary-sp", "Update the rotary cos/sin cache before the forward", "npu-only-insertion",
-       "# handled inside attention", "from vllm_ascend.ops.rotary_embedding import update_cos_sin\nupdate_cos_sin(positions)",
-       card_section="Rotary Embedding / Update Cos/Sin Cache",
-       npu_symbol="vllm_ascend.ops.rotary_embedding.update_cos_sin", params=("positions",)),
-    Pattern("sp.enable-sp", "rotary-sp", "Sequence parallelism check (env-driven)", "npu-only-insertion",
-       "# vllm distributed utilities", "from vllm_ascend.utils import enable_sp\nif enable_sp():\n    ...",
-       card_section="Sequence Parallelism / Enable SP Check", until="0.27.1rc1",
-       npu_symbol="vllm_ascend.utils.enable_sp", params=("vllm_config", "enable_shared_expert_dp"),
-       notes="`(vllm_config=None, enable_shared_expert_dp=False)`, driven by environment variables."),
-    Pattern("sp.enable-sp-config", "rotary-sp", "Sequence parallelism check (config-driven)", "signature-change",
-       "# vllm distributed utilities", "from vllm_ascend.utils import enable_sp\nif enable_sp(vllm_config):\n    ...",
-       source="beyond-card", since="0.27.1rc1",
-       npu_symbol="vllm_ascend.utils.enable_sp", params=("vllm_config",), drop=("enable_shared_expert_dp",),
-       notes="From v0.27.1rc1 (main since Aug 2026) enable_sp reads parallel_config.use_sequence_parallel_moe; "
-             "enable_shared_expert_dp is gone."),
-    Pattern("util.lmhead-tp-enable", "rotary-sp", "LM-head tensor parallel check", "npu-only-insertion",
-       "# none", "from vllm_ascend.utils import lmhead_tp_enable\nif lmhead_tp_enable():\n    ...",
-       card_section="Import Translations / Utilities",
-       npu_symbol="vllm_ascend.utils.lmhead_tp_enable", params=()),
+    Pattern(
+        "rope.update-cos-sin",
+        "rotary-sp",
+        "Update the rotary cos/sin cache before the forward",
+        "npu-only-insertion",
+        "# handled inside attention",
+        "from vllm_ascend.ops.rotary_embedding import update_cos_sin\nupdate_cos_sin(positions)",
+        card_section="Rotary Embedding / Update Cos/Sin Cache",
+        npu_symbol="vllm_ascend.ops.rotary_embedding.update_cos_sin",
+        params=("positions",),
+    ),
+    Pattern(
+        "sp.enable-sp",
+        "rotary-sp",
+        "Sequence parallelism check (env-driven)",
+        "npu-only-insertion",
+        "# vllm distributed utilities",
+        "from vllm_ascend.utils import enable_sp\nif enable_sp():\n    ...",
+        card_section="Sequence Parallelism / Enable SP Check",
+        until="0.27.1rc1",
+        npu_symbol="vllm_ascend.utils.enable_sp",
+        params=("vllm_config", "enable_shared_expert_dp"),
+        notes="`(vllm_config=None, enable_shared_expert_dp=False)`, driven by environment variables.",
+    ),
+    Pattern(
+        "sp.enable-sp-config",
+        "rotary-sp",
+        "Sequence parallelism check (config-driven)",
+        "signature-change",
+        "# vllm distributed utilities",
+        "from vllm_ascend.utils import enable_sp\nif enable_sp(vllm_config):\n    ...",
+        source="beyond-card",
+        since="0.27.1rc1",
+        npu_symbol="vllm_ascend.utils.enable_sp",
+        params=("vllm_config",),
+        drop=("enable_shared_expert_dp",),
+        notes="From v0.27.1rc1 (main since Aug 2026) enable_sp reads parallel_config.use_sequence_parallel_moe; "
+        "enable_shared_expert_dp is gone.",
+    ),
+    Pattern(
+        "util.lmhead-tp-enable",
+        "rotary-sp",
+        "LM-head tensor parallel check",
+        "npu-only-insertion",
+        "# none",
+        "from vllm_ascend.utils import lmhead_tp_enable\nif lmhead_tp_enable():\n    ...",
+        card_section="Import Translations / Utilities",
+        npu_symbol="vllm_ascend.utils.lmhead_tp_enable",
+        params=(),
+    ),
 ]
 
 # %% ../../nbs/core/catalog.ipynb #2fb8bfce
@@ -535,7 +635,8 @@ SAMPLER_BATCH = [
        source="beyond-card", until="0.25.1rc1",
        npu_symbol="vllm_ascend.sample.sampler.AscendSampler", value={"methods": ("set_q_event", "do_async_exponential")},
        notes="Present from v0.13.0 through v0.23.0.post1; removed in v0.25.1rc1."),
-    Pattern("sample.ascend-sampler-v025", "sampler-batch", "AscendSampler.apply_penalties / prepare_sampling / greedy_sample",
+    Pattern("sample.ascend-sampler-v025", "sampler-batch", "AscendSampler.apply_penalties / prepare_sampling / "
+                                                           "greedy_sample",
        "signature-change", "# vllm Sampler methods", "self.sampler.prepare_sampling(...)",
        source="beyond-card", since="0.20.2rc1", until="0.30.0rc1",
        npu_symbol="vllm_ascend.sample.sampler.AscendSampler",
@@ -547,7 +648,8 @@ SAMPLER_BATCH = [
        source="beyond-card", since="0.30.0rc1",
        npu_symbol="vllm_ascend.sample.sampler.AscendSampler", value={"methods": ("apply_penalties", "greedy_sample")},
        notes="v0.30.0rc1 removes AscendSampler.prepare_sampling; apply_penalties and greedy_sample stay."),
-    Pattern("batch.input-batch", "sampler-batch", "InputBatch → NPUInputBatch (inherited from NPUModelRunner)", "class-swap",
+    Pattern("batch.input-batch", "sampler-batch", "InputBatch → NPUInputBatch (inherited from "
+                                                  "NPUModelRunner)", "class-swap",
        "from vllm.v1.worker.gpu_input_batch import InputBatch",
        "from vllm_ascend.worker.npu_input_batch import NPUInputBatch",
        source="correction", card_section="Input Batch / Batch Class", vllm_until="0.34.0",
@@ -571,10 +673,18 @@ SAMPLER_BATCH = [
 ]
 
 # %% ../../nbs/core/catalog.ipynb #9603f2b3
-_UPDATE_FULL_GRAPH_PARAMS = ("attn_backend", "update_stream", "forward_context", "num_tokens", "vllm_config", "speculative_config")
+_UPDATE_FULL_GRAPH_PARAMS = (
+    "attn_backend",
+    "update_stream",
+    "forward_context",
+    "num_tokens",
+    "vllm_config",
+    "speculative_config",
+)
 
 GRAPH_PARAMS = [
-    Pattern("gparams.update-full", "graph-params", "Update full-graph params (FULL and not capturing)", "npu-only-insertion",
+    Pattern("gparams.update-full", "graph-params", "Update full-graph params (FULL and not "
+                                                   "capturing)", "npu-only-insertion",
        "# not needed on GPU",
        "forward_context = get_forward_context()\n"
        "if (forward_context.cudagraph_runtime_mode == CUDAGraphMode.FULL\n"
@@ -672,7 +782,8 @@ SIGNATURES = [
        source="beyond-card", since="0.19.1rc1",
        npu_symbol="vllm_ascend.worker.model_runner_v1.NPUModelRunner._dummy_run", params=("profile_cpp",)),
     Pattern("sig.model-forward", "signatures", "NPU _model_forward takes num_tokens_padded first", "signature-change",
-       "def _model_forward(self, input_ids=None, positions=None, intermediate_tensors=None, inputs_embeds=None, **model_kwargs)",
+       "def _model_forward(self, input_ids=None, positions=None, intermediate_tensors=None, inputs_embeds=None, "
+       "**model_kwargs)",
        "def _model_forward(self, num_tokens_padded, input_ids=None, positions=None, intermediate_tensors=None,\n"
        "                   inputs_embeds=None, **model_kwargs)",
        card_section="Common Method Signature Differences / _model_forward Parameters", since="0.15.0rc1",
@@ -690,66 +801,134 @@ SIGNATURES = [
 # %% ../../nbs/core/catalog.ipynb #d01c05e9
 _PROPOSER = ("num_tokens", "with_prefill", "in_graph_capturing", "num_reqs", "num_tokens_across_dp",
              "aclgraph_runtime_mode", "batch_descriptor")
-_PROPOSER_NPU = ("self.drafter.dummy_run(num_tokens=num_tokens_padded, with_prefill=with_prefill, num_reqs=num_reqs_padded,\n"
-                 "    num_tokens_across_dp=num_tokens_across_dp, aclgraph_runtime_mode=cudagraph_runtime_mode,\n"
-                 "    batch_descriptor=batch_desc, in_graph_capturing=not force_attention, is_profile=is_profile)")
+_PROPOSER_NPU = (
+    "self.drafter.dummy_run(num_tokens=num_tokens_padded, with_prefill=with_prefill, num_reqs=num_reqs_padded,\n"
+    "    num_tokens_across_dp=num_tokens_across_dp, aclgraph_runtime_mode=cudagraph_runtime_mode,\n"
+    "    batch_descriptor=batch_desc, in_graph_capturing=not force_attention, is_profile=is_profile)"
+)
 
 DEVICE_OPS += [
-    Pattern("dev.device-type", "device-ops", "The device type is \"npu\": device-type guards and device strings", "constant",
-       'if self.device_config.device_type == "cuda":\n    self.device = torch.device(f"cuda:{self.local_rank}")',
-       'if self.device_config.device_type == "npu":\n    self.device = torch.device(f"npu:{self.local_rank}")',
-       source="beyond-card", npu_symbol="vllm_ascend.platform.NPUPlatform.device_type", value="npu",
-       notes="vllm-ascend's NPUWorker builds torch.device(f\"npu:{self.local_rank}\") (from 0.24.0rc1 "
-             "f\"{current_platform.device_type}:{visible_device_index}\"). A guard on \"cuda\" is false on NPU."),
-    Pattern("dev.nccl-env", "device-ops", "NCCL environment variables: NPU collectives read HCCL_ variables", "manual",
-       'os.environ.pop("NCCL_ASYNC_ERROR_HANDLING", None)',
-       "# HCCL reads HCCL_ variables: an NCCL_ one configures nothing on NPU; drop it or set the HCCL variable\n"
-       "# that does the same (vllm-ascend reads HCCL_OP_EXPANSION_MODE, HCCL_SO_PATH, ...)",
-       source="beyond-card",
-       notes="No vllm-ascend release reads an NCCL_ variable; the record names no symbol the doctor can check."),
+    Pattern(
+        "dev.device-type",
+        "device-ops",
+        'The device type is "npu": device-type guards and device strings',
+        "constant",
+        'if self.device_config.device_type == "cuda":\n    self.device = torch.device(f"cuda:{self.local_rank}")',
+        'if self.device_config.device_type == "npu":\n    self.device = torch.device(f"npu:{self.local_rank}")',
+        source="beyond-card",
+        npu_symbol="vllm_ascend.platform.NPUPlatform.device_type",
+        value="npu",
+        notes='vllm-ascend\'s NPUWorker builds torch.device(f"npu:{self.local_rank}") (from 0.24.0rc1 '
+        'f"{current_platform.device_type}:{visible_device_index}"). A guard on "cuda" is false on NPU.',
+    ),
+    Pattern(
+        "dev.nccl-env",
+        "device-ops",
+        "NCCL environment variables: NPU collectives read HCCL_ variables",
+        "manual",
+        'os.environ.pop("NCCL_ASYNC_ERROR_HANDLING", None)',
+        "# HCCL reads HCCL_ variables: an NCCL_ one configures nothing on NPU; drop it or set the HCCL variable\n"
+        "# that does the same (vllm-ascend reads HCCL_OP_EXPANSION_MODE, HCCL_SO_PATH, ...)",
+        source="beyond-card",
+        notes="No vllm-ascend release reads an NCCL_ variable; the record names no symbol the doctor can check.",
+    ),
 ]
 
 # %% ../../nbs/core/catalog.ipynb #b28c136b
 GRAPHS += [
-    Pattern("spec.proposer-dummy-run-v013", "graphs", "Proposer dummy_run: aclgraph_runtime_mode, no use_cudagraphs", "manual",
-       "self.drafter.dummy_run(num_tokens, use_cudagraphs=use_cudagraphs)", _PROPOSER_NPU,
-       source="beyond-card", until="0.16.0rc1", vllm_until="0.34.0",
-       gpu_symbol="vllm.v1.spec_decode.eagle.EagleProposer.dummy_run",
-       npu_symbol="vllm_ascend.spec_decode.eagle_proposer.EagleProposer.dummy_run", params=_PROPOSER, drop=("use_cudagraphs",),
-       notes="vllm-ascend's EagleProposer (and MtpProposer, Ngram, Suffix, Medusa) up to v0.15.0rc1; AscendEagleProposer from "
-             "v0.16.0rc1 (spec.proposer-dummy-run). Passing use_cudagraphs= raises TypeError; the value is a graph mode."),
-    Pattern("spec.proposer-dummy-run", "graphs", "Proposer dummy_run: aclgraph_runtime_mode, no use_cudagraphs", "manual",
-       "self.drafter.dummy_run(num_tokens, use_cudagraphs=use_cudagraphs)", _PROPOSER_NPU,
-       source="beyond-card", since="0.16.0rc1", vllm_until="0.34.0",
-       gpu_symbol="vllm.v1.spec_decode.eagle.EagleProposer.dummy_run",
-       npu_symbol="vllm_ascend.spec_decode.eagle_proposer.AscendEagleProposer.dummy_run", params=_PROPOSER, drop=("use_cudagraphs",),
-       notes="Defined on SpecDecodeBaseProposer (0.17, 0.18) and AscendSpecDecodeBaseProposer (from 0.19.1rc1)."),
-    Pattern("spec.eagle-isinstance", "graphs", "isinstance against vllm's EagleProposer: vllm-ascend's is no subclass", "manual",
-       "assert isinstance(self.drafter, EagleProposer)  # vllm.v1.spec_decode.eagle",
-       "from vllm_ascend.spec_decode.eagle_proposer import EagleProposer\nassert isinstance(self.drafter, EagleProposer)",
-       source="beyond-card", until="0.13.0rc2", vllm_until="0.34.0", gpu_symbol="vllm.v1.spec_decode.eagle.EagleProposer",
-       notes="Up to v0.13.0rc1 vllm-ascend's EagleProposer derives from vllm_ascend.spec_decode.interface.Proposer; from "
-             "v0.13.0rc2 it derives from vllm's EagleProposer (AscendEagleProposer from v0.16.0rc1), so the check holds."),
+    Pattern(
+        "spec.proposer-dummy-run-v013",
+        "graphs",
+        "Proposer dummy_run: aclgraph_runtime_mode, no use_cudagraphs",
+        "manual",
+        "self.drafter.dummy_run(num_tokens, use_cudagraphs=use_cudagraphs)",
+        _PROPOSER_NPU,
+        source="beyond-card",
+        until="0.16.0rc1",
+        vllm_until="0.34.0",
+        gpu_symbol="vllm.v1.spec_decode.eagle.EagleProposer.dummy_run",
+        npu_symbol="vllm_ascend.spec_decode.eagle_proposer.EagleProposer.dummy_run",
+        params=_PROPOSER,
+        drop=("use_cudagraphs",),
+        notes="vllm-ascend's EagleProposer (and MtpProposer, Ngram, Suffix, Medusa) up to v0.15.0rc1; "
+              "AscendEagleProposer from "
+        "v0.16.0rc1 (spec.proposer-dummy-run). Passing use_cudagraphs= raises TypeError; the value is a graph mode.",
+    ),
+    Pattern(
+        "spec.proposer-dummy-run",
+        "graphs",
+        "Proposer dummy_run: aclgraph_runtime_mode, no use_cudagraphs",
+        "manual",
+        "self.drafter.dummy_run(num_tokens, use_cudagraphs=use_cudagraphs)",
+        _PROPOSER_NPU,
+        source="beyond-card",
+        since="0.16.0rc1",
+        vllm_until="0.34.0",
+        gpu_symbol="vllm.v1.spec_decode.eagle.EagleProposer.dummy_run",
+        npu_symbol="vllm_ascend.spec_decode.eagle_proposer.AscendEagleProposer.dummy_run",
+        params=_PROPOSER,
+        drop=("use_cudagraphs",),
+        notes="Defined on SpecDecodeBaseProposer (0.17, 0.18) and AscendSpecDecodeBaseProposer (from 0.19.1rc1).",
+    ),
+    Pattern(
+        "spec.eagle-isinstance",
+        "graphs",
+        "isinstance against vllm's EagleProposer: vllm-ascend's is no subclass",
+        "manual",
+        "assert isinstance(self.drafter, EagleProposer)  # vllm.v1.spec_decode.eagle",
+        "from vllm_ascend.spec_decode.eagle_proposer import EagleProposer\nassert isinstance(self.drafter, "
+        "EagleProposer)",
+        source="beyond-card",
+        until="0.13.0rc2",
+        vllm_until="0.34.0",
+        gpu_symbol="vllm.v1.spec_decode.eagle.EagleProposer",
+        notes="Up to v0.13.0rc1 vllm-ascend's EagleProposer derives from vllm_ascend.spec_decode.interface.Proposer; "
+              "from "
+        "v0.13.0rc2 it derives from vllm's EagleProposer (AscendEagleProposer from v0.16.0rc1), so the check holds.",
+    ),
 ]
 
 # %% ../../nbs/core/catalog.ipynb #573227ea
 SIGNATURES += [
-    Pattern("worker.base-class", "signatures", "GPU worker base → vllm-ascend's NPUWorker", "class-swap",
-       "from vllm.v1.worker.gpu_worker import Worker as GPUWorker\nclass OmniGPUWorkerBase(GPUWorker): ...",
-       "from vllm_ascend.worker.worker import NPUWorker\nclass OmniNPUWorkerBase(NPUWorker): ...",
-       source="beyond-card", gpu_symbol="vllm.v1.worker.gpu_worker.Worker", npu_symbol="vllm_ascend.worker.worker.NPUWorker",
-       value={"methods": ("init_device", "_init_device", "determine_available_memory",
-                          "compile_or_warm_up_model", "wake_up")},   # names rare enough to anchor the chunker
-       notes="NPUWorker derives from vllm's WorkerBase, not from the GPU Worker; its init_device calls self._init_device(). "
-             "An override written against the GPU Worker must be checked against NPUWorker's method."),
-    Pattern("sig.dummy-run-aclgraph", "signatures", "NPU _dummy_run takes aclgraph_runtime_mode (up to 0.13.0rc1)",
-       "signature-change", "def _dummy_run(self, num_tokens, cudagraph_runtime_mode=None, ...)",
-       "def _dummy_run(self, num_tokens, with_prefill=False, aclgraph_runtime_mode=None, ...)",
-       source="beyond-card", until="0.13.0rc2",
-       npu_symbol="vllm_ascend.worker.model_runner_v1.NPUModelRunner._dummy_run",
-       params=("num_tokens", "with_prefill", "aclgraph_runtime_mode"), rename={"cudagraph_runtime_mode": "aclgraph_runtime_mode"},
-       notes="vllm-ascend up to v0.13.0rc1 calls self._dummy_run(..., aclgraph_runtime_mode=...): an omni override keeping "
-             "vllm's cudagraph_runtime_mode parameter raises TypeError there. v0.13.0rc2 renamed it back."),
+    Pattern(
+        "worker.base-class",
+        "signatures",
+        "GPU worker base → vllm-ascend's NPUWorker",
+        "class-swap",
+        "from vllm.v1.worker.gpu_worker import Worker as GPUWorker\nclass OmniGPUWorkerBase(GPUWorker): ...",
+        "from vllm_ascend.worker.worker import NPUWorker\nclass OmniNPUWorkerBase(NPUWorker): ...",
+        source="beyond-card",
+        gpu_symbol="vllm.v1.worker.gpu_worker.Worker",
+        npu_symbol="vllm_ascend.worker.worker.NPUWorker",
+        value={
+            "methods": (
+                "init_device",
+                "_init_device",
+                "determine_available_memory",
+                "compile_or_warm_up_model",
+                "wake_up",
+            )
+        },  # names rare enough to anchor the chunker
+        notes="NPUWorker derives from vllm's WorkerBase, not from the GPU Worker; its init_device calls "
+              "self._init_device(). "
+        "An override written against the GPU Worker must be checked against NPUWorker's method.",
+    ),
+    Pattern(
+        "sig.dummy-run-aclgraph",
+        "signatures",
+        "NPU _dummy_run takes aclgraph_runtime_mode (up to 0.13.0rc1)",
+        "signature-change",
+        "def _dummy_run(self, num_tokens, cudagraph_runtime_mode=None, ...)",
+        "def _dummy_run(self, num_tokens, with_prefill=False, aclgraph_runtime_mode=None, ...)",
+        source="beyond-card",
+        until="0.13.0rc2",
+        npu_symbol="vllm_ascend.worker.model_runner_v1.NPUModelRunner._dummy_run",
+        params=("num_tokens", "with_prefill", "aclgraph_runtime_mode"),
+        rename={"cudagraph_runtime_mode": "aclgraph_runtime_mode"},
+        notes="vllm-ascend up to v0.13.0rc1 calls self._dummy_run(..., aclgraph_runtime_mode=...): an omni override "
+              "keeping "
+        "vllm's cudagraph_runtime_mode parameter raises TypeError there. v0.13.0rc2 renamed it back.",
+    ),
 ]
 
 # %% ../../nbs/core/catalog.ipynb #daea31c7
@@ -813,16 +992,26 @@ def _validate(patterns: list[Pattern]):
         check_choice(f"family of {where}", p.family, FAMILIES)
         check_choice(f"kind of {where}", p.kind, KINDS)
         check_choice(f"source of {where}", p.source, SOURCES)
-        if p.source == "correction" and not p.correction: raise ValueError(f"{where}: a correction must say what the card got wrong")
-        if p.source != "beyond-card" and not p.card_section: raise ValueError(f"{where}: card records name their card section")
+        if p.source == "correction" and not p.correction:
+            raise ValueError(f"{where}: a correction must say what the card got wrong")
+        if p.source != "beyond-card" and not p.card_section:
+            raise ValueError(f"{where}: card records name their card section")
         for lo, hi in ((p.since, p.until), (p.vllm_since, p.vllm_until), *p.gaps):
             if lo is not None and hi is not None and parse_version(lo) >= parse_version(hi):
                 raise ValueError(f"{where}: empty version range [{lo}, {hi})")
         for g in p.gaps:
-            if len(g) != 2 or None in g or not (_in_range(g[0], p.since, p.until) and _in_range(g[1], p.since, p.until)):
-                raise ValueError(f"{where}: gap {tuple(g)} must be (from, to) versions strictly inside [{p.since}, {p.until})")
+            if (
+                len(g) != 2
+                or None in g
+                or not (_in_range(g[0], p.since, p.until) and _in_range(g[1], p.since, p.until))
+            ):
+                raise ValueError(
+                    f"{where}: gap {tuple(g)} must be (from, to) versions strictly inside [{p.since}, {p.until})"
+                )
 
-CATALOG = Catalog(FORWARD_CONTEXT + GRAPHS + DEVICE_OPS + ATTENTION + ROTARY_SP + SAMPLER_BATCH + GRAPH_PARAMS + SIGNATURES)
+CATALOG = Catalog(
+    FORWARD_CONTEXT + GRAPHS + DEVICE_OPS + ATTENTION + ROTARY_SP + SAMPLER_BATCH + GRAPH_PARAMS + SIGNATURES
+)
 
 # %% ../../nbs/core/catalog.ipynb #9dde84bd
 FAMILIES["ops"] = ("Fused compute ops: RMSNorm, rotary, attention, SwiGLU", "runtime/ops.ipynb")
@@ -841,13 +1030,15 @@ OPS = [
         "h = post_attention_layernorm(residual := h + residual)",
         "h, _, residual = torch_npu.npu_add_rms_norm(h, residual, w, epsilon=eps)", "torch_npu.npu_add_rms_norm",
         ("x1", "x2", "gamma", "epsilon"),
-        (("2.8.0", "npu_add_rms_norm(Tensor x1, Tensor x2, Tensor gamma, float epsilon=1e-06) -> (Tensor, Tensor, Tensor)"),),
+        (("2.8.0", ("npu_add_rms_norm(Tensor x1, Tensor x2, Tensor gamma, float epsilon=1e-06) -> (Tensor, Tensor, "
+                    "Tensor)")),),
         "vLLM-Omni CodePredictorDecoderLayer on NPU; outputs (y, rstd, x1 + x2)."),
     _op("ops.rotary-mul", "Rotate-half rotary embedding as one fused kernel",
         "q = q * cos + rotate_half(q) * sin", "q = torch_npu.npu_rotary_mul(q, cos, sin)", "torch_npu.npu_rotary_mul",
         ("self", "r1", "r2"),
         (("2.8.0", "npu_rotary_mul(Tensor self, Tensor r1, Tensor r2, str rotary_mode='half') -> Tensor"),
-         ("2.10.0", "npu_rotary_mul(Tensor self, Tensor r1, Tensor r2, str rotary_mode='half', Tensor? rotate=None) -> Tensor")),
+         ("2.10.0", ("npu_rotary_mul(Tensor self, Tensor r1, Tensor r2, str rotary_mode='half', Tensor? rotate=None) "
+                     "-> Tensor"))),
         "Layouts BNSD/BSND/SBND; tables 1S1D or BS1D for BSND input; `rotate` added in torch-npu 2.10.0."),
     _op("ops.fusion-attention", "Causal GQA attention as one fused kernel (no repeated K/V)",
         "F.scaled_dot_product_attention(q, k, v, scale=s, is_causal=True, enable_gqa=True)",
@@ -855,7 +1046,8 @@ OPS = [
         "torch_npu.npu_fusion_attention",
         ("query", "key", "value", "head_num", "input_layout", "atten_mask", "scale", "sparse_mode"),
         (("2.8.0", 'npu_fusion_attention(Tensor query, Tensor key, Tensor value, int head_num, str input_layout, Tensor? pse=None, Tensor? padding_mask=None, Tensor? atten_mask=None, float scale=1., float keep_prob=1., int pre_tockens=2147483647, int next_tockens=2147483647, int inner_precise=0, int[]? prefix=None, int[]? actual_seq_qlen=None, int[]? actual_seq_kvlen=None, int sparse_mode=0, bool gen_mask_parallel=True, bool sync=False, str softmax_layout="", Tensor? sink=None) -> (Tensor, Tensor, Tensor, Tensor, int, int, int)'), ("2.10.0", 'npu_fusion_attention(Tensor query, Tensor key, Tensor value, int head_num, str input_layout, Tensor? pse=None, Tensor? padding_mask=None, Tensor? atten_mask=None, float scale=1., float keep_prob=1., int pre_tockens=2147483647, int next_tockens=2147483647, int inner_precise=0, int[]? prefix=None, int[]? actual_seq_qlen=None, int[]? actual_seq_kvlen=None, int sparse_mode=0, bool gen_mask_parallel=True, bool sync=False, str softmax_layout="", Tensor? sink=None, Tensor? dropout_mask=None, int seed=0, int offset=0) -> (Tensor, Tensor, Tensor, Tensor, int, int, int)')),
-        "GQA when query heads are a multiple of key/value heads; sparse_mode=2 takes the compressed 2048x2048 causal mask."),
+        "GQA when query heads are a multiple of key/value heads; sparse_mode=2 takes the compressed 2048x2048 causal "
+        "mask."),
     _op("ops.swiglu", "SiLU-gated MLP activation as one fused kernel", "F.silu(gate) * up",
         "torch_npu.npu_swiglu(gate_up, dim=-1)", "torch_npu.npu_swiglu", ("self", "dim"),
         (("2.8.0", "npu_swiglu(Tensor self, int dim=-1) -> Tensor"),),
@@ -877,7 +1069,8 @@ def resolve_target_spec(target: str) -> tuple[str, Release]:
     return pkg, resolve_release(ver, pkg)
 
 def select_target(target: str | None, catalog: Catalog | None = None, family: str | None = None) -> list[Pattern]:
-    "Records valid for a `--target` string (all records when None), optionally of one family, at the release that serves it."
+    ("Records valid for a `--target` string (all records when None), optionally of one family, at the release that "
+     "serves it.")
     catalog = catalog or CATALOG
     if target is None: return catalog.select(family=family)
     pkg, (used, _) = resolve_target_spec(target)
@@ -885,12 +1078,14 @@ def select_target(target: str | None, catalog: Catalog | None = None, family: st
 
 # %% ../../nbs/core/catalog.ipynb #dfd44afe
 # How many vLLM-Omni releases back an omni copy may lag: vLLM-Omni 0.30.0's `_dummy_run` still holds vllm 0.25's
-# `create_mixed_batch` block. The vLLM-Omni rows and the vllm line are the releases table's ([[vllm_omni]], [vllm] line).
+# `create_mixed_batch` block. The vLLM-Omni rows and the vllm line are the releases table's ([[vllm_omni]], [vllm]
+# line).
 OMNI_LAG = 3
 
 # %% ../../nbs/core/catalog.ipynb #457d87db
 class OmniPairing(NamedTuple):
-    "The vllm a vLLM-Omni release declares, the vllm-ascend releases of that line, where that is written, and whether it was inferred."
+    ("The vllm a vLLM-Omni release declares, the vllm-ascend releases of that line, where that is written, and whether "
+     "it was inferred.")
     omni: str
     vllm: str
     vllm_ascend: tuple
@@ -904,12 +1099,13 @@ def ascend_of_line(vllm: str) -> tuple:
     hits = [a for a, (v, _) in PAIRING.items() if a != "main" and _minor(v) == _minor(vllm)]
     return tuple(sorted(hits, key=parse_version))
 
-_PIN = re.compile(r"^(?:Requires-Dist:\s*)?vllm\s*==\s*([0-9][\w.]*)\s*(?:;|$)", re.M | re.I)
-_ALIGNED = re.compile(r"\b(\d+\.\d+\.\d+)\b[^\n]{0,160}?aligned with (?:the )?vLLM (\d+\.\d+(?:\.\d+)?)", re.I)
-_CADENCE = re.compile(r"aligned with every even-numbered upstream vLLM minor version", re.I)
+_PIN = re.compile(r"^(?:Requires-Dist:\s*)?vllm\s*==\s*([0-9][\w.]*)\s*(?:;|$)", re.MULTILINE | re.IGNORECASE)
+_ALIGNED = re.compile(r"\b(\d+\.\d+\.\d+)\b[^\n]{0,160}?aligned with (?:the )?vLLM (\d+\.\d+(?:\.\d+)?)", re.IGNORECASE)
+_CADENCE = re.compile(r"aligned with every even-numbered upstream vLLM minor version", re.IGNORECASE)
 
 def infer_omni_vllm(version: str | None, texts) -> tuple[str, str] | None:
-    "(vllm, evidence) from a vLLM-Omni package's own texts: a `vllm==X` pin, else a README line on this release's alignment."
+    ("(vllm, evidence) from a vLLM-Omni package's own texts: a `vllm==X` pin, else a README line on this release's "
+     "alignment.")
     for t in texts:
         if m := _PIN.search(t): return m[1], f"the package pins vllm=={m[1]}"
     if version is None: return None
@@ -920,11 +1116,16 @@ def infer_omni_vllm(version: str | None, texts) -> tuple[str, str] | None:
     v = parse_version(version).release
     if len(v) > 1 and v[1] % 2 == 0 and any(_CADENCE.search(t) for t in texts):
         line = f"{v[0]}.{v[1]}"
-        return vllm_of_line(line), f"the README's cadence: a release 'aligned with every even-numbered upstream vLLM minor version' -> vllm {line}"
+        return (
+            vllm_of_line(line),
+            ("the README's cadence: a release 'aligned with every even-numbered upstream vLLM minor version' -> vllm "
+             f"{line}"),
+        )
     return None
 
 def omni_pairing(version: str, texts=()) -> OmniPairing | None:
-    "The catalog's row for a vLLM-Omni release; else one inferred from its package's texts (marked inferred); None when neither says."
+    ("The catalog's row for a vLLM-Omni release; else one inferred from its package's texts (marked inferred); None "
+     "when neither says.")
     row = next((r for k, r in OMNI_PAIRING.items() if parse_version(k) == parse_version(version)), None)
     if row: return OmniPairing(version, row[0], tuple(row[1]), row[2])
     got = infer_omni_vllm(version, texts)
@@ -932,7 +1133,8 @@ def omni_pairing(version: str, texts=()) -> OmniPairing | None:
     return OmniPairing(version, got[0], ascend_of_line(got[0]), f"inferred: {got[1]}; vllm-ascend of that line", True)
 
 def omni_history(omni: str, vllm: str, ascend: str | None = None) -> list[str]:
-    "Older vllm releases the omni copy may lag behind: `VLLM_LINE` from the vllm of the omni release `OMNI_LAG` back up to the declared one, and the vllm `ascend` pairs with; newest first."
+    ("Older vllm releases the omni copy may lag behind: `VLLM_LINE` from the vllm of the omni release `OMNI_LAG` back "
+     "up to the declared one, and the vllm `ascend` pairs with; newest first.")
     prev = [r[0] for k, r in sorted(OMNI_PAIRING.items(), key=lambda kv: parse_version(kv[0]))
             if parse_version(k) < parse_version(omni)][-OMNI_LAG:][:1]
     lo, top = parse_version(prev[0] if prev else vllm), parse_version(vllm)
@@ -973,8 +1175,21 @@ def show_pattern(pid: str, catalog: Catalog | None = None):
     "Display one record: GPU and NPU code side by side with versions and notes."
     from IPython.display import Markdown
     p = (catalog or CATALOG)[pid]
-    md = [(f"**`{p.id}`** — {p.title} (*{p.kind}*; vllm-ascend {_ascend_range(p)}, "
-           f"vllm {_range(p.vllm_since, p.vllm_until)})"), "", "GPU:", "```python", p.gpu, "```", "NPU:", "```python", p.npu, "```"]
+    md = [
+        (
+            f"**`{p.id}`** — {p.title} (*{p.kind}*; vllm-ascend {_ascend_range(p)}, "
+            f"vllm {_range(p.vllm_since, p.vllm_until)})"
+        ),
+        "",
+        "GPU:",
+        "```python",
+        p.gpu,
+        "```",
+        "NPU:",
+        "```python",
+        p.npu,
+        "```",
+    ]
     if p.correction: md += ["", f"*Card correction:* {p.correction}"]
     if p.notes: md += ["", p.notes]
     return Markdown("\n".join(md))

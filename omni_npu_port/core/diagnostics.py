@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import functools
 import re
-from pathlib import Path
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 # %% auto #0
 __all__ = ['SEVERITIES', 'REGISTRY', 'EXPLAIN_COMMAND', 'CODES_PAGE', 'Code', 'register', 'code_info', 'Diagnostic',
@@ -40,7 +40,8 @@ class Code:
     records: tuple = ()        # catalog records that illustrate it
 
     def __post_init__(self):
-        if not _CODE_RE.fullmatch(self.code): raise ValueError(f"diagnostic code {self.code!r}: use ONP and four digits")
+        if not _CODE_RE.fullmatch(self.code):
+            raise ValueError(f"diagnostic code {self.code!r}: use ONP and four digits")
         if self.severity not in SEVERITIES:
             raise ValueError(f"{self.code}: severity {self.severity!r} is not one of {', '.join(SEVERITIES)}")
 
@@ -48,7 +49,8 @@ class Code:
 REGISTRY: dict[str, Code] = {}
 
 def register(*codes: Code) -> dict[str, Code]:
-    "Add `codes` to the registry (the same entry twice is fine, two meanings for one code are not); returns them by code."
+    ("Add `codes` to the registry (the same entry twice is fine, two meanings for one code are not); returns them by "
+     "code.")
     for c in codes:
         old = REGISTRY.get(c.code)
         if old is not None and old != c:
@@ -98,7 +100,9 @@ def codes_markdown(codes=None, link_base: str = "") -> str:
     out = []
     for tool in dict.fromkeys(c.tool for c in codes):
         out += [f"## {tool or 'other'}", "", "| code | name | severity | what happened |", "|---|---|---|---|"]
-        out += [f"| [{c.code}](#{c.code.lower()}) | {c.name} | {c.severity} | {c.title} |" for c in codes if c.tool == tool]
+        out += [
+            f"| [{c.code}](#{c.code.lower()}) | {c.name} | {c.severity} | {c.title} |" for c in codes if c.tool == tool
+        ]
         out.append("")
     for c in codes:
         out += [f"### {c.code}", "", f"**{c.name}** ({c.severity}, `{c.tool or 'other'}`): {c.title}."]
@@ -115,7 +119,7 @@ CODES_PAGE = "docs/codes.html"              # the codes page, relative to the bu
 def _doc_path_of(pyproject: str, stamp: tuple) -> str | None:
     "The `[tool.nbdev] doc_path` of a pyproject.toml (default `_docs`); None without such a table or if unreadable."
     from omni_npu_port.core.errors import InputError
-    from omni_npu_port.core.io import load_toml   # core.io: the one TOML reader (imported when a page is looked for)
+    from omni_npu_port.core.io import load_toml  # core.io: the one TOML reader (imported when a page is looked for)
     try: tool = load_toml(pyproject).get("tool")
     except InputError: return None   # a broken pyproject.toml is no docs site; the pointer falls back to the command
     nbdev = tool.get("nbdev") if isinstance(tool, dict) else None
@@ -147,14 +151,27 @@ def code_reference(code: str, page: Path | None = None) -> str:
 
 # %% ../../nbs/core/diagnostics.ipynb #ff04e035
 register(
-    Code("ONP5101", "op-schema-drift", "a fused NPU op's schema in the torch-npu wheel differs from the one its `ops` record "
-         "states for that release", "warning",
-         action="Read the wheel's schema in the report; if the parameters the port passes still bind, add a (release, schema) "
-                "entry to the record's `value` in nbs/core/catalog.ipynb; otherwise change the call in nbs/runtime/ops.ipynb.",
-         notebook="sources/op_schemas.ipynb", tool="doctor"),
-    Code("ONP5102", "op-call-breaks", "a fused NPU op the port calls is missing from the torch-npu release, or a parameter "
-         "it passes is not in the op's schema (or not at the position it is passed at)", "error",
-         action="Do not run the NPU fast path on that torch-npu: pin the torch-npu the vllm-ascend release names, or fix the "
-                "call (nbs/runtime/ops.ipynb) and the record's `params`.",
-         notebook="sources/op_schemas.ipynb", tool="doctor"),
+    Code(
+        "ONP5101",
+        "op-schema-drift",
+        "a fused NPU op's schema in the torch-npu wheel differs from the one its `ops` record states for that release",
+        "warning",
+        action="Read the wheel's schema in the report; if the parameters the port passes still bind, add a (release, "
+               "schema) "
+        "entry to the record's `value` in nbs/core/catalog.ipynb; otherwise change the call in nbs/runtime/ops.ipynb.",
+        notebook="sources/op_schemas.ipynb",
+        tool="doctor",
+    ),
+    Code(
+        "ONP5102",
+        "op-call-breaks",
+        "a fused NPU op the port calls is missing from the torch-npu release, or a parameter "
+        "it passes is not in the op's schema (or not at the position it is passed at)",
+        "error",
+        action="Do not run the NPU fast path on that torch-npu: pin the torch-npu the vllm-ascend release names, or "
+               "fix the "
+        "call (nbs/runtime/ops.ipynb) and the record's `params`.",
+        notebook="sources/op_schemas.ipynb",
+        tool="doctor",
+    ),
 )

@@ -38,5 +38,6 @@ def error_line(err: BaseException | str, prog: str = "omni-npu-port") -> str:
     return f"{prog}: error: {msg}"
 
 def warning_line(msg: str, prog: str = "omni-npu-port") -> str:
-    "The line a command prints on stderr for what it did in the user's place and they should know: `PROG: warning: MESSAGE`."
+    ("The line a command prints on stderr for what it did in the user's place and they should know: `PROG: warning: "
+     "MESSAGE`.")
     return f"{prog}: warning: {msg}"

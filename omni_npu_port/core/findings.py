@@ -96,7 +96,9 @@ def printable(text: str) -> str:
     "`text` with control characters and line or paragraph separators written as escapes (`\\n`, `\\x1b`): one line on a"
     " terminal or a CI log, whatever a file name holds (a name with a newline and `::error` would be a GitHub command)."
     if text.isprintable(): return text
-    return "".join(c.encode("unicode_escape").decode("ascii") if unicodedata.category(c) in ("Cc", "Zl", "Zp") else c for c in text)
+    return "".join(
+        c.encode("unicode_escape").decode("ascii") if unicodedata.category(c) in ("Cc", "Zl", "Zp") else c for c in text
+    )
 
 def format_findings(findings: list[Diagnostic], fmt: str = "text", tool: str = "omni-npu-port") -> str:
     "The findings as `text` (`path:line:col: CODE message` lines), `json`, `sarif` or `github` workflow commands."

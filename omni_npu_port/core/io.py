@@ -52,7 +52,8 @@ def temp_prefix(name: str) -> str:
 def write_atomic(path: Path | str, data: str | bytes, force: bool = True, mode: int | None = None) -> Path:
     "Replace `path` with `data` whole or not at all (temp file, fsync, rename); refuse an existing file unless `force`."
     path = Path(path)
-    if path.exists() and not path.is_file(): raise OutputError(f"{path}: exists and is not a regular file; give a file path")
+    if path.exists() and not path.is_file():
+        raise OutputError(f"{path}: exists and is not a regular file; give a file path")
     if path.exists() and not force: raise OutputExists(f"{path} exists; pass --force to replace it")
     if not path.parent.is_dir(): raise OutputError(f"{path.parent}: no such directory; create it first")
     if mode is None: mode = path.stat().st_mode & 0o7777 if path.exists() else _new_file_mode()
@@ -214,15 +215,18 @@ def claim_cache(root: Path | str, kind: str, owns=lambda name: False) -> Path:
     if mark.is_file() and not mark.is_symlink():
         try: got = mark.read_text(encoding="utf-8", errors="replace")
         except OSError as e: raise CacheRefused(f"{mark}: cannot be read ({e.strerror}); {how}") from None
-        if got != want: raise CacheRefused(f"{root}: the cache of another kind ({got.strip()}), not the {kind} cache; {how}")
+        if got != want:
+            raise CacheRefused(f"{root}: the cache of another kind ({got.strip()}), not the {kind} cache; {how}")
     else:
         mine = lambda n: owns(n) or _marker_temp(n)   # a marker write that a killed run left half-done is its own
         try: foreign = sorted(n for n in os.listdir(root) if not mine(n)) if root.is_dir() else []
         except OSError as e: raise CacheRefused(f"{root}: cannot be listed ({e.strerror}); {how}") from None
         if foreign:
-            raise CacheRefused(f"{root}: holds {foreign[0]!r}{f' and {len(foreign) - 1} more' if len(foreign) > 1 else ''}, "
-                               f"which omni-npu-port did not write (no {CACHE_MARKER} marker): not used as the {kind} "
-                               f"cache, nothing in it touched; {how}")
+            raise CacheRefused(
+                f"{root}: holds {foreign[0]!r}{f' and {len(foreign) - 1} more' if len(foreign) > 1 else ''}, "
+                f"which omni-npu-port did not write (no {CACHE_MARKER} marker): not used as the {kind} "
+                f"cache, nothing in it touched; {how}"
+            )
         root.mkdir(parents=True, exist_ok=True)
         write_atomic(mark, want)
     _CLAIMED.add((root, kind))
@@ -257,7 +261,8 @@ def _read_int(path: str, key: str | None = None, scale: int = 1) -> int | None:
     return None
 
 def memory_headroom() -> int | None:
-    "Bytes this process may still allocate (address-space limit, available memory, cgroup limit: the least); None: unknown."
+    ("Bytes this process may still allocate (address-space limit, available memory, cgroup limit: the least); None: "
+     "unknown.")
     import resource
     out = []
     soft = resource.getrlimit(resource.RLIMIT_AS)[0]
@@ -275,8 +280,9 @@ def can_fork() -> bool:
     return "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1
 
 def worker_pool(n: int, initializer=None, initargs=(), fork_only: bool = False):
-    "A `ProcessPoolExecutor` of `n` workers, forked where `can_fork()`, else spawned; None where `fork_only` and it cannot fork."
-    from concurrent.futures import ProcessPoolExecutor   # only a command that runs a pool pays for its import
+    ("A `ProcessPoolExecutor` of `n` workers, forked where `can_fork()`, else spawned; None where `fork_only` and it "
+     "cannot fork.")
+    from concurrent.futures import ProcessPoolExecutor  # only a command that runs a pool pays for its import
     fork = can_fork()
     if fork_only and not fork: return None
     return ProcessPoolExecutor(n, multiprocessing.get_context("fork" if fork else "spawn"), initializer=initializer,

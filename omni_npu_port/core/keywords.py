@@ -35,7 +35,8 @@ def call_sites(spec: str) -> dict:
 
 def keyword_rule(gpu: str, npu: str, records, catalog=CATALOG, vllm_ascend: str | None = None,
                  positional: int = 0) -> KeywordRule:
-    "The `KeywordRule` of GPU callable `gpu` (NPU `npu`) from its kwargs-change `records`, in order, at a vllm-ascend version."
+    ("The `KeywordRule` of GPU callable `gpu` (NPU `npu`) from its kwargs-change `records`, in order, at a vllm-ascend "
+     "version.")
     try: accepted = catalog.params_for(npu, vllm_ascend=vllm_ascend)
     except KeyError: accepted = None
     rule = KeywordRule(gpu, npu, {}, set(), {}, accepted, positional, {})

@@ -11,16 +11,17 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .releases import VLLM_ASCEND_VERSIONS, VLLM_VERSIONS, Target, parse_version, split_spec, target_for
 from .errors import InputError
+from .releases import VLLM_ASCEND_VERSIONS, VLLM_VERSIONS, Target, parse_version, split_spec, target_for
 
 # %% auto #0
 __all__ = ['CANN_SET_ENV', 'CANN_ENV_VARS', 'BACKENDS', 'DTYPES', 'ENV_PREFIX', 'SCHEMA', 'MAX_SETTINGS_BYTES', 'ProfileError',
            'Profile', 'read_settings', 'find_profile', 'load_profile', 'target_release', 'resolve_target']
 
 # %% ../../nbs/core/profile.ipynb #127d6685
-CANN_SET_ENV = "/usr/local/Ascend/ascend-toolkit/set_env.sh"   # CANN's (the Ascend toolkit's) default environment script
-CANN_ENV_VARS = ("ASCEND_TOOLKIT_HOME", "ASCEND_HOME_PATH")      # set by it: their absence says the environment is not set
+CANN_SET_ENV = "/usr/local/Ascend/ascend-toolkit/set_env.sh"  # CANN's (the Ascend toolkit's) default environment script
+CANN_ENV_VARS = ("ASCEND_TOOLKIT_HOME", "ASCEND_HOME_PATH")  # set by it: their absence says the environment is not set
+
 
 # %% ../../nbs/core/profile.ipynb #c9e1cd78
 class ProfileError(InputError, ValueError):
@@ -64,12 +65,23 @@ def _batch_sizes(s):
     return sizes
 
 SCHEMA = {
-    ("stack", "vllm"): ("0.18.0", _release, "a vllm version such as 0.18.0 (the catalog knows " + ", ".join(VLLM_VERSIONS) + ")"),
-    ("stack", "vllm_ascend"): ("0.18.0", _release, "a vllm-ascend version such as 0.18.0 or main (the catalog knows "
-                               + ", ".join(VLLM_ASCEND_VERSIONS) + ")"),
+    ("stack", "vllm"): (
+        "0.18.0",
+        _release,
+        "a vllm version such as 0.18.0 (the catalog knows " + ", ".join(VLLM_VERSIONS) + ")",
+    ),
+    ("stack", "vllm_ascend"): (
+        "0.18.0",
+        _release,
+        "a vllm-ascend version such as 0.18.0 or main (the catalog knows " + ", ".join(VLLM_ASCEND_VERSIONS) + ")",
+    ),
     ("stack", "torch_npu"): ("2.9.0", _any_version, "a version such as 2.9.0, or empty for any"),
     ("runtime", "backend"): ("auto", _choice(BACKENDS), "one of " + ", ".join(BACKENDS)),
-    ("bench", "batch_sizes"): ("1,2,4,8,16,32", _batch_sizes, "comma-separated positive integers in increasing order, e.g. 1,2,4,8"),
+    ("bench", "batch_sizes"): (
+        "1,2,4,8,16,32",
+        _batch_sizes,
+        "comma-separated positive integers in increasing order, e.g. 1,2,4,8",
+    ),
     ("bench", "warmup"): ("5", _positive_int, "an integer >= 0"),
     ("bench", "iters"): ("50", _at_least_one, "an integer >= 1 (timed runs: 0 would measure nothing)"),
     ("bench", "dtype"): ("bfloat16", _choice(DTYPES), "one of " + ", ".join(DTYPES)),
@@ -99,13 +111,17 @@ class Profile:
 MAX_SETTINGS_BYTES = 1 << 20    # a porting profile is a few lines; anything larger is not one
 
 def read_settings(path: Path | str) -> str:
-    "The text of a settings.ini: a regular UTF-8 file of at most `MAX_SETTINGS_BYTES`; a `ProfileError` naming it otherwise."
+    ("The text of a settings.ini: a regular UTF-8 file of at most `MAX_SETTINGS_BYTES`; a `ProfileError` naming it "
+     "otherwise.")
     data = b""
     try:
         st = os.stat(path)
-        if not stat.S_ISREG(st.st_mode): raise ProfileError(f"{path}: not a regular file; the porting profile is a settings.ini text file")
+        if not stat.S_ISREG(st.st_mode):
+            raise ProfileError(f"{path}: not a regular file; the porting profile is a settings.ini text file")
         if st.st_size > MAX_SETTINGS_BYTES:
-            raise ProfileError(f"{path}: {st.st_size} bytes, more than a porting profile ({MAX_SETTINGS_BYTES}); is it the right file?")
+            raise ProfileError(
+                f"{path}: {st.st_size} bytes, more than a porting profile ({MAX_SETTINGS_BYTES}); is it the right file?"
+            )
         with open(path, "rb") as f: data = f.read(MAX_SETTINGS_BYTES + 1)
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -117,8 +133,10 @@ def read_settings(path: Path | str) -> str:
 # %% ../../nbs/core/profile.ipynb #e0c767c3
 def _is_profile(path: Path) -> bool:
     cp = configparser.ConfigParser()
-    try: cp.read_string(read_settings(path), source=str(path))
-    except (configparser.Error, UnicodeDecodeError, OSError, ProfileError): return True  # load_profile reports it, naming the file
+    try:
+        cp.read_string(read_settings(path), source=str(path))
+    except (configparser.Error, UnicodeDecodeError, OSError, ProfileError):
+        return True  # load_profile reports it, naming the file
     return bool({s for s, _ in SCHEMA} & set(cp.sections()))
 
 def find_profile(start: Path | str | None = None, env=None) -> Path | None:
@@ -157,7 +175,9 @@ def load_profile(path: Path | str | None = None, env=None) -> Profile:
         sections = {s for s, _ in SCHEMA}
         for sec in cp.sections():
             if sec not in sections:
-                raise ProfileError(f"{path}: unknown section [{sec}]; the profile has [{'], ['.join(sorted(sections))}]")
+                raise ProfileError(
+                    f"{path}: unknown section [{sec}]; the profile has [{'], ['.join(sorted(sections))}]"
+                )
             for key, val in cp.items(sec):
                 if (sec, key) not in SCHEMA:
                     allowed = ", ".join(k for s, k in SCHEMA if s == sec)
@@ -172,13 +192,20 @@ def load_profile(path: Path | str | None = None, env=None) -> Profile:
         origins.setdefault(f"{sec}.{key}", "default")
         try: values[key] = parse(text)
         except (ValueError, TypeError):
-            raise ProfileError(f"{origins[f'{sec}.{key}']}: [{sec}] {key} = {text!r} is not valid; allowed: {allowed}") from None
+            raise ProfileError(
+                f"{origins[f'{sec}.{key}']}: [{sec}] {key} = {text!r} is not valid; allowed: {allowed}"
+            ) from None
     return Profile(**values, path=path, origins=origins)
 
 # %% ../../nbs/core/profile.ipynb #2754098f
 def _asked(explicit, source_version, installed, profile) -> tuple[str, str]:
-    "(the vllm-ascend version asked for, where it came from): `explicit`, else the source's, else the installed one, else the profile's."
-    for v, origin in ((explicit, "--target"), (source_version, "inferred from the source"), (installed, "the installed vllm-ascend")):
+    ("(the vllm-ascend version asked for, where it came from): `explicit`, else the source's, else the installed one, "
+     "else the profile's.")
+    for v, origin in (
+        (explicit, "--target"),
+        (source_version, "inferred from the source"),
+        (installed, "the installed vllm-ascend"),
+    ):
         if v:
             try: return split_spec(v), origin
             except ValueError as e: raise ProfileError(str(e)) from None
@@ -188,12 +215,15 @@ def _asked(explicit, source_version, installed, profile) -> tuple[str, str]:
 
 def target_release(explicit: str | None = None, source_version: str | None = None, installed: str | None = None,
                    profile: Profile | None = None) -> str:
-    "The vllm-ascend version targeted: `explicit` (`X` or `vllm-ascend==X`), else the source's, else the installed one, else the profile's."
+    ("The vllm-ascend version targeted: `explicit` (`X` or `vllm-ascend==X`), else the source's, else the installed "
+     "one, else the profile's.")
     return _asked(explicit, source_version, installed, profile)[0]
 
 def resolve_target(explicit: str | None = None, source_version: str | None = None, installed: str | None = None,
                    profile: Profile | None = None, origin: str | None = None, files: dict | None = None) -> Target:
-    "The one resolver: the `Target` for the version `target_release(...)` picks, saying where it came from (`origin` overrides); `files`: the release's own files (`core.releases.pairing_from_files`). An unknown version is a ProfileError."
+    ("The one resolver: the `Target` for the version `target_release(...)` picks, saying where it came from (`origin` "
+     "overrides); `files`: the release's own files (`core.releases.pairing_from_files`). An unknown version is a "
+     "ProfileError.")
     asked, how = _asked(explicit, source_version, installed, profile)
     try: return target_for(asked, origin or how, files=files)
     except ValueError as e: raise ProfileError(f"target {asked!r}: {e}") from None

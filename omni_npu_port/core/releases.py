@@ -45,12 +45,14 @@ def version_str(v: Version) -> str:
 
 # %% ../../nbs/core/releases.ipynb #71393e18
 def check_fields(where: str, entry, types: dict, error=InputError, versions=()) -> dict:
-    "`entry` checked: a table whose fields are in `types`, each of its type, the `versions` fields parsing; else `error` naming `where` and the field."
+    ("`entry` checked: a table whose fields are in `types`, each of its type, the `versions` fields parsing; else "
+     "`error` naming `where` and the field.")
     if not isinstance(entry, dict): raise error(f"{where}: expected a table of fields, got {type(entry).__name__}")
     for k, v in entry.items():
         if k not in types: raise error(f"{where}: field {k!r}: unknown field; fields are: {', '.join(types)}")
         t = types[k]
-        if t is not object and not isinstance(v, t): raise error(f"{where}: field {k!r}: expected {t.__name__}, got {type(v).__name__}")
+        if t is not object and not isinstance(v, t):
+            raise error(f"{where}: field {k!r}: expected {t.__name__}, got {type(v).__name__}")
         if k in versions:
             try: parse_version(v)
             except ValueError as err: raise error(f"{where}: field {k!r}: {err}") from None
@@ -86,7 +88,8 @@ class OmniRelease:
 
 @dataclass(frozen=True)
 class Releases:
-    "The releases table: vllm-ascend rows (oldest first), the vllm releases records name, one vllm per minor line, vLLM-Omni rows."
+    ("The releases table: vllm-ascend rows (oldest first), the vllm releases records name, one vllm per minor line, "
+     "vLLM-Omni rows.")
     ascend: dict
     vllm_records: tuple
     vllm_line: tuple
@@ -109,22 +112,31 @@ def _row(cls, where: str, e, versions=()) -> object:
 
 def _ordered(where: str, versions: list) -> None:
     for a, b in itertools.pairwise(versions):
-        if parse_version(a) >= parse_version(b): raise ReleasesError(f"{where}: {b} after {a}: list releases oldest first, once each")
+        if parse_version(a) >= parse_version(b):
+            raise ReleasesError(f"{where}: {b} after {a}: list releases oldest first, once each")
 
 def _check_ascend(where: str, r: AscendRelease) -> None:
-    try: r.python and SpecifierSet(r.python)
-    except InvalidSpecifier: raise ReleasesError(f"{where}: field 'python': {r.python!r} is not a range such as >=3.10,<3.13") from None
-    try: r.date and datetime.date.fromisoformat(r.date)
-    except ValueError: raise ReleasesError(f"{where}: field 'date': {r.date!r} is not a date such as 2026-10-12") from None
+    try:
+        r.python and SpecifierSet(r.python)
+    except InvalidSpecifier:
+        raise ReleasesError(f"{where}: field 'python': {r.python!r} is not a range such as >=3.10,<3.13") from None
+    try:
+        r.date and datetime.date.fromisoformat(r.date)
+    except ValueError:
+        raise ReleasesError(f"{where}: field 'date': {r.date!r} is not a date such as 2026-10-12") from None
 
 # %% ../../nbs/core/releases.ipynb #59e12a83
 def load_releases(path: Path | str | None = None) -> Releases:
-    "The releases table at `path` (default: the package's `data/releases.toml`), every row checked; a `ReleasesError` naming what is wrong."
+    ("The releases table at `path` (default: the package's `data/releases.toml`), every row checked; a `ReleasesError` "
+     "naming what is wrong.")
     path = Path(path) if path is not None else RELEASES_FILE
     try: data = load_toml(path)
     except InputError as e: raise ReleasesError(str(e)) from None
     extra = sorted(set(data) - {"vllm_ascend", "vllm", "vllm_omni"})
-    if extra: raise ReleasesError(f"{path}: unknown table {extra[0]!r}; the file has [[vllm_ascend]], [vllm] and [[vllm_omni]]")
+    if extra:
+        raise ReleasesError(
+            f"{path}: unknown table {extra[0]!r}; the file has [[vllm_ascend]], [vllm] and [[vllm_omni]]"
+        )
     ascend, order = {}, []
     for i, e in enumerate(data.get("vllm_ascend", []), 1):
         where = f"{path}: vllm_ascend row {i}" + (f" ({e.get('version')!r})" if isinstance(e, dict) else "")
@@ -142,24 +154,31 @@ def load_releases(path: Path | str | None = None) -> Releases:
     for i, e in enumerate(data.get("vllm_omni", []), 1):
         r = _row(OmniRelease, f"{path}: vllm_omni row {i}", e, ("version", "vllm"))
         unknown = [a for a in r.vllm_ascend if a not in ascend]
-        if unknown: raise ReleasesError(f"{path}: vllm_omni row {i}: field 'vllm_ascend': {unknown[0]} has no [[vllm_ascend]] row")
+        if unknown:
+            raise ReleasesError(
+                f"{path}: vllm_omni row {i}: field 'vllm_ascend': {unknown[0]} has no [[vllm_ascend]] row"
+            )
         omni[r.version] = r
     return Releases(ascend, tuple(vllm.get("records", ())), tuple(vllm.get("line", ())), omni, str(path))
 
 RELEASES = load_releases()
 
 # %% ../../nbs/core/releases.ipynb #070f3a11
-STACK_PACKAGES = ("vllm_ascend", "vllm")   # the import packages the NPU side's classes are read from, vllm-ascend's first
+STACK_PACKAGES = (
+    "vllm_ascend",
+    "vllm",
+)  # the import packages the NPU side's classes are read from, vllm-ascend's first
 VLLM_ASCEND_VERSIONS = tuple(RELEASES.ascend)
 VLLM_VERSIONS = RELEASES.vllm_records
 TORCH_NPU_PINS = {v: r.torch_npu for v, r in RELEASES.ascend.items() if r.torch_npu}
-PAIRING = {v: (r.vllm, r.torch_npu) for v, r in RELEASES.ascend.items()}   # vllm-ascend -> (vllm, torch-npu pin or None)
+PAIRING = {v: (r.vllm, r.torch_npu) for v, r in RELEASES.ascend.items()}  # vllm-ascend -> (vllm, torch-npu pin or None)
 VLLM_LINE = RELEASES.vllm_line
 OMNI_PAIRING = {v: (r.vllm, r.vllm_ascend, r.evidence) for v, r in RELEASES.omni.items()}
 
 # %% ../../nbs/core/releases.ipynb #a017c590
 class Release(NamedTuple):
-    "The catalog release that serves a version, and a warning naming the substitution (None when it is the version itself)."
+    ("The catalog release that serves a version, and a warning naming the substitution (None when it is the version "
+     "itself).")
     used: str
     warning: str | None
 
@@ -177,7 +196,11 @@ def resolve_release(version: str, package: str = "vllm-ascend") -> Release:
     elif same: used = by_version[same[0]]
     else:
         first = by_version[numbered[0]]
-        what = "the card's patterns were not found in releases that old" if package == "vllm-ascend" else "its records may not apply"
+        what = (
+            "the card's patterns were not found in releases that old"
+            if package == "vllm-ascend"
+            else "its records may not apply"
+        )
         return Release(first, f"{package} {version} is older than the catalog's first release {first}: using {first}'s "
                               f"records and pairing ({what}); check the result against {version}'s own code")
     how = "the nearest release of the same series" if same else "the nearest older release"
@@ -191,7 +214,8 @@ def parse_pin(text: str, what: str = "pin") -> tuple[str, str] | None:
     name, sep, version = str(text).strip().partition("==")
     if not sep or any(c in name for c in "/\\"): return None
     name, version = name.replace(" ", ""), version.replace(" ", "")
-    if not name: raise ValueError(f"{what} {text!r}: no package name before ==; write e.g. vllm-ascend=={version or '0.18.0'}")
+    if not name:
+        raise ValueError(f"{what} {text!r}: no package name before ==; write e.g. vllm-ascend=={version or '0.18.0'}")
     if not version: raise ValueError(f"{what} {text!r}: no version after ==; write e.g. {name}==0.18.0")
     return name, version
 
@@ -219,7 +243,8 @@ def parse_target(target: str) -> tuple[str, str]:
 def split_spec(text: str, package: str = "vllm-ascend") -> str:
     "The version of `X` or `package==X` (any spelling of the name); a ValueError for another package."
     pin = parse_pin(text, "target")
-    if pin and pin[0].lower().replace("_", "-") != package: raise ValueError(f"target {text!r}: a {package} release is needed ({package}==X)")
+    if pin and pin[0].lower().replace("_", "-") != package:
+        raise ValueError(f"target {text!r}: a {package} release is needed ({package}==X)")
     return (pin[1] if pin else text.strip()).lower().lstrip("v")
 
 
@@ -234,11 +259,13 @@ class Pairing(NamedTuple):
     torch_npu: str | None = None
 
 def _pin(name: str, text: str) -> str | None:
-    m = re.search(rf"^(?:Requires-Dist:\s*)?{name}\s*==\s*v?([0-9][\w.+]*)\s*(?:;|#|$)", text, re.M | re.I)
+    m = re.search(
+        rf"^(?:Requires-Dist:\s*)?{name}\s*==\s*v?([0-9][\w.+]*)\s*(?:;|#|$)", text, re.MULTILINE | re.IGNORECASE
+    )
     return m[1] if m else None
 
 def _policy_row(version: str, text: str) -> str | None:
-    for m in re.finditer(r"^\|\s*v?([0-9][\w.]*)\s*\|\s*v?([0-9][\w.]*)", text, re.M):
+    for m in re.finditer(r"^\|\s*v?([0-9][\w.]*)\s*\|\s*v?([0-9][\w.]*)", text, re.MULTILINE):
         try:
             if parse_version(m[1]) == parse_version(version): return m[2]
         except ValueError: continue
@@ -251,14 +278,19 @@ def pairing_from_files(version: str | None, files: dict) -> Pairing | None:
     torch_npu = _pin("torch[-_]npu", files.get("requirements.txt", "")) or _pin("torch[-_]npu", meta)
     if version and (v := _policy_row(version, files.get(POLICY_DOC, ""))):
         return Pairing(v, f"its {POLICY_DOC} row: v{version} | v{v}", torch_npu)
-    if m := re.search(r"^\s*ARG\s+VLLM_TAG\s*=\s*v?([0-9][\w.]*)", files.get("Dockerfile", ""), re.M):
+    if m := re.search(r"^\s*ARG\s+VLLM_TAG\s*=\s*v?([0-9][\w.]*)", files.get("Dockerfile", ""), re.MULTILINE):
         return Pairing(m[1], f"its Dockerfile: ARG VLLM_TAG=v{m[1]}", torch_npu)
-    if v := _pin("vllm", files.get("requirements.txt", "")): return Pairing(v, f"its requirements.txt: vllm=={v}", torch_npu)
+    if v := _pin("vllm", files.get("requirements.txt", "")):
+        return Pairing(v, f"its requirements.txt: vllm=={v}", torch_npu)
     if v := _pin("vllm", meta): return Pairing(v, f"its metadata: Requires-Dist: vllm=={v}", torch_npu)
     if version and version != "main" and meta:
         line = ".".join(map(str, parse_version(version).release[:2]))
-        return Pairing(vllm_of_line(line), f"its package names no vllm (a wheel has no Dockerfile or versioning policy): "
-                                           f"vllm {line}, the line its version number follows", torch_npu)
+        return Pairing(
+            vllm_of_line(line),
+            f"its package names no vllm (a wheel has no Dockerfile or versioning policy): "
+            f"vllm {line}, the line its version number follows",
+            torch_npu,
+        )
     return None
 
 def vllm_of_line(line: str) -> str:
@@ -269,7 +301,8 @@ def vllm_of_line(line: str) -> str:
 # %% ../../nbs/core/releases.ipynb #16460ac8
 @dataclass(frozen=True)
 class Target:
-    "The targeted release: asked, served by, warning, vllm pairing and its evidence, torch-npu pin, and where it came from."
+    ("The targeted release: asked, served by, warning, vllm pairing and its evidence, torch-npu pin, and where it came "
+     "from.")
     asked: str
     release: str
     warning: str | None
@@ -284,22 +317,37 @@ class Target:
     def spec(self) -> str: return f"{self.package}=={self.asked}"
 
     def line(self) -> str:
-        "The one line a command prints: the target and where it came from, the release serving it, the pairing and its evidence."
+        ("The one line a command prints: the target and where it came from, the release serving it, the pairing and "
+         "its evidence.")
         served = "" if self.release == self.asked else f", served by the catalog's {self.release}"
         if self.package == "vllm": return f"target vllm {self.asked} ({self.origin}{served})"
         pin = f", torch-npu {self.torch_npu}" if self.torch_npu else ""
-        return f"target vllm-ascend {self.asked} ({self.origin}{served}): vllm {self.vllm or '?'} ({self.evidence}){pin}"
+        return (
+            f"target vllm-ascend {self.asked} ({self.origin}{served}): vllm {self.vllm or '?'} ({self.evidence}){pin}"
+        )
 
 # %% ../../nbs/core/releases.ipynb #b8209abd
 def target_for(asked: str, origin: str, package: str = "vllm-ascend", files: dict | None = None) -> Target:
-    "The `Target` for version `asked` of `package`; `files` (path -> text): the release's own files, read when the table lacks it."
+    ("The `Target` for version `asked` of `package`; `files` (path -> text): the release's own files, read when the "
+     "table lacks it.")
     release, warning = resolve_release(asked, package)
     if package == "vllm": return Target(asked, release, warning, asked, "asked", None, origin, "asked", package)
     row = RELEASES.ascend[release]
     if warning is None:
-        return Target(asked, release, None, row.vllm, f"releases table: {row.evidence} of {release}", row.torch_npu, origin)
+        return Target(
+            asked, release, None, row.vllm, f"releases table: {row.evidence} of {release}", row.torch_npu, origin
+        )
     own = pairing_from_files(asked, files or {})
     if own and own.vllm:
         return Target(asked, release, warning, own.vllm, own.evidence, own.torch_npu, origin, "source")
-    return Target(asked, release, warning, row.vllm, f"not in the releases table and its own files were not read: the vllm of "
-                  f"{release}, the release serving it; give its sdist or checkout to read its pairing", row.torch_npu, origin, "neighbour")
+    return Target(
+        asked,
+        release,
+        warning,
+        row.vllm,
+        f"not in the releases table and its own files were not read: the vllm of "
+        f"{release}, the release serving it; give its sdist or checkout to read its pairing",
+        row.torch_npu,
+        origin,
+        "neighbour",
+    )

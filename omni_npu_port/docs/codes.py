@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 import omni_npu_port
+
 from ..core.diagnostics import REGISTRY, Code
 
 _CODE = re.compile(r"ONP\d{4}")

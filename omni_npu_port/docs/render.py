@@ -37,7 +37,8 @@ RULES = (   # (selectors, declarations): the one style of every view, both a <st
     (".onp h4", "margin:10px 0 4px;font-size:14px"), (".onp p", "margin:4px 0"),
     (".onp .scroll", "max-height:640px;max-width:100%;overflow:auto;border:1px solid #d0d7de;margin:4px 0 10px"),
     (".onp table", "border-collapse:collapse;margin:0;table-layout:auto;font-size:13px;color:#1f2328"),
-    (".onp th,.onp td", ("border:1px solid #d0d7de;padding:2px 6px;text-align:left;vertical-align:top;white-space:normal;"
+    (".onp th,.onp td", ("border:1px solid #d0d7de;padding:2px "
+                         "6px;text-align:left;vertical-align:top;white-space:normal;"
                          f"line-height:1.45;max-width:none;{_WRAP}")),
     (".onp th", "background:#f6f8fa;font-weight:600"), (".onp thead th", "position:sticky;top:0;z-index:1"),
     (".onp td.num", "text-align:right;font-variant-numeric:tabular-nums"),
@@ -123,7 +124,7 @@ def shown_path(path, prefixes: list | None = None) -> str:
 
 # left as they are: code cells, <pre>, <style> and <script> blocks, and every tag (its attributes)
 _KEEP = re.compile(r"""(<td\b[^>]*class=["']?src\b[^>]*>.*?</td>|<pre\b.*?</pre>|<(style|script)\b.*?</\2>|<[^>]*>)""",
-                   re.S | re.I)
+                   re.DOTALL | re.IGNORECASE)
 
 def shown_paths(text: str, prefixes: list | None = None) -> str:
     "`text` (a view's HTML) with every absolute path in its text shown as `shown_path` shows it; code left as it is."
@@ -145,7 +146,10 @@ def soft_breaks(text: str) -> str:
 
 
 # %% ../../nbs/docs/render.ipynb #832cd0ba
-_TAG = re.compile(r"<!--.*?-->|<(/?)([a-zA-Z][\w-]*)((?:\s+[^\s=>/]+(?:\s*=\s*(?:\"[^\"]*\"|'[^']*'|[^\s\"'>]+))?)*)\s*(/?)>", re.S)
+_TAG = re.compile(
+    r"<!--.*?-->|<(/?)([a-zA-Z][\w-]*)((?:\s+[^\s=>/]+(?:\s*=\s*(?:\"[^\"]*\"|'[^']*'|[^\s\"'>]+))?)*)\s*(/?)>",
+    re.DOTALL,
+)
 _ATTR = re.compile(r"""\s+([^\s=>/]+)(?:\s*=\s*("[^"]*"|'[^']*'|[^\s"'>]+))?""")
 _VOID = {"area", "br", "col", "hr", "img", "input", "meta", "source", "track", "wbr"}
 
@@ -209,19 +213,23 @@ def inline_styles(text: str, rules: tuple = RULES) -> str:
         if memo[key]:
             decls = memo[key] + _declarations(len(rules), ";".join(_unquote(v) for a, v in pairs if a == "style"))
             kept = "".join(f" {a}" if v is None else f" {a}={v}" for a, v in pairs if a != "style")
-            out += [text[pos:m.start()], f'<{m.group(2)}{kept} style="{html.escape(_cascade(decls), quote=True)}"{" /" if selfclose else ""}>']
+            out += [
+                text[pos : m.start()],
+                f'<{m.group(2)}{kept} style="{html.escape(_cascade(decls), quote=True)}"{" /" if selfclose else ""}>',
+            ]
             pos = m.end()
         if tag in _VOID or selfclose: stack.pop()
         elif tag in ("script", "style"): raw = tag
     return "".join(out) + text[pos:]
 
 # %% ../../nbs/docs/render.ipynb #844f56bd
-_BLOCK = re.compile(r"<(?:/?(?:p|div|h\d|li|ul|table|thead|tbody|details|summary|pre)|br|/tr)\b[^>]*>", re.I)
+_BLOCK = re.compile(r"<(?:/?(?:p|div|h\d|li|ul|table|thead|tbody|details|summary|pre)|br|/tr)\b[^>]*>", re.IGNORECASE)
 
 def html_text(text: str) -> str:
-    "A rendering as plain text: rows as lines, cells joined by ` | `, blocks on lines of their own; style and scripts left out."
-    t = re.sub(r"<(style|script)\b.*?</\1>", "", str(text), flags=re.S | re.I)
-    t = re.sub(r"</t[dh]>\s*<t[dh]\b[^>]*>", " | ", t, flags=re.I)
+    ("A rendering as plain text: rows as lines, cells joined by ` | `, blocks on lines of their own; style and scripts "
+     "left out.")
+    t = re.sub(r"<(style|script)\b.*?</\1>", "", str(text), flags=re.DOTALL | re.IGNORECASE)
+    t = re.sub(r"</t[dh]>\s*<t[dh]\b[^>]*>", " | ", t, flags=re.IGNORECASE)
     t = _BLOCK.sub("\n", t)
     t = html.unescape(re.sub(r"<[^>]+>", "", t))
     return "\n".join(l.rstrip() for l in t.split("\n") if l.strip())
@@ -241,7 +249,8 @@ def _interactive_table(columns, rows) -> Html:
 def table(columns, rows, numeric=(), interactive: bool | None = None) -> Html:
     "An HTML table: `columns` headers, `rows` of cells (escaped unless `Html`); numeric columns right-aligned."
     rows = [list(r) for r in rows]
-    if interactive is not False and len(rows) > BIG_TABLE and itables_available(): return _interactive_table(columns, rows)
+    if interactive is not False and len(rows) > BIG_TABLE and itables_available():
+        return _interactive_table(columns, rows)
     head = "".join(f"<th>{esc(c)}</th>" for c in columns)
     body = "".join("<tr>" + "".join(f'<td{" class=num" if i in numeric else ""}>{esc(c)}</td>' for i, c in enumerate(r))
                    + "</tr>" for r in rows)
@@ -253,7 +262,10 @@ def key_values(d: dict) -> Html:
         if isinstance(v, dict): return key_values(v) if v else "—"
         if isinstance(v, (list, tuple)): return ", ".join(str(x) for x in v) or "—"
         return v
-    return Html("<table>" + "".join(f"<tr><th>{esc(k)}</th><td>{esc(cell(v))}</td></tr>" for k, v in d.items()) + "</table>")
+
+    return Html(
+        "<table>" + "".join(f"<tr><th>{esc(k)}</th><td>{esc(cell(v))}</td></tr>" for k, v in d.items()) + "</table>"
+    )
 
 # %% ../../nbs/docs/render.ipynb #c591ea67
 def _field(d, name, default=None):
@@ -281,16 +293,31 @@ def diagnostic_line(d) -> Html:
 
 def diagnostics_table(diags) -> Html:
     "The diagnostics as a table: where (method or path), line, code, severity, message."
-    rows = [[_field(d, "where") or _field(d, "path") or "", _field(d, "line") or None, Html(f'<code class="id">{esc(_field(d, "code"))}</code>'),
-             badge(severity_of(d)), Html(breakable(_field(d, "message")))] for d in diags]
-    return table(["where", "line", "code", "severity", "message"], rows, numeric=(1,)) if rows else Html("<p>No diagnostics.</p>")
+    rows = [
+        [
+            _field(d, "where") or _field(d, "path") or "",
+            _field(d, "line") or None,
+            Html(f'<code class="id">{esc(_field(d, "code"))}</code>'),
+            badge(severity_of(d)),
+            Html(breakable(_field(d, "message"))),
+        ]
+        for d in diags
+    ]
+    return (
+        table(["where", "line", "code", "severity", "message"], rows, numeric=(1,))
+        if rows
+        else Html("<p>No diagnostics.</p>")
+    )
 
 def severity_counts(diags) -> str:
     "`2 error, 1 warning, 5 rewrite`: the diagnostics counted by severity, most severe first."
     order = ("error", "unsupported", "manual", "warning", "rewrite", "info")
     n = {}
     for d in diags: n[severity_of(d)] = n.get(severity_of(d), 0) + 1
-    return ", ".join(f"{n[s]} {s}" for s in sorted(n, key=lambda s: (order.index(s) if s in order else len(order), s))) or "none"
+    return (
+        ", ".join(f"{n[s]} {s}" for s in sorted(n, key=lambda s: (order.index(s) if s in order else len(order), s)))
+        or "none"
+    )
 
 # %% ../../nbs/docs/render.ipynb #25010fd7
 def _text(x, encoding: str = "utf-8") -> str:
@@ -304,11 +331,14 @@ def diff_rows(a: list[str], b: list[str]) -> list[tuple]:
             i, j = i1 + k, j1 + k
             left, right = i < i2, j < j2
             kind = tag if left and right else "delete" if left else "insert"
-            rows.append((kind, i + 1 if left else None, a[i] if left else "", j + 1 if right else None, b[j] if right else ""))
+            rows.append(
+                (kind, i + 1 if left else None, a[i] if left else "", j + 1 if right else None, b[j] if right else "")
+            )
     return rows
 
 def folded(rows: list[tuple], pinned: set, context: int | None) -> list:
-    "The rows with unchanged stretches far from a change and from `pinned` (source lines) replaced by (skip, count, first, last)."
+    ("The rows with unchanged stretches far from a change and from `pinned` (source lines) replaced by (skip, count, "
+     "first, last).")
     if context is None: return rows
     near = set()
     for k, r in enumerate(rows):
@@ -343,10 +373,14 @@ def side_by_side(source: str, output: str, diags=(), context: int | None = 3, le
                    f'<td class="dg">{notes}</td></tr>')
     head = f"<tr><th></th><th>{esc(left)}</th><th></th><th>{esc(right)}</th><th>diagnostics</th></tr>"
     cols = '<colgroup><col style="width:3.5em"><col><col style="width:3.5em"><col><col style="width:26%"></colgroup>'
-    return Html(f'<div class="scroll"><table class="diff">{cols}<thead>{head}</thead><tbody>{"".join(out)}</tbody></table></div>')
+    return Html(
+        '<div class="scroll"><table '
+        f'class="diff">{cols}<thead>{head}</thead><tbody>{"".join(out)}</tbody></table></div>'
+    )
 
 def html_translation(t, source=None, context: int | None = 3) -> Html:
-    "A `Translation` (or anything with .path, .source, .code, .diagnostics) as a side-by-side diff with its diagnostics."
+    ("A `Translation` (or anything with .path, .source, .code, .diagnostics) as a side-by-side diff with its "
+     "diagnostics.")
     enc = getattr(t, "encoding", "utf-8")
     src = _text(source if source is not None else t.source, enc)
     out = getattr(t, "code", None)
@@ -361,7 +395,8 @@ def html_translation(t, source=None, context: int | None = 3) -> Html:
 
 # %% ../../nbs/docs/render.ipynb #05c57f3e
 def html_run(run) -> Html:
-    "A `TranslateRun`: totals, one row per file (status, lines, rewritten, flagged, pending, output), diagnostics folded."
+    ("A `TranslateRun`: totals, one row per file (status, lines, rewritten, flagged, pending, output), diagnostics "
+     "folded.")
     t = run.totals()
     target = getattr(getattr(run, "rules", None), "target", None)
     head = (f"<h4>translate run ({esc(run.mode)}{', target ' + esc(target) if target else ''})</h4>"
@@ -371,24 +406,51 @@ def html_run(run) -> Html:
     root = os.path.commonpath(paths) if paths and all(os.path.isabs(p) for p in paths) else ""
     short = lambda p: os.path.relpath(p, root) if root and p else p
     if root: head += f"<p>paths below <code>{esc(root)}</code></p>"
-    rows = [[Html(f"<code>{esc(short(str(f.path)))}</code>"), badge(f.status), f.lines, f.rewritten, f.flagged, f.pending,
-             short(f.output and str(f.output))] for f in run.files]
-    body = table(["file", "status", "lines", "rewritten", "flagged", "pending", "written to"], rows, numeric=(2, 3, 4, 5))
+    rows = [
+        [
+            Html(f"<code>{esc(short(str(f.path)))}</code>"),
+            badge(f.status),
+            f.lines,
+            f.rewritten,
+            f.flagged,
+            f.pending,
+            short(f.output and str(f.output)),
+        ]
+        for f in run.files
+    ]
+    body = table(
+        ["file", "status", "lines", "rewritten", "flagged", "pending", "written to"], rows, numeric=(2, 3, 4, 5)
+    )
     for f in run.files:
         if f.diagnostics:
-            lines = "".join(Html(f'<div class="d"><code>{esc(f.path)}:{esc(_field(d, "line") or "")}</code></div>') + diagnostic_line(d)
-                            for d in f.diagnostics)
+            lines = "".join(
+                Html(f'<div class="d"><code>{esc(f.path)}:{esc(_field(d, "line") or "")}</code></div>')
+                + diagnostic_line(d)
+                for d in f.diagnostics
+            )
             body += f"<details><summary>{esc(f.path)}: {esc(severity_counts(f.diagnostics))}</summary>{lines}</details>"
     codes = run.codes()
-    if codes: body += "<h4>codes</h4>" + table(["code", "count", "what happened"], [[Html(f"<code>{esc(c)}</code>"), n, _title(c)]
-                                                                                   for c, n in codes.items()], numeric=(1,))
+    if codes:
+        body += "<h4>codes</h4>" + table(
+            ["code", "count", "what happened"],
+            [[Html(f"<code>{esc(c)}</code>"), n, _title(c)] for c, n in codes.items()],
+            numeric=(1,),
+        )
     return wrap("run", head + body)
 
 # %% ../../nbs/docs/render.ipynb #c6882031
 def _marker(line: str) -> str | None:
     "`open`, `middle` or `close` for a conflict marker line (also its `# ` comment form), else None."
     s = line.lstrip().removeprefix("# ")
-    return "open" if s.startswith("<<<<<<<") else "middle" if s.startswith("=======") else "close" if s.startswith(">>>>>>>") else None
+    return (
+        "open"
+        if s.startswith("<<<<<<<")
+        else "middle"
+        if s.startswith("=======")
+        else "close"
+        if s.startswith(">>>>>>>")
+        else None
+    )
 
 def conflict_kinds(lines: list[str]) -> list[str]:
     "Per line: `mark` (a conflict marker), `npu` (the first side), `omni` (the second), `fence` (an omni fence), or ``."
@@ -418,30 +480,57 @@ def html_port(result) -> Html:
     head = (f"<h4>port: <code>{esc(result.name or '?')}</code> ({esc(result.style)})</h4>"
             f'<p>{len(result.code.splitlines())} lines; <span class="{"bad" if n else ""}">{n} conflict(s)</span>; '
             f"diagnostics: {esc(severity_counts(result.diagnostics))}</p>")
-    if styles: head += "<p>methods: " + ", ".join(f"<code>{esc(m)}</code> ({esc(s)})" for m, s in styles.items()) + "</p>"
+    if styles:
+        head += "<p>methods: " + ", ".join(f"<code>{esc(m)}</code> ({esc(s)})" for m, s in styles.items()) + "</p>"
     return wrap("port", head + code_table(result.code) + "<h4>diagnostics</h4>" + diagnostics_table(result.diagnostics))
 
 # %% ../../nbs/docs/render.ipynb #cc95481e
 def html_audit(findings) -> Html:
     "Audit findings as a table (severity, code, class, method, line, message, details), counted by code."
     order = {"error": 0, "warning": 1, "info": 2}
-    fs = sorted(findings, key=lambda f: (order.get(_field(f, "severity"), 3), _field(f, "cls") or "", _field(f, "method") or ""))
+    fs = sorted(
+        findings, key=lambda f: (order.get(_field(f, "severity"), 3), _field(f, "cls") or "", _field(f, "method") or "")
+    )
     rows = []
     for f in fs:
         detail = _field(f, "detail") or []
-        more = Html(f"<details><summary>{len(detail)} line(s)</summary><pre>{esc(chr(10).join(detail))}</pre></details>") if detail else ""
-        rows.append([badge(_field(f, "severity")), Html(f'<code class="id">{esc(_field(f, "code"))}</code>'), _field(f, "cls"),
-                     _field(f, "method"), _field(f, "line"), _field(f, "message"), more])
+        more = (
+            Html(f"<details><summary>{len(detail)} line(s)</summary><pre>{esc(chr(10).join(detail))}</pre></details>")
+            if detail
+            else ""
+        )
+        rows.append(
+            [
+                badge(_field(f, "severity")),
+                Html(f'<code class="id">{esc(_field(f, "code"))}</code>'),
+                _field(f, "cls"),
+                _field(f, "method"),
+                _field(f, "line"),
+                _field(f, "message"),
+                more,
+            ]
+        )
     counts = {}
     for f in fs: counts[_field(f, "code")] = counts.get(_field(f, "code"), 0) + 1
-    head = (f"<h4>audit: {len(fs)} finding(s)</h4><p>" + (", ".join(f"{esc(c)} × {n}" for c, n in sorted(counts.items())) or "no findings")
-            + f"; {sum(_field(f, 'severity') != 'info' for f in fs)} fail the CI gate</p>")
-    return wrap("audit", head + (table(["severity", "code", "class", "method", "line", "message", "detail"], rows, numeric=(4,))
-                                 if rows else ""))
+    head = (
+        f"<h4>audit: {len(fs)} finding(s)</h4><p>"
+        + (", ".join(f"{esc(c)} × {n}" for c, n in sorted(counts.items())) or "no findings")
+        + f"; {sum(_field(f, 'severity') != 'info' for f in fs)} fail the CI gate</p>"
+    )
+    return wrap(
+        "audit",
+        head
+        + (
+            table(["severity", "code", "class", "method", "line", "message", "detail"], rows, numeric=(4,))
+            if rows
+            else ""
+        ),
+    )
 
 # %% ../../nbs/docs/render.ipynb #cd6c27af
 def html_platform(p: dict) -> Html:
-    "The platform report (`sources.doctor.platform_report()`) as a table of its fields; the error first where the backend cannot run."
+    ("The platform report (`sources.doctor.platform_report()`) as a table of its fields; the error first where the "
+     "backend cannot run.")
     err = f'<p class="bad">backend unavailable: {esc(p["error"])}</p>' if p.get("error") else ""
     return wrap("platform", "<h4>platform</h4>" + err + key_values({k: v for k, v in p.items() if k != "error"}))
 
@@ -450,8 +539,18 @@ def html_conformance(results, show_na: bool = False, title: str | None = None) -
     rs = [r if isinstance(r, dict) else (r.to_dict() if hasattr(r, "to_dict") else asdict(r)) for r in results]
     shown = [r for r in rs if show_na or r["status"] != "n/a"]
     code_ = lambda v: Html(f'<code class="wrap">{breakable(v)}</code>') if v else None   # names, paths: at dots
-    rows = [[Html(f"<code>{esc(r['id'])}</code>"), badge(r["status"]), r.get("check"), code_(r.get("symbol")),
-             "; ".join(r.get("details") or []) or None, "; ".join(r.get("hazards") or []) or None, code_(r.get("where"))] for r in shown]
+    rows = [
+        [
+            Html(f"<code>{esc(r['id'])}</code>"),
+            badge(r["status"]),
+            r.get("check"),
+            code_(r.get("symbol")),
+            "; ".join(r.get("details") or []) or None,
+            "; ".join(r.get("hazards") or []) or None,
+            code_(r.get("where")),
+        ]
+        for r in shown
+    ]
     head = f"<h4>{esc(title)}</h4>" if title else ""
     hidden = len(rs) - len(shown)
     note = f"<p>{hidden} record(s) that do not hold for this version are not shown.</p>" if hidden else ""
@@ -493,11 +592,19 @@ def html_bench(result, plot: bool = False) -> Html:
     graphs = any(x.get("replay_ms") for x in rows)
     ci = any((x.get("eager_ms") or {}).get("p50_ci") for x in rows)   # a 95 % interval of the p50, where the result has one
     cols = ["batch", "mode"] + [f"eager {k} ms" for k in stats] + (["eager p50 95 % CI"] if ci else [])
-    if graphs: cols += [f"replay {k} ms" for k in stats] + (["replay p50 95 % CI"] if ci else []) + ["speed-up", "capture s", "parity"]
+    if graphs:
+        cols += (
+            [f"replay {k} ms" for k in stats]
+            + (["replay p50 95 % CI"] if ci else [])
+            + ["speed-up", "capture s", "parity"]
+        )
     body = []
     for x in rows:
         e, rp, par = x.get("eager_ms") or {}, x.get("replay_ms") or {}, x.get("parity") or {}
-        row = [x["batch"], Html(f"{esc(x['mode'])}" + (f" <small>({esc(x['reason'])})</small>" if x.get("reason") else ""))]
+        row = [
+            x["batch"],
+            Html(f"{esc(x['mode'])}" + (f" <small>({esc(x['reason'])})</small>" if x.get("reason") else "")),
+        ]
         row += [_num(e.get(k)) for k in stats] + ([_interval(e.get("p50_ci"))] if ci else [])
         if graphs:
             row += [_num(rp.get(k)) for k in stats] + ([_interval(rp.get("p50_ci"))] if ci else [])
@@ -505,22 +612,33 @@ def html_bench(result, plot: bool = False) -> Html:
                                                       badge("ok" if par.get("ok") else "fail") if par else None]
         body.append(row)
     h = r.get("harness") or {}
-    title = (f"<h4>talker-MTP step on {esc(d['backend'])} ({esc(d['device'])}), {esc(s['preset'])} shapes, {esc(s['dtype'])}</h4>"
-             + ("" if d.get("supports_graphs") else f"<p>eager only: {esc(d['backend'])} has no device graphs</p>"))
+    title = (
+        f"<h4>talker-MTP step on {esc(d['backend'])} ({esc(d['device'])}), {esc(s['preset'])} shapes, {esc(s['dtype'])}</h4>"
+        + ("" if d.get("supports_graphs") else f"<p>eager only: {esc(d['backend'])} has no device graphs</p>")
+    )
     noise = f"; the noise is {h['spread_us']:.1f} µs" if h.get("spread_us") is not None else ""
-    tail = (f"<p>harness overhead {h['overhead_fraction']:.2%} of the eager step (target &lt; {h['target_fraction']:.0%}){noise}</p>"
-            if h else "")
+    tail = (
+        f"<p>harness overhead {h['overhead_fraction']:.2%} of the eager step (target &lt; {h['target_fraction']:.0%}){noise}</p>"
+        if h
+        else ""
+    )
     tail += "".join(f'<p class="warn">{esc(n)}</p>' for n in r.get("notes") or [])
     if plot:
         from omni_npu_port.bench.harness import plot_results
         tail += _png(plot_results(r))
-    return wrap("bench", title + table(cols, body, numeric=tuple(i for i, c in enumerate(cols) if c not in ("mode", "parity"))) + tail)
+    return wrap(
+        "bench",
+        title + table(cols, body, numeric=tuple(i for i, c in enumerate(cols) if c not in ("mode", "parity"))) + tail,
+    )
 
 # %% ../../nbs/docs/render.ipynb #dc97c18f
 def html_release(p) -> Html:
     "A whole-release port (`port.release_report.ReleasePort`): its summary and tables in the views' style."
     from omni_npu_port.port.release_report import release_html
-    tables = re.sub(r"(<table\b.*?</table>)", r'<div class="scroll">\1</div>', release_html(p), flags=re.S)   # wide ones scroll in their box
+
+    tables = re.sub(
+        r"(<table\b.*?</table>)", r'<div class="scroll">\1</div>', release_html(p), flags=re.DOTALL
+    )  # wide ones scroll in their box
     return wrap("release", tables)
 
 RENDERERS = {   # class (module.QualName) -> its renderer; registered with core.display on import
@@ -535,7 +653,8 @@ RENDERERS = {   # class (module.QualName) -> its renderer; registered with core.
 for _name, _fn in RENDERERS.items(): register_html(_name, _fn)
 
 def register_text(shell=None) -> bool:
-    "In IPython (`shell`, default the running one), the text/plain of each class above is its view as text (`html_text`)."
+    ("In IPython (`shell`, default the running one), the text/plain of each class above is its view as text "
+     "(`html_text`).")
     if shell is None:
         try: from IPython import get_ipython
         except ImportError: return False
@@ -594,18 +713,33 @@ def html_pattern_table(catalog=None, releases=None) -> Html:
     rows = []
     for p in cat:
         holds = " ".join(v for v in releases if p.holds_for(v))
-        span = f"{p.since or 'all'} – {p.until or 'today'}" + (f" (not {', '.join(f'{a}–{b}' for a, b in p.gaps)})" if p.gaps else "")
-        cells = [code_(p.id), esc(p.family), esc(p.kind), code_(p.gpu_symbol or p.gpu.splitlines()[0] if p.gpu else None),
-                 code_(p.npu_symbol or p.npu.splitlines()[0] if p.npu else None), esc(span), esc(p.source),
-                 Html(f'<span>{esc(p.title)}</span>')]
+        span = f"{p.since or 'all'} – {p.until or 'today'}" + (
+            f" (not {', '.join(f'{a}–{b}' for a, b in p.gaps)})" if p.gaps else ""
+        )
+        cells = [
+            code_(p.id),
+            esc(p.family),
+            esc(p.kind),
+            code_(p.gpu_symbol or p.gpu.splitlines()[0] if p.gpu else None),
+            code_(p.npu_symbol or p.npu.splitlines()[0] if p.npu else None),
+            esc(span),
+            esc(p.source),
+            Html(f"<span>{esc(p.title)}</span>"),
+        ]
         tds = "".join(f'<td class={"prose" if i == 7 else "nw"}>{esc(c)}</td>' for i, c in enumerate(cells))
         rows.append(f'<tr data-family="{esc(p.family)}" data-kind="{esc(p.kind)}" data-holds="{esc(holds)}">{tds}</tr>')
-    head = "".join(f"<th>{esc(c)}</th>" for c in ("id", "family", "kind", "GPU", "NPU", "holds for vllm-ascend", "source", "what"))
+    head = "".join(
+        f"<th>{esc(c)}</th>" for c in ("id", "family", "kind", "GPU", "NPU", "holds for vllm-ascend", "source", "what")
+    )
     trust = ('<p class="trust">Trust this notebook (File &gt; Trust Notebook) to use the search box and the '
              'drop-downs; until then they do nothing.</p>')   # hidden by the script, which runs only where trusted
-    tools = trust + ('<div class="tools">'
-                     '<label>search <input name="q" type="search" placeholder="symbol, id, word…"></label>'
-             + _options("family", "family", FAMILIES) + _options("kind", "kind", KINDS)
-             + _options("holds", "holds for vllm-ascend", reversed(releases)) + f'<span class="count">{len(rows)} patterns</span></div>')
+    tools = trust + (
+        '<div class="tools">'
+        '<label>search <input name="q" type="search" placeholder="symbol, id, word…"></label>'
+        + _options("family", "family", FAMILIES)
+        + _options("kind", "kind", KINDS)
+        + _options("holds", "holds for vllm-ascend", reversed(releases))
+        + f'<span class="count">{len(rows)} patterns</span></div>'
+    )
     body = f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
     return wrap("patterns", _PATTERN_CSS + tools + body + _FILTER_JS)

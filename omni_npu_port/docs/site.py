@@ -143,8 +143,10 @@ def _scalar(v: str):
     return v
 
 def _yaml(text: str) -> dict:
-    try: import yaml
-    except ImportError: return {m.group(1): _scalar(m.group(2)) for m in re.finditer(r"^([\w-]+):[ \t]*(.*)$", text, re.M)}
+    try:
+        import yaml
+    except ImportError:
+        return {m.group(1): _scalar(m.group(2)) for m in re.finditer(r"^([\w-]+):[ \t]*(.*)$", text, re.MULTILINE)}
     d = yaml.safe_load(text)
     return d if isinstance(d, dict) else {}
 
@@ -152,12 +154,12 @@ def _frontmatter(cell) -> dict:
     "The front matter a cell carries, as nbdev reads it: a raw `---` block, or a Markdown `# title` cell."
     s = _src(cell).strip()
     if cell["cell_type"] == "raw":
-        m = re.fullmatch(r"---\s*\n(.*?)\n---", s, re.S)
+        m = re.fullmatch(r"---\s*\n(.*?)\n---", s, re.DOTALL)
         return _yaml(m.group(1)) if m else {}
-    if cell["cell_type"] != "markdown" or not (t := re.search(r"^#\s+(\S.*?)\s*$", s, re.M)): return {}
+    if cell["cell_type"] != "markdown" or not (t := re.search(r"^#\s+(\S.*?)\s*$", s, re.MULTILINE)): return {}
     fm = {"title": t.group(1)}
-    if d := re.search(r"^>\s+(\S.*?)\s*$", s, re.M): fm["description"] = d.group(1)
-    if kv := re.findall(r"^-\s+(\S.*:.*\S)\s*$", s, re.M): fm.update(_yaml("\n".join(kv)))
+    if d := re.search(r"^>\s+(\S.*?)\s*$", s, re.MULTILINE): fm["description"] = d.group(1)
+    if kv := re.findall(r"^-\s+(\S.*:.*\S)\s*$", s, re.MULTILINE): fm.update(_yaml("\n".join(kv)))
     return fm
 
 # %% ../../nbs/docs/site.ipynb #e6b80652
@@ -212,7 +214,8 @@ def rebase_links(md: str, prefix: str) -> str:
 
 # %% ../../nbs/docs/site.ipynb #48328578
 _HIDDEN = {"hide", "export", "exporti", "export_", "default_exp"}
-SITE_ONLY, README_ONLY = "<!-- site-only -->", "<!-- readme-only -->"   # a Markdown cell's first line: where it is shown
+SITE_ONLY, README_ONLY = "<!-- site-only -->", "<!-- readme-only -->"  # a Markdown cell's first line: where it is shown
+
 
 def readme_markdown(nb: dict, link_base: str = "") -> str:
     "Render a notebook (as loaded from its JSON) into README Markdown, without Quarto; relative links get `link_base/`."
@@ -230,7 +233,8 @@ def readme_markdown(nb: dict, link_base: str = "") -> str:
     for c in cells:
         if c["cell_type"] == "markdown":
             s = _src(c).strip()
-            if s and not s.startswith(SITE_ONLY): out.append(rebase_links(s.removeprefix(README_ONLY).lstrip(), link_base))
+            if s and not s.startswith(SITE_ONLY):
+                out.append(rebase_links(s.removeprefix(README_ONLY).lstrip(), link_base))
             continue
         if c["cell_type"] != "code": continue
         opts, code = cell_directives(_src(c))
@@ -252,7 +256,8 @@ def readme_figures(root) -> dict[str, str]:
             "first-release": rel[0], "last-release": rel[-1]}
 
 def fill_figures(text: str, figures: dict, where: str = "") -> tuple[str, list[tuple]]:
-    "`text` with each marked figure set to its value; (name, old, new) of each that changed. An unknown name: DocsError."
+    ("`text` with each marked figure set to its value; (name, old, new) of each that changed. An unknown name: "
+     "DocsError.")
     stale = []
     def put(m):
         name, old = m.group(1), m.group(2)
@@ -264,14 +269,23 @@ def fill_figures(text: str, figures: dict, where: str = "") -> tuple[str, list[t
 
 # %% ../../nbs/docs/site.ipynb #8f94050c
 def run_readme_cells(nb: dict, cwd: Path) -> dict:
-    "`nb` with each code cell the README shows run again, in order, in one namespace in `cwd`: stdout and the last value as outputs."
-    import ast, contextlib, io
+    ("`nb` with each code cell the README shows run again, in order, in one namespace in `cwd`: stdout and the last "
+     "value as outputs.")
+    import ast
+    import contextlib
+    import io
     ns, here = {"__name__": "__main__"}, Path.cwd()
     os.chdir(cwd)
     try:
         for c in nb.get("cells", []):
             opts, code = cell_directives(_src(c)) if c["cell_type"] == "code" else ({}, "")
-            if not code.strip() or _HIDDEN & opts.keys() or _false(opts.get("eval", "")) or _false(opts.get("include", "")): continue
+            if (
+                not code.strip()
+                or _HIDDEN & opts.keys()
+                or _false(opts.get("eval", ""))
+                or _false(opts.get("include", ""))
+            ):
+                continue
             tree, out, value = ast.parse(code), io.StringIO(), None
             last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
             try:
@@ -279,9 +293,20 @@ def run_readme_cells(nb: dict, cwd: Path) -> dict:
                     exec(compile(tree, "<README cell>", "exec"), ns)  # noqa: S102 -- the README's own cells, for their output
                     if last is not None: value = eval(compile(ast.Expression(last.value), "<README cell>", "eval"), ns)
             except Exception as e: raise DocsError(f"a README cell failed ({type(e).__name__}: {e}):\n{code}") from e
-            c["outputs"] = ([{"output_type": "stream", "name": "stdout", "text": out.getvalue()}] if out.getvalue() else []) + (
-                [{"output_type": "execute_result", "data": {"text/plain": repr(value)}, "metadata": {}, "execution_count": None}]
-                if value is not None else [])
+            c["outputs"] = (
+                [{"output_type": "stream", "name": "stdout", "text": out.getvalue()}] if out.getvalue() else []
+            ) + (
+                [
+                    {
+                        "output_type": "execute_result",
+                        "data": {"text/plain": repr(value)},
+                        "metadata": {},
+                        "execution_count": None,
+                    }
+                ]
+                if value is not None
+                else []
+            )
     finally: os.chdir(here)
     return nb
 
@@ -292,7 +317,8 @@ def readme_notebook(root) -> Path:
     return Path(root) / s["nbs_path"] / s["readme_nb"]
 
 def _readme(root: Path) -> tuple[Path, str, list]:
-    "The README notebook, README.md's text rendered from it (cells run, figures filled), and the notebook's stale figures."
+    ("The README notebook, README.md's text rendered from it (cells run, figures filled), and the notebook's stale "
+     "figures.")
     nb = readme_notebook(root)
     if not nb.is_file():
         raise DocsError(f"{nb} not found: README.md is rendered from it ([tool.nbdev] readme_nb); write that notebook")
@@ -317,7 +343,8 @@ def write_readme(root=None, check=False) -> bool:
     " notebook's stale figures) when it isn't."
     root = find_root(root)
     nb, text, stale = _readme(root)
-    if stale and not check: write_atomic(nb, fill_figures(nb.read_text(encoding="utf-8"), readme_figures(root), str(nb))[0])
+    if stale and not check:
+        write_atomic(nb, fill_figures(nb.read_text(encoding="utf-8"), readme_figures(root), str(nb))[0])
     return _sync_file(root / "README.md", text, check) and not stale
 
 # %% ../../nbs/docs/site.ipynb #81ccb96c
@@ -342,7 +369,9 @@ def pick_renderer(renderer: str = "auto") -> str:
     return "quarto" if renderer == "quarto" else "smalldocs"
 
 # %% ../../nbs/docs/site.ipynb #e69684e8
-_PROC = "from nbdev.quarto import refresh_quarto_yml; from nbdev.serve import proc_nbs; refresh_quarto_yml(); proc_nbs()"
+_PROC = (
+    "from nbdev.quarto import refresh_quarto_yml; from nbdev.serve import proc_nbs; refresh_quarto_yml(); proc_nbs()"
+)
 _SMALLDOCS = "import sys; from smalldocs.cli import main; sys.exit(main(sys.argv[1:]))"
 _NBDEV_DOCS = "from nbdev.quarto import nbdev_docs; nbdev_docs.__wrapped__()"
 
@@ -360,8 +389,10 @@ def _failure(log: str) -> str:
 
 def _run(args: list, root: Path, what: str, timeout: float = 1800) -> str:
     "Run a child process in `root`; raise DocsError with the failing part of its output if it fails."
-    try: r = subprocess.run(args, cwd=root, env=_env(root), capture_output=True, text=True, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired as e: raise DocsError(f"{what} took over {timeout:.0f} s and was stopped") from e
+    try:
+        r = subprocess.run(args, cwd=root, env=_env(root), capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired as e:
+        raise DocsError(f"{what} took over {timeout:.0f} s and was stopped") from e
     if r.returncode:
         raise DocsError(f"{what} failed (exit {r.returncode}):\n{_failure(r.stdout + r.stderr)}\n"
                         "To build docs nbdev runs only the cells that import, export or call show_doc, whatever their "
@@ -391,9 +422,10 @@ def _render_quarto(root: Path, site_name: str, say=lambda step: None) -> Path:
 CODES_NB = "docs/codes.ipynb"   # the page the codes go on, relative to the notebooks folder
 
 def write_codes_page(proc: Path) -> bool:
-    "Put the registry's Markdown into the processed codes notebook under `proc` (the cell displaying it replaced); False if it is not there."
-    from omni_npu_port.docs.codes import all_codes
+    ("Put the registry's Markdown into the processed codes notebook under `proc` (the cell displaying it replaced); "
+     "False if it is not there.")
     from omni_npu_port.core.diagnostics import codes_markdown
+    from omni_npu_port.docs.codes import all_codes
     nb_path = Path(proc) / CODES_NB
     if not nb_path.is_file(): return False
     nb = json.loads(nb_path.read_text(encoding="utf-8"))
@@ -408,7 +440,9 @@ def drop_readme_only(proc: Path) -> int:
     n = 0
     for p in Path(proc).rglob("*.ipynb"):
         nb = json.loads(p.read_text(encoding="utf-8"))
-        shown = [c for c in nb["cells"] if not (c["cell_type"] == "markdown" and _src(c).lstrip().startswith(README_ONLY))]
+        shown = [
+            c for c in nb["cells"] if not (c["cell_type"] == "markdown" and _src(c).lstrip().startswith(README_ONLY))
+        ]
         if len(shown) < len(nb["cells"]):
             n += len(nb["cells"]) - len(shown)
             nb["cells"] = shown
@@ -443,7 +477,8 @@ def _replace_dir(src: Path, dst: Path):
 
 # %% ../../nbs/docs/site.ipynb #ee6b6329
 def build_site(root=None, out="_docs", renderer="auto", progress=None) -> Path:
-    "Build the docs site from the notebooks into `root/out` with Quarto or smalldocs; returns the site folder (`progress`: called with each step)."
+    ("Build the docs site from the notebooks into `root/out` with Quarto or smalldocs; returns the site folder "
+     "(`progress`: called with each step).")
     say = progress or (lambda step: None)
     root = find_root(root)
     renderer, dst = pick_renderer(renderer), site_dir(root, out)
@@ -455,7 +490,10 @@ def build_site(root=None, out="_docs", renderer="auto", progress=None) -> Path:
     say(f"moving the site into {dst}")
     if site.resolve() != dst: _replace_dir(site, dst)
     missing = [str(page_of(nb)) for nb in notebooks(root) if not (dst / page_of(nb)).is_file()]
-    if missing: raise DocsError(f"{renderer} built {dst} without pages for {', '.join(missing)}: see the notebooks' errors above")
+    if missing:
+        raise DocsError(
+            f"{renderer} built {dst} without pages for {', '.join(missing)}: see the notebooks' errors above"
+        )
     return dst
 
 def docs_location(root=None) -> Path | None:

@@ -19,12 +19,12 @@ from ..core.releases import Target, parse_pin
 from ..sources.fetch import CACHE_DIR
 from ..sources.stated import omni_target, tree_target
 from ..sources.symbols import SymbolIndex, resolve
+from .derived_check import audit_derived
 from .locate import MethodSpec, PortError, locate, open_tree, own_methods, python_lines
 from .merge import code_tokens
 from .ready import ready_index
 from .release import port_release
 from .release_inputs import locate_base, open_release, release_source
-from .derived_check import audit_derived
 from .runners import ClassGraph, find_runners, runner_bases
 from .translation import rules_for
 from .update_release import class_methods, previous_release, update_runners
@@ -383,7 +383,7 @@ def audit(gpu: str, npu: str | None = None, prev: str | None = "auto", target: s
     how = "given"
     if prev in (None, "auto"):
         prev, how = previous_release(gtree.version, cache_dir), f"auto: the release before {gtree.version}"
-    kw = dict(sources=sources, prefer="comment", progress=progress, cache_dir=cache_dir, index=index)
+    kw = {"sources": sources, "prefer": "comment", "progress": progress, "cache_dir": cache_dir, "index": index}
     new, base = port_release(gpu, t.spec, **kw), port_release(prev, t.spec, **kw)
     theirs = _stack(new, base, sources, progress, cache_dir, index)
     (gb, _), (nb, _) = theirs[0], theirs[-1]

@@ -17,10 +17,10 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from ..core.catalog import CATALOG
 from ..core.diagnostics import Code, Diagnostic, code_info, register
 from ..core.releases import STACK_PACKAGES
+from ..sources.symbols import SourceExpr, SymbolIndex, class_attr, mro, resolve, signature_from_ast
 from .classes import generated_mro
 from .delta import bound_names
 from .locate import MroClass, class_mro, own_methods, port_diagnostic
-from ..sources.symbols import SourceExpr, SymbolIndex, class_attr, mro, resolve, signature_from_ast
 
 # %% auto #0
 __all__ = ['CALL_BLOCKS', 'Callee', 'def_signature', 'record_signature', 'imported_callee', 'self_callee', 'Fit', 'fit',

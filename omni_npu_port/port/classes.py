@@ -14,19 +14,38 @@ import textwrap
 import time
 from dataclasses import dataclass
 
+from omni_npu_port.port.locate import (
+    Located,
+    MroClass,
+    class_mro,
+    indent_lines,
+    method_located,
+    mro_merge,
+    own_methods,
+    port_diagnostic,
+    python_lines,
+)
+from omni_npu_port.port.translation import (
+    module_imports,
+    pairing_check,
+    rules_for,
+    target_check,
+    target_of,
+    translate_code,
+    translate_located,
+    translate_methods,
+)
+
 from ..core.diagnostics import Code, code_info, register
 from ..core.io import gc_paused
 from ..translate.engine import RuleSet, translate_source
-from .locate import Located, MroClass, class_mro, mro_merge, method_located, own_methods, port_diagnostic, python_lines, indent_lines
-from .translation import module_imports, pairing_check, rules_for, target_check, target_of
-from .translation import translate_code, translate_located, translate_methods
-from .supercalls import extends_by_super, param_names, rebind_supers
+from .conflicts import conflicts_in
 from .formatting import format_code, format_options, ruff_bin, ruff_warnings
 from .merge import keep_side
-from .conflicts import conflicts_in
-from .overrides import omni_definitions, refit_overrides
-from .mro import BaseOrder, base_order, order_diagnostics, plan_for_order
 from .method import PortOptions, PortResult, parse_check, port_method, port_options, undefined_names
+from .mro import BaseOrder, base_order, order_diagnostics, plan_for_order
+from .overrides import omni_definitions, refit_overrides
+from .supercalls import extends_by_super, param_names, rebind_supers
 
 # %% auto #0
 __all__ = ['TYPING_ONLY', 'ported_class_name', 'ClassPlan', 'needs_translation', 'accepts_npu_calls', 'omni_overrides',
@@ -57,17 +76,20 @@ def accepts_npu_calls(omni_fn, npu_fn) -> bool:
     return op[: len(np_)] == np_ and (not any(p.startswith("**") for p in n) or any(p.startswith("**") for p in o))
 
 def omni_overrides(gpu_omni: Located, gpu_base: Located, exclude=()) -> list[str]:
-    "Every method the omni class or an omni class of its MRO defines (never a class of the GPU base's side, nor one of `exclude`), in MRO order."
+    ("Every method the omni class or an omni class of its MRO defines (never a class of the GPU base's side, nor one "
+     "of `exclude`), in MRO order.")
     gpu_side = {c.name for c in class_mro(gpu_base)} | set(exclude)
     names = []
     for c in class_mro(gpu_omni):
-        if c.node is None or c.name in gpu_side or (c.package and gpu_omni.package and c.package != gpu_omni.package): continue
+        if c.node is None or c.name in gpu_side or (c.package and gpu_omni.package and c.package != gpu_omni.package):
+            continue
         names += [n for n in own_methods(c.node) if n not in names]
     return names
 
 def plan_class(gpu_base: Located, gpu_omni: Located, npu_base: Located, target: str | RuleSet | None = None,
                exclude=()) -> ClassPlan:
-    "Sort the omni class's own methods into three-way ports, translated copies and inherited ones (`exclude`: omni classes whose methods an NPU parent has)."
+    ("Sort the omni class's own methods into three-way ports, translated copies and inherited ones (`exclude`: omni "
+     "classes whose methods an NPU parent has).")
     rules = rules_for(target or target_of(npu_base))
     names = omni_overrides(gpu_omni, gpu_base, exclude)
     omni = {n: method_located(gpu_omni, n) for n in names}
@@ -82,7 +104,9 @@ def plan_class(gpu_base: Located, gpu_omni: Located, npu_base: Located, target: 
                                           else (nb.owner_module or "").split(".")[0] != gpu_base.package)
         if gb is not None and npu_defines:
             # through the MRO, super() inside the omni method already lands on the NPU base's method
-            mro_ok = extends_by_super(src) and accepts_npu_calls(ast.parse(src).body[0], ast.parse(nb.method_source).body[0])
+            mro_ok = extends_by_super(src) and accepts_npu_calls(
+                ast.parse(src).body[0], ast.parse(nb.method_source).body[0]
+            )
             (inherit if (mro_ok and not translate) else port).append(name)
         elif translate: trans.append(name)
         else: inherit.append(name)
@@ -92,7 +116,9 @@ def plan_class(gpu_base: Located, gpu_omni: Located, npu_base: Located, target: 
 def _imports_for(code: str, modules: list[tuple[str, str, str | None]], exclude: set[str]) -> list[str]:
     "Import lines for the free names of `code`, taken from the given (module, text, package) sources in order."
     used, bound = set(), set()
-    for side in ((0, 1) if conflicts_in(code) else (0,)):   # each side of every conflict (markers or commented) needs its names
+    for side in (
+        (0, 1) if conflicts_in(code) else (0,)
+    ):  # each side of every conflict (markers or commented) needs its names
         plain = keep_side(code, side)
         try:
             tree = ast.parse(plain)
@@ -115,9 +141,18 @@ def annotation_names(tree: ast.AST) -> set[str]:
     "Names read inside string annotations (`x: \"SchedulerOutput\"`, `-> \"list[Foo]\"`): a module must bind them too."
     out = set()
     for n in ast.walk(tree):
-        anns = [a.annotation for a in (n.args.posonlyargs + n.args.args + n.args.kwonlyargs + [n.args.vararg, n.args.kwarg])
-                if a is not None and a.annotation is not None] + [n.returns] if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) \
-               else [n.annotation] if isinstance(n, ast.AnnAssign) else []
+        anns = (
+            [
+                a.annotation
+                for a in (n.args.posonlyargs + n.args.args + n.args.kwonlyargs + [n.args.vararg, n.args.kwarg])
+                if a is not None and a.annotation is not None
+            ]
+            + [n.returns]
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+            else [n.annotation]
+            if isinstance(n, ast.AnnAssign)
+            else []
+        )
         for s in (c for a in anns if a is not None for c in ast.walk(a)):
             if isinstance(s, ast.Constant) and isinstance(s.value, str):
                 try: out |= {x.id for x in ast.walk(ast.parse(s.value.strip(), mode="eval")) if isinstance(x, ast.Name)}
@@ -128,19 +163,22 @@ def annotation_names(tree: ast.AST) -> set[str]:
 TYPING_ONLY = "if TYPE_CHECKING: "   # the prefix of an import line a module makes only for type checkers
 
 def _top_statements(body: list, typing_only: bool = False):
-    "A module's top-level statements, those inside top-level `if` / `try` blocks too, each with whether only type checkers run it."
+    ("A module's top-level statements, those inside top-level `if` / `try` blocks too, each with whether only type "
+     "checkers run it.")
     for st in body:
         if isinstance(st, ast.If):
             tc = typing_only or "TYPE_CHECKING" in ast.unparse(st.test)
             yield from _top_statements(st.body, tc); yield from _top_statements(st.orelse, typing_only)
         elif isinstance(st, ast.Try):
-            for b in (st.body, st.orelse, st.finalbody, *[h.body for h in st.handlers]): yield from _top_statements(b, typing_only)
+            for b in (st.body, st.orelse, st.finalbody, *[h.body for h in st.handlers]):
+                yield from _top_statements(b, typing_only)
         else: yield st, typing_only
 
 # %% ../../nbs/port/classes.ipynb #ae01d8a6
 @functools.lru_cache(maxsize=32)
 def _bindings(module: str, text: str) -> dict[str, str]:
-    "Every top-level name a module binds → the import line that gives it to another module (`TYPING_ONLY`-prefixed where only type checkers import it)."
+    ("Every top-level name a module binds → the import line that gives it to another module (`TYPING_ONLY`-prefixed "
+     "where only type checkers import it).")
     out = {}
     for st, tc in _top_statements(ast.parse(text).body):
         pre = TYPING_ONLY if tc else ""
@@ -148,10 +186,14 @@ def _bindings(module: str, text: str) -> dict[str, str]:
             src = st.module or ""
             if st.level: src = ".".join(module.split(".")[: -st.level] + ([st.module] if st.module else []))
             for a in st.names:
-                out.setdefault(a.asname or a.name, pre + f"from {src} import {a.name}" + (f" as {a.asname}" if a.asname else ""))
+                out.setdefault(
+                    a.asname or a.name, pre + f"from {src} import {a.name}" + (f" as {a.asname}" if a.asname else "")
+                )
         elif isinstance(st, ast.Import):
             for a in st.names:
-                out.setdefault(a.asname or a.name.split(".")[0], pre + f"import {a.name}" + (f" as {a.asname}" if a.asname else ""))
+                out.setdefault(
+                    a.asname or a.name.split(".")[0], pre + f"import {a.name}" + (f" as {a.asname}" if a.asname else "")
+                )
         elif isinstance(st, (ast.FunctionDef, ast.ClassDef)): out.setdefault(st.name, f"from {module} import {st.name}")
         elif isinstance(st, ast.Assign):
             for t in st.targets:
@@ -184,7 +226,8 @@ def generated_mro(cname: str, gpu_omni: Located, npu_base: Located, parent: list
 
 # %% ../../nbs/port/classes.ipynb #edeb2c26
 def _omni_only_method(own: Located, name: str, rules: RuleSet, landing: list, format, ll, settings) -> tuple[str, list]:
-    "A method only omni defines, for a class port: translated, its super() calls reaching what they did in its own class, formatted if asked."
+    ("A method only omni defines, for a class port: translated, its super() calls reaching what they did in its own "
+     "class, formatted if asked.")
     new, d = translate_located(own, rules)
     rebound, d4 = rebind_supers(python_lines(new), ["omni"] * new.count("\n"), landing, {"omni": own.owner},
                                 (param_names(own.method_node) or ["self"])[0])
@@ -196,18 +239,23 @@ def _omni_only_method(own: Located, name: str, rules: RuleSet, landing: list, fo
 
 # %% ../../nbs/port/classes.ipynb #b016cb7d
 def _import_sources(gpu_omni: Located, npu_base: Located, names: list, rules: RuleSet) -> list[tuple]:
-    "The (module, text, package) sources a class port's free names are imported from, in order: the NPU base's module, omni's (translated, then as written), and the modules of omni bases that define `names`."
+    ("The (module, text, package) sources a class port's free names are imported from, in order: the NPU base's "
+     "module, omni's (translated, then as written), and the modules of omni bases that define `names`.")
     sources = [(npu_base.module, npu_base.module_text, npu_base.package),
                (gpu_omni.module, _translated_imports(gpu_omni, rules), gpu_omni.package),
                (gpu_omni.module, gpu_omni.module_text, gpu_omni.package)]
     for name in names:   # methods of omni bases in other modules: their modules' imports too
         m = method_located(gpu_omni, name)
         if m.owner_module and m.owner_module != gpu_omni.module and m.owner_text:
-            sources += [(m.owner_module, _translated_imports(m, rules), m.package), (m.owner_module, m.owner_text, m.package)]
+            sources += [
+                (m.owner_module, _translated_imports(m, rules), m.package),
+                (m.owner_module, m.owner_text, m.package),
+            ]
     return sources
 
 def _import_block(cls_code: str, sources: list[tuple], extra: list[str]) -> list[str]:
-    "A class port's import lines: its free names' imports and `extra`, `import`s then `from`s, type-checker-only ones under `if TYPE_CHECKING:`."
+    ("A class port's import lines: its free names' imports and `extra`, `import`s then `from`s, type-checker-only ones "
+     "under `if TYPE_CHECKING:`.")
     imports = _imports_for(cls_code, sources, set()) + extra
     typing_only = sorted({i[len(TYPING_ONLY):] for i in imports if i.startswith(TYPING_ONLY)})
     imports = [i for i in imports if not i.startswith(TYPING_ONLY)]

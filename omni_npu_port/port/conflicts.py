@@ -73,10 +73,10 @@ def conflicts_in(text: str | list[str]) -> list[Conflict]:
             elif s.startswith(OPEN): at = [i, None, l[: len(l) - len(s)], False, "ONP4001"]
             continue
         o, k, ind, commented, code = at
-        mark = (lambda m: l.startswith(f"{ind}# {m}")) if commented else s.startswith
+        mark = (lambda m: l.startswith(f"{ind}# {m}")) if commented else s.startswith  # noqa: B023 (this line only)
         if k is None and mark(SPLIT): at[1] = i
         elif k is not None and mark(CLOSE):
-            tail = lambda j, m: (lines[j][len(ind) + 2 + len(m):] if commented   # the text after marker `m`
+            tail = lambda j, m: (lines[j][len(ind) + 2 + len(m):] if commented  # noqa: B023 (this conflict only)
                                  else lines[j].lstrip()[len(m):])
             omni = [ind + l2[len(ind) + 2:] if commented and l2.startswith(ind + "# ") else l2 for l2 in lines[k + 1:i]]
             out.append(Conflict(tuple(lines[o + 1:k]), tuple(omni), commented, ind,

@@ -10,9 +10,9 @@ import copy
 import re
 
 from ..core.diagnostics import Code, code_info, register
+from .conflicts import conflicts_in
 from .locate import port_diagnostic
 from .merge import FENCE_RE, FENCE_TEXT
-from .conflicts import conflicts_in
 
 # %% auto #0
 __all__ = ['scope_nodes', 'binds', 'reads', 'blocks', 'binding_marks', 'late_reads', 'blocked', 'plan_move', 'move_rows',
@@ -63,8 +63,12 @@ def binds(node: ast.AST) -> set[str]:
     for n in scope_nodes(node):
         if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)): out.add(n.id)
         elif isinstance(n, ast.alias): out.add((n.asname or n.name).split(".")[0])
-        elif isinstance(n, ast.ExceptHandler) and n.name: out.add(n.name)
-        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)): out.add(n.name)
+        elif (
+            isinstance(n, ast.ExceptHandler)
+            and n.name
+            or isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+        ):
+            out.add(n.name)
     return out - _comp_targets(node)
 
 def reads(node: ast.AST) -> set[str]:
@@ -378,8 +382,8 @@ def bind_commented(rows: list) -> tuple[list, list]:
             if not left & {x, y}:
                 rows = new
                 where = where.replace(f"at line {line})", f"at line {line + 1})")   # the alias row is above it
-                found.append((f"alias:{x}", "ONP4465", f"{where}; the NPU side holds `{y}` where omni's holds `{x}`: "
-                              f"`{x} = {y}` after it"))
+                found.append((f"alias:{x}", "ONP4465", (f"{where}; the NPU side holds `{y}` where omni's holds `{x}`: "
+                              f"`{x} = {y}` after it")))
                 continue
         found.append((rows[line - 1][2], "ONP4466", where + ("" if y else "; nothing on the NPU side stands for it")))
     return rows, found

@@ -27,29 +27,40 @@ __all__ = ['FAR', 'statements_alike', 'align', 'DeltaHunk', 'omni_delta', 'bodie
 
 # %% ../../nbs/port/delta.ipynb #b3524cd2
 register(
-    Code("ONP4410", "delta-applied", "an omni hunk (its change against the GPU base, anchored on the statements around it) "
+    Code("ONP4410", "delta-applied", "an omni hunk (its change against the GPU base, anchored on the statements around "
+                                     "it) "
          "was applied to the NPU method where its anchors are", "info", "nothing", "port/delta.ipynb", "port"),
-    Code("ONP4411", "delta-fuzz", "an omni hunk was applied with fuzz: an anchor or the statement it edits matched the NPU "
-         "method only with names normalised or as a similar statement, or both sides' edits were merged inside one statement",
-         "warning", "read the hunk where the port puts it: the message names the anchor and how it matched", "port/delta.ipynb", "port"),
-    Code("ONP4412", "delta-not-applied", "an omni hunk could not be applied: neither anchor (nor the statement it edits) "
+    Code("ONP4411", "delta-fuzz", "an omni hunk was applied with fuzz: an anchor or the statement it edits matched the "
+                                  "NPU "
+         "method only with names normalised or as a similar statement, or both sides' edits were merged inside one "
+         "statement",
+         "warning", "read the hunk where the port puts it: the message names the anchor and how it "
+                    "matched", "port/delta.ipynb", "port"),
+    Code("ONP4412", "delta-not-applied", "an omni hunk could not be applied: neither anchor (nor the statement it "
+                                         "edits) "
          "is in the NPU method, or the NPU base rewrote the same statement in a way no expression-level merge joins",
          "manual", "apply the omni lines the message names by hand (the conflict holds them where there is one)",
          "port/delta.ipynb", "port"),
-    Code("ONP4413", "name-only-one-side", "a ported line reads a name that only the other side binds: rebound where the NPU "
+    Code("ONP4413", "name-only-one-side", "a ported line reads a name that only the other side binds: rebound where "
+                                          "the NPU "
          "statement standing for omni's binding binds another name, else reported", "warning",
-         "bind the name (the message says which side binds it and where) or rename the read", "port/delta.ipynb", "port"),
-    Code("ONP4414", "whole-method-conflict", "the omni change could not be placed statement by statement: the method is one "
+         "bind the name (the message says which side binds it and where) or rename the "
+         "read", "port/delta.ipynb", "port"),
+    Code("ONP4414", "whole-method-conflict", "the omni change could not be placed statement by statement: the method "
+                                             "is one "
          "conflict (last resort)", "manual", "merge the two sides by hand", "port/delta.ipynb", "port"),
-    Code("ONP4416", "delta-deletes-npu-edit", "omni deletes a statement that the NPU base edited: it is deleted on the NPU side "
+    Code("ONP4416", "delta-deletes-npu-edit", "omni deletes a statement that the NPU base edited: it is deleted on the "
+                                              "NPU side "
          "too, the NPU base's edits of it with it (as a person porting omni's deletion does)", "warning",
-         "check that the NPU lines the message names are not needed on the NPU (they were kept where a kept line reads a name "
+         "check that the NPU lines the message names are not needed on the NPU (they were kept where a kept line reads "
+         "a name "
          "only they bind)", "port/delta.ipynb", "port"),
 )
 
 # %% ../../nbs/port/delta.ipynb #73dffa8a
-_MEMO: dict = {}   # (function, id(node)) -> (node, value) during one `apply_delta`: statements are asked about again and again
-                   # (a scratch of one call, emptied when it ends, each node kept alive beside its id: no cache)
+# (function, id(node)) -> (node, value) during one `apply_delta`: statements are asked about again and again
+_MEMO: dict = {}
+# (a scratch of one call, emptied when it ends, each node kept alive beside its id: no cache)
 
 def _memo(f):
     "`f(node)` once per node while `apply_delta` runs (the node is kept alive beside its value)."
@@ -101,8 +112,12 @@ def _text(st: ast.stmt) -> str:
 # %% ../../nbs/port/delta.ipynb #057654d1
 def _head(st: ast.stmt) -> str | None:
     "What a simple statement is about: the targets it assigns, the function it calls (None for other statements)."
-    if isinstance(st, ast.Assign):   # a tuple unpacked is about its value (its names come and go)
-        return None if any(isinstance(t, (ast.Tuple, ast.List)) for t in st.targets) else "=" + "".join(map(_dump, st.targets))
+    if isinstance(st, ast.Assign):  # a tuple unpacked is about its value (its names come and go)
+        return (
+            None
+            if any(isinstance(t, (ast.Tuple, ast.List)) for t in st.targets)
+            else "=" + "".join(map(_dump, st.targets))
+        )
     if isinstance(st, (ast.AugAssign, ast.AnnAssign)): return "=" + _dump(st.target)
     if isinstance(st, ast.Expr) and isinstance(st.value, ast.Call): return "()" + _dump(st.value.func)
     return None
@@ -116,19 +131,22 @@ def statements_alike(x: ast.stmt, y: ast.stmt, cut: float = 0.6) -> bool:
     "Two statements that are versions of each other: the same kind, names-normalised equal or ≥ `cut` alike as text."
     if type(x) is not type(y) or _negated(x, y): return False
     if _norm_names(x) == _norm_names(y) if not _blocks(x) else _header(x) == _header(y): return True
-    if (hx := _head(x)) is not None and hx != _head(y): return False   # another target, another function called: another statement
+    if (hx := _head(x)) is not None and hx != _head(y):
+        return False  # another target, another function called: another statement
     a, b = _text(x), _text(y)
     if _other_label(x, y): return False   # `with record_function("sample")` is not `with record_function("draft")`
     ia, ib = _idents(a), _idents(b)
-    if ia and ib and 2 * len(ia & ib) < min(len(ia), len(ib)): return False   # about other things: `if self.a:` is not `if self.b:`
+    if ia and ib and 2 * len(ia & ib) < min(len(ia), len(ib)):
+        return False  # about other things: `if self.a:` is not `if self.b:`
     m = difflib.SequenceMatcher(None, a.split(), b.split(), autojunk=False)
     return m.real_quick_ratio() >= cut and m.quick_ratio() >= cut and m.ratio() >= cut
 
-def _is_str(t: str) -> bool: return bool(re.match(r"""[rbuf]*['"]""", t, re.I))
+def _is_str(t: str) -> bool: return bool(re.match(r"""[rbuf]*['"]""", t, re.IGNORECASE))
 
 @_memo
 def _label_tokens(st: ast.stmt) -> list[str]:
-    "The code tokens of a statement's first line (a compound statement's header), once per statement while `apply_delta` runs."
+    ("The code tokens of a statement's first line (a compound statement's header), once per statement while "
+     "`apply_delta` runs.")
     return code_tokens(ast.unparse(_shell(st) if _blocks(st) else st).split("\n")[0])
 
 def _other_label(x: ast.stmt, y: ast.stmt) -> bool:
@@ -140,7 +158,14 @@ def _other_label(x: ast.stmt, y: ast.stmt) -> bool:
 
 
 # %% ../../nbs/port/delta.ipynb #e24o0002
-_OPPOSITE = {ast.Is: ast.IsNot, ast.IsNot: ast.Is, ast.Eq: ast.NotEq, ast.NotEq: ast.Eq, ast.In: ast.NotIn, ast.NotIn: ast.In}
+_OPPOSITE = {
+    ast.Is: ast.IsNot,
+    ast.IsNot: ast.Is,
+    ast.Eq: ast.NotEq,
+    ast.NotEq: ast.Eq,
+    ast.In: ast.NotIn,
+    ast.NotIn: ast.In,
+}
 
 def _negation(t: ast.expr, u: ast.expr) -> bool:
     "Whether test `u` is the negation of test `t` (`not t`, or one comparison with the opposite operator)."
@@ -151,7 +176,8 @@ def _negation(t: ast.expr, u: ast.expr) -> bool:
         and _dump(t.comparators[0]) == _dump(u.comparators[0])
 
 def _negated(x: ast.stmt, y: ast.stmt) -> bool:
-    "Two `if` (or `while`) statements whose tests negate each other: the opposite branches, not versions of one statement."
+    ("Two `if` (or `while`) statements whose tests negate each other: the opposite branches, not versions of one "
+     "statement.")
     return isinstance(x, (ast.If, ast.While)) and type(x) is type(y) and _negation(x.test, y.test)
 
 
@@ -180,10 +206,12 @@ def _weight(x: ast.stmt, y: ast.stmt, key) -> int:
     return 1 if statements_alike(x, y) else 0
 
 def align(xs: list[ast.stmt], ys: list[ast.stmt], key=_header) -> list[tuple[int | None, int | None]]:
-    "Two statement lists aligned in order, the pairs' weights (`_weight`) summed as high as can be: a short run of equal"
+    ("Two statement lists aligned in order, the pairs' weights (`_weight`) summed as high as can be: a short run of "
+     "equal")
     " statements never outweighs many alike ones around it; (i, None) / (None, j) for the statements left unpaired."
     n, m = len(xs), len(ys)
-    if n * m > 40000: return [(i, i) for i in range(min(n, m))] + [(i, None) for i in range(m, n)] + [(None, j) for j in range(n, m)]
+    if n * m > 40000:
+        return [(i, i) for i in range(min(n, m))] + [(i, None) for i in range(m, n)] + [(None, j) for j in range(n, m)]
     W = [[_weight(x, y, key) for y in ys] for x in xs]
     L = [[0] * (m + 1) for _ in range(n + 1)]
     for i in range(n - 1, -1, -1):
@@ -199,7 +227,8 @@ def align(xs: list[ast.stmt], ys: list[ast.stmt], key=_header) -> list[tuple[int
 # %% ../../nbs/port/delta.ipynb #95f753d6
 @dataclass
 class DeltaHunk:
-    "One piece of omni's change against the GPU base: base statements it replaces (none: an insertion) by omni statements (none: a deletion), anchored on the base statements around it."
+    ("One piece of omni's change against the GPU base: base statements it replaces (none: an insertion) by omni "
+     "statements (none: a deletion), anchored on the base statements around it.")
     base: list                      # GPU base statements it replaces or deletes
     omni: list                      # omni statements it writes
     block: tuple                    # (id of the base statement holding the block, or 0 for the method body; field)
@@ -207,16 +236,18 @@ class DeltaHunk:
     after: ast.stmt | None = None   # ... and after it
     status: str = ""                # applied, fuzz, not-applied, stale
     why: str = ""
-    header: bool = False            # omni edits the header of a compound statement only (its blocks are hunks of their own)
+    header: bool = False  # omni edits the header of a compound statement only (its blocks are hunks of their own)
     dropped: list = field(default_factory=list)   # NPU statements deleted with the NPU base's edits of them (ONP4416)
     removed: list = field(default_factory=list)   # NPU statements a deletion removed (edited or not)
     unplaced: bool = False          # not applied, no anchor: its omni lines kept as a conflict at the nearest place
 
     @property
-    def kind(self) -> str: return "header" if self.header else "insert" if not self.base else "delete" if not self.omni else "replace"
+    def kind(self) -> str:
+        return "header" if self.header else "insert" if not self.base else "delete" if not self.omni else "replace"
 
 def _elif(st: ast.stmt) -> bool:
-    "An `if` whose `else` block is an `elif` (a lone `if` at the same column): its branches are no statement list to insert into."
+    ("An `if` whose `else` block is an `elif` (a lone `if` at the same column): its branches are no statement list to "
+     "insert into.")
     return isinstance(st, ast.If) and len(st.orelse) == 1 and isinstance(st.orelse[0], ast.If) and st.orelse[0].col_offset == st.col_offset
 
 def _elif_differs(z: ast.stmt, a: ast.stmt) -> bool:
@@ -224,7 +255,8 @@ def _elif_differs(z: ast.stmt, a: ast.stmt) -> bool:
     return (_elif(z) or _elif(a)) and _dump(z.orelse[0] if z.orelse else z) != _dump(a.orelse[0] if a.orelse else a)
 
 def omni_delta(base: ast.FunctionDef, omni: ast.FunctionDef) -> list[DeltaHunk]:
-    "omni's change against the GPU base as hunks, block by block (a compound statement both have is entered, not replaced)."
+    ("omni's change against the GPU base as hunks, block by block (a compound statement both have is entered, not "
+     "replaced).")
     out = []
     def walk(zs, as_, block):
         pairs, pend = align(zs, as_), []
@@ -242,7 +274,9 @@ def omni_delta(base: ast.FunctionDef, omni: ast.FunctionDef) -> list[DeltaHunk]:
             if _dump(z) == _dump(a): flush(i); continue
             zb, ab = dict(_blocks(z)), dict(_blocks(a))
             flush(i)
-            if zb and type(z) is type(a) and zb.keys() == ab.keys() and not _elif_differs(z, a):   # a block both have: header, then inside
+            if (
+                zb and type(z) is type(a) and zb.keys() == ab.keys() and not _elif_differs(z, a)
+            ):  # a block both have: header, then inside
                 if _header(z) != _header(a):
                     out.append(DeltaHunk([z], [a], block, zs[i - 1] if i else None, zs[i + 1] if i + 1 < len(zs) else None, header=True))
                 for f in zb: walk(zb[f], ab[f], (id(z), f))
@@ -256,23 +290,30 @@ def _simple(st: ast.stmt) -> list[ast.stmt]:
     return [s for s in ast.walk(st) if isinstance(s, ast.stmt) and s is not st and not _blocks(s)]
 
 def bodies_alike(x: ast.stmt, y: ast.stmt, cut: float = 0.5) -> bool:
-    "Two compound statements of one kind whose blocks are versions of each other: of `x`'s simple statements, at least `cut` have an alike one among `y`'s, and `y`'s blocks, not a statement nested in them, hold `x`'s block statements at their depth."
+    ("Two compound statements of one kind whose blocks are versions of each other: of `x`'s simple statements, at "
+     "least `cut` have an alike one among `y`'s, and `y`'s blocks, not a statement nested in them, hold `x`'s block "
+     "statements at their depth.")
     if type(x) is not type(y) or not _blocks(x) or not _blocks(y) or _negated(x, y): return False
     xs, ys = _simple(x), _simple(y)
     if not xs or not ys: return False
     hit = sum(any(_norm_names(a) == _norm_names(b) or statements_alike(a, b) for b in ys) for a in xs)
     if hit < cut * len(xs): return False
-    # at one depth: where the NPU base wrapped the block in another statement (`with A, B:` → `with A:` holding `with B:`), the
+    # at one depth: where the NPU base wrapped the block in another statement (`with A, B:` → `with A:` holding `with
+    # B:`), the
     # inner one is the base's (its statements are found one by one, `_moved`), not the outer
     inner = [s for s in ast.walk(y) if s is not y and type(s) is type(x) and _blocks(s)]
     return _at_depth(x, y) > 0 and all(_at_depth(x, s) <= _at_depth(x, y) for s in inner)
 
 def _at_depth(x: ast.stmt, y: ast.stmt) -> int:
-    return sum(i is not None and j is not None for f, b in _blocks(x) for g, d in _blocks(y) if f == g for i, j in align(b, d))
+    return sum(
+        i is not None and j is not None for f, b in _blocks(x) for g, d in _blocks(y) if f == g for i, j in align(b, d)
+    )
 
 def pair_in_gaps(zs: list[ast.stmt], ns: list[ast.stmt], pairs: list) -> list[tuple[int | None, int | None]]:
-    "`align`'s pairs of `zs` (base) and `ns` (NPU), with each base compound statement left unpaired in a gap (between the same"
-    " paired neighbours) paired to the one unpaired NPU compound statement of that gap whose block is alike (`bodies_alike`)."
+    ("`align`'s pairs of `zs` (base) and `ns` (NPU), with each base compound statement left unpaired in a gap (between "
+     "the same")
+    (" paired neighbours) paired to the one unpaired NPU compound statement of that gap whose block is alike "
+     "(`bodies_alike`).")
     out, gap = [], []
     def flush():
         zi = [i for i, j in gap if j is None and _blocks(zs[i])]
@@ -294,7 +335,14 @@ def pair_in_gaps(zs: list[ast.stmt], ns: list[ast.stmt], pairs: list) -> list[tu
 def _level(z: ast.stmt, n: ast.stmt) -> str:
     "How a base statement matched its NPU counterpart: exact, names (equal with names normalised) or alike."
     if _dump(z) == _dump(n): return "exact"
-    if _blocks(z): return "exact" if _header(z) == _header(n) else "names" if _NAME.sub("", _header(z)) == _NAME.sub("", _header(n)) else "alike"
+    if _blocks(z):
+        return (
+            "exact"
+            if _header(z) == _header(n)
+            else "names"
+            if _NAME.sub("", _header(z)) == _NAME.sub("", _header(n))
+            else "alike"
+        )
     return "names" if _norm_names(z) == _norm_names(n) else "alike"
 
 def _shell(st: ast.stmt) -> ast.stmt:
@@ -306,7 +354,8 @@ def _shell(st: ast.stmt) -> ast.stmt:
     return c
 
 def npu_map(base: ast.FunctionDef, npu: ast.FunctionDef) -> tuple[dict, dict]:
-    "Each base statement's NPU counterpart `(statement, level, base statement)`, and each base block's NPU block `(statements)`, by `align` block by block."
+    ("Each base statement's NPU counterpart `(statement, level, base statement)`, and each base block's NPU block "
+     "`(statements)`, by `align` block by block.")
     stmts, blocks = {}, {(0, "body"): npu.body}
     def walk(zs, ns):
         for i, j in pair_in_gaps(zs, ns, align(zs, ns, key=_dump)):
@@ -322,7 +371,8 @@ def npu_map(base: ast.FunctionDef, npu: ast.FunctionDef) -> tuple[dict, dict]:
     return stmts, blocks
 
 def _moved(base, npu, stmts: dict, blocks: dict, walk) -> None:
-    "Base statements the block-by-block alignment left out, found anywhere in the NPU method (re-nested, moved): the same statement where"
+    ("Base statements the block-by-block alignment left out, found anywhere in the NPU method (re-nested, moved): the "
+     "same statement where")
     " it occurs once, else the most alike one of its kind; a compound statement so found is entered."
     used = {id(v[0]) for v in stmts.values()}
     free = [n for n in ast.walk(npu) if isinstance(n, ast.stmt) and n is not npu and id(n) not in used]
@@ -346,7 +396,8 @@ def _moved(base, npu, stmts: dict, blocks: dict, walk) -> None:
 class _Clash(Exception): "Both sides changed one part of a statement differently."
 
 def _merge_node(z, a, n):
-    "The three-way merge of one syntax node: where one side kept the base, the other side's; a call both edited keeps both sides' keywords."
+    ("The three-way merge of one syntax node: where one side kept the base, the other side's; a call both edited keeps "
+     "both sides' keywords.")
     dz, da, dn = (ast.dump(x) if isinstance(x, ast.AST) else repr(x) for x in (z, a, n))
     if da == dz or da == dn: return n
     if dn == dz: return a
@@ -357,12 +408,14 @@ def _merge_node(z, a, n):
         raise _Clash()   # one side calls another function: the other side's arguments were meant for the first one
     out = type(z)()
     for f in z._fields:
-        if isinstance(z, ast.Call) and f == "keywords": setattr(out, f, _merge_keywords(z.keywords, a.keywords, n.keywords))
+        if isinstance(z, ast.Call) and f == "keywords":
+            setattr(out, f, _merge_keywords(z.keywords, a.keywords, n.keywords))
         else: setattr(out, f, _merge_node(getattr(z, f, None), getattr(a, f, None), getattr(n, f, None)))
     return out
 
 def _merge_keywords(z: list, a: list, n: list) -> list:
-    "A call's keywords merged by name: those one side added or changed alone, kept; one both changed, merged inside or a clash."
+    ("A call's keywords merged by name: those one side added or changed alone, kept; one both changed, merged inside "
+     "or a clash.")
     key = lambda k: k.arg or ast.dump(k.value)
     Z, A, N = ({key(k): k for k in ks} for ks in (z, a, n))
     out = []
@@ -397,7 +450,11 @@ def _lines(lines: list[str], sts: list[ast.stmt], col: int, renames: dict | None
     return out
 
 def _say(st: ast.stmt | None) -> str:
-    return "the start of the block" if st is None else f"`{ast.unparse(_shell(st) if _blocks(st) else st).splitlines()[0][:60]}`"
+    return (
+        "the start of the block"
+        if st is None
+        else f"`{ast.unparse(_shell(st) if _blocks(st) else st).splitlines()[0][:60]}`"
+    )
 
 @dataclass
 class _Edit:
@@ -418,10 +475,18 @@ class _Applier:
         self.edits: list[_Edit] = []
         self.keep: set = set()   # (line, column) of base statements whose NPU edits a deletion must keep (a kept line reads their names)
         self.renames = name_renames(self.smap, bound_names(self.nf))
-        self.block_of = {id(x): b for n in ast.walk(self.nf) if isinstance(n, ast.stmt) for _, b in _blocks(n) for x in b}
-        self.zblocks = {(0, "body"): self.zf.body} | {(id(n), f): b for n in ast.walk(self.zf) if isinstance(n, ast.stmt) and n is not self.zf
-                                                     for f, b in _blocks(n)}
-        self.zparent = {id(x): (k, i) for k, b in self.zblocks.items() for i, x in enumerate(b)}   # base statement -> its block, place
+        self.block_of = {
+            id(x): b for n in ast.walk(self.nf) if isinstance(n, ast.stmt) for _, b in _blocks(n) for x in b
+        }
+        self.zblocks = {(0, "body"): self.zf.body} | {
+            (id(n), f): b
+            for n in ast.walk(self.zf)
+            if isinstance(n, ast.stmt) and n is not self.zf
+            for f, b in _blocks(n)
+        }
+        self.zparent = {
+            id(x): (k, i) for k, b in self.zblocks.items() for i, x in enumerate(b)
+        }  # base statement -> its block, place
 
     def place_at(self, h: DeltaHunk):
         "Where an insertion goes in the NPU method by its anchors: (line, column, how its anchor matched, what it says), or None."
@@ -444,18 +509,26 @@ class _Applier:
         if p is None and self.restore(h, why): return
         if p is None:
             h.status = "not-applied"
-            h.why = (f"the block it goes into is not in the NPU method" if h.block not in self.bmap else
+            h.why = ("the block it goes into is not in the NPU method" if h.block not in self.bmap else
                      f"neither anchor ({_say(h.before)}, {_say(h.after)}) is in the NPU method")
             return self.keep_unplaced(h, new)
         at, col, lv, where = p
         lines = _lines(self.A, new, col, self.renames)
         self.edits.append(_Edit(at, at, Hunk("omni", lines, omni=lines, other=[]), h, new))
         h.status = "applied" if lv == "exact" and not why else "fuzz"
-        h.why = why or (f"placed {where}" + ("" if lv == "exact" else f" (anchor matched {'with names normalised' if lv == 'names' else 'as a similar statement'})"))
+        h.why = why or (
+            f"placed {where}"
+            + (
+                ""
+                if lv == "exact"
+                else f" (anchor matched {'with names normalised' if lv == 'names' else 'as a similar statement'})"
+            )
+        )
 
 # %% ../../nbs/port/delta.ipynb #61dcebed
 def _nearest_sibling(ap: _Applier, h: DeltaHunk):
-    "Where an insertion goes when its anchors are gone: beside the nearest sibling statement the NPU method still has, else its moved anchor (with fuzz); None if nothing is left."
+    ("Where an insertion goes when its anchors are gone: beside the nearest sibling statement the NPU method still "
+     "has, else its moved anchor (with fuzz); None if nothing is left.")
     sib = ap.zblocks.get(h.block, [])   # the anchors are gone: the nearest sibling the NPU method still has
     ids = [id(x) for x in sib]
     i = ids.index(id(h.before)) if h.before is not None and id(h.before) in ids else None
@@ -480,7 +553,8 @@ def _nearest_sibling(ap: _Applier, h: DeltaHunk):
 
 # %% ../../nbs/port/delta.ipynb #fed04f3c
 def _moved_anchor(self: _Applier, z: ast.stmt) -> bool:
-    "Whether the NPU base moved base statement `z`: its NPU statement's line is out of order with most of those standing for its siblings."
+    ("Whether the NPU base moved base statement `z`: its NPU statement's line is out of order with most of those "
+     "standing for its siblings.")
     if id(z) not in self.smap or id(z) not in self.zparent: return False
     key, i = self.zparent[id(z)]
     sib, at = self.zblocks[key], self.smap[id(z)][0].lineno
@@ -492,7 +566,8 @@ _Applier.moved = _moved_anchor
 
 # %% ../../nbs/port/delta.ipynb #61071b35
 def _lift(self: _Applier, n: ast.stmt, block: tuple, level: str) -> tuple[ast.stmt, str, str]:
-    "The NPU statement to place beside instead of anchor `n`: the one holding it in the NPU block standing for the hunk's `block`"
+    ("The NPU statement to place beside instead of anchor `n`: the one holding it in the NPU block standing for the "
+     "hunk's `block`")
     " (the anchor itself where it sits there, or that block is not in the NPU method); its match level; what to say."
     target = self.bmap.get(block)
     if target is None or any(x is n for x in target): return n, level, ""
@@ -506,8 +581,10 @@ _Applier.lift = _lift
 
 # %% ../../nbs/port/delta.ipynb #7b389f83
 def _nearest(self: _Applier, h: DeltaHunk) -> tuple[int, int, str]:
-    "Where a hunk with no place keeps its omni lines: after the NPU statement standing for the base statement holding its"
-    " block, else beside that statement's nearest sibling, block by block outwards; else after the method's last statement."
+    ("Where a hunk with no place keeps its omni lines: after the NPU statement standing for the base statement holding "
+     "its")
+    (" block, else beside that statement's nearest sibling, block by block outwards; else after the method's last "
+     "statement.")
     key = h.block
     while key != (0, "body") and key[0] in self.zparent:
         if key[0] in self.smap:
@@ -516,13 +593,15 @@ def _nearest(self: _Applier, h: DeltaHunk) -> tuple[int, int, str]:
         pk, i = self.zparent[key[0]]
         sib = self.zblocks[pk]
         probe = DeltaHunk([], [], pk, sib[i - 1] if i else None, sib[i + 1] if i + 1 < len(sib) else None)
-        if (p := self.place(probe)) is not None: return p[0], p[1], p[3].replace("the nearest statement", "the nearest statement to its block")
+        if (p := self.place(probe)) is not None:
+            return p[0], p[1], p[3].replace("the nearest statement", "the nearest statement to its block")
         key = pk
     last = self.nf.body[-1]
     return last.end_lineno, last.col_offset, "at the end of the method"
 
 def _keep_unplaced(self: _Applier, h: DeltaHunk, omni: list) -> None:
-    "A hunk that has no place: its omni lines kept whole as a conflict with an empty NPU side at the `_nearest` place (ONP4412)."
+    ("A hunk that has no place: its omni lines kept whole as a conflict with an empty NPU side at the `_nearest` place "
+     "(ONP4412).")
     at, col, where = _nearest(self, h)
     lines = _lines(self.A, omni, col, self.renames)
     self.edits.append(_Edit(at, at, Hunk("conflict", [], omni=lines, npu=[], base=[]), h, []))
@@ -539,7 +618,9 @@ def _place(self: _Applier, h: DeltaHunk):
     p = self.place_at(h)
     if p is None: return None
     at, col, lv, where = p
-    end = next((n for n in ast.walk(self.nf) if isinstance(n, _ENDS) and n.end_lineno == at and n.col_offset == col), None)
+    end = next(
+        (n for n in ast.walk(self.nf) if isinstance(n, _ENDS) and n.end_lineno == at and n.col_offset == col), None
+    )
     if end is None: return p
     return _lead(self.N, end), col, "alike", f"{where}; moved before {_say(end)}, which ends the block"
 
@@ -559,7 +640,9 @@ def _lives_on(self: _Applier, z: ast.stmt) -> bool:
     " that the base calls nowhere outside `z`."
     inner = [s for s in ast.walk(z) if isinstance(s, ast.stmt) and s is not z]
     if any(id(s) in self.smap for s in inner): return True
-    outside = [s for s in ast.walk(self.zf) if isinstance(s, ast.stmt) and s is not z and not any(s is x for x in inner)]
+    outside = [
+        s for s in ast.walk(self.zf) if isinstance(s, ast.stmt) and s is not z and not any(s is x for x in inner)
+    ]
     if bound_names(z) & {n.id for s in outside if not _blocks(s) for n in ast.walk(s) if isinstance(n, ast.Name)
                          and isinstance(n.ctx, ast.Load)}: return True   # it feeds later statements, which the NPU base rewrote
     return bool(_calls(inner) & _calls(s for s in ast.walk(self.nf) if isinstance(s, ast.stmt)) - _calls(outside))
@@ -622,7 +705,15 @@ def _replace(self: _Applier, h: DeltaHunk) -> None:
                 [ast.dump(x) for _, b in _blocks(z) for x in b] == [ast.dump(x) for _, b in _blocks(a) for x in b]:
             s = n.lineno - 1   # omni changed the header alone
             head = _shift(self.A[a.lineno - 1: a.body[0].lineno - 1], n.col_offset - a.col_offset)
-            self.edits.append(_Edit(s, n.body[0].lineno - 1, Hunk("omni", head, omni=head, base=self.N[s: n.body[0].lineno - 1]), h, [a]))
+            self.edits.append(
+                _Edit(
+                    s,
+                    n.body[0].lineno - 1,
+                    Hunk("omni", head, omni=head, base=self.N[s : n.body[0].lineno - 1]),
+                    h,
+                    [a],
+                )
+            )
             h.status, h.why = "applied", f"omni changes the header of {_say(z)} only"; return
         if (m := merge_statement(self.rn(z), self.rn(a), n)) is not None:
             s, e = _span(self.N, n)
@@ -630,16 +721,22 @@ def _replace(self: _Applier, h: DeltaHunk) -> None:
             self.edits.append(_Edit(s, e, Hunk("omni", lines, omni=lines, base=self.N[s:e], other=self.N[s:e]), h, [m]))
             h.status, h.why = "fuzz", f"both sides edit {_say(z)}: merged inside the statement"; return
     if not (len(h.base) == len(h.omni) and all(statements_alike(z, a) for z, a in zip(h.base, h.omni))):
-        return _split(self, h)   # unalike statements: omni deletes some and inserts others; only the deletions can collide
+        return _split(
+            self, h
+        )  # unalike statements: omni deletes some and inserts others; only the deletions can collide
     spans = sorted(_span(self.N, c[0]) for c in cps if c is not None)
     s, e = spans[0][0], spans[-1][1]
     lines = _lines(self.A, h.omni, min(c[0].col_offset for c in cps if c is not None), self.renames) if h.omni else []
     self.edits.append(_Edit(s, e, Hunk("conflict", [], omni=lines, npu=self.N[s:e], base=[]), h, []))
-    h.status, h.why = "not-applied", f"the NPU base edits {_say(h.base[0])} too, differently (a statement-level conflict)"
+    h.status, h.why = (
+        "not-applied",
+        f"the NPU base edits {_say(h.base[0])} too, differently (a statement-level conflict)",
+    )
 
 # %% ../../nbs/port/delta.ipynb #f92081e3
 def _split(self: _Applier, h: DeltaHunk) -> None:
-    "A replacement of unalike statements as a deletion and an insertion at the same anchors, its status the worse of the two."
+    ("A replacement of unalike statements as a deletion and an insertion at the same anchors, its status the worse of "
+     "the two.")
     d = DeltaHunk(h.base, [], h.block, h.before, h.after)
     inner = [x for s in h.omni for x in ast.walk(s) if isinstance(x, ast.stmt)]
     rewrites = any(statements_alike(z, x) for z in h.base for x in inner)   # omni writes a version of what it deletes
@@ -648,14 +745,23 @@ def _split(self: _Applier, h: DeltaHunk) -> None:
     if d.status == "not-applied" and rewrites:   # omni rewrote what the NPU base edits: they collide
         cps = [self.smap[id(z)][0] for z in h.base if id(z) in self.smap]
         s, e = min(c.lineno - 1 for c in cps), max(c.end_lineno for c in cps)
-        k = next(i for i, st in enumerate(h.omni) if any(statements_alike(z, x) for z in h.base for x in ast.walk(st) if isinstance(x, ast.stmt)))
-        if k:   # omni's statements before the first one holding its rewrite collide with nothing: live, before the conflict
+        k = next(
+            i
+            for i, st in enumerate(h.omni)
+            if any(statements_alike(z, x) for z in h.base for x in ast.walk(st) if isinstance(x, ast.stmt))
+        )
+        if (
+            k
+        ):  # omni's statements before the first one holding its rewrite collide with nothing: live, before the conflict
             head = _lines(self.A, h.omni[:k], cps[0].col_offset, self.renames)
             self.edits.append(_Edit(s, s, Hunk("omni", head, omni=head, other=[]), h, h.omni[:k]))
         lines = _lines(self.A, h.omni[k:], cps[0].col_offset, self.renames)
         self.edits.append(_Edit(s, e, Hunk("conflict", [], omni=lines, npu=self.N[s:e], base=[]), h))
-        h.status, h.why = "not-applied", f"omni rewrites {_say(h.base[0])}, which the NPU base edits too (a statement-level conflict" + \
-            (f" from {_say(h.omni[k])} on; the {k} omni statement(s) before it applied)" if k else ")")
+        h.status, h.why = (
+            "not-applied",
+            f"omni rewrites {_say(h.base[0])}, which the NPU base edits too (a statement-level conflict"
+            + (f" from {_say(h.omni[k])} on; the {k} omni statement(s) before it applied)" if k else ")"),
+        )
         return
     i = DeltaHunk([], h.omni, h.block, h.base[-1] if d.status != "applied" else h.before, h.after)
     self.insert(i, h.omni)
@@ -665,9 +771,12 @@ def _split(self: _Applier, h: DeltaHunk) -> None:
 
 # %% ../../nbs/port/delta.ipynb #4be96a4b
 def _header_only(self: _Applier, h: DeltaHunk) -> None:
-    "omni edits a block's header: written where the NPU base left the header as the base has it, merged where both edit it, else a conflict of the header lines."
+    ("omni edits a block's header: written where the NPU base left the header as the base has it, merged where both "
+     "edit it, else a conflict of the header lines.")
     z, a = h.base[0], h.omni[0]
-    if id(z) not in self.smap: h.status, h.why = "not-applied", f"the NPU base removed {_say(z)}, whose header omni edits"; return
+    if id(z) not in self.smap:
+        h.status, h.why = "not-applied", f"the NPU base removed {_say(z)}, whose header omni edits"
+        return
     n = self.smap[id(z)][0]
     s, e = n.lineno - 1, n.body[0].lineno - 1
     while e > s and (not self.N[e - 1].strip() or self.N[e - 1].strip().startswith("#")): e -= 1
@@ -675,15 +784,20 @@ def _header_only(self: _Applier, h: DeltaHunk) -> None:
     while ae > a.lineno - 1 and (not self.A[ae - 1].strip() or self.A[ae - 1].strip().startswith("#")): ae -= 1
     head = _shift(self.A[a.lineno - 1: ae], n.col_offset - a.col_offset)
     if _header(n) == _header(self.rn(z)):
-        self.edits.append(_Edit(s, e, Hunk("omni", head, omni=head, base=self.N[s:e], other=self.N[s:e]), h, [_shell(a)]))
+        self.edits.append(
+            _Edit(s, e, Hunk("omni", head, omni=head, base=self.N[s:e], other=self.N[s:e]), h, [_shell(a)])
+        )
         h.status, h.why = "applied", f"omni edits the header {_say(z)}"; return
     m = merge_statement_header(z, a, n)
     if m is not None:
         lines = [" " * n.col_offset + l for l in m]
-        self.edits.append(_Edit(s, e, Hunk("omni", lines, omni=lines, base=self.N[s:e], other=self.N[s:e]), h, [_shell(a)]))
+        self.edits.append(
+            _Edit(s, e, Hunk("omni", lines, omni=lines, base=self.N[s:e], other=self.N[s:e]), h, [_shell(a)])
+        )
         h.status, h.why = "fuzz", f"both sides edit the header {_say(z)}: merged inside it"; return
-    h.status = "not-applied"   # a header alone is no statement: the NPU header stays, the message carries omni's
-    h.why = f"the NPU base edits the header {_say(z)} too, differently; omni's header: `{' '.join(' '.join(head).split())[:120]}`"
+    h.status = "not-applied"  # a header alone is no statement: the NPU header stays, the message carries omni's
+    h.why = (f"the NPU base edits the header {_say(z)} too, differently; omni's header: "
+             f"`{' '.join(' '.join(head).split())[:120]}`")
 
 def merge_statement_header(z, a, n) -> list[str] | None:
     "The header lines of a compound statement both sides edit, merged (None: they clash)."
@@ -693,29 +807,54 @@ def merge_statement_header(z, a, n) -> list[str] | None:
 
 # %% ../../nbs/port/delta.ipynb #f5b0202d
 def _delete(self: _Applier, h: DeltaHunk, drop_edits: bool = True) -> None:
-    "omni's deletion on the NPU side: of the NPU statements standing for the base's, edited or not (ONP4416: the edits go"
-    " too), unless `drop_edits` is off (for an edited one) or a kept line reads a name only a deleted NPU statement binds (`self.keep`)."
+    ("omni's deletion on the NPU side: of the NPU statements standing for the base's, edited or not (ONP4416: the "
+     "edits go")
+    (" too), unless `drop_edits` is off (for an edited one) or a kept line reads a name only a deleted NPU statement "
+     "binds (`self.keep`).")
     cps = [self.smap.get(id(z)) for z in h.base]
     if all(c is None for c in cps): h.status, h.why = "applied", "the NPU method has none of them"; return
     npu_edits = [c[0] for c, z in zip(cps, h.base) if c is not None and _dump(c[0]) != _dump(z)]
     if (npu_edits and not drop_edits) or any((z.lineno, z.col_offset) in self.keep for z in h.base):
         h.status = "not-applied"
-        h.why = (f"the NPU base edits {_say(h.base[0])}, which omni deletes and rewrites" if npu_edits and not drop_edits else
-                 f"omni deletes {_say(h.base[0])}: kept, a kept line reads a name only the NPU statement binds")
+        h.why = (
+            f"the NPU base edits {_say(h.base[0])}, which omni deletes and rewrites"
+            if npu_edits and not drop_edits
+            else f"omni deletes {_say(h.base[0])}: kept, a kept line reads a name only the NPU statement binds"
+        )
         return
     for c in cps:
         if c is None: continue
         s, e = _span(self.N, c[0])
         blk = self.block_of.get(id(c[0]), [])
         gone = {id(x[0]) for x in cps if x is not None}
-        if blk and all(id(x) in gone for x in blk) and c[0] is blk[0]:   # the whole block goes: it keeps a `pass`
-            self.edits.append(_Edit(s, e, Hunk("omni", [" " * c[0].col_offset + "pass"], omni=[" " * c[0].col_offset + "pass"], base=self.N[s:e]), h))
+        if blk and all(id(x) in gone for x in blk) and c[0] is blk[0]:  # the whole block goes: it keeps a `pass`
+            self.edits.append(
+                _Edit(
+                    s,
+                    e,
+                    Hunk(
+                        "omni",
+                        [" " * c[0].col_offset + "pass"],
+                        omni=[" " * c[0].col_offset + "pass"],
+                        base=self.N[s:e],
+                    ),
+                    h,
+                )
+            )
         else: self.edits.append(_Edit(s, e, Hunk("omni-delete", [], base=self.N[s:e]), h))
     h.status, h.why, h.dropped = ("fuzz" if npu_edits else "applied"), f"deletes {_say(h.base[0])}", npu_edits
     h.removed = [c[0] for c in cps if c is not None]
-    gone = [(e.start, e.end) for e in self.edits if e.delta.kind == "delete" and e.end > e.start]   # what is deleted is not there
-    self.have = {_dump(s) for s in ast.walk(self.nf) if isinstance(s, ast.stmt) and not _blocks(s) and not any(a < s.lineno <= b for a, b in gone)}
-    if npu_edits: h.why += f", the NPU base's edited version with it ({sum(n.end_lineno - n.lineno + 1 for n in npu_edits)} line(s): ONP4416)"
+    gone = [
+        (e.start, e.end) for e in self.edits if e.delta.kind == "delete" and e.end > e.start
+    ]  # what is deleted is not there
+    self.have = {
+        _dump(s)
+        for s in ast.walk(self.nf)
+        if isinstance(s, ast.stmt) and not _blocks(s) and not any(a < s.lineno <= b for a, b in gone)
+    }
+    if npu_edits:
+        h.why += (f", the NPU base's edited version with it ({sum(n.end_lineno - n.lineno + 1 for n in npu_edits)} "
+                  "line(s): ONP4416)")
 
 _Applier.replace, _Applier.delete = _replace, _delete
 
@@ -723,7 +862,8 @@ _Applier.replace, _Applier.delete = _replace, _delete
 def _sig(f) -> str: return ast.dump(f.args) + "|" + (ast.dump(f.returns) if f.returns else "")
 
 def _header_hunk(self: _Applier) -> tuple[Hunk, str | None]:
-    "The method's header: the NPU base's, omni's where only omni changed the signature, else the NPU one with the parameters omni adds."
+    ("The method's header: the NPU base's, omni's where only omni changed the signature, else the NPU one with the "
+     "parameters omni adds.")
     hn, ha = _lead(self.N, self.nf.body[0]), _lead(self.A, self.af.body[0])
     npu_h, omni_h = self.N[:hn], self.A[:ha]
     z, a, n = (_sig(f) for f in (self.zf, self.af, self.nf))
@@ -739,8 +879,11 @@ def _header_hunk(self: _Applier) -> tuple[Hunk, str | None]:
     for x, d in zip(oa.kwonlyargs, oa.kw_defaults):
         if x.arg in added: fn.args.kwonlyargs.append(x); fn.args.kw_defaults.append(d)
     fn.body = []
-    head = self.N[: self.nf.lineno - 1] + [ast.unparse(fn).splitlines()[0] if False else f"def {fn.name}({ast.unparse(fn.args)})"
-                                            + (f" -> {ast.unparse(fn.returns)}" if fn.returns else "") + ":"]
+    head = self.N[: self.nf.lineno - 1] + [
+        ast.unparse(fn).splitlines()[0]
+        if False
+        else f"def {fn.name}({ast.unparse(fn.args)})" + (f" -> {ast.unparse(fn.returns)}" if fn.returns else "") + ":"
+    ]
     return Hunk("same", head, npu=head), f"the NPU base's signature with omni's {', '.join(sorted(added))}"
 
 _Applier.header = _header_hunk
@@ -748,7 +891,8 @@ _Applier.header = _header_hunk
 # %% ../../nbs/port/delta.ipynb #da33693e
 @dataclass
 class DeltaPort:
-    "omni's change applied to the NPU method: the hunks to render (as a merge's), each omni hunk with its status, and diagnostics."
+    ("omni's change applied to the NPU method: the hunks to render (as a merge's), each omni hunk with its status, and "
+     "diagnostics.")
     hunks: list[Hunk]
     delta: list[DeltaHunk]
     diagnostics: list[Diagnostic]
@@ -760,8 +904,10 @@ class DeltaPort:
         return out
 
 def _assemble(self: _Applier, head: Hunk) -> list[Hunk]:
-    "The NPU method's lines with the edits in place. An edit inside lines a deletion placed before it removes writes its"
-    " omni lines where the deleted statement stood, after what is inserted there (its NPU statement went with it); an edit"
+    ("The NPU method's lines with the edits in place. An edit inside lines a deletion placed before it removes writes "
+     "its")
+    (" omni lines where the deleted statement stood, after what is inserted there (its NPU statement went with it); an "
+     "edit")
     " overlapping another one otherwise is not applied."
     out, pos, gone, held = [head], _lead(self.N, self.nf.body[0]), None, []
     def flush():
@@ -771,9 +917,16 @@ def _assemble(self: _Applier, head: Hunk) -> list[Hunk]:
             lines = e.hunk.omni if e.hunk.kind == "conflict" else e.hunk.lines if e.hunk.kind == "omni" else []
             if gone is not None and gone.start <= e.start and e.end <= gone.end and any(l.strip() for l in lines):
                 held += _shift(lines, indent_of(self.N[gone.start]) - min(indent_of(l) for l in lines if l.strip()))
-                e.delta.status, e.delta.why = "fuzz", f"{e.delta.why}; its NPU statement went with omni's deletion of {_say(gone.delta.base[0])}: omni's lines written where that stood"
+                e.delta.status, e.delta.why = (
+                    "fuzz",
+                    (f"{e.delta.why}; its NPU statement went with omni's deletion of {_say(gone.delta.base[0])}: "
+                     "omni's lines written where that stood"),
+                )
                 continue
-            e.delta.status, e.delta.why = "not-applied", f"overlaps another hunk's lines (at {_say(e.delta.base[0] if e.delta.base else e.delta.before)})"
+            e.delta.status, e.delta.why = (
+                "not-applied",
+                f"overlaps another hunk's lines (at {_say(e.delta.base[0] if e.delta.base else e.delta.before)})",
+            )
             continue
         if e.start > pos: flush(); out.append(Hunk("unchanged", self.N[pos:e.start]))
         out.append(e.hunk); pos = e.end
@@ -784,7 +937,13 @@ def _assemble(self: _Applier, head: Hunk) -> list[Hunk]:
     for h in out:   # omni hunks side by side: one fenced block
         if joined and h.kind == joined[-1].kind == "omni":
             p = joined[-1]
-            joined[-1] = Hunk("omni", p.lines + h.lines, omni=p.omni + h.omni, base=p.base + h.base, other=(p.other or []) + (h.other or []))
+            joined[-1] = Hunk(
+                "omni",
+                p.lines + h.lines,
+                omni=p.omni + h.omni,
+                base=p.base + h.base,
+                other=(p.other or []) + (h.other or []),
+            )
         else: joined.append(h)
     return joined
 
@@ -792,7 +951,9 @@ def _assemble(self: _Applier, head: Hunk) -> list[Hunk]:
 def _hunk_diag(h: DeltaHunk, name: str) -> Diagnostic:
     code = {"applied": "ONP4410", "fuzz": "ONP4411", "stale": "ONP4012"}.get(h.status, "ONP4412")
     what = ast.unparse(h.omni[0] if h.omni else h.base[0]).splitlines()[0][:70]
-    return port_diagnostic(code, f"{code_info(code).title}: {h.kind} `{what}`{' …' if len(h.omni) > 1 else ''}: {h.why}", None, where=name)
+    return port_diagnostic(
+        code, f"{code_info(code).title}: {h.kind} `{what}`{' …' if len(h.omni) > 1 else ''}: {h.why}", None, where=name
+    )
 
 # %% ../../nbs/port/delta.ipynb #ff7a6713
 def _stale(h: DeltaHunk, older: set[str], each: list = ()) -> bool:
@@ -847,7 +1008,8 @@ def _apply(ap: _Applier, older: set, name: str, each: list = ()) -> DeltaPort:
     hunks, nones = bind_uncomputed(ap, head, hunks, name)   # ... or a name the NPU statement standing for its binding does not compute
     diags = [_hunk_diag(h, name) for h in delta]
     diags += [port_diagnostic("ONP4416", f"{code_info('ONP4416').title}: " + "; ".join(
-        f"`{ast.unparse(_shell(n) if _blocks(n) else n).splitlines()[0][:70]}` ({n.end_lineno - n.lineno + 1} line(s))" for n in h.dropped),
+        f"`{ast.unparse(_shell(n) if _blocks(n) else n).splitlines()[0][:70]}` ({n.end_lineno - n.lineno + 1} "
+        "line(s))" for n in h.dropped),
         None, where=name) for h in delta if h.dropped and h.status != "not-applied"]
     if hwhy: diags.append(port_diagnostic("ONP4411" if "with omni" in hwhy else "ONP4410",
                                           f"signature: {hwhy}", None, where=name))
@@ -856,15 +1018,22 @@ def _apply(ap: _Applier, older: set, name: str, each: list = ()) -> DeltaPort:
 
 # %% ../../nbs/port/delta.ipynb #81d07702
 def bound_names(fn: ast.AST) -> set[str]:
-    "The names a function binds itself: parameters, assignment and loop targets, `as` names, imports, nested definitions."
+    ("The names a function binds itself: parameters, assignment and loop targets, `as` names, imports, nested "
+     "definitions.")
     out = set()
     for n in ast.walk(fn):
         if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)): out.add(n.id)
         elif isinstance(n, ast.arg): out.add(n.arg)
         elif isinstance(n, ast.alias): out.add((n.asname or n.name).split(".")[0])
-        elif isinstance(n, ast.ExceptHandler) and n.name: out.add(n.name)
-        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n is not fn: out.add(n.name)
-        elif isinstance(n, ast.MatchAs) and n.name: out.add(n.name)
+        elif (
+            isinstance(n, ast.ExceptHandler)
+            and n.name
+            or isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+            and n is not fn
+            or isinstance(n, ast.MatchAs)
+            and n.name
+        ):
+            out.add(n.name)
     return out
 
 def _reads(sts) -> set[str]:
@@ -907,9 +1076,13 @@ def rebind(ap: _Applier, hunks: list[Hunk], name: str) -> tuple[list[Hunk], list
             n = ap.smap[id(z)][0]
             zt = z.targets if isinstance(z, ast.Assign) else [z.target]
             nt = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(n, ast.AnnAssign) else []
-            if len(zt) == len(nt) == 1 and isinstance(zt[0], ast.Name) and isinstance(nt[0], ast.Name): binders[zt[0].id] = nt[0].id
+            if len(zt) == len(nt) == 1 and isinstance(zt[0], ast.Name) and isinstance(nt[0], ast.Name):
+                binders[zt[0].id] = nt[0].id
     zc, nc = _named_self_calls(ap.zf), _named_self_calls(ap.nf)
-    for f, zs in zc.items():   # the one base assignment of a self-call, the one NPU assignment of it: one statement, two names
+    for (
+        f,
+        zs,
+    ) in zc.items():  # the one base assignment of a self-call, the one NPU assignment of it: one statement, two names
         if len(zs) == 1 and len(nc.get(f, [])) == 1: binders.setdefault(zs[0], nc[f][0])
     diags, omni_edits = [], [e for e in ap.edits if e.hunk.kind == "omni" and e.hunk in hunks]
     for x in sorted(_reads([s for e in omni_edits for s in e.omni]) & ob - have):
@@ -921,10 +1094,19 @@ def rebind(ap: _Applier, hunks: list[Hunk], name: str) -> tuple[list[Hunk], list
             for e in omni_edits:
                 if x in _reads(e.omni): e.hunk.lines = e.hunk.omni = _rename(e.hunk.lines, x, y)
             diags.append(port_diagnostic("ONP4413", f"{code_info('ONP4413').title}: omni's `{x}` read as `{y}` (the NPU base binds it so)", None, "info", where=name))
-        else: diags.append(port_diagnostic("ONP4413", f"{code_info('ONP4413').title}: omni lines read `{x}`, which only the omni method binds"
+        else: diags.append(port_diagnostic("ONP4413", f"{code_info('ONP4413').title}: omni lines read `{x}`, which "
+                                                      "only the omni method binds"
                                            + _no_npu_value(ap, x), None, where=name))
     for x in sorted(_reads([res]) & (nb - ob) - have):
-        diags.append(port_diagnostic("ONP4413", f"{code_info('ONP4413').title}: NPU lines read `{x}`, which only the NPU base binds (an omni hunk replaced its binding)", None, where=name))
+        diags.append(
+            port_diagnostic(
+                "ONP4413",
+                f"{code_info('ONP4413').title}: NPU lines read `{x}`, which only the NPU base binds (an omni hunk "
+                "replaced its binding)",
+                None,
+                where=name,
+            )
+        )
     return hunks, diags
 
 # %% ../../nbs/port/delta.ipynb #eed6216f
@@ -933,15 +1115,26 @@ class _Renamer(ast.NodeTransformer):
     def visit_Name(self, n): return ast.copy_location(ast.Name(self.ren.get(n.id, n.id), n.ctx), n)
 
 def name_renames(smap: dict, npu_bound: set[str]) -> dict[str, str]:
-    "Locals the NPU base renamed: from base/NPU statement pairs equal with names normalised, each base name to one NPU name the NPU base binds (and the base name it does not)."
+    ("Locals the NPU base renamed: from base/NPU statement pairs equal with names normalised, each base name to one "
+     "NPU name the NPU base binds (and the base name it does not).")
     seen: dict[str, set] = {}
     for n, lv, z in smap.values():
         if lv != "names" or _blocks(z): continue
-        pairs = [(x.id, y.id) for x, y in zip(ast.walk(z), ast.walk(n)) if isinstance(x, ast.Name) and isinstance(y, ast.Name)]
-        moved = {x for x, y in pairs if x != y}   # `C(a, b, c)` -> `C(a, c, d)` shifts arguments: `c` stands elsewhere, renames none
+        pairs = [
+            (x.id, y.id)
+            for x, y in zip(ast.walk(z), ast.walk(n))
+            if isinstance(x, ast.Name) and isinstance(y, ast.Name)
+        ]
+        moved = {
+            x for x, y in pairs if x != y
+        }  # `C(a, b, c)` -> `C(a, c, d)` shifts arguments: `c` stands elsewhere, renames none
         for x, y in pairs:
             if x != y and y not in moved: seen.setdefault(x, set()).add(y)
-    return {x: next(iter(ys)) for x, ys in seen.items() if len(ys) == 1 and x not in npu_bound and next(iter(ys)) in npu_bound}
+    return {
+        x: next(iter(ys))
+        for x, ys in seen.items()
+        if len(ys) == 1 and x not in npu_bound and next(iter(ys)) in npu_bound
+    }
 
 def _rn(self: _Applier, st):
     "A statement with the NPU base's renames of locals applied."
@@ -950,10 +1143,18 @@ _Applier.rn = _rn
 
 # %% ../../nbs/port/delta.ipynb #e24o0007
 register(
-    Code("ONP4417", "npu-computes-no-value", "omni lines read a local whose binding the NPU statement standing for it does not "
-         "compute; every live read only passes it on or tests it, so it is bound to None (not computed) right before that statement",
-         "warning", "check that the consumer of the value accepts None (the output record's field default), or compute it on "
-         "the NPU side", "port/delta.ipynb", "port"),
+    Code(
+        "ONP4417",
+        "npu-computes-no-value",
+        "omni lines read a local whose binding the NPU statement standing for it does not "
+        "compute; every live read only passes it on or tests it, so it is bound to None (not computed) right before "
+        "that statement",
+        "warning",
+        "check that the consumer of the value accepts None (the output record's field default), or compute it on "
+        "the NPU side",
+        "port/delta.ipynb",
+        "port",
+    ),
 )
 
 
@@ -964,8 +1165,15 @@ def _guards(t: ast.expr, x: str) -> bool:
     if isinstance(t, ast.Name): return t.id == x
     if isinstance(t, ast.Call) and isinstance(t.func, ast.Name) and t.func.id == "isinstance" and t.args:
         return isinstance(t.args[0], ast.Name) and t.args[0].id == x
-    return isinstance(t, ast.Compare) and isinstance(t.left, ast.Name) and t.left.id == x and len(t.ops) == 1 \
-        and isinstance(t.ops[0], ast.IsNot) and isinstance(t.comparators[0], ast.Constant) and t.comparators[0].value is None
+    return (
+        isinstance(t, ast.Compare)
+        and isinstance(t.left, ast.Name)
+        and t.left.id == x
+        and len(t.ops) == 1
+        and isinstance(t.ops[0], ast.IsNot)
+        and isinstance(t.comparators[0], ast.Constant)
+        and t.comparators[0].value is None
+    )
 
 def passed_on(fn: ast.AST, x: str, depth: int = 3) -> bool:
     "Whether every read of local `x` in `fn` only passes it on or tests it (the prose above): None is safe there."
@@ -975,14 +1183,22 @@ def passed_on(fn: ast.AST, x: str, depth: int = 3) -> bool:
         c = n
         while id(c) in up:
             p = up[id(c)]
-            if isinstance(p, (ast.IfExp, ast.If)) and _guards(p.test, x) and (c is p.body or any(c is s for s in getattr(p, 'body', []) if isinstance(p, ast.If))): return True
+            if (
+                isinstance(p, (ast.IfExp, ast.If))
+                and _guards(p.test, x)
+                and (c is p.body or any(c is s for s in getattr(p, "body", []) if isinstance(p, ast.If)))
+            ):
+                return True
             c = p
         return False
     def ok(n) -> bool:
         p = up.get(id(n))
-        if isinstance(p, ast.keyword) and p.arg and isinstance(c := up.get(id(p)), ast.Call):   # a named field or parameter it fills
+        if (
+            isinstance(p, ast.keyword) and p.arg and isinstance(c := up.get(id(p)), ast.Call)
+        ):  # a named field or parameter it fills
             return not (isinstance(c.func, ast.Name) and hasattr(builtins, c.func.id)) or guarded(n)
-        if isinstance(p, ast.Call) and isinstance(p.func, ast.Name) and p.func.id == "isinstance" and n is not p.func: return True
+        if isinstance(p, ast.Call) and isinstance(p.func, ast.Name) and p.func.id == "isinstance" and n is not p.func:
+            return True
         if isinstance(p, ast.Compare) and all(isinstance(o, (ast.Is, ast.IsNot)) for o in p.ops): return True
         if isinstance(p, ast.IfExp): return n is p.test or ok(p)
         if isinstance(p, (ast.If, ast.While)) and n is p.test: return True
@@ -995,8 +1211,10 @@ def passed_on(fn: ast.AST, x: str, depth: int = 3) -> bool:
 
 # %% ../../nbs/port/delta.ipynb #e24o0009
 def bind_uncomputed(ap: _Applier, head: Hunk, hunks: list[Hunk], name: str = "") -> tuple[list[Hunk], list[Diagnostic]]:
-    "Omni lines reading a local whose binding the NPU statement standing for it does not compute, every read passing it on:"
-    " `x = None` written right before that NPU statement (a call) (an edit added to `ap`); the hunks re-assembled, with an ONP4417 each."
+    ("Omni lines reading a local whose binding the NPU statement standing for it does not compute, every read passing "
+     "it on:")
+    (" `x = None` written right before that NPU statement (a call) (an edit added to `ap`); the hunks re-assembled, "
+     "with an ONP4417 each.")
     try: res = ast.parse(textwrap.dedent(_text_of(hunks))).body[0]
     except (SyntaxError, IndexError): return hunks, []
     have, ob, out = bound_names(res), bound_names(ap.af), []
@@ -1005,7 +1223,8 @@ def bind_uncomputed(ap: _Applier, head: Hunk, hunks: list[Hunk], name: str = "")
                   and id(z) in ap.smap and x not in bound_names(ap.smap[id(z)][0])), None)
         if z is None or not passed_on(res, x): continue
         n = ap.smap[id(z)][0]
-        if not isinstance(getattr(n, "value", None), ast.Call): continue   # a stored value unpacked (a state record): a later step may carry it
+        if not isinstance(getattr(n, "value", None), ast.Call):
+            continue  # a stored value unpacked (a state record): a later step may carry it
         st = ast.parse(f"{x} = None").body[0]
         h = DeltaHunk([], [st], ap.zparent.get(id(z), ((0, "body"), 0))[0], z, None, status="applied")
         lines = [" " * n.col_offset + f"{x} = None   # ONP4417: the NPU side computes no such value"]
@@ -1015,8 +1234,14 @@ def bind_uncomputed(ap: _Applier, head: Hunk, hunks: list[Hunk], name: str = "")
         new = _assemble(ap, head)
         if h.status == "applied" and _binds_before(new, x):
             hunks = new
-            out.append(port_diagnostic("ONP4417", f"{code_info('ONP4417').title}: `{x}` = None before {_say(n)} (the GPU base binds it"
-                                       f" in {_say(z)})", None, where=name))
+            out.append(
+                port_diagnostic(
+                    "ONP4417",
+                    f"{code_info('ONP4417').title}: `{x}` = None before {_say(n)} (the GPU base binds it in {_say(z)})",
+                    None,
+                    where=name,
+                )
+            )
         else: ap.edits.remove(e)
     return hunks, out
 
@@ -1035,14 +1260,18 @@ def _self_calls(st: ast.AST) -> set[str]:
             and isinstance(c.func.value, ast.Name) and c.func.value.id == "self"}
 
 def _same_in_base(ap: _Applier, a: ast.stmt) -> ast.stmt | None:
-    "The GPU base statement omni's simple statement `a` is a kept copy of: equal, the k-th of its equal ones as `a` is omni's k-th."
-    eq = lambda fn: sorted((s for s in ast.walk(fn) if isinstance(s, ast.stmt) and s is not fn and _dump(s) == _dump(a)),
-                           key=lambda s: (s.lineno, s.col_offset))
+    ("The GPU base statement omni's simple statement `a` is a kept copy of: equal, the k-th of its equal ones as `a` "
+     "is omni's k-th.")
+    eq = lambda fn: sorted(
+        (s for s in ast.walk(fn) if isinstance(s, ast.stmt) and s is not fn and _dump(s) == _dump(a)),
+        key=lambda s: (s.lineno, s.col_offset),
+    )
     zs, as_ = eq(ap.zf), eq(ap.af)
     return zs[as_.index(a)] if len(zs) == len(as_) and a in as_ else None
 
 def _omni_reads(hunks: list[Hunk]) -> set[str]:
-    "Names the live omni lines of a port read (each omni hunk's lines parsed on their own; a fragment that does not parse counts none)."
+    ("Names the live omni lines of a port read (each omni hunk's lines parsed on their own; a fragment that does not "
+     "parse counts none).")
     out = set()
     for h in hunks:
         if h.kind != "omni" or not h.lines: continue
@@ -1055,16 +1284,21 @@ def _binds_before(hunks: list[Hunk], x: str, reads: set = frozenset()) -> bool:
     " `reads` (what the binding statement reads) that the port binds (lines of the live text)."
     try: res = ast.parse(textwrap.dedent(_text_of(hunks))).body[0]
     except (SyntaxError, IndexError): return False
-    at = lambda y, ctx: [n.lineno for n in ast.walk(res) if isinstance(n, ast.Name) and n.id == y and isinstance(n.ctx, ctx)]
+    at = lambda y, ctx: [
+        n.lineno for n in ast.walk(res) if isinstance(n, ast.Name) and n.id == y and isinstance(n.ctx, ctx)
+    ]
     st, ld = at(x, ast.Store), at(x, ast.Load)
     if not st or (ld and min(ld) <= min(st)): return False
     return all(min(s) < min(st) for y in reads if (s := at(y, ast.Store)))
 
 # %% ../../nbs/port/delta.ipynb #c24a0004
 def carry_bindings(ap: _Applier, head: Hunk, hunks: list[Hunk], name: str = "") -> tuple[list[Hunk], list[Diagnostic]]:
-    "Omni lines reading a name nothing live binds, whose omni binding is a GPU base statement omni kept and the NPU method"
-    " lacks: that statement written live (an edit added to `ap`) at its anchors, else just before the omni lines reading it"
-    " where it reads only parameters and module names; the hunks re-assembled, with an ONP4413 each (conditions: the prose)."
+    ("Omni lines reading a name nothing live binds, whose omni binding is a GPU base statement omni kept and the NPU "
+     "method")
+    (" lacks: that statement written live (an edit added to `ap`) at its anchors, else just before the omni lines "
+     "reading it")
+    (" where it reads only parameters and module names; the hunks re-assembled, with an ONP4413 each (conditions: the "
+     "prose).")
     try: res = ast.parse(textwrap.dedent(_text_of(hunks))).body[0]
     except (SyntaxError, IndexError): return hunks, []
     have, ob, zb = bound_names(res), bound_names(ap.af), bound_names(ap.zf)
@@ -1079,18 +1313,36 @@ def carry_bindings(ap: _Applier, head: Hunk, hunks: list[Hunk], name: str = "") 
         sib = ap.zblocks[key]
         h = DeltaHunk([], [a], key, sib[i - 1] if i else None, sib[i + 1] if i + 1 < len(sib) else None)
         spots = [p] if (p := ap.place(h)) is not None else []
-        if not (_reads([a]) & (ob | zb) - params):   # reads only parameters and module names: right before its first reader too
-            spots += [(e.start, min(indent_of(l) for l in e.hunk.lines if l.strip()), "alike", "right before the first omni line reading it")
-                      for e in sorted(ap.edits, key=lambda e: e.start) if e.hunk.kind == "omni" and x in _reads(e.omni)][:1]
+        if not (
+            _reads([a]) & (ob | zb) - params
+        ):  # reads only parameters and module names: right before its first reader too
+            spots += [
+                (
+                    e.start,
+                    min(indent_of(l) for l in e.hunk.lines if l.strip()),
+                    "alike",
+                    "right before the first omni line reading it",
+                )
+                for e in sorted(ap.edits, key=lambda e: e.start)
+                if e.hunk.kind == "omni" and x in _reads(e.omni)
+            ][:1]
         for (at, col, _, where), first in ((s, f) for s in spots for f in (True, False)):
             lines = _lines(ap.A, [a], col, ap.renames)
             e = _Edit(at, at, Hunk("omni", lines, omni=lines, other=[]), h, [a])
-            ap.edits.insert(0, e) if first else ap.edits.append(e)   # before omni's lines placed at its line, else after
+            ap.edits.insert(0, e) if first else ap.edits.append(e)  # before omni's lines placed at its line, else after
             h.status, new = "applied", _assemble(ap, head)
             if h.status == "applied" and _binds_before(new, x, _reads([a]) - {"self"}):
                 hunks = new
-                out.append(port_diagnostic("ONP4413", f"{code_info('ONP4413').title}: omni lines read `{x}`, bound by a GPU base"
-                                           f" statement omni keeps and the NPU method lacks: {_say(a)} carried live, placed {where}", None, "info", where=name))
+                out.append(
+                    port_diagnostic(
+                        "ONP4413",
+                        f"{code_info('ONP4413').title}: omni lines read `{x}`, bound by a GPU base"
+                        f" statement omni keeps and the NPU method lacks: {_say(a)} carried live, placed {where}",
+                        None,
+                        "info",
+                        where=name,
+                    )
+                )
                 break
             ap.edits.remove(e)
     return hunks, out
@@ -1099,24 +1351,34 @@ def carry_bindings(ap: _Applier, head: Hunk, hunks: list[Hunk], name: str = "") 
 FAR = 8   # NPU lines that differ from the GPU base's, from which a line merge of whole methods no longer works
 
 def drifted_far(base: str, npu: str, far: int = FAR) -> bool:
-    "Whether vllm-ascend's method drifted far from vllm's: at least `far` of its code lines differ from the GPU base's (layout aside)."
+    ("Whether vllm-ascend's method drifted far from vllm's: at least `far` of its code lines differ from the GPU "
+     "base's (layout aside).")
     key = lambda t: [" ".join(l.split()) for l in t.splitlines() if l.strip() and not l.strip().startswith("#")]
     b, n = key(base), key(npu)
     ops = difflib.SequenceMatcher(None, b, n, autojunk=False).get_opcodes()
     return sum(j2 - j1 for op, i1, i2, j1, j2 in ops if op != "equal") >= far
 
 # %% ../../nbs/port/delta.ipynb #28530fdb
-def delta_fallback(hunks: list[Hunk], base: str, omni: str, npu: str, name: str = "", history=()) -> tuple[list[Hunk], list[Diagnostic], dict]:
-    "A line merge with conflicts, on an NPU method that drifted far from the GPU base's, gives way to `apply_delta` (omni's hunks at their anchors); the hunks to render, the delta's diagnostics and its counts ({} where the line merge stands)."
+def delta_fallback(
+    hunks: list[Hunk], base: str, omni: str, npu: str, name: str = "", history=()
+) -> tuple[list[Hunk], list[Diagnostic], dict]:
+    ("A line merge with conflicts, on an NPU method that drifted far from the GPU base's, gives way to `apply_delta` "
+     "(omni's hunks at their anchors); the hunks to render, the delta's diagnostics and its counts ({} where the line "
+     "merge stands).")
     if not any(h.kind == "conflict" for h in hunks) or not drifted_far(base, npu): return hunks, [], {}
     d = apply_delta(base, omni, npu, name, history)
     why = "a method does not parse statement by statement" if d is None else None
     if d is not None:
-        try: ast.parse(textwrap.dedent(_text_of(d.hunks)))
-        except SyntaxError as e: why = f"omni's hunks applied do not parse ({e.msg}, line {e.lineno}): the line merge's conflicts stand"
+        try:
+            ast.parse(textwrap.dedent(_text_of(d.hunks)))
+        except SyntaxError as e:
+            why = f"omni's hunks applied do not parse ({e.msg}, line {e.lineno}): the line merge's conflicts stand"
     if d is not None and not why and (gone := [h for h in d.delta if h.unplaced]) and _held(d.hunks) >= _held(hunks):
-        why = (f"{len(gone)} omni hunk(s) have no place in the NPU method ({_say(gone[0].omni[0])}) and the delta would leave no"
-               " fewer omni lines in conflicts than the line merge: the line merge stands")
+        why = (
+            f"{len(gone)} omni hunk(s) have no place in the NPU method ({_say(gone[0].omni[0])}) and the delta would "
+            "leave no"
+            " fewer omni lines in conflicts than the line merge: the line merge stands"
+        )
     if why: return hunks, [port_diagnostic("ONP4414", f"{code_info('ONP4414').title}: {why}", None, where=name)], {}
     return d.hunks, d.diagnostics, d.counts
 
@@ -1127,19 +1389,35 @@ def _held(hunks: list[Hunk]) -> int:
 
 # %% ../../nbs/port/delta.ipynb #7ab95d71
 register(
-    Code("ONP4415", "npu-wraps-omni", "the NPU base extends the GPU base's method through super() and omni replaces that "
-         "method: omni's body is inlined where the NPU method called super(), or called there (the message says which, and why)",
-         "info",
-         "check that omni's steps may run after the NPU base's own lines; where kept as a call, omni's method runs as the "
-         "GPU class wrote it (untranslated): port it by hand if it holds CUDA-only code", "port/delta.ipynb", "port"),
+    Code(
+        "ONP4415",
+        "npu-wraps-omni",
+        "the NPU base extends the GPU base's method through super() and omni replaces that "
+        "method: omni's body is inlined where the NPU method called super(), or called there (the message says which, and why)",
+        "info",
+        "check that omni's steps may run after the NPU base's own lines; where kept as a call, omni's method runs as "
+        "the "
+        "GPU class wrote it (untranslated): port it by hand if it holds CUDA-only code",
+        "port/delta.ipynb",
+        "port",
+    ),
 )
 
 def _super_calls(fn) -> list[ast.Call]:
-    return [c for c in ast.walk(fn) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr == fn.name
-            and isinstance(c.func.value, ast.Call) and isinstance(c.func.value.func, ast.Name) and c.func.value.func.id == "super"]
+    return [
+        c
+        for c in ast.walk(fn)
+        if isinstance(c, ast.Call)
+        and isinstance(c.func, ast.Attribute)
+        and c.func.attr == fn.name
+        and isinstance(c.func.value, ast.Call)
+        and isinstance(c.func.value.func, ast.Name)
+        and c.func.value.func.id == "super"
+    ]
 
 def wraps_by_super(npu: str, omni: str) -> bool:
-    "Whether the NPU method extends its base through `super().<same name>(...)` while omni's method replaces the base's."
+    ("Whether the NPU method extends its base through `super().<same name>(...)` while omni's method replaces the "
+     "base's.")
     try: nf, af = ast.parse(npu).body[0], ast.parse(omni).body[0]
     except (SyntaxError, IndexError): return False
     return bool(_super_calls(nf)) and not _super_calls(af)
@@ -1157,8 +1435,15 @@ def redirect_super(npu: str, owner: str, name: str = "") -> tuple[list[str], lis
         paren = rest.index("(") if "(" in rest else None
         if paren is None: continue
         after = rest[paren + 1:]
-        arg = me + ("" if after.lstrip().startswith(")") or (not after.strip() and not (c.args or c.keywords)) else ", ")
+        arg = me + (
+            "" if after.lstrip().startswith(")") or (not after.strip() and not (c.args or c.keywords)) else ", "
+        )
         lines[i] = l[:f.value.col_offset] + f"{owner}.{fn.name}" + rest[:paren + 1] + arg + after
         origins[i] = "omni"
-    d = port_diagnostic("ONP4415", f"{code_info('ONP4415').title}: `super().{fn.name}(...)` -> `{owner}.{fn.name}({me}, ...)`", None, where=name or fn.name)
+    d = port_diagnostic(
+        "ONP4415",
+        f"{code_info('ONP4415').title}: `super().{fn.name}(...)` -> `{owner}.{fn.name}({me}, ...)`",
+        None,
+        where=name or fn.name,
+    )
     return lines, origins, [d]

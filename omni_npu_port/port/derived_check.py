@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core.diagnostics import Code, Diagnostic, code_info, register
-from .locate import port_diagnostic
 from ..sources.readers import SourceError
 from ..translate.derived import DerivedIndex, derived_check, derived_index, index_for
+from .locate import port_diagnostic
 
 # %% auto #0
 __all__ = ['finding_keys', 'split_inherited', 'DerivedCheck', 'check_module', 'check_ports', 'class_lines', 'npu_copy_drift',

@@ -21,10 +21,10 @@ from pathlib import Path
 from ..core.diagnostics import Code, Diagnostic, code_info, register
 from ..core.errors import InputError
 from ..core.io import load_toml
+from ..sources.readers import UnreadableFile, read_regular
+from .conflicts import MARKERS, conflicts_in
 from .locate import Located, PortError, port_diagnostic, python_lines
 from .merge import indent_of
-from .conflicts import MARKERS, conflicts_in
-from ..sources.readers import UnreadableFile, read_regular
 
 # %% auto #0
 __all__ = ['RUFF_LINE_LENGTH', 'FORMATTERS', 'CONFLICT_MARKERS', 'ruff_bin', 'ruff_config', 'ruff_settings_at', 'ruff_settings',
@@ -50,7 +50,8 @@ _MASK = "# ONP-MASK "
 CONFLICT_MARKERS = MARKERS
 
 def ruff_bin() -> str:
-    "The ruff executable (the `ruff` package's, else `ruff` on PATH); PortError naming `pip install ruff` if there is none."
+    ("The ruff executable (the `ruff` package's, else `ruff` on PATH); PortError naming `pip install ruff` if there is "
+     "none.")
     try:
         from ruff.__main__ import find_ruff_bin
         return os.fsdecode(find_ruff_bin())
@@ -121,30 +122,32 @@ def ruff_settings_at(origin: str, kind: str | None) -> dict:
     return ruff_config(origin, kind)[0]
 
 # %% ../../nbs/port/formatting.ipynb #b78a7b73
-def _ruff_origin(loc: "Located") -> tuple[str, str | None]:
+def _ruff_origin(loc: Located) -> tuple[str, str | None]:
     "(origin, kind) of the config a method's source is formatted with."
     if loc.tree is None: return str(loc.origin), None
     root = getattr(loc.tree.reader, "root", None)
     if loc.tree.kind == "directory" and root is not None: return str(root), "directory"
     return str(loc.tree.origin), loc.tree.kind
 
-def ruff_settings(loc: "Located") -> dict:
+def ruff_settings(loc: Located) -> dict:
     "The ruff settings a method's source declares ({} when it has none): `line-length`, `indent-width`, `format`, …"
     return ruff_settings_at(*_ruff_origin(loc))
 
-def ruff_warnings(loc: "Located") -> list[Diagnostic]:
+def ruff_warnings(loc: Located) -> list[Diagnostic]:
     "One ONP9013 warning for each ruff setting of `loc`'s source that is ignored (file and key named)."
     return [port_diagnostic("ONP9013", f"{code_info('ONP9013').title}: {p}", None, "warning")
             for p in ruff_config(*_ruff_origin(loc))[1]]
 
-def format_options(omni: "Located", line_length: int | None = None) -> tuple[int, dict]:
-    "The line length (given, else the omni source's, else 120) and the ruff settings a port of `omni` is formatted with."
+def format_options(omni: Located, line_length: int | None = None) -> tuple[int, dict]:
+    ("The line length (given, else the omni source's, else 120) and the ruff settings a port of `omni` is formatted "
+     "with.")
     settings = ruff_settings(omni)
     ll = line_length or settings.get("line-length")
     return (ll if isinstance(ll, int) and ll > 0 else RUFF_LINE_LENGTH), settings
 
 def _ruff_args(settings: dict, line_length: int) -> list[str]:
-    "Command-line settings for `ruff format --isolated`: the line length, the indent width and the `format` table's scalars."
+    ("Command-line settings for `ruff format --isolated`: the line length, the indent width and the `format` table's "
+     "scalars.")
     args = ["--line-length", str(line_length)]
     if isinstance(settings.get("indent-width"), int): args += ["--config", f"indent-width = {settings['indent-width']}"]
     for k, v in (settings.get("format") or {}).items():
@@ -154,7 +157,8 @@ def _ruff_args(settings: dict, line_length: int) -> list[str]:
 
 # %% ../../nbs/port/formatting.ipynb #fe2ed983
 def mask_conflicts(lines: list[str]) -> tuple[list[str], dict[int, str]]:
-    "Conflict markers and each conflict's omni side as placeholder comments at the NPU side's indentation (which stays code)."
+    ("Conflict markers and each conflict's omni side as placeholder comments at the NPU side's indentation (which "
+     "stays code).")
     out, masked, i = [], {}, 0
     for c in conflicts_in(lines):                                  # a block never closed is left for the parser
         if c.commented: continue
@@ -190,23 +194,33 @@ def _format_line_map(old: str, new: str) -> dict[int, int]:
 # %% ../../nbs/port/formatting.ipynb #ef98c6e0
 def format_code(code: str, formatter: str = "ruff", line_length: int = RUFF_LINE_LENGTH, settings: dict | None = None,
                 diagnostics: list[Diagnostic] = (), indent: int | None = None) -> tuple[str, list[Diagnostic]]:
-    "Ported code formatted by ruff when its syntax tree and comments stay the same (else unchanged, ONP4014); diagnostics moved along."
+    ("Ported code formatted by ruff when its syntax tree and comments stay the same (else unchanged, ONP4014); "
+     "diagnostics moved along.")
     if formatter not in FORMATTERS: raise PortError(f"--format {formatter}: choose one of {', '.join(FORMATTERS)}")
     exe = ruff_bin()
-    unformatted = lambda why: (code, [*diagnostics, port_diagnostic("ONP4014", f"{code_info('ONP4014').title}: {why}", None, "warning")])
+    unformatted = lambda why: (
+        code,
+        [*diagnostics, port_diagnostic("ONP4014", f"{code_info('ONP4014').title}: {why}", None, "warning")],
+    )
     lines, masked = mask_conflicts(python_lines(code))
     if indent is None:   # a lone method is formatted inside a class, where it will live
         indent = 4 if lines and re.match(r"(@|def |async def )", lines[0]) else 0
     head = ["class _OmniPortFormat:"] if indent else []
     src = "\n".join(head + [(" " * indent + l) if l.strip() else "" for l in lines]) + "\n"
-    try: before = ast.dump(ast.parse(src)); cb = [w for _, w in _comments(src)]
-    except (SyntaxError, tokenize.TokenError) as e: return unformatted(f"it does not parse with its conflicts masked ({getattr(e, 'msg', e)})")
+    try:
+        before = ast.dump(ast.parse(src))
+        cb = [w for _, w in _comments(src)]
+    except (SyntaxError, tokenize.TokenError) as e:
+        return unformatted(f"it does not parse with its conflicts masked ({getattr(e, 'msg', e)})")
     p = subprocess.run([exe, "format", "--isolated", *_ruff_args(settings or {}, line_length), "--stdin-filename",
                         "ported.py", "-"], input=src, capture_output=True, text=True)
     if p.returncode: return unformatted(f"ruff format failed ({(python_lines(p.stderr.strip()) or ['?'])[0]})")
     out = p.stdout
-    try: after = ast.dump(ast.parse(out)); ca = [w for _, w in _comments(out)]
-    except (SyntaxError, tokenize.TokenError) as e: return unformatted(f"ruff's output does not parse ({getattr(e, 'msg', e)})")
+    try:
+        after = ast.dump(ast.parse(out))
+        ca = [w for _, w in _comments(out)]
+    except (SyntaxError, tokenize.TokenError) as e:
+        return unformatted(f"ruff's output does not parse ({getattr(e, 'msg', e)})")
     if after != before: return unformatted("ruff would change the syntax tree")
     if ca != cb: return unformatted("ruff would change the comments (fences, marks or notes)")
     lmap = _format_line_map(src, out)

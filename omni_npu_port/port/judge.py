@@ -21,10 +21,10 @@ import threading
 import time
 import weakref
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Callable
 
 from ..core.diagnostics import Code, Diagnostic, code_info, register
 from ..core.io import cache_dir, claim_cache, write_atomic
@@ -140,8 +140,9 @@ def _extract(path: Path, dest: Path) -> None:
         (dest / rel).write_bytes(data)
 
 # %% ../../nbs/port/judge.ipynb #cc5345bb
-_SCRATCH: dict = {}   # archive -> folder, when the cache is off (removed when the process ends); a module cache, keyed by
-                      # path: the folders belong to the process, not to one port, and there is one per archive read
+# archive -> folder, when the cache is off (removed when the process ends); a module cache, keyed by
+_SCRATCH: dict = {}
+# path: the folders belong to the process, not to one port, and there is one per archive read
 
 def source_root(path) -> Path:
     "A folder basedpyright can read for a source: a folder as it is, else its archive's files extracted once (cached)."
@@ -458,7 +459,8 @@ class WarmJudge:
         self._done, self.error = weakref.finalize(self, _stop, self.server, self.dir, os.getpid()), ""
         self.ready = threading.Thread(target=self._start, daemon=True); self.ready.start()
     def _start(self) -> None:
-        "Initialize, open the imports file and ask its errors, then the inputs' (the answers are not read: they load the"
+        ("Initialize, open the imports file and ask its errors, then the inputs' (the answers are not read: they load "
+         "the")
         " sources and the types the ports will use; `check_warm` cancels what is still running)."
         got = self.server.ask("initialize", {"processId": os.getpid(), "rootUri": self.root.as_uri(),
                                              "workspaceFolders": [{"uri": self.root.as_uri(), "name": "judge"}],
@@ -711,9 +713,9 @@ def judge_class_port(res, gpu_base, omni, npu_base, judge: bool = True, exe: str
 # %% ../../nbs/port/judge.ipynb #63901a3a
 def judge_hand(res, exe: str | None = None) -> tuple[dict[str, Judgement], JudgeRun]:
     "The hand-written NPU runner modules of a ported release (`ReleasePort`), judged as its ports: module -> Judgement."
-    from omni_npu_port.port.runners import runner_bases
     from omni_npu_port.port.locate import open_tree
     from omni_npu_port.port.release_inputs import release_source
+    from omni_npu_port.port.runners import runner_bases
     tree, nsym = open_tree(res.origin), runner_bases()[1][0]
     hands = {}
     for r in res.runners:

@@ -12,15 +12,24 @@ import io
 import re
 import textwrap
 import tokenize
-from pathlib import Path
 from dataclasses import dataclass
+from pathlib import Path
+
+from omni_npu_port.sources.readers import (
+    PACKAGES,
+    SourceError,
+    SourceTree,
+    open_source,
+    open_source_spec,
+    parse_source_spec,
+    read_module_file,
+    spaces_for_tabs,
+)
 
 from ..core.catalog import CATALOG
 from ..core.diagnostics import Diagnostic
 from ..core.errors import UsageError
 from ..core.io import gc_paused
-from ..sources.readers import (PACKAGES, SourceError, SourceTree, open_source, open_source_spec,
-                                           parse_source_spec, read_module_file, spaces_for_tabs)
 from ..sources.symbols import SymbolIndex, c3_merge, mro, resolve
 
 # %% auto #0
@@ -65,10 +74,15 @@ def parse_spec(spec: str, need_method: bool = True) -> MethodSpec:
             i = pkg_at[0]
             root = str(Path(*parts[:i])) if i else ""
             module = ".".join([*parts[i:-1], parts[-1][:-3]])
-            if module.endswith(".__init__"): module = module[: -len(".__init__")]
+            module = module.removesuffix(".__init__")
             src = root or parts[i]
-        else: module = None   # a lone file: the file is the module
-    elif re.fullmatch(r"[A-Za-z_][\w.]*", src) and "." in src and src.split(".")[0] in PACKAGES and not Path(src).exists():
+        else: module = None  # a lone file: the file is the module
+    elif (
+        re.fullmatch(r"[A-Za-z_][\w.]*", src)
+        and "." in src
+        and src.split(".")[0] in PACKAGES
+        and not Path(src).exists()
+    ):
         module, src = src, src.split(".")[0]   # installed package with a dotted module
     return MethodSpec(src, module, cls, method or None)
 
@@ -119,19 +133,24 @@ _OTHER_BREAKS = re.compile("[\\r\\x0b\\x0c\\x1c\\x1d\\x1e\\x85\\u2028\\u2029]")
 
 @functools.lru_cache(maxsize=64)
 def _python_lines(text: str) -> tuple[str, ...]:
-    "`python_lines` once per module text (a class port reads every method of the same modules); `splitlines` where it agrees."
+    ("`python_lines` once per module text (a class port reads every method of the same modules); `splitlines` where it "
+     "agrees.")
     if not _OTHER_BREAKS.search(text): return tuple(text.splitlines())   # only \\n: str.splitlines (C) splits the same
     lines = _LINE_BREAK.split(text)
     return tuple(lines[:-1] if lines and lines[-1] == "" else lines)
 
 # %% ../../nbs/port/locate.ipynb #5a465e8d
 def indent_lines(text: str, prefix: str, predicate=lambda line: line.strip()) -> str:
-    "`textwrap.indent` over the lines Python sees (`textwrap.indent` splits with `str.splitlines`: a form feed in a comment"
+    ("`textwrap.indent` over the lines Python sees (`textwrap.indent` splits with `str.splitlines`: a form feed in a "
+     "comment")
     " would become a line of its own)."
     return "".join(prefix + l if predicate(l) else l for l in re.split(r"(?<=\n)|(?<=\r)(?!\n)", text) if l)
 
 # %% ../../nbs/port/locate.ipynb #9d3a33f2
-_STRING_TOKENS = {tokenize.STRING, *(getattr(tokenize, n) for n in ("FSTRING_START", "TSTRING_START") if hasattr(tokenize, n))}
+_STRING_TOKENS = {
+    tokenize.STRING,
+    *(getattr(tokenize, n) for n in ("FSTRING_START", "TSTRING_START") if hasattr(tokenize, n)),
+}
 _STRING_ENDS = {getattr(tokenize, n) for n in ("FSTRING_END", "TSTRING_END") if hasattr(tokenize, n)}
 
 def string_lines(lines: list[str]) -> set[int]:
@@ -150,7 +169,8 @@ def string_lines(lines: list[str]) -> set[int]:
 
 # %% ../../nbs/port/locate.ipynb #0fac518b
 def method_text(module_text: str, node: ast.FunctionDef) -> str:
-    "The source lines of a def (decorators included), dedented (lines as Python counts them: `str.splitlines` would also break at \\x0c, \\x1c-\\x1e, \\x85, \\u2028 inside a comment)."
+    ("The source lines of a def (decorators included), dedented (lines as Python counts them: `str.splitlines` would "
+     "also break at \\x0c, \\x1c-\\x1e, \\x85, \\u2028 inside a comment).")
     lines = python_lines(module_text)
     start = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
     chunk = lines[start: node.end_lineno]
@@ -158,7 +178,7 @@ def method_text(module_text: str, node: ast.FunctionDef) -> str:
     if "\t" in lead or "\f" in lead: return spaces_for_tabs(textwrap.dedent("\n".join(chunk))) + "\n"
     # the def's own indentation off every line that has it: a line inside a string that has less (a tab, column 0)
     # keeps its text, where `textwrap.dedent` would find no common margin and leave the def indented
-    return spaces_for_tabs("\n".join("" if not l.strip() else l[len(lead):] if l.startswith(lead) else l
+    return spaces_for_tabs("\n".join("" if not l.strip() else l.removeprefix(lead)
                                       for l in chunk)) + "\n"
 
 # %% ../../nbs/port/locate.ipynb #16071eef
@@ -200,10 +220,10 @@ def _tree_modules(tree: SourceTree) -> list[str]:
     for n in names:
         if not n.startswith(tree.package + "/"): continue
         m = n[:-3].replace("/", ".")
-        mods.append(m[: -len(".__init__")] if m.endswith(".__init__") else m)
+        mods.append(m.removesuffix(".__init__"))
     return sorted(mods)
 
-_CLASS_LINE = re.compile(r"^class\s+(\w+)", re.M)
+_CLASS_LINE = re.compile(r"^class\s+(\w+)", re.MULTILINE)
 
 def _tree_class_names(tree: SourceTree) -> set[str]:
     "Every top-level class name of a tree's modules (read by a regex: an error message's close matches, not a parse)."
@@ -212,7 +232,7 @@ def _tree_class_names(tree: SourceTree) -> set[str]:
 def _find_class_module(tree: SourceTree, cls: str) -> str | None:
     known = _catalog_class_modules().get(cls)
     if known and known.split(".")[0] == tree.package and tree.module_source(known) is not None: return known
-    pat = re.compile(rf"^class\s+{re.escape(cls)}\b", re.M)
+    pat = re.compile(rf"^class\s+{re.escape(cls)}\b", re.MULTILINE)
     for m in _tree_modules(tree):
         src = tree.module_source(m)
         if src and pat.search(src): return m
@@ -221,7 +241,8 @@ def _find_class_module(tree: SourceTree, cls: str) -> str | None:
 # %% ../../nbs/port/locate.ipynb #6dce338f
 @dataclass
 class MroClass:
-    "One class of a located class's MRO: its node and the module (and source) that define it (node None: no source holds it)."
+    ("One class of a located class's MRO: its node and the module (and source) that define it (node None: no source "
+     "holds it).")
     name: str
     node: ast.ClassDef | None
     module: str = ""
@@ -235,7 +256,8 @@ def mro_merge(seqs: list[list[str]]) -> list[str]:
     return merged if merged is not None else list(dict.fromkeys(x for s in seqs for x in s))
 
 def _lone_mro(name: str, files: list[tuple[str, str, dict]], found: dict, stack: tuple = ()) -> list[str]:
-    "The MRO (names) of a class of lone files, bases found by name in the files in order; `found` fills name → MroClass."
+    ("The MRO (names) of a class of lone files, bases found by name in the files in order; `found` fills name → "
+     "MroClass.")
     hit = next(((m, t, c[name]) for m, t, c in files if name in c), None)
     if hit is None or name in stack:
         found.setdefault(name, MroClass(name, None)); return [name]
@@ -261,10 +283,13 @@ def source_index(loc: Located) -> SymbolIndex:
 def open_extra(source) -> SourceTree | Path:
     "An extra source: a lone `.py` file stays a path; anything else is opened as a source tree."
     p = Path(str(source)).expanduser()
-    return p if p.suffix == ".py" and p.is_file() else open_tree(source) if not isinstance(source, SourceTree) else source
+    return (
+        p if p.suffix == ".py" and p.is_file() else open_tree(source) if not isinstance(source, SourceTree) else source
+    )
 
 def class_mro(loc: Located) -> list[MroClass]:
-    "The located class's MRO across its source and extra sources, in Python's order (a base no source holds: node None)."
+    ("The located class's MRO across its source and extra sources, in Python's order (a base no source holds: node "
+     "None).")
     if loc.tree is None:
         files = [(loc.module, loc.module_text, top_classes(ast.parse(loc.module_text)))]
         for e in map(open_extra, loc.extra):
@@ -285,7 +310,8 @@ def class_methods(loc: Located) -> list[str]:
 
 # %% ../../nbs/port/locate.ipynb #26192fb2
 def method_located(cls_loc: Located, name: str) -> Located | None:
-    "The same Located with a method chosen: from the nearest class of its MRO (across its extra sources) that defines it; None if none."
+    ("The same Located with a method chosen: from the nearest class of its MRO (across its extra sources) that defines "
+     "it; None if none.")
     for c in class_mro(cls_loc):
         m = own_methods(c.node).get(name) if c.node is not None else None
         if m is not None:
@@ -297,9 +323,11 @@ def missing_method(loc: Located, name: str) -> str:
     "The error for a method a class does not have: close matches, the methods it has, and bases no source holds."
     have, lost = class_methods(loc), [c.name for c in class_mro(loc) if c.node is None]
     where = loc.origin if loc.tree is None else f"{loc.tree.origin}: {loc.module}."
-    return (f"{where}{':' if loc.tree is None else ''} class {loc.cls_node.name} has no method {name}"
-            f"{close_matches(name, have)}; its methods: {', '.join(have[:40]) or 'none'}{' …' if len(have) > 40 else ''}"
-            + (f"; bases outside the sources given: {', '.join(lost)} (add their sources: port --source)" if lost else ""))
+    return (
+        f"{where}{':' if loc.tree is None else ''} class {loc.cls_node.name} has no method {name}"
+        f"{close_matches(name, have)}; its methods: {', '.join(have[:40]) or 'none'}{' …' if len(have) > 40 else ''}"
+        + (f"; bases outside the sources given: {', '.join(lost)} (add their sources: port --source)" if lost else "")
+    )
 
 # %% ../../nbs/port/locate.ipynb #0d629886
 _TREES: dict[str, SourceTree] = {}   # path or spec -> tree: a module cache keyed by the source's name (every locate
@@ -313,18 +341,23 @@ def open_tree(source: str) -> SourceTree:
         try:
             release = "==" in key and not Path(key).expanduser().exists() and parse_source_spec(key)[0] == "release"
             _TREES[key] = open_source_spec(key) if release else open_source(source)
-        except SourceError as e:   # a path that exists but cannot be read is an input error (exit 3); a wrong name, usage (2)
-            if Path(key).expanduser().exists(): raise
+        except (
+            SourceError
+        ) as e:  # a path that exists but cannot be read is an input error (exit 3); a wrong name, usage (2)
+            if Path(key).expanduser().exists():
+                raise
             raise PortError(str(e)) from None
     return _TREES[key]
 
 def forget_trees() -> None:
-    "Forget the trees `open_tree` opened: its next call reads each source again (a session whose sources changed; a test)."
+    ("Forget the trees `open_tree` opened: its next call reads each source again (a session whose sources changed; a "
+     "test).")
     _TREES.clear()
 
 @gc_paused()
 def locate(spec: str | MethodSpec, need_method: bool = True, extra=()) -> Located:
-    "Find the class (and method) a spec names, its bases across `extra` sources too; errors list close matches and what exists."
+    ("Find the class (and method) a spec names, its bases across `extra` sources too; errors list close matches and "
+     "what exists.")
     s = parse_spec(spec, need_method) if isinstance(spec, str) else spec
     p = Path(s.source).expanduser()
     if p.is_file() and p.suffix == ".py":   # a lone file

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 import merge3
 
 from ..core.diagnostics import Code, Diagnostic, code_info, register
-from .locate import PortError, port_diagnostic, python_lines, string_lines
 from .conflicts import Conflict, conflicts_in, resolve
+from .locate import PortError, port_diagnostic, python_lines, string_lines
 
 # %% auto #0
 __all__ = ['FENCE_TEXT', 'FENCE_RE', 'INLINE_MARK', 'TOKEN_RE', 'PREFER', 'indent_of', 'CodeLine', 'LineMatcher', 'lines_of',
@@ -36,22 +36,29 @@ INLINE_MARK = "# Omni-new"
 
 # %% ../../nbs/port/merge.ipynb #102e790f
 register(
-    Code("ONP4001", "merge-conflict", "conflict: the omni GPU method and the NPU base changed the same base lines", "error",
+    Code("ONP4001", "merge-conflict", "conflict: the omni GPU method and the NPU base changed the same base "
+                                      "lines", "error",
          "read both sides between the markers, keep one (or write the line that does both), then delete the markers; "
          "`--prefer npu|omni` resolves every conflict one way", "port/merge.ipynb", "port"),
     Code("ONP4002", "omni-deletes", "the omni GPU method deletes base lines here", "info",
          "check that the NPU base's version of those lines should go too", "port/merge.ipynb", "port"),
     Code("ONP4008", "conflict-by-policy", "conflict resolved by the --prefer policy: one side kept, the other dropped",
-         "warning", "read the `# ONP4008` line: the dropped side may hold a change the port needs", "port/merge.ipynb", "port"),
-    Code("ONP4010", "both-insert", "both sides insert at the same place: the omni lines are placed first, then the NPU base's",
+         "warning", "read the `# ONP4008` line: the dropped side may hold a change the port "
+                    "needs", "port/merge.ipynb", "port"),
+    Code("ONP4010", "both-insert", "both sides insert at the same place: the omni lines are placed first, then the NPU "
+                                   "base's",
          "warning", "check the order of the two insertions", "port/merge.ipynb", "port"),
-    Code("ONP4011", "addition-made-twice", "a line both sides add at different places is kept once, where the NPU base has it",
+    Code("ONP4011", "addition-made-twice", "a line both sides add at different places is kept once, where the NPU base "
+                                           "has it",
          "info", "nothing, unless the omni copy needs the line where omni wrote it", "port/merge.ipynb", "port"),
-    Code("ONP4012", "stale-omni-side", "the omni side repeats an older vllm's text here (omni has not followed the base change): "
+    Code("ONP4012", "stale-omni-side", "the omni side repeats an older vllm's text here (omni has not followed the "
+                                       "base change): "
          "the NPU side is kept", "info", "nothing: omni lags behind vllm here; the audit tracks such drift",
          "port/merge.ipynb", "port"),
-    Code("ONP4013", "moot-edit", "the omni side edits a statement the NPU base deleted, and nothing kept uses what it binds: "
-         "the deletion stands", "info", "nothing, unless the omni edit had a side effect the port needs", "port/merge.ipynb", "port"),
+    Code("ONP4013", "moot-edit", "the omni side edits a statement the NPU base deleted, and nothing kept uses what it "
+                                 "binds: "
+         "the deletion stands", "info", "nothing, unless the omni edit had a side effect the port "
+                                        "needs", "port/merge.ipynb", "port"),
 )
 
 # %% ../../nbs/port/merge.ipynb #d2697fb5
@@ -61,7 +68,7 @@ def indent_of(line: str) -> int:
 
 class CodeLine:
     "A source line compared by its whitespace-normalised text, so indentation changes still match."
-    __slots__ = ("text", "key", "doc")
+    __slots__ = ("doc", "key", "text")
     def __init__(self, text: str, doc: bool = False): self.text, self.key, self.doc = text, " ".join(text.split()), doc
     def __eq__(self, o): return isinstance(o, CodeLine) and o.key == self.key
     def __hash__(self): return hash(self.key)
@@ -126,14 +133,16 @@ def logical_units(code: str) -> list[tuple[int, int]]:
 def _unit_key(text: str) -> str:
     "What a logical line means: its syntax tree where it parses alone, else its tokens; a comment line, its words."
     src = textwrap.dedent(text)
-    if src.lstrip().startswith("#"): return "#" + " ".join(src.lstrip("# \t\n").split())   # every comment parses to nothing
+    if src.lstrip().startswith("#"):
+        return "#" + " ".join(src.lstrip("# \t\n").split())  # every comment parses to nothing
     for cand in (src, src.rstrip() + "\n    pass"):
         try: return ast.dump(ast.parse(cand))
         except SyntaxError: continue
     return " ".join(code_tokens(text))
 
 def adopt_layout(src: str, like: str) -> str:
-    "`src` with every statement that means the same as one of `like`'s written in `like`'s layout (at `src`'s indentation)."
+    ("`src` with every statement that means the same as one of `like`'s written in `like`'s layout (at `src`'s "
+     "indentation).")
     S, L = python_lines(src), python_lines(like)
     us, ul = logical_units(src), logical_units(like)
     if not us or not ul: return src
@@ -193,7 +202,8 @@ def region_shift(prev, nxt, a: list[CodeLine]) -> int:
     return d if low == 0 or low + d > 0 else 0
 
 def _anchor_delta(prev, nxt, a: list[CodeLine]) -> int:
-    "The shift of an omni region: from the nearest anchor line at its depth or outside it (a sibling or an enclosing line)."
+    ("The shift of an omni region: from the nearest anchor line at its depth or outside it (a sibling or an enclosing "
+     "line).")
     at = next((indent_of(l.text) for l in a if l.text.strip()), None)
     if at == 0: return 0                       # the `def` line: both methods are dedented to column 0
     back, ahead = prev, (list(reversed(nxt[0])), list(reversed(nxt[1])))
@@ -228,7 +238,11 @@ def _stale_to_npu(hunks: list[Hunk], history) -> list[Hunk]:
         if h.kind in ("omni", "omni-delete", "conflict") and any(_stale(h.omni, h.base, old) for old in history):
             keep = h.npu if h.kind == "conflict" else h.base
             what = (h.omni or h.base or [""])[0].strip()
-            out.append(Hunk("npu", keep, npu=keep, base=h.base, code="ONP4012", note=f"{code_info('ONP4012').title}: {what!r}…"))
+            out.append(
+                Hunk(
+                    "npu", keep, npu=keep, base=h.base, code="ONP4012", note=f"{code_info('ONP4012').title}: {what!r}…"
+                )
+            )
         else: out.append(h)
     return out
 
@@ -246,7 +260,8 @@ def _balanced(lines: list[str]) -> bool:
     return d == 0
 
 def _slide_insertions(hunks: list[Hunk]) -> list[Hunk]:
-    "An omni insertion that opens or closes brackets it does not match slides over equal lines next to it until it is whole."
+    ("An omni insertion that opens or closes brackets it does not match slides over equal lines next to it until it is "
+     "whole.")
     hs = [Hunk(**{**h.__dict__, "lines": list(h.lines)}) for h in hunks]
     key = lambda l: " ".join(l.split())
     i = 0
@@ -287,7 +302,8 @@ def _opener_at(lines: list[str]) -> int | None:
     return None
 
 def _headers_keep_bodies(hunks: list[Hunk]) -> list[Hunk]:
-    "An omni insertion that would land between an NPU block header and its body, not inside it, goes before that header."
+    ("An omni insertion that would land between an NPU block header and its body, not inside it, goes before that "
+     "header.")
     hs, i = list(hunks), 0
     blank = lambda h: h.kind in ("unchanged", "same", "npu") and not any(l.strip() for l in h.lines)
     while i < len(hs):
@@ -317,15 +333,23 @@ def _bound_names(lines: list[str]) -> set[str] | None:
     return names or None
 
 def _moot_to_npu(hunks: list[Hunk]) -> list[Hunk]:
-    "A conflict where the NPU base deleted base assignments that omni edited, and no kept line reads their names: the NPU side (ONP4013)."
+    ("A conflict where the NPU base deleted base assignments that omni edited, and no kept line reads their names: the "
+     "NPU side (ONP4013).")
     out = []
     for i, h in enumerate(hunks):
         names = _bound_names(h.omni) if h.kind == "conflict" and not any(l.strip() for l in h.npu) else None
-        if names and names <= set(code_tokens("\n".join(h.base))):   # it edits base statements, not new ones
-            others = [l for k, g in enumerate(hunks) if k != i for l in g.lines + (g.npu + g.omni if g.kind == "conflict" else [])]
+        if names and names <= set(code_tokens("\n".join(h.base))):  # it edits base statements, not new ones
+            others = [
+                l
+                for k, g in enumerate(hunks)
+                if k != i
+                for l in g.lines + (g.npu + g.omni if g.kind == "conflict" else [])
+            ]
             if not names & set(code_tokens("\n".join(others))):
                 what = h.omni[0].strip()
-                out.append(Hunk("npu", [], base=h.base, code="ONP4013", note=f"{code_info('ONP4013').title}: {what!r}…"))
+                out.append(
+                    Hunk("npu", [], base=h.base, code="ONP4013", note=f"{code_info('ONP4013').title}: {what!r}…")
+                )
                 continue
         out.append(h)
     return out
@@ -348,7 +372,8 @@ def _drop_shared_additions(hunks: list[Hunk], B, A, N) -> list[Hunk]:
         gone = [l.strip() for l in h.lines if " ".join(l.split()) in shared]
         rest = [l for l in h.lines if " ".join(l.split()) not in shared]
         note = f"{code_info('ONP4011').title}: {gone[0]!r}" + (f" (+{len(gone) - 1})" if len(gone) > 1 else "")
-        if any(l.strip() for l in rest): out.append(Hunk("omni", rest, omni=rest, base=h.base, note=note, code="ONP4011"))
+        if any(l.strip() for l in rest):
+            out.append(Hunk("omni", rest, omni=rest, base=h.base, note=note, code="ONP4011"))
         else: out.append(Hunk("npu", [], note=note, code="ONP4011"))
     return out
 
@@ -386,7 +411,8 @@ def split_replace(z: list[CodeLine], side: list[CodeLine], i1, i2, j1, j2) -> li
     return [("replace", *o[1:]) if o[0] == "modify" else o for o in out]
 
 def _edits(z: list[CodeLine], side: list[CodeLine], split: bool = False):
-    "The opcodes turning base lines `z` into `side` (replaced regions split finely if asked), and the non-equal ones as edits."
+    ("The opcodes turning base lines `z` into `side` (replaced regions split finely if asked), and the non-equal ones "
+     "as edits.")
     ops = LineMatcher(None, z, side).get_opcodes()
     if split: ops = [o for op in ops for o in (split_replace(z, side, *op[1:]) if op[0] == "replace" else [op])]
     return ops, [(i1, i2, j1, j2) for op, i1, i2, j1, j2 in ops if op != "equal"]
@@ -411,8 +437,15 @@ def _side_lines(ops, edits, c1: int, c2: int) -> list[int]:
 # %% ../../nbs/port/merge.ipynb #f3f9bcd7
 def _prose(lines) -> bool:
     "Lines that are only comments, blank lines or docstring text (no code)."
-    return all(l.doc or not l.key or l.key.startswith("#") or l.key.startswith(('"""', "'''")) or not code_tokens(l.text)
-               or all(t.startswith(('"', "'")) for t in code_tokens(l.text)) for l in lines)
+    return all(
+        l.doc
+        or not l.key
+        or l.key.startswith("#")
+        or l.key.startswith(('"""', "'''"))
+        or not code_tokens(l.text)
+        or all(t.startswith(('"', "'")) for t in code_tokens(l.text))
+        for l in lines
+    )
 
 def _sibling_code(ins: list[CodeLine], before: list[CodeLine]) -> bool:
     "Inserted lines that are whole statements, no deeper than the code line before them (not inside its block)."
@@ -433,7 +466,8 @@ def _split_deletions(bed: list[tuple], inserts: list[tuple], z: list[CodeLine]) 
     return out
 
 def _done_by_npu(aed: list[tuple], bed: list[tuple], a: list[CodeLine], b: list[CodeLine]) -> list[tuple]:
-    "Omni edits the NPU side made too: a run of adjacent omni edits whose new code lines the NPU edits over the same base lines also write."
+    ("Omni edits the NPU side made too: a run of adjacent omni edits whose new code lines the NPU edits over the same "
+     "base lines also write.")
     runs = []
     for e in aed:
         if runs and runs[-1][-1][1] == e[0] and runs[-1][-1][3] == e[2]: runs[-1].append(e)
@@ -480,11 +514,22 @@ def refine_conflict(z: list[CodeLine], a: list[CodeLine], b: list[CodeLine], shi
         bl = [b[j].text for j in _side_lines(bops, be, c1, c2)]
         aj = _side_lines(aops, ae, c1, c2)
         al = [a[j] for j in aj]
-        if sides == {"b"}: out.append(Hunk("npu", bl, other=[l.text for l in z[c1:c2]]))
-        elif c1 == c2 and sides == {"a", "b"}:   # both sides only insert here: omni lines first (they follow the base line as on GPU), then NPU's
+        if sides == {"b"}:
+            out.append(Hunk("npu", bl, other=[l.text for l in z[c1:c2]]))
+        elif c1 == c2 and sides == {
+            "a",
+            "b",
+        }:  # both sides only insert here: omni lines first (they follow the base line as on GPU), then NPU's
             lines = shift([l.text for l in al])
-            out.append(Hunk("omni", lines, omni=lines, other=[], note=f"{code_info('ONP4010').title}: {lines[0].strip()!r}… before "
-                                                                      f"{bl[0].strip()!r}…"))
+            out.append(
+                Hunk(
+                    "omni",
+                    lines,
+                    omni=lines,
+                    other=[],
+                    note=f"{code_info('ONP4010').title}: {lines[0].strip()!r}… before {bl[0].strip()!r}…",
+                )
+            )
             out.append(Hunk("npu", bl, other=[]))
         elif sides == {"a"}:
             lines = shift([l.text for l in al])
@@ -506,7 +551,8 @@ def _whole(lines: list[str]) -> bool:
     except SyntaxError: return False
 
 def _own_statements(lines: list[str], own: list[bool]) -> list[str]:
-    "A side's lines without those it kept from the base, so long as that leaves its brackets balanced; else without the kept runs that are whole statements; else all."
+    ("A side's lines without those it kept from the base, so long as that leaves its brackets balanced; else without "
+     "the kept runs that are whole statements; else all.")
     mine = [l for l, o in zip(lines, own) if o]
     if _balanced(mine): return mine
     out, run = [], []
@@ -520,7 +566,8 @@ def _own_statements(lines: list[str], own: list[bool]) -> list[str]:
     return out if _balanced(out) else list(lines)
 
 def _conflict(z, a, b, omni_l, own: list[bool] | None = None) -> list[Hunk]:
-    "A conflict with the lines both sides share at its start and end taken out of it (`own`: which omni lines omni wrote)."
+    ("A conflict with the lines both sides share at its start and end taken out of it (`own`: which omni lines omni "
+     "wrote).")
     bt = [l.text for l in b]
     p = 0
     while p < min(len(a), len(b)) and a[p] == b[p]: p += 1
@@ -552,7 +599,8 @@ def hunk_sides(h: Hunk) -> tuple[list[str], list[str]]:
     return list(h.lines), list(h.lines)
 
 def side_text(hs: list[Hunk], side: int) -> tuple[list[str], list[int]]:
-    "The method with every conflict's `side` kept (0 NPU, 1 omni), and for each line the index of the hunk it comes from."
+    ("The method with every conflict's `side` kept (0 NPU, 1 omni), and for each line the index of the hunk it comes "
+     "from.")
     lines, owner = [], []
     for k, h in enumerate(hs):
         part = hunk_sides(h)[side]
@@ -560,10 +608,14 @@ def side_text(hs: list[Hunk], side: int) -> tuple[list[str], list[int]]:
     return lines, owner
 
 def _blocks(n: ast.stmt) -> list[list[ast.stmt]]:
-    "The statement blocks of a compound statement (body, else, finally, each handler's and case's body; not an `elif` chain)."
+    ("The statement blocks of a compound statement (body, else, finally, each handler's and case's body; not an `elif` "
+     "chain).")
     elif_ = isinstance(n, ast.If) and len(n.orelse) == 1 and isinstance(n.orelse[0], ast.If) and n.orelse[0].col_offset == n.col_offset
-    out = [b for b in (getattr(n, f, None) for f in ("body", "orelse", "finalbody")) if isinstance(b, list) and b
-           and isinstance(b[0], ast.stmt) and not (elif_ and b is n.orelse)]   # an `elif` clause is no statement of its own
+    out = [
+        b
+        for b in (getattr(n, f, None) for f in ("body", "orelse", "finalbody"))
+        if isinstance(b, list) and b and isinstance(b[0], ast.stmt) and not (elif_ and b is n.orelse)
+    ]  # an `elif` clause is no statement of its own
     return out + [h.body for h in getattr(n, "handlers", [])] + [c.body for c in getattr(n, "cases", [])]
 
 def _spans(tree: ast.Module) -> list[tuple]:
@@ -571,19 +623,27 @@ def _spans(tree: ast.Module) -> list[tuple]:
     return [(n, min([n.lineno] + [d.lineno for d in getattr(n, "decorator_list", [])]), n.end_lineno, _blocks(n))
             for n in ast.walk(tree) if isinstance(n, ast.stmt)]
 
-def _first_statement_cut(tree: ast.Module, spans: list[tuple], lo: int, hi: int, lines: list[str] | None) -> tuple[str, int, int] | None:
+def _first_statement_cut(
+    tree: ast.Module, spans: list[tuple], lo: int, hi: int, lines: list[str] | None
+) -> tuple[str, int, int] | None:
     "The first statement lines lo..hi cut: (`prev` / `next`, its first line, its last line); None when they cut none."
     for n, s, e, blocks in spans:
         if e < lo or s > hi or (lo <= s and e <= hi): continue
         if any(b[0].lineno <= lo and hi <= b[-1].end_lineno for b in blocks): continue
-        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and lo <= s and any(n is t for t in tree.body) and \
-                hi >= max((i for i in range(s, n.body[0].lineno) if lines is None or code_tokens(lines[i - 1])), default=s):
-            continue   # the method's own header (a signature conflict, its code lines) with whole statements of its body
+        if (
+            isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and lo <= s
+            and any(n is t for t in tree.body)
+            and hi
+            >= max((i for i in range(s, n.body[0].lineno) if lines is None or code_tokens(lines[i - 1])), default=s)
+        ):
+            continue  # the method's own header (a signature conflict, its code lines) with whole statements of its body
         return ("prev" if s < lo else "next"), s, e
     return None
 
 def statement_cut(tree: ast.Module, lo: int, hi: int, lines: list[str] | None = None) -> str | None:
-    "None when lines lo..hi (1-based) are whole statements of `tree`; else `prev` / `next`: where a statement they cut goes on."
+    ("None when lines lo..hi (1-based) are whole statements of `tree`; else `prev` / `next`: where a statement they "
+     "cut goes on.")
     cut = _first_statement_cut(tree, _spans(tree), lo, hi, lines)
     return cut[0] if cut else None
 
@@ -597,7 +657,8 @@ def _parsed(text: str) -> tuple[ast.Module | None, list, SyntaxError | None]:
     return tree, _spans(tree), None
 
 def _broken(hs: list[Hunk]) -> tuple[int, str, int, int | None] | None:
-    "The first conflict (index, way to widen, side, lines of its neighbours the cut statement spans, where known) whose side"
+    ("The first conflict (index, way to widen, side, lines of its neighbours the cut statement spans, where known) "
+     "whose side")
     " cuts a statement or leaves code that does not parse; None if none."
     for side in (0, 1):
         lines, owner = side_text(hs, side)
@@ -606,11 +667,18 @@ def _broken(hs: list[Hunk]) -> tuple[int, str, int, int | None] | None:
             conflicts = [k for k, h in enumerate(hs) if h.kind == "conflict"]
             if not conflicts or not owner: return (-1, "", side, None)
             bad = owner[min(max((e.lineno or 1) - 1, 0), len(owner) - 1)]
-            c = min(conflicts, key=lambda k: (abs(k - bad), k > bad))   # the conflict nearest the error, the one before it first
+            c = min(
+                conflicts, key=lambda k: (abs(k - bad), k > bad)
+            )  # the conflict nearest the error, the one before it first
             if bad != c:   # widening keeps the text: the error stays where it is until the conflict takes its line in
                 ix, mine = min(max((e.lineno or 1) - 1, 0), len(owner) - 1), [i for i, o in enumerate(owner) if o == c]
-                return c, "next" if bad > c else "prev", side, (max(ix - mine[-1] if bad > c else mine[0] - ix, 1) if mine else None)
-            part = hunk_sides(hs[c])[side]                 # the error is in the conflict: does it open what it leaves open?
+                return (
+                    c,
+                    "next" if bad > c else "prev",
+                    side,
+                    (max(ix - mine[-1] if bad > c else mine[0] - ix, 1) if mine else None),
+                )
+            part = hunk_sides(hs[c])[side]  # the error is in the conflict: does it open what it leaves open?
             code = [l for l in part if code_tokens(l)]
             return c, "next" if _opened(part) > 0 or (code and code_tokens(code[-1])[-1] == ":") else "prev", side, None
         for k, h in enumerate(hs):
@@ -618,15 +686,19 @@ def _broken(hs: list[Hunk]) -> tuple[int, str, int, int | None] | None:
             mine = [i for i, o in enumerate(owner) if o == k]
             at = [i + 1 for i in mine if code_tokens(lines[i])]
             if at and (cut := _first_statement_cut(tree, spans, at[0], at[-1], lines)):
-                way, s, e = cut   # widening changes no side's text, only which hunk owns a line: go to the statement's edge at once
+                way, s, e = (
+                    # widening changes no side's text, only which hunk owns a line: go to the statement's edge at once
+                    cut
+                )
                 return k, way, side, max(mine[0] + 1 - s if way == "prev" else e - (mine[-1] + 1), 1)
     return None
 
 
 # %% ../../nbs/port/merge.ipynb #523ef3e7
 def whole_conflicts(hunks: list[Hunk], npu: str, omni: str, base: str | None = None) -> list[Hunk]:
-    "Conflicts widened until each side is whole statements and either side parses; else a merge by statements; else one conflict."
-    hs = [Hunk(**{**h.__dict__}) for h in hunks]
+    ("Conflicts widened until each side is whole statements and either side parses; else a merge by statements; else "
+     "one conflict.")
+    hs = [Hunk(**h.__dict__) for h in hunks]
     for _ in range(sum(len(h.lines) + len(h.npu) + len(h.omni) + 2 for h in hs)):
         bad = _broken(hs)
         if bad is None: return hs
@@ -641,7 +713,10 @@ def whole_conflicts(hunks: list[Hunk], npu: str, omni: str, base: str | None = N
     except (SyntaxError, IndexError, AttributeError): hs = None
     if hs and _broken(hs) is None:
         c = next((h for h in hs if h.kind == "conflict"), None) or hs[0]
-        c.code, c.note = "ONP4020", f"{code_info('ONP4020').title}: the line merge lost a side's lines; merged statement by statement"
+        c.code, c.note = (
+            "ONP4020",
+            f"{code_info('ONP4020').title}: the line merge lost a side's lines; merged statement by statement",
+        )
         return hs
     return [Hunk("conflict", [], omni=python_lines(omni), npu=python_lines(npu), code="ONP4020",
                  note=f"{code_info('ONP4020').title}: the whole method (no narrower region parses on both sides)")]
@@ -652,7 +727,8 @@ def _opened(lines: list[str]) -> int:
     return sum((t in "([{") - (t in ")]}") for t in code_tokens("\n".join(lines)) if len(t) == 1)
 
 def _needed(side: list[str], nb: list[str], first: bool) -> int:
-    "How many lines of a neighbour a side takes: up to where its brackets close (after it) or open (before it); else one."
+    ("How many lines of a neighbour a side takes: up to where its brackets close (after it) or open (before it); else "
+     "one.")
     depth = _opened(side)
     if (depth > 0 and not first) or (depth < 0 and first):
         for k, l in enumerate(reversed(nb) if first else nb, 1):
@@ -662,13 +738,15 @@ def _needed(side: list[str], nb: list[str], first: bool) -> int:
     return 1
 
 def own_sides(h: Hunk) -> tuple[list[str], list[str]]:
-    "What the NPU base and the omni method each wrote in a hunk (a one-sided change: the other side wrote the base's lines)."
+    ("What the NPU base and the omni method each wrote in a hunk (a one-sided change: the other side wrote the base's "
+     "lines).")
     if h.other is None or h.kind not in ("omni", "omni-delete", "npu"): return hunk_sides(h)
     other = _at_indent(h.other, h.lines)
     return (other, list(h.lines)) if h.kind != "npu" else (list(h.lines), other)
 
 def _at_indent(lines: list[str], like: list[str]) -> list[str]:
-    "`lines` shifted so that their least indented code line sits where `like`'s does (as they are when `like` has none)."
+    ("`lines` shifted so that their least indented code line sits where `like`'s does (as they are when `like` has "
+     "none).")
     ind = lambda xs: min((indent_of(l) for l in xs if l.strip()), default=None)
     a, b = ind(lines), ind(like)
     return _shift(lines, b - a) if a is not None and b is not None else list(lines)
@@ -750,7 +828,8 @@ def statement_merge(base: str, omni: str, npu: str) -> list[Hunk]:
 
 # %% ../../nbs/port/merge.ipynb #7bfe1b88
 def merge_hunks(base: str, omni: str, npu: str, history: tuple[str, ...] | list[str] = ()) -> list[Hunk]:
-    "Three-way merge (merge3) of the GPU base, the omni GPU method and the NPU base (older GPU bases: `history`), as hunks."
+    ("Three-way merge (merge3) of the GPU base, the omni GPU method and the NPU base (older GPU bases: `history`), as "
+     "hunks.")
     base = adopt_layout(base, npu)      # layout-only differences are no change: base takes the NPU layout,
     omni = adopt_layout(omni, base)     # then the omni method takes the base's where only layout differs
     B, A, N = lines_of(base), lines_of(omni), lines_of(npu)
@@ -762,9 +841,18 @@ def merge_hunks(base: str, omni: str, npu: str, history: tuple[str, ...] | list[
         a, b, z = A[ia:amatch], N[ib:bmatch], B[iz:zmatch]
         if a or b:
             nxt = (A[amatch:aend], N[bmatch:bend])
-            if a == b: hunks.append(Hunk("same", [l.text for l in b], npu=[l.text for l in b]))
-            elif a == z: hunks.append(Hunk("npu", [l.text for l in b], npu=[l.text for l in b], base=[l.text for l in z],
-                                           other=[l.text for l in z]))
+            if a == b:
+                hunks.append(Hunk("same", [l.text for l in b], npu=[l.text for l in b]))
+            elif a == z:
+                hunks.append(
+                    Hunk(
+                        "npu",
+                        [l.text for l in b],
+                        npu=[l.text for l in b],
+                        base=[l.text for l in z],
+                        other=[l.text for l in z],
+                    )
+                )
             else:
                 d = region_shift(prev, nxt, a)
                 shift = lambda xs, d=d: _shift(xs, d)
@@ -838,14 +926,22 @@ def render(hunks: list[Hunk], labels=("NPU base", "omni GPU (translated)"), fenc
     prefer = prefer_of(prefer).value   # an unlisted policy is refused, never taken for another
     rows, diags, depth, seen = [], [], 0, 0
     for h in hunks:
-        depth, seen = _depth([l for l, _ in rows[seen:]], depth), len(rows)   # brackets open where the hunk starts
-        if h.note: diags.append(port_diagnostic(h.code, h.note, len(rows) + 1, "warning" if h.code == "ONP4010" else "info"))
+        depth, seen = _depth([l for l, _ in rows[seen:]], depth), len(rows)  # brackets open where the hunk starts
+        if h.note:
+            diags.append(port_diagnostic(h.code, h.note, len(rows) + 1, "warning" if h.code == "ONP4010" else "info"))
         if h.kind in ("unchanged", "same", "npu"): rows += [(l, "npu") for l in h.lines]
         elif h.kind == "omni": rows += _fenced(h.lines, fence, depth > 0)
         elif h.kind == "omni-delete":
             ind = next((indent_of(l) for l in h.base if l.strip()), 0)
-            rows.append((" " * ind + f"{INLINE_MARK}: the omni GPU method removes {len(h.base)} line(s) of the base here", "port"))
-            diags.append(port_diagnostic("ONP4002", f"{code_info('ONP4002').title}: {h.base[0].strip()!r}…", len(rows), "info"))
+            rows.append(
+                (
+                    " " * ind + f"{INLINE_MARK}: the omni GPU method removes {len(h.base)} line(s) of the base here",
+                    "port",
+                )
+            )
+            diags.append(
+                port_diagnostic("ONP4002", f"{code_info('ONP4002').title}: {h.base[0].strip()!r}…", len(rows), "info")
+            )
         elif h.kind == "conflict":
             ind = " " * min([indent_of(l) for l in h.npu + h.omni if l.strip()] or [0])
             if prefer in ("npu", "omni"):
@@ -854,11 +950,19 @@ def render(hunks: list[Hunk], labels=("NPU base", "omni GPU (translated)"), fenc
                 note = (f"conflict resolved by --prefer {prefer}: kept {len(keep)} line(s) of the "
                         f"{'NPU base' if prefer == 'npu' else 'omni GPU method'}, dropped {len(drop)} of the {other}")
                 rows.append((f"{ind}# ONP4008: {note}", "port"))
-                diags.append(port_diagnostic("ONP4008", note + (f": {drop[0].strip()!r}…" if drop else ""), len(rows), "warning"))
+                diags.append(
+                    port_diagnostic("ONP4008", note + (f": {drop[0].strip()!r}…" if drop else ""), len(rows), "warning")
+                )
                 rows += [(l, "npu") for l in keep] if prefer == "npu" else _fenced(keep, fence, depth > 0)
                 continue
-            diags.append(port_diagnostic("ONP4001", f"{code_info('ONP4001').title}; keep one side, then delete the markers",
-                                    len(rows) + 1, "error"))
+            diags.append(
+                port_diagnostic(
+                    "ONP4001",
+                    f"{code_info('ONP4001').title}; keep one side, then delete the markers",
+                    len(rows) + 1,
+                    "error",
+                )
+            )
             # comment: NPU side live, omni side as comments (the code still parses); else git markers at column 0
             commented = prefer == "comment"
             rows += Conflict.of(h.npu, h.omni, commented, ind if commented else "", labels).rows()
@@ -867,11 +971,13 @@ def render(hunks: list[Hunk], labels=("NPU base", "omni GPU (translated)"), fenc
 
 # %% ../../nbs/port/merge.ipynb #eabc3ea6
 def uncomment_conflicts(code: str) -> str:
-    "The `prefer=\"comment\"` form of each conflict as git-style markers, its commented omni side uncommented (other code unchanged)."
+    ('The `prefer="comment"` form of each conflict as git-style markers, its commented omni side uncommented (other '
+     'code unchanged).')
     if not any(c.commented for c in conflicts_in(code)): return code
     out = resolve(code, uncomment=True)   # the conflicts read and rendered by port/conflicts
     return out if code.endswith("\n") else out[:-1]
 
 def keep_side(code: str, side: int = 0) -> str:
-    "The code with each conflict (markers, or the comment form) resolved to one side (0: the NPU base's; 1: the omni method's)."
+    ("The code with each conflict (markers, or the comment form) resolved to one side (0: the NPU base's; 1: the omni "
+     "method's).")
     return resolve(code, side)

@@ -10,20 +10,31 @@ import re
 import textwrap
 from dataclasses import dataclass, field
 
+from omni_npu_port.port.supercalls import (
+    extends_by_super,
+    inlinable_call,
+    param_names,
+    port_super_call,
+    port_super_inline,
+    rebind_supers,
+    super_calls,
+    super_kept,
+    super_target,
+    walk_no_nested,
+)
+
 from ..core.diagnostics import Code, Diagnostic, code_info, register
 from ..core.io import gc_paused
 from ..translate.engine import RuleSet
-from .locate import Located, PortError, class_mro, own_methods, port_diagnostic, python_lines
-from .translation import pairing_check, rules_for, target_check, target_of, translate_methods
-from .merge import INLINE_MARK, Prefer, merge_hunks, prefer_of, render
-from .delta import delta_fallback, wraps_by_super
-from .wraps import port_npu_wraps
-from .supercalls import extends_by_super, inlinable_call, port_super_call, port_super_inline
-from .supercalls import param_names, rebind_supers, super_calls, super_kept, super_target, walk_no_nested
-from .formatting import format_code, format_options, ruff_bin, ruff_warnings
-from .overrides import omni_definitions, override_calls, override_calls_in_base
 from .dataflow import place_by_dataflow
+from .delta import delta_fallback, wraps_by_super
+from .formatting import format_code, format_options, ruff_bin, ruff_warnings
+from .locate import Located, PortError, class_mro, own_methods, port_diagnostic, python_lines
+from .merge import INLINE_MARK, Prefer, merge_hunks, prefer_of, render
+from .overrides import omni_definitions, override_calls, override_calls_in_base
 from .parsed import parsed
+from .translation import pairing_check, rules_for, target_check, target_of, translate_methods
+from .wraps import port_npu_wraps
 
 # %% auto #0
 __all__ = ['STRATEGIES', 'ENTRY_DEFAULTS', 'DEFAULT_PREFER', 'PortResult', 'parse_check', 'kept_omni_diagnostics',
@@ -32,8 +43,16 @@ __all__ = ['STRATEGIES', 'ENTRY_DEFAULTS', 'DEFAULT_PREFER', 'PortResult', 'pars
 
 # %% ../../nbs/port/port.ipynb #c7910ad8
 register(
-    Code("ONP4006", "does-not-parse", "the ported method does not compile (unresolved conflict markers, a fence inside a string, a repeated keyword argument)",
-         "error", "fix the line the message names", "port/port.ipynb", "port"),
+    Code(
+        "ONP4006",
+        "does-not-parse",
+        "the ported method does not compile (unresolved conflict markers, a fence inside a string, a repeated keyword "
+        "argument)",
+        "error",
+        "fix the line the message names",
+        "port/port.ipynb",
+        "port",
+    ),
 )
 
 # %% ../../nbs/port/port.ipynb #abaca449
@@ -42,19 +61,33 @@ class PortResult:
     "A ported method (or module) with its diagnostics and how it was made."
     code: str
     diagnostics: list[Diagnostic]
-    style: str                       # merge, delta, super-call, super-inline, super-kept, npu-wraps, npu-wraps-inline, omni-only
+    style: str  # merge, delta, super-call, super-inline, super-kept, npu-wraps, npu-wraps-inline, omni-only
     name: str = ""
     stats: dict = field(default_factory=dict)
 
     @property
     def conflicts(self) -> int: return sum(d.code == "ONP4001" for d in self.diagnostics)
-    def _repr_html_(self): from omni_npu_port.core.display import html_for; return html_for(self)   # Jupyter: docs.render draws it
+
+    def _repr_html_(self):
+        from omni_npu_port.core.display import html_for
+
+        return html_for(self)  # Jupyter: docs.render draws it
+
 
 def parse_check(code: str, name: str) -> list[Diagnostic]:
-    "ONP4006 (error) when the ported code does not compile (`compile()`: `f(a=1, a=2)` parses but does not); [] when it does."
+    ("ONP4006 (error) when the ported code does not compile (`compile()`: `f(a=1, a=2)` parses but does not); [] when "
+     "it does.")
     try: compile(textwrap.dedent(code), "<port>", "exec", dont_inherit=True)
     except (SyntaxError, ValueError) as e:
-        return [port_diagnostic("ONP4006", f"{code_info('ONP4006').title}: {getattr(e, 'msg', str(e))}", getattr(e, "lineno", None), "error", where=name)]
+        return [
+            port_diagnostic(
+                "ONP4006",
+                f"{code_info('ONP4006').title}: {getattr(e, 'msg', str(e))}",
+                getattr(e, "lineno", None),
+                "error",
+                where=name,
+            )
+        ]
     return []
 
 def kept_omni_diagnostics(tdiags: list[Diagnostic], omni_lines: list[str], out_lines: list[str], origins: list[str],
@@ -82,9 +115,15 @@ def _super_spans(code: str) -> set:
 
 # %% ../../nbs/port/port.ipynb #857dcf2b
 register(
-    Code("ONP4026", "parameter-kept-once", "both sides add a parameter of the same name: the signature keeps one", "warning",
-         "check the declaration it keeps (the message names both): the omni body's uses decide its default",
-         "port/port.ipynb", "port"),
+    Code(
+        "ONP4026",
+        "parameter-kept-once",
+        "both sides add a parameter of the same name: the signature keeps one",
+        "warning",
+        "check the declaration it keeps (the message names both): the omni body's uses decide its default",
+        "port/port.ipynb",
+        "port",
+    ),
 )
 _PARAM = re.compile(r"^(\s*)(\*{0,2}[A-Za-z_]\w*)\b(.*?),?\s*(#.*)?$")
 
@@ -96,9 +135,12 @@ def _signature_end(lines: list[str], start: int) -> int | None:
     return None
 
 def one_declaration_per_parameter(code: str, name: str) -> tuple[str, list[Diagnostic]]:
-    "A merged `def name(...)` whose parameters stand one per line, a name declared twice: one declaration, at the first place, with the omni text."
+    ("A merged `def name(...)` whose parameters stand one per line, a name declared twice: one declaration, at the "
+     "first place, with the omni text.")
     lines = code.split("\n")
-    start = next((i for i, l in enumerate(lines) if re.match(rf"\s*(async\s+)?def\s+{re.escape(name)}\s*\(\s*$", l)), None)
+    start = next(
+        (i for i, l in enumerate(lines) if re.match(rf"\s*(async\s+)?def\s+{re.escape(name)}\s*\(\s*$", l)), None
+    )
     end = _signature_end(lines, start) if start is not None else None
     if end is None: return code, []
     seen, drop, diags = {}, [], []
@@ -119,9 +161,16 @@ def one_declaration_per_parameter(code: str, name: str) -> tuple[str, list[Diagn
 
 # %% ../../nbs/port/port.ipynb #1a11fce3
 register(
-    Code("ONP4025", "undefined-name", "a name the ported module reads is bound nowhere in it", "warning",
-         "bind it (take the assignment from the conflict side that has it) or import it; the message names the first read",
-         "port/port.ipynb", "port"),
+    Code(
+        "ONP4025",
+        "undefined-name",
+        "a name the ported module reads is bound nowhere in it",
+        "warning",
+        "bind it (take the assignment from the conflict side that has it) or import it; the message names the first "
+        "read",
+        "port/port.ipynb",
+        "port",
+    ),
 )
 
 def _functions(t):
@@ -132,7 +181,8 @@ def _functions(t):
 
 def undefined_names(code: str, where: str) -> list[Diagnostic]:
     "ONP4025 for each name a function of `code` reads as a global that the module does not bind and builtins lack."
-    import builtins, symtable
+    import builtins
+    import symtable
     try: top, tree = symtable.symtable(code, "<port>", "exec"), parsed(code)
     except SyntaxError: return []
     known = {s.get_name() for s in top.get_symbols() if s.is_assigned() or s.is_imported() or s.is_namespace()}
@@ -141,8 +191,12 @@ def undefined_names(code: str, where: str) -> list[Diagnostic]:
                       if s.is_referenced() and s.is_global() and s.get_name() not in known})
     first = {}
     for n in ast.walk(tree):
-        if isinstance(n, ast.Name) and n.id in missing and isinstance(n.ctx, ast.Load): first[n.id] = min(first.get(n.id, n.lineno), n.lineno)
-    return [port_diagnostic("ONP4025", f"{code_info('ONP4025').title}: `{m}`", first.get(m), "warning", where=where) for m in missing]
+        if isinstance(n, ast.Name) and n.id in missing and isinstance(n.ctx, ast.Load):
+            first[n.id] = min(first.get(n.id, n.lineno), n.lineno)
+    return [
+        port_diagnostic("ONP4025", f"{code_info('ONP4025').title}: `{m}`", first.get(m), "warning", where=where)
+        for m in missing
+    ]
 
 
 # %% ../../nbs/port/port.ipynb #f4a3e614
@@ -225,7 +279,8 @@ register_strategy(
 # %% ../../nbs/port/port.ipynb #548fc567
 @dataclass(frozen=True)
 class PortOptions:
-    "How a port is made: conflict policy (checked here), target, super() style, fences, formatting (ruff) and its line length."
+    ("How a port is made: conflict policy (checked here), target, super() style, fences, formatting (ruff) and its "
+     "line length.")
     prefer: Prefer | str = Prefer.MARKERS
     target: str | RuleSet | None = None
     super_style: str = "auto"
@@ -240,18 +295,23 @@ ENTRY_DEFAULTS = {"method": PortOptions(), "class": PortOptions(), "update": Por
 DEFAULT_PREFER = {entry: o.prefer for entry, o in ENTRY_DEFAULTS.items()}
 
 def port_options(options: PortOptions | None, entry: str, **given) -> PortOptions:
-    "The options of one call to `entry`: `options`, else its keywords (`given`); both at once (a keyword off its default): a PortError."
+    ("The options of one call to `entry`: `options`, else its keywords (`given`); both at once (a keyword off its "
+     "default): a PortError.")
     kw = PortOptions(**given)
     if options is None: return kw
-    if not isinstance(options, PortOptions): raise PortError(f"options={options!r}: give a PortOptions, or the keywords")
+    if not isinstance(options, PortOptions):
+        raise PortError(f"options={options!r}: give a PortOptions, or the keywords")
     if kw != ENTRY_DEFAULTS[entry]:
         raise PortError("give a port's settings either as options=PortOptions(...) or as keywords, not both")
     return options
 
 # %% ../../nbs/port/port.ipynb #818f6a89
 def _npu_side(gpu_base: Located, npu_base: Located, name: str) -> tuple[Located, bool, list]:
-    "The NPU base method to merge onto: its own, one inherited from the GPU side (translated), or the GPU base's where no source holds it."
-    if npu_base.method_node is None:    # the NPU class's MRO reaches no source that defines it: the GPU base stands for it
+    ("The NPU base method to merge onto: its own, one inherited from the GPU side (translated), or the GPU base's "
+     "where no source holds it.")
+    if (
+        npu_base.method_node is None
+    ):  # the NPU class's MRO reaches no source that defines it: the GPU base stands for it
         lost = [c.name for c in class_mro(npu_base) if c.node is None]
         msg = (f"{code_info('ONP4022').title}: {npu_base.cls_node.name} has no {name} in the sources given"
                + (f" (bases no source holds: {', '.join(lost)}; give their source with --source)" if lost else "")
@@ -264,15 +324,20 @@ def _npu_side(gpu_base: Located, npu_base: Located, name: str) -> tuple[Located,
     return npu_base, True, [port_diagnostic("ONP4022", msg, None, "info")]
 
 def _landing(landing: list, gpu_omni: Located, npu_base: Located, name: str):
-    "What super().name reaches in the class the port lands in (its MRO), from the omni class the method comes from, and what it should (the omni GPU side is what the NPU MRO lacks)."
+    ("What super().name reaches in the class the port lands in (its MRO), from the omni class the method comes from, "
+     "and what it should (the omni GPU side is what the NPU MRO lacks).")
     gpu_side = {c.name for c in class_mro(gpu_omni)} - {c.name for c in class_mro(npu_base)}
     first = next((c for c in landing[1:] if c.node is not None and name in own_methods(c.node)), None)
     npu_first = first is not None and first.name not in gpu_side   # NPU-first order (port/mro): super() reaches it
     return super_target(landing, name, gpu_side, None if npu_first else gpu_omni.owner)
 
 # %% ../../nbs/port/port.ipynb #bb8825d7
-def _port_by_super(omni_t: str, npu: str, base_t: str, npu_cls: str, super_style: str = "auto") -> tuple[list, list, str, list]:
-    "An omni method that extends its base by super(), onto the NPU method: (lines, diagnostics, style, origins); inlined into the NPU body where `super_style` is \"inline\", or \"auto\" and the call inlines, else an explicit call to `npu_cls`'s method."
+def _port_by_super(
+    omni_t: str, npu: str, base_t: str, npu_cls: str, super_style: str = "auto"
+) -> tuple[list, list, str, list]:
+    ('An omni method that extends its base by super(), onto the NPU method: (lines, diagnostics, style, origins); '
+     'inlined into the NPU body where `super_style` is "inline", or "auto" and the call inlines, else an explicit call '
+     'to `npu_cls`\'s method.')
     if super_style in ("auto", "inline"):
         ofn, nfn = ast.parse(omni_t).body[0], ast.parse(npu).body[0]
         if super_style == "inline" or inlinable_call(ofn, nfn) is not None:
@@ -284,12 +349,16 @@ def _port_by_super(omni_t: str, npu: str, base_t: str, npu_cls: str, super_style
 
 def _override_diagnostics(lines: list, origins: list, style: str, npu: str, npu_cls: str, name: str,
                           gpu_omni: Located, gpu_base: Located) -> list[Diagnostic]:
-    "ONP4015 for the omni overrides a ported method's calls reach (with an explicit base call: the NPU method's own self-calls)."
+    ("ONP4015 for the omni overrides a ported method's calls reach (with an explicit base call: the NPU method's own "
+     "self-calls).")
     defs, omni_cls = omni_definitions(gpu_omni, gpu_base), gpu_omni.cls_node.name
     omni_defs, owners = {n: fn for n, (_, fn) in defs.items()}, {n: o for n, (o, _) in defs.items()}
     if style == "super-call":   # the explicit base call runs the NPU method, whose own self-calls reach omni overrides
         at = next((i for i, l in enumerate(lines, 1) if f"{npu_cls}.{name}(self" in l), None)
-        return [port_diagnostic("ONP4015", n, at) for n in override_calls_in_base(npu, omni_defs, omni_cls, name, owners=owners)]
+        return [
+            port_diagnostic("ONP4015", n, at)
+            for n in override_calls_in_base(npu, omni_defs, omni_cls, name, owners=owners)
+        ]
     return override_calls(lines, origins, omni_defs, omni_cls, name, owners)
 
 # %% ../../nbs/port/port.ipynb #6fc63360
@@ -325,16 +394,19 @@ def port_method(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_s
         style, origins, skip = "super-call", ["omni"] * len(lines), _super_spans(omni_t)
     elif extends_by_super(omni_t):
         skip = _super_spans(omni_t)
-        if reach is not None and reach.wanted: npu_cls = reach.wanted       # the NPU side's nearest definer, never past it
+        if reach is not None and reach.wanted:
+            npu_cls = reach.wanted  # the NPU side's nearest definer, never past it
         lines, d2, style, origins = _port_by_super(omni_t, npu, base_t, npu_cls, super_style if npu_cls == npu_base.cls_node.name else "call")
     else:
         older = [t for t, _ in translate_methods([(h.method_source, h.context_text) for h in history if h], rules)]
         hunks = merge_hunks(base_t, omni_t, npu, older)
         wraps = not inherited and any(h.kind == "conflict" for h in hunks) and wraps_by_super(npu, omni_t)
-        hunks, dd, counts = ([], [], {}) if wraps else delta_fallback(hunks, base_t, omni_t, npu, name, older)   # far drift: omni's hunks at their anchors
+        hunks, dd, counts = (
+            ([], [], {}) if wraps else delta_fallback(hunks, base_t, omni_t, npu, name, older)
+        )  # far drift: omni's hunks at their anchors
         diags = diags + dd   # the delta's hunk reports, or why the line merge stands (ONP4414)
         if counts: style = "delta"
-    if wraps:   # the NPU base wraps the GPU base's method through super(): omni's body inlined there, else a call to omni's method
+    if wraps:  # the NPU base wraps the GPU base's method through super(): omni's body inlined there, else a call to omni's method
         lines, origins, d2, style = port_npu_wraps(npu, omni_t, gpu_omni.cls_node.name, name)
     elif style in ("merge", "delta"):
         lines, d2 = render(hunks, (f"NPU base: {npu_base.label()}", f"omni GPU: {gpu_omni.label()} (translated)"),
@@ -351,7 +423,9 @@ def port_method(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_s
     return finish_port("\n".join(lines) + "\n", diags, style, name, gpu_omni, prefer, format, line_length)
 
 # %% ../../nbs/port/port.ipynb #26d40801
-def finish_port(code: str, diags: list, style: str, name: str, gpu_omni: Located, prefer: str, format, line_length) -> PortResult:
+def finish_port(
+    code: str, diags: list, style: str, name: str, gpu_omni: Located, prefer: str, format, line_length
+) -> PortResult:
     "A ported method's result: parse-checked (unless conflict markers explain themselves), placed, formatted if asked."
     strategy(style)   # a style no strategy registers: an error, before any work
     code, kept_once = one_declaration_per_parameter(code, name)   # a parameter both sides add is one parameter

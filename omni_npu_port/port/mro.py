@@ -10,8 +10,8 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from ..core.diagnostics import Code, Diagnostic, code_info, register
-from .locate import Located, MroClass, class_mro, own_methods, port_diagnostic
 from ..sources.symbols import c3_merge
+from .locate import Located, MroClass, class_mro, own_methods, port_diagnostic
 
 # %% auto #0
 __all__ = ['ORDER_BLOCKS', 'gpu_classes', 'resolves_to', 'shadowed_methods', 'gpu_ahead', 'linearize', 'BaseOrder', 'base_order',
@@ -153,7 +153,13 @@ def _self_sets(fn) -> set[str]:
     "The attributes a method assigns on `self` (plain, annotated, augmented, in a tuple)."
     out = set()
     for n in ast.walk(fn):
-        ts = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(n, (ast.AnnAssign, ast.AugAssign)) else []
+        ts = (
+            n.targets
+            if isinstance(n, ast.Assign)
+            else [n.target]
+            if isinstance(n, (ast.AnnAssign, ast.AugAssign))
+            else []
+        )
         out |= {e.attr for t in ts for e in ast.walk(t) if isinstance(e, ast.Attribute) and isinstance(e.ctx, ast.Store)
                 and isinstance(e.value, ast.Name) and e.value.id == "self"}
     return out
@@ -166,7 +172,8 @@ def state_set(fn, order: list[MroClass], done: set | None = None) -> set[str]:
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name) \
                 and n.func.value.id == "self" and n.func.attr not in done:
             done.add(n.func.attr)
-            if (h := resolves_to(order, n.func.attr)) is not None: out |= state_set(own_methods(h.node)[n.func.attr], order, done)
+            if (h := resolves_to(order, n.func.attr)) is not None:
+                out |= state_set(own_methods(h.node)[n.func.attr], order, done)
     return out
 
 def _init_calls(fn, names: list[str]) -> list[tuple[str, str | None]]:
@@ -209,7 +216,8 @@ def init_chain(order: list[MroClass]) -> InitChain:
 
 def init_diagnostics(bo: BaseOrder, cname: str, gpu_omni: Located, gpu_base: Located | None, code: str = "",
                      where: str | None = None) -> list[Diagnostic]:
-    "ONP4480, ONP4481, ONP4482 for an NPU-first class (`code`: the written module, whose class `cname` starts the chain)."
+    ("ONP4480, ONP4481, ONP4482 for an NPU-first class (`code`: the written module, whose class `cname` starts the "
+     "chain).")
     if not bo.npu_first: return []
     try: own = next((n for n in ast.parse(code).body if isinstance(n, ast.ClassDef) and n.name == cname), None)
     except SyntaxError: own = None
@@ -223,7 +231,9 @@ def init_diagnostics(bo: BaseOrder, cname: str, gpu_omni: Located, gpu_base: Loc
         if c.node is None or c.name in gpu or c.name in ch.ran or "__init__" not in own_methods(c.node): continue
         missing = sorted(state_set(own_methods(c.node)["__init__"], omni_mro) - ch.sets)
         if missing:
-            said = ", ".join(f"self.{a}" for a in missing[:8]) + (f" and {len(missing) - 8} more" if len(missing) > 8 else "")
+            said = ", ".join(f"self.{a}" for a in missing[:8]) + (
+                f" and {len(missing) - 8} more" if len(missing) > 8 else ""
+            )
             out.append(port_diagnostic("ONP4480", f"{code_info('ONP4480').title}: {c.name}.__init__ never runs in "
                                                   f"{cname}'s chain ({path}); never set: {said}", where=w))
     return out + [port_diagnostic("ONP4481", f"{code_info('ONP4481').title}: {n}.__init__ in {cname}'s chain ({path})",

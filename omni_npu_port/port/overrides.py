@@ -21,14 +21,22 @@ __all__ = ['omni_definitions', 'override_calls', 'refit_overrides', 'override_ca
 
 # %% ../../nbs/port/overrides.ipynb #9b82ccab
 register(
-    Code("ONP4015", "reaches-omni-override", "the NPU base calls a method the omni class overrides: in the port that call runs "
-         "the omni method", "warning", "read the omni method the call now reaches; if it does not do what vllm-ascend's does, "
-         "call `NPUModelRunner.m(self, ...)` there or port the override", "port/overrides.ipynb", "port"),
+    Code(
+        "ONP4015",
+        "reaches-omni-override",
+        "the NPU base calls a method the omni class overrides: in the port that call runs the omni method",
+        "warning",
+        "read the omni method the call now reaches; if it does not do what vllm-ascend's does, "
+        "call `NPUModelRunner.m(self, ...)` there or port the override",
+        "port/overrides.ipynb",
+        "port",
+    ),
 )
 
 # %% ../../nbs/port/overrides.ipynb #83b8834e
 def _located_bases(c: Located) -> list[Located]:
-    "The bases of a class found in the same source, read, never imported: the same module, another module of its tree (imports and re-exports followed), or for a lone file a sibling file it imports from."
+    ("The bases of a class found in the same source, read, never imported: the same module, another module of its tree "
+     "(imports and re-exports followed), or for a lone file a sibling file it imports from.")
     out = []
     for x in c.cls_node.bases:
         dotted = ast.unparse(x.value if isinstance(x, ast.Subscript) else x)   # Generic[T] -> Generic
@@ -39,7 +47,9 @@ def _located_bases(c: Located) -> list[Located]:
                                    sym.node, tree=c.tree))
             continue
         mod = ast.parse(c.module_text)
-        if dotted in (top := top_classes(mod)): out.append(Located(c.origin, None, None, c.module, c.module_text, top[dotted])); continue
+        if dotted in (top := top_classes(mod)):
+            out.append(Located(c.origin, None, None, c.module, c.module_text, top[dotted]))
+            continue
         for st in top_level(mod.body):        # `from sibling import Base` next to a lone file
             b = binds(st, dotted)
             if b and b[0] == "from" and b[3] <= 1 and b[1] and "." not in b[1]:
@@ -50,7 +60,8 @@ def _located_bases(c: Located) -> list[Located]:
     return out
 
 def omni_definitions(gpu_omni: Located, gpu_base: Located | None = None) -> dict[str, tuple[str, ast.FunctionDef]]:
-    "The methods the omni class defines, itself or through its bases found in the same source (never the GPU base's): name → (defining class, def)."
+    ("The methods the omni class defines, itself or through its bases found in the same source (never the GPU base's): "
+     "name → (defining class, def).")
     stop = {gpu_base.cls_node.name, gpu_base.owner} if gpu_base is not None else set()
     todo, seen, out = [gpu_omni], set(), {}
     while todo:                     # breadth first, so a class's own method wins over its bases' (as in the MRO)
@@ -97,33 +108,58 @@ def _call_at(code_lines: list[str], line: int, name: str) -> ast.Call | None:
     for end in range(line, min(line + 40, len(code_lines)) + 1):
         try: tree = ast.parse(textwrap.dedent("\n".join(code_lines[line - 1: end])))
         except SyntaxError: continue
-        return next((n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
-                     and n.func.attr == name and isinstance(n.func.value, ast.Name) and n.func.value.id == "self"), None)
+        return next(
+            (
+                n
+                for n in ast.walk(tree)
+                if isinstance(n, ast.Call)
+                and isinstance(n.func, ast.Attribute)
+                and n.func.attr == name
+                and isinstance(n.func.value, ast.Name)
+                and n.func.value.id == "self"
+            ),
+            None,
+        )
     return None
 
 def _override_note(name: str, owner: str, fits: bool | None, ported: bool = False) -> str:
     "The ONP4015 message for a call of `self.<name>(...)` that now runs `owner`'s method (the class that defines it)."
-    how = {True: "its arguments fit that method's parameters", False: "its arguments do NOT fit that method's parameters",
-           None: "check that its arguments fit that method's parameters"}[fits]
+    how = {
+        True: "its arguments fit that method's parameters",
+        False: "its arguments do NOT fit that method's parameters",
+        None: "check that its arguments fit that method's parameters",
+    }[fits]
     what = f"{owner}.{name} (ported or translated in this module)" if ported else f"{owner}.{name}"
     return f"{code_info('ONP4015').title}: self.{name}(...) now runs {what}, not vllm-ascend's; {how}"
 
 # %% ../../nbs/port/overrides.ipynb #6d74b811
 def override_calls(lines: list[str], origins: list[str], omni: dict[str, ast.FunctionDef], omni_cls: str,
                    this: str, owners: dict[str, str] | None = None) -> list[Diagnostic]:
-    "ONP4015 at every NPU line of a port that calls `self.m(...)` where the omni class overrides `m` (`owners`: m → the class defining it, default `omni_cls`)."
+    ("ONP4015 at every NPU line of a port that calls `self.m(...)` where the omni class overrides `m` (`owners`: m → "
+     "the class defining it, default `omni_cls`).")
     out = []
     for i, (l, o) in enumerate(zip(lines, origins), 1):
         if o != "npu": continue
         for name in dict.fromkeys(_self_calls(l)):
             if name in omni and name != this:
                 owner = (owners or {}).get(name, omni_cls)
-                out.append(port_diagnostic("ONP4015", _override_note(name, owner, _fits(_call_at(lines, i, name), omni[name])), i))
+                out.append(
+                    port_diagnostic(
+                        "ONP4015", _override_note(name, owner, _fits(_call_at(lines, i, name), omni[name])), i
+                    )
+                )
     return out
 
-def refit_overrides(diags: list[Diagnostic], bodies: dict[str, str], npu_srcs: dict[str, str],
-                     omni: dict[str, ast.FunctionDef], cname: str, owners: dict[str, str] | None = None) -> list[Diagnostic]:
-    "Class mode: ONP4015 judged against the methods the ported class really has (ported or translated), not the omni GPU ones."
+def refit_overrides(
+    diags: list[Diagnostic],
+    bodies: dict[str, str],
+    npu_srcs: dict[str, str],
+    omni: dict[str, ast.FunctionDef],
+    cname: str,
+    owners: dict[str, str] | None = None,
+) -> list[Diagnostic]:
+    ("Class mode: ONP4015 judged against the methods the ported class really has (ported or translated), not the omni "
+     "GPU ones.")
     final = dict(omni)
     for n, b in bodies.items():
         try: final[n] = ast.parse(textwrap.dedent(b)).body[0]
@@ -145,7 +181,8 @@ def refit_overrides(diags: list[Diagnostic], bodies: dict[str, str], npu_srcs: d
 
 def override_calls_in_base(npu_src: str, omni: dict[str, ast.FunctionDef], omni_cls: str, this: str,
                            ported: set = frozenset(), owners: dict[str, str] | None = None) -> list[str]:
-    "The notes for the `self.m(...)` calls inside an NPU base method that the omni class overrides (an explicit base call runs them)."
+    ("The notes for the `self.m(...)` calls inside an NPU base method that the omni class overrides (an explicit base "
+     "call runs them).")
     fn = ast.parse(npu_src).body[0]
     notes = {}
     for n in walk_no_nested(fn):

@@ -10,6 +10,7 @@ import functools
 import weakref
 from collections import OrderedDict
 
+
 class ParseCache:
     "Module trees by their text, the least recently asked dropped past `budget` characters of text held."
     def __init__(self, budget: int = 1_000_000):
@@ -46,7 +47,8 @@ __all__ = ['PARSED', 'ParseCache', 'parsed', 'per_tree']
 
 # %% ../../nbs/port/parsed.ipynb #8b2f4e19
 def per_tree(f):
-    "`f(tree, *args)` once per tree and arguments while the tree lives (a weak-keyed memo; the value is shared: read-only)."
+    ("`f(tree, *args)` once per tree and arguments while the tree lives (a weak-keyed memo; the value is shared: "
+     "read-only).")
     memo: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
     @functools.wraps(f)
     def once(tree, *args):

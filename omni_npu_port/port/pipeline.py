@@ -6,15 +6,15 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from ..core.diagnostics import REGISTRY, code_info
 from .calls import CALL_BLOCKS, bind_runner_calls
 from .classes import port_class, ported_class_name
 from .context import PortContext
 from .derived_check import DerivedCheck, check_ports
-from .judge import JudgeRun, Judgement, judge_release, release_judge_lines
+from .judge import Judgement, JudgeRun, judge_release, release_judge_lines
 from .locate import Located, MethodSpec, PortError, locate, port_diagnostic
 from .method import PortOptions, PortResult
 from .mro import ORDER_BLOCKS, BaseOrder, base_order, init_diagnostics, order_diagnostics
@@ -142,7 +142,9 @@ def _init(cp: ClassPort, ctx: PortContext) -> None:
     "The `__init__` chain of an NPU-first class as written: what omni's GPU class sets that it never does."
     if cp.order is not None: cp.diagnostics += init_diagnostics(cp.order, cp.place.cls, cp.omni, ctx.gpu_base, cp.code)
 
-register_pass(ClassPass("init", "an NPU-first class's `__init__` chain: omni's GPU state set", ("port/mro.ipynb",), _init))
+register_pass(
+    ClassPass("init", "an NPU-first class's `__init__` chain: omni's GPU state set", ("port/mro.ipynb",), _init)
+)
 
 
 # %% ../../nbs/port/pipeline.ipynb #30d50b4f
@@ -192,7 +194,8 @@ def run_batch(ports: list[RunnerPort], ctx: PortContext) -> JudgeRun:
     "Run the batch passes (derived, the judge) over every class port of the port; the judge's run."
     run = JudgeRun(status="off", why="no batch pass")
     for p in PASSES:
-        if p.batch: run = p.run(ports, ctx) or run   # a pass that is no judge keeps its port-level findings in ctx.found
+        if p.batch:
+            run = p.run(ports, ctx) or run  # a pass that is no judge keeps its port-level findings in ctx.found
     return run
 
 # %% ../../nbs/port/pipeline.ipynb #3bad9a7e

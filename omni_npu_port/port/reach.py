@@ -17,29 +17,56 @@ __all__ = ['ENTRY_POINTS', 'worker_entry_points', 'reachable', 'Unreached', 'cal
 
 # %% ../../nbs/port/reach.ipynb #0d9a2dc6
 register(
-    Code("ONP4430", "unreachable-override", "an omni override that no path from the NPU worker's entry points reaches in the "
+    Code("ONP4430", "unreachable-override", "an omni override that no path from the NPU worker's entry points reaches "
+                                            "in the "
          "ported class (the NPU base does not call it where the GPU base does)", "warning",
-         "call the override from the NPU method the message names (ONP4431 does it where the call site aligns), or drop it",
+         "call the override from the NPU method the message names (ONP4431 does it where the call site aligns), or "
+         "drop it",
          "port/reach.ipynb", "port"),
-    Code("ONP4431", "hook-restored", "the NPU method that inlines an omni-overridden hook was ported too, its inlined call "
+    Code("ONP4431", "hook-restored", "the NPU method that inlines an omni-overridden hook was ported too, its inlined "
+                                     "call "
          "going through the hook again, so the override runs", "info",
          "check the restored call's arguments against the hook's parameters", "port/reach.ipynb", "port"),
 )
 
-ENTRY_POINTS = ("execute_model", "sample_tokens", "_dummy_run", "_dummy_sampler_run", "profile_run", "load_model",
-                "capture_model", "initialize_kv_cache", "get_kv_cache_spec", "take_draft_token_ids", "get_supported_tasks",
-                "update_config", "reload_weights", "add_lora", "remove_lora", "list_loras", "pin_lora")
+ENTRY_POINTS = (
+    "execute_model",
+    "sample_tokens",
+    "_dummy_run",
+    "_dummy_sampler_run",
+    "profile_run",
+    "load_model",
+    "capture_model",
+    "initialize_kv_cache",
+    "get_kv_cache_spec",
+    "take_draft_token_ids",
+    "get_supported_tasks",
+    "update_config",
+    "reload_weights",
+    "add_lora",
+    "remove_lora",
+    "list_loras",
+    "pin_lora",
+)
 
 def worker_entry_points(trees=(), packages=("vllm_ascend",)) -> tuple[str, ...]:
-    "The methods a worker calls on its model runner (`self.model_runner.x(...)`), read from the worker modules of `trees`; `ENTRY_POINTS` where none is found."
+    ("The methods a worker calls on its model runner (`self.model_runner.x(...)`), read from the worker modules of "
+     "`trees`; `ENTRY_POINTS` where none is found.")
     found = []
     for t in trees:
         if getattr(t, "package", None) not in packages: continue
         for mod in [m for m in t.modules() if ".worker" in m and m.rsplit(".", 1)[-1].startswith("worker")]:
             tree = t.module_ast(mod)
             if tree is None: continue
-            found += [n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Attribute)
-                      and n.value.attr == "model_runner" and isinstance(n.value.value, ast.Name) and n.value.value.id == "self"]
+            found += [
+                n.attr
+                for n in ast.walk(tree)
+                if isinstance(n, ast.Attribute)
+                and isinstance(n.value, ast.Attribute)
+                and n.value.attr == "model_runner"
+                and isinstance(n.value.value, ast.Name)
+                and n.value.value.id == "self"
+            ]
     return tuple(dict.fromkeys(found)) or ENTRY_POINTS
 
 # %% ../../nbs/port/reach.ipynb #4ad6e73d
@@ -47,7 +74,8 @@ _OWN: dict = {}   # id(class node) -> (node, its methods), and each method's cal
                   # (a scratch of one call, emptied when it ends, its nodes kept alive beside their ids: no cache)
 
 def _calls(fn: ast.FunctionDef, owner: str) -> list[tuple[str, str | None]]:
-    "What a method calls on its own object: (name, where the lookup starts) — `self.x` from the top of the MRO, `super().x` after `owner`, `Base.x(self, …)` at Base."
+    ("What a method calls on its own object: (name, where the lookup starts) — `self.x` from the top of the MRO, "
+     "`super().x` after `owner`, `Base.x(self, …)` at Base.")
     k = ("calls", id(fn), owner)
     if k not in _OWN: _OWN[k] = (fn, _calls_of(fn, owner))
     return _OWN[k][1]
@@ -58,8 +86,10 @@ def _calls_of(fn: ast.FunctionDef, owner: str) -> list[tuple[str, str | None]]:
     for n in ast.walk(fn):
         if not isinstance(n, ast.Attribute) or not isinstance(n.ctx, ast.Load): continue
         v = n.value
-        if isinstance(v, ast.Name) and v.id == me: out.append((n.attr, None))
-        elif isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id == "super": out.append((n.attr, f">{owner}"))
+        if isinstance(v, ast.Name) and v.id == me:
+            out.append((n.attr, None))
+        elif isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id == "super":
+            out.append((n.attr, f">{owner}"))
         elif isinstance(v, ast.Name) and v.id[:1].isupper(): out.append((n.attr, v.id))
     return out
 
@@ -69,7 +99,8 @@ def _own(node: ast.ClassDef) -> dict:
     return _OWN[id(node)][1]
 
 def _definer(mro: list[MroClass], name: str, start: str | None = None) -> MroClass | None:
-    "The class of `mro` whose method `name` a lookup starting at `start` finds (None: the top; `>C`: after C; `C`: at C)."
+    ("The class of `mro` whose method `name` a lookup starting at `start` finds (None: the top; `>C`: after C; `C`: at "
+     "C).")
     i = 0
     if start:
         names = [c.name for c in mro]
@@ -102,7 +133,8 @@ def reachable(mro: list[MroClass], entries) -> set[tuple[str, str]]:
 # %% ../../nbs/port/reach.ipynb #e69da2e7
 @dataclass
 class Unreached:
-    "An omni override no path reaches: who calls it on the GPU side, which NPU method stands for that caller, whether the call site aligns."
+    ("An omni override no path reaches: who calls it on the GPU side, which NPU method stands for that caller, whether "
+     "the call site aligns.")
     method: str
     owner: str                        # the omni class that defines it
     gpu_caller: str | None = None     # `GPUModelRunner.execute_model`
@@ -157,7 +189,8 @@ def restore_hook(text: str, fn: ast.FunctionDef, inlined: str, hook: ast.Functio
 
 # %% ../../nbs/port/reach.ipynb #8c372b1d
 def unreachable_overrides(mro: list[MroClass], entries, omni: set[str], gpu_mro: list[MroClass]) -> list[Unreached]:
-    "Every omni override (a method of an `omni` class that the GPU base defines too, the one the MRO runs) that no path from `entries` reaches."
+    ("Every omni override (a method of an `omni` class that the GPU base defines too, the one the MRO runs) that no "
+     "path from `entries` reaches.")
     seen, out = reachable(mro, entries), []
     gpu_defs = {n for g in gpu_mro if g.node is not None for n in _own(g.node)}
     for c in mro:
@@ -176,8 +209,11 @@ def unreachable_overrides(mro: list[MroClass], entries, omni: set[str], gpu_mro:
                     if nd is None or nd.name in omni and nd is not mro[0]: continue
                     u.gpu_caller, u.npu_caller = f"{g.name}.{n}", f"{nd.name}.{n}"
                     nf = _own(nd.node)[n]
-                    helpers = [(nd, nf)] + [(h, _own(h.node)[x.func.attr]) for x in _self_calls(nf)   # one call down too
-                                            if (h := _definer(mro, x.func.attr)) is not None and h.name not in omni]
+                    helpers = [(nd, nf)] + [
+                        (h, _own(h.node)[x.func.attr])
+                        for x in _self_calls(nf)  # one call down too
+                        if (h := _definer(mro, x.func.attr)) is not None and h.name not in omni
+                    ]
                     for hc, hf in helpers:
                         hit = next((x.func.attr for x in _self_calls(hf) if x.func.attr in inner), None)
                         if hit:
@@ -190,10 +226,12 @@ def unreachable_overrides(mro: list[MroClass], entries, omni: set[str], gpu_mro:
     return out
 
 # %% ../../nbs/port/reach.ipynb #9cb3a74d
-def _indent(text: str, n: int = 4) -> str: return "".join((" " * n + l if l.strip() else l) + "\n" for l in text.splitlines())
+def _indent(text: str, n: int = 4) -> str:
+    return "".join((" " * n + l if l.strip() else l) + "\n" for l in text.splitlines())
 
 def add_restored(code: str, cls: str, u: Unreached, imports=None) -> str | None:
-    "The ported module with `u.restored` in class `cls`: in place of the class's own method of that name, else appended to the class (its imports added by `imports(text)`); None where the result does not compile."
+    ("The ported module with `u.restored` in class `cls`: in place of the class's own method of that name, else "
+     "appended to the class (its imports added by `imports(text)`); None where the result does not compile.")
     if not u.restored: return None
     tree, lines = ast.parse(code), code.splitlines()
     node = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls), None)
@@ -209,7 +247,10 @@ def add_restored(code: str, cls: str, u: Unreached, imports=None) -> str | None:
     if imports is not None:
         extra = [i for i in imports(u.restored) if i not in code]
         if extra:
-            at = max((n.end_lineno for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom)) and n.col_offset == 0), default=0)
+            at = max(
+                (n.end_lineno for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom)) and n.col_offset == 0),
+                default=0,
+            )
             nl = new.split("\n"); nl[at:at] = extra; new = "\n".join(nl)
     try: compile(new, "<port>", "exec", dont_inherit=True)
     except (SyntaxError, ValueError): return None
@@ -217,7 +258,8 @@ def add_restored(code: str, cls: str, u: Unreached, imports=None) -> str | None:
 
 def reach_port(code: str, cls: str, module: str, mro: list[MroClass], entries, omni: set[str], gpu_mro: list[MroClass],
                imports=None) -> tuple[str, list[Diagnostic], list[dict]]:
-    "A ported module's reachability: ONP4430 per unreachable omni override, its NPU caller ported with the hook call restored where the call site aligns (ONP4431); the code, diagnostics and findings."
+    ("A ported module's reachability: ONP4430 per unreachable omni override, its NPU caller ported with the hook call "
+     "restored where the call site aligns (ONP4431); the code, diagnostics and findings.")
     try: node = next(n for n in ast.parse(code).body if isinstance(n, ast.ClassDef) and n.name == cls)
     except (SyntaxError, StopIteration): return code, [], []
     full = [MroClass(cls, node, module, code, "vllm_omni")] + list(mro[1:])
@@ -229,8 +271,16 @@ def reach_port(code: str, cls: str, module: str, mro: list[MroClass], entries, o
         new = add_restored(code, cls, u, imports)
         if new is not None:
             code = new
-            diags.append(port_diagnostic("ONP4431", f"{code_info('ONP4431').title}: {u.npu_caller} -> {cls}.{u.npu_caller.rsplit('.', 1)[-1]}, "
-                                         f"`{u.inlined}(...)` -> `self.{u.method}(...)`", None, "info", where=u.npu_caller.rsplit('.', 1)[-1]))
+            diags.append(
+                port_diagnostic(
+                    "ONP4431",
+                    f"{code_info('ONP4431').title}: {u.npu_caller} -> {cls}.{u.npu_caller.rsplit('.', 1)[-1]}, "
+                    f"`{u.inlined}(...)` -> `self.{u.method}(...)`",
+                    None,
+                    "info",
+                    where=u.npu_caller.rsplit(".", 1)[-1],
+                )
+            )
         found.append({"method": u.method, "owner": u.owner, "gpu_caller": u.gpu_caller, "npu_caller": u.npu_caller,
                       "inlined": u.inlined, "restored": new is not None, "finding": "ONP4430"})
     return code, diags, found
@@ -238,7 +288,8 @@ def reach_port(code: str, cls: str, module: str, mro: list[MroClass], entries, o
 # %% ../../nbs/port/reach.ipynb #ae7e91d5
 def reach_runner(code: str, place, omni, npu_base, gpu_base, parent=None,
                  entries: tuple | None = None) -> tuple[str, list[Diagnostic], list[dict]]:
-    "`reach_port` for one runner of a release port: the port's MRO as Python builds it (bases no NPU source holds taken from the GPU base's MRO), the NPU worker's entry points (`entries`: the port context's, found once)."
+    ("`reach_port` for one runner of a release port: the port's MRO as Python builds it (bases no NPU source holds "
+     "taken from the GPU base's MRO), the NPU worker's entry points (`entries`: the port context's, found once).")
     from omni_npu_port.port.classes import _imports_for, generated_mro
     from omni_npu_port.port.locate import class_mro
     gpu_mro = class_mro(gpu_base)
@@ -247,7 +298,9 @@ def reach_runner(code: str, place, omni, npu_base, gpu_base, parent=None,
            for c in generated_mro(place.cls, omni, npu_base, parent, gpu_base)]
     tree = getattr(npu_base, "tree", None)
     if entries is None: entries = worker_entry_points([tree] if tree is not None else [])
-    omni_cls = {c.name for c in mro if (c.package or "") == omni.package or (c.module or "").startswith(f"{omni.package}.")}
+    omni_cls = {
+        c.name for c in mro if (c.package or "") == omni.package or (c.module or "").startswith(f"{omni.package}.")
+    }
     srcs = [(npu_base.module, npu_base.module_text, npu_base.package)]
     return reach_port(code, place.cls, place.module, mro, entries, omni_cls, gpu_mro,
                       lambda text: _imports_for(text, srcs, set()))

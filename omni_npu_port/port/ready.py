@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 
 from ..core.diagnostics import Code, Diagnostic, code_info, register
 from ..core.releases import STACK_PACKAGES
-from .locate import port_diagnostic
+from ..sources.symbols import SymbolIndex, mro, resolve
 from .delta import bound_names
+from .locate import port_diagnostic
 from .merge import keep_side, uncomment_conflicts
 from .parsed import parsed, per_tree
-from ..sources.symbols import SymbolIndex, mro, resolve
 
 # %% auto #0
 __all__ = ['unbound_reads', 'ClassShape', 'class_shape', 'class_findings', 'ready_findings', 'source_keywords',
@@ -23,17 +23,44 @@ __all__ = ['unbound_reads', 'ClassShape', 'class_shape', 'class_findings', 'read
 
 # %% ../../nbs/port/ready.ipynb #64fc8e5b
 register(
-    Code("ONP4420", "bound-only-in-comment", "the live code reads a name that only a commented-out conflict side binds",
-         "error", "resolve the conflict the message names (its omni side binds the name), or bind the name on the NPU side",
-         "port/ready.ipynb", "port"),
-    Code("ONP4421", "unbound-name", "the live code reads a name nothing binds (no assignment, parameter, import or builtin)",
-         "error", "bind or import it", "port/ready.ipynb", "port"),
-    Code("ONP4422", "constructor-mismatch", "a class of the NPU side is built with a field or argument it does not have "
-         "(or more positional arguments than it takes)", "error",
-         "build it as the class is written in the source the message names, or use omni's class", "port/ready.ipynb", "port"),
-    Code("ONP4423", "attribute-mismatch", "the live code reads a field or method the NPU side's class lacks, or unpacks "
-         "another number of fields than it has", "error", "read what the class has (the message lists its fields)",
-         "port/ready.ipynb", "port"),
+    Code(
+        "ONP4420",
+        "bound-only-in-comment",
+        "the live code reads a name that only a commented-out conflict side binds",
+        "error",
+        "resolve the conflict the message names (its omni side binds the name), or bind the name on the NPU side",
+        "port/ready.ipynb",
+        "port",
+    ),
+    Code(
+        "ONP4421",
+        "unbound-name",
+        "the live code reads a name nothing binds (no assignment, parameter, import or builtin)",
+        "error",
+        "bind or import it",
+        "port/ready.ipynb",
+        "port",
+    ),
+    Code(
+        "ONP4422",
+        "constructor-mismatch",
+        "a class of the NPU side is built with a field or argument it does not have "
+        "(or more positional arguments than it takes)",
+        "error",
+        "build it as the class is written in the source the message names, or use omni's class",
+        "port/ready.ipynb",
+        "port",
+    ),
+    Code(
+        "ONP4423",
+        "attribute-mismatch",
+        "the live code reads a field or method the NPU side's class lacks, or unpacks "
+        "another number of fields than it has",
+        "error",
+        "read what the class has (the message lists its fields)",
+        "port/ready.ipynb",
+        "port",
+    ),
 )
 
 # %% ../../nbs/port/ready.ipynb #80d130fd
@@ -55,7 +82,8 @@ def _module_bound(tree: ast.Module) -> set[str]:
     return out
 
 def unbound_reads(code: str, where: str = "") -> list[Diagnostic]:
-    "ONP4420 / ONP4421 for each name a function of the live code (`keep_side`) reads that nothing binds; ONP4420 where the commented omni side binds it."
+    ("ONP4420 / ONP4421 for each name a function of the live code (`keep_side`) reads that nothing binds; ONP4420 "
+     "where the commented omni side binds it.")
     try: live, omni = parsed(keep_side(code)), parsed(keep_side(code, 1))
     except SyntaxError: return []
     known = _module_bound(live) | set(dir(builtins)) | {"__class__", "__name__", "__file__"}
@@ -65,14 +93,22 @@ def unbound_reads(code: str, where: str = "") -> list[Diagnostic]:
         have = bound_names(fn) | known
         reads = {}
         for n in ast.walk(fn):
-            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id not in have: reads.setdefault(n.id, n.lineno)
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id not in have:
+                reads.setdefault(n.id, n.lineno)
         other = omni_fns.get((cls, fn.name))
         theirs = bound_names(other) if other is not None else set()
         for name, line in sorted(reads.items(), key=lambda x: x[1]):
             code_ = "ONP4420" if name in theirs else "ONP4421"
             what = "bound only in a commented-out conflict side" if code_ == "ONP4420" else "bound nowhere"
-            out.append(port_diagnostic(code_, f"{code_info(code_).title}: `{name}` in {fn.name} ({what})", line, "error",
-                                       where=fn.name if cls else where))
+            out.append(
+                port_diagnostic(
+                    code_,
+                    f"{code_info(code_).title}: `{name}` in {fn.name} ({what})",
+                    line,
+                    "error",
+                    where=fn.name if cls else where,
+                )
+            )
     return out
 
 # %% ../../nbs/port/ready.ipynb #6a626ed8
@@ -81,8 +117,8 @@ class ClassShape:
     "What a class of the NPU side takes and has, read statically along its MRO."
     name: str
     where: str
-    fields: list = field(default_factory=list)     # dataclass / NamedTuple fields in order ([] for a plain class)
-    params: list | None = None                      # __init__ parameters after self (None: takes anything, or no __init__)
+    fields: list = field(default_factory=list)  # dataclass / NamedTuple fields in order ([] for a plain class)
+    params: list | None = None  # __init__ parameters after self (None: takes anything, or no __init__)
     attrs: set = field(default_factory=set)         # methods, class attributes and self.x attributes
     kind: str = "class"                             # dataclass, namedtuple, class
     open: bool = False                              # a base no source holds: absences are not claimed
@@ -111,23 +147,37 @@ def class_shape(ix: SymbolIndex, dotted: str) -> ClassShape | None:
             if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 s.attrs.add(st.name)
                 for n in ast.walk(st):
-                    if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store) and isinstance(n.value, ast.Name) and n.value.id == "self":
+                    if (
+                        isinstance(n, ast.Attribute)
+                        and isinstance(n.ctx, ast.Store)
+                        and isinstance(n.value, ast.Name)
+                        and n.value.id == "self"
+                    ):
                         s.attrs.add(n.attr)
                 if st.name == "__init__" and not inits:
                     a, inits = st.args, [st]
-                    s.params = None if a.kwarg or a.vararg else [x.arg for x in (a.posonlyargs + a.args)[1:] + a.kwonlyargs]
+                    s.params = (
+                        None if a.kwarg or a.vararg else [x.arg for x in (a.posonlyargs + a.args)[1:] + a.kwonlyargs]
+                    )
             elif isinstance(st, ast.Assign): s.attrs |= {t.id for t in st.targets if isinstance(t, ast.Name)}
     s.attrs |= set(s.fields)
     return s
 
 # %% ../../nbs/port/ready.ipynb #42141a1f
 def _own_records(tree: ast.Module) -> dict[str, ClassShape]:
-    "Each NamedTuple or dataclass a module defines at top level with no other base: its shape, read from the module itself."
+    ("Each NamedTuple or dataclass a module defines at top level with no other base: its shape, read from the module "
+     "itself.")
     out = {}
     for c in tree.body:
         if not isinstance(c, ast.ClassDef): continue
         bases = [ast.unparse(b).split(".")[-1] for b in c.bases]
-        kind = "namedtuple" if bases == ["NamedTuple"] else "dataclass" if not bases and "dataclass" in _deco_names(c) else None
+        kind = (
+            "namedtuple"
+            if bases == ["NamedTuple"]
+            else "dataclass"
+            if not bases and "dataclass" in _deco_names(c)
+            else None
+        )
         if kind is None: continue
         fields = [st.target.id for st in c.body if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name)]
         attrs = set(fields) | {st.name for st in c.body if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef))}
@@ -172,7 +222,11 @@ def class_findings(code: str, ix: SymbolIndex, packages: tuple = STACK_PACKAGES,
                 out.append(port_diagnostic("ONP4422", f"{code_info('ONP4422').title}: `{n.func.id}(...)` in {fn.name}: {s.name} ({s.where}) has {why}", n.lineno, "error", where=fn.name))
             if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Tuple):
                 v = n.value
-                key = f"self.{v.attr}" if isinstance(v, ast.Attribute) and isinstance(v.value, ast.Name) and v.value.id == "self" else None
+                key = (
+                    f"self.{v.attr}"
+                    if isinstance(v, ast.Attribute) and isinstance(v.value, ast.Name) and v.value.id == "self"
+                    else None
+                )
                 s = shape(holds[key]) if key in holds else None
                 if s is not None and s.kind == "namedtuple" and not s.open and len(n.targets[0].elts) != len(s.fields):
                     out.append(port_diagnostic("ONP4423", f"{code_info('ONP4423').title}: {fn.name} unpacks {len(n.targets[0].elts)} names from `{key}`, a {s.name} ({s.where}) of {len(s.fields)} fields: {', '.join(s.fields)}", n.lineno, "error", where=fn.name))
@@ -185,15 +239,18 @@ def class_findings(code: str, ix: SymbolIndex, packages: tuple = STACK_PACKAGES,
     return out
 
 def ready_findings(code: str, ix: SymbolIndex | None, where: str = "") -> list[Diagnostic]:
-    "Every reason a ported module that compiles is not ready to run (`unbound_reads`, and `class_findings` where an index is given)."
+    ("Every reason a ported module that compiles is not ready to run (`unbound_reads`, and `class_findings` where an "
+     "index is given).")
     found = unbound_reads(code, where)
     if ix is None: return found
     return explain_unpacked(code, ix, found) + class_findings(code, ix, where=where)
 
 # %% ../../nbs/port/ready.ipynb #c24b0004
 def source_keywords(trees, packages: tuple = STACK_PACKAGES) -> dict[str, set[str]]:
-    "Dotted class -> the keywords the given sources themselves pass when they build it (`Cls(k=...)`, `Cls` imported from"
-    " `packages`): what the NPU side's own code builds a class with, the class accepts at run time (a runtime patch can add"
+    ("Dotted class -> the keywords the given sources themselves pass when they build it (`Cls(k=...)`, `Cls` imported "
+     "from")
+    (" `packages`): what the NPU side's own code builds a class with, the class accepts at run time (a runtime patch "
+     "can add")
     " a parameter the class's source lacks: vllm-ascend's `ModelRunnerOutput(spec_token_ids=...)`)."
     out: dict = {}
     for t in trees:
@@ -214,15 +271,30 @@ def _holds(live: ast.Module) -> dict[str, str]:
     "`self.<attr>` / local name -> the class (local name) a `x = Cls(...)` of the live code fills it with."
     out = {}
     for n in ast.walk(live):
-        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and isinstance(n.value.func, ast.Name) and len(n.targets) == 1:
+        if (
+            isinstance(n, ast.Assign)
+            and isinstance(n.value, ast.Call)
+            and isinstance(n.value.func, ast.Name)
+            and len(n.targets) == 1
+        ):
             t = n.targets[0]
-            key = f"self.{t.attr}" if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self" else t.id if isinstance(t, ast.Name) else None
+            key = (
+                f"self.{t.attr}"
+                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
+                else t.id
+                if isinstance(t, ast.Name)
+                else None
+            )
             if key: out[key] = n.value.func.id
     return out
 
-def explain_unpacked(code: str, ix: SymbolIndex, found: list[Diagnostic], packages: tuple = STACK_PACKAGES) -> list[Diagnostic]:
-    "`found` (ONP4420s), each whose name the commented omni side binds by unpacking `self.<attr>` — an attribute the live"
-    " code fills with an NPU-side NamedTuple or dataclass that has no field of that name — saying so, with the class's fields."
+def explain_unpacked(
+    code: str, ix: SymbolIndex, found: list[Diagnostic], packages: tuple = STACK_PACKAGES
+) -> list[Diagnostic]:
+    ("`found` (ONP4420s), each whose name the commented omni side binds by unpacking `self.<attr>` — an attribute the "
+     "live")
+    (" code fills with an NPU-side NamedTuple or dataclass that has no field of that name — saying so, with the "
+     "class's fields.")
     try: live, omni = parsed(keep_side(code)), parsed(keep_side(code, 1))
     except SyntaxError: return found
     holds, names, fns = _holds(live), _imported(live, packages), {f.name: f for _, f in _function_scopes(omni)}
@@ -233,13 +305,22 @@ def explain_unpacked(code: str, ix: SymbolIndex, found: list[Diagnostic], packag
             if not (isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Tuple)): continue
             v, elts = n.value, n.targets[0].elts
             if not any(isinstance(e, ast.Name) and e.id == x for e in elts): continue
-            key = f"self.{v.attr}" if isinstance(v, ast.Attribute) and isinstance(v.value, ast.Name) and v.value.id == "self" else None
+            key = (
+                f"self.{v.attr}"
+                if isinstance(v, ast.Attribute) and isinstance(v.value, ast.Name) and v.value.id == "self"
+                else None
+            )
             cls = holds.get(key)
             s = class_shape(ix, names[cls]) if cls in names else None
             if s is None or s.open or s.kind not in ("dataclass", "namedtuple") or x in s.fields: continue
-            d.message += (f": omni binds it by unpacking {len(elts)} names from `{key}`, which the live code fills with the NPU side's"
-                          f" {s.name} ({s.where}) of {len(s.fields)} fields ({', '.join(s.fields)}), none of them `{x}`: omni's lines"
-                          f" read a field of omni's own class — one class with both sides' fields, built and unpacked by field, is left to the port's reader")
+            d.message += (
+                f": omni binds it by unpacking {len(elts)} names from `{key}`, which the live code fills with the NPU "
+                "side's"
+                f" {s.name} ({s.where}) of {len(s.fields)} fields ({', '.join(s.fields)}), none of them `{x}`: omni's "
+                "lines"
+                " read a field of omni's own class — one class with both sides' fields, built and unpacked by field, "
+                "is left to the port's reader"
+            )
             break
     return found
 

@@ -12,12 +12,12 @@ from dataclasses import dataclass, field
 
 from ..core.diagnostics import Code, Diagnostic, code_info, register
 from ..core.releases import STACK_PACKAGES
-from .locate import port_diagnostic, python_lines
-from .delta import bound_names
-from .merge import FENCE_RE, INLINE_MARK, keep_side
-from .conflicts import conflicts_in
-from .ready import _function_scopes, _holds, _imported, _module_bound
 from ..sources.symbols import SymbolIndex, mro
+from .conflicts import conflicts_in
+from .delta import bound_names
+from .locate import port_diagnostic, python_lines
+from .merge import FENCE_RE, INLINE_MARK, keep_side
+from .ready import _function_scopes, _holds, _imported, _module_bound
 
 # %% auto #0
 __all__ = ['RecordField', 'Record', 'read_record', 'merged_record', 'record_source', 'omni_lines', 'comment_conflicts',
@@ -27,11 +27,18 @@ __all__ = ['RecordField', 'Record', 'read_record', 'merged_record', 'record_sour
 
 # %% ../../nbs/port/records.ipynb #45b1b86e
 register(
-    Code("ONP4424", "record-merged", "a state record (NamedTuple or dataclass) the omni GPU source and the NPU base define "
-         "differently was merged: one class with the NPU side's fields, then omni's extra fields (default None), built by "
-         "keyword and unpacked by field where the live code builds or unpacks it", "info",
-         "read the merged class the message names (fields both sides define with another type or default are listed)",
-         "port/records.ipynb", "port"),
+    Code(
+        "ONP4424",
+        "record-merged",
+        "a state record (NamedTuple or dataclass) the omni GPU source and the NPU base define "
+        "differently was merged: one class with the NPU side's fields, then omni's extra fields (default None), built "
+        "by "
+        "keyword and unpacked by field where the live code builds or unpacks it",
+        "info",
+        "read the merged class the message names (fields both sides define with another type or default are listed)",
+        "port/records.ipynb",
+        "port",
+    ),
 )
 
 # %% ../../nbs/port/records.ipynb #807e68f4
@@ -44,7 +51,8 @@ class RecordField:
 
 @dataclass
 class Record:
-    "A NamedTuple or dataclass read statically from a source: its fields in order (base classes' first) and where it is defined."
+    ("A NamedTuple or dataclass read statically from a source: its fields in order (base classes' first) and where it "
+     "is defined.")
     name: str
     dotted: str
     kind: str                    # namedtuple, dataclass
@@ -56,7 +64,8 @@ class Record:
     def names(self) -> list[str]: return [f.name for f in self.fields]
 
 def read_record(ix: SymbolIndex, dotted: str) -> Record | None:
-    "The record `dotted` names in the sources of `ix` (None: not a class there, not a NamedTuple or dataclass, or a base no source holds)."
+    ("The record `dotted` names in the sources of `ix` (None: not a class there, not a NamedTuple or dataclass, or a "
+     "base no source holds).")
     order = mro(ix, dotted)
     entries = [e for e in getattr(order, "entries", None) or [] if e]
     if not entries or any((m.target or m.qualname or "").split(".")[-1] not in ("NamedTuple", "object", "Generic")
@@ -64,11 +73,19 @@ def read_record(ix: SymbolIndex, dotted: str) -> Record | None:
     kind, fields = None, []
     for e in reversed(entries):   # the furthest base first: its fields come first
         c: ast.ClassDef = e.node
-        if any(ast.unparse(b).split(".")[-1] == "NamedTuple" for b in c.bases): kind = "namedtuple"
-        elif any(ast.unparse(d.func if isinstance(d, ast.Call) else d).split(".")[-1] == "dataclass" for d in c.decorator_list):
+        if any(ast.unparse(b).split(".")[-1] == "NamedTuple" for b in c.bases):
+            kind = "namedtuple"
+        elif any(
+            ast.unparse(d.func if isinstance(d, ast.Call) else d).split(".")[-1] == "dataclass"
+            for d in c.decorator_list
+        ):
             kind = kind or "dataclass"
         for st in c.body:
-            if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name) and "ClassVar" not in ast.unparse(st.annotation):
+            if (
+                isinstance(st, ast.AnnAssign)
+                and isinstance(st.target, ast.Name)
+                and "ClassVar" not in ast.unparse(st.annotation)
+            ):
                 a = st.annotation   # a quoted annotation and the same one unquoted are one type
                 a = a.value if isinstance(a, ast.Constant) and isinstance(a.value, str) else ast.unparse(a)
                 f = RecordField(st.target.id, a, ast.unparse(st.value) if st.value is not None else None)
@@ -79,21 +96,30 @@ def read_record(ix: SymbolIndex, dotted: str) -> Record | None:
 
 # %% ../../nbs/port/records.ipynb #d549a44d
 def merged_record(npu: Record, omni: Record) -> tuple[Record | None, list[str]]:
-    "One record with `npu`'s fields in their order, then `omni`'s extra fields (default None); and the fields both define"
-    " with another annotation or default. None where both define the same fields in the same order (nothing to merge) or"
+    ("One record with `npu`'s fields in their order, then `omni`'s extra fields (default None); and the fields both "
+     "define")
+    (" with another annotation or default. None where both define the same fields in the same order (nothing to merge) "
+     "or")
     " one is a NamedTuple and the other a dataclass (built alike, but unpacked only as a NamedTuple)."
     if npu.names == omni.names or npu.kind != omni.kind: return None, []
     theirs = {f.name: f for f in omni.fields}
-    differ = [f"`{f.name}` (NPU `{f.annotation}{' = ' + f.default if f.default else ''}`, omni `{theirs[f.name].annotation}"
-              f"{' = ' + theirs[f.name].default if theirs[f.name].default else ''}`)"
-              for f in npu.fields if f.name in theirs and (f.annotation, f.default) != (theirs[f.name].annotation, theirs[f.name].default)]
+    differ = [
+        f"`{f.name}` (NPU `{f.annotation}{' = ' + f.default if f.default else ''}`, omni `{theirs[f.name].annotation}"
+        f"{' = ' + theirs[f.name].default if theirs[f.name].default else ''}`)"
+        for f in npu.fields
+        if f.name in theirs and (f.annotation, f.default) != (theirs[f.name].annotation, theirs[f.name].default)
+    ]
     extra = [RecordField(f.name, f.annotation, "None") for f in omni.fields if f.name not in npu.names]
     return Record(npu.name, npu.dotted, npu.kind, list(npu.fields) + extra, npu.module, npu.where), differ
 
 def record_source(r: Record, doc: str) -> list[str]:
     "The class statement of a merged record (annotations quoted: the module need not import their names)."
     head = ["@dataclass", f"class {r.name}:"] if r.kind == "dataclass" else [f"class {r.name}(NamedTuple):"]
-    return head + [f"    {doc!r}"] + [f"    {f.name}: {f.annotation!r}" + (f" = {f.default}" if f.default else "") for f in r.fields]
+    return (
+        head
+        + [f"    {doc!r}"]
+        + [f"    {f.name}: {f.annotation!r}" + (f" = {f.default}" if f.default else "") for f in r.fields]
+    )
 
 # %% ../../nbs/port/records.ipynb #9a74b4a7
 _OMNI_STYLES = ("omni-only", "translate", "npu-wraps", "npu-wraps-inline")   # styles whose whole method is omni's text
@@ -139,20 +165,34 @@ def _seg(text: str, n: ast.AST) -> str:
     return ast.get_source_segment(text, n) or ast.unparse(n)
 
 def keyword_build(call: ast.Call, text: str, side: list[str]) -> list[tuple[str, str]] | None:
-    "(field, argument text) of a build of a record, its positional arguments named by `side`'s field order (None: it cannot be)."
-    if len(call.args) > len(side) or any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+    ("(field, argument text) of a build of a record, its positional arguments named by `side`'s field order (None: it "
+     "cannot be).")
+    if (
+        len(call.args) > len(side)
+        or any(isinstance(a, ast.Starred) for a in call.args)
+        or any(k.arg is None for k in call.keywords)
+    ):
         return None
     return [(f, _seg(text, a)) for f, a in zip(side, call.args)] + [(k.arg, _seg(text, k.value)) for k in call.keywords]
 
 def render_build(target: str, cls: str, args: list[tuple[str, str]], ind: str) -> list[str]:
     return [f"{ind}{target} = {cls}("] + [f"{ind}    {f}={v}," for f, v in args] + [f"{ind})"]
 
-def render_unpack(names: list[tuple[str, str]], source: str, tmp: str, ind: str, order: list[str] = (), taken: set = frozenset()) -> list[str]:
-    "An unpack of (name, field) pairs: in the merged record's field `order`, each field its name or `_<field>` (unused), where"
-    " each field has one name at most and no `_<field>` is taken; else `tmp = source`, then each name read by its field."
+def render_unpack(
+    names: list[tuple[str, str]], source: str, tmp: str, ind: str, order: list[str] = (), taken: set = frozenset()
+) -> list[str]:
+    ("An unpack of (name, field) pairs: in the merged record's field `order`, each field its name or `_<field>` "
+     "(unused), where")
+    (" each field has one name at most and no `_<field>` is taken; else `tmp = source`, then each name read by its "
+     "field.")
     by = {}
     for n, f in names: by.setdefault(f, []).append(n)
-    if order and all(len(v) == 1 for v in by.values()) and set(by) <= set(order) and not {f"_{f}" for f in order if f not in by} & taken:
+    if (
+        order
+        and all(len(v) == 1 for v in by.values())
+        and set(by) <= set(order)
+        and not {f"_{f}" for f in order if f not in by} & taken
+    ):
         return [f"{ind}("] + [f"{ind}    {by[f][0] if f in by else '_' + f}," for f in order] + [f"{ind}) = {source}"]
     return [f"{ind}{tmp} = {source}"] + [f"{ind}{n} = {tmp}.{f}" for n, f in names]
 
@@ -160,7 +200,8 @@ def _names(t: ast.Tuple) -> list[str] | None:
     return [e.id for e in t.elts] if all(isinstance(e, ast.Name) for e in t.elts) else None
 
 def _fill(args: list[tuple[str, str]], merged: Record, bound: set) -> tuple[list[tuple[str, str]], list[str]]:
-    "A build's arguments with each field the merged record requires and the build omits: the local of that name where the"
+    ("A build's arguments with each field the merged record requires and the build omits: the local of that name where "
+     "the")
     " function binds one, else None (and which were filled so)."
     have, out, said = {f for f, _ in args}, list(args), []
     for f in merged.fields:
@@ -175,11 +216,13 @@ def _pair(npu: ast.stmt | None, omni: ast.stmt | None, C: str, holds: dict):
     " `C` to one target, ('unpack', source) where both unpack one holder of `C` into names; else None."
     if not (isinstance(npu, ast.Assign) and isinstance(omni, ast.Assign) and len(npu.targets) == len(omni.targets) == 1): return None
     a, b = npu, omni
-    if all(isinstance(x.value, ast.Call) and isinstance(x.value.func, ast.Name) and x.value.func.id == C for x in (a, b)) \
-            and ast.unparse(a.targets[0]) == ast.unparse(b.targets[0]):
+    if all(
+        isinstance(x.value, ast.Call) and isinstance(x.value.func, ast.Name) and x.value.func.id == C for x in (a, b)
+    ) and ast.unparse(a.targets[0]) == ast.unparse(b.targets[0]):
         return "build", ast.unparse(a.targets[0])
-    if all(isinstance(x.targets[0], ast.Tuple) and _names(x.targets[0]) and holds.get(_key(x.value)) == C for x in (a, b)) \
-            and _key(a.value) == _key(b.value):
+    if all(
+        isinstance(x.targets[0], ast.Tuple) and _names(x.targets[0]) and holds.get(_key(x.value)) == C for x in (a, b)
+    ) and _key(a.value) == _key(b.value):
         return "unpack", ast.unparse(a.value)
     return None
 
@@ -188,13 +231,29 @@ def _unbound_none(args: list[tuple[str, str]], npu: Record, bound: set, dropped:
     " (`bound`) passed as None, and said in `dropped`."
     out = []
     for f, v in args:
-        free = f not in npu.names and {n.id for n in ast.walk(ast.parse(v, mode="eval")) if isinstance(n, ast.Name)} - bound - _BUILTINS
+        free = (
+            f not in npu.names
+            and {n.id for n in ast.walk(ast.parse(v, mode="eval")) if isinstance(n, ast.Name)} - bound - _BUILTINS
+        )
         if free: dropped.append(f"{f} (omni passes `{v}`, which the live code does not bind)")
         out.append((f, "None" if free else v))
     return out
 
-def merge_conflict(kind: str, what: str, npu: ast.Assign, omni: ast.Assign, texts: tuple, C: str, rec: tuple, ind: str, tmp: str,
-                   bound: set = frozenset(), dropped: list | None = None, fix=lambda b: b, taken: set = frozenset()):
+def merge_conflict(
+    kind: str,
+    what: str,
+    npu: ast.Assign,
+    omni: ast.Assign,
+    texts: tuple,
+    C: str,
+    rec: tuple,
+    ind: str,
+    tmp: str,
+    bound: set = frozenset(),
+    dropped: list | None = None,
+    fix=lambda b: b,
+    taken: set = frozenset(),
+):
     "The lines that do both sides' build (NPU fields from the NPU side, omni's extra fields from omni's) or unpack (each"
     " side's names read by field, omni's only where the NPU side binds no such name). An omni value that reads a name the"
     " live function does not bind (`bound`) is passed as None, and its field named in `dropped`."
@@ -202,7 +261,9 @@ def merge_conflict(kind: str, what: str, npu: ast.Assign, omni: ast.Assign, text
     if kind == "build":
         a, b = keyword_build(npu.value, nt, nr.names), keyword_build(omni.value, ot, orr.names)
         if a is None or b is None: return None
-        b = _unbound_none([(f, v) for f, v in fix(b) if f not in nr.names], nr, bound, dropped if dropped is not None else [])
+        b = _unbound_none(
+            [(f, v) for f, v in fix(b) if f not in nr.names], nr, bound, dropped if dropped is not None else []
+        )
         return render_build(what, C, a + b, ind)
     a = list(zip(_names(npu.targets[0]), nr.names)) if len(npu.targets[0].elts) == len(nr.names) else None
     b = list(zip(_names(omni.targets[0]), orr.names)) if len(omni.targets[0].elts) == len(orr.names) else None
@@ -292,14 +353,17 @@ def _rewrite_live(lines: list[str], cls: str, styles: dict, recs: dict, holds: d
             if not isinstance(n, ast.Assign) or len(n.targets) != 1: continue
             a, b = n.lineno - 1, n.end_lineno - 1
             ind, rest = lines[a][:n.col_offset], lines[b][n.end_col_offset:]
-            if ind.strip() or (rest.strip() and not rest.strip().startswith("#")): continue   # one statement on its lines
+            if ind.strip() or (rest.strip() and not rest.strip().startswith("#")):
+                continue  # one statement on its lines
             v, t = n.value, n.targets[0]
             if isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id in recs:
                 C = v.func.id; nr, orr, merged, _ = recs[C]
                 side = _side_fields(len(v.args), n.lineno in omni_at, nr, orr)
                 args = keyword_build(v, text, side.names) if side else None
                 if args is None: continue
-                if side is orr:   # omni's build: its rebound reads given back, extra fields reading unbound names passed None
+                if (
+                    side is orr
+                ):  # omni's build: its rebound reads given back, extra fields reading unbound names passed None
                     known = bound | _module_bound(tree) | _BUILTINS
                     args = _unbound_none(_unrebind(args, rebound or {}, fn.name, known, done[C]["dropped"]), nr, known, done[C]["dropped"])
                 args, said = _fill(args, merged, bound)
@@ -311,8 +375,20 @@ def _rewrite_live(lines: list[str], cls: str, styles: dict, recs: dict, holds: d
                 if len(t.elts) == len(merged.names): continue   # written for the merged order already
                 side = _side_fields(len(t.elts), n.lineno in omni_at, nr, orr, exact=True)
                 if side is None: continue
-                edits.append((a, b, render_unpack(list(zip(_names(t), side.names)), _seg(text, v), _tmp(C, taken | bound), ind,
-                                                  merged.names, taken | bound)))
+                edits.append(
+                    (
+                        a,
+                        b,
+                        render_unpack(
+                            list(zip(_names(t), side.names)),
+                            _seg(text, v),
+                            _tmp(C, taken | bound),
+                            ind,
+                            merged.names,
+                            taken | bound,
+                        ),
+                    )
+                )
                 done[C]["unpacks"] += 1
     for a, b, new in sorted(edits, reverse=True): lines[a:b + 1] = new
     return lines
@@ -321,9 +397,18 @@ def _rewrite_live(lines: list[str], cls: str, styles: dict, recs: dict, holds: d
 def _import_line(lines: list[str], tree: ast.Module, C: str, new: str | None) -> list[str]:
     "The module's top-level `from M import C` of the NPU side replaced by `new` (None: removed; other names kept)."
     for st in tree.body:
-        if isinstance(st, ast.ImportFrom) and st.module and st.module.split(".")[0] != "vllm_omni" and any(a.name == C and not a.asname for a in st.names):
+        if (
+            isinstance(st, ast.ImportFrom)
+            and st.module
+            and st.module.split(".")[0] != "vllm_omni"
+            and any(a.name == C and not a.asname for a in st.names)
+        ):
             rest = [a for a in st.names if a.name != C]
-            keep = [f"from {st.module} import {', '.join(a.name + (f' as {a.asname}' if a.asname else '') for a in rest)}"] if rest else []
+            keep = (
+                [f"from {st.module} import {', '.join(a.name + (f' as {a.asname}' if a.asname else '') for a in rest)}"]
+                if rest
+                else []
+            )
             lines[st.lineno - 1:st.end_lineno] = keep + ([new] if new else [])
             return lines
     return lines
@@ -396,7 +481,7 @@ def binds_at_top(st: ast.stmt) -> set[str]:
 # %% ../../nbs/port/records.ipynb #53ccbd42
 def defining_module(ix: SymbolIndex, name: str) -> str | None:
     "The module of the target's sources that defines `name` at top level (the shortest dotted name first), or None."
-    pat = re.compile(rf"^(class|def)\s+{re.escape(name)}\b|^{re.escape(name)}\s*[:=]", re.M)
+    pat = re.compile(rf"^(class|def)\s+{re.escape(name)}\b|^{re.escape(name)}\s*[:=]", re.MULTILINE)
     for t in ix.trees.values():
         for m in sorted(t.modules(), key=lambda m: (m.count("."), m)):
             if (src := t.module_source(m)) and pat.search(src): return m
@@ -439,11 +524,14 @@ def _sides(ix: SymbolIndex, nr: Record, oix: SymbolIndex, orr: Record) -> list:
 # %% ../../nbs/port/records.ipynb #7472d7ab
 def merge_records(code: str, cls: str, omni, ix: SymbolIndex | None, styles: dict | None = None, module: str = "",
                   homes: dict | None = None, diags: list | None = None, packages: tuple = STACK_PACKAGES) -> tuple[str, list[Diagnostic]]:
-    "The ported module (`prefer=\"comment\"` form) with each state record its code builds or unpacks, which the omni GPU source"
+    'The ported module (`prefer="comment"` form) with each state record its code builds or unpacks, which the omni GPU source'
     " (`omni`, a `Located`) and the NPU base (`ix`) define differently, merged into one class (`merged_record`) and every"
-    " build and unpack of it made consistent; ONP4424 per record. `homes`: omni module -> the ported module of this port"
-    " that writes it (a record omni defines in another ported module is imported from there); `diags`: the port's, whose"
-    " ONP4413 rebindings of omni's reads are undone in omni's builds of a merged record (its field holds omni's value now)."
+    (" build and unpack of it made consistent; ONP4424 per record. `homes`: omni module -> the ported module of this "
+     "port")
+    (" that writes it (a record omni defines in another ported module is imported from there); `diags`: the port's, "
+     "whose")
+    (" ONP4413 rebindings of omni's reads are undone in omni's builds of a merged record (its field holds omni's value "
+     "now).")
     if ix is None or getattr(omni, "tree", None) is None: return code, []
     try: live = ast.parse(code)
     except SyntaxError: return code, []   # the markers form: left as it is
@@ -462,20 +550,31 @@ def merge_records(code: str, cls: str, omni, ix: SymbolIndex | None, styles: dic
         home = (homes or {}).get(orr.module)
         home = home if home and home != module else None
         extra = merged.names[len(nr.names):]
-        doc = f"ONP4424: {nr.dotted}'s fields, then {orr.dotted}'s extra fields (default None): one record both sides' lines build and read"
+        doc = (f"ONP4424: {nr.dotted}'s fields, then {orr.dotted}'s extra fields (default None): one record both "
+               "sides' lines build and read")
         lines = place_record(lines, C, merged, doc, home)
         tdiags = []
         if not home:   # the types its annotations name, imported where the module lacks them
             lines, tdiags = import_record_types(lines, C, merged, _sides(ix, nr, oix, orr), ix)
         d = done[C]
-        msg = (f"{code_info('ONP4424').title}: `{C}`: {nr.dotted} ({nr.where}: {', '.join(nr.names)}) and {orr.dotted} ({orr.where}: "
-               f"{', '.join(orr.names)}) -> one {merged.kind} of {len(merged.names)} fields, omni's {', '.join(extra) or 'none'} added"
-               + (f"; defined differently: {'; '.join(differ)}" if differ else "")
-               + (f"; imported from {home}, the port of {orr.module}" if home else f"; written in {module or 'the module'}")
-               + f"; {d['conflicts']} conflict(s) of both sides' builds/unpacks merged" + (f" (ONP4001 at {', '.join(d['at'])})" if d["at"] else "")
-               + f", {d['builds']} build(s) by keyword,"
-               f" {d['unpacks']} unpack(s) by field" + (f"; fields the build omits: {', '.join(d['filled'])}" if d["filled"] else "")
-               + (f"; passed None: {'; '.join(d['dropped'])}" if d["dropped"] else ""))
+        msg = (
+            f"{code_info('ONP4424').title}: `{C}`: {nr.dotted} ({nr.where}: {', '.join(nr.names)}) and {orr.dotted} "
+            f"({orr.where}: "
+            f"{', '.join(orr.names)}) -> one {merged.kind} of {len(merged.names)} fields, omni's "
+            f"{', '.join(extra) or 'none'} added"
+            + (f"; defined differently: {'; '.join(differ)}" if differ else "")
+            + (
+                f"; imported from {home}, the port of {orr.module}"
+                if home
+                else f"; written in {module or 'the module'}"
+            )
+            + f"; {d['conflicts']} conflict(s) of both sides' builds/unpacks merged"
+            + (f" (ONP4001 at {', '.join(d['at'])})" if d["at"] else "")
+            + f", {d['builds']} build(s) by keyword,"
+            f" {d['unpacks']} unpack(s) by field"
+            + (f"; fields the build omits: {', '.join(d['filled'])}" if d["filled"] else "")
+            + (f"; passed None: {'; '.join(d['dropped'])}" if d["dropped"] else "")
+        )
         diags += [port_diagnostic("ONP4424", msg, None, "warning" if d["dropped"] else "info", where=cls)] + tdiags
     return "\n".join(lines) + ("\n" if code.endswith("\n") else ""), diags
 
@@ -487,7 +586,8 @@ def _parse(text: str) -> ast.Module | None:
 _AT = re.compile(r"ONP4001 at ([^)]*)\)")
 
 def merged_conflicts(diags) -> set[tuple[str, int]]:
-    "(method, line) of each ONP4001 conflict an ONP4424 resolved (both sides' builds or unpacks of one record, merged): the"
+    ("(method, line) of each ONP4001 conflict an ONP4424 resolved (both sides' builds or unpacks of one record, "
+     "merged): the")
     " port's count of open conflicts leaves them out."
     return {(w, int(l)) for d in diags if d.code == "ONP4424" and (m := _AT.search(d.message))
             for w, l in (x.rsplit(":", 1) for x in m[1].split(", "))}

@@ -40,14 +40,54 @@ __all__ = ['port_runners', 'port_release', 'DEFAULT_LAYOUT', 'PORT_BYTES_PER_BYT
            'release_markdown', 'release_summary', 'write_release']
 
 # %% ../../nbs/port/release.ipynb #8c04aa0f
-_all_ = ["DEFAULT_LAYOUT", "PORT_BYTES_PER_BYTE", "Placement", "ReleaseInputs", "ReleaseRunners", "choose_inputs",
-         "dotted_name", "fetch_release", "given_sources", "history_from_sources", "locate_base", "named_gpu_bases",
-         "open_release", "place_runners", "release_runners", "release_source", "too_big_to_port", "unpack_sdists",
-         "unreadable_runners", "EXPLAINS", "INLINED", "LIVE_BY_CALL", "REACHED", "MethodCheck", "RunnerPort", "check_method",
-         "check_runner", "compiles", "has_edited_copy", "in_port", "line_keys", "method_chunks", "port_runner",
-         "port_statements", "ported_mro", "statement_key", "DEFAULT_OUT", "REPORT_JSON", "REPORT_MD", "ReleasePort",
-         "check_release_out", "refuse_release_writes", "release_html", "release_markdown", "release_summary",
-         "write_release"]   # the names of the three parts, public here as before the split (literal, for nbdev)
+_all_ = [
+    "DEFAULT_LAYOUT",
+    "PORT_BYTES_PER_BYTE",
+    "Placement",
+    "ReleaseInputs",
+    "ReleaseRunners",
+    "choose_inputs",
+    "dotted_name",
+    "fetch_release",
+    "given_sources",
+    "history_from_sources",
+    "locate_base",
+    "named_gpu_bases",
+    "open_release",
+    "place_runners",
+    "release_runners",
+    "release_source",
+    "too_big_to_port",
+    "unpack_sdists",
+    "unreadable_runners",
+    "EXPLAINS",
+    "INLINED",
+    "LIVE_BY_CALL",
+    "REACHED",
+    "MethodCheck",
+    "RunnerPort",
+    "check_method",
+    "check_runner",
+    "compiles",
+    "has_edited_copy",
+    "in_port",
+    "line_keys",
+    "method_chunks",
+    "port_runner",
+    "port_statements",
+    "ported_mro",
+    "statement_key",
+    "DEFAULT_OUT",
+    "REPORT_JSON",
+    "REPORT_MD",
+    "ReleasePort",
+    "check_release_out",
+    "refuse_release_writes",
+    "release_html",
+    "release_markdown",
+    "release_summary",
+    "write_release",
+]   # the names of the three parts, public here as before the split (literal, for nbdev)
 
 # %% ../../nbs/port/release.ipynb #4f821981
 def _port_job(i: int) -> RunnerPort: return port_runner(*_JOBS[i])
@@ -55,7 +95,8 @@ def _port_job(i: int) -> RunnerPort: return port_runner(*_JOBS[i])
 _JOBS: list = []
 
 def port_runners(jobs: list, workers: int | None = None) -> list[RunnerPort]:
-    "Port the runners (`port_runner` arguments each): one after another, or in `workers` forked processes that share the"
+    ("Port the runners (`port_runner` arguments each): one after another, or in `workers` forked processes that share "
+     "the")
     " sources already read (Linux). A derived runner needs only its bases' plans, never their ports: no runner waits."
     n = min(workers or 1, len(jobs))
     pool = worker_pool(n, fork_only=True) if n > 1 else None   # the workers inherit the jobs: forked only
@@ -100,10 +141,12 @@ def port_release(omni: str, target: str | None = None, out: Path | str | None = 
                         + "".join(f"; {d.message}" for d in unreadable) + "".join(f"; {dotted_name(c)} {w}" for c, w in runners.skipped))
     places, layout, how = place_runners(runners)
     ported = {dotted_name(g): g for g in runners.gpu}
-    def parents(g) -> list:   # a runner derives from the ports of its ported omni bases: the nearest, then that one's, …
+
+    def parents(g) -> list:  # a runner derives from the ports of its ported omni bases: the nearest, then that one's, …
         up = next((ported[x] for x in map(dotted_name, runners.graph.mro(g)[1:]) if x in ported), None)
         return [] if up is None else [(places[id(up)].cls, places[id(up)].module, dotted_name(up))] + parents(up)
-    homes = {g.module: places[id(g)].module for g in runners.gpu}   # a record omni defines in a ported module is written there
+    # a record omni defines in a ported module is written there
+    homes = {g.module: places[id(g)].module for g in runners.gpu}
     omni_src = getattr(tree.reader, "root", None) or tree.origin
     ctx = PortContext(gpu_base, npu_base, PortOptions(prefer=prefer), hist, (v,), judge,   # one context: every runner's
                       (a, v, omni_src, (nsym.module, nsym.leaf)))

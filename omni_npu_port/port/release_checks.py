@@ -14,11 +14,11 @@ import textwrap
 from dataclasses import dataclass, field
 
 from .classes import generated_mro, plan_class
+from .conflicts import MARKERS
+from .delta import bound_names
 from .locate import Located, MethodSpec, MroClass, locate, method_located, python_lines
 from .merge import code_tokens, keep_side, logical_units, uncomment_conflicts
-from .conflicts import MARKERS
 from .method import STRATEGIES, strategy, undefined_names
-from .delta import bound_names
 from .translation import rules_for, target_of, translate_methods
 
 # %% auto #0
@@ -53,7 +53,8 @@ def line_keys(code: str) -> dict[str, str]:
     return out
 
 def in_port(key: str, stream: str) -> bool:
-    "Whether a statement's tokens occur, in order and together, in the port's token stream (`statement_key` of the whole port)."
+    ("Whether a statement's tokens occur, in order and together, in the port's token stream (`statement_key` of the "
+     "whole port).")
     return f" {key} " in stream
 
 def port_statements(port: str) -> list[str]:
@@ -84,7 +85,8 @@ def has_edited_copy(key: str, statements: list[str]) -> bool:
 
 # %% ../../nbs/port/release_checks.ipynb #c2c260e5
 def method_chunks(code: str, cls: str) -> dict[str, str]:
-    "The text of each method of class `cls` in a module that may not parse (conflict markers): cut at its `def` (or decorator) lines, a method's pieces joined."
+    ("The text of each method of class `cls` in a module that may not parse (conflict markers): cut at its `def` (or "
+     "decorator) lines, a method's pieces joined.")
     lines = python_lines(code)
     at = next((i for i, l in enumerate(lines) if re.match(rf"class {re.escape(cls)}\b", l)), None)
     chunks, cur = [], None   # [name, lines]
@@ -109,25 +111,35 @@ def compiles(code: str) -> bool:
 LIVE_BY_CALL = tuple(n for n, s in STRATEGIES.items() if s.omni_by_call)   # omni's whole method run through a call
 INLINED = tuple(n for n, s in STRATEGIES.items() if s.omni_inlined)   # omni's body where the NPU base called super()
 REACHED = tuple(n for n, s in STRATEGIES.items() if s.runs_npu)   # the NPU base's method itself (base call, super())
-EXPLAINS = ("ONP4008", "ONP4013", "ONP4412")   # diagnostics that say omni lines were dropped (a --prefer policy, a moot edit, a hunk not applied)
+EXPLAINS = (
+    "ONP4008",
+    "ONP4013",
+    "ONP4412",
+)  # diagnostics that say omni lines were dropped (a --prefer policy, a moot edit, a hunk not applied)
+
 
 @dataclass
 class MethodCheck:
-    "Faithfulness of one ported method: what of its inputs reached the port, edited or not, and what did not, explained or not."
+    ("Faithfulness of one ported method: what of its inputs reached the port, edited or not, and what did not, "
+     "explained or not.")
     name: str
     style: str
     conflicts: int = 0
     npu_lines: int = 0            # statements of vllm-ascend's method
     npu_missing: int = 0          # ... not in the port as written
-    npu_reached: int = 0          # ... of those, run through an explicit base call / super()
-    omni_deleted: int = 0         # ... of those, statements of vllm's method the omni method deletes (and NPU edits of them: ONP4416)
+    npu_reached: int = 0  # ... of those, run through an explicit base call / super()
+    omni_deleted: int = (
+        0  # ... of those, statements of vllm's method the omni method deletes (and NPU edits of them: ONP4416)
+    )
     npu_edited: int = 0           # ... of those, in the port edited (by omni's change, a rename)
     omni_added: int = 0           # statements the omni method adds to vllm's (and older vllm's), translated
     omni_missing: int = 0         # ... not in the port as written
     omni_explained: int = 0       # ... of those, explained (a super() call replaced, a diagnostic)
     omni_edited: int = 0          # ... of those, in the port edited
-    translated: int = 0           # statements of the port changed from the omni method only by translation
-    omni_live: int = 0            # omni-added statements in the port's live code (a commented conflict side is not; a copy whose reads were rebound is), or run through a call to omni's method
+    translated: int = 0  # statements of the port changed from the omni method only by translation
+    # omni-added statements in the port's live code (a commented conflict side is not; a copy whose reads were rebound
+    # is), or run through a call to omni's method
+    omni_live: int = 0
     unexplained: list = field(default_factory=list)   # the lost statements nothing explains
 
     @property
@@ -167,18 +179,30 @@ def check_method(name: str, style: str, port: str, omni: str, omni_t: str, base:
     try: local = bound_names(ast.parse(textwrap.dedent(omni_t)).body[0])
     except (SyntaxError, IndexError): local = set()
     L, ls = f" {statement_key(live)} ", port_statements(live)
-    r.omni_live = r.omni_added if style in LIVE_BY_CALL else sum(   # an inlined body runs whole (locals renamed); a rebound read is live
-        in_port(k, L) or any(_within(k, s) or _rebound(k.split(), s.split(), local) for s in ls)
-        or (style in INLINED and has_edited_copy(k, ls)) for k in added)
+    r.omni_live = (
+        r.omni_added
+        if style in LIVE_BY_CALL
+        else sum(  # an inlined body runs whole (locals renamed); a rebound read is live
+            in_port(k, L)
+            or any(_within(k, s) or _rebound(k.split(), s.split(), local) for s in ls)
+            or (style in INLINED and has_edited_copy(k, ls))
+            for k in added
+        )
+    )
     return r
 
 def _rebound(a: list[str], b: list[str], local: set) -> bool:
-    "Whether two token lists differ only in names (`_renamed`) that are locals of the omni method (`local`) and no attribute:"
-    " omni's statement with its reads rebound to the NPU side's names (`f(model_output)` and `f(hidden_states)`, not `omni()` and `npu()`)."
-    return _renamed(a, b) and all(x in local and not (i and a[i - 1] == ".") for i, (x, y) in enumerate(zip(a, b)) if x != y)
+    ("Whether two token lists differ only in names (`_renamed`) that are locals of the omni method (`local`) and no "
+     "attribute:")
+    (" omni's statement with its reads rebound to the NPU side's names (`f(model_output)` and `f(hidden_states)`, not "
+     "`omni()` and `npu()`).")
+    return _renamed(a, b) and all(
+        x in local and not (i and a[i - 1] == ".") for i, (x, y) in enumerate(zip(a, b)) if x != y
+    )
 
 def _within(key: str, stmt: str) -> bool:
-    "Whether a statement's tokens all occur, in order, in another statement (omni's call merged with the NPU side's keywords)."
+    ("Whether a statement's tokens all occur, in order, in another statement (omni's call merged with the NPU side's "
+     "keywords).")
     it = iter(stmt.split())
     return len(key.split()) > 2 and all(t in it for t in key.split())
 
@@ -195,7 +219,9 @@ class RunnerPort:
     methods: list                 # MethodCheck per ported method
     inherited: list
     seconds: float
-    parent: str | None = None     # the NPU class ported already for an omni base of this runner, which this one derives from
+    parent: str | None = (
+        None  # the NPU class ported already for an omni base of this runner, which this one derives from
+    )
     not_ready: list = field(default_factory=list)   # why the module, compiling, would not run (ONP4420-ONP4423,
                                                     # ONP4455-ONP4458, ONP4462)
     unreachable: list = field(default_factory=list) # omni overrides no entry point reaches (ONP4430), each a dict
@@ -238,16 +264,27 @@ def check_runner(code: str, cls: str, styles: dict, diags: list, gpu_base: Locat
         srcs = [(x.method_source, x.context_text) for x in [go, gb] + olds if x is not None]
         done = [t for t, _ in translate_methods(srcs, rules)]   # the class port's own translations: cached
         omni_t, base_t, older_t = done[0], done[1] if gb else "", done[2 if gb else 1:]
-        out.append(check_method(name, style, chunks.get(name, ""), go.method_source, omni_t,
-                                gb.method_source if gb else "", base_t, nb.method_source if nb and style != "omni-only" else "",
-                                tuple(o.method_source for o in olds) + tuple(older_t),
-                                tuple(d for d in diags if d.where == name)))
+        out.append(
+            check_method(
+                name,
+                style,
+                chunks.get(name, ""),
+                go.method_source,
+                omni_t,
+                gb.method_source if gb else "",
+                base_t,
+                nb.method_source if nb and style != "omni-only" else "",
+                tuple(o.method_source for o in olds) + tuple(older_t),
+                tuple(d for d in diags if d.where == name),
+            )
+        )
     return out
 
 # %% ../../nbs/port/release_checks.ipynb #b5a05de0
 def ported_mro(chain: list, omni_src: str, gpu_base: Located, npu_base: Located, extra=(),
                memo: dict | None = None) -> list[MroClass] | None:
-    "The MRO of the port of `chain[0]` — (NPU class, its module, the GPU runner dotted) of a runner, then of each ported"
+    ("The MRO of the port of `chain[0]` — (NPU class, its module, the GPU runner dotted) of a runner, then of each "
+     "ported")
     " omni base above it — as Python will build it: each ported class stands for the methods its port writes"
     " (its plan); `memo`: the port's chains already built (`PortContext.ported_mros`)."
     if not chain: return None
@@ -258,7 +295,9 @@ def ported_mro(chain: list, omni_src: str, gpu_base: Located, npu_base: Located,
     mod, _, name = gpu.rpartition(".")
     omni = locate(MethodSpec(omni_src, mod, name), False, extra)
     plan = plan_class(gpu_base, omni, npu_base, exclude={c.name for c in above or []})
-    text = f"class {cls}:\n" + ("".join(f"    def {n}(self): ...\n" for n in plan.port + plan.translate) or "    pass\n")
+    text = f"class {cls}:\n" + (
+        "".join(f"    def {n}(self): ...\n" for n in plan.port + plan.translate) or "    pass\n"
+    )
     out = [MroClass(cls, ast.parse(text).body[0], module, text, omni.package)] + \
           generated_mro(cls, omni, npu_base, above, gpu_base)[1:]
     memo[key] = out

@@ -16,16 +16,15 @@ from ..core.diagnostics import Code, Diagnostic, code_info, register
 from ..core.errors import InputError, UsageError
 from ..core.io import Step, memory_headroom, worker_pool
 from ..core.releases import RELEASES, parse_target, split_pin, target_for
+from ..sources.evidence import checkout_evidence
 from ..sources.fetch import CACHE_DIR, FetchError, cached_release, fetch_package
 from ..sources.readers import SourceTree, open_source
-from ..sources.evidence import checkout_evidence
 from ..sources.stated import checkout_facts, missing_facts_line, package_texts
 from ..sources.symbols import SymbolIndex
 from ..translate.engine import PARSE_BYTES_PER_LEVEL, bracketed_bytes
-from .runners import (ClassGraph, Runners, deriving_modules, device_markers, find_runners,
-    pair_runners, runner_bases)
 from .classes import ported_class_name
 from .locate import Located, MethodSpec, PortError, locate, open_tree, port_diagnostic
+from .runners import ClassGraph, Runners, deriving_modules, device_markers, find_runners, pair_runners, runner_bases
 
 # %% auto #0
 __all__ = ['PORT_BYTES_PER_BYTE', 'DEFAULT_LAYOUT', 'fetch_release', 'open_release', 'ReleaseInputs', 'choose_inputs',
@@ -35,23 +34,52 @@ __all__ = ['PORT_BYTES_PER_BYTE', 'DEFAULT_LAYOUT', 'fetch_release', 'open_relea
 
 # %% ../../nbs/port/release_inputs.ipynb #5b1f7dcc
 register(
-    Code("ONP4301", "pairing-inferred", "the catalog has no vllm / vllm-ascend pairing for this vLLM-Omni release: it was "
-         "inferred from the package (its Requires-Dist pin of vllm, its README's 'aligned with vLLM X' line) or --target",
-         "info", "check the pairing the report names; give --target vllm-ascend==X to choose another", "port/release_inputs.ipynb", "port"),
-    Code("ONP4302", "runner-not-ported", "a runner class derives from a GPU runner the catalog has no NPU base for: not ported",
-         "warning", "port it by hand, or add its vllm base and vllm-ascend counterpart to the catalog", "port/release_inputs.ipynb", "port"),
-    Code("ONP4303", "line-lost", "a line of the NPU base or an omni-added line is missing from the port and no "
-         "diagnostic explains why", "warning", "compare the method with its inputs (the line is named) and restore it "
-         "or record why it goes", "port/release_checks.ipynb", "port"),
-    Code("ONP4304", "runner-module-unreadable", "a module of the release named like a runner, or holding a runner class, "
-         "cannot be read or parsed: its runner classes are not ported (the others are; the port exits non-zero)", "error",
-         "fix the file the message names (a NUL byte, a syntax error, not a regular file, past a size limit, more than "
-         "the memory left can port: free memory or port elsewhere), then port again", "port/release_inputs.ipynb", "port"),
+    Code(
+        "ONP4301",
+        "pairing-inferred",
+        "the catalog has no vllm / vllm-ascend pairing for this vLLM-Omni release: it was "
+        "inferred from the package (its Requires-Dist pin of vllm, its README's 'aligned with vLLM X' line) or "
+        "--target",
+        "info",
+        "check the pairing the report names; give --target vllm-ascend==X to choose another",
+        "port/release_inputs.ipynb",
+        "port",
+    ),
+    Code(
+        "ONP4302",
+        "runner-not-ported",
+        "a runner class derives from a GPU runner the catalog has no NPU base for: not ported",
+        "warning",
+        "port it by hand, or add its vllm base and vllm-ascend counterpart to the catalog",
+        "port/release_inputs.ipynb",
+        "port",
+    ),
+    Code(
+        "ONP4303",
+        "line-lost",
+        "a line of the NPU base or an omni-added line is missing from the port and no diagnostic explains why",
+        "warning",
+        "compare the method with its inputs (the line is named) and restore it or record why it goes",
+        "port/release_checks.ipynb",
+        "port",
+    ),
+    Code(
+        "ONP4304",
+        "runner-module-unreadable",
+        "a module of the release named like a runner, or holding a runner class, "
+        "cannot be read or parsed: its runner classes are not ported (the others are; the port exits non-zero)",
+        "error",
+        "fix the file the message names (a NUL byte, a syntax error, not a regular file, past a size limit, more than "
+        "the memory left can port: free memory or port elsewhere), then port again",
+        "port/release_inputs.ipynb",
+        "port",
+    ),
 )
 
 # %% ../../nbs/port/release_inputs.ipynb #cddffe9b
 def fetch_release(spec: str, progress=None, cache_dir: Path | str = CACHE_DIR, index: str | None = None) -> Path:
-    "`name==version` from the package cache, else from PyPI (after a progress line); unreachable: one line naming the file and how to fetch it."
+    ("`name==version` from the package cache, else from PyPI (after a progress line); unreachable: one line naming the "
+     "file and how to fetch it.")
     name, version = split_pin(spec)
     cache = Path(cache_dir).expanduser()
     if cache.is_dir() and (hit := cached_release(cache, name, version)): return hit
@@ -59,23 +87,29 @@ def fetch_release(spec: str, progress=None, cache_dir: Path | str = CACHE_DIR, i
     bar, t0 = (lambda done, total: progress(Step(spec, done, total))) if progress else None, time.perf_counter()
     try:
         got = fetch_package(spec, cache, **({"index": index} if index else {}), progress=bar)
-        if progress: progress(f"fetched {got.name} ({got.stat().st_size / 2**20:.1f} MiB) in {time.perf_counter() - t0:.1f} s")
+        if progress:
+            progress(f"fetched {got.name} ({got.stat().st_size / 2**20:.1f} MiB) in {time.perf_counter() - t0:.1f} s")
         return got
     except FetchError as e:
         why = str(e).split(" (", 1)[-1].split(")")[0] if " (" in str(e) else str(e)
-        raise FetchError(f"{spec} is not in the package cache {cache} and cannot be downloaded ({why}): on a machine with "
-                         f"network, download its wheel or sdist from https://pypi.org/project/{name}/{version}/#files "
-                         f"and put it into {cache} (or run `python -c \"from omni_npu_port.sources.fetch import "
-                         f"fetch_package; fetch_package('{spec}')\"` there and copy the file)") from None
+        raise FetchError(
+            f"{spec} is not in the package cache {cache} and cannot be downloaded ({why}): on a machine with "
+            f"network, download its wheel or sdist from https://pypi.org/project/{name}/{version}/#files "
+            f'and put it into {cache} (or run `python -c "from omni_npu_port.sources.fetch import '
+            f"fetch_package; fetch_package('{spec}')\"` there and copy the file)"
+        ) from None
 
 
 # %% ../../nbs/port/release_inputs.ipynb #3008f779
 def open_release(omni: str, progress=None, cache_dir: Path | str = CACHE_DIR, index: str | None = None) -> SourceTree:
-    "A vLLM-Omni release: a version (the package cache, else PyPI), or a wheel, sdist or checkout path (`PATH@VERSION`: one that states no version)."
+    ("A vLLM-Omni release: a version (the package cache, else PyPI), or a wheel, sdist or checkout path "
+     "(`PATH@VERSION`: one that states no version).")
     path, at, given = str(omni).rpartition("@")
     if at and path and Path(path).expanduser().exists():   # a checkout that states no version, told which release it is
-        try: parse_version(given)
-        except ValueError: raise UsageError(f"--release {omni}: {given!r} is not a version; write PATH@0.30.0") from None
+        try:
+            parse_version(given)
+        except ValueError:
+            raise UsageError(f"--release {omni}: {given!r} is not a version; write PATH@0.30.0") from None
         tree = open_release(path, progress, cache_dir, index)
         return tree.with_version(given, "given")
     p = Path(str(omni)).expanduser()
@@ -87,14 +121,17 @@ def open_release(omni: str, progress=None, cache_dir: Path | str = CACHE_DIR, in
         p = fetch_release(f"vllm-omni=={omni}", progress, cache_dir, index)
     tree = open_tree(str(p))
     if tree.package != "vllm_omni":
-        raise PortError(f"--release {omni}: {tree.origin} is {tree.distribution}, not vllm-omni; give a vLLM-Omni release")
+        raise PortError(
+            f"--release {omni}: {tree.origin} is {tree.distribution}, not vllm-omni; give a vLLM-Omni release"
+        )
     return tree
 
 
 # %% ../../nbs/port/release_inputs.ipynb #6d8d13a3
 @dataclass
 class ReleaseInputs:
-    "What a release port reads: the omni source, the pairing it declares (or inferred), the vllm-ascend chosen, the history."
+    ("What a release port reads: the omni source, the pairing it declares (or inferred), the vllm-ascend chosen, the "
+     "history.")
     omni: SourceTree
     pairing: OmniPairing
     vllm: str
@@ -103,18 +140,30 @@ class ReleaseInputs:
     diagnostics: list[Diagnostic] = field(default_factory=list)
 
 def _ascend_pairing(version, ascend: str, how: str, ascend_files=None) -> OmniPairing:
-    "The pairing of an omni source that names only its vllm-ascend: that release's vllm, from the releases table or its own files."
+    ("The pairing of an omni source that names only its vllm-ascend: that release's vllm, from the releases table or "
+     "its own files.")
     files = ascend_files(ascend) if ascend_files is not None and ascend not in RELEASES.ascend else None
     t = target_for(ascend, how, files=files)
-    return OmniPairing(version or "?", t.vllm, (ascend,), f"inferred: the vllm that vllm-ascend {ascend} ({how}) pairs with: {t.evidence}", True)
+    return OmniPairing(
+        version or "?",
+        t.vllm,
+        (ascend,),
+        f"inferred: the vllm that vllm-ascend {ascend} ({how}) pairs with: {t.evidence}",
+        True,
+    )
 
 def _named_gpu_base(pairing: OmniPairing, gpu_base) -> OmniPairing:
-    "The pairing with the vllm the user named as the GPU base, said so: `(version, where)`, or a list of them (one of the declared vllm keeps the pairing, else the first)."
+    ("The pairing with the vllm the user named as the GPU base, said so: `(version, where)`, or a list of them (one of "
+     "the declared vllm keeps the pairing, else the first).")
     named = [gpu_base] if isinstance(gpu_base, tuple) else list(gpu_base or [])
     if not named or any(parse_version(v) == parse_version(pairing.vllm) for v, _ in named): return pairing
     gpu_base = named[0]
-    return pairing._replace(vllm=gpu_base[0], inferred=False, evidence=f"the GPU base named by {gpu_base[1]} (the release's "
-                            f"own pairing: vllm {pairing.vllm}, {pairing.evidence})")
+    return pairing._replace(
+        vllm=gpu_base[0],
+        inferred=False,
+        evidence=f"the GPU base named by {gpu_base[1]} (the release's "
+        f"own pairing: vllm {pairing.vllm}, {pairing.evidence})",
+    )
 
 # %% ../../nbs/port/release_inputs.ipynb #08e1f868
 def _evidence_pairing(tree: SourceTree, version: str | None, facts: dict, ascend_files=None,
@@ -136,7 +185,9 @@ def _evidence_pairing(tree: SourceTree, version: str | None, facts: dict, ascend
 # %% ../../nbs/port/release_inputs.ipynb #c26ddf73
 def choose_inputs(tree: SourceTree, target: str | None = None, history="auto", ascend_files=None, gpu_base=None,
                   cache_dir: Path | str = CACHE_DIR) -> ReleaseInputs:
-    "The vllm the release declares (catalog, else its package or checkout files), the vllm-ascend of that line (or --target's), and the history; `ascend_files(X)`: a vllm-ascend release's own files, read when the table lacks it; `gpu_base`: (vllm version, where) the user named."
+    ("The vllm the release declares (catalog, else its package or checkout files), the vllm-ascend of that line (or "
+     "--target's), and the history; `ascend_files(X)`: a vllm-ascend release's own files, read when the table lacks "
+     "it; `gpu_base`: (vllm version, where) the user named.")
     ascend, how = None, "--target"
     if target:
         try: pkg, ascend = parse_target(target)
@@ -155,12 +206,36 @@ def choose_inputs(tree: SourceTree, target: str | None = None, history="auto", a
         raise InputError(f"vllm-omni {pairing.omni} declares vllm {pairing.vllm}, and the catalog knows no vllm-ascend "
                          "release of that line; give --target vllm-ascend==X")
     known = version is not None
-    hist = (omni_history(pairing.omni, pairing.vllm, ascend) if known else []) if history == "auto" else list(history or [])
-    diags = [] if known or history != "auto" else [port_diagnostic(
-        "ONP4301", f"{code_info('ONP4301').title}: the release states no version, so no vllm history was chosen; give it as "
-        "PATH@VERSION or pass --history", severity="info")]
-    diags += [port_diagnostic("ONP4301", f"{code_info('ONP4301').title}: vllm-omni {pairing.omni} -> vllm {pairing.vllm}, "
-                             f"vllm-ascend {ascend} ({pairing.evidence})", severity="info")] if pairing.inferred else []
+    hist = (
+        (omni_history(pairing.omni, pairing.vllm, ascend) if known else [])
+        if history == "auto"
+        else list(history or [])
+    )
+    diags = (
+        []
+        if known or history != "auto"
+        else [
+            port_diagnostic(
+                "ONP4301",
+                f"{code_info('ONP4301').title}: the release states no version, so no vllm history was chosen; give it "
+                "as "
+                "PATH@VERSION or pass --history",
+                severity="info",
+            )
+        ]
+    )
+    diags += (
+        [
+            port_diagnostic(
+                "ONP4301",
+                f"{code_info('ONP4301').title}: vllm-omni {pairing.omni} -> vllm {pairing.vllm}, "
+                f"vllm-ascend {ascend} ({pairing.evidence})",
+                severity="info",
+            )
+        ]
+        if pairing.inferred
+        else []
+    )
     return ReleaseInputs(tree, pairing, pairing.vllm, ascend, hist, diags + found)
 
 # %% ../../nbs/port/release_inputs.ipynb #3094b477
@@ -168,18 +243,23 @@ def given_sources(name: str, sources=()) -> dict[str, str | None]:
     "Each of `sources` (paths) that is package `name` -> the version it states (None: none)."
     return {str(s): t.version for s in sources if (t := open_tree(str(s))).distribution == name}
 
-def release_source(spec: str, sources=(), progress=None, cache_dir: Path | str = CACHE_DIR, index: str | None = None) -> str:
+def release_source(
+    spec: str, sources=(), progress=None, cache_dir: Path | str = CACHE_DIR, index: str | None = None
+) -> str:
     "A release's source: one of `sources` (paths) of that package and version, else the package cache, else PyPI —"
-    " never a fetched release of a package `sources` give (a port does not mix the sources given with fetched releases)."
+    (" never a fetched release of a package `sources` give (a port does not mix the sources given with fetched "
+     "releases).")
     name, version = split_pin(spec)
     given = given_sources(name, sources)
     for s, v in given.items():
         if v and parse_version(v) == parse_version(version): return s
     if given:
         have = ", ".join(f"{s} ({v or 'states no version'})" for s, v in given.items())
-        raise InputError(f"this port needs {name} {version}, and the {name} source given is not it: {have}; a port never "
-                         f"mixes the sources you give with a fetched release: give {name} {version}'s source "
-                         f"(PATH@{version} if that path is it), or no {name} source to fetch it")
+        raise InputError(
+            f"this port needs {name} {version}, and the {name} source given is not it: {have}; a port never "
+            f"mixes the sources you give with a fetched release: give {name} {version}'s source "
+            f"(PATH@{version} if that path is it), or no {name} source to fetch it"
+        )
     return str(fetch_release(spec, progress, cache_dir, index))
 
 # %% ../../nbs/port/release_inputs.ipynb #2a793e5e
@@ -188,7 +268,8 @@ def locate_base(path: str, sym) -> Located:
     return locate(MethodSpec(path, sym.module, sym.leaf), False)
 
 def named_gpu_bases(sources=()) -> list:
-    "(version, where) of every vllm among `sources` that states its version: the GPU bases the user named (see `_named_gpu_base`)."
+    ("(version, where) of every vllm among `sources` that states its version: the GPU bases the user named (see "
+     "`_named_gpu_base`).")
     out = []
     for s in sources:
         try: t = open_tree(str(s))
@@ -197,14 +278,23 @@ def named_gpu_bases(sources=()) -> list:
     return out
 
 def history_from_sources(inputs: ReleaseInputs, sources) -> None:
-    "The automatic history cut to the vllm releases among `sources` when they give vllm (never mixed with fetched ones)."
+    ("The automatic history cut to the vllm releases among `sources` when they give vllm (never mixed with fetched "
+     "ones).")
     given = given_sources("vllm", sources)
     if not given: return
     left = [h for h in inputs.history if not any(v and parse_version(h) == parse_version(v) for v in given.values())]
     inputs.history = [h for h in inputs.history if h not in left]
-    if left: inputs.diagnostics.append(port_diagnostic("ONP4301", f"{code_info('ONP4301').title}: vllm {', '.join(left)} "
-        "(older releases the omni copy may lag behind) not used: the vllm sources given do not include them, and a port "
-        "never mixes them with fetched releases; add their sources, or give no vllm source", severity="info"))
+    if left:
+        inputs.diagnostics.append(
+            port_diagnostic(
+                "ONP4301",
+                f"{code_info('ONP4301').title}: vllm {', '.join(left)} "
+                "(older releases the omni copy may lag behind) not used: the vllm sources given do not include them, "
+                "and a port "
+                "never mixes them with fetched releases; add their sources, or give no vllm source",
+                severity="info",
+            )
+        )
 
 # %% ../../nbs/port/release_inputs.ipynb #43cfffc4
 def _unpack(path: str) -> None:
@@ -212,7 +302,8 @@ def _unpack(path: str) -> None:
     except Exception: pass   # the parent opens it again, and says what is wrong
 
 def unpack_sdists(paths: list[str], then):
-    "Run `then()` while the sdists among `paths` are unpacked into the sdist cache by forked processes (one per CPU); its result."
+    ("Run `then()` while the sdists among `paths` are unpacked into the sdist cache by forked processes (one per CPU); "
+     "its result.")
     sdists = [p for p in dict.fromkeys(map(str, paths)) if p.endswith(".tar.gz")]
     n = min(len(sdists), os.cpu_count() or 1)
     pool = worker_pool(n, fork_only=True) if n > 1 else None
@@ -224,10 +315,14 @@ def unpack_sdists(paths: list[str], then):
     return out
 
 # %% ../../nbs/port/release_inputs.ipynb #a22b0002
-PORT_BYTES_PER_BYTE = 1000   # the most a port takes per byte of a runner module (measured ~800-850: robustness.py --memory), +15%
+PORT_BYTES_PER_BYTE = (
+    1000  # the most a port takes per byte of a runner module (measured ~800-850: robustness.py --memory), +15%
+)
+
 
 def too_big_to_port(tree: SourceTree, modules) -> dict[str, str]:
-    "module -> why, for each of `modules` whose port needs more memory than is left: marked unreadable before `ast` reads it."
+    ("module -> why, for each of `modules` whose port needs more memory than is left: marked unreadable before `ast` "
+     "reads it.")
     room, out = memory_headroom(), {}
     if room is None: return out
     for m in modules:
@@ -248,19 +343,24 @@ def too_big_to_port(tree: SourceTree, modules) -> dict[str, str]:
 # %% ../../nbs/port/release_inputs.ipynb #c11339df
 @dataclass
 class ReleaseRunners:
-    "The release's GPU runner classes to port (bases first), its hand-written NPU runners, and runners left out with why."
+    ("The release's GPU runner classes to port (bases first), its hand-written NPU runners, and runners left out with "
+     "why.")
     graph: ClassGraph
     gpu: list
     npu: list
-    skipped: list   # (RunnerClass, why)
-    unreadable: list = field(default_factory=list)   # (module, its file, why): runner modules that cannot be read or parsed
+    skipped: list  # (RunnerClass, why)
+    unreadable: list = field(
+        default_factory=list
+    )  # (module, its file, why): runner modules that cannot be read or parsed
+
 
 def dotted_name(k) -> str:
     "`module.Class` of a runner class (a base no source holds is its name already)."
     return k if isinstance(k, str) else f"{k.module}.{k.name}"
 
 def release_runners(tree: SourceTree) -> ReleaseRunners:
-    "Every runner class of the release by ancestry: those deriving from the catalog's GPU runner base are ported, base first."
+    ("Every runner class of the release by ancestry: those deriving from the catalog's GPU runner base are ported, "
+     "base first.")
     too_big_to_port(tree, deriving_modules(tree, {b.leaf for b in runner_bases()[0] + runner_bases()[1]}))
     graph = ClassGraph(SymbolIndex([tree]))
     found = find_runners(graph, tree)
@@ -270,10 +370,17 @@ def release_runners(tree: SourceTree) -> ReleaseRunners:
     for c in found.gpu:
         order = [dotted_name(k) for k in graph.mro(c)[1:]]
         if bases & set(order): gpu.append(c); continue
-        if (lost := next((k for k in order if k.rpartition(".")[0] in files), None)):   # not a false ancestry claim
-            skipped.append((c, f"derives from {lost}, whose module {files[lost.rpartition('.')[0]]} cannot be read or parsed "
-                               "(ONP4304): its ancestry past that class is unknown, so it is not ported")); continue
-        other = next((k for k in order if k.split(".")[-1] in {b.split(".")[-1] for b in bases}), order[-1] if order else "?")
+        if (lost := next((k for k in order if k.rpartition(".")[0] in files), None)):  # not a false ancestry claim
+            skipped.append(
+                (
+                    c,
+                    f"derives from {lost}, whose module {files[lost.rpartition('.')[0]]} cannot be read or parsed "
+                    "(ONP4304): its ancestry past that class is unknown, so it is not ported",
+                )
+            ); continue
+        other = next(
+            (k for k in order if k.split(".")[-1] in {b.split(".")[-1] for b in bases}), order[-1] if order else "?"
+        )
         skipped.append((c, f"derives from {other}, not {' or '.join(sorted(bases))}: no NPU base to port it onto"))
     gpu.sort(key=lambda c: (len(graph.mro(c)), c.module, c.name))
     return ReleaseRunners(graph, gpu, found.npu, skipped, unread)
@@ -305,7 +412,8 @@ def _npu_leaf(module: str) -> str:
     return new if new != leaf else f"{nw}_{leaf}"
 
 def place_runners(runners: ReleaseRunners) -> tuple[dict, str, str]:
-    "Each GPU runner's NPU module and class: the hand-written NPU runner it pairs with, else the layout's folder; the layout and how it was found."
+    ("Each GPU runner's NPU module and class: the hand-written NPU runner it pairs with, else the layout's folder; the "
+     "layout and how it was found.")
     pairs = pair_runners(Runners(gpu=runners.gpu), Runners(npu=runners.npu))
     hand = {id(g): n for g, n, _ in pairs.pairs}
     if runners.npu:

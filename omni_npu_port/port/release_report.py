@@ -51,7 +51,9 @@ class ReleasePort:
 
     def to_json(self) -> dict:
         "The report as JSON: pairing, history, layout, every runner with its methods' checks and every diagnostic."
-        diag = lambda d: d.to_dict()   # every field of the record (code, message, path, line, column, where, severity, title, ...)
+        diag = lambda d: (
+            d.to_dict()
+        )  # every field of the record (code, message, path, line, column, where, severity, title, ...)
         return {"vllm_omni": self.omni, "origin": self.origin, "vllm": self.vllm, "vllm_ascend": self.vllm_ascend,
                 "pairing": {**self.pairing._asdict(), "vllm_ascend": list(self.pairing.vllm_ascend)},
                 "history": self.history, "layout": self.layout, "layout_from": self.layout_from,
@@ -97,24 +99,54 @@ def _derived_cell(r) -> str: return r.derived.cell() if getattr(r, "derived", No
 
 def _tables(p: ReleasePort) -> tuple[list, list]:
     yes = lambda b: "yes" if b else "no"
-    runners = [[r.gpu, r.cls, r.parent or "the NPU base", r.path, len(r.methods), r.conflicts, r.lost, yes(r.compiles), yes(r.compiles_npu_side),
-                ", ".join(r.undefined) or "none", _judge_cell(r), _derived_cell(r), r.verdict] for r in p.runners]
-    methods = [[f"{r.cls}.{m.name}", m.style, m.conflicts, m.npu_lines,
-                f"{m.npu_missing}: {m.npu_reached} / {m.omni_deleted} / {m.npu_edited} / "
-                f"{m.npu_missing - m.npu_reached - m.omni_deleted - m.npu_edited}", m.omni_added,
-                f"{m.omni_missing}: {m.omni_explained} / {m.omni_edited} / {m.omni_missing - m.omni_explained - m.omni_edited}",
-                m.translated] for r in p.runners for m in r.methods]
+    runners = [
+        [
+            r.gpu,
+            r.cls,
+            r.parent or "the NPU base",
+            r.path,
+            len(r.methods),
+            r.conflicts,
+            r.lost,
+            yes(r.compiles),
+            yes(r.compiles_npu_side),
+            ", ".join(r.undefined) or "none",
+            _judge_cell(r),
+            _derived_cell(r),
+            r.verdict,
+        ]
+        for r in p.runners
+    ]
+    methods = [
+        [
+            f"{r.cls}.{m.name}",
+            m.style,
+            m.conflicts,
+            m.npu_lines,
+            f"{m.npu_missing}: {m.npu_reached} / {m.omni_deleted} / {m.npu_edited} / "
+            f"{m.npu_missing - m.npu_reached - m.omni_deleted - m.npu_edited}",
+            m.omni_added,
+            f"{m.omni_missing}: {m.omni_explained} / {m.omni_edited} / {m.omni_missing - m.omni_explained - m.omni_edited}",
+            m.translated,
+        ]
+        for r in p.runners
+        for m in r.methods
+    ]
     return runners, methods
 
 # %% ../../nbs/port/release_report.ipynb #4b7c7ffb
 def release_summary(p: ReleasePort) -> list[str]:
     "The report's summary lines: the pairing and its evidence, the history, the layout, the totals."
     inferred = " (inferred)" if p.pairing.inferred else ""
-    return [f"vLLM-Omni {p.omni} ({p.origin}) onto vllm-ascend {p.vllm_ascend}, GPU base vllm {p.vllm}{inferred}: {p.pairing.evidence}",
-            f"history (older vllm the omni copy may lag behind): {', '.join(p.history) or 'none'}",
-            f"layout: {p.layout} ({p.layout_from})",
-            f"{len(p.runners)} runner class(es), {p.methods} method(s) ported; {p.conflicts} conflict(s); {p.lost} statement(s) "
-            f"lost without explanation; {_compiled(p)}; {_ready(p)}; {p.seconds:.2f} s"]
+    return [
+        (f"vLLM-Omni {p.omni} ({p.origin}) onto vllm-ascend {p.vllm_ascend}, GPU base vllm {p.vllm}{inferred}: "
+         f"{p.pairing.evidence}"),
+        f"history (older vllm the omni copy may lag behind): {', '.join(p.history) or 'none'}",
+        f"layout: {p.layout} ({p.layout_from})",
+        f"{len(p.runners)} runner class(es), {p.methods} method(s) ported; {p.conflicts} conflict(s); {p.lost} "
+        "statement(s) "
+        f"lost without explanation; {_compiled(p)}; {_ready(p)}; {p.seconds:.2f} s",
+    ]
 
 def _ready(p: ReleasePort) -> str:
     "Ready beside compiles: how many modules would run (the judge agreeing), the findings that say why the others not."
@@ -130,12 +162,15 @@ def _ready(p: ReleasePort) -> str:
 def _compiled(p: ReleasePort) -> str:
     if p.compiles: return "every module compiles"
     npu = sum(r.compiles_npu_side for r in p.runners)
-    return (f"{sum(r.compiles for r in p.runners)} of {len(p.runners)} module(s) compile as written (conflict markers), "
-            f"{npu} with each conflict resolved to the NPU side")
+    return (
+        f"{sum(r.compiles for r in p.runners)} of {len(p.runners)} module(s) compile as written (conflict markers), "
+        f"{npu} with each conflict resolved to the NPU side"
+    )
 
 # %% ../../nbs/port/release_report.ipynb #3fe97f9d
 def release_markdown(p: ReleasePort) -> str:
-    "The report as Markdown: the pairing, the runners, each method's faithfulness, every diagnostic and runner left out."
+    ("The report as Markdown: the pairing, the runners, each method's faithfulness, every diagnostic and runner left "
+     "out.")
     runners, methods = _tables(p)
     out = [f"# NPU port of vLLM-Omni {p.omni}", "", *[f"- {s}" for s in release_summary(p)], "", "## Runners", "",
            _md_table(_RUNNER_HEAD, runners), "", "## Methods (faithfulness)", "", _md_table(_METHOD_HEAD, methods)]
@@ -149,8 +184,10 @@ def release_html(p: ReleasePort) -> str:
     "The report's summary and tables as HTML (what Jupyter shows)."
     runners, methods = _tables(p)
     items = "".join(f"<li>{html.escape(s)}</li>" for s in release_summary(p))
-    return f"<div><b>NPU port of vLLM-Omni {html.escape(p.omni)}</b><ul>{items}</ul>{_html_table(_RUNNER_HEAD, runners)}" \
-           f"<details><summary>methods</summary>{_html_table(_METHOD_HEAD, methods)}</details></div>"
+    return (
+        f"<div><b>NPU port of vLLM-Omni {html.escape(p.omni)}</b><ul>{items}</ul>{_html_table(_RUNNER_HEAD, runners)}"
+        f"<details><summary>methods</summary>{_html_table(_METHOD_HEAD, methods)}</details></div>"
+    )
 
 ReleasePort._repr_markdown_ = release_markdown
 def _release_repr_html(self) -> str:
@@ -162,7 +199,8 @@ ReleasePort._repr_html_ = _release_repr_html
 
 # %% ../../nbs/port/release_report.ipynb #e5cc6306
 REPORT_JSON, REPORT_MD = "port-report.json", "port-report.md"
-DEFAULT_OUT = "npu-port-{version}"   # `port --release`'s folder when -o is not given: the omni version, or `unversioned`
+DEFAULT_OUT = "npu-port-{version}"  # `port --release`'s folder when -o is not given: the omni version, or `unversioned`
+
 
 def _real(p: Path) -> Path:
     try: return p.resolve()
@@ -186,7 +224,8 @@ def refuse_release_writes(out: Path, targets: list, inputs: list) -> str | None:
     return None
 
 def check_release_out(out: Path, force: bool = False) -> None:
-    "A UsageError for an `out` that is not a folder; OutputExists for one holding an earlier port's report, unless `force`."
+    ("A UsageError for an `out` that is not a folder; OutputExists for one holding an earlier port's report, unless "
+     "`force`.")
     if out.exists() and not out.is_dir(): raise UsageError(f"-o {out}: exists and is not a folder; give a folder")
     taken = [str(f) for f in (out / REPORT_JSON, out / REPORT_MD) if f.exists()]
     if taken and not force:
@@ -203,7 +242,10 @@ def write_release(p: ReleasePort, out: Path | str, force: bool = False) -> list[
     why = refuse_release_writes(out, [*files, out / REPORT_JSON, out / REPORT_MD], p.inputs)
     if why: raise UsageError(why)
     taken = [str(f) for f in [*files, out / REPORT_JSON, out / REPORT_MD] if f.exists()]
-    if taken and not force: raise OutputExists(f"{', '.join(taken[:3])}{' …' if len(taken) > 3 else ''} exist(s); pass --force to overwrite")
+    if taken and not force:
+        raise OutputExists(
+            f"{', '.join(taken[:3])}{' …' if len(taken) > 3 else ''} exist(s); pass --force to overwrite"
+        )
     p.written = [str(f) for f in files] + [str(out / REPORT_JSON), str(out / REPORT_MD)]
     report = {out / REPORT_MD: release_markdown(p), out / REPORT_JSON: json.dumps(p.to_json(), indent=2) + "\n"}
     write_set({**files, **report}, last=report)   # one set: the modules, then the report last (none if staging fails)

@@ -12,10 +12,19 @@ import re
 import weakref
 from dataclasses import dataclass, field
 
+from omni_npu_port.sources.symbols import (
+    IGNORED_BASES,
+    SymbolIndex,
+    absolute_module,
+    binds,
+    c3_merge,
+    defined_in,
+    resolve,
+    top_level,
+)
+
 from ..core.catalog import CATALOG, Symbol
 from ..sources.readers import SourceTree
-from omni_npu_port.sources.symbols import (IGNORED_BASES, SymbolIndex, absolute_module, binds, c3_merge, defined_in,
-    resolve, top_level)
 from .locate import own_methods
 
 # %% auto #0
@@ -48,7 +57,8 @@ def is_base(name: str, bases: tuple[Symbol, ...]) -> bool:
 # %% ../../nbs/port/runners.ipynb #417c45bc
 @dataclass(eq=False)
 class RunnerClass:
-    "A class of one side's sources, its bases followed across files: each a `RunnerClass`, or the name of one no source holds."
+    ("A class of one side's sources, its bases followed across files: each a `RunnerClass`, or the name of one no "
+     "source holds.")
     name: str
     module: str
     node: ast.ClassDef
@@ -61,7 +71,9 @@ class ClassGraph:
     "The classes of one side: bases resolved as Python resolves them (imports, re-exports) across files and packages."
     def __init__(self, ix: SymbolIndex, lone: tuple[str, ...] = ()):
         self.ix, self._cls, self._mro = ix, {}, {}
-        self.lone = {n.name: (m, n) for m in lone for n in top_level(ix.module_ast(m).body) if isinstance(n, ast.ClassDef)}
+        self.lone = {
+            n.name: (m, n) for m in lone for n in top_level(ix.module_ast(m).body) if isinstance(n, ast.ClassDef)
+        }
 
     def cls(self, module: str, node: ast.ClassDef, path: str | None = None) -> RunnerClass:
         "The class `node` of `module`, its bases resolved (once)."
@@ -116,7 +128,7 @@ class ClassGraph:
         return [k for k in self.mro(c) if isinstance(k, str)]
 
 # %% ../../nbs/port/runners.ipynb #8ac1857f
-_CLASS_RE = re.compile(r"^[ \t]*class\s+(\w+)\s*\(([^)]*)\)", re.M)
+_CLASS_RE = re.compile(r"^[ \t]*class\s+(\w+)\s*\(([^)]*)\)", re.MULTILINE)
 _AS_RE, _ASSIGN_RE = re.compile(r"(\w+) +as +(\w+)"), re.compile(r"(\w+) *= *[\w.]*?(\w+)")
 
 def _aliases(text: str) -> list[tuple[str, str]]:
@@ -128,7 +140,8 @@ def _aliases(text: str) -> list[tuple[str, str]]:
     return out
 
 def deriving_modules(tree: SourceTree, leaves, like=lambda word: False) -> list[str]:
-    "Modules with a class that may derive from one named in `leaves` or `like` a runner, through chains of class names and aliases (read as text: a superset)."
+    ("Modules with a class that may derive from one named in `leaves` or `like` a runner, through chains of class "
+     "names and aliases (read as text: a superset).")
     key = (frozenset(leaves), like)
     if key not in _DERIVING.setdefault(tree, {}): _DERIVING[tree][key] = _deriving_modules(tree, leaves, like)
     return _DERIVING[tree][key]
@@ -157,7 +170,8 @@ def _within(module: str, within) -> bool:
 
 @dataclass
 class Runners:
-    "The runner classes of one side: GPU runners, NPU runners, other devices' ports of GPU runners, and runners found by name."
+    ("The runner classes of one side: GPU runners, NPU runners, other devices' ports of GPU runners, and runners found "
+     "by name.")
     gpu: list = field(default_factory=list)
     npu: list = field(default_factory=list)
     other_devices: list = field(default_factory=list)
@@ -170,9 +184,10 @@ class Runners:
 def _named_like(name: str, word: str, suffix: str) -> bool:
     return word in name and name.endswith(suffix)
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _runner_like(gpu_word: str, npu_word: str, suffix: str):
-    "Whether a class name looks like a GPU or NPU runner (`…GPU…ModelRunner`): one function per words, so scans are cached."
+    ("Whether a class name looks like a GPU or NPU runner (`…GPU…ModelRunner`): one function per words, so scans are "
+     "cached.")
     return lambda w: _named_like(w, gpu_word, suffix) or _named_like(w, npu_word, suffix)
 
 def _device_port(c: RunnerClass, gpu_word: str, npu_word: str) -> RunnerClass | None:
@@ -187,7 +202,8 @@ def _device_port(c: RunnerClass, gpu_word: str, npu_word: str) -> RunnerClass | 
     return None
 
 def find_runners(graph: ClassGraph, tree: SourceTree, within=None) -> Runners:
-    "GPU runners (deriving from vllm's GPU runner base, not from vllm-ascend's) and NPU runners, in the modules `within`."
+    ("GPU runners (deriving from vllm's GPU runner base, not from vllm-ascend's) and NPU runners, in the modules "
+     "`within`.")
     gpu_bases, npu_bases = runner_bases()
     gw, nw = device_markers()
     suffix = gpu_bases[0].leaf.partition(gw)[2]        # ModelRunner
@@ -220,7 +236,8 @@ class RunnerPairs:
     npu_only: list = field(default_factory=list)    # (NPU RunnerClass, the GPU name looked for)
 
 def pair_runners(gpu: Runners, npu: Runners) -> RunnerPairs:
-    "Pair each NPU runner with the GPU runner of its name after the GPU→NPU rename, else with the GPU runner it derives from."
+    ("Pair each NPU runner with the GPU runner of its name after the GPU→NPU rename, else with the GPU runner it "
+     "derives from.")
     gw, nw = device_markers()
     by_name = {}
     for g in gpu.gpu: by_name.setdefault(g.name, g)
@@ -228,7 +245,9 @@ def pair_runners(gpu: Runners, npu: Runners) -> RunnerPairs:
     for n in npu.npu:
         want = n.name.replace(nw, gw, 1) if nw in n.name else None
         if want in by_name: out.pairs.append((by_name[want], n, "name")); continue
-        mirror = next((b.name for b in n.bases if isinstance(b, RunnerClass) and b not in npu.npu and b.name in by_name), None)
+        mirror = next(
+            (b.name for b in n.bases if isinstance(b, RunnerClass) and b not in npu.npu and b.name in by_name), None
+        )
         if mirror: out.pairs.append((by_name[mirror], n, "base")); continue
         out.npu_only.append((n, want))
     paired = {id(g) for g, _, _ in out.pairs}
@@ -236,6 +255,7 @@ def pair_runners(gpu: Runners, npu: Runners) -> RunnerPairs:
     return out
 
 def pair_names(pairs: RunnerPairs) -> dict[str, str]:
-    "{GPU runner name: NPU runner name} of the pairs made by name: `GPUAR.x(...)` and `NPUAR.x(...)` name the same helper on each side."
+    ("{GPU runner name: NPU runner name} of the pairs made by name: `GPUAR.x(...)` and `NPUAR.x(...)` name the same "
+     "helper on each side.")
     return {g.name: n.name for g, n, how in pairs.pairs if how == "name" and g.name != n.name}
 

@@ -14,9 +14,8 @@ import tokenize
 from dataclasses import dataclass
 
 from ..core.diagnostics import Code, Diagnostic, code_info, register
-
-from .locate import Located, method_located, method_text, own_methods, port_diagnostic
 from .formatting import CONFLICT_MARKERS, mask_conflicts
+from .locate import Located, method_located, method_text, own_methods, port_diagnostic
 from .method import PortResult
 
 # %% auto #0
@@ -33,8 +32,13 @@ def _docstring_lines(tree: ast.AST) -> set[int]:
     out = set()
     for n in ast.walk(tree):
         body = getattr(n, "body", None)
-        if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body and \
-           isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+        if (
+            isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
             out.update(range(body[0].lineno - 1, body[0].end_lineno))
     return out
 
@@ -56,7 +60,8 @@ def _comment_columns(text: str) -> dict[int, int] | None:
     except (tokenize.TokenError, IndentationError, SyntaxError): return None
 
 def split_prose(code: str) -> list[tuple[str, str]]:
-    "Each line of `code` (dedented) as (code, prose): comments and docstring lines are prose; conflict markers are code."
+    ("Each line of `code` (dedented) as (code, prose): comments and docstring lines are prose; conflict markers are "
+     "code.")
     lines = textwrap.dedent(code).splitlines()
     masked, _ = mask_conflicts(lines)          # one line out per line in: the numbers stay
     held = {i for i, (a, b) in enumerate(zip(lines, masked)) if a != b}   # markers and a conflict's omni side
@@ -81,13 +86,19 @@ def _drop_docstrings(tree: ast.AST) -> ast.AST:
     "The tree with the docstring of every module, class and function left out (a body left empty gets `pass`)."
     for n in ast.walk(tree):
         body = getattr(n, "body", None)
-        if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body and \
-           isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+        if (
+            isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
             n.body = body[1:] or [ast.Pass()]
     return tree
 
 def ast_normalised(code: str) -> str | None:
-    "`code` (dedented) as `ast.unparse` writes it, docstrings dropped: no comments, no layout; None where it does not parse."
+    ("`code` (dedented) as `ast.unparse` writes it, docstrings dropped: no comments, no layout; None where it does not "
+     "parse.")
     try: return ast.unparse(_drop_docstrings(ast.parse(textwrap.dedent(code))))
     except SyntaxError: return None
 
@@ -98,7 +109,8 @@ class AstSimilarity:
     parsed: bool
 
 def ast_similarity(a: str, b: str) -> AstSimilarity:
-    "`similarity` of the two texts' `ast_normalised` forms (issue 24's measure); the raw lines', `parsed=False`, where one does not parse."
+    ("`similarity` of the two texts' `ast_normalised` forms (issue 24's measure); the raw lines', `parsed=False`, "
+     "where one does not parse.")
     na, nb = ast_normalised(a), ast_normalised(b)
     if na is None or nb is None: return AstSimilarity(similarity(a, b), False)
     return AstSimilarity(similarity(na, nb), True)
@@ -163,13 +175,17 @@ register(
 
 def score_gaps(res: PortResult, hand: Located, scores: dict) -> list[Diagnostic]:
     "ONP4023 for what `score_result` could not score, and why (nothing silent: no scores always has a reason)."
-    unscored = lambda msg: port_diagnostic("ONP4023", f"{code_info('ONP4023').title}: {msg}", None, "warning", where=res.name)
+    unscored = lambda msg: port_diagnostic(
+        "ONP4023", f"{code_info('ONP4023').title}: {msg}", None, "warning", where=res.name
+    )
     if hand.method_node is not None:
         return [] if scores else [unscored(f"the port and {hand.label()} share no method name")]
     masked, _ = mask_conflicts(res.code.splitlines())
     try: tree = ast.parse("\n".join(masked))
     except SyntaxError as e:
-        return [unscored(f"the ported module does not parse at line {e.lineno} ({e.msg}), even with its conflicts masked")]
+        return [
+            unscored(f"the ported module does not parse at line {e.lineno} ({e.msg}), even with its conflicts masked")
+        ]
     node = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == res.name), None)
     if node is None: return [unscored(f"the port has no class {res.name} to hold to {hand.label()}")]
     ported, hands = list(own_methods(node)), list(own_methods(hand.cls_node))

@@ -22,14 +22,42 @@ __all__ = ['super_calls', 'extends_by_super', 'param_names', 'body_start', 'node
 
 # %% ../../nbs/port/supercalls.ipynb #80acdad9
 register(
-    Code("ONP4003", "explicit-base-call", "super() extension ported as an explicit NPU base-class call (sig.explicit-base-call)",
-         "info", "nothing: the NPU class's MRO would otherwise reach the omni GPU class's base", "port/supercalls.ipynb", "port"),
-    Code("ONP4004", "inlined-base", "super() extension ported by inlining the NPU base method", "info",
-         "nothing; a later vllm-ascend change of that method must be ported again", "port/supercalls.ipynb", "port"),
-    Code("ONP4005", "npu-signature", "the NPU base signature is adopted (the omni method kept the GPU base signature)", "info",
-         "check the callers of the method pass the NPU base's arguments", "port/supercalls.ipynb", "port"),
-    Code("ONP4009", "omni-steps-before-npu-post", "omni steps after super() placed before the NPU base's own post-processing",
-         "info", "check that the omni steps should see the value before the NPU post-processing", "port/supercalls.ipynb", "port"),
+    Code(
+        "ONP4003",
+        "explicit-base-call",
+        "super() extension ported as an explicit NPU base-class call (sig.explicit-base-call)",
+        "info",
+        "nothing: the NPU class's MRO would otherwise reach the omni GPU class's base",
+        "port/supercalls.ipynb",
+        "port",
+    ),
+    Code(
+        "ONP4004",
+        "inlined-base",
+        "super() extension ported by inlining the NPU base method",
+        "info",
+        "nothing; a later vllm-ascend change of that method must be ported again",
+        "port/supercalls.ipynb",
+        "port",
+    ),
+    Code(
+        "ONP4005",
+        "npu-signature",
+        "the NPU base signature is adopted (the omni method kept the GPU base signature)",
+        "info",
+        "check the callers of the method pass the NPU base's arguments",
+        "port/supercalls.ipynb",
+        "port",
+    ),
+    Code(
+        "ONP4009",
+        "omni-steps-before-npu-post",
+        "omni steps after super() placed before the NPU base's own post-processing",
+        "info",
+        "check that the omni steps should see the value before the NPU post-processing",
+        "port/supercalls.ipynb",
+        "port",
+    ),
 )
 
 # %% ../../nbs/port/supercalls.ipynb #a18735b6
@@ -39,8 +67,14 @@ def super_calls(fn: ast.FunctionDef) -> list[ast.Call]:
     def visit(node, top):
         for ch in ast.iter_child_nodes(node):
             if not top and isinstance(ch, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)): continue
-            if isinstance(ch, ast.Call) and isinstance(ch.func, ast.Attribute) and ch.func.attr == fn.name and \
-               isinstance(ch.func.value, ast.Call) and isinstance(ch.func.value.func, ast.Name) and ch.func.value.func.id == "super":
+            if (
+                isinstance(ch, ast.Call)
+                and isinstance(ch.func, ast.Attribute)
+                and ch.func.attr == fn.name
+                and isinstance(ch.func.value, ast.Call)
+                and isinstance(ch.func.value.func, ast.Name)
+                and ch.func.value.func.id == "super"
+            ):
                 found.append(ch)
             visit(ch, False)
     visit(fn, True)
@@ -62,7 +96,12 @@ def param_names(fn: ast.FunctionDef) -> list[str]:
 def _header_end(code: str, fn: ast.FunctionDef) -> int:
     "Index (0-based) of the first body line of a dedented def, past its docstring."
     first = fn.body[0]
-    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str) and len(fn.body) > 1:
+    if (
+        isinstance(first, ast.Expr)
+        and isinstance(first.value, ast.Constant)
+        and isinstance(first.value.value, str)
+        and len(fn.body) > 1
+    ):
         return first.end_lineno
     return first.lineno - 1 if not (first.lineno - 1 < fn.lineno) else fn.lineno
 
@@ -80,13 +119,20 @@ def node_text(lines: list[str], node) -> str:
 
 def _call_args(call: ast.Call, lines) -> list[str]:
     out = []
-    for a in call.args: out.append(node_text(lines, a) if not isinstance(a, ast.Starred) else "*" + node_text(lines, a.value))
-    for k in call.keywords: out.append(f"{k.arg}={node_text(lines, k.value)}" if k.arg else "**" + node_text(lines, k.value))
+    for a in call.args:
+        out.append(node_text(lines, a) if not isinstance(a, ast.Starred) else "*" + node_text(lines, a.value))
+    for k in call.keywords:
+        out.append(f"{k.arg}={node_text(lines, k.value)}" if k.arg else "**" + node_text(lines, k.value))
     return out
 
 def signature_choice(gpu_fn, omni_fn, npu_fn) -> str:
-    "`npu` when the omni method kept the GPU base's parameters (so the NPU base's signature, as written, wins), else `omni`."
-    return "npu" if param_names(gpu_fn) == param_names(omni_fn) and ast.dump(npu_fn.args) != ast.dump(omni_fn.args) else "omni"
+    ("`npu` when the omni method kept the GPU base's parameters (so the NPU base's signature, as written, wins), else "
+     "`omni`.")
+    return (
+        "npu"
+        if param_names(gpu_fn) == param_names(omni_fn) and ast.dump(npu_fn.args) != ast.dump(omni_fn.args)
+        else "omni"
+    )
 
 def _replace_span(lines: list[str], node, new: str) -> list[str]:
     "Replace a node's source span in `lines` by `new` (may be several lines)."
@@ -109,8 +155,10 @@ def _defaults(fn) -> dict[str, str | None]:
     return out
 
 def param_renames(gpu_fn, npu_fn) -> dict[str, str]:
-    "GPU parameter → NPU parameter where the NPU base renamed it (same stretch of the aligned lists, the one with the same"
-    " default whose name keeps most of the old one: `cudagraph_runtime_mode` → `aclgraph_runtime_mode`, never `extra_flag` → it)."
+    ("GPU parameter → NPU parameter where the NPU base renamed it (same stretch of the aligned lists, the one with the "
+     "same")
+    (" default whose name keeps most of the old one: `cudagraph_runtime_mode` → `aclgraph_runtime_mode`, never "
+     "`extra_flag` → it).")
     import difflib
     g, n = _defaults(gpu_fn), _defaults(npu_fn)
     gl, nl = [p for p in g if p != "self"], [p for p in n if p != "self"]
@@ -125,7 +173,8 @@ def param_renames(gpu_fn, npu_fn) -> dict[str, str]:
     return out
 
 def fit_to_signature(omni: str, gpu_fn, npu_fn) -> str | None:
-    "The omni method with its body's uses of renamed parameters renamed to the NPU names; None where it uses a parameter the NPU signature lacks."
+    ("The omni method with its body's uses of renamed parameters renamed to the NPU names; None where it uses a "
+     "parameter the NPU signature lacks.")
     fn = ast.parse(omni).body[0]
     ren = param_renames(gpu_fn, npu_fn)
     spans = []
@@ -144,8 +193,11 @@ def fit_to_signature(omni: str, gpu_fn, npu_fn) -> str | None:
 
 
 # %% ../../nbs/port/supercalls.ipynb #280f2abf
-def port_super_call(omni: str, npu: str, gpu: str, npu_class: str, adopt: bool = True) -> tuple[list[str], list[Diagnostic]]:
-    "Port a super()-extension: the omni steps around an explicit `NPUBase.method(self, ...)` call (`adopt=False`: the callee is an omni class, the omni signature stays)."
+def port_super_call(
+    omni: str, npu: str, gpu: str, npu_class: str, adopt: bool = True
+) -> tuple[list[str], list[Diagnostic]]:
+    ("Port a super()-extension: the omni steps around an explicit `NPUBase.method(self, ...)` call (`adopt=False`: the "
+     "callee is an omni class, the omni signature stays).")
     ofn, nfn, gfn = (ast.parse(c).body[0] for c in (omni, npu, gpu))
     sig = signature_choice(gfn, ofn, nfn) if adopt else "omni"
     if sig == "npu":     # the body must use the parameter names of the NPU signature it gets, or keep its own signature
@@ -153,9 +205,11 @@ def port_super_call(omni: str, npu: str, gpu: str, npu_class: str, adopt: bool =
         if fitted is None: sig = "omni"
         else: omni, ofn = fitted, ast.parse(fitted).body[0]
     ol, nl = python_lines(omni), python_lines(npu)
-    diags = [port_diagnostic("ONP4003", f"{code_info('ONP4003').title}: {npu_class}.{ofn.name}(self, ...)", None, "info",
+    diags = [port_diagnostic("ONP4003", f"{code_info('ONP4003').title}: {npu_class}.{ofn.name}(self, "
+                                        "...)", None, "info",
                         record="sig.explicit-base-call")] if adopt else \
-            [port_diagnostic("ONP4024", f"{code_info('ONP4024').title}: {npu_class}.{ofn.name}(self, ...)", None, "warning")]
+            [port_diagnostic("ONP4024", f"{code_info('ONP4024').title}: {npu_class}.{ofn.name}(self, "
+                                        "...)", None, "warning")]
     lines = list(ol)
     for call in sorted(super_calls(ofn), key=lambda c: (c.lineno, c.col_offset), reverse=True):
         args = _call_args(call, ol)
@@ -177,8 +231,15 @@ def inlinable_call(omni_fn, npu_fn) -> ast.stmt | None:
     call = calls[0]
     stmt = next((st for st in omni_fn.body if any(n is call for n in ast.walk(st))), None)
     if stmt is None: return None
-    if not ((isinstance(stmt, ast.Assign) and stmt.value is call and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name))
-            or (isinstance(stmt, ast.Return) and stmt.value is call)): return None
+    if not (
+        (
+            isinstance(stmt, ast.Assign)
+            and stmt.value is call
+            and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Name)
+        )
+        or (isinstance(stmt, ast.Return) and stmt.value is call)
+    ): return None
     rets = [n for n in walk_no_nested(npu_fn) if isinstance(n, ast.Return)]
     if len(rets) != 1 or rets[0] is not npu_fn.body[-1] or rets[0].value is None: return None
     return stmt
@@ -307,7 +368,11 @@ def port_super_inline(omni: str, npu: str, gpu: str, origins: list | None = None
         doc, pre = pre[:n], pre[n:]
     def fenced(xs):
         while xs and not xs[-1].strip(): xs = xs[:-1]
-        return [(ind + FENCE_TEXT, "port"), *[(x, "omni") for x in xs], (ind + FENCE_TEXT, "port")] if any(x.strip() for x in xs) else []
+        return (
+            [(ind + FENCE_TEXT, "port"), *[(x, "omni") for x in xs], (ind + FENCE_TEXT, "port")]
+            if any(x.strip() for x in xs)
+            else []
+        )
     sig = signature_choice(gfn, ofn, nfn)
     head = [(l, "npu") for l in def_header(nl, nfn)] if sig == "npu" else [(l, "omni") for l in def_header(ol, ofn)]
     npu_rows = lambda xs: [(x, "npu") for x in xs]
@@ -327,7 +392,8 @@ def port_super_inline(omni: str, npu: str, gpu: str, origins: list | None = None
                                 f"returns it; the NPU base's {sum(st.lineno > core.end_lineno for st in nfn2.body[:-1])} "
                                 "statement(s) after that follow them", None, "info"))
     else:
-        ret_out = []   # the NPU base's `return var` became the omni `return target`: both return it, so it is no omni line
+        # the NPU base's `return var` became the omni `return target`: both return it, so it is no omni line
+        ret_out = []
         if target and not tail_ret and isinstance(last, ast.Return) and isinstance(last.value, ast.Name) \
                 and last.value.id == target and last.lineno == last.end_lineno and last.lineno > stmt.end_lineno:
             post, ret_out = ol[stmt.end_lineno: last.lineno - 1] + ol[last.end_lineno:], [ol[last.lineno - 1]]
@@ -345,7 +411,8 @@ def _result_expr(fn) -> ast.expr | None:
     return rets[0].value
 
 def base_result_statement(gpu_fn, npu_fn, var: str) -> ast.stmt | None:
-    "The NPU base's top-level `var = E` where E is what the GPU base returns (same expression or callee), else its first statement computing `var` by that callee."
+    ("The NPU base's top-level `var = E` where E is what the GPU base returns (same expression or callee), else its "
+     "first statement computing `var` by that callee.")
     e = _result_expr(gpu_fn)
     if e is None: return None
     same = lambda v: ast.dump(v) == ast.dump(e) or (isinstance(v, ast.Call) and isinstance(e, ast.Call)
@@ -356,24 +423,39 @@ def base_result_statement(gpu_fn, npu_fn, var: str) -> ast.stmt | None:
     if hits: return None
     if not isinstance(e, ast.Call): return None
     # else: the first top-level statement that computes `var`, where every binding of it inside calls the GPU base's
-    # callee or a local alias of it (`run_model = partial(self.model, ...)`; `var = run_model()` in each branch of an `if`)
+    # callee or a local alias of it (`run_model = partial(self.model, ...)`; `var = run_model()` in each branch of an
+    # `if`)
     callee = ast.dump(e.func)
-    aliases = {t.id for st in npu_fn.body if isinstance(st, ast.Assign) and any(ast.dump(n) == callee for n in ast.walk(st.value))
-               for t in st.targets if isinstance(t, ast.Name)}
+    aliases = {
+        t.id
+        for st in npu_fn.body
+        if isinstance(st, ast.Assign) and any(ast.dump(n) == callee for n in ast.walk(st.value))
+        for t in st.targets
+        if isinstance(t, ast.Name)
+    }
     calls_it = lambda v: isinstance(v, ast.Call) and (ast.dump(v.func) == callee or
                                                       (isinstance(v.func, ast.Name) and v.func.id in aliases))
     for st in npu_fn.body[:-1]:
-        binds = [n for n in walk_no_nested(ast.Module([st], [])) if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign))
-                 and any(isinstance(t, ast.Name) and t.id == var for t in (n.targets if isinstance(n, ast.Assign) else [n.target]))]
+        binds = [
+            n
+            for n in walk_no_nested(ast.Module([st], []))
+            if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign))
+            and any(
+                isinstance(t, ast.Name) and t.id == var
+                for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+            )
+        ]
         if binds: return st if all(isinstance(n, ast.Assign) and calls_it(n.value) for n in binds) else None
     return None
 
 # %% ../../nbs/port/supercalls.ipynb #1942cd1f
 register(
-    Code("ONP4021", "super-kept", "super() kept: in the class the port lands in it already reaches the NPU side's method",
+    Code("ONP4021", "super-kept", "super() kept: in the class the port lands in it already reaches the NPU side's "
+                                  "method",
          "info", "nothing; if a base the message names (no source given holds it) defines the method, check it",
          "port/supercalls.ipynb", "port"),
-    Code("ONP4024", "explicit-omni-call", "super() reaches an omni class's method first in the class the port lands in: "
+    Code("ONP4024", "explicit-omni-call", "super() reaches an omni class's method first in the class the port lands "
+                                          "in: "
          "ported as an explicit call to it, never skipping it", "warning",
          "that omni method runs as written (its own super() goes on along the MRO): port it too if it holds GPU code",
          "port/supercalls.ipynb", "port"),
@@ -384,11 +466,14 @@ class SuperTarget:
     "What `super().<name>` reaches in the class a port lands in, and what it should reach."
     reached: str | None      # the first class after the landing class in its MRO that defines the method
     wanted: str | None       # the first such class not on the omni GPU side
-    unknown: list = field(default_factory=list)   # bases before the answer that no source holds
-    after: str | None = None # the omni class the method comes from, where the landing MRO holds it (super() starts after it)
+    unknown: list = field(default_factory=list)  # bases before the answer that no source holds
+    after: str | None = (
+        None  # the omni class the method comes from, where the landing MRO holds it (super() starts after it)
+    )
 
     @property
-    def reaches_wanted(self) -> bool: return self.after is None and self.wanted is not None and self.reached == self.wanted
+    def reaches_wanted(self) -> bool:
+        return self.after is None and self.wanted is not None and self.reached == self.wanted
 
     @property
     def intermediate(self) -> bool:
@@ -396,7 +481,8 @@ class SuperTarget:
         return self.reached is not None and self.reached != self.wanted
 
 def super_target(landing: list, name: str, gpu_side: set, owner: str | None = None) -> SuperTarget:
-    "From the landing class's MRO (`locate.class_mro`, the class first): the class super().name reaches from `owner` (the class the method comes from; the landing class where its MRO lacks it), and the one it should."
+    ("From the landing class's MRO (`locate.class_mro`, the class first): the class super().name reaches from `owner` "
+     "(the class the method comes from; the landing class where its MRO lacks it), and the one it should.")
     start = next((i for i, c in enumerate(landing) if i and owner and c.name == owner), 0)
     reached = wanted = None
     unknown = []
@@ -404,7 +490,8 @@ def super_target(landing: list, name: str, gpu_side: set, owner: str | None = No
         if c.node is None:
             if wanted is None: unknown.append(c.name)
             continue
-        if not any(isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == name for s in c.node.body): continue
+        if not any(isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == name for s in c.node.body):
+            continue
         reached = reached or c.name
         if c.name not in gpu_side: wanted = c.name; break
     return SuperTarget(reached, wanted, unknown, landing[start].name if start else None)
@@ -418,9 +505,16 @@ def super_kept(omni: str, target: SuperTarget, landing: str) -> tuple[list[str],
 
 # %% ../../nbs/port/supercalls.ipynb #6e924a5a
 register(
-    Code("ONP4027", "super-rebound", "a copied line's super() would reach another class's method in the class the port "
-         "lands in than in the class it was copied from: written super(ThatClass, self)", "info",
-         "nothing: the call reaches what it reached in its own class, along the port's MRO", "port/supercalls.ipynb", "port"),
+    Code(
+        "ONP4027",
+        "super-rebound",
+        "a copied line's super() would reach another class's method in the class the port "
+        "lands in than in the class it was copied from: written super(ThatClass, self)",
+        "info",
+        "nothing: the call reaches what it reached in its own class, along the port's MRO",
+        "port/supercalls.ipynb",
+        "port",
+    ),
 )
 
 _ZERO_SUPER = re.compile(r"\bsuper\(\)\s*\.\s*(\w+)")
@@ -431,7 +525,8 @@ def _definer_after(landing: list, at: int, name: str) -> str | None:
 
 def rebind_supers(lines: list[str], origins: list[str], landing: list, sources: dict, first: str = "self"
                   ) -> tuple[list[str], list[Diagnostic]]:
-    "Each line's `super().name` as `super(C, first).name` where, in the landing MRO, it reaches another method from the landing"
+    ("Each line's `super().name` as `super(C, first).name` where, in the landing MRO, it reaches another method from "
+     "the landing")
     " class than from C, the class it was copied from (`sources`: origin `npu` / `omni` -> that class's name)."
     names = [c.name for c in landing]
     out, diags = [], []
@@ -441,8 +536,14 @@ def rebind_supers(lines: list[str], origins: list[str], landing: list, sources: 
         def bind(m, src=src, k=k):
             want, got = _definer_after(landing, names.index(src), m[1]), _definer_after(landing, 0, m[1])
             if want is None or want == got: return m[0]
-            diags.append(port_diagnostic("ONP4027", f"{code_info('ONP4027').title}: super().{m[1]} in {names[0]} would reach "
-                                         f"{got}.{m[1]}; from {src} it reaches {want}.{m[1]}", k + 1))
+            diags.append(
+                port_diagnostic(
+                    "ONP4027",
+                    f"{code_info('ONP4027').title}: super().{m[1]} in {names[0]} would reach "
+                    f"{got}.{m[1]}; from {src} it reaches {want}.{m[1]}",
+                    k + 1,
+                )
+            )
             return f"super({src}, {first}).{m[1]}"
         out.append(_ZERO_SUPER.sub(bind, line))
     return out, diags

@@ -10,25 +10,25 @@ import dataclasses
 import difflib
 import functools
 import hashlib
-import os
 import json
 import logging
+import os
 import re
 import stat
 import sys
-import time
 import textwrap
+import time
 from pathlib import Path
 
 from ..core.catalog import PAIRING, VLLM_ASCEND_VERSIONS, parse_version, resolve_release
+from ..core.diagnostics import Code, Diagnostic, code_info, register
+from ..core.io import cache_dir, claim_cache, write_atomic
 from ..core.profile import resolve_target
 from ..core.releases import Target, target_for
-from ..sources.stated import tree_target
-from ..core.diagnostics import Code, Diagnostic, code_info, register
-from ..core.io import claim_cache, cache_dir, write_atomic
 from ..sources.readers import parse_source
+from ..sources.stated import tree_target
 from ..translate.engine import RuleSet, compile_rules, translate_source
-from .locate import Located, PortError, method_text, port_diagnostic, top_classes, python_lines, indent_lines
+from .locate import Located, PortError, indent_lines, method_text, port_diagnostic, python_lines, top_classes
 
 # %% auto #0
 __all__ = ['TCACHE_ENV', 'TCACHE_FORMAT', 'log', 'LIVE_TEMP_S', 'SCRATCH', 'rules_for', 'known_ascend', 'target_of',
@@ -38,14 +38,34 @@ __all__ = ['TCACHE_ENV', 'TCACHE_FORMAT', 'log', 'LIVE_TEMP_S', 'SCRATCH', 'rule
 
 # %% ../../nbs/port/translation.ipynb #8e7f35e9
 register(
-    Code("ONP4101", "versions-do-not-pair", "the source versions do not pair (catalog PAIRING)", "warning",
-         "port from the vllm release the vllm-ascend release was built against (the pairing table is in the message)",
-         "port/translation.ipynb", "port"),
-    Code("ONP4102", "translator-failed", "the translator failed on this method's module: the code is copied untranslated",
-         "error", "translate the copied lines by hand (the translator's own error is in the message)",
-         "port/translation.ipynb", "port"),
-    Code("ONP4104", "neighbour-rules", "the catalog does not know this vllm-ascend release: translated with the rules of "
-         "the release that serves it (core.catalog.resolve_release)", "info", "check the translated lines against the release you port to", "port/translation.ipynb", "port"),
+    Code(
+        "ONP4101",
+        "versions-do-not-pair",
+        "the source versions do not pair (catalog PAIRING)",
+        "warning",
+        "port from the vllm release the vllm-ascend release was built against (the pairing table is in the message)",
+        "port/translation.ipynb",
+        "port",
+    ),
+    Code(
+        "ONP4102",
+        "translator-failed",
+        "the translator failed on this method's module: the code is copied untranslated",
+        "error",
+        "translate the copied lines by hand (the translator's own error is in the message)",
+        "port/translation.ipynb",
+        "port",
+    ),
+    Code(
+        "ONP4104",
+        "neighbour-rules",
+        "the catalog does not know this vllm-ascend release: translated with the rules of "
+        "the release that serves it (core.catalog.resolve_release)",
+        "info",
+        "check the translated lines against the release you port to",
+        "port/translation.ipynb",
+        "port",
+    ),
 )
 
 # %% ../../nbs/port/translation.ipynb #d2e42f85
@@ -53,12 +73,15 @@ _RULES: dict = {}   # target -> compiled rules: a module cache keyed by the targ
                     # ports to; `translate_methods` tells the catalog's rule sets by it), read before a context exists
 
 def rules_for(target: str | Target | RuleSet | None = None) -> RuleSet:
-    "The translator's rule set for a `Target` or `vllm-ascend==X` (None: the profile's target), compiled once per target and pairing."
+    ("The translator's rule set for a `Target` or `vllm-ascend==X` (None: the profile's target), compiled once per "
+     "target and pairing.")
     if isinstance(target, RuleSet): return target
     key = (target.spec, target.vllm) if isinstance(target, Target) else target
     if key not in _RULES:
-        try: _RULES[key] = compile_rules(target)   # the catalog's rules for a target only: their translations are kept
-        except (ValueError, KeyError) as e: raise PortError(f"translator target {getattr(target, 'spec', target)!r}: {e}") from None
+        try:
+            _RULES[key] = compile_rules(target)  # the catalog's rules for a target only: their translations are kept
+        except (ValueError, KeyError) as e:
+            raise PortError(f"translator target {getattr(target, 'spec', target)!r}: {e}") from None
     return _RULES[key]
 
 def known_ascend(version: str) -> str:
@@ -80,7 +103,8 @@ def target_check(npu: Located, rules: RuleSet) -> list[Diagnostic]:
 _SEVERITY = {"rewrite": "info", "manual": "warning", "unsupported": "error", "error": "error"}
 
 def from_translator(d, line: int | None = None) -> Diagnostic:
-    "A translator diagnostic as a port `Diagnostic`: same code, message and record; severity rewrite→info, manual→warning."
+    ("A translator diagnostic as a port `Diagnostic`: same code, message and record; severity rewrite→info, "
+     "manual→warning.")
     return port_diagnostic(d.code, d.message, line if line is not None else (d.line or None),
                       _SEVERITY.get(d.severity, "warning"), record=d.record)
 
@@ -97,7 +121,12 @@ def _imports_of(text: str) -> tuple[str, ...]:
             if isinstance(st, (ast.Import, ast.ImportFrom)) and not getattr(st, "level", 0):
                 out.append(textwrap.dedent("\n".join(lines[st.lineno - 1: st.end_lineno])))
             elif isinstance(st, (ast.If, ast.Try)):
-                for b in (st.body, st.orelse, getattr(st, "finalbody", []), *[h.body for h in getattr(st, "handlers", [])]):
+                for b in (
+                    st.body,
+                    st.orelse,
+                    getattr(st, "finalbody", []),
+                    *[h.body for h in getattr(st, "handlers", [])],
+                ):
                     walk(b)
     try: walk(parse_source(text).body)
     except SyntaxError: pass
@@ -114,13 +143,15 @@ def _line_map(a: list[str], b: list[str]) -> list[int]:
 TCACHE_ENV = "OMNI_NPU_PORT_TRANSLATION_CACHE"   # a folder for translations kept between runs, or `off`
 TCACHE_FORMAT = "omni-npu-port translation 2"
 _FINGERPRINT = re.compile(r"[0-9a-f]{20}")
-_ENTRY = re.compile(r"[0-9a-f]{64}\.(?:json|pkl|\d+\.tmp)|\.[0-9a-f]{64}\.json\.onp\d+-[a-z0-9_]{8}\.tmp")   # .pkl, .PID.tmp: older versions'
+_ENTRY = re.compile(
+    r"[0-9a-f]{64}\.(?:json|pkl|\d+\.tmp)|\.[0-9a-f]{64}\.json\.onp\d+-[a-z0-9_]{8}\.tmp"
+)  # .pkl, .PID.tmp: older versions'
 log = logging.getLogger("omni_npu_port.translations")
 
 @functools.lru_cache(maxsize=1)
 def code_fingerprint() -> str:
     "What a translation depends on besides its inputs: this package's code (every .py file) and Python's version."
-    import omni_npu_port   # its folder (in a notebook too, where this module has no __file__)
+    import omni_npu_port  # its folder (in a notebook too, where this module has no __file__)
     h, root = hashlib.sha256(sys.version.encode()), Path(omni_npu_port.__file__).resolve().parent
     for p in sorted(root.rglob("*.py")):
         h.update(p.relative_to(root).as_posix().encode() + b"\0" + p.read_bytes() + b"\0")
@@ -137,8 +168,10 @@ def translation_cache() -> Path | None:
     "The folder of this code's kept translations (`core.io.cache_dir('translations')`; None: off); its root claimed."
     root = cache_dir("translations")
     if root is None: return None
-    try: claim_cache(root, "translations", lambda n: _own_fingerprint(n, root))   # a folder of foreign content: one line
-    except OSError: return None   # a folder that cannot be written: nothing kept
+    try:
+        claim_cache(root, "translations", lambda n: _own_fingerprint(n, root))  # a folder of foreign content: one line
+    except OSError:
+        return None   # a folder that cannot be written: nothing kept
     return root / code_fingerprint()
 
 def rules_digest(rules: RuleSet) -> str:
@@ -165,14 +198,27 @@ def _bad_entry(path: Path, why: str) -> None:
     "A bad entry is a miss: said once per folder and run (on the `omni_npu_port.translations` logger)."
     if path.parent not in _LOGGED:
         _LOGGED.add(path.parent)
-        log.warning("translation cache: %s %s: translated anew (later bad entries of this folder are not named)", path, why)
+        log.warning(
+            "translation cache: %s %s: translated anew (later bad entries of this folder are not named)", path, why
+        )
 
 def _from_data(got) -> tuple[str, list[Diagnostic]] | None:
     "(code, diagnostics) from an entry's body of plain types, or None if it is not one."
-    if not isinstance(got, dict) or not isinstance(got.get("code"), str) or not isinstance(got.get("diagnostics"), list): return None
+    if (
+        not isinstance(got, dict)
+        or not isinstance(got.get("code"), str)
+        or not isinstance(got.get("diagnostics"), list)
+    ):
+        return None
     diags = []
     for d in got["diagnostics"]:
-        if not isinstance(d, dict) or set(d) != set(_DIAG_FIELDS) or not isinstance(d["code"], str) or not isinstance(d["message"], str): return None
+        if (
+            not isinstance(d, dict)
+            or set(d) != set(_DIAG_FIELDS)
+            or not isinstance(d["code"], str)
+            or not isinstance(d["message"], str)
+        ):
+            return None
         if not all(v is None or isinstance(v, (str, int)) and not isinstance(v, bool) for v in d.values()): return None
         diags.append(Diagnostic(**d))
     return got["code"], diags
@@ -187,11 +233,15 @@ def _cached_translation(folder: Path | None, rules: RuleSet, mod: str, src: str)
     try:
         if path.is_symlink() or not path.is_file(): _bad_entry(path, "is not a regular file"); return None
         entry = json.loads(path.read_bytes())
-    except (OSError, ValueError, RecursionError) as e: _bad_entry(path, f"cannot be read ({type(e).__name__})"); return None
+    except (OSError, ValueError, RecursionError) as e:
+        _bad_entry(path, f"cannot be read ({type(e).__name__})")
+        return None
     if not isinstance(entry, dict) or entry.get("format") != TCACHE_FORMAT or entry.get("key") != key:
         _bad_entry(path, "is of another format or filed under another key"); return None
     body = entry.get("body")
-    if not isinstance(body, dict) or entry.get("sha256") != _digest(body): _bad_entry(path, "fails its content hash"); return None
+    if not isinstance(body, dict) or entry.get("sha256") != _digest(body):
+        _bad_entry(path, "fails its content hash")
+        return None
     got = _from_data(body)
     if got is None: _bad_entry(path, "holds other than a translation"); return None
     return got
@@ -219,12 +269,18 @@ def _store_translation(folder: Path | None, rules: RuleSet, mod: str, src: str, 
         if not folder.is_dir():
             root = folder.parent   # claimed by `translation_cache`
             folder.mkdir(exist_ok=True)
-            olds = sorted((p for p in root.iterdir() if p != folder and _own_fingerprint(p.name, root)), key=lambda p: p.stat().st_mtime)
+            olds = sorted(
+                (p for p in root.iterdir() if p != folder and _own_fingerprint(p.name, root)),
+                key=lambda p: p.stat().st_mtime,
+            )
             for p in olds[:-2]: _prune(p)   # the three newest fingerprints stay
         body = {"code": res[0], "diagnostics": [dataclasses.asdict(d) for d in res[1]]}
         dest = folder / f"{_key(rules, mod, src)}.json"
-        if os.path.lexists(dest) and (dest.is_symlink() or not dest.is_file()): return _bad_entry(dest, "is not a regular file")
-        write_atomic(dest, json.dumps({"format": TCACHE_FORMAT, "key": dest.stem, "sha256": _digest(body), "body": body}))
+        if os.path.lexists(dest) and (dest.is_symlink() or not dest.is_file()):
+            return _bad_entry(dest, "is not a regular file")
+        write_atomic(
+            dest, json.dumps({"format": TCACHE_FORMAT, "key": dest.stem, "sha256": _digest(body), "body": body})
+        )
     except Exception: pass
 
 # %% ../../nbs/port/translation.ipynb #d1b0ecc2
@@ -239,14 +295,17 @@ def _keep(key, value) -> None:
     while len(_TCACHE) > _TCACHE_MAX: del _TCACHE[next(iter(_TCACHE))]
 
 def forget_translations() -> None:
-    "Forget the translations kept in this process: the next `translate_code` reads the disk cache or translates anew (a new process; a test)."
+    ("Forget the translations kept in this process: the next `translate_code` reads the disk cache or translates anew "
+     "(a new process; a test).")
     _TCACHE.clear()
 
 # %% ../../nbs/port/translation.ipynb #ddf8d01d
 def translate_methods(items: list[tuple[str, str]], rules: RuleSet) -> list[tuple[str, list[Diagnostic]]]:
     "Translate (method source, module text) pairs in their modules' import context: one translator run per module."
     base = rules.runner_bases[0] if rules.runner_bases else "object"
-    disk = translation_cache() if any(r is rules for r in _RULES.values()) else None   # kept between runs: `rules_for`'s only
+    disk = (
+        translation_cache() if any(r is rules for r in _RULES.values()) else None
+    )  # kept between runs: `rules_for`'s only
     out: dict[int, tuple[str, list[Diagnostic]]] = {}
     groups: dict[str, list[int]] = {}
     for i, (src, mod) in enumerate(items):
@@ -267,7 +326,9 @@ def translate_methods(items: list[tuple[str, str]], rules: RuleSet) -> list[tupl
         t = translate_source(scratch, rules, path="<port scratch>", comments=False)
         res = {}
         if t.error is not None:
-            why = port_diagnostic("ONP4102", f"{code_info('ONP4102').title} ({t.error.code}: {t.error.message})", None, "error")
+            why = port_diagnostic(
+                "ONP4102", f"{code_info('ONP4102').title} ({t.error.code}: {t.error.message})", None, "error"
+            )
             res = {src: (src, [why]) for src in uniq}
         else:
             classes = top_classes(ast.parse(t.code))
@@ -291,7 +352,9 @@ def translate_located(loc: Located, rules: RuleSet) -> tuple[str, list[Diagnosti
     "A located method, translated in its module's context."
     return translate_methods([(loc.method_source, loc.context_text)], rules)[0]
 
-def translate_code(code: str, target: str | RuleSet | None = None, module_text: str = "") -> tuple[str, list[Diagnostic]]:
+def translate_code(
+    code: str, target: str | RuleSet | None = None, module_text: str = ""
+) -> tuple[str, list[Diagnostic]]:
     "Translate one method's text (imports taken from `module_text`) for a target: (code, diagnostics)."
     return translate_methods([(code, module_text)], rules_for(target))[0]
 
@@ -305,8 +368,17 @@ def _satisfied(d: Diagnostic, method_src: str, rules: RuleSet) -> bool:
     lines = python_lines(method_src)
     try:
         fn = ast.parse(method_src).body[0]
-        at = next((st for st in ast.walk(fn) if isinstance(st, ast.stmt) and not isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef))
-                   and st.lineno <= (d.line or 0) <= st.end_lineno and not hasattr(st, "body")), None)
+        at = next(
+            (
+                st
+                for st in ast.walk(fn)
+                if isinstance(st, ast.stmt)
+                and not isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and st.lineno <= (d.line or 0) <= st.end_lineno
+                and not hasattr(st, "body")
+            ),
+            None,
+        )
         skip = set(range(at.lineno, at.end_lineno + 1)) if at else {d.line}
     except SyntaxError: skip = {d.line}
     return any(pat.search(l.split("#")[0]) for i, l in enumerate(lines, 1) if i not in skip)
@@ -321,7 +393,8 @@ def translator_check(method_src: str, module_text: str, rules: RuleSet, npu_code
 
 # %% ../../nbs/port/translation.ipynb #238b14a2
 def npu_target(npu_base: Located) -> Target:
-    "The NPU base's `Target`: its pairing from the releases table, else from its own files (Dockerfile, versioning policy, metadata)."
+    ("The NPU base's `Target`: its pairing from the releases table, else from its own files (Dockerfile, versioning "
+     "policy, metadata).")
     t = tree_target(npu_base.tree, f"the NPU base {npu_base.origin}") if npu_base.tree is not None else None
     return t or target_for(npu_base.version, f"the NPU base {npu_base.origin}")
 
@@ -332,13 +405,25 @@ def port_target(target: str | None, npu_base: Located | None) -> Target:
     return resolve_target()
 
 def pairing_check(gpu_base: Located, npu_base: Located) -> list[Diagnostic]:
-    "A warning with the pairing table when the vllm and vllm-ascend sources are not a released pair (the pairing as the NPU release itself states it)."
+    ("A warning with the pairing table when the vllm and vllm-ascend sources are not a released pair (the pairing as "
+     "the NPU release itself states it).")
     gv, nv = gpu_base.version, npu_base.version
     if gpu_base.package != "vllm" or npu_base.package != "vllm_ascend" or not gv or not nv: return []
     t = npu_target(npu_base)
-    if t.paired_by == "neighbour":   # never a neighbour's pairing as the release's own: say it is unchecked
-        return [port_diagnostic("ONP4101", f"vllm-ascend {nv} is not in the releases table and its files were not read or name no "
-                                f"vllm: the pair with vllm {gv} is not checked", None, "info")]
+    if t.paired_by == "neighbour":  # never a neighbour's pairing as the release's own: say it is unchecked
+        return [
+            port_diagnostic(
+                "ONP4101",
+                f"vllm-ascend {nv} is not in the releases table and its files were not read or name no "
+                f"vllm: the pair with vllm {gv} is not checked",
+                None,
+                "info",
+            )
+        ]
     if t.vllm == gv: return []
     table = "; ".join(f"vllm-ascend {a} ↔ vllm {b}" for a, (b, _) in PAIRING.items())
-    return [port_diagnostic("ONP4101", f"vllm-ascend {nv} pairs with vllm {t.vllm} ({t.evidence}), not {gv} (pairing table: {table})")]
+    return [
+        port_diagnostic(
+            "ONP4101", f"vllm-ascend {nv} pairs with vllm {t.vllm} ({t.evidence}), not {gv} (pairing table: {table})"
+        )
+    ]

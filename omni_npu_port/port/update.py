@@ -11,55 +11,93 @@ import textwrap
 from ..core.diagnostics import Code, Diagnostic, code_info, register
 from ..core.io import gc_paused
 from ..translate.engine import RuleSet
-from .locate import Located, PortError, method_located, own_methods, port_diagnostic
-from .translation import rules_for, target_check, target_of, translate_methods
-from .merge import FENCE_RE, Hunk, merge_hunks, render, tokens_in
 from .formatting import ruff_bin
+from .locate import Located, PortError, method_located, own_methods, port_diagnostic
+from .merge import FENCE_RE, Hunk, merge_hunks, render, tokens_in
 from .method import PortOptions, PortResult, finish_port, kept_omni_diagnostics, parse_check, port_options
+from .translation import rules_for, target_check, target_of, translate_methods
 
 # %% auto #0
 __all__ = ['fold_change', 'fold_npu_change', 'rebase_gpu_side', 'update_method', 'update_class']
 
 # %% ../../nbs/port/update.ipynb #2ab6d153
 register(
-    Code("ONP4016", "update-npu-change-kept", "update: vllm-ascend changed lines the previous NPU method had rewritten: "
-         "the previous NPU method's lines are kept", "info", "check whether vllm-ascend's change is needed there too",
-         "port/update.ipynb", "port"),
-    Code("ONP4017", "update-unchanged", "update: the omni GPU method did not change since the previous release: the previous "
-         "NPU method is carried over unchanged", "info", "nothing", "port/update.ipynb", "port"),
-    Code("ONP4018", "update-new-method", "update: the omni GPU runner has a method the previous release did not have; the "
-         "update does not port it (see port --class)", "info", "port it with `omni-npu-port port` (or --class)",
-         "port/update.ipynb", "port"),
-    Code("ONP4019", "update-vllm-change-kept", "update: vllm changed lines the previous omni GPU method had rewritten: the "
-         "previous omni lines stay in the update's base", "info", "check that the omni lines still hold on the new vllm",
-         "port/update.ipynb", "port"),
+    Code(
+        "ONP4016",
+        "update-npu-change-kept",
+        "update: vllm-ascend changed lines the previous NPU method had rewritten: "
+        "the previous NPU method's lines are kept",
+        "info",
+        "check whether vllm-ascend's change is needed there too",
+        "port/update.ipynb",
+        "port",
+    ),
+    Code(
+        "ONP4017",
+        "update-unchanged",
+        "update: the omni GPU method did not change since the previous release: the previous "
+        "NPU method is carried over unchanged",
+        "info",
+        "nothing",
+        "port/update.ipynb",
+        "port",
+    ),
+    Code(
+        "ONP4018",
+        "update-new-method",
+        "update: the omni GPU runner has a method the previous release did not have; the "
+        "update does not port it (see port --class)",
+        "info",
+        "port it with `omni-npu-port port` (or --class)",
+        "port/update.ipynb",
+        "port",
+    ),
+    Code(
+        "ONP4019",
+        "update-vllm-change-kept",
+        "update: vllm changed lines the previous omni GPU method had rewritten: the "
+        "previous omni lines stay in the update's base",
+        "info",
+        "check that the omni lines still hold on the new vllm",
+        "port/update.ipynb",
+        "port",
+    ),
 )
 
 # %% ../../nbs/port/update.ipynb #dc1bd0d9
 def fold_change(old: str, new: str, into: str, code: str, accepts=None) -> tuple[str, list[Diagnostic]]:
-    "The change old → new merged into `into` (only its hunks `accepts` takes); where it meets lines `into` rewrote, `into`'s are kept (`code`)."
+    ("The change old → new merged into `into` (only its hunks `accepts` takes); where it meets lines `into` rewrote, "
+     "`into`'s are kept (`code`).")
     out, diags = [], []
     for h in merge_hunks(old, new, into):
-        if h.kind in ("omni", "omni-delete") and accepts is not None and not accepts(h): out += h.base   # left as `into` has it
+        if h.kind in ("omni", "omni-delete") and accepts is not None and not accepts(h):
+            out += h.base  # left as `into` has it
         elif h.kind in ("unchanged", "same", "npu", "omni"): out += h.lines
         elif h.kind == "conflict":
-            what = (h.base or h.omni or [""])[0].strip()   # the base line the change touched (its side may be cut away)
-            diags.append(port_diagnostic(code, f"{code_info(code).title}: {what!r}…", len(out) + 1 if h.npu else max(len(out), 1), "info"))
+            what = (h.base or h.omni or [""])[0].strip()  # the base line the change touched (its side may be cut away)
+            diags.append(
+                port_diagnostic(
+                    code, f"{code_info(code).title}: {what!r}…", len(out) + 1 if h.npu else max(len(out), 1), "info"
+                )
+            )
             out += h.npu
     return "\n".join(out) + "\n", diags     # an `omni-delete` (the change removed base lines) writes nothing
 
 def fold_npu_change(npu_old: str, npu_new: str, prev_npu: str) -> tuple[str, list[Diagnostic]]:
-    "vllm-ascend's change (old → new NPU base method) merged into the previous NPU method; its conflicts keep the previous lines (ONP4016)."
+    ("vllm-ascend's change (old → new NPU base method) merged into the previous NPU method; its conflicts keep the "
+     "previous lines (ONP4016).")
     return fold_change(npu_old, npu_new, prev_npu, "ONP4016")
 
 def rebase_gpu_side(gpu_old: str, gpu_new: str, prev_omni: str, new_omni: str) -> tuple[str, list[Diagnostic]]:
-    "The previous omni GPU method with those edits of vllm's own change (old → new `GPUModelRunner` method) that the new omni method took: the update's base (ONP4019)."
+    ("The previous omni GPU method with those edits of vllm's own change (old → new `GPUModelRunner` method) that the "
+     "new omni method took: the update's base (ONP4019).")
     took = lambda h: tokens_in(h.omni, new_omni) if h.omni else not tokens_in(h.base, new_omni)
     return fold_change(gpu_old, gpu_new, prev_omni, "ONP4019", took)
 
 # %% ../../nbs/port/update.ipynb #5cf4fa6a
 def _drop_inner_fences(lines: list[str], origins: list[str]) -> list[int]:
-    "Indices of the lines to keep: the port's own fences go where they fall inside a block the previous NPU method fences."
+    ("Indices of the lines to keep: the port's own fences go where they fall inside a block the previous NPU method "
+     "fences.")
     kept, inside = [], False
     for i, (l, o) in enumerate(zip(lines, origins)):
         if FENCE_RE.match(l):
@@ -69,7 +107,8 @@ def _drop_inner_fences(lines: list[str], origins: list[str]) -> list[int]:
     return kept
 
 def _update_rules(format, npu_base_old, npu_base, target, what: str, gpu_base_old=None, gpu_base=None) -> RuleSet:
-    "Check an update's options (ruff present, both NPU bases or neither, both GPU bases or neither) and compile its rules."
+    ("Check an update's options (ruff present, both NPU bases or neither, both GPU bases or neither) and compile its "
+     "rules.")
     if format: ruff_bin()
     if (npu_base_old is None) != (npu_base is None):
         raise PortError(f"fold in vllm-ascend's change with both the old and the new NPU base {what}, or neither")
@@ -85,7 +124,9 @@ def update_method(prev_gpu: Located, prev_npu: Located, gpu_omni: Located, npu_b
                   gpu_base_old: Located | None = None, gpu_base: Located | None = None,
                   options: PortOptions | None = None) -> PortResult:
     "Carry the previous release's NPU method forward: merge the omni GPU method's change since then into it (optionally vllm-ascend's too, without vllm's)."
-    o = port_options(options, "update", prefer=prefer, target=target, fence=fence, format=format, line_length=line_length)
+    o = port_options(
+        options, "update", prefer=prefer, target=target, fence=fence, format=format, line_length=line_length
+    )
     target, fence, prefer, format, line_length = o.target, o.fence, o.prefer.value, o.format, o.line_length   # `options` or the keywords
     rules = _update_rules(format, npu_base_old, npu_base, target, "method", gpu_base_old, gpu_base)
     name = gpu_omni.method_node.name
@@ -102,17 +143,25 @@ def update_method(prev_gpu: Located, prev_npu: Located, gpu_omni: Located, npu_b
         ours, d = fold_npu_change(npu_base_old.method_source, npu_base.method_source, ours)
         diags += d
     if base_t == omni_t and npu_base is None:
-        why = code_info('ONP4017').title if gpu_base is None else ("update: the omni GPU method changed only as vllm's own method "
-              "did (taken out: the hand copies take it through vllm-ascend): the previous NPU method is carried over unchanged")
+        why = code_info('ONP4017').title if gpu_base is None else ("update: the omni GPU method changed only as vllm's "
+                                                                   "own method "
+              "did (taken out: the hand copies take it through vllm-ascend): the previous NPU method is carried over "
+              "unchanged")
         diags.append(port_diagnostic("ONP4017", why, None, "info", name))
         code, style = ours, "update"
     else:
         hunks = [Hunk("npu", [], base=h.base, code="ONP4002", note=f"the omni GPU method removed {len(h.base)} line(s) "
-                      f"here since the previous release: {(h.base or [''])[0].strip()!r}…") if h.kind == "omni-delete" else h
+                      "here since the previous release: "
+                      f"{(h.base or [''])[0].strip()!r}…") if h.kind == "omni-delete" else h
                  for h in merge_hunks(base_t, omni_t, ours)]
         rows: list[str] = []
-        lines, d2 = render(hunks, (f"previous NPU port: {prev_npu.label()}", f"omni GPU: {gpu_omni.label()} (translated)"),
-                           fence, prefer, rows)
+        lines, d2 = render(
+            hunks,
+            (f"previous NPU port: {prev_npu.label()}", f"omni GPU: {gpu_omni.label()} (translated)"),
+            fence,
+            prefer,
+            rows,
+        )
         for d in d2:
             if d.code == "ONP4001":
                 d.message = ("conflict: the omni GPU method changed lines the previous NPU method had rewritten; "
@@ -137,7 +186,13 @@ def update_class(prev_gpu: Located, prev_npu: Located, gpu_omni: Located, npu_ba
                  options: PortOptions | None = None) -> PortResult:
     "The previous NPU runner's module with each method of its class carried forward by `update_method`."
     o = port_options(options, "update", prefer=prefer, target=target, fence=fence, format=format, line_length=line_length)
-    target, fence, prefer, format, line_length = o.target, o.fence, o.prefer.value, o.format, o.line_length   # `options` or the keywords
+    target, fence, prefer, format, line_length = (
+        o.target,
+        o.fence,
+        o.prefer.value,
+        o.format,
+        o.line_length,
+    )  # `options` or the keywords
     rules = _update_rules(format, npu_base_old, npu_base, target, "class", gpu_base_old, gpu_base)
     cname, lines = prev_npu.cls_node.name, prev_npu.module_text.splitlines()
     own = own_methods(prev_npu.cls_node)
@@ -146,12 +201,24 @@ def update_class(prev_gpu: Located, prev_npu: Located, gpu_omni: Located, npu_ba
         pg, go = method_located(prev_gpu, name), method_located(gpu_omni, name)
         if pg is None or go is None:
             which = " and ".join(w for w, x in (("previous", pg), ("new", go)) if x is None)
-            diags.append(port_diagnostic("ONP4017", f"update: the previous NPU method is carried over unchanged: the {which} "
-                                    f"omni GPU runner has no {name}", None, "info", name))
+            diags.append(
+                port_diagnostic(
+                    "ONP4017",
+                    f"update: the previous NPU method is carried over unchanged: the {which} "
+                    f"omni GPU runner has no {name}",
+                    None,
+                    "info",
+                    name,
+                )
+            )
             styles[name] = "kept"; continue
-        old_nb, new_nb = (method_located(npu_base_old, name), method_located(npu_base, name)) if npu_base else (None, None)
+        old_nb, new_nb = (
+            (method_located(npu_base_old, name), method_located(npu_base, name)) if npu_base else (None, None)
+        )
         if (old_nb is None) != (new_nb is None): old_nb = new_nb = None
-        old_gb, new_gb = (method_located(gpu_base_old, name), method_located(gpu_base, name)) if gpu_base else (None, None)
+        old_gb, new_gb = (
+            (method_located(gpu_base_old, name), method_located(gpu_base, name)) if gpu_base else (None, None)
+        )
         if old_gb is None or new_gb is None: old_gb = new_gb = None       # vllm lacks it on a side: nothing to take out
         r = update_method(pg, method_located(prev_npu, name), go, old_nb, new_nb, rules, fence, prefer, format,
                           line_length, old_gb, new_gb)
@@ -162,7 +229,11 @@ def update_class(prev_gpu: Located, prev_npu: Located, gpu_omni: Located, npu_ba
     prev_names = set(own_methods(prev_gpu.cls_node))
     for name in own_methods(gpu_omni.cls_node):
         if name not in prev_names and name not in own:
-            diags.append(port_diagnostic("ONP4018", f"{code_info('ONP4018').title}: {gpu_omni.cls_node.name}.{name}", None, "info", name))
+            diags.append(
+                port_diagnostic(
+                    "ONP4018", f"{code_info('ONP4018').title}: {gpu_omni.cls_node.name}.{name}", None, "info", name
+                )
+            )
     code = "\n".join(lines) + "\n"
     if not any(d.code == "ONP4001" for d in diags): diags += parse_check(code, cname)
     return PortResult(code, diags, "class-update", cname, {"styles": styles})

@@ -95,7 +95,8 @@ register(
     Code("ONP4521", "update-import-dropped", "update: an import the people's port carried binds a name NEW's sources no "
          "longer define where it imports it from, and no code of the module reads it: the name is dropped", "info",
          "nothing to do; the message names the import", _NB, "port"),
-    Code("ONP4522", "update-import-unresolved", "update: an import the people's port carried binds a name NEW's sources "
+    Code("ONP4522", "update-import-unresolved", "update: an import the people's port carried binds a name NEW's "
+                                                "sources "
          "no longer define, the module's code reads it and the new port binds it nowhere: kept, the module does not "
          "import on NEW", "error", "port the lines that read the name onto what NEW's omni offers instead, or import "
          "it from where NEW defines it", _NB, "port"),
@@ -210,7 +211,7 @@ def _start(n: ast.stmt) -> int:
     return min([n.lineno] + [d.lineno for d in getattr(n, "decorator_list", [])]) - 1
 
 def _anonymous(text: str) -> str:
-    return re.sub(r"^(\s*(?:async\s+)?def\s+)\w+", r"\1_", text, count=1, flags=re.M)
+    return re.sub(r"^(\s*(?:async\s+)?def\s+)\w+", r"\1_", text, count=1, flags=re.MULTILINE)
 
 def body_likeness(a: str, b: str) -> float:
     "How alike two methods are with their names left out (ast-normalised similarity)."
@@ -637,7 +638,8 @@ def _without(u: Unit, drop: set) -> Unit | None:
 # %% ../../nbs/port/update_release.ipynb #793b4ab3
 def retarget_imports(code: str, top: list[Unit], new_top: list[Unit], ix) -> tuple[list[Unit], list[Diagnostic]]:
     "The top units with each carried import of a name NEW's sources (`ix`) no longer define there: the new port's"
-    " import of the name (`new_top`: then NEW's omni GPU module's) taken (ONP4520), one nothing reads dropped (ONP4521),"
+    (" import of the name (`new_top`: then NEW's omni GPU module's) taken (ONP4520), one nothing reads dropped "
+     "(ONP4521),")
     " else kept and said (ONP4522)."
     if ix is None: return top, []
     try: tree = ast.parse(code)

@@ -35,7 +35,8 @@ def _params(fn) -> list[str]:
     return [p.arg for p in (a.posonlyargs + a.args)[1:] + a.kwonlyargs] + [p.arg for p in (a.vararg, a.kwarg) if p]
 
 def _bindings(fn) -> tuple[set, set]:
-    "Names a def's own scope binds through a `Name` (its parameters too, the first aside), and those it binds otherwise (def, class, import, except, match)."
+    ("Names a def's own scope binds through a `Name` (its parameters too, the first aside), and those it binds "
+     "otherwise (def, class, import, except, match).")
     by_name, other = set(_params(fn)), set()
     for n in _walk(fn):
         if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load): by_name.add(n.id)
@@ -88,27 +89,42 @@ def _tail(stmt, body: list) -> bool:
 
 def _omni_blockers(ofn, nfn, stmt) -> str | None:
     "Why omni's method body cannot stand in for the call (None: it can, as far as its returns, super(), generators go)."
-    if not isinstance(ofn, ast.FunctionDef) or not isinstance(nfn, ast.FunctionDef): return "omni's or the NPU method is async"
-    if ofn.decorator_list: return f"omni's method is decorated (`@{ast.unparse(ofn.decorator_list[0])}`): inlined, its body would run without it"
+    if not isinstance(ofn, ast.FunctionDef) or not isinstance(nfn, ast.FunctionDef):
+        return "omni's or the NPU method is async"
+    if ofn.decorator_list:
+        return f"omni's method is decorated (`@{ast.unparse(ofn.decorator_list[0])}`): inlined, its body would run without it"
     if not ofn.args.posonlyargs + ofn.args.args: return "omni's method takes no `self`"
     sup = next((c for c in ast.walk(ofn) if isinstance(c, ast.Call) and getattr(c.func, "id", None) == "super"), None)
     if sup is not None:
-        return (f"omni's method calls super() (line {sup.lineno}): inlined into the NPU class it would reach the NPU class's "
-                "base, not the GPU base's method it extends")
-    if (g := next((n for n in _walk(ofn) if isinstance(n, (ast.Yield, ast.YieldFrom, ast.Await, ast.Global, ast.Nonlocal))), None)):
+        return (
+            f"omni's method calls super() (line {sup.lineno}): inlined into the NPU class it would reach the NPU "
+            "class's "
+            "base, not the GPU base's method it extends"
+        )
+    if g := next(
+        (n for n in _walk(ofn) if isinstance(n, (ast.Yield, ast.YieldFrom, ast.Await, ast.Global, ast.Nonlocal))), None
+    ):
         return f"omni's method holds `{type(g).__name__.lower()}` (line {g.lineno})"
     mangled = next((x for n in ast.walk(ofn) for x in [getattr(n, "attr", None) or getattr(n, "id", None)]
                     if isinstance(x, str) and x.startswith("__") and not x.endswith("__")), None)
-    if mangled: return f"omni's method spells the private name `{mangled}`: in another class it would be mangled otherwise"
+    if mangled:
+        return f"omni's method spells the private name `{mangled}`: in another class it would be mangled otherwise"
     rets = [n for n in _walk(ofn) if isinstance(n, ast.Return)]
     final = ofn.body[-1] if isinstance(ofn.body[-1], ast.Return) else None
     early = [r for r in rets if r is not final]
     if early and not _tail(stmt, nfn.body):
-        return (f"omni's method returns early (line {early[0].lineno}) and the call is not the NPU method's last statement: "
-                "inlined, that `return` would skip the NPU lines after it")
-    valued = [r for r in rets if r.value is not None and not (isinstance(r.value, ast.Constant) and r.value.value is None)]
+        return (
+            f"omni's method returns early (line {early[0].lineno}) and the call is not the NPU method's last "
+            "statement: "
+            "inlined, that `return` would skip the NPU lines after it"
+        )
+    valued = [
+        r for r in rets if r.value is not None and not (isinstance(r.value, ast.Constant) and r.value.value is None)
+    ]
     if early and valued:
-        return f"omni's method returns a value early (line {valued[0].lineno}) where the NPU method drops the call's value"
+        return (
+            f"omni's method returns a value early (line {valued[0].lineno}) where the NPU method drops the call's value"
+        )
     return None
 
 # %% ../../nbs/port/wraps.ipynb #7ab3aa27
@@ -131,8 +147,10 @@ def _bind_args(call: ast.Call, ofn, nl: list[str]) -> list[tuple[str, str]] | st
     for p in pos + kwonly:
         if p in given: out.append((p, node_text(nl, given[p]))); continue
         if p not in defaults: return f"the super() call passes no `{p}`"
-        try: ast.literal_eval(defaults[p])
-        except ValueError: return f"the default of omni's `{p}` is not a literal (it is evaluated where omni's method is defined)"
+        try:
+            ast.literal_eval(defaults[p])
+        except ValueError:
+            return f"the default of omni's `{p}` is not a literal (it is evaluated where omni's method is defined)"
         out.append((p, ast.unparse(defaults[p])))
     return out
 
@@ -148,8 +166,12 @@ def _renames(ofn, nfn, binds: list[tuple[str, str]]) -> tuple[dict, list[tuple[s
     npu_names = _all_names(nfn)
     me, ome = nfn.args.args[0].arg if nfn.args.args else "self", (ofn.args.posonlyargs + ofn.args.args)[0].arg
     # a parameter passed as the NPU local of its own name and never rebound by omni shares that local: no binding
-    shared = {p for p, t in binds if t == p and not any(isinstance(n, ast.Name) and n.id == p and not isinstance(n.ctx, ast.Load)
-                                                      for n in _walk(ofn))}
+    shared = {
+        p
+        for p, t in binds
+        if t == p
+        and not any(isinstance(n, ast.Name) and n.id == p and not isinstance(n.ctx, ast.Load) for n in _walk(ofn))
+    }
     if bad := sorted(other & (npu_names | {me})):
         return f"omni's method binds `{bad[0]}` by def/class/import/except, which the NPU method also uses"
     reads = {n.id for n in ast.walk(ofn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
@@ -182,7 +204,8 @@ def _in_strings(text: str) -> set[int]:
     return out
 
 def _omni_body(omni: str, ofn, ren: dict) -> tuple[list[str], int, str]:
-    "Omni's body lines (docstring out, locals renamed, a final `return` dropped or made its expression), their indentation, and what happened to the return."
+    ("Omni's body lines (docstring out, locals renamed, a final `return` dropped or made its expression), their "
+     "indentation, and what happened to the return.")
     ol = python_lines(omni)
     edits = [(n.lineno, n.col_offset, n.end_col_offset, ren[n.id]) for n in ast.walk(ofn) if isinstance(n, ast.Name) and n.id in ren]
     final, said, drop = ofn.body[-1] if isinstance(ofn.body[-1], ast.Return) else None, "", set()
@@ -190,7 +213,8 @@ def _omni_body(omni: str, ofn, ren: dict) -> tuple[list[str], int, str]:
     if final is not None and not early:
         v = final.value
         if v is None or isinstance(v, (ast.Constant, ast.Name)):
-            drop, said = set(range(final.lineno, final.end_lineno + 1)), "omni's final `return` dropped (the call's value was unused)"
+            drop, said = set(range(final.lineno, final.end_lineno + 1)), ("omni's final `return` dropped (the call's "
+                                                                          "value was unused)")
         elif v.lineno == final.lineno:
             edits.append((final.lineno, final.col_offset, v.col_offset, ""))
             said = "omni's final `return E` kept as the expression `E` (the call's value was unused)"
@@ -202,9 +226,18 @@ def _omni_body(omni: str, ofn, ren: dict) -> tuple[list[str], int, str]:
     if not body: return [], 0, said
     ind = ofn.body[0].col_offset
     start = body[0].lineno - 1
-    while start - 1 >= ofn.body[0].lineno and ol[start - 1].strip().startswith("#"): start -= 1   # comments above its first statement
+    while start - 1 >= ofn.body[0].lineno and ol[start - 1].strip().startswith("#"):
+        start -= 1  # comments above its first statement
     inside = _in_strings("\n".join(python_lines(omni)))
-    return [("\0" + l if i + 1 in inside else l) for i, l in enumerate(ol) if start <= i < ofn.end_lineno and i + 1 not in drop], ind, said
+    return (
+        [
+            ("\0" + l if i + 1 in inside else l)
+            for i, l in enumerate(ol)
+            if start <= i < ofn.end_lineno and i + 1 not in drop
+        ],
+        ind,
+        said,
+    )
 
 def _reindent(lines: list[str], ind: int, to: str) -> list[str]:
     "Lines moved from indentation `ind` to `to` (a line inside a string, marked by a leading NUL, stays as it is)."
@@ -240,24 +273,38 @@ def inline_wrapped(npu: str, omni: str, owner: str, name: str = "") -> tuple[lis
     block = [f"{to}{p} = {t}" for p, t in binds] + _reindent(body, ind, to)
     if not any(l.strip() and not l.strip().startswith("#") for l in block): block.append(f"{to}pass")
     tail = nl[stmt.end_lineno - 1][_chars(nl[stmt.end_lineno - 1], stmt.end_col_offset):].strip()
-    head = [(f"{to}{FENCE_TEXT}", "port"), (f"{to}# {owner}.{m} inlined (ONP4415)" + (f"; NPU: {tail[1:].strip()}" if tail else ""), "port")]
+    head = [
+        (f"{to}{FENCE_TEXT}", "port"),
+        (f"{to}# {owner}.{m} inlined (ONP4415)" + (f"; NPU: {tail[1:].strip()}" if tail else ""), "port"),
+    ]
     rows = [(l, "npu") for l in nl[:stmt.lineno - 1]] + head + [(l, "omni") for l in block] + [(f"{to}{FENCE_TEXT}", "port")] + \
            [(l, "npu") for l in nl[stmt.end_lineno:]]
     lines = [l for l, _ in rows]
     try: ast.parse("\n".join(lines) + "\n")
     except SyntaxError as e: return f"omni's body inlined does not parse ({e.msg}, line {e.lineno})"
-    how = [f"omni's locals renamed (the NPU method spells them too): {', '.join(f'{a} -> {b}' for a, b in ren.items())}"] if ren else []
+    how = (
+        [f"omni's locals renamed (the NPU method spells them too): {', '.join(f'{a} -> {b}' for a, b in ren.items())}"]
+        if ren
+        else []
+    )
     how += [f"parameters bound: {', '.join(f'{p} = {t}' for p, t in binds)}"] if binds else []
     return lines, [o for _, o in rows], "; ".join(how + ([said] if said else []))
 
-def port_npu_wraps(npu: str, omni: str, owner: str, name: str = "") -> tuple[list[str], list[str], list[Diagnostic], str]:
+def port_npu_wraps(
+    npu: str, omni: str, owner: str, name: str = ""
+) -> tuple[list[str], list[str], list[Diagnostic], str]:
     "An NPU method that wraps the GPU base's method through super(), where omni's method replaces that method: omni's body inlined at the call (style `npu-wraps-inline`), else the call redirected to omni's method (`npu-wraps`), ONP4415 saying which and why."
     got = inline_wrapped(npu, omni, owner, name)
     m = ast.parse(npu).body[0].name
     if not isinstance(got, str):
         lines, origins, how = got
         msg = f"{code_info('ONP4415').title}: inlined: omni's {owner}.{m} body stands where the NPU method called `super().{m}(...)`"
-        return lines, origins, [port_diagnostic("ONP4415", msg + (f"; {how}" if how else ""), None, where=name or m)], "npu-wraps-inline"
+        return (
+            lines,
+            origins,
+            [port_diagnostic("ONP4415", msg + (f"; {how}" if how else ""), None, where=name or m)],
+            "npu-wraps-inline",
+        )
     lines, origins, diags = redirect_super(npu, owner, name)
     for d in diags:
         d.message = d.message.replace(": `super()", ": called: `super()", 1) + f"; not inlined: {got}"

@@ -10,7 +10,6 @@ import enum
 from ..core.catalog import CATALOG
 from .signatures import bind_for_version, platform_or_current, target_version
 
-
 # %% auto #0
 __all__ = ['AttentionState', 'attention_state_cls', 'attn_state_for', 'build_attention_metadata_kwargs',
            'call_build_attention_metadata']

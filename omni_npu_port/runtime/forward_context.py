@@ -44,7 +44,9 @@ def forward_context_rule(vllm_ascend: str, catalog=CATALOG) -> KeywordRule:
 def _fc_rules(vllm_ascend: str):
     "(rename, drop, accepted) of the forward-context keyword rule at a vllm-ascend version (KeyError: version unknown)."
     rule = forward_context_rule(vllm_ascend)
-    accepted = rule.accepted if rule.accepted is not None else CATALOG.params_for(rule.npu_symbol, vllm_ascend=vllm_ascend)
+    accepted = (
+        rule.accepted if rule.accepted is not None else CATALOG.params_for(rule.npu_symbol, vllm_ascend=vllm_ascend)
+    )
     return rule.rename, rule.drop, accepted
 
 def ascend_forward_context_call(attn_metadata, vllm_config, *, vllm_ascend: str, call_site: str,
@@ -70,7 +72,9 @@ def ascend_forward_context_call(attn_metadata, vllm_config, *, vllm_ascend: str,
         if "virtual_engine" in dropped: dropped.remove("virtual_engine")
     if call_site == "dummy_run":
         if "num_tokens" not in gpu_kwargs:
-            raise ValueError("a dummy-run forward context needs num_tokens=num_tokens_padded (pattern fc.num-actual-tokens)")
+            raise ValueError(
+                "a dummy-run forward context needs num_tokens=num_tokens_padded (pattern fc.num-actual-tokens)"
+            )
         added["num_actual_tokens"] = gpu_kwargs["num_tokens"]
     else:
         if scheduled_tokens is None:
@@ -110,8 +114,12 @@ def get_forward_context() -> LightForwardContext:
 @contextlib.contextmanager
 def light_forward_context(attn_metadata, vllm_config, *, capturing: bool = False, **gpu_kwargs):
     "Set a `LightForwardContext` for the duration of the block."
-    known = {k: gpu_kwargs.pop(k) for k in ("num_tokens", "cudagraph_runtime_mode", "batch_descriptor") if k in gpu_kwargs}
-    token = _LIGHT_CONTEXT.set(LightForwardContext(attn_metadata, vllm_config, capturing=capturing, extra=gpu_kwargs, **known))
+    known = {
+        k: gpu_kwargs.pop(k) for k in ("num_tokens", "cudagraph_runtime_mode", "batch_descriptor") if k in gpu_kwargs
+    }
+    token = _LIGHT_CONTEXT.set(
+        LightForwardContext(attn_metadata, vllm_config, capturing=capturing, extra=gpu_kwargs, **known)
+    )
     try: yield _LIGHT_CONTEXT.get()
     finally: _LIGHT_CONTEXT.reset(token)
 
@@ -122,8 +130,15 @@ def forward_context(attn_metadata, vllm_config, *, call_site: str, scheduled_tok
     "Enter the backend's forward context from a GPU-style (vllm) keyword set."
     platform = platform or _platform.current_platform()
     if platform.runs_vllm_ascend:
-        call = ascend_forward_context_call(attn_metadata, vllm_config, vllm_ascend=target_version(),
-                                           call_site=call_site, scheduled_tokens=scheduled_tokens, model=model, **gpu_kwargs)
+        call = ascend_forward_context_call(
+            attn_metadata,
+            vllm_config,
+            vllm_ascend=target_version(),
+            call_site=call_site,
+            scheduled_tokens=scheduled_tokens,
+            model=model,
+            **gpu_kwargs,
+        )
         with _platform.resolve_symbol(CATALOG["fc.import"].npu_symbol)(*call.args, **call.kwargs) as ctx: yield ctx
         return
     if call_site not in CALL_SITES: raise ValueError(f"call_site={call_site!r}: use 'dummy_run' or 'execute_model'")

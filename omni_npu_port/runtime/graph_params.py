@@ -6,11 +6,14 @@
 from __future__ import annotations
 
 from ..core.catalog import CATALOG
-from .graphs import is_full_mode
 from . import platform as _platform
+from .graphs import is_full_mode
 from .signatures import bind_for_version, target_version
 
-def should_update_full_graph_params(forward_context, use_sparse: bool = False, use_compress: bool | None = None) -> bool:
+
+def should_update_full_graph_params(
+    forward_context, use_sparse: bool = False, use_compress: bool | None = None
+) -> bool:
     "FULL ∧ ¬capturing ∧ ¬use_sparse (∧ ¬use_compress where the runner has it)."
     return (is_full_mode(getattr(forward_context, "cudagraph_runtime_mode", None))
             and not getattr(forward_context, "capturing", False) and not use_sparse and not use_compress)
@@ -39,13 +42,17 @@ def update_full_graph_params(forward_context, *, use_sparse: bool = False, use_c
     return True
 
 # %% ../../nbs/runtime/graph_params.ipynb #eaa24dba
-def using_paged_attention_kwargs(vllm_ascend: str, runtime_shape: int, vllm_config, head_size: int | None = None) -> dict:
+def using_paged_attention_kwargs(
+    vllm_ascend: str, runtime_shape: int, vllm_config, head_size: int | None = None
+) -> dict:
     "Keywords for using_paged_attention at a version (head_size only from v0.23.0)."
     kw = {"runtime_shape": runtime_shape, "vllm_config": vllm_config}
     if head_size is not None: kw["head_size"] = head_size
     return bind_for_version(CATALOG["pa.using-paged-attention"].npu_symbol, vllm_ascend, **kw)
 
-def capture_seq_lens(seq_lens, is_graph_capturing: bool, uses_paged_attention: bool, max_workspace_seq_len: int | None = None):
+def capture_seq_lens(
+    seq_lens, is_graph_capturing: bool, uses_paged_attention: bool, max_workspace_seq_len: int | None = None
+):
     "The seq_lens to capture with: the max-workspace length when capturing paged attention."
     if not (is_graph_capturing and uses_paged_attention): return seq_lens
     return CATALOG["pa.seq-len-constant"].value if max_workspace_seq_len is None else max_workspace_seq_len

@@ -12,6 +12,7 @@ from ..core.catalog import CATALOG
 from . import platform as _platform
 from .forward_context import forward_context
 
+
 class GraphMode(enum.Enum):
     "Graph runtime modes where vllm's CUDAGraphMode is not installed (same member names)."
     NONE = 0
@@ -102,7 +103,8 @@ def batch_execution_kwargs(talker_mtp_capture: bool, **kwargs) -> dict:
     "Keywords for `_determine_batch_execution_and_padding`, forcing uniform decode at talker-MTP capture."
     (key,) = CATALOG["graph.talker-mtp-uniform-decode"].params
     if talker_mtp_capture:
-        if kwargs.get(key) is False: raise ValueError(f"talker-MTP capture needs {key}=True (pattern graph.talker-mtp-uniform-decode)")
+        if kwargs.get(key) is False:
+            raise ValueError(f"talker-MTP capture needs {key}=True (pattern graph.talker-mtp-uniform-decode)")
         kwargs[key] = True
     return kwargs
 

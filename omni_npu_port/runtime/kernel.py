@@ -32,12 +32,15 @@ def kernel_spec(backend: str, cann_env: str | Path | None = None, python: str | 
                 display_name: str | None = None) -> dict:
     "The kernel.json content: argv (wrapped in `bash -c 'source set_env.sh && exec ...'` for NPU), env, metadata."
     python = python or sys.executable
-    if backend not in KERNEL_BACKENDS: raise KernelUsageError(f"--backend {backend!r}: use one of {', '.join(KERNEL_BACKENDS)}")
+    if backend not in KERNEL_BACKENDS:
+        raise KernelUsageError(f"--backend {backend!r}: use one of {', '.join(KERNEL_BACKENDS)}")
     launch = [python, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
     if cann_env is not None:
         launch_sh = " ".join([shlex.quote(python), "-m", "ipykernel_launcher", "-f", '"{connection_file}"'])
         env_sh = shlex.quote(str(cann_env))
-        source = f"{{ [ ! -f {env_sh} ] || . {env_sh}; }}" if backend == "auto" else f"source {env_sh}"   # auto: if it is there
+        source = (
+            f"{{ [ ! -f {env_sh} ] || . {env_sh}; }}" if backend == "auto" else f"source {env_sh}"
+        )  # auto: if it is there
         argv = ["bash", "-c", f"{source} && exec {launch_sh}"]
     else: argv = launch
     return {"argv": argv, "display_name": display_name or f"Python 3 (omni-npu-port, {backend})", "language": "python",
@@ -61,7 +64,8 @@ def _cann_env_for(backend: str, cann_env: str | None) -> Path | None:
 NOTEBOOK_KERNEL = "omni-npu-port"   # the kernel every notebook of this project names in its metadata
 
 def default_kernel_name(backend: str = "auto") -> str:
-    "The name `kernel install` gives a kernel: the notebooks' own (`omni-npu-port`) for auto, `omni-npu-port-BACKEND` else."
+    ("The name `kernel install` gives a kernel: the notebooks' own (`omni-npu-port`) for auto, `omni-npu-port-BACKEND` "
+     "else.")
     return NOTEBOOK_KERNEL if backend == "auto" else f"{NOTEBOOK_KERNEL}-{backend}"
 
 def install_kernel(name: str | None = None, backend: str = "auto", cann_env: str | None = None, user: bool = False,
@@ -70,7 +74,8 @@ def install_kernel(name: str | None = None, backend: str = "auto", cann_env: str
     try:
         import ipykernel  # noqa: F401  the kernel the spec launches
         from jupyter_client.kernelspec import KernelSpecManager
-    except ImportError as e: raise KernelError(f"cannot install a kernel: {e}; pip install ipykernel jupyter_client") from None
+    except ImportError as e:
+        raise KernelError(f"cannot install a kernel: {e}; pip install ipykernel jupyter_client") from None
     name = name or default_kernel_name(backend)
     spec = kernel_spec(backend, _cann_env_for(backend, cann_env), display_name=display_name)
     if not user and prefix is None: prefix = sys.prefix

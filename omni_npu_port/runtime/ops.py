@@ -5,8 +5,8 @@
 # %% ../../nbs/runtime/ops.ipynb #bf47d697
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -107,7 +107,11 @@ def torch_ops() -> OpSet:
     "The CPU set: torch's own CPU kernels where it has them, else the native math."
     fused = has_backend_kernel("_fused_rms_norm", "CPU")
     rms, arms = (rms_norm_fused, add_rms_norm_fused) if fused else (rms_norm_native, add_rms_norm_native)
-    norm = "aten._fused_rms_norm (a CPU kernel)" if fused else f"native: torch {torch.__version__} has no CPU RMSNorm kernel"
+    norm = (
+        "aten._fused_rms_norm (a CPU kernel)"
+        if fused
+        else f"native: torch {torch.__version__} has no CPU RMSNorm kernel"
+    )
     why = {"rms_norm": norm, "add_rms_norm": "add + " + norm, "rotary": "native math in addcmul form",
            "attention": "SDPA (torch's fused CPU kernel)", "swiglu": "native"}
     return OpSet("torch", rms, arms, rotary_addcmul, attention_native, swiglu_native, why)
@@ -119,7 +123,9 @@ def _compiled(fn, fallback):
     def call(*args):
         if "f" not in state:
             try:
-                c = torch.compile(fn, fullgraph=True)   # automatic dynamic shapes: q and k heads, every bucket, one kernel
+                c = torch.compile(
+                    fn, fullgraph=True
+                )  # automatic dynamic shapes: q and k heads, every bucket, one kernel
                 out = c(*args)
                 state["f"] = c
                 return out
@@ -135,11 +141,21 @@ def cuda_ops() -> OpSet:
     "The CUDA set: torch's fused kernels where it has them (RMSNorm, SDPA), compiled native for the rest."
     fused = has_backend_kernel("_fused_rms_norm", "CUDA")
     rms = rms_norm_fused if fused else _compiled(rms_norm_native, rms_norm_native)
-    return OpSet("cuda", rms, _compiled(add_rms_norm_native, add_rms_norm_native), _compiled(rotary_native, rotary_addcmul),
-                 attention_native, _compiled(swiglu_native, swiglu_native),
-                 {"rms_norm": "aten._fused_rms_norm (a CUDA kernel)" if fused else "compiled native (one kernel)",
-                  "add_rms_norm": "compiled native (one kernel)", "rotary": "compiled native (one kernel)",
-                  "attention": "SDPA (flash / efficient kernel)", "swiglu": "compiled native (one kernel)"})
+    return OpSet(
+        "cuda",
+        rms,
+        _compiled(add_rms_norm_native, add_rms_norm_native),
+        _compiled(rotary_native, rotary_addcmul),
+        attention_native,
+        _compiled(swiglu_native, swiglu_native),
+        {
+            "rms_norm": "aten._fused_rms_norm (a CUDA kernel)" if fused else "compiled native (one kernel)",
+            "add_rms_norm": "compiled native (one kernel)",
+            "rotary": "compiled native (one kernel)",
+            "attention": "SDPA (flash / efficient kernel)",
+            "swiglu": "compiled native (one kernel)",
+        },
+    )
 
 # %% ../../nbs/runtime/ops.ipynb #a226d41f
 NPU_OP_RECORDS = {"rms_norm": "ops.rms-norm", "add_rms_norm": "ops.add-rms-norm", "rotary": "ops.rotary-mul",
@@ -153,9 +169,13 @@ def npu_ops(resolve: Callable[[str], Callable]) -> OpSet:
 
     def attention(q, k, v, scale=None, causal=True):
         if not causal: raise NotImplementedError("the NPU path implements causal attention only (sparse_mode=2)")
-        if q.shape[1] > NPU_CAUSAL_MASK: raise ValueError(f"sequence {q.shape[1]} is longer than the {NPU_CAUSAL_MASK} mask")
+        if q.shape[1] > NPU_CAUSAL_MASK:
+            raise ValueError(f"sequence {q.shape[1]} is longer than the {NPU_CAUSAL_MASK} mask")
         m = masks.get(q.device)
-        if m is None: m = masks[q.device] = torch.triu(torch.ones(NPU_CAUSAL_MASK, NPU_CAUSAL_MASK, dtype=torch.bool, device=q.device), 1)
+        if m is None:
+            m = masks[q.device] = torch.triu(
+                torch.ones(NPU_CAUSAL_MASK, NPU_CAUSAL_MASK, dtype=torch.bool, device=q.device), 1
+            )
         s = q.shape[-1] ** -0.5 if scale is None else scale
         return fa(q, k, v, q.shape[2], "BSND", atten_mask=m, scale=s, sparse_mode=2)[0]
 
@@ -163,8 +183,15 @@ def npu_ops(resolve: Callable[[str], Callable]) -> OpSet:
         y, _, s = arms(x, residual, weight, epsilon=eps)
         return y, s
 
-    return OpSet("npu", lambda x, w, eps: rms(x, w, epsilon=eps)[0], add_rms_norm, lambda x, c, s: rot(x, c, s),
-                 attention, lambda x: swi(x, dim=-1), {op: f"torch_npu, catalog record {r}" for op, r in NPU_OP_RECORDS.items()})
+    return OpSet(
+        "npu",
+        lambda x, w, eps: rms(x, w, epsilon=eps)[0],
+        add_rms_norm,
+        lambda x, c, s: rot(x, c, s),
+        attention,
+        lambda x: swi(x, dim=-1),
+        {op: f"torch_npu, catalog record {r}" for op, r in NPU_OP_RECORDS.items()},
+    )
 
 # %% ../../nbs/runtime/ops.ipynb #dc8daeb4
 _BUILDERS = {"native": lambda p: NATIVE, "torch": lambda p: torch_ops(), "cuda": lambda p: cuda_ops(),
@@ -177,7 +204,8 @@ def ops_for(platform: Platform | None = None, path: str = "fast") -> OpSet:
     if path == "native": return NATIVE
     p = platform if platform is not None else current_platform()
     kind = getattr(p, "compute_ops", "native")
-    if kind not in _BUILDERS: raise ValueError(f"{type(p).__name__}.compute_ops = {kind!r}: not one of {', '.join(_BUILDERS)}")
+    if kind not in _BUILDERS:
+        raise ValueError(f"{type(p).__name__}.compute_ops = {kind!r}: not one of {', '.join(_BUILDERS)}")
     key = (kind, getattr(p, "name", ""), getattr(p, "index", 0))
     if key not in _CACHE: _CACHE[key] = _BUILDERS[kind](p)
     return _CACHE[key]

@@ -54,7 +54,9 @@ def resolve_symbol(dotted: str):
         prefix = ".".join(parts[:i + 1])
         try: obj = _import(prefix)
         except ModuleNotFoundError:
-            raise UnresolvedSymbol(f"cannot resolve {dotted!r}: {'.'.join(parts[:i])} has no attribute {attr!r}") from None
+            raise UnresolvedSymbol(
+                f"cannot resolve {dotted!r}: {'.'.join(parts[:i])} has no attribute {attr!r}"
+            ) from None
     return obj
 
 # %% ../../nbs/runtime/platform.ipynb #53d85a62
@@ -134,7 +136,8 @@ def not_chosen(self: Platform) -> dict:
 
 @patch
 def runner_symbol(self: Platform, rec, fallback=None):
-    "What a runner piece uses for catalog record `rec` here: vllm-ascend's object (NPU), vllm's where it imports (CUDA), else `fallback`."
+    ("What a runner piece uses for catalog record `rec` here: vllm-ascend's object (NPU), vllm's where it imports "
+     "(CUDA), else `fallback`.")
     return fallback
 
 # %% ../../nbs/runtime/platform.ipynb #0be76576
@@ -193,7 +196,9 @@ class DevicePlatform(Platform):
     def Event(self, enable_timing: bool = False, **kwargs): return self.op("dev.event")(enable_timing=enable_timing, **kwargs)
     @property
     def graph_cls(self): return self.op("dev.graph-class")
-    def graph(self, g, pool=None, stream=None, **kwargs): return self.op("dev.graph-context")(g, pool=pool, stream=stream, **kwargs)
+
+    def graph(self, g, pool=None, stream=None, **kwargs):
+        return self.op("dev.graph-context")(g, pool=pool, stream=stream, **kwargs)
     def graph_pool_handle(self): return self.op("dev.graph-pool-handle")()
     def memory_allocated(self) -> int: return self.op("dev.memory-allocated")(self.index)
     def max_memory_allocated(self) -> int: return self.op("dev.max-memory-allocated")(self.index)
@@ -282,7 +287,7 @@ class CpuEvent:
     def query(self) -> bool: return True
     def wait(self, stream=None) -> None: pass
 
-    def elapsed_time(self, end: "CpuEvent") -> float:
+    def elapsed_time(self, end: CpuEvent) -> float:
         "Milliseconds from this event's record to `end`'s."
         if not (self.enable_timing and end.enable_timing):
             raise RuntimeError("elapsed_time needs both events created with enable_timing=True")
@@ -324,7 +329,9 @@ class CpuPlatform(Platform):
     def Stream(self, **kwargs):
         kwargs.pop("device", None)
         return torch.cpu.Stream(**kwargs) if hasattr(torch.cpu, "Stream") else NullStream()
-    def current_stream(self): return torch.cpu.current_stream() if hasattr(torch.cpu, "current_stream") else NullStream()
+
+    def current_stream(self):
+        return torch.cpu.current_stream() if hasattr(torch.cpu, "current_stream") else NullStream()
     def stream(self, s): return torch.cpu.stream(s) if hasattr(torch.cpu, "stream") else contextlib.nullcontext(s)
     def Event(self, enable_timing: bool = False, **kwargs): return CpuEvent(enable_timing=enable_timing)
 

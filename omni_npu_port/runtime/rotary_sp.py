@@ -6,9 +6,8 @@
 from __future__ import annotations
 
 from ..core.catalog import CATALOG
-from .signatures import bind_for_version, platform_or_current, target_version
 from . import platform as _platform
-
+from .signatures import bind_for_version, platform_or_current, target_version
 
 # %% auto #0
 __all__ = ['update_cos_sin', 'enable_sp', 'lmhead_tp_enable']
@@ -24,7 +23,9 @@ def update_cos_sin(positions, platform=None) -> bool:
     _npu_call("rope.update-cos-sin", **dict(zip(CATALOG["rope.update-cos-sin"].params, (positions,))))
     return True
 
-def enable_sp(vllm_config=None, enable_shared_expert_dp: bool = False, platform=None, vllm_ascend: str | None = None) -> bool:
+def enable_sp(
+    vllm_config=None, enable_shared_expert_dp: bool = False, platform=None, vllm_ascend: str | None = None
+) -> bool:
     "vllm-ascend's sequence-parallel check on NPU, with the arguments its version takes; False elsewhere."
     if not platform_or_current(platform).runs_vllm_ascend: return False
     kwargs = {"vllm_config": vllm_config}

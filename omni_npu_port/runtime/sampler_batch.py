@@ -7,10 +7,9 @@ from __future__ import annotations
 
 from ..core.catalog import CATALOG
 from ..core.errors import InputError
-from .signatures import platform_or_current, short_name
-from . import platform as _platform
 from ..core.profile import target_release
-
+from . import platform as _platform
+from .signatures import platform_or_current, short_name
 
 # %% auto #0
 __all__ = ['RunnerClassUnavailable', 'sampler_cls', 'input_batch_cls']
@@ -34,12 +33,16 @@ def _runner_class(record_id: str, platform=None):
             raise RunnerClassUnavailable(f"{short_name(symbol)} ({symbol}, pattern {rec.id}) needs vllm, which is not "
                                          f"installed on this {p.name} backend: pip install 'vllm<{removed.vllm_since}'")
         if not rec.holds_for(vllm=vllm):
-            raise RunnerClassUnavailable(f"vllm {vllm} has no {symbol} (pattern {removed.id}: {removed.notes.rstrip('.')}): "
-                                         f"pip install 'vllm<{removed.vllm_since}'")
+            raise RunnerClassUnavailable(
+                f"vllm {vllm} has no {symbol} (pattern {removed.id}: {removed.notes.rstrip('.')}): "
+                f"pip install 'vllm<{removed.vllm_since}'"
+            )
         how = f"check that vllm {vllm} imports here (pip install 'vllm<{removed.vllm_since}')"
     try: return _platform.resolve_symbol(symbol)
     except ImportError as e:
-        raise RunnerClassUnavailable(f"cannot import {symbol} (pattern {rec.id}) on the {p.name} backend: {e}; {how}") from None
+        raise RunnerClassUnavailable(
+            f"cannot import {symbol} (pattern {rec.id}) on the {p.name} backend: {e}; {how}"
+        ) from None
 
 def sampler_cls(platform=None):
     "AscendSampler on NPU, vllm's Sampler elsewhere (vllm < 0.34); for code outside the runner."

@@ -9,12 +9,11 @@ import difflib
 import warnings
 
 from ..core.catalog import CATALOG, Symbol
-from ..core.errors import InputError, UsageError
-from . import platform as _platform
-from ..core.profile import resolve_target
 from ..core.diagnostics import Code, register
+from ..core.errors import InputError, UsageError
+from ..core.profile import resolve_target
 from ..core.releases import RELEASES, Target, parse_version
-
+from . import platform as _platform
 
 # %% auto #0
 __all__ = ['platform_or_current', 'TargetWarning', 'runtime_target', 'target_version', 'served_line', 'BoundCall', 'served',
@@ -68,10 +67,12 @@ def served(kwargs: dict, t: Target) -> BoundCall:
 
 # %% ../../nbs/runtime/method_signatures.ipynb #5a4ee298
 class UnsupportedKeyword(UsageError, TypeError):
-    "A keyword the target vllm-ascend version's callable does not take (a usage error); the message says why and what replaced it."
+    ("A keyword the target vllm-ascend version's callable does not take (a usage error); the message says why and what "
+     "replaced it.")
 
 class UnsupportedVersion(InputError, LookupError):
-    "The target vllm-ascend version has no such callable, or the catalog gives no parameter list for it there (an input error: the profile's target)."
+    ("The target vllm-ascend version has no such callable, or the catalog gives no parameter list for it there (an "
+     "input error: the profile's target).")
 
 def short_name(symbol: str) -> str:
     "`Class.method` or `function` from a dotted catalog symbol."
@@ -97,8 +98,10 @@ def bind_for_version(symbol: str, vllm_ascend: str, **kwargs) -> dict:
     try: accepted = CATALOG.params_for(symbol, vllm_ascend=vllm_ascend)
     except KeyError:
         spans = ", ".join(f"{_span(p.since, p.until)} ({p.id})" for p in CATALOG if p.npu_symbol == symbol and p.params)
-        raise UnsupportedVersion(f"vllm-ascend {vllm_ascend}: the catalog has no parameter list for {short_name(symbol)} "
-                                 f"there (it has one {spans or 'nowhere'}); set another [stack] vllm_ascend") from None
+        raise UnsupportedVersion(
+            f"vllm-ascend {vllm_ascend}: the catalog has no parameter list for {short_name(symbol)} "
+            f"there (it has one {spans or 'nowhere'}); set another [stack] vllm_ascend"
+        ) from None
     for key in kwargs:
         if key in accepted: continue
         why = _history(symbol, key, vllm_ascend)
@@ -123,7 +126,8 @@ def dummy_run_kwargs(*args, vllm_ascend: str, **kwargs) -> dict:
     gpu, npu = CATALOG["sig.dummy-run-gpu"], CATALOG["sig.dummy-run"]
     named = _bind_positional(gpu.params, args, kwargs, gpu.gpu_sym.short)
     if gpu.params[0] not in named: raise TypeError(f"{gpu.gpu_sym.short} needs {gpu.params[0]}")
-    if "with_prefill" in CATALOG.params_for(npu.npu_symbol, vllm_ascend=vllm_ascend): named.setdefault("with_prefill", False)
+    if "with_prefill" in CATALOG.params_for(npu.npu_symbol, vllm_ascend=vllm_ascend):
+        named.setdefault("with_prefill", False)
     return bind_for_version(npu.npu_symbol, vllm_ascend, **named)
 
 # %% ../../nbs/runtime/method_signatures.ipynb #78787c47

@@ -11,8 +11,7 @@ from dataclasses import dataclass, field
 
 from ..core.catalog import CATALOG, Pattern, Symbol
 from .readers import SourceTree
-from .symbols import (ResolvedSymbol, SourceExpr, class_attr, resolve, signature, symbol_signature,
-                                           top_level)
+from .symbols import ResolvedSymbol, SourceExpr, class_attr, resolve, signature, symbol_signature, top_level
 
 # %% auto #0
 __all__ = ['OK', 'CHANGED', 'MISSING', 'NA', 'Conformance', 'record_symbol', 'record_holds', 'record_methods',
@@ -24,7 +23,12 @@ OK, CHANGED, MISSING, NA = "ok", "changed", "missing", "n/a"
 @dataclass
 class Conformance:
     "One record checked against one source."
-    def _repr_html_(self): from omni_npu_port.core.display import html_for; return html_for(self)   # Jupyter: docs.render draws it
+
+    def _repr_html_(self):
+        from omni_npu_port.core.display import html_for
+
+        return html_for(self)  # Jupyter: docs.render draws it
+
     id: str
     package: str
     version: str | None
@@ -38,7 +42,10 @@ class Conformance:
 
     def to_dict(self) -> dict:
         "A JSON-ready dict."
-        return {k: getattr(self, k) for k in ("id", "package", "version", "symbol", "status", "check", "holds", "details", "hazards", "where")}
+        return {
+            k: getattr(self, k)
+            for k in ("id", "package", "version", "symbol", "status", "check", "holds", "details", "hazards", "where")
+        }
 
 def _side(tree: SourceTree) -> str | None:
     return {"vllm_ascend": "npu", "vllm": "gpu"}.get(tree.package)
@@ -66,7 +73,11 @@ def _check_value(tree: SourceTree, sym: ResolvedSymbol, want) -> list[str]:
             if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name):
                 members[st.targets[0].id] = _literal(st.value)
         if not isinstance(want, dict): return [f"{sym.path} is a class; the record expects the value {want!r}"]
-        out = [f"member {k}: expected {v!r}, found {members[k]!r}" for k, v in want.items() if k in members and members[k] != v]
+        out = [
+            f"member {k}: expected {v!r}, found {members[k]!r}"
+            for k, v in want.items()
+            if k in members and members[k] != v
+        ]
         out += [f"member {k} missing" for k in want if k not in members]
         out += [f"extra member {k} = {v!r}" for k, v in members.items() if k not in want]
         return out
@@ -99,7 +110,9 @@ def _check_params(params, sig: inspect.Signature) -> tuple[list[str], bool]:
         if not missing and not extra and lead != list(params): out.append(f"order differs: real ({', '.join(lead)})")
         kwonly = [p for p in params if p in named and named[p].kind is named[p].KEYWORD_ONLY]
         if kwonly: out.append("keyword-only, cannot be passed positionally: " + ", ".join(kwonly))
-        required = [n for n in real[len(params):] if n not in params and sig.parameters[n].default is inspect.Parameter.empty]
+        required = [
+            n for n in real[len(params) :] if n not in params and sig.parameters[n].default is inspect.Parameter.empty
+        ]
         if required: out.append("required parameters after the record's: " + ", ".join(required))
     else:
         missing = [p for p in params if p not in named]
@@ -121,7 +134,8 @@ def positional_hazards(order, sig: inspect.Signature) -> list[str]:
     return out
 
 def gpu_order(record: Pattern, gpu_tree: SourceTree | None = None) -> tuple | None:
-    "The GPU parameter order of the method a record's NPU symbol ports: the real one if a vllm source is given, else the catalog's."
+    ("The GPU parameter order of the method a record's NPU symbol ports: the real one if a vllm source is given, else "
+     "the catalog's.")
     if record.npu_symbol is None: return None
     leaf = record.npu_sym.leaf
     for r in CATALOG:
@@ -129,12 +143,16 @@ def gpu_order(record: Pattern, gpu_tree: SourceTree | None = None) -> tuple | No
             if gpu_tree is not None and gpu_tree.package == "vllm":
                 sig = signature(gpu_tree, r.gpu_symbol)
                 if sig is not None:
-                    return tuple(n for n, p in sig.parameters.items() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
+                    return tuple(
+                        n for n, p in sig.parameters.items() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+                    )
             if r.params and not r.npu_symbol: return tuple(r.params)
     return None
 
 # %% ../../nbs/sources/conformance.ipynb #63579df4
-def _shape_details(tree: SourceTree, record: Pattern, sym: ResolvedSymbol, side: str | None, gpu_only: bool) -> list[str]:
+def _shape_details(
+    tree: SourceTree, record: Pattern, sym: ResolvedSymbol, side: str | None, gpu_only: bool
+) -> list[str]:
     "What a record's claims about members, methods and values find wrong in a resolved symbol."
     details = []
     if record.kind == "unsupported" and side == "npu" and record.gpu_symbol and sym.kind == "class":
@@ -146,7 +164,8 @@ def _shape_details(tree: SourceTree, record: Pattern, sym: ResolvedSymbol, side:
         if sym.kind != "class": details.append(f"{sym.path} is a {sym.kind}, not a class")
         else: details += [f"no method {m}" + (f" ({r.reason.split('; ', 1)[1]})" if "; " in r.reason else "")
                           for m in methods if not (r := class_attr(tree, sym, m, 0))]
-    elif record.value is not None and not methods: details += _check_value(tree, sym, record.value)   # methods: the NPU class's
+    elif record.value is not None and not methods:
+        details += _check_value(tree, sym, record.value)  # methods: the NPU class's
     return details
 
 def _keyword_details(record: Pattern, sig: inspect.Signature, side: str | None) -> list[str]:
@@ -154,7 +173,8 @@ def _keyword_details(record: Pattern, sig: inspect.Signature, side: str | None) 
     named, out = _named(sig), []
     if side == "npu":
         for k in [*record.rename.values(), *record.add]:
-            if k not in named: out.append(f"does not accept {k}=" + (" (only **kwargs would take it)" if _has_var_kw(sig) else ""))
+            if k not in named:
+                out.append(f"does not accept {k}=" + (" (only **kwargs would take it)" if _has_var_kw(sig) else ""))
         for k in record.drop:
             if k in named: out.append(f"now accepts {k}= (the record drops it)")
             elif _has_var_kw(sig): out.append(f"**kwargs would silently take the dropped {k}=")
@@ -173,10 +193,19 @@ def _check(tree: SourceTree, record: Pattern, qualname: str, gpu_tree=None) -> t
     if not sym: return MISSING, [sym.reason], [], None
     details = _shape_details(tree, record, sym, side, gpu_only)
     checks_params = bool(record.params) and (side == "npu" or gpu_only)
-    needs_sig = checks_params or (side == "npu" and (record.rename or record.drop or record.add)) or (side == "gpu" and record.rename)
+    needs_sig = (
+        checks_params
+        or (side == "npu" and (record.rename or record.drop or record.add))
+        or (side == "gpu" and record.rename)
+    )
     sig = symbol_signature(tree, sym) if needs_sig else None
     if needs_sig and sig is None:
-        return CHANGED, details + [f"{sym.path} is a {sym.kind} whose signature cannot be read from this source"], [], sym.where
+        return (
+            CHANGED,
+            details + [f"{sym.path} is a {sym.kind} whose signature cannot be read from this source"],
+            [],
+            sym.where,
+        )
     if checks_params:
         d, anchored = _check_params(record.params, sig)
         details += d

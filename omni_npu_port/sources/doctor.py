@@ -9,16 +9,34 @@ import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from omni_npu_port.sources.conformance import (
+    CHANGED,
+    MISSING,
+    NA,
+    OK,
+    Conformance,
+    check_record,
+    conformance_table,
+    record_holds,
+    record_symbol,
+    summary,
+)
+from omni_npu_port.sources.readers import (
+    PACKAGES,
+    SourceError,
+    SourceSpecError,
+    SourceSyntaxError,
+    SourceTree,
+    open_source,
+    open_source_spec,
+)
+
 from ..core.catalog import CATALOG, PAIRING, TORCH_NPU_PINS, VLLM_ASCEND_VERSIONS, VLLM_VERSIONS, parse_version
 from ..core.errors import InputError, PortingError, UsageError
 from ..core.profile import CANN_ENV_VARS, CANN_SET_ENV, load_profile, resolve_target
 from ..core.releases import STACK_PACKAGES, target_for
-from .stated import release_files, tree_target
-from .conformance import (CHANGED, MISSING, NA, OK, Conformance, check_record,
-                                             conformance_table, record_holds, record_symbol, summary)
 from .fetch import CACHE_DIR, FetchError, release_of
-from .readers import (PACKAGES, SourceError, SourceSpecError, SourceSyntaxError, SourceTree, open_source,
-                                         open_source_spec)
+from .stated import release_files, tree_target
 
 # %% auto #0
 __all__ = ['platform_report', 'cann_env_warning', 'pairing_warning', 'torch_npu_warning', 'pairing_table', 'DoctorError',
@@ -45,11 +63,13 @@ def cann_env_warning(versions: dict, env=None) -> str | None:
 
 # %% ../../nbs/sources/doctor.ipynb #1b006633
 def pairing_warning(vllm_ascend: str | None, vllm: str | None, files: dict | None = None) -> str | None:
-    "A warning when the vllm / vllm-ascend pair is not the one the releases table, else the vllm-ascend release's own `files`, names."
+    ("A warning when the vllm / vllm-ascend pair is not the one the releases table, else the vllm-ascend release's own "
+     "`files`, names.")
     if not vllm_ascend or not vllm: return None
     t = target_for(vllm_ascend, "the doctor's source", files=files)   # the one resolver
     if t.paired_by != "neighbour" and parse_version(t.vllm) == parse_version(vllm): return None
-    if t.paired_by == "neighbour": return f"vllm-ascend {vllm_ascend} is not in the pairing table and names no vllm in its files: {t.warning}"
+    if t.paired_by == "neighbour":
+        return f"vllm-ascend {vllm_ascend} is not in the pairing table and names no vllm in its files: {t.warning}"
     if t.paired_by == "source":
         return f"vllm {vllm} does not pair with vllm-ascend {vllm_ascend}, which names vllm {t.vllm} ({t.evidence})"
     return f"vllm {vllm} does not pair with vllm-ascend {vllm_ascend}, which is built against vllm {t.vllm}"
@@ -82,7 +102,8 @@ def _open_spec(spec) -> SourceTree:
     except (SourceError, FetchError) as e: raise DoctorError(f"--source {e}") from None
 
 def doctor_sources(paths=None) -> list[SourceTree]:
-    "The sources to check: the given specs (PATH, PATH@VERSION, NAME==VERSION; vllm / vllm-ascend only) or the installed packages."
+    ("The sources to check: the given specs (PATH, PATH@VERSION, NAME==VERSION; vllm / vllm-ascend only) or the "
+     "installed packages.")
     if paths:
         trees = []
         for p in paths:
@@ -91,7 +112,9 @@ def doctor_sources(paths=None) -> list[SourceTree]:
                 raise DoctorError(f"--source {p} is a {PACKAGES[t.package]} source; the doctor checks vllm and "
                                   "vllm-ascend sources (wheel, sdist, directory or NAME==VERSION)")
             if any(o.package == t.package for o in trees):
-                raise DoctorUsageError(f"--source {p}: a second {t.distribution} source; give one vllm-ascend and one vllm")
+                raise DoctorUsageError(
+                    f"--source {p}: a second {t.distribution} source; give one vllm-ascend and one vllm"
+                )
             trees.append(t)
         return trees
     trees = []
@@ -101,7 +124,8 @@ def doctor_sources(paths=None) -> list[SourceTree]:
     return trees or cached_sources()
 
 def cached_sources(cache=None) -> list[SourceTree]:
-    "Where nothing is installed: the package cache's vllm-ascend release (the profile's target if cached, else the newest) and its paired vllm, if cached."
+    ("Where nothing is installed: the package cache's vllm-ascend release (the profile's target if cached, else the "
+     "newest) and its paired vllm, if cached.")
     cache = Path(cache or CACHE_DIR).expanduser()
     have: dict = {}
     for f in (sorted(cache.iterdir()) if cache.is_dir() else []):
@@ -135,18 +159,29 @@ class InferredVersion:
 
     def to_dict(self) -> dict:
         "JSON-ready."
-        return {"version": self.version, "candidates": list(self.candidates), "agree": self.agree, "ranged": self.ranged}
+        return {
+            "version": self.version,
+            "candidates": list(self.candidates),
+            "agree": self.agree,
+            "ranged": self.ranged,
+        }
 
 def _key(package: str) -> str: return "vllm_ascend" if package == "vllm_ascend" else "vllm"
 
 def is_ranged(record, package: str) -> bool:
     "Whether a record's range for `package` (vllm_ascend: since/until; vllm: vllm_since/vllm_until) is bounded."
-    return bool(record.since or record.until) if package == "vllm_ascend" else bool(record.vllm_since or record.vllm_until)
+    return (
+        bool(record.since or record.until) if package == "vllm_ascend" else bool(record.vllm_since or record.vllm_until)
+    )
 
 def infer_version(tree: SourceTree, results: list[Conformance]) -> InferredVersion:
     "The known releases whose ranges agree best with what the source says (each result's `check`, read out of range)."
     known = VLLM_ASCEND_VERSIONS if tree.package == "vllm_ascend" else VLLM_VERSIONS
-    evidence = [(CATALOG[r.id], r.check == OK) for r in results if r.check is not None and is_ranged(CATALOG[r.id], tree.package)]
+    evidence = [
+        (CATALOG[r.id], r.check == OK)
+        for r in results
+        if r.check is not None and is_ranged(CATALOG[r.id], tree.package)
+    ]
     if not evidence: return InferredVersion(None, (), 0, 0)
     score = {v: sum(rec.holds_for(**{_key(tree.package): v}) == ok for rec, ok in evidence) for v in known}
     best = max(score.values())
@@ -163,20 +198,32 @@ def at_version(results: list[Conformance], package: str, version: str) -> list[C
 
 # %% ../../nbs/sources/doctor.ipynb #7a23cd17
 def checked(tree: SourceTree, gpu_tree: SourceTree | None = None) -> tuple[list[Conformance], list[str]]:
-    "`conformance(tree)` record by record: (results, the parse errors met); a record behind a module that does not parse is `changed`, the error its detail."
+    ("`conformance(tree)` record by record: (results, the parse errors met); a record behind a module that does not "
+     "parse is `changed`, the error its detail.")
     out, bad = [], {}
     for rec in CATALOG:
         try: out.append(check_record(tree, rec, gpu_tree))
         except SourceSyntaxError as e:
             bad.setdefault(str(e), None)
             holds = record_holds(rec, tree)
-            out.append(Conformance(rec.id, tree.package, tree.version, record_symbol(rec, tree), CHANGED if holds else NA,
-                                   CHANGED, holds, [f"cannot be checked: {e}"]))
+            out.append(
+                Conformance(
+                    rec.id,
+                    tree.package,
+                    tree.version,
+                    record_symbol(rec, tree),
+                    CHANGED if holds else NA,
+                    CHANGED,
+                    holds,
+                    [f"cannot be checked: {e}"],
+                )
+            )
     return out, list(bad)
 
 # %% ../../nbs/sources/doctor.ipynb #687eab23
 def versioned(tree: SourceTree, gpu_tree: SourceTree | None = None) -> SourceTree:
-    "The tree with a version to check against: its own or the given one, else the inferred one (`version_from='inferred'`)."
+    ("The tree with a version to check against: its own or the given one, else the inferred one "
+     "(`version_from='inferred'`).")
     if tree.version is not None: return tree
     inf = infer_version(tree, checked(tree, gpu_tree if tree.package == "vllm_ascend" else None)[0])
     if inf.version is None: return tree
@@ -199,8 +246,11 @@ def source_report(t: SourceTree, gpu: SourceTree | None = None) -> dict:
 
 def version_warnings(trees: list[SourceTree]) -> list[str]:
     "A warning for each source checked as another version than the one it states."
-    return [f"{t.distribution} at {t.origin} states version {t.version_found}; checked as {t.version} as given"
-            for t in trees if t.version_from == "given" and t.version_found and parse_version(t.version_found) != parse_version(t.version)]
+    return [
+        f"{t.distribution} at {t.origin} states version {t.version_found}; checked as {t.version} as given"
+        for t in trees
+        if t.version_from == "given" and t.version_found and parse_version(t.version_found) != parse_version(t.version)
+    ]
 
 def doctor_report(paths=None, platform: dict | None = None) -> dict:
     "Platform, versions, warnings and conformance results as JSON-ready data."
@@ -220,12 +270,18 @@ def doctor_report(paths=None, platform: dict | None = None) -> dict:
     for s in sources:
         if s["unreadable"]:
             n = sum(any(d.startswith("cannot be checked") for d in r["details"]) for r in s["results"])
-            warnings.append(f"{s['package']} at {s['origin']}: {len(s['unreadable'])} module(s) do not parse, so {n} record(s) "
-                            f"could not be checked (marked changed): {s['unreadable'][0]}")
+            warnings.append(
+                f"{s['package']} at {s['origin']}: {len(s['unreadable'])} module(s) do not parse, so {n} record(s) "
+                f"could not be checked (marked changed): {s['unreadable'][0]}"
+            )
     cached = [t.origin for t in trees if getattr(t, "origin_kind", None) == "cache"]
-    try: target = ((tree_target(va, f"the vllm-ascend source {va.origin}") if va is not None else None)
-                   or resolve_target(installed=versions.get("vllm-ascend"))).line()
-    except InputError as err: target = f"target: unknown ({err})"   # a broken profile is the profile command's to report
+    try:
+        target = (
+            (tree_target(va, f"the vllm-ascend source {va.origin}") if va is not None else None)
+            or resolve_target(installed=versions.get("vllm-ascend"))
+        ).line()
+    except InputError as err:
+        target = f"target: unknown ({err})"  # a broken profile is the profile command's to report
     return {"platform": plat, "target": target, "warnings": warnings, "pairing_mismatch": pw is not None,
             "sources": sources, "installed": not paths and not cached, "from_cache": cached}
 
@@ -239,8 +295,11 @@ def version_text(s: dict) -> str:
     "How a report's source version reads: `0.18.0`, `0.23.0 (given)`, `0.23.0 (inferred: …)`, `? (unknown: …)`."
     how, inf = s.get("version_from"), s.get("inferred") or {}
     if how == "inferred":
-        return (f"{s['version']} (inferred: {inf.get('span')} fit {inf.get('agree')} of {inf.get('ranged')} version-ranged records; "
-                "give PATH@VERSION to say)")
+        return (
+            f"{s['version']} (inferred: {inf.get('span')} fit {inf.get('agree')} of {inf.get('ranged')} version-ranged "
+            "records; "
+            "give PATH@VERSION to say)"
+        )
     if how == "given": return f"{s['version']} (given)"
     return s["version"] or "? (unknown: the source states no version; give PATH@VERSION)"
 
@@ -271,5 +330,8 @@ def print_report(report: dict, console=None, show_na: bool = False):
     for s in report["sources"]:
         res = [Conformance(**r) for r in s["results"]]
         counts = ", ".join(f"{v} {k}" for k, v in s["summary"].items())
-        con.print(conformance_table(res, title=f"{s['package']} {version_text(s)} ({s['kind']}: {s['origin']}) — {counts}",
-                                    show_na=show_na))
+        con.print(
+            conformance_table(
+                res, title=f"{s['package']} {version_text(s)} ({s['kind']}: {s['origin']}) — {counts}", show_na=show_na
+            )
+        )

@@ -9,11 +9,20 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from omni_npu_port.core.releases import (
+    RELEASES,
+    VLLM_ASCEND_VERSIONS,
+    VLLM_LINE,
+    VLLM_VERSIONS,
+    Target,
+    parse_version,
+    resolve_release,
+    target_for,
+    vllm_of_line,
+)
+
 from ..core.catalog import ascend_of_line, omni_pairing
 from ..core.diagnostics import Code, register
-from omni_npu_port.core.releases import (
-    RELEASES, VLLM_ASCEND_VERSIONS, VLLM_LINE, VLLM_VERSIONS, Target, parse_version, resolve_release, target_for,
-    vllm_of_line)
 from .fetch import CACHE_DIR, cached_release
 from .readers import SourceError, SourceTree, open_source
 from .stated import checkout_facts, package_texts
@@ -54,7 +63,7 @@ def evidence_modules(tree: SourceTree) -> list[str]:
     "The modules whose imports are evidence: every module of the source (its NPU runners and all they build on)."
     return tree.modules()
 
-_FROM_IMPORT = re.compile(r"^from[ \t]+([\w.]+)[ \t]+import[ \t]+(\([^)]*\)|[^\n]*)", re.M)
+_FROM_IMPORT = re.compile(r"^from[ \t]+([\w.]+)[ \t]+import[ \t]+(\([^)]*\)|[^\n]*)", re.MULTILINE)
 
 def imported_symbols(tree: SourceTree, package: str) -> list[SymbolUse]:
     "Each unconditional (column-0) `from <package>.… import X` of the evidence modules, once per name (where first);"
@@ -86,8 +95,8 @@ def cached_trees(package: str, cache_dir: Path | str = CACHE_DIR) -> dict[str, S
         except SourceError: continue   # a damaged archive is no evidence
     return out
 
-_TOP_BOUND = re.compile(r"^(?:class|def|async\s+def)\s+(\w+)|^(\w+)\s*(?::[^=\n]*)?=(?!=)", re.M)
-_TOP_IMPORT = re.compile(r"^from\s+[\w.]+\s+import\s+(\([^)]*\)|[^\n]*)", re.M)
+_TOP_BOUND = re.compile(r"^(?:class|def|async\s+def)\s+(\w+)|^(\w+)\s*(?::[^=\n]*)?=(?!=)", re.MULTILINE)
+_TOP_IMPORT = re.compile(r"^from\s+[\w.]+\s+import\s+(\([^)]*\)|[^\n]*)", re.MULTILINE)
 
 def _top_imported(text: str) -> set:
     "The names column-0 `from … import` statements bind (a release's own unconditional imports succeed)."
@@ -184,7 +193,7 @@ def stated_sides(tree: SourceTree, version: str | None = None, facts: dict | Non
     if "vllm" in facts: out.append((ascend_of_line(facts["vllm"][0]) or None, facts["vllm"][0], facts["vllm"][1]))
     return out
 
-_ALIGNED_RULE = re.compile(r"__version_tuple__\[:2\]|major\.minor", re.I)
+_ALIGNED_RULE = re.compile(r"__version_tuple__\[:2\]|major\.minor", re.IGNORECASE)
 
 def aligned_line(tree: SourceTree, version: str) -> str | None:
     "The vllm minor line (`0.32`) a vLLM-Omni version file ties to its own version (it warns unless vllm's major.minor"

@@ -5,26 +5,40 @@
 # %% ../../nbs/sources/fetch.ipynb #ffe241c7
 from __future__ import annotations
 
+import gzip
 import hashlib
 import http.client
 import json
-import gzip
 import os
 import tempfile
 import time
-import zipfile
 import urllib.parse
 import urllib.request
+import zipfile
 from pathlib import Path
 
-from packaging.utils import (InvalidSdistFilename, InvalidWheelFilename, canonicalize_name, parse_sdist_filename,
-                             parse_wheel_filename)
+from packaging.utils import (
+    InvalidSdistFilename,
+    InvalidWheelFilename,
+    canonicalize_name,
+    parse_sdist_filename,
+    parse_wheel_filename,
+)
 from packaging.version import InvalidVersion, Version
+
+from omni_npu_port.core.io import (
+    _TEMP,
+    CACHE_MARKER,
+    STALE_TEMP_S,
+    cache_dir,
+    claim_cache,
+    leftover_temps,
+    temp_prefix,
+    write_atomic,
+)
 
 from ..core.errors import InputError
 from ..core.releases import split_pin
-from ..core.io import (_TEMP, CACHE_MARKER, STALE_TEMP_S, cache_dir, claim_cache, leftover_temps, temp_prefix,
-                                  write_atomic)
 
 # %% auto #0
 __all__ = ['PYPI', 'CACHE_DIR', 'KINDS', 'zlib_error', 'NETWORK_ERRORS', 'STALE_PART_S', 'FetchError', 'release_of',
@@ -116,7 +130,8 @@ def release_files(dist: str, version: str, index: str = PYPI) -> list[dict]:
 
 # %% ../../nbs/sources/fetch.ipynb #755ac670
 def _download(spec: str, f: dict, dest: Path, progress=None) -> Path:
-    "Stream `f['url']` to `dest` through a `.part` file, checking its sha256 (`progress(bytes_done, bytes_total)` after each MiB)."
+    ("Stream `f['url']` to `dest` through a `.part` file, checking its sha256 (`progress(bytes_done, bytes_total)` "
+     "after each MiB).")
     h, got = hashlib.sha256(), 0
     fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=temp_prefix(dest.name), suffix=".part")
     tmp = Path(tmp)
@@ -124,7 +139,8 @@ def _download(spec: str, f: dict, dest: Path, progress=None) -> Path:
         with urllib.request.urlopen(f["url"], timeout=600) as r, os.fdopen(fd, "wb") as out:
             while chunk := r.read(1 << 20):
                 got += len(chunk)
-                if got > f["size"]: raise ValueError(f"more than the {f['size']} bytes PyPI states")   # bounded: never past it
+                if got > f["size"]:
+                    raise ValueError(f"more than the {f['size']} bytes PyPI states")  # bounded: never past it
                 h.update(chunk); out.write(chunk)
                 if progress: progress(got, f["size"])
     except NETWORK_ERRORS as e:
@@ -149,12 +165,15 @@ def _stale(p: Path) -> bool:
 
 def fetch_package(spec: str, cache_dir: Path | str = CACHE_DIR, index: str = PYPI, kind: str | None = None,
                   progress=None) -> Path:
-    "Download `name==version` (the smallest sdist or wheel, or of `kind`) into the cache, sha256-checked; return its path"
+    ("Download `name==version` (the smallest sdist or wheel, or of `kind`) into the cache, sha256-checked; return its "
+     "path")
     " (`progress(bytes_done, bytes_total)`: called as it downloads)."
     try: name, version = split_pin(spec, "package")
     except ValueError as e: raise FetchError(str(e)) from None
-    try: Version(version)
-    except InvalidVersion: raise FetchError(f"{spec!r}: {version!r} is not a version, e.g. vllm-ascend==0.23.0.post1") from None
+    try:
+        Version(version)
+    except InvalidVersion:
+        raise FetchError(f"{spec!r}: {version!r} is not a version, e.g. vllm-ascend==0.23.0.post1") from None
     if kind not in KINDS: raise FetchError(f"kind={kind!r}: use 'wheel', 'sdist' or None (either, the smaller)")
     cache = Path(cache_dir).expanduser()
     hit = cached_release(cache, name, version, kind) if cache.is_dir() else None

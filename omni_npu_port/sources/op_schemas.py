@@ -168,7 +168,13 @@ def check_ops(vllm_ascend: str | None = None, torch_npu: str | None = None, cach
                 "note": f"torch-npu {pin} is not in the package cache; `omni-npu-port doctor --ops` fetches it"}
     schemas = read_op_schemas(wheel)
     res = [check_op_record(r, schemas, pin) for r in CATALOG.select(family="ops")]
-    return {"vllm_ascend": vllm_ascend, "torch_npu": pin, "wheel": str(wheel), "results": [vars(r) for r in res], "note": None}
+    return {
+        "vllm_ascend": vllm_ascend,
+        "torch_npu": pin,
+        "wheel": str(wheel),
+        "results": [vars(r) for r in res],
+        "note": None,
+    }
 
 def ops_failed(report: dict) -> bool:
     "Whether a call the port makes would not bind on that torch-npu (ONP5102)."
@@ -178,7 +184,10 @@ def ops_failed(report: dict) -> bool:
 def ops_table(report: dict):
     "A rich Table of a `check_ops` report."
     from rich.table import Table
-    t = Table(title=f"ops records against torch-npu {report['torch_npu']} (pinned by vllm-ascend {report['vllm_ascend']})")
+
+    t = Table(
+        title=f"ops records against torch-npu {report['torch_npu']} (pinned by vllm-ascend {report['vllm_ascend']})"
+    )
     for col in ("record", "op", "status", "code", "details"): t.add_column(col, overflow="fold")
     for r in report["results"]: t.add_row(r["id"], r["op"], r["status"], r["code"] or "", "; ".join(r["details"]))
     if report.get("note"): t.caption = report["note"]

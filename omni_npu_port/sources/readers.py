@@ -25,15 +25,20 @@ from functools import lru_cache
 from pathlib import Path
 
 from fastcore.basics import patch
-from packaging.utils import (InvalidSdistFilename, InvalidWheelFilename, canonicalize_name, parse_sdist_filename,
-                             parse_wheel_filename)
+from packaging.utils import (
+    InvalidSdistFilename,
+    InvalidWheelFilename,
+    canonicalize_name,
+    parse_sdist_filename,
+    parse_wheel_filename,
+)
 from packaging.version import InvalidVersion, Version
 
 from ..core.catalog import parse_version
-from ..core.releases import RELEASE_FILES, parse_pin
 from ..core.diagnostics import Code, register
 from ..core.errors import InputError, UsageError
 from ..core.io import _TEMP, CACHE_MARKER, OutputError, cache_dir, claim_cache, write_atomic
+from ..core.releases import RELEASE_FILES, parse_pin
 
 # %% auto #0
 __all__ = ['PACKAGES', 'MAX_MEMBER_BYTES', 'MAX_SOURCE_BYTES', 'MAX_ARCHIVE_BYTES', 'LIMIT_ENV', 'ZIP_METHODS', 'SDIST_CACHE_ENV',
@@ -70,13 +75,16 @@ class DirReader:
         return [p.name + "/__init__.py" for p in self.root.iterdir() if (p / "__init__.py").is_file()]
 
 class WheelReader:
-    "Files inside a wheel (a zip), each read only when its stated size is within the limits; a forked process opens its own."
+    ("Files inside a wheel (a zip), each read only when its stated size is within the limits; a forked process opens "
+     "its own.")
     def __init__(self, path: Path):
         self.path, self.zf, self.read_bytes, self._pid = path, zipfile.ZipFile(path), 0, os.getpid()
         self._names = set(self.zf.namelist())
     def read(self, rel: str) -> bytes | None:
         if rel not in self._names: return None
-        if self._pid != os.getpid():   # a forked child shares the parent's file offset: reads of two processes would interleave
+        if (
+            self._pid != os.getpid()
+        ):  # a forked child shares the parent's file offset: reads of two processes would interleave
             self.zf, self._pid = zipfile.ZipFile(self.path), os.getpid()
         info = self.zf.getinfo(rel)
         check_size(self.where(rel), info.file_size, "MAX_MEMBER_BYTES", "uncompressed")
@@ -109,8 +117,10 @@ def check_size(where: str, size: int, name: str, what: str = "") -> None:
     "An `UnreadableFile` error when `size` bytes (`what`: uncompressed, in all…) are past limit `name`."
     cap = read_limit(name)
     if size > cap:
-        raise UnreadableFile(f"{where} is {size} bytes{' ' + what if what else ''}, more than {cap} bytes ({name}, the limit "
-                             f"of what this tool reads); set ${LIMIT_ENV[name]} to a larger number of MB to read it anyway")
+        raise UnreadableFile(
+            f"{where} is {size} bytes{' ' + what if what else ''}, more than {cap} bytes ({name}, the limit "
+            f"of what this tool reads); set ${LIMIT_ENV[name]} to a larger number of MB to read it anyway"
+        )
 
 def read_regular(path: Path | str, name: str = "MAX_MEMBER_BYTES") -> bytes:
     "The bytes of a regular file of at most limit `name`; an `UnreadableFile` error for a FIFO, device or directory."
@@ -118,12 +128,23 @@ def read_regular(path: Path | str, name: str = "MAX_MEMBER_BYTES") -> bytes:
     try:
         st = p.stat()
         if not stat.S_ISREG(st.st_mode):
-            kind = "a FIFO" if stat.S_ISFIFO(st.st_mode) else "a directory" if stat.S_ISDIR(st.st_mode) else \
-                "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode) else "special"
+            kind = (
+                "a FIFO"
+                if stat.S_ISFIFO(st.st_mode)
+                else "a directory"
+                if stat.S_ISDIR(st.st_mode)
+                else "a device"
+                if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)
+                else "a socket"
+                if stat.S_ISSOCK(st.st_mode)
+                else "special"
+            )
             raise UnreadableFile(f"{p}: {kind}, not a regular file; only regular files are read")
         check_size(str(p), st.st_size, name)
-        with open(p, "rb") as f: data = f.read(min(st.st_size, read_limit(name)) + 1)   # a file that grows meanwhile: still bounded
-    except OSError as e: raise UnreadableFile(f"{p}: cannot be read ({e.strerror or e})") from None
+        with open(p, "rb") as f:
+            data = f.read(min(st.st_size, read_limit(name)) + 1)  # a file that grows meanwhile: still bounded
+    except OSError as e:
+        raise UnreadableFile(f"{p}: cannot be read ({e.strerror or e})") from None
     check_size(str(p), len(data), name)
     return data
 
@@ -165,23 +186,34 @@ def read_member(zf: zipfile.ZipFile, archive: Path | str, member: str, name: str
 
 # %% ../../nbs/sources/readers.ipynb #9de3b061
 SDIST_CACHE_ENV = "OMNI_NPU_PORT_SDIST_CACHE"
-SDIST_CACHE_FORMAT = "omni-npu-port sdist cache 3"   # 2: the release files (core.releases.RELEASE_FILES) kept too; 3: members refused are kept too; in the name, so older copies coexist
+# 2: the release files (core.releases.RELEASE_FILES) kept too; 3: members refused are kept too; in the name, so older
+# copies coexist
+SDIST_CACHE_FORMAT = "omni-npu-port sdist cache 3"
 _TOP_FILES = {"PKG-INFO", *RELEASE_FILES}
 
 def is_source_member(rel: str) -> bool:
-    "What a SourceTree reads from an sdist (path below `<name>-<version>/`): the packages' `.py` files, PKG-INFO and the files naming its pairing."
+    ("What a SourceTree reads from an sdist (path below `<name>-<version>/`): the packages' `.py` files, PKG-INFO and "
+     "the files naming its pairing.")
     return (rel.endswith(".py") and rel.split("/")[0] in PACKAGES) or rel in _TOP_FILES
 
-_META_TYPES = (tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE, tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK)
+_META_TYPES = (
+    tarfile.XHDTYPE,
+    tarfile.XGLTYPE,
+    tarfile.SOLARIS_XHDTYPE,
+    tarfile.GNUTYPE_LONGNAME,
+    tarfile.GNUTYPE_LONGLINK,
+)
 
 class _BoundedTarInfo(tarfile.TarInfo):
     "A tar header whose pax / GNU long-name block (which tarfile reads whole) is refused past `MAX_MEMBER_BYTES`."
     def _proc_member(self, tarfile_):
-        if self.type in _META_TYPES: check_size(f"{tarfile_.name}: the header of {self.name}", self.size, "MAX_MEMBER_BYTES")
+        if self.type in _META_TYPES:
+            check_size(f"{tarfile_.name}: the header of {self.name}", self.size, "MAX_MEMBER_BYTES")
         return super()._proc_member(tarfile_)
 
 def tar_files(path: Path | str, keep=is_source_member, refused: dict | None = None) -> dict[str, bytes]:
-    "The files of a (gzipped) tar whose path below the top directory `keep` accepts: {that path: bytes}, in one pass, every size bounded;"
+    ("The files of a (gzipped) tar whose path below the top directory `keep` accepts: {that path: bytes}, in one pass, "
+     "every size bounded;")
     " a member `keep` accepts that is not a regular file (a link, a FIFO) goes into `refused` with why, never read."
     files, kept, seen = {}, 0, 0
     with tarfile.open(path, mode="r|*", tarinfo=_BoundedTarInfo) as tf:
@@ -193,7 +225,13 @@ def tar_files(path: Path | str, keep=is_source_member, refused: dict | None = No
             if not keep(rel): continue
             if not member.isfile():
                 if refused is not None and not member.isdir():
-                    kind = "a symbolic link" if member.issym() else "a hard link" if member.islnk() else "not a regular file"
+                    kind = (
+                        "a symbolic link"
+                        if member.issym()
+                        else "a hard link"
+                        if member.islnk()
+                        else "not a regular file"
+                    )
                     refused[rel] = f"{path}: {member.name} is {kind} in the archive; only regular files are read"
                 continue
             check_size(f"{path}: {member.name}", member.size, "MAX_MEMBER_BYTES")
@@ -217,14 +255,15 @@ def sdist_cache_dir() -> Path | None:
     return cache_dir("sdist-py")
 
 def write_cache_zip(target: Path, files: dict[str, bytes], refused: dict | None = None) -> None:
-    "Write `files` (and the members refused, as `__refused__`) to the zip `target`, atomically (best effort: it is a cache)."
+    ("Write `files` (and the members refused, as `__refused__`) to the zip `target`, atomically (best effort: it is a "
+     "cache).")
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as z:
         z.writestr("__format__", SDIST_CACHE_FORMAT)
         if refused: z.writestr("__refused__", json.dumps(refused))
         for rel, data in files.items(): z.writestr(rel, data)
     try:
-        claim_cache(target.parent, "sdist-py", owns_sdist_entry)   # a folder of foreign content: refused (an InputError)
+        claim_cache(target.parent, "sdist-py", owns_sdist_entry)  # a folder of foreign content: refused (an InputError)
         write_atomic(target, buf.getvalue())
     except (OSError, OutputError): pass
 
@@ -232,14 +271,18 @@ class SdistReader:
     "The `.py` files and PKG-INFO of an sdist: unpacked once (`tar_files`) into the sdist cache, read from there after."
     def __init__(self, path: Path):
         st, cache = path.stat(), sdist_cache_dir()
-        self.path, self.cached = path, cache / f"{path.name}.{st.st_size}.{st.st_mtime_ns}.{SDIST_CACHE_FORMAT[-1]}.zip" if cache else None
+        self.path, self.cached = (
+            path,
+            cache / f"{path.name}.{st.st_size}.{st.st_mtime_ns}.{SDIST_CACHE_FORMAT[-1]}.zip" if cache else None,
+        )
         self.zf, self.files, self.refused = None, None, {}
         if self.cached is not None and self.cached.is_file():
             try:
                 zf = WheelReader(self.cached)   # the same bounded reads as a wheel's
                 if zf.read("__format__") == SDIST_CACHE_FORMAT.encode():
                     self.refused = json.loads(zf.read("__refused__") or "{}")
-                    if not isinstance(self.refused, dict) or not all(isinstance(v, str) for v in self.refused.values()): raise ValueError
+                    if not isinstance(self.refused, dict) or not all(isinstance(v, str) for v in self.refused.values()):
+                        raise ValueError
                     self.zf, self._names = zf, set(zf.names()) - {"__format__", "__refused__"}
             except (OSError, KeyError, ValueError, zipfile.BadZipFile, SourceError): self.zf, self.refused = None, {}
         if self.zf is None:
@@ -250,10 +293,12 @@ class SdistReader:
         if self.files is not None: return self.files.get(rel)
         return self.zf.read(rel) if rel in self._names else None
     def where(self, rel: str) -> str: return f"{self.path}/{rel}"
-    def names(self) -> list[str]: return sorted({*(self.files if self.files is not None else self._names), *self.refused})
+
+    def names(self) -> list[str]:
+        return sorted({*(self.files if self.files is not None else self._names), *self.refused})
 
 # %% ../../nbs/sources/readers.ipynb #454176c8
-_TAB_INDENT = re.compile(r"^[ \f]*\t", re.M)   # a line whose indentation holds a tab
+_TAB_INDENT = re.compile(r"^[ \f]*\t", re.MULTILINE)   # a line whose indentation holds a tab
 
 def spaces_for_tabs(text: str) -> str:
     "`text` (a module, or a dedented def) with tab indentation written as Python's tokenizer reads it: each level as"
@@ -305,13 +350,15 @@ def parse_source(text: str) -> ast.Module:
     return ast.parse(text)
 
 class SourceSyntaxError(SyntaxError, SourceError):
-    "A module that cannot be parsed — a syntax error, NUL bytes, bytes its encoding rejects, a file not read — naming its file and line."
+    ("A module that cannot be parsed — a syntax error, NUL bytes, bytes its encoding rejects, a file not read — naming "
+     "its file and line.")
     def __str__(self):
         return (f"{self.filename}{f':{self.lineno}' if self.lineno else ''}: does not parse ({self.msg}); "
                 "fix the file, or give a source without it")
 
 def decode_source(data: bytes) -> str:
-    "The text of a `.py` file as CPython reads it: its BOM or coding line, else UTF-8; a `UnicodeDecodeError` or `SyntaxError` where CPython would refuse it."
+    ("The text of a `.py` file as CPython reads it: its BOM or coding line, else UTF-8; a `UnicodeDecodeError` or "
+     "`SyntaxError` where CPython would refuse it.")
     encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     return data.decode(encoding)
 
@@ -319,17 +366,28 @@ def _decode_problem(data: bytes) -> tuple[str, str | None, int | None]:
     "(text, why it cannot be parsed or None, line): the text decoded as CPython would, else with U+FFFD for bad bytes."
     try: return decode_source(data), None, None
     except UnicodeDecodeError as e:
-        return (data.decode("utf-8", errors="replace"), (f"byte 0x{data[e.start]:02x} is not {e.encoding} text; save the file as "
-                "UTF-8 or declare its encoding (# -*- coding: … -*-)"), data.count(b"\n", 0, e.start) + 1)
+        return (
+            data.decode("utf-8", errors="replace"),
+            (
+                f"byte 0x{data[e.start]:02x} is not {e.encoding} text; save the file as "
+                "UTF-8 or declare its encoding (# -*- coding: … -*-)"
+            ),
+            data.count(b"\n", 0, e.start) + 1,
+        )
     except (SyntaxError, LookupError) as e:   # a coding line naming no codec, or first lines no codec reads
         try: data.decode("utf-8")
-        except UnicodeDecodeError as u: return data.decode("utf-8", errors="replace"), \
-            f"byte 0x{data[u.start]:02x} is not utf-8 text and no coding line declares another encoding; save the file as UTF-8", \
-            data.count(b"\n", 0, u.start) + 1
+        except UnicodeDecodeError as u:
+            return (
+                data.decode("utf-8", errors="replace"),
+                (f"byte 0x{data[u.start]:02x} is not utf-8 text and no coding line declares another encoding; save the "
+                 "file as UTF-8"),
+                data.count(b"\n", 0, u.start) + 1,
+            )
         return data.decode("utf-8", errors="replace"), f"{getattr(e, 'msg', e)}", 1
 
 def syntax_error(where: str, text: str, err: BaseException | str, lineno: int | None = None) -> SourceSyntaxError:
-    "A `SourceSyntaxError` for `where` from a parse error (or a reason), with the line of a NUL byte when that is the cause."
+    ("A `SourceSyntaxError` for `where` from a parse error (or a reason), with the line of a NUL byte when that is the "
+     "cause.")
     if isinstance(err, RecursionError | MemoryError): msg = "nested too deeply for Python's parser"
     else: msg = getattr(err, "msg", None) or str(err)
     if "\0" in text and "null" in msg: lineno = text.count("\n", 0, text.index("\0")) + 1
@@ -337,7 +395,8 @@ def syntax_error(where: str, text: str, err: BaseException | str, lineno: int | 
     return SourceSyntaxError(msg, (where, lineno, getattr(err, "offset", None), None, None, None))
 
 def read_module_file(path: Path | str) -> tuple[str, ast.Module]:
-    "A lone `.py` file read and parsed as CPython would: (text, a fresh tree); a `SourceSyntaxError` or `UnreadableFile` naming it otherwise."
+    ("A lone `.py` file read and parsed as CPython would: (text, a fresh tree); a `SourceSyntaxError` or "
+     "`UnreadableFile` naming it otherwise.")
     data = read_regular(path)
     text, why, line = _decode_problem(data)
     if why: raise syntax_error(str(path), text, why, line)
@@ -352,8 +411,8 @@ class SourceTree:
     def __init__(self, reader, package: str, version: str | None, origin: str, kind: str):
         self.reader, self.package, self.version, self.origin, self.kind = reader, package, version, origin, kind
         self.version_from = "source" if version else None   # source (its metadata or version file), given, inferred
-        self.version_found = version                        # what the source itself says
-        self.inferred = None                                # for an inferred version: the evidence (doctor.InferredVersion)
+        self.version_found = version  # what the source itself says
+        self.inferred = None  # for an inferred version: the evidence (doctor.InferredVersion)
         self._src: dict[str, str | None] = {}
         self._ast: dict[str, ast.Module | None] = {}
         self._rel: dict[str, str] = {}                      # module -> its file below the root
@@ -373,7 +432,8 @@ class SourceTree:
         return PACKAGES[self.package]
 
     def _read(self, rel: str) -> bytes | None:
-        "The reader's bytes of `rel`; a file it will not read (a FIFO, past a limit) is recorded as unreadable and reads as empty."
+        ("The reader's bytes of `rel`; a file it will not read (a FIFO, past a limit) is recorded as unreadable and "
+         "reads as empty.")
         try: return self.reader.read(rel)
         except UnreadableFile as e:
             self._bad.setdefault(rel, (str(e), None))
@@ -417,7 +477,8 @@ def modules(self: SourceTree) -> list[str]:
 
 @patch
 def module_ast(self: SourceTree, module: str) -> ast.Module | None:
-    "The parsed module, cached; None if absent; a `SourceSyntaxError` (a SyntaxError and an input error) naming its file if it cannot be parsed."
+    ("The parsed module, cached; None if absent; a `SourceSyntaxError` (a SyntaxError and an input error) naming its "
+     "file if it cannot be parsed.")
     if module not in self._ast:
         src = self.module_source(module)
         if module in self._bad: raise syntax_error(self.file_of(module), src, *self._bad[module])
@@ -435,8 +496,10 @@ def _detect_package(names, hint: str | None, where: str) -> str:
     if hint and hint in found: return hint
     if len(found) == 1: return found[0]
     if not found:
-        raise SourceError(f"{where} is not a vllm, vllm-ascend or vllm-omni source: no vllm_ascend/, vllm/ or "
-                          "vllm_omni/ package inside; pass a wheel, an sdist, a source directory or an installed package name")
+        raise SourceError(
+            f"{where} is not a vllm, vllm-ascend or vllm-omni source: no vllm_ascend/, vllm/ or "
+            "vllm_omni/ package inside; pass a wheel, an sdist, a source directory or an installed package name"
+        )
     raise SourceError(f"{where} holds several packages ({', '.join(found)}); pass package= to choose one")
 
 def version_in_text(text: str) -> str | None:
@@ -467,7 +530,9 @@ def _version_in_dir(root: Path, package: str) -> str | None:
 def _open_installed(name: str, package: str | None) -> SourceTree:
     pkg = package or {canonicalize_name(d): p for p, d in PACKAGES.items()}.get(canonicalize_name(name), name)
     if pkg not in PACKAGES:
-        raise SourceError(f"{name!r} is neither a path nor one of the packages this tool reads ({', '.join(PACKAGES.values())})")
+        raise SourceError(
+            f"{name!r} is neither a path nor one of the packages this tool reads ({', '.join(PACKAGES.values())})"
+        )
     spec = importlib.util.find_spec(pkg)  # a top-level name: finds the package without importing it
     if spec is None or not spec.submodule_search_locations:
         raise SourceError(f"{PACKAGES[pkg]} is not installed in this environment ({Path(sys.executable)}); "
@@ -514,8 +579,10 @@ def _open_file(p: Path, mtime_ns: int, size: int, package: str | None) -> Source
                 if name and same_distribution(name, PACKAGES[pkg]): version = ver
         return SourceTree(r, pkg, version or _filename_version(p.name), str(p), "wheel")
     if p.name.endswith((".tar.gz", ".tgz")):
-        try: r = SdistReader(p)
-        except (tarfile.TarError, OSError, EOFError, zlib.error) as e: raise SourceError(f"{p}: not a readable sdist ({e})") from None
+        try:
+            r = SdistReader(p)
+        except (tarfile.TarError, OSError, EOFError, zlib.error) as e:
+            raise SourceError(f"{p}: not a readable sdist ({e})") from None
         pkg = _detect_package(r.names(), package, str(p))
         info = r.read("PKG-INFO")
         version = metadata_name_version(info.decode(errors="replace"))[1] if info else None
@@ -535,9 +602,11 @@ def _spec_version(spec: str, version: str, where: str) -> str:
     return version.strip().lower().lstrip("v")
 
 def parse_source_spec(spec: str) -> tuple[str, str | None, str]:
-    "(`path` / `package` / `release`, version or None, what to open) of `PATH`, `PATH@VERSION`, `NAME==VERSION` or `NAME`."
+    ("(`path` / `package` / `release`, version or None, what to open) of `PATH`, `PATH@VERSION`, `NAME==VERSION` or "
+     "`NAME`.")
     s = str(spec).strip()
-    if not s: raise SourceSpecError("an empty source: give a wheel, sdist or directory (PATH[@VERSION]) or NAME==VERSION")
+    if not s:
+        raise SourceSpecError("an empty source: give a wheel, sdist or directory (PATH[@VERSION]) or NAME==VERSION")
     if Path(s).expanduser().exists(): return "path", None, s
     try: pin = parse_pin(s, "source")
     except ValueError as e: raise SourceSpecError(str(e)) from None
@@ -550,7 +619,11 @@ def parse_source_spec(spec: str) -> tuple[str, str | None, str]:
     head, at, version = s.rpartition("@")
     if at:
         if not version: raise SourceSpecError(f"source {s!r}: no version after @; write PATH@0.18.0 (or PATH@main)")
-        return ("path" if Path(head).expanduser().exists() or "/" in head else "package"), _spec_version(s, version, "source"), head
+        return (
+            ("path" if Path(head).expanduser().exists() or "/" in head else "package"),
+            _spec_version(s, version, "source"),
+            head,
+        )
     return ("path" if "/" in s or s.endswith((".whl", ".tar.gz", ".zip")) else "package"), None, s
 
 # %% ../../nbs/sources/readers.ipynb #10af1f86
@@ -559,7 +632,9 @@ def open_source_spec(spec: str, package: str | None = None, cache_dir=None) -> S
     kind, version, what = parse_source_spec(spec)
     if kind == "release":
         if version == "main":
-            raise SourceSpecError(f"source {spec!r}: main is a branch, not a release on PyPI; give a checkout as PATH@main")
+            raise SourceSpecError(
+                f"source {spec!r}: main is a branch, not a release on PyPI; give a checkout as PATH@main"
+            )
         from omni_npu_port.sources.fetch import CACHE_DIR, fetch_package
         tree = open_source(fetch_package(f"{what}=={version}", CACHE_DIR if cache_dir is None else cache_dir), package)
         if not same_distribution(tree.distribution, what):
@@ -609,8 +684,10 @@ SEQ_LEN_WITH_MAX_PA_WORKSPACE = 6144
 def write_source_double(root: Path | str, version: str = "0.18.0") -> Path:
     "Write a tiny vllm_ascend test double (real v0.18.0 parameter lists, empty bodies) under `root`; return root."
     root = Path(root)
-    files = {**SOURCE_DOUBLE,
-             f"vllm_ascend-{version}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: vllm-ascend\nVersion: {version}\n"}
+    files = {
+        **SOURCE_DOUBLE,
+        f"vllm_ascend-{version}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: vllm-ascend\nVersion: {version}\n",
+    }
     for rel, text in files.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(textwrap.dedent(text).lstrip() if text else "")

@@ -30,30 +30,41 @@ def _read(tree: SourceTree, names) -> dict:
     return out
 
 def _metadata_names(tree: SourceTree) -> list:
-    return [n for n in tree.reader.names() if n.endswith(".dist-info/METADATA")] if not hasattr(tree.reader, "root") else []
+    return (
+        [n for n in tree.reader.names() if n.endswith(".dist-info/METADATA")]
+        if not hasattr(tree.reader, "root")
+        else []
+    )
 
 def release_files(tree: SourceTree) -> dict:
-    "The texts of a release's own files that name its pairing (`core.releases.RELEASE_FILES`), by path; a wheel's METADATA as `METADATA`."
+    ("The texts of a release's own files that name its pairing (`core.releases.RELEASE_FILES`), by path; a wheel's "
+     "METADATA as `METADATA`.")
     return _read(tree, [*RELEASE_FILES, *_metadata_names(tree)])
 
 def package_texts(tree: SourceTree) -> list[str]:
-    "The metadata a vLLM-Omni source carries: a wheel's METADATA, an sdist's PKG-INFO, a checkout's README, pyproject, requirements and NPU Dockerfile."
+    ("The metadata a vLLM-Omni source carries: a wheel's METADATA, an sdist's PKG-INFO, a checkout's README, "
+     "pyproject, requirements and NPU Dockerfile.")
     return list(_read(tree, [*_OMNI_TEXTS, *_metadata_names(tree)]).values())
 
 # %% ../../nbs/sources/stated.ipynb #f9cce0b7
 def tree_target(tree: SourceTree, origin: str | None = None) -> Target | None:
-    "The `Target` a vllm-ascend source is (its pairing from its own files when the releases table lacks it); None for another package or no version."
+    ("The `Target` a vllm-ascend source is (its pairing from its own files when the releases table lacks it); None for "
+     "another package or no version.")
     if tree.package != "vllm_ascend" or not tree.version: return None
     return target_for(tree.version, origin or f"inferred from the source: {tree.origin}", files=release_files(tree))
 
 # %% ../../nbs/sources/stated.ipynb #0babfb81
-_ASCEND_IMAGE = re.compile(r"vllm-ascend:v?([0-9][\w.]*)|VLLM_ASCEND_(?:TAG|VERSION)\s*=\s*v?([0-9][\w.]*)", re.I)
-_PYPROJECT_VERSION = re.compile(r'^version\s*=\s*["\']([0-9][\w.]*)["\']', re.M)
+_ASCEND_IMAGE = re.compile(
+    r"vllm-ascend:v?([0-9][\w.]*)|VLLM_ASCEND_(?:TAG|VERSION)\s*=\s*v?([0-9][\w.]*)", re.IGNORECASE
+)
+_PYPROJECT_VERSION = re.compile(r'^version\s*=\s*["\']([0-9][\w.]*)["\']', re.MULTILINE)
 
 def checkout_facts(tree: SourceTree) -> dict:
-    "What a vLLM-Omni source's own files say: `version` (pyproject), `vllm` (a pin), `vllm_ascend` (its NPU Dockerfile's image or tag), each with its evidence."
+    ("What a vLLM-Omni source's own files say: `version` (pyproject), `vllm` (a pin), `vllm_ascend` (its NPU "
+     "Dockerfile's image or tag), each with its evidence.")
     files, out = _read(tree, _OMNI_TEXTS), {}
-    if m := _PYPROJECT_VERSION.search(files.get("pyproject.toml", "")): out["version"] = (m[1], "its pyproject.toml version")
+    if m := _PYPROJECT_VERSION.search(files.get("pyproject.toml", "")):
+        out["version"] = (m[1], "its pyproject.toml version")
     if got := infer_omni_vllm(None, list(files.values())): out["vllm"] = got
     if m := _ASCEND_IMAGE.search(files.get("docker/Dockerfile.npu", "")):
         v = m[1] or m[2]
@@ -62,8 +73,11 @@ def checkout_facts(tree: SourceTree) -> dict:
 
 def missing_facts_line(tree: SourceTree) -> str:
     "The one line saying which facts a source lacks to infer its target."
-    return (f"vllm-omni {tree.origin} states no version (no PKG-INFO, _version.py or pyproject version), no vllm (no vllm== pin) "
-            "and no vllm-ascend (no docker/Dockerfile.npu image): give --target vllm-ascend==X or PATH@VERSION")
+    return (
+        f"vllm-omni {tree.origin} states no version (no PKG-INFO, _version.py or pyproject version), no vllm (no "
+        "vllm== pin) "
+        "and no vllm-ascend (no docker/Dockerfile.npu image): give --target vllm-ascend==X or PATH@VERSION"
+    )
 
 # %% ../../nbs/sources/stated.ipynb #9049fbc8
 def _root_of(path: Path) -> Path | None:
@@ -76,18 +90,21 @@ def omni_target(tree: SourceTree) -> Target | None:
     "The `Target` a vLLM-Omni release pairs with (the catalog's row, else its package's texts); one that states no"
     " version: its own evidence's (`sources.evidence`, the resolver `port --release` uses), None when it has none."
     if not tree.version:
-        from omni_npu_port.sources.evidence import checkout_evidence   # it reads this module's facts: imported late
+        from omni_npu_port.sources.evidence import checkout_evidence  # it reads this module's facts: imported late
         e = checkout_evidence(tree)
         if e.code == "ONP4306": raise UsageError(f"vllm-omni {tree.origin}: {e.refusal}; give --target vllm-ascend==X")
         return e.target
     pairing = omni_pairing(tree.version, package_texts(tree))
     if pairing is None or not pairing.vllm_ascend: return None
     a = pairing.vllm_ascend[0]
-    return target_for(a, f"inferred from the source: vLLM-Omni {tree.version} ({tree.origin}) pairs with vllm-ascend {a}")
+    return target_for(
+        a, f"inferred from the source: vLLM-Omni {tree.version} ({tree.origin}) pairs with vllm-ascend {a}"
+    )
 
 # %% ../../nbs/sources/stated.ipynb #cdcb8a19
 def stated_target(paths) -> Target | None:
-    "The target the sources state (paths, wheels or sdists: a vllm-ascend tree, or a vLLM-Omni release's pairing); None when none states one; a UsageError when they disagree."
+    ("The target the sources state (paths, wheels or sdists: a vllm-ascend tree, or a vLLM-Omni release's pairing); "
+     "None when none states one; a UsageError when they disagree.")
     found = {}
     for p in paths:
         p = Path(p).expanduser()
@@ -95,10 +112,19 @@ def stated_target(paths) -> Target | None:
         if root is None or str(root) in found: continue
         try: tree = open_source(root)
         except SourceError: continue
-        t = tree_target(tree) if tree.package == "vllm_ascend" else omni_target(tree) if tree.package == "vllm_omni" else None
+        t = (
+            tree_target(tree)
+            if tree.package == "vllm_ascend"
+            else omni_target(tree)
+            if tree.package == "vllm_omni"
+            else None
+        )
         if t is not None: found[str(root)] = t
     asked = {t.asked for t in found.values()}
     if len(asked) > 1:
-        raise UsageError("the sources state different releases (" + "; ".join(f"{r}: vllm-ascend {t.asked}" for r, t in found.items())
-                         + "): give --target vllm-ascend==X")
+        raise UsageError(
+            "the sources state different releases ("
+            + "; ".join(f"{r}: vllm-ascend {t.asked}" for r, t in found.items())
+            + "): give --target vllm-ascend==X"
+        )
     return next(iter(found.values()), None)

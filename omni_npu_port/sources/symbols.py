@@ -9,8 +9,8 @@ import ast
 import inspect
 import re
 import weakref
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from fastcore.basics import patch
 
@@ -72,7 +72,8 @@ def top_level(body):
 def binds(st, name: str):
     "What statement `st` binds to `name`: ('def', node), ('from', module, attr, level), ('import', module) or None."
     if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and st.name == name: return ("def", st)
-    if isinstance(st, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in st.targets): return ("def", st)
+    if isinstance(st, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in st.targets):
+        return ("def", st)
     if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name) and st.target.id == name: return ("def", st)
     if isinstance(st, ast.ImportFrom):
         for a in st.names:
@@ -119,7 +120,8 @@ class SymbolIndex:
 
     @classmethod
     def open(cls, *sources) -> SymbolIndex:
-        "An index over sources: `SourceTree`s or specs `open_source_spec` reads (PATH, PATH@VERSION, NAME==VERSION, NAME)."
+        ("An index over sources: `SourceTree`s or specs `open_source_spec` reads (PATH, PATH@VERSION, NAME==VERSION, "
+         "NAME).")
         return cls(s if isinstance(s, SourceTree) else open_source_spec(str(s)) for s in sources)
 
     def __repr__(self): return f"SymbolIndex({', '.join(map(source_label, self.trees.values())) or 'no sources'})"
@@ -170,7 +172,8 @@ def as_index(source) -> SymbolIndex:
 
 # %% ../../nbs/sources/symbols.ipynb #12215998
 def _bindings(mod: ast.Module, name: str) -> list:
-    "What `mod` binds to `name` at top level: its first definition (a definition wins), else every import of it, in order."
+    ("What `mod` binds to `name` at top level: its first definition (a definition wins), else every import of it, in "
+     "order.")
     defs, imports = [], []
     for st in top_level(mod.body):
         b = binds(st, name)
@@ -181,8 +184,12 @@ def _alias_of(node) -> str | None:
     "The dotted name `X = a.b.Y` assigns (a plain alias), else None."
     v = getattr(node, "value", None)
     if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(v, (ast.Name, ast.Attribute)):
-        try: return ast.unparse(v) if all(isinstance(n, (ast.Name, ast.Attribute, ast.Load)) for n in ast.walk(v)) else None
-        except (RecursionError, ValueError): return None   # a chain deeper than unparse's stack
+        try:
+            return (
+                ast.unparse(v) if all(isinstance(n, (ast.Name, ast.Attribute, ast.Load)) for n in ast.walk(v)) else None
+            )
+        except (RecursionError, ValueError):
+            return None   # a chain deeper than unparse's stack
     return None
 
 def _definition(ix: SymbolIndex, qualname: str, module: str, name: str, node, tail, hops, seen):
@@ -194,7 +201,8 @@ def _definition(ix: SymbolIndex, qualname: str, module: str, name: str, node, ta
             "function" if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else "attribute")
     sym = ResolvedSymbol(qualname, module, name, node, kind, hops, line=node.lineno, source=ix.label(module))
     for attr in tail:
-        if sym.kind != "class": return Unresolved(qualname, f"{sym.module}.{sym.path} is a {sym.kind}, not a class: no {attr!r}")
+        if sym.kind != "class":
+            return Unresolved(qualname, f"{sym.module}.{sym.path} is a {sym.kind}, not a class: no {attr!r}")
         sym = class_attr(ix, sym, attr)
         if not sym: return Unresolved(qualname, sym.reason, sym.searched, sym.target)
     return sym
@@ -217,8 +225,12 @@ def _leaves(ix: SymbolIndex, qualname: str, module: str, name: str, dest: str, r
     target = ".".join([dest, *rest]) if dest else ".".join(rest)
     if ix.tree_for(dest) is None:
         inside = ", ".join(ix.trees) or "no sources"
-        return Unresolved(qualname, f"{module}.{name} is imported from {dest} (outside {inside}); read that package's source",
-                          ix.searched, target)
+        return Unresolved(
+            qualname,
+            f"{module}.{name} is imported from {dest} (outside {inside}); read that package's source",
+            ix.searched,
+            target,
+        )
     return Unresolved(qualname, f"{module}.{name} is imported from {dest}, which {ix.scope} lacks", ix.searched, target)
 
 def _follow(ix: SymbolIndex, qualname: str, module: str, name: str, found, tail, hops, seen):
@@ -275,8 +287,10 @@ def class_bases(ix, cls: ResolvedSymbol) -> list[ResolvedSymbol | Unresolved]:
 class Mro:
     "A class's method resolution order across sources: every entry in Python's C3 order, found or not."
     cls: ResolvedSymbol
-    entries: list              # ResolvedSymbol (found) | Unresolved (a base no source holds), in MRO order
-    error: str | None = None   # why Python would refuse this order (inconsistent bases, a cycle); entries are then depth-first
+    entries: list  # ResolvedSymbol (found) | Unresolved (a base no source holds), in MRO order
+    error: str | None = (
+        None  # why Python would refuse this order (inconsistent bases, a cycle); entries are then depth-first
+    )
 
     @property
     def classes(self) -> list[ResolvedSymbol]:
@@ -317,7 +331,8 @@ def _linearize(ix: SymbolIndex, cls: ResolvedSymbol, stack: tuple, known: dict) 
     "Keys of `cls`'s MRO (filling `known` key → entry) and an error when C3 or a cycle stops Python."
     k = _key(cls)
     known[k] = cls
-    if k in stack: return [k], f"{cls.dotted} is its own base (a cycle through {' -> '.join(s[1] + '.' + s[2] for s in stack)})"
+    if k in stack:
+        return [k], f"{cls.dotted} is its own base (a cycle through {' -> '.join(s[1] + '.' + s[2] for s in stack)})"
     bases, seqs, err = class_bases(ix, cls), [], None
     for b in bases:
         if b: lin, e = _linearize(ix, b, stack + (k,), known); err = err or e
@@ -325,12 +340,17 @@ def _linearize(ix: SymbolIndex, cls: ResolvedSymbol, stack: tuple, known: dict) 
         seqs.append(lin)
     merged = c3_merge(seqs + [[_key(b) for b in bases]])
     if merged is None:
-        err = err or f"cannot create a consistent method resolution order for {cls.dotted} (bases {', '.join(_key(b)[-1] for b in bases)})"
+        err = (
+            err
+            or (f"cannot create a consistent method resolution order for {cls.dotted} (bases "
+                f"{', '.join(_key(b)[-1] for b in bases)})")
+        )
         merged = list(dict.fromkeys(x for s in seqs for x in s))
     return [k] + merged, err
 
 def mro(ix, cls: ResolvedSymbol | str) -> Mro | Unresolved:
-    "The MRO of a class (a `ResolvedSymbol` or a dotted name) across the sources of `ix`; `Unresolved` if it is no class."
+    ("The MRO of a class (a `ResolvedSymbol` or a dotted name) across the sources of `ix`; `Unresolved` if it is no "
+     "class.")
     ix = as_index(ix)
     if isinstance(cls, str):
         sym = resolve(ix, cls)
@@ -362,14 +382,23 @@ def class_attr(tree, cls: ResolvedSymbol, attr: str, depth: int = 0, seen=None) 
         if not c: skipped.append(c.target or c.qualname); continue
         n = _own_attr(c, attr)
         if n is None: continue
-        kind = "method" if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) else "class" if isinstance(n, ast.ClassDef) else "attribute"
+        kind = (
+            "method"
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+            else "class"
+            if isinstance(n, ast.ClassDef)
+            else "attribute"
+        )
         via = () if c is cls else (f"{cls.module}.{cls.path} -> base {c.module}.{c.path}",)
         return ResolvedSymbol(cls.qualname, c.module, f"{c.path}.{attr}", n, kind, cls.hops + via, owner=c.node,
                               line=n.lineno, source=c.source, skipped=tuple(skipped))
     outside = [c.qualname for c in order.missing]
     msg = f"class {cls.module}.{cls.path} has no attribute {attr!r}"
-    return Unresolved(cls.qualname, msg + (f"; bases outside {ix.scope}: {', '.join(dict.fromkeys(outside))}" if outside else ""),
-                      ix.searched)
+    return Unresolved(
+        cls.qualname,
+        msg + (f"; bases outside {ix.scope}: {', '.join(dict.fromkeys(outside))}" if outside else ""),
+        ix.searched,
+    )
 
 def resolve(tree, qualname: str) -> ResolvedSymbol | Unresolved:
     "Find a dotted symbol in a `SourceTree` or `SymbolIndex`: module + attribute path, following re-exports and bases."
@@ -412,7 +441,13 @@ def class_members(ix, cls: ResolvedSymbol | str) -> dict[str, ResolvedSymbol] | 
                 if name in out: continue
                 n = _own_attr(c, name)
                 if n is None: continue
-                kind = "method" if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) else "class" if isinstance(n, ast.ClassDef) else "attribute"
+                kind = (
+                    "method"
+                    if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                    else "class"
+                    if isinstance(n, ast.ClassDef)
+                    else "attribute"
+                )
                 out[name] = ResolvedSymbol(order.cls.qualname, c.module, f"{c.path}.{name}", n, kind, order.cls.hops,
                                            owner=c.node, line=n.lineno, source=c.source, skipped=tuple(skipped))
     return out
@@ -432,20 +467,23 @@ def module_classes(ix, module: str) -> list[ResolvedSymbol]:
             for st in top_level(mod.body if mod else []) if isinstance(st, ast.ClassDef)]
 
 # %% ../../nbs/sources/symbols.ipynb #cd191b6c
-_CLASS_WITH_BASES = re.compile(r"^[ \t]*class[ \t]+\w+[ \t]*\(", re.M)
+_CLASS_WITH_BASES = re.compile(r"^[ \t]*class[ \t]+\w+[ \t]*\(", re.MULTILINE)
 
 def derived_classes(ix, base: str, packages=None) -> list[ResolvedSymbol]:
-    "Every class of the sources (or of `packages`) whose MRO holds `base` — found, or where an unread base's import leads."
+    ("Every class of the sources (or of `packages`) whose MRO holds `base` — found, or where an unread base's import "
+     "leads.")
     ix = as_index(ix)
     b = resolve(ix, base)
     want, out = {base} | ({b.dotted} if b else set()), []
     for pkg, tree in ix.trees.items():
         if packages is not None and pkg not in packages: continue
         for module in tree.modules():
-            if not _CLASS_WITH_BASES.search(tree.module_source(module) or ""): continue   # no class with bases: none derives
+            if not _CLASS_WITH_BASES.search(tree.module_source(module) or ""):
+                continue  # no class with bases: none derives
             try:
                 for c in module_classes(ix, module):
-                    if any((e.dotted if e else e.target or e.qualname) in want for e in mro(ix, c).entries[1:]): out.append(c)
+                    if any((e.dotted if e else e.target or e.qualname) in want for e in mro(ix, c).entries[1:]):
+                        out.append(c)
             except SyntaxError as e: ix.unreadable[module] = f"{e.msg} (line {e.lineno})"
     return out
 
@@ -509,7 +547,14 @@ def signature_from_ast(fn: ast.FunctionDef | ast.AsyncFunctionDef, drop_first: b
     if drop_first and params: params = params[1:]
     if a.vararg: params.append(P(a.vararg.arg, P.VAR_POSITIONAL, annotation=ann(a.vararg.annotation)))
     for x, d in zip(a.kwonlyargs, a.kw_defaults):
-        params.append(P(x.arg, P.KEYWORD_ONLY, default=P.empty if d is None else SourceExpr(ast.unparse(d)), annotation=ann(x.annotation)))
+        params.append(
+            P(
+                x.arg,
+                P.KEYWORD_ONLY,
+                default=P.empty if d is None else SourceExpr(ast.unparse(d)),
+                annotation=ann(x.annotation),
+            )
+        )
     if a.kwarg: params.append(P(a.kwarg.arg, P.VAR_KEYWORD, annotation=ann(a.kwarg.annotation)))
     return inspect.Signature(params, return_annotation=ann(fn.returns))
 
@@ -535,7 +580,9 @@ class Binding:
     callable: str
     ok: bool
     error: str | None = None
-    arguments: dict = field(default_factory=dict)   # parameter -> "positional i" / "keyword name" / {kw: ...} for **kwargs
+    arguments: dict = field(
+        default_factory=dict
+    )  # parameter -> "positional i" / "keyword name" / {kw: ...} for **kwargs
     absorbed: tuple = ()                            # keywords bound only by **kwargs
     signature: inspect.Signature | None = None
     def __bool__(self): return self.ok
@@ -549,13 +596,22 @@ def check_call(tree: SourceTree, dotted_callable: str, args_count: int = 0, kwar
     sym = resolve(tree, dotted_callable)
     if not sym: return Binding(dotted_callable, False, f"missing: {sym.reason}")
     sig = symbol_signature(tree, sym)
-    if sig is None: return Binding(dotted_callable, False, f"{dotted_callable} is a {sym.kind} whose signature cannot be read from this source")
+    if sig is None:
+        return Binding(
+            dotted_callable, False, f"{dotted_callable} is a {sym.kind} whose signature cannot be read from this source"
+        )
     args = [_Arg(f"positional {i}") for i in range(args_count)]
     kwargs = {k: _Arg(f"keyword {k}") for k in kwargs_names}
     try: bound = sig.bind(*args, **kwargs)
     except TypeError as e: return Binding(dotted_callable, False, f"{dotted_callable}{sig}: {e}", signature=sig)
     var_kw = next((p.name for p in sig.parameters.values() if p.kind is p.VAR_KEYWORD), None)
     absorbed = tuple(bound.arguments.get(var_kw, {})) if var_kw else ()
-    show = lambda v: repr(v) if isinstance(v, _Arg) else {k: repr(x) for k, x in v.items()} if isinstance(v, dict) else [repr(x) for x in v]
+    show = lambda v: (
+        repr(v)
+        if isinstance(v, _Arg)
+        else {k: repr(x) for k, x in v.items()}
+        if isinstance(v, dict)
+        else [repr(x) for x in v]
+    )
     arguments = {k: show(v) for k, v in bound.arguments.items()}
     return Binding(dotted_callable, True, None, arguments, absorbed, sig)

@@ -13,17 +13,28 @@ from ..core.diagnostics import Code, register
 from .context import BLOCKS, RULE_VISITORS, STMT_TYPES, FileContext, Tracker
 from .cst_fast import BatchVisitor, comments_in, node_positions
 from .rules import RuleSet
+
 # isort: split
 # their rule classes register themselves when imported: rewrites first, then flags
 from . import rewrites  # noqa: F401
+
 # isort: split
 from . import flags  # noqa: F401
 
 SENTINEL = b"#~onp-chunk~"   # the line before each statement group of a chunked translation (see chunking)
 
-register(Code("ONP1011", "import-added", "an import the rewritten code needs was added", "rewrite",
-              action="Review the added import: it goes after the last top-level import (torch_npu after `import torch`).",
-              notebook="translate/apply.ipynb", tool="translate", records=("dev.torch-npu-import",)))
+register(
+    Code(
+        "ONP1011",
+        "import-added",
+        "an import the rewritten code needs was added",
+        "rewrite",
+        action="Review the added import: it goes after the last top-level import (torch_npu after `import torch`).",
+        notebook="translate/apply.ipynb",
+        tool="translate",
+        records=("dev.torch-npu-import",),
+    )
+)
 
 # %% auto #0
 __all__ = ['SENTINEL', 'rule_symbols', 'rule_words', 'rule_scope_names', 'rule_body_words', 'lost_comments', 'ApplyEdits',
@@ -64,7 +75,10 @@ def lost_comments(before, after) -> list:
             if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)) and len(a) == len(b):
                 for p, q in zip(a, b): pair(p, q)
             elif isinstance(a, (cst.CSTNode, list, tuple)) or isinstance(b, (cst.CSTNode, list, tuple)):
-                pair(a, b) if isinstance(a, cst.CSTNode) and isinstance(b, cst.CSTNode) else (_count(a, 1, out), _count(b, -1, out))
+                pair(a, b) if isinstance(a, cst.CSTNode) and isinstance(b, cst.CSTNode) else (
+                    _count(a, 1, out),
+                    _count(b, -1, out),
+                )
     pair(before, after)
     return [cst.Comment(v) for v, k in out.items() for _ in range(k)]
 
@@ -101,7 +115,9 @@ class ApplyEdits(cst.CSTTransformer):
         if lines:
             if isinstance(updated_node, cst.FlattenSentinel):
                 first, *rest = updated_node.nodes
-                updated_node = cst.FlattenSentinel([first.with_changes(leading_lines=[*first.leading_lines, *lines]), *rest])
+                updated_node = cst.FlattenSentinel(
+                    [first.with_changes(leading_lines=[*first.leading_lines, *lines]), *rest]
+                )
             elif isinstance(updated_node, cst.RemovalSentinel): pass
             else:
                 updated_node = updated_node.with_changes(leading_lines=[*updated_node.leading_lines, *lines])
@@ -137,7 +153,9 @@ def _code(module: cst.Module, st) -> str:
     "A statement's code, stripped, without the sentinel lines of a chunked translation (below)."
     lines = getattr(st, "leading_lines", ())
     if any(l.comment is not None and l.comment.value.startswith(SENTINEL.decode()) for l in lines):
-        st = st.with_changes(leading_lines=[l for l in lines if not (l.comment and l.comment.value.startswith(SENTINEL.decode()))])
+        st = st.with_changes(
+            leading_lines=[l for l in lines if not (l.comment and l.comment.value.startswith(SENTINEL.decode()))]
+        )
     return module.code_for_node(st).strip()
 
 # %% ../../nbs/translate/apply.ipynb #f6f9110f
@@ -153,8 +171,12 @@ def _add_imports(module: cst.Module, ctx: FileContext) -> cst.Module:
     if tops: at = tops[-1] + 1
     else:
         at = 0
-        while at < len(body) and isinstance(body[at], cst.SimpleStatementLine) and isinstance(body[at].body[0], cst.Expr) \
-                and isinstance(body[at].body[0].value, (cst.SimpleString, cst.ConcatenatedString)): at += 1
+        while (
+            at < len(body)
+            and isinstance(body[at], cst.SimpleStatementLine)
+            and isinstance(body[at].body[0], cst.Expr)
+            and isinstance(body[at].body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+        ): at += 1
     new = []
     for text, node in ctx.required:
         if text in have: continue

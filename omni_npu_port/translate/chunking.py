@@ -13,7 +13,16 @@ from types import SimpleNamespace
 import libcst as cst
 from fastcore.basics import patch
 
-from .apply import SENTINEL, import_anchor, rule_body_words, rule_scope_names, rule_symbols, rule_words, translate_module
+from omni_npu_port.translate.apply import (
+    SENTINEL,
+    import_anchor,
+    rule_body_words,
+    rule_scope_names,
+    rule_symbols,
+    rule_words,
+    translate_module,
+)
+
 from .context import RULE_VISITORS, FileContext
 from .cst_fast import Verbatim, codegen, node_positions
 from .flags import FullGraphParamsFlag, GraphModeTruthFlag, patched_classes
@@ -31,9 +40,9 @@ _STRINGS = re.compile(
     rb'|"[^"\\\r\n]*(?:\\[\s\S][^"\\\r\n]*)*"'
     rb"|'[^'\\\r\n]*(?:\\[\s\S][^'\\\r\n]*)*'")
 _CONT_LINE = bytes(c if c in (10, 13) else 1 for c in range(256))
-_COL0 = re.compile(rb"^[^\s#\x01]", re.M)
-_INDENTED = re.compile(rb"^([ \t]+)[^\s#\x01]", re.M)
-_CODE_LINE = re.compile(rb"^[ \t]*[^\s#\x01]", re.M)
+_COL0 = re.compile(rb"^[^\s#\x01]", re.MULTILINE)
+_INDENTED = re.compile(rb"^([ \t]+)[^\s#\x01]", re.MULTILINE)
+_CODE_LINE = re.compile(rb"^[ \t]*[^\s#\x01]", re.MULTILINE)
 _WORD = re.compile(rb"\w+")
 _CLAUSES = (b"else", b"elif", b"except", b"finally")
 _AT_INDENT: dict = {}
@@ -46,7 +55,8 @@ def mask_strings(data: bytes):
         if s[0] == 35: return b"#" + b" " * (len(s) - 1)
         st = m.start()
         pre = data[max(st - 2, 0):st]
-        if pre[-1:] in (b"f", b"F") or (pre[-1:] in (b"r", b"R") and pre[:1] in (b"f", b"F")): fspans.append((st, m.end()))
+        if pre[-1:] in (b"f", b"F") or (pre[-1:] in (b"r", b"R") and pre[:1] in (b"f", b"F")):
+            fspans.append((st, m.end()))
         i = s.find(b"\n")
         return b"_" * len(s) if i < 0 else b"_" * i + s[i:].translate(_CONT_LINE)
     return _STRINGS.sub(sub, data), fspans
@@ -63,7 +73,8 @@ def _continued(m: bytes, o: int) -> bool:
 
 # %% ../../nbs/translate/chunking.ipynb #4c249a31
 def _starts(m: bytes, offsets, base: int, ind: int = 0):
-    "[[statement start, keyword line start]] among code-line offsets at one indentation; None if brackets do not balance."
+    ("[[statement start, keyword line start]] among code-line offsets at one indentation; None if brackets do not "
+     "balance.")
     out, depth, prev, deco = [], 0, base, False
     for o in offsets:
         depth += _depth(m, prev, o); prev = o
@@ -91,7 +102,8 @@ def _ext(m: bytes, o: int, indent: int, floor: int) -> int:
     return o
 
 def _members(m: bytes, key: int, end: int):
-    "[(start, end)] of the members of the class whose `class` line starts at `key`; [] without a block; None if unbalanced."
+    ("[(start, end)] of the members of the class whose `class` line starts at `key`; [] without a block; None if "
+     "unbalanced.")
     depth, prev, pos = 0, key, key
     while True:
         x = _INDENTED.search(m, pos, end)
@@ -102,7 +114,7 @@ def _members(m: bytes, key: int, end: int):
         pos = x.end()
     ind = x.group(1)
     rx = _AT_INDENT.get(ind)
-    if rx is None: rx = _AT_INDENT[ind] = re.compile(rb"^" + re.escape(ind) + rb"[^\s#\x01]", re.M)
+    if rx is None: rx = _AT_INDENT[ind] = re.compile(rb"^" + re.escape(ind) + rb"[^\s#\x01]", re.MULTILINE)
     starts = _starts(m, [y.start() for y in rx.finditer(m, x.start(), end)], x.start(), len(ind))
     if not starts: return None
     exts = [_ext(m, starts[0][0], len(ind), key)] + [_ext(m, starts[i][0], len(ind), starts[i - 1][0])
@@ -141,9 +153,11 @@ class ChunkPlan:
         self.anchor_words = sorted(w.encode() for w in {*self.always, *self.parents, "super"})   # for `find_anchors`
         self.ns_leaves = {leaf_name(n) for n in r.namespaces}
         self.patched = set(patched_classes(r))
-        scope = rule_scope_names(r)                                    # names the rules ask scope_has about
-        self.top_rx = re.compile(rb"\b(?:" + b"|".join(re.escape(w.encode()) for w in ["import", *sorted(scope)]) + rb")\b")
-        self.imports = re.compile(rb"^[ \t]*(?:from|import)\b[^\n]*", re.M)
+        scope = rule_scope_names(r)  # names the rules ask scope_has about
+        self.top_rx = re.compile(
+            rb"\b(?:" + b"|".join(re.escape(w.encode()) for w in ["import", *sorted(scope)]) + rb")\b"
+        )
+        self.imports = re.compile(rb"^[ \t]*(?:from|import)\b[^\n]*", re.MULTILINE)
         self._inside_methods(r, scope)
 
 # %% ../../nbs/translate/chunking.ipynb #d91c4755
@@ -198,7 +212,7 @@ def _any_in(offsets: list, a: int, b: int) -> bool:
     return k < len(offsets) and offsets[k] < b
 
 # %% ../../nbs/translate/chunking.ipynb #fbf1543c
-_DEF_LINE = re.compile(rb"^([ \t]*)(?:async[ \t]+)?def\b", re.M)
+_DEF_LINE = re.compile(rb"^([ \t]*)(?:async[ \t]+)?def\b", re.MULTILINE)
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _ROOT = re.compile(rb"(?<![.\w])[A-Za-z_]\w*")   # a name not right after a dot: one a lookup may start from
 
@@ -233,8 +247,10 @@ def _local_binds(stmts) -> set | None:
         elif k is ast.Global or k is ast.Nonlocal: return None
         elif k in _SCOPES: out.add(st.name)
         else:
-            if k in (ast.For, ast.AsyncFor): targets(st.target)
-            elif k in (ast.With, ast.AsyncWith): [targets(i.optional_vars) for i in st.items if i.optional_vars is not None]
+            if k in (ast.For, ast.AsyncFor):
+                targets(st.target)
+            elif k in (ast.With, ast.AsyncWith):
+                [targets(i.optional_vars) for i in st.items if i.optional_vars is not None]
             for f in ("body", "orelse", "finalbody"): todo += getattr(st, f, None) or []
             for h in getattr(st, "handlers", None) or []:
                 if h.name: out.add(h.name)
@@ -270,7 +286,7 @@ def _clauses(st, m: bytes, line, first):
         a, b = line(prev[-1].end_lineno), line(first(body[0]))
         if a is None or b is None: return None
         rx = _AT_KW.get((ind, word))
-        if rx is None: rx = _AT_KW[ind, word] = re.compile(rb"^" + re.escape(ind) + word + rb"\b", re.M)
+        if rx is None: rx = _AT_KW[ind, word] = re.compile(rb"^" + re.escape(ind) + word + rb"\b", re.MULTILINE)
         found = [q.start() for q in rx.finditer(m, a, b)]
         return (found[-1], [], body) if found else None
     if t in (ast.With, ast.AsyncWith): out = [(at, [st.items], st.body)]
@@ -327,7 +343,9 @@ def _function_units(data: bytes, m: bytes, x: int, y: int, hits: list, sup: list
             offs.append(o); groups.append([st])
         ind = m[offs[0]:offs[0] + stmts[0].col_offset]
         if ind.strip(b" \t") or any(st.col_offset != stmts[0].col_offset for st in stmts): return None
-        exts = [_ext(m, offs[0], len(ind), key)] + [_ext(m, offs[i], len(ind), offs[i - 1]) for i in range(1, len(offs))]
+        exts = [_ext(m, offs[0], len(ind), key)] + [
+            _ext(m, offs[i], len(ind), offs[i - 1]) for i in range(1, len(offs))
+        ]
         return list(zip(exts, exts[1:] + [end], groups)), ind
     def expand(ranges, up) -> list:
         "The units of a block, recursively."
@@ -357,7 +375,8 @@ def _function_units(data: bytes, m: bytes, x: int, y: int, hits: list, sup: list
 
 # %% ../../nbs/translate/chunking.ipynb #1b10a6a5
 def _unit_readers(units, data: bytes, m: bytes, fspans):
-    "(each unit's ranges, `words_of(unit)`: the names its code reads or binds, `bound(unit)`: what it binds), computed on demand."
+    ("(each unit's ranges, `words_of(unit)`: the names its code reads or binds, `bound(unit)`: what it binds), "
+     "computed on demand.")
     span, nodes, heads = units.span, units.nodes, units.heads
     n = len(span)
     own = [[(s, e)] if heads[u] is None else [(a, b) for a, b, _, _ in heads[u]] for u, (s, e) in enumerate(span)]
@@ -460,7 +479,9 @@ def _cut_segments(units, kept: list, stub: dict, m: bytes, x: int, hits: list, s
         segs = [(x, hx, None)]
     else:
         a = f.args
-        ps = [p.arg for p in [*a.posonlyargs, *a.args]] + (["*" + a.vararg.arg] if a.vararg else ["*"] if a.kwonlyargs else [])
+        ps = [p.arg for p in [*a.posonlyargs, *a.args]] + (
+            ["*" + a.vararg.arg] if a.vararg else ["*"] if a.kwonlyargs else []
+        )
         ps += [p.arg for p in a.kwonlyargs] + (["**" + a.kwarg.arg] if a.kwarg else [])
         stub_def = f"{'async ' if type(f) is ast.AsyncFunctionDef else ''}def {f.name}({', '.join(ps)}):"
         segs = [(x, hx, d.group(1) + stub_def.encode("utf-8"))]
@@ -479,19 +500,21 @@ def _cut_segments(units, kept: list, stub: dict, m: bytes, x: int, hits: list, s
     return segs
 
 def cut_function(data: bytes, m: bytes, x: int, y: int, hits: list, sup: list, plan: ChunkPlan, fspans: list = ()):
-    "The function [x, y) (a method or a top-level function) cut to what the rules read, at any depth; None: keep it whole."
+    ("The function [x, y) (a method or a top-level function) cut to what the rules read, at any depth; None: keep it "
+     "whole.")
     units = _function_units(data, m, x, y, hits, sup, plan)
     if units is None: return None
     kept = _kept_units(units, data, m, x, y, hits, sup, plan, fspans)
     return None if kept is None else _cut_segments(units, *kept, m, x, hits, sup, plan)
 
 # %% ../../nbs/translate/chunking.ipynb #bae1794d
-_IMPORT = re.compile(rb"\s*import\s+(.*)\Z", re.S)
-_FROM = re.compile(rb"\s*from\s+([\w.]+)\s+import\s+(.*)\Z", re.S)
+_IMPORT = re.compile(rb"\s*import\s+(.*)\Z", re.DOTALL)
+_FROM = re.compile(rb"\s*from\s+([\w.]+)\s+import\s+(.*)\Z", re.DOTALL)
 _IDENT = re.compile(rb"[A-Za-z_]\w*")
 
 def _import_binds(m: bytes, a: int, b: int, plan: ChunkPlan) -> dict | None:
-    "{name bound: its item} of a top-level import statement [a, b), with its head under None; None: keep it whatever reads it."
+    ("{name bound: its item} of a top-level import statement [a, b), with its head under None; None: keep it whatever "
+     "reads it.")
     t = re.sub(rb"#[^\n]*", b"", m[a:b]).replace(b"\\\r\n", b" ").replace(b"\\\n", b" ")
     if b";" in t or t.strip() == plan.anchor: return None
     x = _IMPORT.match(t)
@@ -517,7 +540,8 @@ _ASSIGNED = re.compile(rb"[ \t]*=(?!=)")
 def _word_byte(c: int) -> bool: return c == 95 or 48 <= c <= 57 or 65 <= c <= 90 or 97 <= c <= 122
 
 def find_anchors(m: bytes, plan: ChunkPlan) -> list:
-    "[(offset, word)] of `plan.rx`'s matches in order, found with `bytes.find` (a regex led by `\\b` cannot skip ahead)."
+    ("[(offset, word)] of `plan.rx`'s matches in order, found with `bytes.find` (a regex led by `\\b` cannot skip "
+     "ahead).")
     out, n, words = [], len(m), plan.anchor_words
     for w in words:
         k, i = len(w), m.find(w)
@@ -553,7 +577,8 @@ def _find_hits(data: bytes, plan: ChunkPlan, extra: frozenset):
         heads.append(m[s:e])
     itext = b"\n".join(heads)
     imported = {w.decode() for w in _WORD.findall(itext)}
-    if _STAR.search(itext): imported |= set(plan.parents)   # a star import may bind any symbol leaf: each use is an anchor
+    if _STAR.search(itext):
+        imported |= set(plan.parents)  # a star import may bind any symbol leaf: each use is an anchor
     aliases = set(extra)
     for a in plan.alias.finditer(itext):   # `... X as Y`: every Y is an anchor if X is a symbol or a GPU namespace
         left = a.group(1).decode()          # (a module holding symbols: `Y.<symbol>` is an anchor anyway, below)
@@ -570,9 +595,13 @@ def _find_hits(data: bytes, plan: ChunkPlan, extra: frozenset):
         else:
             dot, before = _word_before_dot(m, i)
             if dot:
-                if before == b"(" or (before and (before.decode() in plan.parents.get(w, ()) or before.decode() in imported)):
+                if (
+                    before == b"("
+                    or (before and (before.decode() in plan.parents.get(w, ()) or before.decode() in imported))
+                    or w in plan.patched
+                    and _ASSIGNED.match(m, i + len(w))
+                ):
                     hits.append(i)
-                elif w in plan.patched and _ASSIGNED.match(m, i + len(w)): hits.append(i)   # `PatchByNameFlag`
             elif w in imported: hits.append(i)
     arx = None
     if aliases:
@@ -587,7 +616,8 @@ def _find_hits(data: bytes, plan: ChunkPlan, extra: frozenset):
 _DEF_WORD = re.compile(rb"\bdef\b")
 
 def _acting(data: bytes, m: bytes, hits: list, needy: list, x: int, y: int) -> list:
-    "The hits that act in statement [x, y): a word with `word_needs` only if [x, y) holds a function and one of its texts."
+    ("The hits that act in statement [x, y): a word with `word_needs` only if [x, y) holds a function and one of its "
+     "texts.")
     k, drop, held = bisect.bisect_left(needy, (x,)), set(), {}
     while k < len(needy) and needy[k][0] < y:
         at, texts = needy[k]; k += 1
@@ -634,7 +664,8 @@ def select_statements(data: bytes, plan: ChunkPlan, extra: frozenset = frozenset
         if not members:
             hs = acting(a, b)
             if _any_in(hs, a, b) or (_any_in(sup, a, b) and (runner or _any_in(runnerish, a, b))):
-                segs += (not is_class and cut_function(data, m, a, b, hs, sup, plan, fspans)) or [(a, b, None)]; acted = True
+                segs += (not is_class and cut_function(data, m, a, b, hs, sup, plan, fspans)) or [(a, b, None)]
+                acted = True
             continue
         h = members[0][0]
         chosen = [(x, y, hs) for x, y in members for hs in [acting(x, y)]
@@ -669,22 +700,25 @@ def _merged_ranges(data: bytes, m: bytes, fspans: list, segs: list, deferred: li
     # done where they are two lines or more (a range of its own costs a sentinel line), and where ranges join
     def trim(a, b, least):
         c = _CODE_LINE.search(m, a, b)
-        if c is None or c.start() == a or b"# ONP" in data[a:c.start()] or data.count(b"\n", a, c.start()) < least: return a
+        if c is None or c.start() == a or b"# ONP" in data[a : c.start()] or data.count(b"\n", a, c.start()) < least:
+            return a
         return c.start()
     first = data.find(b"\n")
     nl = b"\r\n" if first > 0 and data[first - 1] == 13 else b"\n"
     out = []
     for a, b, f in segs:   # adjacent ranges become one, and so do adjacent stubs
         if f is None: a = trim(a, b, 2)
-        if out and f is None and out[-1][2] is None and out[-1][1] == a: out[-1] = (out[-1][0], b, None)
-        elif out and f is not None and out[-1][2] is not None and out[-1][1] == a: out[-1] = (out[-1][0], b, out[-1][2] + nl + f)
+        if out and f is None and out[-1][2] is None and out[-1][1] == a:
+            out[-1] = (out[-1][0], b, None)
+        elif out and f is not None and out[-1][2] is not None and out[-1][1] == a:
+            out[-1] = (out[-1][0], b, out[-1][2] + nl + f)
         else: out.append((a, b, f))
     return [(trim(a, b, 1), b, None) if f is None else (a, b, f) for a, b, f in out]
 
 # %% ../../nbs/translate/chunking.ipynb #04d9c14c
 _SPLICED = (cst.ClassDef, cst.FunctionDef, cst.With, cst.For, cst.While, cst.If, cst.Try,
             *((cst.TryStar,) if hasattr(cst, "TryStar") else ()))
-_SENTINEL_LINE = re.compile(rb"^[ \t]*#~onp-chunk~(\d+)~\r?\n", re.M)
+_SENTINEL_LINE = re.compile(rb"^[ \t]*#~onp-chunk~(\d+)~\r?\n", re.MULTILINE)
 _COOKIE = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
 
 class ChunkLayout:
@@ -699,7 +733,8 @@ class ChunkLayout:
         for j, st in enumerate(module.body):
             ll = st.leading_lines
             c = ll[0].comment if ll else None
-            if c is None or ll[0].whitespace.value or not (x := _SENTINEL_LINE.match(c.value.encode() + b"\n")): continue
+            if c is None or ll[0].whitespace.value or not (x := _SENTINEL_LINE.match(c.value.encode() + b"\n")):
+                continue
             o = sentinels[int(x.group(1))]
             if j == 0: self.ok = self.ok and o == self.head; continue
             self.firsts.append(j); self.offs.append(o)
@@ -715,7 +750,8 @@ class ChunkLayout:
 # %% ../../nbs/translate/chunking.ipynb #d74b53ab
 @patch
 def positions(self: ChunkLayout, ctx: FileContext, nodes):
-    "`node_positions` for the diagnostics' nodes, printing only the innermost sentinel statements (else groups) around them."
+    ("`node_positions` for the diagnostics' nodes, printing only the innermost sentinel statements (else groups) "
+     "around them.")
     body, wanted, inner = self.module.body, {}, {}
     index = {id(st): j for j, st in enumerate(body)}
     for d, n in zip(ctx.diagnostics, nodes):
@@ -780,7 +816,9 @@ def splice(self: ChunkLayout, new: list, old: list, starts: list, end) -> list:
             stop = stops[j] if not nxt else self.start(nxt[0], False)
             inner = [self.start(x, False) for x in o.body.body]
             if stop is not None and any(x is not None for x in inner):
-                st = st.with_changes(body=st.body.with_changes(body=self.splice(st.body.body, o.body.body, inner, stop)))
+                st = st.with_changes(
+                    body=st.body.with_changes(body=self.splice(st.body.body, o.body.body, inner, stop))
+                )
         out.append(st); i += 1; j += 1 if o is not None else 0
     return out
 

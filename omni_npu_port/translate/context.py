@@ -43,13 +43,14 @@ class FileContext:
         self.dirty: set = set()                              # ids of the statements around edits and notes
         self.up: dict = {}                                   # id(statement) -> enclosing statement
         self.tops: dict = {}                                 # id(TranslateDiagnostic) -> top-level statement around it
-        self.req_tops: dict = {}                             # id(node needing an import) -> its top-level statement
-        self.paths: dict = {}                                # id(TranslateDiagnostic) -> the statements around it, outermost first
+        self.req_tops: dict = {}  # id(node needing an import) -> its top-level statement
+        self.paths: dict = {}  # id(TranslateDiagnostic) -> the statements around it, outermost first
         self.path: list = []                                 # the nodes around the traversal, outermost first
         self.reach: set = set()                              # ids of the nodes on the way to an edit
         self.at: set = set()                                 # ids of the nodes a diagnostic was raised at
-        self.handled: set = set()                            # ids of GPU-symbol references a rule resolved and acted on
-        self.qcache: dict = {}                               # id(node) -> its qualified names (rules ask again and again)
+        self.handled: set = set()  # ids of GPU-symbol references a rule resolved and acted on
+        self.qcache: dict = {}  # id(node) -> its qualified names (rules ask again and again)
+
 
 # %% ../../nbs/translate/context.ipynb #2774fe08
 @patch
@@ -143,7 +144,9 @@ class Rule(cst.BatchableCSTVisitor):
         if k not in cache:
             try: cache[k] = c.names.qnames(node, c)
             except Exception: cache[k] = set()
-            if self.rules.resolve is not None and cache[k]:   # a re-export the sources show is a catalog symbol names it too
+            if (
+                self.rules.resolve is not None and cache[k]
+            ):  # a re-export the sources show is a catalog symbol names it too
                 cache[k] = cache[k] | {g for q in cache[k] if (g := reexport_of(self.rules, q)[0])}
         return cache[k]
 
@@ -173,7 +176,8 @@ class Rule(cst.BatchableCSTVisitor):
         return set()
 
     def finish(self) -> None:
-        "After the traversal, before the edits are applied: a rule that judges the whole file raises its diagnostics here."
+        ("After the traversal, before the edits are applied: a rule that judges the whole file raises its diagnostics "
+         "here.")
 
 # %% ../../nbs/translate/context.ipynb #6985aef0
 @patch(cls_method=True)
@@ -219,8 +223,13 @@ class Tracker:
             c.funcs.append(node); c.scopes.append(("f", node))
             ps = node.params
             c.zones.update(id(x) for x in [*node.decorators, node.returns] if x is not None)
-            c.zones.update(id(x) for p in [*ps.posonly_params, *ps.params, *ps.kwonly_params, ps.star_arg, ps.star_kwarg]
-                           if type(p) is cst.Param for x in (p.default, p.annotation) if x is not None)
+            c.zones.update(
+                id(x)
+                for p in [*ps.posonly_params, *ps.params, *ps.kwonly_params, ps.star_arg, ps.star_kwarg]
+                if type(p) is cst.Param
+                for x in (p.default, p.annotation)
+                if x is not None
+            )
         elif t is cst.FormattedString: c.fstring += 1
         elif t is cst.Import or t is cst.ImportFrom: c.imports += 1
         elif t in _LOCAL_SCOPES: c.locals.append(node)

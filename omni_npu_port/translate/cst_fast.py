@@ -12,7 +12,7 @@ import re
 from contextlib import nullcontext
 
 import libcst as cst
-from libcst._nodes.internal import CodegenState   # for node_positions and codegen (libcst keeps no public name)
+from libcst._nodes.internal import CodegenState  # for node_positions and codegen (libcst keeps no public name)
 
 TESTED_LIBCST = ((1, 1), (2, 0))   # libcst versions >= the first and < the second were tested with these APIs
 PRIVATE_APIS = ("libcst._nodes.internal.CodegenState", "CSTNode._visit_and_replace_children", "CSTNode._codegen",
@@ -34,8 +34,13 @@ class BatchVisitor(cst.CSTVisitor):
         for v in visitors:
             names = _METHODS.get(type(v))
             if names is None:
-                names = _METHODS[type(v)] = [n for n in dir(type(v)) if n.startswith(("visit_", "leave_")) and n.count("_") == 1
-                                             and not getattr(getattr(type(v), n), "_is_no_op", False)]
+                names = _METHODS[type(v)] = [
+                    n
+                    for n in dir(type(v))
+                    if n.startswith(("visit_", "leave_"))
+                    and n.count("_") == 1
+                    and not getattr(getattr(type(v), n), "_is_no_op", False)
+                ]
             for n in names: (self.on if n[0] == "v" else self.off).setdefault(n[6:], []).append(getattr(v, n))
         self.before, self.after = before, after
 

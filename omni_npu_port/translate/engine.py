@@ -23,7 +23,9 @@ import libcst as cst
 from ..core.diagnostics import Code, register
 from ..core.io import gc_paused, memory_headroom
 from .apply import rule_symbols, rule_words, translate_module
-from .chunking import STRING_ESCAPE as _ESCAPE, _STRINGS as _STRING_OR_COMMENT, translate_chunks
+from .chunking import _STRINGS as _STRING_OR_COMMENT
+from .chunking import STRING_ESCAPE as _ESCAPE
+from .chunking import translate_chunks
 from .chunking import word_needs as _word_needs
 from .derived import add_derived
 from .diagnostics import TranslateDiagnostic
@@ -54,7 +56,12 @@ register(
 @dataclass
 class Translation:
     "The result of translating one file: input and output text, diagnostics, and an error if it was skipped."
-    def _repr_html_(self): from omni_npu_port.core.display import html_for; return html_for(self)   # Jupyter: docs.render draws it
+
+    def _repr_html_(self):
+        from omni_npu_port.core.display import html_for
+
+        return html_for(self)  # Jupyter: docs.render draws it
+
     path: str
     source: bytes | str
     output: bytes | str
@@ -197,7 +204,9 @@ def nesting_check(source: bytes | str, path: str = "<string>") -> TranslateDiagn
         return TranslateDiagnostic("ONP9001", f"syntax error ({_PY}): {e.msg}", line=e.lineno or 0, column=e.offset or 1)
     except MemoryError as e: return _too_deep(e, len(data))   # out of memory is not "nested too deeply"
     except RecursionError as e:
-        return TranslateDiagnostic("ONP9001", f"{_PY} rejects it: nested too deeply for its compiler ({type(e).__name__})")
+        return TranslateDiagnostic(
+            "ONP9001", f"{_PY} rejects it: nested too deeply for its compiler ({type(e).__name__})"
+        )
     except ValueError: return None
     deep = _nesting(tree, NESTING_LIMIT)
     if deep is None:
@@ -211,13 +220,15 @@ def nesting_check(source: bytes | str, path: str = "<string>") -> TranslateDiagn
 # %% ../../nbs/translate/engine.ipynb #57256bd1
 def _syntax_error(source, e) -> TranslateDiagnostic:
     "ONP9001 at Python's own line and column for the error (libcst's parser reports where it gave up)."
-    import ast, warnings
+    import ast
+    import warnings
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             ast.parse(source)
     except SyntaxError as se:
-        if se.lineno: return TranslateDiagnostic("ONP9001", f"syntax error: {se.msg}", line=se.lineno, column=se.offset or 1)
+        if se.lineno:
+            return TranslateDiagnostic("ONP9001", f"syntax error: {se.msg}", line=se.lineno, column=se.offset or 1)
     except Exception: pass
     return TranslateDiagnostic("ONP9001", f"syntax error: {e.message}", line=e.raw_line, column=e.raw_column + 1)
 
@@ -252,7 +263,9 @@ def _translate_once(source, rules: RuleSet, path: str, comments: bool, chunks: b
     with gc_paused(), python_stack():
         cut = eof_tail(source)
         if cut == len(source): return _translate(t, rules, comments, chunks)
-        body = _translate(Translation(path, source[:cut], source[:cut]), rules, comments, chunks)   # libcst never sees the tail
+        body = _translate(
+            Translation(path, source[:cut], source[:cut]), rules, comments, chunks
+        )  # libcst never sees the tail
         t.diagnostics, t.error, t.parsed, t.encoding = body.diagnostics, body.error, body.parsed, body.encoding
         if body.error is None and body.changed: t.output = body.output + source[cut:]
         return t
@@ -281,7 +294,7 @@ def fold_string_runs(source, rules: RuleSet) -> tuple | None:
     for a, b in runs:
         run, mark = text[a:b], f"ONPFOLD{len(folds)}_"
         # the placeholder keeps every line break: none among its quotes and mark; ASCII, so bytes and columns agree
-        slot = re.search("[^\r\n]{%d}" % len(mark), run[3:-3])
+        slot = re.search(f"[^\r\n]{{{len(mark)}}}", run[3:-3])
         if might_apply(rules, run) or slot is None or run.find("\n") < 3 or len(run) - run.rfind("\n") <= 3 \
                 or not run.isascii(): continue
         at_ = slot.start() + 3
@@ -321,10 +334,14 @@ def python_rejects(data: bytes, path: str = "<string>") -> TranslateDiagnostic |
             warnings.simplefilter("ignore")
             symtable.symtable(data, path, "exec")
     except SyntaxError as e:
-        return TranslateDiagnostic("ONP9001", f"syntax error ({_PY}): {e.msg}", line=e.lineno or 0, column=e.offset or 1)
+        return TranslateDiagnostic(
+            "ONP9001", f"syntax error ({_PY}): {e.msg}", line=e.lineno or 0, column=e.offset or 1
+        )
     except MemoryError as e: return _too_deep(e, len(data))   # out of memory is not "nested too deeply"
     except RecursionError as e:
-        return TranslateDiagnostic("ONP9001", f"{_PY} rejects it: nested too deeply for its compiler ({type(e).__name__})")
+        return TranslateDiagnostic(
+            "ONP9001", f"{_PY} rejects it: nested too deeply for its compiler ({type(e).__name__})"
+        )
     except ValueError as e: return TranslateDiagnostic("ONP9001", f"{_PY} rejects it: {e}")
     return None
 
@@ -378,7 +395,8 @@ def parse_estimate(data: bytes, tree: ast.AST | None = None) -> int:
     return need if tree is None else max(need, base + nesting_memory(tree, data))
 
 def _memory_check(data: bytes, tree: ast.AST | None = None) -> None:
-    "A `MemoryError` before libcst runs where the memory left cannot hold its tree (its native parser aborts the process)."
+    ("A `MemoryError` before libcst runs where the memory left cannot hold its tree (its native parser aborts the "
+     "process).")
     room = memory_headroom()
     if room is None: return
     need = PARSE_FIXED + len(data) * PARSE_BYTES_PER_BYTE
@@ -396,15 +414,24 @@ def _translate(t: Translation, rules: RuleSet, comments: bool, chunks: bool) -> 
     except MemoryError as e:
         t.error = _too_deep(e, len(source)); return t
     if chunks:   # only the statements a rule can act on (below); None: the whole file
-        try: done = translate_chunks(data, rules, comments)
-        except UnicodeError: done = None
-        except (RecursionError, MemoryError) as e:   # the whole file nests at least as deep (or is as large): no second try
-            t.error = _too_deep(e, len(data)); return t
+        try:
+            done = translate_chunks(data, rules, comments)
+        except UnicodeError:
+            done = None
+        except (
+            RecursionError,
+            MemoryError,
+        ) as e:  # the whole file nests at least as deep (or is as large): no second try
+            t.error = _too_deep(e, len(data))
+            return t
         except Exception as e:  # a rule bug must not stop a tree-wide run
-            t.error = TranslateDiagnostic("ONP9006", f"internal error in a rule: {type(e).__name__}: {e}"); return t
+            t.error = TranslateDiagnostic("ONP9006", f"internal error in a rule: {type(e).__name__}: {e}")
+            return t
         if done is not None:
             out, t.diagnostics, t.parsed = done
-            if (out != data or t.diagnostics) and (bad := python_rejects(data, t.path)) is not None:   # outside the chunks too
+            if (out != data or t.diagnostics) and (
+                bad := python_rejects(data, t.path)
+            ) is not None:  # outside the chunks too
                 t.error, t.diagnostics = bad, []; return t
             if out != data: t.output = out if isinstance(source, bytes) else out.decode("utf-8", "surrogatepass")
             return t
@@ -427,7 +454,8 @@ def _translate(t: Translation, rules: RuleSet, comments: bool, chunks: bool) -> 
 
 # %% ../../nbs/translate/engine.ipynb #4bd34312
 def _tokens(text) -> Counter | None:
-    "COMMENT and STRING tokens of `text` (bytes: in their declared encoding) as a multiset; None if it does not tokenize."
+    ("COMMENT and STRING tokens of `text` (bytes: in their declared encoding) as a multiset; None if it does not "
+     "tokenize.")
     if isinstance(text, bytes): text = text.replace(b"\r\n", b"\n").replace(b"\r", b"\n")   # a lone CR ends a line for
     else: text = text.replace("\r\n", "\n").replace("\r", "\n")              # CPython, not for `tokenize`
     read = io.BytesIO(text).readline if isinstance(text, bytes) else io.StringIO(text).readline
@@ -439,7 +467,8 @@ def _tokens(text) -> Counter | None:
     return out
 
 def token_changes(source, output) -> dict | None:
-    "The input's comments and strings that `output` lost or repeats, as {'lost': Counter, 'repeated': Counter}; None: no tokens."
+    ("The input's comments and strings that `output` lost or repeats, as {'lost': Counter, 'repeated': Counter}; None: "
+     "no tokens.")
     a, b = _tokens(source), _tokens(output)
     if a is None or b is None: return None
     return {"lost": a - b, "repeated": Counter({k: b[k] - n for k, n in a.items() if b[k] > n})}

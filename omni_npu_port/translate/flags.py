@@ -11,8 +11,7 @@ from fastcore.basics import patch
 from ..core.catalog import Symbol
 from ..core.diagnostics import Code, register
 from .context import Rule, register_rule
-from .rules import (RuleSet, called_attrs, leaf_name, once_per_rules, parent_name, reexport_of,
-                                          snippet_tree, walk_nodes)
+from .rules import RuleSet, called_attrs, leaf_name, once_per_rules, parent_name, reexport_of, snippet_tree, walk_nodes
 from .scope import dotted_parts, is_super_call
 
 # %% auto #0
@@ -26,7 +25,8 @@ _NB = "translate/flags.ipynb"
 register(
     Code("ONP2010", "attention-state", "set the Ascend attention state before building attention metadata", "manual",
          action="Insert the snippet before the call: vllm's backends choose their state internally; vllm-ascend's "
-                "runner reads `self.attn_state`.", notebook=_NB, tool="translate", comment=True, records=("attn.state-select",)),
+                "runner reads "
+                "`self.attn_state`.", notebook=_NB, tool="translate", comment=True, records=("attn.state-select",)),
     Code("ONP2011", "rotary-update", "update the rotary cos/sin cache before the forward", "manual",
          action="Insert the snippet before the forward context is entered.", notebook=_NB, tool="translate",
          comment=True, records=("rope.update-cos-sin",)),
@@ -55,8 +55,10 @@ register(
          action="Remove the keywords vllm-ascend's builder does not take, or pass what they carry another way.",
          notebook=_NB, tool="translate", comment=True, records=("attn.build-metadata",)),
     Code("ONP2018", "patched-by-name", "a GPU class is replaced by name on an object the translator cannot resolve",
-         "manual", action="Patch the NPU class's name where vllm-ascend looks it up: code that patches vllm's modules by "
-                          "name (`module.CUDAGraphWrapper = MyWrapper`) keeps patching the GPU class, which vllm-ascend's "
+         "manual", action="Patch the NPU class's name where vllm-ascend looks it up: code that patches vllm's modules "
+                          "by "
+                          "name (`module.CUDAGraphWrapper = MyWrapper`) keeps patching the GPU class, which "
+                          "vllm-ascend's "
                           "runner does not use.", notebook=_NB, tool="translate", comment=True,
          records=("graph.wrapper-construct",)),
     Code("ONP2019", "local-gpu-subclass", "a class this file derives from a GPU class is constructed or checked here",
@@ -83,11 +85,21 @@ class AttentionFlags(Rule):
     def visit_Call(self, node):
         p = self.rules.record("attn.build-metadata")
         f = node.func
-        if p is None or not isinstance(f, cst.Attribute) or f.attr.value != leaf_name(p.npu_symbol) or not self.ctx.in_runner(): return
+        if (
+            p is None
+            or not isinstance(f, cst.Attribute)
+            or f.attr.value != leaf_name(p.npu_symbol)
+            or not self.ctx.in_runner()
+        ):
+            return
         if (s := self.rules.record("attn.state-select")) is not None:
             self.ctx.diag("ONP2010", s.title + " (before this call)", node, s.id, s.npu)
-        try: accepted = self.rules.catalog.params_for(p.npu_symbol, vllm_ascend=self.rules.release or self.rules.vllm_ascend)
-        except KeyError: return
+        try:
+            accepted = self.rules.catalog.params_for(
+                p.npu_symbol, vllm_ascend=self.rules.release or self.rules.vllm_ascend
+            )
+        except KeyError:
+            return
         if not accepted: return   # no parameter list at this version: unknown, not "takes none"
         extra = [a.keyword.value for a in node.args if a.keyword and a.keyword.value not in accepted]
         if extra:
@@ -122,8 +134,13 @@ class RotaryFlag(Rule):
         fcs = forward_context_symbols(self.rules)
         if not any(isinstance(it.item, cst.Call) and self.qnames(it.item.func) & fcs for it in node.items): return
         need = [x for x in p.params if not c.scope_has(x, node)]
-        c.diag("ONP2011", p.title + (f" (no {', '.join(need)} variable here: pass the positions tensor)" if need else ""),
-               node, p.id, p.npu)
+        c.diag(
+            "ONP2011",
+            p.title + (f" (no {', '.join(need)} variable here: pass the positions tensor)" if need else ""),
+            node,
+            p.id,
+            p.npu,
+        )
 
 # %% ../../nbs/translate/flags.ipynb #e6fe7705
 @register_rule
@@ -196,7 +213,8 @@ class PagedAttentionFlag(Rule):
         self.target, self.methods, self.record = once_per_rules(self.rules, "pa", self._setup)
 
     def _setup(self):
-        "(the attribute the snippet assigns, the methods whose parameters its test reads, the record): once per rule set."
+        ("(the attribute the snippet assigns, the methods whose parameters its test reads, the record): once per rule "
+         "set.")
         p = self.rules.record("pa.using-paged-attention")
         tree = snippet_tree(p.npu) if p else None
         ifs = [n for n in walk_nodes(tree) if isinstance(n, cst.If)] if tree else []
@@ -287,10 +305,23 @@ class ExplicitBaseFlag(Rule):
         if p is None or not isinstance(f, cst.Attribute) or not is_super_call(f.value) or f.value.args: return
         if not c.in_runner() or f.attr.value == "__init__": return
         tree = snippet_tree(p.npu)
-        base = next((".".join(dotted_parts(n.func.value)) for n in (walk_nodes(tree) if tree else ())
-                     if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and dotted_parts(n.func.value)), "Base")
-        args = ", ".join(["self", *(f"{a.star}{a.keyword.value + '=' if a.keyword else ''}{c.module.code_for_node(a.value)}"
-                                    for a in node.args)])
+        base = next(
+            (
+                ".".join(dotted_parts(n.func.value))
+                for n in (walk_nodes(tree) if tree else ())
+                if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and dotted_parts(n.func.value)
+            ),
+            "Base",
+        )
+        args = ", ".join(
+            [
+                "self",
+                *(
+                    f"{a.star}{a.keyword.value + '=' if a.keyword else ''}{c.module.code_for_node(a.value)}"
+                    for a in node.args
+                ),
+            ]
+        )
         c.diag("ONP2015", f"super().{f.attr.value}(...) reaches {base}.{f.attr.value} through the NPU runner's MRO: "
                f"call the base you mean", node, p.id, f"{base}.{f.attr.value}({args})")
 
@@ -369,7 +400,9 @@ class ClearGraphsFlag(Rule):
     def __init__(self, ctx):
         super().__init__(ctx)
         self.p = p = self.rules.record("graph.clear-graphs")
-        self.names = once_per_rules(self.rules, "clear", lambda: (called_attrs(p.gpu) | {leaf_name(p.gpu_symbol)}) if p else set())
+        self.names = once_per_rules(
+            self.rules, "clear", lambda: (called_attrs(p.gpu) | {leaf_name(p.gpu_symbol)}) if p else set()
+        )
 
     def visit_Call(self, node):
         if isinstance(node.func, cst.Attribute) and node.func.attr.value in self.names:
@@ -438,8 +471,13 @@ class LocalSubclassFlag(Rule):
         gpu = self.local[q]
         p = next((r for r in self.rules.symbols[gpu] if r.kind == "class-swap"), self.rules.symbols[gpu][0])
         npu = self.rules.npu_symbol(gpu)
-        self.ctx.diag("ONP2019", f"{q.rsplit('.', 1)[-1]} is this file's subclass of {gpu}: on NPU it derives from {npu}; "
-                      f"check what it overrides, or use {leaf_name(npu)} as vllm-ascend's runner does", node, p.id)
+        self.ctx.diag(
+            "ONP2019",
+            f"{q.rsplit('.', 1)[-1]} is this file's subclass of {gpu}: on NPU it derives from {npu}; "
+            f"check what it overrides, or use {leaf_name(npu)} as vllm-ascend's runner does",
+            node,
+            p.id,
+        )
 
 # %% ../../nbs/translate/flags.ipynb #1f455588
 register(
@@ -456,13 +494,15 @@ register(
 )
 
 def replaced_symbols(rules: RuleSet) -> dict:
-    "GPU qualified name -> record, for the catalog GPU symbols the NPU side replaces (mapped elsewhere, or unsupported)."
+    ("GPU qualified name -> record, for the catalog GPU symbols the NPU side replaces (mapped elsewhere, or "
+     "unsupported).")
     out = {g: ps[0] for g, ps in rules.symbols.items() if rules.npu_symbol(g) != g}
     out.update(rules.unsupported)
     return out
 
 def device_parents(rules: RuleSet) -> set:
-    "The packages that hold the device namespaces (`torch` for torch.cuda and torch.npu): their other children are other devices."
+    ("The packages that hold the device namespaces (`torch` for torch.cuda and torch.npu): their other children are "
+     "other devices.")
     return {parent_name(n) for g, npu in rules.namespaces.items() for n in (g, npu) if "." in n}
 
 def reexport_table(rules: RuleSet) -> dict:
@@ -485,23 +525,37 @@ class ReexportFlag(Rule):
     codes = ("ONP2020",)
 
     @classmethod
-    def symbols(cls, rules) -> list:   # the package (or namespace) and the leaf: what a re-export's text must hold
-        return sorted({f"{home}.{leaf}" for leaf, gs in once_per_rules(rules, "reexports", lambda: reexport_table(rules)).items()
-                       for _, home in gs})
+    def symbols(cls, rules) -> list:  # the package (or namespace) and the leaf: what a re-export's text must hold
+        return sorted(
+            {
+                f"{home}.{leaf}"
+                for leaf, gs in once_per_rules(rules, "reexports", lambda: reexport_table(rules)).items()
+                for _, home in gs
+            }
+        )
 
     def __init__(self, ctx):
         super().__init__(ctx)
         self.table = once_per_rules(self.rules, "reexports", lambda: reexport_table(self.rules))
         self.known = once_per_rules(self.rules, "replaced", lambda: replaced_symbols(self.rules))
-        self.npu = once_per_rules(self.rules, "npu-modules", lambda: {m for p in self.rules.records.values() if p.npu_symbol
-                                                                     for m in (parent_name(p.npu_symbol), p.npu_symbol)})
+        self.npu = once_per_rules(
+            self.rules,
+            "npu-modules",
+            lambda: {
+                m
+                for p in self.rules.records.values()
+                if p.npu_symbol
+                for m in (parent_name(p.npu_symbol), p.npu_symbol)
+            },
+        )
 
         self.devices = once_per_rules(self.rules, "device-parents", lambda: device_parents(self.rules))
         self.bound: set = set()   # local names a flagged import binds: each use is flagged too
 
     def _candidates(self, q: str) -> list:
         "The catalog symbols `q` may be a re-export of (empty when it is one, or not of their package)."
-        if q in self.known or q in self.rules.symbols or reexport_of(self.rules, q)[1]: return []   # the sources: another object
+        if q in self.known or q in self.rules.symbols or reexport_of(self.rules, q)[1]:
+            return []  # the sources: another object
         mod, _, leaf = q.rpartition(".")
         if mod in self.npu: return []   # the NPU side
         if parent_name(mod) in self.devices: return []   # a sibling of the device namespaces: another device's API
@@ -522,23 +576,32 @@ def visit_ImportFrom(self: ReexportFlag, node):
         gs = [g for g in self.known if g.rpartition(".")[0] == mod]
         if gs:
             p = self.known[min(gs)]
-            c.diag("ONP2020", f"`from {mod} import *` brings catalog GPU symbols ({', '.join(sorted(gs))}) that are not "
-                   f"translated: import them by name", node, p.id)
+            c.diag(
+                "ONP2020",
+                f"`from {mod} import *` brings catalog GPU symbols ({', '.join(sorted(gs))}) that are not "
+                f"translated: import them by name",
+                node,
+                p.id,
+            )
         return
     for a in node.names:
         if not isinstance(a.name, cst.Name) or id(a) in c.at: continue
         q = f"{mod}.{a.name.value}"
         if gs := self._candidates(q):
             self._flag(q, gs, a)
-            self.bound.add(a.asname.name.value if a.asname is not None and isinstance(a.asname.name, cst.Name) else a.name.value)
+            self.bound.add(
+                a.asname.name.value if a.asname is not None and isinstance(a.asname.name, cst.Name) else a.name.value
+            )
 
 @patch
 def visit_Name(self: ReexportFlag, node):
-    "A use of a name a flagged import binds, or of a name a star import of another module may bind: flagged where it is used."
+    ("A use of a name a flagged import binds, or of a name a star import of another module may bind: flagged where it "
+     "is used.")
     c, v = self.ctx, node.value
     if (v not in self.table and v not in self.bound) or c.imports or id(node) in c.at or id(node) in c.handled: return
     qs = self.qnames(node)
-    if any(q in self.known for q in qs): return   # the catalog symbol itself (the sources say so): the rewrites' business
+    if any(q in self.known for q in qs):
+        return  # the catalog symbol itself (the sources say so): the rewrites' business
     for q in sorted(qs):
         if gs := self._candidates(q):
             star = v not in self.bound and not self.ctx.names.has(v, c)
@@ -557,7 +620,8 @@ def visit_Attribute(self: ReexportFlag, node):
 # %% ../../nbs/translate/flags.ipynb #5860f169
 @register_rule
 class SelfCheck(Rule):
-    "After the traversal: catalog GPU symbols referenced in code with no rewrite and no diagnostic around them (ONP9007)."
+    ("After the traversal: catalog GPU symbols referenced in code with no rewrite and no diagnostic around them "
+     "(ONP9007).")
     records = ("import", "rename", "class-swap", "unsupported")      # record kinds: the GPU symbols they name
     codes = ("ONP9007",)
 
@@ -589,8 +653,9 @@ class SelfCheck(Rule):
             if stmts: c.tops[id(d)], c.paths[id(d)] = stmts[0], stmts
 
 # %% ../../nbs/translate/flags.ipynb #a147052a
-from .rewrites import ANCHOR_NEEDS, DEVICE_ANCHORS, anchored, held
 import re as _re
+
+from .rewrites import ANCHOR_NEEDS, DEVICE_ANCHORS, anchored, held
 
 register(
     Code("ONP2030", "nccl-environment", "an NCCL environment variable: NPU collectives (HCCL) do not read it", "manual",
@@ -625,7 +690,8 @@ class NcclEnvFlag(Rule):
     def words(cls, rules) -> set: return {"getenv", "putenv", "unsetenv"} if held(rules, "dev.nccl-env") else set()
 
     @classmethod
-    def body_words(cls, rules) -> set: return {"environ"} if held(rules, "dev.nccl-env") else set()   # common: only around an anchor
+    def body_words(cls, rules) -> set:
+        return {"environ"} if held(rules, "dev.nccl-env") else set()  # common: only around an anchor
 
     @classmethod
     # an NCCL_* string; DeviceTypeRewrite acts by its anchors too
@@ -644,7 +710,8 @@ class NcclEnvFlag(Rule):
             self.ctx.diag("ONP2030", f"{s.evaluated_value}: {self.p.title}", node, self.p.id, self.p.npu)
 
     def visit_Call(self, node):
-        if self.p is not None and node.args and anchored(self.ctx) and self._env(node.func): self._flag(node.args[0].value, node)
+        if self.p is not None and node.args and anchored(self.ctx) and self._env(node.func):
+            self._flag(node.args[0].value, node)
 
     def visit_Subscript(self, node):
         if self.p is None or not anchored(self.ctx) or not self._env(node.value) or len(node.slice) != 1: return
@@ -658,7 +725,8 @@ def _proposer_record(rules):
 
 @register_rule
 class ProposerFlags(Rule):
-    "spec.proposer-dummy-run: `dummy_run(use_cudagraphs=...)` (ONP2031); spec.eagle-isinstance: isinstance against vllm's class (ONP2032)."
+    ("spec.proposer-dummy-run: `dummy_run(use_cudagraphs=...)` (ONP2031); spec.eagle-isinstance: isinstance against "
+     "vllm's class (ONP2032).")
     records = ("spec.proposer-dummy-run", "spec.proposer-dummy-run-v013", "spec.eagle-isinstance")
     codes = ("ONP2031", "ONP2032")
 
@@ -675,21 +743,34 @@ class ProposerFlags(Rule):
         if self.p is not None and isinstance(f, cst.Attribute) and f.attr.value == leaf_name(self.p.gpu_symbol):
             bad = [a.keyword.value for a in node.args if a.keyword and a.keyword.value in self.p.drop]
             if bad:
-                self.ctx.diag("ONP2031", f"{f.attr.value}({', '.join(b + '=' for b in bad)}): vllm-ascend "
-                              f"{self.rules.vllm_ascend}'s {Symbol.parse(self.p.npu_symbol).owner}.dummy_run takes "
-                              f"{', '.join(self.p.params)} (no {', '.join(bad)}): TypeError", node, self.p.id, self.p.npu)
+                self.ctx.diag(
+                    "ONP2031",
+                    f"{f.attr.value}({', '.join(b + '=' for b in bad)}): vllm-ascend "
+                    f"{self.rules.vllm_ascend}'s {Symbol.parse(self.p.npu_symbol).owner}.dummy_run takes "
+                    f"{', '.join(self.p.params)} (no {', '.join(bad)}): TypeError",
+                    node,
+                    self.p.id,
+                    self.p.npu,
+                )
         if self.isa is not None and isinstance(f, cst.Name) and f.value == "isinstance" and len(node.args) == 2:
             v = node.args[1].value
             parts = [e.value for e in v.elements] if isinstance(v, cst.Tuple) else [v]
             while any(isinstance(x, cst.BinaryOperation) for x in parts):   # A | B
                 parts = [y for x in parts for y in ((x.left, x.right) if isinstance(x, cst.BinaryOperation) else (x,))]
             if any(self.isa.gpu_symbol in self.qnames(x) for x in parts):
-                self.ctx.diag("ONP2032", f"{self.isa.title} (vllm-ascend {self.rules.vllm_ascend})", node, self.isa.id, self.isa.npu)
+                self.ctx.diag(
+                    "ONP2032",
+                    f"{self.isa.title} (vllm-ascend {self.rules.vllm_ascend})",
+                    node,
+                    self.isa.id,
+                    self.isa.npu,
+                )
 
 # %% ../../nbs/translate/flags.ipynb #4f90f716
 @register_rule
 class WorkerOverrideFlag(Rule):
-    "worker.base-class: a method of a class deriving from vllm's GPU worker that NPUWorker defines its own way (ONP2033)."
+    ("worker.base-class: a method of a class deriving from vllm's GPU worker that NPUWorker defines its own way "
+     "(ONP2033).")
     records = ("worker.base-class",)
     codes = ("ONP2033",)
 
@@ -702,15 +783,30 @@ class WorkerOverrideFlag(Rule):
     def __init__(self, ctx):
         super().__init__(ctx)
         self.p = held(self.rules, "worker.base-class")
-        self.methods = set(self.p.value.get("methods", ())) if self.p is not None and isinstance(self.p.value, dict) else set()
+        self.methods = (
+            set(self.p.value.get("methods", ())) if self.p is not None and isinstance(self.p.value, dict) else set()
+        )
         self.workers: set = set()   # ids of the classes deriving from the GPU worker
 
     def visit_ClassDef(self, node):
-        if self.p is not None and any(self.p.gpu_symbol in self.qnames(b.value) for b in node.bases): self.workers.add(id(node))
+        if self.p is not None and any(self.p.gpu_symbol in self.qnames(b.value) for b in node.bases):
+            self.workers.add(id(node))
 
     def visit_FunctionDef(self, node):
         c, name = self.ctx, node.name.value
-        if name not in self.methods or len(c.scopes) < 2 or c.scopes[-2][0] != "c" or id(c.scopes[-2][1]) not in self.workers: return
+        if (
+            name not in self.methods
+            or len(c.scopes) < 2
+            or c.scopes[-2][0] != "c"
+            or id(c.scopes[-2][1]) not in self.workers
+        ):
+            return
         cls, npu = c.scopes[-2][1].name.value, Symbol.parse(self.p.npu_symbol)
-        c.diag("ONP2033", f"{cls}.{name} overrides vllm's {leaf_name(self.p.gpu_symbol)}.{name}; on NPU the class derives "
-               f"from {npu.leaf}, whose {name} works its own way: check the override against it", node, self.p.id, stmt=node)
+        c.diag(
+            "ONP2033",
+            f"{cls}.{name} overrides vllm's {leaf_name(self.p.gpu_symbol)}.{name}; on NPU the class derives "
+            f"from {npu.leaf}, whose {name} works its own way: check the override against it",
+            node,
+            self.p.id,
+            stmt=node,
+        )

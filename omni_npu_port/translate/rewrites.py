@@ -50,7 +50,8 @@ register(
          action="Check the parameters that default to None against vllm-ascend's defaults; the others come from the "
                 "record's NPU definition, in NPU order.", notebook=_NB, tool="translate", comment=True,
          records=("sig.model-forward", "sig.dummy-run")),
-    Code("ONP1009", "argument-added", "a call gained an argument the NPU method requires, as its first keyword", "rewrite",
+    Code("ONP1009", "argument-added", "a call gained an argument the NPU method requires, as its first "
+                                      "keyword", "rewrite",
          action="Review the diff: the value is the variable of the same name in scope.", notebook=_NB, tool="translate",
          records=("sig.model-forward",)),
     Code("ONP1010", "call-by-keyword", "positional arguments were turned into keywords", "rewrite",
@@ -62,13 +63,16 @@ register(
 # %% ../../nbs/translate/rewrites.ipynb #de0229c1
 register(
     Code("ONP2001", "keyword-needs-value", "the NPU call needs keywords whose value depends on the call site", "manual",
-         action="Add the keywords with this call site's value, or confirm the default is right: outside the methods the "
+         action="Add the keywords with this call site's value, or confirm the default is right: outside the methods "
+                "the "
                 "record names, the translator cannot know the value.", notebook=_NB, tool="translate", comment=True,
          records=("fc.num-actual-tokens", "fc.model-instance")),
-    Code("ONP2002", "keyword-not-accepted", "a keyword the NPU callable does not accept at the target version", "manual",
+    Code("ONP2002", "keyword-not-accepted", "a keyword the NPU callable does not accept at the target "
+                                            "version", "manual",
          action="Remove it or find its NPU replacement: no record renames or drops it.", notebook=_NB, tool="translate",
          comment=True),
-    Code("ONP2003", "cannot-call-by-keyword", "positional or star arguments could not be turned into keywords", "manual",
+    Code("ONP2003", "cannot-call-by-keyword", "positional or star arguments could not be turned into "
+                                              "keywords", "manual",
          action="Name each argument by hand: the parameter orders differ between GPU and NPU.", notebook=_NB,
          tool="translate", comment=True, records=("sig.dummy-run",)),
     Code("ONP2004", "positional-beyond-shared", "positional arguments beyond the ones both sides share", "manual",
@@ -132,7 +136,8 @@ def visit_ImportFrom(self: SymbolRewrite, node):
     mapped, kept = [], []
     for a in node.names:
         full = f"{mod}.{a.name.value}" if isinstance(a.name, cst.Name) else ""
-        if full and full not in self.rules.symbols: full = reexport_of(self.rules, full)[0] or full   # a known re-export
+        if full and full not in self.rules.symbols:
+            full = reexport_of(self.rules, full)[0] or full  # a known re-export
         local = a.asname.name.value if a.asname else a.name.value if isinstance(a.name, cst.Name) else ""
         if full in self.rules.symbols: mapped.append((a, full)); continue
         kept.append(a)
@@ -174,7 +179,8 @@ def visit_ImportFrom(self: SymbolRewrite, node):
 @patch
 def visit_Name(self: SymbolRewrite, node):
     c = self.ctx
-    if node.value in self.leaves or node.value in c.rebind or node.value in self.ns_locals: self._translate_reference(node)
+    if node.value in self.leaves or node.value in c.rebind or node.value in self.ns_locals:
+        self._translate_reference(node)
 
 @patch
 def visit_Attribute(self: SymbolRewrite, node):
@@ -230,11 +236,15 @@ def _rewrite(self: SymbolRewrite, node, parts: list, q: str):
 
 # %% ../../nbs/translate/rewrites.ipynb #a0ebc8b6
 def _arg(name: str, code: str) -> cst.Arg:
-    return cst.Arg(value=cst.parse_expression(code), keyword=cst.Name(name),
-                   equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")))
+    return cst.Arg(
+        value=cst.parse_expression(code),
+        keyword=cst.Name(name),
+        equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")),
+    )
 
 def _with_inserted(items: list, index: int, new: list) -> list:
-    "`items` (Args or Params) with `new` inserted at `index`, commas laid out like their neighbours (comments stay put)."
+    ("`items` (Args or Params) with `new` inserted at `index`, commas laid out like their neighbours (comments stay "
+     "put).")
     items, default = list(items), cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
     if not new: return items
     if not items: return [*(n.with_changes(comma=default) for n in new[:-1]), new[-1]]
@@ -243,7 +253,9 @@ def _with_inserted(items: list, index: int, new: list) -> list:
     if index >= len(items):
         last = items[-1]
         inner = plain(items[-2].comma) if len(items) >= 2 and is_comma(items[-2].comma) else default
-        own = _comments(last.comma.whitespace_after) if is_comma(last.comma) else []   # the last one's comment stays with it
+        own = (
+            _comments(last.comma.whitespace_after) if is_comma(last.comma) else []
+        )  # the last one's comment stays with it
         items[-1] = last.with_changes(comma=inner.with_changes(
             whitespace_after=_commented(inner.whitespace_after, own, _arg_indent(items))))
         return items + [n.with_changes(comma=inner) for n in new[:-1]] + [new[-1].with_changes(comma=plain(last.comma))]
@@ -264,7 +276,8 @@ def _uncommented(ws):
     return ws.with_changes(first_line=first, empty_lines=[l for l in ws.empty_lines if l.comment is None])
 
 def _commented(ws, comments: list, indent: str):
-    "Whitespace after a comma or an open bracket that also carries `comments`: the first ends its line, the rest own lines."
+    ("Whitespace after a comma or an open bracket that also carries `comments`: the first ends its line, the rest own "
+     "lines.")
     if not comments: return ws
     rest, two = list(comments), cst.SimpleWhitespace("  ")
     if type(ws) is cst.ParenthesizedWhitespace:
@@ -293,7 +306,9 @@ def _without(items: list, drop: set) -> tuple[list, list]:
         if pending:   # the comments of the dropped arguments before this one go after the comma before it
             if kept:
                 k = kept[-1]
-                kept[-1] = k.with_changes(comma=k.comma.with_changes(whitespace_after=_commented(k.comma.whitespace_after, pending, indent)))
+                kept[-1] = k.with_changes(
+                    comma=k.comma.with_changes(whitespace_after=_commented(k.comma.whitespace_after, pending, indent))
+                )
             else: lead += pending
             pending = []
         kept.append(a)
@@ -346,9 +361,10 @@ def visit_Call(self: KeywordChange, node):
     rename = {k: r.rename[k] for k in present if k in r.rename}
     drop = {k for k in present if k in r.drop}
     for k, k2 in rename.items(): c.diag("ONP1005", f"{k}= → {k2}=", node, r.records[k])
-    for k in sorted(drop): c.diag("ONP1006", f"{k}= dropped: {leaf_name(r.npu_symbol)} never accepts it", node, r.records[k])
+    for k in sorted(drop):
+        c.diag("ONP1006", f"{k}= dropped: {leaf_name(r.npu_symbol)} never accepts it", node, r.records[k])
     final = {rename.get(k, k) for k in present if k not in drop}
-    if r.accepted:   # None or empty: the records hold no parameter list at this version, so it is unknown (never "none")
+    if r.accepted:  # None or empty: the records hold no parameter list at this version, so it is unknown (never "none")
         for k in sorted(final - set(r.accepted)):
             c.diag("ONP2002", f"{leaf_name(r.npu_symbol)} at vllm-ascend {self.rules.vllm_ascend} does not accept {k}=; "
                    f"it takes: {', '.join(r.accepted)}", node)
@@ -373,14 +389,18 @@ def visit_Call(self: KeywordChange, node):
             args = [a.with_changes(keyword=cst.Name(rename[a.keyword.value])) if a.keyword and a.keyword.value in rename
                     else a for a in u.args]
             args, lead = _without(args, {rename.get(k, k) for k in drop})
-            if lead: u = u.with_changes(whitespace_before_args=_commented(u.whitespace_before_args, lead, _arg_indent(u.args)))
+            if lead:
+                u = u.with_changes(
+                    whitespace_before_args=_commented(u.whitespace_before_args, lead, _arg_indent(u.args))
+                )
             idx = next((i for i, a in enumerate(args) if a.star == "**"), len(args))
             return u.with_changes(args=_with_inserted(args, idx, [_arg(k, v) for k, v in adds]))
         c.edit(node, edit_keywords)
 
 @patch
 def _value(self: KeywordChange, call, expr: str, record: str) -> str | None:
-    "The code to pass: the call's own keyword that the record's GPU form shows carrying `expr`, else `expr` if in scope."
+    ("The code to pass: the call's own keyword that the record's GPU form shows carrying `expr`, else `expr` if in "
+     "scope.")
     tree = snippet_tree(self.rules.catalog[record].gpu)
     for n in (walk_nodes(tree) if tree else ()):
         if isinstance(n, cst.Arg) and n.keyword and tree.code_for_node(n.value) == expr:
@@ -436,7 +456,9 @@ def visit_FunctionDef(self: SignatureChange, node):
         idx = names.index(pred) + 1 if pred else (1 if names[:1] == ["self"] else 0)
         default = m.defaults.get(p)
         if default is None and (p not in m.required or any(has_def[:idx])): default = "None"; defaulted.append(p)
-        floor = max((i + 1 for i, hd in enumerate(has_def) if not hd), default=0)   # no default may precede a required one
+        floor = max(
+            (i + 1 for i, hd in enumerate(has_def) if not hd), default=0
+        )  # no default may precede a required one
         if default is not None and idx < floor: idx = floor; moved.append(p)
         plan.append((idx, p, default)); names.insert(idx, p); has_def.insert(idx, default is not None)
     c.diag("ONP1008", f"{name} gains the NPU parameters of vllm-ascend {self.rules.vllm_ascend}: {', '.join(missing)}"
@@ -447,9 +469,15 @@ def visit_FunctionDef(self: SignatureChange, node):
     def add_params(u, plan=plan):
         params = list(u.params.params)
         for idx, p, default in plan:
-            new = cst.Param(name=cst.Name(p), default=cst.parse_expression(default) if default else None,
-                            equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
-                                                  whitespace_after=cst.SimpleWhitespace("")) if default else cst.MaybeSentinel.DEFAULT)
+            new = cst.Param(
+                name=cst.Name(p),
+                default=cst.parse_expression(default) if default else None,
+                equal=cst.AssignEqual(
+                    whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")
+                )
+                if default
+                else cst.MaybeSentinel.DEFAULT,
+            )
             params = _with_inserted(params, idx, [new])
         return u.with_changes(params=u.params.with_changes(params=params))
     c.edit(node, add_params)
@@ -469,9 +497,11 @@ def visit_Call(self: SignatureChange, node):  # noqa: F811 (fastcore's @patch: a
         return
     named = {i: m.renames.get(n, n) for i, n in zip(pos, order)}
     rename = {k: m.renames[k] for k in present if k in m.renames and m.renames[k] not in present}
-    if rename: c.diag("ONP1012", f"{name} called with " + ", ".join(f"{g}= → {n}=" for g, n in rename.items()), node, m.record)
+    if rename:
+        c.diag("ONP1012", f"{name} called with " + ", ".join(f"{g}= → {n}=" for g, n in rename.items()), node, m.record)
     present = {rename.get(k, k) for k in present}
-    if named: c.diag("ONP1010", f"{name} called by keyword: " + ", ".join(f"{n}=" for n in named.values()), node, m.record)
+    if named:
+        c.diag("ONP1010", f"{name} called by keyword: " + ", ".join(f"{n}=" for n in named.values()), node, m.record)
     adds = []
     for p in m.required:
         if p in present or p in named.values(): continue
@@ -489,10 +519,19 @@ def visit_Call(self: SignatureChange, node):  # noqa: F811 (fastcore's @patch: a
         c.edit(node, name_args)
 
 # %% ../../nbs/translate/rewrites.ipynb #011a29ed
-register(Code("ONP1012", "parameter-renamed", "a runner method's parameter takes the name the NPU runner uses, in its "
-              "definition, body and calls", "rewrite",
-              action="Review the diff: a record's `rename` table names the pair and the NPU signature records take "
-                     "only the new name at the target.", notebook=_NB, tool="translate", records=("fc.runtime-mode-kwarg",)))
+register(
+    Code(
+        "ONP1012",
+        "parameter-renamed",
+        "a runner method's parameter takes the name the NPU runner uses, in its definition, body and calls",
+        "rewrite",
+        action="Review the diff: a record's `rename` table names the pair and the NPU signature records take "
+        "only the new name at the target.",
+        notebook=_NB,
+        tool="translate",
+        records=("fc.runtime-mode-kwarg",),
+    )
+)
 
 @patch
 def visit_Name(self: SignatureChange, node):  # noqa: F811 (fastcore's @patch: a method of its class)
@@ -505,8 +544,10 @@ def visit_Name(self: SignatureChange, node):  # noqa: F811 (fastcore's @patch: a
 from ..core.catalog import parse_version
 from .rules import once_per_rules
 
+
 def held(rules, pid: str) -> Pattern | None:
-    "Record `pid` if it holds for the target: the rule set's; for a version older than the release serving it, the catalog's if it holds there."
+    ("Record `pid` if it holds for the target: the rule set's; for a version older than the release serving it, the "
+     "catalog's if it holds there.")
     p = rules.record(pid)
     if p is not None: return p
     p = next((r for r in rules.catalog if r.id == pid), None)
@@ -532,20 +573,23 @@ def _device_type_expr(e) -> bool:
     if not isinstance(e, cst.Attribute): return False
     if e.attr.value == "device_type": return True
     v = e.value
-    return e.attr.value == "type" and (isinstance(v, cst.Name) and v.value == "device" or isinstance(v, cst.Attribute) and v.attr.value == "device")
+    return e.attr.value == "type" and (
+        isinstance(v, cst.Name) and v.value == "device" or isinstance(v, cst.Attribute) and v.attr.value == "device"
+    )
 
 def _device_type_expr_in(cmp) -> bool:
     "Whether a comparison has a device-type expression on either side."
     return any(_device_type_expr(x) for x in [cmp.left, *(t.comparator for t in cmp.comparisons)])
 
 def _cuda_strings(e) -> list:
-    "The \"cuda\" string literals of a comparator: the string itself, or the elements of a tuple, list or set of strings."
+    'The "cuda" string literals of a comparator: the string itself, or the elements of a tuple, list or set of strings.'
     if _is_cuda(e): return [e]
     if isinstance(e, (cst.Tuple, cst.List, cst.Set)): return [x.value for x in e.elements if _is_cuda(x.value)]
     return []
 
 def _npu_string(s: cst.SimpleString, old: str, new: str) -> cst.SimpleString:
-    "The string literal with its first `old` replaced by `new`, quotes and prefix kept (an escape spelling it: rewritten)."
+    ("The string literal with its first `old` replaced by `new`, quotes and prefix kept (an escape spelling it: "
+     "rewritten).")
     if old in s.raw_value: return s.with_changes(value=s.value.replace(old, new, 1))
     # its value holds `old` spelled with escapes (`"\\x63uda"`): the literal is written again from its value
     body = s.evaluated_value.replace(old, new, 1).encode("unicode_escape").decode("ascii")
@@ -567,7 +611,8 @@ DEVICE_ANCHORS = ("device_type", "getenv", "putenv", "unsetenv")   # words the w
 ANCHOR_NEEDS = ("cuda", "NCCL_")   # what those rules act on: a "cuda" device string, an NCCL_* name (see `word_needs`)
 
 def anchored(ctx, words=DEVICE_ANCHORS) -> bool:
-    "Whether the function around the visitor holds one of `words`: the worker rules act only there, in chunks and whole files alike."
+    ("Whether the function around the visitor holds one of `words`: the worker rules act only there, in chunks and "
+     "whole files alike.")
     if not ctx.funcs: return False
     f = ctx.funcs[0]
     memo = ctx.__dict__.setdefault("_anchored", {})
@@ -586,7 +631,8 @@ class DeviceTypeRewrite(Rule):
     def words(cls, rules) -> set: return {"device_type"} if held(rules, "dev.device-type") else set()
 
     @classmethod
-    def body_words(cls, rules) -> set: return {"device"} if held(rules, "dev.device-type") else set()   # only around an anchor
+    def body_words(cls, rules) -> set:
+        return {"device"} if held(rules, "dev.device-type") else set()  # only around an anchor
 
     @classmethod
     def word_needs(cls, rules) -> set: return set(ANCHOR_NEEDS)   # its anchors anchor NcclEnvFlag too (`anchored`)
@@ -636,25 +682,37 @@ class DeviceTypeRewrite(Rule):
         self.ctx.diag("ONP1031", f"device string \"cuda…\" → \"{self.npu}…\"", node, self.p.id)
 
 # %% ../../nbs/translate/rewrites.ipynb #bbc2d5d0
-register(Code("ONP1032", "override-parameter-renamed", "an omni override's parameter takes the name vllm-ascend calls it "
-              "with, in its definition, body and calls", "rewrite",
-              action="Review the diff: the NPU base calls the method with this keyword at the target (a record's "
-                     "`rename` table names the pair); vllm's name would raise TypeError.", notebook=_NB, tool="translate",
-              records=("sig.dummy-run-aclgraph",)))
+register(
+    Code(
+        "ONP1032",
+        "override-parameter-renamed",
+        "an omni override's parameter takes the name vllm-ascend calls it with, in its definition, body and calls",
+        "rewrite",
+        action="Review the diff: the NPU base calls the method with this keyword at the target (a record's "
+        "`rename` table names the pair); vllm's name would raise TypeError.",
+        notebook=_NB,
+        tool="translate",
+        records=("sig.dummy-run-aclgraph",),
+    )
+)
 
 _OVERRIDE_RECORDS = ("sig.dummy-run-aclgraph",)
 
 @register_rule
 class OverrideParameterRename(Rule):
-    "An override of an NPU runner method vllm-ascend calls with another keyword (`rename`) for a release the method rules miss."
+    ("An override of an NPU runner method vllm-ascend calls with another keyword (`rename`) for a release the method "
+     "rules miss.")
     records = _OVERRIDE_RECORDS
     codes = ("ONP1032",)
 
     @classmethod
     def _table(cls, rules) -> dict:
-        "method name -> (record, {GPU parameter: NPU parameter}) of the records that hold, for methods no method rule covers."
+        ("method name -> (record, {GPU parameter: NPU parameter}) of the records that hold, for methods no method rule "
+         "covers.")
         recs = [p for p in (held(rules, i) for i in _OVERRIDE_RECORDS) if p is not None and p.npu_symbol and p.rename]
-        return {leaf_name(p.npu_symbol): (p, dict(p.rename)) for p in recs if leaf_name(p.npu_symbol) not in rules.methods}
+        return {
+            leaf_name(p.npu_symbol): (p, dict(p.rename)) for p in recs if leaf_name(p.npu_symbol) not in rules.methods
+        }
 
     @classmethod
     def words(cls, rules) -> set: return set(cls._table(rules))
@@ -680,8 +738,14 @@ def visit_FunctionDef(self: OverrideParameterRename, node):  # noqa: F811 (fastc
     if not renamed: return
     scope = c.names.scopes[id(node)]
     self.renamed.update({scope.local(g): n for g, n in renamed.items()})
-    c.diag("ONP1032", f"{name}: parameter {', '.join(f'{g} → {n}' for g, n in renamed.items())} (vllm-ascend "
-           f"{self.rules.vllm_ascend} calls {name} with {', '.join(f'{n}=' for n in renamed.values())})", node, p.id, stmt=node)
+    c.diag(
+        "ONP1032",
+        f"{name}: parameter {', '.join(f'{g} → {n}' for g, n in renamed.items())} (vllm-ascend "
+        f"{self.rules.vllm_ascend} calls {name} with {', '.join(f'{n}=' for n in renamed.values())})",
+        node,
+        p.id,
+        stmt=node,
+    )
 
 @patch
 def visit_Name(self: OverrideParameterRename, node):  # noqa: F811 (fastcore's @patch)
@@ -699,6 +763,8 @@ def visit_Call(self: OverrideParameterRename, node):  # noqa: F811 (fastcore's @
     kws = {a.keyword.value for a in node.args if a.keyword}
     hits = {g: n for g, n in ren.items() if g in kws and n not in kws}
     if not hits: return
-    self.ctx.diag("ONP1032", f"{f.attr.value} called with " + ", ".join(f"{g}= → {n}=" for g, n in hits.items()), node, p.id)
+    self.ctx.diag(
+        "ONP1032", f"{f.attr.value} called with " + ", ".join(f"{g}= → {n}=" for g, n in hits.items()), node, p.id
+    )
     self.ctx.edit(node, lambda u: u.with_changes(args=[a.with_changes(keyword=cst.Name(hits[a.keyword.value]))
                                                      if a.keyword and a.keyword.value in hits else a for a in u.args]))

@@ -14,11 +14,11 @@ from pathlib import Path
 import libcst as cst
 
 from ..core.catalog import CATALOG, FAMILIES, KINDS, Catalog, Pattern, parse_target, parse_version
-from ..core.releases import Target, check_fields, field_types, target_for
 from ..core.diagnostics import Code, register
 from ..core.errors import InputError, UsageError
 from ..core.io import load_toml
 from ..core.keywords import call_sites, keyword_rule
+from ..core.releases import Target, check_fields, field_types, target_for
 from ..sources.readers import UnreadableFile, read_regular
 
 # %% auto #0
@@ -81,11 +81,15 @@ class RuleSet:
     derived: bool = False                            # the derived rules (translate.derived) run too
     runner_bases: tuple = ()                         # GPU runner class names (omni runners derive from them)
     release: str | None = None                       # the catalog release whose records serve the target
-    warning: str | None = None                       # why that release is not the target itself (None: it is)
-    resolved: Target | None = None                   # the one `Target` value: asked, served by, pairing and its evidence
+    warning: str | None = None  # why that release is not the target itself (None: it is)
+    resolved: Target | None = None  # the one `Target` value: asked, served by, pairing and its evidence
     _prefilter: object = None
-    resolve: object = field(default=None, compare=False, repr=False)  # optional: dotted name -> where it is defined (`reexport_of`)
-    _memo: dict = field(default_factory=dict, compare=False, repr=False)  # what rules derive from the records, computed once (`once_per_rules`)
+    resolve: object = field(
+        default=None, compare=False, repr=False
+    )  # optional: dotted name -> where it is defined (`reexport_of`)
+    _memo: dict = field(
+        default_factory=dict, compare=False, repr=False
+    )  # what rules derive from the records, computed once (`once_per_rules`)
 
     def record(self, pid: str) -> Pattern | None:
         "The record `pid` if it holds for the target."
@@ -148,7 +152,8 @@ def method_rules(records: list, catalog: Catalog, vllm_ascend: str) -> dict:
         gpu_params = gpu_def[0] if gpu_def else next((p.params for p in gpu_recs if not p.npu_symbol), None)
         if gpu_params is None: continue
         required = tuple(k for k in (npu_def[0] if npu_def else ()) if k not in npu_def[1] and k not in gpu_params)
-        # a parameter the NPU method takes under another name: any record that holds renames it (the runtime-mode keyword)
+        # a parameter the NPU method takes under another name: any record that holds renames it (the runtime-mode
+        # keyword)
         renames = {g: n for p in records for g, n in p.rename.items() if g not in npu_params and n in npu_params}
         out[name] = MethodRule(name, npu_params, gpu_params, required, npu_def[1] if npu_def else {}, main.id, renames)
     return out
@@ -157,7 +162,8 @@ def method_rules(records: list, catalog: Catalog, vllm_ascend: str) -> dict:
 _MAPPING_KINDS = ("import", "rename", "class-swap")
 
 def rules_target(target: str | Target | None = None) -> Target:
-    "The `Target` a rule set is for: a `Target` as is, `vllm-ascend==X` (`--target`), or None: the profile's (the one resolver)."
+    ("The `Target` a rule set is for: a `Target` as is, `vllm-ascend==X` (`--target`), or None: the profile's (the one "
+     "resolver).")
     if isinstance(target, Target): return target
     from omni_npu_port.core.profile import resolve_target
     if target is None: return resolve_target()
@@ -167,7 +173,8 @@ def rules_target(target: str | Target | None = None) -> Target:
 
 def compile_rules(target: str | Target | None = None, rules: list | tuple = (), catalog: Catalog | None = None,
                   resolve=None) -> RuleSet:
-    "The rule set for a `Target` or `--target vllm-ascend==X` (default: the profile's), with user rule files merged in; `resolve`: see `reexport_of`."
+    ("The rule set for a `Target` or `--target vllm-ascend==X` (default: the profile's), with user rule files merged "
+     "in; `resolve`: see `reexport_of`.")
     t = rules_target(target)
     target, ver = t.spec, t.asked
     cat = catalog or CATALOG
@@ -191,14 +198,25 @@ def compile_rules(target: str | Target | None = None, rules: list | tuple = (), 
     rs.namespaces = {g: n for (g, n), members in per_ns.items() if len(members) >= 2}
     rs.keywords = keyword_rules(records, rs.symbols, cat, release)
     rs.methods = method_rules(records, cat, release)
-    rs.runner_bases = tuple(sorted({leaf_name(parent_name(p.gpu_symbol)) for p in records if p.kind == "signature-change"
-                                    and p.gpu_symbol and leaf_name(p.gpu_symbol) in rs.methods}))
+    rs.runner_bases = tuple(
+        sorted(
+            {
+                leaf_name(parent_name(p.gpu_symbol))
+                for p in records
+                if p.kind == "signature-change" and p.gpu_symbol and leaf_name(p.gpu_symbol) in rs.methods
+            }
+        )
+    )
     return rs
 
 def called_attrs(code: str) -> set:
     "Names of the methods called in a record's code form (`x.clear_graphs()` → clear_graphs)."
     tree = snippet_tree(code)
-    return {n.func.attr.value for n in walk_nodes(tree) if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute)} if tree else set()
+    return (
+        {n.func.attr.value for n in walk_nodes(tree) if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute)}
+        if tree
+        else set()
+    )
 
 # %% ../../nbs/translate/rules.ipynb #e72b41f1
 def _defined_as(resolve, name: str) -> str | None:
@@ -208,11 +226,14 @@ def _defined_as(resolve, name: str) -> str | None:
     return getattr(r, "dotted", None) if r else None
 
 def reexport_of(rules: RuleSet, q: str) -> tuple:
-    "(the catalog GPU symbol `q` re-exports, or None; whether the sources show `q` is another object): `rules.resolve`'s answer."
+    ("(the catalog GPU symbol `q` re-exports, or None; whether the sources show `q` is another object): "
+     "`rules.resolve`'s answer.")
     if rules.resolve is None: return None, False
     memo = rules._memo.setdefault("reexport-of", {})
     if q not in memo:
-        leaves = once_per_rules(rules, "gpu-by-leaf", lambda: _by_leaf([*rules.symbols, *rules.unsupported, *rules.keywords]))
+        leaves = once_per_rules(
+            rules, "gpu-by-leaf", lambda: _by_leaf([*rules.symbols, *rules.unsupported, *rules.keywords])
+        )
         found, other = None, False
         at = _defined_as(rules.resolve, q) if leaves.get(leaf_name(q)) and q not in leaves[leaf_name(q)] else None
         for g in (leaves.get(leaf_name(q), ()) if at else ()):
@@ -232,7 +253,8 @@ class RuleFileError(UsageError, ValueError):
     "A user rule file that cannot be used: the message names the file, the entry and the field."
 
 def record_schema() -> dict:
-    "Field -> the type a rule file gives it, read from the `Pattern` dataclass's fields (`core.releases.field_types`, as the releases table's rows)."
+    ("Field -> the type a rule file gives it, read from the `Pattern` dataclass's fields (`core.releases.field_types`, "
+     "as the releases table's rows).")
     return field_types(Pattern)
 
 FIELD_TYPES = record_schema()
@@ -300,7 +322,8 @@ def load_rule_file(path) -> list[dict]:
             raise RuleFileError(f"{path}: expected a list of rules under one top-level key `rule` ([[rule]] tables) "
                                 f"or `rules`; found keys {', '.join(map(str, data)) or 'none'}")
         data = data[keys[0]]
-    if not isinstance(data, list) or not data: raise RuleFileError(f"{path}: no rules found (expected a non-empty list)")
+    if not isinstance(data, list) or not data:
+        raise RuleFileError(f"{path}: no rules found (expected a non-empty list)")
     return [_check_entry(path, i, e) for i, e in enumerate(data, 1)]
 
 # %% ../../nbs/translate/rules.ipynb #68aa806d
@@ -309,7 +332,10 @@ def _check_entry(path, i: int, e) -> dict:
     if not isinstance(e, dict): raise RuleFileError(f"{where}: expected a table of fields, got {type(e).__name__}")
     if "id" in e: where += f" (id {e['id']!r})"
     def bad(k, what): return RuleFileError(f"{where}: field {k!r}: {what}")
-    check_fields(where, e, FIELD_TYPES, RuleFileError, ("since", "until", "vllm_since", "vllm_until"))   # as the releases table's rows
+
+    check_fields(
+        where, e, FIELD_TYPES, RuleFileError, ("since", "until", "vllm_since", "vllm_until")
+    )  # as the releases table's rows
     for k, v in e.items():
         if k in ("gpu_symbol", "npu_symbol") and not _SYMBOL.match(v): raise bad(k, f"{v!r} is not a dotted name")
         if k in ("params", "drop") and not all(isinstance(x, str) for x in v): raise bad(k, "expected a list of names")
@@ -322,7 +348,8 @@ def _check_entry(path, i: int, e) -> dict:
         if k in ("rename", "add") and not all(isinstance(a, str) and isinstance(b, str) for a, b in v.items()):
             raise bad(k, "expected a table of name = text")
         if k == "kind" and v not in KINDS: raise bad(k, f"{v!r} is not a kind; kinds are: {', '.join(KINDS)}")
-        if k == "family" and v not in FAMILIES: raise bad(k, f"{v!r} is not a family; families are: {', '.join(FAMILIES)}")
+        if k == "family" and v not in FAMILIES:
+            raise bad(k, f"{v!r} is not a family; families are: {', '.join(FAMILIES)}")
     if "id" not in e: raise bad("id", "missing: every rule needs an id")
     return dict(e)
 
@@ -337,8 +364,11 @@ def merge_rules(catalog: Catalog, entries: list[dict], origin: str = "rules") ->
         if e["id"] in by_id: new = dataclasses.replace(by_id[e["id"]], **e)
         else:
             for k in ("family", "kind"):
-                if k not in e: raise RuleFileError(f"{where}: field {k!r}: missing (a new rule needs id, family and kind)")
-            defaults = dict(title=e["id"], gpu=e.get("gpu_symbol", ""), npu=e.get("npu_symbol", ""), source="beyond-card")
+                if k not in e:
+                    raise RuleFileError(f"{where}: field {k!r}: missing (a new rule needs id, family and kind)")
+            defaults = dict(
+                title=e["id"], gpu=e.get("gpu_symbol", ""), npu=e.get("npu_symbol", ""), source="beyond-card"
+            )
             new = Pattern(**{**defaults, **e})
             if new.gpu_symbol: replaced_symbols[new.gpu_symbol] = new.id
         out[new.id] = new

@@ -20,10 +20,10 @@ import omni_npu_port
 
 from ..core.diagnostics import REGISTRY, Code, code_info, register
 from ..core.io import OutputError, stale_temps, umask, worker_pool, write_atomic
+from ..sources.readers import UnreadableFile, check_size
 from .diagnostics import TranslateDiagnostic, docs_base, docs_url
 from .engine import Translation, might_apply, translate_source
 from .rules import RuleSet, compile_rules
-from ..sources.readers import UnreadableFile, check_size
 
 # %% auto #0
 __all__ = ['FILE_ERRORS', 'CODES', 'POOL_BATCH_BYTES', 'TARGET_FILE', 'TOUR_HUNKS', 'FileReport', 'TranslateRun', 'output_root',
@@ -35,23 +35,54 @@ __all__ = ['FILE_ERRORS', 'CODES', 'POOL_BATCH_BYTES', 'TARGET_FILE', 'TOUR_HUNK
 # %% ../../nbs/translate/run.ipynb #9b97ce00
 _NB = "translate/run.ipynb"
 register(
-    Code("ONP9003", "unreadable", "the file could not be read (permissions, I/O) or is not a regular file (a FIFO, "
-         "a device): skipped", "error",
-         action="Fix the permissions or the disk error, or leave FIFOs and devices out of the sources, then translate again.",
-         notebook=_NB, tool="translate"),
-    Code("ONP9004", "symlink", "a symbolic link loop or dangling link: skipped; linked folders are not followed", "error",
-         action="Translate the file or folder the link points to, or fix the link.", notebook=_NB, tool="translate"),
-    Code("ONP9005", "refused-write", "a write was refused: outside the output folder, onto an input file, over an "
-         "existing different file, over an existing backup (use --force), or onto an output this run wrote already",
-         "error", action="Choose another output folder, move the existing file or backup away, or pass --force.",
-         notebook=_NB, tool="translate"),
-    Code("ONP9008", "unwritable", "the output (or the in-place file or its backup) could not be written (permissions, "
-         "a read-only file system, a full disk): the file is left as it was, the run goes on", "error",
-         action="Make the folder writable or free space (or choose another -o folder), then translate again; an "
-                "--in-place rerun resumes where it stopped.", notebook=_NB, tool="translate"),
+    Code(
+        "ONP9003",
+        "unreadable",
+        "the file could not be read (permissions, I/O) or is not a regular file (a FIFO, a device): skipped",
+        "error",
+        action="Fix the permissions or the disk error, or leave FIFOs and devices out of the sources, then translate "
+               "again.",
+        notebook=_NB,
+        tool="translate",
+    ),
+    Code(
+        "ONP9004",
+        "symlink",
+        "a symbolic link loop or dangling link: skipped; linked folders are not followed",
+        "error",
+        action="Translate the file or folder the link points to, or fix the link.",
+        notebook=_NB,
+        tool="translate",
+    ),
+    Code(
+        "ONP9005",
+        "refused-write",
+        "a write was refused: outside the output folder, onto an input file, over an "
+        "existing different file, over an existing backup (use --force), or onto an output this run wrote already",
+        "error",
+        action="Choose another output folder, move the existing file or backup away, or pass --force.",
+        notebook=_NB,
+        tool="translate",
+    ),
+    Code(
+        "ONP9008",
+        "unwritable",
+        "the output (or the in-place file or its backup) could not be written (permissions, "
+        "a read-only file system, a full disk): the file is left as it was, the run goes on",
+        "error",
+        action="Make the folder writable or free space (or choose another -o folder), then translate again; an "
+        "--in-place rerun resumes where it stopped.",
+        notebook=_NB,
+        tool="translate",
+    ),
 )
-FILE_ERRORS = frozenset({"ONP9001", "ONP9002", "ONP9003", "ONP9004", "ONP9005", "ONP9006", "ONP9008"})   # about a file, not a site
-CODES = MappingProxyType({c: k for c, k in sorted(REGISTRY.items()) if k.tool == "translate"})   # every translate code, read-only
+FILE_ERRORS = frozenset(
+    {"ONP9001", "ONP9002", "ONP9003", "ONP9004", "ONP9005", "ONP9006", "ONP9008"}
+)  # about a file, not a site
+CODES = MappingProxyType(
+    {c: k for c, k in sorted(REGISTRY.items()) if k.tool == "translate"}
+)  # every translate code, read-only
+
 
 # %% ../../nbs/translate/run.ipynb #56e552ff
 @dataclass
@@ -59,7 +90,9 @@ class FileReport:
     "What happened to one file: where it went, its counts and its diagnostics."
     path: str
     output: str | None
-    status: str        # translated | diffed (changed, shown as a diff, not written) | unchanged | checked | skipped | refused | failed (not written) | not-followed
+    # translated | diffed (changed, shown as a diff, not written) | unchanged | checked | skipped | refused | failed
+    # (not written) | not-followed
+    status: str
     lines: int = 0
     diagnostics: list = field(default_factory=list)
     analysed_only: bool = True   # check mode (or a skipped file): nothing was rewritten or commented
@@ -74,7 +107,8 @@ class FileReport:
     @property
     def sites(self) -> int: return self.rewritten + self.flagged
     def findings(self) -> list:
-        "The GPU-isms left in the result: rewrites not made and sites without their comment; sites that keep a GPU symbol, always."
+        ("The GPU-isms left in the result: rewrites not made and sites without their comment; sites that keep a GPU "
+         "symbol, always.")
         flags = ("manual", "unsupported", "warning", "error")
         todo = ("rewrite", *flags) if self.analysed_only else () if self.comments else flags
         always = ("unsupported", "warning", "error") if self.analysed_only else ()
@@ -100,7 +134,12 @@ def _rate(done: int, total: int): return round(done / total, 4) if total else No
 @dataclass
 class TranslateRun:
     "All files of one translate run, with totals."
-    def _repr_html_(self): from omni_npu_port.core.display import html_for; return html_for(self)   # Jupyter: docs.render draws it
+
+    def _repr_html_(self):
+        from omni_npu_port.core.display import html_for
+
+        return html_for(self)  # Jupyter: docs.render draws it
+
     rules: RuleSet
     mode: str
     files: list = field(default_factory=list)
@@ -122,9 +161,19 @@ class TranslateRun:
     def to_dict(self) -> dict:
         "The JSON report."
         from omni_npu_port import __version__
-        return {"tool": "omni-npu-port translate", "version": __version__, "target": self.rules.target,
-                "release": self.rules.release, "target_warning": self.rules.warning, "vllm": self.rules.vllm, "mode": self.mode, "totals": self.totals(), "codes": self.codes(),
-                "docs": docs_base(), "files": [f.to_dict() for f in self.files]}
+        return {
+            "tool": "omni-npu-port translate",
+            "version": __version__,
+            "target": self.rules.target,
+            "release": self.rules.release,
+            "target_warning": self.rules.warning,
+            "vllm": self.rules.vllm,
+            "mode": self.mode,
+            "totals": self.totals(),
+            "codes": self.codes(),
+            "docs": docs_base(),
+            "files": [f.to_dict() for f in self.files],
+        }
 
 # %% ../../nbs/translate/run.ipynb #4d13b160
 _SKIP_DIRS = {"__pycache__", ".git", ".hg", ".svn", ".tox", ".venv", "node_modules"}
@@ -139,9 +188,11 @@ def _walk_sources(srcs, exclude: Path | None):
 def _walk_all(srcs, exclude: Path | None):
     for src in map(Path, srcs):
         if src.is_symlink() and not src.exists():
-            yield src, src.parent, TranslateDiagnostic("ONP9004", "dangling or looping symbolic link: skipped"); continue
+            yield src, src.parent, TranslateDiagnostic("ONP9004", "dangling or looping symbolic link: skipped")
+            continue
         if not src.is_dir():
-            yield src, None, None if src.exists() else TranslateDiagnostic("ONP9003", "no such file or folder"); continue
+            yield src, None, None if src.exists() else TranslateDiagnostic("ONP9003", "no such file or folder")
+            continue
         stack = [src]
         while stack:
             d = stack.pop()
@@ -161,7 +212,11 @@ def _walk_all(srcs, exclude: Path | None):
                         yield p, src, None if e.is_symlink() or e.is_file(follow_symlinks=False) else _not_regular(p)
                 except OSError as err:
                     if e.name.endswith(".py") or e.is_symlink():
-                        yield p, src, TranslateDiagnostic("ONP9004" if e.is_symlink() else "ONP9003", f"{err.strerror or err}")
+                        yield (
+                            p,
+                            src,
+                            TranslateDiagnostic("ONP9004" if e.is_symlink() else "ONP9003", f"{err.strerror or err}"),
+                        )
             stack.extend(reversed(subdirs))
 
 def _resolved(p: Path) -> Path:
@@ -196,12 +251,14 @@ def _read(path: Path):
     except UnreadableFile as e: return TranslateDiagnostic("ONP9003", f"{e}: skipped")
     except OSError as e:
         if e.errno == errno.ELOOP: return TranslateDiagnostic("ONP9004", "symbolic link loop: skipped")
-        if path.is_symlink() and not path.exists(): return TranslateDiagnostic("ONP9004", "dangling symbolic link: skipped")
+        if path.is_symlink() and not path.exists():
+            return TranslateDiagnostic("ONP9004", "dangling symbolic link: skipped")
         return TranslateDiagnostic("ONP9003", f"cannot read: {e.strerror or e}; check its permissions and the disk")
 
 # %% ../../nbs/translate/run.ipynb #37012701
 def output_root(srcs) -> Path:
-    "The folder outputs are laid out relative to: a lone folder source, a lone file's folder, or the sources' deepest common folder."
+    ("The folder outputs are laid out relative to: a lone folder source, a lone file's folder, or the sources' deepest "
+     "common folder.")
     paths = list(dict.fromkeys(Path(os.path.abspath(s)) for s in srcs))
     root = paths[0] if len(paths) == 1 else Path(os.path.commonpath(paths))
     return root if root.is_dir() else root.parent
@@ -230,7 +287,7 @@ def usable_cpus() -> int:
 
 def _pool_results(items: list, work: list, rules: RuleSet, jobs: int) -> tuple[dict, dict]:
     "({index: worker result}, {index: why it has none}) for the `work` items; a dead worker's files are tried again one by one."
-    from concurrent.futures.process import BrokenProcessPool   # only a pooled run pays for its import
+    from concurrent.futures.process import BrokenProcessPool  # only a pooled run pays for its import
     pool = lambda n: worker_pool(n, _pool_init, (rules,))   # forked, or spawned where another thread runs (Jupyter)
     done, lost = {}, {}
     with pool(min(jobs, len(work))) as ex:
@@ -274,7 +331,8 @@ def translate_many(items, rules: RuleSet, comments: bool = True, jobs: int = 1) 
 # %% ../../nbs/translate/run.ipynb #2e4ab2a8
 def translate_paths(srcs, rules: RuleSet | None = None, outdir=None, in_place: bool = False, check: bool = False,
                     force: bool = False, comments: bool = True, diff=None, jobs: int = 1) -> TranslateRun:
-    "Translate files and folders: out of tree into `outdir`, `in_place`, or `check` only; `diff` is a stream for a unified diff."
+    ("Translate files and folders: out of tree into `outdir`, `in_place`, or `check` only; `diff` is a stream for a "
+     "unified diff.")
     rules = rules or compile_rules()
     mode = "check" if check else "in-place" if in_place else "out-of-tree" if outdir is not None else "diff"
     run = TranslateRun(rules, mode)
@@ -285,7 +343,9 @@ def translate_paths(srcs, rules: RuleSet | None = None, outdir=None, in_place: b
     writes = _Writes(out_root, output_root(srcs) if srcs else None, inputs, force)
     read, done = {}, {}
     for i, (path, base, problem) in enumerate(listing):
-        if jobs > 1 and problem is None and i not in read:   # the pool's next batch: bounded in bytes, never the whole tree
+        if (
+            jobs > 1 and problem is None and i not in read
+        ):  # the pool's next batch: bounded in bytes, never the whole tree
             read, done = _read_batch(listing, i, rules, comments and not check, jobs)
         rep = FileReport(str(path), None, "skipped", analysed_only=check, comments=comments)
         run.files.append(rep)
@@ -313,7 +373,10 @@ def translate_paths(srcs, rules: RuleSet | None = None, outdir=None, in_place: b
     return run
 
 # %% ../../nbs/translate/run.ipynb #1d3d155f
-POOL_BATCH_BYTES = 64 << 20   # -j: the files read ahead and translated together, at most this many bytes (or 64 per process)
+POOL_BATCH_BYTES = (
+    64 << 20
+)  # -j: the files read ahead and translated together, at most this many bytes (or 64 per process)
+
 
 def _read_batch(listing: list, start: int, rules: RuleSet, comments: bool, jobs: int) -> tuple[dict, dict]:
     "({index: bytes or why not}, {index: Translation}) for the next files from `start`: read until `POOL_BATCH_BYTES`"
@@ -332,7 +395,11 @@ def _read_batch(listing: list, start: int, rules: RuleSet, comments: bool, jobs:
 def _write_failure(e: OSError, target: str, in_place: bool) -> str:
     "ONP9008's message: what could not be written, why, and what to do."
     what = str(e) if isinstance(e, OutputError) else f"cannot write {e.filename or target}: {e.strerror or e}"
-    rest = "rerun --in-place once it is writable: it resumes" if in_place else "make it writable or choose another -o folder"
+    rest = (
+        "rerun --in-place once it is writable: it resumes"
+        if in_place
+        else "make it writable or choose another -o folder"
+    )
     return f"{what}; the file is left as it was: {rest}"
 
 # %% ../../nbs/translate/run.ipynb #73c1f500
@@ -352,7 +419,10 @@ class _Writes:
             dest.parent.mkdir(parents=True, exist_ok=True)
             self._sweep(dest)
             write_atomic(dest, t.output, mode=stat.S_IMODE(os.stat(path).st_mode) & 0o777 & ~self.umask)
-        st = dest.stat(); self.written.add((st.st_dev, st.st_ino, st.st_ctime_ns))   # the ctime: an inode reused by another run is not ours
+        st = dest.stat()
+        self.written.add(
+            (st.st_dev, st.st_ino, st.st_ctime_ns)
+        )  # the ctime: an inode reused by another run is not ours
         rep.status = "translated" if t.changed else "unchanged"
 
     def in_place(self, rep: FileReport, path: Path, data: bytes, t: Translation) -> str | None:
@@ -378,29 +448,36 @@ class _Writes:
             except OSError: pass
 
 # %% ../../nbs/translate/run.ipynb #ccefa341
-def _refuse_out(dest: Path, out_root: Path, inputs: set, data: bytes, force: bool, written: set = frozenset()) -> str | None:
-    "Why the output `dest` may not be written (outside the output folder, a link, an input, another output of this run, other content without --force); None: it may."
+def _refuse_out(
+    dest: Path, out_root: Path, inputs: set, data: bytes, force: bool, written: set = frozenset()
+) -> str | None:
+    ("Why the output `dest` may not be written (outside the output folder, a link, an input, another output of this "
+     "run, other content without --force); None: it may.")
     real = _resolved(dest)
     if real != out_root and out_root not in real.parents:
         return f"{dest} resolves to {real}, outside the output folder {out_root}: not written"
     if dest.is_symlink(): return f"{dest} is a symbolic link: not written through"
     if real in inputs: return f"{dest} is an input file: use --in-place to translate in place"
     if not dest.exists(): return None
-    if not dest.is_file(): return f"{dest} exists and is not a regular file: not replaced (move it away, or choose another -o folder)"
+    if not dest.is_file():
+        return f"{dest} exists and is not a regular file: not replaced (move it away, or choose another -o folder)"
     st = dest.stat()
     if (st.st_dev, st.st_ino, st.st_ctime_ns) in written:
-        return f"{dest} is the output of another file of this run already: not overwritten, even with --force (report it)"
+        return (
+            f"{dest} is the output of another file of this run already: not overwritten, even with --force (report it)"
+        )
     if not force and dest.read_bytes() != data:
         return f"{dest} exists with other content: not overwritten (use --force, or another -o folder)"
     return None
 
 def _refuse_in_place(path: Path, data: bytes, force: bool) -> str | None:
-    "Why `path` may not be translated in place (a link, a backup that is no file or holds other content without --force); None: it may."
+    ("Why `path` may not be translated in place (a link, a backup that is no file or holds other content without "
+     "--force); None: it may.")
     if path.is_symlink(): return f"{path} is a symbolic link: translate the file it points to"
     backup = path.with_name(path.name + ".orig")
     if backup.is_symlink() or (backup.exists() and not backup.is_file()):
         return f"backup {backup} exists and is not a regular file: move it away, then translate again"
-    if backup.exists() and not force and backup.read_bytes() != data:   # equal: a run stopped between the writes; resume
+    if backup.exists() and not force and backup.read_bytes() != data:  # equal: a run stopped between the writes; resume
         return f"backup {backup} already exists: not overwritten (use --force to translate anyway and keep that backup)"
     return None
 
@@ -414,8 +491,19 @@ def _write_diff(stream, path: Path, t: Translation):
 # %% ../../nbs/translate/run.ipynb #6794373a
 def summary_rows(run: TranslateRun) -> list[dict]:
     "One row per file plus a TOTAL row: status, lines, sites, rewritten, flagged, pending, conversion rate."
-    rows = [{"file": f.path, "status": f.status, "lines": f.lines, "sites": f.sites, "rewritten": f.rewritten,
-             "flagged": f.flagged, "pending": f.pending, "conversion_rate": _rate(f.rewritten, f.sites)} for f in run.files]
+    rows = [
+        {
+            "file": f.path,
+            "status": f.status,
+            "lines": f.lines,
+            "sites": f.sites,
+            "rewritten": f.rewritten,
+            "flagged": f.flagged,
+            "pending": f.pending,
+            "conversion_rate": _rate(f.rewritten, f.sites),
+        }
+        for f in run.files
+    ]
     t = run.totals()
     rows.append({"file": "TOTAL", "status": f"{t['files']} files, {t['changed']} changed, {t['failed']} failed",
                  **{k: t[k] for k in ("lines", "sites", "rewritten", "flagged", "pending", "conversion_rate")}})
@@ -454,7 +542,10 @@ def write_report(run: TranslateRun, report=None, summary=None) -> list[tuple[str
     "Write the JSON report and/or the summary (.md or .csv, by suffix), each atomically; [(path, text, error)] for those that failed."
     texts = []
     if report: texts.append((str(report), json.dumps(run.to_dict(), indent=2) + "\n"))
-    if summary: texts.append((str(summary), summary_csv(run) if Path(summary).suffix.lower() == ".csv" else summary_markdown(run)))
+    if summary:
+        texts.append(
+            (str(summary), summary_csv(run) if Path(summary).suffix.lower() == ".csv" else summary_markdown(run))
+        )
     failed = []
     for path, text in texts:
         try: write_atomic(path, text)
@@ -467,12 +558,17 @@ def examine_table(run: TranslateRun):
     t = run.totals()
     if run.mode == "check":   # nothing was changed: say what a translation would do, and what is already done
         ack = sum(d.acknowledged for f in run.files for d in f.diagnostics if d.code not in FILE_ERRORS)
-        title = (f"{t['files']} files, {t['lines']} lines: {t['rewritten']} sites would be rewritten, {t['flagged']} flagged "
-                 f"for a person ({ack} already carry their # ONPxxxx comment); {t['pending']} findings, {t['failed']} failed"
-                 if t["sites"] else f"{t['files']} files, {t['lines']} lines: no GPU-isms found, {t['failed']} failed")
+        title = (
+            f"{t['files']} files, {t['lines']} lines: {t['rewritten']} sites would be rewritten, {t['flagged']} flagged "
+            f"for a person ({ack} already carry their # ONPxxxx comment); {t['pending']} findings, {t['failed']} failed"
+            if t["sites"]
+            else f"{t['files']} files, {t['lines']} lines: no GPU-isms found, {t['failed']} failed"
+        )
     else:
-        title = (f"{t['files']} files, {t['lines']} lines: {t['sites']} sites, {t['rewritten']} rewritten, "
-                 f"{t['flagged']} flagged ({percent(t['conversion_rate'])} converted), {t['pending']} pending, {t['failed']} failed")
+        title = (
+            f"{t['files']} files, {t['lines']} lines: {t['sites']} sites, {t['rewritten']} rewritten, "
+            f"{t['flagged']} flagged ({percent(t['conversion_rate'])} converted), {t['pending']} pending, {t['failed']} failed"
+        )
     tab = Table(title=title)
     for col in ("code", "kind", "count", "meaning"): tab.add_column(col)
     for c, n in run.codes().items(): tab.add_row(c, code_info(c).severity, str(n), code_info(c).title)
@@ -488,7 +584,8 @@ def is_own_output(path: Path | str) -> bool:
     return not head.strip() or any(h.match(head) for h in _OWN_HEADS)
 
 def report_refusal(path: Path | str, srcs, outdir=None, force: bool = False) -> str | None:
-    "Why a `--report`/`--summary` path must not be written: not a regular file, an input or output of the run, or (without `force`) a file this tool did not write."
+    ("Why a `--report`/`--summary` path must not be written: not a regular file, an input or output of the run, or "
+     "(without `force`) a file this tool did not write.")
     p = Path(path)
     if p.is_dir(): return f"{p} is a folder: give a file path"
     if p.exists() and not p.is_file(): return f"{p} exists and is not a regular file: give a file path"
@@ -498,7 +595,8 @@ def report_refusal(path: Path | str, srcs, outdir=None, force: bool = False) -> 
         if real == s or (real.suffix == ".py" and s in real.parents):
             return f"{p} is an input or output of this run: give another path"
     if p.exists() and not force and not is_own_output(p):
-        return f"{p} exists and is not a report or summary of omni-npu-port translate: not overwritten (give another path, or --force)"
+        return (f"{p} exists and is not a report or summary of omni-npu-port translate: not overwritten (give another "
+                "path, or --force)")
     return None
 
 # %% ../../nbs/translate/run.ipynb #47cf8261
@@ -582,8 +680,10 @@ def hunks_of(diff: str) -> tuple[str, list[str]]:
 
 # %% ../../nbs/translate/run.ipynb #9c32e8d9
 def tour_translate(console=None, target: str | None = None, out_dir: Path | str | None = None) -> TranslateRun:
-    "Translate the packaged GPU runner example: counts explained, the first hunks, the whole diff and output in a named folder."
+    ("Translate the packaged GPU runner example: counts explained, the first hunks, the whole diff and output in a "
+     "named folder.")
     import tempfile
+
     from rich.console import Console
     con = console or Console()
     rules = compile_rules(target)

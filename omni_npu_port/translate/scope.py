@@ -20,7 +20,7 @@ _BUILTINS = frozenset(dir(builtins))
 
 class Scope:
     "The names one module, class or function body binds: name -> [qualified prefix]."
-    __slots__ = ("kind", "parent", "prefix", "names", "globals", "nonlocals")
+    __slots__ = ("globals", "kind", "names", "nonlocals", "parent", "prefix")
     def __init__(self, kind: str, parent, prefix: str):
         self.kind, self.parent, self.prefix = kind, parent, prefix
         self.names, self.globals, self.nonlocals = {}, set(), set()
@@ -75,7 +75,8 @@ class Names:
             elif t is cst.Import:
                 for a in s.names:
                     full = full_name(a.name)
-                    if a.asname is not None and type(a.asname.name) is cst.Name: self._bind(scope, a.asname.name.value, full)
+                    if a.asname is not None and type(a.asname.name) is cst.Name:
+                        self._bind(scope, a.asname.name.value, full)
                     else: root = full.split(".", 1)[0]; self._bind(scope, root, root)
             elif t is cst.ImportFrom and type(s.names) is cst.ImportStar:
                 if not s.relative and s.module is not None and (m := full_name(s.module)) and m not in self.stars:
