@@ -162,7 +162,7 @@ def check_options(args: argparse.Namespace) -> None:
     if missing: raise UsageError(f"give {' and '.join(missing)} (or --release NEW --from PREV for a whole release)")
 
 # %% ../../nbs/cli/port.ipynb #17faadaa
-_NOT_WITH_RELEASE = (
+_SPEC_OPTIONS = (   # the options that name a SOURCE:MODULE:CLASS[.METHOD] spec
     "gpu_base",
     "gpu_omni",
     "npu_base",
@@ -172,6 +172,8 @@ _NOT_WITH_RELEASE = (
     "gpu_base_old",
     "npu_base_old",
     "into",
+)
+_NOT_WITH_RELEASE = _SPEC_OPTIONS + (
     "class_name",
     "gpu_history",
     "whole_class",
@@ -204,18 +206,6 @@ def check_release_options(args: argparse.Namespace) -> None:
         )
 
 # %% ../../nbs/cli/port.ipynb #2f3b323e
-_SPEC_OPTIONS = (
-    "gpu_base",
-    "gpu_omni",
-    "npu_base",
-    "against",
-    "prev_gpu",
-    "prev_npu",
-    "gpu_base_old",
-    "npu_base_old",
-    "into",
-)
-
 def _inputs(args) -> list[tuple[str, Path]]:
     "(option, local path) for every file or folder the port reads: each spec's SOURCE, --gpu-history's and --source."
     specs = [(f"--{o.replace('_', '-')}", getattr(args, o, None)) for o in _SPEC_OPTIONS]

@@ -27,19 +27,20 @@ def similarity(a: str, b: str) -> float:
     "difflib's ratio of two texts compared line by line (no junk heuristic): the port benchmark's number."
     return difflib.SequenceMatcher(None, a.splitlines(), b.splitlines(), autojunk=False).ratio()
 
+def _docstring(n: ast.AST) -> ast.Expr | None:
+    "The docstring statement of a module, class or function node; None for any other node or no docstring."
+    body = getattr(n, "body", None)
+    if not isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) or not body: return None
+    first = body[0]
+    text = isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
+    return first if text and isinstance(first.value.value, str) else None
+
 def _docstring_lines(tree: ast.AST) -> set[int]:
     "0-based lines of every module, class and function docstring."
     out = set()
     for n in ast.walk(tree):
-        body = getattr(n, "body", None)
-        if (
-            isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
-            and body
-            and isinstance(body[0], ast.Expr)
-            and isinstance(body[0].value, ast.Constant)
-            and isinstance(body[0].value.value, str)
-        ):
-            out.update(range(body[0].lineno - 1, body[0].end_lineno))
+        if (doc := _docstring(n)) is not None:
+            out.update(range(doc.lineno - 1, doc.end_lineno))
     return out
 
 def _cut_comment(line: str) -> tuple[str, str]:
@@ -85,15 +86,8 @@ def code_only(code: str) -> str:
 def _drop_docstrings(tree: ast.AST) -> ast.AST:
     "The tree with the docstring of every module, class and function left out (a body left empty gets `pass`)."
     for n in ast.walk(tree):
-        body = getattr(n, "body", None)
-        if (
-            isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
-            and body
-            and isinstance(body[0], ast.Expr)
-            and isinstance(body[0].value, ast.Constant)
-            and isinstance(body[0].value.value, str)
-        ):
-            n.body = body[1:] or [ast.Pass()]
+        if _docstring(n) is not None:
+            n.body = n.body[1:] or [ast.Pass()]
     return tree
 
 def ast_normalised(code: str) -> str | None:

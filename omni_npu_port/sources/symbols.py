@@ -18,9 +18,9 @@ from .readers import SourceError, SourceTree, open_source_spec
 
 # %% auto #0
 __all__ = ['IGNORED_BASES', 'ResolvedSymbol', 'Unresolved', 'top_level', 'binds', 'dunder_all', 'absolute_module', 'source_label',
-           'SymbolIndex', 'as_index', 'class_bases', 'Mro', 'c3_merge', 'mro', 'class_attr', 'resolve', 'defined_in',
-           'class_member', 'class_members', 'module_classes', 'derived_classes', 'SourceExpr', 'signature_from_ast',
-           'symbol_signature', 'signature', 'Binding', 'check_call']
+           'SymbolIndex', 'as_index', 'class_bases', 'Mro', 'c3_merge', 'mro', 'member_kind', 'class_attr', 'resolve',
+           'defined_in', 'class_member', 'class_members', 'module_classes', 'derived_classes', 'SourceExpr',
+           'signature_from_ast', 'symbol_signature', 'signature', 'Binding', 'check_call']
 
 # %% ../../nbs/sources/symbols.ipynb #41db6e9c
 @dataclass
@@ -373,6 +373,11 @@ def _own_attr(cls: ResolvedSymbol, attr: str):
         if b and b[0] == "def": return b[1]
     return None
 
+def member_kind(n: ast.AST) -> str:
+    "What a class member's node defines: a method, a class, or an attribute."
+    if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)): return "method"
+    return "class" if isinstance(n, ast.ClassDef) else "attribute"
+
 def class_attr(tree, cls: ResolvedSymbol, attr: str, depth: int = 0, seen=None) -> ResolvedSymbol | Unresolved:
     "The attribute `attr` of a resolved class, from the first class of its MRO that defines it; else why not."
     ix = as_index(tree)
@@ -382,13 +387,7 @@ def class_attr(tree, cls: ResolvedSymbol, attr: str, depth: int = 0, seen=None) 
         if not c: skipped.append(c.target or c.qualname); continue
         n = _own_attr(c, attr)
         if n is None: continue
-        kind = (
-            "method"
-            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
-            else "class"
-            if isinstance(n, ast.ClassDef)
-            else "attribute"
-        )
+        kind = member_kind(n)
         via = () if c is cls else (f"{cls.module}.{cls.path} -> base {c.module}.{c.path}",)
         return ResolvedSymbol(cls.qualname, c.module, f"{c.path}.{attr}", n, kind, cls.hops + via, owner=c.node,
                               line=n.lineno, source=c.source, skipped=tuple(skipped))
@@ -441,13 +440,7 @@ def class_members(ix, cls: ResolvedSymbol | str) -> dict[str, ResolvedSymbol] | 
                 if name in out: continue
                 n = _own_attr(c, name)
                 if n is None: continue
-                kind = (
-                    "method"
-                    if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
-                    else "class"
-                    if isinstance(n, ast.ClassDef)
-                    else "attribute"
-                )
+                kind = member_kind(n)
                 out[name] = ResolvedSymbol(order.cls.qualname, c.module, f"{c.path}.{name}", n, kind, order.cls.hops,
                                            owner=c.node, line=n.lineno, source=c.source, skipped=tuple(skipped))
     return out
