@@ -584,6 +584,7 @@ def _png(fig) -> Html:
     fig.savefig(buf, format="png")
     return Html(f'<img alt="benchmark plot" src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}">')
 
+# %% ../../nbs/docs/render.ipynb #24760872
 def html_bench(result, plot: bool = False) -> Html:
     "A benchmark result (dict or `BenchResult`): per bucket eager and replay percentiles, speed-up, parity; overhead and notes."
     r = result.to_dict() if hasattr(result, "to_dict") else result
@@ -613,12 +614,14 @@ def html_bench(result, plot: bool = False) -> Html:
         body.append(row)
     h = r.get("harness") or {}
     title = (
-        f"<h4>talker-MTP step on {esc(d['backend'])} ({esc(d['device'])}), {esc(s['preset'])} shapes, {esc(s['dtype'])}</h4>"
+        f"<h4>talker-MTP step on {esc(d['backend'])} ({esc(d['device'])}), "
+        f"{esc(s['preset'])} shapes, {esc(s['dtype'])}</h4>"
         + ("" if d.get("supports_graphs") else f"<p>eager only: {esc(d['backend'])} has no device graphs</p>")
     )
     noise = f"; the noise is {h['spread_us']:.1f} µs" if h.get("spread_us") is not None else ""
     tail = (
-        f"<p>harness overhead {h['overhead_fraction']:.2%} of the eager step (target &lt; {h['target_fraction']:.0%}){noise}</p>"
+        f"<p>harness overhead {h['overhead_fraction']:.2%} of the eager step "
+        f"(target &lt; {h['target_fraction']:.0%}){noise}</p>"
         if h
         else ""
     )

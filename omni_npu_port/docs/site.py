@@ -290,7 +290,7 @@ def run_readme_cells(nb: dict, cwd: Path) -> dict:
             last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
             try:
                 with contextlib.redirect_stdout(out):
-                    exec(compile(tree, "<README cell>", "exec"), ns)  # noqa: S102 -- the README's own cells, for their output
+                    exec(compile(tree, "<README cell>", "exec"), ns)  # noqa: S102 (the README's cells)
                     if last is not None: value = eval(compile(ast.Expression(last.value), "<README cell>", "eval"), ns)
             except Exception as e: raise DocsError(f"a README cell failed ({type(e).__name__}: {e}):\n{code}") from e
             c["outputs"] = (

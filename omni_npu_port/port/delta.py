@@ -1393,7 +1393,8 @@ register(
         "ONP4415",
         "npu-wraps-omni",
         "the NPU base extends the GPU base's method through super() and omni replaces that "
-        "method: omni's body is inlined where the NPU method called super(), or called there (the message says which, and why)",
+        "method: omni's body is inlined where the NPU method called super(), "
+        "or called there (the message says which, and why)",
         "info",
         "check that omni's steps may run after the NPU base's own lines; where kept as a call, omni's method runs as "
         "the "
@@ -1422,6 +1423,7 @@ def wraps_by_super(npu: str, omni: str) -> bool:
     except (SyntaxError, IndexError): return False
     return bool(_super_calls(nf)) and not _super_calls(af)
 
+# %% ../../nbs/port/delta.ipynb #aa49ad64
 def redirect_super(npu: str, owner: str, name: str = "") -> tuple[list[str], list[str], list[Diagnostic]]:
     "The NPU method with each `super().m(args)` written `Owner.m(self, args)`: its lines, their origins, ONP4415."
     fn, lines = ast.parse(npu).body[0], npu.splitlines()

@@ -406,7 +406,7 @@ def port_method(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_s
         )  # far drift: omni's hunks at their anchors
         diags = diags + dd   # the delta's hunk reports, or why the line merge stands (ONP4414)
         if counts: style = "delta"
-    if wraps:  # the NPU base wraps the GPU base's method through super(): omni's body inlined there, else a call to omni's method
+    if wraps:  # the NPU base wraps the GPU base's method via super(): omni's body inlined there, else a call to it
         lines, origins, d2, style = port_npu_wraps(npu, omni_t, gpu_omni.cls_node.name, name)
     elif style in ("merge", "delta"):
         lines, d2 = render(hunks, (f"NPU base: {npu_base.label()}", f"omni GPU: {gpu_omni.label()} (translated)"),

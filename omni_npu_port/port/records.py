@@ -524,7 +524,8 @@ def _sides(ix: SymbolIndex, nr: Record, oix: SymbolIndex, orr: Record) -> list:
 # %% ../../nbs/port/records.ipynb #7472d7ab
 def merge_records(code: str, cls: str, omni, ix: SymbolIndex | None, styles: dict | None = None, module: str = "",
                   homes: dict | None = None, diags: list | None = None, packages: tuple = STACK_PACKAGES) -> tuple[str, list[Diagnostic]]:
-    'The ported module (`prefer="comment"` form) with each state record its code builds or unpacks, which the omni GPU source'
+    ('The ported module (`prefer="comment"` form) with each state record its '
+     'code builds or unpacks, which the omni GPU source')
     " (`omni`, a `Located`) and the NPU base (`ix`) define differently, merged into one class (`merged_record`) and every"
     (" build and unpack of it made consistent; ONP4424 per record. `homes`: omni module -> the ported module of this "
      "port")
@@ -578,6 +579,7 @@ def merge_records(code: str, cls: str, omni, ix: SymbolIndex | None, styles: dic
         diags += [port_diagnostic("ONP4424", msg, None, "warning" if d["dropped"] else "info", where=cls)] + tdiags
     return "\n".join(lines) + ("\n" if code.endswith("\n") else ""), diags
 
+# %% ../../nbs/port/records.ipynb #367ab9c8
 def _parse(text: str) -> ast.Module | None:
     try: return ast.parse(text)
     except SyntaxError: return None

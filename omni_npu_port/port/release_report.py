@@ -97,6 +97,7 @@ def _judge_cell(r) -> str:
 
 def _derived_cell(r) -> str: return r.derived.cell() if getattr(r, "derived", None) else "not run"
 
+# %% ../../nbs/port/release_report.ipynb #1a4d8573
 def _tables(p: ReleasePort) -> tuple[list, list]:
     yes = lambda b: "yes" if b else "no"
     runners = [
@@ -126,7 +127,8 @@ def _tables(p: ReleasePort) -> tuple[list, list]:
             f"{m.npu_missing}: {m.npu_reached} / {m.omni_deleted} / {m.npu_edited} / "
             f"{m.npu_missing - m.npu_reached - m.omni_deleted - m.npu_edited}",
             m.omni_added,
-            f"{m.omni_missing}: {m.omni_explained} / {m.omni_edited} / {m.omni_missing - m.omni_explained - m.omni_edited}",
+            (f"{m.omni_missing}: {m.omni_explained} / {m.omni_edited} / "
+             f"{m.omni_missing - m.omni_explained - m.omni_edited}"),
             m.translated,
         ]
         for r in p.runners

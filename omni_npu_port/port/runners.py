@@ -109,7 +109,7 @@ class ClassGraph:
         return [f"{o}.{rest}" if rest else o for o in out]
 
     def mro(self, c: RunnerClass) -> list:
-        "`c`'s method resolution order (C3; depth-first where Python would refuse): classes, and names outside the sources."
+        "`c`'s method resolution order (C3; depth-first where Python would refuse): classes, names outside the sources."
         if c not in self._mro:
             self._mro[c] = [c]   # a cycle ends here
             seqs = [self.mro(b) if isinstance(b, RunnerClass) else [b] for b in c.bases]

@@ -89,10 +89,16 @@ register(
     Code("ONP4511", "update-edits-carried", "update: a conflict settled by statements: the people's statement edits "
          "placed on the new port's change of the same lines", "info", "check each carried statement where it was "
          "placed (after the statement it followed)", _NB, "port"),
-    Code("ONP4520", "update-import-retargeted", "update: an import the people's port carried binds a name NEW's sources "
+)
+
+# %% ../../nbs/port/update_release.ipynb #33ffef85
+register(   # the names and calls NEW no longer supports
+    Code("ONP4520", "update-import-retargeted",
+         "update: an import the people's port carried binds a name NEW's sources "
          "no longer define where it imports it from: the new port's import of the name is taken", "info",
          "check the new port's import the message names", _NB, "port"),
-    Code("ONP4521", "update-import-dropped", "update: an import the people's port carried binds a name NEW's sources no "
+    Code("ONP4521", "update-import-dropped",
+         "update: an import the people's port carried binds a name NEW's sources no "
          "longer define where it imports it from, and no code of the module reads it: the name is dropped", "info",
          "nothing to do; the message names the import", _NB, "port"),
     Code("ONP4522", "update-import-unresolved", "update: an import the people's port carried binds a name NEW's "
