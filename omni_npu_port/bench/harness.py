@@ -244,7 +244,8 @@ def run_bench(device: str = "auto", batch_sizes=None, iters: int | None = None, 
     dtype = dtype or prof.dtype
     p = platform if platform is not None else platform_for(device)
     if profile_kernels and p.name != "cuda":
-        raise ValueError(f"--profile-kernels needs a CUDA device (torch.profiler's CUDA activity); this run is on {p.name}")
+        raise ValueError("--profile-kernels needs a CUDA device (torch.profiler's CUDA activity); "
+                         f"this run is on {p.name}")
     tick = progress or (lambda desc, advance=1: None)
     cfg = TalkerMTPConfig.small() if small else TalkerMTPConfig.full()
     check_counts(iters, warmup)
@@ -279,21 +280,27 @@ def run_bench(device: str = "auto", batch_sizes=None, iters: int | None = None, 
         elif st.mode == "failed": notes.append(f"batch {b}: {st.reason}")
         tick(f"batch {b}: done", 1)
         rows.append(row)
-    smallest = model.example_inputs(batch_sizes[0], seed=0)
-    empty_stats = latency_stats(time_steps(lambda: None, p.synchronize, max(iters, 20), 2))
-    empty = empty_stats["p50"] * 1e3
-    step = rows[0].eager_ms["p50"]
-    step = step * 1e3 if step is not None else latency_stats(time_steps(lambda: model(*smallest), p.synchronize, 5, 1))["p50"] * 1e3
-    spread = (empty_stats["p90"] - empty_stats["p10"]) * 1e3 + _ci_width_us(rows[0].eager_ms)
-    harness = HarnessOverhead(empty, step, empty / step, 0.02, empty / step < 0.02, spread)
+    harness = _harness_overhead(model, rows, batch_sizes, p, iters)
     return BenchResult(
         SCHEMA_VERSION, "omni-npu-port bench", _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         DeviceInfo(p.name, str(p.device), bool(p.supports_graphs), _describe(p)), _versions(p),
         Shapes("small" if small else "full", cfg.to_dict(), dtype, sum(x.numel() for x in model.parameters())),
-        Settings(list(batch_sizes), iters, warmup, str(prof.path) if prof.path else None, profile_kernels, torch.get_num_threads()),
+        Settings(list(batch_sizes), iters, warmup, str(prof.path) if prof.path else None, profile_kernels,
+                 torch.get_num_threads()),
         harness, rows, notes + noise_notes(rows, vars(harness))).to_dict()
 
 # %% ../../nbs/bench/harness.ipynb #dca7e8e7
+def _harness_overhead(model, rows: list, batch_sizes: tuple, p, iters: int) -> HarnessOverhead:
+    "What the timing harness costs: an empty step's p50 against the eager step at the smallest bucket, in µs."
+    smallest = model.example_inputs(batch_sizes[0], seed=0)
+    empty_stats = latency_stats(time_steps(lambda: None, p.synchronize, max(iters, 20), 2))
+    empty = empty_stats["p50"] * 1e3
+    step = rows[0].eager_ms["p50"]
+    if step is None: step = latency_stats(time_steps(lambda: model(*smallest), p.synchronize, 5, 1))["p50"]
+    step *= 1e3
+    spread = (empty_stats["p90"] - empty_stats["p10"]) * 1e3 + _ci_width_us(rows[0].eager_ms)
+    return HarnessOverhead(empty, step, empty / step, 0.02, empty / step < 0.02, spread)
+
 def _ci_width_us(stats: dict) -> float:
     "The width of a p50's bootstrap interval, in µs (0 without one)."
     ci = stats.get("p50_ci")

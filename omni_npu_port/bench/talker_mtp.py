@@ -13,7 +13,7 @@ from torch import nn
 
 # %% auto #0
 __all__ = ['TalkerMTPConfig', 'RMSNorm', 'rotary_table', 'apply_rotary', 'repeat_kv', 'StaticCacheAttention', 'SwiGLU',
-           'DecoderLayer', 'TalkerMTP', 'reference_forward', 'parameter_count']
+           'DecoderLayer', 'seeded_weights', 'TalkerMTP', 'reference_forward', 'parameter_count']
 
 # %% ../../nbs/bench/talker_mtp.ipynb #87910836
 @dataclass(frozen=True)
@@ -140,17 +140,27 @@ class DecoderLayer(nn.Module):
         x = x + self.self_attn(self.input_layernorm(x), positions, cos, sin, mask)
         return x + self.mlp(self.post_attention_layernorm(x))
 
+# %% ../../nbs/bench/talker_mtp.ipynb #a4c27e0b
+@torch.no_grad()
+def seeded_weights(module: nn.Module, seed: int):
+    "Fill `module`'s parameters from `seed`: norm weights 1, everything else N(0, 0.02²)."
+    g = torch.Generator().manual_seed(seed)
+    for name, p in module.named_parameters():
+        if name.endswith("norm.weight"): p.fill_(1.0)
+        else: p.copy_(torch.randn(p.shape, generator=g) * 0.02)
+
 # %% ../../nbs/bench/talker_mtp.ipynb #efa9fd4b
 class TalkerMTP(nn.Module):
     "A talker code predictor with random weights and a static KV cache, capturable one step at a time."
     def __init__(self, cfg: TalkerMTPConfig, max_batch: int = 1, device=None, dtype=torch.float32):
         super().__init__()
         self.cfg = cfg
-        self.code_embeddings = nn.ModuleList(nn.Embedding(cfg.vocab_size, cfg.hidden_size) for _ in range(cfg.num_code_groups - 1))
+        heads = cfg.num_code_groups - 1   # code group 0 comes from the talker; one head per later group
+        self.code_embeddings = nn.ModuleList(nn.Embedding(cfg.vocab_size, cfg.hidden_size) for _ in range(heads))
         self.layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.num_layers))
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
-        self.lm_heads = nn.ModuleList(nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False) for _ in range(cfg.num_code_groups - 1))
-        self._init_weights(cfg.seed)
+        self.lm_heads = nn.ModuleList(nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False) for _ in range(heads))
+        seeded_weights(self, cfg.seed)
         cos, sin = rotary_table(cfg.head_dim, cfg.max_positions, cfg.rope_theta)
         self.register_buffer("cos", cos, persistent=False)
         self.register_buffer("sin", sin, persistent=False)
@@ -158,13 +168,6 @@ class TalkerMTP(nn.Module):
         self.to(device=device, dtype=dtype)
         self.cos, self.sin = self.cos.to(dtype), self.sin.to(dtype)  # buffers follow the dtype; positions stay int64
         self.allocate_cache(max_batch)
-
-    @torch.no_grad()
-    def _init_weights(self, seed: int):
-        g = torch.Generator().manual_seed(seed)
-        for name, p in self.named_parameters():
-            if name.endswith("norm.weight"): p.fill_(1.0)
-            else: p.copy_(torch.randn(p.shape, generator=g) * 0.02)
 
     def allocate_cache(self, max_batch: int):
         "(Re)allocate every layer's static cache for batches up to `max_batch`."
@@ -174,7 +177,8 @@ class TalkerMTP(nn.Module):
     def decode_step(self, x, positions):
         "One static-cache step: inputs `[B, T, hidden]` at `positions` `[T]` → final-norm hidden `[B, T, hidden]`."
         if x.shape[0] > self.max_batch:  # a shape check, fixed at capture time
-            raise ValueError(f"batch {x.shape[0]} is larger than the KV cache ({self.max_batch} rows): allocate_cache(max_batch) first")
+            raise ValueError(f"batch {x.shape[0]} is larger than the KV cache ({self.max_batch} rows): "
+                             "allocate_cache(max_batch) first")
         cos, sin = self.cos[positions], self.sin[positions]
         mask = self.positions[None, :] <= positions[:, None]      # [T, max_positions], from the positions tensor
         for layer in self.layers: x = layer(x, positions, cos, sin, mask)

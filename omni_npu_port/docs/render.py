@@ -51,7 +51,8 @@ RULES = (   # (selectors, declarations): the one style of every view, both a <st
     (".onp td.del", "background:#ffebe9"), (".onp td.add", "background:#dafbe1"),
     (".onp tr.skip td", "background:#f6f8fa;color:#6e7781;font-style:italic;text-align:center"),
     (".onp tr.npu td.src", "background:#ddf4ff"), (".onp tr.omni td.src", "background:#fbefff"),
-    (".onp tr.mark td.src", "background:#ffd8b5;font-weight:bold"), (".onp tr.fence td.src", "background:#eefbf1;color:#1a7f37"),
+    (".onp tr.mark td.src", "background:#ffd8b5;font-weight:bold"),
+    (".onp tr.fence td.src", "background:#eefbf1;color:#1a7f37"),
     (".onp td.dg", "white-space:normal"), (".onp .d", "margin:1px 0"),
     (".onp .sev", ("display:inline-block;padding:0 5px;border-radius:8px;font-size:11px;color:#fff;background:#6e7781;"
                    "white-space:nowrap")),
@@ -586,12 +587,13 @@ def _png(fig) -> Html:
 
 # %% ../../nbs/docs/render.ipynb #24760872
 def html_bench(result, plot: bool = False) -> Html:
-    "A benchmark result (dict or `BenchResult`): per bucket eager and replay percentiles, speed-up, parity; overhead and notes."
+    "A benchmark result (dict or `BenchResult`): eager and replay percentiles per bucket, parity, overhead, notes."
     r = result.to_dict() if hasattr(result, "to_dict") else result
     d, s, rows = r["device"], r["shapes"], r["results"]
     stats = [k for k in _STATS if any(k in (x.get("eager_ms") or {}) for x in rows)]
     graphs = any(x.get("replay_ms") for x in rows)
-    ci = any((x.get("eager_ms") or {}).get("p50_ci") for x in rows)   # a 95 % interval of the p50, where the result has one
+    # a 95 % interval of the p50, where the result has one
+    ci = any((x.get("eager_ms") or {}).get("p50_ci") for x in rows)
     cols = ["batch", "mode"] + [f"eager {k} ms" for k in stats] + (["eager p50 95 % CI"] if ci else [])
     if graphs:
         cols += (
@@ -659,7 +661,8 @@ def register_text(shell=None) -> bool:
     ("In IPython (`shell`, default the running one), the text/plain of each class above is its view as text "
      "(`html_text`).")
     if shell is None:
-        try: from IPython import get_ipython
+        try:
+            from IPython import get_ipython
         except ImportError: return False
         shell = get_ipython()
     if shell is None: return False
@@ -689,9 +692,13 @@ def render(obj) -> Html:
 # %% ../../nbs/docs/render.ipynb #5ec55e82
 _FILTER_JS = """<script>(function(){const root=document.currentScript.closest('.onp-patterns');
 root.querySelectorAll('.trust').forEach(e=>e.style.display='none');
-const q=root.querySelector('input[name=q]'),sel=[...root.querySelectorAll('select')],rows=[...root.querySelectorAll('tbody tr')],
-count=root.querySelector('.count');function go(){const t=q.value.toLowerCase();let n=0;for(const r of rows){let ok=!t||r.textContent.toLowerCase().includes(t);
-for(const s of sel){if(!ok||!s.value)continue;const v=r.dataset[s.name]||'';ok=s.name==='holds'?v.split(' ').includes(s.value):v===s.value;}
+const q=root.querySelector('input[name=q]'),sel=[...root.querySelectorAll('select')],
+rows=[...root.querySelectorAll('tbody tr')],
+count=root.querySelector('.count');
+function go(){const t=q.value.toLowerCase();let n=0;
+for(const r of rows){let ok=!t||r.textContent.toLowerCase().includes(t);
+for(const s of sel){if(!ok||!s.value)continue;
+const v=r.dataset[s.name]||'';ok=s.name==='holds'?v.split(' ').includes(s.value):v===s.value;}
 r.style.display=ok?'':'none';if(ok)n++;}count.textContent=n+' of '+rows.length+' patterns';}
 q.addEventListener('input',go);sel.forEach(s=>s.addEventListener('change',go));go();})();</script>"""
 
@@ -700,9 +707,11 @@ _PATTERN_CSS = """<style>.onp-patterns .tools{display:flex;gap:.6em;flex-wrap:wr
 .onp-patterns td code,.onp-patterns td.nw{white-space:nowrap}
 .onp-patterns .scroll{max-width:100%}
 .onp-patterns table{table-layout:auto!important;width:max-content!important;max-width:none!important}
-.onp-patterns th,.onp-patterns td{overflow:visible;width:auto!important}.onp-patterns td.prose{min-width:16em;max-width:32em}
+.onp-patterns th,.onp-patterns td{overflow:visible;width:auto!important}
+.onp-patterns td.prose{min-width:16em;max-width:32em}
 .onp-patterns .count{color:#666}</style>"""
 
+# %% ../../nbs/docs/render.ipynb #6e708c70
 def _options(name: str, label: str, values) -> str:
     opts = "".join(f'<option value="{esc(v)}">{esc(v)}</option>' for v in values)
     return f'<label>{esc(label)} <select name="{esc(name)}"><option value="">all</option>{opts}</select></label>'

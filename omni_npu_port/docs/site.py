@@ -61,20 +61,22 @@ def page_of(nb: Path) -> Path:
 # %% ../../nbs/docs/site.ipynb #35207660
 SIDEBAR = (   # the reader's groups: start here, the patterns, the device runtime, the tools, then the reference
     ("Start", ("index", "workbook", "facade", "cli/tour")),
-    ("Patterns", ("core/catalog", "runtime/forward_context", "runtime/graphs", "runtime/device_ops", "runtime/attention",
-                  "runtime/rotary_sp", "runtime/sampler_batch", "runtime/graph_params", "runtime/method_signatures", "runtime/ops")),
-    ("Runtime", ("runtime/platform", "runtime/*", "bench/talker_mtp", "bench/graph_runner", "bench/harness", "bench/result",
-                 "bench/*", "cli/bench", "cli/kernel")),
+    ("Patterns", ("core/catalog", "runtime/forward_context", "runtime/graphs", "runtime/device_ops",
+                  "runtime/attention", "runtime/rotary_sp", "runtime/sampler_batch", "runtime/graph_params",
+                  "runtime/method_signatures", "runtime/ops")),
+    ("Runtime", ("runtime/platform", "runtime/*", "bench/talker_mtp", "bench/graph_runner", "bench/harness",
+                 "bench/result", "bench/*", "cli/bench", "cli/kernel")),
     ("Tools", ("translate/engine", "translate/run", "cli/translate", "port/port", "port/classes", "port/runners",
                "port/release",
                "port/release_inputs", "port/release_checks", "port/release_report", "port/update_release",
                "port/update", "cli/port", "port/audit", "cli/audit", "sources/doctor", "cli/doctor", "results/*")),
-    ("Reference", ("docs/codes", "core/diagnostics", "core/findings", "core/profile", "core/errors", "core/io", "core/*",
-                   "sources/readers", "sources/symbols", "sources/fetch", "sources/conformance", "sources/*",
-                   "translate/rules", "translate/rewrites", "translate/flags", "translate/results", "translate/diagnostics",
-                   "translate/context", "translate/scope", "translate/apply", "translate/chunking", "translate/cst_fast",
-                   "translate/*", "port/locate", "port/merge", "port/translation", "port/supercalls", "port/overrides",
-                   "port/formatting", "port/score", "port/*", "cli/main", "cli/options", "cli/*", "docs/site", "docs/*")),
+    ("Reference", ("docs/codes", "core/diagnostics", "core/findings", "core/profile", "core/errors", "core/io",
+                   "core/*", "sources/readers", "sources/symbols", "sources/fetch", "sources/conformance", "sources/*",
+                   "translate/rules", "translate/rewrites", "translate/flags", "translate/results",
+                   "translate/diagnostics", "translate/context", "translate/scope", "translate/apply",
+                   "translate/chunking", "translate/cst_fast", "translate/*", "port/locate", "port/merge",
+                   "port/translation", "port/supercalls", "port/overrides", "port/formatting", "port/score", "port/*",
+                   "cli/main", "cli/options", "cli/*", "docs/site", "docs/*")),
 )
 
 def sidebar_sections(nbs) -> list[tuple[str, list[str]]]:

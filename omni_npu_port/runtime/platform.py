@@ -193,7 +193,8 @@ class DevicePlatform(Platform):
     def Stream(self, **kwargs): return self.op("dev.stream")(**{"device": self.index, **kwargs})
     def current_stream(self): return self.op("dev.current-stream")(self.index)
     def stream(self, s): return self.op("dev.stream-context")(s)
-    def Event(self, enable_timing: bool = False, **kwargs): return self.op("dev.event")(enable_timing=enable_timing, **kwargs)
+    def Event(self, enable_timing: bool = False, **kwargs):
+        return self.op("dev.event")(enable_timing=enable_timing, **kwargs)
     @property
     def graph_cls(self): return self.op("dev.graph-class")
 
@@ -303,7 +304,8 @@ def _proc_kib(path: str, key: str) -> int | None:
     return None
 
 def _maxrss_bytes() -> int:
-    try: import resource
+    try:
+        import resource
     except ImportError: return 0
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return rss if sys.platform == "darwin" else rss * 1024

@@ -15,6 +15,7 @@ import time
 import urllib.parse
 import urllib.request
 import zipfile
+import zlib
 from pathlib import Path
 
 from packaging.utils import (
@@ -62,7 +63,7 @@ def release_of(filename: str) -> tuple[str, Version, str] | None:
     return None
 
 def owns_package_file(name: str) -> bool:
-    "Whether a name in the package cache is the cache's own: a release file, its stamp, a download in progress, the marker."
+    "Whether a name in the package cache is the cache's own: a release, its stamp, a partial download, the marker."
     if name == CACHE_MARKER or _TEMP.fullmatch(name): return True
     if name.endswith(".part"): return release_of(name[:-5]) is not None   # an older version's download
     if name.startswith(".") and name.endswith(".ok"): return release_of(name[1:-3]) is not None
@@ -80,7 +81,7 @@ def _whole(f: Path) -> bool:
         return True
     except (OSError, EOFError, zipfile.BadZipFile, zlib_error): return False
 
-import zlib; zlib_error = zlib.error
+zlib_error = zlib.error
 
 def checked_release(f: Path) -> str | None:
     "None: `f` is not a whole release file; else how it is known whole: `sha256` (PyPI's, at download) or `read`."
@@ -97,7 +98,7 @@ def checked_release(f: Path) -> str | None:
     return "read"
 
 def cached_release(cache: Path, dist: str, version: str, kind: str | None = None) -> Path | None:
-    "The whole file in `cache` that is `dist` `version` (of `kind` when given), PyPI-checked first, then the largest; or None."
+    "`dist` `version`'s whole file in `cache` (of `kind` if given): the PyPI-checked one, else the largest; or None."
     want = (canonicalize_name(dist), Version(version))
     try: names = os.listdir(cache)
     except OSError: return None
