@@ -2886,6 +2886,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                      'omni_npu_port/sources/doctor.py'),
                                               'omni_npu_port.sources.doctor._open_spec': ( 'sources/doctor.html#_open_spec',
                                                                                            'omni_npu_port/sources/doctor.py'),
+                                              'omni_npu_port.sources.doctor._with_origins': ( 'sources/doctor.html#_with_origins',
+                                                                                              'omni_npu_port/sources/doctor.py'),
                                               'omni_npu_port.sources.doctor.at_version': ( 'sources/doctor.html#at_version',
                                                                                            'omni_npu_port/sources/doctor.py'),
                                               'omni_npu_port.sources.doctor.cached_sources': ( 'sources/doctor.html#cached_sources',

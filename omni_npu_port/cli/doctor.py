@@ -41,7 +41,10 @@ def run(args) -> int:
     if args.json: print(json.dumps(report, indent=2, default=str))
     else:
         from rich.console import Console
-        doctor.print_report(report, Console(width=max(Console().width, 160)), show_na=args.all)
+
+        from omni_npu_port.docs.render import shown_path
+        # `./…`, `~/…`: a table's title names the source's origin as the views do
+        doctor.print_report(report, Console(width=max(Console().width, 160)), show_na=args.all, shown=shown_path)
         if report.get("ops"):
             from omni_npu_port.sources.op_schemas import ops_table
             Console().print(ops_table(report["ops"]))
