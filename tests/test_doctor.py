@@ -101,6 +101,22 @@ def test_drift_makes_exit_1_and_names_it(capsys, tmp_path):
     assert rc == 1 and "value 8192, expected 6144" in out
 
 
+def test_a_tables_title_names_its_origin_as_the_views_do(capsys, tmp_path, monkeypatch):
+    "A source under home is titled `~/...`, one under the current folder relative to it, any other in full; JSON keeps it."
+    home, here = tmp_path / "home", tmp_path / "here"
+    here.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(here)
+    flat = lambda out: "".join(out.split())        # rich may wrap a long title; paths here hold no spaces
+    for src, shown in ((home / "src" / "va", "~/src/va"), (here / "va", "va"), (tmp_path / "elsewhere", None)):
+        write_source_double(src)
+        rc, out, _ = run(capsys, ["--source", str(src)])
+        assert f"(directory:{shown or src})" in flat(out), out
+        if shown: assert str(src) not in flat(out)
+    rc, out, _ = run(capsys, ["--json", "--source", str(home / "src" / "va")])
+    assert json.loads(out)["sources"][0]["origin"] == str(home / "src" / "va")
+
+
 def test_cann_environment_warning(capsys, monkeypatch, release_source):
     fake = {"backend": "cpu", "device": "cpu", "versions": {"torch": "2.9.0", "torch_npu": "2.9.0", "CANN": None}}
     monkeypatch.setattr(doctor, "platform_report", lambda: fake)

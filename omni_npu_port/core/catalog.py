@@ -245,7 +245,8 @@ FORWARD_CONTEXT += [
        "    is_draft_model=False, is_multimodal_model=False)",
        source="beyond-card", until="0.14.0rc1",
        npu_symbol="vllm_ascend.ascend_forward_context.set_ascend_forward_context",
-       params=(*_FC_V013, "is_multimodal_model"), drop=("skip_compiled", "max_tokens_across_pcp", "draft_attn_metadatas"),
+       params=(*_FC_V013, "is_multimodal_model"),
+       drop=("skip_compiled", "max_tokens_across_pcp", "draft_attn_metadatas"),
        notes="v0.13.0rc2 … v0.13.0; v0.13.0rc3 adds input_ids last. No skip_compiled, max_tokens_across_pcp or "
              "draft_attn_metadatas yet: pass everything after vllm_config by keyword."),
     Pattern("fc.signature-v014", "forward-context", "set_ascend_forward_context of v0.14.0rc1", "signature-change",
@@ -381,7 +382,8 @@ GRAPHS += [
     Pattern("graph.mode-bool", "graphs", "bool(CUDAGraphMode.NONE) is False from vllm 0.18", "manual",
        "if cudagraph_mode:  # truthy for every member before vllm 0.18",
        "if cudagraph_mode != CUDAGraphMode.NONE:  # explicit, right in every version",
-       source="beyond-card", vllm_since="0.18.0", gpu_symbol="vllm.config.CUDAGraphMode", value={"methods": ("__bool__",)},
+       source="beyond-card", vllm_since="0.18.0", gpu_symbol="vllm.config.CUDAGraphMode",
+       value={"methods": ("__bool__",)},
        notes="CUDAGraphMode gained __bool__ in vllm 0.18.0; compare explicitly. has_full_cudagraphs() is a method."),
     Pattern("graph.talker-mtp-uniform-decode", "graphs", "force_uniform_decode=True when capturing the talker MTP",
        "manual",
@@ -633,7 +635,8 @@ SAMPLER_BATCH = [
     Pattern("sample.ascend-sampler-async", "sampler-batch", "AscendSampler.set_q_event / do_async_exponential",
        "signature-change", "# none", "self.sampler.set_q_event(...); self.sampler.do_async_exponential(...)",
        source="beyond-card", until="0.25.1rc1",
-       npu_symbol="vllm_ascend.sample.sampler.AscendSampler", value={"methods": ("set_q_event", "do_async_exponential")},
+       npu_symbol="vllm_ascend.sample.sampler.AscendSampler",
+       value={"methods": ("set_q_event", "do_async_exponential")},
        notes="Present from v0.13.0 through v0.23.0.post1; removed in v0.25.1rc1."),
     Pattern("sample.ascend-sampler-v025", "sampler-batch", "AscendSampler.apply_penalties / prepare_sampling / "
                                                            "greedy_sample",
@@ -1045,7 +1048,19 @@ OPS = [
         'torch_npu.npu_fusion_attention(q, k, v, n_heads, "BSND", atten_mask=triu_2048, scale=s, sparse_mode=2)[0]',
         "torch_npu.npu_fusion_attention",
         ("query", "key", "value", "head_num", "input_layout", "atten_mask", "scale", "sparse_mode"),
-        (("2.8.0", 'npu_fusion_attention(Tensor query, Tensor key, Tensor value, int head_num, str input_layout, Tensor? pse=None, Tensor? padding_mask=None, Tensor? atten_mask=None, float scale=1., float keep_prob=1., int pre_tockens=2147483647, int next_tockens=2147483647, int inner_precise=0, int[]? prefix=None, int[]? actual_seq_qlen=None, int[]? actual_seq_kvlen=None, int sparse_mode=0, bool gen_mask_parallel=True, bool sync=False, str softmax_layout="", Tensor? sink=None) -> (Tensor, Tensor, Tensor, Tensor, int, int, int)'), ("2.10.0", 'npu_fusion_attention(Tensor query, Tensor key, Tensor value, int head_num, str input_layout, Tensor? pse=None, Tensor? padding_mask=None, Tensor? atten_mask=None, float scale=1., float keep_prob=1., int pre_tockens=2147483647, int next_tockens=2147483647, int inner_precise=0, int[]? prefix=None, int[]? actual_seq_qlen=None, int[]? actual_seq_kvlen=None, int sparse_mode=0, bool gen_mask_parallel=True, bool sync=False, str softmax_layout="", Tensor? sink=None, Tensor? dropout_mask=None, int seed=0, int offset=0) -> (Tensor, Tensor, Tensor, Tensor, int, int, int)')),
+        (("2.8.0", ('npu_fusion_attention(Tensor query, Tensor key, Tensor value, int head_num, str input_layout, '
+                    'Tensor? pse=None, Tensor? padding_mask=None, Tensor? atten_mask=None, float scale=1., '
+                    'float keep_prob=1., int pre_tockens=2147483647, int next_tockens=2147483647, '
+                    'int inner_precise=0, int[]? prefix=None, int[]? actual_seq_qlen=None, '
+                    'int[]? actual_seq_kvlen=None, int sparse_mode=0, bool gen_mask_parallel=True, bool sync=False, '
+                    'str softmax_layout="", Tensor? sink=None) -> (Tensor, Tensor, Tensor, Tensor, int, int, int)')),
+         ("2.10.0", ('npu_fusion_attention(Tensor query, Tensor key, Tensor value, int head_num, str input_layout, '
+                     'Tensor? pse=None, Tensor? padding_mask=None, Tensor? atten_mask=None, float scale=1., '
+                     'float keep_prob=1., int pre_tockens=2147483647, int next_tockens=2147483647, '
+                     'int inner_precise=0, int[]? prefix=None, int[]? actual_seq_qlen=None, '
+                     'int[]? actual_seq_kvlen=None, int sparse_mode=0, bool gen_mask_parallel=True, bool sync=False, '
+                     'str softmax_layout="", Tensor? sink=None, Tensor? dropout_mask=None, int seed=0, '
+                     'int offset=0) -> (Tensor, Tensor, Tensor, Tensor, int, int, int)'))),
         "GQA when query heads are a multiple of key/value heads; sparse_mode=2 takes the compressed 2048x2048 causal "
         "mask."),
     _op("ops.swiglu", "SiLU-gated MLP activation as one fused kernel", "F.silu(gate) * up",

@@ -17,8 +17,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-try: import tomllib
-except ModuleNotFoundError: import tomli as tomllib  # Python 3.10
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
 
 from .diagnostics import Code, register
 from .errors import InputError, UsageError

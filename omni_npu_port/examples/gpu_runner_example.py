@@ -113,7 +113,9 @@ class TalkerGPUModelRunner(GPUModelRunner):
             hidden_states = self.model(input_ids=self.input_ids.gpu[:num_tokens_padded], positions=positions)
         return hidden_states
 
-    def _model_forward(self, input_ids=None, positions=None, intermediate_tensors=None, inputs_embeds=None, **model_kwargs):
+    def _model_forward(
+        self, input_ids=None, positions=None, intermediate_tensors=None, inputs_embeds=None, **model_kwargs
+    ):
         """Add the omni keywords, then run the model."""
         model_kwargs.update(self._omni_model_kwargs())
         output = super()._model_forward(

@@ -303,8 +303,13 @@ def version_text(s: dict) -> str:
     if how == "given": return f"{s['version']} (given)"
     return s["version"] or "? (unknown: the source states no version; give PATH@VERSION)"
 
-def print_report(report: dict, console=None, show_na: bool = False):
-    "Render a doctor report with rich."
+def _with_origins(text: str, origins: dict) -> str:
+    "`text` with each source's origin in it written as `origins` shows it (the longest first: one may hold another)."
+    for full in sorted(origins, key=len, reverse=True): text = text.replace(full, origins[full])
+    return text
+
+def print_report(report: dict, console=None, show_na: bool = False, shown=str):
+    "Render a doctor report with rich; `shown(origin)` is how it names where a source was read (default: in full)."
     from rich.console import Console
     from rich.markup import escape as e
     con = console or Console()
@@ -317,8 +322,9 @@ def print_report(report: dict, console=None, show_na: bool = False):
         for name, why in (p.get("not_chosen") or {}).items(): con.print(f"  [dim]{name}: {e(why)}[/dim]")
     vers = p.get("versions") or {}
     con.print("versions: " + ", ".join(f"{k} {v or '—'}" for k, v in vers.items()))
-    if report.get("target"): con.print(e(report["target"]))
-    for w in report["warnings"]: con.print(f"[yellow]warning:[/yellow] {e(w)}")
+    origins = {s["origin"]: shown(s["origin"]) for s in report["sources"]}
+    if report.get("target"): con.print(e(_with_origins(report["target"], origins)))
+    for w in report["warnings"]: con.print(f"[yellow]warning:[/yellow] {e(_with_origins(w, origins))}")
     if report["pairing_mismatch"]: con.print(pairing_table())
     if not report["sources"]:
         con.print("conformance: no vllm or vllm-ascend is installed here, and the package cache holds none; pass "
@@ -330,8 +336,9 @@ def print_report(report: dict, console=None, show_na: bool = False):
     for s in report["sources"]:
         res = [Conformance(**r) for r in s["results"]]
         counts = ", ".join(f"{v} {k}" for k, v in s["summary"].items())
+        where = origins[s["origin"]]
         con.print(
             conformance_table(
-                res, title=f"{s['package']} {version_text(s)} ({s['kind']}: {s['origin']}) — {counts}", show_na=show_na
+                res, title=f"{s['package']} {version_text(s)} ({s['kind']}: {where}) — {counts}", show_na=show_na
             )
         )
