@@ -30,8 +30,9 @@ run in alternating rounds (regex, translator, regex, ...), best of `--repeat` ea
 Both read the same bytes from memory, fresh each round: the translator keeps nothing from one file or round to
 the next but what it derives from the rules (the compiled rule set, its pre-filter tables and chunk plan, built on
 the first file and reused, as in a CLI run); no translation is cached by content. The `-j N` row is wall time (its
-work runs in other processes). `--phases` adds the CPU time of each phase of the one-process run (each timed in
-place, best of `--repeat`): where the translator's time goes.
+work runs in other processes), and so is the regex time its ratio is taken against (timed again beside it).
+`--phases` adds the CPU time of each phase of the one-process run (each timed in place, best of `--repeat`):
+where the translator's time goes.
 
 Run:  .venv/bin/python benchmarks/translate_speed.py [--repeat 5] [--target vllm-ascend==0.18.0] [--jobs 2] [--whole]
       [--verify] [--digest FILE] [--derived] [--phases]
@@ -269,9 +270,13 @@ def main(argv=None):
     print(f"{'  floor: pre-filter + symtable':34}{t_pf + t_st:9.3f}{lines / (t_pf + t_st):12,.0f}   symtable alone "
           f"{t_st:.3f} s on the {len(changed_files)} changed files   (ratio {t_re / (t_pf + t_st):.2f})")
     if args.jobs > 1:
-        t_j, (changed_j, _, failed_j) = best(lambda: run_pool(files, rules, args.jobs), args.repeat)
-        print(f"{f'  same, {args.jobs} processes (wall)':34}{t_j:9.3f}{lines / t_j:12,.0f}   {changed_j} files changed, {failed_j} skipped"
-              f"   (ratio {t_re / t_j:.2f})")
+        # wall time on both sides: the pool's work runs in other processes (the regex timed again, just before)
+        (t_rw, _), (t_j, (changed_j, _, failed_j)) = [
+            best(lambda: run_regex(files, rx, mapping), args.repeat),
+            best(lambda: run_pool(files, rules, args.jobs), args.repeat)]
+        print(f"{f'  same, {args.jobs} processes (wall)':34}{t_j:9.3f}{lines / t_j:12,.0f}   "
+              f"{changed_j} files changed, {failed_j} skipped"
+              f"   (ratio {t_rw / t_j:.2f} to the regex's {t_rw:.3f} s wall)")
     if args.derived:
         with_derived = compile_rules(args.target)
         with_derived.derived = True
@@ -292,8 +297,8 @@ def main(argv=None):
     print(f"translator / baseline throughput, one process (the baseline is one process): {ratio:.2f} (target >= 1.0) -> "
           f"{'OK' if ratio >= 1 else 'BELOW TARGET'}")
     if args.jobs > 1:
-        print(f"translator / baseline throughput, {args.jobs} processes (the CLI's default -j here): {t_re / t_j:.2f} -> "
-              f"{'OK' if t_re / t_j >= 1 else 'BELOW TARGET'}")
+        print(f"translator / baseline throughput, {args.jobs} processes (the CLI's default -j here; wall time): "
+              f"{t_rw / t_j:.2f} -> {'OK' if t_rw / t_j >= 1 else 'BELOW TARGET'}")
     return 0
 
 

@@ -201,7 +201,7 @@ def test_gate_leaves_it_to_the_walk_where_a_word_is_in_the_text(rules, monkeypat
 
 
 def test_gate_gets_no_text_it_cannot_search_as_ascii(rules, monkeypatch):
-    "A whole file in an encoding other than UTF-8 is parsed from bytes the gate cannot search: no text, the walk decides."
+    "A whole file in an encoding other than UTF-8: bytes the gate cannot search, so no text; the walk decides."
     seen = []
     real = _engine.translate_module
     monkeypatch.setattr(_engine, "translate_module", lambda *a, **k: seen.append(k.get("text")) or real(*a, **k))
