@@ -4032,6 +4032,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                                     'omni_npu_port/translate/rewrites.py'),
                                                   'omni_npu_port.translate.rewrites._rename_chain': ( 'translate/rewrites.html#_rename_chain',
                                                                                                       'omni_npu_port/translate/rewrites.py'),
+                                                  'omni_npu_port.translate.rewrites._text_holds': ( 'translate/rewrites.html#_text_holds',
+                                                                                                    'omni_npu_port/translate/rewrites.py'),
                                                   'omni_npu_port.translate.rewrites._uncommented': ( 'translate/rewrites.html#_uncommented',
                                                                                                      'omni_npu_port/translate/rewrites.py'),
                                                   'omni_npu_port.translate.rewrites._with_inserted': ( 'translate/rewrites.html#_with_inserted',

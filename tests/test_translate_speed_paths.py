@@ -149,3 +149,77 @@ def test_quiet_state_prints_what_libcst_prints():
     m._codegen(st)
     assert "".join(st.tokens) == m.code == src
     assert codegen(m, m.body) == src.encode()
+
+
+# --- the anchored gate (s8): text without the anchor words answers False for every function, without a walk -------
+from omni_npu_port.translate import engine as _engine, rewrites as _rewrites  # noqa: E402
+
+GATE_SKIPS = [   # a call in a function (the device rules ask `anchored`), and none of the words anywhere in the text
+    ("cuda call only", b"import torch\n\ndef f():\n    torch.cuda.synchronize()\n"),
+    ("device string without an anchor word", b'import torch\n\ndef f():\n    torch.cuda.synchronize()\n'
+     b'    return torch.device("cuda:0")\n'),
+    ("getenv spelled otherwise", b'import os\nimport torch\n\ndef f():\n    torch.cuda.synchronize()\n'
+     b'    return os.environ.get("NCCL_DEBUG")\n'),
+]
+GATE_WALKS = [   # one of the words is in the text: the walk decides, and the rule acts
+    ("device type compared with cuda", b'def pick(dev):\n    return dev.device_type == "cuda"\n', "ONP1030"),
+    ("cuda device next to getenv", b'import os\nfrom torch import device\n\ndef init():\n'
+     b'    os.getenv("RANK")\n    return device("cuda:0")\n', "ONP1031"),
+]
+
+
+def _walks(monkeypatch):
+    "Count `words_in` walks made for `anchored`."
+    calls = []
+    real = _rewrites.words_in
+    monkeypatch.setattr(_rewrites, "words_in", lambda node, words: calls.append(node) or real(node, words))
+    return calls
+
+
+def _same(a: Translation, b: Translation) -> bool:
+    return (a.output, [d.to_dict() for d in a.diagnostics], a.error) == (b.output, [d.to_dict() for d in b.diagnostics],
+                                                                         b.error)
+
+
+@pytest.mark.parametrize("chunks", [True, False])
+@pytest.mark.parametrize("what,src", GATE_SKIPS, ids=[w for w, _ in GATE_SKIPS])
+def test_gate_skips_the_walk_where_no_word_is_in_the_text(rules, monkeypatch, what, src, chunks):
+    calls = _walks(monkeypatch)
+    gated = translate_source(src, rules, chunks=chunks)
+    assert calls == [] and gated.error is None
+    monkeypatch.setattr(_rewrites, "_text_holds", lambda text, words: True)   # no gate: every function walked
+    walked = translate_source(src, rules, chunks=chunks)
+    assert calls and _same(gated, walked)
+
+
+@pytest.mark.parametrize("chunks", [True, False])
+@pytest.mark.parametrize("what,src,code", GATE_WALKS, ids=[w for w, _, _ in GATE_WALKS])
+def test_gate_leaves_it_to_the_walk_where_a_word_is_in_the_text(rules, monkeypatch, what, src, code, chunks):
+    calls = _walks(monkeypatch)
+    t = translate_source(src, rules, chunks=chunks)
+    assert calls and code in [d.code for d in t.diagnostics]
+
+
+def test_gate_gets_no_text_it_cannot_search_as_ascii(rules, monkeypatch):
+    "A whole file in an encoding other than UTF-8: bytes the gate cannot search, so no text; the walk decides."
+    seen = []
+    real = _engine.translate_module
+    monkeypatch.setattr(_engine, "translate_module", lambda *a, **k: seen.append(k.get("text")) or real(*a, **k))
+    latin = b'# -*- coding: latin-1 -*-\n# caf\xe9\ndef pick(dev):\n    return dev.device_type == "cuda"\n'
+    t = translate_source(latin, rules, chunks=False)
+    assert seen == [None] and "ONP1030" in [d.code for d in t.diagnostics]
+    seen.clear()
+    utf8 = b'def pick(dev):\n    return dev.device_type == "cuda"\n'
+    translate_source(utf8, rules, chunks=False)
+    assert seen == [utf8]
+
+
+def test_syntax_check_reads_the_input_whatever_the_edits_are(rules):
+    """The check after a chunked translation is of the input outside the chunks, not of the edits: a file whose only
+    edit replaces one name by another (an edit that cannot break syntax) still gets ONP9001 for a line CPython
+    rejects elsewhere, and no output."""
+    good = b"import torch\n\ndef f():\n    torch.cuda.synchronize()\n\ndef g(x):\n    return x\n"
+    assert translate_source(good, rules).changed
+    bad = good.replace(b"    return x\n", b"    return x +\n")
+    t = translate_source(bad, rules)
+    assert t.error is not None and t.error.code == "ONP9001" and t.output == bad and t.error.line == 7

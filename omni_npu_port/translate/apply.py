@@ -199,9 +199,11 @@ def _add_imports(module: cst.Module, ctx: FileContext) -> cst.Module:
     return module.with_changes(body=body)
 
 # %% ../../nbs/translate/apply.ipynb #467e43df
-def translate_module(module: cst.Module, rules: RuleSet, comments: bool, where=None):
-    "(new module, diagnostics sorted by position, context) for a parsed module; `where(ctx, nodes)`: positions or None."
+def translate_module(module: cst.Module, rules: RuleSet, comments: bool, where=None, text=None):
+    ("(new module, diagnostics sorted by position, context) for a parsed module; `where(ctx, nodes)`: positions or "
+     "None; `text`: the text `module` was parsed from (None: not known), for the rules' word gates.")
     ctx = FileContext(rules, module)
+    ctx.text = text
     visitors = ctx.visitors = [cls(ctx) for cls in RULE_VISITORS]
     ctx.rule = visitors[0]
     tracker = Tracker(ctx, visitors[0])

@@ -865,7 +865,7 @@ def translate_chunks(data: bytes, rules: RuleSet, comments: bool):
         try: module = cst.parse_module(src)
         except Exception: return None
         layout = ChunkLayout(module, src, sent)
-        new, diags, ctx = translate_module(module, rules, comments, layout.positions if layout.ok else None)
+        new, diags, ctx = translate_module(module, rules, comments, layout.positions if layout.ok else None, src)
         typed = set().union(*(v.module_anchors() for v in ctx.visitors if hasattr(v, "module_anchors")))
         if typed <= extra: break
         extra = extra | frozenset(typed)

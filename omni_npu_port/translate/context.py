@@ -50,6 +50,7 @@ class FileContext:
         self.at: set = set()                                 # ids of the nodes a diagnostic was raised at
         self.handled: set = set()  # ids of GPU-symbol references a rule resolved and acted on
         self.qcache: dict = {}  # id(node) -> its qualified names (rules ask again and again)
+        self.text = None  # the parsed text (bytes or str) where the caller gives it: word gates read it
 
 
 # %% ../../nbs/translate/context.ipynb #2774fe08

@@ -443,7 +443,8 @@ def _translate(t: Translation, rules: RuleSet, comments: bool, chunks: bool) -> 
     except (SyntaxError, UnicodeDecodeError, LookupError) as e:
         t.error = TranslateDiagnostic("ONP9002", f"cannot decode the file: {e}"); return t
     t.parsed, t.encoding = True, module.encoding
-    try: new, t.diagnostics, _ = translate_module(module, rules, comments)
+    try: new, t.diagnostics, _ = translate_module(
+        module, rules, comments, text=source if isinstance(source, str) or module.encoding == "utf-8" else None)
     except (RecursionError, MemoryError) as e:
         t.error = _too_deep(e, len(source)); return t
     except Exception as e:  # a rule bug must not stop a tree-wide run

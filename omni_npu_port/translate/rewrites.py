@@ -607,8 +607,16 @@ def _npu_device_string(v, npu: str):
     if isinstance(v, cst.SimpleString): return _npu_string(v, "cuda", npu)
     return v.with_changes(parts=[v.parts[0].with_changes(value=v.parts[0].value.replace("cuda", npu, 1)), *v.parts[1:]])
 
+
+# %% ../../nbs/translate/rewrites.ipynb #f1487eb6
 DEVICE_ANCHORS = ("device_type", "getenv", "putenv", "unsetenv")   # words the worker rules anchor on
 ANCHOR_NEEDS = ("cuda", "NCCL_")   # what those rules act on: a "cuda" device string, an NCCL_* name (see `word_needs`)
+
+def _text_holds(text, words) -> bool:
+    "Whether the parsed `text` may hold one of `words` (None: not known, so it may); a substring test, no parse."
+    if text is None: return True
+    if isinstance(text, str): return any(w in text for w in words)
+    return not all(w.isascii() for w in words) or any(w.encode("ascii") in text for w in words)
 
 def anchored(ctx, words=DEVICE_ANCHORS) -> bool:
     ("Whether the function around the visitor holds one of `words`: the worker rules act only there, in chunks and "
@@ -616,6 +624,8 @@ def anchored(ctx, words=DEVICE_ANCHORS) -> bool:
     if not ctx.funcs: return False
     f = ctx.funcs[0]
     memo = ctx.__dict__.setdefault("_anchored", {})
+    if memo.get(words) is None: memo[words] = _text_holds(ctx.text, words)   # once per file: none there, no walk
+    if not memo[words]: return False
     if id(f) not in memo:
         memo[id(f)] = words_in(f, words)   # as a regex `\bw\b` over its printed code finds them, without printing it
     return memo[id(f)]
