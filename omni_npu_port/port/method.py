@@ -33,6 +33,7 @@ from .locate import Located, PortError, class_mro, own_methods, port_diagnostic,
 from .merge import INLINE_MARK, Prefer, merge_hunks, prefer_of, render
 from .overrides import omni_definitions, override_calls, override_calls_in_base
 from .parsed import parsed
+from .statements import MethodPort
 from .translation import pairing_check, rules_for, target_check, target_of, translate_methods
 from .wraps import port_npu_wraps
 
@@ -417,10 +418,14 @@ def port_method(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_s
         lines, d3 = rebind_supers(lines, origins, landing, {"omni": gpu_omni.owner or gpu_omni.cls_node.name,
                                                             "npu": npu_base.owner or npu_base.cls_node.name}, first)
         d2 = list(d2) + d3
+    form = MethodPort.of(lines, origins)   # the typed form (port/statements): built once, read below, rendered once
+    lines, origins = form.lines(), form.origins()
     diags += d2
     diags += kept_omni_diagnostics(tdiags, python_lines(omni_t), lines, origins, skip)
     diags += _override_diagnostics(lines, origins, style, npu, npu_cls, name, gpu_omni, gpu_base)
-    return finish_port("\n".join(lines) + "\n", diags, style, name, gpu_omni, prefer, format, line_length)
+    res = finish_port(form.text(), diags, style, name, gpu_omni, prefer, format, line_length)
+    res.stats["statements"] = form.counts()   # statements per origin, as the merge and placement left them
+    return res
 
 # %% ../../nbs/port/port.ipynb #26d40801
 def finish_port(
