@@ -80,7 +80,7 @@ def test_git_markers_make_a_conflict_that_neither_binds_nor_reads():
     mp = MethodPort.of(git)
     c = next(s for s in mp.statements if s.origin == "conflict")
     assert (c.binds, c.reads, c.conflict.live) == (frozenset(), frozenset(), None)
-    assert mp.counts() == {"unknown": 5, "conflict": 1} and mp.lines() == git   # no origins given: each statement's is unknown
+    assert mp.counts() == {"unknown": 5, "conflict": 1} and mp.lines() == git   # no origins given: unknown
 
 
 def test_a_conflict_inside_a_block_makes_its_statement_the_conflicts_not_the_conflict_itself():
@@ -112,7 +112,8 @@ def test_masked_replaces_each_conflict_by_one_pass_and_leaves_other_lines():
 
 
 def test_a_conflict_side_is_read_at_column_zero_in_either_form():
-    c = Conflict.of(["        y = npu(x)"], ["        y = omni(x)", "", "        z = y"], commented=True, indent="        ")
+    ind = "        "
+    c = Conflict.of([ind + "y = npu(x)"], [ind + "y = omni(x)", "", ind + "z = y"], commented=True, indent=ind)
     text = "def f(self, x):\n" + "\n".join(c.lines()) + "\n        return y\n"
     (p,) = conflicts_in(text)
     assert (p.text(0), p.text(1)) == ("y = npu(x)", "y = omni(x)\n\nz = y")

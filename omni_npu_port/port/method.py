@@ -419,20 +419,18 @@ def port_method(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_s
                                                             "npu": npu_base.owner or npu_base.cls_node.name}, first)
         d2 = list(d2) + d3
     form = MethodPort.of(lines, origins)   # the typed form (port/statements): built once, read below, rendered once
-    lines, origins = form.lines(), form.origins()
-    diags += d2
-    diags += kept_omni_diagnostics(tdiags, python_lines(omni_t), lines, origins, skip)
-    diags += _override_diagnostics(lines, origins, style, npu, npu_cls, name, gpu_omni, gpu_base)
-    res = finish_port(form.text(), diags, style, name, gpu_omni, prefer, format, line_length)
-    res.stats["statements"] = form.counts()   # statements per origin, as the merge and placement left them
-    return res
+    diags += d2 + kept_omni_diagnostics(tdiags, python_lines(omni_t), form.lines(), form.origins(), skip)
+    diags += _override_diagnostics(form.lines(), form.origins(), style, npu, npu_cls, name, gpu_omni, gpu_base)
+    return finish_port(form, diags, style, name, gpu_omni, prefer, format, line_length)
 
 # %% ../../nbs/port/port.ipynb #26d40801
 def finish_port(
-    code: str, diags: list, style: str, name: str, gpu_omni: Located, prefer: str, format, line_length
+    code: str | MethodPort, diags: list, style: str, name: str, gpu_omni: Located, prefer: str, format, line_length
 ) -> PortResult:
-    "A ported method's result: parse-checked (unless conflict markers explain themselves), placed, formatted if asked."
+    ("A ported method's result: parse-checked (unless conflict markers explain themselves), placed, formatted if "
+     "asked; a `MethodPort` rendered once, its statements per origin kept in the stats.")
     strategy(style)   # a style no strategy registers: an error, before any work
+    form, code = (code, code.text()) if isinstance(code, MethodPort) else (None, code)
     code, kept_once = one_declaration_per_parameter(code, name)   # a parameter both sides add is one parameter
     diags += kept_once
     if not (prefer == "markers" and any(d.code == "ONP4001" for d in diags)):
@@ -443,4 +441,5 @@ def finish_port(
         said = diags + ruff_warnings(gpu_omni)   # ONP9013: once per port
         code, diags = format_code(code, format, ll, settings, said)
         for d in diags: d.where = d.where or name
-    return PortResult(code, diags, style, name, {"lines": code.count("\n")})
+    return PortResult(code, diags, style, name, {"lines": code.count("\n"),
+                                                 **({"statements": form.counts()} if form is not None else {})})

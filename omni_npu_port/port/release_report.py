@@ -87,7 +87,8 @@ _RUNNER_HEAD = ["runner (GPU)", "NPU class", "derives from", "module", "methods"
                 "compiles, NPU side", "undefined names",
                 "judge: port / inherited / excluded", "derived: port / inherited", "ready"]
 _METHOD_HEAD = ["method", "style", "conflicts", "NPU base statements", "missing: reached / omni deletes / edited / lost",
-                "omni-added statements", "missing: explained / edited / lost", "translated", "port statements by origin"]
+                "omni-added statements", "missing: explained / edited / lost", "translated",
+                "port statements by origin"]
 
 def _origins_cell(m) -> str:
     "How many of the port's body statements came from each origin (port/statements), `-` where no merge built them."
