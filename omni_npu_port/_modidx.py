@@ -1019,6 +1019,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                                'omni_npu_port/port/dataflow.py'),
                                              'omni_npu_port.port.dataflow._Rename.visit_Name': ( 'port/dataflow.html#_rename.visit_name',
                                                                                                  'omni_npu_port/port/dataflow.py'),
+                                             'omni_npu_port.port.dataflow._commented_binders': ( 'port/dataflow.html#_commented_binders',
+                                                                                                 'omni_npu_port/port/dataflow.py'),
                                              'omni_npu_port.port.dataflow._commented_read': ( 'port/dataflow.html#_commented_read',
                                                                                               'omni_npu_port/port/dataflow.py'),
                                              'omni_npu_port.port.dataflow._comp_targets': ( 'port/dataflow.html#_comp_targets',

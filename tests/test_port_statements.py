@@ -144,3 +144,36 @@ def test_a_read_only_a_commented_side_binds_is_aliased_from_the_conflict_objects
     assert "    out = res" in out and [d.code for d in diags] == ["ONP4465"]
     bound = [l.replace("# out = Omni", "out = Omni") if "# out" in l else l for l in lines]   # omni side live too
     assert place_by_dataflow(bound, origins)[2] == []   # nothing only the commented side binds: nothing said
+
+
+UNREACHED = '''
+    N|def sample_tokens(self, state):
+    N|    if state is None:
+    N|        output = self.empty()
+    N|        return output
+    P|    # <<<<<<< ONP4001 conflict: NPU base (kept)
+    N|    if not self.use_async_scheduling:
+    N|        return self.build()
+    P|    # ======= omni GPU (commented out)
+    O|    # output, extra = self.builder()
+    P|    # >>>>>>>
+    O|    async_output = self.wrap(model_runner_output=output)
+    N|    return async_output
+'''
+
+
+def test_an_unreached_read_names_the_commented_side_that_binds_it_by_any_target():
+    "ONP4454 names the omni side's binder from the Conflict's parsed side: a tuple target too (line 9)."
+    lines, origins = _rows(UNREACHED)
+    (d,) = place_by_dataflow(lines, origins)[2]
+    assert d.code == "ONP4454" and "a commented conflict side binds it (line 9)" in d.message
+
+
+def test_a_comment_that_looks_like_a_binding_outside_any_conflict_is_no_commented_side():
+    "Defect fixed: a plain omni comment `# output = ...` was read as a commented conflict side binding `output`."
+    lines, origins = _rows(UNREACHED)
+    keep = [k for k in range(len(lines)) if k not in (4, 7, 9)]   # the markers gone: the comment stays, alone
+    lines, origins = [lines[k] for k in keep], [origins[k] for k in keep]
+    lines[6] = "    # output = self.builder()"
+    (d,) = place_by_dataflow(lines, origins)[2]
+    assert d.code == "ONP4454" and "a commented conflict side binds it" not in d.message

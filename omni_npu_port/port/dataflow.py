@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import ast
 import copy
-import re
 
 from ..core.diagnostics import Code, code_info, register
 from .conflicts import Conflict, conflicts_in
@@ -206,6 +205,12 @@ def unreached_reads(st: ast.stmt, marks: list, dead: list) -> set[str]:
     return (reads(st) & before) - {x for p, x in marks if p < at and not gone(p[0])}
 
 # %% ../../nbs/port/dataflow.ipynb #ddab2c74
+def _commented_binders(rows: list, xs: list[str]) -> list[int]:
+    "The line (1-based) of each statement of a commented omni side that binds one of `xs` (the innermost), in order."
+    own = lambda s: binds(s) & set(xs)
+    return sorted(c.at[1] + 1 + s.lineno for c in commented_conflicts(rows) for s in side_statements(c, 1)
+                  if own(s) and not any(own(n) for n in ast.iter_child_nodes(s) if isinstance(n, ast.stmt)))
+
 def _unreached(rows: list) -> list[tuple[int, str]]:
     "(key, message) for each omni statement that reads a name no binding before it reaches (ONP4454)."
     try: fn = ast.parse("\n".join(r[0] for r in rows)).body[0]
@@ -215,8 +220,7 @@ def _unreached(rows: list) -> list[tuple[int, str]]:
     for st in (st for block in blocks(fn) for st in block):
         if not omni(st) or not (xs := sorted(unreached_reads(st, marks, dead))): continue
         at = sorted({p[0] for p, y in marks if y in xs and p < (st.lineno, st.col_offset)})
-        side = [k + 1 for k, r in enumerate(rows) for x in xs
-                if re.match(rf"\s*#\s*{re.escape(x)}\s*=(?!=)", r[0])]
+        side = _commented_binders(rows, xs)   # the conflicts' own sides, never a comment that looks like one
         names = ", ".join(f"`{x}`" for x in xs)
         msg = (f"{_say(st)} reads {names}, bound before it only in blocks that return or raise first (line(s) "
                f"{', '.join(map(str, at))})" + (f"; a commented conflict side binds it (line {side[0]}): resolve that"
