@@ -6,8 +6,9 @@
 from __future__ import annotations
 
 import ast
+import functools
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .conflicts import Conflict, conflicts_in
 from .dataflow import binds, reads
@@ -24,10 +25,20 @@ class PortedStatement:
     lines: tuple[str, ...]
     origins: tuple[str, ...]                 # each line's origin as the port wrote it: npu, omni or port
     origin: str                              # the statement's (`ORIGINS`)
-    binds: frozenset = frozenset()           # the names it binds in the method's scope
-    reads: frozenset = frozenset()           # the names it reads there, not bound by itself first
     conflicts: tuple[Conflict, ...] = ()     # the conflicts in its lines (`at`: lines of the method, 0-based)
     at: int = 0                              # its first line in the method, 0-based
+    node: ast.stmt | None = field(default=None, compare=False, repr=False)   # its tree where the method runs
+
+    @functools.cached_property
+    def names(self) -> tuple[frozenset, frozenset]:
+        "(binds, reads), read once when first asked: from its tree, else (a conflict alone) from its live side."
+        if self.node is not None: return frozenset(binds(self.node)), frozenset(reads(self.node))
+        return _names(_live_side(self.conflicts[0])) if len(self.conflicts) == 1 else (frozenset(), frozenset())
+
+    @property
+    def binds(self) -> frozenset: return self.names[0]    # the names it binds in the method's scope
+    @property
+    def reads(self) -> frozenset: return self.names[1]    # the names it reads there, not bound by itself first
 
     @property
     def conflict(self) -> Conflict | None:
@@ -83,14 +94,11 @@ def _spans(fn: ast.AST, lines: list[str], conflicts: list[Conflict]) -> list[tup
     return [(first if k == 0 else ends[k - 1] + 1, e) for k, e in enumerate(ends)]
 
 def _statement(lines, origins, span, node, conflicts) -> PortedStatement:
-    "The statement of lines span[0]..span[1] (`node`: its tree where the method runs, None for a conflict alone)."
+    "The statement of lines span[0]..span[1] (`node`: its tree where the method runs; None: a conflict alone)."
     a, b = span
     mine = tuple(c for c in conflicts if a <= c.at[0] <= b)
-    own = mine[0] if node is None and len(mine) == 1 else None
-    names = _names(_live_side(own)) if own is not None else \
-        (frozenset(binds(node)), frozenset(reads(node))) if node is not None else (frozenset(), frozenset())
     ls, os_ = tuple(lines[a:b + 1]), tuple(origins[a:b + 1])
-    return PortedStatement(ls, os_, statement_origin(ls, os_, mine), *names, mine, a)
+    return PortedStatement(ls, os_, statement_origin(ls, os_, mine), mine, a, node)
 
 # %% ../../nbs/port/statements.ipynb #b8e0b8fd
 @dataclass(frozen=True)
