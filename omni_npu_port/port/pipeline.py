@@ -83,7 +83,7 @@ class ClassPort:
 # %% ../../nbs/port/pipeline.ipynb #4ac3a0ca
 _METHOD_NBS = ("port/port.ipynb", "port/classes.ipynb", "port/merge.ipynb", "port/supercalls.ipynb",
                "port/delta.ipynb", "port/overrides.ipynb", "port/translation.ipynb", "port/formatting.ipynb",
-               "port/dataflow.ipynb")
+               "port/dataflow.ipynb", "port/statements.ipynb")
 
 def _mro(cp: ClassPort, ctx: PortContext) -> None:
     "The ported parents' MRO and the base order of the class the port writes; its findings."
