@@ -1,15 +1,22 @@
 "Issue 31, part 2: a method port as statements that carry their origin and the names each binds and reads, its"
-" conflicts read through one parser (`Conflict.text`) — on fixtures written here, each with a case where a bind, read"
-" or origin must be found and one where it must not."
+" conflicts read through one parser (`Conflict.text`) — on fixtures written here and the port's own (tests/fixtures/port), each"
+" with a case where a bind, read or origin must be found and one where it must not."
 import textwrap
+from pathlib import Path
 
+from omni_npu_port.port import classes as classes_module
+from omni_npu_port.port import locate
+from omni_npu_port.port import method as method_module
 from omni_npu_port.port.conflicts import Conflict, conflicts_in, resolve
 from omni_npu_port.port.dataflow import place_by_dataflow, side_statements
 from omni_npu_port.port.merge import FENCE_TEXT
 from omni_npu_port.port.records import comment_conflicts
+from omni_npu_port.port.release_checks import MethodCheck
+from omni_npu_port.port.release_report import _origins_cell
 from omni_npu_port.port.statements import MethodPort, masked, statement_origin
 
 D = lambda s: textwrap.dedent(s).lstrip("\n")
+FIX = Path(__file__).parent / "fixtures" / "port"
 
 
 def _rows(text: str):
@@ -177,3 +184,26 @@ def test_a_comment_that_looks_like_a_binding_outside_any_conflict_is_no_commente
     lines[6] = "    # output = self.builder()"
     (d,) = place_by_dataflow(lines, origins)[2]
     assert d.code == "ONP4454" and "a commented conflict side binds it" not in d.message
+
+
+# -- the form in the port: counts per method, gathered per class, shown per method in the report
+
+def _triple(case: str, method: str = "", need_method: bool = True):
+    f = FIX / f"{case}.py"
+    return [locate.locate(f"{f}:{c}{'.' + method if method else ''}", need_method=need_method)
+            for c in ("GPUModelRunner", "OmniGPUModelRunner", "NPUModelRunner")]
+
+
+def test_a_method_port_counts_its_statements_by_origin_from_its_form():
+    conflict = method_module.port_method(*_triple("conflict", "_dummy_run"), prefer="comment")
+    assert conflict.stats["statements"] == {"npu": 2, "conflict": 1}
+    clean = method_module.port_method(*_triple("clean", "_dummy_run"))
+    assert clean.stats["statements"] == {"npu": 5, "omni": 1, "mixed": 1}   # no conflict: none counted
+    assert clean.code == MethodPort.of(clean.code.splitlines()).text()      # the form renders what the port wrote
+
+
+def test_the_class_port_gathers_each_methods_counts_and_the_report_shows_them():
+    res = classes_module.port_class(*_triple("super_ext", need_method=False))
+    assert res.stats["statements"] == {"load_model": {"omni": 3}, "_model_forward": {"npu": 3, "omni": 3}}
+    assert _origins_cell(MethodCheck("m", "merge", statements={"npu": 2, "conflict": 1})) == "2 npu, 1 conflict"
+    assert _origins_cell(MethodCheck("m", "omni-only")) == "-"   # no merge built a form: nothing to count
