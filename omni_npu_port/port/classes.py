@@ -303,7 +303,7 @@ def port_class(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_st
                                                    exclude={c.name for c in parent or []}))
     diags = pairing_check(gpu_base, npu_base) + target_check(npu_base, rules)
     diags += (order_diagnostics(bo, cname) if order is None else []) + ruff_said   # order given: the mro pass said it
-    bodies, styles, npu_srcs = [], {}, {}
+    bodies, styles, npu_srcs, counts = [], {}, {}, {}
     each = dataclasses.replace(o, target=rules, line_length=ll)   # every method's options: the class's, rules compiled
     landing = class_mro(into) if into is not None else generated_mro(cname, gpu_omni, npu_base, parent, gpu_base)
     for name in plan.port:
@@ -311,7 +311,7 @@ def port_class(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_st
                         method_located(npu_base, name), history=[m for h in history if (m := method_located(h, name))],
                         landing=landing, options=each)
         diags += [d for d in r.diagnostics if d.code not in ("ONP4101", "ONP4104", "ONP9013")]   # ONP9013: once, below
-        bodies.append(r.code); styles[name] = r.style
+        bodies.append(r.code); styles[name] = r.style; counts[name] = r.stats.get("statements", {})
         if r.style == "super-call": npu_srcs[name] = method_located(npu_base, name).method_source
     for name in plan.translate:
         new, d = _omni_only_method(method_located(gpu_omni, name), name, rules, landing, format, ll, settings)
@@ -336,4 +336,4 @@ def port_class(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_st
         code, d = format_code(code, format, ll, settings, indent=0)
         diags += [dataclasses.replace(x, where=cname) for x in d]
     return PortResult(code, diags, "class", cname, {"seconds": time.perf_counter() - t0, "styles": styles,
-                                                    "inherited": plan.inherit})
+                                                    "inherited": plan.inherit, "statements": counts})

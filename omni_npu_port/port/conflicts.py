@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import re
+import textwrap
 from dataclasses import dataclass, replace
 
 from .locate import python_lines
@@ -45,6 +46,10 @@ class Conflict:
     def side(self, k: int) -> tuple[str, ...]:
         "Side `k` as code (0: the NPU base's, 1: omni's)."
         return (self.npu, self.omni)[k]
+
+    def text(self, k: int) -> str:
+        "Side `k` as code at column 0 (the omni side uncommented): the text a pass parses a side from."
+        return textwrap.dedent("\n".join(self.side(k)))
 
     def rows(self) -> list[tuple[str, str]]:
         "The rendered lines, each with its origin (`port` for a marker line): the one renderer of a conflict."

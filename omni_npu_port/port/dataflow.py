@@ -7,17 +7,16 @@ from __future__ import annotations
 
 import ast
 import copy
-import re
 
 from ..core.diagnostics import Code, code_info, register
-from .conflicts import conflicts_in
+from .conflicts import Conflict, conflicts_in
 from .locate import port_diagnostic
 from .merge import FENCE_RE, FENCE_TEXT
 
 # %% auto #0
 __all__ = ['scope_nodes', 'binds', 'reads', 'blocks', 'binding_marks', 'late_reads', 'blocked', 'plan_move', 'move_rows',
-           'dead_spans', 'unreached_reads', 'maybe_unbound', 'commented_conflicts', 'stands_for', 'bind_commented',
-           'place_by_dataflow']
+           'dead_spans', 'unreached_reads', 'maybe_unbound', 'commented_conflicts', 'side_statements', 'stands_for',
+           'bind_commented', 'place_by_dataflow']
 
 # %% ../../nbs/port/dataflow.ipynb #44ce710f
 register(
@@ -206,6 +205,12 @@ def unreached_reads(st: ast.stmt, marks: list, dead: list) -> set[str]:
     return (reads(st) & before) - {x for p, x in marks if p < at and not gone(p[0])}
 
 # %% ../../nbs/port/dataflow.ipynb #ddab2c74
+def _commented_binders(rows: list, xs: list[str]) -> list[int]:
+    "The line (1-based) of each statement of a commented omni side that binds one of `xs` (the innermost), in order."
+    own = lambda s: binds(s) & set(xs)
+    return sorted(c.at[1] + 1 + s.lineno for c in commented_conflicts(rows) for s in side_statements(c, 1)
+                  if own(s) and not any(own(n) for n in ast.iter_child_nodes(s) if isinstance(n, ast.stmt)))
+
 def _unreached(rows: list) -> list[tuple[int, str]]:
     "(key, message) for each omni statement that reads a name no binding before it reaches (ONP4454)."
     try: fn = ast.parse("\n".join(r[0] for r in rows)).body[0]
@@ -215,8 +220,7 @@ def _unreached(rows: list) -> list[tuple[int, str]]:
     for st in (st for block in blocks(fn) for st in block):
         if not omni(st) or not (xs := sorted(unreached_reads(st, marks, dead))): continue
         at = sorted({p[0] for p, y in marks if y in xs and p < (st.lineno, st.col_offset)})
-        side = [k + 1 for k, r in enumerate(rows) for x in xs
-                if re.match(rf"\s*#\s*{re.escape(x)}\s*=(?!=)", r[0])]
+        side = _commented_binders(rows, xs)   # the conflicts' own sides, never a comment that looks like one
         names = ", ".join(f"`{x}`" for x in xs)
         msg = (f"{_say(st)} reads {names}, bound before it only in blocks that return or raise first (line(s) "
                f"{', '.join(map(str, at))})" + (f"; a commented conflict side binds it (line {side[0]}): resolve that"
@@ -306,15 +310,13 @@ register(
          "port/dataflow.ipynb", "port"),
 )
 
-def commented_conflicts(rows: list) -> list[tuple[int, int, int]]:
-    "(open, split, close) row index of each conflict rendered with its omni side commented out."
-    return [c.at for c in conflicts_in([r[0] for r in rows]) if c.commented]
+def commented_conflicts(rows: list) -> list[Conflict]:
+    "Each conflict of the rows rendered with its omni side commented out (`at`: its open, split, close row index)."
+    return [c for c in conflicts_in([r[0] for r in rows]) if c.commented]
 
-def _side(rows: list) -> list[ast.stmt]:
-    "The statements of one side's rows (the commented side uncommented); [] where they do not parse alone."
-    ind = min((len(r[0]) - len(r[0].lstrip()) for r in rows if r[0].strip()), default=0)
-    text = "\n".join(re.sub(r"^#\s?", "", r[0][ind:]) if r[1] == "omni" else r[0][ind:] for r in rows)
-    try: return [n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.stmt)]
+def side_statements(c: Conflict, k: int) -> list[ast.stmt]:
+    "The statements of side `k` of a conflict (0: NPU, 1: omni; nested ones too); [] where it does not parse alone."
+    try: return [n for n in ast.walk(ast.parse(c.text(k))) if isinstance(n, ast.stmt)]
     except SyntaxError: return []
 
 class _Rename(ast.NodeTransformer):
@@ -350,10 +352,10 @@ def _fn(rows: list):
 def _commented_read(rows: list, said: set):
     "The first read of a name that on some path only a commented omni side binds: (name, line, conflict), or None."
     fn, cs = _fn(rows), commented_conflicts(rows)
-    own = set().union(*(binds(st) for c in cs for st in _side(rows[c[1] + 1:c[2]])))
-    for x, node in (maybe_unbound(fn, own) if fn is not None and cs else []):
+    own = {c.at: set().union(*map(binds, side_statements(c, 1))) for c in cs}   # what each omni side binds
+    for x, node in (maybe_unbound(fn, set().union(*own.values())) if fn is not None and cs else []):
         if x in said: continue
-        sides = [c for c in cs if c[2] < node.lineno - 1 and x in set().union(*map(binds, _side(rows[c[1] + 1:c[2]])))]
+        sides = [c for c in cs if c.at[2] < node.lineno - 1 and x in own[c.at]]
         if sides: return x, node.lineno, sides[-1]
     return None
 
@@ -367,8 +369,8 @@ def bind_commented(rows: list) -> tuple[list, list]:
     " name the NPU side holds in its stead (ONP4465), else said (ONP4466). (rows, [(key, code, message)])."
     found, said = [], set()
     while (hit := _commented_read(rows, said)) is not None:
-        (x, line, c), _ = hit, said.add(hit[0])
-        npu, omni = _side(rows[c[0] + 1:c[1]]), _side(rows[c[1] + 1:c[2]])
+        (x, line, conflict), _ = hit, said.add(hit[0])
+        c, npu, omni = conflict.at, side_statements(conflict, 0), side_statements(conflict, 1)
         if _same_value(npu, omni, x): continue   # both sides unpack one value: the record merge joins them (ONP4424)
         y = stands_for(npu, omni, x)
         where = (f"`{x}` (read at line {line}) is bound only in the commented omni side of the conflict at line "

@@ -33,6 +33,7 @@ from .locate import Located, PortError, class_mro, own_methods, port_diagnostic,
 from .merge import INLINE_MARK, Prefer, merge_hunks, prefer_of, render
 from .overrides import omni_definitions, override_calls, override_calls_in_base
 from .parsed import parsed
+from .statements import MethodPort
 from .translation import pairing_check, rules_for, target_check, target_of, translate_methods
 from .wraps import port_npu_wraps
 
@@ -417,17 +418,19 @@ def port_method(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_s
         lines, d3 = rebind_supers(lines, origins, landing, {"omni": gpu_omni.owner or gpu_omni.cls_node.name,
                                                             "npu": npu_base.owner or npu_base.cls_node.name}, first)
         d2 = list(d2) + d3
-    diags += d2
-    diags += kept_omni_diagnostics(tdiags, python_lines(omni_t), lines, origins, skip)
-    diags += _override_diagnostics(lines, origins, style, npu, npu_cls, name, gpu_omni, gpu_base)
-    return finish_port("\n".join(lines) + "\n", diags, style, name, gpu_omni, prefer, format, line_length)
+    form = MethodPort.of(lines, origins)   # the typed form (port/statements): built once, read below, rendered once
+    diags += d2 + kept_omni_diagnostics(tdiags, python_lines(omni_t), form.lines(), form.origins(), skip)
+    diags += _override_diagnostics(form.lines(), form.origins(), style, npu, npu_cls, name, gpu_omni, gpu_base)
+    return finish_port(form, diags, style, name, gpu_omni, prefer, format, line_length)
 
 # %% ../../nbs/port/port.ipynb #26d40801
 def finish_port(
-    code: str, diags: list, style: str, name: str, gpu_omni: Located, prefer: str, format, line_length
+    code: str | MethodPort, diags: list, style: str, name: str, gpu_omni: Located, prefer: str, format, line_length
 ) -> PortResult:
-    "A ported method's result: parse-checked (unless conflict markers explain themselves), placed, formatted if asked."
+    ("A ported method's result: parse-checked (unless conflict markers explain themselves), placed, formatted if "
+     "asked; a `MethodPort` rendered once, its statements per origin kept in the stats.")
     strategy(style)   # a style no strategy registers: an error, before any work
+    form, code = (code, code.text()) if isinstance(code, MethodPort) else (None, code)
     code, kept_once = one_declaration_per_parameter(code, name)   # a parameter both sides add is one parameter
     diags += kept_once
     if not (prefer == "markers" and any(d.code == "ONP4001" for d in diags)):
@@ -438,4 +441,5 @@ def finish_port(
         said = diags + ruff_warnings(gpu_omni)   # ONP9013: once per port
         code, diags = format_code(code, format, ll, settings, said)
         for d in diags: d.where = d.where or name
-    return PortResult(code, diags, style, name, {"lines": code.count("\n")})
+    return PortResult(code, diags, style, name, {"lines": code.count("\n"),
+                                                 **({"statements": form.counts()} if form is not None else {})})

@@ -83,7 +83,7 @@ class ClassPort:
 # %% ../../nbs/port/pipeline.ipynb #4ac3a0ca
 _METHOD_NBS = ("port/port.ipynb", "port/classes.ipynb", "port/merge.ipynb", "port/supercalls.ipynb",
                "port/delta.ipynb", "port/overrides.ipynb", "port/translation.ipynb", "port/formatting.ipynb",
-               "port/dataflow.ipynb")
+               "port/dataflow.ipynb", "port/statements.ipynb")
 
 def _mro(cp: ClassPort, ctx: PortContext) -> None:
     "The ported parents' MRO and the base order of the class the port writes; its findings."
@@ -102,6 +102,7 @@ def _faithfulness(cp: ClassPort, ctx: PortContext) -> None:
     "Each ported method against its inputs; ONP4303 per line lost with nothing to explain it."
     cp.checks = check_runner(cp.code, cp.place.cls, cp.styles, cp.diagnostics, ctx.gpu_base, cp.omni, ctx.npu_base,
                              list(ctx.history), ctx.rules)
+    for m in cp.checks: m.statements = cp.stats.get("statements", {}).get(m.name, {})   # the method port's form
     cp.diagnostics += [port_diagnostic("ONP4303", f"{code_info('ONP4303').title}: {line}", where=m.name)
                        for m in cp.checks for line in m.unexplained]
 
@@ -232,6 +233,8 @@ def port_one_class(omni: Located, ctx: PortContext, class_name: str | None = Non
     return res, rp
 
 def class_stats(rp: RunnerPort) -> dict:
-    "A class port's stats: its styles, what it inherited, its not-ready findings and unreachable overrides."
+    ("A class port's stats: its styles, what it inherited, its not-ready findings, unreachable overrides and each "
+     "method's statements per origin.")
     return {"seconds": rp.seconds, "styles": {m.name: m.style for m in rp.methods}, "inherited": rp.inherited,
-            "not_ready": [d.code for d in rp.not_ready], "unreachable": rp.unreachable}
+            "not_ready": [d.code for d in rp.not_ready], "unreachable": rp.unreachable,
+            "statements": {m.name: m.statements for m in rp.methods if m.statements}}

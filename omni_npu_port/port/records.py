@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from ..core.diagnostics import Code, Diagnostic, code_info, register
 from ..core.releases import STACK_PACKAGES
 from ..sources.symbols import SymbolIndex, mro
-from .conflicts import conflicts_in
+from .conflicts import Conflict, conflicts_in
 from .delta import bound_names
 from .locate import port_diagnostic, python_lines
 from .merge import FENCE_RE, INLINE_MARK, keep_side
@@ -21,9 +21,9 @@ from .ready import _function_scopes, _holds, _imported, _module_bound
 
 # %% auto #0
 __all__ = ['RecordField', 'Record', 'read_record', 'merged_record', 'record_source', 'omni_lines', 'comment_conflicts',
-           'side_text', 'keyword_build', 'render_build', 'render_unpack', 'merge_conflict', 'rebound_reads',
-           'place_record', 'annotation_names', 'import_of', 'binds_at_top', 'defining_module', 'import_record_types',
-           'merge_records', 'merged_conflicts']
+           'keyword_build', 'render_build', 'render_unpack', 'merge_conflict', 'rebound_reads', 'place_record',
+           'annotation_names', 'import_of', 'binds_at_top', 'defining_module', 'import_record_types', 'merge_records',
+           'merged_conflicts']
 
 # %% ../../nbs/port/records.ipynb #45b1b86e
 register(
@@ -140,18 +140,14 @@ def omni_lines(lines: list[str], tree: ast.Module, cls: str, styles: dict) -> se
 
 # %% ../../nbs/port/records.ipynb #365de0c6
 _BUILTINS = set(dir(builtins))
-def comment_conflicts(lines: list[str]) -> list[tuple[int, int, int, str]]:
-    "Each conflict of the `prefer=\"comment\"` form: (open line, split line, close line) 0-based, and its indentation."
-    return [(*c.at, c.indent) for c in conflicts_in(lines) if c.commented]
+def comment_conflicts(lines: list[str]) -> list[Conflict]:
+    "Each conflict of the `prefer=\"comment\"` form (`at`: open, split, close line, 0-based; `indent`: its markers')."
+    return [c for c in conflicts_in(lines) if c.commented]
 
-def side_text(lines: list[str], ind: str, commented: bool) -> str:
-    "A conflict side's text at column 0 (the omni side uncommented)."
-    return "\n".join(l[len(ind) + 2:] if commented and l.startswith(ind + "# ") else "" if commented else l[len(ind):]
-                     for l in lines)
-
-def _one_statement(lines: list[str], ind: str, commented: bool) -> ast.stmt | None:
-    "The single statement a conflict side holds (comments aside), parsed at column 0; None if it holds another count."
-    try: t = ast.parse(side_text(lines, ind, commented))
+def _one_statement(c: Conflict, k: int) -> ast.stmt | None:
+    "The single statement side `k` of a conflict holds (comments aside), parsed at column 0; None if it holds another"
+    " count."
+    try: t = ast.parse(c.text(k))
     except SyntaxError: return None
     return t.body[0] if len(t.body) == 1 else None
 
@@ -316,12 +312,12 @@ def _unrebind(args: list[tuple[str, str]], rebound: dict, fn: str, bound: set, d
 def _resolve_conflicts(lines: list[str], recs: dict, holds: dict, taken: set, done: dict, rebound: dict | None = None) -> list[str]:
     "Each comment-form conflict whose two sides build (or unpack) one merged record, written as one statement that does both."
     bound_at = _scope_bound(lines)
-    for o, s, c, ind in reversed(comment_conflicts(lines)):
-        side_n, side_o = lines[o + 1:s], lines[s + 1:c]
-        npu, omni = _one_statement(side_n, ind, False), _one_statement(side_o, ind, True)
+    for cf in reversed(comment_conflicts(lines)):
+        (o, _, c), ind = cf.at, cf.indent
+        npu, omni = _one_statement(cf, 0), _one_statement(cf, 1)
         for C, rec in recs.items():
             if (p := _pair(npu, omni, C, holds)) is None: continue
-            texts = (side_text(side_n, ind, False), side_text(side_o, ind, True))
+            texts = (cf.text(0), cf.text(1))
             bound, fn, start = bound_at(o + 1)
             new = merge_conflict(p[0], p[1], npu, omni, texts, C, rec[:3], ind, _tmp(C, taken), bound, done[C]["dropped"],
                                  lambda b, fn=fn, bound=bound, C=C: _unrebind(b, rebound or {}, fn, bound, done[C]["dropped"]), taken | bound)

@@ -141,6 +141,7 @@ class MethodCheck:
     # is), or run through a call to omni's method
     omni_live: int = 0
     unexplained: list = field(default_factory=list)   # the lost statements nothing explains
+    statements: dict = field(default_factory=dict)    # the port's body statements per origin (port/statements)
 
     @property
     def lost(self) -> int: return len(self.unexplained)

@@ -87,7 +87,12 @@ _RUNNER_HEAD = ["runner (GPU)", "NPU class", "derives from", "module", "methods"
                 "compiles, NPU side", "undefined names",
                 "judge: port / inherited / excluded", "derived: port / inherited", "ready"]
 _METHOD_HEAD = ["method", "style", "conflicts", "NPU base statements", "missing: reached / omni deletes / edited / lost",
-                "omni-added statements", "missing: explained / edited / lost", "translated"]
+                "omni-added statements", "missing: explained / edited / lost", "translated",
+                "port statements by origin"]
+
+def _origins_cell(m) -> str:
+    "How many of the port's body statements came from each origin (port/statements), `-` where no merge built them."
+    return ", ".join(f"{n} {o}" for o, n in (getattr(m, "statements", None) or {}).items()) or "-"
 
 def _judge_cell(r) -> str:
     "The judge's counts of a runner's module (`port / inherited / excluded`), or why it did not judge."
@@ -130,6 +135,7 @@ def _tables(p: ReleasePort) -> tuple[list, list]:
             (f"{m.omni_missing}: {m.omni_explained} / {m.omni_edited} / "
              f"{m.omni_missing - m.omni_explained - m.omni_edited}"),
             m.translated,
+            _origins_cell(m),
         ]
         for r in p.runners
         for m in r.methods
