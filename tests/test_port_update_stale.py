@@ -46,7 +46,7 @@ def test_a_read_added_without_replacing_one_stays_the_peoples():
     code, _, codes = _merged(BASE, added)
     assert ".to(x.dtype)" in code and codes == []
     local = BASE.replace("return self.model(x)", "return self.model(x).sp_enabled")   # a read added, none replaced
-    assert stale_reads(local.split("\n"), KNOWN) == set()   # of a call of the runner's attribute: not looked at
+    assert stale_reads(local.split("\n"), KNOWN, BASE.split("\n")) == set()   # of a call of the runner's attribute: not looked at
 
 
 def test_a_conflict_whose_peoples_side_reads_a_gone_name_takes_the_new_side():
@@ -92,3 +92,14 @@ def test_a_conflict_over_lines_whose_name_new_dropped_takes_the_new_side():
                                 known | {"maybe_setup"})
     assert m.conflicts == 1 and "ONP4541" not in [d.code for d in diags]
     assert "npu=True" in keep_side("\n".join(lines) + "\n")
+
+
+def test_a_name_the_people_only_add_stays_theirs_even_in_a_conflict():
+    "Neither a rename nor a name NEW dropped: it may be defined where the stack's files do not show (a conflict stays)."
+    base = "def f(self, x):\n    self.out.pop(x, None)\n    return x\n"
+    people = "def f(self, x):\n    self.out.pop(x, self.npu_default)\n    return x\n"
+    new = "def f(self, x):\n    self.out.pop(x, [])\n    return x\n"
+    m = MethodUpdate("R", "f", "merged")
+    lines, diags = merge_method(m, base, new, people, ("people", "new"), "comment", (set(), set()), {"out", "pop"})
+    assert m.conflicts == 1 and not {"ONP4540", "ONP4541"} & {d.code for d in diags}
+    assert "self.npu_default" in keep_side("\n".join(lines) + "\n")

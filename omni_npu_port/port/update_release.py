@@ -409,11 +409,13 @@ def _attributes(lines: list[str]) -> set[str]:
     return {toks[i + 1] for i in range(len(toks) - 1)
             if toks[i] == "." and toks[i + 1].isidentifier() and _root(toks, i)}
 
-def stale_reads(lines: list[str], known, was: list[str] | None = None) -> set[str]:
-    "The attributes `lines` read of the runner or of a plain name's call (`_attributes`) that `known` lacks; with"
-    " `was` (the previous port's lines), only where they read a known one of those `lines` no longer read (a rename)."
-    now = _attributes(lines)
-    return {a for a in now if a not in known} if was is None or (_attributes(was) - now) & known else set()
+def stale_reads(lines: list[str], known, was: list[str]) -> set[str]:
+    "The attributes `lines` read of the runner or of a plain name's call (`_attributes`) that `known` lacks, where"
+    " `was` (the previous port's lines) read them too (NEW's stack dropped them) or read a known one `lines` no longer"
+    " read (a rename); else none."
+    now, then = _attributes(lines), _attributes(was)
+    gone = {a for a in now if a not in known}
+    return gone if gone & then or (then - now) & known else set()
 
 def drop_stale(hunks: list[Hunk], known) -> tuple[list[Hunk], list[tuple[str, Hunk, set]]]:
     "People's regions that read attributes `known` (NEW's stack and the runner) lacks: the new port's lines, where"
@@ -423,8 +425,7 @@ def drop_stale(hunks: list[Hunk], known) -> tuple[list[Hunk], list[tuple[str, Hu
     for h in hunks:
         edit = h.kind == "npu" and any(l.strip() for l in h.base)
         side, theirs = (h.lines, h.base) if edit else (h.npu, h.omni) if h.kind == "conflict" else ([], [])
-        if not (gone := stale_reads(side, known, h.base if edit else None)) or stale_reads(theirs, known):
-            out.append(h); continue
+        if not (gone := stale_reads(side, known, h.base)) or _attributes(theirs) - known: out.append(h); continue
         s = Hunk("unchanged", h.base) if h.kind == "npu" else Hunk("omni", h.omni, omni=h.omni, base=h.base)
         out.append(s); said.append(("ONP4540" if h.kind == "npu" else "ONP4541", s, gone))
     return out, said
