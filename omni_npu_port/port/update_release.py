@@ -9,6 +9,7 @@ import ast
 import difflib
 import itertools
 import json
+import keyword
 import re
 import subprocess
 import tarfile
@@ -46,11 +47,12 @@ from .score import ast_similarity
 # %% auto #0
 __all__ = ['RENAME_LIKENESS', 'omni_releases', 'previous_release', 'git_checkout', 'git_previous', 'resolve_previous',
            'class_methods', 'body_likeness', 'pair_methods', 'MethodUpdate', 'count_new', 'code_statements',
-           'carry_edits', 'settle_conflicts', 'merge_method', 'decide_method', 'Unit', 'cut_units', 'module_units',
-           'imported_names', 'merge_units', 'place_methods', 'future_first', 'Inherited', 'derives_from', 'RunnerSides',
-           'assemble', 'import_units', 'keep_imports', 'unbound_in', 'import_resolves', 'retarget_imports',
-           'update_runner', 'ReleaseUpdate', 'update_markdown', 'update_summary', 'write_update', 'one_definition',
-           'update_runners', 'written_on', 'retake_calls', 'retake_judged', 'update_release']
+           'carry_edits', 'settle_conflicts', 'stack_words', 'defined_names', 'stale_reads', 'drop_stale',
+           'merge_method', 'decide_method', 'Unit', 'cut_units', 'module_units', 'imported_names', 'merge_units',
+           'place_methods', 'future_first', 'Inherited', 'derives_from', 'RunnerSides', 'assemble', 'import_units',
+           'keep_imports', 'unbound_in', 'import_resolves', 'retarget_imports', 'update_runner', 'ReleaseUpdate',
+           'update_markdown', 'update_summary', 'write_update', 'one_definition', 'update_runners', 'written_on',
+           'retake_calls', 'retake_judged', 'update_release']
 
 # %% ../../nbs/port/update_release.ipynb #bdef9fd3
 _NB = "port/update_release.ipynb"
@@ -118,6 +120,18 @@ register(   # the names and calls NEW no longer supports
          "kept, the other removed", "warning", "check the definition kept against the lines that use it", _NB,
          "port"),
 )
+
+# %% ../../nbs/port/update_release.ipynb #5e1a7c40
+register(   # the people's lines that read what NEW's stack no longer has
+    Code("ONP4540", "update-stale-edit", "update: a people's edit of the previous port's lines reads an attribute no "
+         "source of NEW's stack (vllm, vllm-ascend, vLLM-Omni) mentions, nor the runner defines: the older stack's "
+         "name, so the new port's lines are taken", "info", "check that the new port's lines do what the people's "
+         "edit did", _NB, "port"),
+    Code("ONP4541", "update-stale-conflict", "update: in a conflict, the people's side reads an attribute no source "
+         "of NEW's stack mentions, nor the runner defines, and the new port's side reads none: the new port's side is "
+         "taken", "info", "check that the new port's lines do what the people's did", _NB, "port"),
+)
+
 
 # %% ../../nbs/port/update_release.ipynb #c68bfe2f
 def omni_releases(cache_dir: Path | str = CACHE_DIR) -> list[str]:
@@ -339,19 +353,99 @@ def settle_conflicts(hunks: list[Hunk]) -> tuple[list[Hunk], list[tuple[str, Hun
         out.append(s); settled.append((got[0], s, got[2]))
     return out, settled
 
+# %% ../../nbs/port/update_release.ipynb #5e1a7c42
+_WORDS: dict = {}   # the sources' identity -> the identifiers they mention (the last stack asked)
+
+def _module_text(tree, module: str) -> str:
+    "A module's text, read from its source without keeping it (a whole stack is read once)."
+    for rel in (module.replace(".", "/") + ".py", module.replace(".", "/") + "/__init__.py"):
+        try: data = tree.reader.read(rel)
+        except OSError: return ""
+        if data is not None: return data.decode("utf-8", "replace")
+    return ""
+
+def stack_words(names) -> frozenset[str]:
+    "Every identifier the sources of a `SymbolIndex` mention anywhere (empty: none), read once per stack."
+    trees = list(getattr(names, "trees", {}).values())
+    key = tuple(str(t.origin) for t in trees)
+    if not trees: return frozenset()
+    if key not in _WORDS:
+        words: set = set()
+        for t in trees:
+            for mod in t.modules(): words.update(re.findall(r"[A-Za-z_]\w*", _module_text(t, mod)))
+        _WORDS.clear(); _WORDS[key] = frozenset(words)
+    return _WORDS[key]
+
+def defined_names(code: str) -> set[str]:
+    "The names a module defines: functions, classes, parameters, imports, and the names and attributes it assigns."
+    try: tree = ast.parse(code)
+    except SyntaxError: return set()
+    out = set()
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)): out.add(n.name)
+        elif isinstance(n, ast.arg): out.add(n.arg)
+        elif isinstance(n, ast.alias): out.add((n.asname or n.name).split(".")[0])
+        elif isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store): out.add(n.attr)
+        elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store): out.add(n.id)
+    return out
+
+
+# %% ../../nbs/port/update_release.ipynb #5e1a7c44
+def _root(toks: list[str], i: int) -> bool:
+    "Whether the receiver of the `.` at `i` is the runner (`self`) or what a plain name's call returns (`f(...)`)."
+    plain = lambda k: toks[k].isidentifier() and not keyword.iskeyword(toks[k]) and (k == 0 or toks[k - 1] != ".")
+    if i and toks[i - 1] == "self": return plain(i - 1)
+    if not i or toks[i - 1] != ")": return False
+    depth, k = 0, i - 1
+    while k >= 0:
+        depth += {")": 1, "(": -1}.get(toks[k], 0)
+        if depth == 0: return k > 0 and plain(k - 1)
+        k -= 1
+    return False
+
+def _attributes(lines: list[str]) -> set[str]:
+    "The attributes `lines` read of the runner (`self.name`) and of a plain name's call (`f().name`)."
+    toks = code_tokens("\n".join(lines))
+    return {toks[i + 1] for i in range(len(toks) - 1)
+            if toks[i] == "." and toks[i + 1].isidentifier() and _root(toks, i)}
+
+def stale_reads(lines: list[str], known, was: list[str]) -> set[str]:
+    "The attributes `lines` read of the runner or of a plain name's call (`_attributes`) that `known` lacks, where"
+    " `was` (the previous port's lines) read them too (NEW's stack dropped them) or read a known one `lines` no longer"
+    " read (a rename); else none."
+    now, then = _attributes(lines), _attributes(was)
+    gone = {a for a in now if a not in known}
+    return gone if gone & then or (then - now) & known else set()
+
+def drop_stale(hunks: list[Hunk], known) -> tuple[list[Hunk], list[tuple[str, Hunk, set]]]:
+    "People's regions that read attributes `known` (NEW's stack and the runner) lacks: the new port's lines, where"
+    " those read none (ONP4540: a people's edit, ONP4541: a conflict); the settled ones as (code, hunk, the names)."
+    if not known: return hunks, []
+    out, said = [], []
+    for h in hunks:
+        edit = h.kind == "npu" and any(l.strip() for l in h.base)
+        side, theirs = (h.lines, h.base) if edit else (h.npu, h.omni) if h.kind == "conflict" else ([], [])
+        if not (gone := stale_reads(side, known, h.base)) or _attributes(theirs) - known: out.append(h); continue
+        s = Hunk("unchanged", h.base) if h.kind == "npu" else Hunk("omni", h.omni, omni=h.omni, base=h.base)
+        out.append(s); said.append(("ONP4540" if h.kind == "npu" else "ONP4541", s, gone))
+    return out, said
+
+
 # %% ../../nbs/port/update_release.ipynb #c7c5b9e4
 def _compiles(lines: list[str]) -> bool:
     try: compile("\n".join(lines) + "\n", "<method>", "exec", dont_inherit=True); return True
     except (SyntaxError, ValueError): return False
 
 def merge_method(m: MethodUpdate, base: str, new: str, people: str, labels: tuple, prefer: str,
-                 ascend: tuple = (set(), set())) -> tuple[list[str], list[Diagnostic]]:
-    "One method merged three ways (base: the previous port; the new port's change onto the people's), `m` counted."
+                 ascend: tuple = (set(), set()), known=None) -> tuple[list[str], list[Diagnostic]]:
+    "One method merged three ways (base: the previous port; the new port's change onto the people's), `m` counted;"
+    " `known`: the names NEW's stack and the runner have (`drop_stale`)."
     raw = merge_hunks(base, new, people)
     hunks, settled = settle_conflicts(raw)   # a conflict left: the people's side live, the new port's beside it
+    hunks, stale = drop_stale(hunks, known)
     lines, diags = render(hunks, labels, False, prefer)
     if settled and not _compiles(lines):   # a statement placed where the method no longer compiles: the conflicts
-        hunks, settled = raw, []
+        (hunks, stale), settled = drop_stale(raw, known), []
         lines, diags = render(hunks, labels, False, prefer)
     own = {id(h): ls for _, h, ls in settled}   # the people's lines a settled conflict carries
     for h in hunks:
@@ -366,6 +460,8 @@ def merge_method(m: MethodUpdate, base: str, new: str, people: str, labels: tupl
     for code, h, _ in settled:
         what = next((l.strip() for l in h.base + h.lines if l.strip()), "")
         diags.append(port_diagnostic(code, f"{code_info(code).title}: {m.runner}.{m.name}: {what[:80]!r}"))
+    for code, h, gone in stale:
+        diags.append(port_diagnostic(code, f"{code_info(code).title}: {m.runner}.{m.name}: {', '.join(sorted(gone))}"))
     for d in diags:
         d.where = m.name
         if d.code == "ONP4001": d.message = ("conflict: the new port (the GPU side's or vllm-ascend's change since "
@@ -377,13 +473,14 @@ def merge_method(m: MethodUpdate, base: str, new: str, people: str, labels: tupl
 # %% ../../nbs/port/update_release.ipynb #bd82b91d
 def _same(a: str, b: str) -> bool: return code_tokens(a) == code_tokens(b)
 
-def decide_method(m: MethodUpdate, b, n, p, labels, prefer, ascend) -> tuple[list[str] | None, list[Diagnostic]]:
+def decide_method(m: MethodUpdate, b, n, p, labels, prefer, ascend,
+                  known=None) -> tuple[list[str] | None, list[Diagnostic]]:
     "One method's update from its three texts (None: that side lacks it): its lines (None: left out), diagnostics."
     say = lambda code, msg: [port_diagnostic(code, f"{code_info(code).title}: {m.runner}.{msg}", where=m.name)]
     text = lambda t: t.rstrip("\n").split("\n")
     if b is not None and n is not None and p is not None:
         m.how = m.how or "merged"
-        return merge_method(m, b, n, p, labels, prefer, ascend)
+        return merge_method(m, b, n, p, labels, prefer, ascend, known)
     if b is not None and p is not None:
         if _same(b, p): m.how = "removed-by-new"; return None, []
         m.how, m.people = "kept-by-people", len(_code_lines(text(p)))
@@ -550,7 +647,7 @@ def _pairs(sides: RunnerSides):
 
 # %% ../../nbs/port/update_release.ipynb #17081c1f
 def _methods_decided(runner: str, sides: RunnerSides, ms, rows, prefer, ascend,
-                     inh=(False, False)) -> tuple[dict, list, list]:
+                     inh=(False, False), known=None) -> tuple[dict, list, list]:
     "Each pair's (lines or None: left out, its diagnostics), its MethodUpdate, the renames (ONP4502)."
     out, ups, renames, taken = {}, [], [], set()
     people_first = lambda kv: kv[1][0] is not None or kv[1][2] is None
@@ -565,7 +662,7 @@ def _methods_decided(runner: str, sides: RunnerSides, ms, rows, prefer, ascend,
             renames.append(port_diagnostic("ONP4502", f"{code_info('ONP4502').title}: {runner}: previous port "
                                            f"{b or '-'}, "
                                            f"people's {p or '-'}, new port {n or '-'}", where=name))
-        out[k] = decide_method(m, *texts, sides.labels, prefer, ascend(name, b or p))
+        out[k] = decide_method(m, *texts, sides.labels, prefer, ascend(name, b or p), known)
         ups.append(m)
     for k in taken: out.pop(k, None)
     return out, ups, renames
@@ -682,7 +779,9 @@ def update_runner(runner: str, sides: RunnerSides, prefer: str = "comment", asce
         return None, [port_diagnostic("ONP4507", f"{code_info('ONP4507').title}: {runner}: {', '.join(bad)}")], []
     ms, rows, ids = got
     inh = tuple(g is not None and derives_from(t, c, g.name) for g, (t, c) in zip(sides.gpu, (sides.base, sides.new)))
-    texts, ups, diags = _methods_decided(runner, sides, ms, rows, prefer, ascend, inh)
+    words = stack_words(names)   # NEW's stack; with the runner's own definitions, the names a carried line may read
+    known = words and words | defined_names(sides.people[0]) | defined_names(sides.new[0])
+    texts, ups, diags = _methods_decided(runner, sides, ms, rows, prefer, ascend, inh, known)
     (zt, zh, zb), (at, ah, ab), (bt, bh, bb) = cut
     top, c1 = merge_units(zt, at, bt)
     top = future_first(top)   # the new port's imports a clash puts first never precede it
