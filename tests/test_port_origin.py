@@ -103,3 +103,12 @@ def test_super_rebinding_treats_a_vllm_line_as_copied_from_the_npu_class(tmp_pat
                          ("omni", "super(Omni, self).run()")):
         out, _ = rebind_supers(lines, ["vllm", origin], landing, {"npu": "NPU", "omni": "Omni"})
         assert out[1].strip() == want, origin
+
+
+def test_an_update_keeps_the_previous_ports_fences_whether_vllm_or_the_npu_side_wrote_them():
+    from omni_npu_port.port.update import _drop_inner_fences
+    fence = "    " + FENCE_TEXT
+    lines = [fence, "    x = 1", fence, "    y = 2", fence, fence]
+    assert _drop_inner_fences(lines, ["vllm", "npu", "port", "omni", "port", "vllm"]) == [0, 1, 3, 5]   # inner: dropped
+    assert _drop_inner_fences(lines, ["npu", "npu", "port", "omni", "port", "npu"]) == [0, 1, 3, 5]
+    assert _drop_inner_fences(lines, ["port", "npu", "port", "omni", "port", "port"]) == [0, 1, 2, 3, 4, 5]
