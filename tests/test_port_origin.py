@@ -112,3 +112,15 @@ def test_an_update_keeps_the_previous_ports_fences_whether_vllm_or_the_npu_side_
     assert _drop_inner_fences(lines, ["vllm", "npu", "port", "omni", "port", "vllm"]) == [0, 1, 3, 5]   # inner: dropped
     assert _drop_inner_fences(lines, ["npu", "npu", "port", "omni", "port", "npu"]) == [0, 1, 3, 5]
     assert _drop_inner_fences(lines, ["port", "npu", "port", "omni", "port", "port"]) == [0, 1, 2, 3, 4, 5]
+
+
+def test_a_line_an_omni_insertion_slides_over_keeps_its_sides_origin():
+    from omni_npu_port.port.merge import Hunk, _slide_insertions
+    ins = ["    )", "    g(", "        b,"]   # omni's insertion as the diff cut it: it closes `f(` and opens `g(`
+    for kind, want in (("unchanged", "vllm"), ("npu", "npu")):
+        hs = [Hunk("unchanged", ["def f(self):", "    f(", "        a,"]), Hunk("omni", ins, omni=ins),
+              Hunk(kind, ["    )", "    h()"], npu=["    )", "    h()"])]
+        origins = []
+        lines, _ = render(_slide_insertions(hs), fence=False, origins=origins)
+        assert list(zip(lines, origins))[3:7] == [("    )", want), ("    g(", "omni"), ("        b,", "omni"),
+                                                  ("    )", "omni")], kind
