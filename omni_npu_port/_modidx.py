@@ -1578,6 +1578,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                       'omni_npu_port/port/merge.py'),
                                           'omni_npu_port.port.merge.merge_hunks': ( 'port/merge.html#merge_hunks',
                                                                                     'omni_npu_port/port/merge.py'),
+                                          'omni_npu_port.port.merge.npu_side': ('port/merge.html#npu_side', 'omni_npu_port/port/merge.py'),
                                           'omni_npu_port.port.merge.own_sides': ( 'port/merge.html#own_sides',
                                                                                   'omni_npu_port/port/merge.py'),
                                           'omni_npu_port.port.merge.prefer_of': ( 'port/merge.html#prefer_of',

@@ -11,7 +11,7 @@ import copy
 from ..core.diagnostics import Code, code_info, register
 from .conflicts import Conflict, conflicts_in
 from .locate import port_diagnostic
-from .merge import FENCE_RE, FENCE_TEXT
+from .merge import FENCE_RE, FENCE_TEXT, npu_side
 
 # %% auto #0
 __all__ = ['scope_nodes', 'binds', 'reads', 'blocks', 'binding_marks', 'late_reads', 'blocked', 'plan_move', 'move_rows',
@@ -422,7 +422,8 @@ def place_by_dataflow(lines: list[str], origins: list[str], diags: list = ()) ->
     " (ONP4450), or left with why not (ONP4451); a name only a commented side binds bound or said (ONP4465, ONP4466);"
     " then each omni statement reading a name no binding reaches (ONP4454);"
     " `diags`' lines follow their lines. (lines, origins, diagnostics)."
-    if len(origins) != len(lines) or "npu" not in origins: return lines, origins, list(diags)   # all omni's: its order
+    if len(origins) != len(lines) or not any(map(npu_side, origins)):   # all omni's: its order
+        return lines, origins, list(diags)
     rows, skip, moved, found = [[l, o, k] for k, (l, o) in enumerate(zip(lines, origins))], set(), set(), []
     for _ in range(4 * len(lines) + 1):
         step = _one_move(rows, skip, moved)

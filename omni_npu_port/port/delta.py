@@ -928,11 +928,11 @@ def _assemble(self: _Applier, head: Hunk) -> list[Hunk]:
                 f"overlaps another hunk's lines (at {_say(e.delta.base[0] if e.delta.base else e.delta.before)})",
             )
             continue
-        if e.start > pos: flush(); out.append(Hunk("unchanged", self.N[pos:e.start]))
+        if e.start > pos: flush(); out.append(Hunk("npu", self.N[pos:e.start]))
         out.append(e.hunk); pos = e.end
         if e.delta.kind == "delete" and e.end > e.start: gone = e
     flush()
-    if pos < len(self.N): out.append(Hunk("unchanged", self.N[pos:]))
+    if pos < len(self.N): out.append(Hunk("npu", self.N[pos:]))
     joined = []
     for h in out:   # omni hunks side by side: one fenced block
         if joined and h.kind == joined[-1].kind == "omni":

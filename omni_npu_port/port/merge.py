@@ -23,11 +23,11 @@ from .conflicts import Conflict, conflicts_in, resolve
 from .locate import PortError, port_diagnostic, python_lines, string_lines
 
 # %% auto #0
-__all__ = ['FENCE_TEXT', 'FENCE_RE', 'INLINE_MARK', 'TOKEN_RE', 'PREFER', 'indent_of', 'CodeLine', 'LineMatcher', 'lines_of',
-           'code_tokens', 'logical_units', 'adopt_layout', 'Hunk', 'region_shift', 'tokens_in', 'split_replace',
-           'refine_conflict', 'hunk_sides', 'side_text', 'statement_cut', 'whole_conflicts', 'own_sides',
-           'statement_units', 'statement_merge', 'merge_hunks', 'Prefer', 'prefer_of', 'render', 'uncomment_conflicts',
-           'keep_side']
+__all__ = ['FENCE_TEXT', 'FENCE_RE', 'INLINE_MARK', 'TOKEN_RE', 'PREFER', 'NPU_SIDE', 'indent_of', 'CodeLine', 'LineMatcher',
+           'lines_of', 'code_tokens', 'logical_units', 'adopt_layout', 'Hunk', 'region_shift', 'tokens_in',
+           'split_replace', 'refine_conflict', 'hunk_sides', 'side_text', 'statement_cut', 'whole_conflicts',
+           'own_sides', 'statement_units', 'statement_merge', 'merge_hunks', 'Prefer', 'prefer_of', 'render',
+           'npu_side', 'uncomment_conflicts', 'keep_side']
 
 # %% ../../nbs/port/merge.ipynb #c933b968
 FENCE_TEXT = "# ---------------------------------------Omni-new----------------------------------------------"
@@ -284,7 +284,7 @@ def _slide_insertions(hunks: list[Hunk]) -> list[Hunk]:
                 moved = ctx[len(ctx) - m:] if step < 0 else ctx[:m]
                 hs[j].lines = ctx[: len(ctx) - m] if step < 0 else ctx[m:]
                 h.lines = h.omni = rot
-                hs.insert(i + 1 if step < 0 else i, Hunk("unchanged", moved))
+                hs.insert(i + 1 if step < 0 else i, Hunk("unchanged" if hs[j].kind == "unchanged" else "same", moved))
                 break
         i += 1
     return hs
@@ -929,7 +929,8 @@ def render(hunks: list[Hunk], labels=("NPU base", "omni GPU (translated)"), fenc
         depth, seen = _depth([l for l, _ in rows[seen:]], depth), len(rows)  # brackets open where the hunk starts
         if h.note:
             diags.append(port_diagnostic(h.code, h.note, len(rows) + 1, "warning" if h.code == "ONP4010" else "info"))
-        if h.kind in ("unchanged", "same", "npu"): rows += [(l, "npu") for l in h.lines]
+        if h.kind in ("unchanged", "same", "npu"):   # unchanged: vllm's line, as all three sides have it
+            rows += [(l, "vllm" if h.kind == "unchanged" else "npu") for l in h.lines]
         elif h.kind == "omni": rows += _fenced(h.lines, fence, depth > 0)
         elif h.kind == "omni-delete":
             ind = next((indent_of(l) for l in h.base if l.strip()), 0)
@@ -968,6 +969,13 @@ def render(hunks: list[Hunk], labels=("NPU base", "omni GPU (translated)"), fenc
             rows += Conflict.of(h.npu, h.omni, commented, ind if commented else "", labels).rows()
     if origins is not None: origins[:] = [o for _, o in rows]
     return [l for l, _ in rows], diags
+
+# %% ../../nbs/port/merge.ipynb #2fff5518
+NPU_SIDE = ("npu", "vllm")   # the origins of the NPU side's lines: its own, and vllm's that all three sides share
+
+def npu_side(origin: str) -> bool:
+    "Whether a port line of `origin` is the NPU side's code: the NPU base's own (`npu`) or vllm's shared one (`vllm`)."
+    return origin in NPU_SIDE
 
 # %% ../../nbs/port/merge.ipynb #eabc3ea6
 def uncomment_conflicts(code: str) -> str:

@@ -13,7 +13,7 @@ from pathlib import Path
 from ..core.diagnostics import Code, Diagnostic, code_info, register
 from ..sources.symbols import binds, resolve, top_level
 from .locate import Located, PortError, locate, own_methods, port_diagnostic, top_classes
-from .merge import TOKEN_RE
+from .merge import TOKEN_RE, npu_side
 from .supercalls import walk_no_nested
 
 # %% auto #0
@@ -139,7 +139,7 @@ def override_calls(lines: list[str], origins: list[str], omni: dict[str, ast.Fun
      "the class defining it, default `omni_cls`).")
     out = []
     for i, (l, o) in enumerate(zip(lines, origins), 1):
-        if o != "npu": continue
+        if not npu_side(o): continue
         for name in dict.fromkeys(_self_calls(l)):
             if name in omni and name != this:
                 owner = (owners or {}).get(name, omni_cls)

@@ -17,13 +17,13 @@ from .dataflow import binds, reads
 __all__ = ['ORIGINS', 'PortedStatement', 'statement_origin', 'masked', 'MethodPort']
 
 # %% ../../nbs/port/statements.ipynb #a12e3fc6
-ORIGINS = ("npu", "omni", "port", "mixed", "conflict", "unknown")   # "unknown": the lines came without origins
+ORIGINS = ("vllm", "npu", "omni", "port", "mixed", "conflict", "unknown")   # "unknown": the lines came without origins
 
 @dataclass(frozen=True)
 class PortedStatement:
     "One statement of a ported method's body: its lines (comments above it too), their origins, its names."
     lines: tuple[str, ...]
-    origins: tuple[str, ...]                 # each line's origin as the port wrote it: npu, omni or port
+    origins: tuple[str, ...]                 # each line's origin as the port wrote it: vllm, npu, omni or port
     origin: str                              # the statement's (`ORIGINS`)
     conflicts: tuple[Conflict, ...] = ()     # the conflicts in its lines (`at`: lines of the method, 0-based)
     at: int = 0                              # its first line in the method, 0-based
@@ -50,9 +50,10 @@ class PortedStatement:
 def _is_code(line: str) -> bool: return bool(line.strip()) and not line.lstrip().startswith("#")
 
 def statement_origin(lines, origins, conflicts=()) -> str:
-    "A statement's origin from its lines': `conflict` where it holds one, else its code lines' one origin, else mixed."
+    "A statement's origin from its lines': `conflict` where it holds one, else its code lines' one side, else mixed."
     if conflicts: return "conflict"
     got = {o for l, o in zip(lines, origins) if _is_code(l)}
+    got = got - {"vllm"} or got   # vllm's lines are every side's: the side that changed the rest names it
     return next(iter(got)) if len(got) == 1 else "mixed" if got else "port"
 
 # %% ../../nbs/port/statements.ipynb #04da5f97

@@ -13,7 +13,7 @@ from ..core.io import gc_paused
 from ..translate.engine import RuleSet
 from .formatting import ruff_bin
 from .locate import Located, PortError, method_located, own_methods, port_diagnostic
-from .merge import FENCE_RE, Hunk, merge_hunks, render, tokens_in
+from .merge import FENCE_RE, Hunk, merge_hunks, npu_side, render, tokens_in
 from .method import PortOptions, PortResult, finish_port, kept_omni_diagnostics, parse_check, port_options
 from .translation import rules_for, target_check, target_of, translate_methods
 
@@ -101,7 +101,7 @@ def _drop_inner_fences(lines: list[str], origins: list[str]) -> list[int]:
     kept, inside = [], False
     for i, (l, o) in enumerate(zip(lines, origins)):
         if FENCE_RE.match(l):
-            if o == "npu": inside = not inside
+            if npu_side(o): inside = not inside
             elif inside: continue
         kept.append(i)
     return kept
