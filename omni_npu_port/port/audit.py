@@ -27,12 +27,14 @@ from .release import port_release
 from .release_inputs import locate_base, open_release, release_source
 from .runners import ClassGraph, find_runners, runner_bases
 from .translation import rules_for
-from .update_release import class_methods, previous_release, update_runners
+from .update_release import (RENAME_LIKENESS, body_likeness, class_methods, previous_release,
+                                               update_runners)
 
 # %% auto #0
 __all__ = ['DRIFT_CODES', 'Finding', 'audit_target', 'conflict_view', 'Change', 'update_changes', 'method_at', 'by_method',
            'change_method', 'change_finding', 'method_keys', 'stream', 'base_method_stream', 'substantive', 'anchors',
-           'adapted', 'owed', 'new_methods', 'release_arg', 'AuditSides', 'missing_methods', 'runner_findings', 'audit']
+           'adapted', 'owed', 'new_methods', 'callers', 'run_by_copy', 'kept_copy', 'release_arg', 'AuditSides',
+           'missing_methods', 'runner_findings', 'audit']
 
 # %% ../../nbs/port/audit.ipynb #42c12468
 _NB = "port/audit.ipynb"
@@ -65,7 +67,19 @@ register(
     Code("ONP4128", "copy-kept", "the GPU side dropped a method the NPU copy edited: the update keeps the NPU "
          "copy's", "info", "check whether the method is still needed", _NB, "audit"),
 )
-DRIFT_CODES = ("ONP4120", "ONP4121", "ONP4122", "ONP4123", "ONP4129")
+DRIFT_CODES = ("ONP4120", "ONP4121", "ONP4122", "ONP4123", "ONP4129", "ONP4131")
+
+# %% ../../nbs/port/audit.ipynb #a9dc9879
+register(
+    Code("ONP4130", "new-method-not-run", "omni's GPU runner added a method since the copy was last in step that "
+         "only methods the copy does not have call: the copy would not run it", "info",
+         "nothing, while the copy does without its callers (named in the message)", _NB, "audit"),
+    Code("ONP4131", "copy-keeps-dropped", "drift: omni's GPU runner dropped a method since the copy was last in step "
+         "that the NPU copy still defines, little changed (the update keeps the copy's)", "warning",
+         "remove the method and call what replaced it on the GPU side, or record why the NPU runner keeps it",
+         _NB, "audit"),
+)
+
 
 # %% ../../nbs/port/audit.ipynb #22d4190f
 @dataclass
@@ -279,6 +293,29 @@ def new_methods(prev_gpu: dict, new_gpu: dict, copy_cls, graph, gpu_name: str) -
     own = set(own_methods(copy_cls.node))
     return [m for m in new_gpu if m not in prev_gpu and m not in own]
 
+# %% ../../nbs/port/audit.ipynb #b3ac8b40
+def callers(methods: dict) -> dict[str, set[str]]:
+    "{method: the other methods of the class that name it as an attribute (`self.m(...)`, `Cls.m`)}."
+    out: dict[str, set[str]] = {}
+    for name, node in methods.items():
+        for a in ast.walk(node):
+            if isinstance(a, ast.Attribute) and a.attr in methods and a.attr != name:
+                out.setdefault(a.attr, set()).add(name)
+    return out
+
+def run_by_copy(added: list[str], gpu: dict, own) -> list[str]:
+    "The added methods the copy would run: ones no other GPU method calls (overrides, entry points), or ones a method"
+    " the copy defines calls, or another of these."
+    by, ok = callers(gpu), set()
+    while grow := [m for m in added if m not in ok and (not by.get(m) or by[m] & (set(own) | ok))]:
+        ok.update(grow)
+    return [m for m in added if m in ok]
+
+def kept_copy(prev_port: str | None, copy: str | None) -> bool:
+    "Whether the copy's method is still the previous port's (as alike as a rename pairs), not the people's rewrite."
+    return bool(prev_port and copy) and body_likeness(prev_port, copy) >= RENAME_LIKENESS
+
+
 # %% ../../nbs/port/audit.ipynb #01397a5d
 def release_arg(arg: str | None) -> str | None:
     "A release as `port --release` reads it; `vllm-omni==X` (as port and doctor take it) read as the version X."
@@ -340,8 +377,12 @@ def missing_methods(r, b, sides: AuditSides, text: str, cls: str, path: str) -> 
     if node is None or sides.graph is None: return []
     prev, new = _methods(sides.base, b.gpu if b else None), _methods(sides.new, r.gpu)
     gone = new_methods(prev, new, sides.graph.cls(mod, node), sides.graph, r.gpu.rpartition(".")[2])
-    return [Finding("ONP4129", f"{sides.basis}: {code_info('ONP4129').title}: {r.gpu.rpartition('.')[2]}.{m}",
-                    path=path, line=node.lineno, column=1, cls=cls, method=m) for m in gone]
+    run, by, name = run_by_copy(gone, new, own_methods(node)), callers(new), r.gpu.rpartition(".")[2]
+    return [Finding("ONP4129", f"{sides.basis}: {code_info('ONP4129').title}: {name}.{m}", path=path,
+                    line=node.lineno, column=1, cls=cls, method=m) if m in run else
+            Finding("ONP4130", f"{sides.basis}: {code_info('ONP4130').title}: {name}.{m} (called from "
+                    f"{', '.join(sorted(by.get(m, ())))})", path=path, line=node.lineno, column=1, cls=cls,
+                    method=m, level="info") for m in gone]
 
 def runner_findings(r, sides: AuditSides, was: dict | None = None) -> list[Finding]:
     "One updated runner's findings: what of its diff against the NPU copy is owed, the update's notes, or why none."
@@ -367,8 +408,11 @@ def runner_findings(r, sides: AuditSides, was: dict | None = None) -> list[Findi
             if (c := owed(c, own, sides.their_stream(m, um), anchor)) is not None:
                 out.append(change_finding(c, path, k or cls, m, sides.basis))
     out += missing_methods(r, b, sides, text, cls, path)
-    out += [Finding(_NOTES[d.code], d.message, path=path, cls=cls, method=d.where or "", level="info")
-            for d in r.diagnostics if d.code in _NOTES]
+    for d, m in ((d, d.where or "") for d in r.diagnostics if d.code in _NOTES):
+        at = min((i for i, (k, x) in npu_at.items() if (k, x) == (cls, m)), default=None)
+        out.append(Finding("ONP4131", f"{sides.basis}: {code_info('ONP4131').title}: {cls}.{m}", path=path, line=at,
+                           column=1, cls=cls, method=m) if d.code == "ONP4504" and kept_copy(prev.get(m), mine.get(m))
+                   else Finding(_NOTES[d.code], d.message, path=path, cls=cls, method=m, level="info"))
     return out
 
 # %% ../../nbs/port/audit.ipynb #1d2bae8b
