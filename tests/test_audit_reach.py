@@ -1,5 +1,6 @@
-"""Audit rules 7 and 8 (issue 32, made from the third blind set, omni 0.28 from 0.26): a method the GPU runner added
-is owed only where the copy would run it; a method the GPU runner dropped that the copy keeps little changed is drift.
+"""Audit rules 7-10 (issue 32, made from the errors of the blind sets 0.28 and 0.30): a method the GPU runner added is
+owed only where the copy would run it; a dropped method the copy keeps little changed is drift; an argument of a call
+the copy never makes, and a new guarded block the copy does in another method, are not owed.
 Fixtures: texts written here and tests/fixtures/update (written for the tests). Nothing is fetched."""
 import ast
 import shutil
@@ -68,3 +69,67 @@ def test_a_dropped_method_the_people_rewrote_stays_a_note(tmp_path):
                                  "        return self.npu_cast(pinned, non_blocking=True)\n")
     got = [f for f in found if f.method == "old_helper"]
     assert [(f.code, f.severity) for f in got] == [("ONP4128", "info")]
+
+
+GPU_STEP = """def step(self, ids):
+    update = getattr(self.model, "update", None)
+    if update is not None:
+        update(
+            ids=ids,
+            req_ids=self.req_ids,
+        )
+    out = self.run(
+        ids,
+        step_id=self.step_id,
+    )
+    def builder():
+        return self.build(out, step_id=self.step_id)
+    return builder()
+"""
+
+
+def test_an_argument_of_a_call_the_copy_never_makes_is_not_owed():
+    from omni_npu_port.port.audit import Change, outside, owed, stream
+    own = stream(["out = self . run (", "ids ,", ")", "return out"])
+    gone = outside(GPU_STEP, own)
+    assert "req_ids = self . req_ids ," in gone                                  # only in `update(`: never made
+    assert "return self . build ( out , step_id = self . step_id )" in gone     # only in `def builder`
+    c = Change("conflict", 3, [], ["            req_ids=self.req_ids,"])
+    assert owed(c, own, "", None, gone) is None
+
+
+def test_an_argument_of_a_call_the_copy_makes_is_owed():
+    from omni_npu_port.port.audit import Change, outside, owed, stream
+    own = stream(["out = self . run (", "ids ,", ")", "update ( ids )", "def builder ( ) :", "return out"])
+    gone = outside(GPU_STEP, own)
+    assert "step_id = self . step_id ," not in gone and "req_ids = self . req_ids ," not in gone
+    assert "out = self . run (" not in outside(GPU_STEP, stream(["return out"]))   # a new call's first line stays
+    c = Change("add", 3, [], ["        step_id=self.step_id,"])
+    assert owed(c, own, "", None, gone).update == ["        step_id=self.step_id,"]
+
+
+GPU_EXEC = '''def execute(self, hs, n):
+    step = self.save(hs)
+    if (
+        step is not None
+        and self.include_hidden()
+    ):
+        hs_cpu = hs[:n].detach().to("cpu").contiguous()
+    return step
+'''
+WRITTEN = {"if (", "step is not None", "and self . include_hidden ( )", ") :",
+           'hs_cpu = hs [ : n ] . detach ( ) . to ( "cpu" ) . contiguous ( )'}
+
+
+def test_a_new_guarded_block_the_copy_does_in_another_method_is_not_owed():
+    from omni_npu_port.port.audit import moved_blocks, statement_shapes
+    sample = 'def sample(self, h, k):\n    if k:\n        cpu = h[:k].detach().to("cpu").contiguous()\n'
+    assert moved_blocks(GPU_EXEC, WRITTEN, statement_shapes(sample)) == WRITTEN
+
+
+def test_a_guarded_block_is_owed_where_the_copy_lacks_its_body_or_it_is_not_new():
+    from omni_npu_port.port.audit import moved_blocks, statement_shapes
+    other = statement_shapes('def sample(self, h, k):\n    cpu = h[:k].detach().to("npu").contiguous()\n')
+    assert moved_blocks(GPU_EXEC, WRITTEN, other) == set()                       # another step: owed
+    same = statement_shapes('def sample(self, h, k):\n    cpu = h[:k].detach().to("cpu").contiguous()\n')
+    assert moved_blocks(GPU_EXEC, WRITTEN - {"step is not None"}, same) == set()  # an existing guard changed: owed

@@ -33,8 +33,8 @@ from .update_release import (RENAME_LIKENESS, body_likeness, class_methods, prev
 # %% auto #0
 __all__ = ['DRIFT_CODES', 'Finding', 'audit_target', 'conflict_view', 'Change', 'update_changes', 'method_at', 'by_method',
            'change_method', 'change_finding', 'method_keys', 'stream', 'base_method_stream', 'substantive', 'anchors',
-           'adapted', 'owed', 'new_methods', 'callers', 'run_by_copy', 'kept_copy', 'release_arg', 'AuditSides',
-           'missing_methods', 'runner_findings', 'audit']
+           'adapted', 'owed', 'outside', 'shape', 'statement_shapes', 'moved_blocks', 'new_methods', 'callers',
+           'run_by_copy', 'kept_copy', 'release_arg', 'AuditSides', 'missing_methods', 'runner_findings', 'audit']
 
 # %% ../../nbs/port/audit.ipynb #42c12468
 _NB = "port/audit.ipynb"
@@ -267,10 +267,10 @@ def adapted(key: str, own: str, replaced=()) -> bool:
     head = key.split(" ( ", 1)[0] + " (" if " ( " in key else ""
     return len(head.split()) >= 3 and f" {head} " in own and not any(r.startswith(head) for r in replaced)
 
-def owed(c: Change, own: str, theirs: str, anchor: dict | None = None) -> Change | None:
+def owed(c: Change, own: str, theirs: str, anchor: dict | None = None, outside=frozenset()) -> Change | None:
     "The change less what is no lag of the copy: lines the copy's method has (`own`, a `stream`), vllm's and"
     " vllm-ascend's (`theirs`), calls the copy makes its own way, GPU lines whose previous-port anchors the copy has"
-    " none of; None: nothing left."
+    " none of, lines only inside a call or `def` the copy never has (`outside`); None: nothing left."
     key = lambda l: " ".join(code_tokens(l))
     has = lambda s, k: f" {k} " in s
     was = lambda k: (anchor or {}).get(k, ())
@@ -280,10 +280,70 @@ def owed(c: Change, own: str, theirs: str, anchor: dict | None = None) -> Change
     if c.kind == "conflict" and anchor is not None:   # the GPU side's own change only
         upd = [l for l in upd if key(l) in anchor and kept(key(l))]
     elif anchor is not None: upd = [l for l in upd if kept(key(l))]
+    upd = [l for l in upd if key(l) not in outside]
     gone = [] if c.kind in ("add", "conflict") else [l for l in c.npu if key(l) and not has(theirs, key(l))]
     if not substantive(upd + gone): return None
     kind = c.kind if c.kind == "conflict" else "change" if upd and gone else "add" if upd else "remove"
     return Change(kind, c.line, c.npu if kind == "conflict" else gone, upd, c.at, c.npu_at, c.update_at)
+
+# %% ../../nbs/port/audit.ipynb #7d23a93e
+def _heads(tree: ast.AST, fn) -> dict[int, set[str]]:
+    "{line (1-based): the calls (`name (`) it is an argument line of, and the nested defs (`def name (`) it is in}."
+    out: dict[int, set[str]] = {}
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Call) and (name := getattr(n.func, "attr", None) or getattr(n.func, "id", None)):
+            head = f"{name} ("
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n is not fn: head = f"def {n.name} ("
+        else: continue
+        for i in range(n.lineno + 1, n.end_lineno + 1): out.setdefault(i, set()).add(head)   # after its first line
+    return out
+
+def outside(method: str | None, own: str) -> set[str]:
+    "Keys of the lines of a GPU method (the new port's) that stand, wherever they stand, inside a call or a nested"
+    " `def` the copy's method (`own`, a `stream`) never has."
+    try: tree = ast.parse(method or "")
+    except SyntaxError: return set()
+    fn = next(iter(tree.body), None)
+    heads, seen = _heads(tree, fn), {}
+    for i, l in enumerate(python_lines(method or ""), 1):
+        if k := " ".join(code_tokens(l)):
+            seen.setdefault(k, []).append(any(f" {h} " not in own for h in heads.get(i, ())))
+    return {k for k, v in seen.items() if all(v)}
+
+
+# %% ../../nbs/port/audit.ipynb #01598316
+def shape(key: str) -> str:
+    "A statement's key with its plain names (locals, parameters: no attribute, no callee, not `self`) as `_`."
+    toks = key.split(" ")
+    plain = lambda i, t: ((t[:1].isalpha() or t[:1] == "_") and t not in _KW and t != "self"
+                          and (i == 0 or toks[i - 1] != ".") and (i + 1 == len(toks) or toks[i + 1] != "("))
+    return " ".join("_" if plain(i, t) else t for i, t in enumerate(toks))
+
+def _stmt_key(lines: list[str], s: ast.stmt) -> str:
+    return " ".join(code_tokens("\n".join(lines[s.lineno - 1:s.end_lineno])))
+
+def statement_shapes(method: str | None) -> set[str]:
+    "The shapes of a method's simple statements (no block)."
+    try: tree = ast.parse(method or "")
+    except SyntaxError: return set()
+    lines = python_lines(method or "")
+    return {shape(_stmt_key(lines, s)) for s in ast.walk(tree)
+            if isinstance(s, ast.stmt) and not hasattr(s, "body") and s is not tree}
+
+def moved_blocks(method: str | None, written: set, elsewhere: set) -> set[str]:
+    "Keys of the lines of each `if` block (no `else`) the GPU side wrote whole (`written`) whose body statements all"
+    " stand, as shapes, in the copy's other methods (`elsewhere`), each of 8 tokens or more that name something."
+    try: tree = ast.parse(method or "")
+    except SyntaxError: return set()
+    lines, out = python_lines(method or ""), set()
+    for n in (n for n in ast.walk(tree) if isinstance(n, ast.If) and not n.orelse):
+        ks = [k for l in lines[n.lineno - 1:n.end_lineno] if (k := " ".join(code_tokens(l)))]
+        body = [_stmt_key(lines, s) for s in n.body]
+        if all(k in written for k in ks) and all(len(b.split()) >= 8 and substantive([b]) and shape(b) in elsewhere
+                                                 for b in body):
+            out.update(ks)
+    return out
+
 
 # %% ../../nbs/port/audit.ipynb #a1c4000f
 def new_methods(prev_gpu: dict, new_gpu: dict, copy_cls, graph, gpu_name: str) -> list[str]:
@@ -397,7 +457,7 @@ def runner_findings(r, sides: AuditSides, was: dict | None = None) -> list[Findi
     npu_at, upd_at = method_at(text), method_at("\n".join(conflict_view(python_lines(r.code))[0]))
     mine, prev = class_methods(text, cls) or {}, (class_methods(b.code, b.cls) or {}) if b else {}
     fresh, back = (class_methods(n.code, n.cls) or {}) if n else {}, {v: k for k, v in (was or {}).items()}
-    out = []
+    out, shapes = [], {x: statement_shapes(t) for x, t in mine.items()}
     for ch in update_changes(text, r.code):
         for c in by_method(ch, npu_at, upd_at, was):
             k, m = change_method(c, npu_at, upd_at, was)
@@ -405,7 +465,9 @@ def runner_findings(r, sides: AuditSides, was: dict | None = None) -> list[Findi
             own = stream(method_keys(mine.get(m) if m else text))
             was_port, now_port = prev.get(m) or prev.get(um), fresh.get(um) or fresh.get(m)
             anchor = anchors(method_keys(was_port), method_keys(now_port)) if was_port and now_port else None
-            if (c := owed(c, own, sides.their_stream(m, um), anchor)) is not None:
+            elsewhere = set().union(*(v for x, v in shapes.items() if x != m))
+            left = outside(now_port, own) | (moved_blocks(now_port, set(anchor), elsewhere) if anchor else set())
+            if (c := owed(c, own, sides.their_stream(m, um), anchor, left)) is not None:
                 out.append(change_finding(c, path, k or cls, m, sides.basis))
     out += missing_methods(r, b, sides, text, cls, path)
     for d, m in ((d, d.where or "") for d in r.diagnostics if d.code in _NOTES):
