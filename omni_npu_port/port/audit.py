@@ -27,8 +27,7 @@ from .release import port_release
 from .release_inputs import locate_base, open_release, release_source
 from .runners import ClassGraph, find_runners, runner_bases
 from .translation import rules_for
-from .update_release import (RENAME_LIKENESS, body_likeness, class_methods, previous_release,
-                                               update_runners)
+from .update_release import class_methods, previous_release, update_runners
 
 # %% auto #0
 __all__ = ['DRIFT_CODES', 'Finding', 'audit_target', 'conflict_view', 'Change', 'update_changes', 'method_at', 'by_method',
@@ -373,6 +372,7 @@ def run_by_copy(added: list[str], gpu: dict, own) -> list[str]:
 
 def kept_copy(prev_port: str | None, copy: str | None) -> bool:
     "Whether the copy's method is still the previous port's (as alike as a rename pairs), not the people's rewrite."
+    from omni_npu_port.port.update_release import RENAME_LIKENESS, body_likeness
     return bool(prev_port and copy) and body_likeness(prev_port, copy) >= RENAME_LIKENESS
 
 
