@@ -133,3 +133,17 @@ def test_a_guarded_block_is_owed_where_the_copy_lacks_its_body_or_it_is_not_new(
     assert moved_blocks(GPU_EXEC, WRITTEN, other) == set()                       # another step: owed
     same = statement_shapes('def sample(self, h, k):\n    cpu = h[:k].detach().to("cpu").contiguous()\n')
     assert moved_blocks(GPU_EXEC, WRITTEN - {"step is not None"}, same) == set()  # an existing guard changed: owed
+
+
+def test_a_dropped_gpu_method_the_copy_keeps_is_found_from_the_sources_whatever_the_port_wrote():
+    from types import SimpleNamespace as NS
+
+    from omni_npu_port.port.audit import AuditSides, dropped_kept
+    gpu = NS(gpu="vllm_omni.worker.gpu_model_runner.OmniGPUModelRunner")
+    sides = AuditSides(NS(origin=UPD / "omni_prev"), NS(origin=UPD / "omni_next"), str(UPD / "omni_prev"), "next")
+    kept = HELPER.replace("    def", "def").replace("\n        ", "\n    ")
+    assert dropped_kept(gpu, gpu, sides, {"old_helper": kept}, set()) == {"old_helper"}               # fires
+    rewritten = "def old_helper(self, x):\n    return self.npu_cast(x.pin_memory(), blocking=False, stream=self.s)\n"
+    assert dropped_kept(gpu, gpu, sides, {"old_helper": rewritten}, set()) == set()      # the people's own
+    assert dropped_kept(gpu, gpu, sides, {"old_helper": kept}, {"old_helper"}) == set()  # said already
+    assert dropped_kept(gpu, gpu, sides, {"_dummy_run": kept}, set()) == set()           # not dropped

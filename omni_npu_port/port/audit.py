@@ -33,7 +33,8 @@ from .update_release import class_methods, previous_release, update_runners
 __all__ = ['DRIFT_CODES', 'Finding', 'audit_target', 'conflict_view', 'Change', 'update_changes', 'method_at', 'by_method',
            'change_method', 'change_finding', 'method_keys', 'stream', 'base_method_stream', 'substantive', 'anchors',
            'adapted', 'owed', 'outside', 'shape', 'statement_shapes', 'moved_blocks', 'new_methods', 'callers',
-           'run_by_copy', 'kept_copy', 'release_arg', 'AuditSides', 'missing_methods', 'runner_findings', 'audit']
+           'run_by_copy', 'kept_copy', 'release_arg', 'AuditSides', 'dropped_kept', 'kept_findings', 'missing_methods',
+           'runner_findings', 'audit']
 
 # %% ../../nbs/port/audit.ipynb #42c12468
 _NB = "port/audit.ipynb"
@@ -330,16 +331,17 @@ def statement_shapes(method: str | None) -> set[str]:
             if isinstance(s, ast.stmt) and not hasattr(s, "body") and s is not tree}
 
 def moved_blocks(method: str | None, written: set, elsewhere: set) -> set[str]:
-    "Keys of the lines of each `if` block (no `else`) the GPU side wrote whole (`written`) whose body statements all"
-    " stand, as shapes, in the copy's other methods (`elsewhere`), each of 8 tokens or more that name something."
+    "Keys of the lines of each `if` block (no `else`) the GPU side wrote whole (`written`: each line that names"
+    " something) whose body statements all stand, as shapes, in the copy's other methods (`elsewhere`), each of 8"
+    " tokens or more that name something."
     try: tree = ast.parse(method or "")
     except SyntaxError: return set()
     lines, out = python_lines(method or ""), set()
     for n in (n for n in ast.walk(tree) if isinstance(n, ast.If) and not n.orelse):
         ks = [k for l in lines[n.lineno - 1:n.end_lineno] if (k := " ".join(code_tokens(l)))]
         body = [_stmt_key(lines, s) for s in n.body]
-        if all(k in written for k in ks) and all(len(b.split()) >= 8 and substantive([b]) and shape(b) in elsewhere
-                                                 for b in body):
+        if all(k in written for k in ks if _named(k)) and all(len(b.split()) >= 8 and substantive([b])
+                                                              and shape(b) in elsewhere for b in body):
             out.update(ks)
     return out
 
@@ -429,6 +431,26 @@ def _methods(port, dotted: str | None) -> dict:
     try: return dict(own_methods(locate(MethodSpec(str(port.origin), mod, cls), False).cls_node))
     except (PortError, OSError): return {}
 
+# %% ../../nbs/port/audit.ipynb #11b40d2a
+def dropped_kept(r, b, sides: AuditSides, mine: dict, said: set) -> set[str]:
+    "Methods PREV's GPU runner (its source) defines and NEW's no longer does that the copy still defines, little"
+    " changed (`kept_copy`), however PREV's port had them; `said`: renamed, or with a finding already."
+    prev, new = _methods(sides.base, b.gpu if b else None), _methods(sides.new, r.gpu)
+    return {m for m, node in prev.items() if m not in new and m in mine and m not in said
+            and kept_copy(ast.unparse(node), mine[m])}
+
+def kept_findings(r, b, sides: AuditSides, texts: tuple, where: tuple, said: set) -> list[Finding]:
+    "ONP4131 for each method omni dropped that the copy keeps little changed; the update's other notes as notes."
+    (mine, prev, npu_at), (cls, path) = texts, where
+    gone, out = dropped_kept(r, b, sides, mine, said), []
+    for d, m in ((d, d.where or "") for d in r.diagnostics if d.code in _NOTES):
+        if d.code == "ONP4504" and (m in gone or kept_copy(prev.get(m), mine.get(m))): gone.add(m)
+        else: out.append(Finding(_NOTES[d.code], d.message, path=path, cls=cls, method=m, level="info"))
+    at = lambda m: min((i for i, (k, x) in npu_at.items() if (k, x) == (cls, m)), default=None)
+    return out + [Finding("ONP4131", f"{sides.basis}: {code_info('ONP4131').title}: {cls}.{m}", path=path,
+                          line=at(m), column=1, cls=cls, method=m) for m in sorted(gone)]
+
+
 # %% ../../nbs/port/audit.ipynb #a1c40010
 def missing_methods(r, b, sides: AuditSides, text: str, cls: str, path: str) -> list[Finding]:
     "ONP4129 for each method the GPU runner added since PREV that the copy neither defines nor inherits."
@@ -470,12 +492,8 @@ def runner_findings(r, sides: AuditSides, was: dict | None = None) -> list[Findi
             if (c := owed(c, own, sides.their_stream(m, um), anchor, left)) is not None:
                 out.append(change_finding(c, path, k or cls, m, sides.basis))
     out += missing_methods(r, b, sides, text, cls, path)
-    for d, m in ((d, d.where or "") for d in r.diagnostics if d.code in _NOTES):
-        at = min((i for i, (k, x) in npu_at.items() if (k, x) == (cls, m)), default=None)
-        out.append(Finding("ONP4131", f"{sides.basis}: {code_info('ONP4131').title}: {cls}.{m}", path=path, line=at,
-                           column=1, cls=cls, method=m) if d.code == "ONP4504" and kept_copy(prev.get(m), mine.get(m))
-                   else Finding(_NOTES[d.code], d.message, path=path, cls=cls, method=m, level="info"))
-    return out
+    said = set((was or {}).values()) | {f.method for f in out}   # renamed, or a finding already
+    return out + kept_findings(r, b, sides, (mine, prev, npu_at), (cls, path), said)
 
 # %% ../../nbs/port/audit.ipynb #1d2bae8b
 def audit(gpu: str, npu: str | None = None, prev: str | None = "auto", target: str | None = None, sources=(),
