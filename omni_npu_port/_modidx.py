@@ -892,6 +892,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                     'omni_npu_port/port/audit.py'),
                                           'omni_npu_port.port.audit.outside': ('port/audit.html#outside', 'omni_npu_port/port/audit.py'),
                                           'omni_npu_port.port.audit.owed': ('port/audit.html#owed', 'omni_npu_port/port/audit.py'),
+                                          'omni_npu_port.port.audit.passed': ('port/audit.html#passed', 'omni_npu_port/port/audit.py'),
                                           'omni_npu_port.port.audit.release_arg': ( 'port/audit.html#release_arg',
                                                                                     'omni_npu_port/port/audit.py'),
                                           'omni_npu_port.port.audit.run_by_copy': ( 'port/audit.html#run_by_copy',

@@ -147,3 +147,13 @@ def test_a_dropped_gpu_method_the_copy_keeps_is_found_from_the_sources_whatever_
     assert dropped_kept(gpu, gpu, sides, {"old_helper": rewritten}, set()) == set()      # the people's own
     assert dropped_kept(gpu, gpu, sides, {"old_helper": kept}, {"old_helper"}) == set()  # said already
     assert dropped_kept(gpu, gpu, sides, {"_dummy_run": kept}, set()) == set()           # not dropped
+
+
+def test_a_keyword_argument_passed_as_its_own_name_is_the_copys_positional_one():
+    from omni_npu_port.port.audit import Change, owed, passed, stream
+    own = stream(["self . state = State (", "hidden ,", "step_id ,", ")"])
+    assert passed("step_id = step_id ,", own)                                      # fires
+    assert owed(Change("add", 2, [], ["            step_id=step_id,"]), own, "") is None
+    assert not passed("step_id = step_id ,", stream(["self . state = State ( hidden )"]))   # the copy lacks it
+    assert not passed("step_id = self . step_id ,", own)                           # another value
+    assert owed(Change("add", 2, [], ["            step_id=step_id,"]), stream(["State ( hidden )"]), "") is not None

@@ -31,10 +31,10 @@ from .update_release import class_methods, previous_release, update_runners
 
 # %% auto #0
 __all__ = ['DRIFT_CODES', 'Finding', 'audit_target', 'conflict_view', 'Change', 'update_changes', 'method_at', 'by_method',
-           'change_method', 'change_finding', 'method_keys', 'stream', 'base_method_stream', 'substantive', 'anchors',
-           'adapted', 'owed', 'outside', 'shape', 'statement_shapes', 'moved_blocks', 'new_methods', 'callers',
-           'run_by_copy', 'kept_copy', 'release_arg', 'AuditSides', 'dropped_kept', 'kept_findings', 'missing_methods',
-           'runner_findings', 'audit']
+           'change_method', 'change_finding', 'method_keys', 'stream', 'base_method_stream', 'substantive', 'passed',
+           'anchors', 'adapted', 'owed', 'outside', 'shape', 'statement_shapes', 'moved_blocks', 'new_methods',
+           'callers', 'run_by_copy', 'kept_copy', 'release_arg', 'AuditSides', 'dropped_kept', 'kept_findings',
+           'missing_methods', 'runner_findings', 'audit']
 
 # %% ../../nbs/port/audit.ipynb #42c12468
 _NB = "port/audit.ipynb"
@@ -245,6 +245,15 @@ def substantive(lines: list[str]) -> bool:
     "Whether some line names something (a token that is an identifier, not a keyword)."
     return any(t[0].isalpha() or t[0] == "_" for l in lines for t in code_tokens(l) if t not in _KW)
 
+# %% ../../nbs/port/audit.ipynb #8263924c
+_SAME_NAME = re.compile(r"^(\w+) = \1 ,?$")
+
+def passed(key: str, own: str) -> bool:
+    "Whether a keyword argument passed as its own name (`x = x ,`) is one the copy passes by position (`x ,`, `x )`)."
+    m = _SAME_NAME.match(key)
+    return bool(m) and any(f" {m[1]} {p} " in own for p in (",", ")"))
+
+
 # %% ../../nbs/port/audit.ipynb #a1c4000d
 def _named(key: str) -> bool: return substantive([key])
 
@@ -275,6 +284,7 @@ def owed(c: Change, own: str, theirs: str, anchor: dict | None = None, outside=f
     has = lambda s, k: f" {k} " in s
     was = lambda k: (anchor or {}).get(k, ())
     upd = [l for l in c.update if key(l) and not has(own, key(l)) and not has(theirs, key(l))
+           and not passed(key(l), own)
            and not (anchor is not None and adapted(key(l), own, was(key(l))))]   # no base read: no adapted call
     kept = lambda k: not anchor.get(k) or any(has(own, a) for a in anchor[k])   # where the copy kept its place
     if c.kind == "conflict" and anchor is not None:   # the GPU side's own change only
