@@ -31,8 +31,10 @@ from .update_release import class_methods, previous_release, update_runners
 
 # %% auto #0
 __all__ = ['DRIFT_CODES', 'Finding', 'audit_target', 'conflict_view', 'Change', 'update_changes', 'method_at', 'by_method',
-           'change_method', 'change_finding', 'method_keys', 'stream', 'base_method_stream', 'substantive', 'anchors',
-           'adapted', 'owed', 'new_methods', 'release_arg', 'AuditSides', 'missing_methods', 'runner_findings', 'audit']
+           'change_method', 'change_finding', 'method_keys', 'stream', 'base_method_stream', 'substantive', 'passed',
+           'anchors', 'adapted', 'owed', 'outside', 'shape', 'statement_shapes', 'moved_blocks', 'new_methods',
+           'callers', 'run_by_copy', 'kept_copy', 'release_arg', 'AuditSides', 'dropped_kept', 'kept_findings',
+           'missing_methods', 'runner_findings', 'audit']
 
 # %% ../../nbs/port/audit.ipynb #42c12468
 _NB = "port/audit.ipynb"
@@ -65,7 +67,19 @@ register(
     Code("ONP4128", "copy-kept", "the GPU side dropped a method the NPU copy edited: the update keeps the NPU "
          "copy's", "info", "check whether the method is still needed", _NB, "audit"),
 )
-DRIFT_CODES = ("ONP4120", "ONP4121", "ONP4122", "ONP4123", "ONP4129")
+DRIFT_CODES = ("ONP4120", "ONP4121", "ONP4122", "ONP4123", "ONP4129", "ONP4131")
+
+# %% ../../nbs/port/audit.ipynb #a9dc9879
+register(
+    Code("ONP4130", "new-method-not-run", "omni's GPU runner added a method since the copy was last in step that "
+         "only methods the copy does not have call: the copy would not run it", "info",
+         "nothing, while the copy does without its callers (named in the message)", _NB, "audit"),
+    Code("ONP4131", "copy-keeps-dropped", "drift: omni's GPU runner dropped a method since the copy was last in step "
+         "that the NPU copy still defines, little changed (the update keeps the copy's)", "warning",
+         "remove the method and call what replaced it on the GPU side, or record why the NPU runner keeps it",
+         _NB, "audit"),
+)
+
 
 # %% ../../nbs/port/audit.ipynb #22d4190f
 @dataclass
@@ -231,6 +245,15 @@ def substantive(lines: list[str]) -> bool:
     "Whether some line names something (a token that is an identifier, not a keyword)."
     return any(t[0].isalpha() or t[0] == "_" for l in lines for t in code_tokens(l) if t not in _KW)
 
+# %% ../../nbs/port/audit.ipynb #8263924c
+_SAME_NAME = re.compile(r"^(\w+) = \1 ,?$")
+
+def passed(key: str, own: str) -> bool:
+    "Whether a keyword argument passed as its own name (`x = x ,`) is one the copy passes by position (`x ,`, `x )`)."
+    m = _SAME_NAME.match(key)
+    return bool(m) and any(f" {m[1]} {p} " in own for p in (",", ")"))
+
+
 # %% ../../nbs/port/audit.ipynb #a1c4000d
 def _named(key: str) -> bool: return substantive([key])
 
@@ -253,23 +276,85 @@ def adapted(key: str, own: str, replaced=()) -> bool:
     head = key.split(" ( ", 1)[0] + " (" if " ( " in key else ""
     return len(head.split()) >= 3 and f" {head} " in own and not any(r.startswith(head) for r in replaced)
 
-def owed(c: Change, own: str, theirs: str, anchor: dict | None = None) -> Change | None:
+def owed(c: Change, own: str, theirs: str, anchor: dict | None = None, outside=frozenset()) -> Change | None:
     "The change less what is no lag of the copy: lines the copy's method has (`own`, a `stream`), vllm's and"
     " vllm-ascend's (`theirs`), calls the copy makes its own way, GPU lines whose previous-port anchors the copy has"
-    " none of; None: nothing left."
+    " none of, lines only inside a call or `def` the copy never has (`outside`); None: nothing left."
     key = lambda l: " ".join(code_tokens(l))
     has = lambda s, k: f" {k} " in s
     was = lambda k: (anchor or {}).get(k, ())
     upd = [l for l in c.update if key(l) and not has(own, key(l)) and not has(theirs, key(l))
+           and not passed(key(l), own)
            and not (anchor is not None and adapted(key(l), own, was(key(l))))]   # no base read: no adapted call
     kept = lambda k: not anchor.get(k) or any(has(own, a) for a in anchor[k])   # where the copy kept its place
     if c.kind == "conflict" and anchor is not None:   # the GPU side's own change only
         upd = [l for l in upd if key(l) in anchor and kept(key(l))]
     elif anchor is not None: upd = [l for l in upd if kept(key(l))]
+    upd = [l for l in upd if key(l) not in outside]
     gone = [] if c.kind in ("add", "conflict") else [l for l in c.npu if key(l) and not has(theirs, key(l))]
     if not substantive(upd + gone): return None
     kind = c.kind if c.kind == "conflict" else "change" if upd and gone else "add" if upd else "remove"
     return Change(kind, c.line, c.npu if kind == "conflict" else gone, upd, c.at, c.npu_at, c.update_at)
+
+# %% ../../nbs/port/audit.ipynb #7d23a93e
+def _heads(tree: ast.AST, fn) -> dict[int, set[str]]:
+    "{line (1-based): the calls (`name (`) it is an argument line of, and the nested defs (`def name (`) it is in}."
+    out: dict[int, set[str]] = {}
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Call) and (name := getattr(n.func, "attr", None) or getattr(n.func, "id", None)):
+            head = f"{name} ("
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n is not fn: head = f"def {n.name} ("
+        else: continue
+        for i in range(n.lineno + 1, n.end_lineno + 1): out.setdefault(i, set()).add(head)   # after its first line
+    return out
+
+def outside(method: str | None, own: str) -> set[str]:
+    "Keys of the lines of a GPU method (the new port's) that stand, wherever they stand, inside a call or a nested"
+    " `def` the copy's method (`own`, a `stream`) never has."
+    try: tree = ast.parse(method or "")
+    except SyntaxError: return set()
+    fn = next(iter(tree.body), None)
+    heads, seen = _heads(tree, fn), {}
+    for i, l in enumerate(python_lines(method or ""), 1):
+        if k := " ".join(code_tokens(l)):
+            seen.setdefault(k, []).append(any(f" {h} " not in own for h in heads.get(i, ())))
+    return {k for k, v in seen.items() if all(v)}
+
+
+# %% ../../nbs/port/audit.ipynb #01598316
+def shape(key: str) -> str:
+    "A statement's key with its plain names (locals, parameters: no attribute, no callee, not `self`) as `_`."
+    toks = key.split(" ")
+    plain = lambda i, t: ((t[:1].isalpha() or t[:1] == "_") and t not in _KW and t != "self"
+                          and (i == 0 or toks[i - 1] != ".") and (i + 1 == len(toks) or toks[i + 1] != "("))
+    return " ".join("_" if plain(i, t) else t for i, t in enumerate(toks))
+
+def _stmt_key(lines: list[str], s: ast.stmt) -> str:
+    return " ".join(code_tokens("\n".join(lines[s.lineno - 1:s.end_lineno])))
+
+def statement_shapes(method: str | None) -> set[str]:
+    "The shapes of a method's simple statements (no block)."
+    try: tree = ast.parse(method or "")
+    except SyntaxError: return set()
+    lines = python_lines(method or "")
+    return {shape(_stmt_key(lines, s)) for s in ast.walk(tree)
+            if isinstance(s, ast.stmt) and not hasattr(s, "body") and s is not tree}
+
+def moved_blocks(method: str | None, written: set, elsewhere: set) -> set[str]:
+    "Keys of the lines of each `if` block (no `else`) the GPU side wrote whole (`written`: each line that names"
+    " something) whose body statements all stand, as shapes, in the copy's other methods (`elsewhere`), each of 8"
+    " tokens or more that name something."
+    try: tree = ast.parse(method or "")
+    except SyntaxError: return set()
+    lines, out = python_lines(method or ""), set()
+    for n in (n for n in ast.walk(tree) if isinstance(n, ast.If) and not n.orelse):
+        ks = [k for l in lines[n.lineno - 1:n.end_lineno] if (k := " ".join(code_tokens(l)))]
+        body = [_stmt_key(lines, s) for s in n.body]
+        if all(k in written for k in ks if _named(k)) and all(len(b.split()) >= 8 and substantive([b])
+                                                              and shape(b) in elsewhere for b in body):
+            out.update(ks)
+    return out
+
 
 # %% ../../nbs/port/audit.ipynb #a1c4000f
 def new_methods(prev_gpu: dict, new_gpu: dict, copy_cls, graph, gpu_name: str) -> list[str]:
@@ -278,6 +363,30 @@ def new_methods(prev_gpu: dict, new_gpu: dict, copy_cls, graph, gpu_name: str) -
     if any(k.name == gpu_name for k in mro[1:]): return []              # the copy derives from the GPU runner
     own = set(own_methods(copy_cls.node))
     return [m for m in new_gpu if m not in prev_gpu and m not in own]
+
+# %% ../../nbs/port/audit.ipynb #b3ac8b40
+def callers(methods: dict) -> dict[str, set[str]]:
+    "{method: the other methods of the class that name it as an attribute (`self.m(...)`, `Cls.m`)}."
+    out: dict[str, set[str]] = {}
+    for name, node in methods.items():
+        for a in ast.walk(node):
+            if isinstance(a, ast.Attribute) and a.attr in methods and a.attr != name:
+                out.setdefault(a.attr, set()).add(name)
+    return out
+
+def run_by_copy(added: list[str], gpu: dict, own) -> list[str]:
+    "The added methods the copy would run: ones no other GPU method calls (overrides, entry points), or ones a method"
+    " the copy defines calls, or another of these."
+    by, ok = callers(gpu), set()
+    while grow := [m for m in added if m not in ok and (not by.get(m) or by[m] & (set(own) | ok))]:
+        ok.update(grow)
+    return [m for m in added if m in ok]
+
+def kept_copy(prev_port: str | None, copy: str | None) -> bool:
+    "Whether the copy's method is still the previous port's (as alike as a rename pairs), not the people's rewrite."
+    from omni_npu_port.port.update_release import RENAME_LIKENESS, body_likeness
+    return bool(prev_port and copy) and body_likeness(prev_port, copy) >= RENAME_LIKENESS
+
 
 # %% ../../nbs/port/audit.ipynb #01397a5d
 def release_arg(arg: str | None) -> str | None:
@@ -332,6 +441,26 @@ def _methods(port, dotted: str | None) -> dict:
     try: return dict(own_methods(locate(MethodSpec(str(port.origin), mod, cls), False).cls_node))
     except (PortError, OSError): return {}
 
+# %% ../../nbs/port/audit.ipynb #11b40d2a
+def dropped_kept(r, b, sides: AuditSides, mine: dict, said: set) -> set[str]:
+    "Methods PREV's GPU runner (its source) defines and NEW's no longer does that the copy still defines, little"
+    " changed (`kept_copy`), however PREV's port had them; `said`: renamed, or with a finding already."
+    prev, new = _methods(sides.base, b.gpu if b else None), _methods(sides.new, r.gpu)
+    return {m for m, node in prev.items() if m not in new and m in mine and m not in said
+            and kept_copy(ast.unparse(node), mine[m])}
+
+def kept_findings(r, b, sides: AuditSides, texts: tuple, where: tuple, said: set) -> list[Finding]:
+    "ONP4131 for each method omni dropped that the copy keeps little changed; the update's other notes as notes."
+    (mine, prev, npu_at), (cls, path) = texts, where
+    gone, out = dropped_kept(r, b, sides, mine, said), []
+    for d, m in ((d, d.where or "") for d in r.diagnostics if d.code in _NOTES):
+        if d.code == "ONP4504" and (m in gone or kept_copy(prev.get(m), mine.get(m))): gone.add(m)
+        else: out.append(Finding(_NOTES[d.code], d.message, path=path, cls=cls, method=m, level="info"))
+    at = lambda m: min((i for i, (k, x) in npu_at.items() if (k, x) == (cls, m)), default=None)
+    return out + [Finding("ONP4131", f"{sides.basis}: {code_info('ONP4131').title}: {cls}.{m}", path=path,
+                          line=at(m), column=1, cls=cls, method=m) for m in sorted(gone)]
+
+
 # %% ../../nbs/port/audit.ipynb #a1c40010
 def missing_methods(r, b, sides: AuditSides, text: str, cls: str, path: str) -> list[Finding]:
     "ONP4129 for each method the GPU runner added since PREV that the copy neither defines nor inherits."
@@ -340,8 +469,12 @@ def missing_methods(r, b, sides: AuditSides, text: str, cls: str, path: str) -> 
     if node is None or sides.graph is None: return []
     prev, new = _methods(sides.base, b.gpu if b else None), _methods(sides.new, r.gpu)
     gone = new_methods(prev, new, sides.graph.cls(mod, node), sides.graph, r.gpu.rpartition(".")[2])
-    return [Finding("ONP4129", f"{sides.basis}: {code_info('ONP4129').title}: {r.gpu.rpartition('.')[2]}.{m}",
-                    path=path, line=node.lineno, column=1, cls=cls, method=m) for m in gone]
+    run, by, name = run_by_copy(gone, new, own_methods(node)), callers(new), r.gpu.rpartition(".")[2]
+    return [Finding("ONP4129", f"{sides.basis}: {code_info('ONP4129').title}: {name}.{m}", path=path,
+                    line=node.lineno, column=1, cls=cls, method=m) if m in run else
+            Finding("ONP4130", f"{sides.basis}: {code_info('ONP4130').title}: {name}.{m} (called from "
+                    f"{', '.join(sorted(by.get(m, ())))})", path=path, line=node.lineno, column=1, cls=cls,
+                    method=m, level="info") for m in gone]
 
 def runner_findings(r, sides: AuditSides, was: dict | None = None) -> list[Finding]:
     "One updated runner's findings: what of its diff against the NPU copy is owed, the update's notes, or why none."
@@ -356,7 +489,7 @@ def runner_findings(r, sides: AuditSides, was: dict | None = None) -> list[Findi
     npu_at, upd_at = method_at(text), method_at("\n".join(conflict_view(python_lines(r.code))[0]))
     mine, prev = class_methods(text, cls) or {}, (class_methods(b.code, b.cls) or {}) if b else {}
     fresh, back = (class_methods(n.code, n.cls) or {}) if n else {}, {v: k for k, v in (was or {}).items()}
-    out = []
+    out, shapes = [], {x: statement_shapes(t) for x, t in mine.items()}
     for ch in update_changes(text, r.code):
         for c in by_method(ch, npu_at, upd_at, was):
             k, m = change_method(c, npu_at, upd_at, was)
@@ -364,12 +497,13 @@ def runner_findings(r, sides: AuditSides, was: dict | None = None) -> list[Findi
             own = stream(method_keys(mine.get(m) if m else text))
             was_port, now_port = prev.get(m) or prev.get(um), fresh.get(um) or fresh.get(m)
             anchor = anchors(method_keys(was_port), method_keys(now_port)) if was_port and now_port else None
-            if (c := owed(c, own, sides.their_stream(m, um), anchor)) is not None:
+            elsewhere = set().union(*(v for x, v in shapes.items() if x != m))
+            left = outside(now_port, own) | (moved_blocks(now_port, set(anchor), elsewhere) if anchor else set())
+            if (c := owed(c, own, sides.their_stream(m, um), anchor, left)) is not None:
                 out.append(change_finding(c, path, k or cls, m, sides.basis))
     out += missing_methods(r, b, sides, text, cls, path)
-    out += [Finding(_NOTES[d.code], d.message, path=path, cls=cls, method=d.where or "", level="info")
-            for d in r.diagnostics if d.code in _NOTES]
-    return out
+    said = set((was or {}).values()) | {f.method for f in out}   # renamed, or a finding already
+    return out + kept_findings(r, b, sides, (mine, prev, npu_at), (cls, path), said)
 
 # %% ../../nbs/port/audit.ipynb #1d2bae8b
 def audit(gpu: str, npu: str | None = None, prev: str | None = "auto", target: str | None = None, sources=(),
