@@ -368,17 +368,32 @@ def pick_renderer(renderer: str = "auto") -> str:
                         "pip install -e '.[dev]' (it brings smalldocs), or install Quarto")
     return "quarto" if renderer == "quarto" else "smalldocs"
 
+# %% ../../nbs/docs/site.ipynb #f4c7a3ba
+def _proc_notebook(job):
+    "nbdev's step for one notebook in a pool worker (`nbdev.serve_drv.main`); at exit the worker freezes what it holds."
+    import atexit
+    import gc
+
+    from nbdev import serve_drv
+    getattr(serve_drv, "nbdev_main", serve_drv.main)(job)
+    atexit.unregister(gc.freeze)
+    atexit.register(gc.freeze)   # atexit runs the last registered first: before the exit handlers of the shells
+
+_FREEZE_AT_EXIT = ("import nbdev.serve_drv as d; from omni_npu_port.docs.site import _proc_notebook; "
+                   "d.nbdev_main, d.main = d.main, _proc_notebook; ")
+
 # %% ../../nbs/docs/site.ipynb #e69684e8
-_PROC = (
+_PROC = _FREEZE_AT_EXIT + (
     "from nbdev.quarto import refresh_quarto_yml; from nbdev.serve import proc_nbs; refresh_quarto_yml(); proc_nbs()"
 )
 _SMALLDOCS = "import sys; from smalldocs.cli import main; sys.exit(main(sys.argv[1:]))"
-_NBDEV_DOCS = "from nbdev.quarto import nbdev_docs; nbdev_docs.__wrapped__()"
+_NBDEV_DOCS = _FREEZE_AT_EXIT + "from nbdev.quarto import nbdev_docs; nbdev_docs.__wrapped__()"
 
 def _env(root: Path) -> dict:
-    "The environment for child processes: the project root first on PYTHONPATH."
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(root), *filter(None, [env.get("PYTHONPATH")])])
+    "The environment for child processes: on PYTHONPATH the project root first, then the folder of this package."
+    import omni_npu_port   # the docs workers import it (_proc_notebook): this one, not another installed copy
+    env, tool = dict(os.environ), str(Path(omni_npu_port.__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join([str(root), tool, *filter(None, [env.get("PYTHONPATH")])])
     return env
 
 def _failure(log: str) -> str:
