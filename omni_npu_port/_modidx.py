@@ -783,6 +783,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                      'omni_npu_port/docs/site.py'),
                                          'omni_npu_port.docs.site._is_site': ('docs/site.html#_is_site', 'omni_npu_port/docs/site.py'),
                                          'omni_npu_port.docs.site._outputs': ('docs/site.html#_outputs', 'omni_npu_port/docs/site.py'),
+                                         'omni_npu_port.docs.site._parsed_once': ( 'docs/site.html#_parsed_once',
+                                                                                   'omni_npu_port/docs/site.py'),
                                          'omni_npu_port.docs.site._proc_notebook': ( 'docs/site.html#_proc_notebook',
                                                                                      'omni_npu_port/docs/site.py'),
                                          'omni_npu_port.docs.site._pyproject': ('docs/site.html#_pyproject', 'omni_npu_port/docs/site.py'),

@@ -369,12 +369,23 @@ def pick_renderer(renderer: str = "auto") -> str:
     return "quarto" if renderer == "quarto" else "smalldocs"
 
 # %% ../../nbs/docs/site.ipynb #f4c7a3ba
+_TOML: dict = {}   # a TOML file's text -> what it parses to, in a docs worker
+
+def _parsed_once(path) -> dict:
+    "nbdev's `_load_toml` with each text parsed once in this process: a copy of the dict each call."
+    import copy
+    import tomllib
+    text = Path(path).read_text(encoding="utf-8")
+    if text not in _TOML: _TOML[text] = tomllib.loads(text)
+    return copy.deepcopy(_TOML[text])
+
 def _proc_notebook(job):
     "nbdev's step for one notebook in a pool worker (`nbdev.serve_drv.main`); at exit the worker freezes what it holds."
     import atexit
     import gc
 
-    from nbdev import serve_drv
+    from nbdev import config, serve_drv
+    config._load_toml = _parsed_once
     getattr(serve_drv, "nbdev_main", serve_drv.main)(job)
     atexit.unregister(gc.freeze)
     atexit.register(gc.freeze)   # atexit runs the last registered first: before the exit handlers of the shells
