@@ -374,9 +374,9 @@ _TOML: dict = {}   # a TOML file's text -> what it parses to, in a docs worker
 def _parsed_once(path) -> dict:
     "nbdev's `_load_toml` with each text parsed once in this process: a copy of the dict each call."
     import copy
-    import tomllib
+
     text = Path(path).read_text(encoding="utf-8")
-    if text not in _TOML: _TOML[text] = tomllib.loads(text)
+    if text not in _TOML: _TOML[text] = load_toml(path, text)
     return copy.deepcopy(_TOML[text])
 
 def _proc_notebook(job):
@@ -402,7 +402,9 @@ _NBDEV_DOCS = _FREEZE_AT_EXIT + "from nbdev.quarto import nbdev_docs; nbdev_docs
 
 def _env(root: Path) -> dict:
     "The environment for child processes: on PYTHONPATH the project root first, then the folder of this package."
-    import omni_npu_port   # the docs workers import it (_proc_notebook): this one, not another installed copy
+    # the docs workers import this package (_proc_notebook): this copy, not another one installed
+    import omni_npu_port
+
     env, tool = dict(os.environ), str(Path(omni_npu_port.__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join([str(root), tool, *filter(None, [env.get("PYTHONPATH")])])
     return env
