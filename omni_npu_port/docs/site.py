@@ -401,12 +401,16 @@ _SMALLDOCS = "import sys; from smalldocs.cli import main; sys.exit(main(sys.argv
 _NBDEV_DOCS = _FREEZE_AT_EXIT + "from nbdev.quarto import nbdev_docs; nbdev_docs.__wrapped__()"
 
 def _env(root: Path) -> dict:
-    "The environment for child processes: on PYTHONPATH the project root first, then the folder of this package."
+    "The environment for child processes: on PYTHONPATH the project root first, then the checkout of this package."
     # the docs workers import this package (_proc_notebook): this copy, not another one installed
+    import site
+
     import omni_npu_port
 
     env, tool = dict(os.environ), str(Path(omni_npu_port.__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join([str(root), tool, *filter(None, [env.get("PYTHONPATH")])])
+    installed = tool in {str(Path(p).resolve()) for p in [*site.getsitepackages(), site.getusersitepackages()]}
+    path = [str(root), *([] if installed else [tool]), *filter(None, [env.get("PYTHONPATH")])]
+    env["PYTHONPATH"] = os.pathsep.join(path)
     return env
 
 def _failure(log: str) -> str:
