@@ -370,17 +370,49 @@ def pick_renderer(renderer: str = "auto") -> str:
                         "pip install -e '.[dev]' (it brings smalldocs), or install Quarto")
     return "quarto" if renderer == "quarto" else "smalldocs"
 
+# %% ../../nbs/docs/site.ipynb #f4c7a3ba
+_TOML: dict = {}   # a TOML file's text -> what it parses to, in a docs worker
+
+def _parsed_once(path) -> dict:
+    "nbdev's `_load_toml` with each text parsed once in this process: a copy of the dict each call."
+    import copy
+
+    text = Path(path).read_text(encoding="utf-8")
+    if text not in _TOML: _TOML[text] = load_toml(path, text)
+    return copy.deepcopy(_TOML[text])
+
+def _proc_notebook(job):
+    "nbdev's step for one notebook in a pool worker (`nbdev.serve_drv.main`); at exit the worker freezes what it holds."
+    import atexit
+    import gc
+
+    from nbdev import config, serve_drv
+    config._load_toml = _parsed_once
+    getattr(serve_drv, "nbdev_main", serve_drv.main)(job)
+    atexit.unregister(gc.freeze)
+    atexit.register(gc.freeze)   # atexit runs the last registered first: before the exit handlers of the shells
+
+_FREEZE_AT_EXIT = ("import nbdev.serve_drv as d; from omni_npu_port.docs.site import _proc_notebook; "
+                   "d.nbdev_main, d.main = d.main, _proc_notebook; ")
+
 # %% ../../nbs/docs/site.ipynb #e69684e8
-_PROC = (
+_PROC = _FREEZE_AT_EXIT + (
     "from nbdev.quarto import refresh_quarto_yml; from nbdev.serve import proc_nbs; refresh_quarto_yml(); proc_nbs()"
 )
 _SMALLDOCS = "import sys; from smalldocs.cli import main; sys.exit(main(sys.argv[1:]))"
-_NBDEV_DOCS = "from nbdev.quarto import nbdev_docs; nbdev_docs.__wrapped__()"
+_NBDEV_DOCS = _FREEZE_AT_EXIT + "from nbdev.quarto import nbdev_docs; nbdev_docs.__wrapped__()"
 
 def _env(root: Path) -> dict:
-    "The environment for child processes: the project root first on PYTHONPATH."
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(root), *filter(None, [env.get("PYTHONPATH")])])
+    "The environment for child processes: on PYTHONPATH the project root first, then the checkout of this package."
+    # the docs workers import this package (_proc_notebook): this copy, not another one installed
+    import site
+
+    import omni_npu_port
+
+    env, tool = dict(os.environ), str(Path(omni_npu_port.__file__).resolve().parent.parent)
+    installed = tool in {str(Path(p).resolve()) for p in [*site.getsitepackages(), site.getusersitepackages()]}
+    path = [str(root), *([] if installed else [tool]), *filter(None, [env.get("PYTHONPATH")])]
+    env["PYTHONPATH"] = os.pathsep.join(path)
     return env
 
 def _failure(log: str) -> str:
