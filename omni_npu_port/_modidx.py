@@ -3596,6 +3596,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                                  'omni_npu_port/translate/derived.py'),
                                                  'omni_npu_port.translate.derived._finding': ( 'translate/derived.html#_finding',
                                                                                                'omni_npu_port/translate/derived.py'),
+                                                 'omni_npu_port.translate.derived._gpu_lines': ( 'translate/derived.html#_gpu_lines',
+                                                                                                 'omni_npu_port/translate/derived.py'),
                                                  'omni_npu_port.translate.derived._gpu_specific': ( 'translate/derived.html#_gpu_specific',
                                                                                                     'omni_npu_port/translate/derived.py'),
                                                  'omni_npu_port.translate.derived._nccl_name': ( 'translate/derived.html#_nccl_name',
