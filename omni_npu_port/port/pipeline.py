@@ -168,7 +168,8 @@ def _derived(ports: list[RunnerPort], ctx: PortContext) -> None:
     if not isinstance(ctx.judge_inputs, tuple):   # lone files: no target sources to index
         for p in ports: p.derived = DerivedCheck(skipped=ctx.judge_inputs or "no target sources given")
         return
-    ctx.found["derived"] = check_ports(ports, ctx.judge_inputs[1], ctx.judge_inputs[0], [p.inputs for p in ports])
+    ctx.found["derived"] = check_ports(ports, ctx.judge_inputs[1], ctx.judge_inputs[0], [p.inputs for p in ports],
+                                       ctx.derived_memo)
 
 register_pass(ClassPass("ready", "the written module: would it run", ("port/ready.ipynb",), _ready))
 register_pass(ClassPass("derived", "every written module, against the derived rules of the target's sources",
