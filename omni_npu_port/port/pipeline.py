@@ -5,6 +5,7 @@
 # %% ../../nbs/port/pipeline.ipynb #e8c2977f
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ class ClassPass:
     notebooks: tuple
     run: Callable            # (ClassPort, PortContext) -> None; batch: (list[RunnerPort], PortContext) -> JudgeRun
     batch: bool = False      # once over every class port of the port
+    waits: bool = False      # batch: it mostly waits on another process (a server), beside the other batch passes
 
     @property
     def codes(self) -> tuple:
@@ -175,7 +177,7 @@ register_pass(ClassPass("ready", "the written module: would it run", ("port/read
 register_pass(ClassPass("derived", "every written module, against the derived rules of the target's sources",
                         ("port/derived_check.ipynb",), _derived, batch=True))
 register_pass(ClassPass("judge", "every written module, type-checked against the target's sources",
-                        ("port/judge.ipynb",), _judge, batch=True))
+                        ("port/judge.ipynb",), _judge, batch=True, waits=True))
 
 # %% ../../nbs/port/pipeline.ipynb #c9428d93
 def run_class(cp: ClassPort, ctx: PortContext, t0: float | None = None) -> RunnerPort:
@@ -192,11 +194,23 @@ def run_class(cp: ClassPort, ctx: PortContext, t0: float | None = None) -> Runne
     return out
 
 def run_batch(ports: list[RunnerPort], ctx: PortContext) -> JudgeRun:
-    "Run the batch passes (derived, the judge) over every class port of the port; the judge's run."
+    "Run the batch passes (derived, the judge) over every class port of the port; the judge's run. A pass that `waits`"
+    " runs in a thread beside the others (it sets other fields of the ports); an error is raised in pass order."
+    batch, got = [p for p in PASSES if p.batch], {}
+    def one(p: ClassPass) -> None:
+        try: got[p.name] = (p.run(ports, ctx), None)
+        except BaseException as e: got[p.name] = (None, e)
+    beside = [threading.Thread(target=one, args=(p,), daemon=True) for p in batch if p.waits]
+    for t in beside: t.start()
+    for p in [p for p in batch if not p.waits]:
+        one(p)
+        if got[p.name][1] is not None: break   # none after a pass that failed
+    for t in beside: t.join()
     run = JudgeRun(status="off", why="no batch pass")
-    for p in PASSES:
-        if p.batch:
-            run = p.run(ports, ctx) or run  # a pass that is no judge keeps its port-level findings in ctx.found
+    for p in batch:
+        value, err = got.get(p.name, (None, None))
+        if err is not None: raise err
+        run = value or run  # a pass that is no judge keeps its port-level findings in ctx.found
     return run
 
 # %% ../../nbs/port/pipeline.ipynb #3bad9a7e
