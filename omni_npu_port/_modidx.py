@@ -2053,6 +2053,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                     'omni_npu_port/port/runners.py'),
                                             'omni_npu_port.port.runners._aliases': ( 'port/runners.html#_aliases',
                                                                                      'omni_npu_port/port/runners.py'),
+                                            'omni_npu_port.port.runners._class_heads': ( 'port/runners.html#_class_heads',
+                                                                                         'omni_npu_port/port/runners.py'),
                                             'omni_npu_port.port.runners._deriving_modules': ( 'port/runners.html#_deriving_modules',
                                                                                               'omni_npu_port/port/runners.py'),
                                             'omni_npu_port.port.runners._device_port': ( 'port/runners.html#_device_port',
