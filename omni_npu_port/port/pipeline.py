@@ -5,9 +5,9 @@
 # %% ../../nbs/port/pipeline.ipynb #e8c2977f
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from ..core.diagnostics import REGISTRY, code_info
@@ -195,22 +195,14 @@ def run_class(cp: ClassPort, ctx: PortContext, t0: float | None = None) -> Runne
 
 def run_batch(ports: list[RunnerPort], ctx: PortContext) -> JudgeRun:
     "Run the batch passes (derived, the judge) over every class port of the port; the judge's run. A pass that `waits`"
-    " runs in a thread beside the others (it sets other fields of the ports); an error is raised in pass order."
-    batch, got = [p for p in PASSES if p.batch], {}
-    def one(p: ClassPass) -> None:
-        try: got[p.name] = (p.run(ports, ctx), None)
-        except BaseException as e: got[p.name] = (None, e)
-    beside = [threading.Thread(target=one, args=(p,), daemon=True) for p in batch if p.waits]
-    for t in beside: t.start()
-    for p in [p for p in batch if not p.waits]:
-        one(p)
-        if got[p.name][1] is not None: break   # none after a pass that failed
-    for t in beside: t.join()
+    " runs in a thread beside the others (it sets other fields of the ports); an error is raised once it has ended."
+    batch = [p for p in PASSES if p.batch]
+    with ThreadPoolExecutor(max(1, sum(p.waits for p in batch))) as beside:
+        waiting = {p.name: beside.submit(p.run, ports, ctx) for p in batch if p.waits}
+        got = {p.name: p.run(ports, ctx) for p in batch if not p.waits}   # none after one that fails
     run = JudgeRun(status="off", why="no batch pass")
-    for p in batch:
-        value, err = got.get(p.name, (None, None))
-        if err is not None: raise err
-        run = value or run  # a pass that is no judge keeps its port-level findings in ctx.found
+    for p in batch:   # a pass that is no judge keeps its port-level findings in ctx.found
+        run = (waiting[p.name].result() if p.waits else got[p.name]) or run
     return run
 
 # %% ../../nbs/port/pipeline.ipynb #3bad9a7e
