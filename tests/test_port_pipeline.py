@@ -133,6 +133,22 @@ def test_a_batch_pass_that_waits_runs_beside_the_others_and_their_errors_are_rai
     assert where["waiter"] is True and ran == []   # the waiting pass finished first; none ran after the failure
 
 
+def test_under_an_address_space_limit_the_batch_passes_run_in_order_here(monkeypatch):
+    import threading
+    order = []
+    def mark(name):
+        return lambda ports, ctx: order.append((name, threading.current_thread() is threading.main_thread()))
+    monkeypatch.setattr(pipeline, "PASSES", [pipeline.ClassPass("w", "w", (), mark("w"), batch=True, waits=True),
+                                             pipeline.ClassPass("x", "x", (), mark("x"), batch=True)])
+    monkeypatch.setattr(pipeline, "address_space_capped", lambda: True)   # a thread may not start there
+    pipeline.run_batch([], None)
+    assert order == [("w", True), ("x", True)]
+    order.clear()
+    monkeypatch.setattr(pipeline, "address_space_capped", lambda: False)
+    pipeline.run_batch([], None)
+    assert sorted(order) == [("w", False), ("x", True)]   # the waiting pass on a thread of its own
+
+
 def test_no_batch_pass_waits_but_the_judge():
     assert [p.name for p in pipeline.PASSES if p.waits] == ["judge"]
 

@@ -15,7 +15,7 @@ from .calls import CALL_BLOCKS, bind_runner_calls
 from .classes import port_class, ported_class_name
 from .context import PortContext
 from .derived_check import DerivedCheck, check_ports
-from .judge import Judgement, JudgeRun, judge_release, release_judge_lines
+from .judge import Judgement, JudgeRun, address_space_capped, judge_release, release_judge_lines
 from .locate import Located, MethodSpec, PortError, locate, port_diagnostic
 from .method import PortOptions, PortResult
 from .mro import ORDER_BLOCKS, BaseOrder, base_order, init_diagnostics, order_diagnostics
@@ -195,14 +195,17 @@ def run_class(cp: ClassPort, ctx: PortContext, t0: float | None = None) -> Runne
 
 def run_batch(ports: list[RunnerPort], ctx: PortContext) -> JudgeRun:
     "Run the batch passes (derived, the judge) over every class port of the port; the judge's run. A pass that `waits`"
-    " runs in a thread beside the others (it sets other fields of the ports); an error is raised once it has ended."
+    " runs in a thread beside the others (it sets other fields of the ports; under an address-space limit, where a"
+    " thread may not start, in order); an error is raised once every pass started has ended."
     batch = [p for p in PASSES if p.batch]
-    with ThreadPoolExecutor(max(1, sum(p.waits for p in batch))) as beside:
-        waiting = {p.name: beside.submit(p.run, ports, ctx) for p in batch if p.waits}
-        got = {p.name: p.run(ports, ctx) for p in batch if not p.waits}   # none after one that fails
+    if address_space_capped(): got = {p.name: p.run(ports, ctx) for p in batch}
+    else:
+        with ThreadPoolExecutor(max(1, sum(p.waits for p in batch))) as beside:
+            waiting = {p.name: beside.submit(p.run, ports, ctx) for p in batch if p.waits}
+            got = {p.name: p.run(ports, ctx) for p in batch if not p.waits}   # none after one that fails
+        got |= {name: f.result() for name, f in waiting.items()}
     run = JudgeRun(status="off", why="no batch pass")
-    for p in batch:   # a pass that is no judge keeps its port-level findings in ctx.found
-        run = (waiting[p.name].result() if p.waits else got[p.name]) or run
+    for p in batch: run = got[p.name] or run  # a pass that is no judge keeps its port-level findings in ctx.found
     return run
 
 # %% ../../nbs/port/pipeline.ipynb #3bad9a7e
