@@ -4,7 +4,6 @@ a thread, and what needs no ported runner done while they port. Fixtures: tests/
 import os
 import threading
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -62,28 +61,16 @@ def _pid_job(i):
 def test_the_workers_fork_before_meanwhile_starts_a_thread(monkeypatch):
     monkeypatch.setattr(rel, "port_runner", _pid_job)   # the forked workers inherit it
     stop, seen = threading.Event(), []
-    def meanwhile(porting):   # starts a thread, as the judge's server does: nothing may fork after it
+    def meanwhile():   # starts a thread, as the judge's server does: nothing may fork after it
         threading.Thread(target=stop.wait, daemon=True).start()
-        seen.append((porting, can_fork()))
+        seen.append(can_fork())
     try: pids = rel.port_runners([(0,), (1,), (2,)], 2, meanwhile)
     finally: stop.set()
-    assert seen == [(2, False)] and len(pids) == 3 and os.getpid() not in pids   # ported in the workers all the same
+    assert seen == [False] and len(pids) == 3 and os.getpid() not in pids   # ported in the workers all the same
 
 
 def test_ported_here_meanwhile_runs_first(monkeypatch):
     order = []
     monkeypatch.setattr(rel, "port_runner", lambda i: order.append(i) or i)
-    assert rel.port_runners([(0,), (1,)], 1, lambda porting: order.append(("meanwhile", porting))) == [0, 1]
-    assert order == [("meanwhile", 1), 0, 1]
-
-
-def test_the_judges_server_warms_up_only_on_a_core_the_port_leaves_free(monkeypatch):
-    started = []
-    monkeypatch.setattr(rel, "start_judge", lambda *a: started.append(a) or "server")
-    monkeypatch.setattr(rel, "warm_derived", lambda *a: None)
-    monkeypatch.setattr(rel.os, "cpu_count", lambda: 2)
-    ctx = SimpleNamespace(judge=True, judge_inputs=("a", "v", "o", ("m", "C")), derived_memo={}, warm=None)
-    rel.release_meanwhile(ctx, ["m"], ["g"], [])(2)   # two workers on two cores: no core left
-    assert started == [] and ctx.warm is None   # the judge then checks in one run after the port
-    rel.release_meanwhile(ctx, ["m"], ["g"], [])(1)   # ported here: a core is left
-    assert len(started) == 1 and ctx.warm == "server"
+    assert rel.port_runners([(0,), (1,)], 1, lambda: order.append("meanwhile")) == [0, 1]
+    assert order == ["meanwhile", 0, 1]

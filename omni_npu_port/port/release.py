@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 from pathlib import Path
 
@@ -100,30 +99,27 @@ def port_runners(jobs: list, workers: int | None = None, meanwhile=None) -> list
     ("Port the runners (`port_runner` arguments each): one after another, or in `workers` forked processes that share "
      "the")
     " sources already read (Linux). A derived runner needs only its bases' plans, never their ports: no runner waits."
-    " `meanwhile(n)` runs in this process while the `n` workers port (before the runners, where they are ported here:"
-    " `n` = 1)."
+    " `meanwhile()` runs in this process while the workers port (before the runners, where they are ported here)."
     n = min(workers or 1, len(jobs))
     pool = worker_pool(n, fork_only=True) if n > 1 else None   # the workers inherit the jobs: forked only
     if pool is None:
-        if meanwhile is not None: meanwhile(1)
+        if meanwhile is not None: meanwhile()
         return [port_runner(*j) for j in jobs]
     global _JOBS
     _JOBS = jobs
     try:
         with pool:
             got = pool.map(_port_job, range(len(jobs)))   # every job submitted: the workers are forked by now
-            if meanwhile is not None: meanwhile(n)         # so it may start threads (the judge's server)
+            if meanwhile is not None: meanwhile()          # so it may start threads (the judge's server)
             return list(got)
     finally: _JOBS = []
 
 def release_meanwhile(ctx: PortContext, modules: list[str], gpus: list[str], inputs: list[str]):
     "What a release port does while its runners are ported: the judge's server started where it judges (`ctx.warm`,"
-    " in this process, after the workers forked, where a core is left for it), the derived pass's index and its"
-    " `inputs`' findings."
+    " in this process, after the workers forked), the derived pass's index and its `inputs`' findings."
     ascend, vllm, omni, npu_base = ctx.judge_inputs
-    def meanwhile(porting: int = 1):
-        if (os.cpu_count() or 1) > porting:   # else its warm-up slows the workers: the judge checks in one run after
-            ctx.warm = start_judge(ctx.judge, ascend, vllm, omni, npu_base, modules, gpus)   # it reads meanwhile
+    def meanwhile():
+        ctx.warm = start_judge(ctx.judge, ascend, vllm, omni, npu_base, modules, gpus)   # basedpyright reads meanwhile
         warm_derived(vllm, ascend, inputs, ctx.derived_memo)
     return meanwhile
 
