@@ -110,6 +110,49 @@ def test_the_passes_are_one_ordered_list_of_registered_objects():
     finally: pipeline.register_pass(old)
 
 
+def test_a_batch_pass_that_waits_runs_beside_the_others_and_their_errors_are_raised(monkeypatch):
+    import threading
+    from omni_npu_port.port.judge import JudgeRun
+    told, where = threading.Event(), {}
+    def waiter(ports, ctx):   # first in order: run in order, it would wait for a pass that has not run yet
+        where["waiter"] = told.wait(60)
+        return JudgeRun(status="judged")
+    def worker(ports, ctx):
+        where["worker"] = threading.current_thread() is threading.main_thread()
+        told.set()
+    passes = [pipeline.ClassPass("waiter", "w", (), waiter, batch=True, waits=True),
+              pipeline.ClassPass("worker", "x", (), worker, batch=True)]
+    monkeypatch.setattr(pipeline, "PASSES", passes)
+    assert pipeline.run_batch([], None).status == "judged" and where == {"waiter": True, "worker": True}
+    def broken(ports, ctx): raise ValueError("the derived pass failed")
+    told.clear()
+    ran = []
+    late = pipeline.ClassPass("late", "l", (), lambda ports, ctx: ran.append("late"), batch=True)
+    monkeypatch.setattr(pipeline, "PASSES", [*passes, pipeline.ClassPass("broken", "b", (), broken, batch=True), late])
+    with pytest.raises(ValueError, match="derived pass failed"): pipeline.run_batch([], None)
+    assert where["waiter"] is True and ran == []   # the waiting pass finished first; none ran after the failure
+
+
+def test_under_an_address_space_limit_the_batch_passes_run_in_order_here(monkeypatch):
+    import threading
+    order = []
+    def mark(name):
+        return lambda ports, ctx: order.append((name, threading.current_thread() is threading.main_thread()))
+    monkeypatch.setattr(pipeline, "PASSES", [pipeline.ClassPass("w", "w", (), mark("w"), batch=True, waits=True),
+                                             pipeline.ClassPass("x", "x", (), mark("x"), batch=True)])
+    monkeypatch.setattr(pipeline, "address_space_capped", lambda: True)   # a thread may not start there
+    pipeline.run_batch([], None)
+    assert order == [("w", True), ("x", True)]
+    order.clear()
+    monkeypatch.setattr(pipeline, "address_space_capped", lambda: False)
+    pipeline.run_batch([], None)
+    assert sorted(order) == [("w", False), ("x", True)]   # the waiting pass on a thread of its own
+
+
+def test_no_batch_pass_waits_but_the_judge():
+    assert [p.name for p in pipeline.PASSES if p.waits] == ["judge"]
+
+
 def _bases():
     from omni_npu_port.port.runners import runner_bases
     gsym, nsym = runner_bases()[0][0], runner_bases()[1][0]

@@ -32,6 +32,7 @@ class PortContext:
     ported_mros: dict = field(default_factory=dict, repr=False)   # chain of ported parents -> its MRO
     warm: object = field(default=None, repr=False)   # the judge's started server (judge.start_judge), or None
     found: dict = field(default_factory=dict, repr=False)   # batch pass name -> the port-level diagnostics it gave
+    derived_memo: dict = field(default_factory=dict, repr=False)   # input text -> its derived findings (warm_derived)
 
     def __post_init__(self):
         if not isinstance(self.options, PortOptions):

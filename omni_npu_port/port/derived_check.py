@@ -15,8 +15,8 @@ from ..translate.derived import DerivedIndex, derived_check, derived_index, inde
 from .locate import port_diagnostic
 
 # %% auto #0
-__all__ = ['finding_keys', 'split_inherited', 'DerivedCheck', 'check_module', 'check_ports', 'class_lines', 'npu_copy_drift',
-           'audit_derived']
+__all__ = ['finding_keys', 'split_inherited', 'DerivedCheck', 'check_module', 'check_ports', 'warm_derived', 'class_lines',
+           'npu_copy_drift', 'audit_derived']
 
 # %% ../../nbs/port/derived_check.ipynb #699386cc
 _NB = "port/derived_check.ipynb"
@@ -83,18 +83,28 @@ def check_module(code: str, path: str, inputs: list[str], ix: DerivedIndex, memo
 
 
 # %% ../../nbs/port/derived_check.ipynb #ec282b19
-def check_ports(ports: list, vllm: str | Path, ascend: str | Path, inputs: list[list[str]]) -> list[Diagnostic]:
-    "Run the derived rules over each written module of `ports` (RunnerPort); their `derived` set; ONP2055 if not run."
+def check_ports(ports: list, vllm: str | Path, ascend: str | Path, inputs: list[list[str]],
+                memo: dict | None = None) -> list[Diagnostic]:
+    "Run the derived rules over each written module of `ports` (RunnerPort); their `derived` set; ONP2055 if not run"
+    " (`memo`: input text -> its findings' keys, as `warm_derived` left it)."
     try: ix = index_for(vllm, ascend)
     except (OSError, SourceError, MemoryError, RecursionError) as e:
         why = f"{code_info('ONP2055').title}: {type(e).__name__}: {e}"
         for p in ports: p.derived = DerivedCheck(skipped=why)
         return [port_diagnostic("ONP2055", why)]
-    memo: dict = {}   # an input's findings, once however many runners share it
+    memo = {} if memo is None else memo   # an input's findings, once however many runners share it
     for p, given in zip(ports, inputs):
         p.derived = check_module(p.code, p.path, given, ix, memo)
         p.not_ready += [d for d in p.derived.port if d.severity == "error"]
     return []
+
+def warm_derived(vllm: str | Path, ascend: str | Path, inputs: list[str], memo: dict) -> None:
+    "Build the index and the `inputs`' findings' keys (into `memo`) before `check_ports` needs them; sources that"
+    " cannot be indexed are left for `check_ports` to say."
+    try: ix = index_for(vllm, ascend)
+    except (OSError, SourceError, MemoryError, RecursionError): return
+    for t in inputs:
+        if t not in memo: memo[t] = finding_keys(derived_check(t, ix) or [], t)
 
 # %% ../../nbs/port/derived_check.ipynb #bdfb82b1
 def class_lines(text: str, names) -> list[range]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from ..core.diagnostics import REGISTRY, code_info
@@ -14,7 +15,7 @@ from .calls import CALL_BLOCKS, bind_runner_calls
 from .classes import port_class, ported_class_name
 from .context import PortContext
 from .derived_check import DerivedCheck, check_ports
-from .judge import Judgement, JudgeRun, judge_release, release_judge_lines
+from .judge import Judgement, JudgeRun, address_space_capped, judge_release, release_judge_lines
 from .locate import Located, MethodSpec, PortError, locate, port_diagnostic
 from .method import PortOptions, PortResult
 from .mro import ORDER_BLOCKS, BaseOrder, base_order, init_diagnostics, order_diagnostics
@@ -37,6 +38,7 @@ class ClassPass:
     notebooks: tuple
     run: Callable            # (ClassPort, PortContext) -> None; batch: (list[RunnerPort], PortContext) -> JudgeRun
     batch: bool = False      # once over every class port of the port
+    waits: bool = False      # batch: it mostly waits on another process (a server), beside the other batch passes
 
     @property
     def codes(self) -> tuple:
@@ -169,13 +171,14 @@ def _derived(ports: list[RunnerPort], ctx: PortContext) -> None:
     if not isinstance(ctx.judge_inputs, tuple):   # lone files: no target sources to index
         for p in ports: p.derived = DerivedCheck(skipped=ctx.judge_inputs or "no target sources given")
         return
-    ctx.found["derived"] = check_ports(ports, ctx.judge_inputs[1], ctx.judge_inputs[0], [p.inputs for p in ports])
+    ctx.found["derived"] = check_ports(ports, ctx.judge_inputs[1], ctx.judge_inputs[0], [p.inputs for p in ports],
+                                       ctx.derived_memo)
 
 register_pass(ClassPass("ready", "the written module: would it run", ("port/ready.ipynb",), _ready))
 register_pass(ClassPass("derived", "every written module, against the derived rules of the target's sources",
                         ("port/derived_check.ipynb",), _derived, batch=True))
 register_pass(ClassPass("judge", "every written module, type-checked against the target's sources",
-                        ("port/judge.ipynb",), _judge, batch=True))
+                        ("port/judge.ipynb",), _judge, batch=True, waits=True))
 
 # %% ../../nbs/port/pipeline.ipynb #c9428d93
 def run_class(cp: ClassPort, ctx: PortContext, t0: float | None = None) -> RunnerPort:
@@ -192,11 +195,18 @@ def run_class(cp: ClassPort, ctx: PortContext, t0: float | None = None) -> Runne
     return out
 
 def run_batch(ports: list[RunnerPort], ctx: PortContext) -> JudgeRun:
-    "Run the batch passes (derived, the judge) over every class port of the port; the judge's run."
+    "Run the batch passes (derived, the judge) over every class port of the port; the judge's run. A pass that `waits`"
+    " runs in a thread beside the others (it sets other fields of the ports; under an address-space limit, where a"
+    " thread may not start, in order); an error is raised once every pass started has ended."
+    batch = [p for p in PASSES if p.batch]
+    if address_space_capped(): got = {p.name: p.run(ports, ctx) for p in batch}
+    else:
+        with ThreadPoolExecutor(max(1, sum(p.waits for p in batch))) as beside:
+            waiting = {p.name: beside.submit(p.run, ports, ctx) for p in batch if p.waits}
+            got = {p.name: p.run(ports, ctx) for p in batch if not p.waits}   # none after one that fails
+        got |= {name: f.result() for name, f in waiting.items()}
     run = JudgeRun(status="off", why="no batch pass")
-    for p in PASSES:
-        if p.batch:
-            run = p.run(ports, ctx) or run  # a pass that is no judge keeps its port-level findings in ctx.found
+    for p in batch: run = got[p.name] or run  # a pass that is no judge keeps its port-level findings in ctx.found
     return run
 
 # %% ../../nbs/port/pipeline.ipynb #3bad9a7e

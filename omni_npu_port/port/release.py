@@ -24,20 +24,21 @@ from .release_checks import (EXPLAINS, INLINED, LIVE_BY_CALL, REACHED, MethodChe
     check_runner, compiles, has_edited_copy, in_port, line_keys, method_chunks,
     port_statements, ported_mro, statement_key)
 from .context import PortContext
+from .derived_check import warm_derived
 from .pipeline import port_runner, run_batch
 from .judge import release_judge_lines, start_judge
 from .release_report import DEFAULT_OUT, REPORT_JSON, REPORT_MD, ReleasePort, check_release_out, \
     refuse_release_writes, release_html, release_markdown, release_summary, write_release
 
 # %% auto #0
-__all__ = ['port_runners', 'port_release', 'DEFAULT_LAYOUT', 'PORT_BYTES_PER_BYTE', 'Placement', 'ReleaseInputs',
-           'ReleaseRunners', 'choose_inputs', 'dotted_name', 'fetch_release', 'given_sources', 'history_from_sources',
-           'locate_base', 'named_gpu_bases', 'open_release', 'place_runners', 'release_runners', 'release_source',
-           'too_big_to_port', 'unpack_sdists', 'unreadable_runners', 'EXPLAINS', 'INLINED', 'LIVE_BY_CALL', 'REACHED',
-           'MethodCheck', 'RunnerPort', 'check_method', 'check_runner', 'compiles', 'has_edited_copy', 'in_port',
-           'line_keys', 'method_chunks', 'port_runner', 'port_statements', 'ported_mro', 'statement_key', 'DEFAULT_OUT',
-           'REPORT_JSON', 'REPORT_MD', 'ReleasePort', 'check_release_out', 'refuse_release_writes', 'release_html',
-           'release_markdown', 'release_summary', 'write_release']
+__all__ = ['port_runners', 'release_meanwhile', 'port_release', 'DEFAULT_LAYOUT', 'PORT_BYTES_PER_BYTE', 'Placement',
+           'ReleaseInputs', 'ReleaseRunners', 'choose_inputs', 'dotted_name', 'fetch_release', 'given_sources',
+           'history_from_sources', 'locate_base', 'named_gpu_bases', 'open_release', 'place_runners', 'release_runners',
+           'release_source', 'too_big_to_port', 'unpack_sdists', 'unreadable_runners', 'EXPLAINS', 'INLINED',
+           'LIVE_BY_CALL', 'REACHED', 'MethodCheck', 'RunnerPort', 'check_method', 'check_runner', 'compiles',
+           'has_edited_copy', 'in_port', 'line_keys', 'method_chunks', 'port_runner', 'port_statements', 'ported_mro',
+           'statement_key', 'DEFAULT_OUT', 'REPORT_JSON', 'REPORT_MD', 'ReleasePort', 'check_release_out',
+           'refuse_release_writes', 'release_html', 'release_markdown', 'release_summary', 'write_release']
 
 # %% ../../nbs/port/release.ipynb #8c04aa0f
 _all_ = [
@@ -94,18 +95,33 @@ def _port_job(i: int) -> RunnerPort: return port_runner(*_JOBS[i])
 
 _JOBS: list = []
 
-def port_runners(jobs: list, workers: int | None = None) -> list[RunnerPort]:
+def port_runners(jobs: list, workers: int | None = None, meanwhile=None) -> list[RunnerPort]:
     ("Port the runners (`port_runner` arguments each): one after another, or in `workers` forked processes that share "
      "the")
     " sources already read (Linux). A derived runner needs only its bases' plans, never their ports: no runner waits."
+    " `meanwhile()` runs in this process while the workers port (before the runners, where they are ported here)."
     n = min(workers or 1, len(jobs))
     pool = worker_pool(n, fork_only=True) if n > 1 else None   # the workers inherit the jobs: forked only
-    if pool is None: return [port_runner(*j) for j in jobs]
+    if pool is None:
+        if meanwhile is not None: meanwhile()
+        return [port_runner(*j) for j in jobs]
     global _JOBS
     _JOBS = jobs
     try:
-        with pool: return list(pool.map(_port_job, range(len(jobs))))
+        with pool:
+            got = pool.map(_port_job, range(len(jobs)))   # every job submitted: the workers are forked by now
+            if meanwhile is not None: meanwhile()          # so it may start threads (the judge's server)
+            return list(got)
     finally: _JOBS = []
+
+def release_meanwhile(ctx: PortContext, modules: list[str], gpus: list[str], inputs: list[str]):
+    "What a release port does while its runners are ported: the judge's server started where it judges (`ctx.warm`,"
+    " in this process, after the workers forked), the derived pass's index and its `inputs`' findings."
+    ascend, vllm, omni, npu_base = ctx.judge_inputs
+    def meanwhile():
+        ctx.warm = start_judge(ctx.judge, ascend, vllm, omni, npu_base, modules, gpus)   # basedpyright reads meanwhile
+        warm_derived(vllm, ascend, inputs, ctx.derived_memo)
+    return meanwhile
 
 # %% ../../nbs/port/release.ipynb #28db13b6
 def port_release(omni: str, target: str | None = None, out: Path | str | None = None, history="auto", sources=(),
@@ -152,10 +168,9 @@ def port_release(omni: str, target: str | None = None, out: Path | str | None = 
                       (a, v, omni_src, (nsym.module, nsym.leaf)))
     jobs = [(g, places[id(g)], str(tree.origin), gpu_base, npu_base, hist, (v,), prefer, parents(g), homes, ctx)
             for g in runners.gpu]
-    warm = start_judge(judge, a, v, omni_src, (nsym.module, nsym.leaf), [places[id(g)].module for g in runners.gpu],
-                       list(ported))   # basedpyright reads the sources while the runners are ported
-    ports = port_runners(jobs, workers)   # the pipeline's per-class passes, each runner
-    ctx.warm = warm                       # set after the workers forked: the started judge stays in this process
+    texts = [t for t in dict.fromkeys([*map(tree.module_source, homes), npu_base.module_text]) if t]
+    meanwhile = release_meanwhile(ctx, [places[id(g)].module for g in runners.gpu], list(ported), texts)
+    ports = port_runners(jobs, workers, meanwhile)   # the pipeline's per-class passes, each runner
     run = run_batch(ports, ctx)           # its batch passes: derived, the judge, over every written module at once
     derived = ctx.found.get("derived", [])
     skipped = [port_diagnostic("ONP4302", f"{code_info('ONP4302').title}: {dotted_name(c)} {why}", where=c.name)

@@ -148,13 +148,23 @@ def deriving_modules(tree: SourceTree, leaves, like=lambda word: False) -> list[
 
 _DERIVING: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # tree -> {(leaves, like): modules}
 
+# %% ../../nbs/port/runners.ipynb #f4eb5fa1
+_HEADS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # tree -> (module -> class heads, aliases)
+
+def _class_heads(tree: SourceTree) -> tuple[dict, list]:
+    "Each module's class heads (name, the words of its bases) and every alias of the tree: read once per tree."
+    if tree not in _HEADS:
+        heads, aliases = {}, []
+        for m in tree.modules():
+            s = tree.module_source(m) or ""
+            if "class " not in s: continue
+            heads[m] = [(c, set(re.findall(r"\w+", b))) for c, b in _CLASS_RE.findall(s)]
+            aliases += _aliases(s)
+        _HEADS[tree] = heads, aliases
+    return _HEADS[tree]
+
 def _deriving_modules(tree: SourceTree, leaves, like) -> list[str]:
-    heads, aliases = {}, []
-    for m in tree.modules():
-        s = tree.module_source(m) or ""
-        if "class " not in s: continue
-        heads[m] = [(c, set(re.findall(r"\w+", b))) for c, b in _CLASS_RE.findall(s)]
-        aliases += _aliases(s)
+    heads, aliases = _class_heads(tree)   # the same for any leaves: a release's two searches read the tree once
     names, found, grew = set(leaves), set(), True
     while grew:
         size = len(names)

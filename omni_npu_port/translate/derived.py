@@ -217,25 +217,28 @@ def _module_facts(self: DerivedIndex, module: str, tree: ast.Module) -> tuple[di
 # %% ../../nbs/translate/derived.ipynb #1c1f0eb9
 @patch
 def _scan(self: DerivedIndex, module: str, tree: ast.Module):
-    "Index one vllm-ascend module: its names, classes and bases, the vllm names it assigns over, HCCL variables."
-    table = import_table(tree, module if self.ascend.is_package(module) else module.rsplit(".", 1)[0])
-    for n in ast.walk(tree):
-        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            self._name(n.name, module, n.lineno); self.functions.add(n.name)
-        elif isinstance(n, ast.ClassDef):
-            self._name(n.name, module, n.lineno)
-            self.classes[f"{module}.{n.name}"] = (module, n, table)
-            for m, line in own_members(n).items(): self._name(m, module, line)
-            for b in n.bases:
-                if (d := dotted(b, table)) and d.startswith("vllm."):
-                    self.subclasses.setdefault(d, []).append((f"{module}.{n.name}", n.lineno))
-        elif isinstance(n, (ast.Assign, ast.AnnAssign)):
-            for t in (n.targets if isinstance(n, ast.Assign) else [n.target]):
-                if isinstance(t, ast.Name) and n in tree.body: self._name(t.id, module, n.lineno)
-                elif isinstance(t, ast.Attribute) and (d := dotted(t, table)) and d.startswith("vllm."):
-                    self.patched.setdefault(d, (module, n.lineno))
-        elif isinstance(n, ast.Constant) and isinstance(n.value, str) and re.fullmatch(r"HCCL_\w+", n.value):
-            self.hccl.setdefault(n.value, (module, n.lineno))
+    "Index one vllm-ascend module (walked once): its names, classes and bases, the vllm names it assigns over, HCCL"
+    " variables."
+    top = set(map(id, tree.body))
+    with walked(tree):   # the import table, the nodes and each class's members: this one walk
+        table = import_table(tree, module if self.ascend.is_package(module) else module.rsplit(".", 1)[0])
+        for n in nodes_of(tree):
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self._name(n.name, module, n.lineno); self.functions.add(n.name)
+            elif isinstance(n, ast.ClassDef):
+                self._name(n.name, module, n.lineno)
+                self.classes[f"{module}.{n.name}"] = (module, n, table)
+                for m, line in own_members(n).items(): self._name(m, module, line)
+                for b in n.bases:
+                    if (d := dotted(b, table)) and d.startswith("vllm."):
+                        self.subclasses.setdefault(d, []).append((f"{module}.{n.name}", n.lineno))
+            elif isinstance(n, (ast.Assign, ast.AnnAssign)):
+                for t in (n.targets if isinstance(n, ast.Assign) else [n.target]):
+                    if isinstance(t, ast.Name) and id(n) in top: self._name(t.id, module, n.lineno)
+                    elif isinstance(t, ast.Attribute) and (d := dotted(t, table)) and d.startswith("vllm."):
+                        self.patched.setdefault(d, (module, n.lineno))
+            elif isinstance(n, ast.Constant) and isinstance(n.value, str) and re.fullmatch(r"HCCL_\w+", n.value):
+                self.hccl.setdefault(n.value, (module, n.lineno))
 
 # %% ../../nbs/translate/derived.ipynb #9450b24a
 @patch
@@ -466,12 +469,23 @@ def receiver_origin(node, table: dict, told: dict, own: set) -> str | None:
 
 # %% ../../nbs/translate/derived.ipynb #dfdd83bb
 _GPU_WORD = re.compile(r"\b\w*(?:cuda|gpu|nccl|CUDA|GPU|NCCL|Cuda|Gpu|Nccl)\w*")
+_GPU_PART = re.compile(r"cuda|gpu|nccl|CUDA|GPU|NCCL|Cuda|Gpu|Nccl")
+
+def _gpu_lines(text: str):
+    "The lines of `text` that hold a GPU word's part: the only lines `_GPU_WORD` can match in (a word never spans one)."
+    i = 0
+    while (m := _GPU_PART.search(text, i)):
+        end = text.find("\n", m.end())
+        end = len(text) if end < 0 else end
+        yield text[text.rfind("\n", 0, m.start()) + 1:end]
+        i = end
 
 @patch
 def vllm_words(self: DerivedIndex) -> set:
-    "Every GPU-worded identifier the target's vllm sources hold (read once)."
+    "Every GPU-worded identifier the target's vllm sources hold (read once; `_GPU_WORD` only where a line can match)."
     if self._words is None:
-        self._words = {w for m in self.vllm.modules() for w in _GPU_WORD.findall(self.vllm.module_source(m) or "")}
+        self._words = {w for m in self.vllm.modules() for line in _gpu_lines(self.vllm.module_source(m) or "")
+                       for w in _GPU_WORD.findall(line)}
     return self._words
 
 @patch
