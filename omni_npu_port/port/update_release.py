@@ -34,7 +34,8 @@ from .merge import (Hunk, _unit_key, code_tokens, keep_side, logical_units, merg
     prefer_of, render, uncomment_conflicts)
 from .conflicts import conflicts_in
 from .method import undefined_names
-from .judge import call_at, judge_release, release_judge_lines
+from .judge import (JudgeUnavailable, _module_file, call_at, input_errors, judge_release,
+                                    release_judge_lines, source_root)
 from .ready import ready_findings, ready_index, unbound_reads
 from .release import open_release, port_release
 from .release_inputs import given_sources, locate_base, release_runners, release_source
@@ -49,8 +50,9 @@ __all__ = ['RENAME_LIKENESS', 'omni_releases', 'previous_release', 'git_checkout
            'carry_edits', 'settle_conflicts', 'merge_method', 'decide_method', 'Unit', 'cut_units', 'module_units',
            'imported_names', 'merge_units', 'place_methods', 'future_first', 'Inherited', 'derives_from', 'RunnerSides',
            'assemble', 'import_units', 'keep_imports', 'unbound_in', 'import_resolves', 'retarget_imports',
-           'update_runner', 'ReleaseUpdate', 'update_markdown', 'update_summary', 'write_update', 'one_definition',
-           'update_runners', 'written_on', 'retake_calls', 'retake_judged', 'update_release']
+           'placed_imports', 'update_runner', 'ReleaseUpdate', 'update_markdown', 'update_summary', 'write_update',
+           'one_definition', 'update_runners', 'written_on', 'people_errors', 'retake_calls', 'retake_judged',
+           'update_release']
 
 # %% ../../nbs/port/update_release.ipynb #bdef9fd3
 _NB = "port/update_release.ipynb"
@@ -669,6 +671,21 @@ def retarget_imports(code: str, top: list[Unit], new_top: list[Unit], ix) -> tup
         if kept is not None: out.append(kept)
     return out, said
 
+# %% ../../nbs/port/update_release.ipynb #18d9635d
+def placed_imports(code: str, said: list[Diagnostic]) -> None:
+    "Each carried-import diagnostic that leaves an import in the module (ONP4520: taken, ONP4522: kept) given the"
+    " module line of the import that binds its name."
+    try: tree = ast.parse(code)
+    except SyntaxError: return
+    at: dict = {}
+    for n in sorted((n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))), key=lambda n: n.lineno):
+        for a in n.names: at.setdefault(a.asname or a.name.split(".")[0], n.lineno)
+    for d in said:
+        name = re.search(r"`([^`]+)`", d.message[len(code_info(d.code).title):]) if d.code in _IMPORT_LEFT else None
+        if name and name.group(1) in at: d.line = at[name.group(1)]
+
+_IMPORT_LEFT = ("ONP4520", "ONP4522")
+
 # %% ../../nbs/port/update_release.ipynb #3fa3a010
 def update_runner(runner: str, sides: RunnerSides, prefer: str = "comment", ascend=lambda name, was: (set(), set()),
                   names=None) -> tuple[str | None, list[Diagnostic], list[MethodUpdate]]:
@@ -702,6 +719,7 @@ def update_runner(runner: str, sides: RunnerSides, prefer: str = "comment", asce
     diags += [d for _, ds in texts.values() for d in ds] + kept + moved
     diags += [port_diagnostic("ONP4506", f"{code_info('ONP4506').title}: {runner}: {u.key[:80]!r}") for u in c1 + c2]
     code = "\n".join(out).rstrip("\n") + "\n"
+    placed_imports(code, moved)
     return code, diags + _conflicts_carried(code, diags, runner), ups
 
 # %% ../../nbs/port/update_release.ipynb #7b346cc5
@@ -890,15 +908,33 @@ def written_on(prev: str, progress=None, cache_dir: Path | str = CACHE_DIR,
     return f"vllm-ascend=={best}", "written on vllm-ascend " + ", ".join(f"{a} {s:.3f}" for a, s in score.items())
 
 # %% ../../nbs/port/update_release.ipynb #155cecb2
-def _judge_update(runners: list, p: ReleasePort, tree, judge: bool, sources, progress, cache_dir, index) -> list:
-    "The judge over the updated modules, on NEW's stack, as `port_release` judges its own; the line it says if it did"
-    " not."
+def _judge_update(runners: list, p: ReleasePort, tree, judge: bool, sources, progress, cache_dir, index,
+                  known: dict | None = None) -> list:
+    "The judge over the updated modules, on NEW's stack, as `port_release` judges its own (`known`: the people's"
+    " runners' error keys, `people_errors`); the line it says if it did not."
     src = lambda spec: release_source(spec, sources, progress, cache_dir, index)
     nsym = runner_bases()[1][0]
     run = judge_release(runners, judge, src(f"vllm-ascend=={p.vllm_ascend}"), src(f"vllm=={p.vllm}"),
-                        getattr(tree.reader, "root", None) or tree.origin, (nsym.module, nsym.leaf))
+                        getattr(tree.reader, "root", None) or tree.origin, (nsym.module, nsym.leaf), known=known)
     return release_judge_lines(run)
 
+# %% ../../nbs/port/update_release.ipynb #50e5a7de
+def people_errors(runners: list, base: ReleasePort, prev_root, src) -> dict[str, set]:
+    "Per updated module, the judge's error keys of the people's runner it carries (PREV's hand-written module), checked"
+    " on PREV's own sources (`src(spec)`: a source, as `release_source` gives it); none where the checker cannot run."
+    try: root = source_root(prev_root)
+    except (OSError, ValueError): return {}
+    files = {}
+    for r in runners:
+        b = _match(r, base.runners)
+        if b is None or not b.hand or any(d.code == "ONP4501" for d in r.diagnostics): continue   # not carried
+        if f := _module_file(root, b.hand.rpartition(".")[0]): files[r.module] = str(f.resolve())
+    if not files: return {}
+    try:
+        stack = [source_root(src(f"{p}=={v}")) for p, v in (("vllm-ascend", base.vllm_ascend), ("vllm", base.vllm))]
+        got = input_errors(list(files.values()), [*stack, root])
+    except (JudgeUnavailable, OSError, ValueError): return {}   # the judge's own run says what it cannot do
+    return {m: {e.key for e in got.get(f, [])} for m, f in files.items()}
 
 # %% ../../nbs/port/update_release.ipynb #0b8a171c
 def _calls_of(text: str | None, callee: str) -> dict[str, ast.Call]:
@@ -1023,7 +1059,10 @@ def _update_from(new, tree, prev, how, git, target, prev_target, judge, kw) -> R
     names = SymbolIndex(t for t in (getattr(nb, "tree", None), getattr(gb, "tree", None), tree) if t is not None)
     ix = ready_index(gb, nb)
     runners, ups = update_runners(new_port, base_port, prev_origin, kw["prefer"], ascend, ix, (nb_old, nb), names)
-    rejudge = lambda: _judge_update(runners, new_port, tree, judge, sources, progress, cache_dir, index)
+    src = lambda spec: release_source(spec, sources, progress, cache_dir, index)
+    prev_root = getattr(prev_tree.reader, "root", None) or prev_origin
+    known = people_errors(runners, base_port, prev_root, src) if judge else None
+    rejudge = lambda: _judge_update(runners, new_port, tree, judge, sources, progress, cache_dir, index, known)
     judged = rejudge()
     judged = (retake_judged(runners, new_port, ix, rejudge) if judge else None) or judged
     said = port_diagnostic("ONP4500", f"{code_info('ONP4500').title}: vLLM-Omni {base_port.omni} "
