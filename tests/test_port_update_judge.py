@@ -152,3 +152,57 @@ def test_the_peoples_runner_is_an_input_only_where_the_update_carried_it(tmp_pat
     got = U.people_errors(runners, base, tmp_path / "omni", src)
     assert got == {"new.a": {("stmt", "f", "rule", "a")}}                  # b not carried (ONP4501), c has no hand
     assert asked == [(["a.py"], ["vllm-ascend-1.0rc1", "vllm-1.0", "omni"])]   # on PREV's own stack
+
+
+CARRIED = '''class R:
+    def f(self, n, ids):
+        with ctx(
+            n,
+            input_ids=ids,
+            other=1,
+            keep=2,
+        ):
+            return n
+'''
+
+
+def _no_param(name, line, column=13):
+    from types import SimpleNamespace as NS
+    return NS(code="ONP4442", line=line, column=column, where="R.f",
+              message=f'call-does-not-bind: No parameter named "{name}" (basedpyright reportCallIssue)')
+
+
+def test_keywords_news_callee_lacks_are_dropped_where_no_new_call_can_be_taken():
+    from omni_npu_port.port.update_release import retake_calls
+    no_call = "class R:\n    def f(self, n, ids):\n        return n\n"
+    code, said, moved = retake_calls(CARRIED, "R", no_call, [_no_param("input_ids", 5), _no_param("other", 6)])
+    assert "input_ids" not in code and "other=1" not in code and "            keep=2,\n        ):" in code
+    assert [d.code for d in said] == ["ONP4526"] and said[0].line == 3 and moved == [(8, -2)]
+    compile(code, "m", "exec")
+
+
+def test_the_new_ports_call_is_taken_before_keywords_are_dropped():
+    from omni_npu_port.port.update_release import retake_calls
+    new = "class R:\n    def f(self, n, ids):\n        with ctx(n, keep=2):\n            return n\n"
+    code, said, _ = retake_calls(CARRIED, "R", new, [_no_param("input_ids", 5)])
+    assert "with ctx(n, keep=2):" in code and [d.code for d in said] == ["ONP4523"]
+
+
+def test_a_new_call_reading_an_unbound_name_falls_back_to_the_dropped_keywords():
+    from omni_npu_port.port.update_release import retake_calls
+    new = "class R:\n    def f(self, n, ids):\n        meta = g()\n        with ctx(n, meta=meta):\n            return n\n"
+    code, said, _ = retake_calls(CARRIED, "R", new, [_no_param("input_ids", 5)])
+    assert "meta" not in code and "input_ids" not in code and "other=1," in code
+    assert [d.code for d in said] == ["ONP4526"]
+
+
+def test_keywords_are_not_dropped_from_one_line_calls_or_calls_with_another_error():
+    from types import SimpleNamespace as NS
+    from omni_npu_port.port.update_release import retake_calls
+    no_call = "class R:\n    def f(self, n, ids):\n        return n\n"
+    one_line = "class R:\n    def f(self, n, ids):\n        ctx(n, input_ids=ids)\n"
+    code, said, _ = retake_calls(one_line, "R", no_call, [_no_param("input_ids", 3, 16)])
+    assert code == one_line and [d.code for d in said] == ["ONP4524"]
+    positional = NS(code="ONP4442", line=4, column=13, where="R.f", message="Expected 0 positional arguments")
+    code, said, _ = retake_calls(CARRIED, "R", no_call, [_no_param("input_ids", 5), positional])
+    assert code == CARRIED and [d.code for d in said] == ["ONP4524"]

@@ -51,8 +51,8 @@ __all__ = ['RENAME_LIKENESS', 'omni_releases', 'previous_release', 'git_checkout
            'imported_names', 'merge_units', 'place_methods', 'future_first', 'Inherited', 'derives_from', 'RunnerSides',
            'assemble', 'import_units', 'keep_imports', 'unbound_in', 'import_resolves', 'retarget_imports',
            'placed_imports', 'update_runner', 'ReleaseUpdate', 'update_markdown', 'update_summary', 'write_update',
-           'one_definition', 'update_runners', 'written_on', 'people_errors', 'retake_calls', 'retake_judged',
-           'update_release']
+           'one_definition', 'update_runners', 'written_on', 'people_errors', 'keyword_drops', 'retake_calls',
+           'retake_judged', 'update_release']
 
 # %% ../../nbs/port/update_release.ipynb #bdef9fd3
 _NB = "port/update_release.ipynb"
@@ -936,6 +936,40 @@ def people_errors(runners: list, base: ReleasePort, prev_root, src) -> dict[str,
     except (JudgeUnavailable, OSError, ValueError): return {}   # the judge's own run says what it cannot do
     return {m: {e.key for e in got.get(f, [])} for m, f in files.items()}
 
+# %% ../../nbs/port/update_release.ipynb #7dae5647
+register(Code("ONP4526", "update-keyword-dropped", "update: a call the people's port carried passes keywords NEW's "
+              "callee no longer takes (the judge's ONP4442), and the new port has no one call of it to take: those "
+              "keywords are dropped", "warning", "check that NEW's callee does without what the keywords passed (the "
+              "people's values are gone); pass it as NEW's signature takes it", _NB, "port"))
+
+# %% ../../nbs/port/update_release.ipynb #d69f5546
+_NO_PARAMETER = re.compile(r'No parameter named "(\w+)"')
+
+def keyword_drops(tree: ast.Module, lines: list[str], found: list) -> dict[tuple, list[str]]:
+    "Per call (line, column) the judge finds passing keywords its callee does not take, and nothing else wrong: its"
+    " text without those keywords, where each sits on lines of its own (`name=value,`); other calls are left out."
+    bad, other = {}, set()
+    for d in found:
+        call = call_at(tree, d.line, d.column or 1) if d.code == "ONP4442" and d.line else None
+        if call is None: continue
+        m, at = _NO_PARAMETER.search(d.message or ""), (call.lineno, call.col_offset)
+        if m and m.group(1) in {k.arg for k in call.keywords}: bad.setdefault(at, set()).add(m.group(1))
+        else: other.add(at)
+    out = {}
+    for call in (c for c in ast.walk(tree) if isinstance(c, ast.Call) and (c.lineno, c.col_offset) in bad):
+        at, drop = (call.lineno, call.col_offset), set()
+        for k in (k for k in call.keywords if k.arg in bad[(call.lineno, call.col_offset)]):
+            alone = call.lineno < k.lineno and k.end_lineno < call.end_lineno and not \
+                lines[k.lineno - 1].encode()[:k.col_offset].strip() and \
+                lines[k.end_lineno - 1].encode()[k.end_col_offset:].strip() in (b"", b",")
+            drop |= set(range(k.lineno, k.end_lineno + 1)) if alone else {0}
+        if at in other or 0 in drop: continue
+        seg = [l for i, l in enumerate(lines[call.lineno - 1:call.end_lineno], call.lineno) if i not in drop]
+        seg[-1] = seg[-1].encode()[:call.end_col_offset].decode()   # the call's own text: its tail is kept
+        seg[0] = seg[0].encode()[call.col_offset:].decode()
+        out[at] = seg
+    return out
+
 # %% ../../nbs/port/update_release.ipynb #0b8a171c
 def _calls_of(text: str | None, callee: str) -> dict[str, ast.Call]:
     "The distinct calls of `callee` (its unparsed text) in a method's text, by their unparsed text."
@@ -943,13 +977,21 @@ def _calls_of(text: str | None, callee: str) -> dict[str, ast.Call]:
     except SyntaxError: return {}
     return {ast.unparse(c): c for c in ast.walk(tree) if isinstance(c, ast.Call) and ast.unparse(c.func) == callee}
 
+def _put(seg: list[str], head: str, tail: str) -> list[str]:
+    "A call's lines put in the place of another: the text before it and after it kept."
+    return [head + seg[0]] + seg[1:-1] + [seg[-1] + tail] if len(seg) > 1 else [head + seg[0] + tail]
+
 def retake_calls(code: str, cls: str, new_code: str, found: list) -> tuple[str, list[Diagnostic], list]:
     "The module with each call the judge finds not binding its callee (ONP4442) replaced by the new port's call of the"
     " same callee in that method where it makes one and it reads no name the module leaves unbound (ONP4523), else"
-    " said (ONP4524); (after line, lines added) shifts."
+    " its keywords the callee lacks dropped (ONP4526, `keyword_drops`), else said (ONP4524); (after line, lines added)"
+    " shifts."
     try: tree = ast.parse(code)
     except SyntaxError: return code, [], []
     theirs, lines, seen, said, edits = class_methods(new_code, cls) or {}, python_lines(code), set(), [], []
+    drops = keyword_drops(tree, lines, found)
+    say = lambda c, method, callee, call, why="": port_diagnostic(c, f"{code_info(c).title}{why}: {cls}.{method}: "
+                                                                  f"`{callee}(...)`", call.lineno, where=method)
     for d in found:
         bind = d.code == "ONP4442" and d.line and "not callable" not in (d.message or "")   # arguments, not a type
         call = call_at(tree, d.line, d.column or 1) if bind else None
@@ -960,30 +1002,29 @@ def retake_calls(code: str, cls: str, new_code: str, found: list) -> tuple[str, 
         got = _calls_of(text, callee)
         if ast.unparse(call) in got: continue   # the new port's own call: not the people's to retake
         if len(got) != 1:
-            said.append(port_diagnostic("ONP4524", f"{code_info('ONP4524').title}: {cls}.{method}: `{callee}(...)`",
-                                        call.lineno, where=method)); continue
+            drop = drops.get((call.lineno, call.col_offset))
+            if drop: edits.append((call, drop, None)); said.append(say("ONP4526", method, callee, call)); continue
+            said.append(say("ONP4524", method, callee, call)); continue
         c = next(iter(got.values()))
         seg = ast.get_source_segment(text, c).split("\n")
         shift = _indent(lines[call.lineno - 1]) - _indent(text.split("\n")[c.lineno - 1])
-        seg = seg[:1] + _shifted(seg[1:], shift)
-        edits.append((call, seg))
-        said.append(port_diagnostic("ONP4523", f"{code_info('ONP4523').title}: {cls}.{method}: `{callee}(...)`",
-                                    call.lineno, where=method))
+        edits.append((call, seg[:1] + _shifted(seg[1:], shift), drops.get((call.lineno, call.col_offset))))
+        said.append(say("ONP4523", method, callee, call))
     moved, unbound = [], lambda ls: {d.message.split("`")[1] for d in unbound_reads("\n".join(ls) + "\n")}
     before = unbound(lines)
-    for call, seg in sorted(edits, key=lambda e: e[0].lineno, reverse=True):
+    for call, seg, drop in sorted(edits, key=lambda e: e[0].lineno, reverse=True):
         was = lines[call.lineno - 1:call.end_lineno]
         head = lines[call.lineno - 1].encode()[:call.col_offset].decode()
         tail = lines[call.end_lineno - 1].encode()[call.end_col_offset:].decode()
-        new = [head + seg[0]] + seg[1:]
-        new[-1] += tail
+        new = _put(seg, head, tail)
         lines[call.lineno - 1:call.end_lineno] = new
         if unbound(lines) - before:   # the new call reads what only the new port binds: not taken
-            lines[call.lineno - 1:call.lineno - 1 + len(new)] = was
-            said = [port_diagnostic("ONP4524", f"{code_info('ONP4524').title} (the new port's call reads a name this "
-                                    "module does not bind)", call.lineno, where=d.where) if d.line == call.lineno
-                    and d.code == "ONP4523" else d for d in said]
-            continue
+            lines[call.lineno - 1:call.lineno - 1 + len(new)] = new = _put(drop, head, tail) if drop else was
+            why = " (the new port's call reads a name this module does not bind)"
+            c = "ONP4526" if drop else "ONP4524"
+            said = [port_diagnostic(c, f"{code_info(c).title}{why}", call.lineno, where=d.where)
+                    if d.line == call.lineno and d.code == "ONP4523" else d for d in said]
+            if not drop: continue
         moved.append((call.end_lineno, len(new) - (call.end_lineno - call.lineno + 1)))
     return "\n".join(lines).rstrip("\n") + "\n", said, moved
 
