@@ -2366,6 +2366,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                                        'omni_npu_port/port/update_release.py'),
                                                    'omni_npu_port.port.update_release.merge_units': ( 'port/update_release.html#merge_units',
                                                                                                       'omni_npu_port/port/update_release.py'),
+                                                   'omni_npu_port.port.update_release.module_unbound': ( 'port/update_release.html#module_unbound',
+                                                                                                         'omni_npu_port/port/update_release.py'),
                                                    'omni_npu_port.port.update_release.module_units': ( 'port/update_release.html#module_units',
                                                                                                        'omni_npu_port/port/update_release.py'),
                                                    'omni_npu_port.port.update_release.omni_releases': ( 'port/update_release.html#omni_releases',

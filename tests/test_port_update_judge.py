@@ -206,3 +206,16 @@ def test_keywords_are_not_dropped_from_one_line_calls_or_calls_with_another_erro
     positional = NS(code="ONP4442", line=4, column=13, where="R.f", message="Expected 0 positional arguments")
     code, said, _ = retake_calls(CARRIED, "R", no_call, [_no_param("input_ids", 5), positional])
     assert code == CARRIED and [d.code for d in said] == ["ONP4524"]
+
+
+def test_a_name_the_modules_own_statements_read_gets_its_import_back():
+    from omni_npu_port.port.update_release import keep_imports, module_units, module_unbound
+    new_side = "from typing import TYPE_CHECKING, Any\n\n\nclass G:\n    pass\n"
+    merged = ("from typing import Any\n\nif TYPE_CHECKING:\n    from x import Y\n\n\nclass R:\n"
+              "    def f(self) -> Any:\n        return 1\n")
+    assert module_unbound(merged) == ["TYPE_CHECKING"]
+    top = module_units(merged, "R", {"f": "f"})[0]
+    got, said = keep_imports(merged, "R", top, [module_units(new_side, "G", {})[0]])
+    assert "from typing import TYPE_CHECKING , Any" in [u.key for u in got] and said[0].code == "ONP4508"
+    bound = merged.replace("from typing import Any\n", "from typing import TYPE_CHECKING, Any\n")
+    assert module_unbound(bound) == [] and module_unbound("x = len([])\nclass R:\n    def f(self): return y\n") == []

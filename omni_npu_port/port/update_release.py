@@ -49,10 +49,10 @@ __all__ = ['RENAME_LIKENESS', 'omni_releases', 'previous_release', 'git_checkout
            'class_methods', 'body_likeness', 'pair_methods', 'MethodUpdate', 'count_new', 'code_statements',
            'carry_edits', 'settle_conflicts', 'merge_method', 'decide_method', 'Unit', 'cut_units', 'module_units',
            'imported_names', 'merge_units', 'place_methods', 'future_first', 'Inherited', 'derives_from', 'RunnerSides',
-           'assemble', 'import_units', 'keep_imports', 'unbound_in', 'import_resolves', 'retarget_imports',
-           'placed_imports', 'update_runner', 'ReleaseUpdate', 'update_markdown', 'update_summary', 'write_update',
-           'one_definition', 'update_runners', 'written_on', 'people_errors', 'keyword_drops', 'retake_calls',
-           'retake_judged', 'update_release']
+           'assemble', 'import_units', 'keep_imports', 'module_unbound', 'unbound_in', 'import_resolves',
+           'retarget_imports', 'placed_imports', 'update_runner', 'ReleaseUpdate', 'update_markdown', 'update_summary',
+           'write_update', 'one_definition', 'update_runners', 'written_on', 'people_errors', 'keyword_drops',
+           'retake_calls', 'retake_judged', 'update_release']
 
 # %% ../../nbs/port/update_release.ipynb #bdef9fd3
 _NB = "port/update_release.ipynb"
@@ -619,10 +619,22 @@ def keep_imports(code: str, cls: str, top: list[Unit], sides: list[list[Unit]]) 
     return top, said
 
 # %% ../../nbs/port/update_release.ipynb #b9a6f2eb
+def module_unbound(code: str) -> list[str]:
+    "Names the module's own statements (outside its functions: `if TYPE_CHECKING:`) read that nothing binds."
+    import builtins
+    import symtable
+    try: top = symtable.symtable(code, "<update>", "exec")
+    except SyntaxError: return []
+    known = {s.get_name() for s in top.get_symbols() if s.is_assigned() or s.is_imported() or s.is_namespace()}
+    return sorted(s.get_name() for s in top.get_symbols()
+                  if s.is_referenced() and s.get_name() not in known and not hasattr(builtins, s.get_name()))
+
 def unbound_in(code: str, cls: str) -> list[str]:
-    "Names the live code reads that nothing binds: global reads (`undefined_names`) and annotations (`unbound_reads`)."
+    "Names the live code reads that nothing binds: global reads (`undefined_names`), annotations (`unbound_reads`)"
+    " and the module's own statements' (`module_unbound`)."
     got = [d.message.rsplit("`", 2)[-2] for d in undefined_names(keep_side(code), cls)]
-    return list(dict.fromkeys(got + [d.message.split("`")[1] for d in unbound_reads(code) if d.code == "ONP4421"]))
+    got += [d.message.split("`")[1] for d in unbound_reads(code) if d.code == "ONP4421"]
+    return list(dict.fromkeys(got + module_unbound(keep_side(code))))
 
 def import_resolves(u: Unit, ix) -> dict[str, bool]:
     "Each name an import unit binds: whether NEW's sources (`ix`) define it there (a package they do not hold: yes)."
