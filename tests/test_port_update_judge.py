@@ -217,5 +217,9 @@ def test_a_name_the_modules_own_statements_read_gets_its_import_back():
     top = module_units(merged, "R", {"f": "f"})[0]
     got, said = keep_imports(merged, "R", top, [module_units(new_side, "G", {})[0]])
     assert "from typing import TYPE_CHECKING , Any" in [u.key for u in got] and said[0].code == "ONP4508"
+    later = merged.replace("    from x import Y\n", "    from x import Y\nimport os\n")   # an import after the reader
+    got, _ = keep_imports(later, "R", module_units(later, "R", {"f": "f"})[0], [module_units(new_side, "G", {})[0]])
+    keys = [u.key for u in got]
+    assert keys.index("from typing import TYPE_CHECKING , Any") < next(i for i, k in enumerate(keys) if "if" in k.split())
     bound = merged.replace("from typing import Any\n", "from typing import TYPE_CHECKING, Any\n")
     assert module_unbound(bound) == [] and module_unbound("x = len([])\nclass R:\n    def f(self): return y\n") == []

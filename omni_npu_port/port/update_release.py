@@ -614,7 +614,8 @@ def keep_imports(code: str, cls: str, top: list[Unit], sides: list[list[Unit]]) 
         if u is None or u in top: continue
         first = 0 if top and top[0].key == "docstring" else -1   # no import yet: after the docstring
         last = max((i for i, t in enumerate(top) if imported_names(t) is not None), default=first)
-        top.insert(last + 1, Unit(u.key, u.lines[u.lead:]))
+        reader = next((i for i, t in enumerate(top) if imported_names(t) is None and name in t.key.split()), last + 1)
+        top.insert(max(min(last + 1, reader), first + 1), Unit(u.key, u.lines[u.lead:]))   # before what reads it
         said.append(port_diagnostic("ONP4508", f"{code_info('ONP4508').title}: `{name}` ({u.key[:80]})"))
     return top, said
 
