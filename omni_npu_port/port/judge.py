@@ -35,10 +35,10 @@ from .release_checks import compiles, statement_key
 __all__ = ['CHECKER_PIN', 'CHECKER_TIMEOUT', 'NAME_RULES', 'JUDGED_RULES', 'JUDGE_CACHE', 'EXCLUSIONS', 'JUDGE_ERRORS',
            'JudgeUnavailable', 'find_checker', 'checker_config', 'run_checker', 'owns_judge_entry', 'source_root',
            'statement_at', 'statement_text', 'CheckerError', 'judged_code', 'checker_errors', 'Exclusion', 'exclusion',
-           'excluded_by', 'call_at', 'called_method', 'signature_of', 'binds', 'JudgeContext', 'input_key',
-           'cached_input', 'keep_input', 'warm_imports', 'WarmJudge', 'check_warm', 'Judgement', 'JudgeRun',
-           'judge_modules', 'judge_ports', 'address_space_capped', 'start_judge', 'judge_release',
-           'release_judge_lines', 'judge_class_port', 'judge_hand']
+           'excluded_by', 'call_at', 'called_method', 'signature_of', 'binds', 'JudgeContext', 'module_attrs',
+           'input_key', 'cached_input', 'keep_input', 'warm_imports', 'WarmJudge', 'check_warm', 'Judgement',
+           'JudgeRun', 'judge_modules', 'input_errors', 'judge_ports', 'address_space_capped', 'start_judge',
+           'judge_release', 'release_judge_lines', 'judge_class_port', 'judge_hand']
 
 # %% ../../nbs/port/judge.ipynb #af5c32be
 register(
@@ -61,7 +61,8 @@ register(
          "sources, where no input has that error", "error", "import the name from where the target release defines it",
          "port/judge.ipynb", "port"),
     Code("ONP4445", "judge-inherited", "the type checker's error is at the same statement (same rule, same name) of an "
-         "input (the NPU base runner, omni's GPU runner): not the port's, not counted", "info",
+         "input (the NPU base runner, omni's GPU runner; for an update, the people's runner it carries, "
+         "checked on its own release): not the port's, not counted", "info",
          "nothing for the port; the input's own error is for its maintainers", "port/judge.ipynb", "port"),
     Code("ONP4446", "judge-excluded", "the type checker's error is a case a named exclusion says the checker gets "
          "wrong: not counted, the rule named", "info",
@@ -309,13 +310,14 @@ def binds(fn: ast.FunctionDef, call: ast.Call, explicit_self: bool) -> bool:
 
 # %% ../../nbs/port/judge.ipynb #76c8ead7
 class JudgeContext:
-    "What the exclusions read: the parsed files checked, the NPU runner's own methods (ast, the target vllm-ascend)."
+    "What the exclusions read: the parsed files checked, the NPU runner's own methods and module (ast, the target"
+    " vllm-ascend)."
     def __init__(self, texts: dict[str, str], npu_runner: tuple[str, str] | None = None):
-        self.texts, self._trees, self.npu_methods = texts, {}, {}
+        self.texts, self._trees, self.npu_methods, self.npu_tree = texts, {}, {}, None
         if npu_runner:   # (the module's file, the class name)
             try: mod = ast.parse(Path(npu_runner[0]).read_text(encoding="utf-8"))
             except (OSError, SyntaxError, ValueError): mod = None
-            top = mod.body if mod else []
+            top, self.npu_tree = (mod.body if mod else []), mod
             cls = next((n for n in top if isinstance(n, ast.ClassDef) and n.name == npu_runner[1]), None)
             self.npu_methods = {n.name: n for n in (cls.body if cls else [])
                                 if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
@@ -339,6 +341,30 @@ def _npu_method_binds(err: CheckerError, ctx: JudgeContext) -> bool:
            "the checker reads a torch without it")
 def _torch_npu(err: CheckerError, ctx: JudgeContext) -> bool:
     return err.names == "npu,torch" and "is not a known attribute of module" in err.message
+
+# %% ../../nbs/port/judge.ipynb #ab8d428f
+def module_attrs(tree: ast.AST | None) -> set[str]:
+    "The names a module's code declares `nn.Module` (`self.X: nn.Module`, `X: torch.nn.Module`): annotated assignments."
+    out = set()
+    for n in ast.walk(tree) if tree is not None else ():
+        if not isinstance(n, ast.AnnAssign) or ast.unparse(n.annotation).rpartition(".")[2] != "Module": continue
+        t = n.target
+        if isinstance(t, ast.Name): out.add(t.id)
+        elif isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self": out.add(t.attr)
+    return out
+
+@exclusion("module-getattr-call", "ONP4442", "the checker reads an `nn.Module`'s own method through torch's "
+           "`Module.__getattr__` (`Tensor | Module`); at run time the method is found on the model's class")
+def _module_getattr_call(err: CheckerError, ctx: JudgeContext) -> bool:
+    if err.message != 'Object of type "Tensor" is not callable': return False
+    tree = ctx.tree(err.path)
+    call = call_at(tree, err.line, err.column) if tree else None
+    f = call.func if call is not None else None
+    if not isinstance(f, ast.Attribute): return False
+    b = f.value
+    own = isinstance(b, ast.Attribute) and isinstance(b.value, ast.Name) and b.value.id == "self"
+    name = b.attr if own else b.id if isinstance(b, ast.Name) else None
+    return name is not None and name in module_attrs(tree) | module_attrs(getattr(ctx, "npu_tree", None))
 
 # %% ../../nbs/port/judge.ipynb #11930792
 _KEPT_FORMAT = "omni-npu-port judge inputs 2"   # what a kept result holds; a new format never reads an old one
@@ -578,9 +604,11 @@ def _check(written: dict, todo: list, in_texts: dict, extra: list, omni_root: Pa
 def judge_modules(written: dict[str, str], inputs: dict[str, list], sources: list, omni_root=None,
                   npu_runner: tuple[str, str] | None = None, exe: str | None = None,
                   timeout: float = CHECKER_TIMEOUT,
-                  warm: WarmJudge | None = None) -> tuple[dict[str, Judgement], JudgeRun]:
+                  warm: WarmJudge | None = None,
+                  known: dict[str, set] | None = None) -> tuple[dict[str, Judgement], JudgeRun]:
     "Judge the written modules (module -> text; `inputs`: module -> its input files), `sources` (folders) on the path"
-    " (`warm`: the server started before the port, used where every input's results are kept)."
+    " (`warm`: the server started before the port, used where every input's results are kept; `known`: module ->"
+    " the error keys of an input checked on its own sources, `input_errors`)."
     t0, run = time.perf_counter(), JudgeRun()
     extra = [str(Path(s).resolve()) for s in sources]   # basedpyright reads relative paths from its project folder
     in_files = sorted({str(Path(f).resolve()) for fs in inputs.values() for f in fs})
@@ -599,23 +627,47 @@ def judge_modules(written: dict[str, str], inputs: dict[str, list], sources: lis
     for f in todo: keep_input(keys[f], by_file.get(f, [])); kept[f] = by_file.get(f, [])
     ctx = JudgeContext(texts, npu_runner)
     theirs = lambda m: {e.key for i in inputs.get(m, []) for e in kept[str(Path(i).resolve())]}
-    out = {m: _verdict(m, by_file.get(str(f), []), theirs(m), ctx) for m, f in files.items()}
+    own = known or {}
+    out = {m: _verdict(m, by_file.get(str(f), []), theirs(m) | own.get(m, set()), ctx, own.get(m, set()))
+           for m, f in files.items()}
     run.seconds, run.checked = time.perf_counter() - t0, len(files) + len(todo)
     run.inputs_kept, run.inputs_checked = len(in_files) - len(todo), len(todo)
     return out, run
 
 # %% ../../nbs/port/judge.ipynb #6aaece56
-def _verdict(module: str, errors: list[CheckerError], inherited: set, ctx: JudgeContext) -> Judgement:
-    "Sort one module's errors: inherited (an input has it), excluded (a named rule), else the port's."
+def _verdict(module: str, errors: list[CheckerError], inherited: set, ctx: JudgeContext,
+             people: set = frozenset()) -> Judgement:
+    "Sort one module's errors: inherited (an input has it; `people`: the keys of the input checked on its own"
+    " release), excluded (a named rule), else the port's."
     j, rel = Judgement(module), module.replace(".", "/") + ".py"
     paths = {k[1:] for k in inherited if k[2] in NAME_RULES}   # (method, rule, name): a path the method already has
     for e in errors:
         if e.key in inherited or (e.rule in NAME_RULES and e.key[1:] in paths):
-            j.inherited.append(_diag(e, "ONP4445", rel)); continue
+            how = "; the people's runner has it on its own release" if e.key in people else ""
+            j.inherited.append(_diag(e, "ONP4445", rel, how)); continue
         x = excluded_by(e, ctx)
         if x: j.excluded.append(_diag(e, "ONP4446", rel, f"; excluded by rule {x.name}: {x.why}", x.name)); continue
         j.port.append(_diag(e, e.code, rel))
     return j
+
+# %% ../../nbs/port/judge.ipynb #4f48d646
+def input_errors(files: list, sources: list, exe: str | None = None,
+                 timeout: float = CHECKER_TIMEOUT) -> dict[str, list[CheckerError]]:
+    "Each input file's judged errors with `sources` (folders) on the path: its kept results, else one basedpyright run"
+    " over those without; `JudgeUnavailable` where the checker cannot run."
+    extra = [str(Path(s).resolve()) for s in sources]
+    texts = {f: Path(f).read_text(encoding="utf-8", errors="replace") for f in sorted({str(Path(f).resolve())
+                                                                                     for f in files})}
+    keys = {f: input_key(t, extra) for f, t in texts.items()}
+    got = {f: k for f, k in ((f, cached_input(keys[f])) for f in texts) if k is not None}
+    todo = [f for f in texts if f not in got]
+    if todo:
+        with tempfile.TemporaryDirectory(prefix="omni-npu-port-judge-") as d:
+            found = checker_errors(run_checker(Path(d).resolve(), todo, extra, exe, timeout), texts)
+        for f in todo:
+            got[f] = [e for e in found if e.path == f]
+            keep_input(keys[f], got[f])
+    return got
 
 # %% ../../nbs/port/judge.ipynb #f7c03ed6
 def _module_file(root: Path, module: str) -> Path | None:
@@ -624,9 +676,10 @@ def _module_file(root: Path, module: str) -> Path | None:
 
 def judge_ports(ports: list, ascend, vllm, omni, npu_base: tuple[str, str], exe: str | None = None,
                 timeout: float = CHECKER_TIMEOUT,
-                warm: WarmJudge | None = None) -> tuple[dict[str, Judgement], JudgeRun]:
+                warm: WarmJudge | None = None, known: dict | None = None) -> tuple[dict[str, Judgement], JudgeRun]:
     "Judge the written module of each port (`module`, `code`, `gpu`) against vllm-ascend's, vllm's and omni's sources"
-    " (archives or folders); `npu_base`: (module, class) of vllm-ascend's runner. Sets each port's `judge`."
+    " (archives or folders); `npu_base`: (module, class) of vllm-ascend's runner; `known`: module -> error keys of"
+    " an input checked on its own sources. Sets each port's `judge`."
     t0 = time.perf_counter()
     broken = [p for p in ports if not compiles(p.code)]   # conflict markers: not Python, nothing a checker can say
     why = "the module does not compile (conflict markers): not judged"
@@ -643,7 +696,7 @@ def judge_ports(ports: list, ascend, vllm, omni, npu_base: tuple[str, str], exe:
         gpu_files = [f for p in ports if (f := _module_file(o, p.gpu.rpartition(".")[0]))]
         ins = [*([npu_file] if npu_file else []), *dict.fromkeys(gpu_files)]
         got, run = judge_modules({p.module: p.code for p in ports}, {p.module: ins for p in ports}, [a, v, o], o,
-                                 (str(npu_file), npu_base[1]) if npu_file else None, exe, timeout, warm)
+                                 (str(npu_file), npu_base[1]) if npu_file else None, exe, timeout, warm, known)
         run.seconds = time.perf_counter() - t0   # extraction included
     for p in ports:
         p.judge = got[p.module]
@@ -675,11 +728,11 @@ def start_judge(judge: bool, ascend, vllm, omni, npu_base: tuple[str, str], modu
 
 # %% ../../nbs/port/judge.ipynb #37303f01
 def judge_release(ports: list, judge: bool, ascend, vllm, omni, npu_base: tuple[str, str],
-                  exe: str | None = None, warm: WarmJudge | None = None) -> JudgeRun:
+                  exe: str | None = None, warm: WarmJudge | None = None, known: dict | None = None) -> JudgeRun:
     "Judge a release's ports (`judge`), or mark each unverified (`--no-judge`); the run. `warm` (`start_judge`'s) is"
-    " closed."
+    " closed; `known` as `judge_ports` takes it."
     try:
-        if judge: return judge_ports(ports, ascend, vllm, omni, npu_base, exe, warm=warm)[1]
+        if judge: return judge_ports(ports, ascend, vllm, omni, npu_base, exe, warm=warm, known=known)[1]
     finally:
         if warm is not None: warm.close()
     for p in ports: p.judge = Judgement(p.module, "off", why="--no-judge")

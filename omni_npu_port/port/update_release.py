@@ -35,7 +35,8 @@ from .merge import (Hunk, _unit_key, code_tokens, keep_side, logical_units, merg
     prefer_of, render, uncomment_conflicts)
 from .conflicts import conflicts_in
 from .method import undefined_names
-from .judge import call_at, judge_release, release_judge_lines
+from .judge import (JudgeUnavailable, _module_file, call_at, input_errors, judge_release,
+                                    release_judge_lines, source_root)
 from .ready import ready_findings, ready_index, unbound_reads
 from .release import open_release, port_release
 from .release_inputs import given_sources, locate_base, release_runners, release_source
@@ -50,9 +51,10 @@ __all__ = ['RENAME_LIKENESS', 'omni_releases', 'previous_release', 'git_checkout
            'carry_edits', 'settle_conflicts', 'stack_words', 'defined_names', 'stale_reads', 'drop_stale',
            'merge_method', 'decide_method', 'Unit', 'cut_units', 'module_units', 'imported_names', 'merge_units',
            'place_methods', 'future_first', 'Inherited', 'derives_from', 'RunnerSides', 'assemble', 'import_units',
-           'keep_imports', 'unbound_in', 'import_resolves', 'retarget_imports', 'update_runner', 'ReleaseUpdate',
-           'update_markdown', 'update_summary', 'write_update', 'one_definition', 'update_runners', 'written_on',
-           'retake_calls', 'retake_judged', 'update_release']
+           'keep_imports', 'module_unbound', 'unbound_in', 'import_resolves', 'retarget_imports', 'placed_imports',
+           'update_runner', 'ReleaseUpdate', 'update_markdown', 'update_summary', 'write_update', 'one_definition',
+           'update_runners', 'written_on', 'people_errors', 'keyword_drops', 'retake_calls', 'retake_judged',
+           'update_release']
 
 # %% ../../nbs/port/update_release.ipynb #bdef9fd3
 _NB = "port/update_release.ipynb"
@@ -709,15 +711,28 @@ def keep_imports(code: str, cls: str, top: list[Unit], sides: list[list[Unit]]) 
         if u is None or u in top: continue
         first = 0 if top and top[0].key == "docstring" else -1   # no import yet: after the docstring
         last = max((i for i, t in enumerate(top) if imported_names(t) is not None), default=first)
-        top.insert(last + 1, Unit(u.key, u.lines[u.lead:]))
+        reader = next((i for i, t in enumerate(top) if imported_names(t) is None and name in t.key.split()), last + 1)
+        top.insert(max(min(last + 1, reader), first + 1), Unit(u.key, u.lines[u.lead:]))   # before what reads it
         said.append(port_diagnostic("ONP4508", f"{code_info('ONP4508').title}: `{name}` ({u.key[:80]})"))
     return top, said
 
 # %% ../../nbs/port/update_release.ipynb #b9a6f2eb
+def module_unbound(code: str) -> list[str]:
+    "Names the module's own statements (outside its functions: `if TYPE_CHECKING:`) read that nothing binds."
+    import builtins
+    import symtable
+    try: top = symtable.symtable(code, "<update>", "exec")
+    except SyntaxError: return []
+    known = {s.get_name() for s in top.get_symbols() if s.is_assigned() or s.is_imported() or s.is_namespace()}
+    return sorted(s.get_name() for s in top.get_symbols()
+                  if s.is_referenced() and s.get_name() not in known and not hasattr(builtins, s.get_name()))
+
 def unbound_in(code: str, cls: str) -> list[str]:
-    "Names the live code reads that nothing binds: global reads (`undefined_names`) and annotations (`unbound_reads`)."
+    "Names the live code reads that nothing binds: global reads (`undefined_names`), annotations (`unbound_reads`)"
+    " and the module's own statements' (`module_unbound`)."
     got = [d.message.rsplit("`", 2)[-2] for d in undefined_names(keep_side(code), cls)]
-    return list(dict.fromkeys(got + [d.message.split("`")[1] for d in unbound_reads(code) if d.code == "ONP4421"]))
+    got += [d.message.split("`")[1] for d in unbound_reads(code) if d.code == "ONP4421"]
+    return list(dict.fromkeys(got + module_unbound(keep_side(code))))
 
 def import_resolves(u: Unit, ix) -> dict[str, bool]:
     "Each name an import unit binds: whether NEW's sources (`ix`) define it there (a package they do not hold: yes)."
@@ -766,6 +781,21 @@ def retarget_imports(code: str, top: list[Unit], new_top: list[Unit], ix) -> tup
         if kept is not None: out.append(kept)
     return out, said
 
+# %% ../../nbs/port/update_release.ipynb #18d9635d
+def placed_imports(code: str, said: list[Diagnostic]) -> None:
+    "Each carried-import diagnostic that leaves an import in the module (ONP4520: taken, ONP4522: kept) given the"
+    " module line of the import that binds its name."
+    try: tree = ast.parse(code)
+    except SyntaxError: return
+    at: dict = {}
+    for n in sorted((n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))), key=lambda n: n.lineno):
+        for a in n.names: at.setdefault(a.asname or a.name.split(".")[0], n.lineno)
+    for d in said:
+        name = re.search(r"`([^`]+)`", d.message[len(code_info(d.code).title):]) if d.code in _IMPORT_LEFT else None
+        if name and name.group(1) in at: d.line = at[name.group(1)]
+
+_IMPORT_LEFT = ("ONP4520", "ONP4522")
+
 # %% ../../nbs/port/update_release.ipynb #3fa3a010
 def update_runner(runner: str, sides: RunnerSides, prefer: str = "comment", ascend=lambda name, was: (set(), set()),
                   names=None) -> tuple[str | None, list[Diagnostic], list[MethodUpdate]]:
@@ -801,6 +831,7 @@ def update_runner(runner: str, sides: RunnerSides, prefer: str = "comment", asce
     diags += [d for _, ds in texts.values() for d in ds] + kept + moved
     diags += [port_diagnostic("ONP4506", f"{code_info('ONP4506').title}: {runner}: {u.key[:80]!r}") for u in c1 + c2]
     code = "\n".join(out).rstrip("\n") + "\n"
+    placed_imports(code, moved)
     return code, diags + _conflicts_carried(code, diags, runner), ups
 
 # %% ../../nbs/port/update_release.ipynb #7b346cc5
@@ -989,15 +1020,67 @@ def written_on(prev: str, progress=None, cache_dir: Path | str = CACHE_DIR,
     return f"vllm-ascend=={best}", "written on vllm-ascend " + ", ".join(f"{a} {s:.3f}" for a, s in score.items())
 
 # %% ../../nbs/port/update_release.ipynb #155cecb2
-def _judge_update(runners: list, p: ReleasePort, tree, judge: bool, sources, progress, cache_dir, index) -> list:
-    "The judge over the updated modules, on NEW's stack, as `port_release` judges its own; the line it says if it did"
-    " not."
+def _judge_update(runners: list, p: ReleasePort, tree, judge: bool, sources, progress, cache_dir, index,
+                  known: dict | None = None) -> list:
+    "The judge over the updated modules, on NEW's stack, as `port_release` judges its own (`known`: the people's"
+    " runners' error keys, `people_errors`); the line it says if it did not."
     src = lambda spec: release_source(spec, sources, progress, cache_dir, index)
     nsym = runner_bases()[1][0]
     run = judge_release(runners, judge, src(f"vllm-ascend=={p.vllm_ascend}"), src(f"vllm=={p.vllm}"),
-                        getattr(tree.reader, "root", None) or tree.origin, (nsym.module, nsym.leaf))
+                        getattr(tree.reader, "root", None) or tree.origin, (nsym.module, nsym.leaf), known=known)
     return release_judge_lines(run)
 
+# %% ../../nbs/port/update_release.ipynb #50e5a7de
+def people_errors(runners: list, base: ReleasePort, prev_root, src) -> dict[str, set]:
+    "Per updated module, the judge's error keys of the people's runner it carries (PREV's hand-written module), checked"
+    " on PREV's own sources (`src(spec)`: a source, as `release_source` gives it); none where the checker cannot run."
+    try: root = source_root(prev_root)
+    except (OSError, ValueError): return {}
+    files = {}
+    for r in runners:
+        b = _match(r, base.runners)
+        if b is None or not b.hand or any(d.code == "ONP4501" for d in r.diagnostics): continue   # not carried
+        if f := _module_file(root, b.hand.rpartition(".")[0]): files[r.module] = str(f.resolve())
+    if not files: return {}
+    try:
+        stack = [source_root(src(f"{p}=={v}")) for p, v in (("vllm-ascend", base.vllm_ascend), ("vllm", base.vllm))]
+        got = input_errors(list(files.values()), [*stack, root])
+    except (JudgeUnavailable, OSError, ValueError): return {}   # the judge's own run says what it cannot do
+    return {m: {e.key for e in got.get(f, [])} for m, f in files.items()}
+
+# %% ../../nbs/port/update_release.ipynb #7dae5647
+register(Code("ONP4526", "update-keyword-dropped", "update: a call the people's port carried passes keywords NEW's "
+              "callee no longer takes (the judge's ONP4442), and the new port has no one call of it to take: those "
+              "keywords are dropped", "warning", "check that NEW's callee does without what the keywords passed (the "
+              "people's values are gone); pass it as NEW's signature takes it", _NB, "port"))
+
+# %% ../../nbs/port/update_release.ipynb #d69f5546
+_NO_PARAMETER = re.compile(r'No parameter named "(\w+)"')
+
+def keyword_drops(tree: ast.Module, lines: list[str], found: list) -> dict[tuple, list[str]]:
+    "Per call (line, column) the judge finds passing keywords its callee does not take, and nothing else wrong: its"
+    " text without those keywords, where each sits on lines of its own (`name=value,`); other calls are left out."
+    bad, other = {}, set()
+    for d in found:
+        call = call_at(tree, d.line, d.column or 1) if d.code == "ONP4442" and d.line else None
+        if call is None: continue
+        m, at = _NO_PARAMETER.search(d.message or ""), (call.lineno, call.col_offset)
+        if m and m.group(1) in {k.arg for k in call.keywords}: bad.setdefault(at, set()).add(m.group(1))
+        else: other.add(at)
+    out = {}
+    for call in (c for c in ast.walk(tree) if isinstance(c, ast.Call) and (c.lineno, c.col_offset) in bad):
+        at, drop = (call.lineno, call.col_offset), set()
+        for k in (k for k in call.keywords if k.arg in bad[(call.lineno, call.col_offset)]):
+            alone = call.lineno < k.lineno and k.end_lineno < call.end_lineno and not \
+                lines[k.lineno - 1].encode()[:k.col_offset].strip() and \
+                lines[k.end_lineno - 1].encode()[k.end_col_offset:].strip() in (b"", b",")
+            drop |= set(range(k.lineno, k.end_lineno + 1)) if alone else {0}
+        if at in other or 0 in drop: continue
+        seg = [l for i, l in enumerate(lines[call.lineno - 1:call.end_lineno], call.lineno) if i not in drop]
+        seg[-1] = seg[-1].encode()[:call.end_col_offset].decode()   # the call's own text: its tail is kept
+        seg[0] = seg[0].encode()[call.col_offset:].decode()
+        out[at] = seg
+    return out
 
 # %% ../../nbs/port/update_release.ipynb #0b8a171c
 def _calls_of(text: str | None, callee: str) -> dict[str, ast.Call]:
@@ -1006,13 +1089,21 @@ def _calls_of(text: str | None, callee: str) -> dict[str, ast.Call]:
     except SyntaxError: return {}
     return {ast.unparse(c): c for c in ast.walk(tree) if isinstance(c, ast.Call) and ast.unparse(c.func) == callee}
 
+def _put(seg: list[str], head: str, tail: str) -> list[str]:
+    "A call's lines put in the place of another: the text before it and after it kept."
+    return [head + seg[0]] + seg[1:-1] + [seg[-1] + tail] if len(seg) > 1 else [head + seg[0] + tail]
+
 def retake_calls(code: str, cls: str, new_code: str, found: list) -> tuple[str, list[Diagnostic], list]:
     "The module with each call the judge finds not binding its callee (ONP4442) replaced by the new port's call of the"
     " same callee in that method where it makes one and it reads no name the module leaves unbound (ONP4523), else"
-    " said (ONP4524); (after line, lines added) shifts."
+    " its keywords the callee lacks dropped (ONP4526, `keyword_drops`), else said (ONP4524); (after line, lines added)"
+    " shifts."
     try: tree = ast.parse(code)
     except SyntaxError: return code, [], []
     theirs, lines, seen, said, edits = class_methods(new_code, cls) or {}, python_lines(code), set(), [], []
+    drops = keyword_drops(tree, lines, found)
+    say = lambda c, method, callee, call, why="": port_diagnostic(c, f"{code_info(c).title}{why}: {cls}.{method}: "
+                                                                  f"`{callee}(...)`", call.lineno, where=method)
     for d in found:
         bind = d.code == "ONP4442" and d.line and "not callable" not in (d.message or "")   # arguments, not a type
         call = call_at(tree, d.line, d.column or 1) if bind else None
@@ -1023,30 +1114,29 @@ def retake_calls(code: str, cls: str, new_code: str, found: list) -> tuple[str, 
         got = _calls_of(text, callee)
         if ast.unparse(call) in got: continue   # the new port's own call: not the people's to retake
         if len(got) != 1:
-            said.append(port_diagnostic("ONP4524", f"{code_info('ONP4524').title}: {cls}.{method}: `{callee}(...)`",
-                                        call.lineno, where=method)); continue
+            drop = drops.get((call.lineno, call.col_offset))
+            if drop: edits.append((call, drop, None)); said.append(say("ONP4526", method, callee, call)); continue
+            said.append(say("ONP4524", method, callee, call)); continue
         c = next(iter(got.values()))
         seg = ast.get_source_segment(text, c).split("\n")
         shift = _indent(lines[call.lineno - 1]) - _indent(text.split("\n")[c.lineno - 1])
-        seg = seg[:1] + _shifted(seg[1:], shift)
-        edits.append((call, seg))
-        said.append(port_diagnostic("ONP4523", f"{code_info('ONP4523').title}: {cls}.{method}: `{callee}(...)`",
-                                    call.lineno, where=method))
+        edits.append((call, seg[:1] + _shifted(seg[1:], shift), drops.get((call.lineno, call.col_offset))))
+        said.append(say("ONP4523", method, callee, call))
     moved, unbound = [], lambda ls: {d.message.split("`")[1] for d in unbound_reads("\n".join(ls) + "\n")}
     before = unbound(lines)
-    for call, seg in sorted(edits, key=lambda e: e[0].lineno, reverse=True):
+    for call, seg, drop in sorted(edits, key=lambda e: e[0].lineno, reverse=True):
         was = lines[call.lineno - 1:call.end_lineno]
         head = lines[call.lineno - 1].encode()[:call.col_offset].decode()
         tail = lines[call.end_lineno - 1].encode()[call.end_col_offset:].decode()
-        new = [head + seg[0]] + seg[1:]
-        new[-1] += tail
+        new = _put(seg, head, tail)
         lines[call.lineno - 1:call.end_lineno] = new
         if unbound(lines) - before:   # the new call reads what only the new port binds: not taken
-            lines[call.lineno - 1:call.lineno - 1 + len(new)] = was
-            said = [port_diagnostic("ONP4524", f"{code_info('ONP4524').title} (the new port's call reads a name this "
-                                    "module does not bind)", call.lineno, where=d.where) if d.line == call.lineno
-                    and d.code == "ONP4523" else d for d in said]
-            continue
+            lines[call.lineno - 1:call.lineno - 1 + len(new)] = new = _put(drop, head, tail) if drop else was
+            why = " (the new port's call reads a name this module does not bind)"
+            c = "ONP4526" if drop else "ONP4524"
+            said = [port_diagnostic(c, f"{code_info(c).title}{why}", call.lineno, where=d.where)
+                    if d.line == call.lineno and d.code == "ONP4523" else d for d in said]
+            if not drop: continue
         moved.append((call.end_lineno, len(new) - (call.end_lineno - call.lineno + 1)))
     return "\n".join(lines).rstrip("\n") + "\n", said, moved
 
@@ -1122,7 +1212,10 @@ def _update_from(new, tree, prev, how, git, target, prev_target, judge, kw) -> R
     names = SymbolIndex(t for t in (getattr(nb, "tree", None), getattr(gb, "tree", None), tree) if t is not None)
     ix = ready_index(gb, nb)
     runners, ups = update_runners(new_port, base_port, prev_origin, kw["prefer"], ascend, ix, (nb_old, nb), names)
-    rejudge = lambda: _judge_update(runners, new_port, tree, judge, sources, progress, cache_dir, index)
+    src = lambda spec: release_source(spec, sources, progress, cache_dir, index)
+    prev_root = getattr(prev_tree.reader, "root", None) or prev_origin
+    known = people_errors(runners, base_port, prev_root, src) if judge else None
+    rejudge = lambda: _judge_update(runners, new_port, tree, judge, sources, progress, cache_dir, index, known)
     judged = rejudge()
     judged = (retake_judged(runners, new_port, ix, rejudge) if judge else None) or judged
     said = port_diagnostic("ONP4500", f"{code_info('ONP4500').title}: vLLM-Omni {base_port.omni} "
