@@ -18,10 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LIB = ROOT / "omni_npu_port"
 
 # rule -> findings still allowed (2026-12-07, issue 34 part 6); restyle.py clears the fixable ones, people the rest
-PENDING = {
-    "E501": 137, "F401": 13, "BLE001": 12, "ISC004": 5, "I001": 4, "S110": 4, "RUF059": 3, "RUF007": 2, "PLW1510": 2,
-    "SIM102": 2, "C408": 2, "PLC0206": 1, "SIM223": 1, "B018": 1, "S112": 1,
-}
+PENDING = {"E501": 133, "I001": 2}
 
 
 def ruff_exe() -> str | None:

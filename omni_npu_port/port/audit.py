@@ -85,7 +85,9 @@ register(
 @dataclass
 class Finding(Diagnostic):
     "One audit finding, a `Diagnostic`: on a method of an NPU runner, on a runner class, or on the whole audit."
-    def _repr_html_(self): from omni_npu_port.core.display import html_for; return html_for(self)   # Jupyter
+    def _repr_html_(self):   # Jupyter
+        from omni_npu_port.core.display import html_for
+        return html_for(self)
     cls: str = ""              # the NPU runner class it concerns ("" for a finding on the whole audit)
     method: str = ""           # the method of `cls` it concerns ("" for a module or class statement)
     detail: list[str] = field(default_factory=list)   # `- ` the NPU copy's lines, `+ ` the update's

@@ -10,6 +10,7 @@ import builtins
 import functools
 import inspect
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
@@ -92,7 +93,7 @@ def record_signature(ix: SymbolIndex, dotted: str) -> inspect.Signature | None:
             default = SourceExpr(ast.unparse(v)) if has else P.empty
             fields[st.target.id] = P(st.target.id, P.POSITIONAL_OR_KEYWORD, default=default)
     params = list(fields.values())
-    if any(a.default is P.empty and b.default is not P.empty for b, a in zip(params, params[1:])): return None
+    if any(a.default is P.empty and b.default is not P.empty for b, a in pairwise(params)): return None
     return inspect.Signature(params)
 
 # %% ../../nbs/port/calls.ipynb #c131c490
@@ -292,7 +293,8 @@ def unbound_calls(located, ix: SymbolIndex | None, order: list | None = None) ->
     if located is None or getattr(located, "cls_node", None) is None: return frozenset()
     found: list = []
     try: order = order or class_mro(located)
-    except Exception: return frozenset()   # an input whose bases cannot be read: nothing is said inherited
+    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):   # SourceError is a ValueError
+        return frozenset()   # an input whose bases cannot be read: nothing is said inherited
     bind_calls(located.module_text, located.cls_node.name, ix, order, unbound_out=found)
     return frozenset(found)
 

@@ -10,7 +10,6 @@ import builtins
 import dataclasses
 import functools
 import re
-import textwrap
 import time
 from dataclasses import dataclass
 
@@ -36,7 +35,7 @@ from omni_npu_port.port.translation import (
     translate_methods,
 )
 
-from ..core.diagnostics import Code, code_info, register
+from ..core.diagnostics import code_info
 from ..core.io import gc_paused
 from ..translate.engine import RuleSet, translate_source
 from .conflicts import conflicts_in

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import copy
+from itertools import pairwise
 
 from ..core.diagnostics import Code, code_info, register
 from .conflicts import Conflict, conflicts_in
@@ -157,7 +158,7 @@ def _drop_fence_pairs(rows: list) -> list:
     "Two fence lines with only blank lines between (an emptied run, or one run's end and the next's start): both gone."
     at = [k for k, r in enumerate(rows) if FENCE_RE.match(r[0])]
     drop = set()
-    for a, b in zip(at, at[1:]):
+    for a, b in pairwise(at):
         if a not in drop and all(not r[0].strip() for r in rows[a + 1:b]): drop |= {a, b}
     return [r for k, r in enumerate(rows) if k not in drop]
 

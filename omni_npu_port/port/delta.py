@@ -8,10 +8,8 @@ from __future__ import annotations
 import ast
 import difflib
 import functools
-import io
 import re
 import textwrap
-import tokenize
 from dataclasses import dataclass, field
 
 from ..core.diagnostics import Code, Diagnostic, code_info, register
@@ -279,7 +277,7 @@ def omni_delta(base: ast.FunctionDef, omni: ast.FunctionDef) -> list[DeltaHunk]:
             ):  # a block both have: header, then inside
                 if _header(z) != _header(a):
                     out.append(DeltaHunk([z], [a], block, zs[i - 1] if i else None, zs[i + 1] if i + 1 < len(zs) else None, header=True))
-                for f in zb: walk(zb[f], ab[f], (id(z), f))
+                for f, zf in zb.items(): walk(zf, ab[f], (id(z), f))
             else: pend.append((i, j)); flush(i + 1)
         flush(len(zs))
     walk(base.body, omni.body, (0, "body"))
@@ -617,7 +615,7 @@ def _place(self: _Applier, h: DeltaHunk):
     "`place_at`, moved before a statement that ends its block where it would fall right after one."
     p = self.place_at(h)
     if p is None: return None
-    at, col, lv, where = p
+    at, col, _lv, where = p
     end = next(
         (n for n in ast.walk(self.nf) if isinstance(n, _ENDS) and n.end_lineno == at and n.col_offset == col), None
     )

@@ -137,7 +137,9 @@ def audit_derived(runners: list, target, bases: list[str] = (), file_of=lambda m
     for n in runners: modules.setdefault((n.module, n.text), []).append(n)
     for (module, text), ns in modules.items():
         try: path = file_of(module)
-        except Exception: path = None   # a lone file's tree may not know the module: the class still says where
+        # `file_of` is the caller's, for messages only: a lone file's tree may not know the module (the class says
+        # where)
+        except Exception: path = None   # noqa: BLE001 — the caller's callback
         for d in npu_copy_drift(text, ix, [range(n.node.lineno, n.node.end_lineno + 1) for n in ns], bases, path):
             d.where = next((n.name for n in ns if n.node.lineno <= d.line <= n.node.end_lineno), None)
             out.append(d)

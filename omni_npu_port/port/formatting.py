@@ -101,7 +101,7 @@ def ruff_config(origin: str, kind: str | None) -> tuple[dict, tuple[str, ...]]:
         found = {}
         with tarfile.open(p) as tf:
             for m in tf:
-                top, _, rel = m.name.partition("/")
+                _top, _, rel = m.name.partition("/")
                 if m.isfile() and rel in _RUFF_FILES and m.size <= 1 << 20:
                     found[rel] = tf.extractfile(m).read().decode("utf-8", "replace")
         read = lambda n: found.get(n)
@@ -213,7 +213,7 @@ def format_code(code: str, formatter: str = "ruff", line_length: int = RUFF_LINE
     except (SyntaxError, tokenize.TokenError) as e:
         return unformatted(f"it does not parse with its conflicts masked ({getattr(e, 'msg', e)})")
     p = subprocess.run([exe, "format", "--isolated", *_ruff_args(settings or {}, line_length), "--stdin-filename",
-                        "ported.py", "-"], input=src, capture_output=True, text=True)
+                        "ported.py", "-"], input=src, capture_output=True, text=True, check=False)
     if p.returncode: return unformatted(f"ruff format failed ({(python_lines(p.stderr.strip()) or ['?'])[0]})")
     out = p.stdout
     try:

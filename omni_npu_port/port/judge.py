@@ -106,7 +106,7 @@ def run_checker(root: Path, files: list, extra: list, exe: str | None = None,
     cfg = Path(root) / "pyrightconfig.json"
     write_atomic(cfg, json.dumps(checker_config(extra)))
     cmd = [exe, "--outputjson", "--pythonpath", sys.executable, "-p", str(cfg), *map(str, files)]
-    try: p = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=timeout)
+    try: p = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired: raise JudgeUnavailable(f"{exe} did not finish in {timeout:.0f} s") from None
     except OSError as e: raise JudgeUnavailable(f"{exe} cannot run ({e.strerror or e})") from None
     try: out = json.loads(p.stdout)
@@ -273,8 +273,8 @@ def call_at(tree: ast.Module, line: int, column: int) -> ast.Call | None:
     "The innermost call whose text holds the position (1-based line and column)."
     best, pos = None, (line, column - 1)
     for n in ast.walk(tree):
-        if isinstance(n, ast.Call) and (n.lineno, n.col_offset) <= pos <= (n.end_lineno, n.end_col_offset):
-            if best is None or (n.lineno, n.col_offset) >= (best.lineno, best.col_offset): best = n
+        inside = isinstance(n, ast.Call) and (n.lineno, n.col_offset) <= pos <= (n.end_lineno, n.end_col_offset)
+        if inside and (best is None or (n.lineno, n.col_offset) >= (best.lineno, best.col_offset)): best = n
     return best
 
 def called_method(call: ast.Call) -> tuple[str, bool] | None:

@@ -124,7 +124,7 @@ def logical_units(code: str) -> list[tuple[int, int]]:
                 units.append((tok.start[0] - 1, tok.start[0])); continue
             if tok.type == tokenize.NL and start is None: continue
             if start is None: start = tok.start[0] - 1
-            if tok.type == tokenize.NEWLINE or (tok.type == tokenize.OP and tok.string == ":" and False):
+            if tok.type == tokenize.NEWLINE:   # a compound statement's header is not a unit of its own
                 units.append((start, tok.end[0])); start = None
     except (tokenize.TokenError, IndentationError, SyntaxError): return []
     return units

@@ -191,7 +191,8 @@ def run_class(cp: ClassPort, ctx: PortContext, t0: float | None = None) -> Runne
                      cp.stats.get("inherited", []), time.perf_counter() - t0,
                      cp.parent_mro[0].name if cp.parent_mro else None, cp.not_ready, cp.unreached)
     out.inputs = [cp.omni.module_text, ctx.npu_base.module_text]   # what the derived pass compares the module with
-    out.compiles, out.compiles_npu_side, out.undefined   # the report's checks, run here (in the worker, in parallel)
+    # the report's checks, run here (in the worker, in parallel)
+    _ = out.compiles, out.compiles_npu_side, out.undefined
     return out
 
 def run_batch(ports: list[RunnerPort], ctx: PortContext) -> JudgeRun:

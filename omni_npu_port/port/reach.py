@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..core.diagnostics import Code, Diagnostic, code_info, register
 from .locate import MroClass, own_methods, port_diagnostic

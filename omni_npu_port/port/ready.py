@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 
 from ..core.diagnostics import Code, Diagnostic, code_info, register
 from ..core.releases import STACK_PACKAGES
-from ..sources.symbols import SymbolIndex, mro, resolve
+from ..sources.symbols import SymbolIndex, mro
 from .delta import bound_names
 from .locate import port_diagnostic
-from .merge import keep_side, uncomment_conflicts
+from .merge import keep_side
 from .parsed import parsed, per_tree
 
 # %% auto #0

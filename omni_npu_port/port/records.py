@@ -522,7 +522,8 @@ def merge_records(code: str, cls: str, omni, ix: SymbolIndex | None, styles: dic
                   homes: dict | None = None, diags: list | None = None, packages: tuple = STACK_PACKAGES) -> tuple[str, list[Diagnostic]]:
     ('The ported module (`prefer="comment"` form) with each state record its '
      'code builds or unpacks, which the omni GPU source')
-    " (`omni`, a `Located`) and the NPU base (`ix`) define differently, merged into one class (`merged_record`) and every"
+    (" (`omni`, a `Located`) and the NPU base (`ix`) define differently, merged into one class (`merged_record`) and "
+     "every")
     (" build and unpack of it made consistent; ONP4424 per record. `homes`: omni module -> the ported module of this "
      "port")
     (" that writes it (a record omni defines in another ported module is imported from there); `diags`: the port's, "

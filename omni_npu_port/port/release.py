@@ -154,7 +154,8 @@ def port_release(omni: str, target: str | None = None, out: Path | str | None = 
            for m, f, why in runners.unreadable]
     if not runners.gpu:
         raise PortError(f"--release {omni}: no runner class derives from {gsym.dotted} in {tree.origin}"
-                        + "".join(f"; {d.message}" for d in unreadable) + "".join(f"; {dotted_name(c)} {w}" for c, w in runners.skipped))
+                        + "".join(f"; {d.message}" for d in unreadable) + "".join(f"; {dotted_name(c)} "
+                                                                                  f"{w}" for c, w in runners.skipped))
     places, layout, how = place_runners(runners)
     ported = {dotted_name(g): g for g in runners.gpu}
 

@@ -273,7 +273,7 @@ def named_gpu_bases(sources=()) -> list:
     out = []
     for s in sources:
         try: t = open_tree(str(s))
-        except Exception: continue   # a source that cannot be read is reported where it is used
+        except (InputError, UsageError, OSError, ValueError): continue   # reported where it is used
         if t.package == "vllm" and t.version: out.append((t.version, f"--source {s}"))
     return out
 
@@ -299,7 +299,8 @@ def history_from_sources(inputs: ReleaseInputs, sources) -> None:
 # %% ../../nbs/port/release_inputs.ipynb #43cfffc4
 def _unpack(path: str) -> None:
     try: open_source(path)   # an sdist's .py files go to the sdist cache once: the parent then reads them from there
-    except Exception: pass   # the parent opens it again, and says what is wrong
+    except Exception:  # noqa: BLE001, S110 — a forked child's guard: the parent opens it again and says what is wrong
+        pass
 
 def unpack_sdists(paths: list[str], then):
     ("Run `then()` while the sdists among `paths` are unpacked into the sdist cache by forked processes (one per CPU); "
@@ -374,8 +375,8 @@ def release_runners(tree: SourceTree) -> ReleaseRunners:
             skipped.append(
                 (
                     c,
-                    f"derives from {lost}, whose module {files[lost.rpartition('.')[0]]} cannot be read or parsed "
-                    "(ONP4304): its ancestry past that class is unknown, so it is not ported",
+                    (f"derives from {lost}, whose module {files[lost.rpartition('.')[0]]} cannot be read or "
+                     "parsed (ONP4304): its ancestry past that class is unknown, so it is not ported"),
                 )
             ); continue
         other = next(

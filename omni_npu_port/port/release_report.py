@@ -76,7 +76,10 @@ class ReleasePort:
 # %% ../../nbs/port/release_report.ipynb #4ed09da9
 def _md_table(head: list[str], rows: list[list]) -> str:
     cell = lambda x: str(x).replace("|", "\\|").replace("\n", " ")
-    return "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + ["| " + " | ".join(map(cell, r)) + " |" for r in rows])
+    return "\n".join(
+        ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        + ["| " + " | ".join(map(cell, r)) + " |" for r in rows]
+    )
 
 def _html_table(head: list[str], rows: list[list]) -> str:
     th = "".join(f"<th>{html.escape(h)}</th>" for h in head)
@@ -86,9 +89,17 @@ def _html_table(head: list[str], rows: list[list]) -> str:
 _RUNNER_HEAD = ["runner (GPU)", "NPU class", "derives from", "module", "methods", "conflicts", "lost lines", "compiles",
                 "compiles, NPU side", "undefined names",
                 "judge: port / inherited / excluded", "derived: port / inherited", "ready"]
-_METHOD_HEAD = ["method", "style", "conflicts", "NPU base statements", "missing: reached / omni deletes / edited / lost",
-                "omni-added statements", "missing: explained / edited / lost", "translated",
-                "port statements by origin"]
+_METHOD_HEAD = [
+    "method",
+    "style",
+    "conflicts",
+    "NPU base statements",
+    "missing: reached / omni deletes / edited / lost",
+    "omni-added statements",
+    "missing: explained / edited / lost",
+    "translated",
+    "port statements by origin",
+]
 
 def _origins_cell(m) -> str:
     "How many of the port's body statements came from each origin (port/statements), `-` where no merge built them."
@@ -129,8 +140,8 @@ def _tables(p: ReleasePort) -> tuple[list, list]:
             m.style,
             m.conflicts,
             m.npu_lines,
-            f"{m.npu_missing}: {m.npu_reached} / {m.omni_deleted} / {m.npu_edited} / "
-            f"{m.npu_missing - m.npu_reached - m.omni_deleted - m.npu_edited}",
+            (f"{m.npu_missing}: {m.npu_reached} / {m.omni_deleted} / {m.npu_edited} / "
+             f"{m.npu_missing - m.npu_reached - m.omni_deleted - m.npu_edited}"),
             m.omni_added,
             (f"{m.omni_missing}: {m.omni_explained} / {m.omni_edited} / "
              f"{m.omni_missing - m.omni_explained - m.omni_edited}"),
@@ -151,9 +162,8 @@ def release_summary(p: ReleasePort) -> list[str]:
          f"{p.pairing.evidence}"),
         f"history (older vllm the omni copy may lag behind): {', '.join(p.history) or 'none'}",
         f"layout: {p.layout} ({p.layout_from})",
-        f"{len(p.runners)} runner class(es), {p.methods} method(s) ported; {p.conflicts} conflict(s); {p.lost} "
-        "statement(s) "
-        f"lost without explanation; {_compiled(p)}; {_ready(p)}; {p.seconds:.2f} s",
+        (f"{len(p.runners)} runner class(es), {p.methods} method(s) ported; {p.conflicts} conflict(s); "
+         f"{p.lost} statement(s) lost without explanation; {_compiled(p)}; {_ready(p)}; {p.seconds:.2f} s"),
     ]
 
 def _ready(p: ReleasePort) -> str:

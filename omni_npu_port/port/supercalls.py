@@ -8,7 +8,6 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from ..core.diagnostics import Code, Diagnostic, code_info, register
 from .locate import own_methods, port_diagnostic, python_lines

@@ -20,7 +20,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from ..core.catalog import PAIRING, VLLM_ASCEND_VERSIONS, parse_version, resolve_release
+from ..core.catalog import PAIRING, resolve_release
 from ..core.diagnostics import Code, Diagnostic, code_info, register
 from ..core.io import cache_dir, claim_cache, write_atomic
 from ..core.profile import resolve_target
@@ -281,7 +281,7 @@ def _store_translation(folder: Path | None, rules: RuleSet, mod: str, src: str, 
         write_atomic(
             dest, json.dumps({"format": TCACHE_FORMAT, "key": dest.stem, "sha256": _digest(body), "body": body})
         )
-    except Exception: pass
+    except OSError: pass   # a folder that cannot be written keeps nothing (the docstring's promise)
 
 # %% ../../nbs/port/translation.ipynb #d1b0ecc2
 SCRATCH = "_OmniPortScratch"

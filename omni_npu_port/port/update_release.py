@@ -807,7 +807,7 @@ def update_runner(runner: str, sides: RunnerSides, prefer: str = "comment", asce
         named = zip(("previous port", "new port", "people's runner"), (sides.base, sides.new, sides.people))
         bad = [w for w, s in named if class_methods(*s) is None]
         return None, [port_diagnostic("ONP4507", f"{code_info('ONP4507').title}: {runner}: {', '.join(bad)}")], []
-    ms, rows, ids = got
+    ms, rows, _ids = got
     inh = tuple(g is not None and derives_from(t, c, g.name) for g, (t, c) in zip(sides.gpu, (sides.base, sides.new)))
     words = stack_words(names)   # NEW's stack; with the runner's own definitions, the names a carried line may read
     known = words and words | defined_names(sides.people[0]) | defined_names(sides.new[0])
@@ -867,10 +867,10 @@ def update_markdown(u: ReleaseUpdate) -> str:
     text = _methods_said(u, release_markdown(u.port)).replace(
         f"# NPU port of vLLM-Omni {u.port.omni}", f"# NPU port of vLLM-Omni {u.port.omni}, updated from {u.prev}", 1)
     return text + "\n".join(["", f"## Update from {u.prev} ({u.prev_how})", "",
-                             "Code lines of each method by origin: the people's port (their change to the tool's "
-                             f"port of {u.prev}), the new port's change (the GPU side's, or brought by vllm-ascend's "
-                             "method), both "
-                             "(as the previous port had them).", "", _md_table(_UPDATE_HEAD, rows)]) + "\n"
+                             ("Code lines of each method by origin: the people's port (their change to the "
+                              f"tool's port of {u.prev}), the new port's change (the GPU side's, or brought by "
+                              "vllm-ascend's method), both (as the previous port had them)."),
+                             "", _md_table(_UPDATE_HEAD, rows)]) + "\n"
 
 def _hows(u: ReleaseUpdate) -> str:
     "The methods by decision: `12 merged, 3 people-added, ...`."
@@ -893,9 +893,9 @@ def update_summary(u: ReleaseUpdate) -> list[str]:
             if m.people + m.gpu + m.ascend + m.conflicts or m.how not in ("merged", "merged-inherited")]
     return [_methods_said(u, line) for line in release_summary(u.port)] + [
         f"updated from vLLM-Omni {u.prev} ({u.prev_how}): {len(u.methods)} method(s): {_hows(u)}",
-        f"code lines: {tot['people']} from the people's port, {tot['gpu']} from the new port's GPU-side change, "
-        f"{tot['ascend']} from vllm-ascend's change, {tot['both']} as the previous port had them; "
-        f"{tot['conflicts']} conflict(s) between the people's port and the new port",
+        (f"code lines: {tot['people']} from the people's port, {tot['gpu']} from the new port's GPU-side "
+         f"change, {tot['ascend']} from vllm-ascend's change, {tot['both']} as the previous port had them; "
+         f"{tot['conflicts']} conflict(s) between the people's port and the new port"),
         f"methods changed ({len(each)} of {len(u.methods)}; lines by origin):", *each]
 
 def write_update(u: ReleaseUpdate, out: Path | str, force: bool = False) -> list[str]:
@@ -1175,8 +1175,8 @@ def update_release(new: str, prev: str | None = "auto", target: str | None = Non
         named = DEFAULT_OUT.format(version=tree.version or "unversioned") if str(out) == DEFAULT_OUT else out
         out = Path(named).expanduser()
         check_release_out(out, force)
-    kw = dict(sources=sources, prefer="comment" if want == "markers" else want,   # merged in the form that parses
-              progress=progress, cache_dir=cache_dir, index=index, workers=workers)
+    kw = {"sources": sources, "prefer": "comment" if want == "markers" else want,   # merged in the form that parses
+          "progress": progress, "cache_dir": cache_dir, "index": index, "workers": workers}
     with tempfile.TemporaryDirectory(prefix="omni-npu-port-from-") as tmp:   # a git PREV's files: the tool's own
         prev, how, git = resolve_previous(_checkout_of(new), tree.version, prev, Path(tmp), cache_dir)
         u = _update_from(new, tree, prev, how, git, target, prev_target, judge, kw)

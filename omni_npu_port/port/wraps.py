@@ -43,8 +43,9 @@ def _bindings(fn) -> tuple[set, set]:
         elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)): other.add(n.name)
         elif isinstance(n, ast.alias): other.add((n.asname or n.name).split(".")[0])
         elif isinstance(n, ast.ExceptHandler) and n.name: other.add(n.name)
-        elif type(n).__name__ in ("MatchAs", "MatchStar", "MatchMapping"):
-            if (x := getattr(n, "name", None) or getattr(n, "rest", None)): other.add(x)
+        elif type(n).__name__ in ("MatchAs", "MatchStar", "MatchMapping") and (
+                x := getattr(n, "name", None) or getattr(n, "rest", None)):
+            other.add(x)
     return by_name, other
 
 def _nested_binds(fn) -> set:

@@ -863,7 +863,7 @@ def translate_chunks(data: bytes, rules: RuleSet, comments: bool):
             size += len(text)
         src = b"".join(parts)
         try: module = cst.parse_module(src)
-        except Exception: return None
+        except Exception: return None   # noqa: BLE001 — the fast path gives way; the whole-file path reports
         layout = ChunkLayout(module, src, sent)
         new, diags, ctx = translate_module(module, rules, comments, layout.positions if layout.ok else None, src)
         typed = set().union(*(v.module_anchors() for v in ctx.visitors if hasattr(v, "module_anchors")))

@@ -144,7 +144,7 @@ class Rule(cst.BatchableCSTVisitor):
         k, cache = (id(node), len(c.scopes), c.outside > 0, len(c.locals), c.imports > 0), c.qcache
         if k not in cache:
             try: cache[k] = c.names.qnames(node, c)
-            except Exception: cache[k] = set()
+            except Exception: cache[k] = set()   # noqa: BLE001 — a name the scope walk cannot qualify names nothing
             if (
                 self.rules.resolve is not None and cache[k]
             ):  # a re-export the sources show is a catalog symbol names it too

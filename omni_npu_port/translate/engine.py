@@ -229,7 +229,7 @@ def _syntax_error(source, e) -> TranslateDiagnostic:
     except SyntaxError as se:
         if se.lineno:
             return TranslateDiagnostic("ONP9001", f"syntax error: {se.msg}", line=se.lineno, column=se.offset or 1)
-    except Exception: pass
+    except (ValueError, RecursionError, MemoryError): pass   # libcst's position is the fallback
     return TranslateDiagnostic("ONP9001", f"syntax error: {e.message}", line=e.raw_line, column=e.raw_column + 1)
 
 def eof_tail(text) -> int:
@@ -424,7 +424,7 @@ def _translate(t: Translation, rules: RuleSet, comments: bool, chunks: bool) -> 
         ) as e:  # the whole file nests at least as deep (or is as large): no second try
             t.error = _too_deep(e, len(data))
             return t
-        except Exception as e:  # a rule bug must not stop a tree-wide run
+        except Exception as e:  # noqa: BLE001 — a rule bug must not stop a tree-wide run: it is ONP9006
             t.error = TranslateDiagnostic("ONP9006", f"internal error in a rule: {type(e).__name__}: {e}")
             return t
         if done is not None:
@@ -447,7 +447,7 @@ def _translate(t: Translation, rules: RuleSet, comments: bool, chunks: bool) -> 
         module, rules, comments, text=source if isinstance(source, str) or module.encoding == "utf-8" else None)
     except (RecursionError, MemoryError) as e:
         t.error = _too_deep(e, len(source)); return t
-    except Exception as e:  # a rule bug must not stop a tree-wide run
+    except Exception as e:  # noqa: BLE001 — a rule bug must not stop a tree-wide run: it is ONP9006
         t.error = TranslateDiagnostic("ONP9006", f"internal error in a rule: {type(e).__name__}: {e}"); return t
     if new is not module:
         t.output = new.bytes if isinstance(source, bytes) else new.code

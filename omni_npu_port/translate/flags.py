@@ -655,7 +655,7 @@ class SelfCheck(Rule):
 # %% ../../nbs/translate/flags.ipynb #a147052a
 import re as _re
 
-from .rewrites import ANCHOR_NEEDS, DEVICE_ANCHORS, anchored, held
+from .rewrites import ANCHOR_NEEDS, anchored, held
 
 register(
     Code("ONP2030", "nccl-environment", "an NCCL environment variable: NPU collectives (HCCL) do not read it", "manual",

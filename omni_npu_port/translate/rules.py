@@ -17,7 +17,7 @@ from ..core.catalog import CATALOG, FAMILIES, KINDS, Catalog, Pattern, parse_tar
 from ..core.diagnostics import Code, register
 from ..core.errors import InputError, UsageError
 from ..core.io import load_toml
-from ..core.keywords import call_sites, keyword_rule
+from ..core.keywords import keyword_rule
 from ..core.releases import Target, check_fields, field_types, target_for
 from ..sources.readers import UnreadableFile, read_regular
 
@@ -50,7 +50,7 @@ def snippet_tree(code: str):
     "Parse a record's code form (a statement list; `...` standing for more arguments is dropped); None for prose."
     for text in (code, re.sub(r",\s*\.\.\.\s*(?=[,)])", "", code)):
         try: return cst.parse_module(text)
-        except Exception: pass
+        except cst.ParserSyntaxError: pass
     return None
 
 # %% ../../nbs/translate/rules.ipynb #e96170fd
@@ -222,7 +222,7 @@ def called_attrs(code: str) -> set:
 def _defined_as(resolve, name: str) -> str | None:
     "Where `resolve` says `name` is defined (its `dotted`), or None when it cannot say."
     try: r = resolve(name)
-    except Exception: return None
+    except Exception: return None   # noqa: BLE001 — `resolve` is the caller's: one it cannot answer says nothing
     return getattr(r, "dotted", None) if r else None
 
 def reexport_of(rules: RuleSet, q: str) -> tuple:
@@ -303,7 +303,8 @@ def _rule_data(path: Path, text: str):
         try: return load_toml(path, text)
         except InputError as e: raise RuleFileError(str(e)) from None
     if path.suffix.lower() in (".yaml", ".yml"):
-        try: import yaml
+        try:
+            import yaml
         except ImportError: raise RuleFileError(f"{path}: YAML rule files need PyYAML (pip install pyyaml)") from None
         try: return yaml.safe_load(text)
         except yaml.YAMLError as e: raise RuleFileError(f"{path}: not valid YAML: {' '.join(str(e).split())}") from None
@@ -366,9 +367,8 @@ def merge_rules(catalog: Catalog, entries: list[dict], origin: str = "rules") ->
             for k in ("family", "kind"):
                 if k not in e:
                     raise RuleFileError(f"{where}: field {k!r}: missing (a new rule needs id, family and kind)")
-            defaults = dict(
-                title=e["id"], gpu=e.get("gpu_symbol", ""), npu=e.get("npu_symbol", ""), source="beyond-card"
-            )
+            defaults = {"title": e["id"], "gpu": e.get("gpu_symbol", ""), "npu": e.get("npu_symbol", ""),
+                        "source": "beyond-card"}
             new = Pattern(**{**defaults, **e})
             if new.gpu_symbol: replaced_symbols[new.gpu_symbol] = new.id
         out[new.id] = new
