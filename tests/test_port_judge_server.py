@@ -86,3 +86,19 @@ def test_no_warm_server_in_a_process_with_a_capped_address_space(monkeypatch):
     assert judge_mod.start_judge(True, "a", "v", "o", ("m", "C"), [], []) is None   # before it reads any source
     monkeypatch.setattr(resource, "getrlimit", lambda what: (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
     assert not judge_mod.address_space_capped()
+
+
+@pytest.mark.slow
+def test_inputs_named_by_a_relative_path_are_opened_by_their_absolute_uri(tree, monkeypatch):  # noqa: F811
+    "A file URI is absolute: inputs given relative to the current folder (a port run with relative paths) start the"
+    " server without an error in its thread."
+    monkeypatch.chdir(tree)
+    extra = [str((tree / s).resolve()) for s in ("src", "omni")]
+    rel = [p.relative_to(tree) for p in _inputs(tree)]
+    warm = J.WarmJudge(extra, tree / "omni", [MOD], J.warm_imports(_inputs(tree)), inputs=rel)
+    try:
+        warm.ready.join(120)
+        assert not warm.ready.is_alive() and not warm.error
+        assert all(p.is_absolute() and p.is_file() for p in warm.inputs)
+    finally:
+        warm.close()

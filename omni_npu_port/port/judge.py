@@ -472,7 +472,8 @@ class WarmJudge:
     " it parses the sources the inputs import meanwhile; `check` asks it for the written modules' errors."
     def __init__(self, extra: list, omni_root: Path | None, modules: list[str], warm: str, exe: str | None = None,
                  inputs: list = ()):
-        self.modules, self.inputs, self.warming = list(modules), [Path(f) for f in inputs], []
+        self.modules, self.warming = list(modules), []
+        self.inputs = [Path(f).resolve() for f in inputs]   # a file URI is absolute
         exe = exe or find_checker()
         server = exe and Path(exe).with_name(Path(exe).name.replace("basedpyright", "basedpyright-langserver"))
         if not server or not server.is_file(): raise JudgeUnavailable("basedpyright-langserver is not installed")
@@ -486,8 +487,7 @@ class WarmJudge:
         self.ready = threading.Thread(target=self._start, daemon=True); self.ready.start()
     def _start(self) -> None:
         ("Initialize, open the imports file and ask its errors, then the inputs' (the answers are not read: they load "
-         "the")
-        " sources and the types the ports will use; `check_warm` cancels what is still running)."
+         "the sources and the types the ports will use; `check_warm` cancels what is still running).")
         got = self.server.ask("initialize", {"processId": os.getpid(), "rootUri": self.root.as_uri(),
                                              "workspaceFolders": [{"uri": self.root.as_uri(), "name": "judge"}],
                                              "capabilities": {"workspace": {"configuration": True},
@@ -511,8 +511,9 @@ def check_warm(self: WarmJudge, files: list, timeout: float = CHECKER_TIMEOUT) -
     if self.ready.is_alive() or self.error:
         raise JudgeUnavailable(self.error or "basedpyright-langserver did not start")
     for q in self.warming: self.server.notify("$/cancelRequest", {"id": q.id})   # the ports now: warming stops
-    for f in files: self._open(Path(f), Path(f).read_text(encoding="utf-8"))
-    pull = lambda f: self.server.ask("textDocument/diagnostic", {"textDocument": {"uri": Path(f).as_uri()}})
+    for f in files: self._open(Path(f).resolve(), Path(f).read_text(encoding="utf-8"))
+    pull = lambda f: self.server.ask("textDocument/diagnostic",
+                                     {"textDocument": {"uri": Path(f).resolve().as_uri()}})
     asked = [(f, pull(f)) for f in files]
     found = []
     for f, q in asked:

@@ -11,6 +11,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from packaging.version import Version
+
 from ..core.catalog import OMNI_RUNNERS, OmniPairing, omni_history, omni_pairing, parse_version
 from ..core.diagnostics import Code, Diagnostic, code_info, register
 from ..core.errors import InputError, UsageError
@@ -114,7 +116,7 @@ def open_release(omni: str, progress=None, cache_dir: Path | str = CACHE_DIR, in
         return tree.with_version(given, "given")
     p = Path(str(omni)).expanduser()
     if not p.exists():
-        try: parse_version(str(omni))
+        try: Version(str(omni))   # a release to fetch is a real version (parse_version reads 'main' as the newest)
         except ValueError:
             raise UsageError(f"--release {omni}: no such file or folder, and not a version; give a vLLM-Omni version "
                              "(0.30.0), wheel, sdist or checkout") from None
