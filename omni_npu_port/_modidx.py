@@ -1434,6 +1434,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                      'omni_npu_port/port/judge.py'),
                                           'omni_npu_port.port.judge.source_root': ( 'port/judge.html#source_root',
                                                                                     'omni_npu_port/port/judge.py'),
+                                          'omni_npu_port.port.judge.spare_core': ( 'port/judge.html#spare_core',
+                                                                                   'omni_npu_port/port/judge.py'),
                                           'omni_npu_port.port.judge.start_judge': ( 'port/judge.html#start_judge',
                                                                                     'omni_npu_port/port/judge.py'),
                                           'omni_npu_port.port.judge.statement_at': ( 'port/judge.html#statement_at',

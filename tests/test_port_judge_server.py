@@ -102,3 +102,40 @@ def test_inputs_named_by_a_relative_path_are_opened_by_their_absolute_uri(tree, 
         assert all(p.is_absolute() and p.is_file() for p in warm.inputs)
     finally:
         warm.close()
+
+
+def _served(tmp_path, monkeypatch, cores: int, workers: int, kept: bool):
+    "start_judge over a tiny source tree, the server replaced by a double that records what it would check."
+    asc, vl, om = tmp_path / "asc" / "vllm_ascend", tmp_path / "vl" / "vllm", tmp_path / "om" / "vllm_omni"
+    for pkg in (asc, vl, om): pkg.mkdir(parents=True); (pkg / "__init__.py").write_text("")
+    (asc / "runner.py").write_text("import os\nclass C: ...\n")
+    (om / "gpu.py").write_text("import sys\nclass R: ...\n")
+    monkeypatch.setenv("OMNI_NPU_PORT_JUDGE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("OMNI_NPU_PORT_JUDGE_SERVER", raising=False)
+    monkeypatch.setattr(J, "address_space_capped", lambda: False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cores)))
+    extra = [str(J.source_root(p.parent).resolve()) for p in (asc, vl, om)]
+    if kept:
+        for f in (asc / "runner.py", om / "gpu.py"): J.keep_input(J.input_key(f.read_text(), extra), [])
+    started = []
+    class WarmJudgeDouble:
+        def __init__(self, extra, omni_root, modules, warm, exe=None, inputs=()): started.append(list(inputs))
+    monkeypatch.setattr(J, "WarmJudge", WarmJudgeDouble)
+    got = J.start_judge(True, asc.parent, vl.parent, om.parent, ("vllm_ascend.runner", "C"),
+                        ["vllm_omni.npu_runner"], ["vllm_omni.gpu.R"], workers=workers)
+    return got, started
+
+
+def test_no_server_where_an_input_has_no_kept_results(tmp_path, monkeypatch):
+    "The judge then makes one run over the ports and those inputs: a server started meanwhile would go unused."
+    got, started = _served(tmp_path, monkeypatch, cores=16, workers=2, kept=False)
+    assert got is None and started == []
+
+
+def test_the_inputs_are_checked_while_the_port_runs_only_where_a_core_is_spare(tmp_path, monkeypatch):
+    "Two workers and this process on two cores: the server reads the imports file only; on four cores, the inputs too."
+    _, busy = _served(tmp_path, monkeypatch, cores=2, workers=2, kept=True)
+    _, spare = _served(tmp_path / "b", monkeypatch, cores=4, workers=2, kept=True)
+    _, alone = _served(tmp_path / "c", monkeypatch, cores=2, workers=1, kept=True)
+    assert busy == [[]] and [len(x) for x in spare + alone] == [2, 2]
+    assert J.spare_core(1) and not J.spare_core(3)   # two cores (the double's affinity of the last call)

@@ -37,8 +37,8 @@ __all__ = ['CHECKER_PIN', 'CHECKER_TIMEOUT', 'NAME_RULES', 'JUDGED_RULES', 'JUDG
            'statement_at', 'statement_text', 'CheckerError', 'judged_code', 'checker_errors', 'Exclusion', 'exclusion',
            'excluded_by', 'call_at', 'called_method', 'signature_of', 'binds', 'JudgeContext', 'module_attrs',
            'input_key', 'cached_input', 'keep_input', 'warm_imports', 'WarmJudge', 'check_warm', 'Judgement',
-           'JudgeRun', 'judge_modules', 'input_errors', 'judge_ports', 'address_space_capped', 'start_judge',
-           'judge_release', 'release_judge_lines', 'judge_class_port', 'judge_hand']
+           'JudgeRun', 'judge_modules', 'input_errors', 'judge_ports', 'address_space_capped', 'spare_core',
+           'start_judge', 'judge_release', 'release_judge_lines', 'judge_class_port', 'judge_hand']
 
 # %% ../../nbs/port/judge.ipynb #af5c32be
 register(
@@ -712,11 +712,19 @@ def address_space_capped() -> bool:
         return resource.getrlimit(resource.RLIMIT_AS)[0] != resource.RLIM_INFINITY
     except (ImportError, OSError, ValueError): return False
 
+def spare_core(workers: int) -> bool:
+    "Whether a core is left for the server beside this process and the port's `workers` forked ones."
+    try: cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError): cores = os.cpu_count() or 1
+    busy = 1 if workers <= 1 else workers + 1   # the workers and this process (the derived index), or this one alone
+    return cores > busy
+
 def start_judge(judge: bool, ascend, vllm, omni, npu_base: tuple[str, str], modules: list[str], gpus: list[str],
-                exe: str | None = None) -> WarmJudge | None:
+                exe: str | None = None, workers: int = 1) -> WarmJudge | None:
     "The judge's server, started before the runners are ported where the port will be judged: it reads the sources the"
-    " inputs (`npu_base` module, the `gpus` classes' modules) import meanwhile. None where it cannot start (one run"
-    " then)."
+    " inputs (`npu_base` module, the `gpus` classes' modules) import meanwhile, and checks the inputs where a core is"
+    " spare (`spare_core(workers)`). None where it cannot start or would go unused: an input without kept results"
+    " (one run then, over the ports and those inputs)."
     if not judge or os.environ.get("OMNI_NPU_PORT_JUDGE_SERVER", "").strip().lower() in ("0", "off", "no"): return None
     if address_space_capped(): return None   # its threads reserve arenas and stacks a capped process may not have
     try:
@@ -724,7 +732,9 @@ def start_judge(judge: bool, ascend, vllm, omni, npu_base: tuple[str, str], modu
         ins = [_module_file(a, npu_base[0]), *(_module_file(o, g.rpartition(".")[0]) for g in gpus)]
         extra = [str(Path(s).resolve()) for s in (a, v, o)]
         ins = [f for f in ins if f]
-        return WarmJudge(extra, o, modules, warm_imports(ins), exe, ins)
+        texts = [Path(f).read_text(encoding="utf-8", errors="replace") for f in ins]
+        if any(cached_input(input_key(t, extra)) is None for t in texts): return None   # `_check` runs once instead
+        return WarmJudge(extra, o, modules, warm_imports(ins), exe, ins if spare_core(workers) else ())
     except (OSError, ValueError, JudgeUnavailable): return None
 
 # %% ../../nbs/port/judge.ipynb #37303f01

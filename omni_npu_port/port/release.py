@@ -114,12 +114,15 @@ def port_runners(jobs: list, workers: int | None = None, meanwhile=None) -> list
             return list(got)
     finally: _JOBS = []
 
-def release_meanwhile(ctx: PortContext, modules: list[str], gpus: list[str], inputs: list[str]):
-    "What a release port does while its runners are ported: the judge's server started where it judges (`ctx.warm`,"
-    " in this process, after the workers forked), the derived pass's index and its `inputs`' findings."
+def release_meanwhile(ctx: PortContext, modules: list[str], gpus: list[str], inputs: list[str],
+                      workers: int | None = 1):
+    "What a release port does while its runners are ported (by up to `workers` forked processes): the judge's server"
+    " started where it judges (`ctx.warm`, in this process, after the workers forked), the derived pass's index and"
+    " its `inputs`' findings."
     ascend, vllm, omni, npu_base = ctx.judge_inputs
     def meanwhile():
-        ctx.warm = start_judge(ctx.judge, ascend, vllm, omni, npu_base, modules, gpus)   # basedpyright reads meanwhile
+        ctx.warm = start_judge(ctx.judge, ascend, vllm, omni, npu_base, modules, gpus,
+                               workers=min(workers or 1, len(modules)))   # basedpyright reads meanwhile
         warm_derived(vllm, ascend, inputs, ctx.derived_memo)
     return meanwhile
 
@@ -170,7 +173,7 @@ def port_release(omni: str, target: str | None = None, out: Path | str | None = 
     jobs = [(g, places[id(g)], str(tree.origin), gpu_base, npu_base, hist, (v,), prefer, parents(g), homes, ctx)
             for g in runners.gpu]
     texts = [t for t in dict.fromkeys([*map(tree.module_source, homes), npu_base.module_text]) if t]
-    meanwhile = release_meanwhile(ctx, [places[id(g)].module for g in runners.gpu], list(ported), texts)
+    meanwhile = release_meanwhile(ctx, [places[id(g)].module for g in runners.gpu], list(ported), texts, workers)
     ports = port_runners(jobs, workers, meanwhile)   # the pipeline's per-class passes, each runner
     run = run_batch(ports, ctx)           # its batch passes: derived, the judge, over every written module at once
     derived = ctx.found.get("derived", [])
