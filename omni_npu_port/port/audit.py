@@ -32,9 +32,9 @@ from .update_release import class_methods, previous_release, update_runners
 # %% auto #0
 __all__ = ['DRIFT_CODES', 'Finding', 'audit_target', 'conflict_view', 'Change', 'update_changes', 'method_at', 'by_method',
            'change_method', 'change_finding', 'method_keys', 'stream', 'base_method_stream', 'substantive', 'passed',
-           'base_method_text', 'top_keys', 'anchors', 'adapted', 'owed', 'outside', 'shape', 'statement_shapes',
-           'moved_blocks', 'new_methods', 'callers', 'run_by_copy', 'kept_copy', 'release_arg', 'AuditSides',
-           'gpu_gained', 'kept_lag', 'dropped_kept', 'kept_findings', 'missing_methods', 'runner_findings', 'audit']
+           'anchors', 'adapted', 'owed', 'outside', 'shape', 'statement_shapes', 'moved_blocks', 'new_methods',
+           'callers', 'run_by_copy', 'kept_copy', 'release_arg', 'AuditSides', 'gpu_gained', 'kept_lag', 'dropped_kept',
+           'kept_findings', 'missing_methods', 'runner_findings', 'audit']
 
 # %% ../../nbs/port/audit.ipynb #42c12468
 _NB = "port/audit.ipynb"
@@ -256,32 +256,6 @@ def passed(key: str, own: str) -> bool:
     return bool(m) and any(f" {m[1]} {p} " in own for p in (",", ")"))
 
 
-# %% ../../nbs/port/audit.ipynb #c4133a02
-import textwrap
-
-def base_method_text(loc, sym, name: str) -> str:
-    "The text of method `name` of runner base `sym` in a located base source, as it defines or inherits it."
-    if loc is None or not name: return ""
-    s = resolve(loc.tree, f"{sym.dotted}.{name}")
-    if not s or getattr(s, "kind", None) != "method": return ""
-    text = loc.tree.module_source(s.module) or ""
-    return "\n".join(python_lines(text)[s.node.lineno - 1:s.node.end_lineno])
-
-def top_keys(text: str | None) -> set[str]:
-    "Keys of the lines a method's body runs unconditionally: its own statements (a block's header included), not"
-    " the statements nested in its blocks; empty where the text is no method."
-    text = textwrap.dedent(text or "")
-    try: fn = ast.parse(text).body[0]
-    except (SyntaxError, IndexError): return set()
-    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)): return set()
-    lines, out = python_lines(text), set()
-    for s in fn.body:
-        inner = [b for f in ("body", "orelse", "finalbody", "handlers") for b in getattr(s, f, None) or []]
-        end = min(b.lineno for b in inner) - 1 if inner else s.end_lineno
-        out |= {" ".join(code_tokens(l)) for l in lines[s.lineno - 1:end]}
-    return out - {""}
-
-
 # %% ../../nbs/port/audit.ipynb #a1c4000d
 def _named(key: str) -> bool: return substantive([key])
 
@@ -304,17 +278,14 @@ def adapted(key: str, own: str, replaced=()) -> bool:
     head = key.split(" ( ", 1)[0] + " (" if " ( " in key else ""
     return len(head.split()) >= 3 and f" {head} " in own and not any(r.startswith(head) for r in replaced)
 
-def owed(c: Change, own: str, theirs: str, anchor: dict | None = None, outside=frozenset(),
-         top=(frozenset(), frozenset())) -> Change | None:
+def owed(c: Change, own: str, theirs: str, anchor: dict | None = None, outside=frozenset()) -> Change | None:
     "The change less what is no lag of the copy: lines the copy's method has (`own`, a `stream`), vllm's and"
     " vllm-ascend's (`theirs`), calls the copy makes its own way, GPU lines whose previous-port anchors the copy has"
-    " none of, lines only inside a call or `def` the copy never has (`outside`); None: nothing left. `top`: the keys the"
-    " GPU method and vllm's run unconditionally; a line theirs holds only inside a block is not theirs (rule 13)."
+    " none of, lines only inside a call or `def` the copy never has (`outside`); None: nothing left."
     key = lambda l: " ".join(code_tokens(l))
     has = lambda s, k: f" {k} " in s
-    theirs_has = lambda k: has(theirs, k) and not (k in top[0] and k not in top[1])
     was = lambda k: (anchor or {}).get(k, ())
-    upd = [l for l in c.update if key(l) and not has(own, key(l)) and not theirs_has(key(l))
+    upd = [l for l in c.update if key(l) and not has(own, key(l)) and not has(theirs, key(l))
            and not passed(key(l), own)
            and not (anchor is not None and adapted(key(l), own, was(key(l))))]   # no base read: no adapted call
     kept = lambda k: not anchor.get(k) or any(has(own, a) for a in anchor[k])   # where the copy kept its place
@@ -465,11 +436,6 @@ class AuditSides:
         names = [n for n in dict.fromkeys(names) if n]
         return "\x00".join(base_method_stream(loc, sym, n) for loc, sym in self.theirs for n in names)
 
-    def their_top(self, *names) -> set[str]:
-        "The keys vllm's and vllm-ascend's methods `names` run unconditionally (`top_keys`)."
-        return set().union(*(top_keys(base_method_text(loc, sym, n)) for loc, sym in self.theirs
-                             for n in dict.fromkeys(names) if n))
-
 def _methods(port, dotted: str | None) -> dict:
     "The methods the class `dotted` of a port's source defines ({} where it cannot be read)."
     if not dotted: return {}
@@ -561,8 +527,7 @@ def runner_findings(r, sides: AuditSides, was: dict | None = None) -> list[Findi
             anchor = anchors(method_keys(was_port), method_keys(now_port)) if was_port and now_port else None
             elsewhere = set().union(*(v for x, v in shapes.items() if x != m))
             left = outside(now_port, own) | (moved_blocks(now_port, set(anchor), elsewhere) if anchor else set())
-            top = (top_keys(now_port), sides.their_top(m, um)) if now_port else (set(), set())
-            if (c := owed(c, own, sides.their_stream(m, um), anchor, left, top)) is not None:
+            if (c := owed(c, own, sides.their_stream(m, um), anchor, left)) is not None:
                 out.append(change_finding(c, path, k or cls, m, sides.basis))
     out += missing_methods(r, b, sides, text, cls, path)
     said = set((was or {}).values()) | {f.method for f in out}   # renamed, or a finding already
