@@ -78,6 +78,9 @@ register(
          "that the NPU copy still defines, little changed (the update keeps the copy's)", "warning",
          "remove the method and call what replaced it on the GPU side, or record why the NPU runner keeps it",
          _NB, "audit"),
+    Code("ONP4132", "kept-override-lags", "drift: the update keeps an override of the NPU copy (the new port inherits"
+         " the GPU method) that lacks lines omni's GPU method gained since the copy was last in step", "warning",
+         "bring the lines (shown) into the copy's override, or record why it does without them", _NB, "audit"),
 )
 
 
@@ -444,12 +447,6 @@ def _methods(port, dotted: str | None) -> dict:
     except (PortError, OSError): return {}
 
 # %% ../../nbs/port/audit.ipynb #c4132a02
-register(
-    Code("ONP4132", "kept-override-lags", "drift: the update keeps an override of the NPU copy (the new port inherits"
-         " the GPU method) that lacks lines omni's GPU method gained since the copy was last in step", "warning",
-         "bring the lines (shown) into the copy's override, or record why it does without them", _NB, "audit"),
-)
-
 def gpu_gained(prev_gpu: str | None, new_gpu: str | None, own: str, theirs: str = "") -> list[str]:
     "Keys of the lines omni's GPU method wrote or replaced since PREV that name something and that the copy's method"
     " (`own`, a `stream`) and vllm's / vllm-ascend's (`theirs`) lack; [] where either GPU method is missing."
