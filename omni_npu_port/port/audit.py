@@ -33,8 +33,8 @@ from .update_release import class_methods, previous_release, update_runners
 __all__ = ['DRIFT_CODES', 'Finding', 'audit_target', 'conflict_view', 'Change', 'update_changes', 'method_at', 'by_method',
            'change_method', 'change_finding', 'method_keys', 'stream', 'base_method_stream', 'substantive', 'passed',
            'anchors', 'adapted', 'owed', 'outside', 'shape', 'statement_shapes', 'moved_blocks', 'new_methods',
-           'callers', 'run_by_copy', 'kept_copy', 'release_arg', 'AuditSides', 'dropped_kept', 'kept_findings',
-           'missing_methods', 'runner_findings', 'audit']
+           'callers', 'run_by_copy', 'kept_copy', 'release_arg', 'AuditSides', 'gpu_gained', 'kept_lag', 'dropped_kept',
+           'kept_findings', 'missing_methods', 'runner_findings', 'audit']
 
 # %% ../../nbs/port/audit.ipynb #42c12468
 _NB = "port/audit.ipynb"
@@ -67,7 +67,7 @@ register(
     Code("ONP4128", "copy-kept", "the GPU side dropped a method the NPU copy edited: the update keeps the NPU "
          "copy's", "info", "check whether the method is still needed", _NB, "audit"),
 )
-DRIFT_CODES = ("ONP4120", "ONP4121", "ONP4122", "ONP4123", "ONP4129", "ONP4131")
+DRIFT_CODES = ("ONP4120", "ONP4121", "ONP4122", "ONP4123", "ONP4129", "ONP4131", "ONP4132")
 
 # %% ../../nbs/port/audit.ipynb #a9dc9879
 register(
@@ -78,6 +78,9 @@ register(
          "that the NPU copy still defines, little changed (the update keeps the copy's)", "warning",
          "remove the method and call what replaced it on the GPU side, or record why the NPU runner keeps it",
          _NB, "audit"),
+    Code("ONP4132", "kept-override-lags", "drift: the update keeps an override of the NPU copy (the new port inherits"
+         " the GPU method) that lacks lines omni's GPU method gained since the copy was last in step", "warning",
+         "bring the lines (shown) into the copy's override, or record why it does without them", _NB, "audit"),
 )
 
 
@@ -443,6 +446,21 @@ def _methods(port, dotted: str | None) -> dict:
     try: return dict(own_methods(locate(MethodSpec(str(port.origin), mod, cls), False).cls_node))
     except (PortError, OSError): return {}
 
+# %% ../../nbs/port/audit.ipynb #c4132a02
+def gpu_gained(prev_gpu: str | None, new_gpu: str | None, own: str, theirs: str = "") -> list[str]:
+    "Keys of the lines omni's GPU method wrote or replaced since PREV that name something and that the copy's method"
+    " (`own`, a `stream`) and vllm's / vllm-ascend's (`theirs`) lack; [] where either GPU method is missing."
+    base, new = method_keys(prev_gpu), method_keys(new_gpu)
+    if not base or not new: return []
+    return [k for k in anchors(base, new) if _named(k) and f" {k} " not in own and f" {k} " not in theirs]
+
+def kept_lag(r, b, sides, m: str, copy: str | None) -> list[str]:
+    "What GPU method `m` gained since PREV that the copy's override (`copy`) lacks: both GPU runners define `m`."
+    old, new = _methods(sides.base, b.gpu if b else None).get(m), _methods(sides.new, r.gpu).get(m)
+    if old is None or new is None or not copy: return []
+    return gpu_gained(ast.unparse(old), ast.unparse(new), stream(method_keys(copy)), sides.their_stream(m))
+
+
 # %% ../../nbs/port/audit.ipynb #11b40d2a
 def dropped_kept(r, b, sides: AuditSides, mine: dict, said: set) -> set[str]:
     "Methods PREV's GPU runner (its source) defines and NEW's no longer does that the copy still defines, little"
@@ -452,13 +470,18 @@ def dropped_kept(r, b, sides: AuditSides, mine: dict, said: set) -> set[str]:
             and kept_copy(ast.unparse(node), mine[m])}
 
 def kept_findings(r, b, sides: AuditSides, texts: tuple, where: tuple, said: set) -> list[Finding]:
-    "ONP4131 for each method omni dropped that the copy keeps little changed; the update's other notes as notes."
+    "ONP4131 for each method omni dropped that the copy keeps little changed; ONP4132 for an override the update keeps"
+    " that lacks what omni's GPU method gained; the update's other notes as notes."
     (mine, prev, npu_at), (cls, path) = texts, where
     gone, out = dropped_kept(r, b, sides, mine, said), []
+    at = lambda m: min((i for i, (k, x) in npu_at.items() if (k, x) == (cls, m)), default=None)
     for d, m in ((d, d.where or "") for d in r.diagnostics if d.code in _NOTES):
         if d.code == "ONP4504" and (m in gone or kept_copy(prev.get(m), mine.get(m))): gone.add(m)
+        elif d.code == "ONP4504" and (lag := kept_lag(r, b, sides, m, mine.get(m))):
+            out.append(Finding("ONP4132", f"{sides.basis}: {code_info('ONP4132').title}: {cls}.{m} lacks "
+                               f"`{lag[0][:70]}`", path=path, line=at(m), column=1, cls=cls, method=m,
+                               detail=[f"+ {k}" for k in lag]))
         else: out.append(Finding(_NOTES[d.code], d.message, path=path, cls=cls, method=m, level="info"))
-    at = lambda m: min((i for i, (k, x) in npu_at.items() if (k, x) == (cls, m)), default=None)
     return out + [Finding("ONP4131", f"{sides.basis}: {code_info('ONP4131').title}: {cls}.{m}", path=path,
                           line=at(m), column=1, cls=cls, method=m) for m in sorted(gone)]
 
