@@ -34,6 +34,7 @@ from .translation import rules_for, target_of, translate_methods
 from .merge import (Hunk, _unit_key, code_tokens, keep_side, logical_units, merge_hunks,
     prefer_of, render, uncomment_conflicts)
 from .conflicts import conflicts_in
+from .dataflow import binds, maybe_unbound, side_statements
 from .method import undefined_names
 from .judge import (JudgeUnavailable, _module_file, call_at, input_errors, judge_release,
                                     release_judge_lines, source_root)
@@ -49,12 +50,12 @@ from .score import ast_similarity
 __all__ = ['RENAME_LIKENESS', 'omni_releases', 'previous_release', 'git_checkout', 'git_previous', 'resolve_previous',
            'class_methods', 'body_likeness', 'pair_methods', 'MethodUpdate', 'count_new', 'code_statements',
            'carry_edits', 'settle_conflicts', 'stack_words', 'defined_names', 'stale_reads', 'drop_stale',
-           'merge_method', 'decide_method', 'Unit', 'cut_units', 'module_units', 'imported_names', 'merge_units',
-           'place_methods', 'future_first', 'Inherited', 'derives_from', 'RunnerSides', 'assemble', 'import_units',
-           'keep_imports', 'module_unbound', 'unbound_in', 'import_resolves', 'retarget_imports', 'placed_imports',
-           'update_runner', 'ReleaseUpdate', 'update_markdown', 'update_summary', 'write_update', 'one_definition',
-           'update_runners', 'written_on', 'people_errors', 'keyword_drops', 'retake_calls', 'retake_judged',
-           'update_release']
+           'take_binding_sides', 'merge_method', 'decide_method', 'Unit', 'cut_units', 'module_units', 'imported_names',
+           'merge_units', 'place_methods', 'future_first', 'Inherited', 'derives_from', 'RunnerSides', 'assemble',
+           'import_units', 'keep_imports', 'module_unbound', 'unbound_in', 'import_resolves', 'retarget_imports',
+           'placed_imports', 'update_runner', 'ReleaseUpdate', 'update_markdown', 'update_summary', 'write_update',
+           'one_definition', 'update_runners', 'written_on', 'people_errors', 'keyword_drops', 'retake_calls',
+           'retake_judged', 'update_release']
 
 # %% ../../nbs/port/update_release.ipynb #bdef9fd3
 _NB = "port/update_release.ipynb"
@@ -433,6 +434,43 @@ def drop_stale(hunks: list[Hunk], known) -> tuple[list[Hunk], list[tuple[str, Hu
     return out, said
 
 
+# %% ../../nbs/port/update_release.ipynb #5e1a7c51
+register(
+    Code("ONP4527", "update-take-binding-side", "update: a conflict whose new port's side alone binds a name the live "
+         "code after it reads unbound, and whose people's side has no statement the new side lacks: the new port's "
+         "side is taken", "info", "check that the new port's lines do what the people's side did", _NB, "port"),
+)
+
+def _subset_side(part: list[str], whole: list[str]) -> bool:
+    "Whether every statement of `part` is one of `whole`'s (by syntax; empty: True); False where either does not parse."
+    P, W = code_statements(part), code_statements(whole)
+    return P is not None and W is not None and {k for k, _, _ in P} <= {k for k, _, _ in W}
+
+def _binding_conflict(hunks: list[Hunk], labels: tuple, skip: set) -> tuple[int, str] | None:
+    "The first (conflict hunk's index, name) whose commented new side alone binds a name read unbound after it."
+    lines = render(hunks, labels, False, "comment")[0]
+    at, cs = [i for i, h in enumerate(hunks) if h.kind == "conflict"], conflicts_in(lines)
+    try: fn = ast.parse(textwrap.dedent("\n".join(lines) + "\n")).body[0]
+    except (SyntaxError, IndexError): return None
+    if len(cs) != len(at) or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)): return None
+    own = [set().union(*map(binds, side_statements(c, 1))) for c in cs]
+    for x, node in maybe_unbound(fn, set().union(*own)):
+        k = [j for j, c in enumerate(cs) if c.at[2] < node.lineno - 1 and x in own[j]]
+        if k and (at[k[-1]], x) not in skip: return at[k[-1]], x
+    return None
+
+def take_binding_sides(hunks: list[Hunk], labels: tuple, prefer: str) -> tuple[list[Hunk], list[tuple[Hunk, str]]]:
+    "Each conflict (comment form) whose new side alone binds a name live code after it reads unbound, and whose"
+    " people's side is part of the new side: the new port's side (ONP4527). (hunks, [(taken hunk, the name)])."
+    if prefer != "comment": return hunks, []
+    hunks, taken, skip = list(hunks), [], set()
+    while (hit := _binding_conflict(hunks, labels, skip)) is not None:
+        i, x = hit
+        h = hunks[i]
+        if not _subset_side(h.npu, h.omni): skip.add(hit); continue
+        hunks[i] = Hunk("omni", h.omni, omni=h.omni, base=h.base); taken.append((hunks[i], x))
+    return hunks, taken
+
 # %% ../../nbs/port/update_release.ipynb #c7c5b9e4
 def _compiles(lines: list[str]) -> bool:
     try: compile("\n".join(lines) + "\n", "<method>", "exec", dont_inherit=True); return True
@@ -449,6 +487,8 @@ def merge_method(m: MethodUpdate, base: str, new: str, people: str, labels: tupl
     if settled and not _compiles(lines):   # a statement placed where the method no longer compiles: the conflicts
         (hunks, stale), settled = drop_stale(raw, known), []
         lines, diags = render(hunks, labels, False, prefer)
+    hunks, bound = take_binding_sides(hunks, labels, prefer)   # a name only the new side binds, read later (ONP4527)
+    if bound: lines, diags = render(hunks, labels, False, prefer)
     own = {id(h): ls for _, h, ls in settled}   # the people's lines a settled conflict carries
     for h in hunks:
         if h.kind in ("unchanged", "same"): m.both += len(_code_lines(h.lines))
@@ -462,6 +502,8 @@ def merge_method(m: MethodUpdate, base: str, new: str, people: str, labels: tupl
     for code, h, _ in settled:
         what = next((l.strip() for l in h.base + h.lines if l.strip()), "")
         diags.append(port_diagnostic(code, f"{code_info(code).title}: {m.runner}.{m.name}: {what[:80]!r}"))
+    for h, x in bound:
+        diags.append(port_diagnostic("ONP4527", f"{code_info('ONP4527').title}: {m.runner}.{m.name}: `{x}`"))
     for code, h, gone in stale:
         diags.append(port_diagnostic(code, f"{code_info(code).title}: {m.runner}.{m.name}: {', '.join(sorted(gone))}"))
     for d in diags:
