@@ -50,12 +50,12 @@ from .score import ast_similarity
 __all__ = ['RENAME_LIKENESS', 'omni_releases', 'previous_release', 'git_checkout', 'git_previous', 'resolve_previous',
            'class_methods', 'body_likeness', 'pair_methods', 'MethodUpdate', 'count_new', 'code_statements',
            'carry_edits', 'settle_conflicts', 'stack_words', 'defined_names', 'stale_reads', 'drop_stale',
-           'take_binding_sides', 'merge_method', 'decide_method', 'Unit', 'cut_units', 'module_units', 'imported_names',
-           'merge_units', 'place_methods', 'future_first', 'Inherited', 'derives_from', 'RunnerSides', 'assemble',
-           'import_units', 'keep_imports', 'module_unbound', 'unbound_in', 'import_resolves', 'retarget_imports',
-           'placed_imports', 'update_runner', 'ReleaseUpdate', 'update_markdown', 'update_summary', 'write_update',
-           'one_definition', 'update_runners', 'written_on', 'people_errors', 'keyword_drops', 'retake_calls',
-           'retake_judged', 'update_release']
+           'take_binding_sides', 'take_parameters', 'merge_method', 'decide_method', 'Unit', 'cut_units',
+           'module_units', 'imported_names', 'merge_units', 'place_methods', 'future_first', 'Inherited',
+           'derives_from', 'RunnerSides', 'assemble', 'import_units', 'keep_imports', 'module_unbound', 'unbound_in',
+           'import_resolves', 'retarget_imports', 'placed_imports', 'update_runner', 'ReleaseUpdate', 'update_markdown',
+           'update_summary', 'write_update', 'one_definition', 'update_runners', 'written_on', 'people_errors',
+           'keyword_drops', 'retake_calls', 'retake_judged', 'update_release']
 
 # %% ../../nbs/port/update_release.ipynb #bdef9fd3
 _NB = "port/update_release.ipynb"
@@ -471,6 +471,53 @@ def take_binding_sides(hunks: list[Hunk], labels: tuple, prefer: str) -> tuple[l
         hunks[i] = Hunk("omni", h.omni, omni=h.omni, base=h.base); taken.append((hunks[i], x))
     return hunks, taken
 
+# %% ../../nbs/port/update_release.ipynb #5e1a7c54
+register(
+    Code("ONP4528", "update-parameter-taken", "update: the merged method's live code reads a name nothing in it binds, "
+         "on lines of the new port's, and the new port's signature has it as a parameter with a default: the "
+         "parameter is added to the merged signature", "info", "check the callers of the method pass it where NEW's do",
+         _NB, "port"),
+)
+
+def _method_node(lines: list[str]) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef, int] | None:
+    "The function `lines` define and the columns their common indent takes; None where they do not parse as one."
+    text = "\n".join(lines) + "\n"
+    try: fn = ast.parse(textwrap.dedent(text)).body[0]
+    except (SyntaxError, IndexError): return None
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)): return None
+    return fn, len(lines[fn.lineno - 1]) - len(lines[fn.lineno - 1].lstrip())
+
+def _free_reads(fn: ast.AST) -> dict[str, set[int]]:
+    "Each name the function reads that nothing in it binds (parameters, assignments, nested ones), with its lines."
+    a = fn.args
+    bound = {p.arg for p in a.posonlyargs + a.args + a.kwonlyargs + [x for x in (a.vararg, a.kwarg) if x]}
+    bound |= set().union(set(), *(binds(s) for s in ast.walk(fn) if isinstance(s, ast.stmt) and s is not fn))
+    out: dict[str, set[int]] = {}
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id not in bound:
+            out.setdefault(n.id, set()).add(n.lineno)
+    return out
+
+def take_parameters(lines: list[str], new: str) -> tuple[list[str], list[str]]:
+    "The merged method's lines with each parameter of the new port's signature (with a default) that only the new"
+    " port's lines read added after its last positional parameter (ONP4528); (lines, the names added)."
+    got, theirs = _method_node(lines), _method_node(new.rstrip("\n").split("\n"))
+    if got is None or theirs is None or not got[0].args.args: return lines, []
+    (fn, ind), nf = got, theirs[0]
+    keys = {_key(l) for l in new.split("\n") if l.strip()}
+    na = nf.args.args[len(nf.args.args) - len(nf.args.defaults):]
+    defaults = {p.arg: (p, d) for p, d in zip(na, nf.args.defaults)}
+    add = [x for x, at in sorted(_free_reads(fn).items()) if x in defaults
+           and all(_key(lines[k - 1]) in keys for k in at)]
+    last = fn.args.defaults[-1] if fn.args.defaults else fn.args.args[-1]
+    row, col = last.end_lineno - 1, last.end_col_offset + ind
+    if not add or not lines[row].isascii(): return lines, []
+    said = ", ".join(f"{x}{': ' + ast.unparse(defaults[x][0].annotation) if defaults[x][0].annotation else ''}"
+                     f"{' = ' if defaults[x][0].annotation else '='}{ast.unparse(defaults[x][1])}" for x in add)
+    out = list(lines)
+    out[row] = f"{lines[row][:col]}, {said}{lines[row][col:]}"
+    return (out, add) if _method_node(out) is not None else (lines, [])
+
 # %% ../../nbs/port/update_release.ipynb #c7c5b9e4
 def _compiles(lines: list[str]) -> bool:
     try: compile("\n".join(lines) + "\n", "<method>", "exec", dont_inherit=True); return True
@@ -512,6 +559,9 @@ def merge_method(m: MethodUpdate, base: str, new: str, people: str, labels: tupl
                                              "PREV) and the people's port changed the same lines; keep one side, then "
                                              "delete the markers")
     while lines and not lines[-1].strip(): lines.pop()
+    lines, added = take_parameters(lines, new)   # a parameter only the new port's signature has, read (ONP4528)
+    diags += [port_diagnostic("ONP4528", f"{code_info('ONP4528').title}: {m.runner}.{m.name}: `{x}`") for x in added]
+    for d in diags[len(diags) - len(added):]: d.where = m.name
     return lines, diags
 
 # %% ../../nbs/port/update_release.ipynb #bd82b91d
