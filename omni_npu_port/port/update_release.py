@@ -489,8 +489,8 @@ def _method_node(lines: list[str]) -> tuple[ast.FunctionDef | ast.AsyncFunctionD
 
 def _free_reads(fn: ast.AST) -> dict[str, set[int]]:
     "Each name the function reads that nothing in it binds (parameters, assignments, nested ones), with its lines."
-    a = fn.args
-    bound = {p.arg for p in a.posonlyargs + a.args + a.kwonlyargs + [x for x in (a.vararg, a.kwarg) if x]}
+    bound = {n.arg for n in ast.walk(fn) if isinstance(n, ast.arg)}
+    bound |= {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
     bound |= set().union(set(), *(binds(s) for s in ast.walk(fn) if isinstance(s, ast.stmt) and s is not fn))
     out: dict[str, set[int]] = {}
     for n in ast.walk(fn):
