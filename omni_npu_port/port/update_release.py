@@ -34,6 +34,7 @@ from .translation import rules_for, target_of, translate_methods
 from .merge import (Hunk, _unit_key, code_tokens, keep_side, logical_units, merge_hunks,
     prefer_of, render, uncomment_conflicts)
 from .conflicts import conflicts_in
+from .dataflow import binds, maybe_unbound, side_statements
 from .method import undefined_names
 from .judge import (JudgeUnavailable, _module_file, call_at, input_errors, judge_release,
                                     release_judge_lines, source_root)
@@ -49,12 +50,12 @@ from .score import ast_similarity
 __all__ = ['RENAME_LIKENESS', 'omni_releases', 'previous_release', 'git_checkout', 'git_previous', 'resolve_previous',
            'class_methods', 'body_likeness', 'pair_methods', 'MethodUpdate', 'count_new', 'code_statements',
            'carry_edits', 'settle_conflicts', 'stack_words', 'defined_names', 'stale_reads', 'drop_stale',
-           'merge_method', 'decide_method', 'Unit', 'cut_units', 'module_units', 'imported_names', 'merge_units',
-           'place_methods', 'future_first', 'Inherited', 'derives_from', 'RunnerSides', 'assemble', 'import_units',
-           'keep_imports', 'module_unbound', 'unbound_in', 'import_resolves', 'retarget_imports', 'placed_imports',
-           'update_runner', 'ReleaseUpdate', 'update_markdown', 'update_summary', 'write_update', 'one_definition',
-           'update_runners', 'written_on', 'people_errors', 'keyword_drops', 'retake_calls', 'retake_judged',
-           'update_release']
+           'take_binding_sides', 'take_parameters', 'merge_method', 'decide_method', 'Unit', 'cut_units',
+           'module_units', 'imported_names', 'merge_units', 'place_methods', 'future_first', 'Inherited',
+           'derives_from', 'RunnerSides', 'assemble', 'import_units', 'keep_imports', 'module_unbound', 'unbound_in',
+           'import_resolves', 'retarget_imports', 'placed_imports', 'update_runner', 'ReleaseUpdate', 'update_markdown',
+           'update_summary', 'write_update', 'one_definition', 'update_runners', 'written_on', 'people_errors',
+           'keyword_drops', 'retake_calls', 'retake_judged', 'update_release']
 
 # %% ../../nbs/port/update_release.ipynb #bdef9fd3
 _NB = "port/update_release.ipynb"
@@ -433,6 +434,90 @@ def drop_stale(hunks: list[Hunk], known) -> tuple[list[Hunk], list[tuple[str, Hu
     return out, said
 
 
+# %% ../../nbs/port/update_release.ipynb #5e1a7c51
+register(
+    Code("ONP4527", "update-take-binding-side", "update: a conflict whose new port's side alone binds a name the live "
+         "code after it reads unbound, and whose people's side has no statement the new side lacks: the new port's "
+         "side is taken", "info", "check that the new port's lines do what the people's side did", _NB, "port"),
+)
+
+def _subset_side(part: list[str], whole: list[str]) -> bool:
+    "Whether every statement of `part` is one of `whole`'s (by syntax; empty: True); False where either does not parse."
+    P, W = code_statements(part), code_statements(whole)
+    return P is not None and W is not None and {k for k, _, _ in P} <= {k for k, _, _ in W}
+
+def _binding_conflict(hunks: list[Hunk], labels: tuple, skip: set) -> tuple[int, str] | None:
+    "The first (conflict hunk's index, name) whose commented new side alone binds a name read unbound after it."
+    lines = render(hunks, labels, False, "comment")[0]
+    at, cs = [i for i, h in enumerate(hunks) if h.kind == "conflict"], conflicts_in(lines)
+    try: fn = ast.parse(textwrap.dedent("\n".join(lines) + "\n")).body[0]
+    except (SyntaxError, IndexError): return None
+    if len(cs) != len(at) or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)): return None
+    own = [set().union(*map(binds, side_statements(c, 1))) for c in cs]
+    for x, node in maybe_unbound(fn, set().union(*own)):
+        k = [j for j, c in enumerate(cs) if c.at[2] < node.lineno - 1 and x in own[j]]
+        if k and (at[k[-1]], x) not in skip: return at[k[-1]], x
+    return None
+
+def take_binding_sides(hunks: list[Hunk], labels: tuple, prefer: str) -> tuple[list[Hunk], list[tuple[Hunk, str]]]:
+    "Each conflict (comment form) whose new side alone binds a name live code after it reads unbound, and whose"
+    " people's side is part of the new side: the new port's side (ONP4527). (hunks, [(taken hunk, the name)])."
+    if prefer != "comment": return hunks, []
+    hunks, taken, skip = list(hunks), [], set()
+    while (hit := _binding_conflict(hunks, labels, skip)) is not None:
+        i, x = hit
+        h = hunks[i]
+        if not _subset_side(h.npu, h.omni): skip.add(hit); continue
+        hunks[i] = Hunk("omni", h.omni, omni=h.omni, base=h.base); taken.append((hunks[i], x))
+    return hunks, taken
+
+# %% ../../nbs/port/update_release.ipynb #5e1a7c54
+register(
+    Code("ONP4528", "update-parameter-taken", "update: the merged method's live code reads a name nothing in it binds, "
+         "on lines of the new port's, and the new port's signature has it as a parameter with a default: the "
+         "parameter is added to the merged signature", "info", "check the callers of the method pass it where NEW's do",
+         _NB, "port"),
+)
+
+def _method_node(lines: list[str]) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef, int] | None:
+    "The function `lines` define and the columns their common indent takes; None where they do not parse as one."
+    text = "\n".join(lines) + "\n"
+    try: fn = ast.parse(textwrap.dedent(text)).body[0]
+    except (SyntaxError, IndexError): return None
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)): return None
+    return fn, len(lines[fn.lineno - 1]) - len(lines[fn.lineno - 1].lstrip())
+
+def _free_reads(fn: ast.AST) -> dict[str, set[int]]:
+    "Each name the function reads that nothing in it binds (parameters, assignments, nested ones), with its lines."
+    bound = {n.arg for n in ast.walk(fn) if isinstance(n, ast.arg)}
+    bound |= {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+    bound |= set().union(set(), *(binds(s) for s in ast.walk(fn) if isinstance(s, ast.stmt) and s is not fn))
+    out: dict[str, set[int]] = {}
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id not in bound:
+            out.setdefault(n.id, set()).add(n.lineno)
+    return out
+
+def take_parameters(lines: list[str], new: str) -> tuple[list[str], list[str]]:
+    "The merged method's lines with each parameter of the new port's signature (with a default) that only the new"
+    " port's lines read added after its last positional parameter (ONP4528); (lines, the names added)."
+    got, theirs = _method_node(lines), _method_node(new.rstrip("\n").split("\n"))
+    if got is None or theirs is None or not got[0].args.args: return lines, []
+    (fn, ind), nf = got, theirs[0]
+    keys = {_key(l) for l in new.split("\n") if l.strip()}
+    na = nf.args.args[len(nf.args.args) - len(nf.args.defaults):]
+    defaults = {p.arg: (p, d) for p, d in zip(na, nf.args.defaults)}
+    add = [x for x, at in sorted(_free_reads(fn).items()) if x in defaults
+           and all(_key(lines[k - 1]) in keys for k in at)]
+    last = fn.args.defaults[-1] if fn.args.defaults else fn.args.args[-1]
+    row, col = last.end_lineno - 1, last.end_col_offset + ind
+    if not add or not lines[row].isascii(): return lines, []
+    said = ", ".join(f"{x}{': ' + ast.unparse(defaults[x][0].annotation) if defaults[x][0].annotation else ''}"
+                     f"{' = ' if defaults[x][0].annotation else '='}{ast.unparse(defaults[x][1])}" for x in add)
+    out = list(lines)
+    out[row] = f"{lines[row][:col]}, {said}{lines[row][col:]}"
+    return (out, add) if _method_node(out) is not None else (lines, [])
+
 # %% ../../nbs/port/update_release.ipynb #c7c5b9e4
 def _compiles(lines: list[str]) -> bool:
     try: compile("\n".join(lines) + "\n", "<method>", "exec", dont_inherit=True); return True
@@ -449,6 +534,8 @@ def merge_method(m: MethodUpdate, base: str, new: str, people: str, labels: tupl
     if settled and not _compiles(lines):   # a statement placed where the method no longer compiles: the conflicts
         (hunks, stale), settled = drop_stale(raw, known), []
         lines, diags = render(hunks, labels, False, prefer)
+    hunks, bound = take_binding_sides(hunks, labels, prefer)   # a name only the new side binds, read later (ONP4527)
+    if bound: lines, diags = render(hunks, labels, False, prefer)
     own = {id(h): ls for _, h, ls in settled}   # the people's lines a settled conflict carries
     for h in hunks:
         if h.kind in ("unchanged", "same"): m.both += len(_code_lines(h.lines))
@@ -462,6 +549,8 @@ def merge_method(m: MethodUpdate, base: str, new: str, people: str, labels: tupl
     for code, h, _ in settled:
         what = next((l.strip() for l in h.base + h.lines if l.strip()), "")
         diags.append(port_diagnostic(code, f"{code_info(code).title}: {m.runner}.{m.name}: {what[:80]!r}"))
+    for h, x in bound:
+        diags.append(port_diagnostic("ONP4527", f"{code_info('ONP4527').title}: {m.runner}.{m.name}: `{x}`"))
     for code, h, gone in stale:
         diags.append(port_diagnostic(code, f"{code_info(code).title}: {m.runner}.{m.name}: {', '.join(sorted(gone))}"))
     for d in diags:
@@ -470,6 +559,9 @@ def merge_method(m: MethodUpdate, base: str, new: str, people: str, labels: tupl
                                              "PREV) and the people's port changed the same lines; keep one side, then "
                                              "delete the markers")
     while lines and not lines[-1].strip(): lines.pop()
+    lines, added = take_parameters(lines, new)   # a parameter only the new port's signature has, read (ONP4528)
+    diags += [port_diagnostic("ONP4528", f"{code_info('ONP4528').title}: {m.runner}.{m.name}: `{x}`") for x in added]
+    for d in diags[len(diags) - len(added):]: d.where = m.name
     return lines, diags
 
 # %% ../../nbs/port/update_release.ipynb #bd82b91d
