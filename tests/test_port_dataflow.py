@@ -17,12 +17,13 @@ D = lambda s: textwrap.dedent(s).lstrip("\n")
 
 
 def _rows(text: str):
-    "Lines and origins of a rendered method written with a side tag per line: `N|` NPU base, `O|` omni, `F|` a fence."
+    "Lines and origins of a rendered method written with a side tag per line: `N|` NPU base, `O|` omni, `F|` a fence"
+    " (`P|`: any other line the port wrote)."
     lines, origins = [], []
     for l in D(text).splitlines():
         tag, _, body = l.partition("|")
         lines.append(body.replace("FENCE", FENCE_TEXT))
-        origins.append({"N": "npu", "O": "omni", "F": "port"}[tag])
+        origins.append({"N": "npu", "O": "omni", "F": "port", "P": "port"}[tag])
     return lines, origins
 
 

@@ -14,19 +14,10 @@ from omni_npu_port.port.records import comment_conflicts
 from omni_npu_port.port.release_checks import MethodCheck
 from omni_npu_port.port.release_report import _origins_cell
 from omni_npu_port.port.statements import MethodPort, masked, statement_origin
+from test_port_dataflow import _rows  # lines and origins from tagged lines, one reader
 
 D = lambda s: textwrap.dedent(s).lstrip("\n")
 FIX = Path(__file__).parent / "fixtures" / "port"
-
-
-def _rows(text: str):
-    "Lines and origins of a method written with a tag per line: `N|` NPU base, `O|` omni, `P|` a line the port wrote."
-    lines, origins = [], []
-    for l in D(text).splitlines():
-        tag, _, body = l.partition("|")
-        lines.append(body.replace("FENCE", FENCE_TEXT))
-        origins.append({"N": "npu", "O": "omni", "P": "port"}[tag])
-    return lines, origins
 
 
 MERGED = '''
