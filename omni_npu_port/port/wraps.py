@@ -88,12 +88,14 @@ def _tail(stmt, body: list) -> bool:
     if isinstance(last, (ast.With, ast.AsyncWith)): return _tail(stmt, last.body)
     return False
 
+# %% ../../nbs/port/wraps.ipynb #83b93271
 def _omni_blockers(ofn, nfn, stmt) -> str | None:
     "Why omni's method body cannot stand in for the call (None: it can, as far as its returns, super(), generators go)."
     if not isinstance(ofn, ast.FunctionDef) or not isinstance(nfn, ast.FunctionDef):
         return "omni's or the NPU method is async"
     if ofn.decorator_list:
-        return f"omni's method is decorated (`@{ast.unparse(ofn.decorator_list[0])}`): inlined, its body would run without it"
+        deco = ast.unparse(ofn.decorator_list[0])
+        return f"omni's method is decorated (`@{deco}`): inlined, its body would run without it"
     if not ofn.args.posonlyargs + ofn.args.args: return "omni's method takes no `self`"
     sup = next((c for c in ast.walk(ofn) if isinstance(c, ast.Call) and getattr(c.func, "id", None) == "super"), None)
     if sup is not None:

@@ -552,22 +552,24 @@ def write_report(run: TranslateRun, report=None, summary=None) -> list[tuple[str
         except OSError as e: failed.append((path, text, e))
     return failed
 
+# %% ../../nbs/translate/run.ipynb #e81e1787
 def examine_table(run: TranslateRun):
     "A rich table of the run, per code, in the style of `hipify --examine`."
     from rich.table import Table
     t = run.totals()
+    head, tail = f"{t['files']} files, {t['lines']} lines", f"{t['pending']} pending, {t['failed']} failed"
     if run.mode == "check":   # nothing was changed: say what a translation would do, and what is already done
         ack = sum(d.acknowledged for f in run.files for d in f.diagnostics if d.code not in FILE_ERRORS)
         title = (
-            f"{t['files']} files, {t['lines']} lines: {t['rewritten']} sites would be rewritten, {t['flagged']} flagged "
+            f"{head}: {t['rewritten']} sites would be rewritten, {t['flagged']} flagged "
             f"for a person ({ack} already carry their # ONPxxxx comment); {t['pending']} findings, {t['failed']} failed"
             if t["sites"]
-            else f"{t['files']} files, {t['lines']} lines: no GPU-isms found, {t['failed']} failed"
+            else f"{head}: no GPU-isms found, {t['failed']} failed"
         )
     else:
         title = (
-            f"{t['files']} files, {t['lines']} lines: {t['sites']} sites, {t['rewritten']} rewritten, "
-            f"{t['flagged']} flagged ({percent(t['conversion_rate'])} converted), {t['pending']} pending, {t['failed']} failed"
+            f"{head}: {t['sites']} sites, {t['rewritten']} rewritten, "
+            f"{t['flagged']} flagged ({percent(t['conversion_rate'])} converted), {tail}"
         )
     tab = Table(title=title)
     for col in ("code", "kind", "count", "meaning"): tab.add_column(col)
