@@ -27,6 +27,29 @@ def skip_flags() -> list:
     return flags.split() if isinstance(flags, str) else list(flags)
 
 
+def library_state() -> list:
+    "Every list and dict at the top of a loaded omni_npu_port module, with a copy of its contents: the registries"
+    " (rule visitors, codes, strategies, passes, exclusions) a notebook run in this process defines again."
+    held = []
+    for name, mod in list(sys.modules.items()):
+        if name == "omni_npu_port" or name.startswith("omni_npu_port."):
+            held += [(v, v.copy()) for k, v in vars(mod).items()
+                     if type(v) in (list, dict) and not k.startswith("__")]   # __builtins__ is the interpreter's
+    return held
+
+
+def restore(held: list) -> None:
+    "Put back each entry a notebook replaced (a rule class, a code registered again by the notebook's own cells): it"
+    " never serves a later test. Entries added meanwhile stay: a library module the notebook imported registered them."
+    for v, was in held:
+        if isinstance(v, dict):
+            for k in was.keys() & v.keys():
+                if v[k] is not was[k]: v[k] = was[k]
+        elif isinstance(v, list):
+            for i, (now, then) in enumerate(zip(v, was)):
+                if now is not then: v[i] = then
+
+
 def test_notebooks_found():
     assert NOTEBOOKS, f"no notebooks found in {NBS}: the notebook tests would pass without testing anything"
 
@@ -38,11 +61,13 @@ def test_notebook(nb):
     assert not unknown, f"{FLAGS_VAR} names {sorted(unknown)}, which are not tst_flags in pyproject.toml ({skip_flags()})"
     err, real_stderr, handler = StringIO(), sys.__stderr__, signal.getsignal(signal.SIGINT)
     sys.__stderr__ = err  # test_nb writes the failing cell's traceback to sys.__stderr__
+    held = library_state()
     try:
         ok, secs = run_notebook(NBS / nb, skip_flags=skip_flags(), force_flags=force, basepath=ROOT,
                                 cell_timeout=int(SETTINGS.get("cell_timeout", 600)))
     finally:
         sys.__stderr__ = real_stderr
         signal.signal(signal.SIGINT, handler)  # test_nb installs its own Ctrl-C handler; give pytest its own back
+        restore(held)
     assert ok, (f"nbs/{nb.as_posix()} failed under nbdev's rules (skipped flags: {' '.join(sorted(set(skip_flags()) - set(force)))})"
                 f"; the failing cell:\n{err.getvalue()}\nRun it alone: nbdev-test nbs/{nb.as_posix()}")
