@@ -124,3 +124,91 @@ def test_a_line_an_omni_insertion_slides_over_keeps_its_sides_origin():
         lines, _ = render(_slide_insertions(hs), fence=False, origins=origins)
         assert list(zip(lines, origins))[3:7] == [("    )", want), ("    g(", "omni"), ("        b,", "omni"),
                                                   ("    )", "omni")], kind
+
+
+# -- every port path, given the three sides: a line all three share reads vllm, one the NPU base changed stays npu
+
+I = lambda s: textwrap.indent(D(s), "    ")
+
+
+def _port_rows(tmp_path, base: str, omni: str, npu: str, monkeypatch):
+    "The ported method's (line, origin) rows as its typed form holds them, and its style: the three in one module."
+    from omni_npu_port.port import method as method_module
+    from omni_npu_port.port import statements
+    f = tmp_path / "runners.py"
+    f.write_text(f"class GPUModelRunner:\n{I(base)}\n\nclass OmniGPUModelRunner(GPUModelRunner):\n{I(omni)}\n\n"
+                 f"class NPUModelRunner(GPUModelRunner):\n{I(npu)}")
+    name = ast.parse(D(base)).body[0].name
+    forms, of = [], statements.MethodPort.of.__func__
+    spy = lambda c, *a, **k: forms.append(of(c, *a, **k)) or forms[-1]   # each form the port builds, kept
+    monkeypatch.setattr(statements.MethodPort, "of", classmethod(spy))
+    res = method_module.port_method(*[locate.locate(f"{f}:{c}.{name}") for c in
+                                      ("GPUModelRunner", "OmniGPUModelRunner", "NPUModelRunner")], prefer="comment")
+    got = {}
+    for l, o in forms[-1].rows(): got.setdefault(l.strip(), o)   # a line written twice: its first
+    return got, res
+
+
+RUN = '''
+    def run(self, x):
+        a = self.prep(x)
+        b = self.step(a)
+        c = self.more(b)
+        return c
+'''
+
+
+def test_the_delta_path_reads_the_npu_lines_all_three_share_as_vllm(tmp_path, monkeypatch):
+    omni = RUN.replace("c = self.more(b)\n", "c = self.more(b)\n        self.omni_hook(c)\n")
+    omni = omni.replace("self.step", "self.omni_step")
+    far = "".join(f"        self.n{k}(a)\n" for k in range(1, 9))   # the NPU method drifted far: the delta path
+    npu = RUN.replace("        b = self.step(a)\n", far + "        b = self.npu_step(a)\n")
+    got, res = _port_rows(tmp_path, RUN, omni, npu, monkeypatch)
+    assert res.style == "delta"
+    assert got["a = self.prep(x)"] == got["c = self.more(b)"] == got["return c"] == "vllm"
+    assert got["b = self.npu_step(a)"] == got["self.n1(a)"] == "npu"   # the NPU base's change and its own line
+    assert got["self.omni_hook(c)"] == "omni" and res.stats["statements"] == {"vllm": 3, "npu": 9, "omni": 2}
+
+
+def test_the_super_inline_path_reads_the_npu_lines_of_vllms_method_as_vllm(tmp_path, monkeypatch):
+    base = "def run(self, a):\n    x = self.prep(a)\n    y = self.fwd(x)\n    return y\n"
+    omni = "def run(self, a):\n    out = super().run(a)\n    self.talk(out)\n    return out\n"
+    got, res = _port_rows(tmp_path, base, omni, base.replace("self.fwd", "self.npu_fwd"), monkeypatch)
+    assert res.style == "super-inline"
+    assert got["x = self.prep(a)"] == "vllm"             # omni runs it through super(), the NPU base has it too
+    assert got["out = self.npu_fwd(x)"] == "npu" and got["self.talk(out)"] == "omni"
+
+
+def test_the_wraps_path_reads_an_npu_line_all_three_share_as_vllm_and_its_own_as_npu(tmp_path, monkeypatch):
+    base = "def profile_run(self, n):\n    self.warm(n)\n    self.measure(n)\n"
+    omni = base.replace("self.measure", "self.omni_measure")
+    npu = "def profile_run(self, n):\n    self.warm(n)\n    self.npu_warm(n)\n    super().profile_run(n)\n"
+    got, res = _port_rows(tmp_path, base, omni, npu, monkeypatch)
+    assert res.style == "npu-wraps-inline"
+    assert got["self.warm(n)"] == "vllm" and got["self.npu_warm(n)"] == "npu"   # the NPU method's own lines
+    assert got["self.omni_measure(n)"] == "omni"   # omni's inlined body stays omni's, its copy of `warm` too
+
+
+def test_a_conflicts_common_lines_read_vllm_only_where_the_base_has_them_there_too():
+    from omni_npu_port.port.merge import CodeLine, _conflict
+    cl = lambda *xs: [CodeLine(f"    {x}") for x in xs]
+    z = cl("a = self.prep(x)", "b = self.step(a)", "return b")
+    a, b = (cl("a = self.prep(x)", f"b = self.{m}(a)", "return b") for m in ("omni_step", "npu"))
+    origins = []
+    lines, _ = render(_conflict(z, a, b, [l.text for l in a]), prefer="comment", origins=origins)
+    got = {l.strip(): o for l, o in zip(lines, origins)}
+    assert got["a = self.prep(x)"] == got["return b"] == "vllm" and got["b = self.npu(a)"] == "npu"
+    both = cl("a = self.both(x)", "b = self.omni_step(a)"), cl("a = self.both(x)", "b = self.npu(a)")
+    origins = []
+    lines, _ = render(_conflict(z[:2], *both, [l.text for l in both[0]]), prefer="comment", origins=origins)
+    assert dict(zip([l.strip() for l in lines], origins))["a = self.both(x)"] == "npu"   # both sides changed it alike
+
+
+def test_shared_origins_leaves_a_conflicts_sides_and_every_line_not_npu_as_written():
+    from omni_npu_port.port.statements import shared_origins
+    base = "def f(self):\n    a = 1\n    return a\n"
+    lines = ["def f(self):", "    # <<<<<<< ONP4001 conflict: NPU base (kept)", "    a = 1", "    # =======",
+             "    # a = 2", "    # >>>>>>>", "    return a"]
+    origins = ["npu", "port", "npu", "port", "omni", "port", "npu"]
+    assert shared_origins(lines, origins, base, base, base) == ["vllm", *origins[1:6], "vllm"]
+    assert shared_origins(lines, ["omni"] * 7, base, base, base) == ["omni"] * 7   # only npu lines are told again

@@ -567,14 +567,15 @@ def _own_statements(lines: list[str], own: list[bool]) -> list[str]:
 
 def _conflict(z, a, b, omni_l, own: list[bool] | None = None) -> list[Hunk]:
     ("A conflict with the lines both sides share at its start and end taken out of it (`own`: which omni lines omni "
-     "wrote).")
+     "wrote; a shared run that is the base's lines too carries them as its `base`: all three sides share it).")
     bt = [l.text for l in b]
+    three = lambda xs, zs: [l.text for l in zs] if xs == zs else []   # CodeLines compare by their normalised text
     p = 0
     while p < min(len(a), len(b)) and a[p] == b[p]: p += 1
     s = 0
     while s < min(len(a), len(b)) - p and a[len(a) - 1 - s] == b[len(b) - 1 - s]: s += 1
     out = []
-    if p: out.append(Hunk("same", bt[:p], npu=bt[:p]))
+    if p: out.append(Hunk("same", bt[:p], npu=bt[:p], base=three(b[:p], z[:p])))
     mid_o, mid_n = omni_l[p: len(a) - s], bt[p: len(b) - s]
     full = None
     if not mid_n:   # the NPU side deleted these base lines: the omni side shows only what omni itself wrote
@@ -583,7 +584,7 @@ def _conflict(z, a, b, omni_l, own: list[bool] | None = None) -> list[Hunk]:
         full, mid_o = mid_o, _own_statements(mid_o, own)
     if mid_o or mid_n: out.append(Hunk("conflict", [], omni=mid_o, npu=mid_n, base=[l.text for l in z],
                                        omni_full=full if full != mid_o else None))
-    if s: out.append(Hunk("same", bt[len(b) - s:], npu=bt[len(b) - s:]))
+    if s: out.append(Hunk("same", bt[len(b) - s:], npu=bt[len(b) - s:], base=three(b[len(b) - s:], z[len(z) - s:])))
     return out
 
 # %% ../../nbs/port/merge.ipynb #92d33dab
@@ -920,6 +921,11 @@ def _fenced(body: list[str], fence: bool, inside: bool = False) -> list[tuple[st
            [(_fence_at(core), "port")] + [("", "omni") for _ in body[end:]]
 
 # %% ../../nbs/port/merge.ipynb #2f5f6bda
+def _all_three(h: Hunk) -> bool:
+    "Whether a `same` hunk (the lines both sides share) is the base's lines too: vllm's, as an unchanged one."
+    key = lambda xs: [" ".join(l.split()) for l in xs]
+    return h.kind == "same" and bool(h.base) and key(h.base) == key(h.lines)
+
 def render(hunks: list[Hunk], labels=("NPU base", "omni GPU (translated)"), fence: bool = True,
            prefer: str = "markers", origins: list | None = None) -> tuple[list[str], list[Diagnostic]]:
     "The ported lines: omni hunks fenced by `----Omni-new----`; conflicts by the `prefer` policy (markers: ONP4001)."
@@ -930,7 +936,7 @@ def render(hunks: list[Hunk], labels=("NPU base", "omni GPU (translated)"), fenc
         if h.note:
             diags.append(port_diagnostic(h.code, h.note, len(rows) + 1, "warning" if h.code == "ONP4010" else "info"))
         if h.kind in ("unchanged", "same", "npu"):   # unchanged: vllm's line, as all three sides have it
-            rows += [(l, "vllm" if h.kind == "unchanged" else "npu") for l in h.lines]
+            rows += [(l, "vllm" if h.kind == "unchanged" or _all_three(h) else "npu") for l in h.lines]
         elif h.kind == "omni": rows += _fenced(h.lines, fence, depth > 0)
         elif h.kind == "omni-delete":
             ind = next((indent_of(l) for l in h.base if l.strip()), 0)

@@ -418,7 +418,7 @@ def port_method(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_s
         lines, d3 = rebind_supers(lines, origins, landing, {"omni": gpu_omni.owner or gpu_omni.cls_node.name,
                                                             "npu": npu_base.owner or npu_base.cls_node.name}, first)
         d2 = list(d2) + d3
-    form = MethodPort.of(lines, origins)   # the typed form (port/statements): built once, read below, rendered once
+    form = MethodPort.of(lines, origins, None if style == "merge" else (base_t, omni_t, npu), style == "super-inline")
     diags += d2 + kept_omni_diagnostics(tdiags, python_lines(omni_t), form.lines(), form.origins(), skip)
     diags += _override_diagnostics(form.lines(), form.origins(), style, npu, npu_cls, name, gpu_omni, gpu_base)
     return finish_port(form, diags, style, name, gpu_omni, prefer, format, line_length)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import difflib
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -14,7 +15,7 @@ from .conflicts import Conflict, conflicts_in
 from .dataflow import binds, reads
 
 # %% auto #0
-__all__ = ['ORIGINS', 'PortedStatement', 'statement_origin', 'masked', 'MethodPort']
+__all__ = ['ORIGINS', 'PortedStatement', 'statement_origin', 'shared_origins', 'masked', 'MethodPort']
 
 # %% ../../nbs/port/statements.ipynb #a12e3fc6
 ORIGINS = ("vllm", "npu", "omni", "port", "mixed", "conflict", "unknown")   # "unknown": the lines came without origins
@@ -55,6 +56,32 @@ def statement_origin(lines, origins, conflicts=()) -> str:
     got = {o for l, o in zip(lines, origins) if _is_code(l)}
     got = got - {"vllm"} or got   # vllm's lines are every side's: the side that changed the rest names it
     return next(iter(got)) if len(got) == 1 else "mixed" if got else "port"
+
+# %% ../../nbs/port/statements.ipynb #e677026a
+def _key(line: str) -> str: return " ".join(line.split())
+
+def _aligned(a: list[str], b: list[str]) -> dict[int, int]:
+    "Each non-blank line of `a` that stands at the same place in `b` (difflib's matching blocks): a's index -> b's."
+    ia, ib = [i for i, l in enumerate(a) if l.strip()], [j for j, l in enumerate(b) if l.strip()]
+    ka, kb = [_key(a[i]) for i in ia], [_key(b[j]) for j in ib]
+    sm = difflib.SequenceMatcher(None, ka, kb, autojunk=False)
+    return {ia[i + k]: ib[j + k] for i, j, n in sm.get_matching_blocks() for k in range(n)}
+
+def shared_origins(lines: list[str], origins: list[str], base: str, omni: str, npu: str,
+                   omni_extends: bool = False) -> list[str]:
+    ("The origins with each `npu` line outside a conflict that vllm's method (`base`), omni's and the NPU method "
+     "share at one place read `vllm` (`omni_extends`: omni runs all of vllm's through super()).")
+    if len(origins) != len(lines) or "npu" not in origins: return list(origins)
+    b, o, n = (t.splitlines() for t in (base, omni, npu))
+    in_omni = set(range(len(b))) if omni_extends else set(_aligned(b, o))
+    n2b = _aligned(n, b)
+    inside = {k for c in conflicts_in(lines) for k in range(c.at[0], c.at[2] + 1)}
+    mine = [k for k, x in enumerate(origins) if x == "npu" and k not in inside]
+    out2n = _aligned([lines[k] for k in mine], n)
+    out = list(origins)
+    for i, j in out2n.items():
+        if n2b.get(j) in in_omni: out[mine[i]] = "vllm"
+    return out
 
 # %% ../../nbs/port/statements.ipynb #04da5f97
 def masked(lines: list[str], conflicts: list[Conflict]) -> list[str]:
@@ -110,10 +137,13 @@ class MethodPort:
     tail: tuple[tuple[str, str], ...] = ()      # (line, origin) after the last statement
 
     @classmethod
-    def of(cls, lines: list[str], origins: list[str] | None = None) -> MethodPort:
-        "The form of a ported method's lines and their origins (`unknown` where the counts differ)."
+    def of(cls, lines: list[str], origins: list[str] | None = None, sides: tuple[str, str, str] | None = None,
+           omni_extends: bool = False) -> MethodPort:
+        ("The form of a ported method's lines and their origins (`unknown` where the counts differ; `sides`: vllm's, "
+         "omni's and the NPU method, to tell the `npu` lines all three share, `shared_origins`).")
         lines = list(lines)
         origins = list(origins) if origins is not None and len(origins) == len(lines) else ["unknown"] * len(lines)
+        if sides is not None: origins = shared_origins(lines, origins, *sides, omni_extends=omni_extends)
         cs = conflicts_in(lines)
         fn = _function(masked(lines, cs))
         if fn is None: return cls(tuple(zip(lines, origins)), ())
