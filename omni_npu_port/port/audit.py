@@ -33,8 +33,8 @@ from .update_release import class_methods, previous_release, update_runners
 __all__ = ['DRIFT_CODES', 'Finding', 'audit_target', 'conflict_view', 'Change', 'update_changes', 'method_at', 'by_method',
            'change_method', 'change_finding', 'method_keys', 'stream', 'base_method_stream', 'substantive', 'passed',
            'anchors', 'adapted', 'owed', 'outside', 'shape', 'statement_shapes', 'moved_blocks', 'new_methods',
-           'callers', 'run_by_copy', 'kept_copy', 'release_arg', 'AuditSides', 'gpu_gained', 'kept_lag', 'dropped_kept',
-           'kept_findings', 'missing_methods', 'runner_findings', 'audit']
+           'callers', 'run_by_copy', 'kept_copy', 'body_shapes', 'inline_in_copy', 'release_arg', 'AuditSides',
+           'gpu_gained', 'kept_lag', 'dropped_kept', 'kept_findings', 'missing_methods', 'runner_findings', 'audit']
 
 # %% ../../nbs/port/audit.ipynb #42c12468
 _NB = "port/audit.ipynb"
@@ -81,6 +81,9 @@ register(
     Code("ONP4132", "kept-override-lags", "drift: the update keeps an override of the NPU copy (the new port inherits"
          " the GPU method) that lacks lines omni's GPU method gained since the copy was last in step", "warning",
          "bring the lines (shown) into the copy's override, or record why it does without them", _NB, "audit"),
+    Code("ONP4140", "new-method-inline", "omni's GPU runner added a method since the copy was last in step that a"
+         " method the copy defines calls, and the copy's method already does most of its statements in place", "info",
+         "nothing for the new method: the caller's lag, if any, is reported on the caller (rule 14)", _NB, "audit"),
 )
 
 
@@ -393,6 +396,20 @@ def kept_copy(prev_port: str | None, copy: str | None) -> bool:
     return bool(prev_port and copy) and body_likeness(prev_port, copy) >= RENAME_LIKENESS
 
 
+# %% ../../nbs/port/audit.ipynb #b3c14002
+def body_shapes(node: ast.AST) -> list[str]:
+    "The shapes of the lines of a method's body that name something (its `def` line and decorators left out)."
+    text = "\n".join(ast.unparse(s) for s in getattr(node, "body", []))
+    return [shape(k) for k in method_keys(text) if _named(k)]
+
+def inline_in_copy(m: str, gpu: dict, copy: dict) -> str | None:
+    "The copy's method that does new GPU method `m` in place: one that calls `m` on the GPU side and holds, as shapes,"
+    " at least half of the lines of `m` that name something; None where none does."
+    body = body_shapes(gpu[m])
+    for c in sorted(callers(gpu).get(m, ())):
+        if body and c in copy and 2 * sum(s in set(body_shapes(copy[c])) for s in body) >= len(body): return c
+    return None
+
 # %% ../../nbs/port/audit.ipynb #01397a5d
 def release_arg(arg: str | None) -> str | None:
     "A release as `port --release` reads it; `vllm-omni==X` (as port and doctor take it) read as the version X."
@@ -488,15 +505,21 @@ def kept_findings(r, b, sides: AuditSides, texts: tuple, where: tuple, said: set
 
 # %% ../../nbs/port/audit.ipynb #a1c40010
 def missing_methods(r, b, sides: AuditSides, text: str, cls: str, path: str) -> list[Finding]:
-    "ONP4129 for each method the GPU runner added since PREV that the copy neither defines nor inherits."
+    "ONP4129 for each method the GPU runner added since PREV that the copy neither defines nor inherits and would"
+    " run; ONP4140 (a note) where the copy does it in place, ONP4130 where only code the copy lacks calls it."
     node = next((n for n in ast.parse(text).body if isinstance(n, ast.ClassDef) and n.name == cls), None)
     mod = (b.hand if b and b.hand else r.hand or "").rpartition(".")[0]
     if node is None or sides.graph is None: return []
     prev, new = _methods(sides.base, b.gpu if b else None), _methods(sides.new, r.gpu)
     gone = new_methods(prev, new, sides.graph.cls(mod, node), sides.graph, r.gpu.rpartition(".")[2])
-    run, by, name = run_by_copy(gone, new, own_methods(node)), callers(new), r.gpu.rpartition(".")[2]
+    mine, by, name = own_methods(node), callers(new), r.gpu.rpartition(".")[2]
+    inline = {m: c for m in gone if (c := inline_in_copy(m, new, mine))}   # rule 14: done in place, not owed
+    run = run_by_copy([m for m in gone if m not in inline], new, mine)
     return [Finding("ONP4129", f"{sides.basis}: {code_info('ONP4129').title}: {name}.{m}", path=path,
                     line=node.lineno, column=1, cls=cls, method=m) if m in run else
+            Finding("ONP4140", f"{sides.basis}: {code_info('ONP4140').title}: {name}.{m} (in place in "
+                    f"{cls}.{inline[m]})", path=path, line=node.lineno, column=1, cls=cls, method=m,
+                    level="info") if m in inline else
             Finding("ONP4130", f"{sides.basis}: {code_info('ONP4130').title}: {name}.{m} (called from "
                     f"{', '.join(sorted(by.get(m, ())))})", path=path, line=node.lineno, column=1, cls=cls,
                     method=m, level="info") for m in gone]
