@@ -1,4 +1,4 @@
-"""Audit rule 14 (issue 32, made from the errors of the blind set 0.24): a method omni's GPU runner added that a GPU
+"""Audit rule 13 (issue 32, made from the errors of the blind set 0.24): a method omni's GPU runner added that a GPU
 method the copy defines calls is not owed where the copy's version of that caller already does most of its statements
 in place (ONP4140, a note), and neither is what only it calls (ONP4130). Fixtures: texts written here; nothing fetched."""
 import ast

@@ -34,7 +34,8 @@ __all__ = ['DRIFT_CODES', 'Finding', 'audit_target', 'conflict_view', 'Change', 
            'change_method', 'change_finding', 'method_keys', 'stream', 'base_method_stream', 'substantive', 'passed',
            'anchors', 'adapted', 'owed', 'outside', 'shape', 'statement_shapes', 'moved_blocks', 'new_methods',
            'callers', 'run_by_copy', 'kept_copy', 'body_shapes', 'inline_in_copy', 'release_arg', 'AuditSides',
-           'gpu_gained', 'kept_lag', 'dropped_kept', 'kept_findings', 'missing_methods', 'runner_findings', 'audit']
+           'gpu_gained', 'kept_lag', 'method_texts', 'anchor_pair', 'dropped_kept', 'kept_findings', 'missing_methods',
+           'runner_findings', 'audit']
 
 # %% ../../nbs/port/audit.ipynb #42c12468
 _NB = "port/audit.ipynb"
@@ -83,7 +84,7 @@ register(
          "bring the lines (shown) into the copy's override, or record why it does without them", _NB, "audit"),
     Code("ONP4140", "new-method-inline", "omni's GPU runner added a method since the copy was last in step that a"
          " method the copy defines calls, and the copy's method already does most of its statements in place", "info",
-         "nothing for the new method: the caller's lag, if any, is reported on the caller (rule 14)", _NB, "audit"),
+         "nothing for the new method: the caller's lag, if any, is reported on the caller (rule 13)", _NB, "audit"),
 )
 
 
@@ -478,6 +479,22 @@ def kept_lag(r, b, sides, m: str, copy: str | None) -> list[str]:
     return gpu_gained(ast.unparse(old), ast.unparse(new), stream(method_keys(copy)), sides.their_stream(m))
 
 
+# %% ../../nbs/port/audit.ipynb #c4132a12
+def method_texts(port, dotted: str | None) -> dict[str, str]:
+    "The text of each method the class `dotted` of a port's source defines ({} where it cannot be read)."
+    if not dotted: return {}
+    mod, _, cls = dotted.rpartition(".")
+    try: return class_methods(locate(MethodSpec(str(port.origin), mod, cls), False).module_text, cls) or {}
+    except (PortError, OSError): return {}
+
+def anchor_pair(ports: tuple, gpus: tuple, m: str, um: str) -> tuple[str | None, str | None]:
+    "PREV's and NEW's text of method `m` (`um`: its name in the update) to anchor the update's lines on: the ports',"
+    " else, where a port inherits it, the GPU runners' own (rule 14); (None, None) where a side lacks it."
+    for prev, new in (ports, gpus):
+        was, now = prev.get(m) or prev.get(um), new.get(um) or new.get(m)
+        if was and now: return was, now
+    return None, None
+
 # %% ../../nbs/port/audit.ipynb #11b40d2a
 def dropped_kept(r, b, sides: AuditSides, mine: dict, said: set) -> set[str]:
     "Methods PREV's GPU runner (its source) defines and NEW's no longer does that the copy still defines, little"
@@ -513,7 +530,7 @@ def missing_methods(r, b, sides: AuditSides, text: str, cls: str, path: str) -> 
     prev, new = _methods(sides.base, b.gpu if b else None), _methods(sides.new, r.gpu)
     gone = new_methods(prev, new, sides.graph.cls(mod, node), sides.graph, r.gpu.rpartition(".")[2])
     mine, by, name = own_methods(node), callers(new), r.gpu.rpartition(".")[2]
-    inline = {m: c for m in gone if (c := inline_in_copy(m, new, mine))}   # rule 14: done in place, not owed
+    inline = {m: c for m in gone if (c := inline_in_copy(m, new, mine))}   # rule 13: done in place, not owed
     run = run_by_copy([m for m in gone if m not in inline], new, mine)
     return [Finding("ONP4129", f"{sides.basis}: {code_info('ONP4129').title}: {name}.{m}", path=path,
                     line=node.lineno, column=1, cls=cls, method=m) if m in run else
@@ -538,12 +555,13 @@ def runner_findings(r, sides: AuditSides, was: dict | None = None) -> list[Findi
     mine, prev = class_methods(text, cls) or {}, (class_methods(b.code, b.cls) or {}) if b else {}
     fresh, back = (class_methods(n.code, n.cls) or {}) if n else {}, {v: k for k, v in (was or {}).items()}
     out, shapes = [], {x: statement_shapes(t) for x, t in mine.items()}
+    gpus = (method_texts(sides.base, b.gpu if b else None), method_texts(sides.new, r.gpu))
     for ch in update_changes(text, r.code):
         for c in by_method(ch, npu_at, upd_at, was):
             k, m = change_method(c, npu_at, upd_at, was)
             um = back.get(m, m)
             own = stream(method_keys(mine.get(m) if m else text))
-            was_port, now_port = prev.get(m) or prev.get(um), fresh.get(um) or fresh.get(m)
+            was_port, now_port = anchor_pair((prev, fresh), gpus, m, um)
             anchor = anchors(method_keys(was_port), method_keys(now_port)) if was_port and now_port else None
             elsewhere = set().union(*(v for x, v in shapes.items() if x != m))
             left = outside(now_port, own) | (moved_blocks(now_port, set(anchor), elsewhere) if anchor else set())
