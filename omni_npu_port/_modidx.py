@@ -854,6 +854,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                             'omni_npu_port/port/audit.py'),
                                           'omni_npu_port.port.audit._code': ('port/audit.html#_code', 'omni_npu_port/port/audit.py'),
                                           'omni_npu_port.port.audit._hand': ('port/audit.html#_hand', 'omni_npu_port/port/audit.py'),
+                                          'omni_npu_port.port.audit._head': ('port/audit.html#_head', 'omni_npu_port/port/audit.py'),
                                           'omni_npu_port.port.audit._heads': ('port/audit.html#_heads', 'omni_npu_port/port/audit.py'),
                                           'omni_npu_port.port.audit._match': ('port/audit.html#_match', 'omni_npu_port/port/audit.py'),
                                           'omni_npu_port.port.audit._methods': ('port/audit.html#_methods', 'omni_npu_port/port/audit.py'),

@@ -1,6 +1,7 @@
 """Audit rule 14 (issue 32, made from the errors of the blind set 0.24): where PREV's or NEW's port inherits a method
 (writes none), the update's lines on it are anchored on the GPU runner's own method, PREV against NEW, so that only the
-GPU side's change since PREV, where the copy kept its place, is owed. Fixtures: texts written here; nothing fetched."""
+GPU side's change since PREV, where the copy kept its place or changed the same statement, is owed.
+Fixtures: texts written here; nothing fetched."""
 from omni_npu_port.port.audit import Change, anchor_pair, anchors, method_keys, owed, stream
 
 GPU_PREV = ("def __init__(self):\n    self.kv = Manager()\n    ARCHS = {\n        'Qwen3Omni',\n        'MiMo',\n    }\n"
@@ -34,3 +35,13 @@ def test_a_line_the_gpu_side_wrote_beside_the_copys_lines_stays_owed():
     got = owed(Change("add", 8, [], ["        self.warm(self.arch)"]), copy, "",
                anchors(method_keys(GPU_PREV), method_keys(warm)))
     assert got is not None and got.update == ["        self.warm(self.arch)"]
+
+
+def test_a_statement_both_sides_changed_is_owed_in_a_conflict():
+    prev, new = "def f(self):\n    self.out.pop(rid, None)\n", "def f(self):\n    self.out.pop(rid, [])\n"
+    anchor = anchors(method_keys(prev), method_keys(new))
+    both = Change("conflict", 2, ["    self.out.pop(rid, self.npu_default)"], ["    self.out.pop(rid, [])"])
+    got = owed(both, stream(["self . out . pop ( rid , self . npu_default )"]), "", anchor)
+    assert got is not None and got.kind == "conflict" and got.update == ["    self.out.pop(rid, [])"]
+    other = Change("conflict", 2, ["    self.log(rid)"], ["    self.out.pop(rid, [])"])   # the copy changed another
+    assert owed(other, stream(["self . log ( rid )"]), "", anchor) is None

@@ -279,6 +279,11 @@ def anchors(base: list[str], new: list[str]) -> dict[str, list[str]]:
         for k in new[j1:j2]: out.setdefault(k, []).extend(near)
     return out
 
+def _head(key: str) -> str:
+    "A statement's target and callee up to its first call's `(` (`x = f (`, `self . a . pop (`); '' for a short one."
+    head = key.split(" ( ", 1)[0] + " (" if " ( " in key else ""
+    return head if len(head.split()) >= 3 else ""
+
 def adapted(key: str, own: str, replaced=()) -> bool:
     "Whether the copy's method makes this call itself, to the same target, its arguments its own (`x = f(`, `a.f(`);"
     " never where the GPU side changed a call the previous port made (`replaced`): that is a change of the copy's call."
@@ -296,8 +301,9 @@ def owed(c: Change, own: str, theirs: str, anchor: dict | None = None, outside=f
            and not passed(key(l), own)
            and not (anchor is not None and adapted(key(l), own, was(key(l))))]   # no base read: no adapted call
     kept = lambda k: not anchor.get(k) or any(has(own, a) for a in anchor[k])   # where the copy kept its place
-    if c.kind == "conflict" and anchor is not None:   # the GPU side's own change only
-        upd = [l for l in upd if key(l) in anchor and kept(key(l))]
+    if c.kind == "conflict" and anchor is not None:   # the GPU side's own change only, or one the copy made too
+        mine = {_head(key(l)) for l in c.npu} - {""}
+        upd = [l for l in upd if key(l) in anchor and (kept(key(l)) or {_head(a) for a in anchor[key(l)]} & mine)]
     elif anchor is not None: upd = [l for l in upd if kept(key(l))]
     upd = [l for l in upd if key(l) not in outside]
     gone = [] if c.kind in ("add", "conflict") else [l for l in c.npu if key(l) and not has(theirs, key(l))]
