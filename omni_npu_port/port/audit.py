@@ -33,8 +33,9 @@ from .update_release import class_methods, previous_release, update_runners
 __all__ = ['DRIFT_CODES', 'Finding', 'audit_target', 'conflict_view', 'Change', 'update_changes', 'method_at', 'by_method',
            'change_method', 'change_finding', 'method_keys', 'stream', 'base_method_stream', 'substantive', 'passed',
            'anchors', 'adapted', 'owed', 'outside', 'shape', 'statement_shapes', 'moved_blocks', 'new_methods',
-           'callers', 'run_by_copy', 'kept_copy', 'release_arg', 'AuditSides', 'gpu_gained', 'kept_lag', 'dropped_kept',
-           'kept_findings', 'missing_methods', 'runner_findings', 'audit']
+           'callers', 'run_by_copy', 'kept_copy', 'body_shapes', 'inline_in_copy', 'release_arg', 'AuditSides',
+           'gpu_gained', 'kept_lag', 'method_texts', 'anchor_pair', 'dropped_kept', 'kept_findings', 'missing_methods',
+           'runner_findings', 'audit']
 
 # %% ../../nbs/port/audit.ipynb #42c12468
 _NB = "port/audit.ipynb"
@@ -81,6 +82,9 @@ register(
     Code("ONP4132", "kept-override-lags", "drift: the update keeps an override of the NPU copy (the new port inherits"
          " the GPU method) that lacks lines omni's GPU method gained since the copy was last in step", "warning",
          "bring the lines (shown) into the copy's override, or record why it does without them", _NB, "audit"),
+    Code("ONP4140", "new-method-inline", "omni's GPU runner added a method since the copy was last in step that a"
+         " method the copy defines calls, and the copy's method already does most of its statements in place", "info",
+         "nothing for the new method: the caller's lag, if any, is reported on the caller (rule 13)", _NB, "audit"),
 )
 
 
@@ -275,6 +279,11 @@ def anchors(base: list[str], new: list[str]) -> dict[str, list[str]]:
         for k in new[j1:j2]: out.setdefault(k, []).extend(near)
     return out
 
+def _head(key: str) -> str:
+    "A statement's target and callee up to its first call's `(` (`x = f (`, `self . a . pop (`); '' for a short one."
+    head = key.split(" ( ", 1)[0] + " (" if " ( " in key else ""
+    return head if len(head.split()) >= 3 else ""
+
 def adapted(key: str, own: str, replaced=()) -> bool:
     "Whether the copy's method makes this call itself, to the same target, its arguments its own (`x = f(`, `a.f(`);"
     " never where the GPU side changed a call the previous port made (`replaced`): that is a change of the copy's call."
@@ -292,8 +301,9 @@ def owed(c: Change, own: str, theirs: str, anchor: dict | None = None, outside=f
            and not passed(key(l), own)
            and not (anchor is not None and adapted(key(l), own, was(key(l))))]   # no base read: no adapted call
     kept = lambda k: not anchor.get(k) or any(has(own, a) for a in anchor[k])   # where the copy kept its place
-    if c.kind == "conflict" and anchor is not None:   # the GPU side's own change only
-        upd = [l for l in upd if key(l) in anchor and kept(key(l))]
+    if c.kind == "conflict" and anchor is not None:   # the GPU side's own change only, or one the copy made too
+        mine = {_head(key(l)) for l in c.npu} - {""}
+        upd = [l for l in upd if key(l) in anchor and (kept(key(l)) or {_head(a) for a in anchor[key(l)]} & mine)]
     elif anchor is not None: upd = [l for l in upd if kept(key(l))]
     upd = [l for l in upd if key(l) not in outside]
     gone = [] if c.kind in ("add", "conflict") else [l for l in c.npu if key(l) and not has(theirs, key(l))]
@@ -393,6 +403,20 @@ def kept_copy(prev_port: str | None, copy: str | None) -> bool:
     return bool(prev_port and copy) and body_likeness(prev_port, copy) >= RENAME_LIKENESS
 
 
+# %% ../../nbs/port/audit.ipynb #b3c14002
+def body_shapes(node: ast.AST) -> list[str]:
+    "The shapes of the lines of a method's body that name something (its `def` line and decorators left out)."
+    text = "\n".join(ast.unparse(s) for s in getattr(node, "body", []))
+    return [shape(k) for k in method_keys(text) if _named(k)]
+
+def inline_in_copy(m: str, gpu: dict, copy: dict) -> str | None:
+    "The copy's method that does new GPU method `m` in place: one that calls `m` on the GPU side and holds, as shapes,"
+    " at least half of the lines of `m` that name something; None where none does."
+    body = body_shapes(gpu[m])
+    for c in sorted(callers(gpu).get(m, ())):
+        if body and c in copy and 2 * sum(s in set(body_shapes(copy[c])) for s in body) >= len(body): return c
+    return None
+
 # %% ../../nbs/port/audit.ipynb #01397a5d
 def release_arg(arg: str | None) -> str | None:
     "A release as `port --release` reads it; `vllm-omni==X` (as port and doctor take it) read as the version X."
@@ -461,6 +485,22 @@ def kept_lag(r, b, sides, m: str, copy: str | None) -> list[str]:
     return gpu_gained(ast.unparse(old), ast.unparse(new), stream(method_keys(copy)), sides.their_stream(m))
 
 
+# %% ../../nbs/port/audit.ipynb #c4132a12
+def method_texts(port, dotted: str | None) -> dict[str, str]:
+    "The text of each method the class `dotted` of a port's source defines ({} where it cannot be read)."
+    if not dotted: return {}
+    mod, _, cls = dotted.rpartition(".")
+    try: return class_methods(locate(MethodSpec(str(port.origin), mod, cls), False).module_text, cls) or {}
+    except (PortError, OSError): return {}
+
+def anchor_pair(ports: tuple, gpus: tuple, m: str, um: str) -> tuple[str | None, str | None]:
+    "PREV's and NEW's text of method `m` (`um`: its name in the update) to anchor the update's lines on: the ports',"
+    " else, where a port inherits it, the GPU runners' own (rule 14); (None, None) where a side lacks it."
+    for prev, new in (ports, gpus):
+        was, now = prev.get(m) or prev.get(um), new.get(um) or new.get(m)
+        if was and now: return was, now
+    return None, None
+
 # %% ../../nbs/port/audit.ipynb #11b40d2a
 def dropped_kept(r, b, sides: AuditSides, mine: dict, said: set) -> set[str]:
     "Methods PREV's GPU runner (its source) defines and NEW's no longer does that the copy still defines, little"
@@ -488,15 +528,21 @@ def kept_findings(r, b, sides: AuditSides, texts: tuple, where: tuple, said: set
 
 # %% ../../nbs/port/audit.ipynb #a1c40010
 def missing_methods(r, b, sides: AuditSides, text: str, cls: str, path: str) -> list[Finding]:
-    "ONP4129 for each method the GPU runner added since PREV that the copy neither defines nor inherits."
+    "ONP4129 for each method the GPU runner added since PREV that the copy neither defines nor inherits and would"
+    " run; ONP4140 (a note) where the copy does it in place, ONP4130 where only code the copy lacks calls it."
     node = next((n for n in ast.parse(text).body if isinstance(n, ast.ClassDef) and n.name == cls), None)
     mod = (b.hand if b and b.hand else r.hand or "").rpartition(".")[0]
     if node is None or sides.graph is None: return []
     prev, new = _methods(sides.base, b.gpu if b else None), _methods(sides.new, r.gpu)
     gone = new_methods(prev, new, sides.graph.cls(mod, node), sides.graph, r.gpu.rpartition(".")[2])
-    run, by, name = run_by_copy(gone, new, own_methods(node)), callers(new), r.gpu.rpartition(".")[2]
+    mine, by, name = own_methods(node), callers(new), r.gpu.rpartition(".")[2]
+    inline = {m: c for m in gone if (c := inline_in_copy(m, new, mine))}   # rule 13: done in place, not owed
+    run = run_by_copy([m for m in gone if m not in inline], new, mine)
     return [Finding("ONP4129", f"{sides.basis}: {code_info('ONP4129').title}: {name}.{m}", path=path,
                     line=node.lineno, column=1, cls=cls, method=m) if m in run else
+            Finding("ONP4140", f"{sides.basis}: {code_info('ONP4140').title}: {name}.{m} (in place in "
+                    f"{cls}.{inline[m]})", path=path, line=node.lineno, column=1, cls=cls, method=m,
+                    level="info") if m in inline else
             Finding("ONP4130", f"{sides.basis}: {code_info('ONP4130').title}: {name}.{m} (called from "
                     f"{', '.join(sorted(by.get(m, ())))})", path=path, line=node.lineno, column=1, cls=cls,
                     method=m, level="info") for m in gone]
@@ -515,12 +561,13 @@ def runner_findings(r, sides: AuditSides, was: dict | None = None) -> list[Findi
     mine, prev = class_methods(text, cls) or {}, (class_methods(b.code, b.cls) or {}) if b else {}
     fresh, back = (class_methods(n.code, n.cls) or {}) if n else {}, {v: k for k, v in (was or {}).items()}
     out, shapes = [], {x: statement_shapes(t) for x, t in mine.items()}
+    gpus = (method_texts(sides.base, b.gpu if b else None), method_texts(sides.new, r.gpu))
     for ch in update_changes(text, r.code):
         for c in by_method(ch, npu_at, upd_at, was):
             k, m = change_method(c, npu_at, upd_at, was)
             um = back.get(m, m)
             own = stream(method_keys(mine.get(m) if m else text))
-            was_port, now_port = prev.get(m) or prev.get(um), fresh.get(um) or fresh.get(m)
+            was_port, now_port = anchor_pair((prev, fresh), gpus, m, um)
             anchor = anchors(method_keys(was_port), method_keys(now_port)) if was_port and now_port else None
             elsewhere = set().union(*(v for x, v in shapes.items() if x != m))
             left = outside(now_port, own) | (moved_blocks(now_port, set(anchor), elsewhere) if anchor else set())
