@@ -387,7 +387,9 @@ def fragment_compiles(lines: list[str]) -> bool:
     if not st: return st is not None
     m = min(s[2] for s in st)
     heads = ["def _():"] + ["    " + " " * (i - m) + "if 1:" for i in sorted({s[2] for s in st}) if i < st[0][2]]
-    return _compiles(heads + _shifted(lines, 4 - m))
+    try: compile("\n".join(heads + _shifted(lines, 4 - m)) + "\n", "<fragment>", "exec", dont_inherit=True)
+    except (SyntaxError, ValueError): return False
+    return True
 
 
 # %% ../../nbs/port/update_release.ipynb #9a7c0e03
