@@ -328,7 +328,7 @@ def carry_edits(base: list[str], new: list[str], people: list[str]) -> tuple[lis
     " None where an edit finds no single place (or a side does not tokenize)."
     Z, A, B = (code_statements(x) for x in (base, new, people))
     if Z is None or A is None or B is None: return None
-    zk, ak, bk = ([u[0] for u in s] for s in (Z, A, B))
+    zk, ak = ([u[0] for u in s] for s in (Z, A))
     edits = []
     for op in difflib.SequenceMatcher(None, depths(Z), depths(B), autojunk=False).get_opcodes():   # ONP4542's
         if op[0] == "equal": continue
