@@ -49,13 +49,13 @@ from .score import ast_similarity
 # %% auto #0
 __all__ = ['RENAME_LIKENESS', 'omni_releases', 'previous_release', 'git_checkout', 'git_previous', 'resolve_previous',
            'class_methods', 'body_likeness', 'pair_methods', 'MethodUpdate', 'count_new', 'code_statements',
-           'carry_edits', 'settle_conflicts', 'stack_words', 'defined_names', 'stale_reads', 'drop_stale',
-           'take_binding_sides', 'take_parameters', 'merge_method', 'decide_method', 'Unit', 'cut_units',
-           'module_units', 'imported_names', 'merge_units', 'place_methods', 'future_first', 'Inherited',
-           'derives_from', 'RunnerSides', 'assemble', 'import_units', 'keep_imports', 'module_unbound', 'unbound_in',
-           'import_resolves', 'retarget_imports', 'placed_imports', 'update_runner', 'ReleaseUpdate', 'update_markdown',
-           'update_summary', 'write_update', 'one_definition', 'update_runners', 'written_on', 'people_errors',
-           'keyword_drops', 'retake_calls', 'retake_judged', 'update_release']
+           'carry_edits', 'settle_conflicts', 'depths', 'fragment_compiles', 'narrow_conflict', 'stack_words',
+           'defined_names', 'stale_reads', 'drop_stale', 'take_binding_sides', 'take_parameters', 'merge_method',
+           'decide_method', 'Unit', 'cut_units', 'module_units', 'imported_names', 'merge_units', 'place_methods',
+           'future_first', 'Inherited', 'derives_from', 'RunnerSides', 'assemble', 'import_units', 'keep_imports',
+           'module_unbound', 'unbound_in', 'import_resolves', 'retarget_imports', 'placed_imports', 'update_runner',
+           'ReleaseUpdate', 'update_markdown', 'update_summary', 'write_update', 'one_definition', 'update_runners',
+           'written_on', 'people_errors', 'keyword_drops', 'retake_calls', 'retake_judged', 'update_release']
 
 # %% ../../nbs/port/update_release.ipynb #bdef9fd3
 _NB = "port/update_release.ipynb"
@@ -328,9 +328,9 @@ def carry_edits(base: list[str], new: list[str], people: list[str]) -> tuple[lis
     " None where an edit finds no single place (or a side does not tokenize)."
     Z, A, B = (code_statements(x) for x in (base, new, people))
     if Z is None or A is None or B is None: return None
-    zk, ak, bk = ([u[0] for u in s] for s in (Z, A, B))
+    zk, ak = ([u[0] for u in s] for s in (Z, A))
     edits = []
-    for op in difflib.SequenceMatcher(None, zk, bk, autojunk=False).get_opcodes():
+    for op in difflib.SequenceMatcher(None, depths(Z), depths(B), autojunk=False).get_opcodes():   # ONP4542's
         if op[0] == "equal": continue
         if (at := _place(op, zk, ak, Z, A, B)) is None: return None
         edits.append((at[0], at[1], [l for u in B[op[3]:op[4]] for l in _shifted(u[1], at[2])]))
@@ -343,7 +343,8 @@ def carry_edits(base: list[str], new: list[str], people: list[str]) -> tuple[lis
 
 def settle_conflicts(hunks: list[Hunk]) -> tuple[list[Hunk], list[tuple[str, Hunk, list[str]]]]:
     "Each conflict the people's side only re-laid out (ONP4510) or whose people's edits all find a place on the new"
-    " side (ONP4511) as the new side's hunk; the settled ones as (code, hunk, the people's lines in it)."
+    " side (ONP4511) as the new side's hunk, else narrowed (ONP4542, `narrow_conflict`); the settled ones as (code:"
+    " None for a narrowed conflict's later pieces, hunk, the people's lines in it)."
     out, settled = [], []
     for h in hunks:
         got = None
@@ -351,10 +352,84 @@ def settle_conflicts(hunks: list[Hunk]) -> tuple[list[Hunk], list[tuple[str, Hun
             got = "ONP4510", h.omni, []
         elif h.kind == "conflict" and (carried := carry_edits(h.base, h.omni, h.npu)) is not None:
             got = "ONP4511", *carried
+        elif h.kind == "conflict" and (pieces := narrow_conflict(h.base, h.omni, h.npu)) is not None:
+            out += [p for p, _ in pieces]   # the statements both sides changed stay a conflict (ONP4542)
+            omni = [(p, own) for p, own in pieces if p.kind == "omni"]
+            settled += [("ONP4542" if k == 0 else None, p, own) for k, (p, own) in enumerate(omni)]
+            continue
         if got is None: out.append(h); continue
         s = Hunk("omni", got[1], omni=got[1], base=h.base)
         out.append(s); settled.append((got[0], s, got[2]))
     return out, settled
+
+# %% ../../nbs/port/update_release.ipynb #9a7c0e02
+register(Code("ONP4542", "update-conflict-narrowed", "update: a conflict narrowed to the statements both sides "
+              "changed: the people's other edits carried onto the new port's lines, an edit both made taken once",
+              "info", "settle each remaining conflict (ONP4001): keep one side, then delete the markers", _NB, "port"))
+
+def _anchored(op: tuple, zk: list, ak: list, Z: list, A: list) -> tuple[int, int, int] | None:
+    "The new side's statements between the base's one before edit `op` and the one after (each found there once):"
+    " (from, to, indent shift); None where an anchor is not found once, or the edit is the whole region."
+    _, i1, i2, _, _ = op
+    p = 0 if i1 == 0 else ak.index(zk[i1 - 1]) + 1 if ak.count(zk[i1 - 1]) == 1 else None
+    q = len(ak) if i2 == len(zk) else ak.index(zk[i2]) if ak.count(zk[i2]) == 1 else None
+    if p is None or q is None or p > q or (i1 == 0 and i2 == len(zk)): return None
+    k, at = (i1 - 1, p - 1) if i1 else (i2, q)
+    return p, q, A[at][2] - Z[k][2]
+
+def depths(S: list) -> list[tuple[int, str]]:
+    "Each statement's key with its depth in the region: a statement the people re-nested (an `if` removed) is an edit."
+    return [(u[2] - min(v[2] for v in S), u[0]) for u in S]
+
+def fragment_compiles(lines: list[str]) -> bool:
+    "Whether whole statements cut from a method compile (in a function, each depth above the first's opened)."
+    st = code_statements(lines)
+    if not st: return st is not None
+    m = min(s[2] for s in st)
+    heads = ["def _():"] + ["    " + " " * (i - m) + "if 1:" for i in sorted({s[2] for s in st}) if i < st[0][2]]
+    try: compile("\n".join(heads + _shifted(lines, 4 - m)) + "\n", "<fragment>", "exec", dont_inherit=True)
+    except (SyntaxError, ValueError): return False
+    return True
+
+
+# %% ../../nbs/port/update_release.ipynb #9a7c0e03
+def _narrow_edits(Z: list, A: list, B: list) -> list[tuple] | None:
+    "Each people's edit as (from, to, lines, None: carried | the base's lines: a conflict); both sides' edits left out."
+    zk, ak, bk = ([u[0] for u in s] for s in (Z, A, B))
+    edits = []
+    for op in difflib.SequenceMatcher(None, depths(Z), depths(B), autojunk=False).get_opcodes():
+        if op[0] == "equal": continue
+        near = _anchored(op, zk, ak, Z, A)
+        if near and ak[near[0]:near[1]] == bk[op[3]:op[4]]: continue   # both sides made this edit: the new side's
+        if (at := _place(op, zk, ak, Z, A, B)) is not None:
+            edits.append((at[0], at[1], [l for u in B[op[3]:op[4]] for l in _shifted(u[1], at[2])], None)); continue
+        if near is None: return None
+        _, i1, i2, j1, j2 = op
+        edits.append((near[0], near[1], [l for u in B[j1:j2] for l in _shifted(u[1], near[2])],
+                      [l for u in Z[i1:i2] for l in u[1]]))
+    edits.sort(key=lambda e: e[:2])
+    if any(e[1] > f[0] or e[:2] == f[:2] for e, f in itertools.pairwise(edits)): return None   # two edits, one place
+    return edits
+
+def narrow_conflict(base: list[str], new: list[str], people: list[str]) -> list[tuple[Hunk, list[str]]] | None:
+    "A conflict as the new side's lines with the people's edits carried and only the statements both sides changed"
+    " left conflicts: (hunk, the people's lines it carries) each; None where it cannot (`_narrow_edits`, compiling)."
+    Z, A, B = (code_statements(x) for x in (base, new, people))
+    if Z is None or A is None or B is None or (edits := _narrow_edits(Z, A, B)) is None: return None
+    out, cur, own, pos = [], [], [], 0
+    for lo, hi, lines, was in edits:
+        cur += [l for u in A[pos:lo] for l in u[1]]
+        if was is None: cur, own, pos = cur + lines, own + lines, hi; continue
+        if cur: out.append((Hunk("omni", cur, omni=cur), own)); cur, own = [], []
+        out.append((Hunk("conflict", lines, omni=[l for u in A[lo:hi] for l in u[1]], npu=lines, base=was), []))
+        pos = hi
+    cur += [l for u in A[pos:] for l in u[1]]
+    if cur: out.append((Hunk("omni", cur, omni=cur), own))
+    if not all(fragment_compiles(h.omni) and fragment_compiles(h.npu) for h, _ in out if h.kind == "conflict"):
+        return None   # a conflict's side must be whole statements (a block header with its body), as merge3's are
+    lines, _ = render([h for h, _ in out], ("people", "new"), False, "comment")
+    return None if not fragment_compiles(lines) and fragment_compiles(new) else out
+
 
 # %% ../../nbs/port/update_release.ipynb #5e1a7c42
 _WORDS: dict = {}   # the sources' identity -> the identifiers they mention (the last stack asked)
@@ -546,7 +621,7 @@ def merge_method(m: MethodUpdate, base: str, new: str, people: str, labels: tupl
             m.people += len(_code_lines(own.get(id(h), [])))
             count_new(m, rest, *ascend)
         elif h.kind == "conflict": m.conflicts += 1
-    for code, h, _ in settled:
+    for code, h, _ in (x for x in settled if x[0]):   # a narrowed conflict's: said once
         what = next((l.strip() for l in h.base + h.lines if l.strip()), "")
         diags.append(port_diagnostic(code, f"{code_info(code).title}: {m.runner}.{m.name}: {what[:80]!r}"))
     for h, x in bound:
