@@ -27,13 +27,18 @@ SHARED_PORT = "real_release_port"   # the fixture whose work several files share
 # The files whose tests read every vllm-ascend release through `release_source` (a session fixture): on one worker, each
 # release is opened and read once (measured: 10.9 s CPU for their two heaviest tests together, 19.9 s apart).
 EVERY_RELEASE, EVERY_RELEASE_FILES = "every_vllm_ascend_release", ("tests/test_conformance.py", "tests/test_doctor.py")
-# The files that cost most, heaviest first (measured: `pytest -n 2 --junitxml`, each file's tests summed): a worker
-# starts on these, so no long file is left for the end while the other worker idles. Any other file follows, the ones
-# with more tests first (xdist's own order). Only the order of the work depends on this list, never a verdict.
-HEAVIEST = ("tests/test_docs_site.py", SHARED_PORT, EVERY_RELEASE, "tests/test_notebooks.py", "tests/test_sync.py",
-            "tests/test_bad_input.py", "tests/test_generalize.py", "tests/test_ops.py", "tests/test_workbook.py",
-            "tests/test_target_evidence.py", "tests/test_bench.py", "tests/test_audit.py",
-            "tests/test_translate_memory.py", "tests/test_cli.py")
+# The files that cost most, heaviest first (measured: each test's CPU, self and waited children, by a cpumeter plugin
+# over `pytest -n 2`, summed per scope: /work/notes/s9-suite/RESULTS.md): a worker starts on these, so no long file is
+# left for the end while the other worker idles (the longest first, each next one to the worker that frees first). Any
+# other file follows, the ones with more tests first (xdist's own order). Only the order of the work depends on this
+# list, never a verdict.
+HEAVIEST = (SHARED_PORT, "tests/test_docs_site.py", "tests/test_notebooks.py", "tests/test_generalize.py",
+            "tests/test_workbook.py", "tests/test_bench.py", "tests/test_file_faults.py", "tests/test_translate_memory.py",
+            EVERY_RELEASE, "tests/test_robustness.py", "tests/test_output_fits.py", "tests/test_port.py",
+            "tests/test_bad_input.py", "tests/test_sync.py", "tests/test_port_judge.py", "tests/test_translate.py",
+            "tests/test_ops.py", "tests/test_target.py", "tests/test_cli.py", "tests/test_first_hour.py",
+            "tests/test_port_update_release.py", "tests/test_target_evidence.py", "tests/test_jupyter.py",
+            "tests/test_port_judge_server.py")
 
 
 def heaviest_first(scopes: list) -> list:

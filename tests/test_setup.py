@@ -108,18 +108,18 @@ def test_pytest_n_2_hands_out_the_heaviest_files_first():
     from collections import OrderedDict
     from conftest import (EVERY_RELEASE, EVERY_RELEASE_FILES, HEAVIEST, SHARED_PORT, heaviest_first,
                           pytest_xdist_make_scheduler)
-    assert heaviest_first(["tests/test_port.py", "tests/test_x.py", "tests/test_sync.py", SHARED_PORT,
-                           "tests/test_docs_site.py"]) == ["tests/test_docs_site.py", SHARED_PORT, "tests/test_sync.py",
-                                                           "tests/test_port.py", "tests/test_x.py"]
+    given = ["tests/test_x.py", *reversed(HEAVIEST[:4]), "tests/test_y.py"]
+    assert heaviest_first(given) == [*HEAVIEST[:4], "tests/test_x.py", "tests/test_y.py"]   # the rest in the order given
     assert heaviest_first(["tests/test_b.py", "tests/test_a.py"]) == ["tests/test_b.py", "tests/test_a.py"]
     assert all(h in (SHARED_PORT, EVERY_RELEASE) or (ROOT / h).is_file() for h in HEAVIEST), "a file not there"
     assert all((ROOT / f).is_file() for f in EVERY_RELEASE_FILES)
     sched = pytest_xdist_make_scheduler(_XdistConfig("load"), None)
     sent = []
     node = type("Node", (), {"send_runtest_some": lambda self, idx: sent.append(idx)})()
-    sched.registered_collections = {node: ["tests/test_port.py::a", "tests/test_sync.py::b", "tests/test_sync.py::c"]}
+    light = "tests/test_layers.py"   # not in HEAVIEST: after any file that is, whatever the queue's order
+    assert light not in HEAVIEST and "tests/test_sync.py" in HEAVIEST
+    sched.registered_collections = {node: [f"{light}::a", "tests/test_sync.py::b", "tests/test_sync.py::c"]}
     sync = {"tests/test_sync.py::b": False, "tests/test_sync.py::c": False}
-    port = {"tests/test_port.py::a": False}
-    sched.workqueue = OrderedDict([("tests/test_port.py", port), ("tests/test_sync.py", sync)])
+    sched.workqueue = OrderedDict([(light, {f"{light}::a": False}), ("tests/test_sync.py", sync)])
     sched._assign_work_unit(node)
-    assert sent == [[1, 2]] and list(sched.workqueue) == ["tests/test_port.py"]
+    assert sent == [[1, 2]] and list(sched.workqueue) == [light]
