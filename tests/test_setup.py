@@ -109,7 +109,7 @@ def test_pytest_n_2_hands_out_the_heaviest_files_first():
     from conftest import (EVERY_RELEASE, EVERY_RELEASE_FILES, HEAVIEST, SHARED_PORT, heaviest_first,
                           pytest_xdist_make_scheduler)
     given = ["tests/test_x.py", *reversed(HEAVIEST[:4]), "tests/test_y.py"]
-    assert heaviest_first(given) == [*HEAVIEST[:4], "tests/test_x.py", "tests/test_y.py"]   # the rest in the order given
+    assert heaviest_first(given) == [*HEAVIEST[:4], "tests/test_x.py", "tests/test_y.py"]   # the rest: as given
     assert heaviest_first(["tests/test_b.py", "tests/test_a.py"]) == ["tests/test_b.py", "tests/test_a.py"]
     assert all(h in (SHARED_PORT, EVERY_RELEASE) or (ROOT / h).is_file() for h in HEAVIEST), "a file not there"
     assert all((ROOT / f).is_file() for f in EVERY_RELEASE_FILES)
