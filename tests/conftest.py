@@ -35,8 +35,8 @@ EVERY_RELEASE, EVERY_RELEASE_FILES = "every_vllm_ascend_release", ("tests/test_c
 HEAVIEST = (SHARED_PORT, "tests/test_docs_site.py", "tests/test_notebooks.py", "tests/test_generalize.py",
             "tests/test_workbook.py", "tests/test_bench.py", "tests/test_file_faults.py",
             "tests/test_translate_memory.py", EVERY_RELEASE, "tests/test_robustness.py", "tests/test_output_fits.py",
-            "tests/test_port.py",
-            "tests/test_bad_input.py", "tests/test_sync.py", "tests/test_port_judge.py", "tests/test_translate.py",
+            "tests/test_port.py", "tests/test_bad_input.py", "tests/test_sync.py", "tests/test_port_judge.py",
+            "tests/test_translate.py",
             "tests/test_ops.py", "tests/test_target.py", "tests/test_cli.py", "tests/test_first_hour.py",
             "tests/test_port_update_release.py", "tests/test_target_evidence.py", "tests/test_jupyter.py",
             "tests/test_port_judge_server.py")
