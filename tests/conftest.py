@@ -27,13 +27,23 @@ SHARED_PORT = "real_release_port"   # the fixture whose work several files share
 # The files whose tests read every vllm-ascend release through `release_source` (a session fixture): on one worker, each
 # release is opened and read once (measured: 10.9 s CPU for their two heaviest tests together, 19.9 s apart).
 EVERY_RELEASE, EVERY_RELEASE_FILES = "every_vllm_ascend_release", ("tests/test_conformance.py", "tests/test_doctor.py")
-# The files that cost most, heaviest first (measured: `pytest -n 2 --junitxml`, each file's tests summed): a worker
-# starts on these, so no long file is left for the end while the other worker idles. Any other file follows, the ones
-# with more tests first (xdist's own order). Only the order of the work depends on this list, never a verdict.
-HEAVIEST = ("tests/test_docs_site.py", SHARED_PORT, EVERY_RELEASE, "tests/test_notebooks.py", "tests/test_sync.py",
-            "tests/test_bad_input.py", "tests/test_generalize.py", "tests/test_ops.py", "tests/test_workbook.py",
-            "tests/test_target_evidence.py", "tests/test_bench.py", "tests/test_audit.py",
-            "tests/test_translate_memory.py", "tests/test_cli.py")
+# The files that torch.compile the same functions (the runtime/ops and bench/modes notebooks, test_ops' graph path)
+# or run the same small bench models (test_output_fits' bench views): on one worker, each is compiled and warmed once
+# and the later files find it done (measured in two whole runs: test_ops' two graph-path tests 0.5 + 0.6 s after the
+# notebooks on the same worker, 10.5 + 6.7 s on the other; test_output_fits' bench views 0.1 s each there, 1.2-2.3 s).
+COMPILED = "torch_compiled"
+COMPILED_FILES = ("tests/test_notebooks.py", "tests/test_ops.py", "tests/test_output_fits.py")
+# The files that cost most, heaviest first (measured: each test's CPU, self and waited children, by a cpumeter plugin
+# over `pytest -n 2`, summed per scope: /work/notes/s9-suite/RESULTS.md): a worker starts on these, so no long file is
+# left for the end while the other worker idles (the longest first, each next one to the worker that frees first). Any
+# other file follows, the ones with more tests first (xdist's own order). Only the order of the work depends on this
+# list, never a verdict.
+HEAVIEST = (COMPILED, SHARED_PORT, "tests/test_docs_site.py", "tests/test_generalize.py", "tests/test_workbook.py",
+            "tests/test_bench.py", "tests/test_file_faults.py", "tests/test_translate_memory.py", EVERY_RELEASE,
+            "tests/test_robustness.py", "tests/test_port.py", "tests/test_bad_input.py", "tests/test_sync.py",
+            "tests/test_port_judge.py", "tests/test_translate.py", "tests/test_target.py", "tests/test_cli.py",
+            "tests/test_first_hour.py", "tests/test_port_update_release.py", "tests/test_target_evidence.py",
+            "tests/test_jupyter.py", "tests/test_port_judge_server.py")
 
 
 def heaviest_first(scopes: list) -> list:
@@ -46,7 +56,8 @@ def heaviest_first(scopes: list) -> list:
 def pytest_xdist_make_scheduler(config, log):
     "`pytest -n N` without `--dist`: each test file goes whole to one worker (its module fixtures built once: the docs"
     " site, JupyterLab, an export); the files that use the real release port all go to one worker (the port made once),"
-    " as do those that read every vllm-ascend release (EVERY_RELEASE_FILES);"
+    " as do those that read every vllm-ascend release (EVERY_RELEASE_FILES) and those that compile the same functions"
+    " (COMPILED_FILES);"
     " the heaviest files are handed out first (`heaviest_first`)."
     given = config.invocation_params.args
     if config.getvalue("dist") != "load" or any(a == "-d" or a.startswith("--dist") for a in given): return None
@@ -67,6 +78,7 @@ def pytest_xdist_make_scheduler(config, log):
         def _split_scope(self, nodeid: str) -> str:
             path = nodeid.split("::")[0]
             if path in EVERY_RELEASE_FILES: return EVERY_RELEASE
+            if path in COMPILED_FILES: return COMPILED
             if path not in uses:
                 try: uses[path] = SHARED_PORT in (config.rootpath / path).read_text(encoding="utf-8")
                 except OSError: uses[path] = False

@@ -129,12 +129,22 @@ def test_profile_bad_env_exits_3(capsys, monkeypatch):
     assert "dtype" in capsys.readouterr().err
 
 
-def test_tour_runs_every_step_on_cpu(tmp_path):
-    env = {**__import__("os").environ, "OMNI_NPU_PORT_RUNTIME_BACKEND": "cpu", "COLUMNS": "200"}
-    r = subprocess.run([sys.executable, "-c", "import sys; from omni_npu_port.cli.main import main; sys.exit(main(['tour']))"],
-                       capture_output=True, text=True, env=env, timeout=300)
-    assert r.returncode == 0, r.stdout + r.stderr
-    out = r.stdout
+@pytest.fixture
+def platform_chosen_again():
+    "The runtime's platform is chosen afresh in the test (from the environment it sets) and again after it."
+    from omni_npu_port.runtime.platform import reset_platform
+    reset_platform()
+    yield
+    reset_platform()
+
+
+def test_tour_runs_every_step_on_cpu(tmp_path, monkeypatch, platform_chosen_again):
+    "The tour run by `main` in this process (the command's work, not an interpreter start), on the cpu backend."
+    from cli_helpers import run
+    monkeypatch.setenv("OMNI_NPU_PORT_RUNTIME_BACKEND", "cpu")
+    monkeypatch.setenv("COLUMNS", "200")
+    rc, out, err = run(["tour"])
+    assert rc == 0, out + err
     assert "backend: cpu" in out
     assert f"catalog: {len(CATALOG)} patterns" in out
     assert "gpu_runner_example.py for vllm-ascend==" in out and "+from vllm_ascend" in out and "more hunks" in out
@@ -143,12 +153,11 @@ def test_tour_runs_every_step_on_cpu(tmp_path):
     assert "every step ran" in out
 
 
-def test_tour_on_a_missing_npu_says_how_to_install_and_goes_on():
-    import os
-    env = {**os.environ, "OMNI_NPU_PORT_RUNTIME_BACKEND": "npu", "COLUMNS": "400"}
-    r = subprocess.run([sys.executable, "-c", "import sys; from omni_npu_port.cli.main import main; "
-                        "sys.exit(main(['tour', '--skip', 'benchmark', '--skip', 'translate']))"],
-                       capture_output=True, text=True, env=env, timeout=300)
-    assert r.returncode == 1 and "Traceback" not in r.stdout + r.stderr
-    assert "backend step failed" in r.stdout and "pip install 'omni-npu-port[npu]'" in r.stdout
-    assert "catalog:" in r.stdout  # the remaining steps still ran
+def test_tour_on_a_missing_npu_says_how_to_install_and_goes_on(monkeypatch, platform_chosen_again):
+    from cli_helpers import run
+    monkeypatch.setenv("OMNI_NPU_PORT_RUNTIME_BACKEND", "npu")
+    monkeypatch.setenv("COLUMNS", "400")
+    rc, out, err = run(["tour", "--skip", "benchmark", "--skip", "translate"])
+    assert rc == 1 and "Traceback" not in out + err
+    assert "backend step failed" in out and "pip install 'omni-npu-port[npu]'" in out
+    assert "catalog:" in out  # the remaining steps still ran

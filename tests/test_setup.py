@@ -91,12 +91,14 @@ def test_pytest_n_2_keeps_each_file_on_one_worker_and_the_real_port_files_togeth
     "`pytest -n 2`: conftest's scheduler sends a file whole to a worker, the files using the real release port to one;"
     " a --dist the user gives is theirs."
     pytest.importorskip("xdist")
-    from conftest import EVERY_RELEASE, SHARED_PORT, pytest_xdist_make_scheduler
+    from conftest import COMPILED, EVERY_RELEASE, SHARED_PORT, pytest_xdist_make_scheduler
     scope = pytest_xdist_make_scheduler(_XdistConfig("load"), None)._split_scope
     assert scope("tests/test_release.py::test_a") == scope("tests/test_port_wraps_inline.py::test_b[x]") == SHARED_PORT
     assert scope("tests/test_sync.py::test_a") == scope("tests/test_sync.py::test_b[1]") == "tests/test_sync.py"
     assert scope("tests/test_layers.py::test_a") == "tests/test_layers.py"
     assert scope("tests/test_conformance.py::test_a") == scope("tests/test_doctor.py::test_b") == EVERY_RELEASE
+    assert scope("tests/test_notebooks.py::test_notebook[runtime/ops]") == COMPILED
+    assert scope("tests/test_ops.py::test_a") == scope("tests/test_output_fits.py::test_b") == COMPILED
     assert pytest_xdist_make_scheduler(_XdistConfig("load", ["-n", "2", "--dist", "load"]), None) is None
     assert pytest_xdist_make_scheduler(_XdistConfig("loadfile"), None) is None
 
@@ -106,20 +108,21 @@ def test_pytest_n_2_hands_out_the_heaviest_files_first():
     " queue the scheduler hands out is reordered once, whole."
     pytest.importorskip("xdist")
     from collections import OrderedDict
-    from conftest import (EVERY_RELEASE, EVERY_RELEASE_FILES, HEAVIEST, SHARED_PORT, heaviest_first,
-                          pytest_xdist_make_scheduler)
-    assert heaviest_first(["tests/test_port.py", "tests/test_x.py", "tests/test_sync.py", SHARED_PORT,
-                           "tests/test_docs_site.py"]) == ["tests/test_docs_site.py", SHARED_PORT, "tests/test_sync.py",
-                                                           "tests/test_port.py", "tests/test_x.py"]
+    from conftest import (COMPILED, COMPILED_FILES, EVERY_RELEASE, EVERY_RELEASE_FILES, HEAVIEST, SHARED_PORT,
+                          heaviest_first, pytest_xdist_make_scheduler)
+    given = ["tests/test_x.py", *reversed(HEAVIEST[:4]), "tests/test_y.py"]
+    assert heaviest_first(given) == [*HEAVIEST[:4], "tests/test_x.py", "tests/test_y.py"]   # the rest: as given
     assert heaviest_first(["tests/test_b.py", "tests/test_a.py"]) == ["tests/test_b.py", "tests/test_a.py"]
-    assert all(h in (SHARED_PORT, EVERY_RELEASE) or (ROOT / h).is_file() for h in HEAVIEST), "a file not there"
-    assert all((ROOT / f).is_file() for f in EVERY_RELEASE_FILES)
+    groups = (SHARED_PORT, EVERY_RELEASE, COMPILED)
+    assert all(h in groups or (ROOT / h).is_file() for h in HEAVIEST), "a file not there"
+    assert all((ROOT / f).is_file() for f in EVERY_RELEASE_FILES + COMPILED_FILES)
     sched = pytest_xdist_make_scheduler(_XdistConfig("load"), None)
     sent = []
     node = type("Node", (), {"send_runtest_some": lambda self, idx: sent.append(idx)})()
-    sched.registered_collections = {node: ["tests/test_port.py::a", "tests/test_sync.py::b", "tests/test_sync.py::c"]}
+    light = "tests/test_layers.py"   # not in HEAVIEST: after any file that is, whatever the queue's order
+    assert light not in HEAVIEST and "tests/test_sync.py" in HEAVIEST
+    sched.registered_collections = {node: [f"{light}::a", "tests/test_sync.py::b", "tests/test_sync.py::c"]}
     sync = {"tests/test_sync.py::b": False, "tests/test_sync.py::c": False}
-    port = {"tests/test_port.py::a": False}
-    sched.workqueue = OrderedDict([("tests/test_port.py", port), ("tests/test_sync.py", sync)])
+    sched.workqueue = OrderedDict([(light, {f"{light}::a": False}), ("tests/test_sync.py", sync)])
     sched._assign_work_unit(node)
-    assert sent == [[1, 2]] and list(sched.workqueue) == ["tests/test_port.py"]
+    assert sent == [[1, 2]] and list(sched.workqueue) == [light]

@@ -29,10 +29,12 @@ def copy_project(dst: Path) -> Path:
     return dst
 
 
-def nbdev(tool: str, cwd: Path):
-    "Run an nbdev command (`nbdev_export` from nbdev.doclinks, `nbdev_clean` from nbdev.clean) in `cwd`."
+def nbdev(tool: str, cwd: Path, path: Path | None = None):
+    "Run an nbdev command (`nbdev_export` from nbdev.doclinks, `nbdev_clean` from nbdev.clean) in `cwd`, on every"
+    " notebook or on `path` only."
     mod = {"nbdev_export": "nbdev.doclinks", "nbdev_clean": "nbdev.clean"}[tool]
-    r = subprocess.run([sys.executable, "-c", f"from {mod} import {tool}; {tool}.__wrapped__()"],
+    arg = f"path={str(path)!r}" if path else ""
+    r = subprocess.run([sys.executable, "-c", f"from {mod} import {tool}; {tool}.__wrapped__({arg})"],
                        cwd=cwd, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, f"{tool} failed in a copy of the project:\n{r.stdout}{r.stderr}"
 
@@ -110,7 +112,7 @@ def test_sync_check_catches_a_hand_edit(exported, tmp_path):
     edited.write_text(edited.read_text() + "\n# hand edit\n")
     before = tmp_path / "before"
     shutil.copytree(work / SETTINGS["lib_path"], before)
-    nbdev("nbdev_export", work)
+    nbdev("nbdev_export", work, source_notebook(edited).resolve())   # its notebook: the export that puts it back
     assert changed_files(before, work / SETTINGS["lib_path"], "*") == [f"{edited.relative_to(work / SETTINGS['lib_path'])} (differs)"]
 
 
