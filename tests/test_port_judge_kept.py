@@ -77,3 +77,39 @@ def test_only_the_ports_own_files_are_pruned(tmp_path, monkeypatch):
     J.keep_ports("f" * 32, [])
     left = sorted(p.name for p in (tmp_path / "cache" / "ports").iterdir())
     assert left == [f"{keys[3]}.json", "f" * 32 + ".json", "notes.txt"]
+
+
+@pytest.fixture(scope="module")
+def early(tree, tmp_path_factory):  # noqa: F811
+    "The server asked for a module as its runner is ported (before the others are written), then for all of them."
+    root = tmp_path_factory.mktemp("early")
+    other = "vllm_omni.platforms.npu.worker.npu_ar_model_runner"   # imports the first: asked only once it is written
+    child = f"from {MOD} import OmniNPUModelRunner\n\nclass NPUAR(OmniNPUModelRunner):\n    def go(self):\n" \
+            "        return self.nowhere_either\n"
+    src, omni = tree / "src", tree / "omni"
+    ins = [src / "vllm_ascend/worker/model_runner_v1.py", omni / "vllm_omni/worker/gpu_model_runner.py"]
+    written = {MOD: dedent(PORT), other: child}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("OMNI_NPU_PORT_JUDGE_CACHE", str(root / "cache"))
+        args = (written, {m: ins for m in written}, [src, src, omni], omni, (str(ins[0]), NPU[1]))
+        want = J.judge_modules(*args)                      # one run (the inputs checked and kept)
+        extra = [str(p.resolve()) for p in (src, src, omni)]
+        warm = J.WarmJudge(extra, omni, list(written), J.warm_imports(ins))
+        try:
+            asked = [J.judge_early(warm, other, child), J.judge_early(warm, MOD, written[MOD]),
+                     J.judge_early(warm, other, child)]
+            got = J.judge_modules(*args, warm=warm)
+        finally: warm.close()
+    return want, got, asked
+
+
+def _findings(judged):
+    return {m: [sorted((d.code, d.line, d.message) for d in x) for x in (j.port, j.inherited, j.excluded)]
+            for m, j in judged[0].items()}
+
+
+@pytest.mark.slow
+def test_a_module_asked_early_gets_the_findings_of_one_run(early):
+    want, got, asked = early
+    assert asked == [False, True, True]        # the child waits for the module it imports; then both are asked
+    assert got[1].how == "server" and _findings(got) == _findings(want) and _findings(want)[MOD][0]

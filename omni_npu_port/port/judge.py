@@ -38,9 +38,9 @@ __all__ = ['CHECKER_PIN', 'CHECKER_TIMEOUT', 'NAME_RULES', 'JUDGED_RULES', 'JUDG
            'source_root', 'statement_at', 'statement_text', 'CheckerError', 'judged_code', 'checker_errors',
            'Exclusion', 'exclusion', 'excluded_by', 'call_at', 'called_method', 'signature_of', 'binds', 'JudgeContext',
            'module_attrs', 'input_key', 'cached_input', 'keep_input', 'ports_key', 'expect_key', 'content_named',
-           'kept_ports', 'expected_kept', 'keep_ports', 'warm_imports', 'WarmJudge', 'check_warm', 'Judgement',
-           'JudgeRun', 'judge_modules', 'input_errors', 'judge_ports', 'address_space_capped', 'spare_core',
-           'start_judge', 'judge_release', 'release_judge_lines', 'judge_class_port', 'judge_hand']
+           'kept_ports', 'expected_kept', 'keep_ports', 'warm_imports', 'WarmJudge', 'check_warm', 'judge_early',
+           'Judgement', 'JudgeRun', 'judge_modules', 'input_errors', 'judge_ports', 'address_space_capped',
+           'spare_core', 'start_judge', 'judge_release', 'release_judge_lines', 'judge_class_port', 'judge_hand']
 
 # %% ../../nbs/port/judge.ipynb #af5c32be
 register(
@@ -541,12 +541,13 @@ class WarmJudge:
     " it parses the sources the inputs import meanwhile; `check` asks it for the written modules' errors."
     def __init__(self, extra: list, omni_root: Path | None, modules: list[str], warm: str, exe: str | None = None,
                  inputs: list = ()):
-        self.modules, self.warming = list(modules), []
+        self.modules, self.warming, self.opened, self.early = list(modules), [], {}, []
         self.inputs = [Path(f).resolve() for f in inputs]   # a file URI is absolute
         exe = exe or find_checker()
         server = exe and Path(exe).with_name(Path(exe).name.replace("basedpyright", "basedpyright-langserver"))
         if not server or not server.is_file(): raise JudgeUnavailable("basedpyright-langserver is not installed")
         self.extra, self.dir = [str(e) for e in extra], tempfile.mkdtemp(prefix="omni-npu-port-judge-")
+        self.omni_root = omni_root
         self.root = Path(self.dir).resolve()
         _project(self.root, {m: "" for m in modules}, omni_root)   # the folders as the ports will have them
         write_atomic(self.root / "pyrightconfig.json", json.dumps(checker_config(self.extra)))
@@ -567,8 +568,14 @@ class WarmJudge:
             self._open(f, f.read_text(encoding="utf-8", errors="replace"))
             self.warming.append(self.server.ask("textDocument/diagnostic", {"textDocument": {"uri": f.as_uri()}}))
     def _open(self, f: Path, text: str) -> None:
-        self.server.notify("textDocument/didOpen", {"textDocument": {"uri": f.as_uri(), "languageId": "python",
-                                                                     "version": 1, "text": text}})
+        "Give the server a file's text: opened, or changed where it was opened with another text."
+        was, self.opened[f] = self.opened.get(f), text
+        if was is None:
+            self.server.notify("textDocument/didOpen", {"textDocument": {"uri": f.as_uri(), "languageId": "python",
+                                                                         "version": 1, "text": text}})
+        elif was != text:
+            self.server.notify("textDocument/didChange", {"textDocument": {"uri": f.as_uri(), "version": 2},
+                                                          "contentChanges": [{"text": text}]})
     def close(self) -> None: self._done()
 
 # %% ../../nbs/port/judge.ipynb #28cdcac1
@@ -580,6 +587,7 @@ def check_warm(self: WarmJudge, files: list, timeout: float = CHECKER_TIMEOUT) -
     if self.ready.is_alive() or self.error:
         raise JudgeUnavailable(self.error or "basedpyright-langserver did not start")
     for q in self.warming: self.server.notify("$/cancelRequest", {"id": q.id})   # the ports now: warming stops
+    self.early = []   # a module asked early is asked again (its answer then is at hand), never cancelled
     for f in files: self._open(Path(f).resolve(), Path(f).read_text(encoding="utf-8"))
     pull = lambda f: self.server.ask("textDocument/diagnostic",
                                      {"textDocument": {"uri": Path(f).resolve().as_uri()}})
@@ -593,6 +601,35 @@ def check_warm(self: WarmJudge, files: list, timeout: float = CHECKER_TIMEOUT) -
         found += [{"file": str(f), "severity": "error", "rule": d.get("code"), "message": d.get("message", ""),
                    "range": d["range"]} for d in got["result"].get("items", []) if d.get("severity") == 1]
     return [d for d in found if d["rule"] in JUDGED_RULES]
+
+# %% ../../nbs/port/judge.ipynb #f2c8b6d7
+def _imports_ported(text: str, module: str, ported) -> set[str]:
+    "The modules of `ported` that a module's text imports (absolute, or relative to its package)."
+    try: tree = ast.parse(text)
+    except (SyntaxError, ValueError): return set(ported)
+    pkg, out = module.split(".")[:-1], set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Import): out |= {a.name for a in n.names}
+        elif isinstance(n, ast.ImportFrom):
+            base = ".".join(pkg[:len(pkg) - n.level + 1] + ([n.module] if n.module else [])) if n.level else n.module
+            out |= {base, *(f"{base}.{a.name}" for a in n.names)} if base else set()
+    return out & set(ported)
+
+def judge_early(self: WarmJudge, module: str, text: str) -> bool:
+    "Ask the server for one written module's errors now (answer unread); False where it waits for a module it"
+    " imports, or the server is not up. A module that does not compile is never asked (`check_warm` skips it too)."
+    self.ready.join(CHECKER_TIMEOUT)
+    if self.ready.is_alive() or self.error or module not in self.modules or not compiles(text): return False
+    written = {m for m, f in _project_files(self.root, self.modules).items() if f in self.opened}
+    if _imports_ported(text, module, self.modules) - written - {module}: return False
+    f = _project(self.root, {module: text}, self.omni_root)[module].resolve()
+    self._open(f, text)
+    self.early.append(self.server.ask("textDocument/diagnostic", {"textDocument": {"uri": f.as_uri()}}))
+    return True
+
+def _project_files(root: Path, modules) -> dict:
+    return {m: (Path(root) / (m.replace(".", "/") + ".py")).resolve() for m in modules}
+
 
 # %% ../../nbs/port/judge.ipynb #08c473ad
 @dataclass
