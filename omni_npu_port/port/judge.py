@@ -450,13 +450,15 @@ def expected_kept(key: str) -> bool:
     try: return d is not None and kept_ports((d / f"{key}.expect").read_text(encoding="ascii").strip()) is not None
     except (OSError, ValueError): return False
 
-def keep_ports(key: str, found: list[dict], expect: str | None = None) -> None:
-    "Keep written modules' errors (and the pointer `expect` to them); at most KEPT_PORTS files (best effort: a cache)."
+def keep_ports(key: str, found: list[dict] | None, expect: str | None = None) -> None:
+    "Keep written modules' errors (None: kept already) and the pointer `expect` to them; at most KEPT_PORTS files"
+    " (best effort: a cache)."
     d = _ports_dir()
     if d is None: return
     try:
         claim_cache(d.parent, JUDGE_CACHE, owns_judge_entry); d.mkdir(exist_ok=True)
-        write_atomic(d / f"{key}.json", json.dumps(found))
+        if found is not None: write_atomic(d / f"{key}.json", json.dumps(found))
+        else: os.utime(d / f"{key}.json")   # read again: the last to go
         if expect: write_atomic(d / f"{expect}.expect", key)
         own = [f for f in d.iterdir() if _PORT_FILE.fullmatch(f.name) and f.is_file() and not f.is_symlink()]
         for f in sorted(own, key=lambda f: f.stat().st_mtime_ns)[:max(0, len(own) - KEPT_PORTS)]: f.unlink()
@@ -617,14 +619,16 @@ def _imports_ported(text: str, module: str, ported) -> set[str]:
 
 def judge_early(self: WarmJudge, module: str, text: str) -> bool:
     "Ask the server for one written module's errors now (answer unread); False where it waits for a module it"
-    " imports, or the server is not up. A module that does not compile is never asked (`check_warm` skips it too)."
-    self.ready.join(CHECKER_TIMEOUT)
+    " imports, or the server is not up yet (never waited for: it may run on the port's pool thread). A module that"
+    " does not compile is never asked (`check_warm` skips it too)."
     if self.ready.is_alive() or self.error or module not in self.modules or not compiles(text): return False
     written = {m for m, f in _project_files(self.root, self.modules).items() if f in self.opened}
     if _imports_ported(text, module, self.modules) - written - {module}: return False
     f = _project(self.root, {module: text}, self.omni_root)[module].resolve()
-    self._open(f, text)
-    self.early.append(self.server.ask("textDocument/diagnostic", {"textDocument": {"uri": f.as_uri()}}))
+    try:
+        self._open(f, text)
+        self.early.append(self.server.ask("textDocument/diagnostic", {"textDocument": {"uri": f.as_uri()}}))
+    except OSError: return False   # the server is gone: `check_warm` says so, or one run serves
     return True
 
 def _project_files(root: Path, modules) -> dict:
@@ -700,6 +704,7 @@ def _check(written: dict, todo: list, in_texts: dict, extra: list, omni_root: Pa
     " the ports and the inputs without kept results."
     key = ports_key(written, extra) if not todo and content_named(extra) else None
     if key is not None and (got := kept_ports(key)) is not None and {e.get("file") for e in got} <= set(written):
+        keep_ports(key, None, expect_key(written, in_texts.values(), extra))   # this code's pointer, where it was not
         files = {m: Path(m.replace(".", "/") + ".py") for m in written}   # not written: the paths only name them
         return files, {str(f): written[m] for m, f in files.items()}, [{**e, "file": str(files[e["file"]])}
                                                                         for e in got], "kept"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from concurrent.futures import as_completed
+import threading
 from pathlib import Path
 
 from ..core.diagnostics import code_info
@@ -112,14 +112,26 @@ def port_runners(jobs: list, workers: int | None = None, meanwhile=None, each=No
     try:
         with pool:
             got = [pool.submit(_port_job, i) for i in range(len(jobs))]   # the workers are forked by now
+            told = [_tell(f, each) for f in got] if each is not None else []   # while meanwhile runs, too
             if meanwhile is not None: meanwhile()          # so it may start threads (the judge's server)
-            for f in as_completed(got): _done(f.result(), each)
-            return [f.result() for f in got]
+            ports = [f.result() for f in got]
+            for t in told: t.wait()                        # every `each` has returned
+            return ports
     finally: _JOBS = []
 
 def _done(port: RunnerPort, each) -> RunnerPort:
     if each is not None: each(port)
     return port
+
+def _tell(f, each) -> threading.Event:
+    "Call `each` with a job's port once it is done (on the pool's thread); the event is set when `each` has returned."
+    told = threading.Event()
+    def call(f):
+        try:
+            if not f.cancelled() and f.exception() is None: each(f.result())
+        finally: told.set()
+    f.add_done_callback(call)
+    return told
 
 def release_meanwhile(ctx: PortContext, modules: list[str], gpus: list[str], inputs: list[str],
                       workers: int | None = 1):
