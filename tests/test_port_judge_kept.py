@@ -4,6 +4,7 @@ text, or a source given as a folder (whose content its name does not say), is ch
 Fixtures written here, reusing test_port_judge's tiny vllm / vllm_ascend / vllm_omni tree."""
 import os
 import shutil
+import threading
 from textwrap import dedent
 
 import pytest
@@ -102,6 +103,7 @@ def early(tree, tmp_path_factory):  # noqa: F811
             warm.ready.join(120)                           # up (`judge_early` never waits for it)
             asked = [J.judge_early(warm, other, child), J.judge_early(warm, MOD, written[MOD]),
                      J.judge_early(warm, other, child)]
+            asked.append(len(warm.early))                  # the child asked as soon as its base was, then again
             got = J.judge_modules(*args, warm=warm)
         finally: warm.close()
     return want, got, asked
@@ -115,5 +117,24 @@ def _findings(judged):
 @pytest.mark.slow
 def test_a_module_asked_early_gets_the_findings_of_one_run(early):
     want, got, asked = early
-    assert asked == [False, True, True]        # the child waits for the module it imports; then both are asked
+    assert asked == [False, True, True, 3]     # the child waits for the module it imports; then both are asked
     assert got[1].how == "server" and _findings(got) == _findings(want) and _findings(want)[MOD][0]
+
+
+def _job(i):
+    return i * 10
+
+
+def test_each_port_is_told_while_meanwhile_still_runs(monkeypatch, forks_alone):
+    "`port_runners(each=)`: each runner's port reaches `each` as its worker is done, before the parent's `meanwhile`"
+    " ends (so the judge asks for a module while the derived index is still built), and every one before it returns."
+    if not forks_alone: return   # another thread runs here: it ran, and passed, in a child pytest
+    from omni_npu_port.port import release as rel
+    monkeypatch.setattr(rel, "port_runner", _job)   # the forked workers inherit it
+    told, first = [], threading.Event()
+    def each(port): told.append(port); first.set()
+    def meanwhile(): assert first.wait(60)   # a port told before this ends
+    assert rel.port_runners([(0,), (1,), (2,)], 2, meanwhile, each) == [0, 10, 20]
+    assert sorted(told) == [0, 10, 20]
+    told.clear()
+    assert rel.port_runners([(0,), (1,)], 1, None, each) == [0, 10] and told == [0, 10]   # ported here: the same

@@ -543,7 +543,7 @@ class WarmJudge:
     " it parses the sources the inputs import meanwhile; `check` asks it for the written modules' errors."
     def __init__(self, extra: list, omni_root: Path | None, modules: list[str], warm: str, exe: str | None = None,
                  inputs: list = ()):
-        self.modules, self.warming, self.opened, self.early = list(modules), [], {}, []
+        self.modules, self.warming, self.opened, self.early, self.deferred = list(modules), [], {}, [], {}
         self.inputs = [Path(f).resolve() for f in inputs]   # a file URI is absolute
         exe = exe or find_checker()
         server = exe and Path(exe).with_name(Path(exe).name.replace("basedpyright", "basedpyright-langserver"))
@@ -619,16 +619,19 @@ def _imports_ported(text: str, module: str, ported) -> set[str]:
 
 def judge_early(self: WarmJudge, module: str, text: str) -> bool:
     "Ask the server for one written module's errors now (answer unread); False where it waits for a module it"
-    " imports, or the server is not up yet (never waited for: it may run on the port's pool thread). A module that"
-    " does not compile is never asked (`check_warm` skips it too)."
+    " imports (it is asked once they are), or the server is not up yet (never waited for: it may run on the port's"
+    " pool thread). A module that does not compile is never asked (`check_warm` skips it too)."
     if self.ready.is_alive() or self.error or module not in self.modules or not compiles(text): return False
     written = {m for m, f in _project_files(self.root, self.modules).items() if f in self.opened}
-    if _imports_ported(text, module, self.modules) - written - {module}: return False
-    f = _project(self.root, {module: text}, self.omni_root)[module].resolve()
+    if _imports_ported(text, module, self.modules) - written - {module}:
+        self.deferred[module] = text; return False   # asked once the modules it imports are
     try:
+        f = _project(self.root, {module: text}, self.omni_root)[module].resolve()
         self._open(f, text)
         self.early.append(self.server.ask("textDocument/diagnostic", {"textDocument": {"uri": f.as_uri()}}))
-    except OSError: return False   # the server is gone: `check_warm` says so, or one run serves
+    except OSError: return False   # a file not written, the server gone: `check_warm` says so, or one run serves
+    for m, t in list(self.deferred.items()):   # a module that waited for this one
+        if self.deferred.pop(m, None) is not None: judge_early(self, m, t)
     return True
 
 def _project_files(root: Path, modules) -> dict:
