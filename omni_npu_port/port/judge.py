@@ -447,8 +447,9 @@ def kept_ports(key: str) -> list[dict] | None:
 def expected_kept(key: str) -> bool:
     "Whether the pointer `key` names written modules' results that are kept."
     d = _ports_dir()
-    try: return d is not None and kept_ports((d / f"{key}.expect").read_text(encoding="ascii").strip()) is not None
+    try: got = (d / f"{key}.expect").read_text(encoding="ascii").strip() if d is not None else ""
     except (OSError, ValueError): return False
+    return bool(re.fullmatch(r"[0-9a-f]{32}", got)) and kept_ports(got) is not None
 
 def keep_ports(key: str, found: list[dict] | None, expect: str | None = None) -> None:
     "Keep written modules' errors (None: kept already) and the pointer `expect` to them; at most KEPT_PORTS files"
