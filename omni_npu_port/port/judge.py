@@ -405,11 +405,12 @@ KEPT_PORTS = 64                                 # files kept in `ports/` at most
 _PORT_FILE = re.compile(r"[0-9a-f]{32}\.(?:json|expect)")
 
 def _python_env() -> list[str]:
-    "This Python and its torch's release: what the checker reads besides the sources."
+    "This Python's environment (its prefix: `python` and `python3` name the same) and its torch's release: what the"
+    " checker reads besides the sources."
     from importlib.metadata import PackageNotFoundError, version
     try: torch = version("torch")
     except PackageNotFoundError: torch = "-"
-    return [sys.executable, torch]
+    return [sys.prefix, torch]
 
 def _hash(parts: list) -> str:
     return hashlib.sha256("\0".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:32]
