@@ -30,15 +30,17 @@ from ..core.diagnostics import Code, Diagnostic, code_info, register
 from ..core.io import cache_dir, claim_cache, write_atomic
 from ..sources.readers import UnreadableFile, open_source
 from .release_checks import compiles, statement_key
+from .translation import code_fingerprint
 
 # %% auto #0
-__all__ = ['CHECKER_PIN', 'CHECKER_TIMEOUT', 'NAME_RULES', 'JUDGED_RULES', 'JUDGE_CACHE', 'EXCLUSIONS', 'JUDGE_ERRORS',
-           'JudgeUnavailable', 'find_checker', 'checker_config', 'run_checker', 'owns_judge_entry', 'source_root',
-           'statement_at', 'statement_text', 'CheckerError', 'judged_code', 'checker_errors', 'Exclusion', 'exclusion',
-           'excluded_by', 'call_at', 'called_method', 'signature_of', 'binds', 'JudgeContext', 'module_attrs',
-           'input_key', 'cached_input', 'keep_input', 'warm_imports', 'WarmJudge', 'check_warm', 'Judgement',
-           'JudgeRun', 'judge_modules', 'input_errors', 'judge_ports', 'address_space_capped', 'spare_core',
-           'start_judge', 'judge_release', 'release_judge_lines', 'judge_class_port', 'judge_hand']
+__all__ = ['CHECKER_PIN', 'CHECKER_TIMEOUT', 'NAME_RULES', 'JUDGED_RULES', 'JUDGE_CACHE', 'EXCLUSIONS', 'KEPT_PORTS',
+           'JUDGE_ERRORS', 'JudgeUnavailable', 'find_checker', 'checker_config', 'run_checker', 'owns_judge_entry',
+           'source_root', 'statement_at', 'statement_text', 'CheckerError', 'judged_code', 'checker_errors',
+           'Exclusion', 'exclusion', 'excluded_by', 'call_at', 'called_method', 'signature_of', 'binds', 'JudgeContext',
+           'module_attrs', 'input_key', 'cached_input', 'keep_input', 'ports_key', 'expect_key', 'content_named',
+           'kept_ports', 'expected_kept', 'keep_ports', 'warm_imports', 'WarmJudge', 'check_warm', 'judge_early',
+           'Judgement', 'JudgeRun', 'judge_modules', 'input_errors', 'judge_ports', 'address_space_capped',
+           'spare_core', 'start_judge', 'judge_release', 'release_judge_lines', 'judge_class_port', 'judge_hand']
 
 # %% ../../nbs/port/judge.ipynb #af5c32be
 register(
@@ -123,8 +125,9 @@ _ENTRY = re.compile(r".+\.\d+\.\d+")          # NAME.SIZE.MTIME_NS: one archive'
 _TEMP_DIR = re.compile(r"\.tmp-judge-\w+")       # one being written
 
 def owns_judge_entry(name: str) -> bool:
-    "Whether a name in the judge cache is this tool's: an archive's folder, one being written, or the inputs' results."
-    return bool(_ENTRY.fullmatch(name) or _TEMP_DIR.fullmatch(name)) or name == "inputs"
+    "Whether a name in the judge cache is this tool's: an archive's folder, one being written, the inputs' or the"
+    " ports' results."
+    return bool(_ENTRY.fullmatch(name) or _TEMP_DIR.fullmatch(name)) or name in ("inputs", "ports")
 
 def _safe(rel: str) -> bool:
     return not rel.startswith("/") and ".." not in rel.split("/") and "\\" not in rel
@@ -168,10 +171,10 @@ def source_root(path) -> Path:
     return dest
 
 # %% ../../nbs/port/judge.ipynb #ea146c58
-def statement_at(tree: ast.Module, line: int) -> ast.stmt | None:
-    "The innermost statement holding `line` (1-based)."
+def statement_at(tree: ast.Module, line: int, stmts: list | None = None) -> ast.stmt | None:
+    "The innermost statement holding `line` (1-based); `stmts`: the tree's statements in `ast.walk` order, if known."
     best = None
-    for n in ast.walk(tree):
+    for n in ast.walk(tree) if stmts is None else stmts:
         if isinstance(n, ast.stmt) and n.lineno <= line <= (n.end_lineno or n.lineno):
             span = (n.end_lineno - n.lineno, -n.lineno)
             if best is None or span <= (best.end_lineno - best.lineno, -best.lineno): best = n
@@ -184,13 +187,14 @@ def statement_text(lines: list[str], node: ast.stmt) -> str:
     start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
     return "\n".join(lines[start - 1:max(end, node.lineno)])
 
-def _function_of(tree: ast.Module, line: int) -> str:
-    "The innermost function (Class.method) around a line, or `<module>`."
+def _function_of(tree: ast.Module, line: int, stmts: list | None = None) -> str:
+    "The innermost function (Class.method) around a line, or `<module>` (`stmts` as `statement_at` takes them)."
     best, cls = "<module>", {}
-    for n in ast.walk(tree):
+    stmts = list(ast.walk(tree)) if stmts is None else stmts
+    for n in stmts:
         if isinstance(n, ast.ClassDef):
             for b in n.body: cls[id(b)] = n.name
-    for n in ast.walk(tree):
+    for n in stmts:
         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.lineno <= line <= n.end_lineno:
             best = f"{cls[id(n)]}.{n.name}" if id(n) in cls else n.name
     return best
@@ -227,7 +231,7 @@ def judged_code(err: dict, lines: list[str]) -> str | None:
 # %% ../../nbs/port/judge.ipynb #650004c9
 def checker_errors(found: list[dict], texts: dict[str, str]) -> list[CheckerError]:
     "The judged errors among `found` in the files of `texts` (path -> text), each with its statement's key."
-    out, trees = [], {}
+    out, trees, stmts = [], {}, {}
     for err in found:
         path = str(Path(err.get("file", "")))
         if path not in texts: continue
@@ -237,13 +241,14 @@ def checker_errors(found: list[dict], texts: dict[str, str]) -> list[CheckerErro
         if path not in trees:
             try: trees[path] = ast.parse(texts[path])
             except SyntaxError: trees[path] = None
+            stmts[path] = [n for n in ast.walk(trees[path]) if isinstance(n, ast.stmt)] if trees[path] else []
         line, col = err["range"]["start"]["line"] + 1, err["range"]["start"]["character"] + 1
-        node = statement_at(trees[path], line) if trees[path] else None
+        node = statement_at(trees[path], line, stmts[path]) if trees[path] else None
         own = statement_text(lines, node) if node else (lines[line - 1] if line <= len(lines) else "")
         stmt = statement_key(own)
         first = re.sub(r'for class "[^"]*"', "", err["message"].splitlines()[0])   # the class differs: port vs input
         names = ",".join(re.findall(r'"([^"]+)"', first))
-        fn = _function_of(trees[path], line) if trees[path] else "<module>"
+        fn = _function_of(trees[path], line, stmts[path]) if trees[path] else "<module>"
         out.append(CheckerError(path, line, col, code, err["rule"], err["message"].splitlines()[0], names, stmt, fn))
     return out
 
@@ -394,6 +399,74 @@ def keep_input(key: str, errors: list[CheckerError]) -> None:
         write_atomic(d / f"{key}.json", json.dumps([asdict(e) for e in errors]))
     except OSError: pass
 
+# %% ../../nbs/port/judge.ipynb #b8e4d2f3
+_PORTS_FORMAT = "omni-npu-port judge ports 1"
+KEPT_PORTS = 64                                 # files kept in `ports/` at most (results and pointers): oldest go first
+_PORT_FILE = re.compile(r"[0-9a-f]{32}\.(?:json|expect)")
+
+def _python_env() -> list[str]:
+    "This Python's environment (its prefix: `python` and `python3` name the same) and its torch's release: what the"
+    " checker reads besides the sources."
+    from importlib.metadata import PackageNotFoundError, version
+    try: torch = version("torch")
+    except PackageNotFoundError: torch = "-"
+    return [sys.prefix, torch]
+
+def _hash(parts: list) -> str:
+    return hashlib.sha256("\0".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+def ports_key(written: dict[str, str], extra: list) -> str:
+    "The key of the written modules' results: each module's name and text, the checker, its rules, the sources, Python."
+    body = [f"{m}\0{t}" for m, t in sorted(written.items())]
+    return _hash([_PORTS_FORMAT, CHECKER_PIN, *JUDGED_RULES, *map(str, extra), *_python_env(), *body])
+
+def expect_key(modules, input_texts, extra: list) -> str:
+    "The key of the pointer to the last port's results: this package's code, the modules, the inputs' texts, sources."
+    return _hash([_PORTS_FORMAT, code_fingerprint(), CHECKER_PIN, *map(str, extra), *_python_env(),
+                  *sorted(set(modules)), *sorted(set(input_texts))])
+
+def content_named(extra: list) -> bool:
+    "Whether every source folder on the path is an archive's files in the judge cache (its name says its content)."
+    root = cache_dir(JUDGE_CACHE)
+    if root is None: return False
+    r = root.resolve()
+    return bool(extra) and all(Path(e).parent == r and _ENTRY.fullmatch(Path(e).name) for e in extra)
+
+
+# %% ../../nbs/port/judge.ipynb #c9f5e3a4
+def _ports_dir() -> Path | None:
+    root = cache_dir(JUDGE_CACHE)
+    return None if root is None else root / "ports"
+
+def kept_ports(key: str) -> list[dict] | None:
+    "The kept checker errors of written modules (each `file` its module's dotted name), or None."
+    d = _ports_dir()
+    try: got = json.loads((d / f"{key}.json").read_text(encoding="utf-8")) if d else None
+    except (OSError, ValueError): return None
+    return got if isinstance(got, list) and all(isinstance(e, dict) for e in got) else None
+
+def expected_kept(key: str) -> bool:
+    "Whether the pointer `key` names written modules' results that are kept."
+    d = _ports_dir()
+    try: got = (d / f"{key}.expect").read_text(encoding="ascii").strip() if d is not None else ""
+    except (OSError, ValueError): return False
+    return bool(re.fullmatch(r"[0-9a-f]{32}", got)) and kept_ports(got) is not None
+
+def keep_ports(key: str, found: list[dict] | None, expect: str | None = None) -> None:
+    "Keep written modules' errors (None: kept already) and the pointer `expect` to them; at most KEPT_PORTS files"
+    " (best effort: a cache)."
+    d = _ports_dir()
+    if d is None: return
+    try:
+        claim_cache(d.parent, JUDGE_CACHE, owns_judge_entry); d.mkdir(exist_ok=True)
+        if found is not None: write_atomic(d / f"{key}.json", json.dumps(found))
+        else: os.utime(d / f"{key}.json")   # read again: the last to go
+        if expect: write_atomic(d / f"{expect}.expect", key)
+        own = [f for f in d.iterdir() if _PORT_FILE.fullmatch(f.name) and f.is_file() and not f.is_symlink()]
+        for f in sorted(own, key=lambda f: f.stat().st_mtime_ns)[:max(0, len(own) - KEPT_PORTS)]: f.unlink()
+    except OSError: pass
+
+
 # %% ../../nbs/port/judge.ipynb #59f5c21b
 class _Server:
     "A basedpyright language server on pipes: `request` waits for its answer, the server's own requests are answered."
@@ -472,12 +545,13 @@ class WarmJudge:
     " it parses the sources the inputs import meanwhile; `check` asks it for the written modules' errors."
     def __init__(self, extra: list, omni_root: Path | None, modules: list[str], warm: str, exe: str | None = None,
                  inputs: list = ()):
-        self.modules, self.warming = list(modules), []
+        self.modules, self.warming, self.opened, self.early, self.deferred = list(modules), [], {}, [], {}
         self.inputs = [Path(f).resolve() for f in inputs]   # a file URI is absolute
         exe = exe or find_checker()
         server = exe and Path(exe).with_name(Path(exe).name.replace("basedpyright", "basedpyright-langserver"))
         if not server or not server.is_file(): raise JudgeUnavailable("basedpyright-langserver is not installed")
         self.extra, self.dir = [str(e) for e in extra], tempfile.mkdtemp(prefix="omni-npu-port-judge-")
+        self.omni_root = omni_root
         self.root = Path(self.dir).resolve()
         _project(self.root, {m: "" for m in modules}, omni_root)   # the folders as the ports will have them
         write_atomic(self.root / "pyrightconfig.json", json.dumps(checker_config(self.extra)))
@@ -498,8 +572,14 @@ class WarmJudge:
             self._open(f, f.read_text(encoding="utf-8", errors="replace"))
             self.warming.append(self.server.ask("textDocument/diagnostic", {"textDocument": {"uri": f.as_uri()}}))
     def _open(self, f: Path, text: str) -> None:
-        self.server.notify("textDocument/didOpen", {"textDocument": {"uri": f.as_uri(), "languageId": "python",
-                                                                     "version": 1, "text": text}})
+        "Give the server a file's text: opened, or changed where it was opened with another text."
+        was, self.opened[f] = self.opened.get(f), text
+        if was is None:
+            self.server.notify("textDocument/didOpen", {"textDocument": {"uri": f.as_uri(), "languageId": "python",
+                                                                         "version": 1, "text": text}})
+        elif was != text:
+            self.server.notify("textDocument/didChange", {"textDocument": {"uri": f.as_uri(), "version": 2},
+                                                          "contentChanges": [{"text": text}]})
     def close(self) -> None: self._done()
 
 # %% ../../nbs/port/judge.ipynb #28cdcac1
@@ -511,6 +591,7 @@ def check_warm(self: WarmJudge, files: list, timeout: float = CHECKER_TIMEOUT) -
     if self.ready.is_alive() or self.error:
         raise JudgeUnavailable(self.error or "basedpyright-langserver did not start")
     for q in self.warming: self.server.notify("$/cancelRequest", {"id": q.id})   # the ports now: warming stops
+    self.early = []   # a module asked early is asked again (its answer then is at hand), never cancelled
     for f in files: self._open(Path(f).resolve(), Path(f).read_text(encoding="utf-8"))
     pull = lambda f: self.server.ask("textDocument/diagnostic",
                                      {"textDocument": {"uri": Path(f).resolve().as_uri()}})
@@ -524,6 +605,40 @@ def check_warm(self: WarmJudge, files: list, timeout: float = CHECKER_TIMEOUT) -
         found += [{"file": str(f), "severity": "error", "rule": d.get("code"), "message": d.get("message", ""),
                    "range": d["range"]} for d in got["result"].get("items", []) if d.get("severity") == 1]
     return [d for d in found if d["rule"] in JUDGED_RULES]
+
+# %% ../../nbs/port/judge.ipynb #f2c8b6d7
+def _imports_ported(text: str, module: str, ported) -> set[str]:
+    "The modules of `ported` that a module's text imports (absolute, or relative to its package)."
+    try: tree = ast.parse(text)
+    except (SyntaxError, ValueError): return set(ported)
+    pkg, out = module.split(".")[:-1], set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Import): out |= {a.name for a in n.names}
+        elif isinstance(n, ast.ImportFrom):
+            base = ".".join(pkg[:len(pkg) - n.level + 1] + ([n.module] if n.module else [])) if n.level else n.module
+            out |= {base, *(f"{base}.{a.name}" for a in n.names)} if base else set()
+    return out & set(ported)
+
+def judge_early(self: WarmJudge, module: str, text: str) -> bool:
+    "Ask the server for one written module's errors now (answer unread); False where it waits for a module it"
+    " imports (it is asked once they are), or the server is not up yet (never waited for: it may run on the port's"
+    " pool thread). A module that does not compile is never asked (`check_warm` skips it too)."
+    if self.ready.is_alive() or self.error or module not in self.modules or not compiles(text): return False
+    written = {m for m, f in _project_files(self.root, self.modules).items() if f in self.opened}
+    if _imports_ported(text, module, self.modules) - written - {module}:
+        self.deferred[module] = text; return False   # asked once the modules it imports are
+    try:
+        f = _project(self.root, {module: text}, self.omni_root)[module].resolve()
+        self._open(f, text)
+        self.early.append(self.server.ask("textDocument/diagnostic", {"textDocument": {"uri": f.as_uri()}}))
+    except OSError: return False   # a file not written, the server gone: `check_warm` says so, or one run serves
+    for m, t in list(self.deferred.items()):   # a module that waited for this one
+        if self.deferred.pop(m, None) is not None: judge_early(self, m, t)
+    return True
+
+def _project_files(root: Path, modules) -> dict:
+    return {m: (Path(root) / (m.replace(".", "/") + ".py")).resolve() for m in modules}
+
 
 # %% ../../nbs/port/judge.ipynb #08c473ad
 @dataclass
@@ -559,7 +674,8 @@ class JudgeRun:
     inputs_checked: int = 0
     status: str = "judged"
     why: str = ""
-    how: str = ""              # server: the language server started before the port; run: one basedpyright run
+    how: str = ""              # server: the language server started before the port; run: one basedpyright run;
+                               # kept: the written modules' results kept from a port that wrote the same texts
 
 def _diag(e: CheckerError, code: str, rel: str, extra: str = "", record: str | None = None) -> Diagnostic:
     return Diagnostic(code, f"{code_info(e.code).name}: {e.message} "
@@ -588,8 +704,25 @@ def _project(tmp: Path, written: dict[str, str], omni_root: Path | None) -> dict
 # %% ../../nbs/port/judge.ipynb #531b345d
 def _check(written: dict, todo: list, in_texts: dict, extra: list, omni_root: Path | None, exe, timeout,
            warm: WarmJudge | None) -> tuple[dict, dict, list, str]:
-    "(module -> file, file -> text, the checker's errors, `server` or `run`): on the warm server where it serves these"
-    " modules and no input needs a check, else one basedpyright run over the ports and the inputs without kept results."
+    "(module -> file, file -> text, the checker's errors, `kept`, `server` or `run`): the written modules' kept results"
+    " where no input needs a check, else the warm server where it serves these modules, else one basedpyright run over"
+    " the ports and the inputs without kept results."
+    key = ports_key(written, extra) if not todo and content_named(extra) else None
+    if key is not None and (got := kept_ports(key)) is not None and {e.get("file") for e in got} <= set(written):
+        keep_ports(key, None, expect_key(written, in_texts.values(), extra))   # this code's pointer, where it was not
+        files = {m: Path(m.replace(".", "/") + ".py") for m in written}   # not written: the paths only name them
+        return files, {str(f): written[m] for m, f in files.items()}, [{**e, "file": str(files[e["file"]])}
+                                                                        for e in got], "kept"
+    files, texts, found, how = _checked(written, todo, in_texts, extra, omni_root, exe, timeout, warm)
+    if key is not None:   # the ports' errors by module, and the pointer a next port of the same inputs reads
+        module = {str(f): m for m, f in files.items()}
+        keep_ports(key, [{**e, "file": module[str(Path(e["file"]))]} for e in found if str(Path(e["file"])) in module],
+                   expect_key(written, in_texts.values(), extra))
+    return files, texts, found, how
+
+def _checked(written: dict, todo: list, in_texts: dict, extra: list, omni_root: Path | None, exe, timeout,
+             warm: WarmJudge | None) -> tuple[dict, dict, list, str]:
+    "The checker's errors of the written modules (and of the inputs in `todo`): on the warm server, else one run."
     if warm is not None and not todo and warm.extra == extra and sorted(warm.modules) == sorted(written):
         files = _project(warm.root, written, omni_root)
         texts = {str(f): written[m] for m, f in files.items()}
@@ -600,6 +733,7 @@ def _check(written: dict, todo: list, in_texts: dict, extra: list, omni_root: Pa
         files = _project(tmp, written, omni_root)
         texts = {str(f): written[m] for m, f in files.items()} | {f: in_texts[f] for f in todo}
         return files, texts, run_checker(tmp, [*files.values(), *todo], extra, exe, timeout), "run"
+
 
 # %% ../../nbs/port/judge.ipynb #6531f957
 def judge_modules(written: dict[str, str], inputs: dict[str, list], sources: list, omni_root=None,
@@ -724,7 +858,8 @@ def start_judge(judge: bool, ascend, vllm, omni, npu_base: tuple[str, str], modu
     "The judge's server, started before the runners are ported where the port will be judged: it reads the sources the"
     " inputs (`npu_base` module, the `gpus` classes' modules) import meanwhile, and checks the inputs where a core is"
     " spare (`spare_core(workers)`). None where it cannot start or would go unused: an input without kept results"
-    " (one run then, over the ports and those inputs)."
+    " (one run then, over the ports and those inputs), or the last port of these inputs by this code left its results"
+    " (`expected_kept`: the written texts decide after the port)."
     if not judge or os.environ.get("OMNI_NPU_PORT_JUDGE_SERVER", "").strip().lower() in ("0", "off", "no"): return None
     if address_space_capped(): return None   # its threads reserve arenas and stacks a capped process may not have
     try:
@@ -734,6 +869,7 @@ def start_judge(judge: bool, ascend, vllm, omni, npu_base: tuple[str, str], modu
         ins = [f for f in ins if f]
         texts = [Path(f).read_text(encoding="utf-8", errors="replace") for f in ins]
         if any(cached_input(input_key(t, extra)) is None for t in texts): return None   # `_check` runs once instead
+        if content_named(extra) and expected_kept(expect_key(modules, texts, extra)): return None   # likely kept
         return WarmJudge(extra, o, modules, warm_imports(ins), exe, ins if spare_core(workers) else ())
     except (OSError, ValueError, JudgeUnavailable): return None
 

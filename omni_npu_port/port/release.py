@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import threading
 from pathlib import Path
 
 from ..core.diagnostics import code_info
@@ -26,18 +27,18 @@ from .release_checks import (EXPLAINS, INLINED, LIVE_BY_CALL, REACHED, MethodChe
 from .context import PortContext
 from .derived_check import warm_derived
 from .pipeline import port_runner, run_batch
-from .judge import release_judge_lines, start_judge
+from .judge import judge_early, release_judge_lines, start_judge
 from .release_report import DEFAULT_OUT, REPORT_JSON, REPORT_MD, ReleasePort, check_release_out, \
     refuse_release_writes, release_html, release_markdown, release_summary, write_release
 
 # %% auto #0
-__all__ = ['port_runners', 'release_meanwhile', 'port_release', 'DEFAULT_LAYOUT', 'PORT_BYTES_PER_BYTE', 'Placement',
-           'ReleaseInputs', 'ReleaseRunners', 'choose_inputs', 'dotted_name', 'fetch_release', 'given_sources',
-           'history_from_sources', 'locate_base', 'named_gpu_bases', 'open_release', 'place_runners', 'release_runners',
-           'release_source', 'too_big_to_port', 'unpack_sdists', 'unreadable_runners', 'EXPLAINS', 'INLINED',
-           'LIVE_BY_CALL', 'REACHED', 'MethodCheck', 'RunnerPort', 'check_method', 'check_runner', 'compiles',
-           'has_edited_copy', 'in_port', 'line_keys', 'method_chunks', 'port_runner', 'port_statements', 'ported_mro',
-           'statement_key', 'DEFAULT_OUT', 'REPORT_JSON', 'REPORT_MD', 'ReleasePort', 'check_release_out',
+__all__ = ['port_runners', 'release_meanwhile', 'release_each', 'port_release', 'DEFAULT_LAYOUT', 'PORT_BYTES_PER_BYTE',
+           'Placement', 'ReleaseInputs', 'ReleaseRunners', 'choose_inputs', 'dotted_name', 'fetch_release',
+           'given_sources', 'history_from_sources', 'locate_base', 'named_gpu_bases', 'open_release', 'place_runners',
+           'release_runners', 'release_source', 'too_big_to_port', 'unpack_sdists', 'unreadable_runners', 'EXPLAINS',
+           'INLINED', 'LIVE_BY_CALL', 'REACHED', 'MethodCheck', 'RunnerPort', 'check_method', 'check_runner',
+           'compiles', 'has_edited_copy', 'in_port', 'line_keys', 'method_chunks', 'port_runner', 'port_statements',
+           'ported_mro', 'statement_key', 'DEFAULT_OUT', 'REPORT_JSON', 'REPORT_MD', 'ReleasePort', 'check_release_out',
            'refuse_release_writes', 'release_html', 'release_markdown', 'release_summary', 'write_release']
 
 # %% ../../nbs/port/release.ipynb #8c04aa0f
@@ -95,24 +96,42 @@ def _port_job(i: int) -> RunnerPort: return port_runner(*_JOBS[i])
 
 _JOBS: list = []
 
-def port_runners(jobs: list, workers: int | None = None, meanwhile=None) -> list[RunnerPort]:
+def port_runners(jobs: list, workers: int | None = None, meanwhile=None, each=None) -> list[RunnerPort]:
     ("Port the runners (`port_runner` arguments each): one after another, or in `workers` forked processes that share "
      "the")
     " sources already read (Linux). A derived runner needs only its bases' plans, never their ports: no runner waits."
-    " `meanwhile()` runs in this process while the workers port (before the runners, where they are ported here)."
+    " `meanwhile()` runs in this process while the workers port (before the runners, where they are ported here);"
+    " `each(port)` as each runner's port is done (the judge asks for its module's errors)."
     n = min(workers or 1, len(jobs))
     pool = worker_pool(n, fork_only=True) if n > 1 else None   # the workers inherit the jobs: forked only
     if pool is None:
         if meanwhile is not None: meanwhile()
-        return [port_runner(*j) for j in jobs]
+        return [_done(port_runner(*j), each) for j in jobs]
     global _JOBS
     _JOBS = jobs
     try:
         with pool:
-            got = pool.map(_port_job, range(len(jobs)))   # every job submitted: the workers are forked by now
+            got = [pool.submit(_port_job, i) for i in range(len(jobs))]   # the workers are forked by now
+            told = [_tell(f, each) for f in got] if each is not None else []   # while meanwhile runs, too
             if meanwhile is not None: meanwhile()          # so it may start threads (the judge's server)
-            return list(got)
+            ports = [f.result() for f in got]
+            for t in told: t.wait()                        # every `each` has returned
+            return ports
     finally: _JOBS = []
+
+def _done(port: RunnerPort, each) -> RunnerPort:
+    if each is not None: each(port)
+    return port
+
+def _tell(f, each) -> threading.Event:
+    "Call `each` with a job's port once it is done (on the pool's thread); the event is set when `each` has returned."
+    told = threading.Event()
+    def call(f):
+        try:
+            if not f.cancelled() and f.exception() is None: each(f.result())
+        finally: told.set()
+    f.add_done_callback(call)
+    return told
 
 def release_meanwhile(ctx: PortContext, modules: list[str], gpus: list[str], inputs: list[str],
                       workers: int | None = 1):
@@ -125,6 +144,10 @@ def release_meanwhile(ctx: PortContext, modules: list[str], gpus: list[str], inp
                                workers=min(workers or 1, len(modules)))   # basedpyright reads meanwhile
         warm_derived(vllm, ascend, inputs, ctx.derived_memo)
     return meanwhile
+
+def release_each(ctx: PortContext):
+    "What a release port does as each runner's port is done: the judge's server (if started) checks its module."
+    return lambda port: ctx.warm is not None and judge_early(ctx.warm, port.module, port.code)
 
 # %% ../../nbs/port/release.ipynb #28db13b6
 def port_release(omni: str, target: str | None = None, out: Path | str | None = None, history="auto", sources=(),
@@ -174,7 +197,7 @@ def port_release(omni: str, target: str | None = None, out: Path | str | None = 
             for g in runners.gpu]
     texts = [t for t in dict.fromkeys([*map(tree.module_source, homes), npu_base.module_text]) if t]
     meanwhile = release_meanwhile(ctx, [places[id(g)].module for g in runners.gpu], list(ported), texts, workers)
-    ports = port_runners(jobs, workers, meanwhile)   # the pipeline's per-class passes, each runner
+    ports = port_runners(jobs, workers, meanwhile, release_each(ctx))   # the per-class passes, each runner
     run = run_batch(ports, ctx)           # its batch passes: derived, the judge, over every written module at once
     derived = ctx.found.get("derived", [])
     skipped = [port_diagnostic("ONP4302", f"{code_info('ONP4302').title}: {dotted_name(c)} {why}", where=c.name)
