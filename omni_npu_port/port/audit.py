@@ -9,6 +9,7 @@ import ast
 import difflib
 import keyword
 import re
+from copy import deepcopy
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,15 +27,16 @@ from .ready import ready_index
 from .release import port_release
 from .release_inputs import locate_base, open_release, release_source
 from .runners import ClassGraph, find_runners, runner_bases
-from .translation import rules_for
+from .translation import module_imports, rules_for
 from .update_release import class_methods, previous_release, update_runners
 
 # %% auto #0
 __all__ = ['DRIFT_CODES', 'Finding', 'audit_target', 'conflict_view', 'Change', 'update_changes', 'method_at', 'by_method',
            'change_method', 'change_finding', 'method_keys', 'stream', 'base_method_stream', 'substantive', 'passed',
            'anchors', 'adapted', 'owed', 'outside', 'shape', 'statement_shapes', 'moved_blocks', 'new_methods',
-           'callers', 'run_by_copy', 'kept_copy', 'body_shapes', 'inline_in_copy', 'release_arg', 'AuditSides',
-           'gpu_gained', 'kept_lag', 'method_texts', 'anchor_pair', 'dropped_kept', 'kept_findings', 'missing_methods',
+           'callers', 'run_by_copy', 'kept_copy', 'body_shapes', 'inline_in_copy', 'platform_names', 'on_platform',
+           'module_bound', 'else_tests', 'inlined', 'other_forms', 'release_arg', 'AuditSides', 'gpu_gained',
+           'kept_lag', 'method_texts', 'anchor_pair', 'dropped_kept', 'kept_findings', 'missing_methods',
            'runner_findings', 'audit']
 
 # %% ../../nbs/port/audit.ipynb #42c12468
@@ -417,6 +419,83 @@ def inline_in_copy(m: str, gpu: dict, copy: dict) -> str | None:
         if body and c in copy and 2 * sum(s in set(body_shapes(copy[c])) for s in body) >= len(body): return c
     return None
 
+# %% ../../nbs/port/audit.ipynb #c297c70b
+def platform_names(rules) -> dict[str, str]:
+    "{leaf of each catalog GPU symbol the NPU side replaces under another name: its NPU leaf}, where it is one only."
+    out: dict[str, set] = {}
+    for g in rules.symbols:
+        n = rules.npu_symbol(g)
+        if n and n.rpartition(".")[2] != g.rpartition(".")[2]: out.setdefault(g.rpartition(".")[2], set()).add(n)
+    return {k: next(iter(v)).rpartition(".")[2] for k, v in out.items() if len(v) == 1}
+
+def on_platform(key: str, names: dict) -> str:
+    "A line's key with each catalog GPU name the translation left in it (a re-export it did not follow) as the NPU's."
+    return " ".join(names.get(t, t) for t in key.split(" "))
+
+def module_bound(text: str) -> set[str]:
+    "The names the module-level imports of a module bind (`port.translation.module_imports`)."
+    out = set()
+    for imp in module_imports(text):
+        for st in ast.parse(imp).body: out |= set(_binds(st))
+    return out
+
+_NEG = {ast.Is: ast.IsNot, ast.IsNot: ast.Is, ast.Eq: ast.NotEq, ast.NotEq: ast.Eq, ast.In: ast.NotIn,
+        ast.NotIn: ast.In}
+
+def _test_key(test: ast.expr, negate: bool = False) -> str:
+    "The key of `if TEST:`, or of `if` its negation as one writes it (`is`/`is not`, `==`/`!=`, `in`/`not in`, `not`)."
+    if negate and isinstance(test, ast.Compare) and len(test.ops) == 1 and type(test.ops[0]) in _NEG:
+        test = ast.Compare(test.left, [_NEG[type(test.ops[0])]()], test.comparators)
+    elif negate: test = test.operand if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) \
+        else ast.UnaryOp(ast.Not(), test)
+    return " ".join(code_tokens(f"if {ast.unparse(test)}:"))
+
+def else_tests(method: str | None) -> set[str]:
+    "Keys `if C :` of the negated test of each `if` of a method that has an `else:` branch (not an `elif`)."
+    try: tree = ast.parse(method or "")
+    except SyntaxError: return set()
+    return {_test_key(n.test, True) for n in ast.walk(tree) if isinstance(n, ast.If) and n.orelse
+            and not (len(n.orelse) == 1 and isinstance(n.orelse[0], ast.If))}
+
+# %% ../../nbs/port/audit.ipynb #ea15dc82
+class _Inline(ast.NodeTransformer):
+    def __init__(self, name, value): self.name, self.value = name, value
+    def visit_Name(self, n): return self.value if n.id == self.name else n
+
+def inlined(s: ast.stmt, body: list) -> tuple[str, ast.stmt] | None:
+    "(the key of `x = f(..A..)`, the second statement) where `s` is `x = A` and the next statement of `body` naming x"
+    " is `x = f(..x..)`, naming it once; None otherwise."
+    if not (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)): return None
+    x = s.targets[0].id
+    names = lambda t: [v for v in ast.walk(t) if isinstance(v, ast.Name) and v.id == x]
+    nxt = next((t for t in body[body.index(s) + 1:] if names(t)), None)
+    if not (isinstance(nxt, ast.Assign) and len(nxt.targets) == 1 and isinstance(nxt.targets[0], ast.Name)
+            and nxt.targets[0].id == x and len(names(nxt.value)) == 1): return None
+    return " ".join(code_tokens(f"{x} = {ast.unparse(_Inline(x, s.value).visit(deepcopy(nxt.value)))}")), nxt
+
+def _binds(n) -> list[str]: return [(a.asname or a.name).split(".")[0] for a in n.names]
+
+def other_forms(gpu: str | None, own: str, copy_method: str | None, copy_module: str, names: dict) -> set[str]:
+    "Keys of the lines of a GPU method (the update's) the copy's method (`own`, a `stream`) has in another form:"
+    " a catalog GPU name as the NPU's, an import the copy's module makes, `x = A; x = f(x)` as `x = f(A)`, and"
+    " `if C:` as the `else:` of `if not C:`."
+    try: tree = ast.parse(gpu or "")
+    except SyntaxError: return set()
+    lines, has = python_lines(gpu or ""), lambda k: f" {on_platform(k, names)} " in own
+    keys = lambda s: {k for l in lines[s.lineno - 1:s.end_lineno] if (k := " ".join(code_tokens(l)))}
+    out = {k for k in method_keys(gpu) if on_platform(k, names) != k and has(k)}
+    bound, negated = module_bound(copy_module), {on_platform(k, names) for k in else_tests(copy_method)}
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.Import, ast.ImportFrom)) and {names.get(b, b) for b in _binds(n)} <= bound:
+            out |= keys(n)
+        if isinstance(n, ast.If) and on_platform(_test_key(n.test), names) in negated \
+                and _test_key(n.test) == " ".join(code_tokens(lines[n.lineno - 1])):
+            out.add(_test_key(n.test))
+        for body in (getattr(n, f, None) for f in ("body", "orelse", "finalbody")):
+            for s in body if isinstance(body, list) else ():
+                if (got := inlined(s, body)) and has(got[0]): out |= keys(s) | keys(got[1])
+    return out
+
 # %% ../../nbs/port/audit.ipynb #01397a5d
 def release_arg(arg: str | None) -> str | None:
     "A release as `port --release` reads it; `vllm-omni==X` (as port and doctor take it) read as the version X."
@@ -457,6 +536,7 @@ class AuditSides:
     basis: str                   # `NEW from PREV`, for messages
     theirs: tuple = ()           # (Located, Symbol) of vllm NEW's, vllm PREV's and vllm-ascend's runner bases
     graph: object = None         # ClassGraph of the copy's source
+    names: dict = field(default_factory=dict)   # catalog GPU leaf -> the NPU's (`platform_names`)
 
     def their_stream(self, *names) -> str:
         "vllm's and vllm-ascend's own code of the methods `names`, one token stream each."
@@ -571,6 +651,7 @@ def runner_findings(r, sides: AuditSides, was: dict | None = None) -> list[Findi
             anchor = anchors(method_keys(was_port), method_keys(now_port)) if was_port and now_port else None
             elsewhere = set().union(*(v for x, v in shapes.items() if x != m))
             left = outside(now_port, own) | (moved_blocks(now_port, set(anchor), elsewhere) if anchor else set())
+            left |= other_forms(fresh.get(um) or fresh.get(m) or now_port, own, mine.get(m), text, sides.names)
             if (c := owed(c, own, sides.their_stream(m, um), anchor, left)) is not None:
                 out.append(change_finding(c, path, k or cls, m, sides.basis))
     out += missing_methods(r, b, sides, text, cls, path)
@@ -597,7 +678,7 @@ def audit(gpu: str, npu: str | None = None, prev: str | None = "auto", target: s
     runners, ups = update_runners(new, base, origin, "comment", lambda name, was: (set(), set()),
                                   ready_index(gb, nb), (nb, nb))
     sides = AuditSides(base, new, origin, f"{gtree.version or gpu} from {base.omni}", theirs,
-                       ClassGraph(SymbolIndex([ntree])))
+                       ClassGraph(SymbolIndex([ntree])), platform_names(rules_for(t.spec)))
     out = [Finding("ONP4124", f"{code_info('ONP4124').title}: GPU runners of vLLM-Omni {gtree.version or gpu}; NPU "
                    f"copy of {ntree.version or origin}; last in step in {base.omni} ({how}); both ports on "
                    f"vllm-ascend {t.asked} ({t.origin})", level="info")]
