@@ -2367,6 +2367,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                                       'omni_npu_port/port/update_release.py'),
                                                    'omni_npu_port.port.update_release._binding_conflict': ( 'port/update_release.html#_binding_conflict',
                                                                                                             'omni_npu_port/port/update_release.py'),
+                                                   'omni_npu_port.port.update_release._binding_only': ( 'port/update_release.html#_binding_only',
+                                                                                                        'omni_npu_port/port/update_release.py'),
                                                    'omni_npu_port.port.update_release._binds_at': ( 'port/update_release.html#_binds_at',
                                                                                                     'omni_npu_port/port/update_release.py'),
                                                    'omni_npu_port.port.update_release._calls_of': ( 'port/update_release.html#_calls_of',

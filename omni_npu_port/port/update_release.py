@@ -1288,6 +1288,24 @@ def _binds_at(text: str, name: str) -> set[int]:
     return at | {n.lineno - 1 for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))
                  and any((a.asname or a.name.split(".")[0]) == name for a in n.names)}
 
+# %% ../../nbs/port/update_release.ipynb #12716927
+def _binding_only(theirs: str, new: list[str], rows: tuple[int, int], wanted: set, lo: int, hi: int) -> tuple | None:
+    "The new port's statements in its hunk (`rows`: first, last line of `new`) that bind a wanted name (at `wanted`),"
+    " whole, as a unit that inserts them before the people's lines `lo`..`hi` where they open the hunk, else after."
+    try: tree = ast.parse(theirs)
+    except SyntaxError: return None
+    inside = [s for s in ast.walk(tree) if isinstance(s, ast.stmt) and rows[0] <= s.lineno - 1 <= s.end_lineno - 1
+              <= rows[1]]
+    keep = []
+    for w in sorted(x for x in wanted if rows[0] <= x <= rows[1]):
+        s = max((s for s in inside if s.lineno - 1 <= w <= s.end_lineno - 1), key=lambda s: s.end_lineno - s.lineno,
+                default=None)
+        if s is not None and s not in keep: keep.append(s)
+    if not keep: return None
+    keep.sort(key=lambda s: s.lineno)
+    at = lo if keep[0].lineno - 1 == rows[0] else hi
+    return at, at, [l for s in keep for l in new[s.lineno - 1:s.end_lineno]]
+
 # %% ../../nbs/port/update_release.ipynb #c071c84b
 def _conflict_unit(lines: list[str], at: tuple[int, int], name: str | None, row: int) -> tuple | None:
     "A comment-form conflict the hunk `at` (0-based module lines) touches, as (open, close + 1, its new port's side):"
@@ -1298,18 +1316,20 @@ def _conflict_unit(lines: list[str], at: tuple[int, int], name: str | None, row:
         if at[1] <= o or at[0] > e: continue
         if not c.commented: return (o, e + 1, None)   # markers: not Python, nothing to take
         live = o < row < k
-        binds = name is not None and name in {x for s in side_statements(c, 1) for x in binds(s)}
-        return (o, e + 1, list(c.omni) if live or binds else None)
+        bound = name is not None and name in {x for s in side_statements(c, 1) for x in binds(s)}
+        return (o, e + 1, list(c.omni) if live or bound else None)
     return None
 
-def judged_hunk(code: str, cls: str, new_code: str, line: int, name: str | None = None) -> tuple | str:
-    "The new port's version of the people's hunk of a method that the judge's error at `line` comes from, as (first,"
-    " end: 0-based module lines, its lines): the hunk its statement's edited lines are in, or (`name`: read unbound)"
-    " the one where only the new port binds it; why not (a string) where there is none."
+def judged_hunk(code: str, cls: str, new_code: str, line: int, name: str | None = None) -> list[tuple] | str:
+    "The new port's version of the people's hunk of a method that the judge's error at `line` comes from, as units"
+    " (first, end: 0-based module lines, its lines), the smallest first: the hunk its statement's edited lines are in,"
+    " or (`name`: read unbound) the one where only the new port binds it (first its binding statements alone, the"
+    " people's lines kept); why not (a string) where there is none."
     try: tree = ast.parse(code)
     except SyntaxError: return "the module does not parse"
     fn = _method_at(tree, cls, line)
     theirs = (class_methods(new_code, cls) or {}).get(fn.name) if fn else None
+    if fn is None: return "not in a method of the runner"
     if theirs is None: return "the new port has no such method"
     lines, start = python_lines(code), _start(fn)
     ind = " " * _indent(lines[fn.lineno - 1])
@@ -1332,8 +1352,9 @@ def judged_hunk(code: str, cls: str, new_code: str, line: int, name: str | None 
     c = _conflict_unit(lines, (lo, hi), name, line - 1)
     if c is not None:
         if c[2] is None: return "the hunk is part of a conflict whose new port's side does not fix it"
-        lo, hi, got = c
-    return lo, hi, got
+        return [c]
+    alone = _binding_only(theirs, new, (b[op[3]], b[op[4] - 1]), wanted, lo, hi) if hi > lo and not edited(op) else None
+    return [u for u in (alone, (lo, hi, got)) if u is not None]
 
 # %% ../../nbs/port/update_release.ipynb #fc2565ab
 def _apply(lines: list[str], units: list[tuple]) -> list[str]:
@@ -1343,8 +1364,8 @@ def _apply(lines: list[str], units: list[tuple]) -> list[str]:
     return out
 
 def repair_module(code: str, cls: str, new_code: str, found: list, ix) -> tuple[list[tuple], list[Diagnostic]]:
-    "The units (first, end, new lines, the finding) `judged_hunk` gives for the judge's errors `found` that compile"
-    " and add no ready finding when taken (the ready rules with `ix`); ONP4531 for the rest."
+    "The units (first, end, new lines, the finding) `judged_hunk` gives for the judge's errors `found`, for each the"
+    " smallest that compiles and adds no ready finding when taken (the ready rules with `ix`); ONP4531 for the rest."
     lines, units, said = python_lines(code), [], []
     wrong = len(ready_findings(code, ix, cls))
     say = lambda d, why: said.append(port_diagnostic("ONP4531", f"{code_info('ONP4531').title} ({why}): {d.where}: "
@@ -1355,14 +1376,17 @@ def repair_module(code: str, cls: str, new_code: str, found: list, ix) -> tuple[
         if isinstance(got, str):
             if not got.startswith("the new port has that statement"): say(d, got)
             continue   # the new port's own statement: not the people's edit, nothing to take
-        if any(u[:2] == got[:2] for u in units): continue   # one hunk, two errors
-        if any(u[0] < got[1] and got[0] < u[1] or got[0] == got[1] == u[0] for u in units):
-            say(d, "its hunk overlaps another one taken"); continue
-        text = "\n".join(_apply(lines, units + [got])) + "\n"
-        if not _compiles(text.split("\n")): say(d, "the new port's version does not compile here"); continue
-        if len(ready_findings(text, ix, cls)) > wrong:
-            say(d, "the new port's version reads a name this module does not bind"); continue
-        units.append((*got, d))
+        why = ""
+        for unit in got:
+            if any(u[:2] == unit[:2] for u in units): why = ""; break   # one hunk, two errors
+            if any(u[0] < unit[1] and unit[0] < u[1] or unit[0] == unit[1] == u[0] for u in units):
+                why = "its hunk overlaps another one taken"; continue
+            text = "\n".join(_apply(lines, units + [unit])) + "\n"
+            if not _compiles(text.split("\n")): why = "the new port's version does not compile here"; continue
+            if len(ready_findings(text, ix, cls)) > wrong:
+                why = "the new port's version reads a name this module does not bind"; continue
+            units.append((*unit, d)); why = ""; break
+        if why: say(d, why)
     return units, said
 
 # %% ../../nbs/port/update_release.ipynb #6a868b54
@@ -1389,7 +1413,8 @@ def _take(r, code: str, own: list, units: list[tuple], ix) -> None:
 def repair_judged(runners: list, new_port: ReleasePort, ix, rejudge, rounds: int = 2) -> list[Diagnostic] | None:
     "After the judge: each module's hunks the people edited where the judge finds an error taken from the new port"
     " (`repair_module`, ONP4530), judged again (`rejudge()`, its lines); a hunk whose taken lines the judge finds an"
-    " error in is put back (ONP4531) and the rest judged again, `rounds` judgements at most; None where none is taken."
+    " error in is put back (ONP4531) and the rest judged again, `rounds` judgements at most (an error none fixes is"
+    " said while the last one finds it); None where none is taken."
     from copy import copy
     todo, judged = {}, None
     for i, (r, fresh) in enumerate(zip(runners, new_port.runners)):
@@ -1414,6 +1439,9 @@ def repair_judged(runners: list, new_port: ReleasePort, ix, rejudge, rounds: int
                                     f"{u[3].message[:120]}", u[3].line, where=u[3].where) for u in bad]
             todo[i], again = (code, own, [u for u in units if u not in bad]), again or bool(bad)
         if not again: break
+    for r in runners:   # an error a hunk taken elsewhere fixed is said no more
+        left = {f"{e.where}: {e.message[:120]}" for e in (r.judge.port if r.judge is not None else [])}
+        r.diagnostics = [d for d in r.diagnostics if d.code != "ONP4531" or any(d.message.endswith(x) for x in left)]
     return judged
 
 # %% ../../nbs/port/update_release.ipynb #674244bf
