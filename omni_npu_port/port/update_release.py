@@ -1365,9 +1365,11 @@ def _apply(lines: list[str], units: list[tuple]) -> list[str]:
 
 def repair_module(code: str, cls: str, new_code: str, found: list, ix) -> tuple[list[tuple], list[Diagnostic]]:
     "The units (first, end, new lines, the finding) `judged_hunk` gives for the judge's errors `found`, for each the"
-    " smallest that compiles and adds no ready finding when taken (the ready rules with `ix`); ONP4531 for the rest."
+    " smallest that compiles and adds no finding of the ready rules (with `ix`) when taken; ONP4531 for the rest."
     lines, units, said = python_lines(code), [], []
-    wrong = len(ready_findings(code, ix, cls))
+    said_of = lambda text: {(d.code, re.sub(r"\d+", "#", d.message))   # numbers left out: lines move
+                            for d in ready_findings(text, ix, cls)}
+    wrong = said_of(code)
     say = lambda d, why: said.append(port_diagnostic("ONP4531", f"{code_info('ONP4531').title} ({why}): {d.where}: "
                                                      f"{d.message[:120]}", d.line, where=d.where))
     for d in sorted((d for d in found if d.line), key=lambda d: d.line):
@@ -1383,8 +1385,8 @@ def repair_module(code: str, cls: str, new_code: str, found: list, ix) -> tuple[
                 why = "its hunk overlaps another one taken"; continue
             text = "\n".join(_apply(lines, units + [unit])) + "\n"
             if not _compiles(text.split("\n")): why = "the new port's version does not compile here"; continue
-            if len(ready_findings(text, ix, cls)) > wrong:
-                why = "the new port's version reads a name this module does not bind"; continue
+            if said_of(text) - wrong:
+                why = "the ready rules find more wrong with the new port's version"; continue
             units.append((*unit, d)); why = ""; break
         if why: say(d, why)
     return units, said
@@ -1413,16 +1415,17 @@ def _take(r, code: str, own: list, units: list[tuple], ix) -> None:
 def repair_judged(runners: list, new_port: ReleasePort, ix, rejudge, rounds: int = 2) -> list[Diagnostic] | None:
     "After the judge: each module's hunks the people edited where the judge finds an error taken from the new port"
     " (`repair_module`, ONP4530), judged again (`rejudge()`, its lines); a hunk whose taken lines the judge finds an"
-    " error in is put back (ONP4531) and the rest judged again, `rounds` judgements at most (an error none fixes is"
-    " said while the last one finds it); None where none is taken."
+    " error in, or whose method has an error it lacked before, is put back (ONP4531) and the rest judged again,"
+    " `rounds` judgements at most (an error none fixes is said while the last one finds it); None where none is taken."
     from copy import copy
-    todo, judged = {}, None
+    todo, was, judged = {}, {}, None
     for i, (r, fresh) in enumerate(zip(runners, new_port.runners)):
         if r.judge is None or not r.judge.judged or not r.judge.port: continue
         units, said = repair_module(r.code, r.cls, fresh.code, r.judge.port, ix)
         r.diagnostics += said
         ours = {id(d) for d in r.judge.port + r.judge.excluded}
         if units: todo[i] = (r.code, [d for d in r.diagnostics if id(d) not in ours], units)
+        was[i] = {(e.where, e.message) for e in r.judge.port}
     if not todo: return None
     for k in range(rounds):
         for i, (code, own, units) in todo.items(): _take(runners[i], code, [copy(d) for d in own], units, ix)
@@ -1432,9 +1435,11 @@ def repair_judged(runners: list, new_port: ReleasePort, ix, rejudge, rounds: int
                 r.diagnostics, r.judge = [d for d in r.diagnostics if id(d) not in ours], None
         judged, again = rejudge(), False
         for i, (code, own, units) in (todo.items() if k < rounds - 1 else ()):
-            errs = [e.line for e in (runners[i].judge.port if runners[i].judge is not None else []) if e.line]
-            bad = [u for u, (a, b) in zip(units, _spans(units)) if any(a < e <= b for e in errs)]
-            why = "the judge finds an error in the new port's version"
+            errs = runners[i].judge.port if runners[i].judge is not None else []
+            worse = {e.where for e in errs if (e.where, e.message) not in was[i]}   # a method with an error it lacked
+            bad = [u for u, (a, b) in zip(units, _spans(units))
+                   if u[3].where in worse or any(e.line and a < e.line <= b for e in errs)]
+            why = "the judge finds an error in the new port's version, or one more in its method"
             own += [port_diagnostic("ONP4531", f"{code_info('ONP4531').title} ({why}): {u[3].where}: "
                                     f"{u[3].message[:120]}", u[3].line, where=u[3].where) for u in bad]
             todo[i], again = (code, own, [u for u in units if u not in bad]), again or bool(bad)
