@@ -2437,6 +2437,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                                  'omni_npu_port/port/update_release.py'),
                                                    'omni_npu_port.port.update_release._start': ( 'port/update_release.html#_start',
                                                                                                  'omni_npu_port/port/update_release.py'),
+                                                   'omni_npu_port.port.update_release._statement_only': ( 'port/update_release.html#_statement_only',
+                                                                                                          'omni_npu_port/port/update_release.py'),
                                                    'omni_npu_port.port.update_release._subset_side': ( 'port/update_release.html#_subset_side',
                                                                                                        'omni_npu_port/port/update_release.py'),
                                                    'omni_npu_port.port.update_release._take': ( 'port/update_release.html#_take',

@@ -1306,6 +1306,21 @@ def _binding_only(theirs: str, new: list[str], rows: tuple[int, int], wanted: se
     at = lo if keep[0].lineno - 1 == rows[0] else hi
     return at, at, [l for s in keep for l in new[s.lineno - 1:s.end_lineno]]
 
+# %% ../../nbs/port/update_release.ipynb #f67ebf17
+def _statement_only(theirs: str, new: list[str], rows: tuple[int, int], st: ast.stmt, lines: list[str]) -> tuple | None:
+    "The new port's statement in its hunk (`rows` of `new`) most like the people's simple statement `st` (at least"
+    " half alike), as a unit that replaces `st` alone; None where there is none."
+    if hasattr(st, "body"): return None   # a compound statement: its hunk whole
+    try: tree = ast.parse(theirs)
+    except SyntaxError: return None
+    ours = _key("\n".join(lines[st.lineno - 1:st.end_lineno]))
+    inside = [s for s in ast.walk(tree) if isinstance(s, ast.stmt) and not hasattr(s, "body")
+              and rows[0] <= s.lineno - 1 <= s.end_lineno - 1 <= rows[1]]
+    like = lambda s: difflib.SequenceMatcher(None, ours, _key("\n".join(new[s.lineno - 1:s.end_lineno]))).ratio()
+    best = max(inside, key=like, default=None)
+    if best is None or like(best) < 0.5: return None
+    return st.lineno - 1, st.end_lineno, new[best.lineno - 1:best.end_lineno]
+
 # %% ../../nbs/port/update_release.ipynb #c071c84b
 def _conflict_unit(lines: list[str], at: tuple[int, int], name: str | None, row: int) -> tuple | None:
     "A comment-form conflict the hunk `at` (0-based module lines) touches, as (open, close + 1, its new port's side):"
@@ -1323,8 +1338,8 @@ def _conflict_unit(lines: list[str], at: tuple[int, int], name: str | None, row:
 def judged_hunk(code: str, cls: str, new_code: str, line: int, name: str | None = None) -> list[tuple] | str:
     "The new port's version of the people's hunk of a method that the judge's error at `line` comes from, as units"
     " (first, end: 0-based module lines, its lines), the smallest first: the hunk its statement's edited lines are in,"
-    " or (`name`: read unbound) the one where only the new port binds it (first its binding statements alone, the"
-    " people's lines kept); why not (a string) where there is none."
+    " or (`name`: read unbound) the one where only the new port binds it (first the statement alone, or the binding"
+    " statements alone, the people's other lines kept); why not (a string) where there is none."
     try: tree = ast.parse(code)
     except SyntaxError: return "the module does not parse"
     fn = _method_at(tree, cls, line)
@@ -1353,8 +1368,10 @@ def judged_hunk(code: str, cls: str, new_code: str, line: int, name: str | None 
     if c is not None:
         if c[2] is None: return "the hunk is part of a conflict whose new port's side does not fix it"
         return [c]
-    alone = _binding_only(theirs, new, (b[op[3]], b[op[4] - 1]), wanted, lo, hi) if hi > lo and not edited(op) else None
-    return [u for u in (alone, (lo, hi, got)) if u is not None]
+    rows = (b[op[3]], b[op[4] - 1]) if op[4] > op[3] else None
+    alone = rows and hi > lo and (_statement_only(theirs, new, rows, st, lines) if edited(op) else
+                                  _binding_only(theirs, new, rows, wanted, lo, hi))
+    return [alone] if alone == (lo, hi, got) else [u for u in (alone, (lo, hi, got)) if u]
 
 # %% ../../nbs/port/update_release.ipynb #fc2565ab
 def _apply(lines: list[str], units: list[tuple]) -> list[str]:
