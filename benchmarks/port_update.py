@@ -80,10 +80,12 @@ def pair_rows(prev: str, new: str, workers: int, judge: bool = False) -> tuple[l
 
 
 def findings(u) -> dict[str, dict[str, int]]:
-    "Per runner, the ready rules' and the judge's findings (ONP4420-ONP4444) and the update's own ONP452x, by code."
+    "Per runner, the ready rules' and the judge's findings (ONP4420-ONP4444) and the update's own ONP452x-ONP453x,"
+    " by code."
     out = {}
     for r in u.port.runners:
-        got = [d.code for d in r.diagnostics if "ONP4420" <= d.code <= "ONP4444" or d.code.startswith("ONP452")]
+        got = [d.code for d in r.diagnostics
+               if "ONP4420" <= d.code <= "ONP4444" or d.code.startswith(("ONP452", "ONP453"))]
         out[r.cls] = {c: got.count(c) for c in sorted(set(got))}
     return out
 

@@ -37,7 +37,7 @@ from .conflicts import conflicts_in
 from .dataflow import binds, maybe_unbound, side_statements
 from .method import undefined_names
 from .judge import (JudgeUnavailable, _module_file, call_at, input_errors, judge_release,
-                                    release_judge_lines, source_root)
+                                    release_judge_lines, source_root, statement_at, statement_text)
 from .ready import ready_findings, ready_index, unbound_reads
 from .release import open_release, port_release
 from .release_inputs import given_sources, locate_base, release_runners, release_source
@@ -55,7 +55,8 @@ __all__ = ['RENAME_LIKENESS', 'omni_releases', 'previous_release', 'git_checkout
            'future_first', 'Inherited', 'derives_from', 'RunnerSides', 'assemble', 'import_units', 'keep_imports',
            'module_unbound', 'unbound_in', 'import_resolves', 'retarget_imports', 'placed_imports', 'update_runner',
            'ReleaseUpdate', 'update_markdown', 'update_summary', 'write_update', 'one_definition', 'update_runners',
-           'written_on', 'people_errors', 'keyword_drops', 'retake_calls', 'retake_judged', 'update_release']
+           'written_on', 'people_errors', 'keyword_drops', 'retake_calls', 'retake_judged', 'judged_hunk',
+           'repair_module', 'repair_judged', 'update_release']
 
 # %% ../../nbs/port/update_release.ipynb #bdef9fd3
 _NB = "port/update_release.ipynb"
@@ -1328,6 +1329,218 @@ def retake_judged(runners: list, new_port: ReleasePort, ix, rejudge) -> list[Dia
             r.diagnostics, r.judge = [d for d in r.diagnostics if id(d) not in judged], None
     return rejudge()
 
+# %% ../../nbs/port/update_release.ipynb #5725d418
+register(Code("ONP4530", "update-judged-repair", "update: the judge finds an error the people's edit of a method makes "
+              "on NEW (at the lines it edited, or a name the new port binds in lines it removed), and the new port's "
+              "version of that hunk judges clean: the new port's version is taken", "info", "check that NEW does "
+              "without the people's change there (their lines are gone); port it onto NEW's API if it is needed",
+              _NB, "port"),
+         Code("ONP4531", "update-judged-no-clean-side", "update: the judge finds an error the people's edit of a "
+              "method makes on NEW, and the new port's version of that hunk is no cleaner (the judge or the ready "
+              "rules find an error in it, or it does not compile): the people's edit is kept, the judge's finding "
+              "stands", "warning", "port the people's change onto NEW's API by hand; the message says why the new "
+              "port's version was not taken", _NB, "port"))
+
+_UNBOUND = re.compile(r'"(\w+)" is (?:not defined|possibly unbound|unbound)')
+
+def _code_rows(lines: list[str]) -> list[int]:
+    "The indices of a fragment's code lines (not blank, not a comment)."
+    return [i for i, l in enumerate(lines) if l.strip() and not l.lstrip().startswith("#")]
+
+def _method_at(tree: ast.Module, cls: str, line: int) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    "The method of class `cls` that holds a 1-based line."
+    node = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls), None)
+    return next((f for f in getattr(node, "body", []) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 and _start(f) < line <= f.end_lineno), None)
+
+def _binds_at(text: str, name: str) -> set[int]:
+    "The 0-based lines of a method's text where `name` is bound (assigned, a parameter, imported, a loop target)."
+    try: tree = ast.parse(text)
+    except SyntaxError: return set()
+    at = {n.lineno - 1 for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == name
+          and isinstance(n.ctx, ast.Store)}
+    at |= {n.lineno - 1 for n in ast.walk(tree) if isinstance(n, ast.arg) and n.arg == name}
+    return at | {n.lineno - 1 for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))
+                 and any((a.asname or a.name.split(".")[0]) == name for a in n.names)}
+
+# %% ../../nbs/port/update_release.ipynb #12716927
+def _binding_only(theirs: str, new: list[str], rows: tuple[int, int], wanted: set, lo: int, hi: int) -> tuple | None:
+    "The new port's statements in its hunk (`rows`: first, last line of `new`) that bind a wanted name (at `wanted`),"
+    " whole, as a unit that inserts them before the people's lines `lo`..`hi` where they open the hunk, else after."
+    try: tree = ast.parse(theirs)
+    except SyntaxError: return None
+    inside = [s for s in ast.walk(tree) if isinstance(s, ast.stmt) and rows[0] <= s.lineno - 1 <= s.end_lineno - 1
+              <= rows[1]]
+    keep = []
+    for w in sorted(x for x in wanted if rows[0] <= x <= rows[1]):
+        s = max((s for s in inside if s.lineno - 1 <= w <= s.end_lineno - 1), key=lambda s: s.end_lineno - s.lineno,
+                default=None)
+        if s is not None and s not in keep: keep.append(s)
+    if not keep: return None
+    keep.sort(key=lambda s: s.lineno)
+    at = lo if keep[0].lineno - 1 == rows[0] else hi
+    return at, at, [l for s in keep for l in new[s.lineno - 1:s.end_lineno]]
+
+# %% ../../nbs/port/update_release.ipynb #f67ebf17
+def _statement_only(theirs: str, new: list[str], rows: tuple[int, int], st: ast.stmt, lines: list[str]) -> tuple | None:
+    "The new port's statement in its hunk (`rows` of `new`) most like the people's simple statement `st` (at least"
+    " half alike), as a unit that replaces `st` alone; None where there is none."
+    if hasattr(st, "body"): return None   # a compound statement: its hunk whole
+    try: tree = ast.parse(theirs)
+    except SyntaxError: return None
+    ours = _key("\n".join(lines[st.lineno - 1:st.end_lineno]))
+    inside = [s for s in ast.walk(tree) if isinstance(s, ast.stmt) and not hasattr(s, "body")
+              and rows[0] <= s.lineno - 1 <= s.end_lineno - 1 <= rows[1]]
+    like = lambda s: difflib.SequenceMatcher(None, ours, _key("\n".join(new[s.lineno - 1:s.end_lineno]))).ratio()
+    best = max(inside, key=like, default=None)
+    if best is None or like(best) < 0.5: return None
+    return st.lineno - 1, st.end_lineno, new[best.lineno - 1:best.end_lineno]
+
+# %% ../../nbs/port/update_release.ipynb #c071c84b
+def _conflict_unit(lines: list[str], at: tuple[int, int], name: str | None, row: int) -> tuple | None:
+    "A comment-form conflict the hunk `at` (0-based module lines) touches, as (open, close + 1, its new port's side):"
+    " where the error (0-based `row`) is in its people's side, or its new side binds the unbound `name` (else no"
+    " side); None: it touches none."
+    for c in conflicts_in(lines):
+        o, k, e = c.at
+        if at[1] <= o or at[0] > e: continue
+        if not c.commented: return (o, e + 1, None)   # markers: not Python, nothing to take
+        live = o < row < k
+        bound = name is not None and name in {x for s in side_statements(c, 1) for x in binds(s)}
+        return (o, e + 1, list(c.omni) if live or bound else None)
+    return None
+
+def judged_hunk(code: str, cls: str, new_code: str, line: int, name: str | None = None) -> list[tuple] | str:
+    "The new port's version of the people's hunk of a method that the judge's error at `line` comes from, as units"
+    " (first, end: 0-based module lines, its lines), the smallest first: the hunk its statement's edited lines are in,"
+    " or (`name`: read unbound) the one where only the new port binds it (first the statement alone, or the binding"
+    " statements alone, the people's other lines kept); why not (a string) where there is none."
+    try: tree = ast.parse(code)
+    except SyntaxError: return "the module does not parse"
+    fn = _method_at(tree, cls, line)
+    theirs = (class_methods(new_code, cls) or {}).get(fn.name) if fn else None
+    if fn is None: return "not in a method of the runner"
+    if theirs is None: return "the new port has no such method"
+    lines, start = python_lines(code), _start(fn)
+    ind = " " * _indent(lines[fn.lineno - 1])
+    ours, new = lines[start:fn.end_lineno], [ind + l if l.strip() else l for l in theirs.rstrip("\n").split("\n")]
+    a, b = _code_rows(ours), _code_rows(new)
+    ops = difflib.SequenceMatcher(None, [_key(ours[i]) for i in a], [_key(new[j]) for j in b],
+                                  autojunk=False).get_opcodes()
+    st = statement_at(tree, line)
+    own = {i - start for i in range(st.lineno - 1, len(statement_text(lines, st).split("\n")) + st.lineno - 1)}
+    edited = lambda op: any(a[i] in own for i in range(op[1], op[2]))   # the statement's lines, edited
+    wanted = _binds_at(theirs, name) if name else set()
+    binding = lambda op: any(b[j] in wanted for j in range(op[3], op[4]))   # where only the new port binds `name`
+    ops = [op for op in ops if op[0] != "equal"]
+    hit = [op for op in ops if edited(op)] or [op for op in ops if binding(op)]
+    if not hit: return "the new port has that statement as it is" + (", and binds the name nowhere else" * bool(name))
+    op = hit[0]
+    lo = start + (a[op[1]] if op[2] > op[1] else a[op[1] - 1] + 1 if op[1] else 0)
+    hi = start + a[op[2] - 1] + 1 if op[2] > op[1] else lo
+    got = new[b[op[3]]:b[op[4] - 1] + 1] if op[4] > op[3] else []
+    c = _conflict_unit(lines, (lo, hi), name, line - 1)
+    if c is not None:
+        if c[2] is None: return "the hunk is part of a conflict whose new port's side does not fix it"
+        return [c]
+    rows = (b[op[3]], b[op[4] - 1]) if op[4] > op[3] else None
+    alone = rows and hi > lo and (_statement_only(theirs, new, rows, st, lines) if edited(op) else
+                                  _binding_only(theirs, new, rows, wanted, lo, hi))
+    return [alone] if alone == (lo, hi, got) else [u for u in (alone, (lo, hi, got)) if u]
+
+# %% ../../nbs/port/update_release.ipynb #fc2565ab
+def _apply(lines: list[str], units: list[tuple]) -> list[str]:
+    "The lines with each unit (first, end, new lines) put in place, the last first (the units do not overlap)."
+    out = list(lines)
+    for u in sorted(units, key=lambda u: u[0], reverse=True): out[u[0]:u[1]] = u[2]
+    return out
+
+def repair_module(code: str, cls: str, new_code: str, found: list, ix) -> tuple[list[tuple], list[Diagnostic]]:
+    "The units (first, end, new lines, the finding) `judged_hunk` gives for the judge's errors `found`, for each the"
+    " smallest that compiles and adds no finding of the ready rules (with `ix`) when taken; ONP4531 for the rest."
+    lines, units, said = python_lines(code), [], []
+    said_of = lambda text: {(d.code, re.sub(r"\d+", "#", d.message))   # numbers left out: lines move
+                            for d in ready_findings(text, ix, cls)}
+    wrong = said_of(code)
+    say = lambda d, why: said.append(port_diagnostic("ONP4531", f"{code_info('ONP4531').title} ({why}): {d.where}: "
+                                                     f"{d.message[:120]}", d.line, where=d.where))
+    for d in sorted((d for d in found if d.line), key=lambda d: d.line):
+        m = _UNBOUND.search(d.message or "") if d.code == "ONP4441" else None
+        got = judged_hunk(code, cls, new_code, d.line, m.group(1) if m else None)
+        if isinstance(got, str):
+            if not got.startswith("the new port has that statement"): say(d, got)
+            continue   # the new port's own statement: not the people's edit, nothing to take
+        why = ""
+        for unit in got:
+            if any(u[:2] == unit[:2] for u in units): why = ""; break   # one hunk, two errors
+            if any(u[0] < unit[1] and unit[0] < u[1] or unit[0] == unit[1] == u[0] for u in units):
+                why = "its hunk overlaps another one taken"; continue
+            text = "\n".join(_apply(lines, units + [unit])) + "\n"
+            if not _compiles(text.split("\n")): why = "the new port's version does not compile here"; continue
+            if said_of(text) - wrong:
+                why = "the ready rules find more wrong with the new port's version"; continue
+            units.append((*unit, d)); why = ""; break
+        if why: say(d, why)
+    return units, said
+
+# %% ../../nbs/port/update_release.ipynb #6a868b54
+def _spans(units: list[tuple]) -> list[tuple[int, int]]:
+    "Where each unit's new lines sit once all are taken: (first, end), 0-based, in the units' order."
+    at = {id(u): u[0] + sum(len(v[2]) - (v[1] - v[0]) for v in units if v[0] < u[0]) for u in units}
+    return [(at[id(u)], at[id(u)] + len(u[2])) for u in units]
+
+def _moved_line(line: int | None, units: list[tuple]) -> int | None:
+    "A 1-based line of a module after `units` were taken (None: a line the units replaced)."
+    if line is None or any(u[0] < line <= u[1] for u in units): return None
+    return line + sum(len(u[2]) - (u[1] - u[0]) for u in units if u[1] < line or u[0] == u[1] < line)
+
+def _take(r, code: str, own: list, units: list[tuple], ix) -> None:
+    "Runner `r` rewritten as `code` with `units` taken: `own` (its findings but the judge's) moved, ready rules rerun."
+    for d in own: d.line = _moved_line(d.line, units)
+    r.code = "\n".join(_apply(python_lines(code), units)).rstrip("\n") + "\n"
+    r.not_ready = ready_findings(r.code, ix, r.cls)
+    said = [port_diagnostic("ONP4530", f"{code_info('ONP4530').title}: {u[3].where}: {u[3].message[:120]}", s[0] + 1,
+                            where=u[3].where) for u, s in zip(units, _spans(units))]
+    r.diagnostics = [d for d in own if d.code not in _READY_CODES] + said + r.not_ready
+
+# %% ../../nbs/port/update_release.ipynb #f2f561c0
+def repair_judged(runners: list, new_port: ReleasePort, ix, rejudge, rounds: int = 2) -> list[Diagnostic] | None:
+    "After the judge: each module's hunks the people edited where the judge finds an error taken from the new port"
+    " (`repair_module`, ONP4530), judged again (`rejudge()`, its lines); a hunk whose taken lines the judge finds an"
+    " error in, or whose method has an error it lacked before, is put back (ONP4531) and the rest judged again,"
+    " `rounds` judgements at most (an error none fixes is said while the last one finds it); None where none is taken."
+    from copy import copy
+    todo, was, judged = {}, {}, None
+    for i, (r, fresh) in enumerate(zip(runners, new_port.runners)):
+        if r.judge is None or not r.judge.judged or not r.judge.port: continue
+        units, said = repair_module(r.code, r.cls, fresh.code, r.judge.port, ix)
+        r.diagnostics += said
+        ours = {id(d) for d in r.judge.port + r.judge.excluded}
+        if units: todo[i] = (r.code, [d for d in r.diagnostics if id(d) not in ours], units)
+        was[i] = {(e.where, e.message) for e in r.judge.port}
+    if not todo: return None
+    for k in range(rounds):
+        for i, (code, own, units) in todo.items(): _take(runners[i], code, [copy(d) for d in own], units, ix)
+        for r in runners:   # judged again, all together: each module's earlier findings go
+            if r.judge is not None:
+                ours = {id(d) for d in r.judge.port + r.judge.excluded}
+                r.diagnostics, r.judge = [d for d in r.diagnostics if id(d) not in ours], None
+        judged, again = rejudge(), False
+        for i, (code, own, units) in (todo.items() if k < rounds - 1 else ()):
+            errs = runners[i].judge.port if runners[i].judge is not None else []
+            worse = {e.where for e in errs if (e.where, e.message) not in was[i]}   # a method with an error it lacked
+            bad = [u for u, (a, b) in zip(units, _spans(units))
+                   if u[3].where in worse or any(e.line and a < e.line <= b for e in errs)]
+            why = "the judge finds an error in the new port's version, or one more in its method"
+            own += [port_diagnostic("ONP4531", f"{code_info('ONP4531').title} ({why}): {u[3].where}: "
+                                    f"{u[3].message[:120]}", u[3].line, where=u[3].where) for u in bad]
+            todo[i], again = (code, own, [u for u in units if u not in bad]), again or bool(bad)
+        if not again: break
+    for r in runners:   # an error a hunk taken elsewhere fixed is said no more
+        left = {f"{e.where}: {e.message[:120]}" for e in (r.judge.port if r.judge is not None else [])}
+        r.diagnostics = [d for d in r.diagnostics if d.code != "ONP4531" or any(d.message.endswith(x) for x in left)]
+    return judged
+
 # %% ../../nbs/port/update_release.ipynb #674244bf
 def update_release(new: str, prev: str | None = "auto", target: str | None = None, out: Path | str | None = None,
                    sources=(), prefer: str = "comment", force: bool = False, progress=None,
@@ -1385,6 +1598,7 @@ def _update_from(new, tree, prev, how, git, target, prev_target, judge, kw) -> R
     rejudge = lambda: _judge_update(runners, new_port, tree, judge, sources, progress, cache_dir, index, known)
     judged = rejudge()
     judged = (retake_judged(runners, new_port, ix, rejudge) if judge else None) or judged
+    judged = (repair_judged(runners, new_port, ix, rejudge) if judge else None) or judged
     said = port_diagnostic("ONP4500", f"{code_info('ONP4500').title}: vLLM-Omni {base_port.omni} "
                            f"({'' if git else prev_origin + '; '}{how}), "
                            f"its port on vllm-ascend {base_port.vllm_ascend} the merge's base")
