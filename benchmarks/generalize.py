@@ -396,16 +396,16 @@ def doctor_job(cls: str, source: str, expect_version: str | None, package: str) 
             "summary": s.get("summary"), "errors": [(r["stderr"].strip().splitlines() or [""])[-1]] if r["refused"] else []}
 
 
-def versionless(tree: Path) -> Path:
-    "A copy of a fixture tree without its version files, as a git checkout comes (in a new temporary folder)."
-    dest = Path(tempfile.mkdtemp(prefix="onp-versionless-")) / tree.name
+def versionless(tree: Path, tmp: Path | None = None) -> Path:
+    "A copy of a fixture tree without its version files, as a git checkout comes (a new temporary folder in `tmp`)."
+    dest = Path(tempfile.mkdtemp(prefix="onp-versionless-", dir=tmp)) / tree.name
     shutil.copytree(tree, dest, ignore=shutil.ignore_patterns("_version.py", "version.py", "__pycache__"))
     return dest
 
 
-def fixture_jobs(quick: bool = False, judge: bool = True, releases: bool = True) -> list[tuple]:
-    ("Every fixture job: (function, args); `quick`: the first job of each class and kind only; not `judge`: class ports"
-     " with --no-judge; not `releases`: audits on the fixture stack (--source) from omni_old (--from), no real release.")
+def fixture_jobs(quick: bool = False, judge: bool = True, releases: bool = True, tmp: Path | None = None) -> list:
+    ("Every fixture job: (function, args); `quick`: the first job of each class and kind only; not `judge`: class "
+     "ports with --no-judge; not `releases`: audits on the fixture stack (--source) from omni_old (--from).")
     v, a = STACK / "vllm", STACK / "vllm_ascend"
     no_judge = () if judge else ("--no-judge",)
     audit_extra = () if releases else ("--source", v, a, "--from", STACK / "omni_old")
@@ -436,7 +436,7 @@ def fixture_jobs(quick: bool = False, judge: bool = True, releases: bool = True)
         npu_ar = next(f for f in o.rglob("npu_ar_model_runner.py"))
         gpu_ar = o / "vllm_omni" / "worker" / "gpu_ar_model_runner.py"
         jobs.append((audit_job, (cls, gpu_ar, npu_ar, idx, audit_extra)))   # files
-    bare = versionless(a)   # the fixture states its version; a git checkout states none
+    bare = versionless(a, tmp)   # the fixture states its version; a git checkout states none
     jobs += [(doctor_job, ("versionless", str(bare), None, "vllm_ascend")),
              (doctor_job, ("versionless", f"{bare}@0.18.0", "0.18.0", "vllm_ascend")),
              (doctor_job, ("versionless", str(v), "0.18.0", "vllm"))]
@@ -577,11 +577,12 @@ def main(argv=None) -> int:
     ap.add_argument("--pypi", action="store_true", help="every vLLM-Omni release on PyPI (slow; --releases limits it)")
     ap.add_argument("--releases", nargs="+", help="vLLM-Omni releases for --pypi (default: every one port_quality records)")
     ap.add_argument("--quick", action="store_true", help="--fixtures: the first job of each class and kind only (the test's)")
-    ap.add_argument("--no-judge", action="store_true", help="--fixtures: class ports with `port --no-judge` (no basedpyright"
-                    " run; nothing here reads its verdict)")
-    ap.add_argument("--no-releases", action="store_true", help="--fixtures: audits port on the fixture's own vllm / "
-                    "vllm-ascend (--source) from its older tree omni_old (--from), not on the real releases `--from auto` "
-                    "and the fixture's stated version 0.18.0 fetch")
+    ap.add_argument("--no-judge", action="store_true",
+                    help="--fixtures: class ports with `port --no-judge` (no basedpyright run; nothing reads its "
+                         "verdict)")
+    ap.add_argument("--no-releases", action="store_true",
+                    help="--fixtures: audits port on the fixture's own vllm / vllm-ascend (--source) from its "
+                         "older tree omni_old (--from), not on the real releases `--from auto` fetches")
     ap.add_argument("--no-similarity", action="store_true", help="--pypi: skip port_quality's similarity measure")
     ap.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1, help="commands run at once (default: CPUs)")
     ap.add_argument("--library", metavar="DIR", help="run the commands with the omni_npu_port package under DIR (e.g. "
@@ -597,7 +598,8 @@ def main(argv=None) -> int:
     report = {"target": TARGET, "library": LIBRARY or str(ROOT), "gpu_symbols": sorted(gpu_symbols())}
     t0 = time.perf_counter()
     if args.fixtures or not args.pypi:
-        results = run_jobs(fixture_jobs(args.quick, not args.no_judge, not args.no_releases), args.jobs)
+        with tempfile.TemporaryDirectory(prefix="onp-generalize-") as d:   # the versionless copy goes with it
+            results = run_jobs(fixture_jobs(args.quick, not args.no_judge, not args.no_releases, Path(d)), args.jobs)
         report["fixtures"] = {"results": results, **summarize(results, CLASSES)}
         print_table("fixtures (tests/fixtures/generalize): targets silent 0, refused 0, unparsable 0", report["fixtures"])
         if args.details: print_details(results)

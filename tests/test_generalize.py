@@ -105,7 +105,7 @@ def test_fixture_part_report_covers_every_class(gen, tmp_path, monkeypatch):
         assert key in fx["overall"]
     for key in ("silent_gpuisms", "refusals", "unparsable"):
         assert fx["overall"][key] == sum(row[key] for row in fx["per_class"].values())
-    audits = [r for r in fx["results"] if r["kind"] == "audit"]   # on the fixture stack, from omni_old: each one answers
+    audits = [r for r in fx["results"] if r["kind"] == "audit"]   # on the fixture stack, from omni_old: each answers
     assert len(audits) == 2 and all(r["refusals"] == 0 and r["findings"] for r in audits), audits
     for r in fx["results"]:       # a refusal is counted once per error it records (a translate refusal may record none)
         assert isinstance(r["refusals"], int) and "errors" in r
