@@ -35,6 +35,7 @@ OMNI_RUNNERS, and the port's similarity to the hand copies as port_quality measu
 
 Targets (issue 13): silent GPU-isms 0, refusals 0, unparsable --prefer outputs 0, on the fixtures and every release.
 Run:  .venv/bin/python benchmarks/generalize.py [--fixtures] [--pypi [--releases 0.16.0 0.18.0]] [-j N] [--library DIR] [--json F]
+      [--no-judge] [--no-releases]  (the fixture part without basedpyright / without reading real releases: the test's)
 (--library DIR: measure the tools of another commit, e.g. DIR from `git archive REV omni_npu_port | tar -x -C DIR`.)
 """
 from __future__ import annotations
@@ -365,9 +366,9 @@ def port_job(cls: str, gpu_base: str, gpu_omni: str, npu_base: str, against: str
     return res
 
 
-def audit_job(cls: str, gpu: Path, npu: Path, idx: dict) -> dict:
+def audit_job(cls: str, gpu: Path, npu: Path, idx: dict, extra=()) -> dict:
     "audit --gpu --npu --json: refusals, and findings that a method lacks a GPU counterpart the GPU class inherits."
-    r = call(["audit", "--gpu", str(gpu), "--npu", str(npu), "--json"])
+    r = call(["audit", "--gpu", str(gpu), "--npu", str(npu), *map(str, extra), "--json"])
     found = load_json(r["stdout"])
     false = []
     for f in found if isinstance(found, list) else []:
@@ -395,16 +396,19 @@ def doctor_job(cls: str, source: str, expect_version: str | None, package: str) 
             "summary": s.get("summary"), "errors": [(r["stderr"].strip().splitlines() or [""])[-1]] if r["refused"] else []}
 
 
-def versionless(tree: Path) -> Path:
-    "A copy of a fixture tree without its version files, as a git checkout comes (in a new temporary folder)."
-    dest = Path(tempfile.mkdtemp(prefix="onp-versionless-")) / tree.name
+def versionless(tree: Path, tmp: Path | None = None) -> Path:
+    "A copy of a fixture tree without its version files, as a git checkout comes (a new temporary folder in `tmp`)."
+    dest = Path(tempfile.mkdtemp(prefix="onp-versionless-", dir=tmp)) / tree.name
     shutil.copytree(tree, dest, ignore=shutil.ignore_patterns("_version.py", "version.py", "__pycache__"))
     return dest
 
 
-def fixture_jobs(quick: bool = False) -> list[tuple]:
-    "Every fixture job: (function, args); `quick`: the first job of each class and kind only."
+def fixture_jobs(quick: bool = False, judge: bool = True, releases: bool = True, tmp: Path | None = None) -> list:
+    ("Every fixture job: (function, args); `quick`: the first job of each class and kind only; not `judge`: class "
+     "ports with --no-judge; not `releases`: audits on the fixture stack (--source) from omni_old (--from).")
     v, a = STACK / "vllm", STACK / "vllm_ascend"
+    no_judge = () if judge else ("--no-judge",)
+    audit_extra = () if releases else ("--source", v, a, "--from", STACK / "omni_old")
     jobs = [(translate_job, ("reexport", sorted((FIX / "reexport").glob("*.py")))),
             (translate_job, ("reexport", sorted((FIX / "reexport").glob("*.py")), TARGET, [v]))]   # the re-exporting source at hand
     for tree, cls in (("omni_new", "hierarchy"), ("omni_old", "old_layout")):
@@ -422,16 +426,17 @@ def fixture_jobs(quick: bool = False) -> list[tuple]:
         for g in sorted(gpu_classes, key=lambda c: (-len(mro(c, idx)), c)):   # every omni GPU runner class, deepest first
             n = "OmniNPUModelRunner" if g == "OmniGPUModelRunner" else g.replace("GPU", "NPU")
             jobs.append((port_job, (cls, f"{v}:{GPU_BASE}", f"{o}:{g}", f"{a}:{NPU_BASE}", f"{o}:{n}" if n in idx else None,
-                                    True, idx, g, ("--class-name", n))))
+                                    True, idx, g, ("--class-name", n, *no_judge))))
         deep = max(gpu_classes, key=lambda c: (len(mro(c, idx)), c))         # the class port landing in its NPU mirror
         n = deep.replace("GPU", "NPU")
         if n in idx:
             jobs.append((port_job, (cls, f"{v}:{GPU_BASE}", f"{o}:{deep}", f"{a}:{NPU_BASE}", None, True, idx, deep,
-                                    ("--class-name", n, "--into", f"{o}:{n}"))))
-        jobs.append((audit_job, (cls, o, o, idx)))                         # the tree, found by layout or by class
+                                    ("--class-name", n, "--into", f"{o}:{n}", *no_judge))))
+        jobs.append((audit_job, (cls, o, o, idx, audit_extra)))            # the tree, found by layout or by class
         npu_ar = next(f for f in o.rglob("npu_ar_model_runner.py"))
-        jobs.append((audit_job, (cls, o / "vllm_omni" / "worker" / "gpu_ar_model_runner.py", npu_ar, idx)))   # files
-    bare = versionless(a)   # the fixture states its version; a git checkout states none
+        gpu_ar = o / "vllm_omni" / "worker" / "gpu_ar_model_runner.py"
+        jobs.append((audit_job, (cls, gpu_ar, npu_ar, idx, audit_extra)))   # files
+    bare = versionless(a, tmp)   # the fixture states its version; a git checkout states none
     jobs += [(doctor_job, ("versionless", str(bare), None, "vllm_ascend")),
              (doctor_job, ("versionless", f"{bare}@0.18.0", "0.18.0", "vllm_ascend")),
              (doctor_job, ("versionless", str(v), "0.18.0", "vllm"))]
@@ -572,6 +577,12 @@ def main(argv=None) -> int:
     ap.add_argument("--pypi", action="store_true", help="every vLLM-Omni release on PyPI (slow; --releases limits it)")
     ap.add_argument("--releases", nargs="+", help="vLLM-Omni releases for --pypi (default: every one port_quality records)")
     ap.add_argument("--quick", action="store_true", help="--fixtures: the first job of each class and kind only (the test's)")
+    ap.add_argument("--no-judge", action="store_true",
+                    help="--fixtures: class ports with `port --no-judge` (no basedpyright run; nothing reads its "
+                         "verdict)")
+    ap.add_argument("--no-releases", action="store_true",
+                    help="--fixtures: audits port on the fixture's own vllm / vllm-ascend (--source) from its "
+                         "older tree omni_old (--from), not on the real releases `--from auto` fetches")
     ap.add_argument("--no-similarity", action="store_true", help="--pypi: skip port_quality's similarity measure")
     ap.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1, help="commands run at once (default: CPUs)")
     ap.add_argument("--library", metavar="DIR", help="run the commands with the omni_npu_port package under DIR (e.g. "
@@ -587,7 +598,8 @@ def main(argv=None) -> int:
     report = {"target": TARGET, "library": LIBRARY or str(ROOT), "gpu_symbols": sorted(gpu_symbols())}
     t0 = time.perf_counter()
     if args.fixtures or not args.pypi:
-        results = run_jobs(fixture_jobs(args.quick), args.jobs)
+        with tempfile.TemporaryDirectory(prefix="onp-generalize-") as d:   # the versionless copy goes with it
+            results = run_jobs(fixture_jobs(args.quick, not args.no_judge, not args.no_releases, Path(d)), args.jobs)
         report["fixtures"] = {"results": results, **summarize(results, CLASSES)}
         print_table("fixtures (tests/fixtures/generalize): targets silent 0, refused 0, unparsable 0", report["fixtures"])
         if args.details: print_details(results)

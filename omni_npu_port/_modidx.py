@@ -802,6 +802,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                          'omni_npu_port.docs.site._scalar': ('docs/site.html#_scalar', 'omni_npu_port/docs/site.py'),
                                          'omni_npu_port.docs.site._src': ('docs/site.html#_src', 'omni_npu_port/docs/site.py'),
                                          'omni_npu_port.docs.site._sync_file': ('docs/site.html#_sync_file', 'omni_npu_port/docs/site.py'),
+                                         'omni_npu_port.docs.site._workers': ('docs/site.html#_workers', 'omni_npu_port/docs/site.py'),
                                          'omni_npu_port.docs.site._yaml': ('docs/site.html#_yaml', 'omni_npu_port/docs/site.py'),
                                          'omni_npu_port.docs.site.build_site': ('docs/site.html#build_site', 'omni_npu_port/docs/site.py'),
                                          'omni_npu_port.docs.site.cell_directives': ( 'docs/site.html#cell_directives',

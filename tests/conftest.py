@@ -38,12 +38,13 @@ COMPILED_FILES = ("tests/test_notebooks.py", "tests/test_ops.py", "tests/test_ou
 # left for the end while the other worker idles (the longest first, each next one to the worker that frees first). Any
 # other file follows, the ones with more tests first (xdist's own order). Only the order of the work depends on this
 # list, never a verdict.
-HEAVIEST = (COMPILED, SHARED_PORT, "tests/test_docs_site.py", "tests/test_generalize.py", "tests/test_workbook.py",
+HEAVIEST = (COMPILED, SHARED_PORT, "tests/test_docs_site.py", "tests/test_workbook.py",
             "tests/test_bench.py", "tests/test_file_faults.py", "tests/test_translate_memory.py", EVERY_RELEASE,
             "tests/test_robustness.py", "tests/test_port.py", "tests/test_bad_input.py", "tests/test_sync.py",
             "tests/test_port_judge.py", "tests/test_translate.py", "tests/test_target.py", "tests/test_cli.py",
             "tests/test_first_hour.py", "tests/test_port_update_release.py", "tests/test_target_evidence.py",
-            "tests/test_jupyter.py", "tests/test_port_judge_server.py")
+            "tests/test_jupyter.py", "tests/test_port_judge_server.py",
+            "tests/test_generalize.py")   # ~4.5 s since its fixture part runs --no-judge --no-releases (s9-suite2)
 
 
 def heaviest_first(scopes: list) -> list:

@@ -38,7 +38,9 @@ def site(tmp_path_factory):
             shutil.copytree(src, work / name, symlinks=True, ignore=shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints"))
         elif src.exists(): shutil.copy2(src, work / name)
     t0 = time.monotonic()
-    out = build_site(work, progress=STEPS.append)
+    # jobs=1: nbdev processes the notebooks in its one child, no pool (the other test worker has the other core);
+    # the pool, the default, builds the tiny site of nbs/docs/site.ipynb under test_notebooks
+    out = build_site(work, progress=STEPS.append, jobs=1)
     print(f"site built in {time.monotonic() - t0:.1f} s")
     return work, out
 

@@ -93,7 +93,9 @@ def test_fixture_part_report_covers_every_class(gen, tmp_path, monkeypatch):
     out = tmp_path / "report.json"
     monkeypatch.setattr(gen, "call", call_here)   # one process: the commands' work, without an interpreter start each
     monkeypatch.chdir(ROOT)                       # where `call` runs them
-    assert gen.main(["--fixtures", "--quick", "-j", "1", "--json", str(out)]) == 0
+    # nothing here reads a judge's verdict (tests/test_port_judge.py judges class ports) or a real release's port (the
+    # default audit of a tree stating 0.18.0 ports the real vLLM-Omni release before it, a refusal never failed this)
+    assert gen.main(["--fixtures", "--quick", "--no-judge", "--no-releases", "-j", "1", "--json", str(out)]) == 0
     fx = json.loads(out.read_text())["fixtures"]
     assert set(fx["per_class"]) == set(gen.CLASSES) and all(row["jobs"] >= 1 for row in fx["per_class"].values())
     kinds = {(r["class"], r["kind"]) for r in fx["results"]}
@@ -103,6 +105,8 @@ def test_fixture_part_report_covers_every_class(gen, tmp_path, monkeypatch):
         assert key in fx["overall"]
     for key in ("silent_gpuisms", "refusals", "unparsable"):
         assert fx["overall"][key] == sum(row[key] for row in fx["per_class"].values())
+    audits = [r for r in fx["results"] if r["kind"] == "audit"]   # on the fixture stack, from omni_old: each answers
+    assert len(audits) == 2 and all(r["refusals"] == 0 and r["findings"] for r in audits), audits
     for r in fx["results"]:       # a refusal is counted once per error it records (a translate refusal may record none)
         assert isinstance(r["refusals"], int) and "errors" in r
         if r["kind"] != "translate": assert r["refusals"] == len(r["errors"]), r

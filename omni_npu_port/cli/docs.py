@@ -30,11 +30,13 @@ __all__ = ['DESCRIPTION', 'configure', 'run']
 
 # %% ../../nbs/cli/docs.ipynb #24a82f52
 def configure(ap):
-    "`--renderer`, `--out DIR`, `--readme-only`, `--check-readme`, `--root DIR`."
+    "`--renderer`, `--out DIR`, `--jobs N`, `--readme-only`, `--check-readme`, `--root DIR`."
     ap.add_argument("--renderer", choices=RENDERERS, default="auto",
                     help="quarto (nbdev-docs), smalldocs, or auto: quarto when it is on PATH (default: auto)")
     ap.add_argument("--out", metavar="DIR", help="where the site goes, relative to the current folder "
                                                  "(default: [tool.nbdev] doc_path in the project, _docs)")
+    ap.add_argument("--jobs", type=int, metavar="N", help="notebooks processed at once (default: one per CPU; "
+                    "1: one after another, no pool of workers: less CPU on a busy machine)")
     ap.add_argument("--readme-only", action="store_true", help="write README.md and stop")
     ap.add_argument("--check-readme", action="store_true",
                     help="only check that README.md is up to date with nbs/index.ipynb (exit 1 if not)")
@@ -52,6 +54,7 @@ def run(args) -> int:
     if not (args.check_readme or args.readme_only):  # check the site's arguments before writing anything
         try: renderer, _ = pick_renderer(args.renderer), site_dir(root, out)
         except DocsError as e: raise UsageError(str(e)) from None
+        if args.jobs is not None and args.jobs < 1: raise UsageError(f"--jobs {args.jobs}: give 1 or more")
     stale = stale_figures(root)   # figures the README notebook states that the code no longer has
     for name, was, now in stale:
         print(
@@ -73,7 +76,7 @@ def run(args) -> int:
     step = lambda s: print(
         f"docs: {time.monotonic() - t0:5.1f} s  {s}", file=sys.stderr, flush=True
     )  # no 20 s of silence
-    site = build_site(root, out=out, renderer=renderer, progress=step)
+    site = build_site(root, out=out, renderer=renderer, progress=step, jobs=args.jobs)
     index = site / "index.html"
     print(f"site: {_rel(index if index.is_file() else site)} ({renderer}, {len(notebooks(root))} pages, "
           f"{time.monotonic() - t0:.1f} s); to serve it: python -m http.server -d {_rel(site)}")

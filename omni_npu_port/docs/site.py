@@ -397,10 +397,14 @@ _FREEZE_AT_EXIT = ("import nbdev.serve_drv as d; from omni_npu_port.docs.site im
 
 # %% ../../nbs/docs/site.ipynb #e69684e8
 _PROC = _FREEZE_AT_EXIT + (
-    "from nbdev.quarto import refresh_quarto_yml; from nbdev.serve import proc_nbs; refresh_quarto_yml(); proc_nbs()"
+    "from nbdev.quarto import refresh_quarto_yml; from nbdev.serve import proc_nbs; refresh_quarto_yml(); proc_nbs({})"
 )
 _SMALLDOCS = "import sys; from smalldocs.cli import main; sys.exit(main(sys.argv[1:]))"
-_NBDEV_DOCS = _FREEZE_AT_EXIT + "from nbdev.quarto import nbdev_docs; nbdev_docs.__wrapped__()"
+_NBDEV_DOCS = _FREEZE_AT_EXIT + "from nbdev.quarto import nbdev_docs; nbdev_docs.__wrapped__({})"
+
+def _workers(jobs: int | None) -> str:
+    "nbdev's `n_workers` argument for `jobs` processes: none (nbdev's default, one per CPU); 1: no pool, in the child."
+    return "" if jobs is None else f"n_workers={0 if jobs == 1 else int(jobs)}"
 
 def _env(root: Path) -> dict:
     "The environment for child processes: on PYTHONPATH the project root first, then the checkout of this package."
@@ -435,10 +439,10 @@ def _run(args: list, root: Path, what: str, timeout: float = 1800) -> str:
     return r.stdout + r.stderr
 
 # %% ../../nbs/docs/site.ipynb #6951eb5c
-def _render_smalldocs(root: Path, site_name: str, say=lambda step: None) -> Path:
+def _render_smalldocs(root: Path, site_name: str, say=lambda step: None, jobs: int | None = None) -> Path:
     "Process the notebooks with nbdev and render them with smalldocs; returns the rendered site folder."
     say("processing the notebooks with nbdev (runs their import cells)")
-    _run([sys.executable, "-c", _PROC], root, "nbdev's notebook processing (proc_nbs)")
+    _run([sys.executable, "-c", _PROC.format(_workers(jobs))], root, "nbdev's notebook processing (proc_nbs)")
     say("writing the codes page from the diagnostics registry")
     write_codes_page(root / "_proc")
     drop_readme_only(root / "_proc")
@@ -446,10 +450,10 @@ def _render_smalldocs(root: Path, site_name: str, say=lambda step: None) -> Path
     _run([sys.executable, "-c", _SMALLDOCS, "render", "-q", str(root / "_proc")], root, "smalldocs render")
     return root / "_proc" / site_name
 
-def _render_quarto(root: Path, site_name: str, say=lambda step: None) -> Path:
+def _render_quarto(root: Path, site_name: str, say=lambda step: None, jobs: int | None = None) -> Path:
     "Build the site with nbdev-docs (Quarto); returns the rendered site folder."
     say("rendering the site with nbdev-docs (Quarto)")
-    _run([sys.executable, "-c", _NBDEV_DOCS], root, "nbdev-docs (Quarto)")
+    _run([sys.executable, "-c", _NBDEV_DOCS.format(_workers(jobs))], root, "nbdev-docs (Quarto)")
     return root / site_name
 
 # %% ../../nbs/docs/site.ipynb #e39128f2
@@ -510,16 +514,17 @@ def _replace_dir(src: Path, dst: Path):
     shutil.rmtree(old, ignore_errors=True)
 
 # %% ../../nbs/docs/site.ipynb #ee6b6329
-def build_site(root=None, out="_docs", renderer="auto", progress=None) -> Path:
+def build_site(root=None, out="_docs", renderer="auto", progress=None, jobs: int | None = None) -> Path:
     ("Build the docs site from the notebooks into `root/out` with Quarto or smalldocs; returns the site folder "
-     "(`progress`: called with each step).")
+     "(`progress`: called with each step; `jobs`: notebooks processed at once, default one per CPU).")
     say = progress or (lambda step: None)
     root = find_root(root)
+    if jobs is not None and jobs < 1: raise DocsError(f"jobs must be 1 or more, not {jobs}")
     renderer, dst = pick_renderer(renderer), site_dir(root, out)
     say(f"{len(notebooks(root))} notebooks: writing the sidebar")
     write_sidebar(root)
     site_name = Path(nbdev_settings(root)["doc_path"]).name
-    site = (_render_quarto if renderer == "quarto" else _render_smalldocs)(root, site_name, say)
+    site = (_render_quarto if renderer == "quarto" else _render_smalldocs)(root, site_name, say, jobs)
     if not site.is_dir(): raise DocsError(f"{renderer} finished but wrote no site at {site}")
     say(f"moving the site into {dst}")
     if site.resolve() != dst: _replace_dir(site, dst)
