@@ -44,8 +44,8 @@ POSITIVE, NEGATIVE = {"drift"}, {"mirrored", "base-only", "inherited", "not-copi
 
 
 def read_labels(path: Path) -> list[dict]:
-    "The labelled rows (`prev_release` filled in: the release before the GPU one; rows of a GPU release with none"
-    " before it are left out, said so); an unknown label is an error."
+    ("The labelled rows (`prev_release` filled in: the release before the GPU one; rows of a GPU release with none "
+     "before it are left out, said so); an unknown label is an error.")
     rows, out = list(csv.DictReader(path.open(encoding="utf-8"))), []
     for i, r in enumerate(rows, 2):
         if r["label"] not in POSITIVE | NEGATIVE:

@@ -80,8 +80,8 @@ def pair_rows(prev: str, new: str, workers: int, judge: bool = False) -> tuple[l
 
 
 def findings(u) -> dict[str, dict[str, int]]:
-    "Per runner, the ready rules' and the judge's findings (ONP4420-ONP4444) and the update's own ONP452x-ONP453x,"
-    " by code."
+    ("Per runner, the ready rules' and the judge's findings (ONP4420-ONP4444) and the update's own ONP452x-ONP453x, by "
+     "code.")
     out = {}
     for r in u.port.runners:
         got = [d.code for d in r.diagnostics

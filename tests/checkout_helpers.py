@@ -21,8 +21,8 @@ def _is_top(root: Path) -> bool:
 
 
 def tracked_files(root: Path) -> list[str]:
-    "The files a clone holds: git's list where `root` is a repository's top, else (a copy such as .ci/run's"
-    " .ci-work/, which has no .git) every file outside the build, cache and environment folders."
+    ("The files a clone holds: git's list where `root` is a repository's top, else (a copy such as .ci/run's "
+     ".ci-work/, which has no .git) every file outside the build, cache and environment folders.")
     if _is_top(root): return [r for r in git("ls-files", "-z", cwd=root).split("\0") if r]
     return [p.relative_to(root).as_posix() for p in root.rglob("*")
             if (p.is_file() or p.is_symlink()) and not _NOT_COMMITTED & set(p.relative_to(root).parts)

@@ -55,11 +55,10 @@ def heaviest_first(scopes: list) -> list:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
-    "`pytest -n N` without `--dist`: each test file goes whole to one worker (its module fixtures built once: the docs"
-    " site, JupyterLab, an export); the files that use the real release port all go to one worker (the port made once),"
-    " as do those that read every vllm-ascend release (EVERY_RELEASE_FILES) and those that compile the same functions"
-    " (COMPILED_FILES);"
-    " the heaviest files are handed out first (`heaviest_first`)."
+    ("`pytest -n N` without `--dist`: each test file goes whole to one worker (its module fixtures built once: the "
+     "docs site, JupyterLab, an export); the files that use the real release port all go to one worker (the port made "
+     "once), as do those that read every vllm-ascend release (EVERY_RELEASE_FILES) and those that compile the same "
+     "functions (COMPILED_FILES); the heaviest files are handed out first (`heaviest_first`).")
     given = config.invocation_params.args
     if config.getvalue("dist") != "load" or any(a == "-d" or a.startswith("--dist") for a in given): return None
     from xdist.scheduler import LoadScopeScheduling

@@ -313,8 +313,9 @@ def _translate_args(tmp_path: Path, src: Path) -> list:
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads VmSize from /proc")
 def test_a_file_past_the_cap_is_refused_in_one_line_under_a_memory_limit(tmp_path, cli_under_rlimit):
-    "Reproduction 3: translate did not apply OMNI_NPU_PORT_MAX_FILE_MB (a 50 MB file met the OOM killer). Now a file past"
-    " the cap is one ONP9003 line naming it and the cap, read no further, exit 3, in a process capped at 200 MB more."
+    ("Reproduction 3: translate did not apply OMNI_NPU_PORT_MAX_FILE_MB (a 50 MB file met the OOM killer). Now a file "
+     "past the cap is one ONP9003 line naming it and the cap, read no further, exit 3, in a process capped at 200 MB "
+     "more.")
     big = _generated(tmp_path / "big.py", 600_000)
     p = cli_under_rlimit(_translate_args(tmp_path, big), 200, {"OMNI_NPU_PORT_MAX_FILE_MB": "0.5"})
     assert p.returncode == 3, p.stderr
@@ -324,8 +325,9 @@ def test_a_file_past_the_cap_is_refused_in_one_line_under_a_memory_limit(tmp_pat
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads VmSize from /proc")
 def test_a_file_the_memory_left_cannot_translate_is_refused_not_fatal(tmp_path, cli_under_rlimit):
-    "Reproduction 3b: under a memory cap the failure was 'nested too deeply', or libcst's native parser aborted the"
-    " process. Now: one ONP9006 line saying memory is short, naming what it needs; the run goes on (exit 3, no signal)."
+    ("Reproduction 3b: under a memory cap the failure was 'nested too deeply', or libcst's native parser aborted the "
+     "process. Now: one ONP9006 line saying memory is short, naming what it needs; the run goes on (exit 3, no "
+     "signal).")
     big = _generated(tmp_path / "big.py", 400_000)      # ~280 MB to translate; the child may take 120 MB more
     ok = tmp_path / "ok.py"; ok.write_text("import torch\ntorch.cuda.synchronize()\n")
     p = cli_under_rlimit(_translate_args(tmp_path, tmp_path), 120, {})

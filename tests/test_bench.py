@@ -62,8 +62,8 @@ def test_cpu_run_is_eager_valid_and_says_graphs_are_unavailable(cpu_result):
 
 
 def test_harness_overhead_is_reported_against_its_target(cpu_result):
-    "The overhead is the empty step over the eager step, judged against 2 % (whether it holds is timed: the benchmark"
-    " checks it)."
+    ("The overhead is the empty step over the eager step, judged against 2 % (whether it holds is timed: the benchmark "
+     "checks it).")
     h = cpu_result["harness"]
     assert h["overhead_fraction"] == pytest.approx(h["empty_step_us"] / h["eager_step_us"])
     assert h["target_fraction"] == 0.02 and h["ok"] == (h["overhead_fraction"] < h["target_fraction"])

@@ -263,8 +263,8 @@ def test_port_output_never_clobbers_an_input_or_a_folder(tmp_path, capsys):
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 def test_forked_processes_read_one_open_archive_without_mixing_their_reads(tmp_path):
-    "A wheel opened before a fork (as `port --release -j N` does) is read by each child through its own handle: the"
-    " children share the parent's file offset otherwise, and their reads interleave (`Bad magic number`)."
+    ("A wheel opened before a fork (as `port --release -j N` does) is read by each child through its own handle: the "
+     "children share the parent's file offset otherwise, and their reads interleave (`Bad magic number`).")
     import multiprocessing
     import zipfile
     from omni_npu_port.sources.readers import WheelReader
@@ -326,8 +326,8 @@ def test_the_package_cache_setting_does_not_move_the_translation_cache(tmp_path,
 
 
 def test_the_translation_cache_is_never_unpickled(tmp_path, monkeypatch, caplog):
-    "Reproduction 2: a crafted entry ran a command on every read. Entries are JSON now; a pickle is never loaded, and a"
-    " well-formed entry whose content does not match its hash is a miss, logged once."
+    ("Reproduction 2: a crafted entry ran a command on every read. Entries are JSON now; a pickle is never loaded, and "
+     "a well-formed entry whose content does not match its hash is a miss, logged once.")
     import pickle
     from omni_npu_port.port import translation
     cache = tmp_path / "tc"
@@ -430,8 +430,8 @@ def test_a_package_cache_folder_of_foreign_files_is_refused(tmp_path, monkeypatc
 
 
 def test_a_file_name_with_a_newline_is_one_escaped_line_in_text_check(tmp_path, capsys):
-    "Reproduction 8d: a file name holding a newline and `::error` was printed raw by text --check (GitHub reads a line"
-    " that starts with `::error` as a workflow command)."
+    ("Reproduction 8d: a file name holding a newline and `::error` was printed raw by text --check (GitHub reads a "
+     "line that starts with `::error` as a workflow command).")
     f = tmp_path / "x\n::error file=evil::pwned.py"; f.write_text(GPU)
     assert main([str(f), "--check", "--target", T18]) == 1
     out = capsys.readouterr().out
@@ -450,8 +450,8 @@ def test_one_error_on_every_file_is_said_three_times_and_counted(tmp_path, monke
 
 
 def test_pruning_old_fingerprints_keeps_a_folder_a_live_writer_uses(tmp_path, monkeypatch):
-    "Pruning removes an older fingerprint's own entries, but never one holding a temp written to recently (a run of that"
-    " version still writing, maybe on another host sharing the cache); keeping the new entry goes on either way."
+    ("Pruning removes an older fingerprint's own entries, but never one holding a temp written to recently (a run of "
+     "that version still writing, maybe on another host sharing the cache); keeping the new entry goes on either way.")
     from omni_npu_port.port import translation
     cache = tmp_path / "tc"
     _port_one(monkeypatch, cache)                                        # claims the root, writes this code's folder
@@ -490,8 +490,8 @@ def test_pruning_leaves_an_older_fingerprint_another_user_wrote(tmp_path, monkey
 
 
 def test_a_dead_runs_part_is_swept_only_when_nothing_writes_it(tmp_path):
-    "A `.part` of a dead process id is removed only once it has not grown for an hour: a fresh one may be another host's"
-    " download into a shared cache (process ids say nothing across hosts)."
+    ("A `.part` of a dead process id is removed only once it has not grown for an hour: a fresh one may be another "
+     "host's download into a shared cache (process ids say nothing across hosts).")
     from omni_npu_port.core.io import claim_cache
     from omni_npu_port.sources.fetch import STALE_PART_S, fetch_package, owns_package_file
     payload = _sdist_payload()

@@ -67,8 +67,8 @@ def test_conflicts_and_parse_checks(gen):
 
 
 def call_here(args: list, timeout: float = 600) -> dict:
-    "A double of the benchmark's `call`: the command run by `cli.main` in this process, not in a fresh interpreter"
-    " (whose start is most of a fixture command's cost); the same fields, refused as `call` says."
+    ("A double of the benchmark's `call`: the command run by `cli.main` in this process, not in a fresh interpreter "
+     "(whose start is most of a fixture command's cost); the same fields, refused as `call` says.")
     import contextlib
     import io
     import time

@@ -106,8 +106,8 @@ def _damaged_wheels(tmp: Path) -> dict:
 
 
 def test_a_damaged_torch_npu_wheel_is_one_line_naming_wheel_and_member(tmp_path):
-    "Bad deflate data, an unknown method, the encrypted flag, a bad schema line, a bad docs module, a 3 GiB member:"
-    " each is an input error naming the wheel and the member, with its code."
+    ("Bad deflate data, an unknown method, the encrypted flag, a bad schema line, a bad docs module, a 3 GiB member: "
+     "each is an input error naming the wheel and the member, with its code.")
     from omni_npu_port.core.errors import InputError
     from omni_npu_port.sources.op_schemas import YAML_PATH, read_op_schemas
     for wheel, said in _damaged_wheels(tmp_path).items():
@@ -130,8 +130,8 @@ def test_doctor_ops_on_a_damaged_wheel_exits_3_with_one_line(tmp_path, monkeypat
 
 
 def test_a_zip_member_is_bounded_by_its_declared_size_and_as_it_inflates(tmp_path, monkeypatch):
-    "A deflate bomb (4 MB of zeros in a few KB) past the limit is refused before it inflates; one whose stated size lies"
-    " small stops at that size (damaged); one within the limit reads whole."
+    ("A deflate bomb (4 MB of zeros in a few KB) past the limit is refused before it inflates; one whose stated size "
+     "lies small stops at that size (damaged); one within the limit reads whole.")
     from omni_npu_port.core.errors import InputError
     from omni_npu_port.sources.readers import LIMIT_ENV, read_member
     bomb = _wheel(tmp_path / "bomb.whl", {"a/x.yaml": b"\0" * (4 << 20)})
@@ -193,8 +193,8 @@ def test_audit_takes_a_release_as_name_version_like_port_and_doctor(tmp_path, mo
 
 # --- 4. ruff settings: the input tree's own root only, a bad value a warning -----------------------------------------------
 def test_format_ruff_reads_only_the_inputs_own_root_and_warns_on_a_bad_value(tmp_path):
-    "A parent's pyproject.toml (with a bad value, once an AttributeError) is not read; a bad value in the input's own"
-    " folder is one ONP9013 warning naming file and key, and the port goes on; a good one is used."
+    ("A parent's pyproject.toml (with a bad value, once an AttributeError) is not read; a bad value in the input's own "
+     "folder is one ONP9013 warning naming file and key, and the port goes on; a good one is used.")
     from omni_npu_port.port import formatting
     tree = tmp_path / "parent" / "tree"; tree.mkdir(parents=True)
     f = tree / "runner.py"
@@ -266,8 +266,8 @@ def test_a_port_interrupted_while_writing_leaves_nothing_and_a_rerun_succeeds(tm
 
 
 def test_a_later_port_removes_only_its_own_stale_temps(tmp_path):
-    "What a killed port left (an hour-old temp for one of its files) goes with the next --force run; a fresh temp, a"
-    " temp for a file the port does not write and a user's hidden file stay."
+    ("What a killed port left (an hour-old temp for one of its files) goes with the next --force run; a fresh temp, a "
+     "temp for a file the port does not write and a user's hidden file stay.")
     from omni_npu_port.port.release import REPORT_JSON, write_release
     out = tmp_path / "out"
     r = _port_stack(STACK / "omni_new", out)
@@ -279,8 +279,8 @@ def test_a_later_port_removes_only_its_own_stale_temps(tmp_path):
 
 
 def test_a_rename_that_fails_leaves_no_report_so_the_set_reads_as_unfinished(tmp_path, monkeypatch):
-    "A failure while the staged files are renamed in: no temp is left, the report (written last, its old copy removed"
-    " first) is absent, and the error says the set is incomplete; without the failure the same call writes all."
+    ("A failure while the staged files are renamed in: no temp is left, the report (written last, its old copy removed "
+     "first) is absent, and the error says the set is incomplete; without the failure the same call writes all.")
     import os
     from omni_npu_port.core import io as core_io
     from omni_npu_port.core.errors import InputError

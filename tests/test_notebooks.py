@@ -28,8 +28,8 @@ def skip_flags() -> list:
 
 
 def library_state() -> list:
-    "Every list and dict at the top of a loaded omni_npu_port module, with a copy of its contents: the registries"
-    " (rule visitors, codes, strategies, passes, exclusions) a notebook run in this process defines again."
+    ("Every list and dict at the top of a loaded omni_npu_port module, with a copy of its contents: the registries "
+     "(rule visitors, codes, strategies, passes, exclusions) a notebook run in this process defines again.")
     held = []
     for name, mod in list(sys.modules.items()):
         if name == "omni_npu_port" or name.startswith("omni_npu_port."):
@@ -39,8 +39,8 @@ def library_state() -> list:
 
 
 def restore(held: list) -> None:
-    "Put back each entry a notebook replaced (a rule class, a code registered again by the notebook's own cells): it"
-    " never serves a later test. Entries added meanwhile stay: a library module the notebook imported registered them."
+    ("Put back each entry a notebook replaced (a rule class, a code registered again by the notebook's own cells): it "
+     "never serves a later test. Entries added meanwhile stay: a library module the notebook imported registered them.")
     for v, was in held:
         if isinstance(v, dict):
             for k in was.keys() & v.keys():

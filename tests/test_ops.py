@@ -133,8 +133,8 @@ def test_bench_mode_cli_writes_every_mode_row(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_compiled_modes_agree_with_eager_on_cpu(monkeypatch):
-    "torch.compile's output agrees with eager's, on the smallest code predictor that still loops (one layer, three code"
-    " groups: the compile time, minutes on a cold inductor cache, follows the kernels in the graph)."
+    ("torch.compile's output agrees with eager's, on the smallest code predictor that still loops (one layer, three "
+     "code groups: the compile time, minutes on a cold inductor cache, follows the kernels in the graph).")
     small = TalkerMTPConfig.small.__func__
     tiny = classmethod(lambda cls, **kw: small(cls, **{"num_layers": 1, "num_code_groups": 3, **kw}))
     monkeypatch.setattr(TalkerMTPConfig, "small", tiny)

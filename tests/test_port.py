@@ -1441,9 +1441,10 @@ def test_a_parameter_both_sides_add_is_declared_once():
 
 
 def test_copied_super_calls_reach_what_they_reached_in_their_own_class(tmp_path):
-    "`class NPUX(OmniGPUModelRunner, NPUModelRunner)`: the NPU base's `super().profile_run()` and the omni method's"
-    " `super().shutdown()` would both reach OmniGPUModelRunner's GPU method, the one the port replaces; the port"
-    " writes super(ThatClass, self) (ONP4027), and the ported class, run, calls what each line called in its own class."
+    ("`class NPUX(OmniGPUModelRunner, NPUModelRunner)`: the NPU base's `super().profile_run()` and the omni method's "
+     "`super().shutdown()` would both reach OmniGPUModelRunner's GPU method, the one the port replaces; the port "
+     "writes super(ThatClass, self) (ONP4027), and the ported class, run, calls what each line called in its own "
+     "class.")
     loc = lambda c: locate.locate(f"{FIX / 'super_rebind.py'}:{c}", False)
     res = classes_module.port_class(loc("GPUModelRunner"), loc("OmniGPUModelRunner"), loc("NPUModelRunner"))
     assert "super(NPUModelRunner, self).profile_run()" in res.code and "super(OmniGPUModelRunner, self).shutdown()" in res.code

@@ -1,6 +1,6 @@
-"Issue 31, part 3 (calls bind): every call of a ported class to a function, class or `self` method of the target"
-" bound to the callee's signature as the target's source writes it — each rule on fixtures written here, with a case"
-" where it must not fire."
+("Issue 31, part 3 (calls bind): every call of a ported class to a function, class or `self` method of the target "
+ "bound to the callee's signature as the target's source writes it — each rule on fixtures written here, with a case "
+ "where it must not fire.")
 import ast
 import textwrap
 

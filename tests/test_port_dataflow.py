@@ -1,6 +1,6 @@
-"Issue 31, part 3a: a statement is never placed before the statements that bind what it reads (dataflow placement),"
-" and every type a merged record's annotations name is imported or reported — on fixtures written here, each rule"
-" with a case where it must fire and one where it must not."
+("Issue 31, part 3a: a statement is never placed before the statements that bind what it reads (dataflow placement), "
+ "and every type a merged record's annotations name is imported or reported — on fixtures written here, each rule with "
+ "a case where it must fire and one where it must not.")
 import ast
 import textwrap
 
@@ -17,8 +17,8 @@ D = lambda s: textwrap.dedent(s).lstrip("\n")
 
 
 def _rows(text: str):
-    "Lines and origins of a rendered method written with a side tag per line: `N|` NPU base, `O|` omni, `F|` a fence"
-    " (`P|`: any other line the port wrote)."
+    ("Lines and origins of a rendered method written with a side tag per line: `N|` NPU base, `O|` omni, `F|` a fence "
+     "(`P|`: any other line the port wrote).")
     lines, origins = [], []
     for l in D(text).splitlines():
         tag, _, body = l.partition("|")

@@ -32,8 +32,8 @@ def _judge(root, src, omni, text=PORT):
 
 @pytest.fixture(scope="module")
 def runs(tree, tmp_path_factory):  # noqa: F811
-    "Archive-named sources: inputs checked, then the ports checked and kept, then read back, then a changed text;"
-    " the same on folder sources."
+    ("Archive-named sources: inputs checked, then the ports checked and kept, then read back, then a changed text; the "
+     "same on folder sources.")
     root = tmp_path_factory.mktemp("kept")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("OMNI_NPU_PORT_JUDGE_CACHE", str(root / "cache"))
@@ -126,8 +126,8 @@ def _job(i):
 
 
 def test_each_port_is_told_while_meanwhile_still_runs(monkeypatch, forks_alone):
-    "`port_runners(each=)`: each runner's port reaches `each` as its worker is done, before the parent's `meanwhile`"
-    " ends (so the judge asks for a module while the derived index is still built), and every one before it returns."
+    ("`port_runners(each=)`: each runner's port reaches `each` as its worker is done, before the parent's `meanwhile` "
+     "ends (so the judge asks for a module while the derived index is still built), and every one before it returns.")
     if not forks_alone: return   # another thread runs here: it ran, and passed, in a child pytest
     from omni_npu_port.port import release as rel
     monkeypatch.setattr(rel, "port_runner", _job)   # the forked workers inherit it

@@ -32,8 +32,8 @@ def _warm(tree, modules=(MOD,)):
 
 @pytest.fixture(scope="module")
 def runs(tree, tmp_path_factory):  # noqa: F811
-    "The command-line run (inputs checked and kept), then the server where every input is kept, then a server that"
-    " was started for other modules."
+    ("The command-line run (inputs checked and kept), then the server where every input is kept, then a server that "
+     "was started for other modules.")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("OMNI_NPU_PORT_JUDGE_CACHE", str(tmp_path_factory.mktemp("server-cache")))
         first = _judge(tree)
@@ -90,8 +90,8 @@ def test_no_warm_server_in_a_process_with_a_capped_address_space(monkeypatch):
 
 @pytest.mark.slow
 def test_inputs_named_by_a_relative_path_are_opened_by_their_absolute_uri(tree, monkeypatch):  # noqa: F811
-    "A file URI is absolute: inputs given relative to the current folder (a port run with relative paths) start the"
-    " server without an error in its thread."
+    ("A file URI is absolute: inputs given relative to the current folder (a port run with relative paths) start the "
+     "server without an error in its thread.")
     monkeypatch.chdir(tree)
     extra = [str((tree / s).resolve()) for s in ("src", "omni")]
     rel = [p.relative_to(tree) for p in _inputs(tree)]

@@ -1,5 +1,5 @@
-"Issue 31, part 1 and part 3 (base order): the ported class's real MRO keeps every NPU runner method ahead of vllm's"
-" GPU ones; where the NPU base does not derive from vllm's runner the port derives from it first, or says it cannot."
+("Issue 31, part 1 and part 3 (base order): the ported class's real MRO keeps every NPU runner method ahead of vllm's "
+ "GPU ones; where the NPU base does not derive from vllm's runner the port derives from it first, or says it cannot.")
 import ast
 import textwrap
 

@@ -1,6 +1,7 @@
-"Issue 31, part 2: the `vllm` origin — a ported line all three sides share (vllm's GPU method, the NPU base, omni's GPU"
-" method) is vllm's, one the NPU side has alone or changed stays `npu`; every pass that asks for the NPU side's lines"
-" takes both (`npu_side`). On fixtures written here (the port's own: test_port_statements, its counts per origin)."
+("Issue 31, part 2: the `vllm` origin — a ported line all three sides share (vllm's GPU method, the NPU base, omni's "
+ "GPU method) is vllm's, one the NPU side has alone or changed stays `npu`; every pass that asks for the NPU side's "
+ "lines takes both (`npu_side`). On fixtures written here (the port's own: test_port_statements, its counts per "
+ "origin).")
 import ast
 import textwrap
 

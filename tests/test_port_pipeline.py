@@ -42,8 +42,8 @@ def _cli(args: list) -> tuple[int, dict]:
 
 
 def _both(tmp_path: Path, omni: Path, derived: list | None = None) -> tuple:
-    "The omni base runner ported by `port --release` and by `port --class`, the same inputs: (rc, code, codes) each"
-    " (`derived`: each command's derived findings appended, as (code, line, message))."
+    ("The omni base runner ported by `port --release` and by `port --class`, the same inputs: (rc, code, codes) each "
+     "(`derived`: each command's derived findings appended, as (code, line, message)).")
     rc_r, rel = _cli(["--release", str(omni), "--source", *map(str, SOURCES), "--history", "0.17.0",
                       "-o", str(tmp_path / "out"), "--no-judge", "--json"])
     runner = next(r for r in rel["runners"] if r["class"] == "OmniNPUModelRunner")
@@ -59,8 +59,8 @@ def _both(tmp_path: Path, omni: Path, derived: list | None = None) -> tuple:
 
 
 def test_a_class_ports_the_same_by_both_commands_where_a_later_pass_fires(tmp_path):
-    "A method reading a name nothing binds: the ready pass fires (ONP4421) by --release and by --class alike (--class"
-    " ran no ready pass before the pipeline), the methods' text and the codes are the same, and both exit 1."
+    ("A method reading a name nothing binds: the ready pass fires (ONP4421) by --release and by --class alike (--class "
+     "ran no ready pass before the pipeline), the methods' text and the codes are the same, and both exit 1.")
     (rc_r, code_r, codes_r), (rc_c, code_c, codes_c) = _both(tmp_path, _omni(tmp_path, UNBOUND))
     assert "ONP4421" in codes_r and "ONP4421" in codes_c
     assert method_chunks(code_c, "OmniNPUModelRunner") == method_chunks(code_r, "OmniNPUModelRunner")
@@ -80,8 +80,8 @@ NCCL = ("\n    def omni_env(self):\n        torch.cuda.synchronize()\n        im
 
 
 def test_a_class_gets_the_same_derived_findings_by_both_commands(tmp_path):
-    "NCCL variables in a written method: the derived pass fires by --release and by --class alike (--class ran no"
-    " derived check before it was a pass), the same findings at the same lines."
+    ("NCCL variables in a written method: the derived pass fires by --release and by --class alike (--class ran no "
+     "derived check before it was a pass), the same findings at the same lines.")
     derived = []
     (_, code_r, _), (_, code_c, _) = _both(tmp_path, _omni(tmp_path, NCCL), derived)
     rel, cls = derived

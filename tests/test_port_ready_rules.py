@@ -1,6 +1,6 @@
-"Issue 24, parts 1-2: omni lines that read names only one side binds are rebound (a binding carried, an NPU binding kept),"
-" and the ready verdict trusts what the NPU side's own source builds — each rule on fixtures written here, with a case where"
-" it must not fire."
+("Issue 24, parts 1-2: omni lines that read names only one side binds are rebound (a binding carried, an NPU binding "
+ "kept), and the ready verdict trusts what the NPU side's own source builds — each rule on fixtures written here, with "
+ "a case where it must not fire.")
 import ast
 import textwrap
 from types import SimpleNamespace

@@ -1,6 +1,6 @@
-"Issue 24, parts 1-2 (second set): the delta never pairs a test with its negation, never writes omni's lines after a statement"
-" that ends the block, and writes omni's version of a self-contained block the NPU base dropped live where omni edits inside"
-" it — each rule on fixtures written here, with a case where it must not fire."
+("Issue 24, parts 1-2 (second set): the delta never pairs a test with its negation, never writes omni's lines after a "
+ "statement that ends the block, and writes omni's version of a self-contained block the NPU base dropped live where "
+ "omni edits inside it — each rule on fixtures written here, with a case where it must not fire.")
 import ast
 import textwrap
 

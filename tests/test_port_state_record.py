@@ -1,6 +1,6 @@
-"Issue 24, parts 1-2: a state record (NamedTuple or dataclass) the omni GPU source and the NPU base define differently is"
-" merged into one class (NPU fields, then omni's extra fields) and every live build and unpack of it made consistent — on"
-" fixtures written here, with the cases the rule must not touch."
+("Issue 24, parts 1-2: a state record (NamedTuple or dataclass) the omni GPU source and the NPU base define "
+ "differently is merged into one class (NPU fields, then omni's extra fields) and every live build and unpack of it "
+ "made consistent — on fixtures written here, with the cases the rule must not touch.")
 import ast
 import textwrap
 from types import SimpleNamespace

@@ -1,6 +1,6 @@
-"Issue 31, part 2: a method port as statements that carry their origin and the names each binds and reads, its"
-" conflicts read through one parser (`Conflict.text`) — on fixtures written here and the port's own"
-" (tests/fixtures/port), each with a case where a bind, read or origin must be found and one where it must not."
+("Issue 31, part 2: a method port as statements that carry their origin and the names each binds and reads, its "
+ "conflicts read through one parser (`Conflict.text`) — on fixtures written here and the port's own "
+ "(tests/fixtures/port), each with a case where a bind, read or origin must be found and one where it must not.")
 import textwrap
 from pathlib import Path
 

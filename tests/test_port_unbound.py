@@ -1,7 +1,7 @@
-"Issue 31: a ported method never reads a name no binding reaches on some path - a statement the delta replaces keeps"
-" the NPU binding later NPU lines read, and a name only a commented conflict side binds is aliased to the name the kept"
-" side holds in its stead, or said (ONP4465, ONP4466); each rule on fixtures written here, where it fires and where"
-" not."
+("Issue 31: a ported method never reads a name no binding reaches on some path - a statement the delta replaces keeps "
+ "the NPU binding later NPU lines read, and a name only a commented conflict side binds is aliased to the name the "
+ "kept side holds in its stead, or said (ONP4465, ONP4466); each rule on fixtures written here, where it fires and "
+ "where not.")
 import ast
 import textwrap
 from types import SimpleNamespace

@@ -84,9 +84,9 @@ def test_every_runner_is_ported_into_the_release_layout():
 
 
 def test_a_derived_runner_derives_from_its_base_runners_port(tmp_path):
-    "GPUARModelRunner(OmniGPUModelRunner): its port derives from the port of OmniGPUModelRunner and ports only its own"
-    " methods; written into a copy of the checkout, the modules import (fixture vllm / vllm-ascend, CPU torch) and the"
-    " derived class reaches the base port's methods through Python's own MRO."
+    ("GPUARModelRunner(OmniGPUModelRunner): its port derives from the port of OmniGPUModelRunner and ports only its "
+     "own methods; written into a copy of the checkout, the modules import (fixture vllm / vllm-ascend, CPU torch) and "
+     "the derived class reaches the base port's methods through Python's own MRO.")
     omni = shutil.copytree(FIX / "omni", tmp_path / "omni")
     res = fixture_port(omni)
     base, ar = res.runners
@@ -107,8 +107,8 @@ def test_a_derived_runner_derives_from_its_base_runners_port(tmp_path):
 
 
 def test_a_derived_runner_needs_its_bases_plan_not_its_port():
-    "The AR runner ported alone (its base's port never made) is the AR runner of the whole release port; so is a port in"
-    " two processes at once."
+    ("The AR runner ported alone (its base's port never made) is the AR runner of the whole release port; so is a port "
+     "in two processes at once.")
     from omni_npu_port.port import release
     seen, real = [], release.port_runner
     def spy(*args):
@@ -348,8 +348,9 @@ def test_a_download_says_what_it_fetches_and_draws_a_byte_bar_on_a_terminal(tmp_
 
 @pytest.mark.parametrize("damage", ["nul", "syntax", "fifo"])
 def test_a_runner_module_that_cannot_be_read_is_a_coded_error_naming_it(tmp_path, damage, capsys):
-    "Reproduction 4: a NUL byte or a syntax error in one runner module ported 2 runners instead of 3 without a word; a"
-    " FIFO as a runner module gave 'no runner class derives from'. Now: ONP4304 naming the file, the rest ported, exit 1."
+    ("Reproduction 4: a NUL byte or a syntax error in one runner module ported 2 runners instead of 3 without a word; "
+     "a FIFO as a runner module gave 'no runner class derives from'. Now: ONP4304 naming the file, the rest ported, "
+     "exit 1.")
     omni = shutil.copytree(FIX / "omni", tmp_path / "omni")
     ar = omni / "vllm_omni" / "worker" / "gpu_ar_model_runner.py"
     if damage == "nul": ar.write_bytes(ar.read_bytes().replace(b"\n", b"\n\0", 1))
@@ -366,8 +367,9 @@ def test_a_runner_module_that_cannot_be_read_is_a_coded_error_naming_it(tmp_path
 
 
 def test_a_runner_whose_base_module_is_unreadable_says_so_not_a_false_ancestry(tmp_path):
-    "Reproduction 4's other half: a runner deriving from a runner in a module that does not parse was left out as"
-    " 'derives from X, not <vllm's base>' (a false ancestry claim). Now its reason names the unreadable module (ONP4304's)."
+    ("Reproduction 4's other half: a runner deriving from a runner in a module that does not parse was left out as "
+     "'derives from X, not <vllm's base>' (a false ancestry claim). Now its reason names the unreadable module "
+     "(ONP4304's).")
     omni = shutil.copytree(FIX / "omni", tmp_path / "omni")
     ar = omni / "vllm_omni" / "worker" / "gpu_ar_model_runner.py"
     (omni / "vllm_omni" / "worker" / "gpu_x_model_runner.py").write_text(
@@ -395,9 +397,10 @@ def _port_args(tmp_path: Path, omni: Path) -> list:
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads VmSize from /proc")
 @pytest.mark.parametrize("cap", ["memory", "file"])
 def test_a_runner_module_too_large_to_port_is_refused_in_one_line_not_fatal(tmp_path, cap, cli_under_rlimit):
-    "Reproduction 3's port half: a 16 MB runner module (under the 16 MB cap) took 5.2 GB. Now a module whose size times"
-    " PORT_BYTES_PER_BYTE is past the memory left (or past OMNI_NPU_PORT_MAX_FILE_MB) is ONP4304 naming the file and the"
-    " limit, before `ast` reads it; the other runner is ported, exit 1, no signal, in a process capped at 150 MB more."
+    ("Reproduction 3's port half: a 16 MB runner module (under the 16 MB cap) took 5.2 GB. Now a module whose size "
+     "times PORT_BYTES_PER_BYTE is past the memory left (or past OMNI_NPU_PORT_MAX_FILE_MB) is ONP4304 naming the file "
+     "and the limit, before `ast` reads it; the other runner is ported, exit 1, no signal, in a process capped at 150 "
+     "MB more.")
     omni = shutil.copytree(FIX / "omni", tmp_path / "omni")
     ar = omni / "vllm_omni" / "worker" / "gpu_ar_model_runner.py"
     extra = "".join(f"\n    def extra_{i}(self, x):\n        if torch.cuda.is_available():\n            x = x.cuda()\n"
@@ -413,8 +416,9 @@ def test_a_runner_module_too_large_to_port_is_refused_in_one_line_not_fatal(tmp_
 
 
 def test_the_release_port_never_writes_into_its_input_or_through_a_link(tmp_path):
-    "Reproduction 6: `port --release co@X -o co --force` overwrote the checkout's hand-written NPU runners; a linked folder"
-    " inside -o was written through. Now both are refused before anything is written (translate's ONP9005 rules)."
+    ("Reproduction 6: `port --release co@X -o co --force` overwrote the checkout's hand-written NPU runners; a linked "
+     "folder inside -o was written through. Now both are refused before anything is written (translate's ONP9005 "
+     "rules).")
     omni = shutil.copytree(FIX / "omni", tmp_path / "omni")
     before = {p: p.read_bytes() for p in omni.rglob("*.py")}
     res = fixture_port(omni)
@@ -457,10 +461,10 @@ MUTATIONS = {"gpu_ar_model_runner.py": ("\x0c", "crlf"), "gpu_generation_model_r
 
 @pytest.mark.slow
 def test_the_real_runners_mutated_as_python_still_reads_them_lose_nothing(release_source, tmp_path):
-    "Reproduction 5 (and the fuzz of item 5): the real 0.30.0 runner modules with line breaks that Python does not see"
-    " as line breaks (a form feed or \\x1e in a comment above `_dummy_run` and inside methods), then CRLF endings or"
-    " tab indentation: every module parses, no statement is lost (a form feed once dropped 18 omni statements: the"
-    " merge split lines with str.splitlines; tab indentation gave a module with a TabError and 47 statements lost)."
+    ("Reproduction 5 (and the fuzz of item 5): the real 0.30.0 runner modules with line breaks that Python does not "
+     "see as line breaks (a form feed or \\x1e in a comment above `_dummy_run` and inside methods), then CRLF endings "
+     "or tab indentation: every module parses, no statement is lost (a form feed once dropped 18 omni statements: the "
+     "merge split lines with str.splitlines; tab indentation gave a module with a TabError and 47 statements lost).")
     import ast
     import re
     import zipfile

@@ -127,8 +127,8 @@ DEEP_IDS = ["parens-1000", "chain-84KB", "calls-150", "or-3000"]
 
 @pytest.fixture
 def python_as_started(monkeypatch):
-    "Python's default recursion limit and 16 GiB of memory left for the translator, whatever an earlier test left;"
-    " restored after."
+    ("Python's default recursion limit and 16 GiB of memory left for the translator, whatever an earlier test left; "
+     "restored after.")
     from omni_npu_port.translate import engine
     was = sys.getrecursionlimit()
     sys.setrecursionlimit(1000)
@@ -151,8 +151,8 @@ def test_deep_nesting_is_rejected_with_a_code(python_as_started, line):
 
 @pytest.mark.parametrize("limit,headroom", [(200, 16 << 30), (5000, 16 << 30), (50_000, 1 << 20)])
 def test_deep_nesting_verdicts_do_not_depend_on_the_recursion_limit_or_memory_left(monkeypatch, limit, headroom):
-    "A caller that lowered or raised the recursion limit, or has little memory left: each file gets the verdict it gets"
-    " in a fresh Python."
+    ("A caller that lowered or raised the recursion limit, or has little memory left: each file gets the verdict it "
+     "gets in a fresh Python.")
     from omni_npu_port.translate import engine
     monkeypatch.setattr(engine, "memory_headroom", lambda: headroom)
     was = sys.getrecursionlimit()

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LIB = ROOT / "omni_npu_port"
 
 # rule -> findings still allowed (2026-12-07, issue 34 part 6); restyle.py clears the fixable ones, people the rest
-PENDING = {"E501": 130, "I001": 2}
+PENDING = {}
 
 
 def ruff_exe() -> str | None:
@@ -36,8 +36,8 @@ needs_ruff = pytest.mark.skipif(RUFF is None, reason="ruff is not installed (it 
 
 
 def nbdev_all_line(path: Path, row: int, cache: dict) -> bool:
-    "Whether line `row` of `path` is the first line of the `__all__` nbdev writes (it wraps the names at 120 and then"
-    " prefixes `__all__ = `, so that line can pass 120 and no notebook holds it)."
+    ("Whether line `row` of `path` is the first line of the `__all__` nbdev writes (it wraps the names at 120 and then "
+     "prefixes `__all__ = `, so that line can pass 120 and no notebook holds it).")
     lines = cache.setdefault(path, path.read_text(encoding="utf-8").splitlines())
     return row >= 2 and lines[row - 2] == "# %% auto #0" and lines[row - 1].startswith("__all__ = [")
 

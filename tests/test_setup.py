@@ -88,8 +88,8 @@ class _XdistConfig:
 
 
 def test_pytest_n_2_keeps_each_file_on_one_worker_and_the_real_port_files_together():
-    "`pytest -n 2`: conftest's scheduler sends a file whole to a worker, the files using the real release port to one;"
-    " a --dist the user gives is theirs."
+    ("`pytest -n 2`: conftest's scheduler sends a file whole to a worker, the files using the real release port to "
+     "one; a --dist the user gives is theirs.")
     pytest.importorskip("xdist")
     from conftest import COMPILED, EVERY_RELEASE, SHARED_PORT, pytest_xdist_make_scheduler
     scope = pytest_xdist_make_scheduler(_XdistConfig("load"), None)._split_scope
@@ -104,8 +104,8 @@ def test_pytest_n_2_keeps_each_file_on_one_worker_and_the_real_port_files_togeth
 
 
 def test_pytest_n_2_hands_out_the_heaviest_files_first():
-    "The workers start on the files that cost most (conftest.HEAVIEST), the rest after them in xdist's order; the"
-    " queue the scheduler hands out is reordered once, whole."
+    ("The workers start on the files that cost most (conftest.HEAVIEST), the rest after them in xdist's order; the "
+     "queue the scheduler hands out is reordered once, whole.")
     pytest.importorskip("xdist")
     from collections import OrderedDict
     from conftest import (COMPILED, COMPILED_FILES, EVERY_RELEASE, EVERY_RELEASE_FILES, HEAVIEST, SHARED_PORT,

@@ -30,8 +30,8 @@ def copy_project(dst: Path) -> Path:
 
 
 def nbdev(tool: str, cwd: Path, path: Path | None = None):
-    "Run an nbdev command (`nbdev_export` from nbdev.doclinks, `nbdev_clean` from nbdev.clean) in `cwd`, on every"
-    " notebook or on `path` only."
+    ("Run an nbdev command (`nbdev_export` from nbdev.doclinks, `nbdev_clean` from nbdev.clean) in `cwd`, on every "
+     "notebook or on `path` only.")
     mod = {"nbdev_export": "nbdev.doclinks", "nbdev_clean": "nbdev.clean"}[tool]
     arg = f"path={str(path)!r}" if path else ""
     r = subprocess.run([sys.executable, "-c", f"from {mod} import {tool}; {tool}.__wrapped__({arg})"],
@@ -149,8 +149,8 @@ def fresh_clone(dst: Path) -> Path:
 
 
 def test_docs_readme_step_changes_no_tracked_file_in_a_fresh_clone(tmp_path):
-    "`omni-npu-port docs --readme-only` in a fresh clone, after a run that left its record in pytest's cache: nothing"
-    " changes."
+    ("`omni-npu-port docs --readme-only` in a fresh clone, after a run that left its record in pytest's cache: nothing "
+     "changes.")
     work = fresh_clone(tmp_path / "clone")
     left = work / ".pytest_cache" / "v" / "omni-npu-port" / "last-run"   # what a whole-suite run used to leave
     left.parent.mkdir(parents=True)

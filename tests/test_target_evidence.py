@@ -110,8 +110,8 @@ def test_a_stripped_release_checkout_is_ported_onto_its_own_release(tmp_path, ca
 
 
 def test_a_version_file_that_ties_vllm_to_its_own_line_names_the_vllm(tmp_path):
-    "A version the table lacks (0.32.0) whose version.py requires vllm's major.minor to match: vllm 0.32.0, said so;"
-    " without that rule the version alone names no vllm and the imports decide both."
+    ("A version the table lacks (0.32.0) whose version.py requires vllm's major.minor to match: vllm 0.32.0, said so; "
+     "without that rule the version alone names no vllm and the imports decide both.")
     root = tmp_path / "omni"
     shutil.copytree(FIX / "omni_decides", root)
     (root / "vllm_omni" / "_version.py").write_text("__version__ = version = '0.32.0'\n")

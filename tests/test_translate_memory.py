@@ -62,8 +62,8 @@ def _args(tmp_path: Path, src: Path) -> list:
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads VmSize from /proc")
 @pytest.mark.parametrize("shape", ["deep", "unary"])
 def test_a_worst_shape_the_old_estimate_passed_is_refused_not_fatal(tmp_path, cli_under_rlimit, shape):
-    "A file of a few KB that 700 bytes per byte said fits in 150 MB but whose libcst tree takes about 250 MB aborted"
-    " the process (SIGABRT, no message). Now: one ONP9006 line naming the file and what it needs; exit 3, no signal."
+    ("A file of a few KB that 700 bytes per byte said fits in 150 MB but whose libcst tree takes about 250 MB aborted "
+     "the process (SIGABRT, no message). Now: one ONP9006 line naming the file and what it needs; exit 3, no signal.")
     text = deep(40) if shape == "deep" else unary(80)   # before the fix both ended in SIGABRT (exit 134)
     assert len(text) * 700 < 20 << 20                                  # what the old check asked for
     src = tmp_path / "big.py"; src.write_text(text)
@@ -89,9 +89,9 @@ RELEASE = Path(__file__).parent / "fixtures" / "release"
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads VmSize from /proc")
 @pytest.mark.parametrize("lines", [40, 0])
 def test_a_runner_module_that_nests_deeply_is_refused_by_the_port_not_fatal(tmp_path, cli_under_rlimit, lines):
-    "The port's check counts brackets too: a runner module with a few KB of GPU calls nested in 60 calls aborted a port"
-    " worker under a 150 MB cap (BrokenProcessPool); now it is ONP4304 naming it (exit 1, the other runner ported, no"
-    " signal); the same module without them is ported."
+    ("The port's check counts brackets too: a runner module with a few KB of GPU calls nested in 60 calls aborted a "
+     "port worker under a 150 MB cap (BrokenProcessPool); now it is ONP4304 naming it (exit 1, the other runner "
+     "ported, no signal); the same module without them is ported.")
     import shutil
     omni = shutil.copytree(RELEASE / "omni", tmp_path / "omni")
     ar = omni / "vllm_omni" / "worker" / "gpu_ar_model_runner.py"

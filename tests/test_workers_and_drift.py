@@ -65,8 +65,8 @@ RUNNER = ('from vllm.v1.spec_decode.eagle import EagleProposer\n'
 
 
 def test_proposer_and_old_dummy_run_constructs_follow_the_target_release():
-    "0.12.0rc1 (before the catalog's first release) calls _dummy_run(aclgraph_runtime_mode=) and its EagleProposer is "
-    "no subclass of vllm's; 0.18.0 neither; both proposers refuse use_cudagraphs."
+    ("0.12.0rc1 (before the catalog's first release) calls _dummy_run(aclgraph_runtime_mode=) and its EagleProposer is "
+     "no subclass of vllm's; 0.18.0 neither; both proposers refuse use_cudagraphs.")
     old = translate_source(RUNNER, compile_rules("vllm-ascend==0.12.0rc1"))
     assert {"ONP1032", "ONP2031", "ONP2032"} <= set(codes(old))
     assert "aclgraph_runtime_mode=None):" in old.code and "use_cudagraphs=cudagraph_runtime_mode" not in old.code.split("ONP2031")[0]

@@ -106,8 +106,8 @@ def check_arguments(args) -> None:
         raise UsageError(f"{args.summary}: the summary is .md (Markdown) or .csv")
 
 def translate_target(args):
-    "The one `Target`: `--target`, else the line a translated tree states (ONP4308), else the release the sources state"
-    " (a vllm-ascend tree, a vLLM-Omni release's pairing), else the profile's."
+    ("The one `Target`: `--target`, else the line a translated tree states (ONP4308), else the release the sources "
+     "state (a vllm-ascend tree, a vLLM-Omni release's pairing), else the profile's.")
     try:
         if args.target: return resolve_target(args.target)
         tree = translated_tree_target(args.src)

@@ -93,8 +93,9 @@ def sarif_log(findings: list[Diagnostic], tool: str, version: str = "", root: Pa
 
 # %% ../../nbs/core/findings.ipynb #20f51e4a
 def printable(text: str) -> str:
-    "`text` with control characters and line or paragraph separators written as escapes (`\\n`, `\\x1b`): one line on a"
-    " terminal or a CI log, whatever a file name holds (a name with a newline and `::error` would be a GitHub command)."
+    ("`text` with control characters and line or paragraph separators written as escapes (`\\n`, `\\x1b`): one line on "
+     "a terminal or a CI log, whatever a file name holds (a name with a newline and `::error` would be a GitHub "
+     "command).")
     if text.isprintable(): return text
     return "".join(
         c.encode("unicode_escape").decode("ascii") if unicodedata.category(c) in ("Cc", "Zl", "Zp") else c for c in text

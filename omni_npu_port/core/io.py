@@ -92,8 +92,8 @@ def pid_alive(pid: int) -> bool:
     return True
 
 def leftover_temps(folder: Path | str) -> dict[str, list[Path]]:
-    "The temporary files a killed run of this package left in `folder`, by the name of the file each was for: only"
-    " names `temp_prefix` gives, of a process that no longer runs, owned by this user."
+    ("The temporary files a killed run of this package left in `folder`, by the name of the file each was for: only "
+     "names `temp_prefix` gives, of a process that no longer runs, owned by this user.")
     out, uid = {}, getattr(os, "getuid", lambda: None)()
     try: names = sorted(os.listdir(folder))
     except OSError: return out
@@ -110,8 +110,8 @@ def leftover_temps(folder: Path | str) -> dict[str, list[Path]]:
 STALE_TEMP_S = 3600   # a temp not written to for an hour: no writer on any host is still filling it
 
 def stale_temps(folder: Path | str, age: float = STALE_TEMP_S) -> dict[str, list[Path]]:
-    "The `leftover_temps` of `folder` not written to for `age` seconds (a younger one may be another host's live"
-    " writer's), by the name of the file each was for: what a sweep may remove."
+    ("The `leftover_temps` of `folder` not written to for `age` seconds (a younger one may be another host's live "
+     "writer's), by the name of the file each was for: what a sweep may remove.")
     out, now = {}, time.time()
     for name, temps in leftover_temps(folder).items():
         old = []
@@ -146,8 +146,8 @@ register(Code("ONP9014", "output-set-not-written", "a set of outputs (a port's m
                      "where a set without its report was left).", notebook="core/io.ipynb", tool="port"))
 
 def write_set(files: dict, last=()) -> list[Path]:
-    "Write `files` (path -> text or bytes) as one set: all staged, then renamed in, `last` after the rest; nothing"
-    " left when staging fails. An existing file is replaced (the caller checks --force)."
+    ("Write `files` (path -> text or bytes) as one set: all staged, then renamed in, `last` after the rest; nothing "
+     "left when staging fails. An existing file is replaced (the caller checks --force).")
     files = {Path(p): d.encode("utf-8") if isinstance(d, str) else d for p, d in files.items()}
     last = [Path(p) for p in last]
     for folder in {p.parent for p in files}:
@@ -191,8 +191,8 @@ class CacheRefused(InputError):
     "A cache folder that holds what this package did not write: it is not used, and nothing in it is touched."
 
 def cache_dir(kind: str) -> Path | None:
-    "The root of cache `kind` (pkgs, sdist-py, translations, judge-src): its variable, else its folder under"
-    " `CACHE_HOME`; None: off."
+    ("The root of cache `kind` (pkgs, sdist-py, translations, judge-src): its variable, else its folder under "
+     "`CACHE_HOME`; None: off.")
     env = CACHE_ENV[kind]
     v = os.environ.get(env, "").strip()
     if v.lower() in CACHE_OFF and kind != "pkgs": return None
@@ -207,8 +207,8 @@ def _marker_temp(name: str) -> bool:
     return bool(m) and m.group(1) == CACHE_MARKER
 
 def claim_cache(root: Path | str, kind: str, owns=lambda name: False) -> Path:
-    "Make `root` cache `kind`'s: created with its marker, or adopted when it holds only entries `owns` accepts;"
-    " a `CacheRefused` naming it otherwise. Once per process and root."
+    ("Make `root` cache `kind`'s: created with its marker, or adopted when it holds only entries `owns` accepts; a "
+     "`CacheRefused` naming it otherwise. Once per process and root.")
     root, env = Path(root), CACHE_ENV.get(kind, "the cache's variable")
     if (root, kind) in _CLAIMED: return root
     mark, want = root / CACHE_MARKER, f"omni-npu-port cache: {kind}\n"

@@ -209,8 +209,8 @@ def resolve_release(version: str, package: str = "vllm-ascend") -> Release:
 
 # %% ../../nbs/core/releases.ipynb #ef012761
 def parse_pin(text: str, what: str = "pin") -> tuple[str, str] | None:
-    "(name, version) of `name==version`, spaces dropped; None when `text` is no pin (no `==`, or a path before it);"
-    " a ValueError naming the missing part (`what` says what the text is: target, source, package)."
+    ("(name, version) of `name==version`, spaces dropped; None when `text` is no pin (no `==`, or a path before it); a "
+     "ValueError naming the missing part (`what` says what the text is: target, source, package).")
     name, sep, version = str(text).strip().partition("==")
     if not sep or any(c in name for c in "/\\"): return None
     name, version = name.replace(" ", ""), version.replace(" ", "")

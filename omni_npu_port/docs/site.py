@@ -341,8 +341,8 @@ def stale_figures(root=None) -> list[tuple]:
     return fill_figures(nb.read_text(encoding="utf-8"), readme_figures(root), str(nb))[1] if nb.is_file() else []
 
 def write_readme(root=None, check=False) -> bool:
-    "Whether README.md is up to date with the README notebook and the code's figures; unless `check`, write it (and the"
-    " notebook's stale figures) when it isn't."
+    ("Whether README.md is up to date with the README notebook and the code's figures; unless `check`, write it (and "
+     "the notebook's stale figures) when it isn't.")
     root = find_root(root)
     nb, text, stale = _readme(root)
     if stale and not check:

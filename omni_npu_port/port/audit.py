@@ -108,8 +108,8 @@ class Finding(Diagnostic):
 
 # %% ../../nbs/port/audit.ipynb #583b703d
 def audit_target(target: str | None, npu, gpu=None, sources=()) -> Target:
-    "The target both ports use: `--target`, else a vllm-ascend source given, else the release the NPU copy's source"
-    " pairs with, else the GPU source's; the profile's only where no source states one."
+    ("The target both ports use: `--target`, else a vllm-ascend source given, else the release the NPU copy's source "
+     "pairs with, else the GPU source's; the profile's only where no source states one.")
     try:
         if target: return resolve_target(target)
         for s in sources:
@@ -198,8 +198,8 @@ def method_at(text: str) -> dict[int, tuple[str, str]]:
     return out
 
 def by_method(c: Change, npu_at: dict, upd_at: dict, was: dict | None = None) -> list[Change]:
-    "A change whose copy's lines and update's lines lie in different methods (`was`: the update's renames, new name"
-    " -> the copy's), as removals and adds per method."
+    ("A change whose copy's lines and update's lines lie in different methods (`was`: the update's renames, new name "
+     "-> the copy's), as removals and adds per method.")
     pm = [npu_at.get(i, ("", ""))[1] for i in c.npu_at]
     um = [(was or {}).get(m, m) for i in c.update_at for m in [upd_at.get(i, ("", ""))[1]]]
     if c.kind != "change" or set(pm) == set(um): return [c]
@@ -269,8 +269,8 @@ def passed(key: str, own: str) -> bool:
 def _named(key: str) -> bool: return substantive([key])
 
 def anchors(base: list[str], new: list[str]) -> dict[str, list[str]]:
-    "{key of each line the GPU side wrote since the previous port: the previous port's lines it replaced, else the"
-    " nearest ones that name something above and below it}."
+    ("{key of each line the GPU side wrote since the previous port: the previous port's lines it replaced, else the "
+     "nearest ones that name something above and below it}.")
     out: dict[str, list[str]] = {}
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, base, new, autojunk=False).get_opcodes():
         if tag not in ("replace", "insert"): continue
@@ -287,15 +287,16 @@ def _head(key: str) -> str:
     return head if len(head.split()) >= 3 else ""
 
 def adapted(key: str, own: str, replaced=()) -> bool:
-    "Whether the copy's method makes this call itself, to the same target, its arguments its own (`x = f(`, `a.f(`);"
-    " never where the GPU side changed a call the previous port made (`replaced`): that is a change of the copy's call."
+    ("Whether the copy's method makes this call itself, to the same target, its arguments its own (`x = f(`, `a.f(`); "
+     "never where the GPU side changed a call the previous port made (`replaced`): that is a change of the copy's "
+     "call.")
     head = key.split(" ( ", 1)[0] + " (" if " ( " in key else ""
     return len(head.split()) >= 3 and f" {head} " in own and not any(r.startswith(head) for r in replaced)
 
 def owed(c: Change, own: str, theirs: str, anchor: dict | None = None, outside=frozenset()) -> Change | None:
-    "The change less what is no lag of the copy: lines the copy's method has (`own`, a `stream`), vllm's and"
-    " vllm-ascend's (`theirs`), calls the copy makes its own way, GPU lines whose previous-port anchors the copy has"
-    " none of, lines only inside a call or `def` the copy never has (`outside`); None: nothing left."
+    ("The change less what is no lag of the copy: lines the copy's method has (`own`, a `stream`), vllm's and "
+     "vllm-ascend's (`theirs`), calls the copy makes its own way, GPU lines whose previous-port anchors the copy has "
+     "none of, lines only inside a call or `def` the copy never has (`outside`); None: nothing left.")
     key = lambda l: " ".join(code_tokens(l))
     has = lambda s, k: f" {k} " in s
     was = lambda k: (anchor or {}).get(k, ())
@@ -326,8 +327,8 @@ def _heads(tree: ast.AST, fn) -> dict[int, set[str]]:
     return out
 
 def outside(method: str | None, own: str) -> set[str]:
-    "Keys of the lines of a GPU method (the new port's) that stand, wherever they stand, inside a call or a nested"
-    " `def` the copy's method (`own`, a `stream`) never has."
+    ("Keys of the lines of a GPU method (the new port's) that stand, wherever they stand, inside a call or a nested "
+     "`def` the copy's method (`own`, a `stream`) never has.")
     try: tree = ast.parse(method or "")
     except SyntaxError: return set()
     fn = next(iter(tree.body), None)
@@ -358,9 +359,9 @@ def statement_shapes(method: str | None) -> set[str]:
             if isinstance(s, ast.stmt) and not hasattr(s, "body") and s is not tree}
 
 def moved_blocks(method: str | None, written: set, elsewhere: set) -> set[str]:
-    "Keys of the lines of each `if` block (no `else`) the GPU side wrote whole (`written`: each line that names"
-    " something) whose body statements all stand, as shapes, in the copy's other methods (`elsewhere`), each of 8"
-    " tokens or more that name something."
+    ("Keys of the lines of each `if` block (no `else`) the GPU side wrote whole (`written`: each line that names "
+     "something) whose body statements all stand, as shapes, in the copy's other methods (`elsewhere`), each of 8 "
+     "tokens or more that name something.")
     try: tree = ast.parse(method or "")
     except SyntaxError: return set()
     lines, out = python_lines(method or ""), set()
@@ -392,8 +393,8 @@ def callers(methods: dict) -> dict[str, set[str]]:
     return out
 
 def run_by_copy(added: list[str], gpu: dict, own) -> list[str]:
-    "The added methods the copy would run: ones no other GPU method calls (overrides, entry points), or ones a method"
-    " the copy defines calls, or another of these."
+    ("The added methods the copy would run: ones no other GPU method calls (overrides, entry points), or ones a method "
+     "the copy defines calls, or another of these.")
     by, ok = callers(gpu), set()
     while grow := [m for m in added if m not in ok and (not by.get(m) or by[m] & (set(own) | ok))]:
         ok.update(grow)
@@ -412,8 +413,8 @@ def body_shapes(node: ast.AST) -> list[str]:
     return [shape(k) for k in method_keys(text) if _named(k)]
 
 def inline_in_copy(m: str, gpu: dict, copy: dict) -> str | None:
-    "The copy's method that does new GPU method `m` in place: one that calls `m` on the GPU side and holds, as shapes,"
-    " at least half of the lines of `m` that name something; None where none does."
+    ("The copy's method that does new GPU method `m` in place: one that calls `m` on the GPU side and holds, as "
+     "shapes, at least half of the lines of `m` that name something; None where none does.")
     body = body_shapes(gpu[m])
     for c in sorted(callers(gpu).get(m, ())):
         if body and c in copy and 2 * sum(s in set(body_shapes(copy[c])) for s in body) >= len(body): return c
@@ -463,8 +464,8 @@ class _Inline(ast.NodeTransformer):
     def visit_Name(self, n): return self.value if n.id == self.name else n
 
 def inlined(s: ast.stmt, body: list) -> tuple[str, ast.stmt] | None:
-    "(the key of `x = f(..A..)`, the second statement) where `s` is `x = A` and the next statement of `body` naming x"
-    " is `x = f(..x..)`, naming it once; None otherwise."
+    ("(the key of `x = f(..A..)`, the second statement) where `s` is `x = A` and the next statement of `body` naming x "
+     "is `x = f(..x..)`, naming it once; None otherwise.")
     if not (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)): return None
     x = s.targets[0].id
     names = lambda t: [v for v in ast.walk(t) if isinstance(v, ast.Name) and v.id == x]
@@ -476,9 +477,9 @@ def inlined(s: ast.stmt, body: list) -> tuple[str, ast.stmt] | None:
 def _binds(n) -> list[str]: return [(a.asname or a.name).split(".")[0] for a in n.names]
 
 def other_forms(gpu: str | None, own: str, copy_method: str | None, copy_module: str, names: dict) -> set[str]:
-    "Keys of the lines of a GPU method (the update's) the copy's method (`own`, a `stream`) has in another form:"
-    " a catalog GPU name as the NPU's, an import the copy's module makes, `x = A; x = f(x)` as `x = f(A)`, and"
-    " `if C:` as the `else:` of `if not C:`."
+    ("Keys of the lines of a GPU method (the update's) the copy's method (`own`, a `stream`) has in another form: a "
+     "catalog GPU name as the NPU's, an import the copy's module makes, `x = A; x = f(x)` as `x = f(A)`, and `if C:` "
+     "as the `else:` of `if not C:`.")
     try: tree = ast.parse(gpu or "")
     except SyntaxError: return set()
     lines, has = python_lines(gpu or ""), lambda k: f" {on_platform(k, names)} " in own
@@ -552,8 +553,8 @@ def _methods(port, dotted: str | None) -> dict:
 
 # %% ../../nbs/port/audit.ipynb #c4132a02
 def gpu_gained(prev_gpu: str | None, new_gpu: str | None, own: str, theirs: str = "") -> list[str]:
-    "Keys of the lines omni's GPU method wrote or replaced since PREV that name something and that the copy's method"
-    " (`own`, a `stream`) and vllm's / vllm-ascend's (`theirs`) lack; [] where either GPU method is missing."
+    ("Keys of the lines omni's GPU method wrote or replaced since PREV that name something and that the copy's method "
+     "(`own`, a `stream`) and vllm's / vllm-ascend's (`theirs`) lack; [] where either GPU method is missing.")
     base, new = method_keys(prev_gpu), method_keys(new_gpu)
     if not base or not new: return []
     return [k for k in anchors(base, new) if _named(k) and f" {k} " not in own and f" {k} " not in theirs]
@@ -574,8 +575,8 @@ def method_texts(port, dotted: str | None) -> dict[str, str]:
     except (PortError, OSError): return {}
 
 def anchor_pair(ports: tuple, gpus: tuple, m: str, um: str) -> tuple[str | None, str | None]:
-    "PREV's and NEW's text of method `m` (`um`: its name in the update) to anchor the update's lines on: the ports',"
-    " else, where a port inherits it, the GPU runners' own (rule 14); (None, None) where a side lacks it."
+    ("PREV's and NEW's text of method `m` (`um`: its name in the update) to anchor the update's lines on: the ports', "
+     "else, where a port inherits it, the GPU runners' own (rule 14); (None, None) where a side lacks it.")
     for prev, new in (ports, gpus):
         was, now = prev.get(m) or prev.get(um), new.get(um) or new.get(m)
         if was and now: return was, now
@@ -583,15 +584,15 @@ def anchor_pair(ports: tuple, gpus: tuple, m: str, um: str) -> tuple[str | None,
 
 # %% ../../nbs/port/audit.ipynb #11b40d2a
 def dropped_kept(r, b, sides: AuditSides, mine: dict, said: set) -> set[str]:
-    "Methods PREV's GPU runner (its source) defines and NEW's no longer does that the copy still defines, little"
-    " changed (`kept_copy`), however PREV's port had them; `said`: renamed, or with a finding already."
+    ("Methods PREV's GPU runner (its source) defines and NEW's no longer does that the copy still defines, little "
+     "changed (`kept_copy`), however PREV's port had them; `said`: renamed, or with a finding already.")
     prev, new = _methods(sides.base, b.gpu if b else None), _methods(sides.new, r.gpu)
     return {m for m, node in prev.items() if m not in new and m in mine and m not in said
             and kept_copy(ast.unparse(node), mine[m])}
 
 def kept_findings(r, b, sides: AuditSides, texts: tuple, where: tuple, said: set) -> list[Finding]:
-    "ONP4131 for each method omni dropped that the copy keeps little changed; ONP4132 for an override the update keeps"
-    " that lacks what omni's GPU method gained; the update's other notes as notes."
+    ("ONP4131 for each method omni dropped that the copy keeps little changed; ONP4132 for an override the update "
+     "keeps that lacks what omni's GPU method gained; the update's other notes as notes.")
     (mine, prev, npu_at), (cls, path) = texts, where
     gone, out = dropped_kept(r, b, sides, mine, said), []
     at = lambda m: min((i for i, (k, x) in npu_at.items() if (k, x) == (cls, m)), default=None)
@@ -608,8 +609,8 @@ def kept_findings(r, b, sides: AuditSides, texts: tuple, where: tuple, said: set
 
 # %% ../../nbs/port/audit.ipynb #a1c40010
 def missing_methods(r, b, sides: AuditSides, text: str, cls: str, path: str) -> list[Finding]:
-    "ONP4129 for each method the GPU runner added since PREV that the copy neither defines nor inherits and would"
-    " run; ONP4140 (a note) where the copy does it in place, ONP4130 where only code the copy lacks calls it."
+    ("ONP4129 for each method the GPU runner added since PREV that the copy neither defines nor inherits and would "
+     "run; ONP4140 (a note) where the copy does it in place, ONP4130 where only code the copy lacks calls it.")
     node = next((n for n in ast.parse(text).body if isinstance(n, ast.ClassDef) and n.name == cls), None)
     mod = (b.hand if b and b.hand else r.hand or "").rpartition(".")[0]
     if node is None or sides.graph is None: return []
@@ -661,8 +662,8 @@ def runner_findings(r, sides: AuditSides, was: dict | None = None) -> list[Findi
 # %% ../../nbs/port/audit.ipynb #1d2bae8b
 def audit(gpu: str, npu: str | None = None, prev: str | None = "auto", target: str | None = None, sources=(),
           progress=None, cache_dir: Path | str = CACHE_DIR, index: str | None = None) -> list[Finding]:
-    "Drift: the change `port --release GPU --from PREV` would make to the NPU copy in `npu` (default: the GPU"
-    " source's own), each statement at the copy's line; both ports on the target the sources state."
+    ("Drift: the change `port --release GPU --from PREV` would make to the NPU copy in `npu` (default: the GPU "
+     "source's own), each statement at the copy's line; both ports on the target the sources state.")
     gpu, npu, prev = (release_arg(a) for a in (gpu, npu, prev))
     gtree = open_release(gpu, progress, cache_dir, index)
     ntree = gtree if not npu or npu == gpu else open_release(npu, progress, cache_dir, index)

@@ -72,8 +72,8 @@ def def_signature(fn: ast.FunctionDef | ast.AsyncFunctionDef, method: bool) -> i
 
 # %% ../../nbs/port/calls.ipynb #b2aeee2f
 def record_signature(ix: SymbolIndex, dotted: str) -> inspect.Signature | None:
-    "A dataclass's or NamedTuple's constructor read from its fields along the MRO (bases first); None where a base no"
-    " source holds, an `__init__`, or a field we cannot read decides it."
+    ("A dataclass's or NamedTuple's constructor read from its fields along the MRO (bases first); None where a base no "
+     "source holds, an `__init__`, or a field we cannot read decides it.")
     order = mro(ix, dotted)
     if not order or order.missing and any((m.target or m.qualname).split(".")[-1] not in ("NamedTuple", "Generic")
                                           for m in order.missing): return None
@@ -116,10 +116,10 @@ def imported_callee(ix: SymbolIndex, dotted: str) -> Callee | None:
     return Callee(sym.dotted, name, sig) if sig else None
 
 def self_callee(order: list[MroClass], name: str, opaque=(), unbound: bool = False) -> Callee | None:
-    "What `self.name(...)` calls: the method of the first class of the ported class's MRO that defines it (the NPU"
-    " runner's before vllm's where the order keeps them so); None past a base no source holds, or where a class of"
-    " `opaque` (one whose methods' signatures are not read: a ported parent, known by its plan) defines it. `unbound`:"
-    " called on the class (`Base.name(self, ...)`), `self` is a parameter."
+    ("What `self.name(...)` calls: the method of the first class of the ported class's MRO that defines it (the NPU "
+     "runner's before vllm's where the order keeps them so); None past a base no source holds, or where a class of "
+     "`opaque` (one whose methods' signatures are not read: a ported parent, known by its plan) defines it. `unbound`: "
+     "called on the class (`Base.name(self, ...)`), `self` is a parameter.")
     for c in order:
         if c.node is None: return None
         fn = own_methods(c.node).get(name)
@@ -157,8 +157,8 @@ def fit(sig: inspect.Signature, npos: int, keywords: list[str]) -> Fit:
 
 # %% ../../nbs/port/calls.ipynb #c874dea2
 def catalog_renames(vllm_ascend: str | None) -> dict[str, dict[str, str]]:
-    "Callee (dotted, NPU side) -> {keyword: the keyword it takes}, from the catalog's kwargs-change records at a"
-    " release."
+    ("Callee (dotted, NPU side) -> {keyword: the keyword it takes}, from the catalog's kwargs-change records at a "
+     "release.")
     out: dict = {}
     for p in CATALOG.select(kind="kwargs-change", vllm_ascend=vllm_ascend):
         if p.npu_symbol and p.rename: out.setdefault(p.npu_symbol, {}).update(p.rename)
@@ -166,8 +166,8 @@ def catalog_renames(vllm_ascend: str | None) -> dict[str, dict[str, str]]:
 
 @functools.lru_cache(maxsize=4)
 def calls_by_name(text: str) -> dict[str, list[ast.Call]]:
-    "The calls of a module (its text, parsed once) by the name their callee is written with: `name(...)`,"
-    " `<x>.name(...)`."
+    ("The calls of a module (its text, parsed once) by the name their callee is written with: `name(...)`, "
+     "`<x>.name(...)`.")
     try: tree = ast.parse(text)
     except SyntaxError: return {}
     out: dict = {}
@@ -177,8 +177,8 @@ def calls_by_name(text: str) -> dict[str, list[ast.Call]]:
     return out
 
 def copied_argument(npu_calls: list[ast.Call], npu_text: str, callee: Callee, param: str, bound: set) -> str | None:
-    "The argument the NPU base's own call of the callee (`npu_calls`) passes for `param` (by keyword, or by position in"
-    " a call that binds), where every name it reads is bound here; None where none does."
+    ("The argument the NPU base's own call of the callee (`npu_calls`) passes for `param` (by keyword, or by position "
+     "in a call that binds), where every name it reads is bound here; None where none does.")
     for c in npu_calls:
         expr = next((k.value for k in c.keywords if k.arg == param), None)
         if expr is None and not any(isinstance(a, ast.Starred) for a in c.args) and \
@@ -271,8 +271,8 @@ def module_names(tree: ast.Module) -> set[str]:
 
 def callee_of(call: ast.Call, imports: dict, ix: SymbolIndex | None, order: list[MroClass], seen: dict,
               opaque=()) -> Callee | None:
-    "The target callee of a call: an imported function or class of the target's sources, or a method through the"
-    " class's MRO: `self.m(...)`, `super().m(...)`, `Base.m(self, ...)`."
+    ("The target callee of a call: an imported function or class of the target's sources, or a method through the "
+     "class's MRO: `self.m(...)`, `super().m(...)`, `Base.m(self, ...)`.")
     f = call.func
     if isinstance(f, ast.Name) and f.id in imports and ix is not None:
         if f.id not in seen: seen[f.id] = imported_callee(ix, imports[f.id])
@@ -288,8 +288,8 @@ def callee_of(call: ast.Call, imports: dict, ix: SymbolIndex | None, order: list
 
 # %% ../../nbs/port/calls.ipynb #8563081e
 def unbound_calls(located, ix: SymbolIndex | None, order: list | None = None) -> frozenset:
-    "The calls of an input class (a `Located`) that do not bind in its MRO (`order`, else its own), as `ast.unparse`"
-    " writes them."
+    ("The calls of an input class (a `Located`) that do not bind in its MRO (`order`, else its own), as `ast.unparse` "
+     "writes them.")
     if located is None or getattr(located, "cls_node", None) is None: return frozenset()
     found: list = []
     try: order = order or class_mro(located)
@@ -332,10 +332,10 @@ def bind_call(call: ast.Call, callee: Callee, fix: CallFix, bound: set, npu_text
 def bind_calls(code: str, cls: str, ix: SymbolIndex | None, order: list[MroClass], npu_text: str = "",
                renames: dict | None = None, opaque=(), inherited: frozenset = frozenset(),
                unbound_out: list | None = None) -> tuple[str, list[Diagnostic]]:
-    "Every call of class `cls`'s methods to a target function, class or `self` method bound to the callee's real"
-    " signature (`order`: the class's MRO, the class first; `npu_text`: the NPU base's module, whose own calls are"
-    " copied; `opaque`: classes of the MRO whose methods' signatures are not known; `inherited`: the calls the inputs"
-    " make that do not bind there either, ONP4459; `unbound_out`: only collect the calls that do not bind)."
+    ("Every call of class `cls`'s methods to a target function, class or `self` method bound to the callee's real "
+     "signature (`order`: the class's MRO, the class first; `npu_text`: the NPU base's module, whose own calls are "
+     "copied; `opaque`: classes of the MRO whose methods' signatures are not known; `inherited`: the calls the inputs "
+     "make that do not bind there either, ONP4459; `unbound_out`: only collect the calls that do not bind).")
     try: tree = ast.parse(code)
     except SyntaxError: return code, []
     node = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls), None)
@@ -361,9 +361,9 @@ def bind_calls(code: str, cls: str, ix: SymbolIndex | None, order: list[MroClass
 # %% ../../nbs/port/calls.ipynb #254b4111
 def bind_runner_calls(code: str, cls: str, omni, npu_base, gpu_base, parent, ix: SymbolIndex | None,
                       ported=()) -> tuple[str, list]:
-    "`bind_calls` for one runner of a release port: its MRO as the class port writes it (`port/mro.ipynb`), bases no"
-    " NPU source holds taken from the GPU base's MRO; the NPU base's module; the catalog's renames at the target"
-    " (`ported`: the names of the ported parent classes, whose MRO entries stand for their plans, not signatures)."
+    ("`bind_calls` for one runner of a release port: its MRO as the class port writes it (`port/mro.ipynb`), bases no "
+     "NPU source holds taken from the GPU base's MRO; the NPU base's module; the catalog's renames at the target "
+     "(`ported`: the names of the ported parent classes, whose MRO entries stand for their plans, not signatures).")
     by = {c.name: c for c in class_mro(gpu_base) if c.node is not None}
     order = [c if c.node is not None else by.get(c.name, c)
              for c in generated_mro(cls, omni, npu_base, parent, gpu_base)]

@@ -212,9 +212,9 @@ def _translated_imports(loc: Located, rules: RuleSet) -> str:
 # %% ../../nbs/port/classes.ipynb #8ef2bf71
 def generated_mro(cname: str, gpu_omni: Located, npu_base: Located, parent: list[MroClass] | None = None,
                   gpu_base: Located | None = None) -> list[MroClass]:
-    "The MRO of the class a class port writes, `class cname(OmniX, NPUBase)` (or `(OmniX, Parent)`, `parent` its MRO):"
-    " Python's C3 merge of the two MROs (`gpu_base` given: `(NPUBase, OmniX)` where the NPU base does not derive from"
-    " it, `port/mro.ipynb`)."
+    ("The MRO of the class a class port writes, `class cname(OmniX, NPUBase)` (or `(OmniX, Parent)`, `parent` its "
+     "MRO): Python's C3 merge of the two MROs (`gpu_base` given: `(NPUBase, OmniX)` where the NPU base does not derive "
+     "from it, `port/mro.ipynb`).")
     bo = base_order(cname, gpu_omni, npu_base, gpu_base, parent) if gpu_base is not None else None
     if bo is not None and bo.npu_first: return bo.mro
     a, b = class_mro(gpu_omni), (parent or class_mro(npu_base))
@@ -283,11 +283,11 @@ def port_class(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_st
                history: list[Located] = (), format: str | None = None, line_length: int | None = None,
                into: Located | None = None, parent: list[MroClass] | None = None,
                options: PortOptions | None = None, order: BaseOrder | None = None) -> PortResult:
-    "Port every omni override of a class; returns a module with its imports (`history`: older GPU base classes; `format`: ruff;"
-    " `into`: the class the methods land in instead of the generated one; `parent`: the MRO of an NPU class ported already"
-    " for an omni base of this one, which the port derives from: the methods it has are not ported again;"
-    " `options`: the settings as one `PortOptions`; `order`: the base order the pipeline's mro pass chose, its"
-    " findings said there)."
+    ("Port every omni override of a class; returns a module with its imports (`history`: older GPU base classes; "
+     "`format`: ruff; `into`: the class the methods land in instead of the generated one; `parent`: the MRO of an NPU "
+     "class ported already for an omni base of this one, which the port derives from: the methods it has are not "
+     "ported again; `options`: the settings as one `PortOptions`; `order`: the base order the pipeline's mro pass "
+     "chose, its findings said there).")
     o = port_options(options, "class", prefer=prefer, target=target, super_style=super_style, format=format,
                      line_length=line_length)
     super_style, target, prefer, format, line_length = o.super_style, o.target, o.prefer.value, o.format, o.line_length
@@ -321,11 +321,11 @@ def port_class(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_st
                              {n: fn for n, (_, fn) in defs.items()}, cname, {n: o for n, (o, _) in defs.items()})
     methods = "\n".join(indent_lines(b, "    ") for b in bodies) or "    pass\n"
     inherited = ", ".join(plan.inherit)
-    cls_code = f"class {cname}({', '.join(bo.bases)}):\n" + \
-               (f'    "Ported by omni-npu-port; inherited from {omni_cls} unchanged: {inherited}."\n\n' if inherited else "") + methods
+    doc = f'    "Ported by omni-npu-port; inherited from {omni_cls} unchanged: {inherited}."\n\n'
+    cls_code = f"class {cname}({', '.join(bo.bases)}):\n" + (doc if inherited else "") + methods
     sources = _import_sources(gpu_omni, npu_base, plan.port + plan.translate, rules)
-    imports = _import_block(cls_code, sources, [f"from {gpu_omni.module} import {omni_cls}",
-                                                f"from {parent[0].module if parent else npu_base.module} import {npu_cls}"])
+    npu_import = f"from {parent[0].module if parent else npu_base.module} import {npu_cls}"
+    imports = _import_block(cls_code, sources, [f"from {gpu_omni.module} import {omni_cls}", npu_import])
     header = _class_header(cname, omni_cls, npu_cls if parent else None, gpu_base, gpu_omni, npu_base, rules, styles)
     code = header + "\n" + "\n".join(imports) + "\n\n\n" + cls_code
     if prefer == "comment" or not any(d.code == "ONP4001" for d in diags):   # commented conflicts parse

@@ -44,8 +44,8 @@ def _run_now(n: ast.AST) -> list:
             *((a.defaults + [d for d in a.kw_defaults if d is not None]) if a else [])]
 
 def scope_nodes(node: ast.AST):
-    "The nodes of a statement that run in its scope: a nested function's, lambda's or class's body left out (it runs"
-    " later)."
+    ("The nodes of a statement that run in its scope: a nested function's, lambda's or class's body left out (it runs "
+     "later).")
     todo = [node]
     while todo:
         n = todo.pop()
@@ -57,8 +57,8 @@ def _comp_targets(node: ast.AST) -> set[str]:
             for t in ast.walk(g.target) if isinstance(t, ast.Name)}
 
 def binds(node: ast.AST) -> set[str]:
-    "The names a statement binds in its scope: assignment, loop, `with` and `except` targets, imports, nested"
-    " definitions."
+    ("The names a statement binds in its scope: assignment, loop, `with` and `except` targets, imports, nested "
+     "definitions.")
     out = set()
     for n in scope_nodes(node):
         if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)): out.add(n.id)
@@ -82,8 +82,8 @@ _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 _BINDERS = (ast.Name, ast.alias, ast.ExceptHandler, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 def blocks(fn: ast.AST):
-    "Every statement list of a function in its own scope, loop bodies left out (a loop's body may read what its"
-    " previous turn bound)."
+    ("Every statement list of a function in its own scope, loop bodies left out (a loop's body may read what its "
+     "previous turn bound).")
     todo = [fn.body]
     while todo:
         b = todo.pop(0)
@@ -118,8 +118,8 @@ def _say(st: ast.stmt) -> str:
     return f"`{t[:60]}{'…' if len(t) > 60 else ''}`"
 
 def blocked(group: list[ast.stmt], between: list[ast.stmt], before: set[str]) -> str | None:
-    "Why `group` cannot move past `between` (None: it can): it returns or leaves a loop, or a statement between reads"
-    " or binds what it binds, or rebinds what it reads that was bound `before` it (it would read another value)."
+    ("Why `group` cannot move past `between` (None: it can): it returns or leaves a loop, or a statement between reads "
+     "or binds what it binds, or rebinds what it reads that was bound `before` it (it would read another value).")
     inner = {id(n) for st in group for loop in scope_nodes(st) if isinstance(loop, _LOOPS) for n in ast.walk(loop)
              if isinstance(n, (ast.Break, ast.Continue))}   # a loop's own break/continue moves with it
     if end := next((n for st in group for n in scope_nodes(st) if isinstance(n, _ENDS) and id(n) not in inner), None):
@@ -132,9 +132,9 @@ def blocked(group: list[ast.stmt], between: list[ast.stmt], before: set[str]) ->
 
 def plan_move(block: list[ast.stmt], i: int, need: set[str], omni,
               before: set[str] = frozenset()) -> tuple[list[ast.stmt], int] | str:
-    "(the statements to move, the index in `block` they go after), or why there is no place: `block[i]` and the omni"
-    " statements that follow it in its run (`omni(st)`), else it alone, after the first binder of the last name it"
-    " `need`s (`before`: the names bound before `block[i]`)."
+    ("(the statements to move, the index in `block` they go after), or why there is no place: `block[i]` and the omni "
+     "statements that follow it in its run (`omni(st)`), else it alone, after the first binder of the last name it "
+     "`need`s (`before`: the names bound before `block[i]`).")
     first = {x: next((k for k in range(i + 1, len(block)) if x in binds(block[k])), None) for x in sorted(need)}
     if x := [x for x, k in first.items() if k is None]:
         return f"`{x[0]}` is bound later outside the block that holds it"
@@ -163,8 +163,8 @@ def _drop_fence_pairs(rows: list) -> list:
     return [r for k, r in enumerate(rows) if k not in drop]
 
 def move_rows(rows: list, group: list[ast.stmt], after: ast.stmt, omni) -> list:
-    "The rows with the lines of `group` (and the omni comments just above it) moved after the statement `after`,"
-    " fenced as an omni run where fences are in use and `after` is not omni's."
+    ("The rows with the lines of `group` (and the omni comments just above it) moved after the statement `after`, "
+     "fenced as an omni run where fences are in use and `after` is not omni's.")
     start = group[0].lineno - 1
     while start > 0 and rows[start - 1][0].lstrip().startswith("#") and rows[start - 1][1] == "omni": start -= 1
     end, p = group[-1].end_lineno, after.end_lineno
@@ -184,8 +184,8 @@ register(
 )
 
 def dead_spans(fn: ast.AST) -> list[tuple[int, int]]:
-    "(first, last line) of each statement list of the function that ends in `return` or `raise`: its bindings reach no"
-    " statement after it."
+    ("(first, last line) of each statement list of the function that ends in `return` or `raise`: its bindings reach "
+     "no statement after it.")
     out, todo = [], [fn.body]
     while todo:
         b = todo.pop()
@@ -198,8 +198,8 @@ def dead_spans(fn: ast.AST) -> list[tuple[int, int]]:
     return out
 
 def unreached_reads(st: ast.stmt, marks: list, dead: list) -> set[str]:
-    "The names `st` reads that bindings before it bind, none of them on a path that reaches it (all in `dead` spans"
-    " that do not hold `st`)."
+    ("The names `st` reads that bindings before it bind, none of them on a path that reaches it (all in `dead` spans "
+     "that do not hold `st`).")
     at = (st.lineno, st.col_offset)
     gone = lambda line: any(a <= line <= b and not a <= st.lineno <= b for a, b in dead)
     before = {x for p, x in marks if p < at}
@@ -288,9 +288,9 @@ class _Flow:
 
 # %% ../../nbs/port/dataflow.ipynb #fb5950b3
 def maybe_unbound(fn: ast.AST, own: set = frozenset()) -> list[tuple[str, ast.Name]]:
-    "(name, its `Name`) for each read of a name of the function's own scope (or of `own`) that some path reaches"
-    " unbound: the checker's *possibly unbound* (a loop's later turns, a `with` that swallows errors and `del` not"
-    " followed)."
+    ("(name, its `Name`) for each read of a name of the function's own scope (or of `own`) that some path reaches "
+     "unbound: the checker's *possibly unbound* (a loop's later turns, a `with` that swallows errors and `del` not "
+     "followed).")
     a = fn.args
     params = {p.arg for p in a.posonlyargs + a.args + a.kwonlyargs + [x for x in (a.vararg, a.kwarg) if x]}
     decl = {x for st in fn.body for n in scope_nodes(st) if isinstance(n, (ast.Global, ast.Nonlocal)) for x in n.names}
@@ -333,8 +333,8 @@ def _kw_alike(a: ast.stmt, b: ast.stmt, cut: float = 0.6) -> bool:
     return bool(ka | kb) and len(ka & kb) >= cut * len(ka | kb)
 
 def stands_for(npu: list[ast.stmt], omni: list[ast.stmt], x: str) -> str | None:
-    "The name the NPU side holds where the omni side holds `x` in the same statement (`return y` for `return x`; `y ="
-    " Out(k=...)` for `x = OmniOut(k=...)`, mostly the same keywords), or None."
+    ("The name the NPU side holds where the omni side holds `x` in the same statement (`return y` for `return x`; `y = "
+     "Out(k=...)` for `x = OmniOut(k=...)`, mostly the same keywords), or None.")
     for a in omni:
         if x in binds(a) and (b := next((b for b in npu if _kw_alike(a, b)), None)): return b.targets[0].id
     for a in omni:
@@ -366,8 +366,8 @@ def _same_value(npu: list[ast.stmt], omni: list[ast.stmt], x: str) -> bool:
     return any(isinstance(a, ast.Assign) and x in binds(a) and ast.dump(a.value) in vals for a in omni)
 
 def bind_commented(rows: list) -> tuple[list, list]:
-    "Each name live code reads that on some path only a commented omni side binds: bound after that conflict to the"
-    " name the NPU side holds in its stead (ONP4465), else said (ONP4466). (rows, [(key, code, message)])."
+    ("Each name live code reads that on some path only a commented omni side binds: bound after that conflict to the "
+     "name the NPU side holds in its stead (ONP4465), else said (ONP4466). (rows, [(key, code, message)]).")
     found, said = [], set()
     while (hit := _commented_read(rows, said)) is not None:
         (x, line, conflict), _ = hit, said.add(hit[0])
@@ -393,8 +393,8 @@ def bind_commented(rows: list) -> tuple[list, list]:
 
 # %% ../../nbs/port/dataflow.ipynb #ad07eeb1
 def _one_move(rows: list, skip: set, moved: set):
-    "The first omni statement that reads a name bound only later: (rows after moving it, its key, message, moved),"
-    " or None."
+    ("The first omni statement that reads a name bound only later: (rows after moving it, its key, message, moved), or "
+     "None.")
     try: fn = ast.parse("\n".join(r[0] for r in rows)).body[0]
     except (SyntaxError, IndexError): return None
     if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)): return None
@@ -419,10 +419,10 @@ def _one_move(rows: list, skip: set, moved: set):
     return None
 
 def place_by_dataflow(lines: list[str], origins: list[str], diags: list = ()) -> tuple[list[str], list[str], list]:
-    "A ported method's lines with each omni statement that reads a name bound only later moved after its binder"
-    " (ONP4450), or left with why not (ONP4451); a name only a commented side binds bound or said (ONP4465, ONP4466);"
-    " then each omni statement reading a name no binding reaches (ONP4454);"
-    " `diags`' lines follow their lines. (lines, origins, diagnostics)."
+    ("A ported method's lines with each omni statement that reads a name bound only later moved after its binder "
+     "(ONP4450), or left with why not (ONP4451); a name only a commented side binds bound or said (ONP4465, ONP4466); "
+     "then each omni statement reading a name no binding reaches (ONP4454); `diags`' lines follow their lines. (lines, "
+     "origins, diagnostics).")
     if len(origins) != len(lines) or not any(map(npu_side, origins)):   # all omni's: its order
         return lines, origins, list(diags)
     rows, skip, moved, found = [[l, o, k] for k, (l, o) in enumerate(zip(lines, origins))], set(), set(), []

@@ -205,8 +205,8 @@ def _weight(x: ast.stmt, y: ast.stmt, key) -> int:
 
 def align(xs: list[ast.stmt], ys: list[ast.stmt], key=_header) -> list[tuple[int | None, int | None]]:
     ("Two statement lists aligned in order, the pairs' weights (`_weight`) summed as high as can be: a short run of "
-     "equal")
-    " statements never outweighs many alike ones around it; (i, None) / (None, j) for the statements left unpaired."
+     "equal statements never outweighs many alike ones around it; (i, None) / (None, j) for the statements left "
+     "unpaired.")
     n, m = len(xs), len(ys)
     if n * m > 40000:
         return [(i, i) for i in range(min(n, m))] + [(i, None) for i in range(m, n)] + [(None, j) for j in range(n, m)]
@@ -246,12 +246,14 @@ class DeltaHunk:
 def _elif(st: ast.stmt) -> bool:
     ("An `if` whose `else` block is an `elif` (a lone `if` at the same column): its branches are no statement list to "
      "insert into.")
-    return isinstance(st, ast.If) and len(st.orelse) == 1 and isinstance(st.orelse[0], ast.If) and st.orelse[0].col_offset == st.col_offset
+    return (isinstance(st, ast.If) and len(st.orelse) == 1 and isinstance(st.orelse[0], ast.If)
+            and st.orelse[0].col_offset == st.col_offset)
 
 def _elif_differs(z: ast.stmt, a: ast.stmt) -> bool:
     "An `if`/`elif` chain whose `elif` branches the two sides write differently: one statement to replace whole."
     return (_elif(z) or _elif(a)) and _dump(z.orelse[0] if z.orelse else z) != _dump(a.orelse[0] if a.orelse else a)
 
+# %% ../../nbs/port/delta.ipynb #e89f250e
 def omni_delta(base: ast.FunctionDef, omni: ast.FunctionDef) -> list[DeltaHunk]:
     ("omni's change against the GPU base as hunks, block by block (a compound statement both have is entered, not "
      "replaced).")
@@ -263,8 +265,10 @@ def omni_delta(base: ast.FunctionDef, omni: ast.FunctionDef) -> list[DeltaHunk]:
                 zi = [i for i, _ in pend if i is not None]
                 first = next((i for i, j in pend if i is not None), None)
                 at = first if first is not None else nxt
-                out.append(DeltaHunk([zs[i] for i in zi], [as_[j] for _, j in pend if j is not None], block,
-                                     zs[at - 1] if at and at > 0 else None, zs[nxt] if nxt is not None and nxt < len(zs) else None))
+                before = zs[at - 1] if at and at > 0 else None
+                after = zs[nxt] if nxt is not None and nxt < len(zs) else None
+                omni_sts = [as_[j] for _, j in pend if j is not None]
+                out.append(DeltaHunk([zs[i] for i in zi], omni_sts, block, before, after))
                 pend.clear()
         for i, j in pairs:
             if i is None or j is None: pend.append((i, j)); continue
@@ -276,7 +280,8 @@ def omni_delta(base: ast.FunctionDef, omni: ast.FunctionDef) -> list[DeltaHunk]:
                 zb and type(z) is type(a) and zb.keys() == ab.keys() and not _elif_differs(z, a)
             ):  # a block both have: header, then inside
                 if _header(z) != _header(a):
-                    out.append(DeltaHunk([z], [a], block, zs[i - 1] if i else None, zs[i + 1] if i + 1 < len(zs) else None, header=True))
+                    next_z = zs[i + 1] if i + 1 < len(zs) else None
+                    out.append(DeltaHunk([z], [a], block, zs[i - 1] if i else None, next_z, header=True))
                 for f, zf in zb.items(): walk(zf, ab[f], (id(z), f))
             else: pend.append((i, j)); flush(i + 1)
         flush(len(zs))
@@ -309,8 +314,7 @@ def _at_depth(x: ast.stmt, y: ast.stmt) -> int:
 
 def pair_in_gaps(zs: list[ast.stmt], ns: list[ast.stmt], pairs: list) -> list[tuple[int | None, int | None]]:
     ("`align`'s pairs of `zs` (base) and `ns` (NPU), with each base compound statement left unpaired in a gap (between "
-     "the same")
-    (" paired neighbours) paired to the one unpaired NPU compound statement of that gap whose block is alike "
+     "the same paired neighbours) paired to the one unpaired NPU compound statement of that gap whose block is alike "
      "(`bodies_alike`).")
     out, gap = [], []
     def flush():
@@ -370,8 +374,8 @@ def npu_map(base: ast.FunctionDef, npu: ast.FunctionDef) -> tuple[dict, dict]:
 
 def _moved(base, npu, stmts: dict, blocks: dict, walk) -> None:
     ("Base statements the block-by-block alignment left out, found anywhere in the NPU method (re-nested, moved): the "
-     "same statement where")
-    " it occurs once, else the most alike one of its kind; a compound statement so found is entered."
+     "same statement where it occurs once, else the most alike one of its kind; a compound statement so found is "
+     "entered.")
     used = {id(v[0]) for v in stmts.values()}
     free = [n for n in ast.walk(npu) if isinstance(n, ast.stmt) and n is not npu and id(n) not in used]
     by_dump: dict = {}
@@ -471,23 +475,23 @@ class _Applier:
         self.smap, self.bmap = npu_map(self.zf, self.nf)
         self.have = {_dump(s) for s in ast.walk(self.nf) if isinstance(s, ast.stmt) and not _blocks(s)}
         self.edits: list[_Edit] = []
-        self.keep: set = set()   # (line, column) of base statements whose NPU edits a deletion must keep (a kept line reads their names)
+        # (line, column) of base statements whose NPU edits a deletion must keep (a kept line reads their names)
+        self.keep: set = set()
         self.renames = name_renames(self.smap, bound_names(self.nf))
-        self.block_of = {
-            id(x): b for n in ast.walk(self.nf) if isinstance(n, ast.stmt) for _, b in _blocks(n) for x in b
-        }
+        self.block_of = {id(x): b for n in ast.walk(self.nf) if isinstance(n, ast.stmt)
+                         for _, b in _blocks(n) for x in b}
         self.zblocks = {(0, "body"): self.zf.body} | {
             (id(n), f): b
             for n in ast.walk(self.zf)
             if isinstance(n, ast.stmt) and n is not self.zf
             for f, b in _blocks(n)
         }
-        self.zparent = {
-            id(x): (k, i) for k, b in self.zblocks.items() for i, x in enumerate(b)
-        }  # base statement -> its block, place
+        # base statement -> its block, place
+        self.zparent = {id(x): (k, i) for k, b in self.zblocks.items() for i, x in enumerate(b)}
 
     def place_at(self, h: DeltaHunk):
-        "Where an insertion goes in the NPU method by its anchors: (line, column, how its anchor matched, what it says), or None."
+        ("Where an insertion goes in the NPU method by its anchors: (line, column, how its anchor matched, what it "
+         "says), or None.")
         for anchor, after in ((h.before, True), (h.after, False)):
             if anchor is not None and id(anchor) in self.smap and not self.moved(anchor):
                 n, lv, _ = self.smap[id(anchor)]
@@ -565,8 +569,8 @@ _Applier.moved = _moved_anchor
 # %% ../../nbs/port/delta.ipynb #61071b35
 def _lift(self: _Applier, n: ast.stmt, block: tuple, level: str) -> tuple[ast.stmt, str, str]:
     ("The NPU statement to place beside instead of anchor `n`: the one holding it in the NPU block standing for the "
-     "hunk's `block`")
-    " (the anchor itself where it sits there, or that block is not in the NPU method); its match level; what to say."
+     "hunk's `block` (the anchor itself where it sits there, or that block is not in the NPU method); its match level; "
+     "what to say.")
     target = self.bmap.get(block)
     if target is None or any(x is n for x in target): return n, level, ""
     up = {id(x): st for st in ast.walk(self.nf) if isinstance(st, ast.stmt) for _, b in _blocks(st) for x in b}
@@ -580,8 +584,7 @@ _Applier.lift = _lift
 # %% ../../nbs/port/delta.ipynb #7b389f83
 def _nearest(self: _Applier, h: DeltaHunk) -> tuple[int, int, str]:
     ("Where a hunk with no place keeps its omni lines: after the NPU statement standing for the base statement holding "
-     "its")
-    (" block, else beside that statement's nearest sibling, block by block outwards; else after the method's last "
+     "its block, else beside that statement's nearest sibling, block by block outwards; else after the method's last "
      "statement.")
     key = h.block
     while key != (0, "body") and key[0] in self.zparent:
@@ -632,22 +635,24 @@ def _calls(sts) -> set[str]:
     return {_dump(s.value.func) for s in sts if isinstance(s, (ast.Assign, ast.AnnAssign, ast.Expr, ast.Return))
             and isinstance(s.value, ast.Call)}
 
+# %% ../../nbs/port/delta.ipynb #31cfe779
 def _lives_on(self: _Applier, z: ast.stmt) -> bool:
-    "Whether the NPU method keeps statements of base compound statement `z` elsewhere (it unwrapped or rewrote the block): one"
-    " is paired, a name it binds is read by a base statement outside it, or the NPU method calls a function one of them calls"
-    " that the base calls nowhere outside `z`."
+    ("Whether the NPU method keeps statements of base compound statement `z` elsewhere (it unwrapped or rewrote the "
+     "block): one is paired, a name it binds is read by a base statement outside it, or the NPU method calls a "
+     "function one of them calls that the base calls nowhere outside `z`.")
     inner = [s for s in ast.walk(z) if isinstance(s, ast.stmt) and s is not z]
     if any(id(s) in self.smap for s in inner): return True
     outside = [
         s for s in ast.walk(self.zf) if isinstance(s, ast.stmt) and s is not z and not any(s is x for x in inner)
     ]
     if bound_names(z) & {n.id for s in outside if not _blocks(s) for n in ast.walk(s) if isinstance(n, ast.Name)
-                         and isinstance(n.ctx, ast.Load)}: return True   # it feeds later statements, which the NPU base rewrote
+                         # it feeds later statements, which the NPU base rewrote
+                         and isinstance(n.ctx, ast.Load)}: return True
     return bool(_calls(inner) & _calls(s for s in ast.walk(self.nf) if isinstance(s, ast.stmt)) - _calls(outside))
 
 def _restore(self: _Applier, h: DeltaHunk, why: str = "") -> bool:
-    "A hunk inside a base compound statement the NPU method lacks: omni's version of that statement written live at its"
-    " anchors (once); whether it was."
+    ("A hunk inside a base compound statement the NPU method lacks: omni's version of that statement written live at "
+     "its anchors (once); whether it was.")
     key = h.block
     if not h.omni or key == (0, "body") or key[0] in self.smap or key[0] not in self.zparent: return False
     pk, i = self.zparent[key[0]]
@@ -663,8 +668,9 @@ def _restore(self: _Applier, h: DeltaHunk, why: str = "") -> bool:
         lines = _lines(self.A, [a], col, self.renames)
         self.edits.append(_Edit(at, at, Hunk("omni", lines, omni=lines, other=[]), h, [a]))
         done[id(a)] = where; self.restored = done
-    h.status, h.why = "fuzz", ((why + "; ") if why else "") + (f"the NPU base dropped {_say(z)}, the block it edits: omni's"
-                                                         f" whole statement written live, placed {done[id(a)]}")
+    restored = (f"the NPU base dropped {_say(z)}, the block it edits: omni's whole statement written live, placed "
+                f"{done[id(a)]}")
+    h.status, h.why = "fuzz", ((why + "; ") if why else "") + restored
     return True
 
 _Applier.place, _Applier.restore = _place, _restore
@@ -674,25 +680,30 @@ _Applier.place, _Applier.restore = _place, _restore
 def _span(N: list[str], n: ast.stmt) -> tuple[int, int]: return n.lineno - 1, n.end_lineno
 
 def _replace(self: _Applier, h: DeltaHunk) -> None:
-    "A hunk that replaces base statements: on NPU statements the NPU base left as the base has them, directly; one both edited, merged inside it; else a statement-level conflict."
+    ("A hunk that replaces base statements: on NPU statements the NPU base left as the base has them, directly; one "
+     "both edited, merged inside it; else a statement-level conflict.")
     cps = [self.smap.get(id(z)) for z in h.base]
     same = [c is not None and _dump(c[0]) == _dump(self.rn(z)) for c, z in zip(cps, h.base)]
     if all(same):
         col = cps[0][0].col_offset
         lines = _lines(self.A, h.omni, col, self.renames)
-        kept = [(z.lineno, z.col_offset) in self.keep for z in h.base]   # a kept line reads a name only that NPU statement binds
+        # a kept line reads a name only that NPU statement binds
+        kept = [(z.lineno, z.col_offset) in self.keep for z in h.base]
         first = next((k for k, x in enumerate(kept) if not x), None)
         for k, (n, *_) in enumerate(cps):
             if kept[k]: continue
             s, e = _span(self.N, n)
-            hk = Hunk("omni", lines, omni=lines, base=self.N[s:e], other=self.N[s:e]) if k == first else Hunk("omni-delete", [], base=self.N[s:e])
+            if k == first: hk = Hunk("omni", lines, omni=lines, base=self.N[s:e], other=self.N[s:e])
+            else: hk = Hunk("omni-delete", [], base=self.N[s:e])
             self.edits.append(_Edit(s, e, hk, h, h.omni if k == first else []))
         if first is None:   # every statement it replaces is kept: omni's lines after them
             e = cps[-1][0].end_lineno
             self.edits.append(_Edit(e, e, Hunk("omni", lines, omni=lines, other=[]), h, h.omni))
         h.removed = [c[0] for c, x in zip(cps, kept) if not x]
-        h.status, h.why = "applied", f"replaces {_say(h.base[0])}" + (
-            f"; {sum(kept)} NPU statement(s) of it kept before omni's lines: a kept line reads a name only they bind" if any(kept) else ""); return
+        kept_note = (f"; {sum(kept)} NPU statement(s) of it kept before omni's lines: a kept line reads a name only "
+                     "they bind")
+        h.status, h.why = "applied", f"replaces {_say(h.base[0])}" + (kept_note if any(kept) else "")
+        return
     if all(c is None for c in cps):
         if len(h.base) == len(h.omni) and all(statements_alike(z, a) for z, a in zip(h.base, h.omni)):
             h.status, h.why = "not-applied", f"the NPU base removed {_say(h.base[0])}, which omni only edits"; return
@@ -703,15 +714,8 @@ def _replace(self: _Applier, h: DeltaHunk) -> None:
                 [ast.dump(x) for _, b in _blocks(z) for x in b] == [ast.dump(x) for _, b in _blocks(a) for x in b]:
             s = n.lineno - 1   # omni changed the header alone
             head = _shift(self.A[a.lineno - 1: a.body[0].lineno - 1], n.col_offset - a.col_offset)
-            self.edits.append(
-                _Edit(
-                    s,
-                    n.body[0].lineno - 1,
-                    Hunk("omni", head, omni=head, base=self.N[s : n.body[0].lineno - 1]),
-                    h,
-                    [a],
-                )
-            )
+            header_hunk = Hunk("omni", head, omni=head, base=self.N[s : n.body[0].lineno - 1])
+            self.edits.append(_Edit(s, n.body[0].lineno - 1, header_hunk, h, [a]))
             h.status, h.why = "applied", f"omni changes the header of {_say(z)} only"; return
         if (m := merge_statement(self.rn(z), self.rn(a), n)) is not None:
             s, e = _span(self.N, n)
@@ -719,9 +723,8 @@ def _replace(self: _Applier, h: DeltaHunk) -> None:
             self.edits.append(_Edit(s, e, Hunk("omni", lines, omni=lines, base=self.N[s:e], other=self.N[s:e]), h, [m]))
             h.status, h.why = "fuzz", f"both sides edit {_say(z)}: merged inside the statement"; return
     if not (len(h.base) == len(h.omni) and all(statements_alike(z, a) for z, a in zip(h.base, h.omni))):
-        return _split(
-            self, h
-        )  # unalike statements: omni deletes some and inserts others; only the deletions can collide
+        # unalike statements: omni deletes some and inserts others; only the deletions can collide
+        return _split(self, h)
     spans = sorted(_span(self.N, c[0]) for c in cps if c is not None)
     s, e = spans[0][0], spans[-1][1]
     lines = _lines(self.A, h.omni, min(c[0].col_offset for c in cps if c is not None), self.renames) if h.omni else []
@@ -806,9 +809,8 @@ def merge_statement_header(z, a, n) -> list[str] | None:
 # %% ../../nbs/port/delta.ipynb #f5b0202d
 def _delete(self: _Applier, h: DeltaHunk, drop_edits: bool = True) -> None:
     ("omni's deletion on the NPU side: of the NPU statements standing for the base's, edited or not (ONP4416: the "
-     "edits go")
-    (" too), unless `drop_edits` is off (for an edited one) or a kept line reads a name only a deleted NPU statement "
-     "binds (`self.keep`).")
+     "edits go too), unless `drop_edits` is off (for an edited one) or a kept line reads a name only a deleted NPU "
+     "statement binds (`self.keep`).")
     cps = [self.smap.get(id(z)) for z in h.base]
     if all(c is None for c in cps): h.status, h.why = "applied", "the NPU method has none of them"; return
     npu_edits = [c[0] for c, z in zip(cps, h.base) if c is not None and _dump(c[0]) != _dump(z)]
@@ -903,10 +905,8 @@ class DeltaPort:
 
 def _assemble(self: _Applier, head: Hunk) -> list[Hunk]:
     ("The NPU method's lines with the edits in place. An edit inside lines a deletion placed before it removes writes "
-     "its")
-    (" omni lines where the deleted statement stood, after what is inserted there (its NPU statement went with it); an "
-     "edit")
-    " overlapping another one otherwise is not applied."
+     "its omni lines where the deleted statement stood, after what is inserted there (its NPU statement went with it); "
+     "an edit overlapping another one otherwise is not applied.")
     out, pos, gone, held = [head], _lead(self.N, self.nf.body[0]), None, []
     def flush():
         if held: out.append(Hunk("omni", list(held), omni=list(held), other=[])); held.clear()
@@ -955,20 +955,23 @@ def _hunk_diag(h: DeltaHunk, name: str) -> Diagnostic:
 
 # %% ../../nbs/port/delta.ipynb #ff7a6713
 def _stale(h: DeltaHunk, older: set[str], each: list = ()) -> bool:
-    "A hunk whose omni side repeats an older vllm's statements where the GPU base has moved on: omni lags, it did not edit;"
-    " a deletion of statements some older vllm (`each`: one set per release) did not have yet: omni's copy predates them."
+    ("A hunk whose omni side repeats an older vllm's statements where the GPU base has moved on: omni lags, it did "
+     "not edit; a deletion of statements some older vllm (`each`: one set per release) did not have yet: omni's copy "
+     "predates them.")
     if not h.omni: return bool(h.base) and any(not any(_dump(s) in o for s in h.base) for o in each)
     return all(_dump(s) in older for s in h.omni) and not all(_dump(s) in older for s in h.base)
 
 def apply_delta(base: str, omni: str, npu: str, name: str = "", history=()) -> DeltaPort | None:
-    "omni's change (omni − GPU base, as hunks anchored on statements) applied to the NPU method (`history`: older GPU bases' texts); None where a method does not parse."
+    ("omni's change (omni − GPU base, as hunks anchored on statements) applied to the NPU method (`history`: older GPU "
+     "bases' texts); None where a method does not parse.")
     try: ap = _Applier(base, omni, npu)
     except (SyntaxError, IndexError, AttributeError): return None
     each = [_statement_dumps(t) for t in history]
     older = set().union(*each) if each else set()
     try:
         d, keep = _apply(ap, older, name, each), set()
-        for _ in range(4):   # a deletion took an NPU binding a kept line reads: again, keeping those (and what they read)
+        # a deletion took an NPU binding a kept line reads: again, keeping those (and what they read)
+        for _ in range(4):
             if not (more := _needed_edits(d, ap.nf) - keep): break
             keep |= more
             ap = _Applier(base, omni, npu); ap.keep = set(keep)
@@ -976,15 +979,17 @@ def apply_delta(base: str, omni: str, npu: str, name: str = "", history=()) -> D
         return d
     finally: _MEMO.clear()
 
+# %% ../../nbs/port/delta.ipynb #1fe0b850
 def _needed_edits(d: DeltaPort, npu: ast.AST | None = None) -> set:
-    "(line, column) of the base statements whose deletion removed an NPU statement binding a name the result still"
-    " reads where no binding reaches it on some path (`maybe_unbound`) and the NPU method (`npu`) binds it on every"
-    " path."
+    ("(line, column) of the base statements whose deletion removed an NPU statement binding a name the result still "
+     "reads where no binding reaches it on some path (`maybe_unbound`) and the NPU method (`npu`) binds it on every "
+     "path.")
     try: res = ast.parse(textwrap.dedent(_text_of(d.hunks))).body[0]
     except (SyntaxError, IndexError): return set()
     theirs = {x for x, _ in maybe_unbound(npu)} if npu is not None else set()
     unbound = (_reads([res]) - bound_names(res)) | ({x for x, _ in maybe_unbound(res)} - theirs)
-    return {(z.lineno, z.col_offset) for h in d.delta if h.removed and any(bound_names(n) & unbound for n in h.removed) for z in h.base}
+    return {(z.lineno, z.col_offset) for h in d.delta
+            if h.removed and any(bound_names(n) & unbound for n in h.removed) for z in h.base}
 
 @functools.lru_cache(maxsize=64)
 def _statement_dumps(text: str) -> frozenset:
@@ -996,14 +1001,19 @@ def _apply(ap: _Applier, older: set, name: str, each: list = ()) -> DeltaPort:
     delta = omni_delta(ap.zf, ap.af)
     for h in delta:
         if older and _stale(h, older, each):
-            h.status, h.why = "stale", ("an older vllm lacks these statements: omni's copy predates them, the NPU side kept" if not h.omni
-                                        else "omni repeats an older vllm's statement here: the NPU side kept")
+            h.status = "stale"
+            h.why = ("an older vllm lacks these statements: omni's copy predates them, the NPU side kept" if not h.omni
+                     else "omni repeats an older vllm's statement here: the NPU side kept")
             continue
-        {"insert": lambda h: ap.insert(h, h.omni), "replace": ap.replace, "delete": ap.delete, "header": lambda h: _header_only(ap, h)}[h.kind](h)
+        apply_hunk = {"insert": lambda h: ap.insert(h, h.omni), "replace": ap.replace, "delete": ap.delete,
+                      "header": lambda h: _header_only(ap, h)}[h.kind]
+        apply_hunk(h)
     head, hwhy = ap.header()
     hunks = _assemble(ap, head)
-    hunks, carried = carry_bindings(ap, head, hunks, name)   # omni lines read a name only a statement the NPU method lacks binds
-    hunks, nones = bind_uncomputed(ap, head, hunks, name)   # ... or a name the NPU statement standing for its binding does not compute
+    # omni lines read a name only a statement the NPU method lacks binds
+    hunks, carried = carry_bindings(ap, head, hunks, name)
+    # ... or a name the NPU statement standing for its binding does not compute
+    hunks, nones = bind_uncomputed(ap, head, hunks, name)
     diags = [_hunk_diag(h, name) for h in delta]
     diags += [port_diagnostic("ONP4416", f"{code_info('ONP4416').title}: " + "; ".join(
         f"`{ast.unparse(_shell(n) if _blocks(n) else n).splitlines()[0][:70]}` ({n.end_lineno - n.lineno + 1} "
@@ -1048,23 +1058,29 @@ def _text_of(hunks: list[Hunk]) -> str:
 
 # %% ../../nbs/port/delta.ipynb #5f506f5f
 def _named_self_calls(fn: ast.AST) -> dict[str, list[str]]:
-    "`self.<method>` -> the names a method's single-name assignments of a call to it bind (`x = self.m(...)`), in order."
+    ("`self.<method>` -> the names a method's single-name assignments of a call to it bind (`x = self.m(...)`), in "
+     "order.")
     out: dict = {}
     for s in ast.walk(fn):
-        if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name) and isinstance(s.value, ast.Call) \
-                and isinstance(s.value.func, ast.Attribute) and isinstance(s.value.func.value, ast.Name) and s.value.func.value.id == "self":
+        if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name) \
+                and isinstance(s.value, ast.Call) and isinstance(s.value.func, ast.Attribute) \
+                and isinstance(s.value.func.value, ast.Name) and s.value.func.value.id == "self":
             out.setdefault(s.value.func.attr, []).append(s.targets[0].id)
     return out
 
 def _no_npu_value(ap: _Applier, x: str) -> str:
     "Why no rebinding exists, where the NPU statement standing for the base statement binding `x` binds no such name."
     for z in ast.walk(ap.zf):
-        if isinstance(z, (ast.Assign, ast.AnnAssign)) and x in bound_names(z) and id(z) in ap.smap and x not in bound_names(ap.smap[id(z)][0]):
-            return f" (the NPU statement standing for its binding, {_say(ap.smap[id(z)][0])}, binds no `{x}`: the NPU side computes no such value)"
+        if isinstance(z, (ast.Assign, ast.AnnAssign)) and x in bound_names(z) and id(z) in ap.smap \
+                and x not in bound_names(ap.smap[id(z)][0]):
+            return (f" (the NPU statement standing for its binding, {_say(ap.smap[id(z)][0])}, binds no `{x}`: the NPU "
+                    "side computes no such value)")
     return ""
 
+# %% ../../nbs/port/delta.ipynb #41d0f2d1
 def rebind(ap: _Applier, hunks: list[Hunk], name: str) -> tuple[list[Hunk], list[Diagnostic]]:
-    "Omni lines reading a name only omni binds: renamed to the name the NPU statement standing for omni's binding binds; else (and NPU lines reading a name only the NPU side binds) ONP4413."
+    ("Omni lines reading a name only omni binds: renamed to the name the NPU statement standing for omni's binding "
+     "binds; else (and NPU lines reading a name only the NPU side binds) ONP4413.")
     try: res = ast.parse(textwrap.dedent(_text_of(hunks))).body[0]
     except (SyntaxError, IndexError): return hunks, []
     have, ob, nb = bound_names(res), bound_names(ap.af), bound_names(ap.nf)
@@ -1085,13 +1101,15 @@ def rebind(ap: _Applier, hunks: list[Hunk], name: str) -> tuple[list[Hunk], list
     diags, omni_edits = [], [e for e in ap.edits if e.hunk.kind == "omni" and e.hunk in hunks]
     for x in sorted(_reads([s for e in omni_edits for s in e.omni]) & ob - have):
         if x in ap.renames:
-            diags.append(port_diagnostic("ONP4413", f"{code_info('ONP4413').title}: omni's `{x}` read as `{ap.renames[x]}` (the NPU base renamed it)", None, "info", where=name))
+            message = f"{code_info('ONP4413').title}: omni's `{x}` read as `{ap.renames[x]}` (the NPU base renamed it)"
+            diags.append(port_diagnostic("ONP4413", message, None, "info", where=name))
             continue
         y = binders.get(x)
         if y and y in have and y != x:
             for e in omni_edits:
                 if x in _reads(e.omni): e.hunk.lines = e.hunk.omni = _rename(e.hunk.lines, x, y)
-            diags.append(port_diagnostic("ONP4413", f"{code_info('ONP4413').title}: omni's `{x}` read as `{y}` (the NPU base binds it so)", None, "info", where=name))
+            message = f"{code_info('ONP4413').title}: omni's `{x}` read as `{y}` (the NPU base binds it so)"
+            diags.append(port_diagnostic("ONP4413", message, None, "info", where=name))
         else: diags.append(port_diagnostic("ONP4413", f"{code_info('ONP4413').title}: omni lines read `{x}`, which "
                                                       "only the omni method binds"
                                            + _no_npu_value(ap, x), None, where=name))
@@ -1210,9 +1228,8 @@ def passed_on(fn: ast.AST, x: str, depth: int = 3) -> bool:
 # %% ../../nbs/port/delta.ipynb #e24o0009
 def bind_uncomputed(ap: _Applier, head: Hunk, hunks: list[Hunk], name: str = "") -> tuple[list[Hunk], list[Diagnostic]]:
     ("Omni lines reading a local whose binding the NPU statement standing for it does not compute, every read passing "
-     "it on:")
-    (" `x = None` written right before that NPU statement (a call) (an edit added to `ap`); the hunks re-assembled, "
-     "with an ONP4417 each.")
+     "it on: `x = None` written right before that NPU statement (a call) (an edit added to `ap`); the hunks "
+     "re-assembled, with an ONP4417 each.")
     try: res = ast.parse(textwrap.dedent(_text_of(hunks))).body[0]
     except (SyntaxError, IndexError): return hunks, []
     have, ob, out = bound_names(res), bound_names(ap.af), []
@@ -1278,8 +1295,8 @@ def _omni_reads(hunks: list[Hunk]) -> set[str]:
     return out
 
 def _binds_before(hunks: list[Hunk], x: str, reads: set = frozenset()) -> bool:
-    "Whether the port's first binding of `x` comes before its first read, and after the first binding of each local of"
-    " `reads` (what the binding statement reads) that the port binds (lines of the live text)."
+    ("Whether the port's first binding of `x` comes before its first read, and after the first binding of each local "
+     "of `reads` (what the binding statement reads) that the port binds (lines of the live text).")
     try: res = ast.parse(textwrap.dedent(_text_of(hunks))).body[0]
     except (SyntaxError, IndexError): return False
     at = lambda y, ctx: [
@@ -1292,11 +1309,9 @@ def _binds_before(hunks: list[Hunk], x: str, reads: set = frozenset()) -> bool:
 # %% ../../nbs/port/delta.ipynb #c24a0004
 def carry_bindings(ap: _Applier, head: Hunk, hunks: list[Hunk], name: str = "") -> tuple[list[Hunk], list[Diagnostic]]:
     ("Omni lines reading a name nothing live binds, whose omni binding is a GPU base statement omni kept and the NPU "
-     "method")
-    (" lacks: that statement written live (an edit added to `ap`) at its anchors, else just before the omni lines "
-     "reading it")
-    (" where it reads only parameters and module names; the hunks re-assembled, with an ONP4413 each (conditions: the "
-     "prose).")
+     "method lacks: that statement written live (an edit added to `ap`) at its anchors, else just before the omni "
+     "lines reading it where it reads only parameters and module names; the hunks re-assembled, with an ONP4413 each "
+     "(conditions: the prose).")
     try: res = ast.parse(textwrap.dedent(_text_of(hunks))).body[0]
     except (SyntaxError, IndexError): return hunks, []
     have, ob, zb = bound_names(res), bound_names(ap.af), bound_names(ap.zf)

@@ -85,8 +85,8 @@ def check_module(code: str, path: str, inputs: list[str], ix: DerivedIndex, memo
 # %% ../../nbs/port/derived_check.ipynb #ec282b19
 def check_ports(ports: list, vllm: str | Path, ascend: str | Path, inputs: list[list[str]],
                 memo: dict | None = None) -> list[Diagnostic]:
-    "Run the derived rules over each written module of `ports` (RunnerPort); their `derived` set; ONP2055 if not run"
-    " (`memo`: input text -> its findings' keys, as `warm_derived` left it)."
+    ("Run the derived rules over each written module of `ports` (RunnerPort); their `derived` set; ONP2055 if not run "
+     "(`memo`: input text -> its findings' keys, as `warm_derived` left it).")
     try: ix = index_for(vllm, ascend)
     except (OSError, SourceError, MemoryError, RecursionError) as e:
         why = f"{code_info('ONP2055').title}: {type(e).__name__}: {e}"
@@ -99,8 +99,8 @@ def check_ports(ports: list, vllm: str | Path, ascend: str | Path, inputs: list[
     return []
 
 def warm_derived(vllm: str | Path, ascend: str | Path, inputs: list[str], memo: dict) -> None:
-    "Build the index and the `inputs`' findings' keys (into `memo`) before `check_ports` needs them; sources that"
-    " cannot be indexed are left for `check_ports` to say."
+    ("Build the index and the `inputs`' findings' keys (into `memo`) before `check_ports` needs them; sources that "
+     "cannot be indexed are left for `check_ports` to say.")
     try: ix = index_for(vllm, ascend)
     except (OSError, SourceError, MemoryError, RecursionError): return
     for t in inputs:

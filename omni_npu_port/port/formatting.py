@@ -66,8 +66,8 @@ _RUFF_CHECKS = {"line-length": (lambda v: type(v) is int and 0 < v <= 320, "a li
                 "format": (lambda v: isinstance(v, dict), "a table ([tool.ruff.format] or [format])")}
 
 def _ruff_table(name: str, text: str, where: str | None = None) -> tuple[dict | None, list[str]]:
-    "The ruff settings of one config file's text (None when it has none) and what in them is ignored (`FILE: KEY:"
-    " why`)."
+    ("The ruff settings of one config file's text (None when it has none) and what in them is ignored (`FILE: KEY: "
+     "why`).")
     where = where or name
     try: data = load_toml(name, text)
     except InputError: return {}, [f"{where}: not valid TOML; ruff would refuse it"]
@@ -92,10 +92,9 @@ def _config_text(p: Path) -> str | None:
 
 @functools.lru_cache(maxsize=64)
 def ruff_config(origin: str, kind: str | None) -> tuple[dict, tuple[str, ...]]:
-    "The ruff settings `origin` (of `kind`: sdist, directory, None for a lone file) states in its own root — an"
-    " sdist's"
-    " top folder, the folder given, a lone file's folder; never a parent — and what in them is ignored; ({}, ()):"
-    " none."
+    ("The ruff settings `origin` (of `kind`: sdist, directory, None for a lone file) states in its own root — an "
+     "sdist's top folder, the folder given, a lone file's folder; never a parent — and what in them is ignored; ({}, "
+     "()): none.")
     p = Path(origin)
     if kind == "sdist":
         found = {}

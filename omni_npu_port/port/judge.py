@@ -101,8 +101,8 @@ def checker_config(extra: list) -> dict:
 # %% ../../nbs/port/judge.ipynb #4ca95f8c
 def run_checker(root: Path, files: list, extra: list, exe: str | None = None,
                 timeout: float = CHECKER_TIMEOUT) -> list[dict]:
-    "One basedpyright run over `files`, `root` the project (its `pyrightconfig.json` written there), this Python's"
-    " packages (torch) on its path: the judged rules' errors as `--outputjson` gives them; else `JudgeUnavailable`."
+    ("One basedpyright run over `files`, `root` the project (its `pyrightconfig.json` written there), this Python's "
+     "packages (torch) on its path: the judged rules' errors as `--outputjson` gives them; else `JudgeUnavailable`.")
     exe = exe or find_checker()
     if exe is None: raise JudgeUnavailable(f"basedpyright is not installed next to {sys.executable} nor on PATH")
     cfg = Path(root) / "pyrightconfig.json"
@@ -125,8 +125,8 @@ _ENTRY = re.compile(r".+\.\d+\.\d+")          # NAME.SIZE.MTIME_NS: one archive'
 _TEMP_DIR = re.compile(r"\.tmp-judge-\w+")       # one being written
 
 def owns_judge_entry(name: str) -> bool:
-    "Whether a name in the judge cache is this tool's: an archive's folder, one being written, the inputs' or the"
-    " ports' results."
+    ("Whether a name in the judge cache is this tool's: an archive's folder, one being written, the inputs' or the "
+     "ports' results.")
     return bool(_ENTRY.fullmatch(name) or _TEMP_DIR.fullmatch(name)) or name in ("inputs", "ports")
 
 def _safe(rel: str) -> bool:
@@ -315,8 +315,8 @@ def binds(fn: ast.FunctionDef, call: ast.Call, explicit_self: bool) -> bool:
 
 # %% ../../nbs/port/judge.ipynb #76c8ead7
 class JudgeContext:
-    "What the exclusions read: the parsed files checked, the NPU runner's own methods and module (ast, the target"
-    " vllm-ascend)."
+    ("What the exclusions read: the parsed files checked, the NPU runner's own methods and module (ast, the target "
+     "vllm-ascend).")
     def __init__(self, texts: dict[str, str], npu_runner: tuple[str, str] | None = None):
         self.texts, self._trees, self.npu_methods, self.npu_tree = texts, {}, {}, None
         if npu_runner:   # (the module's file, the class name)
@@ -405,8 +405,8 @@ KEPT_PORTS = 64                                 # files kept in `ports/` at most
 _PORT_FILE = re.compile(r"[0-9a-f]{32}\.(?:json|expect)")
 
 def _python_env() -> list[str]:
-    "This Python's environment (its prefix: `python` and `python3` name the same) and its torch's release: what the"
-    " checker reads besides the sources."
+    ("This Python's environment (its prefix: `python` and `python3` name the same) and its torch's release: what the "
+     "checker reads besides the sources.")
     from importlib.metadata import PackageNotFoundError, version
     try: torch = version("torch")
     except PackageNotFoundError: torch = "-"
@@ -453,8 +453,8 @@ def expected_kept(key: str) -> bool:
     return bool(re.fullmatch(r"[0-9a-f]{32}", got)) and kept_ports(got) is not None
 
 def keep_ports(key: str, found: list[dict] | None, expect: str | None = None) -> None:
-    "Keep written modules' errors (None: kept already) and the pointer `expect` to them; at most KEPT_PORTS files"
-    " (best effort: a cache)."
+    ("Keep written modules' errors (None: kept already) and the pointer `expect` to them; at most KEPT_PORTS files "
+     "(best effort: a cache).")
     d = _ports_dir()
     if d is None: return
     try:
@@ -541,8 +541,8 @@ def _stop(server: _Server, folder: str, owner: int) -> None:
     server.close(); shutil.rmtree(folder, ignore_errors=True)
 
 class WarmJudge:
-    "basedpyright's language server on the project folder the ports will be written to, started before the port's work:"
-    " it parses the sources the inputs import meanwhile; `check` asks it for the written modules' errors."
+    ("basedpyright's language server on the project folder the ports will be written to, started before the port's "
+     "work: it parses the sources the inputs import meanwhile; `check` asks it for the written modules' errors.")
     def __init__(self, extra: list, omni_root: Path | None, modules: list[str], warm: str, exe: str | None = None,
                  inputs: list = ()):
         self.modules, self.warming, self.opened, self.early, self.deferred = list(modules), [], {}, [], {}
@@ -584,8 +584,8 @@ class WarmJudge:
 
 # %% ../../nbs/port/judge.ipynb #28cdcac1
 def check_warm(self: WarmJudge, files: list, timeout: float = CHECKER_TIMEOUT) -> list[dict]:
-    "The judged rules' errors in `files` (written under its `root`), as `run_checker` gives them; else"
-    " `JudgeUnavailable`."
+    ("The judged rules' errors in `files` (written under its `root`), as `run_checker` gives them; else "
+     "`JudgeUnavailable`.")
     end = time.monotonic() + timeout
     self.ready.join(timeout)
     if self.ready.is_alive() or self.error:
@@ -620,9 +620,9 @@ def _imports_ported(text: str, module: str, ported) -> set[str]:
     return out & set(ported)
 
 def judge_early(self: WarmJudge, module: str, text: str) -> bool:
-    "Ask the server for one written module's errors now (answer unread); False where it waits for a module it"
-    " imports (it is asked once they are), or the server is not up yet (never waited for: it may run on the port's"
-    " pool thread). A module that does not compile is never asked (`check_warm` skips it too)."
+    ("Ask the server for one written module's errors now (answer unread); False where it waits for a module it imports "
+     "(it is asked once they are), or the server is not up yet (never waited for: it may run on the port's pool "
+     "thread). A module that does not compile is never asked (`check_warm` skips it too).")
     if self.ready.is_alive() or self.error or module not in self.modules or not compiles(text): return False
     written = {m for m, f in _project_files(self.root, self.modules).items() if f in self.opened}
     if _imports_ported(text, module, self.modules) - written - {module}:
@@ -704,9 +704,9 @@ def _project(tmp: Path, written: dict[str, str], omni_root: Path | None) -> dict
 # %% ../../nbs/port/judge.ipynb #531b345d
 def _check(written: dict, todo: list, in_texts: dict, extra: list, omni_root: Path | None, exe, timeout,
            warm: WarmJudge | None) -> tuple[dict, dict, list, str]:
-    "(module -> file, file -> text, the checker's errors, `kept`, `server` or `run`): the written modules' kept results"
-    " where no input needs a check, else the warm server where it serves these modules, else one basedpyright run over"
-    " the ports and the inputs without kept results."
+    ("(module -> file, file -> text, the checker's errors, `kept`, `server` or `run`): the written modules' kept "
+     "results where no input needs a check, else the warm server where it serves these modules, else one basedpyright "
+     "run over the ports and the inputs without kept results.")
     key = ports_key(written, extra) if not todo and content_named(extra) else None
     if key is not None and (got := kept_ports(key)) is not None and {e.get("file") for e in got} <= set(written):
         keep_ports(key, None, expect_key(written, in_texts.values(), extra))   # this code's pointer, where it was not
@@ -741,9 +741,9 @@ def judge_modules(written: dict[str, str], inputs: dict[str, list], sources: lis
                   timeout: float = CHECKER_TIMEOUT,
                   warm: WarmJudge | None = None,
                   known: dict[str, set] | None = None) -> tuple[dict[str, Judgement], JudgeRun]:
-    "Judge the written modules (module -> text; `inputs`: module -> its input files), `sources` (folders) on the path"
-    " (`warm`: the server started before the port, used where every input's results are kept; `known`: module ->"
-    " the error keys of an input checked on its own sources, `input_errors`)."
+    ("Judge the written modules (module -> text; `inputs`: module -> its input files), `sources` (folders) on the path "
+     "(`warm`: the server started before the port, used where every input's results are kept; `known`: module -> the "
+     "error keys of an input checked on its own sources, `input_errors`).")
     t0, run = time.perf_counter(), JudgeRun()
     extra = [str(Path(s).resolve()) for s in sources]   # basedpyright reads relative paths from its project folder
     in_files = sorted({str(Path(f).resolve()) for fs in inputs.values() for f in fs})
@@ -772,8 +772,8 @@ def judge_modules(written: dict[str, str], inputs: dict[str, list], sources: lis
 # %% ../../nbs/port/judge.ipynb #6aaece56
 def _verdict(module: str, errors: list[CheckerError], inherited: set, ctx: JudgeContext,
              people: set = frozenset()) -> Judgement:
-    "Sort one module's errors: inherited (an input has it; `people`: the keys of the input checked on its own"
-    " release), excluded (a named rule), else the port's."
+    ("Sort one module's errors: inherited (an input has it; `people`: the keys of the input checked on its own "
+     "release), excluded (a named rule), else the port's.")
     j, rel = Judgement(module), module.replace(".", "/") + ".py"
     paths = {k[1:] for k in inherited if k[2] in NAME_RULES}   # (method, rule, name): a path the method already has
     for e in errors:
@@ -788,8 +788,8 @@ def _verdict(module: str, errors: list[CheckerError], inherited: set, ctx: Judge
 # %% ../../nbs/port/judge.ipynb #4f48d646
 def input_errors(files: list, sources: list, exe: str | None = None,
                  timeout: float = CHECKER_TIMEOUT) -> dict[str, list[CheckerError]]:
-    "Each input file's judged errors with `sources` (folders) on the path: its kept results, else one basedpyright run"
-    " over those without; `JudgeUnavailable` where the checker cannot run."
+    ("Each input file's judged errors with `sources` (folders) on the path: its kept results, else one basedpyright "
+     "run over those without; `JudgeUnavailable` where the checker cannot run.")
     extra = [str(Path(s).resolve()) for s in sources]
     texts = {f: Path(f).read_text(encoding="utf-8", errors="replace") for f in sorted({str(Path(f).resolve())
                                                                                      for f in files})}
@@ -812,9 +812,9 @@ def _module_file(root: Path, module: str) -> Path | None:
 def judge_ports(ports: list, ascend, vllm, omni, npu_base: tuple[str, str], exe: str | None = None,
                 timeout: float = CHECKER_TIMEOUT,
                 warm: WarmJudge | None = None, known: dict | None = None) -> tuple[dict[str, Judgement], JudgeRun]:
-    "Judge the written module of each port (`module`, `code`, `gpu`) against vllm-ascend's, vllm's and omni's sources"
-    " (archives or folders); `npu_base`: (module, class) of vllm-ascend's runner; `known`: module -> error keys of"
-    " an input checked on its own sources. Sets each port's `judge`."
+    ("Judge the written module of each port (`module`, `code`, `gpu`) against vllm-ascend's, vllm's and omni's sources "
+     "(archives or folders); `npu_base`: (module, class) of vllm-ascend's runner; `known`: module -> error keys of an "
+     "input checked on its own sources. Sets each port's `judge`.")
     t0 = time.perf_counter()
     broken = [p for p in ports if not compiles(p.code)]   # conflict markers: not Python, nothing a checker can say
     why = "the module does not compile (conflict markers): not judged"
@@ -855,11 +855,11 @@ def spare_core(workers: int) -> bool:
 
 def start_judge(judge: bool, ascend, vllm, omni, npu_base: tuple[str, str], modules: list[str], gpus: list[str],
                 exe: str | None = None, workers: int = 1) -> WarmJudge | None:
-    "The judge's server, started before the runners are ported where the port will be judged: it reads the sources the"
-    " inputs (`npu_base` module, the `gpus` classes' modules) import meanwhile, and checks the inputs where a core is"
-    " spare (`spare_core(workers)`). None where it cannot start or would go unused: an input without kept results"
-    " (one run then, over the ports and those inputs), or the last port of these inputs by this code left its results"
-    " (`expected_kept`: the written texts decide after the port)."
+    ("The judge's server, started before the runners are ported where the port will be judged: it reads the sources "
+     "the inputs (`npu_base` module, the `gpus` classes' modules) import meanwhile, and checks the inputs where a core "
+     "is spare (`spare_core(workers)`). None where it cannot start or would go unused: an input without kept results "
+     "(one run then, over the ports and those inputs), or the last port of these inputs by this code left its results "
+     "(`expected_kept`: the written texts decide after the port).")
     if not judge or os.environ.get("OMNI_NPU_PORT_JUDGE_SERVER", "").strip().lower() in ("0", "off", "no"): return None
     if address_space_capped(): return None   # its threads reserve arenas and stacks a capped process may not have
     try:
@@ -876,8 +876,8 @@ def start_judge(judge: bool, ascend, vllm, omni, npu_base: tuple[str, str], modu
 # %% ../../nbs/port/judge.ipynb #37303f01
 def judge_release(ports: list, judge: bool, ascend, vllm, omni, npu_base: tuple[str, str],
                   exe: str | None = None, warm: WarmJudge | None = None, known: dict | None = None) -> JudgeRun:
-    "Judge a release's ports (`judge`), or mark each unverified (`--no-judge`); the run. `warm` (`start_judge`'s) is"
-    " closed; `known` as `judge_ports` takes it."
+    ("Judge a release's ports (`judge`), or mark each unverified (`--no-judge`); the run. `warm` (`start_judge`'s) is "
+     "closed; `known` as `judge_ports` takes it.")
     try:
         if judge: return judge_ports(ports, ascend, vllm, omni, npu_base, exe, warm=warm, known=known)[1]
     finally:

@@ -142,8 +142,7 @@ def _python_lines(text: str) -> tuple[str, ...]:
 # %% ../../nbs/port/locate.ipynb #5a465e8d
 def indent_lines(text: str, prefix: str, predicate=lambda line: line.strip()) -> str:
     ("`textwrap.indent` over the lines Python sees (`textwrap.indent` splits with `str.splitlines`: a form feed in a "
-     "comment")
-    " would become a line of its own)."
+     "comment would become a line of its own).")
     return "".join(prefix + l if predicate(l) else l for l in re.split(r"(?<=\n)|(?<=\r)(?!\n)", text) if l)
 
 # %% ../../nbs/port/locate.ipynb #9d3a33f2
@@ -250,8 +249,8 @@ class MroClass:
     package: str | None = None
 
 def mro_merge(seqs: list[list[str]]) -> list[str]:
-    "Python's C3 merge of name sequences (`sources.symbols.c3_merge`); where no consistent order exists (Python would"
-    " refuse the class) the names in first-seen order, so a port still has an order to read."
+    ("Python's C3 merge of name sequences (`sources.symbols.c3_merge`); where no consistent order exists (Python would "
+     "refuse the class) the names in first-seen order, so a port still has an order to read.")
     merged = c3_merge(seqs)
     return merged if merged is not None else list(dict.fromkeys(x for s in seqs for x in s))
 
@@ -334,8 +333,8 @@ _TREES: dict[str, SourceTree] = {}   # path or spec -> tree: a module cache keye
                                      # reads it, before a port context exists); one per source a process opens
 
 def open_tree(source: str) -> SourceTree:
-    "`sources.readers.open_source` (`NAME==VERSION`: `open_source_spec`, fetched into the package cache as `port` and"
-    " `doctor` do), cached per process (a port reads the same archive several times)."
+    ("`sources.readers.open_source` (`NAME==VERSION`: `open_source_spec`, fetched into the package cache as `port` and "
+     "`doctor` do), cached per process (a port reads the same archive several times).")
     key = str(source)
     if key not in _TREES:
         try:

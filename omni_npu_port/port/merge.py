@@ -195,8 +195,8 @@ def _delta(anchor_a: list[CodeLine], anchor_b: list[CodeLine], at: int | None = 
     return None if at is not None else 0
 
 def region_shift(prev, nxt, a: list[CodeLine]) -> int:
-    "The shift of an omni region (`_anchor_delta`), never out of the method body: a region inside it that a shift would"
-    " put at column 0 (an anchor matched at another depth) stays where omni has it."
+    ("The shift of an omni region (`_anchor_delta`), never out of the method body: a region inside it that a shift "
+     "would put at column 0 (an anchor matched at another depth) stays where omni has it.")
     d = _anchor_delta(prev, nxt, a)
     low = min((indent_of(l.text) for l in a if l.text.strip()), default=0)
     return d if low == 0 or low + d > 0 else 0
@@ -484,7 +484,8 @@ def _done_by_npu(aed: list[tuple], bed: list[tuple], a: list[CodeLine], b: list[
 
 # %% ../../nbs/port/merge.ipynb #618e3d7a
 def refine_conflict(z: list[CodeLine], a: list[CodeLine], b: list[CodeLine], shift) -> list[Hunk]:
-    "Split a merge3 conflict: edits of the two sides that touch different base lines both apply; only overlaps conflict."
+    ("Split a merge3 conflict: edits of the two sides that touch different base lines both apply; only overlaps "
+     "conflict.")
     aops, aed = _edits(z, a, split=True)    # omni lines inserted next to lines it modified are insertions
     aed = _done_by_npu(aed, _edits(z, b)[1], a, b)   # the same change made on both sides is no conflict
     bops, bed = _edits(z, b, split=True)    # an NPU rewrite as insertions and deletions, so rule 4 can cut it
@@ -516,10 +517,8 @@ def refine_conflict(z: list[CodeLine], a: list[CodeLine], b: list[CodeLine], shi
         al = [a[j] for j in aj]
         if sides == {"b"}:
             out.append(Hunk("npu", bl, other=[l.text for l in z[c1:c2]]))
-        elif c1 == c2 and sides == {
-            "a",
-            "b",
-        }:  # both sides only insert here: omni lines first (they follow the base line as on GPU), then NPU's
+        # both sides only insert here: omni lines first (they follow the base line as on GPU), then NPU's
+        elif c1 == c2 and sides == {"a", "b"}:
             lines = shift([l.text for l in al])
             out.append(
                 Hunk(
@@ -590,11 +589,14 @@ def _conflict(z, a, b, omni_l, own: list[bool] | None = None) -> list[Hunk]:
 # %% ../../nbs/port/merge.ipynb #92d33dab
 register(
     Code("ONP4020", "conflict-widened", "a conflict widened to whole statements, so that keeping either side parses",
-         "info", "read the whole region between the markers: lines both sides share are inside it", "port/merge.ipynb", "port"),
+         "info", "read the whole region between the markers: lines both sides share are inside it",
+         "port/merge.ipynb", "port"),
 )
 
+# %% ../../nbs/port/merge.ipynb #1e86612b
 def hunk_sides(h: Hunk) -> tuple[list[str], list[str]]:
-    "What a hunk writes when the NPU side / the omni side of the conflicts is kept (a conflict: its two sides; else both alike)."
+    ("What a hunk writes when the NPU side / the omni side of the conflicts is kept (a conflict: its two sides; else "
+     "both alike).")
     if h.kind == "conflict": return list(h.npu), list(h.omni)
     if h.kind == "omni-delete": return [], []
     return list(h.lines), list(h.lines)
@@ -611,7 +613,8 @@ def side_text(hs: list[Hunk], side: int) -> tuple[list[str], list[int]]:
 def _blocks(n: ast.stmt) -> list[list[ast.stmt]]:
     ("The statement blocks of a compound statement (body, else, finally, each handler's and case's body; not an `elif` "
      "chain).")
-    elif_ = isinstance(n, ast.If) and len(n.orelse) == 1 and isinstance(n.orelse[0], ast.If) and n.orelse[0].col_offset == n.col_offset
+    elif_ = (isinstance(n, ast.If) and len(n.orelse) == 1 and isinstance(n.orelse[0], ast.If)
+             and n.orelse[0].col_offset == n.col_offset)
     out = [
         b
         for b in (getattr(n, f, None) for f in ("body", "orelse", "finalbody"))
@@ -651,16 +654,15 @@ def statement_cut(tree: ast.Module, lo: int, hi: int, lines: list[str] | None = 
 # %% ../../nbs/port/merge.ipynb #5ff627dd
 @functools.lru_cache(maxsize=16)
 def _parsed(text: str) -> tuple[ast.Module | None, list, SyntaxError | None]:
-    "A side's tree (dedented) and statement spans, or its syntax error: widening a conflict over lines both sides share"
-    " keeps each side's text, so most rounds of `whole_conflicts` read a text parsed already."
+    ("A side's tree (dedented) and statement spans, or its syntax error: widening a conflict over lines both sides "
+     "share keeps each side's text, so most rounds of `whole_conflicts` read a text parsed already.")
     try: tree = ast.parse(textwrap.dedent(text))
     except SyntaxError as e: return None, [], e
     return tree, _spans(tree), None
 
 def _broken(hs: list[Hunk]) -> tuple[int, str, int, int | None] | None:
     ("The first conflict (index, way to widen, side, lines of its neighbours the cut statement spans, where known) "
-     "whose side")
-    " cuts a statement or leaves code that does not parse; None if none."
+     "whose side cuts a statement or leaves code that does not parse; None if none.")
     for side in (0, 1):
         lines, owner = side_text(hs, side)
         tree, spans, e = _parsed("\n".join(lines) + "\n")
@@ -753,8 +755,8 @@ def _at_indent(lines: list[str], like: list[str]) -> list[str]:
     return _shift(lines, b - a) if a is not None and b is not None else list(lines)
 
 def _absorb(hs: list[Hunk], i: int, j: int, n: int = 1) -> None:
-    "Conflict `hs[i]` widened over the nearest `n` lines of its neighbour `hs[j]` (a whole neighbouring conflict): each"
-    " side takes what its own source wrote there (`own_sides`), never the other side's one-sided change."
+    ("Conflict `hs[i]` widened over the nearest `n` lines of its neighbour `hs[j]` (a whole neighbouring conflict): "
+     "each side takes what its own source wrote there (`own_sides`), never the other side's one-sided change.")
     c, o, first = hs[i], hs[j], j < i
     on, oo = own_sides(o)
     split = o.kind != "conflict" and on == oo and len(on) > n   # the lines it needs: the rest stays what it was
@@ -776,7 +778,8 @@ def statement_units(code: str) -> list[tuple[str, list[str]]]:
            [(k, lines[s:e]) for k, s, e, _ in _units(fn.body, fn.body[0].lineno - 1, len(lines))]
 
 def _units(body: list[ast.stmt], start: int, end: int) -> list[tuple[str, int, int, ast.stmt]]:
-    "The statements of a block as (key, first line, end line, node), 0-based [first, end), comments before each with it."
+    ("The statements of a block as (key, first line, end line, node), 0-based [first, end), comments before each with "
+     "it.")
     out = []
     for k, st in enumerate(body):
         e = st.end_lineno if k < len(body) - 1 else end
@@ -786,19 +789,23 @@ def _units(body: list[ast.stmt], start: int, end: int) -> list[tuple[str, int, i
 _ONE_BLOCK = (ast.With, ast.AsyncWith, ast.For, ast.AsyncFor, ast.While, ast.If)
 
 def _block_merge(z, a, b, texts, depth: int) -> list[Hunk] | None:
-    "Both sides changed one compound statement: merge its header, then its body statement by statement (None: not one plain block)."
+    ("Both sides changed one compound statement: merge its header, then its body statement by statement (None: not one "
+     "plain block).")
     nodes = [u[3] for u in (z, a, b)]
     if depth > 6 or not all(isinstance(n, _ONE_BLOCK) and not getattr(n, "orelse", None) for n in nodes): return None
     if len({type(n) for n in nodes}) != 1: return None
     heads = [t[u[1]: u[3].body[0].lineno - 1] for u, t in zip((z, a, b), texts)]
     hz, ha, hb = (" ".join(code_tokens("\n".join(h))) for h in heads)
     if ha != hz and hb != hz and ha != hb: return None
-    head = Hunk("omni", heads[1], omni=heads[1], base=heads[0]) if hb == hz and ha != hz else Hunk("npu" if hb != hz else "unchanged", heads[2])
+    if hb == hz and ha != hz: head = Hunk("omni", heads[1], omni=heads[1], base=heads[0])
+    else: head = Hunk("npu" if hb != hz else "unchanged", heads[2])
     units = [_units(u[3].body, u[3].body[0].lineno - 1, u[2]) for u in (z, a, b)]
     return [head] + _merge_units(*units, texts, depth + 1)
 
+# %% ../../nbs/port/merge.ipynb #d9a4f6e1
 def _merge_units(Z, A, N, texts, depth: int = 0) -> list[Hunk]:
-    "merge3 over statement units (Z base, A omni, N NPU); a statement both changed is merged inside where it is one plain block."
+    ("merge3 over statement units (Z base, A omni, N NPU); a statement both changed is merged inside where it is one "
+     "plain block.")
     tz, ta, tn = texts
     text = lambda us, t: [l for _, s, e, _n in us for l in t[s:e]]
     key = lambda us: [k for k, *_ in us]
@@ -816,7 +823,8 @@ def _merge_units(Z, A, N, texts, depth: int = 0) -> list[Hunk]:
     return hunks
 
 def statement_merge(base: str, omni: str, npu: str) -> list[Hunk]:
-    "A three-way merge whose units are whole statements (header, then body statements, inside plain blocks both changed)."
+    ("A three-way merge whose units are whole statements (header, then body statements, inside plain blocks both "
+     "changed).")
     fns = [ast.parse(t).body[0] for t in (base, omni, npu)]
     texts = [python_lines(t) for t in (base, omni, npu)]
     heads = [t[: f.body[0].lineno - 1] for t, f in zip(texts, fns)]

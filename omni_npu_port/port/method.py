@@ -362,28 +362,51 @@ def _override_diagnostics(lines: list, origins: list, style: str, npu: str, npu_
         ]
     return override_calls(lines, origins, omni_defs, omni_cls, name, owners)
 
+# %% ../../nbs/port/port.ipynb #d3d3ca6c
+def _merge_by_lines(base_t: str, omni_t: str, npu: str, name: str, inherited: bool, history: list,
+                    rules: RuleSet) -> tuple[list, list, dict, bool]:
+    "The line merge's hunks (omni's hunks at their anchors on far drift), the delta's reports and counts, and wraps."
+    older = [t for t, _ in translate_methods([(h.method_source, h.context_text) for h in history if h], rules)]
+    hunks = merge_hunks(base_t, omni_t, npu, older)
+    wraps = not inherited and any(h.kind == "conflict" for h in hunks) and wraps_by_super(npu, omni_t)
+    hunks, dd, counts = ([], [], {}) if wraps else delta_fallback(hunks, base_t, omni_t, npu, name, older)
+    return hunks, dd, counts, wraps
+
+def _rebind_landing(lines: list[str], origins: list[str], landing: list, omni_t: str, gpu_omni: Located,
+                    npu_base: Located) -> tuple[list[str], list]:
+    "`rebind_supers` on a port landing in `landing`: each copied line's super() reaches what it did in its own class."
+    first = (param_names(ast.parse(omni_t).body[0]) or ["self"])[0]
+    owners = {"omni": gpu_omni.owner or gpu_omni.cls_node.name, "npu": npu_base.owner or npu_base.cls_node.name}
+    return rebind_supers(lines, origins, landing, owners, first)
+
 # %% ../../nbs/port/port.ipynb #6fc63360
 @gc_paused()
 def port_method(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_style: str = "auto",
                 target: str | RuleSet | None = None, fence: bool = True, prefer: Prefer | str = "markers",
                 history: list[Located] = (), format: str | None = None, line_length: int | None = None,
-                into: Located | None = None, landing: list | None = None, options: PortOptions | None = None) -> PortResult:
-    "Port one omni method onto the NPU base: three-way merge, super()-extension port, or translation alone (`into`: the class the port lands in; `landing`: its MRO, as a class port builds it; `options`: the settings as one `PortOptions`)."
+                into: Located | None = None, landing: list | None = None,
+                options: PortOptions | None = None) -> PortResult:
+    ("Port one omni method onto the NPU base: three-way merge, super()-extension port, or translation alone (`into`: "
+     "the class the port lands in; `landing`: its MRO, as a class port builds it; `options`: the settings as one "
+     "`PortOptions`).")
     o = port_options(options, "method", prefer=prefer, target=target, super_style=super_style, fence=fence,
                      format=format, line_length=line_length)
-    super_style, target, fence, prefer, format, line_length = o.super_style, o.target, o.fence, o.prefer.value, o.format, o.line_length
+    super_style, target, fence, prefer = o.super_style, o.target, o.fence, o.prefer.value
+    format, line_length = o.format, o.line_length
     if format: ruff_bin()                 # no ruff: say so before the work
     name = gpu_omni.method_node.name
     rules = rules_for(target or (target_of(npu_base) if npu_base else None))
     if why := _no_base(gpu_base, npu_base):
-        return port_omni_only(gpu_omni, rules, why, prefer, format, line_length, target_check(npu_base, rules) if npu_base else [])
+        found = target_check(npu_base, rules) if npu_base else []
+        return port_omni_only(gpu_omni, rules, why, prefer, format, line_length, found)
     npu_base, inherited, diags = _npu_side(gpu_base, npu_base, name)
     npu_cls = npu_base.cls_node.name
     items = [(gpu_base.method_source, gpu_base.context_text), (gpu_omni.method_source, gpu_omni.context_text)]
     done = translate_methods(items + ([(npu_base.method_source, npu_base.context_text)] if inherited else []), rules)
     (base_t, bdiags), (omni_t, tdiags) = done[:2]
     npu = done[2][0] if inherited else npu_base.method_source   # a method of the GPU side is GPU code: translated
-    diags += pairing_check(gpu_base, npu_base) + target_check(npu_base, rules) + [d for d in bdiags if d.code == "ONP4102"]
+    diags += pairing_check(gpu_base, npu_base) + target_check(npu_base, rules)
+    diags += [d for d in bdiags if d.code == "ONP4102"]
     style, origins, skip, wraps = "merge", [], set(), False
     if landing is None and into is not None: landing = class_mro(into)
     reach = _landing(landing, gpu_omni, npu_base, name) if landing else None
@@ -397,14 +420,10 @@ def port_method(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_s
         skip = _super_spans(omni_t)
         if reach is not None and reach.wanted:
             npu_cls = reach.wanted  # the NPU side's nearest definer, never past it
-        lines, d2, style, origins = _port_by_super(omni_t, npu, base_t, npu_cls, super_style if npu_cls == npu_base.cls_node.name else "call")
+        how = super_style if npu_cls == npu_base.cls_node.name else "call"
+        lines, d2, style, origins = _port_by_super(omni_t, npu, base_t, npu_cls, how)
     else:
-        older = [t for t, _ in translate_methods([(h.method_source, h.context_text) for h in history if h], rules)]
-        hunks = merge_hunks(base_t, omni_t, npu, older)
-        wraps = not inherited and any(h.kind == "conflict" for h in hunks) and wraps_by_super(npu, omni_t)
-        hunks, dd, counts = (
-            ([], [], {}) if wraps else delta_fallback(hunks, base_t, omni_t, npu, name, older)
-        )  # far drift: omni's hunks at their anchors
+        hunks, dd, counts, wraps = _merge_by_lines(base_t, omni_t, npu, name, inherited, history, rules)
         diags = diags + dd   # the delta's hunk reports, or why the line merge stands (ONP4414)
         if counts: style = "delta"
     if wraps:  # the NPU base wraps the GPU base's method via super(): omni's body inlined there, else a call to it
@@ -414,9 +433,7 @@ def port_method(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_s
                            fence, prefer, origins)
     lines, origins, d2 = place_by_dataflow(lines, origins, list(d2))   # never before the binders of what it reads
     if landing and style != "super-kept":   # each copied line's super() reaches what it did in its own class (ONP4027)
-        first = (param_names(ast.parse(omni_t).body[0]) or ["self"])[0]
-        lines, d3 = rebind_supers(lines, origins, landing, {"omni": gpu_omni.owner or gpu_omni.cls_node.name,
-                                                            "npu": npu_base.owner or npu_base.cls_node.name}, first)
+        lines, d3 = _rebind_landing(lines, origins, landing, omni_t, gpu_omni, npu_base)
         d2 = list(d2) + d3
     form = MethodPort.of(lines, origins, None if style == "merge" else (base_t, omni_t, npu), style == "super-inline")
     diags += d2 + kept_omni_diagnostics(tdiags, python_lines(omni_t), form.lines(), form.origins(), skip)

@@ -45,8 +45,8 @@ def resolves_to(order: list[MroClass], name: str) -> MroClass | None:
     return next((c for c in order if c.node is not None and name in own_methods(c.node)), None)
 
 def shadowed_methods(order: list[MroClass], npu_order: list[MroClass], gpu: set[str]) -> dict[str, tuple[str, str]]:
-    "Method -> (GPU class it resolves to in `order`, NPU class that defines it) for each method the NPU runner's own"
-    " MRO takes from an NPU-side class but `order` takes from a vllm GPU class."
+    ("Method -> (GPU class it resolves to in `order`, NPU class that defines it) for each method the NPU runner's own "
+     "MRO takes from an NPU-side class but `order` takes from a vllm GPU class.")
     out = {}
     for c in npu_order:
         if c.node is None or c.name in gpu: continue
@@ -64,8 +64,8 @@ def gpu_ahead(order: list[MroClass], npu_name: str, gpu: set[str]) -> list[str]:
     return [n for n in names[:stop] if n in gpu]
 
 def linearize(cname: str, first: list[MroClass], second: list[MroClass]) -> list[MroClass] | None:
-    "The MRO of `class cname(first[0], second[0])` by Python's C3 (its first entry: cname, no node); None where Python"
-    " refuses the order."
+    ("The MRO of `class cname(first[0], second[0])` by Python's C3 (its first entry: cname, no node); None where "
+     "Python refuses the order.")
     by = {c.name: c for c in second} | {c.name: c for c in first}
     order = c3_merge([[c.name for c in first], [c.name for c in second], [first[0].name, second[0].name]])
     return None if order is None else [MroClass(cname, None)] + [by[n] for n in order]
@@ -84,9 +84,9 @@ class BaseOrder:
 # %% ../../nbs/port/mro.ipynb #42c1aece
 def base_order(cname: str, gpu_omni: Located, npu_base: Located, gpu_base: Located | None = None,
                parent: list[MroClass] | None = None) -> BaseOrder:
-    "`(Omni, NPU)` where that keeps every NPU method ahead of vllm's GPU ones (the NPU base derives from vllm's"
-    " runner); else `(NPU, Omni)` where that does; else the first order with `why` said (`parent`: a ported NPU"
-    " class's MRO)."
+    ("`(Omni, NPU)` where that keeps every NPU method ahead of vllm's GPU ones (the NPU base derives from vllm's "
+     "runner); else `(NPU, Omni)` where that does; else the first order with `why` said (`parent`: a ported NPU "
+     "class's MRO).")
     a, b = class_mro(gpu_omni), (parent or class_mro(npu_base))
     omni_first = linearize(cname, a, b)
     if gpu_base is None: return BaseOrder((a[0].name, b[0].name), omni_first or linearize(cname, a, a))
@@ -109,8 +109,8 @@ def base_order(cname: str, gpu_omni: Located, npu_base: Located, gpu_base: Locat
 
 # %% ../../nbs/port/mro.ipynb #5b4e050d
 def hidden_omni_methods(bo: BaseOrder, gpu_omni: Located, names) -> list[str]:
-    "The omni methods of `names` (inherited unchanged) that the order resolves to another class than omni's own MRO"
-    " does: an NPU-first order hides them behind the NPU runner's, so the port must define them in the class."
+    ("The omni methods of `names` (inherited unchanged) that the order resolves to another class than omni's own MRO "
+     "does: an NPU-first order hides them behind the NPU runner's, so the port must define them in the class.")
     own = class_mro(gpu_omni)
     return [n for n in names if (h := resolves_to(bo.mro[1:], n)) is not None
             and (o := resolves_to(own, n)) is not None and h.name != o.name]
@@ -122,8 +122,8 @@ def plan_for_order(bo: BaseOrder, gpu_omni: Located, plan):
 
 # %% ../../nbs/port/mro.ipynb #e877879c
 def order_diagnostics(bo: BaseOrder, cname: str, where: str | None = None) -> list[Diagnostic]:
-    "ONP4457 where the port derives from the NPU runner first; ONP4455, ONP4458 and one ONP4456 per NPU method shadowed"
-    " where no order keeps them."
+    ("ONP4457 where the port derives from the NPU runner first; ONP4455, ONP4458 and one ONP4456 per NPU method "
+     "shadowed where no order keeps them.")
     w = where or cname
     if bo.npu_first and not bo.why:
         what = f"class {cname}({', '.join(bo.bases)})"

@@ -196,9 +196,9 @@ def run_class(cp: ClassPort, ctx: PortContext, t0: float | None = None) -> Runne
     return out
 
 def run_batch(ports: list[RunnerPort], ctx: PortContext) -> JudgeRun:
-    "Run the batch passes (derived, the judge) over every class port of the port; the judge's run. A pass that `waits`"
-    " runs in a thread beside the others (it sets other fields of the ports; under an address-space limit, where a"
-    " thread may not start, in order); an error is raised once every pass started has ended."
+    ("Run the batch passes (derived, the judge) over every class port of the port; the judge's run. A pass that "
+     "`waits` runs in a thread beside the others (it sets other fields of the ports; under an address-space limit, "
+     "where a thread may not start, in order); an error is raised once every pass started has ended.")
     batch = [p for p in PASSES if p.batch]
     if address_space_capped(): got = {p.name: p.run(ports, ctx) for p in batch}
     else:
@@ -214,8 +214,8 @@ def run_batch(ports: list[RunnerPort], ctx: PortContext) -> JudgeRun:
 def port_runner(g, place: Placement, omni_src: str, gpu_base: Located, npu_base: Located, history: list[Located],
                 extra=(), prefer: str = "comment", parents: list = (), homes: dict | None = None,
                 ctx: PortContext | None = None) -> RunnerPort:
-    "Port one GPU runner class (`g`, a `RunnerClass`) as the class `place` names, through every per-class pass"
-    " (`parents`: the ported omni bases it derives from, nearest first; `ctx`: the release's context)."
+    ("Port one GPU runner class (`g`, a `RunnerClass`) as the class `place` names, through every per-class pass "
+     "(`parents`: the ported omni bases it derives from, nearest first; `ctx`: the release's context).")
     t0 = time.perf_counter()
     ctx = ctx or PortContext(gpu_base, npu_base, PortOptions(prefer=prefer), history, extra)
     omni = locate(MethodSpec(omni_src, g.module, g.name), False, ctx.extra)

@@ -111,8 +111,10 @@ def _definer(mro: list[MroClass], name: str, start: str | None = None) -> MroCla
 
 def _stub(fn: ast.FunctionDef) -> bool:
     "A method whose body is `...` alone (a plan's stand-in)."
-    return len(fn.body) == 1 and isinstance(fn.body[0], ast.Expr) and isinstance(fn.body[0].value, ast.Constant) and fn.body[0].value.value is Ellipsis
+    return (len(fn.body) == 1 and isinstance(fn.body[0], ast.Expr) and isinstance(fn.body[0].value, ast.Constant)
+            and fn.body[0].value.value is Ellipsis)
 
+# %% ../../nbs/port/reach.ipynb #495a176a
 def reachable(mro: list[MroClass], entries) -> set[tuple[str, str]]:
     "(class, method) pairs that a path from the entry points reaches through the class's MRO."
     seen, todo = set(), [(c.name, e) for e in entries if (c := _definer(mro, e)) is not None]
@@ -171,9 +173,8 @@ def call_binds(call: ast.Call, fn: ast.FunctionDef) -> bool:
 
 # %% ../../nbs/port/reach.ipynb #2dbe7894
 def restore_hook(text: str, fn: ast.FunctionDef, inlined: str, hook: ast.FunctionDef) -> str | None:
-    "The method `fn` (in `text`) with each `self.<inlined>(...)` call written `self.<hook>(...)`, where the call"
-    " binds to"
-    " the hook's parameters (None: none does)."
+    ("The method `fn` (in `text`) with each `self.<inlined>(...)` call written `self.<hook>(...)`, where the call "
+     "binds to the hook's parameters (None: none does).")
     lines, done = text.splitlines(), 0
     calls = [c for c in _self_calls(fn) if c.func.attr == inlined and c.func.lineno == c.func.end_lineno]
     for c in sorted(calls, key=lambda c: (c.func.lineno, c.func.col_offset), reverse=True):

@@ -194,17 +194,20 @@ def _imported(tree: ast.Module, prefixes: tuple) -> dict[str, str]:
     return out
 
 def _fits(shape: ClassShape, call: ast.Call, passed: set = frozenset()) -> str | None:
-    "Why a constructor call does not fit the class (None: it fits, or the class takes anything; `passed`: keywords the"
-    " NPU side's own source passes it, `source_keywords`)."
+    ("Why a constructor call does not fit the class (None: it fits, or the class takes anything; `passed`: keywords "
+     "the NPU side's own source passes it, `source_keywords`).")
     takes = shape.fields if shape.kind in ("dataclass", "namedtuple") and shape.params is None else shape.params
-    if takes is None or shape.open or any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords): return None
+    if takes is None or shape.open: return None
+    if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords): return None
     bad = [k.arg for k in call.keywords if k.arg not in takes and k.arg not in passed]
     if bad: return f"no field or parameter {', '.join(f'`{b}`' for b in bad)}"
     if len(call.args) > len(takes): return f"{len(call.args)} positional arguments, it takes {len(takes)}"
     return None
 
+# %% ../../nbs/port/ready.ipynb #7b2c68f5
 def class_findings(code: str, ix: SymbolIndex, packages: tuple = STACK_PACKAGES, where: str = "") -> list[Diagnostic]:
-    "ONP4422 / ONP4423: constructors of the NPU side's classes, their fields read and unpacked, checked against the classes' source."
+    ("ONP4422 / ONP4423: constructors of the NPU side's classes, their fields read and unpacked, checked against the "
+     "classes' source.")
     try: live = parsed(keep_side(code))
     except SyntaxError: return []
     names, out = _imported(live, packages), []
@@ -218,24 +221,30 @@ def class_findings(code: str, ix: SymbolIndex, packages: tuple = STACK_PACKAGES,
     holds = _holds(live)   # self.<attr> / local name -> class local name, from `x = Cls(...)`
     for cls, fn in _function_scopes(live):
         for n in ast.walk(fn):
-            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and (s := shape(n.func.id)) is not None and (why := _fits(s, n, passed.get(names.get(n.func.id), set()))):
-                out.append(port_diagnostic("ONP4422", f"{code_info('ONP4422').title}: `{n.func.id}(...)` in {fn.name}: {s.name} ({s.where}) has {why}", n.lineno, "error", where=fn.name))
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and (s := shape(n.func.id)) is not None \
+                    and (why := _fits(s, n, passed.get(names.get(n.func.id), set()))):
+                message = (f"{code_info('ONP4422').title}: `{n.func.id}(...)` in {fn.name}: {s.name} ({s.where}) has "
+                           f"{why}")
+                out.append(port_diagnostic("ONP4422", message, n.lineno, "error", where=fn.name))
             if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Tuple):
                 v = n.value
-                key = (
-                    f"self.{v.attr}"
-                    if isinstance(v, ast.Attribute) and isinstance(v.value, ast.Name) and v.value.id == "self"
-                    else None
-                )
+                on_self = isinstance(v, ast.Attribute) and isinstance(v.value, ast.Name) and v.value.id == "self"
+                key = f"self.{v.attr}" if on_self else None
                 s = shape(holds[key]) if key in holds else None
                 if s is not None and s.kind == "namedtuple" and not s.open and len(n.targets[0].elts) != len(s.fields):
-                    out.append(port_diagnostic("ONP4423", f"{code_info('ONP4423').title}: {fn.name} unpacks {len(n.targets[0].elts)} names from `{key}`, a {s.name} ({s.where}) of {len(s.fields)} fields: {', '.join(s.fields)}", n.lineno, "error", where=fn.name))
+                    message = (f"{code_info('ONP4423').title}: {fn.name} unpacks {len(n.targets[0].elts)} names from "
+                               f"`{key}`, a {s.name} ({s.where}) of {len(s.fields)} fields: {', '.join(s.fields)}")
+                    out.append(port_diagnostic("ONP4423", message, n.lineno, "error", where=fn.name))
             if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load):
                 v = n.value
-                key = v.id if isinstance(v, ast.Name) else f"self.{v.attr}" if isinstance(v, ast.Attribute) and isinstance(v.value, ast.Name) and v.value.id == "self" else None
+                on_self = isinstance(v, ast.Attribute) and isinstance(v.value, ast.Name) and v.value.id == "self"
+                key = v.id if isinstance(v, ast.Name) else f"self.{v.attr}" if on_self else None
                 s = shape(holds[key]) if key in holds and key != "self" else None
-                if s is not None and not s.open and s.kind in ("dataclass", "namedtuple") and n.attr not in s.attrs and not n.attr.startswith("_"):
-                    out.append(port_diagnostic("ONP4423", f"{code_info('ONP4423').title}: `{key}.{n.attr}` in {fn.name}: {s.name} ({s.where}) has no `{n.attr}` (fields: {', '.join(s.fields)})", n.lineno, "error", where=fn.name))
+                if s is not None and not s.open and s.kind in ("dataclass", "namedtuple") and n.attr not in s.attrs \
+                        and not n.attr.startswith("_"):
+                    message = (f"{code_info('ONP4423').title}: `{key}.{n.attr}` in {fn.name}: {s.name} ({s.where}) has "
+                               f"no `{n.attr}` (fields: {', '.join(s.fields)})")
+                    out.append(port_diagnostic("ONP4423", message, n.lineno, "error", where=fn.name))
     return out
 
 def ready_findings(code: str, ix: SymbolIndex | None, where: str = "") -> list[Diagnostic]:
@@ -248,10 +257,8 @@ def ready_findings(code: str, ix: SymbolIndex | None, where: str = "") -> list[D
 # %% ../../nbs/port/ready.ipynb #c24b0004
 def source_keywords(trees, packages: tuple = STACK_PACKAGES) -> dict[str, set[str]]:
     ("Dotted class -> the keywords the given sources themselves pass when they build it (`Cls(k=...)`, `Cls` imported "
-     "from")
-    (" `packages`): what the NPU side's own code builds a class with, the class accepts at run time (a runtime patch "
-     "can add")
-    " a parameter the class's source lacks: vllm-ascend's `ModelRunnerOutput(spec_token_ids=...)`)."
+     "from `packages`): what the NPU side's own code builds a class with, the class accepts at run time (a runtime "
+     "patch can add a parameter the class's source lacks: vllm-ascend's `ModelRunnerOutput(spec_token_ids=...)`).")
     out: dict = {}
     for t in trees:
         for cls, kws in _keywords_of(t, packages).items(): out.setdefault(cls, set()).update(kws)
@@ -292,8 +299,7 @@ def explain_unpacked(
     code: str, ix: SymbolIndex, found: list[Diagnostic], packages: tuple = STACK_PACKAGES
 ) -> list[Diagnostic]:
     ("`found` (ONP4420s), each whose name the commented omni side binds by unpacking `self.<attr>` — an attribute the "
-     "live")
-    (" code fills with an NPU-side NamedTuple or dataclass that has no field of that name — saying so, with the "
+     "live code fills with an NPU-side NamedTuple or dataclass that has no field of that name — saying so, with the "
      "class's fields.")
     try: live, omni = parsed(keep_side(code)), parsed(keep_side(code, 1))
     except SyntaxError: return found
@@ -332,8 +338,8 @@ class ReadyIndex(SymbolIndex):
         self.runner_modules, self.shapes = runner_modules, {}
 
 def ready_index(gpu_base, npu_base) -> ReadyIndex | None:
-    "One symbol index over the NPU base's source and the GPU base's (the classes a port builds come from either); a"
-    " port's context makes it once (`PortContext.index`)."
+    ("One symbol index over the NPU base's source and the GPU base's (the classes a port builds come from either); a "
+     "port's context makes it once (`PortContext.index`).")
     trees = [t for t in (getattr(npu_base, "tree", None), getattr(gpu_base, "tree", None)) if t is not None]
     if not trees: return None
     mods = []   # the runner modules of both bases, parsed (what their own code builds: `source_keywords`)

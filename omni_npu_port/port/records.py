@@ -97,10 +97,8 @@ def read_record(ix: SymbolIndex, dotted: str) -> Record | None:
 # %% ../../nbs/port/records.ipynb #d549a44d
 def merged_record(npu: Record, omni: Record) -> tuple[Record | None, list[str]]:
     ("One record with `npu`'s fields in their order, then `omni`'s extra fields (default None); and the fields both "
-     "define")
-    (" with another annotation or default. None where both define the same fields in the same order (nothing to merge) "
-     "or")
-    " one is a NamedTuple and the other a dataclass (built alike, but unpacked only as a NamedTuple)."
+     "define with another annotation or default. None where both define the same fields in the same order (nothing to "
+     "merge) or one is a NamedTuple and the other a dataclass (built alike, but unpacked only as a NamedTuple).")
     if npu.names == omni.names or npu.kind != omni.kind: return None, []
     theirs = {f.name: f for f in omni.fields}
     differ = [
@@ -125,8 +123,8 @@ def record_source(r: Record, doc: str) -> list[str]:
 _OMNI_STYLES = ("omni-only", "translate", "npu-wraps", "npu-wraps-inline")   # styles whose whole method is omni's text
 
 def omni_lines(lines: list[str], tree: ast.Module, cls: str, styles: dict) -> set[int]:
-    "The (1-based) lines of a ported module omni wrote: inside `----Omni-new----` fences, marked `# Omni-new`, or in a"
-    " method whose style copies omni's method whole; every other line of a method is the NPU base's."
+    ("The (1-based) lines of a ported module omni wrote: inside `----Omni-new----` fences, marked `# Omni-new`, or in "
+     "a method whose style copies omni's method whole; every other line of a method is the NPU base's.")
     out, fence = set(), None
     for i, l in enumerate(lines, 1):
         if FENCE_RE.match(l): fence = None if fence is not None else i; continue
@@ -145,8 +143,8 @@ def comment_conflicts(lines: list[str]) -> list[Conflict]:
     return [c for c in conflicts_in(lines) if c.commented]
 
 def _one_statement(c: Conflict, k: int) -> ast.stmt | None:
-    "The single statement side `k` of a conflict holds (comments aside), parsed at column 0; None if it holds another"
-    " count."
+    ("The single statement side `k` of a conflict holds (comments aside), parsed at column 0; None if it holds another "
+     "count.")
     try: t = ast.parse(c.text(k))
     except SyntaxError: return None
     return t.body[0] if len(t.body) == 1 else None
@@ -178,9 +176,8 @@ def render_unpack(
     names: list[tuple[str, str]], source: str, tmp: str, ind: str, order: list[str] = (), taken: set = frozenset()
 ) -> list[str]:
     ("An unpack of (name, field) pairs: in the merged record's field `order`, each field its name or `_<field>` "
-     "(unused), where")
-    (" each field has one name at most and no `_<field>` is taken; else `tmp = source`, then each name read by its "
-     "field.")
+     "(unused), where each field has one name at most and no `_<field>` is taken; else `tmp = source`, then each name "
+     "read by its field.")
     by = {}
     for n, f in names: by.setdefault(f, []).append(n)
     if (
@@ -197,8 +194,7 @@ def _names(t: ast.Tuple) -> list[str] | None:
 
 def _fill(args: list[tuple[str, str]], merged: Record, bound: set) -> tuple[list[tuple[str, str]], list[str]]:
     ("A build's arguments with each field the merged record requires and the build omits: the local of that name where "
-     "the")
-    " function binds one, else None (and which were filled so)."
+     "the function binds one, else None (and which were filled so).")
     have, out, said = {f for f, _ in args}, list(args), []
     for f in merged.fields:
         if f.default is None and f.name not in have:
@@ -208,9 +204,10 @@ def _fill(args: list[tuple[str, str]], merged: Record, bound: set) -> tuple[list
 
 # %% ../../nbs/port/records.ipynb #cdf0924d
 def _pair(npu: ast.stmt | None, omni: ast.stmt | None, C: str, holds: dict):
-    "What a conflict whose sides each hold one statement of record `C` is: ('build', target) where both assign a build of"
-    " `C` to one target, ('unpack', source) where both unpack one holder of `C` into names; else None."
-    if not (isinstance(npu, ast.Assign) and isinstance(omni, ast.Assign) and len(npu.targets) == len(omni.targets) == 1): return None
+    ("What a conflict whose sides each hold one statement of record `C` is: ('build', target) where both assign a "
+     "build of `C` to one target, ('unpack', source) where both unpack one holder of `C` into names; else None.")
+    if not (isinstance(npu, ast.Assign) and isinstance(omni, ast.Assign)): return None
+    if not len(npu.targets) == len(omni.targets) == 1: return None
     a, b = npu, omni
     if all(
         isinstance(x.value, ast.Call) and isinstance(x.value.func, ast.Name) and x.value.func.id == C for x in (a, b)
@@ -223,8 +220,8 @@ def _pair(npu: ast.stmt | None, omni: ast.stmt | None, C: str, holds: dict):
     return None
 
 def _unbound_none(args: list[tuple[str, str]], npu: Record, bound: set, dropped: list) -> list[tuple[str, str]]:
-    "An omni build's arguments with each of omni's extra fields whose value reads a name the live function does not bind"
-    " (`bound`) passed as None, and said in `dropped`."
+    ("An omni build's arguments with each of omni's extra fields whose value reads a name the live function does not "
+     "bind (`bound`) passed as None, and said in `dropped`.")
     out = []
     for f, v in args:
         free = (
@@ -235,6 +232,7 @@ def _unbound_none(args: list[tuple[str, str]], npu: Record, bound: set, dropped:
         out.append((f, "None" if free else v))
     return out
 
+# %% ../../nbs/port/records.ipynb #c40a8749
 def merge_conflict(
     kind: str,
     what: str,
@@ -250,9 +248,9 @@ def merge_conflict(
     fix=lambda b: b,
     taken: set = frozenset(),
 ):
-    "The lines that do both sides' build (NPU fields from the NPU side, omni's extra fields from omni's) or unpack (each"
-    " side's names read by field, omni's only where the NPU side binds no such name). An omni value that reads a name the"
-    " live function does not bind (`bound`) is passed as None, and its field named in `dropped`."
+    ("The lines that do both sides' build (NPU fields from the NPU side, omni's extra fields from omni's) or unpack "
+     "(each side's names read by field, omni's only where the NPU side binds no such name). An omni value that reads "
+     "a name the live function does not bind (`bound`) is passed as None, and its field named in `dropped`.")
     (nr, orr, merged), (nt, ot) = rec, texts
     if kind == "build":
         a, b = keyword_build(npu.value, nt, nr.names), keyword_build(omni.value, ot, orr.names)
@@ -268,9 +266,10 @@ def merge_conflict(
     return render_unpack(a + [(n, f) for n, f in b if n not in have], what, tmp, ind, merged.names, taken)
 
 # %% ../../nbs/port/records.ipynb #ec4dd30e
-def _records(code: str, trees: list, names: dict, holds: dict, ix: SymbolIndex, oix: SymbolIndex, omni_module: str) -> dict:
-    "Record local name -> (NPU record, omni record, merged, differing fields) for each record the code builds or unpacks"
-    " that both sides define differently."
+def _records(code: str, trees: list, names: dict, holds: dict, ix: SymbolIndex, oix: SymbolIndex,
+             omni_module: str) -> dict:
+    ("Record local name -> (NPU record, omni record, merged, differing fields) for each record the code builds or "
+     "unpacks that both sides define differently.")
     used = {n.func.id for t in trees for n in ast.walk(t) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
     out = {}
     for C in sorted((used | set(holds.values())) & set(names)):
@@ -285,8 +284,8 @@ def _tmp(C: str, taken: set) -> str:
     return next(n for n in (base, *(f"{base}{i}" for i in range(2, 99))) if n not in taken)
 
 def _scope_bound(lines: list[str]):
-    "Line (1-based) -> (the names the live function around it binds, with the module's own; the function's name; its first"
-    " line, decorators included)."
+    ("Line (1-based) -> (the names the live function around it binds, with the module's own; the function's name; its "
+     "first line, decorators included).")
     tree = ast.parse("\n".join(lines) + "\n")
     mod = _module_bound(tree) | _BUILTINS
     fns = [(min([f.lineno] + [d.lineno for d in f.decorator_list]), f.end_lineno, f) for _, f in _function_scopes(tree)]
@@ -298,19 +297,25 @@ def rebound_reads(diags) -> dict[tuple[str, str], str]:
     "(method, NPU name) -> omni's name, for each omni read the port rebound to a name the NPU base binds (ONP4413)."
     return {(d.where, m[2]): m[1] for d in diags or () if d.code == "ONP4413" and (m := _REBOUND.search(d.message))}
 
+# %% ../../nbs/port/records.ipynb #0cffa535
 def _unrebind(args: list[tuple[str, str]], rebound: dict, fn: str, bound: set, dropped: list) -> list[tuple[str, str]]:
-    "An omni build's arguments with each read the port rebound from the field's own name (omni's `x` read as `y`, for field"
-    " `x`) given back its name where the live code binds it, else None (said in `dropped`): the record has a field for it now."
+    ("An omni build's arguments with each read the port rebound from the field's own name (omni's `x` read as `y`, "
+     "for field `x`) given back its name where the live code binds it, else None (said in `dropped`): the record has "
+     "a field for it now.")
     out = []
     for f, v in args:
         if rebound.get((fn, v)) == f:
             out.append((f, f if f in bound else "None"))
-            if f not in bound: dropped.append(f"{f} (omni passes `{f}`, which the port had rebound to `{v}`: the live code binds no `{f}`)")
+            if f not in bound:
+                dropped.append(f"{f} (omni passes `{f}`, which the port had rebound to `{v}`: the live code binds "
+                               f"no `{f}`)")
         else: out.append((f, v))
     return out
 
-def _resolve_conflicts(lines: list[str], recs: dict, holds: dict, taken: set, done: dict, rebound: dict | None = None) -> list[str]:
-    "Each comment-form conflict whose two sides build (or unpack) one merged record, written as one statement that does both."
+def _resolve_conflicts(lines: list[str], recs: dict, holds: dict, taken: set, done: dict,
+                       rebound: dict | None = None) -> list[str]:
+    ("Each comment-form conflict whose two sides build (or unpack) one merged record, written as one statement that "
+     "does both.")
     bound_at = _scope_bound(lines)
     for cf in reversed(comment_conflicts(lines)):
         (o, _, c), ind = cf.at, cf.indent
@@ -319,26 +324,31 @@ def _resolve_conflicts(lines: list[str], recs: dict, holds: dict, taken: set, do
             if (p := _pair(npu, omni, C, holds)) is None: continue
             texts = (cf.text(0), cf.text(1))
             bound, fn, start = bound_at(o + 1)
-            new = merge_conflict(p[0], p[1], npu, omni, texts, C, rec[:3], ind, _tmp(C, taken), bound, done[C]["dropped"],
-                                 lambda b, fn=fn, bound=bound, C=C: _unrebind(b, rebound or {}, fn, bound, done[C]["dropped"]), taken | bound)
+            unrebind = lambda b, fn=fn, bound=bound, C=C: _unrebind(b, rebound or {}, fn, bound, done[C]["dropped"])
+            new = merge_conflict(p[0], p[1], npu, omni, texts, C, rec[:3], ind, _tmp(C, taken), bound,
+                                 done[C]["dropped"], unrebind, taken | bound)
             if new is None: continue
-            head = f"{ind}# ONP4424: both sides {'build' if p[0] == 'build' else 'unpack'} {C}: one merged {C}, by field (was an ONP4001 conflict)"
+            how = "build" if p[0] == "build" else "unpack"
+            head = f"{ind}# ONP4424: both sides {how} {C}: one merged {C}, by field (was an ONP4001 conflict)"
             lines[o:c + 1] = [head] + new
-            done[C]["conflicts"] += 1; done[C]["at"].append(f"{fn}:{o + 2 - start}")   # the ONP4001's line: in its method
+            # the ONP4001's line: in its method
+            done[C]["conflicts"] += 1; done[C]["at"].append(f"{fn}:{o + 2 - start}")
             break
     return lines
 
 # %% ../../nbs/port/records.ipynb #987bbdec
 def _side_fields(n_args: int, omni_line: bool, nr: Record, orr: Record, exact: bool = False) -> Record | None:
-    "The record whose field order a positional build (or, `exact`, an unpack) was written against: the side that wrote the"
-    " line, unless only the other side's field count fits it."
+    ("The record whose field order a positional build (or, `exact`, an unpack) was written against: the side that "
+     "wrote the line, unless only the other side's field count fits it.")
     first, second = (orr, nr) if omni_line else (nr, orr)
     fits = (lambda r: len(r.names) == n_args) if exact else (lambda r: len(r.names) >= n_args)
     return first if fits(first) else second if fits(second) else None
 
+# %% ../../nbs/port/records.ipynb #28cff1f1
 def _rewrite_live(lines: list[str], cls: str, styles: dict, recs: dict, holds: dict, taken: set, done: dict,
                   rebound: dict | None = None) -> list[str]:
-    "Every live positional build of a merged record as a keyword build, every live unpack of one as reads by field name."
+    ("Every live positional build of a merged record as a keyword build, every live unpack of one as reads by field "
+     "name.")
     text = "\n".join(lines) + "\n"
     try: tree = ast.parse(text)
     except SyntaxError: return lines
@@ -357,11 +367,11 @@ def _rewrite_live(lines: list[str], cls: str, styles: dict, recs: dict, holds: d
                 side = _side_fields(len(v.args), n.lineno in omni_at, nr, orr)
                 args = keyword_build(v, text, side.names) if side else None
                 if args is None: continue
-                if (
-                    side is orr
-                ):  # omni's build: its rebound reads given back, extra fields reading unbound names passed None
+                # omni's build: its rebound reads given back, extra fields reading unbound names passed None
+                if side is orr:
                     known = bound | _module_bound(tree) | _BUILTINS
-                    args = _unbound_none(_unrebind(args, rebound or {}, fn.name, known, done[C]["dropped"]), nr, known, done[C]["dropped"])
+                    args = _unrebind(args, rebound or {}, fn.name, known, done[C]["dropped"])
+                    args = _unbound_none(args, nr, known, done[C]["dropped"])
                 args, said = _fill(args, merged, bound)
                 if not v.args and not said: continue   # a keyword build the merged record takes as it is
                 edits.append((a, b, render_build(_seg(text, t), C, args, ind)))
@@ -418,8 +428,8 @@ def _after_imports(tree: ast.Module) -> int:
     return end
 
 def place_record(lines: list[str], C: str, merged: Record, doc: str, home: str | None) -> list[str]:
-    "The merged record written after the imports (the NPU import of `C` removed), or imported from `home`, the ported"
-    " module that writes it."
+    ("The merged record written after the imports (the NPU import of `C` removed), or imported from `home`, the ported "
+     "module that writes it.")
     tree = ast.parse("\n".join(lines) + "\n")
     if home: return _import_line(lines, tree, C, f"from {home} import {C}")
     lines = _import_line(lines, tree, C, None)
@@ -453,8 +463,8 @@ def annotation_names(r: Record) -> list[str]:
     return out
 
 def import_of(tree: ast.Module, module: str, name: str, package: bool = False) -> str | None:
-    "The import by which `module`'s source binds `name` (relative made absolute), or one of it where the module"
-    " defines it."
+    ("The import by which `module`'s source binds `name` (relative made absolute), or one of it where the module "
+     "defines it.")
     for n in ast.walk(tree):
         for a in getattr(n, "names", None) or []:
             if isinstance(n, ast.Import) and (a.asname or a.name.split(".")[0]) == name:
@@ -485,11 +495,9 @@ def defining_module(ix: SymbolIndex, name: str) -> str | None:
 
 def import_record_types(lines: list[str], C: str, merged: Record, sides: list,
                         ix: SymbolIndex | None) -> tuple[list[str], list]:
-    "The module's lines with an import (under `if TYPE_CHECKING:`) of each type `merged`'s annotations name that the"
-    " module"
-    " does not bind, from the first of `sides` ((module, its ast, is a package)) that imports or defines it, else"
-    " from its"
-    " defining module in `ix`; ONP4452 for those, ONP4453 for each found nowhere."
+    ("The module's lines with an import (under `if TYPE_CHECKING:`) of each type `merged`'s annotations name that the "
+     "module does not bind, from the first of `sides` ((module, its ast, is a package)) that imports or defines it, "
+     "else from its defining module in `ix`; ONP4452 for those, ONP4453 for each found nowhere.")
     tree = ast.parse("\n".join(lines) + "\n")
     bound = _module_bound(tree) | _BUILTINS
     found, lost = [], []
@@ -519,17 +527,14 @@ def _sides(ix: SymbolIndex, nr: Record, oix: SymbolIndex, orr: Record) -> list:
 
 # %% ../../nbs/port/records.ipynb #7472d7ab
 def merge_records(code: str, cls: str, omni, ix: SymbolIndex | None, styles: dict | None = None, module: str = "",
-                  homes: dict | None = None, diags: list | None = None, packages: tuple = STACK_PACKAGES) -> tuple[str, list[Diagnostic]]:
-    ('The ported module (`prefer="comment"` form) with each state record its '
-     'code builds or unpacks, which the omni GPU source')
-    (" (`omni`, a `Located`) and the NPU base (`ix`) define differently, merged into one class (`merged_record`) and "
-     "every")
-    (" build and unpack of it made consistent; ONP4424 per record. `homes`: omni module -> the ported module of this "
-     "port")
-    (" that writes it (a record omni defines in another ported module is imported from there); `diags`: the port's, "
-     "whose")
-    (" ONP4413 rebindings of omni's reads are undone in omni's builds of a merged record (its field holds omni's value "
-     "now).")
+                  homes: dict | None = None, diags: list | None = None,
+                  packages: tuple = STACK_PACKAGES) -> tuple[str, list[Diagnostic]]:
+    ('The ported module (`prefer="comment"` form) with each state record its code builds or unpacks, which the omni '
+     "GPU source (`omni`, a `Located`) and the NPU base (`ix`) define differently, merged into one class "
+     "(`merged_record`) and every build and unpack of it made consistent; ONP4424 per record. `homes`: omni module -> "
+     "the ported module of this port that writes it (a record omni defines in another ported module is imported from "
+     "there); `diags`: the port's, whose ONP4413 rebindings of omni's reads are undone in omni's builds of a merged "
+     "record (its field holds omni's value now).")
     if ix is None or getattr(omni, "tree", None) is None: return code, []
     try: live = ast.parse(code)
     except SyntaxError: return code, []   # the markers form: left as it is
@@ -586,7 +591,6 @@ _AT = re.compile(r"ONP4001 at ([^)]*)\)")
 
 def merged_conflicts(diags) -> set[tuple[str, int]]:
     ("(method, line) of each ONP4001 conflict an ONP4424 resolved (both sides' builds or unpacks of one record, "
-     "merged): the")
-    " port's count of open conflicts leaves them out."
+     "merged): the port's count of open conflicts leaves them out.")
     return {(w, int(l)) for d in diags if d.code == "ONP4424" and (m := _AT.search(d.message))
             for w, l in (x.rsplit(":", 1) for x in m[1].split(", "))}

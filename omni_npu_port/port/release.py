@@ -6,30 +6,34 @@
 from __future__ import annotations
 
 import dataclasses
-import time
 import threading
+import time
 from pathlib import Path
+
+from omni_npu_port.port.release_report import (
+    DEFAULT_OUT,
+    REPORT_JSON,
+    REPORT_MD,
+    ReleasePort,
+    check_release_out,
+    refuse_release_writes,
+    release_html,
+    release_markdown,
+    release_summary,
+    write_release,
+)
 
 from ..core.diagnostics import code_info
 from ..core.io import worker_pool
 from ..sources.fetch import CACHE_DIR
 from ..sources.stated import release_files
-from .runners import runner_bases
-from .locate import PortError, open_tree, port_diagnostic
-from .method import ENTRY_DEFAULTS, PortOptions, port_options
-from .release_inputs import (DEFAULT_LAYOUT, PORT_BYTES_PER_BYTE, Placement, ReleaseInputs, ReleaseRunners,
-    choose_inputs, dotted_name, fetch_release, given_sources, history_from_sources,
-    locate_base, named_gpu_bases, open_release, place_runners, release_runners,
-    release_source, too_big_to_port, unpack_sdists, unreadable_runners)
-from .release_checks import (EXPLAINS, INLINED, LIVE_BY_CALL, REACHED, MethodCheck, RunnerPort, check_method,
-    check_runner, compiles, has_edited_copy, in_port, line_keys, method_chunks,
-    port_statements, ported_mro, statement_key)
 from .context import PortContext
 from .derived_check import warm_derived
-from .pipeline import port_runner, run_batch
 from .judge import judge_early, release_judge_lines, start_judge
-from .release_report import DEFAULT_OUT, REPORT_JSON, REPORT_MD, ReleasePort, check_release_out, \
-    refuse_release_writes, release_html, release_markdown, release_summary, write_release
+from .locate import PortError, open_tree, port_diagnostic
+from .method import ENTRY_DEFAULTS, PortOptions, port_options
+from .pipeline import port_runner, run_batch
+from .runners import runner_bases
 
 # %% auto #0
 __all__ = ['port_runners', 'release_meanwhile', 'release_each', 'port_release', 'DEFAULT_LAYOUT', 'PORT_BYTES_PER_BYTE',
@@ -40,6 +44,48 @@ __all__ = ['port_runners', 'release_meanwhile', 'release_each', 'port_release', 
            'compiles', 'has_edited_copy', 'in_port', 'line_keys', 'method_chunks', 'port_runner', 'port_statements',
            'ported_mro', 'statement_key', 'DEFAULT_OUT', 'REPORT_JSON', 'REPORT_MD', 'ReleasePort', 'check_release_out',
            'refuse_release_writes', 'release_html', 'release_markdown', 'release_summary', 'write_release']
+
+# %% ../../nbs/port/release.ipynb #4b2993bf
+# the release's inputs and checks, re-exported (`_all_`): an import block of their own, so each import cell stays short
+from omni_npu_port.port.release_checks import (
+    EXPLAINS,
+    INLINED,
+    LIVE_BY_CALL,
+    REACHED,
+    MethodCheck,
+    RunnerPort,
+    check_method,
+    check_runner,
+    compiles,
+    has_edited_copy,
+    in_port,
+    line_keys,
+    method_chunks,
+    port_statements,
+    ported_mro,
+    statement_key,
+)
+from omni_npu_port.port.release_inputs import (
+    DEFAULT_LAYOUT,
+    PORT_BYTES_PER_BYTE,
+    Placement,
+    ReleaseInputs,
+    ReleaseRunners,
+    choose_inputs,
+    dotted_name,
+    fetch_release,
+    given_sources,
+    history_from_sources,
+    locate_base,
+    named_gpu_bases,
+    open_release,
+    place_runners,
+    release_runners,
+    release_source,
+    too_big_to_port,
+    unpack_sdists,
+    unreadable_runners,
+)
 
 # %% ../../nbs/port/release.ipynb #8c04aa0f
 _all_ = [
@@ -98,10 +144,9 @@ _JOBS: list = []
 
 def port_runners(jobs: list, workers: int | None = None, meanwhile=None, each=None) -> list[RunnerPort]:
     ("Port the runners (`port_runner` arguments each): one after another, or in `workers` forked processes that share "
-     "the")
-    " sources already read (Linux). A derived runner needs only its bases' plans, never their ports: no runner waits."
-    " `meanwhile()` runs in this process while the workers port (before the runners, where they are ported here);"
-    " `each(port)` as each runner's port is done (the judge asks for its module's errors)."
+     "the sources already read (Linux). A derived runner needs only its bases' plans, never their ports: no runner "
+     "waits. `meanwhile()` runs in this process while the workers port (before the runners, where they are ported "
+     "here); `each(port)` as each runner's port is done (the judge asks for its module's errors).")
     n = min(workers or 1, len(jobs))
     pool = worker_pool(n, fork_only=True) if n > 1 else None   # the workers inherit the jobs: forked only
     if pool is None:
@@ -135,9 +180,9 @@ def _tell(f, each) -> threading.Event:
 
 def release_meanwhile(ctx: PortContext, modules: list[str], gpus: list[str], inputs: list[str],
                       workers: int | None = 1):
-    "What a release port does while its runners are ported (by up to `workers` forked processes): the judge's server"
-    " started where it judges (`ctx.warm`, in this process, after the workers forked), the derived pass's index and"
-    " its `inputs`' findings."
+    ("What a release port does while its runners are ported (by up to `workers` forked processes): the judge's server "
+     "started where it judges (`ctx.warm`, in this process, after the workers forked), the derived pass's index and "
+     "its `inputs`' findings.")
     ascend, vllm, omni, npu_base = ctx.judge_inputs
     def meanwhile():
         ctx.warm = start_judge(ctx.judge, ascend, vllm, omni, npu_base, modules, gpus,
@@ -149,25 +194,37 @@ def release_each(ctx: PortContext):
     "What a release port does as each runner's port is done: the judge's server (if started) checks its module."
     return lambda port: ctx.warm is not None and judge_early(ctx.warm, port.module, port.code)
 
+# %% ../../nbs/port/release.ipynb #9fcc55ef
+def _release_options(options: PortOptions | None, prefer: str, target: str | None) -> tuple:
+    "`target` and `prefer` (its value) from `port_release`'s keywords or its PortOptions, which may set nothing else."
+    o = port_options(options, "release", prefer=prefer, target=target)
+    if dataclasses.replace(o, prefer=ENTRY_DEFAULTS["release"].prefer, target=None) != ENTRY_DEFAULTS["release"]:
+        raise PortError("port_release uses only `prefer` and `target` of its PortOptions; "
+                        "leave the others at their defaults")
+    return o.target, o.prefer.value
+
+def _release_out(out: Path | str, version: str | None, force: bool) -> Path:
+    "The output folder (`DEFAULT_OUT` filled with the release's version), checked before any work."
+    default = DEFAULT_OUT.format(version=version or "unversioned")
+    out = Path(default if str(out) == DEFAULT_OUT else out).expanduser()
+    check_release_out(out, force)
+    return out
+
 # %% ../../nbs/port/release.ipynb #28db13b6
 def port_release(omni: str, target: str | None = None, out: Path | str | None = None, history="auto", sources=(),
                  prefer: str = "comment", force: bool = False, progress=None, cache_dir: Path | str = CACHE_DIR,
                  index: str | None = None, workers: int = 1, options: PortOptions | None = None,
                  judge: bool = False) -> ReleasePort:
-    "Port every runner class of a vLLM-Omni release (version, wheel, sdist or checkout) onto the vllm-ascend it pairs"
-    " with (`options`: `prefer` and `target` as one `PortOptions`; `judge`: basedpyright checks the written modules,"
-    " else ready reads unverified)."
-    o = port_options(options, "release", prefer=prefer, target=target)
-    if dataclasses.replace(o, prefer=ENTRY_DEFAULTS["release"].prefer, target=None) != ENTRY_DEFAULTS["release"]:
-        raise PortError("port_release uses only `prefer` and `target` of its PortOptions; leave the others at their defaults")
-    target, prefer = o.target, o.prefer.value
+    ("Port every runner class of a vLLM-Omni release (version, wheel, sdist or checkout) onto the vllm-ascend it pairs "
+     "with (`options`: `prefer` and `target` as one `PortOptions`; `judge`: basedpyright checks the written modules, "
+     "else ready reads unverified).")
+    target, prefer = _release_options(options, prefer, target)
     t0 = time.perf_counter()
     tree = open_release(omni, progress, cache_dir, index)
-    if out is not None:   # the output is checked before any work: a refusal costs nothing
-        out = Path(DEFAULT_OUT.format(version=tree.version or "unversioned") if str(out) == DEFAULT_OUT else out).expanduser()
-        check_release_out(out, force)
+    if out is not None: out = _release_out(out, tree.version, force)   # before any work: a refusal costs nothing
     source_of = lambda spec: release_source(spec, sources, progress, cache_dir, index)
-    ascend_files = lambda a: release_files(open_tree(source_of(f"vllm-ascend=={a}")))   # a release the table lacks states its pairing
+    # a release the table lacks states its pairing
+    ascend_files = lambda a: release_files(open_tree(source_of(f"vllm-ascend=={a}")))
     inputs = choose_inputs(tree, target, history, ascend_files, named_gpu_bases(sources), cache_dir)
     if history == "auto": history_from_sources(inputs, sources)
     v, a = source_of(f"vllm=={inputs.vllm}"), source_of(f"vllm-ascend=={inputs.vllm_ascend}")
@@ -176,8 +233,8 @@ def port_release(omni: str, target: str | None = None, out: Path | str | None = 
     gsym, nsym = runner_bases()[0][0], runner_bases()[1][0]
     gpu_base, npu_base = locate_base(v, gsym), locate_base(a, nsym)
     hist = [locate_base(p, gsym) for p in hist_paths]
-    unreadable = [port_diagnostic("ONP4304", f"{f}: cannot be read or parsed ({why}): its runner classes are not ported", where=m)
-           for m, f, why in runners.unreadable]
+    unreadable = [port_diagnostic("ONP4304", f"{f}: cannot be read or parsed ({why}): its runner classes are not "
+                                  "ported", where=m) for m, f, why in runners.unreadable]
     if not runners.gpu:
         raise PortError(f"--release {omni}: no runner class derives from {gsym.dotted} in {tree.origin}"
                         + "".join(f"; {d.message}" for d in unreadable) + "".join(f"; {dotted_name(c)} "
@@ -203,9 +260,10 @@ def port_release(omni: str, target: str | None = None, out: Path | str | None = 
     skipped = [port_diagnostic("ONP4302", f"{code_info('ONP4302').title}: {dotted_name(c)} {why}", where=c.name)
                for c, why in runners.skipped]
     diags = inputs.diagnostics + unreadable + release_judge_lines(run) + skipped + derived
-    res = ReleasePort(tree.version or "?", str(tree.origin), inputs.vllm, inputs.vllm_ascend, inputs.pairing, inputs.history,
-                      layout, how, ports, [(dotted_name(c), w) for c, w in runners.skipped], diags, time.perf_counter() - t0,
-                      inputs=[p for p in (getattr(tree.reader, "root", None), v, a, *hist_paths, *sources) if p and Path(p).is_dir()])
+    read = [p for p in (getattr(tree.reader, "root", None), v, a, *hist_paths, *sources) if p and Path(p).is_dir()]
+    res = ReleasePort(tree.version or "?", str(tree.origin), inputs.vllm, inputs.vllm_ascend, inputs.pairing,
+                      inputs.history, layout, how, ports, [(dotted_name(c), w) for c, w in runners.skipped], diags,
+                      time.perf_counter() - t0, inputs=read)
     res.judge_run = run
     if out is not None: write_release(res, out, force)
     return res

@@ -172,7 +172,8 @@ def check_method(name: str, style: str, port: str, omni: str, omni_t: str, base:
         if in_port(k, P): continue
         r.omni_missing += 1
         if ("super()" in text and style.startswith("super")) or mine & set(EXPLAINS) or style in LIVE_BY_CALL \
-                or (style in INLINED and text.startswith("return")): r.omni_explained += 1   # an inlined body's return: dropped
+                or (style in INLINED and text.startswith("return")):   # an inlined body's return: dropped
+            r.omni_explained += 1
         elif has_edited_copy(k, stmts): r.omni_edited += 1
         else: r.unexplained.append(f"omni: {text}")
     r.translated = sum(1 for k in Ot if k not in O and in_port(k, P))
@@ -192,11 +193,11 @@ def check_method(name: str, style: str, port: str, omni: str, omni_t: str, base:
     )
     return r
 
+# %% ../../nbs/port/release_checks.ipynb #fd105f15
 def _rebound(a: list[str], b: list[str], local: set) -> bool:
     ("Whether two token lists differ only in names (`_renamed`) that are locals of the omni method (`local`) and no "
-     "attribute:")
-    (" omni's statement with its reads rebound to the NPU side's names (`f(model_output)` and `f(hidden_states)`, not "
-     "`omni()` and `npu()`).")
+     "attribute: omni's statement with its reads rebound to the NPU side's names (`f(model_output)` and "
+     "`f(hidden_states)`, not `omni()` and `npu()`).")
     return _renamed(a, b) and all(
         x in local and not (i and a[i - 1] == ".") for i, (x, y) in enumerate(zip(a, b)) if x != y
     )
@@ -256,8 +257,8 @@ class RunnerPort:
 # %% ../../nbs/port/release_checks.ipynb #9f877ae4
 def check_runner(code: str, cls: str, styles: dict, diags: list, gpu_base: Located, omni: Located, npu_base: Located,
                  history: list[Located], rules=None) -> list[MethodCheck]:
-    "The faithfulness check of every method a class port wrote, against its three inputs (and the older vllm's);"
-    " `rules`: the port's (default: the NPU base's version)."
+    ("The faithfulness check of every method a class port wrote, against its three inputs (and the older vllm's); "
+     "`rules`: the port's (default: the NPU base's version).")
     rules, chunks, out = rules or rules_for(target_of(npu_base)), method_chunks(code, cls), []
     for name, style in styles.items():
         go, gb, nb = method_located(omni, name), method_located(gpu_base, name), method_located(npu_base, name)
@@ -285,9 +286,8 @@ def check_runner(code: str, cls: str, styles: dict, diags: list, gpu_base: Locat
 def ported_mro(chain: list, omni_src: str, gpu_base: Located, npu_base: Located, extra=(),
                memo: dict | None = None) -> list[MroClass] | None:
     ("The MRO of the port of `chain[0]` — (NPU class, its module, the GPU runner dotted) of a runner, then of each "
-     "ported")
-    " omni base above it — as Python will build it: each ported class stands for the methods its port writes"
-    " (its plan); `memo`: the port's chains already built (`PortContext.ported_mros`)."
+     "ported omni base above it — as Python will build it: each ported class stands for the methods its port writes "
+     "(its plan); `memo`: the port's chains already built (`PortContext.ported_mros`).")
     if not chain: return None
     memo = {} if memo is None else memo
     key = (tuple(chain), omni_src, tuple(map(str, extra)))   # one port: one GPU base, one NPU base

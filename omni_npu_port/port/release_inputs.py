@@ -170,8 +170,8 @@ def _named_gpu_base(pairing: OmniPairing, gpu_base) -> OmniPairing:
 # %% ../../nbs/port/release_inputs.ipynb #08e1f868
 def _evidence_pairing(tree: SourceTree, version: str | None, facts: dict, ascend_files=None,
                       cache_dir: Path | str = CACHE_DIR) -> tuple[OmniPairing, str, list]:
-    "(pairing, vllm-ascend, ONP4305 note) of a vLLM-Omni source the table pairs nowhere, from its own evidence"
-    " (`sources.evidence.checkout_evidence`); an InputError naming both sides of a contradiction, or what is missing."
+    ("(pairing, vllm-ascend, ONP4305 note) of a vLLM-Omni source the table pairs nowhere, from its own evidence "
+     "(`sources.evidence.checkout_evidence`); an InputError naming both sides of a contradiction, or what is missing.")
     e = checkout_evidence(tree, version, facts, ascend_files=ascend_files, cache_dir=cache_dir)
     if e.code == "ONP4306": raise InputError(f"vllm-omni {tree.origin}: {e.refusal}; give --target vllm-ascend==X")
     if e.target is None:
@@ -248,8 +248,8 @@ def given_sources(name: str, sources=()) -> dict[str, str | None]:
 def release_source(
     spec: str, sources=(), progress=None, cache_dir: Path | str = CACHE_DIR, index: str | None = None
 ) -> str:
-    "A release's source: one of `sources` (paths) of that package and version, else the package cache, else PyPI —"
-    (" never a fetched release of a package `sources` give (a port does not mix the sources given with fetched "
+    ("A release's source: one of `sources` (paths) of that package and version, else the package cache, else PyPI — "
+     "never a fetched release of a package `sources` give (a port does not mix the sources given with fetched "
      "releases).")
     name, version = split_pin(spec)
     given = given_sources(name, sources)
@@ -389,8 +389,8 @@ def release_runners(tree: SourceTree) -> ReleaseRunners:
     return ReleaseRunners(graph, gpu, found.npu, skipped, unread)
 
 def unreadable_runners(tree: SourceTree, found) -> list[tuple[str, str, str]]:
-    "(module, file, why) for each module that holds a runner class but does not parse, or is named like a runner and"
-    " cannot be read at all (a FIFO, a link in an archive, past a size limit): never dropped without a word."
+    ("(module, file, why) for each module that holds a runner class but does not parse, or is named like a runner and "
+     "cannot be read at all (a FIFO, a link in an archive, past a size limit): never dropped without a word.")
     out = {m: (tree.file_of(m), why) for m, why in found.unreadable.items()}
     for m, (why, line) in list(tree._bad.items()):
         if "/" in m or m in out or "runner" not in m.rpartition(".")[2].lower(): continue

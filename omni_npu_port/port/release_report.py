@@ -63,14 +63,16 @@ class ReleasePort:
                 "judge": asdict(self.judge_run) if self.judge_run is not None else None,
                 "diagnostics": [diag(d) for d in self.diagnostics],
                 "skipped": [{"class": c, "why": w} for c, w in self.skipped],
-                "runners": [{"gpu": r.gpu, "module": r.module, "class": r.cls, "derives_from": r.parent, "path": r.path, "hand_written": r.hand,
+                "runners": [{"gpu": r.gpu, "module": r.module, "class": r.cls, "derives_from": r.parent, "path": r.path,
+                             "hand_written": r.hand,
                              "conflicts": r.conflicts, "lost_lines": r.lost, "compiles": r.compiles,
                              "compiles_npu_side": r.compiles_npu_side, "ready": r.ready, "ready_verdict": r.verdict,
                              **({"judge": r.judge.to_json()} if r.judge is not None else {}),
                              **({"derived": r.derived.to_json()} if getattr(r, "derived", None) else {}),
                              "unreachable": r.unreachable, "not_ready": [diag(d) for d in r.not_ready],
                              "undefined": r.undefined, "inherited": r.inherited,
-                             "seconds": round(r.seconds, 3), "methods": [{**asdict(m), "lost": m.lost} for m in r.methods],
+                             "seconds": round(r.seconds, 3),
+                             "methods": [{**asdict(m), "lost": m.lost} for m in r.methods],
                              "diagnostics": [diag(d) for d in r.diagnostics]} for r in self.runners]}
 
 # %% ../../nbs/port/release_report.ipynb #4ed09da9
@@ -225,8 +227,9 @@ def _real(p: Path) -> Path:
     except (OSError, RuntimeError): return p.absolute()
 
 def refuse_release_writes(out: Path, targets: list, inputs: list) -> str | None:
-    "Why the port must not write: a target inside a folder it read (its input tree), a symbolic link, or one that"
-    " resolves outside `-o` (through a linked folder); None when every write stays inside `-o`. Asked before any write."
+    ("Why the port must not write: a target inside a folder it read (its input tree), a symbolic link, or one that "
+     "resolves outside `-o` (through a linked folder); None when every write stays inside `-o`. Asked before any "
+     "write.")
     root = _real(out)
     for s in map(Path, inputs):
         src = _real(s)
@@ -251,9 +254,8 @@ def check_release_out(out: Path, force: bool = False) -> None:
 
 # %% ../../nbs/port/release_report.ipynb #a05d1b09
 def write_release(p: ReleasePort, out: Path | str, force: bool = False) -> list[str]:
-    "Write each runner module (in the release's layout under `out`) and the report (Markdown, JSON) as one set, the"
-    " report"
-    " last (`core.io.write_set`); an existing file only with `force`."
+    ("Write each runner module (in the release's layout under `out`) and the report (Markdown, JSON) as one set, the "
+     "report last (`core.io.write_set`); an existing file only with `force`.")
     out = Path(out).expanduser()
     if out.exists() and not out.is_dir(): raise UsageError(f"-o {out}: exists and is not a folder; give a folder")
     files = {out / r.path: r.code for r in p.runners}

@@ -6,8 +6,8 @@
 from __future__ import annotations
 
 import ast
-import functools
 import difflib
+import functools
 from collections import Counter
 from dataclasses import dataclass, field
 

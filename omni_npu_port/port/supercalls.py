@@ -155,8 +155,7 @@ def _defaults(fn) -> dict[str, str | None]:
 
 def param_renames(gpu_fn, npu_fn) -> dict[str, str]:
     ("GPU parameter → NPU parameter where the NPU base renamed it (same stretch of the aligned lists, the one with the "
-     "same")
-    (" default whose name keeps most of the old one: `cudagraph_runtime_mode` → `aclgraph_runtime_mode`, never "
+     "same default whose name keeps most of the old one: `cudagraph_runtime_mode` → `aclgraph_runtime_mode`, never "
      "`extra_flag` → it).")
     import difflib
     g, n = _defaults(gpu_fn), _defaults(npu_fn)
@@ -282,7 +281,8 @@ def _dict_item(arg: str) -> str:
 
 # %% ../../nbs/port/supercalls.ipynb #4a062cbb
 def _bind_super_args(call: ast.Call, ol: list[str], ofn, nfn) -> tuple[list[str], list[str], str | None] | None:
-    "The super() call's arguments as `param = expr` lines for the NPU base's parameters and extra `**kwargs` entries; None if they cannot be placed."
+    ("The super() call's arguments as `param = expr` lines for the NPU base's parameters and extra `**kwargs` entries; "
+     "None if they cannot be placed.")
     nparams = [p for p in param_names(nfn)[1:]]
     kwvar = next((p[2:] for p in nparams if p.startswith("**")), None)
     plain = [p for p in nparams if not p.startswith("*")]
@@ -303,8 +303,11 @@ def _bind_super_args(call: ast.Call, ol: list[str], ofn, nfn) -> tuple[list[str]
         else: return None
     return binds, extra, kwvar
 
-def _forward_extras(nl: list[str], nfn, kwvar: str | None, extra: list[str]) -> tuple[list[str], ast.FunctionDef] | None:
-    "The NPU base's lines (and def) with the extra keyword arguments added wherever it forwards its own `**kwargs`; None if it forwards them nowhere."
+# %% ../../nbs/port/supercalls.ipynb #cdaf0b9b
+def _forward_extras(nl: list[str], nfn, kwvar: str | None,
+                    extra: list[str]) -> tuple[list[str], ast.FunctionDef] | None:
+    ("The NPU base's lines (and def) with the extra keyword arguments added wherever it forwards its own `**kwargs`; "
+     "None if it forwards them nowhere.")
     work = list(nl)
     # extra keyword arguments go wherever the base forwards its own **kwargs
     if extra:
@@ -325,7 +328,8 @@ def _forward_extras(nl: list[str], nfn, kwvar: str | None, extra: list[str]) -> 
     return work, nfn2
 
 def _return_as(work: list[str], nfn2, target: str | None):
-    "The NPU base made to return `target` where it can (its result variable renamed): its lines, def, return statement, the return's lines, and what stands for the return after the inlined body."
+    ("The NPU base made to return `target` where it can (its result variable renamed): its lines, def, return "
+     "statement, the return's lines, and what stands for the return after the inlined body.")
     ret = nfn2.body[-1]
     if target and isinstance(ret.value, ast.Name) and ret.value.id != target and \
        not any(isinstance(n, ast.Name) and n.id == target for n in walk_no_nested(nfn2)):
@@ -342,7 +346,8 @@ def _return_as(work: list[str], nfn2, target: str | None):
     return work, nfn2, ret, rl, tail_ret
 
 # %% ../../nbs/port/supercalls.ipynb #34cd3714
-def port_super_inline(omni: str, npu: str, gpu: str, origins: list | None = None) -> tuple[list[str], list[Diagnostic]] | None:
+def port_super_inline(omni: str, npu: str, gpu: str,
+                      origins: list | None = None) -> tuple[list[str], list[Diagnostic]] | None:
     "Port a super()-extension by inlining the NPU base body where the omni method calls `super()`; None if it cannot."
     ofn, nfn, gfn = (ast.parse(c).body[0] for c in (omni, npu, gpu))
     stmt = inlinable_call(ofn, nfn)
@@ -367,28 +372,27 @@ def port_super_inline(omni: str, npu: str, gpu: str, origins: list | None = None
         doc, pre = pre[:n], pre[n:]
     def fenced(xs):
         while xs and not xs[-1].strip(): xs = xs[:-1]
-        return (
-            [(ind + FENCE_TEXT, "port"), *[(x, "omni") for x in xs], (ind + FENCE_TEXT, "port")]
-            if any(x.strip() for x in xs)
-            else []
-        )
+        if not any(x.strip() for x in xs): return []
+        return [(ind + FENCE_TEXT, "port"), *[(x, "omni") for x in xs], (ind + FENCE_TEXT, "port")]
     sig = signature_choice(gfn, ofn, nfn)
     head = [(l, "npu") for l in def_header(nl, nfn)] if sig == "npu" else [(l, "omni") for l in def_header(ol, ofn)]
     npu_rows = lambda xs: [(x, "npu") for x in xs]
-    diags = [port_diagnostic("ONP4004", f"{code_info('ONP4004').title} ({'return value renamed to ' + target if target else 'returned'})",
-                        None, "info")]
+    returned = "return value renamed to " + target if target else "returned"
+    diags = [port_diagnostic("ONP4004", f"{code_info('ONP4004').title} ({returned})", None, "info")]
     core = base_result_statement(gfn, nfn2, target) if target and not tail_ret else None
     last = next((st for st in reversed(ofn.body)), None)
-    if core is not None and isinstance(last, ast.Return) and isinstance(last.value, ast.Name) and last.value.id == target \
-            and last.lineno > stmt.end_lineno and core.end_lineno < ret.lineno - 1 and any(
-                st.lineno > core.end_lineno for st in nfn2.body[:-1]):
+    if core is not None and isinstance(last, ast.Return) and isinstance(last.value, ast.Name) \
+            and last.value.id == target and last.lineno > stmt.end_lineno and core.end_lineno < ret.lineno - 1 \
+            and any(st.lineno > core.end_lineno for st in nfn2.body[:-1]):
         # omni steps see what the GPU base returns; the NPU base's own post-processing comes after them
         cut = core.end_lineno - body_start(nfn2)
         omni_post = ol[stmt.end_lineno: last.lineno - 1]
         rows = head + [(l, "omni") for l in doc] + fenced(pre + [ind + b for b in binds]) + npu_rows(body[:cut]) + \
                fenced(omni_post) + npu_rows(body[cut:]) + npu_rows(rl)
-        diags.append(port_diagnostic("ONP4009", f"{code_info('ONP4009').title}: the omni steps after super() see {target} as the GPU base "
-                                f"returns it; the NPU base's {sum(st.lineno > core.end_lineno for st in nfn2.body[:-1])} "
+        diags.append(port_diagnostic("ONP4009", f"{code_info('ONP4009').title}: the omni steps after super() see "
+                                f"{target} as the GPU base "
+                                "returns it; the NPU base's "
+                                f"{sum(st.lineno > core.end_lineno for st in nfn2.body[:-1])} "
                                 "statement(s) after that follow them", None, "info"))
     else:
         # the NPU base's `return var` became the omni `return target`: both return it, so it is no omni line
@@ -525,8 +529,8 @@ def _definer_after(landing: list, at: int, name: str) -> str | None:
 def rebind_supers(lines: list[str], origins: list[str], landing: list, sources: dict, first: str = "self"
                   ) -> tuple[list[str], list[Diagnostic]]:
     ("Each line's `super().name` as `super(C, first).name` where, in the landing MRO, it reaches another method from "
-     "the landing")
-    " class than from C, the class it was copied from (`sources`: origin `npu` / `omni` -> that class's name)."
+     "the landing class than from C, the class it was copied from (`sources`: origin `npu` / `omni` -> that class's "
+     "name).")
     names = [c.name for c in landing]
     out, diags = [], []
     for k, line in enumerate(lines):

@@ -175,8 +175,8 @@ def translation_cache() -> Path | None:
     return root / code_fingerprint()
 
 def rules_digest(rules: RuleSet) -> str:
-    "What a rule set holds — its target, every record as it stands (a catalog changed at run time too), whether the"
-    " derived rules run (their findings are kept with the translation) — as a digest."
+    ("What a rule set holds — its target, every record as it stands (a catalog changed at run time too), whether the "
+     "derived rules run (their findings are kept with the translation) — as a digest.")
     key = ("digest", bool(getattr(rules, "derived", False)))   # `derived` may be switched on after a first digest
     if key not in rules._memo:
         recs = repr(sorted((k, repr(v)) for k, v in rules.records.items()))
@@ -250,8 +250,8 @@ def _cached_translation(folder: Path | None, rules: RuleSet, mod: str, src: str)
 LIVE_TEMP_S = 3600   # a temp written to in the last hour may be a live writer's (another process, another host)
 
 def _prune(p: Path) -> None:
-    "Remove an older fingerprint folder's own entries, then the folder; one holding a live writer's temp, or a file"
-    " another user wrote (a cache shared between users), stays."
+    ("Remove an older fingerprint folder's own entries, then the folder; one holding a live writer's temp, or a file "
+     "another user wrote (a cache shared between users), stays.")
     uid = getattr(os, "getuid", lambda: None)()
     try:
         found = [(f, f.lstat()) for f in p.iterdir()]

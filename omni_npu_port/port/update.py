@@ -123,11 +123,13 @@ def update_method(prev_gpu: Located, prev_npu: Located, gpu_omni: Located, npu_b
                   prefer: str = "markers", format: str | None = None, line_length: int | None = None,
                   gpu_base_old: Located | None = None, gpu_base: Located | None = None,
                   options: PortOptions | None = None) -> PortResult:
-    "Carry the previous release's NPU method forward: merge the omni GPU method's change since then into it (optionally vllm-ascend's too, without vllm's)."
+    ("Carry the previous release's NPU method forward: merge the omni GPU method's change since then into it "
+     "(optionally vllm-ascend's too, without vllm's).")
     o = port_options(
         options, "update", prefer=prefer, target=target, fence=fence, format=format, line_length=line_length
     )
-    target, fence, prefer, format, line_length = o.target, o.fence, o.prefer.value, o.format, o.line_length   # `options` or the keywords
+    # `options` or the keywords
+    target, fence, prefer, format, line_length = o.target, o.fence, o.prefer.value, o.format, o.line_length
     rules = _update_rules(format, npu_base_old, npu_base, target, "method", gpu_base_old, gpu_base)
     name = gpu_omni.method_node.name
     prev_src, rdiags = prev_gpu.method_source, []
@@ -155,13 +157,8 @@ def update_method(prev_gpu: Located, prev_npu: Located, gpu_omni: Located, npu_b
                       f"{(h.base or [''])[0].strip()!r}…") if h.kind == "omni-delete" else h
                  for h in merge_hunks(base_t, omni_t, ours)]
         rows: list[str] = []
-        lines, d2 = render(
-            hunks,
-            (f"previous NPU port: {prev_npu.label()}", f"omni GPU: {gpu_omni.label()} (translated)"),
-            fence,
-            prefer,
-            rows,
-        )
+        labels = (f"previous NPU port: {prev_npu.label()}", f"omni GPU: {gpu_omni.label()} (translated)")
+        lines, d2 = render(hunks, labels, fence, prefer, rows)
         for d in d2:
             if d.code == "ONP4001":
                 d.message = ("conflict: the omni GPU method changed lines the previous NPU method had rewritten; "
@@ -185,14 +182,10 @@ def update_class(prev_gpu: Located, prev_npu: Located, gpu_omni: Located, npu_ba
                  gpu_base_old: Located | None = None, gpu_base: Located | None = None,
                  options: PortOptions | None = None) -> PortResult:
     "The previous NPU runner's module with each method of its class carried forward by `update_method`."
-    o = port_options(options, "update", prefer=prefer, target=target, fence=fence, format=format, line_length=line_length)
-    target, fence, prefer, format, line_length = (
-        o.target,
-        o.fence,
-        o.prefer.value,
-        o.format,
-        o.line_length,
-    )  # `options` or the keywords
+    o = port_options(options, "update", prefer=prefer, target=target, fence=fence, format=format,
+                     line_length=line_length)
+    # `options` or the keywords
+    target, fence, prefer, format, line_length = o.target, o.fence, o.prefer.value, o.format, o.line_length
     rules = _update_rules(format, npu_base_old, npu_base, target, "class", gpu_base_old, gpu_base)
     cname, lines = prev_npu.cls_node.name, prev_npu.module_text.splitlines()
     own = own_methods(prev_npu.cls_node)

@@ -69,15 +69,19 @@ def _all_names(fn) -> set:
 
 # %% ../../nbs/port/wraps.ipynb #3cdbcc0b
 def _call_statement(nfn, name: str):
-    "The NPU method's one `super().<name>(...)` call, when it stands alone as an expression statement: (statement, call) or the reason it does not."
+    ("The NPU method's one `super().<name>(...)` call, when it stands alone as an expression statement: (statement, "
+     "call) or the reason it does not.")
     calls = super_calls(nfn)
-    nested = [c for c in ast.walk(nfn) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr == name
+    nested = [c for c in ast.walk(nfn)
+              if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr == name
               and isinstance(c.func.value, ast.Call) and getattr(c.func.value.func, "id", None) == "super"]
     if len(calls) != 1 or len(nested) != 1:
-        return f"the NPU method calls `super().{name}(...)` {len(nested)} times{' (in a nested def)' if len(nested) > len(calls) else ''}"
+        where = " (in a nested def)" if len(nested) > len(calls) else ""
+        return f"the NPU method calls `super().{name}(...)` {len(nested)} times{where}"
     stmt = next((s for s in _walk(nfn) if isinstance(s, ast.Expr) and s.value is calls[0]), None)
     if stmt is None:
-        return f"the NPU method uses the value of `super().{name}(...)`: inlined, omni's `return`s would have to become assignments"
+        return (f"the NPU method uses the value of `super().{name}(...)`: inlined, omni's `return`s would have to "
+                "become assignments")
     return stmt, calls[0]
 
 def _tail(stmt, body: list) -> bool:
@@ -132,7 +136,8 @@ def _omni_blockers(ofn, nfn, stmt) -> str | None:
 
 # %% ../../nbs/port/wraps.ipynb #7ab3aa27
 def _bind_args(call: ast.Call, ofn, nl: list[str]) -> list[tuple[str, str]] | str:
-    "Omni's parameters with the text of what the super() call passes them (a literal default where it passes none), or why not."
+    ("Omni's parameters with the text of what the super() call passes them (a literal default where it passes none), "
+     "or why not.")
     a = ofn.args
     if a.vararg or a.kwarg: return "omni's method takes *args / **kwargs"
     if any(isinstance(x, ast.Starred) for x in call.args) or any(k.arg is None for k in call.keywords):
@@ -157,6 +162,7 @@ def _bind_args(call: ast.Call, ofn, nl: list[str]) -> list[tuple[str, str]] | st
         out.append((p, ast.unparse(defaults[p])))
     return out
 
+# %% ../../nbs/port/wraps.ipynb #78c412f1
 def _fresh(x: str, taken: set) -> str:
     "`x_omni` (one more `_` while taken)."
     y = f"{x}_omni"
@@ -164,7 +170,8 @@ def _fresh(x: str, taken: set) -> str:
     return y
 
 def _renames(ofn, nfn, binds: list[tuple[str, str]]) -> tuple[dict, list[tuple[str, str]]] | str:
-    "Omni's locals the NPU method also spells, each to a fresh name, and the parameter bindings still needed; or why they clash beyond renaming."
+    ("Omni's locals the NPU method also spells, each to a fresh name, and the parameter bindings still needed; or why "
+     "they clash beyond renaming.")
     by_name, other = _bindings(ofn)
     npu_names = _all_names(nfn)
     me, ome = nfn.args.args[0].arg if nfn.args.args else "self", (ofn.args.posonlyargs + ofn.args.args)[0].arg
@@ -197,7 +204,8 @@ def _chars(line: str, byte_col: int) -> int:
     return len(line.encode("utf-8")[:byte_col].decode("utf-8", "ignore"))
 
 def _in_strings(text: str) -> set[int]:
-    "1-based lines that begin inside a string token (a multi-line string's own lines): re-indenting them would change it."
+    ("1-based lines that begin inside a string token (a multi-line string's own lines): re-indenting them would change "
+     "it.")
     out = set()
     try:
         for t in tokenize.generate_tokens(io.StringIO(text).readline):
@@ -206,11 +214,13 @@ def _in_strings(text: str) -> set[int]:
     except (tokenize.TokenError, SyntaxError): pass
     return out
 
+# %% ../../nbs/port/wraps.ipynb #a46abe0e
 def _omni_body(omni: str, ofn, ren: dict) -> tuple[list[str], int, str]:
     ("Omni's body lines (docstring out, locals renamed, a final `return` dropped or made its expression), their "
      "indentation, and what happened to the return.")
     ol = python_lines(omni)
-    edits = [(n.lineno, n.col_offset, n.end_col_offset, ren[n.id]) for n in ast.walk(ofn) if isinstance(n, ast.Name) and n.id in ren]
+    edits = [(n.lineno, n.col_offset, n.end_col_offset, ren[n.id])
+             for n in ast.walk(ofn) if isinstance(n, ast.Name) and n.id in ren]
     final, said, drop = ofn.body[-1] if isinstance(ofn.body[-1], ast.Return) else None, "", set()
     early = any(isinstance(n, ast.Return) and n is not final for n in _walk(ofn))
     if final is not None and not early:
@@ -224,8 +234,9 @@ def _omni_body(omni: str, ofn, ren: dict) -> tuple[list[str], int, str]:
     for ln, c0, c1, new in sorted(edits, reverse=True):
         l = ol[ln - 1]
         ol[ln - 1] = l[:_chars(l, c0)] + new + l[_chars(l, c1):]
-    body = [s for s in ofn.body if not (s is ofn.body[0] and isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant)
-                                        and isinstance(s.value.value, str))]
+    body = [s for s in ofn.body
+            if not (s is ofn.body[0] and isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant)
+                    and isinstance(s.value.value, str))]
     if not body: return [], 0, said
     ind = ofn.body[0].col_offset
     start = body[0].lineno - 1
@@ -254,7 +265,8 @@ def _reindent(lines: list[str], ind: int, to: str) -> list[str]:
 
 # %% ../../nbs/port/wraps.ipynb #805bfcb9
 def inline_wrapped(npu: str, omni: str, owner: str, name: str = "") -> tuple[list[str], list[str], str] | str:
-    "The NPU method with omni's (translated) method body inlined as a block where it called `super().m(...)`: its lines, their origins, what was done; or why it cannot be inlined."
+    ("The NPU method with omni's (translated) method body inlined as a block where it called `super().m(...)`: its "
+     "lines, their origins, what was done; or why it cannot be inlined.")
     try: nfn, ofn = ast.parse(npu).body[0], ast.parse(omni).body[0]
     except (SyntaxError, IndexError) as e: return f"a method does not parse ({e})"
     m = nfn.name
@@ -262,7 +274,9 @@ def inline_wrapped(npu: str, omni: str, owner: str, name: str = "") -> tuple[lis
     if isinstance(found, str): return found
     stmt, call = found
     nl = python_lines(npu)
-    if nl[stmt.lineno - 1][:stmt.col_offset].strip() or (nl[stmt.end_lineno - 1][_chars(nl[stmt.end_lineno - 1], stmt.end_col_offset):].strip()[:1] not in ("", "#")):
+    call_end = nl[stmt.end_lineno - 1]
+    after_call = call_end[_chars(call_end, stmt.end_col_offset):].strip()
+    if nl[stmt.lineno - 1][:stmt.col_offset].strip() or after_call[:1] not in ("", "#"):
         return f"`super().{m}(...)` shares its line with another statement"
     if why := _omni_blockers(ofn, nfn, stmt): return why
     binds = _bind_args(call, ofn, nl)
@@ -271,7 +285,8 @@ def inline_wrapped(npu: str, omni: str, owner: str, name: str = "") -> tuple[lis
     if isinstance(got, str): return got
     ren, binds = got
     body, ind, said = _omni_body(omni, ofn, ren)
-    if any(l[:len(l) - len(l.lstrip())].count("\t") for l in body if not l.startswith("\0")): return "omni's body is indented with tabs"
+    if any(l[:len(l) - len(l.lstrip())].count("\t") for l in body if not l.startswith("\0")):
+        return "omni's body is indented with tabs"
     to = " " * stmt.col_offset
     block = [f"{to}{p} = {t}" for p, t in binds] + _reindent(body, ind, to)
     if not any(l.strip() and not l.strip().startswith("#") for l in block): block.append(f"{to}pass")
@@ -280,28 +295,29 @@ def inline_wrapped(npu: str, omni: str, owner: str, name: str = "") -> tuple[lis
         (f"{to}{FENCE_TEXT}", "port"),
         (f"{to}# {owner}.{m} inlined (ONP4415)" + (f"; NPU: {tail[1:].strip()}" if tail else ""), "port"),
     ]
-    rows = [(l, "npu") for l in nl[:stmt.lineno - 1]] + head + [(l, "omni") for l in block] + [(f"{to}{FENCE_TEXT}", "port")] + \
-           [(l, "npu") for l in nl[stmt.end_lineno:]]
+    rows = [(l, "npu") for l in nl[:stmt.lineno - 1]] + head + [(l, "omni") for l in block] + \
+           [(f"{to}{FENCE_TEXT}", "port")] + [(l, "npu") for l in nl[stmt.end_lineno:]]
     lines = [l for l, _ in rows]
     try: ast.parse("\n".join(lines) + "\n")
     except SyntaxError as e: return f"omni's body inlined does not parse ({e.msg}, line {e.lineno})"
-    how = (
-        [f"omni's locals renamed (the NPU method spells them too): {', '.join(f'{a} -> {b}' for a, b in ren.items())}"]
-        if ren
-        else []
-    )
+    renamed = ", ".join(f"{a} -> {b}" for a, b in ren.items())
+    how = [f"omni's locals renamed (the NPU method spells them too): {renamed}"] if ren else []
     how += [f"parameters bound: {', '.join(f'{p} = {t}' for p, t in binds)}"] if binds else []
     return lines, [o for _, o in rows], "; ".join(how + ([said] if said else []))
 
+# %% ../../nbs/port/wraps.ipynb #3f7f77d6
 def port_npu_wraps(
     npu: str, omni: str, owner: str, name: str = ""
 ) -> tuple[list[str], list[str], list[Diagnostic], str]:
-    "An NPU method that wraps the GPU base's method through super(), where omni's method replaces that method: omni's body inlined at the call (style `npu-wraps-inline`), else the call redirected to omni's method (`npu-wraps`), ONP4415 saying which and why."
+    ("An NPU method that wraps the GPU base's method through super(), where omni's method replaces that method: omni's "
+     "body inlined at the call (style `npu-wraps-inline`), else the call redirected to omni's method (`npu-wraps`), "
+     "ONP4415 saying which and why.")
     got = inline_wrapped(npu, omni, owner, name)
     m = ast.parse(npu).body[0].name
     if not isinstance(got, str):
         lines, origins, how = got
-        msg = f"{code_info('ONP4415').title}: inlined: omni's {owner}.{m} body stands where the NPU method called `super().{m}(...)`"
+        msg = (f"{code_info('ONP4415').title}: inlined: omni's {owner}.{m} body stands where the NPU method called "
+               f"`super().{m}(...)`")
         return (
             lines,
             origins,

@@ -30,8 +30,8 @@ class TargetWarning(UserWarning):
     "A runtime piece was asked for a vllm-ascend release the releases table lacks: another release's records serve it."
 
 def runtime_target(vllm_ascend: str | None = None) -> Target:
-    "The one `Target` a runtime piece binds for: `vllm_ascend` if given, else the installed vllm-ascend, else the"
-    " profile's; a release the table lacks warns (`TargetWarning`), never silently."
+    ("The one `Target` a runtime piece binds for: `vllm_ascend` if given, else the installed vllm-ascend, else the "
+     "profile's; a release the table lacks warns (`TargetWarning`), never silently.")
     installed = None if vllm_ascend else _platform.package_version("vllm-ascend")
     t = resolve_target(vllm_ascend, installed=installed, origin="asked by the caller" if vllm_ascend else None)
     if t.warning: warnings.warn(served_line(t), TargetWarning, stacklevel=3)

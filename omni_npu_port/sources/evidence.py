@@ -66,8 +66,8 @@ def evidence_modules(tree: SourceTree) -> list[str]:
 _FROM_IMPORT = re.compile(r"^from[ \t]+([\w.]+)[ \t]+import[ \t]+(\([^)]*\)|[^\n]*)", re.MULTILINE)
 
 def imported_symbols(tree: SourceTree, package: str) -> list[SymbolUse]:
-    "Each unconditional (column-0) `from <package>.… import X` of the evidence modules, once per name (where first);"
-    " read from the text, never parsed: an import inside `try:` or `if` is indented."
+    ("Each unconditional (column-0) `from <package>.… import X` of the evidence modules, once per name (where first); "
+     "read from the text, never parsed: an import inside `try:` or `if` is indented.")
     seen: dict = {}
     for m in evidence_modules(tree):
         text = tree.module_source(m) or ""
@@ -86,8 +86,8 @@ def known_versions(package: str) -> tuple:
     return tuple(sorted((v for v in vs if v != "main"), key=parse_version))
 
 def cached_trees(package: str, cache_dir: Path | str = CACHE_DIR) -> dict[str, SourceTree]:
-    "The known releases of `package` (`vllm-ascend` or `vllm`) the package cache holds, opened to be read (never"
-    " imported, never fetched)."
+    ("The known releases of `package` (`vllm-ascend` or `vllm`) the package cache holds, opened to be read (never "
+     "imported, never fetched).")
     cache, out = Path(cache_dir).expanduser(), {}
     for v in known_versions(package) if cache.is_dir() else ():
         if (p := cached_release(cache, package, v)) is None: continue
@@ -107,15 +107,16 @@ def _top_imported(text: str) -> set:
     return out
 
 def module_facts(tree: SourceTree, module: str) -> tuple | None:
-    "(its text, the names a column-0 definition, assignment or import binds, whether it has `import *`), read once"
-    " without parsing; None when the source lacks the module."
+    ("(its text, the names a column-0 definition, assignment or import binds, whether it has `import *`), read once "
+     "without parsing; None when the source lacks the module.")
     text = tree.module_source(module)
     if text is None: return None
     return text, {a or b for a, b in _TOP_BOUND.findall(text)} | _top_imported(text), "import *" in text
 
 def resolves(tree: SourceTree, use: SymbolUse, facts: dict | None = None) -> bool:
-    "Whether `use` imports in `tree`'s release: its module binds the name (defined there, or imported from elsewhere);"
-    " the text settles most names, the parse the rest (`facts`: module facts already read, by source and module)."
+    ("Whether `use` imports in `tree`'s release: its module binds the name (defined there, or imported from "
+     "elsewhere); the text settles most names, the parse the rest (`facts`: module facts already read, by source and "
+     "module).")
     facts = {} if facts is None else facts
     key = (tree.origin, use.module)
     try:
@@ -159,8 +160,8 @@ class SymbolMatch:
         return next(((a, b) for a, b in pairs if not set(self.found[a]) & set(self.found[b])), None)
 
 def match_symbols(tree: SourceTree, package: str, trees: dict) -> SymbolMatch:
-    "Where each name `tree`'s evidence modules import from `package` (`vllm_ascend`, `vllm`) resolves among `trees`"
-    " (version -> source)."
+    ("Where each name `tree`'s evidence modules import from `package` (`vllm_ascend`, `vllm`) resolves among `trees` "
+     "(version -> source).")
     read = tuple(sorted(trees, key=parse_version))
     uses = imported_symbols(tree, package)
     facts: dict = {}
@@ -178,8 +179,8 @@ class CheckoutEvidence:
     code: str | None = None   # ONP4305 decided, ONP4306 contradicted, None: no evidence
 
 def stated_sides(tree: SourceTree, version: str | None = None, facts: dict | None = None) -> list[tuple]:
-    "What the checkout's own files state, one entry per file that states something: (vllm-ascend releases or None,"
-    " vllm or None, evidence)."
+    ("What the checkout's own files state, one entry per file that states something: (vllm-ascend releases or None, "
+     "vllm or None, evidence).")
     facts, out = checkout_facts(tree) if facts is None else facts, []
     if "vllm_ascend" in facts: out.append(((facts["vllm_ascend"][0],), None, facts["vllm_ascend"][1]))
     if version and (p := omni_pairing(version, package_texts(tree))) and p.vllm_ascend:
@@ -196,8 +197,8 @@ def stated_sides(tree: SourceTree, version: str | None = None, facts: dict | Non
 _ALIGNED_RULE = re.compile(r"__version_tuple__\[:2\]|major\.minor", re.IGNORECASE)
 
 def aligned_line(tree: SourceTree, version: str) -> str | None:
-    "The vllm minor line (`0.32`) a vLLM-Omni version file ties to its own version (it warns unless vllm's major.minor"
-    " equals its own); None when it states no such rule."
+    ("The vllm minor line (`0.32`) a vLLM-Omni version file ties to its own version (it warns unless vllm's "
+     "major.minor equals its own); None when it states no such rule.")
     try: text = tree.module_source(f"{tree.package}.version") or ""
     except SourceError: return None
     return ".".join(map(str, parse_version(version).release[:2])) if _ALIGNED_RULE.search(text) else None
@@ -286,8 +287,9 @@ def _from_symbols(asc: SymbolMatch, vl: SymbolMatch, fit: list) -> tuple[str, st
 def checkout_evidence(tree: SourceTree, version: str | None = None, facts: dict | None = None,
                       ascend_trees: dict | None = None, vllm_trees: dict | None = None,
                       ascend_files=None, cache_dir: Path | str = CACHE_DIR) -> CheckoutEvidence:
-    "The target of a vLLM-Omni checkout from its files and imports (`*_trees`: version -> source, default the releases"
-    " in `cache_dir`; `ascend_files(X)`: the own files of a vllm-ascend release the table lacks, for its pairing)."
+    ("The target of a vLLM-Omni checkout from its files and imports (`*_trees`: version -> source, default the "
+     "releases in `cache_dir`; `ascend_files(X)`: the own files of a vllm-ascend release the table lacks, for its "
+     "pairing).")
     ascend_trees = cached_trees("vllm-ascend", cache_dir) if ascend_trees is None else ascend_trees
     asc = match_symbols(tree, "vllm_ascend", ascend_trees)
     vl = match_symbols(tree, "vllm", cached_trees("vllm", cache_dir) if vllm_trees is None else vllm_trees)

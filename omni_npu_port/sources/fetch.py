@@ -167,8 +167,7 @@ def _stale(p: Path) -> bool:
 def fetch_package(spec: str, cache_dir: Path | str = CACHE_DIR, index: str = PYPI, kind: str | None = None,
                   progress=None) -> Path:
     ("Download `name==version` (the smallest sdist or wheel, or of `kind`) into the cache, sha256-checked; return its "
-     "path")
-    " (`progress(bytes_done, bytes_total)`: called as it downloads)."
+     "path (`progress(bytes_done, bytes_total)`: called as it downloads).")
     try: name, version = split_pin(spec, "package")
     except ValueError as e: raise FetchError(str(e)) from None
     try:

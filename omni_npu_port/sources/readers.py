@@ -159,8 +159,8 @@ ZIP_METHODS = {zipfile.ZIP_STORED: "stored", zipfile.ZIP_DEFLATED: "deflate"}   
 _CHUNK = 1 << 20
 
 def read_member(zf: zipfile.ZipFile, archive: Path | str, member: str, name: str = "MAX_MEMBER_BYTES") -> bytes:
-    "The bytes of zip `member`, at most limit `name` (declared and as streamed); ONP9010 naming archive and member"
-    " otherwise."
+    ("The bytes of zip `member`, at most limit `name` (declared and as streamed); ONP9010 naming archive and member "
+     "otherwise.")
     where = f"{archive}: member {member}"
     def refuse(why: str): return UnreadableFile(f"{where}: {why}; fetch or copy the archive again (ONP9010)")
     def past(size: int, how: str):
@@ -213,8 +213,8 @@ class _BoundedTarInfo(tarfile.TarInfo):
 
 def tar_files(path: Path | str, keep=is_source_member, refused: dict | None = None) -> dict[str, bytes]:
     ("The files of a (gzipped) tar whose path below the top directory `keep` accepts: {that path: bytes}, in one pass, "
-     "every size bounded;")
-    " a member `keep` accepts that is not a regular file (a link, a FIFO) goes into `refused` with why, never read."
+     "every size bounded; a member `keep` accepts that is not a regular file (a link, a FIFO) goes into `refused` with "
+     "why, never read.")
     files, kept, seen = {}, 0, 0
     with tarfile.open(path, mode="r|*", tarinfo=_BoundedTarInfo) as tf:
         while (member := tf.next()) is not None:
@@ -301,10 +301,10 @@ class SdistReader:
 _TAB_INDENT = re.compile(r"^[ \f]*\t", re.MULTILINE)   # a line whose indentation holds a tab
 
 def spaces_for_tabs(text: str) -> str:
-    "`text` (a module, or a dedented def) with tab indentation written as Python's tokenizer reads it: each level as"
-    " four"
-    " spaces (a tab counts to the next multiple of 8, a form feed back to 0); continuation and comment lines keep their"
-    " place relative to their statement; lines inside strings are left as they are. Text without tabs comes back as is."
+    ("`text` (a module, or a dedented def) with tab indentation written as Python's tokenizer reads it: each level as "
+     "four spaces (a tab counts to the next multiple of 8, a form feed back to 0); continuation and comment lines keep "
+     "their place relative to their statement; lines inside strings are left as they are. Text without tabs comes back "
+     "as is.")
     if not _TAB_INDENT.search(text): return text
     lines, inside, starts, prev, fstrings = text.split("\n"), set(), set(), tokenize.NEWLINE, []
     try:

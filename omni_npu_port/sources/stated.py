@@ -87,8 +87,8 @@ def _root_of(path: Path) -> Path | None:
     return None
 
 def omni_target(tree: SourceTree) -> Target | None:
-    "The `Target` a vLLM-Omni release pairs with (the catalog's row, else its package's texts); one that states no"
-    " version: its own evidence's (`sources.evidence`, the resolver `port --release` uses), None when it has none."
+    ("The `Target` a vLLM-Omni release pairs with (the catalog's row, else its package's texts); one that states no "
+     "version: its own evidence's (`sources.evidence`, the resolver `port --release` uses), None when it has none.")
     if not tree.version:
         from omni_npu_port.sources.evidence import checkout_evidence  # it reads this module's facts: imported late
         e = checkout_evidence(tree)

@@ -234,7 +234,8 @@ def _head_binds(parts) -> set:
     return out
 
 def _local_binds(stmts) -> set | None:
-    "The names `Names` binds for these statements in their function's scope (exactly, from `ast`); None: they declare scopes."
+    ("The names `Names` binds for these statements in their function's scope (exactly, from `ast`); None: they declare "
+     "scopes.")
     out, todo = set(), list(stmts)
     targets = lambda t: _targets(t, out)
     while todo:
@@ -258,6 +259,7 @@ def _local_binds(stmts) -> set | None:
             for c in getattr(st, "cases", None) or []: todo += c.body
     return out
 
+# %% ../../nbs/translate/chunking.ipynb #f8e163ad
 def _truth_tested(nodes) -> set:
     "Names whose truth value these nodes test directly: what `GraphModeTruthFlag` can flag."
     out = set()
@@ -409,14 +411,14 @@ def _mode_params(f: ast.FunctionDef, mode: bytes) -> set:
 # %% ../../nbs/translate/chunking.ipynb #7c343283
 def _kept_units(units, data: bytes, m: bytes, x: int, y: int, hits: list, sup: list, plan: ChunkPlan, fspans):
     "(which units are kept, the names each stubbed unit binds); None when every unit is kept."
-    fn, span, parent, nodes, heads, body, top = units.fn, units.span, units.parent, units.nodes, units.heads, units.body, units.top
+    span, parent, nodes, heads, body, top = units.span, units.parent, units.nodes, units.heads, units.body, units.top
     own, words_of, bound = _unit_readers(units, data, m, fspans)
     n = len(span)
     kept = [False] * n
-    hit = [any(_any_in(hits, s, e) or _any_in(sup, s, e) or _any_in(body, s, e) for s, e in o)
-           for o in own]
+    hit = [any(_any_in(hits, s, e) or _any_in(sup, s, e) or _any_in(body, s, e) for s, e in o) for o in own]
     seen = set(_ROOT.findall(data, x, span[top[0]][0])) | plan.scope   # names looked up in what is kept
-    typed = _mode_params(fn[0], plan.mode) if plan.mode is not None and plan.mode in seen else set()   # may hold a graph mode
+    # may hold a graph mode
+    typed = _mode_params(units.fn[0], plan.mode) if plan.mode is not None and plan.mode in seen else set()
     # kept: a unit with an anchor, a unit reading a name that may hold a graph mode, the headers around a kept
     # unit, and a unit binding a name one of those reads. Bindings give local names, not values (`Names`), so a
     # unit kept only for what it binds is read by no rule: its own names need not resolve, and are not followed;
@@ -566,8 +568,8 @@ def _import_stub(binds: dict, read: set) -> bytes:
 _STAR = re.compile(rb"\bimport[ \t(]*\*")
 
 def _find_hits(data: bytes, plan: ChunkPlan, extra: frozenset):
-    "(masked text, f-string spans, anchor offsets that act, `super` offsets, runner-ish offsets, aliases,\n"
-    " [(offset, texts)] of the anchors that act only where the statement around them holds one of the texts) of a file."
+    ("(masked text, f-string spans, anchor offsets that act, `super` offsets, runner-ish offsets, aliases,\n [(offset, "
+     "texts)] of the anchors that act only where the statement around them holds one of the texts) of a file.")
     m, fspans = mask_strings(data)
     heads = []
     for im in plan.imports.finditer(m):

@@ -172,8 +172,8 @@ class Rule(cst.BatchableCSTVisitor):
         return set()
 
     def module_anchors(self) -> set:
-        "Module-level names this file bound that the rule acts on wherever they are read (after a visit): the"
-        " chunker translates again with the statements reading them kept."
+        ("Module-level names this file bound that the rule acts on wherever they are read (after a visit): the chunker "
+         "translates again with the statements reading them kept.")
         return set()
 
     def finish(self) -> None:
@@ -183,8 +183,8 @@ class Rule(cst.BatchableCSTVisitor):
 # %% ../../nbs/translate/context.ipynb #6985aef0
 @patch(cls_method=True)
 def word_needs(cls: Rule, rules: RuleSet) -> set:
-    "Texts of which a file must hold one (in code, or spelled with escapes in a string) for `words` to act; empty:"
-    " none."
+    ("Texts of which a file must hold one (in code, or spelled with escapes in a string) for `words` to act; empty: "
+     "none.")
     return set()
 
 # %% ../../nbs/translate/context.ipynb #ee62e9ef

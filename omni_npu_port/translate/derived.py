@@ -217,8 +217,8 @@ def _module_facts(self: DerivedIndex, module: str, tree: ast.Module) -> tuple[di
 # %% ../../nbs/translate/derived.ipynb #1c1f0eb9
 @patch
 def _scan(self: DerivedIndex, module: str, tree: ast.Module):
-    "Index one vllm-ascend module (walked once): its names, classes and bases, the vllm names it assigns over, HCCL"
-    " variables."
+    ("Index one vllm-ascend module (walked once): its names, classes and bases, the vllm names it assigns over, HCCL "
+     "variables.")
     top = set(map(id, tree.body))
     with walked(tree):   # the import table, the nodes and each class's members: this one walk
         table = import_table(tree, module if self.ascend.is_package(module) else module.rsplit(".", 1)[0])

@@ -191,6 +191,7 @@ def _nesting(tree, limit: int):
             stack.append((c, d))
     return None
 
+# %% ../../nbs/translate/engine.ipynb #5b45219b
 def nesting_check(source: bytes | str, path: str = "<string>") -> TranslateDiagnostic | None:
     "ONP9001 where CPython rejects deep nesting, ONP9006 where the translator cannot follow it; None: go on."
     data = source if isinstance(source, bytes) else source.encode("utf-8", "surrogatepass")
@@ -201,7 +202,8 @@ def nesting_check(source: bytes | str, path: str = "<string>") -> TranslateDiagn
             tree = ast.parse(source, path)
     except SyntaxError as e:
         if "unicode error" in (e.msg or "") or "encoding" in (e.msg or ""): return None   # ONP9002's to report
-        return TranslateDiagnostic("ONP9001", f"syntax error ({_PY}): {e.msg}", line=e.lineno or 0, column=e.offset or 1)
+        return TranslateDiagnostic("ONP9001", f"syntax error ({_PY}): {e.msg}", line=e.lineno or 0,
+                                   column=e.offset or 1)
     except MemoryError as e: return _too_deep(e, len(data))   # out of memory is not "nested too deeply"
     except RecursionError as e:
         return TranslateDiagnostic(
@@ -368,8 +370,8 @@ _OPEN, _CLOSE = re.compile(rb"[(\[{]"), re.compile(rb"[)\]}]")
 def _stub(m) -> bytes: return b"" if m.group()[:1] == b"#" else b'""'
 
 def bracketed_bytes(data: bytes) -> int:
-    "The bytes of `data` inside brackets, each counted once per level around it (a string literal as its two quotes:"
-    " libcst keeps it as one token, however long; comments do not count)."
+    ("The bytes of `data` inside brackets, each counted once per level around it (a string literal as its two quotes: "
+     "libcst keeps it as one token, however long; comments do not count).")
     m = _STRING_OR_COMMENT.sub(_stub, data)
     opens, closes = m.count(b"(") + m.count(b"[") + m.count(b"{"), m.count(b")") + m.count(b"]") + m.count(b"}")
     spans = sum(map(re.Match.start, _CLOSE.finditer(m))) - sum(map(re.Match.start, _OPEN.finditer(m)))

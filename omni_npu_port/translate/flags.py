@@ -39,7 +39,8 @@ register(
          tool="translate", comment=True, records=("pa.using-paged-attention",)),
     Code("ONP2014", "talker-mtp-uniform-decode", "force uniform decode when capturing the talker MTP", "manual",
          action="Pass the flag: without it the graph is captured under a batch descriptor the wrapper never sees at "
-                "run time.", notebook=_NB, tool="translate", comment=True, records=("graph.talker-mtp-uniform-decode",)),
+                "run time.", notebook=_NB, tool="translate", comment=True,
+         records=("graph.talker-mtp-uniform-decode",)),
     Code("ONP2015", "explicit-base-call", "super() here lands on vllm-ascend's method: name the base", "manual",
          action="Call the base you mean by name: the NPU runner inherits from the omni GPU runner and vllm-ascend's "
                 "runner, and through the MRO super() in omni GPU code reaches vllm-ascend's method. `__init__` is not "

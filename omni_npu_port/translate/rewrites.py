@@ -26,10 +26,12 @@ _NB = "translate/rewrites.ipynb"
 register(
     Code("ONP1001", "import-moved", "an import now names the NPU module and symbol", "rewrite",
          action="Review the diff: `from <gpu module> import <name>` becomes the NPU import; other names in the same "
-                "statement stay.", notebook=_NB, tool="translate", records=("fc.import", "graph.wrapper-import", "graph.capture")),
+                "statement stay.", notebook=_NB, tool="translate",
+         records=("fc.import", "graph.wrapper-import", "graph.capture")),
     Code("ONP1002", "symbol-renamed", "a device call was renamed to its NPU equivalent", "rewrite",
          action="Review the diff. Only members the catalog maps are renamed; every other member of the GPU namespace "
-                "is flagged ONP3001.", notebook=_NB, tool="translate", records=("dev.synchronize", "dev.accelerator-synchronize")),
+                "is flagged ONP3001.", notebook=_NB, tool="translate",
+         records=("dev.synchronize", "dev.accelerator-synchronize")),
     Code("ONP1003", "class-swapped", "a class was replaced by its NPU twin", "rewrite",
          action="Review the diff: construction and isinstance checks use the NPU class; the constructor is the same.",
          notebook=_NB, tool="translate", records=("graph.wrapper-construct", "graph.wrapper-isinstance")),
@@ -366,8 +368,8 @@ def visit_Call(self: KeywordChange, node):
     final = {rename.get(k, k) for k in present if k not in drop}
     if r.accepted:  # None or empty: the records hold no parameter list at this version, so it is unknown (never "none")
         for k in sorted(final - set(r.accepted)):
-            c.diag("ONP2002", f"{leaf_name(r.npu_symbol)} at vllm-ascend {self.rules.vllm_ascend} does not accept {k}=; "
-                   f"it takes: {', '.join(r.accepted)}", node)
+            c.diag("ONP2002", f"{leaf_name(r.npu_symbol)} at vllm-ascend {self.rules.vllm_ascend} does not accept "
+                   f"{k}=; it takes: {', '.join(r.accepted)}", node)
     npos = sum(1 for a in node.args if not a.keyword and not a.star)
     if npos > r.positional:
         c.diag("ONP2004", f"{npos} positional arguments: pass those after the first {r.positional} by keyword "
@@ -630,6 +632,12 @@ def anchored(ctx, words=DEVICE_ANCHORS) -> bool:
         memo[id(f)] = words_in(f, words)   # as a regex `\bw\b` over its printed code finds them, without printing it
     return memo[id(f)]
 
+# %% ../../nbs/translate/rewrites.ipynb #893a66af
+def _tests_for(test, npu: str) -> bool:
+    "Whether an `if` test compares a device type with the type string `npu` (the NPU's)."
+    return any(isinstance(n, cst.Comparison) and _device_type_expr_in(n) and any(
+        isinstance(x, cst.SimpleString) and x.evaluated_value == npu for x in walk_nodes(n)) for n in walk_nodes(test))
+
 # %% ../../nbs/translate/rewrites.ipynb #9dd786d3
 @register_rule
 class DeviceTypeRewrite(Rule):
@@ -656,13 +664,9 @@ class DeviceTypeRewrite(Rule):
     def visit_If(self, node):
         "An if/elif chain that already tests for the NPU's type is NPU-aware code: its \"cuda\" branches stay."
         # only where `visit_Comparison` acts (an anchored function: the chain's tests are in the same one)
-        if self.p is None or not anchored(self.ctx) or not self._tests_npu(node.test): return
+        if self.p is None or not anchored(self.ctx) or not _tests_for(node.test, self.npu): return
         o = node.orelse
         while isinstance(o, cst.If): self.aware.add(id(o.test)); o = o.orelse
-
-    def _tests_npu(self, test) -> bool:
-        return any(isinstance(n, cst.Comparison) and _device_type_expr_in(n) and any(
-            isinstance(x, cst.SimpleString) and x.evaluated_value == self.npu for x in walk_nodes(n)) for n in walk_nodes(test))
 
     def visit_Comparison(self, node):
         if self.p is None or id(node) in self.aware or not anchored(self.ctx): return
@@ -671,7 +675,8 @@ class DeviceTypeRewrite(Rule):
         if not any(_cuda_strings(s) for s in sides): return
         self.ctx.edit(node, lambda u: u.with_changes(left=self._npu(u.left), comparisons=[
             t.with_changes(comparator=self._npu(t.comparator)) for t in u.comparisons]))
-        at = self.ctx.stmts[-1] if self.ctx.stmts else node   # the statement: an `elif` test's column depends on the layout
+        # the statement: an `elif` test's column depends on the layout
+        at = self.ctx.stmts[-1] if self.ctx.stmts else node
         self.ctx.diag("ONP1030", f"device type \"cuda\" → \"{self.npu}\" ({self.p.title})", at, self.p.id)
 
     def _npu(self, e):

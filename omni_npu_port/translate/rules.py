@@ -284,8 +284,8 @@ def _nesting(text: str) -> int:
     return deepest
 
 def rule_file_text(path: Path) -> str:
-    "The text of rule file `path`: a regular UTF-8 file within the limits; a `RuleFileError` (ONP9012) naming it"
-    " otherwise."
+    ("The text of rule file `path`: a regular UTF-8 file within the limits; a `RuleFileError` (ONP9012) naming it "
+     "otherwise.")
     try: data = read_regular(path)
     except UnreadableFile as e: raise RuleFileError(f"{e} (ONP9012)") from None
     try: text = data.decode("utf-8")

@@ -286,7 +286,8 @@ def usable_cpus() -> int:
     except (AttributeError, OSError): return os.cpu_count() or 1
 
 def _pool_results(items: list, work: list, rules: RuleSet, jobs: int) -> tuple[dict, dict]:
-    "({index: worker result}, {index: why it has none}) for the `work` items; a dead worker's files are tried again one by one."
+    ("({index: worker result}, {index: why it has none}) for the `work` items; a dead worker's files are tried again "
+     "one by one.")
     from concurrent.futures.process import BrokenProcessPool  # only a pooled run pays for its import
     pool = lambda n: worker_pool(n, _pool_init, (rules,))   # forked, or spawned where another thread runs (Jupyter)
     done, lost = {}, {}
@@ -308,13 +309,15 @@ def _pool_results(items: list, work: list, rules: RuleSet, jobs: int) -> tuple[d
         if ex is not None: ex.shutdown(wait=True)
     return done, lost
 
+# %% ../../nbs/translate/run.ipynb #9c2fd8fb
 _POOL_MIN = 256 * 1024   # below this many bytes of candidate files a pool costs more than it saves
 
 def translate_many(items, rules: RuleSet, comments: bool = True, jobs: int = 1) -> list:
     "Translations of [(data, path)] in order; `jobs` > 1 spreads the files a rule may act on over that many processes."
     items = [(d, p, comments) for d, p in items]
     # the pre-filter runs here: only files that pass it are worth sending to a process, largest first
-    work = [i for i, (d, _, _) in enumerate(items) if not (isinstance(d, bytes) and b"\0" in d) and might_apply(rules, d)]
+    work = [i for i, (d, _, _) in enumerate(items)
+            if not (isinstance(d, bytes) and b"\0" in d) and might_apply(rules, d)]
     if jobs <= 1 or len(work) < 2 or sum(len(items[i][0]) for i in work) < _POOL_MIN:
         return [translate_source(d, rules, p, comments=c) for d, p, c in items]
     work.sort(key=lambda i: -len(items[i][0]))
@@ -379,8 +382,8 @@ POOL_BATCH_BYTES = (
 
 
 def _read_batch(listing: list, start: int, rules: RuleSet, comments: bool, jobs: int) -> tuple[dict, dict]:
-    "({index: bytes or why not}, {index: Translation}) for the next files from `start`: read until `POOL_BATCH_BYTES`"
-    " (at least one file) or 64 files per process, then translated in a pool."
+    ("({index: bytes or why not}, {index: Translation}) for the next files from `start`: read until `POOL_BATCH_BYTES` "
+     "(at least one file) or 64 files per process, then translated in a pool.")
     read, size = {}, 0
     for i in range(start, len(listing)):
         path, _, problem = listing[i]
@@ -436,9 +439,8 @@ class _Writes:
         rep.output, rep.status = str(path), "translated"
 
     def _sweep(self, target: Path):
-        "Remove the temporary files a killed run left for `target`, an hour old (`core.io.stale_temps`: a younger one"
-        " may be"
-        " another host's live writer's); the folder is listed once per run."
+        ("Remove the temporary files a killed run left for `target`, an hour old (`core.io.stale_temps`: a younger one "
+         "may be another host's live writer's); the folder is listed once per run.")
         folder = target.parent
         if folder not in self.swept:
             self.swept.add(folder)
@@ -523,7 +525,8 @@ def summary_markdown(run: TranslateRun) -> str:
     "The human summary as Markdown."
     rows = summary_rows(run)
     out = [f"# omni-npu-port translate: {run.rules.target} ({run.mode})", "",
-           "| file | status | lines | sites | rewritten | flagged | pending | conversion |", "|---|---|---:|---:|---:|---:|---:|---:|"]
+           "| file | status | lines | sites | rewritten | flagged | pending | conversion |",
+           "|---|---|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         out.append(f"| {r['file']} | {r['status']} | {r['lines']} | {r['sites']} | {r['rewritten']} | {r['flagged']} | "
                    f"{r['pending']} | {percent(r['conversion_rate'])} |")
@@ -539,7 +542,8 @@ def summary_csv(run: TranslateRun) -> str:
     return buf.getvalue()
 
 def write_report(run: TranslateRun, report=None, summary=None) -> list[tuple[str, str, OSError]]:
-    "Write the JSON report and/or the summary (.md or .csv, by suffix), each atomically; [(path, text, error)] for those that failed."
+    ("Write the JSON report and/or the summary (.md or .csv, by suffix), each atomically; [(path, text, error)] for "
+     "those that failed.")
     texts = []
     if report: texts.append((str(report), json.dumps(run.to_dict(), indent=2) + "\n"))
     if summary:
@@ -641,8 +645,8 @@ def write_target_line(outdir: Path | str, target) -> str | None:
     return None
 
 def translated_tree_target(srcs, depth: int = 8) -> tuple[str, str] | None:
-    "(`vllm-ascend==X`, origin) a translated tree states for `srcs`: the nearest `TARGET_FILE` in or above each source"
-    " (at most `depth` folders up); None when none does; a ValueError naming both when two differ."
+    ("(`vllm-ascend==X`, origin) a translated tree states for `srcs`: the nearest `TARGET_FILE` in or above each "
+     "source (at most `depth` folders up); None when none does; a ValueError naming both when two differ.")
     found = {}
     for s in srcs:
         d = Path(os.path.abspath(s))
