@@ -101,3 +101,27 @@ def test_a_corrupt_entry_is_rebuilt_and_a_foreign_file_left_alone(kept, monkeypa
     DC.warm_derived(vllm, ascend, [FIRES, QUIET], {})                      # a second entry: the oldest goes
     assert len(list(folder.glob("*.json"))) == 1 and not entry.exists()
     assert foreign.read_text() == "mine\n"                                 # not this tool's: left alone
+
+
+def test_an_archives_class_heads_are_kept_and_a_folders_never(kept, tmp_path):
+    from omni_npu_port.port import runners
+    from omni_npu_port.sources.readers import open_source
+    *_, folder = kept
+    omni = _wheel(FX.parent / "release" / "omni", tmp_path / "vllm_omni-0.1.0-py3-none-any.whl")
+    read, real = [], type(open_source(omni, "vllm_omni")).module_source
+    def found(src):
+        tree = open_source(src, "vllm_omni")
+        tree.module_source = lambda m: (read.append(m), real(tree, m))[1]
+        runners.class_heads(tree, DC.archive_store([src], "class heads"))   # as port_release reads them
+        return runners._deriving_modules(tree, {"GPUModelRunner"}, lambda w: False)
+    first = found(omni)
+    assert first and read and len(list(folder.glob("*.json"))) == 1   # read, found, kept
+    read.clear()
+    assert found(omni) == first and read == []                        # a new tree of the same archive: nothing read
+    (tmp_path / "x").mkdir(); changed = _wheel(FX.parent / "release" / "omni", tmp_path / "x" / omni.name)
+    with zipfile.ZipFile(changed, "a") as z: z.writestr("vllm_omni/extra.py", "class Extra(GPUModelRunner): pass\n")
+    assert found(changed) == sorted([*first, "vllm_omni.extra"]) and read   # another archive: read anew
+    read.clear()
+    assert DC.archive_store([FX.parent / "release" / "omni"], "class heads") is None   # a folder: never kept
+    assert found(FX.parent / "release" / "omni") == first and read
+    assert len(list(folder.glob("*.json"))) == 2

@@ -24,9 +24,9 @@ from .locate import port_diagnostic
 from .translation import code_fingerprint
 
 # %% auto #0
-__all__ = ['KEPT_DERIVED', 'finding_keys', 'split_inherited', 'DerivedCheck', 'check_module', 'derived_key', 'kept_derived',
-           'keep_derived', 'kept_index', 'check_ports', 'warm_derived', 'class_lines', 'npu_copy_drift',
-           'audit_derived']
+__all__ = ['KEPT_DERIVED', 'finding_keys', 'split_inherited', 'DerivedCheck', 'check_module', 'archive_key', 'derived_key',
+           'kept_derived', 'keep_derived', 'archive_store', 'kept_index', 'check_ports', 'warm_derived', 'class_lines',
+           'npu_copy_drift', 'audit_derived']
 
 # %% ../../nbs/port/derived_check.ipynb #699386cc
 _NB = "port/derived_check.ipynb"
@@ -103,12 +103,16 @@ def _identity(src: str | Path) -> str | None:
     except OSError: return None
     return f"{Path(src).resolve()}\0{st.st_size}\0{st.st_mtime_ns}" if stat.S_ISREG(st.st_mode) else None
 
-def derived_key(vllm: str | Path, ascend: str | Path, *more: str) -> str | None:
-    "The key of what the derived pass keeps: the archives' identity, this code, Python, `more`; None: not kept."
-    ids = [_identity(vllm), _identity(ascend)]
+def archive_key(sources: list, *more: str) -> str | None:
+    "The key of what is kept of `sources`: the archives' identity, this code, Python, `more`; None: a folder, not kept."
+    ids = [_identity(s) for s in sources]
     if None in ids: return None
     parts = [_DERIVED_FORMAT, code_fingerprint(), sys.version, *ids, *more]
     return hashlib.sha256("\0".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+def derived_key(vllm: str | Path, ascend: str | Path, *more: str) -> str | None:
+    "The key of what the derived pass keeps of a vllm and a vllm-ascend archive (`more`: what else it depends on)."
+    return archive_key([vllm, ascend], *more)
 
 def _derived_dir() -> Path | None:
     root = cache_dir(JUDGE_CACHE)
@@ -140,10 +144,14 @@ def keep_derived(key: str | None, body) -> None:
         for f in sorted(own, key=lambda f: f.stat().st_mtime_ns)[:max(0, len(own) - KEPT_DERIVED)]: f.unlink()
     except (OSError, CacheRefused): pass
 
+def archive_store(sources: list, *more: str) -> tuple | None:
+    "(load, save) of what is kept of `sources` (archives) in the judge cache's `derived/`; None where one is a folder."
+    key = archive_key(sources, *more)
+    return None if key is None else (lambda: kept_derived(key), lambda body: keep_derived(key, body))
+
 def kept_index(vllm: str | Path, ascend: str | Path) -> DerivedIndex:
     "`index_for` with the scan's state kept in the judge cache: read where kept, else built and kept."
-    key = derived_key(vllm, ascend, "index")
-    return index_for(vllm, ascend, (lambda: kept_derived(key), lambda state: keep_derived(key, state)))
+    return index_for(vllm, ascend, archive_store([vllm, ascend], "index"))
 
 
 # %% ../../nbs/port/derived_check.ipynb #ec282b19
