@@ -176,9 +176,12 @@ class DerivedIndex:
         self.hccl: dict[str, tuple] = {}       # HCCL_* variable -> (module, line) naming it
         self._vllm_defs: dict = {}
         self._words: set | None = None         # vllm's GPU-worded identifiers, read on first need
-        if state is not None: return self._load(state)   # the scan's state, kept on disk by a caller
-        for module in ascend.modules():
-            try: tree = ascend.module_ast(module)
+        if state is not None: self._load(state)   # the scan's state, kept on disk by a caller
+        else: self._scan_all()
+
+    def _scan_all(self):
+        for module in self.ascend.modules():
+            try: tree = self.ascend.module_ast(module)
             except SyntaxError: continue
             if tree is not None: self._scan(module, tree)
 
