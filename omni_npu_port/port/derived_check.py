@@ -127,8 +127,9 @@ def kept_derived(key: str | None):
         if p.is_symlink() or not p.is_file(): return None
         got = json.loads(p.read_bytes())
         if not isinstance(got, dict) or got.get("format") != _DERIVED_FORMAT or got.get("key") != key: return None
-        os.utime(p)
     except (OSError, ValueError, RecursionError): return None
+    try: os.utime(p)   # the last to be pruned
+    except OSError: pass   # a cache that cannot be written still reads
     return got.get("body")
 
 def keep_derived(key: str | None, body) -> None:
