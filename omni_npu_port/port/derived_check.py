@@ -145,6 +145,7 @@ def keep_derived(key: str | None, body) -> None:
         for f in sorted(own, key=lambda f: f.stat().st_mtime_ns)[:max(0, len(own) - KEPT_DERIVED)]: f.unlink()
     except (OSError, CacheRefused): pass
 
+# %% ../../nbs/port/derived_check.ipynb #8d3f0b63
 def archive_store(sources: list, *more: str) -> tuple | None:
     "(load, save) of what is kept of `sources` (archives) in the judge cache's `derived/`; None where one is a folder."
     key = archive_key(sources, *more)
@@ -153,7 +154,6 @@ def archive_store(sources: list, *more: str) -> tuple | None:
 def kept_index(vllm: str | Path, ascend: str | Path) -> DerivedIndex:
     "`index_for` with the scan's state kept in the judge cache: read where kept, else built and kept."
     return index_for(vllm, ascend, archive_store([vllm, ascend], "index"))
-
 
 # %% ../../nbs/port/derived_check.ipynb #ec282b19
 def check_ports(ports: list, vllm: str | Path, ascend: str | Path, inputs: list[list[str]],
