@@ -6,16 +6,26 @@
 from __future__ import annotations
 
 import ast
+import hashlib
+import json
+import os
+import re
+import stat
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core.diagnostics import Code, Diagnostic, code_info, register
+from ..core.io import CacheRefused, cache_dir, claim_cache, write_atomic
 from ..sources.readers import SourceError
 from ..translate.derived import DerivedIndex, derived_check, derived_index, index_for
+from .judge import JUDGE_CACHE, owns_judge_entry
 from .locate import port_diagnostic
+from .translation import code_fingerprint
 
 # %% auto #0
-__all__ = ['finding_keys', 'split_inherited', 'DerivedCheck', 'check_module', 'check_ports', 'warm_derived', 'class_lines',
+__all__ = ['KEPT_DERIVED', 'finding_keys', 'split_inherited', 'DerivedCheck', 'check_module', 'archive_key', 'derived_key',
+           'kept_derived', 'keep_derived', 'archive_store', 'kept_index', 'check_ports', 'warm_derived', 'class_lines',
            'npu_copy_drift', 'audit_derived']
 
 # %% ../../nbs/port/derived_check.ipynb #699386cc
@@ -82,12 +92,75 @@ def check_module(code: str, path: str, inputs: list[str], ix: DerivedIndex, memo
     return DerivedCheck([_diag(f, path) for f in mine], [_diag(f, path, True) for f in theirs])
 
 
+# %% ../../nbs/port/derived_check.ipynb #8d3f0b62
+_DERIVED_FORMAT = "omni-npu-port derived 1"
+KEPT_DERIVED = 32                                # files kept in the judge cache's `derived/` at most: oldest go first
+_DERIVED_FILE = re.compile(r"[0-9a-f]{32}\.json")
+
+def _identity(src: str | Path) -> str | None:
+    "An archive's path, size and mtime (what names its content); None for a folder (a checkout changes in place)."
+    try: st = os.stat(src)
+    except OSError: return None
+    return f"{Path(src).resolve()}\0{st.st_size}\0{st.st_mtime_ns}" if stat.S_ISREG(st.st_mode) else None
+
+def archive_key(sources: list, *more: str) -> str | None:
+    "The key of what is kept of `sources`: the archives' identity, this code, Python, `more`; None: a folder, not kept."
+    ids = [_identity(s) for s in sources]
+    if None in ids: return None
+    parts = [_DERIVED_FORMAT, code_fingerprint(), sys.version, *ids, *more]
+    return hashlib.sha256("\0".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+def derived_key(vllm: str | Path, ascend: str | Path, *more: str) -> str | None:
+    "The key of what the derived pass keeps of a vllm and a vllm-ascend archive (`more`: what else it depends on)."
+    return archive_key([vllm, ascend], *more)
+
+def _derived_dir() -> Path | None:
+    root = cache_dir(JUDGE_CACHE)
+    return None if root is None else root / "derived"
+
+def kept_derived(key: str | None):
+    "The body kept under `key` (a hit is the newest again), or None: none, or a file that is not this tool's entry."
+    d = _derived_dir()
+    if d is None or key is None: return None
+    p = d / f"{key}.json"
+    try:
+        if p.is_symlink() or not p.is_file(): return None
+        got = json.loads(p.read_bytes())
+        if not isinstance(got, dict) or got.get("format") != _DERIVED_FORMAT or got.get("key") != key: return None
+    except (OSError, ValueError, RecursionError): return None
+    try: os.utime(p)   # the last to be pruned
+    except OSError: pass   # a cache that cannot be written still reads
+    return got.get("body")
+
+def keep_derived(key: str | None, body) -> None:
+    "Keep `body` (JSON data) under `key`, atomically; at most KEPT_DERIVED of its own files (best effort: a cache)."
+    d = _derived_dir()
+    if d is None or key is None: return
+    try:
+        claim_cache(d.parent, JUDGE_CACHE, owns_judge_entry); d.mkdir(exist_ok=True)
+        dest = d / f"{key}.json"
+        if dest.is_symlink() or dest.exists() and not dest.is_file(): return   # not a file this tool wrote
+        write_atomic(dest, json.dumps({"format": _DERIVED_FORMAT, "key": key, "body": body}))
+        own = [f for f in d.iterdir() if _DERIVED_FILE.fullmatch(f.name) and f.is_file() and not f.is_symlink()]
+        for f in sorted(own, key=lambda f: f.stat().st_mtime_ns)[:max(0, len(own) - KEPT_DERIVED)]: f.unlink()
+    except (OSError, CacheRefused): pass
+
+# %% ../../nbs/port/derived_check.ipynb #8d3f0b63
+def archive_store(sources: list, *more: str) -> tuple | None:
+    "(load, save) of what is kept of `sources` (archives) in the judge cache's `derived/`; None where one is a folder."
+    key = archive_key(sources, *more)
+    return None if key is None else (lambda: kept_derived(key), lambda body: keep_derived(key, body))
+
+def kept_index(vllm: str | Path, ascend: str | Path) -> DerivedIndex:
+    "`index_for` with the scan's state kept in the judge cache: read where kept, else built and kept."
+    return index_for(vllm, ascend, archive_store([vllm, ascend], "index"))
+
 # %% ../../nbs/port/derived_check.ipynb #ec282b19
 def check_ports(ports: list, vllm: str | Path, ascend: str | Path, inputs: list[list[str]],
                 memo: dict | None = None) -> list[Diagnostic]:
     ("Run the derived rules over each written module of `ports` (RunnerPort); their `derived` set; ONP2055 if not run "
      "(`memo`: input text -> its findings' keys, as `warm_derived` left it).")
-    try: ix = index_for(vllm, ascend)
+    try: ix = kept_index(vllm, ascend)
     except (OSError, SourceError, MemoryError, RecursionError) as e:
         why = f"{code_info('ONP2055').title}: {type(e).__name__}: {e}"
         for p in ports: p.derived = DerivedCheck(skipped=why)
@@ -101,10 +174,16 @@ def check_ports(ports: list, vllm: str | Path, ascend: str | Path, inputs: list[
 def warm_derived(vllm: str | Path, ascend: str | Path, inputs: list[str], memo: dict) -> None:
     ("Build the index and the `inputs`' findings' keys (into `memo`) before `check_ports` needs them; sources that "
      "cannot be indexed are left for `check_ports` to say.")
-    try: ix = index_for(vllm, ascend)
+    texts = sorted(set(inputs) - set(memo))
+    key = derived_key(vllm, ascend, "inputs", *texts) if texts else None
+    got = kept_derived(key)
+    if isinstance(got, list) and len(got) == len(texts):
+        try: memo.update({t: {tuple(map(str, k)) for k in keys} for t, keys in zip(texts, got)}); return
+        except TypeError: pass   # not a list of keys: found anew
+    try: ix = kept_index(vllm, ascend)
     except (OSError, SourceError, MemoryError, RecursionError): return
-    for t in inputs:
-        if t not in memo: memo[t] = finding_keys(derived_check(t, ix) or [], t)
+    for t in texts: memo[t] = finding_keys(derived_check(t, ix) or [], t)
+    keep_derived(key, [sorted(memo[t]) for t in texts])
 
 # %% ../../nbs/port/derived_check.ipynb #bdfb82b1
 def class_lines(text: str, names) -> list[range]:

@@ -126,8 +126,8 @@ _TEMP_DIR = re.compile(r"\.tmp-judge-\w+")       # one being written
 
 def owns_judge_entry(name: str) -> bool:
     ("Whether a name in the judge cache is this tool's: an archive's folder, one being written, the inputs' or the "
-     "ports' results.")
-    return bool(_ENTRY.fullmatch(name) or _TEMP_DIR.fullmatch(name)) or name in ("inputs", "ports")
+     "ports' results, the derived pass's kept index.")
+    return bool(_ENTRY.fullmatch(name) or _TEMP_DIR.fullmatch(name)) or name in ("inputs", "ports", "derived")
 
 def _safe(rel: str) -> bool:
     return not rel.startswith("/") and ".." not in rel.split("/") and "\\" not in rel

@@ -28,12 +28,12 @@ from ..core.io import worker_pool
 from ..sources.fetch import CACHE_DIR
 from ..sources.stated import release_files
 from .context import PortContext
-from .derived_check import warm_derived
+from .derived_check import archive_store, warm_derived
 from .judge import judge_early, release_judge_lines, start_judge
 from .locate import PortError, open_tree, port_diagnostic
 from .method import ENTRY_DEFAULTS, PortOptions, port_options
 from .pipeline import port_runner, run_batch
-from .runners import runner_bases
+from .runners import class_heads, runner_bases
 
 # %% auto #0
 __all__ = ['port_runners', 'release_meanwhile', 'release_each', 'port_release', 'DEFAULT_LAYOUT', 'PORT_BYTES_PER_BYTE',
@@ -229,7 +229,8 @@ def port_release(omni: str, target: str | None = None, out: Path | str | None = 
     if history == "auto": history_from_sources(inputs, sources)
     v, a = source_of(f"vllm=={inputs.vllm}"), source_of(f"vllm-ascend=={inputs.vllm_ascend}")
     hist_paths = [source_of(f"vllm=={h}") for h in inputs.history]
-    runners = unpack_sdists([v, a, *hist_paths], lambda: release_runners(tree))   # cold sdists unpack meanwhile
+    heads = None if getattr(tree.reader, "root", None) else archive_store([tree.origin], "class heads")
+    runners = unpack_sdists([v, a, *hist_paths], lambda: (class_heads(tree, heads), release_runners(tree))[1])
     gsym, nsym = runner_bases()[0][0], runner_bases()[1][0]
     gpu_base, npu_base = locate_base(v, gsym), locate_base(a, nsym)
     hist = [locate_base(p, gsym) for p in hist_paths]

@@ -28,7 +28,7 @@ from ..sources.readers import SourceTree
 from .locate import own_methods
 
 # %% auto #0
-__all__ = ['runner_bases', 'device_markers', 'is_base', 'RunnerClass', 'ClassGraph', 'deriving_modules', 'Runners',
+__all__ = ['runner_bases', 'device_markers', 'is_base', 'RunnerClass', 'ClassGraph', 'deriving_modules', 'class_heads', 'Runners',
            'find_runners', 'RunnerPairs', 'pair_runners', 'pair_names']
 
 # %% ../../nbs/port/runners.ipynb #10ab0f98
@@ -151,17 +151,34 @@ _DERIVING: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # tree -> {
 # %% ../../nbs/port/runners.ipynb #f4eb5fa1
 _HEADS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # tree -> (module -> class heads, aliases)
 
-def _class_heads(tree: SourceTree) -> tuple[dict, list]:
-    "Each module's class heads (name, the words of its bases) and every alias of the tree: read once per tree."
+def _heads_of(got) -> tuple[dict, list] | None:
+    "Class heads and aliases from their kept JSON form, or None where it is not one."
+    try:
+        heads = {m: [(c, set(ws)) for c, ws in hs] for m, hs in got["heads"].items()}
+        aliases = [(n, a) for n, a in got["aliases"]]
+    except (KeyError, TypeError, ValueError, AttributeError): return None
+    ok = all(isinstance(c, str) and all(isinstance(w, str) for w in ws) for hs in heads.values() for c, ws in hs)
+    return (heads, aliases) if ok and all(isinstance(n, str) and isinstance(a, str) for n, a in aliases) else None
+
+def class_heads(tree: SourceTree, store=None) -> tuple[dict, list]:
+    ("Each module's class heads (name, the words of its bases) and every alias of the tree: read once per tree "
+     "(`store`: (load, save) of their JSON form kept elsewhere; load gives None: read, then saved).")
     if tree not in _HEADS:
-        heads, aliases = {}, []
-        for m in tree.modules():
-            s = tree.module_source(m) or ""
-            if "class " not in s: continue
-            heads[m] = [(c, set(re.findall(r"\w+", b))) for c, b in _CLASS_RE.findall(s)]
-            aliases += _aliases(s)
-        _HEADS[tree] = heads, aliases
+        got = _heads_of(store[0]()) if store else None
+        if got is None:
+            heads, aliases = {}, []
+            for m in tree.modules():
+                s = tree.module_source(m) or ""
+                if "class " not in s: continue
+                heads[m] = [(c, set(re.findall(r"\w+", b))) for c, b in _CLASS_RE.findall(s)]
+                aliases += _aliases(s)
+            got = heads, aliases
+            if store: store[1]({"heads": {m: [[c, sorted(ws)] for c, ws in hs] for m, hs in heads.items()},
+                                "aliases": [list(a) for a in aliases]})
+        _HEADS[tree] = got
     return _HEADS[tree]
+
+_class_heads = class_heads
 
 def _deriving_modules(tree: SourceTree, leaves, like) -> list[str]:
     heads, aliases = _class_heads(tree)   # the same for any leaves: a release's two searches read the tree once

@@ -164,19 +164,24 @@ DEVICE_STRING = re.compile(r"cuda(:\d+)?")
 # %% ../../nbs/translate/derived.ipynb #39c57baf
 class DerivedIndex:
     "What the target's sources answer about vllm symbols: vllm read lazily, vllm-ascend scanned once, all with `ast`."
-    def __init__(self, vllm: SourceTree, ascend: SourceTree):
+    def __init__(self, vllm: SourceTree, ascend: SourceTree, state: dict | None = None):
         self.vllm, self.ascend = vllm, ascend
         self.by_key: dict[str, list] = {}      # twin key -> [(name, module, line)]: NPU-worded, others of 2+ parts
         self.names: set = set()                # every name vllm-ascend defines (module level, members)
         self.functions: set = set()            # the names of its functions and methods
         self.subclasses: dict[str, list] = {}  # vllm dotted class -> [(ascend dotted class, line)]
         self.patched: dict[str, tuple] = {}    # vllm dotted name -> (ascend module, line) that assigns over it
-        self.classes: dict[str, tuple] = {}    # ascend dotted class -> (module, ClassDef, import table)
+        self.classes: dict[str, tuple] = {}    # ascend dotted class -> (module, line)
+        self._nodes: dict[str, tuple] = {}     # ascend dotted class -> (ClassDef, import table), read on need
         self.hccl: dict[str, tuple] = {}       # HCCL_* variable -> (module, line) naming it
         self._vllm_defs: dict = {}
         self._words: set | None = None         # vllm's GPU-worded identifiers, read on first need
-        for module in ascend.modules():
-            try: tree = ascend.module_ast(module)
+        if state is not None: self._load(state)   # the scan's state, kept on disk by a caller
+        else: self._scan_all()
+
+    def _scan_all(self):
+        for module in self.ascend.modules():
+            try: tree = self.ascend.module_ast(module)
             except SyntaxError: continue
             if tree is not None: self._scan(module, tree)
 
@@ -227,7 +232,8 @@ def _scan(self: DerivedIndex, module: str, tree: ast.Module):
                 self._name(n.name, module, n.lineno); self.functions.add(n.name)
             elif isinstance(n, ast.ClassDef):
                 self._name(n.name, module, n.lineno)
-                self.classes[f"{module}.{n.name}"] = (module, n, table)
+                self.classes[f"{module}.{n.name}"] = (module, n.lineno)
+                self._nodes[f"{module}.{n.name}"] = (n, table)
                 for m, line in own_members(n).items(): self._name(m, module, line)
                 for b in n.bases:
                     if (d := dotted(b, table)) and d.startswith("vllm."):
@@ -239,6 +245,41 @@ def _scan(self: DerivedIndex, module: str, tree: ast.Module):
                         self.patched.setdefault(d, (module, n.lineno))
             elif isinstance(n, ast.Constant) and isinstance(n.value, str) and re.fullmatch(r"HCCL_\w+", n.value):
                 self.hccl.setdefault(n.value, (module, n.lineno))
+
+# %% ../../nbs/translate/derived.ipynb #5e1d7a20
+_STATE = ("by_key", "names", "functions", "subclasses", "patched", "classes", "hccl")
+
+@patch
+def state(self: DerivedIndex) -> dict:
+    "What the scan of vllm-ascend found, as JSON data (a class as its module and line: its node is read again on need)."
+    return {k: sorted(v) if isinstance(v, set) else v for k in _STATE if (v := getattr(self, k)) is not None}
+
+@patch
+def _load(self: DerivedIndex, state: dict):
+    "Take a `state` (JSON data) as the scan's result; a `ValueError` where it is not one."
+    try:
+        self.by_key = {k: [tuple(e) for e in v] for k, v in state["by_key"].items()}
+        self.names, self.functions = set(state["names"]), set(state["functions"])
+        self.subclasses = {k: [tuple(e) for e in v] for k, v in state["subclasses"].items()}
+        self.patched, self.classes, self.hccl = ({k: tuple(v) for k, v in state[f].items()}
+                                                 for f in ("patched", "classes", "hccl"))
+    except (KeyError, TypeError, AttributeError, ValueError) as e:
+        raise ValueError(f"not an index state: {e}") from None
+    if not all(isinstance(m, str) and isinstance(n, int) for m, n in self.classes.values()):
+        raise ValueError("not an index state: a class is not (module, line)")
+
+@patch
+def class_node(self: DerivedIndex, cls: str) -> tuple:
+    "(module, ClassDef, import table) of a vllm-ascend class the scan found (its module parsed again after a load)."
+    if cls not in self._nodes:
+        module, line = self.classes[cls]
+        tree = self.ascend.module_ast(module)
+        node = next(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.lineno == line
+                    and f"{module}.{n.name}" == cls)
+        package = module if self.ascend.is_package(module) else module.rsplit(".", 1)[0]
+        self._nodes[cls] = (node, import_table(tree, package))
+    return (self.classes[cls][0], *self._nodes[cls])
+
 
 # %% ../../nbs/translate/derived.ipynb #9450b24a
 @patch
@@ -298,7 +339,7 @@ def twin_of(self: DerivedIndex, name: str) -> tuple[str, str, int] | None:
 @per_index
 def members(self: DerivedIndex, cls: str, depth: int = 8) -> tuple[dict, bool]:
     "({name: (module, line)} a vllm or vllm-ascend class has with its bases', whether every base was found)."
-    if cls in self.classes: module, node, table = self.classes[cls]
+    if cls in self.classes: module, node, table = self.class_node(cls)
     else:
         kind, module, node = self.vllm_def(cls)
         if kind != "def" or not isinstance(node, ast.ClassDef): return {}, False
@@ -555,11 +596,20 @@ def target_sources(rules) -> tuple[Path, Path] | None:
     vllm = cached_release(CACHE_DIR, "vllm", rules.vllm) if rules.vllm else None
     return (ascend, vllm) if ascend and vllm else None
 
-def index_for(vllm: str | Path, ascend: str | Path) -> DerivedIndex:
-    "The derived index of a vllm and a vllm-ascend source (archive or folder), built once per process per pair."
+def index_for(vllm: str | Path, ascend: str | Path, store=None) -> DerivedIndex:
+    ("The derived index of a vllm and a vllm-ascend source (archive or folder), built once per process per pair; "
+     "`store`: (load, save) of its state kept elsewhere (load gives None: built, then saved).")
     key = (str(ascend), str(vllm))
-    if key not in _INDEXES: _INDEXES[key] = DerivedIndex(open_source(vllm, "vllm"), open_source(ascend, "vllm_ascend"))
-    return _INDEXES[key]
+    if key in _INDEXES: return _INDEXES[key]
+    trees = open_source(vllm, "vllm"), open_source(ascend, "vllm_ascend")
+    state = store[0]() if store else None
+    try: ix = DerivedIndex(*trees, state=state) if state is not None else None
+    except ValueError: ix = None   # a state that is not one: built anew
+    if ix is None:
+        ix = DerivedIndex(*trees)
+        if store: store[1](ix.state())
+    _INDEXES[key] = ix
+    return ix
 
 def derived_index(rules) -> DerivedIndex | None:
     "The derived index of a rule set's target, built once per process per pair of sources; None without sources."
