@@ -1,6 +1,7 @@
 """Issue 32: judge-driven repair of an update (`port --release NEW --from PREV`): where basedpyright finds an error
-the people's edit of a method makes on NEW, the new port's version of that hunk is taken (ONP4530), judged again, and
-put back where it is not clean either (ONP4531); an error the new port has too, or one inherited, takes nothing.
+the people's edit of a method makes on NEW, the new port's version of that hunk is taken (ONP4530), or where the
+people deleted a binding, its reads dropped (ONP4532); judged again, and put back where it is not clean either
+(ONP4531); an error the new port has too, or one inherited, takes nothing.
 
 Fixtures are written here: a tiny NEW stack (`vllm_ascend` with a base runner that has `fresh`, no `old`/`other`)."""
 from textwrap import dedent
@@ -13,7 +14,7 @@ from omni_npu_port.port.update_release import repair_judged
 
 BASE = '''
 class Base:
-    def fresh(self, n):
+    def fresh(self, n, cap=None):
         return n
 '''
 MODULE = "vllm_omni.npu.runner"
@@ -66,6 +67,14 @@ def test_a_peoples_statement_the_judge_rejects_takes_the_new_ports_version(stack
 def test_a_peoples_deletion_of_what_binds_a_read_name_takes_the_new_ports_lines(stack):
     r, _ = repaired(stack, runner("m = n\nreturn m + k"))
     assert r.code == NEW and codes(r) == ["ONP4530"]
+
+
+@pytest.mark.slow
+def test_a_flag_the_people_deleted_has_its_reads_dropped_not_its_binding_restored(stack):
+    flagged = runner("m = n\nk = self.fresh(n)\nif k:\n    m = 0\nreturn self.fresh(m, cap=k)")   # the new port
+    r, _ = repaired(stack, runner("m = n\nif k:\n    m = 0\nreturn self.fresh(m, cap=k)"), flagged)
+    assert r.code == runner("m = n\nreturn self.fresh(m)") and codes(r) == ["ONP4532", "ONP4532"]
+    assert not r.judge.port
 
 
 @pytest.mark.slow

@@ -61,8 +61,8 @@ __all__ = ['RENAME_LIKENESS', 'omni_releases', 'previous_release', 'git_checkout
            'future_first', 'Inherited', 'derives_from', 'RunnerSides', 'assemble', 'import_units', 'keep_imports',
            'module_unbound', 'unbound_in', 'import_resolves', 'retarget_imports', 'placed_imports', 'update_runner',
            'ReleaseUpdate', 'update_markdown', 'update_summary', 'write_update', 'one_definition', 'update_runners',
-           'written_on', 'people_errors', 'keyword_drops', 'retake_calls', 'retake_judged', 'judged_hunk',
-           'repair_module', 'repair_judged', 'update_release']
+           'written_on', 'people_errors', 'keyword_drops', 'retake_calls', 'retake_judged', 'falsy_reads',
+           'judged_hunk', 'repair_module', 'repair_judged', 'update_release']
 
 # %% ../../nbs/port/update_release.ipynb #41af0190
 # a second import block (`__all__` comes between), so that neither import cell passes 60 lines
@@ -1433,6 +1433,64 @@ def _statement_only(theirs: str, new: list[str], rows: tuple[int, int], st: ast.
     if best is None or like(best) < 0.5: return None
     return st.lineno - 1, st.end_lineno, new[best.lineno - 1:best.end_lineno]
 
+# %% ../../nbs/port/update_release.ipynb #50bbab00
+register(Code("ONP4532", "update-judged-drop-reads", "update: the judge finds a name read unbound whose binding the "
+              "people's port deleted (the new port binds it there): the statement's reads of it are dropped as the "
+              "people's code has it absent (`if NAME:` without else, `A if NAME else B` -> B, `X or NAME` -> X, "
+              "keyword `k=NAME`), not its binding restored", "info", "check that NEW does without what the people "
+              "deleted there; restore its binding from the new port if it is needed", _NB, "port"))
+
+class _Dropped(list):
+    "A unit's lines that drop reads of what the people deleted (ONP4532), not the new port's lines (ONP4530)."
+
+def _falsy_edit(n: ast.AST, parent: ast.AST, name: str) -> tuple | None:
+    "(node to cut or replace, the node whose text replaces it or None: cut) for a read of `name` taken as absent."
+    if isinstance(parent, ast.keyword) and parent.arg: return parent, None
+    if isinstance(parent, ast.IfExp) and parent.test is n: return parent, parent.orelse
+    if isinstance(parent, ast.BoolOp) and isinstance(parent.op, ast.Or):
+        rest = [v for v in parent.values if v is not n]
+        return (parent, rest[0]) if len(rest) == 1 else None
+    return None
+
+def _at(lines: list[str], line: int, col: int) -> int:
+    "The offset in `\\n`-joined `lines` of a 1-based line and an ast (UTF-8) column."
+    return sum(len(l) + 1 for l in lines[:line - 1]) + len(lines[line - 1].encode()[:col].decode(errors="ignore"))
+
+def _cut_keyword(text: str, a: int, b: int) -> tuple[int, int]:
+    "The span of a keyword argument at a..b widened to one comma beside it (the next one, else the one before)."
+    j = b + len(text[b:]) - len(text[b:].lstrip(" "))
+    if text[j:j + 1] == ",": return a, j + 1 + len(text[j + 1:]) - len(text[j + 1:].lstrip(" "))
+    i = len(text[:a].rstrip())
+    return (i - 1, b) if text[i - 1:i] == "," else (a, b)
+
+# %% ../../nbs/port/update_release.ipynb #4f9b69d4
+def falsy_reads(lines: list[str], st: ast.stmt, name: str) -> tuple | None:
+    ("Statement `st` (of module `lines`) with its reads of `name` dropped as the people's code has it absent: "
+     "(first, end: 0-based lines, its lines) or None where a read is of another form.")
+    first, end = st.lineno - 1, st.end_lineno
+    if isinstance(st, ast.If) and not st.orelse and (
+            isinstance(st.test, ast.Name) and st.test.id == name or isinstance(st.test, ast.BoolOp) and isinstance(
+                st.test.op, ast.And) and any(isinstance(v, ast.Name) and v.id == name for v in st.test.values)):
+        return first, end, _Dropped()
+    parent, todo = {}, [st]
+    while todo:   # the statement's own expressions, not those of the statements in its body
+        for c in ast.iter_child_nodes(node := todo.pop()):
+            if not isinstance(c, ast.stmt): parent[c] = node; todo.append(c)
+    reads = [n for n in parent if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)]
+    own, edits = lines[first:end], []
+    text = "\n".join(own)
+    span = lambda n: (_at(own, n.lineno - first, n.col_offset), _at(own, n.end_lineno - first, n.end_col_offset))
+    for n in reads:
+        e = _falsy_edit(n, parent[n], name)
+        if e is None: return None
+        a, b = span(e[0])
+        edits.append((*_cut_keyword(text, a, b), "") if e[1] is None else (a, b, text[slice(*span(e[1]))]))
+    if not edits: return None
+    edits.sort()
+    if any(x[1] > y[0] for x, y in zip(edits, edits[1:])): return None   # one read inside another's edit
+    for a, b, put in reversed(edits): text = text[:a] + put + text[b:]
+    return first, end, _Dropped(l for l in text.split("\n") if l.strip())
+
 # %% ../../nbs/port/update_release.ipynb #c071c84b
 def _conflict_unit(lines: list[str], at: tuple[int, int], name: str | None, row: int) -> tuple | None:
     ("A comment-form conflict the hunk `at` (0-based module lines) touches, as (open, close + 1, its new port's side): "
@@ -1451,7 +1509,8 @@ def judged_hunk(code: str, cls: str, new_code: str, line: int, name: str | None 
     ("The new port's version of the people's hunk of a method that the judge's error at `line` comes from, as units "
      "(first, end: 0-based module lines, its lines), the smallest first: the hunk its statement's edited lines are in, "
      "or (`name`: read unbound) the one where only the new port binds it (first the statement alone, or the binding "
-     "statements alone, the people's other lines kept); why not (a string) where there is none.")
+     "statements alone, the people's other lines kept), before them its reads dropped where the people deleted it "
+     "(`falsy_reads`); why not (a string) where there is none.")
     try: tree = ast.parse(code)
     except SyntaxError: return "the module does not parse"
     fn = _method_at(tree, cls, line)
@@ -1470,20 +1529,22 @@ def judged_hunk(code: str, cls: str, new_code: str, line: int, name: str | None 
     wanted = _binds_at(theirs, name) if name else set()
     binding = lambda op: any(b[j] in wanted for j in range(op[3], op[4]))   # where only the new port binds `name`
     ops = [op for op in ops if op[0] != "equal"]
-    hit = [op for op in ops if edited(op)] or [op for op in ops if binding(op)]
+    mine = [op for op in ops if edited(op)]
+    hit = mine or [op for op in ops if binding(op)]
     if not hit: return "the new port has that statement as it is" + (", and binds the name nowhere else" * bool(name))
+    drop = [u for u in [not mine and name and falsy_reads(lines, st, name)] if u]   # the people deleted it
     op = hit[0]
     lo = start + (a[op[1]] if op[2] > op[1] else a[op[1] - 1] + 1 if op[1] else 0)
     hi = start + a[op[2] - 1] + 1 if op[2] > op[1] else lo
     got = new[b[op[3]]:b[op[4] - 1] + 1] if op[4] > op[3] else []
     c = _conflict_unit(lines, (lo, hi), name, line - 1)
     if c is not None:
-        if c[2] is None: return "the hunk is part of a conflict whose new port's side does not fix it"
-        return [c]
+        if c[2] is None: return drop or "the hunk is part of a conflict whose new port's side does not fix it"
+        return drop + [c]
     rows = (b[op[3]], b[op[4] - 1]) if op[4] > op[3] else None
     alone = rows and hi > lo and (_statement_only(theirs, new, rows, st, lines) if edited(op) else
                                   _binding_only(theirs, new, rows, wanted, lo, hi))
-    return [alone] if alone == (lo, hi, got) else [u for u in (alone, (lo, hi, got)) if u]
+    return drop + ([alone] if alone == (lo, hi, got) else [u for u in (alone, (lo, hi, got)) if u])
 
 # %% ../../nbs/port/update_release.ipynb #fc2565ab
 def _apply(lines: list[str], units: list[tuple]) -> list[str]:
@@ -1536,8 +1597,10 @@ def _take(r, code: str, own: list, units: list[tuple], ix) -> None:
     for d in own: d.line = _moved_line(d.line, units)
     r.code = "\n".join(_apply(python_lines(code), units)).rstrip("\n") + "\n"
     r.not_ready = ready_findings(r.code, ix, r.cls)
-    said = [port_diagnostic("ONP4530", f"{code_info('ONP4530').title}: {u[3].where}: {u[3].message[:120]}", s[0] + 1,
-                            where=u[3].where) for u, s in zip(units, _spans(units))]
+    c = lambda u: "ONP4532" if isinstance(u[2], _Dropped) else "ONP4530"
+    said = [port_diagnostic(c(u), f"{code_info(c(u)).title}: {u[3].where}: {u[3].message[:120]}",
+                            s[0] + 1, where=u[3].where)
+            for u, s in zip(units, _spans(units))]
     r.diagnostics = [d for d in own if d.code not in _READY_CODES] + said + r.not_ready
 
 # %% ../../nbs/port/update_release.ipynb #f2f561c0
