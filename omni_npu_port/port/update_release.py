@@ -1487,7 +1487,7 @@ def falsy_reads(lines: list[str], st: ast.stmt, name: str) -> tuple | None:
         edits.append((*_cut_keyword(text, a, b), "") if e[1] is None else (a, b, text[slice(*span(e[1]))]))
     if not edits: return None
     edits.sort()
-    if any(x[1] > y[0] for x, y in zip(edits, edits[1:])): return None   # one read inside another's edit
+    if any(x[1] > y[0] for x, y in itertools.pairwise(edits)): return None   # one read inside another's edit
     for a, b, put in reversed(edits): text = text[:a] + put + text[b:]
     return first, end, _Dropped(l for l in text.split("\n") if l.strip())
 
