@@ -684,7 +684,9 @@ def runner_findings(r, sides: AuditSides, was: dict | None = None) -> list[Findi
             elsewhere = set().union(*(v for x, v in shapes.items() if x != m))
             left = outside(now_port, own) | (moved_blocks(now_port, set(anchor), elsewhere) if anchor else set())
             left |= other_forms(fresh.get(um) or fresh.get(m) or now_port, own, mine.get(m), text, sides.names)
-            still = steady(method_keys(was_port), method_keys(now_port)) if was_port and now_port else set()
+            g_was, g_now = gpus[0].get(m) or gpus[0].get(um), gpus[1].get(um) or gpus[1].get(m)
+            g_was, g_now = (g_was, g_now) if g_was and g_now else (was_port, now_port)   # rule 19: omni's own
+            still = steady(method_keys(g_was), method_keys(g_now)) if g_was and g_now else set()
             if (c := owed(c, own, sides.their_stream(m, um), anchor, left, still)) is not None:
                 out.append(change_finding(c, path, k or cls, m, sides.basis))
     out += missing_methods(r, b, sides, text, cls, path)
