@@ -13,7 +13,7 @@ Label sets (benchmarks/data):
   `_0.22.csv` (from 0.20) after rules 7-10 were made, as their held-out check; `_0.24.csv` (from 0.22) in session
   s8-auditblind after rule 11, before the audit ran on it; `_0.20.csv` (from 0.18) in session s9-auditblind after
   rule 13, before the audit ran on it; `_0.18.csv` (from 0.16) in session s9-audit2 after rules 15-18, before the
-  audit ran on it.
+  audit ran on it; `_0.16.csv` (from 0.14) in session s9-audit3 after rules 19-20, before the audit ran on it.
 - `audit_labels.csv`, `audit_labels_heldout*.csv`: GPU release N against the NPU copy of N+1 (PREV: N's predecessor),
   labelled for the rule pile this audit replaced (drift / mirrored / base-only / inherited); the new engine was
   built from none of them, so they read as unseen for it too, but they were labelled with the old audit's output
@@ -38,7 +38,8 @@ from omni_npu_port.core.catalog import OMNI_PAIRING, parse_version  # noqa: E402
 from omni_npu_port.port.audit import DRIFT_CODES, audit  # noqa: E402
 
 DATA = Path(__file__).parent / "data"
-BLIND = [DATA / f"audit_labels_update_{v}.csv" for v in ("0.18", "0.20", "0.22", "0.24", "0.26", "0.28", "0.30")]
+BLIND = [DATA / f"audit_labels_update_{v}.csv"
+         for v in ("0.16", "0.18", "0.20", "0.22", "0.24", "0.26", "0.28", "0.30")]
 OLDER = [DATA / "audit_labels.csv", *(DATA / f"audit_labels_heldout{s}.csv" for s in ("", "2", "3", "4"))]
 POSITIVE, NEGATIVE = {"drift"}, {"mirrored", "base-only", "inherited", "not-copied"}
 

@@ -4,7 +4,7 @@ GPU method gained since PREV (ONP4132). Fixtures: texts written here and tests/f
 from pathlib import Path
 from types import SimpleNamespace as NS
 
-from omni_npu_port.port.audit import DRIFT_CODES, AuditSides, gpu_gained, kept_lag, method_keys, stream
+from omni_npu_port.port.audit import DRIFT_CODES, AuditSides, gpu_gained, kept_findings, kept_lag, method_keys, stream
 
 UPD = Path(__file__).parent / "fixtures" / "update"
 GPU_PREV = "def load_model(self):\n    super().load_model()\n    self._init_talker_mtp()\n"
@@ -40,3 +40,20 @@ def test_kept_lag_reads_both_gpu_runners_from_the_sources():
     assert kept_lag(gpu, gpu, sides, "_dummy_run", caught_up) == []
     assert kept_lag(gpu, gpu, sides, "new_feature", DUMMY) == []     # not in PREV's GPU runner
     assert kept_lag(gpu, gpu, sides, "_dummy_run", None) == []       # no override of the copy
+
+
+def _kept(method: str, copy: str) -> list:
+    "kept_findings on the update fixtures for one override the update keeps (ONP4504), PREV's port `copy` as well."
+    gpu = "vllm_omni.worker.gpu_model_runner.OmniGPUModelRunner"
+    r = NS(gpu=gpu, diagnostics=[NS(code="ONP4504", where=method, message=f"keeps {method}")])
+    sides = AuditSides(NS(origin=UPD / "omni_prev"), NS(origin=UPD / "omni_next"), str(UPD / "omni_prev"), "next")
+    return kept_findings(r, NS(gpu=gpu), sides, ({method: copy}, {method: copy}, {}), ("R", "r.py"), set())
+
+
+def test_onp4131_only_where_the_new_gpu_runner_dropped_the_method():
+    # made from 0.18's false OmniNPUModelRunner.load_model: the new port inherits a method omni's GPU runner still has
+    helper = "def old_helper(self, x):\n    torch.npu.synchronize()\n    return x.to(self.device)\n"
+    assert [f.code for f in _kept("old_helper", helper)] == ["ONP4131"]     # fires: omni's GPU runner dropped it
+    caught_up = DUMMY.replace("    return", "    self.last_num_tokens = num_tokens\n    return")
+    assert [f.code for f in _kept("_dummy_run", caught_up)] == ["ONP4128"]   # must not: NEW's GPU runner has it
+    assert [f.code for f in _kept("_dummy_run", DUMMY)] == ["ONP4132"]       # what it gained, the copy lacks: lag

@@ -33,11 +33,11 @@ from .update_release import class_methods, previous_release, update_runners
 # %% auto #0
 __all__ = ['DRIFT_CODES', 'Finding', 'audit_target', 'conflict_view', 'Change', 'update_changes', 'method_at', 'by_method',
            'change_method', 'change_finding', 'method_keys', 'stream', 'base_method_stream', 'substantive', 'passed',
-           'anchors', 'adapted', 'owed', 'outside', 'shape', 'statement_shapes', 'moved_blocks', 'new_methods',
-           'callers', 'run_by_copy', 'kept_copy', 'body_shapes', 'inline_in_copy', 'platform_names', 'on_platform',
-           'module_bound', 'else_tests', 'inlined', 'other_forms', 'release_arg', 'AuditSides', 'gpu_gained',
-           'kept_lag', 'method_texts', 'anchor_pair', 'dropped_kept', 'kept_findings', 'missing_methods',
-           'runner_findings', 'audit']
+           'steady', 'their_guards', 'anchors', 'adapted', 'owed', 'outside', 'shape', 'statement_shapes',
+           'moved_blocks', 'new_methods', 'callers', 'run_by_copy', 'kept_copy', 'body_shapes', 'inline_in_copy',
+           'platform_names', 'on_platform', 'module_bound', 'else_tests', 'inlined', 'other_forms', 'release_arg',
+           'AuditSides', 'gpu_gained', 'kept_lag', 'method_texts', 'anchor_pair', 'dropped_kept', 'kept_findings',
+           'missing_methods', 'runner_findings', 'audit']
 
 # %% ../../nbs/port/audit.ipynb #42c12468
 _NB = "port/audit.ipynb"
@@ -265,6 +265,32 @@ def passed(key: str, own: str) -> bool:
     return bool(m) and any(f" {m[1]} {p} " in own for p in (",", ")"))
 
 
+# %% ../../nbs/port/audit.ipynb #da3dbcb9
+def steady(base: list[str], new: list[str]) -> set[str]:
+    "Keys of the lines a method kept as they were from PREV's port to NEW's (`difflib`'s equal runs)."
+    ops = difflib.SequenceMatcher(None, base, new, autojunk=False).get_opcodes()
+    return {k for tag, i1, i2, _, _ in ops if tag == "equal" for k in base[i1:i2]}
+
+_BLOCK = frozenset({"if", "elif", "else", "for", "while", "with", "try", "except", "finally", "async"})
+
+def their_guards(lines: list[str], theirs: str) -> set[int]:
+    ("Indexes of the one-line block headers in `lines` whose body (the deeper code lines after them) is all vllm's "
+     "or vllm-ascend's own (`theirs`, a `stream`).")
+    key = lambda l: " ".join(code_tokens(l))
+    depth = lambda l: len(l) - len(l.lstrip())
+    out = set()
+    for i, l in enumerate(lines):
+        k = key(l)
+        if not k.endswith(":") or k.split()[0] not in _BLOCK: continue
+        body = []
+        for m in lines[i + 1:]:
+            if not key(m): continue
+            if depth(m) <= depth(l): break
+            body.append(key(m))
+        if body and all(f" {b} " in theirs for b in body): out.add(i)
+    return out
+
+
 # %% ../../nbs/port/audit.ipynb #a1c4000d
 def _named(key: str) -> bool: return substantive([key])
 
@@ -293,10 +319,12 @@ def adapted(key: str, own: str, replaced=()) -> bool:
     head = key.split(" ( ", 1)[0] + " (" if " ( " in key else ""
     return len(head.split()) >= 3 and f" {head} " in own and not any(r.startswith(head) for r in replaced)
 
-def owed(c: Change, own: str, theirs: str, anchor: dict | None = None, outside=frozenset()) -> Change | None:
+def owed(c: Change, own: str, theirs: str, anchor: dict | None = None, outside=frozenset(),
+         kept_lines=frozenset()) -> Change | None:
     ("The change less what is no lag of the copy: lines the copy's method has (`own`, a `stream`), vllm's and "
-     "vllm-ascend's (`theirs`), calls the copy makes its own way, GPU lines whose previous-port anchors the copy has "
-     "none of, lines only inside a call or `def` the copy never has (`outside`); None: nothing left.")
+     "vllm-ascend's (`theirs`) and guards around only theirs, calls the copy makes its own way, GPU lines whose "
+     "previous-port anchors the copy has none of, lines only inside a call or `def` the copy never has (`outside`), "
+     "removals of lines omni's method kept (`kept_lines`, `steady`); None: nothing left.")
     key = lambda l: " ".join(code_tokens(l))
     has = lambda s, k: f" {k} " in s
     was = lambda k: (anchor or {}).get(k, ())
@@ -308,8 +336,10 @@ def owed(c: Change, own: str, theirs: str, anchor: dict | None = None, outside=f
         mine = {_head(key(l)) for l in c.npu} - {""}
         upd = [l for l in upd if key(l) in anchor and (kept(key(l)) or {_head(a) for a in anchor[key(l)]} & mine)]
     elif anchor is not None: upd = [l for l in upd if kept(key(l))]
-    upd = [l for l in upd if key(l) not in outside]
-    gone = [] if c.kind in ("add", "conflict") else [l for l in c.npu if key(l) and not has(theirs, key(l))]
+    guards = {id(c.update[i]) for i in their_guards(c.update, theirs)}   # rule 20
+    upd = [l for l in upd if key(l) not in outside and id(l) not in guards]
+    gone = [] if c.kind in ("add", "conflict") else [l for l in c.npu if key(l) and not has(theirs, key(l))
+                                                       and key(l) not in kept_lines]   # rule 19
     if not substantive(upd + gone): return None
     kind = c.kind if c.kind == "conflict" else "change" if upd and gone else "add" if upd else "remove"
     return Change(kind, c.line, c.npu if kind == "conflict" else gone, upd, c.at, c.npu_at, c.update_at)
@@ -594,10 +624,11 @@ def kept_findings(r, b, sides: AuditSides, texts: tuple, where: tuple, said: set
     ("ONP4131 for each method omni dropped that the copy keeps little changed; ONP4132 for an override the update "
      "keeps that lacks what omni's GPU method gained; the update's other notes as notes.")
     (mine, prev, npu_at), (cls, path) = texts, where
-    gone, out = dropped_kept(r, b, sides, mine, said), []
+    gone, out, now = dropped_kept(r, b, sides, mine, said), [], _methods(sides.new, r.gpu)
     at = lambda m: min((i for i, (k, x) in npu_at.items() if (k, x) == (cls, m)), default=None)
+    dropped = lambda m: m in gone or (m not in now and kept_copy(prev.get(m), mine.get(m)))   # rule 8: GPU has none
     for d, m in ((d, d.where or "") for d in r.diagnostics if d.code in _NOTES):
-        if d.code == "ONP4504" and (m in gone or kept_copy(prev.get(m), mine.get(m))): gone.add(m)
+        if d.code == "ONP4504" and dropped(m): gone.add(m)
         elif d.code == "ONP4504" and (lag := kept_lag(r, b, sides, m, mine.get(m))):
             out.append(Finding("ONP4132", f"{sides.basis}: {code_info('ONP4132').title}: {cls}.{m} lacks "
                                f"`{lag[0][:70]}`", path=path, line=at(m), column=1, cls=cls, method=m,
@@ -653,7 +684,10 @@ def runner_findings(r, sides: AuditSides, was: dict | None = None) -> list[Findi
             elsewhere = set().union(*(v for x, v in shapes.items() if x != m))
             left = outside(now_port, own) | (moved_blocks(now_port, set(anchor), elsewhere) if anchor else set())
             left |= other_forms(fresh.get(um) or fresh.get(m) or now_port, own, mine.get(m), text, sides.names)
-            if (c := owed(c, own, sides.their_stream(m, um), anchor, left)) is not None:
+            g_was, g_now = gpus[0].get(m) or gpus[0].get(um), gpus[1].get(um) or gpus[1].get(m)
+            g_was, g_now = (g_was, g_now) if g_was and g_now else (was_port, now_port)   # rule 19: omni's own
+            still = steady(method_keys(g_was), method_keys(g_now)) if g_was and g_now else set()
+            if (c := owed(c, own, sides.their_stream(m, um), anchor, left, still)) is not None:
                 out.append(change_finding(c, path, k or cls, m, sides.basis))
     out += missing_methods(r, b, sides, text, cls, path)
     said = set((was or {}).values()) | {f.method for f in out}   # renamed, or a finding already
