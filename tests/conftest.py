@@ -31,14 +31,15 @@ EVERY_RELEASE, EVERY_RELEASE_FILES = "every_vllm_ascend_release", ("tests/test_c
 # or run the same small bench models (test_output_fits' bench views): on one worker, each is compiled and warmed once
 # and the later files find it done (measured in two whole runs: test_ops' two graph-path tests 0.5 + 0.6 s after the
 # notebooks on the same worker, 10.5 + 6.7 s on the other; test_output_fits' bench views 0.1 s each there, 1.2-2.3 s).
+# test_workbook goes with them: it and test_output_fits share one JupyterLab per process (`jupyterlab`, ~3 s CPU).
 COMPILED = "torch_compiled"
-COMPILED_FILES = ("tests/test_notebooks.py", "tests/test_ops.py", "tests/test_output_fits.py")
+COMPILED_FILES = ("tests/test_notebooks.py", "tests/test_ops.py", "tests/test_output_fits.py", "tests/test_workbook.py")
 # The files that cost most, heaviest first (measured: each test's CPU, self and waited children, by a cpumeter plugin
 # over `pytest -n 2`, summed per scope: /work/notes/s9-suite/RESULTS.md): a worker starts on these, so no long file is
 # left for the end while the other worker idles (the longest first, each next one to the worker that frees first). Any
 # other file follows, the ones with more tests first (xdist's own order). Only the order of the work depends on this
 # list, never a verdict.
-HEAVIEST = (COMPILED, SHARED_PORT, "tests/test_docs_site.py", "tests/test_workbook.py",
+HEAVIEST = (COMPILED, SHARED_PORT, "tests/test_docs_site.py",
             "tests/test_bench.py", "tests/test_file_faults.py", "tests/test_translate_memory.py", EVERY_RELEASE,
             "tests/test_robustness.py", "tests/test_port.py", "tests/test_bad_input.py", "tests/test_sync.py",
             "tests/test_port_judge.py", "tests/test_translate.py", "tests/test_target.py", "tests/test_cli.py",
@@ -84,6 +85,31 @@ def pytest_xdist_make_scheduler(config, log):
                 except OSError: uses[path] = False
             return SHARED_PORT if uses[path] else path
     return ByFile(config, log)
+
+
+# --- JupyterLab: one server per test process for the files that look at views in it ---------------------------------
+@pytest.fixture(scope="session")
+def jupyterlab(tmp_path_factory):
+    ("One JupyterLab per test process (a start and stop is ~3 s of CPU), for test_workbook and test_output_fits: "
+     "each writes its notebooks in a folder of its own under `.root`, signs them with a notary of `.data` and adds "
+     "the kernels they name under `.tmp / 'jupyter'`; every cell in the page (no virtual scrolling), no news toast.")
+    import json
+    from test_jupyter import Server
+    tmp = tmp_path_factory.mktemp("jupyterlab")
+    for d in ("root", "data", "jupyter/kernels"): (tmp / d).mkdir(parents=True)
+    for ext, name, value in (("notebook-extension", "tracker", {"windowingMode": "none"}),
+                             ("apputils-extension", "notification", {"fetchNews": "false"})):
+        d = tmp / "settings" / "@jupyterlab" / ext
+        d.mkdir(parents=True)
+        (d / f"{name}.jupyterlab-settings").write_text(json.dumps(value))
+    s = Server(tmp, app="jupyterlab", root=tmp / "root", env={
+        "JUPYTER_PATH": str(tmp / "jupyter"), "JUPYTERLAB_SETTINGS_DIR": str(tmp / "settings"),
+        "JUPYTER_DATA_DIR": str(tmp / "data")})
+    s.root, s.data = tmp / "root", tmp / "data"
+    try:
+        s.wait_ready()
+        yield s
+    finally: s.stop()
 
 
 # --- real vllm / vllm-ascend releases, read statically (omni_npu_port.sources.fetch and .readers) -------------------------

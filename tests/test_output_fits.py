@@ -189,32 +189,18 @@ def views_notebook():
 
 
 @pytest.fixture(scope="module")
-def views_lab(tmp_path_factory):
-    "JupyterLab serving the views notebook signed (trusted) and not (untrusted)."
-    import json
+def views_lab(jupyterlab):
+    "The views notebook in the session's JupyterLab, signed (trusted) and not (untrusted)."
     import nbformat
     from nbformat.sign import NotebookNotary
-    from test_jupyter import Server
-    tmp = tmp_path_factory.mktemp("views-lab")
-    root, data = tmp / "root", tmp / "data"
-    root.mkdir()
-    data.mkdir()
+    folder = jupyterlab.root / "views"
+    folder.mkdir()
     nb, other = views_notebook(), views_notebook()
-    NotebookNotary(data_dir=str(data)).sign(nb)
-    nbformat.write(nb, root / "trusted.ipynb")
+    NotebookNotary(data_dir=str(jupyterlab.data)).sign(nb)
+    nbformat.write(nb, folder / "trusted.ipynb")
     other.cells.insert(0, nbformat.v4.new_markdown_cell("A copy nobody signed."))   # signatures are of the content
-    nbformat.write(other, root / "untrusted.ipynb")
-    for ext, name, value in (("notebook-extension", "tracker", {"windowingMode": "none"}),
-                             ("apputils-extension", "notification", {"fetchNews": "false"})):
-        d = tmp / "settings" / "@jupyterlab" / ext
-        d.mkdir(parents=True)
-        (d / f"{name}.jupyterlab-settings").write_text(json.dumps(value))
-    env = {"JUPYTERLAB_SETTINGS_DIR": str(tmp / "settings"), "JUPYTER_DATA_DIR": str(data)}
-    s = Server(tmp, app="jupyterlab", root=root, env=env)
-    try:
-        s.wait_ready()
-        yield s
-    finally: s.stop()
+    nbformat.write(other, folder / "untrusted.ipynb")
+    return jupyterlab
 
 
 from test_docs_site import browser  # noqa: E402,F401  the one chromium fixture (skips with the reason; fails under CI)
@@ -225,7 +211,7 @@ def test_no_view_breaks_a_word_in_jupyterlab(views_lab, browser, which):
     "In a narrow JupyterLab every word of every view sits on one line; only the untrusted catalog shows the trust hint."
     page = browser.new_page(viewport={"width": 720, "height": 900})
     try:
-        page.goto(f"{views_lab.url}/lab/tree/{which}.ipynb?token={views_lab.token}&reset")
+        page.goto(f"{views_lab.url}/lab/tree/views/{which}.ipynb?token={views_lab.token}&reset")
         page.wait_for_selector(".jp-OutputArea-output .onp-patterns", timeout=90_000)
         page.wait_for_timeout(500)
         views = page.evaluate(WORDS_SPLIT)

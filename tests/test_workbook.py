@@ -167,31 +167,18 @@ MEASURE = """() => [...document.querySelectorAll('.jp-OutputArea-output .onp')].
 
 
 @pytest.fixture(scope="module")
-def lab(executed, tmp_path_factory):
-    "JupyterLab serving the executed workbook twice: signed (trusted) and not (untrusted); the kernel it names installed."
+def lab(executed, jupyterlab, tmp_path_factory):
+    "The executed workbook in the session's JupyterLab twice: signed (trusted) and not (untrusted); its kernel added."
     from nbformat.sign import NotebookNotary
-    from test_jupyter import Server
     nb, out, _, _ = executed
-    tmp = tmp_path_factory.mktemp("lab")
-    root, data = tmp / "root", tmp / "data"
-    root.mkdir()
-    data.mkdir()
-    nbformat.write(nb, root / "untrusted.ipynb")
-    NotebookNotary(data_dir=str(data)).sign(nb)
-    nbformat.write(nb, root / "trusted.ipynb")
-    settings = tmp / "settings" / "@jupyterlab" / "notebook-extension"
-    settings.mkdir(parents=True)   # every cell in the page (no virtual scrolling), so every view can be measured
-    (settings / "tracker.jupyterlab-settings").write_text(json.dumps({"windowingMode": "none"}))
-    news = tmp / "settings" / "@jupyterlab" / "apputils-extension"
-    news.mkdir(parents=True)                                       # no "Jupyter news?" toast over the screenshots
-    (news / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false"}))
-    path = kernel_spec(tmp, NOTEBOOK_KERNEL, offline_env(tmp, out))
-    s = Server(tmp, app="jupyterlab", root=root, env={"JUPYTER_PATH": str(path), "JUPYTERLAB_SETTINGS_DIR": str(tmp / "settings"),
-                                                       "JUPYTER_DATA_DIR": str(data)})
-    try:
-        s.wait_ready()
-        yield s, html_views(nb)
-    finally: s.stop()
+    folder = jupyterlab.root / "workbook"
+    folder.mkdir()
+    nbformat.write(nb, folder / "untrusted.ipynb")
+    NotebookNotary(data_dir=str(jupyterlab.data)).sign(nb)
+    nbformat.write(nb, folder / "trusted.ipynb")
+    # the server looks its kernel specs up on each request: one added after it started is found as a page opens
+    kernel_spec(jupyterlab.tmp, NOTEBOOK_KERNEL, offline_env(tmp_path_factory.mktemp("lab"), out))
+    return jupyterlab, html_views(nb)
 
 
 def html_views(nb) -> int:
@@ -216,7 +203,7 @@ def test_every_view_reads_well_in_jupyterlab(lab, browser, which):
     server, expected = lab
     page = browser.new_page(viewport={"width": 1280, "height": 1000})
     try:
-        page.goto(f"{server.url}/lab/tree/{which}.ipynb?token={server.token}&reset")
+        page.goto(f"{server.url}/lab/tree/workbook/{which}.ipynb?token={server.token}&reset")
         page.wait_for_selector(".jp-OutputArea-output .onp", timeout=90_000)
         page.wait_for_function(f"document.querySelectorAll('.jp-OutputArea-output .onp').length >= {expected}", timeout=60_000)
         views = page.evaluate(MEASURE)
