@@ -123,6 +123,7 @@ def test_a_batch_pass_that_waits_runs_beside_the_others_and_their_errors_are_rai
     passes = [pipeline.ClassPass("waiter", "w", (), waiter, batch=True, waits=True),
               pipeline.ClassPass("worker", "x", (), worker, batch=True)]
     monkeypatch.setattr(pipeline, "PASSES", passes)
+    monkeypatch.setattr(pipeline, "AST_THREADS", True)   # the threaded path, whatever this Python is
     assert pipeline.run_batch([], None).status == "judged" and where == {"waiter": True, "worker": True}
     def broken(ports, ctx): raise ValueError("the derived pass failed")
     told.clear()
@@ -140,6 +141,7 @@ def test_under_an_address_space_limit_the_batch_passes_run_in_order_here(monkeyp
         return lambda ports, ctx: order.append((name, threading.current_thread() is threading.main_thread()))
     monkeypatch.setattr(pipeline, "PASSES", [pipeline.ClassPass("w", "w", (), mark("w"), batch=True, waits=True),
                                              pipeline.ClassPass("x", "x", (), mark("x"), batch=True)])
+    monkeypatch.setattr(pipeline, "AST_THREADS", True)   # the limit alone decides here, whatever this Python is
     monkeypatch.setattr(pipeline, "address_space_capped", lambda: True)   # a thread may not start there
     pipeline.run_batch([], None)
     assert order == [("w", True), ("x", True)]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import inspect
+import io
 import json
 import os
 import queue
@@ -19,6 +20,7 @@ import sys
 import tempfile
 import threading
 import time
+import tokenize
 import weakref
 from collections import Counter
 from collections.abc import Callable
@@ -607,17 +609,41 @@ def check_warm(self: WarmJudge, files: list, timeout: float = CHECKER_TIMEOUT) -
     return [d for d in found if d["rule"] in JUDGED_RULES]
 
 # %% ../../nbs/port/judge.ipynb #f2c8b6d7
+def _import_lines(text: str) -> list[list[str]]:
+    ("The token strings of each logical line of `text` that starts with `import` or `from` (comments and line breaks "
+     "inside brackets left out), read by `tokenize`, not `ast`: see `_imports_ported`.")
+    skip = {tokenize.COMMENT, tokenize.NL, tokenize.INDENT, tokenize.DEDENT, tokenize.ENCODING}
+    lines, line = [], []
+    for t in tokenize.generate_tokens(io.StringIO(text).readline):
+        if t.type in skip: continue
+        if t.type in (tokenize.NEWLINE, tokenize.ENDMARKER) or t.string == ";":
+            if line and line[0] in ("import", "from"): lines.append(line)
+            line = []
+        else: line.append(t.string)
+    return lines
+
+def _imported(words: list[str], pkg: list[str]) -> set[str]:
+    "The modules one import statement's tokens name: `import a.b as c, d`, `from ..a import (b as c, d)`."
+    if words[0] == "import":
+        names = " ".join(words[1:]).replace(" . ", ".").split(" , ")
+        return {n.split(" as ")[0].strip() for n in names}
+    at = words.index("import") if "import" in words else len(words)
+    head = "".join(words[1:at])
+    level = len(head) - len(head.lstrip("."))
+    mod = head[level:]
+    base = ".".join(pkg[:len(pkg) - level + 1] + ([mod] if mod else [])) if level else mod
+    names = [w for w in words[at + 1:] if w not in "(),*"]
+    named = [n for i, n in enumerate(names) if n != "as" and (i == 0 or names[i - 1] != "as")]
+    return {base, *(f"{base}.{n}" for n in named)} if base else set()
+
 def _imports_ported(text: str, module: str, ported) -> set[str]:
-    "The modules of `ported` that a module's text imports (absolute, or relative to its package)."
-    try: tree = ast.parse(text)
-    except (SyntaxError, ValueError): return set(ported)
-    pkg, out = module.split(".")[:-1], set()
-    for n in ast.walk(tree):
-        if isinstance(n, ast.Import): out |= {a.name for a in n.names}
-        elif isinstance(n, ast.ImportFrom):
-            base = ".".join(pkg[:len(pkg) - n.level + 1] + ([n.module] if n.module else [])) if n.level else n.module
-            out |= {base, *(f"{base}.{a.name}" for a in n.names)} if base else set()
-    return out & set(ported)
+    ("The modules of `ported` that a module's text imports (absolute, or relative to its package). Read by tokens: it "
+     "runs on the port pool's thread, and CPython before 3.13 builds `ast` trees with interpreter-wide state (see "
+     "`AST_THREADS` in the pipeline).")
+    try: lines = _import_lines(text)
+    except (tokenize.TokenError, SyntaxError): return set(ported)
+    pkg = module.split(".")[:-1]
+    return set().union(*(_imported(w, pkg) for w in lines)) & set(ported)
 
 def judge_early(self: WarmJudge, module: str, text: str) -> bool:
     ("Ask the server for one written module's errors now (answer unread); False where it waits for a module it imports "

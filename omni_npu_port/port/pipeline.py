@@ -5,6 +5,7 @@
 # %% ../../nbs/port/pipeline.ipynb #e8c2977f
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -26,8 +27,8 @@ from .release_checks import RunnerPort, check_runner, ported_mro
 from .release_inputs import Placement, _npu_leaf, dotted_name
 
 # %% auto #0
-__all__ = ['PASSES', 'ClassPass', 'register_pass', 'class_pass', 'ClassPort', 'run_class', 'run_batch', 'port_runner',
-           'class_judge_inputs', 'port_one_class', 'class_stats']
+__all__ = ['PASSES', 'AST_THREADS', 'ClassPass', 'register_pass', 'class_pass', 'ClassPort', 'run_class', 'run_batch',
+           'port_runner', 'class_judge_inputs', 'port_one_class', 'class_stats']
 
 # %% ../../nbs/port/pipeline.ipynb #a4c449b5
 @dataclass(frozen=True)
@@ -195,12 +196,18 @@ def run_class(cp: ClassPort, ctx: PortContext, t0: float | None = None) -> Runne
     _ = out.compiles, out.compiles_npu_side, out.undefined
     return out
 
+# CPython before 3.13 builds `ast` trees with interpreter-wide recursion state (python/cpython#106905): two threads
+# parsing at once can fail with "SystemError: AST constructor recursion depth mismatch" (seen once in nine judged
+# release ports on 3.11.7), so the batch passes run in order there; some later 3.11/3.12 patch releases may be safe
+AST_THREADS = sys.version_info >= (3, 13)
+
 def run_batch(ports: list[RunnerPort], ctx: PortContext) -> JudgeRun:
     ("Run the batch passes (derived, the judge) over every class port of the port; the judge's run. A pass that "
-     "`waits` runs in a thread beside the others (it sets other fields of the ports; under an address-space limit, "
-     "where a thread may not start, in order); an error is raised once every pass started has ended.")
+     "`waits` runs in a thread beside the others (it sets other fields of the ports; in order under an address-space "
+     "limit, where a thread may not start, and where `ast` is not thread-safe: `AST_THREADS`); an error is raised once "
+     "every pass started has ended.")
     batch = [p for p in PASSES if p.batch]
-    if address_space_capped(): got = {p.name: p.run(ports, ctx) for p in batch}
+    if address_space_capped() or not AST_THREADS: got = {p.name: p.run(ports, ctx) for p in batch}
     else:
         with ThreadPoolExecutor(max(1, sum(p.waits for p in batch))) as beside:
             waiting = {p.name: beside.submit(p.run, ports, ctx) for p in batch if p.waits}
