@@ -3859,6 +3859,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                                                       'omni_npu_port/translate/derived.py'),
                                                  'omni_npu_port.translate.derived.DerivedIndex.cuda_of': ( 'translate/derived.html#derivedindex.cuda_of',
                                                                                                            'omni_npu_port/translate/derived.py'),
+                                                 'omni_npu_port.translate.derived.DerivedIndex.cuda_via': ( 'translate/derived.html#derivedindex.cuda_via',
+                                                                                                            'omni_npu_port/translate/derived.py'),
                                                  'omni_npu_port.translate.derived.DerivedIndex.file_findings': ( 'translate/derived.html#derivedindex.file_findings',
                                                                                                                  'omni_npu_port/translate/derived.py'),
                                                  'omni_npu_port.translate.derived.DerivedIndex.members': ( 'translate/derived.html#derivedindex.members',

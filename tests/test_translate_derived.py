@@ -133,3 +133,22 @@ def test_the_translate_hook_reaches_a_device_string_only_an_escape_spells(ix, mo
     assert "cuda" not in src
     on = translate_source(src, rules, "escaped.py")
     assert any(d.code.startswith("ONP204") for d in on.diagnostics)
+
+
+GRAPHS = "from vllm.graphs import GraphWrapper, CapturingGraph, seeded_run, PlainWrapper, Broadcaster, not_nccl\n"
+
+
+@pytest.mark.parametrize("subject,through,where", [
+    ("GraphWrapper", "vllm.graphs.GraphCapture", "vllm/graphs.py:8"),     # builds a CUDA-only class of its module
+    ("CapturingGraph", "vllm.graphs.GraphCapture", "vllm/graphs.py:8"),   # subclasses it
+    ("seeded_run", "vllm.utils.cuda_seed", "vllm/utils.py:5"),            # calls a CUDA-only vllm def it imports
+])
+def test_cuda_only_one_step_away_fires(ix, subject, through, where):
+    d = {f.subject: f.diagnostic for f in ix.file_findings(ast.parse(GRAPHS))}[subject]
+    assert d.code == "ONP2042" and f"CUDA-only through {through}: torch.cuda" in d.message and where in d.message
+
+
+def test_cuda_only_one_step_away_quiet(ix):
+    # a name used only as a type, a CPU call, and a def that only compares a backend with NCCL: no CUDA-only body
+    subjects = {f.subject for f in ix.file_findings(ast.parse(GRAPHS))}
+    assert subjects == {"GraphWrapper", "CapturingGraph", "seeded_run"}

@@ -38,8 +38,9 @@ register(
          "vllm or vllm-ascend sources", "manual",
          action="Replace it with what the target offers, or bring its definition into the port.",
          notebook="translate/derived.ipynb", tool="translate"),
-    Code("ONP2042", "derived-cuda-body", "a vllm function or class the GPU code uses is CUDA-only in its own body",
-         "manual", action="Call an NPU counterpart, or port the body (the message names the CUDA line).",
+    Code("ONP2042", "derived-cuda-body", "a vllm function or class the GPU code uses is CUDA-only in its own body "
+         "or through a base class or a def it calls", "manual",
+         action="Call an NPU counterpart, or port the body (the message names the CUDA line).",
          notebook="translate/derived.ipynb", tool="translate"),
     Code("ONP2043", "device-string", "a CUDA device string or device-type comparison", "manual",
          action="Use the platform's device type (`npu` on Ascend); a `== \"cuda\"` branch never runs on an NPU.",
@@ -149,11 +150,11 @@ def cuda_line(node) -> tuple[int, str] | None:
     "(line, what) of the first CUDA-only construct in a def or class body: `torch.cuda`, CUDA graphs, NCCL, `\"cuda\"`."
     nodes = nodes_of(node)
     tested = {id(c) for n in nodes if isinstance(n, ast.Compare) for c in [n.left, *n.comparators]}
-    for n in nodes:   # a "cuda" compared against is a branch for CUDA, not a CUDA-only body
+    for n in nodes:   # a "cuda" or an NCCL name compared against is a branch for CUDA, not a CUDA-only body
         if isinstance(n, ast.Attribute) and n.attr == "cuda" and getattr(n.value, "id", None) == "torch":
             return n.lineno, "torch.cuda"
         name = n.id if isinstance(n, ast.Name) else n.attr if isinstance(n, ast.Attribute) else None
-        if name and _nccl_name(name): return n.lineno, name
+        if name and _nccl_name(name) and id(n) not in tested: return n.lineno, name
         if isinstance(n, ast.Constant) and isinstance(n.value, str) and DEVICE_STRING.fullmatch(n.value) \
                 and id(n) not in tested:
             return n.lineno, repr(n.value)
@@ -372,6 +373,28 @@ class Finding:
 def _finding(code: str, node, message: str, subject: str) -> Finding:
     return Finding(TranslateDiagnostic(code, message, line=node.lineno, column=node.col_offset + 1), subject)
 
+# %% ../../nbs/translate/derived.ipynb #df80fd25
+@patch
+@per_index
+def cuda_via(self: DerivedIndex, module: str, node) -> tuple[int, str, str, str | None] | None:
+    ("(line, what, module, through) of a vllm def's CUDA-only construct: its own body's (through None), else a base "
+     "class's or a def's it builds or calls (`module.name`), one step, through its module's names and vllm imports.")
+    if (own := self.cuda_of(node)) is not None: return (*own, module, None)
+    tree = self.vllm.module_ast(module)
+    if tree is None: return None
+    table = self._module_facts(module, tree)[0]
+    local = {st.name: st for st in tree.body if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    used = list(node.bases) if isinstance(node, ast.ClassDef) else []
+    used += [n.func for n in nodes_of(node) if isinstance(n, ast.Call)]
+    for f in used:
+        if isinstance(f, ast.Name) and f.id in local: got = ("def", module, local[f.id])
+        elif (d := dotted(f, table)) is not None and d.split(".")[0] == "vllm": got = self.vllm_def(d)
+        else: continue
+        kind, m, callee = got
+        if kind == "def" and callee is not node and (c := self.cuda_of(callee)) is not None:
+            return c[0], c[1], m, f"{m}.{callee.name}"
+    return None
+
 # %% ../../nbs/translate/derived.ipynb #a4420fdd
 @patch
 def symbol_finding(self: DerivedIndex, name: str, node) -> Finding | None:
@@ -385,9 +408,11 @@ def symbol_finding(self: DerivedIndex, name: str, node) -> Finding | None:
         return _finding("ONP2041", node, f"{name}: the target's vllm {self.vllm.version or '?'} has no {found!r} "
                         f"in {module} "
                         f"(derived from {self.where(module, 1)})", leaf)
-    if kind == "def" and (cuda := self.cuda_of(found)) is not None:
-        return _finding("ONP2042", node, f"{name} is CUDA-only in its own body: {cuda[1]} "
-                        f"(derived from {self.where(module, cuda[0])})", leaf)
+    if kind == "def" and (cuda := self.cuda_via(module, found)) is not None:
+        line, what, m, via = cuda
+        how = "in its own body" if via is None else f"through {via}"
+        return _finding("ONP2042", node, f"{name} is CUDA-only {how}: {what} "
+                        f"(derived from {self.where(m, line)})", leaf)
     return None
 
 # %% ../../nbs/translate/derived.ipynb #e5ac7bfd
