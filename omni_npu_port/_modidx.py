@@ -1505,6 +1505,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                          'omni_npu_port/port/judge.py'),
                                           'omni_npu_port.port.judge.ports_key': ( 'port/judge.html#ports_key',
                                                                                   'omni_npu_port/port/judge.py'),
+                                          'omni_npu_port.port.judge.prune_kept': ( 'port/judge.html#prune_kept',
+                                                                                   'omni_npu_port/port/judge.py'),
                                           'omni_npu_port.port.judge.release_judge_lines': ( 'port/judge.html#release_judge_lines',
                                                                                             'omni_npu_port/port/judge.py'),
                                           'omni_npu_port.port.judge.run_checker': ( 'port/judge.html#run_checker',

@@ -138,3 +138,24 @@ def test_each_port_is_told_while_meanwhile_still_runs(monkeypatch, forks_alone):
     assert sorted(told) == [0, 10, 20]
     told.clear()
     assert rel.port_runners([(0,), (1,)], 1, None, each) == [0, 10] and told == [0, 10]   # ported here: the same
+
+
+def test_pruning_a_kept_folder_removes_only_this_users_oldest_files_of_its_own_names(tmp_path):
+    import os
+    import re
+    from omni_npu_port.port.judge import prune_kept
+    names = re.compile(r"[0-9a-f]{32}\.json")
+    own = [tmp_path / f"{i:032x}.json" for i in range(4)]
+    for i, f in enumerate(own):
+        f.write_text("[]")
+        os.utime(f, ns=(i * 10**9, i * 10**9))   # own[0] the oldest
+    foreign = tmp_path / f"{9:032x}.json"
+    foreign.write_text("[]")
+    os.utime(foreign, ns=(0, 0))
+    if hasattr(os, "getuid") and os.getuid() == 0: os.chown(foreign, 12345, 12345)   # another user's entry
+    (tmp_path / "notes.json").write_text("mine")          # a name the tool never writes
+    (tmp_path / f"{7:032x}.json").symlink_to(own[3])       # not a regular file
+    prune_kept(tmp_path, names, 2)
+    assert not own[0].exists() and not own[1].exists() and own[2].exists() and own[3].exists()
+    assert (tmp_path / "notes.json").exists() and (tmp_path / f"{7:032x}.json").is_symlink()
+    if hasattr(os, "getuid") and os.getuid() == 0: assert foreign.exists()

@@ -19,7 +19,7 @@ from ..core.diagnostics import Code, Diagnostic, code_info, register
 from ..core.io import CacheRefused, cache_dir, claim_cache, write_atomic
 from ..sources.readers import SourceError
 from ..translate.derived import DerivedIndex, derived_check, derived_index, index_for
-from .judge import JUDGE_CACHE, owns_judge_entry
+from .judge import JUDGE_CACHE, owns_judge_entry, prune_kept
 from .locate import port_diagnostic
 from .translation import code_fingerprint
 
@@ -141,8 +141,7 @@ def keep_derived(key: str | None, body) -> None:
         dest = d / f"{key}.json"
         if dest.is_symlink() or dest.exists() and not dest.is_file(): return   # not a file this tool wrote
         write_atomic(dest, json.dumps({"format": _DERIVED_FORMAT, "key": key, "body": body}))
-        own = [f for f in d.iterdir() if _DERIVED_FILE.fullmatch(f.name) and f.is_file() and not f.is_symlink()]
-        for f in sorted(own, key=lambda f: f.stat().st_mtime_ns)[:max(0, len(own) - KEPT_DERIVED)]: f.unlink()
+        prune_kept(d, _DERIVED_FILE, KEPT_DERIVED)
     except (OSError, CacheRefused): pass
 
 # %% ../../nbs/port/derived_check.ipynb #8d3f0b63

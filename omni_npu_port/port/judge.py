@@ -15,6 +15,7 @@ import queue
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -40,9 +41,10 @@ __all__ = ['CHECKER_PIN', 'CHECKER_TIMEOUT', 'NAME_RULES', 'JUDGED_RULES', 'JUDG
            'source_root', 'statement_at', 'statement_text', 'CheckerError', 'judged_code', 'checker_errors',
            'Exclusion', 'exclusion', 'excluded_by', 'call_at', 'called_method', 'signature_of', 'binds', 'JudgeContext',
            'module_attrs', 'input_key', 'cached_input', 'keep_input', 'ports_key', 'expect_key', 'content_named',
-           'kept_ports', 'expected_kept', 'keep_ports', 'warm_imports', 'WarmJudge', 'check_warm', 'judge_early',
-           'Judgement', 'JudgeRun', 'judge_modules', 'input_errors', 'judge_ports', 'address_space_capped',
-           'spare_core', 'start_judge', 'judge_release', 'release_judge_lines', 'judge_class_port', 'judge_hand']
+           'kept_ports', 'expected_kept', 'prune_kept', 'keep_ports', 'warm_imports', 'WarmJudge', 'check_warm',
+           'judge_early', 'Judgement', 'JudgeRun', 'judge_modules', 'input_errors', 'judge_ports',
+           'address_space_capped', 'spare_core', 'start_judge', 'judge_release', 'release_judge_lines',
+           'judge_class_port', 'judge_hand']
 
 # %% ../../nbs/port/judge.ipynb #af5c32be
 register(
@@ -454,6 +456,17 @@ def expected_kept(key: str) -> bool:
     except (OSError, ValueError): return False
     return bool(re.fullmatch(r"[0-9a-f]{32}", got)) and kept_ports(got) is not None
 
+def prune_kept(d: Path, names: re.Pattern, keep: int) -> None:
+    ("Remove the oldest of this tool's files in its cache folder `d` beyond `keep`: regular files whose names match "
+     "`names`, written by this user (a cache shared between users keeps another's); a symlink or anything else stays.")
+    uid = getattr(os, "getuid", lambda: None)()
+    own = []
+    for f in d.iterdir():
+        st = f.lstat()
+        if names.fullmatch(f.name) and stat.S_ISREG(st.st_mode) and uid in (None, st.st_uid): own.append((f, st))
+    oldest = sorted(own, key=lambda e: e[1].st_mtime_ns)
+    for f, _ in oldest[:max(0, len(own) - keep)]: f.unlink(missing_ok=True)
+
 def keep_ports(key: str, found: list[dict] | None, expect: str | None = None) -> None:
     ("Keep written modules' errors (None: kept already) and the pointer `expect` to them; at most KEPT_PORTS files "
      "(best effort: a cache).")
@@ -464,8 +477,7 @@ def keep_ports(key: str, found: list[dict] | None, expect: str | None = None) ->
         if found is not None: write_atomic(d / f"{key}.json", json.dumps(found))
         else: os.utime(d / f"{key}.json")   # read again: the last to go
         if expect: write_atomic(d / f"{expect}.expect", key)
-        own = [f for f in d.iterdir() if _PORT_FILE.fullmatch(f.name) and f.is_file() and not f.is_symlink()]
-        for f in sorted(own, key=lambda f: f.stat().st_mtime_ns)[:max(0, len(own) - KEPT_PORTS)]: f.unlink()
+        prune_kept(d, _PORT_FILE, KEPT_PORTS)
     except OSError: pass
 
 
