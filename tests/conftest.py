@@ -31,20 +31,24 @@ EVERY_RELEASE, EVERY_RELEASE_FILES = "every_vllm_ascend_release", ("tests/test_c
 # or run the same small bench models (test_output_fits' bench views): on one worker, each is compiled and warmed once
 # and the later files find it done (measured in two whole runs: test_ops' two graph-path tests 0.5 + 0.6 s after the
 # notebooks on the same worker, 10.5 + 6.7 s on the other; test_output_fits' bench views 0.1 s each there, 1.2-2.3 s).
-# test_workbook goes with them: it and test_output_fits share one JupyterLab per process (`jupyterlab`, ~3 s CPU).
+# test_workbook and test_jupyter go with them: they and test_output_fits share one JupyterLab per process
+# (`jupyterlab`, ~3 s CPU a start and stop).
 COMPILED = "torch_compiled"
-COMPILED_FILES = ("tests/test_notebooks.py", "tests/test_ops.py", "tests/test_output_fits.py", "tests/test_workbook.py")
+COMPILED_FILES = ("tests/test_notebooks.py", "tests/test_ops.py", "tests/test_output_fits.py", "tests/test_workbook.py",
+                  "tests/test_jupyter.py")
 # The files that cost most, heaviest first (measured: each test's CPU, self and waited children, by a cpumeter plugin
 # over `pytest -n 2`, summed per scope: /work/notes/s9-suite/RESULTS.md): a worker starts on these, so no long file is
 # left for the end while the other worker idles (the longest first, each next one to the worker that frees first). Any
 # other file follows, the ones with more tests first (xdist's own order). Only the order of the work depends on this
 # list, never a verdict.
-HEAVIEST = (COMPILED, SHARED_PORT, "tests/test_docs_site.py",
-            "tests/test_bench.py", "tests/test_file_faults.py", "tests/test_translate_memory.py", EVERY_RELEASE,
+HEAVIEST = (COMPILED, SHARED_PORT,
+            "tests/test_bench.py", "tests/test_file_faults.py",
+            "tests/test_docs_site.py",   # ~16 s CPU since it builds only the pages it reads (s10-suiteA)
+            "tests/test_translate_memory.py", EVERY_RELEASE,
             "tests/test_robustness.py", "tests/test_port.py", "tests/test_bad_input.py", "tests/test_sync.py",
             "tests/test_port_judge.py", "tests/test_translate.py", "tests/test_target.py", "tests/test_cli.py",
             "tests/test_first_hour.py", "tests/test_port_update_release.py", "tests/test_target_evidence.py",
-            "tests/test_jupyter.py", "tests/test_port_judge_server.py",
+            "tests/test_port_judge_server.py",
             "tests/test_generalize.py")   # ~4.5 s since its fixture part runs --no-judge --no-releases (s9-suite2)
 
 

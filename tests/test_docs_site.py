@@ -1,11 +1,12 @@
-"""Build the docs site from a copy of the project and look at it in headless Chromium.
+"""Build the docs site from a copy of the project holding the notebooks whose pages these tests read, and look at it in
+headless Chromium. The whole site (every notebook a page, the sidebar linking each in order, no tracked file changed) is
+built and checked by .ci/run's docs step, with the same checks (tests/site_checks.py).
 
 Needs Debian's chromium (`apt-get install -y chromium`; scripts/setup.sh installs it where the machine allows). Without
 it the browser tests are skipped with the reason, except under CI (`CI` set, as .ci/run sets it), where they fail.
 The screenshot goes to tests/artifacts/catalog.png.
 """
 import os
-import posixpath
 import re
 import shutil
 import time
@@ -13,10 +14,10 @@ from pathlib import Path
 
 import pytest
 from checkout_helpers import ignored_by, tracked_files
+from site_checks import SIDEBAR_PAGE, build_problems, committed, pages_missing, sidebar_hrefs, sidebar_problems
 
-from omni_npu_port.core.catalog import CATALOG
-from omni_npu_port.docs.site import (SIDEBAR, build_site, docs_location, find_root, nbdev_settings, notebooks, page_of,
-                                     sidebar_sections)
+from omni_npu_port.core.catalog import CATALOG, FAMILIES
+from omni_npu_port.docs.site import build_site, docs_location, find_root, nbdev_settings, notebooks
 
 ROOT = find_root(Path(__file__).parent)
 SETTINGS = nbdev_settings(ROOT)
@@ -26,17 +27,24 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--disable-b
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 STEPS: list = []   # what build_site said while it worked
 COPIED = [SETTINGS["nbs_path"], SETTINGS["lib_path"], "pyproject.toml", "settings.ini", "_quarto.yml"]
+# the notebooks whose pages the tests read (the home page, the workbook, the catalog, the codes page, each family's);
+# the copy holds only these (a third of the whole site's build), every other file of nbs/ as it is
+PAGES_READ = {"index.ipynb", "workbook.ipynb", "core/catalog.ipynb", "docs/codes.ipynb",
+              *(nb for _, nb in FAMILIES.values())}
 
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
-    "The site built from a copy of the project (the checkout's own nbs/ and _docs/ are left alone)."
+    ("The site built from a copy of the project with the notebooks of PAGES_READ (the checkout's own nbs/ and _docs/ "
+     "are left alone).")
     work = tmp_path_factory.mktemp("project")
     for name in COPIED:
         src = ROOT / name
         if src.is_dir():
             shutil.copytree(src, work / name, symlinks=True, ignore=shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints"))
         elif src.exists(): shutil.copy2(src, work / name)
+    for nb in notebooks(work):
+        if nb.as_posix() not in PAGES_READ: (work / SETTINGS["nbs_path"] / nb).unlink()
     t0 = time.monotonic()
     # jobs=1: nbdev processes the notebooks in its one child, no pool (the other test worker has the other core);
     # the pool, the default, builds the tiny site of nbs/docs/site.ipynb under test_notebooks
@@ -66,9 +74,12 @@ def test_the_build_says_each_step_as_it_goes(site):
 
 
 def test_the_build_changes_no_tracked_file_and_leaves_only_ignored_ones(site):
-    "`omni-npu-port docs` on a fresh clone: every tracked file it read is as it was; what it adds is ignored by git."
+    ("`omni-npu-port docs` on a fresh clone: every tracked file it read is as it was (but the sidebar, written for the "
+     "copy's notebooks); what it adds is ignored by git.")
     work, _ = site
-    tracked = [t for t in tracked_files(ROOT) if t.split("/")[0] in COPIED]
+    left_out = {f"{SETTINGS['nbs_path']}/{nb.as_posix()}" for nb in notebooks(ROOT)} - {
+        f"{SETTINGS['nbs_path']}/{nb}" for nb in PAGES_READ} | {f"{SETTINGS['nbs_path']}/sidebar.yml"}
+    tracked = [t for t in tracked_files(ROOT) if t.split("/")[0] in COPIED and t not in left_out]
     changed = [t for t in tracked if (ROOT / t).is_file() and not (ROOT / t).is_symlink()
                and (work / t).read_bytes() != (ROOT / t).read_bytes()]
     assert not changed, f"the docs build changed tracked files: {changed}"
@@ -81,26 +92,43 @@ def test_the_build_changes_no_tracked_file_and_leaves_only_ignored_ones(site):
 def test_every_notebook_is_a_page(site):
     work, out = site
     assert out == work / SETTINGS["doc_path"] and docs_location(work) == out / "index.html"
-    nbs = notebooks(work)
-    assert len(nbs) == len(notebooks(ROOT)) > 0
-    missing = [str(page_of(nb)) for nb in nbs if not (out / page_of(nb)).is_file()]
+    assert sorted(nb.as_posix() for nb in notebooks(work)) == sorted(PAGES_READ)
+    missing = pages_missing(work, out)
     assert not missing, f"notebooks without a page in the built site: {missing}"
 
 
 def test_sidebar_links_every_page_in_order(browser, site):
+    "The sidebar a browser shows links every page in SIDEBAR's order; .ci/run reads the same links from the HTML."
     work, out = site
     page = browser.new_page()
-    page.goto((out / "core" / "catalog.html").as_uri())
+    page.goto((out / SIDEBAR_PAGE).as_uri())
     hrefs = page.eval_on_selector_all("#quarto-sidebar a.sidebar-link[href]", "els => els.map(e => e.getAttribute('href'))")
     page.close()
-    linked = [re.sub(r"\.html$", "", posixpath.normpath(posixpath.join("core", h))) for h in hrefs]  # relative to core/
-    have = {nb.with_suffix("").as_posix() for nb in notebooks(work)}
-    expected = [name for _, names in SIDEBAR for name in names if name in have]
-    assert [p for p in linked if p in expected] == expected, f"the sidebar's order is {linked}, expected {expected}"
-    by_layer = [name for _, names in sidebar_sections(notebooks(work)) for name in names]  # `folder/*` entries expanded
-    assert [p for p in linked if p in by_layer] == by_layer, f"the sidebar's order is {linked}, expected {by_layer}"
-    unlinked = sorted(have - set(linked))
-    assert not unlinked, f"notebooks with a page but no sidebar entry: {unlinked}"
+    assert hrefs and sidebar_hrefs((out / SIDEBAR_PAGE).read_text(encoding="utf-8")) == hrefs
+    assert sidebar_problems(work, hrefs) == []
+
+
+def test_the_site_checks_find_a_sidebar_out_of_order_a_missing_page_and_a_build_that_changes_files(site, tmp_path):
+    "The checks .ci/run makes on the whole site fire: a page dropped, two swapped; a file changed, a new one unignored."
+    work, out = site
+    assert pages_missing(work, tmp_path) == [str(nb.with_suffix(".html")) for nb in notebooks(work)]   # no site there
+    hrefs = sidebar_hrefs((out / SIDEBAR_PAGE).read_text(encoding="utf-8"))
+    assert any("notebooks with a page but no sidebar entry" in p for p in sidebar_problems(work, hrefs[1:]))
+    assert any("order" in p for p in sidebar_problems(work, [hrefs[1], hrefs[0], *hrefs[2:]]))
+    (tmp_path / ".gitignore").write_text("_docs/\n")
+    (tmp_path / "nbs").mkdir()
+    (tmp_path / "nbs" / "a.ipynb").write_text("{}")
+    (tmp_path / "nbs" / "b.ipynb").write_text("{}")
+    before = committed(tmp_path)
+    assert set(before) == {".gitignore", "nbs/a.ipynb", "nbs/b.ipynb"} and build_problems(tmp_path, before) == []
+    (tmp_path / "nbs" / "a.ipynb").write_text("{ }")
+    (tmp_path / "nbs" / "b.ipynb").unlink()
+    (tmp_path / "_docs").mkdir()
+    (tmp_path / "_docs" / "a.html").write_text("")   # ignored: fine
+    (tmp_path / "nbs" / "new.yml").write_text("")
+    assert build_problems(tmp_path, before) == [
+        "the docs build changed nbs/a.ipynb", "the docs build changed nbs/b.ipynb",
+        "the docs build left files git would see as new: ['nbs/new.yml']"]
 
 
 def test_catalog_page_shows_every_pattern(browser, site):
@@ -123,7 +151,6 @@ def test_catalog_page_shows_every_pattern(browser, site):
 
 def test_every_family_page_shows_its_records(browser, site):
     "Each family notebook's page shows the records of its family (its show_records table)."
-    from omni_npu_port.core.catalog import FAMILIES
     work, out = site
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     for fam, (_, nb) in FAMILIES.items():

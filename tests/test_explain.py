@@ -3,7 +3,6 @@ import json
 import re
 from pathlib import Path
 
-import jsonschema
 import pytest
 
 from omni_npu_port.cli.main import main
@@ -188,6 +187,8 @@ SARIF_SUBSET = {
 
 
 def check_sarif(log: dict):
+    # imported here, not at collection: its URI format checkers take seconds to import in every test process
+    import jsonschema
     v = jsonschema.Draft202012Validator
     v(SARIF_SUBSET, format_checker=v.FORMAT_CHECKER).validate(log)
     run = log["runs"][0]
@@ -204,6 +205,7 @@ def check_sarif(log: dict):
 
 
 def test_the_sarif_check_can_fail():
+    import jsonschema
     bad = {"version": "2.1.0", "runs": [{"tool": {"driver": {"name": "t", "rules": [{"id": "ONP1001"}]}}, "results": [
         {"ruleId": "ONP1001", "ruleIndex": 0, "message": {"text": "m"},
          "locations": [{"physicalLocation": {"artifactLocation": {"uri": "/abs/runner.py"}}}]}]}]}

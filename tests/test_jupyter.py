@@ -1,8 +1,9 @@
 """The catalog notebook runs in a real Jupyter server, as it does in JupyterLab.
 
-Starts `python -m jupyter_server` on 127.0.0.1 with a random free port and a token, starts a kernel over the
-REST API, runs the code cells of nbs/core/catalog.ipynb through the kernel's websocket channel, and shuts
-everything down with bounded waits.
+`Server` starts `python -m jupyter_server` (or `jupyterlab`) on 127.0.0.1 with a random free port and a token; the test
+starts a kernel over the REST API in the session's JupyterLab (conftest's `jupyterlab`, shared with the files that look
+at views in it), runs the code cells of nbs/core/catalog.ipynb through the kernel's websocket channel, and shuts the
+kernel down with bounded waits.
 """
 import asyncio
 import json
@@ -89,12 +90,10 @@ class Server:
 
 
 @pytest.fixture
-def server(tmp_path):
-    s = Server(tmp_path)
-    try:
-        s.wait_ready()
-        yield s
-    finally: s.stop()
+def server(jupyterlab):
+    "The session's JupyterLab (a jupyter_server with the lab extension), with a folder of this test's for its kernel."
+    (jupyterlab.root / "catalog").mkdir(exist_ok=True)
+    return jupyterlab
 
 
 def code_cells(nb_path: Path) -> list:
@@ -152,7 +151,7 @@ def test_catalog_notebook_runs_in_jupyter(server):
     assert "started" in status
     cells = code_cells(NOTEBOOK)
     assert len(cells) >= 5, f"only {len(cells)} code cells found in {NOTEBOOK}"
-    code, kernel = server.request("POST", "/api/kernels", {"name": "python3", "path": SETTINGS["nbs_path"]})
+    code, kernel = server.request("POST", "/api/kernels", {"name": "python3", "path": "catalog"})
     assert code == 201, f"starting a kernel answered {code}"
     try:
         ws = f"ws://127.0.0.1:{server.port}/api/kernels/{kernel['id']}/channels"
@@ -164,4 +163,4 @@ def test_catalog_notebook_runs_in_jupyter(server):
     finally:
         code, _ = server.request("DELETE", f"/api/kernels/{kernel['id']}", timeout=30)
         assert code == 204, f"shutting the kernel down answered {code}"
-    assert server.request("GET", "/api/kernels")[1] == []
+    assert kernel["id"] not in [k["id"] for k in server.request("GET", "/api/kernels")[1]]   # gone from the server

@@ -30,6 +30,9 @@ RULES = compile_rules("vllm-ascend==0.18.0")
 FILE_ERRORS = {"ONP9001", "ONP9002", "ONP9006"}           # the translator's per-file errors for text it is given
 GPU_LINE = "import torch\ntorch.cuda.synchronize()  # a GPU pattern: the pre-filter lets the file in\n"
 QUICK = settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+# hypothesmith builds its Python grammar on every from_grammar() call (~0.8 s of CPU): one strategy for the tests that
+# draw programs, built when the first of them draws (the same examples), not at collection in every test process
+PROGRAMS = st.deferred(lambda: hypothesmith.from_grammar("file_input"))
 
 
 def parses(text) -> bool:
@@ -68,7 +71,7 @@ def placed(program: str, where: str) -> str:
 
 
 @QUICK
-@given(hypothesmith.from_grammar(), st.sampled_from(["before", "after", "method"]))
+@given(PROGRAMS, st.sampled_from(["before", "after", "method"]))
 def test_generated_programs_translate_safely(program, where):
     check_translation(placed(program, where))
 
@@ -80,7 +83,7 @@ def test_generated_modules_translate_safely(program):
 
 
 @QUICK
-@given(hypothesmith.from_grammar())
+@given(PROGRAMS)
 def test_programs_without_a_gpu_pattern_stay_byte_identical(program):
     data = program.encode("utf-8", "surrogatepass")
     t = translate_source(data, RULES)
@@ -213,7 +216,7 @@ def triple_file(tmp: Path, extra: str) -> Path:
 
 
 @settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
-@given(hypothesmith.from_grammar("file_input"))
+@given(PROGRAMS)
 def test_port_of_a_generated_method(tmp_path_factory, program):
     from omni_npu_port.port import locate
     from omni_npu_port.port.method import port_method

@@ -12,9 +12,7 @@ import socket
 import sys
 from pathlib import Path
 
-import nbformat
 import pytest
-from nbclient import NotebookClient
 
 from omni_npu_port.docs.site import cell_directives, find_root, nbdev_settings
 from omni_npu_port.runtime.kernel import NOTEBOOK_KERNEL
@@ -92,6 +90,9 @@ def html_of(cell) -> str:
 @pytest.fixture(scope="module")
 def executed(tmp_path_factory):
     "The workbook run through a kernel with the network closed and empty caches: (notebook, out folder, network log, tmp)."
+    # imported here, not at collection: nbformat and nbclient take ~1.5 s of CPU to import in every test process
+    import nbformat
+    from nbclient import NotebookClient
     tmp = tmp_path_factory.mktemp("workbook")
     out, log = tmp / "out", tmp / "network.log"
     out.mkdir()
@@ -169,6 +170,7 @@ MEASURE = """() => [...document.querySelectorAll('.jp-OutputArea-output .onp')].
 @pytest.fixture(scope="module")
 def lab(executed, jupyterlab, tmp_path_factory):
     "The executed workbook in the session's JupyterLab twice: signed (trusted) and not (untrusted); its kernel added."
+    import nbformat
     from nbformat.sign import NotebookNotary
     nb, out, _, _ = executed
     folder = jupyterlab.root / "workbook"
