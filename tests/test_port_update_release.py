@@ -36,10 +36,12 @@ def test_a_peoples_edit_and_the_new_gpu_change_both_land(updated):
     assert "self.npu_warmup(num_tokens)" in r.code and "self.last_num_tokens = num_tokens" in r.code
     assert m["_dummy_run"].how == "merged" and m["_dummy_run"].people >= 1 and m["_dummy_run"].gpu >= 1
     assert m["_dummy_run"].conflicts == 0
-    # the conflict both ports have in _dummy_run, which the people resolved, does not come back
     dummy = r.code[r.code.index("def _dummy_run"):r.code.index("def npu_warmup")]
     assert "ONP4001" not in dummy and "set_forward_context(" not in dummy
-    assert u.base.conflicts >= 1 and u.fresh.conflicts >= 1
+    # omni imports `set_forward_context` through vllm's gpu_model_runner (a re-export): the tool's own ports of both
+    # releases translate it (port_rules) and no longer conflict there
+    for port in (u.base, u.fresh):
+        assert port.conflicts == 0 and all("set_forward_context(" not in x.code for x in port.runners)
 
 
 def test_a_rename_is_paired_by_body_and_keeps_the_peoples_edit(updated):

@@ -27,7 +27,7 @@ from omni_npu_port.port.locate import (
 from omni_npu_port.port.translation import (
     module_imports,
     pairing_check,
-    rules_for,
+    port_rules,
     target_check,
     target_of,
     translate_code,
@@ -89,7 +89,7 @@ def plan_class(gpu_base: Located, gpu_omni: Located, npu_base: Located, target: 
                exclude=()) -> ClassPlan:
     ("Sort the omni class's own methods into three-way ports, translated copies and inherited ones (`exclude`: omni "
      "classes whose methods an NPU parent has).")
-    rules = rules_for(target or target_of(npu_base))
+    rules = port_rules(target or target_of(npu_base), gpu_omni, gpu_base, npu_base)
     names = omni_overrides(gpu_omni, gpu_base, exclude)
     omni = {n: method_located(gpu_omni, n) for n in names}
     done = translate_methods([(omni[n].method_source, omni[n].context_text) for n in names], rules)   # one run
@@ -295,7 +295,7 @@ def port_class(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_st
     t0 = time.perf_counter()
     ll, settings = format_options(gpu_omni, line_length) if format else (None, {})
     ruff_said = ruff_warnings(gpu_omni) if format else []   # a setting of the omni source's ruff config ignored
-    rules = rules_for(target or target_of(npu_base))       # compiled once for the whole class
+    rules = port_rules(target or target_of(npu_base), gpu_omni, gpu_base, npu_base)   # once for the whole class
     cname = class_name or ported_class_name(gpu_omni.cls_node.name)
     bo = order or base_order(cname, gpu_omni, npu_base, gpu_base, parent)   # NPU first where the NPU base lacks vllm's
     plan = plan_for_order(bo, gpu_omni, plan_class(gpu_base, gpu_omni, npu_base, rules,

@@ -13,7 +13,7 @@ from .locate import Located, PortError
 from .method import PortOptions
 from .reach import worker_entry_points
 from .ready import ready_index
-from .translation import rules_for, target_of
+from .translation import port_rules, rules_for, target_of
 
 # %% auto #0
 __all__ = ['PortContext']
@@ -43,6 +43,10 @@ class PortContext:
     def rules(self) -> RuleSet:
         "The translator's rules at the target: the options' target, else the NPU base's own version (compiled once)."
         return rules_for(self.options.target or target_of(self.npu_base))
+
+    def class_rules(self, omni: Located) -> RuleSet:
+        "The rules a class port of `omni` translates with: `rules`, re-exports looked up in the sources."
+        return port_rules(self.options.target or target_of(self.npu_base), omni, self.gpu_base, self.npu_base)
 
     @functools.cached_property
     def entry_points(self) -> tuple:

@@ -151,9 +151,22 @@ def _other_label(x: ast.stmt, y: ast.stmt) -> bool:
     "Two statements equal but for string literals that are not versions of each other (< 50 % alike): another label."
     tx, ty = _label_tokens(x), _label_tokens(y)
     pairs = [(a, b) for a, b in zip(tx, ty) if a != b]
+    if _shared_context(x, y): return False   # one `with` block whose label omni renamed
     return len(tx) == len(ty) and bool(pairs) and all(_is_str(a) and _is_str(b) for a, b in pairs) and \
         any(difflib.SequenceMatcher(None, a, b, autojunk=False).ratio() < 0.5 for a, b in pairs)
 
+
+# %% ../../nbs/port/delta.ipynb #e60e5049
+def _takes_data(e: ast.expr) -> bool:
+    "A context manager called with data: a call with an argument (positional or keyword) that is not a constant."
+    args = [*e.args, *(k.value for k in e.keywords)] if isinstance(e, ast.Call) else []
+    return any(not isinstance(a, ast.Constant) for a in args)
+
+def _shared_context(x: ast.stmt, y: ast.stmt) -> bool:
+    "Two `with` statements that share a context manager taking data (the same item, `as` name included): one block."
+    if not isinstance(x, (ast.With, ast.AsyncWith)) or type(x) is not type(y): return False
+    theirs = {_dump(i) for i in y.items}
+    return any(_takes_data(i.context_expr) and _dump(i) in theirs for i in x.items)
 
 # %% ../../nbs/port/delta.ipynb #e24o0002
 _OPPOSITE = {

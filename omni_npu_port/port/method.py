@@ -34,7 +34,7 @@ from .merge import INLINE_MARK, Prefer, merge_hunks, prefer_of, render
 from .overrides import omni_definitions, override_calls, override_calls_in_base
 from .parsed import parsed
 from .statements import MethodPort
-from .translation import pairing_check, rules_for, target_check, target_of, translate_methods
+from .translation import pairing_check, port_rules, target_check, target_of, translate_methods
 from .wraps import port_npu_wraps
 
 # %% auto #0
@@ -395,7 +395,7 @@ def port_method(gpu_base: Located, gpu_omni: Located, npu_base: Located, super_s
     format, line_length = o.format, o.line_length
     if format: ruff_bin()                 # no ruff: say so before the work
     name = gpu_omni.method_node.name
-    rules = rules_for(target or (target_of(npu_base) if npu_base else None))
+    rules = port_rules(target or (target_of(npu_base) if npu_base else None), gpu_omni, gpu_base, npu_base)
     if why := _no_base(gpu_base, npu_base):
         found = target_check(npu_base, rules) if npu_base else []
         return port_omni_only(gpu_omni, rules, why, prefer, format, line_length, found)

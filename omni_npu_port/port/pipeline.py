@@ -104,7 +104,7 @@ def _methods(cp: ClassPort, ctx: PortContext) -> None:
 def _faithfulness(cp: ClassPort, ctx: PortContext) -> None:
     "Each ported method against its inputs; ONP4303 per line lost with nothing to explain it."
     cp.checks = check_runner(cp.code, cp.place.cls, cp.styles, cp.diagnostics, ctx.gpu_base, cp.omni, ctx.npu_base,
-                             list(ctx.history), ctx.rules)
+                             list(ctx.history), ctx.class_rules(cp.omni))
     for m in cp.checks: m.statements = cp.stats.get("statements", {}).get(m.name, {})   # the method port's form
     cp.diagnostics += [port_diagnostic("ONP4303", f"{code_info('ONP4303').title}: {line}", where=m.name)
                        for m in cp.checks for line in m.unexplained]

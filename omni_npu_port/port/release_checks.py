@@ -19,7 +19,7 @@ from .delta import bound_names
 from .locate import Located, MethodSpec, MroClass, locate, method_located, python_lines
 from .merge import code_tokens, keep_side, logical_units, uncomment_conflicts
 from .method import STRATEGIES, strategy, undefined_names
-from .translation import rules_for, target_of, translate_methods
+from .translation import port_rules, target_of, translate_methods
 
 # %% auto #0
 __all__ = ['LIVE_BY_CALL', 'INLINED', 'REACHED', 'EXPLAINS', 'statement_key', 'line_keys', 'in_port', 'port_statements',
@@ -259,7 +259,8 @@ def check_runner(code: str, cls: str, styles: dict, diags: list, gpu_base: Locat
                  history: list[Located], rules=None) -> list[MethodCheck]:
     ("The faithfulness check of every method a class port wrote, against its three inputs (and the older vllm's); "
      "`rules`: the port's (default: the NPU base's version).")
-    rules, chunks, out = rules or rules_for(target_of(npu_base)), method_chunks(code, cls), []
+    rules = rules or port_rules(target_of(npu_base), omni, gpu_base, npu_base)
+    chunks, out = method_chunks(code, cls), []
     for name, style in styles.items():
         go, gb, nb = method_located(omni, name), method_located(gpu_base, name), method_located(npu_base, name)
         olds = [m for h in history if (m := method_located(h, name))] if strategy(style).history else []   # merges only

@@ -27,14 +27,16 @@ from ..core.profile import resolve_target
 from ..core.releases import Target, target_for
 from ..sources.readers import parse_source
 from ..sources.stated import tree_target
+from ..sources.symbols import SymbolIndex
 from ..translate.engine import RuleSet, compile_rules, translate_source
+from ..translate.rules import reexport_of
 from .locate import Located, PortError, indent_lines, method_text, port_diagnostic, python_lines, top_classes
 
 # %% auto #0
 __all__ = ['TCACHE_ENV', 'TCACHE_FORMAT', 'log', 'LIVE_TEMP_S', 'SCRATCH', 'rules_for', 'known_ascend', 'target_of',
            'target_check', 'from_translator', 'module_imports', 'code_fingerprint', 'translation_cache', 'rules_digest',
-           'forget_translations', 'translate_methods', 'translate_located', 'translate_code', 'translator_check',
-           'npu_target', 'port_target', 'pairing_check']
+           'reexport_answers', 'forget_translations', 'translate_methods', 'translate_located', 'translate_code',
+           'port_trees', 'port_rules', 'translator_check', 'npu_target', 'port_target', 'pairing_check']
 
 # %% ../../nbs/port/translation.ipynb #8e7f35e9
 register(
@@ -189,7 +191,21 @@ _DIAG_FIELDS = {f.name: f.type for f in dataclasses.fields(Diagnostic)}
 _LOGGED: set = set()
 
 def _key(rules: RuleSet, mod: str, src: str) -> str:
-    return hashlib.sha256("\0".join((rules_digest(rules), mod, src)).encode()).hexdigest()
+    parts = (rules_digest(rules), mod, src)
+    if rules.resolve is not None: parts += (reexport_answers(rules, mod, src),)   # `port_rules`' lookup
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+
+def reexport_answers(rules: RuleSet, mod: str, src: str) -> str:
+    ("What a rule set's resolver says of the names the module's and the method's `from` imports bind (the sources "
+     "and each re-export the lookup found): a translation kept on disk is keyed by it too.")
+    found = []
+    for text in ("\n".join(module_imports(mod)), textwrap.dedent(src)):
+        try: tree = parse_source(text)
+        except SyntaxError: continue
+        for n in ast.walk(tree):
+            if isinstance(n, ast.ImportFrom) and n.module and not n.level:
+                found += [(q, *reexport_of(rules, q)) for a in n.names if (q := f"{n.module}.{a.name}")]
+    return repr((rules._memo.get("resolver"), sorted(set(found), key=repr)))
 
 def _digest(body: dict) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
@@ -357,6 +373,28 @@ def translate_code(
 ) -> tuple[str, list[Diagnostic]]:
     "Translate one method's text (imports taken from `module_text`) for a target: (code, diagnostics)."
     return translate_methods([(code, module_text)], rules_for(target))[0]
+
+# %% ../../nbs/port/translation.ipynb #5e1a7c21
+def port_trees(*sources) -> tuple:
+    "The source trees of a port's located inputs, one per package (the first given wins); lone files have none."
+    one = {}
+    for s in sources:
+        t = getattr(s, "tree", None)
+        if t is not None: one.setdefault(t.package, t)
+    return tuple(one.values())
+
+def port_rules(target: str | Target | RuleSet | None = None, *sources) -> RuleSet:
+    ("`rules_for(target)` with the translator's re-export lookup over the trees of `sources` (the located omni, GPU "
+     "and NPU inputs): a name imported through omni's own modules gets its catalog rule. Compiled once per trees.")
+    if isinstance(target, RuleSet): return target
+    base, trees = rules_for(target), port_trees(*sources)
+    if not trees: return base
+    key = ((base.target, base.vllm), tuple(id(t) for t in trees))   # the trees live as long as the resolver holds them
+    if key not in _RULES:
+        ix = SymbolIndex(trees)
+        _RULES[key] = dataclasses.replace(base, resolve=ix.resolve, _memo={"resolver": repr(ix)}, _prefilter=None)
+    return _RULES[key]
+
 
 # %% ../../nbs/port/translation.ipynb #d852dda9
 def _satisfied(d: Diagnostic, method_src: str, rules: RuleSet) -> bool:
