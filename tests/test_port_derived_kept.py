@@ -86,7 +86,7 @@ def test_a_folder_source_is_never_kept(kept):
 
 
 def test_the_index_is_kept_by_its_vllm_ascend_archive_a_vllm_folder_reads_it(kept):
-    "The scan reads vllm-ascend alone (issue 34): a port given vllm as a folder reads the index; an ascend folder never."
+    "The scan reads vllm-ascend alone (issue 34): a port given a vllm folder reads the index; an ascend folder never."
     vllm, ascend, scans, folder = kept
     assert _findings(DC.kept_index(FX / "vllm", FX / "ascend")) and scans and not folder.exists()   # folders: not kept
     D._INDEXES.clear(); scans.clear()
