@@ -371,6 +371,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                         'omni_npu_port/cli/translate.py'),
                                              'omni_npu_port.cli.translate.jobs_for': ( 'cli/translate.html#jobs_for',
                                                                                        'omni_npu_port/cli/translate.py'),
+                                             'omni_npu_port.cli.translate.kept_target_index': ( 'cli/translate.html#kept_target_index',
+                                                                                                'omni_npu_port/cli/translate.py'),
                                              'omni_npu_port.cli.translate.print_findings': ( 'cli/translate.html#print_findings',
                                                                                              'omni_npu_port/cli/translate.py'),
                                              'omni_npu_port.cli.translate.print_summary': ( 'cli/translate.html#print_summary',

@@ -127,6 +127,17 @@ def test_fifos_and_devices_are_never_read(bad, tmp_path):
         assert r.stderr.count("\n") == 1 and ("FIFO" in r.stderr or "not a regular file" in r.stderr), r.stderr
 
 
+
+def test_doctor_refuses_a_source_it_cannot_read_before_it_imports_torch(monkeypatch):
+    "A source that cannot be read is refused before the platform is described (torch's ~1.5 s import, issue 34)."
+    from omni_npu_port.sources import doctor as D
+    described = []
+    monkeypatch.setattr(D, "platform_report", lambda: described.append("platform") or {"versions": {}})
+    with pytest.raises(D.DoctorError, match="not a regular file"): D.doctor_report(["/dev/zero"])
+    assert described == []
+    monkeypatch.setattr(D, "doctor_sources", lambda paths: [])          # sources that read: the platform described
+    assert D.doctor_report(["readable"])["sources"] == [] and described == ["platform"]
+
 # --- profile and bench ---------------------------------------------------------------------------------------------
 def test_a_settings_ini_that_is_not_utf8_is_one_line_naming_it_in_profile_and_translate(tmp_path, monkeypatch):
     monkeypatch.delenv("OMNI_NPU_PORT_SETTINGS", raising=False)

@@ -85,6 +85,17 @@ def test_a_folder_source_is_never_kept(kept):
     assert scans and not folder.exists()
 
 
+def test_the_index_is_kept_by_its_vllm_ascend_archive_a_vllm_folder_reads_it(kept):
+    "The scan reads vllm-ascend alone (issue 34): a port given a vllm folder reads the index; an ascend folder never."
+    vllm, ascend, scans, folder = kept
+    assert _findings(DC.kept_index(FX / "vllm", FX / "ascend")) and scans and not folder.exists()   # folders: not kept
+    D._INDEXES.clear(); scans.clear()
+    built = _findings(DC.kept_index(FX / "vllm", ascend))                # vllm a folder, vllm-ascend an archive: kept
+    assert scans and len(list(folder.glob("*.json"))) == 1
+    D._INDEXES.clear(); scans.clear()
+    assert _findings(DC.kept_index(vllm, ascend)) == built and scans == []   # read back, whichever vllm reads it
+
+
 def test_a_corrupt_entry_is_rebuilt_and_a_foreign_file_left_alone(kept, monkeypatch):
     vllm, ascend, scans, folder = kept
     built = _findings(DC.kept_index(vllm, ascend))

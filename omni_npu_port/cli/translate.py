@@ -32,7 +32,7 @@ DESCRIPTION = ("Translate GPU (vllm) runner code to NPU (vllm-ascend) code with 
 
 # %% auto #0
 __all__ = ['DESCRIPTION', 'REPEATS_SHOWN', 'configure', 'check_arguments', 'translate_target', 'translate_rules',
-           'print_findings', 'print_summary', 'jobs_for', 'run']
+           'print_findings', 'print_summary', 'jobs_for', 'kept_target_index', 'run']
 
 # %% ../../nbs/cli/translate.ipynb #3ca90c4e
 def configure(ap):
@@ -187,6 +187,19 @@ def jobs_for(args, rules) -> int:
                            "omni-npu-port translate"), file=sys.stderr)
     return min(args.jobs or cpus, cpus)
 
+# %% ../../nbs/cli/translate.ipynb #7c2e5d1f
+def kept_target_index(rules):
+    "The derived index of the rules' target, read where a run kept it, else scanned and kept; None: not to be had."
+    if not rules.derived: return None
+    from omni_npu_port.port.derived_check import kept_index
+    from omni_npu_port.sources.readers import SourceError
+    from omni_npu_port.translate.derived import target_sources
+    try:
+        paths = target_sources(rules)
+        return None if paths is None else kept_index(paths[1], paths[0])
+    except (OSError, SourceError, MemoryError, RecursionError):
+        return None   # each file that needs the index says why, as it did before (translate.derived.add_derived)
+
 # %% ../../nbs/cli/translate.ipynb #155ec8cb
 def run(args) -> int:
     "Translate the sources as `args` say; 1 if --check finds GPU-isms left; an InputError if files or reports failed."
@@ -197,6 +210,7 @@ def run(args) -> int:
     if rules.warning: print(warning_line(rules.warning, "omni-npu-port translate"), file=sys.stderr)
     if args.output is not None and Path(args.output).exists() and not Path(args.output).is_dir():
         raise UsageError(f"-o {args.output}: exists and is not a folder")
+    kept_target_index(rules)                    # before the files (and the processes forked for them) need it
     result = translate_paths(args.src, rules, outdir=args.output, in_place=args.in_place, check=args.check,
                              force=args.force, comments=not args.no_comments, diff=sys.stdout if args.diff else None,
                              jobs=jobs_for(args, rules))

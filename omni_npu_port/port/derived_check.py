@@ -151,8 +151,9 @@ def archive_store(sources: list, *more: str) -> tuple | None:
     return None if key is None else (lambda: kept_derived(key), lambda body: keep_derived(key, body))
 
 def kept_index(vllm: str | Path, ascend: str | Path) -> DerivedIndex:
-    "`index_for` with the scan's state kept in the judge cache: read where kept, else built and kept."
-    return index_for(vllm, ascend, archive_store([vllm, ascend], "index"))
+    ("`index_for` with the scan's state kept in the judge cache: read where kept, else built and kept; by the "
+     "vllm-ascend archive alone (the scan reads no vllm module), so a vllm given as a folder reads it too.")
+    return index_for(vllm, ascend, archive_store([ascend], "index"))
 
 # %% ../../nbs/port/derived_check.ipynb #ec282b19
 def check_ports(ports: list, vllm: str | Path, ascend: str | Path, inputs: list[list[str]],

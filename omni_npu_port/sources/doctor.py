@@ -254,9 +254,9 @@ def version_warnings(trees: list[SourceTree]) -> list[str]:
 
 def doctor_report(paths=None, platform: dict | None = None) -> dict:
     "Platform, versions, warnings and conformance results as JSON-ready data."
+    trees = doctor_sources(paths)   # first: a source that cannot be read is refused before torch is imported
     plat = platform_report() if platform is None else platform
     versions = plat.get("versions") or {}
-    trees = doctor_sources(paths)
     warnings = [w for w in [cann_env_warning(versions)] if w] + version_warnings(trees)
     va = next((t for t in trees if t.package == "vllm_ascend"), None)
     gpu = next((t for t in trees if t.package == "vllm"), None)
