@@ -13,7 +13,9 @@ Label sets (benchmarks/data):
   `_0.22.csv` (from 0.20) after rules 7-10 were made, as their held-out check; `_0.24.csv` (from 0.22) in session
   s8-auditblind after rule 11, before the audit ran on it; `_0.20.csv` (from 0.18) in session s9-auditblind after
   rule 13, before the audit ran on it; `_0.18.csv` (from 0.16) in session s9-audit2 after rules 15-18, before the
-  audit ran on it; `_0.16.csv` (from 0.14) in session s9-audit3 after rules 19-20, before the audit ran on it.
+  audit ran on it; `_0.16.csv` (from 0.14) in session s9-audit3 after rules 19-20, before the audit ran on it;
+  `_0.31.csv` (0.31.0rc1 from 0.30.0) and `_0.32.csv` (0.32.0rc1 from 0.31.0rc1) in session s10-auditblind2 after
+  rule 20, before the audit ran on them (release candidates: their rows name the target, vllm-ascend 0.30.0rc2).
 - `audit_labels.csv`, `audit_labels_heldout*.csv`: GPU release N against the NPU copy of N+1 (PREV: N's predecessor),
   labelled for the rule pile this audit replaced (drift / mirrored / base-only / inherited); the new engine was
   built from none of them, so they read as unseen for it too, but they were labelled with the old audit's output

@@ -67,3 +67,8 @@ def test_rule24_must_not_fire_on_a_read_name_or_state():
     assert dead_bindings("def run(self):\n    randomize = False\n    self.go(randomize)\n") == set()
     assert dead_bindings("def run(self):\n    self.flag = False\n") == set()
     assert dead_bindings("def run(self):\n    n = len(self.x)\n") == set()   # not a constant
+
+
+def test_rule22_must_not_fire_on_the_same_chain():
+    # the copy changed the same call (same chain) as the GPU side did: the copy's own update, not the old place
+    assert not reached("m = self . model . meta ( r )", stream(["m = self . model . meta ( r , n = n )"]))

@@ -266,13 +266,14 @@ def passed(key: str, own: str) -> bool:
 
 
 # %% ../../nbs/port/audit.ipynb #46939caa
-_CALL = re.compile(r"^((?:\w+ (?:, )?)+)= (?:\w+ \. )*(\w+) \( ")
+_CALL = re.compile(r"^((?:\w+ (?:, )?)+)= ((?:\w+ \. )*)(\w+) \( ")
 
 def reached(key: str, own: str) -> bool:
     ("Whether the copy's method (`own`, a `stream`) makes the call `key` (`x = f (`) through another attribute chain: "
-     "the same target and callee (`x = self . model . f (`).")
+     "the same target and callee (`x = self . model . f (`); the same chain is the same call, changed or not.")
     m = _CALL.match(f"{key} ")
-    return bool(m) and re.search(f" {re.escape(m[1])}= (?:\\w+ \\. )*{re.escape(m[2])} \\( ", own) is not None
+    pat = f" {re.escape(m[1])}= ((?:\\w+ \\. )*){re.escape(m[3])} \\( " if m else ""
+    return bool(m) and any(g[1] != m[2] for g in re.finditer(pat, own))
 
 
 # %% ../../nbs/port/audit.ipynb #da3dbcb9
