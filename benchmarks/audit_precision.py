@@ -1,9 +1,9 @@
 """Precision and recall of `omni-npu-port audit` (the update's diff) on labelled vLLM-Omni release pairs.
 
 Each labels CSV holds one row per (NPU runner class, method) where omni's GPU runner changed: (GPU release, NPU
-release, [the release the NPU copy was last in step with,] NPU class, method, label, evidence). The audit runs as
+release, [the release the NPU copy was last in step with,] NPU class, method, label, evidence[, target]). The audit runs as
 `audit --gpu GPU --npu NPU --from PREV` (PREV: the `prev_release` column, else the release before GPU), both ports
-on the target the NPU release states; a labelled method is predicted drift when the audit reports ONP4120-ONP4123
+on the target the NPU release states (the `target` column, where given); a labelled method is predicted drift when the audit reports ONP4120-ONP4123
 on it (the update would add, change or remove its lines, or conflicts over them).
 
 Label sets (benchmarks/data):
@@ -13,7 +13,9 @@ Label sets (benchmarks/data):
   `_0.22.csv` (from 0.20) after rules 7-10 were made, as their held-out check; `_0.24.csv` (from 0.22) in session
   s8-auditblind after rule 11, before the audit ran on it; `_0.20.csv` (from 0.18) in session s9-auditblind after
   rule 13, before the audit ran on it; `_0.18.csv` (from 0.16) in session s9-audit2 after rules 15-18, before the
-  audit ran on it; `_0.16.csv` (from 0.14) in session s9-audit3 after rules 19-20, before the audit ran on it.
+  audit ran on it; `_0.16.csv` (from 0.14) in session s9-audit3 after rules 19-20, before the audit ran on it;
+  `_0.31.csv` (0.31.0rc1 from 0.30.0) and `_0.32.csv` (0.32.0rc1 from 0.31.0rc1) in session s10-auditblind2 after
+  rule 20, before the audit ran on them (release candidates: their rows name the target, vllm-ascend 0.30.0rc2).
 - `audit_labels.csv`, `audit_labels_heldout*.csv`: GPU release N against the NPU copy of N+1 (PREV: N's predecessor),
   labelled for the rule pile this audit replaced (drift / mirrored / base-only / inherited); the new engine was
   built from none of them, so they read as unseen for it too, but they were labelled with the old audit's output
@@ -39,7 +41,7 @@ from omni_npu_port.port.audit import DRIFT_CODES, audit  # noqa: E402
 
 DATA = Path(__file__).parent / "data"
 BLIND = [DATA / f"audit_labels_update_{v}.csv"
-         for v in ("0.16", "0.18", "0.20", "0.22", "0.24", "0.26", "0.28", "0.30")]
+         for v in ("0.16", "0.18", "0.20", "0.22", "0.24", "0.26", "0.28", "0.30", "0.31", "0.32")]
 OLDER = [DATA / "audit_labels.csv", *(DATA / f"audit_labels_heldout{s}.csv" for s in ("", "2", "3", "4"))]
 POSITIVE, NEGATIVE = {"drift"}, {"mirrored", "base-only", "inherited", "not-copied"}
 
@@ -61,16 +63,21 @@ def read_labels(path: Path) -> list[dict]:
     return out
 
 
+def key_of(r: dict) -> tuple:
+    "(GPU, NPU, PREV, target) of a labelled row; target '' where the row leaves it to the audit's inference."
+    return r["gpu_release"], r["npu_release"], r["prev_release"], r.get("target") or ""
+
+
 def predicted(findings) -> set:
     "(NPU class, method) pairs the audit reports drift on."
     return {(f.cls, f.method) for f in findings if f.code in DRIFT_CODES}
 
 
 def score(rows: list[dict], flagged: dict) -> dict:
-    "TP/FP/FN/TN, precision and recall over the labelled rows; `flagged[(gpu, npu, prev)]` is the audit's set."
+    "TP/FP/FN/TN, precision and recall over the labelled rows; `flagged[key_of(row)]` is the audit's set."
     out = {"tp": [], "fp": [], "fn": [], "tn": []}
     for r in rows:
-        hit = (r["npu_class"], r["method"]) in flagged[(r["gpu_release"], r["npu_release"], r["prev_release"])]
+        hit = (r["npu_class"], r["method"]) in flagged[key_of(r)]
         pos = r["label"] in POSITIVE
         out["tp" if hit and pos else "fp" if hit else "fn" if pos else "tn"].append(r)
     n = {k: len(v) for k, v in out.items()}
@@ -106,10 +113,10 @@ def main(argv=None) -> int:
     sets = {p.name: read_labels(p) for p in files}
     rows = [r for rs in sets.values() for r in rs]
     flagged, findings = {}, {}
-    for key in sorted({(r["gpu_release"], r["npu_release"], r["prev_release"]) for r in rows}):
-        gpu, npu, prev = key
+    for key in sorted({key_of(r) for r in rows}):
+        gpu, npu, prev, target = key
         t = time.perf_counter()
-        found = audit(gpu, npu, prev)
+        found = audit(gpu, npu, prev, target or None)
         flagged[key], findings[key] = predicted(found), len([f for f in found if f.code in DRIFT_CODES])
         print(f"omni {gpu} GPU vs {npu} NPU copy, last in step in {prev}: {findings[key]} drift finding(s) on "
               f"{len(flagged[key])} method(s), {time.perf_counter() - t:.1f} s")

@@ -33,11 +33,11 @@ from .update_release import class_methods, previous_release, update_runners
 # %% auto #0
 __all__ = ['DRIFT_CODES', 'Finding', 'audit_target', 'conflict_view', 'Change', 'update_changes', 'method_at', 'by_method',
            'change_method', 'change_finding', 'method_keys', 'stream', 'base_method_stream', 'substantive', 'passed',
-           'steady', 'their_guards', 'anchors', 'adapted', 'owed', 'outside', 'shape', 'statement_shapes',
+           'reached', 'steady', 'their_guards', 'anchors', 'adapted', 'owed', 'outside', 'shape', 'statement_shapes',
            'moved_blocks', 'new_methods', 'callers', 'run_by_copy', 'kept_copy', 'body_shapes', 'inline_in_copy',
-           'platform_names', 'on_platform', 'module_bound', 'else_tests', 'inlined', 'other_forms', 'release_arg',
-           'AuditSides', 'gpu_gained', 'kept_lag', 'method_texts', 'anchor_pair', 'dropped_kept', 'kept_findings',
-           'missing_methods', 'runner_findings', 'audit']
+           'platform_names', 'on_platform', 'module_bound', 'else_tests', 'inlined', 'other_forms', 'base_calls',
+           'base_call_kept', 'dead_bindings', 'release_arg', 'AuditSides', 'gpu_gained', 'kept_lag', 'method_texts',
+           'anchor_pair', 'dropped_kept', 'kept_findings', 'missing_methods', 'runner_findings', 'audit']
 
 # %% ../../nbs/port/audit.ipynb #42c12468
 _NB = "port/audit.ipynb"
@@ -265,6 +265,17 @@ def passed(key: str, own: str) -> bool:
     return bool(m) and any(f" {m[1]} {p} " in own for p in (",", ")"))
 
 
+# %% ../../nbs/port/audit.ipynb #46939caa
+_CALL = re.compile(r"^((?:\w+ (?:, )?)+)= ((?:\w+ \. )*)(\w+) \( ")
+
+def reached(key: str, own: str) -> bool:
+    ("Whether the copy's method (`own`, a `stream`) makes the call `key` (`x = f (`) through another attribute chain: "
+     "the same target and callee (`x = self . model . f (`); the same chain is the same call, changed or not.")
+    m = _CALL.match(f"{key} ")
+    pat = f" {re.escape(m[1])}= ((?:\\w+ \\. )*){re.escape(m[3])} \\( " if m else ""
+    return bool(m) and any(g[1] != m[2] for g in re.finditer(pat, own))
+
+
 # %% ../../nbs/port/audit.ipynb #da3dbcb9
 def steady(base: list[str], new: list[str]) -> set[str]:
     "Keys of the lines a method kept as they were from PREV's port to NEW's (`difflib`'s equal runs)."
@@ -296,14 +307,15 @@ def _named(key: str) -> bool: return substantive([key])
 
 def anchors(base: list[str], new: list[str]) -> dict[str, list[str]]:
     ("{key of each line the GPU side wrote since the previous port: the previous port's lines it replaced, else the "
-     "nearest ones that name something above and below it}.")
+     "nearest ones that name something above and below it; none for lines appended at the method's end}.")
     out: dict[str, list[str]] = {}
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, base, new, autojunk=False).get_opcodes():
         if tag not in ("replace", "insert"): continue
         near = [k for k in base[i1:i2] if _named(k)]
         if not near:
             above = next((k for k in reversed(base[:i1]) if _named(k)), None)
-            near = [k for k in (above, next((k for k in base[i2:] if _named(k)), None)) if k]
+            below = next((k for k in base[i2:] if _named(k)), None)
+            near = [k for k in (above, below) if k] if below else []   # rule 21: appended at the method's end
         for k in new[j1:j2]: out.setdefault(k, []).extend(near)
     return out
 
@@ -331,7 +343,7 @@ def owed(c: Change, own: str, theirs: str, anchor: dict | None = None, outside=f
     upd = [l for l in c.update if key(l) and not has(own, key(l)) and not has(theirs, key(l))
            and not passed(key(l), own)
            and not (anchor is not None and adapted(key(l), own, was(key(l))))]   # no base read: no adapted call
-    kept = lambda k: not anchor.get(k) or any(has(own, a) for a in anchor[k])   # where the copy kept its place
+    kept = lambda k: not anchor.get(k) or any(has(own, a) or reached(a, own) for a in anchor[k])   # rules 3, 22
     if c.kind == "conflict" and anchor is not None:   # the GPU side's own change only, or one the copy made too
         mine = {_head(key(l)) for l in c.npu} - {""}
         upd = [l for l in upd if key(l) in anchor and (kept(key(l)) or {_head(a) for a in anchor[key(l)]} & mine)]
@@ -527,6 +539,33 @@ def other_forms(gpu: str | None, own: str, copy_method: str | None, copy_module:
                 if (got := inlined(s, body)) and has(got[0]): out |= keys(s) | keys(got[1])
     return out
 
+# %% ../../nbs/port/audit.ipynb #04d8f6d2
+def base_calls(method: str | None, base: str, m: str) -> set[str]:
+    "Keys of a method's lines that call base class `base`'s method `m` (`base.m(self, ...)`, `super().m(...)`)."
+    heads = (f" {base} . {m} ( self ", f" super ( ) . {m} ( ")
+    return {k for k in method_keys(method) if any(h in f" {k} " for h in heads)}
+
+def base_call_kept(theirs: tuple, m: str, copy_method: str | None, port_method: str | None,
+                   gpu_methods: tuple) -> set[str]:
+    ("Rule 23: the port's calls of the NPU base's own method `m` (`theirs`: the (Located, Symbol) runner bases, "
+     "vllm-ascend's last) where omni's GPU method calls its base's `m` in PREV and in NEW alike (`gpu_methods`) "
+     "and the copy's `m` makes no such call: the port's rendering of a call omni kept, not omni's change.")
+    leaf = lambda i: theirs[i][1].dotted.rpartition(".")[2] if theirs else ""
+    calls = base_calls(port_method, leaf(-1), m)
+    if not calls or base_calls(copy_method, leaf(-1), m): return set()
+    kept = all(g and base_calls(g, leaf(0), m) for g in gpu_methods)
+    return calls if gpu_methods and kept else set()
+
+def dead_bindings(method: str | None) -> set[str]:
+    "Rule 24: keys of a method's `name = constant` statements whose name no statement of the method reads."
+    try: tree = ast.parse(method or "")
+    except SyntaxError: return set()
+    read = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    return {" ".join(code_tokens(ast.unparse(s))) for s in ast.walk(tree) if isinstance(s, ast.Assign)
+            and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name) and isinstance(s.value, ast.Constant)
+            and s.targets[0].id not in read}
+
+
 # %% ../../nbs/port/audit.ipynb #01397a5d
 def release_arg(arg: str | None) -> str | None:
     "A release as `port --release` reads it; `vllm-omni==X` (as port and doctor take it) read as the version X."
@@ -684,6 +723,8 @@ def runner_findings(r, sides: AuditSides, was: dict | None = None) -> list[Findi
             elsewhere = set().union(*(v for x, v in shapes.items() if x != m))
             left = outside(now_port, own) | (moved_blocks(now_port, set(anchor), elsewhere) if anchor else set())
             left |= other_forms(fresh.get(um) or fresh.get(m) or now_port, own, mine.get(m), text, sides.names)
+            left |= dead_bindings(fresh.get(um)) | base_call_kept(sides.theirs, um, mine.get(m), fresh.get(um),
+                                                                  (gpus[0].get(um), gpus[1].get(um)))
             g_was, g_now = gpus[0].get(m) or gpus[0].get(um), gpus[1].get(um) or gpus[1].get(m)
             g_was, g_now = (g_was, g_now) if g_was and g_now else (was_port, now_port)   # rule 19: omni's own
             still = steady(method_keys(g_was), method_keys(g_now)) if g_was and g_now else set()
