@@ -24,6 +24,7 @@ than the target's vllm and not newer than the vLLM-Omni release: the first that 
 it); none that does leaves the finding to a person (`to judge`).
 
 Run:  PYTHONPATH=. .venv/bin/python benchmarks/translate_derived.py [--release 0.18.0] > out.txt
+      [--archives DIR] (more vllm-omni wheels: release candidates) [--target vllm-ascend==X] (where none is inferred)
 Target: 0 silent.
 
 `--port 0.30.0` instead ports that release (`port_release`) and prints each runner's derived findings, the port's and
@@ -44,7 +45,7 @@ import zipfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from omni_npu_port.sources.stated import stated_target  # noqa: E402
+from omni_npu_port.sources.stated import stated_target, target_for  # noqa: E402
 from omni_npu_port.translate import derived  # noqa: E402
 from omni_npu_port.translate.engine import translate_source  # noqa: E402
 from omni_npu_port.translate.rules import compile_rules  # noqa: E402
@@ -55,10 +56,10 @@ CUDA_TOKEN = re.compile(r"torch\.cuda|[\"']cuda\b|NCCL_|\bnccl|\.cuda\(|\bCUDAGr
 GPU_WORD = re.compile(r"\b\w*(?:cuda|gpu|nccl|CUDA|GPU|NCCL|Cuda|Gpu)\w*")
 
 
-def releases():
-    "(version, archive) of every vllm-omni release in the cache, a wheel preferred over an sdist."
+def releases(more=()):
+    "(version, archive) of every vllm-omni release in the cache (and the folders `more`), a wheel before an sdist."
     out = {}
-    for p in sorted(CACHE.glob("vllm_omni-*")):
+    for p in sorted(q for d in (CACHE, *map(Path, more)) for q in d.glob("vllm_omni-*")):
         if p.name.endswith((".whl", ".tar.gz")):
             v = p.name.split("-")[1].removesuffix(".tar.gz")
             if v not in out or p.name.endswith(".whl"): out[v] = p
@@ -195,6 +196,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--release", action="append", help="only these vllm-omni versions")
     ap.add_argument("--port", metavar="VERSION", help="port this vLLM-Omni release and show the derived pass")
+    ap.add_argument("--archives", action="append", default=[], metavar="DIR",
+                    help="a folder of more vllm-omni wheels or sdists (release candidates fetched for the check)")
+    ap.add_argument("--target", metavar="vllm-ascend==X", help="the target where none is inferred from the release")
     ap.add_argument("--audit", nargs=2, metavar=("VERSION", "ASCEND"), help="audit this release's NPU copy")
     args = ap.parse_args()
     if args.port: return port_pass(args.port)
@@ -202,9 +206,11 @@ def main():
     total = {"files": 0, "sites": 0, "sites silent": 0, "cuda lines": 0, "lines silent": 0, "unknown words": 0,
              "words silent": 0, "derived": 0, "suspects": 0, "missing, judged true": 0, "missing, to judge": 0}
     start = time.perf_counter()
-    for version, archive in releases():
+    for version, archive in releases(args.archives):
         if args.release and version not in args.release: continue
         target = stated_target([archive])
+        if target is None and args.target:   # as a user would: translate --check --target vllm-ascend==X
+            target = target_for(args.target.split("==")[-1], f"given: --target {args.target}")
         rules = compile_rules(target)
         rules.derived = True
         t0 = time.perf_counter()

@@ -3845,6 +3845,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                                          'omni_npu_port/translate/derived.py'),
                                                  'omni_npu_port.translate.derived.DerivedIndex._scan_all': ( 'translate/derived.html#derivedindex._scan_all',
                                                                                                              'omni_npu_port/translate/derived.py'),
+                                                 'omni_npu_port.translate.derived.DerivedIndex.ascend_call': ( 'translate/derived.html#derivedindex.ascend_call',
+                                                                                                               'omni_npu_port/translate/derived.py'),
                                                  'omni_npu_port.translate.derived.DerivedIndex.attribute_findings': ( 'translate/derived.html#derivedindex.attribute_findings',
                                                                                                                       'omni_npu_port/translate/derived.py'),
                                                  'omni_npu_port.translate.derived.DerivedIndex.class_node': ( 'translate/derived.html#derivedindex.class_node',

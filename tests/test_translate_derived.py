@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from omni_npu_port.core.diagnostics import code_info
 from omni_npu_port.sources.readers import open_source
 from omni_npu_port.translate import derived
 from omni_npu_port.translate.derived import DerivedIndex, twin_key
@@ -152,3 +153,27 @@ def test_cuda_only_one_step_away_quiet(ix):
     # a name used only as a type, a CPU call, and a def that only compares a backend with NCCL: no CUDA-only body
     subjects = {f.subject for f in ix.file_findings(ast.parse(GRAPHS))}
     assert subjects == {"GraphWrapper", "CapturingGraph", "seeded_run"}
+
+
+SHARED = "from vllm.utils import cuda_stream_copy, cuda_seed\n"
+
+
+def test_a_cuda_only_def_the_target_calls_itself_is_said_not_flagged(ix):
+    got = {f.subject: f.diagnostic for f in ix.file_findings(ast.parse(SHARED))}
+    d = got["cuda_stream_copy"]   # the fixture's vllm-ascend calls it through a module alias (outputs.py:24)
+    assert d.code == "ONP2060" and "vllm/utils.py:14" in d.message and "vllm_ascend/outputs.py:24" in d.message
+    assert code_info("ONP2060").severity == "info"
+    # imported, used as a default value and in an isinstance test by vllm-ascend, never called: still CUDA-only
+    assert got["cuda_seed"].code == "ONP2042"
+
+
+def test_a_same_key_subclass_is_the_twin_before_the_module_assigning_over_the_name(ix):
+    src = ("from vllm.graphs import CudaGraphPool, cuda_warmup\n"
+           "class Pool(CudaGraphPool):\n    def f(self):\n        return self.reset(), self.handle, self.gone\n")
+    got = {(f.diagnostic.code, f.subject): f.diagnostic.message for f in ix.file_findings(ast.parse(src))}
+    assert "vllm_ascend.outputs.AclGraphPool (derived from vllm-ascend ?: vllm_ascend/outputs.py:7)" in \
+        got[("ONP2040", "CudaGraphPool")]
+    # assigned over by a plain function of another name: the module that assigns stays the twin
+    assert "vllm_ascend.outputs (assigns over vllm.graphs.cuda_warmup)" in got[("ONP2040", "cuda_warmup")]
+    # the runner attributes of a class built on it are checked against the twin class: only `gone` is missing
+    assert [s for c, s in got if c == "ONP2041"] == ["gone"]

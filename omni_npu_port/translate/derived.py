@@ -48,6 +48,10 @@ register(
     Code("ONP2044", "nccl-env", "an NCCL environment variable: HCCL reads its own", "manual",
          action="Set the HCCL variable the message names where the target has one; else drop it for the NPU.",
          notebook="translate/derived.ipynb", tool="translate"),
+    Code("ONP2060", "derived-npu-shared", "a vllm function or class that is CUDA-only in its body, which the "
+         "target's vllm-ascend calls itself: it runs on an NPU as vllm-ascend runs it", "info",
+         action="Nothing to change for the NPU; where the port calls it before vllm-ascend's runner is set up, check "
+                "the call the message names.", notebook="translate/derived.ipynb", tool="translate"),
     Code("ONP2049", "derived-no-sources", "derived rules not run: the target's vllm and vllm-ascend sources are not "
          "in the package cache (said once per run, on the first file that needed them)", "info",
          action="Fetch them (`omni-npu-port doctor --fetch` or put the sdists in the cache), then translate again.",
@@ -175,6 +179,7 @@ class DerivedIndex:
         self.classes: dict[str, tuple] = {}    # ascend dotted class -> (module, line)
         self._nodes: dict[str, tuple] = {}     # ascend dotted class -> (ClassDef, import table), read on need
         self.hccl: dict[str, tuple] = {}       # HCCL_* variable -> (module, line) naming it
+        self.calls: dict[str, tuple] = {}      # vllm dotted name vllm-ascend calls -> (module, line) of its first call
         self._vllm_defs: dict = {}
         self._words: set | None = None         # vllm's GPU-worded identifiers, read on first need
         if state is not None: self._load(state)   # the scan's state, kept on disk by a caller
@@ -223,8 +228,8 @@ def _module_facts(self: DerivedIndex, module: str, tree: ast.Module) -> tuple[di
 # %% ../../nbs/translate/derived.ipynb #1c1f0eb9
 @patch
 def _scan(self: DerivedIndex, module: str, tree: ast.Module):
-    ("Index one vllm-ascend module (walked once): its names, classes and bases, the vllm names it assigns over, HCCL "
-     "variables.")
+    ("Index one vllm-ascend module (walked once): its names, classes and bases, the vllm names it assigns over and "
+     "calls, HCCL variables.")
     top = set(map(id, tree.body))
     with walked(tree):   # the import table, the nodes and each class's members: this one walk
         table = import_table(tree, module if self.ascend.is_package(module) else module.rsplit(".", 1)[0])
@@ -244,11 +249,13 @@ def _scan(self: DerivedIndex, module: str, tree: ast.Module):
                     if isinstance(t, ast.Name) and id(n) in top: self._name(t.id, module, n.lineno)
                     elif isinstance(t, ast.Attribute) and (d := dotted(t, table)) and d.startswith("vllm."):
                         self.patched.setdefault(d, (module, n.lineno))
+            elif isinstance(n, ast.Call) and (d := dotted(n.func, table)) and d.startswith("vllm."):
+                self.calls.setdefault(d, (module, n.lineno))
             elif isinstance(n, ast.Constant) and isinstance(n.value, str) and re.fullmatch(r"HCCL_\w+", n.value):
                 self.hccl.setdefault(n.value, (module, n.lineno))
 
 # %% ../../nbs/translate/derived.ipynb #5e1d7a20
-_STATE = ("by_key", "names", "functions", "subclasses", "patched", "classes", "hccl")
+_STATE = ("by_key", "names", "functions", "subclasses", "patched", "classes", "hccl", "calls")
 
 @patch
 def state(self: DerivedIndex) -> dict:
@@ -262,8 +269,8 @@ def _load(self: DerivedIndex, state: dict):
         self.by_key = {k: [tuple(e) for e in v] for k, v in state["by_key"].items()}
         self.names, self.functions = set(state["names"]), set(state["functions"])
         self.subclasses = {k: [tuple(e) for e in v] for k, v in state["subclasses"].items()}
-        self.patched, self.classes, self.hccl = ({k: tuple(v) for k, v in state[f].items()}
-                                                 for f in ("patched", "classes", "hccl"))
+        self.patched, self.classes, self.hccl, self.calls = ({k: tuple(v) for k, v in state[f].items()}
+                                                             for f in ("patched", "classes", "hccl", "calls"))
     except (KeyError, TypeError, AttributeError, ValueError) as e:
         raise ValueError(f"not an index state: {e}") from None
     if not all(isinstance(m, str) and isinstance(n, int) for m, n in self.classes.values()):
@@ -325,10 +332,10 @@ def _gpu_specific(name: str) -> bool:
 def twin_of(self: DerivedIndex, name: str) -> tuple[str, str, int] | None:
     "The NPU twin of a vllm dotted name in vllm-ascend: (its name, module, line), or None."
     leaf, key = name.rsplit(".", 1)[-1], twin_key(name.rsplit(".", 1)[-1])
-    if name in self.patched: m, line = self.patched[name]; return f"{m} (assigns over {name})", m, line
-    for sub, line in self.subclasses.get(name, []):
-        parent, own = sub.rsplit(".", 1)
+    for sub, line in self.subclasses.get(name, []):   # a subclass with the twin name, before a module assigning
+        parent, own = sub.rsplit(".", 1)               # over the name (which may assign that very subclass)
         if twin_key(own) == key and own != leaf: return sub, parent, line
+    if name in self.patched: m, line = self.patched[name]; return f"{m} (assigns over {name})", m, line
     kind, module, found = self.vllm_def(name)   # a re-export is judged where vllm defines it
     if not _gpu_specific(f"{module}.{found.name}" if kind == "def" else name) or not key: return None
     hits = [(f"{m}.{n}" not in self.classes, f"{m}.{n}", m, line) for n, m, line in self.by_key.get(key, [])
@@ -395,10 +402,21 @@ def cuda_via(self: DerivedIndex, module: str, node) -> tuple[int, str, str, str 
             return c[0], c[1], m, f"{m}.{callee.name}"
     return None
 
+# %% ../../nbs/translate/derived.ipynb #a77c30bf
+@patch
+@per_index
+def ascend_call(self: DerivedIndex, module: str, node) -> tuple[str, int] | None:
+    "(module, line) of a call in vllm-ascend to the vllm def `node` of `module` (under any name vllm re-exports it by)."
+    for name, where in self.calls.items():
+        if name.rsplit(".", 1)[-1] == node.name and (got := self.vllm_def(name))[0] == "def" and got[2] is node:
+            return where
+    return None
+
+
 # %% ../../nbs/translate/derived.ipynb #a4420fdd
 @patch
 def symbol_finding(self: DerivedIndex, name: str, node) -> Finding | None:
-    "The finding for one vllm dotted name used at `node`: a twin (ONP2040), missing (ONP2041), CUDA-only (ONP2042)."
+    "The finding for one vllm dotted name used at `node`: a twin (ONP2040), missing (ONP2041), CUDA-only (ONP2042, ONP2060)."
     leaf = name.rsplit(".", 1)[-1]
     kind, module, found = self.vllm_def(name)
     if (twin := self.twin_of(name) if kind != "module" or name in self.patched else None) is not None:
@@ -411,6 +429,10 @@ def symbol_finding(self: DerivedIndex, name: str, node) -> Finding | None:
     if kind == "def" and (cuda := self.cuda_via(module, found)) is not None:
         line, what, m, via = cuda
         how = "in its own body" if via is None else f"through {via}"
+        if (call := self.ascend_call(module, found)) is not None:
+            return _finding("ONP2060", node, f"{name} is CUDA-only {how}: {what} (derived from {self.where(m, line)}), "
+                            f"but the target's vllm-ascend calls it itself ({self.where(*call)}): it runs on an NPU "
+                            "as vllm-ascend runs it", leaf)
         return _finding("ONP2042", node, f"{name} is CUDA-only {how}: {what} "
                         f"(derived from {self.where(m, line)})", leaf)
     return None
