@@ -177,3 +177,13 @@ def test_a_same_key_subclass_is_the_twin_before_the_module_assigning_over_the_na
     assert "vllm_ascend.outputs (assigns over vllm.graphs.cuda_warmup)" in got[("ONP2040", "cuda_warmup")]
     # the runner attributes of a class built on it are checked against the twin class: only `gone` is missing
     assert [s for c, s in got if c == "ONP2041"] == ["gone"]
+
+
+def test_a_twin_class_whose_init_takes_other_arguments_is_said_not_a_drop_in(ix):
+    got = {f.subject: f.diagnostic.message for f in ix.file_findings(ast.parse(
+        "from vllm.graphs import GraphRunner, CudaGraphPool\n"
+        "from vllm.v1.worker.gpu_model_runner import AsyncGPUModelRunnerOutput\n"))}
+    assert "AclGraphRunner" in got["GraphRunner"] and "not a drop-in: its __init__ takes (runnable, config, " \
+        "use_eagle), vllm's (runnable, config, runtime_mode)" in got["GraphRunner"]
+    # the same __init__ parameters (CudaGraphPool), or `*args, **kwargs` passed on (AsyncNPUModelRunnerOutput): quiet
+    assert "drop-in" not in got["CudaGraphPool"] and "drop-in" not in got["AsyncGPUModelRunnerOutput"]

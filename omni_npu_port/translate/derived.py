@@ -413,6 +413,28 @@ def ascend_call(self: DerivedIndex, module: str, node) -> tuple[str, int] | None
     return None
 
 
+# %% ../../nbs/translate/derived.ipynb #d4094285
+def _init(cls: ast.ClassDef):
+    "A class's own `__init__`, or None."
+    return next((st for st in cls.body if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 and st.name == "__init__"), None)
+
+@patch
+def constructor_note(self: DerivedIndex, found, twin: str) -> str:
+    "'; not a drop-in: ...' where a twin class's `__init__` does not take the vllm class's arguments as passed; else ''."
+    if not isinstance(found, ast.ClassDef) or twin not in self.classes: return ""
+    g, n = _init(found), _init(self.class_node(twin)[1])
+    if g is None or n is None: return ""
+    gp, np_ = ([p.arg for p in [*f.args.posonlyargs, *f.args.args]][1:] for f in (g, n))
+    gk = {p.arg for p in g.args.kwonlyargs}
+    needs = {p.arg for p, d in zip(n.args.kwonlyargs, n.args.kw_defaults) if d is None}
+    takes = n.args.kwarg is not None or gk <= {p.arg for p in n.args.kwonlyargs}
+    by_position = n.args.vararg is not None and not np_ or np_[:len(gp)] == gp   # `*args` alone passes them on
+    if by_position and len(np_) - len(gp) <= len(n.args.defaults) and takes and needs <= gk: return ""
+    return (f"; not a drop-in: its __init__ takes ({', '.join(np_)}), vllm's ({', '.join(gp)}): pass arguments by "
+            "keyword and map those that differ")
+
+
 # %% ../../nbs/translate/derived.ipynb #a4420fdd
 @patch
 def symbol_finding(self: DerivedIndex, name: str, node) -> Finding | None:
@@ -421,7 +443,8 @@ def symbol_finding(self: DerivedIndex, name: str, node) -> Finding | None:
     kind, module, found = self.vllm_def(name)
     if (twin := self.twin_of(name) if kind != "module" or name in self.patched else None) is not None:
         return _finding("ONP2040", node, f"{name} has an NPU twin in vllm-ascend: {twin[0]} "
-                        f"(derived from {self.where(twin[1], twin[2])})", leaf)
+                        f"(derived from {self.where(twin[1], twin[2])})"
+                        f"{self.constructor_note(found, twin[0]) if kind == 'def' else ''}", leaf)
     if kind == "missing":
         return _finding("ONP2041", node, f"{name}: the target's vllm {self.vllm.version or '?'} has no {found!r} "
                         f"in {module} "
