@@ -205,8 +205,8 @@ def main():
     if args.port: return port_pass(args.port)
     if args.audit: return audit_pass(*args.audit)
     total = {"files": 0, "sites": 0, "sites silent": 0, "cuda lines": 0, "lines silent": 0, "unknown words": 0,
-             "words silent": 0, "derived": 0, "said, not flagged (ONP2060)": 0, "suspects": 0, "missing, judged true": 0,
-             "missing, to judge": 0}
+             "words silent": 0, "derived": 0, "said, not flagged (ONP2060)": 0, "suspects": 0,
+             "missing, judged true": 0, "missing, to judge": 0}
     start = time.perf_counter()
     for version, archive in releases(args.archives):
         if args.release and version not in args.release: continue

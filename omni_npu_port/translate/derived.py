@@ -421,7 +421,7 @@ def _init(cls: ast.ClassDef):
 
 @patch
 def constructor_note(self: DerivedIndex, found, twin: str) -> str:
-    "'; not a drop-in: ...' where a twin class's `__init__` does not take the vllm class's arguments as passed; else ''."
+    "'; not a drop-in: ...' where a twin class's `__init__` does not take the vllm class's arguments; else ''."
     if not isinstance(found, ast.ClassDef) or twin not in self.classes: return ""
     g, n = _init(found), _init(self.class_node(twin)[1])
     if g is None or n is None: return ""
@@ -438,7 +438,7 @@ def constructor_note(self: DerivedIndex, found, twin: str) -> str:
 # %% ../../nbs/translate/derived.ipynb #a4420fdd
 @patch
 def symbol_finding(self: DerivedIndex, name: str, node) -> Finding | None:
-    "The finding for one vllm dotted name used at `node`: a twin (ONP2040), missing (ONP2041), CUDA-only (ONP2042, ONP2060)."
+    "The finding for one vllm dotted name used at `node`: a twin (ONP2040), missing (ONP2041), CUDA-only (ONP2042/2060)."
     leaf = name.rsplit(".", 1)[-1]
     kind, module, found = self.vllm_def(name)
     if (twin := self.twin_of(name) if kind != "module" or name in self.patched else None) is not None:
