@@ -438,7 +438,7 @@ def constructor_note(self: DerivedIndex, found, twin: str) -> str:
 # %% ../../nbs/translate/derived.ipynb #a4420fdd
 @patch
 def symbol_finding(self: DerivedIndex, name: str, node) -> Finding | None:
-    "The finding for one vllm dotted name used at `node`: a twin (ONP2040), missing (ONP2041), CUDA-only (ONP2042/2060)."
+    "The finding for one vllm dotted name used at `node`: twin (ONP2040), missing (ONP2041), CUDA-only (ONP2042/2060)."
     leaf = name.rsplit(".", 1)[-1]
     kind, module, found = self.vllm_def(name)
     if (twin := self.twin_of(name) if kind != "module" or name in self.patched else None) is not None:
