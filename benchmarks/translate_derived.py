@@ -39,6 +39,7 @@ import io
 import re
 import sys
 import tarfile
+import tempfile
 import time
 import tokenize
 import zipfile
@@ -75,6 +76,21 @@ def gpu_files(archive: Path) -> dict[str, str]:
     with tarfile.open(archive) as t:
         return {m.name.split("/", 1)[1]: t.extractfile(m).read().decode() for m in t.getmembers()
                 if m.isfile() and GPU_FILES.search(m.name)}
+
+
+def unpack(archive: Path, into: Path):
+    "Write a release's .py files under `into` (package paths, as `gpu_files` names them)."
+    if archive.name.endswith(".whl"):
+        with zipfile.ZipFile(archive) as z:
+            files = {n: z.read(n) for n in z.namelist() if n.endswith(".py")}
+    else:
+        with tarfile.open(archive) as t:
+            files = {m.name.split("/", 1)[1]: t.extractfile(m).read() for m in t.getmembers()
+                     if m.isfile() and m.name.endswith(".py") and "/" in m.name}
+    for name, data in files.items():
+        if ".." in Path(name).parts or Path(name).is_absolute(): continue
+        (into / name).parent.mkdir(parents=True, exist_ok=True)
+        (into / name).write_bytes(data)
 
 
 BINDS = re.compile(r"(?:def|class)\s+(\w+)|self\.(\w+)\s*(?::[^=\n]*)?=(?!=)|^\s*(\w+)\s*(?::[^=\n]*)?=(?!=)", re.M)
@@ -117,9 +133,9 @@ def bound(tree) -> set:
     return out
 
 
-def symbol_sites(ix, tree) -> set[tuple[int, str]]:
+def symbol_sites(ix, tree, read=None) -> set[tuple[int, str]]:
     "(line, name) of every vllm name or runner attribute the index classifies as twinned, missing or CUDA-only."
-    return {(f.diagnostic.line, f.subject) for f in ix.file_findings(tree) if f.diagnostic.code in
+    return {(f.diagnostic.line, f.subject) for f in ix.file_findings(tree, read) if f.diagnostic.code in
             ("ONP2040", "ONP2041", "ONP2042", "ONP2060")}
 
 
@@ -222,11 +238,14 @@ def main():
               f" (derived index: {'built in %.1f s' % built if ix else 'NO SOURCES in the cache'})")
         if ix is None: continue
         omni = release_names(archive)
+        tmp = tempfile.TemporaryDirectory()   # the release's .py files on disk, as a user translates a tree
+        unpack(archive, Path(tmp.name))
         for path, text in sorted(gpu_files(archive).items()):
-            t = translate_source(text, rules, path, comments=False)
+            on_disk = Path(tmp.name) / path
+            t = translate_source(text, rules, str(on_disk), comments=False)
             if t.error is not None: print(f"  {path}: {t.error.code} {t.error.message}"); continue
             at = {d.line for d in t.diagnostics}
-            sites = symbol_sites(ix, ast.parse(text))
+            sites = symbol_sites(ix, ast.parse(text), derived.module_reader(on_disk))
             lines = {n: s for n, s in code_lines(text).items() if CUDA_TOKEN.search(s)}
             silent_sites = sorted(s for s in sites if s[0] not in at)
             silent_lines = sorted(n for n in lines if n not in at)
@@ -248,13 +267,15 @@ def main():
             for line, name in silent_sites: print(f"    SILENT site {line}: {name}")
             for n in silent_lines: print(f"    SILENT line {n}: {lines[n].strip()[:100]}")
             for n, w in silent_words: print(f"    SILENT word {n}: {w}")
-            subjects = {(f.diagnostic.line, f.diagnostic.code): f.subject for f in ix.file_findings(ast.parse(text))}
+            subjects = {(f.diagnostic.line, f.diagnostic.code): f.subject
+                        for f in ix.file_findings(ast.parse(text), derived.module_reader(on_disk))}
             for d in mine:
                 print(f"    {'suspect ' if d in suspects else ''}{d.line} {d.code}: {d.message[:140]}")
                 if d.code == "ONP2041" and target and target.vllm and (name := subjects.get((d.line, d.code))):
                     true, why = evidence(name, d.message.startswith(("self.", ".")), target.vllm, version)
                     total["missing, judged true" if true else "missing, to judge"] += 1
                     print(f"      evidence: {why}")
+        tmp.cleanup()
     print(f"\n## totals ({time.perf_counter() - start:.0f} s): " + ", ".join(f"{k} {v}" for k, v in total.items()))
 
 

@@ -187,3 +187,39 @@ def test_a_twin_class_whose_init_takes_other_arguments_is_said_not_a_drop_in(ix)
         "use_eagle), vllm's (runnable, config, runtime_mode)" in got["GraphRunner"]
     # the same __init__ parameters (CudaGraphPool), or `*args, **kwargs` passed on (AsyncNPUModelRunnerOutput): quiet
     assert "drop-in" not in got["CudaGraphPool"] and "drop-in" not in got["AsyncGPUModelRunnerOutput"]
+
+
+TREE = FX / "tree" / "omni"
+
+
+def test_a_runner_built_on_vllm_through_a_class_of_its_own_tree_is_checked(ix):
+    path = TREE / "ar_runner.py"
+    got = {(f.diagnostic.code, f.subject): f.diagnostic.message for f in
+           ix.file_findings(ast.parse(path.read_text()), derived.module_reader(path))}
+    assert "aclgraph_dispatcher" in got[("ONP2040", "cudagraph_dispatcher")]
+    assert "built on it through omni.base_runner.OmniRunner" in got[("ONP2041", "missing_here")]
+    # what the classes between define (OmniRunner's omni_state, Mixin's mixed) and what the twin has: quiet
+    assert set(got) == {("ONP2040", "cudagraph_dispatcher"), ("ONP2041", "missing_here")}
+
+
+def test_a_runner_whose_tree_cannot_be_read_is_not_guessed_at(ix):
+    src = (TREE / "ar_runner.py").read_text()
+    # no path: the base is only a name; the GPU-worded attribute is still said (any class), the missing one is not
+    assert {(f.diagnostic.code, f.subject) for f in ix.file_findings(ast.parse(src))} == \
+        {("ONP2040", "cudagraph_dispatcher")}
+    assert derived.module_reader("<string>") is None
+    # one base not in the tree: only a name vllm's class has and the twin lacks (cudagraph_mode) is flagged
+    path = TREE / "lone_runner.py"
+    got = {(f.diagnostic.code, f.subject) for f in ix.file_findings(ast.parse(path.read_text()),
+                                                                    derived.module_reader(path))}
+    assert got == {("ONP2041", "cudagraph_mode")}
+
+
+def test_translate_reads_the_tree_of_the_file_it_is_given(ix, monkeypatch):
+    monkeypatch.setattr(derived, "derived_index", lambda rules: ix)
+    rules = compile_rules()
+    rules.derived = True
+    path = TREE / "ar_runner.py"
+    on = translate_source(path.read_text(), rules, str(path))
+    assert {"ONP2040", "ONP2041"} <= {d.code for d in on.diagnostics}
+    assert not {d.code for d in translate_source(path.read_text(), rules, "ar_runner.py").diagnostics} & {"ONP2041"}

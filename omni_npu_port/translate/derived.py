@@ -23,9 +23,9 @@ from .diagnostics import TranslateDiagnostic
 
 # %% auto #0
 __all__ = ['DEVICE_STRING', 'device_words', 'twin_key', 'nodes_of', 'walked', 'import_table', 'dotted', 'own_members',
-           'cuda_line', 'DerivedIndex', 'per_index', 'Finding', 'probed', 'probes', 'annotations', 'type_origin',
-           'receiver_origin', 'target_sources', 'index_for', 'derived_index', 'might_find', 'derived_check',
-           'add_derived']
+           'cuda_line', 'DerivedIndex', 'per_index', 'Finding', 'module_reader', 'built_on', 'probed', 'probes',
+           'annotations', 'type_origin', 'receiver_origin', 'target_sources', 'index_for', 'derived_index',
+           'might_find', 'derived_check', 'add_derived']
 
 # %% ../../nbs/translate/derived.ipynb #4e6bf391
 _NB = "translate/derived.ipynb"
@@ -460,6 +460,52 @@ def symbol_finding(self: DerivedIndex, name: str, node) -> Finding | None:
                         f"(derived from {self.where(m, line)})", leaf)
     return None
 
+# %% ../../nbs/translate/derived.ipynb #ada0356b
+_READ: dict = {}   # (path, size, mtime) -> ({class name: ClassDef}, import table): at most _READ_KEPT
+_READ_KEPT = 32
+
+def module_reader(path):
+    "`read(module)`: ({class: ClassDef}, import table) of a module of the tree the file at `path` lies in, or None."
+    try: start = Path(path).resolve().parent if Path(path).is_file() else None   # a file on disk, not "<string>"
+    except (OSError, RuntimeError, ValueError): return None
+    if start is None: return None
+    def read(module: str):
+        rel = Path(*module.split("."))
+        for folder in [start, *start.parents]:
+            for f, pkg in ((folder / f"{rel}.py", module.rpartition(".")[0]), (folder / rel / "__init__.py", module)):
+                try: st = f.stat()
+                except (OSError, ValueError): continue
+                key = (str(f), st.st_size, st.st_mtime_ns)
+                if key not in _READ:
+                    try: tree = ast.parse(f.read_bytes())
+                    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError): return None
+                    while len(_READ) >= _READ_KEPT: _READ.pop(next(iter(_READ)))
+                    _READ[key] = ({st.name: st for st in tree.body if isinstance(st, ast.ClassDef)},
+                                  import_table(tree, pkg))
+                return _READ[key]
+        return None
+    return read
+
+def built_on(cls: ast.ClassDef, table: dict, read, depth: int = 4):
+    ("(vllm class, the first class between, names the classes between define, whether every base was read) of a class "
+     "built on a vllm class through classes `read` finds; None where none leads to vllm.")
+    found, first, more, whole, seen = None, None, set(), True, set()
+    todo = [(dotted(b, table), depth) for b in cls.bases]
+    while todo:
+        b, d = todo.pop(0)
+        if b is None: whole = False; continue
+        if b.rsplit(".", 1)[-1] in IGNORED_BASES or b in seen: continue
+        seen.add(b)
+        if b.split(".")[0] == "vllm": found = found or b; continue
+        module, _, name = b.rpartition(".")
+        got = read(module) if module and d > 0 else None
+        if got is None or name not in got[0]: whole = False; continue
+        node, first = got[0][name], first or b
+        more |= set(own_members(node)) | probed(node)
+        todo += [(dotted(x, got[1]), d - 1) for x in node.bases]
+    return None if found is None else (found, first, more, whole)
+
+
 # %% ../../nbs/translate/derived.ipynb #e5ac7bfd
 def probed(cls: ast.ClassDef) -> set:
     "Attributes a class tests for itself (`hasattr(self, \"X\")`, `getattr(self, \"X\", ...)`): dynamic, never missing."
@@ -468,10 +514,16 @@ def probed(cls: ast.ClassDef) -> set:
             and c.args[0].id == "self" and isinstance(c.args[1], ast.Constant) and isinstance(c.args[1].value, str)}
 
 @patch
-def attribute_findings(self: DerivedIndex, cls: ast.ClassDef, table: dict, defined: set) -> list[Finding]:
-    "`self.X` in a class built on a vllm class: the NPU twin class has it renamed (ONP2040) or lacks it (ONP2041)."
+def attribute_findings(self: DerivedIndex, cls: ast.ClassDef, table: dict, defined: set,
+                       read=None) -> list[Finding]:
+    ("`self.X` in a class built on a vllm class (itself, or through classes of its tree `read` finds): the NPU "
+     "twin class has it renamed (ONP2040) or lacks it (ONP2041).")
     bases = [dotted(b, table) for b in cls.bases]
     vllm_bases = [b for b in bases if b and b.startswith("vllm.")]
+    through, whole = None, len(vllm_bases) == len(bases)
+    if not vllm_bases and read is not None and (got := built_on(cls, table, read)) is not None:
+        vllm_bases, through, more, whole = [got[0]], got[1], got[2], got[3]
+        defined = defined | more
     if not vllm_bases or (twin := self.twin_of(vllm_bases[0])) is None or twin[0] not in self.classes: return []
     base, gpu = vllm_bases[0], self.members(vllm_bases[0])[0]
     npu, complete = self.members(twin[0])
@@ -487,9 +539,10 @@ def attribute_findings(self: DerivedIndex, cls: ast.ClassDef, table: dict, defin
             (y, (m, line)), = ys[:1]
             out.append(_finding("ONP2040", n, f"self.{x}: the NPU runner {twin[0]} has {y} in its place "
                                 f"(derived from {self.where(m, line)})", x))
-        elif complete and x not in npu and (x in gpu or len(vllm_bases) == len(bases)):
+        elif complete and x not in npu and (x in gpu or whole):
             said = (f"vllm's {base} has it at {self.where(*gpu[x])}" if x in gpu else f"nor has vllm "
                     f"{self.vllm.version or '?'}'s {base}, nor this file: where a subclass sets it, keep a # ONP2041")
+            said += f", built on it through {through}" if through else ""
             out.append(_finding("ONP2041", n, f"self.{x}: {twin[0]}, the NPU twin of {base.rsplit('.', 1)[1]}, has no "
                                 f"{x!r} ({said}; derived from {self.where(twin[1], twin[2])})", x))
     return out
@@ -631,12 +684,12 @@ def _defined(tree: ast.Module) -> set:
     return out
 
 @patch
-def file_findings(self: DerivedIndex, tree: ast.Module) -> list[Finding]:
-    "Every derived finding for one parsed GPU file, one per line and name (the file walked once)."
-    with walked(tree): return self._file_findings(tree)
+def file_findings(self: DerivedIndex, tree: ast.Module, read=None) -> list[Finding]:
+    "Every derived finding for one parsed GPU file, one per line and name (the file walked once; `read`: its tree's)."
+    with walked(tree): return self._file_findings(tree, read)
 
 @patch
-def _file_findings(self: DerivedIndex, tree: ast.Module) -> list[Finding]:
+def _file_findings(self: DerivedIndex, tree: ast.Module, read=None) -> list[Finding]:
     "`file_findings` inside the file's one walk."
     table, out = import_table(tree), []
     for n in nodes_of(tree):
@@ -649,7 +702,7 @@ def _file_findings(self: DerivedIndex, tree: ast.Module) -> list[Finding]:
             out.append(self.symbol_finding(f"{table[n.value.id]}.{n.attr}", n))
     defined = _defined(tree)
     for c in (n for n in nodes_of(tree) if isinstance(n, ast.ClassDef)):
-        out += self.attribute_findings(c, table, defined)
+        out += self.attribute_findings(c, table, defined, read)
     out += self.worded_findings(tree, table, defined, {(f.diagnostic.line, f.subject) for f in out if f})
     out += self.construct_findings(tree, table)
     seen, kept = set(), []
@@ -696,12 +749,13 @@ def might_find(source: str | bytes) -> bool:
 
 
 # %% ../../nbs/translate/derived.ipynb #cd949248
-def derived_check(source: str | bytes, target) -> list[Finding] | None:
-    "The derived findings of one module's source for `target` (a RuleSet or a DerivedIndex); None: no sources."
+def derived_check(source: str | bytes, target, path=None) -> list[Finding] | None:
+    ("The derived findings of one module's source for `target` (a RuleSet or a DerivedIndex; `path`: where the file "
+     "lies, for the classes of its tree); None: no sources.")
     ix = target if isinstance(target, DerivedIndex) else derived_index(target)
     if ix is None: return None
     if not might_find(source): return []
-    try: return ix.file_findings(ast.parse(source))
+    try: return ix.file_findings(ast.parse(source), module_reader(path) if path else None)
     except (SyntaxError, ValueError, RecursionError, MemoryError): return []
 
 
@@ -727,6 +781,6 @@ def add_derived(t, rules):
             _TOLD.add((rules.vllm_ascend, rules.vllm))
             t.diagnostics = [*t.diagnostics, TranslateDiagnostic("ONP2049", f"{why}: derived rules not run")]
         return t
-    new = [f.diagnostic for f in derived_check(src, ix) if not _duplicate(f, t.diagnostics)]
+    new = [f.diagnostic for f in derived_check(src, ix, t.path) if not _duplicate(f, t.diagnostics)]
     if new: t.diagnostics = sorted([*t.diagnostics, *new], key=lambda d: d.line)
     return t
