@@ -2,7 +2,8 @@
 
 For every vllm-omni release in ~/.cache/omni-npu-port/pkgs (wheel or sdist), the GPU side's worker and runner files
 (`vllm_omni/worker/*.py`, `vllm_omni/diffusion/worker/*.py`) are translated with `translate --check`'s rules for the
-target `translate` infers for that release (`sources.stated.stated_target`), derived rules on. Two independent counts:
+target `translate` infers for that release (`sources.stated.stated_target`), derived rules on. Four counts, the
+last three independent of what the index says:
 
 1. symbol sites: every use of a vllm name (an import, `module.name`) or of a runner attribute (`self.X` in a class
    built on a vllm class) that the target's sources say is missing, renamed or twinned, or whose vllm body is
@@ -13,7 +14,10 @@ target `translate` infers for that release (`sources.stated.stated_target`), der
    vllm-ascend and are not CUDA-only);
 3. unknown GPU words: every GPU-worded identifier on a code line (a plain regex again) that neither the target's
    vllm sources nor vllm-ascend's hold, that the file does not bind itself (define, import, assign, take as a
-   parameter) and that no file of the release binds (vLLM-Omni's own names).
+   parameter) and that no file of the release binds (vLLM-Omni's own names);
+4. runner attributes: every `self.X` read in a class of a runner file (any base: one built on vllm's runner through
+   another file's class too) that the class does not define, the target's NPU runner (the twin of vllm's
+   `GPUModelRunner`, with its bases) does not have, and no file of the release binds.
 
 A site or line is covered when the translator's report has any diagnostic (hand record or derived) at that line.
 Silent ones are listed, and so is every derived finding, for a person to judge false flags; those on a line with
@@ -139,6 +143,21 @@ def symbol_sites(ix, tree, read=None) -> set[tuple[int, str]]:
             ("ONP2040", "ONP2041", "ONP2042", "ONP2060")}
 
 
+RUNNER = "vllm.v1.worker.gpu_model_runner.GPUModelRunner"
+
+
+def runner_attributes(ix, tree, omni: set) -> set[tuple[int, str]]:
+    "(line, X) of every `self.X` read in a runner file's classes that its class, the NPU runner and the release lack."
+    twin = ix.twin_of(RUNNER)
+    if twin is None or twin[0] not in ix.classes: return set()
+    npu, out = ix.members(twin[0])[0], set()
+    for c in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+        own = set(derived.own_members(c)) | derived.probed(c)
+        out |= {(n.lineno, n.attr) for n in ast.walk(c) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load)
+                and getattr(n.value, "id", None) == "self" and n.attr not in own | npu.keys() | omni}
+    return out
+
+
 DEFINES = {True: r"self\.{0}\s*(?::[^=\n]*)?=(?!=)",                     # a runner attribute: `self.X =`
            False: r"^(?:async\s+)?(?:def|class)\s+{0}\b|^{0}\s*(?::[^=\n]*)?=(?!=)"}   # a module's def, class, name
 _VLLM: dict = {}   # (version, name, attribute) -> where vllm defines it, or None
@@ -221,7 +240,8 @@ def main():
     if args.port: return port_pass(args.port)
     if args.audit: return audit_pass(*args.audit)
     total = {"files": 0, "sites": 0, "sites silent": 0, "cuda lines": 0, "lines silent": 0, "unknown words": 0,
-             "words silent": 0, "derived": 0, "said, not flagged (ONP2060)": 0, "suspects": 0,
+             "words silent": 0, "runner attributes": 0, "attributes silent": 0, "derived": 0,
+             "said, not flagged (ONP2060)": 0, "suspects": 0,
              "missing, judged true": 0, "missing, to judge": 0}
     start = time.perf_counter()
     for version, archive in releases(args.archives):
@@ -253,12 +273,15 @@ def main():
             words = sorted({(n, w) for n, s in code_lines(text).items() for w in GPU_WORD.findall(s)
                             if w not in ix.vllm_words() and w not in ix.names and w not in own and w not in omni})
             silent_words = [(n, w) for n, w in words if n not in at]
+            attrs = runner_attributes(ix, ast.parse(text), omni) if "model_runner" in path else set()
+            silent_attrs = sorted(a for a in attrs if a[0] not in at)
             mine = [d for d in t.diagnostics if DERIVED.match(d.code)]
             plain = {n for n, s in code_lines(text).items() if not GPU_WORD.search(s)}
             suspects = [d for d in mine if d.code == "ONP2041" and d.line in plain]
             for k, v in (("files", 1), ("sites", len(sites)), ("sites silent", len(silent_sites)),
                          ("cuda lines", len(lines)), ("lines silent", len(silent_lines)), ("unknown words", len(words)),
-                         ("words silent", len(silent_words)), ("derived", len(mine)), ("suspects", len(suspects)),
+                         ("words silent", len(silent_words)), ("runner attributes", len(attrs)),
+                         ("attributes silent", len(silent_attrs)), ("derived", len(mine)), ("suspects", len(suspects)),
                          ("said, not flagged (ONP2060)", sum(d.code == "ONP2060" for d in mine))):
                 total[k] += v
             print(f"  {path}: {len(sites)} symbol sites ({len(silent_sites)} silent), {len(lines)} CUDA lines "
@@ -267,6 +290,7 @@ def main():
             for line, name in silent_sites: print(f"    SILENT site {line}: {name}")
             for n in silent_lines: print(f"    SILENT line {n}: {lines[n].strip()[:100]}")
             for n, w in silent_words: print(f"    SILENT word {n}: {w}")
+            for n, x in silent_attrs: print(f"    SILENT runner attribute {n}: self.{x}")
             subjects = {(f.diagnostic.line, f.diagnostic.code): f.subject
                         for f in ix.file_findings(ast.parse(text), derived.module_reader(on_disk))}
             for d in mine:
