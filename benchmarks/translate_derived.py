@@ -15,8 +15,8 @@ last three independent of what the index says:
 3. unknown GPU words: every GPU-worded identifier on a code line (a plain regex again) that neither the target's
    vllm sources nor vllm-ascend's hold, that the file does not bind itself (define, import, assign, take as a
    parameter) and that no file of the release binds (vLLM-Omni's own names);
-4. runner attributes: every `self.X` read in a class of a runner file (any base: one built on vllm's runner through
-   another file's class too) that the class does not define, the target's NPU runner (the twin of vllm's
+4. runner attributes: every `self.X` read in a class of a runner file (any base but a vllm class other than
+   `GPUModelRunner`: one built on vllm's runner through another file's class too) that the class does not define, the target's NPU runner (the twin of vllm's
    `GPUModelRunner`, with its bases) does not have, and no file of the release binds.
 
 A site or line is covered when the translator's report has any diagnostic (hand record or derived) at that line.
@@ -151,7 +151,10 @@ def runner_attributes(ix, tree, omni: set) -> set[tuple[int, str]]:
     twin = ix.twin_of(RUNNER)
     if twin is None or twin[0] not in ix.classes: return set()
     npu, out = ix.members(twin[0])[0], set()
+    table = derived.import_table(tree)
     for c in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+        vllm = {d for b in c.bases if (d := derived.dotted(b, table)) and d.startswith("vllm.")}
+        if vllm - {RUNNER}: continue   # built on another vllm class (a graph wrapper): not the runner's attributes
         own = set(derived.own_members(c)) | derived.probed(c)
         out |= {(n.lineno, n.attr) for n in ast.walk(c) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load)
                 and getattr(n.value, "id", None) == "self" and n.attr not in own | npu.keys() | omni}

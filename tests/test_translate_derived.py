@@ -223,3 +223,12 @@ def test_translate_reads_the_tree_of_the_file_it_is_given(ix, monkeypatch):
     on = translate_source(path.read_text(), rules, str(path))
     assert {"ONP2040", "ONP2041"} <= {d.code for d in on.diagnostics}
     assert not {d.code for d in translate_source(path.read_text(), rules, "ar_runner.py").diagnostics} & {"ONP2041"}
+
+
+def test_a_mixin_beside_vllms_runner_is_read_from_the_tree(ix):
+    path = TREE / "mixed_runner.py"
+    tree = ast.parse(path.read_text())
+    got = {(f.diagnostic.code, f.subject) for f in ix.file_findings(tree, derived.module_reader(path))}
+    assert got == {("ONP2040", "GPUModelRunner"), ("ONP2041", "missing_here")}   # `mixed` is the mixin's
+    # the mixin not read: a name vllm's runner lacks may be the mixin's
+    assert {(f.diagnostic.code, f.subject) for f in ix.file_findings(tree)} == {("ONP2040", "GPUModelRunner")}

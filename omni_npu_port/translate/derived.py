@@ -521,9 +521,10 @@ def attribute_findings(self: DerivedIndex, cls: ast.ClassDef, table: dict, defin
     bases = [dotted(b, table) for b in cls.bases]
     vllm_bases = [b for b in bases if b and b.startswith("vllm.")]
     through, whole = None, len(vllm_bases) == len(bases)
-    if not vllm_bases and read is not None and (got := built_on(cls, table, read)) is not None:
-        vllm_bases, through, more, whole = [got[0]], got[1], got[2], got[3]
-        defined = defined | more
+    if not whole and read is not None and (got := built_on(cls, table, read)) is not None:
+        # its other bases read from its tree (a mixin beside vllm's class, or the class it is built on vllm's through)
+        through, more, whole = None if vllm_bases else got[1], got[2], got[3]
+        vllm_bases, defined = vllm_bases or [got[0]], defined | more
     if not vllm_bases or (twin := self.twin_of(vllm_bases[0])) is None or twin[0] not in self.classes: return []
     base, gpu = vllm_bases[0], self.members(vllm_bases[0])[0]
     npu, complete = self.members(twin[0])
