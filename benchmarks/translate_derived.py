@@ -16,8 +16,9 @@ last three independent of what the index says:
    vllm sources nor vllm-ascend's hold, that the file does not bind itself (define, import, assign, take as a
    parameter) and that no file of the release binds (vLLM-Omni's own names);
 4. runner attributes: every `self.X` read in a class of a runner file (any base but a vllm class other than
-   `GPUModelRunner`: one built on vllm's runner through another file's class too) that the class does not define, the target's NPU runner (the twin of vllm's
-   `GPUModelRunner`, with its bases) does not have, and no file of the release binds.
+   `GPUModelRunner`: one built on vllm's runner through another file's class too) that the class does not define,
+   the target's NPU runner (the twin of vllm's `GPUModelRunner`, with its bases) does not have, and no file of the
+   release binds.
 
 A site or line is covered when the translator's report has any diagnostic (hand record or derived) at that line.
 Silent ones are listed, and so is every derived finding, for a person to judge false flags; those on a line with
