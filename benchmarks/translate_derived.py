@@ -2,7 +2,8 @@
 
 For every vllm-omni release in ~/.cache/omni-npu-port/pkgs (wheel or sdist), the GPU side's worker and runner files
 (`vllm_omni/worker/*.py`, `vllm_omni/diffusion/worker/*.py`) are translated with `translate --check`'s rules for the
-target `translate` infers for that release (`sources.stated.stated_target`), derived rules on. Two independent counts:
+target `translate` infers for that release (`sources.stated.stated_target`), derived rules on. Four counts, the
+last three independent of what the index says:
 
 1. symbol sites: every use of a vllm name (an import, `module.name`) or of a runner attribute (`self.X` in a class
    built on a vllm class) that the target's sources say is missing, renamed or twinned, or whose vllm body is
@@ -13,7 +14,11 @@ target `translate` infers for that release (`sources.stated.stated_target`), der
    vllm-ascend and are not CUDA-only);
 3. unknown GPU words: every GPU-worded identifier on a code line (a plain regex again) that neither the target's
    vllm sources nor vllm-ascend's hold, that the file does not bind itself (define, import, assign, take as a
-   parameter) and that no file of the release binds (vLLM-Omni's own names).
+   parameter) and that no file of the release binds (vLLM-Omni's own names);
+4. runner attributes: every `self.X` read in a class of a runner file (any base but a vllm class other than
+   `GPUModelRunner`: one built on vllm's runner through another file's class too) that the class does not define,
+   the target's NPU runner (the twin of vllm's `GPUModelRunner`, with its bases) does not have, and no file of the
+   release binds.
 
 A site or line is covered when the translator's report has any diagnostic (hand record or derived) at that line.
 Silent ones are listed, and so is every derived finding, for a person to judge false flags; those on a line with
@@ -24,6 +29,7 @@ than the target's vllm and not newer than the vLLM-Omni release: the first that 
 it); none that does leaves the finding to a person (`to judge`).
 
 Run:  PYTHONPATH=. .venv/bin/python benchmarks/translate_derived.py [--release 0.18.0] > out.txt
+      [--archives DIR] (more vllm-omni wheels: release candidates) [--target vllm-ascend==X] (where none is inferred)
 Target: 0 silent.
 
 `--port 0.30.0` instead ports that release (`port_release`) and prints each runner's derived findings, the port's and
@@ -38,13 +44,14 @@ import io
 import re
 import sys
 import tarfile
+import tempfile
 import time
 import tokenize
 import zipfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from omni_npu_port.sources.stated import stated_target  # noqa: E402
+from omni_npu_port.sources.stated import stated_target, target_for  # noqa: E402
 from omni_npu_port.translate import derived  # noqa: E402
 from omni_npu_port.translate.engine import translate_source  # noqa: E402
 from omni_npu_port.translate.rules import compile_rules  # noqa: E402
@@ -52,13 +59,14 @@ from omni_npu_port.translate.rules import compile_rules  # noqa: E402
 CACHE = Path.home() / ".cache" / "omni-npu-port" / "pkgs"
 GPU_FILES = re.compile(r"(^|/)vllm_omni/(worker|diffusion/worker)/[^/]+\.py$")
 CUDA_TOKEN = re.compile(r"torch\.cuda|[\"']cuda\b|NCCL_|\bnccl|\.cuda\(|\bCUDAGraph\b|cuda_graph\b|\bis_cuda\b")
+DERIVED = re.compile(r"ONP20(4[0-4]|6\d)$")   # the derived rules' codes (ONP2049: not run)
 GPU_WORD = re.compile(r"\b\w*(?:cuda|gpu|nccl|CUDA|GPU|NCCL|Cuda|Gpu)\w*")
 
 
-def releases():
-    "(version, archive) of every vllm-omni release in the cache, a wheel preferred over an sdist."
+def releases(more=()):
+    "(version, archive) of every vllm-omni release in the cache (and the folders `more`), a wheel before an sdist."
     out = {}
-    for p in sorted(CACHE.glob("vllm_omni-*")):
+    for p in sorted(q for d in (CACHE, *map(Path, more)) for q in d.glob("vllm_omni-*")):
         if p.name.endswith((".whl", ".tar.gz")):
             v = p.name.split("-")[1].removesuffix(".tar.gz")
             if v not in out or p.name.endswith(".whl"): out[v] = p
@@ -73,6 +81,21 @@ def gpu_files(archive: Path) -> dict[str, str]:
     with tarfile.open(archive) as t:
         return {m.name.split("/", 1)[1]: t.extractfile(m).read().decode() for m in t.getmembers()
                 if m.isfile() and GPU_FILES.search(m.name)}
+
+
+def unpack(archive: Path, into: Path):
+    "Write a release's .py files under `into` (package paths, as `gpu_files` names them)."
+    if archive.name.endswith(".whl"):
+        with zipfile.ZipFile(archive) as z:
+            files = {n: z.read(n) for n in z.namelist() if n.endswith(".py")}
+    else:
+        with tarfile.open(archive) as t:
+            files = {m.name.split("/", 1)[1]: t.extractfile(m).read() for m in t.getmembers()
+                     if m.isfile() and m.name.endswith(".py") and "/" in m.name}
+    for name, data in files.items():
+        if ".." in Path(name).parts or Path(name).is_absolute(): continue
+        (into / name).parent.mkdir(parents=True, exist_ok=True)
+        (into / name).write_bytes(data)
 
 
 BINDS = re.compile(r"(?:def|class)\s+(\w+)|self\.(\w+)\s*(?::[^=\n]*)?=(?!=)|^\s*(\w+)\s*(?::[^=\n]*)?=(?!=)", re.M)
@@ -115,10 +138,28 @@ def bound(tree) -> set:
     return out
 
 
-def symbol_sites(ix, tree) -> set[tuple[int, str]]:
+def symbol_sites(ix, tree, read=None) -> set[tuple[int, str]]:
     "(line, name) of every vllm name or runner attribute the index classifies as twinned, missing or CUDA-only."
-    return {(f.diagnostic.line, f.subject) for f in ix.file_findings(tree) if f.diagnostic.code in
-            ("ONP2040", "ONP2041", "ONP2042")}
+    return {(f.diagnostic.line, f.subject) for f in ix.file_findings(tree, read) if f.diagnostic.code in
+            ("ONP2040", "ONP2041", "ONP2042", "ONP2060")}
+
+
+RUNNER = "vllm.v1.worker.gpu_model_runner.GPUModelRunner"
+
+
+def runner_attributes(ix, tree, omni: set) -> set[tuple[int, str]]:
+    "(line, X) of every `self.X` read in a runner file's classes that its class, the NPU runner and the release lack."
+    twin = ix.twin_of(RUNNER)
+    if twin is None or twin[0] not in ix.classes: return set()
+    npu, out = ix.members(twin[0])[0], set()
+    table = derived.import_table(tree)
+    for c in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+        vllm = {d for b in c.bases if (d := derived.dotted(b, table)) and d.startswith("vllm.")}
+        if vllm - {RUNNER}: continue   # built on another vllm class (a graph wrapper): not the runner's attributes
+        own = set(derived.own_members(c)) | derived.probed(c)
+        out |= {(n.lineno, n.attr) for n in ast.walk(c) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load)
+                and getattr(n.value, "id", None) == "self" and n.attr not in own | npu.keys() | omni}
+    return out
 
 
 DEFINES = {True: r"self\.{0}\s*(?::[^=\n]*)?=(?!=)",                     # a runner attribute: `self.X =`
@@ -195,16 +236,23 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--release", action="append", help="only these vllm-omni versions")
     ap.add_argument("--port", metavar="VERSION", help="port this vLLM-Omni release and show the derived pass")
+    ap.add_argument("--archives", action="append", default=[], metavar="DIR",
+                    help="a folder of more vllm-omni wheels or sdists (release candidates fetched for the check)")
+    ap.add_argument("--target", metavar="vllm-ascend==X", help="the target where none is inferred from the release")
     ap.add_argument("--audit", nargs=2, metavar=("VERSION", "ASCEND"), help="audit this release's NPU copy")
     args = ap.parse_args()
     if args.port: return port_pass(args.port)
     if args.audit: return audit_pass(*args.audit)
     total = {"files": 0, "sites": 0, "sites silent": 0, "cuda lines": 0, "lines silent": 0, "unknown words": 0,
-             "words silent": 0, "derived": 0, "suspects": 0, "missing, judged true": 0, "missing, to judge": 0}
+             "words silent": 0, "runner attributes": 0, "attributes silent": 0, "derived": 0,
+             "said, not flagged (ONP2060)": 0, "suspects": 0,
+             "missing, judged true": 0, "missing, to judge": 0}
     start = time.perf_counter()
-    for version, archive in releases():
+    for version, archive in releases(args.archives):
         if args.release and version not in args.release: continue
         target = stated_target([archive])
+        if target is None and args.target:   # as a user would: translate --check --target vllm-ascend==X
+            target = target_for(args.target.split("==")[-1], f"given: --target {args.target}")
         rules = compile_rules(target)
         rules.derived = True
         t0 = time.perf_counter()
@@ -214,11 +262,14 @@ def main():
               f" (derived index: {'built in %.1f s' % built if ix else 'NO SOURCES in the cache'})")
         if ix is None: continue
         omni = release_names(archive)
+        tmp = tempfile.TemporaryDirectory()   # the release's .py files on disk, as a user translates a tree
+        unpack(archive, Path(tmp.name))
         for path, text in sorted(gpu_files(archive).items()):
-            t = translate_source(text, rules, path, comments=False)
+            on_disk = Path(tmp.name) / path
+            t = translate_source(text, rules, str(on_disk), comments=False)
             if t.error is not None: print(f"  {path}: {t.error.code} {t.error.message}"); continue
             at = {d.line for d in t.diagnostics}
-            sites = symbol_sites(ix, ast.parse(text))
+            sites = symbol_sites(ix, ast.parse(text), derived.module_reader(on_disk))
             lines = {n: s for n, s in code_lines(text).items() if CUDA_TOKEN.search(s)}
             silent_sites = sorted(s for s in sites if s[0] not in at)
             silent_lines = sorted(n for n in lines if n not in at)
@@ -226,12 +277,16 @@ def main():
             words = sorted({(n, w) for n, s in code_lines(text).items() for w in GPU_WORD.findall(s)
                             if w not in ix.vllm_words() and w not in ix.names and w not in own and w not in omni})
             silent_words = [(n, w) for n, w in words if n not in at]
-            mine = [d for d in t.diagnostics if d.code.startswith("ONP204")]
+            attrs = runner_attributes(ix, ast.parse(text), omni) if "model_runner" in path else set()
+            silent_attrs = sorted(a for a in attrs if a[0] not in at)
+            mine = [d for d in t.diagnostics if DERIVED.match(d.code)]
             plain = {n for n, s in code_lines(text).items() if not GPU_WORD.search(s)}
             suspects = [d for d in mine if d.code == "ONP2041" and d.line in plain]
             for k, v in (("files", 1), ("sites", len(sites)), ("sites silent", len(silent_sites)),
                          ("cuda lines", len(lines)), ("lines silent", len(silent_lines)), ("unknown words", len(words)),
-                         ("words silent", len(silent_words)), ("derived", len(mine)), ("suspects", len(suspects))):
+                         ("words silent", len(silent_words)), ("runner attributes", len(attrs)),
+                         ("attributes silent", len(silent_attrs)), ("derived", len(mine)), ("suspects", len(suspects)),
+                         ("said, not flagged (ONP2060)", sum(d.code == "ONP2060" for d in mine))):
                 total[k] += v
             print(f"  {path}: {len(sites)} symbol sites ({len(silent_sites)} silent), {len(lines)} CUDA lines "
                   f"({len(silent_lines)} silent), {len(words)} unknown GPU words ({len(silent_words)} silent), "
@@ -239,13 +294,16 @@ def main():
             for line, name in silent_sites: print(f"    SILENT site {line}: {name}")
             for n in silent_lines: print(f"    SILENT line {n}: {lines[n].strip()[:100]}")
             for n, w in silent_words: print(f"    SILENT word {n}: {w}")
-            subjects = {(f.diagnostic.line, f.diagnostic.code): f.subject for f in ix.file_findings(ast.parse(text))}
+            for n, x in silent_attrs: print(f"    SILENT runner attribute {n}: self.{x}")
+            subjects = {(f.diagnostic.line, f.diagnostic.code): f.subject
+                        for f in ix.file_findings(ast.parse(text), derived.module_reader(on_disk))}
             for d in mine:
                 print(f"    {'suspect ' if d in suspects else ''}{d.line} {d.code}: {d.message[:140]}")
                 if d.code == "ONP2041" and target and target.vllm and (name := subjects.get((d.line, d.code))):
                     true, why = evidence(name, d.message.startswith(("self.", ".")), target.vllm, version)
                     total["missing, judged true" if true else "missing, to judge"] += 1
                     print(f"      evidence: {why}")
+        tmp.cleanup()
     print(f"\n## totals ({time.perf_counter() - start:.0f} s): " + ", ".join(f"{k} {v}" for k, v in total.items()))
 
 

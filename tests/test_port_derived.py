@@ -74,6 +74,14 @@ def test_the_audit_sees_a_gpu_construct_the_npu_copy_still_has_at_its_own_lines(
     assert npu_copy_drift(COPY.replace("NCCL_B", "HCCL_B"), ix, class_lines(COPY, {"NPURunner"}), [BASE]) == []
 
 
+def test_a_cuda_body_the_target_runs_itself_is_no_drift_of_the_npu_copy():
+    ix = index_for(FX / "vllm", FX / "ascend")
+    copy = "from vllm.utils import cuda_stream_copy, cuda_seed\n"   # ONP2060 (info) and ONP2042 on one line
+    [d] = npu_copy_drift(copy, ix)
+    assert d.code == "ONP2056" and "ONP2042" in d.message and "cuda_seed" in d.message
+    assert npu_copy_drift("from vllm.utils import cuda_stream_copy\n", ix) == []
+
+
 def test_a_kept_translation_is_filed_apart_when_the_derived_rules_run():
     rules = compile_rules()
     off = rules_digest(rules)

@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from omni_npu_port.core.diagnostics import code_info
 from omni_npu_port.sources.readers import open_source
 from omni_npu_port.translate import derived
 from omni_npu_port.translate.derived import DerivedIndex, twin_key
@@ -152,3 +153,82 @@ def test_cuda_only_one_step_away_quiet(ix):
     # a name used only as a type, a CPU call, and a def that only compares a backend with NCCL: no CUDA-only body
     subjects = {f.subject for f in ix.file_findings(ast.parse(GRAPHS))}
     assert subjects == {"GraphWrapper", "CapturingGraph", "seeded_run"}
+
+
+SHARED = "from vllm.utils import cuda_stream_copy, cuda_seed\n"
+
+
+def test_a_cuda_only_def_the_target_calls_itself_is_said_not_flagged(ix):
+    got = {f.subject: f.diagnostic for f in ix.file_findings(ast.parse(SHARED))}
+    d = got["cuda_stream_copy"]   # the fixture's vllm-ascend calls it through a module alias (outputs.py:24)
+    assert d.code == "ONP2060" and "vllm/utils.py:14" in d.message and "vllm_ascend/outputs.py:24" in d.message
+    assert code_info("ONP2060").severity == "info"
+    # imported, used as a default value and in an isinstance test by vllm-ascend, never called: still CUDA-only
+    assert got["cuda_seed"].code == "ONP2042"
+
+
+def test_a_same_key_subclass_is_the_twin_before_the_module_assigning_over_the_name(ix):
+    src = ("from vllm.graphs import CudaGraphPool, cuda_warmup\n"
+           "class Pool(CudaGraphPool):\n    def f(self):\n        return self.reset(), self.handle, self.gone\n")
+    got = {(f.diagnostic.code, f.subject): f.diagnostic.message for f in ix.file_findings(ast.parse(src))}
+    assert "vllm_ascend.outputs.AclGraphPool (derived from vllm-ascend ?: vllm_ascend/outputs.py:7)" in \
+        got[("ONP2040", "CudaGraphPool")]
+    # assigned over by a plain function of another name: the module that assigns stays the twin
+    assert "vllm_ascend.outputs (assigns over vllm.graphs.cuda_warmup)" in got[("ONP2040", "cuda_warmup")]
+    # the runner attributes of a class built on it are checked against the twin class: only `gone` is missing
+    assert [s for c, s in got if c == "ONP2041"] == ["gone"]
+
+
+def test_a_twin_class_whose_init_takes_other_arguments_is_said_not_a_drop_in(ix):
+    got = {f.subject: f.diagnostic.message for f in ix.file_findings(ast.parse(
+        "from vllm.graphs import GraphRunner, CudaGraphPool\n"
+        "from vllm.v1.worker.gpu_model_runner import AsyncGPUModelRunnerOutput\n"))}
+    assert "AclGraphRunner" in got["GraphRunner"] and "not a drop-in: its __init__ takes (runnable, config, " \
+        "use_eagle), vllm's (runnable, config, runtime_mode)" in got["GraphRunner"]
+    # the same __init__ parameters (CudaGraphPool), or `*args, **kwargs` passed on (AsyncNPUModelRunnerOutput): quiet
+    assert "drop-in" not in got["CudaGraphPool"] and "drop-in" not in got["AsyncGPUModelRunnerOutput"]
+
+
+TREE = FX / "tree" / "omni"
+
+
+def test_a_runner_built_on_vllm_through_a_class_of_its_own_tree_is_checked(ix):
+    path = TREE / "ar_runner.py"
+    got = {(f.diagnostic.code, f.subject): f.diagnostic.message for f in
+           ix.file_findings(ast.parse(path.read_text()), derived.module_reader(path))}
+    assert "aclgraph_dispatcher" in got[("ONP2040", "cudagraph_dispatcher")]
+    assert "built on it through omni.base_runner.OmniRunner" in got[("ONP2041", "missing_here")]
+    # what the classes between define (OmniRunner's omni_state, Mixin's mixed) and what the twin has: quiet
+    assert set(got) == {("ONP2040", "cudagraph_dispatcher"), ("ONP2041", "missing_here")}
+
+
+def test_a_runner_whose_tree_cannot_be_read_is_not_guessed_at(ix):
+    src = (TREE / "ar_runner.py").read_text()
+    # no path: the base is only a name; the GPU-worded attribute is still said (any class), the missing one is not
+    assert {(f.diagnostic.code, f.subject) for f in ix.file_findings(ast.parse(src))} == \
+        {("ONP2040", "cudagraph_dispatcher")}
+    assert derived.module_reader("<string>") is None
+    # one base not in the tree: only a name vllm's class has and the twin lacks (cudagraph_mode) is flagged
+    path = TREE / "lone_runner.py"
+    got = {(f.diagnostic.code, f.subject) for f in ix.file_findings(ast.parse(path.read_text()),
+                                                                    derived.module_reader(path))}
+    assert got == {("ONP2041", "cudagraph_mode")}
+
+
+def test_translate_reads_the_tree_of_the_file_it_is_given(ix, monkeypatch):
+    monkeypatch.setattr(derived, "derived_index", lambda rules: ix)
+    rules = compile_rules()
+    rules.derived = True
+    path = TREE / "ar_runner.py"
+    on = translate_source(path.read_text(), rules, str(path))
+    assert {"ONP2040", "ONP2041"} <= {d.code for d in on.diagnostics}
+    assert not {d.code for d in translate_source(path.read_text(), rules, "ar_runner.py").diagnostics} & {"ONP2041"}
+
+
+def test_a_mixin_beside_vllms_runner_is_read_from_the_tree(ix):
+    path = TREE / "mixed_runner.py"
+    tree = ast.parse(path.read_text())
+    got = {(f.diagnostic.code, f.subject) for f in ix.file_findings(tree, derived.module_reader(path))}
+    assert got == {("ONP2040", "GPUModelRunner"), ("ONP2041", "missing_here")}   # `mixed` is the mixin's
+    # the mixin not read: a name vllm's runner lacks may be the mixin's
+    assert {(f.diagnostic.code, f.subject) for f in ix.file_findings(tree)} == {("ONP2040", "GPUModelRunner")}

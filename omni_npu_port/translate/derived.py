@@ -23,9 +23,9 @@ from .diagnostics import TranslateDiagnostic
 
 # %% auto #0
 __all__ = ['DEVICE_STRING', 'device_words', 'twin_key', 'nodes_of', 'walked', 'import_table', 'dotted', 'own_members',
-           'cuda_line', 'DerivedIndex', 'per_index', 'Finding', 'probed', 'probes', 'annotations', 'type_origin',
-           'receiver_origin', 'target_sources', 'index_for', 'derived_index', 'might_find', 'derived_check',
-           'add_derived']
+           'cuda_line', 'DerivedIndex', 'per_index', 'Finding', 'module_reader', 'built_on', 'probed', 'probes',
+           'annotations', 'type_origin', 'receiver_origin', 'target_sources', 'index_for', 'derived_index',
+           'might_find', 'derived_check', 'add_derived']
 
 # %% ../../nbs/translate/derived.ipynb #4e6bf391
 _NB = "translate/derived.ipynb"
@@ -48,6 +48,10 @@ register(
     Code("ONP2044", "nccl-env", "an NCCL environment variable: HCCL reads its own", "manual",
          action="Set the HCCL variable the message names where the target has one; else drop it for the NPU.",
          notebook="translate/derived.ipynb", tool="translate"),
+    Code("ONP2060", "derived-npu-shared", "a vllm function or class that is CUDA-only in its body, which the "
+         "target's vllm-ascend calls itself: it runs on an NPU as vllm-ascend runs it", "info",
+         action="Nothing to change for the NPU; where the port calls it before vllm-ascend's runner is set up, check "
+                "the call the message names.", notebook="translate/derived.ipynb", tool="translate"),
     Code("ONP2049", "derived-no-sources", "derived rules not run: the target's vllm and vllm-ascend sources are not "
          "in the package cache (said once per run, on the first file that needed them)", "info",
          action="Fetch them (`omni-npu-port doctor --fetch` or put the sdists in the cache), then translate again.",
@@ -175,6 +179,7 @@ class DerivedIndex:
         self.classes: dict[str, tuple] = {}    # ascend dotted class -> (module, line)
         self._nodes: dict[str, tuple] = {}     # ascend dotted class -> (ClassDef, import table), read on need
         self.hccl: dict[str, tuple] = {}       # HCCL_* variable -> (module, line) naming it
+        self.calls: dict[str, tuple] = {}      # vllm dotted name vllm-ascend calls -> (module, line) of its first call
         self._vllm_defs: dict = {}
         self._words: set | None = None         # vllm's GPU-worded identifiers, read on first need
         if state is not None: self._load(state)   # the scan's state, kept on disk by a caller
@@ -223,8 +228,8 @@ def _module_facts(self: DerivedIndex, module: str, tree: ast.Module) -> tuple[di
 # %% ../../nbs/translate/derived.ipynb #1c1f0eb9
 @patch
 def _scan(self: DerivedIndex, module: str, tree: ast.Module):
-    ("Index one vllm-ascend module (walked once): its names, classes and bases, the vllm names it assigns over, HCCL "
-     "variables.")
+    ("Index one vllm-ascend module (walked once): its names, classes and bases, the vllm names it assigns over and "
+     "calls, HCCL variables.")
     top = set(map(id, tree.body))
     with walked(tree):   # the import table, the nodes and each class's members: this one walk
         table = import_table(tree, module if self.ascend.is_package(module) else module.rsplit(".", 1)[0])
@@ -244,11 +249,13 @@ def _scan(self: DerivedIndex, module: str, tree: ast.Module):
                     if isinstance(t, ast.Name) and id(n) in top: self._name(t.id, module, n.lineno)
                     elif isinstance(t, ast.Attribute) and (d := dotted(t, table)) and d.startswith("vllm."):
                         self.patched.setdefault(d, (module, n.lineno))
+            elif isinstance(n, ast.Call) and (d := dotted(n.func, table)) and d.startswith("vllm."):
+                self.calls.setdefault(d, (module, n.lineno))
             elif isinstance(n, ast.Constant) and isinstance(n.value, str) and re.fullmatch(r"HCCL_\w+", n.value):
                 self.hccl.setdefault(n.value, (module, n.lineno))
 
 # %% ../../nbs/translate/derived.ipynb #5e1d7a20
-_STATE = ("by_key", "names", "functions", "subclasses", "patched", "classes", "hccl")
+_STATE = ("by_key", "names", "functions", "subclasses", "patched", "classes", "hccl", "calls")
 
 @patch
 def state(self: DerivedIndex) -> dict:
@@ -262,8 +269,8 @@ def _load(self: DerivedIndex, state: dict):
         self.by_key = {k: [tuple(e) for e in v] for k, v in state["by_key"].items()}
         self.names, self.functions = set(state["names"]), set(state["functions"])
         self.subclasses = {k: [tuple(e) for e in v] for k, v in state["subclasses"].items()}
-        self.patched, self.classes, self.hccl = ({k: tuple(v) for k, v in state[f].items()}
-                                                 for f in ("patched", "classes", "hccl"))
+        self.patched, self.classes, self.hccl, self.calls = ({k: tuple(v) for k, v in state[f].items()}
+                                                             for f in ("patched", "classes", "hccl", "calls"))
     except (KeyError, TypeError, AttributeError, ValueError) as e:
         raise ValueError(f"not an index state: {e}") from None
     if not all(isinstance(m, str) and isinstance(n, int) for m, n in self.classes.values()):
@@ -325,10 +332,10 @@ def _gpu_specific(name: str) -> bool:
 def twin_of(self: DerivedIndex, name: str) -> tuple[str, str, int] | None:
     "The NPU twin of a vllm dotted name in vllm-ascend: (its name, module, line), or None."
     leaf, key = name.rsplit(".", 1)[-1], twin_key(name.rsplit(".", 1)[-1])
-    if name in self.patched: m, line = self.patched[name]; return f"{m} (assigns over {name})", m, line
-    for sub, line in self.subclasses.get(name, []):
-        parent, own = sub.rsplit(".", 1)
+    for sub, line in self.subclasses.get(name, []):   # a subclass with the twin name, before a module assigning
+        parent, own = sub.rsplit(".", 1)               # over the name (which may assign that very subclass)
         if twin_key(own) == key and own != leaf: return sub, parent, line
+    if name in self.patched: m, line = self.patched[name]; return f"{m} (assigns over {name})", m, line
     kind, module, found = self.vllm_def(name)   # a re-export is judged where vllm defines it
     if not _gpu_specific(f"{module}.{found.name}" if kind == "def" else name) or not key: return None
     hits = [(f"{m}.{n}" not in self.classes, f"{m}.{n}", m, line) for n, m, line in self.by_key.get(key, [])
@@ -395,15 +402,49 @@ def cuda_via(self: DerivedIndex, module: str, node) -> tuple[int, str, str, str 
             return c[0], c[1], m, f"{m}.{callee.name}"
     return None
 
+# %% ../../nbs/translate/derived.ipynb #a77c30bf
+@patch
+@per_index
+def ascend_call(self: DerivedIndex, module: str, node) -> tuple[str, int] | None:
+    "(module, line) of a call in vllm-ascend to the vllm def `node` of `module` (under any name vllm re-exports it by)."
+    for name, where in self.calls.items():
+        if name.rsplit(".", 1)[-1] == node.name and (got := self.vllm_def(name))[0] == "def" and got[2] is node:
+            return where
+    return None
+
+
+# %% ../../nbs/translate/derived.ipynb #d4094285
+def _init(cls: ast.ClassDef):
+    "A class's own `__init__`, or None."
+    return next((st for st in cls.body if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 and st.name == "__init__"), None)
+
+@patch
+def constructor_note(self: DerivedIndex, found, twin: str) -> str:
+    "'; not a drop-in: ...' where a twin class's `__init__` does not take the vllm class's arguments; else ''."
+    if not isinstance(found, ast.ClassDef) or twin not in self.classes: return ""
+    g, n = _init(found), _init(self.class_node(twin)[1])
+    if g is None or n is None: return ""
+    gp, np_ = ([p.arg for p in [*f.args.posonlyargs, *f.args.args]][1:] for f in (g, n))
+    gk = {p.arg for p in g.args.kwonlyargs}
+    needs = {p.arg for p, d in zip(n.args.kwonlyargs, n.args.kw_defaults) if d is None}
+    takes = n.args.kwarg is not None or gk <= {p.arg for p in n.args.kwonlyargs}
+    by_position = n.args.vararg is not None and not np_ or np_[:len(gp)] == gp   # `*args` alone passes them on
+    if by_position and len(np_) - len(gp) <= len(n.args.defaults) and takes and needs <= gk: return ""
+    return (f"; not a drop-in: its __init__ takes ({', '.join(np_)}), vllm's ({', '.join(gp)}): pass arguments by "
+            "keyword and map those that differ")
+
+
 # %% ../../nbs/translate/derived.ipynb #a4420fdd
 @patch
 def symbol_finding(self: DerivedIndex, name: str, node) -> Finding | None:
-    "The finding for one vllm dotted name used at `node`: a twin (ONP2040), missing (ONP2041), CUDA-only (ONP2042)."
+    "The finding for one vllm dotted name used at `node`: twin (ONP2040), missing (ONP2041), CUDA-only (ONP2042/2060)."
     leaf = name.rsplit(".", 1)[-1]
     kind, module, found = self.vllm_def(name)
     if (twin := self.twin_of(name) if kind != "module" or name in self.patched else None) is not None:
         return _finding("ONP2040", node, f"{name} has an NPU twin in vllm-ascend: {twin[0]} "
-                        f"(derived from {self.where(twin[1], twin[2])})", leaf)
+                        f"(derived from {self.where(twin[1], twin[2])})"
+                        f"{self.constructor_note(found, twin[0]) if kind == 'def' else ''}", leaf)
     if kind == "missing":
         return _finding("ONP2041", node, f"{name}: the target's vllm {self.vllm.version or '?'} has no {found!r} "
                         f"in {module} "
@@ -411,9 +452,59 @@ def symbol_finding(self: DerivedIndex, name: str, node) -> Finding | None:
     if kind == "def" and (cuda := self.cuda_via(module, found)) is not None:
         line, what, m, via = cuda
         how = "in its own body" if via is None else f"through {via}"
+        if (call := self.ascend_call(module, found)) is not None:
+            return _finding("ONP2060", node, f"{name} is CUDA-only {how}: {what} (derived from {self.where(m, line)}), "
+                            f"but the target's vllm-ascend calls it itself ({self.where(*call)}): it runs on an NPU "
+                            "as vllm-ascend runs it", leaf)
         return _finding("ONP2042", node, f"{name} is CUDA-only {how}: {what} "
                         f"(derived from {self.where(m, line)})", leaf)
     return None
+
+# %% ../../nbs/translate/derived.ipynb #ada0356b
+_READ: dict = {}   # (path, size, mtime) -> ({class name: ClassDef}, import table): at most _READ_KEPT
+_READ_KEPT = 32
+
+def module_reader(path):
+    "`read(module)`: ({class: ClassDef}, import table) of a module of the tree the file at `path` lies in, or None."
+    try: start = Path(path).resolve().parent if Path(path).is_file() else None   # a file on disk, not "<string>"
+    except (OSError, RuntimeError, ValueError): return None
+    if start is None: return None
+    def read(module: str):
+        rel = Path(*module.split("."))
+        for folder in [start, *start.parents]:
+            for f, pkg in ((folder / f"{rel}.py", module.rpartition(".")[0]), (folder / rel / "__init__.py", module)):
+                try: st = f.stat()
+                except (OSError, ValueError): continue
+                key = (str(f), st.st_size, st.st_mtime_ns)
+                if key not in _READ:
+                    try: tree = ast.parse(f.read_bytes())
+                    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError): return None
+                    while len(_READ) >= _READ_KEPT: _READ.pop(next(iter(_READ)))
+                    _READ[key] = ({st.name: st for st in tree.body if isinstance(st, ast.ClassDef)},
+                                  import_table(tree, pkg))
+                return _READ[key]
+        return None
+    return read
+
+def built_on(cls: ast.ClassDef, table: dict, read, depth: int = 4):
+    ("(vllm class, the first class between, names the classes between define, whether every base was read) of a class "
+     "built on a vllm class through classes `read` finds; None where none leads to vllm.")
+    found, first, more, whole, seen = None, None, set(), True, set()
+    todo = [(dotted(b, table), depth) for b in cls.bases]
+    while todo:
+        b, d = todo.pop(0)
+        if b is None: whole = False; continue
+        if b.rsplit(".", 1)[-1] in IGNORED_BASES or b in seen: continue
+        seen.add(b)
+        if b.split(".")[0] == "vllm": found = found or b; continue
+        module, _, name = b.rpartition(".")
+        got = read(module) if module and d > 0 else None
+        if got is None or name not in got[0]: whole = False; continue
+        node, first = got[0][name], first or b
+        more |= set(own_members(node)) | probed(node)
+        todo += [(dotted(x, got[1]), d - 1) for x in node.bases]
+    return None if found is None else (found, first, more, whole)
+
 
 # %% ../../nbs/translate/derived.ipynb #e5ac7bfd
 def probed(cls: ast.ClassDef) -> set:
@@ -423,10 +514,17 @@ def probed(cls: ast.ClassDef) -> set:
             and c.args[0].id == "self" and isinstance(c.args[1], ast.Constant) and isinstance(c.args[1].value, str)}
 
 @patch
-def attribute_findings(self: DerivedIndex, cls: ast.ClassDef, table: dict, defined: set) -> list[Finding]:
-    "`self.X` in a class built on a vllm class: the NPU twin class has it renamed (ONP2040) or lacks it (ONP2041)."
+def attribute_findings(self: DerivedIndex, cls: ast.ClassDef, table: dict, defined: set,
+                       read=None) -> list[Finding]:
+    ("`self.X` in a class built on a vllm class (itself, or through classes of its tree `read` finds): the NPU "
+     "twin class has it renamed (ONP2040) or lacks it (ONP2041).")
     bases = [dotted(b, table) for b in cls.bases]
     vllm_bases = [b for b in bases if b and b.startswith("vllm.")]
+    through, whole = None, len(vllm_bases) == len(bases)
+    if not whole and read is not None and (got := built_on(cls, table, read)) is not None:
+        # its other bases read from its tree (a mixin beside vllm's class, or the class it is built on vllm's through)
+        through, more, whole = None if vllm_bases else got[1], got[2], got[3]
+        vllm_bases, defined = vllm_bases or [got[0]], defined | more
     if not vllm_bases or (twin := self.twin_of(vllm_bases[0])) is None or twin[0] not in self.classes: return []
     base, gpu = vllm_bases[0], self.members(vllm_bases[0])[0]
     npu, complete = self.members(twin[0])
@@ -442,9 +540,10 @@ def attribute_findings(self: DerivedIndex, cls: ast.ClassDef, table: dict, defin
             (y, (m, line)), = ys[:1]
             out.append(_finding("ONP2040", n, f"self.{x}: the NPU runner {twin[0]} has {y} in its place "
                                 f"(derived from {self.where(m, line)})", x))
-        elif complete and x not in npu and (x in gpu or len(vllm_bases) == len(bases)):
+        elif complete and x not in npu and (x in gpu or whole):
             said = (f"vllm's {base} has it at {self.where(*gpu[x])}" if x in gpu else f"nor has vllm "
                     f"{self.vllm.version or '?'}'s {base}, nor this file: where a subclass sets it, keep a # ONP2041")
+            said += f", built on it through {through}" if through else ""
             out.append(_finding("ONP2041", n, f"self.{x}: {twin[0]}, the NPU twin of {base.rsplit('.', 1)[1]}, has no "
                                 f"{x!r} ({said}; derived from {self.where(twin[1], twin[2])})", x))
     return out
@@ -586,12 +685,12 @@ def _defined(tree: ast.Module) -> set:
     return out
 
 @patch
-def file_findings(self: DerivedIndex, tree: ast.Module) -> list[Finding]:
-    "Every derived finding for one parsed GPU file, one per line and name (the file walked once)."
-    with walked(tree): return self._file_findings(tree)
+def file_findings(self: DerivedIndex, tree: ast.Module, read=None) -> list[Finding]:
+    "Every derived finding for one parsed GPU file, one per line and name (the file walked once; `read`: its tree's)."
+    with walked(tree): return self._file_findings(tree, read)
 
 @patch
-def _file_findings(self: DerivedIndex, tree: ast.Module) -> list[Finding]:
+def _file_findings(self: DerivedIndex, tree: ast.Module, read=None) -> list[Finding]:
     "`file_findings` inside the file's one walk."
     table, out = import_table(tree), []
     for n in nodes_of(tree):
@@ -604,7 +703,7 @@ def _file_findings(self: DerivedIndex, tree: ast.Module) -> list[Finding]:
             out.append(self.symbol_finding(f"{table[n.value.id]}.{n.attr}", n))
     defined = _defined(tree)
     for c in (n for n in nodes_of(tree) if isinstance(n, ast.ClassDef)):
-        out += self.attribute_findings(c, table, defined)
+        out += self.attribute_findings(c, table, defined, read)
     out += self.worded_findings(tree, table, defined, {(f.diagnostic.line, f.subject) for f in out if f})
     out += self.construct_findings(tree, table)
     seen, kept = set(), []
@@ -651,12 +750,13 @@ def might_find(source: str | bytes) -> bool:
 
 
 # %% ../../nbs/translate/derived.ipynb #cd949248
-def derived_check(source: str | bytes, target) -> list[Finding] | None:
-    "The derived findings of one module's source for `target` (a RuleSet or a DerivedIndex); None: no sources."
+def derived_check(source: str | bytes, target, path=None) -> list[Finding] | None:
+    ("The derived findings of one module's source for `target` (a RuleSet or a DerivedIndex; `path`: where the file "
+     "lies, for the classes of its tree); None: no sources.")
     ix = target if isinstance(target, DerivedIndex) else derived_index(target)
     if ix is None: return None
     if not might_find(source): return []
-    try: return ix.file_findings(ast.parse(source))
+    try: return ix.file_findings(ast.parse(source), module_reader(path) if path else None)
     except (SyntaxError, ValueError, RecursionError, MemoryError): return []
 
 
@@ -682,6 +782,6 @@ def add_derived(t, rules):
             _TOLD.add((rules.vllm_ascend, rules.vllm))
             t.diagnostics = [*t.diagnostics, TranslateDiagnostic("ONP2049", f"{why}: derived rules not run")]
         return t
-    new = [f.diagnostic for f in derived_check(src, ix) if not _duplicate(f, t.diagnostics)]
+    new = [f.diagnostic for f in derived_check(src, ix, t.path) if not _duplicate(f, t.diagnostics)]
     if new: t.diagnostics = sorted([*t.diagnostics, *new], key=lambda d: d.line)
     return t
