@@ -1701,7 +1701,7 @@ def _unjudged(runners: list) -> None:
             ours = {id(d) for d in r.judge.port + r.judge.excluded}
             r.diagnostics, r.judge = [d for d in r.diagnostics if id(d) not in ours], None
 
-def carry_helpers(runners: list, gpus, ix, rejudge, rounds: int = 2) -> list[Diagnostic] | None:
+def carry_helpers(runners: list, gpus, ix, rejudge, rounds: int = 3) -> list[Diagnostic] | None:
     ("After the judge: per runner, the methods its `self.X` findings name carried in (`carry_methods`; `gpus(i)`: "
      "PREV's and NEW's omni GPU runner of runner i) and judged again (`rejudge()`, its lines), `rounds` times at most "
      "(a carried method may call another); a runner the judge then finds no fewer errors in than before the first "
