@@ -2567,6 +2567,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                                        'omni_npu_port/port/update_release.py'),
                                                    'omni_npu_port.port.update_release._without': ( 'port/update_release.html#_without',
                                                                                                    'omni_npu_port/port/update_release.py'),
+                                                   'omni_npu_port.port.update_release._without_keywords': ( 'port/update_release.html#_without_keywords',
+                                                                                                            'omni_npu_port/port/update_release.py'),
                                                    'omni_npu_port.port.update_release.assemble': ( 'port/update_release.html#assemble',
                                                                                                    'omni_npu_port/port/update_release.py'),
                                                    'omni_npu_port.port.update_release.body_likeness': ( 'port/update_release.html#body_likeness',

@@ -1812,7 +1812,21 @@ def record_units(code: str, cls: str, new_code: str, recs: set) -> list[tuple]:
     out = []
     for u in sorted(units, key=lambda u: u[0]):
         if not out or u[0] >= out[-1][1]: out.append(u)
-    return out
+    unbound = lambda ls: {d.message.split("`")[1] for d in unbound_reads("\n".join(ls) + "\n")}
+    gone = unbound(_apply(lines, out)) - unbound(lines)   # the new port's lines read what only it binds
+    return [(a, b, _without_keywords(seg, gone)) for a, b, seg in out] if gone else out
+
+def _without_keywords(seg: list[str], names: set) -> list[str]:
+    "Statement lines with each keyword argument `k=NAME` of a name in `names` cut (the record's default, if any)."
+    text, pre = "\n".join(seg), int(seg[0][:1].isspace())   # indented: parsed inside an `if`
+    try: tree = ast.parse("if 1:\n" * pre + text)
+    except SyntaxError: return seg
+    spans = sorted(_cut_keyword(text, _at(seg, k.lineno - pre, k.col_offset), _at(seg, k.end_lineno - pre,
+                                                                              k.end_col_offset))
+                   for k in ast.walk(tree) if isinstance(k, ast.keyword) and isinstance(k.value, ast.Name)
+                   and k.value.id in names)
+    for a, b in reversed(spans): text = text[:a] + text[b:]
+    return [l for l in text.split("\n") if l.strip()] if spans else seg
 
 # %% ../../nbs/port/update_release.ipynb #db67bdee
 def _errors(r) -> int:
