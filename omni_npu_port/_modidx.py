@@ -2543,6 +2543,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                                  'omni_npu_port/port/update_release.py'),
                                                    'omni_npu_port.port.update_release._place': ( 'port/update_release.html#_place',
                                                                                                  'omni_npu_port/port/update_release.py'),
+                                                   'omni_npu_port.port.update_release._positional': ( 'port/update_release.html#_positional',
+                                                                                                      'omni_npu_port/port/update_release.py'),
                                                    'omni_npu_port.port.update_release._put': ( 'port/update_release.html#_put',
                                                                                                'omni_npu_port/port/update_release.py'),
                                                    'omni_npu_port.port.update_release._root': ( 'port/update_release.html#_root',

@@ -1778,6 +1778,10 @@ def record_key(st: ast.stmt, recs: set, holders: set) -> str | None:
         return "unpack " + ast.unparse(st.value)
     return None
 
+def _fields(c: ast.ClassDef) -> list[str]:
+    "A record class's fields, in order."
+    return [s.target.id for s in c.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)]
+
 # %% ../../nbs/port/update_release.ipynb #00267553
 def record_units(code: str, cls: str, new_code: str, recs: set) -> list[tuple]:
     ("The units (first, end: 0-based lines, the new port's lines) that take the new port's records `recs` into a "
@@ -1796,7 +1800,7 @@ def record_units(code: str, cls: str, new_code: str, recs: set) -> list[tuple]:
     for c in conflicts_in(lines):
         spans.append((c.at[0], c.at[2] + 1))
         if c.commented and any(key(s) for s in side_statements(c, 1)):
-            units.append((c.at[0], c.at[2] + 1, list(c.omni)))
+            units.append((c.at[0], c.at[2] + 1, _positional(list(c.omni), side_statements(c, 0), theirs)))
     ours, new = class_methods(code, cls) or {}, class_methods(new_code, cls) or {}
     node = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls), None)
     for fn in (f for f in getattr(node, "body", []) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))):
@@ -1808,7 +1812,7 @@ def record_units(code: str, cls: str, new_code: str, recs: set) -> list[tuple]:
             if len(alike) != 1 or ast.dump(alike[0]) == ast.dump(st): continue
             text = textwrap.dedent(new[fn.name]).split("\n")[alike[0].lineno - 1:alike[0].end_lineno]
             shift = _indent(lines[st.lineno - 1]) - _indent(text[0])
-            units.append((st.lineno - 1, st.end_lineno, _shifted(text, shift)))
+            units.append((st.lineno - 1, st.end_lineno, _positional(_shifted(text, shift), [st], theirs)))
     out = []
     for u in sorted(units, key=lambda u: u[0]):
         if not out or u[0] >= out[-1][1]: out.append(u)
@@ -1816,6 +1820,7 @@ def record_units(code: str, cls: str, new_code: str, recs: set) -> list[tuple]:
     gone = unbound(_apply(lines, out)) - unbound(lines)   # the new port's lines read what only it binds
     return [(a, b, _without_keywords(seg, gone)) for a, b, seg in out] if gone else out
 
+# %% ../../nbs/port/update_release.ipynb #b52cc889
 def _without_keywords(seg: list[str], names: set) -> list[str]:
     "Statement lines with each keyword argument `k=NAME` of a name in `names` cut (the record's default, if any)."
     text, pre = "\n".join(seg), int(seg[0][:1].isspace())   # indented: parsed inside an `if`
@@ -1827,6 +1832,27 @@ def _without_keywords(seg: list[str], names: set) -> list[str]:
                    and k.value.id in names)
     for a, b in reversed(spans): text = text[:a] + text[b:]
     return [l for l in text.split("\n") if l.strip()] if spans else seg
+
+def _positional(seg: list[str], people: list, recs: dict) -> list[str]:
+    ("Lines where each keyword build of a record (`recs`: its class) is written by position, in its fields' order, "
+     "where the people's statements build it so (no keyword) and the keywords are its first fields, each a plain "
+     "value.")
+    if not any(isinstance(n, ast.Call) and ast.unparse(n.func) in recs and n.args and not n.keywords
+               for s in people for n in ast.walk(s)): return seg
+    text, pre = "\n".join(seg), int(seg[0][:1].isspace())
+    try: tree = ast.parse("if 1:\n" * pre + text)
+    except SyntaxError: return seg
+    edits = []
+    for n in (n for n in ast.walk(tree) if isinstance(n, ast.Call) and ast.unparse(n.func) in recs):
+        fields, kw = _fields(recs[ast.unparse(n.func)]), {k.arg: k.value for k in n.keywords}
+        if n.args or None in kw or set(kw) != set(fields[:len(kw)]) or not all(
+                isinstance(v, (ast.Name, ast.Constant, ast.Attribute)) for v in kw.values()): continue
+        ind = " " * _indent(seg[n.lineno - pre - 1])
+        args = "".join(f"{ind}    {ast.unparse(kw[f])},\n" for f in fields[:len(kw)])
+        a, b = _at(seg, n.lineno - pre, n.col_offset), _at(seg, n.end_lineno - pre, n.end_col_offset)
+        edits.append((a, b, f"{ast.unparse(n.func)}(\n{args}{ind})"))
+    for a, b, put in sorted(edits, reverse=True): text = text[:a] + put + text[b:]
+    return text.split("\n")
 
 # %% ../../nbs/port/update_release.ipynb #db67bdee
 def _errors(r) -> int:
@@ -1868,10 +1894,6 @@ def take_records(runners: list, new_port: ReleasePort, ix, rejudge) -> list[Diag
             "ONP4536", f"{code_info('ONP4536').title} ({after} error(s), {before} before): {r.cls}")]
     _unjudged(runners)
     return rejudge()
-
-def _fields(c: ast.ClassDef) -> list[str]:
-    "A record class's fields, in order."
-    return [s.target.id for s in c.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)]
 
 # %% ../../nbs/port/update_release.ipynb #674244bf
 def update_release(new: str, prev: str | None = "auto", target: str | None = None, out: Path | str | None = None,
