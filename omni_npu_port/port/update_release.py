@@ -1783,24 +1783,25 @@ def _fields(c: ast.ClassDef) -> list[str]:
     return [s.target.id for s in c.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)]
 
 # %% ../../nbs/port/update_release.ipynb #00267553
-def record_units(code: str, cls: str, new_code: str, recs: set) -> list[tuple]:
-    ("The units (first, end: 0-based lines, the new port's lines) that take the new port's records `recs` into a "
-     "module: each definition that differs, each comment-form conflict whose new side builds or unpacks one, each live "
-     "statement that does, by its one counterpart in the new port's same method; none that overlaps another.")
+def record_units(code: str, cls: str, new_code: str, recs: dict) -> list[tuple]:
+    ("The units (first, end: 0-based lines, the new port's lines) that take the new port's records `recs` (by name, "
+     "its class) into a module: each definition that differs, each comment-form conflict whose new side builds or "
+     "unpacks one, each live statement that does, by its one counterpart in the new port's same method; none that "
+     "overlaps another; builds by position where the people's are (`_positional`).")
     try: tree, ntree = ast.parse(code), ast.parse(new_code)
     except SyntaxError: return []
     lines, nlines, units = python_lines(code), python_lines(new_code), []
     mine, theirs = records(code), records(new_code)
-    for name in recs & mine.keys() & theirs.keys():
+    for name in recs.keys() & mine.keys() & theirs.keys():
         a, b = mine[name], theirs[name]
-        if ast.dump(a) != ast.dump(b): units.append((_start(a), a.end_lineno, nlines[_start(b):b.end_lineno]))
+        if ast.dump(a) != ast.dump(b): units.append((_start(a), a.end_lineno, nlines[_start(b):b.end_lineno], []))
     holders = record_holders((tree, ntree), recs)
     key = lambda s: record_key(s, recs, holders)
     spans = []
     for c in conflicts_in(lines):
         spans.append((c.at[0], c.at[2] + 1))
         if c.commented and any(key(s) for s in side_statements(c, 1)):
-            units.append((c.at[0], c.at[2] + 1, _positional(list(c.omni), side_statements(c, 0), theirs)))
+            units.append((c.at[0], c.at[2] + 1, list(c.omni), side_statements(c, 0)))
     ours, new = class_methods(code, cls) or {}, class_methods(new_code, cls) or {}
     node = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls), None)
     for fn in (f for f in getattr(node, "body", []) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))):
@@ -1812,13 +1813,13 @@ def record_units(code: str, cls: str, new_code: str, recs: set) -> list[tuple]:
             if len(alike) != 1 or ast.dump(alike[0]) == ast.dump(st): continue
             text = textwrap.dedent(new[fn.name]).split("\n")[alike[0].lineno - 1:alike[0].end_lineno]
             shift = _indent(lines[st.lineno - 1]) - _indent(text[0])
-            units.append((st.lineno - 1, st.end_lineno, _positional(_shifted(text, shift), [st], theirs)))
+            units.append((st.lineno - 1, st.end_lineno, _shifted(text, shift), [st]))
     out = []
     for u in sorted(units, key=lambda u: u[0]):
         if not out or u[0] >= out[-1][1]: out.append(u)
     unbound = lambda ls: {d.message.split("`")[1] for d in unbound_reads("\n".join(ls) + "\n")}
     gone = unbound(_apply(lines, out)) - unbound(lines)   # the new port's lines read what only it binds
-    return [(a, b, _without_keywords(seg, gone)) for a, b, seg in out] if gone else out
+    return [(a, b, _positional(_without_keywords(seg, gone), people, recs)) for a, b, seg, people in out]
 
 # %% ../../nbs/port/update_release.ipynb #b52cc889
 def _without_keywords(seg: list[str], names: set) -> list[str]:
@@ -1864,7 +1865,7 @@ def take_records(runners: list, new_port: ReleasePort, ix, rejudge) -> list[Diag
      "updated module (`record_units`, ONP4535) and all judged again (`rejudge()`, its lines); put back (ONP4536) "
      "where those modules' errors did not drop; None where nothing is taken.")
     from copy import copy
-    recs = set().union(*(records(f.code) for f in new_port.runners))
+    recs = {k: v for f in new_port.runners for k, v in records(f.code).items()}
     todo = {i: u for i, (r, f) in enumerate(zip(runners, new_port.runners))
             if recs and r.code != f.code and (u := record_units(r.code, r.cls, f.code, recs))}
     if not any(_errors(runners[i]) for i in todo): return None
@@ -1872,8 +1873,8 @@ def take_records(runners: list, new_port: ReleasePort, ix, rejudge) -> list[Diag
     before = sum(_errors(runners[i]) for i in todo)
     for i, units in todo.items():
         r = runners[i]
-        gone = sorted({f for n, c in records(r.code).items() if n in recs for f in _fields(c)}
-                      - {f for c in records(new_port.runners[i].code).values() for f in _fields(c)})
+        gone = sorted({f for n, c in records(r.code).items() if n in recs
+                       for f in set(_fields(c)) - set(_fields(recs[n]))})
         said = port_diagnostic("ONP4535", f"{code_info('ONP4535').title}: {r.cls}: {len(units)} place(s)"
                                + (f"; the people's fields NEW's record lacks: {', '.join(gone)}" if gone else ""))
         judged = {id(d) for d in r.judge.port + r.judge.excluded} if r.judge is not None else set()
