@@ -62,7 +62,9 @@ __all__ = ['RENAME_LIKENESS', 'omni_releases', 'previous_release', 'git_checkout
            'module_unbound', 'unbound_in', 'import_resolves', 'retarget_imports', 'placed_imports', 'update_runner',
            'ReleaseUpdate', 'update_markdown', 'update_summary', 'write_update', 'one_definition', 'update_runners',
            'written_on', 'people_errors', 'keyword_drops', 'retake_calls', 'retake_judged', 'falsy_reads',
-           'judged_hunk', 'repair_module', 'repair_judged', 'update_release']
+           'judged_hunk', 'repair_module', 'repair_judged', 'missing_helpers', 'helper_source', 'carry_methods',
+           'carry_helpers', 'runner_gpus', 'records', 'record_holders', 'record_key', 'record_units', 'take_records',
+           'update_release']
 
 # %% ../../nbs/port/update_release.ipynb #41af0190
 # a second import block (`__all__` comes between), so that neither import cell passes 60 lines
@@ -1641,6 +1643,259 @@ def repair_judged(runners: list, new_port: ReleasePort, ix, rejudge, rounds: int
         r.diagnostics = [d for d in r.diagnostics if d.code != "ONP4531" or any(d.message.endswith(x) for x in left)]
     return judged
 
+# %% ../../nbs/port/update_release.ipynb #09e39de4
+register(Code("ONP4533", "update-helper-carried", "update: the judge finds `self.X` in no class of the updated "
+              "runner's order, and X is a method the new port inherits from an omni GPU runner the people's class "
+              "does not derive from (their port dropped that base), or one PREV's omni GPU runner defined and NEW's "
+              "no longer does: the method is carried into the runner, translated as the port translates it",
+              "warning", "check the carried method on NEW: a dropped base's method may be one the people meant to "
+              "do without; a method NEW removed may have a replacement the caller should use", _NB, "port"),
+         Code("ONP4534", "update-helper-not-carried", "update: methods carried for the judge's `self.X` findings "
+              "(ONP4533) left the judge finding no fewer errors in the runner: they are taken out again, the "
+              "judge's findings stand", "warning", "port what the caller needs from the method by hand", _NB, "port"))
+
+_NO_ATTRIBUTE = re.compile(r'Cannot access attribute "(\w+)" for class "(\w+)"')
+
+def missing_helpers(found: list, cls: str) -> list[str]:
+    "The methods `self.X` the judge finds in no class of runner `cls`'s order (ONP4443 on `cls`), once each, in order."
+    got = [m.group(1) for d in found if d.code == "ONP4443" and (m := _NO_ATTRIBUTE.search(d.message or ""))
+           and m.group(2) == cls]
+    return list(dict.fromkeys(got))
+
+def helper_source(name: str, code: str, cls: str, prev_gpu, new_gpu) -> tuple[str, str] | None:
+    ("(translated text, where from) of a method runner `cls` lacks: NEW's omni GPU runner's where the class does not "
+     "derive from it, else PREV's where NEW's no longer defines it; None where neither gives it.")
+    if new_gpu is not None and name in new_gpu.names() and not derives_from(code, cls, new_gpu.name):
+        return new_gpu.text(name), f"NEW's {new_gpu.name}, a base the people's class does not list"
+    if prev_gpu is not None and name in prev_gpu.names() and (new_gpu is None or name not in new_gpu.names()):
+        return prev_gpu.text(name), f"PREV's {prev_gpu.name} (NEW's omni no longer defines it)"
+    return None
+
+def carry_methods(code: str, cls: str, names: list[str], prev_gpu, new_gpu) -> tuple[str, list[Diagnostic]]:
+    ("The module with each named method `helper_source` gives appended to class `cls` (ONP4533 each); the module as "
+     "it is where none is given or the class defines it already.")
+    try: tree = ast.parse(code)
+    except SyntaxError: return code, []
+    node = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls), None)
+    if node is None: return code, []
+    have, lines, add, said = set(class_methods(code, cls) or ()), python_lines(code), [], []
+    ind = " " * next((s.col_offset for s in node.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))),
+                     node.col_offset + 4)
+    for name in (n for n in names if n not in have):
+        got = helper_source(name, code, cls, prev_gpu, new_gpu)
+        if got is None or not got[0]: continue
+        text = textwrap.dedent(got[0]).strip("\n").split("\n")
+        add += [""] + [ind + l if l.strip() else "" for l in text]
+        said.append(port_diagnostic("ONP4533", f"{code_info('ONP4533').title}: {cls}.{name} from {got[1]}",
+                                    node.end_lineno + 2 + len(add) - len(text) - 1, where=name))
+    if not add: return code, []
+    out = lines[:node.end_lineno] + add + lines[node.end_lineno:]
+    if not _compiles(out): return code, []
+    return "\n".join(out).rstrip("\n") + "\n", said
+
+# %% ../../nbs/port/update_release.ipynb #9738bb7e
+def _unjudged(runners: list) -> None:
+    "Each runner's judge findings taken out and its judgement cleared, before all are judged again together."
+    for r in runners:
+        if r.judge is not None:
+            ours = {id(d) for d in r.judge.port + r.judge.excluded}
+            r.diagnostics, r.judge = [d for d in r.diagnostics if id(d) not in ours], None
+
+def carry_helpers(runners: list, gpus, ix, rejudge, rounds: int = 3) -> list[Diagnostic] | None:
+    ("After the judge: per runner, the methods its `self.X` findings name carried in (`carry_methods`; `gpus(i)`: "
+     "PREV's and NEW's omni GPU runner of runner i) and judged again (`rejudge()`, its lines), `rounds` times at most "
+     "(a carried method may call another); a runner the judge then finds no fewer errors in than before the first "
+     "carry gets its code back (ONP4534); None where none is carried.")
+    judged, was = None, {}
+    for _ in range(rounds):
+        now = {}
+        for i, r in enumerate(runners):
+            if r.judge is None or not r.judge.judged or not (names := missing_helpers(r.judge.port, r.cls)): continue
+            code, said = carry_methods(r.code, r.cls, names, *gpus(i))
+            if code == r.code: continue
+            now[i] = was.setdefault(i, (r.code, r.not_ready, list(r.diagnostics), len(r.judge.port), r.judge))
+            r.code, r.not_ready = code, ready_findings(code, ix, r.cls)
+            r.diagnostics = [d for d in r.diagnostics if d.code not in _READY_CODES] + said + r.not_ready
+        if not now: break
+        _unjudged(runners)
+        judged = rejudge()
+    back = [i for i, (*_, n, _j) in was.items()
+            if runners[i].judge is None or not runners[i].judge.judged or len(runners[i].judge.port) >= n]
+    for i in back:
+        r, (code, not_ready, diags, n, judge) = runners[i], was[i]
+        ours = {id(d) for d in judge.port + judge.excluded}
+        why = f"{len(r.judge.port) if r.judge is not None else '?'} error(s), {n} before"
+        r.code, r.not_ready = code, not_ready
+        r.diagnostics = [d for d in diags if id(d) not in ours] + [port_diagnostic(
+            "ONP4534", f"{code_info('ONP4534').title} ({why}): {r.cls}")]
+    if back: _unjudged(runners); judged = rejudge()   # judged as the people's module was
+    return judged
+
+def runner_gpus(new_port: ReleasePort, base_port: ReleasePort, npu_bases: tuple):
+    "i -> (PREV's omni GPU runner, NEW's) of the new port's runner i, as `Inherited` (None: not read), each read once."
+    memo = {}
+    def of(i: int) -> tuple:
+        if i not in memo:
+            r = new_port.runners[i]
+            b = _match(r, base_port.runners)
+            memo[i] = (_gpu_runner(base_port.origin, b.gpu, npu_bases[0]) if b and npu_bases[0] else None,
+                       _gpu_runner(new_port.origin, r.gpu, npu_bases[1]) if npu_bases[1] else None)
+        return memo[i]
+    return of
+
+# %% ../../nbs/port/update_release.ipynb #569d4182
+register(Code("ONP4535", "update-record-taken", "update: the judge or the ready rules find errors in a module whose "
+              "state record (a module-level NamedTuple or dataclass the new port defines) the people's port defines, "
+              "builds or unpacks otherwise: the record's definition and every statement or conflict that builds it or "
+              "unpacks what holds it are taken from the new port, in every updated module, together", "warning",
+              "check the people's fields the message names: NEW's record lacks them; carry what they held another "
+              "way", _NB, "port"),
+         Code("ONP4536", "update-record-not-taken", "update: the new port's state record taken whole (ONP4535) left "
+              "the judge and the ready rules finding no fewer errors in those modules: the people's record is put "
+              "back, the findings stand", "warning", "bring the people's record, its builds and unpacks onto NEW's "
+              "fields by hand", _NB, "port"))
+
+def records(code: str) -> dict[str, ast.ClassDef]:
+    "A module's top-level record classes (a NamedTuple, a dataclass) by name; {} where it does not parse."
+    try: tree = ast.parse(code)
+    except SyntaxError: return {}
+    last = lambda e: ast.unparse(e.func if isinstance(e, ast.Call) else e).rpartition(".")[2]
+    return {n.name: n for n in tree.body if isinstance(n, ast.ClassDef) and (
+        "NamedTuple" in {last(b) for b in n.bases} or "dataclass" in {last(d) for d in n.decorator_list})}
+
+def record_holders(trees, recs: set) -> set[str]:
+    "`self.H` (as text) that some statement of the trees assigns a record built (`self.H = Rec(...)`)."
+    return {ast.unparse(s.targets[0]) for t in trees for s in ast.walk(t) if isinstance(s, ast.Assign)
+            and isinstance(s.value, ast.Call) and ast.unparse(s.value.func) in recs
+            and ast.unparse(s.targets[0]).startswith("self.")}
+
+def record_key(st: ast.stmt, recs: set, holders: set) -> str | None:
+    "`build TARGET` / `unpack HOLDER` where a statement builds a record or unpacks what holds one; else None."
+    if not isinstance(st, ast.Assign) or len(st.targets) != 1: return None
+    if isinstance(st.value, ast.Call) and ast.unparse(st.value.func) in recs:
+        return "build " + ast.unparse(st.targets[0])
+    if isinstance(st.targets[0], ast.Tuple) and ast.unparse(st.value) in holders:
+        return "unpack " + ast.unparse(st.value)
+    return None
+
+def _fields(c: ast.ClassDef) -> list[str]:
+    "A record class's fields, in order."
+    return [s.target.id for s in c.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)]
+
+# %% ../../nbs/port/update_release.ipynb #00267553
+def record_units(code: str, cls: str, new_code: str, recs: dict) -> list[tuple]:
+    ("The units (first, end: 0-based lines, the new port's lines) that take the new port's records `recs` (by name, "
+     "its class) into a module: each definition that differs, each comment-form conflict whose new side builds or "
+     "unpacks one, each live statement that does, by its one counterpart in the new port's same method; none that "
+     "overlaps another; builds by position where the people's are (`_positional`).")
+    try: tree, ntree = ast.parse(code), ast.parse(new_code)
+    except SyntaxError: return []
+    lines, nlines, units = python_lines(code), python_lines(new_code), []
+    mine, theirs = records(code), records(new_code)
+    for name in recs.keys() & mine.keys() & theirs.keys():
+        a, b = mine[name], theirs[name]
+        if ast.dump(a) != ast.dump(b): units.append((_start(a), a.end_lineno, nlines[_start(b):b.end_lineno], []))
+    holders = record_holders((tree, ntree), recs)
+    key = lambda s: record_key(s, recs, holders)
+    spans = []
+    for c in conflicts_in(lines):
+        spans.append((c.at[0], c.at[2] + 1))
+        if c.commented and any(key(s) for s in side_statements(c, 1)):
+            units.append((c.at[0], c.at[2] + 1, list(c.omni), side_statements(c, 0)))
+    ours, new = class_methods(code, cls) or {}, class_methods(new_code, cls) or {}
+    node = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls), None)
+    for fn in (f for f in getattr(node, "body", []) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))):
+        try: other = ast.parse(textwrap.dedent(new.get(fn.name) or ""))
+        except SyntaxError: continue
+        for st in (s for s in ast.walk(fn) if isinstance(s, ast.stmt) and key(s)):
+            if any(a <= st.lineno - 1 < b for a, b in spans): continue   # in a conflict: taken whole above
+            alike = [s for s in ast.walk(other) if isinstance(s, ast.stmt) and key(s) == key(st)]
+            if len(alike) != 1 or ast.dump(alike[0]) == ast.dump(st): continue
+            text = textwrap.dedent(new[fn.name]).split("\n")[alike[0].lineno - 1:alike[0].end_lineno]
+            shift = _indent(lines[st.lineno - 1]) - _indent(text[0])
+            units.append((st.lineno - 1, st.end_lineno, _shifted(text, shift), [st]))
+    out = []
+    for u in sorted(units, key=lambda u: u[0]):
+        if not out or u[0] >= out[-1][1]: out.append(u)
+    unbound = lambda ls: {d.message.split("`")[1] for d in unbound_reads("\n".join(ls) + "\n")}
+    gone = unbound(_apply(lines, out)) - unbound(lines)   # the new port's lines read what only it binds
+    return [(a, b, _positional(_without_keywords(seg, gone), people, recs)) for a, b, seg, people in out]
+
+# %% ../../nbs/port/update_release.ipynb #b52cc889
+def _without_keywords(seg: list[str], names: set) -> list[str]:
+    "Statement lines with each keyword argument `k=NAME` of a name in `names` cut (the record's default, if any)."
+    text, pre = "\n".join(seg), int(seg[0][:1].isspace())   # indented: parsed inside an `if`
+    try: tree = ast.parse("if 1:\n" * pre + text)
+    except SyntaxError: return seg
+    spans = sorted(_cut_keyword(text, _at(seg, k.lineno - pre, k.col_offset), _at(seg, k.end_lineno - pre,
+                                                                              k.end_col_offset))
+                   for k in ast.walk(tree) if isinstance(k, ast.keyword) and isinstance(k.value, ast.Name)
+                   and k.value.id in names)
+    for a, b in reversed(spans): text = text[:a] + text[b:]
+    return [l for l in text.split("\n") if l.strip()] if spans else seg
+
+def _positional(seg: list[str], people: list, recs: dict) -> list[str]:
+    ("Lines where each keyword build of a record (`recs`: its class) is written by position, in its fields' order, "
+     "where the people's statements build it so (no keyword) and the keywords are its first fields, each a plain "
+     "value.")
+    if not any(isinstance(n, ast.Call) and ast.unparse(n.func) in recs and n.args and not n.keywords
+               for s in people for n in ast.walk(s)): return seg
+    text, pre = "\n".join(seg), int(seg[0][:1].isspace())
+    try: tree = ast.parse("if 1:\n" * pre + text)
+    except SyntaxError: return seg
+    edits = []
+    for n in (n for n in ast.walk(tree) if isinstance(n, ast.Call) and ast.unparse(n.func) in recs):
+        fields, kw = _fields(recs[ast.unparse(n.func)]), {k.arg: k.value for k in n.keywords}
+        if n.args or None in kw or set(kw) != set(fields[:len(kw)]) or not all(
+                isinstance(v, (ast.Name, ast.Constant, ast.Attribute)) for v in kw.values()): continue
+        ind = " " * _indent(seg[n.lineno - pre - 1])
+        args = "".join(f"{ind}    {ast.unparse(kw[f])},\n" for f in fields[:len(kw)])
+        a, b = _at(seg, n.lineno - pre, n.col_offset), _at(seg, n.end_lineno - pre, n.end_col_offset)
+        edits.append((a, b, f"{ast.unparse(n.func)}(\n{args}{ind})"))
+    for a, b, put in sorted(edits, reverse=True): text = text[:a] + put + text[b:]
+    return text.split("\n")
+
+# %% ../../nbs/port/update_release.ipynb #db67bdee
+def _errors(r) -> int:
+    "A runner's errors: the judge's (where it judged) and the ready rules'."
+    return (len(r.judge.port) if r.judge is not None and r.judge.judged else 0) + len(r.not_ready)
+
+def take_records(runners: list, new_port: ReleasePort, ix, rejudge) -> list[Diagnostic] | None:
+    ("After the judge: where a module the new port's records would change has errors, those records taken into every "
+     "updated module (`record_units`, ONP4535) and all judged again (`rejudge()`, its lines); put back (ONP4536) "
+     "where those modules' errors did not drop; None where nothing is taken.")
+    from copy import copy
+    recs = {k: v for f in new_port.runners for k, v in records(f.code).items()}
+    todo = {i: u for i, (r, f) in enumerate(zip(runners, new_port.runners))
+            if recs and r.code != f.code and (u := record_units(r.code, r.cls, f.code, recs))}
+    if not any(_errors(runners[i]) for i in todo): return None
+    was = {i: (runners[i].code, runners[i].not_ready, list(runners[i].diagnostics), runners[i].judge) for i in todo}
+    before = sum(_errors(runners[i]) for i in todo)
+    for i, units in todo.items():
+        r = runners[i]
+        gone = sorted({f for n, c in records(r.code).items() if n in recs
+                       for f in set(_fields(c)) - set(_fields(recs[n]))})
+        said = port_diagnostic("ONP4535", f"{code_info('ONP4535').title}: {r.cls}: {len(units)} place(s)"
+                               + (f"; the people's fields NEW's record lacks: {', '.join(gone)}" if gone else ""))
+        judged = {id(d) for d in r.judge.port + r.judge.excluded} if r.judge is not None else set()
+        own = [copy(d) for d in r.diagnostics if d.code not in _READY_CODES and id(d) not in judged]
+        for d in own: d.line = _moved_line(d.line, units)
+        r.code = "\n".join(_apply(python_lines(r.code), units)).rstrip("\n") + "\n"
+        r.not_ready = ready_findings(r.code, ix, r.cls)
+        r.diagnostics = own + [said] + r.not_ready
+    _unjudged(runners)
+    judged = rejudge()
+    after = sum(_errors(runners[i]) for i in todo)
+    if after < before: return judged
+    for i, (code, not_ready, diags, judge) in was.items():
+        r = runners[i]
+        ours = {id(d) for d in judge.port + judge.excluded} if judge is not None else set()
+        r.code, r.not_ready = code, not_ready
+        r.diagnostics = [d for d in diags if id(d) not in ours] + [port_diagnostic(
+            "ONP4536", f"{code_info('ONP4536').title} ({after} error(s), {before} before): {r.cls}")]
+    _unjudged(runners)
+    return rejudge()
+
 # %% ../../nbs/port/update_release.ipynb #674244bf
 def update_release(new: str, prev: str | None = "auto", target: str | None = None, out: Path | str | None = None,
                    sources=(), prefer: str = "comment", force: bool = False, progress=None,
@@ -1698,6 +1953,9 @@ def _update_from(new, tree, prev, how, git, target, prev_target, judge, kw) -> R
     rejudge = lambda: _judge_update(runners, new_port, tree, judge, sources, progress, cache_dir, index, known)
     judged = rejudge()
     judged = (retake_judged(runners, new_port, ix, rejudge) if judge else None) or judged
+    judged = (take_records(runners, new_port, ix, rejudge) if judge else None) or judged
+    gpus = runner_gpus(new_port, base_port, (nb_old, nb))
+    judged = (carry_helpers(runners, gpus, ix, rejudge) if judge else None) or judged
     judged = (repair_judged(runners, new_port, ix, rejudge) if judge else None) or judged
     said = port_diagnostic("ONP4500", f"{code_info('ONP4500').title}: vLLM-Omni {base_port.omni} "
                            f"({'' if git else prev_origin + '; '}{how}), "
