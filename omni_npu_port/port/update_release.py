@@ -1802,7 +1802,7 @@ def record_units(code: str, cls: str, new_code: str, recs: dict) -> list[tuple]:
         spans.append((c.at[0], c.at[2] + 1))
         if c.commented and any(key(s) for s in side_statements(c, 1)):
             units.append((c.at[0], c.at[2] + 1, list(c.omni), side_statements(c, 0)))
-    ours, new = class_methods(code, cls) or {}, class_methods(new_code, cls) or {}
+    new = class_methods(new_code, cls) or {}
     node = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls), None)
     for fn in (f for f in getattr(node, "body", []) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))):
         try: other = ast.parse(textwrap.dedent(new.get(fn.name) or ""))
