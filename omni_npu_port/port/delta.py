@@ -707,6 +707,8 @@ def _replace(self: _Applier, h: DeltaHunk) -> None:
     if all(c is None for c in cps):
         if len(h.base) == len(h.omni) and all(statements_alike(z, a) for z, a in zip(h.base, h.omni)):
             h.status, h.why = "not-applied", f"the NPU base removed {_say(h.base[0])}, which omni only edits"; return
+        if lost := _lost_binders(self, h):   # omni's edit reads what the NPU base removed with it: no place binds it
+            h.status, h.why = "not-applied", f"the NPU base removed {_say(h.base[0])} and the binding of {lost}"; return
         return self.insert(h, h.omni, f"the NPU base removed {_say(h.base[0])}; omni's lines placed at its anchors")
     if len(h.base) == len(h.omni) == 1 and cps[0] is not None:
         z, a, (n, *_) = h.base[0], h.omni[0], cps[0]
@@ -733,6 +735,14 @@ def _replace(self: _Applier, h: DeltaHunk) -> None:
         "not-applied",
         f"the NPU base edits {_say(h.base[0])} too, differently (a statement-level conflict)",
     )
+
+# %% ../../nbs/port/delta.ipynb #a71c0e02
+def _lost_binders(self: _Applier, h: DeltaHunk) -> str:
+    ("The locals omni's lines read that GPU base statements bind and the NPU method binds nowhere (renamed ones "
+     "aside), as `a`, `b`; empty when none.")
+    mine = set().union(*(bound_names(s) for s in h.omni)) if h.omni else set()
+    lost = (_reads(h.omni) - mine) & bound_names(self.zf) - bound_names(self.nf) - set(self.renames)
+    return ", ".join(f"`{x}`" for x in sorted(lost))
 
 # %% ../../nbs/port/delta.ipynb #f92081e3
 def _split(self: _Applier, h: DeltaHunk) -> None:
