@@ -1276,6 +1276,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                        'omni_npu_port/port/delta.py'),
                                           'omni_npu_port.port.delta.drifted_far': ( 'port/delta.html#drifted_far',
                                                                                     'omni_npu_port/port/delta.py'),
+                                          'omni_npu_port.port.delta.drop_unbound': ( 'port/delta.html#drop_unbound',
+                                                                                     'omni_npu_port/port/delta.py'),
                                           'omni_npu_port.port.delta.merge_statement': ( 'port/delta.html#merge_statement',
                                                                                         'omni_npu_port/port/delta.py'),
                                           'omni_npu_port.port.delta.merge_statement_header': ( 'port/delta.html#merge_statement_header',
