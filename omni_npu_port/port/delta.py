@@ -746,8 +746,8 @@ def _lost_binders(self: _Applier, h: DeltaHunk) -> set[str]:
     return {x for x in cands if (zs := binders(x)) and all(id(z) not in self.smap for z in zs)}
 
 def drop_unbound(ap: _Applier, head: Hunk, hunks: list[Hunk]) -> list[Hunk]:
-    ("Omni edits of statements the NPU base removed whose lines still read a local nothing live binds (`_lost_binders`, "
-     "once bindings are carried): taken out, not applied; the hunks re-assembled.")
+    ("Omni edits of statements the NPU base removed whose lines still read a local nothing live binds "
+     "(`_lost_binders`, once bindings are carried): taken out, not applied; the hunks re-assembled.")
     if not (lost := getattr(ap, "lost", [])): return hunks
     try: have = bound_names(ast.parse(textwrap.dedent(_text_of(hunks))).body[0])
     except (SyntaxError, IndexError): return hunks

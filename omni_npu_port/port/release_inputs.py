@@ -193,8 +193,8 @@ def _ascend_from_imports(tree: SourceTree, pairing: OmniPairing, cache_dir: Path
     if not (speaks(asc) and asc.fitting): return pairing, None, []
     a = asc.fitting[-1]
     why = (f"vllm-omni {pairing.omni} declares vllm {pairing.vllm} ({pairing.evidence}), a line no vllm-ascend of the "
-           f"table pairs; its {len(asc.found)} vllm-ascend imports fit vllm-ascend {span(asc.fitting)}: the newest, {a}, "
-           f"taken, with vllm {pairing.vllm} as declared")
+           f"table pairs; its {len(asc.found)} vllm-ascend imports fit vllm-ascend {span(asc.fitting)}: the newest, "
+           f"{a}, taken, with vllm {pairing.vllm} as declared")
     note = port_diagnostic("ONP4470", f"{code_info('ONP4470').title}: {why}", severity="warning")
     return pairing._replace(vllm_ascend=(a,), evidence=f"inferred: {why}", inferred=True), a, [note]
 

@@ -43,7 +43,7 @@ register(
         "versions-do-not-pair",
         "the source versions do not pair (catalog PAIRING)",
         "warning",
-        "port from the vllm release the vllm-ascend release was built against (the pairing table is in the message)",
+        "port from the vllm the vllm-ascend release was built against (the message names it and the nearest pairs)",
         "port/translation.ipynb",
         "port",
     ),
@@ -393,10 +393,11 @@ def translator_check(method_src: str, module_text: str, rules: RuleSet, npu_code
 
 # %% ../../nbs/port/translation.ipynb #b81d0e02
 def nearest_pairs(vllm: str, k: int = 3) -> list[tuple[str, str]]:
-    "At most `k` (vllm-ascend, vllm) pairs of the releases table nearest vllm `vllm` by minor line, newest first on ties."
+    "At most `k` (vllm-ascend, vllm) pairs of the releases table nearest vllm `vllm` by minor line (newest first)."
     at = parse_version(vllm).release[:2]
     gap = lambda v: abs(v.release[1] - at[1]) if v.release[:1] == at[:1] else 10**6
-    rows = sorted(((a, v) for a, (v, _) in PAIRING.items() if a != "main"), key=lambda r: parse_version(r[0]), reverse=True)
+    rows = [(a, v) for a, (v, _) in PAIRING.items() if a != "main"]
+    rows.sort(key=lambda r: parse_version(r[0]), reverse=True)
     return sorted(rows, key=lambda r: gap(parse_version(r[1])))[:k]
 
 # %% ../../nbs/port/translation.ipynb #238b14a2

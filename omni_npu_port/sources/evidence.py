@@ -317,8 +317,8 @@ def fill_gap(tree: SourceTree, m: SymbolMatch, trees: dict, fill=None) -> tuple[
 
 # %% ../../nbs/sources/evidence.ipynb #c47a0e04
 def ahead_of_ascend(asc: SymbolMatch, vl: SymbolMatch) -> bool:
-    ("Whether the code is ahead of every vllm-ascend read: its vllm-ascend imports fit the newest one read, and its vllm "
-     "imports fit only vllm newer than the vllm of each vllm-ascend they fit.")
+    ("Whether the code is ahead of every vllm-ascend read: its vllm-ascend imports fit the newest one read, and its "
+     "vllm imports fit only vllm newer than the vllm of each vllm-ascend they fit.")
     if not (speaks(asc) and speaks(vl) and asc.fitting and vl.fitting) or asc.fitting[-1] != asc.read[-1]: return False
     top = max(parse_version(RELEASES.ascend[a].vllm) for a in asc.fitting)
     return all(parse_version(v) > top for v in vl.fitting)
