@@ -746,12 +746,13 @@ def _lost_binders(self: _Applier, h: DeltaHunk) -> set[str]:
     return {x for x in cands if (zs := binders(x)) and all(id(z) not in self.smap for z in zs)}
 
 def drop_unbound(ap: _Applier, head: Hunk, hunks: list[Hunk]) -> list[Hunk]:
-    ("Omni edits of statements the NPU base removed whose lines still read a local nothing live binds "
+    ("Omni edits of statements the NPU base removed, placed live, whose lines still read a local nothing live binds "
      "(`_lost_binders`, once bindings are carried): taken out, not applied; the hunks re-assembled.")
     if not (lost := getattr(ap, "lost", [])): return hunks
     try: have = bound_names(ast.parse(textwrap.dedent(_text_of(hunks))).body[0])
     except (SyntaxError, IndexError): return hunks
-    out = [(h, xs - have) for h, xs in lost if xs - have]
+    live = {id(e.delta) for e in ap.edits if e.hunk.kind == "omni"}   # a conflict's omni side is commented: left
+    out = [(h, xs - have) for h, xs in lost if xs - have and id(h) in live]
     for h, xs in out:
         ap.edits = [e for e in ap.edits if e.delta is not h]
         h.status, h.why = "not-applied", (f"the NPU base removed {_say(h.base[0])} and every binding of "
