@@ -353,10 +353,11 @@ def _located(package, version):
     return locate.Located("x", package, version, "m", "", cls)
 
 
-def test_pairing_warning_names_the_table():
+def test_pairing_warning_names_the_nearest_pairs_not_the_table():
     assert translation.pairing_check(_located("vllm", "0.18.0"), _located("vllm_ascend", "0.18.0")) == []
     [d] = translation.pairing_check(_located("vllm", "0.17.0"), _located("vllm_ascend", "0.18.0"))
-    assert d.code == "ONP4101" and "pairs with vllm 0.18.0" in d.message and "0.20.2rc1" in d.message
+    assert d.code == "ONP4101" and "pairs with vllm 0.18.0" in d.message and "vllm-ascend 0.17.0rc1 ↔ vllm 0.17.0" in d.message
+    assert d.message.count("↔") == 3 and "0.20.2rc1" not in d.message and len(d.message) < 300
 
 
 def test_layout_only_differences_are_not_changes():

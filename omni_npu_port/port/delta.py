@@ -19,8 +19,8 @@ from .merge import Hunk, _shift, code_tokens, indent_of
 
 # %% auto #0
 __all__ = ['FAR', 'statements_alike', 'align', 'DeltaHunk', 'omni_delta', 'bodies_alike', 'pair_in_gaps', 'npu_map',
-           'merge_statement', 'merge_statement_header', 'DeltaPort', 'apply_delta', 'bound_names', 'rebind',
-           'name_renames', 'passed_on', 'bind_uncomputed', 'carry_bindings', 'drifted_far', 'delta_fallback',
+           'merge_statement', 'drop_unbound', 'merge_statement_header', 'DeltaPort', 'apply_delta', 'bound_names',
+           'rebind', 'name_renames', 'passed_on', 'bind_uncomputed', 'carry_bindings', 'drifted_far', 'delta_fallback',
            'wraps_by_super', 'redirect_super']
 
 # %% ../../nbs/port/delta.ipynb #b3524cd2
@@ -720,6 +720,7 @@ def _replace(self: _Applier, h: DeltaHunk) -> None:
     if all(c is None for c in cps):
         if len(h.base) == len(h.omni) and all(statements_alike(z, a) for z, a in zip(h.base, h.omni)):
             h.status, h.why = "not-applied", f"the NPU base removed {_say(h.base[0])}, which omni only edits"; return
+        if lost := _lost_binders(self, h): self.lost = [*getattr(self, "lost", []), (h, lost)]   # see drop_unbound
         return self.insert(h, h.omni, f"the NPU base removed {_say(h.base[0])}; omni's lines placed at its anchors")
     if len(h.base) == len(h.omni) == 1 and cps[0] is not None:
         z, a, (n, *_) = h.base[0], h.omni[0], cps[0]
@@ -746,6 +747,31 @@ def _replace(self: _Applier, h: DeltaHunk) -> None:
         "not-applied",
         f"the NPU base edits {_say(h.base[0])} too, differently (a statement-level conflict)",
     )
+
+# %% ../../nbs/port/delta.ipynb #a71c0e02
+def _lost_binders(self: _Applier, h: DeltaHunk) -> set[str]:
+    ("The locals omni's lines read that the NPU method binds nowhere (renamed ones aside) and only GPU base statements "
+     "with no NPU counterpart bind.")
+    mine = set().union(*(bound_names(s) for s in h.omni)) if h.omni else set()
+    binders = lambda x: [z for z in ast.walk(self.zf) if isinstance(z, ast.stmt) and not _blocks(z)
+                         and z is not self.zf and x in bound_names(z)]
+    cands = _reads(h.omni) - mine - bound_names(self.nf) - set(self.renames)
+    return {x for x in cands if (zs := binders(x)) and all(id(z) not in self.smap for z in zs)}
+
+def drop_unbound(ap: _Applier, head: Hunk, hunks: list[Hunk]) -> list[Hunk]:
+    ("Omni edits of statements the NPU base removed, placed live, whose lines still read a local nothing live binds "
+     "(`_lost_binders`, once bindings are carried): taken out, not applied; the hunks re-assembled.")
+    if not (lost := getattr(ap, "lost", [])): return hunks
+    try: have = bound_names(ast.parse(textwrap.dedent(_text_of(hunks))).body[0])
+    except (SyntaxError, IndexError): return hunks
+    live = {id(e.delta) for e in ap.edits if e.hunk.kind == "omni"}   # a conflict's omni side is commented: left
+    out = [(h, xs - have) for h, xs in lost if xs - have and id(h) in live]
+    for h, xs in out:
+        ap.edits = [e for e in ap.edits if e.delta is not h]
+        h.status, h.why = "not-applied", (f"the NPU base removed {_say(h.base[0])} and every binding of "
+                                          f"{', '.join(f'`{x}`' for x in sorted(xs))} it reads")
+    return _assemble(ap, head) if out else hunks
+
 
 # %% ../../nbs/port/delta.ipynb #f92081e3
 def _split(self: _Applier, h: DeltaHunk) -> None:
@@ -1027,6 +1053,7 @@ def _apply(ap: _Applier, older: set, name: str, each: list = ()) -> DeltaPort:
     hunks, carried = carry_bindings(ap, head, hunks, name)
     # ... or a name the NPU statement standing for its binding does not compute
     hunks, nones = bind_uncomputed(ap, head, hunks, name)
+    hunks = drop_unbound(ap, head, hunks)   # an edit of what the NPU base removed, reading what nothing binds: out
     diags = [_hunk_diag(h, name) for h in delta]
     diags += [port_diagnostic("ONP4416", f"{code_info('ONP4416').title}: " + "; ".join(
         f"`{ast.unparse(_shell(n) if _blocks(n) else n).splitlines()[0][:70]}` ({n.end_lineno - n.lineno + 1} "

@@ -18,7 +18,7 @@ from ..core.diagnostics import Code, Diagnostic, code_info, register
 from ..core.errors import InputError, UsageError
 from ..core.io import Step, memory_headroom, worker_pool
 from ..core.releases import RELEASES, parse_target, split_pin, target_for
-from ..sources.evidence import checkout_evidence
+from ..sources.evidence import cached_trees, checkout_evidence, match_symbols, release_gap_fill, span, speaks
 from ..sources.fetch import CACHE_DIR, FetchError, cached_release, fetch_package
 from ..sources.readers import SourceTree, open_source
 from ..sources.stated import checkout_facts, missing_facts_line, package_texts
@@ -172,7 +172,8 @@ def _evidence_pairing(tree: SourceTree, version: str | None, facts: dict, ascend
                       cache_dir: Path | str = CACHE_DIR) -> tuple[OmniPairing, str, list]:
     ("(pairing, vllm-ascend, ONP4305 note) of a vLLM-Omni source the table pairs nowhere, from its own evidence "
      "(`sources.evidence.checkout_evidence`); an InputError naming both sides of a contradiction, or what is missing.")
-    e = checkout_evidence(tree, version, facts, ascend_files=ascend_files, cache_dir=cache_dir)
+    e = checkout_evidence(tree, version, facts, ascend_files=ascend_files, cache_dir=cache_dir,
+                          fill=release_gap_fill(cache_dir))   # a gap in the vllm releases read: those between
     if e.code == "ONP4306": raise InputError(f"vllm-omni {tree.origin}: {e.refusal}; give --target vllm-ascend==X")
     if e.target is None:
         head = missing_facts_line(tree) if not version else (
@@ -181,8 +182,21 @@ def _evidence_pairing(tree: SourceTree, version: str | None, facts: dict, ascend
         raise InputError(f"{head}; {e.refusal}")
     a = e.target.asked
     note = port_diagnostic(e.code, f"{code_info(e.code).title}: vllm-ascend {a}, vllm {e.vllm}: {e.decided_by}",
-                           severity="info")
+                           severity=code_info(e.code).severity)
     return OmniPairing(version or e.omni or "?", e.vllm, (a,), f"inferred: {e.decided_by}", True), a, [note]
+
+# %% ../../nbs/port/release_inputs.ipynb #e69a0e02
+def _ascend_from_imports(tree: SourceTree, pairing: OmniPairing, cache_dir: Path | str = CACHE_DIR) -> tuple:
+    ("(pairing, vllm-ascend, ONP4470 note) of a release whose declared vllm line no vllm-ascend pairs: the newest "
+     "vllm-ascend its vllm-ascend imports fit; (pairing, None, []) when they say nothing.")
+    asc = match_symbols(tree, "vllm_ascend", cached_trees("vllm-ascend", cache_dir))
+    if not (speaks(asc) and asc.fitting): return pairing, None, []
+    a = asc.fitting[-1]
+    why = (f"vllm-omni {pairing.omni} declares vllm {pairing.vllm} ({pairing.evidence}), a line no vllm-ascend of the "
+           f"table pairs; its {len(asc.found)} vllm-ascend imports fit vllm-ascend {span(asc.fitting)}: the newest, "
+           f"{a}, taken, with vllm {pairing.vllm} as declared")
+    note = port_diagnostic("ONP4470", f"{code_info('ONP4470').title}: {why}", severity="warning")
+    return pairing._replace(vllm_ascend=(a,), evidence=f"inferred: {why}", inferred=True), a, [note]
 
 # %% ../../nbs/port/release_inputs.ipynb #c26ddf73
 def choose_inputs(tree: SourceTree, target: str | None = None, history="auto", ascend_files=None, gpu_base=None,
@@ -201,6 +215,8 @@ def choose_inputs(tree: SourceTree, target: str | None = None, history="auto", a
     found = []   # a source the table pairs nowhere: its own evidence decides (ONP4305), or says what contradicts
     if pairing is None and not ascend:
         pairing, ascend, found = _evidence_pairing(tree, version, facts, ascend_files, cache_dir)
+    if pairing is not None and not pairing.vllm_ascend and not ascend:   # its vllm line has no vllm-ascend
+        pairing, ascend, found = _ascend_from_imports(tree, pairing, cache_dir)
     if pairing is None: pairing = _ascend_pairing(version, ascend, how, ascend_files)
     pairing = _named_gpu_base(pairing, gpu_base)
     ascend = ascend or next(iter(pairing.vllm_ascend), None)

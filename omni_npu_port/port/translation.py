@@ -20,7 +20,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from ..core.catalog import PAIRING, resolve_release
+from ..core.catalog import PAIRING, parse_version, resolve_release
 from ..core.diagnostics import Code, Diagnostic, code_info, register
 from ..core.io import cache_dir, claim_cache, write_atomic
 from ..core.profile import resolve_target
@@ -36,7 +36,8 @@ from .locate import Located, PortError, indent_lines, method_text, port_diagnost
 __all__ = ['TCACHE_ENV', 'TCACHE_FORMAT', 'log', 'LIVE_TEMP_S', 'SCRATCH', 'rules_for', 'known_ascend', 'target_of',
            'target_check', 'from_translator', 'module_imports', 'code_fingerprint', 'translation_cache', 'rules_digest',
            'reexport_answers', 'forget_translations', 'translate_methods', 'translate_located', 'translate_code',
-           'port_trees', 'port_rules', 'translator_check', 'npu_target', 'port_target', 'pairing_check']
+           'port_trees', 'port_rules', 'translator_check', 'nearest_pairs', 'npu_target', 'port_target',
+           'pairing_check']
 
 # %% ../../nbs/port/translation.ipynb #8e7f35e9
 register(
@@ -45,7 +46,7 @@ register(
         "versions-do-not-pair",
         "the source versions do not pair (catalog PAIRING)",
         "warning",
-        "port from the vllm release the vllm-ascend release was built against (the pairing table is in the message)",
+        "port from the vllm the vllm-ascend release was built against (the message names it and the nearest pairs)",
         "port/translation.ipynb",
         "port",
     ),
@@ -429,6 +430,15 @@ def translator_check(method_src: str, module_text: str, rules: RuleSet, npu_code
                                           (r.kind == "signature-change" or r.id == "sig.explicit-base-call"))]
     return [d for d in diags if d.code[3] in "1349" or (d.code[3] == "2" and not _satisfied(d, method_src, rules))]
 
+# %% ../../nbs/port/translation.ipynb #b81d0e02
+def nearest_pairs(vllm: str, k: int = 3) -> list[tuple[str, str]]:
+    "At most `k` (vllm-ascend, vllm) pairs of the releases table nearest vllm `vllm` by minor line (newest first)."
+    at = parse_version(vllm).release[:2]
+    gap = lambda v: abs(v.release[1] - at[1]) if v.release[:1] == at[:1] else 10**6
+    rows = [(a, v) for a, (v, _) in PAIRING.items() if a != "main"]
+    rows.sort(key=lambda r: parse_version(r[0]), reverse=True)
+    return sorted(rows, key=lambda r: gap(parse_version(r[1])))[:k]
+
 # %% ../../nbs/port/translation.ipynb #238b14a2
 def npu_target(npu_base: Located) -> Target:
     ("The NPU base's `Target`: its pairing from the releases table, else from its own files (Dockerfile, versioning "
@@ -459,9 +469,10 @@ def pairing_check(gpu_base: Located, npu_base: Located) -> list[Diagnostic]:
             )
         ]
     if t.vllm == gv: return []
-    table = "; ".join(f"vllm-ascend {a} ↔ vllm {b}" for a, (b, _) in PAIRING.items())
+    near = "; ".join(f"vllm-ascend {a} ↔ vllm {b}" for a, b in nearest_pairs(gv))
     return [
         port_diagnostic(
-            "ONP4101", f"vllm-ascend {nv} pairs with vllm {t.vllm} ({t.evidence}), not {gv} (pairing table: {table})"
+            "ONP4101", f"vllm-ascend {nv} pairs with vllm {t.vllm} ({t.evidence}), not {gv} (the pairs nearest vllm "
+            f"{gv}: {near})"
         )
     ]

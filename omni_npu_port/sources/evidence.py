@@ -5,6 +5,7 @@
 # %% ../../nbs/sources/evidence.ipynb #44cde4f5
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,16 +24,17 @@ from omni_npu_port.core.releases import (
 
 from ..core.catalog import ascend_of_line, omni_pairing
 from ..core.diagnostics import Code, register
-from .fetch import CACHE_DIR, cached_release
+from .fetch import CACHE_DIR, FetchError, cached_release, fetch_package, listed_versions, release_of
 from .readers import SourceError, SourceTree, open_source
 from .stated import checkout_facts, package_texts
 from .symbols import defined_in
 
 # %% auto #0
-__all__ = ['SymbolUse', 'evidence_modules', 'imported_symbols', 'known_versions', 'cached_trees', 'module_facts', 'resolves',
-           'span', 'SymbolMatch', 'match_symbols', 'CheckoutEvidence', 'stated_sides', 'aligned_line', 'why_not',
-           'symbols_clash', 'bounding', 'unpaired', 'vllm_fits', 'fitting_releases', 'speaks', 'newest_omni_row',
-           'checkout_evidence']
+__all__ = ['GAP_FETCH', 'SymbolUse', 'evidence_modules', 'imported_symbols', 'known_versions', 'cached_trees', 'module_facts',
+           'resolves', 'span', 'SymbolMatch', 'match_symbols', 'CheckoutEvidence', 'stated_sides', 'aligned_line',
+           'why_not', 'symbols_clash', 'bounding', 'unpaired', 'vllm_fits', 'fitting_releases', 'speaks',
+           'newest_omni_row', 'gap_of', 'fill_gap', 'ahead_of_ascend', 'ahead_line', 'checkout_evidence',
+           'release_gap_fill']
 
 # %% ../../nbs/sources/evidence.ipynb #1e4eba04
 register(
@@ -46,6 +48,11 @@ register(
          "no target is inferred; the message names both sides", "error",
          "give --target vllm-ascend==X (or PATH@VERSION) for the release the checkout is meant for, or fix the side "
          "that is wrong", "sources/evidence.ipynb", "port"),
+    Code("ONP4470", "target-ahead-of-vllm-ascend", "a vLLM-Omni release is ahead of every vllm-ascend known (no "
+         "vllm-ascend pairs the vllm it declares or imports): the newest vllm-ascend its vllm-ascend imports fit was "
+         "taken, with the vllm it declares; the line names the evidence", "warning",
+         "check the target the line names; give --target vllm-ascend==X to choose another", "sources/evidence.ipynb",
+         "port"),
 )
 
 # %% ../../nbs/sources/evidence.ipynb #60782c96
@@ -283,19 +290,60 @@ def _from_symbols(asc: SymbolMatch, vl: SymbolMatch, fit: list) -> tuple[str, st
     a = fit[-1]
     return a, RELEASES.ascend[a].vllm, f"{n}{new}; the newest of them decided", None
 
+# %% ../../nbs/sources/evidence.ipynb #c47a0e02
+GAP_FETCH = 4   # releases of a gap read at most (a vllm sdist is ~45 MB)
+
+def gap_of(m: SymbolMatch) -> tuple[str, str] | None:
+    "(the newest release the older of two clashing imports resolves in, the oldest the newer one does); None: no gap."
+    if (pair := m.clash()) is None: return None
+    a, b = sorted(pair, key=lambda u: parse_version(m.found[u][-1]))
+    lo, hi = m.found[a][-1], m.found[b][0]
+    return (lo, hi) if parse_version(lo) < parse_version(hi) else None
+
+def fill_gap(tree: SourceTree, m: SymbolMatch, trees: dict, fill=None) -> tuple[SymbolMatch, str]:
+    ("`m` matched again with the releases in the gap of a clash (`fill(package, lo, hi)` -> (version -> source read, "
+     "releases between not read)); and what a refusal adds: the releases between that were not read.")
+    note = ""
+    for _ in range(2):   # a second gap can show once the first is read
+        if fill is None or (g := gap_of(m)) is None: break
+        got, missed = fill(m.package.replace("_", "-"), *g)
+        got = {v: t for v, t in got.items() if v not in trees}
+        note = (f"; {', '.join(missed)} (between {g[0]} and {g[1]}) could not be read: one may have both"
+                if missed else "")
+        if not got: break
+        trees = {**trees, **got}
+        m = match_symbols(tree, m.package, trees)
+    return m, note
+
+# %% ../../nbs/sources/evidence.ipynb #c47a0e04
+def ahead_of_ascend(asc: SymbolMatch, vl: SymbolMatch) -> bool:
+    ("Whether the code is ahead of every vllm-ascend read: its vllm-ascend imports fit the newest one read, and its "
+     "vllm imports fit only vllm newer than the vllm of each vllm-ascend they fit.")
+    if not (speaks(asc) and speaks(vl) and asc.fitting and vl.fitting) or asc.fitting[-1] != asc.read[-1]: return False
+    top = max(parse_version(RELEASES.ascend[a].vllm) for a in asc.fitting)
+    return all(parse_version(v) > top for v in vl.fitting)
+
+def ahead_line(asc: SymbolMatch, vl: SymbolMatch, a: str) -> str:
+    "The evidence that decided a release ahead of vllm-ascend, in words."
+    return (f"its {len(asc.found)} vllm-ascend imports fit vllm-ascend {span(asc.fitting)}, its {len(vl.found)} vllm "
+            f"imports fit only vllm {span(vl.fitting)}, newer than any of theirs ({bounding(vl, False).dotted} is in "
+            f"{span(vl.found[bounding(vl, False)])}): ahead of vllm-ascend; the newest, {a}, taken")
+
 # %% ../../nbs/sources/evidence.ipynb #951f76fe
 def checkout_evidence(tree: SourceTree, version: str | None = None, facts: dict | None = None,
                       ascend_trees: dict | None = None, vllm_trees: dict | None = None,
-                      ascend_files=None, cache_dir: Path | str = CACHE_DIR) -> CheckoutEvidence:
+                      ascend_files=None, cache_dir: Path | str = CACHE_DIR, fill=None) -> CheckoutEvidence:
     ("The target of a vLLM-Omni checkout from its files and imports (`*_trees`: version -> source, default the "
      "releases in `cache_dir`; `ascend_files(X)`: the own files of a vllm-ascend release the table lacks, for its "
-     "pairing).")
+     "pairing; `fill`: reads the vllm releases in a gap, `fill_gap`).")
     ascend_trees = cached_trees("vllm-ascend", cache_dir) if ascend_trees is None else ascend_trees
     asc = match_symbols(tree, "vllm_ascend", ascend_trees)
-    vl = match_symbols(tree, "vllm", cached_trees("vllm", cache_dir) if vllm_trees is None else vllm_trees)
-    if why := symbols_clash(asc) or symbols_clash(vl): return _refused(why)
+    vllm_trees = cached_trees("vllm", cache_dir) if vllm_trees is None else vllm_trees
+    vl, gap = fill_gap(tree, match_symbols(tree, "vllm", vllm_trees), vllm_trees, fill)
+    if why := symbols_clash(asc) or symbols_clash(vl): return _refused(why + gap)
     fit = fitting_releases(asc, vl) if speaks(asc) else []   # no import that resolves: the imports say nothing
-    if speaks(asc) and not fit:
+    ahead = speaks(asc) and not fit and ahead_of_ascend(asc, vl)
+    if speaks(asc) and not fit and not ahead:
         return _refused(unpaired(asc, vl))
     cands, first, vllm, vllm_how = None, None, None, None
     for allowed, v, how in stated_sides(tree, version, facts):
@@ -313,8 +361,31 @@ def checkout_evidence(tree: SourceTree, version: str | None = None, facts: dict 
     elif fit:
         a, v, decided, omni = _from_symbols(asc, vl, fit)
         decided, vllm = (f"{decided}; vllm {vllm}: {vllm_how}", vllm) if vllm else (decided, v)
+    elif ahead:
+        a, omni, vllm = asc.fitting[-1], version, vllm or vl.fitting[0]
+        decided = f"{ahead_line(asc, vl, a)}; vllm {vllm}" + (f": {vllm_how}" if vllm_how else "")
     else: return CheckoutEvidence(None, None, "", "it imports no vllm-ascend name that resolves in a "
                                   f"release the package cache holds ({len(asc.read)} read)")
     files = ascend_files(a) if ascend_files is not None and a not in RELEASES.ascend else None
     t = target_for(a, f"inferred from the checkout's own evidence: {tree.origin}", files=files)
-    return CheckoutEvidence(t, vllm or t.vllm, decided, None, omni, "ONP4305")
+    return CheckoutEvidence(t, vllm or t.vllm, decided, None, omni, "ONP4470" if ahead else "ONP4305")
+
+# %% ../../nbs/sources/evidence.ipynb #c47a0e06
+def release_gap_fill(cache_dir: Path | str = CACHE_DIR, listed=None, fetch=None, most: int = GAP_FETCH):
+    ("A `fill` for `fill_gap`: `listed(package)` (default PyPI's list, else the cache's) and `fetch(package, version)` "
+     "-> a release file (default: the cache, else PyPI).")
+    cache = Path(cache_dir).expanduser()
+    def in_cache(package):
+        names = os.listdir(cache) if cache.is_dir() else []
+        return sorted({str(r[1]) for n in names if (r := release_of(n)) and r[0] == package}, key=parse_version)
+    def fill(package: str, lo: str, hi: str) -> tuple[dict, list]:
+        try: vs = (listed or listed_versions)(package)
+        except FetchError: vs = in_cache(package)
+        between = [v for v in vs if parse_version(lo) < parse_version(v) < parse_version(hi)]
+        got, missed = {}, between[most:]
+        for v in between[:most]:
+            try: got[v] = open_source((fetch or (lambda p, v: cached_release(cache, p, v)
+                                                 or fetch_package(f"{p}=={v}", cache)))(package, v))
+            except (FetchError, SourceError, TypeError): missed.append(v)
+        return got, sorted(missed, key=parse_version)
+    return fill

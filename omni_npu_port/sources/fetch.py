@@ -43,7 +43,8 @@ from ..core.releases import split_pin
 
 # %% auto #0
 __all__ = ['PYPI', 'CACHE_DIR', 'KINDS', 'zlib_error', 'NETWORK_ERRORS', 'STALE_PART_S', 'FetchError', 'release_of',
-           'owns_package_file', 'checked_release', 'cached_release', 'release_files', 'fetch_package']
+           'owns_package_file', 'checked_release', 'cached_release', 'release_files', 'listed_versions',
+           'fetch_package']
 
 # %% ../../nbs/sources/fetch.ipynb #cf7a0e9b
 PYPI = "https://pypi.org/pypi"
@@ -128,6 +129,21 @@ def release_files(dist: str, version: str, index: str = PYPI) -> list[dict]:
     raise FetchError(f"{dist}=={version}: no files from {index} ({last or 'release not found'}); check the version and "
                      "the network (tests that read real releases need PyPI)")
 
+
+# %% ../../nbs/sources/fetch.ipynb #d58f0e02
+def listed_versions(dist: str, index: str = PYPI) -> list[str]:
+    "The final releases of `dist` the index lists with a file not yanked, oldest first; a FetchError when unreachable."
+    try:
+        with urllib.request.urlopen(f"{index}/{dist}/json", timeout=60) as r: data = json.load(r)
+        releases = data["releases"].items()
+    except (*NETWORK_ERRORS, KeyError, AttributeError) as e:
+        raise FetchError(f"{dist}: no release list from {index} ({e})") from None
+    out = []
+    for v, files in releases:
+        try: pv = Version(v)
+        except InvalidVersion: continue
+        if not pv.is_prerelease and any(not f.get("yanked") for f in files or ()): out.append(pv)
+    return [str(v) for v in sorted(out)]
 
 # %% ../../nbs/sources/fetch.ipynb #755ac670
 def _download(spec: str, f: dict, dest: Path, progress=None) -> Path:
