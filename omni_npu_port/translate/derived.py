@@ -764,6 +764,7 @@ def derived_check(source: str | bytes, target, path=None) -> list[Finding] | Non
     if not isinstance(target, DerivedIndex) and target_sources(target) is None: return None
     if not might_find(source): return []   # before the index: a file that cannot hold a finding never loads it
     ix = target if isinstance(target, DerivedIndex) else derived_index(target)
+    if ix is None: return None   # an `index_source` that has none
     try: return ix.file_findings(ast.parse(source), module_reader(path) if path else None)
     except (SyntaxError, ValueError, RecursionError, MemoryError): return []
 
