@@ -21,8 +21,8 @@ import omni_npu_port
 from ..core.diagnostics import REGISTRY, Code, code_info, register
 from ..core.io import OutputError, stale_temps, umask, worker_pool, write_atomic
 from ..sources.readers import UnreadableFile, check_size
-from .diagnostics import TranslateDiagnostic, docs_base, docs_url
 from .derived import index_before_fork
+from .diagnostics import TranslateDiagnostic, docs_base, docs_url
 from .engine import Translation, might_apply, translate_source
 from .rules import RuleSet, compile_rules
 
