@@ -3986,6 +3986,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                              'omni_npu_port/translate/derived.py'),
                                                  'omni_npu_port.translate.derived.import_table': ( 'translate/derived.html#import_table',
                                                                                                    'omni_npu_port/translate/derived.py'),
+                                                 'omni_npu_port.translate.derived.index_before_fork': ( 'translate/derived.html#index_before_fork',
+                                                                                                        'omni_npu_port/translate/derived.py'),
                                                  'omni_npu_port.translate.derived.index_for': ( 'translate/derived.html#index_for',
                                                                                                 'omni_npu_port/translate/derived.py'),
                                                  'omni_npu_port.translate.derived.might_find': ( 'translate/derived.html#might_find',

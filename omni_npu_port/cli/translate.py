@@ -127,6 +127,8 @@ def translate_rules(args, target=None):
     except PortingError: raise
     except ValueError as e: raise UsageError(str(e)) from None   # ProfileError and bad targets are ValueErrors
     rules.derived = True   # the rules the target's sources answer (translate.derived), where the cache has them
+    from omni_npu_port.port.derived_check import kept_index
+    rules.index_source = kept_index   # their index read from the judge cache where kept, else scanned and kept
     return rules
 
 # %% ../../nbs/cli/translate.ipynb #588149f1
@@ -210,7 +212,6 @@ def run(args) -> int:
     if rules.warning: print(warning_line(rules.warning, "omni-npu-port translate"), file=sys.stderr)
     if args.output is not None and Path(args.output).exists() and not Path(args.output).is_dir():
         raise UsageError(f"-o {args.output}: exists and is not a folder")
-    kept_target_index(rules)                    # before the files (and the processes forked for them) need it
     result = translate_paths(args.src, rules, outdir=args.output, in_place=args.in_place, check=args.check,
                              force=args.force, comments=not args.no_comments, diff=sys.stdout if args.diff else None,
                              jobs=jobs_for(args, rules))

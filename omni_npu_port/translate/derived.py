@@ -17,7 +17,7 @@ from fastcore.basics import patch
 
 from ..core.diagnostics import Code, register
 from ..sources.fetch import CACHE_DIR, cached_release
-from ..sources.readers import SourceTree, open_source
+from ..sources.readers import SourceError, SourceTree, open_source
 from ..sources.symbols import IGNORED_BASES
 from .diagnostics import TranslateDiagnostic
 
@@ -25,7 +25,7 @@ from .diagnostics import TranslateDiagnostic
 __all__ = ['DEVICE_STRING', 'device_words', 'twin_key', 'nodes_of', 'walked', 'import_table', 'dotted', 'own_members',
            'cuda_line', 'DerivedIndex', 'per_index', 'Finding', 'module_reader', 'built_on', 'probed', 'probes',
            'annotations', 'type_origin', 'receiver_origin', 'target_sources', 'index_for', 'derived_index',
-           'might_find', 'derived_check', 'add_derived']
+           'index_before_fork', 'might_find', 'derived_check', 'add_derived']
 
 # %% ../../nbs/translate/derived.ipynb #4e6bf391
 _NB = "translate/derived.ipynb"
@@ -736,9 +736,17 @@ def index_for(vllm: str | Path, ascend: str | Path, store=None) -> DerivedIndex:
     return ix
 
 def derived_index(rules) -> DerivedIndex | None:
-    "The derived index of a rule set's target, built once per process per pair of sources; None without sources."
+    ("The derived index of a rule set's target, built once per process per pair of sources (through "
+     "`rules.index_source` where the caller keeps the scan); None without sources.")
     paths = target_sources(rules)
-    return None if paths is None else index_for(paths[1], paths[0])
+    return None if paths is None else (getattr(rules, "index_source", None) or index_for)(paths[1], paths[0])
+
+def index_before_fork(rules, texts) -> None:
+    ("Load the target's index in this process where one of `texts` (the files about to be sent to forked processes) "
+     "needs it, so the processes share it; a failure is left for each file to say (`add_derived`).")
+    if not getattr(rules, "derived", False) or not any(might_find(t) for t in texts): return
+    try: derived_index(rules)
+    except (OSError, SourceError, MemoryError, RecursionError): pass
 
 # %% ../../nbs/translate/derived.ipynb #8ccfc88e
 _MIGHT = re.compile(rf"\bvllm\b|(?i:{'|'.join(sorted(_GPU))})|\\[0-7xNuU]|[^\x00-\x7f]")
@@ -753,9 +761,10 @@ def might_find(source: str | bytes) -> bool:
 def derived_check(source: str | bytes, target, path=None) -> list[Finding] | None:
     ("The derived findings of one module's source for `target` (a RuleSet or a DerivedIndex; `path`: where the file "
      "lies, for the classes of its tree); None: no sources.")
+    if not isinstance(target, DerivedIndex) and target_sources(target) is None: return None
+    if not might_find(source): return []   # before the index: a file that cannot hold a finding never loads it
     ix = target if isinstance(target, DerivedIndex) else derived_index(target)
-    if ix is None: return None
-    if not might_find(source): return []
+    if ix is None: return None   # an `index_source` that has none
     try: return ix.file_findings(ast.parse(source), module_reader(path) if path else None)
     except (SyntaxError, ValueError, RecursionError, MemoryError): return []
 

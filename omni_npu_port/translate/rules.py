@@ -79,6 +79,9 @@ class RuleSet:
     methods: dict = field(default_factory=dict)      # method name -> MethodRule
     unsupported: dict = field(default_factory=dict)  # gpu qualified name -> record
     derived: bool = False                            # the derived rules (translate.derived) run too
+    index_source: object = field(
+        default=None, compare=False, repr=False
+    )  # optional: (vllm, vllm-ascend source) -> DerivedIndex, the scan kept elsewhere (None: `index_for`)
     runner_bases: tuple = ()                         # GPU runner class names (omni runners derive from them)
     release: str | None = None                       # the catalog release whose records serve the target
     warning: str | None = None  # why that release is not the target itself (None: it is)

@@ -21,6 +21,7 @@ import omni_npu_port
 from ..core.diagnostics import REGISTRY, Code, code_info, register
 from ..core.io import OutputError, stale_temps, umask, worker_pool, write_atomic
 from ..sources.readers import UnreadableFile, check_size
+from .derived import index_before_fork
 from .diagnostics import TranslateDiagnostic, docs_base, docs_url
 from .engine import Translation, might_apply, translate_source
 from .rules import RuleSet, compile_rules
@@ -321,6 +322,7 @@ def translate_many(items, rules: RuleSet, comments: bool = True, jobs: int = 1) 
     if jobs <= 1 or len(work) < 2 or sum(len(items[i][0]) for i in work) < _POOL_MIN:
         return [translate_source(d, rules, p, comments=c) for d, p, c in items]
     work.sort(key=lambda i: -len(items[i][0]))
+    index_before_fork(rules, [items[i][0] for i in work])   # the processes share the target's index where needed
     done, lost = _pool_results(items, work, rules, jobs)
     out = []
     for i, (d, p, c) in enumerate(items):
