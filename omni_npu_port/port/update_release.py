@@ -64,7 +64,7 @@ __all__ = ['RENAME_LIKENESS', 'omni_releases', 'previous_release', 'git_checkout
            'written_on', 'people_errors', 'keyword_drops', 'retake_calls', 'retake_judged', 'falsy_reads',
            'judged_hunk', 'repair_module', 'repair_judged', 'missing_helpers', 'helper_source', 'carry_methods',
            'carry_helpers', 'runner_gpus', 'records', 'record_holders', 'record_key', 'record_units', 'take_records',
-           'update_release']
+           'update_release', 'self_tuples', 'flag_self_tuples', 'update_inputs']
 
 # %% ../../nbs/port/update_release.ipynb #41af0190
 # a second import block (`__all__` comes between), so that neither import cell passes 60 lines
@@ -1926,6 +1926,38 @@ def _checkout_of(new: str) -> str:
     path, at, _ = str(new).rpartition("@")
     return path if at and path and Path(path).expanduser().exists() else str(new)
 
+# %% ../../nbs/port/update_release.ipynb #b4538c02
+register(Code("ONP4538", "update-self-tuple", "update: `name = name,` (a name rebound to a 1-tuple of itself) written "
+              "where no input has it: a line from inside a call carried as a statement", "error",
+              "delete the line, or put the keyword back into the call it came from", _NB, "port"))
+
+def self_tuples(code: str) -> list[tuple[int, str]]:
+    "Each `name = name,` of `code` (a name rebound to a 1-tuple of itself) as (line, name); none where it does not parse."
+    try: tree = ast.parse(code)
+    except SyntaxError: return []
+    return [(n.lineno, n.targets[0].id) for n in ast.walk(tree)
+            if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)
+            and isinstance(n.value, ast.Tuple) and len(n.value.elts) == 1
+            and isinstance(n.value.elts[0], ast.Name) and n.value.elts[0].id == n.targets[0].id]
+
+def flag_self_tuples(runners: list, inputs: dict[str, list]) -> None:
+    "Each runner's `name = name,` that none of its inputs (`inputs`: class -> texts, None: unread) has: ONP4538."
+    for r in runners:
+        had = {x for t in inputs.get(r.cls, []) if t for _, x in self_tuples(t)}
+        for line, x in self_tuples(r.code or ""):
+            if x in had: continue
+            d = port_diagnostic("ONP4538", f"{code_info('ONP4538').title}: {r.cls}: `{x} = {x},`", line, "error")
+            r.not_ready = [*r.not_ready, d]; r.diagnostics = [*r.diagnostics, d]
+
+def update_inputs(new_port: ReleasePort, base_port: ReleasePort, prev_origin: str) -> dict[str, list]:
+    "Per runner class, the texts an update reads: the new port's module, PREV's port's, PREV's hand module (None: none)."
+    out = {}
+    for r in new_port.runners:
+        b = _match(r, base_port.runners)
+        hand = _hand_module(prev_origin, b.hand) if b is not None and b.hand else None
+        out[r.cls] = [r.code, b.code if b is not None else None, hand[0] if hand else None]
+    return out
+
 # %% ../../nbs/port/update_release.ipynb #dfe4f45d
 def _update_from(new, tree, prev, how, git, target, prev_target, judge, kw) -> ReleaseUpdate:
     "The update of NEW (opened: `tree`) from PREV (a git state: only not newer), `kw` as `port_release` takes them."
@@ -1957,6 +1989,7 @@ def _update_from(new, tree, prev, how, git, target, prev_target, judge, kw) -> R
     gpus = runner_gpus(new_port, base_port, (nb_old, nb))
     judged = (carry_helpers(runners, gpus, ix, rejudge) if judge else None) or judged
     judged = (repair_judged(runners, new_port, ix, rejudge) if judge else None) or judged
+    flag_self_tuples(runners, update_inputs(new_port, base_port, prev_origin))   # ONP4538
     said = port_diagnostic("ONP4500", f"{code_info('ONP4500').title}: vLLM-Omni {base_port.omni} "
                            f"({'' if git else prev_origin + '; '}{how}), "
                            f"its port on vllm-ascend {base_port.vllm_ascend} the merge's base")
