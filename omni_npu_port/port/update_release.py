@@ -1786,8 +1786,9 @@ def _fields(c: ast.ClassDef) -> list[str]:
 def record_units(code: str, cls: str, new_code: str, recs: dict) -> list[tuple]:
     ("The units (first, end: 0-based lines, the new port's lines) that take the new port's records `recs` (by name, "
      "its class) into a module: each definition that differs, each comment-form conflict whose new side builds or "
-     "unpacks one, each live statement that does, by its one counterpart in the new port's same method; none that "
-     "overlaps another; builds by position where the people's are (`_positional`).")
+     "unpacks one (none where its people's side is empty and each such statement is live elsewhere: taken there), "
+     "each live statement that does, by its one counterpart in the new port's same method; none that overlaps "
+     "another; builds by position where the people's are (`_positional`).")
     try: tree, ntree = ast.parse(code), ast.parse(new_code)
     except SyntaxError: return []
     lines, nlines, units = python_lines(code), python_lines(new_code), []
@@ -1797,11 +1798,13 @@ def record_units(code: str, cls: str, new_code: str, recs: dict) -> list[tuple]:
         if ast.dump(a) != ast.dump(b): units.append((_start(a), a.end_lineno, nlines[_start(b):b.end_lineno], []))
     holders = record_holders((tree, ntree), recs)
     key = lambda s: record_key(s, recs, holders)
-    spans = []
-    for c in conflicts_in(lines):
-        spans.append((c.at[0], c.at[2] + 1))
-        if c.commented and any(key(s) for s in side_statements(c, 1)):
-            units.append((c.at[0], c.at[2] + 1, list(c.omni), side_statements(c, 0)))
+    found = list(conflicts_in(lines))
+    spans = [(c.at[0], c.at[2] + 1) for c in found]
+    live = {key(s) for s in ast.walk(tree) if isinstance(s, ast.stmt) and key(s)
+            and not any(a <= s.lineno - 1 < b for a, b in spans)}
+    for c in (c for c in found if c.commented and any(key(s) for s in side_statements(c, 1))):
+        alone = not any(code_tokens(l) for l in c.npu) and all(key(s) in live for s in side_statements(c, 1) if key(s))
+        units.append((c.at[0], c.at[2] + 1, [] if alone else list(c.omni), side_statements(c, 0)))   # ONP4537's
     new = class_methods(new_code, cls) or {}
     node = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls), None)
     for fn in (f for f in getattr(node, "body", []) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))):
@@ -1819,7 +1822,8 @@ def record_units(code: str, cls: str, new_code: str, recs: dict) -> list[tuple]:
         if not out or u[0] >= out[-1][1]: out.append(u)
     unbound = lambda ls: {d.message.split("`")[1] for d in unbound_reads("\n".join(ls) + "\n")}
     gone = unbound(_apply(lines, out)) - unbound(lines)   # the new port's lines read what only it binds
-    return [(a, b, _positional(_without_keywords(seg, gone), people, recs)) for a, b, seg, people in out]
+    return [(a, b, _positional(_without_keywords(seg, gone), people, recs) if seg else [])
+            for a, b, seg, people in out]
 
 # %% ../../nbs/port/update_release.ipynb #b52cc889
 def _without_keywords(seg: list[str], names: set) -> list[str]:
