@@ -847,8 +847,8 @@ def _whole_units(units: list[tuple[int, int]], s: int, e: int) -> bool:
     return all(b <= s or a >= e or (s <= a and b <= e) for a, b in units)
 
 def enclosing_statement(lines: list[str], frag: list[str]) -> tuple[int, int, int, int] | None:
-    ("Where the code lines `frag` (stripped) sit once in `lines` inside one statement, not whole statements: (statement "
-     "from, to, fragment from, to); None where they are whole, found other than once, or do not tokenize.")
+    ("Where the code lines `frag` (stripped) sit once in `lines` inside one statement, not whole statements: "
+     "(statement from, to, fragment from, to); None where they are whole, found other than once, or do not tokenize.")
     units = logical_units(textwrap.dedent("\n".join(lines)) + "\n")
     code = [i for i, l in enumerate(lines) if code_tokens(l)]
     n = len(frag)
@@ -860,8 +860,8 @@ def enclosing_statement(lines: list[str], frag: list[str]) -> tuple[int, int, in
     return cross[0][0], cross[0][1], s, e
 
 def stray_fragments(hunks: list[Hunk], sides: dict[str, list[str]]) -> list[Hunk]:
-    ("Each one-sided hunk (kind in `sides`: that side's lines) whose code is a line from inside a statement of its side "
-     "but stands as statements of its own in the merge, as a conflict: that side's whole statement against none.")
+    ("Each one-sided hunk (kind in `sides`: that side's lines) whose code is a line from inside a statement of its "
+     "side but stands as statements of its own in the merge, as a conflict: that side's whole statement against none.")
     merged, owner = side_text(hunks, 0)
     units = logical_units(textwrap.dedent("\n".join(merged)) + "\n")
     if not units: return hunks

@@ -1936,7 +1936,7 @@ register(Code("ONP4538", "update-self-tuple", "update: `name = name,` (a name re
               "delete the line, or put the keyword back into the call it came from", _NB, "port"))
 
 def self_tuples(code: str) -> list[tuple[int, str]]:
-    "Each `name = name,` of `code` (a name rebound to a 1-tuple of itself) as (line, name); none where it does not parse."
+    "Each `name = name,` of `code` (a name rebound to a 1-tuple of itself) as (line, name); none: it does not parse."
     try: tree = ast.parse(code)
     except SyntaxError: return []
     return [(n.lineno, n.targets[0].id) for n in ast.walk(tree)
@@ -1954,7 +1954,7 @@ def flag_self_tuples(runners: list, inputs: dict[str, list]) -> None:
             r.not_ready = [*r.not_ready, d]; r.diagnostics = [*r.diagnostics, d]
 
 def update_inputs(new_port: ReleasePort, base_port: ReleasePort, prev_origin: str) -> dict[str, list]:
-    "Per runner class, the texts an update reads: the new port's module, PREV's port's, PREV's hand module (None: none)."
+    "Per runner class, the texts an update reads: the new port's module, PREV's port's, PREV's hand module (or None)."
     out = {}
     for r in new_port.runners:
         b = _match(r, base_port.runners)
