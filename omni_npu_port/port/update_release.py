@@ -1931,26 +1931,29 @@ def _checkout_of(new: str) -> str:
     return path if at and path and Path(path).expanduser().exists() else str(new)
 
 # %% ../../nbs/port/update_release.ipynb #b4538c02
-register(Code("ONP4538", "update-self-tuple", "update: `name = name,` (a name rebound to a 1-tuple of itself) written "
-              "where no input has it: a line from inside a call carried as a statement", "error",
+register(Code("ONP4538", "update-bare-tuple", "update: `name = value,` (a name bound to a 1-tuple without brackets, "
+              "as `desc = desc,`) written where no input has it: a keyword line of a call carried as a statement",
+              "error",
               "delete the line, or put the keyword back into the call it came from", _NB, "port"))
 
-def self_tuples(code: str) -> list[tuple[int, str]]:
-    "Each `name = name,` of `code` (a name rebound to a 1-tuple of itself) as (line, name); none: it does not parse."
+def self_tuples(code: str) -> list[tuple[int, str, str]]:
+    ("Each `name = value,` of `code` (a name bound to a 1-tuple without brackets: what a keyword line `name=value,` "
+     "becomes as a statement) as (line, its text, its syntax); none where the code does not parse.")
     try: tree = ast.parse(code)
     except SyntaxError: return []
-    return [(n.lineno, n.targets[0].id) for n in ast.walk(tree)
+    lines = code.split("\n")
+    return [(n.lineno, ast.unparse(n).replace(" = (", " = ", 1)[:-2] + ",", ast.dump(n)) for n in ast.walk(tree)
             if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)
             and isinstance(n.value, ast.Tuple) and len(n.value.elts) == 1
-            and isinstance(n.value.elts[0], ast.Name) and n.value.elts[0].id == n.targets[0].id]
+            and lines[n.value.lineno - 1][n.value.col_offset:][:1] != "("]
 
 def flag_self_tuples(runners: list, inputs: dict[str, list]) -> None:
-    "Each runner's `name = name,` that none of its inputs (`inputs`: class -> texts, None: unread) has: ONP4538."
+    "Each runner's `name = value,` that none of its inputs (`inputs`: class -> texts, None: unread) has: ONP4538."
     for r in runners:
-        had = {x for t in inputs.get(r.cls, []) if t for _, x in self_tuples(t)}
-        for line, x in self_tuples(r.code or ""):
-            if x in had: continue
-            d = port_diagnostic("ONP4538", f"{code_info('ONP4538').title}: {r.cls}: `{x} = {x},`", line, "error")
+        had = {k for t in inputs.get(r.cls, []) if t for _, _, k in self_tuples(t)}
+        for line, text, k in self_tuples(r.code or ""):
+            if k in had: continue
+            d = port_diagnostic("ONP4538", f"{code_info('ONP4538').title}: {r.cls}: `{text}`", line, "error")
             r.not_ready = [*r.not_ready, d]; r.diagnostics = [*r.diagnostics, d]
 
 def update_inputs(new_port: ReleasePort, base_port: ReleasePort, prev_origin: str) -> dict[str, list]:
