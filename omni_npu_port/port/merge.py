@@ -860,23 +860,25 @@ def enclosing_statement(lines: list[str], frag: list[str]) -> tuple[int, int, in
     return cross[0][0], cross[0][1], s, e
 
 def stray_fragments(hunks: list[Hunk], sides: dict[str, list[str]]) -> list[Hunk]:
-    ("Each one-sided hunk (kind in `sides`: that side's lines) whose code is a line from inside a statement of its "
-     "side but stands as statements of its own in the merge, as a conflict: that side's whole statement against none.")
-    merged, owner = side_text(hunks, 0)
-    units = logical_units(textwrap.dedent("\n".join(merged)) + "\n")
-    if not units: return hunks
+    ("Each one-sided hunk (kind in `sides`: that side's lines), or conflict with one side empty, whose code is a line "
+     "from inside a statement of its side but stands as statements in the merge: that side's whole statement, a conflict "
+     "against none.")
     out = list(hunks)
-    for k, h in enumerate(hunks):
-        at = [i for i, o in enumerate(owner) if o == k and code_tokens(merged[i])]
-        if h.kind not in sides or not at or not _whole_units(units, at[0], at[-1] + 1): continue
-        side = sides[h.kind]
-        if (found := enclosing_statement(side, [merged[i].strip() for i in at])) is None: continue
-        a, b, s, e = found
-        whole = _shift(side[a:b], indent_of(merged[at[0]]) - indent_of(side[a]))
-        was = whole[: s - a] + whole[e - a:]   # the statement without the fragment: what the other side rewrote
-        mine, other = (whole, []) if h.kind == "omni" else ([], whole)
-        out[k] = Hunk("conflict", [], omni=mine, npu=other, base=was, code="ONP4537",
-                      note=f"{code_info('ONP4537').title}: {merged[at[0]].strip()!r}")
+    for way, kind in enumerate(("npu", "omni")):
+        merged, owner = side_text(hunks, way)
+        units = logical_units(textwrap.dedent("\n".join(merged)) + "\n")
+        for k, h in enumerate(hunks):
+            other = hunk_sides(h)[1 - way] if h.kind == "conflict" else []
+            lone = h.kind == "conflict" and not any(code_tokens(l) for l in other)
+            at = [i for i, o in enumerate(owner) if o == k and code_tokens(merged[i])]
+            if not units or not (h.kind == kind or lone) or not at or not _whole_units(units, at[0], at[-1] + 1): continue
+            side = sides[kind]
+            if (found := enclosing_statement(side, [merged[i].strip() for i in at])) is None: continue
+            a, b, s, e = found
+            whole = _shift(side[a:b], indent_of(merged[at[0]]) - indent_of(side[a]))
+            was = whole[: s - a] + whole[e - a:]   # the statement without the fragment: what the other side rewrote
+            out[k] = Hunk("conflict", [], omni=whole if way else list(other), npu=list(other) if way else whole,
+                          base=was, code="ONP4537", note=f"{code_info('ONP4537').title}: {merged[at[0]].strip()!r}")
     return out
 
 # %% ../../nbs/port/merge.ipynb #7bfe1b88
