@@ -861,8 +861,8 @@ def enclosing_statement(lines: list[str], frag: list[str]) -> tuple[int, int, in
 
 def stray_fragments(hunks: list[Hunk], sides: dict[str, list[str]]) -> list[Hunk]:
     ("Each one-sided hunk (kind in `sides`: that side's lines), or conflict with one side empty, whose code is a line "
-     "from inside a statement of its side but stands as statements in the merge: that side's whole statement, a conflict "
-     "against none.")
+     "from inside a statement of its side but stands as statements in the merge: that side's whole statement, a "
+     "conflict against none.")
     out = list(hunks)
     for way, kind in enumerate(("npu", "omni")):
         merged, owner = side_text(hunks, way)
@@ -871,7 +871,8 @@ def stray_fragments(hunks: list[Hunk], sides: dict[str, list[str]]) -> list[Hunk
             other = hunk_sides(h)[1 - way] if h.kind == "conflict" else []
             lone = h.kind == "conflict" and not any(code_tokens(l) for l in other)
             at = [i for i, o in enumerate(owner) if o == k and code_tokens(merged[i])]
-            if not units or not (h.kind == kind or lone) or not at or not _whole_units(units, at[0], at[-1] + 1): continue
+            if not units or not (h.kind == kind or lone) or not at: continue
+            if not _whole_units(units, at[0], at[-1] + 1): continue
             side = sides[kind]
             if (found := enclosing_statement(side, [merged[i].strip() for i in at])) is None: continue
             a, b, s, e = found
