@@ -26,8 +26,8 @@ from .locate import PortError, port_diagnostic, python_lines, string_lines
 __all__ = ['FENCE_TEXT', 'FENCE_RE', 'INLINE_MARK', 'TOKEN_RE', 'PREFER', 'NPU_SIDE', 'indent_of', 'CodeLine', 'LineMatcher',
            'lines_of', 'code_tokens', 'logical_units', 'adopt_layout', 'Hunk', 'region_shift', 'tokens_in',
            'split_replace', 'refine_conflict', 'hunk_sides', 'side_text', 'statement_cut', 'whole_conflicts',
-           'own_sides', 'statement_units', 'statement_merge', 'merge_hunks', 'Prefer', 'prefer_of', 'render',
-           'npu_side', 'uncomment_conflicts', 'keep_side']
+           'own_sides', 'statement_units', 'statement_merge', 'enclosing_statement', 'stray_fragments', 'merge_hunks',
+           'Prefer', 'prefer_of', 'render', 'npu_side', 'uncomment_conflicts', 'keep_side']
 
 # %% ../../nbs/port/merge.ipynb #c933b968
 FENCE_TEXT = "# ---------------------------------------Omni-new----------------------------------------------"
@@ -835,6 +835,53 @@ def statement_merge(base: str, omni: str, npu: str) -> list[Hunk]:
     units = [_units(f.body, f.body[0].lineno - 1, len(t)) for f, t in zip(fns, texts)]
     return head + _merge_units(*units, texts)
 
+# %% ../../nbs/port/merge.ipynb #a4537c02
+register(Code("ONP4537", "fragment-as-statement", "a one-sided line from inside a statement (a keyword of a "
+              "multi-line call) would stand as a statement of its own: that side's whole statement taken as a conflict",
+              "info",
+              "keep one side's statement (the other side's is beside it), then delete the markers",
+              "port/merge.ipynb", "port"))
+
+def _whole_units(units: list[tuple[int, int]], s: int, e: int) -> bool:
+    "Whether lines [s, e) are whole logical units (no unit crosses either edge)."
+    return all(b <= s or a >= e or (s <= a and b <= e) for a, b in units)
+
+def enclosing_statement(lines: list[str], frag: list[str]) -> tuple[int, int, int, int] | None:
+    ("Where the code lines `frag` (stripped) sit once in `lines` inside one statement, not whole statements: "
+     "(statement from, to, fragment from, to); None where they are whole, found other than once, or do not tokenize.")
+    units = logical_units(textwrap.dedent("\n".join(lines)) + "\n")
+    code = [i for i, l in enumerate(lines) if code_tokens(l)]
+    n = len(frag)
+    at = [p for p in range(len(code) - n + 1) if [lines[i].strip() for i in code[p:p + n]] == frag]
+    if not units or not n or len(at) != 1: return None
+    s, e = code[at[0]], code[at[0] + n - 1] + 1
+    cross = [(a, b) for a, b in units if a < e and b > s]
+    if _whole_units(units, s, e) or len(cross) != 1: return None
+    return cross[0][0], cross[0][1], s, e
+
+def stray_fragments(hunks: list[Hunk], sides: dict[str, list[str]]) -> list[Hunk]:
+    ("Each one-sided hunk (kind in `sides`: that side's lines), or conflict with one side empty, whose code is a line "
+     "from inside a statement of its side but stands as statements in the merge: that side's whole statement, a "
+     "conflict against none.")
+    out = list(hunks)
+    for way, kind in enumerate(("npu", "omni")):
+        merged, owner = side_text(hunks, way)
+        units = logical_units(textwrap.dedent("\n".join(merged)) + "\n")
+        for k, h in enumerate(hunks):
+            other = hunk_sides(h)[1 - way] if h.kind == "conflict" else []
+            lone = h.kind == "conflict" and not any(code_tokens(l) for l in other)
+            at = [i for i, o in enumerate(owner) if o == k and code_tokens(merged[i])]
+            if not units or not (h.kind == kind or lone) or not at: continue
+            if not _whole_units(units, at[0], at[-1] + 1): continue
+            side = sides[kind]
+            if (found := enclosing_statement(side, [merged[i].strip() for i in at])) is None: continue
+            a, b, s, e = found
+            whole = _shift(side[a:b], indent_of(merged[at[0]]) - indent_of(side[a]))
+            was = whole[: s - a] + whole[e - a:]   # the statement without the fragment: what the other side rewrote
+            out[k] = Hunk("conflict", [], omni=whole if way else list(other), npu=list(other) if way else whole,
+                          base=was, code="ONP4537", note=f"{code_info('ONP4537').title}: {merged[at[0]].strip()!r}")
+    return out
+
 # %% ../../nbs/port/merge.ipynb #7bfe1b88
 def merge_hunks(base: str, omni: str, npu: str, history: tuple[str, ...] | list[str] = ()) -> list[Hunk]:
     ("Three-way merge (merge3) of the GPU base, the omni GPU method and the NPU base (older GPU bases: `history`), as "
@@ -883,6 +930,7 @@ def merge_hunks(base: str, omni: str, npu: str, history: tuple[str, ...] | list[
         iz, ia, ib = zend, aend, bend
     hunks = _headers_keep_bodies(_moot_to_npu(_stale_to_npu(_drop_shared_additions(_slide_insertions(hunks), B, A, N),
                                                             history)))
+    hunks = stray_fragments(hunks, {"omni": python_lines(omni), "npu": python_lines(npu)})   # ONP4537
     return whole_conflicts(hunks, npu, omni, base)   # every conflict's sides whole statements: either side parses
 
 # %% ../../nbs/port/merge.ipynb #be0ba1c3

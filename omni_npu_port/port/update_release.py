@@ -64,7 +64,7 @@ __all__ = ['RENAME_LIKENESS', 'omni_releases', 'previous_release', 'git_checkout
            'written_on', 'people_errors', 'keyword_drops', 'retake_calls', 'retake_judged', 'falsy_reads',
            'judged_hunk', 'repair_module', 'repair_judged', 'missing_helpers', 'helper_source', 'carry_methods',
            'carry_helpers', 'runner_gpus', 'records', 'record_holders', 'record_key', 'record_units', 'take_records',
-           'update_release']
+           'update_release', 'self_tuples', 'flag_self_tuples', 'update_inputs']
 
 # %% ../../nbs/port/update_release.ipynb #41af0190
 # a second import block (`__all__` comes between), so that neither import cell passes 60 lines
@@ -1786,8 +1786,9 @@ def _fields(c: ast.ClassDef) -> list[str]:
 def record_units(code: str, cls: str, new_code: str, recs: dict) -> list[tuple]:
     ("The units (first, end: 0-based lines, the new port's lines) that take the new port's records `recs` (by name, "
      "its class) into a module: each definition that differs, each comment-form conflict whose new side builds or "
-     "unpacks one, each live statement that does, by its one counterpart in the new port's same method; none that "
-     "overlaps another; builds by position where the people's are (`_positional`).")
+     "unpacks one (none where its people's side is empty and each such statement is live elsewhere: taken there), "
+     "each live statement that does, by its one counterpart in the new port's same method; none that overlaps "
+     "another; builds by position where the people's are (`_positional`).")
     try: tree, ntree = ast.parse(code), ast.parse(new_code)
     except SyntaxError: return []
     lines, nlines, units = python_lines(code), python_lines(new_code), []
@@ -1797,11 +1798,13 @@ def record_units(code: str, cls: str, new_code: str, recs: dict) -> list[tuple]:
         if ast.dump(a) != ast.dump(b): units.append((_start(a), a.end_lineno, nlines[_start(b):b.end_lineno], []))
     holders = record_holders((tree, ntree), recs)
     key = lambda s: record_key(s, recs, holders)
-    spans = []
-    for c in conflicts_in(lines):
-        spans.append((c.at[0], c.at[2] + 1))
-        if c.commented and any(key(s) for s in side_statements(c, 1)):
-            units.append((c.at[0], c.at[2] + 1, list(c.omni), side_statements(c, 0)))
+    found = list(conflicts_in(lines))
+    spans = [(c.at[0], c.at[2] + 1) for c in found]
+    live = {key(s) for s in ast.walk(tree) if isinstance(s, ast.stmt) and key(s)
+            and not any(a <= s.lineno - 1 < b for a, b in spans)}
+    for c in (c for c in found if c.commented and any(key(s) for s in side_statements(c, 1))):
+        alone = not any(code_tokens(l) for l in c.npu) and all(key(s) in live for s in side_statements(c, 1) if key(s))
+        units.append((c.at[0], c.at[2] + 1, [] if alone else list(c.omni), side_statements(c, 0)))   # ONP4537's
     new = class_methods(new_code, cls) or {}
     node = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls), None)
     for fn in (f for f in getattr(node, "body", []) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))):
@@ -1819,7 +1822,8 @@ def record_units(code: str, cls: str, new_code: str, recs: dict) -> list[tuple]:
         if not out or u[0] >= out[-1][1]: out.append(u)
     unbound = lambda ls: {d.message.split("`")[1] for d in unbound_reads("\n".join(ls) + "\n")}
     gone = unbound(_apply(lines, out)) - unbound(lines)   # the new port's lines read what only it binds
-    return [(a, b, _positional(_without_keywords(seg, gone), people, recs)) for a, b, seg, people in out]
+    return [(a, b, _positional(_without_keywords(seg, gone), people, recs) if seg else [])
+            for a, b, seg, people in out]
 
 # %% ../../nbs/port/update_release.ipynb #b52cc889
 def _without_keywords(seg: list[str], names: set) -> list[str]:
@@ -1926,6 +1930,41 @@ def _checkout_of(new: str) -> str:
     path, at, _ = str(new).rpartition("@")
     return path if at and path and Path(path).expanduser().exists() else str(new)
 
+# %% ../../nbs/port/update_release.ipynb #b4538c02
+register(Code("ONP4538", "update-bare-tuple", "update: `name = value,` (a name bound to a 1-tuple without brackets, "
+              "as `desc = desc,`) written where no input has it: a keyword line of a call carried as a statement",
+              "error",
+              "delete the line, or put the keyword back into the call it came from", _NB, "port"))
+
+def self_tuples(code: str) -> list[tuple[int, str, str]]:
+    ("Each `name = value,` of `code` (a name bound to a 1-tuple without brackets: what a keyword line `name=value,` "
+     "becomes as a statement) as (line, its text, its syntax); none where the code does not parse.")
+    try: tree = ast.parse(code)
+    except SyntaxError: return []
+    lines = code.split("\n")
+    return [(n.lineno, ast.unparse(n).replace(" = (", " = ", 1)[:-2] + ",", ast.dump(n)) for n in ast.walk(tree)
+            if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)
+            and isinstance(n.value, ast.Tuple) and len(n.value.elts) == 1
+            and lines[n.value.lineno - 1][n.value.col_offset:][:1] != "("]
+
+def flag_self_tuples(runners: list, inputs: dict[str, list]) -> None:
+    "Each runner's `name = value,` that none of its inputs (`inputs`: class -> texts, None: unread) has: ONP4538."
+    for r in runners:
+        had = {k for t in inputs.get(r.cls, []) if t for _, _, k in self_tuples(t)}
+        for line, text, k in self_tuples(r.code or ""):
+            if k in had: continue
+            d = port_diagnostic("ONP4538", f"{code_info('ONP4538').title}: {r.cls}: `{text}`", line, "error")
+            r.not_ready = [*r.not_ready, d]; r.diagnostics = [*r.diagnostics, d]
+
+def update_inputs(new_port: ReleasePort, base_port: ReleasePort, prev_origin: str) -> dict[str, list]:
+    "Per runner class, the texts an update reads: the new port's module, PREV's port's, PREV's hand module (or None)."
+    out = {}
+    for r in new_port.runners:
+        b = _match(r, base_port.runners)
+        hand = _hand_module(prev_origin, b.hand) if b is not None and b.hand else None
+        out[r.cls] = [r.code, b.code if b is not None else None, hand[0] if hand else None]
+    return out
+
 # %% ../../nbs/port/update_release.ipynb #dfe4f45d
 def _update_from(new, tree, prev, how, git, target, prev_target, judge, kw) -> ReleaseUpdate:
     "The update of NEW (opened: `tree`) from PREV (a git state: only not newer), `kw` as `port_release` takes them."
@@ -1957,6 +1996,7 @@ def _update_from(new, tree, prev, how, git, target, prev_target, judge, kw) -> R
     gpus = runner_gpus(new_port, base_port, (nb_old, nb))
     judged = (carry_helpers(runners, gpus, ix, rejudge) if judge else None) or judged
     judged = (repair_judged(runners, new_port, ix, rejudge) if judge else None) or judged
+    flag_self_tuples(runners, update_inputs(new_port, base_port, prev_origin))   # ONP4538
     said = port_diagnostic("ONP4500", f"{code_info('ONP4500').title}: vLLM-Omni {base_port.omni} "
                            f"({'' if git else prev_origin + '; '}{how}), "
                            f"its port on vllm-ascend {base_port.vllm_ascend} the merge's base")
