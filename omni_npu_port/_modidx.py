@@ -1264,6 +1264,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                           'omni_npu_port.port.delta._shared_context': ( 'port/delta.html#_shared_context',
                                                                                         'omni_npu_port/port/delta.py'),
                                           'omni_npu_port.port.delta._shell': ('port/delta.html#_shell', 'omni_npu_port/port/delta.py'),
+                                          'omni_npu_port.port.delta._side_binds': ( 'port/delta.html#_side_binds',
+                                                                                    'omni_npu_port/port/delta.py'),
                                           'omni_npu_port.port.delta._sig': ('port/delta.html#_sig', 'omni_npu_port/port/delta.py'),
                                           'omni_npu_port.port.delta._simple': ('port/delta.html#_simple', 'omni_npu_port/port/delta.py'),
                                           'omni_npu_port.port.delta._span': ('port/delta.html#_span', 'omni_npu_port/port/delta.py'),

@@ -79,4 +79,4 @@ def test_cut_off_reads_names_only_the_omni_edits_past_the_returning_block():
     hs = [Hunk("npu", lines=fn.splitlines()[:4]), Hunk("omni", lines=["    out.x = 2"])]
     inside = type("E", (), {"hunk": hs[0]})()
     past = type("E", (), {"hunk": hs[1]})()
-    assert cut_off_reads(ast.parse(fn).body[0], hs, [inside, past]) == {"out": [past]}
+    assert cut_off_reads(ast.parse(fn).body[0], hs, [inside, past]) == {"out": [(past, {0})]}

@@ -13,7 +13,7 @@ import textwrap
 from dataclasses import dataclass, field
 
 from ..core.diagnostics import Code, Diagnostic, code_info, register
-from .dataflow import binding_marks, dead_spans, maybe_unbound, unreached_reads
+from .dataflow import binding_marks, dead_spans, maybe_unbound, scope_nodes, unreached_reads
 from .locate import port_diagnostic
 from .merge import Hunk, _shift, code_tokens, indent_of
 
@@ -1128,19 +1128,27 @@ def _no_npu_value(ap: _Applier, x: str) -> str:
 
 # %% ../../nbs/port/delta.ipynb #3b9e6c12
 def cut_off_reads(res: ast.AST, hunks: list[Hunk], edits: list) -> dict[str, list]:
-    ("Each name an omni edit's simple statements read that the method binds only in blocks that return or raise "
-     "first (no binding reaches the read), with the edits that read it so.")
+    ("Each name an omni edit's simple statements (the method's own scope) read that the method binds only in blocks "
+     "that return or raise first, no binding reaching the read: (edit, indices of its lines that read it) pairs.")
     span, at = {}, 1
     for h in hunks:
-        n = sum(l.count("\n") + 1 for l in (h.npu if h.kind == "conflict" else h.lines))
-        span[id(h)], at = (at, at + n - 1), at + n
+        lines = h.npu if h.kind == "conflict" else h.lines
+        span[id(h)] = (at, at + len(lines) - 1) if not any("\n" in l for l in lines) else (0, -1)
+        at += sum(l.count("\n") + 1 for l in lines)
     marks, dead, out = binding_marks(res), dead_spans(res), {}
-    simple = [st for st in ast.walk(res) if isinstance(st, ast.stmt) and not hasattr(st, "body")]
+    simple = [n for st in res.body for n in scope_nodes(st) if isinstance(n, ast.stmt) and not hasattr(n, "body")]
     for e in edits:
         a, b = span.get(id(e.hunk), (0, -1))
-        for x in {x for st in simple if a <= st.lineno and st.end_lineno <= b for x in unreached_reads(st, marks, dead)}:
-            if e not in out.setdefault(x, []): out[x].append(e)
-    return out
+        for st in (st for st in simple if a <= st.lineno and st.end_lineno <= b):
+            for x in unreached_reads(st, marks, dead):
+                lines = range(st.lineno - a, st.end_lineno - a + 1)
+                out.setdefault(x, {}).setdefault(id(e), (e, set()))[1].update(lines)
+    return {x: list(v.values()) for x, v in out.items()}
+
+def _side_binds(h: Hunk) -> set[str]:
+    "The names a conflict's omni side binds (left to the conflict rules, ONP4465)."
+    try: return bound_names(ast.parse(textwrap.dedent("\n".join(h.omni))))
+    except SyntaxError: return set()
 
 
 # %% ../../nbs/port/delta.ipynb #41d0f2d1
@@ -1181,11 +1189,14 @@ def rebind(ap: _Applier, hunks: list[Hunk], name: str) -> tuple[list[Hunk], list
         else: diags.append(port_diagnostic("ONP4413", f"{code_info('ONP4413').title}: omni lines read `{x}`, which "
                                                       "only the omni method binds"
                                            + _no_npu_value(ap, x), None, where=name))
+    sides = {x for h in hunks if h.kind == "conflict" for x in _side_binds(h)}
     for x, es in sorted(cut_off_reads(res, hunks, omni_edits).items()):   # bound only in blocks that return first
         ys = (binders.get(x), built.get(x))   # the NPU statement standing for omni's; the one build of one class
         y = next((y for y in ys if y and y != x and y in have), None)
-        if x not in ob or not y: continue
-        for e in es: e.hunk.lines = e.hunk.omni = _rename(e.hunk.lines, x, y)
+        if x not in ob or not y or x in sides: continue
+        for e, at in es:   # those lines only: a nested function's own `x` stays
+            new = [_rename([l], x, y)[0] if i in at else l for i, l in enumerate(e.hunk.lines)]
+            e.hunk.lines = e.hunk.omni = new
         diags.append(port_diagnostic("ONP4413", f"{code_info('ONP4413').title}: omni's `{x}` read as `{y}` (the NPU "
                                      f"base binds it so; its `{x}` is bound only in blocks that return first)", None,
                                      "info", where=name))
