@@ -80,3 +80,11 @@ def test_cut_off_reads_names_only_the_omni_edits_past_the_returning_block():
     inside = type("E", (), {"hunk": hs[0]})()
     past = type("E", (), {"hunk": hs[1]})()
     assert cut_off_reads(ast.parse(fn).body[0], hs, [inside, past]) == {"out": [(past, {0})]}
+
+
+def test_a_nested_functions_own_binding_is_not_a_cut_off_read():
+    fn = ("def f(self):\n    if pp:\n        out = 1\n        return out\n    def build():\n        out = 2\n"
+          "        return out\n    return build\n")
+    rows = fn.splitlines()
+    hs = [Hunk("npu", lines=rows[:4]), Hunk("omni", lines=rows[4:7]), Hunk("npu", lines=rows[7:])]
+    assert cut_off_reads(ast.parse(fn).body[0], hs, [type("E", (), {"hunk": hs[1]})()]) == {}
