@@ -13,15 +13,15 @@ import textwrap
 from dataclasses import dataclass, field
 
 from ..core.diagnostics import Code, Diagnostic, code_info, register
-from .dataflow import maybe_unbound
+from .dataflow import binding_marks, dead_spans, maybe_unbound, scope_nodes, unreached_reads
 from .locate import port_diagnostic
 from .merge import Hunk, _shift, code_tokens, indent_of
 
 # %% auto #0
 __all__ = ['FAR', 'statements_alike', 'align', 'DeltaHunk', 'omni_delta', 'bodies_alike', 'pair_in_gaps', 'npu_map',
            'merge_statement', 'drop_unbound', 'merge_statement_header', 'DeltaPort', 'apply_delta', 'bound_names',
-           'rebind', 'name_renames', 'passed_on', 'bind_uncomputed', 'carry_bindings', 'drifted_far', 'delta_fallback',
-           'wraps_by_super', 'redirect_super']
+           'cut_off_reads', 'rebind', 'name_renames', 'passed_on', 'bind_uncomputed', 'carry_bindings', 'drifted_far',
+           'delta_fallback', 'wraps_by_super', 'redirect_super']
 
 # %% ../../nbs/port/delta.ipynb #b3524cd2
 register(
@@ -1108,6 +1108,15 @@ def _named_self_calls(fn: ast.AST) -> dict[str, list[str]]:
             out.setdefault(s.value.func.attr, []).append(s.targets[0].id)
     return out
 
+def _named_builds(fn: ast.AST) -> dict[str, list[str]]:
+    "`C` -> the names a method's single-name assignments of a call of the plain name `C` bind (`x = C(...)`), in order."
+    out: dict = {}
+    for s in ast.walk(fn):
+        if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name) \
+                and isinstance(s.value, ast.Call) and isinstance(s.value.func, ast.Name):
+            out.setdefault(s.value.func.id, []).append(s.targets[0].id)
+    return out
+
 def _no_npu_value(ap: _Applier, x: str) -> str:
     "Why no rebinding exists, where the NPU statement standing for the base statement binding `x` binds no such name."
     for z in ast.walk(ap.zf):
@@ -1116,6 +1125,31 @@ def _no_npu_value(ap: _Applier, x: str) -> str:
             return (f" (the NPU statement standing for its binding, {_say(ap.smap[id(z)][0])}, binds no `{x}`: the NPU "
                     "side computes no such value)")
     return ""
+
+# %% ../../nbs/port/delta.ipynb #3b9e6c12
+def cut_off_reads(res: ast.AST, hunks: list[Hunk], edits: list) -> dict[str, list]:
+    ("Each name an omni edit's simple statements (the method's own scope) read that the method binds only in blocks "
+     "that return or raise first, no binding reaching the read: (edit, indices of its lines that read it) pairs.")
+    span, at = {}, 1
+    for h in hunks:
+        lines = h.npu if h.kind == "conflict" else h.lines
+        span[id(h)] = (at, at + len(lines) - 1) if not any("\n" in l for l in lines) else (0, -1)
+        at += sum(l.count("\n") + 1 for l in lines)
+    marks, dead, out = binding_marks(res), dead_spans(res), {}
+    simple = [n for st in res.body for n in scope_nodes(st) if isinstance(n, ast.stmt) and not hasattr(n, "body")]
+    for e in edits:
+        a, b = span.get(id(e.hunk), (0, -1))
+        for st in (st for st in simple if a <= st.lineno and st.end_lineno <= b):
+            for x in unreached_reads(st, marks, dead):
+                lines = range(st.lineno - a, st.end_lineno - a + 1)
+                out.setdefault(x, {}).setdefault(id(e), (e, set()))[1].update(lines)
+    return {x: list(v.values()) for x, v in out.items()}
+
+def _side_binds(h: Hunk) -> set[str]:
+    "The names a conflict's omni side binds (left to the conflict rules, ONP4465)."
+    try: return bound_names(ast.parse(textwrap.dedent("\n".join(h.omni))))
+    except SyntaxError: return set()
+
 
 # %% ../../nbs/port/delta.ipynb #41d0f2d1
 def rebind(ap: _Applier, hunks: list[Hunk], name: str) -> tuple[list[Hunk], list[Diagnostic]]:
@@ -1138,6 +1172,8 @@ def rebind(ap: _Applier, hunks: list[Hunk], name: str) -> tuple[list[Hunk], list
         zs,
     ) in zc.items():  # the one base assignment of a self-call, the one NPU assignment of it: one statement, two names
         if len(zs) == 1 and len(nc.get(f, [])) == 1: binders.setdefault(zs[0], nc[f][0])
+    zb, nbd = _named_builds(ap.zf), _named_builds(ap.nf)
+    built = {zs[0]: nbd[f][0] for f, zs in zb.items() if len(zs) == 1 and len(nbd.get(f, [])) == 1}
     diags, omni_edits = [], [e for e in ap.edits if e.hunk.kind == "omni" and e.hunk in hunks]
     for x in sorted(_reads([s for e in omni_edits for s in e.omni]) & ob - have):
         if x in ap.renames:
@@ -1153,6 +1189,17 @@ def rebind(ap: _Applier, hunks: list[Hunk], name: str) -> tuple[list[Hunk], list
         else: diags.append(port_diagnostic("ONP4413", f"{code_info('ONP4413').title}: omni lines read `{x}`, which "
                                                       "only the omni method binds"
                                            + _no_npu_value(ap, x), None, where=name))
+    sides = {x for h in hunks if h.kind == "conflict" for x in _side_binds(h)}
+    for x, es in sorted(cut_off_reads(res, hunks, omni_edits).items()):   # bound only in blocks that return first
+        ys = (binders.get(x), built.get(x))   # the NPU statement standing for omni's; the one build of one class
+        y = next((y for y in ys if y and y != x and y in have), None)
+        if x not in ob or not y or x in sides: continue
+        for e, at in es:   # those lines only: a nested function's own `x` stays
+            new = [_rename([l], x, y)[0] if i in at else l for i, l in enumerate(e.hunk.lines)]
+            e.hunk.lines = e.hunk.omni = new
+        diags.append(port_diagnostic("ONP4413", f"{code_info('ONP4413').title}: omni's `{x}` read as `{y}` (the NPU "
+                                     f"base binds it so; its `{x}` is bound only in blocks that return first)", None,
+                                     "info", where=name))
     for x in sorted(_reads([res]) & (nb - ob) - have):
         diags.append(
             port_diagnostic(

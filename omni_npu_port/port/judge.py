@@ -38,12 +38,12 @@ from .translation import code_fingerprint
 # %% auto #0
 __all__ = ['CHECKER_PIN', 'CHECKER_TIMEOUT', 'NAME_RULES', 'JUDGED_RULES', 'JUDGE_CACHE', 'EXCLUSIONS', 'KEPT_PORTS',
            'JUDGE_ERRORS', 'JudgeUnavailable', 'find_checker', 'checker_config', 'run_checker', 'owns_judge_entry',
-           'source_root', 'statement_at', 'statement_text', 'CheckerError', 'judged_code', 'checker_errors',
-           'Exclusion', 'exclusion', 'excluded_by', 'call_at', 'called_method', 'signature_of', 'binds', 'JudgeContext',
-           'module_attrs', 'input_key', 'cached_input', 'keep_input', 'ports_key', 'expect_key', 'content_named',
-           'kept_ports', 'expected_kept', 'prune_kept', 'keep_ports', 'warm_imports', 'WarmJudge', 'check_warm',
-           'judge_early', 'Judgement', 'JudgeRun', 'judge_modules', 'input_errors', 'judge_ports',
-           'address_space_capped', 'spare_core', 'start_judge', 'judge_release', 'release_judge_lines',
+           'source_root', 'statement_at', 'statement_text', 'CheckerError', 'judged_code', 'names_of', 'import_key',
+           'checker_errors', 'Exclusion', 'exclusion', 'excluded_by', 'call_at', 'called_method', 'signature_of',
+           'binds', 'JudgeContext', 'module_attrs', 'input_key', 'cached_input', 'keep_input', 'ports_key',
+           'expect_key', 'content_named', 'kept_ports', 'expected_kept', 'prune_kept', 'keep_ports', 'warm_imports',
+           'WarmJudge', 'check_warm', 'judge_early', 'Judgement', 'JudgeRun', 'judge_modules', 'input_errors',
+           'judge_ports', 'address_space_capped', 'spare_core', 'start_judge', 'judge_release', 'release_judge_lines',
            'judge_class_port', 'judge_hand']
 
 # %% ../../nbs/port/judge.ipynb #af5c32be
@@ -233,6 +233,17 @@ def judged_code(err: dict, lines: list[str]) -> str | None:
     return "ONP4443" if re.search(r"(?<![\w.])self\s*\.\s*$", before) else None
 
 # %% ../../nbs/port/judge.ipynb #650004c9
+def names_of(err: dict) -> str:
+    "The names a checker error's first line quotes, comma-joined (the class it names left out: port and input differ)."
+    first = re.sub(r'for class "[^"]*"', "", err["message"].splitlines()[0])
+    return ",".join(re.findall(r'"([^"]+)"', first))
+
+def import_key(node: ast.Import | ast.ImportFrom, names: str) -> str:
+    "An import error's key: the module and the one name it fails on, however many names the statement imports."
+    if isinstance(node, ast.Import): return f"import {names}"
+    mod = "." * node.level + (node.module or "")
+    return f"from {mod}" if names == mod else f"from {mod} import {names}"
+
 def checker_errors(found: list[dict], texts: dict[str, str]) -> list[CheckerError]:
     "The judged errors among `found` in the files of `texts` (path -> text), each with its statement's key."
     out, trees, stmts = [], {}, {}
@@ -249,9 +260,8 @@ def checker_errors(found: list[dict], texts: dict[str, str]) -> list[CheckerErro
         line, col = err["range"]["start"]["line"] + 1, err["range"]["start"]["character"] + 1
         node = statement_at(trees[path], line, stmts[path]) if trees[path] else None
         own = statement_text(lines, node) if node else (lines[line - 1] if line <= len(lines) else "")
-        stmt = statement_key(own)
-        first = re.sub(r'for class "[^"]*"', "", err["message"].splitlines()[0])   # the class differs: port vs input
-        names = ",".join(re.findall(r'"([^"]+)"', first))
+        names = names_of(err)
+        stmt = import_key(node, names) if isinstance(node, (ast.Import, ast.ImportFrom)) else statement_key(own)
         fn = _function_of(trees[path], line, stmts[path]) if trees[path] else "<module>"
         out.append(CheckerError(path, line, col, code, err["rule"], err["message"].splitlines()[0], names, stmt, fn))
     return out
@@ -376,7 +386,7 @@ def _module_getattr_call(err: CheckerError, ctx: JudgeContext) -> bool:
     return name is not None and name in module_attrs(tree) | module_attrs(getattr(ctx, "npu_tree", None))
 
 # %% ../../nbs/port/judge.ipynb #11930792
-_KEPT_FORMAT = "omni-npu-port judge inputs 2"   # what a kept result holds; a new format never reads an old one
+_KEPT_FORMAT = "omni-npu-port judge inputs 3"   # what a kept result holds; a new format never reads an old one
 
 def input_key(text: str, extra: list) -> str:
     "The key of an input's results: its text, the checker's release, the rules and the source folders on the path."
