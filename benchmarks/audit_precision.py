@@ -1,10 +1,11 @@
 """Precision and recall of `omni-npu-port audit` (the update's diff) on labelled vLLM-Omni release pairs.
 
 Each labels CSV holds one row per (NPU runner class, method) where omni's GPU runner changed: (GPU release, NPU
-release, [the release the NPU copy was last in step with,] NPU class, method, label, evidence[, target]). The audit runs as
-`audit --gpu GPU --npu NPU --from PREV` (PREV: the `prev_release` column, else the release before GPU), both ports
-on the target the NPU release states (the `target` column, where given); a labelled method is predicted drift when the audit reports ONP4120-ONP4123
-on it (the update would add, change or remove its lines, or conflicts over them).
+release, [the release the NPU copy was last in step with,] NPU class, method, label, evidence[, target]).
+The audit runs as `audit --gpu GPU --npu NPU --from PREV` (PREV: the `prev_release` column, else the release before
+GPU), both ports on the target the NPU release states (the `target` column, where given). A labelled method is
+predicted drift when the audit reports ONP4120-ONP4123 on it (the update would add, change or remove its lines, or
+conflicts over them).
 
 Label sets (benchmarks/data):
 - `audit_labels_update_0.26.csv` and `_0.30.csv`: vLLM-Omni 0.26.0 (0.30.0) GPU runners against its own NPU copy, last in step in 0.24.0 (0.28.0).
