@@ -18,8 +18,8 @@ from ..core.errors import InputError
 from ..core.io import load_toml, write_atomic
 
 # %% auto #0
-__all__ = ['SIDEBAR', 'SITE_ONLY', 'README_ONLY', 'FIGURE', 'FIGURES', 'RENDERERS', 'CODES_NB', 'DocsError', 'find_root',
-           'nbdev_settings', 'notebooks', 'page_of', 'sidebar_sections', 'sidebar_yaml', 'write_sidebar',
+__all__ = ['SIDEBAR', 'SITE_ONLY', 'README_ONLY', 'FIGURE', 'FIGURES', 'RENDERERS', 'DOCS_ROOT_ENV', 'CODES_NB', 'DocsError',
+           'find_root', 'nbdev_settings', 'notebooks', 'page_of', 'sidebar_sections', 'sidebar_yaml', 'write_sidebar',
            'cell_directives', 'rebase_links', 'readme_markdown', 'readme_figures', 'fill_figures', 'run_readme_cells',
            'readme_notebook', 'stale_figures', 'write_readme', 'pick_renderer', 'write_codes_page', 'drop_readme_only',
            'site_dir', 'build_site', 'docs_location']
@@ -372,6 +372,7 @@ def pick_renderer(renderer: str = "auto") -> str:
 
 # %% ../../nbs/docs/site.ipynb #f4c7a3ba
 _TOML: dict = {}   # a TOML file's text -> what it parses to, in a docs worker
+DOCS_ROOT_ENV = "OMNI_NPU_PORT_DOCS_ROOT"   # the project root, for the docs workers
 
 def _parsed_once(path) -> dict:
     "nbdev's `_load_toml` with each text parsed once in this process: a copy of the dict each call."
@@ -388,6 +389,8 @@ def _proc_notebook(job):
 
     from nbdev import config, serve_drv
     config._load_toml = _parsed_once
+    root = Path(os.environ.get(DOCS_ROOT_ENV, "."))   # the paths come relative (see `_PROC`): made whole here
+    job = (root / job[0], root / job[1], *job[2:])
     getattr(serve_drv, "nbdev_main", serve_drv.main)(job)
     atexit.unregister(gc.freeze)
     atexit.register(gc.freeze)   # atexit runs the last registered first: before the exit handlers of the shells
@@ -396,8 +399,11 @@ _FREEZE_AT_EXIT = ("import nbdev.serve_drv as d; from omni_npu_port.docs.site im
                    "d.nbdev_main, d.main = d.main, _proc_notebook; ")
 
 # %% ../../nbs/docs/site.ipynb #e69684e8
+# the notebooks folder relative to the root: nbdev skips a file when any part of the path it is given starts with a dot,
+# so an absolute path under a dot-folder (a checkout in `.ci-work/` or `~/.src/`) gave no page at all
 _PROC = _FREEZE_AT_EXIT + (
-    "from nbdev.quarto import refresh_quarto_yml; from nbdev.serve import proc_nbs; refresh_quarto_yml(); proc_nbs({})"
+    "import os; from nbdev.config import get_config; from nbdev.quarto import refresh_quarto_yml; "
+    "from nbdev.serve import proc_nbs; refresh_quarto_yml(); proc_nbs(os.path.relpath(get_config().nbs_path), {})"
 )
 _SMALLDOCS = "import sys; from smalldocs.cli import main; sys.exit(main(sys.argv[1:]))"
 _NBDEV_DOCS = _FREEZE_AT_EXIT + "from nbdev.quarto import nbdev_docs; nbdev_docs.__wrapped__({})"
@@ -417,6 +423,7 @@ def _env(root: Path) -> dict:
     installed = tool in {str(Path(p).resolve()) for p in [*site.getsitepackages(), site.getusersitepackages()]}
     path = [str(root), *([] if installed else [tool]), *filter(None, [env.get("PYTHONPATH")])]
     env["PYTHONPATH"] = os.pathsep.join(path)
+    env[DOCS_ROOT_ENV] = str(Path(root).absolute())
     return env
 
 def _failure(log: str) -> str:
