@@ -22,29 +22,18 @@ def sample(self, out):
         output = Output(ids=logits, routed_dict=routed_dict)
     return output
 ''')
-OMNI = D('''
-def sample(self, out):
-    if self.pp:
-        output = copy(EMPTY)
-        return output
-    logits = self.compute(out)
-    with ctx("build"):
-        routed_dict = None
-        output = Output(ids=logits, routed_dict=routed_dict)
-        output.extra_ids = self.extra_ids
-    return output
-''')
-NPU = D('''
-def sample(self, out):
-    if self.pp:
-        output = copy(EMPTY)
-        return output
-    logits = self.compute(out)
+OMNI = BASE.replace("        output = Output(ids=logits, routed_dict=routed_dict)\n",   # omni adds one line to the build
+                    "        output = Output(ids=logits, routed_dict=routed_dict)\n"
+                    "        output.extra_ids = self.extra_ids\n")
+assert OMNI != BASE
+
+SHARED = BASE[:BASE.index("    with ctx(")]   # the early-returning branch and the logits, as all three sides have them
+NPU = SHARED + """\
     routed_lists = None
     model_runner_output = Output(ids=logits, pooler=[], routed=routed_lists)
     self.finish()
     return model_runner_output
-''')
+"""
 
 
 def _live(d) -> str:
