@@ -2142,6 +2142,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                                        'omni_npu_port/port/release_inputs.py'),
                                                    'omni_npu_port.port.release_inputs.place_runners': ( 'port/release_inputs.html#place_runners',
                                                                                                         'omni_npu_port/port/release_inputs.py'),
+                                                   'omni_npu_port.port.release_inputs.release_archives': ( 'port/release_inputs.html#release_archives',
+                                                                                                           'omni_npu_port/port/release_inputs.py'),
                                                    'omni_npu_port.port.release_inputs.release_runners': ( 'port/release_inputs.html#release_runners',
                                                                                                           'omni_npu_port/port/release_inputs.py'),
                                                    'omni_npu_port.port.release_inputs.release_source': ( 'port/release_inputs.html#release_source',
