@@ -86,10 +86,15 @@ def guard_downloads() -> None:
 
 
 if __name__ == "__main__":   # scripts/setup.sh: fetch the list into the package cache, one line each
+    import argparse
+
     from omni_npu_port.core.errors import InputError
-    from omni_npu_port.sources.fetch import CACHE_DIR, fetch_archives
+    from omni_npu_port.sources.fetch import CACHE_DIR, PYPI, fetch_archives
+    ap = argparse.ArgumentParser(description="Fetch the release archives the tests read into the package cache.")
+    ap.add_argument("--index", default=PYPI, help=f"the package index's JSON API (default {PYPI})")
+    args = ap.parse_args()
     print(f"fetching the archives the tests read into {CACHE_DIR}", flush=True)
-    try: fetch_archives(suite_archives())
+    try: fetch_archives(suite_archives(), index=args.index)
     except InputError as e:
         print(f"setup: error: {e}", file=sys.stderr)
         sys.exit(e.exit_code)
