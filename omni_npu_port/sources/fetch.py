@@ -233,10 +233,11 @@ def fetch_archives(wanted, cache_dir: Path | str = CACHE_DIR, index: str = PYPI,
     wanted, done, failed = list(wanted), FetchedArchives(), []
     for i, (spec, kind) in enumerate(wanted, 1):
         out.write(f"[{i}/{len(wanted)}] {spec}{f' ({kind})' if kind else ''} ... "); out.flush()
-        name, version = split_pin(spec, "package")
-        hit = cached_release(cache, name, version, kind) if cache.is_dir() else None
-        try: path = hit or fetch_package(spec, cache, index, kind)
-        except FetchError as e:
+        try:
+            name, version = split_pin(spec, "package")
+            hit = cached_release(cache, name, version, kind) if cache.is_dir() else None
+            path = hit or fetch_package(spec, cache, index, kind)
+        except (FetchError, ValueError) as e:   # ValueError: a spec that is not NAME==VERSION
             failed.append((spec, str(e).removeprefix(f"{spec}: ")))
             out.write(f"FAILED: {failed[-1][1]}\n"); out.flush()
             continue
