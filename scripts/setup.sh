@@ -3,7 +3,9 @@
 #   1. a fresh .venv with the CPU build of torch 2.13.0 and omni-npu-port with its dev extras;
 #   2. Debian's chromium for the docs-site screenshot test, where this machine allows it (root or passwordless
 #      sudo, and apt-get); elsewhere one line says how, and that test is skipped with the reason (under CI it fails);
-#   3. the tour (`omni-npu-port tour`), the first run of the main job.
+#   3. the release archives the tests read (tests/archives.py lists them; the tour reads none) into the package cache,
+#      ~/.cache/omni-npu-port/pkgs ($OMNI_NPU_PORT_CACHE), one line each; one that fails is named and setup stops;
+#   4. the tour (`omni-npu-port tour`), the first run of the main job.
 # On an Ascend host install the torch that matches your torch_npu and CANN instead (see the README).
 set -eu
 cd "$(dirname "$0")/.."
@@ -21,4 +23,5 @@ if [ ! -x /usr/bin/chromium ]; then
              "apt-get); the docs-site screenshot test is skipped until \`apt-get install chromium\` is run" >&2
     fi
 fi
+.venv/bin/python tests/archives.py
 .venv/bin/omni-npu-port tour

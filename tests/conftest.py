@@ -12,6 +12,9 @@ def pytest_configure(config):
     os.environ.setdefault("OMNI_NPU_PORT_TRANSLATION_CACHE", tempfile.mkdtemp(prefix="onp-translations-"))
     os.environ.setdefault("OMNI_NPU_PORT_JUDGE_CACHE", tempfile.mkdtemp(prefix="onp-judge-"))   # the judge's (issue 31)
     gc.set_threshold(*GC_THRESHOLDS)
+    if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):   # xdist's controller runs no test
+        from archives import guard_downloads
+        guard_downloads()   # a test that downloads a release tests/archives.py does not list fails (set-up fetches them)
 
 
 # A test process holds millions of objects (the releases its session fixtures read, libcst and ast trees), and with
@@ -132,8 +135,9 @@ def release_source():
             try: path = fetch_package(spec, kind=kind)
             except FetchError as e:
                 pytest.fail(f"cannot download {spec} for the conformance tests: {e}. These tests read real releases "
-                            "from PyPI (CI has network); on an offline machine put the wheel or sdist into "
-                            "~/.cache/omni-npu-port/pkgs first.", pytrace=False)
+                            "from PyPI (CI has network): `python tests/archives.py` fetches every one they read; on an "
+                            "offline machine put the wheel or sdist into ~/.cache/omni-npu-port/pkgs first.",
+                            pytrace=False)
             trees[key] = open_source(path)
         return trees[key]
     return get

@@ -20,7 +20,8 @@ def readme_block(marker: str) -> str:
 def test_the_setup_command_is_the_setup_script_and_it_installs_the_browser_where_it_may():
     assert readme_block("setup") == "sh scripts/setup.sh"
     script = (ROOT / "scripts" / "setup.sh").read_text()
-    for step in ("python3 -m venv .venv", "pip install torch==2.13.0 -e '.[dev]'", "apt-get install", "omni-npu-port tour"):
+    for step in ("python3 -m venv .venv", "pip install torch==2.13.0 -e '.[dev]'", "apt-get install",
+                 ".venv/bin/python tests/archives.py", "omni-npu-port tour"):
         assert step in script
     assert subprocess.run(["sh", "-n", str(ROOT / "scripts" / "setup.sh")]).returncode == 0     # it parses
 

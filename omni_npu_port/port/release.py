@@ -39,11 +39,12 @@ from .runners import class_heads, runner_bases
 __all__ = ['port_runners', 'release_meanwhile', 'release_each', 'port_release', 'DEFAULT_LAYOUT', 'PORT_BYTES_PER_BYTE',
            'Placement', 'ReleaseInputs', 'ReleaseRunners', 'choose_inputs', 'dotted_name', 'fetch_release',
            'given_sources', 'history_from_sources', 'locate_base', 'named_gpu_bases', 'open_release', 'place_runners',
-           'release_runners', 'release_source', 'too_big_to_port', 'unpack_sdists', 'unreadable_runners', 'EXPLAINS',
-           'INLINED', 'LIVE_BY_CALL', 'REACHED', 'MethodCheck', 'RunnerPort', 'check_method', 'check_runner',
-           'compiles', 'has_edited_copy', 'in_port', 'line_keys', 'method_chunks', 'port_runner', 'port_statements',
-           'ported_mro', 'statement_key', 'DEFAULT_OUT', 'REPORT_JSON', 'REPORT_MD', 'ReleasePort', 'check_release_out',
-           'refuse_release_writes', 'release_html', 'release_markdown', 'release_summary', 'write_release']
+           'release_archives', 'release_runners', 'release_source', 'too_big_to_port', 'unpack_sdists',
+           'unreadable_runners', 'EXPLAINS', 'INLINED', 'LIVE_BY_CALL', 'REACHED', 'MethodCheck', 'RunnerPort',
+           'check_method', 'check_runner', 'compiles', 'has_edited_copy', 'in_port', 'line_keys', 'method_chunks',
+           'port_runner', 'port_statements', 'ported_mro', 'statement_key', 'DEFAULT_OUT', 'REPORT_JSON', 'REPORT_MD',
+           'ReleasePort', 'check_release_out', 'refuse_release_writes', 'release_html', 'release_markdown',
+           'release_summary', 'write_release']
 
 # %% ../../nbs/port/release.ipynb #4b2993bf
 # the release's inputs and checks, re-exported (`_all_`): an import block of their own, so each import cell stays short
@@ -80,6 +81,7 @@ from omni_npu_port.port.release_inputs import (
     named_gpu_bases,
     open_release,
     place_runners,
+    release_archives,
     release_runners,
     release_source,
     too_big_to_port,
@@ -103,6 +105,7 @@ _all_ = [
     "named_gpu_bases",
     "open_release",
     "place_runners",
+    "release_archives",
     "release_runners",
     "release_source",
     "too_big_to_port",

@@ -30,9 +30,9 @@ from .runners import ClassGraph, Runners, deriving_modules, device_markers, find
 
 # %% auto #0
 __all__ = ['PORT_BYTES_PER_BYTE', 'DEFAULT_LAYOUT', 'fetch_release', 'open_release', 'ReleaseInputs', 'choose_inputs',
-           'given_sources', 'release_source', 'locate_base', 'named_gpu_bases', 'history_from_sources', 'unpack_sdists',
-           'too_big_to_port', 'ReleaseRunners', 'dotted_name', 'release_runners', 'unreadable_runners', 'Placement',
-           'place_runners']
+           'release_archives', 'given_sources', 'release_source', 'locate_base', 'named_gpu_bases',
+           'history_from_sources', 'unpack_sdists', 'too_big_to_port', 'ReleaseRunners', 'dotted_name',
+           'release_runners', 'unreadable_runners', 'Placement', 'place_runners']
 
 # %% ../../nbs/port/release_inputs.ipynb #5b1f7dcc
 register(
@@ -255,6 +255,19 @@ def choose_inputs(tree: SourceTree, target: str | None = None, history="auto", a
         else []
     )
     return ReleaseInputs(tree, pairing, pairing.vllm, ascend, hist, diags + found)
+
+# %% ../../nbs/port/release_inputs.ipynb #b41c7e02
+def release_archives(version: str) -> list[tuple[str, None]]:
+    ("The archives `port --release VERSION` reads for a vLLM-Omni release the catalog pairs with a vllm-ascend (no "
+     "--target or --source, history auto): `(spec, None)` each; a UsageError for a release it does not pair.")
+    p = omni_pairing(version)
+    if p is None or p.inferred or not p.vllm_ascend:
+        raise UsageError(f"vllm-omni {version}: the catalog pairs it with no vllm-ascend, so what its port reads is "
+                         "decided by its own files: port it (`port --release`) to fetch them")
+    ascend, history = p.vllm_ascend[0], omni_history(version, p.vllm, p.vllm_ascend[0])
+    specs = [f"vllm-omni=={version}", f"vllm=={p.vllm}", f"vllm-ascend=={ascend}", *(f"vllm=={h}" for h in history)]
+    return [(s, None) for s in dict.fromkeys(specs)]
+
 
 # %% ../../nbs/port/release_inputs.ipynb #3094b477
 def given_sources(name: str, sources=()) -> dict[str, str | None]:

@@ -10,12 +10,14 @@ import hashlib
 import http.client
 import json
 import os
+import sys
 import tempfile
 import time
 import urllib.parse
 import urllib.request
 import zipfile
 import zlib
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from packaging.utils import (
@@ -38,13 +40,14 @@ from omni_npu_port.core.io import (
     write_atomic,
 )
 
+from ..core.diagnostics import Code, register
 from ..core.errors import InputError
 from ..core.releases import split_pin
 
 # %% auto #0
-__all__ = ['PYPI', 'CACHE_DIR', 'KINDS', 'zlib_error', 'NETWORK_ERRORS', 'STALE_PART_S', 'FetchError', 'release_of',
-           'owns_package_file', 'checked_release', 'cached_release', 'release_files', 'listed_versions',
-           'fetch_package']
+__all__ = ['PYPI', 'CACHE_DIR', 'KINDS', 'zlib_error', 'NETWORK_ERRORS', 'STALE_PART_S', 'ARCHIVE_CODES', 'FetchError',
+           'release_of', 'owns_package_file', 'checked_release', 'cached_release', 'release_files', 'listed_versions',
+           'fetch_package', 'FetchedArchives', 'fetch_archives']
 
 # %% ../../nbs/sources/fetch.ipynb #cf7a0e9b
 PYPI = "https://pypi.org/pypi"
@@ -201,3 +204,51 @@ def fetch_package(spec: str, cache_dir: Path | str = CACHE_DIR, index: str = PYP
     if not files: raise FetchError(f"{spec}: the release has no {kind or 'wheel or sdist'} on {index}")
     f = min(files, key=lambda f: f["size"])
     return _download(spec, f, cache / f["filename"], progress)
+
+# %% ../../nbs/sources/fetch.ipynb #a7f3c902
+ARCHIVE_CODES = register(Code(
+    "ONP9015", "archive-not-fetched", "an archive on the list to fetch (what the tests or the main job read) could not "
+    "be downloaded; the others were", "error", action="Check the network and the release the message names (the "
+    "index must list it), then fetch again: what was fetched stays in the cache and is not downloaded twice",
+    notebook="sources/fetch.ipynb", tool="setup"))
+
+@dataclass
+class FetchedArchives:
+    "What `fetch_archives` did: the archives downloaded and found in the cache (spec, path, bytes), and its seconds."
+    downloaded: list = field(default_factory=list)
+    cached: list = field(default_factory=list)
+    seconds: float = 0.0
+
+    def summary(self) -> str:
+        "One line: how many archives, how many MB downloaded in how long, how many were in the cache already."
+        mb = lambda rows: sum(b for *_, b in rows) / 1e6
+        return (f"{len(self.downloaded) + len(self.cached)} archives, "
+                f"{mb(self.downloaded) + mb(self.cached):,.1f} MB: {len(self.downloaded)} downloaded "
+                f"({mb(self.downloaded):,.1f} MB in {self.seconds:.0f} s), {len(self.cached)} already in the cache")
+
+def fetch_archives(wanted, cache_dir: Path | str = CACHE_DIR, index: str = PYPI, out=None) -> FetchedArchives:
+    ("Fetch each `(spec, kind)` of `wanted` into the cache, a line each (`[i/N]`, size, downloaded or cached) on "
+     "`out` (stdout); a FetchError (ONP9015) at the end naming every archive that failed, after trying the rest.")
+    out, cache, t0 = out or sys.stdout, Path(cache_dir).expanduser(), time.monotonic()
+    wanted, done, failed = list(wanted), FetchedArchives(), []
+    for i, (spec, kind) in enumerate(wanted, 1):
+        out.write(f"[{i}/{len(wanted)}] {spec}{f' ({kind})' if kind else ''} ... "); out.flush()
+        try:
+            name, version = split_pin(spec, "package")
+            hit = cached_release(cache, name, version, kind) if cache.is_dir() else None
+            path = hit or fetch_package(spec, cache, index, kind)
+        except (FetchError, ValueError) as e:   # ValueError: a spec that is not NAME==VERSION
+            failed.append((spec, str(e).removeprefix(f"{spec}: ")))
+            out.write(f"FAILED: {failed[-1][1]}\n"); out.flush()
+            continue
+        size = path.stat().st_size
+        (done.cached if hit else done.downloaded).append((spec, path, size))
+        out.write(f"{size / 1e6:,.1f} MB {'in the cache' if hit else 'downloaded'}\n"); out.flush()
+    done.seconds = time.monotonic() - t0
+    out.write(f"fetched {done.summary()}\n"); out.flush()
+    if failed:
+        raise FetchError(f"{len(failed)} of {len(wanted)} archives could not be fetched into {cache} (ONP9015): "
+                         f"{', '.join(s for s, _ in failed)}; the first: {failed[0][1]}; fetch again (each line above "
+                         "says why): what is in the cache is not downloaded twice")
+    return done
+
