@@ -204,16 +204,17 @@ def evidence(subject: str, attribute: bool, target_vllm: str, omni: str) -> tupl
 
 def port_pass(version: str):
     "Port one release; each runner's derived findings (the port's, inherited) and the pass's wall and CPU seconds."
+    import omni_npu_port.port.pipeline as pipe   # the derived pass calls check_ports there
     import omni_npu_port.port.release as rel
-    real, spent = rel.check_ports, {}
+    real, spent = pipe.check_ports, {}
     def timed(*a, **k):
         t, c = time.perf_counter(), time.process_time()
         out = real(*a, **k)
         spent.update(wall=time.perf_counter() - t, cpu=time.process_time() - c)
         return out
-    rel.check_ports, t = timed, time.perf_counter()
+    pipe.check_ports, t = timed, time.perf_counter()
     try: res = rel.port_release(version)
-    finally: rel.check_ports = real
+    finally: pipe.check_ports = real
     print(f"## vLLM-Omni {version} -> vllm-ascend {res.vllm_ascend}, vllm {res.vllm}: port "
           f"{time.perf_counter() - t:.0f} s, derived pass {spent['wall']:.1f} s ({spent['cpu']:.1f} s CPU)")
     for r in res.runners:
