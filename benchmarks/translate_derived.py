@@ -30,6 +30,8 @@ it); none that does leaves the finding to a person (`to judge`).
 
 Run:  PYTHONPATH=. .venv/bin/python benchmarks/translate_derived.py [--release 0.18.0] > out.txt
       [--archives DIR] (more vllm-omni wheels: release candidates) [--target vllm-ascend==X] (where none is inferred)
+      [--reader archive] (a runner's own classes read from the archive, `source_reader`, as `port` and the audit read
+      them, instead of from the release unpacked on disk, as `translate` reads a tree)
 Target: 0 silent.
 
 `--port 0.30.0` instead ports that release (`port_release`) and prints each runner's derived findings, the port's and
@@ -51,6 +53,7 @@ import zipfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from omni_npu_port.sources.readers import open_source  # noqa: E402
 from omni_npu_port.sources.stated import stated_target, target_for  # noqa: E402
 from omni_npu_port.translate import derived  # noqa: E402
 from omni_npu_port.translate.engine import translate_source  # noqa: E402
@@ -138,6 +141,19 @@ def bound(tree) -> set:
     return out
 
 
+def translated(text: str, rules, on_disk: Path, read=None):
+    "`translate --check`'s report of one file: its tree's classes read on disk, or through the archive (`read`)."
+    if read is None: return translate_source(text, rules, str(on_disk), comments=False)
+    rules.derived = False   # the hand rules alone, then the derived ones with the archive's reader (as add_derived)
+    try: t = translate_source(text, rules, None, comments=False)
+    finally: rules.derived = True
+    if t.error is None:
+        new = [f.diagnostic for f in derived.derived_check(text, rules, read=read) or []
+               if not derived._duplicate(f, t.diagnostics)]
+        t.diagnostics = sorted([*t.diagnostics, *new], key=lambda d: d.line)
+    return t
+
+
 def symbol_sites(ix, tree, read=None) -> set[tuple[int, str]]:
     "(line, name) of every vllm name or runner attribute the index classifies as twinned, missing or CUDA-only."
     return {(f.diagnostic.line, f.subject) for f in ix.file_findings(tree, read) if f.diagnostic.code in
@@ -204,7 +220,7 @@ def evidence(subject: str, attribute: bool, target_vllm: str, omni: str) -> tupl
 
 def port_pass(version: str):
     "Port one release; each runner's derived findings (the port's, inherited) and the pass's wall and CPU seconds."
-    import omni_npu_port.port.pipeline as pipe   # the derived pass calls check_ports there
+    import omni_npu_port.port.pipeline as pipe  # the derived pass calls check_ports there
     import omni_npu_port.port.release as rel
     real, spent = pipe.check_ports, {}
     def timed(*a, **k):
@@ -240,6 +256,8 @@ def main():
     ap.add_argument("--archives", action="append", default=[], metavar="DIR",
                     help="a folder of more vllm-omni wheels or sdists (release candidates fetched for the check)")
     ap.add_argument("--target", metavar="vllm-ascend==X", help="the target where none is inferred from the release")
+    ap.add_argument("--reader", choices=("disk", "archive"), default="disk",
+                    help="read a runner's own classes from the release unpacked on disk, or from its archive")
     ap.add_argument("--audit", nargs=2, metavar=("VERSION", "ASCEND"), help="audit this release's NPU copy")
     args = ap.parse_args()
     if args.port: return port_pass(args.port)
@@ -265,12 +283,14 @@ def main():
         omni = release_names(archive)
         tmp = tempfile.TemporaryDirectory()   # the release's .py files on disk, as a user translates a tree
         unpack(archive, Path(tmp.name))
+        in_archive = derived.source_reader(open_source(archive)) if args.reader == "archive" else None
         for path, text in sorted(gpu_files(archive).items()):
             on_disk = Path(tmp.name) / path
-            t = translate_source(text, rules, str(on_disk), comments=False)
+            read = in_archive or derived.module_reader(on_disk)
+            t = translated(text, rules, on_disk, in_archive)
             if t.error is not None: print(f"  {path}: {t.error.code} {t.error.message}"); continue
             at = {d.line for d in t.diagnostics}
-            sites = symbol_sites(ix, ast.parse(text), derived.module_reader(on_disk))
+            sites = symbol_sites(ix, ast.parse(text), read)
             lines = {n: s for n, s in code_lines(text).items() if CUDA_TOKEN.search(s)}
             silent_sites = sorted(s for s in sites if s[0] not in at)
             silent_lines = sorted(n for n in lines if n not in at)
@@ -297,7 +317,7 @@ def main():
             for n, w in silent_words: print(f"    SILENT word {n}: {w}")
             for n, x in silent_attrs: print(f"    SILENT runner attribute {n}: self.{x}")
             subjects = {(f.diagnostic.line, f.diagnostic.code): f.subject
-                        for f in ix.file_findings(ast.parse(text), derived.module_reader(on_disk))}
+                        for f in ix.file_findings(ast.parse(text), read)}
             for d in mine:
                 print(f"    {'suspect ' if d in suspects else ''}{d.line} {d.code}: {d.message[:140]}")
                 if d.code == "ONP2041" and target and target.vllm and (name := subjects.get((d.line, d.code))):

@@ -150,3 +150,15 @@ def test_port_and_release_hand_the_omni_sources_to_the_derived_pass(monkeypatch)
     pipeline._derived([], ctx)
     release.release_meanwhile(ctx, [], [], ["text"])()
     assert seen["check"][-1] == "OMNI" and seen["warm"][-1] == "OMNI"
+
+
+def test_a_written_runner_built_on_another_written_module_reads_it_as_written(wheel):
+    base = SimpleNamespace(code=WRITTEN, path="npu_runner.py", not_ready=[], module="vllm_omni.npu.npu_runner")
+    ar = "from vllm_omni.npu.npu_runner import NPUARRunner\n\nclass Talker(NPUARRunner):\n" \
+         "    def talk(self):\n        return self.mixed, self.cudagraph_mode\n"
+    runner = SimpleNamespace(code=ar, path="npu_talker.py", not_ready=[], module="vllm_omni.npu.npu_talker")
+    DC.check_ports([base, runner], FX / "vllm", FX / "ascend", [[], []], {}, wheel)
+    assert {(d.code, d.line) for d in runner.derived.port} == {("ONP2041", 5)}   # through the written module
+    alone = SimpleNamespace(code=ar, path="npu_talker.py", not_ready=[], module="vllm_omni.npu.npu_talker")
+    DC.check_ports([alone], FX / "vllm", FX / "ascend", [[]], {}, wheel)   # its base neither written nor in the archive
+    assert alone.derived.port == []

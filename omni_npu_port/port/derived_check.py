@@ -160,11 +160,12 @@ def kept_index(vllm: str | Path, ascend: str | Path) -> DerivedIndex:
     return index_for(vllm, ascend, archive_store([ascend], "index"))
 
 # %% ../../nbs/port/derived_check.ipynb #ec282b19
-def package_reader(source: str | Path | None):
-    "`source_reader` over the vLLM-Omni sources a port read (an archive or a folder); None: none, or not opened."
-    if source is None: return None
-    try: return source_reader(open_source(source))
-    except (OSError, SourceError): return None   # the rules still run, without the runners' own classes
+def package_reader(source: str | Path | None, written: dict | None = None):
+    ("`source_reader` over the vLLM-Omni sources a port read (an archive or a folder), the modules it `written` "
+     "({module: code}) first; None: neither, or not opened.")
+    try: tree = None if source is None else open_source(source)
+    except (OSError, SourceError): tree = None   # the rules still run, without the runners' own classes
+    return source_reader(tree, texts=written)
 
 def check_ports(ports: list, vllm: str | Path, ascend: str | Path, inputs: list[list[str]],
                 memo: dict | None = None, omni: str | Path | None = None) -> list[Diagnostic]:
@@ -177,7 +178,7 @@ def check_ports(ports: list, vllm: str | Path, ascend: str | Path, inputs: list[
         for p in ports: p.derived = DerivedCheck(skipped=why)
         return [port_diagnostic("ONP2055", why)]
     memo = {} if memo is None else memo   # an input's findings, once however many runners share it
-    read = package_reader(omni)
+    read = package_reader(omni, {p.module: p.code for p in ports if isinstance(getattr(p, "module", None), str)})
     for p, given in zip(ports, inputs):
         p.derived = check_module(p.code, p.path, given, ix, memo, read)
         p.not_ready += [d for d in p.derived.port if d.severity == "error"]

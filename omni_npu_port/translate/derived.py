@@ -510,19 +510,25 @@ def built_on(cls: ast.ClassDef, table: dict, read, depth: int = 4):
 
 
 # %% ../../nbs/translate/derived.ipynb #a7deef57
-def source_reader(source: SourceTree | None, kept: int = _READ_KEPT):
+def source_reader(source: SourceTree | None, kept: int = _READ_KEPT, texts: dict | None = None):
     ("`read(module)` as `module_reader`'s, over a package's `SourceTree` (an archive's members, each read bounded as "
-     "every archive read is): the package's own modules only; at most `kept` held; None without a source.")
-    if source is None: return None
-    held: dict = {}
+     "every archive read is): the package's own modules only, `texts` ({module: text}: what a port wrote) before "
+     "them; at most `kept` held; None without either.")
+    if source is None and not texts: return None
+    held, texts = {}, texts or {}
+    def text_of(module: str) -> tuple:
+        "(text, the package its relative imports start from), or (None, '')."
+        if module in texts: return texts[module], module.rpartition(".")[0]
+        if source is None or module.split(".")[0] != source.package: return None, ""   # not this source's to answer
+        try: text = source.module_source(module)
+        except (OSError, SourceError, ValueError): return None, ""
+        return text, module if source.file_of(module).endswith("__init__.py") else module.rpartition(".")[0]
     def read(module: str):
-        if module.split(".")[0] != source.package: return None   # another package's: not this source's to answer
         if module not in held:
-            try: text = source.module_source(module)
-            except (OSError, SourceError, ValueError): text = None
-            try: tree = None if text is None else ast.parse(text)
+            text, pkg = text_of(module)
+            if text is None: return None
+            try: tree = ast.parse(text)
             except (SyntaxError, ValueError, RecursionError, MemoryError): tree = None
-            pkg = module if source.file_of(module).endswith("__init__.py") else module.rpartition(".")[0]
             while len(held) >= kept: held.pop(next(iter(held)))
             held[module] = None if tree is None else read_classes(tree, pkg)
         return held[module]
