@@ -162,3 +162,17 @@ def test_a_written_runner_built_on_another_written_module_reads_it_as_written(wh
     alone = SimpleNamespace(code=ar, path="npu_talker.py", not_ready=[], module="vllm_omni.npu.npu_talker")
     DC.check_ports([alone], FX / "vllm", FX / "ascend", [[]], {}, wheel)   # its base neither written nor in the archive
     assert alone.derived.port == []
+
+
+def test_the_audit_hands_the_copys_package_reader_to_the_derived_pass(tmp_path, monkeypatch):
+    from omni_npu_port.port import audit as A
+    fix = Path(__file__).parent / "fixtures"
+    omni, stack = fix / "update" / "omni_prev", fix / "generalize" / "stack"
+    seen = []
+    monkeypatch.setattr(A, "audit_derived", lambda *a: seen.append(a) or [])
+    A.audit(str(omni), str(omni), str(omni), sources=(str(stack / "vllm"), str(stack / "vllm_ascend")),
+            cache_dir=tmp_path / "cache", index="http://127.0.0.1:9/")
+    [(copies, _, _, _, read)] = seen
+    assert [c.name for c in copies] == ["OmniNPUModelRunner"]
+    # the copy's bases are read from its own release: omni's GPU runner, which the copy is built on
+    assert "OmniGPUModelRunner" in read("vllm_omni.worker.gpu_model_runner")[0]
