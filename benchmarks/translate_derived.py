@@ -30,6 +30,7 @@ it); none that does leaves the finding to a person (`to judge`).
 
 Run:  PYTHONPATH=. .venv/bin/python benchmarks/translate_derived.py [--release 0.18.0] > out.txt
       [--archives DIR] (more vllm-omni wheels: release candidates) [--target vllm-ascend==X] (where none is inferred)
+      [--files REGEX] (other files than the GPU worker and runner folders: `vllm_omni/worker_v2/`, say)
       [--reader archive] (a runner's own classes read from the archive, `source_reader`, as `port` and the audit read
       them, instead of from the release unpacked on disk, as `translate` reads a tree)
 Target: 0 silent.
@@ -76,14 +77,14 @@ def releases(more=()):
     return sorted(out.items(), key=lambda kv: [int(x) for x in re.findall(r"\d+", kv[0])])
 
 
-def gpu_files(archive: Path) -> dict[str, str]:
-    "The GPU worker and runner files of a release: {path inside the package: text}."
+def gpu_files(archive: Path, files=GPU_FILES) -> dict[str, str]:
+    "The GPU worker and runner files of a release (`files`: their paths' pattern): {path inside the package: text}."
     if archive.name.endswith(".whl"):
         with zipfile.ZipFile(archive) as z:
-            return {n: z.read(n).decode() for n in z.namelist() if GPU_FILES.search(n)}
+            return {n: z.read(n).decode() for n in z.namelist() if files.search(n)}
     with tarfile.open(archive) as t:
         return {m.name.split("/", 1)[1]: t.extractfile(m).read().decode() for m in t.getmembers()
-                if m.isfile() and GPU_FILES.search(m.name)}
+                if m.isfile() and files.search(m.name)}
 
 
 def unpack(archive: Path, into: Path):
@@ -141,11 +142,11 @@ def bound(tree) -> set:
     return out
 
 
-def translated(text: str, rules, on_disk: Path, read=None):
+def translated(text: str, rules, on_disk: Path, read=None, member: str = ""):
     "`translate --check`'s report of one file: its tree's classes read on disk, or through the archive (`read`)."
     if read is None: return translate_source(text, rules, str(on_disk), comments=False)
     rules.derived = False   # the hand rules alone, then the derived ones with the archive's reader (as add_derived)
-    try: t = translate_source(text, rules, None, comments=False)
+    try: t = translate_source(text, rules, member, comments=False)   # ARCHIVE/path: no file on disk
     finally: rules.derived = True
     if t.error is None:
         new = [f.diagnostic for f in derived.derived_check(text, rules, read=read) or []
@@ -256,6 +257,8 @@ def main():
     ap.add_argument("--archives", action="append", default=[], metavar="DIR",
                     help="a folder of more vllm-omni wheels or sdists (release candidates fetched for the check)")
     ap.add_argument("--target", metavar="vllm-ascend==X", help="the target where none is inferred from the release")
+    ap.add_argument("--files", type=re.compile, default=GPU_FILES, metavar="REGEX",
+                    help="the files checked, by their path in the archive (default: the GPU worker and runner folders)")
     ap.add_argument("--reader", choices=("disk", "archive"), default="disk",
                     help="read a runner's own classes from the release unpacked on disk, or from its archive")
     ap.add_argument("--audit", nargs=2, metavar=("VERSION", "ASCEND"), help="audit this release's NPU copy")
@@ -284,10 +287,10 @@ def main():
         tmp = tempfile.TemporaryDirectory()   # the release's .py files on disk, as a user translates a tree
         unpack(archive, Path(tmp.name))
         in_archive = derived.source_reader(open_source(archive)) if args.reader == "archive" else None
-        for path, text in sorted(gpu_files(archive).items()):
+        for path, text in sorted(gpu_files(archive, args.files).items()):
             on_disk = Path(tmp.name) / path
             read = in_archive or derived.module_reader(on_disk)
-            t = translated(text, rules, on_disk, in_archive)
+            t = translated(text, rules, on_disk, in_archive, f"{archive}/{path}")
             if t.error is not None: print(f"  {path}: {t.error.code} {t.error.message}"); continue
             at = {d.line for d in t.diagnostics}
             sites = symbol_sites(ix, ast.parse(text), read)
