@@ -17,8 +17,9 @@ last three independent of what the index says:
    parameter) and that no file of the release binds (vLLM-Omni's own names);
 4. runner attributes: every `self.X` read in a class of a runner file (any base but a vllm class other than
    `GPUModelRunner`: one built on vllm's runner through another file's class too) that the class does not define,
-   the target's NPU runner (the twin of vllm's `GPUModelRunner`, with its bases) does not have, and no file of the
-   release binds.
+   the target's NPU runner (the twin of vllm's `GPUModelRunner`, with its bases; of vllm's second runner,
+   `vllm.v1.worker.gpu.model_runner.GPUModelRunner`, for a class built on that one) does not have, and no file of
+   the release binds.
 
 A site or line is covered when the translator's report has any diagnostic (hand record or derived) at that line.
 Silent ones are listed, and so is every derived finding, for a person to judge false flags; those on a line with
@@ -162,17 +163,21 @@ def symbol_sites(ix, tree, read=None) -> set[tuple[int, str]]:
 
 
 RUNNER = "vllm.v1.worker.gpu_model_runner.GPUModelRunner"
+RUNNER_V2 = "vllm.v1.worker.gpu.model_runner.GPUModelRunner"   # vllm's second model runner (vLLM-Omni's worker_v2)
 
 
-def runner_attributes(ix, tree, omni: set) -> set[tuple[int, str]]:
-    "(line, X) of every `self.X` read in a runner file's classes that its class, the NPU runner and the release lack."
-    twin = ix.twin_of(RUNNER)
-    if twin is None or twin[0] not in ix.classes: return set()
-    npu, out = ix.members(twin[0])[0], set()
-    table = derived.import_table(tree)
+def runner_attributes(ix, tree, omni: set, read=None) -> set[tuple[int, str]]:
+    ("(line, X) of every `self.X` read in a runner file's classes that its class, the NPU runner and the release lack "
+     "(the NPU twin of vllm's second runner for a class `read` finds built on it, else of the first).")
+    out, table = set(), derived.import_table(tree)
     for c in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
         vllm = {d for b in c.bases if (d := derived.dotted(b, table)) and d.startswith("vllm.")}
-        if vllm - {RUNNER}: continue   # built on another vllm class (a graph wrapper): not the runner's attributes
+        if vllm - {RUNNER, RUNNER_V2}: continue   # built on another vllm class (a graph wrapper): not a runner's
+        got = derived.built_on(c, table, read) if read is not None and not vllm else None
+        runner = next(iter(vllm), None) or (got[0] if got else RUNNER)
+        twin = ix.twin_of(runner if runner in (RUNNER, RUNNER_V2) else RUNNER)
+        if twin is None or twin[0] not in ix.classes: continue
+        npu = ix.members(twin[0])[0]
         own = set(derived.own_members(c)) | derived.probed(c)
         out |= {(n.lineno, n.attr) for n in ast.walk(c) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load)
                 and getattr(n.value, "id", None) == "self" and n.attr not in own | npu.keys() | omni}
@@ -301,7 +306,7 @@ def main():
             words = sorted({(n, w) for n, s in code_lines(text).items() for w in GPU_WORD.findall(s)
                             if w not in ix.vllm_words() and w not in ix.names and w not in own and w not in omni})
             silent_words = [(n, w) for n, w in words if n not in at]
-            attrs = runner_attributes(ix, ast.parse(text), omni) if "model_runner" in path else set()
+            attrs = runner_attributes(ix, ast.parse(text), omni, read) if "model_runner" in path else set()
             silent_attrs = sorted(a for a in attrs if a[0] not in at)
             mine = [d for d in t.diagnostics if DERIVED.match(d.code)]
             plain = {n for n, s in code_lines(text).items() if not GPU_WORD.search(s)}
