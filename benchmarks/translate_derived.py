@@ -17,8 +17,9 @@ last three independent of what the index says:
    parameter) and that no file of the release binds (vLLM-Omni's own names);
 4. runner attributes: every `self.X` read in a class of a runner file (any base but a vllm class other than
    `GPUModelRunner`: one built on vllm's runner through another file's class too) that the class does not define,
-   the target's NPU runner (the twin of vllm's `GPUModelRunner`, with its bases) does not have, and no file of the
-   release binds.
+   the target's NPU runner (the twin of vllm's `GPUModelRunner`, with its bases; of vllm's second runner,
+   `vllm.v1.worker.gpu.model_runner.GPUModelRunner`, for a class built on that one) does not have, and no file of
+   the release binds.
 
 A site or line is covered when the translator's report has any diagnostic (hand record or derived) at that line.
 Silent ones are listed, and so is every derived finding, for a person to judge false flags; those on a line with
@@ -30,6 +31,9 @@ it); none that does leaves the finding to a person (`to judge`).
 
 Run:  PYTHONPATH=. .venv/bin/python benchmarks/translate_derived.py [--release 0.18.0] > out.txt
       [--archives DIR] (more vllm-omni wheels: release candidates) [--target vllm-ascend==X] (where none is inferred)
+      [--files REGEX] (other files than the GPU worker and runner folders: `vllm_omni/worker_v2/`, say)
+      [--reader archive] (a runner's own classes read from the archive, `source_reader`, as `port` and the audit read
+      them, instead of from the release unpacked on disk, as `translate` reads a tree)
 Target: 0 silent.
 
 `--port 0.30.0` instead ports that release (`port_release`) and prints each runner's derived findings, the port's and
@@ -51,6 +55,7 @@ import zipfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from omni_npu_port.sources.readers import open_source  # noqa: E402
 from omni_npu_port.sources.stated import stated_target, target_for  # noqa: E402
 from omni_npu_port.translate import derived  # noqa: E402
 from omni_npu_port.translate.engine import translate_source  # noqa: E402
@@ -73,14 +78,14 @@ def releases(more=()):
     return sorted(out.items(), key=lambda kv: [int(x) for x in re.findall(r"\d+", kv[0])])
 
 
-def gpu_files(archive: Path) -> dict[str, str]:
-    "The GPU worker and runner files of a release: {path inside the package: text}."
+def gpu_files(archive: Path, files=GPU_FILES) -> dict[str, str]:
+    "The GPU worker and runner files of a release (`files`: their paths' pattern): {path inside the package: text}."
     if archive.name.endswith(".whl"):
         with zipfile.ZipFile(archive) as z:
-            return {n: z.read(n).decode() for n in z.namelist() if GPU_FILES.search(n)}
+            return {n: z.read(n).decode() for n in z.namelist() if files.search(n)}
     with tarfile.open(archive) as t:
         return {m.name.split("/", 1)[1]: t.extractfile(m).read().decode() for m in t.getmembers()
-                if m.isfile() and GPU_FILES.search(m.name)}
+                if m.isfile() and files.search(m.name)}
 
 
 def unpack(archive: Path, into: Path):
@@ -138,6 +143,19 @@ def bound(tree) -> set:
     return out
 
 
+def translated(text: str, rules, on_disk: Path, read=None, member: str = ""):
+    "`translate --check`'s report of one file: its tree's classes read on disk, or through the archive (`read`)."
+    if read is None: return translate_source(text, rules, str(on_disk), comments=False)
+    rules.derived = False   # the hand rules alone, then the derived ones with the archive's reader (as add_derived)
+    try: t = translate_source(text, rules, member, comments=False)   # ARCHIVE/path: no file on disk
+    finally: rules.derived = True
+    if t.error is None:
+        new = [f.diagnostic for f in derived.derived_check(text, rules, read=read) or []
+               if not derived._duplicate(f, t.diagnostics)]
+        t.diagnostics = sorted([*t.diagnostics, *new], key=lambda d: d.line)
+    return t
+
+
 def symbol_sites(ix, tree, read=None) -> set[tuple[int, str]]:
     "(line, name) of every vllm name or runner attribute the index classifies as twinned, missing or CUDA-only."
     return {(f.diagnostic.line, f.subject) for f in ix.file_findings(tree, read) if f.diagnostic.code in
@@ -145,17 +163,21 @@ def symbol_sites(ix, tree, read=None) -> set[tuple[int, str]]:
 
 
 RUNNER = "vllm.v1.worker.gpu_model_runner.GPUModelRunner"
+RUNNER_V2 = "vllm.v1.worker.gpu.model_runner.GPUModelRunner"   # vllm's second model runner (vLLM-Omni's worker_v2)
 
 
-def runner_attributes(ix, tree, omni: set) -> set[tuple[int, str]]:
-    "(line, X) of every `self.X` read in a runner file's classes that its class, the NPU runner and the release lack."
-    twin = ix.twin_of(RUNNER)
-    if twin is None or twin[0] not in ix.classes: return set()
-    npu, out = ix.members(twin[0])[0], set()
-    table = derived.import_table(tree)
+def runner_attributes(ix, tree, omni: set, read=None) -> set[tuple[int, str]]:
+    ("(line, X) of every `self.X` read in a runner file's classes that its class, the NPU runner and the release lack "
+     "(the NPU twin of vllm's second runner for a class `read` finds built on it, else of the first).")
+    out, table = set(), derived.import_table(tree)
     for c in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
         vllm = {d for b in c.bases if (d := derived.dotted(b, table)) and d.startswith("vllm.")}
-        if vllm - {RUNNER}: continue   # built on another vllm class (a graph wrapper): not the runner's attributes
+        if vllm - {RUNNER, RUNNER_V2}: continue   # built on another vllm class (a graph wrapper): not a runner's
+        got = derived.built_on(c, table, read) if read is not None and not vllm else None
+        runner = next(iter(vllm), None) or (got[0] if got else RUNNER)
+        twin = ix.twin_of(runner if runner in (RUNNER, RUNNER_V2) else RUNNER)
+        if twin is None or twin[0] not in ix.classes: continue
+        npu = ix.members(twin[0])[0]
         own = set(derived.own_members(c)) | derived.probed(c)
         out |= {(n.lineno, n.attr) for n in ast.walk(c) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load)
                 and getattr(n.value, "id", None) == "self" and n.attr not in own | npu.keys() | omni}
@@ -204,16 +226,17 @@ def evidence(subject: str, attribute: bool, target_vllm: str, omni: str) -> tupl
 
 def port_pass(version: str):
     "Port one release; each runner's derived findings (the port's, inherited) and the pass's wall and CPU seconds."
+    import omni_npu_port.port.pipeline as pipe  # the derived pass calls check_ports there
     import omni_npu_port.port.release as rel
-    real, spent = rel.check_ports, {}
+    real, spent = pipe.check_ports, {}
     def timed(*a, **k):
         t, c = time.perf_counter(), time.process_time()
         out = real(*a, **k)
         spent.update(wall=time.perf_counter() - t, cpu=time.process_time() - c)
         return out
-    rel.check_ports, t = timed, time.perf_counter()
+    pipe.check_ports, t = timed, time.perf_counter()
     try: res = rel.port_release(version)
-    finally: rel.check_ports = real
+    finally: pipe.check_ports = real
     print(f"## vLLM-Omni {version} -> vllm-ascend {res.vllm_ascend}, vllm {res.vllm}: port "
           f"{time.perf_counter() - t:.0f} s, derived pass {spent['wall']:.1f} s ({spent['cpu']:.1f} s CPU)")
     for r in res.runners:
@@ -239,6 +262,10 @@ def main():
     ap.add_argument("--archives", action="append", default=[], metavar="DIR",
                     help="a folder of more vllm-omni wheels or sdists (release candidates fetched for the check)")
     ap.add_argument("--target", metavar="vllm-ascend==X", help="the target where none is inferred from the release")
+    ap.add_argument("--files", type=re.compile, default=GPU_FILES, metavar="REGEX",
+                    help="the files checked, by their path in the archive (default: the GPU worker and runner folders)")
+    ap.add_argument("--reader", choices=("disk", "archive"), default="disk",
+                    help="read a runner's own classes from the release unpacked on disk, or from its archive")
     ap.add_argument("--audit", nargs=2, metavar=("VERSION", "ASCEND"), help="audit this release's NPU copy")
     args = ap.parse_args()
     if args.port: return port_pass(args.port)
@@ -264,12 +291,14 @@ def main():
         omni = release_names(archive)
         tmp = tempfile.TemporaryDirectory()   # the release's .py files on disk, as a user translates a tree
         unpack(archive, Path(tmp.name))
-        for path, text in sorted(gpu_files(archive).items()):
+        in_archive = derived.source_reader(open_source(archive)) if args.reader == "archive" else None
+        for path, text in sorted(gpu_files(archive, args.files).items()):
             on_disk = Path(tmp.name) / path
-            t = translate_source(text, rules, str(on_disk), comments=False)
+            read = in_archive or derived.module_reader(on_disk)
+            t = translated(text, rules, on_disk, in_archive, f"{archive}/{path}")
             if t.error is not None: print(f"  {path}: {t.error.code} {t.error.message}"); continue
             at = {d.line for d in t.diagnostics}
-            sites = symbol_sites(ix, ast.parse(text), derived.module_reader(on_disk))
+            sites = symbol_sites(ix, ast.parse(text), read)
             lines = {n: s for n, s in code_lines(text).items() if CUDA_TOKEN.search(s)}
             silent_sites = sorted(s for s in sites if s[0] not in at)
             silent_lines = sorted(n for n in lines if n not in at)
@@ -277,7 +306,7 @@ def main():
             words = sorted({(n, w) for n, s in code_lines(text).items() for w in GPU_WORD.findall(s)
                             if w not in ix.vllm_words() and w not in ix.names and w not in own and w not in omni})
             silent_words = [(n, w) for n, w in words if n not in at]
-            attrs = runner_attributes(ix, ast.parse(text), omni) if "model_runner" in path else set()
+            attrs = runner_attributes(ix, ast.parse(text), omni, read) if "model_runner" in path else set()
             silent_attrs = sorted(a for a in attrs if a[0] not in at)
             mine = [d for d in t.diagnostics if DERIVED.match(d.code)]
             plain = {n for n, s in code_lines(text).items() if not GPU_WORD.search(s)}
@@ -296,7 +325,7 @@ def main():
             for n, w in silent_words: print(f"    SILENT word {n}: {w}")
             for n, x in silent_attrs: print(f"    SILENT runner attribute {n}: self.{x}")
             subjects = {(f.diagnostic.line, f.diagnostic.code): f.subject
-                        for f in ix.file_findings(ast.parse(text), derived.module_reader(on_disk))}
+                        for f in ix.file_findings(ast.parse(text), read)}
             for d in mine:
                 print(f"    {'suspect ' if d in suspects else ''}{d.line} {d.code}: {d.message[:140]}")
                 if d.code == "ONP2041" and target and target.vllm and (name := subjects.get((d.line, d.code))):

@@ -20,6 +20,7 @@ from ..core.releases import Target, parse_pin
 from ..sources.fetch import CACHE_DIR
 from ..sources.stated import omni_target, tree_target
 from ..sources.symbols import SymbolIndex, resolve
+from ..translate.derived import source_reader
 from .derived_check import audit_derived
 from .locate import MethodSpec, PortError, locate, open_tree, own_methods, python_lines
 from .merge import code_tokens
@@ -762,5 +763,5 @@ def audit(gpu: str, npu: str | None = None, prev: str | None = "auto", target: s
         out += runner_findings(r, sides, {m.name: m.was for m in ups if m.runner == r.cls and m.was})
     copies = find_runners(sides.graph, ntree).npu   # port.derived_check: GPU-only names left in the NPU copy
     out += [Finding(d.code, d.message, path=d.path, line=d.line, column=d.column, cls=d.where or "", level=d.level)
-            for d in audit_derived(copies, rules_for(t.spec), [nb.module_text], ntree.file_of)]
+            for d in audit_derived(copies, rules_for(t.spec), [nb.module_text], ntree.file_of, source_reader(ntree))]
     return out

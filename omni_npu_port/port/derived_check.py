@@ -17,16 +17,16 @@ from pathlib import Path
 
 from ..core.diagnostics import Code, Diagnostic, code_info, register
 from ..core.io import CacheRefused, cache_dir, claim_cache, write_atomic
-from ..sources.readers import SourceError
-from ..translate.derived import DerivedIndex, derived_check, derived_index, index_for
+from ..sources.readers import SourceError, open_source
+from ..translate.derived import DerivedIndex, derived_check, derived_index, index_for, source_reader
 from .judge import JUDGE_CACHE, owns_judge_entry, prune_kept
 from .locate import port_diagnostic
 from .translation import code_fingerprint
 
 # %% auto #0
 __all__ = ['KEPT_DERIVED', 'finding_keys', 'split_inherited', 'DerivedCheck', 'check_module', 'archive_key', 'derived_key',
-           'kept_derived', 'keep_derived', 'archive_store', 'kept_index', 'check_ports', 'warm_derived', 'class_lines',
-           'npu_copy_drift', 'audit_derived']
+           'kept_derived', 'keep_derived', 'archive_store', 'kept_index', 'package_reader', 'check_ports',
+           'warm_derived', 'class_lines', 'npu_copy_drift', 'audit_derived']
 
 # %% ../../nbs/port/derived_check.ipynb #699386cc
 _NB = "port/derived_check.ipynb"
@@ -53,11 +53,14 @@ def finding_keys(found: list, text: str) -> set:
     at = lambda n: _text(lines[n - 1]) if n and 0 < n <= len(lines) else ""
     return {(f.diagnostic.code, f.subject, at(f.diagnostic.line)) for f in found}
 
-def split_inherited(found: list, text: str, inputs: list[str], ix: DerivedIndex, memo: dict | None = None) -> tuple:
-    "(the port's findings, those an input has too) of one written module's findings (`memo`: input text -> keys)."
+def split_inherited(found: list, text: str, inputs: list[str], ix: DerivedIndex, memo: dict | None = None,
+                    read=None) -> tuple:
+    ("(the port's findings, those an input has too) of one written module's findings (`memo`: input text -> keys; "
+     "`read`: the inputs' package's modules, `source_reader`).")
     memo = {} if memo is None else memo
     for t in inputs:
-        if t not in memo: memo[t] = finding_keys(derived_check(t, ix) or [], t)   # runners share their NPU base
+        if t not in memo:   # runners share their NPU base
+            memo[t] = finding_keys(derived_check(t, ix, read=read) or [], t)
     theirs = set().union(*(memo[t] for t in inputs))
     lines, mine, inherited = text.splitlines(), [], []
     for f in found:
@@ -86,9 +89,10 @@ def _diag(f, path: str, inherited: bool = False) -> Diagnostic:
     return out
 
 # %% ../../nbs/port/derived_check.ipynb #720941d1
-def check_module(code: str, path: str, inputs: list[str], ix: DerivedIndex, memo: dict | None = None) -> DerivedCheck:
-    "The derived check of one written module (`code` at `path`) against its `inputs`' texts."
-    mine, theirs = split_inherited(derived_check(code, ix) or [], code, inputs, ix, memo)
+def check_module(code: str, path: str, inputs: list[str], ix: DerivedIndex, memo: dict | None = None,
+                 read=None) -> DerivedCheck:
+    "The derived check of one written module (`code` at `path`) against its `inputs`' texts (`read`: omni's modules)."
+    mine, theirs = split_inherited(derived_check(code, ix, read=read) or [], code, inputs, ix, memo, read)
     return DerivedCheck([_diag(f, path) for f in mine], [_diag(f, path, True) for f in theirs])
 
 
@@ -156,33 +160,44 @@ def kept_index(vllm: str | Path, ascend: str | Path) -> DerivedIndex:
     return index_for(vllm, ascend, archive_store([ascend], "index"))
 
 # %% ../../nbs/port/derived_check.ipynb #ec282b19
+def package_reader(source: str | Path | None, written: dict | None = None):
+    ("`source_reader` over the vLLM-Omni sources a port read (an archive or a folder), the modules it `written` "
+     "({module: code}) first; None: neither, or not opened.")
+    try: tree = None if source is None else open_source(source)
+    except (OSError, SourceError): tree = None   # the rules still run, without the runners' own classes
+    return source_reader(tree, texts=written)
+
 def check_ports(ports: list, vllm: str | Path, ascend: str | Path, inputs: list[list[str]],
-                memo: dict | None = None) -> list[Diagnostic]:
+                memo: dict | None = None, omni: str | Path | None = None) -> list[Diagnostic]:
     ("Run the derived rules over each written module of `ports` (RunnerPort); their `derived` set; ONP2055 if not run "
-     "(`memo`: input text -> its findings' keys, as `warm_derived` left it).")
+     "(`memo`: input text -> its findings' keys, as `warm_derived` left it; `omni`: the vLLM-Omni sources ported, "
+     "whose classes a runner may be built on vllm's through).")
     try: ix = kept_index(vllm, ascend)
     except (OSError, SourceError, MemoryError, RecursionError) as e:
         why = f"{code_info('ONP2055').title}: {type(e).__name__}: {e}"
         for p in ports: p.derived = DerivedCheck(skipped=why)
         return [port_diagnostic("ONP2055", why)]
     memo = {} if memo is None else memo   # an input's findings, once however many runners share it
+    read = package_reader(omni, {p.module: p.code for p in ports if isinstance(getattr(p, "module", None), str)})
     for p, given in zip(ports, inputs):
-        p.derived = check_module(p.code, p.path, given, ix, memo)
+        p.derived = check_module(p.code, p.path, given, ix, memo, read)
         p.not_ready += [d for d in p.derived.port if d.severity == "error"]
     return []
 
-def warm_derived(vllm: str | Path, ascend: str | Path, inputs: list[str], memo: dict) -> None:
-    ("Build the index and the `inputs`' findings' keys (into `memo`) before `check_ports` needs them; sources that "
-     "cannot be indexed are left for `check_ports` to say.")
+def warm_derived(vllm: str | Path, ascend: str | Path, inputs: list[str], memo: dict,
+                 omni: str | Path | None = None) -> None:
+    ("Build the index and the `inputs`' findings' keys (into `memo`) before `check_ports` needs them (`omni` as "
+     "`check_ports`'); sources that cannot be indexed are left for `check_ports` to say.")
     texts = sorted(set(inputs) - set(memo))
-    key = derived_key(vllm, ascend, "inputs", *texts) if texts else None
+    key = archive_key([vllm, ascend, *([omni] if omni else [])], "inputs", *texts) if texts else None
     got = kept_derived(key)
     if isinstance(got, list) and len(got) == len(texts):
         try: memo.update({t: {tuple(map(str, k)) for k in keys} for t, keys in zip(texts, got)}); return
         except TypeError: pass   # not a list of keys: found anew
     try: ix = kept_index(vllm, ascend)
     except (OSError, SourceError, MemoryError, RecursionError): return
-    for t in texts: memo[t] = finding_keys(derived_check(t, ix) or [], t)
+    read = package_reader(omni)
+    for t in texts: memo[t] = finding_keys(derived_check(t, ix, read=read) or [], t)
     keep_derived(key, [sorted(memo[t]) for t in texts])
 
 # %% ../../nbs/port/derived_check.ipynb #bdfb82b1
@@ -194,10 +209,11 @@ def class_lines(text: str, names) -> list[range]:
             if isinstance(n, ast.ClassDef) and n.name in names]
 
 def npu_copy_drift(text: str, ix: DerivedIndex, owned: list[range] | None = None, bases: list[str] = (),
-                   path: str | None = None) -> list[Diagnostic]:
+                   path: str | None = None, read=None) -> list[Diagnostic]:
     ("ONP2056 for each derived finding of an NPU copy at a line it owns (in `owned`, not one of a `bases` text); one "
-     "that asks for nothing (info: ONP2060, a CUDA body vllm-ascend runs itself) is no drift.")
-    mine, _ = split_inherited(derived_check(text, ix) or [], text, list(bases), ix)
+     "that asks for nothing (info: ONP2060, a CUDA body vllm-ascend runs itself) is no drift (`read`: the copy's "
+     "package's modules).")
+    mine, _ = split_inherited(derived_check(text, ix, read=read) or [], text, list(bases), ix, None, read)
     out = []
     for f in mine:
         if owned is not None and not any(f.diagnostic.line in r for r in owned): continue
@@ -208,8 +224,10 @@ def npu_copy_drift(text: str, ix: DerivedIndex, owned: list[range] | None = None
     return out
 
 # %% ../../nbs/port/derived_check.ipynb #f7be23bc
-def audit_derived(runners: list, target, bases: list[str] = (), file_of=lambda module: None) -> list[Diagnostic]:
-    "ONP2056 for the NPU runner classes an audit found, at their own lines; ONP2055 (info) without the sources."
+def audit_derived(runners: list, target, bases: list[str] = (), file_of=lambda module: None,
+                  read=None) -> list[Diagnostic]:
+    ("ONP2056 for the NPU runner classes an audit found, at their own lines; ONP2055 (info) without the sources "
+     "(`read`: the copy's package's modules, `source_reader`, so a runner built on vllm's through them is followed).")
     try: ix = target if isinstance(target, DerivedIndex) else derived_index(target)
     except (OSError, SourceError, MemoryError, RecursionError) as e: ix, why = None, f"{type(e).__name__}: {e}"
     else: why = "the target's vllm and vllm-ascend sources are not in the package cache"
@@ -221,7 +239,8 @@ def audit_derived(runners: list, target, bases: list[str] = (), file_of=lambda m
         # `file_of` is the caller's, for messages only: a lone file's tree may not know the module (the class says
         # where)
         except Exception: path = None   # noqa: BLE001 — the caller's callback
-        for d in npu_copy_drift(text, ix, [range(n.node.lineno, n.node.end_lineno + 1) for n in ns], bases, path):
+        for d in npu_copy_drift(text, ix, [range(n.node.lineno, n.node.end_lineno + 1) for n in ns], bases, path,
+                                read):
             d.where = next((n.name for n in ns if n.node.lineno <= d.line <= n.node.end_lineno), None)
             out.append(d)
     return out

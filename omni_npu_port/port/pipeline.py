@@ -173,7 +173,7 @@ def _derived(ports: list[RunnerPort], ctx: PortContext) -> None:
         for p in ports: p.derived = DerivedCheck(skipped=ctx.judge_inputs or "no target sources given")
         return
     ctx.found["derived"] = check_ports(ports, ctx.judge_inputs[1], ctx.judge_inputs[0], [p.inputs for p in ports],
-                                       ctx.derived_memo)
+                                       ctx.derived_memo, ctx.judge_inputs[2])   # omni's sources: its runners' bases
 
 register_pass(ClassPass("ready", "the written module: would it run", ("port/ready.ipynb",), _ready))
 register_pass(ClassPass("derived", "every written module, against the derived rules of the target's sources",

@@ -190,7 +190,7 @@ def release_meanwhile(ctx: PortContext, modules: list[str], gpus: list[str], inp
     def meanwhile():
         ctx.warm = start_judge(ctx.judge, ascend, vllm, omni, npu_base, modules, gpus,
                                workers=min(workers or 1, len(modules)))   # basedpyright reads meanwhile
-        warm_derived(vllm, ascend, inputs, ctx.derived_memo)
+        warm_derived(vllm, ascend, inputs, ctx.derived_memo, omni)
     return meanwhile
 
 def release_each(ctx: PortContext):

@@ -23,9 +23,9 @@ from .diagnostics import TranslateDiagnostic
 
 # %% auto #0
 __all__ = ['DEVICE_STRING', 'device_words', 'twin_key', 'nodes_of', 'walked', 'import_table', 'dotted', 'own_members',
-           'cuda_line', 'DerivedIndex', 'per_index', 'Finding', 'module_reader', 'built_on', 'probed', 'probes',
-           'annotations', 'type_origin', 'receiver_origin', 'target_sources', 'index_for', 'derived_index',
-           'index_before_fork', 'might_find', 'derived_check', 'add_derived']
+           'cuda_line', 'DerivedIndex', 'per_index', 'Finding', 'read_classes', 'module_reader', 'built_on',
+           'source_reader', 'probed', 'probes', 'annotations', 'type_origin', 'receiver_origin', 'target_sources',
+           'index_for', 'derived_index', 'index_before_fork', 'might_find', 'derived_check', 'add_derived']
 
 # %% ../../nbs/translate/derived.ipynb #4e6bf391
 _NB = "translate/derived.ipynb"
@@ -464,6 +464,10 @@ def symbol_finding(self: DerivedIndex, name: str, node) -> Finding | None:
 _READ: dict = {}   # (path, size, mtime) -> ({class name: ClassDef}, import table): at most _READ_KEPT
 _READ_KEPT = 32
 
+def read_classes(tree: ast.Module, package: str) -> tuple[dict, dict]:
+    "({class name: ClassDef}, import table) of a parsed module of `package` (relative imports resolved)."
+    return {st.name: st for st in tree.body if isinstance(st, ast.ClassDef)}, import_table(tree, package)
+
 def module_reader(path):
     "`read(module)`: ({class: ClassDef}, import table) of a module of the tree the file at `path` lies in, or None."
     try: start = Path(path).resolve().parent if Path(path).is_file() else None   # a file on disk, not "<string>"
@@ -480,8 +484,7 @@ def module_reader(path):
                     try: tree = ast.parse(f.read_bytes())
                     except (OSError, SyntaxError, ValueError, RecursionError, MemoryError): return None
                     while len(_READ) >= _READ_KEPT: _READ.pop(next(iter(_READ)))
-                    _READ[key] = ({st.name: st for st in tree.body if isinstance(st, ast.ClassDef)},
-                                  import_table(tree, pkg))
+                    _READ[key] = read_classes(tree, pkg)
                 return _READ[key]
         return None
     return read
@@ -504,6 +507,32 @@ def built_on(cls: ast.ClassDef, table: dict, read, depth: int = 4):
         more |= set(own_members(node)) | probed(node)
         todo += [(dotted(x, got[1]), d - 1) for x in node.bases]
     return None if found is None else (found, first, more, whole)
+
+
+# %% ../../nbs/translate/derived.ipynb #a7deef57
+def source_reader(source: SourceTree | None, kept: int = _READ_KEPT, texts: dict | None = None):
+    ("`read(module)` as `module_reader`'s, over a package's `SourceTree` (an archive's members, each read bounded as "
+     "every archive read is): the package's own modules only, `texts` ({module: text}: what a port wrote) before "
+     "them; at most `kept` held; None without either.")
+    if source is None and not texts: return None
+    held, texts = {}, texts or {}
+    def text_of(module: str) -> tuple:
+        "(text, the package its relative imports start from), or (None, '')."
+        if module in texts: return texts[module], module.rpartition(".")[0]
+        if source is None or module.split(".")[0] != source.package: return None, ""   # not this source's to answer
+        try: text = source.module_source(module)
+        except (OSError, SourceError, ValueError): return None, ""
+        return text, module if source.file_of(module).endswith("__init__.py") else module.rpartition(".")[0]
+    def read(module: str):
+        if module not in held:
+            text, pkg = text_of(module)
+            if text is None: return None
+            try: tree = ast.parse(text)
+            except (SyntaxError, ValueError, RecursionError, MemoryError): tree = None
+            while len(held) >= kept: held.pop(next(iter(held)))
+            held[module] = None if tree is None else read_classes(tree, pkg)
+        return held[module]
+    return read
 
 
 # %% ../../nbs/translate/derived.ipynb #e5ac7bfd
@@ -758,14 +787,14 @@ def might_find(source: str | bytes) -> bool:
 
 
 # %% ../../nbs/translate/derived.ipynb #cd949248
-def derived_check(source: str | bytes, target, path=None) -> list[Finding] | None:
+def derived_check(source: str | bytes, target, path=None, read=None) -> list[Finding] | None:
     ("The derived findings of one module's source for `target` (a RuleSet or a DerivedIndex; `path`: where the file "
-     "lies, for the classes of its tree); None: no sources.")
+     "lies, for the classes of its tree; `read`: its package's reader instead, `source_reader`); None: no sources.")
     if not isinstance(target, DerivedIndex) and target_sources(target) is None: return None
     if not might_find(source): return []   # before the index: a file that cannot hold a finding never loads it
     ix = target if isinstance(target, DerivedIndex) else derived_index(target)
     if ix is None: return None   # an `index_source` that has none
-    try: return ix.file_findings(ast.parse(source), module_reader(path) if path else None)
+    try: return ix.file_findings(ast.parse(source), read or (module_reader(path) if path else None))
     except (SyntaxError, ValueError, RecursionError, MemoryError): return []
 
 
