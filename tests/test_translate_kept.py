@@ -1,7 +1,6 @@
 """Kept translations (issue 33, speed: `translate.kept`): each file's result kept between runs, keyed by its bytes and
 all that decides it. A hit is byte for byte a fresh run's result; a changed rule, target or option misses; a damaged
 entry is a miss, said and written anew; what the tool did not write is never touched. Fixtures written here."""
-import dataclasses
 import json
 import os
 from pathlib import Path
@@ -12,7 +11,8 @@ from omni_npu_port.cli.main import main
 from omni_npu_port.translate import kept as kmod
 from omni_npu_port.translate.derived import module_reader, probes_hold, recorded_probes
 from omni_npu_port.translate.engine import compile_rules, translate_source
-from omni_npu_port.translate.kept import FILE_FORMAT, KeptFiles, bound_folder, file_key, quiet, read_entry
+from omni_npu_port.translate.kept import FILE_FORMAT, QUIET_FORMAT, KeptFiles, bound_folder, file_key, quiet
+from omni_npu_port.translate.kept import quiet_key, read_entry
 from omni_npu_port.translate.run import translate_paths
 
 T18, T13 = "vllm-ascend==0.18.0", "vllm-ascend==0.13.0"
@@ -30,7 +30,8 @@ def rules():
 def tree(tmp_path):
     src = tmp_path / "src"; src.mkdir()
     for name, text in (("a.py", GPU), ("b.py", GPU2), ("c.py", QUIET)): (src / name).write_text(text)
-    (src / "latin.py").write_bytes(b"# -*- coding: latin-1 -*-\nimport torch\nNAME = '\xe9'\ntorch.cuda.synchronize()\n")
+    (src / "latin.py").write_bytes(b"# -*- coding: latin-1 -*-\nimport torch\nNAME = '\xe9'\n"
+                                   b"torch.cuda.synchronize()\n")
     return src
 
 
@@ -75,13 +76,31 @@ def test_a_hit_is_byte_for_byte_the_fresh_translation(tmp_path, tree, rules, cou
             assert outs[0] == outs[1] == outs[2]
 
 
-def test_a_quiet_file_is_itself_with_nothing_kept(tmp_path, rules):
+def test_a_quiet_file_is_itself_and_only_its_key_is_kept(tmp_path, rules, monkeypatch):
     k = _kept(tmp_path)
     assert quiet(QUIET.encode(), rules) and not quiet(GPU.encode(), rules)
     assert _same(k.translate(QUIET.encode(), rules, "q.py")) == _same(translate_source(QUIET.encode(), rules, "q.py"))
-    assert k.written == 0 and not k.folder.exists()
+    assert k.written == 0 and not k.folder.exists()       # no entry of its own
     derived = compile_rules(T18); derived.derived = True
-    assert not quiet(b"from vllm import x\n", derived) and quiet(b"from vllm import x\n", rules)   # derived rules read it
+    assert not quiet(b"from vllm import x\n", derived) and quiet(b"from vllm import x\n", rules)   # derived: read
+    k.finish()
+    [entry] = k.folder.glob("*.json")                      # the quiet set of this rule set and option
+    assert entry.stem == quiet_key(rules) and read_entry(k.folder, entry.stem, QUIET_FORMAT)["keys"] == \
+        [file_key(QUIET.encode(), rules, "q.py")]
+    def no_prefilter(*a): raise AssertionError("pre-filtered")
+    monkeypatch.setattr(kmod, "quiet", no_prefilter)
+    again = KeptFiles(k.folder)                              # a later run: answered from the set
+    assert _same(again.translate(QUIET.encode(), rules, "q.py")) == \
+        _same(translate_source(QUIET.encode(), rules, "q.py"))
+    assert again.quiet == 1
+    with pytest.raises(AssertionError, match="pre-filtered"):   # other bytes, or another option: not in the set
+        KeptFiles(k.folder).translate((QUIET + "# x\n").encode(), rules, "q.py")
+    with pytest.raises(AssertionError, match="pre-filtered"):
+        KeptFiles(k.folder).translate(QUIET.encode(), rules, "q.py", False)
+    body = json.loads(entry.read_text()); body["body"]["keys"] = [7]; body["sha256"] = kmod._digest(body["body"])
+    entry.write_text(json.dumps(body))                     # a set that lists other than keys: read as empty
+    with pytest.raises(AssertionError, match="pre-filtered"):
+        KeptFiles(k.folder).translate(QUIET.encode(), rules, "q.py")
 
 
 def test_a_changed_rule_target_or_option_misses(tmp_path, tree, counted):
@@ -162,7 +181,7 @@ def test_the_folder_is_bounded_least_recently_used_first_and_never_anothers(tmp_
     gone = bound_folder(k.folder, most=size // 2)
     left = sorted(k.folder.glob("*.json"))
     assert gone and sum(p.stat().st_size for p in left) <= size * 3 // 8 and hit in left
-    assert [p for p in entries if p != hit][0] not in left   # the least recently used went first
+    assert next(p for p in entries if p != hit) not in left   # the least recently used went first
 
 
 def test_one_edited_file_of_a_tree_is_the_only_one_translated(tmp_path, tree, rules, counted):
@@ -202,7 +221,7 @@ def test_kept_entries_from_a_pool_are_the_same(tmp_path, tree, rules, monkeypatc
     k = _kept(tmp_path)
     one = translate_paths([tree], rules, check=True).to_dict()
     pooled = translate_paths([tree], rules, check=True, jobs=2, kept=k).to_dict()
-    assert k.written == 3 and pooled == one
+    assert k.written == 4 and pooled == one                  # three files' entries and the quiet set
     counted.clear()
     assert translate_paths([tree], rules, check=True, jobs=2, kept=k).to_dict() == one and counted == []
 
@@ -218,3 +237,18 @@ def test_the_cli_keeps_translations_unless_told_not_to(tmp_path, tree, monkeypat
     assert main(args) == 1 and capsys.readouterr().out == fresh        # answered from the kept translations
     monkeypatch.setenv("OMNI_NPU_PORT_TRANSLATION_CACHE", "off")
     assert main(args) == 1 and capsys.readouterr().out == fresh
+
+
+def test_the_package_cache_is_listed_again_only_once_it_changed(tmp_path, monkeypatch):
+    ("The derived rules ask for the target's archives for every file: the package cache folder is listed once, and "
+     "again only once a file came, went or was renamed there (the profile of a CLI run: a fifth of its time).")
+    from omni_npu_port.translate import derived as D
+    calls, real = [], D.cached_release
+    monkeypatch.setattr(D, "CACHE_DIR", tmp_path / "pkgs")
+    monkeypatch.setattr(D, "cached_release", lambda *a, **k: (calls.append(a[1]), real(*a, **k))[1])
+    (tmp_path / "pkgs").mkdir()
+    r = compile_rules(T18)
+    assert [D.target_sources(r) for _ in range(3)] == [None] * 3 and calls == ["vllm-ascend", "vllm"]
+    (tmp_path / "pkgs" / "vllm-0.18.0.tar.gz").write_bytes(b"")     # the folder changed: listed again
+    assert D.target_sources(r) is None and calls == ["vllm-ascend", "vllm"] * 2
+    assert D.target_sources(compile_rules(T13)) is None and len(calls) == 6   # another target: its own answer

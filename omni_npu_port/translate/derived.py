@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import os
 import re
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -754,11 +755,20 @@ def _file_findings(self: DerivedIndex, tree: ast.Module, read=None) -> list[Find
 # %% ../../nbs/translate/derived.ipynb #3c2228ec
 _INDEXES: dict = {}   # (vllm-ascend source, vllm source) -> DerivedIndex: one per target per process
 
+_SOURCES: dict = {}   # (cache folder, its mtime, vllm-ascend, vllm) -> `target_sources`' answer; at most 64
+
 def target_sources(rules) -> tuple[Path, Path] | None:
-    "The cached vllm-ascend and vllm releases of a rule set's target, or None where the cache lacks one."
-    ascend = cached_release(CACHE_DIR, "vllm-ascend", rules.vllm_ascend)
-    vllm = cached_release(CACHE_DIR, "vllm", rules.vllm) if rules.vllm else None
-    return (ascend, vllm) if ascend and vllm else None
+    ("The cached vllm-ascend and vllm releases of a rule set's target, or None where the cache lacks one; the cache "
+     "folder is listed again only once it changed (a file added, renamed or removed), not for every file.")
+    try: seen = os.stat(CACHE_DIR).st_mtime_ns
+    except (OSError, TypeError): seen = None
+    key = (str(CACHE_DIR), seen, rules.vllm_ascend, rules.vllm)
+    if key not in _SOURCES:
+        ascend = cached_release(CACHE_DIR, "vllm-ascend", rules.vllm_ascend)
+        vllm = cached_release(CACHE_DIR, "vllm", rules.vllm) if rules.vllm else None
+        if len(_SOURCES) >= 64: _SOURCES.clear()
+        _SOURCES[key] = (ascend, vllm) if ascend and vllm else None
+    return _SOURCES[key]
 
 def index_for(vllm: str | Path, ascend: str | Path, store=None) -> DerivedIndex:
     ("The derived index of a vllm and a vllm-ascend source (archive or folder), built once per process per pair; "

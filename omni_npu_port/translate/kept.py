@@ -17,8 +17,10 @@ import re
 import stat
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from fastcore.basics import patch
 
 from ..core.io import cache_dir, claim_cache, write_atomic
 from .derived import add_derived, index_loaded, might_find, probes_hold, recorded_probes, target_sources
@@ -27,8 +29,9 @@ from .engine import Translation, might_apply, translate_source
 from .rules import RuleSet
 
 # %% auto #0
-__all__ = ['TCACHE_ENV', 'log', 'LIVE_TEMP_S', 'KEPT_BYTES', 'FILE_FORMAT', 'code_fingerprint', 'translation_cache',
-           'rules_digest', 'read_entry', 'keep_entry', 'bound_folder', 'quiet', 'file_key', 'KeptFiles', 'kept_files']
+__all__ = ['TCACHE_ENV', 'log', 'LIVE_TEMP_S', 'KEPT_BYTES', 'FILE_FORMAT', 'QUIET_FORMAT', 'QUIET_MOST', 'code_fingerprint',
+           'translation_cache', 'rules_digest', 'read_entry', 'keep_entry', 'bound_folder', 'quiet', 'file_key',
+           'quiet_key', 'KeptFiles', 'kept_files']
 
 # %% ../../nbs/translate/kept.ipynb #a1c0e006
 TCACHE_ENV = "OMNI_NPU_PORT_TRANSLATION_CACHE"   # a folder for translations kept between runs, or `off`
@@ -183,8 +186,8 @@ def _archives(rules: RuleSet) -> str | None:
     return rules._memo["kept-archives"]
 
 def quiet(data: bytes | str, rules: RuleSet) -> bool:
-    ("Whether no rule may act on `data`: the pre-filter says none of the catalog's and the derived rules may match. "
-     "Its translation is itself, found faster than an entry is read; it is not kept.")
+    ("Whether no rule may act on `data`: the pre-filter says none of the catalog's and the derived rules may match "
+     "(its translation is itself).")
     return not (isinstance(data, bytes) and b"\0" in data) and not might_apply(rules, data) \
         and not (getattr(rules, "derived", False) and might_find(data))
 
@@ -228,21 +231,52 @@ def _translation(body: dict, data, path: str) -> Translation | None:
     t.encoding = body["encoding"]
     return t
 
+# %% ../../nbs/translate/kept.ipynb #a1c0e015
+QUIET_FORMAT = "omni-npu-port quiet files 1"
+QUIET_MOST = 20_000   # keys of quiet files kept per rule set and option (64 characters each): the newest stay
+
+def quiet_key(rules: RuleSet, comments: bool = True) -> str | None:
+    "The key of the entry that lists the quiet files of a rule set and option; None where files are not kept."
+    archives = _archives(rules)
+    if rules.resolve is not None or archives is None: return None
+    head = "\\0".join([QUIET_FORMAT, rules_digest(rules), archives, f"comments={bool(comments)}"])
+    return hashlib.sha256(head.encode("utf-8", "surrogatepass")).hexdigest()
+
+def _keys(body) -> list:
+    "The keys a quiet-files entry's body lists (none where it lists other than keys)."
+    keys = body.get("keys") if isinstance(body, dict) else None
+    ok = isinstance(keys, list) and all(isinstance(k, str) and len(k) == 64 for k in keys)
+    return keys if ok else []
+
 # %% ../../nbs/translate/kept.ipynb #a1c0e011
 @dataclass
 class KeptFiles:
     "Whole files' translations kept in `folder` (a fingerprint folder of the translations cache)."
     folder: Path
-    hits: int = 0      # files answered from the folder in this process
+    hits: int = 0      # files answered from an entry in this process
+    quiet: int = 0     # quiet files answered from the quiet set
     written: int = 0   # entries written
+    _sets: dict = field(default_factory=dict, repr=False)    # quiet_key -> the keys read
+    _added: dict = field(default_factory=dict, repr=False)   # quiet_key -> keys this run found quiet
+
+    def _quiet_set(self, q: str) -> set:
+        if q not in self._sets:
+            self._sets[q] = set(_keys(read_entry(self.folder, q, QUIET_FORMAT)))
+            if self._sets[q]:
+                try: os.utime(self.folder / f"{q}.json")
+                except OSError: pass
+        return self._sets[q]
 
     def get(self, data, rules: RuleSet, path: str, comments: bool = True) -> Translation | None:
         ("The kept translation of `data` read as `path` (a quiet file's: itself), or None: none kept, a bad entry, "
          "or a probe that changed.")
-        if quiet(data, rules): return Translation(path, data, data)
-        key = file_key(data, rules, path, comments)
+        key, q = file_key(data, rules, path, comments), quiet_key(rules, comments)
+        if key is not None and key in self._quiet_set(q): self.quiet += 1; return Translation(path, data, data)
         body = None if key is None else read_entry(self.folder, key, FILE_FORMAT)
-        if body is None: return None
+        if body is None:
+            if not quiet(data, rules): return None
+            if key is not None: self._added.setdefault(q, []).append(key)
+            return Translation(path, data, data)
         t = _translation(body, data, path)
         if t is None: _bad_entry(self.folder / f"{key}.json", "holds other than a file's translation"); return None
         if not probes_hold(body["probes"]): return None   # a file of its tree changed: translated anew
@@ -252,30 +286,41 @@ class KeptFiles:
         self.hits += 1
         return t
 
-    def put(self, data, rules: RuleSet, path: str, comments: bool, t: Translation, probes: list) -> None:
-        "Keep `t`, translated from `data` while `probes` were recorded, where it may be kept (see above)."
-        if t.error is not None or any(type(d) is not TranslateDiagnostic for d in t.diagnostics): return
-        key = file_key(data, rules, path, comments)
-        if key is None: return
-        replay = False
-        if getattr(rules, "derived", False) and might_find(data):
-            if _archives(rules) == "none": replay = True
-            elif not index_loaded(rules): return   # the sources could not be read this time: not kept
-        self.written += keep_entry(self.folder, key, FILE_FORMAT, _body(t, probes, replay))
+# %% ../../nbs/translate/kept.ipynb #a1c0e017
+@patch
+def put(self: KeptFiles, data, rules: RuleSet, path: str, comments: bool, t: Translation, probes: list) -> None:
+    "Keep `t`, translated from `data` while `probes` were recorded, where it may be kept (see above)."
+    if t.error is not None or any(type(d) is not TranslateDiagnostic for d in t.diagnostics): return
+    key = file_key(data, rules, path, comments)
+    if key is None: return
+    replay = False
+    if getattr(rules, "derived", False) and might_find(data):
+        if _archives(rules) == "none": replay = True
+        elif not index_loaded(rules): return   # the sources could not be read this time: not kept
+    self.written += keep_entry(self.folder, key, FILE_FORMAT, _body(t, probes, replay))
 
-    def fresh(self, data, rules: RuleSet, path: str, comments: bool = True) -> Translation:
-        "`translate_source`, its result kept."
-        with recorded_probes() as probes: t = translate_source(data, rules, path, comments=comments)
-        self.put(data, rules, path, comments, t, list(probes))
-        return t
+@patch
+def fresh(self: KeptFiles, data, rules: RuleSet, path: str, comments: bool = True) -> Translation:
+    "`translate_source`, its result kept."
+    with recorded_probes() as probes: t = translate_source(data, rules, path, comments=comments)
+    self.put(data, rules, path, comments, t, list(probes))
+    return t
 
-    def translate(self, data, rules: RuleSet, path: str, comments: bool = True) -> Translation:
-        "The kept translation where there is one, else `fresh`."
-        return self.get(data, rules, path, comments) or self.fresh(data, rules, path, comments)
+@patch
+def translate(self: KeptFiles, data, rules: RuleSet, path: str, comments: bool = True) -> Translation:
+    "The kept translation where there is one, else `fresh`."
+    return self.get(data, rules, path, comments) or self.fresh(data, rules, path, comments)
 
-    def bound(self) -> int:
-        "Bound the folder (`bound_folder`) where this run wrote into it; how many entries went."
-        return bound_folder(self.folder) if self.written else 0
+@patch
+def finish(self: KeptFiles) -> int:
+    ("At the end of a run: keep the quiet files found (with those another run kept meanwhile; the newest "
+     "`QUIET_MOST`), then bound the folder where this run wrote into it. How many entries the bound removed.")
+    for q, new in self._added.items():
+        keys = list(dict.fromkeys([*_keys(read_entry(self.folder, q, QUIET_FORMAT)), *new]))[-QUIET_MOST:]
+        self.written += keep_entry(self.folder, q, QUIET_FORMAT, {"keys": keys})
+        self._sets[q] = set(keys)
+    self._added.clear()
+    return bound_folder(self.folder) if self.written else 0
 
 def kept_files() -> KeptFiles | None:
     "The kept files of this code's translations cache (`translation_cache`), or None where it is off."

@@ -388,7 +388,7 @@ def translate_paths(srcs, rules: RuleSet | None = None, outdir=None, in_place: b
         if why:
             rep.status, rep.analysed_only = ("refused" if code == "ONP9005" else "failed"), True
             rep.diagnostics.append(TranslateDiagnostic(code, why))
-    if kept is not None: kept.bound()   # once a run: the folder's least recently used entries beyond its bound go
+    if kept is not None: kept.finish()   # once a run: the quiet files kept, the folder bounded
     return run
 
 # %% ../../nbs/translate/run.ipynb #1d3d155f
