@@ -252,3 +252,26 @@ def test_the_package_cache_is_listed_again_only_once_it_changed(tmp_path, monkey
     (tmp_path / "pkgs" / "vllm-0.18.0.tar.gz").write_bytes(b"")     # the folder changed: listed again
     assert D.target_sources(r) is None and calls == ["vllm-ascend", "vllm"] * 2
     assert D.target_sources(compile_rules(T13)) is None and len(calls) == 6   # another target: its own answer
+
+
+def test_a_derived_check_that_ran_out_of_stack_or_memory_is_not_kept(tmp_path, rules, monkeypatch):
+    "Its answer (no findings) is the memory or stack left at the time, not the file's: recorded, never kept."
+    from omni_npu_port.sources.readers import open_source
+    from omni_npu_port.translate import derived as D
+    fx = Path(__file__).parent / "fixtures" / "derived"
+    ix = D.DerivedIndex(open_source(fx / "vllm", "vllm"), open_source(fx / "ascend", "vllm_ascend"))
+    src = (fx / "gpu_fires.py").read_text()
+    with recorded_probes() as probes: assert D.derived_check(src, ix)      # findings: nothing recorded
+    assert probes == []
+    for fault in (RecursionError, MemoryError):
+        def short(*a, **k): raise fault
+        monkeypatch.setattr(D.ast, "parse", short)
+        with recorded_probes() as probes: assert D.derived_check(src, ix) == []
+        assert [p[0] for p in probes] == ["fault"]
+        monkeypatch.undo()
+        k = _kept(tmp_path)
+        t = translate_source(GPU.encode(), rules, "f.py")
+        k.put(GPU.encode(), rules, "f.py", True, t, probes)
+        assert k.written == 0
+        k.put(GPU.encode(), rules, "f.py", True, t, [])                   # the same translation, no fault: kept
+        assert k.written == 1

@@ -821,7 +821,10 @@ def derived_check(source: str | bytes, target, path=None) -> list[Finding] | Non
     ix = target if isinstance(target, DerivedIndex) else derived_index(target)
     if ix is None: return None   # an `index_source` that has none
     try: return ix.file_findings(ast.parse(source), module_reader(path) if path else None)
-    except (SyntaxError, ValueError, RecursionError, MemoryError): return []
+    except (SyntaxError, ValueError): return []
+    except (RecursionError, MemoryError):   # the stack or the memory left: recorded, so no one keeps this answer
+        if _PROBES is not None: _PROBES.append(["fault", str(path), None])
+        return []
 
 
 # %% ../../nbs/translate/derived.ipynb #6ecfd536

@@ -291,6 +291,7 @@ class KeptFiles:
 def put(self: KeptFiles, data, rules: RuleSet, path: str, comments: bool, t: Translation, probes: list) -> None:
     "Keep `t`, translated from `data` while `probes` were recorded, where it may be kept (see above)."
     if t.error is not None or any(type(d) is not TranslateDiagnostic for d in t.diagnostics): return
+    if any(p[0] == "fault" for p in probes): return   # the derived rules ran out of stack or memory on it
     key = file_key(data, rules, path, comments)
     if key is None: return
     replay = False
