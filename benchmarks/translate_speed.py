@@ -178,9 +178,9 @@ def kept_rows(files, rules, regex, fresh: dict, repeat: int, root: Path, label: 
         return out
     (t_rc, _), (t_cold, _) = alternating([regex, cold], repeat)
     k = made[-1]
-    hits0, quiet0 = k.hits, k.quiet
+    hits0, quiet0 = k.hits, k.quiet_hits
     (t_rw, _), (t_warm, warm) = alternating([regex, lambda: [k.translate(d, rules, n) for n, d in files]], repeat)
-    hits, quiet = (k.hits - hits0) // repeat, (k.quiet - quiet0) // repeat
+    hits, quiet = (k.hits - hits0) // repeat, (k.quiet_hits - quiet0) // repeat
     bad = [n for (n, _), t in zip(files, warm) if same(t) != same(fresh[n])]
     for n in bad[:20]: print(f"  kept differs from fresh: {n}")
     edited, rounds, written = next(i for i, (n, _) in enumerate(files) if fresh[n].changed), iter(range(10**9)), []

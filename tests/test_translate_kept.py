@@ -92,7 +92,7 @@ def test_a_quiet_file_is_itself_and_only_its_key_is_kept(tmp_path, rules, monkey
     again = KeptFiles(k.folder)                              # a later run: answered from the set
     assert _same(again.translate(QUIET.encode(), rules, "q.py")) == \
         _same(translate_source(QUIET.encode(), rules, "q.py"))
-    assert again.quiet == 1
+    assert again.quiet_hits == 1
     with pytest.raises(AssertionError, match="pre-filtered"):   # other bytes, or another option: not in the set
         KeptFiles(k.folder).translate((QUIET + "# x\n").encode(), rules, "q.py")
     with pytest.raises(AssertionError, match="pre-filtered"):

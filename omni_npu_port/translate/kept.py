@@ -254,7 +254,7 @@ class KeptFiles:
     "Whole files' translations kept in `folder` (a fingerprint folder of the translations cache)."
     folder: Path
     hits: int = 0      # files answered from an entry in this process
-    quiet: int = 0     # quiet files answered from the quiet set
+    quiet_hits: int = 0   # quiet files answered from the quiet set
     written: int = 0   # entries written
     _sets: dict = field(default_factory=dict, repr=False)    # quiet_key -> the keys read
     _added: dict = field(default_factory=dict, repr=False)   # quiet_key -> keys this run found quiet
@@ -271,7 +271,7 @@ class KeptFiles:
         ("The kept translation of `data` read as `path` (a quiet file's: itself), or None: none kept, a bad entry, "
          "or a probe that changed.")
         key, q = file_key(data, rules, path, comments), quiet_key(rules, comments)
-        if key is not None and key in self._quiet_set(q): self.quiet += 1; return Translation(path, data, data)
+        if key is not None and key in self._quiet_set(q): self.quiet_hits += 1; return Translation(path, data, data)
         body = None if key is None else read_entry(self.folder, key, FILE_FORMAT)
         if body is None:
             if not quiet(data, rules): return None
