@@ -29,7 +29,14 @@ load other processes put on a shared machine does not count against either side;
 run in alternating rounds (regex, translator, regex, ...), best of `--repeat` each, so a slow stretch hits both.
 Both read the same bytes from memory, fresh each round: the translator keeps nothing from one file or round to
 the next but what it derives from the rules (the compiled rule set, its pre-filter tables and chunk plan, built on
-the first file and reused, as in a CLI run); no translation is cached by content. The `-j N` row is wall time (its
+the first file and reused, as in a CLI run); no translation is cached by content in these rows (the cold figure).
+
+The "kept" rows are the CLI's kept translations (`translate.kept`, issue 33), in a fresh temporary cache folder, CPU
+time again, in alternating rounds with the regex: "cold, keeping" is a first run that also writes each entry; "warm"
+a second run over the same bytes (every file answered from its entry, a quiet one from the quiet set); "one file
+edited" a run where one changed file's bytes differ (a new edit each round: that file alone is translated anew).
+Each warm translation is compared, byte for byte (output, every diagnostic, error, parsed, encoding), with the fresh
+one: a difference fails the run. `--verify` makes the same comparison over its whole set and three targets. The `-j N` row is wall time (its
 work runs in other processes), and so is the regex time its ratio is taken against (timed again beside it).
 `--phases` adds the CPU time of each phase of the one-process run (each timed in place, best of `--repeat`):
 where the translator's time goes.
@@ -43,9 +50,11 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import symtable
 import sys
+import tempfile
 import time
 import zipfile
 from pathlib import Path
@@ -54,6 +63,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from omni_npu_port.core.catalog import CATALOG  # noqa: E402
 from omni_npu_port.translate.engine import compile_rules, might_apply, translate_source  # noqa: E402
 from omni_npu_port.translate.run import translate_many  # noqa: E402
+from omni_npu_port.translate.kept import KeptFiles  # noqa: E402
+from omni_npu_port.core.io import claim_cache  # noqa: E402
 
 CACHE = Path.home() / ".cache" / "omni-npu-port" / "pkgs"
 WHEELS = [("vllm_omni-0.16.0-*.whl", "vllm-omni==0.16.0"), ("vllm_ascend-0.18.0-*.whl", "vllm-ascend==0.18.0")]
@@ -94,19 +105,41 @@ def with_vllm(files):
     return files
 
 
+def same(t) -> tuple:
+    "All of a translation that a run reports or writes."
+    return (t.output, [d.to_dict() for d in t.diagnostics], t.error and t.error.to_dict(), t.parsed, t.encoding)
+
+
+def kept_folder(root: Path) -> KeptFiles:
+    "Kept translations in a new fingerprint-like folder of a claimed cache root under `root`."
+    return KeptFiles(Path(tempfile.mkdtemp(dir=claim_cache(root, "translations"), prefix="")) / "kept")
+
+
 def verify(files) -> int:
-    "Chunked vs whole-file translation on every pre-filtered file (plus vllm 0.15.0), three targets: the number that differ."
-    files, bad = with_vllm(files), 0
-    for target in TARGETS:
-        rules = compile_rules(target)
-        cand = [(n, d) for n, d in files if might_apply(rules, d)]
-        for name, data in cand:
-            a, b = translate_source(data, rules, name), translate_source(data, rules, name, chunks=False)
-            if (a.output, [d.to_dict() for d in a.diagnostics], a.error is None) != \
-               (b.output, [d.to_dict() for d in b.diagnostics], b.error is None):
-                bad += 1; print(f"  differs: {target} {name}")
-        print(f"verify {target}: {len(cand)} pre-filtered files, chunked and whole-file translation agree on "
-              f"{len(cand) - bad}")
+    """Chunked vs whole-file translation on every pre-filtered file (plus vllm 0.15.0), three targets; and every file's
+    kept translation (a second run through `translate.kept`) vs its fresh one: the number that differ."""
+    files, bad, root = with_vllm(files), 0, Path(tempfile.mkdtemp(prefix="onp-kept-verify-"))
+    try:
+        for target in TARGETS:
+            rules = compile_rules(target)
+            cand = [(n, d) for n, d in files if might_apply(rules, d)]
+            for name, data in cand:
+                a, b = translate_source(data, rules, name), translate_source(data, rules, name, chunks=False)
+                if (a.output, [d.to_dict() for d in a.diagnostics], a.error is None) != \
+                   (b.output, [d.to_dict() for d in b.diagnostics], b.error is None):
+                    bad += 1; print(f"  differs: {target} {name}")
+            print(f"verify {target}: {len(cand)} pre-filtered files, chunked and whole-file translation agree on "
+                  f"{len(cand) - bad}")
+            k, was = kept_folder(root), bad
+            for name, data in files: k.translate(data, rules, name)
+            k.finish()
+            for name, data in files:
+                if same(k.translate(data, rules, name)) != same(translate_source(data, rules, name)):
+                    bad += 1; print(f"  kept differs: {target} {name}")
+            print(f"verify {target}: {len(files)} files, {k.hits} answered from kept entries; kept and fresh "
+                  f"translation agree on {len(files) - (bad - was)}")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
     return bad
 
 
@@ -132,6 +165,44 @@ def digest(files, path: Path) -> int:
           f"parsed before, not now: {sum(a and not b for a, b in parsed.values())}; "
           f"parsed now, not before: {sum(b and not a for a, b in parsed.values())}")
     return len(bad)
+
+
+def kept_rows(files, rules, regex, fresh: dict, repeat: int, root: Path, label: str = "") -> tuple[float, int]:
+    """Print the kept-translation rows (CPU s, each alternating with the regex): cold while keeping, warm, one file
+    edited. (warm ratio to the regex, the number of warm translations that differ from `fresh`)."""
+    lines, made = sum(d.count(b"\n") for _, d in files), []
+    def cold():
+        made.append(kept_folder(root))
+        out = [made[-1].translate(d, rules, n) for n, d in files]
+        made[-1].finish()   # as a CLI run ends: the quiet files' keys kept, the folder bounded
+        return out
+    (t_rc, _), (t_cold, _) = alternating([regex, cold], repeat)
+    k = made[-1]
+    hits0, quiet0 = k.hits, k.quiet_hits
+    (t_rw, _), (t_warm, warm) = alternating([regex, lambda: [k.translate(d, rules, n) for n, d in files]], repeat)
+    hits, quiet = (k.hits - hits0) // repeat, (k.quiet_hits - quiet0) // repeat
+    bad = [n for (n, _), t in zip(files, warm) if same(t) != same(fresh[n])]
+    for n in bad[:20]: print(f"  kept differs from fresh: {n}")
+    edited, rounds, written = next(i for i, (n, _) in enumerate(files) if fresh[n].changed), iter(range(10**9)), []
+    def one_edit():
+        items = list(files)
+        n, d = items[edited]
+        items[edited] = (n, d + f"# edit {next(rounds)}\n".encode())
+        before = k.written
+        out = [k.translate(d, rules, n) for n, d in items]
+        k.finish()
+        written.append(k.written - before)
+        return out
+    (t_re, _), (t_e, _) = alternating([regex, one_edit], repeat)
+    print(f"kept translations{label} (translate.kept: CPU s, each row alternating with the regex):")
+    print(f"{'  cold, keeping each result':34}{t_cold:9.3f}{lines / t_cold:12,.0f}   {made[0].written} entries "
+          f"written   (ratio {t_rc / t_cold:.2f} to the regex's {t_rc:.3f} s)")
+    print(f"{'  warm: the same tree again':34}{t_warm:9.3f}{lines / t_warm:12,.0f}   {hits} files from entries, "
+          f"{quiet} from the quiet set, {len(bad)} differ from the fresh run   "
+          f"(ratio {t_rw / t_warm:.2f} to {t_rw:.3f} s)")
+    print(f"{'  warm, one file edited':34}{t_e:9.3f}{lines / t_e:12,.0f}   {files[edited][0].split('/')[-1]} "
+          f"translated anew ({max(written)} entry written a round)   (ratio {t_re / t_e:.2f} to {t_re:.3f} s)")
+    return t_rw / t_warm, len(bad)
 
 
 def hipify_style_regex():
@@ -258,7 +329,8 @@ def main(argv=None):
         [lambda: run_regex(files, rx, mapping), lambda: run_translator(files, rules)], args.repeat)
     t_pf, passed = best(lambda: sum(might_apply(rules, d) for _, d in files), args.repeat, time.process_time)
     pl = sum(d.count(b"\n") for _, d in files if might_apply(rules, d))
-    out = {name: translate_source(data, rules, name).changed for name, data in files}
+    fresh = {name: translate_source(data, rules, name) for name, data in files}
+    out = {name: t.changed for name, t in fresh.items()}
     changed_files = [(n, d) for n, d in files if out[n]]
     t_st, _ = best(lambda: [symtable.symtable(d, n, "exec") for n, d in changed_files], args.repeat, time.process_time)
     print(f"tree: {len(files)} .py files, {lines} lines, {mb:.1f} MB (vllm-omni 0.16.0 + vllm-ascend 0.18.0)")
@@ -269,6 +341,11 @@ def main(argv=None):
     print(f"{'  of which the text pre-filter':34}{t_pf:9.3f}{lines / t_pf:12,.0f}   {passed} files ({pl} lines) passed it")
     print(f"{'  floor: pre-filter + symtable':34}{t_pf + t_st:9.3f}{lines / (t_pf + t_st):12,.0f}   symtable alone "
           f"{t_st:.3f} s on the {len(changed_files)} changed files   (ratio {t_re / (t_pf + t_st):.2f})")
+    root = Path(tempfile.mkdtemp(prefix="onp-kept-bench-"))
+    try:
+        warm_ratio, kept_bad = kept_rows(files, rules, lambda: run_regex(files, rx, mapping), fresh, args.repeat, root)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
     if args.jobs > 1:
         # wall time on both sides: the pool's work runs in other processes (the regex timed again, just before)
         (t_rw, _), (t_j, (changed_j, _, failed_j)) = [
@@ -284,6 +361,14 @@ def main(argv=None):
         t_d, (changed_d, _, _) = best(lambda: run_translator(files, with_derived), args.repeat, time.process_time)
         print(f"{'  derived rules on (as the CLI)':34}{t_d:9.3f}{lines / t_d:12,.0f}   {changed_d} files changed"
               f"   (ratio {t_re / t_d:.2f})")
+        fresh_d = {name: translate_source(data, with_derived, name) for name, data in files}
+        root = Path(tempfile.mkdtemp(prefix="onp-kept-bench-"))
+        try:
+            _, bad_d = kept_rows(files, with_derived, lambda: run_regex(files, rx, mapping), fresh_d, args.repeat,
+                                 root, ", derived rules on")
+            kept_bad += bad_d
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
     if args.whole:
         t_w, (changed_w, parsed_w, _) = best(lambda: run_translator(files, rules, chunks=False), 1, time.process_time)
         print(f"{'  whole files (chunks=False)':34}{t_w:9.3f}{lines / t_w:12,.0f}   {changed_w} files changed, "
@@ -296,10 +381,12 @@ def main(argv=None):
     ratio = (lines / t_tr) / (lines / t_re)
     print(f"translator / baseline throughput, one process (the baseline is one process): {ratio:.2f} (target >= 1.0) -> "
           f"{'OK' if ratio >= 1 else 'BELOW TARGET'}")
+    print(f"translator / baseline throughput, warm (kept translations, second run; not the cold figure): "
+          f"{warm_ratio:.2f}; kept == fresh: {'OK' if not kept_bad else f'{kept_bad} DIFFER'}")
     if args.jobs > 1:
         print(f"translator / baseline throughput, {args.jobs} processes (the CLI's default -j here; wall time): "
               f"{t_rw / t_j:.2f} -> {'OK' if t_rw / t_j >= 1 else 'BELOW TARGET'}")
-    return 0
+    return 1 if kept_bad else 0
 
 
 if __name__ == "__main__":

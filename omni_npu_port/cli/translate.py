@@ -24,6 +24,7 @@ from ..core.errors import FINDINGS, OK, InputError, PortingError, UsageError, wa
 from ..core.findings import OUTPUT_FORMATS
 from ..core.profile import resolve_target
 from ..sources.stated import stated_target
+from ..translate.kept import kept_files
 from ..translate.rules import compile_rules
 from .options import add_output, add_target
 
@@ -83,6 +84,9 @@ def configure(ap):
     ap.add_argument("-j", "--jobs", type=int, default=0, metavar="N",
                     help="translate in N processes (default 0: one per CPU, once the files a rule may act on "
                          "come to 256 KB; capped at the CPU count); output and reports are the same")
+    ap.add_argument("--no-cache", action="store_true",
+                    help="translate every file anew, reading and keeping no translation (kept ones: by each file's "
+                         "bytes, the rules, target and options; also OMNI_NPU_PORT_TRANSLATION_CACHE=off)")
 
 # %% ../../nbs/cli/translate.ipynb #0b2e1713
 def check_arguments(args) -> None:
@@ -212,9 +216,10 @@ def run(args) -> int:
     if rules.warning: print(warning_line(rules.warning, "omni-npu-port translate"), file=sys.stderr)
     if args.output is not None and Path(args.output).exists() and not Path(args.output).is_dir():
         raise UsageError(f"-o {args.output}: exists and is not a folder")
+    kept = None if args.no_cache else kept_files()   # an unchanged file is answered from its kept translation
     result = translate_paths(args.src, rules, outdir=args.output, in_place=args.in_place, check=args.check,
                              force=args.force, comments=not args.no_comments, diff=sys.stdout if args.diff else None,
-                             jobs=jobs_for(args, rules))
+                             jobs=jobs_for(args, rules), kept=kept)
     done = result.totals()["files"] > result.totals()["failed"]   # a tree with no file written states nothing
     if done and args.output is not None and Path(args.output).is_dir():   # its target, for a later --check there
         why = write_target_line(args.output, target)

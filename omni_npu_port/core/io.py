@@ -51,8 +51,10 @@ def temp_prefix(name: str) -> str:
     "The start of this process's temporary files for `name`: `.NAME.onpPID-` (mkstemp adds 8 random characters)."
     return f".{name}.onp{os.getpid()}-"
 
-def write_atomic(path: Path | str, data: str | bytes, force: bool = True, mode: int | None = None) -> Path:
-    "Replace `path` with `data` whole or not at all (temp file, fsync, rename); refuse an existing file unless `force`."
+def write_atomic(path: Path | str, data: str | bytes, force: bool = True, mode: int | None = None,
+                 durable: bool = True) -> Path:
+    ("Replace `path` with `data` whole or not at all (temp file, fsync, rename); refuse an existing file unless "
+     "`force`; `durable=False`: no fsync (a cache entry whose own hash tells one a crash left short).")
     path = Path(path)
     if path.exists() and not path.is_file():
         raise OutputError(f"{path}: exists and is not a regular file; give a file path")
@@ -64,14 +66,15 @@ def write_atomic(path: Path | str, data: str | bytes, force: bool = True, mode: 
     except OSError as e: raise OutputError(f"{path}: cannot write in {path.parent} ({e.strerror})") from e
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(raw); f.flush(); os.fsync(f.fileno())
+            f.write(raw); f.flush()
+            if durable: os.fsync(f.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException as e:
         with contextlib.suppress(OSError): os.unlink(tmp)
         if isinstance(e, OSError): raise OutputError(f"{path}: could not be written ({e.strerror or e})") from e
         raise
-    _fsync_folder(path.parent)   # the rename itself reaches the disk too
+    if durable: _fsync_folder(path.parent)   # the rename itself reaches the disk too
     return path
 
 def _fsync_folder(folder: Path):

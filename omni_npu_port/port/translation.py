@@ -10,34 +10,29 @@ import dataclasses
 import difflib
 import functools
 import hashlib
-import json
-import logging
 import os
 import re
-import stat
-import sys
 import textwrap
-import time
 from pathlib import Path
 
 from ..core.catalog import PAIRING, parse_version, resolve_release
 from ..core.diagnostics import Code, Diagnostic, code_info, register
-from ..core.io import cache_dir, claim_cache, write_atomic
 from ..core.profile import resolve_target
 from ..core.releases import Target, target_for
 from ..sources.readers import parse_source
 from ..sources.stated import tree_target
 from ..sources.symbols import SymbolIndex
+from ..translate import kept
 from ..translate.engine import RuleSet, compile_rules, translate_source
+from ..translate.kept import _bad_entry, keep_entry, read_entry, rules_digest, translation_cache
 from ..translate.rules import reexport_of
 from .locate import Located, PortError, indent_lines, method_text, port_diagnostic, python_lines, top_classes
 
 # %% auto #0
-__all__ = ['TCACHE_ENV', 'TCACHE_FORMAT', 'log', 'LIVE_TEMP_S', 'SCRATCH', 'rules_for', 'known_ascend', 'target_of',
-           'target_check', 'from_translator', 'module_imports', 'code_fingerprint', 'translation_cache', 'rules_digest',
-           'reexport_answers', 'forget_translations', 'translate_methods', 'translate_located', 'translate_code',
-           'port_trees', 'port_rules', 'translator_check', 'nearest_pairs', 'npu_target', 'port_target',
-           'pairing_check']
+__all__ = ['TCACHE_FORMAT', 'TCACHE_ENV', 'code_fingerprint', 'SCRATCH', 'rules_for', 'known_ascend', 'target_of', 'target_check',
+           'from_translator', 'module_imports', 'reexport_answers', 'forget_translations', 'translate_methods',
+           'translate_located', 'translate_code', 'port_trees', 'port_rules', 'translator_check', 'nearest_pairs',
+           'npu_target', 'port_target', 'pairing_check']
 
 # %% ../../nbs/port/translation.ipynb #8e7f35e9
 register(
@@ -143,53 +138,12 @@ def _line_map(a: list[str], b: list[str]) -> list[int]:
     return out
 
 # %% ../../nbs/port/translation.ipynb #4608bf3c
-TCACHE_ENV = "OMNI_NPU_PORT_TRANSLATION_CACHE"   # a folder for translations kept between runs, or `off`
-TCACHE_FORMAT = "omni-npu-port translation 2"
-_FINGERPRINT = re.compile(r"[0-9a-f]{20}")
-_ENTRY = re.compile(
-    r"[0-9a-f]{64}\.(?:json|pkl|\d+\.tmp)|\.[0-9a-f]{64}\.json\.onp\d+-[a-z0-9_]{8}\.tmp"
-)  # .pkl, .PID.tmp: older versions'
-log = logging.getLogger("omni_npu_port.translations")
-
-@functools.lru_cache(maxsize=1)
-def code_fingerprint() -> str:
-    "What a translation depends on besides its inputs: this package's code (every .py file) and Python's version."
-    import omni_npu_port  # its folder (in a notebook too, where this module has no __file__)
-    h, root = hashlib.sha256(sys.version.encode()), Path(omni_npu_port.__file__).resolve().parent
-    for p in sorted(root.rglob("*.py")):
-        h.update(p.relative_to(root).as_posix().encode() + b"\0" + p.read_bytes() + b"\0")
-    return h.hexdigest()[:20]
-
-def _own_fingerprint(name: str, root: Path) -> bool:
-    "A fingerprint folder holding only this cache's entries (what pruning may remove)."
-    p = root / name
-    if not _FINGERPRINT.fullmatch(name) or p.is_symlink() or not p.is_dir(): return False
-    try: return all(_ENTRY.fullmatch(n) and (p / n).is_file() and not (p / n).is_symlink() for n in os.listdir(p))
-    except OSError: return False
-
-def translation_cache() -> Path | None:
-    "The folder of this code's kept translations (`core.io.cache_dir('translations')`; None: off); its root claimed."
-    root = cache_dir("translations")
-    if root is None: return None
-    try:
-        claim_cache(root, "translations", lambda n: _own_fingerprint(n, root))  # a folder of foreign content: one line
-    except OSError:
-        return None   # a folder that cannot be written: nothing kept
-    return root / code_fingerprint()
-
-def rules_digest(rules: RuleSet) -> str:
-    ("What a rule set holds — its target, every record as it stands (a catalog changed at run time too), whether the "
-     "derived rules run (their findings are kept with the translation) — as a digest.")
-    key = ("digest", bool(getattr(rules, "derived", False)))   # `derived` may be switched on after a first digest
-    if key not in rules._memo:
-        recs = repr(sorted((k, repr(v)) for k, v in rules.records.items()))
-        body = f"{rules.target}\0{rules.vllm}\0{rules.runner_bases}\0{recs}\0derived={key[1]}"
-        rules._memo[key] = hashlib.sha256(body.encode()).hexdigest()
-    return rules._memo[key]
+TCACHE_FORMAT = "omni-npu-port translation 2"   # the store (folder, entries, pruning) is translate.kept's
+TCACHE_ENV = kept.TCACHE_ENV                    # named here by the port's callers
+code_fingerprint = kept.code_fingerprint
 
 # %% ../../nbs/port/translation.ipynb #37563834
 _DIAG_FIELDS = {f.name: f.type for f in dataclasses.fields(Diagnostic)}
-_LOGGED: set = set()
 
 def _key(rules: RuleSet, mod: str, src: str) -> str:
     parts = (rules_digest(rules), mod, src)
@@ -207,17 +161,6 @@ def reexport_answers(rules: RuleSet, mod: str, src: str) -> str:
             if isinstance(n, ast.ImportFrom) and n.module and not n.level:
                 found += [(q, *reexport_of(rules, q)) for a in n.names if (q := f"{n.module}.{a.name}")]
     return repr((rules._memo.get("resolver"), sorted(set(found), key=repr)))
-
-def _digest(body: dict) -> str:
-    return hashlib.sha256(json.dumps(body, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
-
-def _bad_entry(path: Path, why: str) -> None:
-    "A bad entry is a miss: said once per folder and run (on the `omni_npu_port.translations` logger)."
-    if path.parent not in _LOGGED:
-        _LOGGED.add(path.parent)
-        log.warning(
-            "translation cache: %s %s: translated anew (later bad entries of this folder are not named)", path, why
-        )
 
 def _from_data(got) -> tuple[str, list[Diagnostic]] | None:
     "(code, diagnostics) from an entry's body of plain types, or None if it is not one."
@@ -245,60 +188,16 @@ def _cached_translation(folder: Path | None, rules: RuleSet, mod: str, src: str)
     "The cached translation (code, diagnostics), or None: none cached, or a bad entry (logged once)."
     if folder is None: return None
     key = _key(rules, mod, src)
-    path = folder / f"{key}.json"
-    if not os.path.lexists(path): return None
-    try:
-        if path.is_symlink() or not path.is_file(): _bad_entry(path, "is not a regular file"); return None
-        entry = json.loads(path.read_bytes())
-    except (OSError, ValueError, RecursionError) as e:
-        _bad_entry(path, f"cannot be read ({type(e).__name__})")
-        return None
-    if not isinstance(entry, dict) or entry.get("format") != TCACHE_FORMAT or entry.get("key") != key:
-        _bad_entry(path, "is of another format or filed under another key"); return None
-    body = entry.get("body")
-    if not isinstance(body, dict) or entry.get("sha256") != _digest(body):
-        _bad_entry(path, "fails its content hash")
-        return None
-    got = _from_data(body)
-    if got is None: _bad_entry(path, "holds other than a translation"); return None
+    got = _from_data(read_entry(folder, key, TCACHE_FORMAT))
+    if got is None and os.path.lexists(folder / f"{key}.json"):
+        _bad_entry(folder / f"{key}.json", "holds other than a translation")
     return got
 
 # %% ../../nbs/port/translation.ipynb #c4333f8f
-LIVE_TEMP_S = 3600   # a temp written to in the last hour may be a live writer's (another process, another host)
-
-def _prune(p: Path) -> None:
-    ("Remove an older fingerprint folder's own entries, then the folder; one holding a live writer's temp, or a file "
-     "another user wrote (a cache shared between users), stays.")
-    uid = getattr(os, "getuid", lambda: None)()
-    try:
-        found = [(f, f.lstat()) for f in p.iterdir()]
-        if any(f.name.endswith(".tmp") and time.time() - st.st_mtime < LIVE_TEMP_S for f, st in found): return
-        if uid is not None and any(st.st_uid != uid for _, st in found): return   # theirs to prune, not ours
-        for f, st in found:
-            if _ENTRY.fullmatch(f.name) and stat.S_ISREG(st.st_mode): f.unlink(missing_ok=True)
-        p.rmdir()
-    except OSError: pass   # a folder written into meanwhile stays; keeping this entry goes on
-
 def _store_translation(folder: Path | None, rules: RuleSet, mod: str, src: str, res: tuple) -> None:
     "Keep a translation (atomically: a reader sees all of it or none); a folder that cannot be written keeps nothing."
-    if folder is None: return
-    try:
-        if not folder.is_dir():
-            root = folder.parent   # claimed by `translation_cache`
-            folder.mkdir(exist_ok=True)
-            olds = sorted(
-                (p for p in root.iterdir() if p != folder and _own_fingerprint(p.name, root)),
-                key=lambda p: p.stat().st_mtime,
-            )
-            for p in olds[:-2]: _prune(p)   # the three newest fingerprints stay
-        body = {"code": res[0], "diagnostics": [dataclasses.asdict(d) for d in res[1]]}
-        dest = folder / f"{_key(rules, mod, src)}.json"
-        if os.path.lexists(dest) and (dest.is_symlink() or not dest.is_file()):
-            return _bad_entry(dest, "is not a regular file")
-        write_atomic(
-            dest, json.dumps({"format": TCACHE_FORMAT, "key": dest.stem, "sha256": _digest(body), "body": body})
-        )
-    except OSError: pass   # a folder that cannot be written keeps nothing (the docstring's promise)
+    body = {"code": res[0], "diagnostics": [dataclasses.asdict(d) for d in res[1]]}
+    keep_entry(folder, _key(rules, mod, src), TCACHE_FORMAT, body)
 
 # %% ../../nbs/port/translation.ipynb #d1b0ecc2
 SCRATCH = "_OmniPortScratch"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import os
 import re
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -23,9 +24,10 @@ from .diagnostics import TranslateDiagnostic
 
 # %% auto #0
 __all__ = ['DEVICE_STRING', 'device_words', 'twin_key', 'nodes_of', 'walked', 'import_table', 'dotted', 'own_members',
-           'cuda_line', 'DerivedIndex', 'per_index', 'Finding', 'read_classes', 'module_reader', 'built_on',
-           'source_reader', 'probed', 'probes', 'annotations', 'type_origin', 'receiver_origin', 'target_sources',
-           'index_for', 'derived_index', 'index_before_fork', 'might_find', 'derived_check', 'add_derived']
+           'cuda_line', 'DerivedIndex', 'per_index', 'Finding', 'recorded_probes', 'probes_hold', 'read_classes',
+           'module_reader', 'built_on', 'source_reader', 'probed', 'probes', 'annotations', 'type_origin',
+           'receiver_origin', 'target_sources', 'index_for', 'derived_index', 'index_before_fork', 'index_loaded',
+           'might_find', 'derived_check', 'add_derived']
 
 # %% ../../nbs/translate/derived.ipynb #4e6bf391
 _NB = "translate/derived.ipynb"
@@ -460,6 +462,46 @@ def symbol_finding(self: DerivedIndex, name: str, node) -> Finding | None:
                         f"(derived from {self.where(m, line)})", leaf)
     return None
 
+# %% ../../nbs/translate/derived.ipynb #5e7a1c3d
+_PROBES: list | None = None   # while `recorded_probes` runs: what the tree lookups below tried, and what they found
+
+def _start(path) -> Path | None:
+    "The folder a file's tree lookups start from (None: not a file on disk, as \"<string>\"), recorded."
+    try: start = Path(path).resolve().parent if Path(path).is_file() else None
+    except (OSError, RuntimeError, ValueError): start = None
+    if _PROBES is not None: _PROBES.append(["start", str(path), None if start is None else str(start)])
+    return start
+
+def _stat(f: Path):
+    "`f`'s stat (None: absent), recorded as its size and mtime."
+    try: st = f.stat()
+    except (OSError, ValueError): st = None
+    if _PROBES is not None: _PROBES.append(["stat", str(f), None if st is None else [st.st_size, st.st_mtime_ns]])
+    return st
+
+@contextmanager
+def recorded_probes():
+    ("Inside the block, every file the derived rules' tree lookups try (`module_reader`) is recorded in the list it "
+     "gives: what a kept result depends on besides its own file.")
+    global _PROBES
+    was, _PROBES = _PROBES, []
+    try: yield _PROBES
+    finally: _PROBES = was
+
+def probes_hold(probes) -> bool:
+    "Whether each recorded probe finds what it found then: the same start folder, file size and mtime, or nothing."
+    global _PROBES
+    was, _PROBES = _PROBES, None
+    try:
+        for kind, path, then in probes:
+            if kind == "start": now = _start(path); now = None if now is None else str(now)
+            elif kind == "stat": st = _stat(Path(path)); now = None if st is None else [st.st_size, st.st_mtime_ns]
+            else: return False
+            if now != then: return False
+        return True
+    except (TypeError, ValueError): return False   # not a list of probes
+    finally: _PROBES = was
+
 # %% ../../nbs/translate/derived.ipynb #ada0356b
 _READ: dict = {}   # (path, size, mtime) -> ({class name: ClassDef}, import table): at most _READ_KEPT
 _READ_KEPT = 32
@@ -470,15 +512,14 @@ def read_classes(tree: ast.Module, package: str) -> tuple[dict, dict]:
 
 def module_reader(path):
     "`read(module)`: ({class: ClassDef}, import table) of a module of the tree the file at `path` lies in, or None."
-    try: start = Path(path).resolve().parent if Path(path).is_file() else None   # a file on disk, not "<string>"
-    except (OSError, RuntimeError, ValueError): return None
+    start = _start(path)
     if start is None: return None
     def read(module: str):
         rel = Path(*module.split("."))
         for folder in [start, *start.parents]:
             for f, pkg in ((folder / f"{rel}.py", module.rpartition(".")[0]), (folder / rel / "__init__.py", module)):
-                try: st = f.stat()
-                except (OSError, ValueError): continue
+                st = _stat(f)
+                if st is None: continue
                 key = (str(f), st.st_size, st.st_mtime_ns)
                 if key not in _READ:
                     try: tree = ast.parse(f.read_bytes())
@@ -743,11 +784,20 @@ def _file_findings(self: DerivedIndex, tree: ast.Module, read=None) -> list[Find
 # %% ../../nbs/translate/derived.ipynb #3c2228ec
 _INDEXES: dict = {}   # (vllm-ascend source, vllm source) -> DerivedIndex: one per target per process
 
+_SOURCES: dict = {}   # (cache folder, its mtime, vllm-ascend, vllm) -> `target_sources`' answer; at most 64
+
 def target_sources(rules) -> tuple[Path, Path] | None:
-    "The cached vllm-ascend and vllm releases of a rule set's target, or None where the cache lacks one."
-    ascend = cached_release(CACHE_DIR, "vllm-ascend", rules.vllm_ascend)
-    vllm = cached_release(CACHE_DIR, "vllm", rules.vllm) if rules.vllm else None
-    return (ascend, vllm) if ascend and vllm else None
+    ("The cached vllm-ascend and vllm releases of a rule set's target, or None where the cache lacks one; the cache "
+     "folder is listed again only once it changed (a file added, renamed or removed), not for every file.")
+    try: seen = os.stat(CACHE_DIR).st_mtime_ns
+    except (OSError, TypeError): seen = None
+    key = (str(CACHE_DIR), seen, rules.vllm_ascend, rules.vllm)
+    if key not in _SOURCES:
+        ascend = cached_release(CACHE_DIR, "vllm-ascend", rules.vllm_ascend)
+        vllm = cached_release(CACHE_DIR, "vllm", rules.vllm) if rules.vllm else None
+        if len(_SOURCES) >= 64: _SOURCES.clear()
+        _SOURCES[key] = (ascend, vllm) if ascend and vllm else None
+    return _SOURCES[key]
 
 def index_for(vllm: str | Path, ascend: str | Path, store=None) -> DerivedIndex:
     ("The derived index of a vllm and a vllm-ascend source (archive or folder), built once per process per pair; "
@@ -777,6 +827,11 @@ def index_before_fork(rules, texts) -> None:
     try: derived_index(rules)
     except (OSError, SourceError, MemoryError, RecursionError): pass
 
+def index_loaded(rules) -> bool:
+    "Whether this process holds the index of the rule set's target: read or built, not failed (the memory left)."
+    paths = target_sources(rules)
+    return paths is not None and (str(paths[0]), str(paths[1])) in _INDEXES
+
 # %% ../../nbs/translate/derived.ipynb #8ccfc88e
 _MIGHT = re.compile(rf"\bvllm\b|(?i:{'|'.join(sorted(_GPU))})|\\[0-7xNuU]|[^\x00-\x7f]")
 _MIGHT_BYTES = re.compile(_MIGHT.pattern.encode())
@@ -795,7 +850,10 @@ def derived_check(source: str | bytes, target, path=None, read=None) -> list[Fin
     ix = target if isinstance(target, DerivedIndex) else derived_index(target)
     if ix is None: return None   # an `index_source` that has none
     try: return ix.file_findings(ast.parse(source), read or (module_reader(path) if path else None))
-    except (SyntaxError, ValueError, RecursionError, MemoryError): return []
+    except (SyntaxError, ValueError): return []
+    except (RecursionError, MemoryError):   # the stack or the memory left: recorded, so no one keeps this answer
+        if _PROBES is not None: _PROBES.append(["fault", str(path), None])
+        return []
 
 
 # %% ../../nbs/translate/derived.ipynb #6ecfd536

@@ -21,9 +21,10 @@ import omni_npu_port
 from ..core.diagnostics import REGISTRY, Code, code_info, register
 from ..core.io import OutputError, stale_temps, umask, worker_pool, write_atomic
 from ..sources.readers import UnreadableFile, check_size
-from .derived import index_before_fork
+from .derived import index_before_fork, recorded_probes
 from .diagnostics import TranslateDiagnostic, docs_base, docs_url
 from .engine import Translation, might_apply, translate_source
+from .kept import KeptFiles
 from .rules import RuleSet, compile_rules
 
 # %% auto #0
@@ -276,10 +277,11 @@ def _pool_init(rules: RuleSet):
     _POOL_RULES = rules
 
 def _pool_translate(item):
-    "In a worker: what the parent needs back (the output only if it differs; the parent has the source)."
+    ("In a worker: what the parent needs back (the output only if it differs; the parent has the source), and the "
+     "tree lookups' probes (what the parent keeps with the result).")
     data, path, comments = item
-    t = translate_source(data, _POOL_RULES, path, comments=comments)
-    return (t.output if t.changed else None), t.diagnostics, t.error, t.parsed, t.encoding
+    with recorded_probes() as probes: t = translate_source(data, _POOL_RULES, path, comments=comments)
+    return (t.output if t.changed else None), t.diagnostics, t.error, t.parsed, t.encoding, probes
 
 def usable_cpus() -> int:
     "How many CPUs this process may run on (its affinity mask, where the system has one)."
@@ -313,31 +315,41 @@ def _pool_results(items: list, work: list, rules: RuleSet, jobs: int) -> tuple[d
 # %% ../../nbs/translate/run.ipynb #9c2fd8fb
 _POOL_MIN = 256 * 1024   # below this many bytes of candidate files a pool costs more than it saves
 
-def translate_many(items, rules: RuleSet, comments: bool = True, jobs: int = 1) -> list:
-    "Translations of [(data, path)] in order; `jobs` > 1 spreads the files a rule may act on over that many processes."
+def _fresh(data, rules: RuleSet, path: str, comments: bool = True) -> Translation:
+    return translate_source(data, rules, path, comments=comments)
+
+def translate_many(items, rules: RuleSet, comments: bool = True, jobs: int = 1, kept: KeptFiles | None = None) -> list:
+    ("Translations of [(data, path)] in order; `jobs` > 1 spreads the files a rule may act on over that many "
+     "processes; `kept`: each answered from it where kept there, else translated and kept (`translate.kept`).")
     items = [(d, p, comments) for d, p in items]
+    hits = {} if kept is None else {i: t for i, (d, p, c) in enumerate(items)
+                                    if (t := kept.get(d, rules, p, c)) is not None}
+    one = _fresh if kept is None else kept.fresh
     # the pre-filter runs here: only files that pass it are worth sending to a process, largest first
     work = [i for i, (d, _, _) in enumerate(items)
-            if not (isinstance(d, bytes) and b"\0" in d) and might_apply(rules, d)]
+            if i not in hits and not (isinstance(d, bytes) and b"\0" in d) and might_apply(rules, d)]
     if jobs <= 1 or len(work) < 2 or sum(len(items[i][0]) for i in work) < _POOL_MIN:
-        return [translate_source(d, rules, p, comments=c) for d, p, c in items]
+        return [hits[i] if i in hits else one(d, rules, p, c) for i, (d, p, c) in enumerate(items)]
     work.sort(key=lambda i: -len(items[i][0]))
     index_before_fork(rules, [items[i][0] for i in work])   # the processes share the target's index where needed
     done, lost = _pool_results(items, work, rules, jobs)
     out = []
     for i, (d, p, c) in enumerate(items):
+        if i in hits: out.append(hits.pop(i)); continue
         if i in lost: out.append(Translation(p, d, d, error=TranslateDiagnostic("ONP9006", lost[i]))); continue
-        if i not in done: out.append(translate_source(d, rules, p, comments=c)); continue
-        o, diags, err, parsed, enc = done.pop(i)
+        if i not in done: out.append(one(d, rules, p, c)); continue
+        o, diags, err, parsed, enc, probes = done.pop(i)
         t = Translation(p, d, d if o is None else o, diags, err, parsed); t.encoding = enc
+        if kept is not None: kept.put(d, rules, p, c, t, probes)
         out.append(t)
     return out
 
 # %% ../../nbs/translate/run.ipynb #2e4ab2a8
 def translate_paths(srcs, rules: RuleSet | None = None, outdir=None, in_place: bool = False, check: bool = False,
-                    force: bool = False, comments: bool = True, diff=None, jobs: int = 1) -> TranslateRun:
+                    force: bool = False, comments: bool = True, diff=None, jobs: int = 1,
+                    kept: KeptFiles | None = None) -> TranslateRun:
     ("Translate files and folders: out of tree into `outdir`, `in_place`, or `check` only; `diff` is a stream for a "
-     "unified diff.")
+     "unified diff; `kept`: translations kept between runs (`translate.kept`; the CLI's unless `--no-cache`).")
     rules = rules or compile_rules()
     mode = "check" if check else "in-place" if in_place else "out-of-tree" if outdir is not None else "diff"
     run = TranslateRun(rules, mode)
@@ -351,7 +363,7 @@ def translate_paths(srcs, rules: RuleSet | None = None, outdir=None, in_place: b
         if (
             jobs > 1 and problem is None and i not in read
         ):  # the pool's next batch: bounded in bytes, never the whole tree
-            read, done = _read_batch(listing, i, rules, comments and not check, jobs)
+            read, done = _read_batch(listing, i, rules, comments and not check, jobs, kept)
         rep = FileReport(str(path), None, "skipped", analysed_only=check, comments=comments)
         run.files.append(rep)
         if problem is not None:
@@ -359,7 +371,8 @@ def translate_paths(srcs, rules: RuleSet | None = None, outdir=None, in_place: b
             rep.diagnostics = [problem]; continue
         data = read.pop(i) if i in read else _read(path)
         if isinstance(data, TranslateDiagnostic): rep.diagnostics = [data]; continue
-        t = done.pop(i) if i in done else translate_source(data, rules, str(path), comments=comments and not check)
+        t = done.pop(i) if i in done else (_fresh if kept is None else kept.translate)(data, rules, str(path),
+                                                                                      comments and not check)
         rep.lines = t.lines
         if t.error is not None: rep.diagnostics = [t.error]; continue
         rep.diagnostics, rep.status = t.diagnostics, "checked" if check else "unchanged"
@@ -375,6 +388,7 @@ def translate_paths(srcs, rules: RuleSet | None = None, outdir=None, in_place: b
         if why:
             rep.status, rep.analysed_only = ("refused" if code == "ONP9005" else "failed"), True
             rep.diagnostics.append(TranslateDiagnostic(code, why))
+    if kept is not None: kept.finish()   # once a run: the quiet files kept, the folder bounded
     return run
 
 # %% ../../nbs/translate/run.ipynb #1d3d155f
@@ -383,7 +397,7 @@ POOL_BATCH_BYTES = (
 )  # -j: the files read ahead and translated together, at most this many bytes (or 64 per process)
 
 
-def _read_batch(listing: list, start: int, rules: RuleSet, comments: bool, jobs: int) -> tuple[dict, dict]:
+def _read_batch(listing: list, start: int, rules: RuleSet, comments: bool, jobs: int, kept=None) -> tuple[dict, dict]:
     ("({index: bytes or why not}, {index: Translation}) for the next files from `start`: read until `POOL_BATCH_BYTES` "
      "(at least one file) or 64 files per process, then translated in a pool.")
     read, size = {}, 0
@@ -394,7 +408,8 @@ def _read_batch(listing: list, start: int, rules: RuleSet, comments: bool, jobs:
         read[i] = _read(path)
         if not isinstance(read[i], TranslateDiagnostic): size += len(read[i])
     todo = [i for i, d in read.items() if not isinstance(d, TranslateDiagnostic)]
-    return read, dict(zip(todo, translate_many([(read[i], str(listing[i][0])) for i in todo], rules, comments, jobs)))
+    return read, dict(zip(todo, translate_many([(read[i], str(listing[i][0])) for i in todo], rules, comments, jobs,
+                                                    kept)))
 
 # %% ../../nbs/translate/run.ipynb #23cc0d13
 def _write_failure(e: OSError, target: str, in_place: bool) -> str:
