@@ -64,8 +64,8 @@ __all__ = ['RENAME_LIKENESS', 'omni_releases', 'previous_release', 'git_checkout
            'update_markdown', 'update_summary', 'write_update', 'one_definition', 'update_runners', 'written_on',
            'people_errors', 'keyword_drops', 'retake_calls', 'retake_judged', 'falsy_reads', 'judged_hunk',
            'repair_module', 'repair_judged', 'missing_helpers', 'helper_source', 'carry_methods', 'carry_helpers',
-           'runner_gpus', 'records', 'record_holders', 'record_key', 'record_units', 'take_records', 'update_release',
-           'self_tuples', 'flag_self_tuples', 'update_inputs']
+           'runner_gpus', 'records', 'record_holders', 'record_key', 'record_units', 'align_records', 'sibling_records',
+           'align_runners', 'take_records', 'update_release', 'self_tuples', 'flag_self_tuples', 'update_inputs']
 
 # %% ../../nbs/port/update_release.ipynb #41af0190
 # a second import block (`__all__` comes between), so that neither import cell passes 60 lines
@@ -1322,6 +1322,7 @@ def update_runners(new_port: ReleasePort, base_port: ReleasePort, prev_origin: s
         runners.append(RunnerPort(r.gpu, r.module, r.cls, r.hand, code, kept + diags + not_ready, [], r.inherited,
                                   r.seconds, r.parent, not_ready, r.unreachable))
         ups += mus
+    align_runners(runners, new_port, ix)   # ONP4562: lines stay
     return runners, ups
 
 _READY_CODES = ("ONP4420", "ONP4421", "ONP4422", "ONP4423")
@@ -1977,6 +1978,103 @@ def _positional(seg: list[str], people: list, recs: dict) -> list[str]:
         edits.append((a, b, f"{ast.unparse(n.func)}(\n{args}{ind})"))
     for a, b, put in sorted(edits, reverse=True): text = text[:a] + put + text[b:]
     return text.split("\n")
+
+# %% ../../nbs/port/update_release.ipynb #4562a002
+register(Code("ONP4562", "update-record-aligned", "update: a record the updated module defines (a NamedTuple or "
+              "dataclass) is built by position, or unpacked, with items named as its fields in their order but fields "
+              "left out between or after them (the people's record had fewer): the build passes the items from the "
+              "first one left out by keyword, the unpack gets a name for each field left out (the new port's "
+              "unpack's, else `_`), so that no item lands in another field", "warning",
+              "check the fields the people's code leaves out: their defaults are what the record holds", _NB, "port"))
+
+def _field_slots(items: list, fields: list[str], alias: list[str], whole: bool = False) -> list[int] | None:
+    ("Each item's field index: by position up to the first named as a later field (by its name or the new port's "
+     "unpack's name for it), from there each by its name, increasing; None where a name gives none, or none is out "
+     "of place (`whole`: then by position).")
+    of = lambda n: next((j for j, f in enumerate(fields) if n in (f, alias[j] if j < len(alias) else f)), None)
+    k = next((i for i, n in enumerate(items) if n is not None and of(n) not in (None, i)), None)
+    if k is None: return list(range(len(items))) if whole else None
+    at = list(range(k)) + [of(n) if n is not None else None for n in items[k:]]
+    return at if None not in at and all(x < y for x, y in zip(at, at[1:])) else None
+
+def _record_edits(tree: ast.Module, recs: dict, holders: dict, unpacks: dict) -> list[tuple]:
+    "Inline edits (line, col, text put there, what) that align each build by position and each short unpack."
+    out = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Call) and ast.unparse(n.func) in recs and n.args:   # a build by position
+            c = recs[ast.unparse(n.func)]
+            fields, have = _fields(c), {s.target.id for s in c.body if isinstance(s, ast.AnnAssign) and s.value}
+            if any(isinstance(a, ast.Starred) for a in n.args): continue
+            at = _field_slots([a.id if isinstance(a, ast.Name) else None for a in n.args], fields, [])
+            if at is None or {k.arg for k in n.keywords} & {fields[j] for j in at}: continue
+            if not {f for j, f in enumerate(fields[:at[-1]]) if j not in at} <= have: continue   # needs a default
+            first = next(i for i, j in enumerate(at) if i != j)
+            out += [(a.lineno, a.col_offset, f"{fields[j]}=", f"{ast.unparse(n.func)}: {fields[j]}")
+                    for a, j in zip(n.args[first:], at[first:])]
+        if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Tuple) and (
+                rec := holders.get(ast.unparse(n.value))):   # an unpack of what holds a record
+            elts, fields = n.targets[0].elts, _fields(recs[rec])
+            if any(isinstance(e, ast.Starred) for e in elts) or len(elts) >= len(fields): continue
+            alias = unpacks.get(ast.unparse(n.value), [])
+            at = _field_slots([e.id if isinstance(e, ast.Name) else None for e in elts], fields, alias, True)
+            if at is None: continue
+            taken = {e.id for e in elts if isinstance(e, ast.Name)}
+            name = lambda j: alias[j] if j < len(alias) and alias[j] not in taken else "_"
+            for j in (j for j in range(len(fields)) if j not in at):
+                nxt = next((e for e, k in zip(elts, at) if k > j), None)
+                put = (nxt.lineno, nxt.col_offset, f"{name(j)}, ") if nxt else (
+                    elts[-1].end_lineno, elts[-1].end_col_offset, f", {name(j)}")
+                out.append((*put, f"{ast.unparse(n.value)}: {fields[j]}"))
+    return out
+
+# %% ../../nbs/port/update_release.ipynb #4562a003
+def align_records(code: str, new_code: str, imported: dict | None = None) -> tuple[str, list[Diagnostic]]:
+    ("The module with each build by position and each short unpack of a record it defines (or `imported`: by the "
+     "name it binds, from another updated module) aligned to the record's fields by name (`_record_edits`; the new "
+     "port's full unpacks give the names), ONP4562 each; lines stay where they are.")
+    recs = {**(imported or {}), **records(code)}
+    try: tree, ntree = ast.parse(code), ast.parse(new_code)
+    except SyntaxError: return code, []
+    if not recs: return code, []
+    holders = {ast.unparse(s.targets[0]): ast.unparse(s.value.func) for t in (tree, ntree) for s in ast.walk(t)
+               if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.value, ast.Call)
+               and ast.unparse(s.value.func) in recs and ast.unparse(s.targets[0]).startswith("self.")}
+    unpacks = {ast.unparse(s.value): [e.id for e in s.targets[0].elts] for s in ast.walk(ntree)
+               if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Tuple)
+               and ast.unparse(s.value) in holders and all(isinstance(e, ast.Name) for e in s.targets[0].elts)
+               and len(s.targets[0].elts) == len(_fields(recs[holders[ast.unparse(s.value)]]))}
+    edits = _record_edits(tree, recs, holders, unpacks)
+    if not edits: return code, []
+    lines = python_lines(code)
+    puts: dict = {}
+    for ln, col, put, _w in edits: puts[(ln, col)] = puts.get((ln, col), "") + put   # in the fields' order
+    for (ln, col), put in sorted(puts.items(), reverse=True):
+        at = len(lines[ln - 1].encode()[:col].decode(errors="ignore"))
+        lines[ln - 1] = lines[ln - 1][:at] + put + lines[ln - 1][at:]
+    if not _compiles(lines): return code, []
+    out = "\n".join(lines).rstrip("\n") + "\n"
+    return out, [port_diagnostic("ONP4562", f"{code_info('ONP4562').title}: {w}", ln) for ln, _c, _p, w in sorted(edits)]
+
+def sibling_records(code: str, runners: list) -> dict[str, ast.ClassDef]:
+    ("The records `code` imports from another updated runner's module (its module, or its hand runner's), by the "
+     "name the import binds.")
+    where = {m: r.code for r in runners for m in {r.module, (r.hand or "").rpartition(".")[0]} - {""}}
+    try: tree = ast.parse(code)
+    except SyntaxError: return {}
+    out = {}
+    for n in (n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module in where):
+        recs = records(where[n.module])
+        out.update({a.asname or a.name: recs[a.name] for a in n.names if a.name in recs})
+    return out
+
+def align_runners(runners: list, new_port: ReleasePort, ix) -> None:
+    "Each updated runner's records aligned (`align_records`, ONP4562), its ready rules rerun where it changed."
+    for r, fresh in zip(runners, new_port.runners):
+        if r.code == fresh.code: continue
+        code, said = align_records(r.code, fresh.code, sibling_records(r.code, runners))
+        if not said: continue
+        r.code, r.not_ready = code, ready_findings(code, ix, r.cls)
+        r.diagnostics = [d for d in r.diagnostics if d.code not in _READY_CODES] + said + r.not_ready
 
 # %% ../../nbs/port/update_release.ipynb #db67bdee
 def _errors(r) -> int:
