@@ -61,3 +61,14 @@ def test_a_record_imported_from_another_updated_module_is_aligned_by_its_definit
     got, said = align_records(gen, THEIRS, sibling_records(gen, [ar]))
     assert "mm=mm" in got and "staged_cpu, mm" in got and len(said) == 3
     assert sibling_records(gen, [NS(module="pkg.other", hand=None, code=ar.code)]) == {}   # another module's
+
+
+def test_align_runners_rewrites_each_updated_runner_and_says_so():
+    from types import SimpleNamespace as NS
+    from omni_npu_port.port.update_release import align_runners
+    from omni_npu_port.sources.symbols import SymbolIndex
+    mine = NS(module="pkg.r", hand=None, cls="R", code=REC + BUILD + UNPACK, diagnostics=[], not_ready=[])
+    same = NS(module="pkg.g", hand=None, cls="R", code=THEIRS, diagnostics=[], not_ready=[])
+    align_runners([mine, same], NS(runners=[NS(code=THEIRS), NS(code=THEIRS)]), SymbolIndex())
+    assert "mm=mm" in mine.code and [d.code for d in mine.diagnostics].count("ONP4562") == 3
+    assert same.code == THEIRS and same.diagnostics == []   # the new port's own module: left
