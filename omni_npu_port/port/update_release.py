@@ -59,12 +59,13 @@ __all__ = ['RENAME_LIKENESS', 'omni_releases', 'previous_release', 'git_checkout
            'defined_names', 'stale_reads', 'drop_stale', 'take_binding_sides', 'take_parameters', 'merge_method',
            'decide_method', 'Unit', 'cut_units', 'module_units', 'imported_names', 'merge_units', 'place_methods',
            'future_first', 'Inherited', 'derives_from', 'RunnerSides', 'assemble', 'import_units', 'keep_imports',
-           'module_unbound', 'unbound_in', 'import_resolves', 'retarget_imports', 'placed_imports', 'update_runner',
-           'ReleaseUpdate', 'update_markdown', 'update_summary', 'write_update', 'one_definition', 'update_runners',
-           'written_on', 'people_errors', 'keyword_drops', 'retake_calls', 'retake_judged', 'falsy_reads',
-           'judged_hunk', 'repair_module', 'repair_judged', 'missing_helpers', 'helper_source', 'carry_methods',
-           'carry_helpers', 'runner_gpus', 'records', 'record_holders', 'record_key', 'record_units', 'take_records',
-           'update_release', 'self_tuples', 'flag_self_tuples', 'update_inputs']
+           'module_unbound', 'unbound_in', 'import_resolves', 'retarget_imports', 'placed_imports', 'gone_withs',
+           'with_decision', 'retake_withs', 'gone_names', 'retake_method_withs', 'update_runner', 'ReleaseUpdate',
+           'update_markdown', 'update_summary', 'write_update', 'one_definition', 'update_runners', 'written_on',
+           'people_errors', 'keyword_drops', 'retake_calls', 'retake_judged', 'falsy_reads', 'judged_hunk',
+           'repair_module', 'repair_judged', 'missing_helpers', 'helper_source', 'carry_methods', 'carry_helpers',
+           'runner_gpus', 'records', 'record_holders', 'record_key', 'record_units', 'align_records', 'sibling_records',
+           'align_runners', 'take_records', 'update_release', 'self_tuples', 'flag_self_tuples', 'update_inputs']
 
 # %% ../../nbs/port/update_release.ipynb #41af0190
 # a second import block (`__all__` comes between), so that neither import cell passes 60 lines
@@ -1002,6 +1003,123 @@ def placed_imports(code: str, said: list[Diagnostic]) -> None:
 
 _IMPORT_LEFT = ("ONP4520", "ONP4522")
 
+# %% ../../nbs/port/update_release.ipynb #4560a002
+register(Code("ONP4560", "update-with-retaken", "update: a `with` the people's port carried whose context manager "
+              "reads a name NEW's sources no longer define, where the new port's method runs the same statements "
+              "under another `with`: that `with` line is taken in its place, the people's body kept", "warning",
+              "check the new port's context manager does for NEW what the people's did", _NB, "port"),
+         Code("ONP4561", "update-with-unwrapped", "update: a `with` the people's port carried whose context manager "
+              "reads a name NEW's sources no longer define, where the new port's method runs the same statements "
+              "under no `with`: the `with` line is taken out, its body kept one level up", "warning",
+              "check nothing the context manager did (a timer, a device or stream context) is needed on NEW", _NB,
+              "port"))
+
+_WITH = (ast.With, ast.AsyncWith)
+
+def _withs_over(fn: ast.AST) -> dict[str, tuple]:
+    "Each statement of a function (by its syntax) -> the `with` statements around it, outermost first (the first seen)."
+    out: dict = {}
+    def walk(n: ast.AST, chain: tuple) -> None:
+        for c in ast.iter_child_nodes(n):
+            if isinstance(c, ast.stmt): out.setdefault(ast.dump(c), chain)
+            walk(c, chain + (c,) if isinstance(c, _WITH) else chain)
+    walk(fn, ())
+    return out
+
+def _header(lines: list[str], w) -> tuple[int, int]:
+    "A `with` statement's header as (first, end): 0-based lines, up to its first body statement (comments left)."
+    end, last = w.body[0].lineno - 1, max(i.context_expr.end_lineno or w.lineno for i in w.items)
+    while end > last and (not lines[end - 1].strip() or lines[end - 1].lstrip().startswith("#")): end -= 1
+    return w.lineno - 1, end
+
+def _items(w) -> str: return ast.dump(ast.Tuple([i.context_expr for i in w.items], ast.Load()))
+
+def gone_withs(fn: ast.AST, gone: set) -> list:
+    "The `with` statements of a function whose context managers read a name of `gone`, the last first."
+    reads = lambda w: {n.id for i in w.items for n in ast.walk(i.context_expr) if isinstance(n, ast.Name)}
+    return sorted((w for w in ast.walk(fn) if isinstance(w, _WITH) and reads(w) & gone), key=lambda w: -w.lineno)
+
+# %% ../../nbs/port/update_release.ipynb #4560a003
+def _new_chain(w, s: ast.stmt, own: dict, theirs: dict):
+    "The `with` the new port runs statement `s` (of `w`'s body) under in `w`'s place: None (none), False (not found)."
+    chain = theirs.get(ast.dump(s))
+    if chain is None: return False
+    mine = {_items(x) for x in own.get(ast.dump(s), ())} - {_items(w)}   # the people's other withs around it
+    left = [x for x in chain if _items(x) not in mine]
+    return False if len(left) > 1 else left[0] if left else None
+
+def with_decision(w, own: dict, theirs: dict):
+    ("How the new port runs `with` statement `w`'s body: its `with` around the same statements (a node), None (under "
+     "none), False (it has too few of them, or they sit under different ones): half the body's statements found, "
+     "and more than half of those under the one answer.")
+    body = [s for b in w.body for s in ast.walk(b) if isinstance(s, ast.stmt)]
+    got = [c for s in body if (c := _new_chain(w, s, own, theirs)) is not False]
+    if not body or 2 * len(got) < len(body): return False
+    votes: dict = {}
+    for c in got: votes.setdefault(None if c is None else _items(c), []).append(c)
+    best = max(votes.values(), key=len)
+    return best[0] if 2 * len(best) > len(got) else False
+
+def retake_withs(text: str, new: str | None, gone: set) -> tuple[str, list[tuple]]:
+    ("A method's text with each `with` whose context manager reads a name of `gone` given the new port's (`new`) "
+     "`with` line where it runs the same statements under another (ONP4560), or taken out where under none (ONP4561); "
+     "the edits as (code, first, header's end, end, lines put there, the manager): 0-based lines, the last first.")
+    try: tree, ntree = ast.parse(text), ast.parse(new or "")
+    except SyntaxError: return text, []
+    ws = gone_withs(tree, gone) if new and gone else []
+    if not ws: return text, []
+    lines, nlines, own, theirs = text.split("\n"), (new or "").split("\n"), _withs_over(tree), _withs_over(ntree)
+    edits, free = [], len(lines)
+    for w in ws:   # the last first; one inside another's edited lines is left
+        got = with_decision(w, own, theirs)
+        (a, b), ind = _header(lines, w), " " * w.col_offset
+        if got is False or (got is None and (len(w.items) > 1 or w.items[0].optional_vars is not None)): continue
+        if got is not None and [ast.dump(i.optional_vars) for i in w.items if i.optional_vars] != [
+                ast.dump(i.optional_vars) for i in got.items if i.optional_vars]: continue   # binds otherwise
+        if got is None:
+            cut, seg = w.body[0].col_offset - w.col_offset, lines[b:w.end_lineno]
+            put, end = [l[cut:] if l[:cut].strip() == "" else l for l in seg], w.end_lineno
+        else:
+            x, y = _header(nlines, got)
+            put, end = [ind + l[got.col_offset:] if l[:got.col_offset].strip() == "" else l for l in nlines[x:y]], b
+        if end > free: continue
+        out = lines[:a] + put + lines[end:]
+        if not _compiles(out): continue
+        manager = " ".join(code_tokens(" ".join(lines[a:b]).strip()))
+        edits.append(("ONP4560" if got is not None else "ONP4561", a, b, end, len(put), manager))
+        lines, free = out, a
+    return "\n".join(lines), edits
+
+def _edited_line(line: int | None, edits: list[tuple]) -> int | None:
+    "A 1-based line of a text after `edits` (as `retake_withs` gives them, applied in their order)."
+    for _, a, h, b, n, _m in edits:
+        if line is None or line <= a: continue
+        line = a + 1 if line <= h else line - (h - a) if line <= b else line + n - (b - a)
+    return line
+
+# %% ../../nbs/port/update_release.ipynb #4560a004
+def gone_names(top: list[Unit], theirs: list[Unit], ix) -> set[str]:
+    ("Names imports of the module or its sides (`top`) bind that NEW's sources (`ix`) no longer define there and no "
+     "import of `theirs` binds.")
+    if ix is None: return set()
+    have = {n for u in theirs for n in (imported_names(u) or ())}
+    return {n for u in top if imported_names(u) is not None
+            for n, ok in import_resolves(u, ix).items() if not ok and n not in have}
+
+def retake_method_withs(texts: dict, rows: dict, ms, sides: RunnerSides, gone: set, runner: str) -> None:
+    ("Each method's `with` over a name of `gone` retaken from the new port's same method (`retake_withs`; NEW's omni "
+     "GPU runner's where the new port inherits it), in `texts` (pair -> (lines, diagnostics)), lines moved.")
+    for k, (lines, ds) in list(texts.items()):
+        if lines is None or not gone: continue
+        n = rows[k][1] or rows[k][2] or rows[k][0]
+        new = ms[1].get(n) or (sides.gpu[1].text(n) if sides.gpu[1] is not None and n in sides.gpu[1].names() else None)
+        text, edits = retake_withs("\n".join(lines), new, gone)
+        if not edits: continue
+        for d in ds: d.line = _edited_line(d.line, edits)
+        said = [port_diagnostic(c, f"{code_info(c).title}: {runner}.{n}: `{m}`", _edited_line(a + 1, edits[i + 1:]),
+                                where=n) for i, (c, a, _h, _b, _n, m) in enumerate(edits)]
+        texts[k] = (text.split("\n"), ds + said)
+
 # %% ../../nbs/port/update_release.ipynb #3fa3a010
 def update_runner(runner: str, sides: RunnerSides, prefer: str = "comment", ascend=lambda name, was: (set(), set()),
                   names=None) -> tuple[str | None, list[Diagnostic], list[MethodUpdate]]:
@@ -1025,11 +1143,12 @@ def update_runner(runner: str, sides: RunnerSides, prefer: str = "comment", asce
     body = place_methods(body, [k for k, (t, _) in texts.items() if t is not None], [bb, ab])
     head = ah if _same("\n".join(zh), "\n".join(bh)) else bh    # the class line: the people's, where they changed it
     ind = " " * next((len(l) - len(l.lstrip()) for u in ab for l in u.lines[u.lead:] if l.strip()), 4)
+    gpu_new = import_units(sides.gpu[1].cls.module_text) if sides.gpu[1] is not None else []   # NEW's GPU module
+    theirs = at + [u for u in gpu_new if u.key not in {v.key for v in at}]   # the new port's first
+    retake_method_withs(texts, rows, ms, sides, gone_names(top + bt + zt, theirs, names), runner)   # ONP4560/4561
     out, _ = assemble(top, head, body, texts, ind)
     gpu_imports = [import_units(g.cls.module_text) for g in sides.gpu[::-1] if g is not None]   # inherited texts' own
     top, kept = keep_imports("\n".join(out), runner, top, [bt, at, zt, *gpu_imports])
-    gpu_new = import_units(sides.gpu[1].cls.module_text) if sides.gpu[1] is not None else []   # NEW's GPU module
-    theirs = at + [u for u in gpu_new if u.key not in {v.key for v in at}]   # the new port's first
     top, moved = retarget_imports("\n".join(assemble(top, head, body, texts, ind)[0]), top, theirs, names)
     out, at_line = assemble(top, head, body, texts, ind)
     for k, (_, ds) in texts.items():
@@ -1203,6 +1322,7 @@ def update_runners(new_port: ReleasePort, base_port: ReleasePort, prev_origin: s
         runners.append(RunnerPort(r.gpu, r.module, r.cls, r.hand, code, kept + diags + not_ready, [], r.inherited,
                                   r.seconds, r.parent, not_ready, r.unreachable))
         ups += mus
+    align_runners(runners, new_port, ix)   # ONP4562: lines stay
     return runners, ups
 
 _READY_CODES = ("ONP4420", "ONP4421", "ONP4422", "ONP4423")
@@ -1858,6 +1978,103 @@ def _positional(seg: list[str], people: list, recs: dict) -> list[str]:
         edits.append((a, b, f"{ast.unparse(n.func)}(\n{args}{ind})"))
     for a, b, put in sorted(edits, reverse=True): text = text[:a] + put + text[b:]
     return text.split("\n")
+
+# %% ../../nbs/port/update_release.ipynb #4562a002
+register(Code("ONP4562", "update-record-aligned", "update: a record the updated module defines (a NamedTuple or "
+              "dataclass) is built by position, or unpacked, with items named as its fields in their order but fields "
+              "left out between or after them (the people's record had fewer): the build passes the items from the "
+              "first one left out by keyword, the unpack gets a name for each field left out (the new port's "
+              "unpack's, else `_`), so that no item lands in another field", "warning",
+              "check the fields the people's code leaves out: their defaults are what the record holds", _NB, "port"))
+
+def _field_slots(items: list, fields: list[str], alias: list[str], whole: bool = False) -> list[int] | None:
+    ("Each item's field index: by position up to the first named as a later field (by its name or the new port's "
+     "unpack's name for it), from there each by its name, increasing; None where a name gives none, or none is out "
+     "of place (`whole`: then by position).")
+    of = lambda n: next((j for j, f in enumerate(fields) if n in (f, alias[j] if j < len(alias) else f)), None)
+    k = next((i for i, n in enumerate(items) if n is not None and of(n) not in (None, i)), None)
+    if k is None: return list(range(len(items))) if whole else None
+    at = list(range(k)) + [of(n) if n is not None else None for n in items[k:]]
+    return at if None not in at and all(x < y for x, y in zip(at, at[1:])) else None
+
+def _record_edits(tree: ast.Module, recs: dict, holders: dict, unpacks: dict) -> list[tuple]:
+    "Inline edits (line, col, text put there, what) that align each build by position and each short unpack."
+    out = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Call) and ast.unparse(n.func) in recs and n.args:   # a build by position
+            c = recs[ast.unparse(n.func)]
+            fields, have = _fields(c), {s.target.id for s in c.body if isinstance(s, ast.AnnAssign) and s.value}
+            if any(isinstance(a, ast.Starred) for a in n.args): continue
+            at = _field_slots([a.id if isinstance(a, ast.Name) else None for a in n.args], fields, [])
+            if at is None or {k.arg for k in n.keywords} & {fields[j] for j in at}: continue
+            if not {f for j, f in enumerate(fields[:at[-1]]) if j not in at} <= have: continue   # needs a default
+            first = next(i for i, j in enumerate(at) if i != j)
+            out += [(a.lineno, a.col_offset, f"{fields[j]}=", f"{ast.unparse(n.func)}: {fields[j]}")
+                    for a, j in zip(n.args[first:], at[first:])]
+        if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Tuple) and (
+                rec := holders.get(ast.unparse(n.value))):   # an unpack of what holds a record
+            elts, fields = n.targets[0].elts, _fields(recs[rec])
+            if any(isinstance(e, ast.Starred) for e in elts) or len(elts) >= len(fields): continue
+            alias = unpacks.get(ast.unparse(n.value), [])
+            at = _field_slots([e.id if isinstance(e, ast.Name) else None for e in elts], fields, alias, True)
+            if at is None: continue
+            taken = {e.id for e in elts if isinstance(e, ast.Name)}
+            name = lambda j: alias[j] if j < len(alias) and alias[j] not in taken else "_"
+            for j in (j for j in range(len(fields)) if j not in at):
+                nxt = next((e for e, k in zip(elts, at) if k > j), None)
+                put = (nxt.lineno, nxt.col_offset, f"{name(j)}, ") if nxt else (
+                    elts[-1].end_lineno, elts[-1].end_col_offset, f", {name(j)}")
+                out.append((*put, f"{ast.unparse(n.value)}: {fields[j]}"))
+    return out
+
+# %% ../../nbs/port/update_release.ipynb #4562a003
+def align_records(code: str, new_code: str, imported: dict | None = None) -> tuple[str, list[Diagnostic]]:
+    ("The module with each build by position and each short unpack of a record it defines (or `imported`: by the "
+     "name it binds, from another updated module) aligned to the record's fields by name (`_record_edits`; the new "
+     "port's full unpacks give the names), ONP4562 each; lines stay where they are.")
+    recs = {**(imported or {}), **records(code)}
+    try: tree, ntree = ast.parse(code), ast.parse(new_code)
+    except SyntaxError: return code, []
+    if not recs: return code, []
+    holders = {ast.unparse(s.targets[0]): ast.unparse(s.value.func) for t in (tree, ntree) for s in ast.walk(t)
+               if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.value, ast.Call)
+               and ast.unparse(s.value.func) in recs and ast.unparse(s.targets[0]).startswith("self.")}
+    unpacks = {ast.unparse(s.value): [e.id for e in s.targets[0].elts] for s in ast.walk(ntree)
+               if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Tuple)
+               and ast.unparse(s.value) in holders and all(isinstance(e, ast.Name) for e in s.targets[0].elts)
+               and len(s.targets[0].elts) == len(_fields(recs[holders[ast.unparse(s.value)]]))}
+    edits = _record_edits(tree, recs, holders, unpacks)
+    if not edits: return code, []
+    lines = python_lines(code)
+    puts: dict = {}
+    for ln, col, put, _w in edits: puts[(ln, col)] = puts.get((ln, col), "") + put   # in the fields' order
+    for (ln, col), put in sorted(puts.items(), reverse=True):
+        at = len(lines[ln - 1].encode()[:col].decode(errors="ignore"))
+        lines[ln - 1] = lines[ln - 1][:at] + put + lines[ln - 1][at:]
+    if not _compiles(lines): return code, []
+    out = "\n".join(lines).rstrip("\n") + "\n"
+    return out, [port_diagnostic("ONP4562", f"{code_info('ONP4562').title}: {w}", ln) for ln, _c, _p, w in sorted(edits)]
+
+def sibling_records(code: str, runners: list) -> dict[str, ast.ClassDef]:
+    ("The records `code` imports from another updated runner's module (its module, or its hand runner's), by the "
+     "name the import binds.")
+    where = {m: r.code for r in runners for m in {r.module, (r.hand or "").rpartition(".")[0]} - {""}}
+    try: tree = ast.parse(code)
+    except SyntaxError: return {}
+    out = {}
+    for n in (n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module in where):
+        recs = records(where[n.module])
+        out.update({a.asname or a.name: recs[a.name] for a in n.names if a.name in recs})
+    return out
+
+def align_runners(runners: list, new_port: ReleasePort, ix) -> None:
+    "Each updated runner's records aligned (`align_records`, ONP4562), its ready rules rerun where it changed."
+    for r, fresh in zip(runners, new_port.runners):
+        if r.code == fresh.code: continue
+        code, said = align_records(r.code, fresh.code, sibling_records(r.code, runners))
+        if not said: continue
+        r.code, r.not_ready = code, ready_findings(code, ix, r.cls)
+        r.diagnostics = [d for d in r.diagnostics if d.code not in _READY_CODES] + said + r.not_ready
 
 # %% ../../nbs/port/update_release.ipynb #db67bdee
 def _errors(r) -> int:
