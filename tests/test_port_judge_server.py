@@ -3,6 +3,7 @@ written to, it gives the findings the one command-line run gives, and steps asid
 Fixtures written here, reusing test_port_judge's tiny vllm / vllm_ascend / vllm_omni tree."""
 import os
 import time
+from pathlib import Path
 from textwrap import dedent
 
 import pytest
@@ -139,3 +140,61 @@ def test_the_inputs_are_checked_while_the_port_runs_only_where_a_core_is_spare(t
     _, alone = _served(tmp_path / "c", monkeypatch, cores=2, workers=1, kept=True)
     assert busy == [[]] and [len(x) for x in spare + alone] == [2, 2]
     assert J.spare_core(1) and not J.spare_core(3)   # two cores (the double's affinity of the last call)
+
+
+# --- one language server per process for `run_checker`'s runs (issue 34: the suite's ~40 runs each started node) -----
+def _project_of(tmp_path, name: str, body: str):
+    d = (tmp_path / name).resolve()
+    d.mkdir()
+    (d / "m.py").write_text(body)
+    return d
+
+
+def _seen(found: list) -> list:
+    return [(Path(e["file"]).parent.name, e["rule"], e["range"]["start"]["line"], e["message"]) for e in found]
+
+
+@pytest.mark.slow
+def test_runs_on_the_shared_server_give_the_command_lines_findings_and_keep_the_process_forkable(tmp_path):
+    ("Three project folders, each its own configuration (the second's extraPaths has `lib`): the same findings as "
+     "the command line, on one server process; no thread left (a port can still fork its workers).")
+    from omni_npu_port.core.io import can_fork
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "helper.py").write_text("def thing(): ...\n")
+    bodies = ["x = undefined_name\n", "from helper import thing, gone\nthing(1)\n",
+              "def f(a):\n    if a:\n        y = 1\n    return y\n"]
+    roots = [_project_of(tmp_path, f"p{i}", b) for i, b in enumerate(bodies)]
+    extra = lambda i: [str(tmp_path / "lib")] if i == 1 else []
+    want = [_seen(J.run_checker(r, [r / "m.py"], extra(i), shared=False)) for i, r in enumerate(roots)]
+    assert all(want) and any(e[1] == "reportCallIssue" for e in want[1])   # `lib` on the path: thing() takes no args
+    exe = J.find_checker()
+    J._stop_shared()
+    got = [_seen(J.run_checker(r, [r / "m.py"], extra(i))) for i, r in enumerate(roots)]
+    assert got == want and list(J._SHARED) == [exe] and can_fork()
+    pid = J._SHARED[exe].proc.pid
+    J._SHARED[exe].close()   # gone between runs: the next run starts another, same findings
+    assert _seen(J.run_checker(roots[0], [roots[0] / "m.py"], [])) == want[0] and J._SHARED[exe].proc.pid != pid
+
+
+def test_the_shared_server_serves_only_files_of_its_project_folder_where_the_server_may_run(tmp_path, monkeypatch):
+    "An input outside the project folder, OMNI_NPU_PORT_JUDGE_SERVER=0 or a capped address space: the command line."
+    root = _project_of(tmp_path, "p", "x = 1\n")
+    monkeypatch.delenv("OMNI_NPU_PORT_JUDGE_SERVER", raising=False)
+    assert J.can_serve(root, [root / "m.py", "m.py"])
+    assert not J.can_serve(root, [root / "m.py", tmp_path / "input.py"]) and not J.can_serve(root, ["../x.py"])
+    monkeypatch.setattr(J, "address_space_capped", lambda: True)
+    assert not J.can_serve(root, [root / "m.py"])
+    monkeypatch.setattr(J, "address_space_capped", lambda: False)
+    monkeypatch.setenv("OMNI_NPU_PORT_JUDGE_SERVER", "0")
+    assert not J.can_serve(root, [root / "m.py"])
+
+
+def test_a_shared_server_past_its_time_is_the_command_lines_timeout_and_is_stopped(tmp_path):
+    "A run that cannot finish in its time says so as the command line does; no server is left running."
+    root = _project_of(tmp_path, "p", "x = 1\n")
+    exe = J.find_checker()
+    if exe is None: pytest.skip("basedpyright is not installed")
+    J._stop_shared()
+    with pytest.raises(J.JudgeUnavailable, match=r"did not finish in 0 s"):
+        J.run_checker(root, [root / "m.py"], [], timeout=0.001)
+    assert exe not in J._SHARED

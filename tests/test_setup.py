@@ -30,6 +30,7 @@ def _browser_test(env_ci: str | None) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "CI"} | {"OMNI_NPU_PORT_CHROMIUM": "/nonexistent/chromium"}
     if env_ci is not None: env["CI"] = env_ci
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs",
+                           "-p", "no:hypothesispytest", "-p", "no:anyio",   # unused there (conftest's plugins_unused)
                            "tests/test_docs_site.py::test_sidebar_links_every_page_in_order"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
 
@@ -127,3 +128,22 @@ def test_pytest_n_2_hands_out_the_heaviest_files_first():
     sched.workqueue = OrderedDict([(light, {f"{light}::a": False}), ("tests/test_sync.py", sync)])
     sched._assign_work_unit(node)
     assert sent == [[1, 2]] and list(sched.workqueue) == [light]
+
+
+def test_a_child_pytest_of_one_test_leaves_out_only_the_plugins_that_test_does_not_use(request):
+    ("conftest's `plugins_unused`: hypothesis's plugin stays for a `@given` test (the attribute it leaves is read), "
+     "anyio's for a test marked `anyio`; a plain test (this one) runs its child without either.")
+    from types import SimpleNamespace
+    from conftest import plugins_unused
+    hypothesis = pytest.importorskip("hypothesis")
+    off = ["-p", "no:hypothesispytest", "-p", "no:anyio"]
+    assert plugins_unused(request.node) == off
+    given = hypothesis.given(hypothesis.strategies.integers())(lambda n: None)
+    item = lambda fn, mark=None: SimpleNamespace(function=fn,
+                                                 get_closest_marker=lambda name: mark if name == "anyio" else None)
+    assert plugins_unused(item(given)) == ["-p", "no:anyio"]
+    assert plugins_unused(item(lambda: None, pytest.mark.anyio.mark)) == ["-p", "no:hypothesispytest"]
+    assert plugins_unused(item(given, pytest.mark.anyio.mark)) == []
+    from importlib.metadata import entry_points   # `-p no:NAME` blocks the plugin of that entry-point name
+    installed = {e.name for e in entry_points(group="pytest11")}
+    assert {n.removeprefix("no:") for n in off[1::2]} <= installed, installed

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import ast
+import atexit
 import hashlib
 import inspect
 import io
@@ -13,6 +14,7 @@ import json
 import os
 import queue
 import re
+import select
 import shutil
 import signal
 import stat
@@ -42,9 +44,9 @@ __all__ = ['CHECKER_PIN', 'CHECKER_TIMEOUT', 'NAME_RULES', 'JUDGED_RULES', 'JUDG
            'checker_errors', 'Exclusion', 'exclusion', 'excluded_by', 'call_at', 'called_method', 'signature_of',
            'binds', 'JudgeContext', 'module_attrs', 'input_key', 'cached_input', 'keep_input', 'ports_key',
            'expect_key', 'content_named', 'kept_ports', 'expected_kept', 'prune_kept', 'keep_ports', 'warm_imports',
-           'WarmJudge', 'check_warm', 'judge_early', 'Judgement', 'JudgeRun', 'judge_modules', 'input_errors',
-           'judge_ports', 'address_space_capped', 'spare_core', 'start_judge', 'judge_release', 'release_judge_lines',
-           'judge_class_port', 'judge_hand']
+           'WarmJudge', 'check_warm', 'address_space_capped', 'served', 'can_serve', 'judge_early', 'Judgement',
+           'JudgeRun', 'judge_modules', 'input_errors', 'judge_ports', 'spare_core', 'start_judge', 'judge_release',
+           'release_judge_lines', 'judge_class_port', 'judge_hand']
 
 # %% ../../nbs/port/judge.ipynb #af5c32be
 register(
@@ -104,13 +106,19 @@ def checker_config(extra: list) -> dict:
 
 # %% ../../nbs/port/judge.ipynb #4ca95f8c
 def run_checker(root: Path, files: list, extra: list, exe: str | None = None,
-                timeout: float = CHECKER_TIMEOUT) -> list[dict]:
+                timeout: float = CHECKER_TIMEOUT, shared: bool = True) -> list[dict]:
     ("One basedpyright run over `files`, `root` the project (its `pyrightconfig.json` written there), this Python's "
-     "packages (torch) on its path: the judged rules' errors as `--outputjson` gives them; else `JudgeUnavailable`.")
+     "packages (torch) on its path: the judged rules' errors as `--outputjson` gives them; else `JudgeUnavailable`. "
+     "`shared`: on this process's language server where it can (`can_serve`, `served`), else the command line.")
     exe = exe or find_checker()
     if exe is None: raise JudgeUnavailable(f"basedpyright is not installed next to {sys.executable} nor on PATH")
     cfg = Path(root) / "pyrightconfig.json"
     write_atomic(cfg, json.dumps(checker_config(extra)))
+    if shared and can_serve(root, files) and _SHARED_LOCK.acquire(blocking=False):
+        try: return served(root, files, exe, timeout)
+        except JudgeUnavailable as e:
+            if "did not finish" in str(e): raise   # past its time, as the command line would be
+        finally: _SHARED_LOCK.release()   # the server failed: the command line below, the same findings
     cmd = [exe, "--outputjson", "--pythonpath", sys.executable, "-p", str(cfg), *map(str, files)]
     try: p = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired: raise JudgeUnavailable(f"{exe} did not finish in {timeout:.0f} s") from None
@@ -630,6 +638,100 @@ def check_warm(self: WarmJudge, files: list, timeout: float = CHECKER_TIMEOUT) -
                    "range": d["range"]} for d in got["result"].get("items", []) if d.get("severity") == 1]
     return [d for d in found if d["rule"] in JUDGED_RULES]
 
+# %% ../../nbs/port/judge.ipynb #f87a9331
+def address_space_capped() -> bool:
+    "Whether this process runs under an address-space limit (`ulimit -v`, RLIMIT_AS): no warm server there."
+    try:
+        import resource
+        return resource.getrlimit(resource.RLIMIT_AS)[0] != resource.RLIM_INFINITY
+    except (ImportError, OSError, ValueError): return False
+
+_SHARED: dict = {}                  # basedpyright executable -> this process's `_SharedServer` for `run_checker`
+_SHARED_LOCK = threading.Lock()     # one run at a time on it; a run that finds it busy runs the command line
+
+class _SharedServer(_Server):
+    ("The language server `run_checker` reuses, read on the thread that asks (no reader thread: a process that holds "
+     "it can still fork, `core.io.can_fork`); posix only (`select` on its pipe).")
+    def __init__(self, exe: str, end: float):
+        server = Path(exe).with_name(Path(exe).name.replace("basedpyright", "basedpyright-langserver"))
+        if not server.is_file(): raise JudgeUnavailable("basedpyright-langserver is not installed")
+        self.proc = subprocess.Popen([str(server), "--stdio"], cwd=tempfile.gettempdir(), stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
+        self.lock, self.next, self.buf, self.pid = threading.Lock(), 0, b"", os.getpid()
+        try:
+            got = self.call("initialize", {"processId": os.getpid(), "rootUri": None, "workspaceFolders": [],
+                                           "capabilities": {"workspace": {"configuration": True,
+                                                                          "workspaceFolders": True},
+                                                            "textDocument": {"diagnostic": {}}}}, end)
+            if "error" in got: raise JudgeUnavailable("basedpyright-langserver did not start")
+            self.notify("initialized", {})
+        except BaseException: self.close(); raise
+    def _message(self, end: float) -> dict:
+        "The server's next message, read by `end` (monotonic); JudgeUnavailable where it is gone or runs past `end`."
+        while True:
+            head, sep, rest = self.buf.partition(b"\r\n\r\n")
+            size = re.search(rb"(?i)content-length:\s*(\d+)", head) if sep else None
+            if size and len(rest) >= int(size[1]):
+                self.buf = rest[int(size[1]):]
+                return json.loads(rest[:int(size[1])])
+            left = end - time.monotonic()
+            if left <= 0 or not select.select([self.proc.stdout], [], [], left)[0]:
+                raise JudgeUnavailable("basedpyright-langserver did not finish by its deadline")
+            chunk = os.read(self.proc.stdout.fileno(), 1 << 16)
+            if not chunk: raise JudgeUnavailable("basedpyright-langserver failed")
+            self.buf += chunk
+    def call(self, method: str, params: dict, end: float) -> dict:
+        "Ask and wait for the answer, answering what the server asks meanwhile (its settings)."
+        self.next += 1
+        self.send({"jsonrpc": "2.0", "id": self.next, "method": method, "params": params})
+        while True:
+            msg = self._message(end)
+            if "method" in msg and "id" in msg: self._answer(msg)
+            elif msg.get("id") == self.next: return msg
+
+def _stop_shared() -> None:
+    "At exit: this process's shared servers stopped (a forked child's copies are its parent's)."
+    for s in list(_SHARED.values()):
+        if s.pid == os.getpid(): s.close()
+    _SHARED.clear()
+
+atexit.register(_stop_shared)
+
+# %% ../../nbs/port/judge.ipynb #e0c0199a
+def served(root: Path, files: list, exe: str, timeout: float = CHECKER_TIMEOUT) -> list[dict]:
+    ("`run_checker`'s findings from this process's shared language server: `root` one of its workspace folders (its "
+     "`pyrightconfig.json` read) while `files` are opened and their errors asked, then closed and removed.")
+    end, root = time.monotonic() + timeout, Path(root).resolve()
+    folder, paths = {"uri": root.as_uri(), "name": root.name}, [(root / f).resolve() for f in files]
+    try:
+        s = _SHARED.get(exe)
+        if s is None or s.pid != os.getpid() or s.proc.poll() is not None:   # none, a forked parent's, or gone
+            s = _SHARED[exe] = _SharedServer(exe, end)
+        s.notify("workspace/didChangeWorkspaceFolders", {"event": {"added": [folder], "removed": []}})
+        found = []
+        for f in paths:
+            s.notify("textDocument/didOpen", {"textDocument": {"uri": f.as_uri(), "languageId": "python",
+                                                               "version": 1, "text": f.read_text(encoding="utf-8")}})
+            got = s.call("textDocument/diagnostic", {"textDocument": {"uri": f.as_uri()}}, end)
+            if "result" not in got: raise JudgeUnavailable("basedpyright-langserver failed")
+            found += [{"file": str(f), "severity": "error", "rule": d.get("code"), "message": d.get("message", ""),
+                       "range": d["range"]} for d in got["result"].get("items", []) if d.get("severity") == 1]
+            s.notify("textDocument/didClose", {"textDocument": {"uri": f.as_uri()}})
+        s.notify("workspace/didChangeWorkspaceFolders", {"event": {"added": [], "removed": [folder]}})
+    except (JudgeUnavailable, OSError, ValueError) as e:   # a server in an unknown state: the next run starts one
+        if (s := _SHARED.pop(exe, None)) is not None and s.pid == os.getpid(): s.close()
+        if "deadline" in str(e): raise JudgeUnavailable(f"{exe} did not finish in {timeout:.0f} s") from None
+        raise JudgeUnavailable(f"basedpyright-langserver failed ({e})") from None
+    return [d for d in found if d["rule"] in JUDGED_RULES]
+
+def can_serve(root: Path, files: list) -> bool:
+    ("Whether a run may use the shared server: posix, the server not turned off (`OMNI_NPU_PORT_JUDGE_SERVER=0`), no "
+     "capped address space, every file under `root` (the workspace folder whose configuration applies).")
+    if os.name != "posix" or address_space_capped(): return False
+    if os.environ.get("OMNI_NPU_PORT_JUDGE_SERVER", "").strip().lower() in ("0", "off", "no"): return False
+    root = Path(root).resolve()
+    return all((root / f).resolve().is_relative_to(root) for f in files)
+
 # %% ../../nbs/port/judge.ipynb #f2c8b6d7
 def _import_lines(text: str) -> list[list[str]]:
     ("The token strings of each logical line of `text` that starts with `import` or `from` (comments and line breaks "
@@ -887,13 +989,6 @@ def judge_ports(ports: list, ascend, vllm, omni, npu_base: tuple[str, str], exe:
     return got | {p.module: p.judge for p in broken}, run
 
 # %% ../../nbs/port/judge.ipynb #7822ee08
-def address_space_capped() -> bool:
-    "Whether this process runs under an address-space limit (`ulimit -v`, RLIMIT_AS): no warm server there."
-    try:
-        import resource
-        return resource.getrlimit(resource.RLIMIT_AS)[0] != resource.RLIM_INFINITY
-    except (ImportError, OSError, ValueError): return False
-
 def spare_core(workers: int) -> bool:
     "Whether a core is left for the server beside this process and the port's `workers` forked ones."
     try: cores = len(os.sched_getaffinity(0))
