@@ -1995,7 +1995,7 @@ def _field_slots(items: list, fields: list[str], alias: list[str], whole: bool =
     k = next((i for i, n in enumerate(items) if n is not None and of(n) not in (None, i)), None)
     if k is None: return list(range(len(items))) if whole else None
     at = list(range(k)) + [of(n) if n is not None else None for n in items[k:]]
-    return at if None not in at and all(x < y for x, y in zip(at, at[1:])) else None
+    return at if None not in at and all(x < y for x, y in itertools.pairwise(at)) else None
 
 def _record_edits(tree: ast.Module, recs: dict, holders: dict, unpacks: dict) -> list[tuple]:
     "Inline edits (line, col, text put there, what) that align each build by position and each short unpack."
@@ -2019,7 +2019,7 @@ def _record_edits(tree: ast.Module, recs: dict, holders: dict, unpacks: dict) ->
             at = _field_slots([e.id if isinstance(e, ast.Name) else None for e in elts], fields, alias, True)
             if at is None: continue
             taken = {e.id for e in elts if isinstance(e, ast.Name)}
-            name = lambda j: alias[j] if j < len(alias) and alias[j] not in taken else "_"
+            name = lambda j, alias=alias, taken=taken: alias[j] if j < len(alias) and alias[j] not in taken else "_"
             for j in (j for j in range(len(fields)) if j not in at):
                 nxt = next((e for e, k in zip(elts, at) if k > j), None)
                 put = (nxt.lineno, nxt.col_offset, f"{name(j)}, ") if nxt else (
@@ -2053,7 +2053,9 @@ def align_records(code: str, new_code: str, imported: dict | None = None) -> tup
         lines[ln - 1] = lines[ln - 1][:at] + put + lines[ln - 1][at:]
     if not _compiles(lines): return code, []
     out = "\n".join(lines).rstrip("\n") + "\n"
-    return out, [port_diagnostic("ONP4562", f"{code_info('ONP4562').title}: {w}", ln) for ln, _c, _p, w in sorted(edits)]
+    return out, [
+        port_diagnostic("ONP4562", f"{code_info('ONP4562').title}: {w}", ln) for ln, _c, _p, w in sorted(edits)
+    ]
 
 def sibling_records(code: str, runners: list) -> dict[str, ast.ClassDef]:
     ("The records `code` imports from another updated runner's module (its module, or its hand runner's), by the "
