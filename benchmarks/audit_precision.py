@@ -42,7 +42,7 @@ from omni_npu_port.port.audit import DRIFT_CODES, audit  # noqa: E402
 
 DATA = Path(__file__).parent / "data"
 BLIND = [DATA / f"audit_labels_update_{v}.csv"
-         for v in ("0.16", "0.18", "0.20", "0.21", "0.22", "0.24", "0.26", "0.28", "0.30", "0.31", "0.32")]
+         for v in ("0.16", "0.18", "0.20", "0.21", "0.22", "0.23", "0.24", "0.26", "0.28", "0.30", "0.31", "0.32")]
 OLDER = [DATA / "audit_labels.csv", *(DATA / f"audit_labels_heldout{s}.csv" for s in ("", "2", "3", "4"))]
 POSITIVE, NEGATIVE = {"drift"}, {"mirrored", "base-only", "inherited", "not-copied"}
 
