@@ -539,7 +539,7 @@ def _binds(n) -> list[str]: return [(a.asname or a.name).split(".")[0] for a in 
 def other_forms(gpu: str | None, own: str, copy_method: str | None, copy_module: str, names: dict) -> set[str]:
     ("Keys of the lines of a GPU method (the update's) the copy's method (`own`, a `stream`) has in another form: a "
      "catalog GPU name as the NPU's, an import the copy's module makes, `x = A; x = f(x)` as `x = f(A)`, `if C:` "
-     "as the `else:` of `if not C:`, and `x = A; x.f = v` as `A.f = v` (rule 26).")
+     "as the `else:` of `if not C:`, and `x = A; x.f = v` as `A.f = v` (rule 26: the copy's `A.f = v` too).")
     try: tree = ast.parse(gpu or "")
     except SyntaxError: return set()
     lines, has = python_lines(gpu or ""), lambda k: f" {on_platform(k, names)} " in own
@@ -555,7 +555,8 @@ def other_forms(gpu: str | None, own: str, copy_method: str | None, copy_module:
         for body in (getattr(n, f, None) for f in ("body", "orelse", "finalbody")):
             for s in body if isinstance(body, list) else ():
                 if (got := inlined(s, body)) and has(got[0]): out |= keys(s) | keys(got[1])
-                if hits := [t for k, t in aliased(s, body) if has(k)]: out |= keys(s).union(*map(keys, hits))
+                if hits := [(k, t) for k, t in aliased(s, body) if has(k)]:   # the copy's lines too (rule 26)
+                    out |= keys(s).union(*(keys(t) | {on_platform(k, names)} for k, t in hits))
     return out
 
 # %% ../../nbs/port/audit.ipynb #04d8f6d2
@@ -602,19 +603,16 @@ def unread_imports(method: str | None, own: str, theirs: str, left: set) -> set[
     return {k for k in keys if (b := import_binds(k)) and not any(b & r for r in readers)}
 
 def absent_guards(method: str | None, own: str) -> set[str]:
-    ("Rule 30: keys of a method's one-line block headers whose body (the deeper code lines after them) names something "
-     "and holds no line that names something the copy's method (`own`, a `stream`) has.")
-    lines, out = python_lines(method or ""), set()
-    key, depth = lambda l: " ".join(code_tokens(l)), lambda l: len(l) - len(l.lstrip())
-    for i, l in enumerate(lines[1:], 1):
-        if not (k := key(l)).endswith(":") or k.split()[0] not in _BLOCK: continue
-        body = []
-        for m in lines[i + 1:]:
-            if not key(m): continue
-            if depth(m) <= depth(l): break
-            body.append(key(m))
-        named = [b for b in body if _named(b)]
-        if named and not any(f" {b} " in own for b in named): out.add(k)
+    ("Rule 30: keys of the header lines of a method's `if` / `for` / `while` / `with` blocks whose statements (each "
+     "one's first line, its arguments aside) name something and none of which the copy's method (`own`) has.")
+    try: tree = ast.parse(method or "")
+    except SyntaxError: return set()
+    lines, fn, out = python_lines(method or ""), next(iter(tree.body), None), set()
+    key = lambda n: " ".join(code_tokens(lines[n.lineno - 1]))
+    for n in ast.walk(tree):
+        if n is fn or not isinstance(n, (ast.If, ast.For, ast.While, ast.With)): continue
+        firsts = [k for b in n.body for s in ast.walk(b) if isinstance(s, ast.stmt) and _named(k := key(s))]
+        if firsts and not any(f" {k} " in own for k in firsts): out.add(key(n))
     return out
 
 def stack_names(theirs: tuple, m: str) -> bool:
@@ -663,14 +661,17 @@ class _Helper(ast.NodeTransformer):
 
 def helper_tests(gpu: str | None, methods: dict, copy_method: str | None) -> set[str]:
     ("Rule 28: keys of the `if` / `while` lines of a GPU method whose test calls `self.h()`, `h` one of `methods` "
-     "that only returns an expression, and reads, that expression in its place, as a test of the copy's method.")
+     "that only returns an expression, and reads, that expression in its place, as a test of the copy's method; and "
+     "keys of those lines of the copy's.")
     try: tree, mine = ast.parse(gpu or ""), ast.parse(copy_method or "")
     except SyntaxError: return set()
     helpers = {m: e for m, t in methods.items() if (e := returned(t)) is not None}
-    tests, lines = {truth(n.test) for n in ast.walk(mine) if isinstance(n, (ast.If, ast.While))}, python_lines(gpu or "")
-    return {" ".join(code_tokens(lines[n.lineno - 1])) for n in ast.walk(tree) if isinstance(n, (ast.If, ast.While))
+    lines, copy_lines = python_lines(gpu or ""), python_lines(copy_method or "")
+    tests = {truth(n.test): " ".join(code_tokens(copy_lines[n.lineno - 1])) for n in ast.walk(mine)
+             if isinstance(n, (ast.If, ast.While))}
+    return {k for n in ast.walk(tree) if isinstance(n, (ast.If, ast.While))
             and (t := _Helper(helpers).visit(deepcopy(n.test))) is not None and ast.dump(t) != ast.dump(n.test)
-            and truth(t) in tests}
+            and truth(t) in tests for k in (" ".join(code_tokens(lines[n.lineno - 1])), tests[truth(t)])}
 
 
 # %% ../../nbs/port/audit.ipynb #01397a5d
@@ -830,13 +831,14 @@ def runner_findings(r, sides: AuditSides, was: dict | None = None) -> list[Findi
             elsewhere = set().union(*(v for x, v in shapes.items() if x != m))
             left = outside(now_port, own) | (moved_blocks(now_port, set(anchor), elsewhere) if anchor else set())
             written = fresh.get(um) or fresh.get(m) or now_port
-            left |= other_forms(written, own, mine.get(m), text, sides.names) | absent_guards(written, own)
-            left |= helper_tests(written, {**gpus[1], **fresh}, mine.get(m))   # rules 30, 28
+            forms = other_forms(written, own, mine.get(m), text, sides.names)   # rules 15-18, 26, 28: both sides
+            forms |= helper_tests(written, {**gpus[1], **fresh}, mine.get(m))
+            left |= forms | absent_guards(written, own)   # rule 30
             left |= dead_bindings(fresh.get(um)) | base_call_kept(sides.theirs, um, mine.get(m), fresh.get(um),
                                                                   (gpus[0].get(um), gpus[1].get(um)))
             g_was, g_now = gpus[0].get(m) or gpus[0].get(um), gpus[1].get(um) or gpus[1].get(m)
             g_was, g_now = (g_was, g_now) if g_was and g_now else (was_port, now_port)   # rule 19: omni's own
-            still = steady(method_keys(g_was), method_keys(g_now)) if g_was and g_now else set()
+            still = (steady(method_keys(g_was), method_keys(g_now)) if g_was and g_now else set()) | forms
             left |= unread_imports(written if m else None, own, sides.their_stream(m, um), left)   # rule 25
             if (c := owed(c, own, sides.their_stream(m, um), anchor, left, still)) is not None:
                 out.append(change_finding(c, path, k or cls, m, sides.basis))
