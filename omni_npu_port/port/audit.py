@@ -36,9 +36,11 @@ __all__ = ['DRIFT_CODES', 'Finding', 'audit_target', 'conflict_view', 'Change', 
            'change_method', 'change_finding', 'method_keys', 'stream', 'base_method_stream', 'substantive', 'passed',
            'reached', 'steady', 'their_guards', 'anchors', 'adapted', 'owed', 'outside', 'shape', 'statement_shapes',
            'moved_blocks', 'new_methods', 'callers', 'run_by_copy', 'kept_copy', 'body_shapes', 'inline_in_copy',
-           'platform_names', 'on_platform', 'module_bound', 'else_tests', 'inlined', 'other_forms', 'base_calls',
-           'base_call_kept', 'dead_bindings', 'release_arg', 'AuditSides', 'gpu_gained', 'kept_lag', 'method_texts',
-           'anchor_pair', 'dropped_kept', 'kept_findings', 'missing_methods', 'runner_findings', 'audit']
+           'platform_names', 'on_platform', 'module_bound', 'else_tests', 'inlined', 'aliased', 'other_forms',
+           'base_calls', 'base_call_kept', 'dead_bindings', 'import_binds', 'unread_imports', 'absent_guards',
+           'stack_names', 'truth', 'returned', 'helper_tests', 'release_arg', 'AuditSides', 'gpu_gained', 'kept_lag',
+           'method_texts', 'anchor_pair', 'dropped_kept', 'kept_findings', 'missing_methods', 'runner_findings',
+           'audit']
 
 # %% ../../nbs/port/audit.ipynb #42c12468
 _NB = "port/audit.ipynb"
@@ -249,7 +251,8 @@ def base_method_stream(loc, sym, name: str) -> str:
     s = resolve(loc.tree, f"{sym.dotted}.{name}")
     if not s or getattr(s, "kind", None) != "method": return ""
     text = loc.tree.module_source(s.module) or ""
-    return stream(method_keys("\n".join(python_lines(text)[s.node.lineno - 1:s.node.end_lineno])))
+    start = min([s.node.lineno] + [d.lineno for d in getattr(s.node, "decorator_list", [])])   # rule 27
+    return stream(method_keys("\n".join(python_lines(text)[start - 1:s.node.end_lineno])))
 
 _KW = frozenset(keyword.kwlist)
 
@@ -435,11 +438,11 @@ def callers(methods: dict) -> dict[str, set[str]]:
                 out.setdefault(a.attr, set()).add(name)
     return out
 
-def run_by_copy(added: list[str], gpu: dict, own) -> list[str]:
-    ("The added methods the copy would run: ones no other GPU method calls (overrides, entry points), or ones a method "
-     "the copy defines calls, or another of these.")
+def run_by_copy(added: list[str], gpu: dict, own, entry=lambda m: True) -> list[str]:
+    ("The added methods the copy would run: ones no other GPU method calls (overrides, entry points) where `entry` "
+     "holds (rule 29: the NPU stack may call them), or ones a method the copy defines calls, or another of these.")
     by, ok = callers(gpu), set()
-    while grow := [m for m in added if m not in ok and (not by.get(m) or by[m] & (set(own) | ok))]:
+    while grow := [m for m in added if m not in ok and (entry(m) if not by.get(m) else by[m] & (set(own) | ok))]:
         ok.update(grow)
     return [m for m in added if m in ok]
 
@@ -517,12 +520,27 @@ def inlined(s: ast.stmt, body: list) -> tuple[str, ast.stmt] | None:
             and nxt.targets[0].id == x and len(names(nxt.value)) == 1): return None
     return " ".join(code_tokens(f"{x} = {ast.unparse(_Inline(x, s.value).visit(deepcopy(nxt.value)))}")), nxt
 
+def _plain(e: ast.expr) -> bool: return isinstance(e, ast.Name) or (isinstance(e, ast.Attribute) and _plain(e.value))
+
+def aliased(s: ast.stmt, body: list) -> list[tuple[str, ast.stmt]]:
+    ("Rule 26: where `s` is `x = A` (A a name or an attribute chain), each later simple statement of `body` naming x "
+     "as (its key with A for x, itself), up to one that binds x again.")
+    if not (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
+            and _plain(s.value)): return []
+    x, out = s.targets[0].id, []
+    named = lambda t, ctx: any(isinstance(v, ast.Name) and v.id == x and isinstance(v.ctx, ctx) for v in ast.walk(t))
+    for t in body[body.index(s) + 1:]:
+        if named(t, ast.Store): break
+        if not hasattr(t, "body") and named(t, ast.Load):
+            out.append((" ".join(code_tokens(ast.unparse(_Inline(x, s.value).visit(deepcopy(t))))), t))
+    return out
+
 def _binds(n) -> list[str]: return [(a.asname or a.name).split(".")[0] for a in n.names]
 
 def other_forms(gpu: str | None, own: str, copy_method: str | None, copy_module: str, names: dict) -> set[str]:
     ("Keys of the lines of a GPU method (the update's) the copy's method (`own`, a `stream`) has in another form: a "
-     "catalog GPU name as the NPU's, an import the copy's module makes, `x = A; x = f(x)` as `x = f(A)`, and `if C:` "
-     "as the `else:` of `if not C:`.")
+     "catalog GPU name as the NPU's, an import the copy's module makes, `x = A; x = f(x)` as `x = f(A)`, `if C:` "
+     "as the `else:` of `if not C:`, and `x = A; x.f = v` as `A.f = v` (rule 26: the copy's `A.f = v` too).")
     try: tree = ast.parse(gpu or "")
     except SyntaxError: return set()
     lines, has = python_lines(gpu or ""), lambda k: f" {on_platform(k, names)} " in own
@@ -538,6 +556,8 @@ def other_forms(gpu: str | None, own: str, copy_method: str | None, copy_module:
         for body in (getattr(n, f, None) for f in ("body", "orelse", "finalbody")):
             for s in body if isinstance(body, list) else ():
                 if (got := inlined(s, body)) and has(got[0]): out |= keys(s) | keys(got[1])
+                if hits := [(k, t) for k, t in aliased(s, body) if has(k)]:   # the copy's lines too (rule 26)
+                    out |= keys(s).union(*(keys(t) | {on_platform(k, names)} for k, t in hits))
     return out
 
 # %% ../../nbs/port/audit.ipynb #04d8f6d2
@@ -565,6 +585,94 @@ def dead_bindings(method: str | None) -> set[str]:
     return {" ".join(code_tokens(ast.unparse(s))) for s in ast.walk(tree) if isinstance(s, ast.Assign)
             and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name) and isinstance(s.value, ast.Constant)
             and s.targets[0].id not in read}
+
+
+# %% ../../nbs/port/audit.ipynb #3b4f9a0f
+def import_binds(key: str) -> set[str] | None:
+    "The names a one-line import binds (`from a import b as c`: {'c'}); None for any other line."
+    try: body = ast.parse(key).body
+    except SyntaxError: return None
+    n = body[0] if len(body) == 1 else None
+    return {b for b in _binds(n)} if isinstance(n, (ast.Import, ast.ImportFrom)) else None
+
+def unread_imports(method: str | None, own: str, theirs: str, left: set) -> set[str]:
+    ("Rule 25: keys of a method's one-line imports whose names none of its other lines reads that the copy's method "
+     "(`own`) and vllm's / vllm-ascend's (`theirs`) lack and that no other rule leaves out (`left`).")
+    keys = method_keys(method)
+    readers = [set(k.split(" ")) for k in keys if import_binds(k) is None and f" {k} " not in own
+               and f" {k} " not in theirs and k not in left]
+    return {k for k in keys if (b := import_binds(k)) and not any(b & r for r in readers)}
+
+def absent_guards(method: str | None, own: str) -> set[str]:
+    ("Rule 30: keys of the header lines of a method's `if` / `for` / `while` / `with` blocks whose statements (each "
+     "one's first line, its arguments aside) name something and none of which the copy's method (`own`) has.")
+    try: tree = ast.parse(method or "")
+    except SyntaxError: return set()
+    lines, fn, out = python_lines(method or ""), next(iter(tree.body), None), set()
+    key = lambda n: " ".join(code_tokens(lines[n.lineno - 1]))
+    for n in ast.walk(tree):
+        if n is fn or not isinstance(n, (ast.If, ast.For, ast.While, ast.With)): continue
+        firsts = [k for b in n.body for s in ast.walk(b) if isinstance(s, ast.stmt) and _named(k := key(s))]
+        if firsts and not any(f" {k} " in own for k in firsts): out.add(key(n))
+    return out
+
+def stack_names(theirs: tuple, m: str) -> bool:
+    ("Rule 29: whether the NPU stack may call method `m`: vllm's GPU runner (`theirs`' first) does not define it "
+     "(omni's own), or vllm-ascend's source (`theirs`' last) names it somewhere.")
+    if not theirs: return True
+    (gloc, gsym), (nloc, _) = theirs[0], theirs[-1]
+    s = resolve(gloc.tree, f"{gsym.dotted}.{m}")
+    if not s or getattr(s, "kind", None) != "method": return True
+    word = re.compile(rf"\b{re.escape(m)}\b")
+    return any(word.search(nloc.tree.module_source(x) or "") for x in nloc.tree.modules())
+
+
+# %% ../../nbs/port/audit.ipynb #7797baf0
+class _Truth(ast.NodeTransformer):
+    "`bool(X)` as X where only its truth is read: an `and` / `or` operand or the operand of `not`."
+    def generic_visit(self, n):
+        super().generic_visit(n)
+        plain = lambda e: e.args[0] if (isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "bool"
+                                        and len(e.args) == 1 and not e.keywords) else e
+        if isinstance(n, ast.BoolOp): n.values = [plain(v) for v in n.values]
+        if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Not): n.operand = plain(n.operand)
+        return n
+
+def truth(test: ast.expr) -> str:
+    "A test as its truth reads (`ast.dump`, `bool(X)` as X where only X's truth counts, the whole test too)."
+    t = _Truth().visit(ast.Expression(deepcopy(test))).body
+    whole = isinstance(t, ast.Call) and isinstance(t.func, ast.Name) and t.func.id == "bool" and len(t.args) == 1
+    return ast.dump(t.args[0] if whole else t)
+
+def returned(method: str | None) -> ast.expr | None:
+    "The expression a method of `self` alone only returns (`def h(self): return X`, a docstring aside), else None."
+    try: fn = ast.parse(method or "").body[0]
+    except (SyntaxError, IndexError): return None
+    if not isinstance(fn, ast.FunctionDef) or len(fn.args.args) != 1 or fn.args.vararg or fn.args.kwarg: return None
+    body = [s for s in fn.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+    return body[0].value if len(body) == 1 and isinstance(body[0], ast.Return) else None
+
+class _Helper(ast.NodeTransformer):
+    def __init__(self, helpers): self.helpers = helpers
+    def visit_Call(self, n):
+        f = n.func
+        if (not n.args and not n.keywords and isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name)
+                and f.value.id == "self" and f.attr in self.helpers): return deepcopy(self.helpers[f.attr])
+        return self.generic_visit(n)
+
+def helper_tests(gpu: str | None, methods: dict, copy_method: str | None) -> set[str]:
+    ("Rule 28: keys of the `if` / `while` lines of a GPU method whose test calls `self.h()`, `h` one of `methods` "
+     "that only returns an expression, and reads, that expression in its place, as a test of the copy's method; and "
+     "keys of those lines of the copy's.")
+    try: tree, mine = ast.parse(gpu or ""), ast.parse(copy_method or "")
+    except SyntaxError: return set()
+    helpers = {m: e for m, t in methods.items() if (e := returned(t)) is not None}
+    lines, copy_lines = python_lines(gpu or ""), python_lines(copy_method or "")
+    tests = {truth(n.test): " ".join(code_tokens(copy_lines[n.lineno - 1])) for n in ast.walk(mine)
+             if isinstance(n, (ast.If, ast.While))}
+    return {k for n in ast.walk(tree) if isinstance(n, (ast.If, ast.While))
+            and (t := _Helper(helpers).visit(deepcopy(n.test))) is not None and ast.dump(t) != ast.dump(n.test)
+            and truth(t) in tests for k in (" ".join(code_tokens(lines[n.lineno - 1])), tests[truth(t)])}
 
 
 # %% ../../nbs/port/audit.ipynb #01397a5d
@@ -689,14 +797,14 @@ def missing_methods(r, b, sides: AuditSides, text: str, cls: str, path: str) -> 
     gone = new_methods(prev, new, sides.graph.cls(mod, node), sides.graph, r.gpu.rpartition(".")[2])
     mine, by, name = own_methods(node), callers(new), r.gpu.rpartition(".")[2]
     inline = {m: c for m in gone if (c := inline_in_copy(m, new, mine))}   # rule 13: done in place, not owed
-    run = run_by_copy([m for m in gone if m not in inline], new, mine)
+    run = run_by_copy([m for m in gone if m not in inline], new, mine, lambda m: stack_names(sides.theirs, m))
     return [Finding("ONP4129", f"{sides.basis}: {code_info('ONP4129').title}: {name}.{m}", path=path,
                     line=node.lineno, column=1, cls=cls, method=m) if m in run else
             Finding("ONP4140", f"{sides.basis}: {code_info('ONP4140').title}: {name}.{m} (in place in "
                     f"{cls}.{inline[m]})", path=path, line=node.lineno, column=1, cls=cls, method=m,
                     level="info") if m in inline else
             Finding("ONP4130", f"{sides.basis}: {code_info('ONP4130').title}: {name}.{m} (called from "
-                    f"{', '.join(sorted(by.get(m, ())))})", path=path, line=node.lineno, column=1, cls=cls,
+                    f"{', '.join(sorted(by.get(m, ()))) or 'nothing; the NPU stack never names it'})", path=path, line=node.lineno, column=1, cls=cls,
                     method=m, level="info") for m in gone]
 
 def runner_findings(r, sides: AuditSides, was: dict | None = None) -> list[Finding]:
@@ -723,12 +831,16 @@ def runner_findings(r, sides: AuditSides, was: dict | None = None) -> list[Findi
             anchor = anchors(method_keys(was_port), method_keys(now_port)) if was_port and now_port else None
             elsewhere = set().union(*(v for x, v in shapes.items() if x != m))
             left = outside(now_port, own) | (moved_blocks(now_port, set(anchor), elsewhere) if anchor else set())
-            left |= other_forms(fresh.get(um) or fresh.get(m) or now_port, own, mine.get(m), text, sides.names)
+            written = fresh.get(um) or fresh.get(m) or now_port
+            forms = other_forms(written, own, mine.get(m), text, sides.names)   # rules 15-18, 26, 28: both sides
+            forms |= helper_tests(written, {**gpus[1], **fresh}, mine.get(m))
+            left |= forms | absent_guards(written, own)   # rule 30
             left |= dead_bindings(fresh.get(um)) | base_call_kept(sides.theirs, um, mine.get(m), fresh.get(um),
                                                                   (gpus[0].get(um), gpus[1].get(um)))
             g_was, g_now = gpus[0].get(m) or gpus[0].get(um), gpus[1].get(um) or gpus[1].get(m)
             g_was, g_now = (g_was, g_now) if g_was and g_now else (was_port, now_port)   # rule 19: omni's own
-            still = steady(method_keys(g_was), method_keys(g_now)) if g_was and g_now else set()
+            still = (steady(method_keys(g_was), method_keys(g_now)) if g_was and g_now else set()) | forms
+            left |= unread_imports(written if m else None, own, sides.their_stream(m, um), left)   # rule 25
             if (c := owed(c, own, sides.their_stream(m, um), anchor, left, still)) is not None:
                 out.append(change_finding(c, path, k or cls, m, sides.basis))
     out += missing_methods(r, b, sides, text, cls, path)
