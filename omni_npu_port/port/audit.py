@@ -804,8 +804,8 @@ def missing_methods(r, b, sides: AuditSides, text: str, cls: str, path: str) -> 
                     f"{cls}.{inline[m]})", path=path, line=node.lineno, column=1, cls=cls, method=m,
                     level="info") if m in inline else
             Finding("ONP4130", f"{sides.basis}: {code_info('ONP4130').title}: {name}.{m} (called from "
-                    f"{', '.join(sorted(by.get(m, ()))) or 'nothing; the NPU stack never names it'})", path=path, line=node.lineno, column=1, cls=cls,
-                    method=m, level="info") for m in gone]
+                    f"{', '.join(sorted(by.get(m, ()))) or 'nothing; the NPU stack never names it'})", path=path,
+                    line=node.lineno, column=1, cls=cls, method=m, level="info") for m in gone]
 
 def runner_findings(r, sides: AuditSides, was: dict | None = None) -> list[Finding]:
     "One updated runner's findings: what of its diff against the NPU copy is owed, the update's notes, or why none."
