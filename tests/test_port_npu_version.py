@@ -88,3 +88,49 @@ def test_an_npu_side_that_assigns_no_name_stands_for_nothing():
     assert out == [l for _, l in rows] and [d.code for d in diags] == ["ONP4466"]
     two = [ast.parse("h = self.f(a)").body[0], ast.parse("g = self.f(b)").body[0]]
     assert stands_for(two, [ast.parse("outputs = self.run(a=a)").body[0]], "outputs") is None
+
+
+SAMPLE = D('''
+    def sample(self, spec):
+        tokens = self.sample_tokens()
+        draft_after = False
+        if spec:
+            draft_after = spec.fits()
+        self.bookkeeping(tokens)
+        if draft_after:
+            if spec.ready():
+                self.propose(tokens)
+        return tokens
+''')
+# omni keeps an older vllm's name for the flag (and the older block); vllm-ascend proposes in a loop of its own
+SAMPLE_OMNI = SAMPLE.replace("draft_after", "propose_after").replace(
+    "            if spec.ready():\n                self.propose(tokens)\n", "            self.propose(tokens)\n")
+
+
+def _sample_npu(binds_flag: bool) -> str:
+    flag = "    propose_after = self.ngram(spec)\n" if binds_flag else ""
+    return D('''
+        def sample(self, spec):
+            tokens = self.sample_tokens()
+            self.bookkeeping(tokens)
+        ''') + flag + D('''
+            for req in self.ngram_requests(spec):
+                self.propose_one(req)
+            return tokens
+        ''').replace("\n", "\n    ").rstrip(" ").join(["    ", ""])
+
+
+def test_an_edit_reading_omnis_older_name_for_a_binding_the_npu_base_removed_is_taken_out():
+    ("omni's `if propose_after:` reads a flag omni binds only where vllm binds `draft_after`, which vllm-ascend "
+     "removed: placed live it would read a name bound nowhere; taken out (not applied), naming the flag.")
+    d = apply_delta(SAMPLE, SAMPLE_OMNI, _sample_npu(False), "sample")
+    text = _text_of(d.hunks)
+    assert "propose_after" not in text and "self.propose_one(req)" in text
+    assert any("every binding of `propose_after`" in h.why for h in d.delta)
+
+
+def test_a_flag_the_npu_method_binds_keeps_the_edit():
+    "Must not fire: the NPU method binds `propose_after` itself: omni's `if propose_after:` reads a bound name, kept."
+    d = apply_delta(SAMPLE, SAMPLE_OMNI, _sample_npu(True), "sample")
+    assert "if propose_after:" in _text_of(d.hunks)
+    assert not any("every binding of" in h.why for h in d.delta)

@@ -767,10 +767,12 @@ def _replace(self: _Applier, h: DeltaHunk) -> None:
 # %% ../../nbs/port/delta.ipynb #a71c0e02
 def _lost_binders(self: _Applier, h: DeltaHunk) -> set[str]:
     ("The locals omni's lines read that the NPU method binds nowhere (renamed ones aside) and only GPU base statements "
-     "with no NPU counterpart bind.")
+     "with no NPU counterpart bind (or omni binds only in place of such statements: its older name for a base one).")
     mine = set().union(*(bound_names(s) for s in h.omni)) if h.omni else set()
     binders = lambda x: [z for z in ast.walk(self.zf) if isinstance(z, ast.stmt) and not _blocks(z)
-                         and z is not self.zf and x in bound_names(z)]
+                         and z is not self.zf and x in bound_names(z)] + \
+        [z for d in getattr(self, "delta", ()) if d is not h and any(x in bound_names(a) for a in d.omni)
+         for z in d.base]
     cands = _reads(h.omni) - mine - bound_names(self.nf) - set(self.renames)
     return {x for x in cands if (zs := binders(x)) and all(id(z) not in self.smap for z in zs)}
 
@@ -1053,7 +1055,7 @@ def _statement_dumps(text: str) -> frozenset:
     except SyntaxError: return frozenset()
 
 def _apply(ap: _Applier, older: set, name: str, each: list = ()) -> DeltaPort:
-    delta = omni_delta(ap.zf, ap.af)
+    delta = ap.delta = omni_delta(ap.zf, ap.af)
     for h in delta:
         if older and _stale(h, older, each):
             h.status = "stale"
