@@ -344,7 +344,7 @@ def lags_vllm(asc: SymbolMatch, vl: SymbolMatch) -> bool:
     return all(parse_version(v) > top for v in vl.fitting)
 
 def ahead_of_ascend(asc: SymbolMatch, vl: SymbolMatch) -> bool:
-    "Whether the code is ahead of every vllm-ascend read: it lags (`lags_vllm`) and its imports fit the newest one read."
+    "Whether the code is ahead of every vllm-ascend read: it lags (`lags_vllm`) and its imports fit the newest read."
     return lags_vllm(asc, vl) and asc.fitting[-1] == asc.read[-1]
 
 def capped_by(asc: SymbolMatch) -> str:
