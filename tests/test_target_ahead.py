@@ -53,6 +53,8 @@ def test_a_declared_line_no_vllm_ascend_pairs_is_inferred_from_the_imports(tmp_p
     [d] = [d for d in got.diagnostics if d.code == "ONP4470"]
     assert d.severity == "warning" and "fit vllm-ascend 0.18.0 … 0.19.1rc1" in d.message
     assert "vllm 0.99.0" in d.message
+    assert "inferred" not in d.message and "vllm-ascend of that line" not in d.message   # said once, and true
+    assert got.pairing.evidence.count("inferred") == 1
 
 
 def test_a_declared_line_with_no_vllm_ascend_evidence_is_still_refused(tmp_path, ascend_cache):
@@ -79,15 +81,17 @@ def test_a_gap_in_the_vllm_releases_read_is_read_before_refusing(tmp_path):
     assert "ahead of vllm-ascend" in e.decided_by and "fit only vllm 0.20.0" in e.decided_by
 
 
-def test_no_gap_reads_nothing_and_a_newer_vllm_ascend_lacking_a_name_still_contradicts(tmp_path):
-    "Must not fire: New and Old both in 0.22.0 (no clash): fill never asked; OldHelper, gone from 0.19.1rc1: refused."
+def test_no_gap_reads_nothing_and_a_newer_vllm_ascend_lacking_a_name_is_no_contradiction(tmp_path):
+    ("Must not fire: New and Old both in 0.22.0 (no clash): fill never asked; OldHelper, gone from 0.19.1rc1, caps "
+     "the vllm-ascend side at 0.18.0 and the vllm imports need a newer vllm: 0.18.0 taken (ONP4471), not refused.")
     omni = open_source(_omni(tmp_path, "0.99.0", "from vllm_ascend.worker.helpers import OldHelper\n"
                                                  "from vllm.v1.things import Old, New"))
     asked = []
     fill = lambda p, lo, hi: asked.append(p) or ({}, [])
     read = {"0.19.1": _vllm(tmp_path, "0.19.1", ["Old"]), "0.22.0": _vllm(tmp_path, "0.22.0", ["Old", "New"])}
     e = checkout_evidence(omni, ascend_trees=ASCEND, vllm_trees=read, fill=fill)
-    assert asked == [] and e.code == "ONP4306" and "no release of the releases table pairs" in e.refusal
+    assert asked == [] and (e.code, e.target.asked, e.vllm, e.refusal) == ("ONP4471", "0.18.0", "0.99.0", None)
+    assert "OldHelper" in e.decided_by and "vllm-ascend 0.19.1rc1 lacks it" in e.decided_by
 
 
 def test_listed_versions_reads_the_final_releases_with_a_file(tmp_path):

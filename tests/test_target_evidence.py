@@ -133,11 +133,12 @@ def test_translate_infers_a_checkouts_target_with_the_same_resolver(monkeypatch,
     assert "contradicts itself" in err and "OldHelper" in err and "NewerHelper" in err
 
 
-def test_vllm_ascend_and_vllm_imports_no_release_pairs_are_refused_naming_both():
-    "OldHelper caps vllm-ascend at 0.18.0 (vllm 0.18.0); GpuNew needs vllm 0.19.1: no table row pairs the two."
+def test_vllm_ascend_imports_capped_below_the_vllm_ones_are_paired_across_by_the_table():
+    ("OldHelper caps vllm-ascend at 0.18.0 (vllm 0.18.0); GpuNew needs vllm 0.19.1 or newer: vllm-ascend lagged, no "
+     "contradiction; the table's vLLM-Omni 0.20.0 pairs vllm-ascend 0.18.0 with vllm 0.20.0 (issue 31, the rcs).")
     e = _evidence("omni_unpaired", VLLM)
-    assert e.target is None and e.code == "ONP4306"
-    assert "OldHelper" in e.refusal and "GpuNew" in e.refusal and "no release of the releases table pairs" in e.refusal
+    assert (e.code, e.target.asked, e.vllm, e.refusal) == ("ONP4305", "0.18.0", "0.20.0", None)
+    assert "OldHelper" not in e.decided_by and "pairs vLLM-Omni 0.20.0 across the two" in e.decided_by
     assert _evidence("omni_unpaired").target.asked == "0.18.0"   # must not fire: with vllm unread nothing contradicts
 
 

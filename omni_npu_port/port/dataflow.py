@@ -324,19 +324,25 @@ class _Rename(ast.NodeTransformer):
     def __init__(self, old: str, new: str): self.old, self.new = old, new
     def visit_Name(self, n): return ast.Name(self.new, n.ctx) if n.id == self.old else n
 
+def _call_to_name(s: ast.stmt) -> bool:
+    "A call's value assigned to one name (`x = f(...)`)."
+    return isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name) \
+        and isinstance(s.value, ast.Call)
+
 def _kw_alike(a: ast.stmt, b: ast.stmt, cut: float = 0.6) -> bool:
     "Two single-name assignments of calls that pass mostly the same keywords (one result built two ways)."
-    one = lambda s: isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name) \
-        and isinstance(s.value, ast.Call)
-    if not (one(a) and one(b)): return False
+    if not (_call_to_name(a) and _call_to_name(b)): return False
     ka, kb = ({k.arg for k in s.value.keywords if k.arg} for s in (a, b))
     return bool(ka | kb) and len(ka & kb) >= cut * len(ka | kb)
 
 def stands_for(npu: list[ast.stmt], omni: list[ast.stmt], x: str) -> str | None:
     ("The name the NPU side holds where the omni side holds `x` in the same statement (`return y` for `return x`; `y = "
-     "Out(k=...)` for `x = OmniOut(k=...)`, mostly the same keywords), or None.")
+     "Out(k=...)` for `x = OmniOut(k=...)`, mostly the same keywords; each side one call's value assigned to one name: "
+     "the statement both edited), or None.")
     for a in omni:
         if x in binds(a) and (b := next((b for b in npu if _kw_alike(a, b)), None)): return b.targets[0].id
+    if len(npu) == len(omni) == 1 and _call_to_name(npu[0]) and _call_to_name(omni[0]) and x in binds(omni[0]):
+        return npu[0].targets[0].id
     for a in omni:
         if x not in {n.id for n in ast.walk(a) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}: continue
         for b in npu:

@@ -19,9 +19,9 @@ from .merge import Hunk, _shift, code_tokens, indent_of
 
 # %% auto #0
 __all__ = ['FAR', 'statements_alike', 'align', 'DeltaHunk', 'omni_delta', 'bodies_alike', 'pair_in_gaps', 'npu_map',
-           'merge_statement', 'drop_unbound', 'merge_statement_header', 'DeltaPort', 'apply_delta', 'bound_names',
-           'cut_off_reads', 'rebind', 'name_renames', 'passed_on', 'bind_uncomputed', 'carry_bindings', 'drifted_far',
-           'delta_fallback', 'wraps_by_super', 'redirect_super']
+           'merge_statement', 'npu_version', 'drop_unbound', 'merge_statement_header', 'DeltaPort', 'apply_delta',
+           'bound_names', 'cut_off_reads', 'rebind', 'name_renames', 'passed_on', 'bind_uncomputed', 'carry_bindings',
+           'drifted_far', 'delta_fallback', 'wraps_by_super', 'redirect_super']
 
 # %% ../../nbs/port/delta.ipynb #b3524cd2
 register(
@@ -613,9 +613,25 @@ def _nearest(self: _Applier, h: DeltaHunk) -> tuple[int, int, str]:
     last = self.nf.body[-1]
     return last.end_lineno, last.col_offset, "at the end of the method"
 
+def npu_version(self: _Applier, h: DeltaHunk) -> ast.stmt | None:
+    ("The NPU's version of the one simple base statement hunk `h` replaces, in a block the NPU base rewrote: the one "
+     "NPU statement of its kind no base statement pairs with that calls what it calls, and no edit touches; else None.")
+    if len(h.base) != 1 or _blocks(h.base[0]) or not (f := _calls(h.base)): return None
+    used = {id(v[0]) for v in self.smap.values()}
+    cands = [n for n in ast.walk(self.nf) if type(n) is type(h.base[0]) and id(n) not in used and _calls([n]) & f]
+    if len(cands) != 1: return None
+    s, e = _span(self.N, cands[0])
+    return None if any(x.start < e and s < x.end or s <= x.start < e for x in self.edits) else cands[0]
+
 def _keep_unplaced(self: _Applier, h: DeltaHunk, omni: list) -> None:
-    ("A hunk that has no place: its omni lines kept whole as a conflict with an empty NPU side at the `_nearest` place "
-     "(ONP4412).")
+    ("A hunk that has no place: its omni lines kept whole as a conflict at the NPU's version of the statement it "
+     "replaces (`npu_version`, the NPU side), else with an empty NPU side at the `_nearest` place (ONP4412).")
+    if (n := npu_version(self, h)) is not None:
+        s, e = _span(self.N, n)
+        lines = _lines(self.A, omni, n.col_offset, self.renames)
+        self.edits.append(_Edit(s, e, Hunk("conflict", [], omni=lines, npu=self.N[s:e], base=[]), h, []))
+        h.why += f"; the NPU base edits it too, as {_say(n)} in a block it rewrote: a conflict at that statement"
+        return
     at, col, where = _nearest(self, h)
     lines = _lines(self.A, omni, col, self.renames)
     self.edits.append(_Edit(at, at, Hunk("conflict", [], omni=lines, npu=[], base=[]), h, []))
@@ -751,10 +767,12 @@ def _replace(self: _Applier, h: DeltaHunk) -> None:
 # %% ../../nbs/port/delta.ipynb #a71c0e02
 def _lost_binders(self: _Applier, h: DeltaHunk) -> set[str]:
     ("The locals omni's lines read that the NPU method binds nowhere (renamed ones aside) and only GPU base statements "
-     "with no NPU counterpart bind.")
+     "with no NPU counterpart bind (or omni binds only in place of such statements: its older name for a base one).")
     mine = set().union(*(bound_names(s) for s in h.omni)) if h.omni else set()
     binders = lambda x: [z for z in ast.walk(self.zf) if isinstance(z, ast.stmt) and not _blocks(z)
-                         and z is not self.zf and x in bound_names(z)]
+                         and z is not self.zf and x in bound_names(z)] + \
+        [z for d in getattr(self, "delta", ()) if d is not h and any(x in bound_names(a) for a in d.omni)
+         for z in d.base]
     cands = _reads(h.omni) - mine - bound_names(self.nf) - set(self.renames)
     return {x for x in cands if (zs := binders(x)) and all(id(z) not in self.smap for z in zs)}
 
@@ -1037,7 +1055,7 @@ def _statement_dumps(text: str) -> frozenset:
     except SyntaxError: return frozenset()
 
 def _apply(ap: _Applier, older: set, name: str, each: list = ()) -> DeltaPort:
-    delta = omni_delta(ap.zf, ap.af)
+    delta = ap.delta = omni_delta(ap.zf, ap.af)
     for h in delta:
         if older and _stale(h, older, each):
             h.status = "stale"

@@ -228,7 +228,7 @@ def port_release(omni: str, target: str | None = None, out: Path | str | None = 
     source_of = lambda spec: release_source(spec, sources, progress, cache_dir, index)
     # a release the table lacks states its pairing
     ascend_files = lambda a: release_files(open_tree(source_of(f"vllm-ascend=={a}")))
-    inputs = choose_inputs(tree, target, history, ascend_files, named_gpu_bases(sources), cache_dir)
+    inputs = choose_inputs(tree, target, history, ascend_files, named_gpu_bases(sources), cache_dir, progress)
     if history == "auto": history_from_sources(inputs, sources)
     v, a = source_of(f"vllm=={inputs.vllm}"), source_of(f"vllm-ascend=={inputs.vllm_ascend}")
     hist_paths = [source_of(f"vllm=={h}") for h in inputs.history]

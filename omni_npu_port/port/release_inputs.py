@@ -169,11 +169,12 @@ def _named_gpu_base(pairing: OmniPairing, gpu_base) -> OmniPairing:
 
 # %% ../../nbs/port/release_inputs.ipynb #08e1f868
 def _evidence_pairing(tree: SourceTree, version: str | None, facts: dict, ascend_files=None,
-                      cache_dir: Path | str = CACHE_DIR) -> tuple[OmniPairing, str, list]:
+                      cache_dir: Path | str = CACHE_DIR, progress=None) -> tuple[OmniPairing, str, list]:
     ("(pairing, vllm-ascend, ONP4305 note) of a vLLM-Omni source the table pairs nowhere, from its own evidence "
      "(`sources.evidence.checkout_evidence`); an InputError naming both sides of a contradiction, or what is missing.")
-    e = checkout_evidence(tree, version, facts, ascend_files=ascend_files, cache_dir=cache_dir,
-                          fill=release_gap_fill(cache_dir))   # a gap in the vllm releases read: those between
+    fetch = lambda p, v: fetch_release(f"{p}=={v}", progress, cache_dir)   # says what it fetches
+    fill = release_gap_fill(cache_dir, fetch=fetch, progress=progress)   # a gap in the vllm releases read
+    e = checkout_evidence(tree, version, facts, ascend_files=ascend_files, cache_dir=cache_dir, fill=fill)
     if e.code == "ONP4306": raise InputError(f"vllm-omni {tree.origin}: {e.refusal}; give --target vllm-ascend==X")
     if e.target is None:
         head = missing_facts_line(tree) if not version else (
@@ -192,7 +193,8 @@ def _ascend_from_imports(tree: SourceTree, pairing: OmniPairing, cache_dir: Path
     asc = match_symbols(tree, "vllm_ascend", cached_trees("vllm-ascend", cache_dir))
     if not (speaks(asc) and asc.fitting): return pairing, None, []
     a = asc.fitting[-1]
-    why = (f"vllm-omni {pairing.omni} declares vllm {pairing.vllm} ({pairing.evidence}), a line no vllm-ascend of the "
+    said = pairing.evidence.removeprefix("inferred: ").removesuffix("; vllm-ascend of that line")   # said once
+    why = (f"vllm-omni {pairing.omni} declares vllm {pairing.vllm} ({said}), a line no vllm-ascend of the "
            f"table pairs; its {len(asc.found)} vllm-ascend imports fit vllm-ascend {span(asc.fitting)}: the newest, "
            f"{a}, taken, with vllm {pairing.vllm} as declared")
     note = port_diagnostic("ONP4470", f"{code_info('ONP4470').title}: {why}", severity="warning")
@@ -200,10 +202,10 @@ def _ascend_from_imports(tree: SourceTree, pairing: OmniPairing, cache_dir: Path
 
 # %% ../../nbs/port/release_inputs.ipynb #c26ddf73
 def choose_inputs(tree: SourceTree, target: str | None = None, history="auto", ascend_files=None, gpu_base=None,
-                  cache_dir: Path | str = CACHE_DIR) -> ReleaseInputs:
+                  cache_dir: Path | str = CACHE_DIR, progress=None) -> ReleaseInputs:
     ("The vllm the release declares (catalog, else its package or checkout files), the vllm-ascend of that line (or "
      "--target's), and the history; `ascend_files(X)`: a vllm-ascend release's own files, read when the table lacks "
-     "it; `gpu_base`: (vllm version, where) the user named.")
+     "it; `gpu_base`: (vllm version, where) the user named; `progress`: told of releases read or fetched for evidence.")
     ascend, how = None, "--target"
     if target:
         try: pkg, ascend = parse_target(target)
@@ -214,7 +216,7 @@ def choose_inputs(tree: SourceTree, target: str | None = None, history="auto", a
     pairing = omni_pairing(version, package_texts(tree)) if version else None
     found = []   # a source the table pairs nowhere: its own evidence decides (ONP4305), or says what contradicts
     if pairing is None and not ascend:
-        pairing, ascend, found = _evidence_pairing(tree, version, facts, ascend_files, cache_dir)
+        pairing, ascend, found = _evidence_pairing(tree, version, facts, ascend_files, cache_dir, progress)
     if pairing is not None and not pairing.vllm_ascend and not ascend:   # its vllm line has no vllm-ascend
         pairing, ascend, found = _ascend_from_imports(tree, pairing, cache_dir)
     if pairing is None: pairing = _ascend_pairing(version, ascend, how, ascend_files)

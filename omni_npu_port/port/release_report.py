@@ -161,7 +161,7 @@ def release_summary(p: ReleasePort) -> list[str]:
     inferred = " (inferred)" if p.pairing.inferred else ""
     return [
         (f"vLLM-Omni {p.omni} ({p.origin}) onto vllm-ascend {p.vllm_ascend}, GPU base vllm {p.vllm}{inferred}: "
-         f"{p.pairing.evidence}"),
+         f"{p.pairing.evidence.removeprefix('inferred: ') if inferred else p.pairing.evidence}"),
         f"history (older vllm the omni copy may lag behind): {', '.join(p.history) or 'none'}",
         f"layout: {p.layout} ({p.layout_from})",
         (f"{len(p.runners)} runner class(es), {p.methods} method(s) ported; {p.conflicts} conflict(s); "

@@ -33,8 +33,8 @@ from .symbols import defined_in
 __all__ = ['GAP_FETCH', 'SymbolUse', 'evidence_modules', 'imported_symbols', 'known_versions', 'cached_trees', 'module_facts',
            'resolves', 'span', 'SymbolMatch', 'match_symbols', 'CheckoutEvidence', 'stated_sides', 'aligned_line',
            'why_not', 'symbols_clash', 'bounding', 'unpaired', 'vllm_fits', 'fitting_releases', 'speaks',
-           'newest_omni_row', 'gap_of', 'fill_gap', 'ahead_of_ascend', 'ahead_line', 'checkout_evidence',
-           'release_gap_fill']
+           'newest_omni_row', 'across_table', 'gap_of', 'fill_gap', 'lags_vllm', 'ahead_of_ascend', 'capped_by',
+           'ahead_line', 'checkout_evidence', 'release_gap_fill']
 
 # %% ../../nbs/sources/evidence.ipynb #1e4eba04
 register(
@@ -51,6 +51,12 @@ register(
     Code("ONP4470", "target-ahead-of-vllm-ascend", "a vLLM-Omni release is ahead of every vllm-ascend known (no "
          "vllm-ascend pairs the vllm it declares or imports): the newest vllm-ascend its vllm-ascend imports fit was "
          "taken, with the vllm it declares; the line names the evidence", "warning",
+         "check the target the line names; give --target vllm-ascend==X to choose another", "sources/evidence.ipynb",
+         "port"),
+    Code("ONP4471", "target-behind-newer-vllm-ascend", "a vLLM-Omni release's vllm-ascend imports fit only releases "
+         "older than a vllm-ascend read that lacks one of them, and its vllm imports fit only vllm newer than theirs "
+         "(vllm-ascend lagged the vllm it was written for): the newest vllm-ascend its imports fit was taken, with the "
+         "vllm it declares; the line names the import that caps it and the release that lacks it", "warning",
          "check the target the line names; give --target vllm-ascend==X to choose another", "sources/evidence.ipynb",
          "port"),
 )
@@ -187,18 +193,18 @@ class CheckoutEvidence:
 
 def stated_sides(tree: SourceTree, version: str | None = None, facts: dict | None = None) -> list[tuple]:
     ("What the checkout's own files state, one entry per file that states something: (vllm-ascend releases or None, "
-     "vllm or None, evidence).")
+     "vllm or None, evidence, whether it states only a vllm line: its vllm-ascend are the table's of that line).")
     facts, out = checkout_facts(tree) if facts is None else facts, []
-    if "vllm_ascend" in facts: out.append(((facts["vllm_ascend"][0],), None, facts["vllm_ascend"][1]))
+    if "vllm_ascend" in facts: out.append(((facts["vllm_ascend"][0],), None, facts["vllm_ascend"][1], False))
     if version and (p := omni_pairing(version, package_texts(tree))) and p.vllm_ascend:
         where = "its version file" if tree.version else facts.get("version", (None, "its files"))[1]
         table = "its package's texts" if p.inferred else "the releases table"
         out.append((tuple(p.vllm_ascend), p.vllm, (f"{where} says vLLM-Omni {version}, which pairs with vllm {p.vllm} "
-                    f"and vllm-ascend {', '.join(p.vllm_ascend)} ({table})")))
+                    f"and vllm-ascend {', '.join(p.vllm_ascend)} ({table})"), False))
     elif version and (line := aligned_line(tree, version)):
         out.append((ascend_of_line(line) or None, vllm_of_line(line), (f"its version.py requires vllm's major.minor to "
-                    f"be vLLM-Omni {version}'s: vllm {line}")))
-    if "vllm" in facts: out.append((ascend_of_line(facts["vllm"][0]) or None, facts["vllm"][0], facts["vllm"][1]))
+                    f"be vLLM-Omni {version}'s: vllm {line}"), True))
+    if "vllm" in facts: out.append((ascend_of_line(facts["vllm"][0]) or None, facts["vllm"][0], facts["vllm"][1], True))
     return out
 
 _ALIGNED_RULE = re.compile(r"__version_tuple__\[:2\]|major\.minor", re.IGNORECASE)
@@ -290,6 +296,20 @@ def _from_symbols(asc: SymbolMatch, vl: SymbolMatch, fit: list) -> tuple[str, st
     a = fit[-1]
     return a, RELEASES.ascend[a].vllm, f"{n}{new}; the newest of them decided", None
 
+def across_table(asc: SymbolMatch, vl: SymbolMatch, vllm: str | None = None) -> tuple[str, str, str, str] | None:
+    ("(vllm-ascend, vllm, evidence, vLLM-Omni release) where no vllm-ascend the imports fit has a vllm they fit, but a "
+     "row of the releases table pairs one with such a vllm (the newest row; of `vllm`'s minor line, where the release "
+     "states a vllm); None when none does.")
+    line = lambda v: parse_version(v).release[:2]
+    rows = [r for r in RELEASES.omni.values() if any(a in asc.fitting for a in r.vllm_ascend) and vllm_fits(vl, r.vllm)
+            and (vllm is None or line(r.vllm) == line(vllm))] if speaks(asc) else []
+    if (row := max(rows, key=lambda r: parse_version(r.version), default=None)) is None: return None
+    a = next(a for a in row.vllm_ascend if a in asc.fitting)
+    return a, row.vllm, (f"its {len(asc.found)} vllm-ascend imports fit vllm-ascend {span(asc.fitting)}, whose own "
+                         f"vllm its {len(vl.found)} vllm imports do not fit (they fit vllm {span(vl.fitting)}); the "
+                         f"releases table pairs vLLM-Omni {row.version} across the two (vllm {row.vllm}, vllm-ascend "
+                         f"{a})"), row.version
+
 # %% ../../nbs/sources/evidence.ipynb #c47a0e02
 GAP_FETCH = 4   # releases of a gap read at most (a vllm sdist is ~45 MB)
 
@@ -316,18 +336,32 @@ def fill_gap(tree: SourceTree, m: SymbolMatch, trees: dict, fill=None) -> tuple[
     return m, note
 
 # %% ../../nbs/sources/evidence.ipynb #c47a0e04
-def ahead_of_ascend(asc: SymbolMatch, vl: SymbolMatch) -> bool:
-    ("Whether the code is ahead of every vllm-ascend read: its vllm-ascend imports fit the newest one read, and its "
-     "vllm imports fit only vllm newer than the vllm of each vllm-ascend they fit.")
-    if not (speaks(asc) and speaks(vl) and asc.fitting and vl.fitting) or asc.fitting[-1] != asc.read[-1]: return False
+def lags_vllm(asc: SymbolMatch, vl: SymbolMatch) -> bool:
+    ("Whether vllm-ascend lagged the code's vllm: its vllm-ascend imports fit some release read, and its vllm imports "
+     "fit only vllm newer than the vllm of each vllm-ascend they fit.")
+    if not (speaks(asc) and speaks(vl) and asc.fitting and vl.fitting): return False
     top = max(parse_version(RELEASES.ascend[a].vllm) for a in asc.fitting)
     return all(parse_version(v) > top for v in vl.fitting)
 
+def ahead_of_ascend(asc: SymbolMatch, vl: SymbolMatch) -> bool:
+    "Whether the code is ahead of every vllm-ascend read: it lags (`lags_vllm`) and its imports fit the newest read."
+    return lags_vllm(asc, vl) and asc.fitting[-1] == asc.read[-1]
+
+def capped_by(asc: SymbolMatch) -> str:
+    "The vllm-ascend import that caps the releases the imports fit, where it is, and the first release read lacking it."
+    u = bounding(asc, True)
+    after = [v for v in asc.read if parse_version(v) > parse_version(asc.found[u][-1])]
+    return f"{u.dotted} ({u.where}) is in {span(asc.found[u])}, vllm-ascend {after[0]} lacks it"
+
 def ahead_line(asc: SymbolMatch, vl: SymbolMatch, a: str) -> str:
-    "The evidence that decided a release ahead of vllm-ascend, in words."
-    return (f"its {len(asc.found)} vllm-ascend imports fit vllm-ascend {span(asc.fitting)}, its {len(vl.found)} vllm "
-            f"imports fit only vllm {span(vl.fitting)}, newer than any of theirs ({bounding(vl, False).dotted} is in "
-            f"{span(vl.found[bounding(vl, False)])}): ahead of vllm-ascend; the newest, {a}, taken")
+    "The evidence that decided a release ahead of (or capped below a newer) vllm-ascend, in words."
+    ahead = ahead_of_ascend(asc, vl)
+    cap = "" if ahead else f" ({capped_by(asc)})"
+    return (f"its {len(asc.found)} vllm-ascend imports fit vllm-ascend {span(asc.fitting)}{cap}, its {len(vl.found)} "
+            f"vllm imports fit only vllm {span(vl.fitting)}, newer than any of theirs ({bounding(vl, False).dotted} "
+            f"is in {span(vl.found[bounding(vl, False)])}): "
+            + (f"ahead of vllm-ascend; the newest, {a}, taken" if ahead else
+               f"vllm-ascend lagged the vllm it was written for; the newest they fit, {a}, taken"))
 
 # %% ../../nbs/sources/evidence.ipynb #951f76fe
 def checkout_evidence(tree: SourceTree, version: str | None = None, facts: dict | None = None,
@@ -342,38 +376,48 @@ def checkout_evidence(tree: SourceTree, version: str | None = None, facts: dict 
     vl, gap = fill_gap(tree, match_symbols(tree, "vllm", vllm_trees), vllm_trees, fill)
     if why := symbols_clash(asc) or symbols_clash(vl): return _refused(why + gap)
     fit = fitting_releases(asc, vl) if speaks(asc) else []   # no import that resolves: the imports say nothing
-    ahead = speaks(asc) and not fit and ahead_of_ascend(asc, vl)
-    if speaks(asc) and not fit and not ahead:
+    sides = stated_sides(tree, version, facts)
+    said = next((v for _, v, _, _ in sides if v), None)   # a table row pairs across only for the vllm stated
+    across = None if fit else across_table(asc, vl, said)
+    lag = speaks(asc) and not fit and not across and lags_vllm(asc, vl)
+    if speaks(asc) and not (fit or across or lag):
         return _refused(unpaired(asc, vl))
-    cands, first, vllm, vllm_how = None, None, None, None
-    for allowed, v, how in stated_sides(tree, version, facts):
+    cands, first, vllm, vllm_how, by_line, aside = None, None, None, None, True, ""
+    for allowed, v, how, line in sides:
         if v and not vllm: vllm, vllm_how = v, how
         if allowed is None: continue
         both = list(allowed) if cands is None else [a for a in cands if _serving(a) in {_serving(b) for b in allowed}]
         if not both: return _refused(f"{first} (vllm-ascend {span(cands)}), but {how} (vllm-ascend {span(allowed)})")
-        cands, first = both, first or how
+        cands, first, by_line = both, first or how, by_line and line
+    ok = [a for a in cands or () if not speaks(asc) or _serving(a) in fit or _serving(a) not in asc.read]
+    if cands is not None and not ok:   # a stated vllm-ascend contradicts; one the table gives a vllm line is set aside
+        if not by_line: return _refused(f"{first}, but {why_not(asc, vl, cands[0])}")
+        u = _lacking(asc, _serving(cands[0]))
+        aside = (f"; vllm-ascend {span(cands)}, the table's of that vllm line, set aside: "
+                 + (f"it lacks {u.dotted}" if u else why_not(asc, vl, cands[0])))
+        cands = None
     if cands is not None:
-        ok = [a for a in cands if not speaks(asc) or _serving(a) in fit or _serving(a) not in asc.read]
-        if not ok: return _refused(f"{first}, but {why_not(asc, vl, cands[0])}")
         a, omni = ok[0], version
         agree = f"; the {len(asc.found)} vllm-ascend names it imports agree" if speaks(asc) else ""
         decided = f"{first}{agree}"
-    elif fit:
-        a, v, decided, omni = _from_symbols(asc, vl, fit)
+    elif fit or across:
+        a, v, decided, omni = _from_symbols(asc, vl, fit) if fit else across
         decided, vllm = (f"{decided}; vllm {vllm}: {vllm_how}", vllm) if vllm else (decided, v)
-    elif ahead:
+    elif lag:
         a, omni, vllm = asc.fitting[-1], version, vllm or vl.fitting[0]
         decided = f"{ahead_line(asc, vl, a)}; vllm {vllm}" + (f": {vllm_how}" if vllm_how else "")
     else: return CheckoutEvidence(None, None, "", "it imports no vllm-ascend name that resolves in a "
                                   f"release the package cache holds ({len(asc.read)} read)")
     files = ascend_files(a) if ascend_files is not None and a not in RELEASES.ascend else None
     t = target_for(a, f"inferred from the checkout's own evidence: {tree.origin}", files=files)
-    return CheckoutEvidence(t, vllm or t.vllm, decided, None, omni, "ONP4470" if ahead else "ONP4305")
+    code = ("ONP4470" if ahead_of_ascend(asc, vl) else "ONP4471") if lag else "ONP4305"
+    return CheckoutEvidence(t, vllm or t.vllm, decided + aside, None, omni, code)
 
 # %% ../../nbs/sources/evidence.ipynb #c47a0e06
-def release_gap_fill(cache_dir: Path | str = CACHE_DIR, listed=None, fetch=None, most: int = GAP_FETCH):
+def release_gap_fill(cache_dir: Path | str = CACHE_DIR, listed=None, fetch=None, most: int = GAP_FETCH,
+                     progress=None):
     ("A `fill` for `fill_gap`: `listed(package)` (default PyPI's list, else the cache's) and `fetch(package, version)` "
-     "-> a release file (default: the cache, else PyPI).")
+     "-> a release file (default: the cache, else PyPI); `progress(line)`: told which releases it reads, and why.")
     cache = Path(cache_dir).expanduser()
     def in_cache(package):
         names = os.listdir(cache) if cache.is_dir() else []
@@ -383,6 +427,9 @@ def release_gap_fill(cache_dir: Path | str = CACHE_DIR, listed=None, fetch=None,
         except FetchError: vs = in_cache(package)
         between = [v for v in vs if parse_version(lo) < parse_version(v) < parse_version(hi)]
         got, missed = {}, between[most:]
+        if progress and between:
+            progress(f"reading {package} {', '.join(between[:most])} (listed between {lo} and {hi}, the releases two "
+                     "imports of the release are split across; from the package cache, else fetched) …")
         for v in between[:most]:
             try: got[v] = open_source((fetch or (lambda p, v: cached_release(cache, p, v)
                                                  or fetch_package(f"{p}=={v}", cache)))(package, v))
