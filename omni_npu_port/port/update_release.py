@@ -648,19 +648,14 @@ def _ascend_brought(lines: list[str], ascend: tuple) -> bool:
     new, old = ascend
     return any(_key(l) in new and _key(l) not in old for l in _code_lines(lines))
 
-def keep_ascend_change(hunks: list[Hunk], ascend: tuple, known=None) -> tuple[list[Hunk], list[Hunk]]:
-    ("Each region only the new port changed whose new lines include vllm-ascend's own change since PREV as the "
-     "people's (the previous port's) lines, unless those read what NEW's stack dropped (`stale_reads`) or most of "
-     "NEW's method is new; (hunks, the regions left).")
+def keep_ascend_change(hunks: list[Hunk], ascend: tuple, known=None) -> list[Hunk]:
+    ("The regions only the new port changed whose new lines include vllm-ascend's own change since PREV and whose "
+     "people's (the previous port's) lines read nothing NEW's stack dropped (`stale_reads`); none where most of NEW's "
+     "method is new (vllm-ascend rewrote it: the people re-copy it).")
     new, old = ascend
-    if not new or 2 * len(new - old) > len(new): return hunks, []   # vllm-ascend rewrote it: the people re-copy it
-    out, left = [], []
-    for h in hunks:
-        stale = bool(known) and bool(stale_reads(h.base, known, h.base))
-        if h.kind == "omni" and _ascend_brought(h.lines, ascend) and not stale:
-            out.append(Hunk("unchanged", h.base)); left.append(h)
-        else: out.append(h)
-    return out, left
+    if not new or 2 * len(new - old) > len(new): return []
+    return [h for h in hunks if h.kind == "omni" and _ascend_brought(h.lines, ascend)
+            and not (known and stale_reads(h.base, known, h.base))]
 
 def _unbound_reads(lines: list[str]) -> set[str] | None:
     "The names a method's live code reads that nothing in it binds (None: it does not parse as one)."
@@ -668,13 +663,21 @@ def _unbound_reads(lines: list[str]) -> set[str] | None:
     return None if got is None else set(_free_reads(got[0]))
 
 def _ascend_left(hunks: list[Hunk], ascend: tuple, known=None) -> tuple[list[Hunk], list[Hunk]]:
-    ("`keep_ascend_change`, undone where the method would then read a name nothing in it binds that it did not, or "
-     "no longer parse; (hunks, the regions left).")
-    kept, left = keep_ascend_change(hunks, ascend, known)
-    if not left: return hunks, []
+    ("The hunks with each region of `keep_ascend_change` as the people's lines; a region that mentions a name the "
+     "method would then read unbound (and did not) carried after all, until none does; (hunks, the regions left).")
+    left = keep_ascend_change(hunks, ascend, known)
     text = lambda hs: render(hs, ("people", "new"), False, "comment")[0]
-    was, now = _unbound_reads(text(hunks)), _unbound_reads(text(kept))
-    return (hunks, []) if now is None or was is None or now - was else (kept, left)
+    was = _unbound_reads(text(hunks)) if left else None
+    while left and was is not None:
+        ids = {id(h) for h in left}
+        kept = [Hunk("unchanged", h.base) if id(h) in ids else h for h in hunks]
+        now = _unbound_reads(text(kept))
+        if now is None: break
+        if not now - was: return kept, left
+        words = lambda h: set(re.findall(r"[A-Za-z_]\w*", "\n".join(h.lines + h.base)))
+        left = [h for h in left if not words(h) & (now - was)] if any(words(h) & (now - was) for h in left) else []
+    return hunks, []
+
 
 # %% ../../nbs/port/update_release.ipynb #c7c5b9e4
 def _compiles(lines: list[str]) -> bool:
