@@ -56,16 +56,17 @@ from .dataflow import binds, maybe_unbound, side_statements
 __all__ = ['RENAME_LIKENESS', 'omni_releases', 'previous_release', 'git_checkout', 'git_previous', 'resolve_previous',
            'class_methods', 'body_likeness', 'pair_methods', 'MethodUpdate', 'count_new', 'code_statements',
            'carry_edits', 'settle_conflicts', 'depths', 'fragment_compiles', 'narrow_conflict', 'stack_words',
-           'defined_names', 'stale_reads', 'drop_stale', 'take_binding_sides', 'take_parameters', 'merge_method',
-           'decide_method', 'Unit', 'cut_units', 'module_units', 'imported_names', 'merge_units', 'place_methods',
-           'future_first', 'Inherited', 'derives_from', 'RunnerSides', 'assemble', 'import_units', 'keep_imports',
-           'module_unbound', 'unbound_in', 'import_resolves', 'retarget_imports', 'placed_imports', 'gone_withs',
-           'with_decision', 'retake_withs', 'gone_names', 'retake_method_withs', 'update_runner', 'ReleaseUpdate',
-           'update_markdown', 'update_summary', 'write_update', 'one_definition', 'update_runners', 'written_on',
-           'people_errors', 'keyword_drops', 'retake_calls', 'retake_judged', 'falsy_reads', 'judged_hunk',
-           'repair_module', 'repair_judged', 'missing_helpers', 'helper_source', 'carry_methods', 'carry_helpers',
-           'runner_gpus', 'records', 'record_holders', 'record_key', 'record_units', 'align_records', 'sibling_records',
-           'align_runners', 'take_records', 'update_release', 'self_tuples', 'flag_self_tuples', 'update_inputs']
+           'defined_names', 'stale_reads', 'drop_stale', 'take_binding_sides', 'take_parameters', 'keep_ascend_change',
+           'merge_method', 'decide_method', 'Unit', 'cut_units', 'module_units', 'imported_names', 'merge_units',
+           'place_methods', 'future_first', 'Inherited', 'derives_from', 'RunnerSides', 'assemble', 'import_units',
+           'keep_imports', 'module_unbound', 'unbound_in', 'import_resolves', 'retarget_imports', 'placed_imports',
+           'gone_withs', 'with_decision', 'retake_withs', 'gone_names', 'retake_method_withs', 'update_runner',
+           'ReleaseUpdate', 'update_markdown', 'update_summary', 'write_update', 'one_definition', 'update_runners',
+           'written_on', 'people_errors', 'keyword_drops', 'retake_calls', 'retake_judged', 'falsy_reads',
+           'judged_hunk', 'repair_module', 'repair_judged', 'missing_helpers', 'helper_source', 'carry_methods',
+           'carry_helpers', 'runner_gpus', 'records', 'record_holders', 'record_key', 'record_units', 'align_records',
+           'sibling_records', 'align_runners', 'take_records', 'update_release', 'self_tuples', 'flag_self_tuples',
+           'update_inputs']
 
 # %% ../../nbs/port/update_release.ipynb #41af0190
 # a second import block (`__all__` comes between), so that neither import cell passes 60 lines
@@ -636,6 +637,50 @@ def take_parameters(lines: list[str], new: str) -> tuple[list[str], list[str]]:
     out[row] = f"{lines[row][:col]}, {said}{lines[row][col:]}"
     return (out, add) if _method_node(out) is not None else (lines, [])
 
+# %% ../../nbs/port/update_release.ipynb #a4550d02
+register(Code("ONP4550", "update-ascend-change-left", "update: a region only the new port changed, with lines "
+              "vllm-ascend's own method brought since PREV, in a method the people's port overrides: the people's "
+              "lines kept, as their copy keeps the vllm-ascend code it was written on", "info",
+              "take vllm-ascend's change where the method needs it (the new port of NEW, `port --release NEW`, "
+              "has it)",
+              _NB, "port"))
+
+def _ascend_brought(lines: list[str], ascend: tuple) -> bool:
+    "Whether `lines` hold a code line vllm-ascend's own method brought since PREV (`ascend`: NEW's keys, PREV's)."
+    new, old = ascend
+    return any(_key(l) in new and _key(l) not in old for l in _code_lines(lines))
+
+def keep_ascend_change(hunks: list[Hunk], ascend: tuple, known=None) -> list[Hunk]:
+    ("The regions only the new port changed whose new lines include vllm-ascend's own change since PREV and whose "
+     "people's (the previous port's) lines read nothing NEW's stack dropped (`stale_reads`); none where most of NEW's "
+     "method is new (vllm-ascend rewrote it: the people re-copy it).")
+    new, old = ascend
+    if not new or 2 * len(new - old) > len(new): return []
+    return [h for h in hunks if h.kind == "omni" and _ascend_brought(h.lines, ascend)
+            and not (known and stale_reads(h.base, known, h.base))]
+
+def _unbound_reads(lines: list[str]) -> set[str] | None:
+    "The names a method's live code reads that nothing in it binds (None: it does not parse as one)."
+    got = _method_node(keep_side("\n".join(lines)).split("\n"))
+    return None if got is None else set(_free_reads(got[0]))
+
+def _ascend_left(hunks: list[Hunk], ascend: tuple, known=None) -> tuple[list[Hunk], list[Hunk]]:
+    ("The hunks with each region of `keep_ascend_change` as the people's lines; a region that mentions a name the "
+     "method would then read unbound (and did not) carried after all, until none does; (hunks, the regions left).")
+    left = keep_ascend_change(hunks, ascend, known)
+    text = lambda hs: render(hs, ("people", "new"), False, "comment")[0]
+    was = _unbound_reads(text(hunks)) if left else None
+    while left and was is not None:
+        ids = {id(h) for h in left}
+        kept = [Hunk("unchanged", h.base) if id(h) in ids else h for h in hunks]
+        now = _unbound_reads(text(kept))
+        if now is None: break
+        if not now - was: return kept, left
+        words = lambda h: set(re.findall(r"[A-Za-z_]\w*", "\n".join(h.lines + h.base)))
+        left = [h for h in left if not words(h) & (now - was)] if any(words(h) & (now - was) for h in left) else []
+    return hunks, []
+
+
 # %% ../../nbs/port/update_release.ipynb #c7c5b9e4
 def _compiles(lines: list[str]) -> bool:
     try: compile("\n".join(lines) + "\n", "<method>", "exec", dont_inherit=True); return True
@@ -646,6 +691,7 @@ def merge_method(m: MethodUpdate, base: str, new: str, people: str, labels: tupl
     ("One method merged three ways (base: the previous port; the new port's change onto the people's), `m` counted; "
      "`known`: the names NEW's stack and the runner have (`drop_stale`).")
     raw = merge_hunks(base, new, people)
+    raw, left = _ascend_left(raw, ascend, known)   # vllm-ascend's own change, the people's lines kept
     hunks, settled = settle_conflicts(raw)   # a conflict left: the people's side live, the new port's beside it
     hunks, stale = drop_stale(hunks, known)
     lines, diags = render(hunks, labels, False, prefer)
@@ -676,6 +722,11 @@ def merge_method(m: MethodUpdate, base: str, new: str, people: str, labels: tupl
         if d.code == "ONP4001": d.message = ("conflict: the new port (the GPU side's or vllm-ascend's change since "
                                              "PREV) and the people's port changed the same lines; keep one side, then "
                                              "delete the markers")
+    if left:
+        what = next((l.strip() for h in left for l in _code_lines(h.lines)), "")
+        n = sum(len(_code_lines(h.lines)) for h in left)
+        diags.append(port_diagnostic("ONP4550", f"{code_info('ONP4550').title}: {m.runner}.{m.name}: "
+                                     f"{n} line(s) not carried, from {what[:60]!r}", where=m.name))
     while lines and not lines[-1].strip(): lines.pop()
     lines, added = take_parameters(lines, new)   # a parameter only the new port's signature has, read (ONP4528)
     diags += [port_diagnostic("ONP4528", f"{code_info('ONP4528').title}: {m.runner}.{m.name}: `{x}`") for x in added]
