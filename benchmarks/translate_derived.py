@@ -1,7 +1,8 @@
 """Derived rules over real vLLM-Omni workers and runners: is any GPU construct left silent? (issue 33, part 1)
 
 For every vllm-omni release in ~/.cache/omni-npu-port/pkgs (wheel or sdist), the GPU side's worker and runner files
-(`vllm_omni/worker/*.py`, `vllm_omni/diffusion/worker/*.py`) are translated with `translate --check`'s rules for the
+(every .py under a `worker*` folder of `vllm_omni/`: `worker/`, `worker_v2/`, `diffusion/worker/` and their subfolders;
+not `platforms/`, the NPU, ROCm and XPU copies) are translated with `translate --check`'s rules for the
 target `translate` infers for that release (`sources.stated.stated_target`), derived rules on. Four counts, the
 last three independent of what the index says:
 
@@ -31,7 +32,7 @@ it); none that does leaves the finding to a person (`to judge`).
 
 Run:  PYTHONPATH=. .venv/bin/python benchmarks/translate_derived.py [--release 0.18.0] > out.txt
       [--archives DIR] (more vllm-omni wheels: release candidates) [--target vllm-ascend==X] (where none is inferred)
-      [--files REGEX] (other files than the GPU worker and runner folders: `vllm_omni/worker_v2/`, say)
+      [--files REGEX] (other files than the GPU worker and runner folders, by their path in the archive)
       [--reader archive] (a runner's own classes read from the archive, `source_reader`, as `port` and the audit read
       them, instead of from the release unpacked on disk, as `translate` reads a tree)
 Target: 0 silent.
@@ -62,7 +63,7 @@ from omni_npu_port.translate.engine import translate_source  # noqa: E402
 from omni_npu_port.translate.rules import compile_rules  # noqa: E402
 
 CACHE = Path.home() / ".cache" / "omni-npu-port" / "pkgs"
-GPU_FILES = re.compile(r"(^|/)vllm_omni/(worker|diffusion/worker)/[^/]+\.py$")
+GPU_FILES = re.compile(r"(^|/)vllm_omni/(?!platforms/)(?:\w+/)*worker\w*/(?:\w+/)*\w+\.py$")   # any worker* folder
 CUDA_TOKEN = re.compile(r"torch\.cuda|[\"']cuda\b|NCCL_|\bnccl|\.cuda\(|\bCUDAGraph\b|cuda_graph\b|\bis_cuda\b")
 DERIVED = re.compile(r"ONP20(4[0-4]|6\d)$")   # the derived rules' codes (ONP2049: not run)
 GPU_WORD = re.compile(r"\b\w*(?:cuda|gpu|nccl|CUDA|GPU|NCCL|Cuda|Gpu)\w*")

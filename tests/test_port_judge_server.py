@@ -198,3 +198,36 @@ def test_a_shared_server_past_its_time_is_the_command_lines_timeout_and_is_stopp
     with pytest.raises(J.JudgeUnavailable, match=r"did not finish in 0 s"):
         J.run_checker(root, [root / "m.py"], [], timeout=0.001)
     assert exe not in J._SHARED
+
+
+def test_the_idle_time_reads_its_switch(monkeypatch):
+    "OMNI_NPU_PORT_JUDGE_IDLE where it is a number (never negative); SHARED_IDLE where unset or not a number."
+    monkeypatch.delenv("OMNI_NPU_PORT_JUDGE_IDLE", raising=False)
+    assert J.shared_idle() == J.SHARED_IDLE
+    for said, want in (("0.2", 0.2), ("-5", 0.0), ("soon", J.SHARED_IDLE)):
+        monkeypatch.setenv("OMNI_NPU_PORT_JUDGE_IDLE", said)
+        assert J.shared_idle() == want
+
+
+@pytest.mark.slow
+def test_an_idle_shared_server_stops_and_the_next_run_starts_one_with_the_same_findings(tmp_path, monkeypatch):
+    ("Fires: idle past a tiny OMNI_NPU_PORT_JUDGE_IDLE, the server's process group is stopped and the next run starts "
+     "another (same findings, still forkable); must not: within the idle time the next run finds the same server.")
+    from omni_npu_port.core.io import can_fork
+    exe = J.find_checker()
+    if exe is None: pytest.skip("basedpyright is not installed")
+    root = _project_of(tmp_path, "p", "x = undefined_name\n")
+    run = lambda: _seen(J.run_checker(root, [root / "m.py"], []))
+    J._stop_shared()
+    monkeypatch.setenv("OMNI_NPU_PORT_JUDGE_IDLE", "600")
+    want = run()
+    s = J._SHARED[exe]
+    assert want and run() == want and J._SHARED[exe] is s and s.proc.poll() is None and can_fork()   # kept
+    monkeypatch.setenv("OMNI_NPU_PORT_JUDGE_IDLE", "0.2")
+    assert run() == want and J._SHARED[exe] is s
+    assert s.watch.wait(60) == 3   # its idle end stopped the server's group
+    s.proc.wait(60)
+    assert run() == want and J._SHARED[exe] is not s and J._SHARED[exe].proc.pid != s.proc.pid and can_fork()
+    t = J._SHARED[exe]
+    J._stop_shared()   # closed: its idle end stopped and reaped first, the server gone
+    assert t.watch is None and t.proc.poll() is not None

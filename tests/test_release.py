@@ -591,3 +591,18 @@ def test_a_release_port_still_draws_itself_in_jupyter_after_the_split():
     "ReleasePort now lives in release_report: the renderer registered for it (docs.render) is found by its class."
     res = fixture_port()
     assert "onp-release" in res._repr_html_() and "NPU port of vLLM-Omni" in res._repr_markdown_()
+
+
+def test_the_terminal_says_the_pairings_evidence_once(tmp_path, capsys):
+    "`port --release`: the target line names the decision and points below; the evidence is said once (stdout)."
+    evidence = "the package pins vllm==0.18.0"
+    rc = main(["port", "--release", f"{FIX / 'omni'}@0.97.0", "-o", str(tmp_path / "out"), "--history", "0.17.0",
+               "--no-judge", *sum((["--source", str(s)] for s in SOURCES), [])])
+    out = capsys.readouterr()
+    assert rc in (0, 1) and (out.out + out.err).count(evidence) == 1 and evidence in out.out.splitlines()[0]
+    assert "): GPU base vllm 0.17.0 (evidence: the first line below)" in out.err
+    assert main(["port", "--release", f"{FIX / 'omni'}@0.97.0", "-o", str(tmp_path / "j"), "--history", "0.17.0",
+                 "--no-judge", "--json", *sum((["--source", str(s)] for s in SOURCES), [])]) in (0, 1)
+    out = capsys.readouterr()
+    assert "(evidence: the report's pairing)" in out.err and evidence not in out.err
+    assert evidence in json.loads(out.out)["pairing"]["evidence"]

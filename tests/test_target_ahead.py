@@ -103,3 +103,15 @@ def test_listed_versions_reads_the_final_releases_with_a_file(tmp_path):
     assert listed_versions("vllm", tmp_path.as_uri()) == ["0.31.0", "0.33.0"]
     with pytest.raises(FetchError, match="no release list"):
         listed_versions("vllm-ascend", tmp_path.as_uri())
+
+
+def test_onp4301_names_the_decision_and_leaves_the_evidence_to_its_note(tmp_path, ascend_cache):
+    "Fires: an evidence note (ONP4470) decided, so ONP4301 points at it; must not: a package pin's evidence is said there."
+    got = choose_inputs(open_source(_omni(tmp_path, "0.99.0", "from vllm_ascend.worker.helpers import NewHelper")))
+    [said] = [d.message for d in got.diagnostics if d.code == "ONP4301"]
+    [note] = [d.message for d in got.diagnostics if d.code == "ONP4470"]
+    assert said.endswith("vllm-ascend 0.19.1rc1 (the evidence: ONP4470's line)") and "NewHelper" not in said
+    assert "fit vllm-ascend 0.18.0 … 0.19.1rc1" in note   # the evidence, said in its own line
+    pinned = choose_inputs(open_source(_omni(tmp_path / "b", "0.18.0", "from vllm_ascend.worker.helpers import NewHelper")))
+    [said] = [d.message for d in pinned.diagnostics if d.code == "ONP4301"]
+    assert said.endswith("(inferred: the package pins vllm==0.18.0; vllm-ascend of that line)")

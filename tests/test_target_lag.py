@@ -126,3 +126,17 @@ def test_the_report_says_inferred_once(tmp_path):
     assert line.endswith("GPU base vllm 0.24.0 (inferred): its imports") and line.count("inferred") == 1
     p.pairing = p.pairing._replace(evidence="the releases table", inferred=False)
     assert release_summary(p)[0].endswith("GPU base vllm 0.24.0: the releases table")
+
+
+def test_the_summary_names_the_release_once():
+    "Fires: a file of the release in the evidence is named by its path inside it; must not: another path is kept."
+    from types import SimpleNamespace
+
+    from omni_npu_port.core.catalog import OmniPairing
+    from omni_npu_port.port.release_report import release_summary
+    ev = "inferred: X (/c/omni.whl/vllm_omni/a.py:15) is in 0.13.0, and Y (/elsewhere/b.py:2)"
+    p = SimpleNamespace(omni="0.24.0rc1", origin="/c/omni.whl", vllm_ascend="0.23.0.post1", vllm="0.24.0", history=[],
+                        layout="l", layout_from="f", runners=[], methods=0, compiles=True, conflicts=0, lost=0,
+                        seconds=1.0, pairing=OmniPairing("0.24.0rc1", "0.24.0", ("0.23.0.post1",), ev, True))
+    line = release_summary(p)[0]
+    assert line.count("/c/omni.whl") == 1 and "X (vllm_omni/a.py:15)" in line and "Y (/elsewhere/b.py:2)" in line

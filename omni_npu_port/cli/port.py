@@ -312,7 +312,8 @@ def run_release(args: argparse.Namespace) -> int:
     finally: say.close()   # a download cut short leaves no bar running
     origin = ("--target" if args.target else f"inferred from the source: vLLM-Omni {res.omni}" if res.omni != "?"
               else "inferred from the checkout's own evidence")
-    say(f"target vllm-ascend {res.vllm_ascend} ({origin}): GPU base vllm {res.vllm} ({res.pairing.evidence})")
+    where = "the report's pairing" if args.json else "the first line below"   # the evidence, said once
+    say(f"target vllm-ascend {res.vllm_ascend} ({origin}): GPU base vllm {res.vllm} (evidence: {where})")
     written = res.written
     if args.json: print(json.dumps((upd or res).to_json(), indent=2))
     else: print("\n".join((update_summary(upd) if upd else release_summary(res)) +

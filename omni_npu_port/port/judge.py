@@ -39,14 +39,14 @@ from .translation import code_fingerprint
 
 # %% auto #0
 __all__ = ['CHECKER_PIN', 'CHECKER_TIMEOUT', 'NAME_RULES', 'JUDGED_RULES', 'JUDGE_CACHE', 'EXCLUSIONS', 'KEPT_PORTS',
-           'JUDGE_ERRORS', 'JudgeUnavailable', 'find_checker', 'checker_config', 'run_checker', 'owns_judge_entry',
-           'source_root', 'statement_at', 'statement_text', 'CheckerError', 'judged_code', 'names_of', 'import_key',
-           'checker_errors', 'Exclusion', 'exclusion', 'excluded_by', 'call_at', 'called_method', 'signature_of',
-           'binds', 'JudgeContext', 'module_attrs', 'input_key', 'cached_input', 'keep_input', 'ports_key',
-           'expect_key', 'content_named', 'kept_ports', 'expected_kept', 'prune_kept', 'keep_ports', 'warm_imports',
-           'WarmJudge', 'check_warm', 'address_space_capped', 'served', 'can_serve', 'judge_early', 'Judgement',
-           'JudgeRun', 'judge_modules', 'input_errors', 'judge_ports', 'spare_core', 'start_judge', 'judge_release',
-           'release_judge_lines', 'judge_class_port', 'judge_hand']
+           'SHARED_IDLE', 'JUDGE_ERRORS', 'JudgeUnavailable', 'find_checker', 'checker_config', 'run_checker',
+           'owns_judge_entry', 'source_root', 'statement_at', 'statement_text', 'CheckerError', 'judged_code',
+           'names_of', 'import_key', 'checker_errors', 'Exclusion', 'exclusion', 'excluded_by', 'call_at',
+           'called_method', 'signature_of', 'binds', 'JudgeContext', 'module_attrs', 'input_key', 'cached_input',
+           'keep_input', 'ports_key', 'expect_key', 'content_named', 'kept_ports', 'expected_kept', 'prune_kept',
+           'keep_ports', 'warm_imports', 'WarmJudge', 'check_warm', 'address_space_capped', 'served', 'can_serve',
+           'shared_idle', 'judge_early', 'Judgement', 'JudgeRun', 'judge_modules', 'input_errors', 'judge_ports',
+           'spare_core', 'start_judge', 'judge_release', 'release_judge_lines', 'judge_class_port', 'judge_hand']
 
 # %% ../../nbs/port/judge.ipynb #af5c32be
 register(
@@ -705,6 +705,7 @@ def served(root: Path, files: list, exe: str, timeout: float = CHECKER_TIMEOUT) 
     folder, paths = {"uri": root.as_uri(), "name": root.name}, [(root / f).resolve() for f in files]
     try:
         s = _SHARED.get(exe)
+        if s is not None and s.pid == os.getpid() and _disarm(s): _reap(s.proc)   # its idle end stopped it
         if s is None or s.pid != os.getpid() or s.proc.poll() is not None:   # none, a forked parent's, or gone
             s = _SHARED[exe] = _SharedServer(exe, end)
         s.notify("workspace/didChangeWorkspaceFolders", {"event": {"added": [folder], "removed": []}})
@@ -718,6 +719,7 @@ def served(root: Path, files: list, exe: str, timeout: float = CHECKER_TIMEOUT) 
                        "range": d["range"]} for d in got["result"].get("items", []) if d.get("severity") == 1]
             s.notify("textDocument/didClose", {"textDocument": {"uri": f.as_uri()}})
         s.notify("workspace/didChangeWorkspaceFolders", {"event": {"added": [], "removed": [folder]}})
+        _arm(s)   # unused for `shared_idle()` seconds from now, it stops
     except (JudgeUnavailable, OSError, ValueError) as e:   # a server in an unknown state: the next run starts one
         if (s := _SHARED.pop(exe, None)) is not None and s.pid == os.getpid(): s.close()
         if "deadline" in str(e): raise JudgeUnavailable(f"{exe} did not finish in {timeout:.0f} s") from None
@@ -731,6 +733,48 @@ def can_serve(root: Path, files: list) -> bool:
     if os.environ.get("OMNI_NPU_PORT_JUDGE_SERVER", "").strip().lower() in ("0", "off", "no"): return False
     root = Path(root).resolve()
     return all((root / f).resolve().is_relative_to(root) for f in files)
+
+# %% ../../nbs/port/judge.ipynb #3d9f1a63
+SHARED_IDLE = 300.0   # seconds the shared server may sit unused before its idle end stops it
+
+def shared_idle() -> float:
+    "Seconds the shared server waits unused: `OMNI_NPU_PORT_JUDGE_IDLE` where it is a number, else `SHARED_IDLE`."
+    try: return max(float(os.environ.get("OMNI_NPU_PORT_JUDGE_IDLE", "")), 0.0)
+    except ValueError: return SHARED_IDLE
+
+_IDLE_END = ("import os, select, signal, sys\n"
+             "if select.select([0], [], [], float(sys.argv[1]))[0]: sys.exit(0)\n"   # a word (or EOF): not idle
+             "try: os.killpg(int(sys.argv[2]), signal.SIGKILL)\n"
+             "except OSError: pass\n"
+             "sys.exit(3)\n")
+
+def _arm(s: _SharedServer) -> None:
+    "Start the server's idle end (a process, never a thread); where it cannot start, the server stops at exit."
+    _disarm(s)
+    try: s.watch = subprocess.Popen([sys.executable, "-I", "-S", "-c", _IDLE_END, str(shared_idle()), str(s.proc.pid)],
+                                    stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                    start_new_session=True)   # a Ctrl-C to the kernel leaves it waiting
+    except OSError: s.watch = None
+
+def _disarm(s: _SharedServer) -> bool:
+    "Stop the idle end (a word on its pipe) and reap it: True where it had already stopped the server."
+    w, s.watch = getattr(s, "watch", None), None
+    if w is None: return False
+    try: w.stdin.write(b"\n"); w.stdin.close()
+    except OSError: pass   # it has ended: the word is not needed
+    try: return w.wait(5) == 3
+    except subprocess.TimeoutExpired: w.kill(); w.wait(); return False
+
+def _reap(proc) -> None:
+    try: proc.wait(5)
+    except subprocess.TimeoutExpired: pass
+
+def _close_shared(self: _SharedServer) -> None:
+    "Stop the idle end, then the server (`_Server.close`)."
+    _disarm(self); _Server.close(self)
+
+_SharedServer.close = _close_shared
+
 
 # %% ../../nbs/port/judge.ipynb #f2c8b6d7
 def _import_lines(text: str) -> list[list[str]]:

@@ -244,12 +244,13 @@ def choose_inputs(tree: SourceTree, target: str | None = None, history="auto", a
             )
         ]
     )
+    said = f"the evidence: {found[0].code}'s line" if found else pairing.evidence   # the evidence said once
     diags += (
         [
             port_diagnostic(
                 "ONP4301",
                 f"{code_info('ONP4301').title}: vllm-omni {pairing.omni} -> vllm {pairing.vllm}, "
-                f"vllm-ascend {ascend} ({pairing.evidence})",
+                f"vllm-ascend {ascend} ({said})",
                 severity="info",
             )
         ]

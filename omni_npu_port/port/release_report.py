@@ -159,9 +159,10 @@ def _tables(p: ReleasePort) -> tuple[list, list]:
 def release_summary(p: ReleasePort) -> list[str]:
     "The report's summary lines: the pairing and its evidence, the history, the layout, the totals."
     inferred = " (inferred)" if p.pairing.inferred else ""
+    said = p.pairing.evidence.removeprefix("inferred: ") if inferred else p.pairing.evidence
     return [
         (f"vLLM-Omni {p.omni} ({p.origin}) onto vllm-ascend {p.vllm_ascend}, GPU base vllm {p.vllm}{inferred}: "
-         f"{p.pairing.evidence.removeprefix('inferred: ') if inferred else p.pairing.evidence}"),
+         f"{said.replace(f'{p.origin}/', '')}"),   # the release is named once: its files by their path in it
         f"history (older vllm the omni copy may lag behind): {', '.join(p.history) or 'none'}",
         f"layout: {p.layout} ({p.layout_from})",
         (f"{len(p.runners)} runner class(es), {p.methods} method(s) ported; {p.conflicts} conflict(s); "
