@@ -380,8 +380,12 @@ def written_records(live: ast.Module, ix, where: str = "") -> dict[str, ClassSha
             if a.name in own:
                 s = own[a.name]
                 out[a.asname or a.name] = replace(s, where=f"written module {src}:{s.where.rpartition(':')[2]}")
-            elif a.name in theirs and (s := class_shape(ix, theirs[a.name])) is not None:
-                out[a.asname or a.name] = replace(s, where=f"{s.where}, imported by the written module {src}")
+            elif a.name in theirs:   # the stack's class, once per index (`ReadyIndex.shapes`)
+                memo, key = getattr(ix, "shapes", {}), theirs[a.name]
+                if key not in memo: memo[key] = class_shape(ix, key)
+                if memo[key] is not None:
+                    out[a.asname or a.name] = replace(memo[key], where=f"{memo[key].where}, imported by the written "
+                                                      f"module {src}")
     return out
 
 def sibling_findings(ports: list, ix) -> None:
