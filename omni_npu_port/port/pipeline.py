@@ -21,7 +21,7 @@ from .locate import Located, MethodSpec, PortError, locate, port_diagnostic
 from .method import PortOptions, PortResult
 from .mro import ORDER_BLOCKS, BaseOrder, base_order, init_diagnostics, order_diagnostics
 from .reach import reach_runner
-from .ready import ready_findings
+from .ready import ready_findings, sibling_findings
 from .records import merge_records, merged_conflicts
 from .release_checks import RunnerPort, check_runner, ported_mro
 from .release_inputs import Placement, _npu_leaf, dotted_name
@@ -175,7 +175,13 @@ def _derived(ports: list[RunnerPort], ctx: PortContext) -> None:
     ctx.found["derived"] = check_ports(ports, ctx.judge_inputs[1], ctx.judge_inputs[0], [p.inputs for p in ports],
                                        ctx.derived_memo, ctx.judge_inputs[2])   # omni's sources: its runners' bases
 
+def _siblings(ports: list[RunnerPort], ctx: PortContext) -> None:
+    "The records each written module imports from the others, checked once every class is ported (they exist then)."
+    sibling_findings(ports, ctx.index)
+
 register_pass(ClassPass("ready", "the written module: would it run", ("port/ready.ipynb",), _ready))
+register_pass(ClassPass("siblings", "every written module: the records it imports from the others it builds and "
+                        "unpacks as they are written", ("port/ready.ipynb",), _siblings, batch=True))
 register_pass(ClassPass("derived", "every written module, against the derived rules of the target's sources",
                         ("port/derived_check.ipynb",), _derived, batch=True))
 register_pass(ClassPass("judge", "every written module, type-checked against the target's sources",

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import ast
 import builtins
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 
 from ..core.diagnostics import Code, Diagnostic, code_info, register
 from ..core.releases import STACK_PACKAGES
@@ -19,7 +20,7 @@ from .parsed import parsed, per_tree
 
 # %% auto #0
 __all__ = ['unbound_reads', 'ClassShape', 'class_shape', 'class_findings', 'ready_findings', 'source_keywords',
-           'explain_unpacked', 'ReadyIndex', 'ready_index']
+           'explain_unpacked', 'ReadyIndex', 'ready_index', 'written_modules', 'written_records', 'sibling_findings']
 
 # %% ../../nbs/port/ready.ipynb #64fc8e5b
 register(
@@ -214,6 +215,7 @@ def class_findings(code: str, ix: SymbolIndex, packages: tuple = STACK_PACKAGES,
     passed = source_keywords(getattr(ix, "runner_modules", ()), packages)
     memo = getattr(ix, "shapes", {})   # a ReadyIndex keeps the shapes it was asked for
     own = _own_records(live)   # a record the module defines itself (a merged state record: port/records.ipynb)
+    own = written_records(live, ix, where) | own   # and one it imports from a written sibling module
     def shape(n):
         if n not in names: return own.get(n)
         if names[n] not in memo: memo[names[n]] = class_shape(ix, names[n])
@@ -336,6 +338,7 @@ class ReadyIndex(SymbolIndex):
     def __init__(self, trees, runner_modules: list):
         super().__init__(trees)
         self.runner_modules, self.shapes = runner_modules, {}
+        self.written: Callable | None = None   # the written modules as they stand now (`written_modules`)
 
 def ready_index(gpu_base, npu_base) -> ReadyIndex | None:
     ("One symbol index over the NPU base's source and the GPU base's (the classes a port builds come from either); a "
@@ -347,3 +350,52 @@ def ready_index(gpu_base, npu_base) -> ReadyIndex | None:
         try: mods.append(ast.parse(getattr(b, "module_text", "") or ""))
         except SyntaxError: pass
     return ReadyIndex(trees, mods)
+
+# %% ../../nbs/port/ready.ipynb #1d2f809a
+def written_modules(*groups) -> Callable[[], list]:
+    ("A view of written modules as they stand at each call: (module, class, code) of each port in `groups` (lists "
+     "read when called; a later group's port of a module replaces an earlier's).")
+    return lambda: list({p.module: (p.module, p.cls, p.code) for g in groups for p in g}.values())
+
+def _absolute(me: str | None, level: int, module: str | None) -> str | None:
+    "The module a `from` import names: relative ones resolved against `me`, the importing module (None: unknown)."
+    if not level: return module
+    base = (me or "").split(".")[:-level] if me else []
+    return ".".join(base + ([module] if module else [])) if base else None
+
+def written_records(live: ast.Module, ix, where: str = "") -> dict[str, ClassShape]:
+    ("Local name -> the shape of each record the module imports from a written sibling (`ix.written`), read from the "
+     "sibling's current code: the record it defines, or the stack class it imports under that name.")
+    view = getattr(ix, "written", None)
+    mods = view() if view is not None else []
+    codes, me = {m: c for m, _, c in mods}, next((m for m, cls, _ in mods if cls == where), None)
+    out = {}
+    for n in ast.walk(live):
+        src = _absolute(me, n.level or 0, n.module) if isinstance(n, ast.ImportFrom) else None
+        if src is None or src == me or src not in codes: continue
+        try: sib = parsed(keep_side(codes[src]))
+        except SyntaxError: continue
+        own, theirs = _own_records(sib), _imported(sib, STACK_PACKAGES)
+        for a in n.names:
+            if a.name in own:
+                s = own[a.name]
+                out[a.asname or a.name] = replace(s, where=f"written module {src}:{s.where.rpartition(':')[2]}")
+            elif a.name in theirs:   # the stack's class, once per index (`ReadyIndex.shapes`)
+                memo, key = getattr(ix, "shapes", {}), theirs[a.name]
+                if key not in memo: memo[key] = class_shape(ix, key)
+                if memo[key] is not None:
+                    out[a.asname or a.name] = replace(memo[key], where=f"{memo[key].where}, imported by the written "
+                                                      f"module {src}")
+    return out
+
+def sibling_findings(ports: list, ix) -> None:
+    ("Each port's ONP4422 / ONP4423 against the records it imports from the other written modules, as they stand "
+     "now: those of an earlier call replaced, in its not-ready findings and its diagnostics.")
+    if ix is None: return
+    was, ix.written = getattr(ix, "written", None), written_modules(ports)
+    stale = lambda ds: [d for d in ds if not (d.code in ("ONP4422", "ONP4423") and "written module " in d.message)]
+    try:
+        for p in ports:
+            new = [d for d in class_findings(p.code, ix, where=p.cls) if "written module " in d.message]
+            p.not_ready, p.diagnostics = stale(p.not_ready) + new, stale(p.diagnostics) + new
+    finally: ix.written = was

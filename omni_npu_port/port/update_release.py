@@ -93,7 +93,7 @@ from omni_npu_port.port.release_report import (
 )
 
 from .method import undefined_names
-from .ready import ready_findings, ready_index, unbound_reads
+from .ready import ready_findings, ready_index, sibling_findings, unbound_reads, written_modules
 from .release import open_release, port_release
 from .release_checks import RunnerPort
 from .release_inputs import given_sources, locate_base, release_runners, release_source
@@ -1345,6 +1345,7 @@ def update_runners(new_port: ReleasePort, base_port: ReleasePort, prev_origin: s
                    npu_bases: tuple = (None, None), names=None) -> tuple[list, list]:
     "Every runner of the new port, updated from PREV's hand runner where PREV's port has it and PREV has one."
     runners, ups = [], []
+    if ix is not None: ix.written = written_modules(new_port.runners, runners)   # siblings: updated, else new's
     for r in new_port.runners:
         b = _match(r, base_port.runners)
         hand = _hand_module(prev_origin, b.hand) if b is not None and b.hand else None
@@ -2267,6 +2268,7 @@ def _update_from(new, tree, prev, how, git, target, prev_target, judge, kw) -> R
     judged = (carry_helpers(runners, gpus, ix, rejudge) if judge else None) or judged
     judged = (repair_judged(runners, new_port, ix, rejudge) if judge else None) or judged
     flag_self_tuples(runners, update_inputs(new_port, base_port, prev_origin))   # ONP4538
+    sibling_findings(runners, ix)   # the records imported from the written siblings, as the update leaves them
     said = port_diagnostic("ONP4500", f"{code_info('ONP4500').title}: vLLM-Omni {base_port.omni} "
                            f"({'' if git else prev_origin + '; '}{how}), "
                            f"its port on vllm-ascend {base_port.vllm_ascend} the merge's base")
