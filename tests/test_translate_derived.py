@@ -232,3 +232,32 @@ def test_a_mixin_beside_vllms_runner_is_read_from_the_tree(ix):
     assert got == {("ONP2040", "GPUModelRunner"), ("ONP2041", "missing_here")}   # `mixed` is the mixin's
     # the mixin not read: a name vllm's runner lacks may be the mixin's
     assert {(f.diagnostic.code, f.subject) for f in ix.file_findings(tree)} == {("ONP2040", "GPUModelRunner")}
+
+
+def test_an_object_of_the_trees_own_class_or_a_deeper_chain_outside_vllm_is_not_looked_up(ix):
+    # issue 33: vLLM-Omni's own OmniIntermediateBuffer methods and `self.owner.model.X` were called missing from vllm
+    path = TREE / "own_objects.py"
+    tree = ast.parse(path.read_text())
+    read = derived.module_reader(path)
+    got = {(f.diagnostic.code, f.diagnostic.line, f.subject) for f in ix.file_findings(tree, read)}
+    # must fire: `self.X` on a class built on vllm's runner that the target lacks; a deeper chain on that runner;
+    # a chain through a part annotated with a vllm type; `self.X` in a class built on no vllm class
+    assert {("ONP2041", 34, "update_gpu_rows"), ("ONP2041", 35, "gpu_batch_rows"), ("ONP2041", 20, "cuda_told_flag"),
+            ("ONP2041", 21, "cuda_helper_flag")} <= got
+    # must not: the same name on an object of the tree's own class (assigned, called, the file's class), a deeper
+    # chain in a class built on no vllm class
+    assert not {line for _, line, _ in got} & {18, 19, 31, 32, 33}, got
+    # without the tree, an imported class is not known to be the tree's: looked up as before
+    alone = {(f.diagnostic.line, f.subject) for f in ix.file_findings(tree)}
+    assert {(31, "update_gpu_rows"), (32, "update_gpu_rows")} <= alone and not alone & {(18, "gpu_resident_keys")}
+
+
+def test_a_class_built_on_no_vllm_class_is_told_through_its_bases():
+    table = {"Base": "omni.buffers.RowBuffer", "Runner": "vllm.v1.worker.gpu_model_runner.GPUModelRunner"}
+    read = derived.module_reader(TREE / "own_objects.py")
+    cls = lambda src: ast.parse(src).body[0]
+    assert derived.vllm_free(cls("class A(Base, Generic[T]): ..."), table, {}, read)
+    assert derived.vllm_free(cls("class A(dict): ..."), table, {}, None)
+    assert not derived.vllm_free(cls("class A(Runner): ..."), table, {}, read)
+    assert not derived.vllm_free(cls("class A(Base): ..."), table, {}, None)   # the tree not read: not told
+    assert not derived.vllm_free(cls("class A(Unknown): ..."), table, {}, read)

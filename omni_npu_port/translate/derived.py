@@ -26,8 +26,8 @@ from .diagnostics import TranslateDiagnostic
 __all__ = ['DEVICE_STRING', 'device_words', 'twin_key', 'nodes_of', 'walked', 'import_table', 'dotted', 'own_members',
            'cuda_line', 'DerivedIndex', 'per_index', 'Finding', 'recorded_probes', 'probes_hold', 'read_classes',
            'module_reader', 'built_on', 'source_reader', 'probed', 'probes', 'annotations', 'type_origin',
-           'receiver_origin', 'target_sources', 'index_for', 'derived_index', 'index_before_fork', 'index_loaded',
-           'might_find', 'derived_check', 'add_derived']
+           'receiver_origin', 'vllm_free', 'Receivers', 'target_sources', 'index_for', 'derived_index',
+           'index_before_fork', 'index_loaded', 'might_find', 'derived_check', 'add_derived']
 
 # %% ../../nbs/translate/derived.ipynb #4e6bf391
 _NB = "translate/derived.ipynb"
@@ -702,6 +702,92 @@ def receiver_origin(node, table: dict, told: dict, own: set) -> str | None:
     return "vllm" if "vllm" in seen else "other" if seen == {"other"} else None
 
 
+# %% ../../nbs/translate/derived.ipynb #a3e1c702
+def vllm_free(cls: ast.ClassDef, table: dict, local: dict, read, depth: int = 4) -> bool:
+    "Whether a class is built on no vllm class, every base known: a builtin, a class of its file (`local`) or tree."
+    todo = [(b, table, local, depth) for b in cls.bases]
+    while todo:
+        b, tab, loc, d = todo.pop()
+        b = b.value if isinstance(b, ast.Subscript) else b   # `Generic[T]`
+        if isinstance(b, ast.Name) and b.id in loc and b.id not in tab:
+            if d <= 0: return False
+            todo += [(x, tab, loc, d - 1) for x in loc[b.id].bases]; continue
+        if (name := dotted(b, tab)) is None:
+            if isinstance(b, ast.Name) and (b.id in IGNORED_BASES or hasattr(builtins, b.id)): continue
+            return False
+        if name.rsplit(".", 1)[-1] in IGNORED_BASES: continue
+        module, _, leaf = name.rpartition(".")
+        got = read(module) if read is not None and module and name.split(".")[0] != "vllm" and d > 0 else None
+        if got is None or leaf not in got[0]: return False   # vllm's, or a base not read
+        todo += [(x, got[1], got[0], d - 1) for x in got[0][leaf].bases]
+    return True
+
+
+# %% ../../nbs/translate/derived.ipynb #a3e1c703
+class Receivers:
+    "What one file tells of the objects attributes are read on beyond imports and annotations (built lazily)."
+    def __init__(self, tree: ast.Module, table: dict, told: dict, own: set, read=None):
+        self.tree, self.table, self.told, self.own, self.read = tree, table, told, own, read
+        self.local = {st.name: st for st in tree.body if isinstance(st, ast.ClassDef)}
+        self._assigned: dict | None = None; self._owner: dict | None = None; self._memo: dict = {}
+
+    def assigned(self, node) -> list:
+        "The values the file assigns to a name or `self.X` (as `ast.dump`), anywhere in it."
+        if self._assigned is None:
+            self._assigned = {}
+            for n in nodes_of(self.tree):
+                if isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value is not None:
+                    for t in (n.targets if isinstance(n, ast.Assign) else [n.target]):
+                        if isinstance(t, ast.Name): t = ast.Name(t.id, ast.Load())
+                        elif isinstance(t, ast.Attribute): t = ast.Attribute(t.value, t.attr, ast.Load())
+                        else: continue
+                        self._assigned.setdefault(ast.dump(t), []).append(n.value)
+        return self._assigned.get(ast.dump(node), [])
+
+    def tree_class(self, func) -> bool:
+        "Whether a called name is a class of the file or of its tree (`read`) built on no vllm class."
+        key = ast.dump(func)
+        if key not in self._memo:
+            if isinstance(func, ast.Name) and func.id in self.local and func.id not in self.table:
+                self._memo[key] = vllm_free(self.local[func.id], self.table, self.local, self.read)
+            elif (name := dotted(func, self.table)) is None or name.split(".")[0] == "vllm" or self.read is None:
+                self._memo[key] = False
+            else:
+                module, _, leaf = name.rpartition(".")
+                got = self.read(module) if module else None
+                self._memo[key] = got is not None and leaf in got[0] and vllm_free(got[0][leaf], got[1], got[0],
+                                                                                   self.read)
+        return self._memo[key]
+
+    def owner(self, node) -> ast.ClassDef | None:
+        "The innermost class a node lies in."
+        if self._owner is None:   # classes in the walk's order: an outer one before those inside it
+            self._owner = {id(x): c for c in nodes_of(self.tree) if isinstance(c, ast.ClassDef) for x in nodes_of(c)}
+        return self._owner.get(id(node))
+
+    def vllm_told(self, node) -> bool:
+        "Whether the file says the object is vllm's: its annotation, or a parameter's assigned to it."
+        return receiver_origin(node, self.table, self.told, self.own) == "vllm" or any(
+            isinstance(v, ast.Name) and receiver_origin(v, self.table, self.told, self.own) == "vllm"
+            for v in self.assigned(node))
+
+
+# %% ../../nbs/translate/derived.ipynb #a3e1c704
+@patch
+def not_vllms(self: Receivers, node) -> bool:
+    "Whether `node`'s object is not vllm's: built from a tree class, or reached deeper than `self.X` outside vllm."
+    part, depth = node, 0
+    while True:
+        if self.vllm_told(part): return False
+        if isinstance(part, ast.Call) and self.tree_class(part.func): return True
+        if any(isinstance(v, ast.Call) and self.tree_class(v.func) for v in self.assigned(part)): return True
+        if not isinstance(part, ast.Attribute): break
+        part, depth = part.value, depth + 1
+    if depth < 2 or not (isinstance(part, ast.Name) and part.id == "self") or (c := self.owner(node)) is None:
+        return False
+    return vllm_free(c, self.table, self.local, self.read)
+
+
 # %% ../../nbs/translate/derived.ipynb #dfdd83bb
 _GPU_WORD = re.compile(r"\b\w*(?:cuda|gpu|nccl|CUDA|GPU|NCCL|Cuda|Gpu|Nccl)\w*")
 _GPU_PART = re.compile(r"cuda|gpu|nccl|CUDA|GPU|NCCL|Cuda|Gpu|Nccl")
@@ -724,16 +810,18 @@ def vllm_words(self: DerivedIndex) -> set:
     return self._words
 
 @patch
-def worded_findings(self: DerivedIndex, tree: ast.Module, table: dict, defined: set, said: set) -> list[Finding]:
+def worded_findings(self: DerivedIndex, tree: ast.Module, table: dict, defined: set, said: set,
+                    read=None) -> list[Finding]:
     "GPU-worded attributes (not torch's nor the file's): an NPU twin (ONP2040), or in no target source (ONP2041)."
     out, dynamic, told, own = [], probes(tree), annotations(tree), {c.name for c in nodes_of(tree)
                                                                     if isinstance(c, ast.ClassDef)}
+    objects = Receivers(tree, table, told, own, read)
     for n in nodes_of(tree):
         if not (isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load) and n.attr not in defined
                 and device_words(n.attr) & _GPU and (n.lineno, n.attr) not in said and n.attr not in self.names
                 and (dotted(n, table) or "").split(".")[0] != "torch"): continue
         if (ast.dump(n.value), n.attr) in dynamic or receiver_origin(n.value, table, told, own) == "other" \
-                or n.attr.startswith("is_"): continue   # `.is_cuda`: a device-type test, ONP2043's
+                or n.attr.startswith("is_") or objects.not_vllms(n.value): continue   # `.is_cuda`: ONP2043's
         known = n.attr in self.vllm_words()   # then a plain-named twin must be a method, not a field
         if hits := [h for h in self.by_key.get(twin_key(n.attr), []) if h[0] != n.attr and twin_key(n.attr)
                     and (device_words(h[0]) or not known or h[0] in self.functions)]:
@@ -774,7 +862,7 @@ def _file_findings(self: DerivedIndex, tree: ast.Module, read=None) -> list[Find
     defined = _defined(tree)
     for c in (n for n in nodes_of(tree) if isinstance(n, ast.ClassDef)):
         out += self.attribute_findings(c, table, defined, read)
-    out += self.worded_findings(tree, table, defined, {(f.diagnostic.line, f.subject) for f in out if f})
+    out += self.worded_findings(tree, table, defined, {(f.diagnostic.line, f.subject) for f in out if f}, read)
     out += self.construct_findings(tree, table)
     seen, kept = set(), []
     for f in out:
