@@ -20,7 +20,8 @@ from .parsed import parsed, per_tree
 
 # %% auto #0
 __all__ = ['unbound_reads', 'ClassShape', 'class_shape', 'class_findings', 'ready_findings', 'source_keywords',
-           'explain_unpacked', 'ReadyIndex', 'ready_index', 'written_modules', 'written_records', 'sibling_findings']
+           'explain_unpacked', 'ReadyIndex', 'ready_index', 'written_modules', 'written_records', 'sibling_findings',
+           'self_tuples', 'stray_tuples']
 
 # %% ../../nbs/port/ready.ipynb #64fc8e5b
 register(
@@ -437,3 +438,27 @@ def sibling_findings(ports: list, ix) -> None:
             new = [d for d in class_findings(p.code, ix, where=p.cls) if "written module " in d.message]
             p.not_ready, p.diagnostics = stale(p.not_ready) + new, stale(p.diagnostics) + new
     finally: ix.written = was
+
+# %% ../../nbs/port/ready.ipynb #28648b41
+register(Code("ONP4538", "bare-tuple", "`name = value,` (a name bound to a 1-tuple without brackets, as "
+              "`desc = desc,`) written where no input has it: a keyword line of a call carried as a statement",
+              "error", "delete the line, or put the keyword back into the call it came from", "port/ready.ipynb",
+              "port"))
+
+def self_tuples(code: str) -> list[tuple[int, str, str]]:
+    ("Each `name = value,` of `code` (a name bound to a 1-tuple without brackets: what a keyword line `name=value,` "
+     "becomes as a statement) as (line, its text, its syntax); none where the code does not parse.")
+    try: tree = ast.parse(code)
+    except SyntaxError: return []
+    lines = code.split("\n")
+    return [(n.lineno, ast.unparse(n).replace(" = (", " = ", 1)[:-2] + ",", ast.dump(n)) for n in ast.walk(tree)
+            if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)
+            and isinstance(n.value, ast.Tuple) and len(n.value.elts) == 1
+            and lines[n.value.lineno - 1][n.value.col_offset:][:1] != "("]
+
+def stray_tuples(code: str, inputs: list, cls: str) -> list[Diagnostic]:
+    "ONP4538 for each `name = value,` of the written `code` that none of its `inputs` (texts; None: unread) has."
+    had = {k for t in inputs if t for _, _, k in self_tuples(t)}
+    return [port_diagnostic("ONP4538", f"{code_info('ONP4538').title}: {cls}: `{text}`", line, "error")
+            for line, text, k in self_tuples(code) if k not in had]
+
