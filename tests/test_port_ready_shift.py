@@ -126,3 +126,11 @@ def test_a_record_of_a_written_sibling_fires_and_is_replaced_when_fixed(ix):
     ports[1].code = gen.replace("St(b)", "St(None, b)")
     sibling_findings(ports, ix)
     assert ports[1].not_ready == [] and ports[1].diagnostics == []
+
+
+def test_a_build_that_shifts_several_fields_is_one_finding_naming_them(ix):
+    got = class_findings(RUNNER.format(line="self.s = ExecuteModelState(logits, hidden_states, scheduler_output)"), ix,
+                         where="NPURunner")
+    assert [d.code for d in got] == ["ONP4483"]
+    assert "argument 1 `logits` lands in field `scheduler_output`" in got[0].message
+    assert "also `hidden_states` in `logits`, `scheduler_output` in `sampled`" in got[0].message

@@ -226,18 +226,20 @@ def _fits(shape: ClassShape, call: ast.Call, passed: set = frozenset()) -> str |
 
 # %% ../../nbs/port/ready.ipynb #30f4bacf
 def _shifted(shape: ClassShape, call: ast.Call) -> list[str]:
-    ("Each positional argument of a record's build that is a bare name equal to another field of the record, said "
-     "as where it lands and where its name belongs (none: not a record, or its `__init__` written by hand).")
+    ("Why a record's build shifts a field: its positional arguments that are bare names equal to another field of "
+     "the record, in one line (none: no such argument, not a record, or its `__init__` written by hand).")
     if shape.kind not in ("dataclass", "namedtuple") or shape.params is not None or shape.open: return []
     if any(isinstance(a, ast.Starred) for a in call.args): return []
-    fields, out = shape.fields, []
-    for i, a in enumerate(call.args[: len(fields)]):
-        if isinstance(a, ast.Name) and a.id in fields and a.id != fields[i]:
-            left = [f for f in fields[len(call.args):] if f not in {k.arg for k in call.keywords}]
-            why = f"; {', '.join(left)} left to {'its default' if len(left) == 1 else 'their defaults'}" * bool(left)
-            out.append(f"positional argument {i + 1} `{a.id}` lands in field `{fields[i]}` of {shape.name} "
-                       f"({shape.where}), whose field `{a.id}` is number {fields.index(a.id) + 1}{why}")
-    return out
+    fields = shape.fields
+    bad = [(i, a.id) for i, a in enumerate(call.args[: len(fields)])
+           if isinstance(a, ast.Name) and a.id in fields and a.id != fields[i]]
+    if not bad: return []
+    (i, name), more = bad[0], [f"`{n}` in `{fields[j]}`" for j, n in bad[1:]]
+    left = [f for f in fields[len(call.args):] if f not in {k.arg for k in call.keywords}]
+    why = f"; {', '.join(left)} left to {'its default' if len(left) == 1 else 'their defaults'}" * bool(left)
+    also = f"; also {', '.join(more)}" * bool(more)
+    return [(f"positional argument {i + 1} `{name}` lands in field `{fields[i]}` of {shape.name} ({shape.where}), "
+             f"whose field `{name}` is number {fields.index(name) + 1}{also}{why}")]
 
 
 # %% ../../nbs/port/ready.ipynb #7b2c68f5
