@@ -96,7 +96,7 @@ def test_a_class_without_derived_findings_has_none_by_either_command(tmp_path):
 
 def test_the_passes_are_one_ordered_list_of_registered_objects():
     assert [p.name for p in pipeline.PASSES] == ["mro", "methods", "faithfulness", "reach", "records", "calls", "init",
-                                                 "ready", "siblings", "derived", "judge"]
+                                                 "ready", "tuples", "siblings", "derived", "judge"]
     assert [p.name for p in pipeline.PASSES if p.batch] == ["siblings", "derived", "judge"]
     for p in pipeline.PASSES:
         assert p.applies and p.codes and all(c in REGISTRY for c in p.codes)

@@ -21,7 +21,7 @@ from .locate import Located, MethodSpec, PortError, locate, port_diagnostic
 from .method import PortOptions, PortResult
 from .mro import ORDER_BLOCKS, BaseOrder, base_order, init_diagnostics, order_diagnostics
 from .reach import reach_runner
-from .ready import ready_findings, sibling_findings
+from .ready import ready_findings, sibling_findings, stray_tuples
 from .records import merge_records, merged_conflicts
 from .release_checks import RunnerPort, check_runner, ported_mro
 from .release_inputs import Placement, _npu_leaf, dotted_name
@@ -158,6 +158,13 @@ def _ready(cp: ClassPort, ctx: PortContext) -> None:
     blocks = ORDER_BLOCKS + CALL_BLOCKS
     cp.not_ready = cp.found["ready"] + [d for d in cp.diagnostics + cp.found.get("calls", []) if d.code in blocks]
 
+def _tuples(cp: ClassPort, ctx: PortContext) -> None:
+    "Each `name = value,` of the written module that none of its inputs has (a keyword line left as a statement)."
+    ins = [cp.omni.module_text, ctx.npu_base.module_text, ctx.gpu_base.module_text]
+    ins += [getattr(h, "module_text", None) for h in ctx.history]   # the older GPU bases it reads
+    cp.found["tuples"] = stray_tuples(cp.code, ins, cp.place.cls)
+    cp.not_ready = cp.not_ready + cp.found["tuples"]
+
 def _judge(ports: list[RunnerPort], ctx: PortContext) -> JudgeRun:
     "Every written module judged at once (or marked off: `--no-judge`, or why the judge cannot run)."
     if ctx.judge and not isinstance(ctx.judge_inputs, tuple):   # it cannot run: each module off, saying why
@@ -180,6 +187,8 @@ def _siblings(ports: list[RunnerPort], ctx: PortContext) -> None:
     sibling_findings(ports, ctx.index)
 
 register_pass(ClassPass("ready", "the written module: would it run", ("port/ready.ipynb",), _ready))
+register_pass(ClassPass("tuples", "the written module's `name = value,` statements no input has",
+                        ("port/ready.ipynb",), _tuples))
 register_pass(ClassPass("siblings", "every written module: the records it imports from the others it builds and "
                         "unpacks as they are written", ("port/ready.ipynb",), _siblings, batch=True))
 register_pass(ClassPass("derived", "every written module, against the derived rules of the target's sources",

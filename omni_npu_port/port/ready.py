@@ -20,7 +20,8 @@ from .parsed import parsed, per_tree
 
 # %% auto #0
 __all__ = ['unbound_reads', 'ClassShape', 'class_shape', 'class_findings', 'ready_findings', 'source_keywords',
-           'explain_unpacked', 'ReadyIndex', 'ready_index', 'written_modules', 'written_records', 'sibling_findings']
+           'explain_unpacked', 'ReadyIndex', 'ready_index', 'written_modules', 'written_records', 'sibling_findings',
+           'self_tuples', 'stray_tuples']
 
 # %% ../../nbs/port/ready.ipynb #64fc8e5b
 register(
@@ -59,6 +60,17 @@ register(
         "another number of fields than it has",
         "error",
         "read what the class has (the message lists its fields)",
+        "port/ready.ipynb",
+        "port",
+    ),
+    Code(
+        "ONP4483",
+        "shifted-field",
+        "a record is built by position and an argument lands in another field: it is a bare name equal to a "
+        "different field of the same record (it binds only because later fields have defaults, or a field was added "
+        "in the middle)",
+        "error",
+        "pass the fields by keyword, or put the argument in its own field's position",
         "port/ready.ipynb",
         "port",
     ),
@@ -123,11 +135,17 @@ class ClassShape:
     attrs: set = field(default_factory=set)         # methods, class attributes and self.x attributes
     kind: str = "class"                             # dataclass, namedtuple, class
     open: bool = False                              # a base no source holds: absences are not claimed
+    defaults: set = field(default_factory=set)      # the fields that have a default (a build may leave them out)
 
 _PLAIN_BASES = {"NamedTuple", "object", "Generic", "Protocol", "ABC"}   # bases outside the sources that add no field
 
 def _deco_names(c: ast.ClassDef) -> set[str]:
     return {ast.unparse(d.func if isinstance(d, ast.Call) else d).split(".")[-1] for d in c.decorator_list}
+
+def _defaulted(c: ast.ClassDef) -> set[str]:
+    "The annotated fields of a class body that have a default (`x: int = 0`, `field(default_factory=...)`)."
+    return {st.target.id for st in c.body if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name)
+            and st.value is not None}
 
 def class_shape(ix: SymbolIndex, dotted: str) -> ClassShape | None:
     "The shape of the class `dotted` names in the sources of `ix` (None: not a class there)."
@@ -144,6 +162,7 @@ def class_shape(ix: SymbolIndex, dotted: str) -> ClassShape | None:
         if any(ast.unparse(b).split(".")[-1] == "NamedTuple" for b in c.bases): s.kind = "namedtuple"
         own = [st.target.id for st in c.body if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name)]
         s.fields = own + [f for f in s.fields if f not in own]   # base classes' fields come first
+        s.defaults |= _defaulted(c)
         for st in c.body:
             if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 s.attrs.add(st.name)
@@ -182,7 +201,7 @@ def _own_records(tree: ast.Module) -> dict[str, ClassShape]:
         if kind is None: continue
         fields = [st.target.id for st in c.body if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name)]
         attrs = set(fields) | {st.name for st in c.body if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef))}
-        out[c.name] = ClassShape(c.name, f"this module:{c.lineno}", fields, None, attrs, kind)
+        out[c.name] = ClassShape(c.name, f"this module:{c.lineno}", fields, None, attrs, kind, defaults=_defaulted(c))
     return out
 
 # %% ../../nbs/port/ready.ipynb #6fb2f21d
@@ -205,10 +224,28 @@ def _fits(shape: ClassShape, call: ast.Call, passed: set = frozenset()) -> str |
     if len(call.args) > len(takes): return f"{len(call.args)} positional arguments, it takes {len(takes)}"
     return None
 
+# %% ../../nbs/port/ready.ipynb #30f4bacf
+def _shifted(shape: ClassShape, call: ast.Call) -> list[str]:
+    ("Why a record's build shifts a field: its positional arguments that are bare names equal to another field of "
+     "the record, in one line (none: no such argument, not a record, or its `__init__` written by hand).")
+    if shape.kind not in ("dataclass", "namedtuple") or shape.params is not None or shape.open: return []
+    if any(isinstance(a, ast.Starred) for a in call.args): return []
+    fields = shape.fields
+    bad = [(i, a.id) for i, a in enumerate(call.args[: len(fields)])
+           if isinstance(a, ast.Name) and a.id in fields and a.id != fields[i]]
+    if not bad: return []
+    (i, name), more = bad[0], [f"`{n}` in `{fields[j]}`" for j, n in bad[1:]]
+    left = [f for f in fields[len(call.args):] if f not in {k.arg for k in call.keywords}]
+    why = f"; {', '.join(left)} left to {'its default' if len(left) == 1 else 'their defaults'}" * bool(left)
+    also = f"; also {', '.join(more)}" * bool(more)
+    return [(f"positional argument {i + 1} `{name}` lands in field `{fields[i]}` of {shape.name} ({shape.where}), "
+             f"whose field `{name}` is number {fields.index(name) + 1}{also}{why}")]
+
+
 # %% ../../nbs/port/ready.ipynb #7b2c68f5
 def class_findings(code: str, ix: SymbolIndex, packages: tuple = STACK_PACKAGES, where: str = "") -> list[Diagnostic]:
-    ("ONP4422 / ONP4423: constructors of the NPU side's classes, their fields read and unpacked, checked against the "
-     "classes' source.")
+    ("ONP4422 / ONP4423 / ONP4483: constructors of the NPU side's classes, their fields read and unpacked, checked "
+     "against the classes' source.")
     try: live = parsed(keep_side(code))
     except SyntaxError: return []
     names, out = _imported(live, packages), []
@@ -228,6 +265,9 @@ def class_findings(code: str, ix: SymbolIndex, packages: tuple = STACK_PACKAGES,
                 message = (f"{code_info('ONP4422').title}: `{n.func.id}(...)` in {fn.name}: {s.name} ({s.where}) has "
                            f"{why}")
                 out.append(port_diagnostic("ONP4422", message, n.lineno, "error", where=fn.name))
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and (s := shape(n.func.id)) is not None:
+                out += [port_diagnostic("ONP4483", f"{code_info('ONP4483').title}: `{n.func.id}(...)` in {fn.name}: "
+                                        f"{why}", n.lineno, "error", where=fn.name) for why in _shifted(s, n)]
             if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Tuple):
                 v = n.value
                 on_self = isinstance(v, ast.Attribute) and isinstance(v.value, ast.Name) and v.value.id == "self"
@@ -389,13 +429,38 @@ def written_records(live: ast.Module, ix, where: str = "") -> dict[str, ClassSha
     return out
 
 def sibling_findings(ports: list, ix) -> None:
-    ("Each port's ONP4422 / ONP4423 against the records it imports from the other written modules, as they stand "
-     "now: those of an earlier call replaced, in its not-ready findings and its diagnostics.")
+    ("Each port's ONP4422 / ONP4423 / ONP4483 against the records it imports from the other written modules, as they "
+     "stand now: those of an earlier call replaced, in its not-ready findings and its diagnostics.")
     if ix is None: return
     was, ix.written = getattr(ix, "written", None), written_modules(ports)
-    stale = lambda ds: [d for d in ds if not (d.code in ("ONP4422", "ONP4423") and "written module " in d.message)]
+    mine = ("ONP4422", "ONP4423", "ONP4483")
+    stale = lambda ds: [d for d in ds if not (d.code in mine and "written module " in d.message)]
     try:
         for p in ports:
             new = [d for d in class_findings(p.code, ix, where=p.cls) if "written module " in d.message]
             p.not_ready, p.diagnostics = stale(p.not_ready) + new, stale(p.diagnostics) + new
     finally: ix.written = was
+
+# %% ../../nbs/port/ready.ipynb #28648b41
+register(Code("ONP4538", "bare-tuple", "`name = value,` (a name bound to a 1-tuple without brackets, as "
+              "`desc = desc,`) written where no input has it: a keyword line of a call carried as a statement",
+              "error", "delete the line, or put the keyword back into the call it came from", "port/ready.ipynb",
+              "port"))
+
+def self_tuples(code: str) -> list[tuple[int, str, str]]:
+    ("Each `name = value,` of `code` (a name bound to a 1-tuple without brackets: what a keyword line `name=value,` "
+     "becomes as a statement) as (line, its text, its syntax); none where the code does not parse.")
+    try: tree = ast.parse(code)
+    except SyntaxError: return []
+    lines = code.split("\n")
+    return [(n.lineno, ast.unparse(n).replace(" = (", " = ", 1)[:-2] + ",", ast.dump(n)) for n in ast.walk(tree)
+            if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)
+            and isinstance(n.value, ast.Tuple) and len(n.value.elts) == 1
+            and lines[n.value.lineno - 1][n.value.col_offset:][:1] != "("]
+
+def stray_tuples(code: str, inputs: list, cls: str) -> list[Diagnostic]:
+    "ONP4538 for each `name = value,` of the written `code` that none of its `inputs` (texts; None: unread) has."
+    had = {k for t in inputs if t for _, _, k in self_tuples(t)}
+    return [port_diagnostic("ONP4538", f"{code_info('ONP4538').title}: {cls}: `{text}`", line, "error")
+            for line, text, k in self_tuples(code) if k not in had]
+

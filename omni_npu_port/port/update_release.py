@@ -51,6 +51,7 @@ from ..sources.fetch import CACHE_DIR, release_of
 from ..sources.symbols import SymbolIndex, resolve
 from .conflicts import conflicts_in
 from .dataflow import binds, maybe_unbound, side_statements
+from .ready import stray_tuples
 
 # %% auto #0
 __all__ = ['RENAME_LIKENESS', 'omni_releases', 'previous_release', 'git_checkout', 'git_previous', 'resolve_previous',
@@ -65,8 +66,7 @@ __all__ = ['RENAME_LIKENESS', 'omni_releases', 'previous_release', 'git_checkout
            'written_on', 'people_errors', 'keyword_drops', 'retake_calls', 'retake_judged', 'falsy_reads',
            'judged_hunk', 'repair_module', 'repair_judged', 'missing_helpers', 'helper_source', 'carry_methods',
            'carry_helpers', 'runner_gpus', 'records', 'record_holders', 'record_key', 'record_units', 'align_records',
-           'sibling_records', 'align_runners', 'take_records', 'update_release', 'self_tuples', 'flag_self_tuples',
-           'update_inputs']
+           'sibling_records', 'align_runners', 'take_records', 'update_release', 'flag_self_tuples', 'update_inputs']
 
 # %% ../../nbs/port/update_release.ipynb #41af0190
 # a second import block (`__all__` comes between), so that neither import cell passes 60 lines
@@ -2202,30 +2202,11 @@ def _checkout_of(new: str) -> str:
     return path if at and path and Path(path).expanduser().exists() else str(new)
 
 # %% ../../nbs/port/update_release.ipynb #b4538c02
-register(Code("ONP4538", "update-bare-tuple", "update: `name = value,` (a name bound to a 1-tuple without brackets, "
-              "as `desc = desc,`) written where no input has it: a keyword line of a call carried as a statement",
-              "error",
-              "delete the line, or put the keyword back into the call it came from", _NB, "port"))
-
-def self_tuples(code: str) -> list[tuple[int, str, str]]:
-    ("Each `name = value,` of `code` (a name bound to a 1-tuple without brackets: what a keyword line `name=value,` "
-     "becomes as a statement) as (line, its text, its syntax); none where the code does not parse.")
-    try: tree = ast.parse(code)
-    except SyntaxError: return []
-    lines = code.split("\n")
-    return [(n.lineno, ast.unparse(n).replace(" = (", " = ", 1)[:-2] + ",", ast.dump(n)) for n in ast.walk(tree)
-            if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)
-            and isinstance(n.value, ast.Tuple) and len(n.value.elts) == 1
-            and lines[n.value.lineno - 1][n.value.col_offset:][:1] != "("]
-
 def flag_self_tuples(runners: list, inputs: dict[str, list]) -> None:
     "Each runner's `name = value,` that none of its inputs (`inputs`: class -> texts, None: unread) has: ONP4538."
     for r in runners:
-        had = {k for t in inputs.get(r.cls, []) if t for _, _, k in self_tuples(t)}
-        for line, text, k in self_tuples(r.code or ""):
-            if k in had: continue
-            d = port_diagnostic("ONP4538", f"{code_info('ONP4538').title}: {r.cls}: `{text}`", line, "error")
-            r.not_ready = [*r.not_ready, d]; r.diagnostics = [*r.diagnostics, d]
+        found = stray_tuples(r.code or "", inputs.get(r.cls, []), r.cls)   # port/ready.ipynb
+        r.not_ready, r.diagnostics = [*r.not_ready, *found], [*r.diagnostics, *found]
 
 def update_inputs(new_port: ReleasePort, base_port: ReleasePort, prev_origin: str) -> dict[str, list]:
     "Per runner class, the texts an update reads: the new port's module, PREV's port's, PREV's hand module (or None)."
