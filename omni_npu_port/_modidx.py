@@ -918,6 +918,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                      'omni_npu_port/port/audit.py'),
                                           'omni_npu_port.port.audit.else_tests': ( 'port/audit.html#else_tests',
                                                                                    'omni_npu_port/port/audit.py'),
+                                          'omni_npu_port.port.audit.evidence_target': ( 'port/audit.html#evidence_target',
+                                                                                        'omni_npu_port/port/audit.py'),
                                           'omni_npu_port.port.audit.gpu_gained': ( 'port/audit.html#gpu_gained',
                                                                                    'omni_npu_port/port/audit.py'),
                                           'omni_npu_port.port.audit.helper_tests': ( 'port/audit.html#helper_tests',

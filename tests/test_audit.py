@@ -169,3 +169,30 @@ def test_a_method_the_gpu_runner_added_is_owed_only_where_the_copy_does_not_inhe
     assert new_methods({"step": None}, new, cls("NPUARRunner"), graph, "GPUARRunner") == ["load_model"]   # fires
     assert new_methods({"step": None}, new, cls("NPUARKept"), graph, "GPUARRunner") == []     # inherits it: none
     assert new_methods({"step": None, "load_model": None}, new, cls("NPUARRunner"), graph, "GPUARRunner") == []  # not new
+
+
+def _omni_release(tmp_path: Path, version: str, version_py: str | None) -> Path:
+    "A vLLM-Omni release dir stating `version` (dist-info), with or without a version.py tying vllm to its line."
+    root = tmp_path / f"omni-{version}-{abs(hash(version_py))}"
+    (root / "vllm_omni").mkdir(parents=True)
+    (root / "vllm_omni" / "__init__.py").write_text("")
+    (root / f"vllm_omni-{version}.dist-info").mkdir()
+    (root / f"vllm_omni-{version}.dist-info" / "METADATA").write_text(f"Name: vllm-omni\nVersion: {version}\n")
+    if version_py is not None: (root / "vllm_omni" / "version.py").write_text(version_py)
+    return root
+
+
+def test_a_release_the_table_lacks_is_ported_on_what_its_own_files_state(tmp_path):
+    ("A release candidate no table row or package text pairs (as vLLM-Omni 0.23.0rc1): its version.py ties vllm to its "
+     "own line, so both ports and NEW's vllm are that line's, never the profile's; with no such file, the profile's.")
+    cache = tmp_path / "cache"   # empty: no release's imports are read, the files alone decide
+    rule = "# Warn if vllm and vllm-omni versions don't match (major.minor).\n"
+    states = open_tree(str(_omni_release(tmp_path, "0.22.0rc9", rule)))
+    t = audit_target(None, states, states, cache_dir=cache)
+    assert t.vllm.startswith("0.22.") and t.asked.startswith("0.22.")
+    assert "0.22.0rc9's own files: its version.py requires vllm's major.minor" in t.origin
+    silent = open_tree(str(_omni_release(tmp_path, "0.22.0rc9", None)))
+    assert audit_target(None, silent, silent, cache_dir=cache).origin.startswith("the profile")
+    warns = open_tree(str(_omni_release(tmp_path, "0.22.0rc9", "import warnings\n")))   # a version.py with no rule
+    assert audit_target(None, warns, warns, cache_dir=cache).origin.startswith("the profile")
+    assert audit_target("0.18.0", states, states, cache_dir=cache).origin == "--target"

@@ -10,13 +10,14 @@ import difflib
 import keyword
 import re
 from copy import deepcopy
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..core.diagnostics import Code, Diagnostic, code_info, register
 from ..core.errors import InputError, UsageError
 from ..core.profile import resolve_target
 from ..core.releases import Target, parse_pin
+from ..sources.evidence import checkout_evidence
 from ..sources.fetch import CACHE_DIR
 from ..sources.stated import omni_target, tree_target
 from ..sources.symbols import SymbolIndex, resolve
@@ -32,15 +33,15 @@ from .translation import module_imports, rules_for
 from .update_release import class_methods, previous_release, update_runners
 
 # %% auto #0
-__all__ = ['DRIFT_CODES', 'Finding', 'audit_target', 'conflict_view', 'Change', 'update_changes', 'method_at', 'by_method',
-           'change_method', 'change_finding', 'method_keys', 'stream', 'base_method_stream', 'substantive', 'passed',
-           'reached', 'steady', 'their_guards', 'anchors', 'adapted', 'owed', 'outside', 'shape', 'statement_shapes',
-           'moved_blocks', 'new_methods', 'callers', 'run_by_copy', 'kept_copy', 'body_shapes', 'inline_in_copy',
-           'platform_names', 'on_platform', 'module_bound', 'else_tests', 'inlined', 'aliased', 'other_forms',
-           'base_calls', 'base_call_kept', 'dead_bindings', 'import_binds', 'unread_imports', 'absent_guards',
-           'stack_names', 'truth', 'returned', 'helper_tests', 'release_arg', 'AuditSides', 'gpu_gained', 'kept_lag',
-           'method_texts', 'anchor_pair', 'dropped_kept', 'kept_findings', 'missing_methods', 'runner_findings',
-           'audit']
+__all__ = ['DRIFT_CODES', 'Finding', 'evidence_target', 'audit_target', 'conflict_view', 'Change', 'update_changes', 'method_at',
+           'by_method', 'change_method', 'change_finding', 'method_keys', 'stream', 'base_method_stream', 'substantive',
+           'passed', 'reached', 'steady', 'their_guards', 'anchors', 'adapted', 'owed', 'outside', 'shape',
+           'statement_shapes', 'moved_blocks', 'new_methods', 'callers', 'run_by_copy', 'kept_copy', 'body_shapes',
+           'inline_in_copy', 'platform_names', 'on_platform', 'module_bound', 'else_tests', 'inlined', 'aliased',
+           'other_forms', 'base_calls', 'base_call_kept', 'dead_bindings', 'import_binds', 'unread_imports',
+           'absent_guards', 'stack_names', 'truth', 'returned', 'helper_tests', 'release_arg', 'AuditSides',
+           'gpu_gained', 'kept_lag', 'method_texts', 'anchor_pair', 'dropped_kept', 'kept_findings', 'missing_methods',
+           'runner_findings', 'audit']
 
 # %% ../../nbs/port/audit.ipynb #42c12468
 _NB = "port/audit.ipynb"
@@ -110,15 +111,26 @@ class Finding(Diagnostic):
         if self.where is None: self.where = ".".join(x for x in (self.cls, self.method) if x) or None
 
 # %% ../../nbs/port/audit.ipynb #583b703d
-def audit_target(target: str | None, npu, gpu=None, sources=()) -> Target:
+def evidence_target(tree, cache_dir: Path | str = CACHE_DIR) -> Target | None:
+    ("The target a vLLM-Omni release that states its version, and that neither the table nor its package texts pair, "
+     "states in its own files and imports (`sources.evidence`, as for a checkout); None where they state none.")
+    if tree is None or not tree.version or tree.package != "vllm_omni": return None
+    e = checkout_evidence(tree, tree.version, cache_dir=cache_dir)
+    if e.code == "ONP4306" or e.target is None: return None
+    return replace(e.target, origin=f"inferred from vLLM-Omni {tree.version}'s own files: {e.decided_by}")
+
+def audit_target(target: str | None, npu, gpu=None, sources=(), cache_dir: Path | str = CACHE_DIR) -> Target:
     ("The target both ports use: `--target`, else a vllm-ascend source given, else the release the NPU copy's source "
-     "pairs with, else the GPU source's; the profile's only where no source states one.")
+     "pairs with, else the GPU source's, else what their own files and imports state; the profile's only where no "
+     "source states one.")
     try:
         if target: return resolve_target(target)
         for s in sources:
             if (t := tree_target(open_tree(str(s)), f"the vllm-ascend source given: {s}")): return t
         for tree in (npu, gpu):
             if tree is not None and (t := omni_target(tree)): return t
+        for tree in dict.fromkeys(x for x in (npu, gpu) if x is not None):   # a release the table lacks
+            if (t := evidence_target(tree, cache_dir)): return t
         return resolve_target(None)
     except (InputError, ValueError) as e:
         raise PortError(f"{f'--target {target!r}' if target else 'the target'}: {e}") from None
@@ -855,7 +867,7 @@ def audit(gpu: str, npu: str | None = None, prev: str | None = "auto", target: s
     gpu, npu, prev = (release_arg(a) for a in (gpu, npu, prev))
     gtree = open_release(gpu, progress, cache_dir, index)
     ntree = gtree if not npu or npu == gpu else open_release(npu, progress, cache_dir, index)
-    t = audit_target(target, ntree, gtree, sources)
+    t = audit_target(target, ntree, gtree, sources, cache_dir)
     how = "given"
     if prev in (None, "auto"):
         prev, how = previous_release(gtree.version, cache_dir), f"auto: the release before {gtree.version}"
