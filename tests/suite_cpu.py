@@ -3,7 +3,9 @@ order of the table this writes, suite_cpu.tsv. CPU, not wall time: the machines 
 
 Measure (a pytest plugin, then this script):
     CPUMETER_DIR=DIR PYTHONPATH=tests python -m pytest -n 2 -p no:randomly -p suite_cpu
-    python tests/suite_cpu.py DIR "where and when it was measured" > tests/suite_cpu.tsv
+    python tests/suite_cpu.py "where and when it was measured" DIR [DIR ...] > tests/suite_cpu.tsv
+(several runs' folders: each scope's mean over the runs that have it, so a one-time cost a run's order put on one
+file, such as the first read of a release on a worker, weighs less)
 """
 import json
 import os
@@ -32,19 +34,23 @@ def pytest_runtest_protocol(item, nextitem):
             f.write(json.dumps({"id": item.nodeid, "cpu": cpu() - before}) + "\n")
 
 
-def table(folder: Path, note: str) -> str:
-    "The table of the JSON lines in `folder`: `SECONDS\\tSCOPE` per scope, costliest first, under a comment (`note`)."
+def table(folders: list, note: str) -> str:
+    "The table of the JSON lines in `folders` (one a run): `SECONDS\\tSCOPE`, each scope's mean, costliest first."
     from conftest import scope_of
-    root, uses, cost = Path(__file__).parent.parent, {}, {}
-    for f in sorted(folder.glob("cpu-*.jsonl")):
-        for line in f.read_text(encoding="utf-8").splitlines():
-            r = json.loads(line)
-            s = scope_of(root, r["id"], uses)
-            cost[s] = cost.get(s, 0.0) + r["cpu"]
-    rows = [f"{c:.1f}\t{s}" for s, c in sorted(cost.items(), key=lambda sc: -sc[1])]
+    root, uses, runs = Path(__file__).parent.parent, {}, []
+    for folder in folders:
+        cost = {}
+        for f in sorted(Path(folder).glob("cpu-*.jsonl")):
+            for line in f.read_text(encoding="utf-8").splitlines():
+                r = json.loads(line)
+                s = scope_of(root, r["id"], uses)
+                cost[s] = cost.get(s, 0.0) + r["cpu"]
+        runs.append(cost)
+    mean = {s: sum(c[s] for c in runs if s in c) / sum(s in c for c in runs) for s in set().union(*runs)}
+    rows = [f"{c:.1f}\t{s}" for s, c in sorted(mean.items(), key=lambda sc: (-sc[1], sc[0]))]
     return "\n".join([f"# CPU seconds per scope, measured by tests/suite_cpu.py: {note}", *rows]) + "\n"
 
 
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).parent))
-    sys.stdout.write(table(Path(sys.argv[1]), " ".join(sys.argv[2:]) or "(no note)"))
+    sys.stdout.write(table(sys.argv[2:], sys.argv[1]))

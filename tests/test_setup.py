@@ -146,6 +146,24 @@ def test_heaviest_is_the_measured_tables_order_by_its_numbers(tmp_path):
                for h in measured_heaviest(SUITE_CPU, least=0)), "a scope of the table that is no file here"
 
 
+def test_the_measured_table_is_each_scopes_mean_over_the_runs_given(tmp_path):
+    ("tests/suite_cpu.py: a run's tests' CPU summed per scope (a group's files together), each scope's mean over the "
+     "runs that have it, costliest first; what conftest reads back in that order.")
+    import json
+    from conftest import SHARED_PORT, measured_heaviest
+    from suite_cpu import table
+    release, sync, layers = "tests/test_release.py::t", "tests/test_sync.py::t", "tests/test_layers.py::t"
+    for run, lines in (("a", [(release, 8.0), (sync, 2.0), ("tests/test_sync.py::u", 1.0)]),
+                       ("b", [(release, 4.0), (sync, 1.0), (layers, 9.0)])):   # test_release: the real port's group
+        (tmp_path / run).mkdir()
+        (tmp_path / run / "cpu-1.jsonl").write_text("".join(json.dumps({"id": i, "cpu": c}) + "\n" for i, c in lines))
+    got = table([tmp_path / "a", tmp_path / "b"], "a note")
+    assert got.splitlines() == ["# CPU seconds per scope, measured by tests/suite_cpu.py: a note",
+                                "9.0\ttests/test_layers.py", f"6.0\t{SHARED_PORT}", "2.0\ttests/test_sync.py"]
+    (tmp_path / "t.tsv").write_text(got)
+    assert measured_heaviest(str(tmp_path / "t.tsv")) == ("tests/test_layers.py", SHARED_PORT, "tests/test_sync.py")
+
+
 def test_a_child_pytest_of_one_test_leaves_out_only_the_plugins_that_test_does_not_use(request):
     ("conftest's `plugins_unused`: hypothesis's plugin stays for a `@given` test (the attribute it leaves is read), "
      "anyio's for a test marked `anyio`; a plain test (this one) runs its child without either.")
