@@ -39,20 +39,29 @@ EVERY_RELEASE, EVERY_RELEASE_FILES = "every_vllm_ascend_release", ("tests/test_c
 COMPILED = "torch_compiled"
 COMPILED_FILES = ("tests/test_notebooks.py", "tests/test_ops.py", "tests/test_output_fits.py", "tests/test_workbook.py",
                   "tests/test_jupyter.py")
-# The files that cost most, heaviest first (measured: each test's CPU, self and waited children, by a cpumeter plugin
-# over `pytest -n 2`, summed per scope: /work/notes/s9-suite/RESULTS.md): a worker starts on these, so no long file is
-# left for the end while the other worker idles (the longest first, each next one to the worker that frees first). Any
-# other file follows, the ones with more tests first (xdist's own order). Only the order of the work depends on this
-# list, never a verdict.
-HEAVIEST = (COMPILED, SHARED_PORT,
-            "tests/test_bench.py", "tests/test_file_faults.py",
-            "tests/test_docs_site.py",   # ~16 s CPU since it builds only the pages it reads (s10-suiteA)
-            "tests/test_translate_memory.py", EVERY_RELEASE,
-            "tests/test_robustness.py", "tests/test_port.py", "tests/test_bad_input.py", "tests/test_sync.py",
-            "tests/test_port_judge.py", "tests/test_translate.py", "tests/test_target.py", "tests/test_cli.py",
-            "tests/test_first_hour.py", "tests/test_port_update_release.py", "tests/test_target_evidence.py",
-            "tests/test_port_judge_server.py",
-            "tests/test_generalize.py")   # ~4.5 s since its fixture part runs --no-judge --no-releases (s9-suite2)
+# The scopes (files, or the groups above) that cost most, heaviest first: a worker starts on these, so no long file is
+# left for the end while the other worker idles (the longest first, each next one to the worker that frees first). Read
+# from the measured table beside this file, suite_cpu.tsv (each test's CPU, self and waited children, setup to teardown,
+# summed per scope over `pytest -n 2`; how to measure it again: tests/suite_cpu.py), never from an earlier run's files.
+# Any other scope follows, the ones with more tests first (xdist's own order). Only the order of the work depends on
+# this, never a verdict.
+SUITE_CPU = os.path.join(os.path.dirname(os.path.abspath(__file__)), "suite_cpu.tsv")
+
+
+def measured_heaviest(path: str = SUITE_CPU, least: float = 1.0) -> tuple:
+    "The scopes the table `path` gives `least` s of CPU or more, costliest first (lines not SECONDS<tab>SCOPE: none)."
+    cost = {}
+    try:
+        with open(path, encoding="utf-8") as f: lines = f.read().splitlines()
+    except OSError: return ()
+    for line in lines:
+        seconds, _, scope = line.partition("\t")
+        try: cost[scope.strip()] = float(seconds)
+        except ValueError: continue   # the header comment, a blank line
+    return tuple(sorted((s for s, c in cost.items() if c >= least and s), key=lambda s: -cost[s]))
+
+
+HEAVIEST = measured_heaviest()
 
 
 def heaviest_first(scopes: list) -> list:
@@ -83,15 +92,19 @@ def pytest_xdist_make_scheduler(config, log):
                 self.ordered = True
             super()._assign_work_unit(node)
 
-        def _split_scope(self, nodeid: str) -> str:
-            path = nodeid.split("::")[0]
-            if path in EVERY_RELEASE_FILES: return EVERY_RELEASE
-            if path in COMPILED_FILES: return COMPILED
-            if path not in uses:
-                try: uses[path] = SHARED_PORT in (config.rootpath / path).read_text(encoding="utf-8")
-                except OSError: uses[path] = False
-            return SHARED_PORT if uses[path] else path
+        def _split_scope(self, nodeid: str) -> str: return scope_of(config.rootpath, nodeid, uses)
     return ByFile(config, log)
+
+
+def scope_of(root, nodeid: str, uses: dict) -> str:
+    "The scope of a test (`nodeid`) a worker takes whole: its file, or the group its file is in (`uses`: a memo)."
+    path = nodeid.split("::")[0]
+    if path in EVERY_RELEASE_FILES: return EVERY_RELEASE
+    if path in COMPILED_FILES: return COMPILED
+    if path not in uses:
+        try: uses[path] = SHARED_PORT in (root / path).read_text(encoding="utf-8")
+        except OSError: uses[path] = False
+    return SHARED_PORT if uses[path] else path
 
 
 # --- JupyterLab: one server per test process for the files that look at views in it ---------------------------------

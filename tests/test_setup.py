@@ -121,13 +121,47 @@ def test_pytest_n_2_hands_out_the_heaviest_files_first():
     sched = pytest_xdist_make_scheduler(_XdistConfig("load"), None)
     sent = []
     node = type("Node", (), {"send_runtest_some": lambda self, idx: sent.append(idx)})()
-    light = "tests/test_layers.py"   # not in HEAVIEST: after any file that is, whatever the queue's order
-    assert light not in HEAVIEST and "tests/test_sync.py" in HEAVIEST
+    light = min(str(f.relative_to(ROOT)) for f in (ROOT / "tests").glob("test_*.py")
+                if str(f.relative_to(ROOT)) not in HEAVIEST)   # after any file in HEAVIEST, whatever the queue's order
+    assert "tests/test_sync.py" in HEAVIEST
     sched.registered_collections = {node: [f"{light}::a", "tests/test_sync.py::b", "tests/test_sync.py::c"]}
     sync = {"tests/test_sync.py::b": False, "tests/test_sync.py::c": False}
     sched.workqueue = OrderedDict([(light, {f"{light}::a": False}), ("tests/test_sync.py", sync)])
     sched._assign_work_unit(node)
     assert sent == [[1, 2]] and list(sched.workqueue) == [light]
+
+
+def test_heaviest_is_the_measured_tables_order_by_its_numbers(tmp_path):
+    ("conftest.HEAVIEST comes from the table beside it (suite_cpu.tsv), the costliest scope first whatever the lines' "
+     "order; a scope under the least cost, a line that is no `SECONDS<tab>SCOPE` and a table not there give none.")
+    from conftest import COMPILED, EVERY_RELEASE, HEAVIEST, SHARED_PORT, SUITE_CPU, measured_heaviest
+    table = tmp_path / "suite_cpu.tsv"
+    table.write_text("# a note\n2.5\ttests/test_b.py\n0.4\ttests/test_light.py\nnot a number\ttests/test_x.py\n\n"
+                     "30.0\tshared\n7\ttests/test_a.py\n")
+    assert measured_heaviest(str(table)) == ("shared", "tests/test_a.py", "tests/test_b.py")
+    assert measured_heaviest(str(table), least=0.1)[-1] == "tests/test_light.py"
+    assert measured_heaviest(str(tmp_path / "none.tsv")) == ()
+    assert HEAVIEST == measured_heaviest(SUITE_CPU) and len(HEAVIEST) >= 10   # the committed table is read whole
+    assert all(h in (SHARED_PORT, EVERY_RELEASE, COMPILED) or (ROOT / h).is_file()
+               for h in measured_heaviest(SUITE_CPU, least=0)), "a scope of the table that is no file here"
+
+
+def test_the_measured_table_is_each_scopes_mean_over_the_runs_given(tmp_path):
+    ("tests/suite_cpu.py: a run's tests' CPU summed per scope (a group's files together), each scope's mean over the "
+     "runs that have it, costliest first; what conftest reads back in that order.")
+    import json
+    from conftest import SHARED_PORT, measured_heaviest
+    from suite_cpu import table
+    release, sync, layers = "tests/test_release.py::t", "tests/test_sync.py::t", "tests/test_layers.py::t"
+    for run, lines in (("a", [(release, 8.0), (sync, 2.0), ("tests/test_sync.py::u", 1.0)]),
+                       ("b", [(release, 4.0), (sync, 1.0), (layers, 9.0)])):   # test_release: the real port's group
+        (tmp_path / run).mkdir()
+        (tmp_path / run / "cpu-1.jsonl").write_text("".join(json.dumps({"id": i, "cpu": c}) + "\n" for i, c in lines))
+    got = table([tmp_path / "a", tmp_path / "b"], "a note")
+    assert got.splitlines() == ["# CPU seconds per scope, measured by tests/suite_cpu.py: a note",
+                                "9.0\ttests/test_layers.py", f"6.0\t{SHARED_PORT}", "2.0\ttests/test_sync.py"]
+    (tmp_path / "t.tsv").write_text(got)
+    assert measured_heaviest(str(tmp_path / "t.tsv")) == ("tests/test_layers.py", SHARED_PORT, "tests/test_sync.py")
 
 
 def test_a_child_pytest_of_one_test_leaves_out_only_the_plugins_that_test_does_not_use(request):

@@ -1,6 +1,7 @@
 """`translate` reads the derived index of its target from the judge cache where a run kept it (issue 34: each run
 scanned vllm-ascend's sources again, ~2 s of CPU): the same findings, no scan; nothing read or kept without the
 derived rules or the target's sources. Fixtures written here."""
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -24,14 +25,25 @@ def judge_cache(tmp_path, monkeypatch):
 
 
 def _check(tmp_path, capsys) -> str:
-    "The findings `translate --check` prints for the fixture."
+    "The findings `translate --check` prints for the fixture, translated anew (no kept translation answers it)."
     (tmp_path / "runner.py").write_text(GPU)
-    assert main(["translate", str(tmp_path / "runner.py"), "--check", "-q", "--target", T18]) == 1
+    assert main(["translate", str(tmp_path / "runner.py"), "--check", "-q", "--target", T18, "--no-cache"]) == 1
     return capsys.readouterr().out
 
 
-def test_a_second_run_reads_the_kept_index_and_finds_the_same(tmp_path, capsys, judge_cache, monkeypatch):
-    if D.target_sources(compile_rules(T18)) is None: pytest.skip(f"the package cache lacks {T18}'s sources")
+@pytest.fixture
+def fixture_target(tmp_path, monkeypatch):
+    ("The fixture trees as the target's sources, vllm-ascend's as a wheel (only an archive's index is kept): "
+     "a scan of a few modules, not of the real release (~4 s of CPU).")
+    wheel = tmp_path / "vllm_ascend-0.18.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        for f in sorted((FX / "ascend").rglob("*.py")): z.write(f, f.relative_to(FX / "ascend").as_posix())
+    monkeypatch.setattr(D, "target_sources", lambda rules: (wheel, FX / "vllm"))
+    return wheel
+
+
+def test_a_second_run_reads_the_kept_index_and_finds_the_same(tmp_path, capsys, judge_cache, fixture_target,
+                                                              monkeypatch):
     first = _check(tmp_path, capsys)
     assert [p.suffix for p in (judge_cache / "derived").iterdir()] == [".json"]   # the scan, kept
     monkeypatch.setattr(D, "_INDEXES", {})                                      # a new run, as a new process
