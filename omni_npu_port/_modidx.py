@@ -2119,6 +2119,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                          'omni_npu_port/port/release.py'),
                                             'omni_npu_port.port.release._tell': ( 'port/release.html#_tell',
                                                                                   'omni_npu_port/port/release.py'),
+                                            'omni_npu_port.port.release.inputs_held': ( 'port/release.html#inputs_held',
+                                                                                        'omni_npu_port/port/release.py'),
                                             'omni_npu_port.port.release.port_release': ( 'port/release.html#port_release',
                                                                                          'omni_npu_port/port/release.py'),
                                             'omni_npu_port.port.release.port_runners': ( 'port/release.html#port_runners',

@@ -5,7 +5,9 @@
 # %% ../../nbs/port/release.ipynb #8a5cad60
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
 import threading
 import time
 from pathlib import Path
@@ -36,10 +38,10 @@ from .pipeline import port_runner, run_batch
 from .runners import class_heads, runner_bases
 
 # %% auto #0
-__all__ = ['port_runners', 'release_meanwhile', 'release_each', 'port_release', 'DEFAULT_LAYOUT', 'PORT_BYTES_PER_BYTE',
-           'Placement', 'ReleaseInputs', 'ReleaseRunners', 'choose_inputs', 'dotted_name', 'fetch_release',
-           'given_sources', 'history_from_sources', 'locate_base', 'named_gpu_bases', 'open_release', 'place_runners',
-           'release_archives', 'release_runners', 'release_source', 'too_big_to_port', 'unpack_sdists',
+__all__ = ['port_runners', 'release_meanwhile', 'release_each', 'inputs_held', 'port_release', 'DEFAULT_LAYOUT',
+           'PORT_BYTES_PER_BYTE', 'Placement', 'ReleaseInputs', 'ReleaseRunners', 'choose_inputs', 'dotted_name',
+           'fetch_release', 'given_sources', 'history_from_sources', 'locate_base', 'named_gpu_bases', 'open_release',
+           'place_runners', 'release_archives', 'release_runners', 'release_source', 'too_big_to_port', 'unpack_sdists',
            'unreadable_runners', 'EXPLAINS', 'INLINED', 'LIVE_BY_CALL', 'REACHED', 'MethodCheck', 'RunnerPort',
            'check_method', 'check_runner', 'compiles', 'has_edited_copy', 'in_port', 'line_keys', 'method_chunks',
            'port_runner', 'port_statements', 'ported_mro', 'statement_key', 'DEFAULT_OUT', 'REPORT_JSON', 'REPORT_MD',
@@ -213,6 +215,17 @@ def _release_out(out: Path | str, version: str | None, force: bool) -> Path:
     check_release_out(out, force)
     return out
 
+# %% ../../nbs/port/release.ipynb #d3a24803
+@contextlib.contextmanager
+def inputs_held():
+    "The objects alive now (a port's inputs) out of the collector's full passes while the block runs, then back."
+    if gc.get_freeze_count():   # a caller's freeze: theirs to end
+        yield; return
+    gc.freeze()
+    try: yield
+    finally: gc.unfreeze()
+
+
 # %% ../../nbs/port/release.ipynb #28db13b6
 def port_release(omni: str, target: str | None = None, out: Path | str | None = None, history="auto", sources=(),
                  prefer: str = "comment", force: bool = False, progress=None, cache_dir: Path | str = CACHE_DIR,
@@ -258,8 +271,9 @@ def port_release(omni: str, target: str | None = None, out: Path | str | None = 
             for g in runners.gpu]
     texts = [t for t in dict.fromkeys([*map(tree.module_source, homes), npu_base.module_text]) if t]
     meanwhile = release_meanwhile(ctx, [places[id(g)].module for g in runners.gpu], list(ported), texts, workers)
-    ports = port_runners(jobs, workers, meanwhile, release_each(ctx))   # the per-class passes, each runner
-    run = run_batch(ports, ctx)           # its batch passes: derived, the judge, over every written module at once
+    with inputs_held():   # the inputs read: out of the collector's full passes while the runners are ported
+        ports = port_runners(jobs, workers, meanwhile, release_each(ctx))   # the per-class passes, each runner
+        run = run_batch(ports, ctx)       # its batch passes: derived, the judge, over every written module at once
     derived = ctx.found.get("derived", [])
     skipped = [port_diagnostic("ONP4302", f"{code_info('ONP4302').title}: {dotted_name(c)} {why}", where=c.name)
                for c, why in runners.skipped]
