@@ -28,7 +28,8 @@ WITHOUT = [c for c in CODES if not CODES[c].records]
 
 
 @pytest.mark.parametrize("code", WITH_RECORDS[:1] + WITHOUT[:1])
-def test_explain_says_what_how_bad_what_to_do_the_pattern_and_an_example(code, capsys):
+def test_explain_says_what_how_bad_what_to_do_the_pattern_and_an_example(code, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)   # no built docs around: the checkout's own _docs (a docs build) would name its pages
     c = CODES[code]
     assert main(["explain", code.lower()]) == 0
     out = " ".join(capsys.readouterr().out.split())   # the text is wrapped; compare it unwrapped

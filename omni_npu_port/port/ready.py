@@ -414,7 +414,7 @@ def written_records(live: ast.Module, ix, where: str = "") -> dict[str, ClassSha
         src = _absolute(me, n.level or 0, n.module) if isinstance(n, ast.ImportFrom) else None
         if src is None or src == me or src not in codes: continue
         try: sib = parsed(keep_side(codes[src]))
-        except SyntaxError: continue
+        except (SyntaxError, ValueError, RecursionError, MemoryError): continue   # a sibling too deep says nothing
         own, theirs = _own_records(sib), _imported(sib, STACK_PACKAGES)
         for a in n.names:
             if a.name in own:
@@ -451,7 +451,7 @@ def self_tuples(code: str) -> list[tuple[int, str, str]]:
     ("Each `name = value,` of `code` (a name bound to a 1-tuple without brackets: what a keyword line `name=value,` "
      "becomes as a statement) as (line, its text, its syntax); none where the code does not parse.")
     try: tree = ast.parse(code)
-    except SyntaxError: return []
+    except (SyntaxError, ValueError, RecursionError, MemoryError): return []   # too deep: the other passes refuse it
     lines = code.split("\n")
     return [(n.lineno, ast.unparse(n).replace(" = (", " = ", 1)[:-2] + ",", ast.dump(n)) for n in ast.walk(tree)
             if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)
