@@ -567,6 +567,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                        'omni_npu_port.core.io.memory_headroom': ( 'core/io.html#memory_headroom',
                                                                                   'omni_npu_port/core/io.py'),
                                        'omni_npu_port.core.io.pid_alive': ('core/io.html#pid_alive', 'omni_npu_port/core/io.py'),
+                                       'omni_npu_port.core.io.pool_fits': ('core/io.html#pool_fits', 'omni_npu_port/core/io.py'),
                                        'omni_npu_port.core.io.stale_temps': ('core/io.html#stale_temps', 'omni_npu_port/core/io.py'),
                                        'omni_npu_port.core.io.temp_prefix': ('core/io.html#temp_prefix', 'omni_npu_port/core/io.py'),
                                        'omni_npu_port.core.io.umask': ('core/io.html#umask', 'omni_npu_port/core/io.py'),

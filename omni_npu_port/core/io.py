@@ -26,9 +26,10 @@ from .diagnostics import Code, register
 from .errors import InputError, UsageError
 
 # %% auto #0
-__all__ = ['STALE_TEMP_S', 'CACHE_HOME', 'CACHE_ENV', 'CACHE_OFF', 'CACHE_MARKER', 'OutputExists', 'OutputError', 'umask',
-           'temp_prefix', 'write_atomic', 'pid_alive', 'leftover_temps', 'stale_temps', 'write_set', 'CacheRefused',
-           'cache_dir', 'claim_cache', 'load_toml', 'gc_paused', 'memory_headroom', 'can_fork', 'worker_pool', 'Step']
+__all__ = ['STALE_TEMP_S', 'CACHE_HOME', 'CACHE_ENV', 'CACHE_OFF', 'CACHE_MARKER', 'POOL_HEADROOM', 'OutputExists', 'OutputError',
+           'umask', 'temp_prefix', 'write_atomic', 'pid_alive', 'leftover_temps', 'stale_temps', 'write_set',
+           'CacheRefused', 'cache_dir', 'claim_cache', 'load_toml', 'gc_paused', 'memory_headroom', 'can_fork',
+           'pool_fits', 'worker_pool', 'Step']
 
 # %% ../../nbs/core/io.ipynb #b9bedacf
 class OutputExists(UsageError, FileExistsError):
@@ -284,12 +285,22 @@ def can_fork() -> bool:
     "Forking is safe here: the platform has it, and no other thread runs (a thread's locks would be copied held)."
     return "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1
 
+POOL_HEADROOM = 256 << 20   # bytes of address space a pool's threads may reserve (stacks and malloc arenas)
+
+def pool_fits() -> bool:
+    ("A process pool's threads fit: no address-space cap, or one that leaves `POOL_HEADROOM`; under a tighter cap "
+     "the executor's feeder thread cannot start and its results never come (CPython hangs, it does not raise).")
+    import resource
+    soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+    if soft in (resource.RLIM_INFINITY, -1): return True
+    return soft - (_read_int("/proc/self/status", "VmSize:", 1024) or 0) >= POOL_HEADROOM
+
 def worker_pool(n: int, initializer=None, initargs=(), fork_only: bool = False):
     ("A `ProcessPoolExecutor` of `n` workers, forked where `can_fork()`, else spawned; None where `fork_only` and it "
      "cannot fork.")
     from concurrent.futures import ProcessPoolExecutor  # only a command that runs a pool pays for its import
     fork = can_fork()
-    if fork_only and not fork: return None
+    if fork_only and not (fork and pool_fits()): return None
     return ProcessPoolExecutor(n, multiprocessing.get_context("fork" if fork else "spawn"), initializer=initializer,
                                initargs=initargs)
 

@@ -19,7 +19,7 @@ from types import MappingProxyType
 import omni_npu_port
 
 from ..core.diagnostics import REGISTRY, Code, code_info, register
-from ..core.io import OutputError, stale_temps, umask, worker_pool, write_atomic
+from ..core.io import OutputError, pool_fits, stale_temps, umask, worker_pool, write_atomic
 from ..sources.readers import UnreadableFile, check_size
 from .derived import index_before_fork, recorded_probes
 from .diagnostics import TranslateDiagnostic, docs_base, docs_url
@@ -328,7 +328,8 @@ def translate_many(items, rules: RuleSet, comments: bool = True, jobs: int = 1, 
     # the pre-filter runs here: only files that pass it are worth sending to a process, largest first
     work = [i for i, (d, _, _) in enumerate(items)
             if i not in hits and not (isinstance(d, bytes) and b"\0" in d) and might_apply(rules, d)]
-    if jobs <= 1 or len(work) < 2 or sum(len(items[i][0]) for i in work) < _POOL_MIN:
+    small = sum(len(items[i][0]) for i in work) < _POOL_MIN
+    if jobs <= 1 or len(work) < 2 or small or not pool_fits():   # no pool where its threads do not fit
         return [hits[i] if i in hits else one(d, rules, p, c) for i, (d, p, c) in enumerate(items)]
     work.sort(key=lambda i: -len(items[i][0]))
     index_before_fork(rules, [items[i][0] for i in work])   # the processes share the target's index where needed
