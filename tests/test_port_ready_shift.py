@@ -5,9 +5,10 @@ import textwrap
 import pytest
 
 from omni_npu_port.core.diagnostics import code_info
-from omni_npu_port.port.ready import ReadyIndex, class_findings, class_shape, ready_findings, sibling_findings
+from omni_npu_port.port.ready import class_findings, class_shape, ready_findings, sibling_findings
 from omni_npu_port.port.release_checks import RunnerPort
-from omni_npu_port.sources.readers import open_source
+
+from ready_stack import stack_index
 
 D = textwrap.dedent
 # the stack's record: a dataclass whose later fields have defaults, and a NamedTuple that grew a field in the middle
@@ -38,11 +39,7 @@ RUNNER = D('''
 
 @pytest.fixture(scope="module")
 def ix(tmp_path_factory):
-    pkg = tmp_path_factory.mktemp("stack") / "vllm"
-    (pkg / "v1" / "worker").mkdir(parents=True)
-    for f in ("__init__.py", "v1/__init__.py", "v1/worker/__init__.py"): (pkg / f).write_text("")
-    (pkg / "v1" / "worker" / "gpu_model_runner.py").write_text(STACK)
-    return ReadyIndex([open_source(str(pkg))], [])
+    return stack_index(tmp_path_factory.mktemp("stack"), STACK)
 
 
 def codes(ix, line):

@@ -8,11 +8,12 @@ from types import SimpleNamespace
 import pytest
 
 from omni_npu_port.port import pipeline
-from omni_npu_port.port.ready import (ReadyIndex, class_findings, ready_findings, sibling_findings,
+from omni_npu_port.port.ready import (class_findings, sibling_findings,
                                       written_modules)
 from omni_npu_port.port.release_checks import RunnerPort
 from omni_npu_port.port.update_release import update_runners
-from omni_npu_port.sources.readers import open_source
+
+from ready_stack import stack_index
 
 D = textwrap.dedent
 W = "vllm_omni.platforms.npu.worker."
@@ -59,11 +60,7 @@ def port(module, cls, code):
 
 @pytest.fixture(scope="module")
 def ix(tmp_path_factory):
-    pkg = tmp_path_factory.mktemp("stack") / "vllm"
-    (pkg / "v1" / "worker").mkdir(parents=True)
-    for f in ("__init__.py", "v1/__init__.py", "v1/worker/__init__.py"): (pkg / f).write_text("")
-    (pkg / "v1" / "worker" / "gpu_model_runner.py").write_text(VLLM)
-    return ReadyIndex([open_source(str(pkg))], [])
+    return stack_index(tmp_path_factory.mktemp("stack"), VLLM)
 
 
 def findings(code, ix, ar=AR):
