@@ -10,6 +10,7 @@ from io import StringIO
 from pathlib import Path
 
 import pytest
+from nbdev import test as nbdev_test
 from nbdev.test import test_nb as run_notebook  # imported under another name so pytest doesn't collect it
 
 from omni_npu_port.docs.site import find_root, nbdev_settings, notebooks
@@ -64,14 +65,33 @@ def test_each_notebook_run_elsewhere_is_run_there():
         assert (NBS / nb).is_file() and f'"{nb}"' in text and "tst_flags" in text and "NotebookClient(" in text, test
 
 
+class ClosedShells:
+    ("Stands in for nbdev's `CaptureShell` while one notebook runs and closes every shell it made after the run: "
+     "`test_nb` never closes its shell, whose event-loop thread would outlive the test (and make `core.io.can_fork` "
+     "false for every later test in this process).")
+
+    def __init__(self, real):
+        self.real, self.made = real, []
+
+    def __call__(self, *args, **kwargs):
+        shell = self.real(*args, **kwargs)
+        self.made.append(shell)
+        return shell
+
+    def close(self) -> None:
+        for shell in self.made: shell.close()
+
+
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=[str(n.with_suffix("")) for n in NOTEBOOKS])
-def test_notebook(nb):
+def test_notebook(nb, monkeypatch):
     force = os.environ.get(FLAGS_VAR, "").split()
     unknown = set(force) - set(skip_flags())
     assert not unknown, f"{FLAGS_VAR} names {sorted(unknown)}, which are not tst_flags in pyproject.toml ({skip_flags()})"
     err, real_stderr, handler = StringIO(), sys.__stderr__, signal.getsignal(signal.SIGINT)
     sys.__stderr__ = err  # test_nb writes the failing cell's traceback to sys.__stderr__
     held = library_state()
+    shells = ClosedShells(nbdev_test.CaptureShell)
+    monkeypatch.setattr(nbdev_test, "CaptureShell", shells)
     try:
         ok, secs = run_notebook(NBS / nb, skip_flags=skip_flags(), force_flags=force, basepath=ROOT,
                                 cell_timeout=int(SETTINGS.get("cell_timeout", 600)))
@@ -79,5 +99,24 @@ def test_notebook(nb):
         sys.__stderr__ = real_stderr
         signal.signal(signal.SIGINT, handler)  # test_nb installs its own Ctrl-C handler; give pytest its own back
         restore(held)
+        shells.close()
     assert ok, (f"nbs/{nb.as_posix()} failed under nbdev's rules (skipped flags: {' '.join(sorted(set(skip_flags()) - set(force)))})"
                 f"; the failing cell:\n{err.getvalue()}\nRun it alone: nbdev-test nbs/{nb.as_posix()}")
+
+
+def test_a_notebook_run_leaves_no_thread(tmp_path, monkeypatch):
+    ("Fires: nbdev's run of a one-cell notebook starts its shell's event-loop thread; must not: after `ClosedShells` "
+     "closes the shells the run made, no thread runs that did not run before (a later test may still fork).")
+    import threading
+
+    import nbformat
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")])
+    path = tmp_path / "one.ipynb"
+    nbformat.write(nb, path)
+    before = set(threading.enumerate())
+    shells = ClosedShells(nbdev_test.CaptureShell)
+    monkeypatch.setattr(nbdev_test, "CaptureShell", shells)
+    ok, _ = run_notebook(path, basepath=ROOT)
+    assert ok and len(shells.made) == 1 and not set(threading.enumerate()) <= before   # its loop thread runs
+    shells.close()
+    assert set(threading.enumerate()) <= before

@@ -2,6 +2,7 @@
 written to, it gives the findings the one command-line run gives, and steps aside (that run serves) where it cannot.
 Fixtures written here, reusing test_port_judge's tiny vllm / vllm_ascend / vllm_omni tree."""
 import os
+import threading
 import time
 from pathlib import Path
 from textwrap import dedent
@@ -150,6 +151,12 @@ def _project_of(tmp_path, name: str, body: str):
     return d
 
 
+def _no_thread_since(before: set) -> bool:
+    ("No thread runs that did not run at `before`: the judge's server adds none (a port can still fork its workers). "
+     "Threads an earlier test left in this process are no concern of the judge's and are not counted.")
+    return set(threading.enumerate()) <= before
+
+
 def _seen(found: list) -> list:
     return [(Path(e["file"]).parent.name, e["rule"], e["range"]["start"]["line"], e["message"]) for e in found]
 
@@ -158,7 +165,7 @@ def _seen(found: list) -> list:
 def test_runs_on_the_shared_server_give_the_command_lines_findings_and_keep_the_process_forkable(tmp_path):
     ("Three project folders, each its own configuration (the second's extraPaths has `lib`): the same findings as "
      "the command line, on one server process; no thread left (a port can still fork its workers).")
-    from omni_npu_port.core.io import can_fork
+    before = set(threading.enumerate())   # an earlier test's threads are not the judge's
     (tmp_path / "lib").mkdir()
     (tmp_path / "lib" / "helper.py").write_text("def thing(): ...\n")
     bodies = ["x = undefined_name\n", "from helper import thing, gone\nthing(1)\n",
@@ -170,7 +177,7 @@ def test_runs_on_the_shared_server_give_the_command_lines_findings_and_keep_the_
     exe = J.find_checker()
     J._stop_shared()
     got = [_seen(J.run_checker(r, [r / "m.py"], extra(i))) for i, r in enumerate(roots)]
-    assert got == want and list(J._SHARED) == [exe] and can_fork()
+    assert got == want and list(J._SHARED) == [exe] and _no_thread_since(before)
     pid = J._SHARED[exe].proc.pid
     J._SHARED[exe].close()   # gone between runs: the next run starts another, same findings
     assert _seen(J.run_checker(roots[0], [roots[0] / "m.py"], [])) == want[0] and J._SHARED[exe].proc.pid != pid
@@ -213,21 +220,23 @@ def test_the_idle_time_reads_its_switch(monkeypatch):
 def test_an_idle_shared_server_stops_and_the_next_run_starts_one_with_the_same_findings(tmp_path, monkeypatch):
     ("Fires: idle past a tiny OMNI_NPU_PORT_JUDGE_IDLE, the server's process group is stopped and the next run starts "
      "another (same findings, still forkable); must not: within the idle time the next run finds the same server.")
-    from omni_npu_port.core.io import can_fork
     exe = J.find_checker()
     if exe is None: pytest.skip("basedpyright is not installed")
+    before = set(threading.enumerate())   # an earlier test's threads are not the judge's
     root = _project_of(tmp_path, "p", "x = undefined_name\n")
     run = lambda: _seen(J.run_checker(root, [root / "m.py"], []))
     J._stop_shared()
     monkeypatch.setenv("OMNI_NPU_PORT_JUDGE_IDLE", "600")
     want = run()
     s = J._SHARED[exe]
-    assert want and run() == want and J._SHARED[exe] is s and s.proc.poll() is None and can_fork()   # kept
+    assert want and run() == want and J._SHARED[exe] is s and s.proc.poll() is None   # kept
+    assert _no_thread_since(before)
     monkeypatch.setenv("OMNI_NPU_PORT_JUDGE_IDLE", "0.2")
     assert run() == want and J._SHARED[exe] is s
     assert s.watch.wait(60) == 3   # its idle end stopped the server's group
     s.proc.wait(60)
-    assert run() == want and J._SHARED[exe] is not s and J._SHARED[exe].proc.pid != s.proc.pid and can_fork()
+    assert run() == want and J._SHARED[exe] is not s and J._SHARED[exe].proc.pid != s.proc.pid
+    assert _no_thread_since(before)
     t = J._SHARED[exe]
     J._stop_shared()   # closed: its idle end stopped and reaped first, the server gone
     assert t.watch is None and t.proc.poll() is not None

@@ -60,12 +60,15 @@ def _pid_job(i):
 def test_the_workers_fork_before_meanwhile_starts_a_thread(monkeypatch, forks_alone):
     if not forks_alone: return   # another thread runs here (an earlier test's): it ran, and passed, in a child pytest
     monkeypatch.setattr(rel, "port_runner", _pid_job)   # the forked workers inherit it
-    stop, seen = threading.Event(), []
+    stop, seen, started = threading.Event(), [], []
     def meanwhile():   # starts a thread, as the judge's server does: nothing may fork after it
-        threading.Thread(target=stop.wait, daemon=True).start()
+        started.append(threading.Thread(target=stop.wait, daemon=True))
+        started[-1].start()
         seen.append(can_fork())
     try: pids = rel.port_runners([(0,), (1,), (2,)], 2, meanwhile)
-    finally: stop.set()
+    finally:
+        stop.set()
+        for t in started: t.join()   # no thread of this test outlives it
     assert seen == [False] and len(pids) == 3 and os.getpid() not in pids   # ported in the workers all the same
 
 
