@@ -6,11 +6,28 @@ import tempfile
 import pytest
 
 
+# The caches a test run writes (kept translations, the judge's folders: issues 31, 34) go to one temp folder of the run,
+# never to the user's (~/.cache/omni-npu-port), whatever the environment says: the run's first process (xdist's
+# controller, or pytest without xdist) makes it and removes it at its end; its workers and children inherit it.
+RUN_CACHES = {"OMNI_NPU_PORT_TRANSLATION_CACHE": "translations", "OMNI_NPU_PORT_JUDGE_CACHE": "judge-src"}
+RUN_CACHE_ROOT = "OMNI_NPU_PORT_SUITE_CACHES"   # the run's folder, as its workers see it
+_made_here = []
+
+
+def run_caches(config) -> str:
+    "The run's cache folder: an xdist worker's is its controller's; any other pytest process makes its own."
+    if hasattr(config, "workerinput") and os.environ.get(RUN_CACHE_ROOT): return os.environ[RUN_CACHE_ROOT]
+    root = tempfile.mkdtemp(prefix="onp-suite-caches-")
+    _made_here.append(root)
+    os.environ[RUN_CACHE_ROOT] = root
+    for var, name in RUN_CACHES.items(): os.environ[var] = os.path.join(root, name)
+    return root
+
+
 def pytest_configure(config):
     ("Translations (and the judge's folders) a test makes are kept in a folder of this run, never in the user's cache;"
      " the cyclic collector runs on GC_THRESHOLDS.")
-    os.environ.setdefault("OMNI_NPU_PORT_TRANSLATION_CACHE", tempfile.mkdtemp(prefix="onp-translations-"))
-    os.environ.setdefault("OMNI_NPU_PORT_JUDGE_CACHE", tempfile.mkdtemp(prefix="onp-judge-"))   # the judge's (issue 31)
+    run_caches(config)
     gc.set_threshold(*GC_THRESHOLDS)
     if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):   # xdist's controller runs no test
         from archives import guard_downloads
@@ -189,8 +206,11 @@ def cli_under_rlimit():
 
 
 def pytest_unconfigure(config):
-    "The run is over: no exit-time walk of what the tests built and cached (libcst trees, whole releases' ast), as `cli.main.entry` does."
+    ("The run is over: its cache folder removed (by the process that made it); no exit-time walk of what the tests "
+     "built and cached (libcst trees, whole releases' ast), as `cli.main.entry` does.")
     import gc
+    import shutil
+    for root in _made_here: shutil.rmtree(root, ignore_errors=True)
     gc.freeze()
 
 
