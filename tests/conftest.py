@@ -24,10 +24,24 @@ def run_caches(config) -> str:
     return root
 
 
+# An xdist worker's torch (and the children it starts: kernels, the command line) runs its share of the cores' threads:
+# with torch's default, one thread per core in every worker, `-n 2` on 2 cores ran 4 OpenMP threads that spin while
+# they wait for a core (measured on the torch files, one process beside a loaded machine: 39.0 s CPU, 173 s wall with
+# 2 threads; 11.0 s, 45 s with 1). A thread count the environment sets stays; only the cost changes, never a verdict.
+def worker_threads(config) -> int | None:
+    "The torch threads of an xdist worker (the cores this process may use, shared by the workers); None: not one."
+    workers = getattr(config, "workerinput", {}).get("workercount")
+    if not workers: return None
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, cores // workers)
+
+
 def pytest_configure(config):
     ("Translations (and the judge's folders) a test makes are kept in a folder of this run, never in the user's cache;"
-     " the cyclic collector runs on GC_THRESHOLDS.")
+     " the cyclic collector runs on GC_THRESHOLDS; an xdist worker's torch runs `worker_threads`.")
     run_caches(config)
+    if (threads := worker_threads(config)) is not None:   # before the test files import torch
+        os.environ.setdefault("OMP_NUM_THREADS", str(threads))
     gc.set_threshold(*GC_THRESHOLDS)
     if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):   # xdist's controller runs no test
         from archives import guard_downloads
@@ -209,9 +223,14 @@ def pytest_unconfigure(config):
     ("The run is over: its cache folder removed (by the process that made it); no exit-time walk of what the tests "
      "built and cached (libcst trees, whole releases' ast), as `cli.main.entry` does.")
     import gc
-    import shutil
-    for root in _made_here: shutil.rmtree(root, ignore_errors=True)
+    remove_run_caches()
     gc.freeze()
+
+
+def remove_run_caches() -> None:
+    "Remove the run's cache folders this process made (`run_caches`)."
+    import shutil
+    while _made_here: shutil.rmtree(_made_here.pop(), ignore_errors=True)
 
 
 

