@@ -163,6 +163,24 @@ def jupyterlab(tmp_path_factory):
     finally: s.stop()
 
 
+# --- Chromium: one browser per test process for the files that look at pages in it ---------------------------------
+@pytest.fixture(scope="session")
+def browser():
+    ("One headless Chromium per test process (test_docs_site, test_workbook, test_output_fits: a launch is ~0.9 s of "
+     "CPU and ~2 s); without one the browser tests skip with the reason, and fail under CI.")
+    from test_docs_site import CHROMIUM, CHROMIUM_ARGS
+    if not os.path.exists(CHROMIUM):
+        why = (f"{CHROMIUM} not found: the browser tests (docs site, JupyterLab) drive Debian's chromium; install it "
+               "with `apt-get update && apt-get install -y chromium` (scripts/setup.sh does where it may)")
+        if os.environ.get("CI"): pytest.fail(why)
+        pytest.skip(why)
+    from playwright.sync_api import sync_playwright
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try: yield b
+        finally: b.close()
+
+
 # --- real vllm / vllm-ascend releases, read statically (omni_npu_port.sources.fetch and .readers) -------------------------
 @pytest.fixture(scope="session")
 def release_source():

@@ -205,7 +205,8 @@ def test_the_runs_caches_are_a_temp_folder_of_the_run_shared_with_its_workers_an
     root = conftest.run_caches(SimpleNamespace())
     try:
         assert conftest._made_here == [root] and os.path.isdir(root) and not os.listdir(root)
-        assert [os.environ[v] for v in conftest.RUN_CACHES] == [os.path.join(root, n) for n in conftest.RUN_CACHES.values()]
+        made = [os.path.join(root, name) for name in conftest.RUN_CACHES.values()]
+        assert [os.environ[v] for v in conftest.RUN_CACHES] == made
         worker = SimpleNamespace(workerinput={"workerid": "gw0", "workercount": 2})
         assert conftest.run_caches(worker) == root and conftest._made_here == [root]
     finally:
