@@ -151,10 +151,10 @@ def test_the_measured_table_is_each_scopes_mean_over_the_runs_given(tmp_path):
      "runs that have it, costliest first; what conftest reads back in that order.")
     import json
     from conftest import SHARED_PORT, measured_heaviest
-    from suite_cpu import table
+    from suite_cpu import SESSION_END, table
     release, sync, layers = "tests/test_release.py::t", "tests/test_sync.py::t", "tests/test_layers.py::t"
     for run, lines in (("a", [(release, 8.0), (sync, 2.0), ("tests/test_sync.py::u", 1.0)]),
-                       ("b", [(release, 4.0), (sync, 1.0), (layers, 9.0)])):   # test_release: the real port's group
+                       ("b", [(release, 4.0), (sync, 1.0), (layers, 9.0), (SESSION_END, 50.0)])):   # the end: no scope
         (tmp_path / run).mkdir()
         (tmp_path / run / "cpu-1.jsonl").write_text("".join(json.dumps({"id": i, "cpu": c}) + "\n" for i, c in lines))
     got = table([tmp_path / "a", tmp_path / "b"], "a note")
