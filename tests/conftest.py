@@ -6,11 +6,42 @@ import tempfile
 import pytest
 
 
+# The caches a test run writes (kept translations, the judge's folders: issues 31, 34) go to one temp folder of the run,
+# never to the user's (~/.cache/omni-npu-port), whatever the environment says: the run's first process (xdist's
+# controller, or pytest without xdist) makes it and removes it at its end; its workers and children inherit it.
+RUN_CACHES = {"OMNI_NPU_PORT_TRANSLATION_CACHE": "translations", "OMNI_NPU_PORT_JUDGE_CACHE": "judge-src"}
+RUN_CACHE_ROOT = "OMNI_NPU_PORT_SUITE_CACHES"   # the run's folder, as its workers see it
+_made_here = []
+
+
+def run_caches(config) -> str:
+    "The run's cache folder: an xdist worker's is its controller's; any other pytest process makes its own."
+    if hasattr(config, "workerinput") and os.environ.get(RUN_CACHE_ROOT): return os.environ[RUN_CACHE_ROOT]
+    root = tempfile.mkdtemp(prefix="onp-suite-caches-")
+    _made_here.append(root)
+    os.environ[RUN_CACHE_ROOT] = root
+    for var, name in RUN_CACHES.items(): os.environ[var] = os.path.join(root, name)
+    return root
+
+
+# An xdist worker's torch (and the children it starts: kernels, the command line) runs its share of the cores' threads:
+# with torch's default, one thread per core in every worker, `-n 2` on 2 cores ran 4 OpenMP threads that spin while
+# they wait for a core (measured on the torch files, one process beside a loaded machine: 39.0 s CPU, 173 s wall with
+# 2 threads; 11.0 s, 45 s with 1). A thread count the environment sets stays; only the cost changes, never a verdict.
+def worker_threads(config) -> int | None:
+    "The torch threads of an xdist worker (the cores this process may use, shared by the workers); None: not one."
+    workers = getattr(config, "workerinput", {}).get("workercount")
+    if not workers: return None
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, cores // workers)
+
+
 def pytest_configure(config):
     ("Translations (and the judge's folders) a test makes are kept in a folder of this run, never in the user's cache;"
-     " the cyclic collector runs on GC_THRESHOLDS.")
-    os.environ.setdefault("OMNI_NPU_PORT_TRANSLATION_CACHE", tempfile.mkdtemp(prefix="onp-translations-"))
-    os.environ.setdefault("OMNI_NPU_PORT_JUDGE_CACHE", tempfile.mkdtemp(prefix="onp-judge-"))   # the judge's (issue 31)
+     " the cyclic collector runs on GC_THRESHOLDS; an xdist worker's torch runs `worker_threads`.")
+    run_caches(config)
+    if (threads := worker_threads(config)) is not None:   # before the test files import torch
+        os.environ.setdefault("OMP_NUM_THREADS", str(threads))
     gc.set_threshold(*GC_THRESHOLDS)
     if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):   # xdist's controller runs no test
         from archives import guard_downloads
@@ -132,6 +163,24 @@ def jupyterlab(tmp_path_factory):
     finally: s.stop()
 
 
+# --- Chromium: one browser per test process for the files that look at pages in it ---------------------------------
+@pytest.fixture(scope="session")
+def browser():
+    ("One headless Chromium per test process (test_docs_site, test_workbook, test_output_fits: a launch is ~0.9 s of "
+     "CPU and ~2 s); without one the browser tests skip with the reason, and fail under CI.")
+    from test_docs_site import CHROMIUM, CHROMIUM_ARGS
+    if not os.path.exists(CHROMIUM):
+        why = (f"{CHROMIUM} not found: the browser tests (docs site, JupyterLab) drive Debian's chromium; install it "
+               "with `apt-get update && apt-get install -y chromium` (scripts/setup.sh does where it may)")
+        if os.environ.get("CI"): pytest.fail(why)
+        pytest.skip(why)
+    from playwright.sync_api import sync_playwright
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try: yield b
+        finally: b.close()
+
+
 # --- real vllm / vllm-ascend releases, read statically (omni_npu_port.sources.fetch and .readers) -------------------------
 @pytest.fixture(scope="session")
 def release_source():
@@ -189,9 +238,17 @@ def cli_under_rlimit():
 
 
 def pytest_unconfigure(config):
-    "The run is over: no exit-time walk of what the tests built and cached (libcst trees, whole releases' ast), as `cli.main.entry` does."
+    ("The run is over: its cache folder removed (by the process that made it); no exit-time walk of what the tests "
+     "built and cached (libcst trees, whole releases' ast), as `cli.main.entry` does.")
     import gc
+    remove_run_caches()
     gc.freeze()
+
+
+def remove_run_caches() -> None:
+    "Remove the run's cache folders this process made (`run_caches`)."
+    import shutil
+    while _made_here: shutil.rmtree(_made_here.pop(), ignore_errors=True)
 
 
 

@@ -24,14 +24,31 @@ def cpu() -> float:
     return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
 
 
+# A process's last test tears its session's fixtures down (JupyterLab, whose kernels' CPU comes back with it, Chromium):
+# a cost at the process's end whatever the order, so a line of its own, which the table leaves out.
+SESSION_END = "<session teardown>"
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
-    "Each test's CPU, setup to teardown (a module fixture's teardown counts in its module's last test): one JSON line."
+    ("Each test's CPU, setup to teardown (a module fixture's teardown counts in its module's last test): one JSON line;"
+     " the last test's teardown (the session's) a line of its own.")
     before = cpu()
     yield
     if OUT:
+        end = getattr(item, "_session_end_cpu", None)
+        lines = [{"id": item.nodeid, "cpu": cpu() - before - (end or 0.0)}]
+        if end is not None: lines.append({"id": SESSION_END, "cpu": end})
         with open(os.path.join(OUT, f"cpu-{os.getpid()}.jsonl"), "a", encoding="utf-8") as f:
-            f.write(json.dumps({"id": item.nodeid, "cpu": cpu() - before}) + "\n")
+            f.write("".join(json.dumps(line) + "\n" for line in lines))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    "The CPU of the last test's teardown, where the session's fixtures end (`nextitem` None)."
+    before = cpu()
+    yield
+    if nextitem is None: item._session_end_cpu = cpu() - before
 
 
 def table(folders: list, note: str) -> str:
@@ -43,6 +60,7 @@ def table(folders: list, note: str) -> str:
         for f in sorted(Path(folder).glob("cpu-*.jsonl")):
             for line in f.read_text(encoding="utf-8").splitlines():
                 r = json.loads(line)
+                if r["id"] == SESSION_END: continue   # at the end of a process whatever the order
                 s = scope_of(root, r["id"], uses)
                 cost[s] = cost.get(s, 0.0) + r["cpu"]
         runs.append(cost)

@@ -53,20 +53,6 @@ def site(tmp_path_factory):
     return work, out
 
 
-@pytest.fixture(scope="module")
-def browser():
-    if not Path(CHROMIUM).exists():
-        why = (f"{CHROMIUM} not found: the browser tests (docs site, JupyterLab) drive Debian's chromium; install it with "
-               "`apt-get update && apt-get install -y chromium` (scripts/setup.sh does where it may)")
-        if os.environ.get("CI"): pytest.fail(why)
-        pytest.skip(why)
-    from playwright.sync_api import sync_playwright
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try: yield b
-        finally: b.close()
-
-
 def test_the_build_says_each_step_as_it_goes(site):
     "No long silence: the sidebar, the renderer's steps and the move into place are each announced."
     assert STEPS[0].endswith("writing the sidebar") and STEPS[-1].startswith("moving the site into")

@@ -203,7 +203,6 @@ def views_lab(jupyterlab):
     return jupyterlab
 
 
-from test_docs_site import browser  # noqa: E402,F401  the one chromium fixture (skips with the reason; fails under CI)
 
 
 @pytest.mark.parametrize("which", ["trusted", "untrusted"])

@@ -151,10 +151,10 @@ def test_the_measured_table_is_each_scopes_mean_over_the_runs_given(tmp_path):
      "runs that have it, costliest first; what conftest reads back in that order.")
     import json
     from conftest import SHARED_PORT, measured_heaviest
-    from suite_cpu import table
+    from suite_cpu import SESSION_END, table
     release, sync, layers = "tests/test_release.py::t", "tests/test_sync.py::t", "tests/test_layers.py::t"
     for run, lines in (("a", [(release, 8.0), (sync, 2.0), ("tests/test_sync.py::u", 1.0)]),
-                       ("b", [(release, 4.0), (sync, 1.0), (layers, 9.0)])):   # test_release: the real port's group
+                       ("b", [(release, 4.0), (sync, 1.0), (layers, 9.0), (SESSION_END, 50.0)])):   # the end: no scope
         (tmp_path / run).mkdir()
         (tmp_path / run / "cpu-1.jsonl").write_text("".join(json.dumps({"id": i, "cpu": c}) + "\n" for i, c in lines))
     got = table([tmp_path / "a", tmp_path / "b"], "a note")
@@ -181,3 +181,34 @@ def test_a_child_pytest_of_one_test_leaves_out_only_the_plugins_that_test_does_n
     from importlib.metadata import entry_points   # `-p no:NAME` blocks the plugin of that entry-point name
     installed = {e.name for e in entry_points(group="pytest11")}
     assert {n.removeprefix("no:") for n in off[1::2]} <= installed, installed
+
+
+def test_an_xdist_worker_runs_its_share_of_the_cores_threads(monkeypatch):
+    ("conftest's `worker_threads`: a worker of `-n N` gets the cores this process may use divided by N (at least one);"
+     " a process that is no worker (xdist's controller, `-n 0`) keeps torch's default.")
+    from types import SimpleNamespace
+    from conftest import worker_threads
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)), raising=False)
+    worker = lambda n: SimpleNamespace(workerinput={"workerid": "gw0", "workercount": n})
+    assert [worker_threads(worker(n)) for n in (1, 2, 3, 8, 16)] == [8, 4, 2, 1, 1]
+    assert worker_threads(SimpleNamespace()) is None
+
+
+def test_the_runs_caches_are_a_temp_folder_of_the_run_shared_with_its_workers_and_removed_at_its_end(monkeypatch):
+    ("conftest's `run_caches`: the first process points every cache a test writes into a new temp folder, whatever "
+     "the environment said (here, the user's cache); a worker keeps its controller's; the maker removes it.")
+    from types import SimpleNamespace
+    import conftest
+    for var in (*conftest.RUN_CACHES, conftest.RUN_CACHE_ROOT):   # put back as they were after the test
+        monkeypatch.setenv(var, os.path.expanduser("~/.cache/omni-npu-port/translations"))
+    monkeypatch.setattr(conftest, "_made_here", [])
+    root = conftest.run_caches(SimpleNamespace())
+    try:
+        assert conftest._made_here == [root] and os.path.isdir(root) and not os.listdir(root)
+        made = [os.path.join(root, name) for name in conftest.RUN_CACHES.values()]
+        assert [os.environ[v] for v in conftest.RUN_CACHES] == made
+        worker = SimpleNamespace(workerinput={"workerid": "gw0", "workercount": 2})
+        assert conftest.run_caches(worker) == root and conftest._made_here == [root]
+    finally:
+        conftest.remove_run_caches()
+    assert not os.path.exists(root) and conftest._made_here == []

@@ -275,3 +275,24 @@ def test_a_derived_check_that_ran_out_of_stack_or_memory_is_not_kept(tmp_path, r
         assert k.written == 0
         k.put(GPU.encode(), rules, "f.py", True, t, [])                   # the same translation, no fault: kept
         assert k.written == 1
+
+
+def test_a_translate_run_in_the_suite_keeps_its_translations_in_the_runs_folder_never_the_users(tmp_path, tree,
+                                                                                                monkeypatch):
+    ("Must not: under the suite's setting (conftest's `run_caches`), a translate run leaves the user's cache "
+     "(~/.cache/omni-npu-port, here under a HOME of the test) untouched and keeps its translations in the run's "
+     "temp folder; fires: without the setting, the same run keeps them in the user's cache.")
+    import tempfile
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    run = Path(os.environ[kmod.TCACHE_ENV])
+    assert Path(tempfile.gettempdir()).resolve() in run.resolve().parents, run
+    args = ["translate", str(tree), "--check", "-q", "--target", T18, "--output-format", "json"]
+    kept = lambda root: {p.name for p in root.glob(f"{kmod.code_fingerprint()}/*.json")}
+    before = kept(run)
+    assert main(args) == 1
+    assert kept(run) - before and not home.exists()
+    monkeypatch.delenv(kmod.TCACHE_ENV)
+    assert main(args) == 1
+    users = kept(home / ".cache" / "omni-npu-port" / "translations")
+    assert users and users <= kept(run)        # the same entries (one may have been in the run's folder already)

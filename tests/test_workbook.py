@@ -189,7 +189,6 @@ def html_views(nb) -> int:
                for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
 
 
-from test_docs_site import browser  # noqa: E402,F401  the one chromium fixture (skips with the reason; fails under CI)
 from test_output_fits import WORDS_SPLIT  # noqa: E402  per view: its words, and those a line break splits
 
 CONTROLS = """() => [...document.querySelectorAll('.jp-OutputArea-output .onp')]
