@@ -790,8 +790,9 @@ def vllm_free(cls: ast.ClassDef, table: dict, local: dict, read, depth: int = 4)
 # %% ../../nbs/translate/derived.ipynb #a3e1c703
 class Receivers:
     "What one file tells of the objects attributes are read on beyond imports and annotations (built lazily)."
-    def __init__(self, tree: ast.Module, table: dict, told: dict, own: set, read=None):
+    def __init__(self, tree: ast.Module, table: dict, told: dict, own: set, read=None, vllm_class=None):
         self.tree, self.table, self.told, self.own, self.read = tree, table, told, own, read
+        self.vllm_class = vllm_class   # whether a dotted vllm name is a class (the index's answer), or None
         self.local = {st.name: st for st in tree.body if isinstance(st, ast.ClassDef)}
         self._assigned: dict | None = None; self._owner: dict | None = None; self._memo: dict = {}
 
@@ -830,10 +831,15 @@ class Receivers:
         return self._owner.get(id(node))
 
     def vllm_told(self, node) -> bool:
-        "Whether the file says the object is vllm's: its annotation, or a parameter's assigned to it."
+        "Whether the file says the object is vllm's: its annotation, a parameter's assigned to it, or a vllm class built."
         return receiver_origin(node, self.table, self.told, self.own) == "vllm" or any(
             isinstance(v, ast.Name) and receiver_origin(v, self.table, self.told, self.own) == "vllm"
-            for v in self.assigned(node))
+            or isinstance(v, ast.Call) and self.vllm_built(v.func) for v in self.assigned(node))
+
+    def vllm_built(self, func) -> bool:
+        "Whether a called name is a vllm class (so what the call builds is vllm's)."
+        name = dotted(func, self.table)
+        return bool(name and name.split(".")[0] == "vllm" and self.vllm_class and self.vllm_class(name))
 
 
 # %% ../../nbs/translate/derived.ipynb #a3e1c704
@@ -873,12 +879,19 @@ def vllm_words(self: DerivedIndex) -> set:
             for w in _GPU_WORD.findall(line)}
 
 @patch
+@kept_answer("class", bool)
+def vllm_class(self: DerivedIndex, name: str) -> bool:
+    "Whether a vllm dotted name is a class vllm defines (through its re-exports)."
+    kind, _, found = self.vllm_def(name)
+    return kind == "def" and isinstance(found, ast.ClassDef)
+
+@patch
 def worded_findings(self: DerivedIndex, tree: ast.Module, table: dict, defined: set, said: set,
                     read=None) -> list[Finding]:
     "GPU-worded attributes (not torch's nor the file's): an NPU twin (ONP2040), or in no target source (ONP2041)."
     out, dynamic, told, own = [], probes(tree), annotations(tree), {c.name for c in nodes_of(tree)
                                                                     if isinstance(c, ast.ClassDef)}
-    objects = Receivers(tree, table, told, own, read)
+    objects = Receivers(tree, table, told, own, read, self.vllm_class)
     for n in nodes_of(tree):
         if not (isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load) and n.attr not in defined
                 and device_words(n.attr) & _GPU and (n.lineno, n.attr) not in said and n.attr not in self.names
