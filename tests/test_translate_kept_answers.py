@@ -63,23 +63,23 @@ def test_a_later_run_reads_the_answers_and_parses_no_vllm_module(two):
     vllm, ascend, parsed, folder = two
     ix = DC.kept_index(vllm, ascend)
     first = _found(ix)
-    assert parsed and any(c == "ONP2042" for c, *_ in first) and ix.keep_learned()   # vllm read, answers kept
+    assert parsed and any(c == "ONP2042" for c, *_ in first) and ix.keep_answers()   # vllm read, answers kept
     assert "[\"vllm.utils.cuda_seed\"]" in _answers(folder)["symbol"]
     _new_run(); parsed.clear()
     ix = DC.kept_index(vllm, ascend)
     assert _found(ix) == first and parsed == []          # the same findings, no vllm module parsed
-    assert not ix.keep_learned()                         # nothing new learned: nothing written
+    assert not ix.keep_answers()                         # nothing new learned: nothing written
 
 
 def test_a_name_not_asked_before_is_answered_anew_and_kept(two):
     vllm, ascend, parsed, folder = two
     ix = DC.kept_index(vllm, ascend)
-    _found(ix); ix.keep_learned()
+    _found(ix); ix.keep_answers()
     _new_run(); parsed.clear()
     ix = DC.kept_index(vllm, ascend)
     got = _found(ix, "from vllm.graphs import GraphWrapper\n")
     assert [c for c, *_ in got] == ["ONP2042"] and "vllm.graphs" in parsed   # not kept: asked of vllm's source
-    assert ix.keep_learned() and "[\"vllm.graphs.GraphWrapper\"]" in _answers(folder)["symbol"]
+    assert ix.keep_answers() and "[\"vllm.graphs.GraphWrapper\"]" in _answers(folder)["symbol"]
     assert "[\"vllm.utils.cuda_seed\"]" in _answers(folder)["symbol"]      # the earlier answers stay
 
 
@@ -88,7 +88,7 @@ def test_a_changed_archive_is_a_new_key_never_a_stale_answer(two, tmp_path):
     text = "from vllm.utils import cuda_seed, not_there\n"
     ix = DC.kept_index(vllm, ascend)
     assert [c for c, *_ in _found(ix, text)] == ["ONP2042", "ONP2041"]   # not_there: missing in the target's vllm
-    ix.keep_learned()
+    ix.keep_answers()
     _new_run()
     _wheel(FX / "vllm", vllm, {"vllm/utils_more.py": "x = 1\n"})   # the same path, another content
     text2 = text.replace("vllm.utils import", "vllm.utils_more import")
@@ -105,7 +105,7 @@ def test_a_changed_archive_is_a_new_key_never_a_stale_answer(two, tmp_path):
 def test_another_code_fingerprint_is_another_key(two, monkeypatch):
     vllm, ascend, parsed, folder = two
     ix = DC.kept_index(vllm, ascend)
-    first = _found(ix); ix.keep_learned()
+    first = _found(ix); ix.keep_answers()
     _new_run(); parsed.clear()
     monkeypatch.setattr(DC, "code_fingerprint", lambda: "another version of this code")
     assert _found(DC.kept_index(vllm, ascend)) == first and parsed   # the same findings, asked anew
@@ -114,7 +114,7 @@ def test_another_code_fingerprint_is_another_key(two, monkeypatch):
 def test_a_damaged_entry_is_asked_anew(two):
     vllm, ascend, parsed, folder = two
     ix = DC.kept_index(vllm, ascend)
-    first = _found(ix); ix.keep_learned()
+    first = _found(ix); ix.keep_answers()
     path = next(p for p in folder.glob("*.json") if "symbol" in json.loads(p.read_text())["body"])
     entry = json.loads(path.read_text())
     for key in entry["body"]["symbol"]: entry["body"]["symbol"][key] = [1, 2]          # not (code, message)
@@ -124,7 +124,7 @@ def test_a_damaged_entry_is_asked_anew(two):
     _new_run(); parsed.clear()
     ix = DC.kept_index(vllm, ascend)
     assert _found(ix) == first and parsed                  # the bad answers dropped, asked again: the same findings
-    assert "other kind" not in ix.answers and ix.keep_learned()
+    assert "other kind" not in ix.answers and ix.keep_answers()
     assert all(isinstance(v, (list, type(None))) and (v is None or isinstance(v[0], str))
                for v in _answers(folder)["symbol"].values())   # written anew, good
 
@@ -139,7 +139,7 @@ def test_only_its_own_files_are_written(two, tmp_path):
     (folder / f"{key}.json").symlink_to(target)          # the answers' path is a link: never written through
     foreign = folder / "notes.txt"
     foreign.write_text("someone's")
-    ix.keep_learned()
+    ix.keep_answers()
     assert target.read_text() == "theirs" and foreign.read_text() == "someone's"
     assert (folder / f"{key}.json").is_symlink()
 
@@ -149,7 +149,7 @@ def test_what_is_kept_is_bounded(two, monkeypatch):
     monkeypatch.setattr(D, "ANSWERS_MOST", 2)
     ix = DC.kept_index(vllm, ascend)
     _found(ix)
-    assert len(ix.answers["symbol"]) > 2 and ix.keep_learned()
+    assert len(ix.answers["symbol"]) > 2 and ix.keep_answers()
     body = _answers(folder)
     assert all(len(t) <= 2 for t in body.values())
     assert list(body["symbol"]) == list(ix.answers["symbol"])[-2:]   # the newest
@@ -163,10 +163,10 @@ def test_a_pool_process_answers_reach_the_parent(two, monkeypatch):
     _found(ix, QUIET)
     ix.learned.clear()                                     # the parent's own, kept before the pool
     _found(ix)                                             # what a process of the pool learns, then sends
-    sent = D.learned_answers(rules)
+    sent = D.send_learned(rules)
     assert sent["symbol"] and not ix.learned
     for table in ix.answers.values(): table.clear()        # the parent: without them
-    D.learn_answers(rules, json.loads(json.dumps(sent)))   # as they cross the pipe: JSON data
+    D.take_learned(rules, json.loads(json.dumps(sent)))   # as they cross the pipe: JSON data
     assert ix.learned and D.keep_learned(rules)
     assert set(sent["symbol"]) <= set(_answers(folder)["symbol"])
 
@@ -175,5 +175,5 @@ def test_a_folder_source_keeps_no_answers(two, tmp_path):
     vllm, ascend, parsed, folder = two
     ix = DC.kept_index(FX / "vllm", ascend)                # vllm as a folder: its content changes in place
     _found(ix)
-    assert ix.answers_store is None and not ix.keep_learned()
+    assert ix.answers_store is None and not ix.keep_answers()
     assert not any("symbol" in json.loads(p.read_text())["body"] for p in folder.glob("*.json"))

@@ -28,7 +28,7 @@ __all__ = ['DEVICE_STRING', 'ANSWERS_MOST', 'device_words', 'twin_key', 'nodes_o
            'own_members', 'cuda_line', 'DerivedIndex', 'per_index', 'kept_answer', 'Finding', 'recorded_probes',
            'probes_hold', 'read_classes', 'module_reader', 'built_on', 'source_reader', 'probed', 'probes',
            'annotations', 'type_origin', 'receiver_origin', 'vllm_free', 'Receivers', 'target_sources', 'index_for',
-           'derived_index', 'index_before_fork', 'index_loaded', 'loaded_index', 'learned_answers', 'learn_answers',
+           'derived_index', 'index_before_fork', 'index_loaded', 'loaded_index', 'send_learned', 'take_learned',
            'keep_learned', 'might_find', 'derived_check', 'add_derived']
 
 # %% ../../nbs/translate/derived.ipynb #4e6bf391
@@ -237,7 +237,7 @@ ANSWERS_MOST = 20_000   # answers of one kind kept across runs, at most: the new
 
 def kept_answer(kind: str, back=lambda v: v, forth=lambda v: v):
     ("A `DerivedIndex` method whose answer is held per arguments in `answers[kind]` (`forth` makes it JSON data, "
-     "`back` the answer again): kept across runs where the index has an answers store (`keep_learned`).")
+     "`back` the answer again): kept across runs where the index has an answers store (`keep_answers`).")
     _ANSWERS[kind] = (back, forth)
     def wrap(method):
         @wraps(method)
@@ -252,7 +252,7 @@ def _where_back(v) -> tuple | None:
     "A kept (name, module, line), or None."
     if v is None: return None
     name, module, line = v
-    if not (isinstance(name, str) and isinstance(module, str) and type(line) is int): raise ValueError(v)
+    if not (isinstance(name, str) and isinstance(module, str) and type(line) is int): raise TypeError(v)
     return name, module, line
 
 def _members_back(v) -> tuple[dict, bool]:
@@ -260,22 +260,22 @@ def _members_back(v) -> tuple[dict, bool]:
     got, complete = v
     out = {m: (w[0], w[1]) for m, w in got.items()}
     if type(complete) is not bool or not all(isinstance(w[0], str) and type(w[1]) is int for w in out.values()):
-        raise ValueError(v)
+        raise TypeError(v)
     return out, complete
 
 def _symbol_back(v) -> tuple | None:
     "A kept (code, message) of a vllm name's finding, or None."
     if v is None: return None
     code, message = v
-    if not (isinstance(code, str) and isinstance(message, str)): raise ValueError(v)
+    if not (isinstance(code, str) and isinstance(message, str)): raise TypeError(v)
     return code, message
 
 def _str(v) -> str:
-    if not isinstance(v, str): raise ValueError(v)
+    if not isinstance(v, str): raise TypeError(v)
     return v
 
 def _words_back(v) -> set:
-    if not isinstance(v, list) or not all(isinstance(w, str) for w in v): raise ValueError(v)
+    if not isinstance(v, list) or not all(isinstance(w, str) for w in v): raise TypeError(v)
     return set(v)
 
 # %% ../../nbs/translate/derived.ipynb #1c1f0eb9
@@ -831,7 +831,7 @@ class Receivers:
         return self._owner.get(id(node))
 
     def vllm_told(self, node) -> bool:
-        "Whether the file says the object is vllm's: its annotation, a parameter's assigned to it, or a vllm class built."
+        "Whether the file says the object is vllm's: its annotation, a parameter's assigned to it, a vllm class built."
         return receiver_origin(node, self.table, self.told, self.own) == "vllm" or any(
             isinstance(v, ast.Name) and receiver_origin(v, self.table, self.told, self.own) == "vllm"
             or isinstance(v, ast.Call) and self.vllm_built(v.func) for v in self.assigned(node))
@@ -1021,7 +1021,7 @@ def answers_body(self: DerivedIndex, only: set | None = None) -> dict:
                    if only is None or (kind, k) in only} for kind, table in self.answers.items()}
 
 @patch
-def keep_learned(self: DerivedIndex) -> bool:
+def keep_answers(self: DerivedIndex) -> bool:
     "Keep the answers through `answers_store` where this index learned some since they were read; whether it did."
     if not self.learned or self.answers_store is None: return False
     self.take_answers(self.answers_store[0]())   # what another run kept meanwhile stays kept
@@ -1034,21 +1034,21 @@ def loaded_index(rules) -> DerivedIndex | None:
     paths = target_sources(rules) if getattr(rules, "derived", False) else None
     return None if paths is None else _INDEXES.get((str(paths[0]), str(paths[1])))
 
-def learned_answers(rules) -> dict:
+def send_learned(rules) -> dict:
     "In a process of a pool: the answers its index learned since it last sent them (to send to the parent)."
     ix = loaded_index(rules)
     if ix is None or not ix.learned: return {}
     body, _ = ix.answers_body(ix.learned), ix.learned.clear()
     return body
 
-def learn_answers(rules, body) -> None:
+def take_learned(rules, body) -> None:
     "In the parent: take the answers a process of the pool learned, to be kept with its own (`keep_learned`)."
     if body and (ix := loaded_index(rules)) is not None: ix.take_answers(body, learned=True)
 
 def keep_learned(rules) -> bool:
     "At the end of a run: keep what the index of the rule set's target learned (where it has an answers store)."
     ix = loaded_index(rules)
-    return ix is not None and ix.keep_learned()
+    return ix is not None and ix.keep_answers()
 
 # %% ../../nbs/translate/derived.ipynb #8ccfc88e
 _MIGHT = re.compile(rf"\bvllm\b|(?i:{'|'.join(sorted(_GPU))})|\\[0-7xNuU]|[^\x00-\x7f]")

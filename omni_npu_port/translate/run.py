@@ -21,8 +21,7 @@ import omni_npu_port
 from ..core.diagnostics import REGISTRY, Code, code_info, register
 from ..core.io import OutputError, pool_fits, stale_temps, umask, worker_pool, write_atomic
 from ..sources.readers import UnreadableFile, check_size
-from .derived import (
-    index_before_fork, keep_learned, learn_answers, learned_answers, recorded_probes)
+from .derived import index_before_fork, keep_learned, recorded_probes, send_learned, take_learned
 from .diagnostics import TranslateDiagnostic, docs_base, docs_url
 from .engine import Translation, might_apply, translate_source
 from .kept import KeptFiles
@@ -282,7 +281,7 @@ def _pool_translate(item):
      "tree lookups' probes (what the parent keeps with the result) and what the derived index learned (it keeps it).")
     data, path, comments = item
     with recorded_probes() as probes: t = translate_source(data, _POOL_RULES, path, comments=comments)
-    learned = learned_answers(_POOL_RULES)
+    learned = send_learned(_POOL_RULES)
     return (t.output if t.changed else None), t.diagnostics, t.error, t.parsed, t.encoding, probes, learned
 
 def usable_cpus() -> int:
@@ -342,7 +341,7 @@ def translate_many(items, rules: RuleSet, comments: bool = True, jobs: int = 1, 
         if i in lost: out.append(Translation(p, d, d, error=TranslateDiagnostic("ONP9006", lost[i]))); continue
         if i not in done: out.append(one(d, rules, p, c)); continue
         o, diags, err, parsed, enc, probes, learned = done.pop(i)
-        learn_answers(rules, learned)
+        take_learned(rules, learned)
         t = Translation(p, d, d if o is None else o, diags, err, parsed); t.encoding = enc
         if kept is not None: kept.put(d, rules, p, c, t, probes)
         out.append(t)
