@@ -271,10 +271,12 @@ def _symbol_back(v) -> tuple | None:
     return code, message
 
 def _str(v) -> str:
+    "A kept string (a name's kind)."
     if not isinstance(v, str): raise TypeError(v)
     return v
 
 def _words_back(v) -> set:
+    "Kept GPU words (a sorted list) as the set they were."
     if not isinstance(v, list) or not all(isinstance(w, str) for w in v): raise TypeError(v)
     return set(v)
 
