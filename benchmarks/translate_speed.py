@@ -41,8 +41,15 @@ work runs in other processes), and so is the regex time its ratio is taken again
 `--phases` adds the CPU time of each phase of the one-process run (each timed in place, best of `--repeat`):
 where the translator's time goes.
 
+`--cold` times the CLI's cold run with the derived rules on, as `translate --check --no-cache` runs it: each round a
+fresh process (a process keeps what its index answered, so only a new one is cold), CPU time of the translation in it
+(imports and reading the tree aside), no translation kept; "target kept" with a temporary judge cache that an untimed
+first run filled (the target's index and its answers, as any run after the first finds them), "nothing kept" with an
+empty one each round. `--cold DIR` also times an earlier checkout of this code (e.g. `git archive` of a commit) the
+same way, its own judge cache, in the same alternating rounds, so before and after are measured side by side.
+
 Run:  .venv/bin/python benchmarks/translate_speed.py [--repeat 5] [--target vllm-ascend==0.18.0] [--jobs 2] [--whole]
-      [--verify] [--digest FILE] [--derived] [--phases]
+      [--verify] [--digest FILE] [--derived] [--phases] [--cold [DIR]]
 Target (issue 33): translator throughput >= the baseline's (1.0), one process.
 """
 from __future__ import annotations
@@ -305,6 +312,58 @@ def phases(files, rules, repeat):
     return [(label, rows.get(label, 0.0)) for label, _, _ in PHASES], total
 
 
+COLD_CHILD = """
+import sys, time, zipfile
+sys.path.insert(0, sys.argv[1])
+from omni_npu_port.translate.engine import compile_rules, translate_source
+from omni_npu_port.port.derived_check import kept_index
+files = []
+for spec, path in zip(sys.argv[3::2], sys.argv[4::2]):
+    z = zipfile.ZipFile(path)
+    files += [(f"{spec}/{n}", z.read(n)) for n in z.namelist() if n.endswith(".py")]
+rules = compile_rules(sys.argv[2]); rules.derived = True; rules.index_source = kept_index   # as the CLI sets them
+t0 = time.process_time()
+for name, data in files: translate_source(data, rules, name)
+try: from omni_npu_port.translate.derived import keep_learned
+except ImportError: keep_learned = None   # an earlier checkout: it keeps no answers
+if keep_learned: keep_learned(rules)
+print(time.process_time() - t0)
+"""
+
+
+def cold_run(code: Path, target: str, judge: Path) -> float:
+    "CPU seconds of one cold translation of the tree by the code at `code`, in a fresh process, `judge` its cache."
+    args = [a for pattern, spec in WHEELS for a in (spec, str(wheel(pattern, spec)))]
+    env = {**os.environ, "OMNI_NPU_PORT_JUDGE_CACHE": str(judge)}
+    out = subprocess.run([sys.executable, "-c", COLD_CHILD, str(code), target, *args], env=env, check=True,
+                         capture_output=True, text=True, cwd=code)
+    return float(out.stdout.split()[-1])
+
+
+def cold_rows(files, rx, mapping, target: str, repeat: int, before: Path | None) -> None:
+    "Print the CLI's cold rows (derived rules on; each round fresh processes, alternating with the regex)."
+    lines, here = sum(d.count(b"\n") for _, d in files), Path(__file__).resolve().parents[1]
+    root = Path(tempfile.mkdtemp(prefix="onp-cold-bench-"))
+    sides = [("this code, target kept", here, root / "kept"), ("this code, nothing kept", here, None)]
+    if before is not None: sides.insert(0, (f"{before.name}, target kept", before.resolve(), root / "before"))
+    try:
+        for _, code, judge in sides:
+            if judge is not None: cold_run(code, target, judge)   # the first run: it keeps the target's index
+        times = [[] for _ in range(len(sides) + 1)]
+        for r in range(repeat):
+            t0 = time.process_time(); run_regex(files, rx, mapping); times[0].append(time.process_time() - t0)
+            for i, (_, code, judge) in enumerate(sides):
+                times[i + 1].append(cold_run(code, target, judge or root / f"empty{r}-{i}"))
+        t_re = min(times[0])
+        print(f"the CLI's cold run, derived rules on (CPU s of the translation, each round fresh processes; regex "
+              f"{t_re:.3f} s in the same rounds):")
+        for (label, _, _), ts in zip(sides, times[1:]):
+            print(f"  {label:40}{min(ts):9.3f}{lines / min(ts):12,.0f}   (ratio {t_re / min(ts):.3f}; rounds "
+                  f"{', '.join(f'{t:.2f}' for t in ts)})")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=5)
@@ -314,12 +373,18 @@ def main(argv=None):
     ap.add_argument("--verify", action="store_true", help="first check chunked == whole-file translation (about a minute)")
     ap.add_argument("--derived", action="store_true", help="also time the derived rules on, as the translate CLI runs")
     ap.add_argument("--phases", action="store_true", help="also print the CPU time of each phase of the translator")
+    ap.add_argument("--cold", nargs="?", const="", metavar="DIR",
+                    help="time the CLI's cold run (derived rules on) in fresh processes; DIR: an earlier checkout too")
     ap.add_argument("--digest", type=Path, metavar="FILE",
                     help="write (absent) or compare (present) every translation's SHA-256 (before/after a change), then stop")
     args = ap.parse_args(argv)
     files = load_tree()
     if args.digest: return 1 if digest(files, args.digest) else 0
     if args.verify and verify(files): return 1
+    if args.cold is not None:
+        rx, mapping = hipify_style_regex()
+        cold_rows(files, rx, mapping, args.target, args.repeat, Path(args.cold) if args.cold else None)
+        return 0
     lines = sum(d.count(b"\n") for _, d in files)
     mb = sum(len(d) for _, d in files) / 1e6
     rules = compile_rules(args.target)

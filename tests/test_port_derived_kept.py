@@ -51,7 +51,7 @@ def test_the_inputs_findings_are_kept_with_the_index(kept):
     vllm, ascend, scans, folder = kept
     first: dict = {}
     DC.warm_derived(vllm, ascend, [FIRES, QUIET], first)
-    assert first[FIRES] and first[QUIET] == set() and len(list(folder.glob("*.json"))) == 2
+    assert first[FIRES] and first[QUIET] == set() and len(list(folder.glob("*.json"))) == 3   # index, answers, inputs
     D._INDEXES.clear(); scans.clear()
     again: dict = {}
     DC.warm_derived(vllm, ascend, [QUIET, FIRES], again)
@@ -75,7 +75,7 @@ def test_a_changed_archive_or_input_is_built_anew(kept, tmp_path):
     other = FIRES + "\nx = 1\n"
     DC.warm_derived(vllm, ascend, [other], memo)
     assert scans == [] and memo[other] == memo[FIRES]                  # a new input: found anew on the kept index
-    assert len(list(folder.glob("*.json"))) == 5   # two indexes, three sets of inputs
+    assert len(list(folder.glob("*.json"))) == 7   # two indexes, their two sets of answers, three sets of inputs
 
 
 def test_a_folder_source_is_never_kept(kept):

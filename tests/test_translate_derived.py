@@ -261,3 +261,22 @@ def test_a_class_built_on_no_vllm_class_is_told_through_its_bases():
     assert not derived.vllm_free(cls("class A(Runner): ..."), table, {}, read)
     assert not derived.vllm_free(cls("class A(Base): ..."), table, {}, None)   # the tree not read: not told
     assert not derived.vllm_free(cls("class A(Unknown): ..."), table, {}, read)
+
+
+HELPER = ("from vllm.v1.worker.gpu_model_runner import GPUModelRunner\nclass Own:\n    pass\n"
+          "class Helper:\n    def __init__(self, cfg, owner):\n"
+          "        self.runner = {built}\n        self.owner = owner\n"
+          "    def f(self):\n        return self.runner.model.cudagraph_gone_x, self.owner.model.cudagraph_gone_y\n")
+
+
+def test_a_deeper_chain_in_a_plain_class_is_looked_up_on_a_vllm_class_it_built(ix):
+    "The `self.a.b.x` gap (issue 33): a plain class that builds a vllm class holds a vllm object."
+    tree = ast.parse(HELPER.format(built="GPUModelRunner(cfg)"))
+    got = [(f.diagnostic.code, f.subject) for f in ix.file_findings(tree)]
+    assert ("ONP2041", "cudagraph_gone_x") in got                     # the runner's: vllm's, looked up, missing
+    assert all(s != "cudagraph_gone_y" for _, s in got)               # the owner's: untold, not looked up
+
+
+def test_a_deeper_chain_on_an_object_of_the_files_own_class_is_still_quiet(ix):
+    got = [(f.diagnostic.code, f.subject) for f in ix.file_findings(ast.parse(HELPER.format(built="Own()")))]
+    assert not {"cudagraph_gone_x", "cudagraph_gone_y"} & {s for _, s in got}

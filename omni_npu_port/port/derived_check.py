@@ -156,8 +156,9 @@ def archive_store(sources: list, *more: str) -> tuple | None:
 
 def kept_index(vllm: str | Path, ascend: str | Path) -> DerivedIndex:
     ("`index_for` with the scan's state kept in the judge cache: read where kept, else built and kept; by the "
-     "vllm-ascend archive alone (the scan reads no vllm module), so a vllm given as a folder reads it too.")
-    return index_for(vllm, ascend, archive_store([ascend], "index"))
+     "vllm-ascend archive alone (the scan reads no vllm module), so a vllm given as a folder reads it too; its answers "
+     "about vllm names (`keep_answers`) by both archives.")
+    return index_for(vllm, ascend, archive_store([ascend], "index"), archive_store([vllm, ascend], "answers"))
 
 # %% ../../nbs/port/derived_check.ipynb #ec282b19
 def package_reader(source: str | Path | None, written: dict | None = None):
@@ -182,6 +183,7 @@ def check_ports(ports: list, vllm: str | Path, ascend: str | Path, inputs: list[
     for p, given in zip(ports, inputs):
         p.derived = check_module(p.code, p.path, given, ix, memo, read)
         p.not_ready += [d for d in p.derived.port if d.severity == "error"]
+    ix.keep_answers()   # what this port asked of vllm's names, for the next run
     return []
 
 def warm_derived(vllm: str | Path, ascend: str | Path, inputs: list[str], memo: dict,
@@ -199,6 +201,7 @@ def warm_derived(vllm: str | Path, ascend: str | Path, inputs: list[str], memo: 
     read = package_reader(omni)
     for t in texts: memo[t] = finding_keys(derived_check(t, ix, read=read) or [], t)
     keep_derived(key, [sorted(memo[t]) for t in texts])
+    ix.keep_answers()
 
 # %% ../../nbs/port/derived_check.ipynb #bdfb82b1
 def class_lines(text: str, names) -> list[range]:

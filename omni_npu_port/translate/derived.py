@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import json
 import os
 import re
 from contextlib import contextmanager
@@ -23,11 +24,12 @@ from ..sources.symbols import IGNORED_BASES
 from .diagnostics import TranslateDiagnostic
 
 # %% auto #0
-__all__ = ['DEVICE_STRING', 'device_words', 'twin_key', 'nodes_of', 'walked', 'import_table', 'dotted', 'own_members',
-           'cuda_line', 'DerivedIndex', 'per_index', 'Finding', 'recorded_probes', 'probes_hold', 'read_classes',
-           'module_reader', 'built_on', 'source_reader', 'probed', 'probes', 'annotations', 'type_origin',
-           'receiver_origin', 'vllm_free', 'Receivers', 'target_sources', 'index_for', 'derived_index',
-           'index_before_fork', 'index_loaded', 'might_find', 'derived_check', 'add_derived']
+__all__ = ['DEVICE_STRING', 'ANSWERS_MOST', 'device_words', 'twin_key', 'nodes_of', 'walked', 'import_table', 'dotted',
+           'own_members', 'cuda_line', 'DerivedIndex', 'per_index', 'kept_answer', 'Finding', 'recorded_probes',
+           'probes_hold', 'read_classes', 'module_reader', 'built_on', 'source_reader', 'probed', 'probes',
+           'annotations', 'type_origin', 'receiver_origin', 'vllm_free', 'Receivers', 'target_sources', 'index_for',
+           'derived_index', 'index_before_fork', 'index_loaded', 'loaded_index', 'send_learned', 'take_learned',
+           'keep_learned', 'might_find', 'derived_check', 'add_derived']
 
 # %% ../../nbs/translate/derived.ipynb #4e6bf391
 _NB = "translate/derived.ipynb"
@@ -183,7 +185,9 @@ class DerivedIndex:
         self.hccl: dict[str, tuple] = {}       # HCCL_* variable -> (module, line) naming it
         self.calls: dict[str, tuple] = {}      # vllm dotted name vllm-ascend calls -> (module, line) of its first call
         self._vllm_defs: dict = {}
-        self._words: set | None = None         # vllm's GPU-worded identifiers, read on first need
+        self.answers: dict[str, dict] = {}     # kind -> {arguments as JSON: answer} (`kept_answer`)
+        self.learned: set = set()              # (kind, key) answered here since the answers were last kept
+        self.answers_store = None              # (load, save) of the answers kept across runs, or None
         if state is not None: self._load(state)   # the scan's state, kept on disk by a caller
         else: self._scan_all()
 
@@ -226,6 +230,55 @@ def _module_facts(self: DerivedIndex, module: str, tree: ast.Module) -> tuple[di
         or any(isinstance(st, ast.FunctionDef) and st.name == "__getattr__" for st in tree.body)
     return table, stored, dynamic
 
+
+# %% ../../nbs/translate/derived.ipynb #80633172
+_ANSWERS: dict = {}   # kind -> (back, forth): the JSON form's way back to an answer, and the answer's to JSON
+ANSWERS_MOST = 20_000   # answers of one kind kept across runs, at most: the newest stay
+
+def kept_answer(kind: str, back=lambda v: v, forth=lambda v: v):
+    ("A `DerivedIndex` method whose answer is held per arguments in `answers[kind]` (`forth` makes it JSON data, "
+     "`back` the answer again): kept across runs where the index has an answers store (`keep_answers`).")
+    _ANSWERS[kind] = (back, forth)
+    def wrap(method):
+        @wraps(method)
+        def kept(self, *args):
+            table, key = self.answers.setdefault(kind, {}), json.dumps(args)
+            if key not in table: table[key] = method(self, *args); self.learned.add((kind, key))
+            return table[key]
+        return kept
+    return wrap
+
+def _where_back(v) -> tuple | None:
+    "A kept (name, module, line), or None."
+    if v is None: return None
+    name, module, line = v
+    if not (isinstance(name, str) and isinstance(module, str) and type(line) is int): raise TypeError(v)
+    return name, module, line
+
+def _members_back(v) -> tuple[dict, bool]:
+    "A kept ({member: (module, line)}, whether every base was found)."
+    got, complete = v
+    out = {m: (w[0], w[1]) for m, w in got.items()}
+    if type(complete) is not bool or not all(isinstance(w[0], str) and type(w[1]) is int for w in out.values()):
+        raise TypeError(v)
+    return out, complete
+
+def _symbol_back(v) -> tuple | None:
+    "A kept (code, message) of a vllm name's finding, or None."
+    if v is None: return None
+    code, message = v
+    if not (isinstance(code, str) and isinstance(message, str)): raise TypeError(v)
+    return code, message
+
+def _str(v) -> str:
+    "A kept string (a name's kind)."
+    if not isinstance(v, str): raise TypeError(v)
+    return v
+
+def _words_back(v) -> set:
+    "Kept GPU words (a sorted list) as the set they were."
+    if not isinstance(v, list) or not all(isinstance(w, str) for w in v): raise TypeError(v)
+    return set(v)
 
 # %% ../../nbs/translate/derived.ipynb #1c1f0eb9
 @patch
@@ -330,7 +383,7 @@ def _gpu_specific(name: str) -> bool:
     return any(device_words(p) & _GPU for p in name.split(".")[-2:])
 
 @patch
-@per_index
+@kept_answer("twin", _where_back)
 def twin_of(self: DerivedIndex, name: str) -> tuple[str, str, int] | None:
     "The NPU twin of a vllm dotted name in vllm-ascend: (its name, module, line), or None."
     leaf, key = name.rsplit(".", 1)[-1], twin_key(name.rsplit(".", 1)[-1])
@@ -346,7 +399,7 @@ def twin_of(self: DerivedIndex, name: str) -> tuple[str, str, int] | None:
 
 # %% ../../nbs/translate/derived.ipynb #0616749e
 @patch
-@per_index
+@kept_answer("members", _members_back)
 def members(self: DerivedIndex, cls: str, depth: int = 8) -> tuple[dict, bool]:
     "({name: (module, line)} a vllm or vllm-ascend class has with its bases', whether every base was found)."
     if cls in self.classes: module, node, table = self.class_node(cls)
@@ -369,6 +422,7 @@ def members(self: DerivedIndex, cls: str, depth: int = 8) -> tuple[dict, bool]:
 def where(self: DerivedIndex, module: str, line: int) -> str:
     "`path/in/package.py:LINE` of a vllm or vllm-ascend module, for a finding's 'derived from'."
     tree = self.ascend if module.split(".")[0] == self.ascend.package else self.vllm
+    if module not in tree._rel: tree.module_source(module)   # its file named as when read (a kept answer's module)
     rel = tree._rel.get(module) or module.replace(".", "/") + ".py"
     return f"{tree.package.replace('_', '-')} {tree.version or '?'}: {rel}:{line}"
 
@@ -439,27 +493,39 @@ def constructor_note(self: DerivedIndex, found, twin: str) -> str:
 
 # %% ../../nbs/translate/derived.ipynb #a4420fdd
 @patch
+@kept_answer("kind", _str)
+def vllm_kind(self: DerivedIndex, name: str) -> str:
+    "`vllm_def`'s kind of a dotted name: 'module', 'def', 'other' or 'missing'."
+    return self.vllm_def(name)[0]
+
+@patch
 def symbol_finding(self: DerivedIndex, name: str, node) -> Finding | None:
     "The finding for one vllm dotted name used at `node`: twin (ONP2040), missing (ONP2041), CUDA-only (ONP2042/2060)."
-    leaf = name.rsplit(".", 1)[-1]
+    got = self.symbol_answer(name)
+    return None if got is None else _finding(got[0], node, got[1], name.rsplit(".", 1)[-1])
+
+@patch
+@kept_answer("symbol", _symbol_back)
+def symbol_answer(self: DerivedIndex, name: str) -> tuple[str, str] | None:
+    "(code, message) of `symbol_finding` for a vllm dotted name, wherever it is used; None: nothing to say."
     kind, module, found = self.vllm_def(name)
     if (twin := self.twin_of(name) if kind != "module" or name in self.patched else None) is not None:
-        return _finding("ONP2040", node, f"{name} has an NPU twin in vllm-ascend: {twin[0]} "
-                        f"(derived from {self.where(twin[1], twin[2])})"
-                        f"{self.constructor_note(found, twin[0]) if kind == 'def' else ''}", leaf)
+        return "ONP2040", (f"{name} has an NPU twin in vllm-ascend: {twin[0]} "
+                           f"(derived from {self.where(twin[1], twin[2])})"
+                           f"{self.constructor_note(found, twin[0]) if kind == 'def' else ''}")
     if kind == "missing":
-        return _finding("ONP2041", node, f"{name}: the target's vllm {self.vllm.version or '?'} has no {found!r} "
-                        f"in {module} "
-                        f"(derived from {self.where(module, 1)})", leaf)
+        return "ONP2041", (f"{name}: the target's vllm {self.vllm.version or '?'} has no {found!r} "
+                           f"in {module} "
+                           f"(derived from {self.where(module, 1)})")
     if kind == "def" and (cuda := self.cuda_via(module, found)) is not None:
         line, what, m, via = cuda
         how = "in its own body" if via is None else f"through {via}"
         if (call := self.ascend_call(module, found)) is not None:
-            return _finding("ONP2060", node, f"{name} is CUDA-only {how}: {what} (derived from {self.where(m, line)}), "
-                            f"but the target's vllm-ascend calls it itself ({self.where(*call)}): it runs on an NPU "
-                            "as vllm-ascend runs it", leaf)
-        return _finding("ONP2042", node, f"{name} is CUDA-only {how}: {what} "
-                        f"(derived from {self.where(m, line)})", leaf)
+            return "ONP2060", (f"{name} is CUDA-only {how}: {what} (derived from {self.where(m, line)}), "
+                               f"but the target's vllm-ascend calls it itself ({self.where(*call)}): it runs on an NPU "
+                               "as vllm-ascend runs it")
+        return "ONP2042", (f"{name} is CUDA-only {how}: {what} "
+                           f"(derived from {self.where(m, line)})")
     return None
 
 # %% ../../nbs/translate/derived.ipynb #5e7a1c3d
@@ -726,8 +792,9 @@ def vllm_free(cls: ast.ClassDef, table: dict, local: dict, read, depth: int = 4)
 # %% ../../nbs/translate/derived.ipynb #a3e1c703
 class Receivers:
     "What one file tells of the objects attributes are read on beyond imports and annotations (built lazily)."
-    def __init__(self, tree: ast.Module, table: dict, told: dict, own: set, read=None):
+    def __init__(self, tree: ast.Module, table: dict, told: dict, own: set, read=None, vllm_class=None):
         self.tree, self.table, self.told, self.own, self.read = tree, table, told, own, read
+        self.vllm_class = vllm_class   # whether a dotted vllm name is a class (the index's answer), or None
         self.local = {st.name: st for st in tree.body if isinstance(st, ast.ClassDef)}
         self._assigned: dict | None = None; self._owner: dict | None = None; self._memo: dict = {}
 
@@ -766,10 +833,15 @@ class Receivers:
         return self._owner.get(id(node))
 
     def vllm_told(self, node) -> bool:
-        "Whether the file says the object is vllm's: its annotation, or a parameter's assigned to it."
+        "Whether the file says the object is vllm's: its annotation, a parameter's assigned to it, a vllm class built."
         return receiver_origin(node, self.table, self.told, self.own) == "vllm" or any(
             isinstance(v, ast.Name) and receiver_origin(v, self.table, self.told, self.own) == "vllm"
-            for v in self.assigned(node))
+            or isinstance(v, ast.Call) and self.vllm_built(v.func) for v in self.assigned(node))
+
+    def vllm_built(self, func) -> bool:
+        "Whether a called name is a vllm class (so what the call builds is vllm's)."
+        name = dotted(func, self.table)
+        return bool(name and name.split(".")[0] == "vllm" and self.vllm_class and self.vllm_class(name))
 
 
 # %% ../../nbs/translate/derived.ipynb #a3e1c704
@@ -802,12 +874,18 @@ def _gpu_lines(text: str):
         i = end
 
 @patch
+@kept_answer("words", _words_back, sorted)
 def vllm_words(self: DerivedIndex) -> set:
     "Every GPU-worded identifier the target's vllm sources hold (read once; `_GPU_WORD` only where a line can match)."
-    if self._words is None:
-        self._words = {w for m in self.vllm.modules() for line in _gpu_lines(self.vllm.module_source(m) or "")
-                       for w in _GPU_WORD.findall(line)}
-    return self._words
+    return {w for m in self.vllm.modules() for line in _gpu_lines(self.vllm.module_source(m) or "")
+            for w in _GPU_WORD.findall(line)}
+
+@patch
+@kept_answer("class", bool)
+def vllm_class(self: DerivedIndex, name: str) -> bool:
+    "Whether a vllm dotted name is a class vllm defines (through its re-exports)."
+    kind, _, found = self.vllm_def(name)
+    return kind == "def" and isinstance(found, ast.ClassDef)
 
 @patch
 def worded_findings(self: DerivedIndex, tree: ast.Module, table: dict, defined: set, said: set,
@@ -815,7 +893,7 @@ def worded_findings(self: DerivedIndex, tree: ast.Module, table: dict, defined: 
     "GPU-worded attributes (not torch's nor the file's): an NPU twin (ONP2040), or in no target source (ONP2041)."
     out, dynamic, told, own = [], probes(tree), annotations(tree), {c.name for c in nodes_of(tree)
                                                                     if isinstance(c, ast.ClassDef)}
-    objects = Receivers(tree, table, told, own, read)
+    objects = Receivers(tree, table, told, own, read, self.vllm_class)
     for n in nodes_of(tree):
         if not (isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load) and n.attr not in defined
                 and device_words(n.attr) & _GPU and (n.lineno, n.attr) not in said and n.attr not in self.names
@@ -857,7 +935,7 @@ def _file_findings(self: DerivedIndex, tree: ast.Module, read=None) -> list[Find
         elif isinstance(n, ast.Import):
             out += [self.symbol_finding(a.name, n) for a in n.names if a.name.split(".")[0] == "vllm"]
         elif isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id in table \
-                and table[n.value.id].split(".")[0] == "vllm" and self.vllm_def(table[n.value.id])[0] == "module":
+                and table[n.value.id].split(".")[0] == "vllm" and self.vllm_kind(table[n.value.id]) == "module":
             out.append(self.symbol_finding(f"{table[n.value.id]}.{n.attr}", n))
     defined = _defined(tree)
     for c in (n for n in nodes_of(tree) if isinstance(n, ast.ClassDef)):
@@ -887,9 +965,10 @@ def target_sources(rules) -> tuple[Path, Path] | None:
         _SOURCES[key] = (ascend, vllm) if ascend and vllm else None
     return _SOURCES[key]
 
-def index_for(vllm: str | Path, ascend: str | Path, store=None) -> DerivedIndex:
+def index_for(vllm: str | Path, ascend: str | Path, store=None, answers=None) -> DerivedIndex:
     ("The derived index of a vllm and a vllm-ascend source (archive or folder), built once per process per pair; "
-     "`store`: (load, save) of its state kept elsewhere (load gives None: built, then saved).")
+     "`store`: (load, save) of its state kept elsewhere (load gives None: built, then saved); `answers`: of its "
+     "answers (`keep_learned`).")
     key = (str(ascend), str(vllm))
     if key in _INDEXES: return _INDEXES[key]
     trees = open_source(vllm, "vllm"), open_source(ascend, "vllm_ascend")
@@ -899,6 +978,7 @@ def index_for(vllm: str | Path, ascend: str | Path, store=None) -> DerivedIndex:
     if ix is None:
         ix = DerivedIndex(*trees)
         if store: store[1](ix.state())
+    if answers: ix.answers_store = answers; ix.take_answers(answers[0]())
     _INDEXES[key] = ix
     return ix
 
@@ -919,6 +999,58 @@ def index_loaded(rules) -> bool:
     "Whether this process holds the index of the rule set's target: read or built, not failed (the memory left)."
     paths = target_sources(rules)
     return paths is not None and (str(paths[0]), str(paths[1])) in _INDEXES
+
+# %% ../../nbs/translate/derived.ipynb #574c2d99
+@patch
+def take_answers(self: DerivedIndex, body, learned: bool = False) -> int:
+    "Take the kept answers `body` (`answers_body`'s form) where the index has none yet (`learned`: to keep); how many."
+    n = 0
+    for kind, table in (body.items() if isinstance(body, dict) else ()):
+        if kind not in _ANSWERS or not isinstance(table, dict): continue
+        have, back = self.answers.setdefault(kind, {}), _ANSWERS[kind][0]
+        for key, v in table.items():
+            if key in have: continue
+            try: have[key] = back(v)
+            except (TypeError, ValueError, KeyError, AttributeError, IndexError): continue   # not an answer: asked anew
+            n += 1
+            if learned: self.learned.add((kind, key))
+    return n
+
+@patch
+def answers_body(self: DerivedIndex, only: set | None = None) -> dict:
+    "The answers (`only`: those (kind, key)) as JSON data, each kind's newest `ANSWERS_MOST`."
+    return {kind: {k: _ANSWERS[kind][1](v) for k, v in list(table.items())[-ANSWERS_MOST:]
+                   if only is None or (kind, k) in only} for kind, table in self.answers.items()}
+
+@patch
+def keep_answers(self: DerivedIndex) -> bool:
+    "Keep the answers through `answers_store` where this index learned some since they were read; whether it did."
+    if not self.learned or self.answers_store is None: return False
+    self.take_answers(self.answers_store[0]())   # what another run kept meanwhile stays kept
+    self.answers_store[1](self.answers_body())
+    self.learned.clear()
+    return True
+
+def loaded_index(rules) -> DerivedIndex | None:
+    "The index of the rule set's target where this process holds one (none is built)."
+    paths = target_sources(rules) if getattr(rules, "derived", False) else None
+    return None if paths is None else _INDEXES.get((str(paths[0]), str(paths[1])))
+
+def send_learned(rules) -> dict:
+    "In a process of a pool: the answers its index learned since it last sent them (to send to the parent)."
+    ix = loaded_index(rules)
+    if ix is None or not ix.learned: return {}
+    body, _ = ix.answers_body(ix.learned), ix.learned.clear()
+    return body
+
+def take_learned(rules, body) -> None:
+    "In the parent: take the answers a process of the pool learned, to be kept with its own (`keep_learned`)."
+    if body and (ix := loaded_index(rules)) is not None: ix.take_answers(body, learned=True)
+
+def keep_learned(rules) -> bool:
+    "At the end of a run: keep what the index of the rule set's target learned (where it has an answers store)."
+    ix = loaded_index(rules)
+    return ix is not None and ix.keep_answers()
 
 # %% ../../nbs/translate/derived.ipynb #8ccfc88e
 _MIGHT = re.compile(rf"\bvllm\b|(?i:{'|'.join(sorted(_GPU))})|\\[0-7xNuU]|[^\x00-\x7f]")

@@ -21,7 +21,7 @@ import omni_npu_port
 from ..core.diagnostics import REGISTRY, Code, code_info, register
 from ..core.io import OutputError, pool_fits, stale_temps, umask, worker_pool, write_atomic
 from ..sources.readers import UnreadableFile, check_size
-from .derived import index_before_fork, recorded_probes
+from .derived import index_before_fork, keep_learned, recorded_probes, send_learned, take_learned
 from .diagnostics import TranslateDiagnostic, docs_base, docs_url
 from .engine import Translation, might_apply, translate_source
 from .kept import KeptFiles
@@ -277,11 +277,12 @@ def _pool_init(rules: RuleSet):
     _POOL_RULES = rules
 
 def _pool_translate(item):
-    ("In a worker: what the parent needs back (the output only if it differs; the parent has the source), and the "
-     "tree lookups' probes (what the parent keeps with the result).")
+    ("In a worker: what the parent needs back (the output only if it differs; the parent has the source), the "
+     "tree lookups' probes (what the parent keeps with the result) and what the derived index learned (it keeps it).")
     data, path, comments = item
     with recorded_probes() as probes: t = translate_source(data, _POOL_RULES, path, comments=comments)
-    return (t.output if t.changed else None), t.diagnostics, t.error, t.parsed, t.encoding, probes
+    learned = send_learned(_POOL_RULES)
+    return (t.output if t.changed else None), t.diagnostics, t.error, t.parsed, t.encoding, probes, learned
 
 def usable_cpus() -> int:
     "How many CPUs this process may run on (its affinity mask, where the system has one)."
@@ -339,7 +340,8 @@ def translate_many(items, rules: RuleSet, comments: bool = True, jobs: int = 1, 
         if i in hits: out.append(hits.pop(i)); continue
         if i in lost: out.append(Translation(p, d, d, error=TranslateDiagnostic("ONP9006", lost[i]))); continue
         if i not in done: out.append(one(d, rules, p, c)); continue
-        o, diags, err, parsed, enc, probes = done.pop(i)
+        o, diags, err, parsed, enc, probes, learned = done.pop(i)
+        take_learned(rules, learned)
         t = Translation(p, d, d if o is None else o, diags, err, parsed); t.encoding = enc
         if kept is not None: kept.put(d, rules, p, c, t, probes)
         out.append(t)
@@ -390,6 +392,7 @@ def translate_paths(srcs, rules: RuleSet | None = None, outdir=None, in_place: b
             rep.status, rep.analysed_only = ("refused" if code == "ONP9005" else "failed"), True
             rep.diagnostics.append(TranslateDiagnostic(code, why))
     if kept is not None: kept.finish()   # once a run: the quiet files kept, the folder bounded
+    keep_learned(rules)   # what the derived index learned of the target's vllm names, for the next run
     return run
 
 # %% ../../nbs/translate/run.ipynb #1d3d155f
