@@ -67,8 +67,8 @@ __all__ = ['RENAME_LIKENESS', 'omni_releases', 'previous_release', 'git_checkout
            'judged_hunk', 'repair_module', 'repair_judged', 'missing_helpers', 'helper_source', 'carry_methods',
            'carry_helpers', 'runner_gpus', 'order_owner', 'unshared_statement', 'orphan_bindings', 'dropped_base_units',
            'init_binding', 'init_unit', 'gpu_owner', 'drop_base_reads', 'records', 'record_holders', 'record_key',
-           'record_units', 'align_records', 'sibling_records', 'align_runners', 'take_records', 'update_release',
-           'flag_self_tuples', 'update_inputs']
+           'record_units', 'align_records', 'sibling_records', 'align_runners', 'unpack_renames', 'name_unpacks',
+           'take_records', 'update_release', 'flag_self_tuples', 'update_inputs']
 
 # %% ../../nbs/port/update_release.ipynb #41af0190
 # a second import block (`__all__` comes between), so that neither import cell passes 60 lines
@@ -1377,6 +1377,7 @@ def update_runners(new_port: ReleasePort, base_port: ReleasePort, prev_origin: s
                                   r.seconds, r.parent, not_ready, r.unreachable))
         ups += mus
     align_runners(runners, new_port, ix)   # ONP4562: lines stay
+    name_unpacks(runners, new_port, ix)   # ONP4568: lines stay
     return runners, ups
 
 _READY_CODES = ("ONP4420", "ONP4421", "ONP4422", "ONP4423")
@@ -2344,6 +2345,87 @@ def align_runners(runners: list, new_port: ReleasePort, ix) -> None:
         code, said = align_records(r.code, fresh.code, sibling_records(r.code, runners))
         if not said: continue
         r.code, r.not_ready = code, ready_findings(code, ix, r.cls)
+        r.diagnostics = [d for d in r.diagnostics if d.code not in _READY_CODES] + said + r.not_ready
+
+# %% ../../nbs/port/update_release.ipynb #4568a002
+register(Code("ONP4568", "update-unpack-name-taken", "update: a conflict whose two sides unpack the same record holder "
+              "(`(...) = self.H`) binds, in the people's live side, a name P at the field where the new port's side "
+              "binds N, and the live code after it reads N, which the method binds nowhere else, and not P before "
+              "binding it again: the people's unpack binds N there (their other names kept)", "info", "check that the "
+              "live code after the unpack means the record's field by N (NEW's GPU change renamed it)", _NB, "port"))
+
+def _unpack(text: str) -> tuple[list[str], str] | None:
+    "(the target names, the value's text) of a side that is one tuple unpack of plain names; None otherwise."
+    try: body = ast.parse(textwrap.dedent(text)).body
+    except SyntaxError: return None
+    if len(body) != 1 or not isinstance(s := body[0], ast.Assign) or len(s.targets) != 1: return None
+    t = s.targets[0]
+    if not isinstance(t, (ast.Tuple, ast.List)) or not all(isinstance(e, ast.Name) for e in t.elts): return None
+    return [e.id for e in t.elts], ast.unparse(s.value)
+
+def _reads_after(fn: ast.AST, name: str, line: int) -> tuple[int | None, int | None]:
+    "The first 1-based line after `line` where method `fn` reads `name`, and where it binds it (None: nowhere)."
+    at = lambda ctx: min((n.lineno for n in ast.walk(fn) if isinstance(n, ast.Name) and n.id == name
+                          and isinstance(n.ctx, ctx) and n.lineno > line), default=None)
+    return at(ast.Load), at(ast.Store)
+
+# %% ../../nbs/port/update_release.ipynb #4568a003
+def unpack_renames(code: str, cls: str, live: dict, new: dict, holders: dict) -> list[tuple[int, str, str]]:
+    ("(0-based line, P, N) for each comment-form conflict of class `cls`'s methods whose sides unpack one record "
+     "holder (`holders`: `self.H` -> record name; `live` / `new`: that record's fields, the module's and the new "
+     "port's) where the live side's P and the new side's N are one field, N read after and bound nowhere else in "
+     "the method, P not read after before it is bound again.")
+    try: tree = ast.parse(code)
+    except SyntaxError: return []
+    lines, out = python_lines(code), []
+    for c in conflicts_in(lines):
+        if not c.commented or c.at is None: continue
+        sides, fn = [_unpack(c.text(k)) for k in (0, 1)], _method_at(tree, cls, c.at[0] + 1)
+        if fn is None or None in sides or sides[0][1] != sides[1][1] or sides[0][1] not in holders: continue
+        rec = holders[sides[0][1]]
+        fl, fw = live.get(rec), new.get(rec)
+        if not fl or not fw or len(fl) != len(sides[0][0]) or len(fw) != len(sides[1][0]): continue
+        of_new = dict(zip(fw, sides[1][0]))
+        for field, p in zip(fl, sides[0][0]):
+            n = of_new.get(field)
+            if n is None or n == p: continue
+            binds_n = [x for x in ast.walk(fn) if isinstance(x, ast.Name) and x.id == n
+                       and isinstance(x.ctx, ast.Store)]
+            read_n, _ = _reads_after(fn, n, c.at[2] + 1)
+            read_p, set_p = _reads_after(fn, p, c.at[2] + 1)
+            if read_n and not binds_n and (read_p is None or set_p is not None and set_p < read_p):
+                row = next((i for i in range(c.at[0] + 1, c.at[1]) if re.search(rf"\b{p}\b", lines[i])), None)
+                if row is not None: out.append((row, p, n))
+    return out
+
+# %% ../../nbs/port/update_release.ipynb #4568a004
+def _holders(codes, recs) -> dict[str, str]:
+    "`self.H` -> the record name, for each `self.H = Rec(...)` of a record in `recs` in the modules' texts."
+    out = {}
+    for text in codes:
+        try: tree = ast.parse(text or "")
+        except SyntaxError: continue
+        out.update({ast.unparse(s.targets[0]): ast.unparse(s.value.func) for s in ast.walk(tree)
+                    if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.value, ast.Call)
+                    and ast.unparse(s.value.func) in recs and ast.unparse(s.targets[0]).startswith("self.")})
+    return out
+
+def name_unpacks(runners: list, new_port: ReleasePort, ix) -> None:
+    "Each updated runner's conflicted unpacks given the new port's names the live code reads (ONP4568)."
+    for r, fresh in zip(runners, new_port.runners):
+        if r.code == fresh.code: continue
+        live = {k: _fields(v) for k, v in {**sibling_records(r.code, runners), **records(r.code)}.items()}
+        new = {k: _fields(v) for k, v in {**sibling_records(fresh.code, new_port.runners),
+                                          **records(fresh.code)}.items()}
+        holders = _holders([r.code, fresh.code] + [x.code for x in runners], set(live) & set(new))
+        found = unpack_renames(r.code, r.cls, live, new, holders)
+        if not found: continue
+        lines = python_lines(r.code)
+        for row, p, n in found: lines[row] = re.sub(rf"\b{p}\b", n, lines[row], count=1)
+        said = [port_diagnostic("ONP4568", f"{code_info('ONP4568').title}: {r.cls}: `{p}` -> `{n}`", row + 1)
+                for row, p, n in found]
+        r.code = "\n".join(lines).rstrip("\n") + "\n"
+        r.not_ready = ready_findings(r.code, ix, r.cls)
         r.diagnostics = [d for d in r.diagnostics if d.code not in _READY_CODES] + said + r.not_ready
 
 # %% ../../nbs/port/update_release.ipynb #db67bdee
