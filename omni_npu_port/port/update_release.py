@@ -1316,8 +1316,8 @@ def _match(r: RunnerPort, ports: list[RunnerPort]) -> RunnerPort | None:
 # %% ../../nbs/port/update_release.ipynb #4e51f83e
 def one_definition(code: str, cls: str, ix, new_code: str | None = None) -> tuple[str, list[Diagnostic], list]:
     ("The module with each class or function it defines twice at top level kept once: the definition whose module the "
-     "ready rules find least wrong with, its builds and unpacks aligned by name to `new_code`'s records first "
-     "(`align_records`, as the update does next; equal: the last, which Python runs); ONP4525; the spans removed.")
+     "ready rules find least wrong with (equal: with its builds and unpacks aligned by name to `new_code`'s records, "
+     "as the update does next, `align_records`; equal again: the last, which Python runs); ONP4525; the spans cut.")
     try: tree = ast.parse(code)
     except SyntaxError: return code, [], []
     defs: dict = {}
@@ -1331,8 +1331,10 @@ def one_definition(code: str, cls: str, ix, new_code: str | None = None) -> tupl
         if len(nodes) < 2: continue
         spans = [(_start(n), n.end_lineno) for n in nodes]
         ix = ix if ix is not None else SymbolIndex()   # the class rules need an index: an empty one will do
-        wrong = [len(ready_findings(fit(text(cut + spans[:k] + spans[k + 1:])), ix, cls)) for k in range(len(nodes))]
-        best = min(range(len(nodes)), key=lambda k: (wrong[k], -k))
+        wrong = [len(ready_findings(text(cut + spans[:k] + spans[k + 1:]), ix, cls)) for k in range(len(nodes))]
+        tied = [k for k in range(len(nodes)) if wrong[k] == min(wrong)]
+        fits = {k: len(ready_findings(fit(text(cut + spans[:k] + spans[k + 1:])), ix, cls)) for k in tied}
+        best = min(tied, key=lambda k: (fits[k], -k))
         cut += spans[:best] + spans[best + 1:]
         said.append(port_diagnostic("ONP4525", f"{code_info('ONP4525').title}: `{name}` defined at lines "
                                     f"{', '.join(str(n.lineno) for n in nodes)}: the one at line {nodes[best].lineno} "
