@@ -1314,10 +1314,9 @@ def _match(r: RunnerPort, ports: list[RunnerPort]) -> RunnerPort | None:
     return next((b for b in ports if b.gpu == r.gpu), None) or next((b for b in ports if b.cls == r.cls), None)
 
 # %% ../../nbs/port/update_release.ipynb #4e51f83e
-def one_definition(code: str, cls: str, ix, new_code: str | None = None) -> tuple[str, list[Diagnostic], list]:
+def one_definition(code: str, cls: str, ix) -> tuple[str, list[Diagnostic], list[tuple[int, int]]]:
     ("The module with each class or function it defines twice at top level kept once: the definition whose module the "
-     "ready rules find least wrong with (equal: with its builds and unpacks aligned by name to `new_code`'s records, "
-     "as the update does next, `align_records`; equal again: the last, which Python runs); ONP4525; the spans cut.")
+     "ready rules find least wrong with (equal: the last, which Python runs); ONP4525; the line spans removed.")
     try: tree = ast.parse(code)
     except SyntaxError: return code, [], []
     defs: dict = {}
@@ -1326,15 +1325,12 @@ def one_definition(code: str, cls: str, ix, new_code: str | None = None) -> tupl
             defs.setdefault(n.name, []).append(n)
     lines, cut, said = python_lines(code), [], []
     text = lambda spans: "\n".join(l for i, l in enumerate(lines) if not any(a <= i < b for a, b in spans)) + "\n"
-    fit = lambda t: align_records(t, new_code)[0] if new_code else t   # ONP4562, as update_runners runs it
     for name, nodes in defs.items():
         if len(nodes) < 2: continue
         spans = [(_start(n), n.end_lineno) for n in nodes]
         ix = ix if ix is not None else SymbolIndex()   # the class rules need an index: an empty one will do
         wrong = [len(ready_findings(text(cut + spans[:k] + spans[k + 1:]), ix, cls)) for k in range(len(nodes))]
-        tied = [k for k in range(len(nodes)) if wrong[k] == min(wrong)]
-        fits = {k: len(ready_findings(fit(text(cut + spans[:k] + spans[k + 1:])), ix, cls)) for k in tied}
-        best = min(tied, key=lambda k: (fits[k], -k))
+        best = min(range(len(nodes)), key=lambda k: (wrong[k], -k))
         cut += spans[:best] + spans[best + 1:]
         said.append(port_diagnostic("ONP4525", f"{code_info('ONP4525').title}: `{name}` defined at lines "
                                     f"{', '.join(str(n.lineno) for n in nodes)}: the one at line {nodes[best].lineno} "
@@ -1363,7 +1359,7 @@ def update_runners(new_port: ReleasePort, base_port: ReleasePort, prev_origin: s
             sides = RunnerSides((b.code, b.cls), hand, (r.code, r.cls), labels, gpu)
             code, diags, mus = update_runner(r.cls, sides, prefer, ascend, names)
             if code is not None:   # a definition both sides made once
-                code, twice, cut = one_definition(code, r.cls, ix, r.code)
+                code, twice, cut = one_definition(code, r.cls, ix)
                 for d in diags: d.line = _moved(d.line, cut)
                 diags += twice
         if code is None:
