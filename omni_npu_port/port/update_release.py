@@ -65,8 +65,10 @@ __all__ = ['RENAME_LIKENESS', 'omni_releases', 'previous_release', 'git_checkout
            'ReleaseUpdate', 'update_markdown', 'update_summary', 'write_update', 'one_definition', 'update_runners',
            'written_on', 'people_errors', 'keyword_drops', 'retake_calls', 'retake_judged', 'falsy_reads',
            'judged_hunk', 'repair_module', 'repair_judged', 'missing_helpers', 'helper_source', 'carry_methods',
-           'carry_helpers', 'runner_gpus', 'records', 'record_holders', 'record_key', 'record_units', 'align_records',
-           'sibling_records', 'align_runners', 'take_records', 'update_release', 'flag_self_tuples', 'update_inputs']
+           'carry_helpers', 'runner_gpus', 'order_owner', 'unshared_statement', 'orphan_bindings', 'dropped_base_units',
+           'init_binding', 'init_unit', 'gpu_owner', 'drop_base_reads', 'records', 'record_holders', 'record_key',
+           'record_units', 'align_records', 'sibling_records', 'align_runners', 'unpack_renames', 'name_unpacks',
+           'take_records', 'update_release', 'flag_self_tuples', 'update_inputs']
 
 # %% ../../nbs/port/update_release.ipynb #41af0190
 # a second import block (`__all__` comes between), so that neither import cell passes 60 lines
@@ -1375,6 +1377,7 @@ def update_runners(new_port: ReleasePort, base_port: ReleasePort, prev_origin: s
                                   r.seconds, r.parent, not_ready, r.unreachable))
         ups += mus
     align_runners(runners, new_port, ix)   # ONP4562: lines stay
+    name_unpacks(runners, new_port, ix)   # ONP4568: lines stay
     return runners, ups
 
 _READY_CODES = ("ONP4420", "ONP4421", "ONP4422", "ONP4423")
@@ -1915,6 +1918,220 @@ def runner_gpus(new_port: ReleasePort, base_port: ReleasePort, npu_bases: tuple)
         return memo[i]
     return of
 
+# %% ../../nbs/port/update_release.ipynb #4565a002
+from .locate import class_mro
+
+register(Code("ONP4565", "update-change-needs-dropped-base", "update: a statement the people's runner never had (the "
+              "new GPU change's) reads `self.X`, which the judge finds in no class of the people's order and the new "
+              "port's class gets from its omni GPU runner or a base of it, a runner the people's class does not "
+              "derive from (their port dropped that base): the statement is not carried, nor what only it needed",
+              "warning", "where NEW's feature is needed on the NPU, port `X` (or derive from its class) and the "
+              "statement by hand", _NB, "port"),
+         Code("ONP4566", "update-change-needs-dropped-base-kept", "update: the statements not carried for a base the "
+              "people dropped (ONP4565) left the judge finding no fewer errors in the runner: they are put back, the "
+              "judge's findings stand", "warning", "port what the statement needs by hand", _NB, "port"))
+
+def order_owner(loc: Located, name: str) -> str | None:
+    ("The class of a located class's order (itself, then its bases the sources hold) that defines `name`: a method, "
+     "a class attribute or a `self.name = ...` in one of its methods; None where none does.")
+    for c in class_mro(loc):
+        if c.node is None: continue
+        for n in c.node.body:
+            targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(n, ast.AnnAssign) else []
+            if getattr(n, "name", None) == name or any(getattr(t, "id", None) == name for t in targets):
+                return c.name
+        if any(isinstance(a, ast.Attribute) and a.attr == name and isinstance(a.ctx, ast.Store) and
+               isinstance(a.value, ast.Name) and a.value.id == "self" for a in ast.walk(c.node)):
+            return c.name
+    return None
+
+# %% ../../nbs/port/update_release.ipynb #4565a004
+def _dumps(text: str | None) -> set[str]:
+    "The ast dumps (no positions) of every statement of a module's text; empty where it does not parse."
+    try: return {ast.dump(n) for n in ast.walk(ast.parse(text or "")) if isinstance(n, ast.stmt)}
+    except SyntaxError: return set()
+
+def _block_of(fn: ast.AST, st: ast.stmt) -> tuple[ast.AST, str] | None:
+    "The node whose statement list holds `st`, and that list's field."
+    for n in ast.walk(fn):
+        for f in ("body", "orelse", "finalbody"):
+            if isinstance(block := getattr(n, f, None), list) and st in block: return n, f
+    return None
+
+def unshared_statement(tree: ast.Module, cls: str, line: int, people: set[str]) -> ast.stmt | None:
+    ("The statement at a 1-based line of class `cls`'s method, widened to the `if`/`for`/`with`/`while` around it "
+     "while it is all that block holds, where the people's module (`people`: its statements' dumps) has no such "
+     "statement; None otherwise: a statement with an `else` or `except` (what runs without X), or the method's last.")
+    fn = _method_at(tree, cls, line)
+    st = statement_at(tree, line) if fn is not None else None
+    if st is None or st is fn or getattr(st, "orelse", None) or getattr(st, "handlers", None): return None
+    while (up := _block_of(fn, st)) and up[0] is not fn:
+        n, f = up
+        if len(getattr(n, f)) > 1: break
+        if f != "body" or getattr(n, "orelse", None) or not isinstance(n, (ast.If, ast.For, ast.While, ast.With)):
+            return None
+        st = n
+    if up is None or (up[0] is fn and len(fn.body) == 1): return None
+    return None if ast.dump(st) in people else st
+
+def orphan_bindings(fn: ast.AST, gone: list[ast.stmt], people: set[str]) -> list[ast.stmt]:
+    ("The method's `NAME = ...` statements the people's module lacks whose name only the statements `gone` read: they "
+     "go with them.")
+    inside = {id(x) for s in gone for x in ast.walk(s)}
+    reads = {x.id for s in gone for x in ast.walk(s) if isinstance(x, ast.Name) and isinstance(x.ctx, ast.Load)}
+    out = []
+    for name in sorted(reads):
+        uses = [x for x in ast.walk(fn) if isinstance(x, ast.Name) and x.id == name and id(x) not in inside]
+        sets = [s for s in ast.walk(fn) if isinstance(s, ast.Assign) and len(s.targets) == 1
+                and isinstance(s.targets[0], ast.Name) and s.targets[0].id == name]
+        if sets and all(isinstance(x.ctx, ast.Store) for x in uses) and len(uses) == len(sets) \
+                and not any(ast.dump(s) in people for s in sets):
+            out += sets
+    return out
+
+def _lines_of(lines: list[str], st: ast.stmt, people_lines: set[str]) -> tuple[int, int]:
+    "0-based (first, end) of a statement with the comment lines just above it the people's module does not have."
+    first = st.lineno - 1
+    while first > 0 and lines[first - 1].lstrip().startswith("#") and lines[first - 1].strip() not in people_lines:
+        first -= 1
+    return first, st.end_lineno
+
+# %% ../../nbs/port/update_release.ipynb #4565a005
+def dropped_base_units(code: str, cls: str, found: list, gpu, people: str | None, owner) -> list[tuple]:
+    ("The units (first, end: 0-based lines, no lines, the finding, X, its class) taking out each statement the judge's "
+     "`self.X` finding on `cls` is in, where the people's module (`people`) lacks it and `owner(gpu, X)` names the "
+     "class that gives X; with the comment lines above it and the bindings only it read (`orphan_bindings`).")
+    if gpu is None or people is None or derives_from(code, cls, gpu.name): return []
+    try: tree = ast.parse(code)
+    except SyntaxError: return []
+    theirs, lines, picked = _dumps(people), python_lines(code), []
+    said = {l.strip() for l in people.split("\n")}
+    for d in found:
+        m = _NO_ATTRIBUTE.search(d.message or "") if d.code == "ONP4443" and d.line else None
+        if m is None or m.group(2) != cls or (o := owner(gpu, m.group(1))) is None: continue
+        st = unshared_statement(tree, cls, d.line, theirs)
+        if st is not None and not any(s is not None and s.lineno <= st.lineno and st.end_lineno <= s.end_lineno
+                                      for s, *_ in picked):
+            picked = [p for p in picked if not (st.lineno <= p[0].lineno and p[0].end_lineno <= st.end_lineno)]
+            picked.append((st, d, m.group(1), o))
+    if not picked: return []
+    fn = {id(p[0]): _method_at(tree, cls, p[0].lineno) for p in picked}
+    extra = []
+    for f in {id(f): f for f in fn.values()}.values():   # per method, what only its taken statements read
+        gone = [p for p in picked if fn[id(p[0])] is f]
+        extra += [(s, *gone[0][1:]) for s in orphan_bindings(f, [p[0] for p in gone], theirs)]
+    units = []
+    for st, d, x, o in sorted(picked + extra, key=lambda p: p[0].lineno):
+        a, b = _lines_of(lines, st, said)
+        if units and a < units[-1][1]:   # overlapping: one unit, each X it reads said
+            u = units.pop()
+            a, b, d, o, x = u[0], max(b, u[1]), u[3], u[5], ", ".join(dict.fromkeys(u[4].split(", ") + [x]))
+        units.append((a, b, [], d, x, o))
+    return units
+
+# %% ../../nbs/port/update_release.ipynb #4565a009
+import builtins
+
+register(Code("ONP4567", "update-init-attribute-carried", "update: the judge finds `self.X` in no class of the "
+              "people's order, and the new port's omni GPU runner, a base the people's class does not derive from, "
+              "binds X in its `__init__` from `self` and builtins alone (`self.X = getattr(self.model_config, ...)`): "
+              "that statement is carried into the people's `__init__`, after its `super().__init__(...)` (an "
+              "`__init__` that only calls it where the class has none)", "warning", "check the attribute on NEW: the "
+              "people's class may have meant to do without what its base set up", _NB, "port"))
+
+def init_binding(init: str | None, name: str) -> str | None:
+    "The `self.NAME = ...` statement at the top of an `__init__`'s text whose value reads only `self` and builtins."
+    lines = textwrap.dedent(init or "").split("\n")
+    try: fn = ast.parse("\n".join(lines)).body[0]
+    except (SyntaxError, IndexError): return None
+    for s in getattr(fn, "body", []):
+        if isinstance(s, (ast.Assign, ast.AnnAssign)) and [ast.unparse(t) for t in getattr(s, "targets", [
+                getattr(s, "target", None)])] == [f"self.{name}"] and s.value is not None and all(
+                n.id == "self" or hasattr(builtins, n.id) for n in ast.walk(s.value) if isinstance(n, ast.Name)):
+            return textwrap.dedent("\n".join(lines[s.lineno - 1:s.end_lineno]))
+    return None
+
+def init_unit(code: str, cls: str, stmts: list[str]) -> tuple | None:
+    ("A unit (at, at: 0-based line, its lines) that puts `stmts` (unindented) in class `cls`'s `__init__` after its "
+     "`super().__init__(...)`, or as a new `__init__` that calls it first; None where its `__init__` lacks that call.")
+    try: tree = ast.parse(code)
+    except SyntaxError: return None
+    node = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls), None)
+    if node is None or not stmts: return None
+    init = own_methods(node).get("__init__")
+    if init is None:
+        first = next((s for s in node.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+        ind = " " * (first.col_offset if first else node.col_offset + 4)
+        at = min([d.lineno for d in first.decorator_list] + [first.lineno]) - 1 if first else node.end_lineno
+        add = [f"{ind}def __init__(self, *args, **kwargs):", f"{ind}    super().__init__(*args, **kwargs)"]
+        return at, at, add + [f"{ind}    {l}" for s in stmts for l in s.split("\n")] + [""]
+    sup = next((s for s in init.body if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)
+                and ast.unparse(s.value.func) == "super().__init__"), None)
+    if sup is None: return None
+    return sup.end_lineno, sup.end_lineno, [" " * sup.col_offset + l for s in stmts for l in s.split("\n")]
+
+# %% ../../nbs/port/update_release.ipynb #4565a007
+def gpu_owner(gpu, name: str) -> str | None:
+    "The class of an omni GPU runner's order (`Inherited`) that defines `name`; None where none does."
+    return order_owner(gpu.cls, name)
+
+def _base_edit(r, gpu, people: str | None, owner) -> tuple[str, list, list] | None:
+    ("Runner `r`'s code with what its `self.X` findings need of a base the people dropped: X's `__init__` binding "
+     "carried (ONP4567), else the statements not carried (ONP4565); with the units taken and what is said; None: none.")
+    if gpu is None or derives_from(r.code, r.cls, gpu.name): return None
+    init = gpu.text("__init__") if "__init__" in gpu.names() else None
+    inits = {x: s for x in missing_helpers(r.judge.port, r.cls) if (s := init_binding(init, x))}
+    found = [d for d in r.judge.port if not ((m := _NO_ATTRIBUTE.search(d.message or "")) and m.group(1) in inits)]
+    drops = dropped_base_units(r.code, r.cls, found, gpu, people, owner)
+    add = init_unit(r.code, r.cls, list(inits.values())) if inits else None
+    units = [u[:3] for u in drops] + ([add] if add else [])
+    spans = _spans(units)
+    said = [port_diagnostic("ONP4565", f"{code_info('ONP4565').title}: {u[3].where}: "
+                            f"{', '.join(f'`self.{x}`' for x in u[4].split(', '))} ({u[5]})",
+                            s[0] + 1, where=u[3].where) for u, s in zip(drops, spans)]
+    said += [port_diagnostic("ONP4567", f"{code_info('ONP4567').title}: {r.cls}.__init__: `{s}` from {gpu.name}",
+                             spans[-1][0] + 1, where="__init__") for s in inits.values() if add]
+    text = "\n".join(_apply(python_lines(r.code), units)).rstrip("\n") + "\n"
+    if not units or not _compiles(text.split("\n")): return None
+    once = {}
+    for d in said: once.setdefault(d.message, d)
+    return text, units, list(once.values())
+
+# %% ../../nbs/port/update_release.ipynb #4565a00b
+def drop_base_reads(runners: list, gpus, people: dict, ix, rejudge, owner=gpu_owner) -> list[Diagnostic] | None:
+    ("After the judge: per runner, `_base_edit` (`gpus(i)`: PREV's and NEW's omni GPU runner of runner i; `people`: "
+     "class -> the PREV hand module's text) taken where the ready rules find nothing more, all judged again "
+     "(`rejudge()`, its lines); a runner the judge then finds no fewer errors in gets its code back (ONP4566); None "
+     "where nothing is taken.")
+    from copy import copy
+    was = {}
+    for i, r in enumerate(runners):
+        if r.judge is None or not r.judge.judged or not r.judge.port: continue
+        got = _base_edit(r, gpus(i)[1], people.get(r.cls), owner)
+        if got is None: continue
+        text, units, said = got
+        not_ready = ready_findings(text, ix, r.cls)
+        if len(not_ready) > len(ready_findings(r.code, ix, r.cls)): continue   # the ready rules find more
+        was[i] = (r.code, r.not_ready, list(r.diagnostics), len(r.judge.port), r.judge)
+        ours = {id(d) for d in r.judge.port + r.judge.excluded}
+        own = [copy(d) for d in r.diagnostics if d.code not in _READY_CODES and id(d) not in ours]
+        for d in own: d.line = _moved_line(d.line, units)
+        r.code, r.not_ready, r.diagnostics = text, not_ready, own + said + not_ready
+    if not was: return None
+    _unjudged(runners)
+    judged = rejudge()
+    back = [i for i, (*_, n, _j) in was.items()
+            if runners[i].judge is None or not runners[i].judge.judged or len(runners[i].judge.port) >= n]
+    for i in back:
+        r, (code, not_ready, diags, n, judge) = runners[i], was[i]
+        ours = {id(d) for d in judge.port + judge.excluded}
+        why = f"{len(r.judge.port) if r.judge is not None else '?'} error(s), {n} before"
+        r.code, r.not_ready = code, not_ready
+        r.diagnostics = [d for d in diags if id(d) not in ours] + [port_diagnostic(
+            "ONP4566", f"{code_info('ONP4566').title} ({why}): {r.cls}")]
+    if back: _unjudged(runners); judged = rejudge()
+    return judged
+
 # %% ../../nbs/port/update_release.ipynb #569d4182
 register(Code("ONP4535", "update-record-taken", "update: the judge or the ready rules find errors in a module whose "
               "state record (a module-level NamedTuple or dataclass the new port defines) the people's port defines, "
@@ -2130,6 +2347,87 @@ def align_runners(runners: list, new_port: ReleasePort, ix) -> None:
         r.code, r.not_ready = code, ready_findings(code, ix, r.cls)
         r.diagnostics = [d for d in r.diagnostics if d.code not in _READY_CODES] + said + r.not_ready
 
+# %% ../../nbs/port/update_release.ipynb #4568a002
+register(Code("ONP4568", "update-unpack-name-taken", "update: a conflict whose two sides unpack the same record holder "
+              "(`(...) = self.H`) binds, in the people's live side, a name P at the field where the new port's side "
+              "binds N, and the live code after it reads N, which the method binds nowhere else, and not P before "
+              "binding it again: the people's unpack binds N there (their other names kept)", "info", "check that the "
+              "live code after the unpack means the record's field by N (NEW's GPU change renamed it)", _NB, "port"))
+
+def _unpack(text: str) -> tuple[list[str], str] | None:
+    "(the target names, the value's text) of a side that is one tuple unpack of plain names; None otherwise."
+    try: body = ast.parse(textwrap.dedent(text)).body
+    except SyntaxError: return None
+    if len(body) != 1 or not isinstance(s := body[0], ast.Assign) or len(s.targets) != 1: return None
+    t = s.targets[0]
+    if not isinstance(t, (ast.Tuple, ast.List)) or not all(isinstance(e, ast.Name) for e in t.elts): return None
+    return [e.id for e in t.elts], ast.unparse(s.value)
+
+def _reads_after(fn: ast.AST, name: str, line: int) -> tuple[int | None, int | None]:
+    "The first 1-based line after `line` where method `fn` reads `name`, and where it binds it (None: nowhere)."
+    at = lambda ctx: min((n.lineno for n in ast.walk(fn) if isinstance(n, ast.Name) and n.id == name
+                          and isinstance(n.ctx, ctx) and n.lineno > line), default=None)
+    return at(ast.Load), at(ast.Store)
+
+# %% ../../nbs/port/update_release.ipynb #4568a003
+def unpack_renames(code: str, cls: str, live: dict, new: dict, holders: dict) -> list[tuple[int, str, str]]:
+    ("(0-based line, P, N) for each comment-form conflict of class `cls`'s methods whose sides unpack one record "
+     "holder (`holders`: `self.H` -> record name; `live` / `new`: that record's fields, the module's and the new "
+     "port's) where the live side's P and the new side's N are one field, N read after and bound nowhere else in "
+     "the method, P not read after before it is bound again.")
+    try: tree = ast.parse(code)
+    except SyntaxError: return []
+    lines, out = python_lines(code), []
+    for c in conflicts_in(lines):
+        if not c.commented or c.at is None: continue
+        sides, fn = [_unpack(c.text(k)) for k in (0, 1)], _method_at(tree, cls, c.at[0] + 1)
+        if fn is None or None in sides or sides[0][1] != sides[1][1] or sides[0][1] not in holders: continue
+        rec = holders[sides[0][1]]
+        fl, fw = live.get(rec), new.get(rec)
+        if not fl or not fw or len(fl) != len(sides[0][0]) or len(fw) != len(sides[1][0]): continue
+        of_new = dict(zip(fw, sides[1][0]))
+        for field, p in zip(fl, sides[0][0]):
+            n = of_new.get(field)
+            if n is None or n == p: continue
+            binds_n = [x for x in ast.walk(fn) if isinstance(x, ast.Name) and x.id == n
+                       and isinstance(x.ctx, ast.Store)]
+            read_n, _ = _reads_after(fn, n, c.at[2] + 1)
+            read_p, set_p = _reads_after(fn, p, c.at[2] + 1)
+            if read_n and not binds_n and (read_p is None or set_p is not None and set_p < read_p):
+                row = next((i for i in range(c.at[0] + 1, c.at[1]) if re.search(rf"\b{p}\b", lines[i])), None)
+                if row is not None: out.append((row, p, n))
+    return out
+
+# %% ../../nbs/port/update_release.ipynb #4568a004
+def _holders(codes, recs) -> dict[str, str]:
+    "`self.H` -> the record name, for each `self.H = Rec(...)` of a record in `recs` in the modules' texts."
+    out = {}
+    for text in codes:
+        try: tree = ast.parse(text or "")
+        except SyntaxError: continue
+        out.update({ast.unparse(s.targets[0]): ast.unparse(s.value.func) for s in ast.walk(tree)
+                    if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.value, ast.Call)
+                    and ast.unparse(s.value.func) in recs and ast.unparse(s.targets[0]).startswith("self.")})
+    return out
+
+def name_unpacks(runners: list, new_port: ReleasePort, ix) -> None:
+    "Each updated runner's conflicted unpacks given the new port's names the live code reads (ONP4568)."
+    for r, fresh in zip(runners, new_port.runners):
+        if r.code == fresh.code: continue
+        live = {k: _fields(v) for k, v in {**sibling_records(r.code, runners), **records(r.code)}.items()}
+        new = {k: _fields(v) for k, v in {**sibling_records(fresh.code, new_port.runners),
+                                          **records(fresh.code)}.items()}
+        holders = _holders([r.code, fresh.code] + [x.code for x in runners], set(live) & set(new))
+        found = unpack_renames(r.code, r.cls, live, new, holders)
+        if not found: continue
+        lines = python_lines(r.code)
+        for row, p, n in found: lines[row] = re.sub(rf"\b{p}\b", n, lines[row], count=1)
+        said = [port_diagnostic("ONP4568", f"{code_info('ONP4568').title}: {r.cls}: `{p}` -> `{n}`", row + 1)
+                for row, p, n in found]
+        r.code = "\n".join(lines).rstrip("\n") + "\n"
+        r.not_ready = ready_findings(r.code, ix, r.cls)
+        r.diagnostics = [d for d in r.diagnostics if d.code not in _READY_CODES] + said + r.not_ready
+
 # %% ../../nbs/port/update_release.ipynb #db67bdee
 def _errors(r) -> int:
     "A runner's errors: the judge's (where it judged) and the ready rules'."
@@ -2247,8 +2545,11 @@ def _update_from(new, tree, prev, how, git, target, prev_target, judge, kw) -> R
     judged = (take_records(runners, new_port, ix, rejudge) if judge else None) or judged
     gpus = runner_gpus(new_port, base_port, (nb_old, nb))
     judged = (carry_helpers(runners, gpus, ix, rejudge) if judge else None) or judged
+    inputs = update_inputs(new_port, base_port, prev_origin)
+    hand = {k: v[2] for k, v in inputs.items()}
+    judged = (drop_base_reads(runners, gpus, hand, ix, rejudge) if judge else None) or judged
     judged = (repair_judged(runners, new_port, ix, rejudge) if judge else None) or judged
-    flag_self_tuples(runners, update_inputs(new_port, base_port, prev_origin))   # ONP4538
+    flag_self_tuples(runners, inputs)   # ONP4538
     sibling_findings(runners, ix)   # the records imported from the written siblings, as the update leaves them
     said = port_diagnostic("ONP4500", f"{code_info('ONP4500').title}: vLLM-Omni {base_port.omni} "
                            f"({'' if git else prev_origin + '; '}{how}), "
