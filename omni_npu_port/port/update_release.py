@@ -2386,8 +2386,8 @@ def unpack_renames(code: str, cls: str, live: dict, new: dict, holders: dict) ->
         fl, fw = live.get(rec), new.get(rec)
         if not fl or not fw or len(fl) != len(sides[0][0]) or len(fw) != len(sides[1][0]): continue
         of_new = dict(zip(fw, sides[1][0]))
-        for field, p in zip(fl, sides[0][0]):
-            n = of_new.get(field)
+        for name, p in zip(fl, sides[0][0]):
+            n = of_new.get(name)
             if n is None or n == p: continue
             binds_n = [x for x in ast.walk(fn) if isinstance(x, ast.Name) and x.id == n
                        and isinstance(x.ctx, ast.Store)]
