@@ -16,8 +16,8 @@ from ..core.errors import UsageError
 from ..core.io import OutputExists, write_set
 
 # %% auto #0
-__all__ = ['REPORT_JSON', 'REPORT_MD', 'DEFAULT_OUT', 'ReleasePort', 'evidence_line', 'release_summary', 'release_markdown',
-           'release_html', 'refuse_release_writes', 'check_release_out', 'write_release']
+__all__ = ['REPORT_JSON', 'REPORT_MD', 'DEFAULT_OUT', 'ReleasePort', 'release_summary', 'release_markdown', 'release_html',
+           'refuse_release_writes', 'check_release_out', 'write_release']
 
 # %% ../../nbs/port/release_report.ipynb #9df77cee
 @dataclass
@@ -157,7 +157,7 @@ def _tables(p: ReleasePort) -> tuple[list, list]:
     return runners, methods
 
 # %% ../../nbs/port/release_report.ipynb #4b7c7ffb
-def evidence_line(p: ReleasePort) -> Diagnostic | None:
+def _evidence_line(p: ReleasePort) -> Diagnostic | None:
     "The report's diagnostic that says the pairing's evidence already (an ONP4305/ONP4470/ONP4471 note), if one does."
     said = p.pairing.evidence.removeprefix("inferred: ") if p.pairing.inferred else p.pairing.evidence
     return next((d for d in getattr(p, "diagnostics", []) if said and said in d.message), None)
@@ -167,7 +167,7 @@ def release_summary(p: ReleasePort, cite: bool = False) -> list[str]:
      "that line named instead), the history, the layout, the totals.")
     inferred = " (inferred)" if p.pairing.inferred else ""
     said = p.pairing.evidence.removeprefix("inferred: ") if inferred else p.pairing.evidence
-    at = evidence_line(p) if cite else None
+    at = _evidence_line(p) if cite else None
     said = f"the evidence is {at.code}'s line under Diagnostics" if at else said.replace(f"{p.origin}/", "")
     return [
         (f"vLLM-Omni {p.omni} ({p.origin}) onto vllm-ascend {p.vllm_ascend}, GPU base vllm {p.vllm}{inferred}: "
