@@ -60,8 +60,8 @@ def runs(tree, tmp_path_factory):  # noqa: F811
 @pytest.mark.slow
 def test_the_same_texts_on_the_same_archives_read_the_kept_results(runs):
     got, _, started, _ = runs
-    assert [r.how for r, _ in got] == ["run", "run", "kept", "kept"]   # inputs checked, then the ports kept, then read
-    assert got[2][1] == got[1][1] and got[1][1][0]                      # the same findings, some of them the port's
+    assert [r.how for r, _ in got] == ["run", "kept", "kept", "kept"]   # inputs and ports checked and kept, then read
+    assert got[2][1] == got[1][1] == got[0][1] and got[1][1][0]         # the same findings, some of them the port's
     assert got[2][0].checked == got[1][0].checked and got[2][0].inputs_kept == 2
     assert started is None                                              # no server where the results are likely kept
 

@@ -12,7 +12,7 @@ import os
 import re
 import stat
 import sys
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..core.diagnostics import Code, Diagnostic, code_info, register
@@ -25,8 +25,8 @@ from .translation import code_fingerprint
 
 # %% auto #0
 __all__ = ['KEPT_DERIVED', 'finding_keys', 'split_inherited', 'DerivedCheck', 'check_module', 'archive_key', 'derived_key',
-           'kept_derived', 'keep_derived', 'archive_store', 'kept_index', 'package_reader', 'check_ports',
-           'warm_derived', 'class_lines', 'npu_copy_drift', 'audit_derived']
+           'kept_derived', 'keep_derived', 'archive_store', 'kept_index', 'written_store', 'kept_checks',
+           'package_reader', 'check_ports', 'warm_derived', 'class_lines', 'npu_copy_drift', 'audit_derived']
 
 # %% ../../nbs/port/derived_check.ipynb #699386cc
 _NB = "port/derived_check.ipynb"
@@ -160,6 +160,21 @@ def kept_index(vllm: str | Path, ascend: str | Path) -> DerivedIndex:
      "about vllm names (`keep_answers`) by both archives.")
     return index_for(vllm, ascend, archive_store([ascend], "index"), archive_store([vllm, ascend], "answers"))
 
+# %% ../../nbs/port/derived_check.ipynb #60ce9634
+def written_store(ports: list, vllm, ascend, inputs: list, omni=None) -> tuple | None:
+    ("(load, save) of the derived checks of written modules (`check_ports`' arguments): keyed by the archives, every "
+     "written module's name and text, each port's path and inputs' texts; None where a source is a folder.")
+    mods = sorted(f"{p.module}\0{p.code}" for p in ports if isinstance(getattr(p, "module", None), str))
+    each = ["\0".join([str(p.path), p.code, *map(str, given)]) for p, given in zip(ports, inputs)]
+    return archive_store([vllm, ascend, *([omni] if omni else [])], "written", str(len(mods)), *mods, *each)
+
+def kept_checks(body, n: int) -> list[DerivedCheck] | None:
+    "The `n` ports' checks a kept body holds, or None where it holds anything else (then checked anew)."
+    if not isinstance(body, list) or len(body) != n: return None
+    try: return [DerivedCheck([Diagnostic(**d) for d in b["port"]], [Diagnostic(**d) for d in b["inherited"]])
+                 for b in body]
+    except (TypeError, KeyError): return None
+
 # %% ../../nbs/port/derived_check.ipynb #ec282b19
 def package_reader(source: str | Path | None, written: dict | None = None):
     ("`source_reader` over the vLLM-Omni sources a port read (an archive or a folder), the modules it `written` "
@@ -173,15 +188,22 @@ def check_ports(ports: list, vllm: str | Path, ascend: str | Path, inputs: list[
     ("Run the derived rules over each written module of `ports` (RunnerPort); their `derived` set; ONP2055 if not run "
      "(`memo`: input text -> its findings' keys, as `warm_derived` left it; `omni`: the vLLM-Omni sources ported, "
      "whose classes a runner may be built on vllm's through).")
-    try: ix = kept_index(vllm, ascend)
-    except (OSError, SourceError, MemoryError, RecursionError) as e:
-        why = f"{code_info('ONP2055').title}: {type(e).__name__}: {e}"
-        for p in ports: p.derived = DerivedCheck(skipped=why)
-        return [port_diagnostic("ONP2055", why)]
-    memo = {} if memo is None else memo   # an input's findings, once however many runners share it
-    read = package_reader(omni, {p.module: p.code for p in ports if isinstance(getattr(p, "module", None), str)})
-    for p, given in zip(ports, inputs):
-        p.derived = check_module(p.code, p.path, given, ix, memo, read)
+    written = {p.module: p.code for p in ports if isinstance(getattr(p, "module", None), str)}
+    store = written_store(ports, vllm, ascend, inputs, omni)
+    checks = kept_checks(store[0](), len(ports)) if store else None
+    if checks is None:
+        try: ix = kept_index(vllm, ascend)
+        except (OSError, SourceError, MemoryError, RecursionError) as e:
+            why = f"{code_info('ONP2055').title}: {type(e).__name__}: {e}"
+            for p in ports: p.derived = DerivedCheck(skipped=why)
+            return [port_diagnostic("ONP2055", why)]
+        memo = {} if memo is None else memo   # an input's findings, once however many runners share it
+        read = package_reader(omni, written)
+        checks = [check_module(p.code, p.path, given, ix, memo, read) for p, given in zip(ports, inputs)]
+        if store: store[1]([{"port": [asdict(d) for d in c.port], "inherited": [asdict(d) for d in c.inherited]}
+                            for c in checks])
+    for p, c in zip(ports, checks):
+        p.derived = c
         p.not_ready += [d for d in p.derived.port if d.severity == "error"]
     ix.keep_answers()   # what this port asked of vllm's names, for the next run
     return []

@@ -900,9 +900,10 @@ def _check(written: dict, todo: list, in_texts: dict, extra: list, omni_root: Pa
            warm: WarmJudge | None) -> tuple[dict, dict, list, str]:
     ("(module -> file, file -> text, the checker's errors, `kept`, `server` or `run`): the written modules' kept "
      "results where no input needs a check, else the warm server where it serves these modules, else one basedpyright "
-     "run over the ports and the inputs without kept results.")
-    key = ports_key(written, extra) if not todo and content_named(extra) else None
-    if key is not None and (got := kept_ports(key)) is not None and {e.get("file") for e in got} <= set(written):
+     "run over the ports and the inputs without kept results (the ports' errors kept after it too).")
+    key = ports_key(written, extra) if content_named(extra) else None   # kept from a run with the inputs too
+    got = kept_ports(key) if key is not None and not todo else None
+    if got is not None and {e.get("file") for e in got} <= set(written):
         keep_ports(key, None, expect_key(written, in_texts.values(), extra))   # this code's pointer, where it was not
         files = {m: Path(m.replace(".", "/") + ".py") for m in written}   # not written: the paths only name them
         return files, {str(f): written[m] for m, f in files.items()}, [{**e, "file": str(files[e["file"]])}

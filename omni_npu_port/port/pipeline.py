@@ -15,7 +15,7 @@ from ..core.diagnostics import REGISTRY, code_info
 from .calls import CALL_BLOCKS, bind_runner_calls
 from .classes import port_class, ported_class_name
 from .context import PortContext
-from .derived_check import DerivedCheck, check_ports
+from .derived_check import DerivedCheck, archive_store, check_ports
 from .judge import Judgement, JudgeRun, address_space_capped, judge_release, release_judge_lines
 from .locate import Located, MethodSpec, PortError, locate, port_diagnostic
 from .method import PortOptions, PortResult
@@ -162,7 +162,8 @@ def _tuples(cp: ClassPort, ctx: PortContext) -> None:
     "Each `name = value,` of the written module that none of its inputs has (a keyword line left as a statement)."
     ins = [cp.omni.module_text, ctx.npu_base.module_text, ctx.gpu_base.module_text]
     ins += [getattr(h, "module_text", None) for h in ctx.history]   # the older GPU bases it reads
-    cp.found["tuples"] = stray_tuples(cp.code, ins, cp.place.cls)
+    store = archive_store([], "tuples", *[t for t in ins if t])   # the inputs' tuples kept by their texts
+    cp.found["tuples"] = stray_tuples(cp.code, ins, cp.place.cls, store)
     cp.not_ready = cp.not_ready + cp.found["tuples"]
 
 def _judge(ports: list[RunnerPort], ctx: PortContext) -> JudgeRun:

@@ -21,7 +21,7 @@ from .parsed import parsed, per_tree
 # %% auto #0
 __all__ = ['unbound_reads', 'ClassShape', 'class_shape', 'class_findings', 'ready_findings', 'source_keywords',
            'explain_unpacked', 'ReadyIndex', 'ready_index', 'written_modules', 'written_records', 'sibling_findings',
-           'self_tuples', 'stray_tuples']
+           'self_tuples', 'input_tuples', 'stray_tuples']
 
 # %% ../../nbs/port/ready.ipynb #64fc8e5b
 register(
@@ -458,9 +458,19 @@ def self_tuples(code: str) -> list[tuple[int, str, str]]:
             and isinstance(n.value, ast.Tuple) and len(n.value.elts) == 1
             and lines[n.value.lineno - 1][n.value.col_offset:][:1] != "("]
 
-def stray_tuples(code: str, inputs: list, cls: str) -> list[Diagnostic]:
-    "ONP4538 for each `name = value,` of the written `code` that none of its `inputs` (texts; None: unread) has."
+def input_tuples(inputs: list, store: tuple | None = None) -> set[str]:
+    ("The syntax of each `name = value,` the `inputs` (texts; None: unread) have; `store`: (load, save) of them kept "
+     "by the texts' content (`derived_check.archive_store`), read back where kept, else found and kept.")
+    got = store[0]() if store else None
+    if isinstance(got, list) and all(isinstance(k, str) for k in got): return set(got)
     had = {k for t in inputs if t for _, _, k in self_tuples(t)}
+    if store: store[1](sorted(had))
+    return had
+
+def stray_tuples(code: str, inputs: list, cls: str, store: tuple | None = None) -> list[Diagnostic]:
+    ("ONP4538 for each `name = value,` of the written `code` that none of its `inputs` (texts; None: unread) has "
+     "(`store`: as `input_tuples` takes it).")
+    had = input_tuples(inputs, store)
     return [port_diagnostic("ONP4538", f"{code_info('ONP4538').title}: {cls}: `{text}`", line, "error")
             for line, text, k in self_tuples(code) if k not in had]
 

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..core.catalog import OmniPairing
+from ..core.diagnostics import Diagnostic
 from ..core.errors import UsageError
 from ..core.io import OutputExists, write_set
 
@@ -156,13 +157,21 @@ def _tables(p: ReleasePort) -> tuple[list, list]:
     return runners, methods
 
 # %% ../../nbs/port/release_report.ipynb #4b7c7ffb
-def release_summary(p: ReleasePort) -> list[str]:
-    "The report's summary lines: the pairing and its evidence, the history, the layout, the totals."
+def _evidence_line(p: ReleasePort) -> Diagnostic | None:
+    "The report's diagnostic that says the pairing's evidence already (an ONP4305/ONP4470/ONP4471 note), if one does."
+    said = p.pairing.evidence.removeprefix("inferred: ") if p.pairing.inferred else p.pairing.evidence
+    return next((d for d in getattr(p, "diagnostics", []) if said and said in d.message), None)
+
+def release_summary(p: ReleasePort, cite: bool = False) -> list[str]:
+    ("The report's summary lines: the pairing and its evidence (`cite`: where a diagnostic of the report says it, "
+     "that line named instead), the history, the layout, the totals.")
     inferred = " (inferred)" if p.pairing.inferred else ""
     said = p.pairing.evidence.removeprefix("inferred: ") if inferred else p.pairing.evidence
+    at = _evidence_line(p) if cite else None
+    said = f"the evidence is {at.code}'s line under Diagnostics" if at else said.replace(f"{p.origin}/", "")
     return [
         (f"vLLM-Omni {p.omni} ({p.origin}) onto vllm-ascend {p.vllm_ascend}, GPU base vllm {p.vllm}{inferred}: "
-         f"{said.replace(f'{p.origin}/', '')}"),   # the release is named once: its files by their path in it
+         f"{said}"),   # the release is named once: its files by their path in it
         f"history (older vllm the omni copy may lag behind): {', '.join(p.history) or 'none'}",
         f"layout: {p.layout} ({p.layout_from})",
         (f"{len(p.runners)} runner class(es), {p.methods} method(s) ported; {p.conflicts} conflict(s); "
@@ -193,7 +202,7 @@ def release_markdown(p: ReleasePort) -> str:
     ("The report as Markdown: the pairing, the runners, each method's faithfulness, every diagnostic and runner left "
      "out.")
     runners, methods = _tables(p)
-    out = [f"# NPU port of vLLM-Omni {p.omni}", "", *[f"- {s}" for s in release_summary(p)], "", "## Runners", "",
+    out = [f"# NPU port of vLLM-Omni {p.omni}", "", *[f"- {s}" for s in release_summary(p, cite=True)], "", "## Runners", "",
            _md_table(_RUNNER_HEAD, runners), "", "## Methods (faithfulness)", "", _md_table(_METHOD_HEAD, methods)]
     if p.skipped: out += ["", "## Not ported", ""] + [f"- ONP4302 {c}: {w}" for c, w in p.skipped]
     out += ["", "## Diagnostics", ""] + [f"- {d}" for d in p.diagnostics]
