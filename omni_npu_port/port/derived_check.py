@@ -202,10 +202,10 @@ def check_ports(ports: list, vllm: str | Path, ascend: str | Path, inputs: list[
         checks = [check_module(p.code, p.path, given, ix, memo, read) for p, given in zip(ports, inputs)]
         if store: store[1]([{"port": [asdict(d) for d in c.port], "inherited": [asdict(d) for d in c.inherited]}
                             for c in checks])
+        ix.keep_answers()   # what this port asked of vllm's names, for the next run
     for p, c in zip(ports, checks):
         p.derived = c
         p.not_ready += [d for d in p.derived.port if d.severity == "error"]
-    ix.keep_answers()   # what this port asked of vllm's names, for the next run
     return []
 
 def warm_derived(vllm: str | Path, ascend: str | Path, inputs: list[str], memo: dict,

@@ -202,7 +202,8 @@ def release_markdown(p: ReleasePort) -> str:
     ("The report as Markdown: the pairing, the runners, each method's faithfulness, every diagnostic and runner left "
      "out.")
     runners, methods = _tables(p)
-    out = [f"# NPU port of vLLM-Omni {p.omni}", "", *[f"- {s}" for s in release_summary(p, cite=True)], "", "## Runners", "",
+    summary = [f"- {s}" for s in release_summary(p, cite=True)]
+    out = [f"# NPU port of vLLM-Omni {p.omni}", "", *summary, "", "## Runners", "",
            _md_table(_RUNNER_HEAD, runners), "", "## Methods (faithfulness)", "", _md_table(_METHOD_HEAD, methods)]
     if p.skipped: out += ["", "## Not ported", ""] + [f"- ONP4302 {c}: {w}" for c, w in p.skipped]
     out += ["", "## Diagnostics", ""] + [f"- {d}" for d in p.diagnostics]
