@@ -56,19 +56,19 @@ from .ready import stray_tuples
 # %% auto #0
 __all__ = ['RENAME_LIKENESS', 'omni_releases', 'previous_release', 'git_checkout', 'git_previous', 'resolve_previous',
            'class_methods', 'body_likeness', 'pair_methods', 'MethodUpdate', 'count_new', 'code_statements',
-           'carry_edits', 'settle_conflicts', 'depths', 'fragment_compiles', 'narrow_conflict', 'stack_words',
-           'defined_names', 'stale_reads', 'drop_stale', 'take_binding_sides', 'take_parameters', 'keep_ascend_change',
-           'AscendChange', 'following', 'follows_ascend', 'merged_signature', 'with_signature', 'merge_by_signature',
-           'merge_method', 'decide_method', 'Unit', 'cut_units', 'module_units', 'imported_names', 'merge_units',
-           'place_methods', 'future_first', 'Inherited', 'derives_from', 'RunnerSides', 'assemble', 'import_units',
-           'keep_imports', 'module_unbound', 'unbound_in', 'import_resolves', 'retarget_imports', 'placed_imports',
-           'gone_withs', 'with_decision', 'retake_withs', 'gone_names', 'retake_method_withs', 'update_runner',
-           'ReleaseUpdate', 'update_markdown', 'update_summary', 'write_update', 'one_definition', 'update_runners',
-           'written_on', 'ascend_releases', 'copy_likeness', 'in_step', 'step_window', 'ascend_in_step',
-           'people_errors', 'keyword_drops', 'retake_calls', 'retake_judged', 'falsy_reads', 'judged_hunk',
-           'repair_module', 'repair_judged', 'missing_helpers', 'helper_source', 'carry_methods', 'carry_helpers',
-           'runner_gpus', 'records', 'record_holders', 'record_key', 'record_units', 'align_records', 'sibling_records',
-           'align_runners', 'take_records', 'update_release', 'flag_self_tuples', 'update_inputs']
+           'carry_edits', 'settle_conflicts', 'deletion_subsumed', 'depths', 'fragment_compiles', 'narrow_conflict',
+           'stack_words', 'defined_names', 'stale_reads', 'drop_stale', 'take_binding_sides', 'take_parameters',
+           'keep_ascend_change', 'AscendChange', 'following', 'follows_ascend', 'merged_signature', 'with_signature',
+           'merge_by_signature', 'merge_method', 'decide_method', 'Unit', 'cut_units', 'module_units', 'imported_names',
+           'merge_units', 'place_methods', 'future_first', 'Inherited', 'derives_from', 'RunnerSides', 'assemble',
+           'import_units', 'keep_imports', 'module_unbound', 'unbound_in', 'import_resolves', 'retarget_imports',
+           'placed_imports', 'gone_withs', 'with_decision', 'retake_withs', 'gone_names', 'retake_method_withs',
+           'update_runner', 'ReleaseUpdate', 'update_markdown', 'update_summary', 'write_update', 'one_definition',
+           'update_runners', 'written_on', 'ascend_releases', 'copy_likeness', 'in_step', 'step_window',
+           'ascend_in_step', 'people_errors', 'keyword_drops', 'retake_calls', 'retake_judged', 'falsy_reads',
+           'judged_hunk', 'repair_module', 'repair_judged', 'missing_helpers', 'helper_source', 'carry_methods',
+           'carry_helpers', 'runner_gpus', 'records', 'record_holders', 'record_key', 'record_units', 'align_records',
+           'sibling_records', 'align_runners', 'take_records', 'update_release', 'flag_self_tuples', 'update_inputs']
 
 # %% ../../nbs/port/update_release.ipynb #41af0190
 # a second import block (`__all__` comes between), so that neither import cell passes 60 lines
@@ -396,6 +396,8 @@ def settle_conflicts(hunks: list[Hunk]) -> tuple[list[Hunk], list[tuple[str, Hun
         got = None
         if h.kind == "conflict" and code_tokens("\n".join(h.npu)) == code_tokens("\n".join(h.base)):
             got = "ONP4510", h.omni, []
+        elif h.kind == "conflict" and deletion_subsumed(h.base, h.omni, h.npu):
+            got = "ONP4554", h.omni, []   # the people's deletion holds in the new side
         elif h.kind == "conflict" and (carried := carry_edits(h.base, h.omni, h.npu)) is not None:
             got = "ONP4511", *carried
         elif h.kind == "conflict" and (pieces := narrow_conflict(h.base, h.omni, h.npu)) is not None:
@@ -407,6 +409,28 @@ def settle_conflicts(hunks: list[Hunk]) -> tuple[list[Hunk], list[tuple[str, Hun
         s = Hunk("omni", got[1], omni=got[1], base=h.base)
         out.append(s); settled.append((got[0], s, got[2]))
     return out, settled
+
+# %% ../../nbs/port/update_release.ipynb #4554a002
+register(Code("ONP4554", "update-deletion-subsumed", "update: a conflict whose people's side only deleted code inside "
+              "the previous port's statements, none of which the new port's side still has: the new port's side is "
+              "taken, the people's deletion holding in it", "info", "check the new port's lines there", _NB, "port"))
+
+def _has_run(toks: list[str], run: list[str]) -> bool:
+    return any(toks[k:k + len(run)] == run for k in range(len(toks) - len(run) + 1))
+
+def deletion_subsumed(base: list[str], new: list[str], people: list[str]) -> bool:
+    ("Whether the people's side of a conflict only deletes runs of the base side's tokens inside its statements (as "
+     "many statements), and the new side has none of those runs.")
+    B, N, P = (code_tokens("\n".join(x)) for x in (base, new, people))
+    Zs, Ps = code_statements(base), code_statements(people)
+    if not B or P == B or Zs is None or Ps is None or len(Zs) != len(Ps): return False
+    runs = []
+    for op, i1, i2, _, _ in difflib.SequenceMatcher(None, B, P, autojunk=False).get_opcodes():
+        if op == "equal": continue
+        if op != "delete": return False
+        runs.append(B[i1:i2])
+    return not any(_has_run(N, r) for r in runs)
+
 
 # %% ../../nbs/port/update_release.ipynb #9a7c0e02
 register(Code("ONP4542", "update-conflict-narrowed", "update: a conflict narrowed to the statements both sides "
@@ -447,6 +471,9 @@ def _narrow_edits(Z: list, A: list, B: list) -> list[tuple] | None:
         if op[0] == "equal": continue
         near = _anchored(op, zk, ak, Z, A)
         if near and ak[near[0]:near[1]] == bk[op[3]:op[4]]: continue   # both sides made this edit: the new side's
+        lines = lambda S, a, b: [l for u in S[a:b] for l in u[1]]
+        if near and deletion_subsumed(lines(Z, *op[1:3]), lines(A, *near[:2]), lines(B, *op[3:5])):
+            continue   # the people's deletion inside a statement the new side rewrote without it (ONP4554)
         if (at := _place(op, zk, ak, Z, A, B)) is not None:
             edits.append((at[0], at[1], [l for u in B[op[3]:op[4]] for l in _shifted(u[1], at[2])], None)); continue
         if near is None: return None
