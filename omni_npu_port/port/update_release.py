@@ -419,11 +419,11 @@ def _has_run(toks: list[str], run: list[str]) -> bool:
     return any(toks[k:k + len(run)] == run for k in range(len(toks) - len(run) + 1))
 
 def deletion_subsumed(base: list[str], new: list[str], people: list[str]) -> bool:
-    ("Whether the people's side of a conflict only deletes runs of the base side's tokens inside its statements (as "
-     "many statements), and the new side has none of those runs.")
+    ("Whether the people's side of a conflict only deletes runs of the base side's tokens inside its statements, "
+     "the new side rewrote them (all three as many statements), and the new side has none of those runs.")
     B, N, P = (code_tokens("\n".join(x)) for x in (base, new, people))
-    Zs, Ps = code_statements(base), code_statements(people)
-    if not B or P == B or Zs is None or Ps is None or len(Zs) != len(Ps): return False
+    Zs, Ns, Ps = code_statements(base), code_statements(new), code_statements(people)
+    if not B or P == B or None in (Zs, Ns, Ps) or not len(Zs) == len(Ns) == len(Ps): return False
     runs = []
     for op, i1, i2, _, _ in difflib.SequenceMatcher(None, B, P, autojunk=False).get_opcodes():
         if op == "equal": continue
