@@ -56,14 +56,16 @@ from .ready import stray_tuples
 # %% auto #0
 __all__ = ['RENAME_LIKENESS', 'omni_releases', 'previous_release', 'git_checkout', 'git_previous', 'resolve_previous',
            'class_methods', 'body_likeness', 'pair_methods', 'MethodUpdate', 'count_new', 'code_statements',
-           'carry_edits', 'settle_conflicts', 'depths', 'fragment_compiles', 'narrow_conflict', 'stack_words',
-           'defined_names', 'stale_reads', 'drop_stale', 'take_binding_sides', 'take_parameters', 'keep_ascend_change',
-           'merge_method', 'decide_method', 'Unit', 'cut_units', 'module_units', 'imported_names', 'merge_units',
-           'place_methods', 'future_first', 'Inherited', 'derives_from', 'RunnerSides', 'assemble', 'import_units',
-           'keep_imports', 'module_unbound', 'unbound_in', 'import_resolves', 'retarget_imports', 'placed_imports',
-           'gone_withs', 'with_decision', 'retake_withs', 'gone_names', 'retake_method_withs', 'update_runner',
-           'ReleaseUpdate', 'update_markdown', 'update_summary', 'write_update', 'one_definition', 'update_runners',
-           'written_on', 'people_errors', 'keyword_drops', 'retake_calls', 'retake_judged', 'falsy_reads',
+           'carry_edits', 'settle_conflicts', 'deletion_subsumed', 'depths', 'fragment_compiles', 'narrow_conflict',
+           'stack_words', 'defined_names', 'stale_reads', 'drop_stale', 'take_binding_sides', 'take_parameters',
+           'keep_ascend_change', 'AscendChange', 'following', 'follows_ascend', 'merged_signature', 'with_signature',
+           'merge_by_signature', 'merge_method', 'decide_method', 'Unit', 'cut_units', 'module_units', 'imported_names',
+           'merge_units', 'place_methods', 'future_first', 'Inherited', 'derives_from', 'RunnerSides', 'assemble',
+           'import_units', 'keep_imports', 'module_unbound', 'unbound_in', 'import_resolves', 'retarget_imports',
+           'placed_imports', 'gone_withs', 'with_decision', 'retake_withs', 'gone_names', 'retake_method_withs',
+           'update_runner', 'ReleaseUpdate', 'update_markdown', 'update_summary', 'write_update', 'one_definition',
+           'update_runners', 'written_on', 'ascend_releases', 'copy_likeness', 'in_step', 'step_window',
+           'ascend_in_step', 'people_errors', 'keyword_drops', 'retake_calls', 'retake_judged', 'falsy_reads',
            'judged_hunk', 'repair_module', 'repair_judged', 'missing_helpers', 'helper_source', 'carry_methods',
            'carry_helpers', 'runner_gpus', 'order_owner', 'unshared_statement', 'orphan_bindings', 'dropped_base_units',
            'init_binding', 'init_unit', 'gpu_owner', 'drop_base_reads', 'records', 'record_holders', 'record_key',
@@ -396,6 +398,8 @@ def settle_conflicts(hunks: list[Hunk]) -> tuple[list[Hunk], list[tuple[str, Hun
         got = None
         if h.kind == "conflict" and code_tokens("\n".join(h.npu)) == code_tokens("\n".join(h.base)):
             got = "ONP4510", h.omni, []
+        elif h.kind == "conflict" and deletion_subsumed(h.base, h.omni, h.npu):
+            got = "ONP4554", h.omni, []   # the people's deletion holds in the new side
         elif h.kind == "conflict" and (carried := carry_edits(h.base, h.omni, h.npu)) is not None:
             got = "ONP4511", *carried
         elif h.kind == "conflict" and (pieces := narrow_conflict(h.base, h.omni, h.npu)) is not None:
@@ -407,6 +411,28 @@ def settle_conflicts(hunks: list[Hunk]) -> tuple[list[Hunk], list[tuple[str, Hun
         s = Hunk("omni", got[1], omni=got[1], base=h.base)
         out.append(s); settled.append((got[0], s, got[2]))
     return out, settled
+
+# %% ../../nbs/port/update_release.ipynb #4554a002
+register(Code("ONP4554", "update-deletion-subsumed", "update: a conflict whose people's side only deleted code inside "
+              "the previous port's statements, none of which the new port's side still has: the new port's side is "
+              "taken, the people's deletion holding in it", "info", "check the new port's lines there", _NB, "port"))
+
+def _has_run(toks: list[str], run: list[str]) -> bool:
+    return any(toks[k:k + len(run)] == run for k in range(len(toks) - len(run) + 1))
+
+def deletion_subsumed(base: list[str], new: list[str], people: list[str]) -> bool:
+    ("Whether the people's side of a conflict only deletes runs of the base side's tokens inside its statements, "
+     "the new side rewrote them (all three as many statements), and the new side has none of those runs.")
+    B, N, P = (code_tokens("\n".join(x)) for x in (base, new, people))
+    Zs, Ns, Ps = code_statements(base), code_statements(new), code_statements(people)
+    if not B or P == B or None in (Zs, Ns, Ps) or not len(Zs) == len(Ns) == len(Ps): return False
+    runs = []
+    for op, i1, i2, _, _ in difflib.SequenceMatcher(None, B, P, autojunk=False).get_opcodes():
+        if op == "equal": continue
+        if op != "delete": return False
+        runs.append(B[i1:i2])
+    return not any(_has_run(N, r) for r in runs)
+
 
 # %% ../../nbs/port/update_release.ipynb #9a7c0e02
 register(Code("ONP4542", "update-conflict-narrowed", "update: a conflict narrowed to the statements both sides "
@@ -447,6 +473,9 @@ def _narrow_edits(Z: list, A: list, B: list) -> list[tuple] | None:
         if op[0] == "equal": continue
         near = _anchored(op, zk, ak, Z, A)
         if near and ak[near[0]:near[1]] == bk[op[3]:op[4]]: continue   # both sides made this edit: the new side's
+        lines = lambda S, a, b: [l for u in S[a:b] for l in u[1]]
+        if near and deletion_subsumed(lines(Z, *op[1:3]), lines(A, *near[:2]), lines(B, *op[3:5])):
+            continue   # the people's deletion inside a statement the new side rewrote without it (ONP4554)
         if (at := _place(op, zk, ak, Z, A, B)) is not None:
             edits.append((at[0], at[1], [l for u in B[op[3]:op[4]] for l in _shifted(u[1], at[2])], None)); continue
         if near is None: return None
@@ -683,17 +712,129 @@ def _ascend_left(hunks: list[Hunk], ascend: tuple, known=None) -> tuple[list[Hun
     return hunks, []
 
 
+# %% ../../nbs/port/update_release.ipynb #4551a002
+class AscendChange(tuple):
+    "NEW's and PREV's vllm-ascend method lines (keys, as `_ascend_lines` gives them); `followed`: the people follow it."
+    followed: bool = False
+    def __new__(cls, pair, followed: bool = False):
+        self = super().__new__(cls, pair)
+        self.followed = followed
+        return self
+
+def following(ascend):
+    "`ascend` (`(name, was) -> (NEW's lines, PREV's)`) whose answers say the people keep in step (ONP4551)."
+    return lambda name, was: AscendChange(ascend(name, was), True)
+
+def follows_ascend(people: str, ascend: tuple) -> bool:
+    ("Whether the people keep this method in step with vllm-ascend: their runners do (`ascend.followed`) and their "
+     "method holds at least half of PREV's vllm-ascend method's code lines (a copy of it).")
+    new, old = ascend
+    if not getattr(ascend, "followed", False) or not old: return False
+    return 2 * len(old & {_key(l) for l in _code_lines(people.split("\n"))}) >= len(old)
+
+
+# %% ../../nbs/port/update_release.ipynb #4553a002
+register(Code("ONP4553", "update-signature-merged", "update: both sides changed a method's signature: merged parameter by "
+              "parameter (the people's edit of each, the new port's added, changed and removed ones)", "info",
+              "check the merged signature against the callers of the method", _NB, "port"))
+
+def _head(text: str):
+    "A method text's function node and its header's (first, end) 0-based lines, decorators left; None: no parse."
+    try: fn = ast.parse(text).body[0]
+    except (SyntaxError, IndexError): return None
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or fn.body[0].lineno == fn.lineno: return None
+    lines, end = text.split("\n"), fn.body[0].lineno - 1
+    while end > fn.lineno and (not lines[end - 1].strip() or lines[end - 1].lstrip().startswith("#")): end -= 1
+    return fn, (fn.lineno - 1, end)
+
+def _params(fn) -> dict[str, str] | None:
+    "A function's positional-or-keyword parameters, name -> text; None where it has positional-only ones."
+    a = fn.args
+    if a.posonlyargs: return None
+    pad = [None] * (len(a.args) - len(a.defaults)) + list(a.defaults)
+    say = lambda p, d: p.arg + (f": {ast.unparse(p.annotation)}" if p.annotation else "") + (
+        "" if d is None else f" = {ast.unparse(d)}" if p.annotation else f"={ast.unparse(d)}")
+    return {p.arg: say(p, d) for p, d in zip(a.args, pad)}
+
+def _rest(fn) -> str:
+    "The `*args`, keyword-only and `**kwargs` part of a signature as text (`a, *, b` -> `*, b`)."
+    a = fn.args
+    tail = ast.arguments(posonlyargs=[], args=[], vararg=a.vararg, kwonlyargs=a.kwonlyargs, kw_defaults=a.kw_defaults,
+                         kwarg=a.kwarg, defaults=[])
+    return ast.unparse(tail)
+
+def _three(b, n, p, missing=object()):
+    "One part merged three ways (None: that side lacks it); `missing` where both changed it differently."
+    if p == b: return n
+    if n == b or n == p: return p
+    return missing
+
+
+# %% ../../nbs/port/update_release.ipynb #4553a003
+def merged_signature(base: str, new: str, people: str) -> tuple[list[str], set[str]] | None:
+    ("The `def` header both sides changed, merged by parameter (`_three`), in the new port's layout, and the names "
+     "of the people's parameters it drops; None where a side does not parse or a part both changed differently.")
+    got = [_head(t) for t in (base, new, people)]
+    if any(g is None for g in got): return None
+    (fb, hb), (fn, hn), (fp, hp) = got
+    cut = lambda t, h: " ".join(code_tokens("\n".join(t.split("\n")[h[0]:h[1]])))
+    if len({cut(base, hb), cut(new, hn), cut(people, hp)}) < 3: return None   # one side alone changed it: the merge's
+    B, N, P = (_params(f) for f in (fb, fn, fp))
+    if B is None or N is None or P is None: return None
+    out, no = [], object()
+    for k in N:   # the new port's parameters, in its order
+        v = _three(B.get(k), N[k], P.get(k), no) if k in B or k not in P else (N[k] if P[k] == N[k] else no)
+        if v is no: return None
+        if v is not None: out.append(v)
+    for i, k in enumerate(P):   # the people's own, after the parameter before them
+        if k in N or k in B: continue
+        before = [o for o in out if o.split(":")[0].split("=")[0].strip() in list(P)[:i]]
+        out.insert(out.index(before[-1]) + 1 if before else len(out), P[k])
+    rest = _three(*(_rest(f) for f in (fb, fn, fp)), missing=no)
+    ret = _three(*(ast.unparse(f.returns) if f.returns else None for f in (fb, fn, fp)), missing=no)
+    if rest is no or ret is no: return None
+    parts, ind = out + ([rest] if rest else []), " " * fn.col_offset
+    head = f"{ind}{'async ' if isinstance(fn, ast.AsyncFunctionDef) else ''}def {fn.name}("
+    tail = f"){' -> ' + ret if ret else ''}:"
+    lines = ([head, *[f"{ind}    {x}," for x in parts], ind + tail] if hn[1] - hn[0] > 1 else
+             [head + ", ".join(parts) + tail])
+    return lines, {k for k in P if k in B and k not in N}
+
+def with_signature(text: str, head: list[str]) -> str:
+    "A method text with its `def` header lines replaced by `head` (decorators and body kept)."
+    fn, (a, b) = _head(text)
+    lines = text.split("\n")
+    return "\n".join(lines[:a] + head + lines[b:])
+
+def merge_by_signature(m, base: str, new: str, people: str, labels: tuple, prefer: str, ascend, known):
+    ("`merge_method`'s result with a header both sides changed merged first (`merged_signature`, ONP4553); None "
+     "where it is not, or where the merged method reads a parameter the merge dropped.")
+    sig = merged_signature(base, new, people)
+    if sig is None: return None
+    _, (a, b) = _head(new)
+    t = MethodUpdate(m.runner, m.name, m.how, m.was)
+    lines, diags = merge_method(t, with_signature(base, new.split("\n")[a:b]), new, with_signature(people, sig[0]),
+                                labels, prefer, ascend, known, signatures=False)
+    if sig[1] & (_unbound_reads(lines) or set()): return None
+    for f in ("people", "gpu", "ascend", "both", "conflicts"): setattr(m, f, getattr(t, f))
+    return lines, diags + [port_diagnostic("ONP4553", f"{code_info('ONP4553').title}: {m.runner}.{m.name}",
+                                           where=m.name)]
+
+
 # %% ../../nbs/port/update_release.ipynb #c7c5b9e4
 def _compiles(lines: list[str]) -> bool:
     try: compile("\n".join(lines) + "\n", "<method>", "exec", dont_inherit=True); return True
     except (SyntaxError, ValueError): return False
 
 def merge_method(m: MethodUpdate, base: str, new: str, people: str, labels: tuple, prefer: str,
-                 ascend: tuple = (set(), set()), known=None) -> tuple[list[str], list[Diagnostic]]:
+                 ascend: tuple = (set(), set()), known=None,
+                 signatures: bool = True) -> tuple[list[str], list[Diagnostic]]:
     ("One method merged three ways (base: the previous port; the new port's change onto the people's), `m` counted; "
      "`known`: the names NEW's stack and the runner have (`drop_stale`).")
+    if signatures and (got := merge_by_signature(m, base, new, people, labels, prefer, ascend, known)):
+        return got   # a header both sides changed, merged by parameter first (ONP4553)
     raw = merge_hunks(base, new, people)
-    raw, left = _ascend_left(raw, ascend, known)   # vllm-ascend's own change, the people's lines kept
+    raw, left = (raw, []) if follows_ascend(people, ascend) else _ascend_left(raw, ascend, known)   # ONP4550
     hunks, settled = settle_conflicts(raw)   # a conflict left: the people's side live, the new port's beside it
     hunks, stale = drop_stale(hunks, known)
     lines, diags = render(hunks, labels, False, prefer)
@@ -1399,6 +1540,79 @@ def written_on(prev: str, progress=None, cache_dir: Path | str = CACHE_DIR,
         score[a] = sum(sims) / len(sims) if sims else 0.0
     best = max(row.vllm_ascend, key=lambda a: score[a])   # the first of equals: the table's order
     return f"vllm-ascend=={best}", "written on vllm-ascend " + ", ".join(f"{a} {s:.3f}" for a, s in score.items())
+
+# %% ../../nbs/port/update_release.ipynb #4551a005
+register(Code("ONP4551", "update-ascend-in-step", "update: PREV's hand runners are most alike the vllm-ascend release "
+              "PREV pairs with, of the releases around it: the people keep their copies in step, and vllm-ascend's "
+              "change since PREV is carried into each method that copies vllm-ascend's (ONP4550 leaves none there)",
+              "info", "check the vllm-ascend lines carried; `--from` a release whose copy lags keeps them out", _NB,
+              "port"),
+         Code("ONP4552", "update-ascend-lags", "update: PREV's hand runners are most alike a vllm-ascend release other "
+              "than the one PREV pairs with: the people's copies do not follow vllm-ascend, and its change since PREV "
+              "is left where the people's lines still run (ONP4550)", "info",
+              "take vllm-ascend's change where the method needs it (`port --release NEW` has it)", _NB, "port"))
+
+def ascend_releases(cache_dir: Path | str = CACHE_DIR) -> list[str]:
+    "vllm-ascend releases the releases table names or the package cache holds, oldest first."
+    found = {str(parse_version(a)): a for v in OMNI_PAIRING for a in omni_pairing(v).vllm_ascend}
+    cache = Path(cache_dir).expanduser()
+    for f in (cache.iterdir() if cache.is_dir() else ()):
+        if (r := release_of(f.name)) and r[0] == "vllm-ascend": found.setdefault(str(r[1]), str(r[1]))
+    return sorted(found.values(), key=parse_version)
+
+def _line_keys(text: str) -> set[str]: return {_key(l) for l in _code_lines(text.split("\n"))}
+
+def copy_likeness(hands: list[dict], own: dict) -> float | None:
+    ("How alike hand runners' methods (`hands`: name -> text per runner) are to a vllm-ascend runner's (`own`): the "
+     "mean of shared / all code lines over the hand methods holding >= 30 % of the same-named one's; None: none does.")
+    sims = []
+    for h in hands:
+        for n, t in h.items():
+            k, o = _line_keys(t), _line_keys(own.get(n) or "")
+            if o and 10 * len(k & o) >= 3 * len(o): sims.append(len(k & o) / len(k | o))
+    return sum(sims) / len(sims) if sims else None
+
+def in_step(scores: dict[str, float | None], pins) -> bool | None:
+    "Whether a release of `pins` (PREV's pairing) scores highest of `scores` (ties count); None: nothing scored."
+    got = [s for s in scores.values() if s is not None]
+    if not got: return None
+    return any(scores.get(a) is not None and scores[a] >= max(got) - 1e-9 for a in pins)
+
+
+# %% ../../nbs/port/update_release.ipynb #4551a006
+def step_window(prev: str | None, new: str | None, known: list[str]) -> list[str]:
+    ("The releases of `known` from the earliest vllm-ascend the table row before PREV's pairs with (none: PREV's own) "
+     "to the latest NEW's does; none where PREV or NEW has no row.")
+    rows = sorted(OMNI_PAIRING, key=parse_version)
+    p, n = (omni_pairing(v) if v else None for v in (prev, new))
+    if p is None or n is None: return []
+    before = [r for r in rows if parse_version(r) < parse_version(p.omni)]
+    lo = min(map(parse_version, omni_pairing(before[-1]).vllm_ascend if before else p.vllm_ascend))
+    hi = max(map(parse_version, n.vllm_ascend))
+    return [a for a in known if lo <= parse_version(a) <= hi]
+
+def ascend_in_step(prev_tree, new: str | None, progress=None, cache_dir: Path | str = CACHE_DIR,
+                   index: str | None = None) -> tuple[bool | None, list[Diagnostic]]:
+    "Whether PREV's hand runners keep in step with vllm-ascend (None: unknown), and the line that says so (ONP4551/2)."
+    prev = prev_tree.version
+    window = step_window(prev, new, ascend_releases(cache_dir))
+    if not window: return None, []
+    hands = [class_methods(locate(MethodSpec(str(prev_tree.origin), n.module, n.name), False).module_text, n.name) or {}
+             for n in release_runners(prev_tree).npu]
+    nsym, scores = runner_bases()[1][0], {}
+    for a in window:
+        try: nb = locate_base(release_source(f"vllm-ascend=={a}", (), progress, cache_dir, index), nsym)
+        except (PortingError, OSError): scores[a] = None; continue   # not to be had (offline): not scored
+        scores[a] = copy_likeness(hands, class_methods(nb.module_text, nb.cls_node.name) or {})
+    pins = omni_pairing(prev).vllm_ascend
+    step = in_step(scores, pins)
+    if step is None: return None, []
+    best = max((s, a) for a, s in scores.items() if s is not None)[1]
+    code = "ONP4551" if step else "ONP4552"
+    said = ", ".join(f"{a} {s:.3f}" for a, s in scores.items() if s is not None)
+    return step, [port_diagnostic(code, f"{code_info(code).title}: vLLM-Omni {prev}'s runners (pairs with "
+                                  f"{', '.join(pins)}) most alike vllm-ascend {best}: {said}")]
+
 
 # %% ../../nbs/port/update_release.ipynb #155cecb2
 def _judge_update(runners: list, p: ReleasePort, tree, judge: bool, sources, progress, cache_dir, index,
@@ -2533,6 +2747,8 @@ def _update_from(new, tree, prev, how, git, target, prev_target, judge, kw) -> R
     base_port = port_release(prev, prev_target, **kw)
     prev_origin = str(prev_tree.origin)
     ascend, gb, nb, nb_old = _ascend_lines(new_port, base_port, sources, progress, cache_dir, index)
+    step, step_said = ascend_in_step(prev_tree, new_port.omni, progress, cache_dir, index)   # ONP4551/2
+    ascend = following(ascend) if step else ascend
     names = SymbolIndex(t for t in (getattr(nb, "tree", None), getattr(gb, "tree", None), tree) if t is not None)
     ix = ready_index(gb, nb)
     runners, ups = update_runners(new_port, base_port, prev_origin, kw["prefer"], ascend, ix, (nb_old, nb), names)
@@ -2556,5 +2772,5 @@ def _update_from(new, tree, prev, how, git, target, prev_target, judge, kw) -> R
                            f"its port on vllm-ascend {base_port.vllm_ascend} the merge's base")
     p = new_port
     res = ReleasePort(p.omni, p.origin, p.vllm, p.vllm_ascend, p.pairing, p.history, p.layout, p.layout_from, runners,
-                      p.skipped, [said] + judged + p.diagnostics, 0.0, inputs=p.inputs + base_port.inputs)
+                      p.skipped, [said] + step_said + judged + p.diagnostics, 0.0, inputs=p.inputs + base_port.inputs)
     return ReleaseUpdate(res, base_port.omni, how, ups, base_port, new_port)
