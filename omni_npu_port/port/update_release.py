@@ -728,15 +728,24 @@ def following(ascend):
 def follows_ascend(people: str, ascend: tuple) -> bool:
     ("Whether the people keep this method in step with vllm-ascend: their runners do (`ascend.followed`) and their "
      "method holds at least half of PREV's vllm-ascend method's code lines (a copy of it).")
-    new, old = ascend
+    old = ascend[1]
     if not getattr(ascend, "followed", False) or not old: return False
     return 2 * len(old & {_key(l) for l in _code_lines(people.split("\n"))}) >= len(old)
 
 
 # %% ../../nbs/port/update_release.ipynb #4553a002
-register(Code("ONP4553", "update-signature-merged", "update: both sides changed a method's signature: merged parameter by "
-              "parameter (the people's edit of each, the new port's added, changed and removed ones)", "info",
-              "check the merged signature against the callers of the method", _NB, "port"))
+register(
+    Code(
+        "ONP4553",
+        "update-signature-merged",
+        "update: both sides changed a method's signature: merged parameter by "
+        "parameter (the people's edit of each, the new port's added, changed and removed ones)",
+        "info",
+        "check the merged signature against the callers of the method",
+        _NB,
+        "port",
+    )
+)
 
 def _head(text: str):
     "A method text's function node and its header's (first, end) 0-based lines, decorators left; None: no parse."
@@ -763,7 +772,7 @@ def _rest(fn) -> str:
                          kwarg=a.kwarg, defaults=[])
     return ast.unparse(tail)
 
-def _three(b, n, p, missing=object()):
+def _three(b, n, p, missing):
     "One part merged three ways (None: that side lacks it); `missing` where both changed it differently."
     if p == b: return n
     if n == b or n == p: return p
@@ -802,7 +811,7 @@ def merged_signature(base: str, new: str, people: str) -> tuple[list[str], set[s
 
 def with_signature(text: str, head: list[str]) -> str:
     "A method text with its `def` header lines replaced by `head` (decorators and body kept)."
-    fn, (a, b) = _head(text)
+    _, (a, b) = _head(text)
     lines = text.split("\n")
     return "\n".join(lines[:a] + head + lines[b:])
 
