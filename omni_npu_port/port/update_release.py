@@ -58,15 +58,16 @@ __all__ = ['RENAME_LIKENESS', 'omni_releases', 'previous_release', 'git_checkout
            'class_methods', 'body_likeness', 'pair_methods', 'MethodUpdate', 'count_new', 'code_statements',
            'carry_edits', 'settle_conflicts', 'depths', 'fragment_compiles', 'narrow_conflict', 'stack_words',
            'defined_names', 'stale_reads', 'drop_stale', 'take_binding_sides', 'take_parameters', 'keep_ascend_change',
-           'merge_method', 'decide_method', 'Unit', 'cut_units', 'module_units', 'imported_names', 'merge_units',
-           'place_methods', 'future_first', 'Inherited', 'derives_from', 'RunnerSides', 'assemble', 'import_units',
-           'keep_imports', 'module_unbound', 'unbound_in', 'import_resolves', 'retarget_imports', 'placed_imports',
-           'gone_withs', 'with_decision', 'retake_withs', 'gone_names', 'retake_method_withs', 'update_runner',
-           'ReleaseUpdate', 'update_markdown', 'update_summary', 'write_update', 'one_definition', 'update_runners',
-           'written_on', 'people_errors', 'keyword_drops', 'retake_calls', 'retake_judged', 'falsy_reads',
-           'judged_hunk', 'repair_module', 'repair_judged', 'missing_helpers', 'helper_source', 'carry_methods',
-           'carry_helpers', 'runner_gpus', 'records', 'record_holders', 'record_key', 'record_units', 'align_records',
-           'sibling_records', 'align_runners', 'take_records', 'update_release', 'flag_self_tuples', 'update_inputs']
+           'ascend_removed', 'ascend_put_back', 'ascend_left_in_conflicts', 'merge_method', 'decide_method', 'Unit',
+           'cut_units', 'module_units', 'imported_names', 'merge_units', 'place_methods', 'future_first', 'Inherited',
+           'derives_from', 'RunnerSides', 'assemble', 'import_units', 'keep_imports', 'module_unbound', 'unbound_in',
+           'import_resolves', 'retarget_imports', 'placed_imports', 'gone_withs', 'with_decision', 'retake_withs',
+           'gone_names', 'retake_method_withs', 'update_runner', 'ReleaseUpdate', 'update_markdown', 'update_summary',
+           'write_update', 'one_definition', 'update_runners', 'written_on', 'people_errors', 'keyword_drops',
+           'retake_calls', 'retake_judged', 'falsy_reads', 'judged_hunk', 'repair_module', 'repair_judged',
+           'missing_helpers', 'helper_source', 'carry_methods', 'carry_helpers', 'runner_gpus', 'records',
+           'record_holders', 'record_key', 'record_units', 'align_records', 'sibling_records', 'align_runners',
+           'take_records', 'update_release', 'flag_self_tuples', 'update_inputs']
 
 # %% ../../nbs/port/update_release.ipynb #41af0190
 # a second import block (`__all__` comes between), so that neither import cell passes 60 lines
@@ -656,7 +657,8 @@ def keep_ascend_change(hunks: list[Hunk], ascend: tuple, known=None) -> list[Hun
      "method is new (vllm-ascend rewrote it: the people re-copy it).")
     new, old = ascend
     if not new or 2 * len(new - old) > len(new): return []
-    return [h for h in hunks if h.kind == "omni" and _ascend_brought(h.lines, ascend)
+    return [h for h in hunks if (h.kind == "omni" and _ascend_brought(h.lines, ascend)
+                                 or h.kind == "omni-delete" and ascend_removed(h.base, ascend))   # ONP4557
             and not (known and stale_reads(h.base, known, h.base))]
 
 def _unbound_reads(lines: list[str]) -> set[str] | None:
@@ -681,6 +683,70 @@ def _ascend_left(hunks: list[Hunk], ascend: tuple, known=None) -> tuple[list[Hun
     return hunks, []
 
 
+# %% ../../nbs/port/update_release.ipynb #7070098c
+register(Code("ONP4556", "update-ascend-change-left-conflict", "update: in a conflict, the new port's statements "
+              "that bring vllm-ascend's own change since PREV put back as the previous port had them before the "
+              "conflict is settled (ONP4550's rule inside a conflict): the people's copy keeps the vllm-ascend code "
+              "it was written on", "info", "take vllm-ascend's change where the method needs it (the new port of NEW, "
+              "`port --release NEW`, has it)", _NB, "port"))
+
+register(Code("ONP4557", "update-ascend-deletion-left", "update: a region only the new port deleted, whose lines "
+              "vllm-ascend's own method deleted since PREV, in a method the people's port overrides: the people's "
+              "lines kept (ONP4550's rule for a deletion)", "info", "take vllm-ascend's change where the method needs "
+              "it (the new port of NEW, `port --release NEW`, has it)", _NB, "port"))
+
+def ascend_removed(lines: list[str], ascend: tuple) -> bool:
+    "Whether `lines` hold a code line PREV's vllm-ascend method had and NEW's no longer has (`ascend`: NEW's, PREV's)."
+    new, old = ascend
+    return any(_key(l) in old and _key(l) not in new for l in _code_lines(lines))
+
+def _stores(lines: list[str]) -> set[str] | None:
+    "The names whole statements cut from a method assign (None: they do not compile in a function)."
+    st = code_statements(lines)
+    if not st: return set() if st is not None else None
+    m = min(s[2] for s in st)
+    heads = ["def _():"] + ["    " + " " * (i - m) + "if 1:" for i in sorted({s[2] for s in st}) if i < st[0][2]]
+    try: tree = ast.parse("\n".join(heads + _shifted(lines, 4 - m)) + "\n")
+    except SyntaxError: return None
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+
+def _words(lines: list[str]) -> set[str]: return set(re.findall(r"[A-Za-z_]\w*", "\n".join(_code_lines(lines))))
+
+def ascend_put_back(base: list[str], new: list[str], ascend: tuple, others: set, known=None) -> tuple | None:
+    ("A conflict's new side with each statement edit of `base` whose lines are all NEW's vllm-ascend method's, one "
+     "brought since PREV, put back as `base` had it (`others`: the words of the method's other lines, which such an "
+     "edit must bind none of); (lines, code lines put back); None where none is.")
+    Z, A = code_statements(base), code_statements(new)
+    if not Z or not A: return None
+    out, n = [], 0
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, depths(Z), depths(A), autojunk=False).get_opcodes():
+        mine, was = [l for u in A[j1:j2] for l in u[1]], [l for u in Z[i1:i2] for l in u[1]]
+        bound, had = _stores(mine), _stores(was)
+        near = [l for u in A[:j1] + A[j2:] for l in u[1]]   # the side's other statements read what it binds too
+        ours = _ascend_brought(mine, ascend) and all(_key(l) in ascend[0] for l in _code_lines(mine))   # all its
+        if (op == "equal" or not ours or bound is None or had is None
+                or (bound - had) & (others | _words(near)) or (known and stale_reads(was, known, was))):
+            out += mine; continue
+        out += _shifted(was, A[j1][2] - Z[i1][2] if i2 > i1 and j2 > j1 else 0); n += len(_code_lines(mine))
+    return (out, n) if n and fragment_compiles(out) else None
+
+
+# %% ../../nbs/port/update_release.ipynb #9228d4af
+def ascend_left_in_conflicts(hunks: list[Hunk], ascend: tuple, known=None) -> tuple[list[Hunk], int]:
+    ("Each conflict whose new side, vllm-ascend's own change put back (`ascend_put_back`), is the previous port's "
+     "lines: the people's edit; none where most of NEW's method is new; (hunks, the new side's lines not carried).")
+    new, old = ascend
+    if not new or 2 * len(new - old) > len(new): return hunks, 0
+    out, n = [], 0
+    for k, h in enumerate(hunks):
+        rest = [l for g in hunks[:k] + hunks[k + 1:] for l in g.lines + g.omni + g.npu] + h.npu
+        got = ascend_put_back(h.base, h.omni, ascend, _words(rest), known) if h.kind == "conflict" else None
+        if got is None or code_tokens("\n".join(got[0])) != code_tokens("\n".join(h.base)):
+            out.append(h); continue   # the new side brings more than vllm-ascend's change: the conflict stays
+        out.append(Hunk("npu", h.npu, npu=h.npu, base=h.base)); n += got[1]
+    return out, n
+
+
 # %% ../../nbs/port/update_release.ipynb #c7c5b9e4
 def _compiles(lines: list[str]) -> bool:
     try: compile("\n".join(lines) + "\n", "<method>", "exec", dont_inherit=True); return True
@@ -691,6 +757,7 @@ def merge_method(m: MethodUpdate, base: str, new: str, people: str, labels: tupl
     ("One method merged three ways (base: the previous port; the new port's change onto the people's), `m` counted; "
      "`known`: the names NEW's stack and the runner have (`drop_stale`).")
     raw = merge_hunks(base, new, people)
+    raw, put = ascend_left_in_conflicts(raw, ascend, known)   # ... and inside a conflict (ONP4556)
     raw, left = _ascend_left(raw, ascend, known)   # vllm-ascend's own change, the people's lines kept
     hunks, settled = settle_conflicts(raw)   # a conflict left: the people's side live, the new port's beside it
     hunks, stale = drop_stale(hunks, known)
@@ -722,11 +789,19 @@ def merge_method(m: MethodUpdate, base: str, new: str, people: str, labels: tupl
         if d.code == "ONP4001": d.message = ("conflict: the new port (the GPU side's or vllm-ascend's change since "
                                              "PREV) and the people's port changed the same lines; keep one side, then "
                                              "delete the markers")
-    if left:
+    gone = [h for h in left if h.kind == "omni-delete"]   # vllm-ascend's deletions left (ONP4557)
+    if left := [h for h in left if h.kind != "omni-delete"]:
         what = next((l.strip() for h in left for l in _code_lines(h.lines)), "")
         n = sum(len(_code_lines(h.lines)) for h in left)
         diags.append(port_diagnostic("ONP4550", f"{code_info('ONP4550').title}: {m.runner}.{m.name}: "
                                      f"{n} line(s) not carried, from {what[:60]!r}", where=m.name))
+    if gone:
+        what = next((l.strip() for h in gone for l in _code_lines(h.base)), "")
+        diags.append(port_diagnostic("ONP4557", f"{code_info('ONP4557').title}: {m.runner}.{m.name}: "
+                                     f"{sum(len(_code_lines(h.base)) for h in gone)} line(s) kept, from "
+                                     f"{what[:60]!r}", where=m.name))
+    if put: diags.append(port_diagnostic("ONP4556", f"{code_info('ONP4556').title}: {m.runner}.{m.name}: "
+                                   f"{put} line(s) put back", where=m.name))
     while lines and not lines[-1].strip(): lines.pop()
     lines, added = take_parameters(lines, new)   # a parameter only the new port's signature has, read (ONP4528)
     diags += [port_diagnostic("ONP4528", f"{code_info('ONP4528').title}: {m.runner}.{m.name}: `{x}`") for x in added]
