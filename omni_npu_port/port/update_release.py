@@ -58,16 +58,16 @@ __all__ = ['RENAME_LIKENESS', 'omni_releases', 'previous_release', 'git_checkout
            'class_methods', 'body_likeness', 'pair_methods', 'MethodUpdate', 'count_new', 'code_statements',
            'carry_edits', 'settle_conflicts', 'depths', 'fragment_compiles', 'narrow_conflict', 'stack_words',
            'defined_names', 'stale_reads', 'drop_stale', 'take_binding_sides', 'take_parameters', 'keep_ascend_change',
-           'ascend_removed', 'ascend_put_back', 'ascend_left_in_conflicts', 'merge_method', 'decide_method', 'Unit',
-           'cut_units', 'module_units', 'imported_names', 'merge_units', 'place_methods', 'future_first', 'Inherited',
-           'derives_from', 'RunnerSides', 'assemble', 'import_units', 'keep_imports', 'module_unbound', 'unbound_in',
-           'import_resolves', 'retarget_imports', 'placed_imports', 'gone_withs', 'with_decision', 'retake_withs',
-           'gone_names', 'retake_method_withs', 'update_runner', 'ReleaseUpdate', 'update_markdown', 'update_summary',
-           'write_update', 'one_definition', 'update_runners', 'written_on', 'people_errors', 'keyword_drops',
-           'retake_calls', 'retake_judged', 'falsy_reads', 'judged_hunk', 'repair_module', 'repair_judged',
-           'missing_helpers', 'helper_source', 'carry_methods', 'carry_helpers', 'runner_gpus', 'records',
-           'record_holders', 'record_key', 'record_units', 'align_records', 'sibling_records', 'align_runners',
-           'take_records', 'update_release', 'flag_self_tuples', 'update_inputs']
+           'ascend_removed', 'ascend_put_back', 'ascend_left_in_conflicts', 'made_twice', 'merge_method',
+           'decide_method', 'Unit', 'cut_units', 'module_units', 'imported_names', 'merge_units', 'place_methods',
+           'future_first', 'Inherited', 'derives_from', 'RunnerSides', 'assemble', 'import_units', 'keep_imports',
+           'module_unbound', 'unbound_in', 'import_resolves', 'retarget_imports', 'placed_imports', 'gone_withs',
+           'with_decision', 'retake_withs', 'gone_names', 'retake_method_withs', 'update_runner', 'ReleaseUpdate',
+           'update_markdown', 'update_summary', 'write_update', 'one_definition', 'update_runners', 'written_on',
+           'people_errors', 'keyword_drops', 'retake_calls', 'retake_judged', 'falsy_reads', 'judged_hunk',
+           'repair_module', 'repair_judged', 'missing_helpers', 'helper_source', 'carry_methods', 'carry_helpers',
+           'runner_gpus', 'records', 'record_holders', 'record_key', 'record_units', 'align_records', 'sibling_records',
+           'align_runners', 'take_records', 'update_release', 'flag_self_tuples', 'update_inputs']
 
 # %% ../../nbs/port/update_release.ipynb #41af0190
 # a second import block (`__all__` comes between), so that neither import cell passes 60 lines
@@ -747,6 +747,59 @@ def ascend_left_in_conflicts(hunks: list[Hunk], ascend: tuple, known=None) -> tu
     return out, n
 
 
+# %% ../../nbs/port/update_release.ipynb #4177c46e
+def _statements(text: str) -> list[ast.stmt]:
+    "Every statement of a method's text (none where it does not parse)."
+    try: return [n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.stmt)]
+    except SyntaxError: return []
+
+def _in_a_row(text: str, x: ast.stmt, y: ast.stmt) -> bool:
+    "Whether a method's text has statements like `x` and `y` (by `_twins`), one after the other, in one block."
+    for node in ast.walk(ast.parse(text)) if _statements(text) else []:
+        for block in (getattr(node, f, None) for f in ("body", "orelse", "finalbody")):
+            if isinstance(block, list) and any(isinstance(a, ast.stmt) and isinstance(b, ast.stmt) and _twins(a, b)
+                                               for a, b in zip(block, block[1:])):
+                return True
+    return False
+
+
+# %% ../../nbs/port/update_release.ipynb #d2c33fa7
+register(Code("ONP4558", "update-made-twice", "update: the merge left one statement live twice in a row (a block both "
+              "sides moved), or two calls of one callee binding the same names (a narrowed conflict's two sides): one "
+              "is taken out", "info", "check that the statement kept is the one the method needs (the message names "
+              "the one taken out)", _NB, "port"))
+
+def _twins(x: ast.stmt, y: ast.stmt) -> str | None:
+    "`same`: two equal statements; `rebind`: two assignments of one target from one callee, the later reading neither."
+    if ast.dump(x) == ast.dump(y): return None if isinstance(x, (ast.Pass, ast.Expr, ast.Return)) else "same"
+    if not (isinstance(x, ast.Assign) and isinstance(y, ast.Assign)) or len(x.targets) != 1 != len(y.targets):
+        return None
+    if not (isinstance(x.value, ast.Call) and isinstance(y.value, ast.Call)): return None
+    if ast.dump(x.targets[0]) != ast.dump(y.targets[0]) or ast.dump(x.value.func) != ast.dump(y.value.func): return None
+    bound = {n.id for n in ast.walk(x.targets[0]) if isinstance(n, ast.Name)}
+    return None if bound & {n.id for n in ast.walk(y.value) if isinstance(n, ast.Name)} else "rebind"
+
+def made_twice(lines: list[str], people: str, new: str) -> tuple[list[str], list[str], list[tuple[int, int]]]:
+    ("The merged method's lines with one of each pair of twin statements (`_twins`) neither input has in a row taken "
+     "out; (lines, the first line of each taken out, (its 1-based line, lines cut) each).")
+    try: tree = ast.parse("\n".join(lines) + "\n")
+    except SyntaxError: return lines, [], []
+    has = lambda text, s: _key(ast.unparse(s)) in {_key(ast.unparse(n)) for n in _statements(text)}
+    cut: list[ast.stmt] = []
+    for node in ast.walk(tree):
+        for block in (getattr(node, f, None) for f in ("body", "orelse", "finalbody")):
+            if not isinstance(block, list): continue
+            for x, y in zip(block, block[1:]):
+                if not isinstance(x, ast.stmt) or not isinstance(y, ast.stmt) or x in cut: continue
+                if (kind := _twins(x, y)) is None or _in_a_row(people, x, y) or _in_a_row(new, x, y): continue
+                if kind == "same": cut.append(y)
+                elif has(people, x) != has(people, y): cut.append(y if has(people, x) else x)
+    out = list(lines)
+    for s in sorted(cut, key=lambda s: -s.lineno): del out[s.lineno - 1:s.end_lineno]
+    if not cut or not _compiles(out): return lines, [], []
+    return out, [ast.unparse(s).split("\n")[0] for s in cut], [(s.lineno, s.end_lineno - s.lineno + 1) for s in cut]
+
+
 # %% ../../nbs/port/update_release.ipynb #c7c5b9e4
 def _compiles(lines: list[str]) -> bool:
     try: compile("\n".join(lines) + "\n", "<method>", "exec", dont_inherit=True); return True
@@ -803,6 +856,11 @@ def merge_method(m: MethodUpdate, base: str, new: str, people: str, labels: tupl
     if put: diags.append(port_diagnostic("ONP4556", f"{code_info('ONP4556').title}: {m.runner}.{m.name}: "
                                    f"{put} line(s) put back", where=m.name))
     while lines and not lines[-1].strip(): lines.pop()
+    lines, cut, spans = made_twice(lines, people, new)   # a statement made twice in a row (ONP4558)
+    for d in diags:
+        if d.line: d.line -= sum(min(k, d.line - a) for a, k in spans if a < d.line)
+    diags += [port_diagnostic("ONP4558", f"{code_info('ONP4558').title}: {m.runner}.{m.name}: {s[:80]!r}",
+                              where=m.name) for s in cut]
     lines, added = take_parameters(lines, new)   # a parameter only the new port's signature has, read (ONP4528)
     diags += [port_diagnostic("ONP4528", f"{code_info('ONP4528').title}: {m.runner}.{m.name}: `{x}`") for x in added]
     for d in diags[len(diags) - len(added):]: d.where = m.name
