@@ -2837,6 +2837,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                                       'omni_npu_port/port/update_release.py'),
                                                    'omni_npu_port.port.update_release.stale_reads': ( 'port/update_release.html#stale_reads',
                                                                                                       'omni_npu_port/port/update_release.py'),
+                                                   'omni_npu_port.port.update_release.stale_taken_without_ascend': ( 'port/update_release.html#stale_taken_without_ascend',
+                                                                                                                     'omni_npu_port/port/update_release.py'),
                                                    'omni_npu_port.port.update_release.take_binding_sides': ( 'port/update_release.html#take_binding_sides',
                                                                                                              'omni_npu_port/port/update_release.py'),
                                                    'omni_npu_port.port.update_release.take_parameters': ( 'port/update_release.html#take_parameters',

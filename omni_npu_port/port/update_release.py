@@ -58,16 +58,16 @@ __all__ = ['RENAME_LIKENESS', 'omni_releases', 'previous_release', 'git_checkout
            'class_methods', 'body_likeness', 'pair_methods', 'MethodUpdate', 'count_new', 'code_statements',
            'carry_edits', 'settle_conflicts', 'depths', 'fragment_compiles', 'narrow_conflict', 'stack_words',
            'defined_names', 'stale_reads', 'drop_stale', 'take_binding_sides', 'take_parameters', 'keep_ascend_change',
-           'ascend_removed', 'ascend_put_back', 'ascend_left_in_conflicts', 'made_twice', 'merge_method',
-           'decide_method', 'Unit', 'cut_units', 'module_units', 'imported_names', 'merge_units', 'place_methods',
-           'future_first', 'Inherited', 'derives_from', 'RunnerSides', 'assemble', 'import_units', 'keep_imports',
-           'module_unbound', 'unbound_in', 'import_resolves', 'retarget_imports', 'placed_imports', 'gone_withs',
-           'with_decision', 'retake_withs', 'gone_names', 'retake_method_withs', 'update_runner', 'ReleaseUpdate',
-           'update_markdown', 'update_summary', 'write_update', 'one_definition', 'update_runners', 'written_on',
-           'people_errors', 'keyword_drops', 'retake_calls', 'retake_judged', 'falsy_reads', 'judged_hunk',
-           'repair_module', 'repair_judged', 'missing_helpers', 'helper_source', 'carry_methods', 'carry_helpers',
-           'runner_gpus', 'records', 'record_holders', 'record_key', 'record_units', 'align_records', 'sibling_records',
-           'align_runners', 'take_records', 'update_release', 'flag_self_tuples', 'update_inputs']
+           'ascend_removed', 'ascend_put_back', 'ascend_left_in_conflicts', 'made_twice', 'stale_taken_without_ascend',
+           'merge_method', 'decide_method', 'Unit', 'cut_units', 'module_units', 'imported_names', 'merge_units',
+           'place_methods', 'future_first', 'Inherited', 'derives_from', 'RunnerSides', 'assemble', 'import_units',
+           'keep_imports', 'module_unbound', 'unbound_in', 'import_resolves', 'retarget_imports', 'placed_imports',
+           'gone_withs', 'with_decision', 'retake_withs', 'gone_names', 'retake_method_withs', 'update_runner',
+           'ReleaseUpdate', 'update_markdown', 'update_summary', 'write_update', 'one_definition', 'update_runners',
+           'written_on', 'people_errors', 'keyword_drops', 'retake_calls', 'retake_judged', 'falsy_reads',
+           'judged_hunk', 'repair_module', 'repair_judged', 'missing_helpers', 'helper_source', 'carry_methods',
+           'carry_helpers', 'runner_gpus', 'records', 'record_holders', 'record_key', 'record_units', 'align_records',
+           'sibling_records', 'align_runners', 'take_records', 'update_release', 'flag_self_tuples', 'update_inputs']
 
 # %% ../../nbs/port/update_release.ipynb #41af0190
 # a second import block (`__all__` comes between), so that neither import cell passes 60 lines
@@ -720,12 +720,13 @@ def ascend_put_back(base: list[str], new: list[str], ascend: tuple, others: set,
     if not Z or not A: return None
     out, n = [], 0
     for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, depths(Z), depths(A), autojunk=False).get_opcodes():
-        mine, was = [l for u in A[j1:j2] for l in u[1]], [l for u in Z[i1:i2] for l in u[1]]
+        mine = [l for u in A[j1:j2] for l in u[1]]   # the base's statements that read what NEW dropped stay out
+        was = [l for u in Z[i1:i2] if not (known and stale_reads(u[1], known, u[1])) for l in u[1]]
         bound, had = _stores(mine), _stores(was)
         near = [l for u in A[:j1] + A[j2:] for l in u[1]]   # the side's other statements read what it binds too
         ours = _ascend_brought(mine, ascend) and all(_key(l) in ascend[0] for l in _code_lines(mine))   # all its
         if (op == "equal" or not ours or bound is None or had is None
-                or (bound - had) & (others | _words(near)) or (known and stale_reads(was, known, was))):
+                or (bound - had) & (others | _words(near))):
             out += mine; continue
         out += _shifted(was, A[j1][2] - Z[i1][2] if i2 > i1 and j2 > j1 else 0); n += len(_code_lines(mine))
     return (out, n) if n and fragment_compiles(out) else None
@@ -800,6 +801,27 @@ def made_twice(lines: list[str], people: str, new: str) -> tuple[list[str], list
     return out, [ast.unparse(s).split("\n")[0] for s in cut], [(s.lineno, s.end_lineno - s.lineno + 1) for s in cut]
 
 
+# %% ../../nbs/port/update_release.ipynb #7be0189d
+register(Code("ONP4559", "update-stale-conflict-ascend-left", "update: a conflict whose new side ONP4541 takes (the "
+              "people's side reads what NEW's stack dropped) taken without the statements that are vllm-ascend's own "
+              "change since PREV: those put back as the previous port had them", "info", "take vllm-ascend's change "
+              "where the method needs it (the new port of NEW, `port --release NEW`, has it)", _NB, "port"))
+
+def stale_taken_without_ascend(hunks: list[Hunk], stale: list, ascend: tuple, known=None) -> int:
+    ("Each hunk ONP4541 took (`stale`: `drop_stale`'s) with vllm-ascend's own change put back (`ascend_put_back`), in "
+     "place; none where most of NEW's method is new; the new side's code lines put back.")
+    new, old = ascend
+    if not new or 2 * len(new - old) > len(new): return 0
+    n = 0
+    for code, h, _ in stale:
+        if code != "ONP4541": continue
+        rest = [l for g in hunks if g is not h for l in g.lines]
+        got = ascend_put_back(h.base, h.omni, ascend, _words(rest), known)
+        if got is None: continue
+        h.lines, h.omni, n = got[0], got[0], n + got[1]
+    return n
+
+
 # %% ../../nbs/port/update_release.ipynb #c7c5b9e4
 def _compiles(lines: list[str]) -> bool:
     try: compile("\n".join(lines) + "\n", "<method>", "exec", dont_inherit=True); return True
@@ -814,9 +836,11 @@ def merge_method(m: MethodUpdate, base: str, new: str, people: str, labels: tupl
     raw, left = _ascend_left(raw, ascend, known)   # vllm-ascend's own change, the people's lines kept
     hunks, settled = settle_conflicts(raw)   # a conflict left: the people's side live, the new port's beside it
     hunks, stale = drop_stale(hunks, known)
+    taken = stale_taken_without_ascend(hunks, stale, ascend, known)   # ONP4541's side, vllm-ascend's put back
     lines, diags = render(hunks, labels, False, prefer)
     if settled and not _compiles(lines):   # a statement placed where the method no longer compiles: the conflicts
         (hunks, stale), settled = drop_stale(raw, known), []
+        taken = stale_taken_without_ascend(hunks, stale, ascend, known)
         lines, diags = render(hunks, labels, False, prefer)
     hunks, bound = take_binding_sides(hunks, labels, prefer)   # a name only the new side binds, read later (ONP4527)
     if bound: lines, diags = render(hunks, labels, False, prefer)
@@ -842,6 +866,8 @@ def merge_method(m: MethodUpdate, base: str, new: str, people: str, labels: tupl
         if d.code == "ONP4001": d.message = ("conflict: the new port (the GPU side's or vllm-ascend's change since "
                                              "PREV) and the people's port changed the same lines; keep one side, then "
                                              "delete the markers")
+    if taken: diags.append(port_diagnostic("ONP4559", f"{code_info('ONP4559').title}: {m.runner}.{m.name}: "
+                                           f"{taken} line(s) put back", where=m.name))
     gone = [h for h in left if h.kind == "omni-delete"]   # vllm-ascend's deletions left (ONP4557)
     if left := [h for h in left if h.kind != "omni-delete"]:
         what = next((l.strip() for h in left for l in _code_lines(h.lines)), "")
