@@ -741,7 +741,8 @@ def ascend_left_in_conflicts(hunks: list[Hunk], ascend: tuple, known=None) -> tu
     out, n = [], 0
     for k, h in enumerate(hunks):
         rest = [l for g in hunks[:k] + hunks[k + 1:] for l in g.lines + g.omni + g.npu] + h.npu
-        got = ascend_put_back(h.base, h.omni, ascend, _words(rest), known) if h.kind == "conflict" else None
+        edit = h.kind == "conflict" and any(code_tokens(l) for l in h.npu)   # the people's side edits, not deletes
+        got = ascend_put_back(h.base, h.omni, ascend, _words(rest), known) if edit else None
         if got is None or code_tokens("\n".join(got[0])) != code_tokens("\n".join(h.base)):
             out.append(h); continue   # the new side brings more than vllm-ascend's change: the conflict stays
         out.append(Hunk("npu", h.npu, npu=h.npu, base=h.base)); n += got[1]
