@@ -2577,6 +2577,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                                        'omni_npu_port/port/update_release.py'),
                                                    'omni_npu_port.port.update_release._ascend_lines': ( 'port/update_release.html#_ascend_lines',
                                                                                                         'omni_npu_port/port/update_release.py'),
+                                                   'omni_npu_port.port.update_release._ascend_said': ( 'port/update_release.html#_ascend_said',
+                                                                                                       'omni_npu_port/port/update_release.py'),
                                                    'omni_npu_port.port.update_release._at': ( 'port/update_release.html#_at',
                                                                                               'omni_npu_port/port/update_release.py'),
                                                    'omni_npu_port.port.update_release._attributes': ( 'port/update_release.html#_attributes',

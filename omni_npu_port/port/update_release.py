@@ -823,11 +823,29 @@ def stale_taken_without_ascend(hunks: list[Hunk], stale: list, ascend: tuple, kn
     return n
 
 
-# %% ../../nbs/port/update_release.ipynb #c7c5b9e4
+# %% ../../nbs/port/update_release.ipynb #0543cf04
 def _compiles(lines: list[str]) -> bool:
     try: compile("\n".join(lines) + "\n", "<method>", "exec", dont_inherit=True); return True
     except (SyntaxError, ValueError): return False
 
+def _ascend_said(m: MethodUpdate, left: list[Hunk], put: int, taken: int) -> list[Diagnostic]:
+    "What the update left of vllm-ascend's change: ONP4550 (regions), ONP4557 (deletions), ONP4556/ONP4559 (conflicts)."
+    out: list[Diagnostic] = []
+    say = lambda code, text: out.append(port_diagnostic(code, f"{code_info(code).title}: {m.runner}.{m.name}: {text}",
+                                                        where=m.name))
+    if taken: say("ONP4559", f"{taken} line(s) put back")
+    gone = [h for h in left if h.kind == "omni-delete"]
+    if left := [h for h in left if h.kind != "omni-delete"]:
+        what = next((l.strip() for h in left for l in _code_lines(h.lines)), "")
+        say("ONP4550", f"{sum(len(_code_lines(h.lines)) for h in left)} line(s) not carried, from {what[:60]!r}")
+    if gone:
+        what = next((l.strip() for h in gone for l in _code_lines(h.base)), "")
+        say("ONP4557", f"{sum(len(_code_lines(h.base)) for h in gone)} line(s) kept, from {what[:60]!r}")
+    if put: say("ONP4556", f"{put} line(s) put back")
+    return out
+
+
+# %% ../../nbs/port/update_release.ipynb #c7c5b9e4
 def merge_method(m: MethodUpdate, base: str, new: str, people: str, labels: tuple, prefer: str,
                  ascend: tuple = (set(), set()), known=None) -> tuple[list[str], list[Diagnostic]]:
     ("One method merged three ways (base: the previous port; the new port's change onto the people's), `m` counted; "
@@ -867,21 +885,7 @@ def merge_method(m: MethodUpdate, base: str, new: str, people: str, labels: tupl
         if d.code == "ONP4001": d.message = ("conflict: the new port (the GPU side's or vllm-ascend's change since "
                                              "PREV) and the people's port changed the same lines; keep one side, then "
                                              "delete the markers")
-    if taken: diags.append(port_diagnostic("ONP4559", f"{code_info('ONP4559').title}: {m.runner}.{m.name}: "
-                                           f"{taken} line(s) put back", where=m.name))
-    gone = [h for h in left if h.kind == "omni-delete"]   # vllm-ascend's deletions left (ONP4557)
-    if left := [h for h in left if h.kind != "omni-delete"]:
-        what = next((l.strip() for h in left for l in _code_lines(h.lines)), "")
-        n = sum(len(_code_lines(h.lines)) for h in left)
-        diags.append(port_diagnostic("ONP4550", f"{code_info('ONP4550').title}: {m.runner}.{m.name}: "
-                                     f"{n} line(s) not carried, from {what[:60]!r}", where=m.name))
-    if gone:
-        what = next((l.strip() for h in gone for l in _code_lines(h.base)), "")
-        diags.append(port_diagnostic("ONP4557", f"{code_info('ONP4557').title}: {m.runner}.{m.name}: "
-                                     f"{sum(len(_code_lines(h.base)) for h in gone)} line(s) kept, from "
-                                     f"{what[:60]!r}", where=m.name))
-    if put: diags.append(port_diagnostic("ONP4556", f"{code_info('ONP4556').title}: {m.runner}.{m.name}: "
-                                   f"{put} line(s) put back", where=m.name))
+    diags += _ascend_said(m, left, put, taken)   # ONP4550, ONP4556, ONP4557, ONP4559
     while lines and not lines[-1].strip(): lines.pop()
     lines, cut, spans = made_twice(lines, people, new)   # a statement made twice in a row (ONP4558)
     for d in diags:
