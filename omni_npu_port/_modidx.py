@@ -2715,8 +2715,6 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                                                    'omni_npu_port/port/update_release.py'),
                                                    'omni_npu_port.port.update_release.ascend_put_back': ( 'port/update_release.html#ascend_put_back',
                                                                                                           'omni_npu_port/port/update_release.py'),
-                                                   'omni_npu_port.port.update_release.ascend_removed': ( 'port/update_release.html#ascend_removed',
-                                                                                                         'omni_npu_port/port/update_release.py'),
                                                    'omni_npu_port.port.update_release.assemble': ( 'port/update_release.html#assemble',
                                                                                                    'omni_npu_port/port/update_release.py'),
                                                    'omni_npu_port.port.update_release.body_likeness': ( 'port/update_release.html#body_likeness',

@@ -58,16 +58,16 @@ __all__ = ['RENAME_LIKENESS', 'omni_releases', 'previous_release', 'git_checkout
            'class_methods', 'body_likeness', 'pair_methods', 'MethodUpdate', 'count_new', 'code_statements',
            'carry_edits', 'settle_conflicts', 'depths', 'fragment_compiles', 'narrow_conflict', 'stack_words',
            'defined_names', 'stale_reads', 'drop_stale', 'take_binding_sides', 'take_parameters', 'keep_ascend_change',
-           'ascend_removed', 'ascend_put_back', 'ascend_left_in_conflicts', 'made_twice', 'stale_taken_without_ascend',
-           'merge_method', 'decide_method', 'Unit', 'cut_units', 'module_units', 'imported_names', 'merge_units',
-           'place_methods', 'future_first', 'Inherited', 'derives_from', 'RunnerSides', 'assemble', 'import_units',
-           'keep_imports', 'module_unbound', 'unbound_in', 'import_resolves', 'retarget_imports', 'placed_imports',
-           'gone_withs', 'with_decision', 'retake_withs', 'gone_names', 'retake_method_withs', 'update_runner',
-           'ReleaseUpdate', 'update_markdown', 'update_summary', 'write_update', 'one_definition', 'update_runners',
-           'written_on', 'people_errors', 'keyword_drops', 'retake_calls', 'retake_judged', 'falsy_reads',
-           'judged_hunk', 'repair_module', 'repair_judged', 'missing_helpers', 'helper_source', 'carry_methods',
-           'carry_helpers', 'runner_gpus', 'records', 'record_holders', 'record_key', 'record_units', 'align_records',
-           'sibling_records', 'align_runners', 'take_records', 'update_release', 'flag_self_tuples', 'update_inputs']
+           'ascend_put_back', 'ascend_left_in_conflicts', 'made_twice', 'stale_taken_without_ascend', 'merge_method',
+           'decide_method', 'Unit', 'cut_units', 'module_units', 'imported_names', 'merge_units', 'place_methods',
+           'future_first', 'Inherited', 'derives_from', 'RunnerSides', 'assemble', 'import_units', 'keep_imports',
+           'module_unbound', 'unbound_in', 'import_resolves', 'retarget_imports', 'placed_imports', 'gone_withs',
+           'with_decision', 'retake_withs', 'gone_names', 'retake_method_withs', 'update_runner', 'ReleaseUpdate',
+           'update_markdown', 'update_summary', 'write_update', 'one_definition', 'update_runners', 'written_on',
+           'people_errors', 'keyword_drops', 'retake_calls', 'retake_judged', 'falsy_reads', 'judged_hunk',
+           'repair_module', 'repair_judged', 'missing_helpers', 'helper_source', 'carry_methods', 'carry_helpers',
+           'runner_gpus', 'records', 'record_holders', 'record_key', 'record_units', 'align_records', 'sibling_records',
+           'align_runners', 'take_records', 'update_release', 'flag_self_tuples', 'update_inputs']
 
 # %% ../../nbs/port/update_release.ipynb #41af0190
 # a second import block (`__all__` comes between), so that neither import cell passes 60 lines
@@ -657,8 +657,7 @@ def keep_ascend_change(hunks: list[Hunk], ascend: tuple, known=None) -> list[Hun
      "method is new (vllm-ascend rewrote it: the people re-copy it).")
     new, old = ascend
     if not new or 2 * len(new - old) > len(new): return []
-    return [h for h in hunks if (h.kind == "omni" and _ascend_brought(h.lines, ascend)
-                                 or h.kind == "omni-delete" and ascend_removed(h.base, ascend))   # ONP4557
+    return [h for h in hunks if h.kind == "omni" and _ascend_brought(h.lines, ascend)
             and not (known and stale_reads(h.base, known, h.base))]
 
 def _unbound_reads(lines: list[str]) -> set[str] | None:
@@ -690,15 +689,6 @@ register(Code("ONP4556", "update-ascend-change-left-conflict", "update: in a con
               "it was written on", "info", "take vllm-ascend's change where the method needs it (the new port of NEW, "
               "`port --release NEW`, has it)", _NB, "port"))
 
-register(Code("ONP4557", "update-ascend-deletion-left", "update: a region only the new port deleted, whose lines "
-              "vllm-ascend's own method deleted since PREV, in a method the people's port overrides: the people's "
-              "lines kept (ONP4550's rule for a deletion)", "info", "take vllm-ascend's change where the method needs "
-              "it (the new port of NEW, `port --release NEW`, has it)", _NB, "port"))
-
-def ascend_removed(lines: list[str], ascend: tuple) -> bool:
-    "Whether `lines` hold a code line PREV's vllm-ascend method had and NEW's no longer has (`ascend`: NEW's, PREV's)."
-    new, old = ascend
-    return any(_key(l) in old and _key(l) not in new for l in _code_lines(lines))
 
 def _stores(lines: list[str]) -> set[str] | None:
     "The names whole statements cut from a method assign (None: they do not compile in a function)."
@@ -829,18 +819,14 @@ def _compiles(lines: list[str]) -> bool:
     except (SyntaxError, ValueError): return False
 
 def _ascend_said(m: MethodUpdate, left: list[Hunk], put: int, taken: int) -> list[Diagnostic]:
-    "What the update left of vllm-ascend's change: ONP4550 (regions), ONP4557 (deletions), ONP4556/ONP4559 (conflicts)."
+    "What the update left of vllm-ascend's change: ONP4550 (regions), ONP4556 and ONP4559 (conflicts)."
     out: list[Diagnostic] = []
     say = lambda code, text: out.append(port_diagnostic(code, f"{code_info(code).title}: {m.runner}.{m.name}: {text}",
                                                         where=m.name))
     if taken: say("ONP4559", f"{taken} line(s) put back")
-    gone = [h for h in left if h.kind == "omni-delete"]
-    if left := [h for h in left if h.kind != "omni-delete"]:
+    if left:
         what = next((l.strip() for h in left for l in _code_lines(h.lines)), "")
         say("ONP4550", f"{sum(len(_code_lines(h.lines)) for h in left)} line(s) not carried, from {what[:60]!r}")
-    if gone:
-        what = next((l.strip() for h in gone for l in _code_lines(h.base)), "")
-        say("ONP4557", f"{sum(len(_code_lines(h.base)) for h in gone)} line(s) kept, from {what[:60]!r}")
     if put: say("ONP4556", f"{put} line(s) put back")
     return out
 
@@ -885,7 +871,7 @@ def merge_method(m: MethodUpdate, base: str, new: str, people: str, labels: tupl
         if d.code == "ONP4001": d.message = ("conflict: the new port (the GPU side's or vllm-ascend's change since "
                                              "PREV) and the people's port changed the same lines; keep one side, then "
                                              "delete the markers")
-    diags += _ascend_said(m, left, put, taken)   # ONP4550, ONP4556, ONP4557, ONP4559
+    diags += _ascend_said(m, left, put, taken)   # ONP4550, ONP4556, ONP4559
     while lines and not lines[-1].strip(): lines.pop()
     lines, cut, spans = made_twice(lines, people, new)   # a statement made twice in a row (ONP4558)
     for d in diags:
