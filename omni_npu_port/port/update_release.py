@@ -58,19 +58,20 @@ __all__ = ['RENAME_LIKENESS', 'omni_releases', 'previous_release', 'git_checkout
            'class_methods', 'body_likeness', 'pair_methods', 'MethodUpdate', 'count_new', 'code_statements',
            'carry_edits', 'settle_conflicts', 'deletion_subsumed', 'depths', 'fragment_compiles', 'narrow_conflict',
            'stack_words', 'defined_names', 'stale_reads', 'drop_stale', 'take_binding_sides', 'take_parameters',
-           'keep_ascend_change', 'AscendChange', 'following', 'follows_ascend', 'merged_signature', 'with_signature',
-           'merge_by_signature', 'merge_method', 'decide_method', 'Unit', 'cut_units', 'module_units', 'imported_names',
-           'merge_units', 'place_methods', 'future_first', 'Inherited', 'derives_from', 'RunnerSides', 'assemble',
-           'import_units', 'keep_imports', 'module_unbound', 'unbound_in', 'import_resolves', 'retarget_imports',
-           'placed_imports', 'gone_withs', 'with_decision', 'retake_withs', 'gone_names', 'retake_method_withs',
-           'update_runner', 'ReleaseUpdate', 'update_markdown', 'update_summary', 'write_update', 'one_definition',
-           'update_runners', 'written_on', 'ascend_releases', 'copy_likeness', 'in_step', 'step_window',
-           'ascend_in_step', 'people_errors', 'keyword_drops', 'retake_calls', 'retake_judged', 'falsy_reads',
-           'judged_hunk', 'repair_module', 'repair_judged', 'missing_helpers', 'helper_source', 'carry_methods',
-           'carry_helpers', 'runner_gpus', 'order_owner', 'unshared_statement', 'orphan_bindings', 'dropped_base_units',
-           'init_binding', 'init_unit', 'gpu_owner', 'drop_base_reads', 'records', 'record_holders', 'record_key',
-           'record_units', 'align_records', 'sibling_records', 'align_runners', 'unpack_renames', 'name_unpacks',
-           'take_records', 'update_release', 'flag_self_tuples', 'update_inputs']
+           'keep_ascend_change', 'ascend_put_back', 'ascend_left_in_conflicts', 'made_twice',
+           'stale_taken_without_ascend', 'AscendChange', 'following', 'follows_ascend', 'merged_signature',
+           'with_signature', 'merge_by_signature', 'merge_method', 'decide_method', 'Unit', 'cut_units', 'module_units',
+           'imported_names', 'merge_units', 'place_methods', 'future_first', 'Inherited', 'derives_from', 'RunnerSides',
+           'assemble', 'import_units', 'keep_imports', 'module_unbound', 'unbound_in', 'import_resolves',
+           'retarget_imports', 'placed_imports', 'gone_withs', 'with_decision', 'retake_withs', 'gone_names',
+           'retake_method_withs', 'update_runner', 'ReleaseUpdate', 'update_markdown', 'update_summary', 'write_update',
+           'one_definition', 'update_runners', 'written_on', 'ascend_releases', 'copy_likeness', 'in_step',
+           'step_window', 'ascend_in_step', 'people_errors', 'keyword_drops', 'retake_calls', 'retake_judged',
+           'falsy_reads', 'judged_hunk', 'repair_module', 'repair_judged', 'missing_helpers', 'helper_source',
+           'carry_methods', 'carry_helpers', 'runner_gpus', 'order_owner', 'unshared_statement', 'orphan_bindings',
+           'dropped_base_units', 'init_binding', 'init_unit', 'gpu_owner', 'drop_base_reads', 'records',
+           'record_holders', 'record_key', 'record_units', 'align_records', 'sibling_records', 'align_runners',
+           'unpack_renames', 'name_unpacks', 'take_records', 'update_release', 'flag_self_tuples', 'update_inputs']
 
 # %% ../../nbs/port/update_release.ipynb #41af0190
 # a second import block (`__all__` comes between), so that neither import cell passes 60 lines
@@ -712,6 +713,155 @@ def _ascend_left(hunks: list[Hunk], ascend: tuple, known=None) -> tuple[list[Hun
     return hunks, []
 
 
+# %% ../../nbs/port/update_release.ipynb #7070098c
+register(Code("ONP4556", "update-ascend-change-left-conflict", "update: in a conflict, the new port's statements "
+              "that bring vllm-ascend's own change since PREV put back as the previous port had them before the "
+              "conflict is settled (ONP4550's rule inside a conflict): the people's copy keeps the vllm-ascend code "
+              "it was written on", "info", "take vllm-ascend's change where the method needs it (the new port of NEW, "
+              "`port --release NEW`, has it)", _NB, "port"))
+
+
+def _stores(lines: list[str]) -> set[str] | None:
+    "The names whole statements cut from a method assign (None: they do not compile in a function)."
+    st = code_statements(lines)
+    if not st: return set() if st is not None else None
+    m = min(s[2] for s in st)
+    heads = ["def _():"] + ["    " + " " * (i - m) + "if 1:" for i in sorted({s[2] for s in st}) if i < st[0][2]]
+    try: tree = ast.parse("\n".join(heads + _shifted(lines, 4 - m)) + "\n")
+    except SyntaxError: return None
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+
+def _words(lines: list[str]) -> set[str]: return set(re.findall(r"[A-Za-z_]\w*", "\n".join(_code_lines(lines))))
+
+def ascend_put_back(base: list[str], new: list[str], ascend: tuple, others: set, known=None) -> tuple | None:
+    ("A conflict's new side with each statement edit of `base` whose lines are all NEW's vllm-ascend method's, one "
+     "brought since PREV, put back as `base` had it (`others`: the words of the method's other lines, which such an "
+     "edit must bind none of); (lines, code lines put back); None where none is.")
+    Z, A = code_statements(base), code_statements(new)
+    if not Z or not A: return None
+    out, n = [], 0
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, depths(Z), depths(A), autojunk=False).get_opcodes():
+        mine = [l for u in A[j1:j2] for l in u[1]]   # the base's statements that read what NEW dropped stay out
+        was = [l for u in Z[i1:i2] if not (known and stale_reads(u[1], known, u[1])) for l in u[1]]
+        bound, had = _stores(mine), _stores(was)
+        near = [l for u in A[:j1] + A[j2:] for l in u[1]]   # the side's other statements read what it binds too
+        ours = _ascend_brought(mine, ascend) and all(_key(l) in ascend[0] for l in _code_lines(mine))   # all its
+        if (op == "equal" or not ours or bound is None or had is None
+                or (bound - had) & (others | _words(near))):
+            out += mine; continue
+        out += _shifted(was, A[j1][2] - Z[i1][2] if i2 > i1 and j2 > j1 else 0); n += len(_code_lines(mine))
+    return (out, n) if n and fragment_compiles(out) else None
+
+
+# %% ../../nbs/port/update_release.ipynb #9228d4af
+def ascend_left_in_conflicts(hunks: list[Hunk], ascend: tuple, known=None) -> tuple[list[Hunk], int]:
+    ("Each conflict whose new side, vllm-ascend's own change put back (`ascend_put_back`), is the previous port's "
+     "lines: the people's edit; none where most of NEW's method is new; (hunks, the new side's lines not carried).")
+    new, old = ascend
+    if not new or 2 * len(new - old) > len(new): return hunks, 0
+    out, n = [], 0
+    for k, h in enumerate(hunks):
+        rest = [l for g in hunks[:k] + hunks[k + 1:] for l in g.lines + g.omni + g.npu] + h.npu
+        edit = h.kind == "conflict" and any(code_tokens(l) for l in h.npu)   # the people's side edits, not deletes
+        got = ascend_put_back(h.base, h.omni, ascend, _words(rest), known) if edit else None
+        if got is None or code_tokens("\n".join(got[0])) != code_tokens("\n".join(h.base)):
+            out.append(h); continue   # the new side brings more than vllm-ascend's change: the conflict stays
+        out.append(Hunk("npu", h.npu, npu=h.npu, base=h.base)); n += got[1]
+    return out, n
+
+
+# %% ../../nbs/port/update_release.ipynb #4177c46e
+def _statements(text: str) -> list[ast.stmt]:
+    "Every statement of a method's text (none where it does not parse)."
+    try: return [n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.stmt)]
+    except SyntaxError: return []
+
+def _in_a_row(text: str, x: ast.stmt, y: ast.stmt) -> bool:
+    "Whether a method's text has statements like `x` and `y` (by `_twins`), one after the other, in one block."
+    for node in ast.walk(ast.parse(text)) if _statements(text) else []:
+        for block in (getattr(node, f, None) for f in ("body", "orelse", "finalbody")):
+            if isinstance(block, list) and any(isinstance(a, ast.stmt) and isinstance(b, ast.stmt) and _twins(a, b)
+                                               for a, b in zip(block, block[1:])):
+                return True
+    return False
+
+
+# %% ../../nbs/port/update_release.ipynb #d2c33fa7
+register(Code("ONP4558", "update-made-twice", "update: the merge left one statement live twice in a row (a block both "
+              "sides moved), or two calls of one callee binding the same names (a narrowed conflict's two sides): one "
+              "is taken out", "info", "check that the statement kept is the one the method needs (the message names "
+              "the one taken out)", _NB, "port"))
+
+def _twins(x: ast.stmt, y: ast.stmt) -> str | None:
+    "`same`: two equal statements; `rebind`: two assignments of one target from one callee, the later reading neither."
+    if ast.dump(x) == ast.dump(y): return None if isinstance(x, (ast.Pass, ast.Expr, ast.Return)) else "same"
+    if not (isinstance(x, ast.Assign) and isinstance(y, ast.Assign)) or len(x.targets) != 1 != len(y.targets):
+        return None
+    if not (isinstance(x.value, ast.Call) and isinstance(y.value, ast.Call)): return None
+    if ast.dump(x.targets[0]) != ast.dump(y.targets[0]) or ast.dump(x.value.func) != ast.dump(y.value.func): return None
+    bound = {n.id for n in ast.walk(x.targets[0]) if isinstance(n, ast.Name)}
+    return None if bound & {n.id for n in ast.walk(y.value) if isinstance(n, ast.Name)} else "rebind"
+
+def made_twice(lines: list[str], people: str, new: str) -> tuple[list[str], list[str], list[tuple[int, int]]]:
+    ("The merged method's lines with one of each pair of twin statements (`_twins`) neither input has in a row taken "
+     "out; (lines, the first line of each taken out, (its 1-based line, lines cut) each).")
+    try: tree = ast.parse("\n".join(lines) + "\n")
+    except SyntaxError: return lines, [], []
+    has = lambda text, s: _key(ast.unparse(s)) in {_key(ast.unparse(n)) for n in _statements(text)}
+    cut: list[ast.stmt] = []
+    for node in ast.walk(tree):
+        for block in (getattr(node, f, None) for f in ("body", "orelse", "finalbody")):
+            if not isinstance(block, list): continue
+            for x, y in zip(block, block[1:]):
+                if not isinstance(x, ast.stmt) or not isinstance(y, ast.stmt) or x in cut: continue
+                if (kind := _twins(x, y)) is None or _in_a_row(people, x, y) or _in_a_row(new, x, y): continue
+                if kind == "same": cut.append(y)
+                elif has(people, x) != has(people, y): cut.append(y if has(people, x) else x)
+    out = list(lines)
+    for s in sorted(cut, key=lambda s: -s.lineno): del out[s.lineno - 1:s.end_lineno]
+    if not cut or not _compiles(out): return lines, [], []
+    return out, [ast.unparse(s).split("\n")[0] for s in cut], [(s.lineno, s.end_lineno - s.lineno + 1) for s in cut]
+
+
+# %% ../../nbs/port/update_release.ipynb #7be0189d
+register(Code("ONP4559", "update-stale-conflict-ascend-left", "update: a conflict whose new side ONP4541 takes (the "
+              "people's side reads what NEW's stack dropped) taken without the statements that are vllm-ascend's own "
+              "change since PREV: those put back as the previous port had them", "info", "take vllm-ascend's change "
+              "where the method needs it (the new port of NEW, `port --release NEW`, has it)", _NB, "port"))
+
+def stale_taken_without_ascend(hunks: list[Hunk], stale: list, ascend: tuple, known=None) -> int:
+    ("Each hunk ONP4541 took (`stale`: `drop_stale`'s) with vllm-ascend's own change put back (`ascend_put_back`), in "
+     "place; none where most of NEW's method is new; the new side's code lines put back.")
+    new, old = ascend
+    if not new or 2 * len(new - old) > len(new): return 0
+    n = 0
+    for code, h, _ in stale:
+        if code != "ONP4541": continue
+        rest = [l for g in hunks if g is not h for l in g.lines]
+        got = ascend_put_back(h.base, h.omni, ascend, _words(rest), known)
+        if got is None: continue
+        h.lines, h.omni, n = got[0], got[0], n + got[1]
+    return n
+
+
+# %% ../../nbs/port/update_release.ipynb #0543cf04
+def _compiles(lines: list[str]) -> bool:
+    try: compile("\n".join(lines) + "\n", "<method>", "exec", dont_inherit=True); return True
+    except (SyntaxError, ValueError): return False
+
+def _ascend_said(m: MethodUpdate, left: list[Hunk], put: int, taken: int) -> list[Diagnostic]:
+    "What the update left of vllm-ascend's change: ONP4550 (regions), ONP4556 and ONP4559 (conflicts)."
+    out: list[Diagnostic] = []
+    say = lambda code, text: out.append(port_diagnostic(code, f"{code_info(code).title}: {m.runner}.{m.name}: {text}",
+                                                        where=m.name))
+    if taken: say("ONP4559", f"{taken} line(s) put back")
+    if left:
+        what = next((l.strip() for h in left for l in _code_lines(h.lines)), "")
+        say("ONP4550", f"{sum(len(_code_lines(h.lines)) for h in left)} line(s) not carried, from {what[:60]!r}")
+    if put: say("ONP4556", f"{put} line(s) put back")
+    return out
+
+
 # %% ../../nbs/port/update_release.ipynb #4551a002
 class AscendChange(tuple):
     "NEW's and PREV's vllm-ascend method lines (keys, as `_ascend_lines` gives them); `followed`: the people follow it."
@@ -831,10 +981,6 @@ def merge_by_signature(m, base: str, new: str, people: str, labels: tuple, prefe
 
 
 # %% ../../nbs/port/update_release.ipynb #c7c5b9e4
-def _compiles(lines: list[str]) -> bool:
-    try: compile("\n".join(lines) + "\n", "<method>", "exec", dont_inherit=True); return True
-    except (SyntaxError, ValueError): return False
-
 def merge_method(m: MethodUpdate, base: str, new: str, people: str, labels: tuple, prefer: str,
                  ascend: tuple = (set(), set()), known=None,
                  signatures: bool = True) -> tuple[list[str], list[Diagnostic]]:
@@ -843,12 +989,17 @@ def merge_method(m: MethodUpdate, base: str, new: str, people: str, labels: tupl
     if signatures and (got := merge_by_signature(m, base, new, people, labels, prefer, ascend, known)):
         return got   # a header both sides changed, merged by parameter first (ONP4553)
     raw = merge_hunks(base, new, people)
-    raw, left = (raw, []) if follows_ascend(people, ascend) else _ascend_left(raw, ascend, known)   # ONP4550
+    follows = follows_ascend(people, ascend)   # the people keep in step with vllm-ascend: its change taken (ONP4551)
+    raw, put = (raw, 0) if follows else ascend_left_in_conflicts(raw, ascend, known)   # ... in a conflict (ONP4556)
+    raw, left = (raw, []) if follows else _ascend_left(raw, ascend, known)   # ONP4550: the people's lines kept
     hunks, settled = settle_conflicts(raw)   # a conflict left: the people's side live, the new port's beside it
     hunks, stale = drop_stale(hunks, known)
+    no_ascend = (set(), set()) if follows else ascend
+    taken = stale_taken_without_ascend(hunks, stale, no_ascend, known)   # ONP4541's side, vllm-ascend's put back
     lines, diags = render(hunks, labels, False, prefer)
     if settled and not _compiles(lines):   # a statement placed where the method no longer compiles: the conflicts
         (hunks, stale), settled = drop_stale(raw, known), []
+        taken = stale_taken_without_ascend(hunks, stale, no_ascend, known)
         lines, diags = render(hunks, labels, False, prefer)
     hunks, bound = take_binding_sides(hunks, labels, prefer)   # a name only the new side binds, read later (ONP4527)
     if bound: lines, diags = render(hunks, labels, False, prefer)
@@ -874,12 +1025,13 @@ def merge_method(m: MethodUpdate, base: str, new: str, people: str, labels: tupl
         if d.code == "ONP4001": d.message = ("conflict: the new port (the GPU side's or vllm-ascend's change since "
                                              "PREV) and the people's port changed the same lines; keep one side, then "
                                              "delete the markers")
-    if left:
-        what = next((l.strip() for h in left for l in _code_lines(h.lines)), "")
-        n = sum(len(_code_lines(h.lines)) for h in left)
-        diags.append(port_diagnostic("ONP4550", f"{code_info('ONP4550').title}: {m.runner}.{m.name}: "
-                                     f"{n} line(s) not carried, from {what[:60]!r}", where=m.name))
+    diags += _ascend_said(m, left, put, taken)   # ONP4550, ONP4556, ONP4559
     while lines and not lines[-1].strip(): lines.pop()
+    lines, cut, spans = made_twice(lines, people, new)   # a statement made twice in a row (ONP4558)
+    for d in diags:
+        if d.line: d.line -= sum(min(k, d.line - a) for a, k in spans if a < d.line)
+    diags += [port_diagnostic("ONP4558", f"{code_info('ONP4558').title}: {m.runner}.{m.name}: {s[:80]!r}",
+                              where=m.name) for s in cut]
     lines, added = take_parameters(lines, new)   # a parameter only the new port's signature has, read (ONP4528)
     diags += [port_diagnostic("ONP4528", f"{code_info('ONP4528').title}: {m.runner}.{m.name}: `{x}`") for x in added]
     for d in diags[len(diags) - len(added):]: d.where = m.name
