@@ -781,7 +781,7 @@ def _in_a_row(text: str, x: ast.stmt, y: ast.stmt) -> bool:
     for node in ast.walk(ast.parse(text)) if _statements(text) else []:
         for block in (getattr(node, f, None) for f in ("body", "orelse", "finalbody")):
             if isinstance(block, list) and any(isinstance(a, ast.stmt) and isinstance(b, ast.stmt) and _twins(a, b)
-                                               for a, b in zip(block, block[1:])):
+                                               for a, b in itertools.pairwise(block)):
                 return True
     return False
 
@@ -812,7 +812,7 @@ def made_twice(lines: list[str], people: str, new: str) -> tuple[list[str], list
     for node in ast.walk(tree):
         for block in (getattr(node, f, None) for f in ("body", "orelse", "finalbody")):
             if not isinstance(block, list): continue
-            for x, y in zip(block, block[1:]):
+            for x, y in itertools.pairwise(block):
                 if not isinstance(x, ast.stmt) or not isinstance(y, ast.stmt) or x in cut: continue
                 if (kind := _twins(x, y)) is None or _in_a_row(people, x, y) or _in_a_row(new, x, y): continue
                 if kind == "same": cut.append(y)
