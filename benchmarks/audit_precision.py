@@ -19,6 +19,8 @@ Label sets (benchmarks/data):
   rule 20, before the audit ran on them (release candidates: their rows name the target, vllm-ascend 0.30.0rc2).
   `_0.21.csv` (0.21.0rc1 from 0.20.0) and `_0.23.csv` (0.23.0rc1 from 0.22.0) in session s11-auditblind3 after rule
   24, before the audit ran on them (release candidates whose target is left to the audit's inference).
+  `_0.25.csv` (0.25.0rc1 from 0.24.0), `_0.27.csv` (0.27.0rc1 from 0.26.0) and `_0.29.csv` (0.29.0rc1 from 0.28.0) in
+  session s12-auditblind4 after rule 30 and the target inference, before the audit ran on them.
 - `audit_labels.csv`, `audit_labels_heldout*.csv`: GPU release N against the NPU copy of N+1 (PREV: N's predecessor),
   labelled for the rule pile this audit replaced (drift / mirrored / base-only / inherited); the new engine was
   built from none of them, so they read as unseen for it too, but they were labelled with the old audit's output
@@ -44,7 +46,8 @@ from omni_npu_port.port.audit import DRIFT_CODES, audit  # noqa: E402
 
 DATA = Path(__file__).parent / "data"
 BLIND = [DATA / f"audit_labels_update_{v}.csv"
-         for v in ("0.16", "0.18", "0.20", "0.21", "0.22", "0.23", "0.24", "0.26", "0.28", "0.30", "0.31", "0.32")]
+         for v in ("0.16", "0.18", "0.20", "0.21", "0.22", "0.23", "0.24", "0.25", "0.26", "0.27", "0.28", "0.29", "0.30",
+                  "0.31", "0.32")]
 OLDER = [DATA / "audit_labels.csv", *(DATA / f"audit_labels_heldout{s}.csv" for s in ("", "2", "3", "4"))]
 POSITIVE, NEGATIVE = {"drift"}, {"mirrored", "base-only", "inherited", "not-copied"}
 

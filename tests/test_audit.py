@@ -9,7 +9,7 @@ import pytest
 
 from omni_npu_port.cli.main import main
 from omni_npu_port.port.audit import (DRIFT_CODES, Change, audit, audit_target, by_method, conflict_view, method_at,
-                                      update_changes)
+                                      method_keys, own_edits, stream, update_changes)
 from omni_npu_port.port.locate import open_tree
 
 FIX = Path(__file__).parent / "fixtures"
@@ -196,3 +196,18 @@ def test_a_release_the_table_lacks_is_ported_on_what_its_own_files_state(tmp_pat
     warns = open_tree(str(_omni_release(tmp_path, "0.22.0rc9", "import warnings\n")))   # a version.py with no rule
     assert audit_target(None, warns, warns, cache_dir=cache).origin.startswith("the profile")
     assert audit_target("0.18.0", states, states, cache_dir=cache).origin == "--target"
+
+
+def test_an_omni_edit_in_vllms_words_is_still_omnis_rule_31():
+    prev = "def _dummy_sampler_run(self, h) -> None:\n    logger.warning('stub')\n    return None\n"
+    new = prev.replace("-> None", "-> torch.Tensor").replace("return None", "return torch.tensor([])")
+    vllm = "def _dummy_sampler_run(self, h):\n    if not self.last:\n        return torch.tensor([])\n"
+    vllm = stream(method_keys(vllm))
+    # fires: omni replaced a line of its own; vllm's method happens to have the new text; the copy kept the old line
+    assert "return torch . tensor ( [ ] )" in own_edits(prev, new, stream(method_keys(prev)), vllm)
+    # must not fire: the copy has the new lines, or the replaced line was vllm's (omni re-synced its copy of vllm's)
+    assert own_edits(prev, new, stream(method_keys(new)), vllm) == []
+    resync = own_edits("def f(self):\n    return torch.empty(0)\n", "def f(self):\n    return torch.tensor([])\n", "",
+                       stream(["return torch . empty ( 0 )", "return torch . tensor ( [ ] )"]))
+    assert resync == []
+    assert own_edits(prev, prev, stream(method_keys(prev)), vllm) == []   # the GPU method did not change

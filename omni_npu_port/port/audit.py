@@ -40,8 +40,8 @@ __all__ = ['DRIFT_CODES', 'Finding', 'evidence_target', 'audit_target', 'conflic
            'inline_in_copy', 'platform_names', 'on_platform', 'module_bound', 'else_tests', 'inlined', 'aliased',
            'other_forms', 'base_calls', 'base_call_kept', 'dead_bindings', 'import_binds', 'unread_imports',
            'absent_guards', 'stack_names', 'truth', 'returned', 'helper_tests', 'release_arg', 'AuditSides',
-           'gpu_gained', 'kept_lag', 'method_texts', 'anchor_pair', 'dropped_kept', 'kept_findings', 'missing_methods',
-           'runner_findings', 'audit']
+           'gpu_gained', 'kept_lag', 'method_texts', 'anchor_pair', 'own_edits', 'stale_lag', 'dropped_kept',
+           'kept_findings', 'missing_methods', 'runner_findings', 'audit']
 
 # %% ../../nbs/port/audit.ipynb #42c12468
 _NB = "port/audit.ipynb"
@@ -86,7 +86,8 @@ register(
          "remove the method and call what replaced it on the GPU side, or record why the NPU runner keeps it",
          _NB, "audit"),
     Code("ONP4132", "kept-override-lags", "drift: the update keeps an override of the NPU copy (the new port inherits"
-         " the GPU method) that lacks lines omni's GPU method gained since the copy was last in step", "warning",
+         " the GPU method, or takes omni's line for an older vllm's) that lacks lines omni's GPU method gained since"
+         " the copy was last in step", "warning",
          "bring the lines (shown) into the copy's override, or record why it does without them", _NB, "audit"),
     Code("ONP4140", "new-method-inline", "omni's GPU runner added a method since the copy was last in step that a"
          " method the copy defines calls, and the copy's method already does most of its statements in place", "info",
@@ -772,6 +773,28 @@ def anchor_pair(ports: tuple, gpus: tuple, m: str, um: str) -> tuple[str | None,
         if was and now: return was, now
     return None, None
 
+# %% ../../nbs/port/audit.ipynb #fffbc3d7
+_NOTED = re.compile(r": ('.*'|\".*\")…$")
+
+def own_edits(prev_gpu: str | None, new_gpu: str | None, own: str, theirs: str = "") -> list[str]:
+    ("Keys of the lines omni's GPU method wrote since PREV in place of lines of its own (lines `theirs` lacks) that "
+     "name something and the copy's method (`own`) lacks, vllm's text or not (rule 31).")
+    base, new, out = method_keys(prev_gpu), method_keys(new_gpu), []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, base, new, autojunk=False).get_opcodes():
+        if tag == "replace" and not any(f" {k} " in theirs for k in base[i1:i2]):
+            out += [k for k in new[j1:j2] if _named(k) and f" {k} " not in own]
+    return list(dict.fromkeys(out))
+
+def stale_lag(r, b, sides, m: str, copy: str | None, note: str) -> list[str]:
+    ("`own_edits` of GPU method `m` the copy's method lacks, where the port's ONP4012 `note` names one of them: "
+     "omni's own edit the port took for an older vllm's text; [] otherwise.")
+    old, new = _methods(sides.base, b.gpu if b else None).get(m), _methods(sides.new, r.gpu).get(m)
+    said = _NOTED.search(note)
+    if old is None or new is None or not copy or not said: return []
+    lines = own_edits(ast.unparse(old), ast.unparse(new), stream(method_keys(copy)), sides.their_stream(m))
+    return lines if " ".join(code_tokens(ast.literal_eval(said[1]))) in lines else []
+
+
 # %% ../../nbs/port/audit.ipynb #11b40d2a
 def dropped_kept(r, b, sides: AuditSides, mine: dict, said: set) -> set[str]:
     ("Methods PREV's GPU runner (its source) defines and NEW's no longer does that the copy still defines, little "
@@ -782,7 +805,7 @@ def dropped_kept(r, b, sides: AuditSides, mine: dict, said: set) -> set[str]:
 
 def kept_findings(r, b, sides: AuditSides, texts: tuple, where: tuple, said: set) -> list[Finding]:
     ("ONP4131 for each method omni dropped that the copy keeps little changed; ONP4132 for an override the update "
-     "keeps that lacks what omni's GPU method gained; the update's other notes as notes.")
+     "keeps that lacks what omni's GPU method gained (rule 31 too); the update's other notes as notes.")
     (mine, prev, npu_at), (cls, path) = texts, where
     gone, out, now = dropped_kept(r, b, sides, mine, said), [], _methods(sides.new, r.gpu)
     at = lambda m: min((i for i, (k, x) in npu_at.items() if (k, x) == (cls, m)), default=None)
@@ -794,6 +817,11 @@ def kept_findings(r, b, sides: AuditSides, texts: tuple, where: tuple, said: set
                                f"`{lag[0][:70]}`", path=path, line=at(m), column=1, cls=cls, method=m,
                                detail=[f"+ {k}" for k in lag]))
         else: out.append(Finding(_NOTES[d.code], d.message, path=path, cls=cls, method=m, level="info"))
+    for d, m in ((d, d.where or "") for d in r.diagnostics if d.code == "ONP4012"):   # rule 31
+        if m not in said | {f.method for f in out} and (lag := stale_lag(r, b, sides, m, mine.get(m), d.message)):
+            out.append(Finding("ONP4132", f"{sides.basis}: {code_info('ONP4132').title}: {cls}.{m} lacks "
+                               f"`{lag[0][:70]}`", path=path, line=at(m), column=1, cls=cls, method=m,
+                               detail=[f"+ {k}" for k in lag]))
     return out + [Finding("ONP4131", f"{sides.basis}: {code_info('ONP4131').title}: {cls}.{m}", path=path,
                           line=at(m), column=1, cls=cls, method=m) for m in sorted(gone)]
 
