@@ -2879,6 +2879,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                                          'omni_npu_port/port/update_release.py'),
                                                    'omni_npu_port.port.update_release.previous_release': ( 'port/update_release.html#previous_release',
                                                                                                            'omni_npu_port/port/update_release.py'),
+                                                   'omni_npu_port.port.update_release.put_back_unhelped': ( 'port/update_release.html#put_back_unhelped',
+                                                                                                            'omni_npu_port/port/update_release.py'),
                                                    'omni_npu_port.port.update_release.record_holders': ( 'port/update_release.html#record_holders',
                                                                                                          'omni_npu_port/port/update_release.py'),
                                                    'omni_npu_port.port.update_release.record_key': ( 'port/update_release.html#record_key',

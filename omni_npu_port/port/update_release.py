@@ -68,10 +68,11 @@ __all__ = ['RENAME_LIKENESS', 'omni_releases', 'previous_release', 'git_checkout
            'one_definition', 'update_runners', 'written_on', 'ascend_releases', 'copy_likeness', 'in_step',
            'step_window', 'ascend_in_step', 'people_errors', 'keyword_drops', 'retake_calls', 'retake_judged',
            'falsy_reads', 'judged_hunk', 'repair_module', 'repair_judged', 'missing_helpers', 'helper_source',
-           'carry_methods', 'carry_helpers', 'runner_gpus', 'order_owner', 'unshared_statement', 'orphan_bindings',
-           'dropped_base_units', 'init_binding', 'init_unit', 'gpu_owner', 'drop_base_reads', 'records',
-           'record_holders', 'record_key', 'record_units', 'align_records', 'sibling_records', 'align_runners',
-           'unpack_renames', 'name_unpacks', 'take_records', 'update_release', 'flag_self_tuples', 'update_inputs']
+           'carry_methods', 'put_back_unhelped', 'carry_helpers', 'runner_gpus', 'order_owner', 'unshared_statement',
+           'orphan_bindings', 'dropped_base_units', 'init_binding', 'init_unit', 'gpu_owner', 'drop_base_reads',
+           'records', 'record_holders', 'record_key', 'record_units', 'align_records', 'sibling_records',
+           'align_runners', 'unpack_renames', 'name_unpacks', 'take_records', 'update_release', 'flag_self_tuples',
+           'update_inputs']
 
 # %% ../../nbs/port/update_release.ipynb #41af0190
 # a second import block (`__all__` comes between), so that neither import cell passes 60 lines
@@ -2243,6 +2244,23 @@ def carry_methods(code: str, cls: str, names: list[str], prev_gpu, new_gpu) -> t
     if not _compiles(out): return code, []
     return "\n".join(out).rstrip("\n") + "\n", said
 
+# %% ../../nbs/port/update_release.ipynb #5c120b02
+def put_back_unhelped(runners: list, was: dict, code: str, rejudge, judged):
+    ("Each runner of `was` (index -> code, not_ready, diagnostics, the judge's error count and run before a repair) "
+     "whose judged errors did not fall put back as it was, with `code`'s line; judged again where one was put back.")
+    back = [i for i, (*_, n, _j) in was.items()
+            if runners[i].judge is None or not runners[i].judge.judged or len(runners[i].judge.port) >= n]
+    for i in back:
+        r, (text, not_ready, diags, n, judge) = runners[i], was[i]
+        ours = {id(d) for d in judge.port + judge.excluded}
+        why = f"{len(r.judge.port) if r.judge is not None else '?'} error(s), {n} before"
+        r.code, r.not_ready = text, not_ready
+        r.diagnostics = [d for d in diags if id(d) not in ours] + [port_diagnostic(
+            code, f"{code_info(code).title} ({why}): {r.cls}")]
+    if back: _unjudged(runners); judged = rejudge()   # judged as the module was
+    return judged
+
+
 # %% ../../nbs/port/update_release.ipynb #9738bb7e
 def _unjudged(runners: list) -> None:
     "Each runner's judge findings taken out and its judgement cleared, before all are judged again together."
@@ -2269,17 +2287,7 @@ def carry_helpers(runners: list, gpus, ix, rejudge, rounds: int = 3) -> list[Dia
         if not now: break
         _unjudged(runners)
         judged = rejudge()
-    back = [i for i, (*_, n, _j) in was.items()
-            if runners[i].judge is None or not runners[i].judge.judged or len(runners[i].judge.port) >= n]
-    for i in back:
-        r, (code, not_ready, diags, n, judge) = runners[i], was[i]
-        ours = {id(d) for d in judge.port + judge.excluded}
-        why = f"{len(r.judge.port) if r.judge is not None else '?'} error(s), {n} before"
-        r.code, r.not_ready = code, not_ready
-        r.diagnostics = [d for d in diags if id(d) not in ours] + [port_diagnostic(
-            "ONP4534", f"{code_info('ONP4534').title} ({why}): {r.cls}")]
-    if back: _unjudged(runners); judged = rejudge()   # judged as the people's module was
-    return judged
+    return put_back_unhelped(runners, was, "ONP4534", rejudge, judged)   # judged as the people's module was
 
 def runner_gpus(new_port: ReleasePort, base_port: ReleasePort, npu_bases: tuple):
     "i -> (PREV's omni GPU runner, NEW's) of the new port's runner i, as `Inherited` (None: not read), each read once."
@@ -2495,17 +2503,7 @@ def drop_base_reads(runners: list, gpus, people: dict, ix, rejudge, owner=gpu_ow
     if not was: return None
     _unjudged(runners)
     judged = rejudge()
-    back = [i for i, (*_, n, _j) in was.items()
-            if runners[i].judge is None or not runners[i].judge.judged or len(runners[i].judge.port) >= n]
-    for i in back:
-        r, (code, not_ready, diags, n, judge) = runners[i], was[i]
-        ours = {id(d) for d in judge.port + judge.excluded}
-        why = f"{len(r.judge.port) if r.judge is not None else '?'} error(s), {n} before"
-        r.code, r.not_ready = code, not_ready
-        r.diagnostics = [d for d in diags if id(d) not in ours] + [port_diagnostic(
-            "ONP4566", f"{code_info('ONP4566').title} ({why}): {r.cls}")]
-    if back: _unjudged(runners); judged = rejudge()
-    return judged
+    return put_back_unhelped(runners, was, "ONP4566", rejudge, judged)
 
 # %% ../../nbs/port/update_release.ipynb #569d4182
 register(Code("ONP4535", "update-record-taken", "update: the judge or the ready rules find errors in a module whose "
