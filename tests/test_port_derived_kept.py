@@ -7,18 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from fixture_wheels import fixture_wheel
 from omni_npu_port.port import derived_check as DC
 from omni_npu_port.translate import derived as D
 
 FX = Path(__file__).parent / "fixtures" / "derived"
 FIRES, QUIET = (FX / "gpu_fires.py").read_text(), (FX / "gpu_quiet.py").read_text()
-
-
-def _wheel(folder: Path, dest: Path) -> Path:
-    "A wheel of a fixture folder's files (the package at the archive's root)."
-    with zipfile.ZipFile(dest, "w") as z:
-        for f in sorted(folder.rglob("*.py")): z.write(f, f.relative_to(folder).as_posix())
-    return dest
 
 
 @pytest.fixture
@@ -28,8 +22,8 @@ def kept(tmp_path, monkeypatch):
     monkeypatch.setattr(D, "_INDEXES", {})
     scans, scan = [], D.DerivedIndex._scan
     monkeypatch.setattr(D.DerivedIndex, "_scan", lambda self, m, t: (scans.append(m), scan(self, m, t)))
-    vllm = _wheel(FX / "vllm", tmp_path / "vllm-0.1.0-py3-none-any.whl")
-    ascend = _wheel(FX / "ascend", tmp_path / "vllm_ascend-0.1.0-py3-none-any.whl")
+    vllm = fixture_wheel(FX / "vllm", tmp_path / "vllm-0.1.0-py3-none-any.whl")
+    ascend = fixture_wheel(FX / "ascend", tmp_path / "vllm_ascend-0.1.0-py3-none-any.whl")
     return vllm, ascend, scans, tmp_path / "cache" / "derived"
 
 
@@ -67,7 +61,7 @@ def test_a_changed_archive_or_input_is_built_anew(kept, tmp_path):
         (changed / f.relative_to(FX / "ascend")).parent.mkdir(parents=True, exist_ok=True)
         (changed / f.relative_to(FX / "ascend")).write_bytes(f.read_bytes())
     (changed / "vllm_ascend" / "extra.py").write_text("class NPUExtra:\n    pass\n")
-    _wheel(changed, ascend)                                            # the same path, another content
+    fixture_wheel(changed, ascend)                                            # the same path, another content
     memo: dict = {}
     DC.warm_derived(vllm, ascend, [FIRES], memo)
     assert "vllm_ascend.extra" in scans and memo[FIRES]                # scanned again, with the new module
@@ -118,7 +112,7 @@ def test_an_archives_class_heads_are_kept_and_a_folders_never(kept, tmp_path):
     from omni_npu_port.port import runners
     from omni_npu_port.sources.readers import open_source
     *_, folder = kept
-    omni = _wheel(FX.parent / "release" / "omni", tmp_path / "vllm_omni-0.1.0-py3-none-any.whl")
+    omni = fixture_wheel(FX.parent / "release" / "omni", tmp_path / "vllm_omni-0.1.0-py3-none-any.whl")
     read, real = [], type(open_source(omni, "vllm_omni")).module_source
     def found(src):
         tree = open_source(src, "vllm_omni")
@@ -129,7 +123,7 @@ def test_an_archives_class_heads_are_kept_and_a_folders_never(kept, tmp_path):
     assert first and read and len(list(folder.glob("*.json"))) == 1   # read, found, kept
     read.clear()
     assert found(omni) == first and read == []                        # a new tree of the same archive: nothing read
-    (tmp_path / "x").mkdir(); changed = _wheel(FX.parent / "release" / "omni", tmp_path / "x" / omni.name)
+    (tmp_path / "x").mkdir(); changed = fixture_wheel(FX.parent / "release" / "omni", tmp_path / "x" / omni.name)
     with zipfile.ZipFile(changed, "a") as z: z.writestr("vllm_omni/extra.py", "class Extra(GPUModelRunner): pass\n")
     assert found(changed) == sorted([*first, "vllm_omni.extra"]) and read   # another archive: read anew
     read.clear()

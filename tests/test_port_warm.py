@@ -3,12 +3,12 @@ content in the judge cache's `derived/` folder and read back — the inputs' `na
 pass) and the derived checks of the written modules — with the same findings; a changed input or written module is
 checked anew, never served a stale result; a folder source is never kept. And the Markdown report says the pairing's
 evidence once. Fixtures: tests/fixtures/derived's tiny vllm / vllm_ascend trees, zipped here into wheels."""
-import zipfile
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
+from fixture_wheels import fixture_wheel
 from omni_npu_port.core.catalog import OmniPairing
 from omni_npu_port.port import derived_check as DC
 from omni_npu_port.port import ready as R
@@ -19,12 +19,6 @@ from omni_npu_port.translate import derived as D
 
 FX = Path(__file__).parent / "fixtures" / "derived"
 FIRES, QUIET = (FX / "gpu_fires.py").read_text(), (FX / "gpu_quiet.py").read_text()
-
-
-def _wheel(folder: Path, dest: Path) -> Path:
-    with zipfile.ZipFile(dest, "w") as z:
-        for f in sorted(folder.rglob("*.py")): z.write(f, f.relative_to(folder).as_posix())
-    return dest
 
 
 @pytest.fixture
@@ -75,8 +69,8 @@ def test_a_kept_entry_that_is_no_list_of_keys_is_found_anew(cache):
 # --- the written modules' derived checks ----------------------------------------------------------------------------
 
 def _sources(cache):
-    return _wheel(FX / "vllm", cache.tmp / "vllm-0.1.0-py3-none-any.whl"), \
-        _wheel(FX / "ascend", cache.tmp / "vllm_ascend-0.1.0-py3-none-any.whl")
+    return fixture_wheel(FX / "vllm", cache.tmp / "vllm-0.1.0-py3-none-any.whl"), \
+        fixture_wheel(FX / "ascend", cache.tmp / "vllm_ascend-0.1.0-py3-none-any.whl")
 
 
 def _ports(code):

@@ -9,20 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from fixture_wheels import fixture_wheel
 from omni_npu_port.port import derived_check as DC
 from omni_npu_port.translate import derived as D
 
 FX = Path(__file__).parent / "fixtures" / "derived"
 FIRES, QUIET = (FX / "gpu_fires.py").read_text(), (FX / "gpu_quiet.py").read_text()
-
-
-def _wheel(folder: Path, dest: Path, extra: dict | None = None) -> Path:
-    "A wheel of a fixture folder's files (the package at its root), `extra` ({path: text}) added."
-    with zipfile.ZipFile(dest, "w") as z:
-        for f in sorted(folder.rglob("*.py")):
-            if f.relative_to(folder).as_posix() not in (extra or {}): z.write(f, f.relative_to(folder).as_posix())
-        for rel, text in (extra or {}).items(): z.writestr(rel, text)
-    return dest
 
 
 @pytest.fixture
@@ -35,8 +27,8 @@ def two(tmp_path, monkeypatch):
         parsed.append(module)
         return real(self, module, name)
     monkeypatch.setattr(D.DerivedIndex, "_binding", binding)
-    vllm = _wheel(FX / "vllm", tmp_path / "vllm-0.1.0-py3-none-any.whl")
-    ascend = _wheel(FX / "ascend", tmp_path / "vllm_ascend-0.1.0-py3-none-any.whl")
+    vllm = fixture_wheel(FX / "vllm", tmp_path / "vllm-0.1.0-py3-none-any.whl")
+    ascend = fixture_wheel(FX / "ascend", tmp_path / "vllm_ascend-0.1.0-py3-none-any.whl")
     return vllm, ascend, parsed, tmp_path / "cache" / "derived"
 
 
@@ -90,13 +82,13 @@ def test_a_changed_archive_is_a_new_key_never_a_stale_answer(two, tmp_path):
     assert [c for c, *_ in _found(ix, text)] == ["ONP2042", "ONP2041"]   # not_there: missing in the target's vllm
     ix.keep_answers()
     _new_run()
-    _wheel(FX / "vllm", vllm, {"vllm/utils_more.py": "x = 1\n"})   # the same path, another content
+    fixture_wheel(FX / "vllm", vllm, {"vllm/utils_more.py": "x = 1\n"})   # the same path, another content
     text2 = text.replace("vllm.utils import", "vllm.utils_more import")
     ix = DC.kept_index(vllm, ascend)
     assert [c for c, *_ in _found(ix, text2)] == ["ONP2041", "ONP2041"]  # the new module, read: neither name in it
     _new_run()
     (tmp_path / "utils.py").write_text((FX / "vllm" / "vllm" / "utils.py").read_text() + "\nnot_there = 1\n")
-    _wheel(FX / "vllm", vllm, {"vllm/utils.py": (tmp_path / "utils.py").read_text()})
+    fixture_wheel(FX / "vllm", vllm, {"vllm/utils.py": (tmp_path / "utils.py").read_text()})
     with zipfile.ZipFile(vllm) as z: assert b"not_there" in z.read("vllm/utils.py")
     ix = DC.kept_index(vllm, ascend)
     assert [c for c, *_ in _found(ix, text)] == ["ONP2042"]             # now defined: the old answer not served
