@@ -463,9 +463,10 @@ RUNNER_MODULES = ("gpu_ar_model_runner.py", "gpu_generation_model_runner.py", "g
 @pytest.mark.slow
 def test_the_real_runners_mutated_as_python_still_reads_them_lose_nothing(release_source, tmp_path):
     ("Reproduction 5 (and the fuzz of item 5): the real 0.30.0 base and AR runner modules with line breaks that "
-     "Python does not see as line breaks (a form feed or \\x1e in a comment above `_dummy_run` and inside methods), then CRLF endings "
-     "or tab indentation: every module parses, no statement is lost (a form feed once dropped 18 omni statements: the "
-     "merge split lines with str.splitlines; tab indentation gave a module with a TabError and 47 statements lost).")
+     "Python does not see as line breaks (a form feed or \\x1e in a comment above `_dummy_run` and inside methods), "
+     "then CRLF endings or tab indentation: every module parses, no statement is lost (a form feed once dropped 18 omni "
+     "statements: the merge split lines with str.splitlines; tab indentation gave a module with a TabError and 47 "
+     "statements lost).")
     import ast
     import re
     import zipfile
