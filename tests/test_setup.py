@@ -183,6 +183,37 @@ def test_a_child_pytest_of_one_test_leaves_out_only_the_plugins_that_test_does_n
     assert {n.removeprefix("no:") for n in off[1::2]} <= installed, installed
 
 
+HYPOTHESIS_FIRST = """
+import gc, sys, threading
+sys.path.insert(0, "tests")
+from conftest import hypothesis_registered_early
+print(hypothesis_registered_early())                  # hypothesis not imported yet: nothing run
+from hypothesis import given, settings, strategies as st
+gc.disable()                                          # only explicit collections from here on
+full = []
+gc.callbacks.append(lambda phase, info: phase == "start" and info["generation"] == 2 and full.append(1))
+@settings(max_examples=3, derandomize=True, database=None, deadline=None)
+@given(st.integers())
+def drawn(n): pass
+def first_given(early):
+    if early: print(hypothesis_registered_early())
+    full.clear(); drawn(); print(len(full))
+for early in (False, True):                           # hypothesis's random is per thread: each thread's first test
+    t = threading.Thread(target=first_given, args=(early,)); t.start(); t.join()
+"""
+
+
+def test_the_first_given_test_of_a_process_walks_no_heap_after_the_early_registration():
+    ("conftest's `hypothesis_registered_early`: a thread's first `@given` test makes a full collection (hypothesis "
+     "registers its random), none after the early registration; without hypothesis imported it runs nothing.")
+    pytest.importorskip("hypothesis")
+    r = subprocess.run([sys.executable, "-c", HYPOTHESIS_FIRST], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                       check=False)
+    assert r.returncode == 0, r.stderr[-2000:]
+    not_loaded, late, early, after_early = r.stdout.split()
+    assert not_loaded == "False" and int(late) >= 1 and early == "True" and after_early == "0", r.stdout
+
+
 def test_an_xdist_worker_runs_its_share_of_the_cores_threads(monkeypatch):
     ("conftest's `worker_threads`: a worker of `-n N` gets the cores this process may use divided by N (at least one);"
      " a process that is no worker (xdist's controller, `-n 0`) keeps torch's default.")
