@@ -155,12 +155,16 @@ def reexport_answers(rules: RuleSet, mod: str, src: str) -> str:
      "and each re-export the lookup found): a translation kept on disk is keyed by it too.")
     found = []
     for text in ("\n".join(module_imports(mod)), textwrap.dedent(src)):
-        try: tree = parse_source(text)
+        try: names = _from_imported(text)
         except SyntaxError: continue
-        for n in ast.walk(tree):
-            if isinstance(n, ast.ImportFrom) and n.module and not n.level:
-                found += [(q, *reexport_of(rules, q)) for a in n.names if (q := f"{n.module}.{a.name}")]
+        found += [(q, *reexport_of(rules, q)) for q in names]
     return repr((rules._memo.get("resolver"), sorted(set(found), key=repr)))
+
+@functools.lru_cache(maxsize=256)
+def _from_imported(text: str) -> tuple[str, ...]:
+    "`module.name` of each name a text's absolute `from` imports bind, once per text (a port asks per method)."
+    return tuple(f"{n.module}.{a.name}" for n in ast.walk(parse_source(text))
+                 if isinstance(n, ast.ImportFrom) and n.module and not n.level for a in n.names)
 
 def _from_data(got) -> tuple[str, list[Diagnostic]] | None:
     "(code, diagnostics) from an entry's body of plain types, or None if it is not one."
