@@ -1121,6 +1121,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                                  'omni_npu_port/port/dataflow.py'),
                                              'omni_npu_port.port.dataflow._call_to_name': ( 'port/dataflow.html#_call_to_name',
                                                                                             'omni_npu_port/port/dataflow.py'),
+                                             'omni_npu_port.port.dataflow._children': ( 'port/dataflow.html#_children',
+                                                                                        'omni_npu_port/port/dataflow.py'),
                                              'omni_npu_port.port.dataflow._commented_binders': ( 'port/dataflow.html#_commented_binders',
                                                                                                  'omni_npu_port/port/dataflow.py'),
                                              'omni_npu_port.port.dataflow._commented_read': ( 'port/dataflow.html#_commented_read',
