@@ -2505,6 +2505,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                          'omni_npu_port/port/translation.py'),
                                                 'omni_npu_port.port.translation._line_map': ( 'port/translation.html#_line_map',
                                                                                               'omni_npu_port/port/translation.py'),
+                                                'omni_npu_port.port.translation._module_hash': ( 'port/translation.html#_module_hash',
+                                                                                                 'omni_npu_port/port/translation.py'),
                                                 'omni_npu_port.port.translation._satisfied': ( 'port/translation.html#_satisfied',
                                                                                                'omni_npu_port/port/translation.py'),
                                                 'omni_npu_port.port.translation._store_translation': ( 'port/translation.html#_store_translation',

@@ -146,9 +146,16 @@ code_fingerprint = kept.code_fingerprint
 _DIAG_FIELDS = {f.name: f.type for f in dataclasses.fields(Diagnostic)}
 
 def _key(rules: RuleSet, mod: str, src: str) -> str:
-    parts = (rules_digest(rules), mod, src)
-    if rules.resolve is not None: parts += (reexport_answers(rules, mod, src),)   # `port_rules`' lookup
-    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+    "sha256 of the rules' digest, the module text, the method and the resolver's answers, `\\0`-joined."
+    h = _module_hash(rules_digest(rules), mod).copy()
+    rest = (src, reexport_answers(rules, mod, src)) if rules.resolve is not None else (src,)  # `port_rules`' lookup
+    h.update(("\0" + "\0".join(rest)).encode())
+    return h.hexdigest()
+
+@functools.lru_cache(maxsize=8)
+def _module_hash(digest: str, mod: str):
+    "sha256 fed the parts of a key one module's methods share, once (the module text is long; each method asks)."
+    return hashlib.sha256(f"{digest}\0{mod}".encode())
 
 def reexport_answers(rules: RuleSet, mod: str, src: str) -> str:
     ("What a rule set's resolver says of the names the module's and the method's `from` imports bind (the sources "
