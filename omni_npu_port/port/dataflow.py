@@ -50,7 +50,16 @@ def scope_nodes(node: ast.AST):
     while todo:
         n = todo.pop()
         yield n
-        todo += _run_now(n) if isinstance(n, _SCOPES) else list(ast.iter_child_nodes(n))
+        todo += _run_now(n) if isinstance(n, _SCOPES) else _children(n)
+
+def _children(n: ast.AST) -> list:
+    "`ast.iter_child_nodes` as a list, in its order, without its generators (every pass asks it of every node)."
+    out = []
+    for f in n._fields:
+        v = getattr(n, f, None)
+        if isinstance(v, ast.AST): out.append(v)
+        elif isinstance(v, list): out += [x for x in v if isinstance(x, ast.AST)]
+    return out
 
 def _comp_targets(node: ast.AST) -> set[str]:
     return {t.id for c in scope_nodes(node) if isinstance(c, _COMPS) for g in c.generators

@@ -116,6 +116,11 @@ def _same_code(a: list[str], b: list[str]) -> bool:
 # %% ../../nbs/port/merge.ipynb #debb190e
 def logical_units(code: str) -> list[tuple[int, int]]:
     "Physical line ranges [start, end) of each logical line (statement, header or comment) of parseable code."
+    return list(_logical_units(code))
+
+@functools.lru_cache(maxsize=256)
+def _logical_units(code: str) -> tuple[tuple[int, int], ...]:
+    "`logical_units` once per text: a merge tokenizes one side's text again for each fragment it places."
     units, start = [], None
     try:
         for tok in tokenize.generate_tokens(io.StringIO(code).readline):
@@ -126,8 +131,8 @@ def logical_units(code: str) -> list[tuple[int, int]]:
             if start is None: start = tok.start[0] - 1
             if tok.type == tokenize.NEWLINE:   # a compound statement's header is not a unit of its own
                 units.append((start, tok.end[0])); start = None
-    except (tokenize.TokenError, IndentationError, SyntaxError): return []
-    return units
+    except (tokenize.TokenError, IndentationError, SyntaxError): return ()
+    return tuple(units)
 
 @functools.lru_cache(maxsize=4096)
 def _unit_key(text: str) -> str:

@@ -146,21 +146,32 @@ code_fingerprint = kept.code_fingerprint
 _DIAG_FIELDS = {f.name: f.type for f in dataclasses.fields(Diagnostic)}
 
 def _key(rules: RuleSet, mod: str, src: str) -> str:
-    parts = (rules_digest(rules), mod, src)
-    if rules.resolve is not None: parts += (reexport_answers(rules, mod, src),)   # `port_rules`' lookup
-    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+    "sha256 of the rules' digest, the module text, the method and the resolver's answers, `\\0`-joined."
+    h = _module_hash(rules_digest(rules), mod).copy()
+    rest = (src, reexport_answers(rules, mod, src)) if rules.resolve is not None else (src,)  # `port_rules`' lookup
+    h.update(("\0" + "\0".join(rest)).encode())
+    return h.hexdigest()
+
+@functools.lru_cache(maxsize=8)
+def _module_hash(digest: str, mod: str):
+    "sha256 fed the parts of a key one module's methods share, once (the module text is long; each method asks)."
+    return hashlib.sha256(f"{digest}\0{mod}".encode())
 
 def reexport_answers(rules: RuleSet, mod: str, src: str) -> str:
     ("What a rule set's resolver says of the names the module's and the method's `from` imports bind (the sources "
      "and each re-export the lookup found): a translation kept on disk is keyed by it too.")
     found = []
     for text in ("\n".join(module_imports(mod)), textwrap.dedent(src)):
-        try: tree = parse_source(text)
+        try: names = _from_imported(text)
         except SyntaxError: continue
-        for n in ast.walk(tree):
-            if isinstance(n, ast.ImportFrom) and n.module and not n.level:
-                found += [(q, *reexport_of(rules, q)) for a in n.names if (q := f"{n.module}.{a.name}")]
+        found += [(q, *reexport_of(rules, q)) for q in names]
     return repr((rules._memo.get("resolver"), sorted(set(found), key=repr)))
+
+@functools.lru_cache(maxsize=256)
+def _from_imported(text: str) -> tuple[str, ...]:
+    "`module.name` of each name a text's absolute `from` imports bind, once per text (a port asks per method)."
+    return tuple(f"{n.module}.{a.name}" for n in ast.walk(parse_source(text))
+                 if isinstance(n, ast.ImportFrom) and n.module and not n.level for a in n.names)
 
 def _from_data(got) -> tuple[str, list[Diagnostic]] | None:
     "(code, diagnostics) from an entry's body of plain types, or None if it is not one."
