@@ -205,10 +205,8 @@ def test_targets_apply_only_where_they_can_be_measured(cpu_result):
 
 
 def test_benchmark_script_runs_and_checks_targets(tmp_path, capsys):
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("talker_mtp_graphs", ROOT / "benchmarks" / "talker_mtp_graphs.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    from project_scripts import load_script
+    script = load_script("benchmarks/talker_mtp_graphs.py")
     out = tmp_path / "b.json"
     assert script.main(["--device", "cpu", "--small", "--batch-sizes", "1,2", "--iters", "3", "--warmup", "1",
                         "--dtype", "float32", "--json", str(out), "--quiet"]) == 0

@@ -1,15 +1,13 @@
 """benchmarks/translate_derived.py: which files of a vLLM-Omni release it checks by default (issue 33). The counts are
 the benchmark's job; here, on a wheel and an sdist written here, that every `worker*` folder of the GPU side is read
 (`worker_v2/` and subfolders included) and the other devices' copies under `platforms/` never are."""
-import importlib.util
 import io
 import tarfile
 import zipfile
-from pathlib import Path
 
 import pytest
+from project_scripts import load_script
 
-ROOT = Path(__file__).resolve().parents[1]
 GPU = ["vllm_omni/worker/gpu_model_runner.py", "vllm_omni/worker/output/out.py", "vllm_omni/worker_v2/model_runner.py",
        "vllm_omni/worker_v2/model_states/talker.py", "vllm_omni/diffusion/worker/diffusion_worker.py"]
 OTHER = ["vllm_omni/platforms/npu/worker/npu_model_runner.py", "vllm_omni/platforms/rocm/patch/worker/w.py",
@@ -18,10 +16,7 @@ OTHER = ["vllm_omni/platforms/npu/worker/npu_model_runner.py", "vllm_omni/platfo
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("translate_derived", ROOT / "benchmarks" / "translate_derived.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("benchmarks/translate_derived.py")
 
 
 def test_the_default_files_are_every_worker_folder_of_the_gpu_side(bench, tmp_path):

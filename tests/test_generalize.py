@@ -2,11 +2,11 @@
 
 The benchmark's numbers (silent GPU-isms, refusals, unparsable outputs) are the benchmark's job; here: that it finds
 what it claims to find, that its report has the structure it documents, and that every fixture class is exercised."""
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
+from project_scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 FIX = ROOT / "tests" / "fixtures" / "generalize"
@@ -14,10 +14,7 @@ FIX = ROOT / "tests" / "fixtures" / "generalize"
 
 @pytest.fixture(scope="module")
 def gen():
-    spec = importlib.util.spec_from_file_location("generalize", ROOT / "benchmarks" / "generalize.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("benchmarks/generalize.py")
 
 
 def test_finder_resolves_imports_the_way_python_binds_them(gen):

@@ -183,11 +183,8 @@ def test_a_release_without_a_torch_npu_pin_is_a_clear_error(tmp_path):
 
 
 def test_modes_benchmark_script_runs_and_checks_targets(tmp_path, capsys):
-    import importlib.util
-    from pathlib import Path
-    spec = importlib.util.spec_from_file_location("code_predictor_modes", Path(__file__).resolve().parents[1] / "benchmarks" / "code_predictor_modes.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    from project_scripts import load_script
+    script = load_script("benchmarks/code_predictor_modes.py")
     out = tmp_path / "m.json"
     assert script.main(["--device", "cpu", "--small", "--mode", "eager,graph", "--batch-sizes", "1", "--iters", "2",
                         "--warmup", "1", "--dtype", "float32", "--json", str(out), "--quiet"]) == 0

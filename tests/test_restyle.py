@@ -1,19 +1,17 @@
 """scripts/restyle.py: ruff's fixes and formatting of the exported code, written back into the notebook cells they came
 from, and an export that reproduces them (issue 34 part 6). Run on a small nbdev project this test writes."""
-import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from project_scripts import load_script
 
 from tests.test_ruff import needs_ruff
 
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("restyle", ROOT / "scripts" / "restyle.py")
-restyle = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(restyle)
+restyle = load_script("scripts/restyle.py")
 
 LONG_CALL = ("    return helper(\"a port of the talker's forward context\", "
              "\"onto the NPU model runner of vllm-ascend\", first_try, second_try, third_try)\n")

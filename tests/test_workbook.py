@@ -245,11 +245,8 @@ def screenshots(page):
 
 def screenshots_script():
     "scripts/screenshots.py, imported as a module."
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("screenshots", ROOT / "scripts" / "screenshots.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    from project_scripts import load_script
+    return load_script("scripts/screenshots.py")
 
 
 def test_the_screenshot_script_replaces_exactly_the_images_the_docs_name_or_none(tmp_path, monkeypatch):
