@@ -296,3 +296,27 @@ def test_a_translate_run_in_the_suite_keeps_its_translations_in_the_runs_folder_
     assert main(args) == 1
     users = kept(home / ".cache" / "omni-npu-port" / "translations")
     assert users and users <= kept(run)        # the same entries (one may have been in the run's folder already)
+
+
+def test_a_new_fingerprint_prunes_only_this_stores_older_folders_the_newest_two_kept(tmp_path):
+    ("Fires: the oldest fingerprint folder holding only this store's entries goes; must not: a folder holding a file "
+     "of another name, a folder under a name not a fingerprint's, and the two newest fingerprints stay, whole.")
+    from omni_npu_port.core.io import claim_cache
+    root = claim_cache(tmp_path / "kept", "translations")
+    entry = "a" * 64 + ".json"
+    body = {"x": 1}
+
+    def folder(name: str, when: int, *files: str) -> Path:
+        d = root / name
+        d.mkdir()
+        for f in files: (d / f).write_text("{}")
+        os.utime(d, (when, when))
+        return d
+    oldest = folder("1" * 20, 1, entry)
+    theirs = folder("2" * 20, 2, entry, "notes.txt")           # a file this store never writes: not its folder
+    other = folder("not-a-fingerprint", 3, entry)
+    newer, newest = folder("4" * 20, 4, entry), folder("5" * 20, 5, entry)
+    assert kmod.keep_entry(root / ("6" * 20), "b" * 64, FILE_FORMAT, body)
+    assert not oldest.exists()
+    assert (theirs / "notes.txt").is_file() and (theirs / entry).is_file() and (other / entry).is_file()
+    assert (newer / entry).is_file() and (newest / entry).is_file()
