@@ -22,6 +22,14 @@ NBS = ROOT / SETTINGS["nbs_path"]
 # the workbook through a real kernel, offline on an empty cache; running it here again would test nothing more.
 RUN_ELSEWHERE = {"workbook.ipynb": "tests/test_workbook.py"}
 NOTEBOOKS = [nb for nb in notebooks(ROOT) if nb.as_posix() not in RUN_ELSEWHERE]
+# The cells (notebook, cell id) left out of the notebook's run (`#| eval: false`) because a test runs the same command
+# with the same options and checks what the cell checks: -> (that test file, that test). Each costs seconds of CPU (a
+# whole port with its judge) and would only run the command a second time.
+CELLS_RUN_ELSEWHERE = {
+    ("cli/port.ipynb", "d224e448"): ("tests/test_release.py",
+                                     "test_the_command_writes_the_modules_and_refuses_what_release_finds_itself"),
+    ("cli/port.ipynb", "3b8d5f61"): ("tests/test_port_update_release.py", "test_cli_release_from"),
+}
 FLAGS_VAR = "OMNI_NPU_PORT_NB_FLAGS"
 
 
@@ -63,6 +71,23 @@ def test_each_notebook_run_elsewhere_is_run_there():
     for nb, test in RUN_ELSEWHERE.items():
         text = (ROOT / test).read_text(encoding="utf-8")
         assert (NBS / nb).is_file() and f'"{nb}"' in text and "tst_flags" in text and "NotebookClient(" in text, test
+
+
+def test_each_cell_run_elsewhere_is_run_there():
+    ("Fires where a cell left out of its notebook's run is no longer `#| eval: false`, or the test named for it is gone "
+     "or passes the command other options; must not: each such cell's options are all in its test's code.")
+    import ast
+    import json
+    import re
+    for (nb, cell_id), (test_file, test_name) in CELLS_RUN_ELSEWHERE.items():
+        [cell] = [c for c in json.loads((NBS / nb).read_text(encoding="utf-8"))["cells"] if c.get("id") == cell_id]
+        src = "".join(cell["source"])
+        assert src.startswith("#| eval: false"), (nb, cell_id)
+        text = (ROOT / test_file).read_text(encoding="utf-8")
+        [fn] = [n for n in ast.parse(text).body if isinstance(n, ast.FunctionDef) and n.name == test_name]
+        body = ast.get_source_segment(text, fn)
+        options = set(re.findall(r'"(--?[a-z][a-z-]*)"', src))
+        assert "--release" in options and options <= set(re.findall(r'"(--?[a-z][a-z-]*)"', body)), (nb, cell_id, test_name)
 
 
 class ClosedShells:
