@@ -85,8 +85,8 @@ def test_each_notebook_run_elsewhere_is_run_there():
 
 
 def test_each_cell_run_elsewhere_is_run_there():
-    ("Fires where a cell left out of its notebook's run is no longer `#| eval: false`, or the test named for it is gone "
-     "or no longer holds the command, options and checks the cell holds; must not: both hold each of them.")
+    ("Fires where a cell left out of its notebook's run is no longer `#| eval: false`, or the test named for it is "
+     "gone or no longer holds the command, options and checks the cell holds; must not: both hold each of them.")
     import ast
     import json
     for (nb, cell_id), (test_file, test_name, shared) in CELLS_RUN_ELSEWHERE.items():
