@@ -146,6 +146,13 @@ async def run_cells(ws_url: str, token: str, cells: list) -> list:
     return results
 
 
+def in_own_loop(make):
+    ("The result of the coroutine `make()` returns, run by `asyncio.run` on a thread of its own (joined): this thread "
+     "may run an event loop already (the session's Chromium, Playwright's sync API, when a browser test ran first).")
+    import concurrent.futures
+    with concurrent.futures.ThreadPoolExecutor(1) as pool: return pool.submit(lambda: asyncio.run(make())).result()
+
+
 def test_catalog_notebook_runs_in_jupyter(server):
     status = server.request("GET", "/api/status")[1]
     assert "started" in status
@@ -155,7 +162,7 @@ def test_catalog_notebook_runs_in_jupyter(server):
     assert code == 201, f"starting a kernel answered {code}"
     try:
         ws = f"ws://127.0.0.1:{server.port}/api/kernels/{kernel['id']}/channels"
-        results = asyncio.run(asyncio.wait_for(run_cells(ws, server.token, cells), CELL_TIMEOUT * 3))
+        results = in_own_loop(lambda: asyncio.wait_for(run_cells(ws, server.token, cells), CELL_TIMEOUT * 3))
         for src, (st, errors, _) in zip(cells, results):
             assert st == "ok" and not errors, f"{NOTEBOOK.name}: a cell failed in the Jupyter kernel ({st}; {errors}):\n{src}"
         assert len(results) == len(cells)
@@ -164,3 +171,22 @@ def test_catalog_notebook_runs_in_jupyter(server):
         code, _ = server.request("DELETE", f"/api/kernels/{kernel['id']}", timeout=30)
         assert code == 204, f"shutting the kernel down answered {code}"
     assert kernel["id"] not in [k["id"] for k in server.request("GET", "/api/kernels")[1]]   # gone from the server
+
+
+def test_a_coroutine_runs_where_this_thread_runs_an_event_loop():
+    ("Fires: `asyncio.run` where this thread runs a loop already (as after a Playwright test in this process) raises; "
+     "must not: `in_own_loop` runs the coroutine on a thread of its own, joined before it returns.")
+    import threading
+
+    async def answer(): return 42
+
+    async def inside_a_loop():
+        first = answer()
+        with pytest.raises(RuntimeError, match="running event loop"): asyncio.run(first)
+        first.close()
+        return in_own_loop(answer)
+    before, got = set(threading.enumerate()), []
+    looping = threading.Thread(target=lambda: got.append(asyncio.run(inside_a_loop())))   # this thread may loop already
+    looping.start()
+    looping.join()
+    assert got == [42] and set(threading.enumerate()) <= before

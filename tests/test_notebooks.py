@@ -22,6 +22,25 @@ NBS = ROOT / SETTINGS["nbs_path"]
 # the workbook through a real kernel, offline on an empty cache; running it here again would test nothing more.
 RUN_ELSEWHERE = {"workbook.ipynb": "tests/test_workbook.py"}
 NOTEBOOKS = [nb for nb in notebooks(ROOT) if nb.as_posix() not in RUN_ELSEWHERE]
+# The cells (notebook, cell id) left out of the notebook's run (`#| eval: false`) because a test runs the same command
+# or probe and checks what the cell checks: -> (that test file, that test, the code both must hold). Each costs seconds
+# of CPU (a port or an audit with its judge, a fresh interpreter) and would only run it a second time.
+CELLS_RUN_ELSEWHERE = {
+    ("cli/port.ipynb", "d224e448"): ("tests/test_release.py",
+                                     "test_the_command_writes_the_modules_and_refuses_what_release_finds_itself",
+                                     ('"--release"', '"--source"', '"--history", "0.17.0"', '"-o"', "== 0",
+                                      "vllm_omni/worker/npu/npu_ar_model_runner.py", "REPORT_JSON).is_file()")),
+    ("cli/port.ipynb", "3b8d5f61"): ("tests/test_port_update_release.py", "test_cli_release_from",
+                                     ('"--release"', '"--from"', '"--target"', '"--source"', '"-o"', "rc == 1",
+                                      "updated from vLLM-Omni 0.18.0", "REPORT_JSON).is_file()")),
+    ("cli/audit.ipynb", "e73f9e90"): ("tests/test_audit.py", "test_cli_exit_codes_and_formats",
+                                      ('"audit"', '"--gpu"', '"--npu"', '"--from"', '"--source"', "omni_prev",
+                                       "omni_next", "== 0", "== 1")),
+    ("runtime/platform.ipynb", "caec7d7d"): ("tests/test_platform.py",
+                                             "test_import_and_cpu_use_do_not_load_torch_npu_or_vllm",
+                                             ("import sys, omni_npu_port.runtime.platform as m", "get_platform('cpu')",
+                                              "describe()", "('torch_npu', 'vllm', 'vllm_ascend'", "subprocess.run(")),
+}
 FLAGS_VAR = "OMNI_NPU_PORT_NB_FLAGS"
 
 
@@ -63,6 +82,22 @@ def test_each_notebook_run_elsewhere_is_run_there():
     for nb, test in RUN_ELSEWHERE.items():
         text = (ROOT / test).read_text(encoding="utf-8")
         assert (NBS / nb).is_file() and f'"{nb}"' in text and "tst_flags" in text and "NotebookClient(" in text, test
+
+
+def test_each_cell_run_elsewhere_is_run_there():
+    ("Fires where a cell left out of its notebook's run is no longer `#| eval: false`, or the test named for it is "
+     "gone or no longer holds the command, options and checks the cell holds; must not: both hold each of them.")
+    import ast
+    import json
+    for (nb, cell_id), (test_file, test_name, shared) in CELLS_RUN_ELSEWHERE.items():
+        [cell] = [c for c in json.loads((NBS / nb).read_text(encoding="utf-8"))["cells"] if c.get("id") == cell_id]
+        src = "".join(cell["source"])
+        assert src.startswith("#| eval: false"), (nb, cell_id)
+        text = (ROOT / test_file).read_text(encoding="utf-8")
+        [fn] = [n for n in ast.parse(text).body if isinstance(n, ast.FunctionDef) and n.name == test_name]
+        body = ast.get_source_segment(text, fn)
+        assert [s for s in shared if s not in src] == [], (nb, cell_id)
+        assert [s for s in shared if s not in body] == [], (test_file, test_name)
 
 
 class ClosedShells:

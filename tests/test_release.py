@@ -267,6 +267,7 @@ def test_the_command_writes_the_modules_and_refuses_what_release_finds_itself(tm
     with contextlib.redirect_stdout(out := io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         assert main(args) == 0
     assert "2 runner class(es)" in out.getvalue() and (tmp_path / "vllm_omni/worker/npu/npu_ar_model_runner.py").is_file()
+    assert (tmp_path / REPORT_JSON).is_file()   # as nbs/cli/port.ipynb's example (not run there) says
     for extra in (["--gpu-omni", "x.py:A"], ["--class"], ["--super", "call"], ["-j", "0"]):
         with contextlib.redirect_stderr(err := io.StringIO()):
             assert main(args + ["--force"] + extra) == 2, extra
