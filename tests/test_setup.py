@@ -243,3 +243,34 @@ def test_the_runs_caches_are_a_temp_folder_of_the_run_shared_with_its_workers_an
     finally:
         conftest.remove_run_caches()
     assert not os.path.exists(root) and conftest._made_here == []
+
+
+def test_where_bytecode_is_off_the_workers_keep_it_in_pytests_cache_never_beside_the_sources(monkeypatch, tmp_path):
+    ("conftest's `bytecode_cache`: with PYTHONDONTWRITEBYTECODE set, xdist's controller points its workers at a folder "
+     "of pytest's cache, where a child writes its bytecode and a later child reads it; with bytecode on, a prefix set, "
+     "no cache, in a worker or without workers nothing changes.")
+    from types import SimpleNamespace
+    from conftest import bytecode_cache
+    cache = SimpleNamespace(mkdir=lambda name: (tmp_path / "cache" / name).mkdir(parents=True, exist_ok=True)
+                            or tmp_path / "cache" / name)
+    controller = lambda n=2, c=cache: SimpleNamespace(option=SimpleNamespace(numprocesses=n), cache=c)
+    worker = SimpleNamespace(option=SimpleNamespace(numprocesses=2), cache=cache, workerinput={"workerid": "gw0"})
+    for var in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX"): monkeypatch.delenv(var, raising=False)
+    assert bytecode_cache(controller()) is None and "PYTHONPYCACHEPREFIX" not in os.environ   # bytecode on: as it is
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    for config in (controller(0), controller(None), controller(c=None), worker):
+        assert bytecode_cache(config) is None and os.environ["PYTHONDONTWRITEBYTECODE"] == "1"
+    monkeypatch.setenv("PYTHONPYCACHEPREFIX", str(tmp_path / "theirs"))
+    assert bytecode_cache(controller()) is None and os.environ["PYTHONPYCACHEPREFIX"] == str(tmp_path / "theirs")
+    monkeypatch.delenv("PYTHONPYCACHEPREFIX")
+    folder = bytecode_cache(controller())
+    assert folder == str(tmp_path / "cache" / "pycache") and os.environ["PYTHONPYCACHEPREFIX"] == folder
+    assert "PYTHONDONTWRITEBYTECODE" not in os.environ
+    src = tmp_path / "src"; src.mkdir(); (src / "ported_runner.py").write_text("X = 1\n")
+    child = lambda: subprocess.run([sys.executable, "-c", "import ported_runner, sys; print(ported_runner.__cached__)"],
+                                   cwd=src, capture_output=True, text=True, check=True, env=dict(os.environ)).stdout
+    cached = Path(child().strip())
+    assert cached.is_file() and cached.is_relative_to(folder) and not (src / "__pycache__").exists()
+    written = cached.stat().st_mtime_ns
+    child()
+    assert cached.stat().st_mtime_ns == written   # the second child read it, compiled nothing
