@@ -1717,7 +1717,7 @@ register(Code("ONP4551", "update-ascend-in-step", "update: PREV's hand runners a
 def ascend_releases(sources=()) -> list[str]:
     ("vllm-ascend releases the releases table has a row for and those of the vllm-ascend sources given (`sources`), "
      "oldest first: never what else a package cache holds, so the verdict is the same whatever a machine has fetched.")
-    from ..core.releases import RELEASES
+    from omni_npu_port.core.releases import RELEASES
     found = {str(parse_version(a)): a for a in RELEASES.ascend if a != "main"}
     for v in given_sources("vllm-ascend", sources).values():
         if v: found.setdefault(str(parse_version(v)), v)
