@@ -964,6 +964,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                           'omni_npu_port.port.audit.release_arg': ( 'port/audit.html#release_arg',
                                                                                     'omni_npu_port/port/audit.py'),
                                           'omni_npu_port.port.audit.returned': ('port/audit.html#returned', 'omni_npu_port/port/audit.py'),
+                                          'omni_npu_port.port.audit.rewritten': ( 'port/audit.html#rewritten',
+                                                                                  'omni_npu_port/port/audit.py'),
                                           'omni_npu_port.port.audit.run_by_copy': ( 'port/audit.html#run_by_copy',
                                                                                     'omni_npu_port/port/audit.py'),
                                           'omni_npu_port.port.audit.runner_findings': ( 'port/audit.html#runner_findings',
