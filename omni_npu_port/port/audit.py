@@ -324,9 +324,9 @@ _SETS = re.compile(r"^((?:\w+ , )*\w+) = (?!=)")
 
 def rewritten(anchor: str, own: str) -> bool:
     ("Whether the copy's method (`own`, a `stream`) sets the plain names an anchor line sets to a value with no call "
-     "(`x = a > 0`), its own way (rule 32): its change of that value is owed.")
+     "(`x = a > 0`), its own way (rule 32; a keyword argument `f(x=...)` sets none): its change of that value is owed.")
     m = _SETS.match(anchor)
-    return bool(m) and " ( " not in anchor and re.search(rf" {re.escape(m[1])} = (?!=)", own) is not None
+    return bool(m) and " ( " not in anchor and re.search(rf"(?<![(,]) {re.escape(m[1])} = (?!=)", own) is not None
 
 # %% ../../nbs/port/audit.ipynb #a1c4000d
 def _named(key: str) -> bool: return substantive([key])
