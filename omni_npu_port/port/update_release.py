@@ -1756,8 +1756,8 @@ def step_window(prev: str | None, new: str | None, known: list[str]) -> list[str
 
 def ascend_in_step(prev_tree, new: str | None, progress=None, cache_dir: Path | str = CACHE_DIR,
                    index: str | None = None, sources=()) -> tuple[bool | None, list[Diagnostic]]:
-    ("Whether PREV's hand runners keep in step with vllm-ascend (None: unknown), and the line that says so (ONP4551/2): "
-     "the table's releases and those `sources` give, read from `sources`, else the cache, else PyPI.")
+    ("Whether PREV's hand runners keep in step with vllm-ascend (None: unknown), and the line that says so "
+     "(ONP4551/2): the table's releases and those `sources` give, read from `sources`, else the cache, else PyPI.")
     prev = prev_tree.version
     window = step_window(prev, new, ascend_releases(sources))
     if not window: return None, []
