@@ -35,7 +35,7 @@ from .update_release import class_methods, previous_release, update_runners
 # %% auto #0
 __all__ = ['DRIFT_CODES', 'Finding', 'evidence_target', 'audit_target', 'conflict_view', 'Change', 'update_changes', 'method_at',
            'by_method', 'change_method', 'change_finding', 'method_keys', 'stream', 'base_method_stream', 'substantive',
-           'passed', 'reached', 'steady', 'their_guards', 'anchors', 'adapted', 'owed', 'outside', 'shape',
+           'passed', 'reached', 'steady', 'their_guards', 'rewritten', 'anchors', 'adapted', 'owed', 'outside', 'shape',
            'statement_shapes', 'moved_blocks', 'new_methods', 'callers', 'run_by_copy', 'kept_copy', 'body_shapes',
            'inline_in_copy', 'platform_names', 'on_platform', 'module_bound', 'else_tests', 'inlined', 'aliased',
            'other_forms', 'base_calls', 'base_call_kept', 'dead_bindings', 'import_binds', 'unread_imports',
@@ -319,6 +319,15 @@ def their_guards(lines: list[str], theirs: str) -> set[int]:
     return out
 
 
+# %% ../../nbs/port/audit.ipynb #e5bce090
+_SETS = re.compile(r"^((?:\w+ , )*\w+) = (?!=)")
+
+def rewritten(anchor: str, own: str) -> bool:
+    ("Whether the copy's method (`own`, a `stream`) sets the plain names an anchor line sets to a value with no call "
+     "(`x = a > 0`), its own way (rule 32; a keyword argument `f(x=...)` sets none): its change of that value is owed.")
+    m = _SETS.match(anchor)
+    return bool(m) and " ( " not in anchor and re.search(rf"(?<![(,]) {re.escape(m[1])} = (?!=)", own) is not None
+
 # %% ../../nbs/port/audit.ipynb #a1c4000d
 def _named(key: str) -> bool: return substantive([key])
 
@@ -360,7 +369,8 @@ def owed(c: Change, own: str, theirs: str, anchor: dict | None = None, outside=f
     upd = [l for l in c.update if key(l) and not has(own, key(l)) and not has(theirs, key(l))
            and not passed(key(l), own)
            and not (anchor is not None and adapted(key(l), own, was(key(l))))]   # no base read: no adapted call
-    kept = lambda k: not anchor.get(k) or any(has(own, a) or reached(a, own) for a in anchor[k])   # rules 3, 22
+    kept = lambda k: not anchor.get(k) or any(has(own, a) or reached(a, own) or rewritten(a, own)
+                                              for a in anchor[k])   # rules 3, 22, 32
     if c.kind == "conflict" and anchor is not None:   # the GPU side's own change only, or one the copy made too
         mine = {_head(key(l)) for l in c.npu} - {""}
         upd = [l for l in upd if key(l) in anchor and (kept(key(l)) or {_head(a) for a in anchor[key(l)]} & mine)]

@@ -18,7 +18,7 @@ from pathlib import Path
 from ..core.diagnostics import Code, Diagnostic, code_info, register
 from ..core.io import CacheRefused, cache_dir, claim_cache, write_atomic
 from ..sources.readers import SourceError, open_source
-from ..translate.derived import DerivedIndex, derived_check, derived_index, index_for, source_reader
+from ..translate.derived import DerivedIndex, derived_check, index_for, source_reader, target_sources
 from .judge import JUDGE_CACHE, owns_judge_entry, prune_kept
 from .locate import port_diagnostic
 from .translation import code_fingerprint
@@ -26,7 +26,8 @@ from .translation import code_fingerprint
 # %% auto #0
 __all__ = ['KEPT_DERIVED', 'finding_keys', 'split_inherited', 'DerivedCheck', 'check_module', 'archive_key', 'derived_key',
            'kept_derived', 'keep_derived', 'archive_store', 'kept_index', 'written_store', 'kept_checks',
-           'package_reader', 'check_ports', 'warm_derived', 'class_lines', 'npu_copy_drift', 'audit_derived']
+           'package_reader', 'check_ports', 'warm_derived', 'class_lines', 'npu_copy_drift', 'kept_target',
+           'audit_derived']
 
 # %% ../../nbs/port/derived_check.ipynb #699386cc
 _NB = "port/derived_check.ipynb"
@@ -249,11 +250,17 @@ def npu_copy_drift(text: str, ix: DerivedIndex, owned: list[range] | None = None
     return out
 
 # %% ../../nbs/port/derived_check.ipynb #f7be23bc
+def kept_target(rules) -> DerivedIndex | None:
+    ("The derived index of a rule set's target with its scan and answers kept in the judge cache (through "
+     "`rules.index_source` where the caller gives one); None: the target's sources are not cached.")
+    paths = target_sources(rules)
+    return None if paths is None else (getattr(rules, "index_source", None) or kept_index)(paths[1], paths[0])
+
 def audit_derived(runners: list, target, bases: list[str] = (), file_of=lambda module: None,
                   read=None) -> list[Diagnostic]:
     ("ONP2056 for the NPU runner classes an audit found, at their own lines; ONP2055 (info) without the sources "
      "(`read`: the copy's package's modules, `source_reader`, so a runner built on vllm's through them is followed).")
-    try: ix = target if isinstance(target, DerivedIndex) else derived_index(target)
+    try: ix = target if isinstance(target, DerivedIndex) else kept_target(target)
     except (OSError, SourceError, MemoryError, RecursionError) as e: ix, why = None, f"{type(e).__name__}: {e}"
     else: why = "the target's vllm and vllm-ascend sources are not in the package cache"
     if ix is None: return [port_diagnostic("ONP2055", f"derived rules not run over the NPU copy: {why}")]
@@ -268,4 +275,5 @@ def audit_derived(runners: list, target, bases: list[str] = (), file_of=lambda m
                                 read):
             d.where = next((n.name for n in ns if n.node.lineno <= d.line <= n.node.end_lineno), None)
             out.append(d)
+    ix.keep_answers()   # what the audit asked of vllm's names, for the next run (the store a port keeps, its bounds)
     return out

@@ -1714,12 +1714,13 @@ register(Code("ONP4551", "update-ascend-in-step", "update: PREV's hand runners a
               "is left where the people's lines still run (ONP4550)", "info",
               "take vllm-ascend's change where the method needs it (`port --release NEW` has it)", _NB, "port"))
 
-def ascend_releases(cache_dir: Path | str = CACHE_DIR) -> list[str]:
-    "vllm-ascend releases the releases table names or the package cache holds, oldest first."
-    found = {str(parse_version(a)): a for v in OMNI_PAIRING for a in omni_pairing(v).vllm_ascend}
-    cache = Path(cache_dir).expanduser()
-    for f in (cache.iterdir() if cache.is_dir() else ()):
-        if (r := release_of(f.name)) and r[0] == "vllm-ascend": found.setdefault(str(r[1]), str(r[1]))
+def ascend_releases(sources=()) -> list[str]:
+    ("vllm-ascend releases the releases table has a row for and those of the vllm-ascend sources given (`sources`), "
+     "oldest first: never what else a package cache holds, so the verdict is the same whatever a machine has fetched.")
+    from omni_npu_port.core.releases import RELEASES
+    found = {str(parse_version(a)): a for a in RELEASES.ascend if a != "main"}
+    for v in given_sources("vllm-ascend", sources).values():
+        if v: found.setdefault(str(parse_version(v)), v)
     return sorted(found.values(), key=parse_version)
 
 def _line_keys(text: str) -> set[str]: return {_key(l) for l in _code_lines(text.split("\n"))}
@@ -1754,16 +1755,17 @@ def step_window(prev: str | None, new: str | None, known: list[str]) -> list[str
     return [a for a in known if lo <= parse_version(a) <= hi]
 
 def ascend_in_step(prev_tree, new: str | None, progress=None, cache_dir: Path | str = CACHE_DIR,
-                   index: str | None = None) -> tuple[bool | None, list[Diagnostic]]:
-    "Whether PREV's hand runners keep in step with vllm-ascend (None: unknown), and the line that says so (ONP4551/2)."
+                   index: str | None = None, sources=()) -> tuple[bool | None, list[Diagnostic]]:
+    ("Whether PREV's hand runners keep in step with vllm-ascend (None: unknown), and the line that says so "
+     "(ONP4551/2): the table's releases and those `sources` give, read from `sources`, else the cache, else PyPI.")
     prev = prev_tree.version
-    window = step_window(prev, new, ascend_releases(cache_dir))
+    window = step_window(prev, new, ascend_releases(sources))
     if not window: return None, []
     hands = [class_methods(locate(MethodSpec(str(prev_tree.origin), n.module, n.name), False).module_text, n.name) or {}
              for n in release_runners(prev_tree).npu]
     nsym, scores = runner_bases()[1][0], {}
     for a in window:
-        try: nb = locate_base(release_source(f"vllm-ascend=={a}", (), progress, cache_dir, index), nsym)
+        try: nb = locate_base(release_source(f"vllm-ascend=={a}", sources, progress, cache_dir, index), nsym)
         except (PortingError, OSError): scores[a] = None; continue   # not to be had (offline): not scored
         scores[a] = copy_likeness(hands, class_methods(nb.module_text, nb.cls_node.name) or {})
     pins = omni_pairing(prev).vllm_ascend
@@ -1772,8 +1774,10 @@ def ascend_in_step(prev_tree, new: str | None, progress=None, cache_dir: Path | 
     best = max((s, a) for a, s in scores.items() if s is not None)[1]
     code = "ONP4551" if step else "ONP4552"
     said = ", ".join(f"{a} {s:.3f}" for a, s in scores.items() if s is not None)
+    unread = [a for a, s in scores.items() if s is None]   # not to be had, or no method alike: said, never guessed
+    said += f"; not scored: {', '.join(unread)}" if unread else ""
     return step, [port_diagnostic(code, f"{code_info(code).title}: vLLM-Omni {prev}'s runners (pairs with "
-                                  f"{', '.join(pins)}) most alike vllm-ascend {best}: {said}")]
+                                  f"{', '.join(pins)}) most alike vllm-ascend {best} of the releases table's: {said}")]
 
 
 # %% ../../nbs/port/update_release.ipynb #155cecb2
@@ -2906,7 +2910,7 @@ def _update_from(new, tree, prev, how, git, target, prev_target, judge, kw) -> R
     base_port = port_release(prev, prev_target, **kw)
     prev_origin = str(prev_tree.origin)
     ascend, gb, nb, nb_old = _ascend_lines(new_port, base_port, sources, progress, cache_dir, index)
-    step, step_said = ascend_in_step(prev_tree, new_port.omni, progress, cache_dir, index)   # ONP4551/2
+    step, step_said = ascend_in_step(prev_tree, new_port.omni, progress, cache_dir, index, sources)   # ONP4551/2
     ascend = following(ascend) if step else ascend
     names = SymbolIndex(t for t in (getattr(nb, "tree", None), getattr(gb, "tree", None), tree) if t is not None)
     ix = ready_index(gb, nb)

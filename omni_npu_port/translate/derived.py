@@ -970,7 +970,7 @@ def index_for(vllm: str | Path, ascend: str | Path, store=None, answers=None) ->
      "`store`: (load, save) of its state kept elsewhere (load gives None: built, then saved); `answers`: of its "
      "answers (`keep_learned`).")
     key = (str(ascend), str(vllm))
-    if key in _INDEXES: return _INDEXES[key]
+    if key in _INDEXES: return _with_answers(_INDEXES[key], answers)
     trees = open_source(vllm, "vllm"), open_source(ascend, "vllm_ascend")
     state = store[0]() if store else None
     try: ix = DerivedIndex(*trees, state=state) if state is not None else None
@@ -978,8 +978,13 @@ def index_for(vllm: str | Path, ascend: str | Path, store=None, answers=None) ->
     if ix is None:
         ix = DerivedIndex(*trees)
         if store: store[1](ix.state())
-    if answers: ix.answers_store = answers; ix.take_answers(answers[0]())
     _INDEXES[key] = ix
+    return _with_answers(ix, answers)
+
+def _with_answers(ix: DerivedIndex, answers) -> DerivedIndex:
+    ("`ix` given its answers store where it has none yet (built first by a caller that keeps none), the answers kept "
+     "there taken: what it learns from then on is kept by whoever asked for the store.")
+    if answers and ix.answers_store is None: ix.answers_store = answers; ix.take_answers(answers[0]())
     return ix
 
 def derived_index(rules) -> DerivedIndex | None:
