@@ -3087,8 +3087,8 @@ def _update_from(new, tree, prev, how, git, target, prev_target, judge, kw) -> R
     rejudge = lambda: _judge_update(runners, new_port, tree, judge, sources, progress, cache_dir, index, known)
     judged = rejudge()
     judged = (retake_judged(runners, new_port, ix, rejudge) if judge else None) or judged
-    judged = (retake_removed_reads(runners, new_port, base_port, ix, rejudge) if judge else None) or judged
     judged = (take_records(runners, new_port, ix, rejudge) if judge else None) or judged
+    judged = (retake_removed_reads(runners, new_port, base_port, ix, rejudge) if judge else None) or judged
     gpus = runner_gpus(new_port, base_port, (nb_old, nb))
     judged = (carry_helpers(runners, gpus, ix, rejudge) if judge else None) or judged
     inputs = update_inputs(new_port, base_port, prev_origin)
