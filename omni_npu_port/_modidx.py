@@ -2847,6 +2847,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                                        'omni_npu_port/port/update_release.py'),
                                                    'omni_npu_port.port.update_release.init_unit': ( 'port/update_release.html#init_unit',
                                                                                                     'omni_npu_port/port/update_release.py'),
+                                                   'omni_npu_port.port.update_release.inlined': ( 'port/update_release.html#inlined',
+                                                                                                  'omni_npu_port/port/update_release.py'),
                                                    'omni_npu_port.port.update_release.judged_hunk': ( 'port/update_release.html#judged_hunk',
                                                                                                       'omni_npu_port/port/update_release.py'),
                                                    'omni_npu_port.port.update_release.keep_ascend_change': ( 'port/update_release.html#keep_ascend_change',

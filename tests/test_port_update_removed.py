@@ -50,8 +50,14 @@ def gone(line: int, name: str = "old_bufs", cls: str = "NPURunner"):
 
 def test_the_new_ports_expression_and_its_bindings_replace_the_removed_read():
     units = removed_read_units(PEOPLE, "NPURunner", [gone(7)], method(PREV_PORT), method(NEW_PORT))
-    assert [(u[0], u[1], u[4], u[5]) for u in units] == [(6, 7, "old_bufs", "bufs.pre")]
-    assert units[0][2] == ["        bufs = self.new_bufs()", "        out = self.run(m, bufs.pre)"]
+    assert [(u[0], u[1], u[4], u[5]) for u in units] == [(6, 7, "old_bufs", "self.new_bufs().pre")]
+    assert units[0][2] == ["        out = self.run(m, self.new_bufs().pre)"]   # NEW's binding, read once: put in
+
+
+def test_a_binding_read_twice_is_placed_before_the_statement():
+    two = NEW_PORT.replace("self.run(m, bufs.pre)", "self.run(m, bufs.pre + bufs.pre)")
+    units = removed_read_units(PEOPLE, "NPURunner", [gone(7)], method(PREV_PORT), method(two))
+    assert units[0][2] == ["        bufs = self.new_bufs()", "        out = self.run(m, bufs.pre + bufs.pre)"]
 
 
 def test_not_taken_where_new_still_reads_it_changed_more_or_the_base_never_read_it():

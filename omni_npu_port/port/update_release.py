@@ -71,7 +71,7 @@ __all__ = ['RENAME_LIKENESS', 'omni_releases', 'previous_release', 'git_checkout
            'carry_methods', 'put_back_unhelped', 'carry_helpers', 'runner_gpus', 'order_owner', 'unshared_statement',
            'orphan_bindings', 'dropped_base_units', 'init_binding', 'init_unit', 'gpu_owner', 'drop_base_reads',
            'leaf_statements', 'node_path', 'node_at', 'with_node_at', 'statement_counterpart', 'self_read',
-           'replacement', 'removed_read_unit', 'removed_read_units', 'retake_removed_reads', 'records',
+           'replacement', 'inlined', 'removed_read_unit', 'removed_read_units', 'retake_removed_reads', 'records',
            'record_holders', 'record_key', 'record_units', 'align_records', 'sibling_records', 'align_runners',
            'unpack_renames', 'name_unpacks', 'take_records', 'update_release', 'flag_self_tuples', 'update_inputs']
 
@@ -2612,6 +2612,30 @@ def replacement(base: str, new: str, read: ast.AST, name: str) -> tuple[str, lis
         return ast.get_source_segment(new, en), runs, place[k].col_offset
     return None
 
+# %% ../../nbs/port/update_release.ipynb #4563a00a
+_MAYBE_RUNS = (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.BoolOp, ast.IfExp)
+
+def inlined(text: str, runs: list[str], fn: ast.AST) -> str | None:
+    ("The expression `text` with the bindings `runs` (`NAME = value`, in order) put in where it reads them, each name "
+     "read once after its binding and nowhere in the people's method `fn`: the people's call keeps its place and "
+     "shape; None where one is not such a binding.")
+    try: expr, sts = ast.parse(text, mode="eval").body, [ast.parse(s).body[0] for s in runs]
+    except (SyntaxError, IndexError): return None
+    for k in range(len(sts) - 1, -1, -1):
+        s = sts[k]
+        if not (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)): return None
+        name = s.targets[0].id   # the later bindings are in `expr` already
+        uses = [n for n in ast.walk(expr) if isinstance(n, ast.Name) and n.id == name]
+        if len(uses) != 1 or name in _name_reads(fn) | _name_binds(fn) or any(isinstance(n, _MAYBE_RUNS) and any(
+                x is uses[0] for x in ast.walk(n)) for n in ast.walk(expr)): return None   # run once, always
+        for n in ast.walk(expr):
+            for f, v in ast.iter_fields(n):
+                if v is uses[0]: setattr(n, f, s.value)
+                elif isinstance(v, list) and any(x is uses[0] for x in v):
+                    v[[id(x) for x in v].index(id(uses[0]))] = s.value
+        if expr is uses[0]: expr = s.value
+    return ast.unparse(expr)
+
 # %% ../../nbs/port/update_release.ipynb #4563a006
 def removed_read_unit(code: str, cls: str, d, base: dict, new: dict) -> tuple | None:
     ("The unit (first, end: 0-based lines, its new lines, the finding, X, the text taken) that puts, in the statement "
@@ -2628,6 +2652,7 @@ def removed_read_unit(code: str, cls: str, d, base: dict, new: dict) -> tuple | 
     if got is None: return None
     text, runs, col = got
     if any(_name_binds(ast.parse(s)) & _name_binds(fn) for s in runs): return None   # the people bind it already
+    if runs and (one := inlined(text, runs, fn)) is not None: text, runs = one, []
     lines, ind = python_lines(code), " " * st.col_offset
     seg = text.split("\n")
     seg = seg[:1] + _shifted(seg[1:], st.col_offset - col)
