@@ -96,7 +96,7 @@ def retaken(stack, code: str, new: str = NEW_PORT):
 @pytest.mark.slow
 def test_the_judge_finds_the_retaken_statement_clean(stack):
     r, got = retaken(stack, PEOPLE)
-    assert got == [] and not r.judge.port and "# NPU: one more" in r.code and "bufs.pre" in r.code
+    assert got == [] and not r.judge.port and "# NPU: one more" in r.code and "self.new_bufs().pre" in r.code
     assert [d.code for d in r.diagnostics] == ["ONP4563"]
 
 

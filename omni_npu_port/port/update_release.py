@@ -2549,9 +2549,9 @@ def with_node_at(root: ast.AST, path: list, node: ast.AST) -> ast.AST:
     else: getattr(parent, f)[i] = node
     return out
 
-def statement_counterpart(base_fn: ast.AST, new_fn: ast.AST, st: ast.stmt) -> tuple[int, list[ast.stmt]] | None:
+def statement_counterpart(base_fn: ast.AST, new_fn: ast.AST, st: ast.stmt) -> tuple[list[int], list[ast.stmt]] | None:
     ("The new method's statements in the place of the base method's statement `st` (aligned by text, `difflib`): "
-     "(index in them of the one most like `st`, those statements); None where NEW keeps `st` or drops it alone.")
+     "(their indexes, the most like `st` first; those statements); None where NEW keeps `st` or drops it alone.")
     a, b = leaf_statements(base_fn), leaf_statements(new_fn)
     i = next((k for k, s in enumerate(a) if s is st), None)
     if i is None: return None
@@ -2560,7 +2560,7 @@ def statement_counterpart(base_fn: ast.AST, new_fn: ast.AST, st: ast.stmt) -> tu
         if i1 <= i < i2 and tag == "replace":
             near = [(difflib.SequenceMatcher(None, ast.unparse(st), ast.unparse(s)).ratio(), k)
                     for k, s in enumerate(b[j1:j2])]
-            return max(near)[1], b[j1:j2]
+            return [k for _, k in sorted(near, key=lambda x: -x[0])], b[j1:j2]
     return None
 
 # %% ../../nbs/port/update_release.ipynb #4563a004
@@ -2603,13 +2603,14 @@ def replacement(base: str, new: str, read: ast.AST, name: str) -> tuple[str, lis
         e = next((n for n in ast.walk(st) if ast.dump(n) == want), None)
         got = statement_counterpart(bt.body[0], nt.body[0], st) if e is not None else None
         if got is None: continue
-        (k, place), path = got, node_path(st, e)
-        en = node_at(place[k], path) if path else place[k]
-        if en is None or path and ast.dump(with_node_at(st, path, en)) != ast.dump(place[k]): continue
-        pre = _binding_run(place[:k], st, _name_reads(en) - _name_reads(st))
-        if pre is None: continue   # it reads what NEW binds elsewhere
-        runs = [textwrap.dedent("\n".join(lines[s.lineno - 1:s.end_lineno])) for s in pre]
-        return ast.get_source_segment(new, en), runs, place[k].col_offset
+        (order, place), path = got, node_path(st, e)
+        for k in order:   # the first, most like `st`, that differs from it only there
+            en = node_at(place[k], path) if path else place[k]
+            if en is None or path and ast.dump(with_node_at(st, path, en)) != ast.dump(place[k]): continue
+            pre = _binding_run(place[:k], st, _name_reads(en) - _name_reads(st))
+            if pre is None: continue   # it reads what NEW binds elsewhere
+            runs = [textwrap.dedent("\n".join(lines[s.lineno - 1:s.end_lineno])) for s in pre]
+            return ast.get_source_segment(new, en), runs, place[k].col_offset
     return None
 
 # %% ../../nbs/port/update_release.ipynb #4563a00a
