@@ -70,9 +70,10 @@ __all__ = ['RENAME_LIKENESS', 'omni_releases', 'previous_release', 'git_checkout
            'falsy_reads', 'judged_hunk', 'repair_module', 'repair_judged', 'missing_helpers', 'helper_source',
            'carry_methods', 'put_back_unhelped', 'carry_helpers', 'runner_gpus', 'order_owner', 'unshared_statement',
            'orphan_bindings', 'dropped_base_units', 'init_binding', 'init_unit', 'gpu_owner', 'drop_base_reads',
-           'records', 'record_holders', 'record_key', 'record_units', 'align_records', 'sibling_records',
-           'align_runners', 'unpack_renames', 'name_unpacks', 'take_records', 'update_release', 'flag_self_tuples',
-           'update_inputs']
+           'leaf_statements', 'node_path', 'node_at', 'with_node_at', 'statement_counterpart', 'self_read',
+           'replacement', 'inlined', 'removed_read_unit', 'removed_read_units', 'retake_removed_reads', 'records',
+           'record_holders', 'record_key', 'record_units', 'align_records', 'sibling_records', 'align_runners',
+           'unpack_renames', 'name_unpacks', 'take_records', 'update_release', 'flag_self_tuples', 'update_inputs']
 
 # %% ../../nbs/port/update_release.ipynb #41af0190
 # a second import block (`__all__` comes between), so that neither import cell passes 60 lines
@@ -2509,6 +2510,201 @@ def drop_base_reads(runners: list, gpus, people: dict, ix, rejudge, owner=gpu_ow
     judged = rejudge()
     return put_back_unhelped(runners, was, "ONP4566", rejudge, judged)
 
+# %% ../../nbs/port/update_release.ipynb #4563a002
+register(Code("ONP4563", "update-removed-read-retaken", "update: the judge finds `self.X` in no class of the "
+              "updated runner's order, in a statement the people's port carried, where the tool's port of PREV read "
+              "`self.X` the same way and the new port reads it nowhere in that method, its statement changed only "
+              "there: the new port's expression in its place is taken, with the new port's statements just before "
+              "it that bind what it reads", "warning", "check the statement on NEW: it now reads what NEW's stack "
+              "reads in place of `X`", _NB, "port"),
+         Code("ONP4564", "update-removed-read-not-retaken", "update: the reads NEW replaced, retaken (ONP4563), left "
+              "the judge finding no fewer errors in the runner: the people's statements are put back, the judge's "
+              "findings stand", "warning", "port the people's statement onto what NEW's stack reads in place of "
+              "`X` by hand", _NB, "port"))
+
+def leaf_statements(fn: ast.AST) -> list[ast.stmt]:
+    "A function's statements that hold no statements, in the order they are written."
+    out = [n for n in ast.walk(fn) if isinstance(n, ast.stmt) and n is not fn and not any(
+        isinstance(getattr(n, f, None), list) and getattr(n, f) for f in ("body", "orelse", "finalbody", "handlers"))]
+    return sorted(out, key=lambda n: (n.lineno, n.col_offset))
+
+def node_path(root: ast.AST, target: ast.AST) -> list[tuple[str, int | None]] | None:
+    "The (field, index) steps from `root` down to `target`; None where it is not below it."
+    if root is target: return []
+    for f, v in ast.iter_fields(root):
+        for i, x in (enumerate(v) if isinstance(v, list) else [(None, v)]):
+            if isinstance(x, ast.AST) and (p := node_path(x, target)) is not None: return [(f, i)] + p
+    return None
+
+def node_at(root: ast.AST, path: list) -> ast.AST | None:
+    "The node `path` leads to from `root`; None where a step is missing."
+    for f, i in path:
+        v = getattr(root, f, None)
+        root = v if i is None else v[i] if isinstance(v, list) and i < len(v) else None
+        if not isinstance(root, ast.AST): return None
+    return root
+
+def with_node_at(root: ast.AST, path: list, node: ast.AST) -> ast.AST:
+    "A copy of `root` with the node at `path` (not empty) replaced by `node`."
+    from copy import deepcopy
+    out = deepcopy(root)
+    parent, (f, i) = node_at(out, path[:-1]), path[-1]
+    if i is None: setattr(parent, f, node)
+    else: getattr(parent, f)[i] = node
+    return out
+
+def statement_counterpart(base_fn: ast.AST, new_fn: ast.AST, st: ast.stmt) -> tuple[list[int], list[ast.stmt]] | None:
+    ("The new method's statements in the place of the base method's statement `st` (aligned by text, `difflib`): "
+     "(their indexes, the most like `st` first; those statements); None where NEW keeps `st` or drops it alone.")
+    a, b = leaf_statements(base_fn), leaf_statements(new_fn)
+    i = next((k for k, s in enumerate(a) if s is st), None)
+    if i is None: return None
+    sm = difflib.SequenceMatcher(None, [ast.dump(s) for s in a], [ast.dump(s) for s in b], autojunk=False)
+    for tag, i1, i2, j1, j2 in sm.get_opcodes():
+        if i1 <= i < i2 and tag == "replace":
+            near = [(difflib.SequenceMatcher(None, ast.unparse(st), ast.unparse(s)).ratio(), k)
+                    for k, s in enumerate(b[j1:j2])]
+            return [k for _, k in sorted(near, key=lambda x: -x[0])], b[j1:j2]
+    return None
+
+# %% ../../nbs/port/update_release.ipynb #4563a004
+def self_read(st: ast.AST, name: str, line: int) -> ast.AST | None:
+    "The `self.name` read at a 1-based line of a statement, widened to the call of it where it is called."
+    for n in ast.walk(st):
+        for x in ast.iter_child_nodes(n):
+            if isinstance(x, ast.Attribute) and x.attr == name and isinstance(x.value, ast.Name) and \
+                    x.value.id == "self" and x.lineno <= line <= x.end_lineno:
+                return n if isinstance(n, ast.Call) and n.func is x else x
+    return None
+
+def _name_reads(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+def _name_binds(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+
+def _binding_run(place: list[ast.stmt], st: ast.stmt, need: set[str]) -> list[ast.stmt] | None:
+    ("The assignments of `place` (the new statements before the one taken) binding `need` and what they read in "
+     "turn, in order; None where a name is left that `st` (the base statement) does not read and no builtin is.")
+    pre, want = [], set(need)
+    for s in reversed(place):
+        if isinstance(s, (ast.Assign, ast.AnnAssign)) and _name_binds(s) & want:
+            pre.insert(0, s); want = (want - _name_binds(s)) | (_name_reads(s) - _name_reads(st))
+    return None if want - set(dir(builtins)) - _name_reads(st) else pre
+
+def replacement(base: str, new: str, read: ast.AST, name: str) -> tuple[str, list[str], int] | None:
+    ("Where the base method (the tool's port of PREV, `base`, its text) reads `self.name` as `read` does and the new "
+     "port's method (`new`) reads it nowhere: the new port's text in its place (its statement otherwise unchanged), "
+     "the new statements just before it that bind what it reads (`_binding_run`, dedented) and that statement's "
+     "indent; None where NEW's change there is not that one expression.")
+    try: bt, nt = ast.parse(textwrap.dedent(base)), ast.parse(new := textwrap.dedent(new))
+    except SyntaxError: return None
+    if not bt.body or not nt.body or any(
+            isinstance(n, ast.Attribute) and n.attr == name and getattr(n.value, "id", None) == "self"
+            for n in ast.walk(nt)): return None   # NEW still reads it: not a replacement
+    want, lines = ast.dump(read), python_lines(new)
+    for st in leaf_statements(bt.body[0]):
+        e = next((n for n in ast.walk(st) if ast.dump(n) == want), None)
+        got = statement_counterpart(bt.body[0], nt.body[0], st) if e is not None else None
+        if got is None: continue
+        (order, place), path = got, node_path(st, e)
+        for k in order:   # the first, most like `st`, that differs from it only there
+            en = node_at(place[k], path) if path else place[k]
+            if en is None or path and ast.dump(with_node_at(st, path, en)) != ast.dump(place[k]): continue
+            pre = _binding_run(place[:k], st, _name_reads(en) - _name_reads(st))
+            if pre is None: continue   # it reads what NEW binds elsewhere
+            runs = [textwrap.dedent("\n".join(lines[s.lineno - 1:s.end_lineno])) for s in pre]
+            return ast.get_source_segment(new, en), runs, place[k].col_offset
+    return None
+
+# %% ../../nbs/port/update_release.ipynb #4563a00a
+_MAYBE_RUNS = (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.BoolOp, ast.IfExp)
+
+def inlined(text: str, runs: list[str], fn: ast.AST) -> str | None:
+    ("The expression `text` with the bindings `runs` (`NAME = value`, in order) put in where it reads them, each name "
+     "read once after its binding and nowhere in the people's method `fn`: the people's call keeps its place and "
+     "shape; None where one is not such a binding.")
+    try: expr, sts = ast.parse(text, mode="eval").body, [ast.parse(s).body[0] for s in runs]
+    except (SyntaxError, IndexError): return None
+    for k in range(len(sts) - 1, -1, -1):
+        s = sts[k]
+        if not (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)): return None
+        name = s.targets[0].id   # the later bindings are in `expr` already
+        uses = [n for n in ast.walk(expr) if isinstance(n, ast.Name) and n.id == name]
+        if len(uses) != 1 or name in _name_reads(fn) | _name_binds(fn) or any(isinstance(n, _MAYBE_RUNS) and any(
+                x is uses[0] for x in ast.walk(n)) for n in ast.walk(expr)): return None   # run once, always
+        for n in ast.walk(expr):
+            for f, v in ast.iter_fields(n):
+                if v is uses[0]: setattr(n, f, s.value)
+                elif isinstance(v, list) and any(x is uses[0] for x in v):
+                    v[[id(x) for x in v].index(id(uses[0]))] = s.value
+        if expr is uses[0]: expr = s.value
+    return ast.unparse(expr)
+
+# %% ../../nbs/port/update_release.ipynb #4563a006
+def removed_read_unit(code: str, cls: str, d, base: dict, new: dict) -> tuple | None:
+    ("The unit (first, end: 0-based lines, its new lines, the finding, X, the text taken) that puts, in the statement "
+     "of the judge's `self.X` finding `d` on `cls`, the new port's replacement of that read (`replacement`; `base`, "
+     "`new`: the base's and the new port's methods, name -> text) with what binds what it reads just before it.")
+    m = _NO_ATTRIBUTE.search(d.message or "") if d.code == "ONP4443" and d.line else None
+    method = (d.where or "").rpartition(".")[2]
+    if m is None or m.group(2) != cls or method not in base or method not in new: return None
+    try: tree = ast.parse(code)
+    except SyntaxError: return None
+    fn, st = _method_at(tree, cls, d.line), statement_at(tree, d.line)
+    read = self_read(st, m.group(1), d.line) if fn is not None and st is not None and st is not fn else None
+    got = replacement(base[method], new[method], read, m.group(1)) if read is not None else None
+    if got is None: return None
+    text, runs, col = got
+    if any(_name_binds(ast.parse(s)) & _name_binds(fn) for s in runs): return None   # the people bind it already
+    if runs and (one := inlined(text, runs, fn)) is not None: text, runs = one, []
+    lines, ind = python_lines(code), " " * st.col_offset
+    seg = text.split("\n")
+    seg = seg[:1] + _shifted(seg[1:], st.col_offset - col)
+    head = lines[read.lineno - 1].encode()[:read.col_offset].decode()
+    tail = lines[read.end_lineno - 1].encode()[read.end_col_offset:].decode()
+    put = lines[st.lineno - 1:read.lineno - 1] + _put(seg, head, tail) + lines[read.end_lineno:st.end_lineno]
+    before = [ind + l if l.strip() else l for s in runs for l in s.split("\n")]
+    return st.lineno - 1, st.end_lineno, before + put, d, m.group(1), text
+
+def removed_read_units(code: str, cls: str, found: list, base: dict, new: dict) -> list[tuple]:
+    "The units of `removed_read_unit` for the judge's findings on `cls`, the first of each statement."
+    units = []
+    for d in sorted((d for d in found if d.line), key=lambda d: d.line):
+        u = removed_read_unit(code, cls, d, base, new)
+        if u is not None and not any(v[0] < u[1] and u[0] < v[1] for v in units): units.append(u)
+    return units
+
+# %% ../../nbs/port/update_release.ipynb #4563a008
+def retake_removed_reads(runners: list, new_port: ReleasePort, base_port: ReleasePort, ix,
+                         rejudge) -> list[Diagnostic] | None:
+    ("After the judge: per runner, the `self.X` reads NEW replaced retaken (`removed_read_units`, ONP4563) where the "
+     "module compiles and the ready rules find nothing more, all judged again (`rejudge()`, its lines); a runner the "
+     "judge then finds no fewer errors in gets its code back (ONP4564); None where nothing is taken.")
+    from copy import copy
+    was = {}
+    for i, (r, fresh) in enumerate(zip(runners, new_port.runners)):
+        if r.judge is None or not r.judge.judged or not r.judge.port: continue
+        b = _match(fresh, base_port.runners)
+        if b is None: continue
+        units = removed_read_units(r.code, r.cls, r.judge.port, class_methods(b.code, r.cls) or {},
+                                   class_methods(fresh.code, r.cls) or {})
+        text = "\n".join(_apply(python_lines(r.code), [u[:3] for u in units])).rstrip("\n") + "\n"
+        if not units or not _compiles(text.split("\n")): continue
+        not_ready = ready_findings(text, ix, r.cls)
+        if len(not_ready) > len(ready_findings(r.code, ix, r.cls)): continue   # the ready rules find more
+        was[i] = (r.code, r.not_ready, list(r.diagnostics), len(r.judge.port), r.judge)
+        ours = {id(d) for d in r.judge.port + r.judge.excluded}
+        own = [copy(d) for d in r.diagnostics if d.code not in _READY_CODES and id(d) not in ours]
+        for d in own: d.line = _moved_line(d.line, [u[:3] for u in units])
+        said = [port_diagnostic("ONP4563", f"{code_info('ONP4563').title}: {u[3].where}: `self.{u[4]}` -> "
+                                f"`{u[5][:80]}`", s[0] + 1, where=u[3].where) for u, s in zip(units, _spans(units))]
+        r.code, r.not_ready, r.diagnostics = text, not_ready, own + said + not_ready
+    if not was: return None
+    _unjudged(runners)
+    judged = rejudge()
+    return put_back_unhelped(runners, was, "ONP4564", rejudge, judged)
+
 # %% ../../nbs/port/update_release.ipynb #569d4182
 register(Code("ONP4535", "update-record-taken", "update: the judge or the ready rules find errors in a module whose "
               "state record (a module-level NamedTuple or dataclass the new port defines) the people's port defines, "
@@ -2922,6 +3118,7 @@ def _update_from(new, tree, prev, how, git, target, prev_target, judge, kw) -> R
     judged = rejudge()
     judged = (retake_judged(runners, new_port, ix, rejudge) if judge else None) or judged
     judged = (take_records(runners, new_port, ix, rejudge) if judge else None) or judged
+    judged = (retake_removed_reads(runners, new_port, base_port, ix, rejudge) if judge else None) or judged
     gpus = runner_gpus(new_port, base_port, (nb_old, nb))
     judged = (carry_helpers(runners, gpus, ix, rejudge) if judge else None) or judged
     inputs = update_inputs(new_port, base_port, prev_origin)
