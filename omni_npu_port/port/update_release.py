@@ -54,25 +54,25 @@ from .dataflow import binds, maybe_unbound, side_statements
 from .ready import stray_tuples
 
 # %% auto #0
-__all__ = ['RENAME_LIKENESS', 'LAG_SHARE', 'LAG_LINES', 'omni_releases', 'previous_release', 'git_checkout', 'git_previous',
-           'resolve_previous', 'class_methods', 'body_likeness', 'pair_methods', 'MethodUpdate', 'count_new',
-           'code_statements', 'carry_edits', 'settle_conflicts', 'deletion_subsumed', 'depths', 'fragment_compiles',
-           'narrow_conflict', 'stack_words', 'defined_names', 'stale_reads', 'drop_stale', 'take_binding_sides',
-           'take_parameters', 'keep_ascend_change', 'keep_bound', 'ascend_put_back', 'ascend_left_in_conflicts',
-           'made_twice', 'stale_taken_without_ascend', 'AscendChange', 'following', 'follows_ascend', 'gpu_lag',
-           'gpu_lag_left', 'with_history', 'merged_signature', 'with_signature', 'merge_by_signature', 'merge_method',
-           'decide_method', 'Unit', 'cut_units', 'module_units', 'imported_names', 'merge_units', 'place_methods',
-           'future_first', 'Inherited', 'derives_from', 'RunnerSides', 'assemble', 'import_units', 'keep_imports',
-           'module_unbound', 'unbound_in', 'import_resolves', 'retarget_imports', 'placed_imports', 'gone_withs',
-           'with_decision', 'retake_withs', 'gone_names', 'retake_method_withs', 'update_runner', 'ReleaseUpdate',
-           'update_markdown', 'update_summary', 'write_update', 'one_definition', 'update_runners', 'history_origin',
-           'written_on', 'ascend_releases', 'copy_likeness', 'in_step', 'step_window', 'ascend_in_step',
-           'people_errors', 'keyword_drops', 'retake_calls', 'retake_judged', 'falsy_reads', 'judged_hunk',
-           'repair_module', 'repair_judged', 'missing_helpers', 'helper_source', 'carry_methods', 'put_back_unhelped',
-           'carry_helpers', 'runner_gpus', 'order_owner', 'unshared_statement', 'orphan_bindings', 'dropped_base_units',
-           'init_binding', 'init_unit', 'gpu_owner', 'drop_base_reads', 'records', 'record_holders', 'record_key',
-           'record_units', 'align_records', 'sibling_records', 'align_runners', 'unpack_renames', 'name_unpacks',
-           'take_records', 'update_release', 'flag_self_tuples', 'update_inputs']
+__all__ = ['RENAME_LIKENESS', 'omni_releases', 'previous_release', 'git_checkout', 'git_previous', 'resolve_previous',
+           'class_methods', 'body_likeness', 'pair_methods', 'MethodUpdate', 'count_new', 'code_statements',
+           'carry_edits', 'settle_conflicts', 'deletion_subsumed', 'depths', 'fragment_compiles', 'narrow_conflict',
+           'stack_words', 'defined_names', 'stale_reads', 'drop_stale', 'take_binding_sides', 'take_parameters',
+           'keep_ascend_change', 'ascend_put_back', 'ascend_left_in_conflicts', 'made_twice',
+           'stale_taken_without_ascend', 'AscendChange', 'following', 'follows_ascend', 'merged_signature',
+           'with_signature', 'merge_by_signature', 'merge_method', 'decide_method', 'Unit', 'cut_units', 'module_units',
+           'imported_names', 'merge_units', 'place_methods', 'future_first', 'Inherited', 'derives_from', 'RunnerSides',
+           'assemble', 'import_units', 'keep_imports', 'module_unbound', 'unbound_in', 'import_resolves',
+           'retarget_imports', 'placed_imports', 'gone_withs', 'with_decision', 'retake_withs', 'gone_names',
+           'retake_method_withs', 'update_runner', 'ReleaseUpdate', 'update_markdown', 'update_summary', 'write_update',
+           'one_definition', 'update_runners', 'written_on', 'ascend_releases', 'copy_likeness', 'in_step',
+           'step_window', 'ascend_in_step', 'people_errors', 'keyword_drops', 'retake_calls', 'retake_judged',
+           'falsy_reads', 'judged_hunk', 'repair_module', 'repair_judged', 'missing_helpers', 'helper_source',
+           'carry_methods', 'put_back_unhelped', 'carry_helpers', 'runner_gpus', 'order_owner', 'unshared_statement',
+           'orphan_bindings', 'dropped_base_units', 'init_binding', 'init_unit', 'gpu_owner', 'drop_base_reads',
+           'records', 'record_holders', 'record_key', 'record_units', 'align_records', 'sibling_records',
+           'align_runners', 'unpack_renames', 'name_unpacks', 'take_records', 'update_release', 'flag_self_tuples',
+           'update_inputs']
 
 # %% ../../nbs/port/update_release.ipynb #41af0190
 # a second import block (`__all__` comes between), so that neither import cell passes 60 lines
@@ -700,11 +700,7 @@ def _unbound_reads(lines: list[str]) -> set[str] | None:
 def _ascend_left(hunks: list[Hunk], ascend: tuple, known=None) -> tuple[list[Hunk], list[Hunk]]:
     ("The hunks with each region of `keep_ascend_change` as the people's lines; a region that mentions a name the "
      "method would then read unbound (and did not) carried after all, until none does; (hunks, the regions left).")
-    return keep_bound(hunks, keep_ascend_change(hunks, ascend, known))
-
-def keep_bound(hunks: list[Hunk], left: list[Hunk]) -> tuple[list[Hunk], list[Hunk]]:
-    ("The hunks with each region of `left` as the people's (the previous port's) lines, those that would unbind a "
-     "name carried after all, until none does; (hunks, the regions left).")
+    left = keep_ascend_change(hunks, ascend, known)
     text = lambda hs: render(hs, ("people", "new"), False, "comment")[0]
     was = _unbound_reads(text(hunks)) if left else None
     while left and was is not None:
@@ -888,61 +884,6 @@ def follows_ascend(people: str, ascend: tuple) -> bool:
     return 2 * len(old & {_key(l) for l in _code_lines(people.split("\n"))}) >= len(old)
 
 
-# %% ../../nbs/port/update_release.ipynb #4490a002
-register(Code("ONP4490", "update-gpu-change-held", "update: the people's copy of the method did not take the omni GPU "
-              "side's change of the release before PREV (it lags the GPU side): the GPU side's change since PREV is "
-              "not carried either, the people's lines kept", "warning",
-              "take the GPU side's change where the NPU copy needs it (the new port of NEW, `port --release NEW`, "
-              "has it; the first line not carried is named)", _NB, "port"))
-
-LAG_SHARE = 0.25   # the people's copy holds at most this share of the GPU side's last change: it lags
-LAG_LINES = 3      # ... a change of at least this many code lines
-
-def gpu_lag(history: tuple | None, people: str) -> tuple[int, int] | None:
-    ("(lines the people's copy took, lines the GPU method brought from PREV-1 to PREV), `history` its GPU texts at "
-     "PREV-1 and PREV, where the copy lags that change; None where it does not or no history is known.")
-    before, prev = history or (None, None)
-    if not before or not prev: return None
-    keys = lambda t: {_key(l) for l in _code_lines(t.split("\n"))}
-    brought = keys(prev) - keys(before)
-    took = len(brought & keys(people))
-    return (took, len(brought)) if len(brought) >= LAG_LINES and took <= LAG_SHARE * len(brought) else None
-
-def gpu_lag_left(hunks: list[Hunk], ascend: tuple, people: str, known=None) -> tuple[list[Hunk], tuple | None]:
-    ("The hunks with each region only the new port changed, with no line of vllm-ascend's change, as the people's "
-     "lines where their copy lags the GPU side (`gpu_lag`); (hunks, (the regions left, the history)) or None.")
-    lag = gpu_lag(getattr(ascend, "history", None), people)
-    if lag is None: return hunks, None
-    new, old = ascend
-    gone = lambda h: any(_key(l) in old and _key(l) not in new for l in _code_lines(h.base))   # vllm-ascend's cut
-    pick = [h for h in hunks if h.kind in ("omni", "omni-delete") and not _ascend_brought(h.lines, ascend)
-            and not gone(h) and not (known and stale_reads(h.base, known, h.base))]
-    hunks, left = keep_bound(hunks, pick)
-    return hunks, ((left, lag) if left else None)
-
-def _lag_said(m: MethodUpdate, held: tuple | None) -> list[Diagnostic]:
-    "ONP4490 once for a method whose GPU-side change was held back: how many lines, the first, the history."
-    if not held: return []
-    left, (took, brought) = held
-    lines = [l.strip() for h in left for l in _code_lines(h.lines)] or [l.strip() for h in left for l in h.base]
-    what = f"from {lines[0][:60]!r}" if lines else ""
-    text = (f"{sum(len(_code_lines(h.lines)) for h in left)} line(s) of the GPU side's change not carried, "
-            f"{len(left)} region(s), {what} (the people's PREV copy took {took} of the {brought} line(s) the GPU "
-            "method brought before PREV)")
-    return [port_diagnostic("ONP4490", f"{code_info('ONP4490').title}: {m.runner}.{m.name}: {text}", where=m.name)]
-
-def with_history(ascend, before, prev):
-    ("`ascend` (`(name, was) -> (NEW's lines, PREV's)`) whose answers carry the method's omni GPU text at PREV-1 and "
-     "PREV (`history`, ONP4490); `before`, `prev`: `Inherited` GPU runners (None: `ascend` as it is).")
-    if before is None or prev is None: return ascend
-    def answer(name, was):
-        got = ascend(name, was)
-        got = AscendChange(got, getattr(got, "followed", False))
-        got.history = (before.text(was or name), prev.text(was or name))
-        return got
-    return answer
-
-
 # %% ../../nbs/port/update_release.ipynb #4553a002
 register(
     Code(
@@ -1052,7 +993,6 @@ def merge_method(m: MethodUpdate, base: str, new: str, people: str, labels: tupl
     follows = follows_ascend(people, ascend)   # the people keep in step with vllm-ascend: its change taken (ONP4551)
     raw, put = (raw, 0) if follows else ascend_left_in_conflicts(raw, ascend, known)   # ... in a conflict (ONP4556)
     raw, left = (raw, []) if follows else _ascend_left(raw, ascend, known)   # ONP4550: the people's lines kept
-    raw, held = gpu_lag_left(raw, ascend, people, known)   # ONP4490: a copy that lags the GPU side keeps its lines
     hunks, settled = settle_conflicts(raw)   # a conflict left: the people's side live, the new port's beside it
     hunks, stale = drop_stale(hunks, known)
     no_ascend = (set(), set()) if follows else ascend
@@ -1087,7 +1027,6 @@ def merge_method(m: MethodUpdate, base: str, new: str, people: str, labels: tupl
                                              "PREV) and the people's port changed the same lines; keep one side, then "
                                              "delete the markers")
     diags += _ascend_said(m, left, put, taken)   # ONP4550, ONP4556, ONP4559
-    diags += _lag_said(m, held)   # ONP4490
     while lines and not lines[-1].strip(): lines.pop()
     lines, cut, spans = made_twice(lines, people, new)   # a statement made twice in a row (ONP4558)
     for d in diags:
@@ -1708,9 +1647,8 @@ def _moved(line: int | None, cut: list[tuple[int, int]]) -> int | None:
 
 # %% ../../nbs/port/update_release.ipynb #aec61f61
 def update_runners(new_port: ReleasePort, base_port: ReleasePort, prev_origin: str, prefer: str, ascend, ix,
-                   npu_bases: tuple = (None, None), names=None, before: str | None = None) -> tuple[list, list]:
-    ("Every runner of the new port, updated from PREV's hand runner where PREV's port has it and PREV has one; "
-     "`before`: the origin of the release before PREV (ONP4490's history).")
+                   npu_bases: tuple = (None, None), names=None) -> tuple[list, list]:
+    "Every runner of the new port, updated from PREV's hand runner where PREV's port has it and PREV has one."
     runners, ups = [], []
     if ix is not None: ix.written = written_modules(new_port.runners, runners)   # siblings: updated, else new's
     for r in new_port.runners:
@@ -1722,8 +1660,7 @@ def update_runners(new_port: ReleasePort, base_port: ReleasePort, prev_origin: s
             gpu = tuple(_gpu_runner(p.origin, x.gpu, nb) if nb is not None else None
                         for p, x, nb in ((base_port, b, npu_bases[0]), (new_port, r, npu_bases[1])))
             sides = RunnerSides((b.code, b.cls), hand, (r.code, r.cls), labels, gpu)
-            was = _gpu_runner(before, b.gpu, npu_bases[0]) if before and npu_bases[0] is not None else None
-            code, diags, mus = update_runner(r.cls, sides, prefer, with_history(ascend, was, gpu[0]), names)
+            code, diags, mus = update_runner(r.cls, sides, prefer, ascend, names)
             if code is not None:   # a definition both sides made once
                 code, twice, cut = one_definition(code, r.cls, ix)
                 for d in diags: d.line = _moved(d.line, cut)
@@ -1747,17 +1684,6 @@ def update_runners(new_port: ReleasePort, base_port: ReleasePort, prev_origin: s
     return runners, ups
 
 _READY_CODES = ("ONP4420", "ONP4421", "ONP4422", "ONP4423")
-
-# %% ../../nbs/port/update_release.ipynb #4490a004
-def history_origin(prev_tree, progress=None, cache_dir: Path | str = CACHE_DIR, index: str | None = None) -> str | None:
-    ("The origin of the releases table's release before PREV (`prev_tree`), whose GPU runners tell whether the "
-     "people's copies lag the GPU side (ONP4490); None: PREV states no version, none is older, or it cannot be read.")
-    if not prev_tree.version: return None
-    older = [r for r in OMNI_PAIRING if parse_version(r) < parse_version(prev_tree.version)]
-    if not older: return None
-    try: return str(open_release(max(older, key=parse_version), progress, cache_dir, index).origin)
-    except (InputError, PortingError, OSError): return None
-
 
 # %% ../../nbs/port/update_release.ipynb #02dd7027
 def written_on(prev: str, progress=None, cache_dir: Path | str = CACHE_DIR,
@@ -2984,9 +2910,7 @@ def _update_from(new, tree, prev, how, git, target, prev_target, judge, kw) -> R
     ascend = following(ascend) if step else ascend
     names = SymbolIndex(t for t in (getattr(nb, "tree", None), getattr(gb, "tree", None), tree) if t is not None)
     ix = ready_index(gb, nb)
-    before = history_origin(prev_tree, progress, cache_dir, index)   # the release before PREV (ONP4490)
-    runners, ups = update_runners(new_port, base_port, prev_origin, kw["prefer"], ascend, ix, (nb_old, nb), names,
-                                  before)
+    runners, ups = update_runners(new_port, base_port, prev_origin, kw["prefer"], ascend, ix, (nb_old, nb), names)
     src = lambda spec: release_source(spec, sources, progress, cache_dir, index)
     prev_root = getattr(prev_tree.reader, "root", None) or prev_origin
     known = people_errors(runners, base_port, prev_root, src) if judge else None
