@@ -54,13 +54,14 @@ from .dataflow import binds, maybe_unbound, side_statements
 from .ready import stray_tuples
 
 # %% auto #0
-__all__ = ['RENAME_LIKENESS', 'omni_releases', 'previous_release', 'git_checkout', 'git_previous', 'resolve_previous',
-           'class_methods', 'body_likeness', 'pair_methods', 'MethodUpdate', 'count_new', 'code_statements',
-           'carry_edits', 'settle_conflicts', 'deletion_subsumed', 'depths', 'fragment_compiles', 'narrow_conflict',
-           'stack_words', 'defined_names', 'stale_reads', 'drop_stale', 'take_binding_sides', 'take_parameters',
-           'keep_ascend_change', 'ascend_put_back', 'ascend_left_in_conflicts', 'made_twice',
-           'stale_taken_without_ascend', 'AscendChange', 'following', 'follows_ascend', 'merged_signature',
-           'with_signature', 'merge_by_signature', 'merge_method', 'decide_method', 'Unit', 'cut_units', 'module_units',
+__all__ = ['RENAME_LIKENESS', 'REWRITE_SHARE', 'EDITS_AGAINST', 'omni_releases', 'previous_release', 'git_checkout',
+           'git_previous', 'resolve_previous', 'class_methods', 'body_likeness', 'pair_methods', 'MethodUpdate',
+           'count_new', 'code_statements', 'carry_edits', 'settle_conflicts', 'deletion_subsumed', 'depths',
+           'fragment_compiles', 'narrow_conflict', 'stack_words', 'defined_names', 'stale_reads', 'drop_stale',
+           'take_binding_sides', 'take_parameters', 'keep_ascend_change', 'ascend_put_back', 'ascend_left_in_conflicts',
+           'made_twice', 'stale_taken_without_ascend', 'AscendChange', 'following', 'follows_ascend',
+           'merged_signature', 'with_signature', 'merge_by_signature', 'merge_method', 'gone_share', 'change_of',
+           'worth_carrying', 'people_lines', 'reported_whole', 'decide_method', 'Unit', 'cut_units', 'module_units',
            'imported_names', 'merge_units', 'place_methods', 'future_first', 'Inherited', 'derives_from', 'RunnerSides',
            'assemble', 'import_units', 'keep_imports', 'module_unbound', 'unbound_in', 'import_resolves',
            'retarget_imports', 'placed_imports', 'gone_withs', 'with_decision', 'retake_withs', 'gone_names',
@@ -1038,6 +1039,50 @@ def merge_method(m: MethodUpdate, base: str, new: str, people: str, labels: tupl
     for d in diags[len(diags) - len(added):]: d.where = m.name
     return lines, diags
 
+# %% ../../nbs/port/update_release.ipynb #4495a002
+register(Code("ONP4495", "update-reported-whole", "update: the new port rewrote a method (a fifth of the previous "
+              "port's lines or more gone) the people's port had changed far less: the new port's method is taken "
+              "whole, the people's edits are not carried (listed)", "warning", "read the people's lines listed against "
+              "NEW's method and put back those that still hold", _NB, "port"))
+
+REWRITE_SHARE = 0.2    # the share of the previous port's code lines the new port no longer has, from which it rewrote
+EDITS_AGAINST = 1.5    # the new port's change at least this many times the people's: their few edits are not carried
+
+def _keys(text: str) -> list[str]: return [_key(l) for l in _code_lines(text.split("\n"))]
+
+def gone_share(base: str, side: str) -> float:
+    "The share of the previous port's code lines (comments left out) a side no longer has, in order."
+    b = _keys(base)
+    kept = sum(x.size for x in difflib.SequenceMatcher(None, b, _keys(side), autojunk=False).get_matching_blocks())
+    return 1.0 - kept / len(b) if b else 0.0
+
+def change_of(base: str, side: str) -> float:
+    "How much a side changed the previous port's method: 1 - their body likeness (names left out)."
+    return 1.0 - body_likeness(base, side)
+
+def worth_carrying(base: str, new: str, people: str) -> bool:
+    "Whether the people's edits of a method are merged onto the new port (else its method is taken whole, ONP4495)."
+    if gone_share(base, new) < REWRITE_SHARE: return True
+    return change_of(base, new) < EDITS_AGAINST * change_of(base, people)
+
+def people_lines(base: str, people: str) -> list[str]:
+    "The people's code lines the previous port's method lacks (their edits), stripped, in order."
+    was = set(_keys(base))
+    return [l.strip() for l in _code_lines(people.split("\n")) if _key(l) not in was]
+
+def reported_whole(m: MethodUpdate, base: str, new: str, people: str, ascend) -> tuple[list[str], list[Diagnostic]]:
+    "The new port's method taken whole (`worth_carrying` false), `m` counted; ONP4495 lists the people's lines left."
+    lines, was = new.rstrip("\n").split("\n"), set(_keys(base))
+    m.how, m.both = "re-ported", sum(_key(l) in was for l in _code_lines(lines))
+    count_new(m, [l for l in lines if _key(l) not in was], *ascend)
+    left = people_lines(base, people)
+    shown = "; ".join(repr(l[:60]) for l in left[:3]) + (f" and {len(left) - 3} more" if len(left) > 3 else "")
+    msg = (f"{code_info('ONP4495').title}: {m.runner}.{m.name}: the new port no longer has "
+           f"{gone_share(base, new):.0%} of the previous port's lines (changed {change_of(base, new):.0%}), the people "
+           f"changed {change_of(base, people):.0%}; {len(left)} people's line(s) not carried" + (f": {shown}" if left
+                                                                                                 else ""))
+    return lines, [port_diagnostic("ONP4495", msg, where=m.name)]
+
 # %% ../../nbs/port/update_release.ipynb #bd82b91d
 def _same(a: str, b: str) -> bool: return code_tokens(a) == code_tokens(b)
 
@@ -1048,6 +1093,7 @@ def decide_method(m: MethodUpdate, b, n, p, labels, prefer, ascend,
     text = lambda t: t.rstrip("\n").split("\n")
     if b is not None and n is not None and p is not None:
         m.how = m.how or "merged"
+        if not worth_carrying(b, n, p): return reported_whole(m, b, n, p, ascend)   # ONP4495: few edits, a rewrite
         return merge_method(m, b, n, p, labels, prefer, ascend, known)
     if b is not None and p is not None:
         if _same(b, p): m.how = "removed-by-new"; return None, []
