@@ -54,26 +54,26 @@ from .dataflow import binds, maybe_unbound, side_statements
 from .ready import stray_tuples
 
 # %% auto #0
-__all__ = ['RENAME_LIKENESS', 'REWRITE_SHARE', 'EDITS_AGAINST', 'omni_releases', 'previous_release', 'git_checkout',
-           'git_previous', 'resolve_previous', 'class_methods', 'body_likeness', 'pair_methods', 'MethodUpdate',
-           'count_new', 'code_statements', 'carry_edits', 'settle_conflicts', 'deletion_subsumed', 'depths',
-           'fragment_compiles', 'narrow_conflict', 'stack_words', 'defined_names', 'stale_reads', 'drop_stale',
-           'take_binding_sides', 'take_parameters', 'keep_ascend_change', 'ascend_put_back', 'ascend_left_in_conflicts',
-           'made_twice', 'stale_taken_without_ascend', 'AscendChange', 'following', 'follows_ascend',
-           'merged_signature', 'with_signature', 'merge_by_signature', 'merge_method', 'gone_share', 'change_of',
-           'worth_carrying', 'people_lines', 'reported_whole', 'decide_method', 'Unit', 'cut_units', 'module_units',
-           'imported_names', 'merge_units', 'place_methods', 'future_first', 'Inherited', 'derives_from', 'RunnerSides',
-           'assemble', 'import_units', 'keep_imports', 'module_unbound', 'unbound_in', 'import_resolves',
-           'retarget_imports', 'placed_imports', 'gone_withs', 'with_decision', 'retake_withs', 'gone_names',
-           'retake_method_withs', 'update_runner', 'ReleaseUpdate', 'update_markdown', 'update_summary', 'write_update',
-           'one_definition', 'update_runners', 'written_on', 'ascend_releases', 'copy_likeness', 'in_step',
-           'step_window', 'ascend_in_step', 'people_errors', 'keyword_drops', 'retake_calls', 'retake_judged',
-           'falsy_reads', 'judged_hunk', 'repair_module', 'repair_judged', 'missing_helpers', 'helper_source',
-           'carry_methods', 'put_back_unhelped', 'carry_helpers', 'runner_gpus', 'order_owner', 'unshared_statement',
-           'orphan_bindings', 'dropped_base_units', 'init_binding', 'init_unit', 'gpu_owner', 'drop_base_reads',
-           'records', 'record_holders', 'record_key', 'record_units', 'align_records', 'sibling_records',
-           'align_runners', 'unpack_renames', 'name_unpacks', 'take_records', 'update_release', 'flag_self_tuples',
-           'update_inputs']
+__all__ = ['RENAME_LIKENESS', 'REWRITE_SHARE', 'REWRITE_LINES', 'EDITS_AGAINST', 'omni_releases', 'previous_release',
+           'git_checkout', 'git_previous', 'resolve_previous', 'class_methods', 'body_likeness', 'pair_methods',
+           'MethodUpdate', 'count_new', 'code_statements', 'carry_edits', 'settle_conflicts', 'deletion_subsumed',
+           'depths', 'fragment_compiles', 'narrow_conflict', 'stack_words', 'defined_names', 'stale_reads',
+           'drop_stale', 'take_binding_sides', 'take_parameters', 'keep_ascend_change', 'ascend_put_back',
+           'ascend_left_in_conflicts', 'made_twice', 'stale_taken_without_ascend', 'AscendChange', 'following',
+           'follows_ascend', 'merged_signature', 'with_signature', 'merge_by_signature', 'merge_method', 'gone_lines',
+           'rewritten', 'change_of', 'worth_carrying', 'people_lines', 'reported_whole', 'decide_method', 'Unit',
+           'cut_units', 'module_units', 'imported_names', 'merge_units', 'place_methods', 'future_first', 'Inherited',
+           'derives_from', 'RunnerSides', 'assemble', 'import_units', 'keep_imports', 'module_unbound', 'unbound_in',
+           'import_resolves', 'retarget_imports', 'placed_imports', 'gone_withs', 'with_decision', 'retake_withs',
+           'gone_names', 'retake_method_withs', 'update_runner', 'ReleaseUpdate', 'update_markdown', 'update_summary',
+           'write_update', 'one_definition', 'update_runners', 'written_on', 'ascend_releases', 'copy_likeness',
+           'in_step', 'step_window', 'ascend_in_step', 'people_errors', 'keyword_drops', 'retake_calls',
+           'retake_judged', 'falsy_reads', 'judged_hunk', 'repair_module', 'repair_judged', 'missing_helpers',
+           'helper_source', 'carry_methods', 'put_back_unhelped', 'carry_helpers', 'runner_gpus', 'order_owner',
+           'unshared_statement', 'orphan_bindings', 'dropped_base_units', 'init_binding', 'init_unit', 'gpu_owner',
+           'drop_base_reads', 'records', 'record_holders', 'record_key', 'record_units', 'align_records',
+           'sibling_records', 'align_runners', 'unpack_renames', 'name_unpacks', 'take_records', 'update_release',
+           'flag_self_tuples', 'update_inputs']
 
 # %% ../../nbs/port/update_release.ipynb #41af0190
 # a second import block (`__all__` comes between), so that neither import cell passes 60 lines
@@ -1046,15 +1046,21 @@ register(Code("ONP4495", "update-reported-whole", "update: the new port rewrote 
               "NEW's method and put back those that still hold", _NB, "port"))
 
 REWRITE_SHARE = 0.2    # the share of the previous port's code lines the new port no longer has, from which it rewrote
+REWRITE_LINES = 3      # ... and that many lines at least
 EDITS_AGAINST = 1.5    # the new port's change at least this many times the people's: their few edits are not carried
 
 def _keys(text: str) -> list[str]: return [_key(l) for l in _code_lines(text.split("\n"))]
 
-def gone_share(base: str, side: str) -> float:
-    "The share of the previous port's code lines (comments left out) a side no longer has, in order."
+def gone_lines(base: str, side: str) -> tuple[int, int]:
+    "How many of the previous port's code lines (comments left out) a side no longer has, in order; of how many."
     b = _keys(base)
     kept = sum(x.size for x in difflib.SequenceMatcher(None, b, _keys(side), autojunk=False).get_matching_blocks())
-    return 1.0 - kept / len(b) if b else 0.0
+    return len(b) - kept, len(b)
+
+def rewritten(base: str, new: str) -> bool:
+    "Whether the new port no longer has a fifth or more of the previous port's code lines, and more than a line or two."
+    gone, of = gone_lines(base, new)
+    return gone >= REWRITE_LINES and gone >= REWRITE_SHARE * of
 
 def change_of(base: str, side: str) -> float:
     "How much a side changed the previous port's method: 1 - their body likeness (names left out)."
@@ -1062,7 +1068,7 @@ def change_of(base: str, side: str) -> float:
 
 def worth_carrying(base: str, new: str, people: str) -> bool:
     "Whether the people's edits of a method are merged onto the new port (else its method is taken whole, ONP4495)."
-    if gone_share(base, new) < REWRITE_SHARE: return True
+    if not rewritten(base, new): return True
     return change_of(base, new) < EDITS_AGAINST * change_of(base, people)
 
 def people_lines(base: str, people: str) -> list[str]:
@@ -1077,8 +1083,9 @@ def reported_whole(m: MethodUpdate, base: str, new: str, people: str, ascend) ->
     count_new(m, [l for l in lines if _key(l) not in was], *ascend)
     left = people_lines(base, people)
     shown = "; ".join(repr(l[:60]) for l in left[:3]) + (f" and {len(left) - 3} more" if len(left) > 3 else "")
-    msg = (f"{code_info('ONP4495').title}: {m.runner}.{m.name}: the new port no longer has "
-           f"{gone_share(base, new):.0%} of the previous port's lines (changed {change_of(base, new):.0%}), the people "
+    gone, of = gone_lines(base, new)
+    msg = (f"{code_info('ONP4495').title}: {m.runner}.{m.name}: the new port no longer has {gone} of the previous "
+           f"port's {of} code lines (changed {change_of(base, new):.0%}), the people "
            f"changed {change_of(base, people):.0%}; {len(left)} people's line(s) not carried" + (f": {shown}" if left
                                                                                                  else ""))
     return lines, [port_diagnostic("ONP4495", msg, where=m.name)]
