@@ -54,7 +54,7 @@ from .dataflow import binds, maybe_unbound, side_statements
 from .ready import stray_tuples
 
 # %% auto #0
-__all__ = ['RENAME_LIKENESS', 'REWRITE_SHARE', 'REWRITE_LINES', 'EDITS_AGAINST', 'omni_releases', 'previous_release',
+__all__ = ['RENAME_LIKENESS', 'REWRITE_SHARE', 'REWRITE_LINES', 'FEW_EDITS', 'EDITS_AGAINST', 'omni_releases', 'previous_release',
            'git_checkout', 'git_previous', 'resolve_previous', 'class_methods', 'body_likeness', 'pair_methods',
            'MethodUpdate', 'count_new', 'code_statements', 'carry_edits', 'settle_conflicts', 'deletion_subsumed',
            'depths', 'fragment_compiles', 'narrow_conflict', 'stack_words', 'defined_names', 'stale_reads',
@@ -1047,6 +1047,7 @@ register(Code("ONP4495", "update-reported-whole", "update: the new port rewrote 
 
 REWRITE_SHARE = 0.2    # the share of the previous port's code lines the new port no longer has, from which it rewrote
 REWRITE_LINES = 3      # ... and that many lines at least
+FEW_EDITS = 0.2       # the people's change (1 - body likeness to the previous port) up to which their edits are few
 EDITS_AGAINST = 1.5    # the new port's change at least this many times the people's: their few edits are not carried
 
 def _keys(text: str) -> list[str]: return [_key(l) for l in _code_lines(text.split("\n"))]
@@ -1069,7 +1070,8 @@ def change_of(base: str, side: str) -> float:
 def worth_carrying(base: str, new: str, people: str) -> bool:
     "Whether the people's edits of a method are merged onto the new port (else its method is taken whole, ONP4495)."
     if not rewritten(base, new): return True
-    return change_of(base, new) < EDITS_AGAINST * change_of(base, people)
+    mine = change_of(base, people)
+    return mine > FEW_EDITS or change_of(base, new) < EDITS_AGAINST * mine
 
 def people_lines(base: str, people: str) -> list[str]:
     "The people's code lines the previous port's method lacks (their edits), stripped, in order."
