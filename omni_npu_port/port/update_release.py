@@ -318,7 +318,7 @@ class MethodUpdate:
     runner: str
     name: str                    # its name in the update (or in the side that had it, when it is left out)
     how: str                     # merged | merged-inherited | people-added | new-port | both-added | removed-by-people
-                                 # | removed-by-new | kept-by-people | gone
+                                 # | removed-by-new | kept-by-people | gone | re-ported (ONP4495)
     was: str | None = None       # its name in the people's port, where a rename paired it
     people: int = 0              # lines from the people's port (their change to the tool's port of PREV)
     gpu: int = 0                 # lines from the new port's change that vllm-ascend's method did not bring
