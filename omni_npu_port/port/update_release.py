@@ -60,18 +60,18 @@ __all__ = ['RENAME_LIKENESS', 'REWRITE_SHARE', 'REWRITE_LINES', 'FEW_EDITS', 'ED
            'depths', 'fragment_compiles', 'narrow_conflict', 'stack_words', 'defined_names', 'stale_reads',
            'drop_stale', 'take_binding_sides', 'take_parameters', 'keep_ascend_change', 'ascend_put_back',
            'ascend_left_in_conflicts', 'made_twice', 'stale_taken_without_ascend', 'AscendChange', 'following',
-           'follows_ascend', 'merged_signature', 'with_signature', 'merge_by_signature', 'merge_method', 'gone_lines',
-           'rewritten', 'change_of', 'worth_carrying', 'people_lines', 'reported_whole', 'decide_method', 'Unit',
-           'cut_units', 'module_units', 'imported_names', 'merge_units', 'place_methods', 'future_first', 'Inherited',
-           'derives_from', 'RunnerSides', 'assemble', 'import_units', 'keep_imports', 'module_unbound', 'unbound_in',
-           'import_resolves', 'retarget_imports', 'placed_imports', 'gone_withs', 'with_decision', 'retake_withs',
-           'gone_names', 'retake_method_withs', 'update_runner', 'ReleaseUpdate', 'update_markdown', 'update_summary',
-           'write_update', 'one_definition', 'update_runners', 'written_on', 'ascend_releases', 'copy_likeness',
-           'in_step', 'step_window', 'ascend_in_step', 'people_errors', 'keyword_drops', 'retake_calls',
-           'retake_judged', 'falsy_reads', 'judged_hunk', 'repair_module', 'repair_judged', 'missing_helpers',
-           'helper_source', 'carry_methods', 'put_back_unhelped', 'carry_helpers', 'runner_gpus', 'order_owner',
-           'unshared_statement', 'orphan_bindings', 'dropped_base_units', 'init_binding', 'init_unit', 'gpu_owner',
-           'drop_base_reads', 'records', 'record_holders', 'record_key', 'record_units', 'align_records',
+           'follows_ascend', 'merged_signature', 'with_signature', 'merge_by_signature', 'merge_method',
+           'decide_method', 'gone_lines', 'rewritten', 'change_of', 'worth_carrying', 'people_lines', 'reported_whole',
+           'Unit', 'cut_units', 'module_units', 'imported_names', 'merge_units', 'place_methods', 'future_first',
+           'Inherited', 'derives_from', 'RunnerSides', 'assemble', 'import_units', 'keep_imports', 'module_unbound',
+           'unbound_in', 'import_resolves', 'retarget_imports', 'placed_imports', 'gone_withs', 'with_decision',
+           'retake_withs', 'gone_names', 'retake_method_withs', 'update_runner', 'ReleaseUpdate', 'update_markdown',
+           'update_summary', 'write_update', 'one_definition', 'update_runners', 'written_on', 'ascend_releases',
+           'copy_likeness', 'in_step', 'step_window', 'ascend_in_step', 'people_errors', 'keyword_drops',
+           'retake_calls', 'retake_judged', 'falsy_reads', 'judged_hunk', 'repair_module', 'repair_judged',
+           'missing_helpers', 'helper_source', 'carry_methods', 'put_back_unhelped', 'carry_helpers', 'runner_gpus',
+           'order_owner', 'unshared_statement', 'orphan_bindings', 'dropped_base_units', 'init_binding', 'init_unit',
+           'gpu_owner', 'drop_base_reads', 'records', 'record_holders', 'record_key', 'record_units', 'align_records',
            'sibling_records', 'align_runners', 'unpack_renames', 'name_unpacks', 'take_records', 'update_release',
            'flag_self_tuples', 'update_inputs']
 
@@ -1039,6 +1039,35 @@ def merge_method(m: MethodUpdate, base: str, new: str, people: str, labels: tupl
     for d in diags[len(diags) - len(added):]: d.where = m.name
     return lines, diags
 
+# %% ../../nbs/port/update_release.ipynb #bd82b91d
+def _same(a: str, b: str) -> bool: return code_tokens(a) == code_tokens(b)
+
+def decide_method(m: MethodUpdate, b, n, p, labels, prefer, ascend,
+                  known=None) -> tuple[list[str] | None, list[Diagnostic]]:
+    "One method's update from its three texts (None: that side lacks it): its lines (None: left out), diagnostics."
+    say = lambda code, msg: [port_diagnostic(code, f"{code_info(code).title}: {m.runner}.{msg}", where=m.name)]
+    text = lambda t: t.rstrip("\n").split("\n")
+    if b is not None and n is not None and p is not None:
+        m.how = m.how or "merged"
+        if not worth_carrying(b, n, p): return reported_whole(m, b, n, p, ascend)   # ONP4495: few edits, a rewrite
+        return merge_method(m, b, n, p, labels, prefer, ascend, known)
+    if b is not None and p is not None:
+        if _same(b, p): m.how = "removed-by-new"; return None, []
+        m.how, m.people = "kept-by-people", len(_code_lines(text(p)))
+        return text(p), say("ONP4504", m.name)
+    if b is not None and n is not None:
+        m.how = "removed-by-people"
+        return None, [] if _same(b, n) else say("ONP4503", m.name)
+    if p is not None and n is not None:
+        if _same(p, n): m.how, m.both = "both-added", len(_code_lines(text(p))); return text(p), []
+        m.how, m.conflicts = "both-added", 1
+        lines, diags = render([Hunk("conflict", [], omni=text(n), npu=text(p))], labels, False, prefer)
+        for d in diags: d.where = m.name
+        return lines, say("ONP4505", m.name) + diags
+    if p is not None: m.how, m.people = "people-added", len(_code_lines(text(p))); return text(p), []
+    if n is not None: m.how = "new-port"; count_new(m, text(n), *ascend); return text(n), []
+    m.how = "gone"; return None, []
+
 # %% ../../nbs/port/update_release.ipynb #4495a002
 register(Code("ONP4495", "update-reported-whole", "update: the new port rewrote a method (a fifth of the previous "
               "port's lines or more gone) the people's port had changed far less: the new port's method is taken "
@@ -1091,35 +1120,6 @@ def reported_whole(m: MethodUpdate, base: str, new: str, people: str, ascend) ->
            f"changed {change_of(base, people):.0%}; {len(left)} people's line(s) not carried" + (f": {shown}" if left
                                                                                                  else ""))
     return lines, [port_diagnostic("ONP4495", msg, where=m.name)]
-
-# %% ../../nbs/port/update_release.ipynb #bd82b91d
-def _same(a: str, b: str) -> bool: return code_tokens(a) == code_tokens(b)
-
-def decide_method(m: MethodUpdate, b, n, p, labels, prefer, ascend,
-                  known=None) -> tuple[list[str] | None, list[Diagnostic]]:
-    "One method's update from its three texts (None: that side lacks it): its lines (None: left out), diagnostics."
-    say = lambda code, msg: [port_diagnostic(code, f"{code_info(code).title}: {m.runner}.{msg}", where=m.name)]
-    text = lambda t: t.rstrip("\n").split("\n")
-    if b is not None and n is not None and p is not None:
-        m.how = m.how or "merged"
-        if not worth_carrying(b, n, p): return reported_whole(m, b, n, p, ascend)   # ONP4495: few edits, a rewrite
-        return merge_method(m, b, n, p, labels, prefer, ascend, known)
-    if b is not None and p is not None:
-        if _same(b, p): m.how = "removed-by-new"; return None, []
-        m.how, m.people = "kept-by-people", len(_code_lines(text(p)))
-        return text(p), say("ONP4504", m.name)
-    if b is not None and n is not None:
-        m.how = "removed-by-people"
-        return None, [] if _same(b, n) else say("ONP4503", m.name)
-    if p is not None and n is not None:
-        if _same(p, n): m.how, m.both = "both-added", len(_code_lines(text(p))); return text(p), []
-        m.how, m.conflicts = "both-added", 1
-        lines, diags = render([Hunk("conflict", [], omni=text(n), npu=text(p))], labels, False, prefer)
-        for d in diags: d.where = m.name
-        return lines, say("ONP4505", m.name) + diags
-    if p is not None: m.how, m.people = "people-added", len(_code_lines(text(p))); return text(p), []
-    if n is not None: m.how = "new-port"; count_new(m, text(n), *ascend); return text(n), []
-    m.how = "gone"; return None, []
 
 # %% ../../nbs/port/update_release.ipynb #bcb441d9
 @dataclass
