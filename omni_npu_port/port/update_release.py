@@ -1043,13 +1043,13 @@ def merge_method(m: MethodUpdate, base: str, new: str, people: str, labels: tupl
 def _same(a: str, b: str) -> bool: return code_tokens(a) == code_tokens(b)
 
 def decide_method(m: MethodUpdate, b, n, p, labels, prefer, ascend,
-                  known=None) -> tuple[list[str] | None, list[Diagnostic]]:
+                  known=None, rewrites: bool = True) -> tuple[list[str] | None, list[Diagnostic]]:
     "One method's update from its three texts (None: that side lacks it): its lines (None: left out), diagnostics."
     say = lambda code, msg: [port_diagnostic(code, f"{code_info(code).title}: {m.runner}.{msg}", where=m.name)]
     text = lambda t: t.rstrip("\n").split("\n")
     if b is not None and n is not None and p is not None:
         m.how = m.how or "merged"
-        if not worth_carrying(b, n, p): return reported_whole(m, b, n, p, ascend)   # ONP4495: few edits, a rewrite
+        if rewrites and not worth_carrying(b, n, p): return reported_whole(m, b, n, p, ascend)   # ONP4495
         return merge_method(m, b, n, p, labels, prefer, ascend, known)
     if b is not None and p is not None:
         if _same(b, p): m.how = "removed-by-new"; return None, []
@@ -1257,6 +1257,7 @@ class RunnerSides:
     new: tuple[str, str]
     labels: tuple = ("people's port", "new port")
     gpu: tuple = (None, None)     # `Inherited` of PREV's and NEW's omni GPU runner (what a port runs, defining none)
+    rewrites: bool = True         # a method the new port rewrote, the people's edits few, taken whole (ONP4495)
 
 def _pairs(sides: RunnerSides):
     "Each side's methods, paired: (rows, each side's name → pair id); None: a module does not parse or lacks its class."
@@ -1283,7 +1284,7 @@ def _methods_decided(runner: str, sides: RunnerSides, ms, rows, prefer, ascend,
             renames.append(port_diagnostic("ONP4502", f"{code_info('ONP4502').title}: {runner}: previous port "
                                            f"{b or '-'}, "
                                            f"people's {p or '-'}, new port {n or '-'}", where=name))
-        out[k] = decide_method(m, *texts, sides.labels, prefer, ascend(name, b or p), known)
+        out[k] = decide_method(m, *texts, sides.labels, prefer, ascend(name, b or p), known, sides.rewrites)
         ups.append(m)
     for k in taken: out.pop(k, None)
     return out, ups, renames
@@ -1702,8 +1703,9 @@ def _moved(line: int | None, cut: list[tuple[int, int]]) -> int | None:
 
 # %% ../../nbs/port/update_release.ipynb #aec61f61
 def update_runners(new_port: ReleasePort, base_port: ReleasePort, prev_origin: str, prefer: str, ascend, ix,
-                   npu_bases: tuple = (None, None), names=None) -> tuple[list, list]:
-    "Every runner of the new port, updated from PREV's hand runner where PREV's port has it and PREV has one."
+                   npu_bases: tuple = (None, None), names=None, rewrites: bool = True) -> tuple[list, list]:
+    ("Every runner of the new port, updated from PREV's hand runner where PREV's port has it and PREV has one; "
+     "`rewrites`: a rewritten method with few people's edits taken whole (ONP4495; the audit keeps their edits).")
     runners, ups = [], []
     if ix is not None: ix.written = written_modules(new_port.runners, runners)   # siblings: updated, else new's
     for r in new_port.runners:
@@ -1714,7 +1716,7 @@ def update_runners(new_port: ReleasePort, base_port: ReleasePort, prev_origin: s
             labels = (f"people's port: vLLM-Omni {base_port.omni} {hand[1]}", f"new port: vLLM-Omni {new_port.omni}")
             gpu = tuple(_gpu_runner(p.origin, x.gpu, nb) if nb is not None else None
                         for p, x, nb in ((base_port, b, npu_bases[0]), (new_port, r, npu_bases[1])))
-            sides = RunnerSides((b.code, b.cls), hand, (r.code, r.cls), labels, gpu)
+            sides = RunnerSides((b.code, b.cls), hand, (r.code, r.cls), labels, gpu, rewrites)
             code, diags, mus = update_runner(r.cls, sides, prefer, ascend, names)
             if code is not None:   # a definition both sides made once
                 code, twice, cut = one_definition(code, r.cls, ix)
