@@ -915,7 +915,7 @@ def audit(gpu: str, npu: str | None = None, prev: str | None = "auto", target: s
     (gb, _), (nb, _) = theirs[0], theirs[-1]
     origin = str(ntree.origin)
     runners, ups = update_runners(new, base, origin, "comment", lambda name, was: (set(), set()),
-                                  ready_index(gb, nb), (nb, nb))
+                                  ready_index(gb, nb), (nb, nb), rewrites=False)   # drift keeps the copy's edits
     sides = AuditSides(base, new, origin, f"{gtree.version or gpu} from {base.omni}", theirs,
                        ClassGraph(SymbolIndex([ntree])), platform_names(rules_for(t.spec)))
     out = [Finding("ONP4124", f"{code_info('ONP4124').title}: GPU runners of vLLM-Omni {gtree.version or gpu}; NPU "

@@ -54,26 +54,28 @@ from .dataflow import binds, maybe_unbound, side_statements
 from .ready import stray_tuples
 
 # %% auto #0
-__all__ = ['RENAME_LIKENESS', 'omni_releases', 'previous_release', 'git_checkout', 'git_previous', 'resolve_previous',
-           'class_methods', 'body_likeness', 'pair_methods', 'MethodUpdate', 'count_new', 'code_statements',
-           'carry_edits', 'settle_conflicts', 'deletion_subsumed', 'depths', 'fragment_compiles', 'narrow_conflict',
-           'stack_words', 'defined_names', 'stale_reads', 'drop_stale', 'take_binding_sides', 'take_parameters',
-           'keep_ascend_change', 'ascend_put_back', 'ascend_left_in_conflicts', 'made_twice',
-           'stale_taken_without_ascend', 'AscendChange', 'following', 'follows_ascend', 'merged_signature',
-           'with_signature', 'merge_by_signature', 'merge_method', 'decide_method', 'Unit', 'cut_units', 'module_units',
-           'imported_names', 'merge_units', 'place_methods', 'future_first', 'Inherited', 'derives_from', 'RunnerSides',
-           'assemble', 'import_units', 'keep_imports', 'module_unbound', 'unbound_in', 'import_resolves',
-           'retarget_imports', 'placed_imports', 'gone_withs', 'with_decision', 'retake_withs', 'gone_names',
-           'retake_method_withs', 'update_runner', 'ReleaseUpdate', 'update_markdown', 'update_summary', 'write_update',
-           'one_definition', 'update_runners', 'written_on', 'ascend_releases', 'copy_likeness', 'in_step',
-           'step_window', 'ascend_in_step', 'people_errors', 'keyword_drops', 'retake_calls', 'retake_judged',
-           'falsy_reads', 'judged_hunk', 'repair_module', 'repair_judged', 'missing_helpers', 'helper_source',
-           'carry_methods', 'put_back_unhelped', 'carry_helpers', 'runner_gpus', 'order_owner', 'unshared_statement',
-           'orphan_bindings', 'dropped_base_units', 'init_binding', 'init_unit', 'gpu_owner', 'drop_base_reads',
-           'leaf_statements', 'node_path', 'node_at', 'with_node_at', 'statement_counterpart', 'self_read',
-           'replacement', 'inlined', 'removed_read_unit', 'removed_read_units', 'retake_removed_reads', 'records',
-           'record_holders', 'record_key', 'record_units', 'align_records', 'sibling_records', 'align_runners',
-           'unpack_renames', 'name_unpacks', 'take_records', 'update_release', 'flag_self_tuples', 'update_inputs']
+__all__ = ['RENAME_LIKENESS', 'REWRITE_SHARE', 'REWRITE_LINES', 'FEW_EDITS', 'EDITS_AGAINST', 'omni_releases', 'previous_release',
+           'git_checkout', 'git_previous', 'resolve_previous', 'class_methods', 'body_likeness', 'pair_methods',
+           'MethodUpdate', 'count_new', 'code_statements', 'carry_edits', 'settle_conflicts', 'deletion_subsumed',
+           'depths', 'fragment_compiles', 'narrow_conflict', 'stack_words', 'defined_names', 'stale_reads',
+           'drop_stale', 'take_binding_sides', 'take_parameters', 'keep_ascend_change', 'ascend_put_back',
+           'ascend_left_in_conflicts', 'made_twice', 'stale_taken_without_ascend', 'AscendChange', 'following',
+           'follows_ascend', 'merged_signature', 'with_signature', 'merge_by_signature', 'merge_method',
+           'decide_method', 'gone_lines', 'rewritten', 'change_of', 'worth_carrying', 'people_lines', 'reported_whole',
+           'Unit', 'cut_units', 'module_units', 'imported_names', 'merge_units', 'place_methods', 'future_first',
+           'Inherited', 'derives_from', 'RunnerSides', 'assemble', 'import_units', 'keep_imports', 'module_unbound',
+           'unbound_in', 'import_resolves', 'retarget_imports', 'placed_imports', 'gone_withs', 'with_decision',
+           'retake_withs', 'gone_names', 'retake_method_withs', 'update_runner', 'ReleaseUpdate', 'update_markdown',
+           'update_summary', 'write_update', 'one_definition', 'update_runners', 'written_on', 'ascend_releases',
+           'copy_likeness', 'in_step', 'step_window', 'ascend_in_step', 'people_errors', 'keyword_drops',
+           'retake_calls', 'retake_judged', 'falsy_reads', 'judged_hunk', 'repair_module', 'repair_judged',
+           'missing_helpers', 'helper_source', 'carry_methods', 'put_back_unhelped', 'carry_helpers', 'runner_gpus',
+           'order_owner', 'unshared_statement', 'orphan_bindings', 'dropped_base_units', 'init_binding', 'init_unit',
+           'gpu_owner', 'drop_base_reads', 'leaf_statements', 'node_path', 'node_at', 'with_node_at',
+           'statement_counterpart', 'self_read', 'replacement', 'inlined', 'removed_read_unit', 'removed_read_units',
+           'retake_removed_reads', 'records', 'record_holders', 'record_key', 'record_units', 'align_records',
+           'sibling_records', 'align_runners', 'unpack_renames', 'name_unpacks', 'take_records', 'update_release',
+           'flag_self_tuples', 'update_inputs']
 
 # %% ../../nbs/port/update_release.ipynb #41af0190
 # a second import block (`__all__` comes between), so that neither import cell passes 60 lines
@@ -318,7 +320,7 @@ class MethodUpdate:
     runner: str
     name: str                    # its name in the update (or in the side that had it, when it is left out)
     how: str                     # merged | merged-inherited | people-added | new-port | both-added | removed-by-people
-                                 # | removed-by-new | kept-by-people | gone
+                                 # | removed-by-new | kept-by-people | gone | re-ported (ONP4495)
     was: str | None = None       # its name in the people's port, where a rename paired it
     people: int = 0              # lines from the people's port (their change to the tool's port of PREV)
     gpu: int = 0                 # lines from the new port's change that vllm-ascend's method did not bring
@@ -1043,12 +1045,13 @@ def merge_method(m: MethodUpdate, base: str, new: str, people: str, labels: tupl
 def _same(a: str, b: str) -> bool: return code_tokens(a) == code_tokens(b)
 
 def decide_method(m: MethodUpdate, b, n, p, labels, prefer, ascend,
-                  known=None) -> tuple[list[str] | None, list[Diagnostic]]:
+                  known=None, rewrites: bool = True) -> tuple[list[str] | None, list[Diagnostic]]:
     "One method's update from its three texts (None: that side lacks it): its lines (None: left out), diagnostics."
     say = lambda code, msg: [port_diagnostic(code, f"{code_info(code).title}: {m.runner}.{msg}", where=m.name)]
     text = lambda t: t.rstrip("\n").split("\n")
     if b is not None and n is not None and p is not None:
         m.how = m.how or "merged"
+        if rewrites and not worth_carrying(b, n, p): return reported_whole(m, b, n, p, ascend)   # ONP4495
         return merge_method(m, b, n, p, labels, prefer, ascend, known)
     if b is not None and p is not None:
         if _same(b, p): m.how = "removed-by-new"; return None, []
@@ -1066,6 +1069,59 @@ def decide_method(m: MethodUpdate, b, n, p, labels, prefer, ascend,
     if p is not None: m.how, m.people = "people-added", len(_code_lines(text(p))); return text(p), []
     if n is not None: m.how = "new-port"; count_new(m, text(n), *ascend); return text(n), []
     m.how = "gone"; return None, []
+
+# %% ../../nbs/port/update_release.ipynb #4495a002
+register(Code("ONP4495", "update-reported-whole", "update: the new port rewrote a method (a fifth of the previous "
+              "port's lines or more gone) the people's port had changed far less: the new port's method is taken "
+              "whole, the people's edits are not carried (listed)", "warning", "read the people's lines listed against "
+              "NEW's method and put back those that still hold", _NB, "port"))
+
+REWRITE_SHARE = 0.2    # the share of the previous port's code lines the new port no longer has, from which it rewrote
+REWRITE_LINES = 3      # ... and that many lines at least
+FEW_EDITS = 0.2       # the people's change (1 - body likeness to the previous port) up to which their edits are few
+EDITS_AGAINST = 1.5    # the new port's change at least this many times the people's: their few edits are not carried
+
+def _keys(text: str) -> list[str]: return [_key(l) for l in _code_lines(text.split("\n"))]
+
+def gone_lines(base: str, side: str) -> tuple[int, int]:
+    "How many of the previous port's code lines (comments left out) a side no longer has, in order; of how many."
+    b = _keys(base)
+    kept = sum(x.size for x in difflib.SequenceMatcher(None, b, _keys(side), autojunk=False).get_matching_blocks())
+    return len(b) - kept, len(b)
+
+def rewritten(base: str, new: str) -> bool:
+    "Whether the new port no longer has a fifth or more of the previous port's code lines, and more than a line or two."
+    gone, of = gone_lines(base, new)
+    return gone >= REWRITE_LINES and gone >= REWRITE_SHARE * of
+
+def change_of(base: str, side: str) -> float:
+    "How much a side changed the previous port's method: 1 - their body likeness (names left out)."
+    return 1.0 - body_likeness(base, side)
+
+def worth_carrying(base: str, new: str, people: str) -> bool:
+    "Whether the people's edits of a method are merged onto the new port (else its method is taken whole, ONP4495)."
+    if not rewritten(base, new): return True
+    mine = change_of(base, people)
+    return mine > FEW_EDITS or change_of(base, new) < EDITS_AGAINST * mine
+
+def people_lines(base: str, people: str) -> list[str]:
+    "The people's code lines the previous port's method lacks (their edits), stripped, in order."
+    was = set(_keys(base))
+    return [l.strip() for l in _code_lines(people.split("\n")) if _key(l) not in was]
+
+def reported_whole(m: MethodUpdate, base: str, new: str, people: str, ascend) -> tuple[list[str], list[Diagnostic]]:
+    "The new port's method taken whole (`worth_carrying` false), `m` counted; ONP4495 lists the people's lines left."
+    lines, was = new.rstrip("\n").split("\n"), set(_keys(base))
+    m.how, m.both = "re-ported", sum(_key(l) in was for l in _code_lines(lines))
+    count_new(m, [l for l in lines if _key(l) not in was], *ascend)
+    left = people_lines(base, people)
+    shown = "; ".join(repr(l[:60]) for l in left[:3]) + (f" and {len(left) - 3} more" if len(left) > 3 else "")
+    gone, of = gone_lines(base, new)
+    msg = (f"{code_info('ONP4495').title}: {m.runner}.{m.name}: the new port no longer has {gone} of the previous "
+           f"port's {of} code lines (changed {change_of(base, new):.0%}), the people "
+           f"changed {change_of(base, people):.0%}; {len(left)} people's line(s) not carried" + (f": {shown}" if left
+                                                                                                 else ""))
+    return lines, [port_diagnostic("ONP4495", msg, where=m.name)]
 
 # %% ../../nbs/port/update_release.ipynb #bcb441d9
 @dataclass
@@ -1203,6 +1259,7 @@ class RunnerSides:
     new: tuple[str, str]
     labels: tuple = ("people's port", "new port")
     gpu: tuple = (None, None)     # `Inherited` of PREV's and NEW's omni GPU runner (what a port runs, defining none)
+    rewrites: bool = True         # a method the new port rewrote, the people's edits few, taken whole (ONP4495)
 
 def _pairs(sides: RunnerSides):
     "Each side's methods, paired: (rows, each side's name → pair id); None: a module does not parse or lacks its class."
@@ -1229,7 +1286,7 @@ def _methods_decided(runner: str, sides: RunnerSides, ms, rows, prefer, ascend,
             renames.append(port_diagnostic("ONP4502", f"{code_info('ONP4502').title}: {runner}: previous port "
                                            f"{b or '-'}, "
                                            f"people's {p or '-'}, new port {n or '-'}", where=name))
-        out[k] = decide_method(m, *texts, sides.labels, prefer, ascend(name, b or p), known)
+        out[k] = decide_method(m, *texts, sides.labels, prefer, ascend(name, b or p), known, sides.rewrites)
         ups.append(m)
     for k in taken: out.pop(k, None)
     return out, ups, renames
@@ -1648,8 +1705,9 @@ def _moved(line: int | None, cut: list[tuple[int, int]]) -> int | None:
 
 # %% ../../nbs/port/update_release.ipynb #aec61f61
 def update_runners(new_port: ReleasePort, base_port: ReleasePort, prev_origin: str, prefer: str, ascend, ix,
-                   npu_bases: tuple = (None, None), names=None) -> tuple[list, list]:
-    "Every runner of the new port, updated from PREV's hand runner where PREV's port has it and PREV has one."
+                   npu_bases: tuple = (None, None), names=None, rewrites: bool = True) -> tuple[list, list]:
+    ("Every runner of the new port, updated from PREV's hand runner where PREV's port has it and PREV has one; "
+     "`rewrites`: a rewritten method with few people's edits taken whole (ONP4495; the audit keeps their edits).")
     runners, ups = [], []
     if ix is not None: ix.written = written_modules(new_port.runners, runners)   # siblings: updated, else new's
     for r in new_port.runners:
@@ -1660,7 +1718,7 @@ def update_runners(new_port: ReleasePort, base_port: ReleasePort, prev_origin: s
             labels = (f"people's port: vLLM-Omni {base_port.omni} {hand[1]}", f"new port: vLLM-Omni {new_port.omni}")
             gpu = tuple(_gpu_runner(p.origin, x.gpu, nb) if nb is not None else None
                         for p, x, nb in ((base_port, b, npu_bases[0]), (new_port, r, npu_bases[1])))
-            sides = RunnerSides((b.code, b.cls), hand, (r.code, r.cls), labels, gpu)
+            sides = RunnerSides((b.code, b.cls), hand, (r.code, r.cls), labels, gpu, rewrites)
             code, diags, mus = update_runner(r.cls, sides, prefer, ascend, names)
             if code is not None:   # a definition both sides made once
                 code, twice, cut = one_definition(code, r.cls, ix)
