@@ -185,11 +185,19 @@ def scope_of(root, nodeid: str, uses: dict) -> str:
 
 
 # --- JupyterLab: one server per test process for the files that look at views in it ---------------------------------
+# The views tests read rendered outputs only: a notebook opened in the page starts no kernel (an ipykernel start is
+# ~1.5 s of CPU, reaped at the server's stop) unless a test starts it (`LabPage.open(..., kernel=True)`), and the page
+# exposes its app (`window.jupyterapp`), so one page load serves every notebook a process opens (a load is ~0.9 s of
+# the server's CPU and more of Chromium's).
+LAB_ARGS = ("--LabApp.notebook_starts_kernel=False", "--LabApp.expose_app_in_browser=True")
+
+
 @pytest.fixture(scope="session")
 def jupyterlab(tmp_path_factory):
     ("One JupyterLab per test process (a start and stop is ~3 s of CPU), for test_workbook and test_output_fits: "
      "each writes its notebooks in a folder of its own under `.root`, signs them with a notary of `.data` and adds "
-     "the kernels they name under `.tmp / 'jupyter'`; every cell in the page (no virtual scrolling), no news toast.")
+     "the kernels they name under `.tmp / 'jupyter'`; every cell in the page (no virtual scrolling), no news toast; "
+     "a notebook the page opens starts no kernel (LAB_ARGS).")
     import json
     from test_jupyter import Server
     tmp = tmp_path_factory.mktemp("jupyterlab")
@@ -201,12 +209,54 @@ def jupyterlab(tmp_path_factory):
         (d / f"{name}.jupyterlab-settings").write_text(json.dumps(value))
     s = Server(tmp, app="jupyterlab", root=tmp / "root", env={
         "JUPYTER_PATH": str(tmp / "jupyter"), "JUPYTERLAB_SETTINGS_DIR": str(tmp / "settings"),
-        "JUPYTER_DATA_DIR": str(tmp / "data")})
+        "JUPYTER_DATA_DIR": str(tmp / "data")}, args=LAB_ARGS)
     s.root, s.data = tmp / "root", tmp / "data"
     try:
         s.wait_ready()
         yield s
     finally: s.stop()
+
+
+# The page shows one notebook at a time: `path` opens in the app already loaded, then every other tab (the notebooks
+# open before, the launcher) is disposed (no "save?" question) and the file browser shows the folders as they are now,
+# as when a page loads the notebook's own URL; with `kernel`, the notebook's own kernel (its kernelspec) is started
+# and has answered.
+OPEN_ONLY = """async ([path, kernel]) => {
+  const app = window.jupyterapp;
+  await app.restored;
+  const panel = await app.commands.execute('docmanager:open', {path});
+  await panel.context.ready;
+  await panel.revealed;
+  for (const w of Array.from(app.shell.widgets('main'))) if (w !== panel) w.dispose();
+  await app.commands.execute('filebrowser:refresh');
+  if (kernel) {
+    await panel.sessionContext.changeKernel({name: panel.context.model.getMetadata('kernelspec').name});
+    await panel.sessionContext.ready;
+    await panel.sessionContext.session.kernel.info;
+  }
+  return panel.sessionContext.session ? panel.sessionContext.session.kernel.name : null;
+}"""
+
+
+class LabPage:
+    "One JupyterLab page of the session's server in its Chromium: `open` shows a notebook of the server's root."
+    def __init__(self, server, browser):
+        self.server, self.page = server, browser.new_page(viewport={"width": 1280, "height": 1000})
+        self.page.goto(f"{server.url}/lab?token={server.token}&reset")
+        self.page.wait_for_function("window.jupyterapp !== undefined", timeout=90_000)
+
+    def open(self, path: str, width: int, height: int, kernel: bool = False):
+        "Show the notebook `path` alone at `width` x `height`: the name of the kernel it runs (None: none started)."
+        self.page.set_viewport_size({"width": width, "height": height})
+        return self.page.evaluate(OPEN_ONLY, [path, kernel])
+
+
+@pytest.fixture(scope="session")
+def lab_page(jupyterlab, browser):
+    "One JupyterLab page per test process (LabPage): test_workbook and test_output_fits open their notebooks in it."
+    page = LabPage(jupyterlab, browser)
+    try: yield page
+    finally: page.page.close()
 
 
 # --- Chromium: one browser per test process for the files that look at pages in it ---------------------------------

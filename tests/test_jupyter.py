@@ -38,8 +38,9 @@ def free_port() -> int:
 
 class Server:
     "A jupyter_server process and a small REST client for it."
-    def __init__(self, tmp: Path, app: str = "jupyter_server", root: Path = ROOT, env: dict | None = None):
-        "`app`: the module to run (`jupyter_server`, or `jupyterlab` for the whole JupyterLab); `env` added to the environment."
+    def __init__(self, tmp: Path, app: str = "jupyter_server", root: Path = ROOT, env: dict | None = None, args=()):
+        ("`app`: the module to run (`jupyter_server`, or `jupyterlab` for the whole JupyterLab); `env` added to the "
+         "environment; `args` added to its command line.")
         self.port, self.token, self.tmp = free_port(), secrets.token_hex(16), tmp
         self.url = f"http://127.0.0.1:{self.port}"
         env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp / "runtime"), "JUPYTER_CONFIG_DIR": str(tmp / "config"),
@@ -48,7 +49,8 @@ class Server:
         self.log = open(tmp / "server.log", "wb")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", app, "--no-browser", "--ip=127.0.0.1", f"--port={self.port}",
-             "--ServerApp.port_retries=0", f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={root}"]
+             "--ServerApp.port_retries=0", f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={root}",
+             *args]
             + (["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []),  # CI containers run as root
             env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
 

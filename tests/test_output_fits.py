@@ -101,16 +101,18 @@ def test_a_parity_failure_is_explained_and_exits_1(monkeypatch, capsys):
 
 
 def test_agreeing_replay_exits_0_and_progress_goes_to_stderr_as_lines(monkeypatch, capsys):
+    "The run at 200 columns: progress lines on stderr, and the table within 120 columns (a wider terminal's case)."
     rc, out, err = bench_with(eager_replay_capture, monkeypatch, capsys, "--dtype", "float32")
     assert rc == 0 and "parity FAIL" not in err
     steps = [l for l in err.splitlines() if re.match(r"omni-npu-port bench: +\d+\.\d s  ", l)]
     assert any("capturing" in l for l in steps) and any("batch 2" in l for l in steps), err
     assert "\r" not in err and "\x1b[" not in err                   # lines, no live bar
+    assert "replay" in out and max(map(len, out.splitlines())) <= 120, [l for l in out.splitlines() if len(l) > 120][:2]
 
 
-@pytest.mark.parametrize("width", [120, 200])
-def test_bench_table_fits_120_columns(width, monkeypatch, capsys):
-    rc, out, _ = bench_with(eager_replay_capture, monkeypatch, capsys, "--dtype", "float32", width=width)
+def test_bench_table_fits_120_columns(monkeypatch, capsys):
+    "At 120 columns (at 200: the run above)."
+    rc, out, _ = bench_with(eager_replay_capture, monkeypatch, capsys, "--dtype", "float32", width=120)
     assert rc == 0 and "replay" in out
     assert max(map(len, out.splitlines())) <= 120, [l for l in out.splitlines() if len(l) > 120][:2]
 
@@ -206,18 +208,17 @@ def views_lab(jupyterlab):
 
 
 @pytest.mark.parametrize("which", ["trusted", "untrusted"])
-def test_no_view_breaks_a_word_in_jupyterlab(views_lab, browser, which):
-    "In a narrow JupyterLab every word of every view sits on one line; only the untrusted catalog shows the trust hint."
-    page = browser.new_page(viewport={"width": 720, "height": 900})
-    try:
-        page.goto(f"{views_lab.url}/lab/tree/views/{which}.ipynb?token={views_lab.token}&reset")
-        page.wait_for_selector(".jp-OutputArea-output .onp-patterns", timeout=90_000)
-        page.wait_for_timeout(500)
-        views = page.evaluate(WORDS_SPLIT)
-        assert {v["kind"].split()[-1] for v in views} == {"onp-translation", "onp-patterns"}, views
-        for v in views:
-            assert v["words"] > 50 and not v["split"], f"{which}: {v['kind']} breaks words: {v['split']}"
-        [cat] = [v for v in views if "onp-patterns" in v["kind"]]
-        assert "Trust this notebook (File > Trust Notebook)" in cat["hintText"]
-        assert cat["hint"] is (which == "untrusted"), f"{which}: the hint is {'shown' if cat['hint'] else 'hidden'}"
-    finally: page.close()
+def test_no_view_breaks_a_word_in_jupyterlab(views_lab, lab_page, which):
+    ("In a narrow JupyterLab every word of every view sits on one line; only the untrusted catalog shows the trust "
+     "hint. The views need no kernel: none starts.")
+    assert lab_page.open(f"views/{which}.ipynb", 720, 900) is None
+    page = lab_page.page
+    page.wait_for_selector(".jp-OutputArea-output .onp-patterns", timeout=90_000)
+    page.wait_for_timeout(500)
+    views = page.evaluate(WORDS_SPLIT)
+    assert {v["kind"].split()[-1] for v in views} == {"onp-translation", "onp-patterns"}, views
+    for v in views:
+        assert v["words"] > 50 and not v["split"], f"{which}: {v['kind']} breaks words: {v['split']}"
+    [cat] = [v for v in views if "onp-patterns" in v["kind"]]
+    assert "Trust this notebook (File > Trust Notebook)" in cat["hintText"]
+    assert cat["hint"] is (which == "untrusted"), f"{which}: the hint is {'shown' if cat['hint'] else 'hidden'}"

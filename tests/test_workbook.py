@@ -199,32 +199,35 @@ CONTROLS = """() => [...document.querySelectorAll('.jp-OutputArea-output .onp')]
 
 
 @pytest.mark.parametrize("which", ["trusted", "untrusted"])
-def test_every_view_reads_well_in_jupyterlab(lab, browser, which):
-    "Code left-aligned, monospaced, indentation kept, wrapped inside its column; no view wider than its output cell."
-    server, expected = lab
-    page = browser.new_page(viewport={"width": 1280, "height": 1000})
-    try:
-        page.goto(f"{server.url}/lab/tree/workbook/{which}.ipynb?token={server.token}&reset")
-        page.wait_for_selector(".jp-OutputArea-output .onp", timeout=90_000)
-        page.wait_for_function(f"document.querySelectorAll('.jp-OutputArea-output .onp').length >= {expected}", timeout=60_000)
-        views = page.evaluate(MEASURE)
-        kinds = {v["kind"].split()[-1] for v in views}
-        assert {"onp-translation", "onp-port", "onp-doctor", "onp-audit", "onp-run", "onp-release", "onp-bench"} <= kinds, kinds
-        for v in views:
-            assert v["right"] <= 1 and v["over"] <= 1, f"{which}: {v['kind']} is wider than its cell: {v}"
-            assert v["right_aligned"] == 0, f"{which}: {v['kind']}: {v['right_aligned']} of {v['cells']} text cells right-aligned"
-            if v["src"]:
-                assert v["src_align"] == ["left"] and v["src_space"] == ["pre-wrap"] and v["src_mono"], f"{which}: {v}"
-        code_views = [v for v in views if v["src"]]
-        assert code_views and all(v["sideways"] <= 1 for v in code_views), f"{which}: code scrolls sideways: {code_views}"
-        for v in page.evaluate(WORDS_SPLIT):     # every word of every view on one line, badges and names included
-            assert v["words"] > 0 and not v["split"], f"{which}: {v['kind']} breaks words: {v['split']}"
-        for v in page.evaluate(CONTROLS):        # a view with controls says how to trust it, where it is not trusted
-            assert v["hint"] is (which == "untrusted") and "Trust" in v["text"], f"{which}: {v}"
-        shown = "\n".join(page.locator(".jp-OutputArea-output .onp").all_inner_texts())
-        assert str(ROOT) not in shown and "../tests/fixtures" in shown, f"{which}: a view shows the checkout's own path"
-        if which == "trusted": screenshots(page)
-    finally: page.close()
+def test_every_view_reads_well_in_jupyterlab(lab, lab_page, which):
+    ("Code left-aligned, monospaced, indentation kept, wrapped inside its column; no view wider than its output cell. "
+     "The trusted copy runs its kernel, as the screenshots show it; the views need none.")
+    _, expected = lab
+    page = lab_page.page
+    assert lab_page.open(f"workbook/{which}.ipynb", 1280, 1000, kernel=which == "trusted") == (
+        NOTEBOOK_KERNEL if which == "trusted" else None)
+    page.wait_for_selector(".jp-OutputArea-output .onp", timeout=90_000)
+    page.wait_for_function(f"document.querySelectorAll('.jp-OutputArea-output .onp').length >= {expected}",
+                           timeout=60_000)
+    views = page.evaluate(MEASURE)
+    kinds = {v["kind"].split()[-1] for v in views}
+    assert {"onp-translation", "onp-port", "onp-doctor", "onp-audit", "onp-run", "onp-release",
+            "onp-bench"} <= kinds, kinds
+    for v in views:
+        assert v["right"] <= 1 and v["over"] <= 1, f"{which}: {v['kind']} is wider than its cell: {v}"
+        assert v["right_aligned"] == 0, (f"{which}: {v['kind']}: {v['right_aligned']} of {v['cells']} text cells "
+                                         "right-aligned")
+        if v["src"]:
+            assert v["src_align"] == ["left"] and v["src_space"] == ["pre-wrap"] and v["src_mono"], f"{which}: {v}"
+    code_views = [v for v in views if v["src"]]
+    assert code_views and all(v["sideways"] <= 1 for v in code_views), f"{which}: code scrolls sideways: {code_views}"
+    for v in page.evaluate(WORDS_SPLIT):     # every word of every view on one line, badges and names included
+        assert v["words"] > 0 and not v["split"], f"{which}: {v['kind']} breaks words: {v['split']}"
+    for v in page.evaluate(CONTROLS):        # a view with controls says how to trust it, where it is not trusted
+        assert v["hint"] is (which == "untrusted") and "Trust" in v["text"], f"{which}: {v}"
+    shown = "\n".join(page.locator(".jp-OutputArea-output .onp").all_inner_texts())
+    assert str(ROOT) not in shown and "../tests/fixtures" in shown, f"{which}: a view shows the checkout's own path"
+    if which == "trusted": screenshots(page)
 
 
 SHOTS = (("translation", ".onp-translation"), ("port", ".onp-port"), ("doctor", ".onp-doctor .onp-conformance"))
