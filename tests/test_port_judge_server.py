@@ -27,19 +27,24 @@ def _judge(tree, warm=None):
     return run, [sorted((d.code, d.line, d.message) for d in x) for x in (j.port, j.inherited, j.excluded)]
 
 
-def _warm(tree, modules=(MOD,)):
+def _warm(tree, modules=(MOD,), relative=False):
+    "A warm server for `modules`; `relative`: its inputs named relative to the current folder (`tree`)."
     extra = [str((tree / s).resolve()) for s in ("src", "omni")]
-    return J.WarmJudge(extra, tree / "omni", list(modules), J.warm_imports(_inputs(tree)), inputs=_inputs(tree))
+    ins = [p.relative_to(tree) for p in _inputs(tree)] if relative else _inputs(tree)
+    return J.WarmJudge(extra, tree / "omni", list(modules), J.warm_imports(_inputs(tree)), inputs=ins)
 
 
 @pytest.fixture(scope="module")
 def runs(tree, tmp_path_factory):  # noqa: F811
-    ("The command-line run (inputs checked and kept), then the server where every input is kept, then a server that "
-     "was started for other modules.")
+    ("The command-line run (inputs checked and kept), then the server where every input is kept (its inputs named "
+     "relative to the current folder, as a port run with relative paths names them), then a server that was started "
+     "for other modules.")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("OMNI_NPU_PORT_JUDGE_CACHE", str(tmp_path_factory.mktemp("server-cache")))
         first = _judge(tree)
-        warm = _warm(tree)
+        with pytest.MonkeyPatch.context() as cd:
+            cd.chdir(tree)
+            warm = _warm(tree, relative=True)
         served = _judge(tree, warm)
         warm.close()
         other = _warm(tree, ["vllm_omni.platforms.npu.worker.other_runner"])
@@ -91,19 +96,12 @@ def test_no_warm_server_in_a_process_with_a_capped_address_space(monkeypatch):
 
 
 @pytest.mark.slow
-def test_inputs_named_by_a_relative_path_are_opened_by_their_absolute_uri(tree, monkeypatch):  # noqa: F811
+def test_inputs_named_by_a_relative_path_are_opened_by_their_absolute_uri(runs):
     ("A file URI is absolute: inputs given relative to the current folder (a port run with relative paths) start the "
-     "server without an error in its thread.")
-    monkeypatch.chdir(tree)
-    extra = [str((tree / s).resolve()) for s in ("src", "omni")]
-    rel = [p.relative_to(tree) for p in _inputs(tree)]
-    warm = J.WarmJudge(extra, tree / "omni", [MOD], J.warm_imports(_inputs(tree)), inputs=rel)
-    try:
-        warm.ready.join(120)
-        assert not warm.ready.is_alive() and not warm.error
-        assert all(p.is_absolute() and p.is_file() for p in warm.inputs)
-    finally:
-        warm.close()
+     "server without an error in its thread (it served: `runs`' warm server was given its inputs so).")
+    _, (served, _), _, warm = runs
+    assert served.how == "server" and not warm.ready.is_alive() and not warm.error
+    assert all(p.is_absolute() and p.is_file() for p in warm.inputs)
 
 
 def _served(tmp_path, monkeypatch, cores: int, workers: int, kept: bool):
