@@ -1602,6 +1602,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                           'omni_npu_port.port.judge.run_checker': ( 'port/judge.html#run_checker',
                                                                                     'omni_npu_port/port/judge.py'),
                                           'omni_npu_port.port.judge.served': ('port/judge.html#served', 'omni_npu_port/port/judge.py'),
+                                          'omni_npu_port.port.judge.server_command': ( 'port/judge.html#server_command',
+                                                                                       'omni_npu_port/port/judge.py'),
                                           'omni_npu_port.port.judge.shared_idle': ( 'port/judge.html#shared_idle',
                                                                                     'omni_npu_port/port/judge.py'),
                                           'omni_npu_port.port.judge.signature_of': ( 'port/judge.html#signature_of',

