@@ -1068,8 +1068,8 @@ def _own_calls(lines: list[str]) -> dict[str, list[ast.stmt]] | None:
 
 def ascend_calls(lines: list[str], base: str, new: str, people: str, ascend: tuple) -> tuple[list[str], list[str]]:
     ("The merged method's lines with each call of the runner's own method that vllm-ascend alone changed since PREV "
-     "(all NEW's lines of it vllm-ascend's, one of them new or one gone vllm-ascend dropped) and the people kept as `base` had it, taken as `new` has it "
-     "(ONP4491); none that reads a name left unbound; (lines, the methods called).")
+     "(all NEW's lines of it vllm-ascend's, one of them new or one gone vllm-ascend dropped) and the people kept as "
+     "`base` had it, taken as `new` has it (ONP4491); none that reads a name left unbound; (lines, methods called).")
     texts = [t.rstrip("\n").split("\n") for t in (base, new, people)]
     got, sides = _own_calls(lines), [_own_calls(t) for t in texts]
     if got is None or None in sides or not ascend[0]: return lines, []
