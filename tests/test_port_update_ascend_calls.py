@@ -48,8 +48,20 @@ def test_an_assigned_name_vllm_ascend_dropped_goes_unless_the_method_still_reads
     base = "def f(self, x):\n    (\n        a,\n        c,\n    ) = self.prep(x)\n    self.mgr.init(x)\n    return a\n"
     new = base.replace("        c,\n", "").replace("init(x)", "init(x, 1)")
     people = base.replace("    return a\n", "    torch.npu.synchronize()\n    return a\n")
-    lines, said = ascend_calls(people.rstrip().split("\n"), base, new, people, (_keys(new), _keys(base)))
+    lines, said, _ = ascend_calls(people.rstrip().split("\n"), base, new, people, (_keys(new), _keys(base)))
     assert "        c," not in lines and "    self.mgr.init(x)" in lines and said == ["prep"]
     reads = [t.replace("return a", "return a, c") for t in (base, new, people)]
-    lines, said = ascend_calls(reads[2].rstrip().split("\n"), *reads, (_keys(reads[1]), _keys(reads[0])))
+    lines, said, _ = ascend_calls(reads[2].rstrip().split("\n"), *reads, (_keys(reads[1]), _keys(reads[0])))
     assert "        c," in lines and said == []
+
+
+def test_a_conflict_below_a_taken_call_is_said_at_its_marker():
+    base = BASE.replace("    return b\n", "    b = g(b)\n    return b\n")
+    new = NEW.replace("        self.loc, 1)", "        self.loc,\n        1,\n    )").replace("    return b\n",
+                                                                                    "    b = g(b, 2)\n    return b\n")
+    people = base.replace("b = g(b)", "b = npu_g(b)")
+    m = MethodUpdate("R", "f", "merged")
+    ascend = (_keys(new) - {_key("    b = g(b, 2)")}, _keys(base))   # the call vllm-ascend's; `g`'s edit omni's GPU side
+    lines, diags = merge_method(m, base, new, people, ("people", "new"), "comment", ascend)
+    marks = [d.line for d in diags if d.code == "ONP4001"]
+    assert "ONP4491" in {d.code for d in diags} and marks and all("<<<<<<<" in lines[k - 1] for k in marks)

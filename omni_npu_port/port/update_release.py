@@ -1006,15 +1006,16 @@ def _own_calls(lines: list[str]) -> dict[str, list[ast.stmt]] | None:
         if isinstance(s, ast.stmt) and s is not got[0] and (k := _self_call(s)): out.setdefault(k, []).append(s)
     return out
 
-def ascend_calls(lines: list[str], base: str, new: str, people: str, ascend: tuple) -> tuple[list[str], list[str]]:
+def ascend_calls(lines: list[str], base: str, new: str, people: str, ascend: tuple) -> tuple[list[str], list, list]:
     ("The merged method's lines with each call of the runner's own method that vllm-ascend alone changed since PREV "
      "(all NEW's lines of it vllm-ascend's, one of them new or one gone vllm-ascend dropped) and the people kept as "
-     "`base` had it, taken as `new` has it (ONP4491); none that reads a name left unbound; (lines, methods called).")
+     "`base` had it, taken as `new` has it (ONP4491); none that reads a name left unbound; (lines, methods called, "
+     "(last line replaced, lines added) each).")
     texts = [t.rstrip("\n").split("\n") for t in (base, new, people)]
     got, sides = _own_calls(lines), [_own_calls(t) for t in texts]
-    if got is None or None in sides or not ascend[0]: return lines, []
+    if got is None or None in sides or not ascend[0]: return lines, [], []
     same = lambda x, y: ast.dump(x) == ast.dump(y)
-    out, said = list(lines), []
+    out, said, shifts = list(lines), [], []
     for name, rs in sorted(got.items(), key=lambda kv: -kv[1][0].lineno):   # from the bottom: line numbers hold
         b, n, p = (s.get(name, []) for s in sides)
         if len(rs) != 1 or len(b) != 1 or len(n) != 1 or len(p) != 1: continue
@@ -1030,7 +1031,8 @@ def ascend_calls(lines: list[str], base: str, new: str, people: str, ascend: tup
         now = _unbound_reads(out[:r.lineno - 1] + put + out[r.end_lineno:])
         if was is None or now is None or now - was: continue
         out[r.lineno - 1:r.end_lineno] = put; said.append(name)
-    return out, said[::-1]
+        shifts.append((r.end_lineno, len(put) - (r.end_lineno - r.lineno + 1)))
+    return out, said[::-1], shifts
 
 # %% ../../nbs/port/update_release.ipynb #c7c5b9e4
 def merge_method(m: MethodUpdate, base: str, new: str, people: str, labels: tuple, prefer: str,
@@ -1087,7 +1089,8 @@ def merge_method(m: MethodUpdate, base: str, new: str, people: str, labels: tupl
     lines, added = take_parameters(lines, new)   # a parameter only the new port's signature has, read (ONP4528)
     diags += [port_diagnostic("ONP4528", f"{code_info('ONP4528').title}: {m.runner}.{m.name}: `{x}`") for x in added]
     for d in diags[len(diags) - len(added):]: d.where = m.name
-    lines, called = (lines, []) if follows else ascend_calls(lines, base, new, people, ascend)   # ONP4491
+    lines, called, shifts = (lines, [], []) if follows else ascend_calls(lines, base, new, people, ascend)   # ONP4491
+    for d in diags: d.line = d.line and d.line + sum(k for at, k in shifts if d.line > at)
     diags += [port_diagnostic("ONP4491", f"{code_info('ONP4491').title}: {m.runner}.{m.name}: `self.{x}(...)`",
                               where=m.name) for x in called]
     return lines, diags
