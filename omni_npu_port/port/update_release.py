@@ -60,7 +60,7 @@ __all__ = ['RENAME_LIKENESS', 'REWRITE_SHARE', 'REWRITE_LINES', 'FEW_EDITS', 'ED
            'depths', 'fragment_compiles', 'narrow_conflict', 'stack_words', 'defined_names', 'stale_reads',
            'drop_stale', 'take_binding_sides', 'take_parameters', 'keep_ascend_change', 'ascend_put_back',
            'ascend_left_in_conflicts', 'made_twice', 'stale_taken_without_ascend', 'AscendChange', 'following',
-           'follows_ascend', 'merged_signature', 'with_signature', 'merge_by_signature', 'ascend_calls', 'merge_method',
+           'follows_ascend', 'merged_signature', 'with_signature', 'merge_by_signature', 'merge_method',
            'decide_method', 'gone_lines', 'rewritten', 'change_of', 'worth_carrying', 'people_lines', 'reported_whole',
            'Unit', 'cut_units', 'module_units', 'imported_names', 'merge_units', 'place_methods', 'future_first',
            'Inherited', 'derives_from', 'RunnerSides', 'assemble', 'import_units', 'keep_imports', 'module_unbound',
@@ -984,56 +984,6 @@ def merge_by_signature(m, base: str, new: str, people: str, labels: tuple, prefe
                                            where=m.name)]
 
 
-# %% ../../nbs/port/update_release.ipynb #4491a002
-register(Code("ONP4491", "update-ascend-call-interface", "update: a call of the runner's own method whose arguments or "
-              "assigned names vllm-ascend changed since PREV, kept by the people's port as the previous port had it, "
-              "taken as NEW has it (the method it inherits changed its interface; ONP4550 would keep the old call)",
-              "info", "check the call against NEW's vllm-ascend runner method it calls", _NB, "port"))
-
-def _self_call(s: ast.stmt) -> str | None:
-    "The runner's own method a simple statement calls (`self.name(...)`, alone or assigned), else None."
-    v = s.value if isinstance(s, (ast.Expr, ast.Assign, ast.AnnAssign, ast.AugAssign)) else None
-    if (isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and isinstance(v.func.value, ast.Name)
-            and v.func.value.id == "self"): return v.func.attr
-    return None
-
-def _own_calls(lines: list[str]) -> dict[str, list[ast.stmt]] | None:
-    "Each runner's-own-method call statement of a method, by the method it calls (None: it does not parse)."
-    got = _method_node(lines)
-    if got is None: return None
-    out: dict[str, list[ast.stmt]] = {}
-    for s in ast.walk(got[0]):
-        if isinstance(s, ast.stmt) and s is not got[0] and (k := _self_call(s)): out.setdefault(k, []).append(s)
-    return out
-
-def ascend_calls(lines: list[str], base: str, new: str, people: str, ascend: tuple) -> tuple[list[str], list, list]:
-    ("The merged method's lines with each call of the runner's own method that vllm-ascend alone changed since PREV "
-     "(all NEW's lines of it vllm-ascend's, one of them new or one gone vllm-ascend dropped) and the people kept as "
-     "`base` had it, taken as `new` has it (ONP4491); none that reads a name left unbound; (lines, methods called, "
-     "(last line replaced, lines added) each).")
-    texts = [t.rstrip("\n").split("\n") for t in (base, new, people)]
-    got, sides = _own_calls(lines), [_own_calls(t) for t in texts]
-    if got is None or None in sides or not ascend[0]: return lines, [], []
-    same = lambda x, y: ast.dump(x) == ast.dump(y)
-    out, said, shifts = list(lines), [], []
-    for name, rs in sorted(got.items(), key=lambda kv: -kv[1][0].lineno):   # from the bottom: line numbers hold
-        b, n, p = (s.get(name, []) for s in sides)
-        if len(rs) != 1 or len(b) != 1 or len(n) != 1 or len(p) != 1: continue
-        r, b, n, p = rs[0], b[0], n[0], p[0]
-        if not (same(r, b) and same(p, b)) or same(n, b): continue
-        nl = texts[1][n.lineno - 1:n.end_lineno]
-        keys = [_key(l) for l in _code_lines(nl)]
-        gone = set(_key(l) for l in _code_lines(texts[0][b.lineno - 1:b.end_lineno])) - set(keys)
-        brought = any(k not in ascend[1] for k in keys) or any(k in ascend[1] - ascend[0] for k in gone)
-        if not all(k in ascend[0] for k in keys) or not brought: continue   # vllm-ascend's: it brought or dropped
-        was = _unbound_reads(out)
-        put = _shifted(nl, _indent(out[r.lineno - 1]) - _indent(nl[0]))
-        now = _unbound_reads(out[:r.lineno - 1] + put + out[r.end_lineno:])
-        if was is None or now is None or now - was: continue
-        out[r.lineno - 1:r.end_lineno] = put; said.append(name)
-        shifts.append((r.end_lineno, len(put) - (r.end_lineno - r.lineno + 1)))
-    return out, said[::-1], shifts
-
 # %% ../../nbs/port/update_release.ipynb #c7c5b9e4
 def merge_method(m: MethodUpdate, base: str, new: str, people: str, labels: tuple, prefer: str,
                  ascend: tuple = (set(), set()), known=None,
@@ -1089,10 +1039,6 @@ def merge_method(m: MethodUpdate, base: str, new: str, people: str, labels: tupl
     lines, added = take_parameters(lines, new)   # a parameter only the new port's signature has, read (ONP4528)
     diags += [port_diagnostic("ONP4528", f"{code_info('ONP4528').title}: {m.runner}.{m.name}: `{x}`") for x in added]
     for d in diags[len(diags) - len(added):]: d.where = m.name
-    lines, called, shifts = (lines, [], []) if follows else ascend_calls(lines, base, new, people, ascend)   # ONP4491
-    for d in diags: d.line = d.line and d.line + sum(k for at, k in shifts if d.line > at)
-    diags += [port_diagnostic("ONP4491", f"{code_info('ONP4491').title}: {m.runner}.{m.name}: `self.{x}(...)`",
-                              where=m.name) for x in called]
     return lines, diags
 
 # %% ../../nbs/port/update_release.ipynb #bd82b91d
