@@ -407,13 +407,13 @@ def settle_conflicts(hunks: list[Hunk]) -> tuple[list[Hunk], list[tuple[str, Hun
             got = "ONP4554", h.omni, []   # the people's deletion holds in the new side
         elif h.kind == "conflict" and (carried := carry_edits(h.base, h.omni, h.npu)) is not None:
             got = "ONP4511", *carried
-        elif h.kind == "conflict" and (carried := carry_unmade_edits(h.base, h.omni, h.npu)) is not None:
-            got = "ONP4496", *carried   # the people's edits the new side made too dropped, the rest carried
         elif h.kind == "conflict" and (pieces := narrow_conflict(h.base, h.omni, h.npu)) is not None:
             out += [p for p, _ in pieces]   # the statements both sides changed stay a conflict (ONP4542)
             omni = [(p, own) for p, own in pieces if p.kind == "omni"]
             settled += [("ONP4542" if k == 0 else None, p, own) for k, (p, own) in enumerate(omni)]
             continue
+        elif h.kind == "conflict" and (carried := carry_unmade_edits(h.base, h.omni, h.npu)) is not None:
+            got = "ONP4496", *carried   # the people's edits the new side made too dropped, the rest carried
         if got is None: out.append(h); continue
         s = Hunk("omni", got[1], omni=got[1], base=h.base)
         out.append(s); settled.append((got[0], s, got[2]))
