@@ -57,7 +57,7 @@ from .ready import stray_tuples
 __all__ = ['RENAME_LIKENESS', 'REWRITE_SHARE', 'REWRITE_LINES', 'FEW_EDITS', 'EDITS_AGAINST', 'omni_releases', 'previous_release',
            'git_checkout', 'git_previous', 'resolve_previous', 'class_methods', 'body_likeness', 'pair_methods',
            'MethodUpdate', 'count_new', 'code_statements', 'carry_edits', 'settle_conflicts', 'deletion_subsumed',
-           'carry_unmade_edits', 'depths', 'fragment_compiles', 'narrow_conflict', 'stack_words', 'defined_names',
+           'edits_made_on_new', 'depths', 'fragment_compiles', 'narrow_conflict', 'stack_words', 'defined_names',
            'stale_reads', 'drop_stale', 'take_binding_sides', 'take_parameters', 'keep_ascend_change',
            'ascend_put_back', 'ascend_left_in_conflicts', 'made_twice', 'stale_taken_without_ascend', 'AscendChange',
            'following', 'follows_ascend', 'merged_signature', 'with_signature', 'merge_by_signature', 'merge_method',
@@ -412,8 +412,8 @@ def settle_conflicts(hunks: list[Hunk]) -> tuple[list[Hunk], list[tuple[str, Hun
             omni = [(p, own) for p, own in pieces if p.kind == "omni"]
             settled += [("ONP4542" if k == 0 else None, p, own) for k, (p, own) in enumerate(omni)]
             continue
-        elif h.kind == "conflict" and (carried := carry_unmade_edits(h.base, h.omni, h.npu)) is not None:
-            got = "ONP4496", *carried   # the people's edits the new side made too dropped, the rest carried
+        elif h.kind == "conflict" and edits_made_on_new(h.base, h.omni, h.npu):
+            got = "ONP4496", h.omni, []   # every people's edit there the new side made too
         if got is None: out.append(h); continue
         s = Hunk("omni", got[1], omni=got[1], base=h.base)
         out.append(s); settled.append((got[0], s, got[2]))
@@ -442,9 +442,9 @@ def deletion_subsumed(base: list[str], new: list[str], people: list[str]) -> boo
 
 
 # %% ../../nbs/port/update_release.ipynb #4496a002
-register(Code("ONP4496", "update-edit-made-too", "update: a conflict whose people's statement edits the new port's "
-              "side made too (their statements, not in the previous port's, once on the new side), the people's other "
-              "edits carried onto it", "info", "check the new port's lines there", _NB, "port"))
+register(Code("ONP4496", "update-edit-made-too", "update: a conflict every people's statement edit of which the new "
+              "port's side made too (their statements, not in the previous port's, once on the new side, in a row): "
+              "the new port's side is taken", "info", "check the new port's lines there", _NB, "port"))
 
 def _made_on_new(op: tuple, zk: list, ak: list, bk: list) -> bool:
     "Whether one people's statement edit's own statements are new to the base and on the new side, in a row, once."
@@ -452,18 +452,14 @@ def _made_on_new(op: tuple, zk: list, ak: list, bk: list) -> bool:
     if not run or any(k in zk for k in run): return False
     return sum(ak[p:p + len(run)] == run for p in range(len(ak) - len(run) + 1)) == 1
 
-def carry_unmade_edits(base: list[str], new: list[str], people: list[str]) -> tuple[list[str], list[str]] | None:
-    ("`carry_edits` of the people's edits the new side did not make too; None where none was made on the new side, "
-     "or the rest finds no place.")
+def edits_made_on_new(base: list[str], new: list[str], people: list[str]) -> bool:
+    "Whether the people's side of a conflict edits the base and the new side made every one of those edits too."
     Z, A, B = (code_statements(x) for x in (base, new, people))
-    if Z is None or A is None or B is None: return None
+    if Z is None or A is None or B is None: return False
     zk, ak, bk = ([u[0] for u in s] for s in (Z, A, B))
-    kept, made = [], False
-    for op in difflib.SequenceMatcher(None, depths(Z), depths(B), autojunk=False).get_opcodes():
-        if op[0] != "equal" and _made_on_new(op, zk, ak, bk):
-            made = True; kept += [l for u in Z[op[1]:op[2]] for l in u[1]]   # undone: the base's statements
-        else: kept += [l for u in B[op[3]:op[4]] for l in u[1]]
-    return carry_edits(base, new, kept) if made else None
+    ops = [op for op in difflib.SequenceMatcher(None, depths(Z), depths(B), autojunk=False).get_opcodes()
+           if op[0] != "equal"]
+    return bool(ops) and all(_made_on_new(op, zk, ak, bk) for op in ops)
 
 
 # %% ../../nbs/port/update_release.ipynb #9a7c0e02
