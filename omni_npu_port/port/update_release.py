@@ -57,10 +57,10 @@ from .ready import stray_tuples
 __all__ = ['RENAME_LIKENESS', 'REWRITE_SHARE', 'REWRITE_LINES', 'FEW_EDITS', 'EDITS_AGAINST', 'omni_releases', 'previous_release',
            'git_checkout', 'git_previous', 'resolve_previous', 'class_methods', 'body_likeness', 'pair_methods',
            'MethodUpdate', 'count_new', 'code_statements', 'carry_edits', 'settle_conflicts', 'deletion_subsumed',
-           'edits_made_on_new', 'depths', 'fragment_compiles', 'narrow_conflict', 'stack_words', 'defined_names',
-           'stale_reads', 'drop_stale', 'take_binding_sides', 'take_parameters', 'keep_ascend_change',
-           'ascend_put_back', 'ascend_left_in_conflicts', 'made_twice', 'stale_taken_without_ascend', 'AscendChange',
-           'following', 'follows_ascend', 'merged_signature', 'with_signature', 'merge_by_signature', 'merge_method',
+           'depths', 'fragment_compiles', 'narrow_conflict', 'stack_words', 'defined_names', 'stale_reads',
+           'drop_stale', 'take_binding_sides', 'take_parameters', 'keep_ascend_change', 'ascend_put_back',
+           'ascend_left_in_conflicts', 'made_twice', 'stale_taken_without_ascend', 'AscendChange', 'following',
+           'follows_ascend', 'merged_signature', 'with_signature', 'merge_by_signature', 'merge_method',
            'decide_method', 'gone_lines', 'rewritten', 'change_of', 'worth_carrying', 'people_lines', 'reported_whole',
            'Unit', 'cut_units', 'module_units', 'imported_names', 'merge_units', 'place_methods', 'future_first',
            'Inherited', 'derives_from', 'RunnerSides', 'assemble', 'import_units', 'keep_imports', 'module_unbound',
@@ -412,8 +412,6 @@ def settle_conflicts(hunks: list[Hunk]) -> tuple[list[Hunk], list[tuple[str, Hun
             omni = [(p, own) for p, own in pieces if p.kind == "omni"]
             settled += [("ONP4542" if k == 0 else None, p, own) for k, (p, own) in enumerate(omni)]
             continue
-        elif h.kind == "conflict" and edits_made_on_new(h.base, h.omni, h.npu):
-            got = "ONP4496", h.omni, []   # every people's edit there the new side made too
         if got is None: out.append(h); continue
         s = Hunk("omni", got[1], omni=got[1], base=h.base)
         out.append(s); settled.append((got[0], s, got[2]))
@@ -439,27 +437,6 @@ def deletion_subsumed(base: list[str], new: list[str], people: list[str]) -> boo
         if op != "delete": return False
         runs.append(B[i1:i2])
     return not any(_has_run(N, r) for r in runs)
-
-
-# %% ../../nbs/port/update_release.ipynb #4496a002
-register(Code("ONP4496", "update-edit-made-too", "update: a conflict every people's statement edit of which the new "
-              "port's side made too (their statements, not in the previous port's, once on the new side, in a row): "
-              "the new port's side is taken", "info", "check the new port's lines there", _NB, "port"))
-
-def _made_on_new(op: tuple, zk: list, ak: list, bk: list) -> bool:
-    "Whether one people's statement edit's own statements are new to the base and on the new side, in a row, once."
-    run = bk[op[3]:op[4]]
-    if not run or any(k in zk for k in run): return False
-    return sum(ak[p:p + len(run)] == run for p in range(len(ak) - len(run) + 1)) == 1
-
-def edits_made_on_new(base: list[str], new: list[str], people: list[str]) -> bool:
-    "Whether the people's side of a conflict edits the base and the new side made every one of those edits too."
-    Z, A, B = (code_statements(x) for x in (base, new, people))
-    if Z is None or A is None or B is None: return False
-    zk, ak, bk = ([u[0] for u in s] for s in (Z, A, B))
-    ops = [op for op in difflib.SequenceMatcher(None, depths(Z), depths(B), autojunk=False).get_opcodes()
-           if op[0] != "equal"]
-    return bool(ops) and all(_made_on_new(op, zk, ak, bk) for op in ops)
 
 
 # %% ../../nbs/port/update_release.ipynb #9a7c0e02
