@@ -930,6 +930,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                           'omni_npu_port.port.audit.inline_in_copy': ( 'port/audit.html#inline_in_copy',
                                                                                        'omni_npu_port/port/audit.py'),
                                           'omni_npu_port.port.audit.inlined': ('port/audit.html#inlined', 'omni_npu_port/port/audit.py'),
+                                          'omni_npu_port.port.audit.inserted': ('port/audit.html#inserted', 'omni_npu_port/port/audit.py'),
                                           'omni_npu_port.port.audit.kept_copy': ( 'port/audit.html#kept_copy',
                                                                                   'omni_npu_port/port/audit.py'),
                                           'omni_npu_port.port.audit.kept_findings': ( 'port/audit.html#kept_findings',

@@ -5,8 +5,8 @@ here and tests/fixtures/update. Nothing is fetched."""
 from pathlib import Path
 from types import SimpleNamespace as NS
 
-from omni_npu_port.port.audit import (AuditSides, gpu_gained, kept_findings, method_keys, omni_named, statement_lag,
-                                     stream)
+from omni_npu_port.port.audit import (AuditSides, gpu_gained, inserted, kept_findings, method_keys, omni_named,
+                                     statement_lag, stream)
 
 UPD = Path(__file__).parent / "fixtures" / "update"
 PREV = ("def _dummy_run(self, n):\n    if self.mm and not self.enc:\n        ids, embeds = None, self.embed(n)\n"
@@ -42,6 +42,14 @@ def test_owed_only_where_a_line_names_omni_s_own_word():
     gate = ["elif getattr ( self . model , 'has_preprocess' , False ) :"]   # a name read by getattr, as a string
     assert omni_named(gate, stream(["self . model"])) == gate
     assert omni_named(gate, stream(["if self . model . has_preprocess :"])) == []
+
+
+def test_only_statements_omni_inserted_not_lines_it_edited():
+    # made from 0.24's false generation `sample_tokens`: omni renamed a name in vllm's `execute_model_state` unpack,
+    # a statement the copy writes its own way; an edit of a line PREV had is not read, a new statement is
+    assert set(ELIF) == inserted(PREV, NEW)
+    renamed = PREV.replace("ids, embeds = None, self.embed(n)", "ids, embeds_raw = None, self.embed(n)")
+    assert inserted(PREV, renamed) == set()
 
 
 def _unapplied(note: str, copy: str) -> list:

@@ -41,8 +41,8 @@ __all__ = ['DRIFT_CODES', 'Finding', 'evidence_target', 'audit_target', 'conflic
            'other_forms', 'base_calls', 'base_call_kept', 'dead_bindings', 'import_binds', 'unread_imports',
            'absent_guards', 'stack_names', 'truth', 'returned', 'helper_tests', 'release_arg', 'AuditSides',
            'gpu_gained', 'kept_lag', 'method_texts', 'anchor_pair', 'own_edits', 'stale_lag', 'statement_lag',
-           'omni_named', 'unapplied_lag', 'dropped_kept', 'kept_findings', 'missing_methods', 'runner_findings',
-           'audit']
+           'omni_named', 'inserted', 'unapplied_lag', 'dropped_kept', 'kept_findings', 'missing_methods',
+           'runner_findings', 'audit']
 
 # %% ../../nbs/port/audit.ipynb #42c12468
 _NB = "port/audit.ipynb"
@@ -832,15 +832,22 @@ def omni_named(lag: list[str], known: str) -> list[str]:
     fresh = lambda k: any(n.isidentifier() and n not in _KW and n not in words for n in map(name, k.split()))
     return lag if any(fresh(k) for k in lag) else []
 
+def inserted(prev_gpu: str, new_gpu: str) -> set[str]:
+    "Keys of the lines omni's GPU method inserted since PREV (new statements, not edits of lines PREV had)."
+    a, b = method_keys(prev_gpu), method_keys(new_gpu)
+    ops = difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
+    return {k for tag, _, _, j1, j2 in ops if tag == "insert" for k in b[j1:j2]}
+
 def unapplied_lag(r, b, sides, m: str, copy: str | None, note: str) -> list[str]:
-    ("What GPU method `m` gained since PREV, inside the statement the port's ONP4412 `note` names, that the copy's "
+    ("What GPU method `m` inserted since PREV, inside the statement the port's ONP4412 `note` names, that the copy's "
      "method lacks, naming a word neither it nor vllm's text has (`omni_named`): omni's change the new port could "
      "not apply, so the update never carries it (rule 33).")
     old, new = _methods(sides.base, b.gpu if b else None).get(m), _methods(sides.new, r.gpu).get(m)
     if old is None or new is None or not copy: return []
-    own, theirs = stream(method_keys(copy)), sides.their_stream(m)
-    return omni_named(statement_lag(ast.unparse(new), gpu_gained(ast.unparse(old), ast.unparse(new), own, theirs),
-                                    note), own + theirs)
+    own, theirs, was, now = stream(method_keys(copy)), sides.their_stream(m), ast.unparse(old), ast.unparse(new)
+    new_lines = inserted(was, now)   # an edited statement the copy may write its own way: not read here
+    lag = statement_lag(now, [k for k in gpu_gained(was, now, own, theirs) if k in new_lines], note)
+    return omni_named(lag, own + theirs)
 
 # %% ../../nbs/port/audit.ipynb #11b40d2a
 def dropped_kept(r, b, sides: AuditSides, mine: dict, said: set) -> set[str]:
