@@ -40,8 +40,9 @@ __all__ = ['DRIFT_CODES', 'Finding', 'evidence_target', 'audit_target', 'conflic
            'inline_in_copy', 'platform_names', 'on_platform', 'module_bound', 'else_tests', 'inlined', 'aliased',
            'other_forms', 'base_calls', 'base_call_kept', 'dead_bindings', 'import_binds', 'unread_imports',
            'absent_guards', 'stack_names', 'truth', 'returned', 'helper_tests', 'release_arg', 'AuditSides',
-           'gpu_gained', 'kept_lag', 'method_texts', 'anchor_pair', 'own_edits', 'stale_lag', 'dropped_kept',
-           'kept_findings', 'missing_methods', 'runner_findings', 'audit']
+           'gpu_gained', 'kept_lag', 'method_texts', 'anchor_pair', 'own_edits', 'stale_lag', 'statement_lag',
+           'omni_named', 'inserted', 'unapplied_lag', 'dropped_kept', 'kept_findings', 'missing_methods',
+           'runner_findings', 'audit']
 
 # %% ../../nbs/port/audit.ipynb #42c12468
 _NB = "port/audit.ipynb"
@@ -805,6 +806,49 @@ def stale_lag(r, b, sides, m: str, copy: str | None, note: str) -> list[str]:
     return lines if " ".join(code_tokens(ast.literal_eval(said[1]))) in lines else []
 
 
+# %% ../../nbs/port/audit.ipynb #1430a310
+import builtins
+
+_HUNK = re.compile(r": \w+ `([^`]+)`")
+
+def statement_lag(new_gpu: str, gained: list[str], note: str) -> list[str]:
+    ("The keys of `gained` that stand in the statement of `new_gpu` (omni's NEW GPU method) whose first line the "
+     "port's note quotes (`kind `text``, cut); [] where the note quotes none.")
+    said = _HUNK.search(note)
+    want = code_tokens(said[1])[:-1] if said else []   # the quote's last token may be cut
+    try: tree = ast.parse(new_gpu)
+    except SyntaxError: return []
+    at = [s for s in ast.walk(tree) if isinstance(s, ast.stmt) and not isinstance(s, ast.FunctionDef) and want
+          and code_tokens(ast.unparse(s).split("\n")[0])[:len(want)] == want]
+    lines = new_gpu.split("\n")
+    keys = {k for s in at for k in method_keys("\n".join(lines[s.lineno - 1:s.end_lineno]))}
+    return [k for k in gained if k in keys]
+
+def omni_named(lag: list[str], known: str) -> list[str]:
+    ("`lag` where one of its lines names a word `known` (the copy's and vllm's / vllm-ascend's token streams) lacks: "
+     "omni's own vocabulary, not vllm's change omni followed nor a line the copy writes its own way; else [].")
+    name = lambda t: t.strip("'\"") if t[:1] in "'\"" and t.strip("'\"").isidentifier() else t   # getattr(x, 'n')
+    words = {name(t) for t in known.split()} | set(dir(builtins))
+    fresh = lambda k: any(n.isidentifier() and n not in _KW and n not in words for n in map(name, k.split()))
+    return lag if any(fresh(k) for k in lag) else []
+
+def inserted(prev_gpu: str, new_gpu: str) -> set[str]:
+    "Keys of the lines omni's GPU method inserted since PREV (new statements, not edits of lines PREV had)."
+    a, b = method_keys(prev_gpu), method_keys(new_gpu)
+    ops = difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
+    return {k for tag, _, _, j1, j2 in ops if tag == "insert" for k in b[j1:j2]}
+
+def unapplied_lag(r, b, sides, m: str, copy: str | None, note: str) -> list[str]:
+    ("What GPU method `m` inserted since PREV, inside the statement the port's ONP4412 `note` names, that the copy's "
+     "method lacks, naming a word neither it nor vllm's text has (`omni_named`): omni's change the new port could "
+     "not apply, so the update never carries it (rule 33).")
+    old, new = _methods(sides.base, b.gpu if b else None).get(m), _methods(sides.new, r.gpu).get(m)
+    if old is None or new is None or not copy: return []
+    own, theirs, was, now = stream(method_keys(copy)), sides.their_stream(m), ast.unparse(old), ast.unparse(new)
+    new_lines = inserted(was, now)   # an edited statement the copy may write its own way: not read here
+    lag = statement_lag(now, [k for k in gpu_gained(was, now, own, theirs) if k in new_lines], note)
+    return omni_named(lag, own + theirs)
+
 # %% ../../nbs/port/audit.ipynb #11b40d2a
 def dropped_kept(r, b, sides: AuditSides, mine: dict, said: set) -> set[str]:
     ("Methods PREV's GPU runner (its source) defines and NEW's no longer does that the copy still defines, little "
@@ -815,7 +859,7 @@ def dropped_kept(r, b, sides: AuditSides, mine: dict, said: set) -> set[str]:
 
 def kept_findings(r, b, sides: AuditSides, texts: tuple, where: tuple, said: set) -> list[Finding]:
     ("ONP4131 for each method omni dropped that the copy keeps little changed; ONP4132 for an override the update "
-     "keeps that lacks what omni's GPU method gained (rule 31 too); the update's other notes as notes.")
+     "keeps that lacks what omni's GPU method gained (rules 31, 33 too); the update's other notes as notes.")
     (mine, prev, npu_at), (cls, path) = texts, where
     gone, out, now = dropped_kept(r, b, sides, mine, said), [], _methods(sides.new, r.gpu)
     at = lambda m: min((i for i, (k, x) in npu_at.items() if (k, x) == (cls, m)), default=None)
@@ -827,8 +871,9 @@ def kept_findings(r, b, sides: AuditSides, texts: tuple, where: tuple, said: set
                                f"`{lag[0][:70]}`", path=path, line=at(m), column=1, cls=cls, method=m,
                                detail=[f"+ {k}" for k in lag]))
         else: out.append(Finding(_NOTES[d.code], d.message, path=path, cls=cls, method=m, level="info"))
-    for d, m in ((d, d.where or "") for d in r.diagnostics if d.code == "ONP4012"):   # rule 31
-        if m not in said | {f.method for f in out} and (lag := stale_lag(r, b, sides, m, mine.get(m), d.message)):
+    for d, m in ((d, d.where or "") for d in r.diagnostics if d.code in ("ONP4012", "ONP4412")):   # rules 31, 33
+        lag_of = stale_lag if d.code == "ONP4012" else unapplied_lag
+        if m not in said | {f.method for f in out} and (lag := lag_of(r, b, sides, m, mine.get(m), d.message)):
             out.append(Finding("ONP4132", f"{sides.basis}: {code_info('ONP4132').title}: {cls}.{m} lacks "
                                f"`{lag[0][:70]}`", path=path, line=at(m), column=1, cls=cls, method=m,
                                detail=[f"+ {k}" for k in lag]))
