@@ -12,3 +12,14 @@ def stack_index(root: Path, runner_text: str) -> ReadyIndex:
     for f in ("__init__.py", "v1/__init__.py", "v1/worker/__init__.py"): (pkg / f).write_text("")
     (pkg / "v1" / "worker" / "gpu_model_runner.py").write_text(runner_text)
     return ReadyIndex([open_source(str(pkg))], [])
+
+
+def update_stack(root: Path, base_text: str) -> Path:
+    ("A judged update's stack under `root`: a `vllm_ascend` package whose `base.py` is `base_text` (dedented) and the "
+     "empty omni packages the written NPU runner goes in; `root` returned.")
+    from textwrap import dedent
+    for rel, text in {"vllm_ascend/__init__.py": "", "vllm_ascend/base.py": base_text, "omni/vllm_omni/__init__.py": "",
+                      "omni/vllm_omni/npu/__init__.py": ""}.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(dedent(text))
+    return root

@@ -9,6 +9,7 @@ from textwrap import dedent
 from types import SimpleNamespace
 
 import pytest
+from ready_stack import update_stack
 
 from omni_npu_port.port import judge as J
 from omni_npu_port.port.update_release import removed_read_units, replacement, retake_removed_reads, self_read
@@ -72,12 +73,7 @@ def test_not_taken_where_new_still_reads_it_changed_more_or_the_base_never_read_
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
-    root = tmp_path_factory.mktemp("upremoved")
-    for rel, text in {"vllm_ascend/__init__.py": "", "vllm_ascend/base.py": BASE, "omni/vllm_omni/__init__.py": "",
-                      "omni/vllm_omni/npu/__init__.py": ""}.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(dedent(text))
-    return root
+    return update_stack(tmp_path_factory.mktemp("upremoved"), BASE)
 
 
 def retaken(stack, code: str, new: str = NEW_PORT):

@@ -8,6 +8,7 @@ from textwrap import dedent
 from types import SimpleNamespace
 
 import pytest
+from ready_stack import update_stack
 
 from omni_npu_port.port import judge as J
 from omni_npu_port.port.update_release import repair_judged
@@ -31,12 +32,7 @@ NEW = runner("m = n\nk = self.fresh(n)\nreturn m + k")
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
-    root = tmp_path_factory.mktemp("uprepair")
-    for rel, text in {"vllm_ascend/__init__.py": "", "vllm_ascend/base.py": BASE, "omni/vllm_omni/__init__.py": "",
-                      "omni/vllm_omni/npu/__init__.py": ""}.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(dedent(text))
-    return root
+    return update_stack(tmp_path_factory.mktemp("uprepair"), BASE)
 
 
 def repaired(stack, code: str, new: str = NEW, known=None):
