@@ -71,11 +71,11 @@ __all__ = ['RENAME_LIKENESS', 'REWRITE_SHARE', 'REWRITE_LINES', 'FEW_EDITS', 'ED
            'retake_calls', 'retake_judged', 'falsy_reads', 'judged_hunk', 'repair_module', 'repair_judged',
            'missing_helpers', 'helper_source', 'carry_methods', 'put_back_unhelped', 'carry_helpers', 'runner_gpus',
            'order_owner', 'unshared_statement', 'orphan_bindings', 'dropped_base_units', 'init_binding', 'init_unit',
-           'gpu_owner', 'drop_base_reads', 'leaf_statements', 'node_path', 'node_at', 'with_node_at',
-           'statement_counterpart', 'self_read', 'replacement', 'inlined', 'removed_read_unit', 'removed_read_units',
-           'retake_removed_reads', 'records', 'record_holders', 'record_key', 'record_units', 'align_records',
-           'sibling_records', 'align_runners', 'unpack_renames', 'name_unpacks', 'take_records', 'update_release',
-           'flag_self_tuples', 'update_inputs']
+           'gpu_owner', 'take_edit', 'judge_taken', 'drop_base_reads', 'leaf_statements', 'node_path', 'node_at',
+           'with_node_at', 'statement_counterpart', 'self_read', 'replacement', 'inlined', 'removed_read_unit',
+           'removed_read_units', 'retake_removed_reads', 'records', 'record_holders', 'record_key', 'record_units',
+           'align_records', 'sibling_records', 'align_runners', 'unpack_renames', 'name_unpacks', 'take_records',
+           'update_release', 'flag_self_tuples', 'update_inputs']
 
 # %% ../../nbs/port/update_release.ipynb #41af0190
 # a second import block (`__all__` comes between), so that neither import cell passes 60 lines
@@ -1262,7 +1262,8 @@ class RunnerSides:
     rewrites: bool = True         # a method the new port rewrote, the people's edits few, taken whole (ONP4495)
 
 def _pairs(sides: RunnerSides):
-    "Each side's methods, paired: (rows, each side's name → pair id); None: a module does not parse or lacks its class."
+    ("Each side's methods, paired: (rows, each side's name → pair id); None: a module does not parse or lacks its "
+     "class.")
     ms = [class_methods(*s) for s in (sides.base, sides.new, sides.people)]
     if any(x is None for x in ms): return None
     rows = pair_methods(*ms)
@@ -2544,29 +2545,37 @@ def _base_edit(r, gpu, people: str | None, owner) -> tuple[str, list, list] | No
     return text, units, list(once.values())
 
 # %% ../../nbs/port/update_release.ipynb #4565a00b
+def take_edit(r, i: int, text: str, units: list, said: list, ix, was: dict) -> bool:
+    ("Runner `r` (index `i`) takes `text`, its code with the edit `units` applied (`said`: the edit's lines), where "
+     "the ready rules find nothing more; what it had is kept in `was[i]` for `put_back_unhelped`. False: not taken.")
+    from copy import copy
+    not_ready = ready_findings(text, ix, r.cls)
+    if len(not_ready) > len(ready_findings(r.code, ix, r.cls)): return False   # the ready rules find more
+    was[i] = (r.code, r.not_ready, list(r.diagnostics), len(r.judge.port), r.judge)
+    ours = {id(d) for d in r.judge.port + r.judge.excluded}
+    own = [copy(d) for d in r.diagnostics if d.code not in _READY_CODES and id(d) not in ours]
+    for d in own: d.line = _moved_line(d.line, units)
+    r.code, r.not_ready, r.diagnostics = text, not_ready, own + said + not_ready
+    return True
+
+def judge_taken(runners: list, was: dict, code: str, rejudge) -> list[Diagnostic] | None:
+    ("The runners with the edits `was` holds judged again (`rejudge()`, its lines); a runner the judge then finds no "
+     "fewer errors in gets its code back (`code` says so); None where nothing was taken.")
+    if not was: return None
+    _unjudged(runners)
+    return put_back_unhelped(runners, was, code, rejudge, rejudge())
+
 def drop_base_reads(runners: list, gpus, people: dict, ix, rejudge, owner=gpu_owner) -> list[Diagnostic] | None:
     ("After the judge: per runner, `_base_edit` (`gpus(i)`: PREV's and NEW's omni GPU runner of runner i; `people`: "
      "class -> the PREV hand module's text) taken where the ready rules find nothing more, all judged again "
      "(`rejudge()`, its lines); a runner the judge then finds no fewer errors in gets its code back (ONP4566); None "
      "where nothing is taken.")
-    from copy import copy
     was = {}
     for i, r in enumerate(runners):
         if r.judge is None or not r.judge.judged or not r.judge.port: continue
         got = _base_edit(r, gpus(i)[1], people.get(r.cls), owner)
-        if got is None: continue
-        text, units, said = got
-        not_ready = ready_findings(text, ix, r.cls)
-        if len(not_ready) > len(ready_findings(r.code, ix, r.cls)): continue   # the ready rules find more
-        was[i] = (r.code, r.not_ready, list(r.diagnostics), len(r.judge.port), r.judge)
-        ours = {id(d) for d in r.judge.port + r.judge.excluded}
-        own = [copy(d) for d in r.diagnostics if d.code not in _READY_CODES and id(d) not in ours]
-        for d in own: d.line = _moved_line(d.line, units)
-        r.code, r.not_ready, r.diagnostics = text, not_ready, own + said + not_ready
-    if not was: return None
-    _unjudged(runners)
-    judged = rejudge()
-    return put_back_unhelped(runners, was, "ONP4566", rejudge, judged)
+        if got is not None: take_edit(r, i, *got, ix, was)
+    return judge_taken(runners, was, "ONP4566", rejudge)
 
 # %% ../../nbs/port/update_release.ipynb #4563a002
 register(Code("ONP4563", "update-removed-read-retaken", "update: the judge finds `self.X` in no class of the "
@@ -2739,7 +2748,6 @@ def retake_removed_reads(runners: list, new_port: ReleasePort, base_port: Releas
     ("After the judge: per runner, the `self.X` reads NEW replaced retaken (`removed_read_units`, ONP4563) where the "
      "module compiles and the ready rules find nothing more, all judged again (`rejudge()`, its lines); a runner the "
      "judge then finds no fewer errors in gets its code back (ONP4564); None where nothing is taken.")
-    from copy import copy
     was = {}
     for i, (r, fresh) in enumerate(zip(runners, new_port.runners)):
         if r.judge is None or not r.judge.judged or not r.judge.port: continue
@@ -2749,19 +2757,10 @@ def retake_removed_reads(runners: list, new_port: ReleasePort, base_port: Releas
                                    class_methods(fresh.code, r.cls) or {})
         text = "\n".join(_apply(python_lines(r.code), [u[:3] for u in units])).rstrip("\n") + "\n"
         if not units or not _compiles(text.split("\n")): continue
-        not_ready = ready_findings(text, ix, r.cls)
-        if len(not_ready) > len(ready_findings(r.code, ix, r.cls)): continue   # the ready rules find more
-        was[i] = (r.code, r.not_ready, list(r.diagnostics), len(r.judge.port), r.judge)
-        ours = {id(d) for d in r.judge.port + r.judge.excluded}
-        own = [copy(d) for d in r.diagnostics if d.code not in _READY_CODES and id(d) not in ours]
-        for d in own: d.line = _moved_line(d.line, [u[:3] for u in units])
         said = [port_diagnostic("ONP4563", f"{code_info('ONP4563').title}: {u[3].where}: `self.{u[4]}` -> "
                                 f"`{u[5][:80]}`", s[0] + 1, where=u[3].where) for u, s in zip(units, _spans(units))]
-        r.code, r.not_ready, r.diagnostics = text, not_ready, own + said + not_ready
-    if not was: return None
-    _unjudged(runners)
-    judged = rejudge()
-    return put_back_unhelped(runners, was, "ONP4564", rejudge, judged)
+        take_edit(r, i, text, [u[:3] for u in units], said, ix, was)
+    return judge_taken(runners, was, "ONP4564", rejudge)
 
 # %% ../../nbs/port/update_release.ipynb #569d4182
 register(Code("ONP4535", "update-record-taken", "update: the judge or the ready rules find errors in a module whose "
