@@ -3,30 +3,26 @@ and `translate` keep in the judge cache, with the same bound (`ANSWERS_MOST` of 
 tests/fixtures/derived's vllm / vllm_ascend doubles as wheels in tmp, a private judge cache and package cache."""
 import ast
 import json
-from pathlib import Path
 from types import SimpleNamespace as NS
 
 import pytest
 
-from fixture_wheels import fixture_wheel
+from fixture_wheels import DERIVED, derived_wheels, private_derived
 from omni_npu_port.port import derived_check as DC
 from omni_npu_port.translate import derived as D
 
-FX = Path(__file__).parent / "fixtures" / "derived"
+FX = DERIVED
 FIRES = (FX / "gpu_fires.py").read_text()
 
 
 @pytest.fixture
 def kept(tmp_path, monkeypatch):
     "Two wheels in a private package cache, a private judge cache, no index of this process left over."
-    monkeypatch.setenv("OMNI_NPU_PORT_JUDGE_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(D, "_INDEXES", {})
+    private_derived(monkeypatch, tmp_path)
     pkgs = tmp_path / "pkgs"
     pkgs.mkdir()
     monkeypatch.setattr(D, "CACHE_DIR", pkgs)
-    vllm = fixture_wheel(FX / "vllm", pkgs / "vllm-0.1.0-py3-none-any.whl")
-    ascend = fixture_wheel(FX / "ascend", pkgs / "vllm_ascend-0.1.0-py3-none-any.whl")
-    return vllm, ascend
+    return derived_wheels(pkgs)
 
 
 def _copy(text: str, name: str = "OmniRunner"):

@@ -3,27 +3,23 @@ reads them back (no vllm-ascend module scanned, the same findings); a changed ar
 source is never kept; a corrupt entry is rebuilt, a foreign file left alone, the folder bounded.
 Fixtures: tests/fixtures/derived's tiny vllm / vllm_ascend trees, zipped here into wheels."""
 import zipfile
-from pathlib import Path
 
 import pytest
 
-from fixture_wheels import fixture_wheel
+from fixture_wheels import DERIVED, FIRES, QUIET, derived_wheels, fixture_wheel, private_derived
 from omni_npu_port.port import derived_check as DC
 from omni_npu_port.translate import derived as D
 
-FX = Path(__file__).parent / "fixtures" / "derived"
-FIRES, QUIET = (FX / "gpu_fires.py").read_text(), (FX / "gpu_quiet.py").read_text()
+FX = DERIVED
 
 
 @pytest.fixture
 def kept(tmp_path, monkeypatch):
     "Two wheels, a private judge cache, no index of this process left over; the scans counted."
-    monkeypatch.setenv("OMNI_NPU_PORT_JUDGE_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(D, "_INDEXES", {})
+    private_derived(monkeypatch, tmp_path)
     scans, scan = [], D.DerivedIndex._scan
     monkeypatch.setattr(D.DerivedIndex, "_scan", lambda self, m, t: (scans.append(m), scan(self, m, t)))
-    vllm = fixture_wheel(FX / "vllm", tmp_path / "vllm-0.1.0-py3-none-any.whl")
-    ascend = fixture_wheel(FX / "ascend", tmp_path / "vllm_ascend-0.1.0-py3-none-any.whl")
+    vllm, ascend = derived_wheels(tmp_path)
     return vllm, ascend, scans, tmp_path / "cache" / "derived"
 
 

@@ -3,12 +3,11 @@ content in the judge cache's `derived/` folder and read back — the inputs' `na
 pass) and the derived checks of the written modules — with the same findings; a changed input or written module is
 checked anew, never served a stale result; a folder source is never kept. And the Markdown report says the pairing's
 evidence once. Fixtures: tests/fixtures/derived's tiny vllm / vllm_ascend trees, zipped here into wheels."""
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-from fixture_wheels import fixture_wheel
+from fixture_wheels import DERIVED, FIRES, QUIET, derived_wheels, private_derived
 from omni_npu_port.core.catalog import OmniPairing
 from omni_npu_port.port import derived_check as DC
 from omni_npu_port.port import ready as R
@@ -17,15 +16,13 @@ from omni_npu_port.port.release_report import release_markdown, release_summary
 from omni_npu_port.sources import evidence  # noqa: F401  (registers ONP4471)
 from omni_npu_port.translate import derived as D
 
-FX = Path(__file__).parent / "fixtures" / "derived"
-FIRES, QUIET = (FX / "gpu_fires.py").read_text(), (FX / "gpu_quiet.py").read_text()
+FX = DERIVED
 
 
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
     "A private judge cache; the derived checks and the tuples' parses counted."
-    monkeypatch.setenv("OMNI_NPU_PORT_JUDGE_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(D, "_INDEXES", {})
+    private_derived(monkeypatch, tmp_path)
     checked, parsed = [], []
     check, tuples = DC.check_module, R.self_tuples
     monkeypatch.setattr(DC, "check_module", lambda code, *a, **k: (checked.append(code), check(code, *a, **k))[1])
@@ -69,8 +66,7 @@ def test_a_kept_entry_that_is_no_list_of_keys_is_found_anew(cache):
 # --- the written modules' derived checks ----------------------------------------------------------------------------
 
 def _sources(cache):
-    return fixture_wheel(FX / "vllm", cache.tmp / "vllm-0.1.0-py3-none-any.whl"), \
-        fixture_wheel(FX / "ascend", cache.tmp / "vllm_ascend-0.1.0-py3-none-any.whl")
+    return derived_wheels(cache.tmp)
 
 
 def _ports(code):

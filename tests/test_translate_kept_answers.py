@@ -9,26 +9,23 @@ from pathlib import Path
 
 import pytest
 
-from fixture_wheels import fixture_wheel
+from fixture_wheels import DERIVED, FIRES, QUIET, derived_wheels, fixture_wheel, private_derived
 from omni_npu_port.port import derived_check as DC
 from omni_npu_port.translate import derived as D
 
-FX = Path(__file__).parent / "fixtures" / "derived"
-FIRES, QUIET = (FX / "gpu_fires.py").read_text(), (FX / "gpu_quiet.py").read_text()
+FX = DERIVED
 
 
 @pytest.fixture
 def two(tmp_path, monkeypatch):
     "Two wheels, a private judge cache, no index of this process left over; the vllm modules an index reads, listed."
-    monkeypatch.setenv("OMNI_NPU_PORT_JUDGE_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(D, "_INDEXES", {})
+    private_derived(monkeypatch, tmp_path)
     parsed, real = [], D.DerivedIndex._binding
     def binding(self, module, name):   # how a vllm module binds a name: its module parsed (once per index)
         parsed.append(module)
         return real(self, module, name)
     monkeypatch.setattr(D.DerivedIndex, "_binding", binding)
-    vllm = fixture_wheel(FX / "vllm", tmp_path / "vllm-0.1.0-py3-none-any.whl")
-    ascend = fixture_wheel(FX / "ascend", tmp_path / "vllm_ascend-0.1.0-py3-none-any.whl")
+    vllm, ascend = derived_wheels(tmp_path)
     return vllm, ascend, parsed, tmp_path / "cache" / "derived"
 
 
